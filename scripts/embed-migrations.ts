@@ -1,0 +1,11 @@
+/**
+ * Writes src/db/migrations.generated.ts from drizzle/meta/_journal.json: one text import per migration,
+ * so `bun build --compile` embeds the SQL and the binary never reads the source tree at run time.
+ * Run by `npm run db:generate` after drizzle-kit; a test fails when the module is stale.
+ */
+import { renderMigrationsModule } from '../src/db/migrations-module.ts'
+
+const root = new URL('..', import.meta.url).pathname
+const journal = await Bun.file(`${root}drizzle/meta/_journal.json`).json()
+await Bun.write(`${root}src/db/migrations.generated.ts`, renderMigrationsModule(journal))
+console.log(`embedded ${journal.entries.length} migration(s)`)

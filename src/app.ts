@@ -1,0 +1,33 @@
+/** createApp(deps): the Elysia root — body rules, errors, modules. No listen(): `serve` and tests call it. */
+import { Elysia } from 'elysia'
+import type { Config } from './config.ts'
+import type { Store } from './db/open.ts'
+import { rejectOversizedBody, parseJsonBody } from './http/body.ts'
+import { renderError } from './http/error-handler.ts'
+import type { Clock } from './lib/clock.ts'
+import type { Logger } from './lib/logger.ts'
+import { healthModule } from './modules/health/index.ts'
+import type { SetupGate } from './modules/setup/service.ts'
+import { setupModule } from './modules/setup/index.ts'
+
+export interface AppDeps {
+  config: Config
+  store: Store
+  clock: Clock
+  logger: Logger
+  /** The instance secret (signs webhook URLs). */
+  secret: Buffer
+  /** Present while the instance has no users (first start). */
+  setupGate?: SetupGate
+}
+
+export function createApp(deps: AppDeps) {
+  return new Elysia()
+    .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
+    .onParse(parseJsonBody(deps.config.maxBodyBytes))
+    .onError(({ code, error, request }) => renderError(code, error, request, deps.logger))
+    .use(healthModule(deps))
+    .use(setupModule(deps))
+}
+
+export type App = ReturnType<typeof createApp>

@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs'
+import { systemClock } from '../lib/clock.ts'
+import { loadInstanceSecret } from '../lib/secret.ts'
+import { ApplyError, type ApplyReport, applyDocument, parseApplyText } from '../modules/apply/service.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, required } from './command.ts'
+
+export const applyCommand: Command = {
+  summary: 'create or update users, projects, workflows… from a YAML or JSON file (idempotent)',
+  usage: 'trellis apply -f FILE [--json] [--data DIR] [--base-url URL]   (FILE "-" reads standard input)',
+  async run(argv, io) {
+    const parsed = parseFlags(argv, { file: { type: 'string', short: 'f' }, json: { type: 'boolean' }, 'base-url': { type: 'string' } })
+    if (parsed.help) return io.out(this.usage), 0
+    const path = required(parsed, 'file')
+    const config = configFrom(parsed)
+    let text: string
+    try {
+      text = path === '-' ? await io.readStdin() : readFileSync(path, 'utf8')
+    } catch (error) {
+      throw new CommandError(`cannot read ${path}: ${(error as Error).message}`)
+    }
+    const store = openMigrated(config)
+    try {
+      const report = applyDocument(parseApplyText(text), {
+        store,
+        clock: systemClock,
+        secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
+        baseUrl: config.baseUrl,
+      })
+      io.out(parsed.values.json ? JSON.stringify(report, null, 2) : humanReport(report))
+      return 0
+    } catch (error) {
+      if (error instanceof ApplyError) {
+        throw new CommandError(`${path} was not applied; nothing changed:\n${error.message}`)
+      }
+      throw error
+    } finally {
+      store.close()
+    }
+  },
+}
+
+function humanReport(report: ApplyReport): string {
+  const lines = report.changes.map((c) => `${c.action.padEnd(9)} ${c.kind} ${c.name}`)
+  for (const item of report.notInFile) lines.push(`not in file ${item.kind} ${item.name} (kept)`)
+  for (const w of report.workflows) {
+    if (w.webhook.url) lines.push(`webhook   ${w.project}/${w.environment}/${w.team}/${w.name} v${w.version}: ${w.webhook.url}`)
+  }
+  lines.push(`${report.created} created, ${report.updated} updated, ${report.unchanged} unchanged`)
+  return lines.join('\n')
+}

@@ -1,0 +1,38 @@
+import { eq } from 'drizzle-orm'
+import { writeTransaction } from '../db/open.ts'
+import { PERMISSION_LEVELS, type PermissionLevel, projects } from '../db/schema.ts'
+import { systemClock } from '../lib/clock.ts'
+import { setProjectMember } from '../modules/members/service.ts'
+import { findUserByEmail } from '../modules/users/service.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
+
+export const memberCommand: Command = {
+  summary: "set a user's permission level in a project",
+  usage: `trellis member set --project P --user EMAIL --role ${PERMISSION_LEVELS.join('|')}`,
+  async run(argv, io) {
+    const [sub, ...rest] = argv
+    const parsed = parseFlags(rest, { project: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' } })
+    if (parsed.help || sub === '--help' || sub === '-h') return io.out(this.usage), 0
+    if (sub !== 'set') throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
+    const projectName = required(parsed, 'project')
+    const email = required(parsed, 'user')
+    const role = required(parsed, 'role')
+    if (!PERMISSION_LEVELS.includes(role as PermissionLevel)) {
+      throw new UsageError(`--role must be one of ${PERMISSION_LEVELS.join(', ')}`)
+    }
+    const store = openMigrated(configFrom(parsed))
+    try {
+      const outcome = writeTransaction(store, (tx) => {
+        const project = tx.select().from(projects).where(eq(projects.name, projectName)).get()
+        if (!project) throw new CommandError(`unknown project ${projectName}`)
+        const user = findUserByEmail(tx, email)
+        if (!user) throw new CommandError(`unknown user ${email}`)
+        return setProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, role: role as PermissionLevel, actorId: null })
+      })
+      io.out(outcome === 'unchanged' ? `${email} is already ${role} in ${projectName}` : `${email} is now ${role} in ${projectName}`)
+      return 0
+    } finally {
+      store.close()
+    }
+  },
+}

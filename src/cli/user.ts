@@ -1,0 +1,72 @@
+import { writeTransaction } from '../db/open.ts'
+import { systemClock } from '../lib/clock.ts'
+import {
+  checkNewUser,
+  findUserByEmail,
+  hashPassword,
+  insertUser,
+  passwordProblem,
+  setUserDisabled,
+  setUserPasswordHash,
+  UserInputError,
+} from '../modules/users/service.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, readSecretLine, required, UsageError } from './command.ts'
+
+const USAGE = [
+  'trellis user create --email E --username U [--password-stdin]',
+  '       trellis user disable|enable --email E',
+  '       trellis user set-password --email E --password-stdin',
+].join('\n')
+
+export const userCommand: Command = {
+  summary: 'create users, disable or enable them, set passwords',
+  usage: USAGE,
+  async run(argv, io) {
+    const [sub, ...rest] = argv
+    const parsed = parseFlags(rest, { email: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' } })
+    if (parsed.help || sub === '--help' || sub === '-h') return io.out(USAGE), 0
+    if (!sub || !['create', 'disable', 'enable', 'set-password'].includes(sub)) {
+      throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
+    }
+    const email = required(parsed, 'email')
+    const wantsPassword = parsed.values['password-stdin'] === true
+    if (sub === 'set-password' && !wantsPassword) throw new UsageError('--password-stdin is required')
+    const password = wantsPassword ? await readSecretLine(io, 'password') : undefined
+    if (password !== undefined) {
+      const problem = passwordProblem(password)
+      if (problem) throw new CommandError(`password ${problem}`)
+    }
+    const passwordHash = password === undefined ? undefined : hashPassword(password)
+    const store = openMigrated(configFrom(parsed))
+    try {
+      const message = writeTransaction(store, (tx) => {
+        if (sub === 'create') {
+          const username = required(parsed, 'username')
+          try {
+            checkNewUser({ email, username })
+          } catch (error) {
+            if (error instanceof UserInputError) throw new CommandError(error.message)
+            throw error
+          }
+          if (findUserByEmail(tx, email)) throw new CommandError(`a user with email ${email} already exists`)
+          const user = insertUser(tx, systemClock, { email, username, passwordHash })
+          return `created user ${user.email} (id ${user.id})`
+        }
+        const user = findUserByEmail(tx, email)
+        if (!user) throw new CommandError(`unknown user ${email}`)
+        if (sub === 'set-password') {
+          setUserPasswordHash(tx, systemClock, user.id, passwordHash!)
+          return `password set for ${user.email}`
+        }
+        const disable = sub === 'disable'
+        if ((user.disabledAt !== null) === disable) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
+        setUserDisabled(tx, systemClock, user.id, disable)
+        return `${disable ? 'disabled' : 'enabled'} ${user.email}`
+      })
+      io.out(message)
+      return 0
+    } finally {
+      store.close()
+    }
+  },
+}

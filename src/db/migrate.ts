@@ -1,0 +1,50 @@
+/**
+ * Applies the embedded migrations (drizzle/ → migrations.generated.ts) in order, each once, tracked by name.
+ * Drizzle's own migrator reads files from disk, which a compiled binary does not have.
+ */
+import type { Database } from 'bun:sqlite'
+import { migrations as embedded } from './migrations.generated.ts'
+
+export interface Migration {
+  name: string
+  sql: string
+}
+
+const BREAKPOINT = '--> statement-breakpoint'
+
+/** Returns the names of the migrations applied by this call. Safe to run from several processes at once. */
+export function migrate(sqlite: Database, migrations: Migration[] = embedded, now = Date.now()): string[] {
+  sqlite.run(
+    'CREATE TABLE IF NOT EXISTS trellis_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)',
+  )
+  const applied: string[] = []
+  const isApplied = sqlite.prepare('SELECT 1 FROM trellis_migrations WHERE name = ?')
+  const record = sqlite.prepare('INSERT INTO trellis_migrations (name, applied_at) VALUES (?, ?)')
+  for (const migration of migrations) {
+    const apply = sqlite.transaction(() => {
+      if (isApplied.all(migration.name).length > 0) return false
+      for (const statement of migration.sql.split(BREAKPOINT)) {
+        if (statement.trim()) sqlite.run(statement)
+      }
+      record.run(migration.name, now)
+      return true
+    })
+    if (apply.immediate()) applied.push(migration.name)
+  }
+  return applied
+}
+
+/** Names of embedded migrations not yet applied (for /readyz). */
+export function pendingMigrations(sqlite: Database, migrations: Migration[] = embedded): string[] {
+  const table = sqlite
+    .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'trellis_migrations'")
+    .all()
+  if (table.length === 0) return migrations.map((m) => m.name)
+  const done = new Set(
+    sqlite
+      .prepare('SELECT name FROM trellis_migrations')
+      .all()
+      .map((row) => (row as { name: string }).name),
+  )
+  return migrations.filter((m) => !done.has(m.name)).map((m) => m.name)
+}

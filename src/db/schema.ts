@@ -1,0 +1,498 @@
+/**
+ * The whole Trellis data model (DESIGN §2–3, §7, §8). Times are integer epoch milliseconds.
+ * Every list filter of every endpoint has an index here; `EXPLAIN QUERY PLAN` tests keep it honest.
+ */
+import { sql } from 'drizzle-orm'
+import {
+  check,
+  index,
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/sqlite-core'
+
+export const PERMISSION_LEVELS = ['admin', 'developer', 'editor', 'user', 'manager'] as const
+export type PermissionLevel = (typeof PERMISSION_LEVELS)[number]
+
+export const RUN_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled'] as const
+export type RunStatus = (typeof RUN_STATUSES)[number]
+/** A run in one of these states blocks another run of the same workflow on the same record. */
+export const ACTIVE_RUN_STATUSES = ['queued', 'running', 'waiting'] as const
+
+const id = () => integer('id').primaryKey({ autoIncrement: true })
+const createdAt = () => integer('created_at').notNull()
+const boolean = (name: string) => integer(name, { mode: 'boolean' })
+const listOf = (values: readonly string[]) => sql.raw(values.map((v) => `'${v}'`).join(', '))
+
+// ── Organization ────────────────────────────────────────────────────────────
+
+export const users = sqliteTable(
+  'users',
+  {
+    id: id(),
+    /** Stored lower-cased; unique across the instance. */
+    email: text('email').notNull(),
+    username: text('username').notNull(),
+    /** Bun.password hash (argon2id); null until a password is set. */
+    passwordHash: text('password_hash'),
+    /** Instance administrator (the first user created through the setup page). */
+    isInstanceAdmin: boolean('is_instance_admin').notNull().default(false),
+    /** A deactivated user is "not authorized for the organization": 403 everywhere. */
+    disabledAt: integer('disabled_at'),
+    createdAt: createdAt(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [uniqueIndex('users_email_unique').on(t.email)],
+)
+
+/** Console login sessions; only the SHA-256 of the session id is stored. */
+export const sessions = sqliteTable(
+  'sessions',
+  {
+    idHash: text('id_hash').primaryKey(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    viaSso: boolean('via_sso').notNull().default(false),
+    createdAt: createdAt(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (t) => [index('sessions_user_idx').on(t.userId)],
+)
+
+// ── Projects and their structure ────────────────────────────────────────────
+
+export const projects = sqliteTable(
+  'projects',
+  {
+    id: id(),
+    /** Case-sensitive, unique. */
+    name: text('name').notNull(),
+    sso: boolean('sso').notNull().default(false),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('projects_name_unique').on(t.name)],
+)
+
+export const environments = sqliteTable(
+  'environments',
+  {
+    id: id(),
+    projectId: integer('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('environments_project_name_unique').on(t.projectId, t.name)],
+)
+
+export const teams = sqliteTable(
+  'teams',
+  {
+    id: id(),
+    projectId: integer('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('teams_project_name_unique').on(t.projectId, t.name)],
+)
+
+export const teamMembers = sqliteTable(
+  'team_members',
+  {
+    teamId: integer('team_id')
+      .notNull()
+      .references(() => teams.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.teamId, t.userId] }), index('team_members_user_idx').on(t.userId)],
+)
+
+export const projectMembers = sqliteTable(
+  'project_members',
+  {
+    projectId: integer('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    role: text('role', { enum: PERMISSION_LEVELS }).notNull(),
+    createdAt: createdAt(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.userId] }),
+    index('project_members_user_idx').on(t.userId),
+    check('project_members_role_check', sql`${t.role} in (${listOf(PERMISSION_LEVELS)})`),
+  ],
+)
+
+/** The pair (environment, team): what one team sees in one environment. */
+export const renderings = sqliteTable(
+  'renderings',
+  {
+    id: id(),
+    environmentId: integer('environment_id')
+      .notNull()
+      .references(() => environments.id, { onDelete: 'cascade' }),
+    teamId: integer('team_id')
+      .notNull()
+      .references(() => teams.id, { onDelete: 'cascade' }),
+  },
+  (t) => [uniqueIndex('renderings_environment_team_unique').on(t.environmentId, t.teamId)],
+)
+
+export const collections = sqliteTable(
+  'collections',
+  {
+    id: id(),
+    projectId: integer('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('collections_project_name_unique').on(t.projectId, t.name)],
+)
+
+/** Per-team permissions on a collection; a team without a row has both (DESIGN §2). */
+export const collectionPermissions = sqliteTable(
+  'collection_permissions',
+  {
+    collectionId: integer('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    teamId: integer('team_id')
+      .notNull()
+      .references(() => teams.id, { onDelete: 'cascade' }),
+    canRead: boolean('can_read').notNull().default(true),
+    canEdit: boolean('can_edit').notNull().default(true),
+  },
+  (t) => [primaryKey({ columns: [t.collectionId, t.teamId] })],
+)
+
+export const records = sqliteTable(
+  'records',
+  {
+    id: id(),
+    environmentId: integer('environment_id')
+      .notNull()
+      .references(() => environments.id, { onDelete: 'cascade' }),
+    collectionId: integer('collection_id')
+      .notNull()
+      .references(() => collections.id, { onDelete: 'cascade' }),
+    /** The record's own id: opaque string; composite keys in packed form (`a|b`). */
+    recordKey: text('record_key').notNull(),
+    /** JSON object. */
+    data: text('data').notNull(),
+    createdAt: createdAt(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey)],
+)
+
+// ── Notes ───────────────────────────────────────────────────────────────────
+
+export const notes = sqliteTable(
+  'notes',
+  {
+    /** AUTOINCREMENT: never reused. */
+    id: id(),
+    environmentId: integer('environment_id')
+      .notNull()
+      .references(() => environments.id, { onDelete: 'cascade' }),
+    teamId: integer('team_id')
+      .notNull()
+      .references(() => teams.id),
+    /** Null only when the collection was deleted after the note was written. */
+    collectionId: integer('collection_id').references(() => collections.id, { onDelete: 'set null' }),
+    recordId: text('record_id').notNull(),
+    title: text('title').notNull(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id),
+    createdAt: createdAt(),
+    /** The later of the note's own update and its newest message. */
+    updatedAt: integer('updated_at').notNull(),
+    archivedAt: integer('archived_at'),
+  },
+  (t) => [
+    index('notes_env_id_idx').on(t.environmentId, t.id),
+    index('notes_env_created_idx').on(t.environmentId, t.createdAt),
+    index('notes_env_updated_idx').on(t.environmentId, t.updatedAt),
+    index('notes_env_archived_idx').on(t.environmentId, t.archivedAt),
+    index('notes_env_record_idx').on(t.environmentId, t.recordId, t.id),
+    index('notes_env_user_idx').on(t.environmentId, t.userId, t.id),
+    index('notes_env_team_idx').on(t.environmentId, t.teamId, t.id),
+    index('notes_env_collection_idx').on(t.environmentId, t.collectionId, t.id),
+  ],
+)
+
+export const noteMessages = sqliteTable(
+  'note_messages',
+  {
+    id: id(),
+    noteId: integer('note_id')
+      .notNull()
+      .references(() => notes.id, { onDelete: 'cascade' }),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id),
+    /** Sanitised HTML. */
+    content: text('content').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('note_messages_note_idx').on(t.noteId, t.id)],
+)
+
+// ── Application tokens ──────────────────────────────────────────────────────
+
+export const apiTokens = sqliteTable(
+  'api_tokens',
+  {
+    id: id(),
+    name: text('name').notNull(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    projectId: integer('project_id')
+      .notNull()
+      .references(() => projects.id, { onDelete: 'cascade' }),
+    /** Hex SHA-256 of the token value; the value itself is never stored. */
+    tokenHash: text('token_hash').notNull(),
+    /** First characters of the value, for display. */
+    prefix: text('prefix').notNull(),
+    /** JSON array of scope names. */
+    scopes: text('scopes').notNull(),
+    createdWithSso: boolean('created_with_sso').notNull().default(false),
+    createdAt: createdAt(),
+    lastUsedAt: integer('last_used_at'),
+    expiresAt: integer('expires_at'),
+    revokedAt: integer('revoked_at'),
+  },
+  (t) => [
+    uniqueIndex('api_tokens_hash_unique').on(t.tokenHash),
+    index('api_tokens_user_idx').on(t.userId, t.id),
+    index('api_tokens_project_idx').on(t.projectId, t.id),
+  ],
+)
+
+// ── Workflows, webhook triggers, runs ───────────────────────────────────────
+
+export const workflows = sqliteTable(
+  'workflows',
+  {
+    id: id(),
+    renderingId: integer('rendering_id')
+      .notNull()
+      .references(() => renderings.id, { onDelete: 'cascade' }),
+    name: text('name').notNull(),
+    collectionId: integer('collection_id')
+      .notNull()
+      .references(() => collections.id),
+    /** The version used by new runs; null when the workflow was withdrawn (404 on its webhook). */
+    activeVersionId: integer('active_version_id'),
+    createdAt: createdAt(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [uniqueIndex('workflows_rendering_name_unique').on(t.renderingId, t.name)],
+)
+
+export const workflowVersions = sqliteTable(
+  'workflow_versions',
+  {
+    id: id(),
+    workflowId: integer('workflow_id')
+      .notNull()
+      .references(() => workflows.id, { onDelete: 'cascade' }),
+    version: integer('version').notNull(),
+    /** Canonical JSON of the definition (DESIGN §8). */
+    definition: text('definition').notNull(),
+    /** SHA-256 of the canonical definition: an unchanged re-publication is a no-op. */
+    definitionHash: text('definition_hash').notNull(),
+    publishedBy: integer('published_by').references(() => users.id),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('workflow_versions_workflow_version_unique').on(t.workflowId, t.version)],
+)
+
+/** One per workflow. Off by default; disabling is a pause, regenerating bumps the generation. */
+export const webhookTriggers = sqliteTable('webhook_triggers', {
+  workflowId: integer('workflow_id')
+    .primaryKey()
+    .references(() => workflows.id, { onDelete: 'cascade' }),
+  enabled: boolean('enabled').notNull().default(false),
+  generation: integer('generation').notNull().default(1),
+  /** Per-webhook override of TRELLIS_WEBHOOK_RATE_PER_MIN; null = instance default. */
+  ratePerMinute: integer('rate_per_minute'),
+  updatedAt: integer('updated_at').notNull(),
+})
+
+/** The runs table is also the queue (DESIGN §8). Ids are UUIDv7. */
+export const runs = sqliteTable(
+  'runs',
+  {
+    id: text('id').primaryKey(),
+    workflowId: integer('workflow_id')
+      .notNull()
+      .references(() => workflows.id, { onDelete: 'cascade' }),
+    workflowVersionId: integer('workflow_version_id')
+      .notNull()
+      .references(() => workflowVersions.id),
+    environmentId: integer('environment_id')
+      .notNull()
+      .references(() => environments.id, { onDelete: 'cascade' }),
+    recordId: text('record_id').notNull(),
+    /** The identity the run reads and writes as. */
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id),
+    tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
+    trigger: text('trigger', { enum: ['manual', 'webhook'] }).notNull(),
+    status: text('status', { enum: RUN_STATUSES }).notNull(),
+    /** Index of the first step not yet recorded as done. */
+    nextStep: integer('next_step').notNull().default(0),
+    /** When a queued or waiting run may be claimed. */
+    availableAt: integer('available_at').notNull(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: integer('lease_expires_at'),
+    attempts: integer('attempts').notNull().default(0),
+    /** JSON `{code, message, step?}` for failed runs. */
+    error: text('error'),
+    createdAt: createdAt(),
+    startedAt: integer('started_at'),
+    finishedAt: integer('finished_at'),
+  },
+  (t) => [
+    uniqueIndex('runs_one_active_per_record')
+      .on(t.workflowId, t.recordId)
+      .where(sql`status in ('queued', 'running', 'waiting')`),
+    index('runs_claim_idx')
+      .on(t.availableAt)
+      .where(sql`status in ('queued', 'waiting')`),
+    index('runs_lease_idx')
+      .on(t.leaseExpiresAt)
+      .where(sql`status = 'running'`),
+    index('runs_env_id_idx').on(t.environmentId, t.id),
+    index('runs_env_created_idx').on(t.environmentId, t.createdAt),
+    index('runs_env_workflow_idx').on(t.environmentId, t.workflowId, t.id),
+    index('runs_env_record_idx').on(t.environmentId, t.recordId, t.id),
+    index('runs_env_status_idx').on(t.environmentId, t.status, t.id),
+    check('runs_status_check', sql`${t.status} in (${listOf(RUN_STATUSES)})`),
+    check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
+  ],
+)
+
+export const runSteps = sqliteTable(
+  'run_steps',
+  {
+    runId: text('run_id')
+      .notNull()
+      .references(() => runs.id, { onDelete: 'cascade' }),
+    stepIndex: integer('step_index').notNull(),
+    name: text('name').notNull(),
+    type: text('type').notNull(),
+    status: text('status', { enum: ['succeeded', 'failed', 'skipped'] }).notNull(),
+    attempts: integer('attempts').notNull().default(1),
+    /** JSON: what the step produced (http status, condition outcome…). */
+    output: text('output'),
+    error: text('error'),
+    startedAt: integer('started_at').notNull(),
+    finishedAt: integer('finished_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.stepIndex] })],
+)
+
+// ── Logs (append-only) ──────────────────────────────────────────────────────
+
+export const activityLogs = sqliteTable(
+  'activity_logs',
+  {
+    id: id(),
+    environmentId: integer('environment_id')
+      .notNull()
+      .references(() => environments.id, { onDelete: 'cascade' }),
+    type: text('type', { enum: ['read', 'write'] }).notNull(),
+    action: text('action').notNull(),
+    label: text('label'),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id),
+    teamId: integer('team_id').references(() => teams.id),
+    collectionId: integer('collection_id').references(() => collections.id, { onDelete: 'set null' }),
+    /** Which token made the change, when it came through the API. */
+    tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
+    workflowName: text('workflow_name'),
+    runId: text('run_id'),
+    stepName: text('step_name'),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index('activity_logs_env_id_idx').on(t.environmentId, t.id),
+    index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
+    index('activity_logs_env_user_idx').on(t.environmentId, t.userId, t.id),
+    index('activity_logs_env_team_idx').on(t.environmentId, t.teamId, t.id),
+    index('activity_logs_env_collection_idx').on(t.environmentId, t.collectionId, t.id),
+    index('activity_logs_env_action_idx').on(t.environmentId, t.action, t.id),
+    index('activity_logs_env_type_idx').on(t.environmentId, t.type, t.id),
+    check('activity_logs_type_check', sql`${t.type} in ('read', 'write')`),
+  ],
+)
+
+/** The record ids an activity log entry touched (the `recordId` filter). */
+export const activityLogRecords = sqliteTable(
+  'activity_log_records',
+  {
+    logId: integer('log_id')
+      .notNull()
+      .references(() => activityLogs.id, { onDelete: 'cascade' }),
+    environmentId: integer('environment_id').notNull(),
+    recordId: text('record_id').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.logId, t.recordId] }),
+    index('activity_log_records_env_record_idx').on(t.environmentId, t.recordId, t.logId),
+  ],
+)
+
+export const adminLogs = sqliteTable(
+  'admin_logs',
+  {
+    id: id(),
+    /** Null for organization-wide acts (user deactivated); those show in every project of the user. */
+    projectId: integer('project_id').references(() => projects.id, { onDelete: 'cascade' }),
+    type: text('type', { enum: ['add', 'remove', 'update', 'initial'] }).notNull(),
+    resource: text('resource').notNull(),
+    initiator: text('initiator', { enum: ['administrator', 'identityProvider', 'system'] }).notNull(),
+    /** The actor; null for `system`. */
+    userId: integer('user_id').references(() => users.id),
+    /** The user the entry is about, for organization-wide acts. */
+    subjectUserId: integer('subject_user_id').references(() => users.id),
+    /** JSON; never a secret. */
+    previousValue: text('previous_value'),
+    newValue: text('new_value'),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index('admin_logs_project_id_idx').on(t.projectId, t.id),
+    index('admin_logs_project_created_idx').on(t.projectId, t.createdAt),
+    index('admin_logs_project_user_idx').on(t.projectId, t.userId, t.id),
+    index('admin_logs_project_type_idx').on(t.projectId, t.type, t.id),
+    index('admin_logs_project_resource_idx').on(t.projectId, t.resource, t.id),
+    index('admin_logs_project_initiator_idx').on(t.projectId, t.initiator, t.id),
+    check('admin_logs_type_check', sql`${t.type} in ('add', 'remove', 'update', 'initial')`),
+    check(
+      'admin_logs_initiator_check',
+      sql`${t.initiator} in ('administrator', 'identityProvider', 'system')`,
+    ),
+  ],
+)

@@ -1,0 +1,53 @@
+/** Maps every error — ours and Elysia's — to the one JSON body of DESIGN §5. */
+import type { Logger } from '../lib/logger.ts'
+import { joinPath } from '../lib/validation.ts'
+import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
+
+interface TypeBoxError {
+  path: string
+  message: string
+  summary?: string
+}
+
+interface ValidationLike {
+  type: string
+  all: TypeBoxError[]
+}
+
+function validationResponse(error: ValidationLike): Response {
+  const where = error.type === 'query' ? 'query parameter' : error.type === 'params' ? 'path parameter' : error.type === 'headers' ? 'header' : 'field'
+  const seen = new Set<string>()
+  const details = error.all
+    .map((e) => ({ field: joinPath('', e.path) || error.type, message: e.summary ?? e.message }))
+    .filter((d) => !seen.has(d.field) && seen.add(d.field))
+  const first = details[0] ?? { field: error.type, message: 'invalid value' }
+  const code = error.type === 'body' ? 'validation_failed' : 'invalid_parameter'
+  return jsonResponse(400, errorBody(400, code, `Invalid ${where} '${first.field}': ${first.message}`, { details }))
+}
+
+export function renderError(code: string | number, error: unknown, request: Request, logger: Logger): Response {
+  if (error instanceof HttpError) return errorResponse(error)
+  // Elysia wraps what a parser throws (our 413 and invalid_json) in its ParseError.
+  const cause = (error as { cause?: unknown } | null)?.cause
+  if (cause instanceof HttpError) return errorResponse(cause)
+  switch (code) {
+    case 'VALIDATION':
+      return validationResponse(error as unknown as ValidationLike)
+    case 'NOT_FOUND': {
+      const url = new URL(request.url)
+      return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${url.pathname}`))
+    }
+    case 'PARSE':
+      return jsonResponse(400, errorBody(400, 'invalid_body', 'Request body could not be parsed'))
+    case 'INVALID_COOKIE_SIGNATURE':
+      return jsonResponse(401, errorBody(401, 'unauthorized', 'Invalid session cookie'))
+    default: {
+      logger.error('unhandled error', {
+        method: request.method,
+        path: new URL(request.url).pathname,
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      })
+      return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The one error body (DESIGN §5): `{ error: <HTTP reason>, code: <snake_case>, message, details? }`.
+ * Services throw these; the root app's onError renders every one of them, and every Elysia error, the same way.
+ */
+import { STATUS_CODES } from 'node:http'
+
+export interface ErrorBody {
+  error: string
+  code: string
+  message: string
+  details?: unknown
+  [extra: string]: unknown
+}
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    /** Extra fields merged into the body (e.g. `runId`, `retry_after`, `details`). */
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message)
+    this.name = new.target.name
+  }
+
+  toBody(): ErrorBody {
+    return { error: reasonPhrase(this.status), code: this.code, message: this.message, ...this.extra }
+  }
+}
+
+export const badRequest = (code: string, message: string, extra?: Record<string, unknown>) =>
+  new HttpError(400, code, message, extra)
+export const unauthorized = (message = 'Invalid or missing token') => new HttpError(401, 'unauthorized', message)
+export const forbidden = (message = 'Insufficient permissions for the operation', code = 'forbidden') =>
+  new HttpError(403, code, message)
+export const notFound = (message = 'Not found', code = 'not_found') => new HttpError(404, code, message)
+export const conflict = (code: string, message: string, extra?: Record<string, unknown>) =>
+  new HttpError(409, code, message, extra)
+export const payloadTooLarge = (limit: number) =>
+  new HttpError(413, 'payload_too_large', `Request body exceeds the limit of ${limit} bytes`)
+
+export function reasonPhrase(status: number): string {
+  return STATUS_CODES[status] ?? 'Error'
+}
+
+export function errorBody(status: number, code: string, message: string, extra: Record<string, unknown> = {}): ErrorBody {
+  return { error: reasonPhrase(status), code, message, ...extra }
+}
+
+export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
+  })
+}
+
+export function errorResponse(error: HttpError): Response {
+  return jsonResponse(error.status, error.toBody(), error.headers)
+}

@@ -1,0 +1,25 @@
+/** JSON-lines logger on stdout/stderr. Never pass secrets (tokens, passwords, URL signatures) to it. */
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void
+  info(msg: string, fields?: Record<string, unknown>): void
+  warn(msg: string, fields?: Record<string, unknown>): void
+  error(msg: string, fields?: Record<string, unknown>): void
+}
+
+export function createLogger(level: LogLevel = 'info', write: (line: string, isError: boolean) => void = defaultWrite): Logger {
+  const threshold = LOG_LEVELS.indexOf(level)
+  const log = (lvl: Exclude<LogLevel, 'silent'>) => (msg: string, fields: Record<string, unknown> = {}) => {
+    if (LOG_LEVELS.indexOf(lvl) < threshold) return
+    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }), lvl === 'error' || lvl === 'warn')
+  }
+  return { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') }
+}
+
+function defaultWrite(line: string, isError: boolean): void {
+  ;(isError ? process.stderr : process.stdout).write(`${line}\n`)
+}
+
+export const silentLogger: Logger = createLogger('silent')

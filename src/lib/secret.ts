@@ -1,0 +1,22 @@
+/** The instance secret: signs webhook URLs. From TRELLIS_SECRET, else generated once into `<data>/secret` (0600). */
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+
+export const SECRET_FILE = 'secret'
+
+export function loadInstanceSecret(dataDir: string, fromEnv?: string): Buffer {
+  if (fromEnv) return Buffer.from(fromEnv, 'utf8')
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  const path = join(dataDir, SECRET_FILE)
+  try {
+    // 'wx' fails when the file exists, so two processes starting at once never overwrite each other's secret.
+    writeFileSync(path, `${randomBytes(32).toString('base64url')}\n`, { flag: 'wx', mode: 0o600 })
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+  }
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600)
+  const text = readFileSync(path, 'utf8').trim()
+  if (text.length < 32) throw new Error(`instance secret in ${path} is too short; delete it to generate a new one`)
+  return Buffer.from(text, 'utf8')
+}

@@ -1,0 +1,39 @@
+/** TypeBox validation that reports problems as `path: message` with readable paths (`steps[2].set`). */
+import type { TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+export interface Problem {
+  path: string
+  message: string
+}
+
+/** `/steps/0/type` → `steps[0].type`, prefixed with `base`. */
+export function joinPath(base: string, pointer: string): string {
+  return pointer
+    .split('/')
+    .filter(Boolean)
+    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((path, part) => (/^\d+$/.test(part) ? `${path}[${part}]` : path ? `${path}.${part}` : part), base)
+}
+
+/** One problem per path (the first TypeBox reports), in document order. */
+export function schemaProblems(schema: TSchema, value: unknown, base = ''): Problem[] {
+  const seen = new Set<string>()
+  const problems: Problem[] = []
+  for (const error of Value.Errors(schema, value)) {
+    const path = joinPath(base, error.path) || '(root)'
+    if (seen.has(path)) continue
+    seen.add(path)
+    const unknownKey = error.message.startsWith('Unexpected property')
+    problems.push({ path, message: unknownKey ? 'unknown field' : lowerFirst(error.message) })
+  }
+  return problems
+}
+
+function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1)
+}
+
+export function formatProblems(problems: Problem[]): string {
+  return problems.map((p) => `${p.path}: ${p.message}`).join('\n')
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bun
+/** Entry point of the one binary: `trellis <command> [flags]`. Exit 0 ok, 1 failure, 2 usage. */
+import pkg from '../package.json' with { type: 'json' }
+import { applyCommand } from './cli/apply.ts'
+import { type Command, CommandError, type Io, UsageError } from './cli/command.ts'
+import { memberCommand } from './cli/member.ts'
+import { migrateCommand } from './cli/migrate.ts'
+import { KEEP_RUNNING, serveCommand } from './cli/serve.ts'
+import { userCommand } from './cli/user.ts'
+
+const COMMANDS: Record<string, Command> = {
+  serve: serveCommand,
+  migrate: migrateCommand,
+  apply: applyCommand,
+  user: userCommand,
+  member: memberCommand,
+}
+
+export function helpText(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length))
+  return [
+    `Trellis ${pkg.version} — back-office collaboration and workflows in one executable.`,
+    '',
+    'Usage: trellis <command> [flags]',
+    '',
+    'Commands:',
+    ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
+    '',
+    'Every command takes --data DIR (default $TRELLIS_DATA_DIR or ./data).',
+    'Run `trellis <command> --help` for its flags. `trellis --version` prints the version.',
+  ].join('\n')
+}
+
+export const processIo: Io = {
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+  readStdin: () => Bun.stdin.text(),
+}
+
+export async function runCli(argv: string[], io: Io = processIo): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    ;(name === undefined ? io.err : io.out)(helpText())
+    return name === undefined ? 2 : 0
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    io.out(pkg.version)
+    return 0
+  }
+  const command = COMMANDS[name]
+  if (!command) {
+    io.err(`trellis: unknown command "${name}"\n\n${helpText()}`)
+    return 2
+  }
+  try {
+    return await command.run(rest, io)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`trellis ${name}: ${error.message}\n\nUsage: ${command.usage}`)
+      return 2
+    }
+    if (error instanceof CommandError) {
+      io.err(`trellis ${name}: ${error.message}`)
+      return 1
+    }
+    io.err(`trellis ${name}: ${error instanceof Error ? error.message : String(error)}`)
+    return 1
+  }
+}
+
+if (import.meta.main) {
+  const code = await runCli(process.argv.slice(2))
+  // `serve` keeps running; every other command ends here.
+  if (code !== KEEP_RUNNING) process.exit(code)
+}

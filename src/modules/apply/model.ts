@@ -1,0 +1,93 @@
+/** The apply file (DESIGN §9). Field names are a contract; unknown fields are errors so typos never pass silently. */
+import { type Static, Type as T } from '@sinclair/typebox'
+import { PERMISSION_LEVELS } from '../../db/schema.ts'
+
+const Name = T.String({ minLength: 1, maxLength: 200 })
+const Email = T.String({ minLength: 3, maxLength: 320 })
+const IsoTime = T.String({ minLength: 1, maxLength: 64 })
+const strict = { additionalProperties: false } as const
+
+export const ApplyUser = T.Object(
+  {
+    email: Email,
+    username: T.String({ minLength: 1, maxLength: 100 }),
+    password: T.Optional(T.String({ maxLength: 1024 })),
+    disabled: T.Optional(T.Boolean()),
+  },
+  strict,
+)
+
+export const ApplyProject = T.Object(
+  {
+    name: Name,
+    sso: T.Optional(T.Boolean()),
+    environments: T.Optional(T.Array(Name)),
+    teams: T.Optional(T.Array(T.Object({ name: Name, members: T.Optional(T.Array(Email)) }, strict))),
+    members: T.Optional(
+      T.Array(T.Object({ user: Email, role: T.Union(PERMISSION_LEVELS.map((r) => T.Literal(r))) }, strict)),
+    ),
+    collections: T.Optional(
+      T.Array(
+        T.Object(
+          {
+            name: Name,
+            permissions: T.Optional(
+              T.Record(T.String(), T.Object({ read: T.Optional(T.Boolean()), edit: T.Optional(T.Boolean()) }, strict)),
+            ),
+          },
+          strict,
+        ),
+      ),
+    ),
+    records: T.Optional(
+      T.Array(
+        T.Object(
+          {
+            environment: Name,
+            collection: Name,
+            id: T.String({ minLength: 1, maxLength: 1024 }),
+            data: T.Record(T.String(), T.Unknown()),
+          },
+          strict,
+        ),
+      ),
+    ),
+    /** Checked step by step by workflowDefinitionProblems(). */
+    workflows: T.Optional(T.Array(T.Unknown())),
+    notes: T.Optional(
+      T.Array(
+        T.Object(
+          {
+            environment: Name,
+            team: Name,
+            collection: Name,
+            recordId: T.String({ minLength: 1, maxLength: 1024 }),
+            title: T.String({ minLength: 1, maxLength: 500 }),
+            user: Email,
+            createdAt: T.Optional(IsoTime),
+            updatedAt: T.Optional(IsoTime),
+            archivedAt: T.Optional(IsoTime),
+            messages: T.Optional(
+              T.Array(
+                T.Object(
+                  { user: Email, content: T.String({ minLength: 1, maxLength: 65_536 }), createdAt: T.Optional(IsoTime) },
+                  strict,
+                ),
+              ),
+            ),
+          },
+          strict,
+        ),
+      ),
+    ),
+  },
+  strict,
+)
+
+export const ApplyFile = T.Object(
+  { users: T.Optional(T.Array(ApplyUser)), projects: T.Optional(T.Array(ApplyProject)) },
+  strict,
+)
+
+export type ApplyFile = Static<typeof ApplyFile>
+export type ApplyProject = Static<typeof ApplyProject>

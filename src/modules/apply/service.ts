@@ -1,0 +1,406 @@
+/**
+ * `trellis apply`: declarative, idempotent bootstrap (DESIGN §9). The whole file is validated and written in
+ * one IMMEDIATE transaction: a file with any problem changes nothing. Nothing is ever deleted: items the
+ * database has and the file does not are reported as `notInFile`.
+ */
+import { and, eq } from 'drizzle-orm'
+import { parse as parseYaml, YAMLParseError } from 'yaml'
+import { nextCreatedAt } from '../../db/monotonic.ts'
+import { type Db, type Store, writeTransaction } from '../../db/open.ts'
+import {
+  collectionPermissions,
+  collections,
+  environments,
+  noteMessages,
+  notes,
+  projectMembers,
+  projects,
+  records,
+  renderings,
+  teams,
+  users,
+  workflows,
+} from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { sanitizeNoteHtml } from '../../lib/html.ts'
+import { canonicalJson } from '../../lib/json.ts'
+import { parseIsoDateTime } from '../../lib/time.ts'
+import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
+import { addTeamMember, setProjectMember } from '../members/service.ts'
+import { hashPassword, insertUser, normalizeEmail, verifyPassword } from '../users/service.ts'
+import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
+import { webhookUrl } from '../webhooks/url.ts'
+import type { WorkflowDefinition } from '../workflows/definition.ts'
+import { ApplyFile, type ApplyProject } from './model.ts'
+import { validateApplyFile } from './validate.ts'
+
+export class ApplyError extends Error {
+  constructor(readonly problems: Problem[]) {
+    super(formatProblems(problems))
+  }
+}
+
+export interface Change {
+  action: 'created' | 'updated' | 'published'
+  kind: string
+  name: string
+}
+
+export interface ApplyReport {
+  created: number
+  updated: number
+  unchanged: number
+  changes: Change[]
+  /** In the database, not in the file: reported, never deleted. */
+  notInFile: { kind: string; name: string }[]
+  workflows: {
+    project: string
+    environment: string
+    team: string
+    name: string
+    version: number
+    webhook: { enabled: boolean; ratePerMinute: number | null; url: string | null }
+  }[]
+}
+
+export interface ApplyContext {
+  store: Store
+  clock: Clock
+  secret: Buffer
+  baseUrl: string
+}
+
+/** YAML or JSON (JSON is YAML); a syntax error is reported with its line. */
+export function parseApplyText(text: string): unknown {
+  try {
+    return parseYaml(text, { prettyErrors: true, maxAliasCount: 100 })
+  } catch (error) {
+    if (error instanceof YAMLParseError) {
+      const line = error.linePos?.[0]
+      throw new ApplyError([{ path: line ? `(file) line ${line.line}` : '(file)', message: error.message.split('\n')[0] ?? 'syntax error' }])
+    }
+    throw error
+  }
+}
+
+export function applyDocument(document: unknown, ctx: ApplyContext): ApplyReport {
+  if (document === null || document === undefined) throw new ApplyError([{ path: '(file)', message: 'the file is empty' }])
+  const shape = schemaProblems(ApplyFile, document)
+  if (shape.length > 0) throw new ApplyError(shape)
+  const file = document as ApplyFile
+  // Password hashing is slow: do it before taking the write lock.
+  const passwordHashes = hashChangedPasswords(ctx.store.db, file)
+  return writeTransaction(ctx.store, (tx) => {
+    const problems = validateApplyFile(tx, file)
+    if (problems.length > 0) throw new ApplyError(problems)
+    const writer = new ApplyWriter(tx, ctx, passwordHashes)
+    writer.applyUsers(file)
+    for (const project of file.projects ?? []) writer.applyProject(project)
+    if (file.projects) writer.reportProjectsNotInFile(file.projects)
+    return writer.report
+  })
+}
+
+/** email → new hash, for file users whose password is not already the stored one. */
+function hashChangedPasswords(db: Db, file: ApplyFile): Map<string, string> {
+  const hashes = new Map<string, string>()
+  for (const user of file.users ?? []) {
+    if (user.password === undefined || user.password.length < 12) continue
+    const existing = db.select({ hash: users.passwordHash }).from(users).where(eq(users.email, normalizeEmail(user.email))).get()
+    if (existing?.hash && verifyPassword(user.password, existing.hash)) continue
+    hashes.set(normalizeEmail(user.email), hashPassword(user.password))
+  }
+  return hashes
+}
+
+class ApplyWriter {
+  readonly report: ApplyReport = { created: 0, updated: 0, unchanged: 0, changes: [], notInFile: [], workflows: [] }
+
+  constructor(
+    private readonly db: Db,
+    private readonly ctx: ApplyContext,
+    private readonly passwordHashes: Map<string, string>,
+  ) {}
+
+  private get now() {
+    return this.ctx.clock.now()
+  }
+
+  private record(outcome: 'created' | 'updated' | 'unchanged' | 'published', kind: string, name: string) {
+    if (outcome === 'unchanged') {
+      this.report.unchanged++
+      return
+    }
+    if (outcome === 'published') this.report.updated++
+    else this.report[outcome]++
+    this.report.changes.push({ action: outcome, kind, name })
+  }
+
+  private userId(email: string): number {
+    const user = this.db.select({ id: users.id }).from(users).where(eq(users.email, normalizeEmail(email))).get()
+    if (!user) throw new Error(`user ${email} vanished during apply`)
+    return user.id
+  }
+
+  applyUsers(file: ApplyFile) {
+    for (const user of file.users ?? []) {
+      const email = normalizeEmail(user.email)
+      const hash = this.passwordHashes.get(email)
+      const existing = this.db.select().from(users).where(eq(users.email, email)).get()
+      if (!existing) {
+        insertUser(this.db, this.ctx.clock, { email, username: user.username, passwordHash: hash, disabled: user.disabled })
+        this.record('created', 'user', email)
+        continue
+      }
+      const changes: Partial<typeof users.$inferInsert> = {}
+      if (existing.username !== user.username.trim()) changes.username = user.username.trim()
+      if (hash) changes.passwordHash = hash
+      if (user.disabled !== undefined && user.disabled !== (existing.disabledAt !== null)) {
+        changes.disabledAt = user.disabled ? this.now : null
+      }
+      if (Object.keys(changes).length === 0) {
+        this.record('unchanged', 'user', email)
+        continue
+      }
+      this.db.update(users).set({ ...changes, updatedAt: this.now }).where(eq(users.id, existing.id)).run()
+      this.record('updated', 'user', email)
+    }
+    if (file.users) {
+      const inFile = new Set(file.users.map((u) => normalizeEmail(u.email)))
+      for (const { email } of this.db.select({ email: users.email }).from(users).all()) {
+        if (!inFile.has(email)) this.report.notInFile.push({ kind: 'user', name: email })
+      }
+    }
+  }
+
+  applyProject(spec: ApplyProject) {
+    const project = this.ensureProject(spec)
+    const scope = new ProjectScope(this.db, project.id)
+    const label = (name: string) => `${spec.name}/${name}`
+
+    for (const name of spec.environments ?? []) {
+      if (scope.environments.has(name)) {
+        this.record('unchanged', 'environment', label(name))
+        continue
+      }
+      const [row] = this.db.insert(environments).values({ projectId: project.id, name, createdAt: this.now }).returning().all()
+      scope.environments.set(name, row!.id)
+      appendAdminLog(this.db, this.ctx.clock, {
+        projectId: project.id, type: 'add', resource: 'environment', actorId: null,
+        newValue: { name, codeCustomizationVersion: 0 },
+      })
+      this.record('created', 'environment', label(name))
+    }
+    for (const team of spec.teams ?? []) {
+      let teamId = scope.teams.get(team.name)
+      if (teamId === undefined) {
+        teamId = this.db.insert(teams).values({ projectId: project.id, name: team.name, createdAt: this.now }).returning().all()[0]!.id
+        scope.teams.set(team.name, teamId)
+        appendAdminLog(this.db, this.ctx.clock, {
+          projectId: project.id, type: 'add', resource: 'team', actorId: null, newValue: { name: team.name },
+        })
+        this.record('created', 'team', label(team.name))
+      } else {
+        this.record('unchanged', 'team', label(team.name))
+      }
+      for (const email of team.members ?? []) {
+        const outcome = addTeamMember(this.db, this.ctx.clock, { projectId: project.id, teamId, userId: this.userId(email), actorId: null })
+        this.record(outcome, 'team member', `${label(team.name)}/${normalizeEmail(email)}`)
+      }
+    }
+    for (const member of spec.members ?? []) {
+      const outcome = setProjectMember(this.db, this.ctx.clock, {
+        projectId: project.id, userId: this.userId(member.user), role: member.role, actorId: null,
+      })
+      this.record(outcome, 'member', `${spec.name}/${normalizeEmail(member.user)}`)
+    }
+    for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
+    for (const record of spec.records ?? []) this.applyRecord(scope, spec.name, record)
+    for (const raw of spec.workflows ?? []) this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition)
+    for (const note of spec.notes ?? []) this.importNote(scope, spec.name, note)
+    this.reportNotInFile(project.id, spec, scope)
+  }
+
+  private ensureProject(spec: ApplyProject) {
+    const existing = this.db.select().from(projects).where(eq(projects.name, spec.name)).get()
+    if (!existing) {
+      const [row] = this.db.insert(projects).values({ name: spec.name, sso: spec.sso ?? false, createdAt: this.now }).returning().all()
+      this.record('created', 'project', spec.name)
+      return row!
+    }
+    if (spec.sso !== undefined && spec.sso !== existing.sso) {
+      this.db.update(projects).set({ sso: spec.sso }).where(eq(projects.id, existing.id)).run()
+      this.record('updated', 'project', spec.name)
+    } else {
+      this.record('unchanged', 'project', spec.name)
+    }
+    return existing
+  }
+
+  private applyCollection(projectId: number, scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['collections']>[number]) {
+    let collectionId = scope.collections.get(spec.name)
+    let outcome: 'created' | 'updated' | 'unchanged' = 'unchanged'
+    if (collectionId === undefined) {
+      collectionId = this.db.insert(collections).values({ projectId, name: spec.name, createdAt: this.now }).returning().all()[0]!.id
+      scope.collections.set(spec.name, collectionId)
+      outcome = 'created'
+    }
+    for (const [teamName, permission] of Object.entries(spec.permissions ?? {})) {
+      const teamId = scope.teams.get(teamName)!
+      const wanted = { canRead: permission.read ?? true, canEdit: permission.edit ?? true }
+      const where = and(eq(collectionPermissions.collectionId, collectionId), eq(collectionPermissions.teamId, teamId))
+      const current = this.db.select().from(collectionPermissions).where(where).get()
+      if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) continue
+      if (current) this.db.update(collectionPermissions).set(wanted).where(where).run()
+      else this.db.insert(collectionPermissions).values({ collectionId, teamId, ...wanted }).run()
+      if (outcome === 'unchanged') outcome = 'updated'
+    }
+    this.record(outcome, 'collection', `${projectName}/${spec.name}`)
+  }
+
+  private applyRecord(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
+    const environmentId = scope.environments.get(spec.environment)!
+    const collectionId = scope.collections.get(spec.collection)!
+    const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
+    const where = and(eq(records.environmentId, environmentId), eq(records.collectionId, collectionId), eq(records.recordKey, spec.id))
+    const existing = this.db.select().from(records).where(where).get()
+    const data = canonicalJson(spec.data)
+    if (!existing) {
+      this.db.insert(records).values({ environmentId, collectionId, recordKey: spec.id, data, createdAt: this.now, updatedAt: this.now }).run()
+      this.record('created', 'record', name)
+    } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
+      this.db.update(records).set({ data, updatedAt: this.now }).where(eq(records.id, existing.id)).run()
+      this.record('updated', 'record', name)
+    } else {
+      this.record('unchanged', 'record', name)
+    }
+  }
+
+  private applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
+    const target: WorkflowTarget = {
+      projectId,
+      environmentId: scope.environments.get(definition.environment)!,
+      teamId: scope.teams.get(definition.team)!,
+      collectionId: scope.collections.get(definition.collection)!,
+    }
+    const result = publishWorkflow(this.db, this.ctx.clock, target, definition, null)
+    const name = `${projectName}/${definition.environment}/${definition.team}/${definition.name}`
+    this.record(result.outcome === 'unchanged' && result.triggerChanged ? 'updated' : result.outcome, 'workflow', name)
+    const trigger = result.trigger
+    this.report.workflows.push({
+      project: projectName,
+      environment: definition.environment,
+      team: definition.team,
+      name: definition.name,
+      version: result.version,
+      webhook: {
+        enabled: trigger.enabled,
+        ratePerMinute: trigger.ratePerMinute,
+        url: trigger.enabled
+          ? webhookUrl(this.ctx.secret, this.ctx.baseUrl, { workflowId: result.workflowId, renderingId: result.renderingId, generation: trigger.generation })
+          : null,
+      },
+    })
+  }
+
+  /** Idempotent on (environment, recordId, user, createdAt, title); without createdAt, on the other four. */
+  private importNote(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['notes']>[number]) {
+    const environmentId = scope.environments.get(spec.environment)!
+    const userId = this.userId(spec.user)
+    const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoDateTime(spec.createdAt)!
+    const name = `${projectName}/${spec.environment}/${spec.recordId}: ${spec.title}`
+    const conditions = [
+      eq(notes.environmentId, environmentId),
+      eq(notes.recordId, spec.recordId),
+      eq(notes.userId, userId),
+      eq(notes.title, spec.title),
+    ]
+    if (givenCreatedAt !== undefined) conditions.push(eq(notes.createdAt, givenCreatedAt))
+    if (this.db.select({ id: notes.id }).from(notes).where(and(...conditions)).limit(1).get()) {
+      this.record('unchanged', 'note', name)
+      return
+    }
+    const createdAt = givenCreatedAt ?? nextCreatedAt(this.db, notes, this.now, true)
+    const messages = (spec.messages ?? []).map((m) => ({
+      userId: this.userId(m.user),
+      content: sanitizeNoteHtml(m.content),
+      createdAt: m.createdAt === undefined ? createdAt : parseIsoDateTime(m.createdAt)!,
+    }))
+    const archivedAt = spec.archivedAt === undefined ? null : parseIsoDateTime(spec.archivedAt)!
+    const updatedAt =
+      spec.updatedAt !== undefined
+        ? parseIsoDateTime(spec.updatedAt)!
+        : Math.max(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
+    const [note] = this.db
+      .insert(notes)
+      .values({
+        environmentId,
+        teamId: scope.teams.get(spec.team)!,
+        collectionId: scope.collections.get(spec.collection)!,
+        recordId: spec.recordId,
+        title: spec.title,
+        userId,
+        createdAt,
+        updatedAt,
+        archivedAt,
+      })
+      .returning({ id: notes.id })
+      .all()
+    for (const message of messages) this.db.insert(noteMessages).values({ noteId: note!.id, ...message }).run()
+    this.record('created', 'note', name)
+  }
+
+  private reportNotInFile(projectId: number, spec: ApplyProject, scope: ProjectScope) {
+    const missing = (kind: string, listed: string[] | undefined, existing: Iterable<string>) => {
+      if (!listed) return
+      const inFile = new Set(listed)
+      for (const name of existing) if (!inFile.has(name)) this.report.notInFile.push({ kind, name: `${spec.name}/${name}` })
+    }
+    missing('environment', spec.environments, scope.environments.keys())
+    missing('team', spec.teams?.map((t) => t.name), scope.teams.keys())
+    missing('collection', spec.collections?.map((c) => c.name), scope.collections.keys())
+    const members = this.db
+      .select({ email: users.email })
+      .from(projectMembers)
+      .innerJoin(users, eq(users.id, projectMembers.userId))
+      .where(eq(projectMembers.projectId, projectId))
+      .all()
+    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), members.map((m) => m.email))
+    const existingWorkflows = this.db
+      .select({ name: workflows.name, environment: environments.name, team: teams.name })
+      .from(workflows)
+      .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+      .innerJoin(environments, eq(environments.id, renderings.environmentId))
+      .innerJoin(teams, eq(teams.id, renderings.teamId))
+      .where(eq(environments.projectId, projectId))
+      .all()
+    missing(
+      'workflow',
+      (spec.workflows as WorkflowDefinition[] | undefined)?.map((w) => `${w.environment}/${w.team}/${w.name}`),
+      existingWorkflows.map((w) => `${w.environment}/${w.team}/${w.name}`),
+    )
+  }
+
+  reportProjectsNotInFile(listed: ApplyProject[]) {
+    const inFile = new Set(listed.map((p) => p.name))
+    for (const { name } of this.db.select({ name: projects.name }).from(projects).all()) {
+      if (!inFile.has(name)) this.report.notInFile.push({ kind: 'project', name })
+    }
+  }
+}
+
+/** Name → id maps of one project, kept current as the writer creates rows. */
+class ProjectScope {
+  readonly environments: Map<string, number>
+  readonly teams: Map<string, number>
+  readonly collections: Map<string, number>
+
+  constructor(db: Db, projectId: number) {
+    const byName = (table: typeof environments | typeof teams | typeof collections) =>
+      new Map(db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).all().map((r) => [r.name, r.id]))
+    this.environments = byName(environments)
+    this.teams = byName(teams)
+    this.collections = byName(collections)
+  }
+}

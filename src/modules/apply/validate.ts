@@ -1,0 +1,149 @@
+/**
+ * Every check of an apply file that needs the database (unknown users, teams, environments…), run inside
+ * the apply transaction so what was checked is what gets written. Paths name the offending item:
+ * `projects[0].teams[1].members[0]: unknown user bob@example.com`.
+ */
+import { eq } from 'drizzle-orm'
+import type { Db } from '../../db/open.ts'
+import { collections, environments, projects, teams, users } from '../../db/schema.ts'
+import { parseIsoDateTime } from '../../lib/time.ts'
+import type { Problem } from '../../lib/validation.ts'
+import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
+import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
+import type { ApplyFile, ApplyProject } from './model.ts'
+
+/** Names that exist for a project, in the database or in the file. */
+interface ProjectNames {
+  environments: Set<string>
+  teams: Set<string>
+  collections: Set<string>
+}
+
+export function validateApplyFile(db: Db, file: ApplyFile): Problem[] {
+  const problems: Problem[] = []
+  const problem = (path: string, message: string) => problems.push({ path, message })
+
+  const knownUsers = new Set(db.select({ email: users.email }).from(users).all().map((u) => u.email))
+  const fileUsers = new Set<string>()
+  file.users?.forEach((user, i) => {
+    const at = `users[${i}]`
+    const email = emailProblem(user.email)
+    if (email) problem(`${at}.email`, email)
+    const username = usernameProblem(user.username)
+    if (username) problem(`${at}.username`, username)
+    if (user.password !== undefined) {
+      const password = passwordProblem(user.password)
+      if (password) problem(`${at}.password`, password)
+    }
+    const key = normalizeEmail(user.email)
+    if (fileUsers.has(key)) problem(`${at}.email`, `duplicate user ${key}`)
+    fileUsers.add(key)
+    knownUsers.add(key)
+  })
+  const checkUser = (path: string, email: string) => {
+    if (!knownUsers.has(normalizeEmail(email))) problem(path, `unknown user ${email}`)
+  }
+
+  const projectNames = new Set<string>()
+  file.projects?.forEach((project, p) => {
+    const at = `projects[${p}]`
+    if (projectNames.has(project.name)) problem(`${at}.name`, `duplicate project ${project.name}`)
+    projectNames.add(project.name)
+    const names = existingNames(db, project.name)
+    checkProjectStructure(project, at, names, problem, checkUser)
+    checkProjectContent(project, at, names, problem, checkUser)
+  })
+  return problems
+}
+
+type Report = (path: string, message: string) => void
+
+function existingNames(db: Db, projectName: string): ProjectNames {
+  const project = db.select({ id: projects.id }).from(projects).where(eq(projects.name, projectName)).get()
+  if (!project) return { environments: new Set(), teams: new Set(), collections: new Set() }
+  const namesOf = (table: typeof environments | typeof teams | typeof collections) =>
+    new Set(db.select({ name: table.name }).from(table).where(eq(table.projectId, project.id)).all().map((r) => r.name))
+  return { environments: namesOf(environments), teams: namesOf(teams), collections: namesOf(collections) }
+}
+
+/** Adds each name to `known`, reporting duplicates within the file. */
+function declareNames(names: string[] | undefined, at: string, kind: string, known: Set<string>, problem: Report) {
+  const inFile = new Set<string>()
+  names?.forEach((name, i) => {
+    if (inFile.has(name)) problem(`${at}[${i}]`, `duplicate ${kind} ${name}`)
+    inFile.add(name)
+    known.add(name)
+  })
+}
+
+function checkProjectStructure(project: ApplyProject, at: string, names: ProjectNames, problem: Report, checkUser: Report) {
+  declareNames(project.environments, `${at}.environments`, 'environment', names.environments, problem)
+  declareNames(project.teams?.map((t) => t.name), `${at}.teams`, 'team', names.teams, problem)
+  declareNames(project.collections?.map((c) => c.name), `${at}.collections`, 'collection', names.collections, problem)
+
+  project.teams?.forEach((team, t) => {
+    team.members?.forEach((email, m) => checkUser(`${at}.teams[${t}].members[${m}]`, email))
+  })
+  const members = new Set<string>()
+  project.members?.forEach((member, m) => {
+    checkUser(`${at}.members[${m}].user`, member.user)
+    const key = normalizeEmail(member.user)
+    if (members.has(key)) problem(`${at}.members[${m}].user`, `duplicate member ${member.user}`)
+    members.add(key)
+  })
+  project.collections?.forEach((collection, c) => {
+    for (const team of Object.keys(collection.permissions ?? {})) {
+      if (!names.teams.has(team)) problem(`${at}.collections[${c}].permissions.${team}`, `unknown team ${team}`)
+    }
+  })
+}
+
+function checkProjectContent(project: ApplyProject, at: string, names: ProjectNames, problem: Report, checkUser: Report) {
+  const known = (path: string, kind: keyof ProjectNames, singular: string, name: string) => {
+    if (!names[kind].has(name)) problem(path, `unknown ${singular} ${name}`)
+  }
+  const recordKeys = new Set<string>()
+  project.records?.forEach((record, r) => {
+    const rat = `${at}.records[${r}]`
+    known(`${rat}.environment`, 'environments', 'environment', record.environment)
+    known(`${rat}.collection`, 'collections', 'collection', record.collection)
+    const key = JSON.stringify([record.environment, record.collection, record.id])
+    if (recordKeys.has(key)) problem(`${rat}.id`, `duplicate record ${record.collection}/${record.id} in ${record.environment}`)
+    recordKeys.add(key)
+  })
+
+  const workflowKeys = new Set<string>()
+  project.workflows?.forEach((raw, w) => {
+    const wat = `${at}.workflows[${w}]`
+    const definitionProblems = workflowDefinitionProblems(raw, wat)
+    if (definitionProblems.length > 0) {
+      for (const p of definitionProblems) problem(p.path, p.message)
+      return
+    }
+    const workflow = raw as WorkflowDefinition
+    known(`${wat}.environment`, 'environments', 'environment', workflow.environment)
+    known(`${wat}.team`, 'teams', 'team', workflow.team)
+    known(`${wat}.collection`, 'collections', 'collection', workflow.collection)
+    const key = JSON.stringify([workflow.environment, workflow.team, workflow.name])
+    if (workflowKeys.has(key)) problem(`${wat}.name`, `duplicate workflow ${workflow.name} for ${workflow.team} in ${workflow.environment}`)
+    workflowKeys.add(key)
+  })
+
+  project.notes?.forEach((note, n) => {
+    const nat = `${at}.notes[${n}]`
+    known(`${nat}.environment`, 'environments', 'environment', note.environment)
+    known(`${nat}.team`, 'teams', 'team', note.team)
+    known(`${nat}.collection`, 'collections', 'collection', note.collection)
+    checkUser(`${nat}.user`, note.user)
+    for (const field of ['createdAt', 'updatedAt', 'archivedAt'] as const) {
+      const value = note[field]
+      if (value !== undefined && parseIsoDateTime(value) === null) problem(`${nat}.${field}`, `invalid ISO 8601 date-time "${value}"`)
+    }
+    note.messages?.forEach((message, m) => {
+      checkUser(`${nat}.messages[${m}].user`, message.user)
+      if (message.createdAt !== undefined && parseIsoDateTime(message.createdAt) === null) {
+        problem(`${nat}.messages[${m}].createdAt`, `invalid ISO 8601 date-time "${message.createdAt}"`)
+      }
+    })
+  })
+}

@@ -1,0 +1,86 @@
+/** Project membership (permission level per user per project) and team membership, with their admin log. */
+import { and, eq } from 'drizzle-orm'
+import type { Db } from '../../db/open.ts'
+import { type PermissionLevel, projectMembers, teamMembers, teams, users } from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
+import { userObject } from '../users/service.ts'
+
+export type Outcome = 'created' | 'updated' | 'unchanged'
+
+/** The compatibility document's `user-project` value: the user, their permission level and teams. */
+export function userProjectValue(db: Db, projectId: number, userId: number) {
+  const user = db.select().from(users).where(eq(users.id, userId)).get()
+  if (!user) throw new Error(`user ${userId} not found`)
+  const member = db
+    .select({ role: projectMembers.role })
+    .from(projectMembers)
+    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
+    .get()
+  const teamNames = db
+    .select({ name: teams.name })
+    .from(teamMembers)
+    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
+    .where(and(eq(teams.projectId, projectId), eq(teamMembers.userId, userId)))
+    .orderBy(teams.name)
+    .all()
+  return {
+    user: userObject(user),
+    ...(member ? { permissionLevel: member.role } : {}),
+    teams: teamNames.map((t) => ({ object: 'team' as const, name: t.name })),
+  }
+}
+
+export function setProjectMember(
+  db: Db,
+  clock: Clock,
+  input: { projectId: number; userId: number; role: PermissionLevel; actorId: number | null },
+): Outcome {
+  const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
+  const existing = db.select().from(projectMembers).where(where).get()
+  if (existing?.role === input.role) return 'unchanged'
+  const before = userProjectValue(db, input.projectId, input.userId)
+  const now = clock.now()
+  if (existing) {
+    db.update(projectMembers).set({ role: input.role, updatedAt: now }).where(where).run()
+  } else {
+    db.insert(projectMembers)
+      .values({ projectId: input.projectId, userId: input.userId, role: input.role, createdAt: now, updatedAt: now })
+      .run()
+  }
+  appendAdminLog(db, clock, {
+    projectId: input.projectId,
+    type: existing ? 'update' : 'add',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: existing ? before : undefined,
+    newValue: userProjectValue(db, input.projectId, input.userId),
+  })
+  return existing ? 'updated' : 'created'
+}
+
+export function addTeamMember(
+  db: Db,
+  clock: Clock,
+  input: { projectId: number; teamId: number; userId: number; actorId: number | null },
+): Outcome {
+  const existing = db
+    .select()
+    .from(teamMembers)
+    .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
+    .get()
+  if (existing) return 'unchanged'
+  const before = userProjectValue(db, input.projectId, input.userId)
+  db.insert(teamMembers).values({ teamId: input.teamId, userId: input.userId, createdAt: clock.now() }).run()
+  appendAdminLog(db, clock, {
+    projectId: input.projectId,
+    type: 'update',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: before,
+    newValue: userProjectValue(db, input.projectId, input.userId),
+  })
+  return 'created'
+}

@@ -1,0 +1,57 @@
+/** First start with no users: a one-time link (printed by `serve`) opens a page that creates the first admin. */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { type Store, writeTransaction } from '../../db/open.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { conflict, forbidden, HttpError } from '../../http/errors.ts'
+import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, userObject } from '../users/service.ts'
+
+/** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
+export class SetupGate {
+  private hash: Buffer | null
+
+  private constructor(token: string) {
+    this.hash = sha256(token)
+  }
+
+  static open(): { gate: SetupGate; token: string } {
+    const token = randomBytes(24).toString('base64url')
+    return { gate: new SetupGate(token), token }
+  }
+
+  matches(candidate: string): boolean {
+    return this.hash !== null && timingSafeEqual(sha256(candidate), this.hash)
+  }
+
+  close(): void {
+    this.hash = null
+  }
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest()
+}
+
+export interface FirstAdminInput {
+  token: string
+  email: string
+  username: string
+  password: string
+}
+
+export function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
+  if (!gate?.matches(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
+  try {
+    checkNewUser(input)
+  } catch (error) {
+    if (error instanceof UserInputError) throw new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
+    throw error
+  }
+  const passwordHash = hashPassword(input.password)
+  const user = writeTransaction(store, (tx) => {
+    // Checked inside the write lock: a second request, or a CLI `user create`, cannot sneak in.
+    if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
+    return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+  })
+  gate.close()
+  return userObject(user)
+}
