@@ -6,6 +6,9 @@ import { rejectOversizedBody, parseJsonBody } from './http/body.ts'
 import { renderError } from './http/error-handler.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Logger } from './lib/logger.ts'
+import type { Metrics } from './lib/metrics.ts'
+import { authModule } from './modules/auth/index.ts'
+import { tokensModule } from './modules/tokens/index.ts'
 import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
@@ -17,6 +20,7 @@ export interface AppDeps {
   logger: Logger
   /** The instance secret (signs webhook URLs). */
   secret: Buffer
+  metrics: Metrics
   /** Present while the instance has no users (first start). */
   setupGate?: SetupGate
 }
@@ -28,6 +32,8 @@ export function createApp(deps: AppDeps) {
     .onError(({ code, error, request }) => renderError(code, error, request, deps.logger))
     .use(healthModule(deps))
     .use(setupModule(deps))
+    .use(authModule(deps))
+    .use(tokensModule(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -6,6 +6,7 @@ import { type Command, CommandError, type Io, UsageError } from './cli/command.t
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
 import { KEEP_RUNNING, serveCommand } from './cli/serve.ts'
+import { tokenCommand } from './cli/token.ts'
 import { userCommand } from './cli/user.ts'
 
 const COMMANDS: Record<string, Command> = {
@@ -14,6 +15,7 @@ const COMMANDS: Record<string, Command> = {
   apply: applyCommand,
   user: userCommand,
   member: memberCommand,
+  token: tokenCommand,
 }
 
 export function helpText(): string {

@@ -8,6 +8,7 @@ import { migrate } from '../src/db/migrate.ts'
 import { openStore, type Store } from '../src/db/open.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
+import { createMetrics } from '../src/lib/metrics.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
 
@@ -46,7 +47,7 @@ export function testEnv(env: Record<string, string> = {}): TestEnv {
 
 /** The real Elysia app over a test env; call with `app.handle(new Request(...))`. */
 export function testApp(env: TestEnv, overrides: Partial<AppDeps> = {}) {
-  return createApp({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, ...overrides })
+  return createApp({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides })
 }
 
 export function request(path: string, init: RequestInit & { json?: unknown } = {}): Request {
@@ -81,4 +82,75 @@ export function tableContents(store: Store): Record<string, unknown[]> {
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all() as { name: string }[]
   return Object.fromEntries(tables.map(({ name }) => [name, store.sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]))
+}
+
+/** A TCP port nobody listens on right now (the OS picks it; we release it at once). */
+export function freePort(): number {
+  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response(null) })
+  const port = probe.port
+  probe.stop(true)
+  if (port === undefined) throw new Error('could not find a free port')
+  return port
+}
+
+export interface ServeProcess {
+  url: string
+  proc: Bun.Subprocess<'ignore', 'pipe', 'pipe'>
+  /** Everything written to stdout so far. */
+  stdout(): string
+  stderr(): string
+  /** Waits until stdout contains `text` (or `timeoutMs` passes) and returns stdout. */
+  waitForOutput(text: string, timeoutMs?: number): Promise<string>
+  /** Sends `signal` and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number>
+}
+
+/** Runs `trellis serve` from source in a real process on a free port; resolves once /healthz answers. */
+export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number }): Promise<ServeProcess> {
+  const port = freePort()
+  const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), 'serve', '--port', String(port), '--data', options.dataDir], {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
+    stdin: 'ignore',
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const out = { stdout: '', stderr: '' }
+  const drain = async (stream: ReadableStream<Uint8Array>, key: 'stdout' | 'stderr') => {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) out[key] += decoder.decode(chunk, { stream: true })
+  }
+  void drain(proc.stdout, 'stdout')
+  void drain(proc.stderr, 'stderr')
+  const url = `http://127.0.0.1:${port}`
+  const server: ServeProcess = {
+    url,
+    proc,
+    stdout: () => out.stdout,
+    stderr: () => out.stderr,
+    async waitForOutput(text, timeoutMs = 5_000) {
+      const deadline = Date.now() + timeoutMs
+      while (!out.stdout.includes(text) && Date.now() < deadline && proc.exitCode === null) await Bun.sleep(20)
+      return out.stdout
+    },
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null) proc.kill(signal)
+      const code = await proc.exited
+      await Bun.sleep(20) // let the pipes drain
+      return code
+    },
+  }
+  const deadline = Date.now() + (options.timeoutMs ?? 15_000)
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) break
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) return server
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(50)
+  }
+  proc.kill('SIGKILL')
+  await proc.exited
+  throw new Error(`trellis serve did not become healthy on ${url}\nstdout:\n${out.stdout}\nstderr:\n${out.stderr}`)
 }

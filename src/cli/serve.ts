@@ -1,6 +1,7 @@
 import { createApp } from '../app.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
+import { createMetrics } from '../lib/metrics.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
@@ -21,7 +22,7 @@ export const serveCommand: Command = {
     const store = openMigrated(config)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
-    const app = createApp({ config, store, clock: systemClock, logger, secret, setupGate: setup?.gate })
+    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics(), setupGate: setup?.gate })
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,

@@ -59,3 +59,9 @@ export function jsonResponse(status: number, body: unknown, headers: Record<stri
 export function errorResponse(error: HttpError): Response {
   return jsonResponse(error.status, error.toBody(), error.headers)
 }
+
+/** 429 with `Retry-After` in whole seconds (≥ 1) and the same number in the body. */
+export const tooManyRequests = (retryAfterSeconds: number, message = 'Too many requests') => {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds))
+  return new HttpError(429, 'rate_limited', `${message}; retry in ${seconds} s`, { retry_after: seconds }, { 'retry-after': String(seconds) })
+}

@@ -22,9 +22,12 @@ export function parseIsoDateTime(text: string): number | null {
   const second = Number(s)
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null
   const ms = Math.floor(Number(`0.${frac || '0'}`) * 1000)
-  let t = Date.UTC(year, month - 1, day, hour, minute, second, ms)
-  const check = new Date(t)
-  if (check.getUTCDate() !== day || check.getUTCMonth() !== month - 1) return null // 2026-02-30
+  // Not Date.UTC(year, …): it reads years 0–99 as 1900–1999.
+  const date = new Date(0)
+  date.setUTCFullYear(year, month - 1, day)
+  date.setUTCHours(hour, minute, second, ms)
+  if (date.getUTCDate() !== day || date.getUTCMonth() !== month - 1) return null // 2026-02-30
+  let t = date.getTime()
   if (zone && zone.toUpperCase() !== 'Z') {
     const sign = zone.startsWith('-') ? -1 : 1
     const digits = zone.slice(1).replace(':', '')

@@ -3,6 +3,7 @@ import { count, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
 import { users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { deleteUserSessions } from '../auth/sessions.ts'
 
 export type User = typeof users.$inferSelect
 
@@ -112,10 +113,13 @@ export function setUserDisabled(db: Db, clock: Clock, userId: number, disabled: 
     .set({ disabledAt: disabled ? now : null, updatedAt: now })
     .where(eq(users.id, userId))
     .run()
+  if (disabled) deleteUserSessions(db, userId)
 }
 
+/** Sets a new password and ends the user's sessions. */
 export function setUserPasswordHash(db: Db, clock: Clock, userId: number, passwordHash: string): void {
   db.update(users).set({ passwordHash, updatedAt: clock.now() }).where(eq(users.id, userId)).run()
+  deleteUserSessions(db, userId)
 }
 
 /** The compatibility document's user object. */

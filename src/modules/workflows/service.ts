@@ -93,8 +93,8 @@ export function publishWorkflow(
       type: created ? 'add' : 'update',
       resource: 'workflow',
       actorId,
-      previousValue: active ? { name: definition.name, version: active.version } : undefined,
-      newValue: { name: definition.name, version },
+      previousValue: active ? { name: `${definition.name} v${active.version}` } : undefined,
+      newValue: { name: `${definition.name} v${version}` },
     })
     outcome = created ? 'created' : 'published'
   }
@@ -130,8 +130,14 @@ function applyTriggerSettings(
     type: 'update',
     resource: 'workflow-webhook',
     actorId,
-    previousValue: { workflow: definition.name, enabled: current.enabled, ratePerMinute: current.ratePerMinute },
-    newValue: { workflow: definition.name, enabled: wanted.enabled, ratePerMinute: wanted.ratePerMinute },
+    previousValue: { name: describeTrigger(definition.name, current) },
+    newValue: { name: describeTrigger(definition.name, wanted) },
   })
   return { trigger: trigger!, changed: true }
+}
+
+/** Admin log values must fit the compatibility document's `{name}` shape: the trigger state as one readable text. */
+export function describeTrigger(workflowName: string, trigger: { enabled: boolean; ratePerMinute: number | null }): string {
+  const rate = trigger.ratePerMinute === null ? 'default rate' : `${trigger.ratePerMinute}/min`
+  return `${workflowName}: webhook ${trigger.enabled ? 'enabled' : 'disabled'}, ${rate}`
 }

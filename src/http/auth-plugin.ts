@@ -1,0 +1,66 @@
+/**
+ * The Elysia side of authentication: one named plugin whose macros every `/v1` route uses.
+ * - `projectCall: { scope, role? }` — public API (Bearer token only), DESIGN §4 order; resolves `identity`.
+ * - `accountCall: true` — management API: a console session cookie, or a Bearer token with `all` whose user is
+ *   an admin of the token's project (then confined to that project); resolves `caller`.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../app.ts'
+import { findSession, SESSION_COOKIE, type SessionUser } from '../modules/auth/sessions.ts'
+import { hasScope } from '../modules/tokens/service.ts'
+import { authorizeProjectCall, type ProjectNeed, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
+import { forbidden, unauthorized } from './errors.ts'
+
+export interface AccountCaller {
+  user: Pick<SessionUser, 'id' | 'email' | 'username' | 'isInstanceAdmin'>
+  /** Logged in through SSO (tokens created now get `createdWithSso`). */
+  viaSso: boolean
+  /** Set when the caller is a Bearer token: management is confined to that token's project. */
+  tokenProjectId: number | null
+}
+
+/** Reads one cookie from the Cookie header (no signing: the value is a random id looked up by hash). */
+export function readCookie(header: string | null, name: string): string | undefined {
+  if (!header) return undefined
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}
+
+export function authPlugin(deps: AppDeps) {
+  const tokens = new TokenAuthenticator(deps.store, deps.clock)
+
+  const accountCaller = (request: Request): AccountCaller => {
+    const authorization = request.headers.get('authorization')
+    if (authorization) {
+      const identity = tokens.authenticate(authorization)
+      requireActiveUser(identity)
+      requireSsoWhenNeeded(identity)
+      if (!hasScope(identity.scopes, 'all') || identity.role !== 'admin') {
+        throw forbidden('Managing tokens with a token needs the all scope and the admin role on its project', 'insufficient_scope')
+      }
+      return { user: { ...identity.user, isInstanceAdmin: false }, viaSso: identity.createdWithSso, tokenProjectId: identity.projectId }
+    }
+    const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
+    if (!session) throw unauthorized('Sign in, or send a Bearer token')
+    return { user: session.user, viaSso: session.viaSso, tokenProjectId: null }
+  }
+
+  return new Elysia({ name: 'auth' }).macro({
+    projectCall: (need: ProjectNeed) => ({
+      resolve: ({ request, params }) => {
+        const identity = tokens.authenticate(request.headers.get('authorization'))
+        authorizeProjectCall(identity, (params as Record<string, string>).projectName ?? '', need)
+        return { identity }
+      },
+    }),
+    accountCall: (enabled: boolean) => ({
+      resolve: ({ request }) => {
+        if (!enabled) return { caller: null as unknown as AccountCaller }
+        return { caller: accountCaller(request) }
+      },
+    }),
+  })
+}

@@ -1,0 +1,55 @@
+/** POST /auth/login (password → session cookie), POST /auth/logout, GET /v1/account (who am I). */
+import { Elysia, t } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
+import { forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
+import { findUserByEmail, normalizeEmail, userObject, verifyPassword } from '../users/service.ts'
+import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
+import { LoginThrottle } from './throttle.ts'
+
+function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+  return [`${SESSION_COOKIE}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ')
+}
+
+function isHttps(deps: AppDeps, request: Request): boolean {
+  return deps.config.baseUrl.startsWith('https://') || request.headers.get('x-forwarded-proto') === 'https'
+}
+
+export function authModule(deps: AppDeps) {
+  const throttle = new LoginThrottle(deps.clock)
+  return new Elysia({ name: 'auth-routes' })
+    .use(authPlugin(deps))
+    .post(
+      '/auth/login',
+      async ({ body, request, server, set }) => {
+        const address = server?.requestIP(request)?.address ?? 'unknown'
+        const keys = [`email:${normalizeEmail(body.email)}`, `ip:${address}`]
+        const retryAfter = throttle.retryAfterSeconds(keys)
+        if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
+        const user = findUserByEmail(deps.store.db, body.email)
+        const passwordOk = verifyPassword(body.password, user?.passwordHash ?? null)
+        if (!user || !passwordOk) {
+          throttle.recordFailure(keys)
+          deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
+          await Bun.sleep(throttle.delayMs(keys))
+          throw new HttpError(401, 'invalid_credentials', 'Invalid email or password')
+        }
+        if (user.disabledAt !== null) {
+          deps.metrics.loginFailures.inc({ reason: 'deactivated' })
+          throw forbidden('User is not authorized for the organization', 'user_deactivated')
+        }
+        throttle.recordSuccess(keys)
+        const session = createSession(deps.store.db, deps.clock, user.id, false)
+        set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
+        return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
+      },
+      { body: t.Object({ email: t.String({ maxLength: 320 }), password: t.String({ maxLength: 1024 }) }) },
+    )
+    .post('/auth/logout', ({ request, set }) => {
+      const id = readCookie(request.headers.get('cookie'), SESSION_COOKIE)
+      if (id) deleteSession(deps.store.db, id)
+      set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
+      set.status = 204
+    })
+    .get('/v1/account', ({ caller }) => ({ user: userObject(caller.user), viaSso: caller.viaSso }), { accountCall: true })
+}

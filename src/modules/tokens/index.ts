@@ -1,0 +1,149 @@
+/**
+ * Token management: the caller's own tokens (`/v1/account/tokens`) and a project's tokens for its admins
+ * (`/v1/project/{p}/api-tokens`, the API access settings).
+ */
+import { eq } from 'drizzle-orm'
+import { Elysia, t } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { writeTransaction } from '../../db/open.ts'
+import { projects } from '../../db/schema.ts'
+import { type AccountCaller, authPlugin } from '../../http/auth-plugin.ts'
+import { forbidden, HttpError, notFound } from '../../http/errors.ts'
+import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
+import {
+  createToken,
+  findToken,
+  isAdminOf,
+  isMemberOf,
+  listProjectTokens,
+  listUserTokens,
+  projectTokenView,
+  resolveExpiry,
+  resolveScopes,
+  revokeToken,
+  TokenInputError,
+  tokenView,
+} from './service.ts'
+
+const CreateTokenBody = t.Object({
+  name: t.String({ minLength: 1, maxLength: 100 }),
+  projectName: t.String({ minLength: 1, maxLength: 200 }),
+  scopes: t.Optional(t.Array(t.String({ maxLength: 100 }), { maxItems: 20 })),
+  preset: t.Optional(t.String({ maxLength: 50 })),
+  expiresAt: t.Optional(t.String({ maxLength: 64 })),
+  expiresInDays: t.Optional(t.Integer()),
+})
+
+const TokenId = t.Object({ id: t.Numeric({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) })
+
+function inputError(error: TokenInputError): HttpError {
+  return new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
+}
+
+/** A project the caller may manage tokens in: exists, and the Bearer caller's own project. */
+function projectFor(deps: AppDeps, caller: AccountCaller, name: string) {
+  const project = deps.store.db.select().from(projects).where(eq(projects.name, name)).get()
+  if (!project) throw notFound(`Project ${name} not found`)
+  if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) {
+    throw forbidden('A token can only manage tokens of its own project', 'wrong_project')
+  }
+  return project
+}
+
+export function tokensModule(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'tokens' })
+    .use(authPlugin(deps))
+    .post(
+      '/v1/account/tokens',
+      ({ body, caller, set }) => {
+        const now = deps.clock.now()
+        let scopes
+        let expiresAt
+        try {
+          scopes = resolveScopes(body.scopes, body.preset)
+          const at = body.expiresAt === undefined ? undefined : parseIsoDateTime(body.expiresAt)
+          if (at === null) throw new TokenInputError('expiresAt', `expiresAt is not an ISO 8601 date-time: "${body.expiresAt}"`)
+          expiresAt = resolveExpiry(now, at, body.expiresInDays)
+        } catch (error) {
+          if (error instanceof TokenInputError) throw inputError(error)
+          throw error
+        }
+        const created = writeTransaction(deps.store, (tx) => {
+          const project = projectFor(deps, caller, body.projectName)
+          if (!isMemberOf(tx, caller.user.id, project.id)) throw notFound(`Project ${body.projectName} not found`)
+          if (project.sso && !caller.viaSso) {
+            throw forbidden('This project uses SSO: generate the token while logged in with SSO', 'sso_required')
+          }
+          return createToken(tx, deps.clock, {
+            name: body.name.trim(),
+            userId: caller.user.id,
+            projectId: project.id,
+            scopes: scopes!,
+            expiresAt: expiresAt ?? null,
+            createdWithSso: caller.viaSso,
+            actorId: caller.user.id,
+          })
+        })
+        set.status = 201
+        return {
+          id: created.token.id,
+          name: created.token.name,
+          token: created.value,
+          prefix: created.token.prefix,
+          projectName: body.projectName,
+          scopes: JSON.parse(created.token.scopes) as string[],
+          createdAt: toIso(created.token.createdAt),
+          expiresAt: toIsoOrNull(created.token.expiresAt),
+        }
+      },
+      { accountCall: true, body: CreateTokenBody },
+    )
+    .get(
+      '/v1/account/tokens',
+      ({ caller }) => ({
+        data: listUserTokens(db, caller.user.id)
+          .filter((row) => caller.tokenProjectId === null || row.token.projectId === caller.tokenProjectId)
+          .map(tokenView),
+      }),
+      { accountCall: true },
+    )
+    .delete(
+      '/v1/account/tokens/:id',
+      ({ params, caller, set }) => {
+        writeTransaction(deps.store, (tx) => {
+          const token = findToken(tx, params.id)
+          const visible = token && token.userId === caller.user.id && token.revokedAt === null
+          if (!visible || (caller.tokenProjectId !== null && token.projectId !== caller.tokenProjectId)) {
+            throw notFound(`Token ${params.id} not found`)
+          }
+          revokeToken(tx, deps.clock, token, caller.user.id)
+        })
+        set.status = 204
+      },
+      { accountCall: true, params: TokenId },
+    )
+    .get(
+      '/v1/project/:projectName/api-tokens',
+      ({ params, caller }) => {
+        const project = projectFor(deps, caller, params.projectName)
+        if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins see the project\'s tokens', 'insufficient_role')
+        return { data: listProjectTokens(db, project.id).map(projectTokenView) }
+      },
+      { accountCall: true },
+    )
+    .delete(
+      '/v1/project/:projectName/api-tokens/:id',
+      ({ params, caller, set }) => {
+        writeTransaction(deps.store, (tx) => {
+          const project = projectFor(deps, caller, params.projectName)
+          if (!isAdminOf(tx, caller.user.id, project.id)) throw forbidden('Only project admins revoke the project\'s tokens', 'insufficient_role')
+          const token = findToken(tx, params.id)
+          if (!token || token.projectId !== project.id || token.revokedAt !== null) throw notFound(`Token ${params.id} not found`)
+          revokeToken(tx, deps.clock, token, caller.user.id)
+        })
+        set.status = 204
+      },
+      { accountCall: true, params: t.Object({ projectName: t.String(), id: TokenId.properties.id }) },
+    )
+}

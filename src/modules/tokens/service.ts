@@ -1,0 +1,256 @@
+/**
+ * Application tokens (spec §2.6, §5; DESIGN §4): `trl_` + 32 random bytes base64url, shown once.
+ * Only the SHA-256 of the value and a display prefix are stored.
+ */
+import { and, desc, eq, isNull, sql } from 'drizzle-orm'
+import { createHash, randomBytes } from 'node:crypto'
+import type { Db } from '../../db/open.ts'
+import { apiTokens, projectMembers, projects, users } from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { toIsoOrNull, toIso } from '../../lib/time.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
+import { userObject } from '../users/service.ts'
+
+export const SCOPES = ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write', 'all', 'workflows:trigger'] as const
+export type Scope = (typeof SCOPES)[number]
+
+export const PRESETS = {
+  'read-only': ['activity_logs:read', 'admin_logs:read', 'notes:read'],
+  'read-write': ['all'],
+} as const satisfies Record<string, readonly Scope[]>
+export type Preset = keyof typeof PRESETS
+
+export const TOKEN_PREFIX = 'trl_'
+/** Characters of the value kept for display (`trl_` + 8). */
+export const DISPLAY_PREFIX_LENGTH = 12
+const TOKEN_VALUE = /^trl_[A-Za-z0-9_-]{43}$/
+
+export type TokenRow = typeof apiTokens.$inferSelect
+
+/** `all` implies every scope. */
+export function hasScope(granted: readonly string[], needed: Scope): boolean {
+  return granted.includes('all') || granted.includes(needed)
+}
+
+export function generateTokenValue(): string {
+  return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`
+}
+
+export function hashTokenValue(value: string): string {
+  return createHash('sha256').update(value).digest('hex')
+}
+
+/** Cheap shape check before touching the database. */
+export function looksLikeToken(value: string): boolean {
+  return TOKEN_VALUE.test(value)
+}
+
+export class TokenInputError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+/** Scopes from an explicit list or a preset (default read-only); unknown names are an error naming them. */
+export function resolveScopes(scopes: readonly string[] | undefined, preset: string | undefined): Scope[] {
+  if (scopes !== undefined && preset !== undefined) throw new TokenInputError('scopes', 'give either scopes or preset, not both')
+  if (preset !== undefined) {
+    if (!(preset in PRESETS)) throw new TokenInputError('preset', `unknown preset "${preset}" (one of ${Object.keys(PRESETS).join(', ')})`)
+    return [...PRESETS[preset as Preset]]
+  }
+  if (scopes === undefined) return [...PRESETS['read-only']]
+  if (scopes.length === 0) throw new TokenInputError('scopes', 'at least one scope is required')
+  const unknown = scopes.filter((s) => !SCOPES.includes(s as Scope))
+  if (unknown.length > 0) throw new TokenInputError('scopes', `unknown scope ${unknown.map((s) => `"${s}"`).join(', ')} (one of ${SCOPES.join(', ')})`)
+  return [...new Set(scopes as Scope[])]
+}
+
+export const MAX_EXPIRY_DAYS = 3650
+
+/** `expiresAt` (ISO, already parsed to ms) or `expiresInDays`; none means the token does not expire. */
+export function resolveExpiry(now: number, expiresAt: number | undefined, expiresInDays: number | undefined): number | null {
+  if (expiresAt !== undefined && expiresInDays !== undefined) {
+    throw new TokenInputError('expiresAt', 'give either expiresAt or expiresInDays, not both')
+  }
+  if (expiresInDays !== undefined) {
+    if (!Number.isInteger(expiresInDays) || expiresInDays < 1 || expiresInDays > MAX_EXPIRY_DAYS) {
+      throw new TokenInputError('expiresInDays', `expiresInDays must be a whole number from 1 to ${MAX_EXPIRY_DAYS}`)
+    }
+    return now + expiresInDays * 86_400_000
+  }
+  if (expiresAt !== undefined) {
+    if (expiresAt <= now) throw new TokenInputError('expiresAt', 'expiresAt must be in the future')
+    if (expiresAt > now + MAX_EXPIRY_DAYS * 86_400_000) throw new TokenInputError('expiresAt', `expiresAt must be within ${MAX_EXPIRY_DAYS} days`)
+    return expiresAt
+  }
+  return null
+}
+
+export interface NewToken {
+  name: string
+  userId: number
+  projectId: number
+  scopes: Scope[]
+  expiresAt: number | null
+  createdWithSso: boolean
+  /** Who created it (the owner, or an operator through the CLI: null). */
+  actorId: number | null
+}
+
+/** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
+export function createToken(db: Db, clock: Clock, input: NewToken): { token: TokenRow; value: string } {
+  const value = generateTokenValue()
+  const [token] = db
+    .insert(apiTokens)
+    .values({
+      name: input.name,
+      userId: input.userId,
+      projectId: input.projectId,
+      tokenHash: hashTokenValue(value),
+      prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
+      scopes: JSON.stringify(input.scopes),
+      createdWithSso: input.createdWithSso,
+      createdAt: clock.now(),
+      expiresAt: input.expiresAt,
+    })
+    .returning()
+    .all()
+  appendAdminLog(db, clock, {
+    projectId: input.projectId,
+    type: 'add',
+    resource: 'api-token',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    newValue: { name: describeToken(db, token!) },
+  })
+  return { token: token!, value }
+}
+
+/** Revokes a live token; false when it was already revoked. Call in a write transaction. */
+export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: number | null): boolean {
+  const [revoked] = db
+    .update(apiTokens)
+    .set({ revokedAt: clock.now() })
+    .where(and(eq(apiTokens.id, token.id), isNull(apiTokens.revokedAt)))
+    .returning()
+    .all()
+  if (!revoked) return false
+  appendAdminLog(db, clock, {
+    projectId: token.projectId,
+    type: 'remove',
+    resource: 'api-token',
+    actorId,
+    subjectUserId: token.userId,
+    previousValue: { name: describeToken(db, token) },
+  })
+  return true
+}
+
+/**
+ * Admin log values must fit the compatibility document's `{name}` shape: the token as one readable text.
+ * Never the value or its hash — only the display prefix.
+ */
+function describeToken(db: Db, token: TokenRow): string {
+  const owner = db.select({ email: users.email }).from(users).where(eq(users.id, token.userId)).get()
+  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}`
+}
+
+export function findToken(db: Db, id: number): TokenRow | undefined {
+  return db.select().from(apiTokens).where(eq(apiTokens.id, id)).get()
+}
+
+const tokenListColumns = {
+  token: apiTokens,
+  projectName: projects.name,
+  owner: { id: users.id, email: users.email, username: users.username },
+}
+
+/** The tokens of a user (not revoked), newest first. */
+export function listUserTokens(db: Db, userId: number) {
+  return db
+    .select(tokenListColumns)
+    .from(apiTokens)
+    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
+    .innerJoin(users, eq(users.id, apiTokens.userId))
+    .where(and(eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
+    .orderBy(desc(apiTokens.id))
+    .all()
+}
+
+/** The live tokens of a project, for its admins (API access settings). */
+export function listProjectTokens(db: Db, projectId: number) {
+  return db
+    .select(tokenListColumns)
+    .from(apiTokens)
+    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
+    .innerJoin(users, eq(users.id, apiTokens.userId))
+    .where(and(eq(apiTokens.projectId, projectId), isNull(apiTokens.revokedAt)))
+    .orderBy(desc(apiTokens.id))
+    .all()
+}
+
+/** Every token (CLI `token list`), optionally filtered, revoked ones included. */
+export function listAllTokens(db: Db, filter: { projectId?: number; userId?: number }) {
+  const conditions = [
+    filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
+    filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
+  ]
+  return db
+    .select(tokenListColumns)
+    .from(apiTokens)
+    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
+    .innerJoin(users, eq(users.id, apiTokens.userId))
+    .where(and(...conditions))
+    .orderBy(desc(apiTokens.id))
+    .all()
+}
+
+export type TokenListRow = ReturnType<typeof listUserTokens>[number]
+
+/** The public view of a token: never the value or its hash. */
+export function tokenView(row: TokenListRow) {
+  const t = row.token
+  return {
+    id: t.id,
+    name: t.name,
+    prefix: t.prefix,
+    projectName: row.projectName,
+    scopes: JSON.parse(t.scopes) as Scope[],
+    createdAt: toIso(t.createdAt),
+    lastUsedAt: toIsoOrNull(t.lastUsedAt),
+    expiresAt: toIsoOrNull(t.expiresAt),
+  }
+}
+
+/** Project admins' view adds the owner. */
+export function projectTokenView(row: TokenListRow) {
+  return { ...tokenView(row), user: userObject(row.owner) }
+}
+
+/** What `trellis token list --json` prints (DESIGN §9). */
+export function cliTokenView(row: TokenListRow) {
+  const { projectName: _projectName, ...view } = tokenView(row)
+  return { ...view, user: row.owner.email, project: row.projectName, revokedAt: toIsoOrNull(row.token.revokedAt) }
+}
+
+export function isAdminOf(db: Db, userId: number, projectId: number): boolean {
+  const member = db
+    .select({ role: projectMembers.role })
+    .from(projectMembers)
+    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
+    .get()
+  return member?.role === 'admin'
+}
+
+export function isMemberOf(db: Db, userId: number, projectId: number): boolean {
+  return (
+    db
+      .select({ one: sql`1` })
+      .from(projectMembers)
+      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
+      .get() !== undefined
+  )
+}
