@@ -3,12 +3,13 @@ import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
 import { rejectOversizedBody, parseJsonBody } from './http/body.ts'
-import { renderError } from './http/error-handler.ts'
+import { renderError, withHeaders } from './http/error-handler.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Logger } from './lib/logger.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { authModule } from './modules/auth/index.ts'
 import { tokensModule } from './modules/tokens/index.ts'
+import { notesModule } from './modules/notes/index.ts'
 import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
@@ -29,11 +30,12 @@ export function createApp(deps: AppDeps) {
   return new Elysia()
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseJsonBody(deps.config.maxBodyBytes))
-    .onError(({ code, error, request }) => renderError(code, error, request, deps.logger))
+    .onError(({ code, error, request, set }) => withHeaders(renderError(code, error, request, deps.logger), set.headers))
     .use(healthModule(deps))
     .use(setupModule(deps))
     .use(authModule(deps))
     .use(tokensModule(deps))
+    .use(notesModule(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -8,8 +8,9 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../app.ts'
 import { findSession, SESSION_COOKIE, type SessionUser } from '../modules/auth/sessions.ts'
 import { hasScope } from '../modules/tokens/service.ts'
-import { authorizeProjectCall, type ProjectNeed, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
+import { authorizeProjectCall, type ProjectNeed, type TokenIdentity, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
 import { forbidden, unauthorized } from './errors.ts'
+import { TokenRateLimiter } from './rate-limit.ts'
 
 export interface AccountCaller {
   user: Pick<SessionUser, 'id' | 'email' | 'username' | 'isInstanceAdmin'>
@@ -29,8 +30,31 @@ export function readCookie(header: string | null, name: string): string | undefi
   return undefined
 }
 
+/** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
+const identities = new WeakMap<Request, TokenIdentity>()
+const callers = new WeakMap<Request, AccountCaller>()
+
+/** One authenticator and one rate limiter per app, however many modules use the plugin. */
+const shared = new WeakMap<AppDeps, { tokens: TokenAuthenticator; limiter: TokenRateLimiter }>()
+
+function sharedFor(deps: AppDeps) {
+  let value = shared.get(deps)
+  if (!value) {
+    value = {
+      tokens: new TokenAuthenticator(deps.store, deps.clock),
+      limiter: new TokenRateLimiter(deps.clock, {
+        perMinute: deps.config.apiRatePerMinute,
+        perHour: deps.config.apiRatePerHour,
+        perDay: deps.config.apiRatePerDay,
+      }),
+    }
+    shared.set(deps, value)
+  }
+  return value
+}
+
 export function authPlugin(deps: AppDeps) {
-  const tokens = new TokenAuthenticator(deps.store, deps.clock)
+  const { tokens, limiter } = sharedFor(deps)
 
   const accountCaller = (request: Request): AccountCaller => {
     const authorization = request.headers.get('authorization')
@@ -49,18 +73,23 @@ export function authPlugin(deps: AppDeps) {
   }
 
   return new Elysia({ name: 'auth' }).macro({
+    // Authentication runs in `transform`, before body/params validation, so a caller without a valid token
+    // learns nothing from validation messages; `resolve` then hands the identity to the handler.
     projectCall: (need: ProjectNeed) => ({
-      resolve: ({ request, params }) => {
+      transform: ({ request, params, set }) => {
         const identity = tokens.authenticate(request.headers.get('authorization'))
+        // Every authenticated public API call counts, whatever its outcome, and carries the headers.
+        Object.assign(set.headers, limiter.enforce(identity.tokenId))
         authorizeProjectCall(identity, (params as Record<string, string>).projectName ?? '', need)
-        return { identity }
+        identities.set(request, identity)
       },
+      resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
-      resolve: ({ request }) => {
-        if (!enabled) return { caller: null as unknown as AccountCaller }
-        return { caller: accountCaller(request) }
+      transform: ({ request }) => {
+        if (enabled) callers.set(request, accountCaller(request))
       },
+      resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
   })
 }

@@ -51,3 +51,11 @@ export function renderError(code: string | number, error: unknown, request: Requ
     }
   }
 }
+
+/** Headers a hook already set (the rate-limit headers) are kept on error responses too. */
+export function withHeaders(response: Response, headers: Record<string, unknown>): Response {
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === 'string' && !response.headers.has(name)) response.headers.set(name, value)
+  }
+  return response
+}

@@ -28,7 +28,7 @@ import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { addTeamMember, setProjectMember } from '../members/service.ts'
-import { hashPassword, insertUser, normalizeEmail, verifyPassword } from '../users/service.ts'
+import { hashPassword, insertUser, normalizeEmail, setUserDisabled, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -153,17 +153,18 @@ class ApplyWriter {
         this.record('created', 'user', email)
         continue
       }
-      const changes: Partial<typeof users.$inferInsert> = {}
-      if (existing.username !== user.username.trim()) changes.username = user.username.trim()
-      if (hash) changes.passwordHash = hash
-      if (user.disabled !== undefined && user.disabled !== (existing.disabledAt !== null)) {
-        changes.disabledAt = user.disabled ? this.now : null
-      }
-      if (Object.keys(changes).length === 0) {
+      const username = user.username.trim()
+      const disable = user.disabled !== undefined && user.disabled !== (existing.disabledAt !== null) ? user.disabled : undefined
+      if (existing.username === username && !hash && disable === undefined) {
         this.record('unchanged', 'user', email)
         continue
       }
-      this.db.update(users).set({ ...changes, updatedAt: this.now }).where(eq(users.id, existing.id)).run()
+      if (existing.username !== username) {
+        this.db.update(users).set({ username, updatedAt: this.now }).where(eq(users.id, existing.id)).run()
+      }
+      // Through the users service, so a new password or a deactivation also ends the user's sessions.
+      if (hash) setUserPasswordHash(this.db, this.ctx.clock, existing.id, hash)
+      if (disable !== undefined) setUserDisabled(this.db, this.ctx.clock, existing.id, disable)
       this.record('updated', 'user', email)
     }
     if (file.users) {

@@ -1,0 +1,103 @@
+/**
+ * The one list machinery shared by notes, activity logs, admin logs and runs: `limit` parsing, the
+ * `<field>.<op>` date filters, and the `{hasMore, data, parameters}` envelope. Pages are ordered by id
+ * descending; `hasMore` comes from fetching one row more than the limit.
+ */
+import { and, eq, gt, gte, lt, lte, type SQL } from 'drizzle-orm'
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
+import { parseIsoDateTime } from '../lib/time.ts'
+import { badRequest } from './errors.ts'
+
+export const DEFAULT_LIMIT = 10
+export const MAX_LIMIT = 100
+export const DATE_OPERATORS = ['eq', 'lt', 'lte', 'gt', 'gte'] as const
+export type DateOperator = (typeof DATE_OPERATORS)[number]
+
+export type Query = Record<string, string | undefined>
+
+/** The query string as first-value-per-key (Elysia would merge repeats into arrays). */
+export function queryOf(request: Request): Query {
+  const query: Query = {}
+  for (const [key, value] of new URL(request.url).searchParams) if (!(key in query)) query[key] = value
+  return query
+}
+
+export function invalidParameter(name: string, message: string) {
+  return badRequest('invalid_parameter', `Invalid query parameter '${name}': ${message}`, { details: [{ field: name, message }] })
+}
+
+/** `limit`: an integer from 1 to 100, default 10. `0`, `101`, `-1`, `abc`, `1.5` → 400 naming `limit`. */
+export function parseLimit(raw: string | undefined): number {
+  if (raw === undefined || raw === '') return DEFAULT_LIMIT
+  if (!/^\d+$/.test(raw.trim())) throw invalidParameter('limit', `must be an integer between 1 and ${MAX_LIMIT}`)
+  const limit = Number(raw.trim())
+  if (limit < 1 || limit > MAX_LIMIT) throw invalidParameter('limit', `must be an integer between 1 and ${MAX_LIMIT}`)
+  return limit
+}
+
+/** A positive integer id filter (`userId`), or undefined when absent. */
+export function parseIdParameter(query: Query, name: string): number | undefined {
+  const raw = query[name]
+  if (raw === undefined || raw === '') return undefined
+  if (!/^\d{1,15}$/.test(raw.trim()) || Number(raw) < 1) throw invalidParameter(name, 'must be a positive integer')
+  return Number(raw)
+}
+
+/** A string filter; empty means absent. Over-long values are refused rather than silently matching nothing. */
+export function parseStringParameter(query: Query, name: string, maxLength = 1024): string | undefined {
+  const raw = query[name]
+  if (raw === undefined || raw === '') return undefined
+  if (raw.length > maxLength) throw invalidParameter(name, `must be at most ${maxLength} characters`)
+  return raw
+}
+
+/** A value from a fixed set (`type`, `action`…). */
+export function parseEnumParameter<T extends string>(query: Query, name: string, values: readonly T[]): T | undefined {
+  const raw = parseStringParameter(query, name)
+  if (raw === undefined) return undefined
+  if (!values.includes(raw as T)) throw invalidParameter(name, `must be one of ${values.join(', ')}`)
+  return raw as T
+}
+
+/**
+ * `createdAt.lt=…` style filters on the given columns, each parsed as ISO 8601 (any offset, with or without
+ * milliseconds) and compared in UTC epoch ms. A bad date is a 400 naming the parameter.
+ */
+export function dateFilters(query: Query, columns: Record<string, SQLiteColumn>): SQL[] {
+  const conditions: SQL[] = []
+  for (const [field, column] of Object.entries(columns)) {
+    for (const op of DATE_OPERATORS) {
+      const name = `${field}.${op}`
+      const raw = query[name]
+      if (raw === undefined || raw === '') continue
+      const ms = parseIsoDateTime(raw)
+      if (ms === null) throw invalidParameter(name, `"${raw}" is not an ISO 8601 date-time (e.g. 2024-06-04T09:21:26.159Z)`)
+      conditions.push(compare(column, op, ms))
+    }
+  }
+  return conditions
+}
+
+function compare(column: SQLiteColumn, op: DateOperator, ms: number): SQL {
+  switch (op) {
+    case 'eq':
+      return eq(column, ms)
+    case 'lt':
+      return lt(column, ms)
+    case 'lte':
+      return lte(column, ms)
+    case 'gt':
+      return gt(column, ms)
+    case 'gte':
+      return gte(column, ms)
+  }
+}
+
+export function allOf(conditions: (SQL | undefined)[]): SQL | undefined {
+  return and(...conditions.filter((c): c is SQL => c !== undefined))
+}
+
+/** `{hasMore, data, parameters}` from `limit + 1` fetched rows. */
+export function page<Row, Item>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Record<string, unknown>) {
+  return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
+}

@@ -1,0 +1,187 @@
+/** Notes and their message threads (spec §2.1–2.4, §4.1; DESIGN §6). */
+import { asc, desc, eq, inArray } from 'drizzle-orm'
+import { nextCreatedAt } from '../../db/monotonic.ts'
+import type { Db } from '../../db/open.ts'
+import { collections, environments, noteMessages, notes, teams, users } from '../../db/schema.ts'
+import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { sanitizeNoteHtml } from '../../lib/html.ts'
+import { toIso } from '../../lib/time.ts'
+import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
+import { findCollection, findTeam } from '../projects/service.ts'
+import { findUserByEmail, userObject } from '../users/service.ts'
+
+export type NoteRow = typeof notes.$inferSelect
+
+export interface NoteFilters {
+  userEmail?: string
+  userId?: number
+  teamName?: string
+  collectionName?: string
+  recordId?: string
+}
+
+/** Ids of one page (limit + 1 rows), newest first. Names that match nothing give an empty page. */
+export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, query: Query, limit: number): number[] {
+  let userId = filters.userId
+  if (filters.userEmail !== undefined) {
+    const user = findUserByEmail(db, filters.userEmail)
+    if (!user || (userId !== undefined && userId !== user.id)) return []
+    userId = user.id
+  }
+  const team = filters.teamName === undefined ? undefined : findTeam(db, projectId, filters.teamName)
+  if (filters.teamName !== undefined && !team) return []
+  const collection = filters.collectionName === undefined ? undefined : findCollection(db, projectId, filters.collectionName)
+  if (filters.collectionName !== undefined && !collection) return []
+  const where = allOf([
+    eq(notes.environmentId, environmentId),
+    userId === undefined ? undefined : eq(notes.userId, userId),
+    team ? eq(notes.teamId, team.id) : undefined,
+    collection ? eq(notes.collectionId, collection.id) : undefined,
+    filters.recordId === undefined ? undefined : eq(notes.recordId, filters.recordId),
+    ...dateFilters(query, { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt }),
+  ])
+  return db
+    .select({ id: notes.id })
+    .from(notes)
+    .where(where)
+    .orderBy(desc(notes.id))
+    .limit(limit + 1)
+    .all()
+    .map((r) => r.id)
+}
+
+const userColumns = { id: users.id, username: users.username, email: users.email }
+
+/** The spec's note objects for the given ids, in the order given, messages oldest first. */
+export function renderNotes(db: Db, ids: number[]) {
+  if (ids.length === 0) return []
+  const rows = db
+    .select({ note: notes, user: userColumns, environment: environments.name, team: teams.name, collection: collections.name })
+    .from(notes)
+    .innerJoin(users, eq(users.id, notes.userId))
+    .innerJoin(environments, eq(environments.id, notes.environmentId))
+    .innerJoin(teams, eq(teams.id, notes.teamId))
+    .leftJoin(collections, eq(collections.id, notes.collectionId))
+    .where(inArray(notes.id, ids))
+    .all()
+  const messages = db
+    .select({ noteId: noteMessages.noteId, content: noteMessages.content, createdAt: noteMessages.createdAt, user: userColumns })
+    .from(noteMessages)
+    .innerJoin(users, eq(users.id, noteMessages.userId))
+    .where(inArray(noteMessages.noteId, ids))
+    .orderBy(asc(noteMessages.noteId), asc(noteMessages.id))
+    .all()
+  const threads = new Map<number, ReturnType<typeof messageObject>[]>()
+  for (const m of messages) {
+    const thread = threads.get(m.noteId) ?? []
+    thread.push(messageObject(m))
+    threads.set(m.noteId, thread)
+  }
+  const byId = new Map(rows.map((r) => [r.note.id, r]))
+  return ids.flatMap((id) => {
+    const r = byId.get(id)
+    if (!r) return []
+    return [
+      {
+        object: 'note' as const,
+        id: r.note.id,
+        title: r.note.title,
+        recordId: r.note.recordId,
+        createdAt: toIso(r.note.createdAt),
+        updatedAt: toIso(r.note.updatedAt),
+        ...(r.note.archivedAt !== null ? { archivedAt: toIso(r.note.archivedAt) } : {}),
+        user: userObject(r.user),
+        environment: { object: 'environment' as const, name: r.environment },
+        team: { object: 'team' as const, name: r.team },
+        ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
+        messages: threads.get(id) ?? [],
+      },
+    ]
+  })
+}
+
+function messageObject(m: { content: string; createdAt: number; user: { id: number; username: string; email: string } }) {
+  return { object: 'note-message' as const, content: m.content, createdAt: toIso(m.createdAt), user: userObject(m.user) }
+}
+
+/** Who makes a change through the API: the token's user and the token. */
+export interface Actor {
+  userId: number
+  tokenId: number | null
+}
+
+function logNote(db: Db, clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
+  appendActivityLog(db, clock, {
+    environmentId: note.environmentId,
+    type: 'write',
+    action,
+    label,
+    userId: actor.userId,
+    teamId: note.teamId,
+    collectionId: note.collectionId,
+    tokenId: actor.tokenId,
+    recordIds: [note.recordId],
+  })
+}
+
+export interface NewNote {
+  environmentId: number
+  teamId: number
+  collectionId: number
+  recordId: string
+  title: string
+  /** HTML of the first message; sanitised here. */
+  content: string
+}
+
+/** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
+export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): NoteRow {
+  const createdAt = nextCreatedAt(db, notes, clock.now(), true)
+  const [note] = db
+    .insert(notes)
+    .values({
+      environmentId: input.environmentId,
+      teamId: input.teamId,
+      collectionId: input.collectionId,
+      recordId: input.recordId,
+      title: input.title,
+      userId: actor.userId,
+      createdAt,
+      updatedAt: createdAt,
+    })
+    .returning()
+    .all()
+  db.insert(noteMessages).values({ noteId: note!.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt }).run()
+  logNote(db, clock, note!, actor, 'createNote', `created note "${input.title}"`)
+  return note!
+}
+
+export function findNote(db: Db, environmentId: number, id: number): NoteRow | undefined {
+  const note = db.select().from(notes).where(eq(notes.id, id)).get()
+  return note?.environmentId === environmentId ? note : undefined
+}
+
+/** Appends a message; the note's `updatedAt` moves to the message's time. */
+export function addMessage(db: Db, clock: Clock, note: NoteRow, content: string, actor: Actor): void {
+  const createdAt = Math.max(clock.now(), note.createdAt)
+  db.insert(noteMessages).values({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt }).run()
+  db.update(notes).set({ updatedAt: Math.max(note.updatedAt, createdAt) }).where(eq(notes.id, note.id)).run()
+  logNote(db, clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)
+}
+
+/** Title change and archive / unarchive; one activity entry per effective change. */
+export function updateNote(db: Db, clock: Clock, note: NoteRow, patch: { title?: string; archived?: boolean }, actor: Actor): void {
+  const now = Math.max(clock.now(), note.updatedAt)
+  if (patch.title !== undefined && patch.title !== note.title) {
+    db.update(notes).set({ title: patch.title, updatedAt: now }).where(eq(notes.id, note.id)).run()
+    logNote(db, clock, note, actor, 'updateNote', `renamed note "${note.title}" to "${patch.title}"`)
+  }
+  if (patch.archived !== undefined && patch.archived !== (note.archivedAt !== null)) {
+    db.update(notes)
+      .set({ archivedAt: patch.archived ? now : null, updatedAt: now })
+      .where(eq(notes.id, note.id))
+      .run()
+    logNote(db, clock, note, actor, patch.archived ? 'archiveNote' : 'unarchiveNote', `${patch.archived ? 'archived' : 'unarchived'} note "${patch.title ?? note.title}"`)
+  }
+}
