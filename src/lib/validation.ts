@@ -24,10 +24,16 @@ export function schemaProblems(schema: TSchema, value: unknown, base = ''): Prob
     const path = joinPath(base, error.path) || '(root)'
     if (seen.has(path)) continue
     seen.add(path)
-    const unknownKey = error.message.startsWith('Unexpected property')
-    problems.push({ path, message: unknownKey ? 'unknown field' : lowerFirst(error.message) })
+    problems.push({ path, message: describe(error.message, error.schema) })
   }
   return problems
+}
+
+function describe(message: string, schema: TSchema): string {
+  if (message.startsWith('Unexpected property')) return 'unknown field'
+  const choices = (schema.anyOf as TSchema[] | undefined)?.map((s) => s.const).filter((c) => c !== undefined)
+  if (choices && choices.length > 0) return `must be one of ${choices.join(', ')}`
+  return lowerFirst(message)
 }
 
 function lowerFirst(text: string): string {

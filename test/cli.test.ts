@@ -1,0 +1,267 @@
+/** The CLI in real processes (`bun src/main.ts …`, DESIGN §9): exit 0 ok, 1 failure, 2 usage; errors on stderr. */
+import { afterAll, describe, expect, test } from 'bun:test'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import pkg from '../package.json' with { type: 'json' }
+import { openStore } from '../src/db/open.ts'
+import { type ApplyReport } from '../src/modules/apply/service.ts'
+import { repoRoot, runCli, tableContents, tempDir } from './helpers.ts'
+
+const ACME = join(repoRoot, 'examples/acme.yaml')
+const TIMEOUT = 30_000
+
+const dirs: ReturnType<typeof tempDir>[] = []
+afterAll(() => {
+  for (const dir of dirs) dir.cleanup()
+})
+
+function dataDir(): string {
+  const dir = tempDir('trellis-cli-')
+  dirs.push(dir)
+  return dir.path
+}
+
+/** Reads the data directory's database in this process (the CLI process has exited). */
+function readDb<T>(dir: string, read: (query: (sql: string) => unknown[]) => T): T {
+  const store = openStore(dir)
+  try {
+    return read((sql) => store.sqlite.prepare(sql).all())
+  } finally {
+    store.close()
+  }
+}
+
+const snapshot = (dir: string) => {
+  const store = openStore(dir)
+  try {
+    return JSON.stringify(tableContents(store))
+  } finally {
+    store.close()
+  }
+}
+
+describe('trellis without a command', () => {
+  test(
+    'help, version, no arguments, unknown command',
+    async () => {
+      const [help, none, unknown, version, commandHelp] = await Promise.all([
+        runCli(['--help']),
+        runCli([]),
+        runCli(['frobnicate']),
+        runCli(['--version']),
+        runCli(['apply', '--help']),
+      ])
+      expect(help.code).toBe(0)
+      for (const command of ['serve', 'migrate', 'apply', 'user', 'member']) expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'))
+      expect(help.stderr).toBe('')
+
+      expect(none.code).toBe(2)
+      expect(none.stdout).toBe('')
+      expect(none.stderr).toContain('Usage: trellis <command>')
+
+      expect(unknown.code).toBe(2)
+      expect(unknown.stdout).toBe('')
+      expect(unknown.stderr).toContain('unknown command "frobnicate"')
+
+      expect(version.code).toBe(0)
+      expect(version.stdout.trim()).toBe(pkg.version)
+
+      expect(commandHelp.code).toBe(0)
+      expect(commandHelp.stdout).toContain('trellis apply -f FILE')
+    },
+    TIMEOUT,
+  )
+})
+
+describe('trellis migrate', () => {
+  test(
+    'twice is fine; an unknown flag is a usage error',
+    async () => {
+      const dir = dataDir()
+      const first = await runCli(['migrate', '--data', dir])
+      expect(first).toMatchObject({ code: 0, stderr: '' })
+      expect(first.stdout).toContain('applied')
+      // TRELLIS_DATA_DIR stands in for --data.
+      const second = await runCli(['migrate'], { env: { TRELLIS_DATA_DIR: dir } })
+      expect(second).toMatchObject({ code: 0, stdout: 'database is up to date\n', stderr: '' })
+
+      const flag = await runCli(['migrate', '--data', dir, '--frobnicate'])
+      expect(flag.code).toBe(2)
+      expect(flag.stderr).toContain('--frobnicate')
+      expect(flag.stderr).toContain('Usage: trellis migrate')
+    },
+    TIMEOUT,
+  )
+})
+
+describe('trellis apply', () => {
+  test(
+    'usage and unreadable files',
+    async () => {
+      const dir = dataDir()
+      const [noFile, missing] = await Promise.all([
+        runCli(['apply', '--data', dir]),
+        runCli(['apply', '-f', join(dir, 'missing.yaml'), '--data', dir]),
+      ])
+      expect(noFile.code).toBe(2)
+      expect(noFile.stderr).toContain('--file is required')
+      expect(missing.code).toBe(1)
+      expect(missing.stdout).toBe('')
+      expect(missing.stderr).toContain('missing.yaml')
+    },
+    TIMEOUT,
+  )
+
+  test(
+    'acme with --json, twice; a broken file changes nothing',
+    async () => {
+      const dir = dataDir()
+      const args = ['apply', '-f', ACME, '--data', dir, '--json', '--base-url', 'https://trellis.example.com/']
+      const first = await runCli(args)
+      expect(first.stderr).toBe('')
+      expect(first.code).toBe(0)
+      const report = JSON.parse(first.stdout) as ApplyReport
+      expect(report.created).toBeGreaterThan(0)
+      expect(first.stdout).toMatch(/"https:\/\/trellis\.example\.com\/v1\/hooks\/[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}"/)
+      const refund = report.workflows.find((w) => w.name === 'Refund order')!
+      expect(refund.webhook.url).toStartWith('https://trellis.example.com/v1/hooks/')
+
+      const second = await runCli(args)
+      expect(second.code).toBe(0)
+      const again = JSON.parse(second.stdout) as ApplyReport
+      expect(again).toMatchObject({ created: 0, updated: 0, changes: [] })
+      // The instance secret is kept in the data directory, so the URL does not change between processes.
+      expect(again.workflows.find((w) => w.name === 'Refund order')!.webhook.url).toBe(refund.webhook.url)
+
+      const before = snapshot(dir)
+      const broken = join(dir, 'broken.yaml')
+      writeFileSync(
+        broken,
+        readFileSync(ACME, 'utf8').replace('members: [carol@example.com, dave@example.com]', 'members: [carol@example.com, eve@example.com]'),
+      )
+      const failed = await runCli(['apply', '-f', broken, '--data', dir, '--json'])
+      expect(failed.code).toBe(1)
+      expect(failed.stdout).toBe('')
+      expect(failed.stderr).toContain('broken.yaml was not applied; nothing changed')
+      expect(failed.stderr).toContain('projects[0].teams[1].members[1]: unknown user eve@example.com')
+      expect(snapshot(dir)).toBe(before)
+    },
+    TIMEOUT,
+  )
+
+  test(
+    'reads the file from standard input with -f -; prints a summary without --json',
+    async () => {
+      const dir = dataDir()
+      const yaml = 'users:\n  - { email: stdin@example.com, username: stdin }\nprojects:\n  - { name: Piped, environments: [production] }\n'
+      const result = await runCli(['apply', '-f', '-', '--data', dir], { stdin: yaml })
+      expect(result.stderr).toBe('')
+      expect(result.code).toBe(0)
+      expect(result.stdout).toContain('created   user stdin@example.com')
+      expect(result.stdout).toContain('3 created, 0 updated, 0 unchanged')
+      const rows = readDb(dir, (q) => [q('SELECT email FROM users'), q('SELECT name FROM projects'), q('SELECT name FROM environments')])
+      expect(rows).toEqual([[{ email: 'stdin@example.com' }], [{ name: 'Piped' }], [{ name: 'production' }]])
+
+      const broken = await runCli(['apply', '-f', '-', '--data', dir], { stdin: 'users: [{ email: x@example.com, usrname: x }]\n' })
+      expect(broken.code).toBe(1)
+      expect(broken.stdout).toBe('')
+      expect(broken.stderr).toContain('users[0].usrname: unknown field')
+    },
+    TIMEOUT,
+  )
+})
+
+describe('trellis user', () => {
+  test(
+    'create, duplicate, short password, disable, enable, set-password',
+    async () => {
+      const dir = dataDir()
+      const password = 'a-long-enough-password\n'
+      const created = await runCli(['user', 'create', '--email', 'X@example.com', '--username', 'x', '--password-stdin', '--data', dir], {
+        stdin: password,
+      })
+      expect(created.stderr).toBe('')
+      expect(created.code).toBe(0)
+      expect(created.stdout).toContain('created user x@example.com')
+
+      const [duplicate, short, disabled, unknown, noStdinFlag, badSub, noEmail, badEmail] = await Promise.all([
+        runCli(['user', 'create', '--email', 'x@example.com', '--username', 'x2', '--data', dir]),
+        runCli(['user', 'create', '--email', 'y@example.com', '--username', 'y', '--password-stdin', '--data', dir], { stdin: 'short\n' }),
+        runCli(['user', 'disable', '--email', 'x@example.com', '--data', dir]),
+        runCli(['user', 'disable', '--email', 'nobody@example.com', '--data', dir]),
+        runCli(['user', 'set-password', '--email', 'x@example.com', '--data', dir]),
+        runCli(['user', 'delete', '--email', 'x@example.com', '--data', dir]),
+        runCli(['user', 'enable', '--data', dir]),
+        runCli(['user', 'create', '--email', 'not-an-email', '--username', 'z', '--data', dir]),
+      ])
+      expect(duplicate.code).toBe(1)
+      expect(duplicate.stderr).toContain('already exists')
+      expect(short.code).toBe(1)
+      expect(short.stderr).toContain('password must be at least 12 characters')
+      expect(disabled.code).toBe(0)
+      expect(disabled.stdout).toContain('disabled x@example.com')
+      expect(unknown.code).toBe(1)
+      expect(unknown.stderr).toContain('unknown user nobody@example.com')
+      expect(noStdinFlag.code).toBe(2)
+      expect(noStdinFlag.stderr).toContain('--password-stdin is required')
+      expect(badSub.code).toBe(2)
+      expect(noEmail.code).toBe(2)
+      expect(noEmail.stderr).toContain('--email is required')
+      expect(badEmail.code).toBe(1)
+      expect(badEmail.stderr).toContain('not an email address')
+
+      const state = () =>
+        readDb(dir, (q) => q("SELECT email, disabled_at AS disabledAt, password_hash AS hash FROM users ORDER BY id")) as {
+          email: string
+          disabledAt: number | null
+          hash: string
+        }[]
+      const [afterDisable] = state()
+      expect(state()).toHaveLength(1)
+      expect(afterDisable!.disabledAt).not.toBeNull()
+      expect(Bun.password.verifySync('a-long-enough-password', afterDisable!.hash)).toBe(true)
+
+      const [enabled, newPassword] = await Promise.all([
+        runCli(['user', 'enable', '--email', 'x@example.com', '--data', dir]),
+        runCli(['user', 'set-password', '--email', 'x@example.com', '--password-stdin', '--data', dir], { stdin: 'another-long-password\n' }),
+      ])
+      expect(enabled.code).toBe(0)
+      expect(newPassword.code).toBe(0)
+      const [afterEnable] = state()
+      expect(afterEnable!.disabledAt).toBeNull()
+      expect(Bun.password.verifySync('another-long-password', afterEnable!.hash)).toBe(true)
+    },
+    TIMEOUT,
+  )
+})
+
+describe('trellis member', () => {
+  test(
+    'set a role after apply; bad role and unknown project',
+    async () => {
+      const dir = dataDir()
+      expect((await runCli(['apply', '-f', ACME, '--data', dir])).code).toBe(0)
+      const [set, badRole, unknownProject, unknownUser] = await Promise.all([
+        runCli(['member', 'set', '--project', 'Acme', '--user', 'bob@example.com', '--role', 'admin', '--data', dir]),
+        runCli(['member', 'set', '--project', 'Acme', '--user', 'bob@example.com', '--role', 'owner', '--data', dir]),
+        runCli(['member', 'set', '--project', 'Nope', '--user', 'bob@example.com', '--role', 'admin', '--data', dir]),
+        runCli(['member', 'set', '--project', 'Acme', '--user', 'nobody@example.com', '--role', 'admin', '--data', dir]),
+      ])
+      expect(set.stderr).toBe('')
+      expect(set.code).toBe(0)
+      expect(set.stdout).toContain('bob@example.com is now admin in Acme')
+      expect(badRole.code).toBe(2)
+      expect(badRole.stderr).toContain('--role must be one of admin, developer, editor, user, manager')
+      expect(unknownProject.code).toBe(1)
+      expect(unknownProject.stderr).toContain('unknown project Nope')
+      expect(unknownUser.code).toBe(1)
+      expect(unknownUser.stderr).toContain('unknown user nobody@example.com')
+
+      const role = readDb(dir, (q) =>
+        q("SELECT m.role FROM project_members m JOIN users u ON u.id = m.user_id WHERE u.email = 'bob@example.com'"),
+      )
+      expect(role).toEqual([{ role: 'admin' }])
+    },
+    TIMEOUT,
+  )
+})
