@@ -1,9 +1,12 @@
 /** One JSON log line per request: method, path (no query, webhook signature redacted), status, ms. */
 import type { Logger } from '../lib/logger.ts'
 
-/** Webhook URLs are credentials: keep the payload (useful to find the workflow), hide the signature. */
+/**
+ * Webhook URLs are credentials: keep the payload (useful to find the workflow), hide the signature.
+ * The router decodes `%2E` to the `.` separator, so the encoded form is a separator here too.
+ */
 export function redactPath(pathname: string): string {
-  return pathname.replace(/^(\/v1\/hooks\/[^/.]*)\.[^/]*/, '$1.[redacted]')
+  return pathname.replace(/^(\/v1\/hooks\/[^/]*?)(?:\.|%2[eE])[^/]*/, '$1.[redacted]')
 }
 
 export function withRequestLog(

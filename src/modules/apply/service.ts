@@ -219,7 +219,11 @@ class ApplyWriter {
     for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
     for (const record of spec.records ?? []) this.applyRecord(scope, spec.name, record)
     for (const raw of spec.workflows ?? []) this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition)
-    for (const note of spec.notes ?? []) this.importNote(scope, spec.name, note)
+    // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
+    const byTime = [...(spec.notes ?? [])].sort(
+      (a, b) => (a.createdAt ? parseIsoDateTime(a.createdAt)! : Number.MAX_SAFE_INTEGER) - (b.createdAt ? parseIsoDateTime(b.createdAt)! : Number.MAX_SAFE_INTEGER),
+    )
+    for (const note of byTime) this.importNote(scope, spec.name, note)
     this.reportNotInFile(project.id, spec, scope)
   }
 
