@@ -1,0 +1,326 @@
+/** The database layer: embedded migrations, pragmas, constraints the database (not code) enforces, indexes. */
+import { Database } from 'bun:sqlite'
+import { afterEach, describe, expect, test } from 'bun:test'
+import { cpSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { is } from 'drizzle-orm'
+import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
+import { migrate, pendingMigrations } from '../src/db/migrate.ts'
+import { type Journal, renderMigrationsModule } from '../src/db/migrations-module.ts'
+import { migrations as embedded } from '../src/db/migrations.generated.ts'
+import { openStore, type Store } from '../src/db/open.ts'
+import * as schema from '../src/db/schema.ts'
+import { repoRoot, runCli, tempDir, testEnv, type TestEnv } from './helpers.ts'
+
+const schemaTables = (Object.values(schema) as unknown[])
+  .filter((value): value is SQLiteTable => is(value, SQLiteTable))
+  .map((table) => getTableConfig(table))
+
+const cleanups: (() => void)[] = []
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0).reverse()) cleanup()
+})
+
+/** An opened but not yet migrated store in a fresh temp dir. */
+function emptyStore(): Store {
+  const dir = tempDir()
+  const store = openStore(dir.path)
+  cleanups.push(dir.cleanup, () => store.close())
+  return store
+}
+
+function migratedEnv(): TestEnv {
+  const env = testEnv()
+  cleanups.push(env.cleanup)
+  return env
+}
+
+function names(sqlite: Database, type: 'table' | 'index'): string[] {
+  return (sqlite.prepare('SELECT name FROM sqlite_master WHERE type = ? ORDER BY name').all(type) as { name: string }[]).map(
+    (row) => row.name,
+  )
+}
+
+describe('migrations', () => {
+  test('on an empty file they create every table, column, index and check of src/db/schema.ts', () => {
+    const store = emptyStore()
+    expect(pendingMigrations(store.sqlite)).toEqual(embedded.map((m) => m.name))
+    expect(migrate(store.sqlite)).toEqual(embedded.map((m) => m.name))
+    expect(schemaTables.length).toBeGreaterThan(10)
+
+    const tables = names(store.sqlite, 'table')
+    const indexes = names(store.sqlite, 'index')
+    for (const table of schemaTables) {
+      expect(tables).toContain(table.name)
+      const columns = (store.sqlite.prepare(`PRAGMA table_info("${table.name}")`).all() as { name: string }[]).map((c) => c.name)
+      expect({ table: table.name, columns: columns.sort() }).toEqual({
+        table: table.name,
+        columns: table.columns.map((c) => c.name).sort(),
+      })
+      const indexList = store.sqlite.prepare(`PRAGMA index_list("${table.name}")`).all() as { name: string; unique: number; partial: number }[]
+      for (const index of table.indexes) {
+        expect(indexes).toContain(index.config.name)
+        const row = indexList.find((i) => i.name === index.config.name)
+        expect({ index: index.config.name, unique: row?.unique, partial: row?.partial }).toEqual({
+          index: index.config.name,
+          unique: index.config.unique ? 1 : 0,
+          partial: index.config.where ? 1 : 0,
+        })
+      }
+      const ddl = (store.sqlite.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table.name) as { sql: string }).sql
+      for (const check of table.checks) expect(ddl).toContain(`CONSTRAINT "${check.name}" CHECK`)
+    }
+    // Nothing else but the runner's own table and SQLite's.
+    const known = new Set([...schemaTables.map((t) => t.name), 'trellis_migrations', 'sqlite_sequence'])
+    expect(tables.filter((name) => !known.has(name))).toEqual([])
+    expect(pendingMigrations(store.sqlite)).toEqual([])
+  })
+
+  test('a second migrate() applies nothing; trellis_migrations records each name once', () => {
+    const store = emptyStore()
+    const applied = migrate(store.sqlite, embedded, 1_700_000_000_000)
+    expect(applied.length).toBe(embedded.length)
+    expect(migrate(store.sqlite, embedded, 1_800_000_000_000)).toEqual([])
+    expect(store.sqlite.prepare('SELECT name, applied_at FROM trellis_migrations ORDER BY name').all()).toEqual(
+      embedded.map((m) => ({ name: m.name, applied_at: 1_700_000_000_000 })),
+    )
+  })
+
+  test('a later migration is applied on its own, after the earlier ones', () => {
+    const store = emptyStore()
+    migrate(store.sqlite)
+    const later = [...embedded, { name: '9999_extra', sql: 'CREATE TABLE extra (id integer);--> statement-breakpoint\nCREATE INDEX extra_idx ON extra (id);' }]
+    expect(pendingMigrations(store.sqlite, later)).toEqual(['9999_extra'])
+    expect(migrate(store.sqlite, later)).toEqual(['9999_extra'])
+    expect(names(store.sqlite, 'index')).toContain('extra_idx')
+  })
+
+  test('a failing migration leaves nothing behind and is not recorded', () => {
+    const store = emptyStore()
+    const broken = [{ name: '0001_broken', sql: 'CREATE TABLE half (id integer);--> statement-breakpoint\nCREATE TABLE oops (' }]
+    expect(() => migrate(store.sqlite, broken)).toThrow()
+    expect(names(store.sqlite, 'table')).not.toContain('half')
+    expect(store.sqlite.prepare('SELECT name FROM trellis_migrations').all()).toEqual([])
+  })
+
+  test('two processes migrating the same new file at once both succeed and apply it once', async () => {
+    const dir = tempDir()
+    cleanups.push(dir.cleanup)
+    const results = await Promise.all([runCli(['migrate', '--data', dir.path]), runCli(['migrate', '--data', dir.path])])
+    for (const result of results) expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' })
+    const store = openStore(dir.path)
+    try {
+      expect(store.sqlite.prepare('SELECT name FROM trellis_migrations ORDER BY name').all()).toEqual(embedded.map((m) => ({ name: m.name })))
+    } finally {
+      store.close()
+    }
+  })
+})
+
+describe('embedded migrations', () => {
+  const journal = JSON.parse(readFileSync(join(repoRoot, 'drizzle/meta/_journal.json'), 'utf8')) as Journal
+
+  test('src/db/migrations.generated.ts is what scripts/embed-migrations.ts would write', () => {
+    expect(readFileSync(join(repoRoot, 'src/db/migrations.generated.ts'), 'utf8')).toBe(renderMigrationsModule(journal))
+  })
+
+  test('every journal entry has its drizzle/<tag>.sql, embedded verbatim, and no SQL file is left out', () => {
+    const sqlFiles = readdirSync(join(repoRoot, 'drizzle')).filter((name) => name.endsWith('.sql')).sort()
+    const tags = journal.entries.map((e) => e.tag)
+    expect(sqlFiles).toEqual(tags.map((tag) => `${tag}.sql`).sort())
+    expect(embedded.map((m) => m.name)).toEqual(tags)
+    for (const migration of embedded) {
+      expect(migration.sql).toBe(readFileSync(join(repoRoot, 'drizzle', `${migration.name}.sql`), 'utf8'))
+    }
+  })
+
+  // drizzle-kit is offline and takes well under a second; run it on a copy so the repo is never touched.
+  test('drizzle-kit generate finds no schema change that lacks a migration', async () => {
+    const dir = tempDir()
+    cleanups.push(dir.cleanup)
+    cpSync(join(repoRoot, 'drizzle'), join(dir.path, 'drizzle'), { recursive: true })
+    const kit = async (...args: string[]) => {
+      const proc = Bun.spawn([process.execPath, join(repoRoot, 'node_modules/drizzle-kit/bin.cjs'), ...args], {
+        cwd: dir.path,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
+        stdout: 'pipe',
+        stderr: 'pipe',
+      })
+      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+      return { code, output: stdout + stderr }
+    }
+    const listing = () => readdirSync(join(dir.path, 'drizzle'), { recursive: true }).map(String).sort()
+    const before = listing()
+
+    const generated = await kit('generate', '--dialect', 'sqlite', '--schema', join(repoRoot, 'src/db/schema.ts'), '--out', 'drizzle')
+    expect(generated.code).toBe(0)
+    expect(generated.output).toContain('No schema changes')
+    expect(listing()).toEqual(before)
+
+    const checked = await kit('check', '--dialect', 'sqlite', '--out', 'drizzle')
+    expect(checked.code).toBe(0)
+  }, 30_000)
+})
+
+describe('pragmas', () => {
+  test('WAL, foreign keys on, synchronous NORMAL, busy_timeout 5000', () => {
+    const { sqlite } = emptyStore()
+    expect(sqlite.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' })
+    expect(sqlite.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 })
+    expect(sqlite.prepare('PRAGMA synchronous').get()).toEqual({ synchronous: 1 })
+    expect(sqlite.prepare('PRAGMA busy_timeout').get()).toEqual({ timeout: 5000 })
+  })
+
+  test('WAL survives reopening the file', () => {
+    const dir = tempDir()
+    cleanups.push(dir.cleanup)
+    openStore(dir.path).close()
+    const raw = new Database(join(dir.path, 'trellis.db'))
+    try {
+      expect(raw.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' })
+    } finally {
+      raw.close()
+    }
+  })
+})
+
+/** The rows a run needs (user, project, environment, team, rendering, collection, workflow, version), by raw SQL. */
+function seedWorkflows(sqlite: Database) {
+  const now = 1_795_000_000_000
+  sqlite.run("INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', ?, ?)", [now, now])
+  sqlite.run("INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', ?)", [now])
+  sqlite.run("INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', ?)", [now])
+  sqlite.run("INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', ?)", [now])
+  sqlite.run('INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)')
+  sqlite.run("INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', ?)", [now])
+  for (const id of [1, 2]) {
+    sqlite.run('INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (?, 1, ?, 1, ?, ?)', [
+      id,
+      `wf${id}`,
+      now,
+      now,
+    ])
+    sqlite.run("INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (?, ?, 1, '{}', 'h', ?)", [
+      id,
+      id,
+      now,
+    ])
+  }
+  let n = 0
+  const insertRun = (workflowId: number, recordId: string, status: string) => {
+    const id = `run-${++n}`
+    sqlite.run(
+      `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, trigger, status, available_at, created_at)
+       VALUES (?, ?, ?, 1, ?, 1, 'webhook', ?, ?, ?)`,
+      [id, workflowId, workflowId, recordId, status, now, now],
+    )
+    return id
+  }
+  return { now, insertRun }
+}
+
+describe('constraints', () => {
+  test('runs_one_active_per_record: one active run per (workflow, record); finished runs do not count', () => {
+    const { store } = migratedEnv()
+    const { insertRun } = seedWorkflows(store.sqlite)
+    const first = insertRun(1, 'order-1', 'queued')
+    for (const status of ['queued', 'running', 'waiting']) {
+      expect(() => insertRun(1, 'order-1', status)).toThrow(/UNIQUE constraint failed/)
+    }
+    // Another record, or another workflow on the same record, is independent.
+    insertRun(1, 'order-2', 'queued')
+    insertRun(2, 'order-1', 'running')
+
+    // While running or waiting it still blocks.
+    store.sqlite.run("UPDATE runs SET status = 'waiting' WHERE id = ?", [first])
+    expect(() => insertRun(1, 'order-1', 'queued')).toThrow(/UNIQUE constraint failed/)
+
+    store.sqlite.run("UPDATE runs SET status = 'succeeded' WHERE id = ?", [first])
+    const second = insertRun(1, 'order-1', 'queued')
+    store.sqlite.run("UPDATE runs SET status = 'failed' WHERE id = ?", [second])
+    insertRun(1, 'order-1', 'cancelled')
+    insertRun(1, 'order-1', 'queued')
+    // Re-activating a finished run while another is active is refused too.
+    expect(() => store.sqlite.run("UPDATE runs SET status = 'queued' WHERE id = ?", [second])).toThrow(/UNIQUE constraint failed/)
+    expect(store.sqlite.prepare("SELECT count(*) AS n FROM runs WHERE workflow_id = 1 AND record_id = 'order-1'").get()).toEqual({ n: 4 })
+  })
+
+  test('CHECK constraints refuse an unknown run status, trigger, member role, log type', () => {
+    const { store } = migratedEnv()
+    const { insertRun, now } = seedWorkflows(store.sqlite)
+    expect(() => insertRun(1, 'order-1', 'finished')).toThrow(/CHECK constraint failed: runs_status_check/)
+    expect(() => insertRun(1, 'order-1', 'QUEUED')).toThrow(/CHECK constraint failed/)
+    const id = insertRun(1, 'order-1', 'queued')
+    expect(() => store.sqlite.run("UPDATE runs SET status = 'done' WHERE id = ?", [id])).toThrow(/CHECK constraint failed/)
+    expect(() => store.sqlite.run("UPDATE runs SET trigger = 'cron' WHERE id = ?", [id])).toThrow(/CHECK constraint failed: runs_trigger_check/)
+
+    const addMember = (role: string) =>
+      store.sqlite.run('INSERT INTO project_members (project_id, user_id, role, created_at, updated_at) VALUES (1, 1, ?, ?, ?)', [role, now, now])
+    expect(() => addMember('owner')).toThrow(/CHECK constraint failed: project_members_role_check/)
+    expect(() => addMember('Admin')).toThrow(/CHECK constraint failed/)
+    addMember('admin')
+
+    expect(() =>
+      store.sqlite.run("INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'delete', 'create', 1, ?)", [now]),
+    ).toThrow(/CHECK constraint failed: activity_logs_type_check/)
+    expect(() =>
+      store.sqlite.run("INSERT INTO admin_logs (type, resource, initiator, created_at) VALUES ('add', 'role', 'robot', ?)", [now]),
+    ).toThrow(/CHECK constraint failed: admin_logs_initiator_check/)
+  })
+
+  test('foreign keys are enforced', () => {
+    const { store } = migratedEnv()
+    const { now } = seedWorkflows(store.sqlite)
+    expect(() =>
+      store.sqlite.run(
+        `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, trigger, status, available_at, created_at)
+         VALUES ('r', 99, 1, 1, 'x', 1, 'manual', 'queued', ?, ?)`,
+        [now, now],
+      ),
+    ).toThrow(/FOREIGN KEY constraint failed/)
+  })
+
+  test('note ids are never reused (AUTOINCREMENT)', () => {
+    const { store } = migratedEnv()
+    const { now } = seedWorkflows(store.sqlite)
+    const insertNote = () =>
+      (
+        store.sqlite
+          .prepare(
+            "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 't', 1, ?, ?) RETURNING id",
+          )
+          .all(now, now) as { id: number }[]
+      )[0]!.id
+    expect(insertNote()).toBe(1)
+    expect(insertNote()).toBe(2)
+    store.sqlite.run('DELETE FROM notes WHERE id = 2')
+    expect(insertNote()).toBe(3)
+  })
+})
+
+describe('indexes serve the list filters (EXPLAIN QUERY PLAN)', () => {
+  const pages = [
+    ['notes', 'SELECT id FROM notes WHERE environment_id = ? ORDER BY id DESC LIMIT 11'],
+    ['notes', 'SELECT id FROM notes WHERE environment_id = ? AND record_id = ? ORDER BY id DESC LIMIT 11'],
+    ['notes', 'SELECT id FROM notes WHERE environment_id = ? AND user_id = ? ORDER BY id DESC LIMIT 11'],
+    ['notes', 'SELECT id FROM notes WHERE environment_id = ? AND team_id = ? ORDER BY id DESC LIMIT 11'],
+    ['notes', 'SELECT id FROM notes WHERE environment_id = ? AND collection_id = ? ORDER BY id DESC LIMIT 11'],
+    ['runs', 'SELECT id FROM runs WHERE environment_id = ? AND status = ? ORDER BY id DESC LIMIT 11'],
+    ['runs', 'SELECT id FROM runs WHERE environment_id = ? AND record_id = ? ORDER BY id DESC LIMIT 11'],
+    ['runs', 'SELECT id FROM runs WHERE environment_id = ? AND workflow_id = ? ORDER BY id DESC LIMIT 11'],
+    ['activity_logs', 'SELECT id FROM activity_logs WHERE environment_id = ? AND action = ? ORDER BY id DESC LIMIT 11'],
+    ['activity_logs', 'SELECT id FROM activity_logs WHERE environment_id = ? AND user_id = ? ORDER BY id DESC LIMIT 11'],
+    ['admin_logs', 'SELECT id FROM admin_logs WHERE project_id = ? AND resource = ? ORDER BY id DESC LIMIT 11'],
+  ] as const
+
+  test.each(pages)('%s: %s', (table, query) => {
+    const { store } = migratedEnv()
+    const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all(...query.split('?').slice(1).map(() => 1)) as { detail: string }[]).map(
+      (row) => row.detail,
+    )
+    expect(plan.some((detail) => detail.startsWith(`SEARCH ${table} USING `) && detail.includes('INDEX'))).toBe(true)
+    expect(plan.filter((detail) => detail.startsWith('SCAN') && !detail.includes('USING INDEX') && !detail.includes('USING COVERING INDEX'))).toEqual([])
+    // The index also gives the order: no sort of every matching row.
+    expect(plan.filter((detail) => detail.includes('TEMP B-TREE'))).toEqual([])
+  })
+})

@@ -1,0 +1,403 @@
+/** The small shared pieces: time parsing, configuration, the instance secret, webhook URL signing, HTML, createdAt. */
+import { describe, expect, test } from 'bun:test'
+import { createHmac } from 'node:crypto'
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { ConfigError, loadConfig } from '../src/config.ts'
+import { nextCreatedAt } from '../src/db/monotonic.ts'
+import { users } from '../src/db/schema.ts'
+import { sanitizeNoteHtml } from '../src/lib/html.ts'
+import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
+import { parseIsoDateTime, toIso, toIsoOrNull } from '../src/lib/time.ts'
+import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
+import { tempDir, testEnv } from './helpers.ts'
+
+describe('parseIsoDateTime', () => {
+  const valid: [string, number][] = [
+    ['2026-11-21T23:40:33.123Z', Date.UTC(2026, 10, 21, 23, 40, 33, 123)],
+    ['2026-11-21T23:40:33Z', Date.UTC(2026, 10, 21, 23, 40, 33)],
+    ['2026-11-21T23:40Z', Date.UTC(2026, 10, 21, 23, 40)],
+    ['2026-11-21T23:40:33+02:00', Date.UTC(2026, 10, 21, 21, 40, 33)],
+    ['2026-11-21T23:40:33-0530', Date.UTC(2026, 10, 22, 5, 10, 33)],
+    ['2026-11-21T23:40:33.5+00:00', Date.UTC(2026, 10, 21, 23, 40, 33, 500)],
+    ['2026-11-21t23:40:33.123z', Date.UTC(2026, 10, 21, 23, 40, 33, 123)],
+    ['2026-11-21 23:40:33Z', Date.UTC(2026, 10, 21, 23, 40, 33)],
+    ['2026-11-21', Date.UTC(2026, 10, 21)],
+    ['2026-11-21T23:40:33.123456789Z', Date.UTC(2026, 10, 21, 23, 40, 33, 123)],
+    ['2026-11-21T23:40:33.999999999Z', Date.UTC(2026, 10, 21, 23, 40, 33, 999)],
+    ['2024-02-29T00:00:00Z', Date.UTC(2024, 1, 29)],
+    ['1970-01-01T00:00:00.000Z', 0],
+    ['0050-06-01T00:00:00Z', Date.parse('0050-06-01T00:00:00.000Z')], // not 1950
+  ]
+  test.each(valid)('%p → %p', (text, expected) => {
+    expect(parseIsoDateTime(text)).toBe(expected)
+  })
+
+  test('every millisecond fraction survives exactly (no float rounding)', () => {
+    for (let ms = 0; ms < 1000; ms++) {
+      const text = `2026-11-21T23:40:33.${String(ms).padStart(3, '0')}Z`
+      expect(parseIsoDateTime(text)).toBe(Date.UTC(2026, 10, 21, 23, 40, 33, ms))
+    }
+  })
+
+  const invalid = [
+    '2026-02-30T00:00:00Z',
+    '2025-02-29T00:00:00Z',
+    '2026-04-31',
+    '2026-13-01T00:00Z',
+    '2026-00-10T00:00Z',
+    'abc',
+    '2026-11-21T25:00Z',
+    '2026-11-21T23:60Z',
+    '2026-11-21T23:40:60Z',
+    '2026-11-21T23:40:33',
+    '2026-11-21T23:40',
+    '2026-11-21T23:40:33+24:00',
+    '2026-11-21T23:40:33+02:60',
+    '2026-11-21T23:40:33.Z',
+    '2026-11-21T23:40:33.1234567890Z',
+    '26-11-21',
+    '2026-11-21Z',
+    '2026/11/21',
+    '1795304433123',
+    '',
+    '   ',
+  ]
+  test.each(invalid)('%p → null', (text) => {
+    expect(parseIsoDateTime(text)).toBeNull()
+  })
+})
+
+describe('toIso', () => {
+  test('renders UTC with milliseconds, even when they are zero', () => {
+    expect(toIso(Date.UTC(2026, 10, 21, 23, 40, 33, 123))).toBe('2026-11-21T23:40:33.123Z')
+    expect(toIso(Date.UTC(2026, 10, 21, 23, 40, 33))).toBe('2026-11-21T23:40:33.000Z')
+    expect(toIso(0)).toBe('1970-01-01T00:00:00.000Z')
+  })
+
+  test('round-trips through parseIsoDateTime', () => {
+    for (const ms of [0, 1, 1_795_304_433_123, Date.UTC(2000, 1, 29, 12)]) expect(parseIsoDateTime(toIso(ms))).toBe(ms)
+  })
+
+  test('toIsoOrNull passes null and undefined through', () => {
+    expect(toIsoOrNull(null)).toBeNull()
+    expect(toIsoOrNull(undefined)).toBeNull()
+    expect(toIsoOrNull(5)).toBe('1970-01-01T00:00:00.005Z')
+  })
+})
+
+describe('loadConfig', () => {
+  test('defaults', () => {
+    const config = loadConfig({}, {})
+    expect(config).toEqual({
+      dataDir: resolve('./data'),
+      host: '127.0.0.1',
+      port: 8080,
+      baseUrl: 'http://127.0.0.1:8080',
+      secretFromEnv: undefined,
+      webhookRatePerMinute: 60,
+      apiRatePerMinute: 60,
+      apiRatePerHour: 1000,
+      apiRatePerDay: 10000,
+      executorConcurrency: 4,
+      logLevel: 'info',
+      maxBodyBytes: 65536,
+    })
+  })
+
+  test('environment variables', () => {
+    const config = loadConfig(
+      {},
+      {
+        TRELLIS_DATA_DIR: '/srv/trellis',
+        TRELLIS_HOST: '0.0.0.0',
+        TRELLIS_PORT: '9000',
+        TRELLIS_SECRET: 'from-the-environment-0123456789abcdef',
+        TRELLIS_WEBHOOK_RATE_PER_MIN: '5',
+        TRELLIS_API_RATE_PER_MIN: '7',
+        TRELLIS_API_RATE_PER_HOUR: '70',
+        TRELLIS_API_RATE_PER_DAY: '700',
+        TRELLIS_EXECUTOR_CONCURRENCY: '2',
+        TRELLIS_LOG_LEVEL: 'warn',
+        TRELLIS_MAX_BODY_BYTES: '2048',
+      },
+    )
+    expect(config).toEqual({
+      dataDir: '/srv/trellis',
+      host: '0.0.0.0',
+      port: 9000,
+      // 0.0.0.0 is where the server listens, not an address to give out.
+      baseUrl: 'http://127.0.0.1:9000',
+      secretFromEnv: 'from-the-environment-0123456789abcdef',
+      webhookRatePerMinute: 5,
+      apiRatePerMinute: 7,
+      apiRatePerHour: 70,
+      apiRatePerDay: 700,
+      executorConcurrency: 2,
+      logLevel: 'warn',
+      maxBodyBytes: 2048,
+    })
+  })
+
+  test('flags win over environment variables', () => {
+    const env = { TRELLIS_DATA_DIR: '/env/data', TRELLIS_HOST: 'env-host', TRELLIS_PORT: '9000', TRELLIS_BASE_URL: 'https://env.example' }
+    const config = loadConfig({ data: '/flag/data', host: 'flag-host', port: '9100', 'base-url': 'https://flag.example/' }, env)
+    expect(config.dataDir).toBe('/flag/data')
+    expect(config.host).toBe('flag-host')
+    expect(config.port).toBe(9100)
+    expect(config.baseUrl).toBe('https://flag.example')
+  })
+
+  test('the base URL follows host and port unless given; IPv6 hosts are bracketed', () => {
+    expect(loadConfig({ host: 'example.internal', port: '81' }, {}).baseUrl).toBe('http://example.internal:81')
+    expect(loadConfig({ host: '::1', port: '81' }, {}).baseUrl).toBe('http://[::1]:81')
+    expect(loadConfig({}, { TRELLIS_BASE_URL: 'https://trellis.example.com///' }).baseUrl).toBe('https://trellis.example.com')
+  })
+
+  test('empty environment variables count as unset', () => {
+    expect(loadConfig({}, { TRELLIS_PORT: '', TRELLIS_HOST: '  ', TRELLIS_SECRET: '' })).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      secretFromEnv: undefined,
+    })
+  })
+
+  test.each(['abc', '-1', '65536', '80.5', '0x50', '1e3'])('port %p → ConfigError', (port) => {
+    expect(() => loadConfig({ port }, {})).toThrow(ConfigError)
+    expect(() => loadConfig({}, { TRELLIS_PORT: port })).toThrow(/TRELLIS_PORT/)
+  })
+
+  test.each([
+    ['TRELLIS_WEBHOOK_RATE_PER_MIN', 'ten'],
+    ['TRELLIS_API_RATE_PER_MIN', '0'],
+    ['TRELLIS_API_RATE_PER_HOUR', '1.5'],
+    ['TRELLIS_API_RATE_PER_DAY', '-3'],
+    ['TRELLIS_EXECUTOR_CONCURRENCY', '1000'],
+    ['TRELLIS_MAX_BODY_BYTES', '64k'],
+    ['TRELLIS_MAX_BODY_BYTES', '10'],
+  ])('%s=%p → ConfigError naming the variable', (name, value) => {
+    let thrown: unknown
+    try {
+      loadConfig({}, { [name]: value })
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(ConfigError)
+    expect((thrown as Error).message).toContain(name)
+  })
+
+  test('an unknown log level or a non-http base URL → ConfigError naming it', () => {
+    expect(() => loadConfig({}, { TRELLIS_LOG_LEVEL: 'loud' })).toThrow(/TRELLIS_LOG_LEVEL/)
+    expect(() => loadConfig({}, { TRELLIS_BASE_URL: 'ftp://example.com' })).toThrow(/TRELLIS_BASE_URL/)
+    expect(() => loadConfig({ 'base-url': 'example.com' }, {})).toThrow(ConfigError)
+  })
+})
+
+describe('loadInstanceSecret', () => {
+  test('generates <data>/secret with mode 0600 and returns the same value next time', () => {
+    const dir = tempDir()
+    try {
+      const dataDir = join(dir.path, 'nested', 'data')
+      const first = loadInstanceSecret(dataDir)
+      const path = join(dataDir, SECRET_FILE)
+      expect(statSync(path).mode & 0o777).toBe(0o600)
+      expect(first.length).toBeGreaterThanOrEqual(32)
+      expect(first.toString('utf8')).toBe(readFileSync(path, 'utf8').trim())
+      expect(loadInstanceSecret(dataDir).equals(first)).toBe(true)
+      // Another data directory gets its own secret.
+      expect(loadInstanceSecret(join(dir.path, 'other')).equals(first)).toBe(false)
+    } finally {
+      dir.cleanup()
+    }
+  })
+
+  test('TRELLIS_SECRET wins and no file is written', () => {
+    const dir = tempDir()
+    try {
+      const secret = loadInstanceSecret(dir.path, 'the-secret-from-the-environment-0123')
+      expect(secret.toString('utf8')).toBe('the-secret-from-the-environment-0123')
+      expect(existsSync(join(dir.path, SECRET_FILE))).toBe(false)
+    } finally {
+      dir.cleanup()
+    }
+  })
+
+  test('an existing secret file readable by others is tightened to 0600 and kept', () => {
+    const dir = tempDir()
+    try {
+      const path = join(dir.path, SECRET_FILE)
+      const value = 'k'.repeat(43)
+      writeFileSync(path, `${value}\n`)
+      chmodSync(path, 0o644)
+      expect(loadInstanceSecret(dir.path).toString('utf8')).toBe(value)
+      expect(statSync(path).mode & 0o777).toBe(0o600)
+    } finally {
+      dir.cleanup()
+    }
+  })
+
+  test('a truncated secret file is an error, not a weak key', () => {
+    const dir = tempDir()
+    try {
+      writeFileSync(join(dir.path, SECRET_FILE), 'short\n', { mode: 0o600 })
+      expect(() => loadInstanceSecret(dir.path)).toThrow(/too short/)
+    } finally {
+      dir.cleanup()
+    }
+  })
+})
+
+describe('webhook URL signing', () => {
+  const secret = Buffer.from('webhook-test-secret-0123456789abcdef')
+  const payload = { workflowId: 7, renderingId: 3, generation: 2 }
+  const signed = (body: string, key = secret) => {
+    const encoded = Buffer.from(body).toString('base64url')
+    return `${encoded}.${createHmac('sha256', key).update(encoded).digest('base64url')}`
+  }
+  /** Changes one base64url character without leaving the alphabet. */
+  const flip = (text: string, at: number) => text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1)
+
+  test('sign → verify round trip; the URL is base + /v1/hooks/ + token', () => {
+    const token = webhookToken(secret, payload)
+    expect(token).toMatch(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
+    expect(verifyWebhookToken(secret, token)).toEqual(payload)
+    expect(webhookUrl(secret, 'https://trellis.example', payload)).toBe(`https://trellis.example/v1/hooks/${token}`)
+    const [encoded] = token.split('.')
+    expect(JSON.parse(Buffer.from(encoded!, 'base64url').toString('utf8'))).toEqual({ v: 1, w: 7, r: 3, g: 2 })
+  })
+
+  test('a new generation makes a different URL', () => {
+    expect(webhookToken(secret, { ...payload, generation: 3 })).not.toBe(webhookToken(secret, payload))
+  })
+
+  test('tampered payload → null', () => {
+    const [encoded, signature] = webhookToken(secret, payload).split('.') as [string, string]
+    const forged = Buffer.from(JSON.stringify({ v: 1, w: 8, r: 3, g: 2 })).toString('base64url')
+    expect(verifyWebhookToken(secret, `${forged}.${signature}`)).toBeNull()
+    expect(verifyWebhookToken(secret, `${flip(encoded, 2)}.${signature}`)).toBeNull()
+  })
+
+  test('tampered signature → null', () => {
+    const [encoded, signature] = webhookToken(secret, payload).split('.') as [string, string]
+    expect(verifyWebhookToken(secret, `${encoded}.${flip(signature, 0)}`)).toBeNull()
+    expect(verifyWebhookToken(secret, `${encoded}.${flip(signature, 20)}`)).toBeNull()
+    expect(verifyWebhookToken(secret, `${encoded}.${signature.slice(0, -1)}`)).toBeNull()
+    expect(verifyWebhookToken(secret, `${encoded}.${signature}A`)).toBeNull()
+  })
+
+  test('wrong secret → null', () => {
+    const token = webhookToken(secret, payload)
+    expect(verifyWebhookToken(Buffer.from('another-secret-0123456789abcdefghij'), token)).toBeNull()
+  })
+
+  test.each([
+    '',
+    '.',
+    'garbage',
+    'a.b',
+    'a.b.c',
+    `${'x'.repeat(600)}.${'y'.repeat(43)}`,
+    `eyJ2IjoxfQ.${'!'.repeat(43)}`,
+    '../../etc/passwd',
+    "'; DROP TABLE runs; --",
+  ])('garbage %p → null', (token) => {
+    expect(verifyWebhookToken(secret, token)).toBeNull()
+  })
+
+  test.each([
+    ['not JSON', 'hello'],
+    ['wrong version', JSON.stringify({ v: 2, w: 7, r: 3, g: 2 })],
+    ['missing id', JSON.stringify({ v: 1, w: 7, g: 2 })],
+    ['zero id', JSON.stringify({ v: 1, w: 0, r: 3, g: 2 })],
+    ['negative generation', JSON.stringify({ v: 1, w: 7, r: 3, g: -1 })],
+    ['fractional id', JSON.stringify({ v: 1, w: 7.5, r: 3, g: 2 })],
+    ['string id', JSON.stringify({ v: 1, w: '7', r: 3, g: 2 })],
+    ['array', JSON.stringify([1, 7, 3, 2])],
+    ['null', 'null'],
+  ])('genuinely signed but malformed payload (%s) → null', (_, body) => {
+    expect(verifyWebhookToken(secret, signed(body))).toBeNull()
+  })
+
+  test('the hand-signed form matches what webhookToken produces', () => {
+    expect(signed(JSON.stringify({ v: 1, w: 7, r: 3, g: 2 }))).toBe(webhookToken(secret, payload))
+  })
+})
+
+describe('sanitizeNoteHtml', () => {
+  test.each([
+    ['<p>Hi</p><script>alert(1)</script>', '<p>Hi</p>'],
+    ['<img src="x" onerror="alert(1)">', ''],
+    ['<p onclick="steal()">c</p>', '<p>c</p>'],
+    ['<svg onload="alert(1)"><p>s</p></svg>', '<p>s</p>'],
+    ['<iframe src="https://evil.example"></iframe>', ''],
+    ['<style>p { color: red }</style><p>t</p>', '<p>t</p>'],
+  ])('%p → %p', (input, output) => {
+    expect(sanitizeNoteHtml(input)).toBe(output)
+  })
+
+  test.each([
+    'javascript:alert(1)',
+    'JaVaScRiPt:alert(1)',
+    '  javascript:alert(1)',
+    'jav&#x09;ascript:alert(1)',
+    'data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==',
+    'vbscript:msgbox(1)',
+    '//evil.example/path',
+  ])('link href %p is dropped', (href) => {
+    const clean = sanitizeNoteHtml(`<a href="${href}">x</a>`)
+    expect(clean).not.toContain('href')
+    expect(clean.toLowerCase()).not.toContain('script')
+    expect(clean).not.toContain('data:')
+    expect(clean).toContain('>x</a>')
+  })
+
+  test('keeps the formatting allow-list and https links (with a safe rel)', () => {
+    const html = '<p>Order <b>42</b></p><ul><li>one</li><li>two</li></ul><a href="https://example.com/a?b=1">link</a>'
+    expect(sanitizeNoteHtml(html)).toBe(
+      '<p>Order <b>42</b></p><ul><li>one</li><li>two</li></ul><a href="https://example.com/a?b=1" rel="noopener noreferrer nofollow">link</a>',
+    )
+  })
+
+  test('text stays escaped', () => {
+    expect(sanitizeNoteHtml('a < b & "c"')).toBe('a &lt; b &amp; "c"')
+    expect(sanitizeNoteHtml('<p>&lt;script&gt;</p>')).toBe('<p>&lt;script&gt;</p>')
+  })
+})
+
+describe('nextCreatedAt', () => {
+  test('strictly increasing while the clock stands still, and never backwards when it jumps back', () => {
+    const env = testEnv()
+    try {
+      const insertAt = (createdAt: number, n: number) =>
+        env.store.db.insert(users).values({ email: `u${n}@example.com`, username: `u${n}`, createdAt, updatedAt: createdAt }).run()
+      const now = env.clock.now()
+      const times: number[] = []
+      for (let n = 0; n < 5; n++) {
+        const t = nextCreatedAt(env.store.db, users, now, true)
+        insertAt(t, n)
+        times.push(t)
+      }
+      expect(times).toEqual([now, now + 1, now + 2, now + 3, now + 4])
+      // The clock moved back (NTP): still after the last row.
+      expect(nextCreatedAt(env.store.db, users, now - 60_000, true)).toBe(now + 5)
+      // The clock moved well ahead: its time is used as is.
+      expect(nextCreatedAt(env.store.db, users, now + 10_000, true)).toBe(now + 10_000)
+    } finally {
+      env.cleanup()
+    }
+  })
+
+  test('non-strict: never backwards, but equal times are allowed', () => {
+    const env = testEnv()
+    try {
+      const now = env.clock.now()
+      expect(nextCreatedAt(env.store.db, users, now, false)).toBe(now)
+      env.store.db.insert(users).values({ email: 'a@example.com', username: 'a', createdAt: now, updatedAt: now }).run()
+      expect(nextCreatedAt(env.store.db, users, now, false)).toBe(now)
+      expect(nextCreatedAt(env.store.db, users, now - 5, false)).toBe(now)
+      expect(nextCreatedAt(env.store.db, users, now + 5, false)).toBe(now + 5)
+    } finally {
+      env.cleanup()
+    }
+  })
+})

@@ -1,0 +1,162 @@
+/**
+ * The wire-compatibility document (DESIGN intro, "Wire compatibility") as ajv validators.
+ *
+ * The OpenAPI file is a verbatim copy of `spec/forest-public-api-openapi.json` kept in the repo at
+ * `test/fixtures/` (CI runs on a clean clone where the shared spec folder is absent).
+ *
+ * What this does to a COPY of each response schema before compiling it:
+ * - inlines every `$ref: '#/components/schemas/…'` (the document has no recursive schemas);
+ * - drops the OpenAPI 3.0 boolean `exclusiveMinimum` / `exclusiveMaximum` (DESIGN: its `limit` text says
+ *   "between 1 and 100", so 1 is valid);
+ * - optionally appends Trellis's documented extension enum values (`extendEnums`), for the log endpoints.
+ * ajv runs with `strict: false` so OpenAPI annotations (`example`, …) are ignored.
+ */
+import Ajv, { type ValidateFunction } from 'ajv'
+import addFormats from 'ajv-formats'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+export const COMPAT_DOCUMENT_PATH = join(import.meta.dir, '..', 'fixtures', 'forest-public-api-openapi.json')
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
+type JsonObject = { [key: string]: Json }
+
+interface OpenApiDocument {
+  paths: Record<string, Record<string, { operationId?: string; responses?: Record<string, { content?: Record<string, { schema?: JsonObject }> }> }>>
+  components?: { schemas?: Record<string, JsonObject> }
+}
+
+let documentCache: OpenApiDocument | undefined
+
+export function compatDocument(): OpenApiDocument {
+  documentCache ??= JSON.parse(readFileSync(COMPAT_DOCUMENT_PATH, 'utf8')) as OpenApiDocument
+  return documentCache
+}
+
+/** `'200'`, `'429'`, `'4XX'`, `'5XX'`, or a numeric status (400 → `'4XX'` when there is no exact key). */
+export type ResponseStatus = number | string
+
+export interface SchemaOptions {
+  /**
+   * Extension values to accept in an `enum`, keyed by a JSON pointer (RFC 6901) into the response schema
+   * after `$ref` inlining, pointing at the node that holds `enum`:
+   * `{ '/properties/data/items/properties/action': ['updateNote', 'archiveNote'] }`.
+   * The pointer must exist and hold an `enum`, so a typo fails loudly instead of validating nothing.
+   */
+  extendEnums?: Record<string, string[]>
+  /** A JSON pointer to a sub-schema to validate instead of the whole body, e.g. `/properties/data/items`. */
+  at?: string
+}
+
+function operation(operationId: string) {
+  for (const methods of Object.values(compatDocument().paths)) {
+    for (const op of Object.values(methods)) if (op.operationId === operationId) return op
+  }
+  throw new Error(`no operation ${operationId} in the compatibility document`)
+}
+
+function responseKey(responses: Record<string, unknown>, status: ResponseStatus): string {
+  const exact = String(status)
+  if (exact in responses) return exact
+  if (typeof status === 'number') {
+    const range = `${String(status)[0]}XX`
+    if (range in responses) return range
+  }
+  throw new Error(`no response ${exact} (have ${Object.keys(responses).join(', ')})`)
+}
+
+const clone = <T>(value: T): T => structuredClone(value)
+
+/** Deep copy with local `$ref`s replaced by copies of their targets and boolean exclusive bounds dropped. */
+function normalise(node: Json, components: Record<string, JsonObject>, seen: string[] = []): Json {
+  if (Array.isArray(node)) return node.map((item) => normalise(item, components, seen))
+  if (node === null || typeof node !== 'object') return node
+  const ref = node.$ref
+  if (typeof ref === 'string') {
+    const prefix = '#/components/schemas/'
+    if (!ref.startsWith(prefix)) throw new Error(`unsupported $ref ${ref}`)
+    const name = decodePointerToken(ref.slice(prefix.length))
+    const target = components[name]
+    if (!target) throw new Error(`dangling $ref ${ref}`)
+    if (seen.includes(name)) throw new Error(`recursive $ref ${ref} is not supported`)
+    return normalise(clone(target), components, [...seen, name])
+  }
+  const out: JsonObject = {}
+  for (const [key, value] of Object.entries(node)) {
+    if ((key === 'exclusiveMinimum' || key === 'exclusiveMaximum') && typeof value === 'boolean') continue
+    out[key] = normalise(value, components, seen)
+  }
+  return out
+}
+
+function decodePointerToken(token: string): string {
+  return token.replace(/~1/g, '/').replace(/~0/g, '~')
+}
+
+function resolvePointer(root: Json, pointer: string): Json {
+  if (pointer === '' || pointer === '/') return root
+  if (!pointer.startsWith('/')) throw new Error(`JSON pointer must start with '/': ${pointer}`)
+  let node: Json = root
+  for (const raw of pointer.slice(1).split('/')) {
+    const token = decodePointerToken(raw)
+    if (node === null || typeof node !== 'object' || !(token in node)) throw new Error(`JSON pointer ${pointer} does not resolve (at ${token})`)
+    node = Array.isArray(node) ? node[Number(token)]! : node[token]!
+  }
+  return node
+}
+
+/** The response schema of an operation, normalised (a fresh copy every call: safe to mutate). */
+export function schemaFor(operationId: string, status: ResponseStatus, options: SchemaOptions = {}): JsonObject {
+  const op = operation(operationId)
+  const responses = op.responses ?? {}
+  const response = responses[responseKey(responses, status)]
+  const schema = response?.content?.['application/json']?.schema
+  if (!schema) throw new Error(`${operationId} ${status}: no application/json schema`)
+  const components = compatDocument().components?.schemas ?? {}
+  const normalised = normalise(clone(schema), components) as JsonObject
+  for (const [pointer, values] of Object.entries(options.extendEnums ?? {})) {
+    const node = resolvePointer(normalised, pointer)
+    if (node === null || typeof node !== 'object' || Array.isArray(node) || !Array.isArray(node.enum)) {
+      throw new Error(`${operationId} ${status}: ${pointer} has no enum to extend`)
+    }
+    node.enum = [...node.enum, ...values.filter((v) => !(node.enum as Json[]).includes(v))]
+  }
+  if (options.at === undefined) return normalised
+  const sub = resolvePointer(normalised, options.at)
+  if (sub === null || typeof sub !== 'object' || Array.isArray(sub)) throw new Error(`${options.at} is not a schema`)
+  return sub
+}
+
+let ajvInstance: Ajv | undefined
+
+function ajv(): Ajv {
+  if (!ajvInstance) {
+    ajvInstance = new Ajv({ strict: false, allErrors: true, validateFormats: true })
+    addFormats(ajvInstance)
+  }
+  return ajvInstance
+}
+
+const validators = new Map<string, ValidateFunction>()
+
+/** An ajv validate function for one response of one operation (cached per operation/status/options). */
+export function validatorFor(operationId: string, status: ResponseStatus, options: SchemaOptions = {}): ValidateFunction {
+  const key = JSON.stringify([operationId, String(status), options.at ?? '', Object.entries(options.extendEnums ?? {}).sort()])
+  let validate = validators.get(key)
+  if (!validate) {
+    validate = ajv().compile(schemaFor(operationId, status, options))
+    validators.set(key, validate)
+  }
+  return validate
+}
+
+/** Human-readable ajv errors (for assertion messages). */
+export function describeErrors(validate: ValidateFunction): string {
+  return ajv().errorsText(validate.errors, { separator: '\n' })
+}
+
+/** Throws with every schema error when `body` does not validate; returns `body` for chaining. */
+export function assertValid<T>(validate: ValidateFunction, body: T, label = 'body'): T {
+  if (!validate(body)) throw new Error(`${label} does not match the compatibility schema:\n${describeErrors(validate)}\n${JSON.stringify(body, null, 2).slice(0, 4000)}`)
+  return body
+}
