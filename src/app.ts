@@ -2,7 +2,7 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
-import { rejectOversizedBody, parseJsonBody } from './http/body.ts'
+import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Logger } from './lib/logger.ts'
@@ -29,7 +29,7 @@ export interface AppDeps {
 export function createApp(deps: AppDeps) {
   return new Elysia()
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
-    .onParse(parseJsonBody(deps.config.maxBodyBytes))
+    .onParse(parseBody(deps.config.maxBodyBytes))
     .onError(({ code, error, request, set }) => withHeaders(renderError(code, error, request, deps.logger), set.headers))
     .use(healthModule(deps))
     .use(setupModule(deps))

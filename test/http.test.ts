@@ -303,8 +303,13 @@ describe('setup (first administrator)', () => {
     await expectError(await app.handle(postSetup({ token: text, email: text, username: text, password: text })), 403, 'invalid_setup_token')
     await expectError(await app.handle(postSetup({ ...admin, email: text, token })), 400, 'validation_failed')
     await expectError(await app.handle(postSetup({ email: text, username: text, password: text, token })), 400, 'validation_failed')
-    // As a username and inside a password it is accepted and stored as given; the users table is still there.
+    // As a username and inside a password it is accepted and stored as given (control characters in a
+    // username are refused with a 400 naming it); the users table is still there.
     const password = `${text} and long enough`
+    if (/[\u0000-\u001f]/.test(text)) {
+      await expectError(await app.handle(postSetup({ ...admin, username: `x${text}`, password, token })), 400, 'validation_failed')
+      return
+    }
     const response = await app.handle(postSetup({ ...admin, username: `x${text}`, password, token }))
     expect(response.status).toBe(201)
     const stored = e.store.sqlite.prepare('SELECT username, password_hash FROM users').all() as { username: string; password_hash: string }[]

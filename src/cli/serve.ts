@@ -26,8 +26,8 @@ export const serveCommand: Command = {
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
-      // Our own limit answers with the JSON 413; Bun's is the backstop for endless chunked bodies.
-      maxRequestBodySize: config.maxBodyBytes * 4,
+      // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
+      maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
       fetch: withRequestLog((request) => app.handle(request), logger),
     })
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })

@@ -1,5 +1,5 @@
 /** Request body rules shared by every route: the size limit (413) and strict JSON parsing (400 `invalid_json`). */
-import { badRequest, errorResponse, payloadTooLarge } from './errors.ts'
+import { badRequest, errorResponse, HttpError, payloadTooLarge } from './errors.ts'
 
 /** onRequest hook: refuses a declared Content-Length over the limit before reading a byte. */
 export function rejectOversizedBody(maxBytes: number) {
@@ -9,20 +9,33 @@ export function rejectOversizedBody(maxBytes: number) {
   }
 }
 
+/** Paths whose handler reads the raw text itself (the webhook checks the body only after authentication). */
+const RAW_BODY_PATHS = ['/v1/hooks/']
+
 /**
- * onParse hook for JSON bodies: counts bytes as they arrive (chunked bodies have no Content-Length)
- * and names the problem when the text is not JSON.
+ * onParse hook for every request body: counts bytes as they arrive (chunked bodies have no Content-Length),
+ * accepts JSON only (415 otherwise), and names the problem when the text is not JSON.
  */
-export function parseJsonBody(maxBytes: number) {
+export function parseBody(maxBytes: number) {
   return async ({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> => {
-    if (!isJson(contentType)) return undefined
+    if (!request.body) return undefined
+    const pathname = new URL(request.url).pathname
+    if (RAW_BODY_PATHS.some((prefix) => pathname.startsWith(prefix))) return readTextWithin(request, maxBytes)
+    if (!isJson(contentType)) {
+      throw new HttpError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)')
+    }
     const text = await readTextWithin(request, maxBytes)
     if (text.trim() === '') throw badRequest('invalid_json', 'Request body is empty; expected a JSON value')
-    try {
-      return JSON.parse(text)
-    } catch (error) {
-      throw badRequest('invalid_json', `Request body is not valid JSON: ${(error as Error).message}`)
-    }
+    return parseJsonText(text)
+  }
+}
+
+/** JSON.parse with a 400 `invalid_json` that says what is wrong. */
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    throw badRequest('invalid_json', `Request body is not valid JSON: ${(error as Error).message}`)
   }
 }
 
@@ -31,7 +44,7 @@ function isJson(contentType: string): boolean {
   return type === 'application/json' || type.endsWith('+json')
 }
 
-async function readTextWithin(request: Request, maxBytes: number): Promise<string> {
+export async function readTextWithin(request: Request, maxBytes: number): Promise<string> {
   if (!request.body) return ''
   const chunks: Uint8Array[] = []
   let size = 0

@@ -1,7 +1,7 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
 import { and, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
-import { collections, environments, projects, teams } from '../../db/schema.ts'
+import { collectionPermissions, collections, environments, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
 import { notFound } from '../../http/errors.ts'
 
 export type Project = typeof projects.$inferSelect
@@ -30,4 +30,55 @@ export function findTeam(db: Db, projectId: number, name: string) {
 
 export function findCollection(db: Db, projectId: number, name: string) {
   return db.select().from(collections).where(and(eq(collections.projectId, projectId), eq(collections.name, name))).get()
+}
+
+/**
+ * What a user may do with a collection's records as seen by a team (the rendering), read at call time:
+ * project admins may do everything; other members need to belong to the team, whose collection
+ * permissions apply (default: read and edit). Deactivated users and non-members may do nothing.
+ */
+export function collectionAccess(
+  db: Db,
+  input: { userId: number; projectId: number; teamId: number; collectionId: number },
+): { read: boolean; edit: boolean } {
+  const none = { read: false, edit: false }
+  const user = db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, input.userId)).get()
+  if (!user || user.disabledAt !== null) return none
+  const role = db
+    .select({ role: projectMembers.role })
+    .from(projectMembers)
+    .where(and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId)))
+    .get()?.role
+  if (!role) return none
+  if (role === 'admin') return { read: true, edit: true }
+  const inTeam = db
+    .select({ teamId: teamMembers.teamId })
+    .from(teamMembers)
+    .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
+    .get()
+  if (!inTeam) return none
+  const permission = db
+    .select()
+    .from(collectionPermissions)
+    .where(and(eq(collectionPermissions.collectionId, input.collectionId), eq(collectionPermissions.teamId, input.teamId)))
+    .get()
+  return { read: permission?.canRead ?? true, edit: (permission?.canRead ?? true) && (permission?.canEdit ?? true) }
+}
+
+/** A user can reach a rendering when they are a project admin or a member of its team. */
+export function canReachRendering(db: Db, input: { userId: number; projectId: number; teamId: number }): boolean {
+  const role = db
+    .select({ role: projectMembers.role })
+    .from(projectMembers)
+    .where(and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId)))
+    .get()?.role
+  if (!role) return false
+  if (role === 'admin') return true
+  return (
+    db
+      .select({ teamId: teamMembers.teamId })
+      .from(teamMembers)
+      .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
+      .get() !== undefined
+  )
 }

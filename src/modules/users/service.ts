@@ -10,6 +10,7 @@ export type User = typeof users.$inferSelect
 export const PASSWORD_MIN_LENGTH = 12
 export const PASSWORD_MAX_LENGTH = 1024
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+const CONTROL = /[\u0000-\u001f\u007f]/
 
 export class UserInputError extends Error {
   constructor(
@@ -28,6 +29,7 @@ export function normalizeEmail(email: string): string {
 export function emailProblem(email: string): string | null {
   const normalized = normalizeEmail(email)
   if (normalized.length > 320) return 'is longer than 320 characters'
+  if (CONTROL.test(normalized)) return 'must not contain control characters'
   return EMAIL.test(normalized) ? null : `"${email}" is not an email address`
 }
 
@@ -41,6 +43,7 @@ export function usernameProblem(username: string): string | null {
   const trimmed = username.trim()
   if (trimmed.length === 0) return 'must not be empty'
   if (trimmed.length > 100) return 'must be at most 100 characters'
+  if (CONTROL.test(trimmed)) return 'must not contain control characters'
   return null
 }
 
