@@ -5,11 +5,15 @@ import type { Store } from './db/open.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import type { Clock } from './lib/clock.ts'
+import type { Executor } from './executor/executor.ts'
 import type { Logger } from './lib/logger.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { authModule } from './modules/auth/index.ts'
 import { tokensModule } from './modules/tokens/index.ts'
 import { notesModule } from './modules/notes/index.ts'
+import { runsModule } from './modules/runs/index.ts'
+import { webhooksModule } from './modules/webhooks/index.ts'
+import { workflowsModule } from './modules/workflows/index.ts'
 import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
@@ -22,6 +26,8 @@ export interface AppDeps {
   /** The instance secret (signs webhook URLs). */
   secret: Buffer
   metrics: Metrics
+  /** The in-process executor, when running (serve); routes wake it when they queue a run. */
+  executor?: Executor
   /** Present while the instance has no users (first start). */
   setupGate?: SetupGate
 }
@@ -36,6 +42,9 @@ export function createApp(deps: AppDeps) {
     .use(authModule(deps))
     .use(tokensModule(deps))
     .use(notesModule(deps))
+    .use(workflowsModule(deps))
+    .use(webhooksModule(deps))
+    .use(runsModule(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -14,6 +14,8 @@ export interface Config {
   apiRatePerHour: number
   apiRatePerDay: number
   executorConcurrency: number
+  /** How long a claimed run stays owned without a heartbeat before another start may recover it. */
+  executorLeaseMs: number
   logLevel: LogLevel
   maxBodyBytes: number
 }
@@ -51,6 +53,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     apiRatePerHour: integerSetting('TRELLIS_API_RATE_PER_HOUR', env.TRELLIS_API_RATE_PER_HOUR, 1000, 1),
     apiRatePerDay: integerSetting('TRELLIS_API_RATE_PER_DAY', env.TRELLIS_API_RATE_PER_DAY, 10000, 1),
     executorConcurrency: integerSetting('TRELLIS_EXECUTOR_CONCURRENCY', env.TRELLIS_EXECUTOR_CONCURRENCY, 4, 0, 256),
+    executorLeaseMs: integerSetting('TRELLIS_EXECUTOR_LEASE_SECONDS', env.TRELLIS_EXECUTOR_LEASE_SECONDS, 30, 1, 3600) * 1000,
     logLevel,
     maxBodyBytes: integerSetting('TRELLIS_MAX_BODY_BYTES', env.TRELLIS_MAX_BODY_BYTES, 65536, 1024, 64 * 1024 * 1024),
   }

@@ -1,4 +1,5 @@
 import { createApp } from '../app.ts'
+import { Executor } from '../executor/executor.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -22,7 +23,14 @@ export const serveCommand: Command = {
     const store = openMigrated(config)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
-    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics(), setupGate: setup?.gate })
+    const executor = new Executor({
+      store,
+      clock: systemClock,
+      logger,
+      concurrency: config.executorConcurrency,
+      leaseMs: config.executorLeaseMs,
+    })
+    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics(), setupGate: setup?.gate, executor })
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
@@ -30,6 +38,7 @@ export const serveCommand: Command = {
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
       fetch: withRequestLog((request) => app.handle(request), logger),
     })
+    executor.start()
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })
     if (setup) {
       io.out(
@@ -42,6 +51,7 @@ export const serveCommand: Command = {
       stopping = true
       logger.info('shutting down', { signal })
       await server.stop()
+      await executor.stop()
       store.sqlite.run('PRAGMA wal_checkpoint(TRUNCATE)')
       store.close()
       process.exit(0)

@@ -61,7 +61,7 @@ export const tokenCommand: Command = {
 async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters<Command['run']>[1]) {
   const email = required(parsed, 'user')
   const projectName = required(parsed, 'project')
-  const name = required(parsed, 'name')
+  const name = required(parsed, 'name').trim()
   const v = parsed.values
   const expiresAtText = v['expires-at'] as string | undefined
   const expiresAt = expiresAtText === undefined ? undefined : parseIsoDateTime(expiresAtText)

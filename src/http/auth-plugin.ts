@@ -7,9 +7,11 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../app.ts'
 import { findSession, SESSION_COOKIE, type SessionUser } from '../modules/auth/sessions.ts'
-import { hasScope } from '../modules/tokens/service.ts'
+import type { Db } from '../db/open.ts'
+import { type Project, requireProject } from '../modules/projects/service.ts'
+import { hasScope, isAdminOf, isMemberOf } from '../modules/tokens/service.ts'
 import { authorizeProjectCall, type ProjectNeed, type TokenIdentity, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
-import { forbidden, unauthorized } from './errors.ts'
+import { forbidden, notFound, unauthorized } from './errors.ts'
 import { TokenRateLimiter } from './rate-limit.ts'
 
 export interface AccountCaller {
@@ -18,6 +20,7 @@ export interface AccountCaller {
   viaSso: boolean
   /** Set when the caller is a Bearer token: management is confined to that token's project. */
   tokenProjectId: number | null
+  token: TokenIdentity | null
 }
 
 /** Reads one cookie from the Cookie header (no signing: the value is a random id looked up by hash). */
@@ -37,7 +40,8 @@ const callers = new WeakMap<Request, AccountCaller>()
 /** One authenticator and one rate limiter per app, however many modules use the plugin. */
 const shared = new WeakMap<AppDeps, { tokens: TokenAuthenticator; limiter: TokenRateLimiter }>()
 
-function sharedFor(deps: AppDeps) {
+/** The app's token authenticator and API rate limiter (the webhook route authenticates by hand, in its own order). */
+export function sharedFor(deps: AppDeps) {
   let value = shared.get(deps)
   if (!value) {
     value = {
@@ -56,20 +60,32 @@ function sharedFor(deps: AppDeps) {
 export function authPlugin(deps: AppDeps) {
   const { tokens, limiter } = sharedFor(deps)
 
-  const accountCaller = (request: Request): AccountCaller => {
+  /** A console session, or any live Bearer token of an active user (then confined to the token's project). */
+  const userCaller = (request: Request): AccountCaller => {
     const authorization = request.headers.get('authorization')
     if (authorization) {
       const identity = tokens.authenticate(authorization)
       requireActiveUser(identity)
       requireSsoWhenNeeded(identity)
-      if (!hasScope(identity.scopes, 'all') || identity.role !== 'admin') {
-        throw forbidden('Managing tokens with a token needs the all scope and the admin role on its project', 'insufficient_scope')
+      return {
+        user: { ...identity.user, isInstanceAdmin: false },
+        viaSso: identity.createdWithSso,
+        tokenProjectId: identity.projectId,
+        token: identity,
       }
-      return { user: { ...identity.user, isInstanceAdmin: false }, viaSso: identity.createdWithSso, tokenProjectId: identity.projectId }
     }
     const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
-    return { user: session.user, viaSso: session.viaSso, tokenProjectId: null }
+    return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
+  }
+
+  /** Management: a session, or a token with `all` whose user is an admin of its project. */
+  const accountCaller = (request: Request): AccountCaller => {
+    const caller = userCaller(request)
+    if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
+      throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
+    }
+    return caller
   }
 
   return new Elysia({ name: 'auth' }).macro({
@@ -91,5 +107,31 @@ export function authPlugin(deps: AppDeps) {
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
+    userCall: (enabled: boolean) => ({
+      transform: ({ request }) => {
+        if (enabled) callers.set(request, userCaller(request))
+      },
+      resolve: ({ request }) => ({ caller: callers.get(request)! }),
+    }),
   })
+}
+
+/**
+ * The project a management caller addresses: 404 when unknown or when the caller is not a member (members
+ * of other projects learn nothing about it); a Bearer caller is confined to its token's project.
+ */
+export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
+  const project = requireProject(db, name)
+  if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
+  if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) {
+    throw forbidden('A token can only act on its own project', 'wrong_project')
+  }
+  return project
+}
+
+/** As callerProject, and the caller must hold the admin role on it now. */
+export function requireProjectAdmin(db: Db, caller: AccountCaller, name: string): Project {
+  const project = callerProject(db, caller, name)
+  if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins may do this', 'insufficient_role')
+  return project
 }

@@ -11,14 +11,19 @@ import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
 const Html = t.String({ minLength: 1, maxLength: 65_536 })
 const Title = t.String({ minLength: 1, maxLength: 500 })
+/**
+ * The note id as a plain positive integer (at most 15 digits, so always a safe integer). Not `t.Numeric`: it
+ * accepts `1.5` and `1e3`, and Elysia reports its range errors without the parameter's name.
+ */
 const NoteParams = t.Object({
   projectName: t.String(),
   environmentName: t.String(),
-  id: t.Numeric({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+  id: t.String({ pattern: '^[1-9][0-9]{0,14}$', error: 'must be a positive integer' }),
 })
 
+/** DESIGN §5: the message names the field, like the schema validation messages do. */
 function unknownName(field: string, message: string) {
-  return new HttpError(400, 'validation_failed', message, { details: [{ field, message }] })
+  return new HttpError(400, 'validation_failed', `Invalid field '${field}': ${message}`, { details: [{ field, message }] })
 }
 
 export function notesModule(deps: AppDeps) {
@@ -56,7 +61,7 @@ export function notesModule(deps: AppDeps) {
       `${BASE}/:id`,
       ({ params }) => {
         const { environment } = requireEnvironment(db, params.projectName, params.environmentName)
-        const note = findNote(db, environment.id, params.id)
+        const note = findNote(db, environment.id, Number(params.id))
         if (!note) throw notFound(`Note ${params.id} not found`)
         return renderOne(note.id)
       },
@@ -68,9 +73,9 @@ export function notesModule(deps: AppDeps) {
         const id = writeTransaction(deps.store, (tx) => {
           const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const team = findTeam(tx, project.id, body.teamName)
-          if (!team) throw unknownName('teamName', `unknown team ${body.teamName}`)
+          if (!team) throw unknownName('teamName', `unknown team "${body.teamName}"`)
           const collection = findCollection(tx, project.id, body.collectionName)
-          if (!collection) throw unknownName('collectionName', `unknown collection ${body.collectionName}`)
+          if (!collection) throw unknownName('collectionName', `unknown collection "${body.collectionName}"`)
           return createNote(
             tx,
             deps.clock,
@@ -97,12 +102,12 @@ export function notesModule(deps: AppDeps) {
       ({ params, body, identity, set }) => {
         writeTransaction(deps.store, (tx) => {
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const note = findNote(tx, environment.id, params.id)
+          const note = findNote(tx, environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
           addMessage(tx, deps.clock, note, body.content, { userId: identity.userId, tokenId: identity.tokenId })
         })
         set.status = 201
-        return renderOne(params.id)
+        return renderOne(Number(params.id))
       },
       { ...write, params: NoteParams, body: t.Object({ content: Html }) },
     )
@@ -111,11 +116,11 @@ export function notesModule(deps: AppDeps) {
       ({ params, body, identity }) => {
         writeTransaction(deps.store, (tx) => {
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const note = findNote(tx, environment.id, params.id)
+          const note = findNote(tx, environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
           updateNote(tx, deps.clock, note, body, { userId: identity.userId, tokenId: identity.tokenId })
         })
-        return renderOne(params.id)
+        return renderOne(Number(params.id))
       },
       {
         ...write,

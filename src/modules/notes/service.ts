@@ -109,6 +109,8 @@ function messageObject(m: { content: string; createdAt: number; user: { id: numb
 export interface Actor {
   userId: number
   tokenId: number | null
+  /** Set when a workflow run acts (DESIGN §7): entries carry `workflow {name, runId, stepName}`. */
+  workflow?: { name: string; runId: string; stepName: string }
 }
 
 function logNote(db: Db, clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
@@ -122,6 +124,7 @@ function logNote(db: Db, clock: Clock, note: NoteRow, actor: Actor, action: Acti
     collectionId: note.collectionId,
     tokenId: actor.tokenId,
     recordIds: [note.recordId],
+    workflow: actor.workflow,
   })
 }
 

@@ -7,7 +7,7 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { projects } from '../../db/schema.ts'
-import { type AccountCaller, authPlugin } from '../../http/auth-plugin.ts'
+import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { forbidden, HttpError, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
@@ -40,16 +40,6 @@ function inputError(error: TokenInputError): HttpError {
   return new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
 }
 
-/** A project the caller may manage tokens in: exists, and the Bearer caller's own project. */
-function projectFor(deps: AppDeps, caller: AccountCaller, name: string) {
-  const project = deps.store.db.select().from(projects).where(eq(projects.name, name)).get()
-  if (!project) throw notFound(`Project ${name} not found`)
-  if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) {
-    throw forbidden('A token can only manage tokens of its own project', 'wrong_project')
-  }
-  return project
-}
-
 export function tokensModule(deps: AppDeps) {
   const { db } = deps.store
   return new Elysia({ name: 'tokens' })
@@ -58,9 +48,11 @@ export function tokensModule(deps: AppDeps) {
       '/v1/account/tokens',
       ({ body, caller, set }) => {
         const now = deps.clock.now()
+        const name = body.name.trim()
         let scopes
         let expiresAt
         try {
+          if (name === '') throw new TokenInputError('name', 'name must not be blank')
           scopes = resolveScopes(body.scopes, body.preset)
           const at = body.expiresAt === undefined ? undefined : parseIsoDateTime(body.expiresAt)
           if (at === null) throw new TokenInputError('expiresAt', `expiresAt is not an ISO 8601 date-time: "${body.expiresAt}"`)
@@ -70,13 +62,12 @@ export function tokensModule(deps: AppDeps) {
           throw error
         }
         const created = writeTransaction(deps.store, (tx) => {
-          const project = projectFor(deps, caller, body.projectName)
-          if (!isMemberOf(tx, caller.user.id, project.id)) throw notFound(`Project ${body.projectName} not found`)
+          const project = callerProject(tx, caller, body.projectName)
           if (project.sso && !caller.viaSso) {
             throw forbidden('This project uses SSO: generate the token while logged in with SSO', 'sso_required')
           }
           return createToken(tx, deps.clock, {
-            name: body.name.trim(),
+            name,
             userId: caller.user.id,
             projectId: project.id,
             scopes: scopes!,
@@ -126,8 +117,7 @@ export function tokensModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/api-tokens',
       ({ params, caller }) => {
-        const project = projectFor(deps, caller, params.projectName)
-        if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins see the project\'s tokens', 'insufficient_role')
+        const project = requireProjectAdmin(db, caller, params.projectName)
         return { data: listProjectTokens(db, project.id).map(projectTokenView) }
       },
       { accountCall: true },
@@ -136,8 +126,7 @@ export function tokensModule(deps: AppDeps) {
       '/v1/project/:projectName/api-tokens/:id',
       ({ params, caller, set }) => {
         writeTransaction(deps.store, (tx) => {
-          const project = projectFor(deps, caller, params.projectName)
-          if (!isAdminOf(tx, caller.user.id, project.id)) throw forbidden('Only project admins revoke the project\'s tokens', 'insufficient_role')
+          const project = requireProjectAdmin(tx, caller, params.projectName)
           const token = findToken(tx, params.id)
           if (!token || token.projectId !== project.id || token.revokedAt !== null) throw notFound(`Token ${params.id} not found`)
           revokeToken(tx, deps.clock, token, caller.user.id)

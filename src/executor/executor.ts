@@ -1,0 +1,321 @@
+/**
+ * The in-process executor (DESIGN §8): workers claim runs under a lease, run their steps one by one and
+ * record each step's outcome in one short transaction together with its data effects, guarded by the lease.
+ * A run whose process died is recovered when its lease expires and resumes at its first step not done.
+ */
+import { Cron } from 'croner'
+import { eq } from 'drizzle-orm'
+import { type Db, type Store, writeTransaction } from '../db/open.ts'
+import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
+import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
+import type { Clock } from '../lib/clock.ts'
+import type { Logger } from '../lib/logger.ts'
+import { appendActivityLog } from '../modules/activity-logs/service.ts'
+import { type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
+import { type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
+import { runCondition } from './steps/condition.ts'
+import { runHttp } from './steps/http.ts'
+import { runLoad } from './steps/load.ts'
+import { runNote } from './steps/note.ts'
+import { runUpdate } from './steps/update.ts'
+import { runWait } from './steps/wait.ts'
+
+const RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } = {
+  load: runLoad,
+  condition: runCondition,
+  update: runUpdate,
+  note: runNote,
+  http: runHttp,
+  wait: runWait,
+}
+
+export interface ExecutorOptions {
+  store: Store
+  clock: Clock
+  logger: Logger
+  concurrency: number
+  leaseMs: number
+  /** Longest idle sleep between polls; a new run wakes workers at once (`notify`). */
+  pollMs?: number
+}
+
+export class Executor {
+  readonly queue: RunQueue
+  readonly owner = `executor-${crypto.randomUUID()}`
+  private running = false
+  private workers: Promise<void>[] = []
+  private wakeUps: (() => void)[] = []
+  private busy = 0
+  private sweeper: Cron | null = null
+  private readonly stopController = new AbortController()
+  private readonly cancelled = new Map<string, AbortController>()
+
+  constructor(private readonly options: ExecutorOptions) {
+    this.queue = new RunQueue(options.store.sqlite)
+  }
+
+  get busyWorkers(): number {
+    return this.busy
+  }
+
+  get alive(): boolean {
+    return this.running
+  }
+
+  start(): void {
+    if (this.running || this.options.concurrency === 0) return
+    this.running = true
+    this.recover()
+    // Leases of crashed processes expire while we run too: sweep them on a schedule, not only at start.
+    this.sweeper = new Cron('*/10 * * * * *', { protect: true }, () => this.recover())
+    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.workLoop())
+  }
+
+  /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
+  async stop(timeoutMs = 10_000): Promise<void> {
+    if (!this.running) return
+    this.running = false
+    this.sweeper?.stop()
+    this.notify()
+    const finished = Promise.all(this.workers)
+    const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
+    if (timedOut) this.stopController.abort()
+    await Promise.race([finished, Bun.sleep(1000)])
+    this.queue.releaseOwned(this.owner, this.options.clock.now())
+  }
+
+  /** Wakes idle workers: a run was just queued. */
+  notify(): void {
+    for (const wake of this.wakeUps.splice(0)) wake()
+  }
+
+  /** A cancelled run stops at its next step boundary; an in-flight HTTP call is aborted. */
+  abortRun(runId: string): void {
+    this.cancelled.get(runId)?.abort()
+  }
+
+  private recover(): void {
+    const recovered = this.queue.recoverExpired(this.options.clock.now())
+    if (recovered > 0) {
+      this.options.logger.warn('recovered runs with expired leases', { count: recovered })
+      this.notify()
+    }
+  }
+
+  private async workLoop(): Promise<void> {
+    while (this.running) {
+      let run: RunRow | null = null
+      try {
+        run = this.queue.claim(this.owner, this.options.clock.now(), this.options.leaseMs)
+      } catch (error) {
+        this.options.logger.error('claim failed', { error: (error as Error).message })
+      }
+      if (!run) {
+        await this.idle()
+        continue
+      }
+      this.busy++
+      try {
+        await this.execute(run)
+      } catch (error) {
+        if (!(error instanceof LeaseLostError)) {
+          this.options.logger.error('run execution failed', { runId: run.id, error: (error as Error).stack ?? String(error) })
+        }
+      } finally {
+        this.busy--
+      }
+    }
+  }
+
+  private idle(): Promise<void> {
+    const pollMs = this.options.pollMs ?? 1000
+    const next = this.queue.nextAvailableAt()
+    const wait = next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now()))
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, wait)
+      function done() {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.wakeUps.push(done)
+    })
+  }
+
+  private loadTarget(run: RunRow): { target: RunTarget; definition: WorkflowDefinition } {
+    const { db } = this.options.store
+    const row = db
+      .select({
+        workflowName: workflows.name,
+        collectionId: workflows.collectionId,
+        teamId: renderings.teamId,
+        projectId: teams.projectId,
+        environmentId: environments.id,
+        definition: workflowVersions.definition,
+      })
+      .from(workflows)
+      .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+      .innerJoin(teams, eq(teams.id, renderings.teamId))
+      .innerJoin(environments, eq(environments.id, renderings.environmentId))
+      .innerJoin(workflowVersions, eq(workflowVersions.id, run.workflow_version_id))
+      .where(eq(workflows.id, run.workflow_id))
+      .get()
+    if (!row) throw new Error(`workflow ${run.workflow_id} of run ${run.id} not found`)
+    return {
+      target: {
+        run,
+        workflowName: row.workflowName,
+        projectId: row.projectId,
+        environmentId: row.environmentId,
+        teamId: row.teamId,
+        collectionId: row.collectionId,
+      },
+      definition: JSON.parse(row.definition) as WorkflowDefinition,
+    }
+  }
+
+  private async execute(run: RunRow): Promise<void> {
+    const { target, definition } = this.loadTarget(run)
+    const runAbort = new AbortController()
+    this.cancelled.set(run.id, runAbort)
+    const heartbeat = () => {
+      if (!this.queue.heartbeat(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)) runAbort.abort()
+    }
+    const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
+    let record: Record<string, unknown> | null = null
+    try {
+      for (let index = run.next_step; index < definition.steps.length; index++) {
+        // Shutting down: stop at a step boundary; stop() gives the run back and it resumes here.
+        if (!this.running) return
+        const step = definition.steps[index]!
+        const ctx: StepContext = {
+          target,
+          stepName: stepLabel(step, index),
+          clock: this.options.clock,
+          record,
+          heartbeat,
+          signal: AbortSignal.any([this.stopController.signal, runAbort.signal]),
+        }
+        const startedAt = this.options.clock.now()
+        const outcome = await this.runStep(ctx, step, index, startedAt)
+        if (outcome === 'stop') return
+        record = outcome.record ?? record
+      }
+      this.finish(target, 'succeeded', null)
+    } finally {
+      clearInterval(timer)
+      this.cancelled.delete(run.id)
+    }
+  }
+
+  /** Runs one step and records it; returns what the next step sees, or 'stop' when the run ended or parked. */
+  private async runStep(ctx: StepContext, step: Step, index: number, startedAt: number): Promise<StepResult | 'stop'> {
+    const runner = RUNNERS[step.type] as StepRunner
+    try {
+      const apply = await runner(ctx, step)
+      const result = writeTransaction(this.options.store, (tx) => {
+        this.queue.assertOwned(ctx.target.run.id, this.owner)
+        const result = apply(tx)
+        this.recordStep(tx, ctx, step, index, startedAt, 'succeeded', result.output, null)
+        if (result.next === 'continue') {
+          tx.update(runs).set({ nextStep: index + 1 }).where(eq(runs.id, ctx.target.run.id)).run()
+        } else if (result.next === 'end') {
+          this.finishIn(tx, ctx.target, 'succeeded', null, index + 1)
+        } else {
+          tx.update(runs)
+            .set({ nextStep: index + 1, status: 'waiting', availableAt: result.next.waitUntil, leaseOwner: null, leaseExpiresAt: null })
+            .where(eq(runs.id, ctx.target.run.id))
+            .run()
+        }
+        return result
+      })
+      if (typeof result.next === 'object') this.notify()
+      return result.next === 'continue' ? result : 'stop'
+    } catch (error) {
+      if (error instanceof LeaseLostError) throw error
+      if (!(error instanceof StepFailure)) {
+        if (ctx.signal.aborted) return 'stop'
+        throw error
+      }
+      writeTransaction(this.options.store, (tx) => {
+        this.queue.assertOwned(ctx.target.run.id, this.owner)
+        this.recordStep(tx, ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
+        this.finishIn(tx, ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
+      })
+      return 'stop'
+    }
+  }
+
+  private recordStep(
+    tx: Db,
+    ctx: StepContext,
+    step: Step,
+    index: number,
+    startedAt: number,
+    status: 'succeeded' | 'failed',
+    output: unknown,
+    error: { code: string; message: string } | null,
+  ): void {
+    const now = this.options.clock.now()
+    tx.insert(runSteps)
+      .values({
+        runId: ctx.target.run.id,
+        stepIndex: index,
+        name: ctx.stepName,
+        type: step.type,
+        status,
+        output: output === undefined ? null : JSON.stringify(output),
+        error: error ? JSON.stringify(error) : null,
+        startedAt,
+        finishedAt: now,
+      })
+      .run()
+    if (status === 'succeeded') {
+      appendActivityLog(tx, this.options.clock, {
+        environmentId: ctx.target.environmentId,
+        type: 'write',
+        action: 'completeWorkflowStep',
+        label: `completed step ${ctx.stepName} (${step.type})`,
+        userId: ctx.target.run.user_id,
+        teamId: ctx.target.teamId,
+        collectionId: ctx.target.collectionId,
+        tokenId: ctx.target.run.token_id,
+        recordIds: [ctx.target.run.record_id],
+        workflow: { name: ctx.target.workflowName, runId: ctx.target.run.id, stepName: ctx.stepName },
+      })
+    }
+  }
+
+  private finish(target: RunTarget, status: 'succeeded' | 'failed', error: unknown): void {
+    writeTransaction(this.options.store, (tx) => {
+      this.queue.assertOwned(target.run.id, this.owner)
+      this.finishIn(tx, target, status, error)
+    })
+  }
+
+  /** Ends the run (freeing the record for a new run at once) with its activity entry. */
+  private finishIn(tx: Db, target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): void {
+    tx.update(runs)
+      .set({
+        status,
+        error: error === null ? null : JSON.stringify(error),
+        finishedAt: this.options.clock.now(),
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        ...(nextStep === undefined ? {} : { nextStep }),
+      })
+      .where(eq(runs.id, target.run.id))
+      .run()
+    appendActivityLog(tx, this.options.clock, {
+      environmentId: target.environmentId,
+      type: 'write',
+      action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
+      label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
+      userId: target.run.user_id,
+      teamId: target.teamId,
+      collectionId: target.collectionId,
+      tokenId: target.run.token_id,
+      recordIds: [target.run.record_id],
+      workflow: { name: target.workflowName, runId: target.run.id },
+    })
+  }
+}

@@ -1,0 +1,53 @@
+/** The contract between the executor loop and the step types (one file each under steps/). */
+import type { Db } from '../db/open.ts'
+import type { RunRow } from '../db/queue.ts'
+import type { Clock } from '../lib/clock.ts'
+import type { Step } from '../modules/workflows/definition.ts'
+
+/** What a run acts on, resolved once when the run is claimed. */
+export interface RunTarget {
+  run: RunRow
+  workflowName: string
+  projectId: number
+  environmentId: number
+  teamId: number
+  collectionId: number
+}
+
+export interface StepContext {
+  target: RunTarget
+  stepName: string
+  clock: Clock
+  /** The record's data as last read by a data step in this process (templates read it). */
+  record: Record<string, unknown> | null
+  /** Extends the run's lease; long steps call it while they wait. */
+  heartbeat(): void
+  /** Aborted when the executor stops or the run is cancelled. */
+  signal: AbortSignal
+}
+
+export type StepNext = 'continue' | 'end' | { waitUntil: number }
+
+export interface StepResult {
+  output?: unknown
+  next: StepNext
+  /** Data read by the step (load/update), kept for later templates. */
+  record?: Record<string, unknown>
+}
+
+/** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`…). */
+export class StepFailure extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly output?: unknown,
+  ) {
+    super(message)
+  }
+}
+
+/**
+ * A step does its slow part (an HTTP call) in the async function, then returns the part that reads and
+ * writes data: it runs inside the transaction that records the step, so effects and record commit together.
+ */
+export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<(tx: Db) => StepResult>

@@ -1,0 +1,31 @@
+import type { Step } from '../../modules/workflows/definition.ts'
+import { StepFailure, type StepRunner } from '../step.ts'
+import { loadRecordAs } from './data-access.ts'
+
+type Condition = Extract<Step, { type: 'condition' }>
+
+function fieldValue(record: Record<string, unknown> | null, field: string): unknown {
+  let value: unknown = record
+  for (const part of field.split('.')) value = value && typeof value === 'object' ? (value as Record<string, unknown>)[part] : undefined
+  return value
+}
+
+/**
+ * Tests one field of the record, read afresh as the run's user (a `wait` may have passed since the load);
+ * when false, `else` ends the run (default) or fails it.
+ */
+export const runCondition: StepRunner<Condition> = async (ctx, step) => (tx) => {
+  const { data } = loadRecordAs(tx, ctx.target, 'read')
+  const value = fieldValue(data, step.if.field)
+  const checks: boolean[] = []
+  if (step.if.equals !== undefined) checks.push(value === step.if.equals)
+  if (step.if.notEquals !== undefined) checks.push(value !== step.if.notEquals)
+  if (step.if.in !== undefined) checks.push(step.if.in.includes(value as never))
+  if (step.if.exists !== undefined) checks.push((value !== undefined && value !== null) === step.if.exists)
+  const matched = checks.every(Boolean)
+  if (matched) return { next: 'continue', record: data, output: { matched } }
+  if (step.else === 'fail') {
+    throw new StepFailure('condition_failed', `Condition on ${step.if.field} was not met`, { matched })
+  }
+  return { next: 'end', output: { matched } }
+}

@@ -1,0 +1,65 @@
+import type { Step } from '../../modules/workflows/definition.ts'
+import { StepFailure, type StepRunner } from '../step.ts'
+import { renderTemplate } from '../template.ts'
+import { templateVariables } from './variables.ts'
+
+type Http = Extract<Step, { type: 'http' }>
+
+export const HTTP_DEFAULT_RETRIES = 3
+const BASE_BACKOFF_MS = 500
+const MAX_BACKOFF_MS = 30_000
+
+/** Exponential backoff with full jitter: attempt 1 → up to 0.5 s, 2 → 1 s, … capped at 30 s. */
+export function backoffMs(attempt: number, random = Math.random): number {
+  return Math.round(random() * Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** (attempt - 1)))
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer)
+      resolve()
+    }, { once: true })
+  })
+}
+
+/**
+ * Calls out. 5xx, timeouts and network errors are retried (bounded, backoff with jitter); other statuses
+ * are final. The call happens before the step is recorded: after a crash between the two it is repeated
+ * (at-least-once), which is why receivers should be idempotent on `{{run.id}}`.
+ */
+export const runHttp: StepRunner<Http> = async (ctx, step) => {
+  const vars = templateVariables(ctx)
+  const url = renderTemplate(step.url, vars)
+  const headers = renderTemplate(step.headers ?? {}, vars)
+  const body = step.body === undefined ? undefined : JSON.stringify(renderTemplate(step.body, vars))
+  const retries = step.retries ?? HTTP_DEFAULT_RETRIES
+  const timeoutMs = (step.timeoutSeconds ?? 10) * 1000
+  let lastProblem = ''
+  for (let attempt = 1; attempt <= retries + 1; attempt++) {
+    if (ctx.signal.aborted) throw new StepFailure('aborted', 'The executor stopped during the call')
+    ctx.heartbeat()
+    try {
+      const response = await fetch(url, {
+        method: step.method,
+        headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), 'x-trellis-run-id': ctx.target.run.id, ...headers },
+        body,
+        redirect: 'manual',
+        signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]),
+      })
+      const text = (await response.text()).slice(0, 2000)
+      if (response.status < 500) {
+        const output = { status: response.status, attempts: attempt, body: text }
+        if (response.status >= 400) throw new StepFailure('http_failed', `${step.method} ${url} answered ${response.status}`, output)
+        return () => ({ next: 'continue', output })
+      }
+      lastProblem = `answered ${response.status}`
+    } catch (error) {
+      if (error instanceof StepFailure) throw error
+      lastProblem = (error as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : (error as Error).message
+    }
+    if (attempt <= retries) await sleep(backoffMs(attempt), ctx.signal)
+  }
+  throw new StepFailure('http_failed', `${step.method} ${url} ${lastProblem} after ${retries + 1} attempts`, { attempts: retries + 1 })
+}

@@ -1,0 +1,8 @@
+import type { StepRunner } from '../step.ts'
+import { loadRecordAs } from './data-access.ts'
+
+/** Reads the record as the run's user. */
+export const runLoad: StepRunner = async (ctx) => (tx) => {
+  const { data } = loadRecordAs(tx, ctx.target, 'read')
+  return { next: 'continue', record: data, output: { loaded: true } }
+}

@@ -1,0 +1,35 @@
+/** `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` in step strings, deeply. */
+export interface TemplateVariables {
+  recordId: string
+  record: Record<string, unknown> | null
+  workflowName: string
+  runId: string
+  now: string
+}
+
+const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g
+
+function lookup(name: string, vars: TemplateVariables): string {
+  if (name === 'record.id') return vars.recordId
+  if (name === 'workflow.name') return vars.workflowName
+  if (name === 'run.id') return vars.runId
+  if (name === 'now') return vars.now
+  if (name.startsWith('record.')) {
+    let value: unknown = vars.record
+    for (const part of name.slice('record.'.length).split('.')) {
+      value = value && typeof value === 'object' ? (value as Record<string, unknown>)[part] : undefined
+    }
+    if (value === undefined || value === null) return ''
+    return typeof value === 'object' ? JSON.stringify(value) : String(value)
+  }
+  return ''
+}
+
+export function renderTemplate<T>(value: T, vars: TemplateVariables): T {
+  if (typeof value === 'string') return value.replace(PLACEHOLDER, (_, name: string) => lookup(name, vars)) as T
+  if (Array.isArray(value)) return value.map((v) => renderTemplate(v, vars)) as T
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderTemplate(v, vars)])) as T
+  }
+  return value
+}

@@ -1,0 +1,123 @@
+/**
+ * Runs through the API: read and cancel by runId (the triggering user or a project admin), the manual trigger
+ * used by the console, and the per-environment list (project admins; same envelope and paging as notes).
+ */
+import { Elysia, t } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { writeTransaction } from '../../db/open.ts'
+import { RunQueue } from '../../db/queue.ts'
+import { RUN_STATUSES } from '../../db/schema.ts'
+import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
+import { forbidden, notFound } from '../../http/errors.ts'
+import { page, parseEnumParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { canReachRendering, requireEnvironment } from '../projects/service.ts'
+import { hasScope, isAdminOf } from '../tokens/service.ts'
+import { requireWorkflow } from '../webhooks/service.ts'
+import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
+
+const queues = new WeakMap<AppDeps, RunQueue>()
+
+/** The app's run queue statements (the executor keeps its own on the same connection). */
+export function runQueueFor(deps: AppDeps): RunQueue {
+  let queue = queues.get(deps)
+  if (!queue) {
+    queue = deps.executor?.queue ?? new RunQueue(deps.store.sqlite)
+    queues.set(deps, queue)
+  }
+  return queue
+}
+
+const RunId = t.Object({ runId: t.String({ format: 'uuid' }) })
+
+/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
+function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
+  const found = findRun(deps.store.db, runId)
+  const visible =
+    found &&
+    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
+    (found.run.userId === caller.user.id || isAdminOf(deps.store.db, caller.user.id, found.projectId))
+  if (!visible) throw notFound(`Run ${runId} not found`)
+  return found
+}
+
+function requireTriggerScope(caller: AccountCaller): void {
+  if (caller.token && !hasScope(caller.token.scopes, 'workflows:trigger')) {
+    throw forbidden('Token lacks the workflows:trigger scope', 'insufficient_scope')
+  }
+}
+
+export function runsModule(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'runs' })
+    .use(authPlugin(deps))
+    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id])[0], {
+      userCall: true,
+      params: RunId,
+    })
+    .post(
+      '/v1/workflow-runs/:runId/cancel',
+      ({ params, caller }) => {
+        requireTriggerScope(caller)
+        writeTransaction(deps.store, (tx) => {
+          visibleRun(deps, caller, params.runId)
+          cancelRun(tx, deps.clock, params.runId, caller.user.id)
+        })
+        deps.executor?.abortRun(params.runId)
+        return renderRuns(db, [params.runId])[0]
+      },
+      { userCall: true, params: RunId },
+    )
+    .post(
+      '/v1/project/:projectName/environment/:environmentName/workflow-runs',
+      ({ params, body, caller, set }) => {
+        requireTriggerScope(caller)
+        const project = callerProject(db, caller, params.projectName)
+        requireEnvironment(db, params.projectName, params.environmentName)
+        const target = requireWorkflow(db, project.id, params.environmentName, body.teamName, body.workflowName)
+        if (target.activeVersionId === null) throw notFound(`Workflow ${body.workflowName} has no active version`)
+        if (!canReachRendering(db, { userId: caller.user.id, projectId: project.id, teamId: target.teamId })) {
+          throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
+        }
+        const runId = startRun(deps.store, deps.clock, runQueueFor(deps), {
+          target,
+          versionId: target.activeVersionId,
+          recordId: body.recordId,
+          userId: caller.user.id,
+          tokenId: caller.token?.tokenId ?? null,
+          trigger: 'manual',
+        })
+        deps.executor?.notify()
+        set.status = 202
+        return { runId }
+      },
+      {
+        userCall: true,
+        body: t.Object({
+          workflowName: t.String({ minLength: 1, maxLength: 200 }),
+          teamName: t.String({ minLength: 1, maxLength: 200 }),
+          recordId: t.String({ minLength: 1, maxLength: 1024 }),
+        }),
+      },
+    )
+    .get(
+      '/v1/project/:projectName/environment/:environmentName/workflow-runs',
+      ({ params, request, caller }) => {
+        const query = queryOf(request)
+        const limit = parseLimit(query.limit)
+        const status = parseEnumParameter(query, 'status', RUN_STATUSES)
+        const recordId = parseStringParameter(query, 'recordId')
+        const workflowName = parseStringParameter(query, 'workflowName', 200)
+        const teamName = parseStringParameter(query, 'teamName', 200)
+        requireProjectAdmin(db, caller, params.projectName)
+        const { environment } = requireEnvironment(db, params.projectName, params.environmentName)
+        const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
+        const ids = listRunIds(db, environment.id, { workflowIds, recordId, status }, query, limit)
+        return page(ids, limit, (pageIds) => renderRuns(db, pageIds), {
+          projectName: params.projectName,
+          environmentName: params.environmentName,
+          limit,
+        })
+      },
+      { userCall: true },
+    )
+}

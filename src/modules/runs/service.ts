@@ -1,0 +1,228 @@
+/** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
+import { and, asc, desc, eq, inArray } from 'drizzle-orm'
+import { randomUUIDv7 } from 'bun'
+import { type Store, writeTransaction } from '../../db/open.ts'
+import type { Db } from '../../db/open.ts'
+import type { RunQueue } from '../../db/queue.ts'
+import { ACTIVE_RUN_STATUSES, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
+import { conflict } from '../../http/errors.ts'
+import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { toIso, toIsoOrNull } from '../../lib/time.ts'
+import { appendActivityLog } from '../activity-logs/service.ts'
+import { userObject } from '../users/service.ts'
+
+/** A workflow with what a trigger needs to check: its rendering, project, collection and webhook settings. */
+export interface TriggerTarget {
+  workflowId: number
+  workflowName: string
+  activeVersionId: number | null
+  renderingId: number
+  environmentId: number
+  teamId: number
+  projectId: number
+  collectionId: number
+  webhookEnabled: boolean
+  webhookGeneration: number
+  webhookRatePerMinute: number | null
+}
+
+export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
+  return db
+    .select({
+      workflowId: workflows.id,
+      workflowName: workflows.name,
+      activeVersionId: workflows.activeVersionId,
+      renderingId: workflows.renderingId,
+      environmentId: renderings.environmentId,
+      teamId: renderings.teamId,
+      projectId: teams.projectId,
+      collectionId: workflows.collectionId,
+      webhookEnabled: webhookTriggers.enabled,
+      webhookGeneration: webhookTriggers.generation,
+      webhookRatePerMinute: webhookTriggers.ratePerMinute,
+    })
+    .from(workflows)
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
+    .where(eq(workflows.id, workflowId))
+    .get()
+}
+
+/**
+ * Queues a run and writes its `triggerWorkflow` entry in one transaction. The partial unique index decides
+ * the 409: `{code: "run_in_progress", runId}` names the active run.
+ */
+export function startRun(
+  store: Store,
+  clock: Clock,
+  queue: RunQueue,
+  input: { target: TriggerTarget; versionId: number; recordId: string; userId: number; tokenId: number | null; trigger: 'manual' | 'webhook' },
+): string {
+  const id = randomUUIDv7()
+  return writeTransaction(store, (tx) => {
+    const now = clock.now()
+    const result = queue.insert({
+      id,
+      workflowId: input.target.workflowId,
+      workflowVersionId: input.versionId,
+      environmentId: input.target.environmentId,
+      recordId: input.recordId,
+      userId: input.userId,
+      tokenId: input.tokenId,
+      trigger: input.trigger,
+      createdAt: now,
+    })
+    if (!result.inserted) {
+      throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
+    }
+    appendActivityLog(tx, clock, {
+      environmentId: input.target.environmentId,
+      type: 'write',
+      action: 'triggerWorkflow',
+      label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
+      userId: input.userId,
+      teamId: input.target.teamId,
+      collectionId: input.target.collectionId,
+      tokenId: input.tokenId,
+      recordIds: [input.recordId],
+      workflow: { name: input.target.workflowName, runId: id },
+    })
+    return id
+  })
+}
+
+export type RunRecord = typeof runs.$inferSelect
+
+export function findRun(db: Db, id: string) {
+  return db
+    .select({ run: runs, projectId: teams.projectId, workflowName: workflows.name, teamId: teams.id, collectionId: workflows.collectionId })
+    .from(runs)
+    .innerJoin(workflows, eq(workflows.id, runs.workflowId))
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .where(eq(runs.id, id))
+    .get()
+}
+
+/** `{object: "workflow-run", …}` for the given ids, in that order, with their steps. */
+export function renderRuns(db: Db, ids: string[]) {
+  if (ids.length === 0) return []
+  const rows = db
+    .select({
+      run: runs,
+      workflowName: workflows.name,
+      version: workflowVersions.version,
+      environment: environments.name,
+      team: teams.name,
+      user: { id: users.id, username: users.username, email: users.email },
+    })
+    .from(runs)
+    .innerJoin(workflows, eq(workflows.id, runs.workflowId))
+    .innerJoin(workflowVersions, eq(workflowVersions.id, runs.workflowVersionId))
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(environments, eq(environments.id, renderings.environmentId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .innerJoin(users, eq(users.id, runs.userId))
+    .where(inArray(runs.id, ids))
+    .all()
+  const steps = db.select().from(runSteps).where(inArray(runSteps.runId, ids)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex)).all()
+  const byId = new Map(rows.map((r) => [r.run.id, r]))
+  return ids.flatMap((id) => {
+    const r = byId.get(id)
+    if (!r) return []
+    return [
+      {
+        object: 'workflow-run' as const,
+        id: r.run.id,
+        status: r.run.status,
+        trigger: r.run.trigger,
+        workflow: { id: r.run.workflowId, name: r.workflowName, version: r.version },
+        recordId: r.run.recordId,
+        environment: { object: 'environment' as const, name: r.environment },
+        team: { object: 'team' as const, name: r.team },
+        user: userObject(r.user),
+        createdAt: toIso(r.run.createdAt),
+        startedAt: toIsoOrNull(r.run.startedAt),
+        finishedAt: toIsoOrNull(r.run.finishedAt),
+        ...(r.run.error ? { error: JSON.parse(r.run.error) as { code: string; message: string; step?: string } } : {}),
+        steps: steps
+          .filter((s) => s.runId === id)
+          .map((s) => ({
+            index: s.stepIndex,
+            name: s.name,
+            type: s.type,
+            status: s.status,
+            startedAt: toIso(s.startedAt),
+            finishedAt: toIso(s.finishedAt),
+            ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
+            ...(s.error ? { error: JSON.parse(s.error) as unknown } : {}),
+          })),
+      },
+    ]
+  })
+}
+
+/** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
+export function cancelRun(db: Db, clock: Clock, runId: string, actorId: number): void {
+  const found = findRun(db, runId)
+  if (!found) throw new Error(`run ${runId} vanished`)
+  const [cancelled] = db
+    .update(runs)
+    .set({ status: 'cancelled', finishedAt: clock.now(), leaseOwner: null, leaseExpiresAt: null })
+    .where(and(eq(runs.id, runId), inArray(runs.status, [...ACTIVE_RUN_STATUSES])))
+    .returning({ id: runs.id })
+    .all()
+  if (!cancelled) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
+  appendActivityLog(db, clock, {
+    environmentId: found.run.environmentId,
+    type: 'write',
+    action: 'abortWorkflow',
+    label: 'workflow run cancelled',
+    userId: actorId,
+    teamId: found.teamId,
+    collectionId: found.collectionId,
+    recordIds: [found.run.recordId],
+    workflow: { name: found.workflowName, runId },
+  })
+}
+
+export interface RunFilters {
+  /** Workflows of the environment with the filtered name (one per team that has it). */
+  workflowIds?: number[]
+  recordId?: string
+  status?: string
+}
+
+/** Ids of the environment's workflows called `name` (in one team when given). */
+export function workflowIdsNamed(db: Db, environmentId: number, name: string, teamName?: string): number[] {
+  return db
+    .select({ id: workflows.id })
+    .from(workflows)
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .where(allOf([eq(renderings.environmentId, environmentId), eq(workflows.name, name), teamName === undefined ? undefined : eq(teams.name, teamName)]))
+    .all()
+    .map((r) => r.id)
+}
+
+export function listRunIds(db: Db, environmentId: number, filters: RunFilters, query: Query, limit: number): string[] {
+  if (filters.workflowIds?.length === 0) return []
+  return db
+    .select({ id: runs.id })
+    .from(runs)
+    .where(
+      allOf([
+        eq(runs.environmentId, environmentId),
+        filters.workflowIds === undefined ? undefined : inArray(runs.workflowId, filters.workflowIds),
+        filters.recordId === undefined ? undefined : eq(runs.recordId, filters.recordId),
+        filters.status === undefined ? undefined : eq(runs.status, filters.status as RunRecord['status']),
+        ...dateFilters(query, { createdAt: runs.createdAt }),
+      ]),
+    )
+    .orderBy(desc(runs.id))
+    .limit(limit + 1)
+    .all()
+    .map((r) => r.id)
+}

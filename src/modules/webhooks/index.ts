@@ -1,0 +1,142 @@
+/**
+ * `POST {webhook_url}` with DESIGN §8's eight checks in order, and the trigger settings endpoints under a
+ * workflow for project admins.
+ */
+import { Elysia, t } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { writeTransaction } from '../../db/open.ts'
+import { requireActiveUser, requireSsoWhenNeeded } from '../../http/auth.ts'
+import { authPlugin, requireProjectAdmin, sharedFor } from '../../http/auth-plugin.ts'
+import { parseJsonText } from '../../http/body.ts'
+import { badRequest, forbidden, notFound, tooManyRequests } from '../../http/errors.ts'
+import { canReachRendering } from '../projects/service.ts'
+import { findTriggerTarget, startRun } from '../runs/service.ts'
+import { runQueueFor } from '../runs/index.ts'
+import { hasScope } from '../tokens/service.ts'
+
+import { WebhookRateLimiter } from './rate.ts'
+import { changeWebhook, requireWorkflow, webhookSettings } from './service.ts'
+import { verifyWebhookToken } from './url.ts'
+
+export const RECORD_ID_MAX_LENGTH = 1024
+
+/** Check 6: the body is a JSON object whose `record_id` is a non-empty string; other fields are ignored. */
+export function parseTriggerBody(raw: unknown): string {
+  const body = typeof raw === 'string' ? parseJsonText(raw) : raw
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw badRequest('invalid_body', 'The body must be a JSON object with a record_id')
+  }
+  const recordId = (body as Record<string, unknown>).record_id
+  if (recordId === undefined) throw badRequest('missing_record_id', "Field 'record_id' is required")
+  if (typeof recordId !== 'string' || recordId.length === 0 || recordId.length > RECORD_ID_MAX_LENGTH) {
+    throw badRequest('invalid_record_id', `Field 'record_id' must be a non-empty string of at most ${RECORD_ID_MAX_LENGTH} characters`)
+  }
+  return recordId
+}
+
+const WorkflowPath = t.Object({
+  projectName: t.String(),
+  environmentName: t.String(),
+  teamName: t.String(),
+  workflowName: t.String(),
+})
+const WEBHOOK = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName/webhook'
+
+export function webhooksModule(deps: AppDeps) {
+  const { db } = deps.store
+  const { tokens } = sharedFor(deps)
+  const buckets = new WebhookRateLimiter(deps.clock)
+  const settingsOf = (target: Parameters<typeof webhookSettings>[0]) =>
+    webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
+
+  return new Elysia({ name: 'webhooks' })
+    .use(authPlugin(deps))
+    .post('/v1/hooks/:token', ({ params, request, body, set }) => {
+      // 1. the URL: genuine, and of the current generation.
+      const payload = verifyWebhookToken(deps.secret, params.token)
+      if (!payload) throw badRequest('invalid_webhook_url', 'The webhook URL is malformed or has been tampered with')
+      const target = findTriggerTarget(db, payload.workflowId)
+      if (target && (target.renderingId !== payload.renderingId || payload.generation > target.webhookGeneration)) {
+        throw badRequest('invalid_webhook_url', 'The webhook URL is malformed or has been tampered with')
+      }
+      if (target && payload.generation < target.webhookGeneration) {
+        throw badRequest('webhook_url_superseded', 'This webhook URL was regenerated; copy the new one from the trigger settings')
+      }
+      // 2. the token.
+      const identity = tokens.authenticate(request.headers.get('authorization'))
+      // 3. the workflow can be triggered.
+      if (!target || !target.webhookEnabled || target.activeVersionId === null) {
+        throw notFound('Unknown webhook, webhook trigger disabled, or no active workflow for the rendering')
+      }
+      // 4. the token's user may run it.
+      requireActiveUser(identity)
+      if (identity.projectId !== target.projectId) throw forbidden('Token is not valid for this project', 'wrong_project')
+      requireSsoWhenNeeded(identity)
+      if (!hasScope(identity.scopes, 'workflows:trigger')) throw forbidden('Token lacks the workflows:trigger scope', 'insufficient_scope')
+      if (!canReachRendering(db, { userId: identity.userId, projectId: target.projectId, teamId: target.teamId })) {
+        throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
+      }
+      // 5. the webhook's rate.
+      const retryAfter = buckets.take(target.workflowId, target.webhookRatePerMinute ?? deps.config.webhookRatePerMinute)
+      if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
+      // 6. the body. 7–8. one active run per record, else queue it.
+      const recordId = parseTriggerBody(body)
+      const runId = startRun(deps.store, deps.clock, runQueueFor(deps), {
+        target,
+        versionId: target.activeVersionId,
+        recordId,
+        userId: identity.userId,
+        tokenId: identity.tokenId,
+        trigger: 'webhook',
+      })
+      deps.executor?.notify()
+      set.status = 202
+      return { runId }
+    })
+    .get(
+      WEBHOOK,
+      ({ params, caller }) => {
+        const project = requireProjectAdmin(db, caller, params.projectName)
+        return settingsOf(requireWorkflow(db, project.id, params.environmentName, params.teamName, params.workflowName))
+      },
+      { accountCall: true, params: WorkflowPath },
+    )
+    .patch(
+      WEBHOOK,
+      ({ params, body, caller }) => {
+        const target = writeTransaction(deps.store, (tx) => {
+          const project = requireProjectAdmin(tx, caller, params.projectName)
+          let target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
+          if (body.enabled !== undefined) target = changeWebhook(tx, deps.clock, target, { enabled: body.enabled }, caller.user.id)
+          if (body.ratePerMinute !== undefined) {
+            target = changeWebhook(tx, deps.clock, target, { ratePerMinute: body.ratePerMinute }, caller.user.id)
+          }
+          return target
+        })
+        return settingsOf(target)
+      },
+      {
+        accountCall: true,
+        params: WorkflowPath,
+        body: t.Object(
+          {
+            enabled: t.Optional(t.Boolean()),
+            ratePerMinute: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 100_000 }), t.Null()])),
+          },
+          { minProperties: 1 },
+        ),
+      },
+    )
+    .post(
+      `${WEBHOOK}/regenerate`,
+      ({ params, caller }) => {
+        const target = writeTransaction(deps.store, (tx) => {
+          const project = requireProjectAdmin(tx, caller, params.projectName)
+          const target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
+          return changeWebhook(tx, deps.clock, target, { regenerate: true }, caller.user.id)
+        })
+        return settingsOf(target)
+      },
+      { accountCall: true, params: WorkflowPath },
+    )
+}
