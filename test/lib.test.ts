@@ -100,6 +100,7 @@ describe('loadConfig', () => {
       apiRatePerHour: 1000,
       apiRatePerDay: 10000,
       executorConcurrency: 4,
+      executorLeaseMs: 30_000,
       logLevel: 'info',
       maxBodyBytes: 65536,
     })
@@ -134,6 +135,7 @@ describe('loadConfig', () => {
       apiRatePerHour: 70,
       apiRatePerDay: 700,
       executorConcurrency: 2,
+      executorLeaseMs: 30_000,
       logLevel: 'warn',
       maxBodyBytes: 2048,
     })
