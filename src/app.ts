@@ -10,6 +10,8 @@ import type { Logger } from './lib/logger.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { authModule } from './modules/auth/index.ts'
 import { tokensModule } from './modules/tokens/index.ts'
+import { activityLogsModule } from './modules/activity-logs/index.ts'
+import { adminLogsModule } from './modules/admin-logs/index.ts'
 import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
@@ -45,6 +47,8 @@ export function createApp(deps: AppDeps) {
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
     .use(runsModule(deps))
+    .use(activityLogsModule(deps))
+    .use(adminLogsModule(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -18,6 +18,8 @@ export interface Config {
   executorLeaseMs: number
   logLevel: LogLevel
   maxBodyBytes: number
+  /** Days of activity/admin logs to keep; null keeps them forever. */
+  logRetentionDays: number | null
 }
 
 /** Flags a command may pass; each maps to one env variable. */
@@ -56,6 +58,9 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     executorLeaseMs: integerSetting('TRELLIS_EXECUTOR_LEASE_SECONDS', env.TRELLIS_EXECUTOR_LEASE_SECONDS, 30, 1, 3600) * 1000,
     logLevel,
     maxBodyBytes: integerSetting('TRELLIS_MAX_BODY_BYTES', env.TRELLIS_MAX_BODY_BYTES, 65536, 1024, 64 * 1024 * 1024),
+    logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
+      ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
+      : null,
   }
 }
 

@@ -101,6 +101,7 @@ describe('loadConfig', () => {
       apiRatePerDay: 10000,
       executorConcurrency: 4,
       executorLeaseMs: 30_000,
+      logRetentionDays: null,
       logLevel: 'info',
       maxBodyBytes: 65536,
     })
@@ -136,6 +137,7 @@ describe('loadConfig', () => {
       apiRatePerDay: 700,
       executorConcurrency: 2,
       executorLeaseMs: 30_000,
+      logRetentionDays: null,
       logLevel: 'warn',
       maxBodyBytes: 2048,
     })

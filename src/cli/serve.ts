@@ -1,5 +1,6 @@
 import { createApp } from '../app.ts'
 import { Executor } from '../executor/executor.ts'
+import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -39,6 +40,7 @@ export const serveCommand: Command = {
       fetch: withRequestLog((request) => app.handle(request), logger),
     })
     executor.start()
+    const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })
     if (setup) {
       io.out(
@@ -51,6 +53,7 @@ export const serveCommand: Command = {
       stopping = true
       logger.info('shutting down', { signal })
       await server.stop()
+      retention?.stop()
       await executor.stop()
       store.sqlite.run('PRAGMA wal_checkpoint(TRUNCATE)')
       store.close()

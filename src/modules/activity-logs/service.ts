@@ -1,28 +1,35 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
+import { asc, desc, eq, inArray } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
-import { activityLogRecords, activityLogs } from '../../db/schema.ts'
+import { activityLogRecords, activityLogs, collections, environments, teams, users } from '../../db/schema.ts'
+import { allOf, dateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { toIso } from '../../lib/time.ts'
+import { resolveNameFilters } from '../projects/service.ts'
+import { userObject } from '../users/service.ts'
 
 /**
  * Actions of the compatibility document's enum that Trellis writes, plus the documented extensions
  * `updateNote`, `archiveNote`, `unarchiveNote`, `failWorkflow`.
  */
-export type ActivityAction =
-  | 'create'
-  | 'read'
-  | 'update'
-  | 'delete'
-  | 'createNote'
-  | 'createMessage'
-  | 'triggerWorkflow'
-  | 'abortWorkflow'
-  | 'completeWorkflow'
-  | 'completeWorkflowStep'
-  | 'updateNote'
-  | 'archiveNote'
-  | 'unarchiveNote'
-  | 'failWorkflow'
+export const ACTIVITY_ACTIONS = [
+  'create',
+  'read',
+  'update',
+  'delete',
+  'createNote',
+  'createMessage',
+  'triggerWorkflow',
+  'abortWorkflow',
+  'completeWorkflow',
+  'completeWorkflowStep',
+  'updateNote',
+  'archiveNote',
+  'unarchiveNote',
+  'failWorkflow',
+] as const
+export type ActivityAction = (typeof ACTIVITY_ACTIONS)[number]
 
 export interface ActivityEntry {
   environmentId: number
@@ -60,4 +67,109 @@ export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): n
     db.insert(activityLogRecords).values({ logId: row!.id, environmentId: entry.environmentId, recordId }).run()
   }
   return row!.id
+}
+
+export interface ActivityFilters {
+  userEmail?: string
+  userId?: number
+  teamName?: string
+  collectionName?: string
+  recordId?: string
+  action?: ActivityAction
+  type?: 'read' | 'write'
+}
+
+/** Ids of one page (limit + 1), newest first. Names that match nothing give an empty page. */
+export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, query: Query, limit: number): number[] {
+  const names = resolveNameFilters(db, projectId, filters)
+  if (!names) return []
+  const byRecord =
+    filters.recordId === undefined
+      ? undefined
+      : inArray(
+          activityLogs.id,
+          db
+            .select({ id: activityLogRecords.logId })
+            .from(activityLogRecords)
+            .where(allOf([eq(activityLogRecords.environmentId, environmentId), eq(activityLogRecords.recordId, filters.recordId)])),
+        )
+  return db
+    .select({ id: activityLogs.id })
+    .from(activityLogs)
+    .where(
+      allOf([
+        eq(activityLogs.environmentId, environmentId),
+        names.userId === undefined ? undefined : eq(activityLogs.userId, names.userId),
+        names.teamId === undefined ? undefined : eq(activityLogs.teamId, names.teamId),
+        names.collectionId === undefined ? undefined : eq(activityLogs.collectionId, names.collectionId),
+        filters.action === undefined ? undefined : eq(activityLogs.action, filters.action),
+        filters.type === undefined ? undefined : eq(activityLogs.type, filters.type),
+        byRecord,
+        ...dateFilters(query, { createdAt: activityLogs.createdAt }),
+      ]),
+    )
+    .orderBy(desc(activityLogs.id))
+    .limit(limit + 1)
+    .all()
+    .map((r) => r.id)
+}
+
+/** The compatibility document's activity log objects, in the order of `ids`. */
+export function renderActivityLogs(db: Db, ids: number[]) {
+  if (ids.length === 0) return []
+  const rows = db
+    .select({
+      log: activityLogs,
+      user: { id: users.id, username: users.username, email: users.email },
+      environment: environments.name,
+      team: teams.name,
+      collection: collections.name,
+    })
+    .from(activityLogs)
+    .innerJoin(users, eq(users.id, activityLogs.userId))
+    .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
+    .leftJoin(teams, eq(teams.id, activityLogs.teamId))
+    .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
+    .where(inArray(activityLogs.id, ids))
+    .all()
+  const recordRows = db
+    .select()
+    .from(activityLogRecords)
+    .where(inArray(activityLogRecords.logId, ids))
+    .orderBy(asc(activityLogRecords.logId))
+    .all()
+  const recordIds = new Map<number, string[]>()
+  for (const r of recordRows) recordIds.set(r.logId, [...(recordIds.get(r.logId) ?? []), r.recordId])
+  const byId = new Map(rows.map((r) => [r.log.id, r]))
+  return ids.flatMap((id) => {
+    const r = byId.get(id)
+    if (!r) return []
+    const { log } = r
+    return [
+      {
+        object: 'activityLog' as const,
+        id: String(log.id),
+        type: log.type,
+        action: log.action,
+        ...(log.label !== null ? { label: log.label } : {}),
+        recordIds: recordIds.get(id) ?? [],
+        createdAt: toIso(log.createdAt),
+        user: userObject(r.user),
+        environment: { object: 'environment' as const, name: r.environment },
+        // Every writer records a team; an entry whose team was deleted keeps a readable placeholder.
+        team: { object: 'team' as const, name: r.team ?? '(deleted team)' },
+        ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
+        ...(log.workflowName !== null && log.runId !== null
+          ? {
+              workflow: {
+                object: 'workflow' as const,
+                name: log.workflowName,
+                runId: log.runId,
+                ...(log.stepName !== null ? { stepName: log.stepName } : {}),
+              },
+            }
+          : {}),
+      },
+    ]
+  })
 }

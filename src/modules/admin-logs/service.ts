@@ -1,13 +1,18 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
+import { desc, eq, inArray } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
-import { adminLogs } from '../../db/schema.ts'
+import { adminLogs, users } from '../../db/schema.ts'
+import { allOf, dateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { toIso } from '../../lib/time.ts'
+import { resolveNameFilters } from '../projects/service.ts'
+import { userObject } from '../users/service.ts'
 
-export type AdminLogType = 'add' | 'remove' | 'update' | 'initial'
+export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 /** `user-project`, `role`, `team`, `environment` come from the compatibility document; the rest are extensions. */
-export type AdminLogResource = 'user-project' | 'role' | 'team' | 'environment' | 'api-token' | 'workflow' | 'workflow-webhook'
-export type AdminLogInitiator = 'administrator' | 'identityProvider' | 'system'
+export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
+export type AdminLogInitiator = (typeof ADMIN_LOG_INITIATORS)[number]
 
 export interface AdminLogEntry {
   projectId: number | null
@@ -36,4 +41,69 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
       createdAt: nextCreatedAt(db, adminLogs, clock.now(), false),
     })
     .run()
+}
+
+export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
+export const ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
+export const ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'system'] as const
+
+export interface AdminLogFilters {
+  userEmail?: string
+  userId?: number
+  type?: AdminLogType
+  initiator?: AdminLogInitiator
+  resource?: AdminLogResource
+}
+
+/** Ids of one page (limit + 1) of a project's admin log, newest first. */
+export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, query: Query, limit: number): number[] {
+  const names = resolveNameFilters(db, projectId, filters)
+  if (!names) return []
+  return db
+    .select({ id: adminLogs.id })
+    .from(adminLogs)
+    .where(
+      allOf([
+        eq(adminLogs.projectId, projectId),
+        names.userId === undefined ? undefined : eq(adminLogs.userId, names.userId),
+        filters.type === undefined ? undefined : eq(adminLogs.type, filters.type),
+        filters.initiator === undefined ? undefined : eq(adminLogs.initiator, filters.initiator),
+        filters.resource === undefined ? undefined : eq(adminLogs.resource, filters.resource),
+        ...dateFilters(query, { createdAt: adminLogs.createdAt }),
+      ]),
+    )
+    .orderBy(desc(adminLogs.id))
+    .limit(limit + 1)
+    .all()
+    .map((r) => r.id)
+}
+
+/** The compatibility document's admin log objects, in the order of `ids`. */
+export function renderAdminLogs(db: Db, ids: number[]) {
+  if (ids.length === 0) return []
+  const rows = db
+    .select({ log: adminLogs, user: { id: users.id, username: users.username, email: users.email } })
+    .from(adminLogs)
+    .leftJoin(users, eq(users.id, adminLogs.userId))
+    .where(inArray(adminLogs.id, ids))
+    .all()
+  const byId = new Map(rows.map((r) => [r.log.id, r]))
+  return ids.flatMap((id) => {
+    const r = byId.get(id)
+    if (!r) return []
+    const { log } = r
+    return [
+      {
+        object: 'adminLog' as const,
+        id: String(log.id),
+        type: log.type,
+        resource: log.resource as AdminLogResource,
+        initiator: log.initiator,
+        createdAt: toIso(log.createdAt),
+        ...(r.user ? { user: userObject(r.user) } : {}),
+        ...(log.previousValue !== null ? { previousValue: JSON.parse(log.previousValue) as unknown } : {}),
+        ...(log.newValue !== null ? { newValue: JSON.parse(log.newValue) as unknown } : {}),
+      },
+    ]
+  })
 }

@@ -8,8 +8,8 @@ import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
-import { findCollection, findTeam } from '../projects/service.ts'
-import { findUserByEmail, userObject } from '../users/service.ts'
+import { resolveNameFilters } from '../projects/service.ts'
+import { userObject } from '../users/service.ts'
 
 export type NoteRow = typeof notes.$inferSelect
 
@@ -23,21 +23,13 @@ export interface NoteFilters {
 
 /** Ids of one page (limit + 1 rows), newest first. Names that match nothing give an empty page. */
 export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, query: Query, limit: number): number[] {
-  let userId = filters.userId
-  if (filters.userEmail !== undefined) {
-    const user = findUserByEmail(db, filters.userEmail)
-    if (!user || (userId !== undefined && userId !== user.id)) return []
-    userId = user.id
-  }
-  const team = filters.teamName === undefined ? undefined : findTeam(db, projectId, filters.teamName)
-  if (filters.teamName !== undefined && !team) return []
-  const collection = filters.collectionName === undefined ? undefined : findCollection(db, projectId, filters.collectionName)
-  if (filters.collectionName !== undefined && !collection) return []
+  const names = resolveNameFilters(db, projectId, filters)
+  if (!names) return []
   const where = allOf([
     eq(notes.environmentId, environmentId),
-    userId === undefined ? undefined : eq(notes.userId, userId),
-    team ? eq(notes.teamId, team.id) : undefined,
-    collection ? eq(notes.collectionId, collection.id) : undefined,
+    names.userId === undefined ? undefined : eq(notes.userId, names.userId),
+    names.teamId === undefined ? undefined : eq(notes.teamId, names.teamId),
+    names.collectionId === undefined ? undefined : eq(notes.collectionId, names.collectionId),
     filters.recordId === undefined ? undefined : eq(notes.recordId, filters.recordId),
     ...dateFilters(query, { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt }),
   ])

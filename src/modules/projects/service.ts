@@ -2,6 +2,7 @@
 import { and, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
 import { collectionPermissions, collections, environments, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
+import { normalizeEmail } from '../users/service.ts'
 import { notFound } from '../../http/errors.ts'
 
 export type Project = typeof projects.$inferSelect
@@ -81,4 +82,26 @@ export function canReachRendering(db: Db, input: { userId: number; projectId: nu
       .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
       .get() !== undefined
   )
+}
+
+/**
+ * The name filters shared by the notes and activity-log lists, resolved to ids. Returns null when a name
+ * matches nothing (the page is then empty, not an error — as for any filter that matches no row).
+ */
+export function resolveNameFilters(
+  db: Db,
+  projectId: number,
+  filters: { userEmail?: string; userId?: number; teamName?: string; collectionName?: string },
+): { userId?: number; teamId?: number; collectionId?: number } | null {
+  let userId = filters.userId
+  if (filters.userEmail !== undefined) {
+    const user = db.select({ id: users.id }).from(users).where(eq(users.email, normalizeEmail(filters.userEmail))).get()
+    if (!user || (userId !== undefined && userId !== user.id)) return null
+    userId = user.id
+  }
+  const team = filters.teamName === undefined ? undefined : findTeam(db, projectId, filters.teamName)
+  if (filters.teamName !== undefined && !team) return null
+  const collection = filters.collectionName === undefined ? undefined : findCollection(db, projectId, filters.collectionName)
+  if (filters.collectionName !== undefined && !collection) return null
+  return { userId, teamId: team?.id, collectionId: collection?.id }
 }

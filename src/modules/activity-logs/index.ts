@@ -1,0 +1,37 @@
+/** `GET /v1/project/{p}/environment/{e}/activity-logs` (scope activity_logs:read, Admin) — shapes of `listActivityLogs`. */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { page, parseEnumParameter, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { requireEnvironment } from '../projects/service.ts'
+import { ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
+
+export function activityLogsModule(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'activity-logs' })
+    .use(authPlugin(deps))
+    .get(
+      '/v1/project/:projectName/environment/:environmentName/activity-logs',
+      ({ params, request }) => {
+        const query = queryOf(request)
+        const limit = parseLimit(query.limit)
+        const filters = {
+          userEmail: parseStringParameter(query, 'userEmail', 320),
+          userId: parseIdParameter(query, 'userId'),
+          teamName: parseStringParameter(query, 'teamName', 200),
+          collectionName: parseStringParameter(query, 'collectionName', 200),
+          recordId: parseStringParameter(query, 'recordId'),
+          action: parseEnumParameter(query, 'action', ACTIVITY_ACTIONS),
+          type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
+        }
+        const { project, environment } = requireEnvironment(db, params.projectName, params.environmentName)
+        const ids = listActivityLogIds(db, project.id, environment.id, filters, query, limit)
+        return page(ids, limit, (pageIds) => renderActivityLogs(db, pageIds), {
+          projectName: params.projectName,
+          environmentName: params.environmentName,
+          limit,
+        })
+      },
+      { projectCall: { scope: 'activity_logs:read', role: 'admin' } },
+    )
+}
