@@ -14,6 +14,9 @@ import { tempDir, testEnv } from './helpers.ts'
 
 describe('parseIsoDateTime', () => {
   const valid: [string, number][] = [
+    // No zone: UTC (the compatibility document's example format is YYYY-MM-DDTHH:MM).
+    ['2026-11-21T23:40:33', Date.UTC(2026, 10, 21, 23, 40, 33)],
+    ['2026-11-21T23:40', Date.UTC(2026, 10, 21, 23, 40)],
     ['2026-11-21T23:40:33.123Z', Date.UTC(2026, 10, 21, 23, 40, 33, 123)],
     ['2026-11-21T23:40:33Z', Date.UTC(2026, 10, 21, 23, 40, 33)],
     ['2026-11-21T23:40Z', Date.UTC(2026, 10, 21, 23, 40)],
@@ -50,8 +53,6 @@ describe('parseIsoDateTime', () => {
     '2026-11-21T25:00Z',
     '2026-11-21T23:60Z',
     '2026-11-21T23:40:60Z',
-    '2026-11-21T23:40:33',
-    '2026-11-21T23:40',
     '2026-11-21T23:40:33+24:00',
     '2026-11-21T23:40:33+02:60',
     '2026-11-21T23:40:33.Z',

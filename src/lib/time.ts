@@ -2,7 +2,8 @@
 
 /**
  * Full ISO 8601 date-time: date, `T` or space, hours and minutes, optional seconds and fraction,
- * and a zone (`Z` or ±HH:MM / ±HHMM). A date alone (YYYY-MM-DD) is read as midnight UTC.
+ * and a zone (`Z` or ±HH:MM / ±HHMM). Without a zone the time is UTC — the compatibility document's own
+ * example format is `YYYY-MM-DDTHH:MM` — and a date alone (YYYY-MM-DD) is midnight UTC.
  */
 const ISO_DATE_TIME =
   /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i
@@ -12,8 +13,6 @@ export function parseIsoDateTime(text: string): number | null {
   const m = ISO_DATE_TIME.exec(text.trim())
   if (!m) return null
   const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone] = m
-  // A time without a zone is ambiguous; we only accept it for the date-only form.
-  if (m[4] !== undefined && zone === undefined) return null
   const year = Number(y)
   const month = Number(mo)
   const day = Number(d)

@@ -4,6 +4,7 @@ import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { HttpError, notFound } from '../../http/errors.ts'
+import { IdParam } from '../../http/params.ts'
 import { page, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
@@ -18,7 +19,7 @@ const Title = t.String({ minLength: 1, maxLength: 500 })
 const NoteParams = t.Object({
   projectName: t.String(),
   environmentName: t.String(),
-  id: t.String({ pattern: '^[1-9][0-9]{0,14}$', error: 'must be a positive integer' }),
+  id: IdParam,
 })
 
 /** DESIGN §5: the message names the field, like the schema validation messages do. */

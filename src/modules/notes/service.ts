@@ -157,9 +157,12 @@ export function findNote(db: Db, environmentId: number, id: number): NoteRow | u
   return note?.environmentId === environmentId ? note : undefined
 }
 
-/** Appends a message; the note's `updatedAt` moves to the message's time. */
+/**
+ * Appends a message; the note's `updatedAt` moves to the message's time. The time never goes back past the
+ * note's last update, so thread order (by id) and message times agree even if the clock steps back.
+ */
 export function addMessage(db: Db, clock: Clock, note: NoteRow, content: string, actor: Actor): void {
-  const createdAt = Math.max(clock.now(), note.createdAt)
+  const createdAt = Math.max(clock.now(), note.updatedAt)
   db.insert(noteMessages).values({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt }).run()
   db.update(notes).set({ updatedAt: Math.max(note.updatedAt, createdAt) }).where(eq(notes.id, note.id)).run()
   logNote(db, clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)

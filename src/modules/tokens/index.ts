@@ -9,6 +9,7 @@ import { writeTransaction } from '../../db/open.ts'
 import { projects } from '../../db/schema.ts'
 import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { forbidden, HttpError, notFound } from '../../http/errors.ts'
+import { IdParam } from '../../http/params.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
@@ -34,7 +35,7 @@ const CreateTokenBody = t.Object({
   expiresInDays: t.Optional(t.Integer()),
 })
 
-const TokenId = t.Object({ id: t.Numeric({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }) })
+const TokenId = t.Object({ id: IdParam })
 
 function inputError(error: TokenInputError): HttpError {
   return new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
@@ -103,7 +104,7 @@ export function tokensModule(deps: AppDeps) {
       '/v1/account/tokens/:id',
       ({ params, caller, set }) => {
         writeTransaction(deps.store, (tx) => {
-          const token = findToken(tx, params.id)
+          const token = findToken(tx, Number(params.id))
           const visible = token && token.userId === caller.user.id && token.revokedAt === null
           if (!visible || (caller.tokenProjectId !== null && token.projectId !== caller.tokenProjectId)) {
             throw notFound(`Token ${params.id} not found`)
@@ -127,7 +128,7 @@ export function tokensModule(deps: AppDeps) {
       ({ params, caller, set }) => {
         writeTransaction(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
-          const token = findToken(tx, params.id)
+          const token = findToken(tx, Number(params.id))
           if (!token || token.projectId !== project.id || token.revokedAt !== null) throw notFound(`Token ${params.id} not found`)
           revokeToken(tx, deps.clock, token, caller.user.id)
         })

@@ -34,6 +34,8 @@ export function verifyWebhookToken(secret: Buffer, token: string): WebhookPayloa
   if (!/^[A-Za-z0-9_-]{1,512}$/.test(payload) || !/^[A-Za-z0-9_-]{43}$/.test(signature)) return null
   const expected = sign(secret, payload)
   const given = Buffer.from(signature, 'base64url')
+  // The last of 43 characters has 2 unused bits: only the canonical spelling is the URL that was handed out.
+  if (given.toString('base64url') !== signature) return null
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null
   try {
     const body = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>
