@@ -1,12 +1,12 @@
 import { writeTransaction } from '../db/open.ts'
 import { systemClock } from '../lib/clock.ts'
+import { setUserDeactivated } from '../modules/members/service.ts'
 import {
   checkNewUser,
   findUserByEmail,
   hashPassword,
   insertUser,
   passwordProblem,
-  setUserDisabled,
   setUserPasswordHash,
   UserInputError,
 } from '../modules/users/service.ts'
@@ -60,7 +60,7 @@ export const userCommand: Command = {
         }
         const disable = sub === 'disable'
         if ((user.disabledAt !== null) === disable) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
-        setUserDisabled(tx, systemClock, user.id, disable)
+        setUserDeactivated(tx, systemClock, user.id, disable, null)
         return `${disable ? 'disabled' : 'enabled'} ${user.email}`
       })
       io.out(message)

@@ -44,7 +44,7 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
 }
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
-export const ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
+export const ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment', 'user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
 export const ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'system'] as const
 
 export interface AdminLogFilters {

@@ -27,8 +27,8 @@ import { canonicalJson } from '../../lib/json.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { addTeamMember, setProjectMember } from '../members/service.ts'
-import { hashPassword, insertUser, normalizeEmail, setUserDisabled, setUserPasswordHash, verifyPassword } from '../users/service.ts'
+import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
+import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -164,7 +164,7 @@ class ApplyWriter {
       }
       // Through the users service, so a new password or a deactivation also ends the user's sessions.
       if (hash) setUserPasswordHash(this.db, this.ctx.clock, existing.id, hash)
-      if (disable !== undefined) setUserDisabled(this.db, this.ctx.clock, existing.id, disable)
+      if (disable !== undefined) setUserDeactivated(this.db, this.ctx.clock, existing.id, disable, null)
       this.record('updated', 'user', email)
     }
     if (file.users) {

@@ -4,7 +4,7 @@ import type { Db } from '../../db/open.ts'
 import { type PermissionLevel, projectMembers, teamMembers, teams, users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { userObject } from '../users/service.ts'
+import { setUserDisabled, userObject } from '../users/service.ts'
 
 export type Outcome = 'created' | 'updated' | 'unchanged'
 
@@ -83,4 +83,28 @@ export function addTeamMember(
     newValue: userProjectValue(db, input.projectId, input.userId),
   })
   return 'created'
+}
+
+/**
+ * Deactivates or reactivates a user (sessions end on deactivation) and writes an admin log entry in every
+ * project the user belongs to — resource `user` (extension), values `{name}` describing the state.
+ * Returns false when the user was already in that state.
+ */
+export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactivated: boolean, actorId: number | null): boolean {
+  const user = db.select().from(users).where(eq(users.id, userId)).get()
+  if (!user || (user.disabledAt !== null) === deactivated) return false
+  setUserDisabled(db, clock, userId, deactivated)
+  const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
+  for (const { projectId } of db.select({ projectId: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId)).all()) {
+    appendAdminLog(db, clock, {
+      projectId,
+      type: 'update',
+      resource: 'user',
+      actorId,
+      subjectUserId: userId,
+      previousValue: state(!deactivated),
+      newValue: state(deactivated),
+    })
+  }
+  return true
 }
