@@ -11,9 +11,10 @@ import { environments, renderings, runSteps, runs, teams, workflows, workflowVer
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { appendActivityLog } from '../modules/activity-logs/service.ts'
-import { type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
+import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
+import { loadRecordAs } from './steps/data-access.ts'
 import { runHttp } from './steps/http.ts'
 import { runLoad } from './steps/load.ts'
 import { runNote } from './steps/note.ts'
@@ -181,7 +182,7 @@ export class Executor {
       if (!this.queue.heartbeat(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)) runAbort.abort()
     }
     const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
-    let record: Record<string, unknown> | null = null
+    let record = this.resumedRecord(target, definition, run.next_step)
     try {
       for (let index = run.next_step; index < definition.steps.length; index++) {
         // Shutting down: stop at a step boundary; stop() gives the run back and it resumes here.
@@ -204,6 +205,21 @@ export class Executor {
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
+    }
+  }
+
+  /**
+   * A run taken up again (after a wait, or recovered after a crash) reads its record afresh as its user, so
+   * templates of the steps left see it as an uninterrupted run would. When it can no longer be read, the
+   * templates see none and the next data step fails the run with the reason.
+   */
+  private resumedRecord(target: RunTarget, definition: WorkflowDefinition, nextStep: number): Record<string, unknown> | null {
+    if (!definition.steps.slice(0, nextStep).some((step) => DATA_STEP_TYPES.includes(step.type))) return null
+    try {
+      return loadRecordAs(this.options.store.db, target, 'read').data
+    } catch (error) {
+      if (error instanceof StepFailure) return null
+      throw error
     }
   }
 

@@ -1,0 +1,1076 @@
+/**
+ * The executor (DESIGN §8; spec §2.5, §3, §4.2 behaviours 3–5): runs executed in-process on the real clock
+ * against a real SQLite file, HTTP steps against a local server on 127.0.0.1, crash recovery with the real
+ * `trellis serve` process killed with SIGKILL, and unit tests of templates, conditions, backoff and the queue.
+ */
+import { Database } from 'bun:sqlite'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { migrate } from '../src/db/migrate.ts'
+import { openStore } from '../src/db/open.ts'
+import { LeaseLostError, type NewRun, RunQueue, type RunRow } from '../src/db/queue.ts'
+import { Executor } from '../src/executor/executor.ts'
+import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
+import { runCondition } from '../src/executor/steps/condition.ts'
+import { backoffMs } from '../src/executor/steps/http.ts'
+import { renderTemplate, type TemplateVariables } from '../src/executor/template.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { silentLogger } from '../src/lib/logger.ts'
+import { loadInstanceSecret } from '../src/lib/secret.ts'
+import type { Step } from '../src/modules/workflows/definition.ts'
+import { repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import {
+  type AcmeDocument,
+  acmeDocument,
+  acmeProject,
+  acmeWorkflow,
+  applyAcme,
+  hookPath,
+  reportHook,
+  tokenFor,
+  userId,
+  UUID,
+} from './support/acme.ts'
+
+// ── A local HTTP server for `http` steps ────────────────────────────────────
+
+interface Hit {
+  path: string
+  runId: string | null
+  method: string
+  body: string
+}
+const hits: Hit[] = []
+const hitsOf = (path: string, runId: string) => hits.filter((h) => h.path === path && h.runId === runId)
+let firstHang: () => void = () => {}
+let hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
+
+const remote = Bun.serve({
+  hostname: '127.0.0.1',
+  port: 0,
+  async fetch(req) {
+    const url = new URL(req.url)
+    const runId = req.headers.get('x-trellis-run-id')
+    const hit: Hit = { path: url.pathname, runId, method: req.method, body: await req.text() }
+    hits.push(hit)
+    const seen = runId === null ? 0 : hitsOf(url.pathname, runId).length
+    switch (url.pathname) {
+      case '/flaky':
+        return seen <= 2 ? new Response('busy', { status: 503 }) : Response.json({ ok: true })
+      case '/broken':
+        return new Response('boom', { status: 500 })
+      case '/missing':
+        return new Response('no such thing', { status: 404 })
+      case '/echo':
+        return Response.json({ ok: true })
+      case '/slow':
+        await Bun.sleep(800)
+        return Response.json({ ok: true })
+      case '/hang':
+        // The first call of a run never answers in time: its caller is killed meanwhile.
+        if (seen === 1) {
+          firstHang()
+          await Promise.race([Bun.sleep(20_000), new Promise((resolve) => req.signal.addEventListener('abort', resolve))])
+        }
+        return Response.json({ ok: true })
+      default:
+        return new Response('?', { status: 400 })
+    }
+  },
+})
+const remoteUrl = `http://127.0.0.1:${remote.port}`
+afterAll(() => remote.stop(true))
+
+// ── Shared helpers ──────────────────────────────────────────────────────────
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value) return value
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await Bun.sleep(10)
+  }
+}
+
+function http(name: string, method: string, path: string, extra: Record<string, unknown> = {}) {
+  return {
+    name,
+    environment: 'production',
+    team: 'Support',
+    collection: 'orders',
+    webhook: { enabled: true, ratePerMinute: 1000 },
+    steps: [{ type: 'http', method, url: `${remoteUrl}${path}`, ...extra }],
+  }
+}
+
+/** Acme for the executor tests: Refund order waits 1 s instead of 5, plus the workflows the tests need. */
+function executorDocument(): AcmeDocument {
+  const document = acmeDocument({ passwords: true })
+  const acme = acmeProject(document)
+  const refund = acmeWorkflow(document, 'Refund order')
+  refund.steps[4]!.seconds = 1
+  refund.webhook = { enabled: true, ratePerMinute: 1000 }
+  acme.collections!.push({ name: 'ledger', permissions: { Support: { read: false, edit: false } } })
+  acme.records!.push({ environment: 'production', collection: 'ledger', id: 'led_1', data: { balance: 10 } })
+  for (let i = 1; i <= 9; i++) {
+    acme.records!.push({ environment: 'production', collection: 'orders', id: `ord_200${i}`, data: { status: 'paid', amount: i } })
+  }
+  const onOrders = { environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 } }
+  acme.workflows!.push(
+    { ...onOrders, name: 'Ledger check', collection: 'ledger', steps: [{ type: 'load' }] },
+    { ...onOrders, name: 'Billing touch', team: 'Billing', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'billing' } }] },
+    { ...onOrders, name: 'Long hold', steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'long' } }] },
+    { ...onOrders, name: 'Versioned', steps: [{ type: 'load' }, { type: 'wait', seconds: 1 }, { type: 'update', name: 'mark', set: { version: 'v1' } }] },
+    http('Call flaky', 'POST', '/flaky', { retries: 3, body: { order: '{{record.id}}', run: '{{run.id}}' } }),
+    http('Call broken', 'GET', '/broken', { retries: 1 }),
+    http('Call missing', 'GET', '/missing', { retries: 3 }),
+    http('Call hang', 'POST', '/hang', { retries: 2, timeoutSeconds: 30 }),
+    {
+      ...onOrders,
+      name: 'Wait then call',
+      steps: [
+        { type: 'load' },
+        { type: 'wait', seconds: 1 },
+        { type: 'http', name: 'call', method: 'POST', url: `${remoteUrl}/echo`, body: { id: '{{record.id}}', status: '{{record.status}}', amount: '{{record.amount}}' } },
+      ],
+    },
+  )
+  return document
+}
+
+// ── In-process executor ─────────────────────────────────────────────────────
+
+describe('executor (in-process, real clock)', () => {
+  let env: TestEnv
+  let app: ReturnType<typeof testApp>
+  let executor: Executor
+  const hooks: Record<string, string> = {}
+  const tokens = {} as Record<'bob' | 'alice' | 'carol' | 'dave' | 'daveRead', string>
+  let aliceCookie = ''
+
+  const sqlite = () => env.store.sqlite
+  const run = (id: string) => sqlite().prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow
+  const steps = (id: string) =>
+    sqlite().prepare('SELECT * FROM run_steps WHERE run_id = ? ORDER BY step_index').all(id) as {
+      step_index: number
+      name: string
+      type: string
+      status: string
+      output: string | null
+      error: string | null
+    }[]
+  const activity = (id: string) =>
+    sqlite().prepare('SELECT * FROM activity_logs WHERE run_id = ? ORDER BY id').all(id) as {
+      action: string
+      label: string
+      user_id: number
+      token_id: number | null
+      workflow_name: string
+      run_id: string
+      step_name: string | null
+    }[]
+  const recordData = (id: string, collection = 'orders') =>
+    JSON.parse(
+      (
+        sqlite()
+          .prepare('SELECT r.data FROM records r JOIN collections c ON c.id = r.collection_id JOIN environments e ON e.id = r.environment_id WHERE r.record_key = ? AND c.name = ? AND e.name = ?')
+          .get(id, collection, 'production') as { data: string }
+      ).data,
+    ) as Record<string, unknown>
+
+  async function send(req: Request) {
+    const response = await app.handle(req)
+    const text = await response.text()
+    return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> }
+  }
+  const trigger = (workflow: string, token: string, recordId: string) =>
+    send(request(hooks[workflow]!, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
+  async function start(workflow: string, recordId: string, token = tokens.bob): Promise<string> {
+    const sent = await trigger(workflow, token, recordId)
+    expect({ status: sent.status, body: sent.body }).toMatchObject({ status: 202 })
+    expect(sent.body.runId).toMatch(UUID)
+    return sent.body.runId as string
+  }
+  const getRun = (id: string, headers: Record<string, string>) => send(request(`/v1/workflow-runs/${id}`, { headers }))
+  const finished = (id: string, timeoutMs = 5_000) =>
+    until(`run ${id} to finish`, () => (['succeeded', 'failed', 'cancelled'].includes(run(id).status) ? run(id) : null), timeoutMs)
+  const inStatus = (id: string, status: RunRow['status'], timeoutMs = 5_000) =>
+    until(`run ${id} to be ${status}`, () => (run(id).status === status ? run(id) : null), timeoutMs)
+
+  beforeAll(async () => {
+    env = testEnv()
+    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
+    for (const workflow of report.workflows) if (workflow.webhook.url) hooks[workflow.name] = hookPath(workflow.webhook.url)
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
+    app = testApp(env, { clock: systemClock, executor })
+    tokens.bob = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    tokens.alice = tokenFor(env.store, systemClock, 'alice', ['all']).value
+    tokens.carol = tokenFor(env.store, systemClock, 'carol', ['all']).value
+    tokens.dave = tokenFor(env.store, systemClock, 'dave', ['workflows:trigger']).value
+    tokens.daveRead = tokenFor(env.store, systemClock, 'dave', ['notes:read']).value
+    // A console session for alice, and the `Hold` workflow published with it.
+    const login = await app.handle(request('/auth/login', { method: 'POST', json: { email: 'alice@example.com', password: 'alice-demo-pass-2026' } }))
+    expect(login.status).toBe(200)
+    aliceCookie = login.headers.get('set-cookie')!.split(';')[0]!
+    const hold = await send(
+      request('/v1/project/Acme/environment/production/team/Support/workflows/Hold', {
+        method: 'PUT',
+        headers: { cookie: aliceCookie },
+        json: {
+          collection: 'orders',
+          webhook: { enabled: true, ratePerMinute: 1000 },
+          steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 1 }, { type: 'update', name: 'hold', set: { held: 'yes' } }],
+        },
+      }),
+    )
+    expect(hold.body).toMatchObject({ version: 1, outcome: 'created', webhook: { enabled: true } })
+    hooks.Hold = hookPath((hold.body.webhook as { url: string }).url)
+    executor.start()
+  })
+
+  afterAll(async () => {
+    await executor.stop(2_000)
+    env.cleanup()
+  })
+
+  test('Refund order on a paid order: queued → running → waiting → succeeded, as the token user', async () => {
+    const bob = userId(env.store, 'bob')
+    const runId = await start('Refund order', 'ord_1001')
+
+    const parked = await inStatus(runId, 'waiting')
+    expect(parked.next_step).toBe(5)
+    expect(parked.lease_owner).toBeNull()
+    expect(parked.available_at).toBeGreaterThan(Date.now())
+    expect(parked.available_at).toBeLessThanOrEqual(Date.now() + 1_000)
+    expect(executor.busyWorkers).toBe(0)
+    // Data effects are already there while it waits.
+    expect(recordData('ord_1001').status).toBe('refunded')
+    // The record is held while the run waits.
+    const conflict = await trigger('Refund order', tokens.bob, 'ord_1001')
+    expect(conflict).toMatchObject({ status: 409, body: { code: 'run_in_progress', runId } })
+
+    const done = await finished(runId)
+    expect(done.status).toBe('succeeded')
+    expect(done.error).toBeNull()
+    expect(done.started_at).toBeGreaterThan(0)
+    expect(done.finished_at).toBeGreaterThanOrEqual(done.started_at!)
+    expect(done.lease_owner).toBeNull()
+
+    expect(steps(runId).map((s) => [s.step_index, s.name, s.type, s.status])).toEqual([
+      [0, '1-load', 'load', 'succeeded'],
+      [1, '2-condition', 'condition', 'succeeded'],
+      [2, '3-update', 'update', 'succeeded'],
+      [3, '4-note', 'note', 'succeeded'],
+      [4, '5-wait', 'wait', 'succeeded'],
+    ])
+    expect(JSON.parse(steps(runId)[1]!.output!)).toEqual({ matched: true })
+
+    // The note, created by the run's user.
+    const notes = sqlite().prepare("SELECT * FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'").all() as { id: number; user_id: number }[]
+    expect(notes).toHaveLength(1)
+    expect(notes[0]!.user_id).toBe(bob)
+    const message = sqlite().prepare('SELECT content, user_id FROM note_messages WHERE note_id = ?').get(notes[0]!.id)
+    expect(message).toEqual({ content: '<p>Refunded by Refund order</p>', user_id: bob })
+    expect(JSON.parse(steps(runId)[3]!.output!)).toEqual({ noteId: notes[0]!.id })
+
+    // Activity: every entry carries the user and the workflow {name, runId, stepName}.
+    const entries = activity(runId)
+    expect(entries.every((e) => e.user_id === bob && e.workflow_name === 'Refund order' && e.run_id === runId)).toBe(true)
+    expect(entries.map((e) => [e.action, e.step_name])).toEqual([
+      ['triggerWorkflow', null],
+      ['completeWorkflowStep', '1-load'],
+      ['completeWorkflowStep', '2-condition'],
+      ['update', '3-update'],
+      ['completeWorkflowStep', '3-update'],
+      ['createNote', '4-note'],
+      ['completeWorkflowStep', '4-note'],
+      ['completeWorkflowStep', '5-wait'],
+      ['completeWorkflow', null],
+    ])
+    expect(new Set(entries.map((e) => e.token_id))).toEqual(new Set([run(runId).token_id]))
+
+    // Observable through its runId by the triggering user.
+    const seen = await getRun(runId, bearer(tokens.bob))
+    expect(seen.status).toBe(200)
+    const workflowId = (sqlite().prepare("SELECT id FROM workflows WHERE name = 'Refund order'").get() as { id: number }).id
+    expect(seen.body).toMatchObject({
+      object: 'workflow-run',
+      id: runId,
+      status: 'succeeded',
+      trigger: 'webhook',
+      workflow: { id: workflowId, name: 'Refund order', version: 1 },
+      recordId: 'ord_1001',
+      environment: { object: 'environment', name: 'production' },
+      team: { object: 'team', name: 'Support' },
+      user: { object: 'user', id: bob, username: 'bob', email: 'bob@example.com' },
+    })
+    expect(seen.body.error).toBeUndefined()
+    for (const field of ['createdAt', 'startedAt', 'finishedAt']) expect(seen.body[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    const shownSteps = seen.body.steps as { index: number; name: string; type: string; status: string; output?: unknown }[]
+    expect(shownSteps.map((s) => [s.index, s.name, s.type, s.status])).toEqual(steps(runId).map((s) => [s.step_index, s.name, s.type, s.status]))
+    expect(shownSteps[1]!.output).toEqual({ matched: true })
+
+    // Finished: a new request on the record starts a fresh run. The order is refunded now: the condition ends it early.
+    const again = await start('Refund order', 'ord_1001')
+    expect(again).not.toBe(runId)
+    expect((await finished(again)).status).toBe('succeeded')
+    expect(steps(again).map((s) => s.name)).toEqual(['1-load', '2-condition'])
+    expect(JSON.parse(steps(again)[1]!.output!)).toEqual({ matched: false })
+    expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'").get()).toEqual({ n: 1 })
+  })
+
+  test('a false condition (pending order) ends the run succeeded at once: nothing updated, no note', async () => {
+    const before = recordData('ord_1002')
+    const notesBefore = sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()
+    const runId = await start('Refund order', 'ord_1002')
+    const done = await finished(runId)
+    expect(done.status).toBe('succeeded')
+    expect(done.error).toBeNull()
+    expect(steps(runId).map((s) => [s.name, s.status])).toEqual([
+      ['1-load', 'succeeded'],
+      ['2-condition', 'succeeded'],
+    ])
+    expect(recordData('ord_1002')).toEqual(before)
+    expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()).toEqual(notesBefore)
+    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'completeWorkflowStep', 'completeWorkflowStep', 'completeWorkflow'])
+  })
+
+  test('a record that does not exist: 202, then failed with record_not_found at the first data step', async () => {
+    const runId = await start('Refund order', 'ord_missing')
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    expect(JSON.parse(done.error!)).toMatchObject({ code: 'record_not_found', step: '1-load' })
+    expect(steps(runId).map((s) => [s.name, s.status, JSON.parse(s.error!).code])).toEqual([['1-load', 'failed', 'record_not_found']])
+    expect(activity(runId).map((e) => [e.action, e.label])).toEqual([
+      ['triggerWorkflow', 'triggered via webhook'],
+      ['failWorkflow', 'workflow run failed: record_not_found'],
+    ])
+    const seen = await getRun(runId, bearer(tokens.bob))
+    expect(seen.body).toMatchObject({ status: 'failed', error: { code: 'record_not_found', step: '1-load' } })
+    // A failed run is finished: the record is free.
+    const next = await start('Refund order', 'ord_missing')
+    expect((await finished(next)).status).toBe('failed')
+  })
+
+  test('a user who may not read the collection: 202, then failed with record_forbidden; an admin may', async () => {
+    const runId = await start('Ledger check', 'led_1')
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    expect(JSON.parse(done.error!)).toMatchObject({ code: 'record_forbidden', step: '1-load' })
+    // Forbidden before not-found: the user learns nothing about which records exist.
+    const ghost = await start('Ledger check', 'led_nope')
+    expect(JSON.parse((await finished(ghost)).error!).code).toBe('record_forbidden')
+
+    // The manual trigger by alice (project admin): she reads everything.
+    const manual = await send(
+      request('/v1/project/Acme/environment/production/workflow-runs', {
+        method: 'POST',
+        headers: bearer(tokens.alice),
+        json: { workflowName: 'Ledger check', teamName: 'Support', recordId: 'led_1' },
+      }),
+    )
+    expect(manual.status).toBe(202)
+    const manualId = manual.body.runId as string
+    expect((await finished(manualId)).status).toBe('succeeded')
+    expect(run(manualId)).toMatchObject({ trigger: 'manual', user_id: userId(env.store, 'alice') })
+    expect(activity(manualId)[0]).toMatchObject({ action: 'triggerWorkflow', label: 'triggered manually' })
+  })
+
+  test('a user who may read but not edit fails at the first writing step, with nothing written', async () => {
+    const before = recordData('ord_1003')
+    const runId = await start('Billing touch', 'ord_1003', tokens.dave)
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    expect(JSON.parse(done.error!)).toMatchObject({ code: 'record_forbidden', step: '2-update' })
+    expect(steps(runId).map((s) => [s.name, s.status])).toEqual([
+      ['1-load', 'succeeded'],
+      ['2-update', 'failed'],
+    ])
+    expect(recordData('ord_1003')).toEqual(before)
+    expect(activity(runId).filter((e) => e.action === 'update')).toEqual([])
+  })
+
+  test('permissions are those at execution time: read access revoked or the user deactivated after the trigger → record_forbidden', async () => {
+    await executor.stop(2_000)
+    try {
+      const runId = await start('Refund order', 'ord_2009')
+      const support = sqlite().prepare("SELECT id FROM teams WHERE name = 'Support'").get() as { id: number }
+      const orders = sqlite().prepare("SELECT id FROM collections WHERE name = 'orders'").get() as { id: number }
+      sqlite().prepare('UPDATE collection_permissions SET can_read = 0 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
+      try {
+        executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
+        app = testApp(env, { clock: systemClock, executor })
+        executor.start()
+        expect(JSON.parse((await finished(runId)).error!).code).toBe('record_forbidden')
+      } finally {
+        sqlite().prepare('UPDATE collection_permissions SET can_read = 1 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
+      }
+      // A user deactivated after the trigger: the run does not act for them.
+      await executor.stop(2_000)
+      const bob = userId(env.store, 'bob')
+      const second = await start('Refund order', 'ord_2009')
+      sqlite().prepare('UPDATE users SET disabled_at = ? WHERE id = ?').run(Date.now(), bob)
+      try {
+        executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
+        app = testApp(env, { clock: systemClock, executor })
+        executor.start()
+        expect(JSON.parse((await finished(second)).error!).code).toBe('record_forbidden')
+      } finally {
+        sqlite().prepare('UPDATE users SET disabled_at = NULL WHERE id = ?').run(bob)
+      }
+      expect(recordData('ord_2009').status).toBe('paid')
+    } finally {
+      if (!executor.alive) executor.start()
+    }
+  })
+
+  test('wait parks the run without a worker and holds the record until it ends; then a fresh run is accepted', async () => {
+    const runId = await start('Hold', 'ord_2001')
+    const parked = await inStatus(runId, 'waiting')
+    expect(parked).toMatchObject({ next_step: 2, lease_owner: null, lease_expires_at: null })
+    expect(executor.busyWorkers).toBe(0)
+    expect(steps(runId).map((s) => s.name)).toEqual(['1-load', 'pause'])
+    expect(JSON.parse(steps(runId)[1]!.output!).until).toBe(new Date(parked.available_at).toISOString())
+    expect(await trigger('Hold', tokens.bob, 'ord_2001')).toMatchObject({ status: 409, body: { runId } })
+    expect(recordData('ord_2001').held).toBeUndefined()
+
+    const done = await finished(runId)
+    expect(done.status).toBe('succeeded')
+    expect(done.finished_at! - parked.available_at).toBeGreaterThanOrEqual(0)
+    expect(recordData('ord_2001').held).toBe('yes')
+    expect(steps(runId).map((s) => s.name)).toEqual(['1-load', 'pause', 'hold'])
+
+    const fresh = await start('Hold', 'ord_2001')
+    expect(fresh).not.toBe(runId)
+    await inStatus(fresh, 'waiting')
+    expect((await send(request(`/v1/workflow-runs/${fresh}/cancel`, { method: 'POST', headers: bearer(tokens.bob) }))).status).toBe(200)
+  })
+
+  test('GET /v1/workflow-runs/{id}: the triggering user and project admins see it; other users get 404', async () => {
+    const runId = await start('Long hold', 'ord_2002')
+    await inStatus(runId, 'waiting')
+    const byBob = await getRun(runId, bearer(tokens.bob))
+    expect(byBob.body).toMatchObject({ status: 'waiting', workflow: { name: 'Long hold', version: 1 }, user: { username: 'bob' } })
+    expect((byBob.body.steps as { name: string }[]).map((s) => s.name)).toEqual(['1-load', 'pause'])
+    expect((await getRun(runId, bearer(tokens.carol))).status).toBe(200)
+    expect((await getRun(runId, { cookie: aliceCookie })).status).toBe(200)
+    expect((await getRun(runId, bearer(tokens.dave))).status).toBe(404)
+    expect((await getRun(runId, bearer(tokens.daveRead))).status).toBe(404)
+    expect((await getRun(runId, {})).status).toBe(401)
+    expect((await getRun(crypto.randomUUID(), bearer(tokens.bob))).status).toBe(404)
+
+    // Cancel: others cannot (404), the triggering user can (200 cancelled), a second cancel is 409 run_finished.
+    const cancel = (headers: Record<string, string>) => send(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers }))
+    expect((await cancel(bearer(tokens.dave))).status).toBe(404)
+    expect(run(runId).status).toBe('waiting')
+    const cancelled = await cancel(bearer(tokens.bob))
+    expect(cancelled).toMatchObject({ status: 200, body: { object: 'workflow-run', id: runId, status: 'cancelled' } })
+    expect(cancelled.body.finishedAt).toMatch(/Z$/)
+    expect(run(runId)).toMatchObject({ status: 'cancelled', lease_owner: null })
+    const twice = await cancel(bearer(tokens.bob))
+    expect(twice).toMatchObject({ status: 409, body: { code: 'run_finished' } })
+    expect(activity(runId).map((e) => e.action)).toContain('abortWorkflow')
+    // The record is free again; the cancelled run never resumes.
+    const fresh = await start('Long hold', 'ord_2002')
+    await inStatus(fresh, 'waiting')
+    expect(steps(runId).map((s) => s.name)).toEqual(['1-load', 'pause'])
+    expect((await cancel(bearer(tokens.carol))).status).toBe(409)
+    expect((await send(request(`/v1/workflow-runs/${fresh}/cancel`, { method: 'POST', headers: bearer(tokens.carol) }))).body.status).toBe('cancelled')
+  })
+
+  test('a new version is used by new runs; a run started on v1 finishes on v1', async () => {
+    const first = await start('Versioned', 'ord_2003')
+    await inStatus(first, 'waiting')
+    const published = await send(
+      request('/v1/project/Acme/environment/production/team/Support/workflows/Versioned', {
+        method: 'PUT',
+        headers: bearer(tokens.alice),
+        json: { collection: 'orders', steps: [{ type: 'load' }, { type: 'wait', seconds: 1 }, { type: 'update', name: 'mark', set: { version: 'v2' } }] },
+      }),
+    )
+    expect(published.body).toMatchObject({ version: 2, outcome: 'published', webhook: { url: `http://trellis.test${hooks.Versioned}` } })
+    const second = await start('Versioned', 'ord_2004')
+    expect(run(second).workflow_version_id).not.toBe(run(first).workflow_version_id)
+    expect((await finished(first)).status).toBe('succeeded')
+    expect((await finished(second)).status).toBe('succeeded')
+    expect(recordData('ord_2003').version).toBe('v1')
+    expect(recordData('ord_2004').version).toBe('v2')
+    expect((await getRun(first, bearer(tokens.bob))).body).toMatchObject({ workflow: { name: 'Versioned', version: 1 } })
+    expect((await getRun(second, bearer(tokens.bob))).body).toMatchObject({ workflow: { name: 'Versioned', version: 2 } })
+  })
+
+  test('http: 503 twice then 200 with retries 3 → succeeded with output.attempts 3; templates and the run id are sent', async () => {
+    const started = Date.now()
+    const runId = await start('Call flaky', 'ord_2005')
+    const done = await finished(runId)
+    expect(done.status).toBe('succeeded')
+    const [step] = steps(runId)
+    expect(JSON.parse(step!.output!)).toMatchObject({ status: 200, attempts: 3 })
+    const calls = hitsOf('/flaky', runId)
+    expect(calls).toHaveLength(3)
+    expect(calls.every((c) => c.method === 'POST')).toBe(true)
+    expect(JSON.parse(calls[0]!.body)).toEqual({ order: 'ord_2005', run: runId })
+    // Two backoffs: at most 0.5 s + 1 s.
+    expect(Date.now() - started).toBeLessThan(1_500 + 1_000)
+  })
+
+  test('http: always 500 with retries 1 → failed http_failed after 2 attempts', async () => {
+    const runId = await start('Call broken', 'ord_2006')
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    expect(JSON.parse(done.error!)).toMatchObject({ code: 'http_failed', step: '1-http' })
+    expect(hitsOf('/broken', runId)).toHaveLength(2)
+    const [step] = steps(runId)
+    expect(step!.status).toBe('failed')
+    expect(JSON.parse(step!.output!)).toEqual({ attempts: 2 })
+    expect(JSON.parse(step!.error!).message).toContain('answered 500 after 2 attempts')
+  })
+
+  test('http: a 404 answer fails at once, without retries', async () => {
+    const started = Date.now()
+    const runId = await start('Call missing', 'ord_2007')
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    expect(JSON.parse(done.error!)).toMatchObject({ code: 'http_failed' })
+    expect(hitsOf('/missing', runId)).toHaveLength(1)
+    expect(JSON.parse(steps(runId)[0]!.output!)).toMatchObject({ status: 404, attempts: 1, body: 'no such thing' })
+    expect(Date.now() - started).toBeLessThan(1_000)
+  })
+
+  test('cancelling a run during an http call aborts the call, frees the worker and records nothing more', async () => {
+    hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
+    const runId = await start('Call hang', 'ord_2008')
+    await hangStarted
+    expect(run(runId).status).toBe('running')
+    expect(executor.busyWorkers).toBe(1)
+    const cancelled = await send(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: bearer(tokens.bob) }))
+    expect(cancelled.body).toMatchObject({ status: 'cancelled' })
+    await until('the worker to be free', () => executor.busyWorkers === 0, 2_000)
+    await Bun.sleep(100)
+    expect(run(runId)).toMatchObject({ status: 'cancelled', error: null, lease_owner: null })
+    expect(steps(runId)).toEqual([])
+    expect(hitsOf('/hang', runId)).toHaveLength(1) // no retry after the abort
+    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'abortWorkflow'])
+  })
+
+  test('templates after a wait still see the record (the run resumes with its data)', async () => {
+    const runId = await start('Wait then call', 'ord_1003')
+    await inStatus(runId, 'waiting')
+    expect((await finished(runId)).status).toBe('succeeded')
+    const [call] = hitsOf('/echo', runId)
+    expect(JSON.parse(call!.body)).toEqual({ id: 'ord_1003', status: 'paid', amount: '1210' })
+  })
+
+  test('the executor is idle at the end: no run is left active', () => {
+    expect(sqlite().prepare("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')").get()).toEqual({ n: 0 })
+    expect(executor.busyWorkers).toBe(0)
+  })
+})
+
+// ── Leases and several executors ────────────────────────────────────────────
+
+describe('leases and several executors on one database', () => {
+  let env: TestEnv
+  let hooks: Record<string, string>
+  let token: string
+  const executors: Executor[] = []
+  const stores: ReturnType<typeof openStore>[] = []
+
+  beforeAll(() => {
+    env = testEnv()
+    const document = acmeDocument()
+    const acme = acmeProject(document)
+    for (let i = 1; i <= 20; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `multi_${i}`, data: { n: '' } })
+    const onOrders = { environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 } }
+    acme.workflows!.push(
+      { ...onOrders, name: 'Slow call', steps: [{ type: 'load' }, { type: 'http', method: 'GET', url: `${remoteUrl}/slow`, retries: 0 }, { type: 'update', set: { slow: 'done' } }] },
+      { ...onOrders, name: 'Append', steps: [{ type: 'load' }, { type: 'update', set: { n: '{{record.n}}x' } }, { type: 'note', title: 'Appended', content: '<p>{{record.n}}</p>' }] },
+    )
+    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
+    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+  })
+  afterAll(async () => {
+    await Promise.all(executors.map((e) => e.stop(2_000)))
+    for (const store of stores) store.close()
+    env.cleanup()
+  })
+
+  async function trigger(app: ReturnType<typeof testApp>, workflow: string, recordId: string): Promise<string> {
+    const response = await app.handle(request(hooks[workflow]!, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
+    expect(response.status).toBe(202)
+    return ((await response.json()) as { runId: string }).runId
+  }
+  const status = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
+
+  test('the heartbeat keeps the lease of a step that outlives it: the run is never recovered from under its worker', async () => {
+    const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 1, leaseMs: 300, pollMs: 20 })
+    executors.push(executor)
+    const app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+    const runId = await trigger(app, 'Slow call', 'ord_1001')
+    const queue = new RunQueue(env.store.sqlite)
+    let checks = 0
+    while (status(runId) === 'queued' || status(runId) === 'running') {
+      expect(queue.recoverExpired(Date.now())).toBe(0)
+      checks++
+      await Bun.sleep(25)
+    }
+    expect(checks).toBeGreaterThan(10) // 800 ms in flight, over twice the lease
+    const row = env.store.sqlite.prepare('SELECT status, attempts FROM runs WHERE id = ?').get(runId)
+    expect(row).toEqual({ status: 'succeeded', attempts: 1 })
+    expect(hitsOf('/slow', runId)).toHaveLength(1)
+    await executor.stop(2_000)
+  })
+
+  test('two executors on two connections (as two processes) run each of 20 runs exactly once', async () => {
+    const apps = [0, 1].map(() => {
+      const store = openStore(env.dataDir)
+      stores.push(store)
+      const executor = new Executor({ store, clock: systemClock, logger: silentLogger, concurrency: 3, leaseMs: 5_000, pollMs: 20 })
+      executors.push(executor)
+      return { app: testApp(env, { store, clock: systemClock, executor }), executor }
+    })
+    for (const { executor } of apps) executor.start()
+    const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => trigger(apps[i % 2]!.app, 'Append', `multi_${i + 1}`)))
+    await until('all runs to finish', () => ids.every((id) => ['succeeded', 'failed'].includes(status(id))), 10_000)
+    expect(ids.map(status)).toEqual(ids.map(() => 'succeeded'))
+    const sqlite = env.store.sqlite
+    for (let i = 1; i <= 20; i++) {
+      const record = sqlite.prepare('SELECT data FROM records WHERE record_key = ?').get(`multi_${i}`) as { data: string }
+      expect(JSON.parse(record.data)).toEqual({ n: 'x' })
+    }
+    expect(sqlite.prepare("SELECT count(*) AS n FROM notes WHERE title = 'Appended'").get()).toEqual({ n: 20 })
+    expect(sqlite.prepare(`SELECT count(*) AS n FROM run_steps WHERE run_id IN (${ids.map(() => '?').join(',')})`).get(...ids)).toEqual({ n: 60 })
+    const updates = sqlite.prepare(`SELECT count(*) AS n FROM activity_logs WHERE action = 'update' AND run_id IN (${ids.map(() => '?').join(',')})`).get(...ids)
+    expect(updates).toEqual({ n: 20 })
+    const owners = sqlite.prepare(`SELECT max(attempts) AS most FROM runs WHERE id IN (${ids.map(() => '?').join(',')})`).get(...ids)
+    expect(owners).toEqual({ most: 1 })
+    await Promise.all(apps.map(({ executor }) => executor.stop(2_000)))
+  })
+})
+
+// ── Crash recovery with the real process ────────────────────────────────────
+
+describe('crash recovery (trellis serve, SIGKILL)', () => {
+  test('a run killed mid-step and killed while waiting resumes and applies every step exactly once', async () => {
+    const data = tempDir()
+    const cwd = tempDir()
+    try {
+      const store = openStore(data.path)
+      migrate(store.sqlite)
+      const document = acmeDocument()
+      acmeProject(document).workflows!.push({
+        name: 'Crashy',
+        environment: 'production',
+        team: 'Support',
+        collection: 'orders',
+        webhook: { enabled: true },
+        steps: [
+          { type: 'load' },
+          { type: 'update', name: 'first', set: { trail: '{{record.trail}}1' } },
+          { type: 'http', name: 'call', method: 'POST', url: `${remoteUrl}/hang`, body: { order: '{{record.id}}', trail: '{{record.trail}}' }, retries: 0, timeoutSeconds: 30 },
+          { type: 'wait', name: 'pause', seconds: 1 },
+          { type: 'update', name: 'second', set: { trail: '{{record.trail}}2' } },
+          { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
+        ],
+      })
+      const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+      const hook = reportHook(report, 'Crashy')
+      const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
+      store.close()
+
+      const env = { TRELLIS_EXECUTOR_LEASE_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn' }
+      const getRun = async (url: string, id: string) =>
+        (await (await fetch(`${url}/v1/workflow-runs/${id}`, { headers: bearer(token) })).json()) as { status: string; steps: { name: string }[] }
+
+      // 1. Trigger; kill -9 while the http step is in flight (load and first recorded, the lease held).
+      let server = await startServe({ dataDir: data.path, cwd: cwd.path, env })
+      hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
+      const response = await fetch(`${server.url}${hook}`, {
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json' },
+        body: JSON.stringify({ record_id: 'ord_1001' }),
+      })
+      expect(response.status).toBe(202)
+      const { runId } = (await response.json()) as { runId: string }
+      await Promise.race([hangStarted, Bun.sleep(10_000).then(() => Promise.reject(new Error('the http step never called')))])
+      const midStep = await getRun(server.url, runId)
+      expect(midStep.status).toBe('running')
+      expect(midStep.steps.map((s) => s.name)).toEqual(['1-load', 'first'])
+      expect(await server.stop('SIGKILL')).not.toBe(0)
+
+      // 2. Restart once the lease expired: the run is recovered, resumes at the http step, then parks in its wait.
+      await Bun.sleep(1_300)
+      server = await startServe({ dataDir: data.path, cwd: cwd.path, env })
+      const parked = await until('the run to wait', async () => {
+        const seen = await getRun(server.url, runId)
+        return seen.status === 'waiting' || seen.status === 'succeeded' || seen.status === 'failed' ? seen : null
+      }, 15_000)
+      expect(parked.status).toBe('waiting')
+      expect(parked.steps.map((s) => s.name)).toEqual(['1-load', 'first', 'call', 'pause'])
+      expect(await server.stop('SIGKILL')).not.toBe(0)
+
+      // 3. Restart at once: the waiting run is taken up when due and finishes.
+      server = await startServe({ dataDir: data.path, cwd: cwd.path, env })
+      const done = await until('the run to finish', async () => {
+        const seen = await getRun(server.url, runId)
+        return seen.status === 'succeeded' || seen.status === 'failed' ? seen : null
+      }, 20_000)
+      expect(done.status).toBe('succeeded')
+      expect(await server.stop('SIGTERM')).toBe(0)
+
+      const db = new Database(join(data.path, 'trellis.db'), { readonly: true })
+      try {
+        const rows = db.prepare('SELECT step_index, name, status FROM run_steps WHERE run_id = ? ORDER BY step_index').all(runId)
+        expect(rows).toEqual([
+          { step_index: 0, name: '1-load', status: 'succeeded' },
+          { step_index: 1, name: 'first', status: 'succeeded' },
+          { step_index: 2, name: 'call', status: 'succeeded' },
+          { step_index: 3, name: 'pause', status: 'succeeded' },
+          { step_index: 4, name: 'second', status: 'succeeded' },
+          { step_index: 5, name: 'note', status: 'succeeded' },
+        ])
+        const actions = db
+          .prepare('SELECT action, step_name AS step, count(*) AS n FROM activity_logs WHERE run_id = ? GROUP BY action, step_name ORDER BY action, step_name')
+          .all(runId)
+        expect(actions).toEqual([
+          { action: 'completeWorkflow', step: null, n: 1 },
+          { action: 'completeWorkflowStep', step: '1-load', n: 1 },
+          { action: 'completeWorkflowStep', step: 'call', n: 1 },
+          { action: 'completeWorkflowStep', step: 'first', n: 1 },
+          { action: 'completeWorkflowStep', step: 'note', n: 1 },
+          { action: 'completeWorkflowStep', step: 'pause', n: 1 },
+          { action: 'completeWorkflowStep', step: 'second', n: 1 },
+          { action: 'createNote', step: 'note', n: 1 },
+          { action: 'triggerWorkflow', step: null, n: 1 },
+          { action: 'update', step: 'first', n: 1 },
+          { action: 'update', step: 'second', n: 1 },
+        ])
+        // Each update applied once: '1' then '2', never '11' or '122'.
+        const record = db.prepare("SELECT data FROM records WHERE record_key = 'ord_1001'").get() as { data: string }
+        expect(JSON.parse(record.data)).toMatchObject({ status: 'paid', trail: '12' })
+        const notes = db.prepare("SELECT n.id, m.content FROM notes n JOIN note_messages m ON m.note_id = n.id WHERE n.title = 'Crash-safe'").all()
+        expect(notes).toHaveLength(1)
+        expect(notes[0]).toMatchObject({ content: '<p>trail 12</p>' })
+        const final = db.prepare('SELECT status, attempts, lease_owner FROM runs WHERE id = ?').get(runId) as { status: string; attempts: number; lease_owner: null }
+        expect(final).toMatchObject({ status: 'succeeded', lease_owner: null })
+        expect(final.attempts).toBeGreaterThanOrEqual(3)
+      } finally {
+        db.close()
+      }
+      // The http call was in flight when the process died: it is repeated (at-least-once, keyed by the run id).
+      expect(hitsOf('/hang', runId)).toHaveLength(2)
+      // … with the same body: the resumed run still sees the record's data.
+      expect(hitsOf('/hang', runId).map((h) => JSON.parse(h.body))).toEqual([
+        { order: 'ord_1001', trail: '1' },
+        { order: 'ord_1001', trail: '1' },
+      ])
+    } finally {
+      data.cleanup()
+      cwd.cleanup()
+    }
+  }, 45_000)
+})
+
+// ── Units ───────────────────────────────────────────────────────────────────
+
+describe('renderTemplate', () => {
+  const vars: TemplateVariables = {
+    recordId: 'ord_1|2',
+    record: { status: 'paid', amount: 129.9, items: 3, flag: false, none: null, customer: { country: 'DE', tags: ['a', 'b'] } },
+    workflowName: 'Refund order',
+    runId: '0190-run',
+    now: '2026-11-21T12:00:00.000Z',
+  }
+
+  test('known variables, with or without spaces inside the braces', () => {
+    expect(renderTemplate('{{record.id}}/{{ workflow.name }}/{{run.id}}/{{now}}', vars)).toBe('ord_1|2/Refund order/0190-run/2026-11-21T12:00:00.000Z')
+    expect(renderTemplate('<p>{{record.status}} {{record.amount}} × {{record.items}}</p>', vars)).toBe('<p>paid 129.9 × 3</p>')
+  })
+
+  test('nested fields, objects as JSON, false kept, missing and null as empty', () => {
+    expect(renderTemplate('{{record.customer.country}}', vars)).toBe('DE')
+    expect(renderTemplate('{{record.customer}}', vars)).toBe('{"country":"DE","tags":["a","b"]}')
+    expect(renderTemplate('{{record.customer.tags}}', vars)).toBe('["a","b"]')
+    expect(renderTemplate('[{{record.flag}}]', vars)).toBe('[false]')
+    expect(renderTemplate('[{{record.none}}][{{record.nope}}][{{record.status.deeper}}]', vars)).toBe('[][][]')
+    expect(renderTemplate('[{{record.status}}]', { ...vars, record: null })).toBe('[]')
+    expect(renderTemplate('[{{unknown}}]', vars)).toBe('[]')
+  })
+
+  test('deep in objects and arrays; non-strings untouched; no recursion into rendered values', () => {
+    const value = { order: '{{record.id}}', list: ['{{record.status}}', 5, true, null, { n: '{{record.items}}' }], count: 7 }
+    expect(renderTemplate(value, vars)).toEqual({ order: 'ord_1|2', list: ['paid', 5, true, null, { n: '3' }], count: 7 })
+    expect(renderTemplate(value.order, vars)).toBe('ord_1|2')
+    expect(renderTemplate('{{record.x}}', { ...vars, record: { x: '{{run.id}}' } })).toBe('{{run.id}}')
+    expect(renderTemplate('no placeholders {here}', vars)).toBe('no placeholders {here}')
+  })
+})
+
+describe('backoffMs', () => {
+  test('full jitter up to 0.5 s × 2^(attempt − 1), capped at 30 s', () => {
+    for (let attempt = 1; attempt <= 12; attempt++) {
+      const cap = Math.min(30_000, 500 * 2 ** (attempt - 1))
+      expect(backoffMs(attempt, () => 0)).toBe(0)
+      expect(backoffMs(attempt, () => 0.999_999)).toBe(Math.round(0.999_999 * cap))
+      expect(backoffMs(attempt, () => 0.5)).toBe(Math.round(cap / 2))
+      for (let i = 0; i < 50; i++) {
+        const ms = backoffMs(attempt)
+        expect(Number.isInteger(ms)).toBe(true)
+        expect(ms).toBeGreaterThanOrEqual(0)
+        expect(ms).toBeLessThanOrEqual(cap)
+      }
+    }
+    expect(backoffMs(1, () => 0.999_999)).toBeLessThanOrEqual(500)
+    expect(backoffMs(2, () => 0.999_999)).toBeLessThanOrEqual(1_000)
+    expect(backoffMs(20, () => 0.999_999)).toBeLessThanOrEqual(30_000)
+  })
+})
+
+describe('queue and condition step (no executor running)', () => {
+  let env: TestEnv
+  let queue: RunQueue
+  let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
+  let counter = 0
+  const now = Date.UTC(2026, 10, 21, 12, 0, 0)
+
+  beforeAll(() => {
+    env = testEnv()
+    const document = acmeDocument()
+    acmeProject(document).records!.push({
+      environment: 'production',
+      collection: 'orders',
+      id: 'cond_1',
+      data: { status: 'paid', amount: 129.9, items: 3, flag: false, none: null, customer: { country: 'DE', tier: 'gold' } },
+    })
+    applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    queue = new RunQueue(env.store.sqlite)
+    const workflow = env.store.sqlite
+      .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
+      .get() as { id: number; v: number; e: number }
+    base = { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(env.store, 'bob'), tokenId: null, trigger: 'webhook' }
+  })
+  afterAll(() => env.cleanup())
+
+  /** Inserts a queued run due at `availableAt`. */
+  function insert(availableAt: number, recordId = `q-${++counter}`, extra: Partial<NewRun> = {}): string {
+    const id = crypto.randomUUID()
+    expect(queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true })
+    return id
+  }
+  const row = (id: string) => env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow
+  const setStatus = (id: string, status: string, availableAt?: number) =>
+    env.store.sqlite.prepare('UPDATE runs SET status = ?, available_at = coalesce(?, available_at) WHERE id = ?').run(status, availableAt ?? null, id)
+  /** Leaves no run claimable (each test starts from an empty queue). */
+  const drain = () => env.store.sqlite.run("UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
+
+  test('insert: one active run per workflow and record, the conflict names it; a finished run frees the record', () => {
+    drain()
+    const first = insert(now, 'dup-1')
+    const id = crypto.randomUUID()
+    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
+    for (const status of ['running', 'waiting']) {
+      setStatus(first, status)
+      expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
+    }
+    setStatus(first, 'succeeded')
+    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: true })
+  })
+
+  test('claim returns only due runs, oldest first, under a lease; never finished, running or future ones', () => {
+    drain()
+    const late = insert(now - 1_000)
+    const early = insert(now - 5_000)
+    const exactlyNow = insert(now)
+    const future = insert(now + 1)
+    const waitingDue = insert(now - 2_000)
+    setStatus(waitingDue, 'waiting')
+    const waitingLater = insert(now)
+    setStatus(waitingLater, 'waiting', now + 60_000)
+    const done = insert(now - 9_000)
+    setStatus(done, 'succeeded')
+    const failed = insert(now - 9_000)
+    setStatus(failed, 'failed')
+    const cancelled = insert(now - 9_000)
+    setStatus(cancelled, 'cancelled')
+
+    const order: string[] = []
+    for (let claimed = queue.claim('A', now, 30_000); claimed; claimed = queue.claim('A', now, 30_000)) {
+      expect(claimed).toMatchObject({ status: 'running', lease_owner: 'A', lease_expires_at: now + 30_000, started_at: now, attempts: 1 })
+      order.push(claimed.id)
+    }
+    expect(order).toEqual([early, waitingDue, late, exactlyNow])
+    expect(row(future).status).toBe('queued')
+    expect(row(waitingLater).status).toBe('waiting')
+    expect([row(done).status, row(failed).status, row(cancelled).status]).toEqual(['succeeded', 'failed', 'cancelled'])
+    expect(queue.nextAvailableAt()).toBe(now + 1)
+    // Time passes: the future ones become due.
+    expect(queue.claim('B', now + 1, 30_000)!.id).toBe(future)
+    expect(queue.claim('B', now + 59_999, 30_000)).toBeNull()
+    expect(queue.claim('B', now + 60_000, 30_000)!.id).toBe(waitingLater)
+    expect(queue.nextAvailableAt()).toBeNull()
+  })
+
+  test('claim never hands the same run to two owners (two connections, then four processes)', async () => {
+    drain()
+    const ids = Array.from({ length: 40 }, () => insert(now - 1))
+    const otherConnection = new Database(env.store.path, { strict: true })
+    const other = new RunQueue(otherConnection)
+    const byOwner: Record<string, string[]> = { A: [], B: [] }
+    for (let i = 0; i < 100; i++) {
+      const owner = i % 2 === 0 ? 'A' : 'B'
+      const claimed = (owner === 'A' ? queue : other).claim(owner, now, 30_000)
+      if (claimed) byOwner[owner]!.push(claimed.id)
+    }
+    expect(byOwner.A!.length + byOwner.B!.length).toBe(40)
+    expect(new Set([...byOwner.A!, ...byOwner.B!])).toEqual(new Set(ids))
+    for (const [owner, claimed] of Object.entries(byOwner)) for (const id of claimed) expect(row(id).lease_owner).toBe(owner)
+    otherConnection.close()
+
+    // Real concurrency: four processes claim from the same file until the queue is empty.
+    const many = Array.from({ length: 400 }, () => insert(now - 1))
+    const scriptDir = tempDir('trellis-claim-')
+    const script = join(scriptDir.path, 'claim.ts')
+    writeFileSync(
+      script,
+      `import { Database } from 'bun:sqlite'
+import { RunQueue } from ${JSON.stringify(join(repoRoot, 'src/db/queue.ts'))}
+const [path, owner, now] = process.argv.slice(2)
+const db = new Database(path, { strict: true })
+db.run('PRAGMA busy_timeout = 5000')
+const queue = new RunQueue(db)
+const ids = []
+for (let run = queue.claim(owner, Number(now), 30000); run; run = queue.claim(owner, Number(now), 30000)) ids.push(run.id)
+console.log(JSON.stringify(ids))
+`,
+    )
+    const results = await Promise.all(
+      ['P1', 'P2', 'P3', 'P4'].map(async (owner) => {
+        const proc = Bun.spawn([process.execPath, script, env.store.path, owner, String(now)], { stdout: 'pipe', stderr: 'pipe' })
+        const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+        expect({ code, err }).toEqual({ code: 0, err: '' })
+        return { owner, ids: JSON.parse(out) as string[] }
+      }),
+    )
+    scriptDir.cleanup()
+    const all = results.flatMap((r) => r.ids)
+    expect(all).toHaveLength(many.length)
+    expect(new Set(all)).toEqual(new Set(many))
+    for (const { owner, ids: claimed } of results) for (const id of claimed) expect(row(id).lease_owner).toBe(owner)
+  })
+
+  test('recoverExpired: only running runs whose lease expired go back to the queue; the old owner has lost them', () => {
+    drain()
+    const held = insert(now)
+    const parked = insert(now)
+    setStatus(parked, 'waiting', now + 100_000)
+    expect(queue.claim('A', now, 1_000)!.id).toBe(held)
+    expect(queue.recoverExpired(now + 500)).toBe(0)
+    expect(queue.heartbeat(held, 'A', now + 500, 1_000)).toBe(true) // lease now until now + 1500
+    expect(queue.recoverExpired(now + 1_200)).toBe(0)
+    expect(queue.recoverExpired(now + 1_500)).toBe(0) // expires strictly after
+    expect(queue.recoverExpired(now + 1_501)).toBe(1)
+    expect(row(held)).toMatchObject({ status: 'queued', lease_owner: null, lease_expires_at: null, available_at: now + 1_501, next_step: 0 })
+    expect(row(parked)).toMatchObject({ status: 'waiting', available_at: now + 100_000 })
+
+    const again = queue.claim('B', now + 1_501, 1_000)!
+    expect(again).toMatchObject({ id: held, lease_owner: 'B', attempts: 2, started_at: now })
+    expect(queue.heartbeat(held, 'A', now + 1_600, 1_000)).toBe(false)
+    expect(() => queue.assertOwned(held, 'A')).toThrow(LeaseLostError)
+    expect(() => queue.assertOwned(held, 'B')).not.toThrow()
+    // A cancelled run is nobody's.
+    setStatus(held, 'cancelled')
+    expect(() => queue.assertOwned(held, 'B')).toThrow(LeaseLostError)
+    expect(queue.recoverExpired(now + 1_000_000)).toBe(0)
+  })
+
+  test('releaseOwned gives back only what the owner holds', () => {
+    drain()
+    const a = insert(now)
+    const b = insert(now)
+    expect(queue.claim('A', now, 30_000)!.id).toBe(a)
+    expect(queue.claim('B', now, 30_000)!.id).toBe(b)
+    expect(queue.releaseOwned('A', now + 10)).toBe(1)
+    expect(row(a)).toMatchObject({ status: 'queued', lease_owner: null, available_at: now + 10 })
+    expect(row(b)).toMatchObject({ status: 'running', lease_owner: 'B' })
+  })
+
+  // ── condition operators (the step reads the record afresh, as the run's user) ──
+
+  async function condition(ifClause: Extract<Step, { type: 'condition' }>['if'], options: { else?: 'end' | 'fail'; recordId?: string; user?: string } = {}): Promise<StepResult> {
+    drain()
+    const recordId = options.recordId ?? 'cond_1'
+    const id = insert(now, recordId, { userId: userId(env.store, options.user ?? 'bob') })
+    const target = env.store.sqlite
+      .prepare("SELECT t.project_id AS projectId, r.team_id AS teamId, r.environment_id AS environmentId, w.collection_id AS collectionId FROM workflows w JOIN renderings r ON r.id = w.rendering_id JOIN teams t ON t.id = r.team_id WHERE w.name = 'Refund order'")
+      .get() as { projectId: number; teamId: number; environmentId: number; collectionId: number }
+    const ctx: StepContext = {
+      target: { run: row(id), workflowName: 'Refund order', ...target },
+      stepName: 'check',
+      clock: env.clock,
+      record: { status: 'stale' },
+      heartbeat: () => {},
+      signal: new AbortController().signal,
+    }
+    const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
+    return apply(env.store.db)
+  }
+  const matches = async (ifClause: Parameters<typeof condition>[0]) => {
+    const result = await condition(ifClause)
+    expect(result.next === 'continue').toBe((result.output as { matched: boolean }).matched)
+    return (result.output as { matched: boolean }).matched
+  }
+
+  test('equals / notEquals compare strictly (types matter), on fresh data', async () => {
+    expect(await matches({ field: 'status', equals: 'paid' })).toBe(true) // ctx.record says 'stale': ignored
+    expect(await matches({ field: 'status', equals: 'pending' })).toBe(false)
+    expect(await matches({ field: 'amount', equals: 129.9 })).toBe(true)
+    expect(await matches({ field: 'amount', equals: '129.9' })).toBe(false)
+    expect(await matches({ field: 'flag', equals: false })).toBe(true)
+    expect(await matches({ field: 'none', equals: null })).toBe(true)
+    expect(await matches({ field: 'missing', equals: null })).toBe(false)
+    expect(await matches({ field: 'status', notEquals: 'refunded' })).toBe(true)
+    expect(await matches({ field: 'status', notEquals: 'paid' })).toBe(false)
+    expect(await matches({ field: 'missing', notEquals: 'paid' })).toBe(true)
+  })
+
+  test('in, exists, nested fields, and all clauses together (AND)', async () => {
+    expect(await matches({ field: 'status', in: ['pending', 'paid'] })).toBe(true)
+    expect(await matches({ field: 'status', in: ['refunded'] })).toBe(false)
+    expect(await matches({ field: 'items', in: [1, 3] })).toBe(true)
+    expect(await matches({ field: 'items', in: ['3'] })).toBe(false)
+    expect(await matches({ field: 'status', in: [] })).toBe(false)
+    expect(await matches({ field: 'status', exists: true })).toBe(true)
+    expect(await matches({ field: 'flag', exists: true })).toBe(true)
+    expect(await matches({ field: 'none', exists: true })).toBe(false)
+    expect(await matches({ field: 'missing', exists: false })).toBe(true)
+    expect(await matches({ field: 'missing', exists: true })).toBe(false)
+    expect(await matches({ field: 'customer.country', equals: 'DE' })).toBe(true)
+    expect(await matches({ field: 'customer.zip', exists: false })).toBe(true)
+    expect(await matches({ field: 'status.length', exists: true })).toBe(false)
+    expect(await matches({ field: 'status', equals: 'paid', notEquals: 'refunded', in: ['paid'], exists: true })).toBe(true)
+    expect(await matches({ field: 'status', equals: 'paid', in: ['pending'] })).toBe(false)
+  })
+
+  test('else: end (default) ends the run; fail fails it with condition_failed; the data is returned when true', async () => {
+    const ended = await condition({ field: 'status', equals: 'pending' })
+    expect(ended).toEqual({ next: 'end', output: { matched: false } })
+    const passed = await condition({ field: 'status', equals: 'paid' })
+    expect(passed.record).toMatchObject({ status: 'paid', amount: 129.9 })
+    const failure = await condition({ field: 'status', equals: 'pending' }, { else: 'fail' }).catch((e: unknown) => e)
+    expect(failure).toBeInstanceOf(StepFailure)
+    expect(failure).toMatchObject({ code: 'condition_failed', output: { matched: false } })
+    expect(await condition({ field: 'status', equals: 'paid' }, { else: 'fail' })).toMatchObject({ next: 'continue' })
+  })
+
+  test('a missing record or a user who cannot read it fails the condition like a data step', async () => {
+    expect(await condition({ field: 'status', equals: 'paid' }, { recordId: 'nope' }).catch((e: unknown) => e)).toMatchObject({ code: 'record_not_found' })
+    expect(await condition({ field: 'status', equals: 'paid' }, { user: 'dave' }).catch((e: unknown) => e)).toMatchObject({ code: 'record_forbidden' })
+    expect(await condition({ field: 'status', equals: 'paid' }, { user: 'carol' })).toMatchObject({ next: 'continue' })
+  })
+})

@@ -1,0 +1,100 @@
+/**
+ * The Acme fixture (examples/acme.yaml) for the webhook and executor tests: the parsed document (to extend
+ * before applying), applying it to a store, ids by name, tokens, and webhook paths.
+ */
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Store } from '../../src/db/open.ts'
+import type { Clock } from '../../src/lib/clock.ts'
+import { applyDocument, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
+import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
+import { repoRoot } from '../helpers.ts'
+
+export interface AcmeUser {
+  email: string
+  username: string
+  password?: string
+}
+export interface AcmeProject {
+  name: string
+  environments?: string[]
+  teams?: { name: string; members?: string[] }[]
+  members?: { user: string; role: string }[]
+  collections?: { name: string; permissions?: Record<string, { read?: boolean; edit?: boolean }> }[]
+  records?: { environment: string; collection: string; id: string; data: Record<string, unknown> }[]
+  workflows?: Record<string, unknown>[]
+  notes?: unknown[]
+  [key: string]: unknown
+}
+export interface AcmeDocument {
+  users: AcmeUser[]
+  projects: AcmeProject[]
+}
+
+/**
+ * examples/acme.yaml, parsed. Without `passwords` the users get none (hashing four passwords costs ~1 s and
+ * only a console login needs one).
+ */
+export function acmeDocument(options: { passwords?: boolean } = {}): AcmeDocument {
+  const document = parseApplyText(readFileSync(join(repoRoot, 'examples/acme.yaml'), 'utf8')) as AcmeDocument
+  if (!options.passwords) for (const user of document.users) delete user.password
+  return document
+}
+
+export function acmeProject(document: AcmeDocument): AcmeProject {
+  return document.projects.find((p) => p.name === 'Acme')!
+}
+
+export function acmeWorkflow(document: AcmeDocument, name: string): Record<string, unknown> & { steps: Record<string, unknown>[] } {
+  return acmeProject(document).workflows!.find((w) => w.name === name) as Record<string, unknown> & { steps: Record<string, unknown>[] }
+}
+
+export function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
+  return applyDocument(document, ctx)
+}
+
+export function userId(store: Store, username: string): number {
+  const row = store.sqlite.prepare('SELECT id FROM users WHERE username = ?').get(username) as { id: number } | null
+  if (!row) throw new Error(`no user ${username}`)
+  return row.id
+}
+
+export function projectId(store: Store, name: string): number {
+  const row = store.sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(name) as { id: number } | null
+  if (!row) throw new Error(`no project ${name}`)
+  return row.id
+}
+
+/** A fresh API token of `username` on `project` (default Acme); returns its value and row. */
+export function tokenFor(
+  store: Store,
+  clock: Clock,
+  username: string,
+  scopes: Scope[],
+  options: { project?: string; expiresAt?: number | null; name?: string } = {},
+): { value: string; token: TokenRow } {
+  return createToken(store.db, clock, {
+    name: options.name ?? `${username}-${scopes.join('+')}-${crypto.randomUUID().slice(0, 8)}`,
+    userId: userId(store, username),
+    projectId: projectId(store, options.project ?? 'Acme'),
+    scopes,
+    expiresAt: options.expiresAt ?? null,
+    createdWithSso: false,
+    actorId: null,
+  })
+}
+
+/** The webhook URL's path (`/v1/hooks/{payload}.{signature}`): base URLs differ between tests and a real server. */
+export function hookPath(url: string | null | undefined): string {
+  if (!url) throw new Error('the webhook has no URL (disabled?)')
+  return new URL(url).pathname
+}
+
+/** The webhook URL of a workflow in an apply report. */
+export function reportHook(report: ApplyReport, workflowName: string): string {
+  const workflow = report.workflows.find((w) => w.name === workflowName)
+  if (!workflow) throw new Error(`workflow ${workflowName} not in the report`)
+  return hookPath(workflow.webhook.url)
+}
+
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
