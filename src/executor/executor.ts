@@ -10,9 +10,8 @@ import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
 import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
-import { appendActivityLog } from '../modules/activity-logs/service.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
-import { type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
+import { logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
 import { loadRecordAs } from './steps/data-access.ts'
 import { runHttp } from './steps/http.ts'
@@ -286,17 +285,10 @@ export class Executor {
       })
       .run()
     if (status === 'succeeded') {
-      appendActivityLog(tx, this.options.clock, {
-        environmentId: ctx.target.environmentId,
-        type: 'write',
+      logRunActivity(tx, this.options.clock, ctx.target, {
         action: 'completeWorkflowStep',
         label: `completed step ${ctx.stepName} (${step.type})`,
-        userId: ctx.target.run.user_id,
-        teamId: ctx.target.teamId,
-        collectionId: ctx.target.collectionId,
-        tokenId: ctx.target.run.token_id,
-        recordIds: [ctx.target.run.record_id],
-        workflow: { name: ctx.target.workflowName, runId: ctx.target.run.id, stepName: ctx.stepName },
+        stepName: ctx.stepName,
       })
     }
   }
@@ -321,17 +313,9 @@ export class Executor {
       })
       .where(eq(runs.id, target.run.id))
       .run()
-    appendActivityLog(tx, this.options.clock, {
-      environmentId: target.environmentId,
-      type: 'write',
+    logRunActivity(tx, this.options.clock, target, {
       action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
-      userId: target.run.user_id,
-      teamId: target.teamId,
-      collectionId: target.collectionId,
-      tokenId: target.run.token_id,
-      recordIds: [target.run.record_id],
-      workflow: { name: target.workflowName, runId: target.run.id },
     })
   }
 }

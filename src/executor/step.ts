@@ -2,6 +2,7 @@
 import type { Db } from '../db/open.ts'
 import type { RunRow } from '../db/queue.ts'
 import type { Clock } from '../lib/clock.ts'
+import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
 import type { Step } from '../modules/workflows/definition.ts'
 
 /** What a run acts on, resolved once when the run is claimed. */
@@ -51,3 +52,24 @@ export class StepFailure extends Error {
  * writes data: it runs inside the transaction that records the step, so effects and record commit together.
  */
 export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<(tx: Db) => StepResult>
+
+/** An activity entry for something a run did: the run's user and token, `workflow {name, runId, stepName?}`. */
+export function logRunActivity(
+  tx: Db,
+  clock: Clock,
+  target: RunTarget,
+  entry: { action: ActivityAction; label: string; stepName?: string },
+): void {
+  appendActivityLog(tx, clock, {
+    environmentId: target.environmentId,
+    type: 'write',
+    action: entry.action,
+    label: entry.label,
+    userId: target.run.user_id,
+    teamId: target.teamId,
+    collectionId: target.collectionId,
+    tokenId: target.run.token_id,
+    recordIds: [target.run.record_id],
+    workflow: { name: target.workflowName, runId: target.run.id, ...(entry.stepName ? { stepName: entry.stepName } : {}) },
+  })
+}

@@ -1,9 +1,8 @@
 import { eq } from 'drizzle-orm'
 import { records } from '../../db/schema.ts'
-import { appendActivityLog } from '../../modules/activity-logs/service.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { canonicalJson } from '../../lib/json.ts'
-import type { StepRunner } from '../step.ts'
+import { logRunActivity, type StepRunner } from '../step.ts'
 import { renderTemplate } from '../template.ts'
 import { loadRecordAs } from './data-access.ts'
 import { templateVariables } from './variables.ts'
@@ -17,17 +16,6 @@ export const runUpdate: StepRunner<Update> = async (ctx, step) => (tx) => {
   const updated = { ...data, ...changes }
   const now = ctx.clock.now()
   tx.update(records).set({ data: canonicalJson(updated), updatedAt: now }).where(eq(records.id, row.id)).run()
-  appendActivityLog(tx, ctx.clock, {
-    environmentId: ctx.target.environmentId,
-    type: 'write',
-    action: 'update',
-    label: `updated ${Object.keys(changes).join(', ')}`,
-    userId: ctx.target.run.user_id,
-    teamId: ctx.target.teamId,
-    collectionId: ctx.target.collectionId,
-    tokenId: ctx.target.run.token_id,
-    recordIds: [ctx.target.run.record_id],
-    workflow: { name: ctx.target.workflowName, runId: ctx.target.run.id, stepName: ctx.stepName },
-  })
+  logRunActivity(tx, ctx.clock, ctx.target, { action: 'update', label: `updated ${Object.keys(changes).join(', ')}`, stepName: ctx.stepName })
   return { next: 'continue', record: updated, output: { updated: Object.keys(changes) } }
 }

@@ -1,7 +1,7 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
 import { and, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
-import { collectionPermissions, collections, environments, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
+import { collectionPermissions, collections, environments, type PermissionLevel, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
 import { normalizeEmail } from '../users/service.ts'
 import { notFound } from '../../http/errors.ts'
 
@@ -45,41 +45,41 @@ export function collectionAccess(
   const none = { read: false, edit: false }
   const user = db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, input.userId)).get()
   if (!user || user.disabledAt !== null) return none
-  const role = db
-    .select({ role: projectMembers.role })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId)))
-    .get()?.role
-  if (!role) return none
+  const role = roleIn(db, input.projectId, input.userId)
   if (role === 'admin') return { read: true, edit: true }
-  const inTeam = db
-    .select({ teamId: teamMembers.teamId })
-    .from(teamMembers)
-    .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
-    .get()
-  if (!inTeam) return none
+  if (!role || !isTeamMember(db, input.teamId, input.userId)) return none
   const permission = db
     .select()
     .from(collectionPermissions)
     .where(and(eq(collectionPermissions.collectionId, input.collectionId), eq(collectionPermissions.teamId, input.teamId)))
     .get()
-  return { read: permission?.canRead ?? true, edit: (permission?.canRead ?? true) && (permission?.canEdit ?? true) }
+  const read = permission?.canRead ?? true
+  return { read, edit: read && (permission?.canEdit ?? true) }
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */
 export function canReachRendering(db: Db, input: { userId: number; projectId: number; teamId: number }): boolean {
-  const role = db
-    .select({ role: projectMembers.role })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId)))
-    .get()?.role
-  if (!role) return false
-  if (role === 'admin') return true
+  const role = roleIn(db, input.projectId, input.userId)
+  return role === 'admin' || (role !== null && isTeamMember(db, input.teamId, input.userId))
+}
+
+/** The user's permission level in the project now, or null when not a member. */
+export function roleIn(db: Db, projectId: number, userId: number): PermissionLevel | null {
+  return (
+    db
+      .select({ role: projectMembers.role })
+      .from(projectMembers)
+      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
+      .get()?.role ?? null
+  )
+}
+
+function isTeamMember(db: Db, teamId: number, userId: number): boolean {
   return (
     db
       .select({ teamId: teamMembers.teamId })
       .from(teamMembers)
-      .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
+      .where(and(eq(teamMembers.teamId, teamId), eq(teamMembers.userId, userId)))
       .get() !== undefined
   )
 }

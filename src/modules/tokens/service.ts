@@ -2,13 +2,14 @@
  * Application tokens (spec §2.6, §5; DESIGN §4): `trl_` + 32 random bytes base64url, shown once.
  * Only the SHA-256 of the value and a display prefix are stored.
  */
-import { and, desc, eq, isNull, sql } from 'drizzle-orm'
+import { and, desc, eq, isNull } from 'drizzle-orm'
 import { createHash, randomBytes } from 'node:crypto'
 import type { Db } from '../../db/open.ts'
-import { apiTokens, projectMembers, projects, users } from '../../db/schema.ts'
+import { apiTokens, projects, users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
+import { roleIn } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 
 export const SCOPES = ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write', 'all', 'workflows:trigger'] as const
@@ -237,20 +238,9 @@ export function cliTokenView(row: TokenListRow) {
 }
 
 export function isAdminOf(db: Db, userId: number, projectId: number): boolean {
-  const member = db
-    .select({ role: projectMembers.role })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
-    .get()
-  return member?.role === 'admin'
+  return roleIn(db, projectId, userId) === 'admin'
 }
 
 export function isMemberOf(db: Db, userId: number, projectId: number): boolean {
-  return (
-    db
-      .select({ one: sql`1` })
-      .from(projectMembers)
-      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
-      .get() !== undefined
-  )
+  return roleIn(db, projectId, userId) !== null
 }
