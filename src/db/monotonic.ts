@@ -1,19 +1,27 @@
 /**
- * Lists page by `createdAt` while ordering by id, so `createdAt` must never go backwards in id order (DESIGN §3).
- * Call inside the write transaction that inserts the row.
+ * Lists page by `createdAt` while ordering by id, so `createdAt` must never go backwards in id order within
+ * what one list shows (DESIGN §3). Call inside the write transaction that inserts the row.
  */
-import { desc } from 'drizzle-orm'
+import { max, type SQL } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { Db } from './open.ts'
 
 interface Timed {
-  id: SQLiteColumn
   createdAt: SQLiteColumn
 }
 
-/** `max(now, last createdAt)`; with `strict`, at least last + 1 ms so no two rows share a time. */
-export function nextCreatedAt(db: Db, table: SQLiteTable & Timed, now: number, strict: boolean): number {
-  const last = db.select({ createdAt: table.createdAt }).from(table).orderBy(desc(table.id)).limit(1).all()[0]
-  const previous = (last?.createdAt as number | undefined) ?? Number.NEGATIVE_INFINITY
-  return Math.max(now, strict ? previous + 1 : previous)
+/**
+ * `max(now, latest createdAt in scope)`; with `strict`, at least latest + 1 ms so no two rows share a time.
+ * `scope` is the list the row appears in (an environment, a project); an index on (scope, created_at) makes
+ * this one seek.
+ */
+export function nextCreatedAt(db: Db, table: SQLiteTable & Timed, scope: SQL | undefined, now: number, strict: boolean): number {
+  const latest = latestCreatedAt(db, table, scope)
+  if (latest === null) return now
+  return Math.max(now, strict ? latest + 1 : latest)
+}
+
+/** The newest createdAt in scope, or null when the scope is empty. */
+export function latestCreatedAt(db: Db, table: SQLiteTable & Timed, scope: SQL | undefined): number | null {
+  return (db.select({ at: max(table.createdAt) }).from(table).where(scope).all()[0]?.at as number | null | undefined) ?? null
 }

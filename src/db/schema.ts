@@ -84,6 +84,12 @@ export const environments = sqliteTable(
       .notNull()
       .references(() => projects.id, { onDelete: 'cascade' }),
     name: text('name').notNull(),
+    /**
+     * True while every note's createdAt is >= that of every note with a lower id (always so for notes created
+     * through Trellis). Then createdAt filters become id ranges and deep pages cost one index seek. An import of
+     * older notes clears it for good; lists stay exact on the slower path.
+     */
+    notesInTimeOrder: boolean('notes_in_time_order').notNull().default(true),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('environments_project_name_unique').on(t.projectId, t.name)],

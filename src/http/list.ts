@@ -3,8 +3,9 @@
  * `<field>.<op>` date filters, and the `{hasMore, data, parameters}` envelope. Pages are ordered by id
  * descending; `hasMore` comes from fetching one row more than the limit.
  */
-import { and, eq, gt, gte, lt, lte, type SQL } from 'drizzle-orm'
-import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
+import { and, asc, desc, eq, gt, gte, lt, lte, type SQL } from 'drizzle-orm'
+import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
+import type { Db } from '../db/open.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
 import { badRequest } from './errors.ts'
 
@@ -59,21 +60,66 @@ export function parseEnumParameter<T extends string>(query: Query, name: string,
   return raw as T
 }
 
+export interface DateFilter {
+  field: string
+  op: DateOperator
+  ms: number
+}
+
 /**
- * `createdAt.lt=…` style filters on the given columns, each parsed as ISO 8601 (any offset, with or without
- * milliseconds) and compared in UTC epoch ms. A bad date is a 400 naming the parameter.
+ * `createdAt.lt=…` style filters for the given fields, each parsed as ISO 8601 (any offset, with or without
+ * milliseconds) into UTC epoch ms. A bad date is a 400 naming the parameter.
  */
-export function dateFilters(query: Query, columns: Record<string, SQLiteColumn>): SQL[] {
-  const conditions: SQL[] = []
-  for (const [field, column] of Object.entries(columns)) {
+export function parseDateFilters(query: Query, fields: readonly string[]): DateFilter[] {
+  const filters: DateFilter[] = []
+  for (const field of fields) {
     for (const op of DATE_OPERATORS) {
       const name = `${field}.${op}`
       const raw = query[name]
       if (raw === undefined || raw === '') continue
       const ms = parseIsoDateTime(raw)
       if (ms === null) throw invalidParameter(name, `"${raw}" is not an ISO 8601 date-time (e.g. 2024-06-04T09:21:26.159Z)`)
-      conditions.push(compare(column, op, ms))
+      filters.push({ field, op, ms })
     }
+  }
+  return filters
+}
+
+/** Date filters as plain column comparisons. */
+export function dateConditions(filters: DateFilter[], columns: Record<string, SQLiteColumn>): SQL[] {
+  return filters.map((f) => compare(columns[f.field]!, f.op, f.ms))
+}
+
+/** Parse and compare in one go, for lists without an ordered fast path. */
+export function dateFilters(query: Query, columns: Record<string, SQLiteColumn>): SQL[] {
+  return dateConditions(parseDateFilters(query, Object.keys(columns)), columns)
+}
+
+export interface TimeOrderedTable {
+  table: SQLiteTable
+  id: SQLiteColumn
+  createdAt: SQLiteColumn
+}
+
+/**
+ * createdAt filters as a range of ids. Exact when createdAt never decreases in id order within `scope` (logs
+ * always; notes while their environment is in time order): then `createdAt < X` is `id <` the first id at or
+ * after X. Each bound is one seek on an index over (scope, created_at), and the page itself then walks an
+ * id-ordered index from the right place instead of skipping or sorting every newer row.
+ */
+export function createdAtAsIdRange(db: Db, filters: DateFilter[], t: TimeOrderedTable, scope: SQL): SQL[] {
+  const firstId = (condition: SQL): number | undefined =>
+    db.select({ id: t.id }).from(t.table).where(and(scope, condition)).orderBy(asc(t.createdAt), asc(t.id)).limit(1).all()[0]?.id as number | undefined
+  const lastId = (condition: SQL): number | undefined =>
+    db.select({ id: t.id }).from(t.table).where(and(scope, condition)).orderBy(desc(t.createdAt), desc(t.id)).limit(1).all()[0]?.id as number | undefined
+  const conditions: SQL[] = []
+  const below = (id: number | undefined) => id !== undefined && conditions.push(lt(t.id, id))
+  const above = (id: number | undefined) => id !== undefined && conditions.push(gt(t.id, id))
+  for (const { op, ms } of filters) {
+    if (op === 'lt' || op === 'eq') below(firstId(op === 'lt' ? gte(t.createdAt, ms) : gt(t.createdAt, ms)))
+    if (op === 'lte') below(firstId(gt(t.createdAt, ms)))
+    if (op === 'gt') above(lastId(lte(t.createdAt, ms)))
+    if (op === 'gte' || op === 'eq') above(lastId(lt(t.createdAt, ms)))
   }
   return conditions
 }

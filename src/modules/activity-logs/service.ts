@@ -3,7 +3,7 @@ import { asc, desc, eq, inArray } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { activityLogRecords, activityLogs, collections, environments, teams, users } from '../../db/schema.ts'
-import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import { allOf, createdAtAsIdRange, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -59,7 +59,7 @@ export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): n
       workflowName: entry.workflow?.name ?? null,
       runId: entry.workflow?.runId ?? null,
       stepName: entry.workflow?.stepName ?? null,
-      createdAt: nextCreatedAt(db, activityLogs, clock.now(), false),
+      createdAt: nextCreatedAt(db, activityLogs, eq(activityLogs.environmentId, entry.environmentId), clock.now(), false),
     })
     .returning({ id: activityLogs.id })
     .all()
@@ -105,7 +105,13 @@ export function listActivityLogIds(db: Db, projectId: number, environmentId: num
         filters.action === undefined ? undefined : eq(activityLogs.action, filters.action),
         filters.type === undefined ? undefined : eq(activityLogs.type, filters.type),
         byRecord,
-        ...dateFilters(query, { createdAt: activityLogs.createdAt }),
+        // Entries take createdAt = max(now, previous) in their environment: never decreasing, so ids stand in.
+        ...createdAtAsIdRange(
+          db,
+          parseDateFilters(query, ['createdAt']),
+          { table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt },
+          eq(activityLogs.environmentId, environmentId),
+        ),
       ]),
     )
     .orderBy(desc(activityLogs.id))

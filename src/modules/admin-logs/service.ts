@@ -1,9 +1,9 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
-import { desc, eq, inArray } from 'drizzle-orm'
+import { desc, eq, inArray, isNull } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import { allOf, createdAtAsIdRange, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -38,7 +38,13 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
       subjectUserId: entry.subjectUserId ?? null,
       previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
       newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
-      createdAt: nextCreatedAt(db, adminLogs, clock.now(), false),
+      createdAt: nextCreatedAt(
+        db,
+        adminLogs,
+        entry.projectId === null ? isNull(adminLogs.projectId) : eq(adminLogs.projectId, entry.projectId),
+        clock.now(),
+        false,
+      ),
     })
     .run()
 }
@@ -69,7 +75,13 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
         filters.type === undefined ? undefined : eq(adminLogs.type, filters.type),
         filters.initiator === undefined ? undefined : eq(adminLogs.initiator, filters.initiator),
         filters.resource === undefined ? undefined : eq(adminLogs.resource, filters.resource),
-        ...dateFilters(query, { createdAt: adminLogs.createdAt }),
+        // Entries take createdAt = max(now, previous) in their project: never decreasing, so ids stand in.
+        ...createdAtAsIdRange(
+          db,
+          parseDateFilters(query, ['createdAt']),
+          { table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt },
+          eq(adminLogs.projectId, projectId),
+        ),
       ]),
     )
     .orderBy(desc(adminLogs.id))

@@ -1,9 +1,9 @@
 /** Notes and their message threads (spec §2.1–2.4, §4.1; DESIGN §6). */
 import { asc, desc, eq, inArray } from 'drizzle-orm'
-import { nextCreatedAt } from '../../db/monotonic.ts'
+import { latestCreatedAt, nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { collections, environments, noteMessages, notes, teams, users } from '../../db/schema.ts'
-import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import { allOf, createdAtAsIdRange, dateConditions, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
@@ -25,13 +25,20 @@ export interface NoteFilters {
 export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, query: Query, limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
+  const dates = parseDateFilters(query, ['createdAt', 'updatedAt', 'archivedAt'])
+  const inTimeOrder = db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, environmentId)).get()?.ordered
+  const byId = inTimeOrder ? dates.filter((d) => d.field === 'createdAt') : []
   const where = allOf([
     eq(notes.environmentId, environmentId),
     names.userId === undefined ? undefined : eq(notes.userId, names.userId),
     names.teamId === undefined ? undefined : eq(notes.teamId, names.teamId),
     names.collectionId === undefined ? undefined : eq(notes.collectionId, names.collectionId),
     filters.recordId === undefined ? undefined : eq(notes.recordId, filters.recordId),
-    ...dateFilters(query, { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt }),
+    ...createdAtAsIdRange(db, byId, { table: notes, id: notes.id, createdAt: notes.createdAt }, eq(notes.environmentId, environmentId)),
+    ...dateConditions(
+      dates.filter((d) => !byId.includes(d)),
+      { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt },
+    ),
   ])
   return db
     .select({ id: notes.id })
@@ -132,7 +139,7 @@ export interface NewNote {
 
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
 export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): NoteRow {
-  const createdAt = nextCreatedAt(db, notes, clock.now(), true)
+  const createdAt = nextCreatedAt(db, notes, eq(notes.environmentId, input.environmentId), clock.now(), true)
   const [note] = db
     .insert(notes)
     .values({
@@ -150,6 +157,17 @@ export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): 
   db.insert(noteMessages).values({ noteId: note!.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt }).run()
   logNote(db, clock, note!, actor, 'createNote', `created note "${input.title}"`)
   return note!
+}
+
+/**
+ * Call before inserting a note with a given (imported) createdAt: one older than the environment's newest note
+ * breaks id/time order there for good (environments.notesInTimeOrder), and lists switch to the exact slow path.
+ */
+export function recordImportedNoteTime(db: Db, environmentId: number, createdAt: number): void {
+  const latest = latestCreatedAt(db, notes, eq(notes.environmentId, environmentId))
+  if (latest !== null && createdAt < latest) {
+    db.update(environments).set({ notesInTimeOrder: false }).where(eq(environments.id, environmentId)).run()
+  }
 }
 
 export function findNote(db: Db, environmentId: number, id: number): NoteRow | undefined {

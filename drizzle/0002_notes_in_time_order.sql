@@ -1,0 +1,1 @@
+ALTER TABLE `environments` ADD `notes_in_time_order` integer DEFAULT true NOT NULL;
