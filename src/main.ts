@@ -8,6 +8,7 @@ import { migrateCommand } from './cli/migrate.ts'
 import { KEEP_RUNNING, serveCommand } from './cli/serve.ts'
 import { tokenCommand } from './cli/token.ts'
 import { userCommand } from './cli/user.ts'
+import { webhookCommand } from './cli/webhook.ts'
 
 const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
@@ -16,6 +17,7 @@ const COMMANDS: Record<string, Command> = {
   user: userCommand,
   member: memberCommand,
   token: tokenCommand,
+  webhook: webhookCommand,
 }
 
 export function helpText(): string {

@@ -1,0 +1,78 @@
+import { writeTransaction } from '../db/open.ts'
+import { systemClock } from '../lib/clock.ts'
+import { loadInstanceSecret } from '../lib/secret.ts'
+import { requireProject } from '../modules/projects/service.ts'
+import { changeWebhook, requireWorkflow, type WebhookChange, webhookSettings } from '../modules/webhooks/service.ts'
+import { HttpError } from '../http/errors.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
+
+const TARGET = '--project P --environment E --team T --workflow W'
+const USAGE = [
+  `trellis webhook show|enable|disable|regenerate ${TARGET}`,
+  `       trellis webhook rate ${TARGET} --per-minute N|default`,
+  '  show and regenerate print only the URL on stdout (nothing when the webhook is disabled)',
+].join('\n')
+
+const SUBCOMMANDS = ['show', 'enable', 'disable', 'regenerate', 'rate'] as const
+
+export const webhookCommand: Command = {
+  summary: "show a workflow's webhook URL; enable, disable, regenerate it or set its rate",
+  usage: USAGE,
+  async run(argv, io) {
+    const [sub, ...rest] = argv
+    const parsed = parseFlags(rest, {
+      project: { type: 'string' },
+      environment: { type: 'string' },
+      team: { type: 'string' },
+      workflow: { type: 'string' },
+      'per-minute': { type: 'string' },
+      'base-url': { type: 'string' },
+    })
+    if (parsed.help || sub === '--help' || sub === '-h') return io.out(USAGE), 0
+    if (!sub || !SUBCOMMANDS.includes(sub as (typeof SUBCOMMANDS)[number])) {
+      throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
+    }
+    const names = {
+      project: required(parsed, 'project'),
+      environment: required(parsed, 'environment'),
+      team: required(parsed, 'team'),
+      workflow: required(parsed, 'workflow'),
+    }
+    const change = changeFor(sub, parsed.values['per-minute'])
+    const config = configFrom(parsed)
+    const store = openMigrated(config)
+    try {
+      const target = writeTransaction(store, (tx) => {
+        const project = requireProject(tx, names.project)
+        const target = requireWorkflow(tx, project.id, names.environment, names.team, names.workflow)
+        return change ? changeWebhook(tx, systemClock, target, change, null) : target
+      })
+      const settings = webhookSettings(target, loadInstanceSecret(config.dataDir, config.secretFromEnv), config.baseUrl, config.webhookRatePerMinute)
+      if (sub === 'show' || sub === 'regenerate') {
+        if (settings.url) io.out(settings.url)
+        else io.err(`the webhook of ${names.workflow} is disabled (trellis webhook enable … to restore its URL)`)
+      } else {
+        io.out(`${names.workflow}: webhook ${settings.enabled ? 'enabled' : 'disabled'}, ${settings.effectiveRatePerMinute}/min${settings.ratePerMinute === null ? ' (default)' : ''}`)
+      }
+      return 0
+    } catch (error) {
+      if (error instanceof HttpError) throw new CommandError(error.message)
+      throw error
+    } finally {
+      store.close()
+    }
+  },
+}
+
+function changeFor(sub: string, perMinute: string | boolean | undefined): WebhookChange | null {
+  if (sub === 'enable' || sub === 'disable') return { enabled: sub === 'enable' }
+  if (sub === 'regenerate') return { regenerate: true }
+  if (sub === 'rate') {
+    if (perMinute === 'default') return { ratePerMinute: null }
+    if (typeof perMinute !== 'string' || !/^\d+$/.test(perMinute) || Number(perMinute) < 1 || Number(perMinute) > 100_000) {
+      throw new UsageError('--per-minute must be a whole number from 1 to 100000, or "default"')
+    }
+    return { ratePerMinute: Number(perMinute) }
+  }
+  return null
+}
