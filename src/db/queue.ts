@@ -63,7 +63,7 @@ export class RunQueue {
   private readonly guardStatement
   private readonly nextAvailableStatement
 
-  constructor(private readonly sqlite: Database) {
+  constructor(sqlite: Database) {
     this.insertStatement = sqlite.prepare(
       `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
          status, next_step, available_at, attempts, created_at)

@@ -2,11 +2,9 @@
  * Token management: the caller's own tokens (`/v1/account/tokens`) and a project's tokens for its admins
  * (`/v1/project/{p}/api-tokens`, the API access settings).
  */
-import { eq } from 'drizzle-orm'
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
-import { projects } from '../../db/schema.ts'
 import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { forbidden, HttpError, notFound } from '../../http/errors.ts'
 import { IdParam } from '../../http/params.ts'
@@ -14,8 +12,6 @@ import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
   findToken,
-  isAdminOf,
-  isMemberOf,
   listProjectTokens,
   listUserTokens,
   projectTokenView,
