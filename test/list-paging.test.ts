@@ -88,7 +88,7 @@ describe('notes', () => {
 })
 
 describe('activity logs', () => {
-  test('entries share milliseconds (createdAt never decreases): id ranges stay exact', () => {
+  test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', () => {
     for (let i = 0; i < 40; i++) {
       if (i % 5 === 0) env.clock.advance(3)
       writeTransaction(env.store, (tx) =>

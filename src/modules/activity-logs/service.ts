@@ -10,20 +10,49 @@ import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 
 /**
- * Actions of the compatibility document's enum that Trellis writes, plus the documented extensions
- * `updateNote`, `archiveNote`, `unarchiveNote`, `failWorkflow`.
+ * The `action` values: the compatibility document's whole enum (a client may filter on any of them, even those
+ * Trellis never writes: that is an empty page, not a 400), plus the documented extensions `updateNote`,
+ * `archiveNote`, `unarchiveNote`, `failWorkflow`.
  */
 export const ACTIVITY_ACTIONS = [
   'create',
   'read',
   'update',
   'delete',
+  'action',
+  'search',
+  'filter',
+  'listRelatedData',
+  'describeCollection',
+  'index',
+  'select',
+  'dashboard',
+  'workspace',
+  'export',
   'createNote',
+  'openNote',
+  'deleteNote',
   'createMessage',
+  'createApproval',
+  'approveApproval',
+  'rejectApproval',
+  'ignoreApprovalWarning',
+  'markApprovalAsFailed',
+  'startProcessingInboxTask',
+  'completeInboxTask',
+  'cancelInboxTask',
+  'cancelInboxTaskNotTreated',
+  'autoCancelInboxTask',
+  'assignUserToInboxTask',
+  'unassignUserFromInboxTask',
+  'sendApprovalBackInReview',
   'triggerWorkflow',
   'abortWorkflow',
   'completeWorkflow',
+  'selectWorkflowOption',
   'completeWorkflowStep',
+  'reviseWorkflowStep',
+  'resumeWorkflow',
   'updateNote',
   'archiveNote',
   'unarchiveNote',
@@ -59,7 +88,7 @@ export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): n
       workflowName: entry.workflow?.name ?? null,
       runId: entry.workflow?.runId ?? null,
       stepName: entry.workflow?.stepName ?? null,
-      createdAt: nextCreatedAt(db, activityLogs, eq(activityLogs.environmentId, entry.environmentId), clock.now(), false),
+      createdAt: nextCreatedAt(db, activityLogs, eq(activityLogs.environmentId, entry.environmentId), clock.now(), true),
     })
     .returning({ id: activityLogs.id })
     .all()
@@ -105,7 +134,7 @@ export function listActivityLogIds(db: Db, projectId: number, environmentId: num
         filters.action === undefined ? undefined : eq(activityLogs.action, filters.action),
         filters.type === undefined ? undefined : eq(activityLogs.type, filters.type),
         byRecord,
-        // Entries take createdAt = max(now, previous) in their environment: never decreasing, so ids stand in.
+        // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
         ...createdAtAsIdRange(
           db,
           parseDateFilters(query, ['createdAt']),
@@ -156,7 +185,7 @@ export function renderActivityLogs(db: Db, ids: number[]) {
         object: 'activityLog' as const,
         id: String(log.id),
         type: log.type,
-        action: log.action,
+        action: log.action as ActivityAction,
         ...(log.label !== null ? { label: log.label } : {}),
         recordIds: recordIds.get(id) ?? [],
         createdAt: toIso(log.createdAt),

@@ -18,7 +18,7 @@ export interface AdminLogEntry {
   projectId: number | null
   type: AdminLogType
   resource: AdminLogResource
-  initiator?: AdminLogInitiator
+  initiator?: (typeof ADMIN_LOG_WRITTEN_INITIATORS)[number]
   /** The acting user; null for the CLI operator or the system. */
   actorId: number | null
   subjectUserId?: number | null
@@ -43,7 +43,7 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
         adminLogs,
         entry.projectId === null ? isNull(adminLogs.projectId) : eq(adminLogs.projectId, entry.projectId),
         clock.now(),
-        false,
+        true,
       ),
     })
     .run()
@@ -51,7 +51,10 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
 export const ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment', 'user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
-export const ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'system'] as const
+/** What Trellis writes (the database's CHECK): the document's `administrator`, `identityProvider`, and `system`. */
+export const ADMIN_LOG_WRITTEN_INITIATORS = ['administrator', 'identityProvider', 'system'] as const
+/** Filter values: the document's whole enum (`forestAdmin` is never written: an empty page, not a 400) + `system`. */
+export const ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'forestAdmin', 'system'] as const
 
 export interface AdminLogFilters {
   userEmail?: string
@@ -64,7 +67,7 @@ export interface AdminLogFilters {
 /** Ids of one page (limit + 1) of a project's admin log, newest first. */
 export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, query: Query, limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
-  if (!names) return []
+  if (!names || filters.initiator === 'forestAdmin') return []
   return db
     .select({ id: adminLogs.id })
     .from(adminLogs)
@@ -75,7 +78,7 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
         filters.type === undefined ? undefined : eq(adminLogs.type, filters.type),
         filters.initiator === undefined ? undefined : eq(adminLogs.initiator, filters.initiator),
         filters.resource === undefined ? undefined : eq(adminLogs.resource, filters.resource),
-        // Entries take createdAt = max(now, previous) in their project: never decreasing, so ids stand in.
+        // Entries take createdAt strictly after the previous one in their project, so ids stand in.
         ...createdAtAsIdRange(
           db,
           parseDateFilters(query, ['createdAt']),
