@@ -194,6 +194,13 @@ class ApplyWriter {
       })
       this.record('created', 'environment', label(name))
     }
+    // Members first, so a new member's admin log reads "added with a permission level", then "joined teams".
+    for (const member of spec.members ?? []) {
+      const outcome = setProjectMember(this.db, this.ctx.clock, {
+        projectId: project.id, userId: this.userId(member.user), role: member.role, actorId: null,
+      })
+      this.record(outcome, 'member', `${spec.name}/${normalizeEmail(member.user)}`)
+    }
     for (const team of spec.teams ?? []) {
       let teamId = scope.teams.get(team.name)
       if (teamId === undefined) {
@@ -210,12 +217,6 @@ class ApplyWriter {
         const outcome = addTeamMember(this.db, this.ctx.clock, { projectId: project.id, teamId, userId: this.userId(email), actorId: null })
         this.record(outcome, 'team member', `${label(team.name)}/${normalizeEmail(email)}`)
       }
-    }
-    for (const member of spec.members ?? []) {
-      const outcome = setProjectMember(this.db, this.ctx.clock, {
-        projectId: project.id, userId: this.userId(member.user), role: member.role, actorId: null,
-      })
-      this.record(outcome, 'member', `${spec.name}/${normalizeEmail(member.user)}`)
     }
     for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
     for (const record of spec.records ?? []) this.applyRecord(scope, spec.name, record)
