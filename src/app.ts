@@ -1,9 +1,10 @@
-/** createApp(deps): the Elysia root — body rules, errors, modules. No listen(): `serve` and tests call it. */
+/** createApp(deps): the Elysia root — metrics, body rules, errors, modules. No listen(): `serve` and tests call it. */
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
+import { requestMetrics } from './http/request-metrics.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Executor } from './executor/executor.ts'
 import type { Logger } from './lib/logger.ts'
@@ -16,6 +17,7 @@ import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
+import { docsModule } from './modules/docs/index.ts'
 import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
@@ -36,10 +38,16 @@ export interface AppDeps {
 
 export function createApp(deps: AppDeps) {
   return new Elysia()
+    .use(requestMetrics(deps.metrics))
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))
-    .onError(({ code, error, request, set }) => withHeaders(renderError(code, error, request, deps.logger), set.headers))
+    .onError(({ code, error, request, set }) => {
+      const response = withHeaders(renderError(code, error, request, deps.logger), set.headers)
+      set.status = response.status // what the after-response hooks (metrics) read
+      return response
+    })
     .use(healthModule(deps))
+    .use(docsModule(deps))
     .use(setupModule(deps))
     .use(authModule(deps))
     .use(tokensModule(deps))

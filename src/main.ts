@@ -2,6 +2,7 @@
 /** Entry point of the one binary: `trellis <command> [flags]`. Exit 0 ok, 1 failure, 2 usage. */
 import pkg from '../package.json' with { type: 'json' }
 import { applyCommand } from './cli/apply.ts'
+import { backupCommand } from './cli/backup.ts'
 import { type Command, CommandError, type Io, UsageError } from './cli/command.ts'
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
@@ -18,6 +19,7 @@ const COMMANDS: Record<string, Command> = {
   member: memberCommand,
   token: tokenCommand,
   webhook: webhookCommand,
+  backup: backupCommand,
 }
 
 export function helpText(): string {

@@ -656,13 +656,14 @@ describe('admin log: every administrative act is exactly one entry', () => {
       ['add', { name: 'Support' }],
       ['add', { name: 'Billing' }],
     ])
-    // One `add` per member, whose newValue is the compatibility document's user-project value.
+    // One `add` per member, whose newValue is the compatibility document's user-project value. Apply adds
+    // members before team memberships, so each member's story starts with the add (no teams yet).
     const adds = fromApply.filter((e) => e.resource === 'user-project' && e.type === 'add')
     expect(adds.map((e) => e.newValue)).toEqual([
-      { user: fx.users.alice, permissionLevel: 'admin', teams: [team('Support')] },
-      { user: fx.users.bob, permissionLevel: 'editor', teams: [team('Support')] },
-      { user: fx.users.carol, permissionLevel: 'admin', teams: [team('Billing')] },
-      { user: fx.users.dave, permissionLevel: 'user', teams: [team('Billing')] },
+      { user: fx.users.alice, permissionLevel: 'admin', teams: [] },
+      { user: fx.users.bob, permissionLevel: 'editor', teams: [] },
+      { user: fx.users.carol, permissionLevel: 'admin', teams: [] },
+      { user: fx.users.dave, permissionLevel: 'user', teams: [] },
     ])
     expect(adds.every((e) => !('previousValue' in e))).toBe(true)
     // Each team membership is recorded too (as a user-project update: teams before → after).

@@ -1,4 +1,5 @@
 import { createApp } from '../app.ts'
+import { checkpointWal } from '../db/maintenance.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { systemClock } from '../lib/clock.ts'
@@ -12,6 +13,12 @@ import { type Command, configFrom, openMigrated, parseFlags } from './command.ts
 
 /** Signals -1 to main: the process keeps running until a signal stops it. */
 export const KEEP_RUNNING = -1
+
+/**
+ * How long a graceful stop waits for in-flight requests, and (at the same time) for the executor's running
+ * steps. Under `docker stop`'s default 10 s, with room for the executor's last second and the checkpoint.
+ */
+export const SHUTDOWN_GRACE_MS = 8_000
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
@@ -31,7 +38,7 @@ export const serveCommand: Command = {
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
     })
-    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics(), setupGate: setup?.gate, executor })
+    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
@@ -48,16 +55,34 @@ export const serveCommand: Command = {
       )
     }
     let stopping = false
+    // SIGTERM/SIGINT: stop accepting, let in-flight requests finish while the executor stops claiming and
+    // finishes or gives back its steps (both bounded), checkpoint the WAL, exit 0. A second signal stops at once.
     const stop = async (signal: string) => {
-      if (stopping) return
+      if (stopping) {
+        logger.warn('second signal: stopping at once', { signal })
+        process.exit(1)
+      }
       stopping = true
       logger.info('shutting down', { signal })
-      await server.stop()
-      retention?.stop()
-      await executor.stop()
-      store.sqlite.run('PRAGMA wal_checkpoint(TRUNCATE)')
-      store.close()
-      process.exit(0)
+      try {
+        retention?.stop()
+        const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
+        const [drained] = await Promise.all([
+          Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
+          executor.stop(SHUTDOWN_GRACE_MS),
+        ])
+        if (!drained) {
+          logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
+          await server.stop(true)
+        }
+        const checkpoint = checkpointWal(store.sqlite)
+        store.close()
+        logger.info('stopped', { walCheckpointed: !checkpoint.busy })
+        process.exit(0)
+      } catch (error) {
+        logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })
+        process.exit(1)
+      }
     }
     process.on('SIGTERM', () => void stop('SIGTERM'))
     process.on('SIGINT', () => void stop('SIGINT'))

@@ -5,7 +5,7 @@
  * Every write after a claim is guarded by the lease owner, so a run recovered elsewhere is never written twice.
  */
 import type { Database } from 'bun:sqlite'
-import type { RunStatus } from './schema.ts'
+import { RUN_STATUSES, type RunStatus } from './schema.ts'
 
 export interface RunRow {
   id: string
@@ -144,4 +144,24 @@ export class RunQueue {
   nextAvailableAt(): number | null {
     return (this.nextAvailableStatement.all()[0] as { at: number | null } | undefined)?.at ?? null
   }
+}
+
+export interface QueueStats {
+  byStatus: Record<RunStatus, number>
+  /** Queued runs and waiting runs whose time has come: what workers could claim now. */
+  due: number
+  /** `available_at` of the oldest of those (null when none). */
+  oldestDueAt: number | null
+}
+
+/** Counts for /metrics, read at scrape time (the claim index answers the due part; the status count scans an index). */
+export function queueStats(sqlite: Database, now: number): QueueStats {
+  const byStatus = Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as Record<RunStatus, number>
+  for (const row of sqlite.query('SELECT status, count(*) AS n FROM runs GROUP BY status').all() as { status: RunStatus; n: number }[]) {
+    byStatus[row.status] = row.n
+  }
+  const due = sqlite
+    .query("SELECT count(*) AS n, min(available_at) AS oldest FROM runs WHERE status IN ('queued', 'waiting') AND available_at <= ?")
+    .all(now)[0] as { n: number; oldest: number | null }
+  return { byStatus, due: due.n, oldestDueAt: due.oldest }
 }

@@ -46,6 +46,7 @@ export class Executor {
   private workers: Promise<void>[] = []
   private wakeUps: (() => void)[] = []
   private busy = 0
+  private liveWorkers = 0
   private sweeper: Cron | null = null
   private readonly stopController = new AbortController()
   private readonly cancelled = new Map<string, AbortController>()
@@ -58,8 +59,14 @@ export class Executor {
     return this.busy
   }
 
+  /** Configured to run runs (`TRELLIS_EXECUTOR_CONCURRENCY` above 0). */
+  get enabled(): boolean {
+    return this.options.concurrency > 0
+  }
+
+  /** Started, not stopping, and every worker loop still going (for /readyz). */
   get alive(): boolean {
-    return this.running
+    return this.running && this.liveWorkers === this.options.concurrency
   }
 
   start(): void {
@@ -103,6 +110,15 @@ export class Executor {
   }
 
   private async workLoop(): Promise<void> {
+    this.liveWorkers++
+    try {
+      await this.claimAndRunUntilStopped()
+    } finally {
+      this.liveWorkers--
+    }
+  }
+
+  private async claimAndRunUntilStopped(): Promise<void> {
     while (this.running) {
       let run: RunRow | null = null
       try {

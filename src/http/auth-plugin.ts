@@ -12,6 +12,7 @@ import { type Project, requireProject } from '../modules/projects/service.ts'
 import { hasScope, isAdminOf, isMemberOf } from '../modules/tokens/service.ts'
 import { authorizeProjectCall, type ProjectNeed, type TokenIdentity, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
 import { forbidden, notFound, unauthorized } from './errors.ts'
+import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { TokenRateLimiter } from './rate-limit.ts'
 
 export interface AccountCaller {
@@ -88,10 +89,12 @@ export function authPlugin(deps: AppDeps) {
     return caller
   }
 
+  // Each macro also documents itself (/openapi.json): the scheme it accepts and the statuses its checks answer.
   return new Elysia({ name: 'auth' }).macro({
     // Authentication runs in `transform`, before body/params validation, so a caller without a valid token
     // learns nothing from validation messages; `resolve` then hands the identity to the handler.
     projectCall: (need: ProjectNeed) => ({
+      detail: { security: BEARER, responses: errorResponseDocs(401, 403, 429) },
       transform: ({ request, params, set }) => {
         const identity = tokens.authenticate(request.headers.get('authorization'))
         // Every authenticated public API call counts, whatever its outcome, and carries the headers.
@@ -102,12 +105,14 @@ export function authPlugin(deps: AppDeps) {
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
+      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403) },
       transform: ({ request }) => {
         if (enabled) callers.set(request, accountCaller(request))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
     userCall: (enabled: boolean) => ({
+      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403) },
       transform: ({ request }) => {
         if (enabled) callers.set(request, userCaller(request))
       },

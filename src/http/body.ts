@@ -1,16 +1,19 @@
 /** Request body rules shared by every route: the size limit (413) and strict JSON parsing (400 `invalid_json`). */
-import { badRequest, errorResponse, HttpError, payloadTooLarge } from './errors.ts'
+import { badRequest, HttpError, payloadTooLarge } from './errors.ts'
 
-/** onRequest hook: refuses a declared Content-Length over the limit before reading a byte. */
+/**
+ * onRequest hook: refuses a declared Content-Length over the limit before reading a byte. It throws (rather than
+ * returning a response) so the answer goes through onError and the after-response hooks like every other one.
+ */
 export function rejectOversizedBody(maxBytes: number) {
-  return ({ request }: { request: Request }): Response | undefined => {
+  return ({ request }: { request: Request }): void => {
     const declared = request.headers.get('content-length')
-    if (declared !== null && Number(declared) > maxBytes) return errorResponse(payloadTooLarge(maxBytes))
+    if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes)
   }
 }
 
 /** Paths whose handler reads the raw text itself (the webhook checks the body only after authentication). */
-const RAW_BODY_PATHS = ['/v1/hooks/']
+export const RAW_BODY_PATHS = ['/v1/hooks/']
 
 /**
  * onParse hook for every request body: counts bytes as they arrive (chunked bodies have no Content-Length),

@@ -2,6 +2,7 @@
 import type { Logger } from '../lib/logger.ts'
 import { joinPath } from '../lib/validation.ts'
 import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
+import { redactPath } from './request-log.ts'
 
 interface TypeBoxError {
   path: string
@@ -32,6 +33,8 @@ export function renderError(code: string | number, error: unknown, request: Requ
   if (cause instanceof HttpError) return errorResponse(cause)
   switch (code) {
     case 'VALIDATION':
+      // A handler's answer that does not match its documented schema is our bug, not the caller's.
+      if ((error as unknown as ValidationLike).type === 'response') return responseMismatch(error as unknown as ValidationLike, request, logger)
       return validationResponse(error as unknown as ValidationLike)
     case 'NOT_FOUND': {
       const url = new URL(request.url)
@@ -41,15 +44,28 @@ export function renderError(code: string | number, error: unknown, request: Requ
       return jsonResponse(400, errorBody(400, 'invalid_body', 'Request body could not be parsed'))
     case 'INVALID_COOKIE_SIGNATURE':
       return jsonResponse(401, errorBody(401, 'unauthorized', 'Invalid session cookie'))
-    default: {
-      logger.error('unhandled error', {
-        method: request.method,
-        path: new URL(request.url).pathname,
-        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-      })
-      return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
-    }
+    default:
+      return internalError(error, request, logger)
   }
+}
+
+/** Logs where the answer differs from its schema — never the answer itself (it may hold a new token's value). */
+function responseMismatch(error: ValidationLike, request: Request, logger: Logger): Response {
+  logger.error('response does not match its schema', {
+    method: request.method,
+    path: redactPath(new URL(request.url).pathname),
+    problems: error.all.slice(0, 5).map((e) => `${e.path || '/'}: ${e.summary ?? e.message}`),
+  })
+  return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
+}
+
+function internalError(error: unknown, request: Request, logger: Logger): Response {
+  logger.error('unhandled error', {
+    method: request.method,
+    path: redactPath(new URL(request.url).pathname),
+    error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+  })
+  return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
 }
 
 /** Headers a hook already set (the rate-limit headers) are kept on error responses too. */

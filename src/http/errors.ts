@@ -3,13 +3,33 @@
  * Services throw these; the root app's onError renders every one of them, and every Elysia error, the same way.
  */
 import { STATUS_CODES } from 'node:http'
+import { type Static, t } from 'elysia'
+import { Integer } from './schemas.ts'
 
-export interface ErrorBody {
-  error: string
-  code: string
-  message: string
-  details?: unknown
-  [extra: string]: unknown
+/**
+ * The error body as a schema: `components/schemas/Error` of /openapi.json. Routes list the statuses they can
+ * answer with `errorResponses(…)`; the auth plugin adds its own (401/403/429), the document builder the ones every
+ * route shares (body rules, 500).
+ */
+export const ErrorBodySchema = t.Object(
+  {
+    error: t.String({ description: 'The HTTP reason phrase', examples: ['Bad Request'] }),
+    code: t.String({ description: 'What went wrong, in snake_case', examples: ['invalid_parameter'] }),
+    message: t.String({ description: 'A readable explanation' }),
+    details: t.Optional(
+      t.Array(t.Object({ field: t.String(), message: t.String() }), { description: 'Validation failures, one per field' }),
+    ),
+    runId: t.Optional(t.String({ description: '`409 run_in_progress`: the run already active on the record' })),
+    retry_after: t.Optional(Integer({ description: '`429 rate_limited`: seconds to wait, as in Retry-After' })),
+  },
+  { $id: 'Error', additionalProperties: true },
+)
+
+export type ErrorBody = Static<typeof ErrorBodySchema> & Record<string, unknown>
+
+/** `response` entries for the error statuses a route can answer, all with the one error body. */
+export function errorResponses<const S extends readonly number[]>(...statuses: S): { [K in S[number]]: typeof ErrorBodySchema } {
+  return Object.fromEntries(statuses.map((status) => [status, ErrorBodySchema])) as { [K in S[number]]: typeof ErrorBodySchema }
 }
 
 export class HttpError extends Error {

@@ -144,6 +144,6 @@ export function allOf(conditions: (SQL | undefined)[]): SQL | undefined {
 }
 
 /** `{hasMore, data, parameters}` from `limit + 1` fetched rows. */
-export function page<Row, Item>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Record<string, unknown>) {
+export function page<Row, Item, Parameters extends Record<string, unknown>>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Parameters) {
   return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
 }

@@ -1,16 +1,110 @@
-/** Prometheus metrics (prom-client) in one registry per app instance. */
-import { Counter, Registry } from 'prom-client'
+/**
+ * Prometheus metrics (prom-client) in one registry per app instance. Counters and the latency histogram are
+ * updated as requests end (src/http/request-metrics.ts); the run and executor gauges are read when /metrics is
+ * scraped, from the source the app binds with `observeRuns`.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 
-export function createMetrics() {
+/** What the run gauges show, read at scrape time. */
+export interface RunsSample {
+  /** Every status, zeros included (a series that vanishes reads as "no data", not as 0). */
+  byStatus: Record<string, number>
+  /** Runs a worker could take now: queued, and waiting ones whose time has come. */
+  queueDepth: number
+  /** How long the oldest of those has been due, in seconds (0 when none). */
+  oldestQueuedAgeSeconds: number
+  /** Executor workers running a step now (0 without an executor). */
+  busyWorkers: number
+}
+
+export interface MetricsOptions {
+  /** Also the standard `process_*` and `nodejs_*` metrics (the server process; not every test app). */
+  processMetrics?: boolean
+}
+
+export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry()
+  let sampleRuns: (() => RunsSample) | undefined
+
+  if (options.processMetrics) collectDefaultMetrics({ register: registry })
+
+  // One database sample per scrape, shared by the four gauges: a scrape calls every collect() in the same turn,
+  // and the sample is dropped once that turn is over.
+  let sampled: RunsSample | undefined
+  const sample = (): RunsSample | undefined => {
+    if (!sampleRuns) return undefined
+    if (!sampled) {
+      sampled = sampleRuns()
+      queueMicrotask(() => {
+        sampled = undefined
+      })
+    }
+    return sampled
+  }
+
+  const runs = new Gauge({
+    name: 'trellis_runs',
+    help: 'Workflow runs in the database, by status',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    collect() {
+      for (const [status, count] of Object.entries(sample()?.byStatus ?? {})) this.set({ status }, count)
+    },
+  })
+  const queueDepth = new Gauge({
+    name: 'trellis_queue_depth',
+    help: 'Runs due for a worker now (queued, and waiting runs whose wait is over)',
+    registers: [registry],
+    collect() {
+      this.set(sample()?.queueDepth ?? 0)
+    },
+  })
+  const oldestQueuedAge = new Gauge({
+    name: 'trellis_queue_oldest_age_seconds',
+    help: 'How long the oldest due run has been waiting for a worker (0 when none)',
+    registers: [registry],
+    collect() {
+      this.set(sample()?.oldestQueuedAgeSeconds ?? 0)
+    },
+  })
+  const busyWorkers = new Gauge({
+    name: 'trellis_executor_busy_workers',
+    help: 'Executor workers running a step now',
+    registers: [registry],
+    collect() {
+      this.set(sample()?.busyWorkers ?? 0)
+    },
+  })
+
   return {
     registry,
+    /** Binds the gauges to this app's database and executor. */
+    observeRuns(source: () => RunsSample): void {
+      sampleRuns = source
+    },
     loginFailures: new Counter({
       name: 'trellis_login_failures_total',
       help: 'Failed password logins (never logged with the attempted password)',
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    httpRequests: new Counter({
+      name: 'trellis_http_requests_total',
+      help: 'HTTP requests answered, by method, route template and status',
+      labelNames: ['method', 'route', 'status'] as const,
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'trellis_http_request_duration_seconds',
+      help: 'Time to answer HTTP requests, by method and route template',
+      labelNames: ['method', 'route'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    runs,
+    queueDepth,
+    oldestQueuedAge,
+    busyWorkers,
   }
 }
 

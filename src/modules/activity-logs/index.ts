@@ -2,13 +2,16 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
+import { errorResponses } from '../../http/errors.ts'
+import { enumQuery, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { page, parseEnumParameter, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
 import { requireEnvironment } from '../projects/service.ts'
+import { ActivityLogPage } from './model.ts'
 import { ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
 
 export function activityLogsModule(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'activity-logs' })
+  return new Elysia({ name: 'activity-logs', tags: ['activity-logs'] })
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/environment/:environmentName/activity-logs',
@@ -32,6 +35,21 @@ export function activityLogsModule(deps: AppDeps) {
           limit,
         })
       },
-      { projectCall: { scope: 'activity_logs:read', role: 'admin' } },
+      {
+        projectCall: { scope: 'activity_logs:read', role: 'admin' },
+        response: { 200: ActivityLogPage, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'listActivityLogs',
+          summary: 'List activity log entries',
+          parameters: listParameters(
+            {
+              ...PEOPLE_AND_PLACES,
+              action: enumQuery('Only entries of this action', ACTIVITY_ACTIONS),
+              type: enumQuery('Only read or only write entries', ['read', 'write']),
+            },
+            ['createdAt'],
+          ),
+        },
+      },
     )
 }

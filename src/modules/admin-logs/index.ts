@@ -2,13 +2,16 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
+import { errorResponses } from '../../http/errors.ts'
+import { enumQuery, listParameters } from '../../http/list-schema.ts'
 import { page, parseEnumParameter, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
 import { requireProject } from '../projects/service.ts'
+import { AdminLogPage } from './model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, listAdminLogIds, renderAdminLogs } from './service.ts'
 
 export function adminLogsModule(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'admin-logs' })
+  return new Elysia({ name: 'admin-logs', tags: ['admin-logs'] })
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/admin-logs',
@@ -26,6 +29,23 @@ export function adminLogsModule(deps: AppDeps) {
         const ids = listAdminLogIds(db, project.id, filters, query, limit)
         return page(ids, limit, (pageIds) => renderAdminLogs(db, pageIds), { projectName: params.projectName, limit })
       },
-      { projectCall: { scope: 'admin_logs:read', role: 'admin' } },
+      {
+        projectCall: { scope: 'admin_logs:read', role: 'admin' },
+        response: { 200: AdminLogPage, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'listAdminLogs',
+          summary: 'List admin log entries',
+          parameters: listParameters(
+            {
+              userEmail: { description: 'Only changes made by the user with this email' },
+              userId: { description: 'Only changes made by the user with this id', schema: { type: 'integer', minimum: 1 } },
+              type: enumQuery('Only changes of this type', ADMIN_LOG_TYPES),
+              initiator: enumQuery('Only changes from this initiator', ADMIN_LOG_INITIATORS),
+              resource: enumQuery('Only changes to this resource', ADMIN_LOG_RESOURCES),
+            },
+            ['createdAt'],
+          ),
+        },
+      },
     )
 }

@@ -2,8 +2,9 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
-import { forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
+import { errorResponses, forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
 import { findUserByEmail, normalizeEmail, userObject, verifyPassword } from '../users/service.ts'
+import { Account, LoginBody, Session } from './model.ts'
 import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
 import { LoginThrottle } from './throttle.ts'
 
@@ -17,7 +18,7 @@ function isHttps(deps: AppDeps, request: Request): boolean {
 
 export function authModule(deps: AppDeps) {
   const throttle = new LoginThrottle(deps.clock)
-  return new Elysia({ name: 'auth-routes' })
+  return new Elysia({ name: 'auth-routes', tags: ['auth'] })
     .use(authPlugin(deps))
     .post(
       '/auth/login',
@@ -43,13 +44,29 @@ export function authModule(deps: AppDeps) {
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
       },
-      { body: t.Object({ email: t.String({ maxLength: 320 }), password: t.String({ maxLength: 1024 }) }) },
+      {
+        body: LoginBody,
+        response: { 200: Session, ...errorResponses(401, 403, 429) },
+        detail: {
+          operationId: 'login',
+          summary: 'Sign in with a password: sets the session cookie',
+          description: 'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes (per email and per client address).',
+        },
+      },
     )
-    .post('/auth/logout', ({ request, set }) => {
-      const id = readCookie(request.headers.get('cookie'), SESSION_COOKIE)
-      if (id) deleteSession(deps.store.db, id)
-      set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
-      set.status = 204
+    .post(
+      '/auth/logout',
+      ({ request, set }) => {
+        const id = readCookie(request.headers.get('cookie'), SESSION_COOKIE)
+        if (id) deleteSession(deps.store.db, id)
+        set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
+        set.status = 204
+      },
+      { response: { 204: t.Void() }, detail: { operationId: 'logout', summary: 'End the session and clear its cookie' } },
+    )
+    .get('/v1/account', ({ caller }) => ({ user: userObject(caller.user), viaSso: caller.viaSso }), {
+      accountCall: true,
+      response: { 200: Account },
+      detail: { operationId: 'getAccount', summary: 'Who the caller is' },
     })
-    .get('/v1/account', ({ caller }) => ({ user: userObject(caller.user), viaSso: caller.viaSso }), { accountCall: true })
 }

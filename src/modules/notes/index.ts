@@ -1,26 +1,16 @@
 /** The notes API: `GET …/notes` exactly as spec §4.1, plus the writes of DESIGN §6. Admin role throughout. */
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
-import { HttpError, notFound } from '../../http/errors.ts'
-import { IdParam } from '../../http/params.ts'
+import { errorResponses, HttpError, notFound } from '../../http/errors.ts'
 import { page, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
+import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
-const Html = t.String({ minLength: 1, maxLength: 65_536 })
-const Title = t.String({ minLength: 1, maxLength: 500 })
-/**
- * The note id as a plain positive integer (at most 15 digits, so always a safe integer). Not `t.Numeric`: it
- * accepts `1.5` and `1e3`, and Elysia reports its range errors without the parameter's name.
- */
-const NoteParams = t.Object({
-  projectName: t.String(),
-  environmentName: t.String(),
-  id: IdParam,
-})
 
 /** DESIGN §5: the message names the field, like the schema validation messages do. */
 function unknownName(field: string, message: string) {
@@ -32,9 +22,9 @@ export function notesModule(deps: AppDeps) {
   const read = { projectCall: { scope: 'notes:read', role: 'admin' } } as const
   const write = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
 
-  const renderOne = (id: number) => renderNotes(db, [id])[0]
+  const renderOne = (id: number) => renderNotes(db, [id])[0]!
 
-  return new Elysia({ name: 'notes' })
+  return new Elysia({ name: 'notes', tags: ['notes'] })
     .use(authPlugin(deps))
     .get(
       BASE,
@@ -56,7 +46,15 @@ export function notesModule(deps: AppDeps) {
           limit,
         })
       },
-      read,
+      {
+        ...read,
+        response: { 200: NotePage, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'listNotes',
+          summary: 'List notes',
+          parameters: listParameters(PEOPLE_AND_PLACES, ['createdAt', 'updatedAt', 'archivedAt']),
+        },
+      },
     )
     .get(
       `${BASE}/:id`,
@@ -66,7 +64,12 @@ export function notesModule(deps: AppDeps) {
         if (!note) throw notFound(`Note ${params.id} not found`)
         return renderOne(note.id)
       },
-      { ...read, params: NoteParams },
+      {
+        ...read,
+        params: NoteParams,
+        response: { 200: Note, ...errorResponses(400, 404) },
+        detail: { operationId: 'getNote', summary: 'Read one note' },
+      },
     )
     .post(
       BASE,
@@ -89,13 +92,9 @@ export function notesModule(deps: AppDeps) {
       },
       {
         ...write,
-        body: t.Object({
-          recordId: t.String({ minLength: 1, maxLength: 1024 }),
-          collectionName: t.String({ minLength: 1, maxLength: 200 }),
-          teamName: t.String({ minLength: 1, maxLength: 200 }),
-          title: Title,
-          content: Html,
-        }),
+        body: CreateNoteBody,
+        response: { 201: Note, ...errorResponses(400, 404) },
+        detail: { operationId: 'createNote', summary: 'Create a note on a record (its first message is the content)' },
       },
     )
     .post(
@@ -110,7 +109,13 @@ export function notesModule(deps: AppDeps) {
         set.status = 201
         return renderOne(Number(params.id))
       },
-      { ...write, params: NoteParams, body: t.Object({ content: Html }) },
+      {
+        ...write,
+        params: NoteParams,
+        body: AddMessageBody,
+        response: { 201: Note, ...errorResponses(400, 404) },
+        detail: { operationId: 'addNoteMessage', summary: 'Add a message to a note' },
+      },
     )
     .patch(
       `${BASE}/:id`,
@@ -126,7 +131,9 @@ export function notesModule(deps: AppDeps) {
       {
         ...write,
         params: NoteParams,
-        body: t.Object({ title: t.Optional(Title), archived: t.Optional(t.Boolean()) }, { minProperties: 1 }),
+        body: UpdateNoteBody,
+        response: { 200: Note, ...errorResponses(400, 404) },
+        detail: { operationId: 'updateNote', summary: 'Rename, archive or unarchive a note' },
       },
     )
 }

@@ -2,17 +2,19 @@
  * Runs through the API: read and cancel by runId (the triggering user or a project admin), the manual trigger
  * used by the console, and the per-environment list (project admins; same envelope and paging as notes).
  */
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { RunQueue } from '../../db/queue.ts'
 import { RUN_STATUSES } from '../../db/schema.ts'
 import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
-import { forbidden, notFound } from '../../http/errors.ts'
+import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
 import { page, parseEnumParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { enumQuery, listParameters } from '../../http/list-schema.ts'
 import { canReachRendering, requireEnvironment } from '../projects/service.ts'
 import { hasScope, isAdminOf } from '../tokens/service.ts'
 import { requireWorkflow } from '../webhooks/service.ts'
+import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
 
 const queues = new WeakMap<AppDeps, RunQueue>()
@@ -26,8 +28,6 @@ export function runQueueFor(deps: AppDeps): RunQueue {
   }
   return queue
 }
-
-const RunId = t.Object({ runId: t.String({ format: 'uuid' }) })
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
 function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
@@ -48,11 +48,13 @@ function requireTriggerScope(caller: AccountCaller): void {
 
 export function runsModule(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'runs' })
+  return new Elysia({ name: 'runs', tags: ['runs'] })
     .use(authPlugin(deps))
-    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id])[0], {
+    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id])[0]!, {
       userCall: true,
-      params: RunId,
+      params: RunIdParams,
+      response: { 200: Run, ...errorResponses(400, 404) },
+      detail: { operationId: 'getRun', summary: 'Read a run: status, version, steps, error (the triggering user or a project admin)' },
     })
     .post(
       '/v1/workflow-runs/:runId/cancel',
@@ -63,9 +65,14 @@ export function runsModule(deps: AppDeps) {
           cancelRun(tx, deps.clock, params.runId, caller.user.id)
         })
         deps.executor?.abortRun(params.runId)
-        return renderRuns(db, [params.runId])[0]
+        return renderRuns(db, [params.runId])[0]!
       },
-      { userCall: true, params: RunId },
+      {
+        userCall: true,
+        params: RunIdParams,
+        response: { 200: Run, ...errorResponses(400, 404, 409) },
+        detail: { operationId: 'cancelRun', summary: 'Cancel an active run (409 once it has finished)' },
+      },
     )
     .post(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
@@ -92,11 +99,9 @@ export function runsModule(deps: AppDeps) {
       },
       {
         userCall: true,
-        body: t.Object({
-          workflowName: t.String({ minLength: 1, maxLength: 200 }),
-          teamName: t.String({ minLength: 1, maxLength: 200 }),
-          recordId: t.String({ minLength: 1, maxLength: 1024 }),
-        }),
+        body: StartRunBody,
+        response: { 202: RunAccepted, ...errorResponses(400, 404, 409) },
+        detail: { operationId: 'startRun', summary: 'Start a run by hand (409 run_in_progress while the record has an active run)' },
       },
     )
     .get(
@@ -118,6 +123,22 @@ export function runsModule(deps: AppDeps) {
           limit,
         })
       },
-      { userCall: true },
+      {
+        userCall: true,
+        response: { 200: RunPage, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'listRuns',
+          summary: 'List runs of an environment (project admins)',
+          parameters: listParameters(
+            {
+              workflowName: { description: 'Only runs of this workflow' },
+              teamName: { description: 'With workflowName: the team of the workflow' },
+              recordId: { description: 'Only runs on this record' },
+              status: enumQuery('Only runs in this status', RUN_STATUSES),
+            },
+            ['createdAt'],
+          ),
+        },
+      },
     )
 }

@@ -6,8 +6,7 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
-import { forbidden, HttpError, notFound } from '../../http/errors.ts'
-import { IdParam } from '../../http/params.ts'
+import { errorResponses, forbidden, HttpError, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
@@ -21,17 +20,7 @@ import {
   TokenInputError,
   tokenView,
 } from './service.ts'
-
-const CreateTokenBody = t.Object({
-  name: t.String({ minLength: 1, maxLength: 100 }),
-  projectName: t.String({ minLength: 1, maxLength: 200 }),
-  scopes: t.Optional(t.Array(t.String({ maxLength: 100 }), { maxItems: 20 })),
-  preset: t.Optional(t.String({ maxLength: 50 })),
-  expiresAt: t.Optional(t.String({ maxLength: 64 })),
-  expiresInDays: t.Optional(t.Integer()),
-})
-
-const TokenId = t.Object({ id: IdParam })
+import { CreatedToken, CreateTokenBody, ProjectTokenList, TokenIdParams, TokenList } from './model.ts'
 
 function inputError(error: TokenInputError): HttpError {
   return new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
@@ -39,7 +28,7 @@ function inputError(error: TokenInputError): HttpError {
 
 export function tokensModule(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'tokens' })
+  return new Elysia({ name: 'tokens', tags: ['tokens'] })
     .use(authPlugin(deps))
     .post(
       '/v1/account/tokens',
@@ -85,7 +74,12 @@ export function tokensModule(deps: AppDeps) {
           expiresAt: toIsoOrNull(created.token.expiresAt),
         }
       },
-      { accountCall: true, body: CreateTokenBody },
+      {
+        accountCall: true,
+        body: CreateTokenBody,
+        response: { 201: CreatedToken, ...errorResponses(400, 404) },
+        detail: { operationId: 'createToken', summary: 'Create a token for yourself on a project; the value is in this answer only' },
+      },
     )
     .get(
       '/v1/account/tokens',
@@ -94,7 +88,11 @@ export function tokensModule(deps: AppDeps) {
           .filter((row) => caller.tokenProjectId === null || row.token.projectId === caller.tokenProjectId)
           .map(tokenView),
       }),
-      { accountCall: true },
+      {
+        accountCall: true,
+        response: { 200: TokenList },
+        detail: { operationId: 'listMyTokens', summary: 'Your live tokens (a token caller sees those of its project)' },
+      },
     )
     .delete(
       '/v1/account/tokens/:id',
@@ -109,7 +107,12 @@ export function tokensModule(deps: AppDeps) {
         })
         set.status = 204
       },
-      { accountCall: true, params: TokenId },
+      {
+        accountCall: true,
+        params: TokenIdParams,
+        response: { 204: t.Void(), ...errorResponses(400, 404) },
+        detail: { operationId: 'revokeMyToken', summary: 'Revoke one of your tokens: its next call gets 401' },
+      },
     )
     .get(
       '/v1/project/:projectName/api-tokens',
@@ -117,7 +120,11 @@ export function tokensModule(deps: AppDeps) {
         const project = requireProjectAdmin(db, caller, params.projectName)
         return { data: listProjectTokens(db, project.id).map(projectTokenView) }
       },
-      { accountCall: true },
+      {
+        accountCall: true,
+        response: { 200: ProjectTokenList, ...errorResponses(404) },
+        detail: { operationId: 'listProjectTokens', summary: "Every live token of a project, with its owner (project admins)" },
+      },
     )
     .delete(
       '/v1/project/:projectName/api-tokens/:id',
@@ -130,6 +137,11 @@ export function tokensModule(deps: AppDeps) {
         })
         set.status = 204
       },
-      { accountCall: true, params: t.Object({ projectName: t.String(), id: TokenId.properties.id }) },
+      {
+        accountCall: true,
+        params: t.Object({ projectName: t.String(), id: TokenIdParams.properties.id }),
+        response: { 204: t.Void(), ...errorResponses(400, 404) },
+        detail: { operationId: 'revokeProjectToken', summary: "Revoke any token of a project (project admins)" },
+      },
     )
 }

@@ -2,23 +2,24 @@
  * `POST {webhook_url}` with DESIGN §8's eight checks in order, and the trigger settings endpoints under a
  * workflow for project admins.
  */
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { requireActiveUser, requireSsoWhenNeeded } from '../../http/auth.ts'
 import { authPlugin, requireProjectAdmin, sharedFor } from '../../http/auth-plugin.ts'
 import { parseJsonText } from '../../http/body.ts'
-import { badRequest, forbidden, notFound, tooManyRequests } from '../../http/errors.ts'
+import { badRequest, errorResponses, forbidden, notFound, tooManyRequests } from '../../http/errors.ts'
+import { BEARER } from '../../http/openapi.ts'
 import { canReachRendering } from '../projects/service.ts'
 import { findTriggerTarget, startRun } from '../runs/service.ts'
 import { runQueueFor } from '../runs/index.ts'
+import { RunAccepted } from '../runs/model.ts'
 import { hasScope } from '../tokens/service.ts'
 
+import { RECORD_ID_MAX_LENGTH, TriggerBody, WebhookSettings, WebhookSettingsChange, WorkflowPathParams } from './model.ts'
 import { WebhookRateLimiter } from './rate.ts'
 import { changeWebhook, requireWorkflow, webhookSettings } from './service.ts'
 import { verifyWebhookToken } from './url.ts'
-
-export const RECORD_ID_MAX_LENGTH = 1024
 
 /** Check 6: the body is a JSON object whose `record_id` is a non-empty string; other fields are ignored. */
 export function parseTriggerBody(raw: unknown): string {
@@ -34,12 +35,6 @@ export function parseTriggerBody(raw: unknown): string {
   return recordId
 }
 
-const WorkflowPath = t.Object({
-  projectName: t.String(),
-  environmentName: t.String(),
-  teamName: t.String(),
-  workflowName: t.String(),
-})
 const WEBHOOK = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName/webhook'
 
 export function webhooksModule(deps: AppDeps) {
@@ -49,7 +44,7 @@ export function webhooksModule(deps: AppDeps) {
   const settingsOf = (target: Parameters<typeof webhookSettings>[0]) =>
     webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
 
-  return new Elysia({ name: 'webhooks' })
+  return new Elysia({ name: 'webhooks', tags: ['webhooks'] })
     .use(authPlugin(deps))
     .post('/v1/hooks/:token', ({ params, request, body, set }) => {
       // 1. the URL: genuine, and of the current generation.
@@ -92,6 +87,18 @@ export function webhooksModule(deps: AppDeps) {
       deps.executor?.notify()
       set.status = 202
       return { runId }
+    }, {
+      response: { 202: RunAccepted, ...errorResponses(400, 401, 403, 404, 409, 429) },
+      detail: {
+        operationId: 'triggerWebhook',
+        summary: 'Start a run of a workflow through its webhook URL',
+        description:
+          'The path segment is the signed token of the URL (`{payload}.{signature}`) copied from the trigger settings: keep it secret. ' +
+          'Checks, in order: the URL (400), the token (401), the workflow enabled and published (404), the token’s user may run it (403), ' +
+          'the webhook’s rate (429 + Retry-After), the body (400, 413), one active run per record (409 run_in_progress with its runId); then 202.',
+        security: BEARER,
+        requestBody: { required: true, content: { 'application/json': { schema: TriggerBody } } },
+      },
     })
     .get(
       WEBHOOK,
@@ -99,7 +106,12 @@ export function webhooksModule(deps: AppDeps) {
         const project = requireProjectAdmin(db, caller, params.projectName)
         return settingsOf(requireWorkflow(db, project.id, params.environmentName, params.teamName, params.workflowName))
       },
-      { accountCall: true, params: WorkflowPath },
+      {
+        accountCall: true,
+        params: WorkflowPathParams,
+        response: { 200: WebhookSettings, ...errorResponses(404) },
+        detail: { operationId: 'getWebhookSettings', summary: 'The webhook trigger of a workflow: enabled, rate, URL (project admins)' },
+      },
     )
     .patch(
       WEBHOOK,
@@ -117,14 +129,10 @@ export function webhooksModule(deps: AppDeps) {
       },
       {
         accountCall: true,
-        params: WorkflowPath,
-        body: t.Object(
-          {
-            enabled: t.Optional(t.Boolean()),
-            ratePerMinute: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 100_000 }), t.Null()])),
-          },
-          { minProperties: 1 },
-        ),
+        params: WorkflowPathParams,
+        body: WebhookSettingsChange,
+        response: { 200: WebhookSettings, ...errorResponses(400, 404) },
+        detail: { operationId: 'updateWebhookSettings', summary: 'Enable or pause the webhook, or set its rate (null = instance default)' },
       },
     )
     .post(
@@ -137,6 +145,11 @@ export function webhooksModule(deps: AppDeps) {
         })
         return settingsOf(target)
       },
-      { accountCall: true, params: WorkflowPath },
+      {
+        accountCall: true,
+        params: WorkflowPathParams,
+        response: { 200: WebhookSettings, ...errorResponses(404) },
+        detail: { operationId: 'regenerateWebhookUrl', summary: 'A new URL; the old one answers 400 webhook_url_superseded from now on' },
+      },
     )
 }

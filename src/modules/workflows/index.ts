@@ -1,13 +1,14 @@
 /** Publishing a workflow definition through the API: `PUT …/team/{t}/workflows/{name}` (project admins). */
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin, requireProjectAdmin } from '../../http/auth-plugin.ts'
-import { HttpError } from '../../http/errors.ts'
+import { errorResponses, HttpError } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { webhookSettings } from '../webhooks/service.ts'
 import { findTriggerTarget } from '../runs/service.ts'
 import { type WorkflowDefinition, workflowDefinitionProblems } from './definition.ts'
+import { PublishedWorkflow, WorkflowDefinitionBody, WorkflowParams } from './model.ts'
 import { publishWorkflow } from './service.ts'
 
 function invalid(details: { field: string; message: string }[]): HttpError {
@@ -16,7 +17,7 @@ function invalid(details: { field: string; message: string }[]): HttpError {
 }
 
 export function workflowsModule(deps: AppDeps) {
-  return new Elysia({ name: 'workflows' })
+  return new Elysia({ name: 'workflows', tags: ['workflows'] })
     .use(authPlugin(deps))
     .put(
       '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName',
@@ -51,8 +52,10 @@ export function workflowsModule(deps: AppDeps) {
       },
       {
         accountCall: true,
-        params: t.Object({ projectName: t.String(), environmentName: t.String(), teamName: t.String(), workflowName: t.String({ maxLength: 200 }) }),
-        body: t.Object({}, { additionalProperties: true }),
+        params: WorkflowParams,
+        body: WorkflowDefinitionBody,
+        response: { 200: PublishedWorkflow, ...errorResponses(400, 404) },
+        detail: { operationId: 'publishWorkflow', summary: 'Create or publish a new version of a workflow (project admins)' },
       },
     )
 }

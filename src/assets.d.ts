@@ -1,0 +1,9 @@
+// Files imported `with { type: 'text' }`: Bun embeds their text in the binary.
+declare module 'swagger-ui-dist/swagger-ui-bundle.js' {
+  const text: string
+  export default text
+}
+declare module 'swagger-ui-dist/swagger-ui.css' {
+  const text: string
+  export default text
+}

@@ -1,0 +1,68 @@
+/**
+ * The list machinery's side of /openapi.json: the `{hasMore, data, parameters}` envelope as a schema and the
+ * documented query parameters (`limit`, filters, `<field>.<op>` dates). Parsing stays in list.ts.
+ */
+import { type DocumentDecoration, type TSchema, t } from 'elysia'
+import { Integer } from './schemas.ts'
+import { DATE_OPERATORS, type DateOperator, DEFAULT_LIMIT, MAX_LIMIT } from './list.ts'
+
+/** The envelope's schema: `{hasMore, data: item[], parameters}`. */
+export function pageSchema<Item extends TSchema, Parameters extends TSchema>(item: Item, parameters: Parameters, description: string) {
+  return t.Object(
+    {
+      hasMore: t.Boolean({ description: 'Whether more items follow: repeat with `createdAt.lt` set to the last item\'s `createdAt`' }),
+      data: t.Array(item),
+      parameters,
+    },
+    { description },
+  )
+}
+
+/** `parameters` of a page: the path's names and the limit used. */
+export const EnvironmentPageParameters = t.Object({ projectName: t.String(), environmentName: t.String(), limit: Integer() })
+export const ProjectPageParameters = t.Object({ projectName: t.String(), limit: Integer() })
+
+const OPERATOR_SIGNS: Record<DateOperator, string> = { eq: '=', lt: '<', lte: '≤', gt: '>', gte: '≥' }
+
+type Parameter = NonNullable<DocumentDecoration['parameters']>[number]
+type QueryDoc = { description: string; schema?: Record<string, unknown> }
+
+/**
+ * The documented query parameters of a list route (OpenAPI `parameters`): `limit`, its filters and the
+ * `<field>.<op>` date filters. Handlers parse the query themselves with list.ts.
+ */
+export function listParameters(filters: Record<string, QueryDoc>, dateFields: string[]): Parameter[] {
+  const query = (name: string, description: string, schema: Record<string, unknown> = { type: 'string' }): Parameter => ({
+    name,
+    in: 'query',
+    required: false,
+    description,
+    schema: schema as Extract<Parameter, { in: string }>['schema'],
+  })
+  return [
+    query('limit', `Items per page, 1 to ${MAX_LIMIT} (default ${DEFAULT_LIMIT})`, { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT }),
+    ...Object.entries(filters).map(([name, doc]) => query(name, doc.description, doc.schema)),
+    ...dateFields.flatMap((field) =>
+      DATE_OPERATORS.map((op) =>
+        query(`${field}.${op}`, `${field} ${OPERATOR_SIGNS[op]} this ISO 8601 date-time (any offset; compared in UTC)`, {
+          type: 'string',
+          format: 'date-time',
+        }),
+      ),
+    ),
+  ]
+}
+
+/** Filter docs shared by the notes and activity-log lists. */
+export const PEOPLE_AND_PLACES: Record<string, QueryDoc> = {
+  userEmail: { description: 'Only items of the user with this email' },
+  userId: { description: 'Only items of the user with this id', schema: { type: 'integer', minimum: 1 } },
+  teamName: { description: 'Only items of this team' },
+  collectionName: { description: 'Only items of this collection' },
+  recordId: { description: 'Only items of this record' },
+}
+
+/** A query parameter that takes one of `values`. */
+export function enumQuery(description: string, values: readonly string[]): QueryDoc {
+  return { description, schema: { type: 'string', enum: [...values] } }
+}

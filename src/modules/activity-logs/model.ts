@@ -1,0 +1,30 @@
+/** The activity log list's answer: the compatibility document's `listActivityLogs` shapes. */
+import { t } from 'elysia'
+import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
+import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
+import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
+import { UserObject } from '../users/model.ts'
+import { ACTIVITY_ACTIONS } from './service.ts'
+
+export const ActivityLog = t.Object(
+  {
+    object: t.Literal('activityLog'),
+    id: t.String(),
+    type: t.UnionEnum(['read', 'write']),
+    action: documentedEnum(ACTIVITY_ACTIONS),
+    label: t.Optional(t.String()),
+    recordIds: t.Array(t.String()),
+    createdAt: IsoDateTime,
+    user: UserObject,
+    environment: EnvironmentRef,
+    team: TeamRef,
+    collection: t.Optional(CollectionRef),
+    workflow: t.Optional(
+      t.Object({ object: t.Literal('workflow'), name: t.String(), runId: t.String(), stepName: t.Optional(t.String()) }),
+    ),
+  },
+  // Extension fields may be added by the service without a schema change (the compatibility document's own keep theirs).
+  { $id: 'ActivityLog', additionalProperties: true },
+)
+
+export const ActivityLogPage = pageSchema(ActivityLog, EnvironmentPageParameters, 'A page of activity log entries, newest first')

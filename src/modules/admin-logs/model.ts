@@ -1,0 +1,23 @@
+/** The admin log list's answer: the compatibility document's `listAdminLogs` shapes. */
+import { t } from 'elysia'
+import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
+import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
+import { UserObject } from '../users/model.ts'
+import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES } from './service.ts'
+
+export const AdminLog = t.Object(
+  {
+    object: t.Literal('adminLog'),
+    id: t.String(),
+    type: documentedEnum(ADMIN_LOG_TYPES),
+    resource: documentedEnum(ADMIN_LOG_RESOURCES),
+    initiator: documentedEnum(ADMIN_LOG_INITIATORS),
+    createdAt: IsoDateTime,
+    user: t.Optional(UserObject),
+    previousValue: t.Optional(t.Unknown({ description: 'The resource before the change (shape per resource)' })),
+    newValue: t.Optional(t.Unknown({ description: 'The resource after the change (shape per resource)' })),
+  },
+  { $id: 'AdminLog', additionalProperties: true },
+)
+
+export const AdminLogPage = pageSchema(AdminLog, ProjectPageParameters, 'A page of admin log entries, newest first')

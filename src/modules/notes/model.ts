@@ -1,0 +1,62 @@
+/** The notes API's request and answer schemas; the answers are the compatibility document's `listNotes` shapes. */
+import { t } from 'elysia'
+import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
+import { IdParam } from '../../http/params.ts'
+import { Integer, IsoDateTime } from '../../http/schemas.ts'
+import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
+import { UserObject } from '../users/model.ts'
+
+const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, sanitised on write' })
+const Title = t.String({ minLength: 1, maxLength: 500 })
+
+/**
+ * The note id as a plain positive integer (at most 15 digits, so always a safe integer). Not `t.Numeric`: it
+ * accepts `1.5` and `1e3`, and Elysia reports its range errors without the parameter's name.
+ */
+export const NoteParams = t.Object({
+  projectName: t.String(),
+  environmentName: t.String(),
+  id: IdParam,
+})
+
+export const CreateNoteBody = t.Object({
+  recordId: t.String({ minLength: 1, maxLength: 1024 }),
+  collectionName: t.String({ minLength: 1, maxLength: 200 }),
+  teamName: t.String({ minLength: 1, maxLength: 200 }),
+  title: Title,
+  content: Html,
+})
+
+export const AddMessageBody = t.Object({ content: Html })
+
+export const UpdateNoteBody = t.Object({ title: t.Optional(Title), archived: t.Optional(t.Boolean()) }, { minProperties: 1 })
+
+export const NoteMessage = t.Object(
+  {
+    object: t.Literal('note-message'),
+    content: t.String({ description: 'The message HTML' }),
+    createdAt: IsoDateTime,
+    user: UserObject,
+  },
+  { $id: 'NoteMessage' },
+)
+
+export const Note = t.Object(
+  {
+    object: t.Literal('note'),
+    id: Integer(),
+    title: t.String(),
+    recordId: t.String(),
+    createdAt: IsoDateTime,
+    updatedAt: t.String({ format: 'date-time', description: 'Last change of the note, or its last message' }),
+    archivedAt: t.Optional(IsoDateTime),
+    user: UserObject,
+    environment: EnvironmentRef,
+    team: TeamRef,
+    collection: t.Optional(CollectionRef),
+    messages: t.Array(NoteMessage),
+  },
+  { $id: 'Note' },
+)
+
+export const NotePage = pageSchema(Note, EnvironmentPageParameters, 'A page of notes, newest first')

@@ -1,0 +1,51 @@
+/** Workflow runs as the API renders them, and the manual trigger's body. */
+import { t } from 'elysia'
+import { RUN_STATUSES } from '../../db/schema.ts'
+import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
+import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
+import { EnvironmentRef, TeamRef } from '../projects/model.ts'
+import { UserObject } from '../users/model.ts'
+
+export const RunIdParams = t.Object({ runId: t.String({ format: 'uuid' }) })
+
+export const StartRunBody = t.Object({
+  workflowName: t.String({ minLength: 1, maxLength: 200 }),
+  teamName: t.String({ minLength: 1, maxLength: 200 }),
+  recordId: t.String({ minLength: 1, maxLength: 1024 }),
+})
+
+/** 202: the run is queued; read it at `GET /v1/workflow-runs/{runId}`. */
+export const RunAccepted = t.Object({ runId: t.String({ format: 'uuid' }) }, { $id: 'RunAccepted' })
+
+const RunStep = t.Object({
+  index: Integer({ minimum: 0 }),
+  name: t.String(),
+  type: t.String({ description: 'load, condition, update, note, http or wait' }),
+  status: t.String({ enum: ['succeeded', 'failed'] }),
+  startedAt: IsoDateTime,
+  finishedAt: IsoDateTime,
+  output: t.Optional(t.Unknown({ description: 'What the step produced (per step type)' })),
+  error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
+})
+
+export const Run = t.Object(
+  {
+    object: t.Literal('workflow-run'),
+    id: t.String({ format: 'uuid' }),
+    status: t.UnionEnum(RUN_STATUSES),
+    trigger: t.UnionEnum(['manual', 'webhook']),
+    workflow: t.Object({ id: Integer(), name: t.String(), version: Integer({ description: 'The version this run executes' }) }),
+    recordId: t.String(),
+    environment: EnvironmentRef,
+    team: TeamRef,
+    user: UserObject,
+    createdAt: IsoDateTime,
+    startedAt: IsoDateTimeOrNull,
+    finishedAt: IsoDateTimeOrNull,
+    error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
+    steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
+  },
+  { $id: 'Run' },
+)
+
+export const RunPage = pageSchema(Run, EnvironmentPageParameters, 'A page of runs, newest first')
