@@ -140,8 +140,23 @@ async function send<T>(app: App, req: Request, kind: Endpoint): Promise<Sent<T>>
       validated.adminEntries += page.data.length
     }
     for (const entry of page.data) expect(entry.createdAt).toMatch(ISO_UTC_MS)
+    if (kind === 'activity') for (const entry of page.data as ActivityLog[]) splitTokenFromLabel(entry)
   }
   return { status: response.status, headers: response.headers, text, body: body as T }
+}
+
+/**
+ * Entries made through an application token name it at the end of their label (`· token "name" (trl_AbCd1234…)`).
+ * The tests below compare labels without it; the token part is checked (against the tokens table) and kept in
+ * `tokenOf` for the tests about it.
+ */
+const TOKEN_SUFFIX = / · token "([^"]*)" \((trl_[A-Za-z0-9_-]{8})…\)$/
+const tokenOf = new WeakMap<object, { name: string; prefix: string }>()
+function splitTokenFromLabel(entry: ActivityLog): void {
+  const match = entry.label === undefined ? null : TOKEN_SUFFIX.exec(entry.label)
+  if (!match) return
+  entry.label = entry.label!.slice(0, match.index)
+  tokenOf.set(entry, { name: match[1]!, prefix: match[2]! })
 }
 
 function expectError(sent: Sent<unknown>, status: number, code: string, parameter?: string): ErrorObject {
@@ -372,6 +387,17 @@ describe('activity log: every notes API write is exactly one entry', () => {
     // One clock reading, two entries: 1 ms apart, so createdAt paging never splits them ambiguously.
     expect(Date.parse(entries[1]!.createdAt) - Date.parse(entries[0]!.createdAt)).toBe(1)
     expect(entries[1]!.label).toBe('archived note "Audit 3"')
+  })
+
+  test('through which token: the label names the token (name and display prefix, never more of the value)', async () => {
+    const [entry] = await expectEntries(async () => {
+      expect((await write('POST', `${notesPath()}/${noteId}/messages`, { content: '<p>which token?</p>' })).status).toBe(201)
+    }, ['createMessage'])
+    const stored = fx.env.store.sqlite.prepare('SELECT name, prefix FROM api_tokens WHERE prefix = ?').get(fx.alice.slice(0, 12)) as { name: string; prefix: string }
+    expect(tokenOf.get(entry!)).toEqual(stored)
+    const raw = (await (await fx.app.handle(request(activityPath({ limit: '1' }), { headers: auth(fx.alice) }))).json()) as Page<ActivityLog>
+    expect(raw.data[0]!.label).toBe(`${entry!.label} · token "${stored.name}" (${stored.prefix}…)`)
+    expect(JSON.stringify(raw)).not.toContain(fx.alice.slice(12))
   })
 
   test('the acting user is the token’s user: carol writing in Billing (staging) is carol, in staging’s log only', async () => {

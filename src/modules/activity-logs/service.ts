@@ -2,7 +2,7 @@
 import { asc, desc, eq, inArray } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
-import { activityLogRecords, activityLogs, collections, environments, teams, users } from '../../db/schema.ts'
+import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
 import { allOf, createdAtAsIdRange, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
@@ -159,12 +159,14 @@ export function renderActivityLogs(db: Db, ids: number[]) {
       environment: environments.name,
       team: teams.name,
       collection: collections.name,
+      token: { name: apiTokens.name, prefix: apiTokens.prefix },
     })
     .from(activityLogs)
     .innerJoin(users, eq(users.id, activityLogs.userId))
     .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
     .leftJoin(teams, eq(teams.id, activityLogs.teamId))
     .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
+    .leftJoin(apiTokens, eq(apiTokens.id, activityLogs.tokenId))
     .where(inArray(activityLogs.id, ids))
     .all()
   const recordRows = db
@@ -186,7 +188,7 @@ export function renderActivityLogs(db: Db, ids: number[]) {
         id: String(log.id),
         type: log.type,
         action: log.action as ActivityAction,
-        ...(log.label !== null ? { label: log.label } : {}),
+        ...labelOf(log.label, r.token),
         recordIds: recordIds.get(id) ?? [],
         createdAt: toIso(log.createdAt),
         user: userObject(r.user),
@@ -207,4 +209,15 @@ export function renderActivityLogs(db: Db, ids: number[]) {
       },
     ]
   })
+}
+
+/**
+ * The entry's label, naming the application token the change came through (the compatibility document has no
+ * field for it, and extensions add no fields): `triggered via webhook · token "ci" (trl_AbCd1234…)`.
+ * Only the display prefix is ever shown.
+ */
+function labelOf(label: string | null, token: { name: string | null; prefix: string | null } | null): { label?: string } {
+  const via = token?.prefix ? `token "${token.name}" (${token.prefix}…)` : null
+  if (label === null) return via ? { label: via } : {}
+  return { label: via ? `${label} · ${via}` : label }
 }

@@ -62,7 +62,7 @@ export function runsModule(deps: AppDeps) {
         requireTriggerScope(caller)
         writeTransaction(deps.store, (tx) => {
           visibleRun(deps, caller, params.runId)
-          cancelRun(tx, deps.clock, params.runId, caller.user.id)
+          cancelRun(tx, deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
         })
         deps.executor?.abortRun(params.runId)
         return renderRuns(db, [params.runId])[0]!

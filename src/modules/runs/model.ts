@@ -39,6 +39,10 @@ export const Run = t.Object(
     environment: EnvironmentRef,
     team: TeamRef,
     user: UserObject,
+    token: t.Union(
+      [t.Object({ object: t.Literal('api-token'), id: Integer(), name: t.String(), prefix: t.String() }), t.Null()],
+      { description: 'The application token the run was started with (null: a console session, or the token was deleted)' },
+    ),
     createdAt: IsoDateTime,
     startedAt: IsoDateTimeOrNull,
     finishedAt: IsoDateTimeOrNull,

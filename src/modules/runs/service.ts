@@ -4,7 +4,7 @@ import { randomUUIDv7 } from 'bun'
 import { type Store, writeTransaction } from '../../db/open.ts'
 import type { Db } from '../../db/open.ts'
 import type { RunQueue } from '../../db/queue.ts'
-import { ACTIVE_RUN_STATUSES, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
+import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
 import { allOf, dateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -117,6 +117,7 @@ export function renderRuns(db: Db, ids: string[]) {
       environment: environments.name,
       team: teams.name,
       user: { id: users.id, username: users.username, email: users.email },
+      token: { id: apiTokens.id, name: apiTokens.name, prefix: apiTokens.prefix },
     })
     .from(runs)
     .innerJoin(workflows, eq(workflows.id, runs.workflowId))
@@ -125,6 +126,7 @@ export function renderRuns(db: Db, ids: string[]) {
     .innerJoin(environments, eq(environments.id, renderings.environmentId))
     .innerJoin(teams, eq(teams.id, renderings.teamId))
     .innerJoin(users, eq(users.id, runs.userId))
+    .leftJoin(apiTokens, eq(apiTokens.id, runs.tokenId))
     .where(inArray(runs.id, ids))
     .all()
   const steps = db.select().from(runSteps).where(inArray(runSteps.runId, ids)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex)).all()
@@ -143,6 +145,7 @@ export function renderRuns(db: Db, ids: string[]) {
         environment: { object: 'environment' as const, name: r.environment },
         team: { object: 'team' as const, name: r.team },
         user: userObject(r.user),
+        token: r.token?.id == null ? null : { object: 'api-token' as const, id: r.token.id, name: r.token.name!, prefix: r.token.prefix! },
         createdAt: toIso(r.run.createdAt),
         startedAt: toIsoOrNull(r.run.startedAt),
         finishedAt: toIsoOrNull(r.run.finishedAt),
@@ -165,7 +168,7 @@ export function renderRuns(db: Db, ids: string[]) {
 }
 
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
-export function cancelRun(db: Db, clock: Clock, runId: string, actorId: number): void {
+export function cancelRun(db: Db, clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): void {
   const found = findRun(db, runId)
   if (!found) throw new Error(`run ${runId} vanished`)
   const [cancelled] = db
@@ -180,7 +183,8 @@ export function cancelRun(db: Db, clock: Clock, runId: string, actorId: number):
     type: 'write',
     action: 'abortWorkflow',
     label: 'workflow run cancelled',
-    userId: actorId,
+    userId: actor.userId,
+    tokenId: actor.tokenId,
     teamId: found.teamId,
     collectionId: found.collectionId,
     recordIds: [found.run.recordId],
