@@ -1,0 +1,222 @@
+/**
+ * The executor phase: a burst of queued three-step runs (load, update, note) inserted straight into the queue,
+ * drained by the server's in-process executor. Measures runs/s, queue latency (created → started), the notes list
+ * while the executor is saturated, and queue latency at a steady trickle of webhook triggers.
+ */
+import { Database } from 'bun:sqlite'
+import { randomUUIDv7 } from 'bun'
+import { type LoadResult, type Server, percentile, runLoad, type WalWatch } from './procs.ts'
+import type { SeedResult } from './seed.ts'
+
+export interface ExecutorOptions {
+  seed: SeedResult
+  runs: number
+  /** Seconds of notes load while the executor is busy. */
+  busySeconds: number
+  steadyRate: number
+  steadySeconds: number
+  timeoutMs: number
+  connections: number
+  notesPath: string
+  startTrellis: () => Promise<Server>
+  wal: WalWatch
+  log: (line: string) => void
+}
+
+export interface ExecutorResult {
+  runs: number
+  succeeded: number
+  failed: number
+  drained: boolean
+  /** Runs per second from the first start to the last finish. */
+  runsPerSecond: number
+  /** Runs per second outside / inside the notes load window. */
+  runsPerSecondQuiet: number | null
+  runsPerSecondUnderHttpLoad: number | null
+  drainSeconds: number
+  burstQueueLatencyMs: { p50: number; p99: number; max: number }
+  steadyQueueLatencyMs: { rate: number; runs: number; p50: number; p99: number; max: number } | null
+  notesWhileBusy: LoadResult
+  /** Sequential single requests during the notes load (each bounded to 15 s). */
+  probe: { requests: number; p50: number; max: number; timedOut: number }
+  /** Whether runs were still queued when the notes load ended (the measurement saw a saturated executor). */
+  busyThroughout: boolean
+  walMaxBytes: number
+}
+
+interface RunTimes {
+  id: string
+  status: string
+  created_at: number
+  started_at: number | null
+  finished_at: number | null
+}
+
+export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResult> {
+  const db = new Database(o.seed.dbPath, { strict: true })
+  db.run('PRAGMA busy_timeout = 5000')
+  // The HTTP scenarios left queued runs on made-up record ids: they are not part of this phase.
+  db.run("UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ('queued', 'running', 'waiting')", [Date.now()])
+  const token = db.prepare("SELECT id, user_id FROM api_tokens WHERE name = 'bench admin'").all()[0] as { id: number; user_id: number }
+  const workflows = o.seed.workflowIds.map((id) => db.prepare('SELECT w.id, w.active_version_id AS version, r.environment_id AS env FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id = ?').all(id)[0] as { id: number; version: number; env: number })
+  const recordsOf = (w: number) => o.seed.productionRecords[o.seed.workflowCollections[w]!]!
+  const perWorkflow = Math.ceil(o.runs / workflows.length)
+  if (perWorkflow + 1000 > recordsOf(0).length) throw new Error(`too many runs for ${recordsOf(0).length} records per collection`)
+
+  o.wal.reset()
+  const server = await o.startTrellis()
+  const insert = db.prepare(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+    status, next_step, available_at, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'webhook', 'queued', 0, ?, 0, ?)`)
+  const ids = new Set<string>()
+  const t0 = Date.now()
+  db.transaction(() => {
+    for (let i = 0; i < o.runs; i++) {
+      const w = i % workflows.length
+      const wf = workflows[w]!
+      const id = randomUUIDv7()
+      ids.add(id)
+      const now = Date.now()
+      insert.run(id, wf.id, wf.version, wf.env, recordsOf(w)[Math.floor(i / workflows.length)]!, token.user_id, token.id, now, now)
+    }
+  }).immediate()
+  o.log(`  queued ${o.runs.toLocaleString('en-US')} runs in ${Date.now() - t0} ms`)
+  // No wake-up call: the executor's idle poll (every second) picks the burst up, as it would from another process.
+  const tEnd = Date.now()
+  const counts = db.prepare(
+    "SELECT sum(status = 'succeeded') AS ok, sum(status = 'failed') AS failed FROM runs WHERE environment_id = ? AND created_at >= ? AND created_at <= ?",
+  )
+  const samples: { t: number; done: number }[] = []
+  const doneNow = () => {
+    const row = counts.all(workflows[0]!.env, t0, tEnd)[0] as { ok: number | null; failed: number | null }
+    return { ok: row.ok ?? 0, failed: row.failed ?? 0 }
+  }
+  let load: Promise<LoadResult> | null = null
+  let probe: Promise<ExecutorResult['probe']> | null = null
+  let probeUntil = Number.POSITIVE_INFINITY
+  let loadWindow: { from: number; to: number } | null = null
+  let busyThroughout = false
+  const deadline = performance.now() + o.timeoutMs
+  for (;;) {
+    const { ok, failed } = doneNow()
+    const t = performance.now()
+    samples.push({ t, done: ok + failed })
+    if (!load && ok + failed >= Math.min(o.runs * 0.05, 500)) {
+      const from = performance.now()
+      load = runLoad({
+        url: server.url,
+        connections: o.connections,
+        duration: o.busySeconds,
+        warmup: 0,
+        maxRequests: 2_000_000,
+        headers: { authorization: `Bearer ${o.seed.adminToken}` },
+        expect: 200,
+        requests: { kind: 'get', paths: [o.notesPath] },
+      }).then((result) => {
+        loadWindow = { from, to: performance.now() }
+        probeUntil = 0
+        const now = doneNow()
+        busyThroughout = now.ok + now.failed < o.runs
+        return result
+      })
+      // One request at a time beside the load: how long a single caller waits while the executor works.
+      probe = probeLatency(`${server.url}${o.notesPath}`, o.seed.adminToken, () => probeUntil)
+    }
+    if (ok + failed >= o.runs) break
+    if (t > deadline) {
+      o.log(`  executor did not drain within ${o.timeoutMs / 1000} s`)
+      break
+    }
+    await Bun.sleep(200)
+  }
+  const notesWhileBusy = await load!
+  const probeResult = await probe!
+  const finalCounts = doneNow()
+
+  // Runs per second from the database's own timestamps.
+  const rows = (db.prepare('SELECT id, status, created_at, started_at, finished_at FROM runs WHERE environment_id = ? AND created_at >= ? AND created_at <= ?').all(workflows[0]!.env, t0, tEnd) as RunTimes[]).filter((r) => ids.has(r.id))
+  const started = rows.filter((r) => r.started_at !== null)
+  const firstStart = Math.min(...started.map((r) => r.started_at!))
+  const finished = rows.filter((r) => r.finished_at !== null)
+  const lastFinish = Math.max(...finished.map((r) => r.finished_at!))
+  const drainSeconds = (lastFinish - firstStart) / 1000
+  const latencies = Float64Array.from(started.map((r) => r.started_at! - r.created_at)).sort()
+  const windowRate = (from: number, to: number) => {
+    const inside = samples.filter((s) => s.t >= from && s.t <= to)
+    if (inside.length < 2) return null
+    const a = inside[0]!
+    const b = inside[inside.length - 1]!
+    return b.t > a.t ? ((b.done - a.done) / (b.t - a.t)) * 1000 : null
+  }
+  const w = loadWindow as { from: number; to: number } | null
+  const quietFrom = w ? w.to : samples[0]!.t
+  const runsPerSecondUnderHttpLoad = w ? windowRate(w.from, w.to) : null
+  const runsPerSecondQuiet = windowRate(quietFrom, Number.POSITIVE_INFINITY)
+
+  // Queue latency at a steady trickle of webhook triggers (records not used above).
+  let steady: ExecutorResult['steadyQueueLatencyMs'] = null
+  if (o.steadySeconds > 0 && finalCounts.ok + finalCounts.failed >= o.runs) {
+    const count = Math.ceil(o.steadyRate * o.steadySeconds)
+    const paths: string[] = []
+    const recordIds: string[] = []
+    for (let i = 0; i < count; i++) {
+      const w = i % workflows.length
+      paths.push(o.seed.webhookPaths[w]!)
+      recordIds.push(recordsOf(w)[perWorkflow + Math.floor(i / workflows.length)]!)
+    }
+    const t1 = Date.now()
+    await runLoad({
+      url: server.url,
+      connections: 8,
+      duration: o.steadySeconds,
+      warmup: 0,
+      maxRequests: count,
+      rate: o.steadyRate,
+      headers: { authorization: `Bearer ${o.seed.adminToken}` },
+      expect: 202,
+      requests: { kind: 'fixed', paths, recordIds },
+    })
+    const steadyDeadline = performance.now() + 15_000
+    const pending = db.prepare("SELECT count(*) AS n FROM runs WHERE environment_id = ? AND created_at >= ? AND status IN ('queued', 'running')")
+    while ((pending.all(workflows[0]!.env, t1)[0] as { n: number }).n > 0 && performance.now() < steadyDeadline) await Bun.sleep(100)
+    const steadyRows = db.prepare('SELECT created_at, started_at FROM runs WHERE environment_id = ? AND created_at >= ? AND started_at IS NOT NULL').all(workflows[0]!.env, t1) as { created_at: number; started_at: number }[]
+    const sorted = Float64Array.from(steadyRows.map((r) => r.started_at - r.created_at)).sort()
+    steady = { rate: o.steadyRate, runs: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? 0 }
+  }
+  // A server whose executor still has a backlog does not get to its SIGTERM handler (see the probe): kill it.
+  await server.stop(finalCounts.ok + finalCounts.failed >= o.runs ? 'SIGTERM' : 'SIGKILL')
+  db.close()
+  return {
+    runs: o.runs,
+    succeeded: finalCounts.ok,
+    failed: finalCounts.failed,
+    drained: finalCounts.ok + finalCounts.failed >= o.runs,
+    runsPerSecond: drainSeconds > 0 ? finished.length / drainSeconds : 0,
+    runsPerSecondQuiet,
+    runsPerSecondUnderHttpLoad,
+    drainSeconds,
+    burstQueueLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies[latencies.length - 1] ?? 0 },
+    steadyQueueLatencyMs: steady,
+    notesWhileBusy,
+    probe: probeResult,
+    busyThroughout,
+    walMaxBytes: o.wal.max,
+  }
+}
+
+async function probeLatency(url: string, token: string, until: () => number): Promise<ExecutorResult['probe']> {
+  const times: number[] = []
+  let timedOut = 0
+  while (performance.now() < until()) {
+    const started = performance.now()
+    try {
+      const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15_000) })
+      await response.arrayBuffer()
+      times.push(performance.now() - started)
+    } catch {
+      timedOut++
+    }
+    await Bun.sleep(50)
+  }
+  const sorted = Float64Array.from(times).sort()
+  return { requests: sorted.length, p50: percentile(sorted, 50), max: sorted[sorted.length - 1] ?? 0, timedOut }
+}

@@ -1,0 +1,283 @@
+/**
+ * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run (issue 8).
+ * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
+ * in turn (baseline (a) once), then the executor, and prints the tables (stdout), the README "Performance" section,
+ * and writes bench/results/<date>.json. Progress goes to stderr. Asserts no thresholds.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
+import { join } from 'node:path'
+import { measureExecutor } from './executor.ts'
+import { type LoadResult, memoryOf, pinning, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
+import { type BenchResults, markdownTables, readmeSection, type ScenarioResult } from './report.ts'
+import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
+import { seedDatabase } from './seed.ts'
+
+const quick = process.argv.includes('--quick')
+const keep = process.argv.includes('--keep')
+const settings = quick
+  ? { notes: 100_000, duration: 3, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3 }
+  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5 }
+const CONNECTIONS = 64
+const MAX_REQUESTS = 3_000_000
+const RAISED_LIMIT = '1000000000'
+
+const benchStarted = performance.now()
+const log = (line: string) => process.stderr.write(`${line}\n`)
+const elapsed = () => `${((performance.now() - benchStarted) / 1000).toFixed(0)} s`
+const work = mkdtempSync(join(tmpdir(), 'trellis-bench-'))
+const dataDir = join(work, 'data')
+const servers: Server[] = []
+
+async function main() {
+  log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}`)
+
+  // ── Seed ────────────────────────────────────────────────────────────────────
+  log(`[${elapsed()}] seeding ${settings.notes.toLocaleString('en-US')} notes`)
+  const seed = seedDatabase(dataDir, { notes: settings.notes, records: 10_000, users: 1_000, workflows: 100 }, log)
+  const databaseBytes = statSync(seed.dbPath).size
+  log(`[${elapsed()}] seeded in ${(seed.timings.totalMs / 1000).toFixed(1)} s: ${Math.round(seed.notesPerSecond)} notes/s, ${(databaseBytes / 1e6).toFixed(0)} MB`)
+  const wal = new WalWatch(`${seed.dbPath}-wal`)
+
+  // ── The binary ──────────────────────────────────────────────────────────────
+  const binary = await ensureBinary()
+  const trellisCommand = (port: number) =>
+    binary
+      ? [binary, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
+      : [process.execPath, 'src/main.ts', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
+  const serverName = binary ? 'the compiled binary `dist/trellis serve`' : '`bun src/main.ts serve` (no binary)'
+  const trellisEnv = (executor: boolean): Record<string, string> => ({
+    TRELLIS_API_RATE_PER_MIN: RAISED_LIMIT,
+    TRELLIS_API_RATE_PER_HOUR: RAISED_LIMIT,
+    TRELLIS_API_RATE_PER_DAY: RAISED_LIMIT,
+    TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED_LIMIT,
+    ...(executor ? {} : { TRELLIS_EXECUTOR_CONCURRENCY: '0' }),
+  })
+  const startTrellis = async (executor: boolean) => {
+    const server = await startServer({ name: 'trellis', command: trellisCommand, env: trellisEnv(executor), stderrFile: join(work, `trellis-${servers.length}.err`) })
+    servers.push(server)
+    return server
+  }
+
+  // ── Cold start on the seeded database ───────────────────────────────────────
+  const coldStartMs: number[] = []
+  for (let i = 0; i < settings.coldStarts; i++) {
+    const server = await startServer({ name: 'trellis', command: trellisCommand, stderrFile: join(work, `cold-${i}.err`), pin: true })
+    coldStartMs.push(server.startMs)
+    await server.stop()
+  }
+  const coldStartMedianMs = [...coldStartMs].sort((a, b) => a - b)[Math.floor(coldStartMs.length / 2)]!
+  log(`[${elapsed()}] cold start: ${coldStartMs.map((ms) => ms.toFixed(0)).join(', ')} ms`)
+
+  // ── HTTP scenarios: (a) once, then (b) and Trellis in turn ─────────────────
+  const bare = await startServer({ name: 'bare', command: (port) => [process.execPath, 'bench/baselines/bare.ts', String(port)], stderrFile: join(work, 'bare.err') })
+  servers.push(bare)
+  const minimal = await startServer({
+    name: 'minimal',
+    command: (port) => [process.execPath, 'bench/baselines/minimal.ts', String(port), seed.dbPath],
+    stderrFile: join(work, 'minimal.err'),
+  })
+  servers.push(minimal)
+  const trellis = await startTrellis(false)
+  await Bun.sleep(1000)
+  const idleRssBytes = memoryOf(trellis.pid).rss
+  const auth = { authorization: `Bearer ${seed.adminToken}` }
+  const all = scenarios(seed)
+
+  // One active run per webhook, through Trellis: the 409 scenario posts these records again.
+  const busy = busyRecordIds(seed)
+  for (let i = 0; i < seed.webhookPaths.length; i++) {
+    const response = await post(trellis.url, seed.webhookPaths[i]!, busy[i]!, auth)
+    if (response.status !== 202) throw new Error(`setting up the 409 scenario: ${response.status} ${await response.text()}`)
+  }
+  for (const scenario of all) {
+    await checkOnce(scenario, minimal, 'minimal', auth)
+    await checkOnce(scenario, trellis, 'trellis', auth)
+  }
+
+  const load = (server: Server, scenario: Scenario, target: string): Promise<LoadResult> =>
+    runLoad({
+      url: server.url,
+      connections: CONNECTIONS,
+      duration: settings.duration,
+      warmup: settings.warmup,
+      maxRequests: MAX_REQUESTS,
+      headers: auth,
+      expect: scenario.expect,
+      requests: scenario.requests(target),
+    })
+  log(`[${elapsed()}] (a) bare Bun.serve`)
+  const bareResult = await load(bare, all[0]!, 'bare')
+  log(`  ${summary(bareResult)}`)
+  await bare.stop()
+
+  const results: ScenarioResult[] = []
+  let peakRssWebhookBytes = 0
+  for (const scenario of all) {
+    wal.reset()
+    log(`[${elapsed()}] ${scenario.id}`)
+    const minimalResult = await load(minimal, scenario, 'minimal')
+    log(`  (b)      ${summary(minimalResult)}`)
+    const trellisResult = await load(trellis, scenario, 'trellis')
+    log(`  Trellis  ${summary(trellisResult)}  ratio ${(trellisResult.rps / minimalResult.rps).toFixed(2)}`)
+    if (scenario.id === 'webhook-202') peakRssWebhookBytes = memoryOf(trellis.pid).peak
+    results.push({ id: scenario.id, title: scenario.title, expect: scenario.expect, trellis: trellisResult, minimal: minimalResult, walMaxBytes: wal.max })
+  }
+  await Bun.sleep(1000)
+  const afterLoad = memoryOf(trellis.pid)
+  await minimal.stop()
+  await trellis.stop()
+
+  // ── Executor ────────────────────────────────────────────────────────────────
+  log(`[${elapsed()}] executor: ${settings.executorRuns.toLocaleString('en-US')} three-step runs`)
+  const executor = await measureExecutor({
+    seed,
+    runs: settings.executorRuns,
+    busySeconds: settings.busySeconds,
+    steadyRate: 100,
+    steadySeconds: settings.steadySeconds,
+    timeoutMs: 60_000,
+    connections: CONNECTIONS,
+    notesPath: `/v1/project/${seed.project}/environment/production/notes?limit=10`,
+    startTrellis: () => startTrellis(true),
+    wal,
+    log,
+  })
+  log(
+    `  ${Math.round(executor.runsPerSecond)} runs/s, queue latency p50 ${Math.round(executor.burstQueueLatencyMs.p50)} ms, ` +
+      `notes while busy: ${summary(executor.notesWhileBusy)}`,
+  )
+  wal.stop()
+
+  const nodeVersion = (await new Response(Bun.spawn(['node', '--version']).stdout).text()).trim().replace(/^v/, '')
+  const autocannonVersion = (JSON.parse(readFileSync(join(repoRoot, 'node_modules/autocannon/package.json'), 'utf8')) as { version: string }).version
+  const report: BenchResults = {
+    date: new Date().toISOString(),
+    mode: quick ? 'quick' : 'full',
+    command: quick ? 'npm run bench -- --quick' : 'npm run bench',
+    machine: {
+      nproc: availableParallelism(),
+      cpu: /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? 'unknown',
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      kernel: release(),
+      bun: Bun.version,
+      node: nodeVersion,
+      pinning,
+    },
+    generator: `autocannon ${autocannonVersion}`,
+    commit: await gitDescribe(),
+    server: serverName,
+    settings: { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup },
+    seed: {
+      notes: seed.notes,
+      messages: seed.messages,
+      activityEntries: seed.activityEntries,
+      records: 10_000,
+      users: 1_000,
+      workflows: seed.workflowIds.length,
+      seconds: seed.timings.totalMs / 1000,
+      notesPerSecond: seed.notesPerSecond,
+      rowsPerSecond: seed.rowsPerSecond,
+      databaseBytes,
+      bytesPerNote: databaseBytes / seed.notes,
+    },
+    bare: bareResult,
+    scenarios: results,
+    executor,
+    footprint: {
+      coldStartMs,
+      coldStartMedianMs,
+      coldStartOf: binary ? 'binary' : 'source',
+      idleRssBytes,
+      peakRssWebhookBytes,
+      rssAfterLoadBytes: afterLoad.rss,
+      peakRssBytes: afterLoad.peak,
+      binaryBytes: binary ? statSync(binary).size : null,
+    },
+    walMaxBytes: wal.overall,
+    totalSeconds: (performance.now() - benchStarted) / 1000,
+  }
+  const resultsDir = join(import.meta.dir, 'results')
+  mkdirSync(resultsDir, { recursive: true })
+  const file = join(resultsDir, `${report.date.slice(0, 10)}${quick ? '-quick' : ''}.json`)
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`)
+  log(`[${elapsed()}] done; results in ${file}`)
+
+  process.stdout.write(`${markdownTables(report)}\n\n---- README section ----\n\n${readmeSection(report)}\n`)
+}
+
+function post(base: string, path: string, recordId: string, headers: Record<string, string>) {
+  return fetch(`${base}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ record_id: recordId }) })
+}
+
+/** One request of the scenario before loading it: the expected status, or the bench stops with the body. */
+async function checkOnce(scenario: Scenario, server: Server, target: string, headers: Record<string, string>) {
+  const requests = scenario.requests(`check-${target}`)
+  const path = requests.paths[0]!
+  const response =
+    requests.kind === 'get'
+      ? await fetch(`${server.url}${path}`, { headers })
+      : await post(server.url, path, requests.kind === 'unique' ? `${requests.prefix}-check` : requests.recordIds[0]!, headers)
+  const body = await response.text()
+  if (response.status !== scenario.expect) throw new Error(`${scenario.id} on ${target}: ${response.status} instead of ${scenario.expect}: ${body.slice(0, 500)}`)
+}
+
+function summary(r: LoadResult): string {
+  return `${Math.round(r.rps)} rps, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, unexpected ${r.unexpected}, ${Math.round(r.bytesPerResponse)} B/response`
+}
+
+/** `dist/trellis`, built with `npm run build` when missing or older than a source file; null when the build fails. */
+async function ensureBinary(): Promise<string | null> {
+  const binary = join(repoRoot, 'dist/trellis')
+  const newestSource = newestMtime(join(repoRoot, 'src'))
+  let built: number | null = null
+  try {
+    built = statSync(binary).mtimeMs
+  } catch {
+    built = null
+  }
+  if (built !== null && built >= newestSource) return binary
+  log(`[${elapsed()}] npm run build (dist/trellis ${built === null ? 'missing' : 'older than src/'})`)
+  const proc = Bun.spawn(['npm', 'run', 'build'], { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
+  const timer = setTimeout(() => proc.kill('SIGKILL'), 300_000)
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  clearTimeout(timer)
+  if (code !== 0) {
+    log(`  build failed (${code}); serving from source:\n${out.slice(-1000)}${err.slice(-1000)}`)
+    return null
+  }
+  return binary
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs)
+  }
+  return newest
+}
+
+async function gitDescribe(): Promise<string> {
+  try {
+    const proc = Bun.spawn(['git', 'describe', '--always', '--dirty'], { cwd: repoRoot, stdout: 'pipe', stderr: 'ignore' })
+    return (await new Response(proc.stdout).text()).trim() || 'unknown'
+  } catch {
+    return 'unknown'
+  }
+}
+
+async function cleanup() {
+  for (const server of servers) await server.stop('SIGKILL').catch(() => {})
+  if (!keep) rmSync(work, { recursive: true, force: true })
+  else log(`kept ${work}`)
+}
+
+try {
+  await main()
+  await cleanup()
+} catch (error) {
+  log(`bench failed: ${(error as Error).stack ?? String(error)}`)
+  await cleanup()
+  process.exit(1)
+}

@@ -1,0 +1,55 @@
+/** The HTTP scenarios: each runs against baseline (b) and Trellis with the same requests (DESIGN §6–§8 paths). */
+import type { LoadSpec } from './procs.ts'
+import type { SeedResult } from './seed.ts'
+
+export interface Scenario {
+  id: string
+  title: string
+  expect: number
+  /** The requests of one target; `target` keeps unique record ids apart between targets. */
+  requests(target: string): LoadSpec['requests']
+  method: 'GET' | 'POST'
+}
+
+/** Record ids that get an active run before the scenarios (one per webhook): the 409 scenario posts them again. */
+export function busyRecordIds(seed: SeedResult): string[] {
+  return seed.webhookPaths.map((_, i) => `busy-${i}`)
+}
+
+export function scenarios(seed: SeedResult): Scenario[] {
+  const base = `/v1/project/${encodeURIComponent(seed.project)}/environment/production`
+  const notes = (query: string) => `${base}/notes?${query}`
+  const get = (id: string, title: string, path: string): Scenario => ({
+    id,
+    title,
+    expect: 200,
+    method: 'GET',
+    requests: () => ({ kind: 'get', paths: [path] }),
+  })
+  return [
+    {
+      id: 'webhook-202',
+      title: 'webhook trigger → 202 (unique record ids over 100 webhooks)',
+      expect: 202,
+      method: 'POST',
+      requests: (target) => ({ kind: 'unique', paths: seed.webhookPaths, prefix: `bench-${target}` }),
+    },
+    {
+      id: 'webhook-409',
+      title: 'webhook on a record with an active run → 409',
+      expect: 409,
+      method: 'POST',
+      requests: () => ({ kind: 'fixed', paths: seed.webhookPaths, recordIds: busyRecordIds(seed) }),
+    },
+    get('notes-10', 'notes `limit=10`, newest', notes('limit=10')),
+    get('notes-100', 'notes `limit=100`', notes('limit=100')),
+    get('notes-record', 'notes `recordId=`', notes(`recordId=${encodeURIComponent(seed.sampleRecordId)}`)),
+    get(
+      'notes-user-team',
+      'notes `userEmail=` + `teamName=`',
+      notes(`userEmail=${encodeURIComponent(seed.sampleUserEmail)}&teamName=${encodeURIComponent(seed.sampleUserTeam)}`),
+    ),
+    get('notes-deep', 'notes deep page (`createdAt.lt` half-way back)', notes(`createdAt.lt=${encodeURIComponent(seed.halfwayCreatedAt)}`)),
+    get('activity-100', 'activity-logs `limit=100`', `${base}/activity-logs?limit=100`),
+  ]
+}
