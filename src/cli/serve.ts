@@ -1,7 +1,7 @@
 import { createApp } from '../app.ts'
-import { checkpointWal } from '../db/maintenance.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
+import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -48,6 +48,7 @@ export const serveCommand: Command = {
     })
     executor.start()
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+    const maintenance = scheduleMaintenance(store.sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })
     if (setup) {
       io.out(
@@ -66,6 +67,7 @@ export const serveCommand: Command = {
       logger.info('shutting down', { signal })
       try {
         retention?.stop()
+        maintenance.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),

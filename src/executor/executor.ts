@@ -29,6 +29,11 @@ const RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } =
   wait: runWait,
 }
 
+/** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve))
+}
+
 export interface ExecutorOptions {
   store: Store
   clock: Clock
@@ -130,6 +135,7 @@ export class Executor {
         await this.idle()
         continue
       }
+      await yieldToEventLoop()
       this.busy++
       try {
         await this.execute(run)
@@ -202,6 +208,9 @@ export class Executor {
       for (let index = run.next_step; index < definition.steps.length; index++) {
         // Shutting down: stop at a step boundary; stop() gives the run back and it resumes here.
         if (!this.running) return
+        // Step runners resolve at once for data steps: without a macrotask turn here the loop would run
+        // queued work back to back and the HTTP server (same event loop) would answer nothing meanwhile.
+        await yieldToEventLoop()
         const step = definition.steps[index]!
         const ctx: StepContext = {
           target,

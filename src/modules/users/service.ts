@@ -54,13 +54,18 @@ export function hashPassword(password: string): string {
 export function verifyPassword(password: string, hash: string | null): boolean {
   // Hash a throwaway value when there is no hash so the time taken does not reveal whether the user exists.
   if (!hash) {
-    Bun.password.verifySync(password, DUMMY_HASH)
+    Bun.password.verifySync(password, dummyHash())
     return false
   }
   return Bun.password.verifySync(password, hash)
 }
 
-const DUMMY_HASH = Bun.password.hashSync('trellis-dummy-password', { algorithm: 'argon2id' })
+let dummy: string | undefined
+/** Made on first use, not at import: hashing costs ~200 ms and 64 MiB, which every CLI start would pay. */
+function dummyHash(): string {
+  dummy ??= Bun.password.hashSync('trellis-dummy-password', { algorithm: 'argon2id' })
+  return dummy
+}
 
 export function findUserByEmail(db: Db, email: string): User | undefined {
   return db.select().from(users).where(eq(users.email, normalizeEmail(email))).get()
