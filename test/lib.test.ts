@@ -370,6 +370,7 @@ describe('sanitizeNoteHtml', () => {
 })
 
 describe('nextCreatedAt', () => {
+  const USERS = { name: 'test-users', table: users, createdAt: users.createdAt, scope: null }
   test('strictly increasing while the clock stands still, and never backwards when it jumps back', () => {
     const env = testEnv()
     try {
@@ -378,15 +379,15 @@ describe('nextCreatedAt', () => {
       const now = env.clock.now()
       const times: number[] = []
       for (let n = 0; n < 5; n++) {
-        const t = nextCreatedAt(env.store.db, users, undefined, now, true)
+        const t = nextCreatedAt(env.store.db, USERS, null, now, true)
         insertAt(t, n)
         times.push(t)
       }
       expect(times).toEqual([now, now + 1, now + 2, now + 3, now + 4])
       // The clock moved back (NTP): still after the last row.
-      expect(nextCreatedAt(env.store.db, users, undefined, now - 60_000, true)).toBe(now + 5)
+      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000, true)).toBe(now + 5)
       // The clock moved well ahead: its time is used as is.
-      expect(nextCreatedAt(env.store.db, users, undefined, now + 10_000, true)).toBe(now + 10_000)
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000, true)).toBe(now + 10_000)
     } finally {
       env.cleanup()
     }
@@ -396,11 +397,11 @@ describe('nextCreatedAt', () => {
     const env = testEnv()
     try {
       const now = env.clock.now()
-      expect(nextCreatedAt(env.store.db, users, undefined, now, false)).toBe(now)
+      expect(nextCreatedAt(env.store.db, USERS, null, now, false)).toBe(now)
       env.store.db.insert(users).values({ email: 'a@example.com', username: 'a', createdAt: now, updatedAt: now }).run()
-      expect(nextCreatedAt(env.store.db, users, undefined, now, false)).toBe(now)
-      expect(nextCreatedAt(env.store.db, users, undefined, now - 5, false)).toBe(now)
-      expect(nextCreatedAt(env.store.db, users, undefined, now + 5, false)).toBe(now + 5)
+      expect(nextCreatedAt(env.store.db, USERS, null, now, false)).toBe(now)
+      expect(nextCreatedAt(env.store.db, USERS, null, now - 5, false)).toBe(now)
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 5, false)).toBe(now + 5)
     } finally {
       env.cleanup()
     }

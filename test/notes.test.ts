@@ -7,6 +7,7 @@
  *
  * Fixtures are loaded through `apply` (notes import keeps the given times), so every time below is exact.
  */
+import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
@@ -800,8 +801,11 @@ describe('GET …/notes over an imported fixture', () => {
 
   test.each(planCases)('EXPLAIN QUERY PLAN of listNoteIds %s uses an index on notes', (name, filters, query) => {
     const captured: { sql: string; params: unknown[] }[] = []
-    const db = drizzle({ client: fx.env.store.sqlite, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
+    // A connection of its own: statements are prepared once per connection, so this one logs its own.
+    const connection = new Database(fx.env.store.path)
+    const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
     listNoteIds(db, fx.projectId, fx.environmentIds.production!, filters, query, 10)
+    connection.close()
     const statement = captured.find((q) => /^select "id" from "notes"/i.test(q.sql))
     expect(statement).toBeDefined()
     const plan = (fx.env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${statement!.sql}`).all(...(statement!.params as never[])) as { detail: string }[]).map((r) => r.detail)

@@ -3,9 +3,10 @@
  * `<field>.<op>` date filters, and the `{hasMore, data, parameters}` envelope. Pages are ordered by id
  * descending; `hasMore` comes from fetching one row more than the limit.
  */
-import { and, asc, desc, eq, gt, gte, lt, lte, type SQL } from 'drizzle-orm'
+import { and, asc, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { Db } from '../db/open.ts'
+import { prepared } from '../db/prepared.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
 import { badRequest } from './errors.ts'
 
@@ -96,46 +97,122 @@ export function dateFilters(query: Query, columns: Record<string, SQLiteColumn>)
 }
 
 export interface TimeOrderedTable {
+  /** Names the cached statements. */
+  name: string
   table: SQLiteTable
   id: SQLiteColumn
   createdAt: SQLiteColumn
+  /** The list's scope (environment or project): createdAt never decreases in id order within one scope value. */
+  scope: SQLiteColumn
+}
+
+export interface IdBounds {
+  /** Every id of the page is below this one. */
+  below?: number
+  /** Every id of the page is above this one. */
+  above?: number
 }
 
 /**
- * createdAt filters as a range of ids. Exact when createdAt never decreases in id order within `scope` (logs
+ * createdAt filters as id bounds. Exact when createdAt never decreases in id order within the scope (logs
  * always; notes while their environment is in time order): then `createdAt < X` is `id <` the first id at or
  * after X. Each bound is one seek on an index over (scope, created_at), and the page itself then walks an
  * id-ordered index from the right place instead of skipping or sorting every newer row.
  */
-export function createdAtAsIdRange(db: Db, filters: DateFilter[], t: TimeOrderedTable, scope: SQL): SQL[] {
-  const firstId = (condition: SQL): number | undefined =>
-    db.select({ id: t.id }).from(t.table).where(and(scope, condition)).orderBy(asc(t.createdAt), asc(t.id)).limit(1).all()[0]?.id as number | undefined
-  const lastId = (condition: SQL): number | undefined =>
-    db.select({ id: t.id }).from(t.table).where(and(scope, condition)).orderBy(desc(t.createdAt), desc(t.id)).limit(1).all()[0]?.id as number | undefined
-  const conditions: SQL[] = []
-  const below = (id: number | undefined) => id !== undefined && conditions.push(lt(t.id, id))
-  const above = (id: number | undefined) => id !== undefined && conditions.push(gt(t.id, id))
-  for (const { op, ms } of filters) {
-    if (op === 'lt' || op === 'eq') below(firstId(op === 'lt' ? gte(t.createdAt, ms) : gt(t.createdAt, ms)))
-    if (op === 'lte') below(firstId(gt(t.createdAt, ms)))
-    if (op === 'gt') above(lastId(lte(t.createdAt, ms)))
-    if (op === 'gte' || op === 'eq') above(lastId(lt(t.createdAt, ms)))
+export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTable, scopeValue: number): IdBounds {
+  const seek = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt') =>
+    prepared(db, `${t.name}.bound.${edge}.${op}`, () =>
+      db
+        .select({ id: t.id })
+        .from(t.table)
+        .where(and(eq(t.scope, sql.placeholder('scope')), compare(t.createdAt, op, sql.placeholder('at'))))
+        .orderBy(...(edge === 'first' ? [asc(t.createdAt), asc(t.id)] : [desc(t.createdAt), desc(t.id)]))
+        .limit(1)
+        .prepare(),
+    )
+  const idOf = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt', at: number) =>
+    seek(edge, op).all({ scope: scopeValue, at })[0]?.id as number | undefined
+  const bounds: IdBounds = {}
+  const below = (id: number | undefined) => {
+    if (id !== undefined) bounds.below = Math.min(bounds.below ?? id, id)
   }
-  return conditions
+  const above = (id: number | undefined) => {
+    if (id !== undefined) bounds.above = Math.max(bounds.above ?? id, id)
+  }
+  for (const { op, ms } of filters) {
+    if (op === 'lt') below(idOf('first', 'gte', ms))
+    if (op === 'lte' || op === 'eq') below(idOf('first', 'gt', ms))
+    if (op === 'gt') above(idOf('last', 'lte', ms))
+    if (op === 'gte' || op === 'eq') above(idOf('last', 'lt', ms))
+  }
+  return bounds
 }
 
-function compare(column: SQLiteColumn, op: DateOperator, ms: number): SQL {
+export interface PageQuery {
+  /** Names the cached statements (one per shape of present filters). */
+  name: string
+  table: SQLiteTable
+  id: SQLiteColumn
+  /** `column = value` filters; undefined values are left out. */
+  equal: Record<string, [SQLiteColumn, number | string | undefined]>
+  /** Date comparisons that stay comparisons (not id bounds). */
+  dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn> }
+  bounds?: IdBounds
+  /** Further conditions written with placeholders, each with its values; present ones only. */
+  extra?: Record<string, { condition: SQL; values: Record<string, unknown> } | undefined>
+}
+
+/**
+ * The ids of one page (limit + 1 rows, newest first) — the one page query of every list. The statement is
+ * prepared once per shape (which filters are present) and run with the values as placeholders.
+ */
+export function pageIds(db: Db, q: PageQuery, limit: number): number[] {
+  const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
+  const dates = q.dates?.filters ?? []
+  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: SQL; values: Record<string, unknown> }] => e[1] !== undefined)
+  const shape = [
+    ...equal.map(([name]) => name),
+    ...dates.map((d) => `${d.field}.${d.op}`),
+    ...(q.bounds?.below !== undefined ? ['<id'] : []),
+    ...(q.bounds?.above !== undefined ? ['>id'] : []),
+    ...extra.map(([name]) => name),
+  ].join(',')
+  const statement = prepared(db, `${q.name}.page.${shape}`, () =>
+    db
+      .select({ id: q.id })
+      .from(q.table)
+      .where(
+        allOf([
+          ...equal.map(([name, [column]]) => eq(column, sql.placeholder(name))),
+          ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
+          q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
+          q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
+          ...extra.map(([, e]) => e.condition),
+        ]),
+      )
+      .orderBy(desc(q.id))
+      .limit(sql.placeholder('limit'))
+      .prepare(),
+  )
+  const values: Record<string, unknown> = { limit: limit + 1, below: q.bounds?.below, above: q.bounds?.above }
+  for (const [name, [, value]] of equal) values[name] = value
+  for (const d of dates) values[`${d.field}.${d.op}`] = d.ms
+  for (const [, e] of extra) Object.assign(values, e.values)
+  return statement.all(values).map((r) => r.id as number)
+}
+
+function compare(column: SQLiteColumn, op: DateOperator, value: number | Placeholder): SQL {
   switch (op) {
     case 'eq':
-      return eq(column, ms)
+      return eq(column, value)
     case 'lt':
-      return lt(column, ms)
+      return lt(column, value)
     case 'lte':
-      return lte(column, ms)
+      return lte(column, value)
     case 'gt':
-      return gt(column, ms)
+      return gt(column, value)
     case 'gte':
-      return gte(column, ms)
+      return gte(column, value)
   }
 }
 

@@ -1,9 +1,10 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
-import { asc, desc, eq, inArray } from 'drizzle-orm'
+import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
+import { prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { allOf, createdAtAsIdRange, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -74,27 +75,45 @@ export interface ActivityEntry {
 }
 
 export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): number {
-  const [row] = db
-    .insert(activityLogs)
-    .values({
-      environmentId: entry.environmentId,
-      type: entry.type,
-      action: entry.action,
-      label: entry.label ?? null,
-      userId: entry.userId,
-      teamId: entry.teamId,
-      collectionId: entry.collectionId,
-      tokenId: entry.tokenId ?? null,
-      workflowName: entry.workflow?.name ?? null,
-      runId: entry.workflow?.runId ?? null,
-      stepName: entry.workflow?.stepName ?? null,
-      createdAt: nextCreatedAt(db, activityLogs, eq(activityLogs.environmentId, entry.environmentId), clock.now(), true),
-    })
-    .returning({ id: activityLogs.id })
-    .all()
-  for (const recordId of new Set(entry.recordIds)) {
-    db.insert(activityLogRecords).values({ logId: row!.id, environmentId: entry.environmentId, recordId }).run()
-  }
+  const p = (name: string) => sql.placeholder(name)
+  const insertEntry = prepared(db, 'activity-logs.insert', () =>
+    db
+      .insert(activityLogs)
+      .values({
+        environmentId: p('environmentId'),
+        type: p('type'),
+        action: p('action'),
+        label: p('label'),
+        userId: p('userId'),
+        teamId: p('teamId'),
+        collectionId: p('collectionId'),
+        tokenId: p('tokenId'),
+        workflowName: p('workflowName'),
+        runId: p('runId'),
+        stepName: p('stepName'),
+        createdAt: p('createdAt'),
+      })
+      .returning({ id: activityLogs.id })
+      .prepare(),
+  )
+  const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
+    db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
+  )
+  const [row] = insertEntry.all({
+    environmentId: entry.environmentId,
+    type: entry.type,
+    action: entry.action,
+    label: entry.label ?? null,
+    userId: entry.userId,
+    teamId: entry.teamId,
+    collectionId: entry.collectionId,
+    tokenId: entry.tokenId ?? null,
+    workflowName: entry.workflow?.name ?? null,
+    runId: entry.workflow?.runId ?? null,
+    stepName: entry.workflow?.stepName ?? null,
+    createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, clock.now(), true),
+  })
+  for (const recordId of new Set(entry.recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
   return row!.id
 }
 
@@ -112,42 +131,43 @@ export interface ActivityFilters {
 export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, query: Query, limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
-  const byRecord =
-    filters.recordId === undefined
-      ? undefined
-      : inArray(
-          activityLogs.id,
-          db
-            .select({ id: activityLogRecords.logId })
-            .from(activityLogRecords)
-            .where(allOf([eq(activityLogRecords.environmentId, environmentId), eq(activityLogRecords.recordId, filters.recordId)])),
-        )
-  return db
-    .select({ id: activityLogs.id })
-    .from(activityLogs)
-    .where(
-      allOf([
-        eq(activityLogs.environmentId, environmentId),
-        names.userId === undefined ? undefined : eq(activityLogs.userId, names.userId),
-        names.teamId === undefined ? undefined : eq(activityLogs.teamId, names.teamId),
-        names.collectionId === undefined ? undefined : eq(activityLogs.collectionId, names.collectionId),
-        filters.action === undefined ? undefined : eq(activityLogs.action, filters.action),
-        filters.type === undefined ? undefined : eq(activityLogs.type, filters.type),
-        byRecord,
-        // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
-        ...createdAtAsIdRange(
-          db,
-          parseDateFilters(query, ['createdAt']),
-          { table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt },
-          eq(activityLogs.environmentId, environmentId),
-        ),
-      ]),
-    )
-    .orderBy(desc(activityLogs.id))
-    .limit(limit + 1)
-    .all()
-    .map((r) => r.id)
+  return pageIds(
+    db,
+    {
+      name: 'activity-logs',
+      table: activityLogs,
+      id: activityLogs.id,
+      equal: {
+        environmentId: [activityLogs.environmentId, environmentId],
+        userId: [activityLogs.userId, names.userId],
+        teamId: [activityLogs.teamId, names.teamId],
+        collectionId: [activityLogs.collectionId, names.collectionId],
+        action: [activityLogs.action, filters.action],
+        type: [activityLogs.type, filters.type],
+      },
+      // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
+      bounds: createdAtBounds(db, parseDateFilters(query, ['createdAt']), ACTIVITY_TIMES, environmentId),
+      extra: {
+        recordId:
+          filters.recordId === undefined
+            ? undefined
+            : {
+                condition: inArray(
+                  activityLogs.id,
+                  db
+                    .select({ id: activityLogRecords.logId })
+                    .from(activityLogRecords)
+                    .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
+                ),
+                values: { recordId: filters.recordId },
+              },
+      },
+    },
+    limit,
+  )
 }
+
+const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
 
 /** The compatibility document's activity log objects, in the order of `ids`. */
 export function renderActivityLogs(db: Db, ids: number[]) {

@@ -1,9 +1,9 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
-import { desc, eq, inArray, isNull } from 'drizzle-orm'
+import { eq, inArray } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { allOf, createdAtAsIdRange, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -26,6 +26,9 @@ export interface AdminLogEntry {
   newValue?: unknown
 }
 
+/** A project's admin log: its createdAt order and id bounds. */
+const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
+
 /** Call inside the transaction that makes the change. */
 export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void {
   db.insert(adminLogs)
@@ -38,13 +41,7 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
       subjectUserId: entry.subjectUserId ?? null,
       previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
       newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
-      createdAt: nextCreatedAt(
-        db,
-        adminLogs,
-        entry.projectId === null ? isNull(adminLogs.projectId) : eq(adminLogs.projectId, entry.projectId),
-        clock.now(),
-        true,
-      ),
+      createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, clock.now(), true),
     })
     .run()
 }
@@ -68,29 +65,29 @@ export interface AdminLogFilters {
 export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, query: Query, limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names || filters.initiator === 'forestAdmin') return []
-  return db
-    .select({ id: adminLogs.id })
-    .from(adminLogs)
-    .where(
-      allOf([
-        eq(adminLogs.projectId, projectId),
-        names.userId === undefined ? undefined : eq(adminLogs.userId, names.userId),
-        filters.type === undefined ? undefined : eq(adminLogs.type, filters.type),
-        filters.initiator === undefined ? undefined : eq(adminLogs.initiator, filters.initiator),
-        filters.resource === undefined ? undefined : eq(adminLogs.resource, filters.resource),
-        // Entries take createdAt strictly after the previous one in their project, so ids stand in.
-        ...createdAtAsIdRange(
-          db,
-          parseDateFilters(query, ['createdAt']),
-          { table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt },
-          eq(adminLogs.projectId, projectId),
-        ),
-      ]),
-    )
-    .orderBy(desc(adminLogs.id))
-    .limit(limit + 1)
-    .all()
-    .map((r) => r.id)
+  return pageIds(
+    db,
+    {
+      name: 'admin-logs',
+      table: adminLogs,
+      id: adminLogs.id,
+      equal: {
+        projectId: [adminLogs.projectId, projectId],
+        userId: [adminLogs.userId, names.userId],
+        type: [adminLogs.type, filters.type],
+        initiator: [adminLogs.initiator, filters.initiator],
+        resource: [adminLogs.resource, filters.resource],
+      },
+      // Entries take createdAt strictly after the previous one in their project, so ids stand in.
+      bounds: createdAtBounds(
+        db,
+        parseDateFilters(query, ['createdAt']),
+        ADMIN_TIMES,
+        projectId,
+      ),
+    },
+    limit,
+  )
 }
 
 /** The compatibility document's admin log objects, in the order of `ids`. */

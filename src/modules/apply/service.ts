@@ -28,7 +28,7 @@ import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
-import { recordImportedNoteTime } from '../notes/service.ts'
+import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
 import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
@@ -329,7 +329,7 @@ class ApplyWriter {
       return
     }
     if (givenCreatedAt !== undefined) recordImportedNoteTime(this.db, environmentId, givenCreatedAt)
-    const createdAt = givenCreatedAt ?? nextCreatedAt(this.db, notes, eq(notes.environmentId, environmentId), this.now, true)
+    const createdAt = givenCreatedAt ?? nextCreatedAt(this.db, NOTE_TIMES, environmentId, this.now, true)
     const messages = (spec.messages ?? []).map((m) => ({
       userId: this.userId(m.user),
       content: sanitizeNoteHtml(m.content),

@@ -1,15 +1,19 @@
 /** Notes and their message threads (spec §2.1–2.4, §4.1; DESIGN §6). */
-import { asc, desc, eq, inArray } from 'drizzle-orm'
+import { asc, eq, sql } from 'drizzle-orm'
 import { latestCreatedAt, nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
+import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { collections, environments, noteMessages, notes, teams, users } from '../../db/schema.ts'
-import { allOf, createdAtAsIdRange, dateConditions, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
+
+/** The notes list of an environment: its createdAt order and id bounds. */
+export const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
 
 export type NoteRow = typeof notes.$inferSelect
 
@@ -26,51 +30,60 @@ export function listNoteIds(db: Db, projectId: number, environmentId: number, fi
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
   const dates = parseDateFilters(query, ['createdAt', 'updatedAt', 'archivedAt'])
-  const inTimeOrder = db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, environmentId)).get()?.ordered
+  const inTimeOrder = prepared(db, 'notes.in-time-order', () =>
+    db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, sql.placeholder('id'))).prepare(),
+  ).all({ id: environmentId })[0]?.ordered
   const byId = inTimeOrder ? dates.filter((d) => d.field === 'createdAt') : []
-  const where = allOf([
-    eq(notes.environmentId, environmentId),
-    names.userId === undefined ? undefined : eq(notes.userId, names.userId),
-    names.teamId === undefined ? undefined : eq(notes.teamId, names.teamId),
-    names.collectionId === undefined ? undefined : eq(notes.collectionId, names.collectionId),
-    filters.recordId === undefined ? undefined : eq(notes.recordId, filters.recordId),
-    ...createdAtAsIdRange(db, byId, { table: notes, id: notes.id, createdAt: notes.createdAt }, eq(notes.environmentId, environmentId)),
-    ...dateConditions(
-      dates.filter((d) => !byId.includes(d)),
-      { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt },
-    ),
-  ])
-  return db
-    .select({ id: notes.id })
-    .from(notes)
-    .where(where)
-    .orderBy(desc(notes.id))
-    .limit(limit + 1)
-    .all()
-    .map((r) => r.id)
+  return pageIds(
+    db,
+    {
+      name: 'notes',
+      table: notes,
+      id: notes.id,
+      equal: {
+        environmentId: [notes.environmentId, environmentId],
+        userId: [notes.userId, names.userId],
+        teamId: [notes.teamId, names.teamId],
+        collectionId: [notes.collectionId, names.collectionId],
+        recordId: [notes.recordId, filters.recordId],
+      },
+      bounds: createdAtBounds(db, byId, NOTE_TIMES, environmentId),
+      dates: {
+        filters: dates.filter((d) => !byId.includes(d)),
+        columns: { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt },
+      },
+    },
+    limit,
+  )
 }
+
 
 const userColumns = { id: users.id, username: users.username, email: users.email }
 
 /** The spec's note objects for the given ids, in the order given, messages oldest first. */
 export function renderNotes(db: Db, ids: number[]) {
   if (ids.length === 0) return []
-  const rows = db
-    .select({ note: notes, user: userColumns, environment: environments.name, team: teams.name, collection: collections.name })
-    .from(notes)
-    .innerJoin(users, eq(users.id, notes.userId))
-    .innerJoin(environments, eq(environments.id, notes.environmentId))
-    .innerJoin(teams, eq(teams.id, notes.teamId))
-    .leftJoin(collections, eq(collections.id, notes.collectionId))
-    .where(inArray(notes.id, ids))
-    .all()
-  const messages = db
-    .select({ noteId: noteMessages.noteId, content: noteMessages.content, createdAt: noteMessages.createdAt, user: userColumns })
-    .from(noteMessages)
-    .innerJoin(users, eq(users.id, noteMessages.userId))
-    .where(inArray(noteMessages.noteId, ids))
-    .orderBy(asc(noteMessages.noteId), asc(noteMessages.id))
-    .all()
+  const parameters = { ids: JSON.stringify(ids) }
+  const rows = prepared(db, 'notes.render', () =>
+    db
+      .select({ note: notes, user: userColumns, environment: environments.name, team: teams.name, collection: collections.name })
+      .from(notes)
+      .innerJoin(users, eq(users.id, notes.userId))
+      .innerJoin(environments, eq(environments.id, notes.environmentId))
+      .innerJoin(teams, eq(teams.id, notes.teamId))
+      .leftJoin(collections, eq(collections.id, notes.collectionId))
+      .where(inJsonArray(notes.id, 'ids'))
+      .prepare(),
+  ).all(parameters)
+  const messages = prepared(db, 'notes.render.messages', () =>
+    db
+      .select({ noteId: noteMessages.noteId, content: noteMessages.content, createdAt: noteMessages.createdAt, user: userColumns })
+      .from(noteMessages)
+      .innerJoin(users, eq(users.id, noteMessages.userId))
+      .where(inJsonArray(noteMessages.noteId, 'ids'))
+      .orderBy(asc(noteMessages.noteId), asc(noteMessages.id))
+      .prepare(),
+  ).all(parameters)
   const threads = new Map<number, ReturnType<typeof messageObject>[]>()
   for (const m of messages) {
     const thread = threads.get(m.noteId) ?? []
@@ -139,7 +152,7 @@ export interface NewNote {
 
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
 export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): NoteRow {
-  const createdAt = nextCreatedAt(db, notes, eq(notes.environmentId, input.environmentId), clock.now(), true)
+  const createdAt = nextCreatedAt(db, NOTE_TIMES, input.environmentId, clock.now(), true)
   const [note] = db
     .insert(notes)
     .values({
@@ -164,7 +177,7 @@ export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): 
  * breaks id/time order there for good (environments.notesInTimeOrder), and lists switch to the exact slow path.
  */
 export function recordImportedNoteTime(db: Db, environmentId: number, createdAt: number): void {
-  const latest = latestCreatedAt(db, notes, eq(notes.environmentId, environmentId))
+  const latest = latestCreatedAt(db, NOTE_TIMES, environmentId)
   if (latest !== null && createdAt < latest) {
     db.update(environments).set({ notesInTimeOrder: false }).where(eq(environments.id, environmentId)).run()
   }

@@ -1,6 +1,7 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { and, eq } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
+import { prepared } from '../../db/prepared.ts'
 import { collectionPermissions, collections, environments, type PermissionLevel, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
 import { normalizeEmail } from '../users/service.ts'
 import { notFound } from '../../http/errors.ts'
@@ -9,18 +10,22 @@ export type Project = typeof projects.$inferSelect
 export type Environment = typeof environments.$inferSelect
 
 export function requireProject(db: Db, name: string): Project {
-  const project = db.select().from(projects).where(eq(projects.name, name)).get()
+  const project = prepared(db, 'projects.by-name', () =>
+    db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).prepare(),
+  ).all({ name })[0]
   if (!project) throw notFound(`Project ${name} not found`)
   return project
 }
 
 export function requireEnvironment(db: Db, projectName: string, environmentName: string): { project: Project; environment: Environment } {
   const project = requireProject(db, projectName)
-  const environment = db
-    .select()
-    .from(environments)
-    .where(and(eq(environments.projectId, project.id), eq(environments.name, environmentName)))
-    .get()
+  const environment = prepared(db, 'environments.by-name', () =>
+    db
+      .select()
+      .from(environments)
+      .where(and(eq(environments.projectId, sql.placeholder('projectId')), eq(environments.name, sql.placeholder('name'))))
+      .prepare(),
+  ).all({ projectId: project.id, name: environmentName })[0]
   if (!environment) throw notFound(`Environment ${environmentName} not found in project ${projectName}`)
   return { project, environment }
 }
@@ -65,23 +70,25 @@ export function canReachRendering(db: Db, input: { userId: number; projectId: nu
 
 /** The user's permission level in the project now, or null when not a member. */
 export function roleIn(db: Db, projectId: number, userId: number): PermissionLevel | null {
-  return (
+  const statement = prepared(db, 'project-members.role', () =>
     db
       .select({ role: projectMembers.role })
       .from(projectMembers)
-      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
-      .get()?.role ?? null
+      .where(and(eq(projectMembers.projectId, sql.placeholder('projectId')), eq(projectMembers.userId, sql.placeholder('userId'))))
+      .prepare(),
   )
+  return statement.all({ projectId, userId })[0]?.role ?? null
 }
 
 function isTeamMember(db: Db, teamId: number, userId: number): boolean {
-  return (
+  const statement = prepared(db, 'team-members.exists', () =>
     db
       .select({ teamId: teamMembers.teamId })
       .from(teamMembers)
-      .where(and(eq(teamMembers.teamId, teamId), eq(teamMembers.userId, userId)))
-      .get() !== undefined
+      .where(and(eq(teamMembers.teamId, sql.placeholder('teamId')), eq(teamMembers.userId, sql.placeholder('userId'))))
+      .prepare(),
   )
+  return statement.all({ teamId, userId }).length > 0
 }
 
 /**

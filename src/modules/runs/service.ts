@@ -1,8 +1,9 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { and, asc, desc, eq, inArray } from 'drizzle-orm'
+import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm'
 import { randomUUIDv7 } from 'bun'
 import { type Store, writeTransaction } from '../../db/open.ts'
 import type { Db } from '../../db/open.ts'
+import { prepared } from '../../db/prepared.ts'
 import type { RunQueue } from '../../db/queue.ts'
 import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
@@ -28,26 +29,29 @@ export interface TriggerTarget {
 }
 
 export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
-  return db
-    .select({
-      workflowId: workflows.id,
-      workflowName: workflows.name,
-      activeVersionId: workflows.activeVersionId,
-      renderingId: workflows.renderingId,
-      environmentId: renderings.environmentId,
-      teamId: renderings.teamId,
-      projectId: teams.projectId,
-      collectionId: workflows.collectionId,
-      webhookEnabled: webhookTriggers.enabled,
-      webhookGeneration: webhookTriggers.generation,
-      webhookRatePerMinute: webhookTriggers.ratePerMinute,
-    })
-    .from(workflows)
-    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-    .innerJoin(teams, eq(teams.id, renderings.teamId))
-    .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
-    .where(eq(workflows.id, workflowId))
-    .get()
+  const statement = prepared(db, 'workflows.trigger-target', () =>
+    db
+      .select({
+        workflowId: workflows.id,
+        workflowName: workflows.name,
+        activeVersionId: workflows.activeVersionId,
+        renderingId: workflows.renderingId,
+        environmentId: renderings.environmentId,
+        teamId: renderings.teamId,
+        projectId: teams.projectId,
+        collectionId: workflows.collectionId,
+        webhookEnabled: webhookTriggers.enabled,
+        webhookGeneration: webhookTriggers.generation,
+        webhookRatePerMinute: webhookTriggers.ratePerMinute,
+      })
+      .from(workflows)
+      .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+      .innerJoin(teams, eq(teams.id, renderings.teamId))
+      .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
+      .where(eq(workflows.id, sql.placeholder('id')))
+      .prepare(),
+  )
+  return statement.all({ id: workflowId })[0]
 }
 
 /**
