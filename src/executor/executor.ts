@@ -4,8 +4,9 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { type Db, type Store, writeTransaction } from '../db/open.ts'
+import { prepared } from '../db/prepared.ts'
 import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
 import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -165,22 +166,24 @@ export class Executor {
 
   private loadTarget(run: RunRow): { target: RunTarget; definition: WorkflowDefinition } {
     const { db } = this.options.store
-    const row = db
-      .select({
-        workflowName: workflows.name,
-        collectionId: workflows.collectionId,
-        teamId: renderings.teamId,
-        projectId: teams.projectId,
-        environmentId: environments.id,
-        definition: workflowVersions.definition,
-      })
-      .from(workflows)
-      .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-      .innerJoin(teams, eq(teams.id, renderings.teamId))
-      .innerJoin(environments, eq(environments.id, renderings.environmentId))
-      .innerJoin(workflowVersions, eq(workflowVersions.id, run.workflow_version_id))
-      .where(eq(workflows.id, run.workflow_id))
-      .get()
+    const row = prepared(db, 'executor.run-target', () =>
+      db
+        .select({
+          workflowName: workflows.name,
+          collectionId: workflows.collectionId,
+          teamId: renderings.teamId,
+          projectId: teams.projectId,
+          environmentId: environments.id,
+          definition: workflowVersions.definition,
+        })
+        .from(workflows)
+        .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+        .innerJoin(teams, eq(teams.id, renderings.teamId))
+        .innerJoin(environments, eq(environments.id, renderings.environmentId))
+        .innerJoin(workflowVersions, eq(workflowVersions.id, sql.placeholder('versionId')))
+        .where(eq(workflows.id, sql.placeholder('workflowId')))
+        .prepare(),
+    ).all({ versionId: run.workflow_version_id, workflowId: run.workflow_id })[0]
     if (!row) throw new Error(`workflow ${run.workflow_id} of run ${run.id} not found`)
     return {
       target: {

@@ -2,7 +2,7 @@
 import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
-import { prepared } from '../../db/prepared.ts'
+import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
 import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -172,29 +172,34 @@ const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activit
 /** The compatibility document's activity log objects, in the order of `ids`. */
 export function renderActivityLogs(db: Db, ids: number[]) {
   if (ids.length === 0) return []
-  const rows = db
-    .select({
-      log: activityLogs,
-      user: { id: users.id, username: users.username, email: users.email },
-      environment: environments.name,
-      team: teams.name,
-      collection: collections.name,
-      token: { name: apiTokens.name, prefix: apiTokens.prefix },
-    })
-    .from(activityLogs)
-    .innerJoin(users, eq(users.id, activityLogs.userId))
-    .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
-    .leftJoin(teams, eq(teams.id, activityLogs.teamId))
-    .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
-    .leftJoin(apiTokens, eq(apiTokens.id, activityLogs.tokenId))
-    .where(inArray(activityLogs.id, ids))
-    .all()
-  const recordRows = db
-    .select()
-    .from(activityLogRecords)
-    .where(inArray(activityLogRecords.logId, ids))
-    .orderBy(asc(activityLogRecords.logId))
-    .all()
+  const parameters = { ids: JSON.stringify(ids) }
+  const rows = prepared(db, 'activity-logs.render', () =>
+    db
+      .select({
+        log: activityLogs,
+        user: { id: users.id, username: users.username, email: users.email },
+        environment: environments.name,
+        team: teams.name,
+        collection: collections.name,
+        token: { name: apiTokens.name, prefix: apiTokens.prefix },
+      })
+      .from(activityLogs)
+      .innerJoin(users, eq(users.id, activityLogs.userId))
+      .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
+      .leftJoin(teams, eq(teams.id, activityLogs.teamId))
+      .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
+      .leftJoin(apiTokens, eq(apiTokens.id, activityLogs.tokenId))
+      .where(inJsonArray(activityLogs.id, 'ids'))
+      .prepare(),
+  ).all(parameters)
+  const recordRows = prepared(db, 'activity-logs.render.records', () =>
+    db
+      .select()
+      .from(activityLogRecords)
+      .where(inJsonArray(activityLogRecords.logId, 'ids'))
+      .orderBy(asc(activityLogRecords.logId))
+      .prepare(),
+  ).all(parameters)
   const recordIds = new Map<number, string[]>()
   for (const r of recordRows) recordIds.set(r.logId, [...(recordIds.get(r.logId) ?? []), r.recordId])
   const byId = new Map(rows.map((r) => [r.log.id, r]))

@@ -1,7 +1,8 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
-import { eq, inArray } from 'drizzle-orm'
+import { eq } from 'drizzle-orm'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
+import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
 import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -93,12 +94,14 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
 /** The compatibility document's admin log objects, in the order of `ids`. */
 export function renderAdminLogs(db: Db, ids: number[]) {
   if (ids.length === 0) return []
-  const rows = db
-    .select({ log: adminLogs, user: { id: users.id, username: users.username, email: users.email } })
-    .from(adminLogs)
-    .leftJoin(users, eq(users.id, adminLogs.userId))
-    .where(inArray(adminLogs.id, ids))
-    .all()
+  const rows = prepared(db, 'admin-logs.render', () =>
+    db
+      .select({ log: adminLogs, user: { id: users.id, username: users.username, email: users.email } })
+      .from(adminLogs)
+      .leftJoin(users, eq(users.id, adminLogs.userId))
+      .where(inJsonArray(adminLogs.id, 'ids'))
+      .prepare(),
+  ).all({ ids: JSON.stringify(ids) })
   const byId = new Map(rows.map((r) => [r.log.id, r]))
   return ids.flatMap((id) => {
     const r = byId.get(id)

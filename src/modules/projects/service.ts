@@ -48,16 +48,20 @@ export function collectionAccess(
   input: { userId: number; projectId: number; teamId: number; collectionId: number },
 ): { read: boolean; edit: boolean } {
   const none = { read: false, edit: false }
-  const user = db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, input.userId)).get()
+  const user = prepared(db, 'users.disabled-at', () =>
+    db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare(),
+  ).all({ id: input.userId })[0]
   if (!user || user.disabledAt !== null) return none
   const role = roleIn(db, input.projectId, input.userId)
   if (role === 'admin') return { read: true, edit: true }
   if (!role || !isTeamMember(db, input.teamId, input.userId)) return none
-  const permission = db
-    .select()
-    .from(collectionPermissions)
-    .where(and(eq(collectionPermissions.collectionId, input.collectionId), eq(collectionPermissions.teamId, input.teamId)))
-    .get()
+  const permission = prepared(db, 'collection-permissions.of-team', () =>
+    db
+      .select()
+      .from(collectionPermissions)
+      .where(and(eq(collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(collectionPermissions.teamId, sql.placeholder('teamId'))))
+      .prepare(),
+  ).all({ collectionId: input.collectionId, teamId: input.teamId })[0]
   const read = permission?.canRead ?? true
   return { read, edit: read && (permission?.canEdit ?? true) }
 }
