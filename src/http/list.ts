@@ -224,3 +224,23 @@ export function allOf(conditions: (SQL | undefined)[]): SQL | undefined {
 export function page<Row, Item, Parameters extends Record<string, unknown>>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Parameters) {
   return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
 }
+
+/** The rows for `ids`, in the order of `ids` (a page's order), skipping ids with no row. */
+export function inIdOrder<Row, Id>(ids: Id[], rows: Row[], idOf: (row: Row) => Id): Row[] {
+  const byId = new Map(rows.map((row) => [idOf(row), row]))
+  return ids.flatMap((id) => {
+    const row = byId.get(id)
+    return row === undefined ? [] : [row]
+  })
+}
+
+/** The filters notes and activity logs share: who (`userEmail`, `userId`), where (`teamName`, `collectionName`) and which record. */
+export function parseRecordFilters(query: Query) {
+  return {
+    userEmail: parseStringParameter(query, 'userEmail', 320),
+    userId: parseIdParameter(query, 'userId'),
+    teamName: parseStringParameter(query, 'teamName', 200),
+    collectionName: parseStringParameter(query, 'collectionName', 200),
+    recordId: parseStringParameter(query, 'recordId'),
+  }
+}

@@ -4,7 +4,7 @@ import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { page, parseEnumParameter, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { page, parseEnumParameter, parseLimit, parseRecordFilters, queryOf } from '../../http/list.ts'
 import { requireEnvironment } from '../projects/service.ts'
 import { ActivityLogPage } from './model.ts'
 import { ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
@@ -19,11 +19,7 @@ export function activityLogsModule(deps: AppDeps) {
         const query = queryOf(request)
         const limit = parseLimit(query.limit)
         const filters = {
-          userEmail: parseStringParameter(query, 'userEmail', 320),
-          userId: parseIdParameter(query, 'userId'),
-          teamName: parseStringParameter(query, 'teamName', 200),
-          collectionName: parseStringParameter(query, 'collectionName', 200),
-          recordId: parseStringParameter(query, 'recordId'),
+          ...parseRecordFilters(query),
           action: parseEnumParameter(query, 'action', ACTIVITY_ACTIONS),
           type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
         }

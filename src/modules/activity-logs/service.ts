@@ -4,7 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -202,37 +202,33 @@ export function renderActivityLogs(db: Db, ids: number[]) {
   ).all(parameters)
   const recordIds = new Map<number, string[]>()
   for (const r of recordRows) recordIds.set(r.logId, [...(recordIds.get(r.logId) ?? []), r.recordId])
-  const byId = new Map(rows.map((r) => [r.log.id, r]))
-  return ids.flatMap((id) => {
-    const r = byId.get(id)
-    if (!r) return []
+  return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
-    return [
-      {
-        object: 'activityLog' as const,
-        id: String(log.id),
-        type: log.type,
-        action: log.action as ActivityAction,
-        ...labelOf(log.label, r.token),
-        recordIds: recordIds.get(id) ?? [],
-        createdAt: toIso(log.createdAt),
-        user: userObject(r.user),
-        environment: { object: 'environment' as const, name: r.environment },
-        // Every writer records a team; an entry whose team was deleted keeps a readable placeholder.
-        team: { object: 'team' as const, name: r.team ?? '(deleted team)' },
-        ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
-        ...(log.workflowName !== null && log.runId !== null
-          ? {
-              workflow: {
-                object: 'workflow' as const,
-                name: log.workflowName,
-                runId: log.runId,
-                ...(log.stepName !== null ? { stepName: log.stepName } : {}),
-              },
-            }
-          : {}),
-      },
-    ]
+    const id = log.id
+    return {
+      object: 'activityLog' as const,
+      id: String(log.id),
+      type: log.type,
+      action: log.action as ActivityAction,
+      ...labelOf(log.label, r.token),
+      recordIds: recordIds.get(id) ?? [],
+      createdAt: toIso(log.createdAt),
+      user: userObject(r.user),
+      environment: { object: 'environment' as const, name: r.environment },
+      // Every writer records a team; an entry whose team was deleted keeps a readable placeholder.
+      team: { object: 'team' as const, name: r.team ?? '(deleted team)' },
+      ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
+      ...(log.workflowName !== null && log.runId !== null
+        ? {
+            workflow: {
+              object: 'workflow' as const,
+              name: log.workflowName,
+              runId: log.runId,
+              ...(log.stepName !== null ? { stepName: log.stepName } : {}),
+            },
+          }
+        : {}),
+    }
   })
 }
 

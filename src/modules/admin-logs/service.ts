@@ -4,7 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -102,23 +102,18 @@ export function renderAdminLogs(db: Db, ids: number[]) {
       .where(inJsonArray(adminLogs.id, 'ids'))
       .prepare(),
   ).all({ ids: JSON.stringify(ids) })
-  const byId = new Map(rows.map((r) => [r.log.id, r]))
-  return ids.flatMap((id) => {
-    const r = byId.get(id)
-    if (!r) return []
+  return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
-    return [
-      {
-        object: 'adminLog' as const,
-        id: String(log.id),
-        type: log.type,
-        resource: log.resource as AdminLogResource,
-        initiator: log.initiator,
-        createdAt: toIso(log.createdAt),
-        ...(r.user ? { user: userObject(r.user) } : {}),
-        ...(log.previousValue !== null ? { previousValue: JSON.parse(log.previousValue) as unknown } : {}),
-        ...(log.newValue !== null ? { newValue: JSON.parse(log.newValue) as unknown } : {}),
-      },
-    ]
+    return {
+      object: 'adminLog' as const,
+      id: String(log.id),
+      type: log.type,
+      resource: log.resource as AdminLogResource,
+      initiator: log.initiator,
+      createdAt: toIso(log.createdAt),
+      ...(r.user ? { user: userObject(r.user) } : {}),
+      ...(log.previousValue !== null ? { previousValue: JSON.parse(log.previousValue) as unknown } : {}),
+      ...(log.newValue !== null ? { newValue: JSON.parse(log.newValue) as unknown } : {}),
+    }
   })
 }

@@ -4,7 +4,7 @@ import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, HttpError, notFound } from '../../http/errors.ts'
-import { page, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { page, parseLimit, parseRecordFilters, queryOf } from '../../http/list.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
@@ -31,13 +31,7 @@ export function notesModule(deps: AppDeps) {
       ({ params, request }) => {
         const query = queryOf(request)
         const limit = parseLimit(query.limit)
-        const filters = {
-          userEmail: parseStringParameter(query, 'userEmail', 320),
-          userId: parseIdParameter(query, 'userId'),
-          teamName: parseStringParameter(query, 'teamName', 200),
-          collectionName: parseStringParameter(query, 'collectionName', 200),
-          recordId: parseStringParameter(query, 'recordId'),
-        }
+        const filters = parseRecordFilters(query)
         const { project, environment } = requireEnvironment(db, params.projectName, params.environmentName)
         const ids = listNoteIds(db, project.id, environment.id, filters, query, limit)
         return page(ids, limit, (pageIds) => renderNotes(db, pageIds), {

@@ -4,7 +4,7 @@ import { latestCreatedAt, nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { collections, environments, noteMessages, notes, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
@@ -90,26 +90,21 @@ export function renderNotes(db: Db, ids: number[]) {
     thread.push(messageObject(m))
     threads.set(m.noteId, thread)
   }
-  const byId = new Map(rows.map((r) => [r.note.id, r]))
-  return ids.flatMap((id) => {
-    const r = byId.get(id)
-    if (!r) return []
-    return [
-      {
-        object: 'note' as const,
-        id: r.note.id,
-        title: r.note.title,
-        recordId: r.note.recordId,
-        createdAt: toIso(r.note.createdAt),
-        updatedAt: toIso(r.note.updatedAt),
-        ...(r.note.archivedAt !== null ? { archivedAt: toIso(r.note.archivedAt) } : {}),
-        user: userObject(r.user),
-        environment: { object: 'environment' as const, name: r.environment },
-        team: { object: 'team' as const, name: r.team },
-        ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
-        messages: threads.get(id) ?? [],
-      },
-    ]
+  return inIdOrder(ids, rows, (r) => r.note.id).map((r) => {
+    return {
+      object: 'note' as const,
+      id: r.note.id,
+      title: r.note.title,
+      recordId: r.note.recordId,
+      createdAt: toIso(r.note.createdAt),
+      updatedAt: toIso(r.note.updatedAt),
+      ...(r.note.archivedAt !== null ? { archivedAt: toIso(r.note.archivedAt) } : {}),
+      user: userObject(r.user),
+      environment: { object: 'environment' as const, name: r.environment },
+      team: { object: 'team' as const, name: r.team },
+      ...(r.collection !== null ? { collection: { object: 'collection' as const, name: r.collection } } : {}),
+      messages: threads.get(r.note.id) ?? [],
+    }
   })
 }
 

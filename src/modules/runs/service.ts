@@ -7,7 +7,7 @@ import { prepared } from '../../db/prepared.ts'
 import type { RunQueue } from '../../db/queue.ts'
 import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
-import { allOf, dateFilters, type Query } from '../../http/list.ts'
+import { allOf, dateFilters, inIdOrder, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
@@ -134,40 +134,36 @@ export function renderRuns(db: Db, ids: string[]) {
     .where(inArray(runs.id, ids))
     .all()
   const steps = db.select().from(runSteps).where(inArray(runSteps.runId, ids)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex)).all()
-  const byId = new Map(rows.map((r) => [r.run.id, r]))
-  return ids.flatMap((id) => {
-    const r = byId.get(id)
-    if (!r) return []
-    return [
-      {
-        object: 'workflow-run' as const,
-        id: r.run.id,
-        status: r.run.status,
-        trigger: r.run.trigger,
-        workflow: { id: r.run.workflowId, name: r.workflowName, version: r.version },
-        recordId: r.run.recordId,
-        environment: { object: 'environment' as const, name: r.environment },
-        team: { object: 'team' as const, name: r.team },
-        user: userObject(r.user),
-        token: r.token?.id == null ? null : { object: 'api-token' as const, id: r.token.id, name: r.token.name!, prefix: r.token.prefix! },
-        createdAt: toIso(r.run.createdAt),
-        startedAt: toIsoOrNull(r.run.startedAt),
-        finishedAt: toIsoOrNull(r.run.finishedAt),
-        ...(r.run.error ? { error: JSON.parse(r.run.error) as { code: string; message: string; step?: string } } : {}),
-        steps: steps
-          .filter((s) => s.runId === id)
-          .map((s) => ({
-            index: s.stepIndex,
-            name: s.name,
-            type: s.type,
-            status: s.status,
-            startedAt: toIso(s.startedAt),
-            finishedAt: toIso(s.finishedAt),
-            ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
-            ...(s.error ? { error: JSON.parse(s.error) as unknown } : {}),
-          })),
-      },
-    ]
+  return inIdOrder(ids, rows, (r) => r.run.id).map((r) => {
+    const id = r.run.id
+    return {
+      object: 'workflow-run' as const,
+      id: r.run.id,
+      status: r.run.status,
+      trigger: r.run.trigger,
+      workflow: { id: r.run.workflowId, name: r.workflowName, version: r.version },
+      recordId: r.run.recordId,
+      environment: { object: 'environment' as const, name: r.environment },
+      team: { object: 'team' as const, name: r.team },
+      user: userObject(r.user),
+      token: r.token?.id == null ? null : { object: 'api-token' as const, id: r.token.id, name: r.token.name!, prefix: r.token.prefix! },
+      createdAt: toIso(r.run.createdAt),
+      startedAt: toIsoOrNull(r.run.startedAt),
+      finishedAt: toIsoOrNull(r.run.finishedAt),
+      ...(r.run.error ? { error: JSON.parse(r.run.error) as { code: string; message: string; step?: string } } : {}),
+      steps: steps
+        .filter((s) => s.runId === id)
+        .map((s) => ({
+          index: s.stepIndex,
+          name: s.name,
+          type: s.type,
+          status: s.status,
+          startedAt: toIso(s.startedAt),
+          finishedAt: toIso(s.finishedAt),
+          ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
+          ...(s.error ? { error: JSON.parse(s.error) as unknown } : {}),
+        })),
+    }
   })
 }
 
