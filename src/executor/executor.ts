@@ -30,6 +30,20 @@ const RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } =
   wait: runWait,
 }
 
+/**
+ * Where the group of steps starting at `from` ends (exclusive): an `http` step runs alone (its call happens
+ * outside any transaction); other steps run together up to and including a `wait`, or up to the next `http`.
+ */
+export function stepGroupEnd(steps: readonly Step[], from: number): number {
+  if (steps[from]?.type === 'http') return from + 1
+  let end = from
+  while (end < steps.length && steps[end]!.type !== 'http') {
+    end++
+    if (steps[end - 1]!.type === 'wait') break
+  }
+  return end
+}
+
 /** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
 export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))
@@ -208,26 +222,21 @@ export class Executor {
     const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
     let record = this.resumedRecord(target, definition, run.next_step)
     try {
-      for (let index = run.next_step; index < definition.steps.length; index++) {
+      const steps = definition.steps
+      const signal = AbortSignal.any([this.stopController.signal, runAbort.signal])
+      for (let index = run.next_step; index < steps.length; ) {
         // Shutting down: stop at a step boundary; stop() gives the run back and it resumes here.
         if (!this.running) return
         // Step runners resolve at once for data steps: without a macrotask turn here the loop would run
         // queued work back to back and the HTTP server (same event loop) would answer nothing meanwhile.
         await yieldToEventLoop()
-        const step = definition.steps[index]!
-        const ctx: StepContext = {
-          target,
-          stepName: stepLabel(step, index),
-          clock: this.options.clock,
-          record,
-          heartbeat,
-          signal: AbortSignal.any([this.stopController.signal, runAbort.signal]),
-        }
-        const startedAt = this.options.clock.now()
-        const outcome = await this.runStep(ctx, step, index, startedAt)
+        const end = stepGroupEnd(steps, index)
+        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, heartbeat, signal })
         if (outcome === 'stop') return
-        record = outcome.record ?? record
+        record = outcome.record
+        index = end
       }
+      // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
       this.finish(target, 'succeeded', null)
     } finally {
       clearInterval(timer)
@@ -250,42 +259,95 @@ export class Executor {
     }
   }
 
-  /** Runs one step and records it; returns what the next step sees, or 'stop' when the run ended or parked. */
-  private async runStep(ctx: StepContext, step: Step, index: number, startedAt: number): Promise<StepResult | 'stop'> {
-    const runner = RUNNERS[step.type] as StepRunner
-    try {
-      const apply = await runner(ctx, step)
-      const result = writeTransaction(this.options.store, (tx) => {
-        this.queue.assertOwned(ctx.target.run.id, this.owner)
-        const result = apply(tx)
-        this.recordStep(tx, ctx, step, index, startedAt, 'succeeded', result.output, null)
-        if (result.next === 'continue') {
-          tx.update(runs).set({ nextStep: index + 1 }).where(eq(runs.id, ctx.target.run.id)).run()
-        } else if (result.next === 'end') {
-          this.finishIn(tx, ctx.target, 'succeeded', null, index + 1)
-        } else {
+  /**
+   * Runs steps [from, to) — one `http` step, or consecutive other steps (ending at a `wait`) — and records them in
+   * one transaction with their effects, each in a savepoint: a step that fails is rolled back alone and recorded as
+   * failed with the run. Returns what the next steps see, or 'stop' when the run ended, parked or was lost.
+   */
+  private async runSteps(group: {
+    target: RunTarget
+    steps: Step[]
+    from: number
+    to: number
+    record: Record<string, unknown> | null
+    heartbeat: () => void
+    signal: AbortSignal
+  }): Promise<{ record: Record<string, unknown> | null } | 'stop'> {
+    const { target, steps } = group
+    const planned: { ctx: StepContext; step: Step; index: number; startedAt: number; apply: (tx: Db) => StepResult }[] = []
+    for (let index = group.from; index < group.to; index++) {
+      const step = steps[index]!
+      const ctx: StepContext = {
+        target,
+        stepName: stepLabel(step, index),
+        clock: this.options.clock,
+        record: group.record,
+        heartbeat: group.heartbeat,
+        signal: group.signal,
+      }
+      const startedAt = this.options.clock.now()
+      try {
+        planned.push({ ctx, step, index, startedAt, apply: await (RUNNERS[step.type] as StepRunner)(ctx, step) })
+      } catch (error) {
+        // Only an http step's call fails here, and it is alone in its group.
+        if (error instanceof LeaseLostError) throw error
+        if (!(error instanceof StepFailure)) {
+          if (ctx.signal.aborted) return 'stop'
+          throw error
+        }
+        writeTransaction(this.options.store, (tx) => {
+          this.queue.assertOwned(target.run.id, this.owner)
+          this.failIn(tx, ctx, step, index, startedAt, error)
+        })
+        return 'stop'
+      }
+    }
+    const outcome = writeTransaction(this.options.store, (tx) => {
+      this.queue.assertOwned(target.run.id, this.owner)
+      let record = group.record
+      for (const { ctx, step, index, startedAt, apply } of planned) {
+        let result: StepResult
+        try {
+          result = tx.transaction((savepoint) => {
+            const result = apply(savepoint as unknown as Db)
+            this.recordStep(savepoint as unknown as Db, ctx, step, index, startedAt, 'succeeded', result.output, null)
+            return result
+          })
+        } catch (error) {
+          if (!(error instanceof StepFailure)) throw error
+          this.failIn(tx, ctx, step, index, startedAt, error)
+          return 'stop' as const
+        }
+        record = result.record ?? record
+        if (result.next === 'end' || (result.next === 'continue' && index === steps.length - 1)) {
+          // The last step's transaction also ends the run.
+          this.finishIn(tx, target, 'succeeded', null, index + 1)
+          return 'stop' as const
+        }
+        if (typeof result.next === 'object') {
           tx.update(runs)
             .set({ nextStep: index + 1, status: 'waiting', availableAt: result.next.waitUntil, leaseOwner: null, leaseExpiresAt: null })
-            .where(eq(runs.id, ctx.target.run.id))
+            .where(eq(runs.id, target.run.id))
             .run()
+          return 'parked' as const
         }
-        return result
-      })
-      if (typeof result.next === 'object') this.notify()
-      return result.next === 'continue' ? result : 'stop'
-    } catch (error) {
-      if (error instanceof LeaseLostError) throw error
-      if (!(error instanceof StepFailure)) {
-        if (ctx.signal.aborted) return 'stop'
-        throw error
       }
-      writeTransaction(this.options.store, (tx) => {
-        this.queue.assertOwned(ctx.target.run.id, this.owner)
-        this.recordStep(tx, ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
-        this.finishIn(tx, ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
-      })
+      prepared(tx, 'executor.next-step', () =>
+        tx.update(runs).set({ nextStep: sql`${sql.placeholder('next')}` }).where(eq(runs.id, sql.placeholder('id'))).prepare(),
+      ).run({ next: group.to, id: target.run.id })
+      return { record }
+    })
+    if (outcome === 'parked') {
+      this.notify()
       return 'stop'
     }
+    return outcome
+  }
+
+  /** Records a failed step and fails the run (error names the step). */
+  private failIn(tx: Db, ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure): void {
+    this.recordStep(tx, ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
+    this.finishIn(tx, ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
   }
 
   private recordStep(
