@@ -2,20 +2,21 @@ import { eq } from 'drizzle-orm'
 import { writeTransaction } from '../db/open.ts'
 import { PERMISSION_LEVELS, type PermissionLevel, projects } from '../db/schema.ts'
 import { systemClock } from '../lib/clock.ts'
-import { setProjectMember } from '../modules/members/service.ts'
+import { removeProjectMember, setProjectMember } from '../modules/members/service.ts'
 import { findUserByEmail } from '../modules/users/service.ts'
 import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
 
 export const memberCommand: Command = {
-  summary: "set a user's permission level in a project",
-  usage: `trellis member set --project P --user EMAIL --role ${PERMISSION_LEVELS.join('|')}`,
+  summary: "set a user's permission level in a project, or remove them from it",
+  usage: `trellis member set --project P --user EMAIL --role ${PERMISSION_LEVELS.join('|')}\n       trellis member remove --project P --user EMAIL`,
   async run(argv, io) {
     const [sub, ...rest] = argv
     const parsed = parseFlags(rest, { project: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' } })
     if (parsed.help || sub === '--help' || sub === '-h') return io.out(this.usage), 0
-    if (sub !== 'set') throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
+    if (sub !== 'set' && sub !== 'remove') throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
     const projectName = required(parsed, 'project')
     const email = required(parsed, 'user')
+    if (sub === 'remove') return removeFromCli(parsed, projectName, email, io)
     const role = required(parsed, 'role')
     if (!PERMISSION_LEVELS.includes(role as PermissionLevel)) {
       throw new UsageError(`--role must be one of ${PERMISSION_LEVELS.join(', ')}`)
@@ -35,4 +36,21 @@ export const memberCommand: Command = {
       store.close()
     }
   },
+}
+
+async function removeFromCli(parsed: ReturnType<typeof parseFlags>, projectName: string, email: string, io: Parameters<Command['run']>[1]) {
+  const store = openMigrated(configFrom(parsed))
+  try {
+    const removed = writeTransaction(store, (tx) => {
+      const project = tx.select().from(projects).where(eq(projects.name, projectName)).get()
+      if (!project) throw new CommandError(`unknown project ${projectName}`)
+      const user = findUserByEmail(tx, email)
+      if (!user) throw new CommandError(`unknown user ${email}`)
+      return removeProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, actorId: null })
+    })
+    io.out(removed ? `removed ${email} from ${projectName}` : `${email} is not a member of ${projectName}`)
+    return 0
+  } finally {
+    store.close()
+  }
 }

@@ -108,3 +108,28 @@ export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactiv
   }
   return true
 }
+
+/**
+ * Removes a user from a project: their permission level and their memberships of the project's teams. Their
+ * tokens for the project stay but are refused (no role) — revoke them to tidy up. Returns false when the user
+ * was not a member. One `remove` admin log entry with the previous `user-project` value.
+ */
+export function removeProjectMember(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): boolean {
+  const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
+  if (!db.select().from(projectMembers).where(where).get()) return false
+  const before = userProjectValue(db, input.projectId, input.userId)
+  const projectTeams = db.select({ id: teams.id }).from(teams).where(eq(teams.projectId, input.projectId)).all()
+  for (const team of projectTeams) {
+    db.delete(teamMembers).where(and(eq(teamMembers.teamId, team.id), eq(teamMembers.userId, input.userId))).run()
+  }
+  db.delete(projectMembers).where(where).run()
+  appendAdminLog(db, clock, {
+    projectId: input.projectId,
+    type: 'remove',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: before,
+  })
+  return true
+}
