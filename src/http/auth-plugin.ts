@@ -3,6 +3,9 @@
  * - `projectCall: { scope, role? }` — public API (Bearer token only), DESIGN §4 order; resolves `identity`.
  * - `accountCall: true` — management API: a console session cookie, or a Bearer token with `all` whose user is
  *   an admin of the token's project (then confined to that project); resolves `caller`.
+ * - `userCall: true` — runs: a console session, or any live token of an active user (confined to its project;
+ *   the route checks the scope it needs); resolves `caller`.
+ * All three authenticate in `transform`, before body and params validation.
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../app.ts'
