@@ -8,7 +8,7 @@ import {
   createToken,
   findToken,
   isMemberOf,
-  listAllTokens,
+  listTokens,
   resolveExpiry,
   resolveScopes,
   revokeToken,
@@ -123,7 +123,7 @@ async function listFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters
       if (!user) throw new CommandError(`unknown user ${parsed.values.user}`)
       filter.userId = user.id
     }
-    const rows = listAllTokens(store.db, filter).map(cliTokenView)
+    const rows = listTokens(store.db, { ...filter, includeRevoked: true }).map(cliTokenView)
     if (parsed.values.json) {
       io.out(JSON.stringify(rows, null, 2))
     } else {

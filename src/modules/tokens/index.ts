@@ -11,8 +11,7 @@ import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
   findToken,
-  listProjectTokens,
-  listUserTokens,
+  listTokens,
   projectTokenView,
   resolveExpiry,
   resolveScopes,
@@ -84,7 +83,7 @@ export function tokensModule(deps: AppDeps) {
     .get(
       '/v1/account/tokens',
       ({ caller }) => ({
-        data: listUserTokens(db, caller.user.id)
+        data: listTokens(db, { userId: caller.user.id })
           .filter((row) => caller.tokenProjectId === null || row.token.projectId === caller.tokenProjectId)
           .map(tokenView),
       }),
@@ -118,7 +117,7 @@ export function tokensModule(deps: AppDeps) {
       '/v1/project/:projectName/api-tokens',
       ({ params, caller }) => {
         const project = requireProjectAdmin(db, caller, params.projectName)
-        return { data: listProjectTokens(db, project.id).map(projectTokenView) }
+        return { data: listTokens(db, { projectId: project.id }).map(projectTokenView) }
       },
       {
         accountCall: true,

@@ -169,47 +169,28 @@ const tokenListColumns = {
   owner: { id: users.id, email: users.email, username: users.username },
 }
 
-/** The tokens of a user (not revoked), newest first. */
-export function listUserTokens(db: Db, userId: number) {
+/**
+ * Tokens, newest first: a user's (account settings), a project's (API access settings) or both filters (CLI).
+ * Revoked ones only when asked (the CLI shows them; the API lists live tokens).
+ */
+export function listTokens(db: Db, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }) {
   return db
     .select(tokenListColumns)
     .from(apiTokens)
     .innerJoin(projects, eq(projects.id, apiTokens.projectId))
     .innerJoin(users, eq(users.id, apiTokens.userId))
-    .where(and(eq(apiTokens.userId, userId), isNull(apiTokens.revokedAt)))
+    .where(
+      and(
+        filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
+        filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
+        filter.includeRevoked ? undefined : isNull(apiTokens.revokedAt),
+      ),
+    )
     .orderBy(desc(apiTokens.id))
     .all()
 }
 
-/** The live tokens of a project, for its admins (API access settings). */
-export function listProjectTokens(db: Db, projectId: number) {
-  return db
-    .select(tokenListColumns)
-    .from(apiTokens)
-    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .where(and(eq(apiTokens.projectId, projectId), isNull(apiTokens.revokedAt)))
-    .orderBy(desc(apiTokens.id))
-    .all()
-}
-
-/** Every token (CLI `token list`), optionally filtered, revoked ones included. */
-export function listAllTokens(db: Db, filter: { projectId?: number; userId?: number }) {
-  const conditions = [
-    filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
-    filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
-  ]
-  return db
-    .select(tokenListColumns)
-    .from(apiTokens)
-    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .where(and(...conditions))
-    .orderBy(desc(apiTokens.id))
-    .all()
-}
-
-export type TokenListRow = ReturnType<typeof listUserTokens>[number]
+export type TokenListRow = ReturnType<typeof listTokens>[number]
 
 /** The public view of a token: never the value or its hash. */
 export function tokenView(row: TokenListRow) {
