@@ -8,7 +8,7 @@ import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } fro
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { userColumns, userObject } from '../users/service.ts'
 
 /**
  * The `action` values: the compatibility document's whole enum (a client may filter on any of them, even those
@@ -177,7 +177,7 @@ export function renderActivityLogs(db: Db, ids: number[]) {
     db
       .select({
         log: activityLogs,
-        user: { id: users.id, username: users.username, email: users.email },
+        user: userColumns,
         environment: environments.name,
         team: teams.name,
         collection: collections.name,

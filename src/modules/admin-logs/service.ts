@@ -8,7 +8,7 @@ import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } fro
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { userColumns, userObject } from '../users/service.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 /** `user-project`, `role`, `team`, `environment` come from the compatibility document; the rest are extensions. */
@@ -96,7 +96,7 @@ export function renderAdminLogs(db: Db, ids: number[]) {
   if (ids.length === 0) return []
   const rows = prepared(db, 'admin-logs.render', () =>
     db
-      .select({ log: adminLogs, user: { id: users.id, username: users.username, email: users.email } })
+      .select({ log: adminLogs, user: userColumns })
       .from(adminLogs)
       .leftJoin(users, eq(users.id, adminLogs.userId))
       .where(inJsonArray(adminLogs.id, 'ids'))

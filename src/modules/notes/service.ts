@@ -10,7 +10,7 @@ import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { userColumns, userObject } from '../users/service.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 export const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
@@ -58,7 +58,6 @@ export function listNoteIds(db: Db, projectId: number, environmentId: number, fi
 }
 
 
-const userColumns = { id: users.id, username: users.username, email: users.email }
 
 /** The spec's note objects for the given ids, in the order given, messages oldest first. */
 export function renderNotes(db: Db, ids: number[]) {

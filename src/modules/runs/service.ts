@@ -11,7 +11,7 @@ import { allOf, dateFilters, inIdOrder, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { userObject } from '../users/service.ts'
+import { userColumns, userObject } from '../users/service.ts'
 
 /** A workflow with what a trigger needs to check: its rendering, project, collection and webhook settings. */
 export interface TriggerTarget {
@@ -120,7 +120,7 @@ export function renderRuns(db: Db, ids: string[]) {
       version: workflowVersions.version,
       environment: environments.name,
       team: teams.name,
-      user: { id: users.id, username: users.username, email: users.email },
+      user: userColumns,
       token: { id: apiTokens.id, name: apiTokens.name, prefix: apiTokens.prefix },
     })
     .from(runs)

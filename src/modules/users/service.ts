@@ -130,6 +130,9 @@ export function setUserPasswordHash(db: Db, clock: Clock, userId: number, passwo
   deleteUserSessions(db, userId)
 }
 
+/** The columns the compatibility document's user object is made of (select them, then `userObject`). */
+export const userColumns = { id: users.id, username: users.username, email: users.email }
+
 /** The compatibility document's user object. */
 export function userObject(user: Pick<User, 'id' | 'username' | 'email'>) {
   return { object: 'user' as const, id: user.id, username: user.username, email: user.email }
