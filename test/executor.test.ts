@@ -27,6 +27,7 @@ import {
   acmeWorkflow,
   applyAcme,
   hookPath,
+  ordersWorkflow,
   reportHook,
   tokenFor,
   userId,
@@ -585,10 +586,10 @@ describe('leases and several executors on one database', () => {
     const document = acmeDocument()
     const acme = acmeProject(document)
     for (let i = 1; i <= 20; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `multi_${i}`, data: { n: '' } })
-    const onOrders = { environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 } }
+    const fast = { webhook: { enabled: true, ratePerMinute: 1000 } }
     acme.workflows!.push(
-      { ...onOrders, name: 'Slow call', steps: [{ type: 'load' }, { type: 'http', method: 'GET', url: `${remoteUrl}/slow`, retries: 0 }, { type: 'update', set: { slow: 'done' } }] },
-      { ...onOrders, name: 'Append', steps: [{ type: 'load' }, { type: 'update', set: { n: '{{record.n}}x' } }, { type: 'note', title: 'Appended', content: '<p>{{record.n}}</p>' }] },
+      ordersWorkflow('Slow call', [{ type: 'load' }, { type: 'http', method: 'GET', url: `${remoteUrl}/slow`, retries: 0 }, { type: 'update', set: { slow: 'done' } }], fast),
+      ordersWorkflow('Append', [{ type: 'load' }, { type: 'update', set: { n: '{{record.n}}x' } }, { type: 'note', title: 'Appended', content: '<p>{{record.n}}</p>' }], fast),
     )
     const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
@@ -664,21 +665,16 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
       const store = openStore(data.path)
       migrate(store.sqlite)
       const document = acmeDocument()
-      acmeProject(document).workflows!.push({
-        name: 'Crashy',
-        environment: 'production',
-        team: 'Support',
-        collection: 'orders',
-        webhook: { enabled: true },
-        steps: [
+      acmeProject(document).workflows!.push(
+        ordersWorkflow('Crashy', [
           { type: 'load' },
           { type: 'update', name: 'first', set: { trail: '{{record.trail}}1' } },
           { type: 'http', name: 'call', method: 'POST', url: `${remoteUrl}/hang`, body: { order: '{{record.id}}', trail: '{{record.trail}}' }, retries: 0, timeoutSeconds: 30 },
           { type: 'wait', name: 'pause', seconds: 1 },
           { type: 'update', name: 'second', set: { trail: '{{record.trail}}2' } },
           { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
-        ],
-      })
+        ]),
+      )
       const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
       const hook = reportHook(report, 'Crashy')
       const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value

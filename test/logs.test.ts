@@ -23,7 +23,7 @@ import { type ApplyReport, ApplyError, applyDocument } from '../src/modules/appl
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
+import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValid, compatDocument, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
@@ -458,14 +458,11 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     const document = acmeWithGlobex()
     acmeWorkflow(document, 'Refund order').steps[4]!.seconds = 1
     acmeWorkflow(document, 'Refund order').webhook = { enabled: true, ratePerMinute: 1000 }
-    acmeProject(document).workflows!.push({
-      name: 'Long hold',
-      environment: 'production',
-      team: 'Support',
-      collection: 'orders',
-      webhook: { enabled: true, ratePerMinute: 1000 },
-      steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'yes' } }],
-    })
+    acmeProject(document).workflows!.push(
+      ordersWorkflow('Long hold', [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'yes' } }], {
+        webhook: { enabled: true, ratePerMinute: 1000 },
+      }),
+    )
     fx = buildFx({
       clock: systemClock,
       document,

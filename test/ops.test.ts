@@ -14,7 +14,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, reportHook, tokenFor } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
 afterEach(() => {
@@ -173,18 +173,13 @@ describe('graceful shutdown (a real `trellis serve`)', () => {
     const store = openStore(data.path)
     migrate(store.sqlite)
     const document = acmeDocument()
-    acmeProject(document).workflows!.push({
-      name: 'Pause',
-      environment: 'production',
-      team: 'Support',
-      collection: 'orders',
-      webhook: { enabled: true },
-      steps: [
+    acmeProject(document).workflows!.push(
+      ordersWorkflow('Pause', [
         { type: 'load' },
         { type: 'wait', name: 'pause', seconds: 2 },
         { type: 'update', name: 'after', set: { trail: 'resumed' } },
-      ],
-    })
+      ]),
+    )
     const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
     const hook = reportHook(report, 'Pause')
     const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value

@@ -98,3 +98,11 @@ export function reportHook(report: ApplyReport, workflowName: string): string {
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * A workflow on Support's `orders` in production — where most tests put theirs — with its webhook enabled.
+ * `overrides` changes any of that (another team or collection, a webhook rate, no webhook block).
+ */
+export function ordersWorkflow(name: string, steps: Record<string, unknown>[], overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return { name, environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true }, steps, ...overrides }
+}
