@@ -17,6 +17,7 @@ import { setProjectMember } from '../src/modules/members/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
 import { repoRoot, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
+import type { ErrorObject } from './support/compat-schema.ts'
 
 const ACME = join(repoRoot, 'examples/acme.yaml')
 const PASSWORDS: Record<string, string> = {
@@ -138,14 +139,13 @@ function postNote(app: ReturnType<typeof testApp>, headers: Record<string, strin
   return app.handle(request(path, { method: 'POST', headers, json }))
 }
 
-type ErrorBody = { error: string; code: string; message: string; details?: { field: string; message: string }[]; retry_after?: number }
 
 /** DESIGN §5: `{error: <reason>, code, message}` (+ details for validation, retry_after for 429). */
-async function expectError(response: Response, status: number, code?: string): Promise<ErrorBody> {
+async function expectError(response: Response, status: number, code?: string): Promise<ErrorObject> {
   const text = await response.text()
   expect({ status: response.status, text }).toMatchObject({ status })
   expect(response.headers.get('content-type')).toStartWith('application/json')
-  const body = JSON.parse(text) as ErrorBody
+  const body = JSON.parse(text) as ErrorObject
   expect(typeof body.error).toBe('string')
   expect(typeof body.code).toBe('string')
   expect(typeof body.message).toBe('string')
@@ -156,13 +156,13 @@ async function expectError(response: Response, status: number, code?: string): P
   return body
 }
 
-async function expect401(response: Response): Promise<ErrorBody> {
+async function expect401(response: Response): Promise<ErrorObject> {
   const body = await expectError(response, 401, 'unauthorized')
   expect(body.error).toBe('Unauthorized')
   return body
 }
 
-async function expect403(response: Response, code?: string): Promise<ErrorBody> {
+async function expect403(response: Response, code?: string): Promise<ErrorObject> {
   const body = await expectError(response, 403, code)
   expect(body.error).toBe('Forbidden')
   return body

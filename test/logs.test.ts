@@ -24,7 +24,7 @@ import { setProjectMember, setUserDeactivated } from '../src/modules/members/ser
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
-import { assertValid, compatDocument, validatorFor } from './support/compat-schema.ts'
+import { assertValid, compatDocument, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
 
@@ -94,13 +94,6 @@ interface Page<T> {
   hasMore: boolean
   data: T[]
   parameters: Record<string, unknown>
-}
-interface ErrorObject {
-  error: string
-  code: string
-  message: string
-  details?: { field: string; message: string }[]
-  retry_after?: number
 }
 interface Sent<T> {
   status: number

@@ -19,7 +19,7 @@ import { applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
 import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { assertValid, validatorFor } from './support/compat-schema.ts'
+import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
 
@@ -66,13 +66,6 @@ interface NotesPage {
   hasMore: boolean
   data: NoteObject[]
   parameters: { projectName: string; environmentName: string; limit: number }
-}
-interface ErrorObject {
-  error: string
-  code: string
-  message: string
-  details?: { field: string; message: string }[]
-  retry_after?: number
 }
 
 interface Sent<T> {

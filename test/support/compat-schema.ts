@@ -34,6 +34,15 @@ export function compatDocument(): OpenApiDocument {
 }
 
 /** `'200'`, `'429'`, `'4XX'`, `'5XX'`, or a numeric status (400 → `'4XX'` when there is no exact key). */
+/** Trellis's error body as the tests read it (DESIGN §5): the document's `code` + `message`, and `error`. */
+export interface ErrorObject {
+  error: string
+  code: string
+  message: string
+  details?: { field: string; message: string }[]
+  retry_after?: number
+}
+
 export type ResponseStatus = number | string
 
 export interface SchemaOptions {
