@@ -1,0 +1,82 @@
+/**
+ * `GET /v1/project/{p}/environment/{e}/workflow-runs`: project admins list runs newest first with the shared
+ * envelope, `limit` rules and filters (`workflowName`, `teamName`, `recordId`, `status`, `createdAt.*`).
+ */
+import { afterAll, expect, test } from 'bun:test'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
+import { request, testApp, testEnv } from './helpers.ts'
+
+const env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '100000' })
+afterAll(() => env.cleanup())
+
+const document = acmeDocument()
+acmeProject(document).workflows!.push(ordersWorkflow('Second', [{ type: 'load' }]))
+const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+const app = testApp(env)
+const alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
+const bob = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
+const auth = (token: string) => ({ authorization: `Bearer ${token}` })
+
+interface RunPage {
+  hasMore: boolean
+  data: { id: string; status: string; recordId: string; createdAt: string; workflow: { name: string } }[]
+  parameters: Record<string, unknown>
+}
+
+async function list(query: Record<string, string>, token = alice) {
+  const response = await app.handle(request(`/v1/project/Acme/environment/production/workflow-runs?${new URLSearchParams(query)}`, { headers: auth(token) }))
+  return { status: response.status, body: (await response.json()) as RunPage & { code?: string } }
+}
+
+test('filters, order, envelope, limit rules and access', async () => {
+  const started: { id: string; workflow: string; record: string; at: number }[] = []
+  for (const [workflow, record] of [
+    ['Refund order', 'ord_1001'],
+    ['Second', 'ord_1001'],
+    ['Refund order', 'ord_1002'],
+    ['Second', 'ord_1003'],
+    ['Refund order', 'ord_1003'],
+  ] as const) {
+    env.clock.advance(1_000)
+    const response = await app.handle(request(reportHook(report, workflow), { method: 'POST', headers: auth(bob), json: { record_id: record } }))
+    expect(response.status).toBe(202)
+    started.push({ id: ((await response.json()) as { runId: string }).runId, workflow, record, at: env.clock.now() })
+  }
+  env.store.sqlite.prepare("UPDATE runs SET status = 'failed' WHERE id = ?").run(started[0]!.id)
+  const newestFirst = [...started].reverse()
+  const ids = (page: RunPage) => page.data.map((r) => r.id)
+
+  const all = await list({})
+  expect(all.status).toBe(200)
+  expect(ids(all.body)).toEqual(newestFirst.map((r) => r.id))
+  expect(all.body).toMatchObject({ hasMore: false, parameters: { projectName: 'Acme', environmentName: 'production', limit: 10 } })
+
+  expect(ids((await list({ workflowName: 'Second' })).body)).toEqual(newestFirst.filter((r) => r.workflow === 'Second').map((r) => r.id))
+  expect(ids((await list({ workflowName: 'Second', teamName: 'Billing' })).body)).toEqual([])
+  expect(ids((await list({ workflowName: 'Nope' })).body)).toEqual([])
+  expect(ids((await list({ recordId: 'ord_1003' })).body)).toEqual(newestFirst.filter((r) => r.record === 'ord_1003').map((r) => r.id))
+  expect(ids((await list({ status: 'failed' })).body)).toEqual([started[0]!.id])
+  expect(ids((await list({ status: 'queued', workflowName: 'Refund order' })).body)).toEqual(
+    newestFirst.filter((r) => r.workflow === 'Refund order' && r.id !== started[0]!.id).map((r) => r.id),
+  )
+  const third = started[2]!
+  expect(ids((await list({ 'createdAt.lt': new Date(third.at).toISOString() })).body)).toEqual([started[1]!.id, started[0]!.id])
+  expect(ids((await list({ 'createdAt.gte': new Date(third.at).toISOString(), 'createdAt.lte': new Date(started[3]!.at).toISOString() })).body)).toEqual([
+    started[3]!.id,
+    third.id,
+  ])
+
+  const page = await list({ limit: '2' })
+  expect(page.body.hasMore).toBe(true)
+  expect(ids(page.body)).toEqual(newestFirst.slice(0, 2).map((r) => r.id))
+  const exact = await list({ limit: '5' })
+  expect(exact.body.hasMore).toBe(false)
+
+  const refusals: Record<string, string>[] = [{ limit: '0' }, { limit: '101' }, { status: 'sleeping' }, { 'createdAt.lt': 'yesterday' }]
+  for (const bad of refusals) {
+    const refused = await list(bad)
+    expect(refused.status).toBe(400)
+    expect(refused.body.code).toBe('invalid_parameter')
+  }
+  expect((await list({}, bob)).status).toBe(403) // bob is not a project admin
+})
