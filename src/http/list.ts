@@ -86,15 +86,6 @@ export function parseDateFilters(query: Query, fields: readonly string[]): DateF
   return filters
 }
 
-/** Date filters as plain column comparisons. */
-export function dateConditions(filters: DateFilter[], columns: Record<string, SQLiteColumn>): SQL[] {
-  return filters.map((f) => compare(columns[f.field]!, f.op, f.ms))
-}
-
-/** Parse and compare in one go, for lists without an ordered fast path. */
-export function dateFilters(query: Query, columns: Record<string, SQLiteColumn>): SQL[] {
-  return dateConditions(parseDateFilters(query, Object.keys(columns)), columns)
-}
 
 export interface TimeOrderedTable {
   /** Names the cached statements. */
@@ -166,7 +157,7 @@ export interface PageQuery {
  * The ids of one page (limit + 1 rows, newest first) — the one page query of every list. The statement is
  * prepared once per shape (which filters are present) and run with the values as placeholders.
  */
-export function pageIds(db: Db, q: PageQuery, limit: number): number[] {
+export function pageIds<Id extends number | string = number>(db: Db, q: PageQuery, limit: number): Id[] {
   const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
   const dates = q.dates?.filters ?? []
   const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: SQL; values: Record<string, unknown> }] => e[1] !== undefined)
@@ -198,7 +189,7 @@ export function pageIds(db: Db, q: PageQuery, limit: number): number[] {
   for (const [name, [, value]] of equal) values[name] = value
   for (const d of dates) values[`${d.field}.${d.op}`] = d.ms
   for (const [, e] of extra) Object.assign(values, e.values)
-  return statement.all(values).map((r) => r.id as number)
+  return statement.all(values).map((r) => r.id as Id)
 }
 
 function compare(column: SQLiteColumn, op: DateOperator, value: number | Placeholder): SQL {

@@ -1,13 +1,13 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import { randomUUIDv7 } from 'bun'
 import { type Store, writeTransaction } from '../../db/open.ts'
 import type { Db } from '../../db/open.ts'
-import { prepared } from '../../db/prepared.ts'
+import { inJsonArray, prepared } from '../../db/prepared.ts'
 import type { RunQueue } from '../../db/queue.ts'
 import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
-import { allOf, dateFilters, inIdOrder, type Query } from '../../http/list.ts'
+import { allOf, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
@@ -213,20 +213,26 @@ export function workflowIdsNamed(db: Db, environmentId: number, name: string, te
 
 export function listRunIds(db: Db, environmentId: number, filters: RunFilters, query: Query, limit: number): string[] {
   if (filters.workflowIds?.length === 0) return []
-  return db
-    .select({ id: runs.id })
-    .from(runs)
-    .where(
-      allOf([
-        eq(runs.environmentId, environmentId),
-        filters.workflowIds === undefined ? undefined : inArray(runs.workflowId, filters.workflowIds),
-        filters.recordId === undefined ? undefined : eq(runs.recordId, filters.recordId),
-        filters.status === undefined ? undefined : eq(runs.status, filters.status as RunRecord['status']),
-        ...dateFilters(query, { createdAt: runs.createdAt }),
-      ]),
-    )
-    .orderBy(desc(runs.id))
-    .limit(limit + 1)
-    .all()
-    .map((r) => r.id)
+  return pageIds<string>(
+    db,
+    {
+      name: 'runs',
+      table: runs,
+      id: runs.id,
+      equal: {
+        environmentId: [runs.environmentId, environmentId],
+        recordId: [runs.recordId, filters.recordId],
+        status: [runs.status, filters.status],
+      },
+      // Run times come from the clock as they are: no order guarantee, so they stay plain comparisons.
+      dates: { filters: parseDateFilters(query, ['createdAt']), columns: { createdAt: runs.createdAt } },
+      extra: {
+        workflowIds:
+          filters.workflowIds === undefined
+            ? undefined
+            : { condition: inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
+      },
+    },
+    limit,
+  )
 }
