@@ -59,8 +59,7 @@ export const userCommand: Command = {
           return `password set for ${user.email}`
         }
         const disable = sub === 'disable'
-        if ((user.disabledAt !== null) === disable) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
-        setUserDeactivated(tx, systemClock, user.id, disable, null)
+        if (!setUserDeactivated(tx, systemClock, user.id, disable, null)) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
         return `${disable ? 'disabled' : 'enabled'} ${user.email}`
       })
       io.out(message)
