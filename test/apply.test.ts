@@ -644,6 +644,7 @@ describe('atomicity', () => {
       name: 'Later',
       environments: ['production'],
       teams: [{ name: 'Ops', members: ['erin@example.com'] }],
+      members: [{ user: 'erin@example.com', role: 'admin' }],
       collections: [{ name: 'tickets' }],
       records: [{ environment: 'production', collection: 'tickets', id: 't1', data: { a: 1 } }],
       notes: [

@@ -296,6 +296,133 @@ async function until<T>(what: string, probe: () => T | null | undefined | false,
   }
 }
 
+// ── Activity: trellis apply ─────────────────────────────────────────────────
+
+describe('activity log: records and notes written by trellis apply', () => {
+  let fx: Fx
+  const applyCtx = (actorEmail?: string) => ({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl, actorEmail })
+  beforeAll(() => {
+    fx = buildFx()
+  })
+  afterAll(() => fx.env.cleanup())
+
+  test('the first apply: one create per record (first admin, oldest team allowed to edit), one createNote per imported note', async () => {
+    const production = (await walk((q) => listActivity(fx, q))).entries.reverse()
+    const summary = (e: ActivityLog) => [e.action, e.label, e.user.username, e.team.name, e.collection?.name, e.recordIds]
+    expect(production.map(summary)).toEqual([
+      // orders: Billing may not edit it, so Support (older teams first; Support is the oldest anyway).
+      ['create', 'created by trellis apply', 'alice', 'Support', 'orders', ['ord_1001']],
+      ['create', 'created by trellis apply', 'alice', 'Support', 'orders', ['ord_1002']],
+      ['create', 'created by trellis apply', 'alice', 'Support', 'orders', ['ord_1003']],
+      ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_001']],
+      ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_002']],
+      // Imports: the note's own user and team; the entry is the import (now), the note keeps its times.
+      ...fx.env.store.sqlite
+        .prepare(
+          `SELECT n.record_id, u.username, t.name AS team, c.name AS coll FROM notes n JOIN users u ON u.id = n.user_id
+           JOIN teams t ON t.id = n.team_id JOIN collections c ON c.id = n.collection_id JOIN environments e ON e.id = n.environment_id
+           WHERE e.name = 'production' ORDER BY n.id`,
+        )
+        .all()
+        .map((n) => {
+          const row = n as { record_id: string; username: string; team: string; coll: string }
+          return ['createNote', 'imported by trellis apply', row.username, row.team, row.coll, [row.record_id]]
+        }),
+    ])
+    expect(production.every((e) => e.type === 'write' && e.workflow === undefined && e.environment.name === 'production')).toBe(true)
+  })
+
+  test('re-applying the same file writes no activity entry; a changed record writes one update', async () => {
+    const before = maxId(fx.env, 'activity_logs')
+    applyAcme(applyCtx(), acmeWithGlobex())
+    expect(maxId(fx.env, 'activity_logs')).toBe(before)
+
+    const document = acmeWithGlobex()
+    document.projects[0]!.records![0]!.data = { status: 'refunded' }
+    fx.env.clock.advance(5)
+    applyAcme(applyCtx(), document)
+    const entries = await activitySince(fx, before)
+    expect(entries.map((e) => [e.action, e.label, e.user.username, e.team.name, e.recordIds])).toEqual([
+      ['update', 'updated by trellis apply', 'alice', 'Support', ['ord_1001']],
+    ])
+  })
+
+  test('--as names the user; a record may name its team', async () => {
+    const before = maxId(fx.env, 'activity_logs')
+    const document = acmeWithGlobex()
+    document.projects[0]!.records!.push(
+      { environment: 'production', collection: 'customers', id: 'cus_as', data: { n: 1 } },
+      { environment: 'production', collection: 'customers', id: 'cus_team', data: { n: 2 }, team: 'Billing' },
+    )
+    applyAcme(applyCtx('Carol@Example.com'), document)
+    const entries = await activitySince(fx, before)
+    expect(entries.map((e) => [e.action, e.user.username, e.team.name, e.recordIds])).toEqual([
+      ['update', 'carol', 'Support', ['ord_1001']], // back to the file's data after the previous test
+      ['create', 'carol', 'Support', ['cus_as']],
+      ['create', 'carol', 'Billing', ['cus_team']],
+    ])
+  })
+
+  test('an --as user who is unknown, not a member, or deactivated, or an unknown record team: an error, nothing written', async () => {
+    const document = acmeWithGlobex()
+    document.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {} })
+    const snapshot = () => JSON.stringify(['records', 'activity_logs'].map((t) => tableContents(fx.env.store)[t]))
+    const before = snapshot()
+    const attempt = (actor: string | undefined, doc: AcmeDocument = document) => {
+      try {
+        applyAcme(applyCtx(actor), doc)
+      } catch (error) {
+        expect(error).toBeInstanceOf(ApplyError)
+        return (error as Error).message
+      }
+      throw new Error('applied')
+    }
+    expect(attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
+    applyDocument({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
+    expect(attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
+    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.dave.id, true, null))
+    expect(attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
+    const badTeam = acmeWithGlobex()
+    badTeam.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {}, team: 'Nobody' })
+    expect(attempt(undefined, badTeam)).toBe('projects[0].records[7].team: unknown team Nobody')
+    expect(snapshot()).toEqual(before)
+  })
+
+  test('a project with no admin, or no team allowed to edit the collection: an error naming the record, nothing written', () => {
+    const snapshot = () => JSON.stringify(['records', 'activity_logs'].map((t) => tableContents(fx.env.store)[t]))
+    const before = snapshot()
+    const orphan = { environment: 'production', collection: 'tickets', id: 't1', data: {} }
+    const noAdmin = { projects: [{ name: 'Orphans', environments: ['production'], teams: [{ name: 'Ops' }], collections: [{ name: 'tickets' }], records: [orphan] }] }
+    expect(() => applyDocument(noAdmin, applyCtx())).toThrow(
+      'projects[0].records[0]: project Orphans has no admin to attribute record changes to: add an admin member or pass --as EMAIL',
+    )
+    const readOnly = {
+      projects: [
+        {
+          name: 'Orphans',
+          environments: ['production'],
+          teams: [{ name: 'Ops' }],
+          members: [{ user: 'alice@example.com', role: 'admin' as const }],
+          collections: [{ name: 'tickets', permissions: { Ops: { read: true, edit: false } } }],
+          records: [orphan],
+        },
+      ],
+    }
+    expect(() => applyDocument(readOnly, applyCtx())).toThrow("projects[0].records[0].team: no team may edit tickets: name the record's team")
+    expect(snapshot()).toEqual(before)
+  })
+
+  test('through the CLI: --as carol writes carol', async () => {
+    const before = maxId(fx.env, 'activity_logs')
+    const file = `${fx.env.dataDir}/more.yaml`
+    await Bun.write(file, 'projects:\n  - name: Acme\n    records:\n      - { environment: production, collection: customers, id: cus_cli, data: { a: 1 } }\n')
+    const cli = await runCli(['apply', '-f', file, '--as', 'carol@example.com', '--data', fx.env.dataDir])
+    expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
+    const entries = await activitySince(fx, before)
+    expect(entries.map((e) => [e.action, e.label, e.user.username, e.recordIds])).toEqual([['create', 'created by trellis apply', 'carol', ['cus_cli']]])
+  })
+})
+
 // ── Activity: the notes API ─────────────────────────────────────────────────
 
 describe('activity log: every notes API write is exactly one entry', () => {
@@ -491,6 +618,8 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     const story = [...entries].reverse()
     const wf = (stepName?: string) => ({ object: 'workflow' as const, name: 'Refund order', runId, ...(stepName ? { stepName } : {}) })
     expect(story.map((e) => ({ action: e.action, label: e.label, user: e.user.username, workflow: e.workflow }))).toEqual([
+      // The record itself came from the apply file: attributed to the project's first admin, labelled as apply.
+      { action: 'create', label: 'created by trellis apply', user: 'alice', workflow: undefined },
       { action: 'createNote', label: 'created note "Customer asks for a refund"', user: 'alice', workflow: undefined },
       { action: 'triggerWorkflow', label: 'triggered via webhook', user: 'bob', workflow: wf() },
       { action: 'completeWorkflowStep', label: 'completed step 1-load (load)', user: 'bob', workflow: wf('1-load') },
@@ -511,7 +640,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
         collection: collection('orders'),
       })
     }
-    expect(story.slice(1).every((e) => e.user.id === fx.users.bob.id && e.user.email === 'bob@example.com')).toBe(true)
+    expect(story.slice(2).every((e) => e.user.id === fx.users.bob.id && e.user.email === 'bob@example.com')).toBe(true)
     // When: in id order, times never go back; the run's entries lie between trigger and completion.
     const times = story.map((e) => Date.parse(e.createdAt))
     expect(times).toEqual([...times].sort((a, b) => a - b))
@@ -1033,6 +1162,9 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     const revoked = make('alice', ['all'])
     tokens.revoked = revoked.value
     writeTransaction(env.store, (tx) => revokeToken(tx, env.clock, revoked.token, null))
+    // The seed below is the whole activity log: set the apply file's own entries aside (deleting is what
+    // retention does; nothing updates an entry).
+    env.store.sqlite.exec('DELETE FROM activity_logs')
 
     // Seed: 48 production + 6 staging activity entries spread over users, teams, collections, actions, types and
     // records, three per millisecond-exact time (ties); 36 admin entries likewise. Straight through the services.
@@ -1480,7 +1612,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
 
     for (const limit of [100, 7, 5]) {
       const { entries, pages } = await walk((q) => listActivity(fx, q), {}, limit)
-      const ids = entries.map((e) => Number(e.id))
+      const ids = entries.map((e) => Number(e.id)).filter((id) => id > start)
       expect(ids).toEqual(rows.map((r) => r.id).reverse())
       expect(new Set(ids).size).toBe(TOTAL)
       expect(pages).toBeGreaterThanOrEqual(Math.ceil(TOTAL / limit))
@@ -1496,7 +1628,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
     let query: Record<string, string> = { limit: '100' }
     for (;;) {
       const { body } = await listActivity(fx, query)
-      for (const e of body.data) seen.add(e.id)
+      for (const e of body.data) if (Number(e.id) > start) seen.add(e.id)
       if (!body.hasMore) break
       query = { limit: '100', 'createdAt.lt': body.data.at(-1)!.createdAt }
     }
@@ -1544,6 +1676,9 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
 
   test('deletes only entries older than the cutoff (activity with their record rows, admin), then one system entry per project', async () => {
     const { env } = fx
+    // The apply file's own entries (records created, notes imported) were written at T0 too.
+    const applied = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
+    const appliedRecordRows = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_log_records').get() as { n: number }).n
     const note = (title: string) =>
       fx.app.handle(
         request(notesPath(), { method: 'POST', headers: auth(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: '<p>x</p>' } }),
@@ -1566,8 +1701,8 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     const oldActivity = count(`SELECT count(*) AS n FROM activity_logs WHERE created_at < ${cutoff}`)
     const oldAdmin = count(`SELECT count(*) AS n FROM admin_logs WHERE created_at < ${cutoff}`)
     const oldRecordRows = count(`SELECT count(*) AS n FROM activity_log_records WHERE log_id IN (SELECT id FROM activity_logs WHERE created_at < ${cutoff})`)
-    expect(oldActivity).toBe(3)
-    expect(oldRecordRows).toBe(3)
+    expect(oldActivity).toBe(applied + 3)
+    expect(oldRecordRows).toBe(appliedRecordRows + 3)
     expect(oldAdmin).toBeGreaterThan(10)
     const keptActivity = env.store.sqlite.prepare(`SELECT * FROM activity_logs WHERE created_at >= ${cutoff} ORDER BY id`).all()
     const keptAdmin = env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE created_at >= ${cutoff} ORDER BY id`).all()

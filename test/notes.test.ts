@@ -275,6 +275,11 @@ function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'i
   const sqlite = env.store.sqlite
   // Foreign keys are on, and notes.collection_id is ON DELETE SET NULL: the notes stay, without a collection.
   expect((sqlite.prepare('PRAGMA foreign_keys').get() as { foreign_keys: number }).foreign_keys).toBe(1)
+  // Trellis never deletes a collection, and activity entries are append-only (their collection cannot be
+  // nulled): this database-level removal first drops the import's entries that name it.
+  sqlite
+    .prepare('DELETE FROM activity_logs WHERE collection_id = (SELECT id FROM collections WHERE name = ?)')
+    .run(DELETED_COLLECTION)
   sqlite.prepare('DELETE FROM collections WHERE name = ?').run(DELETED_COLLECTION)
   const projectId = (sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(PROJECT) as { id: number }).id
   const environmentIds = Object.fromEntries(

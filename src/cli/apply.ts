@@ -6,9 +6,9 @@ import { type Command, CommandError, configFrom, openMigrated, parseFlags, requi
 
 export const applyCommand: Command = {
   summary: 'create or update users, projects, workflows… from a YAML or JSON file (idempotent)',
-  usage: 'trellis apply -f FILE [--json] [--data DIR] [--base-url URL]   (FILE "-" reads standard input)',
+  usage: 'trellis apply -f FILE [--as EMAIL] [--json] [--data DIR] [--base-url URL]   (FILE "-" reads standard input; --as: who record changes are logged as, default each project\'s first admin)',
   async run(argv, io) {
-    const parsed = parseFlags(argv, { file: { type: 'string', short: 'f' }, json: { type: 'boolean' }, 'base-url': { type: 'string' } })
+    const parsed = parseFlags(argv, { file: { type: 'string', short: 'f' }, json: { type: 'boolean' }, as: { type: 'string' }, 'base-url': { type: 'string' } })
     if (parsed.help) return io.out(this.usage), 0
     const path = required(parsed, 'file')
     const config = configFrom(parsed)
@@ -25,6 +25,7 @@ export const applyCommand: Command = {
         clock: systemClock,
         secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
         baseUrl: config.baseUrl,
+        actorEmail: parsed.values.as as string | undefined,
       })
       io.out(parsed.values.json ? JSON.stringify(report, null, 2) : humanReport(report))
       return 0

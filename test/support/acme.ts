@@ -21,7 +21,7 @@ export interface AcmeProject {
   teams?: { name: string; members?: string[] }[]
   members?: { user: string; role: string }[]
   collections?: { name: string; permissions?: Record<string, { read?: boolean; edit?: boolean }> }[]
-  records?: { environment: string; collection: string; id: string; data: Record<string, unknown> }[]
+  records?: { environment: string; collection: string; id: string; data: Record<string, unknown>; team?: string }[]
   workflows?: Record<string, unknown>[]
   notes?: unknown[]
   [key: string]: unknown

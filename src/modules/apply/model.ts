@@ -47,6 +47,8 @@ export const ApplyProject = T.Object(
             collection: Name,
             id: T.String({ minLength: 1, maxLength: 1024 }),
             data: T.Record(T.String(), T.Unknown()),
+            /** The team the activity entry names (default: the oldest team allowed to edit the collection). */
+            team: T.Optional(Name),
           },
           strict,
         ),

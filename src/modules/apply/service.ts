@@ -3,7 +3,7 @@
  * one IMMEDIATE transaction: a file with any problem changes nothing. Nothing is ever deleted: items the
  * database has and the file does not are reported as `notInFile`.
  */
-import { and, eq } from 'drizzle-orm'
+import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import { parse as parseYaml, YAMLParseError } from 'yaml'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import { type Db, type Store, writeTransaction } from '../../db/open.ts'
@@ -26,10 +26,12 @@ import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
+import { appendActivityLog } from '../activity-logs/service.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
 import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
+import { roleIn } from '../projects/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -70,6 +72,11 @@ export interface ApplyContext {
   clock: Clock
   secret: Buffer
   baseUrl: string
+  /**
+   * `--as EMAIL`: the user apply's record and note writes are attributed to in the activity log. Without it,
+   * each project's first admin (lowest user id). The label always says `trellis apply`.
+   */
+  actorEmail?: string
 }
 
 /** YAML or JSON (JSON is YAML); a syntax error is reported with its line. */
@@ -93,11 +100,11 @@ export function applyDocument(document: unknown, ctx: ApplyContext): ApplyReport
   // Password hashing is slow: do it before taking the write lock.
   const passwordHashes = hashChangedPasswords(ctx.store.db, file)
   return writeTransaction(ctx.store, (tx) => {
-    const problems = validateApplyFile(tx, file)
+    const problems = validateApplyFile(tx, file, ctx.actorEmail)
     if (problems.length > 0) throw new ApplyError(problems)
     const writer = new ApplyWriter(tx, ctx, passwordHashes)
     writer.applyUsers(file)
-    for (const project of file.projects ?? []) writer.applyProject(project)
+    file.projects?.forEach((project, p) => writer.applyProject(project, p))
     if (file.projects) writer.reportProjectsNotInFile(file.projects)
     return writer.report
   })
@@ -176,7 +183,11 @@ class ApplyWriter {
     }
   }
 
-  applyProject(spec: ApplyProject) {
+  /** Index of the project being applied, for problem paths. */
+  private projectIndex = 0
+
+  applyProject(spec: ApplyProject, index: number) {
+    this.projectIndex = index
     const project = this.ensureProject(spec)
     const scope = new ProjectScope(this.db, project.id)
     const label = (name: string) => `${spec.name}/${name}`
@@ -219,7 +230,7 @@ class ApplyWriter {
       }
     }
     for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
-    for (const record of spec.records ?? []) this.applyRecord(scope, spec.name, record)
+    spec.records?.forEach((record, r) => this.applyRecord(project.id, scope, `projects[${this.projectIndex}].records[${r}]`, spec.name, record))
     for (const raw of spec.workflows ?? []) this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition)
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
     const byTime = [...(spec.notes ?? [])].sort(
@@ -266,22 +277,70 @@ class ApplyWriter {
     this.record(outcome, 'collection', `${projectName}/${spec.name}`)
   }
 
-  private applyRecord(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
+  private applyRecord(projectId: number, scope: ProjectScope, at: string, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
     const environmentId = scope.environments.get(spec.environment)!
     const collectionId = scope.collections.get(spec.collection)!
     const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
     const where = and(eq(records.environmentId, environmentId), eq(records.collectionId, collectionId), eq(records.recordKey, spec.id))
     const existing = this.db.select().from(records).where(where).get()
     const data = canonicalJson(spec.data)
+    let action: 'create' | 'update'
     if (!existing) {
       this.db.insert(records).values({ environmentId, collectionId, recordKey: spec.id, data, createdAt: this.now, updatedAt: this.now }).run()
-      this.record('created', 'record', name)
+      action = 'create'
     } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
       this.db.update(records).set({ data, updatedAt: this.now }).where(eq(records.id, existing.id)).run()
-      this.record('updated', 'record', name)
+      action = 'update'
     } else {
       this.record('unchanged', 'record', name)
+      return
     }
+    appendActivityLog(this.db, this.ctx.clock, {
+      environmentId,
+      type: 'write',
+      action,
+      label: `${action === 'create' ? 'created' : 'updated'} by trellis apply`,
+      userId: this.actorFor(projectId, projectName, at),
+      teamId: spec.team === undefined ? this.editingTeam(projectId, collectionId, spec.collection, at) : scope.teams.get(spec.team)!,
+      collectionId,
+      recordIds: [spec.id],
+    })
+    this.record(action === 'create' ? 'created' : 'updated', 'record', name)
+  }
+
+  /** Who apply's record writes in a project are attributed to: `--as`, else the project's first admin. */
+  private actorFor(projectId: number, projectName: string, at: string): number {
+    if (this.ctx.actorEmail !== undefined) {
+      const actor = this.db.select().from(users).where(eq(users.email, normalizeEmail(this.ctx.actorEmail))).get()!
+      const problem = actor.disabledAt !== null ? 'is deactivated' : roleIn(this.db, projectId, actor.id) === null ? `is not a member of project ${projectName}` : null
+      if (problem) throw new ApplyError([{ path: '--as', message: `${this.ctx.actorEmail} ${problem}` }])
+      return actor.id
+    }
+    const admin = this.db
+      .select({ id: projectMembers.userId })
+      .from(projectMembers)
+      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.role, 'admin')))
+      .orderBy(asc(projectMembers.userId))
+      .limit(1)
+      .get()
+    if (!admin) {
+      throw new ApplyError([{ path: at, message: `project ${projectName} has no admin to attribute record changes to: add an admin member or pass --as EMAIL` }])
+    }
+    return admin.id
+  }
+
+  /** The team a record write is logged under when the file names none: the oldest team allowed to edit the collection. */
+  private editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): number {
+    const team = this.db
+      .select({ id: teams.id })
+      .from(teams)
+      .leftJoin(collectionPermissions, and(eq(collectionPermissions.teamId, teams.id), eq(collectionPermissions.collectionId, collectionId)))
+      .where(and(eq(teams.projectId, projectId), or(isNull(collectionPermissions.canEdit), eq(collectionPermissions.canEdit, true))))
+      .orderBy(asc(teams.id))
+      .limit(1)
+      .get()
+    if (!team) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
+    return team.id
   }
 
   private applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
@@ -356,6 +415,17 @@ class ApplyWriter {
       .returning({ id: notes.id })
       .all()
     for (const message of messages) this.db.insert(noteMessages).values({ noteId: note!.id, ...message }).run()
+    // The entry is the import (now); the note keeps the times the file gives.
+    appendActivityLog(this.db, this.ctx.clock, {
+      environmentId,
+      type: 'write',
+      action: 'createNote',
+      label: 'imported by trellis apply',
+      userId,
+      teamId: scope.teams.get(spec.team)!,
+      collectionId: scope.collections.get(spec.collection)!,
+      recordIds: [spec.recordId],
+    })
     this.record('created', 'note', name)
   }
 

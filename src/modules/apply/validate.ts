@@ -19,7 +19,8 @@ interface ProjectNames {
   collections: Set<string>
 }
 
-export function validateApplyFile(db: Db, file: ApplyFile): Problem[] {
+/** `actorEmail` is `--as`: it must name a user of the database or the file. */
+export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string): Problem[] {
   const problems: Problem[] = []
   const problem = (path: string, message: string) => problems.push({ path, message })
 
@@ -43,6 +44,7 @@ export function validateApplyFile(db: Db, file: ApplyFile): Problem[] {
   const checkUser = (path: string, email: string) => {
     if (!knownUsers.has(normalizeEmail(email))) problem(path, `unknown user ${email}`)
   }
+  if (actorEmail !== undefined) checkUser('--as', actorEmail)
 
   const projectNames = new Set<string>()
   file.projects?.forEach((project, p) => {
@@ -107,6 +109,7 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
     const rat = `${at}.records[${r}]`
     known(`${rat}.environment`, 'environments', 'environment', record.environment)
     known(`${rat}.collection`, 'collections', 'collection', record.collection)
+    if (record.team !== undefined) known(`${rat}.team`, 'teams', 'team', record.team)
     const key = JSON.stringify([record.environment, record.collection, record.id])
     if (recordKeys.has(key)) problem(`${rat}.id`, `duplicate record ${record.collection}/${record.id} in ${record.environment}`)
     recordKeys.add(key)
