@@ -21,6 +21,7 @@ import { docsModule } from './modules/docs/index.ts'
 import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
+import { consoleModule } from './modules/console/index.ts'
 
 export interface AppDeps {
   config: Config
@@ -57,6 +58,7 @@ export function createApp(deps: AppDeps) {
     .use(runsModule(deps))
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
+    .use(consoleModule(deps))
 }
 
 export type App = ReturnType<typeof createApp>

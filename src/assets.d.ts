@@ -7,3 +7,11 @@ declare module 'swagger-ui-dist/swagger-ui.css' {
   const text: string
   export default text
 }
+declare module '*.css' {
+  const text: string
+  export default text
+}
+declare module '*/console.js' {
+  const text: string
+  export default text
+}

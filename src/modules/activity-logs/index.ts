@@ -4,10 +4,10 @@ import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { page, parseEnumParameter, parseLimit, parseRecordFilters, queryOf } from '../../http/list.ts'
+import { page, parseLimit, queryOf } from '../../http/list.ts'
 import { requireEnvironment } from '../projects/service.ts'
 import { ActivityLogPage } from './model.ts'
-import { ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
+import { ACTIVITY_ACTIONS, listActivityLogIds, parseActivityFilters, renderActivityLogs } from './service.ts'
 
 export function activityLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -18,11 +18,7 @@ export function activityLogsModule(deps: AppDeps) {
       ({ params, request }) => {
         const query = queryOf(request)
         const limit = parseLimit(query.limit)
-        const filters = {
-          ...parseRecordFilters(query),
-          action: parseEnumParameter(query, 'action', ACTIVITY_ACTIONS),
-          type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
-        }
+        const filters = parseActivityFilters(query)
         const { project, environment } = requireEnvironment(db, params.projectName, params.environmentName)
         const ids = listActivityLogIds(db, project.id, environment.id, filters, query, limit)
         return page(ids, limit, (pageIds) => renderActivityLogs(db, pageIds), {

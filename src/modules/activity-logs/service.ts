@@ -4,7 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseRecordFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -125,6 +125,15 @@ export interface ActivityFilters {
   recordId?: string
   action?: ActivityAction
   type?: 'read' | 'write'
+}
+
+/** The filters of `GET …/activity-logs` (and the console's activity page) from the query string; 400 names a bad one. */
+export function parseActivityFilters(query: Query): ActivityFilters {
+  return {
+    ...parseRecordFilters(query),
+    action: parseEnumParameter(query, 'action', ACTIVITY_ACTIONS),
+    type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
+  }
 }
 
 /** Ids of one page (limit + 1), newest first. Names that match nothing give an empty page. */

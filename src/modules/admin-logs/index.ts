@@ -4,10 +4,10 @@ import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, listParameters } from '../../http/list-schema.ts'
-import { page, parseEnumParameter, parseIdParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { page, parseLimit, queryOf } from '../../http/list.ts'
 import { requireProject } from '../projects/service.ts'
 import { AdminLogPage } from './model.ts'
-import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, listAdminLogIds, renderAdminLogs } from './service.ts'
+import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, listAdminLogIds, parseAdminLogFilters, renderAdminLogs } from './service.ts'
 
 export function adminLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -18,13 +18,7 @@ export function adminLogsModule(deps: AppDeps) {
       ({ params, request }) => {
         const query = queryOf(request)
         const limit = parseLimit(query.limit)
-        const filters = {
-          userEmail: parseStringParameter(query, 'userEmail', 320),
-          userId: parseIdParameter(query, 'userId'),
-          type: parseEnumParameter(query, 'type', ADMIN_LOG_TYPES),
-          initiator: parseEnumParameter(query, 'initiator', ADMIN_LOG_INITIATORS),
-          resource: parseEnumParameter(query, 'resource', ADMIN_LOG_RESOURCES),
-        }
+        const filters = parseAdminLogFilters(query)
         const project = requireProject(db, params.projectName)
         const ids = listAdminLogIds(db, project.id, filters, query, limit)
         return page(ids, limit, (pageIds) => renderAdminLogs(db, pageIds), { projectName: params.projectName, limit })

@@ -1,5 +1,5 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm'
 import { randomUUIDv7 } from 'bun'
 import { type Store, writeTransaction } from '../../db/open.ts'
 import type { Db } from '../../db/open.ts'
@@ -197,6 +197,10 @@ export interface RunFilters {
   workflowIds?: number[]
   recordId?: string
   status?: string
+  /** Only runs older than this run id (UUIDv7: id order is time order); the console pages with it, exactly. */
+  beforeId?: string
+  /** Only runs of this user. */
+  userId?: number
 }
 
 /** Ids of the environment's workflows called `name` (in one team when given). */
@@ -223,6 +227,7 @@ export function listRunIds(db: Db, environmentId: number, filters: RunFilters, q
         environmentId: [runs.environmentId, environmentId],
         recordId: [runs.recordId, filters.recordId],
         status: [runs.status, filters.status],
+        userId: [runs.userId, filters.userId],
       },
       // Run times come from the clock as they are: no order guarantee, so they stay plain comparisons.
       dates: { filters: parseDateFilters(query, ['createdAt']), columns: { createdAt: runs.createdAt } },
@@ -231,6 +236,7 @@ export function listRunIds(db: Db, environmentId: number, filters: RunFilters, q
           filters.workflowIds === undefined
             ? undefined
             : { condition: inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
+        beforeId: filters.beforeId === undefined ? undefined : { condition: lt(runs.id, sql.placeholder('beforeId')), values: { beforeId: filters.beforeId } },
       },
     },
     limit,

@@ -1,0 +1,77 @@
+/**
+ * Console: the user's own tokens (generate — the value is shown once —, list, revoke) and a project's API access
+ * page (its admins see and revoke every token of the project). The forms call `/v1/account/tokens` and
+ * `/v1/project/{p}/api-tokens` with the session, so the rules and admin log entries are the API's.
+ */
+import { asc, eq } from 'drizzle-orm'
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { projectMembers, projects } from '../../db/schema.ts'
+import { html, type Html } from '../../console/html.ts'
+import { listTokens, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
+import { adminProject } from './access.ts'
+import { consolePage, layout, projectPath, when } from './page.ts'
+
+type TokenView = ReturnType<typeof tokenView> & { user?: { email: string } }
+
+function tokenTable(tokens: TokenView[], revokePath: (id: number) => string, withOwner: boolean): Html {
+  if (tokens.length === 0) return html`<p class="muted">No live tokens.</p>`
+  return html`<table class="tokens"><thead><tr><th>Name</th>${withOwner ? html`<th>User</th>` : html`<th>Project</th>`}<th>Prefix</th><th>Scopes</th><th>Created</th><th>Last used</th><th>Expires</th><th></th></tr></thead><tbody>
+${tokens.map(
+  (t) => html`<tr><td>${t.name}</td><td>${withOwner ? t.user?.email : t.projectName}</td><td class="mono">${t.prefix}…</td><td>${t.scopes.join(', ')}</td><td>${when(t.createdAt)}</td><td>${when(t.lastUsedAt)}</td><td>${when(t.expiresAt)}</td>
+<td><form class="inline" data-api data-method="DELETE" action="${revokePath(t.id)}" data-confirm="Revoke token “${t.name}”? Calls with it will fail at once."><button type="submit" class="danger">Revoke</button><span class="form-error" role="alert"></span></form></td></tr>`,
+)}
+</tbody></table>`
+}
+
+export function accountPages(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'console-account' })
+    .get(
+      '/account',
+      consolePage(deps, ({ user }) => {
+        const mine = listTokens(db, { userId: user.id }).map(tokenView)
+        const memberOf = db
+          .select({ name: projects.name })
+          .from(projectMembers)
+          .innerJoin(projects, eq(projects.id, projectMembers.projectId))
+          .where(eq(projectMembers.userId, user.id))
+          .orderBy(asc(projects.name))
+          .all()
+        return layout({
+          title: 'Account',
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }],
+          body: html`<p>Signed in as <strong>${user.username}</strong> (${user.email}).</p>
+<h2>Generate a token</h2>
+<form id="new-token" data-api action="/v1/account/tokens" data-show="#token-once">
+<label>Name <input name="name" required maxlength="100"></label>
+<label>Project <select name="projectName" required>${memberOf.map((p) => html`<option>${p.name}</option>`)}</select></label>
+<fieldset><legend>Scopes (none ticked: the read-only preset)</legend>
+${SCOPES.map((s) => html`<label class="check"><input type="checkbox" name="scopes" value="${s}"> ${s}</label>`)}</fieldset>
+<label>Expires in days (empty: never) <input name="expiresInDays" data-type="number" inputmode="numeric" size="6"></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Generate</button>
+</form>
+<div id="token-once" class="once" hidden><p><strong>Copy this token now: it is shown only once.</strong></p>
+<p><code class="value" id="token-value"></code> <button type="button" data-copy="#token-value">Copy</button></p>
+<p><a href="/account">Done</a></p></div>
+<h2>Your tokens</h2>
+${tokenTable(mine, (id) => `/v1/account/tokens/${id}`, false)}`,
+        })
+      }),
+    )
+    .get(
+      '/p/:project/api-access',
+      consolePage(deps, ({ user, params }) => {
+        const project = adminProject(db, user, params.project!)
+        const tokens = listTokens(db, { projectId: project.id }).map(projectTokenView)
+        return layout({
+          title: `API access · ${project.name}`,
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
+          body: tokenTable(tokens, (id) => `/v1/project/${encodeURIComponent(project.name)}/api-tokens/${id}`, true),
+        })
+      }),
+    )
+}

@@ -1,0 +1,83 @@
+/** Console: the login page, the list of the user's projects, and a project's overview. */
+import { asc, eq } from 'drizzle-orm'
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { projectMembers, projects } from '../../db/schema.ts'
+import { html } from '../../console/html.ts'
+import { readCookie } from '../../http/auth-plugin.ts'
+import { queryOf } from '../../http/list.ts'
+import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
+import { canReachRendering } from '../projects/service.ts'
+import { projectLayout } from '../records/service.ts'
+import { memberProject } from './access.ts'
+import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath } from './page.ts'
+
+/** Only same-site paths: `/x`, never `//host` or `/\host`. */
+function safeNext(next: string | undefined): string {
+  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
+}
+
+export function homePages(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'console-home' })
+    .get('/login', ({ request }) => {
+      const next = safeNext(queryOf(request).next)
+      if (findSession(db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))) return redirect(next)
+      return htmlResponse(
+        layout({
+          title: 'Sign in',
+          body: html`<form class="login" data-api action="/auth/login" data-next="${next}">
+  <label>Email <input name="email" type="email" autocomplete="username" required></label>
+  <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+  <p class="form-error" role="alert"></p>
+  <button type="submit">Sign in</button>
+</form>`,
+        }),
+      )
+    })
+    .get(
+      '/',
+      consolePage(deps, ({ user }) => {
+        const mine = db
+          .select({ name: projects.name, role: projectMembers.role })
+          .from(projectMembers)
+          .innerJoin(projects, eq(projects.id, projectMembers.projectId))
+          .where(eq(projectMembers.userId, user.id))
+          .orderBy(asc(projects.name))
+          .all()
+        return layout({
+          title: 'Projects',
+          user,
+          body:
+            mine.length === 0
+              ? html`<p class="muted">You are not a member of any project yet. An administrator adds you (<code>trellis member set</code>).</p>`
+              : html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
+${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
+</tbody></table>`,
+        })
+      }),
+    )
+    .get(
+      '/p/:project',
+      consolePage(deps, ({ user, params }) => {
+        const { project, isAdmin } = memberProject(db, user, params.project!)
+        const { environments, teams } = projectLayout(db, project.id)
+        const reachable = teams.filter((team) => canReachRendering(db, { userId: user.id, projectId: project.id, teamId: team.id }))
+        const name = project.name
+        return layout({
+          title: name,
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }],
+          body: html`<h2>Environments</h2>
+<table><thead><tr><th>Environment</th><th>Teams you can open</th>${isAdmin ? html`<th>Audit</th>` : ''}</tr></thead><tbody>
+${environments.map(
+  (env) => html`<tr><td>${env.name}</td>
+<td>${reachable.length === 0 ? html`<span class="muted">none</span>` : reachable.map((team, i) => html`${i > 0 ? ' · ' : ''}<a href="${renderingPath(name, env.name, team.name)}">${team.name}</a>`)}</td>
+${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a></td>` : ''}</tr>`,
+)}
+</tbody></table>
+${isAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,
+        })
+      }),
+    )
+}

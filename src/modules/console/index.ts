@@ -1,0 +1,30 @@
+/**
+ * The web console (DESIGN §12), served from the binary: server-rendered pages that read through the same
+ * services and access rules as the API, and a small script whose forms call the management API with the
+ * session cookie. No CDN, no inline script (strict CSP). Not part of /openapi.json.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import consoleCss from '../../console/assets/console.css' with { type: 'text' }
+import consoleJs from '../../console/assets/console.js' with { type: 'text' }
+import { accountPages } from './account.ts'
+import { homePages } from './home.ts'
+import { logPages } from './logs.ts'
+import { recordPages } from './records.ts'
+import { runPages } from './runs.ts'
+import { workflowPages } from './workflows.ts'
+
+const asset = (text: unknown, type: string) => () =>
+  new Response(text as string, { headers: { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' } })
+
+export function consoleModule(deps: AppDeps) {
+  return new Elysia({ name: 'console', detail: { hide: true } })
+    .get('/console/console.css', asset(consoleCss, 'text/css'))
+    .get('/console/console.js', asset(consoleJs, 'text/javascript'))
+    .use(homePages(deps))
+    .use(accountPages(deps))
+    .use(recordPages(deps))
+    .use(workflowPages(deps))
+    .use(runPages(deps))
+    .use(logPages(deps))
+}

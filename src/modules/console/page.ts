@@ -1,0 +1,115 @@
+/**
+ * What every console page shares: the session check (no session → the login page), the layout, HTML responses
+ * with a strict Content-Security-Policy, and errors rendered as pages instead of JSON.
+ */
+import type { AppDeps } from '../../app.ts'
+import { html, type Html, path } from '../../console/html.ts'
+import { readCookie } from '../../http/auth-plugin.ts'
+import { HttpError } from '../../http/errors.ts'
+import { type Query, queryOf } from '../../http/list.ts'
+import { findSession, SESSION_COOKIE, type SessionUser } from '../auth/sessions.ts'
+
+/** No inline script or style, nothing from elsewhere, never framed. */
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+}
+
+export function htmlResponse(body: Html, status = 200): Response {
+  return new Response(`<!doctype html>\n${body.text}`, { status, headers: { 'content-type': 'text/html; charset=utf-8', ...SECURITY_HEADERS } })
+}
+
+export function redirect(location: string): Response {
+  return new Response(null, { status: 303, headers: { location, 'cache-control': 'no-store' } })
+}
+
+export interface Crumb {
+  label: string
+  href?: string
+}
+
+export interface PageSpec {
+  title: string
+  user?: Pick<SessionUser, 'email' | 'username'>
+  crumbs?: Crumb[]
+  body: Html
+}
+
+export function layout(spec: PageSpec): Html {
+  const crumbs = spec.crumbs ?? []
+  return html`<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${spec.title} · Trellis</title>
+<link rel="stylesheet" href="/console/console.css">
+<script src="/console/console.js" defer></script>
+</head>
+<body>
+<header>
+  <a class="brand" href="/">Trellis</a>
+  ${
+    spec.user
+      ? html`<span class="muted">${spec.user.email}</span>
+  <a href="/account">Account</a>
+  <form class="inline" data-api action="/auth/logout" data-next="/login"><button type="submit">Sign out</button></form>`
+      : ''
+  }
+</header>
+<main>
+  ${crumbs.length > 0 ? html`<nav class="crumbs">${crumbs.map((c, i) => html`${i > 0 ? ' / ' : ''}${c.href ? html`<a href="${c.href}">${c.label}</a>` : c.label}`)}</nav>` : ''}
+  <h1>${spec.title}</h1>
+  ${spec.body}
+</main>
+</body>
+</html>`
+}
+
+export interface ConsoleRequest {
+  deps: AppDeps
+  user: SessionUser
+  params: Record<string, string>
+  query: Query
+  url: URL
+}
+
+/**
+ * A console page handler: the signed-in user, or a redirect to /login?next=…; an HttpError (403, 404, a bad
+ * query parameter) becomes an error page with its status and message.
+ */
+export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => Html | Response) {
+  return ({ request, params }: { request: Request; params: Record<string, string> }): Response => {
+    const url = new URL(request.url)
+    const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
+    if (!session) return redirect(`/login?next=${encodeURIComponent(url.pathname + url.search)}`)
+    try {
+      // An empty filter field means no filter (the forms send every field).
+      const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
+      const out = render({ deps, user: session.user, params, query, url })
+      return out instanceof Response ? out : htmlResponse(out)
+    } catch (error) {
+      if (!(error instanceof HttpError)) throw error
+      return htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p><p><a href="/">Home</a></p>` }), error.status)
+    }
+  }
+}
+
+/** ISO time as the API renders it, shortened for tables (UTC). */
+export function when(iso: string | null | undefined): Html | string {
+  return iso ? html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')}</time>` : html`<span class="muted">—</span>`
+}
+
+/** A "next page" link: the same page with `createdAt.lt` set to the last row's time (exact for notes, logs, runs). */
+export function olderLink(url: URL, hasMore: boolean, lastCreatedAt: string | undefined): Html | string {
+  if (!hasMore || !lastCreatedAt) return ''
+  const next = new URL(url)
+  next.searchParams.set('createdAt.lt', lastCreatedAt)
+  return html`<p class="pager"><a href="${next.pathname + next.search}">Older →</a></p>`
+}
+
+export const projectPath = (project: string, ...rest: string[]) => path('p', project, ...rest)
+export const renderingPath = (project: string, environment: string, team: string, ...rest: string[]) =>
+  path('p', project, 'e', environment, 't', team, ...rest)

@@ -1,0 +1,144 @@
+/**
+ * Console: a team's view of an environment — its collections and workflows, a collection's records, one record
+ * with its notes, runs and history. Every page that shows record data writes a `type: "read"` activity entry
+ * (`index` for a list, `read` for one record) in the same transaction that reads the data.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { writeTransaction } from '../../db/open.ts'
+import { html, type Html } from '../../console/html.ts'
+import { notFound } from '../../http/errors.ts'
+import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
+import { listNoteIds, renderNotes } from '../notes/service.ts'
+import { collectionAccess } from '../projects/service.ts'
+import { findRecord, listRecords, logRecordView, projectCollections, renderingWorkflows } from '../records/service.ts'
+import { listRunIds, renderRuns } from '../runs/service.ts'
+import { reachableRendering, readableCollection } from './access.ts'
+import { activityTable, notesList } from './logs.ts'
+import { runsTable } from './runs.ts'
+import { consolePage, layout, projectPath, renderingPath } from './page.ts'
+
+const RECORDS_PER_PAGE = 50
+
+function preview(data: string): string {
+  const text = data.length > 160 ? `${data.slice(0, 160)}…` : data
+  return text
+}
+
+export function recordPages(deps: AppDeps) {
+  const { db } = deps.store
+  const crumbsFor = (p: Record<string, string>, ...more: { label: string; href?: string }[]) => [
+    { label: 'Projects', href: '/' },
+    { label: p.project!, href: projectPath(p.project!) },
+    { label: `${p.environment} · ${p.team}`, href: renderingPath(p.project!, p.environment!, p.team!) },
+    ...more,
+  ]
+
+  return new Elysia({ name: 'console-records' })
+    .get(
+      '/p/:project/e/:environment/t/:team',
+      consolePage(deps, ({ user, params }) => {
+        const { project, environment, team, isAdmin } = reachableRendering(db, user, params)
+        const readable = projectCollections(db, project.id).filter(
+          (c) => collectionAccess(db, { userId: user.id, projectId: project.id, teamId: team.id, collectionId: c.id }).read,
+        )
+        const flows = renderingWorkflows(db, environment.id, team.id)
+        const at = (...rest: string[]) => renderingPath(project.name, environment.name, team.name, ...rest)
+        return layout({
+          title: `${team.name} in ${environment.name}`,
+          user,
+          crumbs: crumbsFor(params).slice(0, 2),
+          body: html`<h2>Collections</h2>
+${readable.length === 0 ? html`<p class="muted">This team may read no collection.</p>` : html`<ul>${readable.map((c) => html`<li><a href="${at('c', c.name)}">${c.name}</a></li>`)}</ul>`}
+<h2>Workflows</h2>
+${
+  flows.length === 0
+    ? html`<p class="muted">No workflow for this team in this environment.</p>`
+    : html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th></th>` : ''}</tr></thead><tbody>
+${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Trigger settings</a></td>` : ''}</tr>`)}
+</tbody></table>`
+}`,
+        })
+      }),
+    )
+    .get(
+      '/p/:project/e/:environment/t/:team/c/:collection',
+      consolePage(deps, ({ user, params, query }) => {
+        const after = query.after === undefined || query.after === '' ? undefined : query.after.slice(0, 1024)
+        const { rows, view } = writeTransaction(deps.store, (tx) => {
+          const view = readableCollection(tx, user, params)
+          const rows = listRecords(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
+          logRecordView(tx, deps.clock, {
+            environmentId: view.environment.id,
+            collectionId: view.collection.id,
+            userId: user.id,
+            teamId: view.team.id,
+            action: 'index',
+            recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
+          })
+          return { rows, view }
+        })
+        const shown = rows.slice(0, RECORDS_PER_PAGE)
+        const at = (...rest: string[]) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', view.collection.name, ...rest)
+        const more = rows.length > RECORDS_PER_PAGE ? html`<p class="pager"><a href="${`${at()}?after=${encodeURIComponent(shown.at(-1)!.recordKey)}`}">Next →</a></p>` : ''
+        return layout({
+          title: view.collection.name,
+          user,
+          crumbs: crumbsFor(params),
+          body: html`${
+            shown.length === 0
+              ? html`<p class="muted">No records${after === undefined ? '' : ' after this one'}.</p>`
+              : html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
+${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
+</tbody></table>`
+          }${more}`,
+        })
+      }),
+    )
+    .get(
+      '/p/:project/e/:environment/t/:team/c/:collection/r/:record',
+      consolePage(deps, ({ user, params }) => {
+        const { record, view } = writeTransaction(deps.store, (tx) => {
+          const view = readableCollection(tx, user, params)
+          const record = findRecord(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
+          if (!record) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
+          logRecordView(tx, deps.clock, {
+            environmentId: view.environment.id,
+            collectionId: view.collection.id,
+            userId: user.id,
+            teamId: view.team.id,
+            action: 'read',
+            recordIds: [record.recordKey],
+          })
+          return { record, view }
+        })
+        const { project, environment, team, collection, isAdmin } = view
+        const notes = renderNotes(db, listNoteIds(db, project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, {}, 20).slice(0, 20))
+        const flows = renderingWorkflows(db, environment.id, team.id).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
+        // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
+        const runIds = listRunIds(db, environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, {}, 10).slice(0, 10)
+        const history = isAdmin ? renderActivityLogs(db, listActivityLogIds(db, project.id, environment.id, { recordId: record.recordKey }, {}, 20).slice(0, 20)) : null
+        const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
+        const section = (title: string, content: Html) => html`<h2>${title}</h2>${content}`
+        return layout({
+          title: `${collection.name} ${record.recordKey}`,
+          user,
+          crumbs: crumbsFor(params, { label: collection.name, href: renderingPath(project.name, environment.name, team.name, 'c', collection.name) }),
+          body: html`<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>
+${section(
+  'Workflows',
+  flows.length === 0
+    ? html`<p class="muted">No active workflow of ${team.name} works on ${collection.name}.</p>`
+    : html`${flows.map(
+        (w) => html`<form class="inline" data-api action="${runsPath}" data-next="/runs/{runId}">
+<input type="hidden" name="workflowName" value="${w.name}"><input type="hidden" name="teamName" value="${team.name}"><input type="hidden" name="recordId" value="${record.recordKey}">
+<button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
+      )}`,
+)}
+${section('Runs on this record', runsTable(renderRuns(db, runIds)))}
+${section('Notes', notesList(notes))}
+${history ? section('History', activityTable(history, { record: false })) : ''}`,
+        })
+      }),
+    )
+}

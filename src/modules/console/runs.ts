@@ -1,0 +1,83 @@
+/** Console: an environment's runs (project admins) and one run's detail with its steps (its user, or an admin). */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../db/schema.ts'
+import { html, type Html } from '../../console/html.ts'
+import { notFound } from '../../http/errors.ts'
+import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
+import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
+import { isAdminOf } from '../tokens/service.ts'
+import { adminEnvironment } from './access.ts'
+import { consolePage, layout, projectPath, when } from './page.ts'
+
+const PER_PAGE = 50
+
+type RunView = ReturnType<typeof renderRuns>[number]
+
+const status = (s: string) => html`<span class="status-${s}">${s}</span>`
+
+export function runsTable(runs: RunView[]): Html {
+  if (runs.length === 0) return html`<p class="muted">No runs.</p>`
+  return html`<table class="runs"><thead><tr><th>Started (UTC)</th><th>Workflow</th><th>Record</th><th>Status</th><th>Trigger</th><th>User</th></tr></thead><tbody>
+${runs.map(
+  (r) => html`<tr><td><a href="/runs/${r.id}">${when(r.createdAt)}</a></td><td>${r.workflow.name} <span class="muted">v${r.workflow.version} · ${r.team.name}</span></td><td class="mono">${r.recordId}</td><td>${status(r.status)}</td><td>${r.trigger}</td><td>${r.user.email}</td></tr>`,
+)}
+</tbody></table>`
+}
+
+export function runPages(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'console-runs' })
+    .get(
+      '/p/:project/e/:environment/runs',
+      consolePage(deps, ({ user, params, query, url }) => {
+        const filters = {
+          status: parseEnumParameter(query, 'status', RUN_STATUSES),
+          recordId: parseStringParameter(query, 'recordId'),
+          beforeId: parseStringParameter(query, 'before', 64),
+        }
+        const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
+        const result = page(listRunIds(db, environment.id, filters, {}, PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids), {})
+        const older = new URL(url)
+        older.searchParams.set('before', result.data.at(-1)?.id ?? '')
+        return layout({
+          title: `Runs · ${environment.name}`,
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
+          body: html`<form method="get" class="filters"><label class="check">Record <input name="recordId" value="${query.recordId ?? ''}"></label>
+<label class="check">Status <select name="status"><option value="">any</option>${RUN_STATUSES.map((s) => html`<option${s === query.status ? html` selected` : ''}>${s}</option>`)}</select></label><button type="submit">Filter</button></form>
+${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${older.pathname + older.search}">Older →</a></p>` : ''}`,
+        })
+      }),
+    )
+    .get(
+      '/runs/:runId',
+      consolePage(deps, ({ user, params }) => {
+        const found = findRun(db, params.runId!)
+        if (!found || (found.run.userId !== user.id && !isAdminOf(db, user.id, found.projectId))) throw notFound(`Run ${params.runId} not found`)
+        const run = renderRuns(db, [found.run.id])[0]!
+        return layout({
+          title: `Run of ${run.workflow.name}`,
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }],
+          body: html`<table><tbody>
+<tr><th>Status</th><td id="run-status">${status(run.status)}</td></tr>
+<tr><th>Workflow</th><td>${run.workflow.name} v${run.workflow.version} (${run.environment.name} · ${run.team.name})</td></tr>
+<tr><th>Record</th><td class="mono">${run.recordId}</td></tr>
+<tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
+<tr><th>Created / started / finished</th><td>${when(run.createdAt)} / ${when(run.startedAt)} / ${when(run.finishedAt)}</td></tr>
+${run.error ? html`<tr><th>Error</th><td class="error"><code>${run.error.code}</code> ${run.error.message}</td></tr>` : ''}
+</tbody></table>
+${(ACTIVE_RUN_STATUSES as readonly string[]).includes(run.status) ? html`<form data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?"><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
+<h2>Steps</h2>
+${
+  run.steps.length === 0
+    ? html`<p class="muted">No step has finished yet.</p>`
+    : html`<table class="steps"><thead><tr><th>#</th><th>Step</th><th>Type</th><th>Status</th><th>Finished (UTC)</th><th>Output / error</th></tr></thead><tbody>
+${run.steps.map((s) => html`<tr><td>${s.index + 1}</td><td>${s.name}</td><td>${s.type}</td><td>${status(s.status)}</td><td>${when(s.finishedAt)}</td><td><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`)}
+</tbody></table>`
+}`,
+        })
+      }),
+    )
+}

@@ -1,0 +1,84 @@
+/**
+ * Records as people see them in the console: a collection's records in one environment, one record, and the
+ * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
+ */
+import { and, asc, eq, gt } from 'drizzle-orm'
+import type { Db } from '../../db/open.ts'
+import { collections, environments, renderings, teams, workflows, records } from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { appendActivityLog } from '../activity-logs/service.ts'
+
+export type RecordRow = typeof records.$inferSelect
+
+export interface RecordScope {
+  environmentId: number
+  collectionId: number
+}
+
+/** One page of a collection's records, by record id (ascending), starting after `after`. */
+export function listRecords(db: Db, scope: RecordScope, after: string | undefined, limit: number): RecordRow[] {
+  return db
+    .select()
+    .from(records)
+    .where(
+      and(
+        eq(records.environmentId, scope.environmentId),
+        eq(records.collectionId, scope.collectionId),
+        after === undefined ? undefined : gt(records.recordKey, after),
+      ),
+    )
+    .orderBy(asc(records.recordKey))
+    .limit(limit + 1)
+    .all()
+}
+
+export function findRecord(db: Db, scope: RecordScope, recordKey: string): RecordRow | undefined {
+  return db
+    .select()
+    .from(records)
+    .where(and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId), eq(records.recordKey, recordKey)))
+    .get()
+}
+
+/** Who saw which records, as which team: `read` for one record's page, `index` for a list. Nothing shown, nothing logged. */
+export function logRecordView(
+  db: Db,
+  clock: Clock,
+  view: RecordScope & { userId: number; teamId: number; action: 'read' | 'index'; recordIds: string[] },
+): void {
+  if (view.recordIds.length === 0) return
+  appendActivityLog(db, clock, {
+    environmentId: view.environmentId,
+    type: 'read',
+    action: view.action,
+    label: view.action === 'read' ? 'viewed in the console' : `listed ${view.recordIds.length} in the console`,
+    userId: view.userId,
+    teamId: view.teamId,
+    collectionId: view.collectionId,
+    recordIds: view.recordIds,
+  })
+}
+
+/** The collections of a project, by name. */
+export function projectCollections(db: Db, projectId: number) {
+  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(asc(collections.name)).all()
+}
+
+/** The workflows of one rendering (environment, team), by name, with their collection. */
+export function renderingWorkflows(db: Db, environmentId: number, teamId: number) {
+  return db
+    .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
+    .from(workflows)
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(collections, eq(collections.id, workflows.collectionId))
+    .where(and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId)))
+    .orderBy(asc(workflows.name))
+    .all()
+}
+
+/** A project's environments and teams, by name. */
+export function projectLayout(db: Db, projectId: number) {
+  const byName = <T extends typeof environments | typeof teams>(table: T) =>
+    db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).orderBy(asc(table.name)).all()
+  return { environments: byName(environments), teams: byName(teams) }
+}
