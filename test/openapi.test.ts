@@ -37,14 +37,21 @@ describe('/openapi.json', () => {
     expect(result.valid).toBe(true)
   })
 
-  test('every route the app registers is in it, with each of its methods', () => {
-    expect(app.routes.length).toBeGreaterThan(30)
-    const missing = app.routes
+  test('every route the app registers is in it, with each of its methods — but the console\'s HTML pages', () => {
+    const isHidden = (route: (typeof app.routes)[number]) => (route.hooks as { detail?: { hide?: boolean } }).detail?.hide === true
+    const api = app.routes.filter((route) => !isHidden(route))
+    expect(api.length).toBeGreaterThan(30)
+    const missing = api
       .filter((route) => !doc.paths[pathTemplate(route.path)]?.[route.method.toLowerCase()])
       .map((route) => `${route.method} ${route.path}`)
     expect(missing).toEqual([])
     const documented = operations().length
-    expect(documented).toBe(app.routes.length)
+    expect(documented).toBe(api.length)
+    // Hidden: only the console (GET pages and its two assets), never an API path.
+    const hidden = app.routes.filter(isHidden).map((route) => `${route.method} ${route.path}`)
+    expect(hidden.length).toBeGreaterThan(10)
+    for (const route of hidden) expect(route).toMatch(/^GET \/(|login|account|console\/.+|p\/.+|runs\/.+)$/)
+    expect(Object.keys(doc.paths).some((path) => path === '/' || path.startsWith('/p/'))).toBe(false)
   })
 
   test('every operation has an id, one known tag, a success answer and the shared error body for every error status', () => {

@@ -26,7 +26,7 @@ ${tokens.map(
 
 export function accountPages(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'console-account' })
+  return new Elysia({ name: 'console-account', detail: { hide: true } })
     .get(
       '/account',
       consolePage(deps, ({ user }) => {

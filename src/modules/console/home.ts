@@ -19,7 +19,7 @@ function safeNext(next: string | undefined): string {
 
 export function homePages(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'console-home' })
+  return new Elysia({ name: 'console-home', detail: { hide: true } })
     .get('/login', ({ request }) => {
       const next = safeNext(queryOf(request).next)
       if (findSession(db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))) return redirect(next)

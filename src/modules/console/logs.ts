@@ -60,7 +60,7 @@ function filterForm(fields: { name: string; label: string; value?: string }[]): 
 export function logPages(deps: AppDeps) {
   const { db } = deps.store
   const crumbs = (project: string) => [{ label: 'Projects', href: '/' }, { label: project, href: projectPath(project) }]
-  return new Elysia({ name: 'console-logs' })
+  return new Elysia({ name: 'console-logs', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/activity',
       consolePage(deps, ({ user, params, query, url }) => {

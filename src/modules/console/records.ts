@@ -34,7 +34,7 @@ export function recordPages(deps: AppDeps) {
     ...more,
   ]
 
-  return new Elysia({ name: 'console-records' })
+  return new Elysia({ name: 'console-records', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/t/:team',
       consolePage(deps, ({ user, params }) => {

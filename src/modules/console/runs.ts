@@ -27,7 +27,7 @@ ${runs.map(
 
 export function runPages(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'console-runs' })
+  return new Elysia({ name: 'console-runs', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/runs',
       consolePage(deps, ({ user, params, query, url }) => {

@@ -11,7 +11,7 @@ import { consolePage, layout, projectPath, renderingPath } from './page.ts'
 
 export function workflowPages(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'console-workflows' }).get(
+  return new Elysia({ name: 'console-workflows', detail: { hide: true } }).get(
     '/p/:project/e/:environment/t/:team/w/:workflow',
     consolePage(deps, ({ user, params }) => {
       const project = adminProject(db, user, params.project!)

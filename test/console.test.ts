@@ -1,0 +1,240 @@
+/**
+ * The web console over the real app and a real SQLite file (no browser here: test/console-browser.test.ts drives
+ * Chromium): sign-in redirects, the access matrix (same rules as the API), the `type: "read"` activity entries
+ * every view of record data writes — validated against the compatibility document's `listActivityLogs` — escaping,
+ * security headers, and bad input (unknown names, odd record ids, bad filters) as 4xx pages, never a 500.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createSession } from '../src/modules/auth/sessions.ts'
+import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
+import { assertValid, validatorFor } from './support/compat-schema.ts'
+
+const validActivityPage = validatorFor('listActivityLogs', 200)
+
+interface ActivityEntry {
+  id: string
+  type: string
+  action: string
+  label?: string
+  recordIds: string[]
+  user: { email: string }
+  team: { name: string }
+  collection?: { name: string }
+}
+
+let env: TestEnv
+let app: ReturnType<typeof testApp>
+const cookies: Record<string, string> = {}
+let auditor = ''
+
+const ODD_IDS = ['ünï|42', 'a/b c?d#e', "x' OR 1=1 --", '<script>alert(1)</script>']
+
+beforeAll(() => {
+  env = testEnv()
+  const document = acmeDocument()
+  const acme = acmeProject(document)
+  document.users.push({ email: 'erin@example.com', username: 'erin' })
+  acme.members!.push({ user: 'erin@example.com', role: 'editor' })
+  acme.teams!.push({ name: 'Outsiders', members: ['erin@example.com'] })
+  acme.collections!.push({ name: 'secrets', permissions: { Support: { read: false }, Billing: { read: false }, Outsiders: { read: true } } })
+  for (const id of ODD_IDS) acme.records!.push({ environment: 'production', collection: 'customers', id, data: { name: id, html: '<img src=x onerror=alert(1)>' } })
+  document.projects.push({ name: 'Globex', environments: ['production'], teams: [{ name: 'Ops' }], members: [{ user: 'dave@example.com', role: 'admin' }] })
+  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  app = testApp(env)
+  for (const name of ['alice', 'bob', 'carol', 'dave', 'erin']) {
+    cookies[name] = `trellis_session=${createSession(env.store.db, env.clock, userId(env.store, name), false).id}`
+  }
+  auditor = tokenFor(env.store, env.clock, 'carol', ['activity_logs:read']).value
+})
+afterAll(() => env.cleanup())
+
+async function get(path: string, who?: string) {
+  const response = await app.handle(request(path, { headers: who ? { cookie: cookies[who]! } : {} }))
+  return { status: response.status, headers: response.headers, text: await response.text() }
+}
+
+async function activity(query: Record<string, string> = {}): Promise<ActivityEntry[]> {
+  const response = await app.handle(
+    request(`/v1/project/Acme/environment/production/activity-logs?${new URLSearchParams({ limit: '100', ...query })}`, { headers: { authorization: `Bearer ${auditor}` } }),
+  )
+  expect(response.status).toBe(200)
+  const body = (await response.json()) as { data: ActivityEntry[] }
+  assertValid(validActivityPage, body, 'activity page')
+  return body.data
+}
+
+const maxActivityId = () => (env.store.sqlite.prepare('SELECT coalesce(max(id), 0) AS id FROM activity_logs').get() as { id: number }).id
+const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
+const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
+
+describe('signing in', () => {
+  test('every page without a session redirects to /login?next=<the page>', async () => {
+    for (const path of ['/', '/account', '/p/Acme', record('Support', 'orders', 'ord_1001'), '/p/Acme/admin-log', '/runs/x']) {
+      const page = await get(path)
+      expect({ path, status: page.status, location: page.headers.get('location') }).toEqual({ path, status: 303, location: `/login?next=${encodeURIComponent(path)}` })
+    }
+    const bogus = await app.handle(request('/', { headers: { cookie: 'trellis_session=forged' } }))
+    expect(bogus.status).toBe(303)
+  })
+
+  test('the login page: a form, strict CSP; signed in, it sends you on — only to a path on this site', async () => {
+    const page = await get('/login?next=%2Fp%2FAcme')
+    expect(page.status).toBe(200)
+    expect(page.text).toContain('action="/auth/login" data-next="/p/Acme"')
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    for (const [next, to] of [['/p/Acme', '/p/Acme'], ['//evil.example', '/'], ['https://evil.example', '/'], ['/\\evil.example', '/']]) {
+      expect((await get(`/login?next=${encodeURIComponent(next!)}`, 'alice')).headers.get('location')).toBe(to!)
+      expect((await get(`/login?next=${encodeURIComponent(next!)}`)).text).toContain(`data-next="${to}"`)
+    }
+  })
+
+  test('the console script and stylesheet come from the binary', async () => {
+    const js = await get('/console/console.js')
+    expect(js.status).toBe(200)
+    expect(js.headers.get('content-type')).toStartWith('text/javascript')
+    expect((await get('/console/console.css')).headers.get('content-type')).toStartWith('text/css')
+  })
+})
+
+describe('record reads are audited', () => {
+  test('opening a record writes exactly one read entry: the user, the team it was opened as, the collection, the record', async () => {
+    const before = maxActivityId()
+    const page = await get(record('Support', 'orders', 'ord_1001'), 'bob')
+    expect(page.status).toBe(200)
+    expect(page.text).toContain('&quot;status&quot;: &quot;paid&quot;')
+    const entries = await entriesAfter(before)
+    expect(entries.map((e) => [e.type, e.action, e.label, e.user.email, e.team.name, e.collection?.name, e.recordIds])).toEqual([
+      ['read', 'read', 'viewed in the console', 'bob@example.com', 'Support', 'orders', ['ord_1001']],
+    ])
+    // The auditor finds it by record and by type.
+    expect((await activity({ recordId: 'ord_1001', type: 'read' })).map((e) => e.id)).toEqual([entries[0]!.id])
+  })
+
+  test('a collection page writes one index entry naming the records it showed', async () => {
+    const before = maxActivityId()
+    const page = await get('/p/Acme/e/production/t/Support/c/orders', 'bob')
+    expect(page.status).toBe(200)
+    const entries = await entriesAfter(before)
+    expect(entries.map((e) => [e.type, e.action, e.label, e.user.email, e.recordIds])).toEqual([
+      ['read', 'index', 'listed 3 in the console', 'bob@example.com', ['ord_1001', 'ord_1002', 'ord_1003']],
+    ])
+  })
+
+  test('record ids with unicode, slashes, quotes or markup open, escaped, each logged under its own id', async () => {
+    for (const id of ODD_IDS) {
+      const before = maxActivityId()
+      const page = await get(record('Support', 'customers', id), 'alice')
+      expect({ id, status: page.status }).toEqual({ id, status: 200 })
+      expect(page.text).not.toContain('<script>alert(1)</script>')
+      expect(page.text).not.toContain('<img src=x')
+      expect((await entriesAfter(before)).map((e) => e.recordIds)).toEqual([[id]])
+    }
+    const list = await get('/p/Acme/e/production/t/Support/c/customers', 'alice')
+    expect(list.text).toContain('&lt;script&gt;alert(1)&lt;/script&gt;')
+    expect(list.text).not.toContain('<script>alert')
+  })
+
+  test('nothing is logged for what was not shown: unknown record (404), no access (403), unknown names (404)', async () => {
+    const before = maxActivityId()
+    const cases: [string, string, number][] = [
+      [record('Support', 'orders', 'nope'), 'bob', 404],
+      [record('Billing', 'orders', 'ord_1001'), 'bob', 403], // bob is not in Billing
+      [record('Support', 'secrets', 'x'), 'bob', 403], // Support may not read secrets
+      [record('Outsiders', 'orders', 'ord_1001'), 'alice', 200], // admins reach every team
+      [record('Support', 'nothing', 'x'), 'alice', 404],
+      ['/p/Acme/e/nowhere/t/Support/c/orders', 'alice', 404],
+      ['/p/Acme/e/production/t/Nobody', 'alice', 404],
+      ['/p/Globex', 'alice', 404], // not a member: nothing revealed
+      ['/p/Nope', 'alice', 404],
+    ]
+    for (const [path, who, status] of cases) {
+      const page = await get(path, who)
+      expect({ path, who, status: page.status }).toEqual({ path, who, status })
+      if (status !== 200) expect(page.headers.get('content-type')).toStartWith('text/html')
+    }
+    // Only alice's admin read of ord_1001 as Outsiders was logged.
+    expect((await entriesAfter(before)).map((e) => [e.action, e.user.email, e.team.name, e.recordIds])).toEqual([['read', 'alice@example.com', 'Outsiders', ['ord_1001']]])
+  })
+})
+
+describe('pages and who may see them', () => {
+  test('admins see the audit pages; other members get 403 pages; every page is HTML with the security headers', async () => {
+    const adminPages = ['/p/Acme/admin-log', '/p/Acme/api-access', '/p/Acme/e/production/activity', '/p/Acme/e/production/notes', '/p/Acme/e/production/runs', '/p/Acme/e/production/t/Support/w/Refund%20order']
+    for (const path of adminPages) {
+      const asAdmin = await get(path, 'alice')
+      expect({ path, status: asAdmin.status }).toEqual({ path, status: 200 })
+      expect(asAdmin.headers.get('cache-control')).toBe('no-store')
+      expect(asAdmin.headers.get('x-content-type-options')).toBe('nosniff')
+      expect((await get(path, 'bob')).status).toBe(403)
+    }
+    for (const path of ['/', '/account', '/p/Acme', '/p/Acme/e/production/t/Support']) expect((await get(path, 'bob')).status).toBe(200)
+  })
+
+  test('the project page lists the teams the user can open; the team page the collections it may read', async () => {
+    const project = await get('/p/Acme', 'erin')
+    expect(project.text).toContain('href="/p/Acme/e/production/t/Outsiders"')
+    expect(project.text).not.toContain('href="/p/Acme/e/production/t/Support"')
+    expect(project.text).not.toContain('Admin log')
+    const team = await get('/p/Acme/e/production/t/Outsiders', 'erin')
+    expect(team.text).toContain('>secrets<')
+    expect((await get('/p/Acme/e/production/t/Support', 'erin')).status).toBe(403)
+  })
+
+  test('bad filters are 400 pages naming the parameter, never a 500; empty filter fields are no filter', async () => {
+    for (const [path, parameter] of [
+      ['/p/Acme/e/production/activity?action=drop%20table', 'action'],
+      ['/p/Acme/e/production/activity?createdAt.lt=yesterday', 'createdAt.lt'],
+      ['/p/Acme/admin-log?type=%F0%9F%98%80', 'type'],
+      ['/p/Acme/e/production/runs?status=done', 'status'],
+      [`/p/Acme/e/production/notes?recordId=${'x'.repeat(5000)}`, 'recordId'],
+    ] as const) {
+      const page = await get(path, 'alice')
+      expect({ path, status: page.status }).toEqual({ path, status: 400 })
+      expect(page.text).toContain(parameter)
+    }
+    expect((await get('/p/Acme/e/production/activity?action=&type=&recordId=', 'alice')).status).toBe(200)
+    expect((await get('/p/Acme/e/production/t/Support/c/orders?after=' + 'z'.repeat(5000), 'alice')).status).toBe(200)
+  })
+
+  test('the activity page filters by record through the shared parser and pages with createdAt.lt, exactly', async () => {
+    for (let i = 0; i < 3; i++) await get(record('Support', 'orders', 'ord_1002'), 'alice')
+    const rows = (html: string) => [...html.matchAll(/<tr><td><time datetime="([^"]+)">[\s\S]*?<td class="mono">([^<]*)<\/td>/g)].map((m) => [m[1], m[2]])
+    const filtered = rows((await get('/p/Acme/e/production/activity?recordId=ord_1002', 'alice')).text)
+    expect(filtered.length).toBeGreaterThanOrEqual(5)
+    expect(filtered.every(([, ids]) => ids!.split(', ').includes('ord_1002'))).toBe(true)
+
+    // 60 more reads in the same few milliseconds: two pages of 50, nothing seen twice or skipped.
+    for (let i = 0; i < 60; i++) await get(record('Support', 'orders', 'ord_1001'), 'carol')
+    const seen: string[] = []
+    let path: string | undefined = '/p/Acme/e/production/activity'
+    while (path) {
+      const page = await get(path, 'alice')
+      expect(page.status).toBe(200)
+      seen.push(...rows(page.text).map(([at]) => at!))
+      path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
+    }
+    expect(new Set(seen).size).toBe(seen.length)
+    expect(seen.length).toBe(Number((env.store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs a JOIN environments e ON e.id = a.environment_id WHERE e.name = 'production' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')").get() as { n: number }).n))
+    expect(seen.length).toBeGreaterThan(50) // it took the Older link
+  })
+
+  test('a run started elsewhere shows to its user and to admins, 404 to others', async () => {
+    const started = await app.handle(
+      request('/v1/project/Acme/environment/production/workflow-runs', {
+        method: 'POST',
+        headers: { cookie: cookies.bob! },
+        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1003' },
+      }),
+    )
+    expect(started.status).toBe(202)
+    const { runId } = (await started.json()) as { runId: string }
+    expect((await get(`/runs/${runId}`, 'bob')).text).toContain('queued')
+    expect((await get(`/runs/${runId}`, 'alice')).status).toBe(200)
+    expect((await get(`/runs/${runId}`, 'dave')).status).toBe(404)
+    expect((await get('/runs/not-a-run', 'alice')).status).toBe(404)
+    // The record page lists it (bob: his own runs; an admin: all).
+    expect((await get(record('Support', 'orders', 'ord_1003'), 'bob')).text).toContain(`/runs/${runId}`)
+  })
+})
