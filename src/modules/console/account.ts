@@ -44,7 +44,7 @@ export function accountPages(deps: AppDeps) {
           crumbs: [{ label: 'Projects', href: '/' }],
           body: html`<p>Signed in as <strong>${user.username}</strong> (${user.email}).</p>
 <h2>Generate a token</h2>
-<form id="new-token" data-api action="/v1/account/tokens" data-show="#token-once">
+<form id="new-token" data-api action="/v1/account/tokens" data-show="#token-once" data-show-field="token">
 <label>Name <input name="name" required maxlength="100"></label>
 <label>Project <select name="projectName" required>${memberOf.map((p) => html`<option>${p.name}</option>`)}</select></label>
 <fieldset><legend>Scopes (none ticked: the read-only preset)</legend>

@@ -45,6 +45,7 @@ export function layout(spec: PageSpec): Html {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${spec.title} · Trellis</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/console.css">
 <script src="/console/console.js" defer></script>
 </head>

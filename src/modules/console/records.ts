@@ -20,10 +20,8 @@ import { consolePage, layout, projectPath, renderingPath } from './page.ts'
 
 const RECORDS_PER_PAGE = 50
 
-function preview(data: string): string {
-  const text = data.length > 160 ? `${data.slice(0, 160)}…` : data
-  return text
-}
+/** The start of a record's JSON, for the list. */
+const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…` : data)
 
 export function recordPages(deps: AppDeps) {
   const { db } = deps.store

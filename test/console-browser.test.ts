@@ -1,0 +1,216 @@
+/**
+ * The console in a real browser: Debian's Chromium driven by playwright-core, against `trellis serve` in a real
+ * process over examples/acme.yaml. Sign in, open a record and run a workflow on it, generate a token (shown
+ * once) and revoke it, change a webhook's trigger settings, read the audit pages, sign out — with no script
+ * error and no Content-Security-Policy violation on any page. /docs (Swagger UI) is checked to render too.
+ *
+ * Chromium: /usr/bin/chromium (or CHROMIUM_PATH). Without it these tests are skipped with a warning, unless
+ * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails them.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const available = existsSync(CHROMIUM)
+if (!available) {
+  if (process.env.TRELLIS_REQUIRE_BROWSER === '1') throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium)`)
+  console.warn(`console-browser: SKIPPED, no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`)
+}
+
+// The flags this machine's closed network needs (no background fetches, no QUIC), headless as root.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+let dir: ReturnType<typeof tempDir>
+let server: ServeProcess
+let browser: Browser
+let context: BrowserContext
+let page: Page
+const problems: string[] = []
+
+/**
+ * Script errors, CSP violations and failed page resources are problems. A 4xx answer to the console's own
+ * fetch (a wrong password, a rate of 0) is expected: Chromium logs it as "Failed to load resource", so those
+ * console lines are left out and resources are judged by their responses instead.
+ */
+function watch(p: Page) {
+  p.on('pageerror', (error) => problems.push(`page error on ${p.url()}: ${error.message}`))
+  p.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(`console error on ${p.url()}: ${message.text()}`)
+  })
+  p.on('response', (response) => {
+    const type = response.request().resourceType()
+    if (type !== 'fetch' && type !== 'xhr' && response.status() >= 400) problems.push(`${response.status()} for ${type} ${response.url()}`)
+  })
+}
+
+
+/** Polls `read` until `ok` holds (pages update after fetches and navigations); fails naming `what` and the last value. */
+async function eventually<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    let value: T | undefined
+    try {
+      value = await read()
+      if (ok(value)) return value
+    } catch {
+      // navigating: the element is not there yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`)
+    await Bun.sleep(100)
+  }
+}
+const text = (selector: string, p: Page = page) => async () => (await p.locator(selector).first().textContent({ timeout: 1_000 })) ?? ''
+const count = (selector: string, p: Page = page) => () => p.locator(selector).count()
+
+/** Runs a click whose form reloads or leaves the page, and waits for the next page to load. */
+async function thenLoad(action: () => Promise<unknown>) {
+  await Promise.all([page.waitForEvent('load'), action()])
+}
+
+async function signIn(email: string, password: string) {
+  await page.fill('input[name=email]', email)
+  await page.fill('input[name=password]', password)
+  await page.click('button[type=submit]')
+}
+
+describe.skipIf(!available)('the console in Chromium', () => {
+  beforeAll(async () => {
+    dir = tempDir('trellis-browser-')
+    const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dir.path])
+    expect(applied.code).toBe(0)
+    server = await startServe({ dataDir: dir.path, cwd: dir.path })
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+    context = await browser.newContext({ baseURL: server.url })
+    page = await context.newPage()
+    watch(page)
+  }, 60_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.stop()
+    dir?.cleanup()
+    expect(problems).toEqual([])
+  })
+
+  test('a wrong password is shown on the form; the right one lands on the page asked for', async () => {
+    await page.goto('/p/Acme')
+    expect(new URL(page.url()).pathname).toBe('/login')
+    await signIn('alice@example.com', 'not-the-password')
+    await eventually('the login error', text('.form-error'), (t) => t === 'Invalid email or password')
+    await signIn('alice@example.com', 'alice-demo-pass-2026')
+    await page.waitForURL('**/p/Acme')
+    expect(await text('h1')()).toBe('Acme')
+  }, 30_000)
+
+  test('open a record through the links, run a workflow on it, follow the run to its end', async () => {
+    await page.click('a[href="/p/Acme/e/production/t/Support"]')
+    await page.click('text=orders')
+    await page.click('a:text-is("ord_1001")')
+    expect(await text('#record-data')()).toContain('"status": "paid"')
+    await page.click('button:has-text("Run “Refund order”")')
+    await page.waitForURL('**/runs/*')
+    expect(await text('h1')()).toBe('Run of Refund order')
+    // The run goes through its steps in the server's executor (its last step waits 5 s).
+    const deadline = Date.now() + 20_000
+    while (!(await page.locator('#run-status').textContent())?.includes('succeeded')) {
+      if (Date.now() > deadline) throw new Error(`run did not succeed: ${await page.locator('#run-status').textContent()}`)
+      await Bun.sleep(500)
+      await page.reload()
+    }
+    expect(await count('table.steps tr')()).toBe(6) // header + 5 steps
+    await page.goto('/p/Acme/e/production/t/Support/c/orders/r/ord_1001')
+    expect(await text('#record-data')()).toContain('"status": "refunded"')
+    expect(await text('article.note h3')()).toContain('Refund')
+    // Its history shows the reads and what the run did, with the run linked.
+    expect(await text('table.activity')()).toContain('viewed in the console')
+    expect(await count('table.activity a[href^="/runs/"]')()).toBeGreaterThan(0)
+  }, 40_000)
+
+  test('generate a token: shown once, works against the API; revoke it: refused at once', async () => {
+    await page.click('header a[href="/account"]')
+    await page.fill('#new-token input[name=name]', 'browser test')
+    await page.check('#new-token input[value="notes:read"]')
+    await page.click('#new-token button[type=submit]')
+    await page.locator('#token-once').waitFor({ state: 'visible' })
+    const value = (await page.locator('#token-value').textContent())!
+    expect(value).toMatch(/^trl_[A-Za-z0-9_-]{43}$/)
+    const notes = () => fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: { authorization: `Bearer ${value}` } })
+    expect((await notes()).status).toBe(200)
+
+    await page.click('#token-once a:text("Done")')
+    await page.locator('#token-once').waitFor({ state: 'hidden' })
+    expect(await page.content()).not.toContain(value) // never shown again
+    const row = page.locator('table.tokens tr', { hasText: 'browser test' })
+    expect(await row.textContent()).toContain(value.slice(0, 12))
+    page.once('dialog', (dialog) => dialog.accept())
+    await thenLoad(() => row.locator('button:text("Revoke")').click())
+    expect(await page.locator('table.tokens tr', { hasText: 'browser test' }).count()).toBe(0)
+    expect((await notes()).status).toBe(401)
+  }, 30_000)
+
+  test('trigger settings: regenerate (confirmed), disable, enable restores the URL, set the rate; the admin log has each', async () => {
+    await page.goto('/p/Acme/e/production/t/Support/w/Refund%20order')
+    expect(await text('#webhook-state')()).toBe('enabled')
+    const first = await page.locator('#webhook-url').textContent()
+
+    page.once('dialog', (dialog) => dialog.dismiss())
+    await page.click('button:text("Regenerate URL")')
+    await Bun.sleep(300)
+    expect(await page.locator('#webhook-url').textContent()).toBe(first) // dismissed: nothing happened
+
+    page.once('dialog', (dialog) => dialog.accept())
+    await thenLoad(() => page.click('button:text("Regenerate URL")'))
+    expect(await text('#webhook-url')()).not.toBe(first!)
+    const regenerated = await page.locator('#webhook-url').textContent()
+    expect((await fetch(first!, { method: 'POST' })).status).toBe(400) // superseded
+
+    await thenLoad(() => page.click('button:text("Disable webhook")'))
+    expect(await text('#webhook-state')()).toBe('disabled')
+    expect(await count('#webhook-url')()).toBe(0)
+    await thenLoad(() => page.click('button:text("Enable webhook")'))
+    expect(await text('#webhook-state')()).toBe('enabled')
+    expect(await text('#webhook-url')()).toBe(regenerated!)
+
+    await page.fill('input[name=ratePerMinute]', '0')
+    await page.click('button:text("Save rate")')
+    await eventually('the rate error', async () => (await page.locator('p.form-error').last().textContent()) ?? '', (t) => t.includes('ratePerMinute'))
+    await page.fill('input[name=ratePerMinute]', '7')
+    await thenLoad(() => page.click('button:text("Save rate")')) // saved, then reloaded
+    expect(await page.locator('input[name=ratePerMinute]').inputValue()).toBe('7')
+
+    await page.goto('/p/Acme/admin-log?resource=workflow-webhook')
+    // Regenerate, disable, enable, rate — by alice (the apply that enabled it first has no acting user).
+    expect(await count('table.admin-log tbody tr:has-text("alice@example.com")')()).toBe(4)
+  }, 30_000)
+
+  test('the audit pages render; signing out ends the session', async () => {
+    for (const path of ['/p/Acme/e/production/activity', '/p/Acme/e/production/runs', '/p/Acme/e/production/notes', '/p/Acme/api-access']) {
+      const response = await page.goto(path)
+      expect({ path, status: response?.status() }).toEqual({ path, status: 200 })
+    }
+    await page.goto('/p/Acme/e/production/activity?type=read')
+    expect(await text('table.activity tbody tr')()).toContain('alice@example.com')
+    await page.screenshot({ path: join(dir.path, 'activity.png') })
+    await page.click('button:text("Sign out")')
+    await page.waitForURL('**/login')
+    await page.goto('/account')
+    expect(new URL(page.url()).pathname).toBe('/login')
+  }, 30_000)
+
+  test('/docs renders the API reference (Swagger UI from the binary, no CDN)', async () => {
+    const docs = await context.newPage()
+    watch(docs)
+    const outside: string[] = []
+    docs.on('request', (request) => {
+      if (!request.url().startsWith(server.url)) outside.push(request.url())
+    })
+    await docs.goto('/docs')
+    await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 15_000 })
+    expect(await docs.locator('.opblock-summary-path').count()).toBeGreaterThan(20)
+    expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
+    await docs.close()
+  }, 30_000)
+})
