@@ -237,4 +237,29 @@ describe('pages and who may see them', () => {
     // The record page lists it (bob: his own runs; an admin: all).
     expect((await get(record('Support', 'orders', 'ord_1003'), 'bob')).text).toContain(`/runs/${runId}`)
   })
+
+  test('the runs page pages by run id: 60 runs in the same millisecond, each seen once', async () => {
+    for (let i = 0; i < 60; i++) {
+      const started = await app.handle(
+        request('/v1/project/Acme/environment/production/workflow-runs', {
+          method: 'POST',
+          headers: { cookie: cookies.alice! },
+          json: { workflowName: 'Refund order', teamName: 'Support', recordId: `burst-${i}` },
+        }),
+      )
+      expect(started.status).toBe(202)
+    }
+    const total = (env.store.sqlite.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n
+    const seen: string[] = []
+    let path: string | undefined = '/p/Acme/e/production/runs'
+    for (let pages = 0; path; pages++) {
+      const page = await get(path, 'alice')
+      expect(page.status).toBe(200)
+      seen.push(...[...page.text.matchAll(/<a href="\/runs\/([0-9a-f-]{36})">/g)].map((m) => m[1]!))
+      path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
+      expect(pages).toBeLessThan(5)
+    }
+    expect(seen.length).toBe(total)
+    expect(new Set(seen).size).toBe(total)
+  })
 })
