@@ -3,11 +3,10 @@
  * page (its admins see and revoke every token of the project). The forms call `/v1/account/tokens` and
  * `/v1/project/{p}/api-tokens` with the session, so the rules and admin log entries are the API's.
  */
-import { asc, eq } from 'drizzle-orm'
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { projectMembers, projects } from '../../db/schema.ts'
 import { html, type Html } from '../../console/html.ts'
+import { projectsOf } from '../projects/service.ts'
 import { listTokens, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
 import { adminProject } from './access.ts'
 import { consolePage, layout, projectPath, when } from './page.ts'
@@ -31,13 +30,7 @@ export function accountPages(deps: AppDeps) {
       '/account',
       consolePage(deps, ({ user }) => {
         const mine = listTokens(db, { userId: user.id }).map(tokenView)
-        const memberOf = db
-          .select({ name: projects.name })
-          .from(projectMembers)
-          .innerJoin(projects, eq(projects.id, projectMembers.projectId))
-          .where(eq(projectMembers.userId, user.id))
-          .orderBy(asc(projects.name))
-          .all()
+        const memberOf = projectsOf(db, user.id)
         return layout({
           title: 'Account',
           user,

@@ -1,13 +1,11 @@
 /** Console: the login page, the list of the user's projects, and a project's overview. */
-import { asc, eq } from 'drizzle-orm'
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { projectMembers, projects } from '../../db/schema.ts'
 import { html } from '../../console/html.ts'
 import { readCookie } from '../../http/auth-plugin.ts'
 import { queryOf } from '../../http/list.ts'
 import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
-import { canReachRendering } from '../projects/service.ts'
+import { canReachRendering, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
 import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath } from './page.ts'
@@ -38,13 +36,7 @@ export function homePages(deps: AppDeps) {
     .get(
       '/',
       consolePage(deps, ({ user }) => {
-        const mine = db
-          .select({ name: projects.name, role: projectMembers.role })
-          .from(projectMembers)
-          .innerJoin(projects, eq(projects.id, projectMembers.projectId))
-          .where(eq(projectMembers.userId, user.id))
-          .orderBy(asc(projects.name))
-          .all()
+        const mine = projectsOf(db, user.id)
         return layout({
           title: 'Projects',
           user,

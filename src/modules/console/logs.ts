@@ -5,13 +5,12 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { html, type Html, trustedHtml } from '../../console/html.ts'
-import { page } from '../../http/list.ts'
+import { page, parseRecordFilters } from '../../http/list.ts'
 import { listActivityLogIds, parseActivityFilters, renderActivityLogs } from '../activity-logs/service.ts'
 import { listAdminLogIds, parseAdminLogFilters, renderAdminLogs } from '../admin-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
-import { parseRecordFilters } from '../../http/list.ts'
 import { adminEnvironment, adminProject } from './access.ts'
-import { consolePage, layout, olderLink, projectPath, when } from './page.ts'
+import { type ConsoleRequest, consolePage, layout, olderLink, projectPath, when } from './page.ts'
 
 const PER_PAGE = 50
 
@@ -52,69 +51,70 @@ ${n.messages.map((m) => html`<div class="message"><p class="muted">${m.user.emai
   )}`
 }
 
-/** A filter form that keeps the page's own query parameters as inputs. */
-function filterForm(fields: { name: string; label: string; value?: string }[]): Html {
-  return html`<form method="get" class="filters">${fields.map((f) => html`<label class="check">${f.label} <input name="${f.name}" value="${f.value ?? ''}"></label>`)}<button type="submit">Filter</button></form>`
+/**
+ * One list page of entries in createdAt order (activity, notes, admin log): a filter form over the API's query
+ * parameters, the rows of one page, and the "Older" link.
+ */
+function timeListPage<Item extends { createdAt: string }>(
+  request: ConsoleRequest,
+  spec: { title: string; project: string; filters: [name: string, label: string][]; ids: number[]; render: (ids: number[]) => Item[]; show: (items: Item[]) => Html },
+): Html {
+  const result = page(spec.ids, PER_PAGE, spec.render, {})
+  const { query, url } = request
+  return layout({
+    title: spec.title,
+    user: request.user,
+    crumbs: [{ label: 'Projects', href: '/' }, { label: spec.project, href: projectPath(spec.project) }],
+    body: html`<form method="get" class="filters">${spec.filters.map(([name, label]) => html`<label class="check">${label} <input name="${name}" value="${query[name] ?? ''}"></label>`)}<button type="submit">Filter</button></form>
+${spec.show(result.data)}${olderLink(url, result.hasMore, result.data.at(-1)?.createdAt)}`,
+  })
 }
 
 export function logPages(deps: AppDeps) {
   const { db } = deps.store
-  const crumbs = (project: string) => [{ label: 'Projects', href: '/' }, { label: project, href: projectPath(project) }]
   return new Elysia({ name: 'console-logs', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/activity',
-      consolePage(deps, ({ user, params, query, url }) => {
-        const filters = parseActivityFilters(query)
-        const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listActivityLogIds(db, project.id, environment.id, filters, query, PER_PAGE), PER_PAGE, (ids) => renderActivityLogs(db, ids), {})
-        return layout({
+      consolePage(deps, (request) => {
+        const filters = parseActivityFilters(request.query)
+        const { project, environment } = adminEnvironment(db, request.user, request.params.project!, request.params.environment!)
+        return timeListPage(request, {
           title: `Activity log · ${environment.name}`,
-          user,
-          crumbs: crumbs(project.name),
-          body: html`${filterForm([
-            { name: 'recordId', label: 'Record', value: query.recordId },
-            { name: 'userEmail', label: 'User email', value: query.userEmail },
-            { name: 'action', label: 'Action', value: query.action },
-            { name: 'type', label: 'Type', value: query.type },
-          ])}
-${activityTable(result.data)}${olderLink(url, result.hasMore, result.data.at(-1)?.createdAt)}`,
+          project: project.name,
+          filters: [['recordId', 'Record'], ['userEmail', 'User email'], ['action', 'Action'], ['type', 'Type']],
+          ids: listActivityLogIds(db, project.id, environment.id, filters, request.query, PER_PAGE),
+          render: (ids) => renderActivityLogs(db, ids),
+          show: (entries) => activityTable(entries),
         })
       }),
     )
     .get(
       '/p/:project/e/:environment/notes',
-      consolePage(deps, ({ user, params, query, url }) => {
-        const filters = parseRecordFilters(query)
-        const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listNoteIds(db, project.id, environment.id, filters, query, PER_PAGE), PER_PAGE, (ids) => renderNotes(db, ids), {})
-        return layout({
+      consolePage(deps, (request) => {
+        const filters = parseRecordFilters(request.query)
+        const { project, environment } = adminEnvironment(db, request.user, request.params.project!, request.params.environment!)
+        return timeListPage(request, {
           title: `Notes · ${environment.name}`,
-          user,
-          crumbs: crumbs(project.name),
-          body: html`${filterForm([
-            { name: 'recordId', label: 'Record', value: query.recordId },
-            { name: 'teamName', label: 'Team', value: query.teamName },
-          ])}
-${notesList(result.data)}${olderLink(url, result.hasMore, result.data.at(-1)?.createdAt)}`,
+          project: project.name,
+          filters: [['recordId', 'Record'], ['teamName', 'Team']],
+          ids: listNoteIds(db, project.id, environment.id, filters, request.query, PER_PAGE),
+          render: (ids) => renderNotes(db, ids),
+          show: notesList,
         })
       }),
     )
     .get(
       '/p/:project/admin-log',
-      consolePage(deps, ({ user, params, query, url }) => {
-        const filters = parseAdminLogFilters(query)
-        const project = adminProject(db, user, params.project!)
-        const result = page(listAdminLogIds(db, project.id, filters, query, PER_PAGE), PER_PAGE, (ids) => renderAdminLogs(db, ids), {})
-        return layout({
+      consolePage(deps, (request) => {
+        const filters = parseAdminLogFilters(request.query)
+        const project = adminProject(db, request.user, request.params.project!)
+        return timeListPage(request, {
           title: `Admin log · ${project.name}`,
-          user,
-          crumbs: crumbs(project.name),
-          body: html`${filterForm([
-            { name: 'resource', label: 'Resource', value: query.resource },
-            { name: 'type', label: 'Type', value: query.type },
-            { name: 'userEmail', label: 'User email', value: query.userEmail },
-          ])}
-${adminTable(result.data)}${olderLink(url, result.hasMore, result.data.at(-1)?.createdAt)}`,
+          project: project.name,
+          filters: [['resource', 'Resource'], ['type', 'Type'], ['userEmail', 'User email']],
+          ids: listAdminLogIds(db, project.id, filters, request.query, PER_PAGE),
+          render: (ids) => renderAdminLogs(db, ids),
+          show: adminTable,
         })
       }),
     )

@@ -1,5 +1,5 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { and, eq, sql } from 'drizzle-orm'
+import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
 import { prepared } from '../../db/prepared.ts'
 import { collectionPermissions, collections, environments, type PermissionLevel, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
@@ -70,6 +70,17 @@ export function collectionAccess(
 export function canReachRendering(db: Db, input: { userId: number; projectId: number; teamId: number }): boolean {
   const role = roleIn(db, input.projectId, input.userId)
   return role === 'admin' || (role !== null && isTeamMember(db, input.teamId, input.userId))
+}
+
+/** The projects a user is a member of, by name, with the user's permission level in each. */
+export function projectsOf(db: Db, userId: number): { name: string; role: PermissionLevel }[] {
+  return db
+    .select({ name: projects.name, role: projectMembers.role })
+    .from(projectMembers)
+    .innerJoin(projects, eq(projects.id, projectMembers.projectId))
+    .where(eq(projectMembers.userId, userId))
+    .orderBy(asc(projects.name))
+    .all()
 }
 
 /** The user's permission level in the project now, or null when not a member. */
