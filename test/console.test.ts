@@ -263,3 +263,32 @@ describe('pages and who may see them', () => {
     expect(new Set(seen).size).toBe(total)
   })
 })
+
+describe('changes with the session come only from Trellis pages', () => {
+  const generateToken = (origin?: string) =>
+    app.handle(
+      request('/v1/account/tokens', {
+        method: 'POST',
+        headers: { cookie: cookies.carol!, ...(origin ? { origin } : {}) },
+        json: { name: 'origin check', projectName: 'Acme', scopes: ['notes:read'] },
+      }),
+    )
+
+  test('an Origin of another site is refused (403 cross_origin), nothing is created; this site or no Origin is fine', async () => {
+    const before = (env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n
+    for (const origin of ['https://evil.example', 'http://localhost.evil.example', 'null']) {
+      const response = await generateToken(origin)
+      expect({ origin, status: response.status, code: ((await response.json()) as { code: string }).code }).toEqual({ origin, status: 403, code: 'cross_origin' })
+    }
+    expect((env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n).toBe(before)
+    expect((await generateToken('http://localhost')).status).toBe(201) // the host the request was made to
+    expect((await generateToken('http://trellis.test')).status).toBe(201) // the configured base URL
+    expect((await generateToken()).status).toBe(201)
+  })
+
+  test('Bearer calls are not concerned (no cookie, no browser)', async () => {
+    const admin = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const response = await app.handle(request('/v1/account/tokens', { headers: { authorization: `Bearer ${admin}`, origin: 'https://evil.example' } }))
+    expect(response.status).toBe(200)
+  })
+})

@@ -37,6 +37,23 @@ export function readCookie(header: string | null, name: string): string | undefi
   return undefined
 }
 
+/**
+ * Defence in depth against cross-site requests riding the session cookie (SameSite=Lax and JSON-only bodies
+ * already stop them): a browser's `Origin`, when sent, must be this server's — the Host it was asked for, or the
+ * configured base URL (behind a proxy that rewrites Host).
+ */
+function sameOrigin(request: Request, baseUrl: string): boolean {
+  const origin = request.headers.get('origin')
+  if (origin === null) return true
+  let host: string
+  try {
+    host = new URL(origin).host
+  } catch {
+    return false
+  }
+  return host === request.headers.get('host') || host === new URL(request.url).host || origin === new URL(baseUrl).origin
+}
+
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
 const identities = new WeakMap<Request, TokenIdentity>()
 const callers = new WeakMap<Request, AccountCaller>()
@@ -80,6 +97,9 @@ export function authPlugin(deps: AppDeps) {
     }
     const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
+    if (request.method !== 'GET' && !sameOrigin(request, deps.config.baseUrl)) {
+      throw forbidden('A change made with the session must come from a Trellis page', 'cross_origin')
+    }
     return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
   }
 
