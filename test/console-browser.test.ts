@@ -213,4 +213,31 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
     await docs.close()
   }, 30_000)
+
+  test('first start: the printed setup link creates the admin in the browser, who then signs in to the console', async () => {
+    const fresh = tempDir('trellis-browser-first-')
+    const first = await startServe({ dataDir: fresh.path, cwd: fresh.path })
+    try {
+      const link = /(http:\/\/\S+\/setup\?token=\S+)/.exec(await first.waitForOutput('/setup?token='))?.[1]
+      expect(link).toBeDefined()
+      const setup = await context.newPage()
+      watch(setup)
+      // The link names the configured base URL; the test talks to the port it listens on.
+      await setup.goto(`${first.url}${new URL(link!).pathname}${new URL(link!).search}`)
+      await setup.fill('input[name=email]', 'root@example.com')
+      await setup.fill('input[name=username]', 'root')
+      await setup.fill('input[name=password]', 'a-long-first-password')
+      await setup.click('button[type=submit]')
+      await eventually('the setup confirmation', text('#message', setup), (t) => t.includes('Administrator root@example.com created'))
+      await Promise.all([setup.waitForEvent('load'), setup.click('a:text("Sign in to the console")')])
+      await setup.fill('input[name=email]', 'root@example.com')
+      await setup.fill('input[name=password]', 'a-long-first-password')
+      await Promise.all([setup.waitForURL(`${first.url}/`), setup.click('button[type=submit]')])
+      expect(await text('main', setup)()).toContain('You are not a member of any project yet')
+      await setup.close()
+    } finally {
+      await first.stop()
+      fresh.cleanup()
+    }
+  }, 40_000)
 })
