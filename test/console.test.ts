@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { openStore } from '../src/db/open.ts'
+import { repoRoot, request, runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValid, validatorFor } from './support/compat-schema.ts'
 
@@ -291,4 +292,40 @@ describe('changes with the session come only from Trellis pages', () => {
     const response = await app.handle(request('/v1/account/tokens', { headers: { authorization: `Bearer ${admin}`, origin: 'https://evil.example' } }))
     expect(response.status).toBe(200)
   })
+})
+
+describe('concurrency: every view is logged, through a real server', () => {
+  test('250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
+    const dir = tempDir('trellis-console-load-')
+    expect((await runCli(['apply', '-f', `${repoRoot}/examples/acme.yaml`, '--data', dir.path])).code).toBe(0)
+    const server = await startServe({ dataDir: dir.path, cwd: dir.path })
+    try {
+      const login = await fetch(`${server.url}/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'bob@example.com', password: 'bob-demo-pass-2026' }),
+      })
+      expect(login.status).toBe(200)
+      const cookie = login.headers.get('set-cookie')!.split(';')[0]!
+      const paths = [
+        ...Array.from({ length: 200 }, (_, i) => `/p/Acme/e/production/t/Support/c/orders/r/ord_100${(i % 3) + 1}`),
+        ...Array.from({ length: 50 }, () => '/p/Acme/e/production/t/Support/c/customers'),
+      ]
+      const statuses = await Promise.all(paths.map(async (path) => (await fetch(`${server.url}${path}`, { headers: { cookie } })).status))
+      expect(statuses.filter((s) => s !== 200)).toEqual([])
+      const store = openStore(dir.path)
+      try {
+        const count = (action: string) =>
+          (store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs WHERE type = 'read' AND action = ?").get(action) as { n: number }).n
+        expect({ read: count('read'), index: count('index') }).toEqual({ read: 200, index: 50 })
+        const times = store.sqlite.prepare("SELECT created_at FROM activity_logs WHERE type = 'read' ORDER BY id").all() as { created_at: number }[]
+        for (let i = 1; i < times.length; i++) expect(times[i]!.created_at).toBeGreaterThan(times[i - 1]!.created_at)
+      } finally {
+        store.close()
+      }
+    } finally {
+      await server.stop()
+      dir.cleanup()
+    }
+  }, 60_000)
 })
