@@ -82,10 +82,12 @@ export function authPlugin(deps: AppDeps) {
   const { tokens, limiter } = sharedFor(deps)
 
   /** A console session, or any live Bearer token of an active user (then confined to the token's project). */
-  const userCaller = (request: Request): AccountCaller => {
+  const userCaller = (request: Request, headers: Record<string, unknown>): AccountCaller => {
     const authorization = request.headers.get('authorization')
     if (authorization) {
       const identity = tokens.authenticate(authorization)
+      // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
+      Object.assign(headers, limiter.enforce(identity.tokenId))
       requireActiveUser(identity)
       requireSsoWhenNeeded(identity)
       return {
@@ -104,8 +106,8 @@ export function authPlugin(deps: AppDeps) {
   }
 
   /** Management: a session, or a token with `all` whose user is an admin of its project. */
-  const accountCaller = (request: Request): AccountCaller => {
-    const caller = userCaller(request)
+  const accountCaller = (request: Request, headers: Record<string, unknown>): AccountCaller => {
+    const caller = userCaller(request, headers)
     if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
       throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
     }
@@ -128,16 +130,16 @@ export function authPlugin(deps: AppDeps) {
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
-      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403) },
-      transform: ({ request }) => {
-        if (enabled) callers.set(request, accountCaller(request))
+      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
+      transform: ({ request, set }) => {
+        if (enabled) callers.set(request, accountCaller(request, set.headers))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
     userCall: (enabled: boolean) => ({
-      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403) },
-      transform: ({ request }) => {
-        if (enabled) callers.set(request, userCaller(request))
+      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
+      transform: ({ request, set }) => {
+        if (enabled) callers.set(request, userCaller(request, set.headers))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
