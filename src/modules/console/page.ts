@@ -103,7 +103,10 @@ export function when(iso: string | null | undefined): Html | string {
   return iso ? html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')}</time>` : html`<span class="muted">—</span>`
 }
 
-/** A "next page" link: the same page with `createdAt.lt` set to the last row's time (exact for notes, logs, runs). */
+/**
+ * A "next page" link: the same page with `createdAt.lt` set to the last row's time, the API's own paging recipe —
+ * exact where createdAt follows id order (logs always; notes while their environment is in time order).
+ */
 export function olderLink(url: URL, hasMore: boolean, lastCreatedAt: string | undefined): Html | string {
   if (!hasMore || !lastCreatedAt) return ''
   const next = new URL(url)
