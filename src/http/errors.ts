@@ -52,6 +52,16 @@ export class HttpError extends Error {
 
 export const badRequest = (code: string, message: string, extra?: Record<string, unknown>) =>
   new HttpError(400, code, message, extra)
+/**
+ * 400 `validation_failed` for fields a schema cannot judge (blank after trimming, an unknown name…): the message
+ * names the first field as schema messages do (DESIGN §5), `details` lists them all.
+ */
+export function invalidFields(details: { field: string; message: string }[]): HttpError {
+  const first = details[0]!
+  return new HttpError(400, 'validation_failed', `Invalid field '${first.field}': ${first.message}`, { details })
+}
+export const invalidField = (field: string, message: string) => invalidFields([{ field, message }])
+
 export const unauthorized = (message = 'Invalid or missing token') => new HttpError(401, 'unauthorized', message)
 export const forbidden = (message = 'Insufficient permissions for the operation', code = 'forbidden') =>
   new HttpError(403, code, message)

@@ -17,3 +17,13 @@ const OPTIONS: sanitizeHtml.IOptions = {
 export function sanitizeNoteHtml(html: string): string {
   return sanitizeHtml(html, OPTIONS)
 }
+
+/** Plain text typed by a person as note HTML: escaped, blank lines make paragraphs, single newlines `<br>`. */
+export function textToNoteHtml(text: string): string {
+  return text
+    .replace(/\r\n?/g, '\n')
+    .trim()
+    .split(/\n{2,}/)
+    .map((paragraph) => `<p>${Bun.escapeHTML(paragraph.trim()).replace(/\n/g, '<br>')}</p>`)
+    .join('')
+}

@@ -2,28 +2,30 @@
 import type { Db } from '../../db/open.ts'
 import { type AccountCaller, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { forbidden, notFound } from '../../http/errors.ts'
-import type { SessionUser } from '../auth/sessions.ts'
 import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../projects/service.ts'
 
-const asCaller = (user: SessionUser): AccountCaller => ({ user, viaSso: false, tokenProjectId: null, token: null })
+/** The signed-in person, as the management API's checks know them. */
+export type ConsoleUser = AccountCaller['user']
+
+const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: false, tokenProjectId: null, token: null })
 
 /** The project, when the user is a member (404 otherwise, as the API: non-members learn nothing). */
-export function memberProject(db: Db, user: SessionUser, name: string) {
+export function memberProject(db: Db, user: ConsoleUser, name: string) {
   const project = callerProject(db, asCaller(user), name)
   return { project, isAdmin: roleIn(db, project.id, user.id) === 'admin' }
 }
 
-export function adminProject(db: Db, user: SessionUser, name: string) {
+export function adminProject(db: Db, user: ConsoleUser, name: string) {
   return requireProjectAdmin(db, asCaller(user), name)
 }
 
-export function adminEnvironment(db: Db, user: SessionUser, projectName: string, environmentName: string) {
+export function adminEnvironment(db: Db, user: ConsoleUser, projectName: string, environmentName: string) {
   adminProject(db, user, projectName)
   return requireEnvironment(db, projectName, environmentName)
 }
 
 /** What one team sees in one environment: 404 for unknown names, 403 when the user cannot reach the team. */
-export function reachableRendering(db: Db, user: SessionUser, params: Record<string, string>) {
+export function reachableRendering(db: Db, user: ConsoleUser, params: Record<string, string>) {
   const { isAdmin } = memberProject(db, user, params.project!)
   const { project, environment } = requireEnvironment(db, params.project!, params.environment!)
   const team = findTeam(db, project.id, params.team!)
@@ -35,7 +37,7 @@ export function reachableRendering(db: Db, user: SessionUser, params: Record<str
 }
 
 /** A collection as a team sees it: 403 without read permission. */
-export function readableCollection(db: Db, user: SessionUser, params: Record<string, string>) {
+export function readableCollection(db: Db, user: ConsoleUser, params: Record<string, string>) {
   const rendering = reachableRendering(db, user, params)
   const collection = findCollection(db, rendering.project.id, params.collection!)
   if (!collection) throw notFound(`Collection ${params.collection} not found`)

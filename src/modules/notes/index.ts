@@ -3,7 +3,7 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
-import { errorResponses, HttpError, notFound } from '../../http/errors.ts'
+import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { page, parseLimit, parseRecordFilters, queryOf } from '../../http/list.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
@@ -11,11 +11,6 @@ import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteB
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
-
-/** DESIGN §5: the message names the field, like the schema validation messages do. */
-function unknownName(field: string, message: string) {
-  return new HttpError(400, 'validation_failed', `Invalid field '${field}': ${message}`, { details: [{ field, message }] })
-}
 
 export function notesModule(deps: AppDeps) {
   const { db } = deps.store
@@ -71,9 +66,9 @@ export function notesModule(deps: AppDeps) {
         const id = writeTransaction(deps.store, (tx) => {
           const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const team = findTeam(tx, project.id, body.teamName)
-          if (!team) throw unknownName('teamName', `unknown team "${body.teamName}"`)
+          if (!team) throw invalidField('teamName', `unknown team "${body.teamName}"`)
           const collection = findCollection(tx, project.id, body.collectionName)
-          if (!collection) throw unknownName('collectionName', `unknown collection "${body.collectionName}"`)
+          if (!collection) throw invalidField('collectionName', `unknown collection "${body.collectionName}"`)
           return createNote(
             tx,
             deps.clock,

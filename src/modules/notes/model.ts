@@ -7,7 +7,7 @@ import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 
 const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, sanitised on write' })
-const Title = t.String({ minLength: 1, maxLength: 500 })
+export const NoteTitle = t.String({ minLength: 1, maxLength: 500 })
 
 /**
  * The note id as a plain positive integer (at most 15 digits, so always a safe integer). Not `t.Numeric`: it
@@ -23,13 +23,13 @@ export const CreateNoteBody = t.Object({
   recordId: t.String({ minLength: 1, maxLength: 1024 }),
   collectionName: t.String({ minLength: 1, maxLength: 200 }),
   teamName: t.String({ minLength: 1, maxLength: 200 }),
-  title: Title,
+  title: NoteTitle,
   content: Html,
 })
 
 export const AddMessageBody = t.Object({ content: Html })
 
-export const UpdateNoteBody = t.Object({ title: t.Optional(Title), archived: t.Optional(t.Boolean()) }, { minProperties: 1 })
+export const UpdateNoteBody = t.Object({ title: t.Optional(NoteTitle), archived: t.Optional(t.Boolean()) }, { minProperties: 1 })
 
 export const NoteMessage = t.Object(
   {

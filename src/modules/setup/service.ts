@@ -2,7 +2,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { type Store, writeTransaction } from '../../db/open.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, forbidden, HttpError } from '../../http/errors.ts'
+import { conflict, forbidden, invalidField } from '../../http/errors.ts'
 import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, userObject } from '../users/service.ts'
 
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
@@ -43,7 +43,7 @@ export function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | u
   try {
     checkNewUser(input)
   } catch (error) {
-    if (error instanceof UserInputError) throw new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
+    if (error instanceof UserInputError) throw invalidField(error.field, error.message)
     throw error
   }
   const passwordHash = hashPassword(input.password)

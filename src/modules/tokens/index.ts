@@ -6,7 +6,7 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
-import { errorResponses, forbidden, HttpError, notFound } from '../../http/errors.ts'
+import { errorResponses, forbidden, invalidField, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
@@ -20,10 +20,6 @@ import {
   tokenView,
 } from './service.ts'
 import { CreatedToken, CreateTokenBody, ProjectTokenList, TokenIdParams, TokenList } from './model.ts'
-
-function inputError(error: TokenInputError): HttpError {
-  return new HttpError(400, 'validation_failed', error.message, { details: [{ field: error.field, message: error.message }] })
-}
 
 export function tokensModule(deps: AppDeps) {
   const { db } = deps.store
@@ -43,7 +39,7 @@ export function tokensModule(deps: AppDeps) {
           if (at === null) throw new TokenInputError('expiresAt', `expiresAt is not an ISO 8601 date-time: "${body.expiresAt}"`)
           expiresAt = resolveExpiry(now, at, body.expiresInDays)
         } catch (error) {
-          if (error instanceof TokenInputError) throw inputError(error)
+          if (error instanceof TokenInputError) throw invalidField(error.field, error.message)
           throw error
         }
         const created = writeTransaction(deps.store, (tx) => {

@@ -3,18 +3,13 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin, requireProjectAdmin } from '../../http/auth-plugin.ts'
-import { errorResponses, HttpError } from '../../http/errors.ts'
+import { errorResponses, invalidFields } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { webhookSettings } from '../webhooks/service.ts'
 import { findTriggerTarget } from '../runs/service.ts'
 import { type WorkflowDefinition, workflowDefinitionProblems } from './definition.ts'
 import { PublishedWorkflow, WorkflowDefinitionBody, WorkflowParams } from './model.ts'
 import { publishWorkflow } from './service.ts'
-
-function invalid(details: { field: string; message: string }[]): HttpError {
-  const first = details[0]!
-  return new HttpError(400, 'validation_failed', `Invalid field '${first.field}': ${first.message}`, { details })
-}
 
 export function workflowsModule(deps: AppDeps) {
   return new Elysia({ name: 'workflows', tags: ['workflows'] })
@@ -25,15 +20,15 @@ export function workflowsModule(deps: AppDeps) {
         // The path names the workflow, its environment and team; the body holds the rest of the definition.
         const definition = { ...(body as Record<string, unknown>), name: params.workflowName, environment: params.environmentName, team: params.teamName }
         const problems = workflowDefinitionProblems(definition)
-        if (problems.length > 0) throw invalid(problems.map((p) => ({ field: p.path, message: p.message })))
+        if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
         const valid = definition as unknown as WorkflowDefinition
         const result = writeTransaction(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const team = findTeam(tx, project.id, params.teamName)
-          if (!team) throw invalid([{ field: 'teamName', message: `unknown team ${params.teamName}` }])
+          if (!team) throw invalidFields([{ field: 'teamName', message: `unknown team ${params.teamName}` }])
           const collection = findCollection(tx, project.id, valid.collection)
-          if (!collection) throw invalid([{ field: 'collection', message: `unknown collection ${valid.collection}` }])
+          if (!collection) throw invalidFields([{ field: 'collection', message: `unknown collection ${valid.collection}` }])
           const published = publishWorkflow(
             tx,
             deps.clock,
