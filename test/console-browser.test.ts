@@ -129,6 +129,26 @@ describe.skipIf(!available)('the console in Chromium', () => {
     expect(await count('table.activity a[href^="/runs/"]')()).toBeGreaterThan(0)
   }, 40_000)
 
+  test('leave a note on a record, reply to it, archive it', async () => {
+    await page.goto('/p/Acme/e/production/t/Support/c/orders/r/ord_1002')
+    await page.fill('#new-note input[name=title]', 'Chase payment')
+    await page.fill('#new-note textarea[name=text]', 'Called <them>.\n\nWill call again on Monday.')
+    await thenLoad(() => page.click('#new-note button[type=submit]'))
+    const note = page.locator('article.note', { hasText: 'Chase payment' })
+    expect(await note.locator('.message').count()).toBe(1)
+    expect(await note.locator('.message').first().textContent()).toContain('Called <them>.') // typed text stays text
+    await note.locator('textarea[name=text]').fill('Paid today.')
+    await thenLoad(() => note.locator('button:text("Add message")').click())
+    expect(await page.locator('article.note', { hasText: 'Chase payment' }).locator('.message').count()).toBe(2)
+    await thenLoad(() => page.locator('article.note', { hasText: 'Chase payment' }).locator('button:text("Archive")').click())
+    expect(await text('article.note:has-text("Chase payment") h3')()).toBe('Chase payment (archived)')
+    // Blank: the form says which field, nothing is sent twice.
+    await page.fill('#new-note input[name=title]', '   ')
+    await page.fill('#new-note textarea[name=text]', 'x')
+    await page.click('#new-note button[type=submit]')
+    await eventually('the blank-title error', text('#new-note .form-error'), (t) => t.includes("'title'"))
+  }, 30_000)
+
   test('generate a token: shown once, works against the API; revoke it: refused at once', async () => {
     await page.click('header a[href="/account"]')
     await page.fill('#new-token input[name=name]', 'browser test')

@@ -9,9 +9,10 @@ import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
 import { repoRoot, request, runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
-import { assertValid, validatorFor } from './support/compat-schema.ts'
+import { ACTIVITY_EXTENSIONS, assertValid, validatorFor } from './support/compat-schema.ts'
 
-const validActivityPage = validatorFor('listActivityLogs', 200)
+/** The compatibility document's schema with DESIGN §7's documented action extensions (archiveNote…) only. */
+const validActivityPage = validatorFor('listActivityLogs', 200, { extendEnums: ACTIVITY_EXTENSIONS })
 
 interface ActivityEntry {
   id: string
@@ -328,4 +329,78 @@ describe('concurrency: every view is logged, through a real server', () => {
       dir.cleanup()
     }
   }, 60_000)
+})
+
+describe('notes from the console', () => {
+  const base = '/p/Acme/e/production/t/Support'
+  const send = (method: string, path: string, who: string | null, json: unknown, extra: Record<string, string> = {}) =>
+    app.handle(request(path, { method, headers: { ...(who ? { cookie: cookies[who]! } : {}), ...extra }, json }))
+  const errorOf = async (response: Response) => ({ status: response.status, ...((await response.json()) as { code: string; message: string }) })
+
+  test('a team member starts a note, replies, archives and unarchives it: one entry each, as that person, no token', async () => {
+    const before = maxActivityId()
+    const created = await send('POST', `${base}/c/orders/r/ord_1002/notes`, 'bob', { title: '  Call back  ', text: 'Customer <b>asked</b> twice.\n\nSecond paragraph\nsame paragraph' })
+    expect(created.status).toBe(201)
+    const { id } = (await created.json()) as { id: number }
+    expect((await send('POST', `${base}/notes/${id}/messages`, 'bob', { text: 'Done & dusted' })).status).toBe(201)
+    expect((await send('PATCH', `${base}/notes/${id}`, 'bob', { archived: true })).status).toBe(200)
+    expect((await send('PATCH', `${base}/notes/${id}`, 'bob', { archived: false })).status).toBe(200)
+    expect((await entriesAfter(before)).map((e) => [e.action, e.label, e.user.email, e.team.name, e.recordIds])).toEqual([
+      ['createNote', 'created note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
+      ['createMessage', 'added a message to note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
+      ['archiveNote', 'archived note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
+      ['unarchiveNote', 'unarchived note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
+    ])
+    // Typed text is text: escaped into paragraphs, and shown so on the record page.
+    const stored = env.store.sqlite.prepare('SELECT content FROM note_messages WHERE note_id = ? ORDER BY id').all(id) as { content: string }[]
+    expect(stored.map((m) => m.content)).toEqual(['<p>Customer &lt;b&gt;asked&lt;/b&gt; twice.</p><p>Second paragraph<br />same paragraph</p>', '<p>Done &amp; dusted</p>'])
+    const page = await get(record('Support', 'orders', 'ord_1002'), 'bob')
+    expect(page.text).toContain('Customer &lt;b&gt;asked&lt;/b&gt; twice.')
+    expect(page.text).toContain(`action="${base}/notes/${id}/messages"`)
+  })
+
+  test('who may: not the team (403), a collection the team may not read (403), another team\'s note or an unknown one (404)', async () => {
+    const before = maxActivityId()
+    const billingNote = (await (await send('POST', '/p/Acme/e/production/t/Billing/c/orders/r/ord_1001/notes', 'carol', { title: 'billing only', text: 'x' })).json()) as { id: number }
+    const cases: [string, string, string, unknown, number, string][] = [
+      ['POST', '/p/Acme/e/production/t/Billing/c/orders/r/ord_1001/notes', 'bob', { title: 't', text: 'x' }, 403, 'rendering_forbidden'],
+      ['POST', `${base}/c/secrets/r/x/notes`, 'bob', { title: 't', text: 'x' }, 403, 'collection_forbidden'],
+      ['POST', `${base}/c/orders/r/nope/notes`, 'bob', { title: 't', text: 'x' }, 404, 'not_found'],
+      ['POST', `${base}/notes/${billingNote.id}/messages`, 'bob', { text: 'x' }, 404, 'not_found'],
+      ['PATCH', `${base}/notes/${billingNote.id}`, 'alice', { archived: true }, 404, 'not_found'], // as Support: not its note
+      ['POST', `${base}/notes/999999/messages`, 'bob', { text: 'x' }, 404, 'not_found'],
+      ['POST', '/p/Globex/e/production/t/Ops/c/orders/r/x/notes', 'bob', { title: 't', text: 'x' }, 404, 'not_found'],
+    ]
+    for (const [method, path, who, json, status, code] of cases) {
+      const response = await send(method, path, who, json)
+      expect({ path, who, ...(await errorOf(response)) }).toMatchObject({ path, who, status, code })
+    }
+    expect((await entriesAfter(before)).map((e) => e.label)).toEqual(['created note "billing only"'])
+  })
+
+  test('bad input: 400 naming the field, nothing written; no session 401; a token 403; another site 403', async () => {
+    const before = maxActivityId()
+    const path = `${base}/c/orders/r/ord_1001/notes`
+    for (const [json, field] of [
+      [{ title: '   ', text: 'x' }, 'title'],
+      [{ title: 't', text: ' \n ' }, 'text'],
+      [{ title: 't', text: 'x'.repeat(10_001) }, 'text'],
+      [{ title: 'x'.repeat(501), text: 'x' }, 'title'],
+      [{ title: 42, text: 'x' }, 'title'],
+      [{ title: 't' }, 'text'],
+    ] as const) {
+      const error = await errorOf(await send('POST', path, 'bob', json))
+      expect({ field, status: error.status, code: error.code }).toEqual({ field, status: 400, code: 'validation_failed' })
+      expect(error.message).toContain(field)
+    }
+    const malformed = await app.handle(request(path, { method: 'POST', headers: { cookie: cookies.bob!, 'content-type': 'application/json' }, body: '{"title": ' }))
+    expect(malformed.status).toBe(400)
+    expect((await send('PATCH', `${base}/notes/abc`, 'bob', { archived: true })).status).toBe(400)
+    expect((await send('PATCH', `${base}/notes/1`, 'bob', {})).status).toBe(400)
+    expect((await errorOf(await send('POST', path, null, { title: 't', text: 'x' }))).status).toBe(401)
+    const token = tokenFor(env.store, env.clock, 'bob', ['all']).value
+    expect(await errorOf(await send('POST', path, null, { title: 't', text: 'x' }, { authorization: `Bearer ${token}` }))).toMatchObject({ status: 403, code: 'session_required' })
+    expect(await errorOf(await send('POST', path, 'bob', { title: 't', text: 'x' }, { origin: 'https://evil.example' }))).toMatchObject({ status: 403, code: 'cross_origin' })
+    expect(maxActivityId()).toBe(before)
+  })
 })

@@ -24,16 +24,9 @@ import { setProjectMember, setUserDeactivated } from '../src/modules/members/ser
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
-import { assertValid, compatDocument, type ErrorObject, validatorFor } from './support/compat-schema.ts'
+import { ACTIVITY_EXTENSIONS, ADMIN_EXTENSIONS, assertValid, compatDocument, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
-
-/** DESIGN §7's documented extensions, and nothing else. */
-const ACTIVITY_EXTENSIONS = { '/properties/data/items/properties/action': ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow'] }
-const ADMIN_EXTENSIONS = {
-  '/properties/data/items/properties/resource': ['user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'],
-  '/properties/data/items/properties/initiator': ['system'],
-}
 
 type Endpoint = 'activity' | 'admin'
 const VALIDATORS: Record<Endpoint, { ok: ValidateFunction; error: ValidateFunction; limited: ValidateFunction }> = {

@@ -169,3 +169,10 @@ export function assertValid<T>(validate: ValidateFunction, body: T, label = 'bod
   if (!validate(body)) throw new Error(`${label} does not match the compatibility schema:\n${describeErrors(validate)}\n${JSON.stringify(body, null, 2).slice(0, 4000)}`)
   return body
 }
+
+/** DESIGN §7's documented extensions, and nothing else. */
+export const ACTIVITY_EXTENSIONS = { '/properties/data/items/properties/action': ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow'] }
+export const ADMIN_EXTENSIONS = {
+  '/properties/data/items/properties/resource': ['user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'],
+  '/properties/data/items/properties/initiator': ['system'],
+}

@@ -10,6 +10,7 @@ import consoleJs from '../../console/assets/console.js' with { type: 'text' }
 import { accountPages } from './account.ts'
 import { homePages } from './home.ts'
 import { logPages } from './logs.ts'
+import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
 import { workflowPages } from './workflows.ts'
@@ -27,4 +28,5 @@ export function consoleModule(deps: AppDeps) {
     .use(workflowPages(deps))
     .use(runPages(deps))
     .use(logPages(deps))
+    .use(notePages(deps))
 }

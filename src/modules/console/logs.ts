@@ -41,12 +41,19 @@ ${entries.map(
 </tbody></table>`
 }
 
-export function notesList(notes: NoteView[]): Html {
+/** Notes with their threads; with `actions` (a rendering's path), each gets a reply box and archive / unarchive. */
+export function notesList(notes: NoteView[], actions?: string): Html {
   if (notes.length === 0) return html`<p class="muted">No notes.</p>`
   return html`${notes.map(
-    (n) => html`<article class="note"><h3>${n.title}${n.archivedAt ? html` <span class="muted">(archived)</span>` : ''}</h3>
+    (n) => html`<article class="note" data-note="${n.id}"><h3>${n.title}${n.archivedAt ? html` <span class="muted">(archived)</span>` : ''}</h3>
 <p class="muted">${n.user.email} · ${n.team.name} · record <span class="mono">${n.recordId}</span>${n.collection ? ` in ${n.collection.name}` : ''} · ${when(n.createdAt)}</p>
 ${n.messages.map((m) => html`<div class="message"><p class="muted">${m.user.email} · ${when(m.createdAt)}</p>${trustedHtml(m.content)}</div>`)}
+${
+  actions
+    ? html`<form class="reply" data-api action="${actions}/notes/${n.id}/messages"><label>Reply <textarea name="text" rows="2" required maxlength="10000"></textarea></label><button type="submit">Add message</button> <span class="form-error" role="alert"></span></form>
+<form class="inline" data-api data-method="PATCH" action="${actions}/notes/${n.id}"><input type="hidden" name="archived" data-type="boolean" value="${n.archivedAt ? 'false' : 'true'}"><button type="submit">${n.archivedAt ? 'Unarchive' : 'Archive'}</button> <span class="form-error" role="alert"></span></form>`
+    : ''
+}
 </article>`,
   )}`
 }

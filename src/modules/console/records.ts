@@ -134,7 +134,16 @@ ${section(
       )}`,
 )}
 ${section('Runs on this record', runsTable(renderRuns(db, runIds)))}
-${section('Notes', notesList(notes))}
+${section(
+  'Notes',
+  html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}
+<form id="new-note" data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
+<h3>New note</h3>
+<label>Title <input name="title" required maxlength="500"></label>
+<label>Message <textarea name="text" rows="4" required maxlength="10000"></textarea></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Add note</button></form>`,
+)}
 ${history ? section('History', activityTable(history, { record: false })) : ''}`,
         })
       }),
