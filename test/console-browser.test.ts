@@ -152,13 +152,21 @@ describe.skipIf(!available)('the console in Chromium', () => {
   test('generate a token: shown once, works against the API; revoke it: refused at once', async () => {
     await page.click('header a[href="/account"]')
     await page.fill('#new-token input[name=name]', 'browser test')
+    // "these scopes" with none ticked is refused, naming the field; ticking one chooses "these scopes".
+    await page.check('#new-token input[name=preset][value=""]')
+    await page.click('#new-token button[type=submit]')
+    await eventually('the empty-scopes error', text('#new-token .form-error'), (t) => t.includes('scopes'))
+    await page.check('#new-token input[name=preset][value="read-write"]')
     await page.check('#new-token input[value="notes:read"]')
+    expect(await page.locator('#new-token input[name=preset][value=""]').isChecked()).toBe(true)
     await page.click('#new-token button[type=submit]')
     await page.locator('#token-once').waitFor({ state: 'visible' })
     const value = (await page.locator('#token-value').textContent())!
     expect(value).toMatch(/^trl_[A-Za-z0-9_-]{43}$/)
     const notes = () => fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: { authorization: `Bearer ${value}` } })
     expect((await notes()).status).toBe(200)
+    const logs = await fetch(`${server.url}/v1/project/Acme/environment/production/activity-logs`, { headers: { authorization: `Bearer ${value}` } })
+    expect(logs.status).toBe(403) // exactly the scope ticked: notes:read
 
     await page.click('#token-once a:text("Done")')
     await page.locator('#token-once').waitFor({ state: 'hidden' })

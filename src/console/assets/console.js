@@ -13,6 +13,22 @@ function fieldValue(input) {
   }
 }
 
+// A radio marked data-checks="NAME" stands for "the NAME boxes below": ticking a box selects it, choosing another
+// radio of its group clears the boxes (the token API takes a preset or scopes, never both).
+document.addEventListener('change', (event) => {
+  const input = event.target
+  if (!(input instanceof HTMLInputElement) || !input.form) return
+  if (input.type === 'checkbox' && input.checked) {
+    const owner = input.form.querySelector(`input[type=radio][data-checks="${input.name}"]`)
+    if (owner) owner.checked = true
+  }
+  if (input.type === 'radio' && input.checked && !input.dataset.checks) {
+    for (const owner of input.form.querySelectorAll(`input[type=radio][name="${input.name}"][data-checks]`)) {
+      for (const box of input.form.querySelectorAll(`input[type=checkbox][name="${owner.dataset.checks}"]`)) box.checked = false
+    }
+  }
+})
+
 function formJson(form) {
   const body = {}
   for (const input of form.querySelectorAll('input[name], select[name], textarea[name]')) {
@@ -25,6 +41,8 @@ function formJson(form) {
     const value = fieldValue(input)
     if (value !== undefined) body[input.name] = value
   }
+  // The chosen "these boxes" radio sends its group even when none is ticked (the API then names the field).
+  for (const radio of form.querySelectorAll('input[type=radio][data-checks]:checked')) body[radio.dataset.checks] ||= []
   return body
 }
 

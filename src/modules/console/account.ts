@@ -7,7 +7,7 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { html, type Html } from '../../console/html.ts'
 import { projectsOf } from '../projects/service.ts'
-import { listTokens, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
+import { listTokens, PRESETS, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
 import { adminProject } from './access.ts'
 import { consolePage, layout, projectPath, when } from './page.ts'
 
@@ -40,7 +40,9 @@ export function accountPages(deps: AppDeps) {
 <form id="new-token" data-api action="/v1/account/tokens" data-show="#token-once" data-show-field="token">
 <label>Name <input name="name" required maxlength="100"></label>
 <label>Project <select name="projectName" required>${memberOf.map((p) => html`<option>${p.name}</option>`)}</select></label>
-<fieldset><legend>Scopes (none ticked: the read-only preset)</legend>
+<fieldset><legend>Access</legend>
+${Object.entries(PRESETS).map(([name, scopes], i) => html`<label class="check"><input type="radio" name="preset" value="${name}"${i === 0 ? html` checked` : ''}> ${name} <span class="muted">(${scopes.join(', ')})</span></label>`)}
+<label class="check"><input type="radio" name="preset" value="" data-optional data-checks="scopes"> these scopes:</label>
 ${SCOPES.map((s) => html`<label class="check"><input type="checkbox" name="scopes" value="${s}"> ${s}</label>`)}</fieldset>
 <label>Expires in days (empty: never) <input name="expiresInDays" data-type="number" inputmode="numeric" size="6"></label>
 <p class="form-error" role="alert"></p>
