@@ -114,6 +114,18 @@ describe('record reads are audited', () => {
     expect((await activity({ recordId: 'ord_1001', type: 'read' })).map((e) => e.id)).toEqual([entries[0]!.id])
   })
 
+  test('a browser prefetch is refused (503, not cached) and logs nothing; the real visit does', async () => {
+    const before = maxActivityId()
+    for (const headers of [{ 'sec-purpose': 'prefetch' }, { 'sec-purpose': 'prefetch;prerender' }, { purpose: 'prefetch' }, { 'x-moz': 'prefetch' }] as Record<string, string>[]) {
+      const response = await app.handle(request(record('Support', 'orders', 'ord_1003'), { headers: { cookie: cookies.bob!, ...headers } }))
+      expect(response.status).toBe(503)
+      expect(response.headers.get('cache-control')).toBe('no-store')
+    }
+    expect(maxActivityId()).toBe(before)
+    expect((await get(record('Support', 'orders', 'ord_1003'), 'bob')).status).toBe(200)
+    expect((await entriesAfter(before)).length).toBe(1)
+  })
+
   test('a collection page writes one index entry naming the records it showed', async () => {
     const before = maxActivityId()
     const page = await get('/p/Acme/e/production/t/Support/c/orders', 'bob')

@@ -83,6 +83,9 @@ export interface ConsoleRequest {
  */
 export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => Html | Response) {
   return ({ request, params }: { request: Request; params: Record<string, string> }): Response => {
+    // A page shown is a page logged: a browser's speculative prefetch is refused (it discards non-2xx answers),
+    // so the audit trail never records a view nobody asked for.
+    if (isPrefetch(request)) return new Response(null, { status: 503, headers: { 'cache-control': 'no-store' } })
     const url = new URL(request.url)
     const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
     if (!session) return redirect(`/login?next=${encodeURIComponent(url.pathname + url.search)}`)
@@ -96,6 +99,11 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
       return htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p><p><a href="/">Home</a></p>` }), error.status)
     }
   }
+}
+
+function isPrefetch(request: Request): boolean {
+  const purpose = `${request.headers.get('sec-purpose') ?? ''} ${request.headers.get('purpose') ?? ''} ${request.headers.get('x-moz') ?? ''}`
+  return purpose.includes('prefetch')
 }
 
 /** ISO time as the API renders it, shortened for tables (UTC). */
