@@ -183,11 +183,8 @@ class ApplyWriter {
     }
   }
 
-  /** Index of the project being applied, for problem paths. */
-  private projectIndex = 0
-
+  /** `index`: the project's place in the file, for problem paths. */
   applyProject(spec: ApplyProject, index: number) {
-    this.projectIndex = index
     const project = this.ensureProject(spec)
     const scope = new ProjectScope(this.db, project.id)
     const label = (name: string) => `${spec.name}/${name}`
@@ -230,7 +227,7 @@ class ApplyWriter {
       }
     }
     for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
-    spec.records?.forEach((record, r) => this.applyRecord(project.id, scope, `projects[${this.projectIndex}].records[${r}]`, spec.name, record))
+    spec.records?.forEach((record, r) => this.applyRecord(project.id, scope, `projects[${index}].records[${r}]`, spec.name, record))
     for (const raw of spec.workflows ?? []) this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition)
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
     const byTime = [...(spec.notes ?? [])].sort(
