@@ -8,6 +8,7 @@ import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { Db } from '../db/open.ts'
 import { prepared } from '../db/prepared.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
+import { type Environment, type Project, requireEnvironment } from '../modules/projects/service.ts'
 import { badRequest } from './errors.ts'
 
 export const DEFAULT_LIMIT = 10
@@ -214,6 +215,31 @@ export function allOf(conditions: (SQL | undefined)[]): SQL | undefined {
 /** `{hasMore, data, parameters}` from `limit + 1` fetched rows. */
 export function page<Row, Item, Parameters extends Record<string, unknown>>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Parameters) {
   return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
+}
+
+/**
+ * The body of every `GET …/project/{p}/environment/{e}/<list>` route: the query's `limit` and filters (a bad one is
+ * a 400 before anything is looked up), the route's own check, the environment (404), one page of ids, and the
+ * envelope whose `parameters` echo the project, the environment and the effective limit.
+ */
+export function environmentPage<Filters, Id, Item>(
+  db: Db,
+  request: Request,
+  params: { projectName: string; environmentName: string },
+  list: {
+    filters: (query: Query) => Filters
+    /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
+    authorize?: () => void
+    ids: (where: { project: Project; environment: Environment }, filters: Filters, query: Query, limit: number) => Id[]
+    render: (ids: Id[]) => Item[]
+  },
+) {
+  const query = queryOf(request)
+  const limit = parseLimit(query.limit)
+  const filters = list.filters(query)
+  list.authorize?.()
+  const where = requireEnvironment(db, params.projectName, params.environmentName)
+  return page(list.ids(where, filters, query, limit), limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
 }
 
 /** The rows for `ids`, in the order of `ids` (a page's order), skipping ids with no row. */

@@ -4,8 +4,7 @@ import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { page, parseLimit, queryOf } from '../../http/list.ts'
-import { requireEnvironment } from '../projects/service.ts'
+import { environmentPage } from '../../http/list.ts'
 import { ActivityLogPage } from './model.ts'
 import { ACTIVITY_ACTIONS, listActivityLogIds, parseActivityFilters, renderActivityLogs } from './service.ts'
 
@@ -15,18 +14,12 @@ export function activityLogsModule(deps: AppDeps) {
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/environment/:environmentName/activity-logs',
-      ({ params, request }) => {
-        const query = queryOf(request)
-        const limit = parseLimit(query.limit)
-        const filters = parseActivityFilters(query)
-        const { project, environment } = requireEnvironment(db, params.projectName, params.environmentName)
-        const ids = listActivityLogIds(db, project.id, environment.id, filters, query, limit)
-        return page(ids, limit, (pageIds) => renderActivityLogs(db, pageIds), {
-          projectName: params.projectName,
-          environmentName: params.environmentName,
-          limit,
-        })
-      },
+      ({ params, request }) =>
+        environmentPage(db, request, params, {
+          filters: parseActivityFilters,
+          ids: ({ project, environment }, filters, query, limit) => listActivityLogIds(db, project.id, environment.id, filters, query, limit),
+          render: (ids) => renderActivityLogs(db, ids),
+        }),
       {
         projectCall: { scope: 'activity_logs:read', role: 'admin' },
         response: { 200: ActivityLogPage, ...errorResponses(400, 404) },

@@ -4,7 +4,7 @@ import type { AppDeps } from '../../app.ts'
 import { writeTransaction } from '../../db/open.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
-import { page, parseLimit, parseRecordFilters, queryOf } from '../../http/list.ts'
+import { environmentPage, parseRecordFilters } from '../../http/list.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
@@ -23,18 +23,12 @@ export function notesModule(deps: AppDeps) {
     .use(authPlugin(deps))
     .get(
       BASE,
-      ({ params, request }) => {
-        const query = queryOf(request)
-        const limit = parseLimit(query.limit)
-        const filters = parseRecordFilters(query)
-        const { project, environment } = requireEnvironment(db, params.projectName, params.environmentName)
-        const ids = listNoteIds(db, project.id, environment.id, filters, query, limit)
-        return page(ids, limit, (pageIds) => renderNotes(db, pageIds), {
-          projectName: params.projectName,
-          environmentName: params.environmentName,
-          limit,
-        })
-      },
+      ({ params, request }) =>
+        environmentPage(db, request, params, {
+          filters: parseRecordFilters,
+          ids: ({ project, environment }, filters, query, limit) => listNoteIds(db, project.id, environment.id, filters, query, limit),
+          render: (ids) => renderNotes(db, ids),
+        }),
       {
         ...read,
         response: { 200: NotePage, ...errorResponses(400, 404) },

@@ -9,7 +9,7 @@ import { RunQueue } from '../../db/queue.ts'
 import { RUN_STATUSES } from '../../db/schema.ts'
 import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
-import { page, parseEnumParameter, parseLimit, parseStringParameter, queryOf } from '../../http/list.ts'
+import { environmentPage, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters } from '../../http/list-schema.ts'
 import { canReachRendering, requireEnvironment } from '../projects/service.ts'
 import { hasScope, isAdminOf } from '../tokens/service.ts'
@@ -106,23 +106,21 @@ export function runsModule(deps: AppDeps) {
     )
     .get(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
-      ({ params, request, caller }) => {
-        const query = queryOf(request)
-        const limit = parseLimit(query.limit)
-        const status = parseEnumParameter(query, 'status', RUN_STATUSES)
-        const recordId = parseStringParameter(query, 'recordId')
-        const workflowName = parseStringParameter(query, 'workflowName', 200)
-        const teamName = parseStringParameter(query, 'teamName', 200)
-        requireProjectAdmin(db, caller, params.projectName)
-        const { environment } = requireEnvironment(db, params.projectName, params.environmentName)
-        const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
-        const ids = listRunIds(db, environment.id, { workflowIds, recordId, status }, query, limit)
-        return page(ids, limit, (pageIds) => renderRuns(db, pageIds), {
-          projectName: params.projectName,
-          environmentName: params.environmentName,
-          limit,
-        })
-      },
+      ({ params, request, caller }) =>
+        environmentPage(db, request, params, {
+          filters: (query) => ({
+            status: parseEnumParameter(query, 'status', RUN_STATUSES),
+            recordId: parseStringParameter(query, 'recordId'),
+            workflowName: parseStringParameter(query, 'workflowName', 200),
+            teamName: parseStringParameter(query, 'teamName', 200),
+          }),
+          authorize: () => requireProjectAdmin(db, caller, params.projectName),
+          ids: ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
+            const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
+            return listRunIds(db, environment.id, { ...filters, workflowIds }, query, limit)
+          },
+          render: (ids) => renderRuns(db, ids),
+        }),
       {
         userCall: true,
         response: { 200: RunPage, ...errorResponses(400, 404) },
