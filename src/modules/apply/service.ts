@@ -305,8 +305,21 @@ class ApplyWriter {
     this.record(action === 'create' ? 'created' : 'updated', 'record', name)
   }
 
+  /** Record attribution, found once per project and per collection (a file may hold thousands of records). */
+  private readonly actors = new Map<number, number>()
+  private readonly editingTeams = new Map<number, number>()
+
   /** Who apply's record writes in a project are attributed to: `--as`, else the project's first admin. */
   private actorFor(projectId: number, projectName: string, at: string): number {
+    let actor = this.actors.get(projectId)
+    if (actor === undefined) {
+      actor = this.findActor(projectId, projectName, at)
+      this.actors.set(projectId, actor)
+    }
+    return actor
+  }
+
+  private findActor(projectId: number, projectName: string, at: string): number {
     if (this.ctx.actorEmail !== undefined) {
       const actor = this.db.select().from(users).where(eq(users.email, normalizeEmail(this.ctx.actorEmail))).get()!
       const problem = actor.disabledAt !== null ? 'is deactivated' : roleIn(this.db, projectId, actor.id) === null ? `is not a member of project ${projectName}` : null
@@ -328,6 +341,8 @@ class ApplyWriter {
 
   /** The team a record write is logged under when the file names none: the oldest team allowed to edit the collection. */
   private editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): number {
+    const known = this.editingTeams.get(collectionId)
+    if (known !== undefined) return known
     const team = this.db
       .select({ id: teams.id })
       .from(teams)
@@ -337,6 +352,7 @@ class ApplyWriter {
       .limit(1)
       .get()
     if (!team) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
+    this.editingTeams.set(collectionId, team.id)
     return team.id
   }
 
