@@ -42,7 +42,7 @@ export function readCookie(header: string | null, name: string): string | undefi
  * already stop them): a browser's `Origin`, when sent, must be this server's — the Host it was asked for, or the
  * configured base URL (behind a proxy that rewrites Host).
  */
-function sameOrigin(request: Request, baseUrl: string): boolean {
+function sameOrigin(request: Request, baseOrigin: string): boolean {
   const origin = request.headers.get('origin')
   if (origin === null) return true
   let host: string
@@ -51,7 +51,7 @@ function sameOrigin(request: Request, baseUrl: string): boolean {
   } catch {
     return false
   }
-  return host === request.headers.get('host') || host === new URL(request.url).host || origin === new URL(baseUrl).origin
+  return host === request.headers.get('host') || host === new URL(request.url).host || origin === baseOrigin
 }
 
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
@@ -80,6 +80,7 @@ export function sharedFor(deps: AppDeps) {
 
 export function authPlugin(deps: AppDeps) {
   const { tokens, limiter } = sharedFor(deps)
+  const baseOrigin = new URL(deps.config.baseUrl).origin
 
   /** A console session, or any live Bearer token of an active user (then confined to the token's project). */
   const userCaller = (request: Request, headers: Record<string, unknown>): AccountCaller => {
@@ -99,7 +100,7 @@ export function authPlugin(deps: AppDeps) {
     }
     const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
-    if (request.method !== 'GET' && !sameOrigin(request, deps.config.baseUrl)) {
+    if (request.method !== 'GET' && !sameOrigin(request, baseOrigin)) {
       throw forbidden('A change made with the session must come from a Trellis page', 'cross_origin')
     }
     return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
