@@ -57,6 +57,18 @@ export function request(path: string, init: RequestInit & { json?: unknown } = {
   return new Request(`http://localhost${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body })
 }
 
+/** Sends through the app and parses the JSON body; a 5XX or a body that is not JSON fails the test with both shown. */
+export async function handleJson(app: { handle(r: Request): Promise<Response> }, req: Request): Promise<{ response: Response; text: string; body: unknown }> {
+  const response = await app.handle(req)
+  const text = await response.text()
+  if (response.status >= 500) throw new Error(`${req.method} ${req.url} → ${response.status}: ${text}`)
+  try {
+    return { response, text, body: JSON.parse(text) as unknown }
+  } catch {
+    throw new Error(`${req.method} ${req.url} → ${response.status} with a non-JSON body: ${text.slice(0, 200)}`)
+  }
+}
+
 export interface CliResult {
   code: number
   stdout: string

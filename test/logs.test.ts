@@ -22,7 +22,7 @@ import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/s
 import { type ApplyReport, ApplyError, applyDocument } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
-import { request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { handleJson, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { ACTIVITY_EXTENSIONS, ADMIN_EXTENSIONS, assertValid, compatDocument, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 
@@ -99,15 +99,7 @@ type App = ReturnType<typeof testApp>
 
 /** Sends through the app; validates the body by status against the endpoint's schemas. 5XX or non-JSON throws. */
 async function send<T>(app: App, req: Request, kind: Endpoint): Promise<Sent<T>> {
-  const response = await app.handle(req)
-  const text = await response.text()
-  if (response.status >= 500) throw new Error(`${req.method} ${req.url} → ${response.status}: ${text}`)
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    throw new Error(`${req.method} ${req.url} → ${response.status} with a non-JSON body: ${text.slice(0, 200)}`)
-  }
+  const { response, text, body } = await handleJson(app, req)
   const v = VALIDATORS[kind]
   if (response.status === 429) {
     assertValid(v.limited, body, `${req.method} ${req.url} 429`)

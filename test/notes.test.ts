@@ -18,7 +18,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
@@ -85,15 +85,7 @@ function expectUtcDates(note: NoteObject) {
  * the document's error schemas. A 5XX or a non-JSON body throws.
  */
 async function send<T>(app: { handle(r: Request): Promise<Response> }, req: Request, success: 'list' | 'note'): Promise<Sent<T>> {
-  const response = await app.handle(req)
-  const text = await response.text()
-  if (response.status >= 500) throw new Error(`${req.method} ${req.url} → ${response.status}: ${text}`)
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    throw new Error(`${req.method} ${req.url} → ${response.status} with a non-JSON body: ${text.slice(0, 200)}`)
-  }
+  const { response, body } = await handleJson(app, req)
   expect(response.headers.get('content-type') ?? '').toStartWith('application/json')
   const check = (validate: ValidateFunction, key: keyof typeof validated, label: string) => {
     assertValid(validate, body, `${req.method} ${req.url} ${label}`)
