@@ -32,6 +32,7 @@ import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/
 import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
 import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { roleIn } from '../projects/service.ts'
+import { findRecord } from '../records/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -278,8 +279,7 @@ class ApplyWriter {
     const environmentId = scope.environments.get(spec.environment)!
     const collectionId = scope.collections.get(spec.collection)!
     const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
-    const where = and(eq(records.environmentId, environmentId), eq(records.collectionId, collectionId), eq(records.recordKey, spec.id))
-    const existing = this.db.select().from(records).where(where).get()
+    const existing = findRecord(this.db, { environmentId, collectionId }, spec.id)
     const data = canonicalJson(spec.data)
     let action: 'create' | 'update'
     if (!existing) {

@@ -2,8 +2,9 @@
  * Records as people see them in the console: a collection's records in one environment, one record, and the
  * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
  */
-import { and, asc, eq, gt } from 'drizzle-orm'
+import { and, asc, eq, gt, sql } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
+import { prepared } from '../../db/prepared.ts'
 import { collections, environments, renderings, teams, workflows, records } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
@@ -32,12 +33,21 @@ export function listRecords(db: Db, scope: RecordScope, after: string | undefine
     .all()
 }
 
+/** One record by its id (prepared: the executor's data steps look records up this way too). */
 export function findRecord(db: Db, scope: RecordScope, recordKey: string): RecordRow | undefined {
-  return db
-    .select()
-    .from(records)
-    .where(and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId), eq(records.recordKey, recordKey)))
-    .get()
+  return prepared(db, 'records.by-key', () =>
+    db
+      .select()
+      .from(records)
+      .where(
+        and(
+          eq(records.environmentId, sql.placeholder('environmentId')),
+          eq(records.collectionId, sql.placeholder('collectionId')),
+          eq(records.recordKey, sql.placeholder('key')),
+        ),
+      )
+      .prepare(),
+  ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
 }
 
 /** Who saw which records, as which team: `read` for one record's page, `index` for a list. Nothing shown, nothing logged. */
