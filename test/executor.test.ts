@@ -297,6 +297,8 @@ describe('executor (in-process, real clock)', () => {
     // Observable through its runId by the triggering user.
     const seen = await getRun(runId, bearer(tokens.bob))
     expect(seen.status).toBe(200)
+    // Once its time has passed, the wait reads `succeeded` like the steps before it.
+    expect((seen.body.steps as { status: string }[]).map((s) => s.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded', 'succeeded'])
     const workflowId = (sqlite().prepare("SELECT id FROM workflows WHERE name = 'Refund order'").get() as { id: number }).id
     expect(seen.body).toMatchObject({
       object: 'workflow-run',
@@ -457,6 +459,8 @@ describe('executor (in-process, real clock)', () => {
     const byBob = await getRun(runId, bearer(tokens.bob))
     expect(byBob.body).toMatchObject({ status: 'waiting', workflow: { name: 'Long hold', version: 1 }, user: { username: 'bob' } })
     expect((byBob.body.steps as { name: string }[]).map((s) => s.name)).toEqual(['1-load', 'pause'])
+    // The wait reads `waiting`, with no finish time, until its time has passed (not `succeeded` while the run waits).
+    expect(byBob.body.steps).toMatchObject([{ status: 'succeeded' }, { name: 'pause', status: 'waiting', finishedAt: null }])
     expect((await getRun(runId, bearer(tokens.carol))).status).toBe(200)
     expect((await getRun(runId, { cookie: aliceCookie })).status).toBe(200)
     expect((await getRun(runId, bearer(tokens.dave))).status).toBe(404)
@@ -471,6 +475,8 @@ describe('executor (in-process, real clock)', () => {
     const cancelled = await cancel(bearer(tokens.bob))
     expect(cancelled).toMatchObject({ status: 200, body: { object: 'workflow-run', id: runId, status: 'cancelled' } })
     expect(cancelled.body.finishedAt).toMatch(/Z$/)
+    // A wait cut short by the cancel says so, and when.
+    expect(cancelled.body.steps).toMatchObject([{ status: 'succeeded' }, { name: 'pause', status: 'cancelled', finishedAt: cancelled.body.finishedAt }])
     expect(run(runId)).toMatchObject({ status: 'cancelled', lease_owner: null })
     const twice = await cancel(bearer(tokens.bob))
     expect(twice).toMatchObject({ status: 409, body: { code: 'run_finished' } })

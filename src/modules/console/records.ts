@@ -133,7 +133,7 @@ ${section(
 <button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
       )}`,
 )}
-${section('Runs on this record', runsTable(renderRuns(db, runIds)))}
+${section('Runs on this record', runsTable(renderRuns(db, runIds, deps.clock.now())))}
 ${section(
   'Notes',
   html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}

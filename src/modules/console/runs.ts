@@ -37,7 +37,7 @@ export function runPages(deps: AppDeps) {
           beforeId: parseStringParameter(query, 'before', 64),
         }
         const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listRunIds(db, environment.id, filters, {}, PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids), {})
+        const result = page(listRunIds(db, environment.id, filters, {}, PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')
         return layout({
@@ -55,7 +55,7 @@ ${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${old
       consolePage(deps, ({ user, params }) => {
         const found = findRun(db, params.runId!)
         if (!found || (found.run.userId !== user.id && !isAdminOf(db, user.id, found.projectId))) throw notFound(`Run ${params.runId} not found`)
-        const run = renderRuns(db, [found.run.id])[0]!
+        const run = renderRuns(db, [found.run.id], deps.clock.now())[0]!
         return layout({
           title: `Run of ${run.workflow.name}`,
           user,

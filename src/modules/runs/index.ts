@@ -50,7 +50,7 @@ export function runsModule(deps: AppDeps) {
   const { db } = deps.store
   return new Elysia({ name: 'runs', tags: ['runs'] })
     .use(authPlugin(deps))
-    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id])[0]!, {
+    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id], deps.clock.now())[0]!, {
       userCall: true,
       params: RunIdParams,
       response: { 200: Run, ...errorResponses(400, 404) },
@@ -65,7 +65,7 @@ export function runsModule(deps: AppDeps) {
           cancelRun(tx, deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
         })
         deps.executor?.abortRun(params.runId)
-        return renderRuns(db, [params.runId])[0]!
+        return renderRuns(db, [params.runId], deps.clock.now())[0]!
       },
       {
         userCall: true,
@@ -119,7 +119,7 @@ export function runsModule(deps: AppDeps) {
             const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
             return listRunIds(db, environment.id, { ...filters, workflowIds }, query, limit)
           },
-          render: (ids) => renderRuns(db, ids),
+          render: (ids) => renderRuns(db, ids, deps.clock.now()),
         }),
       {
         userCall: true,

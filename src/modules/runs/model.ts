@@ -21,9 +21,12 @@ const RunStep = t.Object({
   index: Integer({ minimum: 0 }),
   name: t.String(),
   type: t.String({ description: 'load, condition, update, note, http or wait' }),
-  status: t.String({ enum: ['succeeded', 'failed'] }),
+  status: t.String({
+    enum: ['succeeded', 'failed', 'waiting', 'cancelled'],
+    description: '`waiting`: a `wait` step whose time has not passed yet; `cancelled`: a wait the run was cancelled during',
+  }),
   startedAt: IsoDateTime,
-  finishedAt: IsoDateTime,
+  finishedAt: t.Union([IsoDateTime, t.Null()], { description: 'null while a `wait` step is `waiting`' }),
   output: t.Optional(t.Unknown({ description: 'What the step produced (per step type)' })),
   error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
 })

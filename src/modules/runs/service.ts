@@ -110,8 +110,25 @@ export function findRun(db: Db, id: string) {
     .get()
 }
 
-/** `{object: "workflow-run", …}` for the given ids, in that order, with their steps. */
-export function renderRuns(db: Db, ids: string[]) {
+/**
+ * A `wait` step is recorded when the run parks, but it is not over until its time has passed: while the run is
+ * parked on it and `until` lies ahead it reads `waiting` (no `finishedAt`), and a run cancelled during the wait shows
+ * the wait `cancelled` at the run's end. Otherwise the step reads as recorded.
+ */
+function stepState(run: RunRecord, step: typeof runSteps.$inferSelect, now: number) {
+  const recorded = { status: step.status as 'succeeded' | 'failed' | 'waiting' | 'cancelled', finishedAt: toIsoOrNull(step.finishedAt) }
+  if (step.type !== 'wait' || step.stepIndex !== run.nextStep - 1 || !step.output) return recorded
+  const until = Date.parse((JSON.parse(step.output) as { until?: string }).until ?? '')
+  if (!Number.isFinite(until)) return recorded
+  if (run.status === 'waiting' && now < until) return { status: 'waiting' as const, finishedAt: null }
+  if (run.status === 'cancelled' && run.finishedAt !== null && run.finishedAt < until) {
+    return { status: 'cancelled' as const, finishedAt: toIso(run.finishedAt) }
+  }
+  return recorded
+}
+
+/** `{object: "workflow-run", …}` for the given ids, in that order, with their steps as of `now`. */
+export function renderRuns(db: Db, ids: string[], now: number) {
   if (ids.length === 0) return []
   const rows = db
     .select({
@@ -157,9 +174,8 @@ export function renderRuns(db: Db, ids: string[]) {
           index: s.stepIndex,
           name: s.name,
           type: s.type,
-          status: s.status,
+          ...stepState(r.run, s, now),
           startedAt: toIso(s.startedAt),
-          finishedAt: toIso(s.finishedAt),
           ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
           ...(s.error ? { error: JSON.parse(s.error) as unknown } : {}),
         })),
