@@ -326,4 +326,25 @@ describe('after a realistic mix, every page validates against the compatibility 
     for (const resource of ['api-token', 'workflow', 'workflow-webhook', 'user', 'log-retention', 'team']) expect(admin).toContain(`<td>${resource}</td>`)
     expect(await page('/p/Acme/admin-log?resource=api-token')).toContain('<td>api-token</td>')
   })
+
+  test('the served /openapi.json documents extensions=true and names every extension value (the /docs reference shows it)', async () => {
+    const { body } = await handleJson(app, request('/openapi.json'))
+    const doc = body as { paths: Record<string, { get: { parameters: { name: string; description: string; schema: { type: string; enum?: string[] } }[] } }> }
+    const checks = [
+      ['/v1/project/{projectName}/environment/{environmentName}/activity-logs', EXTENSION_VALUES.listActivityLogs],
+      ['/v1/project/{projectName}/admin-logs', EXTENSION_VALUES.listAdminLogs],
+    ] as const
+    for (const [path, extensions] of checks) {
+      const parameters = doc.paths[path]!.get.parameters
+      expect(parameters.find((p) => p.name === 'extensions')!.schema.type).toBe('boolean')
+      for (const [name, values] of Object.entries(extensions)) {
+        const parameter = parameters.find((p) => p.name === name)!
+        for (const value of values) {
+          expect(parameter.schema.enum).toContain(value)
+          expect(parameter.description).toContain(value)
+        }
+        expect(parameter.description).toContain('extensions=true')
+      }
+    }
+  })
 })

@@ -77,7 +77,7 @@ export const EXTENSIONS_QUERY: QueryDoc = {
 
 /** A filter on a compatibility-document enum that Trellis extends: every value, the extensions only with `extensions=true`. */
 export function extensibleEnumQuery(description: string, values: { documented: readonly string[]; extensions: readonly string[] }): QueryDoc {
-  return enumQuery(`${description}. ${values.extensions.join(', ')} are Trellis extensions: only with extensions=true (otherwise 400)`, [
+  return enumQuery(`${description}. Trellis extensions, accepted only with extensions=true (otherwise 400): ${values.extensions.join(', ')}`, [
     ...values.documented,
     ...values.extensions,
   ])

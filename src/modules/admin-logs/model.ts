@@ -11,7 +11,7 @@ export const AdminLog = t.Object(
     id: t.String(),
     type: documentedEnum(ADMIN_LOG_TYPES),
     resource: documentedEnum(ADMIN_LOG_RESOURCES, `${EXTENSION_ADMIN_LOG_RESOURCES.join(', ')}: Trellis extensions, listed only with extensions=true`),
-    initiator: documentedEnum(ADMIN_LOG_INITIATORS, `${EXTENSION_ADMIN_LOG_INITIATORS.join(', ')}: a Trellis extension, listed only with extensions=true`),
+    initiator: documentedEnum(ADMIN_LOG_INITIATORS, `${EXTENSION_ADMIN_LOG_INITIATORS.join(', ')}: Trellis extensions, listed only with extensions=true`),
     createdAt: IsoDateTime,
     user: t.Optional(UserObject),
     previousValue: t.Optional(t.Unknown({ description: 'The resource before the change (shape per resource)' })),
