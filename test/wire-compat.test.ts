@@ -10,13 +10,19 @@
  * Which rows the document can describe is decided here from the document's own enums and the raw columns, not
  * from the server's flag.
  */
+import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
+import { drizzle } from 'drizzle-orm/bun-sqlite'
+import type { Db } from '../src/db/open.ts'
+import * as schema from '../src/db/schema.ts'
 import { writeTransaction } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
+import { listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
+import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
@@ -244,7 +250,11 @@ beforeAll(async () => {
   await executor.stop(2_000)
 }, 60_000)
 
+/** What the walks covered, printed at the end. */
+const figures: Record<string, { pages: number; entries: number; withExtensions?: number }> = {}
+
 afterAll(async () => {
+  console.log(`wire-compat walks (limit ${PAGE}): ${JSON.stringify(figures)}`)
   await executor?.stop(2_000)
   env?.cleanup()
 })
@@ -281,6 +291,7 @@ describe('after a realistic mix, every page validates against the compatibility 
     const all = await walk(path, { extensions: 'true' }, (body, label) => void (extensionEntries += assertValidWithExtensions('listActivityLogs', body, label)))
     expect(all.ids).toEqual(expected.all.map(String))
     expect(extensionEntries).toBe(expected.all.length - expected.describable.length)
+    figures[`activity ${project}/${environment}`] = { pages: plain.pages + all.pages, entries: plain.ids.length, withExtensions: all.ids.length }
     if (project === 'Acme' && environment === 'production') {
       expect(expected.describable.length).toBeGreaterThan(30)
       expect(extensionEntries).toBeGreaterThanOrEqual(6)
@@ -298,6 +309,7 @@ describe('after a realistic mix, every page validates against the compatibility 
     expect(all.ids).toEqual(expected.all.map(String))
     expect(extensionEntries).toBe(expected.all.length - expected.describable.length)
     expect(extensionEntries).toBeGreaterThan(0) // at least retention's `system` entry
+    figures[`admin ${project}`] = { pages: plain.pages + all.pages, entries: plain.ids.length, withExtensions: all.ids.length }
     if (project === 'Acme') expect(expected.describable.length).toBeGreaterThanOrEqual(3)
   })
 
@@ -306,6 +318,7 @@ describe('after a realistic mix, every page validates against the compatibility 
     const walked = await walk(path, {}, strictly(validatorFor('listNotes', 200)))
     const inDb = (env.store.sqlite.prepare('SELECT id FROM notes WHERE environment_id = ? ORDER BY id DESC').all(environmentId(project, environment)) as { id: number }[]).map((r) => String(r.id))
     expect(walked.ids).toEqual(inDb)
+    figures[`notes ${project}/${environment}`] = { pages: walked.pages, entries: walked.ids.length }
     if (project === 'Acme' && environment === 'production') {
       expect(walked.ids.length).toBeGreaterThanOrEqual(7)
       expect(walked.items.some((n) => 'archivedAt' in n)).toBe(true)
@@ -345,6 +358,37 @@ describe('after a realistic mix, every page validates against the compatibility 
         }
         expect(parameter.description).toContain('extensions=true')
       }
+    }
+  })
+
+  test('EXPLAIN QUERY PLAN: the default page seeks the partial index; filtered pages keep their own index', () => {
+    const captured: { sql: string; params: unknown[] }[] = []
+    // A connection of its own: statements are prepared once per connection, so this one logs its own.
+    const connection = new Database(env.store.path)
+    const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
+    const acme = projectId(env.store, 'Acme')
+    const production = environmentId('Acme', 'production')
+    const middle = env.store.sqlite.prepare('SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10').get(production) as { at: number }
+    const cases: [string, () => unknown, RegExp][] = [
+      ['activity default', () => listActivityLogIds(db, acme, production, { extensions: false }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+      ['activity default, createdAt.lt', () => listActivityLogIds(db, acme, production, { extensions: false }, { 'createdAt.lt': new Date(middle.at).toISOString() }, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
+      ['activity extensions', () => listActivityLogIds(db, acme, production, { extensions: true }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
+      ['activity action', () => listActivityLogIds(db, acme, production, { extensions: false, action: 'createNote' }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
+      ['activity userId', () => listActivityLogIds(db, acme, production, { extensions: false, userId: 1 }, {}, 10), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],
+      ['admin default', () => listAdminLogIds(db, acme, { extensions: false }, {}, 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
+      ['admin extensions', () => listAdminLogIds(db, acme, { extensions: true }, {}, 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx/],
+      ['admin resource', () => listAdminLogIds(db, acme, { extensions: false, resource: 'team' }, {}, 10), /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx/],
+    ]
+    try {
+      for (const [name, list, expected] of cases) {
+        captured.length = 0
+        list()
+        const page = captured.find((q) => /^select "id" from "(activity|admin)_logs" where .* order by "\w+"\."id" desc limit \?$/.test(q.sql))!
+        const plan = (env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${page.sql}`).all(...(page.params as never[])) as { detail: string }[]).map((r) => r.detail)
+        expect({ name, plan }).toEqual({ name, plan: [expect.stringMatching(expected)] })
+      }
+    } finally {
+      connection.close()
     }
   })
 })
