@@ -24,7 +24,7 @@ import { type ApplyReport, ApplyError, applyDocument } from '../src/modules/appl
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { handleJson, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
+import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, type ErrorObject, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
@@ -179,21 +179,6 @@ interface Fx {
   /** alice (Globex admin) with `all` on Globex. */
   aliceGlobex: string
   users: Record<'alice' | 'bob' | 'carol' | 'dave', UserObject>
-}
-
-/** Acme (examples/acme.yaml) plus Globex, where alice and bob are admins (bob is an editor in Acme). */
-function acmeWithGlobex(): AcmeDocument {
-  const document = acmeDocument()
-  document.projects.push({
-    name: 'Globex',
-    environments: ['production'],
-    teams: [{ name: 'Ops', members: ['bob@example.com'] }],
-    members: [
-      { user: 'alice@example.com', role: 'admin' },
-      { user: 'bob@example.com', role: 'admin' },
-    ],
-  })
-  return document
 }
 
 function userObject(env: TestEnv, username: string): UserObject {

@@ -26,7 +26,7 @@ import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
+import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
 const DAY = 86_400_000
@@ -134,16 +134,7 @@ const strictly = (validate: ValidateFunction) => (body: unknown, label: string) 
 beforeAll(async () => {
   env = testEnv({ TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' })
   const ctx = () => ({ store: env.store, clock, secret: env.secret, baseUrl: env.config.baseUrl })
-  const document = acmeDocument()
-  document.projects.push({
-    name: 'Globex',
-    environments: ['production'],
-    teams: [{ name: 'Ops', members: ['bob@example.com'] }],
-    members: [
-      { user: 'alice@example.com', role: 'admin' },
-      { user: 'bob@example.com', role: 'admin' },
-    ],
-  })
+  const document = acmeWithGlobex()
   acmeWorkflow(document, 'Refund order').steps[4]!.seconds = 1
   acmeWorkflow(document, 'Refund order').webhook = { enabled: true, ratePerMinute: 1000 }
 

@@ -4,18 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import {
-  createdAtBounds,
-  hideExtensions,
-  inIdOrder,
-  pageIds,
-  parseDateFilters,
-  parseEnumParameter,
-  parseExtensibleEnumParameter,
-  parseExtensionsParameter,
-  parseRecordFilters,
-  type Query,
-} from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
