@@ -95,6 +95,46 @@ describe('migrations', () => {
     expect(names(store.sqlite, 'index')).toContain('extra_idx')
   })
 
+  test('0003_log_extensions flags the existing entries the compatibility document cannot describe; the logs stay append-only', () => {
+    const store = emptyStore()
+    const before = embedded.filter((m) => m.name < '0003')
+    expect(before.length).toBe(3)
+    migrate(store.sqlite, before)
+    const run = (sql: string) => store.sqlite.run(sql)
+    run("INSERT INTO users (email, username, created_at, updated_at) VALUES ('a@example.com', 'a', 1, 1)")
+    run("INSERT INTO projects (name, created_at) VALUES ('P', 1)")
+    run("INSERT INTO environments (project_id, name, created_at) VALUES (1, 'production', 1)")
+    for (const action of ['createNote', 'updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'triggerWorkflow']) {
+      run(`INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'write', '${action}', 1, 1)`)
+    }
+    const admin = [
+      ['team', 'administrator'],
+      ['api-token', 'administrator'],
+      ['user', 'administrator'],
+      ['workflow', 'administrator'],
+      ['workflow-webhook', 'administrator'],
+      ['log-retention', 'system'],
+      ['environment', 'system'],
+      ['user-project', 'identityProvider'],
+    ]
+    for (const [resource, initiator] of admin) run(`INSERT INTO admin_logs (project_id, type, resource, initiator, created_at) VALUES (1, 'add', '${resource}', '${initiator}', 1)`)
+    expect(migrate(store.sqlite)).toEqual(['0003_log_extensions'])
+    const flags = (sql: string) => store.sqlite.prepare(sql).all()
+    expect(flags('SELECT action, extension FROM activity_logs ORDER BY id')).toEqual([
+      { action: 'createNote', extension: 0 },
+      { action: 'updateNote', extension: 1 },
+      { action: 'archiveNote', extension: 1 },
+      { action: 'unarchiveNote', extension: 1 },
+      { action: 'failWorkflow', extension: 1 },
+      { action: 'triggerWorkflow', extension: 0 },
+    ])
+    expect(flags('SELECT resource, extension FROM admin_logs ORDER BY id').map((r) => (r as { extension: number }).extension)).toEqual([0, 1, 1, 1, 1, 1, 1, 0])
+    // The triggers are back: no entry can be changed, not even its flag.
+    expect(() => run('UPDATE activity_logs SET extension = 0')).toThrow('append-only')
+    expect(() => run('UPDATE admin_logs SET extension = 0')).toThrow('append-only')
+    expect(names(store.sqlite, 'index')).toEqual(expect.arrayContaining(['activity_logs_env_documented_idx', 'admin_logs_project_documented_idx']))
+  })
+
   test('a failing migration leaves nothing behind and is not recorded', () => {
     const store = emptyStore()
     const broken = [{ name: '0001_broken', sql: 'CREATE TABLE half (id integer);--> statement-breakpoint\nCREATE TABLE oops (' }]
@@ -311,6 +351,9 @@ describe('indexes serve the list filters (EXPLAIN QUERY PLAN)', () => {
     ['activity_logs', 'SELECT id FROM activity_logs WHERE environment_id = ? AND action = ? ORDER BY id DESC LIMIT 11'],
     ['activity_logs', 'SELECT id FROM activity_logs WHERE environment_id = ? AND user_id = ? ORDER BY id DESC LIMIT 11'],
     ['admin_logs', 'SELECT id FROM admin_logs WHERE project_id = ? AND resource = ? ORDER BY id DESC LIMIT 11'],
+    // The default log pages (extensions hidden): the partial indexes, whose condition must be written as a literal.
+    ['activity_logs', 'SELECT id FROM activity_logs WHERE environment_id = ? AND extension = 0 ORDER BY id DESC LIMIT 11'],
+    ['admin_logs', 'SELECT id FROM admin_logs WHERE project_id = ? AND extension = 0 ORDER BY id DESC LIMIT 11'],
   ] as const
 
   test.each(pages)('%s: %s', (table, query) => {

@@ -98,7 +98,7 @@ describe('activity logs', () => {
     const rows = env.store.sqlite
       .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
       .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, (query, limit) => listActivityLogIds(env.store.db, acme, production.id, {}, query, limit))
+    checkEveryBoundary(rows, (query, limit) => listActivityLogIds(env.store.db, acme, production.id, { extensions: true }, query, limit))
     expect(rows.length).toBeGreaterThan(40)
   })
 })

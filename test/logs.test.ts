@@ -4,9 +4,10 @@
  * role matrix, append-only storage, retention, and the auditor's question for one record.
  *
  * Every 200 body of `GET …/activity-logs` is validated against the compatibility document's `listActivityLogs`
- * and of `GET …/admin-logs` against `listAdminLogs`, on a COPY of each schema extended with exactly the documented
- * extension enum values (DESIGN §7; test/support/compat-schema.ts). Every 4xx body is validated against the
- * operation's 4XX schema, every 429 against its 429 schema; a 5XX anywhere fails the test.
+ * and of `GET …/admin-logs` against `listAdminLogs`, as published (only DESIGN's `exclusiveMinimum` quirk dropped;
+ * test/support/compat-schema.ts). Asked with `extensions=true`, a body may deviate only by DESIGN §7's extension
+ * values on their own fields. Every 4xx body is validated against the operation's 4XX schema, every 429 against its
+ * 429 schema; a 5XX anywhere fails the test.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
@@ -23,26 +24,27 @@ import { type ApplyReport, ApplyError, applyDocument } from '../src/modules/appl
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { handleJson, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { type AcmeDocument, acmeDocument, acmeProject, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
-import { ACTIVITY_EXTENSIONS, ADMIN_EXTENSIONS, assertValid, compatDocument, type ErrorObject, validatorFor } from './support/compat-schema.ts'
+import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
+import { assertValid, assertValidWithExtensions, compatDocument, type ErrorObject, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
 
 type Endpoint = 'activity' | 'admin'
+const OPERATIONS = { activity: 'listActivityLogs', admin: 'listAdminLogs' } as const
 const VALIDATORS: Record<Endpoint, { ok: ValidateFunction; error: ValidateFunction; limited: ValidateFunction }> = {
   activity: {
-    ok: validatorFor('listActivityLogs', 200, { extendEnums: ACTIVITY_EXTENSIONS }),
+    ok: validatorFor('listActivityLogs', 200),
     error: validatorFor('listActivityLogs', '4XX'),
     limited: validatorFor('listActivityLogs', 429),
   },
   admin: {
-    ok: validatorFor('listAdminLogs', 200, { extendEnums: ADMIN_EXTENSIONS }),
+    ok: validatorFor('listAdminLogs', 200),
     error: validatorFor('listAdminLogs', '4XX'),
     limited: validatorFor('listAdminLogs', 429),
   },
 }
 
-const validated = { activity200: 0, admin200: 0, error4xx: 0, error429: 0, activityEntries: 0, adminEntries: 0 }
+const validated = { activity200: 0, admin200: 0, error4xx: 0, error429: 0, activityEntries: 0, adminEntries: 0, extensionEntries: 0 }
 afterAll(() => {
   console.log(`compat-schema validations: ${JSON.stringify(validated)}`)
 })
@@ -108,7 +110,9 @@ async function send<T>(app: App, req: Request, kind: Endpoint): Promise<Sent<T>>
     assertValid(v.error, body, `${req.method} ${req.url} ${response.status}`)
     validated.error4xx++
   } else {
-    assertValid(v.ok, body, `${req.method} ${req.url} 200`)
+    // Unmodified document; with extensions=true, deviations only on DESIGN §7's extension fields and values.
+    if (new URL(req.url).searchParams.get('extensions') === 'true') validated.extensionEntries += assertValidWithExtensions(OPERATIONS[kind], body, `${req.method} ${req.url} 200`)
+    else assertValid(v.ok, body, `${req.method} ${req.url} 200`)
     const page = body as Page<ActivityLog | AdminLog>
     if (kind === 'activity') {
       validated.activity200++
@@ -177,21 +181,6 @@ interface Fx {
   users: Record<'alice' | 'bob' | 'carol' | 'dave', UserObject>
 }
 
-/** Acme (examples/acme.yaml) plus Globex, where alice and bob are admins (bob is an editor in Acme). */
-function acmeWithGlobex(): AcmeDocument {
-  const document = acmeDocument()
-  document.projects.push({
-    name: 'Globex',
-    environments: ['production'],
-    teams: [{ name: 'Ops', members: ['bob@example.com'] }],
-    members: [
-      { user: 'alice@example.com', role: 'admin' },
-      { user: 'bob@example.com', role: 'admin' },
-    ],
-  })
-  return document
-}
-
 function userObject(env: TestEnv, username: string): UserObject {
   const row = env.store.sqlite.prepare('SELECT id, username, email FROM users WHERE username = ?').get(username) as { id: number; username: string; email: string }
   return { object: 'user', ...row }
@@ -252,18 +241,29 @@ async function walk<T extends ActivityLog | AdminLog>(
   }
 }
 
+/** Whether DESIGN §7 calls the entry an extension (listed only with `extensions=true`). */
+function isExtension(entry: ActivityLog | AdminLog): boolean {
+  const values = entry.object === 'activityLog' ? EXTENSION_VALUES.listActivityLogs : EXTENSION_VALUES.listAdminLogs
+  return Object.entries(values).some(([field, extensions]) => extensions.includes((entry as unknown as Record<string, string>)[field]!))
+}
+/** The query's first parameter holding an extension value of `kind` (such a filter needs extensions=true), if any. */
+function extensionParameter(kind: Endpoint, query: Record<string, string>): string | undefined {
+  const values: Record<string, readonly string[]> = EXTENSION_VALUES[OPERATIONS[kind]]
+  return Object.keys(query).find((name) => values[name]?.includes(query[name]!))
+}
+
 const maxId = (env: TestEnv, table: 'activity_logs' | 'admin_logs') =>
   (env.store.sqlite.prepare(`SELECT coalesce(max(id), 0) AS id FROM ${table}`).get() as { id: number }).id
 const rowsAfter = (env: TestEnv, table: 'activity_logs' | 'admin_logs', id: number) =>
   env.store.sqlite.prepare(`SELECT * FROM ${table} WHERE id > ? ORDER BY id`).all(id) as Record<string, unknown>[]
 
-/** The activity entries (any environment) written since `before`, oldest first, as the API renders them. */
+/** The activity entries (any environment) written since `before`, extensions included, oldest first, as the API renders them. */
 async function activitySince(fx: Fx, before: number, environment = 'production'): Promise<ActivityLog[]> {
-  const { body } = await listActivity(fx, { limit: '100' }, { environment })
+  const { body } = await listActivity(fx, { limit: '100', extensions: 'true' }, { environment })
   return body.data.filter((e) => Number(e.id) > before).reverse()
 }
 async function adminSince(fx: Fx, before: number, project = 'Acme'): Promise<AdminLog[]> {
-  const { body } = await listAdmin(fx, { limit: '100' }, { project })
+  const { body } = await listAdmin(fx, { limit: '100', extensions: 'true' }, { project })
   return body.data.filter((e) => Number(e.id) > before).reverse()
 }
 
@@ -684,8 +684,11 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
         workflow: { object: 'workflow', name: 'Refund order', runId },
       },
     ])
-    const failed = await listActivity(fx, { action: 'failWorkflow' })
+    const failed = await listActivity(fx, { action: 'failWorkflow', extensions: 'true' })
     expect(failed.body.data.map((e) => e.workflow!.runId)).toEqual([runId])
+    // An extension entry: not listed without extensions=true, and filtering on it without that is a 400.
+    expect((await listActivity(fx, { limit: '100' })).body.data.map((e) => e.action)).not.toContain('failWorkflow')
+    expectError(await listActivity(fx, { action: 'failWorkflow' }), 400, 'invalid_parameter', 'action')
   })
 
   test('a cancelled run → one abortWorkflow entry for the canceller; 409s (record busy, run finished) write nothing', async () => {
@@ -1026,7 +1029,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
 
   test('never a secret: no token value, token hash or webhook signature anywhere in the admin log (API body or table)', async () => {
     expect(secrets.length).toBeGreaterThanOrEqual(8)
-    const { entries } = await walk((q) => listAdmin(fx, q))
+    const { entries } = await walk((q) => listAdmin(fx, { ...q, extensions: 'true' }))
     const text = JSON.stringify(entries)
     const table = JSON.stringify(fx.env.store.sqlite.prepare('SELECT * FROM admin_logs').all())
     for (const secret of secrets) {
@@ -1037,7 +1040,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('every entry: initiator administrator (people and CLI), a user exactly when a person acted through the API', async () => {
-    const { entries } = await walk((q) => listAdmin(fx, q))
+    const { entries } = await walk((q) => listAdmin(fx, { ...q, extensions: 'true' }))
     expect(entries.length).toBeGreaterThan(25)
     expect(new Set(entries.map((e) => e.initiator))).toEqual(new Set(['administrator']))
     expect(entries.filter((e) => e.user !== undefined).every((e) => e.user!.id === fx.users.alice.id)).toBe(true)
@@ -1129,8 +1132,11 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     'activity' | 'admin' | 'readOnly' | 'notesRead' | 'notesWrite' | 'trigger' | 'bobAll' | 'daveAll' | 'revoked',
     string
   >
+  /** Every seeded entry, extensions included (`extensions=true`), and the ones a default call lists. */
   let production: ActivityLog[] = []
   let adminAll: AdminLog[] = []
+  let productionDocumented: ActivityLog[] = []
+  let adminDocumented: AdminLog[] = []
 
   beforeAll(async () => {
     fx = buildFx()
@@ -1193,13 +1199,19 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
       )
     }
     env.clock.set(T + 3_600_000)
-    production = (await walk((query) => listActivity(fx, query))).entries
-    adminAll = (await walk((query) => listAdmin(fx, query))).entries
+    production = (await walk((query) => listActivity(fx, { ...query, extensions: 'true' }))).entries
+    adminAll = (await walk((query) => listAdmin(fx, { ...query, extensions: 'true' }))).entries
+    productionDocumented = production.filter((e) => !isExtension(e))
+    adminDocumented = adminAll.filter((e) => !isExtension(e))
   })
   afterAll(() => fx.env.cleanup())
 
   test('the seeded entries render exactly (labels, record ids, optional collection and workflow)', () => {
     expect(production).toHaveLength(48)
+    // Seeds 7, 8 (mod 9) that are not reads are updateNote / failWorkflow; admin seeds 4…8 (mod 9) or initiator system.
+    expect(production.length - productionDocumented.length).toBe(9)
+    expect(adminAll.length - adminDocumented.length).toBeGreaterThan(15)
+    expect(adminDocumented.length).toBeGreaterThan(10)
     const ids = production.map((e) => Number(e.id))
     expect(ids).toEqual([...ids].sort((a, b) => b - a))
     const entry = (i: number) => production.find((e) => e.label === `seed ${i}`)!
@@ -1270,10 +1282,18 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     ['another documented action', { action: 'openNote' }, () => false],
   ]
 
-  test('activity filters: every case returns exactly the matching entries, newest first', async () => {
+  test('activity filters: every case returns exactly the matching entries, newest first — with and without extensions', async () => {
     for (const [name, query, match] of activityCases()) {
-      const { entries } = await walk((q) => listActivity(fx, q), query, 7)
+      const { entries } = await walk((q) => listActivity(fx, { ...q, extensions: 'true' }), query, 7)
       expect({ name, ids: entries.map((e) => e.id) }).toEqual({ name, ids: production.filter(match).map((e) => e.id) })
+      // Without extensions=true: exactly the documented matches (paged in SQL: full pages, exact hasMore), or a 400
+      // when the filter itself is an extension value.
+      const extension = extensionParameter('activity', query)
+      if (extension) expectError(await listActivity(fx, query), 400, 'invalid_parameter', extension)
+      else {
+        const plain = await walk((q) => listActivity(fx, q), query, 7)
+        expect({ name, ids: plain.entries.map((e) => e.id) }).toEqual({ name, ids: productionDocumented.filter(match).map((e) => e.id) })
+      }
       const total = production.filter(match).length
       if (!/unknown|different|never|documented|everything/.test(name)) expect({ name, nonTrivial: total > 0 && total < production.length }).toEqual({ name, nonTrivial: true })
     }
@@ -1281,10 +1301,10 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
   })
 
   test('activity: staging has its own entries; filters never cross environments', async () => {
-    const staging = (await walk((q) => listActivity(fx, q, { environment: 'staging' }))).entries
+    const staging = (await walk((q) => listActivity(fx, { ...q, extensions: 'true' }, { environment: 'staging' }))).entries
     expect(staging.map((e) => e.label)).toEqual(['seed 53', 'seed 52', 'seed 51', 'seed 50', 'seed 49', 'seed 48'])
     expect(staging.every((e) => e.environment.name === 'staging')).toBe(true)
-    const byRecord = await listActivity(fx, { recordId: 'rec-1', limit: '100' }, { environment: 'staging' })
+    const byRecord = await listActivity(fx, { recordId: 'rec-1', limit: '100', extensions: 'true' }, { environment: 'staging' })
     expect(byRecord.body.data.map((e) => e.label)).toEqual(staging.filter((e) => e.recordIds.includes('rec-1')).map((e) => e.label))
   })
 
@@ -1312,11 +1332,16 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     ['a documented initiator Trellis never writes', { initiator: 'forestAdmin' }, () => false],
   ]
 
-  test('admin filters: every case returns exactly the matching entries, newest first', async () => {
+  test('admin filters: every case returns exactly the matching entries, newest first — with and without extensions', async () => {
     for (const [name, query, match] of adminCases()) {
-      // The apply and the tokens wrote ~25 entries in one millisecond: pages must be larger than that.
-      const { entries } = await walk((q) => listAdmin(fx, q), query, 30)
+      const { entries } = await walk((q) => listAdmin(fx, { ...q, extensions: 'true' }), query, 7)
       expect({ name, ids: entries.map((e) => e.id) }).toEqual({ name, ids: adminAll.filter(match).map((e) => e.id) })
+      const extension = extensionParameter('admin', query)
+      if (extension) expectError(await listAdmin(fx, query), 400, 'invalid_parameter', extension)
+      else {
+        const plain = await walk((q) => listAdmin(fx, q), query, 7)
+        expect({ name, ids: plain.entries.map((e) => e.id) }).toEqual({ name, ids: adminDocumented.filter(match).map((e) => e.id) })
+      }
       const total = adminAll.filter(match).length
       if (!/unknown|never/.test(name)) expect({ name, nonTrivial: total > 0 && total < adminAll.length }).toEqual({ name, nonTrivial: true })
     }
@@ -1331,7 +1356,7 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
 
   // ── Enum values and other parameters ──
 
-  test('every enum value of the compatibility document (and each extension) is accepted as a filter', async () => {
+  test('every enum value of the compatibility document is accepted as a filter; an extension value only with extensions=true', async () => {
     const params = (op: string) => {
       for (const methods of Object.values(compatDocument().paths)) {
         for (const o of Object.values(methods)) {
@@ -1341,29 +1366,56 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
       throw new Error(op)
     }
     const documented = (op: string, name: string) => params(op).find((p) => p.name === name)!.schema.enum!
-    const activityActions = [...documented('listActivityLogs', 'action'), ...ACTIVITY_EXTENSIONS['/properties/data/items/properties/action']]
     expect(documented('listActivityLogs', 'action').length).toBeGreaterThan(30)
-    for (const action of activityActions) {
-      const sent = await listActivity(fx, { action, limit: '100' })
-      expect({ action, status: sent.status }).toEqual({ action, status: 200 })
-      expect(sent.body.data.map((e) => e.id)).toEqual(production.filter((e) => e.action === action).map((e) => e.id))
-    }
-    for (const type of documented('listActivityLogs', 'type')) expect((await listActivity(fx, { type })).status).toBe(200)
-    const adminValues: Record<string, string[]> = {
-      type: documented('listAdminLogs', 'type'),
-      initiator: [...documented('listAdminLogs', 'initiator'), 'system'],
-      resource: [...documented('listAdminLogs', 'resource'), ...ADMIN_EXTENSIONS['/properties/data/items/properties/resource']],
-    }
-    for (const [name, values] of Object.entries(adminValues)) {
+    const checks: [Endpoint, string, string[], string[]][] = [
+      ['activity', 'action', documented('listActivityLogs', 'action'), [...EXTENSION_VALUES.listActivityLogs.action!]],
+      ['activity', 'type', documented('listActivityLogs', 'type'), []],
+      ['admin', 'type', documented('listAdminLogs', 'type'), []],
+      ['admin', 'initiator', documented('listAdminLogs', 'initiator'), [...EXTENSION_VALUES.listAdminLogs.initiator!]],
+      ['admin', 'resource', documented('listAdminLogs', 'resource'), [...EXTENSION_VALUES.listAdminLogs.resource!]],
+    ]
+    for (const [kind, name, values, extensions] of checks) {
+      const list = (q: Record<string, string>) => (kind === 'activity' ? listActivity(fx, q) : listAdmin(fx, q))
+      const all: (ActivityLog | AdminLog)[] = kind === 'activity' ? production : adminAll
+      const matching = (value: string) => all.filter((e) => (e as unknown as Record<string, string>)[name] === value)
       for (const value of values) {
-        const sent = await listAdmin(fx, { [name]: value, limit: '100' })
+        for (const extensions of ['', 'true', 'false']) {
+          const query: Record<string, string> = { [name]: value, limit: '100' }
+          if (extensions) query.extensions = extensions
+          const sent = await list(query)
+          expect({ name, value, status: sent.status }).toEqual({ name, value, status: 200 })
+          const expected = matching(value).filter((e) => extensions === 'true' || !isExtension(e))
+          expect(sent.body.data.map((e) => e.id)).toEqual(expected.map((e) => e.id))
+        }
+      }
+      for (const value of extensions) {
+        // Without extensions=true: a 400 naming the parameter and listing the document's values (and how to get the rest).
+        for (const extensionsParam of [{}, { extensions: 'false' }] as Record<string, string>[]) {
+          const refused = expectError(await list({ [name]: value, ...extensionsParam }), 400, 'invalid_parameter', name)
+          expect(refused.message).toContain(values.join(', '))
+          expect(refused.message).toContain('extensions=true')
+        }
+        const sent = await list({ [name]: value, limit: '100', extensions: 'true' })
         expect({ name, value, status: sent.status }).toEqual({ name, value, status: 200 })
-        expect(sent.body.data.map((e) => e.id)).toEqual(adminAll.filter((e) => (e as unknown as Record<string, string>)[name] === value).map((e) => e.id))
+        expect(sent.body.data.map((e) => e.id)).toEqual(matching(value).map((e) => e.id))
       }
     }
-    // What Trellis writes is within the document's values plus the extensions.
-    expect(ACTIVITY_ACTIONS.every((a) => activityActions.includes(a))).toBe(true)
-    expect(ADMIN_LOG_RESOURCES.every((r) => adminValues.resource!.includes(r))).toBe(true)
+    // What Trellis writes is within the document's values plus DESIGN §7's extensions, and the service agrees on which is which.
+    expect([...ACTIVITY_ACTIONS].sort() as string[]).toEqual([...documented('listActivityLogs', 'action'), ...EXTENSION_VALUES.listActivityLogs.action!].sort())
+    expect([...ADMIN_LOG_RESOURCES].sort() as string[]).toEqual([...documented('listAdminLogs', 'resource'), ...EXTENSION_VALUES.listAdminLogs.resource!].sort())
+  })
+
+  test.each(['TRUE', 'True', '1', 'yes', 'on', 'true ', 'maybe'])('extensions=%p → 400 invalid_parameter naming extensions, on both', async (value) => {
+    expectError(await listActivity(fx, { extensions: value }), 400, 'invalid_parameter', 'extensions')
+    expectError(await listAdmin(fx, { extensions: value }), 400, 'invalid_parameter', 'extensions')
+  })
+
+  test('extensions= (empty) or false is the default page; repeated → the first', async () => {
+    const plain = await listActivity(fx, { limit: '100' })
+    for (const query of ['limit=100&extensions=', 'limit=100&extensions=false', 'limit=100&extensions=false&extensions=true']) {
+      expect((await listActivity(fx, query)).body).toEqual(plain.body)
+    }
+    expect((await listActivity(fx, 'limit=100&extensions=true&extensions=false')).body.data).toHaveLength(production.length)
   })
 
   test.each([
@@ -1394,12 +1446,15 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     const n = Number(limit)
     const activity = await listActivity(fx, { limit })
     expect(activity.body.parameters).toEqual({ projectName: 'Acme', environmentName: 'production', limit: n })
-    expect(activity.body.data.map((e) => e.id)).toEqual(production.slice(0, n).map((e) => e.id))
-    expect(activity.body.hasMore).toBe(n < production.length)
+    expect(activity.body.data.map((e) => e.id)).toEqual(productionDocumented.slice(0, n).map((e) => e.id))
+    expect(activity.body.hasMore).toBe(n < productionDocumented.length)
     const admin = await listAdmin(fx, { limit })
     expect(admin.body.parameters).toEqual({ projectName: 'Acme', limit: n })
-    expect(admin.body.data.map((e) => e.id)).toEqual(adminAll.slice(0, n).map((e) => e.id))
-    expect(admin.body.hasMore).toBe(n < adminAll.length)
+    expect(admin.body.data.map((e) => e.id)).toEqual(adminDocumented.slice(0, n).map((e) => e.id))
+    expect(admin.body.hasMore).toBe(n < adminDocumented.length)
+    const all = await listAdmin(fx, { limit, extensions: 'true' })
+    expect(all.body.data.map((e) => e.id)).toEqual(adminAll.slice(0, n).map((e) => e.id))
+    expect(all.body.hasMore).toBe(n < adminAll.length)
   })
 
   test('limit absent or empty → 10; repeated → the first', async () => {
@@ -1444,9 +1499,13 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
       ['activity', { teamName: 'Billing' }],
       ['activity', { recordId: 'rec-a' }],
       ['activity', { 'createdAt.gte': at(4) }],
+      ['activity', { extensions: 'true' }],
+      ['activity', { teamName: 'Billing', extensions: 'true' }],
       ['admin', {}],
-      ['admin', { initiator: 'system' }],
       ['admin', { userEmail: 'carol@example.com' }],
+      ['admin', { extensions: 'true' }],
+      ['admin', { initiator: 'system', extensions: 'true' }],
+      ['admin', { userEmail: 'carol@example.com', extensions: 'true' }],
     ]
     for (const [kind, query] of cases) {
       const list = (q: Record<string, string>) => (kind === 'activity' ? listActivity(fx, q) : listAdmin(fx, q))
@@ -1561,7 +1620,7 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
       const sent = await send<ErrorObject>(fx.app, request(path, { method, headers: auth(fx.alice), json: method === 'GET' || method === 'DELETE' ? undefined : { label: 'forged' } }), kind)
       expect({ method, path, status: sent.status, code: sent.body.code }).toEqual({ method, path, status: 404, code: 'not_found' })
     }
-    expect((await walk((q) => listActivity(fx, q))).entries).toEqual(production)
+    expect((await walk((q) => listActivity(fx, { ...q, extensions: 'true' }))).entries).toEqual(production)
   })
 })
 
@@ -1638,9 +1697,13 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
       const app = testApp(env)
       const token = tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' }).value
       const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: auth(token) }), 'admin')
-      const total = (env.store.sqlite.prepare('SELECT count(*) AS n FROM admin_logs').get() as { n: number }).n
-      expect(total).toBeGreaterThan(130)
-      expect((await walk(list, {}, 100)).entries).toHaveLength(total)
+      const count = (where: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM admin_logs ${where}`).get() as { n: number }).n
+      const total = count('')
+      const extensions = count(`WHERE resource IN (${EXTENSION_VALUES.listAdminLogs.resource!.map((r) => `'${r}'`).join(', ')}) OR initiator = 'system'`)
+      expect(total - extensions).toBeGreaterThan(130)
+      expect(extensions).toBeGreaterThan(0) // the token's api-token entry
+      expect((await walk(list, {}, 100)).entries).toHaveLength(total - extensions)
+      expect((await walk((q) => list({ ...q, extensions: 'true' }), {}, 100)).entries).toHaveLength(total)
     } finally {
       env.cleanup()
     }
@@ -1724,9 +1787,11 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
           },
         ],
       })
-      const bySystem = await listAdmin(fx, { initiator: 'system' }, { project })
+      const bySystem = await listAdmin(fx, { initiator: 'system', extensions: 'true' }, { project })
       expect(bySystem.body.data.map((e) => e.resource)).toEqual(['log-retention'])
-      expect((await listAdmin(fx, { resource: 'log-retention' }, { project })).body.data).toEqual(bySystem.body.data)
+      expect((await listAdmin(fx, { resource: 'log-retention', extensions: 'true' }, { project })).body.data).toEqual(bySystem.body.data)
+      // An extension entry: the default list leaves it out.
+      expect((await listAdmin(fx, { limit: '100' }, { project })).body.data.map((e) => e.resource)).not.toContain('log-retention')
     }
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
 
@@ -1778,10 +1843,9 @@ describe('rate limit on the log endpoints', () => {
 
 // ── The compatibility schemas themselves ────────────────────────────────────
 
-describe('the extended validators', () => {
-  test('accept only the documented extensions: an unextended copy rejects them, the extended one rejects anything else', () => {
-    const strict = validatorFor('listActivityLogs', 200)
-    const entry = (action: string) => ({
+describe('the validators: the document as published, extensions only where DESIGN §7 lists them', () => {
+  test('the default validator is the unmodified document; the extensions=true check accepts only DESIGN §7 values on their own fields', () => {
+    const entry = (action: string, extra: Record<string, unknown> = {}) => ({
       hasMore: false,
       parameters: { projectName: 'Acme', environmentName: 'production', limit: 10 },
       data: [
@@ -1795,24 +1859,29 @@ describe('the extended validators', () => {
           user: { object: 'user', id: 1, username: 'a', email: 'a@example.com' },
           environment: { object: 'environment', name: 'production' },
           team: { object: 'team', name: 'Support' },
+          ...extra,
         },
       ],
     })
-    expect(strict(entry('createNote'))).toBe(true)
-    expect(strict(entry('failWorkflow'))).toBe(false)
-    expect(VALIDATORS.activity.ok(entry('failWorkflow'))).toBe(true)
-    expect(VALIDATORS.activity.ok(entry('renameNote'))).toBe(false)
-    const strictAdmin = validatorFor('listAdminLogs', 200)
+    expect(VALIDATORS.activity.ok(entry('createNote'))).toBe(true)
+    for (const action of EXTENSION_VALUES.listActivityLogs.action!) expect(VALIDATORS.activity.ok(entry(action))).toBe(false)
+    expect(assertValidWithExtensions('listActivityLogs', entry('createNote'))).toBe(0)
+    expect(assertValidWithExtensions('listActivityLogs', entry('failWorkflow'))).toBe(1)
+    expect(() => assertValidWithExtensions('listActivityLogs', entry('renameNote'))).toThrow(/beyond DESIGN/)
+    // An extension entry must still be right in every other respect.
+    expect(() => assertValidWithExtensions('listActivityLogs', entry('failWorkflow', { extra: 1 }))).toThrow(/beyond DESIGN/)
     const admin = (resource: string, initiator: string) => ({
       hasMore: false,
       parameters: { projectName: 'Acme', limit: 10 },
       data: [{ object: 'adminLog', id: '1', type: 'add', resource, initiator, createdAt: '2026-01-01T00:00:00.000Z', newValue: { name: 'x' } }],
     })
-    expect(strictAdmin(admin('team', 'administrator'))).toBe(true)
-    expect(strictAdmin(admin('api-token', 'administrator'))).toBe(false)
-    expect(strictAdmin(admin('team', 'system'))).toBe(false)
-    expect(VALIDATORS.admin.ok(admin('api-token', 'system'))).toBe(true)
-    expect(VALIDATORS.admin.ok(admin('token', 'administrator'))).toBe(false)
-    expect(VALIDATORS.admin.ok(admin('team', 'cli'))).toBe(false)
+    expect(VALIDATORS.admin.ok(admin('team', 'administrator'))).toBe(true)
+    expect(VALIDATORS.admin.ok(admin('api-token', 'administrator'))).toBe(false)
+    expect(VALIDATORS.admin.ok(admin('team', 'system'))).toBe(false)
+    expect(assertValidWithExtensions('listAdminLogs', admin('api-token', 'system'))).toBe(1)
+    expect(() => assertValidWithExtensions('listAdminLogs', admin('token', 'administrator'))).toThrow(/beyond DESIGN/)
+    expect(() => assertValidWithExtensions('listAdminLogs', admin('team', 'cli'))).toThrow(/beyond DESIGN/)
+    // An extension value on another field is not an extension.
+    expect(() => assertValidWithExtensions('listAdminLogs', admin('system', 'administrator'))).toThrow(/beyond DESIGN/)
   })
 })

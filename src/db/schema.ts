@@ -440,10 +440,17 @@ export const activityLogs = sqliteTable(
     workflowName: text('workflow_name'),
     runId: text('run_id'),
     stepName: text('step_name'),
+    /**
+     * The action is a Trellis extension (not in the compatibility document's enum): listed only with
+     * `extensions=true`. Set by the writer from the service's lists; the migration that added it backfilled it.
+     */
+    extension: boolean('extension').notNull().default(false),
     createdAt: createdAt(),
   },
   (t) => [
     index('activity_logs_env_id_idx').on(t.environmentId, t.id),
+    // The default page (extensions hidden): one seek, never a skip over extension entries.
+    index('activity_logs_env_documented_idx').on(t.environmentId, t.id).where(sql`extension = 0`),
     index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
     index('activity_logs_env_user_idx').on(t.environmentId, t.userId, t.id),
     index('activity_logs_env_team_idx').on(t.environmentId, t.teamId, t.id),
@@ -486,10 +493,13 @@ export const adminLogs = sqliteTable(
     /** JSON; never a secret. */
     previousValue: text('previous_value'),
     newValue: text('new_value'),
+    /** The resource or initiator is a Trellis extension: listed only with `extensions=true` (as activity_logs). */
+    extension: boolean('extension').notNull().default(false),
     createdAt: createdAt(),
   },
   (t) => [
     index('admin_logs_project_id_idx').on(t.projectId, t.id),
+    index('admin_logs_project_documented_idx').on(t.projectId, t.id).where(sql`extension = 0`),
     index('admin_logs_project_created_idx').on(t.projectId, t.createdAt),
     index('admin_logs_project_user_idx').on(t.projectId, t.userId, t.id),
     index('admin_logs_project_type_idx').on(t.projectId, t.type, t.id),

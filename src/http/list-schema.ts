@@ -66,3 +66,19 @@ export const PEOPLE_AND_PLACES: Record<string, QueryDoc> = {
 export function enumQuery(description: string, values: readonly string[]): QueryDoc {
   return { description, schema: { type: 'string', enum: [...values] } }
 }
+
+/** The log lists' `extensions` switch (DESIGN "Wire compatibility"). */
+export const EXTENSIONS_QUERY: QueryDoc = {
+  description:
+    'true: also list the entries the compatibility document cannot describe (Trellis extension actions, resources and initiators). ' +
+    'Without it a page holds only entries that validate against that document.',
+  schema: { type: 'boolean', default: false },
+}
+
+/** A filter on a compatibility-document enum that Trellis extends: every value, the extensions only with `extensions=true`. */
+export function extensibleEnumQuery(description: string, values: { documented: readonly string[]; extensions: readonly string[] }): QueryDoc {
+  return enumQuery(`${description}. Trellis extensions, accepted only with extensions=true (otherwise 400): ${values.extensions.join(', ')}`, [
+    ...values.documented,
+    ...values.extensions,
+  ])
+}

@@ -62,6 +62,44 @@ export function parseEnumParameter<T extends string>(query: Query, name: string,
   return raw as T
 }
 
+/**
+ * `extensions`: `true` or `false` (absent or empty: false), exactly as JSON and OpenAPI spell a boolean. With
+ * `true` a log list also returns the entries the compatibility document cannot describe (DESIGN "Wire
+ * compatibility"); anything else is a 400 naming it.
+ */
+export function parseExtensionsParameter(query: Query): boolean {
+  const raw = parseStringParameter(query, 'extensions')
+  if (raw === undefined || raw === 'false') return false
+  if (raw === 'true') return true
+  throw invalidParameter('extensions', 'must be true or false')
+}
+
+/**
+ * A filter on one of the compatibility document's enums (`action`, `resource`, `initiator`): one of its values,
+ * or one of Trellis's extension values when the caller asked for `extensions=true`. The 400 lists what is allowed.
+ */
+export function parseExtensibleEnumParameter<Documented extends string, Extension extends string>(
+  query: Query,
+  name: string,
+  values: { documented: readonly Documented[]; extensions: readonly Extension[] },
+  withExtensions: boolean,
+): Documented | Extension | undefined {
+  const allowed: readonly (Documented | Extension)[] = withExtensions ? [...values.documented, ...values.extensions] : values.documented
+  const raw = parseStringParameter(query, name)
+  if (raw === undefined) return undefined
+  if (allowed.includes(raw as Documented | Extension)) return raw as Documented | Extension
+  const hint = withExtensions ? '' : ` (the Trellis extensions ${values.extensions.join(', ')} need extensions=true)`
+  throw invalidParameter(name, `must be one of ${allowed.join(', ')}${hint}`)
+}
+
+/**
+ * The page condition that leaves extension entries out unless the caller asked for them. A literal, not a
+ * placeholder, so SQLite can use the log's partial index `(scope, id) WHERE extension = 0`.
+ */
+export function hideExtensions(extensionColumn: SQLiteColumn, withExtensions: boolean) {
+  return withExtensions ? undefined : { condition: sql`${extensionColumn} = 0`, values: {} }
+}
+
 export interface DateFilter {
   field: string
   op: DateOperator

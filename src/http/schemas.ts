@@ -18,6 +18,6 @@ export const IsoDateTimeOrNull = t.Union([IsoDateTime, t.Null()])
  * A string documented with its known values (`enum` in /openapi.json) but not checked against them: the log
  * services own those lists and may render values written by older or newer versions.
  */
-export function documentedEnum(values: readonly string[]) {
-  return t.String({ enum: [...values] })
+export function documentedEnum(values: readonly string[], description?: string) {
+  return t.String({ enum: [...values], ...(description === undefined ? {} : { description }) })
 }

@@ -41,6 +41,21 @@ export function acmeDocument(options: { passwords?: boolean } = {}): AcmeDocumen
   return document
 }
 
+/** Acme (examples/acme.yaml) plus Globex, where alice and bob are admins (bob is an editor in Acme). */
+export function acmeWithGlobex(): AcmeDocument {
+  const document = acmeDocument()
+  document.projects.push({
+    name: 'Globex',
+    environments: ['production'],
+    teams: [{ name: 'Ops', members: ['bob@example.com'] }],
+    members: [
+      { user: 'alice@example.com', role: 'admin' },
+      { user: 'bob@example.com', role: 'admin' },
+    ],
+  })
+  return document
+}
+
 export function acmeProject(document: AcmeDocument): AcmeProject {
   return document.projects.find((p) => p.name === 'Acme')!
 }

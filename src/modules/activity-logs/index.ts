@@ -3,10 +3,10 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { enumQuery, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
+import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { environmentPage } from '../../http/list.ts'
 import { ActivityLogPage } from './model.ts'
-import { ACTIVITY_ACTIONS, listActivityLogIds, parseActivityFilters, renderActivityLogs } from './service.ts'
+import { DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, parseActivityFilters, renderActivityLogs } from './service.ts'
 
 export function activityLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -29,8 +29,9 @@ export function activityLogsModule(deps: AppDeps) {
           parameters: listParameters(
             {
               ...PEOPLE_AND_PLACES,
-              action: enumQuery('Only entries of this action', ACTIVITY_ACTIONS),
+              action: extensibleEnumQuery('Only entries of this action', { documented: DOCUMENTED_ACTIVITY_ACTIONS, extensions: EXTENSION_ACTIVITY_ACTIONS }),
               type: enumQuery('Only read or only write entries', ['read', 'write']),
+              extensions: EXTENSIONS_QUERY,
             },
             ['createdAt'],
           ),

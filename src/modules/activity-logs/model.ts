@@ -4,14 +4,14 @@ import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts
 import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
-import { ACTIVITY_ACTIONS } from './service.ts'
+import { ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS } from './service.ts'
 
 export const ActivityLog = t.Object(
   {
     object: t.Literal('activityLog'),
     id: t.String(),
     type: t.UnionEnum(['read', 'write']),
-    action: documentedEnum(ACTIVITY_ACTIONS),
+    action: documentedEnum(ACTIVITY_ACTIONS, `${EXTENSION_ACTIVITY_ACTIONS.join(', ')}: Trellis extensions, listed only with extensions=true`),
     label: t.Optional(t.String()),
     recordIds: t.Array(t.String()),
     createdAt: IsoDateTime,

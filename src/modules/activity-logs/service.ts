@@ -4,18 +4,17 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseRecordFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userColumns, userObject } from '../users/service.ts'
 
 /**
- * The `action` values: the compatibility document's whole enum (a client may filter on any of them, even those
- * Trellis never writes: that is an empty page, not a 400), plus the documented extensions `updateNote`,
- * `archiveNote`, `unarchiveNote`, `failWorkflow`.
+ * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
+ * writes (that is an empty page, not a 400).
  */
-export const ACTIVITY_ACTIONS = [
+export const DOCUMENTED_ACTIVITY_ACTIONS = [
   'create',
   'read',
   'update',
@@ -54,12 +53,16 @@ export const ACTIVITY_ACTIONS = [
   'completeWorkflowStep',
   'reviseWorkflowStep',
   'resumeWorkflow',
-  'updateNote',
-  'archiveNote',
-  'unarchiveNote',
-  'failWorkflow',
 ] as const
+/** Trellis's extension actions (DESIGN §7): what the document has no value for. Listed only with `extensions=true`. */
+export const EXTENSION_ACTIVITY_ACTIONS = ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow'] as const
+export const ACTIVITY_ACTIONS = [...DOCUMENTED_ACTIVITY_ACTIONS, ...EXTENSION_ACTIVITY_ACTIONS] as const
 export type ActivityAction = (typeof ACTIVITY_ACTIONS)[number]
+
+/** Whether the compatibility document has no value for this action (DESIGN "Wire compatibility"). */
+export function isExtensionAction(action: ActivityAction): boolean {
+  return (EXTENSION_ACTIVITY_ACTIONS as readonly string[]).includes(action)
+}
 
 export interface ActivityEntry {
   environmentId: number
@@ -91,6 +94,7 @@ export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): n
         workflowName: p('workflowName'),
         runId: p('runId'),
         stepName: p('stepName'),
+        extension: p('extension'),
         createdAt: p('createdAt'),
       })
       .returning({ id: activityLogs.id })
@@ -111,6 +115,7 @@ export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): n
     workflowName: entry.workflow?.name ?? null,
     runId: entry.workflow?.runId ?? null,
     stepName: entry.workflow?.stepName ?? null,
+    extension: isExtensionAction(entry.action),
     createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, clock.now(), true),
   })
   for (const recordId of new Set(entry.recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
@@ -125,14 +130,21 @@ export interface ActivityFilters {
   recordId?: string
   action?: ActivityAction
   type?: 'read' | 'write'
+  /** Include the extension entries (`extensions=true`; the console always does). */
+  extensions: boolean
 }
 
-/** The filters of `GET …/activity-logs` (and the console's activity page) from the query string; 400 names a bad one. */
-export function parseActivityFilters(query: Query): ActivityFilters {
+/**
+ * The filters of `GET …/activity-logs` (and the console's activity page) from the query string; 400 names a bad
+ * one. `extensions` comes from the query unless the caller decides (the console shows everything).
+ */
+export function parseActivityFilters(query: Query, options: { extensions?: boolean } = {}): ActivityFilters {
+  const extensions = options.extensions ?? parseExtensionsParameter(query)
   return {
     ...parseRecordFilters(query),
-    action: parseEnumParameter(query, 'action', ACTIVITY_ACTIONS),
+    action: parseExtensibleEnumParameter(query, 'action', { documented: DOCUMENTED_ACTIVITY_ACTIONS, extensions: EXTENSION_ACTIVITY_ACTIONS }, extensions),
     type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
+    extensions,
   }
 }
 
@@ -157,6 +169,9 @@ export function listActivityLogIds(db: Db, projectId: number, environmentId: num
       // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
       bounds: createdAtBounds(db, parseDateFilters(query, ['createdAt']), ACTIVITY_TIMES, environmentId),
       extra: {
+        // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
+        // the (environment, action, id) index alone.
+        documented: hideExtensions(activityLogs.extension, filters.extensions || filters.action !== undefined),
         recordId:
           filters.recordId === undefined
             ? undefined

@@ -3,11 +3,20 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { enumQuery, listParameters } from '../../http/list-schema.ts'
+import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters } from '../../http/list-schema.ts'
 import { page, parseLimit, queryOf } from '../../http/list.ts'
 import { requireProject } from '../projects/service.ts'
 import { AdminLogPage } from './model.ts'
-import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, listAdminLogIds, parseAdminLogFilters, renderAdminLogs } from './service.ts'
+import {
+  ADMIN_LOG_TYPES,
+  DOCUMENTED_ADMIN_LOG_INITIATORS,
+  DOCUMENTED_ADMIN_LOG_RESOURCES,
+  EXTENSION_ADMIN_LOG_INITIATORS,
+  EXTENSION_ADMIN_LOG_RESOURCES,
+  listAdminLogIds,
+  parseAdminLogFilters,
+  renderAdminLogs,
+} from './service.ts'
 
 export function adminLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -34,8 +43,9 @@ export function adminLogsModule(deps: AppDeps) {
               userEmail: { description: 'Only changes made by the user with this email' },
               userId: { description: 'Only changes made by the user with this id', schema: { type: 'integer', minimum: 1 } },
               type: enumQuery('Only changes of this type', ADMIN_LOG_TYPES),
-              initiator: enumQuery('Only changes from this initiator', ADMIN_LOG_INITIATORS),
-              resource: enumQuery('Only changes to this resource', ADMIN_LOG_RESOURCES),
+              initiator: extensibleEnumQuery('Only changes from this initiator', { documented: DOCUMENTED_ADMIN_LOG_INITIATORS, extensions: EXTENSION_ADMIN_LOG_INITIATORS }),
+              resource: extensibleEnumQuery('Only changes to this resource', { documented: DOCUMENTED_ADMIN_LOG_RESOURCES, extensions: EXTENSION_ADMIN_LOG_RESOURCES }),
+              extensions: EXTENSIONS_QUERY,
             },
             ['createdAt'],
           ),

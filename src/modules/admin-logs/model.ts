@@ -3,15 +3,15 @@ import { t } from 'elysia'
 import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
 import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
 import { UserObject } from '../users/model.ts'
-import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES } from './service.ts'
+import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, EXTENSION_ADMIN_LOG_INITIATORS, EXTENSION_ADMIN_LOG_RESOURCES } from './service.ts'
 
 export const AdminLog = t.Object(
   {
     object: t.Literal('adminLog'),
     id: t.String(),
     type: documentedEnum(ADMIN_LOG_TYPES),
-    resource: documentedEnum(ADMIN_LOG_RESOURCES),
-    initiator: documentedEnum(ADMIN_LOG_INITIATORS),
+    resource: documentedEnum(ADMIN_LOG_RESOURCES, `${EXTENSION_ADMIN_LOG_RESOURCES.join(', ')}: Trellis extensions, listed only with extensions=true`),
+    initiator: documentedEnum(ADMIN_LOG_INITIATORS, `${EXTENSION_ADMIN_LOG_INITIATORS.join(', ')}: Trellis extensions, listed only with extensions=true`),
     createdAt: IsoDateTime,
     user: t.Optional(UserObject),
     previousValue: t.Optional(t.Unknown({ description: 'The resource before the change (shape per resource)' })),

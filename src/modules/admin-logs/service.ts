@@ -4,14 +4,13 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userColumns, userObject } from '../users/service.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
-/** `user-project`, `role`, `team`, `environment` come from the compatibility document; the rest are extensions. */
 export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
 export type AdminLogInitiator = (typeof ADMIN_LOG_INITIATORS)[number]
 
@@ -42,17 +41,30 @@ export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void
       subjectUserId: entry.subjectUserId ?? null,
       previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
       newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
+      extension: isExtensionEntry(entry.resource, entry.initiator ?? 'administrator'),
       createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, clock.now(), true),
     })
     .run()
 }
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
-export const ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment', 'user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
+/** The compatibility document's `resource` enum. */
+export const DOCUMENTED_ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment'] as const
+/** Trellis's extension resources (DESIGN §7): listed only with `extensions=true`. */
+export const EXTENSION_ADMIN_LOG_RESOURCES = ['user', 'api-token', 'workflow', 'workflow-webhook', 'log-retention'] as const
+export const ADMIN_LOG_RESOURCES = [...DOCUMENTED_ADMIN_LOG_RESOURCES, ...EXTENSION_ADMIN_LOG_RESOURCES] as const
 /** What Trellis writes (the database's CHECK): the document's `administrator`, `identityProvider`, and `system`. */
 export const ADMIN_LOG_WRITTEN_INITIATORS = ['administrator', 'identityProvider', 'system'] as const
-/** Filter values: the document's whole enum (`forestAdmin` is never written: an empty page, not a 400) + `system`. */
-export const ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'forestAdmin', 'system'] as const
+/** The document's whole `initiator` enum (`forestAdmin` is never written: filtering on it is an empty page, not a 400). */
+export const DOCUMENTED_ADMIN_LOG_INITIATORS = ['administrator', 'identityProvider', 'forestAdmin'] as const
+/** The extension initiator (retention): listed only with `extensions=true`. */
+export const EXTENSION_ADMIN_LOG_INITIATORS = ['system'] as const
+export const ADMIN_LOG_INITIATORS = [...DOCUMENTED_ADMIN_LOG_INITIATORS, ...EXTENSION_ADMIN_LOG_INITIATORS] as const
+
+/** Whether the compatibility document cannot describe an entry: its resource or its initiator is an extension. */
+export function isExtensionEntry(resource: AdminLogResource, initiator: AdminLogInitiator): boolean {
+  return !(DOCUMENTED_ADMIN_LOG_RESOURCES as readonly string[]).includes(resource) || !(DOCUMENTED_ADMIN_LOG_INITIATORS as readonly string[]).includes(initiator)
+}
 
 export interface AdminLogFilters {
   userEmail?: string
@@ -60,16 +72,23 @@ export interface AdminLogFilters {
   type?: AdminLogType
   initiator?: AdminLogInitiator
   resource?: AdminLogResource
+  /** Include the extension entries (`extensions=true`; the console always does). */
+  extensions: boolean
 }
 
-/** The filters of `GET …/admin-logs` (and the console's admin log page) from the query string; 400 names a bad one. */
-export function parseAdminLogFilters(query: Query): AdminLogFilters {
+/**
+ * The filters of `GET …/admin-logs` (and the console's admin log page) from the query string; 400 names a bad
+ * one. `extensions` comes from the query unless the caller decides (the console shows everything).
+ */
+export function parseAdminLogFilters(query: Query, options: { extensions?: boolean } = {}): AdminLogFilters {
+  const extensions = options.extensions ?? parseExtensionsParameter(query)
   return {
     userEmail: parseStringParameter(query, 'userEmail', 320),
     userId: parseIdParameter(query, 'userId'),
     type: parseEnumParameter(query, 'type', ADMIN_LOG_TYPES),
-    initiator: parseEnumParameter(query, 'initiator', ADMIN_LOG_INITIATORS),
-    resource: parseEnumParameter(query, 'resource', ADMIN_LOG_RESOURCES),
+    initiator: parseExtensibleEnumParameter(query, 'initiator', { documented: DOCUMENTED_ADMIN_LOG_INITIATORS, extensions: EXTENSION_ADMIN_LOG_INITIATORS }, extensions),
+    resource: parseExtensibleEnumParameter(query, 'resource', { documented: DOCUMENTED_ADMIN_LOG_RESOURCES, extensions: EXTENSION_ADMIN_LOG_RESOURCES }, extensions),
+    extensions,
   }
 }
 
@@ -97,6 +116,7 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
         ADMIN_TIMES,
         projectId,
       ),
+      extra: { documented: hideExtensions(adminLogs.extension, filters.extensions) },
     },
     limit,
   )

@@ -1,6 +1,7 @@
 /**
  * Console: an environment's activity log and notes, a project's admin log (project admins, like the API). Lists
- * take the API's filters from the query string, through the same parsers, and page with `createdAt.lt`.
+ * take the API's filters from the query string, through the same parsers, and page with `createdAt.lt`. They show
+ * every entry, Trellis's extensions included (the API lists those only with `extensions=true`).
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
@@ -83,7 +84,7 @@ export function logPages(deps: AppDeps) {
     .get(
       '/p/:project/e/:environment/activity',
       consolePage(deps, (request) => {
-        const filters = parseActivityFilters(request.query)
+        const filters = parseActivityFilters(request.query, { extensions: true })
         const { project, environment } = adminEnvironment(db, request.user, request.params.project!, request.params.environment!)
         return timeListPage(request, {
           title: `Activity log · ${environment.name}`,
@@ -113,7 +114,7 @@ export function logPages(deps: AppDeps) {
     .get(
       '/p/:project/admin-log',
       consolePage(deps, (request) => {
-        const filters = parseAdminLogFilters(request.query)
+        const filters = parseAdminLogFilters(request.query, { extensions: true })
         const project = adminProject(db, request.user, request.params.project!)
         return timeListPage(request, {
           title: `Admin log · ${project.name}`,
