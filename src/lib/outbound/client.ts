@@ -52,48 +52,67 @@ export class OutboundClient {
 
   /** Sends one request. Throws DestinationRefusedError before connecting when the destination is not allowed. */
   async send(url: URL, request: OutboundRequest): Promise<OutboundAnswer> {
-    const target = await this.checkedTarget(url, request.signal)
-    // Dropping the connection once enough is read: the caller's signal also ends the call.
-    const done = new AbortController()
+    const targets = await this.checkedTargets(url, request.signal)
     const headers = new Headers(request.headers)
     if (!headers.has('host')) headers.set('host', url.host)
-    const response = await fetch(target.url, {
-      method: request.method,
-      headers,
-      body: request.body,
-      redirect: 'manual',
-      signal: AbortSignal.any([request.signal, done.signal]),
-      ...(target.serverName ? { tls: { serverName: target.serverName } } : {}),
-    })
+    // Dropping the connection once enough is read: the caller's signal also ends the call.
+    const done = new AbortController()
     try {
+      const response = await firstConnected(targets, (target) =>
+        fetch(target, {
+          method: request.method,
+          headers,
+          body: request.body,
+          redirect: 'manual',
+          // The environment's HTTP(S)_PROXY would be judged against the address, not the name: Trellis connects itself.
+          proxy: false,
+          signal: AbortSignal.any([request.signal, done.signal]),
+          ...(url.protocol === 'https:' && target.hostname !== url.hostname ? { tls: { serverName: url.hostname.replace(/\.$/, '') } } : {}),
+        }),
+      )
       return { status: response.status, ...(await readText(response.body, request.maxBodyChars)) }
     } finally {
       done.abort()
     }
   }
 
-  /** The URL to connect to, its host replaced by the address checked (and the TLS name to present, for https). */
-  private async checkedTarget(url: URL, signal: AbortSignal): Promise<{ url: URL; serverName?: string }> {
+  /** The URLs to connect to, in order: the URL's host replaced by each address checked. */
+  private async checkedTargets(url: URL, signal: AbortSignal): Promise<URL[]> {
     const host = url.hostname
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DestinationRefusedError(host, `${url.protocol} is not http or https`)
     const literal = host.replace(/^\[(.*)\]$/, '$1')
     if (isIP(literal)) {
       const refused = refusedAddressClass(literal, this.allow)
       if (refused) throw new DestinationRefusedError(host, `it is a ${refused} address`)
-      return { url }
+      return [url]
     }
     const addresses = await abortable(this.resolve(host), signal)
+    if (addresses.length === 0) throw new Error(`${host} resolves to no address`)
     if (!hostAllowed(host, this.allow)) {
       for (const address of addresses) {
         const refused = refusedAddressClass(address, this.allow)
         if (refused) throw new DestinationRefusedError(host, `it resolves to a ${refused} address`)
       }
     }
-    const address = addresses[0]
-    if (address === undefined) throw new Error(`${host} resolves to no address`)
-    const connect = new URL(url)
-    connect.hostname = isIP(address) === 6 ? `[${address}]` : address
-    return { url: connect, ...(url.protocol === 'https:' ? { serverName: host.replace(/\.$/, '') } : {}) }
+    return addresses.map((address) => {
+      const target = new URL(url)
+      target.hostname = isIP(address) === 6 ? `[${address}]` : address
+      return target
+    })
+  }
+}
+
+/** Errors that happen before anything was sent: the next address of the name may be reachable. */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL'])
+
+/** Tries each address of a name in turn while the connection itself fails. */
+async function firstConnected(targets: URL[], connect: (target: URL) => Promise<Response>): Promise<Response> {
+  for (let i = 0; ; i++) {
+    try {
+      return await connect(targets[i]!)
+    } catch (error) {
+      if (i === targets.length - 1 || !NOT_CONNECTED.has((error as { code?: string }).code ?? '')) throw error
+    }
   }
 }
 
