@@ -14,7 +14,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
 import { runCondition } from '../src/executor/steps/condition.ts'
 import { backoffMs } from '../src/executor/steps/http.ts'
-import { renderTemplate, type TemplateVariables } from '../src/executor/template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../src/executor/template.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
@@ -946,6 +946,35 @@ describe('renderTemplate', () => {
     expect(renderTemplate(value.order, vars)).toBe('ord_1|2')
     expect(renderTemplate('{{record.x}}', { ...vars, record: { x: '{{run.id}}' } })).toBe('{{run.id}}')
     expect(renderTemplate('no placeholders {here}', vars)).toBe('no placeholders {here}')
+  })
+})
+
+describe('renderUrl', () => {
+  const vars = (recordId: string, record: Record<string, unknown> = {}): TemplateVariables => ({ recordId, record, workflowName: 'W', runId: 'r', now: 'n' })
+  const url = (template: string, recordId: string, record?: Record<string, unknown>) => renderUrl(template, vars(recordId, record)).href
+
+  test('every value is one encoded component: it cannot add a segment, a query, a parameter or a fragment', () => {
+    const template = 'https://api.example.com/orders/{{record.id}}/view?ref={{record.id}}&x=1'
+    expect(url(template, '../../admin?x=')).toBe('https://api.example.com/orders/..%2F..%2Fadmin%3Fx%3D/view?ref=..%2F..%2Fadmin%3Fx%3D&x=1')
+    expect(url(template, 'a&x=2#frag')).toBe('https://api.example.com/orders/a%26x%3D2%23frag/view?ref=a%26x%3D2%23frag&x=1')
+    expect(url(template, 'a\\b c%2F')).toBe('https://api.example.com/orders/a%5Cb%20c%252F/view?ref=a%5Cb%20c%252F&x=1')
+    expect(url(template, 'Zürich')).toBe('https://api.example.com/orders/Z%C3%BCrich/view?ref=Z%C3%BCrich&x=1')
+    expect(url('https://api.example.com/{{record.id}}', 'ord_1')).toBe('https://api.example.com/ord_1')
+  })
+
+  test('a value in the host stays inside it: it cannot add credentials, a port or another host', () => {
+    expect(url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toBe('https://acme.example.com/')
+    expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'evil.test:80@127.0.0.1' })).toThrow(UrlTemplateError)
+    expect(() => url('http://{{record.target}}', 'x', { target: 'http://127.0.0.1/' })).toThrow(UrlTemplateError)
+  })
+
+  test('a "." or ".." path segment, from a value or an encoded spelling, is refused (URL parsers would resolve it)', () => {
+    for (const id of ['..', '.']) expect(() => url('https://api.example.com/orders/{{record.id}}/view', id)).toThrow(UrlTemplateError)
+    expect(() => url('https://api.example.com/orders/{{record.id}}{{record.id}}', '.')).toThrow(/"\.\." path segment/)
+    expect(() => url('https://api.example.com/a/%2E%2e/b', 'x')).toThrow(UrlTemplateError)
+    // Dots inside a segment or in the query are only dots.
+    expect(url('https://api.example.com/files/{{record.id}}?up={{record.id}}', '..x')).toBe('https://api.example.com/files/..x?up=..x')
+    expect(url('https://api.example.com/files?up={{record.id}}', '..')).toBe('https://api.example.com/files?up=..')
   })
 })
 
