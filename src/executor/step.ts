@@ -39,7 +39,7 @@ export interface StepResult {
   record?: Record<string, unknown>
 }
 
-/** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`…). */
+/** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`, `http_destination_refused`…). */
 export class StepFailure extends Error {
   constructor(
     readonly code: string,

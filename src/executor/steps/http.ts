@@ -1,7 +1,7 @@
 import { DestinationRefusedError } from '../../lib/outbound/client.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
-import { renderTemplate, renderUrl, UrlTemplateError } from '../template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../template.ts'
 import { templateVariables } from './variables.ts'
 
 type Http = Extract<Step, { type: 'http' }>
@@ -27,7 +27,8 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   })
 }
 
-function renderedUrl(template: string, vars: ReturnType<typeof templateVariables>): URL {
+/** The step's URL with its values placed; a URL that cannot be called fails the step at once. */
+function renderedUrl(template: string, vars: TemplateVariables): URL {
   try {
     return renderUrl(template, vars)
   } catch (error) {
