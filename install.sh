@@ -199,6 +199,10 @@ else
 #TRELLIS_EXECUTOR_CONCURRENCY=4
 #TRELLIS_LOG_LEVEL=info
 #TRELLIS_MAX_BODY_BYTES=65536
+
+# Local and private destinations that workflow http steps may call (refused by default):
+# host names, addresses and CIDRs, e.g. hooks.internal, 10.20.0.0/16
+#TRELLIS_HTTP_ALLOW=
 EOF
   chmod 0600 "$tmp"   # may hold TRELLIS_SECRET; systemd reads it as root
   mv -f "$tmp" "$env_path"

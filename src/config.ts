@@ -1,6 +1,7 @@
 /** Configuration: command-line flags win over environment variables, which win over defaults (DESIGN §10). */
 import { resolve } from 'node:path'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
+import { type AllowList, AllowListError, parseAllowList } from './lib/outbound/policy.ts'
 
 export interface Config {
   dataDir: string
@@ -20,6 +21,8 @@ export interface Config {
   maxBodyBytes: number
   /** Days of activity/admin logs to keep; null keeps them forever. */
   logRetentionDays: number | null
+  /** Local and private destinations that `http` steps may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
+  httpAllow: AllowList
 }
 
 /** Flags a command may pass; each maps to one env variable. */
@@ -61,6 +64,16 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
+    httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
+  }
+}
+
+function allowListSetting(raw: string | undefined): AllowList {
+  try {
+    return parseAllowList(raw ?? '')
+  } catch (error) {
+    if (error instanceof AllowListError) throw new ConfigError(`TRELLIS_HTTP_ALLOW: ${error.message}`)
+    throw error
   }
 }
 

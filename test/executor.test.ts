@@ -14,9 +14,10 @@ import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
 import { runCondition } from '../src/executor/steps/condition.ts'
 import { backoffMs } from '../src/executor/steps/http.ts'
-import { renderTemplate, type TemplateVariables } from '../src/executor/template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../src/executor/template.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
+import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
 import { repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
@@ -43,6 +44,9 @@ interface Hit {
   body: string
 }
 const hits: Hit[] = []
+/** What `/huge` offers (300 MB) and what it has handed to the socket so far. */
+const HUGE_BYTES = 300 * 1024 * 1024
+let hugeSent = 0
 const hitsOf = (path: string, runId: string) => hits.filter((h) => h.path === path && h.runId === runId)
 let firstHang: () => void = () => {}
 let hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
@@ -65,6 +69,21 @@ const remote = Bun.serve({
         return new Response('no such thing', { status: 404 })
       case '/echo':
         return Response.json({ ok: true })
+      case '/redirect':
+        return new Response(null, { status: 302, headers: { location: new URL('/echo', url).href } })
+      case '/huge':
+        // Produced as it is read: an honest client that stops reading stops the stream.
+        hugeSent = 0
+        return new Response(
+          new ReadableStream({
+            pull(controller) {
+              if (hugeSent >= HUGE_BYTES) return controller.close()
+              controller.enqueue(new Uint8Array(64 * 1024).fill(120))
+              hugeSent += 64 * 1024
+            },
+          }),
+          { headers: { 'content-type': 'text/plain' } },
+        )
       case '/slow':
         await Bun.sleep(800)
         return Response.json({ ok: true })
@@ -76,6 +95,7 @@ const remote = Bun.serve({
         }
         return Response.json({ ok: true })
       default:
+        if (url.pathname.startsWith('/records/')) return Response.json({ path: url.pathname, query: url.search })
         return new Response('?', { status: 400 })
     }
   },
@@ -120,6 +140,7 @@ function executorDocument(): AcmeDocument {
   for (let i = 1; i <= 9; i++) {
     acme.records!.push({ environment: 'production', collection: 'orders', id: `ord_200${i}`, data: { status: 'paid', amount: i } })
   }
+  for (const id of ['../../admin?x=', '..']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: { status: 'paid' } })
   const onOrders = { environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 } }
   acme.workflows!.push(
     { ...onOrders, name: 'Ledger check', collection: 'ledger', steps: [{ type: 'load' }] },
@@ -130,6 +151,9 @@ function executorDocument(): AcmeDocument {
     http('Call broken', 'GET', '/broken', { retries: 1 }),
     http('Call missing', 'GET', '/missing', { retries: 3 }),
     http('Call hang', 'POST', '/hang', { retries: 2, timeoutSeconds: 30 }),
+    http('Call path', 'GET', '/records/{{record.id}}/view?order={{record.id}}', { retries: 0 }),
+    http('Call huge', 'GET', '/huge', { retries: 0, timeoutSeconds: 30 }),
+    http('Call redirect', 'GET', '/redirect', { retries: 0 }),
     {
       ...onOrders,
       name: 'Wait then call',
@@ -201,13 +225,19 @@ describe('executor (in-process, real clock)', () => {
     until(`run ${id} to finish`, () => (['succeeded', 'failed', 'cancelled'].includes(run(id).status) ? run(id) : null), timeoutMs)
   const inStatus = (id: string, status: RunRow['status'], timeoutMs = 5_000) =>
     until(`run ${id} to be ${status}`, () => (run(id).status === status ? run(id) : null), timeoutMs)
+  /** A fresh executor (and the app that wakes it) calling out through the operator's allow-list. */
+  function startExecutor(): void {
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
+    app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+  }
 
   beforeAll(async () => {
-    env = testEnv()
+    // The operator opens the local test server; everything else stays refused.
+    env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
     for (const workflow of report.workflows) if (workflow.webhook.url) hooks[workflow.name] = hookPath(workflow.webhook.url)
-    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
-    app = testApp(env, { clock: systemClock, executor })
+    startExecutor()
     tokens.bob = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
     tokens.alice = tokenFor(env.store, systemClock, 'alice', ['all']).value
     tokens.carol = tokenFor(env.store, systemClock, 'carol', ['all']).value
@@ -230,7 +260,6 @@ describe('executor (in-process, real clock)', () => {
     )
     expect(hold.body).toMatchObject({ version: 1, outcome: 'created', webhook: { enabled: true } })
     hooks.Hold = hookPath((hold.body.webhook as { url: string }).url)
-    executor.start()
   })
 
   afterAll(async () => {
@@ -405,9 +434,7 @@ describe('executor (in-process, real clock)', () => {
       const orders = sqlite().prepare("SELECT id FROM collections WHERE name = 'orders'").get() as { id: number }
       sqlite().prepare('UPDATE collection_permissions SET can_read = 0 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
       try {
-        executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
-        app = testApp(env, { clock: systemClock, executor })
-        executor.start()
+        startExecutor()
         expect(JSON.parse((await finished(runId)).error!).code).toBe('record_forbidden')
       } finally {
         sqlite().prepare('UPDATE collection_permissions SET can_read = 1 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
@@ -418,9 +445,7 @@ describe('executor (in-process, real clock)', () => {
       const second = await start('Refund order', 'ord_2009')
       sqlite().prepare('UPDATE users SET disabled_at = ? WHERE id = ?').run(Date.now(), bob)
       try {
-        executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
-        app = testApp(env, { clock: systemClock, executor })
-        executor.start()
+        startExecutor()
         expect(JSON.parse((await finished(second)).error!).code).toBe('record_forbidden')
       } finally {
         sqlite().prepare('UPDATE users SET disabled_at = NULL WHERE id = ?').run(bob)
@@ -548,6 +573,52 @@ describe('executor (in-process, real clock)', () => {
     expect(Date.now() - started).toBeLessThan(1_000)
   })
 
+  test('http: template values are percent-encoded into the URL: a record id of ../../admin?x= changes neither path nor query', async () => {
+    const recordId = '../../admin?x='
+    const runId = await start('Call path', recordId)
+    expect((await finished(runId)).status).toBe('succeeded')
+    const encoded = '..%2F..%2Fadmin%3Fx%3D'
+    expect(hitsOf(`/records/${encoded}/view`, runId)).toHaveLength(1)
+    expect(hits.some((h) => h.runId === runId && h.path.startsWith('/admin'))).toBe(false)
+    expect(JSON.parse(JSON.parse(steps(runId)[0]!.output!).body)).toEqual({ path: `/records/${encoded}/view`, query: `?order=${encoded}` })
+  })
+
+  test('http: a value that would make a "." or ".." path segment fails the step with http_invalid_url and calls nothing', async () => {
+    const runId = await start('Call path', '..')
+    const done = await finished(runId)
+    expect(done.status).toBe('failed')
+    const error = JSON.parse(done.error!)
+    expect(error).toMatchObject({ code: 'http_invalid_url', step: '1-http' })
+    expect(error.message).toContain('..')
+    expect(hits.filter((h) => h.runId === runId)).toEqual([])
+  })
+
+  test('http: a 300 MB answer is read up to the stored 2,000 characters and no further (the process does not grow)', async () => {
+    Bun.gc(true)
+    const rssBefore = process.memoryUsage.rss()
+    let rssPeak = rssBefore
+    const runId = await start('Call huge', 'ord_2009')
+    const done = await until(`run ${runId} to finish`, () => {
+      rssPeak = Math.max(rssPeak, process.memoryUsage.rss())
+      return ['succeeded', 'failed'].includes(run(runId).status) ? run(runId) : null
+    }, 20_000)
+    expect(done.status).toBe('succeeded')
+    const output = JSON.parse(steps(runId)[0]!.output!)
+    expect(output).toEqual({ status: 200, attempts: 1, body: 'x'.repeat(2000), bodyTruncated: true })
+    // The connection was dropped after the limit: the server handed over a few buffers, not 300 MB.
+    await Bun.sleep(100)
+    expect(hugeSent).toBeLessThan(16 * 1024 * 1024)
+    expect(rssPeak - rssBefore).toBeLessThan(48 * 1024 * 1024)
+  }, 30_000)
+
+  test('http: a redirect is not followed (it could lead anywhere): the 3xx answer is the step\'s outcome', async () => {
+    const runId = await start('Call redirect', 'ord_2001')
+    expect((await finished(runId)).status).toBe('succeeded')
+    expect(JSON.parse(steps(runId)[0]!.output!)).toMatchObject({ status: 302, attempts: 1 })
+    expect(hitsOf('/redirect', runId)).toHaveLength(1)
+    expect(hitsOf('/echo', runId)).toHaveLength(0)
+  })
+
   test('cancelling a run during an http call aborts the call, frees the worker and records nothing more', async () => {
     hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
     const runId = await start('Call hang', 'ord_2008')
@@ -578,6 +649,76 @@ describe('executor (in-process, real clock)', () => {
   })
 })
 
+// ── Outbound requests: safe by default ──────────────────────────────────────
+
+describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations are refused in every spelling', () => {
+  const port = remote.port
+  /** Each spelling reaches the local test server (or a private address) when nothing refuses it. */
+  const destinations: [name: string, url: string, host: string, why: string][] = [
+    ['Loopback literal', `http://127.0.0.1:${port}/echo`, '127.0.0.1', 'loopback'],
+    ['Loopback name', `http://localhost:${port}/echo`, 'localhost', 'resolves to a loopback address'],
+    ['Decimal', `http://2130706433:${port}/echo`, '127.0.0.1', 'loopback'],
+    ['Octal', `http://0177.0.0.1:${port}/echo`, '127.0.0.1', 'loopback'],
+    ['Hex short', `http://0x7f.1:${port}/echo`, '127.0.0.1', 'loopback'],
+    ['Short', `http://127.1:${port}/echo`, '127.0.0.1', 'loopback'],
+    ['Mapped IPv6', `http://[::ffff:127.0.0.1]:${port}/echo`, '[::ffff:7f00:1]', 'loopback'],
+    ['Unspecified', `http://0.0.0.0:${port}/echo`, '0.0.0.0', 'unspecified'],
+    ['IPv6 loopback', `http://[::1]:${port}/echo`, '[::1]', 'loopback'],
+    ['Metadata', 'http://169.254.169.254/latest/meta-data/', '169.254.169.254', 'link-local'],
+    ['Private', 'http://10.0.0.1/', '10.0.0.1', 'private'],
+  ]
+  let env: TestEnv
+  let app: ReturnType<typeof testApp>
+  let executor: Executor
+  let token: string
+  let hooks: Record<string, string>
+
+  beforeAll(() => {
+    env = testEnv()
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(
+      ...destinations.map(([name, url]) =>
+        ordersWorkflow(name, [{ type: 'load' }, { type: 'http', method: 'GET', url, retries: 3, timeoutSeconds: 1 }], { webhook: { enabled: true, ratePerMinute: 1000 } }),
+      ),
+    )
+    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
+    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    // No `outbound` given: the executor's client opens nothing.
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20 })
+    app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+  })
+  afterAll(async () => {
+    await executor.stop(2_000)
+    env.cleanup()
+  })
+
+  test.each(destinations)('%s (%s) fails the run at once with http_destination_refused, without calling or retrying', async (name, _url, host, why) => {
+    const started = Date.now()
+    const response = await app.handle(request(hooks[name]!, { method: 'POST', headers: bearer(token), json: { record_id: 'ord_1001' } }))
+    expect(response.status).toBe(202)
+    const { runId } = (await response.json()) as { runId: string }
+    const done = await until(`run ${runId} to finish`, () => {
+      const row = env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(runId) as RunRow
+      return ['succeeded', 'failed'].includes(row.status) ? row : null
+    })
+    expect(done.status).toBe('failed')
+    // Read back through the run API, as whoever wrote the workflow would: the reason, never an answer.
+    const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(token) }))).json()) as {
+      error: { code: string; message: string; step: string }
+      steps: { name: string; status: string; output?: unknown }[]
+    }
+    expect(shown.error).toMatchObject({ code: 'http_destination_refused', step: '2-http' })
+    expect(shown.error.message).toContain(host)
+    expect(shown.error.message).toContain(why)
+    expect(shown.error.message).toContain('TRELLIS_HTTP_ALLOW')
+    expect(shown.steps.map((s) => [s.name, s.status])).toEqual([['1-load', 'succeeded'], ['2-http', 'failed']])
+    expect(hits.filter((h) => h.runId === runId)).toEqual([])
+    expect(Date.now() - started).toBeLessThan(1_000) // no timeout waited, no backoff
+  })
+})
+
 // ── Leases and several executors ────────────────────────────────────────────
 
 describe('leases and several executors on one database', () => {
@@ -588,7 +729,7 @@ describe('leases and several executors on one database', () => {
   const stores: ReturnType<typeof openStore>[] = []
 
   beforeAll(() => {
-    env = testEnv()
+    env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     const document = acmeDocument()
     const acme = acmeProject(document)
     for (let i = 1; i <= 20; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `multi_${i}`, data: { n: '' } })
@@ -615,7 +756,7 @@ describe('leases and several executors on one database', () => {
   const status = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
 
   test('the heartbeat keeps the lease of a step that outlives it: the run is never recovered from under its worker', async () => {
-    const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 1, leaseMs: 300, pollMs: 20 })
+    const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 1, leaseMs: 300, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     executors.push(executor)
     const app = testApp(env, { clock: systemClock, executor })
     executor.start()
@@ -686,7 +827,7 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
       const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
       store.close()
 
-      const env = { TRELLIS_EXECUTOR_LEASE_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn' }
+      const env = { TRELLIS_EXECUTOR_LEASE_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn', TRELLIS_HTTP_ALLOW: '127.0.0.1' }
       const getRun = async (url: string, id: string) =>
         (await (await fetch(`${url}/v1/workflow-runs/${id}`, { headers: bearer(token) })).json()) as { status: string; steps: { name: string }[] }
 
@@ -811,6 +952,35 @@ describe('renderTemplate', () => {
     expect(renderTemplate(value.order, vars)).toBe('ord_1|2')
     expect(renderTemplate('{{record.x}}', { ...vars, record: { x: '{{run.id}}' } })).toBe('{{run.id}}')
     expect(renderTemplate('no placeholders {here}', vars)).toBe('no placeholders {here}')
+  })
+})
+
+describe('renderUrl', () => {
+  const vars = (recordId: string, record: Record<string, unknown> = {}): TemplateVariables => ({ recordId, record, workflowName: 'W', runId: 'r', now: 'n' })
+  const url = (template: string, recordId: string, record?: Record<string, unknown>) => renderUrl(template, vars(recordId, record)).href
+
+  test('every value is one encoded component: it cannot add a segment, a query, a parameter or a fragment', () => {
+    const template = 'https://api.example.com/orders/{{record.id}}/view?ref={{record.id}}&x=1'
+    expect(url(template, '../../admin?x=')).toBe('https://api.example.com/orders/..%2F..%2Fadmin%3Fx%3D/view?ref=..%2F..%2Fadmin%3Fx%3D&x=1')
+    expect(url(template, 'a&x=2#frag')).toBe('https://api.example.com/orders/a%26x%3D2%23frag/view?ref=a%26x%3D2%23frag&x=1')
+    expect(url(template, 'a\\b c%2F')).toBe('https://api.example.com/orders/a%5Cb%20c%252F/view?ref=a%5Cb%20c%252F&x=1')
+    expect(url(template, 'Zürich')).toBe('https://api.example.com/orders/Z%C3%BCrich/view?ref=Z%C3%BCrich&x=1')
+    expect(url('https://api.example.com/{{record.id}}', 'ord_1')).toBe('https://api.example.com/ord_1')
+  })
+
+  test('a value in the host stays inside it: it cannot add credentials, a port or another host', () => {
+    expect(url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toBe('https://acme.example.com/')
+    expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'evil.test:80@127.0.0.1' })).toThrow(UrlTemplateError)
+    expect(() => url('http://{{record.target}}', 'x', { target: 'http://127.0.0.1/' })).toThrow(UrlTemplateError)
+  })
+
+  test('a "." or ".." path segment, from a value or an encoded spelling, is refused (URL parsers would resolve it)', () => {
+    for (const id of ['..', '.']) expect(() => url('https://api.example.com/orders/{{record.id}}/view', id)).toThrow(UrlTemplateError)
+    expect(() => url('https://api.example.com/orders/{{record.id}}{{record.id}}', '.')).toThrow(/"\.\." path segment/)
+    expect(() => url('https://api.example.com/a/%2E%2e/b', 'x')).toThrow(UrlTemplateError)
+    // Dots inside a segment or in the query are only dots.
+    expect(url('https://api.example.com/files/{{record.id}}?up={{record.id}}', '..x')).toBe('https://api.example.com/files/..x?up=..x')
+    expect(url('https://api.example.com/files?up={{record.id}}', '..')).toBe('https://api.example.com/files?up=..')
   })
 })
 
@@ -1018,6 +1188,7 @@ console.log(JSON.stringify(ids))
       record: { status: 'stale' },
       heartbeat: () => {},
       signal: new AbortController().signal,
+      outbound: new OutboundClient(),
     }
     const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
     return apply(env.store.db)

@@ -4,6 +4,7 @@ import { createHmac } from 'node:crypto'
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { ConfigError, loadConfig } from '../src/config.ts'
+import { parseAllowList } from '../src/lib/outbound/policy.ts'
 import { nextCreatedAt } from '../src/db/monotonic.ts'
 import { users } from '../src/db/schema.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
@@ -105,6 +106,7 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'info',
       maxBodyBytes: 65536,
+      httpAllow: { hosts: new Set(), ranges: [] },
     })
   })
 
@@ -123,6 +125,7 @@ describe('loadConfig', () => {
         TRELLIS_EXECUTOR_CONCURRENCY: '2',
         TRELLIS_LOG_LEVEL: 'warn',
         TRELLIS_MAX_BODY_BYTES: '2048',
+        TRELLIS_HTTP_ALLOW: 'Hooks.Internal., 10.1.0.0/16 ::1',
       },
     )
     expect(config).toEqual({
@@ -141,7 +144,10 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'warn',
       maxBodyBytes: 2048,
+      httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
     })
+    expect(config.httpAllow.hosts).toEqual(new Set(['hooks.internal']))
+    expect(config.httpAllow.ranges.map(([network, bits]) => `${network.toString()}/${bits}`)).toEqual(['10.1.0.0/16', '::1/128'])
   })
 
   test('flags win over environment variables', () => {
@@ -180,6 +186,9 @@ describe('loadConfig', () => {
     ['TRELLIS_EXECUTOR_CONCURRENCY', '1000'],
     ['TRELLIS_MAX_BODY_BYTES', '64k'],
     ['TRELLIS_MAX_BODY_BYTES', '10'],
+    ['TRELLIS_HTTP_ALLOW', 'http://hooks.internal'],
+    ['TRELLIS_HTTP_ALLOW', '10.0.0.0/33'],
+    ['TRELLIS_HTTP_ALLOW', 'hooks.internal, *.internal'],
   ])('%s=%p → ConfigError naming the variable', (name, value) => {
     let thrown: unknown
     try {

@@ -5,6 +5,7 @@ import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
+import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
@@ -37,6 +38,7 @@ export const serveCommand: Command = {
       logger,
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
+      outbound: new OutboundClient({ allow: config.httpAllow }),
     })
     const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
     const server = Bun.serve({

@@ -11,6 +11,7 @@ import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
 import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
+import { OutboundClient } from '../lib/outbound/client.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
@@ -57,6 +58,8 @@ export interface ExecutorOptions {
   leaseMs: number
   /** Longest idle sleep between polls; a new run wakes workers at once (`notify`). */
   pollMs?: number
+  /** How `http` steps call out; by default one that opens no local or private destination. */
+  outbound?: OutboundClient
 }
 
 export class Executor {
@@ -70,9 +73,11 @@ export class Executor {
   private sweeper: Cron | null = null
   private readonly stopController = new AbortController()
   private readonly cancelled = new Map<string, AbortController>()
+  private readonly outbound: OutboundClient
 
   constructor(private readonly options: ExecutorOptions) {
     this.queue = new RunQueue(options.store.sqlite)
+    this.outbound = options.outbound ?? new OutboundClient()
   }
 
   get busyWorkers(): number {
@@ -284,6 +289,7 @@ export class Executor {
         record: group.record,
         heartbeat: group.heartbeat,
         signal: group.signal,
+        outbound: this.outbound,
       }
       const startedAt = this.options.clock.now()
       try {

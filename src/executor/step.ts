@@ -2,6 +2,7 @@
 import type { Db } from '../db/open.ts'
 import type { RunRow } from '../db/queue.ts'
 import type { Clock } from '../lib/clock.ts'
+import type { OutboundClient } from '../lib/outbound/client.ts'
 import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
 import type { Step } from '../modules/workflows/definition.ts'
 
@@ -25,6 +26,8 @@ export interface StepContext {
   heartbeat(): void
   /** Aborted when the executor stops or the run is cancelled. */
   signal: AbortSignal
+  /** The only way a step sends a request out. */
+  outbound: OutboundClient
 }
 
 export type StepNext = 'continue' | 'end' | { waitUntil: number }
@@ -36,7 +39,7 @@ export interface StepResult {
   record?: Record<string, unknown>
 }
 
-/** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`…). */
+/** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`, `http_destination_refused`…). */
 export class StepFailure extends Error {
   constructor(
     readonly code: string,

@@ -33,3 +33,22 @@ export function renderTemplate<T>(value: T, vars: TemplateVariables): T {
   }
   return value
 }
+
+/** A URL template that cannot become a URL to call. */
+export class UrlTemplateError extends Error {}
+
+const DOT_SEGMENT = /^(\.|%2e){1,2}$/i
+
+/**
+ * Renders a URL template: every value is percent-encoded as one component (`encodeURIComponent`: `/`, `?`, `#`, `&`,
+ * `=`… are escaped), so a value can fill a path segment or a query value but never change the URL's structure. A
+ * "." or ".." segment would still move the path (URL parsers resolve them, even encoded): such a URL is refused.
+ */
+export function renderUrl(template: string, vars: TemplateVariables): URL {
+  const rendered = template.replace(PLACEHOLDER, (_, name: string) => encodeURIComponent(lookup(name, vars)))
+  const path = /^[a-z][a-z0-9+.-]*:\/\/[^/\\?#]*([^?#]*)/i.exec(rendered)?.[1] ?? ''
+  const dots = path.split(/[/\\]/).find((segment) => DOT_SEGMENT.test(segment))
+  if (dots !== undefined) throw new UrlTemplateError(`the URL ${rendered} has a "${dots}" path segment, which would change its path`)
+  if (!URL.canParse(rendered)) throw new UrlTemplateError(`${rendered} is not a valid URL`)
+  return new URL(rendered)
+}

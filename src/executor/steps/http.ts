@@ -1,11 +1,14 @@
+import { DestinationRefusedError } from '../../lib/outbound/client.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
-import { renderTemplate } from '../template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../template.ts'
 import { templateVariables } from './variables.ts'
 
 type Http = Extract<Step, { type: 'http' }>
 
 export const HTTP_DEFAULT_RETRIES = 3
+/** Characters of an answer's body kept in the step's output; the rest is not read. */
+export const HTTP_STORED_BODY_CHARS = 2000
 const BASE_BACKOFF_MS = 500
 const MAX_BACKOFF_MS = 30_000
 
@@ -24,14 +27,25 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   })
 }
 
+/** The step's URL with its values placed; a URL that cannot be called fails the step at once. */
+function renderedUrl(template: string, vars: TemplateVariables): URL {
+  try {
+    return renderUrl(template, vars)
+  } catch (error) {
+    if (error instanceof UrlTemplateError) throw new StepFailure('http_invalid_url', error.message)
+    throw error
+  }
+}
+
 /**
- * Calls out. 5xx, timeouts and network errors are retried (bounded, backoff with jitter); other statuses
- * are final. The call happens before the step is recorded: after a crash between the two it is repeated
- * (at-least-once), which is why receivers should be idempotent on `{{run.id}}`.
+ * Calls out through the executor's outbound client (destinations checked, redirects not followed, the answer read
+ * up to what is stored). 5xx, timeouts and network errors are retried (bounded, backoff with jitter); other statuses
+ * and a refused destination are final. The call happens before the step is recorded: after a crash between the two
+ * it is repeated (at-least-once), which is why receivers should be idempotent on `{{run.id}}`.
  */
 export const runHttp: StepRunner<Http> = async (ctx, step) => {
   const vars = templateVariables(ctx)
-  const url = renderTemplate(step.url, vars)
+  const url = renderedUrl(step.url, vars)
   const headers = renderTemplate(step.headers ?? {}, vars)
   const body = step.body === undefined ? undefined : JSON.stringify(renderTemplate(step.body, vars))
   const retries = step.retries ?? HTTP_DEFAULT_RETRIES
@@ -41,22 +55,22 @@ export const runHttp: StepRunner<Http> = async (ctx, step) => {
     if (ctx.signal.aborted) throw new StepFailure('aborted', 'The executor stopped during the call')
     ctx.heartbeat()
     try {
-      const response = await fetch(url, {
+      const answer = await ctx.outbound.send(url, {
         method: step.method,
         headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), 'x-trellis-run-id': ctx.target.run.id, ...headers },
         body,
-        redirect: 'manual',
         signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]),
+        maxBodyChars: HTTP_STORED_BODY_CHARS,
       })
-      const text = (await response.text()).slice(0, 2000)
-      if (response.status < 500) {
-        const output = { status: response.status, attempts: attempt, body: text }
-        if (response.status >= 400) throw new StepFailure('http_failed', `${step.method} ${url} answered ${response.status}`, output)
+      if (answer.status < 500) {
+        const output = { status: answer.status, attempts: attempt, body: answer.body, ...(answer.truncated ? { bodyTruncated: true } : {}) }
+        if (answer.status >= 400) throw new StepFailure('http_failed', `${step.method} ${url} answered ${answer.status}`, output)
         return () => ({ next: 'continue', output })
       }
-      lastProblem = `answered ${response.status}`
+      lastProblem = `answered ${answer.status}`
     } catch (error) {
       if (error instanceof StepFailure) throw error
+      if (error instanceof DestinationRefusedError) throw new StepFailure('http_destination_refused', error.message)
       lastProblem = (error as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : (error as Error).message
     }
     if (attempt <= retries) await sleep(backoffMs(attempt), ctx.signal)
