@@ -6,6 +6,7 @@ import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
+import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
@@ -39,6 +40,7 @@ export const serveCommand: Command = {
       leaseMs: config.executorLeaseMs,
     })
     const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
+    raiseParserHeaderLimit()
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
