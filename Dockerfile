@@ -19,7 +19,8 @@ RUN apt-get update \
  && groupadd --system --gid 10001 trellis \
  && useradd --system --uid 10001 --gid trellis --home-dir /data --shell /usr/sbin/nologin trellis \
  && mkdir -p /data \
- && chown trellis:trellis /data
+ && chown trellis:trellis /data \
+ && chmod 0700 /data
 COPY --from=build /app/dist/trellis /usr/local/bin/trellis
 ENV TRELLIS_HOST=0.0.0.0 \
     TRELLIS_PORT=8080 \

@@ -1,9 +1,11 @@
-/** createApp(deps): the Elysia root — metrics, body rules, errors, modules. No listen(): `serve` and tests call it. */
+/** createApp(deps): the Elysia root — metrics, request head and body rules, errors, modules. No listen(): `serve` and tests call it. */
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
+import { allowedMethods } from './http/allowed-methods.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
+import { rejectOversizedHead } from './http/request-head.ts'
 import { requestMetrics } from './http/request-metrics.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Executor } from './executor/executor.ts'
@@ -38,12 +40,14 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps) {
-  return new Elysia()
+  const allowedFor = allowedMethods(() => app.routes)
+  const app = new Elysia()
     .use(requestMetrics(deps.metrics))
+    .onRequest(rejectOversizedHead)
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))
     .onError(({ code, error, request, set }) => {
-      const response = withHeaders(renderError(code, error, request, deps.logger), set.headers)
+      const response = withHeaders(renderError(code, error, request, deps.logger, allowedFor), set.headers)
       set.status = response.status // what the after-response hooks (metrics) read
       return response
     })
@@ -59,6 +63,7 @@ export function createApp(deps: AppDeps) {
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
     .use(consoleModule(deps))
+  return app
 }
 
 export type App = ReturnType<typeof createApp>

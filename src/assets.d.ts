@@ -15,3 +15,11 @@ declare module '*/console.js' {
   const text: string
   export default text
 }
+declare module '*/setup.js' {
+  const text: string
+  export default text
+}
+declare module '*/docs.js' {
+  const text: string
+  export default text
+}

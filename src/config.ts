@@ -25,30 +25,45 @@ export interface Config {
   httpAllow: AllowList
 }
 
+/**
+ * The settings a command-line flag can set, each with its environment variable and default: the one table that
+ * loadConfig reads and every command's `--help` prints.
+ */
+export const FLAG_SETTINGS = {
+  data: { env: 'TRELLIS_DATA_DIR', default: './data' },
+  host: { env: 'TRELLIS_HOST', default: '127.0.0.1' },
+  port: { env: 'TRELLIS_PORT', default: '8080' },
+  'base-url': { env: 'TRELLIS_BASE_URL', default: 'http://HOST:PORT' },
+} as const
+
 /** Flags a command may pass; each maps to one env variable. */
-export interface ConfigFlags {
-  data?: string
-  host?: string
-  port?: string
-  'base-url'?: string
+export type ConfigFlags = { -readonly [K in keyof typeof FLAG_SETTINGS]?: string }
+
+export interface ConfigOptions {
+  /**
+   * The base URL a running `serve` recorded for this data directory: used when neither `--base-url` nor
+   * TRELLIS_BASE_URL is given, before the host/port default (the commands that print URLs pass it; serve does not).
+   */
+  servedBaseUrl?: (dataDir: string) => string | undefined
 }
 
 export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>
 
-export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Config {
-  const pick = (flag: string | undefined, name: string) => flag ?? nonEmpty(env[name])
-  const host = pick(flags.host, 'TRELLIS_HOST') ?? '127.0.0.1'
-  const port = integerSetting('--port / TRELLIS_PORT', pick(flags.port, 'TRELLIS_PORT'), 8080, 0, 65535)
+export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, options: ConfigOptions = {}): Config {
+  const pick = (name: keyof typeof FLAG_SETTINGS) => flags[name] ?? nonEmpty(env[FLAG_SETTINGS[name].env])
+  const host = pick('host') ?? FLAG_SETTINGS.host.default
+  const port = integerSetting('--port / TRELLIS_PORT', pick('port'), Number(FLAG_SETTINGS.port.default), 0, 65535)
   const logLevel = (nonEmpty(env.TRELLIS_LOG_LEVEL) ?? 'info') as LogLevel
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError(`TRELLIS_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`)
   }
-  const baseUrl = pick(flags['base-url'], 'TRELLIS_BASE_URL') ?? `http://${urlHost(host)}:${port}`
+  const dataDir = resolve(pick('data') ?? FLAG_SETTINGS.data.default)
+  const baseUrl = pick('base-url') ?? options.servedBaseUrl?.(dataDir) ?? `http://${urlHost(host)}:${port}`
   if (!/^https?:\/\/[^/]+/i.test(baseUrl)) throw new ConfigError('--base-url / TRELLIS_BASE_URL must be an http(s) URL')
   return {
-    dataDir: resolve(pick(flags.data, 'TRELLIS_DATA_DIR') ?? './data'),
+    dataDir,
     host,
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),

@@ -3,7 +3,8 @@
 import pkg from '../package.json' with { type: 'json' }
 import { applyCommand } from './cli/apply.ts'
 import { backupCommand } from './cli/backup.ts'
-import { type Command, CommandError, type Io, UsageError } from './cli/command.ts'
+import { type Command, CommandError, commandHelp, type Io, UsageError } from './cli/command.ts'
+import { FLAG_SETTINGS } from './config.ts'
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
 import { KEEP_RUNNING, serveCommand } from './cli/serve.ts'
@@ -32,7 +33,7 @@ export function helpText(): string {
     'Commands:',
     ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
     '',
-    'Every command takes --data DIR (default $TRELLIS_DATA_DIR or ./data).',
+    `Every command takes --data DIR (default $${FLAG_SETTINGS.data.env} or ${FLAG_SETTINGS.data.default}).`,
     'Run `trellis <command> --help` for its flags. `trellis --version` prints the version.',
   ].join('\n')
 }
@@ -58,11 +59,15 @@ export async function runCli(argv: string[], io: Io = processIo): Promise<number
     io.err(`trellis: unknown command "${name}"\n\n${helpText()}`)
     return 2
   }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(commandHelp(name, command))
+    return 0
+  }
   try {
     return await command.run(rest, io)
   } catch (error) {
     if (error instanceof UsageError) {
-      io.err(`trellis ${name}: ${error.message}\n\nUsage: ${command.usage}`)
+      io.err(`trellis ${name}: ${error.message}\n\nUsage: ${command.usage}\n(trellis ${name} --help lists every flag)`)
       return 2
     }
     if (error instanceof CommandError) {

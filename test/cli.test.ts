@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
 import { openStore } from '../src/db/open.ts'
 import { type ApplyReport } from '../src/modules/apply/service.ts'
-import { repoRoot, runCli, tableContents, tempDir } from './helpers.ts'
+import { runCli as runCliInProcess } from '../src/main.ts'
+import { freePort, repoRoot, runCli, startServe, tableContents, tempDir } from './helpers.ts'
 
 const ACME = join(repoRoot, 'examples/acme.yaml')
 const TIMEOUT = 30_000
@@ -263,5 +264,117 @@ describe('trellis member', () => {
       expect(role).toEqual([{ role: 'admin' }])
     },
     TIMEOUT,
+  )
+})
+
+describe('every command knows its flags', () => {
+  const COMMANDS = ['serve', 'migrate', 'apply', 'user', 'member', 'token', 'webhook', 'backup']
+  /** A flag in a help text: `--name` and the placeholder of its value, when it takes one. */
+  const flagLines = (help: string) =>
+    [...help.matchAll(/^\s+(?:-\w, )?--([a-z-]+)(?: (\S+))?\s{2,}(.*)$/gm)].map(([, name, value, text]) => ({ name: name!, value, text: text! }))
+
+  test(
+    '`--help` lists each flag with its environment variable and default, and exits 0',
+    async () => {
+      const helps = Object.fromEntries(await Promise.all(COMMANDS.map(async (name) => [name, await runCli([name, '--help'])] as const)))
+      for (const name of COMMANDS) {
+        const { code, stdout, stderr } = helps[name]!
+        expect({ name, code, stderr }).toEqual({ name, code: 0, stderr: '' })
+        expect(stdout).toContain(`Usage: trellis ${name}`)
+        expect(stdout).toMatch(/--data DIR +.*\(env TRELLIS_DATA_DIR; default \.\/data\)/)
+        expect(stdout).toMatch(/-h, --help/)
+      }
+      const serve = helps.serve!.stdout
+      expect(serve).toMatch(/--host HOST +.*\(env TRELLIS_HOST; default 127\.0\.0\.1\)/)
+      expect(serve).toMatch(/--port PORT +.*\(env TRELLIS_PORT; default 8080\)/)
+      expect(serve).toMatch(/--base-url URL +.*\(env TRELLIS_BASE_URL; default http:\/\/HOST:PORT\)/)
+      for (const name of ['apply', 'webhook']) {
+        expect(helps[name]!.stdout).toMatch(/--base-url URL +.*\(env TRELLIS_BASE_URL; default the URL serve runs with .*else http:\/\/HOST:PORT/)
+      }
+      expect(helps.apply!.stdout).toMatch(/-f, --file FILE/)
+      expect(flagLines(helps.token!.stdout).map((f) => f.name)).toEqual(['user', 'project', 'name', 'scopes', 'preset', 'expires-in', 'expires-at', 'json', 'data', 'help'])
+      expect(flagLines(helps.webhook!.stdout).map((f) => f.name)).toEqual(['project', 'environment', 'team', 'workflow', 'per-minute', 'base-url', 'data', 'help'])
+      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'data', 'help'])
+    },
+    TIMEOUT,
+  )
+
+  test('every flag a --help lists is one the command parses (no drift between the two)', async () => {
+    const quiet = { out: () => {}, err: () => {}, readStdin: async () => '' }
+    for (const name of COMMANDS) {
+      let help = ''
+      await runCliInProcess([name, '--help'], { ...quiet, out: (text) => (help += text) })
+      const flags = flagLines(help).filter((f) => f.name !== 'help')
+      expect(flags.length).toBeGreaterThan(0)
+      for (const flag of flags) {
+        // The flag parses when the usage error is about the unknown one that follows it.
+        let stderr = ''
+        const sub = ['user', 'member', 'token', 'webhook'].includes(name) ? ['list'] : []
+        const code = await runCliInProcess([name, ...sub, `--${flag.name}`, ...(flag.value ? ['x'] : []), '--not-a-flag'], { ...quiet, err: (text) => (stderr += text) })
+        expect({ name, flag: flag.name, code, unknown: /Unknown option '([^']+)'/.exec(stderr)?.[1] }).toEqual({ name, flag: flag.name, code: 2, unknown: '--not-a-flag' })
+      }
+    }
+  })
+})
+
+describe('URLs printed by the CLI are under the running server’s public base URL', () => {
+  const webhookShow = (dir: string, sub = 'show', extra: string[] = [], env?: Record<string, string>) =>
+    runCli(['webhook', sub, '--project', 'Acme', '--environment', 'production', '--team', 'Support', '--workflow', 'Refund order', '--data', dir, ...extra], { env })
+  const applyUrls = async (dir: string) => {
+    const applied = await runCli(['apply', '-f', ACME, '--json', '--data', dir])
+    expect(applied.code).toBe(0)
+    return (JSON.parse(applied.stdout) as ApplyReport).workflows.map((w) => w.webhook.url).filter((url): url is string => typeof url === 'string')
+  }
+
+  test(
+    'serve records TRELLIS_BASE_URL, or its host and port; apply and webhook show|regenerate use it unless given --base-url / TRELLIS_BASE_URL',
+    async () => {
+      const dir = dataDir()
+      expect((await runCli(['apply', '-f', ACME, '--data', dir])).code).toBe(0)
+
+      const public1 = await startServe({ dataDir: dir, cwd: dir, env: { TRELLIS_BASE_URL: 'https://trellis.example.com/' } })
+      try {
+        const urls = await applyUrls(dir)
+        expect(urls.length).toBeGreaterThan(0)
+        for (const url of urls) expect(url).toStartWith('https://trellis.example.com/v1/hooks/')
+        const shown = await webhookShow(dir)
+        expect(shown.stdout).toStartWith('https://trellis.example.com/v1/hooks/')
+        const regenerated = await webhookShow(dir, 'regenerate')
+        expect(regenerated.stdout).toStartWith('https://trellis.example.com/v1/hooks/')
+        expect(regenerated.stdout).not.toBe(shown.stdout)
+        // An explicit flag or variable still wins.
+        expect((await webhookShow(dir, 'show', ['--base-url', 'http://other.example:9000'])).stdout).toStartWith('http://other.example:9000/v1/hooks/')
+        expect((await webhookShow(dir, 'show', [], { TRELLIS_BASE_URL: 'http://env.example' })).stdout).toStartWith('http://env.example/v1/hooks/')
+      } finally {
+        await public1.stop()
+      }
+
+      // Without a base URL, serve's own host and port (not a guessed :8080).
+      const local = await startServe({ dataDir: dir, cwd: dir })
+      try {
+        expect(local.url).not.toEndWith(':8080')
+        expect((await webhookShow(dir)).stdout).toStartWith(`${local.url}/v1/hooks/`)
+        for (const url of await applyUrls(dir)) expect(url).toStartWith(`${local.url}/v1/hooks/`)
+      } finally {
+        await local.stop()
+      }
+    },
+    60_000,
+  )
+
+  test(
+    'before any serve: the host/port default; the record is private (0600)',
+    async () => {
+      const dir = dataDir()
+      expect((await runCli(['apply', '-f', ACME, '--data', dir])).code).toBe(0)
+      const port = freePort()
+      expect((await webhookShow(dir, 'show', [], { TRELLIS_PORT: String(port) })).stdout).toStartWith(`http://127.0.0.1:${port}/v1/hooks/`)
+      const server = await startServe({ dataDir: dir, cwd: dir })
+      await server.stop()
+      const { statSync } = await import('node:fs')
+      expect((statSync(join(dir, 'base-url')).mode & 0o777).toString(8)).toBe('600')
+      expect(readFileSync(join(dir, 'base-url'), 'utf8').trim()).toBe(server.url)
+    },
+    60_000,
   )
 })

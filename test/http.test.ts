@@ -69,13 +69,22 @@ describe('error bodies', () => {
     ['GET', '/definitely/not/a/route/at/all/even/deeper'],
     ['POST', '/no-such-route'],
     ['POST', '/deep/unknown/path/with/segments'],
-    ['PUT', '/healthz'],
-    ['DELETE', '/setup'],
     ['PATCH', '/setup/extra'],
   ])('%s %s → 404 not_found', async (method, path) => {
     const init = method === 'GET' ? { method } : { method, json: { a: 1 } }
     const body = await expectError(await testApp(env()).handle(request(path, init)), 404, 'not_found')
     expect(body.error).toBe('Not Found')
+    expect(body.message).toContain(path)
+  })
+
+  test.each([
+    ['PUT', '/healthz', 'GET, HEAD'],
+    ['DELETE', '/setup', 'GET, HEAD, POST'],
+  ])('%s %s (a known path) → 405 method_not_allowed with Allow: %s', async (method, path, allow) => {
+    const response = await testApp(env()).handle(request(path, { method, json: { a: 1 } }))
+    expect(response.headers.get('allow')).toBe(allow)
+    const body = await expectError(response, 405, 'method_not_allowed')
+    expect(body.error).toBe('Method Not Allowed')
     expect(body.message).toContain(path)
   })
 

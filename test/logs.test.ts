@@ -1598,7 +1598,7 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     for (const table of ['activity_logs', 'activity_log_records', 'admin_logs']) expect(after[table]).toEqual(before[table]!)
   })
 
-  test('append-only: no route writes to a log — PATCH / PUT / DELETE / POST on the list URLs and on entries → 404', async () => {
+  test('append-only: no route writes to a log — PATCH / PUT / DELETE / POST on the list URLs → 405 (Allow: GET, HEAD), on entries → 404', async () => {
     const id = production[0]!.id
     const adminId = adminAll[0]!.id
     const cases: [Endpoint, string, string][] = [
@@ -1618,7 +1618,10 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
     ]
     for (const [kind, method, path] of cases) {
       const sent = await send<ErrorObject>(fx.app, request(path, { method, headers: auth(fx.alice), json: method === 'GET' || method === 'DELETE' ? undefined : { label: 'forged' } }), kind)
-      expect({ method, path, status: sent.status, code: sent.body.code }).toEqual({ method, path, status: 404, code: 'not_found' })
+      const list = path === activityPath() || path === adminPath()
+      expect({ method, path, status: sent.status, code: sent.body.code, allow: sent.headers.get('allow') }).toEqual(
+        list ? { method, path, status: 405, code: 'method_not_allowed', allow: 'GET, HEAD' } : { method, path, status: 404, code: 'not_found', allow: null },
+      )
     }
     expect((await walk((q) => listActivity(fx, { ...q, extensions: 'true' }))).entries).toEqual(production)
   })

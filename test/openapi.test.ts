@@ -139,8 +139,9 @@ describe('/docs', () => {
     expect(page.headers.get('content-type')).toStartWith('text/html')
     const html = await page.text()
     expect(html).toContain('/docs/swagger-ui-bundle.js')
-    expect(html).toContain('/openapi.json')
+    expect(html).toContain('/docs/docs.js')
     expect(html).not.toMatch(/(src|href)="(https?:)?\/\//)
+    expect(await (await app.handle(request('/docs/docs.js'))).text()).toContain("url: '/openapi.json'")
 
     const script = await app.handle(request('/docs/swagger-ui-bundle.js'))
     expect(script.status).toBe(200)

@@ -2,16 +2,21 @@ import { readFileSync } from 'node:fs'
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { ApplyError, type ApplyReport, applyDocument, parseApplyText } from '../modules/apply/service.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, required } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag } from './command.ts'
 
 export const applyCommand: Command = {
   summary: 'create or update users, projects, workflows… from a YAML or JSON file (idempotent)',
-  usage: 'trellis apply -f FILE [--as EMAIL] [--json] [--data DIR] [--base-url URL]   (FILE "-" reads standard input; --as: who record changes are logged as, default each project\'s first admin)',
+  usage: 'trellis apply -f FILE [--as EMAIL] [--json] [--base-url URL] [--data DIR]',
+  flags: {
+    file: stringFlag('FILE', 'the apply file, YAML or JSON; "-" reads standard input (required)', 'f'),
+    as: stringFlag('EMAIL', "who record changes are logged as (default: each project's first admin)"),
+    json: booleanFlag('print the report as JSON (webhook URLs included)'),
+    'base-url': PRINTED_BASE_URL_FLAG,
+  },
   async run(argv, io) {
-    const parsed = parseFlags(argv, { file: { type: 'string', short: 'f' }, json: { type: 'boolean' }, as: { type: 'string' }, 'base-url': { type: 'string' } })
-    if (parsed.help) return io.out(this.usage), 0
+    const parsed = parseFlags(argv, this.flags)
     const path = required(parsed, 'file')
-    const config = configFrom(parsed)
+    const config = configFrom(parsed, { servedBaseUrl: true })
     let text: string
     try {
       text = path === '-' ? await io.readStdin() : readFileSync(path, 'utf8')

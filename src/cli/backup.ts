@@ -4,14 +4,14 @@ import { basename, dirname, join, resolve } from 'node:path'
 import { backupInto } from '../db/backup.ts'
 import { databasePath, openStore } from '../db/open.ts'
 import { SECRET_FILE } from '../lib/secret.ts'
-import { type Command, CommandError, configFrom, parseFlags, UsageError } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, parseFlags, UsageError } from './command.ts'
 
 export const backupCommand: Command = {
   summary: 'write a consistent copy of the database to FILE (safe while serve runs)',
-  usage: 'trellis backup FILE [--data DIR] [--force]',
+  usage: 'trellis backup FILE [--force] [--data DIR]',
+  flags: { force: booleanFlag('replace an existing FILE') },
   async run(argv, io) {
-    const parsed = parseFlags(argv, { force: { type: 'boolean' } }, 1)
-    if (parsed.help) return io.out(this.usage), 0
+    const parsed = parseFlags(argv, this.flags, 1)
     const file = parsed.positionals[0]
     if (!file) throw new UsageError('the backup FILE is required')
     const config = configFrom(parsed)

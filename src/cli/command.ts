@@ -1,8 +1,12 @@
-/** What every CLI command shares: flag parsing (usage errors → exit 2), failures (exit 1), opening the store. */
+/**
+ * What every CLI command shares: its flags (parsed and listed in --help from one table), usage errors (exit 2),
+ * failures (exit 1), opening the store.
+ */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { type Config, ConfigError, type ConfigFlags, loadConfig } from '../config.ts'
+import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig } from '../config.ts'
 import { migrate } from '../db/migrate.ts'
 import { openStore, type Store } from '../db/open.ts'
+import { servedBaseUrl } from '../lib/served-base-url.ts'
 
 /** Wrong invocation: exit 2. */
 export class UsageError extends Error {}
@@ -17,28 +21,82 @@ export interface Io {
 
 export interface Command {
   summary: string
+  /** The synopsis: one line per form of the command. */
   usage: string
+  /** The flags it takes besides --data and --help: what it parses and what its --help lists (one table). */
+  flags: Flags
   run(argv: string[], io: Io): Promise<number>
 }
 
+export interface FlagSpec {
+  type: 'string' | 'boolean'
+  short?: string
+  /** The value's name in help (FILE, EMAIL…); string flags only. */
+  value?: string
+  help: string
+  /** A setting flag's environment variable and default (from config.ts's FLAG_SETTINGS). */
+  env?: string
+  default?: string
+}
+
+export type Flags = Record<string, FlagSpec>
 type Options = NonNullable<ParseArgsConfig['options']>
 
-const COMMON: Options = {
-  data: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
+export const stringFlag = (value: string, help: string, short?: string): FlagSpec => ({ type: 'string', value, help, short })
+export const booleanFlag = (help: string): FlagSpec => ({ type: 'boolean', help })
+
+function settingFlag(name: keyof typeof FLAG_SETTINGS, value: string, help: string, defaultText?: string): FlagSpec {
+  return { type: 'string', value, help, env: FLAG_SETTINGS[name].env, default: defaultText ?? FLAG_SETTINGS[name].default }
+}
+
+/** The flags that set configuration, with their environment variables and defaults. */
+export const SETTING_FLAGS = {
+  data: settingFlag('data', 'DIR', 'data directory: trellis.db, secret, base-url'),
+  host: settingFlag('host', 'HOST', 'listen address'),
+  port: settingFlag('port', 'PORT', 'listen port'),
+  'base-url': settingFlag('base-url', 'URL', 'public URL of this server: webhook URLs, the setup link; recorded in DIR/base-url for the CLI'),
+}
+
+/**
+ * `--base-url` of the commands that print URLs: without it (and without TRELLIS_BASE_URL) they use the URL the
+ * last `serve` of the data directory recorded (configFrom with `servedBaseUrl`), else the host/port default.
+ */
+export const PRINTED_BASE_URL_FLAG = settingFlag(
+  'base-url',
+  'URL',
+  'public URL of the server, for the URLs printed',
+  `the URL serve runs with (DIR/base-url), else ${FLAG_SETTINGS['base-url'].default} from ${FLAG_SETTINGS.host.env}/${FLAG_SETTINGS.port.env}`,
+)
+
+const COMMON: Flags = {
+  data: SETTING_FLAGS.data,
+  help: { type: 'boolean', short: 'h', help: 'print this help' },
+}
+
+/** `trellis <command> --help`: the synopsis, what it does, and every flag it takes with its env variable and default. */
+export function commandHelp(name: string, command: Command): string {
+  const flags = Object.entries({ ...command.flags, ...COMMON })
+  const left = flags.map(([flag, spec]) => `${spec.short ? `-${spec.short}, ` : '    '}--${flag}${spec.value ? ` ${spec.value}` : ''}`)
+  const width = Math.max(...left.map((text) => text.length))
+  const lines = flags.map(([, spec], i) => {
+    const setting = spec.env ? ` (env ${spec.env}; default ${spec.default})` : ''
+    return `  ${left[i]!.padEnd(width)}  ${spec.help}${setting}`
+  })
+  return [`Usage: ${command.usage}`, '', `trellis ${name}: ${command.summary}`, '', 'Flags:', ...lines].join('\n')
 }
 
 export interface Parsed {
   values: Record<string, string | boolean | undefined>
   positionals: string[]
-  help: boolean
 }
 
-export function parseFlags(argv: string[], options: Options, maxPositionals = 0): Parsed {
+export function parseFlags(argv: string[], flags: Flags, maxPositionals = 0): Parsed {
+  const options: Options = {}
+  for (const [name, spec] of Object.entries({ ...flags, ...COMMON })) options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type }
   try {
-    const { values, positionals } = parseArgs({ args: argv, options: { ...COMMON, ...options }, strict: true, allowPositionals: true })
+    const { values, positionals } = parseArgs({ args: argv, options, strict: true, allowPositionals: true })
     if (positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${positionals[maxPositionals]}`)
-    return { values: values as Parsed['values'], positionals, help: values.help === true }
+    return { values: values as Parsed['values'], positionals }
   } catch (error) {
     if (error instanceof UsageError) throw error
     throw new UsageError((error as Error).message)
@@ -52,14 +110,15 @@ export function required(parsed: Parsed, name: string): string {
   return value
 }
 
-export function configFrom(parsed: Parsed): Config {
+/** The configuration from the setting flags given; `servedBaseUrl` for the commands that print URLs. */
+export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean } = {}): Config {
   const flags: ConfigFlags = {}
-  for (const key of ['data', 'host', 'port', 'base-url'] as const) {
+  for (const key of Object.keys(FLAG_SETTINGS) as (keyof typeof FLAG_SETTINGS)[]) {
     const value = parsed.values[key]
     if (typeof value === 'string') flags[key] = value
   }
   try {
-    return loadConfig(flags)
+    return loadConfig(flags, process.env, options.servedBaseUrl ? { servedBaseUrl } : {})
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(error.message)
     throw error

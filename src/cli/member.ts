@@ -4,15 +4,19 @@ import { PERMISSION_LEVELS, type PermissionLevel, projects } from '../db/schema.
 import { systemClock } from '../lib/clock.ts'
 import { removeProjectMember, setProjectMember } from '../modules/members/service.ts'
 import { findUserByEmail } from '../modules/users/service.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, stringFlag, UsageError } from './command.ts'
 
 export const memberCommand: Command = {
   summary: "set a user's permission level in a project, or remove them from it",
   usage: `trellis member set --project P --user EMAIL --role ${PERMISSION_LEVELS.join('|')}\n       trellis member remove --project P --user EMAIL`,
+  flags: {
+    project: stringFlag('P', 'the project (required)'),
+    user: stringFlag('EMAIL', 'the user (required)'),
+    role: stringFlag('ROLE', `set: one of ${PERMISSION_LEVELS.join(', ')}`),
+  },
   async run(argv, io) {
     const [sub, ...rest] = argv
-    const parsed = parseFlags(rest, { project: { type: 'string' }, user: { type: 'string' }, role: { type: 'string' } })
-    if (parsed.help || sub === '--help' || sub === '-h') return io.out(this.usage), 0
+    const parsed = parseFlags(rest, this.flags)
     if (sub !== 'set' && sub !== 'remove') throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
     const projectName = required(parsed, 'project')
     const email = required(parsed, 'user')

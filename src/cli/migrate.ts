@@ -5,10 +5,9 @@ import { type Command, configFrom, parseFlags } from './command.ts'
 export const migrateCommand: Command = {
   summary: 'apply pending database migrations and exit',
   usage: 'trellis migrate [--data DIR]',
+  flags: {},
   async run(argv, io) {
-    const parsed = parseFlags(argv, {})
-    if (parsed.help) return io.out(this.usage), 0
-    const config = configFrom(parsed)
+    const config = configFrom(parseFlags(argv, this.flags))
     const store = openStore(config.dataDir)
     try {
       const applied = migrate(store.sqlite)

@@ -7,10 +7,12 @@ import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
+import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
-import { type Command, configFrom, openMigrated, parseFlags } from './command.ts'
+import { recordServedBaseUrl } from '../lib/served-base-url.ts'
+import { type Command, configFrom, openMigrated, parseFlags, SETTING_FLAGS } from './command.ts'
 
 /** Signals -1 to main: the process keeps running until a signal stops it. */
 export const KEEP_RUNNING = -1
@@ -23,11 +25,10 @@ export const SHUTDOWN_GRACE_MS = 8_000
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host H] [--port P] [--data DIR] [--base-url URL]',
+  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR]',
+  flags: { host: SETTING_FLAGS.host, port: SETTING_FLAGS.port, 'base-url': SETTING_FLAGS['base-url'] },
   async run(argv, io) {
-    const parsed = parseFlags(argv, { host: { type: 'string' }, port: { type: 'string' }, 'base-url': { type: 'string' } })
-    if (parsed.help) return io.out(this.usage), 0
-    const config = configFrom(parsed)
+    const config = configFrom(parseFlags(argv, this.flags))
     const logger = createLogger(config.logLevel)
     const store = openMigrated(config)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
@@ -41,6 +42,7 @@ export const serveCommand: Command = {
       outbound: new OutboundClient({ allow: config.httpAllow }),
     })
     const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
+    raiseParserHeaderLimit()
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
@@ -49,6 +51,7 @@ export const serveCommand: Command = {
       fetch: withRequestLog((request) => app.handle(request), logger),
     })
     executor.start()
+    recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
     const maintenance = scheduleMaintenance(store.sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })

@@ -9,13 +9,15 @@ import {
   findToken,
   isMemberOf,
   listTokens,
+  PRESETS,
   resolveExpiry,
   resolveScopes,
   revokeToken,
+  SCOPES,
   TokenInputError,
 } from '../modules/tokens/service.ts'
 import { findUserByEmail } from '../modules/users/service.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, required, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
   'trellis token create --user EMAIL --project NAME --name NAME [--scopes a,b | --preset read-only|read-write] [--expires-in 30d | --expires-at ISO]',
@@ -34,23 +36,19 @@ function parseExpiresIn(text: string): number {
 export const tokenCommand: Command = {
   summary: 'create, list and revoke application tokens',
   usage: USAGE,
+  flags: {
+    user: stringFlag('EMAIL', "create: the token's user; list: only this user's tokens"),
+    project: stringFlag('NAME', "create: the token's project; list: only this project's tokens"),
+    name: stringFlag('NAME', 'create: a name to recognise the token by'),
+    scopes: stringFlag('a,b', `create: its scopes, among ${SCOPES.join(', ')}`),
+    preset: stringFlag('PRESET', `create: instead of --scopes, ${Object.keys(PRESETS).join(' or ')} (default read-only)`),
+    'expires-in': stringFlag('30d|12h', 'create: expires after this many days (d) or hours (h)'),
+    'expires-at': stringFlag('ISO', 'create: expires at this ISO 8601 date-time'),
+    json: booleanFlag('list: print JSON'),
+  },
   async run(argv, io) {
     const [sub, ...rest] = argv
-    const parsed = parseFlags(
-      rest,
-      {
-        user: { type: 'string' },
-        project: { type: 'string' },
-        name: { type: 'string' },
-        scopes: { type: 'string' },
-        preset: { type: 'string' },
-        'expires-in': { type: 'string' },
-        'expires-at': { type: 'string' },
-        json: { type: 'boolean' },
-      },
-      sub === 'revoke' ? 1 : 0,
-    )
-    if (parsed.help || sub === '--help' || sub === '-h') return io.out(USAGE), 0
+    const parsed = parseFlags(rest, this.flags, sub === 'revoke' ? 1 : 0)
     if (sub === 'create') return createFromCli(parsed, io)
     if (sub === 'list') return listFromCli(parsed, io)
     if (sub === 'revoke') return revokeFromCli(parsed, io)

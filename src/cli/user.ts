@@ -10,7 +10,7 @@ import {
   setUserPasswordHash,
   UserInputError,
 } from '../modules/users/service.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, readSecretLine, required, UsageError } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, readSecretLine, required, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
   'trellis user create --email E --username U [--password-stdin]',
@@ -21,10 +21,14 @@ const USAGE = [
 export const userCommand: Command = {
   summary: 'create users, disable or enable them, set passwords',
   usage: USAGE,
+  flags: {
+    email: stringFlag('EMAIL', "the user's email (required)"),
+    username: stringFlag('NAME', 'create: the user name (required)'),
+    'password-stdin': booleanFlag('read the password from the first line of standard input'),
+  },
   async run(argv, io) {
     const [sub, ...rest] = argv
-    const parsed = parseFlags(rest, { email: { type: 'string' }, username: { type: 'string' }, 'password-stdin': { type: 'boolean' } })
-    if (parsed.help || sub === '--help' || sub === '-h') return io.out(USAGE), 0
+    const parsed = parseFlags(rest, this.flags)
     if (!sub || !['create', 'disable', 'enable', 'set-password'].includes(sub)) {
       throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
     }

@@ -4,7 +4,7 @@ import { loadInstanceSecret } from '../lib/secret.ts'
 import { requireProject } from '../modules/projects/service.ts'
 import { changeWebhook, requireWorkflow, type WebhookChange, webhookSettings } from '../modules/webhooks/service.ts'
 import { HttpError } from '../http/errors.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, UsageError } from './command.ts'
+import { type Command, CommandError, configFrom, openMigrated, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, UsageError } from './command.ts'
 
 const TARGET = '--project P --environment E --team T --workflow W'
 const USAGE = [
@@ -18,17 +18,17 @@ const SUBCOMMANDS = ['show', 'enable', 'disable', 'regenerate', 'rate'] as const
 export const webhookCommand: Command = {
   summary: "show a workflow's webhook URL; enable, disable, regenerate it or set its rate",
   usage: USAGE,
+  flags: {
+    project: stringFlag('P', 'the project (required)'),
+    environment: stringFlag('E', 'the environment (required)'),
+    team: stringFlag('T', 'the team (required)'),
+    workflow: stringFlag('W', 'the workflow (required)'),
+    'per-minute': stringFlag('N|default', 'rate: this webhook\'s own limit per minute (1 to 100000), or "default" for TRELLIS_WEBHOOK_RATE_PER_MIN'),
+    'base-url': PRINTED_BASE_URL_FLAG,
+  },
   async run(argv, io) {
     const [sub, ...rest] = argv
-    const parsed = parseFlags(rest, {
-      project: { type: 'string' },
-      environment: { type: 'string' },
-      team: { type: 'string' },
-      workflow: { type: 'string' },
-      'per-minute': { type: 'string' },
-      'base-url': { type: 'string' },
-    })
-    if (parsed.help || sub === '--help' || sub === '-h') return io.out(USAGE), 0
+    const parsed = parseFlags(rest, this.flags)
     if (!sub || !SUBCOMMANDS.includes(sub as (typeof SUBCOMMANDS)[number])) {
       throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
     }
@@ -39,7 +39,7 @@ export const webhookCommand: Command = {
       workflow: required(parsed, 'workflow'),
     }
     const change = changeFor(sub, parsed.values['per-minute'])
-    const config = configFrom(parsed)
+    const config = configFrom(parsed, { servedBaseUrl: true })
     const store = openMigrated(config)
     try {
       const target = writeTransaction(store, (tx) => {

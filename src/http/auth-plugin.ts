@@ -5,6 +5,7 @@
  *   an admin of the token's project (then confined to that project); resolves `caller`.
  * - `userCall: true` — runs: a console session, or any live token of an active user (confined to its project;
  *   the route checks the scope it needs); resolves `caller`.
+ * - `sessionCall: true` — logout: no caller needed, but a foreign Origin is refused as for every session change.
  * All three authenticate in `transform`, before body and params validation.
  */
 import { Elysia } from 'elysia'
@@ -13,7 +14,15 @@ import { findSession, SESSION_COOKIE, type SessionUser } from '../modules/auth/s
 import type { Db } from '../db/open.ts'
 import { type Project, requireProject } from '../modules/projects/service.ts'
 import { hasScope, isAdminOf, isMemberOf } from '../modules/tokens/service.ts'
-import { authorizeProjectCall, type ProjectNeed, type TokenIdentity, requireActiveUser, requireSsoWhenNeeded, TokenAuthenticator } from './auth.ts'
+import {
+  authorizeProjectCall,
+  type ProjectNeed,
+  requireActiveUser,
+  requireSsoWhenNeeded,
+  requireTokenProject,
+  type TokenIdentity,
+  TokenAuthenticator,
+} from './auth.ts'
 import { forbidden, notFound, unauthorized } from './errors.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { TokenRateLimiter } from './rate-limit.ts'
@@ -54,6 +63,11 @@ function sameOrigin(request: Request, baseOrigin: string): boolean {
   return host === request.headers.get('host') || host === new URL(request.url).host || origin === baseOrigin
 }
 
+/** The project a route's path names (`:projectName`), still raw: transform runs before params validation. */
+function pathProject(params: unknown): string | undefined {
+  return (params as Record<string, string | undefined> | undefined)?.projectName
+}
+
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
 const identities = new WeakMap<Request, TokenIdentity>()
 const callers = new WeakMap<Request, AccountCaller>()
@@ -81,15 +95,25 @@ export function sharedFor(deps: AppDeps) {
 export function authPlugin(deps: AppDeps) {
   const { tokens, limiter } = sharedFor(deps)
   const baseOrigin = new URL(deps.config.baseUrl).origin
+  /** The one Origin check of every change made with the session cookie (403 cross_origin). */
+  const refuseCrossOrigin = (request: Request): void => {
+    if (request.method !== 'GET' && !sameOrigin(request, baseOrigin)) {
+      throw forbidden('A change made with the session must come from a Trellis page', 'cross_origin')
+    }
+  }
 
-  /** A console session, or any live Bearer token of an active user (then confined to the token's project). */
-  const userCaller = (request: Request, headers: Record<string, unknown>): AccountCaller => {
+  /**
+   * A console session, or any live Bearer token of an active user (then confined to the token's project: a path
+   * naming another project is 403 wrong_project here, in DESIGN §4's order, before anything is looked up).
+   */
+  const userCaller = (request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller => {
     const authorization = request.headers.get('authorization')
     if (authorization) {
       const identity = tokens.authenticate(authorization)
       // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
       Object.assign(headers, limiter.enforce(identity.tokenId))
       requireActiveUser(identity)
+      if (projectName !== undefined) requireTokenProject(identity, projectName)
       requireSsoWhenNeeded(identity)
       return {
         user: { ...identity.user, isInstanceAdmin: false },
@@ -100,15 +124,13 @@ export function authPlugin(deps: AppDeps) {
     }
     const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
-    if (request.method !== 'GET' && !sameOrigin(request, baseOrigin)) {
-      throw forbidden('A change made with the session must come from a Trellis page', 'cross_origin')
-    }
+    refuseCrossOrigin(request)
     return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
   }
 
   /** Management: a session, or a token with `all` whose user is an admin of its project. */
-  const accountCaller = (request: Request, headers: Record<string, unknown>): AccountCaller => {
-    const caller = userCaller(request, headers)
+  const accountCaller = (request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller => {
+    const caller = userCaller(request, headers, projectName)
     if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
       throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
     }
@@ -125,22 +147,28 @@ export function authPlugin(deps: AppDeps) {
         const identity = tokens.authenticate(request.headers.get('authorization'))
         // Every authenticated public API call counts, whatever its outcome, and carries the headers.
         Object.assign(set.headers, limiter.enforce(identity.tokenId))
-        authorizeProjectCall(identity, (params as Record<string, string>).projectName ?? '', need)
+        authorizeProjectCall(identity, pathProject(params) ?? '', need)
         identities.set(request, identity)
       },
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: ({ request, set }) => {
-        if (enabled) callers.set(request, accountCaller(request, set.headers))
+      transform: ({ request, params, set }) => {
+        if (enabled) callers.set(request, accountCaller(request, set.headers, pathProject(params)))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
+    /** A session call that needs no signed-in user (logout): only the Origin check. */
+    sessionCall: (enabled: boolean) => ({
+      transform: ({ request }) => {
+        if (enabled) refuseCrossOrigin(request)
+      },
+    }),
     userCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: ({ request, set }) => {
-        if (enabled) callers.set(request, userCaller(request, set.headers))
+      transform: ({ request, params, set }) => {
+        if (enabled) callers.set(request, userCaller(request, set.headers, pathProject(params)))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
@@ -148,15 +176,14 @@ export function authPlugin(deps: AppDeps) {
 }
 
 /**
- * The project a management caller addresses: 404 when unknown or when the caller is not a member (members
- * of other projects learn nothing about it); a Bearer caller is confined to its token's project.
+ * The project a management caller addresses: a Bearer caller naming another project than its token's is 403
+ * wrong_project (before any lookup, as on every project route); otherwise 404 when unknown or when the caller is
+ * not a member (members of other projects learn nothing about it).
  */
 export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
+  if (caller.token) requireTokenProject(caller.token, name)
   const project = requireProject(db, name)
   if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
-  if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) {
-    throw forbidden('A token can only act on its own project', 'wrong_project')
-  }
   return project
 }
 

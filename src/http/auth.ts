@@ -123,12 +123,20 @@ export function requireActiveUser(identity: TokenIdentity): void {
 /** The 403 checks of a project-scoped call, in DESIGN §4's order. */
 export function authorizeProjectCall(identity: TokenIdentity, projectName: string, need: ProjectNeed): void {
   requireActiveUser(identity)
-  if (identity.projectName !== projectName) throw forbidden('Token is not valid for this project', 'wrong_project')
+  requireTokenProject(identity, projectName)
   requireSsoWhenNeeded(identity)
   if (!hasScope(identity.scopes, need.scope)) throw forbidden(`Token lacks the ${need.scope} scope`, 'insufficient_scope')
   if (need.role && identity.role !== need.role) {
     throw forbidden(`The token's user must have the ${need.role} role on the project`, 'insufficient_role')
   }
+}
+
+/**
+ * 403 unless the token was made for the named project. Names are compared before the project is looked up, so a
+ * token of another project gets the same answer whether the project exists or not (and learns nothing of it).
+ */
+export function requireTokenProject(identity: TokenIdentity, projectName: string): void {
+  if (identity.projectName !== projectName) throw forbidden('Token is not valid for this project', 'wrong_project')
 }
 
 export function requireSsoWhenNeeded(identity: TokenIdentity): void {

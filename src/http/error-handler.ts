@@ -1,6 +1,7 @@
 /** Maps every error — ours and Elysia's — to the one JSON body of DESIGN §5. */
 import type { Logger } from '../lib/logger.ts'
 import { joinPath } from '../lib/validation.ts'
+import { methodNotAllowed } from './allowed-methods.ts'
 import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
 
@@ -8,6 +9,8 @@ interface TypeBoxError {
   path: string
   message: string
   summary?: string
+  /** The failing schema: its `error` option, when set, is the message (it says the rule, e.g. a range). */
+  schema?: { error?: unknown }
 }
 
 interface ValidationLike {
@@ -19,14 +22,23 @@ function validationResponse(error: ValidationLike): Response {
   const where = error.type === 'query' ? 'query parameter' : error.type === 'params' ? 'path parameter' : error.type === 'headers' ? 'header' : 'field'
   const seen = new Set<string>()
   const details = error.all
-    .map((e) => ({ field: joinPath('', e.path) || error.type, message: e.summary ?? e.message }))
+    .map((e) => ({ field: joinPath('', e.path) || error.type, message: typeof e.schema?.error === 'string' ? e.schema.error : (e.summary ?? e.message) }))
     .filter((d) => !seen.has(d.field) && seen.add(d.field))
   const first = details[0] ?? { field: error.type, message: 'invalid value' }
   const code = error.type === 'body' ? 'validation_failed' : 'invalid_parameter'
   return jsonResponse(400, errorBody(400, code, `Invalid ${where} '${first.field}': ${first.message}`, { details }))
 }
 
-export function renderError(code: string | number, error: unknown, request: Request, logger: Logger): Response {
+/**
+ * `allowedFor` names the methods a path is served with: a known path asked with another method is 405, not 404.
+ */
+export function renderError(
+  code: string | number,
+  error: unknown,
+  request: Request,
+  logger: Logger,
+  allowedFor: (pathname: string) => string[] = () => [],
+): Response {
   if (error instanceof HttpError) return errorResponse(error)
   // Elysia wraps what a parser throws (our 413 and invalid_json) in its ParseError.
   const cause = (error as { cause?: unknown } | null)?.cause
@@ -37,8 +49,10 @@ export function renderError(code: string | number, error: unknown, request: Requ
       if ((error as unknown as ValidationLike).type === 'response') return responseMismatch(error as unknown as ValidationLike, request, logger)
       return validationResponse(error as unknown as ValidationLike)
     case 'NOT_FOUND': {
-      const url = new URL(request.url)
-      return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${url.pathname}`))
+      const { pathname } = new URL(request.url)
+      const allowed = allowedFor(pathname)
+      if (allowed.length > 0) return methodNotAllowed(request.method, pathname, allowed)
+      return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${pathname}`))
     }
     case 'PARSE':
       return jsonResponse(400, errorBody(400, 'invalid_body', 'Request body could not be parsed'))

@@ -10,6 +10,7 @@ import { prepared } from '../db/prepared.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
 import { type Environment, type Project, requireEnvironment } from '../modules/projects/service.ts'
 import { badRequest } from './errors.ts'
+import { ID_RANGE_MESSAGE, parseId } from './params.ts'
 
 export const DEFAULT_LIMIT = 10
 export const MAX_LIMIT = 100
@@ -42,8 +43,9 @@ export function parseLimit(raw: string | undefined): number {
 export function parseIdParameter(query: Query, name: string): number | undefined {
   const raw = query[name]
   if (raw === undefined || raw === '') return undefined
-  if (!/^\d{1,15}$/.test(raw.trim()) || Number(raw) < 1) throw invalidParameter(name, 'must be a positive integer')
-  return Number(raw)
+  const id = parseId(raw.trim())
+  if (id === null) throw invalidParameter(name, ID_RANGE_MESSAGE)
+  return id
 }
 
 /** A string filter; empty means absent. Over-long values are refused rather than silently matching nothing. */

@@ -161,3 +161,8 @@ function hoistSchemas(node: unknown, schemas: Record<string, Json>): unknown {
   schemas[$id] = copy
   return { $ref: `#/components/schemas/${$id}` }
 }
+
+/** How a page, or one of its script or style files, is documented: a 200 with text of that type. */
+export function textResponseDetail(type: string, description: string): DocumentDecoration {
+  return { description, responses: { 200: { description, content: { [type]: { schema: { type: 'string' } } } } } }
+}

@@ -1,8 +1,29 @@
-/** Path parameter schemas shared by every route. */
+/** Path parameter schemas and the one range of integer ids, shared by every route and query filter. */
 import { t } from 'elysia'
+import toRegexRange from 'to-regex-range'
 
 /**
- * A positive integer id in the path, kept as a string so that `1.5`, `1e3`, `0` and `-1` are refused with a
- * 400 naming the parameter (t.Numeric would coerce some and report others without a name). Convert with Number().
+ * The largest id a path or query may name. Ids are SQLite INTEGERs (64-bit) read into JavaScript numbers, which
+ * are exact only up to 2^53 − 1: a larger value could not be told apart from its neighbours, so it is refused
+ * (400) with this bound in the message rather than rounded into another row's id.
  */
-export const IdParam = t.String({ pattern: '^[1-9][0-9]{0,14}$', error: 'must be a positive integer' })
+export const MAX_ID = Number.MAX_SAFE_INTEGER
+
+/** What a refused id is told. */
+export const ID_RANGE_MESSAGE = `must be an integer between 1 and ${MAX_ID}`
+
+/** Decimal 1 … MAX_ID, no sign, no leading zero, no exponent: exactly the ids there can be. */
+const ID_PATTERN = `^(?:${toRegexRange(1, MAX_ID, { capture: false, shorthand: true })})$`
+const idText = new RegExp(ID_PATTERN)
+
+/** `text` as an id, or null when it is not an integer from 1 to MAX_ID. */
+export function parseId(text: string): number | null {
+  return idText.test(text) ? Number(text) : null
+}
+
+/**
+ * A positive integer id in the path, kept as a string so that `1.5`, `1e3`, `0`, `-1` and anything above MAX_ID
+ * are refused with a 400 naming the parameter and the bound (t.Numeric would coerce some and report others
+ * without a name). Convert with Number().
+ */
+export const IdParam = t.String({ pattern: ID_PATTERN, error: ID_RANGE_MESSAGE, description: `An integer from 1 to ${MAX_ID}` })

@@ -62,7 +62,11 @@ export function authModule(deps: AppDeps) {
         set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
         set.status = 204
       },
-      { response: { 204: t.Void() }, detail: { operationId: 'logout', summary: 'End the session and clear its cookie' } },
+      {
+        sessionCall: true,
+        response: { 204: t.Void(), ...errorResponses(403) },
+        detail: { operationId: 'logout', summary: 'End the session and clear its cookie (403 cross_origin from another site)' },
+      },
     )
     .get('/v1/account', ({ caller }) => ({ user: userObject(caller.user), viaSso: caller.viaSso }), {
       accountCall: true,

@@ -5,6 +5,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
+import { assetHandler } from '../../console/html.ts'
 import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }
 import { accountPages } from './account.ts'
@@ -15,13 +16,10 @@ import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
 import { workflowPages } from './workflows.ts'
 
-const asset = (text: unknown, type: string) => () =>
-  new Response(text as string, { headers: { 'content-type': `${type}; charset=utf-8`, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' } })
-
 export function consoleModule(deps: AppDeps) {
   return new Elysia({ name: 'console', detail: { hide: true } })
-    .get('/console/console.css', asset(consoleCss, 'text/css'))
-    .get('/console/console.js', asset(consoleJs, 'text/javascript'))
+    .get('/console/console.css', assetHandler(consoleCss, 'text/css'))
+    .get('/console/console.js', assetHandler(consoleJs, 'text/javascript'))
     .use(homePages(deps))
     .use(accountPages(deps))
     .use(recordPages(deps))

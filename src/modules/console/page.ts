@@ -1,25 +1,16 @@
 /**
  * What every console page shares: the session check (no session → the login page), the layout, HTML responses
- * with a strict Content-Security-Policy, and errors rendered as pages instead of JSON.
+ * with a strict Content-Security-Policy (pageResponse), and errors rendered as pages instead of JSON.
  */
 import type { AppDeps } from '../../app.ts'
-import { html, type Html, path } from '../../console/html.ts'
+import { html, type Html, pageResponse, path } from '../../console/html.ts'
 import { readCookie } from '../../http/auth-plugin.ts'
 import { HttpError } from '../../http/errors.ts'
 import { type Query, queryOf } from '../../http/list.ts'
 import { findSession, SESSION_COOKIE, type SessionUser } from '../auth/sessions.ts'
 
-/** No inline script or style, nothing from elsewhere, never framed. */
-const SECURITY_HEADERS = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'cache-control': 'no-store',
-}
-
 export function htmlResponse(body: Html, status = 200): Response {
-  return new Response(`<!doctype html>\n${body.text}`, { status, headers: { 'content-type': 'text/html; charset=utf-8', ...SECURITY_HEADERS } })
+  return pageResponse(`<!doctype html>\n${body.text}`, status)
 }
 
 export function redirect(location: string): Response {

@@ -2,28 +2,26 @@
  * The API reference: /openapi.json (built once from the routes, see src/http/openapi.ts) and /docs, Swagger UI
  * served from the binary — its files are imported as text and embedded, nothing is fetched from elsewhere.
  */
-import { type DocumentDecoration, Elysia } from 'elysia'
+import { Elysia } from 'elysia'
 import swaggerBundle from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'text' }
 import swaggerCss from 'swagger-ui-dist/swagger-ui.css' with { type: 'text' }
+import docsCss from '../../console/assets/docs.css' with { type: 'text' }
+import docsJs from '../../console/assets/docs.js' with { type: 'text' }
 import docsPageText from '../../console/docs.html' with { type: 'text' }
 import type { AppDeps } from '../../app.ts'
-import { buildOpenApiDocument } from '../../http/openapi.ts'
+import { pageAsset, pageResponse } from '../../console/html.ts'
+import { buildOpenApiDocument, textResponseDetail } from '../../http/openapi.ts'
 
 // Bun's types describe .html imports as bundles; with { type: 'text' } it is the file's text.
 const docsPage = docsPageText as unknown as string
 
-function asset(text: string, type: string, description: string): { handle: () => Response; detail: DocumentDecoration } {
-  return {
-    handle: () => new Response(text, { headers: { 'content-type': type, 'cache-control': 'public, max-age=3600' } }),
-    detail: { description, responses: { 200: { description, content: { [type.split(';')[0]!]: { schema: { type: 'string' } } } } } },
-  }
-}
-
 export function docsModule(deps: AppDeps) {
   let document: string | undefined
-  const css = asset(swaggerCss, 'text/css; charset=utf-8', 'Swagger UI’s style sheet (for /docs)')
-  const bundle = asset(swaggerBundle, 'text/javascript; charset=utf-8', 'Swagger UI (for /docs)')
-  const page = asset(docsPage, 'text/html; charset=utf-8', 'The API reference page')
+  // Swagger UI's own files change only with the binary; the page and its small script are checked each time.
+  const css = pageAsset(swaggerCss, 'text/css', 'Swagger UI’s style sheet (for /docs)', 'public, max-age=3600')
+  const bundle = pageAsset(swaggerBundle, 'text/javascript', 'Swagger UI (for /docs)', 'public, max-age=3600')
+  const pageCss = pageAsset(docsCss, 'text/css', 'The API reference page’s style sheet')
+  const pageJs = pageAsset(docsJs, 'text/javascript', 'Starts Swagger UI over /openapi.json')
 
   const plugin: Elysia<''> = new Elysia({ name: 'docs', tags: ['operations'] })
   return plugin
@@ -42,7 +40,11 @@ export function docsModule(deps: AppDeps) {
         },
       },
     )
-    .get('/docs', page.handle, { detail: { operationId: 'docs', summary: 'The API reference (Swagger UI over /openapi.json)', ...page.detail } })
+    .get('/docs', () => pageResponse(docsPage), {
+      detail: { operationId: 'docs', summary: 'The API reference (Swagger UI over /openapi.json)', ...textResponseDetail('text/html', 'The API reference page') },
+    })
     .get('/docs/swagger-ui.css', css.handle, { detail: { operationId: 'docsStyles', summary: 'Swagger UI styles', ...css.detail } })
     .get('/docs/swagger-ui-bundle.js', bundle.handle, { detail: { operationId: 'docsScript', summary: 'Swagger UI script', ...bundle.detail } })
+    .get('/docs/docs.css', pageCss.handle, { detail: { operationId: 'docsPageStyles', summary: 'The reference page’s styles', ...pageCss.detail } })
+    .get('/docs/docs.js', pageJs.handle, { detail: { operationId: 'docsPageScript', summary: 'The reference page’s script', ...pageJs.detail } })
 }

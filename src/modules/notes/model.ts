@@ -10,7 +10,7 @@ const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, san
 export const NoteTitle = t.String({ minLength: 1, maxLength: 500 })
 
 /**
- * The note id as a plain positive integer (at most 15 digits, so always a safe integer). Not `t.Numeric`: it
+ * The note id as a plain positive integer (1 to MAX_ID, so always a safe integer). Not `t.Numeric`: it
  * accepts `1.5` and `1e3`, and Elysia reports its range errors without the parameter's name.
  */
 export const NoteParams = t.Object({

@@ -1,7 +1,11 @@
 /** GET /setup (the page) and POST /setup (create the first admin). */
 import { Elysia, t } from 'elysia'
+import setupCss from '../../console/assets/setup.css' with { type: 'text' }
+import setupJs from '../../console/assets/setup.js' with { type: 'text' }
 import setupPageText from '../../console/setup.html' with { type: 'text' }
 import type { AppDeps } from '../../app.ts'
+import { pageAsset, pageResponse } from '../../console/html.ts'
+import { textResponseDetail } from '../../http/openapi.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { UserObject } from '../users/model.ts'
 import { createFirstAdmin } from './service.ts'
@@ -10,14 +14,14 @@ import { createFirstAdmin } from './service.ts'
 const setupPage = setupPageText as unknown as string
 
 export function setupModule(deps: AppDeps) {
+  const css = pageAsset(setupCss, 'text/css', 'The first-start page’s style sheet')
+  const js = pageAsset(setupJs, 'text/javascript', 'The first-start page’s form')
   return new Elysia({ name: 'setup', tags: ['setup'] })
-    .get('/setup', () => new Response(setupPage, { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } }), {
-      detail: {
-        operationId: 'setupPage',
-        summary: 'The first-start page (open the link `serve` prints)',
-        responses: { 200: { description: 'The page', content: { 'text/html': { schema: { type: 'string' } } } } },
-      },
+    .get('/setup', () => pageResponse(setupPage), {
+      detail: { operationId: 'setupPage', summary: 'The first-start page (open the link `serve` prints)', ...textResponseDetail('text/html', 'The page') },
     })
+    .get('/setup/setup.css', css.handle, { detail: { operationId: 'setupPageStyles', summary: 'The first-start page’s styles', ...css.detail } })
+    .get('/setup/setup.js', js.handle, { detail: { operationId: 'setupPageScript', summary: 'The first-start page’s script', ...js.detail } })
     .post(
       '/setup',
       ({ body, set }) => {
