@@ -428,11 +428,11 @@ describe('a real `trellis serve` process', () => {
       const wrong = await fetch(`${first.url}/setup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...admin, token: 'guess' }) })
       expect(wrong.status).toBe(403)
 
-      // Chunked (no Content-Length) over the default 64 KiB limit: our JSON 413, not Bun's.
+      // Chunked (no Content-Length) over the default 1 MiB limit: our JSON 413, not Bun's.
       const chunked = await fetch(`${first.url}/setup`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: streamOf(`"${'x'.repeat(100_000)}"`, 8192),
+        body: streamOf(`"${'x'.repeat(1_100_000)}"`, 65_536),
         duplex: 'half',
       } as RequestInit)
       expect(chunked.status).toBe(413)

@@ -3,8 +3,9 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { enumQuery, listParameters } from '../../http/list-schema.ts'
-import { page, parseLimit, queryOf } from '../../http/list.ts'
+import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
+import { MAX_EMAIL_LENGTH, page, parseLimit, queryOf } from '../../http/list.ts'
+import { ID_SCHEMA } from '../../http/params.ts'
 import { requireProject } from '../projects/service.ts'
 import { AdminLogPage } from './model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, listAdminLogIds, parseAdminLogFilters, renderAdminLogs } from './service.ts'
@@ -31,8 +32,8 @@ export function adminLogsModule(deps: AppDeps) {
           summary: 'List admin log entries',
           parameters: listParameters(
             {
-              userEmail: { description: 'Only changes made by the user with this email' },
-              userId: { description: 'Only changes made by the user with this id', schema: { type: 'integer', minimum: 1 } },
+              userEmail: { description: 'Only changes made by the user with this email', schema: textFilter(MAX_EMAIL_LENGTH) },
+              userId: { description: 'Only changes made by the user with this id', schema: ID_SCHEMA },
               type: enumQuery('Only changes of this type', ADMIN_LOG_TYPES),
               initiator: enumQuery('Only changes from this initiator', ADMIN_LOG_INITIATORS),
               resource: enumQuery('Only changes to this resource', ADMIN_LOG_RESOURCES),

@@ -4,7 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
+import { createdAtBounds, inIdOrder, MAX_EMAIL_LENGTH, pageIds, parseDateFilters, parseEnumParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -65,7 +65,7 @@ export interface AdminLogFilters {
 /** The filters of `GET …/admin-logs` (and the console's admin log page) from the query string; 400 names a bad one. */
 export function parseAdminLogFilters(query: Query): AdminLogFilters {
   return {
-    userEmail: parseStringParameter(query, 'userEmail', 320),
+    userEmail: parseStringParameter(query, 'userEmail', MAX_EMAIL_LENGTH),
     userId: parseIdParameter(query, 'userId'),
     type: parseEnumParameter(query, 'type', ADMIN_LOG_TYPES),
     initiator: parseEnumParameter(query, 'initiator', ADMIN_LOG_INITIATORS),

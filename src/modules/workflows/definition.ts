@@ -76,23 +76,44 @@ export const STEP_TYPES = Object.keys(STEP_SCHEMAS) as StepType[]
 /** Steps that read or write the record as the run's user. */
 export const DATA_STEP_TYPES: readonly StepType[] = ['load', 'update', 'note']
 
+/** A webhook's own limit, in calls per minute. */
+export const WebhookRate = T.Integer({ minimum: 1, maximum: 100_000 })
+
 export const WebhookSettings = T.Object(
   {
     enabled: T.Optional(T.Boolean()),
-    ratePerMinute: T.Optional(T.Integer({ minimum: 1, maximum: 100_000 })),
+    ratePerMinute: T.Optional(WebhookRate),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, description: 'Trigger settings: not part of the version' },
 )
 
-/** Shape checked before the steps are checked one by one. */
+const MAX_STEPS = 100
+/** What a definition holds besides its name, environment and team. */
+const definitionFields = {
+  collection: T.String({ minLength: 1, maxLength: 200, description: 'The collection the workflow works on' }),
+  webhook: T.Optional(WebhookSettings),
+}
+
+/** Any one step, told apart by its `type`. */
+export const StepSchema = T.Union(STEP_TYPES.map((type) => STEP_SCHEMAS[type]))
+
+/**
+ * The body of `PUT …/team/{t}/workflows/{name}`: the definition less what the path names. Built from the same
+ * step schemas as the checks below, so /openapi.json describes exactly what they accept.
+ */
+export const WorkflowDefinitionBody = T.Object(
+  { ...definitionFields, steps: T.Array(StepSchema, { minItems: 1, maxItems: MAX_STEPS, description: 'The steps, run in order' }) },
+  { additionalProperties: false, description: 'A workflow definition; its name, environment and team come from the path' },
+)
+
+/** Shape checked before the steps are checked one by one (each with its label: `steps[2] (3-update).set`). */
 export const WorkflowDefinitionShape = T.Object(
   {
     name: Name,
     environment: Name,
     team: Name,
-    collection: Name,
-    webhook: T.Optional(WebhookSettings),
-    steps: T.Array(T.Object({ type: T.String() }), { minItems: 1, maxItems: 100 }),
+    ...definitionFields,
+    steps: T.Array(T.Object({ type: T.String() }), { minItems: 1, maxItems: MAX_STEPS }),
   },
   { additionalProperties: false },
 )
