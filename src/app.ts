@@ -38,7 +38,7 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps) {
-  return new Elysia()
+  return new Elysia({ normalize: false })
     .use(requestMetrics(deps.metrics))
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))

@@ -32,9 +32,13 @@ export function schemaProblems(schema: TSchema, value: unknown, base = ''): Prob
  * problems: one per path, the root named `root`.
  */
 export function explainErrors(errors: Iterable<ValueError>, base: string, root: string): Problem[] {
+  const all = [...errors]
+  // A value of the wrong kind (a string where an object goes) is one problem, not one more per field inside it.
+  const wrongKind = all.filter((e) => WRONG_KIND.has(e.type)).map((e) => `${e.path}/`)
   const seen = new Set<string>()
   const problems: Problem[] = []
-  for (const error of errors) {
+  for (const error of all) {
+    if (wrongKind.some((prefix) => error.path.startsWith(prefix))) continue
     for (const problem of explain(error, base)) {
       const path = problem.path || root
       if (seen.has(path)) continue
@@ -44,6 +48,18 @@ export function explainErrors(errors: Iterable<ValueError>, base: string, root: 
   }
   return problems
 }
+
+const WRONG_KIND = new Set([
+  ValueErrorType.Object,
+  ValueErrorType.Array,
+  ValueErrorType.String,
+  ValueErrorType.Integer,
+  ValueErrorType.Number,
+  ValueErrorType.Boolean,
+  ValueErrorType.Null,
+  ValueErrorType.Literal,
+  ValueErrorType.Union,
+])
 
 function explain(error: ValueError, base: string): Problem[] {
   const path = joinPath(base, error.path)

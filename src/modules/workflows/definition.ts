@@ -9,6 +9,9 @@ import { type Problem, schemaProblems } from '../../lib/validation.ts'
 const Name = T.String({ minLength: 1, maxLength: 200 })
 const StepName = T.Optional(T.String({ minLength: 1, maxLength: 100 }))
 const Scalar = T.Union([T.String({ maxLength: 10_000 }), T.Number(), T.Boolean(), T.Null()])
+const AnyJson = T.Union([T.String(), T.Number(), T.Boolean(), T.Null(), T.Array(T.Unknown()), T.Record(T.String(), T.Unknown())], {
+  description: 'Any JSON value',
+})
 
 export const STEP_SCHEMAS = {
   load: T.Object({ type: T.Literal('load'), name: StepName }, { additionalProperties: false }),
@@ -54,7 +57,7 @@ export const STEP_SCHEMAS = {
       method: T.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => T.Literal(m))),
       url: T.String({ pattern: '^https?://', maxLength: 2048 }),
       headers: T.Optional(T.Record(T.String({ minLength: 1 }), T.String())),
-      body: T.Optional(T.Unknown()),
+      body: T.Optional(AnyJson),
       timeoutSeconds: T.Optional(T.Integer({ minimum: 1, maximum: 120 })),
       retries: T.Optional(T.Integer({ minimum: 0, maximum: 10 })),
     },
