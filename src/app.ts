@@ -38,6 +38,8 @@ export interface AppDeps {
 }
 
 export function createApp(deps: AppDeps) {
+  // normalize off: a body field the route's schema does not name is a 400 `unknown field`, never dropped silently
+  // (a typo'd optional field would otherwise look accepted). /openapi.json says so (additionalProperties: false).
   return new Elysia({ normalize: false })
     .use(requestMetrics(deps.metrics))
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))

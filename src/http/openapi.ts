@@ -130,8 +130,13 @@ function completeOperation(operation: Json, route: Route): void {
   // its own parser, which ours is: describe the route's body schema here.
   const body = operation.requestBody as { content?: Record<string, unknown> } | undefined
   if (body) {
-    const schema = body.content?.['application/json'] ?? (route.hooks?.body ? { schema: unwrapSchema(route.hooks.body, undefined, 'input', OPENAPI_VERSION) } : undefined)
-    if (schema) body.content = { 'application/json': JSON.parse(JSON.stringify(schema)) }
+    const media = body.content?.['application/json'] ?? (route.hooks?.body ? { schema: unwrapSchema(route.hooks.body, undefined, 'input', OPENAPI_VERSION) } : undefined)
+    if (media) {
+      const copy = JSON.parse(JSON.stringify(media)) as { schema: Json }
+      // A validated body refuses fields it does not name (createApp: `normalize: false`), unless it says otherwise.
+      if (route.hooks?.body && copy.schema.type === 'object') copy.schema.additionalProperties ??= false
+      body.content = { 'application/json': copy }
+    }
   }
 
   const responses = (operation.responses ?? {}) as Record<string, Json>
