@@ -41,7 +41,9 @@ export interface AppDeps {
 
 export function createApp(deps: AppDeps) {
   const allowedFor = allowedMethods(() => app.routes)
-  const app = new Elysia()
+  // normalize off: a body field the route's schema does not name is a 400 `unknown field`, never dropped silently
+  // (a typo'd optional field would otherwise look accepted). /openapi.json says so (additionalProperties: false).
+  const app = new Elysia({ normalize: false })
     .use(requestMetrics(deps.metrics))
     .onRequest(rejectOversizedHead)
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))

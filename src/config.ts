@@ -36,6 +36,12 @@ export const FLAG_SETTINGS = {
   'base-url': { env: 'TRELLIS_BASE_URL', default: 'http://HOST:PORT' },
 } as const
 
+/**
+ * 1 MiB: room for every documented maximum of one request, e.g. a note whose content holds its 65,536 characters
+ * even if each one is escaped to six bytes (`\u0001`), plus every other field at its maximum (about 400 KB).
+ */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
 /** Flags a command may pass; each maps to one env variable. */
 export type ConfigFlags = { -readonly [K in keyof typeof FLAG_SETTINGS]?: string }
 
@@ -75,7 +81,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     executorConcurrency: integerSetting('TRELLIS_EXECUTOR_CONCURRENCY', env.TRELLIS_EXECUTOR_CONCURRENCY, 4, 0, 256),
     executorLeaseMs: integerSetting('TRELLIS_EXECUTOR_LEASE_SECONDS', env.TRELLIS_EXECUTOR_LEASE_SECONDS, 30, 1, 3600) * 1000,
     logLevel,
-    maxBodyBytes: integerSetting('TRELLIS_MAX_BODY_BYTES', env.TRELLIS_MAX_BODY_BYTES, 65536, 1024, 64 * 1024 * 1024),
+    maxBodyBytes: integerSetting('TRELLIS_MAX_BODY_BYTES', env.TRELLIS_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES, 1024, 64 * 1024 * 1024),
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,

@@ -599,7 +599,7 @@ describe('validation', () => {
     { name: 'empty file', expected: '(file): the file is empty', text: '' },
     { name: 'file with only comments', expected: '(file): the file is empty', text: '# nothing here\n' },
     { name: 'YAML syntax error', expected: '(file) line 3: ', text: 'users:\n  - email: a@example.com\n   username: [a\n' },
-    { name: 'not a mapping', expected: '(root): expected object', text: '- users\n- projects\n' },
+    { name: 'not a mapping', expected: '(root): must be an object', text: '- users\n- projects\n' },
   ]
 
   test('the base document is valid', () => {

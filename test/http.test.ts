@@ -164,16 +164,16 @@ describe('request bodies', () => {
   })
 
   test('a body of exactly the limit is read; one byte more is not', async () => {
-    const app = testApp(env({ TRELLIS_MAX_BODY_BYTES: '2048' }))
+    const app = testApp(env({ TRELLIS_MAX_BODY_BYTES: '1024' }))
     const exactly = (size: number) => {
-      const base = JSON.stringify({ ...admin, token: 'wrong', pad: '' })
-      return JSON.stringify({ ...admin, token: 'wrong', pad: 'x'.repeat(size - base.length) })
+      const base = JSON.stringify({ ...admin, token: 'wrong', password: '' })
+      return JSON.stringify({ ...admin, token: 'wrong', password: 'x'.repeat(size - base.length) })
     }
-    expect(exactly(2048).length).toBe(2048)
-    await expectError(await app.handle(postSetup(exactly(2048))), 403, 'invalid_setup_token')
-    await expectError(await app.handle(postSetup(exactly(2049))), 413, 'payload_too_large')
-    await expectError(await app.handle(postSetup(streamOf(exactly(2048), 100))), 403, 'invalid_setup_token')
-    await expectError(await app.handle(postSetup(streamOf(exactly(2049), 100))), 413, 'payload_too_large')
+    expect(exactly(1024).length).toBe(1024)
+    await expectError(await app.handle(postSetup(exactly(1024))), 403, 'invalid_setup_token')
+    await expectError(await app.handle(postSetup(exactly(1025))), 413, 'payload_too_large')
+    await expectError(await app.handle(postSetup(streamOf(exactly(1024), 100))), 403, 'invalid_setup_token')
+    await expectError(await app.handle(postSetup(streamOf(exactly(1025), 100))), 413, 'payload_too_large')
   })
 
   test('a streamed body without Content-Length over the limit → 413', async () => {
@@ -437,11 +437,11 @@ describe('a real `trellis serve` process', () => {
       const wrong = await fetch(`${first.url}/setup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...admin, token: 'guess' }) })
       expect(wrong.status).toBe(403)
 
-      // Chunked (no Content-Length) over the default 64 KiB limit: our JSON 413, not Bun's.
+      // Chunked (no Content-Length) over the default 1 MiB limit: our JSON 413, not Bun's.
       const chunked = await fetch(`${first.url}/setup`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: streamOf(`"${'x'.repeat(100_000)}"`, 8192),
+        body: streamOf(`"${'x'.repeat(1_100_000)}"`, 65_536),
         duplex: 'half',
       } as RequestInit)
       expect(chunked.status).toBe(413)

@@ -105,7 +105,7 @@ describe('loadConfig', () => {
       executorLeaseMs: 30_000,
       logRetentionDays: null,
       logLevel: 'info',
-      maxBodyBytes: 65536,
+      maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
     })
   })

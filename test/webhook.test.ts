@@ -238,10 +238,10 @@ describe('400: the body', () => {
   })
 })
 
-describe('413: a body over 64 KiB', () => {
+describe('413: a body over TRELLIS_MAX_BODY_BYTES (1 MiB by default)', () => {
   test('with a Content-Length → 413 payload_too_large, no run', async () => {
     const before = count('SELECT count(*) AS n FROM runs')
-    const big = JSON.stringify({ record_id: 'big', pad: 'a'.repeat(70_000) })
+    const big = JSON.stringify({ record_id: 'big', pad: 'a'.repeat(env.config.maxBodyBytes) })
     expectError(await trigger(hook, tokens.bob, undefined, big, { 'content-length': String(Buffer.byteLength(big)) }), 413, 'payload_too_large')
     expect(count('SELECT count(*) AS n FROM runs')).toBe(before)
   })
@@ -254,7 +254,7 @@ describe('413: a body over 64 KiB', () => {
         controller.enqueue(new TextEncoder().encode('{"record_id":"big","pad":"'))
       },
       pull(controller) {
-        if (sentChunks++ < 6) controller.enqueue(chunk)
+        if (sentChunks++ < env.config.maxBodyBytes / chunk.byteLength) controller.enqueue(chunk)
         else {
           controller.enqueue(new TextEncoder().encode('"}'))
           controller.close()
@@ -265,7 +265,7 @@ describe('413: a body over 64 KiB', () => {
   })
 
   test('just under the limit is fine', async () => {
-    const padded = JSON.stringify({ record_id: 'almost-64k', pad: 'a'.repeat(60_000) })
+    const padded = JSON.stringify({ record_id: 'almost-at-the-limit', pad: 'a'.repeat(env.config.maxBodyBytes - 100) })
     expectAccepted(await trigger(hook, tokens.bob, undefined, padded))
   })
 })

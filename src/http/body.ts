@@ -1,5 +1,5 @@
 /** Request body rules shared by every route: the size limit (413) and strict JSON parsing (400 `invalid_json`). */
-import { badRequest, HttpError, payloadTooLarge } from './errors.ts'
+import { badRequest, HttpError, invalidField, payloadTooLarge } from './errors.ts'
 
 /**
  * onRequest hook: refuses a declared Content-Length over the limit before reading a byte. It throws (rather than
@@ -17,7 +17,8 @@ export const RAW_BODY_PATHS = ['/v1/hooks/']
 
 /**
  * onParse hook for every request body: counts bytes as they arrive (chunked bodies have no Content-Length),
- * accepts JSON only (415 otherwise), and names the problem when the text is not JSON.
+ * accepts JSON only (415 otherwise), names the problem when the text is not JSON, and refuses JSON that is not
+ * an object (every route's body is one; Elysia would otherwise report each field of it as missing).
  */
 export function parseBody(maxBytes: number) {
   return async ({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> => {
@@ -29,7 +30,9 @@ export function parseBody(maxBytes: number) {
     }
     const text = await readTextWithin(request, maxBytes)
     if (text.trim() === '') throw badRequest('invalid_json', 'Request body is empty; expected a JSON value')
-    return parseJsonText(text)
+    const body = parseJsonText(text)
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw invalidField('body', 'must be a JSON object')
+    return body
   }
 }
 

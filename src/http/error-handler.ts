@@ -1,29 +1,20 @@
 /** Maps every error — ours and Elysia's — to the one JSON body of DESIGN §5. */
 import type { Logger } from '../lib/logger.ts'
-import { joinPath } from '../lib/validation.ts'
+import type { ValueError } from '@sinclair/typebox/errors'
+import { explainErrors } from '../lib/validation.ts'
 import { methodNotAllowed } from './allowed-methods.ts'
 import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
 
-interface TypeBoxError {
-  path: string
-  message: string
-  summary?: string
-  /** The failing schema: its `error` option, when set, is the message (it says the rule, e.g. a range). */
-  schema?: { error?: unknown }
-}
-
 interface ValidationLike {
   type: string
-  all: TypeBoxError[]
+  /** TypeBox's errors, as the compiled checker reports them. */
+  all: ValueError[]
 }
 
 function validationResponse(error: ValidationLike): Response {
   const where = error.type === 'query' ? 'query parameter' : error.type === 'params' ? 'path parameter' : error.type === 'headers' ? 'header' : 'field'
-  const seen = new Set<string>()
-  const details = error.all
-    .map((e) => ({ field: joinPath('', e.path) || error.type, message: typeof e.schema?.error === 'string' ? e.schema.error : (e.summary ?? e.message) }))
-    .filter((d) => !seen.has(d.field) && seen.add(d.field))
+  const details = explainErrors(error.all, '', error.type).map((p) => ({ field: p.path, message: p.message }))
   const first = details[0] ?? { field: error.type, message: 'invalid value' }
   const code = error.type === 'body' ? 'validation_failed' : 'invalid_parameter'
   return jsonResponse(400, errorBody(400, code, `Invalid ${where} '${first.field}': ${first.message}`, { details }))
@@ -68,7 +59,7 @@ function responseMismatch(error: ValidationLike, request: Request, logger: Logge
   logger.error('response does not match its schema', {
     method: request.method,
     path: redactPath(new URL(request.url).pathname),
-    problems: error.all.slice(0, 5).map((e) => `${e.path || '/'}: ${e.summary ?? e.message}`),
+    problems: error.all.slice(0, 5).map((e) => `${e.path || '/'}: ${e.message}`),
   })
   return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
 }

@@ -3,8 +3,9 @@
  * documented query parameters (`limit`, filters, `<field>.<op>` dates). Parsing stays in list.ts.
  */
 import { type DocumentDecoration, type TSchema, t } from 'elysia'
+import { ID_SCHEMA } from './params.ts'
 import { Integer } from './schemas.ts'
-import { DATE_OPERATORS, type DateOperator, DEFAULT_LIMIT, MAX_LIMIT } from './list.ts'
+import { DATE_OPERATORS, type DateOperator, DEFAULT_LIMIT, MAX_EMAIL_LENGTH, MAX_FILTER_LENGTH, MAX_LIMIT, MAX_NAME_LENGTH } from './list.ts'
 
 /** The envelope's schema: `{hasMore, data: item[], parameters}`. */
 export function pageSchema<Item extends TSchema, Parameters extends TSchema>(item: Item, parameters: Parameters, description: string) {
@@ -32,7 +33,7 @@ type QueryDoc = { description: string; schema?: Record<string, unknown> }
  * `<field>.<op>` date filters. Handlers parse the query themselves with list.ts.
  */
 export function listParameters(filters: Record<string, QueryDoc>, dateFields: string[]): Parameter[] {
-  const query = (name: string, description: string, schema: Record<string, unknown> = { type: 'string' }): Parameter => ({
+  const query = (name: string, description: string, schema: Record<string, unknown> = { type: 'string', maxLength: MAX_FILTER_LENGTH }): Parameter => ({
     name,
     in: 'query',
     required: false,
@@ -53,12 +54,17 @@ export function listParameters(filters: Record<string, QueryDoc>, dateFields: st
   ]
 }
 
+/** A string filter of at most `maxLength` characters (list.ts refuses longer ones). */
+export function textFilter(maxLength: number) {
+  return { type: 'string', maxLength }
+}
+
 /** Filter docs shared by the notes and activity-log lists. */
 export const PEOPLE_AND_PLACES: Record<string, QueryDoc> = {
-  userEmail: { description: 'Only items of the user with this email' },
-  userId: { description: 'Only items of the user with this id', schema: { type: 'integer', minimum: 1 } },
-  teamName: { description: 'Only items of this team' },
-  collectionName: { description: 'Only items of this collection' },
+  userEmail: { description: 'Only items of the user with this email', schema: textFilter(MAX_EMAIL_LENGTH) },
+  userId: { description: 'Only items of the user with this id', schema: ID_SCHEMA },
+  teamName: { description: 'Only items of this team', schema: textFilter(MAX_NAME_LENGTH) },
+  collectionName: { description: 'Only items of this collection', schema: textFilter(MAX_NAME_LENGTH) },
   recordId: { description: 'Only items of this record' },
 }
 

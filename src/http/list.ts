@@ -13,6 +13,10 @@ import { badRequest } from './errors.ts'
 import { ID_RANGE_MESSAGE, parseId } from './params.ts'
 
 export const DEFAULT_LIMIT = 10
+/** The longest value a string filter takes (names, emails, anything else); /openapi.json states each. */
+export const MAX_NAME_LENGTH = 200
+export const MAX_EMAIL_LENGTH = 320
+export const MAX_FILTER_LENGTH = 1024
 export const MAX_LIMIT = 100
 export const DATE_OPERATORS = ['eq', 'lt', 'lte', 'gt', 'gte'] as const
 export type DateOperator = (typeof DATE_OPERATORS)[number]
@@ -39,7 +43,7 @@ export function parseLimit(raw: string | undefined): number {
   return limit
 }
 
-/** A positive integer id filter (`userId`), or undefined when absent. */
+/** A positive integer id filter (`userId`, 1 to MAX_ID), or undefined when absent. */
 export function parseIdParameter(query: Query, name: string): number | undefined {
   const raw = query[name]
   if (raw === undefined || raw === '') return undefined
@@ -49,7 +53,7 @@ export function parseIdParameter(query: Query, name: string): number | undefined
 }
 
 /** A string filter; empty means absent. Over-long values are refused rather than silently matching nothing. */
-export function parseStringParameter(query: Query, name: string, maxLength = 1024): string | undefined {
+export function parseStringParameter(query: Query, name: string, maxLength = MAX_FILTER_LENGTH): string | undefined {
   const raw = query[name]
   if (raw === undefined || raw === '') return undefined
   if (raw.length > maxLength) throw invalidParameter(name, `must be at most ${maxLength} characters`)
@@ -294,10 +298,10 @@ export function inIdOrder<Row, Id>(ids: Id[], rows: Row[], idOf: (row: Row) => I
 /** The filters notes and activity logs share: who (`userEmail`, `userId`), where (`teamName`, `collectionName`) and which record. */
 export function parseRecordFilters(query: Query) {
   return {
-    userEmail: parseStringParameter(query, 'userEmail', 320),
+    userEmail: parseStringParameter(query, 'userEmail', MAX_EMAIL_LENGTH),
     userId: parseIdParameter(query, 'userId'),
-    teamName: parseStringParameter(query, 'teamName', 200),
-    collectionName: parseStringParameter(query, 'collectionName', 200),
+    teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
+    collectionName: parseStringParameter(query, 'collectionName', MAX_NAME_LENGTH),
     recordId: parseStringParameter(query, 'recordId'),
   }
 }

@@ -16,6 +16,7 @@ import pkg from '../../package.json' with { type: 'json' }
 import { SESSION_COOKIE } from '../modules/auth/sessions.ts'
 import { RAW_BODY_PATHS } from './body.ts'
 import { ErrorBodySchema, reasonPhrase } from './errors.ts'
+import { DOCUMENTED_AS } from './params.ts'
 
 export const OPENAPI_VERSION = '3.1.1'
 
@@ -54,13 +55,15 @@ const SECURITY_SCHEMES = {
   },
 }
 
-const DESCRIPTION = [
-  'Trellis: back-office collaboration and workflows in one executable.',
-  '',
-  'Errors are always `{"error", "code", "message", "details"?}` (schema `Error`). The public API (`/v1/project/…` notes and',
-  'logs) takes a Bearer token and answers with `X-RateLimit-*` headers; management routes also accept the console session.',
-  'Lists share one envelope `{hasMore, data, parameters}`, newest first; page with `createdAt.lt`.',
-].join('\n')
+const description = (maxBodyBytes: number) =>
+  [
+    'Trellis: back-office collaboration and workflows in one executable.',
+    '',
+    'Errors are always `{"error", "code", "message", "details"?}` (schema `Error`); a 400 names the field or parameter and its rule.',
+    'The public API (`/v1/project/…` notes and logs) takes a Bearer token and answers with `X-RateLimit-*` headers; management',
+    'routes also accept the console session. Lists share one envelope `{hasMore, data, parameters}`, newest first; page with',
+    `\`createdAt.lt\`. Request bodies are JSON of at most ${maxBodyBytes} bytes on this instance (413 beyond).`,
+  ].join('\n')
 
 type Json = Record<string, unknown>
 type Route = AnyElysia['routes'][number]
@@ -68,7 +71,7 @@ type Route = AnyElysia['routes'][number]
 const ERROR_REF = { $ref: '#/components/schemas/Error' }
 
 /** The document of `app`'s routes (of the whole app: a plugin sees its root's routes once used). */
-export function buildOpenApiDocument(app: AnyElysia, baseUrl: string): Json {
+export function buildOpenApiDocument(app: AnyElysia, config: { baseUrl: string; maxBodyBytes: number }): Json {
   // Protected in the types, public at run time: the generator itself reads the routes this way.
   const routes = (app as unknown as { getGlobalRoutes(): Route[] }).getGlobalRoutes()
   const generated = toOpenAPISchema(app, { staticFile: false }, undefined, undefined, OPENAPI_VERSION)
@@ -84,8 +87,8 @@ export function buildOpenApiDocument(app: AnyElysia, baseUrl: string): Json {
   schemas.Error ??= (({ $id: _id, ...schema }) => schema)(JSON.parse(JSON.stringify(ErrorBodySchema)) as Json)
   return {
     openapi: OPENAPI_VERSION,
-    info: { title: 'Trellis API', version: pkg.version, description: DESCRIPTION },
-    servers: [{ url: baseUrl }],
+    info: { title: 'Trellis API', version: pkg.version, description: description(config.maxBodyBytes) },
+    servers: [{ url: config.baseUrl }],
     tags: TAGS,
     paths: hoisted,
     components: {
@@ -113,19 +116,27 @@ export function errorResponseDocs(...statuses: number[]): NonNullable<DocumentDe
 }
 
 function completeOperation(operation: Json, route: Route): void {
+  // Path values are strings on the wire: a parameter that holds an integer shows the integer (DOCUMENTED_AS).
+  const derived = ((operation.parameters ?? []) as Json[]).map((p) => {
+    const schema = p.schema as Json | undefined
+    return schema?.[DOCUMENTED_AS] ? { ...p, schema: schema[DOCUMENTED_AS] } : p
+  })
   // Query parameters documented on the route: the generator keeps only those it derives from schemas.
   const documented = (route.hooks?.detail?.parameters ?? []) as Json[]
-  if (documented.length > 0) {
-    const derived = ((operation.parameters ?? []) as Json[]).filter((p) => !documented.some((d) => d.name === p.name && d.in === p.in))
-    operation.parameters = [...derived, ...JSON.parse(JSON.stringify(documented))]
-  }
+  const parameters = [...derived.filter((p) => !documented.some((d) => d.name === p.name && d.in === p.in)), ...JSON.parse(JSON.stringify(documented))]
+  if (parameters.length > 0) operation.parameters = parameters
 
   // JSON only (the body rules refuse anything else). The generator leaves `content` empty when the app has
   // its own parser, which ours is: describe the route's body schema here.
   const body = operation.requestBody as { content?: Record<string, unknown> } | undefined
   if (body) {
-    const schema = body.content?.['application/json'] ?? (route.hooks?.body ? { schema: unwrapSchema(route.hooks.body, undefined, 'input', OPENAPI_VERSION) } : undefined)
-    if (schema) body.content = { 'application/json': JSON.parse(JSON.stringify(schema)) }
+    const media = body.content?.['application/json'] ?? (route.hooks?.body ? { schema: unwrapSchema(route.hooks.body, undefined, 'input', OPENAPI_VERSION) } : undefined)
+    if (media) {
+      const copy = JSON.parse(JSON.stringify(media)) as { schema: Json }
+      // A validated body refuses fields it does not name (createApp: `normalize: false`), unless it says otherwise.
+      if (route.hooks?.body && copy.schema.type === 'object') copy.schema.additionalProperties ??= false
+      body.content = { 'application/json': copy }
+    }
   }
 
   const responses = (operation.responses ?? {}) as Record<string, Json>

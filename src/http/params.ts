@@ -22,8 +22,17 @@ export function parseId(text: string): number | null {
 }
 
 /**
- * A positive integer id in the path, kept as a string so that `1.5`, `1e3`, `0`, `-1` and anything above MAX_ID
- * are refused with a 400 naming the parameter and the bound (t.Numeric would coerce some and report others
- * without a name). Convert with Number().
+ * The key under which a parameter schema carries what /openapi.json shows instead: path and query values are
+ * strings on the wire, the document names the value they hold (src/http/openapi.ts swaps it in).
  */
-export const IdParam = t.String({ pattern: ID_PATTERN, error: ID_RANGE_MESSAGE, description: `An integer from 1 to ${MAX_ID}` })
+export const DOCUMENTED_AS = 'x-documented-as'
+
+/** An id as the document declares it. */
+export const ID_SCHEMA = { type: 'integer', minimum: 1, maximum: MAX_ID } as const
+
+/**
+ * A positive integer id in the path, kept as a string so that `1.5`, `1e3`, `0`, `-1` and anything above MAX_ID
+ * are refused with a 400 naming the parameter and the bound (t.Numeric would coerce some, and Elysia's t.Integer
+ * documents itself as "a string or an integer"). Convert with Number(); /openapi.json shows it as an integer.
+ */
+export const IdParam = t.String({ pattern: ID_PATTERN, error: ID_RANGE_MESSAGE, [DOCUMENTED_AS]: ID_SCHEMA })

@@ -3,8 +3,9 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters } from '../../http/list-schema.ts'
-import { page, parseLimit, queryOf } from '../../http/list.ts'
+import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, textFilter } from '../../http/list-schema.ts'
+import { MAX_EMAIL_LENGTH, page, parseLimit, queryOf } from '../../http/list.ts'
+import { ID_SCHEMA } from '../../http/params.ts'
 import { requireProject } from '../projects/service.ts'
 import { AdminLogPage } from './model.ts'
 import {
@@ -40,8 +41,8 @@ export function adminLogsModule(deps: AppDeps) {
           summary: 'List admin log entries',
           parameters: listParameters(
             {
-              userEmail: { description: 'Only changes made by the user with this email' },
-              userId: { description: 'Only changes made by the user with this id', schema: { type: 'integer', minimum: 1 } },
+              userEmail: { description: 'Only changes made by the user with this email', schema: textFilter(MAX_EMAIL_LENGTH) },
+              userId: { description: 'Only changes made by the user with this id', schema: ID_SCHEMA },
               type: enumQuery('Only changes of this type', ADMIN_LOG_TYPES),
               initiator: extensibleEnumQuery('Only changes from this initiator', { documented: DOCUMENTED_ADMIN_LOG_INITIATORS, extensions: EXTENSION_ADMIN_LOG_INITIATORS }),
               resource: extensibleEnumQuery('Only changes to this resource', { documented: DOCUMENTED_ADMIN_LOG_RESOURCES, extensions: EXTENSION_ADMIN_LOG_RESOURCES }),

@@ -4,7 +4,7 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, hideExtensions, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, inIdOrder, MAX_EMAIL_LENGTH, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -83,7 +83,7 @@ export interface AdminLogFilters {
 export function parseAdminLogFilters(query: Query, options: { extensions?: boolean } = {}): AdminLogFilters {
   const extensions = options.extensions ?? parseExtensionsParameter(query)
   return {
-    userEmail: parseStringParameter(query, 'userEmail', 320),
+    userEmail: parseStringParameter(query, 'userEmail', MAX_EMAIL_LENGTH),
     userId: parseIdParameter(query, 'userId'),
     type: parseEnumParameter(query, 'type', ADMIN_LOG_TYPES),
     initiator: parseExtensibleEnumParameter(query, 'initiator', { documented: DOCUMENTED_ADMIN_LOG_INITIATORS, extensions: EXTENSION_ADMIN_LOG_INITIATORS }, extensions),

@@ -29,7 +29,7 @@ export function docsModule(deps: AppDeps) {
       '/openapi.json',
       () => {
         // The routes are all registered before the first request: build once.
-        document ??= JSON.stringify(buildOpenApiDocument(plugin, deps.config.baseUrl))
+        document ??= JSON.stringify(buildOpenApiDocument(plugin, deps.config))
         return new Response(document, { headers: { 'content-type': 'application/json; charset=utf-8' } })
       },
       {

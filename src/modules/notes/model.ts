@@ -9,10 +9,7 @@ import { UserObject } from '../users/model.ts'
 const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, sanitised on write' })
 export const NoteTitle = t.String({ minLength: 1, maxLength: 500 })
 
-/**
- * The note id as a plain positive integer (1 to MAX_ID, so always a safe integer). Not `t.Numeric`: it
- * accepts `1.5` and `1e3`, and Elysia reports its range errors without the parameter's name.
- */
+/** The note id: an integer from 1 to MAX_ID, checked as the string it arrives as (see IdParam). */
 export const NoteParams = t.Object({
   projectName: t.String(),
   environmentName: t.String(),

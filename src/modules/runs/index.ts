@@ -9,8 +9,8 @@ import { RunQueue } from '../../db/queue.ts'
 import { RUN_STATUSES } from '../../db/schema.ts'
 import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
-import { environmentPage, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
-import { enumQuery, listParameters } from '../../http/list-schema.ts'
+import { environmentPage, MAX_NAME_LENGTH, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
+import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { canReachRendering, requireEnvironment } from '../projects/service.ts'
 import { hasScope, isAdminOf } from '../tokens/service.ts'
 import { requireWorkflow } from '../webhooks/service.ts'
@@ -111,8 +111,8 @@ export function runsModule(deps: AppDeps) {
           filters: (query) => ({
             status: parseEnumParameter(query, 'status', RUN_STATUSES),
             recordId: parseStringParameter(query, 'recordId'),
-            workflowName: parseStringParameter(query, 'workflowName', 200),
-            teamName: parseStringParameter(query, 'teamName', 200),
+            workflowName: parseStringParameter(query, 'workflowName', MAX_NAME_LENGTH),
+            teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
           }),
           authorize: () => requireProjectAdmin(db, caller, params.projectName),
           ids: ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
@@ -129,8 +129,8 @@ export function runsModule(deps: AppDeps) {
           summary: 'List runs of an environment (project admins)',
           parameters: listParameters(
             {
-              workflowName: { description: 'Only runs of this workflow' },
-              teamName: { description: 'With workflowName: the team of the workflow' },
+              workflowName: { description: 'Only runs of this workflow', schema: textFilter(MAX_NAME_LENGTH) },
+              teamName: { description: 'With workflowName: the team of the workflow', schema: textFilter(MAX_NAME_LENGTH) },
               recordId: { description: 'Only runs on this record' },
               status: enumQuery('Only runs in this status', RUN_STATUSES),
             },

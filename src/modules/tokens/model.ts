@@ -3,7 +3,7 @@ import { t } from 'elysia'
 import { IdParam } from '../../http/params.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
 import { UserObject } from '../users/model.ts'
-import { PRESETS, SCOPES } from './service.ts'
+import { MAX_EXPIRY_DAYS, PRESETS, SCOPES } from './service.ts'
 
 export const CreateTokenBody = t.Object({
   name: t.String({ minLength: 1, maxLength: 100 }),
@@ -11,7 +11,7 @@ export const CreateTokenBody = t.Object({
   scopes: t.Optional(t.Array(t.String({ maxLength: 100, enum: [...SCOPES] }), { maxItems: 20 })),
   preset: t.Optional(t.String({ maxLength: 50, enum: Object.keys(PRESETS), description: 'Instead of scopes; default read-only' })),
   expiresAt: t.Optional(t.String({ maxLength: 64, description: 'ISO 8601 date-time' })),
-  expiresInDays: t.Optional(t.Integer({ description: '1 to 3650' })),
+  expiresInDays: t.Optional(Integer({ minimum: 1, maximum: MAX_EXPIRY_DAYS, description: 'Instead of expiresAt: the token expires this many days from now' })),
 })
 
 export const TokenIdParams = t.Object({ id: IdParam })

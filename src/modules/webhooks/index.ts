@@ -25,7 +25,7 @@ import { verifyWebhookToken } from './url.ts'
 export function parseTriggerBody(raw: unknown): string {
   const body = typeof raw === 'string' ? parseJsonText(raw) : raw
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw badRequest('invalid_body', 'The body must be a JSON object with a record_id')
+    throw badRequest('invalid_body', "Invalid field 'body': must be a JSON object with a record_id")
   }
   const recordId = (body as Record<string, unknown>).record_id
   if (recordId === undefined) throw badRequest('missing_record_id', "Field 'record_id' is required")

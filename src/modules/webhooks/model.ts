@@ -1,6 +1,7 @@
 /** The webhook trigger: its call's body (documented; the route reads it itself, after authentication) and settings. */
 import { t } from 'elysia'
 import { Integer } from '../../http/schemas.ts'
+import { WebhookRate } from '../workflows/definition.ts'
 
 export const RECORD_ID_MAX_LENGTH = 1024
 
@@ -30,7 +31,7 @@ export const WebhookSettings = t.Object(
 export const WebhookSettingsChange = t.Object(
   {
     enabled: t.Optional(t.Boolean()),
-    ratePerMinute: t.Optional(t.Union([t.Integer({ minimum: 1, maximum: 100_000 }), t.Null()])),
+    ratePerMinute: t.Optional(t.Union([WebhookRate, t.Null()], { description: 'Calls per minute; null = the instance default' })),
   },
   { minProperties: 1 },
 )

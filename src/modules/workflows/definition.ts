@@ -9,6 +9,9 @@ import { type Problem, schemaProblems } from '../../lib/validation.ts'
 const Name = T.String({ minLength: 1, maxLength: 200 })
 const StepName = T.Optional(T.String({ minLength: 1, maxLength: 100 }))
 const Scalar = T.Union([T.String({ maxLength: 10_000 }), T.Number(), T.Boolean(), T.Null()])
+const AnyJson = T.Union([T.String(), T.Number(), T.Boolean(), T.Null(), T.Array(T.Unknown()), T.Record(T.String(), T.Unknown())], {
+  description: 'Any JSON value',
+})
 
 export const STEP_SCHEMAS = {
   load: T.Object({ type: T.Literal('load'), name: StepName }, { additionalProperties: false }),
@@ -54,7 +57,7 @@ export const STEP_SCHEMAS = {
       method: T.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => T.Literal(m))),
       url: T.String({ pattern: '^https?://', maxLength: 2048 }),
       headers: T.Optional(T.Record(T.String({ minLength: 1 }), T.String())),
-      body: T.Optional(T.Unknown()),
+      body: T.Optional(AnyJson),
       timeoutSeconds: T.Optional(T.Integer({ minimum: 1, maximum: 120 })),
       retries: T.Optional(T.Integer({ minimum: 0, maximum: 10 })),
     },
@@ -76,23 +79,44 @@ export const STEP_TYPES = Object.keys(STEP_SCHEMAS) as StepType[]
 /** Steps that read or write the record as the run's user. */
 export const DATA_STEP_TYPES: readonly StepType[] = ['load', 'update', 'note']
 
+/** A webhook's own limit, in calls per minute. */
+export const WebhookRate = T.Integer({ minimum: 1, maximum: 100_000 })
+
 export const WebhookSettings = T.Object(
   {
     enabled: T.Optional(T.Boolean()),
-    ratePerMinute: T.Optional(T.Integer({ minimum: 1, maximum: 100_000 })),
+    ratePerMinute: T.Optional(WebhookRate),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, description: 'Trigger settings: not part of the version' },
 )
 
-/** Shape checked before the steps are checked one by one. */
+const MAX_STEPS = 100
+/** What a definition holds besides its name, environment and team. */
+const definitionFields = {
+  collection: T.String({ minLength: 1, maxLength: 200, description: 'The collection the workflow works on' }),
+  webhook: T.Optional(WebhookSettings),
+}
+
+/** Any one step, told apart by its `type`. */
+export const StepSchema = T.Union(STEP_TYPES.map((type) => STEP_SCHEMAS[type]))
+
+/**
+ * The body of `PUT …/team/{t}/workflows/{name}`: the definition less what the path names. Built from the same
+ * step schemas as the checks below, so /openapi.json describes exactly what they accept.
+ */
+export const WorkflowDefinitionBody = T.Object(
+  { ...definitionFields, steps: T.Array(StepSchema, { minItems: 1, maxItems: MAX_STEPS, description: 'The steps, run in order' }) },
+  { additionalProperties: false, description: 'A workflow definition; its name, environment and team come from the path' },
+)
+
+/** Shape checked before the steps are checked one by one (each with its label: `steps[2] (3-update).set`). */
 export const WorkflowDefinitionShape = T.Object(
   {
     name: Name,
     environment: Name,
     team: Name,
-    collection: Name,
-    webhook: T.Optional(WebhookSettings),
-    steps: T.Array(T.Object({ type: T.String() }), { minItems: 1, maxItems: 100 }),
+    ...definitionFields,
+    steps: T.Array(T.Object({ type: T.String() }), { minItems: 1, maxItems: MAX_STEPS }),
   },
   { additionalProperties: false },
 )

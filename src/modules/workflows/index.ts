@@ -7,8 +7,8 @@ import { errorResponses, invalidFields } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { webhookSettings } from '../webhooks/service.ts'
 import { findTriggerTarget } from '../runs/service.ts'
-import { type WorkflowDefinition, workflowDefinitionProblems } from './definition.ts'
-import { PublishedWorkflow, WorkflowDefinitionBody, WorkflowParams } from './model.ts'
+import { type WorkflowDefinition, WorkflowDefinitionBody, workflowDefinitionProblems } from './definition.ts'
+import { PublishedWorkflow, WorkflowParams } from './model.ts'
 import { publishWorkflow } from './service.ts'
 
 export function workflowsModule(deps: AppDeps) {
@@ -18,7 +18,7 @@ export function workflowsModule(deps: AppDeps) {
       '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName',
       ({ params, body, caller }) => {
         // The path names the workflow, its environment and team; the body holds the rest of the definition.
-        const definition = { ...(body as Record<string, unknown>), name: params.workflowName, environment: params.environmentName, team: params.teamName }
+        const definition = { ...body, name: params.workflowName, environment: params.environmentName, team: params.teamName }
         const problems = workflowDefinitionProblems(definition)
         if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
         const valid = definition as unknown as WorkflowDefinition

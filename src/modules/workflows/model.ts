@@ -1,4 +1,4 @@
-/** Publishing a workflow: the definition's body (checked by definition.ts, every problem at once) and the answer. */
+/** Publishing a workflow: the path, the answer; the body's schema is definition.ts's WorkflowDefinitionBody. */
 import { t } from 'elysia'
 import { Integer } from '../../http/schemas.ts'
 import { WebhookSettings } from '../webhooks/model.ts'
@@ -9,24 +9,6 @@ export const WorkflowParams = t.Object({
   teamName: t.String(),
   workflowName: t.String({ maxLength: 200 }),
 })
-
-/**
- * Typed loosely on purpose: definition.ts checks the definition and reports every problem with its path
- * (`steps[2].set: expected object`), which schema validation here would pre-empt with one message.
- */
-export const WorkflowDefinitionBody = t.Object(
-  {
-    collection: t.Optional(t.Unknown({ description: 'The collection the workflow works on (required)' })),
-    steps: t.Optional(
-      t.Unknown({
-        description:
-          'The ordered steps (required): `load`, `condition`, `update`, `note`, `http`, `wait`, each `{type, name?, …}` (see the README)',
-      }),
-    ),
-    webhook: t.Optional(t.Unknown({ description: '`{enabled, ratePerMinute}`: trigger settings, not part of the version' })),
-  },
-  { additionalProperties: true, description: 'A workflow definition; its name, environment and team come from the path' },
-)
 
 export const PublishedWorkflow = t.Object({
   name: t.String(),
