@@ -20,6 +20,17 @@ export interface Config {
   maxBodyBytes: number
   /** Days of activity/admin logs to keep; null keeps them forever. */
   logRetentionDays: number | null
+  /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
+  oidc: OidcConfig | null
+}
+
+export interface OidcConfig {
+  issuer: string
+  clientId: string
+  /** Absent for a public client (PKCE only). Never logged. */
+  clientSecret: string | undefined
+  /** Create unknown users on their first SSO sign-in. */
+  autoCreate: boolean
 }
 
 /** Flags a command may pass; each maps to one env variable. */
@@ -28,6 +39,9 @@ export interface ConfigFlags {
   host?: string
   port?: string
   'base-url'?: string
+  'oidc-issuer'?: string
+  'oidc-client-id'?: string
+  'oidc-auto-create'?: string
 }
 
 export class ConfigError extends Error {}
@@ -61,7 +75,45 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
+    oidc: oidcConfig(flags, env),
   }
+}
+
+function oidcConfig(flags: ConfigFlags, env: Env): OidcConfig | null {
+  const issuer = flags['oidc-issuer'] ?? nonEmpty(env.TRELLIS_OIDC_ISSUER)
+  const clientId = flags['oidc-client-id'] ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_ID)
+  if (issuer === undefined && clientId === undefined) return null
+  if (issuer === undefined || clientId === undefined) {
+    throw new ConfigError('SSO needs both --oidc-issuer / TRELLIS_OIDC_ISSUER and --oidc-client-id / TRELLIS_OIDC_CLIENT_ID')
+  }
+  let url: URL
+  try {
+    url = new URL(issuer)
+  } catch {
+    throw new ConfigError(`--oidc-issuer / TRELLIS_OIDC_ISSUER must be a URL, got "${issuer}"`)
+  }
+  // Plain http would let anyone on the path forge identities: only for a provider on this machine (tests, dev).
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
+    throw new ConfigError('--oidc-issuer / TRELLIS_OIDC_ISSUER must be an https URL (http only for localhost)')
+  }
+  return {
+    issuer,
+    clientId,
+    clientSecret: nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET),
+    autoCreate: booleanSetting('--oidc-auto-create / TRELLIS_OIDC_AUTO_CREATE', flags['oidc-auto-create'] ?? env.TRELLIS_OIDC_AUTO_CREATE, false),
+  }
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname)
+}
+
+function booleanSetting(name: string, raw: string | undefined, fallback: boolean): boolean {
+  const text = nonEmpty(raw)?.toLowerCase()
+  if (text === undefined) return fallback
+  if (['true', '1', 'on', 'yes'].includes(text)) return true
+  if (['false', '0', 'off', 'no'].includes(text)) return false
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`)
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -105,6 +105,7 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'info',
       maxBodyBytes: 65536,
+      oidc: null,
     })
   })
 
@@ -141,6 +142,7 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'warn',
       maxBodyBytes: 2048,
+      oidc: null,
     })
   })
 

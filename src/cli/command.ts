@@ -54,10 +54,11 @@ export function required(parsed: Parsed, name: string): string {
 
 export function configFrom(parsed: Parsed): Config {
   const flags: ConfigFlags = {}
-  for (const key of ['data', 'host', 'port', 'base-url'] as const) {
+  for (const key of ['data', 'host', 'port', 'base-url', 'oidc-issuer', 'oidc-client-id'] as const) {
     const value = parsed.values[key]
     if (typeof value === 'string') flags[key] = value
   }
+  if (parsed.values['oidc-auto-create'] === true) flags['oidc-auto-create'] = 'true'
   try {
     return loadConfig(flags)
   } catch (error) {

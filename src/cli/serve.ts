@@ -22,9 +22,16 @@ export const SHUTDOWN_GRACE_MS = 8_000
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host H] [--port P] [--data DIR] [--base-url URL]',
+  usage: 'trellis serve [--host H] [--port P] [--data DIR] [--base-url URL] [--oidc-issuer URL --oidc-client-id ID [--oidc-auto-create]]',
   async run(argv, io) {
-    const parsed = parseFlags(argv, { host: { type: 'string' }, port: { type: 'string' }, 'base-url': { type: 'string' } })
+    const parsed = parseFlags(argv, {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'base-url': { type: 'string' },
+      'oidc-issuer': { type: 'string' },
+      'oidc-client-id': { type: 'string' },
+      'oidc-auto-create': { type: 'boolean' },
+    })
     if (parsed.help) return io.out(this.usage), 0
     const config = configFrom(parsed)
     const logger = createLogger(config.logLevel)

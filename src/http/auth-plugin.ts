@@ -149,13 +149,17 @@ export function authPlugin(deps: AppDeps) {
 
 /**
  * The project a management caller addresses: 404 when unknown or when the caller is not a member (members
- * of other projects learn nothing about it); a Bearer caller is confined to its token's project.
+ * of other projects learn nothing about it); a Bearer caller is confined to its token's project; an SSO
+ * project only for a session signed in with SSO (or a token generated in one).
  */
 export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
   const project = requireProject(db, name)
   if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
   if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) {
     throw forbidden('A token can only act on its own project', 'wrong_project')
+  }
+  if (project.sso && !caller.viaSso) {
+    throw forbidden('This project uses SSO: sign in with SSO to use it (its tokens must be generated while logged in with SSO)', 'sso_required')
   }
   return project
 }

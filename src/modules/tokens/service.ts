@@ -151,12 +151,26 @@ export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: numb
 }
 
 /**
+ * When a project turns SSO on: revokes its live tokens not generated in an SSO session (one admin log entry
+ * each, by the system). Returns their display names. Call in a write transaction.
+ */
+export function revokeNonSsoTokens(db: Db, clock: Clock, projectId: number): string[] {
+  const live = db
+    .select()
+    .from(apiTokens)
+    .where(and(eq(apiTokens.projectId, projectId), isNull(apiTokens.revokedAt), eq(apiTokens.createdWithSso, false)))
+    .all()
+  return live.filter((token) => revokeToken(db, clock, token, null)).map((token) => `${token.name} (${token.prefix}…)`)
+}
+
+/**
  * Admin log values must fit the compatibility document's `{name}` shape: the token as one readable text.
  * Never the value or its hash — only the display prefix.
  */
 function describeToken(db: Db, token: TokenRow): string {
   const owner = db.select({ email: users.email }).from(users).where(eq(users.id, token.userId)).get()
-  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}`
+  const sso = token.createdWithSso ? ', generated in an SSO session' : ''
+  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }
 
 export function findToken(db: Db, id: number): TokenRow | undefined {
@@ -204,6 +218,7 @@ export function tokenView(row: TokenListRow) {
     createdAt: toIso(t.createdAt),
     lastUsedAt: toIsoOrNull(t.lastUsedAt),
     expiresAt: toIsoOrNull(t.expiresAt),
+    createdWithSso: t.createdWithSso,
   }
 }
 
@@ -214,7 +229,7 @@ export function projectTokenView(row: TokenListRow) {
 
 /** What `trellis token list --json` prints (DESIGN §9). */
 export function cliTokenView(row: TokenListRow) {
-  const { projectName: _projectName, ...view } = tokenView(row)
+  const { projectName: _projectName, createdWithSso: _sso, ...view } = tokenView(row)
   return { ...view, user: row.owner.email, project: row.projectName, revokedAt: toIsoOrNull(row.token.revokedAt) }
 }
 
