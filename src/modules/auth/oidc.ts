@@ -218,7 +218,14 @@ export class OidcSignIn {
   }
 }
 
+/**
+ * The most precise message in the library's error chain (openid-client wraps oauth4webapi's, which names the
+ * claim: `unexpected JWT "aud" (audience) claim value`), with its code. Never the token or a response body.
+ */
 function messageOf(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error)
-  return message.slice(0, 300)
+  let inner: unknown = error
+  for (let depth = 0; depth < 5 && inner instanceof Error && inner.cause instanceof Error; depth++) inner = inner.cause
+  if (!(inner instanceof Error)) return String(inner).slice(0, 300)
+  const code = (inner as Error & { code?: unknown }).code
+  return `${inner.message.slice(0, 300)}${typeof code === 'string' ? ` (${code})` : ''}`
 }
