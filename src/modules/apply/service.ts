@@ -33,7 +33,6 @@ import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
 import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { roleIn } from '../projects/service.ts'
 import { findRecord } from '../records/service.ts'
-import { revokeNonSsoTokens } from '../tokens/service.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -249,10 +248,6 @@ class ApplyWriter {
     if (spec.sso !== undefined && spec.sso !== existing.sso) {
       this.db.update(projects).set({ sso: spec.sso }).where(eq(projects.id, existing.id)).run()
       this.record('updated', 'project', spec.name)
-      // Refused from the next request anyway; revoked so that turning SSO off again brings none of them back.
-      if (spec.sso) {
-        for (const token of revokeNonSsoTokens(this.db, this.ctx.clock, existing.id)) this.record('updated', 'api-token revoked (not made with SSO)', `${spec.name}/${token}`)
-      }
     } else {
       this.record('unchanged', 'project', spec.name)
     }

@@ -151,19 +151,6 @@ export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: numb
 }
 
 /**
- * When a project turns SSO on: revokes its live tokens not generated in an SSO session (one admin log entry
- * each, by the system). Returns their display names. Call in a write transaction.
- */
-export function revokeNonSsoTokens(db: Db, clock: Clock, projectId: number): string[] {
-  const live = db
-    .select()
-    .from(apiTokens)
-    .where(and(eq(apiTokens.projectId, projectId), isNull(apiTokens.revokedAt), eq(apiTokens.createdWithSso, false)))
-    .all()
-  return live.filter((token) => revokeToken(db, clock, token, null)).map((token) => `${token.name} (${token.prefix}…)`)
-}
-
-/**
  * Admin log values must fit the compatibility document's `{name}` shape: the token as one readable text.
  * Never the value or its hash — only the display prefix.
  */
