@@ -24,6 +24,9 @@ const ACCOUNTS = {
   unverified: { email: 'bob@example.com', email_verified: false, name: 'Bob' },
   newcomer: { email: 'newcomer@example.com', email_verified: true, name: 'New Comer' },
   dave: { email: 'dave@example.com', email_verified: true },
+  // As Entra ID sends them: no email_verified, the optional claim xms_edov instead.
+  entra: { email: 'alice@example.com', xms_edov: true },
+  entraUnverified: { email: 'alice@example.com', xms_edov: false },
 }
 
 /** Trellis's clock: real time plus an offset the tests move (ID tokens are stamped by the provider's real clock). */
@@ -228,6 +231,11 @@ describe('who the person is', () => {
     const { person, response } = await signIn('unverified')
     expect(await refusal(response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
     expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('Entra ID style: no email_verified, xms_edov true is verified, false is not', async () => {
+    expect((await signIn('entra')).response.status).toBe(303)
+    expect(await refusal((await signIn('entraUnverified')).response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
   })
 
   test('an unknown person with auto-create off is refused (403) and not created', async () => {

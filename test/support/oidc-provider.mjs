@@ -32,7 +32,7 @@ const provider = new Provider(issuer, {
     if (!account) return undefined
     return { accountId: id, claims: async () => ({ sub: id, ...account }) }
   },
-  claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'preferred_username'] },
+  claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'], profile: ['name', 'preferred_username'] },
   features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
   ttl: { IdToken: options.idTokenTtl ?? 3600 },
   cookies: { keys: ['oidc-provider-test-cookie-key'] },

@@ -185,7 +185,7 @@ export class OidcSignIn {
     }
     const idToken = tokens.claims()!
     let email = typeof idToken.email === 'string' ? idToken.email : undefined
-    let verified = idToken.email_verified
+    let verified = emailVerified(idToken)
     let name = typeof idToken.name === 'string' ? idToken.name : undefined
     if (email === undefined && configuration.serverMetadata().userinfo_endpoint) {
       // Providers that follow the spec to the letter put scope claims only in UserInfo.
@@ -193,11 +193,11 @@ export class OidcSignIn {
         throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's user info was refused: ${messageOf(error)}`)
       })
       email = typeof info.email === 'string' ? info.email : undefined
-      verified = info.email_verified
+      verified = emailVerified(info)
       name ??= typeof info.name === 'string' ? info.name : undefined
     }
     return {
-      claims: { issuer: idToken.iss, subject: idToken.sub, email, emailVerified: verified === true, name },
+      claims: { issuer: idToken.iss, subject: idToken.sub, email, emailVerified: verified, name },
       next: pending.next,
     }
   }
@@ -216,6 +216,15 @@ export class OidcSignIn {
       this.pending.delete(state)
     }
   }
+}
+
+/**
+ * `email_verified: true`; Entra ID never sends it, and says instead with `xms_edov: true` (optional claim) that
+ * the email's domain is verified by its owner.
+ */
+function emailVerified(claims: Record<string, unknown>): boolean {
+  if (claims.email_verified !== undefined) return claims.email_verified === true
+  return claims.xms_edov === true
 }
 
 /**
