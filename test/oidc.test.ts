@@ -13,7 +13,7 @@ import { applyDocument } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { testApp, testEnv, type TestEnv } from './helpers.ts'
+import { runCli, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -483,5 +483,28 @@ describe('signing out', () => {
     // The provider accepts it: its own "sign out?" page, not an error.
     const confirm = await fetch(endSession, { redirect: 'manual' })
     expect(confirm.status).toBe(200)
+  })
+
+  test('a provider without an end-session endpoint (as Google): the page says to sign out on its own site', async () => {
+    const plain = await startOidcProvider({ clients: [], accounts: {}, endSession: false })
+    try {
+      const config = { ...env.config, oidc: { ...env.config.oidc!, issuer: plain.issuer } }
+      const response = await testApp(env, { ...deps, config }).handle(new Request(`${base}/auth/sso/logout`))
+      expect(response.status).toBe(200)
+      expect(await response.text()).toContain('offers no sign-out link')
+    } finally {
+      await plain.stop()
+    }
+  })
+
+  test('serve refuses half a configuration before starting (exit 2, naming the setting)', async () => {
+    const dir = tempDir()
+    try {
+      const result = await runCli(['serve', '--data', dir.path, '--port', '0', '--oidc-issuer', 'https://id.example.com'])
+      expect(result.code).toBe(2)
+      expect(result.stderr).toContain('TRELLIS_OIDC_CLIENT_ID')
+    } finally {
+      dir.cleanup()
+    }
   })
 })

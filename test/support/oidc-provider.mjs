@@ -2,7 +2,7 @@
 // process (test/support/oidc-provider.ts starts it). Its own development login and consent pages are the
 // interaction UI: any login name is accepted, and `accounts` says what that name's claims are.
 //
-// Usage: node oidc-provider.mjs '<json>' with { port? (0: a free one), clients, accounts, idTokenTtl? }.
+// Usage: node oidc-provider.mjs '<json>' with { port? (0: a free one), clients, accounts, idTokenTtl?, endSession? (false: no end-session endpoint) }.
 // Prints "ready <issuer>" once listening.
 //
 // One test hook sits in front of the token endpoint: POST /__test/next-token-response { mode, idToken? } changes
@@ -33,7 +33,7 @@ const provider = new Provider(issuer, {
     return { accountId: id, claims: async () => ({ sub: id, ...account }) }
   },
   claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'], profile: ['name', 'preferred_username'] },
-  features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
+  features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: options.endSession !== false } },
   ttl: { IdToken: options.idTokenTtl ?? 3600 },
   cookies: { keys: ['oidc-provider-test-cookie-key'] },
 })

@@ -78,7 +78,13 @@ export function ssoModule(deps: AppDeps) {
     .get('/auth/sso/logout', async () => {
       // Trellis's own session ends with POST /auth/logout; this only sends the browser on to the provider's.
       const url = await signIn.endSessionUrl(`${deps.config.baseUrl}/login`)
-      return seeOther(url ?? '/login')
+      if (url) return seeOther(url)
+      return htmlResponse(
+        layout({
+          title: 'Signed out of Trellis',
+          body: html`<p>Your identity provider offers no sign-out link: to end your session there too, sign out on its own site.</p><p><a href="/login">Sign in again</a></p>`,
+        }),
+      )
     })
 }
 
