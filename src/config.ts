@@ -44,11 +44,18 @@ export interface ConfigFlags {
   'oidc-auto-create'?: string
 }
 
+/** The identity provider an apply file stored (`sso:`), below flags and environment variables. No secret. */
+export interface StoredSso {
+  issuer: string
+  clientId: string
+  autoCreate?: boolean
+}
+
 export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>
 
-export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Config {
+export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, stored: StoredSso | null = null): Config {
   const pick = (flag: string | undefined, name: string) => flag ?? nonEmpty(env[name])
   const host = pick(flags.host, 'TRELLIS_HOST') ?? '127.0.0.1'
   const port = integerSetting('--port / TRELLIS_PORT', pick(flags.port, 'TRELLIS_PORT'), 8080, 0, 65535)
@@ -75,33 +82,42 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
-    oidc: oidcConfig(flags, env),
+    oidc: oidcConfig(flags, env, stored),
   }
 }
 
-function oidcConfig(flags: ConfigFlags, env: Env): OidcConfig | null {
-  const issuer = flags['oidc-issuer'] ?? nonEmpty(env.TRELLIS_OIDC_ISSUER)
-  const clientId = flags['oidc-client-id'] ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_ID)
+/** Each setting: flag > environment variable > the apply file's `sso:` > off. */
+function oidcConfig(flags: ConfigFlags, env: Env, stored: StoredSso | null): OidcConfig | null {
+  const issuer = flags['oidc-issuer'] ?? nonEmpty(env.TRELLIS_OIDC_ISSUER) ?? stored?.issuer
+  const clientId = flags['oidc-client-id'] ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_ID) ?? stored?.clientId
   if (issuer === undefined && clientId === undefined) return null
   if (issuer === undefined || clientId === undefined) {
     throw new ConfigError('SSO needs both --oidc-issuer / TRELLIS_OIDC_ISSUER and --oidc-client-id / TRELLIS_OIDC_CLIENT_ID')
   }
-  let url: URL
-  try {
-    url = new URL(issuer)
-  } catch {
-    throw new ConfigError(`--oidc-issuer / TRELLIS_OIDC_ISSUER must be a URL, got "${issuer}"`)
-  }
-  // Plain http would let anyone on the path forge identities: only for a provider on this machine (tests, dev).
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
-    throw new ConfigError('--oidc-issuer / TRELLIS_OIDC_ISSUER must be an https URL (http only for localhost)')
-  }
+  const problem = issuerProblem(issuer)
+  if (problem) throw new ConfigError(`--oidc-issuer / TRELLIS_OIDC_ISSUER ${problem}`)
+  const autoCreate = flags['oidc-auto-create'] ?? nonEmpty(env.TRELLIS_OIDC_AUTO_CREATE)
   return {
     issuer,
     clientId,
     clientSecret: nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET),
-    autoCreate: booleanSetting('--oidc-auto-create / TRELLIS_OIDC_AUTO_CREATE', flags['oidc-auto-create'] ?? env.TRELLIS_OIDC_AUTO_CREATE, false),
+    autoCreate: booleanSetting('--oidc-auto-create / TRELLIS_OIDC_AUTO_CREATE', autoCreate, stored?.autoCreate ?? false),
   }
+}
+
+/** What is wrong with an issuer URL, or null (shared with the apply file's `sso.issuer`). */
+export function issuerProblem(issuer: string): string | null {
+  let url: URL
+  try {
+    url = new URL(issuer)
+  } catch {
+    return `must be a URL, got "${issuer}"`
+  }
+  // Plain http would let anyone on the path forge identities: only for a provider on this machine (tests, dev).
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
+    return 'must be an https URL (http only for localhost)'
+  }
+  return null
 }
 
 function isLoopback(hostname: string): boolean {

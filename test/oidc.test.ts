@@ -13,7 +13,7 @@ import { applyDocument } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { runCli, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -163,6 +163,13 @@ describe('configuration', () => {
     expect(loadConfig({}, { ...env, TRELLIS_OIDC_CLIENT_SECRET: '' }).oidc!.clientSecret).toBeUndefined()
   })
 
+  test("the apply file's sso: is the lowest layer: used when flags and env name no provider, its auto-create below theirs", () => {
+    const stored = { issuer: 'https://id.example.com', clientId: 'from-file', autoCreate: true }
+    expect(loadConfig({}, { TRELLIS_OIDC_CLIENT_SECRET: 's' }, stored).oidc).toEqual({ issuer: 'https://id.example.com', clientId: 'from-file', clientSecret: 's', autoCreate: true })
+    expect(loadConfig({}, { TRELLIS_OIDC_CLIENT_ID: 'from-env', TRELLIS_OIDC_AUTO_CREATE: 'false' }, stored).oidc).toMatchObject({ clientId: 'from-env', autoCreate: false })
+    expect(loadConfig({ 'oidc-issuer': 'https://flag.example.com' }, {}, stored).oidc).toMatchObject({ issuer: 'https://flag.example.com', clientId: 'from-file' })
+  })
+
   test('bad settings are refused at start, naming the setting', () => {
     expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'https://id.example.com' })).toThrow(/TRELLIS_OIDC_CLIENT_ID/)
     expect(() => loadConfig({}, { TRELLIS_OIDC_CLIENT_ID: 'x' })).toThrow(/TRELLIS_OIDC_ISSUER/)
@@ -172,6 +179,44 @@ describe('configuration', () => {
     expect(loadConfig({}, { TRELLIS_OIDC_ISSUER: 'http://localhost:9000', TRELLIS_OIDC_CLIENT_ID: 'x' }).oidc).not.toBeNull()
     expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'https://a.example', TRELLIS_OIDC_CLIENT_ID: 'x', TRELLIS_OIDC_AUTO_CREATE: 'maybe' })).toThrow(/TRELLIS_OIDC_AUTO_CREATE/)
   })
+})
+
+describe('sso: in the apply file', () => {
+  test('stored without a secret, idempotent, validated, removed with null; serve reads it at start', async () => {
+    const dir = tempDir()
+    const file = `${dir.path}/sso.yaml`
+    const apply = async (text: string, ...extra: string[]) => {
+      await Bun.write(file, text)
+      return runCli(['apply', '-f', file, '--data', dir.path, '--json', ...extra])
+    }
+    try {
+      const first = await apply(`sso:\n  issuer: ${provider.issuer}\n  clientId: trellis\n`)
+      expect(first.code).toBe(0)
+      expect(JSON.parse(first.stdout).changes).toContainEqual({ action: 'created', kind: 'sso settings', name: provider.issuer })
+      expect(JSON.parse((await apply(`sso: { issuer: ${provider.issuer}, clientId: trellis }\n`)).stdout)).toMatchObject({ created: 0, updated: 0, unchanged: 1 })
+      // The secret has no place in the file; a bad issuer names the field; nothing is written.
+      const secret = await apply(`sso: { issuer: ${provider.issuer}, clientId: trellis, clientSecret: x }\n`)
+      expect(secret.code).toBe(1)
+      expect(secret.stderr).toContain('clientSecret')
+      const insecure = await apply('sso: { issuer: http://id.example.com, clientId: trellis }\n')
+      expect(insecure.code).toBe(1)
+      expect(insecure.stderr).toContain('sso.issuer: issuer must be an https URL')
+      // serve (a real process) takes it, with the secret from its environment.
+      const serve = await startServe({ dataDir: dir.path, cwd: dir.path, env: { TRELLIS_OIDC_CLIENT_SECRET: SECRET } })
+      try {
+        expect(await (await fetch(`${serve.url}/login`)).text()).toContain('Sign in with SSO')
+        const start = await fetch(`${serve.url}/auth/sso/start`, { redirect: 'manual' })
+        expect(start.status).toBe(303)
+        expect(new URL(start.headers.get('location')!).origin).toBe(provider.issuer)
+      } finally {
+        await serve.stop()
+      }
+      const removed = await apply('sso: null\n')
+      expect(JSON.parse(removed.stdout).changes).toContainEqual({ action: 'updated', kind: 'sso settings (removed)', name: 'identity provider' })
+    } finally {
+      dir.cleanup()
+    }
+  }, 30_000)
 })
 
 // ── signing in ──────────────────────────────────────────────────────────────

@@ -1,6 +1,6 @@
 /** What every CLI command shares: flag parsing (usage errors → exit 2), failures (exit 1), opening the store. */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { type Config, ConfigError, type ConfigFlags, loadConfig } from '../config.ts'
+import { type Config, ConfigError, type ConfigFlags, loadConfig, type StoredSso } from '../config.ts'
 import { migrate } from '../db/migrate.ts'
 import { openStore, type Store } from '../db/open.ts'
 
@@ -52,7 +52,8 @@ export function required(parsed: Parsed, name: string): string {
   return value
 }
 
-export function configFrom(parsed: Parsed): Config {
+/** `stored`: the apply file's SSO settings, read from the database by `serve` (the lowest layer). */
+export function configFrom(parsed: Parsed, stored: StoredSso | null = null): Config {
   const flags: ConfigFlags = {}
   for (const key of ['data', 'host', 'port', 'base-url', 'oidc-issuer', 'oidc-client-id'] as const) {
     const value = parsed.values[key]
@@ -60,7 +61,7 @@ export function configFrom(parsed: Parsed): Config {
   }
   if (parsed.values['oidc-auto-create'] === true) flags['oidc-auto-create'] = 'true'
   try {
-    return loadConfig(flags)
+    return loadConfig(flags, process.env, stored)
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(error.message)
     throw error

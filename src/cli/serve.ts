@@ -9,6 +9,7 @@ import { loadInstanceSecret } from '../lib/secret.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
+import { readStoredSso } from '../modules/auth/oidc-settings.ts'
 import { type Command, configFrom, openMigrated, parseFlags } from './command.ts'
 
 /** Signals -1 to main: the process keeps running until a signal stops it. */
@@ -33,9 +34,11 @@ export const serveCommand: Command = {
       'oidc-auto-create': { type: 'boolean' },
     })
     if (parsed.help) return io.out(this.usage), 0
-    const config = configFrom(parsed)
-    const logger = createLogger(config.logLevel)
-    const store = openMigrated(config)
+    const startConfig = configFrom(parsed)
+    const logger = createLogger(startConfig.logLevel)
+    const store = openMigrated(startConfig)
+    // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
+    const config = configFrom(parsed, readStoredSso(store.db))
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
     const executor = new Executor({

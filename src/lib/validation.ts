@@ -24,9 +24,18 @@ export function schemaProblems(schema: TSchema, value: unknown, base = ''): Prob
     const path = joinPath(base, error.path) || '(root)'
     if (seen.has(path)) continue
     seen.add(path)
-    problems.push({ path, message: describe(error.message, error.schema) })
+    // An object where "an object or null" is expected: say what is wrong inside it, not "expected union value".
+    const inner = objectBranch(error.schema, error.value)
+    if (inner) problems.push(...schemaProblems(inner, error.value, joinPath(base, error.path)))
+    else problems.push({ path, message: describe(error.message, error.schema) })
   }
   return problems
+}
+
+function objectBranch(schema: TSchema, value: unknown): TSchema | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined
+  const objects = ((schema.anyOf as TSchema[] | undefined) ?? []).filter((s) => s.type === 'object')
+  return objects.length === 1 ? objects[0] : undefined
 }
 
 function describe(message: string, schema: TSchema): string {
