@@ -30,16 +30,27 @@ export async function startOidcProvider(options: {
     stdout: 'pipe',
     stderr: 'pipe',
   })
+  // Its stderr (start-up warnings) is read all along, so a full pipe never blocks the provider.
+  let errors = ''
+  void (async () => {
+    for await (const chunk of child.stderr) errors += new TextDecoder().decode(chunk)
+  })()
   const reader = child.stdout.getReader()
   let seen = ''
-  const deadline = Date.now() + 15_000
+  // A provider that never says ready is stopped after 15 s, which ends the read below.
+  const timer = setTimeout(() => child.kill(), 15_000)
   while (!/^ready (\S+)$/m.test(seen)) {
-    if (Date.now() > deadline) throw new Error(`oidc-provider did not start: ${seen}`)
     const { value, done } = await reader.read()
-    if (done) throw new Error(`oidc-provider exited: ${seen}${await new Response(child.stderr).text()}`)
+    if (done) {
+      clearTimeout(timer)
+      throw new Error(`oidc-provider exited before it was ready: ${seen}${errors}`)
+    }
     seen += new TextDecoder().decode(value)
   }
-  reader.releaseLock()
+  clearTimeout(timer)
+  void (async () => {
+    while (!(await reader.read()).done);
+  })()
   const issuer = /^ready (\S+)$/m.exec(seen)![1]!
   return {
     issuer,
