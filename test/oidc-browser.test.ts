@@ -76,6 +76,8 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     provider = await startOidcProvider({
       clients: [{ client_id: 'trellis', client_secret: SECRET, redirect_uris: [`${base}/auth/sso/callback`], post_logout_redirect_uris: [`${base}/login`] }],
       accounts: { 'alice.sso': { email: 'alice@example.com', email_verified: true, name: 'Alice' } },
+      // Here the email comes in the ID token itself (oidc.test.ts gets it from UserInfo).
+      emailInIdToken: true,
     })
     const file = join(dir.path, 'acme.yaml')
     writeFileSync(file, stringify(acmeDocument({ passwords: true })))

@@ -2,7 +2,7 @@
 // process (test/support/oidc-provider.ts starts it). Its own development login and consent pages are the
 // interaction UI: any login name is accepted, and `accounts` says what that name's claims are.
 //
-// Usage: node oidc-provider.mjs '<json>' with { port? (0: a free one), clients, accounts, idTokenTtl?, endSession? (false: no end-session endpoint) }.
+// Usage: node oidc-provider.mjs '<json>' with { port? (0: a free one), clients, accounts, idTokenTtl?, endSession? (false: no end-session endpoint), emailInIdToken? }.
 // Prints "ready <issuer>" once listening.
 //
 // One test hook sits in front of the token endpoint: POST /__test/next-token-response { mode, idToken? } changes
@@ -35,6 +35,9 @@ const provider = new Provider(issuer, {
   claims: { openid: ['sub'], email: ['email', 'email_verified', 'xms_edov'], profile: ['name', 'preferred_username'] },
   features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: options.endSession !== false } },
   ttl: { IdToken: options.idTokenTtl ?? 3600 },
+  // Default (true): the email claims reach the relying party through UserInfo only, as the spec says; false puts
+  // them in the ID token too, as Keycloak, Google or Entra ID do.
+  conformIdTokenClaims: options.emailInIdToken !== true,
   cookies: { keys: ['oidc-provider-test-cookie-key'] },
 })
 

@@ -25,6 +25,7 @@ export async function startOidcProvider(options: {
   accounts: Record<string, Record<string, unknown>>
   idTokenTtl?: number
   endSession?: boolean
+  emailInIdToken?: boolean
 }): Promise<OidcProvider> {
   const child = Bun.spawn(['node', join(import.meta.dir, 'oidc-provider.mjs'), JSON.stringify({ port: 0, ...options })], {
     stdout: 'pipe',

@@ -145,9 +145,9 @@ export class OidcSignIn {
   }
 
   /**
-   * Completes a sign-in from the query of the provider's redirect to the callback: the `state` must be one this browser
-   * started and not yet used; then the code exchange and every ID token check. Returns the claims and where
-   * to go next.
+   * Completes a sign-in from the query of the provider's redirect to the callback: the `state` must be one this
+   * browser started and not yet used; then the code exchange and every ID token check. Returns the claims and
+   * where to go next.
    */
   async finish(query: URLSearchParams, browserValue: string | undefined): Promise<{ claims: SsoClaims; next: string }> {
     // The redirect URL as registered (behind a proxy the request's own URL may differ), with the provider's answer.
@@ -187,13 +187,16 @@ export class OidcSignIn {
     let email = typeof idToken.email === 'string' ? idToken.email : undefined
     let verified = emailVerified(idToken)
     let name = typeof idToken.name === 'string' ? idToken.name : undefined
-    if (email === undefined && configuration.serverMetadata().userinfo_endpoint) {
-      // Providers that follow the spec to the letter put scope claims only in UserInfo.
+    const saysVerified = idToken.email_verified !== undefined || idToken.xms_edov !== undefined
+    if ((email === undefined || !saysVerified) && configuration.serverMetadata().userinfo_endpoint) {
+      // Providers that follow the spec to the letter put scope claims only in UserInfo (whose `sub` must match).
       const info = await client.fetchUserInfo(configuration, tokens.access_token, idToken.sub).catch((error: unknown) => {
         throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's user info was refused: ${messageOf(error)}`)
       })
-      email = typeof info.email === 'string' ? info.email : undefined
-      verified = emailVerified(info)
+      if (typeof info.email === 'string') {
+        email = info.email
+        verified = emailVerified(info)
+      }
       name ??= typeof info.name === 'string' ? info.name : undefined
     }
     return {
