@@ -12,6 +12,7 @@ import type { Executor } from './executor/executor.ts'
 import type { Logger } from './lib/logger.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { authModule } from './modules/auth/index.ts'
+import { ssoModule } from './modules/auth/oidc-routes.ts'
 import { tokensModule } from './modules/tokens/index.ts'
 import { activityLogsModule } from './modules/activity-logs/index.ts'
 import { adminLogsModule } from './modules/admin-logs/index.ts'
@@ -57,6 +58,7 @@ export function createApp(deps: AppDeps) {
     .use(docsModule(deps))
     .use(setupModule(deps))
     .use(authModule(deps))
+    .use(ssoModule(deps))
     .use(tokensModule(deps))
     .use(notesModule(deps))
     .use(workflowsModule(deps))

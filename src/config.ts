@@ -23,6 +23,17 @@ export interface Config {
   logRetentionDays: number | null
   /** Local and private destinations that `http` steps may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
+  /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
+  oidc: OidcConfig | null
+}
+
+export interface OidcConfig {
+  issuer: string
+  clientId: string
+  /** Absent for a public client (PKCE only). Never logged. */
+  clientSecret: string | undefined
+  /** Create unknown users on their first SSO sign-in. */
+  autoCreate: boolean
 }
 
 /**
@@ -34,6 +45,9 @@ export const FLAG_SETTINGS = {
   host: { env: 'TRELLIS_HOST', default: '127.0.0.1' },
   port: { env: 'TRELLIS_PORT', default: '8080' },
   'base-url': { env: 'TRELLIS_BASE_URL', default: 'http://HOST:PORT' },
+  'oidc-issuer': { env: 'TRELLIS_OIDC_ISSUER', default: 'the apply file\'s sso.issuer, else no SSO' },
+  'oidc-client-id': { env: 'TRELLIS_OIDC_CLIENT_ID', default: 'the apply file\'s sso.clientId' },
+  'oidc-auto-create': { env: 'TRELLIS_OIDC_AUTO_CREATE', default: 'false' },
 } as const
 
 /**
@@ -51,6 +65,15 @@ export interface ConfigOptions {
    * TRELLIS_BASE_URL is given, before the host/port default (the commands that print URLs pass it; serve does not).
    */
   servedBaseUrl?: (dataDir: string) => string | undefined
+  /** The apply file's SSO settings (`sso:`), read from the database by `serve`: the lowest layer. */
+  storedSso?: StoredSso | null
+}
+
+/** The identity provider an apply file stored (`sso:`), below flags and environment variables. No secret. */
+export interface StoredSso {
+  issuer: string
+  clientId: string
+  autoCreate?: boolean
 }
 
 export class ConfigError extends Error {}
@@ -86,6 +109,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
+    oidc: oidcConfig(flags, env, options.storedSso ?? null),
   }
 }
 
@@ -96,6 +120,52 @@ function allowListSetting(raw: string | undefined): AllowList {
     if (error instanceof AllowListError) throw new ConfigError(`TRELLIS_HTTP_ALLOW: ${error.message}`)
     throw error
   }
+}
+
+/** Each setting: flag > environment variable > the apply file's `sso:` > off. */
+function oidcConfig(flags: ConfigFlags, env: Env, stored: StoredSso | null): OidcConfig | null {
+  const issuer = flags['oidc-issuer'] ?? nonEmpty(env.TRELLIS_OIDC_ISSUER) ?? stored?.issuer
+  const clientId = flags['oidc-client-id'] ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_ID) ?? stored?.clientId
+  if (issuer === undefined && clientId === undefined) return null
+  if (issuer === undefined || clientId === undefined) {
+    throw new ConfigError('SSO needs both --oidc-issuer / TRELLIS_OIDC_ISSUER and --oidc-client-id / TRELLIS_OIDC_CLIENT_ID')
+  }
+  const problem = issuerProblem(issuer)
+  if (problem) throw new ConfigError(`--oidc-issuer / TRELLIS_OIDC_ISSUER ${problem}`)
+  const autoCreate = flags['oidc-auto-create'] ?? nonEmpty(env.TRELLIS_OIDC_AUTO_CREATE)
+  return {
+    issuer,
+    clientId,
+    clientSecret: nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET),
+    autoCreate: booleanSetting('--oidc-auto-create / TRELLIS_OIDC_AUTO_CREATE', autoCreate, stored?.autoCreate ?? false),
+  }
+}
+
+/** What is wrong with an issuer URL, or null (shared with the apply file's `sso.issuer`). */
+export function issuerProblem(issuer: string): string | null {
+  let url: URL
+  try {
+    url = new URL(issuer)
+  } catch {
+    return `must be a URL, got "${issuer}"`
+  }
+  // Plain http would let anyone on the path forge identities: only for a provider on this machine (tests, dev).
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
+    return 'must be an https URL (http only for localhost)'
+  }
+  return null
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname)
+}
+
+function booleanSetting(name: string, raw: string | undefined, fallback: boolean): boolean {
+  const text = nonEmpty(raw)?.toLowerCase()
+  if (text === undefined) return fallback
+  if (['true', '1', 'on', 'yes'].includes(text)) return true
+  if (['false', '0', 'off', 'no'].includes(text)) return false
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`)
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

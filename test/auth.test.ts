@@ -576,7 +576,8 @@ describe('token management API', () => {
     const body = JSON.parse(text) as { data: Record<string, unknown>[] }
     expect(body.data.map((t) => t.name)).toEqual(['second', 'first'])
     for (const row of body.data) {
-      expect(Object.keys(row).sort()).toEqual(['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'projectName', 'scopes'])
+      expect(Object.keys(row).sort()).toEqual(['createdAt', 'createdWithSso', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'projectName', 'scopes'])
+      expect(row.createdWithSso).toBe(false)
     }
     expect(body.data[0]).toMatchObject({ id: b.id, prefix: b.prefix, projectName: 'Beta', scopes: ['all'], expiresAt: b.expiresAt, lastUsedAt: null })
     const hashes = e.store.sqlite.prepare('SELECT token_hash FROM api_tokens').all() as { token_hash: string }[]
@@ -611,7 +612,7 @@ describe('token management API', () => {
     const carol = sessionCookie(e, 'carol@example.com')
     const list = (await (await app.handle(request('/v1/project/Acme/api-tokens', { headers: { cookie: carol } }))).json()) as { data: Record<string, unknown>[] }
     expect(list.data).toHaveLength(1)
-    expect(Object.keys(list.data[0]!).sort()).toEqual(['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'projectName', 'scopes', 'user'])
+    expect(Object.keys(list.data[0]!).sort()).toEqual(['createdAt', 'createdWithSso', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'projectName', 'scopes', 'user'])
     expect(JSON.stringify(list)).not.toContain(alices.value)
     await expectError(await app.handle(request('/v1/project/Nope/api-tokens', { headers: { cookie: carol } })), 404, 'not_found')
   })

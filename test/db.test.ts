@@ -118,7 +118,7 @@ describe('migrations', () => {
       ['user-project', 'identityProvider'],
     ]
     for (const [resource, initiator] of admin) run(`INSERT INTO admin_logs (project_id, type, resource, initiator, created_at) VALUES (1, 'add', '${resource}', '${initiator}', 1)`)
-    expect(migrate(store.sqlite)).toEqual(['0003_log_extensions'])
+    expect(migrate(store.sqlite)[0]).toBe('0003_log_extensions') // later migrations follow it
     const flags = (sql: string) => store.sqlite.prepare(sql).all()
     expect(flags('SELECT action, extension FROM activity_logs ORDER BY id')).toEqual([
       { action: 'createNote', extension: 0 },

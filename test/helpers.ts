@@ -118,8 +118,8 @@ export interface ServeProcess {
 }
 
 /** Runs `trellis serve` from source in a real process on a free port; resolves once /healthz answers. */
-export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number }): Promise<ServeProcess> {
-  const port = freePort()
+export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number }): Promise<ServeProcess> {
+  const port = options.port ?? freePort()
   const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), 'serve', '--port', String(port), '--data', options.dataDir], {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },

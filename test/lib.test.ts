@@ -107,6 +107,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
+      oidc: null,
     })
   })
 
@@ -145,6 +146,7 @@ describe('loadConfig', () => {
       logLevel: 'warn',
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
+      oidc: null,
     })
     expect(config.httpAllow.hosts).toEqual(new Set(['hooks.internal']))
     expect(config.httpAllow.ranges.map(([network, bits]) => `${network.toString()}/${bits}`)).toEqual(['10.1.0.0/16', '::1/128'])

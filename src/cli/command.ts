@@ -3,7 +3,7 @@
  * failures (exit 1), opening the store.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig } from '../config.ts'
+import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
 import { migrate } from '../db/migrate.ts'
 import { openStore, type Store } from '../db/open.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'
@@ -55,6 +55,14 @@ export const SETTING_FLAGS = {
   host: settingFlag('host', 'HOST', 'listen address'),
   port: settingFlag('port', 'PORT', 'listen port'),
   'base-url': settingFlag('base-url', 'URL', 'public URL of this server: webhook URLs, the setup link; recorded in DIR/base-url for the CLI'),
+  'oidc-issuer': settingFlag('oidc-issuer', 'URL', 'OpenID Connect issuer for console sign-in (https; http only for localhost)'),
+  'oidc-client-id': settingFlag('oidc-client-id', 'ID', 'client id registered at the issuer (the secret: TRELLIS_OIDC_CLIENT_SECRET only)'),
+  'oidc-auto-create': {
+    type: 'boolean',
+    help: 'create unknown users on their first SSO sign-in (verified email)',
+    env: FLAG_SETTINGS['oidc-auto-create'].env,
+    default: FLAG_SETTINGS['oidc-auto-create'].default,
+  } satisfies FlagSpec,
 }
 
 /**
@@ -110,15 +118,16 @@ export function required(parsed: Parsed, name: string): string {
   return value
 }
 
-/** The configuration from the setting flags given; `servedBaseUrl` for the commands that print URLs. */
-export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean } = {}): Config {
+/** The configuration from the setting flags given; `servedBaseUrl` for the commands that print URLs; `storedSso`: the apply file's SSO settings (serve reads them from the database). */
+export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean; storedSso?: StoredSso | null } = {}): Config {
   const flags: ConfigFlags = {}
   for (const key of Object.keys(FLAG_SETTINGS) as (keyof typeof FLAG_SETTINGS)[]) {
     const value = parsed.values[key]
     if (typeof value === 'string') flags[key] = value
+    else if (value === true) flags[key] = 'true'
   }
   try {
-    return loadConfig(flags, process.env, options.servedBaseUrl ? { servedBaseUrl } : {})
+    return loadConfig(flags, process.env, { ...(options.servedBaseUrl ? { servedBaseUrl } : {}), storedSso: options.storedSso ?? null })
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(error.message)
     throw error

@@ -12,6 +12,7 @@ import { withRequestLog } from '../http/request-log.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
+import { readStoredSso } from '../modules/auth/oidc-settings.ts'
 import { type Command, configFrom, openMigrated, parseFlags, SETTING_FLAGS } from './command.ts'
 
 /** Signals -1 to main: the process keeps running until a signal stops it. */
@@ -25,12 +26,22 @@ export const SHUTDOWN_GRACE_MS = 8_000
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR]',
-  flags: { host: SETTING_FLAGS.host, port: SETTING_FLAGS.port, 'base-url': SETTING_FLAGS['base-url'] },
+  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR] [--oidc-issuer URL --oidc-client-id ID [--oidc-auto-create]]',
+  flags: {
+    host: SETTING_FLAGS.host,
+    port: SETTING_FLAGS.port,
+    'base-url': SETTING_FLAGS['base-url'],
+    'oidc-issuer': SETTING_FLAGS['oidc-issuer'],
+    'oidc-client-id': SETTING_FLAGS['oidc-client-id'],
+    'oidc-auto-create': SETTING_FLAGS['oidc-auto-create'],
+  },
   async run(argv, io) {
-    const config = configFrom(parseFlags(argv, this.flags))
-    const logger = createLogger(config.logLevel)
-    const store = openMigrated(config)
+    const parsed = parseFlags(argv, this.flags)
+    const startConfig = configFrom(parsed)
+    const logger = createLogger(startConfig.logLevel)
+    const store = openMigrated(startConfig)
+    // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
+    const config = configFrom(parsed, { storedSso: readStoredSso(store.db) })
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
     const executor = new Executor({

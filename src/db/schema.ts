@@ -47,6 +47,16 @@ export const users = sqliteTable(
   (t) => [uniqueIndex('users_email_unique').on(t.email)],
 )
 
+/**
+ * Instance settings an apply file sets (today: `sso`, the identity provider without its secret), one JSON value
+ * per name. Flags and environment variables win over them; `serve` reads them at start.
+ */
+export const instanceSettings = sqliteTable('instance_settings', {
+  name: text('name').primaryKey(),
+  value: text('value').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+})
+
 /** Console login sessions; only the SHA-256 of the session id is stored. */
 export const sessions = sqliteTable(
   'sessions',

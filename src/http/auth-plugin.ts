@@ -178,12 +178,16 @@ export function authPlugin(deps: AppDeps) {
 /**
  * The project a management caller addresses: a Bearer caller naming another project than its token's is 403
  * wrong_project (before any lookup, as on every project route); otherwise 404 when unknown or when the caller is
- * not a member (members of other projects learn nothing about it).
+ * not a member (members of other projects learn nothing about it); an SSO project only for a session signed in
+ * with SSO (or a token generated in one).
  */
 export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
   if (caller.token) requireTokenProject(caller.token, name)
   const project = requireProject(db, name)
   if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
+  if (project.sso && !caller.viaSso) {
+    throw forbidden('This project uses SSO: sign in with SSO to use it (its tokens must be generated while logged in with SSO)', 'sso_required')
+  }
   return project
 }
 

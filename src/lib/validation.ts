@@ -85,6 +85,9 @@ function explain(error: ValueError, base: string): Problem[] {
         if (member) return [...Value.Errors(member, value)].flatMap((inner) => explain(inner, path))
         return [{ path: `${path ? `${path}.` : ''}${key}`, message: ruleOf({ anyOf: members.map((m) => (m.properties as Record<string, TSchema>)[key]!) } as unknown as TSchema) }]
       }
+      // An object where "an object or null" goes: say what is wrong inside it, not that it is neither.
+      const objects = ((schema.anyOf as TSchema[] | undefined) ?? []).filter((m) => m.type === 'object')
+      if (isRecord(value) && objects.length === 1) return [...Value.Errors(objects[0]!, value)].flatMap((inner) => explain(inner, path))
       return [{ path, message: ruleOf(schema) }]
     }
     default:

@@ -86,8 +86,17 @@ export const ApplyProject = T.Object(
   strict,
 )
 
+/** The identity provider for "Sign in with SSO"; its secret only ever comes from TRELLIS_OIDC_CLIENT_SECRET. null removes it. */
+export const ApplySso = T.Union([
+  T.Object(
+    { issuer: T.String({ minLength: 1, maxLength: 2000 }), clientId: T.String({ minLength: 1, maxLength: 500 }), autoCreate: T.Optional(T.Boolean()) },
+    strict,
+  ),
+  T.Null(),
+])
+
 export const ApplyFile = T.Object(
-  { users: T.Optional(T.Array(ApplyUser)), projects: T.Optional(T.Array(ApplyProject)) },
+  { sso: T.Optional(ApplySso), users: T.Optional(T.Array(ApplyUser)), projects: T.Optional(T.Array(ApplyProject)) },
   strict,
 )
 

@@ -33,6 +33,7 @@ import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
 import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
 import { roleIn } from '../projects/service.ts'
 import { findRecord } from '../records/service.ts'
+import { storeSso } from '../auth/oidc-settings.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
@@ -104,6 +105,7 @@ export function applyDocument(document: unknown, ctx: ApplyContext): ApplyReport
     const problems = validateApplyFile(tx, file, ctx.actorEmail)
     if (problems.length > 0) throw new ApplyError(problems)
     const writer = new ApplyWriter(tx, ctx, passwordHashes)
+    if (file.sso !== undefined) writer.applySso(file.sso)
     writer.applyUsers(file)
     file.projects?.forEach((project, p) => writer.applyProject(project, p))
     if (file.projects) writer.reportProjectsNotInFile(file.projects)
@@ -144,6 +146,14 @@ class ApplyWriter {
     if (outcome === 'published') this.report.updated++
     else this.report[outcome]++
     this.report.changes.push({ action: outcome, kind, name })
+  }
+
+  /** Read by `serve` at its next start. */
+  applySso(sso: NonNullable<ApplyFile['sso']> | null) {
+    const outcome = storeSso(this.db, this.ctx.clock, sso)
+    const name = sso?.issuer ?? 'identity provider'
+    if (outcome === 'removed') this.record('updated', 'sso settings (removed)', name)
+    else this.record(outcome, 'sso settings', name)
   }
 
   private userId(email: string): number {

@@ -4,6 +4,7 @@
  * `projects[0].teams[1].members[0]: unknown user bob@example.com`.
  */
 import { eq } from 'drizzle-orm'
+import { issuerProblem } from '../../config.ts'
 import type { Db } from '../../db/open.ts'
 import { collections, environments, projects, teams, users } from '../../db/schema.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
@@ -24,6 +25,10 @@ export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string):
   const problems: Problem[] = []
   const problem = (path: string, message: string) => problems.push({ path, message })
 
+  if (file.sso) {
+    const issuer = issuerProblem(file.sso.issuer)
+    if (issuer) problem('sso.issuer', `issuer ${issuer}`)
+  }
   const knownUsers = new Set(db.select({ email: users.email }).from(users).all().map((u) => u.email))
   const fileUsers = new Set<string>()
   file.users?.forEach((user, i) => {

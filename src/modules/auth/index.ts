@@ -8,11 +8,11 @@ import { Account, LoginBody, Session } from './model.ts'
 import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
 import { LoginThrottle } from './throttle.ts'
 
-function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return [`${SESSION_COOKIE}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ')
 }
 
-function isHttps(deps: AppDeps, request: Request): boolean {
+export function isHttps(deps: AppDeps, request: Request): boolean {
   return deps.config.baseUrl.startsWith('https://') || request.headers.get('x-forwarded-proto') === 'https'
 }
 

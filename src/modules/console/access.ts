@@ -5,9 +5,9 @@ import { forbidden, notFound } from '../../http/errors.ts'
 import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../projects/service.ts'
 
 /** The signed-in person, as the management API's checks know them. */
-export type ConsoleUser = AccountCaller['user']
+export type ConsoleUser = AccountCaller['user'] & { viaSso: boolean }
 
-const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: false, tokenProjectId: null, token: null })
+const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
 
 /** The project, when the user is a member (404 otherwise, as the API: non-members learn nothing). */
 export function memberProject(db: Db, user: ConsoleUser, name: string) {

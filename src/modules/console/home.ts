@@ -8,10 +8,10 @@ import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
 import { canReachRendering, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
-import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath } from './page.ts'
+import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, ssoStartPath } from './page.ts'
 
 /** Only same-site paths: `/x`, never `//host` or `/\host`. */
-function safeNext(next: string | undefined): string {
+export function safeNext(next: string | undefined): string {
   return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
 }
 
@@ -19,12 +19,18 @@ export function homePages(deps: AppDeps) {
   const { db } = deps.store
   return new Elysia({ name: 'console-home', detail: { hide: true } })
     .get('/login', ({ request }) => {
-      const next = safeNext(queryOf(request).next)
+      const query = queryOf(request)
+      const next = safeNext(query.next)
       if (findSession(db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))) return redirect(next)
+      // After an SSO session's sign-out: the provider's session may still be open; offer to end it too.
+      const signedOut = query.signedOut === 'sso' && deps.config.oidc
+        ? html`<p class="notice">You are signed out of Trellis. <a href="/auth/sso/logout">Also sign out of your identity provider</a></p>`
+        : ''
+      const sso = deps.config.oidc ? html`<p><a class="button" id="sso-sign-in" href="${ssoStartPath(next)}">Sign in with SSO</a></p><p class="muted">or with a password:</p>` : ''
       return htmlResponse(
         layout({
           title: 'Sign in',
-          body: html`<form class="login" data-api action="/auth/login" data-next="${next}">
+          body: html`${signedOut}${sso}<form class="login" data-api action="/auth/login" data-next="${next}">
   <label>Email <input name="email" type="email" autocomplete="username" required></label>
   <label>Password <input name="password" type="password" autocomplete="current-password" required></label>
   <p class="form-error" role="alert"></p>

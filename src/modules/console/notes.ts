@@ -25,7 +25,7 @@ const RenderingParams = { project: t.String(), environment: t.String(), team: t.
 /** A person signed in to the console: these actions are not part of the token API. */
 function person(caller: AccountCaller) {
   if (caller.token) throw forbidden('This is a console action: sign in instead of sending a token', 'session_required')
-  return caller.user
+  return { ...caller.user, viaSso: caller.viaSso }
 }
 
 function nonBlank(field: string, value: string): string {

@@ -24,7 +24,7 @@ export interface Crumb {
 
 export interface PageSpec {
   title: string
-  user?: Pick<SessionUser, 'email' | 'username'>
+  user?: Pick<SessionUser, 'email' | 'username'> & { viaSso?: boolean }
   crumbs?: Crumb[]
   body: Html
 }
@@ -47,7 +47,7 @@ export function layout(spec: PageSpec): Html {
     spec.user
       ? html`<span class="muted">${spec.user.email}</span>
   <a href="/account">Account</a>
-  <form class="inline" data-api action="/auth/logout" data-next="/login"><button type="submit">Sign out</button></form>`
+  <form class="inline" data-api action="/auth/logout" data-next="${spec.user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>`
       : ''
   }
 </header>
@@ -62,7 +62,8 @@ export function layout(spec: PageSpec): Html {
 
 export interface ConsoleRequest {
   deps: AppDeps
-  user: SessionUser
+  /** With how they signed in: a password session cannot open an SSO project. */
+  user: SessionUser & { viaSso: boolean }
   params: Record<string, string>
   query: Query
   url: URL
@@ -83,14 +84,18 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
     try {
       // An empty filter field means no filter (the forms send every field).
       const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
-      const out = render({ deps, user: session.user, params, query, url })
+      const out = render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url })
       return out instanceof Response ? out : htmlResponse(out)
     } catch (error) {
       if (!(error instanceof HttpError)) throw error
-      return htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p><p><a href="/">Home</a></p>` }), error.status)
+      const ssoLink = error.code === 'sso_required' && deps.config.oidc ? html`<p><a class="button" href="${ssoStartPath(url.pathname + url.search)}">Sign in with SSO</a></p>` : ''
+      return htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p>${ssoLink}<p><a href="/">Home</a></p>` }), error.status)
     }
   }
 }
+
+/** Where "Sign in with SSO" starts, coming back to `next` afterwards. */
+export const ssoStartPath = (next: string) => `/auth/sso/start?next=${encodeURIComponent(next)}`
 
 function isPrefetch(request: Request): boolean {
   const purpose = `${request.headers.get('sec-purpose') ?? ''} ${request.headers.get('purpose') ?? ''} ${request.headers.get('x-moz') ?? ''}`

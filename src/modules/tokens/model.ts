@@ -30,12 +30,19 @@ export const CreatedToken = t.Object(
   { $id: 'CreatedToken' },
 )
 
-export const Token = t.Object({ ...tokenFields, lastUsedAt: IsoDateTimeOrNull, expiresAt: IsoDateTimeOrNull }, { $id: 'Token' })
+const listedFields = {
+  ...tokenFields,
+  lastUsedAt: IsoDateTimeOrNull,
+  expiresAt: IsoDateTimeOrNull,
+  createdWithSso: t.Boolean({ description: 'Generated while signed in with SSO: the only tokens an SSO project accepts' }),
+}
+
+export const Token = t.Object(listedFields, { $id: 'Token' })
 
 export const TokenList = t.Object({ data: t.Array(Token) })
 
 export const ProjectToken = t.Object(
-  { ...tokenFields, lastUsedAt: IsoDateTimeOrNull, expiresAt: IsoDateTimeOrNull, user: UserObject },
+  { ...listedFields, user: UserObject },
   { $id: 'ProjectToken' },
 )
 

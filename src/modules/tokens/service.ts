@@ -156,7 +156,8 @@ export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: numb
  */
 function describeToken(db: Db, token: TokenRow): string {
   const owner = db.select({ email: users.email }).from(users).where(eq(users.id, token.userId)).get()
-  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}`
+  const sso = token.createdWithSso ? ', generated in an SSO session' : ''
+  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }
 
 export function findToken(db: Db, id: number): TokenRow | undefined {
@@ -204,6 +205,7 @@ export function tokenView(row: TokenListRow) {
     createdAt: toIso(t.createdAt),
     lastUsedAt: toIsoOrNull(t.lastUsedAt),
     expiresAt: toIsoOrNull(t.expiresAt),
+    createdWithSso: t.createdWithSso,
   }
 }
 
@@ -214,7 +216,7 @@ export function projectTokenView(row: TokenListRow) {
 
 /** What `trellis token list --json` prints (DESIGN §9). */
 export function cliTokenView(row: TokenListRow) {
-  const { projectName: _projectName, ...view } = tokenView(row)
+  const { projectName: _projectName, createdWithSso: _sso, ...view } = tokenView(row)
   return { ...view, user: row.owner.email, project: row.projectName, revokedAt: toIsoOrNull(row.token.revokedAt) }
 }
 

@@ -1,0 +1,90 @@
+/**
+ * GET /auth/sso/start (→ the provider's login page), GET /auth/sso/callback (→ a session marked `viaSso`),
+ * GET /auth/sso/logout (→ the provider's end-session page). Present only when an issuer is configured.
+ * Browser navigations, not API calls: refusals are pages, and none of it is in /openapi.json.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import { html } from '../../console/html.ts'
+import { writeTransaction } from '../../db/open.ts'
+import { readCookie } from '../../http/auth-plugin.ts'
+import { queryOf } from '../../http/list.ts'
+import { safeNext } from '../console/home.ts'
+import { htmlResponse, layout } from '../console/page.ts'
+import { isHttps, sessionCookie } from './index.ts'
+import { OidcSignIn, SIGN_IN_TTL_MS, SSO_COOKIE, SsoRefusal } from './oidc.ts'
+import { resolveSsoUser } from './oidc-service.ts'
+import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
+
+/** Binds a sign-in to this browser; Lax, so the provider's top-level redirect back still carries it. */
+function ssoCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+  return [`${SSO_COOKIE}=${value}`, 'Path=/auth/sso', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ')
+}
+
+function seeOther(location: string, cookies: string[] = []): Response {
+  const headers = new Headers({ location, 'cache-control': 'no-store' })
+  for (const cookie of cookies) headers.append('set-cookie', cookie)
+  return new Response(null, { status: 303, headers })
+}
+
+export function ssoModule(deps: AppDeps) {
+  const routes = new Elysia({ name: 'sso-routes', detail: { hide: true } })
+  const settings = deps.config.oidc
+  if (!settings) return routes
+  const signIn = new OidcSignIn(settings, deps.config.baseUrl, deps.clock)
+  const { db } = deps.store
+
+  const refusalPage = (refusal: SsoRefusal, secure: boolean) => {
+    deps.logger.warn('SSO sign-in refused', { code: refusal.code, reason: refusal.message })
+    const response = htmlResponse(
+      layout({
+        title: 'SSO sign-in failed',
+        body: html`<p class="error" data-code="${refusal.code}">${refusal.message}</p><p><a href="/login">Back to sign-in</a></p>`,
+      }),
+      refusal.status,
+    )
+    response.headers.append('set-cookie', ssoCookie('', 0, secure))
+    return response
+  }
+
+  return routes
+    .get('/auth/sso/start', async ({ request }) => {
+      const secure = isHttps(deps, request)
+      try {
+        const { url, browserValue } = await signIn.start(safeNext(queryOf(request).next))
+        return seeOther(url, [ssoCookie(browserValue, SIGN_IN_TTL_MS / 1000, secure)])
+      } catch (error) {
+        if (error instanceof SsoRefusal) return refusalPage(error, secure)
+        throw error
+      }
+    })
+    .get('/auth/sso/callback', async ({ request }) => {
+      const secure = isHttps(deps, request)
+      const cookies = request.headers.get('cookie')
+      try {
+        const { claims, next } = await signIn.finish(new URL(request.url).searchParams, readCookie(cookies, SSO_COOKIE))
+        const user = writeTransaction(deps.store, (tx) => resolveSsoUser(tx, deps.clock, claims, settings.autoCreate))
+        // A password session this browser had ends: the new one is the SSO one.
+        const previous = readCookie(cookies, SESSION_COOKIE)
+        if (previous) deleteSession(db, previous)
+        const session = createSession(db, deps.clock, user.id, true)
+        deps.logger.info('SSO sign-in', { userId: user.id })
+        return seeOther(next, [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])
+      } catch (error) {
+        if (error instanceof SsoRefusal) return refusalPage(error, secure)
+        throw error
+      }
+    })
+    .get('/auth/sso/logout', async () => {
+      // Trellis's own session ends with POST /auth/logout; this only sends the browser on to the provider's.
+      const url = await signIn.endSessionUrl(`${deps.config.baseUrl}/login`)
+      if (url) return seeOther(url)
+      return htmlResponse(
+        layout({
+          title: 'Signed out of Trellis',
+          body: html`<p>Your identity provider offers no sign-out link: to end your session there too, sign out on its own site.</p><p><a href="/login">Sign in again</a></p>`,
+        }),
+      )
+    })
+}
+

@@ -1,0 +1,243 @@
+/**
+ * Console sign-in through an OpenID Connect provider, with openid-client (no hand-written JWT checks):
+ * discovery from the issuer URL, authorization code flow with PKCE, `state` and `nonce`; the ID token's issuer,
+ * audience, expiry, `nonce` and signature (against the provider's JWKS) are checked by the library.
+ *
+ * A sign-in in progress lives here, in memory, keyed by its `state`, bound to the browser that started it by a
+ * random value in an HttpOnly cookie (only its hash is kept), single-use and short-lived: a replayed or
+ * unknown `state`, or a callback from another browser, is refused. A restart forgets sign-ins in progress
+ * (the person clicks "Sign in with SSO" again).
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import * as client from 'openid-client'
+import type { OidcConfig } from '../../config.ts'
+import type { Clock } from '../../lib/clock.ts'
+
+export const SSO_COOKIE = 'trellis_sso'
+/** How long a person may take at the provider's login page. */
+export const SIGN_IN_TTL_MS = 10 * 60_000
+/** Sign-ins in progress kept at most (the oldest are forgotten first): a flood of starts cannot grow memory. */
+const MAX_PENDING = 10_000
+export const CALLBACK_PATH = '/auth/sso/callback'
+export const SCOPES = 'openid email profile'
+
+/** A refused SSO sign-in: the status and code of the page shown. */
+export class SsoRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+interface PendingSignIn {
+  browserHash: string
+  codeVerifier: string
+  nonce: string
+  next: string
+  expiresAt: number
+}
+
+/** The claims Trellis uses, from the verified ID token (and UserInfo when the ID token lacks the email). */
+export interface SsoClaims {
+  issuer: string
+  subject: string
+  email: string | undefined
+  emailVerified: boolean
+  name: string | undefined
+}
+
+const hash = (value: string) => createHash('sha256').update(value).digest()
+
+interface Provider {
+  server: client.ServerMetadata
+  auth: client.ClientAuth
+}
+
+export class OidcSignIn {
+  private discovered: Promise<Provider> | undefined
+  private jwksCache: client.ExportedJWKSCache | undefined
+  private readonly pending = new Map<string, PendingSignIn>()
+  readonly redirectUri: string
+
+  constructor(
+    private readonly settings: OidcConfig,
+    baseUrl: string,
+    private readonly clock: Clock,
+  ) {
+    this.redirectUri = `${baseUrl}${CALLBACK_PATH}`
+  }
+
+  private get insecure(): boolean {
+    return new URL(this.settings.issuer).protocol === 'http:' // config.ts allows it only for loopback issuers
+  }
+
+  /** The provider's metadata, discovered once; a failed discovery is retried by the next sign-in. */
+  private provider(): Promise<Provider> {
+    this.discovered ??= this.discover().catch((error: unknown) => {
+      this.discovered = undefined
+      throw new SsoRefusal(502, 'sso_provider_unavailable', `The identity provider could not be reached: ${messageOf(error)}`)
+    })
+    return this.discovered
+  }
+
+  private async discover(): Promise<Provider> {
+    const { issuer, clientId, clientSecret } = this.settings
+    const found = await client.discovery(new URL(issuer), clientId, undefined, undefined, {
+      execute: this.insecure ? [client.allowInsecureRequests] : [],
+      timeout: 10,
+    })
+    const server = found.serverMetadata()
+    const methods = server.token_endpoint_auth_methods_supported ?? ['client_secret_basic']
+    const auth =
+      clientSecret === undefined
+        ? client.None()
+        : methods.includes('client_secret_basic')
+          ? client.ClientSecretBasic(clientSecret)
+          : client.ClientSecretPost(clientSecret)
+    return { server, auth }
+  }
+
+  /**
+   * A client configuration for one step. Made afresh each time (cheap) so the ID token's times are checked
+   * against Trellis's clock (injectable) as it is now; the provider's keys are cached across them.
+   */
+  private async configuration(): Promise<client.Configuration> {
+    const { server, auth } = await this.provider()
+    const skewSeconds = Math.round((this.clock.now() - Date.now()) / 1000)
+    const configuration = new client.Configuration(server, this.settings.clientId, { [client.clockSkew]: skewSeconds }, auth)
+    configuration.timeout = 10
+    if (this.insecure) client.allowInsecureRequests(configuration)
+    // Also check the ID token's signature against the provider's JWKS (the library skips it by default for
+    // tokens fetched over TLS from the token endpoint).
+    client.enableNonRepudiationChecks(configuration)
+    if (this.jwksCache) client.setJwksCache(configuration, this.jwksCache)
+    return configuration
+  }
+
+  /** The provider's authorization URL for a new sign-in, and the browser-binding cookie value to set. */
+  async start(next: string): Promise<{ url: string; browserValue: string }> {
+    const configuration = await this.configuration()
+    const codeVerifier = client.randomPKCECodeVerifier()
+    const state = client.randomState()
+    const nonce = client.randomNonce()
+    const browserValue = randomBytes(32).toString('base64url')
+    this.forgetExpired()
+    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!)
+    this.pending.set(state, {
+      browserHash: hash(browserValue).toString('hex'),
+      codeVerifier,
+      nonce,
+      next,
+      expiresAt: this.clock.now() + SIGN_IN_TTL_MS,
+    })
+    const url = client.buildAuthorizationUrl(configuration, {
+      redirect_uri: this.redirectUri,
+      scope: SCOPES,
+      state,
+      nonce,
+      code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
+      code_challenge_method: 'S256',
+    })
+    return { url: url.href, browserValue }
+  }
+
+  /**
+   * Completes a sign-in from the query of the provider's redirect to the callback: the `state` must be one this
+   * browser started and not yet used; then the code exchange and every ID token check. Returns the claims and
+   * where to go next.
+   */
+  async finish(query: URLSearchParams, browserValue: string | undefined): Promise<{ claims: SsoClaims; next: string }> {
+    // The redirect URL as registered (behind a proxy the request's own URL may differ), with the provider's answer.
+    const callbackUrl = new URL(this.redirectUri)
+    callbackUrl.search = query.toString()
+    const state = query.get('state')
+    const pending = state === null ? undefined : this.pending.get(state)
+    // Single use: whatever happens next, this state cannot be presented again.
+    if (state !== null) this.pending.delete(state)
+    if (!pending || pending.expiresAt <= this.clock.now()) {
+      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in is unknown, expired or already used: start again with "Sign in with SSO"')
+    }
+    const browserHash = Buffer.from(pending.browserHash, 'hex')
+    if (!browserValue || !timingSafeEqual(hash(browserValue), browserHash)) {
+      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in was started in another browser: start again with "Sign in with SSO"')
+    }
+    const error = callbackUrl.searchParams.get('error')
+    if (error !== null) {
+      const description = callbackUrl.searchParams.get('error_description')
+      throw new SsoRefusal(401, 'sso_denied', `The identity provider refused the sign-in: ${error}${description ? ` (${description.slice(0, 200)})` : ''}`)
+    }
+    const configuration = await this.configuration()
+    let tokens
+    try {
+      tokens = await client.authorizationCodeGrant(configuration, callbackUrl, {
+        pkceCodeVerifier: pending.codeVerifier,
+        expectedState: state!,
+        expectedNonce: pending.nonce,
+        idTokenExpected: true,
+      })
+    } catch (error) {
+      throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's answer was refused: ${messageOf(error)}`)
+    } finally {
+      this.jwksCache = client.getJwksCache(configuration) ?? this.jwksCache
+    }
+    const idToken = tokens.claims()!
+    let email = typeof idToken.email === 'string' ? idToken.email : undefined
+    let verified = emailVerified(idToken)
+    let name = typeof idToken.name === 'string' ? idToken.name : undefined
+    const saysVerified = idToken.email_verified !== undefined || idToken.xms_edov !== undefined
+    if ((email === undefined || !saysVerified) && configuration.serverMetadata().userinfo_endpoint) {
+      // Providers that follow the spec to the letter put scope claims only in UserInfo (whose `sub` must match).
+      const info = await client.fetchUserInfo(configuration, tokens.access_token, idToken.sub).catch((error: unknown) => {
+        throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's user info was refused: ${messageOf(error)}`)
+      })
+      if (typeof info.email === 'string') {
+        email = info.email
+        verified = emailVerified(info)
+      }
+      name ??= typeof info.name === 'string' ? info.name : undefined
+    }
+    return {
+      claims: { issuer: idToken.iss, subject: idToken.sub, email, emailVerified: verified, name },
+      next: pending.next,
+    }
+  }
+
+  /** The provider's end-session URL (RP-initiated logout), or null when it offers none. */
+  async endSessionUrl(postLogoutRedirect: string): Promise<string | null> {
+    const configuration = await this.configuration().catch(() => null)
+    if (!configuration?.serverMetadata().end_session_endpoint) return null
+    return client.buildEndSessionUrl(configuration, { client_id: this.settings.clientId, post_logout_redirect_uri: postLogoutRedirect }).href
+  }
+
+  private forgetExpired(): void {
+    const now = this.clock.now()
+    for (const [state, entry] of this.pending) {
+      if (entry.expiresAt > now) break // insertion order is expiry order
+      this.pending.delete(state)
+    }
+  }
+}
+
+/**
+ * `email_verified: true`; Entra ID never sends it, and says instead with `xms_edov: true` (optional claim) that
+ * the email's domain is verified by its owner.
+ */
+function emailVerified(claims: Record<string, unknown>): boolean {
+  if (claims.email_verified !== undefined) return claims.email_verified === true
+  return claims.xms_edov === true
+}
+
+/**
+ * The most precise message in the library's error chain (openid-client wraps oauth4webapi's, which names the
+ * claim: `unexpected JWT "aud" (audience) claim value`), with its code. Never the token or a response body.
+ */
+function messageOf(error: unknown): string {
+  let inner: unknown = error
+  for (let depth = 0; depth < 5 && inner instanceof Error && inner.cause instanceof Error; depth++) inner = inner.cause
+  if (!(inner instanceof Error)) return String(inner).slice(0, 300)
+  const code = (inner as Error & { code?: unknown }).code
+  return `${inner.message.slice(0, 300)}${typeof code === 'string' ? ` (${code})` : ''}`
+}

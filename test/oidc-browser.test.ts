@@ -1,0 +1,157 @@
+/**
+ * SSO in a real browser, the issue's "done when": Chromium (playwright-core) against `trellis serve` in a real
+ * process pointed at a real OpenID provider (panva's oidc-provider under Node, its own login and consent pages).
+ * Sign in with SSO, generate a token in that session; it works on the SSO project, while a password session is
+ * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403.
+ *
+ * Chromium: /usr/bin/chromium (or CHROMIUM_PATH); skipped with a warning without it, unless TRELLIS_REQUIRE_BROWSER=1.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { existsSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { stringify } from 'yaml'
+import { freePort, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { acmeDocument } from './support/acme.ts'
+import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const available = existsSync(CHROMIUM)
+if (!available) {
+  if (process.env.TRELLIS_REQUIRE_BROWSER === '1') throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium)`)
+  console.warn(`oidc-browser: SKIPPED, no Chromium at ${CHROMIUM}`)
+}
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+const SECRET = 'browser-client-secret-0123456789abcdef'
+
+let dir: ReturnType<typeof tempDir>
+let provider: OidcProvider
+let server: ServeProcess
+let browser: Browser
+const problems: string[] = []
+
+/** Script errors and CSP violations on Trellis's pages are problems (the provider's dev pages are not ours). */
+function watch(page: Page) {
+  page.on('pageerror', (error) => problems.push(`page error on ${page.url()}: ${error.message}`))
+  page.on('console', (message) => {
+    if (message.type() === 'error' && page.url().startsWith(server.url) && !message.text().startsWith('Failed to load resource')) {
+      problems.push(`console error on ${page.url()}: ${message.text()}`)
+    }
+  })
+}
+
+async function newPage(): Promise<Page> {
+  const context = await browser.newContext({ baseURL: server.url })
+  // Nothing leaves the machine (the provider's dev pages ask for a web font).
+  await context.route(/^https?:\/\/(?!127\.0\.0\.1)/, (route) => route.abort())
+  const page = await context.newPage()
+  watch(page)
+  return page
+}
+
+async function apiStatus(path: string, token: string): Promise<{ status: number; code?: string; message?: string }> {
+  const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
+  const body = (await response.json()) as { code?: string; message?: string }
+  return { status: response.status, code: body.code, message: body.message }
+}
+
+/** On the account page: generates a token for a project and returns the value shown once. */
+async function generateToken(page: Page, name: string, project: string): Promise<string> {
+  await page.goto('/account')
+  await page.fill('#new-token input[name=name]', name)
+  await page.selectOption('#new-token select[name=projectName]', project)
+  await page.check('#new-token input[name=preset][value=read-write]')
+  await page.click('#new-token button[type=submit]')
+  await page.waitForSelector('#token-once:not([hidden])')
+  return (await page.textContent('#token-value'))!
+}
+
+const NOTES = '/v1/project/Acme/environment/production/notes'
+
+describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', () => {
+  beforeAll(async () => {
+    dir = tempDir('trellis-oidc-browser-')
+    const port = freePort()
+    const base = `http://127.0.0.1:${port}`
+    provider = await startOidcProvider({
+      clients: [{ client_id: 'trellis', client_secret: SECRET, redirect_uris: [`${base}/auth/sso/callback`], post_logout_redirect_uris: [`${base}/login`] }],
+      accounts: { 'alice.sso': { email: 'alice@example.com', email_verified: true, name: 'Alice' } },
+      // Here the email comes in the ID token itself (oidc.test.ts gets it from UserInfo).
+      emailInIdToken: true,
+    })
+    const file = join(dir.path, 'acme.yaml')
+    writeFileSync(file, stringify(acmeDocument({ passwords: true })))
+    expect((await runCli(['apply', '-f', file, '--data', dir.path])).code).toBe(0)
+    server = await startServe({
+      dataDir: dir.path,
+      cwd: dir.path,
+      port,
+      env: { TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET },
+    })
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+  }, 60_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.stop()
+    await provider?.stop()
+    dir?.cleanup()
+    expect(problems).toEqual([])
+  })
+
+  test('sign in with SSO through the provider, generate a token there: it works on the SSO project; a password session token gets 403', async () => {
+    // Before SSO: a password session makes a token for Acme.
+    const passwordPage = await newPage()
+    await passwordPage.goto('/login')
+    await passwordPage.fill('input[name=email]', 'alice@example.com')
+    await passwordPage.fill('input[name=password]', 'alice-demo-pass-2026')
+    await passwordPage.click('form.login button[type=submit]')
+    await passwordPage.waitForURL(`${server.url}/`)
+    const passwordToken = await generateToken(passwordPage, 'made-with-password', 'Acme')
+    expect((await apiStatus(NOTES, passwordToken)).status).toBe(200)
+
+    // The project turns SSO on.
+    const file = join(dir.path, 'acme-sso.yaml')
+    writeFileSync(file, stringify({ projects: [{ name: 'Acme', sso: true }] }))
+    expect((await runCli(['apply', '-f', file, '--data', dir.path])).code).toBe(0)
+    expect(await apiStatus(NOTES, passwordToken)).toEqual({
+      status: 403,
+      code: 'sso_required',
+      message: 'This project uses SSO: the token must be generated while logged in with SSO',
+    })
+    // The password session is told to sign in with SSO.
+    const refused = await passwordPage.goto('/p/Acme')
+    expect(refused!.status()).toBe(403)
+    expect(await passwordPage.textContent('p.error')).toContain('sign in with SSO')
+
+    // Sign in with SSO: the provider's own login and consent pages.
+    const page = await newPage()
+    await page.goto('/p/Acme')
+    expect(new URL(page.url()).pathname).toBe('/login')
+    await page.click('text=Sign in with SSO')
+    await page.waitForURL(`${provider.issuer}/**`)
+    await page.fill('input[name=login]', 'alice.sso')
+    await page.fill('input[name=password]', 'anything')
+    await page.click('button[type=submit]')
+    await page.click('button:has-text("Continue")')
+    await page.waitForURL(`${server.url}/p/Acme`)
+    expect(await page.textContent('h1')).toBe('Acme')
+
+    // A token generated in this session works on the SSO project, and is listed as an SSO token.
+    const ssoToken = await generateToken(page, 'made-with-sso', 'Acme')
+    expect((await apiStatus(NOTES, ssoToken)).status).toBe(200)
+    await page.goto('/p/Acme/api-access')
+    const rows = await page.locator('table.tokens tbody tr').allTextContents()
+    expect(rows.find((r) => r.includes('made-with-sso'))).toContain('yes')
+    expect(rows.find((r) => r.includes('made-with-password'))).toContain('no')
+    expect((await apiStatus(NOTES, passwordToken)).code).toBe('sso_required')
+
+    // Sign out: the Trellis session ends, and the provider's sign-out is offered.
+    await page.goto('/account')
+    await page.click('header button[type=submit]')
+    await page.waitForURL(`${server.url}/login?signedOut=sso`)
+    expect(await page.getAttribute('a[href="/auth/sso/logout"]', 'href')).toBe('/auth/sso/logout')
+    await page.goto('/p/Acme')
+    expect(new URL(page.url()).pathname).toBe('/login')
+  }, 60_000)
+})

@@ -1,0 +1,555 @@
+/**
+ * SSO through OpenID Connect (spec §5.5: "If the project uses SSO, the token must be generated while logged in
+ * with SSO"), end to end against a real provider: panva's certified oidc-provider under Node on loopback, its own
+ * login and consent pages filled in by a browserless person (the Chromium run is in oidc-browser.test.ts).
+ * Trellis runs as a real server (the provider redirects to it and Trellis calls the provider back).
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createHash, randomBytes } from 'node:crypto'
+import type { AppDeps } from '../src/app.ts'
+import { ConfigError, loadConfig } from '../src/config.ts'
+import { writeTransaction } from '../src/db/open.ts'
+import { applyDocument } from '../src/modules/apply/service.ts'
+import { setUserDeactivated } from '../src/modules/members/service.ts'
+import { createToken } from '../src/modules/tokens/service.ts'
+import { createSession } from '../src/modules/auth/sessions.ts'
+import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
+import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
+
+const SECRET = 'trellis-client-secret-0123456789abcdef'
+const OTHER_SECRET = 'other-app-secret-0123456789abcdef'
+const ACCOUNTS = {
+  alice: { email: 'alice@example.com', email_verified: true, name: 'Alice' },
+  unverified: { email: 'bob@example.com', email_verified: false, name: 'Bob' },
+  newcomer: { email: 'newcomer@example.com', email_verified: true, name: 'New Comer' },
+  dave: { email: 'dave@example.com', email_verified: true },
+  // As Entra ID sends them: no email_verified, the optional claim xms_edov instead.
+  entra: { email: 'alice@example.com', xms_edov: true },
+  entraUnverified: { email: 'alice@example.com', xms_edov: false },
+}
+
+/** Trellis's clock: real time plus an offset the tests move (ID tokens are stamped by the provider's real clock). */
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
+
+let server: ReturnType<typeof Bun.serve>
+let base: string
+let provider: OidcProvider
+let env: TestEnv
+let deps: Partial<AppDeps>
+let app: ReturnType<typeof testApp>
+let hook: string
+
+/** The app the server answers with (swapped to try auto-create on, or no SSO at all). */
+function serveApp(config: TestEnv['config']) {
+  app = testApp(env, { ...deps, config })
+}
+
+beforeAll(async () => {
+  server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => app.handle(request) })
+  base = `http://127.0.0.1:${server.port}`
+  provider = await startOidcProvider({
+    clients: [
+      { client_id: 'trellis', client_secret: SECRET, redirect_uris: [`${base}/auth/sso/callback`], post_logout_redirect_uris: [`${base}/login`] },
+      { client_id: 'other-app', client_secret: OTHER_SECRET, redirect_uris: [`${base}/other/callback`] },
+    ],
+    accounts: ACCOUNTS,
+    idTokenTtl: 60,
+  })
+  env = testEnv({
+    TRELLIS_BASE_URL: base,
+    TRELLIS_OIDC_ISSUER: provider.issuer,
+    TRELLIS_OIDC_CLIENT_ID: 'trellis',
+    TRELLIS_OIDC_CLIENT_SECRET: SECRET,
+  })
+  deps = { clock }
+  const document = acmeDocument()
+  acmeProject(document).sso = true
+  document.projects.push({ name: 'Open', environments: ['production'], members: [{ user: 'alice@example.com', role: 'admin' }] })
+  const report = applyDocument(document, { store: env.store, clock, secret: env.secret, baseUrl: base })
+  hook = reportHook(report, 'Refund order')
+  writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'dave'), true, null))
+  serveApp(env.config)
+})
+
+afterAll(async () => {
+  await server?.stop(true)
+  await provider?.stop()
+  env?.cleanup()
+})
+
+// ── helpers ─────────────────────────────────────────────────────────────────
+
+const callbackPrefix = () => `${base}/auth/sso/callback`
+
+/** Clicks "Sign in with SSO" and signs in at the provider; returns the redirect back to Trellis, not yet followed. */
+async function throughProvider(person: Person, next = '/'): Promise<URL> {
+  const start = await person.send(new URL(`/auth/sso/start?next=${encodeURIComponent(next)}`, base))
+  expect(start.status).toBe(303)
+  const authorization = new URL(start.headers.get('location')!)
+  expect(authorization.origin).toBe(provider.issuer)
+  return person.signInAtProvider(authorization, callbackPrefix())
+}
+
+/** The whole sign-in; returns Trellis's answer to the callback. */
+async function signIn(login: string, next = '/'): Promise<{ person: Person; response: Response }> {
+  const person = new Person(login)
+  const callback = await throughProvider(person, next)
+  return { person, response: await person.send(callback) }
+}
+
+/** A refused callback: its status, and the code on the page. */
+async function refusal(response: Response): Promise<{ status: number; code: string | undefined; text: string }> {
+  const text = await response.text()
+  expect(response.headers.get('content-type')).toContain('text/html')
+  return { status: response.status, code: /data-code="([^"]+)"/.exec(text)?.[1], text }
+}
+
+function sessionOf(person: Person): string {
+  const value = person.cookie(base, 'trellis_session')
+  expect(value).toBeDefined()
+  return `trellis_session=${value}`
+}
+
+async function api(path: string, init: { method?: string; cookie?: string; token?: string; json?: unknown } = {}) {
+  const headers = new Headers()
+  if (init.cookie) headers.set('cookie', init.cookie)
+  if (init.token) headers.set('authorization', `Bearer ${init.token}`)
+  if (init.json !== undefined) headers.set('content-type', 'application/json')
+  const response = await fetch(new URL(path, base), { method: init.method ?? 'GET', headers, body: init.json === undefined ? undefined : JSON.stringify(init.json) })
+  const text = await response.text()
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : null }
+}
+
+/**
+ * A real ID token from the provider, outside Trellis: a whole code flow for `clientId` with the given nonce,
+ * exchanged at the token endpoint with that client's secret.
+ */
+async function providerIdToken(clientId: string, secret: string, redirectUri: string, nonce: string): Promise<string> {
+  const verifier = randomBytes(32).toString('base64url')
+  const authorization = new URL('/auth', provider.issuer)
+  authorization.search = new URLSearchParams({
+    client_id: clientId,
+    response_type: 'code',
+    scope: 'openid email',
+    redirect_uri: redirectUri,
+    state: 'elsewhere',
+    nonce,
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256',
+  }).toString()
+  const back = await new Person('alice').signInAtProvider(authorization, redirectUri)
+  const response = await fetch(new URL('/token', provider.issuer), {
+    method: 'POST',
+    headers: { authorization: `Basic ${btoa(`${clientId}:${secret}`)}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'authorization_code', code: back.searchParams.get('code')!, redirect_uri: redirectUri, code_verifier: verifier }),
+  })
+  expect(response.status).toBe(200)
+  return ((await response.json()) as { id_token: string }).id_token
+}
+
+const NOTES = '/v1/project/Acme/environment/production/notes'
+const count = (sql: string, ...params: (string | number)[]) => (env.store.sqlite.prepare(sql).get(...params) as { n: number }).n
+
+// ── configuration ───────────────────────────────────────────────────────────
+
+describe('configuration', () => {
+  test('flags > env > defaults; off unless an issuer and a client id are both given', () => {
+    expect(loadConfig({}, {}).oidc).toBeNull()
+    const env = { TRELLIS_OIDC_ISSUER: 'https://id.example.com/realms/acme', TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: 's' }
+    expect(loadConfig({}, env).oidc).toEqual({ issuer: 'https://id.example.com/realms/acme', clientId: 'trellis', clientSecret: 's', autoCreate: false })
+    expect(loadConfig({ 'oidc-issuer': 'https://other.example.com', 'oidc-auto-create': 'true' }, env).oidc).toMatchObject({ issuer: 'https://other.example.com', autoCreate: true })
+    expect(loadConfig({}, { ...env, TRELLIS_OIDC_AUTO_CREATE: 'on' }).oidc!.autoCreate).toBe(true)
+    expect(loadConfig({}, { ...env, TRELLIS_OIDC_CLIENT_SECRET: '' }).oidc!.clientSecret).toBeUndefined()
+  })
+
+  test("the apply file's sso: is the lowest layer: used when flags and env name no provider, its auto-create below theirs", () => {
+    const stored = { issuer: 'https://id.example.com', clientId: 'from-file', autoCreate: true }
+    expect(loadConfig({}, { TRELLIS_OIDC_CLIENT_SECRET: 's' }, { storedSso: stored }).oidc).toEqual({ issuer: 'https://id.example.com', clientId: 'from-file', clientSecret: 's', autoCreate: true })
+    expect(loadConfig({}, { TRELLIS_OIDC_CLIENT_ID: 'from-env', TRELLIS_OIDC_AUTO_CREATE: 'false' }, { storedSso: stored }).oidc).toMatchObject({ clientId: 'from-env', autoCreate: false })
+    expect(loadConfig({ 'oidc-issuer': 'https://flag.example.com' }, {}, { storedSso: stored }).oidc).toMatchObject({ issuer: 'https://flag.example.com', clientId: 'from-file' })
+  })
+
+  test('bad settings are refused at start, naming the setting', () => {
+    expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'https://id.example.com' })).toThrow(/TRELLIS_OIDC_CLIENT_ID/)
+    expect(() => loadConfig({}, { TRELLIS_OIDC_CLIENT_ID: 'x' })).toThrow(/TRELLIS_OIDC_ISSUER/)
+    expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'not a url', TRELLIS_OIDC_CLIENT_ID: 'x' })).toThrow(ConfigError)
+    // Plain http only for a provider on this machine.
+    expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'http://id.example.com', TRELLIS_OIDC_CLIENT_ID: 'x' })).toThrow(/https/)
+    expect(loadConfig({}, { TRELLIS_OIDC_ISSUER: 'http://localhost:9000', TRELLIS_OIDC_CLIENT_ID: 'x' }).oidc).not.toBeNull()
+    expect(() => loadConfig({}, { TRELLIS_OIDC_ISSUER: 'https://a.example', TRELLIS_OIDC_CLIENT_ID: 'x', TRELLIS_OIDC_AUTO_CREATE: 'maybe' })).toThrow(/TRELLIS_OIDC_AUTO_CREATE/)
+  })
+})
+
+describe('sso: in the apply file', () => {
+  test('stored without a secret, idempotent, validated, removed with null; serve reads it at start', async () => {
+    const dir = tempDir()
+    const file = `${dir.path}/sso.yaml`
+    const apply = async (text: string, ...extra: string[]) => {
+      await Bun.write(file, text)
+      return runCli(['apply', '-f', file, '--data', dir.path, '--json', ...extra])
+    }
+    try {
+      const first = await apply(`sso:\n  issuer: ${provider.issuer}\n  clientId: trellis\n`)
+      expect(first.code).toBe(0)
+      expect(JSON.parse(first.stdout).changes).toContainEqual({ action: 'created', kind: 'sso settings', name: provider.issuer })
+      expect(JSON.parse((await apply(`sso: { issuer: ${provider.issuer}, clientId: trellis }\n`)).stdout)).toMatchObject({ created: 0, updated: 0, unchanged: 1 })
+      // The secret has no place in the file; a bad issuer names the field; nothing is written.
+      const secret = await apply(`sso: { issuer: ${provider.issuer}, clientId: trellis, clientSecret: x }\n`)
+      expect(secret.code).toBe(1)
+      expect(secret.stderr).toContain('clientSecret')
+      const insecure = await apply('sso: { issuer: http://id.example.com, clientId: trellis }\n')
+      expect(insecure.code).toBe(1)
+      expect(insecure.stderr).toContain('sso.issuer: issuer must be an https URL')
+      // serve (a real process) takes it, with the secret from its environment.
+      const serve = await startServe({ dataDir: dir.path, cwd: dir.path, env: { TRELLIS_OIDC_CLIENT_SECRET: SECRET } })
+      try {
+        expect(await (await fetch(`${serve.url}/login`)).text()).toContain('Sign in with SSO')
+        const start = await fetch(`${serve.url}/auth/sso/start`, { redirect: 'manual' })
+        expect(start.status).toBe(303)
+        expect(new URL(start.headers.get('location')!).origin).toBe(provider.issuer)
+      } finally {
+        await serve.stop()
+      }
+      const removed = await apply('sso: null\n')
+      expect(JSON.parse(removed.stdout).changes).toContainEqual({ action: 'updated', kind: 'sso settings (removed)', name: 'identity provider' })
+    } finally {
+      dir.cleanup()
+    }
+  }, 30_000)
+})
+
+// ── signing in ──────────────────────────────────────────────────────────────
+
+describe('sign-in through the provider', () => {
+  test('the login page offers "Sign in with SSO" when configured, and not otherwise', async () => {
+    const page = await (await fetch(`${base}/login?next=/account`)).text()
+    expect(page).toContain('Sign in with SSO')
+    expect(page).toContain('href="/auth/sso/start?next=%2Faccount"')
+    const plain = testApp(env, { ...deps, config: { ...env.config, oidc: null } })
+    const without = await (await plain.handle(new Request(`${base}/login`))).text()
+    expect(without).not.toContain('Sign in with SSO')
+    expect((await plain.handle(new Request(`${base}/auth/sso/start`))).status).toBe(404)
+  })
+
+  test('code flow with PKCE, state and nonce; the session is marked SSO and lands on the asked page', async () => {
+    const person = new Person('alice')
+    const start = await person.send(new URL('/auth/sso/start?next=/account', base))
+    const authorization = new URL(start.headers.get('location')!)
+    const params = authorization.searchParams
+    expect(params.get('response_type')).toBe('code')
+    expect(params.get('client_id')).toBe('trellis')
+    expect(params.get('redirect_uri')).toBe(`${base}/auth/sso/callback`)
+    expect(params.get('scope')).toBe('openid email profile')
+    expect(params.get('code_challenge_method')).toBe('S256')
+    for (const name of ['state', 'nonce', 'code_challenge']) expect(params.get(name)!.length).toBeGreaterThanOrEqual(32)
+    // The browser binding: HttpOnly, only for /auth/sso, short-lived.
+    expect(start.headers.get('set-cookie')).toMatch(/^trellis_sso=[A-Za-z0-9_-]{43}; Path=\/auth\/sso; HttpOnly; SameSite=Lax; Max-Age=600$/)
+    const callback = await person.signInAtProvider(authorization, callbackPrefix())
+    expect(callback.searchParams.get('state')).toBe(params.get('state'))
+    const done = await person.send(callback)
+    expect(done.status).toBe(303)
+    expect(done.headers.get('location')).toBe('/account')
+    expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+    const account = await api('/v1/account', { cookie: sessionOf(person) })
+    expect(account).toMatchObject({ status: 200, body: { user: { email: 'alice@example.com' }, viaSso: true } })
+  })
+
+  test('next= only ever leads to a path on this site', async () => {
+    for (const next of ['//evil.example/x', 'https://evil.example/', '/\\evil.example']) {
+      const { response } = await signIn('alice', next)
+      expect(response.headers.get('location')).toBe('/')
+    }
+  })
+
+  test('the provider unreachable: a 502 page, and the next attempt discovers again', async () => {
+    const lost = { ...env.config, oidc: { ...env.config.oidc!, issuer: 'http://127.0.0.1:9/nowhere' } }
+    const broken = testApp(env, { ...deps, config: lost })
+    const response = await broken.handle(new Request(`${base}/auth/sso/start`))
+    expect(await refusal(response)).toMatchObject({ status: 502, code: 'sso_provider_unavailable' })
+    expect((await broken.handle(new Request(`${base}/auth/sso/start`))).status).toBe(502)
+  })
+})
+
+describe('who the person is', () => {
+  test('an unverified email is refused (403), no session', async () => {
+    const { person, response } = await signIn('unverified')
+    expect(await refusal(response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('Entra ID style: no email_verified, xms_edov true is verified, false is not', async () => {
+    expect((await signIn('entra')).response.status).toBe(303)
+    expect(await refusal((await signIn('entraUnverified')).response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
+  })
+
+  test('an unknown person with auto-create off is refused (403) and not created', async () => {
+    const { person, response } = await signIn('newcomer')
+    const page = await refusal(response)
+    expect(page).toMatchObject({ status: 403, code: 'sso_unknown_user' })
+    expect(page.text).toContain('newcomer@example.com')
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    expect(count("SELECT count(*) AS n FROM users WHERE email = 'newcomer@example.com'")).toBe(0)
+  })
+
+  test('a deactivated user stays refused (403 user_deactivated)', async () => {
+    const { person, response } = await signIn('dave')
+    expect(await refusal(response)).toMatchObject({ status: 403, code: 'user_deactivated' })
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('auto-create on: the unknown person is created once (no password, no project), logged with initiator identityProvider', async () => {
+    serveApp({ ...env.config, oidc: { ...env.config.oidc!, autoCreate: true } })
+    try {
+      const first = await signIn('newcomer')
+      expect(first.response.status).toBe(303)
+      const user = env.store.sqlite.prepare("SELECT id, username, password_hash FROM users WHERE email = 'newcomer@example.com'").get() as {
+        id: number
+        username: string
+        password_hash: string | null
+      }
+      expect(user).toMatchObject({ username: 'New Comer', password_hash: null })
+      const log = env.store.sqlite.prepare('SELECT * FROM admin_logs WHERE subject_user_id = ?').all(user.id) as Record<string, unknown>[]
+      expect(log).toHaveLength(1)
+      expect(log[0]).toMatchObject({ type: 'add', resource: 'user', initiator: 'identityProvider', user_id: null, project_id: null })
+      expect(JSON.parse(log[0]!.new_value as string).name).toBe(`newcomer@example.com created at first SSO sign-in (${provider.issuer})`)
+      expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { viaSso: true } })
+      // The second sign-in finds the same user.
+      expect((await signIn('newcomer')).response.status).toBe(303)
+      expect(count("SELECT count(*) AS n FROM users WHERE email = 'newcomer@example.com'")).toBe(1)
+      // Auto-create never lets in an unverified email or a deactivated user.
+      expect(await refusal((await signIn('unverified')).response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
+      expect(await refusal((await signIn('dave')).response)).toMatchObject({ status: 403, code: 'user_deactivated' })
+    } finally {
+      serveApp(env.config)
+    }
+  })
+})
+
+describe('refusals of the provider answer, each with a real token from the real provider', () => {
+  test('wrong audience: an ID token the provider issued to another client', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    await provider.nextTokenResponse({ mode: 'replace', idToken: await providerIdToken('other-app', OTHER_SECRET, `${base}/other/callback`, 'n') })
+    const page = await refusal(await person.send(callback))
+    expect(page).toMatchObject({ status: 401, code: 'sso_id_token_invalid' })
+    expect(page.text).toContain('unexpected JWT &quot;aud&quot; (audience) claim value')
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('bad signature: the ID token with its signature altered', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    await provider.nextTokenResponse({ mode: 'corrupt-signature' })
+    const page = await refusal(await person.send(callback))
+    expect(page).toMatchObject({ status: 401, code: 'sso_id_token_invalid' })
+    expect(page.text).toContain('JWT signature verification failed')
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('expired: the provider issues 60 s ID tokens and Trellis checks it 5 minutes later', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    clock.offset = 5 * 60_000 // still within the 10 minutes a sign-in may take
+    try {
+      const page = await refusal(await person.send(callback))
+      expect(page).toMatchObject({ status: 401, code: 'sso_id_token_invalid' })
+      expect(page.text).toContain('unexpected JWT &quot;exp&quot; (expiration time) claim value')
+    } finally {
+      clock.offset = 0
+    }
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('wrong nonce: an ID token for Trellis from another sign-in', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    await provider.nextTokenResponse({ mode: 'replace', idToken: await providerIdToken('trellis', SECRET, `${base}/auth/sso/callback`, 'someone-elses-nonce') })
+    const page = await refusal(await person.send(callback))
+    expect(page).toMatchObject({ status: 401, code: 'sso_id_token_invalid' })
+    expect(page.text).toContain('unexpected ID Token &quot;nonce&quot; claim value')
+  })
+
+  test('replayed state: a used callback is refused, even with the browser cookie put back', async () => {
+    const person = new Person('alice')
+    const start = await person.send(new URL('/auth/sso/start', base))
+    const binding = person.cookie(base, 'trellis_sso')!
+    const callback = await person.signInAtProvider(new URL(start.headers.get('location')!), callbackPrefix())
+    expect((await person.send(callback)).status).toBe(303)
+    person.setCookie(base, 'trellis_sso', binding)
+    expect(await refusal(await person.send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+  })
+
+  test('missing or unknown state, or another browser, or too late: 400 sso_state_invalid', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    const withoutState = new URL(callback)
+    withoutState.searchParams.delete('state')
+    expect(await refusal(await person.send(withoutState))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    const forged = new URL(callback)
+    forged.searchParams.set('state', 'made-up-state-made-up-state-made-up-state')
+    expect(await refusal(await person.send(forged))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    // Another browser (no binding cookie) presenting this person's callback: refused, and the state is spent.
+    expect(await refusal(await new Person('alice').send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    expect(await refusal(await person.send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    // Longer than 10 minutes at the provider.
+    const slow = new Person('alice')
+    const late = await throughProvider(slow)
+    clock.offset = 11 * 60_000
+    try {
+      expect(await refusal(await slow.send(late))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    } finally {
+      clock.offset = 0
+    }
+  })
+
+  test('the provider answering with an error (the person cancelled): 401 sso_denied', async () => {
+    const person = new Person('alice')
+    const start = await person.send(new URL('/auth/sso/start', base))
+    const state = new URL(start.headers.get('location')!).searchParams.get('state')!
+    const cancelled = new URL(`/auth/sso/callback?error=access_denied&error_description=End-User+aborted&state=${state}`, base)
+    expect(await refusal(await person.send(cancelled))).toMatchObject({ status: 401, code: 'sso_denied' })
+  })
+})
+
+// ── SSO projects ────────────────────────────────────────────────────────────
+
+describe('an SSO project', () => {
+  let ssoToken: string
+  let passwordToken: string
+
+  beforeAll(async () => {
+    const { person } = await signIn('alice')
+    const created = await api('/v1/account/tokens', { method: 'POST', cookie: sessionOf(person), json: { name: 'sso-made', projectName: 'Acme', preset: 'read-write' } })
+    expect(created.status).toBe(201)
+    ssoToken = created.body!.token as string
+    // A token made before the project turned SSO on (nothing can make one now).
+    passwordToken = writeTransaction(env.store, (tx) =>
+      createToken(tx, clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }),
+    ).value
+  })
+
+  test('a token generated in the SSO session is marked so, in listings and in the admin log', async () => {
+    const { person } = await signIn('alice')
+    const mine = await api('/v1/account/tokens', { cookie: sessionOf(person) })
+    const byName = new Map((mine.body!.data as { name: string; createdWithSso: boolean }[]).map((t) => [t.name, t.createdWithSso]))
+    expect(byName.get('sso-made')).toBe(true)
+    expect(byName.get('old')).toBe(false)
+    const project = await api('/v1/project/Acme/api-tokens', { token: ssoToken })
+    expect((project.body!.data as { name: string; createdWithSso: boolean }[]).find((t) => t.name === 'sso-made')!.createdWithSso).toBe(true)
+    const log = await api('/v1/project/Acme/admin-logs?resource=api-token&extensions=true', { token: ssoToken })
+    const names = (log.body!.data as { newValue?: { name: string } }[]).map((e) => e.newValue?.name ?? '')
+    expect(names.some((n) => n.startsWith('sso-made (') && n.endsWith(', generated in an SSO session'))).toBe(true)
+    expect(names.some((n) => n.startsWith('old (') && !n.includes('SSO'))).toBe(true)
+  })
+
+  test('every API family and the webhook: the SSO token works, the other gets the spec 403', async () => {
+    const calls: [string, { method?: string; json?: unknown }][] = [
+      [NOTES, {}],
+      ['/v1/project/Acme/environment/production/activity-logs', {}],
+      ['/v1/project/Acme/admin-logs', {}],
+      ['/v1/project/Acme/api-tokens', {}],
+      ['/v1/account/tokens', {}],
+      ['/v1/project/Acme/environment/production/workflow-runs', {}],
+    ]
+    for (const [path, init] of calls) {
+      expect({ path, status: (await api(path, { ...init, token: ssoToken })).status }).toEqual({ path, status: 200 })
+      const refused = await api(path, { ...init, token: passwordToken })
+      expect({ path, status: refused.status, code: refused.body!.code }).toEqual({ path, status: 403, code: 'sso_required' })
+      expect(refused.body!.message).toBe('This project uses SSO: the token must be generated while logged in with SSO')
+    }
+    const refusedHook = await api(hook, { method: 'POST', token: passwordToken, json: { record_id: 'ord_1001' } })
+    expect({ status: refusedHook.status, code: refusedHook.body!.code }).toEqual({ status: 403, code: 'sso_required' })
+    const hooked = await api(hook, { method: 'POST', token: ssoToken, json: { record_id: 'ord_1001' } })
+    expect(hooked.status).toBe(202)
+  })
+
+  test('a password session cannot open the project in the console (told to sign in with SSO), nor make tokens for it', async () => {
+    const password = `trellis_session=${createSession(env.store.db, clock, userId(env.store, 'alice'), false).id}`
+    const page = await fetch(`${base}/p/Acme`, { headers: { cookie: password } })
+    expect(page.status).toBe(403)
+    const text = await page.text()
+    expect(text).toContain('sign in with SSO')
+    expect(text).toContain('href="/auth/sso/start?next=%2Fp%2FAcme"')
+    const made = await api('/v1/account/tokens', { method: 'POST', cookie: password, json: { name: 'x', projectName: 'Acme' } })
+    expect({ status: made.status, code: made.body!.code }).toEqual({ status: 403, code: 'sso_required' })
+    // The same person signed in with SSO opens it.
+    const { person } = await signIn('alice', '/p/Acme')
+    expect((await fetch(`${base}/p/Acme`, { headers: { cookie: sessionOf(person) } })).status).toBe(200)
+    // A project without SSO opens either way.
+    expect((await fetch(`${base}/p/Open`, { headers: { cookie: password } })).status).toBe(200)
+  })
+
+  test('turning sso on cuts off the non-SSO tokens at the next request; turning it off restores nothing that was revoked', async () => {
+    const { person } = await signIn('alice')
+    const sso = (await api('/v1/account/tokens', { method: 'POST', cookie: sessionOf(person), json: { name: 'open-sso', projectName: 'Open', preset: 'read-write' } })).body!
+    const plain = (name: string) =>
+      writeTransaction(env.store, (tx) =>
+        createToken(tx, clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }),
+      )
+    const kept = plain('open-kept').value
+    const revoked = plain('open-revoked')
+    const openNotes = '/v1/project/Open/environment/production/notes'
+    expect((await api(openNotes, { token: kept })).status).toBe(200)
+    const ctx = { store: env.store, clock, secret: env.secret, baseUrl: base }
+    applyDocument({ projects: [{ name: 'Open', sso: true }] }, ctx)
+    for (const token of [kept, revoked.value]) {
+      const refused = await api(openNotes, { token })
+      expect({ status: refused.status, code: refused.body!.code }).toEqual({ status: 403, code: 'sso_required' })
+    }
+    expect((await api(openNotes, { token: sso.token as string })).status).toBe(200)
+    // The admin sees which tokens are cut off, and revokes one of them.
+    const listed = (await api('/v1/project/Open/api-tokens', { token: sso.token as string })).body!.data as { id: number; name: string; createdWithSso: boolean }[]
+    expect(listed.map((t) => [t.name, t.createdWithSso]).sort()).toEqual([['open-kept', false], ['open-revoked', false], ['open-sso', true]])
+    expect((await api(`/v1/project/Open/api-tokens/${revoked.token.id}`, { method: 'DELETE', token: sso.token as string })).status).toBe(204)
+    applyDocument({ projects: [{ name: 'Open', sso: false }] }, ctx)
+    expect((await api(openNotes, { token: kept })).status).toBe(200)
+    expect((await api(openNotes, { token: revoked.value })).status).toBe(401)
+    expect((await api(openNotes, { token: sso.token as string })).status).toBe(200)
+  })
+})
+
+describe('signing out', () => {
+  test('ends the Trellis session; the login page then offers the provider end-session URL', async () => {
+    const { person } = await signIn('alice')
+    const cookie = sessionOf(person)
+    const account = await (await fetch(`${base}/account`, { headers: { cookie } })).text()
+    expect(account).toContain('data-next="/login?signedOut=sso"')
+    expect((await fetch(`${base}/auth/logout`, { method: 'POST', headers: { cookie } })).status).toBe(204)
+    expect((await api('/v1/account', { cookie })).status).toBe(401)
+    const login = await (await fetch(`${base}/login?signedOut=sso`)).text()
+    expect(login).toContain('href="/auth/sso/logout"')
+    const out = await fetch(`${base}/auth/sso/logout`, { redirect: 'manual' })
+    expect(out.status).toBe(303)
+    const endSession = new URL(out.headers.get('location')!)
+    expect(endSession.origin + endSession.pathname).toBe(`${provider.issuer}/session/end`)
+    expect(endSession.searchParams.get('client_id')).toBe('trellis')
+    expect(endSession.searchParams.get('post_logout_redirect_uri')).toBe(`${base}/login`)
+    // The provider accepts it: its own "sign out?" page, not an error.
+    const confirm = await fetch(endSession, { redirect: 'manual' })
+    expect(confirm.status).toBe(200)
+  })
+
+  test('a provider without an end-session endpoint (as Google): the page says to sign out on its own site', async () => {
+    const plain = await startOidcProvider({ clients: [], accounts: {}, endSession: false })
+    try {
+      const config = { ...env.config, oidc: { ...env.config.oidc!, issuer: plain.issuer } }
+      const response = await testApp(env, { ...deps, config }).handle(new Request(`${base}/auth/sso/logout`))
+      expect(response.status).toBe(200)
+      expect(await response.text()).toContain('offers no sign-out link')
+    } finally {
+      await plain.stop()
+    }
+  })
+
+  test('serve refuses half a configuration before starting (exit 2, naming the setting)', async () => {
+    const dir = tempDir()
+    try {
+      const result = await runCli(['serve', '--data', dir.path, '--port', '0', '--oidc-issuer', 'https://id.example.com'])
+      expect(result.code).toBe(2)
+      expect(result.stderr).toContain('TRELLIS_OIDC_CLIENT_ID')
+    } finally {
+      dir.cleanup()
+    }
+  })
+})
