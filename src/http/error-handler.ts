@@ -3,6 +3,7 @@ import type { Logger } from '../lib/logger.ts'
 import { joinPath } from '../lib/validation.ts'
 import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
+import { requestPath } from './server-request.ts'
 
 interface TypeBoxError {
   path: string
@@ -36,10 +37,8 @@ export function renderError(code: string | number, error: unknown, request: Requ
       // A handler's answer that does not match its documented schema is our bug, not the caller's.
       if ((error as unknown as ValidationLike).type === 'response') return responseMismatch(error as unknown as ValidationLike, request, logger)
       return validationResponse(error as unknown as ValidationLike)
-    case 'NOT_FOUND': {
-      const url = new URL(request.url)
-      return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${url.pathname}`))
-    }
+    case 'NOT_FOUND':
+      return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${requestPath(request)}`))
     case 'PARSE':
       return jsonResponse(400, errorBody(400, 'invalid_body', 'Request body could not be parsed'))
     case 'INVALID_COOKIE_SIGNATURE':
@@ -53,7 +52,7 @@ export function renderError(code: string | number, error: unknown, request: Requ
 function responseMismatch(error: ValidationLike, request: Request, logger: Logger): Response {
   logger.error('response does not match its schema', {
     method: request.method,
-    path: redactPath(new URL(request.url).pathname),
+    path: redactPath(requestPath(request)),
     problems: error.all.slice(0, 5).map((e) => `${e.path || '/'}: ${e.summary ?? e.message}`),
   })
   return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
@@ -62,7 +61,7 @@ function responseMismatch(error: ValidationLike, request: Request, logger: Logge
 function internalError(error: unknown, request: Request, logger: Logger): Response {
   logger.error('unhandled error', {
     method: request.method,
-    path: redactPath(new URL(request.url).pathname),
+    path: redactPath(requestPath(request)),
     error: error instanceof Error ? (error.stack ?? error.message) : String(error),
   })
   return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
