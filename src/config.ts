@@ -1,5 +1,6 @@
 /** Configuration: command-line flags win over environment variables, which win over defaults (DESIGN §10). */
 import { resolve } from 'node:path'
+import proxyaddr from 'proxy-addr'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
 
 export interface Config {
@@ -20,6 +21,8 @@ export interface Config {
   maxBodyBytes: number
   /** Days of activity/admin logs to keep; null keeps them forever. */
   logRetentionDays: number | null
+  /** Proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, or proxy-addr's named ranges); empty: none. */
+  trustProxy: string[]
 }
 
 /** Flags a command may pass; each maps to one env variable. */
@@ -61,7 +64,21 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
+    trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
   }
+}
+
+/** Comma-separated addresses, CIDR ranges (or address/netmask) and `loopback`, `linklocal`, `uniquelocal`. */
+function trustedProxies(raw: string | undefined): string[] {
+  const list = (nonEmpty(raw) ?? '').split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  try {
+    if (list.length > 0) proxyaddr.compile(list)
+  } catch (error) {
+    throw new ConfigError(
+      `TRELLIS_TRUST_PROXY must list IP addresses, CIDR ranges or loopback, linklocal, uniquelocal (comma-separated): ${(error as Error).message}`,
+    )
+  }
+  return list
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

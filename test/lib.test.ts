@@ -105,6 +105,7 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'info',
       maxBodyBytes: 65536,
+      trustProxy: [],
     })
   })
 
@@ -123,6 +124,7 @@ describe('loadConfig', () => {
         TRELLIS_EXECUTOR_CONCURRENCY: '2',
         TRELLIS_LOG_LEVEL: 'warn',
         TRELLIS_MAX_BODY_BYTES: '2048',
+        TRELLIS_TRUST_PROXY: '10.0.0.2',
       },
     )
     expect(config).toEqual({
@@ -141,6 +143,7 @@ describe('loadConfig', () => {
       logRetentionDays: null,
       logLevel: 'warn',
       maxBodyBytes: 2048,
+      trustProxy: ['10.0.0.2'],
     })
   })
 

@@ -51,19 +51,27 @@ export function hashPassword(password: string): string {
   return Bun.password.hashSync(password, { algorithm: 'argon2id' })
 }
 
-export function verifyPassword(password: string, hash: string | null): boolean {
-  // Hash a throwaway value when there is no hash so the time taken does not reveal whether the user exists.
+/**
+ * For login: argon2 runs on Bun's worker threads (≈ 100 ms and 64 MiB each), so the event loop keeps serving
+ * while it works. Without a hash a throwaway one is checked, so the time taken does not reveal whether the user exists.
+ */
+export async function verifyPassword(password: string, hash: string | null): Promise<boolean> {
   if (!hash) {
-    Bun.password.verifySync(password, dummyHash())
+    await Bun.password.verify(password, await dummyHash())
     return false
   }
+  return Bun.password.verify(password, hash)
+}
+
+/** For the CLI (`apply`), which has no event loop to keep free. */
+export function verifyPasswordSync(password: string, hash: string): boolean {
   return Bun.password.verifySync(password, hash)
 }
 
-let dummy: string | undefined
+let dummy: Promise<string> | undefined
 /** Made on first use, not at import: hashing costs ~200 ms and 64 MiB, which every CLI start would pay. */
-function dummyHash(): string {
-  dummy ??= Bun.password.hashSync('trellis-dummy-password', { algorithm: 'argon2id' })
+function dummyHash(): Promise<string> {
+  dummy ??= Bun.password.hash('trellis-dummy-password', { algorithm: 'argon2id' })
   return dummy
 }
 
