@@ -1,5 +1,6 @@
 /** Configuration: command-line flags win over environment variables, which win over defaults (DESIGN §10). */
 import { resolve } from 'node:path'
+import proxyaddr from 'proxy-addr'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
 import { type AllowList, AllowListError, parseAllowList } from './lib/outbound/policy.ts'
 
@@ -25,6 +26,8 @@ export interface Config {
   httpAllow: AllowList
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
   oidc: OidcConfig | null
+  /** Proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, or proxy-addr's named ranges); empty: none. */
+  trustProxy: string[]
 }
 
 export interface OidcConfig {
@@ -110,6 +113,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
       : null,
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
+    trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
   }
 }
 
@@ -166,6 +170,19 @@ function booleanSetting(name: string, raw: string | undefined, fallback: boolean
   if (['true', '1', 'on', 'yes'].includes(text)) return true
   if (['false', '0', 'off', 'no'].includes(text)) return false
   throw new ConfigError(`${name} must be true or false, got "${raw}"`)
+}
+
+/** Comma-separated addresses, CIDR ranges (or address/netmask) and `loopback`, `linklocal`, `uniquelocal`. */
+function trustedProxies(raw: string | undefined): string[] {
+  const list = (nonEmpty(raw) ?? '').split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+  try {
+    if (list.length > 0) proxyaddr.compile(list)
+  } catch (error) {
+    throw new ConfigError(
+      `TRELLIS_TRUST_PROXY must list IP addresses, CIDR ranges or loopback, linklocal, uniquelocal (comma-separated): ${(error as Error).message}`,
+    )
+  }
+  return list
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

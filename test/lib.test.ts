@@ -108,6 +108,7 @@ describe('loadConfig', () => {
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
       oidc: null,
+      trustProxy: [],
     })
   })
 
@@ -127,6 +128,7 @@ describe('loadConfig', () => {
         TRELLIS_LOG_LEVEL: 'warn',
         TRELLIS_MAX_BODY_BYTES: '2048',
         TRELLIS_HTTP_ALLOW: 'Hooks.Internal., 10.1.0.0/16 ::1',
+        TRELLIS_TRUST_PROXY: '10.0.0.2',
       },
     )
     expect(config).toEqual({
@@ -147,6 +149,7 @@ describe('loadConfig', () => {
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
       oidc: null,
+      trustProxy: ['10.0.0.2'],
     })
     expect(config.httpAllow.hosts).toEqual(new Set(['hooks.internal']))
     expect(config.httpAllow.ranges.map(([network, bits]) => `${network.toString()}/${bits}`)).toEqual(['10.1.0.0/16', '::1/128'])

@@ -9,6 +9,7 @@ import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
+import { acceptRequest } from '../http/server-request.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
@@ -54,12 +55,14 @@ export const serveCommand: Command = {
     })
     const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
     raiseParserHeaderLimit()
+    const handle = withRequestLog((request) => app.handle(request), logger)
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,
       // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
-      fetch: withRequestLog((request) => app.handle(request), logger),
+      // The peer address is only known here: `app.handle` gets the request alone.
+      fetch: (request, bunServer) => handle(acceptRequest(request, bunServer.requestIP(request)?.address)),
     })
     executor.start()
     recordServedBaseUrl(config.dataDir, config.baseUrl)

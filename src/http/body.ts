@@ -1,5 +1,6 @@
 /** Request body rules shared by every route: the size limit (413) and strict JSON parsing (400 `invalid_json`). */
 import { badRequest, HttpError, invalidField, payloadTooLarge } from './errors.ts'
+import { requestPath } from './server-request.ts'
 
 /**
  * onRequest hook: refuses a declared Content-Length over the limit before reading a byte. It throws (rather than
@@ -23,8 +24,8 @@ export const RAW_BODY_PATHS = ['/v1/hooks/']
 export function parseBody(maxBytes: number) {
   return async ({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> => {
     if (!request.body) return undefined
-    const pathname = new URL(request.url).pathname
-    if (RAW_BODY_PATHS.some((prefix) => pathname.startsWith(prefix))) return readTextWithin(request, maxBytes)
+    const path = requestPath(request)
+    if (RAW_BODY_PATHS.some((prefix) => path.startsWith(prefix))) return readTextWithin(request, maxBytes)
     if (!isJson(contentType)) {
       throw new HttpError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)')
     }

@@ -5,6 +5,7 @@ import { explainErrors } from '../lib/validation.ts'
 import { methodNotAllowed } from './allowed-methods.ts'
 import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
+import { requestPath } from './server-request.ts'
 
 interface ValidationLike {
   type: string
@@ -40,7 +41,7 @@ export function renderError(
       if ((error as unknown as ValidationLike).type === 'response') return responseMismatch(error as unknown as ValidationLike, request, logger)
       return validationResponse(error as unknown as ValidationLike)
     case 'NOT_FOUND': {
-      const { pathname } = new URL(request.url)
+      const pathname = requestPath(request)
       const allowed = allowedFor(pathname)
       if (allowed.length > 0) return methodNotAllowed(request.method, pathname, allowed)
       return jsonResponse(404, errorBody(404, 'not_found', `No route for ${request.method} ${pathname}`))
@@ -58,7 +59,7 @@ export function renderError(
 function responseMismatch(error: ValidationLike, request: Request, logger: Logger): Response {
   logger.error('response does not match its schema', {
     method: request.method,
-    path: redactPath(new URL(request.url).pathname),
+    path: redactPath(requestPath(request)),
     problems: error.all.slice(0, 5).map((e) => `${e.path || '/'}: ${e.message}`),
   })
   return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))
@@ -67,7 +68,7 @@ function responseMismatch(error: ValidationLike, request: Request, logger: Logge
 function internalError(error: unknown, request: Request, logger: Logger): Response {
   logger.error('unhandled error', {
     method: request.method,
-    path: redactPath(new URL(request.url).pathname),
+    path: redactPath(requestPath(request)),
     error: error instanceof Error ? (error.stack ?? error.message) : String(error),
   })
   return jsonResponse(500, errorBody(500, 'internal_error', 'Internal server error'))

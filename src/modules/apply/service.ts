@@ -30,7 +30,7 @@ import { appendActivityLog } from '../activity-logs/service.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
-import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPassword } from '../users/service.ts'
+import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPasswordSync } from '../users/service.ts'
 import { roleIn } from '../projects/service.ts'
 import { findRecord } from '../records/service.ts'
 import { storeSso } from '../auth/oidc-settings.ts'
@@ -119,7 +119,7 @@ function hashChangedPasswords(db: Db, file: ApplyFile): Map<string, string> {
   for (const user of file.users ?? []) {
     if (user.password === undefined || user.password.length < 12) continue
     const existing = db.select({ hash: users.passwordHash }).from(users).where(eq(users.email, normalizeEmail(user.email))).get()
-    if (existing?.hash && verifyPassword(user.password, existing.hash)) continue
+    if (existing?.hash && verifyPasswordSync(user.password, existing.hash)) continue
     hashes.set(normalizeEmail(user.email), hashPassword(user.password))
   }
   return hashes

@@ -2,6 +2,7 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
+import { clientAddressOf } from '../../http/client-address.ts'
 import { errorResponses, forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
 import { findUserByEmail, normalizeEmail, userObject, verifyPassword } from '../users/service.ts'
 import { Account, LoginBody, Session } from './model.ts'
@@ -18,28 +19,27 @@ export function isHttps(deps: AppDeps, request: Request): boolean {
 
 export function authModule(deps: AppDeps) {
   const throttle = new LoginThrottle(deps.clock)
+  const clientAddress = clientAddressOf(deps.config.trustProxy)
   return new Elysia({ name: 'auth-routes', tags: ['auth'] })
     .use(authPlugin(deps))
     .post(
       '/auth/login',
-      async ({ body, request, server, set }) => {
-        const address = server?.requestIP(request)?.address ?? 'unknown'
-        const keys = [`email:${normalizeEmail(body.email)}`, `ip:${address}`]
-        const retryAfter = throttle.retryAfterSeconds(keys)
+      async ({ body, request, set }) => {
+        const attempt = { email: normalizeEmail(body.email), address: clientAddress(request) }
+        const retryAfter = throttle.begin(attempt)
         if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
         const user = findUserByEmail(deps.store.db, body.email)
-        const passwordOk = verifyPassword(body.password, user?.passwordHash ?? null)
+        const passwordOk = await verifyPassword(body.password, user?.passwordHash ?? null)
         if (!user || !passwordOk) {
-          throttle.recordFailure(keys)
           deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
-          await Bun.sleep(throttle.delayMs(keys))
+          await Bun.sleep(throttle.delayMs(attempt))
           throw new HttpError(401, 'invalid_credentials', 'Invalid email or password')
         }
+        throttle.succeeded(attempt)
         if (user.disabledAt !== null) {
           deps.metrics.loginFailures.inc({ reason: 'deactivated' })
           throw forbidden('User is not authorized for the organization', 'user_deactivated')
         }
-        throttle.recordSuccess(keys)
         const session = createSession(deps.store.db, deps.clock, user.id, false)
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
@@ -50,7 +50,8 @@ export function authModule(deps: AppDeps) {
         detail: {
           operationId: 'login',
           summary: 'Sign in with a password: sets the session cookie',
-          description: 'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes (per email and per client address).',
+          description:
+            'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes per email and client address; 429 after 50 per client address over all emails.',
         },
       },
     )

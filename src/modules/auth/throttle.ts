@@ -1,6 +1,11 @@
 /**
- * Password login throttling: failures are counted per email and per client address over a window.
- * After SLOW_AFTER failures answers slow down; after BLOCK_AFTER the key gets 429 until the window passes.
+ * Password login throttling that nobody can turn against someone else. Failures are counted
+ * - per (email, client address): answers slow down after SLOW_AFTER (a growing delay, up to 2 s) and get 429 after
+ *   BLOCK_AFTER, until the window passes;
+ * - per client address over every email: 429 after ADDRESS_BLOCK_AFTER (one address trying many accounts).
+ * Nothing is counted per email alone, so failures from one address never lock the account out for its owner at
+ * another. An attempt counts as a failure from the moment it starts (concurrent attempts cannot overshoot a limit
+ * while their password checks run) until it succeeds. Windows are fixed, from the first failure.
  * In memory: a restart forgets, which is acceptable for a single-process appliance.
  */
 import type { Clock } from '../../lib/clock.ts'
@@ -8,13 +13,23 @@ import type { Clock } from '../../lib/clock.ts'
 export const WINDOW_MS = 15 * 60 * 1000
 export const SLOW_AFTER = 3
 export const BLOCK_AFTER = 10
+export const ADDRESS_BLOCK_AFTER = 50
 const MAX_DELAY_MS = 2000
 const MAX_KEYS = 100_000
+
+/** One password login attempt: the normalised email and the client address (see `clientAddressOf`). */
+export interface LoginAttempt {
+  email: string
+  address: string
+}
 
 interface Failures {
   count: number
   windowStart: number
 }
+
+const pairKey = (attempt: LoginAttempt) => `pair ${attempt.address} ${attempt.email}`
+const addressKey = (attempt: LoginAttempt) => `address ${attempt.address}`
 
 export class LoginThrottle {
   private readonly failures = new Map<string, Failures>()
@@ -30,35 +45,46 @@ export class LoginThrottle {
     return entry
   }
 
-  /** Seconds until the first blocked key unblocks, or 0 when the attempt may proceed. */
-  retryAfterSeconds(keys: string[]): number {
-    let wait = 0
-    for (const key of keys) {
-      const entry = this.current(key)
-      if (entry && entry.count >= BLOCK_AFTER) {
-        wait = Math.max(wait, Math.ceil((entry.windowStart + WINDOW_MS - this.clock.now()) / 1000))
-      }
-    }
-    return Math.max(wait, wait > 0 ? 1 : 0)
+  /** Whole seconds until `key` unblocks (at least 1), or 0 when it is under `limit`. */
+  private waitFor(key: string, limit: number): number {
+    const entry = this.current(key)
+    if (!entry || entry.count < limit) return 0
+    return Math.max(1, Math.ceil((entry.windowStart + WINDOW_MS - this.clock.now()) / 1000))
   }
 
-  /** How long to hold the answer to a failed attempt: grows with the failures, capped. */
-  delayMs(keys: string[]): number {
-    const worst = Math.max(0, ...keys.map((k) => this.current(k)?.count ?? 0))
-    if (worst <= SLOW_AFTER) return 0
-    return Math.min(MAX_DELAY_MS, 250 * 2 ** (worst - SLOW_AFTER - 1))
-  }
-
-  recordFailure(keys: string[]): void {
-    if (this.failures.size > MAX_KEYS) this.failures.clear()
-    for (const key of keys) {
+  /**
+   * Seconds to wait when the attempt is refused. Otherwise 0, and the attempt is counted as a failure of its pair and
+   * its address until `succeeded` says otherwise.
+   */
+  begin(attempt: LoginAttempt): number {
+    const wait = Math.max(this.waitFor(pairKey(attempt), BLOCK_AFTER), this.waitFor(addressKey(attempt), ADDRESS_BLOCK_AFTER))
+    if (wait > 0) return wait
+    if (this.failures.size >= MAX_KEYS) this.sweep()
+    for (const key of [pairKey(attempt), addressKey(attempt)]) {
       const entry = this.current(key)
       if (entry) entry.count++
       else this.failures.set(key, { count: 1, windowStart: this.clock.now() })
     }
+    return 0
   }
 
-  recordSuccess(keys: string[]): void {
-    for (const key of keys) this.failures.delete(key)
+  /** How long to hold the answer to a failed attempt: grows with its pair's failures, capped. */
+  delayMs(attempt: LoginAttempt): number {
+    const count = this.current(pairKey(attempt))?.count ?? 0
+    if (count <= SLOW_AFTER) return 0
+    return Math.min(MAX_DELAY_MS, 250 * 2 ** (count - SLOW_AFTER - 1))
+  }
+
+  /** The password was right: the pair starts afresh; the address keeps its other failures (a success resets nothing else). */
+  succeeded(attempt: LoginAttempt): void {
+    this.failures.delete(pairKey(attempt))
+    const address = this.current(addressKey(attempt))
+    if (address && address.count > 0) address.count--
+  }
+
+  /** Drops expired windows; if the table is still full, forgets everything rather than grow without bound. */
+  private sweep(): void {
+    for (const key of [...this.failures.keys()]) this.current(key)
+    if (this.failures.size >= MAX_KEYS) this.failures.clear()
   }
 }
