@@ -9,12 +9,26 @@ import { requestPath } from './server-request.ts'
 export function rejectOversizedBody(maxBytes: number) {
   return ({ request }: { request: Request }): void => {
     const declared = request.headers.get('content-length')
-    if (declared !== null && Number(declared) > maxBytes) throw payloadTooLarge(maxBytes)
+    const limit = bodyLimit(requestPath(request), maxBytes)
+    if (declared !== null && Number(declared) > limit) throw payloadTooLarge(limit)
   }
 }
 
 /** Paths whose handler reads the raw text itself (the webhook checks the body only after authentication). */
 export const RAW_BODY_PATHS = ['/v1/hooks/']
+
+/**
+ * A webhook call carries one `record_id` (at most 1,024 characters): DESIGN §8 caps its body at 64 KiB whatever
+ * TRELLIS_MAX_BODY_BYTES allows the API's larger bodies (a note at its maximum).
+ */
+export const WEBHOOK_MAX_BODY_BYTES = 64 * 1024
+
+const isRawBodyPath = (path: string) => RAW_BODY_PATHS.some((prefix) => path.startsWith(prefix))
+
+/** The body limit of a request to `path`: TRELLIS_MAX_BODY_BYTES, and for a webhook call at most 64 KiB. */
+export function bodyLimit(path: string, maxBytes: number): number {
+  return isRawBodyPath(path) ? Math.min(maxBytes, WEBHOOK_MAX_BODY_BYTES) : maxBytes
+}
 
 /**
  * onParse hook for every request body: counts bytes as they arrive (chunked bodies have no Content-Length),
@@ -25,7 +39,7 @@ export function parseBody(maxBytes: number) {
   return async ({ request, contentType }: { request: Request; contentType: string }): Promise<unknown> => {
     if (!request.body) return undefined
     const path = requestPath(request)
-    if (RAW_BODY_PATHS.some((prefix) => path.startsWith(prefix))) return readTextWithin(request, maxBytes)
+    if (isRawBodyPath(path)) return readTextWithin(request, bodyLimit(path, maxBytes))
     if (!isJson(contentType)) {
       throw new HttpError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)')
     }
