@@ -2,6 +2,7 @@
 import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
+import { storageErrorOf } from './db/write.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { requestMetrics } from './http/request-metrics.ts'
@@ -43,7 +44,8 @@ export function createApp(deps: AppDeps) {
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))
     .onError(({ code, error, request, set }) => {
-      const response = withHeaders(renderError(code, error, request, deps.logger), set.headers)
+      // A driver error no write() translated (a read during a lock's rare exclusive moments) is a storage fault too.
+      const response = withHeaders(renderError(code, storageErrorOf(deps.store, error) ?? error, request, deps.logger), set.headers)
       set.status = response.status // what the after-response hooks (metrics) read
       return response
     })

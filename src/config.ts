@@ -20,6 +20,8 @@ export interface Config {
   maxBodyBytes: number
   /** Days of activity/admin logs to keep; null keeps them forever. */
   logRetentionDays: number | null
+  /** How long a server write waits for another process's write lock before answering 503 database_busy. */
+  dbBusyWaitMs: number
 }
 
 /** Flags a command may pass; each maps to one env variable. */
@@ -61,6 +63,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env): Con
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
+    dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
   }
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { createApp, type AppDeps } from '../src/app.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { openStore, type Store } from '../src/db/open.ts'
+import { keepEventLoopFree, openStore, type Store } from '../src/db/open.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
@@ -26,12 +26,13 @@ export interface TestEnv {
   cleanup(): void
 }
 
-/** A migrated database in a fresh temp dir. */
+/** A migrated database in a fresh temp dir, its connection set up as `serve` sets up its own. */
 export function testEnv(env: Record<string, string> = {}): TestEnv {
   const dir = tempDir()
   const config = loadConfig({ data: dir.path }, { TRELLIS_BASE_URL: 'http://trellis.test', ...env })
   const store = openStore(config.dataDir)
   migrate(store.sqlite)
+  keepEventLoopFree(store, config.dbBusyWaitMs)
   return {
     dataDir: dir.path,
     store,

@@ -103,6 +103,7 @@ describe('loadConfig', () => {
       executorConcurrency: 4,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      dbBusyWaitMs: 3000,
       logLevel: 'info',
       maxBodyBytes: 65536,
     })
@@ -123,6 +124,7 @@ describe('loadConfig', () => {
         TRELLIS_EXECUTOR_CONCURRENCY: '2',
         TRELLIS_LOG_LEVEL: 'warn',
         TRELLIS_MAX_BODY_BYTES: '2048',
+        TRELLIS_DB_BUSY_WAIT_MS: '500',
       },
     )
     expect(config).toEqual({
@@ -139,6 +141,7 @@ describe('loadConfig', () => {
       executorConcurrency: 2,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      dbBusyWaitMs: 500,
       logLevel: 'warn',
       maxBodyBytes: 2048,
     })

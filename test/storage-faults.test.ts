@@ -162,7 +162,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     expect(await busy.json()).toEqual({
       error: 'Service Unavailable',
       code: 'database_busy',
-      message: expect.stringContaining('another process'),
+      message: expect.stringMatching(/another process/i),
       retry_after: 1,
     })
     // It waited for the lock (asynchronously) for its budget, and no longer.
@@ -244,10 +244,10 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
       kind: 'tmpfs',
       dataDir: mount,
       send: (path, init) => fetch(`${server.url}${path}`, init),
-      // Leave about 160 KiB: a few notes fit, then the disk is full.
+      // Leave about 512 KiB: a few notes fit, then the disk is full.
       fill: () => {
         const { bavail, bsize } = statfsSync(mount)
-        writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 160 * 1024), 1))
+        writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 512 * 1024), 1))
       },
       free: () => rmSync(filler),
       stop: async () => expect(await server.stop('SIGTERM')).toBe(0),
@@ -274,7 +274,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
 describe('the disk is full', () => {
   test('writes answer 503 storage_full, /readyz reports it, nothing acknowledged is lost, writes resume by themselves when space returns', async () => {
     const fault = await diskFault()
-    console.log(`disk-full test ran with: ${fault.kind === 'tmpfs' ? 'a real 8 MiB tmpfs filled up' : "SQLite's max_page_count (mounting a tmpfs was not possible)"}`)
+    console.log(`disk-full test ran with: ${fault.kind === 'tmpfs' ? 'a real 8 MiB tmpfs filled up' : "SQLite's max_page_count (no tmpfs could be mounted, or TRELLIS_TEST_DISK_FAULT=page-limit)"}`)
     const { send, token } = fault
     const health = async () => (await send('/healthz')).status
     const readyz = async () => {
@@ -325,6 +325,7 @@ describe('the disk is full', () => {
     const ids = (reopened.query('SELECT id FROM notes').all() as { id: number }[]).map((row) => row.id)
     reopened.close()
     expect(ids).toEqual(expect.arrayContaining(acknowledged))
-    expect(acknowledged.length).toBeGreaterThan(1)
+    console.log(`notes acknowledged while the disk filled up: ${acknowledged.length - 1}`)
+    expect(acknowledged.length).toBeGreaterThan(2)
   }, 60_000)
 })

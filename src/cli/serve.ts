@@ -2,6 +2,7 @@ import { createApp } from '../app.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
+import { keepEventLoopFree } from '../db/open.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -28,7 +29,9 @@ export const serveCommand: Command = {
     if (parsed.help) return io.out(this.usage), 0
     const config = configFrom(parsed)
     const logger = createLogger(config.logLevel)
+    // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
     const store = openMigrated(config)
+    keepEventLoopFree(store, config.dbBusyWaitMs)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
     const executor = new Executor({

@@ -1,7 +1,7 @@
 /** Maps every error — ours and Elysia's — to the one JSON body of DESIGN §5. */
 import type { Logger } from '../lib/logger.ts'
 import { joinPath } from '../lib/validation.ts'
-import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
+import { asHttpError, errorBody, errorResponse, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
 
 interface TypeBoxError {
@@ -27,10 +27,9 @@ function validationResponse(error: ValidationLike): Response {
 }
 
 export function renderError(code: string | number, error: unknown, request: Request, logger: Logger): Response {
-  if (error instanceof HttpError) return errorResponse(error)
   // Elysia wraps what a parser throws (our 413 and invalid_json) in its ParseError.
-  const cause = (error as { cause?: unknown } | null)?.cause
-  if (cause instanceof HttpError) return errorResponse(cause)
+  const ours = asHttpError(error) ?? asHttpError((error as { cause?: unknown } | null)?.cause)
+  if (ours) return errorResponse(ours)
   switch (code) {
     case 'VALIDATION':
       // A handler's answer that does not match its documented schema is our bug, not the caller's.

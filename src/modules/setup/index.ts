@@ -20,9 +20,10 @@ export function setupModule(deps: AppDeps) {
     })
     .post(
       '/setup',
-      ({ body, set }) => {
+      async ({ body, set }) => {
+        const user = await createFirstAdmin(deps.store, deps.clock, deps.setupGate, body)
         set.status = 201
-        return { user: createFirstAdmin(deps.store, deps.clock, deps.setupGate, body) }
+        return { user }
       },
       {
         body: t.Object({

@@ -1,6 +1,7 @@
 /** First start with no users: a one-time link (printed by `serve`) opens a page that creates the first admin. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { type Store, writeTransaction } from '../../db/open.ts'
+import type { Store } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, invalidField } from '../../http/errors.ts'
 import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, userObject } from '../users/service.ts'
@@ -38,7 +39,7 @@ export interface FirstAdminInput {
   password: string
 }
 
-export function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
+export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
   if (!gate?.matches(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
   try {
     checkNewUser(input)
@@ -47,7 +48,7 @@ export function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | u
     throw error
   }
   const passwordHash = hashPassword(input.password)
-  const user = writeTransaction(store, (tx) => {
+  const user = await write(store, (tx) => {
     // Checked inside the write lock: a second request, or a CLI `user create`, cannot sneak in.
     if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
     return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
