@@ -9,6 +9,8 @@ import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, use
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
 export class SetupGate {
   private hash: Buffer | null
+  /** The hash while one attempt holds the token (its write may wait for the database). */
+  private taken: Buffer | null = null
 
   private constructor(token: string) {
     this.hash = sha256(token)
@@ -23,8 +25,22 @@ export class SetupGate {
     return this.hash !== null && timingSafeEqual(sha256(candidate), this.hash)
   }
 
+  /** Takes the token for one attempt: other attempts are refused until it is given back (the attempt failed). */
+  take(candidate: string): boolean {
+    if (!this.matches(candidate)) return false
+    this.taken = this.hash
+    this.hash = null
+    return true
+  }
+
+  giveBack(): void {
+    this.hash ??= this.taken
+    this.taken = null
+  }
+
   close(): void {
     this.hash = null
+    this.taken = null
   }
 }
 
@@ -40,19 +56,21 @@ export interface FirstAdminInput {
 }
 
 export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
-  if (!gate?.matches(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
+  // Taken for the whole attempt, which may wait for the database: a request racing this one is refused (403).
+  if (!gate?.take(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
   try {
     checkNewUser(input)
+    const passwordHash = hashPassword(input.password)
+    const user = await write(store, (tx) => {
+      // Checked inside the write lock: a CLI `user create` cannot sneak in.
+      if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
+      return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+    })
+    gate.close()
+    return userObject(user)
   } catch (error) {
+    gate.giveBack()
     if (error instanceof UserInputError) throw invalidField(error.field, error.message)
     throw error
   }
-  const passwordHash = hashPassword(input.password)
-  const user = await write(store, (tx) => {
-    // Checked inside the write lock: a second request, or a CLI `user create`, cannot sneak in.
-    if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
-    return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
-  })
-  gate.close()
-  return userObject(user)
 }
