@@ -11,7 +11,7 @@ import { migrate } from '../src/db/migrate.ts'
 import { databasePath, openStore, type Store } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { startServe, type ServeProcess, tempDir, testApp, testEnv } from './helpers.ts'
+import { startServe, type ServeProcess, tempDir, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
@@ -47,15 +47,6 @@ function noteRequest(token: string, title: string, content: string): RequestInit
   }
 }
 
-async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    const value = await probe()
-    if (value !== null) return value
-    await Bun.sleep(50)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 async function runStatus(send: Send, token: string, runId: string): Promise<string> {
   const body = (await (await send(`/v1/workflow-runs/${runId}`, { headers: { authorization: `Bearer ${token}` } })).json()) as { status: string }
