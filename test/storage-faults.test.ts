@@ -9,7 +9,9 @@ import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { databasePath, openStore, type Store } from '../src/db/open.ts'
+import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
+import { createLogger } from '../src/lib/logger.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { startServe, type ServeProcess, tempDir, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
@@ -187,6 +189,54 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     expect(server.stderr()).toContain('"level":"warn","msg":"claiming runs failed; retrying"')
     expect(server.stderr()).not.toContain('"level":"error"')
   }, 40_000)
+})
+
+describe('the executor and a lock held elsewhere', () => {
+  test('an http step whose outcome cannot be recorded (lock held past the budget) is recorded once the lock is gone: the call is not repeated, the run succeeds', async () => {
+    const env = testEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200' })
+    cleanups.push(env.cleanup)
+    let lock: Awaited<ReturnType<typeof holdWriteLock>> | null = null
+    let hits = 0
+    const remote = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      // The call takes the lock away (another process) before it answers: the step's record must wait for it.
+      async fetch() {
+        hits++
+        lock ??= await holdWriteLock(env.store.path)
+        return Response.json({ ok: true })
+      },
+    })
+    cleanups.push(() => void remote.stop(true))
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(
+      ordersWorkflow('Call', [{ type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/call`, retries: 0 }, { type: 'update', set: { trail: 'called' } }]),
+    )
+    const hook = reportHook(applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Call')
+    const token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    const warnings: string[] = []
+    const executor = new Executor({ store: env.store, clock: systemClock, logger: createLogger('warn', (line) => warnings.push(line)), concurrency: 1, leaseMs: 5_000, pollMs: 20 })
+    const app = testApp(env, { clock: systemClock, executor })
+    const send: Send = (path, init) => app.handle(new Request(`http://localhost${path}`, init))
+    executor.start()
+    cleanups.push(() => executor.stop(1_000))
+
+    const runId = await startRun(send, hook, token)
+    await until('the call to take the lock', () => lock)
+    // Held for five budgets: the executor retries meanwhile, the event loop keeps answering.
+    await Bun.sleep(1_000)
+    expect((await send('/healthz')).status).toBe(200)
+    expect(await runStatus(send, token, runId)).toBe('running')
+    await lock!.release()
+
+    expect(await until('the run to finish', async () => {
+      const status = await runStatus(send, token, runId)
+      return status === 'succeeded' || status === 'failed' ? status : null
+    })).toBe('succeeded')
+    expect(hits).toBe(1)
+    expect(warnings.some((line) => line.includes('recording a step waits for the database'))).toBe(true)
+    expect(warnings.filter((line) => line.includes('"level":"error"'))).toEqual([])
+  }, 30_000)
 })
 
 interface DiskFault {
