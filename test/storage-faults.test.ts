@@ -174,7 +174,11 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     await lock.release()
     const latency = await health.stop()
     console.log(`/healthz while another process held the write lock: ${latency.count} requests, p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms, max ${latency.max.toFixed(1)} ms`)
-    expect(latency.max).toBeLessThan(250)
+    // Before, every waiting write froze the server for the driver's busy wait (seconds). On this shared 2-core machine
+    // under a full test run the scheduler alone has delayed one answer past 250 ms (load average 12), so the bound is
+    // on p99, with a ceiling for the slowest that a freeze would still break.
+    expect(latency.p99).toBeLessThan(250)
+    expect(latency.max).toBeLessThan(1000)
 
     // The lock is gone: writes succeed again, the parked run finishes, the server never stopped.
     const after = await send(NOTES, noteRequest(token, 'after the lock', '<p>two</p>'))

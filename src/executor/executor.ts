@@ -162,7 +162,9 @@ export class Executor {
         failedClaims = 0
       } catch (error) {
         // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
-        if (failedClaims++ === 0) this.options.logger.warn('claiming runs failed; retrying', { error: (error as Error).message })
+        if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
+        else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
+        failedClaims++
         await Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failedClaims))
         continue
       }
