@@ -197,7 +197,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
 
 describe('the executor and a lock held elsewhere', () => {
   test('an http step whose outcome cannot be recorded (lock held past the budget) is recorded once the lock is gone: the call is not repeated, the run succeeds', async () => {
-    const env = testEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200' })
+    const env = testEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200', TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     cleanups.push(env.cleanup)
     let lock: Awaited<ReturnType<typeof holdWriteLock>> | null = null
     let hits = 0
