@@ -171,7 +171,11 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     expect(read.status).toBe(200)
     expect(await runStatus(send, token, runId)).toBe('waiting')
 
+    // A write whose budget outlasts the lock: it waits, then commits.
+    const waiting = send(NOTES, noteRequest(token, 'waits for the lock', '<p>three</p>'))
+    await Bun.sleep(400)
     await lock.release()
+    expect((await waiting).status).toBe(201)
     const latency = await health.stop()
     console.log(`/healthz while another process held the write lock: ${latency.count} requests, p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms, max ${latency.max.toFixed(1)} ms`)
     // Before, every waiting write froze the server for the driver's busy wait (seconds). On this shared 2-core machine
