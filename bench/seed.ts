@@ -11,7 +11,8 @@
  */
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { openStore, writeTransaction } from '../src/db/open.ts'
+import { openStore } from '../src/db/open.ts'
+import { writeTransaction } from '../src/db/write.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { applyDocument } from '../src/modules/apply/service.ts'

@@ -3,6 +3,7 @@ import { Elysia } from 'elysia'
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
 import { allowedMethods } from './http/allowed-methods.ts'
+import { storageErrorOf } from './db/write.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
@@ -50,7 +51,8 @@ export function createApp(deps: AppDeps) {
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))
     .onError(({ code, error, request, set }) => {
-      const response = withHeaders(renderError(code, error, request, deps.logger, allowedFor), set.headers)
+      // A driver error no write() translated (a read during a lock's rare exclusive moments) is a storage fault too.
+      const response = withHeaders(renderError(code, storageErrorOf(deps.store, error) ?? error, request, deps.logger, allowedFor), set.headers)
       set.status = response.status // what the after-response hooks (metrics) read
       return response
     })

@@ -28,6 +28,8 @@ export interface Config {
   oidc: OidcConfig | null
   /** Proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, or proxy-addr's named ranges); empty: none. */
   trustProxy: string[]
+  /** How long a server write waits for another process's write lock before answering 503 database_busy. */
+  dbBusyWaitMs: number
 }
 
 export interface OidcConfig {
@@ -114,6 +116,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
+    dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
   }
 }
 

@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { createApp, type AppDeps } from '../src/app.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { openStore, type Store } from '../src/db/open.ts'
+import { keepEventLoopFree, openStore, type Store } from '../src/db/open.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
@@ -26,12 +26,13 @@ export interface TestEnv {
   cleanup(): void
 }
 
-/** A migrated database in a fresh temp dir. */
+/** A migrated database in a fresh temp dir, its connection set up as `serve` sets up its own. */
 export function testEnv(env: Record<string, string> = {}): TestEnv {
   const dir = tempDir()
   const config = loadConfig({ data: dir.path }, { TRELLIS_BASE_URL: 'http://trellis.test', ...env })
   const store = openStore(config.dataDir)
   migrate(store.sqlite)
+  keepEventLoopFree(store, config.dbBusyWaitMs)
   return {
     dataDir: dir.path,
     store,
@@ -94,6 +95,17 @@ export function tableContents(store: Store): Record<string, unknown[]> {
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all() as { name: string }[]
   return Object.fromEntries(tables.map(({ name }) => [name, store.sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]))
+}
+
+/** Polls `probe` every 50 ms until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
+export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const value = await probe()
+    if (value !== null && value !== undefined && value !== false) return value
+    await Bun.sleep(50)
+  }
+  throw new Error(`timed out waiting for ${what}`)
 }
 
 /** A TCP port nobody listens on right now (the OS picks it; we release it at once). */

@@ -104,6 +104,7 @@ describe('loadConfig', () => {
       executorConcurrency: 4,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      dbBusyWaitMs: 3000,
       logLevel: 'info',
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
@@ -129,6 +130,7 @@ describe('loadConfig', () => {
         TRELLIS_MAX_BODY_BYTES: '2048',
         TRELLIS_HTTP_ALLOW: 'Hooks.Internal., 10.1.0.0/16 ::1',
         TRELLIS_TRUST_PROXY: '10.0.0.2',
+        TRELLIS_DB_BUSY_WAIT_MS: '500',
       },
     )
     expect(config).toEqual({
@@ -145,6 +147,7 @@ describe('loadConfig', () => {
       executorConcurrency: 2,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      dbBusyWaitMs: 500,
       logLevel: 'warn',
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),

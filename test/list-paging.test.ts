@@ -9,7 +9,7 @@ import { environments } from '../src/db/schema.ts'
 import { DATE_OPERATORS } from '../src/http/list.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
-import { writeTransaction } from '../src/db/open.ts'
+import { writeTransaction } from '../src/db/write.ts'
 import { acmeDocument, applyAcme, projectId, userId } from './support/acme.ts'
 import { testEnv } from './helpers.ts'
 

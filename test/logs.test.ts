@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
 import { createHash } from 'node:crypto'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { writeTransaction } from '../src/db/open.ts'
+import { writeTransaction } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { type Clock, systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -1760,7 +1760,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     const keptRecords = count('SELECT count(*) AS n FROM activity_log_records') - oldRecordRows
     const adminBefore = maxId(env, 'admin_logs')
 
-    const result = pruneLogs(env.store, env.clock, 7)
+    const result = await pruneLogs(env.store, env.clock, 7)
     expect(result).toEqual({ activityLogs: oldActivity, adminLogs: oldAdmin, cutoff })
     expect(env.store.sqlite.prepare(`SELECT * FROM activity_logs ORDER BY id`).all()).toEqual(keptActivity)
     expect(env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`).all()).toEqual(keptAdmin)
@@ -1799,12 +1799,12 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
 
     // Nothing older left: prunes nothing and writes nothing.
-    const again = pruneLogs(env.store, env.clock, 7)
+    const again = await pruneLogs(env.store, env.clock, 7)
     expect(again).toMatchObject({ activityLogs: 0, adminLogs: 0 })
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
     // A longer retention does not touch the kept entries either.
     env.clock.set(T0 + 11 * DAY)
-    expect(pruneLogs(env.store, env.clock, 30)).toMatchObject({ activityLogs: 0, adminLogs: 0 })
+    expect(await pruneLogs(env.store, env.clock, 30)).toMatchObject({ activityLogs: 0, adminLogs: 0 })
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
   })
 

@@ -67,6 +67,7 @@ describe('/openapi.json', () => {
       const statuses = Object.keys(operation.responses)
       expect(statuses.some((status) => /^2\d\d$/.test(status)), where).toBe(true)
       expect(statuses, where).toContain('500')
+      expect(statuses, where).toContain('503')
       for (const status of statuses) {
         const response = operation.responses[status]
         expect(typeof response.description, `${where} ${status}`).toBe('string')
@@ -107,7 +108,7 @@ describe('/openapi.json', () => {
     expect(hook.parameters).toEqual([expect.objectContaining({ name: 'token', in: 'path', required: true })])
     expect(hook.security).toEqual([{ bearerAuth: [] }])
     expect(hook.requestBody.content['application/json'].schema.required).toEqual(['record_id'])
-    expect(Object.keys(hook.responses)).toEqual(['202', '400', '401', '403', '404', '409', '413', '429', '500'])
+    expect(Object.keys(hook.responses)).toEqual(['202', '400', '401', '403', '404', '409', '413', '429', '500', '503'])
     expect(hook.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/RunAccepted' })
   })
 

@@ -13,7 +13,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { request, startServe, tempDir, testApp, testEnv, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -29,15 +29,6 @@ function env(): TestEnv {
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
-async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    const value = await probe()
-    if (value !== null) return value
-    await Bun.sleep(50)
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 describe('/readyz', () => {
   test('ready: the database answers and every migration is applied', async () => {

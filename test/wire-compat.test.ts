@@ -16,7 +16,7 @@ import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { writeTransaction } from '../src/db/open.ts'
+import { writeTransaction } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -163,7 +163,7 @@ beforeAll(async () => {
   const report = applyAcme(ctx(), document)
 
   // Retention (7 days): the first apply's entries go, a `log-retention` entry by `system` lands in each project.
-  const pruned = pruneLogs(env.store, clock, 7)
+  const pruned = await pruneLogs(env.store, clock, 7)
   expect(pruned.activityLogs + pruned.adminLogs).toBeGreaterThan(20)
 
   executor = new Executor({ store: env.store, clock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })

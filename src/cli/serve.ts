@@ -2,6 +2,7 @@ import { createApp } from '../app.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
+import { keepEventLoopFree } from '../db/open.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -40,9 +41,11 @@ export const serveCommand: Command = {
     const parsed = parseFlags(argv, this.flags)
     const startConfig = configFrom(parsed)
     const logger = createLogger(startConfig.logLevel)
+    // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
     const store = openMigrated(startConfig)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
     const config = configFrom(parsed, { storedSso: readStoredSso(store.db) })
+    keepEventLoopFree(store, config.dbBusyWaitMs)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
     const executor = new Executor({

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm'
-import { writeTransaction } from '../db/open.ts'
+import { writeTransaction } from '../db/write.ts'
 import { projects } from '../db/schema.ts'
 import { systemClock } from '../lib/clock.ts'
 import { parseIsoDateTime } from '../lib/time.ts'

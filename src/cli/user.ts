@@ -1,4 +1,4 @@
-import { writeTransaction } from '../db/open.ts'
+import { writeTransaction } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { setUserDeactivated } from '../modules/members/service.ts'
 import {

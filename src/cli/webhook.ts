@@ -1,4 +1,4 @@
-import { writeTransaction } from '../db/open.ts'
+import { writeTransaction } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { requireProject } from '../modules/projects/service.ts'

@@ -4,10 +4,10 @@ import { Cron } from 'croner'
 
 export type LogTable = 'activity_logs' | 'admin_logs'
 
-/** Deletes up to `batch` entries created before `cutoff`; returns how many. One short IMMEDIATE transaction. */
+/** Deletes up to `batch` entries created before `cutoff`; returns how many. Run it in a short write transaction. */
 export function deleteLogBatch(sqlite: Database, table: LogTable, cutoff: number, batch: number): number {
   const statement = sqlite.prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE created_at < ? ORDER BY id LIMIT ?)`)
-  return sqlite.transaction(() => statement.run(cutoff, batch).changes).immediate()
+  return statement.run(cutoff, batch).changes
 }
 
 /**

@@ -13,9 +13,16 @@ export interface Store {
   db: Db
   path: string
   close(): void
+  /** How long `write()` waits, asynchronously, for another process's write lock before `database_busy`. */
+  writeWaitMs: number
+  /** A write failed for lack of space and nothing has committed since (see `storageFullNow`). */
+  storageFull: boolean
 }
 
 export const DATABASE_FILE = 'trellis.db'
+
+/** The CLI's connection: no event loop to keep free, so the driver itself waits this long for another's lock. */
+export const CLI_BUSY_TIMEOUT_MS = 5000
 
 export function databasePath(dataDir: string): string {
   return join(dataDir, DATABASE_FILE)
@@ -36,7 +43,10 @@ function keepPrivate(file: string): void {
   }
 }
 
-/** Opens (creating if needed) `<dataDir>/trellis.db`. Does not migrate: see `migrate()`. */
+/**
+ * Opens (creating if needed) `<dataDir>/trellis.db` for the CLI: the driver waits up to CLI_BUSY_TIMEOUT_MS for a
+ * lock. Does not migrate: see `migrate()`. The server then calls `keepEventLoopFree`.
+ */
 export function openStore(dataDir: string): Store {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const path = databasePath(dataDir)
@@ -44,7 +54,7 @@ export function openStore(dataDir: string): Store {
   for (const suffix of ['', '-wal', '-shm']) keepPrivate(path + suffix)
   const sqlite = new Database(path, { create: true, strict: true })
   // busy_timeout first so the following pragmas already wait for a concurrent writer.
-  sqlite.run('PRAGMA busy_timeout = 5000')
+  sqlite.run(`PRAGMA busy_timeout = ${CLI_BUSY_TIMEOUT_MS}`)
   sqlite.run('PRAGMA journal_mode = WAL')
   sqlite.run('PRAGMA synchronous = NORMAL')
   sqlite.run('PRAGMA foreign_keys = ON')
@@ -54,13 +64,17 @@ export function openStore(dataDir: string): Store {
     db,
     path,
     close: () => sqlite.close(),
+    // The CLI waits in the driver (above); only the server's connection waits in `write()`.
+    writeWaitMs: 0,
+    storageFull: false,
   }
 }
 
 /**
- * Runs `fn` in an IMMEDIATE transaction: a concurrent writer (another process, the CLI) waits on
- * busy_timeout instead of failing half-way. `fn` must be synchronous — bun:sqlite transactions are.
+ * The server's connection from now on: the driver never waits for a lock (busy_timeout 0 — its wait is synchronous
+ * and would stop every request); `write()` waits instead, asynchronously, up to `writeWaitMs`.
  */
-export function writeTransaction<T>(store: Store, fn: (tx: Db) => T): T {
-  return store.db.transaction((tx) => fn(tx as unknown as Db), { behavior: 'immediate' })
+export function keepEventLoopFree(store: Store, writeWaitMs: number): void {
+  store.sqlite.run('PRAGMA busy_timeout = 0')
+  store.writeWaitMs = writeWaitMs
 }

@@ -5,13 +5,15 @@
  */
 import { Cron } from 'croner'
 import { eq, sql } from 'drizzle-orm'
-import { type Db, type Store, writeTransaction } from '../db/open.ts'
+import type { Db, Store } from '../db/open.ts'
 import { prepared } from '../db/prepared.ts'
 import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
 import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
+import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
+import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
@@ -44,6 +46,9 @@ export function stepGroupEnd(steps: readonly Step[], from: number): number {
   }
   return end
 }
+
+/** Longest pause between attempts while the database is locked elsewhere or full. */
+const STORAGE_RETRY_MAX_MS = 1000
 
 /** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
 export function yieldToEventLoop(): Promise<void> {
@@ -97,7 +102,7 @@ export class Executor {
   start(): void {
     if (this.running || this.options.concurrency === 0) return
     this.running = true
-    this.recover()
+    void this.recover()
     // Leases of crashed processes expire while we run too: sweep them on a schedule, not only at start.
     this.sweeper = new Cron('*/10 * * * * *', { protect: true }, () => this.recover())
     for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.workLoop())
@@ -113,7 +118,12 @@ export class Executor {
     const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
     if (timedOut) this.stopController.abort()
     await Promise.race([finished, Bun.sleep(1000)])
-    this.queue.releaseOwned(this.owner, this.options.clock.now())
+    try {
+      await write(this.options.store, () => this.queue.releaseOwned(this.owner, this.options.clock.now()))
+    } catch (error) {
+      // Not given back: the runs' leases expire and the next start recovers them.
+      this.options.logger.warn('could not give back held runs', { error: (error as Error).message })
+    }
   }
 
   /** Wakes idle workers: a run was just queued. */
@@ -126,11 +136,16 @@ export class Executor {
     this.cancelled.get(runId)?.abort()
   }
 
-  private recover(): void {
-    const recovered = this.queue.recoverExpired(this.options.clock.now())
-    if (recovered > 0) {
-      this.options.logger.warn('recovered runs with expired leases', { count: recovered })
-      this.notify()
+  private async recover(): Promise<void> {
+    try {
+      const recovered = await write(this.options.store, () => this.queue.recoverExpired(this.options.clock.now()))
+      if (recovered > 0) {
+        this.options.logger.warn('recovered runs with expired leases', { count: recovered })
+        this.notify()
+      }
+    } catch (error) {
+      // The sweep runs again in 10 s.
+      this.options.logger.warn('recovering expired leases failed', { error: (error as Error).message })
     }
   }
 
@@ -144,12 +159,19 @@ export class Executor {
   }
 
   private async claimAndRunUntilStopped(): Promise<void> {
+    let failedClaims = 0
     while (this.running) {
       let run: RunRow | null = null
       try {
-        run = this.queue.claim(this.owner, this.options.clock.now(), this.options.leaseMs)
+        run = await write(this.options.store, () => this.queue.claim(this.owner, this.options.clock.now(), this.options.leaseMs))
+        failedClaims = 0
       } catch (error) {
-        this.options.logger.error('claim failed', { error: (error as Error).message })
+        // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
+        if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
+        else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
+        failedClaims++
+        await Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failedClaims))
+        continue
       }
       if (!run) {
         await this.idle()
@@ -221,8 +243,12 @@ export class Executor {
     const { target, definition } = this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
+    // The lease outlives a missed beat or two (one every third of it): a beat the database refuses is skipped.
     const heartbeat = () => {
-      if (!this.queue.heartbeat(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)) runAbort.abort()
+      write(this.options.store, () => this.queue.heartbeat(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
+        (owned) => owned || runAbort.abort(),
+        (error) => this.options.logger.warn('lease heartbeat failed', { runId: run.id, error: (error as Error).message }),
+      )
     }
     const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
     let record = this.resumedRecord(target, definition, run.next_step)
@@ -242,7 +268,7 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      this.finish(target, 'succeeded', null)
+      await this.finish(target, 'succeeded', null)
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -301,14 +327,14 @@ export class Executor {
           if (ctx.signal.aborted) return 'stop'
           throw error
         }
-        writeTransaction(this.options.store, (tx) => {
+        await this.persist((tx) => {
           this.queue.assertOwned(target.run.id, this.owner)
           this.failIn(tx, ctx, step, index, startedAt, error)
         })
         return 'stop'
       }
     }
-    const outcome = writeTransaction(this.options.store, (tx) => {
+    const outcome = await this.persist((tx) => {
       this.queue.assertOwned(target.run.id, this.owner)
       let record = group.record
       for (const { ctx, step, index, startedAt, apply } of planned) {
@@ -389,8 +415,25 @@ export class Executor {
     }
   }
 
-  private finish(target: RunTarget, status: 'succeeded' | 'failed', error: unknown): void {
-    writeTransaction(this.options.store, (tx) => {
+  /**
+   * Records a step group's outcome: what it did already happened (an HTTP call), so a locked or full database is
+   * waited out — retried with backoff while the executor runs — rather than the outcome dropped. The transaction
+   * rolls back whole on each failure, so retrying `fn` is safe. On stop it gives up: the run resumes at this group.
+   */
+  private async persist<T>(fn: (tx: Db) => T): Promise<T> {
+    for (let failures = 1; ; failures++) {
+      try {
+        return await write(this.options.store, fn)
+      } catch (error) {
+        if (!(error instanceof StorageUnavailableError) || !this.running) throw error
+        if (failures === 1) this.options.logger.warn('recording a step waits for the database', { error: error.message })
+        await Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failures))
+      }
+    }
+  }
+
+  private async finish(target: RunTarget, status: 'succeeded' | 'failed', error: unknown): Promise<void> {
+    await this.persist((tx) => {
       this.queue.assertOwned(target.run.id, this.owner)
       this.finishIn(tx, target, status, error)
     })

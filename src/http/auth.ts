@@ -8,6 +8,7 @@
 import { and, eq, sql } from 'drizzle-orm'
 import { timingSafeEqual } from 'node:crypto'
 import type { Store } from '../db/open.ts'
+import { tryWrite } from '../db/write.ts'
 import { apiTokens, type PermissionLevel, projectMembers, projects, users } from '../db/schema.ts'
 import type { Clock } from '../lib/clock.ts'
 import { hasScope, hashTokenValue, looksLikeToken, type Scope } from '../modules/tokens/service.ts'
@@ -47,7 +48,7 @@ export class TokenAuthenticator {
   private readonly touch
 
   constructor(
-    store: Store,
+    private readonly store: Store,
     private readonly clock: Clock,
   ) {
     this.lookup = store.db
@@ -99,7 +100,8 @@ export class TokenAuthenticator {
     if (row.revokedAt !== null) throw unauthorized('Token has been revoked')
     if (row.expiresAt !== null && row.expiresAt <= now) throw unauthorized('Token has expired')
     if (row.lastUsedAt === null || row.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
-      this.touch.run({ id: row.tokenId, now, before: now - LAST_USED_RESOLUTION_MS })
+      // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
+      tryWrite(this.store, () => this.touch.run({ id: row.tokenId, now, before: now - LAST_USED_RESOLUTION_MS }))
     }
     return {
       tokenId: row.tokenId,

@@ -3,7 +3,7 @@ import type { Logger } from '../lib/logger.ts'
 import type { ValueError } from '@sinclair/typebox/errors'
 import { explainErrors } from '../lib/validation.ts'
 import { methodNotAllowed } from './allowed-methods.ts'
-import { errorBody, errorResponse, HttpError, jsonResponse } from './errors.ts'
+import { asHttpError, errorBody, errorResponse, jsonResponse } from './errors.ts'
 import { redactPath } from './request-log.ts'
 import { requestPath } from './server-request.ts'
 
@@ -31,10 +31,9 @@ export function renderError(
   logger: Logger,
   allowedFor: (pathname: string) => string[] = () => [],
 ): Response {
-  if (error instanceof HttpError) return errorResponse(error)
   // Elysia wraps what a parser throws (our 413 and invalid_json) in its ParseError.
-  const cause = (error as { cause?: unknown } | null)?.cause
-  if (cause instanceof HttpError) return errorResponse(cause)
+  const ours = asHttpError(error) ?? asHttpError((error as { cause?: unknown } | null)?.cause)
+  if (ours) return errorResponse(ours)
   switch (code) {
     case 'VALIDATION':
       // A handler's answer that does not match its documented schema is our bug, not the caller's.

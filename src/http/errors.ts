@@ -4,6 +4,7 @@
  */
 import { STATUS_CODES } from 'node:http'
 import { type Static, t } from 'elysia'
+import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { Integer } from './schemas.ts'
 
 /**
@@ -20,7 +21,9 @@ export const ErrorBodySchema = t.Object(
       t.Array(t.Object({ field: t.String(), message: t.String() }), { description: 'Validation failures, one per field' }),
     ),
     runId: t.Optional(t.String({ description: '`409 run_in_progress`: the run already active on the record' })),
-    retry_after: t.Optional(Integer({ description: '`429 rate_limited`: seconds to wait, as in Retry-After' })),
+    retry_after: t.Optional(
+      Integer({ description: '`429 rate_limited`, `503 database_busy` and `503 storage_full`: seconds to wait, as in Retry-After' }),
+    ),
   },
   { $id: 'Error', additionalProperties: true },
 )
@@ -90,8 +93,22 @@ export function errorResponse(error: HttpError): Response {
   return jsonResponse(error.status, error.toBody(), error.headers)
 }
 
-/** 429 with `Retry-After` in whole seconds (≥ 1) and the same number in the body. */
-export const tooManyRequests = (retryAfterSeconds: number, message = 'Too many requests') => {
+/** `status` with `Retry-After` in whole seconds (≥ 1) and the same number in the body as `retry_after`. */
+function retryLater(status: number, code: string, message: string, retryAfterSeconds: number): HttpError {
   const seconds = Math.max(1, Math.ceil(retryAfterSeconds))
-  return new HttpError(429, 'rate_limited', `${message}; retry in ${seconds} s`, { retry_after: seconds }, { 'retry-after': String(seconds) })
+  return new HttpError(status, code, `${message}; retry in ${seconds} s`, { retry_after: seconds }, { 'retry-after': String(seconds) })
+}
+
+/** 429 rate_limited. */
+export const tooManyRequests = (retryAfterSeconds: number, message = 'Too many requests') =>
+  retryLater(429, 'rate_limited', message, retryAfterSeconds)
+
+/**
+ * The error as the HTTP answer it maps to, or null when it is not ours: an HttpError itself, or 503
+ * `database_busy` / `storage_full` for a storage fault (README "Storage faults").
+ */
+export function asHttpError(error: unknown): HttpError | null {
+  if (error instanceof HttpError) return error
+  if (error instanceof StorageUnavailableError) return retryLater(503, error.code, error.message, error.retryAfterSeconds)
+  return null
 }

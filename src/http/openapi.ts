@@ -1,7 +1,7 @@
 /**
  * The OpenAPI 3.1 document (/openapi.json), generated from the routes' own schemas by @elysiajs/openapi's
  * `toOpenAPISchema`, then completed here in one pass:
- * - the responses every route shares: 500, and 400/413/415 from the body rules (src/http/body.ts) on routes
+ * - the responses every route shares: 500, 503 (`database_busy`, `storage_full`: README "Storage faults"), and 400/413/415 from the body rules (src/http/body.ts) on routes
  *   that take a body; those documented by hooks (`detail.responses`: the auth macros' 401/403/429), which the
  *   generator drops once a route has its own `response` schemas; reason phrases as descriptions; no content for 204;
  * - request bodies as JSON only, from the route's body schema;
@@ -157,6 +157,7 @@ function completeOperation(operation: Json, route: Route): void {
     if (!RAW_BODY_PATHS.some((prefix) => route.path.startsWith(prefix))) responses[415] ??= errorResponse(415)
   }
   responses[500] ??= errorResponse(500)
+  responses[503] ??= errorResponse(503)
   operation.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)))
 }
 

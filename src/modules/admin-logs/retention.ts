@@ -3,8 +3,9 @@
  * deleted in small batches (short write locks), and each project gets a `system` admin log entry saying so.
  */
 import { Cron } from 'croner'
-import { type Store, writeTransaction } from '../../db/open.ts'
-import { deleteLogBatch } from '../../db/maintenance.ts'
+import type { Store } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
+import { deleteLogBatch, type LogTable } from '../../db/maintenance.ts'
 import { projects } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'
@@ -19,13 +20,14 @@ export interface PruneResult {
   cutoff: number
 }
 
-export function pruneLogs(store: Store, clock: Clock, retentionDays: number): PruneResult {
+export async function pruneLogs(store: Store, clock: Clock, retentionDays: number): Promise<PruneResult> {
   const cutoff = clock.now() - retentionDays * 86_400_000
   const result: PruneResult = { activityLogs: 0, adminLogs: 0, cutoff }
-  for (let n = BATCH; n === BATCH; result.activityLogs += n) n = deleteLogBatch(store.sqlite, 'activity_logs', cutoff, BATCH)
-  for (let n = BATCH; n === BATCH; result.adminLogs += n) n = deleteLogBatch(store.sqlite, 'admin_logs', cutoff, BATCH)
+  const batch = (table: LogTable) => write(store, () => deleteLogBatch(store.sqlite, table, cutoff, BATCH))
+  for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
+  for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
   if (result.activityLogs + result.adminLogs === 0) return result
-  writeTransaction(store, (tx) => {
+  await write(store, (tx) => {
     for (const project of tx.select({ id: projects.id }).from(projects).all()) {
       appendAdminLog(tx, clock, {
         projectId: project.id,
@@ -45,14 +47,15 @@ export function pruneLogs(store: Store, clock: Clock, retentionDays: number): Pr
 /** Prunes once at start and then daily at 03:17 (local time) with croner; null when retention is off. */
 export function scheduleRetention(store: Store, clock: Clock, logger: Logger, retentionDays: number | null): Cron | null {
   if (retentionDays === null) return null
-  const run = () => {
+  const run = async () => {
     try {
-      const result = pruneLogs(store, clock, retentionDays)
+      const result = await pruneLogs(store, clock, retentionDays)
       if (result.activityLogs + result.adminLogs > 0) logger.info('pruned logs', { ...result, cutoff: toIso(result.cutoff) })
     } catch (error) {
+      // A locked or full database, like any failure, waits for the next day's run.
       logger.error('log pruning failed', { error: (error as Error).message })
     }
   }
-  run()
+  void run()
   return new Cron('17 3 * * *', { protect: true }, run)
 }

@@ -6,7 +6,8 @@
 import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import { parse as parseYaml, YAMLParseError } from 'yaml'
 import { nextCreatedAt } from '../../db/monotonic.ts'
-import { type Db, type Store, writeTransaction } from '../../db/open.ts'
+import type { Db, Store } from '../../db/open.ts'
+import { writeTransaction } from '../../db/write.ts'
 import {
   collectionPermissions,
   collections,

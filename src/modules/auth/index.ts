@@ -1,6 +1,7 @@
 /** POST /auth/login (password → session cookie), POST /auth/logout, GET /v1/account (who am I). */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
+import { write } from '../../db/write.ts'
 import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
 import { clientAddressOf } from '../../http/client-address.ts'
 import { errorResponses, forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
@@ -40,7 +41,7 @@ export function authModule(deps: AppDeps) {
           deps.metrics.loginFailures.inc({ reason: 'deactivated' })
           throw forbidden('User is not authorized for the organization', 'user_deactivated')
         }
-        const session = createSession(deps.store.db, deps.clock, user.id, false)
+        const session = await write(deps.store, (tx) => createSession(tx, deps.clock, user.id, false))
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
       },
@@ -57,9 +58,9 @@ export function authModule(deps: AppDeps) {
     )
     .post(
       '/auth/logout',
-      ({ request, set }) => {
+      async ({ request, set }) => {
         const id = readCookie(request.headers.get('cookie'), SESSION_COOKIE)
-        if (id) deleteSession(deps.store.db, id)
+        if (id) await write(deps.store, (tx) => deleteSession(tx, id))
         set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
         set.status = 204
       },

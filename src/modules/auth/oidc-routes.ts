@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { html } from '../../console/html.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { readCookie } from '../../http/auth-plugin.ts'
 import { queryOf } from '../../http/list.ts'
 import { safeNext } from '../console/home.ts'
@@ -32,7 +32,6 @@ export function ssoModule(deps: AppDeps) {
   const settings = deps.config.oidc
   if (!settings) return routes
   const signIn = new OidcSignIn(settings, deps.config.baseUrl, deps.clock)
-  const { db } = deps.store
 
   const refusalPage = (refusal: SsoRefusal, secure: boolean) => {
     deps.logger.warn('SSO sign-in refused', { code: refusal.code, reason: refusal.message })
@@ -63,11 +62,13 @@ export function ssoModule(deps: AppDeps) {
       const cookies = request.headers.get('cookie')
       try {
         const { claims, next } = await signIn.finish(new URL(request.url).searchParams, readCookie(cookies, SSO_COOKIE))
-        const user = writeTransaction(deps.store, (tx) => resolveSsoUser(tx, deps.clock, claims, settings.autoCreate))
-        // A password session this browser had ends: the new one is the SSO one.
+        // A password session this browser had ends: the new one is the SSO one (one write, like a password login's).
         const previous = readCookie(cookies, SESSION_COOKIE)
-        if (previous) deleteSession(db, previous)
-        const session = createSession(db, deps.clock, user.id, true)
+        const { user, session } = await write(deps.store, (tx) => {
+          const user = resolveSsoUser(tx, deps.clock, claims, settings.autoCreate)
+          if (previous) deleteSession(tx, previous)
+          return { user, session: createSession(tx, deps.clock, user.id, true) }
+        })
         deps.logger.info('SSO sign-in', { userId: user.id })
         return seeOther(next, [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])
       } catch (error) {

@@ -7,7 +7,7 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import type { Db } from '../../db/open.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { type AccountCaller, authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, invalidField, notFound } from '../../http/errors.ts'
 import { IdParam } from '../../http/params.ts'
@@ -53,10 +53,10 @@ export function notePages(deps: AppDeps) {
     .use(authPlugin(deps))
     .post(
       '/p/:project/e/:environment/t/:team/c/:collection/r/:record/notes',
-      ({ params, body, caller, set }) => {
+      async ({ params, body, caller, set }) => {
         const title = nonBlank('title', body.title)
         const text = nonBlank('text', body.text)
-        const id = writeTransaction(deps.store, (tx) => {
+        const id = await write(deps.store, (tx) => {
           const view = readableCollection(tx, person(caller), params)
           const scope = { environmentId: view.environment.id, collectionId: view.collection.id }
           if (!findRecord(tx, scope, params.record)) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
@@ -75,9 +75,9 @@ export function notePages(deps: AppDeps) {
     )
     .post(
       '/p/:project/e/:environment/t/:team/notes/:id/messages',
-      ({ params, body, caller, set }) => {
+      async ({ params, body, caller, set }) => {
         const text = nonBlank('text', body.text)
-        writeTransaction(deps.store, (tx) => addMessage(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), textToNoteHtml(text), actor(caller)))
+        await write(deps.store, (tx) => addMessage(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), textToNoteHtml(text), actor(caller)))
         set.status = 201
         return { id: Number(params.id) }
       },
@@ -90,9 +90,9 @@ export function notePages(deps: AppDeps) {
     )
     .patch(
       '/p/:project/e/:environment/t/:team/notes/:id',
-      ({ params, body, caller }) => {
+      async ({ params, body, caller }) => {
         const patch = { ...body, ...(body.title === undefined ? {} : { title: nonBlank('title', body.title) }) }
-        writeTransaction(deps.store, (tx) => updateNote(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), patch, actor(caller)))
+        await write(deps.store, (tx) => updateNote(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), patch, actor(caller)))
         return { id: Number(params.id) }
       },
       {

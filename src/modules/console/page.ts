@@ -5,7 +5,7 @@
 import type { AppDeps } from '../../app.ts'
 import { html, type Html, pageResponse, path } from '../../console/html.ts'
 import { readCookie } from '../../http/auth-plugin.ts'
-import { HttpError } from '../../http/errors.ts'
+import { asHttpError } from '../../http/errors.ts'
 import { type Query, queryOf } from '../../http/list.ts'
 import { findSession, SESSION_COOKIE, type SessionUser } from '../auth/sessions.ts'
 
@@ -71,10 +71,10 @@ export interface ConsoleRequest {
 
 /**
  * A console page handler: the signed-in user, or a redirect to /login?next=…; an HttpError (403, 404, a bad
- * query parameter) becomes an error page with its status and message.
+ * query parameter) or a storage fault (503) becomes an error page with its status, message and headers.
  */
-export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => Html | Response) {
-  return ({ request, params }: { request: Request; params: Record<string, string> }): Response => {
+export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => Html | Response | Promise<Html | Response>) {
+  return async ({ request, params }: { request: Request; params: Record<string, string> }): Promise<Response> => {
     // A page shown is a page logged: a browser's speculative prefetch is refused (it discards non-2xx answers),
     // so the audit trail never records a view nobody asked for.
     if (isPrefetch(request)) return new Response(null, { status: 503, headers: { 'cache-control': 'no-store' } })
@@ -84,12 +84,15 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
     try {
       // An empty filter field means no filter (the forms send every field).
       const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
-      const out = render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url })
+      const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url })
       return out instanceof Response ? out : htmlResponse(out)
-    } catch (error) {
-      if (!(error instanceof HttpError)) throw error
+    } catch (caught) {
+      const error = asHttpError(caught)
+      if (!error) throw caught
       const ssoLink = error.code === 'sso_required' && deps.config.oidc ? html`<p><a class="button" href="${ssoStartPath(url.pathname + url.search)}">Sign in with SSO</a></p>` : ''
-      return htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p>${ssoLink}<p><a href="/">Home</a></p>` }), error.status)
+      const page = htmlResponse(layout({ title: error.toBody().error, user: session.user, body: html`<p class="error">${error.message}</p>${ssoLink}<p><a href="/">Home</a></p>` }), error.status)
+      for (const [name, value] of Object.entries(error.headers)) page.headers.set(name, value)
+      return page
     }
   }
 }

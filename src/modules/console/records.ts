@@ -5,7 +5,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { html, type Html } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
@@ -61,9 +61,9 @@ ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${
     )
     .get(
       '/p/:project/e/:environment/t/:team/c/:collection',
-      consolePage(deps, ({ user, params, query }) => {
+      consolePage(deps, async ({ user, params, query }) => {
         const after = query.after === undefined || query.after === '' ? undefined : query.after.slice(0, 1024)
-        const { rows, view } = writeTransaction(deps.store, (tx) => {
+        const { rows, view } = await write(deps.store, (tx) => {
           const view = readableCollection(tx, user, params)
           const rows = listRecords(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
           logRecordView(tx, deps.clock, {
@@ -95,8 +95,8 @@ ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">$
     )
     .get(
       '/p/:project/e/:environment/t/:team/c/:collection/r/:record',
-      consolePage(deps, ({ user, params }) => {
-        const { record, view } = writeTransaction(deps.store, (tx) => {
+      consolePage(deps, async ({ user, params }) => {
+        const { record, view } = await write(deps.store, (tx) => {
           const view = readableCollection(tx, user, params)
           const record = findRecord(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
           if (!record) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)

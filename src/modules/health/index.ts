@@ -1,23 +1,26 @@
 /**
  * Operations: /healthz (the process answers), /readyz (the database answers, every migration is applied, the
- * executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
+ * disk is not full, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
 import { queueStats } from '../../db/queue.ts'
+import { storageFullNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
-/** Why the instance is not ready, or null when it is. */
-function notReadyReason(deps: AppDeps): string | null {
+/** Why the instance is not ready (`code` `not_ready`, or `storage_full`), or null when it is. */
+function notReadyReason(deps: AppDeps): { code: string; message: string } | null {
+  const notReady = (message: string) => ({ code: 'not_ready', message })
   let pending: string[]
   try {
     pending = pendingMigrations(deps.store.sqlite)
   } catch (error) {
-    return `Database unavailable: ${(error as Error).message}`
+    return notReady(`Database unavailable: ${(error as Error).message}`)
   }
-  if (pending.length > 0) return `Pending migrations: ${pending.join(', ')}`
-  if (deps.executor?.enabled && !deps.executor.alive) return 'The workflow executor is not running'
+  if (pending.length > 0) return notReady(`Pending migrations: ${pending.join(', ')}`)
+  if (storageFullNow(deps.store)) return { code: 'storage_full', message: 'The disk holding the database is full: writes fail until space is freed' }
+  if (deps.executor?.enabled && !deps.executor.alive) return notReady('The workflow executor is not running')
   return null
 }
 
@@ -42,13 +45,14 @@ export function healthModule(deps: AppDeps) {
       '/readyz',
       () => {
         const reason = notReadyReason(deps)
-        return reason === null ? { status: 'ready' as const } : jsonResponse(503, errorBody(503, 'not_ready', reason))
+        return reason === null ? { status: 'ready' as const } : jsonResponse(503, errorBody(503, reason.code, reason.message))
       },
       {
         response: { 200: t.Object({ status: t.Literal('ready') }), ...errorResponses(503) },
         detail: {
           operationId: 'readyz',
-          summary: 'Readiness: the database answers, every migration is applied, the executor runs (503 with the reason otherwise)',
+          summary:
+            'Readiness: the database answers, every migration is applied, the disk is not full, the executor runs (503 with the reason otherwise: `not_ready`, or `storage_full`)',
         },
       },
     )

@@ -1,7 +1,7 @@
 /** The notes API: `GET …/notes` exactly as spec §4.1, plus the writes of DESIGN §6. Admin role throughout. */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { environmentPage, parseRecordFilters } from '../../http/list.ts'
@@ -15,7 +15,7 @@ const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
 export function notesModule(deps: AppDeps) {
   const { db } = deps.store
   const read = { projectCall: { scope: 'notes:read', role: 'admin' } } as const
-  const write = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
+  const writeAccess = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
 
   const renderOne = (id: number) => renderNotes(db, [id])[0]!
 
@@ -56,8 +56,8 @@ export function notesModule(deps: AppDeps) {
     )
     .post(
       BASE,
-      ({ params, body, identity, set }) => {
-        const id = writeTransaction(deps.store, (tx) => {
+      async ({ params, body, identity, set }) => {
+        const id = await write(deps.store, (tx) => {
           const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const team = findTeam(tx, project.id, body.teamName)
           if (!team) throw invalidField('teamName', `unknown team "${body.teamName}"`)
@@ -74,7 +74,7 @@ export function notesModule(deps: AppDeps) {
         return renderOne(id)
       },
       {
-        ...write,
+        ...writeAccess,
         body: CreateNoteBody,
         response: { 201: Note, ...errorResponses(400, 404) },
         detail: { operationId: 'createNote', summary: 'Create a note on a record (its first message is the content)' },
@@ -82,8 +82,8 @@ export function notesModule(deps: AppDeps) {
     )
     .post(
       `${BASE}/:id/messages`,
-      ({ params, body, identity, set }) => {
-        writeTransaction(deps.store, (tx) => {
+      async ({ params, body, identity, set }) => {
+        await write(deps.store, (tx) => {
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const note = findNote(tx, environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
@@ -93,7 +93,7 @@ export function notesModule(deps: AppDeps) {
         return renderOne(Number(params.id))
       },
       {
-        ...write,
+        ...writeAccess,
         params: NoteParams,
         body: AddMessageBody,
         response: { 201: Note, ...errorResponses(400, 404) },
@@ -102,8 +102,8 @@ export function notesModule(deps: AppDeps) {
     )
     .patch(
       `${BASE}/:id`,
-      ({ params, body, identity }) => {
-        writeTransaction(deps.store, (tx) => {
+      async ({ params, body, identity }) => {
+        await write(deps.store, (tx) => {
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const note = findNote(tx, environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
@@ -112,7 +112,7 @@ export function notesModule(deps: AppDeps) {
         return renderOne(Number(params.id))
       },
       {
-        ...write,
+        ...writeAccess,
         params: NoteParams,
         body: UpdateNoteBody,
         response: { 200: Note, ...errorResponses(400, 404) },

@@ -4,7 +4,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { RunQueue } from '../../db/queue.ts'
 import { RUN_STATUSES } from '../../db/schema.ts'
 import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
@@ -58,9 +58,9 @@ export function runsModule(deps: AppDeps) {
     })
     .post(
       '/v1/workflow-runs/:runId/cancel',
-      ({ params, caller }) => {
+      async ({ params, caller }) => {
         requireTriggerScope(caller)
-        writeTransaction(deps.store, (tx) => {
+        await write(deps.store, (tx) => {
           visibleRun(deps, caller, params.runId)
           cancelRun(tx, deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
         })
@@ -76,7 +76,7 @@ export function runsModule(deps: AppDeps) {
     )
     .post(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
-      ({ params, body, caller, set }) => {
+      async ({ params, body, caller, set }) => {
         requireTriggerScope(caller)
         const project = callerProject(db, caller, params.projectName)
         requireEnvironment(db, params.projectName, params.environmentName)
@@ -85,7 +85,7 @@ export function runsModule(deps: AppDeps) {
         if (!canReachRendering(db, { userId: caller.user.id, projectId: project.id, teamId: target.teamId })) {
           throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
         }
-        const runId = startRun(deps.store, deps.clock, runQueueFor(deps), {
+        const runId = await startRun(deps.store, deps.clock, runQueueFor(deps), {
           target,
           versionId: target.activeVersionId,
           recordId: body.recordId,

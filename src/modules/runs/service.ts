@@ -1,8 +1,8 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm'
 import { randomUUIDv7 } from 'bun'
-import { type Store, writeTransaction } from '../../db/open.ts'
-import type { Db } from '../../db/open.ts'
+import type { Db, Store } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import type { RunQueue } from '../../db/queue.ts'
 import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
@@ -58,14 +58,14 @@ export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | u
  * Queues a run and writes its `triggerWorkflow` entry in one transaction. The partial unique index decides
  * the 409: `{code: "run_in_progress", runId}` names the active run.
  */
-export function startRun(
+export async function startRun(
   store: Store,
   clock: Clock,
   queue: RunQueue,
   input: { target: TriggerTarget; versionId: number; recordId: string; userId: number; tokenId: number | null; trigger: 'manual' | 'webhook' },
-): string {
+): Promise<string> {
   const id = randomUUIDv7()
-  return writeTransaction(store, (tx) => {
+  return write(store, (tx) => {
     const now = clock.now()
     const result = queue.insert({
       id,

@@ -24,9 +24,10 @@ export function setupModule(deps: AppDeps) {
     .get('/setup/setup.js', js.handle, { detail: { operationId: 'setupPageScript', summary: 'The first-start page’s script', ...js.detail } })
     .post(
       '/setup',
-      ({ body, set }) => {
+      async ({ body, set }) => {
+        const user = await createFirstAdmin(deps.store, deps.clock, deps.setupGate, body)
         set.status = 201
-        return { user: createFirstAdmin(deps.store, deps.clock, deps.setupGate, body) }
+        return { user }
       },
       {
         body: t.Object({

@@ -1,6 +1,7 @@
 /** First start with no users: a one-time link (printed by `serve`) opens a page that creates the first admin. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { type Store, writeTransaction } from '../../db/open.ts'
+import type { Store } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, invalidField } from '../../http/errors.ts'
 import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, userObject } from '../users/service.ts'
@@ -8,6 +9,8 @@ import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, use
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
 export class SetupGate {
   private hash: Buffer | null
+  /** The hash while one attempt holds the token (its write may wait for the database). */
+  private taken: Buffer | null = null
 
   private constructor(token: string) {
     this.hash = sha256(token)
@@ -22,8 +25,22 @@ export class SetupGate {
     return this.hash !== null && timingSafeEqual(sha256(candidate), this.hash)
   }
 
+  /** Takes the token for one attempt: other attempts are refused until it is given back (the attempt failed). */
+  take(candidate: string): boolean {
+    if (!this.matches(candidate)) return false
+    this.taken = this.hash
+    this.hash = null
+    return true
+  }
+
+  giveBack(): void {
+    this.hash ??= this.taken
+    this.taken = null
+  }
+
   close(): void {
     this.hash = null
+    this.taken = null
   }
 }
 
@@ -38,20 +55,22 @@ export interface FirstAdminInput {
   password: string
 }
 
-export function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
-  if (!gate?.matches(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
+export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGate | undefined, input: FirstAdminInput) {
+  // Taken for the whole attempt, which may wait for the database: a request racing this one is refused (403).
+  if (!gate?.take(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
   try {
     checkNewUser(input)
+    const passwordHash = hashPassword(input.password)
+    const user = await write(store, (tx) => {
+      // Checked inside the write lock: a CLI `user create` cannot sneak in.
+      if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
+      return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+    })
+    gate.close()
+    return userObject(user)
   } catch (error) {
+    gate.giveBack()
     if (error instanceof UserInputError) throw invalidField(error.field, error.message)
     throw error
   }
-  const passwordHash = hashPassword(input.password)
-  const user = writeTransaction(store, (tx) => {
-    // Checked inside the write lock: a second request, or a CLI `user create`, cannot sneak in.
-    if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
-    return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
-  })
-  gate.close()
-  return userObject(user)
 }

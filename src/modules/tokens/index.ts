@@ -4,7 +4,7 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
@@ -27,7 +27,7 @@ export function tokensModule(deps: AppDeps) {
     .use(authPlugin(deps))
     .post(
       '/v1/account/tokens',
-      ({ body, caller, set }) => {
+      async ({ body, caller, set }) => {
         const now = deps.clock.now()
         const name = body.name.trim()
         let scopes
@@ -42,7 +42,7 @@ export function tokensModule(deps: AppDeps) {
           if (error instanceof TokenInputError) throw invalidField(error.field, error.message)
           throw error
         }
-        const created = writeTransaction(deps.store, (tx) => {
+        const created = await write(deps.store, (tx) => {
           // callerProject refuses an SSO project to a password session (403 sso_required).
           const project = callerProject(tx, caller, body.projectName)
           return createToken(tx, deps.clock, {
@@ -89,8 +89,8 @@ export function tokensModule(deps: AppDeps) {
     )
     .delete(
       '/v1/account/tokens/:id',
-      ({ params, caller, set }) => {
-        writeTransaction(deps.store, (tx) => {
+      async ({ params, caller, set }) => {
+        await write(deps.store, (tx) => {
           const token = findToken(tx, Number(params.id))
           const visible = token && token.userId === caller.user.id && token.revokedAt === null
           if (!visible || (caller.tokenProjectId !== null && token.projectId !== caller.tokenProjectId)) {
@@ -121,8 +121,8 @@ export function tokensModule(deps: AppDeps) {
     )
     .delete(
       '/v1/project/:projectName/api-tokens/:id',
-      ({ params, caller, set }) => {
-        writeTransaction(deps.store, (tx) => {
+      async ({ params, caller, set }) => {
+        await write(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
           const token = findToken(tx, Number(params.id))
           if (!token || token.projectId !== project.id || token.revokedAt !== null) throw notFound(`Token ${params.id} not found`)

@@ -4,7 +4,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { requireActiveUser, requireSsoWhenNeeded } from '../../http/auth.ts'
 import { authPlugin, requireProjectAdmin, sharedFor } from '../../http/auth-plugin.ts'
 import { parseJsonText } from '../../http/body.ts'
@@ -46,7 +46,7 @@ export function webhooksModule(deps: AppDeps) {
 
   return new Elysia({ name: 'webhooks', tags: ['webhooks'] })
     .use(authPlugin(deps))
-    .post('/v1/hooks/:token', ({ params, request, body, set }) => {
+    .post('/v1/hooks/:token', async ({ params, request, body, set }) => {
       // 1. the URL: genuine, and of the current generation.
       const payload = verifyWebhookToken(deps.secret, params.token)
       if (!payload) throw badRequest('invalid_webhook_url', 'The webhook URL is malformed or has been tampered with')
@@ -76,7 +76,7 @@ export function webhooksModule(deps: AppDeps) {
       if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
       // 6. the body. 7–8. one active run per record, else queue it.
       const recordId = parseTriggerBody(body)
-      const runId = startRun(deps.store, deps.clock, runQueueFor(deps), {
+      const runId = await startRun(deps.store, deps.clock, runQueueFor(deps), {
         target,
         versionId: target.activeVersionId,
         recordId,
@@ -115,8 +115,8 @@ export function webhooksModule(deps: AppDeps) {
     )
     .patch(
       WEBHOOK,
-      ({ params, body, caller }) => {
-        const target = writeTransaction(deps.store, (tx) => {
+      async ({ params, body, caller }) => {
+        const target = await write(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
           let target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
           if (body.enabled !== undefined) target = changeWebhook(tx, deps.clock, target, { enabled: body.enabled }, caller.user.id)
@@ -137,8 +137,8 @@ export function webhooksModule(deps: AppDeps) {
     )
     .post(
       `${WEBHOOK}/regenerate`,
-      ({ params, caller }) => {
-        const target = writeTransaction(deps.store, (tx) => {
+      async ({ params, caller }) => {
+        const target = await write(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
           const target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
           return changeWebhook(tx, deps.clock, target, { regenerate: true }, caller.user.id)

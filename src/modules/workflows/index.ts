@@ -1,7 +1,7 @@
 /** Publishing a workflow definition through the API: `PUT …/team/{t}/workflows/{name}` (project admins). */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
-import { writeTransaction } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import { authPlugin, requireProjectAdmin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidFields } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
@@ -16,13 +16,13 @@ export function workflowsModule(deps: AppDeps) {
     .use(authPlugin(deps))
     .put(
       '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName',
-      ({ params, body, caller }) => {
+      async ({ params, body, caller }) => {
         // The path names the workflow, its environment and team; the body holds the rest of the definition.
         const definition = { ...body, name: params.workflowName, environment: params.environmentName, team: params.teamName }
         const problems = workflowDefinitionProblems(definition)
         if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
         const valid = definition as unknown as WorkflowDefinition
-        const result = writeTransaction(deps.store, (tx) => {
+        const result = await write(deps.store, (tx) => {
           const project = requireProjectAdmin(tx, caller, params.projectName)
           const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
           const team = findTeam(tx, project.id, params.teamName)
