@@ -3,7 +3,8 @@
  * requests? A real `serve` (from source) behind a simulated trusted proxy, each login from its own address so the
  * throttle lets every one reach the argon2 check; `/healthz` is asked one request at a time, first idle, then during
  * the flood. Prints JSON (p50 / p99 / max in ms). The server is not pinned to a core: argon2 runs on Bun's worker
- * threads, and pinning would put them on the event loop's core. Asserts nothing (issue 13, item 1).
+ * threads, and pinning would put them on the event loop's core. Asserts nothing (issue 13, item 1). `npm run bench`
+ * runs it too (measureLoginFlood) with the server it measures.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -11,10 +12,15 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { percentile, repoRoot, startServer } from './procs.ts'
 
-const { values } = parseArgs({ options: { logins: { type: 'string', default: '200' }, concurrency: { type: 'string', default: '32' } } })
-const LOGINS = Number(values.logins)
-const CONCURRENCY = Number(values.concurrency)
-const IDLE_SECONDS = 5
+export interface LoginFloodOptions {
+  logins: number
+  concurrency: number
+  idleSeconds: number
+  /** The server's command line for a port and data directory; default: `bun src/main.ts serve`. */
+  command?: (port: number, dataDir: string) => string[]
+}
+
+export type LoginFloodResult = Awaited<ReturnType<typeof measureLoginFlood>>
 
 function summary(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b)
@@ -36,7 +42,10 @@ async function probeHealth(url: string, until: () => boolean): Promise<number[]>
   return samples
 }
 
-async function main() {
+/** /healthz latency idle and during a flood of failing logins, against a fresh data directory with examples/acme.yaml. */
+export async function measureLoginFlood(options: LoginFloodOptions) {
+  const { logins: LOGINS, concurrency: CONCURRENCY } = options
+  const command = options.command ?? ((port: number, dataDir: string) => [process.execPath, 'src/main.ts', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir])
   const work = mkdtempSync(join(tmpdir(), 'trellis-login-flood-'))
   const dataDir = join(work, 'data')
   try {
@@ -44,13 +53,13 @@ async function main() {
     if (apply.exitCode !== 0) throw new Error(`apply failed: ${apply.stderr.toString()}`)
     const server = await startServer({
       name: 'trellis',
-      command: (port) => [process.execPath, 'src/main.ts', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir],
+      command: (port) => command(port, dataDir),
       env: { TRELLIS_TRUST_PROXY: '127.0.0.1', TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn' },
       stderrFile: join(work, 'trellis.err'),
       pin: false,
     })
     try {
-      const idleUntil = performance.now() + IDLE_SECONDS * 1000
+      const idleUntil = performance.now() + options.idleSeconds * 1000
       const idle = await probeHealth(server.url, () => performance.now() > idleUntil)
 
       let next = 0
@@ -73,21 +82,15 @@ async function main() {
       await Promise.all(Array.from({ length: CONCURRENCY }, worker))
       flooding = false
       const floodSeconds = (performance.now() - floodStarted) / 1000
-      console.log(
-        JSON.stringify(
-          {
-            logins: LOGINS,
-            concurrency: CONCURRENCY,
-            statuses,
-            floodSeconds: Math.round(floodSeconds * 10) / 10,
-            loginsPerSecond: Math.round((LOGINS / floodSeconds) * 10) / 10,
-            healthzIdle: summary(idle),
-            healthzDuringFlood: summary(await during),
-          },
-          null,
-          2,
-        ),
-      )
+      return {
+        logins: LOGINS,
+        concurrency: CONCURRENCY,
+        statuses,
+        floodSeconds: Math.round(floodSeconds * 10) / 10,
+        loginsPerSecond: Math.round((LOGINS / floodSeconds) * 10) / 10,
+        healthzIdle: summary(idle),
+        healthzDuringFlood: summary(await during),
+      }
     } finally {
       await server.stop()
     }
@@ -96,4 +99,8 @@ async function main() {
   }
 }
 
-await main()
+if (import.meta.main) {
+  const { values } = parseArgs({ options: { logins: { type: 'string', default: '200' }, concurrency: { type: 'string', default: '32' } } })
+  const result = await measureLoginFlood({ logins: Number(values.logins), concurrency: Number(values.concurrency), idleSeconds: 5 })
+  console.log(JSON.stringify(result, null, 2))
+}

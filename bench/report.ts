@@ -1,5 +1,6 @@
 /** Turns a bench run into the markdown tables (stdout, README) and the JSON kept in bench/results/. */
 import type { ExecutorResult } from './executor.ts'
+import type { LoginFloodResult } from './login-flood.ts'
 import type { LoadResult } from './procs.ts'
 
 export interface ScenarioResult {
@@ -36,6 +37,8 @@ export interface BenchResults {
   bare: LoadResult
   scenarios: ScenarioResult[]
   executor: ExecutorResult | null
+  /** Absent in results written before the login flood joined the bench. */
+  loginFlood?: LoginFloodResult
   footprint: {
     coldStartMs: number[]
     coldStartMedianMs: number
@@ -94,6 +97,17 @@ export function markdownTables(r: BenchResults): string {
       e.probe.requests > 0
         ? `| one notes request at a time beside it: answered, p50 / max${e.probe.timedOut ? ', still waiting after 15 s' : ''} | ${e.probe.requests}, ${ms(e.probe.p50)} / ${ms(e.probe.max)} ms${e.probe.timedOut ? `, ${e.probe.timedOut}` : ''} |`
         : `| one notes request at a time beside it | none answered: still waiting after 15 s |`,
+    )
+  }
+  const flood = r.loginFlood
+  if (flood) {
+    lines.push(
+      '',
+      `| login flood (${int(flood.logins)} failing logins, ${flood.concurrency} at a time, each from its own address) | |`,
+      '|---|---:|',
+      `| \`/healthz\` one at a time, idle: p50 / p99 / max | ${ms(flood.healthzIdle.p50)} / ${ms(flood.healthzIdle.p99)} / ${ms(flood.healthzIdle.max)} ms |`,
+      `| \`/healthz\` during the flood: p50 / p99 / max (target p99 < 50 ms) | ${ms(flood.healthzDuringFlood.p50)} / ${ms(flood.healthzDuringFlood.p99)} / ${ms(flood.healthzDuringFlood.max)} ms |`,
+      `| logins checked per second | ${flood.loginsPerSecond} |`,
     )
   }
   const f = r.footprint

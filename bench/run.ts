@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { measureExecutor } from './executor.ts'
+import { measureLoginFlood } from './login-flood.ts'
 import { type LoadResult, memoryOf, pinning, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
 import { type BenchResults, markdownTables, readmeSection, type ScenarioResult } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
@@ -16,8 +17,8 @@ import { seedDatabase } from './seed.ts'
 const quick = process.argv.includes('--quick')
 const keep = process.argv.includes('--keep')
 const settings = quick
-  ? { notes: 100_000, duration: 3, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3 }
-  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5 }
+  ? { notes: 100_000, duration: 3, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64 }
+  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200 }
 const CONNECTIONS = 64
 const MAX_REQUESTS = 3_000_000
 const RAISED_LIMIT = '1000000000'
@@ -149,6 +150,16 @@ async function main() {
   )
   wal.stop()
 
+  // ── Login flood (issue 13): does argon2 hold up other requests? ────────────
+  log(`[${elapsed()}] login flood: ${settings.floodLogins} failing logins, 32 at a time, /healthz beside them`)
+  const loginFlood = await measureLoginFlood({
+    logins: settings.floodLogins,
+    concurrency: 32,
+    idleSeconds: settings.steadySeconds,
+    command: (port, floodData) => trellisCommand(port).map((arg) => (arg === dataDir ? floodData : arg)),
+  })
+  log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
+
   const nodeVersion = (await new Response(Bun.spawn(['node', '--version']).stdout).text()).trim().replace(/^v/, '')
   const autocannonVersion = (JSON.parse(readFileSync(join(repoRoot, 'node_modules/autocannon/package.json'), 'utf8')) as { version: string }).version
   const report: BenchResults = {
@@ -184,6 +195,7 @@ async function main() {
     bare: bareResult,
     scenarios: results,
     executor,
+    loginFlood,
     footprint: {
       coldStartMs,
       coldStartMedianMs,
