@@ -1,4 +1,5 @@
 /** Configuration: command-line flags win over environment variables, which win over defaults (DESIGN §10). */
+import { readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
@@ -52,6 +53,7 @@ export const FLAG_SETTINGS = {
   'base-url': { env: 'TRELLIS_BASE_URL', default: 'http://HOST:PORT' },
   'oidc-issuer': { env: 'TRELLIS_OIDC_ISSUER', default: 'the apply file\'s sso.issuer, else no SSO' },
   'oidc-client-id': { env: 'TRELLIS_OIDC_CLIENT_ID', default: 'the apply file\'s sso.clientId' },
+  'oidc-client-secret-file': { env: 'TRELLIS_OIDC_CLIENT_SECRET_FILE', default: 'TRELLIS_OIDC_CLIENT_SECRET, else a public client (PKCE only)' },
   'oidc-auto-create': { env: 'TRELLIS_OIDC_AUTO_CREATE', default: 'false' },
 } as const
 
@@ -143,9 +145,32 @@ function oidcConfig(flags: ConfigFlags, env: Env, stored: StoredSso | null): Oid
   return {
     issuer,
     clientId,
-    clientSecret: nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET),
+    clientSecret: oidcClientSecret(flags, env),
     autoCreate: booleanSetting('--oidc-auto-create / TRELLIS_OIDC_AUTO_CREATE', autoCreate, stored?.autoCreate ?? false),
   }
+}
+
+/**
+ * The client secret: never a flag's literal value (it would show in the process list) — `--oidc-client-secret-file`
+ * names a file holding it (a Docker or systemd credential), else TRELLIS_OIDC_CLIENT_SECRET, else
+ * TRELLIS_OIDC_CLIENT_SECRET_FILE. Surrounding whitespace (the file's last newline) is not part of it.
+ */
+function oidcClientSecret(flags: ConfigFlags, env: Env): string | undefined {
+  const file = flags['oidc-client-secret-file']
+  if (file === undefined) {
+    const literal = nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET)
+    if (literal !== undefined) return literal
+  }
+  const path = file ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_SECRET_FILE)
+  if (path === undefined) return undefined
+  let secret: string
+  try {
+    secret = readFileSync(path, 'utf8').trim()
+  } catch (error) {
+    throw new ConfigError(`--oidc-client-secret-file / TRELLIS_OIDC_CLIENT_SECRET_FILE: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  if (secret === '') throw new ConfigError(`--oidc-client-secret-file / TRELLIS_OIDC_CLIENT_SECRET_FILE: ${path} is empty`)
+  return secret
 }
 
 /** What is wrong with an issuer URL, or null (shared with the apply file's `sso.issuer`). */

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash, randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
 import type { AppDeps } from '../src/app.ts'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { writeTransaction } from '../src/db/write.ts'
@@ -161,6 +162,25 @@ describe('configuration', () => {
     expect(loadConfig({ 'oidc-issuer': 'https://other.example.com', 'oidc-auto-create': 'true' }, env).oidc).toMatchObject({ issuer: 'https://other.example.com', autoCreate: true })
     expect(loadConfig({}, { ...env, TRELLIS_OIDC_AUTO_CREATE: 'on' }).oidc!.autoCreate).toBe(true)
     expect(loadConfig({}, { ...env, TRELLIS_OIDC_CLIENT_SECRET: '' }).oidc!.clientSecret).toBeUndefined()
+  })
+
+  test('the client secret from a file (--oidc-client-secret-file or TRELLIS_OIDC_CLIENT_SECRET_FILE), never a literal flag', () => {
+    const dir = tempDir('trellis-oidc-secret-')
+    try {
+      const file = `${dir.path}/secret`
+      writeFileSync(file, 'from-the-file\n')
+      const base = { TRELLIS_OIDC_ISSUER: 'https://id.example.com', TRELLIS_OIDC_CLIENT_ID: 'trellis' }
+      expect(loadConfig({ 'oidc-client-secret-file': file }, base).oidc!.clientSecret).toBe('from-the-file')
+      // the flag wins over the environment's literal; the literal over the environment's file
+      expect(loadConfig({ 'oidc-client-secret-file': file }, { ...base, TRELLIS_OIDC_CLIENT_SECRET: 'env' }).oidc!.clientSecret).toBe('from-the-file')
+      expect(loadConfig({}, { ...base, TRELLIS_OIDC_CLIENT_SECRET: 'env', TRELLIS_OIDC_CLIENT_SECRET_FILE: file }).oidc!.clientSecret).toBe('env')
+      expect(loadConfig({}, { ...base, TRELLIS_OIDC_CLIENT_SECRET_FILE: file }).oidc!.clientSecret).toBe('from-the-file')
+      expect(() => loadConfig({ 'oidc-client-secret-file': `${dir.path}/missing` }, base)).toThrow(/oidc-client-secret-file.*cannot read.*ENOENT/)
+      writeFileSync(file, '\n')
+      expect(() => loadConfig({ 'oidc-client-secret-file': file }, base)).toThrow(/is empty/)
+    } finally {
+      dir.cleanup()
+    }
   })
 
   test("the apply file's sso: is the lowest layer: used when flags and env name no provider, its auto-create below theirs", () => {

@@ -56,7 +56,8 @@ export const SETTING_FLAGS = {
   port: settingFlag('port', 'PORT', 'listen port'),
   'base-url': settingFlag('base-url', 'URL', 'public URL of this server: webhook URLs, the setup link; recorded in DIR/base-url for the CLI'),
   'oidc-issuer': settingFlag('oidc-issuer', 'URL', 'OpenID Connect issuer for console sign-in (https; http only for localhost)'),
-  'oidc-client-id': settingFlag('oidc-client-id', 'ID', 'client id registered at the issuer (the secret: TRELLIS_OIDC_CLIENT_SECRET only)'),
+  'oidc-client-id': settingFlag('oidc-client-id', 'ID', 'client id registered at the issuer'),
+  'oidc-client-secret-file': settingFlag('oidc-client-secret-file', 'FILE', 'file holding the client secret (never the secret itself on the command line)'),
   'oidc-auto-create': {
     type: 'boolean',
     help: 'create unknown users on their first SSO sign-in (verified email)',

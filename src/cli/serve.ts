@@ -28,13 +28,14 @@ export const SHUTDOWN_GRACE_MS = 8_000
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR] [--oidc-issuer URL --oidc-client-id ID [--oidc-auto-create]]',
+  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
   flags: {
     host: SETTING_FLAGS.host,
     port: SETTING_FLAGS.port,
     'base-url': SETTING_FLAGS['base-url'],
     'oidc-issuer': SETTING_FLAGS['oidc-issuer'],
     'oidc-client-id': SETTING_FLAGS['oidc-client-id'],
+    'oidc-client-secret-file': SETTING_FLAGS['oidc-client-secret-file'],
     'oidc-auto-create': SETTING_FLAGS['oidc-auto-create'],
   },
   async run(argv, io) {
