@@ -72,6 +72,27 @@ export const sessions = sqliteTable(
   (t) => [index('sessions_user_idx').on(t.userId)],
 )
 
+/**
+ * One-time invitation links (`/invite?token=…`): only the SHA-256 of the token is stored; a link works once,
+ * until it expires, and a newer invitation of the same user replaces the older ones.
+ */
+export const invitations = sqliteTable(
+  'invitations',
+  {
+    id: id(),
+    tokenHash: text('token_hash').notNull(),
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    /** The instance administrator who made it; null for the CLI. */
+    createdBy: integer('created_by').references(() => users.id),
+    createdAt: createdAt(),
+    expiresAt: integer('expires_at').notNull(),
+    usedAt: integer('used_at'),
+  },
+  (t) => [uniqueIndex('invitations_token_hash_unique').on(t.tokenHash), index('invitations_user_idx').on(t.userId)],
+)
+
 // ── Projects and their structure ────────────────────────────────────────────
 
 export const projects = sqliteTable(

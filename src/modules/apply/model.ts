@@ -13,6 +13,8 @@ export const ApplyUser = T.Object(
     username: T.String({ minLength: 1, maxLength: 100 }),
     password: T.Optional(T.String({ maxLength: 1024 })),
     disabled: T.Optional(T.Boolean()),
+    /** Instance administrator (README "Instance administrators"); absent leaves it as it is. */
+    instanceAdmin: T.Optional(T.Boolean()),
   },
   strict,
 )

@@ -16,7 +16,6 @@ import {
   notes,
   projectMembers,
   projects,
-  records,
   renderings,
   teams,
   users,
@@ -28,12 +27,12 @@ import { canonicalJson } from '../../lib/json.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { appendAdminLog } from '../admin-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
-import { hashPassword, insertUser, normalizeEmail, setUserPasswordHash, verifyPasswordSync } from '../users/service.ts'
+import { createUser, findUserByEmail, hashPassword, normalizeEmail, setInstanceAdmin, setUserPasswordHash, setUsername, verifyPasswordSync } from '../users/service.ts'
 import { roleIn } from '../projects/service.ts'
-import { findRecord } from '../records/service.ts'
+import { findRecord, upsertRecord } from '../records/service.ts'
+import { addProjectPart, createProject, findProjectByName, setCollectionPermission, setProjectSso } from '../projects/structure.ts'
 import { storeSso } from '../auth/oidc-settings.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../webhooks/url.ts'
@@ -164,29 +163,39 @@ class ApplyWriter {
   }
 
   applyUsers(file: ApplyFile) {
-    for (const user of file.users ?? []) {
+    const fileUsers = file.users ?? []
+    const outcomes = new Map<string, 'created' | 'updated' | 'unchanged'>()
+    // Through the users services, so each change is validated and logged as from the console or the CLI, and a new
+    // password or a deactivation ends the user's sessions. Grants come before every revocation or deactivation, so a
+    // file may hand instance administration over (the last instance administrator is never removed: 409).
+    for (const user of fileUsers) {
       const email = normalizeEmail(user.email)
       const hash = this.passwordHashes.get(email)
-      const existing = this.db.select().from(users).where(eq(users.email, email)).get()
+      const existing = findUserByEmail(this.db, email)
       if (!existing) {
-        insertUser(this.db, this.ctx.clock, { email, username: user.username, passwordHash: hash, disabled: user.disabled })
-        this.record('created', 'user', email)
+        createUser(this.db, this.ctx.clock, {
+          email, username: user.username, passwordHash: hash, disabled: user.disabled, isInstanceAdmin: user.instanceAdmin, actorId: null,
+        })
+        outcomes.set(email, 'created')
         continue
       }
-      const username = user.username.trim()
-      const disable = user.disabled !== undefined && user.disabled !== (existing.disabledAt !== null) ? user.disabled : undefined
-      if (existing.username === username && !hash && disable === undefined) {
-        this.record('unchanged', 'user', email)
-        continue
+      let changed = setUsername(this.db, this.ctx.clock, existing, user.username, null)
+      if (user.instanceAdmin === true) changed = setInstanceAdmin(this.db, this.ctx.clock, existing, true, null) || changed
+      if (hash) {
+        setUserPasswordHash(this.db, this.ctx.clock, existing.id, hash)
+        changed = true
       }
-      if (existing.username !== username) {
-        this.db.update(users).set({ username, updatedAt: this.now }).where(eq(users.id, existing.id)).run()
-      }
-      // Through the users service, so a new password or a deactivation also ends the user's sessions.
-      if (hash) setUserPasswordHash(this.db, this.ctx.clock, existing.id, hash)
-      if (disable !== undefined) setUserDeactivated(this.db, this.ctx.clock, existing.id, disable, null)
-      this.record('updated', 'user', email)
+      outcomes.set(email, changed ? 'updated' : 'unchanged')
     }
+    for (const user of fileUsers) {
+      const email = normalizeEmail(user.email)
+      if (outcomes.get(email) === 'created') continue
+      const existing = findUserByEmail(this.db, email)!
+      let changed = user.instanceAdmin === false && setInstanceAdmin(this.db, this.ctx.clock, existing, false, null)
+      if (user.disabled !== undefined) changed = setUserDeactivated(this.db, this.ctx.clock, existing.id, user.disabled, null) || changed
+      if (changed) outcomes.set(email, 'updated')
+    }
+    for (const [email, outcome] of outcomes) this.record(outcome, 'user', email)
     if (file.users) {
       const inFile = new Set(file.users.map((u) => normalizeEmail(u.email)))
       for (const { email } of this.db.select({ email: users.email }).from(users).all()) {
@@ -206,12 +215,7 @@ class ApplyWriter {
         this.record('unchanged', 'environment', label(name))
         continue
       }
-      const [row] = this.db.insert(environments).values({ projectId: project.id, name, createdAt: this.now }).returning().all()
-      scope.environments.set(name, row!.id)
-      appendAdminLog(this.db, this.ctx.clock, {
-        projectId: project.id, type: 'add', resource: 'environment', actorId: null,
-        newValue: { name, codeCustomizationVersion: 0 },
-      })
+      scope.environments.set(name, addProjectPart(this.db, this.ctx.clock, 'environment', { projectId: project.id, name, actorId: null }))
       this.record('created', 'environment', label(name))
     }
     // Members first, so a new member's admin log reads "added with a permission level", then "joined teams".
@@ -224,11 +228,8 @@ class ApplyWriter {
     for (const team of spec.teams ?? []) {
       let teamId = scope.teams.get(team.name)
       if (teamId === undefined) {
-        teamId = this.db.insert(teams).values({ projectId: project.id, name: team.name, createdAt: this.now }).returning().all()[0]!.id
+        teamId = addProjectPart(this.db, this.ctx.clock, 'team', { projectId: project.id, name: team.name, actorId: null })
         scope.teams.set(team.name, teamId)
-        appendAdminLog(this.db, this.ctx.clock, {
-          projectId: project.id, type: 'add', resource: 'team', actorId: null, newValue: { name: team.name },
-        })
         this.record('created', 'team', label(team.name))
       } else {
         this.record('unchanged', 'team', label(team.name))
@@ -250,14 +251,13 @@ class ApplyWriter {
   }
 
   private ensureProject(spec: ApplyProject) {
-    const existing = this.db.select().from(projects).where(eq(projects.name, spec.name)).get()
+    const existing = findProjectByName(this.db, spec.name)
     if (!existing) {
-      const [row] = this.db.insert(projects).values({ name: spec.name, sso: spec.sso ?? false, createdAt: this.now }).returning().all()
+      const project = createProject(this.db, this.ctx.clock, { name: spec.name, sso: spec.sso, actorId: null })
       this.record('created', 'project', spec.name)
-      return row!
+      return project
     }
-    if (spec.sso !== undefined && spec.sso !== existing.sso) {
-      this.db.update(projects).set({ sso: spec.sso }).where(eq(projects.id, existing.id)).run()
+    if (spec.sso !== undefined && setProjectSso(this.db, this.ctx.clock, existing, spec.sso, null) === 'updated') {
       this.record('updated', 'project', spec.name)
     } else {
       this.record('unchanged', 'project', spec.name)
@@ -269,19 +269,16 @@ class ApplyWriter {
     let collectionId = scope.collections.get(spec.name)
     let outcome: 'created' | 'updated' | 'unchanged' = 'unchanged'
     if (collectionId === undefined) {
-      collectionId = this.db.insert(collections).values({ projectId, name: spec.name, createdAt: this.now }).returning().all()[0]!.id
+      collectionId = addProjectPart(this.db, this.ctx.clock, 'collection', { projectId, name: spec.name, actorId: null })
       scope.collections.set(spec.name, collectionId)
       outcome = 'created'
     }
     for (const [teamName, permission] of Object.entries(spec.permissions ?? {})) {
-      const teamId = scope.teams.get(teamName)!
-      const wanted = { canRead: permission.read ?? true, canEdit: permission.edit ?? true }
-      const where = and(eq(collectionPermissions.collectionId, collectionId), eq(collectionPermissions.teamId, teamId))
-      const current = this.db.select().from(collectionPermissions).where(where).get()
-      if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) continue
-      if (current) this.db.update(collectionPermissions).set(wanted).where(where).run()
-      else this.db.insert(collectionPermissions).values({ collectionId, teamId, ...wanted }).run()
-      if (outcome === 'unchanged') outcome = 'updated'
+      const changed = setCollectionPermission(this.db, this.ctx.clock, {
+        projectId, collectionId, collectionName: spec.name, teamId: scope.teams.get(teamName)!, teamName,
+        read: permission.read ?? true, edit: permission.edit ?? true, actorId: null,
+      })
+      if (changed !== 'unchanged' && outcome === 'unchanged') outcome = 'updated'
     }
     this.record(outcome, 'collection', `${projectName}/${spec.name}`)
   }
@@ -291,29 +288,21 @@ class ApplyWriter {
     const collectionId = scope.collections.get(spec.collection)!
     const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
     const existing = findRecord(this.db, { environmentId, collectionId }, spec.id)
-    const data = canonicalJson(spec.data)
-    let action: 'create' | 'update'
-    if (!existing) {
-      this.db.insert(records).values({ environmentId, collectionId, recordKey: spec.id, data, createdAt: this.now, updatedAt: this.now }).run()
-      action = 'create'
-    } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
-      this.db.update(records).set({ data, updatedAt: this.now }).where(eq(records.id, existing.id)).run()
-      action = 'update'
-    } else {
+    // Attribution is looked up only for a write (an unchanged file needs no admin in the project).
+    if (existing && canonicalJson(JSON.parse(existing.data)) === canonicalJson(spec.data)) {
       this.record('unchanged', 'record', name)
       return
     }
-    appendActivityLog(this.db, this.ctx.clock, {
+    const outcome = upsertRecord(this.db, this.ctx.clock, {
       environmentId,
-      type: 'write',
-      action,
-      label: `${action === 'create' ? 'created' : 'updated'} by trellis apply`,
+      collectionId,
+      recordKey: spec.id,
+      data: spec.data,
       userId: this.actorFor(projectId, projectName, at),
       teamId: spec.team === undefined ? this.editingTeam(projectId, collectionId, spec.collection, at) : scope.teams.get(spec.team)!,
-      collectionId,
-      recordIds: [spec.id],
+      via: 'by trellis apply',
     })
-    this.record(action === 'create' ? 'created' : 'updated', 'record', name)
+    this.record(outcome, 'record', name)
   }
 
   /** Record attribution, found once per project and per collection (a file may hold thousands of records). */

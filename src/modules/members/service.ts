@@ -1,10 +1,11 @@
 /** Project membership (permission level per user per project) and team membership, with their admin log. */
-import { and, eq } from 'drizzle-orm'
+import { and, count, eq, ne } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
 import { type PermissionLevel, projectMembers, teamMembers, teams, users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { conflict } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { setUserDisabled, userObject } from '../users/service.ts'
+import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
 
 export type Outcome = 'created' | 'updated' | 'unchanged'
 
@@ -31,6 +32,21 @@ export function userProjectValue(db: Db, projectId: number, userId: number) {
   }
 }
 
+/**
+ * 409 `last_project_admin` when the user is the project's only `admin` member: demoting or removing them would
+ * leave the project with nobody to manage it (instance administrators still could, but a project keeps its own).
+ */
+function requireAnotherProjectAdmin(db: Db, projectId: number, userId: number, role: PermissionLevel | undefined): void {
+  if (role !== 'admin') return
+  const others = db
+    .select({ n: count() })
+    .from(projectMembers)
+    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.role, 'admin'), ne(projectMembers.userId, userId)))
+    .get()?.n ?? 0
+  if (others === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
+}
+
+/** Sets a member's permission level (adding them to the project); never demotes the last admin (409). */
 export function setProjectMember(
   db: Db,
   clock: Clock,
@@ -39,6 +55,7 @@ export function setProjectMember(
   const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
   const existing = db.select().from(projectMembers).where(where).get()
   if (existing?.role === input.role) return 'unchanged'
+  if (input.role !== 'admin') requireAnotherProjectAdmin(db, input.projectId, input.userId, existing?.role)
   const before = userProjectValue(db, input.projectId, input.userId)
   const now = clock.now()
   if (existing) {
@@ -85,6 +102,28 @@ export function addTeamMember(
   return 'created'
 }
 
+/** Takes a user out of one of the project's teams; false when they were not in it. */
+export function removeTeamMember(
+  db: Db,
+  clock: Clock,
+  input: { projectId: number; teamId: number; userId: number; actorId: number | null },
+): boolean {
+  const where = and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId))
+  if (!db.select().from(teamMembers).where(where).get()) return false
+  const before = userProjectValue(db, input.projectId, input.userId)
+  db.delete(teamMembers).where(where).run()
+  appendAdminLog(db, clock, {
+    projectId: input.projectId,
+    type: 'update',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: before,
+    newValue: userProjectValue(db, input.projectId, input.userId),
+  })
+  return true
+}
+
 /**
  * Deactivates or reactivates a user (sessions end on deactivation) and writes an admin log entry in every
  * project the user belongs to — resource `user` (extension), values `{name}` describing the state.
@@ -93,6 +132,7 @@ export function addTeamMember(
 export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactivated: boolean, actorId: number | null): boolean {
   const user = db.select().from(users).where(eq(users.id, userId)).get()
   if (!user || (user.disabledAt !== null) === deactivated) return false
+  if (deactivated) requireAnotherInstanceAdmin(db, user)
   setUserDisabled(db, clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
   for (const { projectId } of db.select({ projectId: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId)).all()) {
@@ -116,7 +156,9 @@ export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactiv
  */
 export function removeProjectMember(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): boolean {
   const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
-  if (!db.select().from(projectMembers).where(where).get()) return false
+  const existing = db.select().from(projectMembers).where(where).get()
+  if (!existing) return false
+  requireAnotherProjectAdmin(db, input.projectId, input.userId, existing.role)
   const before = userProjectValue(db, input.projectId, input.userId)
   const projectTeams = db.select({ id: teams.id }).from(teams).where(eq(teams.projectId, input.projectId)).all()
   for (const team of projectTeams) {

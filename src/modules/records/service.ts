@@ -7,6 +7,7 @@ import type { Db } from '../../db/open.ts'
 import { prepared } from '../../db/prepared.ts'
 import { collections, environments, renderings, teams, workflows, records } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 
 export type RecordRow = typeof records.$inferSelect
@@ -48,6 +49,44 @@ export function findRecord(db: Db, scope: RecordScope, recordKey: string): Recor
       )
       .prepare(),
   ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
+}
+
+export const RECORD_ID_MAX_LENGTH = 1024
+
+/**
+ * Creates or replaces one record's data, with its `write` activity entry (`create` or `update`) attributed to
+ * `userId` as `teamId`; `via` ends the entry's label ("created by trellis apply", "updated in the console").
+ * Data equal to what is stored (canonical JSON) changes nothing and logs nothing.
+ */
+export function upsertRecord(
+  db: Db,
+  clock: Clock,
+  input: RecordScope & { recordKey: string; data: Record<string, unknown>; userId: number; teamId: number; via: string },
+): 'created' | 'updated' | 'unchanged' {
+  const existing = findRecord(db, input, input.recordKey)
+  const data = canonicalJson(input.data)
+  const now = clock.now()
+  let action: 'create' | 'update'
+  if (!existing) {
+    db.insert(records).values({ environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, createdAt: now, updatedAt: now }).run()
+    action = 'create'
+  } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
+    db.update(records).set({ data, updatedAt: now }).where(eq(records.id, existing.id)).run()
+    action = 'update'
+  } else {
+    return 'unchanged'
+  }
+  appendActivityLog(db, clock, {
+    environmentId: input.environmentId,
+    type: 'write',
+    action,
+    label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
+    userId: input.userId,
+    teamId: input.teamId,
+    collectionId: input.collectionId,
+    recordIds: [input.recordKey],
+  })
+  return action === 'create' ? 'created' : 'updated'
 }
 
 /** Who saw which records, as which team: `read` for one record's page, `index` for a list. Nothing shown, nothing logged. */

@@ -1,10 +1,12 @@
 /** Users of the organization: creation, passwords, deactivation. */
-import { count, eq } from 'drizzle-orm'
+import { and, asc, count, eq, isNull, ne } from 'drizzle-orm'
 import { availableParallelism } from 'node:os'
 import pLimit from 'p-limit'
 import type { Db } from '../../db/open.ts'
 import { users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { conflict, invalidField } from '../../http/errors.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
 
 export type User = typeof users.$inferSelect
@@ -155,4 +157,79 @@ export const userColumns = { id: users.id, username: users.username, email: user
 /** The compatibility document's user object. */
 export function userObject(user: Pick<User, 'id' | 'username' | 'email'>) {
   return { object: 'user' as const, id: user.id, username: user.username, email: user.email }
+}
+
+/** Every user of the instance, by email (the instance administrators' people page). */
+export function listUsers(db: Db): User[] {
+  return db.select().from(users).orderBy(asc(users.email)).all()
+}
+
+export function findUser(db: Db, id: number): User | undefined {
+  return db.select().from(users).where(eq(users.id, id)).get()
+}
+
+/** An instance-wide admin log entry about a user (resource `user`, no project; shown on the console's people page). */
+function logUserChange(db: Db, clock: Clock, user: User, actorId: number | null, change: { type: 'add' | 'update'; previous?: string; next: string }) {
+  appendAdminLog(db, clock, {
+    projectId: null,
+    type: change.type,
+    resource: 'user',
+    actorId,
+    subjectUserId: user.id,
+    previousValue: change.previous === undefined ? undefined : { name: `${user.email} ${change.previous}` },
+    newValue: { name: `${user.email} ${change.next}` },
+  })
+}
+
+/**
+ * Creates a user (CLI `user create`, the console, `apply`): 400 naming a bad field, 409 `user_exists`.
+ * `passwordHash` is made beforehand (hashing is slow; never inside a write transaction).
+ */
+export function createUser(db: Db, clock: Clock, input: NewUser & { actorId: number | null }): User {
+  try {
+    checkNewUser(input)
+  } catch (error) {
+    if (error instanceof UserInputError) throw invalidField(error.field, error.message)
+    throw error
+  }
+  if (findUserByEmail(db, input.email)) throw conflict('user_exists', `A user with email ${normalizeEmail(input.email)} already exists`)
+  const user = insertUser(db, clock, input)
+  const state = [user.isInstanceAdmin ? 'instance administrator' : 'user', user.disabledAt !== null ? '(deactivated)' : ''].filter(Boolean).join(' ')
+  logUserChange(db, clock, user, input.actorId, { type: 'add', next: `created as ${state}` })
+  return user
+}
+
+/**
+ * 409 `last_instance_admin` when the user is the only active instance administrator: the instance would have
+ * nobody left to manage it. The one check behind revoking, deactivating (console, CLI and apply alike).
+ */
+export function requireAnotherInstanceAdmin(db: Db, user: User): void {
+  if (!user.isInstanceAdmin || user.disabledAt !== null) return
+  const others = db
+    .select({ n: count() })
+    .from(users)
+    .where(and(eq(users.isInstanceAdmin, true), isNull(users.disabledAt), ne(users.id, user.id)))
+    .get()?.n ?? 0
+  if (others === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
+}
+
+/** Grants or revokes instance administration (409 for the last one); false when nothing changed. */
+export function setInstanceAdmin(db: Db, clock: Clock, user: User, instanceAdmin: boolean, actorId: number | null): boolean {
+  if (user.isInstanceAdmin === instanceAdmin) return false
+  if (!instanceAdmin) requireAnotherInstanceAdmin(db, user)
+  db.update(users).set({ isInstanceAdmin: instanceAdmin, updatedAt: clock.now() }).where(eq(users.id, user.id)).run()
+  const label = (on: boolean) => (on ? 'instance administrator' : 'not instance administrator')
+  logUserChange(db, clock, user, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
+  return true
+}
+
+/** Renames a user (the display name; the email is the identity). */
+export function setUsername(db: Db, clock: Clock, user: User, username: string, actorId: number | null): boolean {
+  const problem = usernameProblem(username)
+  if (problem) throw invalidField('username', `username ${problem}`)
+  const trimmed = username.trim()
+  if (trimmed === user.username) return false
+  db.update(users).set({ username: trimmed, updatedAt: clock.now() }).where(eq(users.id, user.id)).run()
+  logUserChange(db, clock, user, actorId, { type: 'update', previous: `named ${user.username}`, next: `named ${trimmed}` })
+  return true
 }

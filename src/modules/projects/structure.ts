@@ -1,0 +1,137 @@
+/**
+ * Changing a project's structure — the project itself, its environments, teams, collections and their team
+ * permissions — each change with its admin log entry. The one implementation behind the management API (and so
+ * the console) and `trellis apply`: same validation, same entries. Names are matched case-sensitively, as
+ * everywhere; a rename keeps every id, so webhook URLs (id-based) and tokens survive it.
+ */
+import { and, eq } from 'drizzle-orm'
+import type { Db } from '../../db/open.ts'
+import { collectionPermissions, collections, environments, projects, teams } from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { conflict, invalidField, notFound } from '../../http/errors.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
+import type { Outcome } from '../members/service.ts'
+import type { Project } from './service.ts'
+
+export const NAME_MAX_LENGTH = 200
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/** Why a project, environment, team or collection name is refused, or null. */
+export function nameProblem(name: string): string | null {
+  if (name.trim() === '') return 'must not be blank'
+  if (name.length > NAME_MAX_LENGTH) return `must be at most ${NAME_MAX_LENGTH} characters`
+  if (CONTROL.test(name)) return 'must not contain control characters'
+  if (name !== name.trim()) return 'must not start or end with spaces'
+  return null
+}
+
+function checkName(field: string, name: string): void {
+  const problem = nameProblem(name)
+  if (problem) throw invalidField(field, `${field} ${problem}`)
+}
+
+type Part = 'environment' | 'team' | 'collection'
+const TABLES = { environment: environments, team: teams, collection: collections } as const
+
+function findPart(db: Db, part: Part, projectId: number, name: string) {
+  const table = TABLES[part]
+  return db.select({ id: table.id, name: table.name }).from(table).where(and(eq(table.projectId, projectId), eq(table.name, name))).get()
+}
+
+/** The admin log value of each part: the compatibility document's shapes for environments and teams. */
+function partValue(part: Part, name: string) {
+  return part === 'environment' ? { name, codeCustomizationVersion: 0 } : { name }
+}
+
+const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: project.name, sso: project.sso })
+
+export function findProjectByName(db: Db, name: string): Project | undefined {
+  return db.select().from(projects).where(eq(projects.name, name)).get()
+}
+
+/** A new project (409 `name_taken` when the name is used). Its admin log starts with the creation (resource `project`). */
+export function createProject(db: Db, clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Project {
+  checkName('name', input.name)
+  if (findProjectByName(db, input.name)) throw conflict('name_taken', `A project named ${input.name} already exists`)
+  const [project] = db.insert(projects).values({ name: input.name, sso: input.sso ?? false, createdAt: clock.now() }).returning().all()
+  appendAdminLog(db, clock, { projectId: project!.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project!) })
+  return project!
+}
+
+/** Renames a project: its tokens, members and webhook URLs stay; API paths and apply files use the new name. */
+export function renameProject(db: Db, clock: Clock, project: Project, name: string, actorId: number | null): Outcome {
+  checkName('name', name)
+  if (name === project.name) return 'unchanged'
+  if (findProjectByName(db, name)) throw conflict('name_taken', `A project named ${name} already exists`)
+  db.update(projects).set({ name }).where(eq(projects.id, project.id)).run()
+  appendAdminLog(db, clock, {
+    projectId: project.id, type: 'update', resource: 'project', actorId,
+    previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
+  })
+  return 'updated'
+}
+
+/**
+ * Turns SSO on or off (README "Single sign-on"): on, every token not generated in an SSO session is refused from
+ * the next request (403 sso_required) and password sessions cannot open the project; off, they work again.
+ */
+export function setProjectSso(db: Db, clock: Clock, project: Project, sso: boolean, actorId: number | null): Outcome {
+  if (project.sso === sso) return 'unchanged'
+  db.update(projects).set({ sso }).where(eq(projects.id, project.id)).run()
+  appendAdminLog(db, clock, {
+    projectId: project.id, type: 'update', resource: 'project', actorId,
+    previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
+  })
+  return 'updated'
+}
+
+/** Adds an environment, a team or a collection to a project (409 `name_taken` when the project has one by that name). */
+export function addProjectPart(db: Db, clock: Clock, part: Part, input: { projectId: number; name: string; actorId: number | null }): number {
+  checkName('name', input.name)
+  if (findPart(db, part, input.projectId, input.name)) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
+  const table = TABLES[part]
+  const [row] = db.insert(table).values({ projectId: input.projectId, name: input.name, createdAt: clock.now() }).returning({ id: table.id }).all()
+  appendAdminLog(db, clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
+  return row!.id
+}
+
+/** Renames an environment, a team or a collection (404 when unknown, 409 when the new name is taken). */
+export function renameProjectPart(
+  db: Db,
+  clock: Clock,
+  part: Part,
+  input: { projectId: number; name: string; newName: string; actorId: number | null },
+): Outcome {
+  checkName('name', input.newName)
+  const current = findPart(db, part, input.projectId, input.name)
+  if (!current) throw notFound(`No ${part} named ${input.name} in this project`)
+  if (input.newName === input.name) return 'unchanged'
+  if (findPart(db, part, input.projectId, input.newName)) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
+  const table = TABLES[part]
+  db.update(table).set({ name: input.newName }).where(eq(table.id, current.id)).run()
+  appendAdminLog(db, clock, {
+    projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
+    previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
+  })
+  return 'updated'
+}
+
+/** What a team may do with a collection's records (default without a row: read and edit). */
+export function setCollectionPermission(
+  db: Db,
+  clock: Clock,
+  input: { projectId: number; collectionId: number; collectionName: string; teamId: number; teamName: string; read: boolean; edit: boolean; actorId: number | null },
+): Outcome {
+  const wanted = { canRead: input.read, canEdit: input.edit }
+  const where = and(eq(collectionPermissions.collectionId, input.collectionId), eq(collectionPermissions.teamId, input.teamId))
+  const current = db.select().from(collectionPermissions).where(where).get()
+  if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) return 'unchanged'
+  if (current) db.update(collectionPermissions).set(wanted).where(where).run()
+  else db.insert(collectionPermissions).values({ collectionId: input.collectionId, teamId: input.teamId, ...wanted }).run()
+  const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: input.collectionName, team: input.teamName, read: p.canRead, edit: p.canEdit })
+  appendAdminLog(db, clock, {
+    projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
+    previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),
+  })
+  return current ? 'updated' : 'created'
+}

@@ -1,0 +1,62 @@
+/**
+ * One-time invitation links: an instance administrator makes one for a user (shown once), the person opens
+ * `/invite?token=…`, chooses a password and is signed in. Only the token's SHA-256 is stored; a link works once and
+ * for INVITATION_TTL_MS; a new invitation of the same user cancels the older ones. Both acts are admin log entries
+ * (resource `invitation`, instance-wide).
+ */
+import { and, eq, isNull } from 'drizzle-orm'
+import { createHash, randomBytes } from 'node:crypto'
+import type { Db } from '../../db/open.ts'
+import { invitations } from '../../db/schema.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { toIso } from '../../lib/time.ts'
+import { conflict, notFound } from '../../http/errors.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
+import { findUser, setUserPasswordHash, type User } from './service.ts'
+
+export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000
+
+const hashInvitation = (token: string) => createHash('sha256').update(token).digest('hex')
+
+/** The link for a token, on the public base URL. */
+export function invitationUrl(baseUrl: string, token: string): string {
+  return new URL(`/invite?token=${encodeURIComponent(token)}`, baseUrl).toString()
+}
+
+/** Makes a user's invitation: the returned token exists nowhere else. A deactivated user cannot be invited (409). */
+export function createInvitation(db: Db, clock: Clock, input: { user: User; actorId: number | null }): { token: string; expiresAt: number } {
+  if (input.user.disabledAt !== null) throw conflict('user_deactivated', `${input.user.email} is deactivated: reactivate them before inviting them`)
+  const now = clock.now()
+  // Older links of the user stop working: only the newest one shown is valid.
+  db.update(invitations).set({ usedAt: now }).where(and(eq(invitations.userId, input.user.id), isNull(invitations.usedAt))).run()
+  const token = randomBytes(32).toString('base64url')
+  const expiresAt = now + INVITATION_TTL_MS
+  db.insert(invitations).values({ tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt }).run()
+  appendAdminLog(db, clock, {
+    projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
+    newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
+  })
+  return { token, expiresAt }
+}
+
+/** The user a live invitation is for (unused, unexpired, user active), or 404 `invalid_invitation`. */
+export function invitedUser(db: Db, clock: Clock, token: string): { user: User; invitationId: number } {
+  const row = token.length > 100 ? undefined : db.select().from(invitations).where(eq(invitations.tokenHash, hashInvitation(token))).get()
+  const user = row && findUser(db, row.userId)
+  if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) {
+    throw notFound('This invitation link is invalid, already used or expired: ask an administrator for a new one', 'invalid_invitation')
+  }
+  return { user, invitationId: row.id }
+}
+
+/** Uses an invitation: sets the password (ending other sessions) and spends the link. Returns the user to sign in. */
+export function acceptInvitation(db: Db, clock: Clock, token: string, passwordHash: string): User {
+  const { user, invitationId } = invitedUser(db, clock, token)
+  db.update(invitations).set({ usedAt: clock.now() }).where(eq(invitations.id, invitationId)).run()
+  setUserPasswordHash(db, clock, user.id, passwordHash)
+  appendAdminLog(db, clock, {
+    projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,
+    newValue: { name: `${user.email} accepted the invitation` },
+  })
+  return user
+}
