@@ -26,6 +26,8 @@ import { healthModule } from './modules/health/index.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
 import { consoleModule } from './modules/console/index.ts'
+import { instanceModule } from './modules/instance/index.ts'
+import { projectAdminModule } from './modules/projects/index.ts'
 
 export interface AppDeps {
   config: Config
@@ -68,6 +70,8 @@ export function createApp(deps: AppDeps) {
     .use(runsModule(deps))
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
+    .use(instanceModule(deps))
+    .use(projectAdminModule(deps))
     .use(consoleModule(deps))
   return app
 }

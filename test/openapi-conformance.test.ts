@@ -12,6 +12,10 @@
  * refused by the body limit. The document itself must declare integers as integers and type every body field.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { eq } from 'drizzle-orm'
+import { users } from '../src/db/schema.ts'
+import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
+import { createInvitation } from '../src/modules/users/invitations.ts'
 import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, tokenFor } from './support/acme.ts'
 import { atMaximum, deref, type Json, mutations, schemaValidator, valueGenerators } from './support/openapi-requests.ts'
@@ -20,6 +24,7 @@ let env: TestEnv
 let app: ReturnType<typeof testApp>
 let doc: Json
 let bearer: string
+let instanceCookie: string
 const known: Record<string, string> = {}
 const compile = schemaValidator()
 const valid = (schema: Json, value: unknown) => compile(schema)(value) as boolean
@@ -57,7 +62,7 @@ beforeAll(async () => {
     webhook: { enabled: true, ratePerMinute: 100_000 },
     steps: [{ type: 'load' }],
   })
-  known.token = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
+  known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
   const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Conformance', teamName: 'Support', recordId: 'ord_1002' })
   known.runId = ((await run.json()) as Json).runId
   const note = await send('POST', '/v1/project/Acme/environment/production/notes', {
@@ -66,6 +71,16 @@ beforeAll(async () => {
   known['notes/id'] = String(((await note.json()) as Json).id)
   known['tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
   known['api-tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
+  // The instance routes answer this token 403 (instance administrators act through their session); the project
+  // management routes act on dave, never on the token's own user.
+  const dave = env.store.db.select().from(users).all().find((u) => u.email === 'dave@example.com')!
+  known['users/id'] = known.userId = String(dave.id)
+  // The instance routes need an instance administrator's session: alice's.
+  const alice = env.store.db.select().from(users).all().find((u) => u.email === ALICE.email)!
+  env.store.db.update(users).set({ isInstanceAdmin: true }).where(eq(users.id, alice.id)).run()
+  instanceCookie = `${SESSION_COOKIE}=${createSession(env.store.db, env.clock, alice.id, false).id}`
+  // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
+  known.token = createInvitation(env.store.db, env.clock, { user: dave, actorId: alice.id }).token
 })
 afterAll(() => env.cleanup())
 
@@ -95,11 +110,28 @@ function pathValue(path: string, name: string): string {
   return value
 }
 
-/** Real names where the body has fields of those names (top level); the rest as generated. */
+/** Switches kept as the fixture has them (SSO on would refuse the test's token for every later call). */
+const knownFlags: Record<string, boolean> = { sso: false, deactivated: false, instanceAdmin: false }
+
+/** Names that do not exist yet, for the operations that create one (the first valid call creates it, later ones 409). */
+const NEW_NAMES: Record<string, Json> = {
+  'POST /v1/instance/users': { email: 'conformance@example.com' },
+  'POST /v1/project/{projectName}/environments': { environmentName: 'conformance' },
+  'POST /v1/project/{projectName}/teams': { teamName: 'conformance' },
+  'POST /v1/project/{projectName}/collections': { collectionName: 'conformance' },
+}
+
+/** Real names (and switches) where the body has fields of those names (top level); the rest as generated. */
 function withKnownFields(schema: Json, value: unknown): unknown {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value
   const properties = (schema.properties ?? {}) as Record<string, Json>
-  return Object.fromEntries(Object.entries(value).map(([key, v]) => [key, key in known && properties[key]?.type === 'string' ? known[key] : v]))
+  return Object.fromEntries(
+    Object.entries(value).map(([key, v]) => {
+      if (key in known && properties[key]?.type === 'string') return [key, known[key]]
+      if (key in knownFlags && properties[key]?.type === 'boolean') return [key, knownFlags[key]]
+      return [key, v]
+    }),
+  )
 }
 
 interface Call {
@@ -112,7 +144,8 @@ async function send({ path, method, operation }: Operation, call: Call): Promise
   const pathParams = Object.fromEntries(parametersOf(operation, 'path').map((p) => [p.name, pathValue(path, p.name)]))
   const url = path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent({ ...pathParams, ...call.path }[name]!))
   const query = new URLSearchParams(call.query ?? {}).toString()
-  const headers: Record<string, string> = { authorization: bearer }
+  // Instance administration is for an instance administrator's session; everything else for the token.
+  const headers: Record<string, string> = /^\/v1\/(instance\/|projects$)/.test(path) ? { cookie: instanceCookie } : { authorization: bearer }
   const init: RequestInit & { json?: unknown } = { method: method.toUpperCase(), headers }
   if (call.body !== undefined) init.json = call.body
   const response = await app.handle(request(query ? `${url}?${query}` : url, init))
@@ -205,7 +238,7 @@ describe('every operation answers as documented', () => {
 
       // Valid: required fields only, then every field (and every query parameter).
       const bodies = bodySchema
-        ? [generate.minimal(bodySchema), generate.full(bodySchema)].map((body) => withKnownFields(bodySchema, body))
+        ? [generate.minimal(bodySchema), generate.full(bodySchema)].map((body) => ({ ...(withKnownFields(bodySchema, body) as Json), ...NEW_NAMES[label] }))
         : [undefined]
       for (const [index, body] of bodies.entries()) {
         if (bodySchema) expect(valid(bodySchema, body), `${label}: generated body ${JSON.stringify(body).slice(0, 200)}`).toBe(true)

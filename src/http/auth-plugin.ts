@@ -197,3 +197,26 @@ export function requireProjectAdmin(db: Db, caller: AccountCaller, name: string)
   if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins may do this', 'insufficient_role')
   return project
 }
+
+/**
+ * 403 `instance_admin_required` unless the caller is an instance administrator signed in to the console (a token
+ * is confined to its project and never acts for the instance). Read at request time, like every right.
+ */
+export function requireInstanceAdmin(caller: AccountCaller): void {
+  if (caller.token !== null || !caller.user.isInstanceAdmin) {
+    throw forbidden('Only instance administrators, signed in to the console, may do this', 'instance_admin_required')
+  }
+}
+
+/**
+ * The project whose structure and people the caller may change: any project for an instance administrator's
+ * session, else as requireProjectAdmin. An SSO project still needs an SSO session (or a token made in one).
+ */
+export function requireProjectManager(db: Db, caller: AccountCaller, name: string): Project {
+  if (caller.token !== null || !caller.user.isInstanceAdmin) return requireProjectAdmin(db, caller, name)
+  const project = requireProject(db, name)
+  if (project.sso && !caller.viaSso) {
+    throw forbidden('This project uses SSO: sign in with SSO to change it', 'sso_required')
+  }
+  return project
+}

@@ -4,9 +4,10 @@ import type { AppDeps } from '../../app.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
 import { clientAddressOf } from '../../http/client-address.ts'
-import { errorResponses, forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
-import { findUserByEmail, normalizeEmail, userObject, verifyPassword } from '../users/service.ts'
-import { Account, LoginBody, Session } from './model.ts'
+import { errorResponses, forbidden, HttpError, invalidField, tooManyRequests } from '../../http/errors.ts'
+import { findUserByEmail, hashPassword, normalizeEmail, passwordProblem, userObject, verifyPassword } from '../users/service.ts'
+import { acceptInvitation, invitedUser } from '../users/invitations.ts'
+import { Account, AcceptInvitationBody, LoginBody, Session } from './model.ts'
 import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
 import { LoginThrottle } from './throttle.ts'
 
@@ -53,6 +54,32 @@ export function authModule(deps: AppDeps) {
           summary: 'Sign in with a password: sets the session cookie',
           description:
             'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes per email and client address; 429 after 50 per client address over all emails.',
+        },
+      },
+    )
+    .post(
+      '/auth/invitation',
+      async ({ body, request, set }) => {
+        const problem = passwordProblem(body.password)
+        // The link is checked before the slow hash, so a dead link answers at once.
+        invitedUser(deps.store.db, deps.clock, body.token)
+        if (problem) throw invalidField('password', `password ${problem}`)
+        const passwordHash = hashPassword(body.password)
+        const { user, session } = await write(deps.store, (tx) => {
+          const invited = acceptInvitation(tx, deps.clock, body.token, passwordHash)
+          return { user: invited, session: createSession(tx, deps.clock, invited.id, false) }
+        })
+        set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
+        return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
+      },
+      {
+        sessionCall: true,
+        body: AcceptInvitationBody,
+        response: { 200: Session, ...errorResponses(400, 403, 404) },
+        detail: {
+          operationId: 'acceptInvitation',
+          summary: 'Use a one-time invitation link: set your password and sign in (sets the session cookie)',
+          description: 'The link works once, for 7 days, and only while it is the newest of its user; otherwise 404 invalid_invitation.',
         },
       },
     )

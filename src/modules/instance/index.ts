@@ -1,0 +1,157 @@
+/**
+ * The instance administrators' routes: the people of the instance (create — with a password or a one-time
+ * invitation link —, rename, grant or revoke instance administration, deactivate, reactivate, invite again) and new
+ * projects. Session of an instance administrator only (403 `instance_admin_required` otherwise). The changes go
+ * through the same service functions as the CLI and `trellis apply`, with the same admin log entries.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import type { Db } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
+import { authPlugin, requireInstanceAdmin } from '../../http/auth-plugin.ts'
+import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { toIso } from '../../lib/time.ts'
+import { setProjectMember, setUserDeactivated } from '../members/service.ts'
+import { createProject } from '../projects/structure.ts'
+import { createInvitation, invitationUrl } from '../users/invitations.ts'
+import { createUser, findUser, hashPassword, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
+import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, ProjectView, UpdateUserBody, UserIdParams } from './model.ts'
+import { t } from 'elysia'
+
+/** A user as the instance administrators see them. */
+export function instanceUserView(user: User) {
+  return {
+    id: user.id,
+    email: user.email,
+    username: user.username,
+    instanceAdmin: user.isInstanceAdmin,
+    deactivated: user.disabledAt !== null,
+    hasPassword: user.passwordHash !== null,
+    createdAt: toIso(user.createdAt),
+  }
+}
+
+function requireUser(db: Db, id: string): User {
+  const user = findUser(db, Number(id))
+  if (!user) throw notFound(`User ${id} not found`)
+  return user
+}
+
+function invite(db: Db, clock: Clock, baseUrl: string, user: User, actorId: number) {
+  const { token, expiresAt } = createInvitation(db, clock, { user, actorId })
+  return { url: invitationUrl(baseUrl, token), expiresAt: toIso(expiresAt) }
+}
+
+export function instanceModule(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'instance', tags: ['instance administration'] })
+    .use(authPlugin(deps))
+    .get(
+      '/v1/instance/users',
+      ({ caller }) => {
+        requireInstanceAdmin(caller)
+        return { data: listUsers(db).map(instanceUserView) }
+      },
+      {
+        accountCall: true,
+        response: { 200: t.Object({ data: t.Array(InstanceUser) }) },
+        detail: { operationId: 'listInstanceUsers', summary: 'Every user of the instance (instance administrators)' },
+      },
+    )
+    .post(
+      '/v1/instance/users',
+      async ({ body, caller, set }) => {
+        requireInstanceAdmin(caller)
+        if (body.password !== undefined) {
+          const problem = passwordProblem(body.password)
+          if (problem) throw invalidField('password', `password ${problem}`)
+        }
+        // Hashing is slow: before the write lock.
+        const passwordHash = body.password === undefined ? null : hashPassword(body.password)
+        const created = await write(deps.store, (tx) => {
+          const user = createUser(tx, deps.clock, {
+            email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
+          })
+          return { user, invitation: passwordHash === null ? invite(tx, deps.clock, deps.config.baseUrl, user, caller.user.id) : undefined }
+        })
+        set.status = 201
+        return { user: instanceUserView(created.user), ...(created.invitation ? { invitation: created.invitation } : {}) }
+      },
+      {
+        accountCall: true,
+        body: CreateUserBody,
+        response: { 201: CreatedUser, ...errorResponses(400, 409) },
+        detail: {
+          operationId: 'createInstanceUser',
+          summary: 'Create a user: with a password, or (without) a one-time invitation link in this answer only',
+        },
+      },
+    )
+    .put(
+      '/v1/instance/users/:id',
+      async ({ params, body, caller }) => {
+        requireInstanceAdmin(caller)
+        const user = await write(deps.store, (tx) => {
+          const actorId = caller.user.id
+          let current = requireUser(tx, params.id)
+          setUsername(tx, deps.clock, current, body.username, actorId)
+          // Grant before deactivating, revoke after reactivating: each step is checked against the last-admin rule.
+          if (body.instanceAdmin === true) setInstanceAdmin(tx, deps.clock, current, true, actorId)
+          if (body.deactivated !== undefined) setUserDeactivated(tx, deps.clock, current.id, body.deactivated, actorId)
+          current = findUser(tx, current.id)!
+          if (body.instanceAdmin === false) setInstanceAdmin(tx, deps.clock, current, false, actorId)
+          return findUser(tx, current.id)!
+        })
+        return instanceUserView(user)
+      },
+      {
+        accountCall: true,
+        params: UserIdParams,
+        body: UpdateUserBody,
+        response: { 200: InstanceUser, ...errorResponses(400, 404, 409) },
+        detail: {
+          operationId: 'updateInstanceUser',
+          summary: 'Rename, grant or revoke instance administration, deactivate or reactivate a user (never the last instance administrator)',
+        },
+      },
+    )
+    .post(
+      '/v1/instance/users/:id/invitation',
+      async ({ params, caller, set }) => {
+        requireInstanceAdmin(caller)
+        const invitation = await write(deps.store, (tx) => invite(tx, deps.clock, deps.config.baseUrl, requireUser(tx, params.id), caller.user.id))
+        set.status = 201
+        return invitation
+      },
+      {
+        accountCall: true,
+        params: UserIdParams,
+        response: { 201: Invitation, ...errorResponses(400, 404, 409) },
+        detail: {
+          operationId: 'inviteInstanceUser',
+          summary: 'A new one-time invitation link for a user (older links stop working); in this answer only',
+        },
+      },
+    )
+    .post(
+      '/v1/projects',
+      async ({ body, caller, set }) => {
+        requireInstanceAdmin(caller)
+        const project = await write(deps.store, (tx) => {
+          const created = createProject(tx, deps.clock, { name: body.name, sso: body.sso, actorId: caller.user.id })
+          // Its creator is its first admin, so the project can be opened and used at once.
+          setProjectMember(tx, deps.clock, { projectId: created.id, userId: caller.user.id, role: 'admin', actorId: caller.user.id })
+          return created
+        })
+        set.status = 201
+        return { name: project.name, sso: project.sso }
+      },
+      {
+        accountCall: true,
+        body: CreateProjectBody,
+        response: { 201: ProjectView, ...errorResponses(400, 409) },
+        detail: { operationId: 'createProject', summary: 'Create a project; its creator becomes its first admin (instance administrators)' },
+      },
+    )
+}

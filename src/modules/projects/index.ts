@@ -1,0 +1,219 @@
+/**
+ * Project management: a project's name and SSO, its environments, teams and collections, its members (permission
+ * level, teams) and its records. For the project's admins and instance administrators (requireProjectManager); a
+ * token with the `all` scope of an admin works within its project. Every change goes through the services `trellis
+ * apply` uses, with the same validation and admin log entries.
+ */
+import { Elysia, t } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import type { Db } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
+import { authPlugin, requireProjectManager } from '../../http/auth-plugin.ts'
+import { conflict, errorResponses, notFound } from '../../http/errors.ts'
+import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
+import { findUser } from '../users/service.ts'
+import { upsertRecord } from '../records/service.ts'
+import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
+import { findCollection, findTeam, requireEnvironment, roleIn } from './service.ts'
+import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
+import { ProjectView } from '../instance/model.ts'
+
+/** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
+const PARTS = [
+  { part: 'environment', path: 'environments', param: 'environmentName' },
+  { part: 'team', path: 'teams', param: 'teamName' },
+  { part: 'collection', path: 'collections', param: 'collectionName' },
+] as const
+
+function requireUserId(db: Db, id: string) {
+  const user = findUser(db, Number(id))
+  if (!user) throw notFound(`User ${id} not found`)
+  return user
+}
+
+function requireTeam(db: Db, projectId: number, name: string) {
+  const team = findTeam(db, projectId, name)
+  if (!team) throw notFound(`Team ${name} not found`)
+  return team
+}
+
+/** Add and rename routes of one kind of part (environments, teams, collections). */
+function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
+  const base = `/v1/project/:projectName/${spec.path}`
+  const body = t.Object({ [spec.param]: PartName })
+  const newName = (value: Record<string, string>) => value[spec.param] ?? ''
+  return new Elysia({ name: `project-${spec.path}`, tags: ['project administration'] })
+    .use(authPlugin(deps))
+    .post(
+      base,
+      async ({ params, body: fields, caller, set }) => {
+        const body = fields as Record<string, string>
+        await write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          addProjectPart(tx, deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id })
+        })
+        set.status = 201
+        return { name: newName(body) }
+      },
+      {
+        accountCall: true,
+        params: t.Object({ projectName: t.String() }),
+        body,
+        response: { 201: NamedPart, ...errorResponses(400, 404, 409) },
+        detail: { operationId: `add${capital(spec.part)}`, summary: `Add a ${spec.part} to a project (project admins, instance administrators)` },
+      },
+    )
+    .patch(
+      `${base}/:${spec.param}`,
+      async ({ params, body: fields, caller }) => {
+        const body = fields as Record<string, string>
+        const path = params as Record<string, string>
+        await write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, path.projectName ?? '')
+          const name = path[spec.param] ?? ''
+          renameProjectPart(tx, deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id })
+        })
+        return { name: newName(body) }
+      },
+      {
+        accountCall: true,
+        params: t.Object({ projectName: t.String(), [spec.param]: t.String() }),
+        body,
+        response: { 200: NamedPart, ...errorResponses(400, 404, 409) },
+        detail: { operationId: `rename${capital(spec.part)}`, summary: `Rename a ${spec.part}: ids stay, so webhook URLs and history keep working` },
+      },
+    )
+}
+
+const capital = (word: string) => word[0]!.toUpperCase() + word.slice(1)
+
+export function projectAdminModule(deps: AppDeps) {
+  const tags = ['project administration']
+  return new Elysia({ name: 'project-admin', tags })
+    .use(authPlugin(deps))
+    .use(partRoutes(deps, PARTS[0]))
+    .use(partRoutes(deps, PARTS[1]))
+    .use(partRoutes(deps, PARTS[2]))
+    .put(
+      '/v1/project/:projectName/settings',
+      async ({ params, body, caller }) => {
+        return write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          setProjectSso(tx, deps.clock, project, body.sso, caller.user.id)
+          renameProject(tx, deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id)
+          return { name: body.projectName, sso: body.sso }
+        })
+      },
+      {
+        accountCall: true,
+        body: ProjectSettingsBody,
+        response: { 200: ProjectView, ...errorResponses(400, 404, 409) },
+        detail: {
+          operationId: 'setProjectSettings',
+          summary: 'Rename a project or turn SSO on or off (README "Single sign-on": non-SSO tokens are refused while it is on)',
+        },
+      },
+    )
+    .put(
+      '/v1/project/:projectName/teams/:teamName/members/:userId',
+      async ({ params, caller }) =>
+        write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          const team = requireTeam(tx, project.id, params.teamName)
+          const user = requireUserId(tx, params.userId)
+          if (roleIn(tx, project.id, user.id) === null) throw conflict('not_a_member', `${user.email} is not a member of ${project.name}: add them to the project first`)
+          addTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })
+          return userProjectValue(tx, project.id, user.id)
+        }),
+      {
+        accountCall: true,
+        params: TeamMemberParams,
+        response: { 200: Membership, ...errorResponses(400, 404, 409) },
+        detail: { operationId: 'addTeamMember', summary: 'Put a member of the project in one of its teams' },
+      },
+    )
+    .delete(
+      '/v1/project/:projectName/teams/:teamName/members/:userId',
+      async ({ params, caller, set }) => {
+        await write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          const team = requireTeam(tx, project.id, params.teamName)
+          const user = requireUserId(tx, params.userId)
+          if (!removeTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })) {
+            throw notFound(`${user.email} is not in team ${team.name}`)
+          }
+        })
+        set.status = 204
+      },
+      {
+        accountCall: true,
+        params: TeamMemberParams,
+        response: { 204: t.Void(), ...errorResponses(400, 404) },
+        detail: { operationId: 'removeTeamMember', summary: 'Take a user out of one of the project’s teams' },
+      },
+    )
+    .put(
+      '/v1/project/:projectName/members/:userId',
+      async ({ params, body, caller }) =>
+        write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          const user = requireUserId(tx, params.userId)
+          setProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, role: body.role, actorId: caller.user.id })
+          return userProjectValue(tx, project.id, user.id)
+        }),
+      {
+        accountCall: true,
+        params: MemberParams,
+        body: MemberBody,
+        response: { 200: Membership, ...errorResponses(400, 404, 409) },
+        detail: { operationId: 'setProjectMember', summary: "Add a user to a project or change their permission level (never demotes the last admin: 409)" },
+      },
+    )
+    .delete(
+      '/v1/project/:projectName/members/:userId',
+      async ({ params, caller, set }) => {
+        await write(deps.store, (tx) => {
+          const project = requireProjectManager(tx, caller, params.projectName)
+          const user = requireUserId(tx, params.userId)
+          if (!removeProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, actorId: caller.user.id })) {
+            throw notFound(`${user.email} is not a member of ${project.name}`)
+          }
+        })
+        set.status = 204
+      },
+      {
+        accountCall: true,
+        params: MemberParams,
+        response: { 204: t.Void(), ...errorResponses(400, 404, 409) },
+        detail: { operationId: 'removeProjectMember', summary: 'Remove a user from a project and its teams (never the last admin: 409)' },
+      },
+    )
+    .put(
+      '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records/:recordId',
+      async ({ params, body, caller, set }) => {
+        const saved = await write(deps.store, (tx) => {
+          requireProjectManager(tx, caller, params.projectName)
+          const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
+          const collection = findCollection(tx, project.id, params.collectionName)
+          if (!collection) throw notFound(`Collection ${params.collectionName} not found`)
+          const team = requireTeam(tx, project.id, body.teamName)
+          return upsertRecord(tx, deps.clock, {
+            environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
+            userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
+          })
+        })
+        set.status = saved === 'created' ? 201 : 200
+        return { id: params.recordId, data: body.data, outcome: saved }
+      },
+      {
+        accountCall: true,
+        params: RecordParams,
+        body: PutRecordBody,
+        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'putRecord',
+          summary: "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins)",
+        },
+      },
+    )
+}
