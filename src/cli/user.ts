@@ -1,35 +1,30 @@
 import { writeTransaction } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { setUserDeactivated } from '../modules/members/service.ts'
-import {
-  checkNewUser,
-  findUserByEmail,
-  hashPassword,
-  insertUser,
-  passwordProblem,
-  setUserPasswordHash,
-  UserInputError,
-} from '../modules/users/service.ts'
+import { createUser, findUserByEmail, hashPassword, passwordProblem, setInstanceAdmin, setUserPasswordHash } from '../modules/users/service.ts'
 import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, readSecretLine, required, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
-  'trellis user create --email E --username U [--password-stdin]',
+  'trellis user create --email E --username U [--password-stdin] [--instance-admin]',
+  '       trellis user instance-admin --email E [--revoke]',
   '       trellis user disable|enable --email E',
   '       trellis user set-password --email E --password-stdin',
 ].join('\n')
 
 export const userCommand: Command = {
-  summary: 'create users, disable or enable them, set passwords',
+  summary: 'create users, disable or enable them, set passwords, name instance administrators',
   usage: USAGE,
   flags: {
     email: stringFlag('EMAIL', "the user's email (required)"),
     username: stringFlag('NAME', 'create: the user name (required)'),
     'password-stdin': booleanFlag('read the password from the first line of standard input'),
+    'instance-admin': booleanFlag('create: the user is an instance administrator (console instance pages)'),
+    revoke: booleanFlag('instance-admin: take instance administration away (never from the last one)'),
   },
   async run(argv, io) {
     const [sub, ...rest] = argv
     const parsed = parseFlags(rest, this.flags)
-    if (!sub || !['create', 'disable', 'enable', 'set-password'].includes(sub)) {
+    if (!sub || !['create', 'disable', 'enable', 'set-password', 'instance-admin'].includes(sub)) {
       throw new UsageError(sub ? `unknown subcommand "${sub}"` : 'a subcommand is required')
     }
     const email = required(parsed, 'email')
@@ -46,18 +41,18 @@ export const userCommand: Command = {
       const message = writeTransaction(store, (tx) => {
         if (sub === 'create') {
           const username = required(parsed, 'username')
-          try {
-            checkNewUser({ email, username })
-          } catch (error) {
-            if (error instanceof UserInputError) throw new CommandError(error.message)
-            throw error
-          }
-          if (findUserByEmail(tx, email)) throw new CommandError(`a user with email ${email} already exists`)
-          const user = insertUser(tx, systemClock, { email, username, passwordHash })
-          return `created user ${user.email} (id ${user.id})`
+          const isInstanceAdmin = parsed.values['instance-admin'] === true
+          const user = createUser(tx, systemClock, { email, username, passwordHash, isInstanceAdmin, actorId: null })
+          return `created ${isInstanceAdmin ? 'instance administrator' : 'user'} ${user.email} (id ${user.id})`
         }
         const user = findUserByEmail(tx, email)
         if (!user) throw new CommandError(`unknown user ${email}`)
+        if (sub === 'instance-admin') {
+          const grant = parsed.values.revoke !== true
+          const changed = setInstanceAdmin(tx, systemClock, user, grant, null)
+          const state = grant ? 'an instance administrator' : 'not an instance administrator'
+          return changed ? `${user.email} is now ${state}` : `${user.email} is already ${state}`
+        }
         if (sub === 'set-password') {
           setUserPasswordHash(tx, systemClock, user.id, passwordHash!)
           return `password set for ${user.email}`

@@ -9,6 +9,7 @@ function fieldValue(input) {
     case 'number': return raw === '' ? undefined : Number(raw)
     case 'boolean': return raw === 'true'
     case 'nullable-number': return raw === '' ? null : Number(raw)
+    case 'json-object': return jsonObject(input.name, raw)
     default: return raw === '' && input.dataset.optional !== undefined ? undefined : input.value
   }
 }
@@ -28,6 +29,31 @@ document.addEventListener('change', (event) => {
     }
   }
 })
+
+class FieldError extends Error {}
+
+// A textarea holding a record's data: must be a JSON object; the error names the field before anything is sent.
+function jsonObject(name, raw) {
+  let value
+  try {
+    value = JSON.parse(raw)
+  } catch (error) {
+    throw new FieldError(`${name}: not valid JSON (${error.message})`)
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FieldError(`${name}: must be a JSON object, like {"status": "new"}`)
+  return value
+}
+
+// A form's action may hold {placeholders} filled from its inputs marked data-path (encoded: ids are untrusted text);
+// those inputs go into the address, not the body.
+function formAction(form) {
+  return form.getAttribute('action').replace(/\{(\w+)\}/g, (_, name) => {
+    const input = form.querySelector(`[data-path="${name}"]`)
+    const value = input ? input.value.trim() : ''
+    if (value === '') throw new FieldError(`${name}: required`)
+    return encodeURIComponent(value)
+  })
+}
 
 function formJson(form) {
   const body = {}
@@ -59,27 +85,38 @@ async function submitApiForm(form) {
   if (button) button.disabled = true
   showError(form, '')
   try {
-    const response = await fetch(form.getAttribute('action'), {
+    let action, body
+    try {
+      action = formAction(form)
+      body = method === 'GET' ? undefined : JSON.stringify(formJson(form))
+    } catch (error) {
+      if (error instanceof FieldError) return showError(form, error.message)
+      throw error
+    }
+    const response = await fetch(action, {
       method,
-      headers: { 'content-type': 'application/json', accept: 'application/json' },
-      body: method === 'GET' ? undefined : JSON.stringify(formJson(form)),
+      headers: body === undefined ? { accept: 'application/json' } : { 'content-type': 'application/json', accept: 'application/json' },
+      body,
       credentials: 'same-origin',
     })
     const text = await response.text()
-    const body = text ? JSON.parse(text) : {}
+    const answer = text ? JSON.parse(text) : {}
     if (!response.ok) {
-      showError(form, body.message || `${response.status} ${response.statusText}`)
+      showError(form, answer.message || `${response.status} ${response.statusText}`)
       return
     }
     if (form.dataset.show) {
       const target = document.querySelector(form.dataset.show)
-      target.querySelector('.value').textContent = body[form.dataset.showField || 'value']
+      const value = (form.dataset.showField || 'value').split('.').reduce((at, key) => (at == null ? at : at[key]), answer)
+      if (value == null) return location.reload()
+      target.querySelector('.value').textContent = value
       target.hidden = false
       form.reset()
       return
     }
     const next = form.dataset.next
-    if (next) location.assign(next.replace('{runId}', encodeURIComponent(body.runId || '')))
+    // {runId}, {name}…: filled from the answer (a new run, a renamed project).
+    if (next) location.assign(next.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(answer[key] || '')))
     else location.reload()
   } catch (error) {
     showError(form, `Request failed: ${error.message}`)

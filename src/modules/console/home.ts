@@ -5,7 +5,7 @@ import { html } from '../../console/html.ts'
 import { readCookie } from '../../http/auth-plugin.ts'
 import { queryOf } from '../../http/list.ts'
 import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
-import { canReachRendering, projectsOf } from '../projects/service.ts'
+import { canReachRendering, hasProjects, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
 import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, ssoStartPath } from './page.ts'
@@ -13,6 +13,25 @@ import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath
 /** Only same-site paths: `/x`, never `//host` or `/\host`. */
 export function safeNext(next: string | undefined): string {
   return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
+}
+
+/**
+ * The home page of someone in no project: for an instance administrator of an instance without projects, the
+ * first-start checklist; otherwise where to go next.
+ */
+function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
+  if (!instanceAdmin) {
+    return html`<p class="notice">You are not a member of any project yet: ask an administrator of this Trellis to add you to one.</p>`
+  }
+  if (anyProject) {
+    return html`<p class="notice">You are not a member of any project. <a href="/admin/projects">All projects</a> lists them: open one's settings to add yourself, or create one.</p>`
+  }
+  return html`<section class="checklist"><h2>Get started</h2><ol>
+<li><a href="/admin/projects">Create a project</a>, then open its settings to add environments (e.g. production), teams and collections.</li>
+<li><a href="/admin/users">Add people</a>: each gets a password or a one-time invitation link; then make them members of the project and its teams.</li>
+<li>Publish a workflow: workflows are written in an apply file — see <code>examples/acme.yaml</code> and the README's "Apply file" section — and loaded with <code>trellis apply FILE</code> (or <code>PUT /v1/project/{p}/environment/{e}/team/{t}/workflows/{name}</code>).</li>
+<li><a href="/account">Create a token</a> for the API, once you are a member of a project.</li>
+</ol></section>`
 }
 
 export function homePages(deps: AppDeps) {
@@ -48,7 +67,7 @@ export function homePages(deps: AppDeps) {
           user,
           body:
             mine.length === 0
-              ? html`<p class="muted">You are not a member of any project yet. An administrator adds you (<code>trellis member set</code>).</p>`
+              ? emptyHome(user.isInstanceAdmin, hasProjects(db))
               : html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
 ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
 </tbody></table>`,
@@ -74,7 +93,7 @@ ${environments.map(
 ${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a></td>` : ''}</tr>`,
 )}
 </tbody></table>
-${isAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,
+${isAdmin || user.isInstanceAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'settings')}">Settings, environments, teams, collections, members</a> · <a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,
         })
       }),
     )

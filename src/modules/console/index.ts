@@ -9,6 +9,7 @@ import { assetHandler } from '../../console/html.ts'
 import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }
 import { accountPages } from './account.ts'
+import { adminPages } from './admin.ts'
 import { homePages } from './home.ts'
 import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
@@ -22,6 +23,7 @@ export function consoleModule(deps: AppDeps) {
     .get('/console/console.js', assetHandler(consoleJs, 'text/javascript'))
     .use(homePages(deps))
     .use(accountPages(deps))
+    .use(adminPages(deps))
     .use(recordPages(deps))
     .use(workflowPages(deps))
     .use(runPages(deps))

@@ -24,7 +24,7 @@ export interface Crumb {
 
 export interface PageSpec {
   title: string
-  user?: Pick<SessionUser, 'email' | 'username'> & { viaSso?: boolean }
+  user?: Pick<SessionUser, 'email' | 'username'> & { viaSso?: boolean; isInstanceAdmin?: boolean }
   crumbs?: Crumb[]
   body: Html
 }
@@ -46,6 +46,7 @@ export function layout(spec: PageSpec): Html {
   ${
     spec.user
       ? html`<span class="muted">${spec.user.email}</span>
+  ${spec.user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
   <a href="/account">Account</a>
   <form class="inline" data-api action="/auth/logout" data-next="${spec.user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>`
       : ''

@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../app.ts'
 import { write } from '../../db/write.ts'
-import { html, type Html } from '../../console/html.ts'
+import { html, type Html, path } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
@@ -22,6 +22,22 @@ const RECORDS_PER_PAGE = 50
 
 /** The start of a record's JSON, for the list. */
 const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…` : data)
+
+/**
+ * Project admins add or replace a record: its id goes into the address (encoded), its data must be a JSON object
+ * (checked before sending, and by the API), and the activity entry names this team.
+ */
+function recordForm(view: { project: { name: string }; environment: { name: string }; team: { name: string }; collection: { name: string } }) {
+  const action = `${path('v1', 'project', view.project.name, 'environment', view.environment.name, 'collection', view.collection.name, 'records')}/{recordId}`
+  return html`<h2>Add or replace a record</h2>
+<form id="put-record" data-api data-method="PUT" action="${action}">
+<label>Record id <input data-path="recordId" required maxlength="1024"></label>
+<input type="hidden" name="teamName" value="${view.team.name}">
+<label>Data (a JSON object) <textarea name="data" data-type="json-object" rows="6" required>{}</textarea></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Save record</button>
+</form>`
+}
 
 export function recordPages(deps: AppDeps) {
   const { db } = deps.store
@@ -89,7 +105,7 @@ ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${
               : html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
 ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
 </tbody></table>`
-          }${more}`,
+          }${more}${view.isAdmin ? recordForm(view) : ''}`,
         })
       }),
     )

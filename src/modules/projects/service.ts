@@ -127,3 +127,32 @@ export function resolveNameFilters(
   if (filters.collectionName !== undefined && !collection) return null
   return { userId, teamId: team?.id, collectionId: collection?.id }
 }
+
+/** Every project of the instance, by name (the instance administrators' page). */
+export function listProjects(db: Db): Project[] {
+  return db.select().from(projects).orderBy(asc(projects.name)).all()
+}
+
+/** A project's members with their permission level and teams, by email (the settings page). */
+export function projectPeople(db: Db, projectId: number): { id: number; email: string; role: PermissionLevel; teams: string[] }[] {
+  const members = db
+    .select({ id: users.id, email: users.email, role: projectMembers.role })
+    .from(projectMembers)
+    .innerJoin(users, eq(users.id, projectMembers.userId))
+    .where(eq(projectMembers.projectId, projectId))
+    .orderBy(asc(users.email))
+    .all()
+  const memberships = db
+    .select({ userId: teamMembers.userId, team: teams.name })
+    .from(teamMembers)
+    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
+    .where(eq(teams.projectId, projectId))
+    .orderBy(asc(teams.name))
+    .all()
+  return members.map((m) => ({ ...m, teams: memberships.filter((t) => t.userId === m.id).map((t) => t.team) }))
+}
+
+/** Whether the instance has any project (an empty one shows the first-start checklist). */
+export function hasProjects(db: Db): boolean {
+  return db.select({ id: projects.id }).from(projects).limit(1).all().length > 0
+}

@@ -43,7 +43,8 @@ function partValue(part: Part, name: string) {
   return part === 'environment' ? { name, codeCustomizationVersion: 0 } : { name }
 }
 
-const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: project.name, sso: project.sso })
+/** Extension values keep the document's `{name}` shape, with a readable description (README "Activity and admin logs"). */
+const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${project.name} (SSO ${project.sso ? 'on' : 'off'})` })
 
 export function findProjectByName(db: Db, name: string): Project | undefined {
   return db.select().from(projects).where(eq(projects.name, name)).get()
@@ -128,7 +129,8 @@ export function setCollectionPermission(
   if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) return 'unchanged'
   if (current) db.update(collectionPermissions).set(wanted).where(where).run()
   else db.insert(collectionPermissions).values({ collectionId: input.collectionId, teamId: input.teamId, ...wanted }).run()
-  const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: input.collectionName, team: input.teamName, read: p.canRead, edit: p.canEdit })
+  const may = (p: { canRead: boolean; canEdit: boolean }) => (p.canEdit && p.canRead ? 'read and edit' : p.canRead ? 'read' : 'neither read nor edit')
+  const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: `${input.collectionName}: team ${input.teamName} may ${may(p)}` })
   appendAdminLog(db, clock, {
     projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
     previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),

@@ -1,0 +1,196 @@
+/**
+ * Console: the instance administrators' pages (people, projects), a project's settings page for whoever may manage
+ * it (its admins, instance administrators), and the invitation page. Every form calls the management API
+ * (/v1/instance/…, /v1/projects, /v1/project/{p}/…) with the session, so the rules, validation and admin log
+ * entries are the API's — and the CLI's and apply's, which call the same services.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../app.ts'
+import type { Db } from '../../db/open.ts'
+import { PERMISSION_LEVELS, type PermissionLevel } from '../../db/schema.ts'
+import { html, type Html, path } from '../../console/html.ts'
+import { requireInstanceAdmin, requireProjectManager } from '../../http/auth-plugin.ts'
+import { asHttpError } from '../../http/errors.ts'
+import { toIso } from '../../lib/time.ts'
+import { renderAdminLogs } from '../admin-logs/service.ts'
+import { instanceUserView } from '../instance/index.ts'
+import { projectCollections, projectLayout } from '../records/service.ts'
+import { invitedUser } from '../users/invitations.ts'
+import { listUsers } from '../users/service.ts'
+import { listProjects, projectPeople } from '../projects/service.ts'
+import { instanceLogIds } from '../admin-logs/instance.ts'
+import type { ConsoleUser } from './access.ts'
+import { consolePage, htmlResponse, layout, projectPath, when } from './page.ts'
+
+const asCaller = (user: ConsoleUser) => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
+const apiProject = (project: string, ...rest: string[]) => path('v1', 'project', project, ...rest)
+const ADMIN_CRUMBS = [{ label: 'Projects', href: '/' }]
+
+/** The once-shown link panel of the invitation forms. */
+const invitationPanel = html`<div id="invitation-once" class="once" hidden><p><strong>Send this link to the person: it is shown only once, works once, for 7 days.</strong></p>
+<p><code class="value" id="invitation-value"></code> <button type="button" data-copy="#invitation-value">Copy</button></p>
+<p><a href="/admin/users">Done</a></p></div>`
+
+/** A form that PUTs a user's whole state with one field changed (the API takes all three). */
+function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{ instanceAdmin: boolean; deactivated: boolean }>, label: string, confirm?: string): Html {
+  const state = { instanceAdmin: u.instanceAdmin, deactivated: u.deactivated, ...change }
+  return html`<form class="inline" data-api data-method="PUT" action="/v1/instance/users/${u.id}"${confirm ? html` data-confirm="${confirm}"` : ''}>
+<input type="hidden" name="username" value="${u.username}"><input type="hidden" name="instanceAdmin" data-type="boolean" value="${String(state.instanceAdmin)}"><input type="hidden" name="deactivated" data-type="boolean" value="${String(state.deactivated)}">
+<button type="submit">${label}</button><span class="form-error" role="alert"></span></form>`
+}
+
+function instanceLog(db: Db): Html {
+  const entries = renderAdminLogs(db, instanceLogIds(db, 50))
+  if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`
+  return html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
+${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">CLI</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
+</tbody></table>`
+}
+
+export function adminPages(deps: AppDeps) {
+  const { db } = deps.store
+  return new Elysia({ name: 'console-admin', detail: { hide: true } })
+    .get(
+      '/admin/users',
+      consolePage(deps, ({ user }) => {
+        requireInstanceAdmin(asCaller(user))
+        const people = listUsers(db).map(instanceUserView)
+        return layout({
+          title: 'People',
+          user,
+          crumbs: ADMIN_CRUMBS,
+          body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a></p>
+<h2>Add a person</h2>
+<form id="new-user" data-api action="/v1/instance/users" data-show="#invitation-once" data-show-field="invitation.url">
+<label>Email <input name="email" type="email" required maxlength="320"></label>
+<label>Name <input name="username" required maxlength="100"></label>
+<label>Password <input name="password" type="password" data-optional minlength="12" maxlength="1024" autocomplete="new-password"> <span class="muted">(empty: an invitation link is made instead, to send them)</span></label>
+<label>Instance administrator <select name="instanceAdmin" data-type="boolean"><option value="false">no</option><option value="true">yes</option></select></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Add</button>
+</form>
+${invitationPanel}
+<h2>People</h2>
+<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th></th></tr></thead><tbody>
+${people.map(
+  (u) => html`<tr data-email="${u.email}"><td>${u.email}</td><td>${u.username}</td><td>${u.instanceAdmin ? 'yes' : 'no'}</td>
+<td>${u.deactivated ? 'deactivated' : u.hasPassword ? 'active' : 'invited (no password yet)'}</td><td>${when(u.createdAt)}</td>
+<td>${userStateForm(u, { instanceAdmin: !u.instanceAdmin }, u.instanceAdmin ? 'Revoke instance admin' : 'Make instance admin')}
+${userStateForm(u, { deactivated: !u.deactivated }, u.deactivated ? 'Reactivate' : 'Deactivate', u.deactivated ? undefined : `Deactivate ${u.email}? Their sessions end and their tokens are refused.`)}
+${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/users/${u.id}/invitation" data-show="#invitation-once" data-show-field="url"><button type="submit">New invitation link</button><span class="form-error" role="alert"></span></form>`}</td></tr>`,
+)}
+</tbody></table>
+<h2>Instance admin log</h2>
+<p class="muted">People and invitations (each project's own changes are in its admin log).</p>
+${instanceLog(db)}`,
+        })
+      }),
+    )
+    .get(
+      '/admin/projects',
+      consolePage(deps, ({ user }) => {
+        requireInstanceAdmin(asCaller(user))
+        const all = listProjects(db)
+        return layout({
+          title: 'All projects',
+          user,
+          crumbs: ADMIN_CRUMBS,
+          body: html`<h2>Create a project</h2>
+<form id="new-project" data-api action="/v1/projects" data-next="/admin/projects">
+<label>Name <input name="name" required maxlength="200"></label>
+<p class="muted">You become its first admin.</p>
+<p class="form-error" role="alert"></p>
+<button type="submit">Create</button>
+</form>
+<h2>Projects</h2>
+${all.length === 0 ? html`<p class="muted">No project yet.</p>` : html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th></th></tr></thead><tbody>
+${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>${when(toIso(p.createdAt))}</td><td><a href="${projectPath(p.name, 'settings')}">Settings</a> · <a href="${projectPath(p.name)}">Open</a></td></tr>`)}
+</tbody></table>`}
+<p><a href="/admin/users">People →</a></p>`,
+        })
+      }),
+    )
+    .get(
+      '/p/:project/settings',
+      consolePage(deps, ({ user, params }) => {
+        const project = requireProjectManager(db, asCaller(user), params.project!)
+        return layout({
+          title: `Settings · ${project.name}`,
+          user,
+          crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
+          body: settingsBody(db, project, user.isInstanceAdmin),
+        })
+      }),
+    )
+    .get('/invite', ({ request }) => {
+      const token = new URL(request.url).searchParams.get('token') ?? ''
+      try {
+        const { user } = invitedUser(db, deps.clock, token)
+        return htmlResponse(
+          layout({
+            title: 'Welcome to Trellis',
+            body: html`<p>Choose a password for <strong>${user.email}</strong>; you are then signed in.</p>
+<form id="accept-invitation" data-api action="/auth/invitation" data-next="/">
+<input type="hidden" name="token" value="${token}">
+<label>Password (at least 12 characters) <input name="password" type="password" autocomplete="new-password" required minlength="12" maxlength="1024"></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Set password and sign in</button>
+</form>`,
+          }),
+        )
+      } catch (caught) {
+        const error = asHttpError(caught)
+        if (!error) throw caught
+        return htmlResponse(layout({ title: 'Invitation not valid', body: html`<p class="error">${error.message}</p><p><a href="/login">Sign in</a></p>` }), error.status)
+      }
+    })
+}
+
+/** A table of one kind of part with an add form and a rename form per row. */
+function partSection(projectName: string, kind: { title: string; path: string; field: string }, names: string[]): Html {
+  return html`<h2>${kind.title}</h2>
+<table><tbody>${names.map(
+    (name) => html`<tr><td>${name}</td><td><form class="inline" data-api data-method="PATCH" action="${apiProject(projectName, kind.path, name)}">
+<input name="${kind.field}" value="${name}" required maxlength="200" aria-label="New name of ${name}"> <button type="submit">Rename</button><span class="form-error" role="alert"></span></form></td></tr>`,
+  )}</tbody></table>
+<form class="add-${kind.path}" data-api action="${apiProject(projectName, kind.path)}">
+<label>New ${kind.title.toLowerCase().replace(/s$/, '')} <input name="${kind.field}" required maxlength="200"></label> <button type="submit">Add</button>
+<span class="form-error" role="alert"></span></form>`
+}
+
+function settingsBody(db: Db, project: { id: number; name: string; sso: boolean }, instanceAdmin: boolean): Html {
+  const { environments, teams } = projectLayout(db, project.id)
+  const collections = projectCollections(db, project.id)
+  const people = projectPeople(db, project.id)
+  const everyone = listUsers(db).filter((u) => u.disabledAt === null && !people.some((p) => p.id === u.id))
+  const name = project.name
+  const roleSelect = (role: PermissionLevel | null) =>
+    html`<select name="role" aria-label="Permission level">${PERMISSION_LEVELS.map((r) => html`<option${r === role ? html` selected` : ''}>${r}</option>`)}</select>`
+  return html`<p><a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access</a>${instanceAdmin ? html` · <a href="/admin/projects">All projects</a>` : ''}</p>
+<h2>Project</h2>
+<form id="project-settings" data-api data-method="PUT" action="${apiProject(name, 'settings')}" data-next="/p/{name}/settings">
+<label>Name <input name="projectName" value="${name}" required maxlength="200"></label>
+<label>Single sign-on <select name="sso" data-type="boolean"><option value="false"${project.sso ? '' : html` selected`}>off</option><option value="true"${project.sso ? html` selected` : ''}>on</option></select></label>
+<p class="warning">Turning SSO <strong>on</strong>: from the next request every token of this project that was not generated in an SSO session is refused (403 sso_required), and password sessions can no longer open the project — yours included, unless you signed in with SSO. The tokens are not deleted: turning SSO off again makes them work again. Renaming changes the project's name in API paths and apply files (an apply file naming the old name would create a new project); tokens, members and webhook URLs stay.</p>
+<p class="form-error" role="alert"></p>
+<button type="submit">Save</button>
+</form>
+${partSection(name, { title: 'Environments', path: 'environments', field: 'environmentName' }, environments.map((e) => e.name))}
+${partSection(name, { title: 'Teams', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
+${partSection(name, { title: 'Collections', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
+<h2>Members</h2>
+<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th></th></tr></thead><tbody>
+${people.map(
+  (p) => html`<tr data-email="${p.email}"><td>${p.email}</td>
+<td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>
+<td>${p.teams.map((t) => html`<form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'teams', t, 'members', String(p.id))}">${t} <button type="submit" title="Remove from ${t}">×</button><span class="form-error" role="alert"></span></form> `)}
+${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams', '{teamName}', 'members', String(p.id))}"><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
+<td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}?"><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
+)}
+</tbody></table>
+${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members', '{userId}')}">
+<label>Person <select data-path="userId">${everyone.map((u) => html`<option value="${u.id}">${u.email}</option>`)}</select></label>
+<label>Permission level ${roleSelect('user')}</label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Add member</button></form>`}`
+}
