@@ -232,8 +232,7 @@ describe('projects', () => {
   })
 
   test('settings: rename and SSO, by a project admin; a renamed project keeps its tokens', async () => {
-    const token = tokenFor(env.store, env.clock, 'carol', ['all'], { project: 'Solo' })
-    expect(token.value).toBeDefined()
+    const token = tokenFor(env.store, env.clock, 'alice', ['admin_logs:read'], { project: 'Solo' })
     expect((await call('PUT', '/v1/project/Acme/settings', 'bob', { projectName: 'Acme', sso: false })).status).toBe(403)
     const renamed = await call('PUT', '/v1/project/Solo/settings', 'alice', { projectName: 'Solo Co', sso: false })
     expect(renamed.body).toEqual({ name: 'Solo Co', sso: false })
@@ -242,11 +241,16 @@ describe('projects', () => {
     expect(sso.body.sso).toBe(true)
     // alice's password session can no longer open it; the CLI (or an SSO session) turns it off again.
     expect((await call('PUT', '/v1/project/Solo%20Co/settings', 'alice', { projectName: 'Solo Co', sso: false })).body.code).toBe('sso_required')
-    const log = await adminLog('Solo Co', '&extensions=true&resource=project')
-    expect(log.data.map((e: Body) => e.newValue)).toEqual([
-      { name: 'Solo Co (SSO on)' },
-      { name: 'Solo Co (SSO off)' },
-      { name: 'Solo (SSO off)' },
+    // The token made before the rename works under the new name (until SSO refuses it).
+    expect((await call('GET', '/v1/project/Solo%20Co/admin-logs', { bearer: token.value })).body.code).toBe('sso_required')
+    // apply turns SSO off again, through the same service (and the same admin log entry).
+    applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, { users: [], projects: [{ name: 'Solo Co', sso: false }] })
+    const log = (await call('GET', '/v1/project/Solo%20Co/admin-logs?extensions=true&resource=project', { bearer: token.value })).body
+    expect(log.data.map((e: Body) => [e.newValue, e.user?.email])).toEqual([
+      [{ name: 'Solo Co (SSO off)' }, undefined],
+      [{ name: 'Solo Co (SSO on)' }, 'alice@example.com'],
+      [{ name: 'Solo Co (SSO off)' }, 'alice@example.com'],
+      [{ name: 'Solo (SSO off)' }, 'alice@example.com'],
     ])
   })
 
