@@ -12,6 +12,9 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { createProject } from '../src/modules/projects/structure.ts'
+import { createInvitation } from '../src/modules/users/invitations.ts'
+import { findUser } from '../src/modules/users/service.ts'
 import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import type { Db } from '../src/db/open.ts'
@@ -146,6 +149,7 @@ beforeAll(async () => {
   // Today: a second apply changes a record, adds one with a note, a team, an environment and a workflow.
   const acme = acmeProject(document)
   acme.environments!.push('sandbox')
+  acme.collections!.push({ name: 'refunds' })
   acme.teams!.push({ name: 'Escalations', members: ['carol@example.com'] })
   acme.records!.find((r) => r.id === 'ord_1002')!.data.amount = 52
   acme.records!.push({ environment: 'production', collection: 'orders', id: 'ord_1004', data: { status: 'paid', amount: 5, currency: 'EUR' } })
@@ -229,6 +233,9 @@ beforeAll(async () => {
   writeTransaction(env.store, (tx) => setProjectMember(tx, clock, { projectId: projectId(env.store, 'Acme'), userId: userId(env.store, 'dave'), role: 'editor', actorId: aliceId }))
   writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'bob'), true, aliceId))
   writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'bob'), false, null))
+  // Issue 15: a project created by an instance administrator, an invitation made (instance-wide entry).
+  writeTransaction(env.store, (tx) => createProject(tx, clock, { name: 'Initech', actorId: aliceId }))
+  writeTransaction(env.store, (tx) => createInvitation(tx, clock, { user: findUser(tx, userId(env.store, 'dave'))!, actorId: aliceId }))
 
   // Console reads (audited as `read` / `index`).
   const cookie = `trellis_session=${createSession(env.store.db, clock, aliceId, false).id}`
