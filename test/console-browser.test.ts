@@ -242,30 +242,90 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await docs.close()
   }, 30_000)
 
-  test('first start: the printed setup link creates the admin in the browser, who then signs in to the console', async () => {
+  test('first run, console only: setup link → project with an environment, a team, a collection and a record → a second person invited, signed in through the invitation, with a token of their own', async () => {
     const fresh = tempDir('trellis-browser-first-')
     const first = await startServe({ dataDir: fresh.path, cwd: fresh.path })
+    // Links printed or shown name the configured base URL; the test talks to the port the server listens on.
+    const local = (link: string) => `${first.url}${new URL(link).pathname}${new URL(link).search}`
     try {
       const link = /(http:\/\/\S+\/setup\?token=\S+)/.exec(await first.waitForOutput('/setup?token='))?.[1]
       expect(link).toBeDefined()
-      const setup = await context.newPage()
-      watch(setup)
-      // The link names the configured base URL; the test talks to the port it listens on.
-      await setup.goto(`${first.url}${new URL(link!).pathname}${new URL(link!).search}`)
-      await setup.fill('input[name=email]', 'root@example.com')
-      await setup.fill('input[name=username]', 'root')
-      await setup.fill('input[name=password]', 'a-long-first-password')
-      await setup.click('button[type=submit]')
-      await eventually('the setup confirmation', text('#message', setup), (t) => t.includes('Administrator root@example.com created'))
-      await Promise.all([setup.waitForEvent('load'), setup.click('a:text("Sign in to the console")')])
-      await setup.fill('input[name=email]', 'root@example.com')
-      await setup.fill('input[name=password]', 'a-long-first-password')
-      await Promise.all([setup.waitForURL(`${first.url}/`), setup.click('button[type=submit]')])
-      expect(await text('main', setup)()).toContain('You are not a member of any project yet')
-      await setup.close()
+      const admin = await context.newPage()
+      watch(admin)
+      const load = (action: () => Promise<unknown>) => Promise.all([admin.waitForEvent('load'), action()])
+      await admin.goto(local(link!))
+      await admin.fill('input[name=email]', 'root@example.com')
+      await admin.fill('input[name=username]', 'root')
+      await admin.fill('input[name=password]', 'a-long-first-password')
+      await admin.click('button[type=submit]')
+      await eventually('the setup confirmation', text('#message', admin), (t) => t.includes('Administrator root@example.com created'))
+      await load(() => admin.click('a:text("Sign in to the console")'))
+      await admin.fill('input[name=email]', 'root@example.com')
+      await admin.fill('input[name=password]', 'a-long-first-password')
+      await Promise.all([admin.waitForURL(`${first.url}/`), admin.click('button[type=submit]')])
+
+      // The empty instance shows the checklist, not a dead end.
+      expect(await text('main', admin)()).toContain('Get started')
+      await load(() => admin.click('.checklist a:text("Create a project")'))
+      await admin.fill('#new-project input[name=name]', 'First')
+      await load(() => admin.click('#new-project button[type=submit]'))
+      await load(() => admin.click('a[href="/p/First/settings"]'))
+      for (const [kind, name] of [['environments', 'production'], ['teams', 'Support'], ['collections', 'orders']] as const) {
+        await admin.fill(`form.add-${kind} input`, name)
+        await load(() => admin.click(`form.add-${kind} button[type=submit]`))
+      }
+      expect(await text('main', admin)()).toContain('orders')
+
+      // A second person, invited: the link is shown once.
+      await load(() => admin.click('header a:text("People")'))
+      await admin.fill('#new-user input[name=email]', 'bob@example.com')
+      await admin.fill('#new-user input[name=username]', 'Bob')
+      await admin.click('#new-user button[type=submit]')
+      const invitation = await eventually('the invitation link', text('#invitation-value', admin), (t) => t.includes('/invite?token='))
+      expect(await admin.locator('#invitation-once').isVisible()).toBe(true)
+
+      // Bob joins the project as a second admin, in team Support.
+      await admin.goto(`${first.url}/p/First/settings`)
+      await admin.selectOption('#add-member select[data-path=userId]', { label: 'bob@example.com' })
+      await admin.selectOption('#add-member select[name=role]', 'admin')
+      await load(() => admin.click('#add-member button[type=submit]'))
+      await load(() => admin.click('tr[data-email="bob@example.com"] .add-to-team button[type=submit]'))
+      expect(await text('tr[data-email="bob@example.com"]', admin)()).toContain('Support')
+
+      // A record, through the form: bad JSON is named before anything is sent; an object is saved.
+      await admin.goto(`${first.url}/p/First/e/production/t/Support/c/orders`)
+      await admin.fill('#put-record input[data-path=recordId]', 'ord 1/a')
+      await admin.fill('#put-record textarea[name=data]', '[1, 2]')
+      await admin.click('#put-record button[type=submit]')
+      await eventually('the data error', text('#put-record .form-error', admin), (t) => t.includes('data: must be a JSON object'))
+      await admin.fill('#put-record textarea[name=data]', '{"status": "new", "amount": 12}')
+      await load(() => admin.click('#put-record button[type=submit]'))
+      await admin.click('a:text-is("ord 1/a")')
+      expect(await text('#record-data', admin)()).toContain('"status": "new"')
+      await admin.close()
+
+      // Bob, in his own browser: the invitation link, a password, signed in, his project, his token.
+      const bobContext = await browser.newContext({ baseURL: first.url })
+      const bob = await bobContext.newPage()
+      watch(bob)
+      await bob.goto(local(invitation))
+      expect(await text('main', bob)()).toContain('bob@example.com')
+      await bob.fill('input[name=password]', 'bob-chose-this-password')
+      await Promise.all([bob.waitForURL(`${first.url}/`), bob.click('button[type=submit]')])
+      expect(await text('main table', bob)()).toContain('First')
+      await bob.goto('/account')
+      await bob.fill('#new-token input[name=name]', 'bob-cli')
+      await bob.click('#new-token button[type=submit]')
+      const token = await eventually('the new token', text('#token-value', bob), (t) => t.startsWith('trl_'))
+      // Bob reads the project's notes with it.
+      const notes = await fetch(`${first.url}/v1/project/First/environment/production/notes`, { headers: { authorization: `Bearer ${token}` } })
+      expect(notes.status, await notes.clone().text()).toBe(200)
+      // The link was single use.
+      expect((await fetch(local(invitation))).status).toBe(404)
+      await bobContext.close()
     } finally {
       await first.stop()
       fresh.cleanup()
     }
-  }, 40_000)
+  }, 90_000)
 })

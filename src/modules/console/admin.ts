@@ -184,11 +184,11 @@ ${people.map(
   (p) => html`<tr data-email="${p.email}"><td>${p.email}</td>
 <td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>
 <td>${p.teams.map((t) => html`<form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'teams', t, 'members', String(p.id))}">${t} <button type="submit" title="Remove from ${t}">×</button><span class="form-error" role="alert"></span></form> `)}
-${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams', '{teamName}', 'members', String(p.id))}"><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
+${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams')}/{teamName}/members/${p.id}"><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
 <td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}?"><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
 )}
 </tbody></table>
-${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members', '{userId}')}">
+${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members')}/{userId}">
 <label>Person <select data-path="userId">${everyone.map((u) => html`<option value="${u.id}">${u.email}</option>`)}</select></label>
 <label>Permission level ${roleSelect('user')}</label>
 <p class="form-error" role="alert"></p>
