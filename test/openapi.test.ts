@@ -50,7 +50,7 @@ describe('/openapi.json', () => {
     // Hidden: only the console (its pages, two assets, and its note actions under /p/), never an API path.
     const hidden = app.routes.filter(isHidden).map((route) => `${route.method} ${route.path}`)
     expect(hidden.length).toBeGreaterThan(10)
-    for (const route of hidden) expect(route).toMatch(/^(GET \/(|login|account|console\/.+|p\/.+|runs\/.+)|(POST|PATCH) \/p\/.+)$/)
+    for (const route of hidden) expect(route).toMatch(/^(GET \/(|login|account|invite|admin\/.+|console\/.+|p\/.+|runs\/.+)|(POST|PATCH) \/p\/.+)$/)
     expect(Object.keys(doc.paths).some((path) => path === '/' || path.startsWith('/p/'))).toBe(false)
   })
 

@@ -34,6 +34,8 @@ export const TAGS = [
   { name: 'runs', description: 'Workflow runs: read, cancel, start by hand, list.' },
   { name: 'workflows', description: 'Publishing workflow definitions.' },
   { name: 'tokens', description: 'Application tokens: your own, and a project’s for its admins.' },
+  { name: 'instance-administration', description: 'People (users, invitations, instance administrators) and new projects: instance administrators’ console session.' },
+  { name: 'project-administration', description: 'A project’s name, SSO, environments, teams, collections, members and records: its admins and instance administrators.' },
   { name: 'auth', description: 'Console sessions (cookie) and who the caller is.' },
   { name: 'setup', description: 'First start: the one-time page that creates the first administrator.' },
   { name: 'operations', description: 'Health, readiness, Prometheus metrics and this reference.' },

@@ -45,7 +45,7 @@ function invite(db: Db, clock: Clock, baseUrl: string, user: User, actorId: numb
 
 export function instanceModule(deps: AppDeps) {
   const { db } = deps.store
-  return new Elysia({ name: 'instance', tags: ['instance administration'] })
+  return new Elysia({ name: 'instance', tags: ['instance-administration'] })
     .use(authPlugin(deps))
     .get(
       '/v1/instance/users',

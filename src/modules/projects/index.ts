@@ -42,7 +42,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
   const base = `/v1/project/:projectName/${spec.path}`
   const body = t.Object({ [spec.param]: PartName })
   const newName = (value: Record<string, string>) => value[spec.param] ?? ''
-  return new Elysia({ name: `project-${spec.path}`, tags: ['project administration'] })
+  return new Elysia({ name: `project-${spec.path}`, tags: ['project-administration'] })
     .use(authPlugin(deps))
     .post(
       base,
@@ -88,7 +88,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
 const capital = (word: string) => word[0]!.toUpperCase() + word.slice(1)
 
 export function projectAdminModule(deps: AppDeps) {
-  const tags = ['project administration']
+  const tags = ['project-administration']
   return new Elysia({ name: 'project-admin', tags })
     .use(authPlugin(deps))
     .use(partRoutes(deps, PARTS[0]))
