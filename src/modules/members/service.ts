@@ -88,8 +88,14 @@ export function addTeamMember(
     .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
     .get()
   if (existing) return 'unchanged'
+  changeTeams(db, clock, input, () => db.insert(teamMembers).values({ teamId: input.teamId, userId: input.userId, createdAt: clock.now() }).run())
+  return 'created'
+}
+
+/** A change to a member's teams and its `update` `user-project` entry (their value before and after). */
+function changeTeams(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }, change: () => void): void {
   const before = userProjectValue(db, input.projectId, input.userId)
-  db.insert(teamMembers).values({ teamId: input.teamId, userId: input.userId, createdAt: clock.now() }).run()
+  change()
   appendAdminLog(db, clock, {
     projectId: input.projectId,
     type: 'update',
@@ -99,7 +105,6 @@ export function addTeamMember(
     previousValue: before,
     newValue: userProjectValue(db, input.projectId, input.userId),
   })
-  return 'created'
 }
 
 /** Takes a user out of one of the project's teams; false when they were not in it. */
@@ -110,17 +115,7 @@ export function removeTeamMember(
 ): boolean {
   const where = and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId))
   if (!db.select().from(teamMembers).where(where).get()) return false
-  const before = userProjectValue(db, input.projectId, input.userId)
-  db.delete(teamMembers).where(where).run()
-  appendAdminLog(db, clock, {
-    projectId: input.projectId,
-    type: 'update',
-    resource: 'user-project',
-    actorId: input.actorId,
-    subjectUserId: input.userId,
-    previousValue: before,
-    newValue: userProjectValue(db, input.projectId, input.userId),
-  })
+  changeTeams(db, clock, input, () => db.delete(teamMembers).where(where).run())
   return true
 }
 
