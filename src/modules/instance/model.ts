@@ -13,16 +13,14 @@ export const InstanceUser = t.Object(
     deactivated: t.Boolean(),
     hasPassword: t.Boolean({ description: 'False until the person sets one (an invitation not yet used)' }),
     createdAt: IsoDateTime,
-  },
-  { $id: 'InstanceUser' },
+  }
 )
 
 export const Invitation = t.Object(
   {
     url: t.String({ description: 'The one-time link: shown in this answer only' }),
     expiresAt: IsoDateTime,
-  },
-  { $id: 'Invitation' },
+  }
 )
 
 export const CreateUserBody = t.Object({
@@ -45,5 +43,5 @@ export const UserIdParams = t.Object({ id: IdParam })
 
 const Name = t.String({ minLength: 1, maxLength: 200 })
 export const CreateProjectBody = t.Object({ name: Name, sso: t.Optional(t.Boolean()) })
-export const ProjectView = t.Object({ name: t.String(), sso: t.Boolean() }, { $id: 'ProjectSettings' })
+export const ProjectView = t.Object({ name: t.String(), sso: t.Boolean() })
 export const ROLE = t.Union(PERMISSION_LEVELS.map((r) => t.Literal(r)))

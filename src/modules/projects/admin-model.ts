@@ -25,8 +25,7 @@ export const Membership = t.Object(
     user: UserObject,
     permissionLevel: t.Optional(t.String()),
     teams: t.Array(t.Object({ object: t.Literal('team'), name: t.String() })),
-  },
-  { $id: 'Membership' },
+  }
 )
 
 export const MemberParams = t.Object({ projectName: t.String(), userId: IdParam })
