@@ -334,6 +334,12 @@ describe('who the person is', () => {
       expect(log[0]).toMatchObject({ type: 'add', resource: 'user', initiator: 'identityProvider', user_id: null, project_id: null })
       expect(JSON.parse(log[0]!.new_value as string).name).toBe(`newcomer@example.com created at first SSO sign-in (${provider.issuer})`)
       expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { viaSso: true } })
+      // An instance administrator reads it on the console's People page (the instance admin log: it has no project).
+      env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE email = 'alice@example.com'")
+      const admin = writeTransaction(env.store, (tx) => createSession(tx, env.clock, userId(env.store, 'alice'), false))
+      const people = await (await fetch(new URL('/admin/users', base), { headers: { cookie: `trellis_session=${admin.id}` } })).text()
+      expect(people).toContain('newcomer@example.com created at first SSO sign-in')
+      expect(people).toContain('identity provider (SSO)')
       // The second sign-in finds the same user.
       expect((await signIn('newcomer')).response.status).toBe(303)
       expect(count("SELECT count(*) AS n FROM users WHERE email = 'newcomer@example.com'")).toBe(1)

@@ -39,11 +39,16 @@ function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{
 <button type="submit">${label}</button><span class="form-error" role="alert"></span></form>`
 }
 
+/** Who made a change that has no acting user: the identity provider (SSO auto-create), the system, or the CLI. */
+function actorWithoutUser(initiator: string): string {
+  return initiator === 'identityProvider' ? 'identity provider (SSO)' : initiator === 'system' ? 'system' : 'CLI'
+}
+
 function instanceLog(db: Db): Html {
   const entries = renderAdminLogs(db, instanceLogIds(db, 50))
   if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`
   return html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
-${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">CLI</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
+${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">${actorWithoutUser(e.initiator)}</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
 </tbody></table>`
 }
 
