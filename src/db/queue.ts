@@ -1,12 +1,31 @@
 /**
- * The run queue's SQL (DESIGN §8): the `runs` table is the queue. Kept here because it is dialect-specific:
- * SQLite claims with one `UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING`, PostgreSQL would add
- * `FOR UPDATE SKIP LOCKED`; SQLite reports the partial unique index violation as SQLITE_CONSTRAINT_UNIQUE.
- * Every write after a claim is guarded by the lease owner, so a run recovered elsewhere is never written twice.
+ * The run queue (DESIGN §8): the `runs` table is the queue, and this file owns every change of a run's state —
+ * start, claim (which also wakes a waiting run whose time has come), lease renewal, advance, park, finish, fail,
+ * cancel, give back, recovery — each one guarded statement, as pg-boss's `plans.ts` keeps them: the state it
+ * leaves (and, after a claim, the lease owner) is in its `WHERE`, so a run cancelled or recovered elsewhere is
+ * never written twice. It is dialect-specific: SQLite claims with one `UPDATE … WHERE id = (SELECT … LIMIT 1)
+ * RETURNING`, PostgreSQL would add `FOR UPDATE SKIP LOCKED`; SQLite reports the partial unique index violation as
+ * SQLITE_CONSTRAINT_UNIQUE.
+ *
+ * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped): SQLite uses a
+ * partial index (`runs_one_active_per_record`, `runs_claim_idx`) only when the query's WHERE repeats the index's
+ * literal predicate, which a bound parameter does not.
+ *
+ * The transitions a worker makes while it records steps (`advanceRun`, `parkRun`, `finishRun`, `failRun`,
+ * `recordStepOutcome`) take the caller's transaction handle: they commit with the step's effects and its activity
+ * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
-import type { Database } from 'bun:sqlite'
-import { RUN_STATUSES, type RunStatus } from './schema.ts'
+import type { Database, Statement } from 'bun:sqlite'
+import type { Db } from './open.ts'
+import { connectionOf, prepared } from './prepared.ts'
+import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
+const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
+const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
+/** Every write after the claim: only the worker holding the lease on a running run may make it. */
+const HELD = "id = :id AND lease_owner = :owner AND status = 'running'"
+
+/** A run as the queue hands it to a worker (the `runs` row, column names as stored). */
 export interface RunRow {
   id: string
   workflow_id: number
@@ -69,20 +88,16 @@ export class RunQueue {
          status, next_step, available_at, attempts, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, 0, ?)`,
     )
-    this.activeRunStatement = sqlite.prepare(
-      "SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN ('queued', 'running', 'waiting')",
-    )
+    this.activeRunStatement = sqlite.prepare(`SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN (${ACTIVE})`)
     this.claimStatement = sqlite.prepare(
       `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
          started_at = coalesce(started_at, ?2), attempts = attempts + 1
-       WHERE id = (SELECT id FROM runs WHERE status IN ('queued', 'waiting') AND available_at <= ?2
+       WHERE id = (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
                    ORDER BY available_at LIMIT 1)
-         AND status IN ('queued', 'waiting')
+         AND status IN (${CLAIMABLE})
        RETURNING *`,
     )
-    this.heartbeatStatement = sqlite.prepare(
-      "UPDATE runs SET lease_expires_at = ? WHERE id = ? AND lease_owner = ? AND status = 'running'",
-    )
+    this.heartbeatStatement = sqlite.prepare(`UPDATE runs SET lease_expires_at = :until WHERE ${HELD}`)
     this.recoverStatement = sqlite.prepare(
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?1
        WHERE status = 'running' AND lease_expires_at < ?1`,
@@ -91,14 +106,12 @@ export class RunQueue {
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?2
        WHERE status = 'running' AND lease_owner = ?1`,
     )
-    this.guardStatement = sqlite.prepare("SELECT 1 FROM runs WHERE id = ? AND lease_owner = ? AND status = 'running'")
-    this.nextAvailableStatement = sqlite.prepare(
-      "SELECT min(available_at) AS at FROM runs WHERE status IN ('queued', 'waiting')",
-    )
+    this.guardStatement = sqlite.prepare(`SELECT 1 FROM runs WHERE ${HELD}`)
+    this.nextAvailableStatement = sqlite.prepare(`SELECT min(available_at) AS at FROM runs WHERE status IN (${CLAIMABLE})`)
   }
 
   /**
-   * Inserts a queued run. The partial unique index decides whether another run is active on the record:
+   * Start: inserts a queued run. The partial unique index decides whether another run is active on the record:
    * no check-then-insert race. Call inside the transaction that also writes the trigger's activity entry.
    */
   insert(run: NewRun): InsertResult {
@@ -115,22 +128,22 @@ export class RunQueue {
     }
   }
 
-  /** Claims the next due run under a lease, or returns null. */
+  /** Claims the next due run — queued, or waiting with its time come (the wake) — under a lease, or returns null. */
   claim(owner: string, now: number, leaseMs: number): RunRow | null {
     return (this.claimStatement.all(owner, now, leaseMs) as RunRow[])[0] ?? null
   }
 
-  /** Extends the lease; false when the run is no longer ours (cancelled, recovered). */
+  /** Lease renewal; false when the run is no longer ours (cancelled, recovered). */
   heartbeat(runId: string, owner: string, now: number, leaseMs: number): boolean {
-    return this.heartbeatStatement.run(now + leaseMs, runId, owner).changes > 0
+    return this.heartbeatStatement.run({ until: now + leaseMs, id: runId, owner }).changes > 0
   }
 
-  /** Throws LeaseLostError unless the run is still running under this owner. Call inside the step's transaction. */
+  /** Throws LeaseLostError unless the run is still running under this owner. */
   assertOwned(runId: string, owner: string): void {
-    if (this.guardStatement.all(runId, owner).length === 0) throw new LeaseLostError(runId)
+    if (this.guardStatement.all({ id: runId, owner }).length === 0) throw new LeaseLostError(runId)
   }
 
-  /** Runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
+  /** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
   recoverExpired(now: number): number {
     return this.recoverStatement.run(now).changes
   }
@@ -144,6 +157,126 @@ export class RunQueue {
   nextAvailableAt(): number | null {
     return (this.nextAvailableStatement.all()[0] as { at: number | null } | undefined)?.at ?? null
   }
+}
+
+/** The statement for `key` on the transaction's connection, prepared once per connection. */
+function statement(tx: Db, key: string, text: string): Statement {
+  return prepared(tx, `queue.${key}`, () => connectionOf(tx).prepare(text))
+}
+
+/** Runs a lease-guarded write; nothing matched means the lease is gone, and the caller's transaction must not commit. */
+function guarded(tx: Db, key: string, text: string, values: Record<string, string | number | null>): void {
+  if (statement(tx, key, text).run(values).changes === 0) throw new LeaseLostError(String(values.id))
+}
+
+/** Advance: the steps before `nextStep` are recorded; the run stays running under this owner. */
+export function advanceRun(tx: Db, runId: string, owner: string, nextStep: number): void {
+  guarded(tx, 'advance', `UPDATE runs SET next_step = :next WHERE ${HELD}`, { id: runId, owner, next: nextStep })
+}
+
+/** Park: a `wait` step gives the run back, `waiting` until `until`, resuming at `nextStep`; no worker holds it. */
+export function parkRun(tx: Db, runId: string, owner: string, nextStep: number, until: number): void {
+  guarded(
+    tx,
+    'park',
+    `UPDATE runs SET next_step = :next, status = 'waiting', available_at = :until, lease_owner = NULL, lease_expires_at = NULL
+     WHERE ${HELD}`,
+    { id: runId, owner, next: nextStep, until },
+  )
+}
+
+function endRun(tx: Db, runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): void {
+  guarded(
+    tx,
+    'end',
+    `UPDATE runs SET status = :status, error = :error, finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
+       next_step = coalesce(:next, next_step)
+     WHERE ${HELD}`,
+    { id: runId, owner, status: end.status, error: end.error, now: end.now, next: end.nextStep ?? null },
+  )
+}
+
+/** Finish: the run succeeded (`nextStep` past its last recorded step, when given); the record is free at once. */
+export function finishRun(tx: Db, runId: string, owner: string, now: number, nextStep?: number): void {
+  endRun(tx, runId, owner, { status: 'succeeded', error: null, now, nextStep })
+}
+
+/** Fail: the run failed with `error` (`{code, message, step?}`), `nextStep` at the step that failed when given. */
+export function failRun(tx: Db, runId: string, owner: string, now: number, error: unknown, nextStep?: number): void {
+  endRun(tx, runId, owner, { status: 'failed', error: JSON.stringify(error), now, nextStep })
+}
+
+/**
+ * Cancel: ends an active run whoever holds it (its worker loses the lease and stops at its next write). False when
+ * the run is not active (already finished, or unknown).
+ */
+export function cancelActiveRun(tx: Db, runId: string, now: number): boolean {
+  return (
+    statement(
+      tx,
+      'cancel',
+      `UPDATE runs SET status = 'cancelled', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL
+       WHERE id = :id AND status IN (${ACTIVE})`,
+    ).run({ id: runId, now }).changes > 0
+  )
+}
+
+export interface StepOutcome {
+  runId: string
+  index: number
+  name: string
+  type: string
+  status: 'succeeded' | 'failed'
+  output: unknown
+  error: { code: string; message: string } | null
+  startedAt: number
+  finishedAt: number
+}
+
+/** A step's outcome (`run_steps`), in the transaction (and savepoint) of the step's effects. */
+export function recordStepOutcome(tx: Db, step: StepOutcome): void {
+  statement(
+    tx,
+    'record-step',
+    `INSERT INTO run_steps (run_id, step_index, name, type, status, output, error, started_at, finished_at)
+     VALUES (:runId, :index, :name, :type, :status, :output, :error, :startedAt, :finishedAt)`,
+  ).run({
+    runId: step.runId,
+    index: step.index,
+    name: step.name,
+    type: step.type,
+    status: step.status,
+    output: step.output === undefined ? null : JSON.stringify(step.output),
+    error: step.error ? JSON.stringify(step.error) : null,
+    startedAt: step.startedAt,
+    finishedAt: step.finishedAt,
+  })
+}
+
+/** What a claimed run acts on: its workflow's name, rendering (team, environment, project), collection and definition. */
+export interface RunWorkflow {
+  workflowName: string
+  collectionId: number
+  teamId: number
+  projectId: number
+  environmentId: number
+  /** The run's workflow version's definition (JSON). */
+  definition: string
+}
+
+/** The workflow, rendering and version a run was started on; undefined when the workflow is gone. */
+export function runWorkflow(db: Db, run: Pick<RunRow, 'workflow_id' | 'workflow_version_id'>): RunWorkflow | undefined {
+  return statement(
+    db,
+    'run-workflow',
+    `SELECT w.name AS workflowName, w.collection_id AS collectionId, r.team_id AS teamId, t.project_id AS projectId,
+       r.environment_id AS environmentId, v.definition AS definition
+     FROM workflows w
+       JOIN renderings r ON r.id = w.rendering_id
+       JOIN teams t ON t.id = r.team_id
+       JOIN workflow_versions v ON v.id = :versionId
+     WHERE w.id = :workflowId`,
+  ).all({ versionId: run.workflow_version_id, workflowId: run.workflow_id })[0] as RunWorkflow | undefined
 }
 
 export interface QueueStats {
@@ -161,7 +294,7 @@ export function queueStats(sqlite: Database, now: number): QueueStats {
     byStatus[row.status] = row.n
   }
   const due = sqlite
-    .query("SELECT count(*) AS n, min(available_at) AS oldest FROM runs WHERE status IN ('queued', 'waiting') AND available_at <= ?")
+    .query(`SELECT count(*) AS n, min(available_at) AS oldest FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?`)
     .all(now)[0] as { n: number; oldest: number | null }
   return { byStatus, due: due.n, oldestDueAt: due.oldest }
 }

@@ -1,14 +1,22 @@
 /**
  * The in-process executor (DESIGN §8): workers claim runs under a lease, run their steps one by one and
  * record each step's outcome in one short transaction together with its data effects, guarded by the lease.
+ * Every change of a run's state is a function of the queue (src/db/queue.ts); this file holds no SQL.
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import { eq, sql } from 'drizzle-orm'
 import type { Db, Store } from '../db/open.ts'
-import { prepared } from '../db/prepared.ts'
-import { LeaseLostError, RunQueue, type RunRow } from '../db/queue.ts'
-import { environments, renderings, runSteps, runs, teams, workflows, workflowVersions } from '../db/schema.ts'
+import {
+  advanceRun,
+  failRun,
+  finishRun,
+  LeaseLostError,
+  parkRun,
+  recordStepOutcome,
+  RunQueue,
+  type RunRow,
+  runWorkflow,
+} from '../db/queue.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
@@ -206,25 +214,7 @@ export class Executor {
   }
 
   private loadTarget(run: RunRow): { target: RunTarget; definition: WorkflowDefinition } {
-    const { db } = this.options.store
-    const row = prepared(db, 'executor.run-target', () =>
-      db
-        .select({
-          workflowName: workflows.name,
-          collectionId: workflows.collectionId,
-          teamId: renderings.teamId,
-          projectId: teams.projectId,
-          environmentId: environments.id,
-          definition: workflowVersions.definition,
-        })
-        .from(workflows)
-        .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-        .innerJoin(teams, eq(teams.id, renderings.teamId))
-        .innerJoin(environments, eq(environments.id, renderings.environmentId))
-        .innerJoin(workflowVersions, eq(workflowVersions.id, sql.placeholder('versionId')))
-        .where(eq(workflows.id, sql.placeholder('workflowId')))
-        .prepare(),
-    ).all({ versionId: run.workflow_version_id, workflowId: run.workflow_id })[0]
+    const row = runWorkflow(this.options.store.db, run)
     if (!row) throw new Error(`workflow ${run.workflow_id} of run ${run.id} not found`)
     return {
       target: {
@@ -268,7 +258,7 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.finish(target, 'succeeded', null)
+      await this.persist((tx) => this.finishIn(tx, target, 'succeeded', null))
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -327,15 +317,13 @@ export class Executor {
           if (ctx.signal.aborted) return 'stop'
           throw error
         }
-        await this.persist((tx) => {
-          this.queue.assertOwned(target.run.id, this.owner)
-          this.failIn(tx, ctx, step, index, startedAt, error)
-        })
+        await this.persist((tx) => this.failIn(tx, ctx, step, index, startedAt, error))
         return 'stop'
       }
     }
+    // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
+    // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
     const outcome = await this.persist((tx) => {
-      this.queue.assertOwned(target.run.id, this.owner)
       let record = group.record
       for (const { ctx, step, index, startedAt, apply } of planned) {
         let result: StepResult
@@ -357,16 +345,11 @@ export class Executor {
           return 'stop' as const
         }
         if (typeof result.next === 'object') {
-          tx.update(runs)
-            .set({ nextStep: index + 1, status: 'waiting', availableAt: result.next.waitUntil, leaseOwner: null, leaseExpiresAt: null })
-            .where(eq(runs.id, target.run.id))
-            .run()
+          parkRun(tx, target.run.id, this.owner, index + 1, result.next.waitUntil)
           return 'parked' as const
         }
       }
-      prepared(tx, 'executor.next-step', () =>
-        tx.update(runs).set({ nextStep: sql`${sql.placeholder('next')}` }).where(eq(runs.id, sql.placeholder('id'))).prepare(),
-      ).run({ next: group.to, id: target.run.id })
+      advanceRun(tx, target.run.id, this.owner, group.to)
       return { record }
     })
     if (outcome === 'parked') {
@@ -392,20 +375,17 @@ export class Executor {
     output: unknown,
     error: { code: string; message: string } | null,
   ): void {
-    const now = this.options.clock.now()
-    tx.insert(runSteps)
-      .values({
-        runId: ctx.target.run.id,
-        stepIndex: index,
-        name: ctx.stepName,
-        type: step.type,
-        status,
-        output: output === undefined ? null : JSON.stringify(output),
-        error: error ? JSON.stringify(error) : null,
-        startedAt,
-        finishedAt: now,
-      })
-      .run()
+    recordStepOutcome(tx, {
+      runId: ctx.target.run.id,
+      index,
+      name: ctx.stepName,
+      type: step.type,
+      status,
+      output,
+      error,
+      startedAt,
+      finishedAt: this.options.clock.now(),
+    })
     if (status === 'succeeded') {
       logRunActivity(tx, this.options.clock, ctx.target, {
         action: 'completeWorkflowStep',
@@ -432,26 +412,11 @@ export class Executor {
     }
   }
 
-  private async finish(target: RunTarget, status: 'succeeded' | 'failed', error: unknown): Promise<void> {
-    await this.persist((tx) => {
-      this.queue.assertOwned(target.run.id, this.owner)
-      this.finishIn(tx, target, status, error)
-    })
-  }
-
   /** Ends the run (freeing the record for a new run at once) with its activity entry. */
   private finishIn(tx: Db, target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): void {
-    tx.update(runs)
-      .set({
-        status,
-        error: error === null ? null : JSON.stringify(error),
-        finishedAt: this.options.clock.now(),
-        leaseOwner: null,
-        leaseExpiresAt: null,
-        ...(nextStep === undefined ? {} : { nextStep }),
-      })
-      .where(eq(runs.id, target.run.id))
-      .run()
+    const now = this.options.clock.now()
+    if (status === 'succeeded') finishRun(tx, target.run.id, this.owner, now, nextStep)
+    else failRun(tx, target.run.id, this.owner, now, error, nextStep)
     logRunActivity(tx, this.options.clock, target, {
       action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,

@@ -51,6 +51,17 @@ export function findRecord(db: Db, scope: RecordScope, recordKey: string): Recor
   ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
 }
 
+/** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
+export function replaceRecordData(db: Db, id: number, data: Record<string, unknown>, now: number): void {
+  prepared(db, 'records.replace-data', () =>
+    db
+      .update(records)
+      .set({ data: sql`${sql.placeholder('data')}`, updatedAt: sql`${sql.placeholder('now')}` })
+      .where(eq(records.id, sql.placeholder('id')))
+      .prepare(),
+  ).run({ data: canonicalJson(data), now, id })
+}
+
 export const RECORD_ID_MAX_LENGTH = 1024
 
 /**

@@ -1,11 +1,11 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm'
+import { asc, eq, inArray, lt, sql } from 'drizzle-orm'
 import { randomUUIDv7 } from 'bun'
 import type { Db, Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
-import type { RunQueue } from '../../db/queue.ts'
-import { ACTIVE_RUN_STATUSES, apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
+import { cancelActiveRun, type RunQueue } from '../../db/queue.ts'
+import { apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
 import { allOf, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -97,8 +97,6 @@ export async function startRun(
   })
 }
 
-export type RunRecord = typeof runs.$inferSelect
-
 export function findRun(db: Db, id: string) {
   return db
     .select({ run: runs, projectId: teams.projectId, workflowName: workflows.name, teamId: teams.id, collectionId: workflows.collectionId })
@@ -115,7 +113,7 @@ export function findRun(db: Db, id: string) {
  * parked on it and `until` lies ahead it reads `waiting` (no `finishedAt`), and a run cancelled during the wait shows
  * the wait `cancelled` at the run's end. Otherwise the step reads as recorded.
  */
-function stepState(run: RunRecord, step: typeof runSteps.$inferSelect, now: number) {
+function stepState(run: typeof runs.$inferSelect, step: typeof runSteps.$inferSelect, now: number) {
   const recorded = { status: step.status as 'succeeded' | 'failed' | 'waiting' | 'cancelled', finishedAt: toIsoOrNull(step.finishedAt) }
   if (step.type !== 'wait' || step.stepIndex !== run.nextStep - 1 || !step.output) return recorded
   const until = Date.parse((JSON.parse(step.output) as { until?: string }).until ?? '')
@@ -187,13 +185,7 @@ export function renderRuns(db: Db, ids: string[], now: number) {
 export function cancelRun(db: Db, clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): void {
   const found = findRun(db, runId)
   if (!found) throw new Error(`run ${runId} vanished`)
-  const [cancelled] = db
-    .update(runs)
-    .set({ status: 'cancelled', finishedAt: clock.now(), leaseOwner: null, leaseExpiresAt: null })
-    .where(and(eq(runs.id, runId), inArray(runs.status, [...ACTIVE_RUN_STATUSES])))
-    .returning({ id: runs.id })
-    .all()
-  if (!cancelled) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
+  if (!cancelActiveRun(db, runId, clock.now())) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   appendActivityLog(db, clock, {
     environmentId: found.run.environmentId,
     type: 'write',
