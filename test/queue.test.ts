@@ -18,7 +18,7 @@ import {
   runWorkflow,
 } from '../src/db/queue.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/schema.ts'
-import { write, writeTransaction } from '../src/db/write.ts'
+import { inSavepoint, write, writeTransaction } from '../src/db/write.ts'
 import { testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, userId } from './support/acme.ts'
 
@@ -170,7 +170,7 @@ describe('step outcomes and the run workflow', () => {
     const id = held()
     writeTransaction(env.store, (tx) => {
       expect(() =>
-        tx.transaction((savepoint) => {
+        inSavepoint(tx, (savepoint) => {
           recordStepOutcome(savepoint, { runId: id, index: 0, name: 'a', type: 'load', status: 'succeeded', output: undefined, error: null, startedAt: now, finishedAt: now })
           throw new Error('step failed')
         }),

@@ -71,6 +71,14 @@ export async function write<T>(store: Store, fn: (tx: Db) => T): Promise<T> {
   }
 }
 
+/**
+ * Runs `fn` in a savepoint of the transaction `tx`: when it throws, its writes alone roll back and the error goes on,
+ * the rest of the transaction stays (the executor's steps, one savepoint each).
+ */
+export function inSavepoint<T>(tx: Db, fn: (savepoint: Db) => T): T {
+  return tx.transaction((savepoint) => fn(savepoint as unknown as Db))
+}
+
 /** A write that may be skipped (a `lastUsedAt` stamp): one attempt, no wait; false when the database is busy or full. */
 export function tryWrite(store: Store, fn: (tx: Db) => unknown): boolean {
   try {

@@ -17,7 +17,7 @@ import {
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
-import { write } from '../db/write.ts'
+import { inSavepoint, write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
@@ -328,9 +328,9 @@ export class Executor {
       for (const { ctx, step, index, startedAt, apply } of planned) {
         let result: StepResult
         try {
-          result = tx.transaction((savepoint) => {
-            const result = apply(savepoint as unknown as Db)
-            this.recordStep(savepoint as unknown as Db, ctx, step, index, startedAt, 'succeeded', result.output, null)
+          result = inSavepoint(tx, (savepoint) => {
+            const result = apply(savepoint)
+            this.recordStep(savepoint, ctx, step, index, startedAt, 'succeeded', result.output, null)
             return result
           })
         } catch (error) {
