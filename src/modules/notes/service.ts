@@ -147,21 +147,35 @@ export interface NewNote {
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
 export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): NoteRow {
   const createdAt = nextCreatedAt(db, NOTE_TIMES, input.environmentId, clock.now(), true)
-  const [note] = db
-    .insert(notes)
-    .values({
-      environmentId: input.environmentId,
-      teamId: input.teamId,
-      collectionId: input.collectionId,
-      recordId: input.recordId,
-      title: input.title,
-      userId: actor.userId,
-      createdAt,
-      updatedAt: createdAt,
-    })
-    .returning()
-    .all()
-  db.insert(noteMessages).values({ noteId: note!.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt }).run()
+  // Prepared: the executor's `note` step creates notes too, one per run.
+  const p = (name: string) => sql.placeholder(name)
+  const [note] = prepared(db, 'notes.insert', () =>
+    db
+      .insert(notes)
+      .values({
+        environmentId: p('environmentId'),
+        teamId: p('teamId'),
+        collectionId: p('collectionId'),
+        recordId: p('recordId'),
+        title: p('title'),
+        userId: p('userId'),
+        createdAt: p('createdAt'),
+        updatedAt: p('createdAt'),
+      })
+      .returning()
+      .prepare(),
+  ).all({
+    environmentId: input.environmentId,
+    teamId: input.teamId,
+    collectionId: input.collectionId,
+    recordId: input.recordId,
+    title: input.title,
+    userId: actor.userId,
+    createdAt,
+  })
+  prepared(db, 'note-messages.insert', () =>
+    db.insert(noteMessages).values({ noteId: p('noteId'), userId: p('userId'), content: p('content'), createdAt: p('createdAt') }).prepare(),
+  ).run({ noteId: note!.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
   logNote(db, clock, note!, actor, 'createNote', `created note "${input.title}"`)
   return note!
 }
