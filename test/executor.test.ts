@@ -29,6 +29,7 @@ import {
   applyAcme,
   hookPath,
   ordersWorkflow,
+  refundRunBase,
   reportHook,
   tokenFor,
   userId,
@@ -1022,10 +1023,7 @@ describe('queue and condition step (no executor running)', () => {
     })
     applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     queue = new RunQueue(env.store.sqlite)
-    const workflow = env.store.sqlite
-      .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
-      .get() as { id: number; v: number; e: number }
-    base = { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(env.store, 'bob'), tokenId: null, trigger: 'webhook' }
+    base = refundRunBase(env.store)
   })
   afterAll(() => env.cleanup())
 

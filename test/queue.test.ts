@@ -20,7 +20,7 @@ import {
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/schema.ts'
 import { inSavepoint, write, writeTransaction } from '../src/db/write.ts'
 import { testEnv, type TestEnv } from './helpers.ts'
-import { acmeDocument, applyAcme, userId } from './support/acme.ts'
+import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
 
 const now = Date.UTC(2026, 10, 21, 12, 0, 0)
 const LEASE = 30_000
@@ -34,10 +34,7 @@ beforeAll(() => {
   env = testEnv()
   applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
   queue = new RunQueue(env.store.sqlite)
-  const workflow = env.store.sqlite
-    .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
-    .get() as { id: number; v: number; e: number }
-  base = { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(env.store, 'bob'), tokenId: null, trigger: 'webhook' }
+  base = refundRunBase(env.store)
 })
 afterAll(() => env.cleanup())
 

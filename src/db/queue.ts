@@ -72,6 +72,10 @@ function isUniqueViolation(error: unknown): boolean {
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
+/**
+ * The queue's statements that stand alone (each its own write, or the start inside the trigger's transaction),
+ * prepared once on `sqlite`, which must be opened `strict` (as src/db/open.ts does) for the named parameters.
+ */
 export class RunQueue {
   private readonly insertStatement
   private readonly activeRunStatement

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Store } from '../../src/db/open.ts'
+import type { NewRun } from '../../src/db/queue.ts'
 import type { Clock } from '../../src/lib/clock.ts'
 import { applyDocument, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
@@ -120,4 +121,12 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
  */
 export function ordersWorkflow(name: string, steps: Record<string, unknown>[], overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { name, environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true }, steps, ...overrides }
+}
+
+/** A queued run of 'Refund order' as bob by webhook, but for its id, record and time (queue tests insert these). */
+export function refundRunBase(store: Store): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+  const workflow = store.sqlite
+    .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
+    .get() as { id: number; v: number; e: number }
+  return { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(store, 'bob'), tokenId: null, trigger: 'webhook' }
 }
