@@ -3,10 +3,14 @@
  * storage face's own operations (src/db: open, migrate, backup, checkpoint, transactions); it holds no SQL, imports
  * neither Drizzle, the driver nor the schema, and never reaches for the raw connection (`store.sqlite`, `store.db`).
  */
-import { describe, expect, test } from 'bun:test'
+import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { repoRoot } from './helpers.ts'
+import { sql } from 'drizzle-orm'
+import { openMigrated } from '../src/db/migrate.ts'
+import { databasePath } from '../src/db/open.ts'
+import { readTransaction } from '../src/db/read.ts'
+import { repoRoot, tempDir } from './helpers.ts'
 
 const CLI_DIR = join(repoRoot, 'src/cli')
 
@@ -86,4 +90,51 @@ describe('src/cli reaches the database only through services and src/db', () => 
     ]
     expect(fine.flatMap((line) => layerOffences('sample.ts', line))).toEqual([])
   })
+})
+
+describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no lock', () => {
+  const dir = tempDir('trellis-layers-cli-')
+  afterAll(() => dir.cleanup())
+
+  test('reads at once while another process holds the write lock, and sees neither its uncommitted rows nor later commits', async () => {
+    const store = openMigrated(dir.path)
+    const migrationsNamed = (db: Parameters<Parameters<typeof readTransaction>[1]>[0], name: string) =>
+      (db.all(sql`SELECT count(*) AS n FROM trellis_migrations WHERE name = ${name}`) as { n: number }[])[0]!.n
+    // Another process takes the write lock, writes a row, holds the lock 1.5 s, then commits.
+    const writer = Bun.spawn(
+      [
+        process.execPath,
+        '-e',
+        `const { Database } = require('bun:sqlite')
+         const db = new Database(${JSON.stringify(databasePath(dir.path))})
+         db.run('BEGIN IMMEDIATE')
+         db.run("INSERT INTO trellis_migrations (name, applied_at) VALUES ('zz_locked', 1)")
+         console.log('locked')
+         Bun.sleepSync(1500)
+         db.run('COMMIT')`,
+      ],
+      { stdout: 'pipe', stderr: 'inherit' },
+    )
+    try {
+      const reader = writer.stdout.getReader()
+      const first = await reader.read()
+      expect(new TextDecoder().decode(first.value)).toContain('locked')
+      const started = performance.now()
+      const seen = readTransaction(store, (db) => {
+        const before = migrationsNamed(db, 'zz_locked')
+        Bun.sleepSync(2000) // the writer commits meanwhile
+        return { before, after: migrationsNamed(db, 'zz_locked') }
+      })
+      const waitedMs = performance.now() - started
+      expect(seen).toEqual({ before: 0, after: 0 })
+      // It did not wait for the lock (the CLI's connection would wait up to 5 s for one): 2 s of its own sleep, no more.
+      expect(waitedMs).toBeLessThan(3000)
+      expect(await writer.exited).toBe(0)
+      // A new snapshot sees the commit.
+      expect(readTransaction(store, (db) => migrationsNamed(db, 'zz_locked'))).toBe(1)
+    } finally {
+      writer.kill()
+      store.close()
+    }
+  }, 20_000)
 })
