@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { ApplyError, type ApplyReport, applyDocument, parseApplyText } from '../modules/apply/service.ts'
-import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, withStore } from './command.ts'
 
 export const applyCommand: Command = {
   summary: 'create or update users, projects, workflows… from a YAML or JSON file (idempotent)',
@@ -23,15 +23,16 @@ export const applyCommand: Command = {
     } catch (error) {
       throw new CommandError(`cannot read ${path}: ${(error as Error).message}`)
     }
-    const store = openMigrated(config)
     try {
-      const report = applyDocument(parseApplyText(text), {
-        store,
-        clock: systemClock,
-        secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
-        baseUrl: config.baseUrl,
-        actorEmail: parsed.values.as as string | undefined,
-      })
+      const report = withStore(config, (store) =>
+        applyDocument(parseApplyText(text), {
+          store,
+          clock: systemClock,
+          secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
+          baseUrl: config.baseUrl,
+          actorEmail: parsed.values.as as string | undefined,
+        }),
+      )
       io.out(parsed.values.json ? JSON.stringify(report, null, 2) : humanReport(report))
       return 0
     } catch (error) {
@@ -39,8 +40,6 @@ export const applyCommand: Command = {
         throw new CommandError(`${path} was not applied; nothing changed:\n${error.message}`)
       }
       throw error
-    } finally {
-      store.close()
     }
   },
 }

@@ -28,7 +28,7 @@ export const backupCommand: Command = {
     closeSync(openSync(partial, 'wx', 0o600))
     const store = openStore(config.dataDir)
     try {
-      backupInto(store.sqlite, partial)
+      backupInto(store, partial)
       renameSync(partial, target)
     } catch (error) {
       rmSync(partial, { force: true })

@@ -1,12 +1,17 @@
 /**
  * What every CLI command shares: its flags (parsed and listed in --help from one table), usage errors (exit 2),
- * failures (exit 1), opening the store.
+ * failures (exit 1), the store opened around one transaction. Commands call services and the storage face's own
+ * operations (src/db); they never query the database themselves (test/layers-cli.test.ts).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
-import { migrate } from '../db/migrate.ts'
-import { openStore, type Store } from '../db/open.ts'
+import { openMigrated } from '../db/migrate.ts'
+import type { Db, Store } from '../db/open.ts'
+import { readTransaction } from '../db/read.ts'
+import { writeTransaction } from '../db/write.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'
+import { findProjectByName, type Project } from '../modules/projects/service.ts'
+import { findUserByEmail, type User } from '../modules/users/service.ts'
 
 /** Wrong invocation: exit 2. */
 export class UsageError extends Error {}
@@ -135,11 +140,41 @@ export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean; s
   }
 }
 
-/** Opens the data directory's database and brings its schema up to date. */
-export function openMigrated(config: Config): Store {
-  const store = openStore(config.dataDir)
-  migrate(store.sqlite)
-  return store
+/** Opens the data directory's database (migrated), runs `fn` with it, closes it. */
+export function withStore<T>(config: Config, fn: (store: Store) => T): T {
+  const store = openMigrated(config.dataDir)
+  try {
+    return fn(store)
+  } finally {
+    store.close()
+  }
+}
+
+/**
+ * `fn` in one write transaction of the data directory's database: everything it changes commits together or not
+ * at all. The CLI's connection waits in the driver for another process's lock (README "Storage faults").
+ */
+export function inWriteTransaction<T>(config: Config, fn: (tx: Db) => T): T {
+  return withStore(config, (store) => writeTransaction(store, fn))
+}
+
+/** `fn` over one consistent snapshot of the data directory's database. */
+export function inReadTransaction<T>(config: Config, fn: (db: Db) => T): T {
+  return withStore(config, (store) => readTransaction(store, fn))
+}
+
+/** The project with this name, or exit 1 `unknown project NAME`. */
+export function requireProjectByName(db: Db, name: string): Project {
+  const project = findProjectByName(db, name)
+  if (!project) throw new CommandError(`unknown project ${name}`)
+  return project
+}
+
+/** The user with this email, or exit 1 `unknown user EMAIL`. */
+export function requireUserByEmail(db: Db, email: string): User {
+  const user = findUserByEmail(db, email)
+  if (!user) throw new CommandError(`unknown user ${email}`)
+  return user
 }
 
 /** First line of stdin, for `--password-stdin`. */

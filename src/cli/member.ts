@@ -1,10 +1,6 @@
-import { eq } from 'drizzle-orm'
-import { writeTransaction } from '../db/write.ts'
-import { PERMISSION_LEVELS, type PermissionLevel, projects } from '../db/schema.ts'
 import { systemClock } from '../lib/clock.ts'
-import { removeProjectMember, setProjectMember } from '../modules/members/service.ts'
-import { findUserByEmail } from '../modules/users/service.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, required, stringFlag, UsageError } from './command.ts'
+import { PERMISSION_LEVELS, type PermissionLevel, removeProjectMember, setProjectMember } from '../modules/members/service.ts'
+import { type Command, configFrom, inWriteTransaction, parseFlags, required, requireProjectByName, requireUserByEmail, stringFlag, UsageError } from './command.ts'
 
 export const memberCommand: Command = {
   summary: "set a user's permission level in a project, or remove them from it",
@@ -25,36 +21,22 @@ export const memberCommand: Command = {
     if (!PERMISSION_LEVELS.includes(role as PermissionLevel)) {
       throw new UsageError(`--role must be one of ${PERMISSION_LEVELS.join(', ')}`)
     }
-    const store = openMigrated(configFrom(parsed))
-    try {
-      const outcome = writeTransaction(store, (tx) => {
-        const project = tx.select().from(projects).where(eq(projects.name, projectName)).get()
-        if (!project) throw new CommandError(`unknown project ${projectName}`)
-        const user = findUserByEmail(tx, email)
-        if (!user) throw new CommandError(`unknown user ${email}`)
-        return setProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, role: role as PermissionLevel, actorId: null })
-      })
-      io.out(outcome === 'unchanged' ? `${email} is already ${role} in ${projectName}` : `${email} is now ${role} in ${projectName}`)
-      return 0
-    } finally {
-      store.close()
-    }
+    const outcome = inWriteTransaction(configFrom(parsed), (tx) => {
+      const project = requireProjectByName(tx, projectName)
+      const user = requireUserByEmail(tx, email)
+      return setProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, role: role as PermissionLevel, actorId: null })
+    })
+    io.out(outcome === 'unchanged' ? `${email} is already ${role} in ${projectName}` : `${email} is now ${role} in ${projectName}`)
+    return 0
   },
 }
 
 async function removeFromCli(parsed: ReturnType<typeof parseFlags>, projectName: string, email: string, io: Parameters<Command['run']>[1]) {
-  const store = openMigrated(configFrom(parsed))
-  try {
-    const removed = writeTransaction(store, (tx) => {
-      const project = tx.select().from(projects).where(eq(projects.name, projectName)).get()
-      if (!project) throw new CommandError(`unknown project ${projectName}`)
-      const user = findUserByEmail(tx, email)
-      if (!user) throw new CommandError(`unknown user ${email}`)
-      return removeProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, actorId: null })
-    })
-    io.out(removed ? `removed ${email} from ${projectName}` : `${email} is not a member of ${projectName}`)
-    return 0
-  } finally {
-    store.close()
-  }
+  const removed = inWriteTransaction(configFrom(parsed), (tx) => {
+    const project = requireProjectByName(tx, projectName)
+    const user = requireUserByEmail(tx, email)
+    return removeProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, actorId: null })
+  })
+  io.out(removed ? `removed ${email} from ${projectName}` : `${email} is not a member of ${projectName}`)
+  return 0
 }

@@ -1,4 +1,4 @@
-import { migrate } from '../db/migrate.ts'
+import { migrateStore } from '../db/migrate.ts'
 import { openStore } from '../db/open.ts'
 import { type Command, configFrom, parseFlags } from './command.ts'
 
@@ -10,7 +10,7 @@ export const migrateCommand: Command = {
     const config = configFrom(parseFlags(argv, this.flags))
     const store = openStore(config.dataDir)
     try {
-      const applied = migrate(store.sqlite)
+      const applied = migrateStore(store)
       io.out(applied.length ? `applied ${applied.join(', ')}` : 'database is up to date')
       return 0
     } finally {

@@ -2,7 +2,9 @@ import { createApp } from '../app.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
+import { openMigrated } from '../db/migrate.ts'
 import { keepEventLoopFree } from '../db/open.ts'
+import { readTransaction } from '../db/read.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -15,7 +17,7 @@ import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
 import { readStoredSso } from '../modules/auth/oidc-settings.ts'
-import { type Command, configFrom, openMigrated, parseFlags, SETTING_FLAGS } from './command.ts'
+import { type Command, configFrom, parseFlags, SETTING_FLAGS } from './command.ts'
 
 /** Signals -1 to main: the process keeps running until a signal stops it. */
 export const KEEP_RUNNING = -1
@@ -43,12 +45,13 @@ export const serveCommand: Command = {
     const startConfig = configFrom(parsed)
     const logger = createLogger(startConfig.logLevel)
     // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
-    const store = openMigrated(startConfig)
+    const store = openMigrated(startConfig.dataDir)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
-    const config = configFrom(parsed, { storedSso: readStoredSso(store.db) })
+    const stored = readTransaction(store, (db) => ({ sso: readStoredSso(db), noUsers: countUsers(db) === 0 }))
+    const config = configFrom(parsed, { storedSso: stored.sso })
     keepEventLoopFree(store, config.dbBusyWaitMs)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
-    const setup = countUsers(store.db) === 0 ? SetupGate.open() : undefined
+    const setup = stored.noUsers ? SetupGate.open() : undefined
     const executor = new Executor({
       store,
       clock: systemClock,
@@ -71,7 +74,7 @@ export const serveCommand: Command = {
     executor.start()
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-    const maintenance = scheduleMaintenance(store.sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
+    const maintenance = scheduleMaintenance(store, (error) => logger.error('database maintenance failed', { error: error.message }))
     logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })
     if (setup) {
       io.out(
@@ -100,7 +103,7 @@ export const serveCommand: Command = {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
           await server.stop(true)
         }
-        const checkpoint = checkpointWal(store.sqlite)
+        const checkpoint = checkpointWal(store)
         store.close()
         logger.info('stopped', { walCheckpointed: !checkpoint.busy })
         process.exit(0)

@@ -1,6 +1,3 @@
-import { eq } from 'drizzle-orm'
-import { writeTransaction } from '../db/write.ts'
-import { projects } from '../db/schema.ts'
 import { systemClock } from '../lib/clock.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
 import {
@@ -16,8 +13,7 @@ import {
   SCOPES,
   TokenInputError,
 } from '../modules/tokens/service.ts'
-import { findUserByEmail } from '../modules/users/service.ts'
-import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, required, stringFlag, UsageError } from './command.ts'
+import { booleanFlag, type Command, CommandError, configFrom, inReadTransaction, inWriteTransaction, parseFlags, required, requireProjectByName, requireUserByEmail, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
   'trellis token create --user EMAIL --project NAME --name NAME [--scopes a,b | --preset read-only|read-write] [--expires-in 30d | --expires-at ISO]',
@@ -66,89 +62,66 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
   if (expiresAt === null) throw new UsageError(`--expires-at is not an ISO 8601 date-time: "${expiresAtText}"`)
   const expiresInDays = v['expires-in'] === undefined ? undefined : parseExpiresIn(v['expires-in'] as string)
   const scopes = typeof v.scopes === 'string' ? v.scopes.split(',').map((s) => s.trim()).filter(Boolean) : undefined
-  const store = openMigrated(configFrom(parsed))
-  try {
-    const value = writeTransaction(store, (tx) => {
-      const now = systemClock.now()
-      let resolved
-      let expiry
-      try {
-        resolved = resolveScopes(scopes, v.preset as string | undefined)
-        // Hours are allowed on the CLI: convert to an absolute time first.
-        expiry =
-          expiresInDays !== undefined && !Number.isInteger(expiresInDays)
-            ? resolveExpiry(now, now + Math.round(expiresInDays * 86_400_000), undefined)
-            : resolveExpiry(now, expiresAt, expiresInDays)
-      } catch (error) {
-        if (error instanceof TokenInputError) throw new UsageError(error.message)
-        throw error
-      }
-      const user = findUserByEmail(tx, email)
-      if (!user) throw new CommandError(`unknown user ${email}`)
-      if (user.disabledAt !== null) throw new CommandError(`user ${email} is disabled`)
-      const project = tx.select().from(projects).where(eq(projects.name, projectName)).get()
-      if (!project) throw new CommandError(`unknown project ${projectName}`)
-      if (!isMemberOf(tx, user.id, project.id)) throw new CommandError(`${email} is not a member of ${projectName}`)
-      if (project.sso) throw new CommandError(`${projectName} uses SSO: its tokens must be generated while logged in with SSO`)
-      return createToken(tx, systemClock, {
-        name,
-        userId: user.id,
-        projectId: project.id,
-        scopes: resolved,
-        expiresAt: expiry,
-        createdWithSso: false,
-        actorId: null,
-      }).value
-    })
-    io.out(value)
-    return 0
-  } finally {
-    store.close()
-  }
+  const value = inWriteTransaction(configFrom(parsed), (tx) => {
+    const now = systemClock.now()
+    let resolved
+    let expiry
+    try {
+      resolved = resolveScopes(scopes, v.preset as string | undefined)
+      // Hours are allowed on the CLI: convert to an absolute time first.
+      expiry =
+        expiresInDays !== undefined && !Number.isInteger(expiresInDays)
+          ? resolveExpiry(now, now + Math.round(expiresInDays * 86_400_000), undefined)
+          : resolveExpiry(now, expiresAt, expiresInDays)
+    } catch (error) {
+      if (error instanceof TokenInputError) throw new UsageError(error.message)
+      throw error
+    }
+    const user = requireUserByEmail(tx, email)
+    if (user.disabledAt !== null) throw new CommandError(`user ${email} is disabled`)
+    const project = requireProjectByName(tx, projectName)
+    if (!isMemberOf(tx, user.id, project.id)) throw new CommandError(`${email} is not a member of ${projectName}`)
+    if (project.sso) throw new CommandError(`${projectName} uses SSO: its tokens must be generated while logged in with SSO`)
+    return createToken(tx, systemClock, {
+      name,
+      userId: user.id,
+      projectId: project.id,
+      scopes: resolved,
+      expiresAt: expiry,
+      createdWithSso: false,
+      actorId: null,
+    }).value
+  })
+  io.out(value)
+  return 0
 }
 
 async function listFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters<Command['run']>[1]) {
-  const store = openMigrated(configFrom(parsed))
-  try {
+  const rows = inReadTransaction(configFrom(parsed), (db) => {
     const filter: { projectId?: number; userId?: number } = {}
-    if (typeof parsed.values.project === 'string') {
-      const project = store.db.select().from(projects).where(eq(projects.name, parsed.values.project)).get()
-      if (!project) throw new CommandError(`unknown project ${parsed.values.project}`)
-      filter.projectId = project.id
+    if (typeof parsed.values.project === 'string') filter.projectId = requireProjectByName(db, parsed.values.project).id
+    if (typeof parsed.values.user === 'string') filter.userId = requireUserByEmail(db, parsed.values.user).id
+    return listTokens(db, { ...filter, includeRevoked: true }).map(cliTokenView)
+  })
+  if (parsed.values.json) {
+    io.out(JSON.stringify(rows, null, 2))
+  } else {
+    for (const t of rows) {
+      const state = t.revokedAt ? `revoked ${t.revokedAt}` : t.expiresAt ? `expires ${t.expiresAt}` : 'no expiry'
+      io.out(`${t.id}\t${t.prefix}…\t${t.name}\t${t.user}\t${t.project}\t${t.scopes.join(',')}\tlast used ${t.lastUsedAt ?? 'never'}\t${state}`)
     }
-    if (typeof parsed.values.user === 'string') {
-      const user = findUserByEmail(store.db, parsed.values.user)
-      if (!user) throw new CommandError(`unknown user ${parsed.values.user}`)
-      filter.userId = user.id
-    }
-    const rows = listTokens(store.db, { ...filter, includeRevoked: true }).map(cliTokenView)
-    if (parsed.values.json) {
-      io.out(JSON.stringify(rows, null, 2))
-    } else {
-      for (const t of rows) {
-        const state = t.revokedAt ? `revoked ${t.revokedAt}` : t.expiresAt ? `expires ${t.expiresAt}` : 'no expiry'
-        io.out(`${t.id}\t${t.prefix}…\t${t.name}\t${t.user}\t${t.project}\t${t.scopes.join(',')}\tlast used ${t.lastUsedAt ?? 'never'}\t${state}`)
-      }
-    }
-    return 0
-  } finally {
-    store.close()
   }
+  return 0
 }
 
 async function revokeFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters<Command['run']>[1]) {
   const idText = parsed.positionals[0]
   if (!idText || !/^\d+$/.test(idText)) throw new UsageError('revoke needs a token ID (see `trellis token list`)')
-  const store = openMigrated(configFrom(parsed))
-  try {
-    const revoked = writeTransaction(store, (tx) => {
-      const token = findToken(tx, Number(idText))
-      if (!token) throw new CommandError(`unknown token ${idText}`)
-      return revokeToken(tx, systemClock, token, null)
-    })
-    io.out(revoked ? `revoked token ${idText}` : `token ${idText} was already revoked`)
-    return 0
-  } finally {
-    store.close()
-  }
+  const revoked = inWriteTransaction(configFrom(parsed), (tx) => {
+    const token = findToken(tx, Number(idText))
+    if (!token) throw new CommandError(`unknown token ${idText}`)
+    return revokeToken(tx, systemClock, token, null)
+  })
+  io.out(revoked ? `revoked token ${idText}` : `token ${idText} was already revoked`)
+  return 0
 }

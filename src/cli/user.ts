@@ -1,8 +1,7 @@
-import { writeTransaction } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { setUserDeactivated } from '../modules/members/service.ts'
-import { createUser, findUserByEmail, hashPassword, passwordProblem, setInstanceAdmin, setUserPasswordHash } from '../modules/users/service.ts'
-import { booleanFlag, type Command, CommandError, configFrom, openMigrated, parseFlags, readSecretLine, required, stringFlag, UsageError } from './command.ts'
+import { createUser, hashPassword, passwordProblem, setInstanceAdmin, setUserPasswordHash } from '../modules/users/service.ts'
+import { booleanFlag, type Command, CommandError, configFrom, inWriteTransaction, parseFlags, readSecretLine, required, requireUserByEmail, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
   'trellis user create --email E --username U [--password-stdin] [--instance-admin]',
@@ -36,35 +35,29 @@ export const userCommand: Command = {
       if (problem) throw new CommandError(`password ${problem}`)
     }
     const passwordHash = password === undefined ? undefined : hashPassword(password)
-    const store = openMigrated(configFrom(parsed))
-    try {
-      const message = writeTransaction(store, (tx) => {
-        if (sub === 'create') {
-          const username = required(parsed, 'username')
-          const isInstanceAdmin = parsed.values['instance-admin'] === true
-          const user = createUser(tx, systemClock, { email, username, passwordHash, isInstanceAdmin, actorId: null })
-          return `created ${isInstanceAdmin ? 'instance administrator' : 'user'} ${user.email} (id ${user.id})`
-        }
-        const user = findUserByEmail(tx, email)
-        if (!user) throw new CommandError(`unknown user ${email}`)
-        if (sub === 'instance-admin') {
-          const grant = parsed.values.revoke !== true
-          const changed = setInstanceAdmin(tx, systemClock, user, grant, null)
-          const state = grant ? 'an instance administrator' : 'not an instance administrator'
-          return changed ? `${user.email} is now ${state}` : `${user.email} is already ${state}`
-        }
-        if (sub === 'set-password') {
-          setUserPasswordHash(tx, systemClock, user.id, passwordHash!)
-          return `password set for ${user.email}`
-        }
-        const disable = sub === 'disable'
-        if (!setUserDeactivated(tx, systemClock, user.id, disable, null)) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
-        return `${disable ? 'disabled' : 'enabled'} ${user.email}`
-      })
-      io.out(message)
-      return 0
-    } finally {
-      store.close()
-    }
+    const message = inWriteTransaction(configFrom(parsed), (tx) => {
+      if (sub === 'create') {
+        const username = required(parsed, 'username')
+        const isInstanceAdmin = parsed.values['instance-admin'] === true
+        const user = createUser(tx, systemClock, { email, username, passwordHash, isInstanceAdmin, actorId: null })
+        return `created ${isInstanceAdmin ? 'instance administrator' : 'user'} ${user.email} (id ${user.id})`
+      }
+      const user = requireUserByEmail(tx, email)
+      if (sub === 'instance-admin') {
+        const grant = parsed.values.revoke !== true
+        const changed = setInstanceAdmin(tx, systemClock, user, grant, null)
+        const state = grant ? 'an instance administrator' : 'not an instance administrator'
+        return changed ? `${user.email} is now ${state}` : `${user.email} is already ${state}`
+      }
+      if (sub === 'set-password') {
+        setUserPasswordHash(tx, systemClock, user.id, passwordHash!)
+        return `password set for ${user.email}`
+      }
+      const disable = sub === 'disable'
+      if (!setUserDeactivated(tx, systemClock, user.id, disable, null)) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
+      return `${disable ? 'disabled' : 'enabled'} ${user.email}`
+    })
+    io.out(message)
+    return 0
   },
 }

@@ -1,10 +1,9 @@
-import { writeTransaction } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { requireProject } from '../modules/projects/service.ts'
 import { changeWebhook, requireWorkflow, type WebhookChange, webhookSettings } from '../modules/webhooks/service.ts'
 import { HttpError } from '../http/errors.ts'
-import { type Command, CommandError, configFrom, openMigrated, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, UsageError } from './command.ts'
+import { type Command, CommandError, configFrom, inWriteTransaction, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, UsageError } from './command.ts'
 
 const TARGET = '--project P --environment E --team T --workflow W'
 const USAGE = [
@@ -40,9 +39,8 @@ export const webhookCommand: Command = {
     }
     const change = changeFor(sub, parsed.values['per-minute'])
     const config = configFrom(parsed, { servedBaseUrl: true })
-    const store = openMigrated(config)
     try {
-      const target = writeTransaction(store, (tx) => {
+      const target = inWriteTransaction(config, (tx) => {
         const project = requireProject(tx, names.project)
         const target = requireWorkflow(tx, project.id, names.environment, names.team, names.workflow)
         return change ? changeWebhook(tx, systemClock, target, change, null) : target
@@ -58,8 +56,6 @@ export const webhookCommand: Command = {
     } catch (error) {
       if (error instanceof HttpError) throw new CommandError(error.message)
       throw error
-    } finally {
-      store.close()
     }
   },
 }

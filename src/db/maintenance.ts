@@ -1,6 +1,7 @@
 /** Maintenance SQL: log retention batches, WAL checkpoints, planner statistics. */
 import type { Database } from 'bun:sqlite'
 import { Cron } from 'croner'
+import type { Store } from './open.ts'
 
 export type LogTable = 'activity_logs' | 'admin_logs'
 
@@ -14,8 +15,8 @@ export function deleteLogBatch(sqlite: Database, table: LogTable, cutoff: number
  * Copies every committed page from the WAL into the database file and truncates the WAL (graceful shutdown:
  * the file alone is then complete). `busy` is true when a reader elsewhere (a CLI process) kept it from finishing.
  */
-export function checkpointWal(sqlite: Database): { busy: boolean; walPages: number; checkpointedPages: number } {
-  const [row] = sqlite.query('PRAGMA wal_checkpoint(TRUNCATE)').all() as { busy: number; log: number; checkpointed: number }[]
+export function checkpointWal(store: Store): { busy: boolean; walPages: number; checkpointedPages: number } {
+  const [row] = store.sqlite.query('PRAGMA wal_checkpoint(TRUNCATE)').all() as { busy: number; log: number; checkpointed: number }[]
   return { busy: row?.busy === 1, walPages: row?.log ?? 0, checkpointedPages: row?.checkpointed ?? 0 }
 }
 
@@ -29,10 +30,10 @@ export function optimizeDatabase(sqlite: Database): void {
 }
 
 /** Runs optimizeDatabase now and then daily at 04:07 (croner); the returned job stops with the server. */
-export function scheduleMaintenance(sqlite: Database, onError: (error: Error) => void): Cron {
+export function scheduleMaintenance(store: Store, onError: (error: Error) => void): Cron {
   const run = () => {
     try {
-      optimizeDatabase(sqlite)
+      optimizeDatabase(store.sqlite)
     } catch (error) {
       onError(error as Error)
     }

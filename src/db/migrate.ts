@@ -4,6 +4,7 @@
  */
 import type { Database } from 'bun:sqlite'
 import { migrations as embedded } from './migrations.generated.ts'
+import { openStore, type Store } from './open.ts'
 
 export interface Migration {
   name: string
@@ -32,6 +33,23 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
     if (apply.immediate()) applied.push(migration.name)
   }
   return applied
+}
+
+/** `migrate` for the store's connection: the names of the migrations this call applied (`trellis migrate`). */
+export function migrateStore(store: Store): string[] {
+  return migrate(store.sqlite)
+}
+
+/** Opens the data directory's database (the CLI's connection, see `openStore`) and brings its schema up to date. */
+export function openMigrated(dataDir: string): Store {
+  const store = openStore(dataDir)
+  try {
+    migrateStore(store)
+  } catch (error) {
+    store.close()
+    throw error
+  }
+  return store
 }
 
 /** Names of embedded migrations not yet applied (for /readyz). */

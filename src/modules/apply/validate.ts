@@ -6,9 +6,10 @@
 import { eq } from 'drizzle-orm'
 import { issuerProblem } from '../../config.ts'
 import type { Db } from '../../db/open.ts'
-import { collections, environments, projects, teams, users } from '../../db/schema.ts'
+import { collections, environments, teams, users } from '../../db/schema.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import type { Problem } from '../../lib/validation.ts'
+import { findProjectByName } from '../projects/service.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
 import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { ApplyFile, ApplyProject } from './model.ts'
@@ -66,7 +67,7 @@ export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string):
 type Report = (path: string, message: string) => void
 
 function existingNames(db: Db, projectName: string): ProjectNames {
-  const project = db.select({ id: projects.id }).from(projects).where(eq(projects.name, projectName)).get()
+  const project = findProjectByName(db, projectName)
   if (!project) return { environments: new Set(), teams: new Set(), collections: new Set() }
   const namesOf = (table: typeof environments | typeof teams | typeof collections) =>
     new Set(db.select({ name: table.name }).from(table).where(eq(table.projectId, project.id)).all().map((r) => r.name))

@@ -7,6 +7,9 @@ import { conflict } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
 
+/** The permission levels a project member can hold (the CLI's `--role`). */
+export { PERMISSION_LEVELS, type PermissionLevel } from '../../db/schema.ts'
+
 export type Outcome = 'created' | 'updated' | 'unchanged'
 
 /** The compatibility document's `user-project` value: the user, their permission level and teams. */

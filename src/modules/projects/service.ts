@@ -9,10 +9,16 @@ import { notFound } from '../../http/errors.ts'
 export type Project = typeof projects.$inferSelect
 export type Environment = typeof environments.$inferSelect
 
-export function requireProject(db: Db, name: string): Project {
-  const project = prepared(db, 'projects.by-name', () =>
+/** The project with this exact (case-sensitive) name: the one lookup of a project by name (API, apply, CLI). */
+export function findProjectByName(db: Db, name: string): Project | undefined {
+  return prepared(db, 'projects.by-name', () =>
     db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).prepare(),
   ).all({ name })[0]
+}
+
+/** The project with this name, else 404 `not_found`. */
+export function requireProject(db: Db, name: string): Project {
+  const project = findProjectByName(db, name)
   if (!project) throw notFound(`Project ${name} not found`)
   return project
 }

@@ -11,7 +11,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
-import type { Project } from './service.ts'
+import { findProjectByName, type Project } from './service.ts'
 
 export const NAME_MAX_LENGTH = 200
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -45,10 +45,6 @@ function partValue(part: Part, name: string) {
 
 /** Extension values keep the document's `{name}` shape, with a readable description (README "Activity and admin logs"). */
 const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${project.name} (SSO ${project.sso ? 'on' : 'off'})` })
-
-export function findProjectByName(db: Db, name: string): Project | undefined {
-  return db.select().from(projects).where(eq(projects.name, name)).get()
-}
 
 /** A new project (409 `name_taken` when the name is used). Its admin log starts with the creation (resource `project`). */
 export function createProject(db: Db, clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Project {
