@@ -1,6 +1,6 @@
 /** `GET /v1/project/{p}/admin-logs` (scope admin_logs:read, Admin) — shapes of `listAdminLogs`. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, textFilter } from '../../http/list-schema.ts'

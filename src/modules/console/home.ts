@@ -1,10 +1,9 @@
 /** Console: the login page, the list of the user's projects, and a project's overview. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html } from '../../console/html.ts'
-import { readCookie } from '../../http/auth-plugin.ts'
 import { queryOf } from '../../http/list.ts'
-import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
+import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
@@ -40,7 +39,7 @@ export function homePages(deps: AppDeps) {
     .get('/login', ({ request }) => {
       const query = queryOf(request)
       const next = safeNext(query.next)
-      if (findSession(db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))) return redirect(next)
+      if (sessionOf(db, deps.clock, request)) return redirect(next)
       // After an SSO session's sign-out: the provider's session may still be open; offer to end it too.
       const signedOut = query.signedOut === 'sso' && deps.config.oidc
         ? html`<p class="notice">You are signed out of Trellis. <a href="/auth/sso/logout">Also sign out of your identity provider</a></p>`

@@ -4,7 +4,7 @@
  * every entry, Trellis's extensions included (the API lists those only with `extensions=true`).
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html, type Html, trustedHtml } from '../../console/html.ts'
 import { page, parseRecordFilters } from '../../http/list.ts'
 import { listActivityLogIds, parseActivityFilters, renderActivityLogs } from '../activity-logs/service.ts'

@@ -4,7 +4,7 @@
  * (`index` for a list, `read` for one record) in the same transaction that reads the data.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { html, type Html, path } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'

@@ -5,10 +5,11 @@
  * through the same service functions as the CLI and `trellis apply`, with the same admin log entries.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, requireInstanceAdmin } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { requireInstanceAdmin } from '../auth/service.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'

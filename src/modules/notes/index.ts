@@ -1,6 +1,6 @@
 /** The notes API: `GET …/notes` exactly as spec §4.1, plus the writes of DESIGN §6. Admin role throughout. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
