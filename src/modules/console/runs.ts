@@ -37,7 +37,7 @@ export function runPages(deps: AppDeps) {
           beforeId: parseStringParameter(query, 'before', 64),
         }
         const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listRunIds(db, environment.id, filters, {}, PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
+        const result = page(listRunIds(db, environment.id, filters, [], PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')
         return layout({

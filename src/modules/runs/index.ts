@@ -9,7 +9,7 @@ import { RUN_STATUSES } from '../../db/schema.ts'
 import type { AccountCaller } from '../../http/auth.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
-import { environmentPage, MAX_NAME_LENGTH, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
+import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering, requireEnvironment } from '../projects/service.ts'
@@ -28,6 +28,9 @@ function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
   if (!visible) throw notFound(`Run ${runId} not found`)
   return found
 }
+
+/** The runs list's date filters (`createdAt.lt=…`). */
+const RUN_DATE_FIELDS = ['createdAt'] as const
 
 export function runsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -90,7 +93,7 @@ export function runsModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
       ({ params, request, caller }) =>
-        environmentPage(db, request, params, {
+        environmentPage(request, params, {
           filters: (query) => ({
             status: parseEnumParameter(query, 'status', RUN_STATUSES),
             recordId: parseStringParameter(query, 'recordId'),
@@ -98,9 +101,10 @@ export function runsModule(deps: AppDeps) {
             teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
           }),
           authorize: () => requireProjectAdmin(db, caller, params.projectName),
+          where: () => requireEnvironment(db, params.projectName, params.environmentName),
           ids: ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
             const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
-            return listRunIds(db, environment.id, { ...filters, workflowIds }, query, limit)
+            return listRunIds(db, environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit)
           },
           render: (ids) => renderRuns(db, ids, deps.clock.now()),
         }),
@@ -117,7 +121,7 @@ export function runsModule(deps: AppDeps) {
               recordId: { description: 'Only runs on this record' },
               status: enumQuery('Only runs in this status', RUN_STATUSES),
             },
-            ['createdAt'],
+            RUN_DATE_FIELDS,
           ),
         },
       },
