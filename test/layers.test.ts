@@ -1,7 +1,8 @@
 /**
  * The layers point one way (README "Architecture"): the import graph of src/ — every relative import, type-only
- * ones included — has no circle; `src/http/` imports neither `src/db/` nor `src/modules/`; a module's routes file
- * (`index.ts`) is imported only by the composition root, never by another module.
+ * ones included — has no circle; `src/http/` imports neither `src/db/` nor `src/modules/`; a module's routes files
+ * (its `index.ts`, and any file that builds an Elysia instance, like the console's pages) are imported only by the
+ * composition root or by files of their own module: modules talk through services.
  */
 import { describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync, statSync } from 'node:fs'
@@ -23,10 +24,13 @@ const transpiler = new Bun.Transpiler({ loader: 'ts' })
 const STATIC_FROM = /^\s*(?:import|export)\b[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/gm
 
 /** Each src file (relative to the repo) → the src files it imports. */
+const routesFiles = new Set<string>()
+
 function importGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>()
   for (const file of sourceFiles(SRC)) {
     const text = readFileSync(file, 'utf8')
+    if (file.endsWith('/index.ts') || /\bnew Elysia\(/.test(text)) routesFiles.add(relative(repoRoot, file))
     const specifiers = new Set(transpiler.scanImports(text.replace(/^#!.*/, '')).map((i) => i.path))
     for (const match of text.matchAll(STATIC_FROM)) specifiers.add(match[1]!)
     const targets = [...specifiers]
@@ -80,8 +84,21 @@ describe('import graph of src/', () => {
     expect(wrong).toEqual([])
   })
 
-  test("no module imports another module's routes file (index.ts)", () => {
-    const wrong = show(edges.filter(({ from, to }) => moduleOf(from) !== undefined && to.endsWith('/index.ts') && moduleOf(to) !== undefined && moduleOf(from) !== moduleOf(to)))
+  test('the lowest layers import only themselves and lib/: lib/ → lib/; db/ → db/, lib/; http/ → http/, lib/', () => {
+    const allowed: Record<string, RegExp> = { 'src/lib/': /^src\/lib\//, 'src/db/': /^src\/(db|lib)\//, 'src/http/': /^src\/(http|lib)\// }
+    const wrong = show(edges.filter(({ from, to }) => Object.entries(allowed).some(([layer, targets]) => from.startsWith(layer) && !targets.test(to))))
+    if (wrong.length > 0) console.error(`a lower layer importing a higher one:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('it sees the routes files', () => {
+    expect(routesFiles).toContain('src/modules/notes/index.ts')
+    expect(routesFiles).toContain('src/modules/console/home.ts')
+    expect(routesFiles).not.toContain('src/modules/notes/service.ts')
+  })
+
+  test("no module imports another module's routes file (its index.ts, or a file that builds an Elysia instance)", () => {
+    const wrong = show(edges.filter(({ from, to }) => moduleOf(from) !== undefined && routesFiles.has(to) && moduleOf(to) !== undefined && moduleOf(from) !== moduleOf(to)))
     if (wrong.length > 0) console.error(`modules importing another module's routes:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })

@@ -7,12 +7,7 @@ import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
-import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, ssoStartPath } from './page.ts'
-
-/** Only same-site paths: `/x`, never `//host` or `/\host`. */
-export function safeNext(next: string | undefined): string {
-  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
-}
+import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, safeNext, ssoStartPath } from './page.ts'
 
 /**
  * The home page of someone in no project: for an instance administrator of an instance without projects, the

@@ -9,6 +9,11 @@ import { type Query, queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
 
+/** Only same-site paths: `/x`, never `//host` or `/\host`. */
+export function safeNext(next: string | undefined): string {
+  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
+}
+
 export function htmlResponse(body: Html, status = 200): Response {
   return pageResponse(`<!doctype html>\n${body.text}`, status)
 }
