@@ -590,6 +590,11 @@ describe('GET …/notes over an imported fixture', () => {
     expectError(sent, 400, 'invalid_parameter', name)
   })
 
+  test('a bad date is a 400 even when a name filter matches nobody (the dates are parsed before the page is asked for)', async () => {
+    expectError(await list({ userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }), 400, 'invalid_parameter', 'createdAt.lt')
+    expectError(await list({ teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }), 400, 'invalid_parameter', 'archivedAt.gte')
+  })
+
   test('an unencoded + in the query (a space once decoded) is a 400, never a silent misread', async () => {
     const sent = await list('createdAt.gt=2026-01-01T10:00:00+02:00')
     expectError(sent, 400, 'invalid_parameter', 'createdAt.gt')
