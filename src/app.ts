@@ -1,17 +1,12 @@
 /** createApp(deps): the Elysia root — metrics, request head and body rules, errors, modules. No listen(): `serve` and tests call it. */
 import { Elysia } from 'elysia'
-import type { Config } from './config.ts'
-import type { Store } from './db/open.ts'
+import type { AppDeps } from './deps.ts'
 import { allowedMethods } from './http/allowed-methods.ts'
 import { storageErrorOf } from './db/write.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
 import { requestMetrics } from './http/request-metrics.ts'
-import type { Clock } from './lib/clock.ts'
-import type { Executor } from './executor/executor.ts'
-import type { Logger } from './lib/logger.ts'
-import type { Metrics } from './lib/metrics.ts'
 import { authModule } from './modules/auth/index.ts'
 import { ssoModule } from './modules/auth/oidc-routes.ts'
 import { tokensModule } from './modules/tokens/index.ts'
@@ -23,25 +18,10 @@ import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
 import { docsModule } from './modules/docs/index.ts'
 import { healthModule } from './modules/health/index.ts'
-import type { SetupGate } from './modules/setup/service.ts'
 import { setupModule } from './modules/setup/index.ts'
 import { consoleModule } from './modules/console/index.ts'
 import { instanceModule } from './modules/instance/index.ts'
 import { projectAdminModule } from './modules/projects/index.ts'
-
-export interface AppDeps {
-  config: Config
-  store: Store
-  clock: Clock
-  logger: Logger
-  /** The instance secret (signs webhook URLs). */
-  secret: Buffer
-  metrics: Metrics
-  /** The in-process executor, when running (serve); routes wake it when they queue a run. */
-  executor?: Executor
-  /** Present while the instance has no users (first start). */
-  setupGate?: SetupGate
-}
 
 export function createApp(deps: AppDeps) {
   const allowedFor = allowedMethods(() => app.routes)

@@ -2,7 +2,8 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createApp, type AppDeps } from '../src/app.ts'
+import { createApp } from '../src/app.ts'
+import { createDeps, type DepsInput } from '../src/deps.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { keepEventLoopFree, openStore, type Store } from '../src/db/open.ts'
@@ -47,8 +48,8 @@ export function testEnv(env: Record<string, string> = {}): TestEnv {
 }
 
 /** The real Elysia app over a test env; call with `app.handle(new Request(...))`. */
-export function testApp(env: TestEnv, overrides: Partial<AppDeps> = {}) {
-  return createApp({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides })
+export function testApp(env: TestEnv, overrides: Partial<DepsInput> = {}) {
+  return createApp(createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides }))
 }
 
 export function request(path: string, init: RequestInit & { json?: unknown } = {}): Request {

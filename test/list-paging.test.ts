@@ -6,7 +6,9 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { environments } from '../src/db/schema.ts'
-import { DATE_OPERATORS } from '../src/http/list.ts'
+import { DATE_OPERATORS, parseDateFilters } from '../src/http/list.ts'
+import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
+import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import { writeTransaction } from '../src/db/write.ts'
@@ -64,13 +66,13 @@ describe('notes', () => {
       )
     }
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(true)
-    const checked = checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, query, limit))
+    const checked = checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit))
     expect(checked).toBeGreaterThan(1000)
     // combined with another filter and two bounds
     const rows = noteRows()
     const mid = rows[30]!.createdAt
     const expected = rows.filter((r) => r.createdAt < mid && r.createdAt >= rows[10]!.createdAt).map((r) => r.id).sort((a, b) => b - a)
-    expect(listNoteIds(env.store.db, acme, production.id, {}, { 'createdAt.lt': new Date(mid).toISOString(), 'createdAt.gte': new Date(rows[10]!.createdAt).toISOString() }, 100)).toEqual(expected)
+    expect(listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters({ 'createdAt.lt': new Date(mid).toISOString(), 'createdAt.gte': new Date(rows[10]!.createdAt).toISOString() }, NOTE_DATE_FIELDS), 100)).toEqual(expected)
   })
 
   test('an import of an older note switches the environment to the exact slow path', () => {
@@ -83,7 +85,7 @@ describe('notes', () => {
         .run(production.id, alice, old, old)
     })
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(false)
-    checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, query, limit))
+    checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit))
   })
 })
 
@@ -98,7 +100,7 @@ describe('activity logs', () => {
     const rows = env.store.sqlite
       .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
       .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, (query, limit) => listActivityLogIds(env.store.db, acme, production.id, { extensions: true }, query, limit))
+    checkEveryBoundary(rows, (query, limit) => listActivityLogIds(env.store.db, acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit))
     expect(rows.length).toBeGreaterThan(40)
   })
 })

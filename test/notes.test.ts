@@ -16,6 +16,8 @@ import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
+import { parseDateFilters } from '../src/http/list.ts'
+import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
 import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
@@ -588,6 +590,11 @@ describe('GET …/notes over an imported fixture', () => {
     expectError(sent, 400, 'invalid_parameter', name)
   })
 
+  test('a bad date is a 400 even when a name filter matches nobody (the dates are parsed before the page is asked for)', async () => {
+    expectError(await list({ userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }), 400, 'invalid_parameter', 'createdAt.lt')
+    expectError(await list({ teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }), 400, 'invalid_parameter', 'archivedAt.gte')
+  })
+
   test('an unencoded + in the query (a space once decoded) is a 400, never a silent misread', async () => {
     const sent = await list('createdAt.gt=2026-01-01T10:00:00+02:00')
     expectError(sent, 400, 'invalid_parameter', 'createdAt.gt')
@@ -794,7 +801,7 @@ describe('GET …/notes over an imported fixture', () => {
     // A connection of its own: statements are prepared once per connection, so this one logs its own.
     const connection = new Database(fx.env.store.path)
     const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
-    listNoteIds(db, fx.projectId, fx.environmentIds.production!, filters, query, 10)
+    listNoteIds(db, fx.projectId, fx.environmentIds.production!, filters, parseDateFilters(query, NOTE_DATE_FIELDS), 10)
     connection.close()
     const statement = captured.find((q) => /^select "id" from "notes"/i.test(q.sql))
     expect(statement).toBeDefined()

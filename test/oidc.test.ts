@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
-import type { AppDeps } from '../src/app.ts'
+import type { DepsInput } from '../src/deps.ts'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { writeTransaction } from '../src/db/write.ts'
 import { applyDocument } from '../src/modules/apply/service.ts'
@@ -37,7 +37,7 @@ let server: ReturnType<typeof Bun.serve>
 let base: string
 let provider: OidcProvider
 let env: TestEnv
-let deps: Partial<AppDeps>
+let deps: Partial<DepsInput>
 let app: ReturnType<typeof testApp>
 let hook: string
 

@@ -23,6 +23,8 @@ import { writeTransaction } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
+import { parseDateFilters } from '../src/http/list.ts'
+import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
@@ -368,14 +370,14 @@ describe('after a realistic mix, every page validates against the compatibility 
     const production = environmentId('Acme', 'production')
     const middle = env.store.sqlite.prepare('SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10').get(production) as { at: number }
     const cases: [string, () => unknown, RegExp][] = [
-      ['activity default', () => listActivityLogIds(db, acme, production, { extensions: false }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
-      ['activity default, createdAt.lt', () => listActivityLogIds(db, acme, production, { extensions: false }, { 'createdAt.lt': new Date(middle.at).toISOString() }, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
-      ['activity extensions', () => listActivityLogIds(db, acme, production, { extensions: true }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
-      ['activity action', () => listActivityLogIds(db, acme, production, { extensions: false, action: 'createNote' }, {}, 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
-      ['activity userId', () => listActivityLogIds(db, acme, production, { extensions: false, userId: 1 }, {}, 10), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],
-      ['admin default', () => listAdminLogIds(db, acme, { extensions: false }, {}, 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
-      ['admin extensions', () => listAdminLogIds(db, acme, { extensions: true }, {}, 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx/],
-      ['admin resource', () => listAdminLogIds(db, acme, { extensions: false, resource: 'team' }, {}, 10), /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx/],
+      ['activity default', () => listActivityLogIds(db, acme, production, { extensions: false }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+      ['activity default, createdAt.lt', () => listActivityLogIds(db, acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': new Date(middle.at).toISOString() }, ACTIVITY_DATE_FIELDS), 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
+      ['activity extensions', () => listActivityLogIds(db, acme, production, { extensions: true }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
+      ['activity action', () => listActivityLogIds(db, acme, production, { extensions: false, action: 'createNote' }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
+      ['activity userId', () => listActivityLogIds(db, acme, production, { extensions: false, userId: 1 }, [], 10), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],
+      ['admin default', () => listAdminLogIds(db, acme, { extensions: false }, [], 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
+      ['admin extensions', () => listAdminLogIds(db, acme, { extensions: true }, [], 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx/],
+      ['admin resource', () => listAdminLogIds(db, acme, { extensions: false, resource: 'team' }, [], 10), /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx/],
     ]
     try {
       for (const [name, list, expected] of cases) {

@@ -1,4 +1,5 @@
 import { createApp } from '../app.ts'
+import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
@@ -60,7 +61,7 @@ export const serveCommand: Command = {
       leaseMs: config.executorLeaseMs,
       outbound: new OutboundClient({ allow: config.httpAllow }),
     })
-    const app = createApp({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor })
+    const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()
     const handle = withRequestLog((request) => app.handle(request), logger)
     const server = Bun.serve({

@@ -12,9 +12,9 @@ import {
   text,
   uniqueIndex,
 } from 'drizzle-orm/sqlite-core'
+import { PERMISSION_LEVELS } from '../lib/access.ts'
 
-export const PERMISSION_LEVELS = ['admin', 'developer', 'editor', 'user', 'manager'] as const
-export type PermissionLevel = (typeof PERMISSION_LEVELS)[number]
+export { PERMISSION_LEVELS, type PermissionLevel } from '../lib/access.ts'
 
 export const RUN_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled'] as const
 export type RunStatus = (typeof RUN_STATUSES)[number]

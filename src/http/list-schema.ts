@@ -32,7 +32,7 @@ type QueryDoc = { description: string; schema?: Record<string, unknown> }
  * The documented query parameters of a list route (OpenAPI `parameters`): `limit`, its filters and the
  * `<field>.<op>` date filters. Handlers parse the query themselves with list.ts.
  */
-export function listParameters(filters: Record<string, QueryDoc>, dateFields: string[]): Parameter[] {
+export function listParameters(filters: Record<string, QueryDoc>, dateFields: readonly string[]): Parameter[] {
   const query = (name: string, description: string, schema: Record<string, unknown> = { type: 'string', maxLength: MAX_FILTER_LENGTH }): Parameter => ({
     name,
     in: 'query',

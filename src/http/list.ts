@@ -3,14 +3,12 @@
  * `<field>.<op>` date filters, and the `{hasMore, data, parameters}` envelope. Pages are ordered by id
  * descending; `hasMore` comes from fetching one row more than the limit.
  */
-import { and, asc, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
-import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
-import type { Db } from '../db/open.ts'
-import { prepared } from '../db/prepared.ts'
+import { DATE_OPERATORS, type DateFilter } from '../lib/date-filter.ts'
 import { parseIsoDateTime } from '../lib/time.ts'
-import { type Environment, type Project, requireEnvironment } from '../modules/projects/service.ts'
 import { badRequest } from './errors.ts'
 import { ID_RANGE_MESSAGE, parseId } from './params.ts'
+
+export { DATE_OPERATORS, type DateFilter, type DateOperator } from '../lib/date-filter.ts'
 
 export const DEFAULT_LIMIT = 10
 /** The longest value a string filter takes (names, emails, anything else); /openapi.json states each. */
@@ -18,8 +16,6 @@ export const MAX_NAME_LENGTH = 200
 export const MAX_EMAIL_LENGTH = 320
 export const MAX_FILTER_LENGTH = 1024
 export const MAX_LIMIT = 100
-export const DATE_OPERATORS = ['eq', 'lt', 'lte', 'gt', 'gte'] as const
-export type DateOperator = (typeof DATE_OPERATORS)[number]
 
 export type Query = Record<string, string | undefined>
 
@@ -99,20 +95,6 @@ export function parseExtensibleEnumParameter<Documented extends string, Extensio
 }
 
 /**
- * The page condition that leaves extension entries out unless the caller asked for them. A literal, not a
- * placeholder, so SQLite can use the log's partial index `(scope, id) WHERE extension = 0`.
- */
-export function hideExtensions(extensionColumn: SQLiteColumn, withExtensions: boolean) {
-  return withExtensions ? undefined : { condition: sql`${extensionColumn} = 0`, values: {} }
-}
-
-export interface DateFilter {
-  field: string
-  op: DateOperator
-  ms: number
-}
-
-/**
  * `createdAt.lt=…` style filters for the given fields, each parsed as ISO 8601 (any offset, with or without
  * milliseconds) into UTC epoch ms. A bad date is a 400 naming the parameter.
  */
@@ -131,131 +113,6 @@ export function parseDateFilters(query: Query, fields: readonly string[]): DateF
   return filters
 }
 
-
-export interface TimeOrderedTable {
-  /** Names the cached statements. */
-  name: string
-  table: SQLiteTable
-  id: SQLiteColumn
-  createdAt: SQLiteColumn
-  /** The list's scope (environment or project): createdAt never decreases in id order within one scope value. */
-  scope: SQLiteColumn
-}
-
-export interface IdBounds {
-  /** Every id of the page is below this one. */
-  below?: number
-  /** Every id of the page is above this one. */
-  above?: number
-}
-
-/**
- * createdAt filters as id bounds. Exact when createdAt never decreases in id order within the scope (logs
- * always; notes while their environment is in time order): then `createdAt < X` is `id <` the first id at or
- * after X. Each bound is one seek on an index over (scope, created_at), and the page itself then walks an
- * id-ordered index from the right place instead of skipping or sorting every newer row.
- */
-export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTable, scopeValue: number): IdBounds {
-  const seek = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt') =>
-    prepared(db, `${t.name}.bound.${edge}.${op}`, () =>
-      db
-        .select({ id: t.id })
-        .from(t.table)
-        .where(and(eq(t.scope, sql.placeholder('scope')), compare(t.createdAt, op, sql.placeholder('at'))))
-        .orderBy(...(edge === 'first' ? [asc(t.createdAt), asc(t.id)] : [desc(t.createdAt), desc(t.id)]))
-        .limit(1)
-        .prepare(),
-    )
-  const idOf = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt', at: number) =>
-    seek(edge, op).all({ scope: scopeValue, at })[0]?.id as number | undefined
-  const bounds: IdBounds = {}
-  const below = (id: number | undefined) => {
-    if (id !== undefined) bounds.below = Math.min(bounds.below ?? id, id)
-  }
-  const above = (id: number | undefined) => {
-    if (id !== undefined) bounds.above = Math.max(bounds.above ?? id, id)
-  }
-  for (const { op, ms } of filters) {
-    if (op === 'lt') below(idOf('first', 'gte', ms))
-    if (op === 'lte' || op === 'eq') below(idOf('first', 'gt', ms))
-    if (op === 'gt') above(idOf('last', 'lte', ms))
-    if (op === 'gte' || op === 'eq') above(idOf('last', 'lt', ms))
-  }
-  return bounds
-}
-
-export interface PageQuery {
-  /** Names the cached statements (one per shape of present filters). */
-  name: string
-  table: SQLiteTable
-  id: SQLiteColumn
-  /** `column = value` filters; undefined values are left out. */
-  equal: Record<string, [SQLiteColumn, number | string | undefined]>
-  /** Date comparisons that stay comparisons (not id bounds). */
-  dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn> }
-  bounds?: IdBounds
-  /** Further conditions written with placeholders, each with its values; present ones only. */
-  extra?: Record<string, { condition: SQL; values: Record<string, unknown> } | undefined>
-}
-
-/**
- * The ids of one page (limit + 1 rows, newest first) — the one page query of every list. The statement is
- * prepared once per shape (which filters are present) and run with the values as placeholders.
- */
-export function pageIds<Id extends number | string = number>(db: Db, q: PageQuery, limit: number): Id[] {
-  const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
-  const dates = q.dates?.filters ?? []
-  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: SQL; values: Record<string, unknown> }] => e[1] !== undefined)
-  const shape = [
-    ...equal.map(([name]) => name),
-    ...dates.map((d) => `${d.field}.${d.op}`),
-    ...(q.bounds?.below !== undefined ? ['<id'] : []),
-    ...(q.bounds?.above !== undefined ? ['>id'] : []),
-    ...extra.map(([name]) => name),
-  ].join(',')
-  const statement = prepared(db, `${q.name}.page.${shape}`, () =>
-    db
-      .select({ id: q.id })
-      .from(q.table)
-      .where(
-        allOf([
-          ...equal.map(([name, [column]]) => eq(column, sql.placeholder(name))),
-          ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
-          q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
-          q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
-          ...extra.map(([, e]) => e.condition),
-        ]),
-      )
-      .orderBy(desc(q.id))
-      .limit(sql.placeholder('limit'))
-      .prepare(),
-  )
-  const values: Record<string, unknown> = { limit: limit + 1, below: q.bounds?.below, above: q.bounds?.above }
-  for (const [name, [, value]] of equal) values[name] = value
-  for (const d of dates) values[`${d.field}.${d.op}`] = d.ms
-  for (const [, e] of extra) Object.assign(values, e.values)
-  return statement.all(values).map((r) => r.id as Id)
-}
-
-function compare(column: SQLiteColumn, op: DateOperator, value: number | Placeholder): SQL {
-  switch (op) {
-    case 'eq':
-      return eq(column, value)
-    case 'lt':
-      return lt(column, value)
-    case 'lte':
-      return lte(column, value)
-    case 'gt':
-      return gt(column, value)
-    case 'gte':
-      return gte(column, value)
-  }
-}
-
-export function allOf(conditions: (SQL | undefined)[]): SQL | undefined {
-  return and(...conditions.filter((c): c is SQL => c !== undefined))
-}
-
 /** `{hasMore, data, parameters}` from `limit + 1` fetched rows. */
 export function page<Row, Item, Parameters extends Record<string, unknown>>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Parameters) {
   return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
@@ -263,18 +120,19 @@ export function page<Row, Item, Parameters extends Record<string, unknown>>(rows
 
 /**
  * The body of every `GET …/project/{p}/environment/{e}/<list>` route: the query's `limit` and filters (a bad one is
- * a 400 before anything is looked up), the route's own check, the environment (404), one page of ids, and the
- * envelope whose `parameters` echo the project, the environment and the effective limit.
+ * a 400 before anything is looked up), the route's own check, the environment (`where`: its 404), one page of ids,
+ * and the envelope whose `parameters` echo the project, the environment and the effective limit.
  */
-export function environmentPage<Filters, Id, Item>(
-  db: Db,
+export function environmentPage<Where, Filters, Id, Item>(
   request: Request,
   params: { projectName: string; environmentName: string },
   list: {
     filters: (query: Query) => Filters
     /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
     authorize?: () => void
-    ids: (where: { project: Project; environment: Environment }, filters: Filters, query: Query, limit: number) => Id[]
+    /** The project and environment the path names (404 when unknown). */
+    where: () => Where
+    ids: (where: Where, filters: Filters, query: Query, limit: number) => Id[]
     render: (ids: Id[]) => Item[]
   },
 ) {
@@ -282,7 +140,7 @@ export function environmentPage<Filters, Id, Item>(
   const limit = parseLimit(query.limit)
   const filters = list.filters(query)
   list.authorize?.()
-  const where = requireEnvironment(db, params.projectName, params.environmentName)
+  const where = list.where()
   return page(list.ids(where, filters, query, limit), limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
 }
 

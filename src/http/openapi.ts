@@ -13,9 +13,9 @@
 import { toOpenAPISchema, unwrapSchema } from '@elysiajs/openapi/openapi'
 import type { AnyElysia, DocumentDecoration } from 'elysia'
 import pkg from '../../package.json' with { type: 'json' }
-import { SESSION_COOKIE } from '../modules/auth/sessions.ts'
 import { RAW_BODY_PATHS } from './body.ts'
 import { ErrorBodySchema, reasonPhrase } from './errors.ts'
+import { SESSION_COOKIE } from './session-cookie.ts'
 import { DOCUMENTED_AS } from './params.ts'
 
 export const OPENAPI_VERSION = '3.1.1'

@@ -1,12 +1,14 @@
 /** `GET /v1/project/{p}/environment/{e}/activity-logs` (scope activity_logs:read, Admin) — shapes of `listActivityLogs`. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { environmentPage } from '../../http/list.ts'
+import { environmentPage, parseDateFilters } from '../../http/list.ts'
+import { requireEnvironment } from '../projects/service.ts'
 import { ActivityLogPage } from './model.ts'
-import { DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, parseActivityFilters, renderActivityLogs } from './service.ts'
+import { ACTIVITY_DATE_FIELDS, parseActivityFilters } from './query.ts'
+import { DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
 
 export function activityLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -15,9 +17,11 @@ export function activityLogsModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/environment/:environmentName/activity-logs',
       ({ params, request }) =>
-        environmentPage(db, request, params, {
+        environmentPage(request, params, {
           filters: parseActivityFilters,
-          ids: ({ project, environment }, filters, query, limit) => listActivityLogIds(db, project.id, environment.id, filters, query, limit),
+          where: () => requireEnvironment(db, params.projectName, params.environmentName),
+          ids: ({ project, environment }, filters, query, limit) =>
+            listActivityLogIds(db, project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit),
           render: (ids) => renderActivityLogs(db, ids),
         }),
       {

@@ -4,7 +4,9 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, hideExtensions, inIdOrder, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, pageIds } from '../../db/pages.ts'
+import { inIdOrder } from '../../http/list.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
@@ -134,22 +136,8 @@ export interface ActivityFilters {
   extensions: boolean
 }
 
-/**
- * The filters of `GET …/activity-logs` (and the console's activity page) from the query string; 400 names a bad
- * one. `extensions` comes from the query unless the caller decides (the console shows everything).
- */
-export function parseActivityFilters(query: Query, options: { extensions?: boolean } = {}): ActivityFilters {
-  const extensions = options.extensions ?? parseExtensionsParameter(query)
-  return {
-    ...parseRecordFilters(query),
-    action: parseExtensibleEnumParameter(query, 'action', { documented: DOCUMENTED_ACTIVITY_ACTIONS, extensions: EXTENSION_ACTIVITY_ACTIONS }, extensions),
-    type: parseEnumParameter(query, 'type', ['read', 'write'] as const),
-    extensions,
-  }
-}
-
 /** Ids of one page (limit + 1), newest first. Names that match nothing give an empty page. */
-export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, query: Query, limit: number): number[] {
+export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
   return pageIds(
@@ -167,7 +155,7 @@ export function listActivityLogIds(db: Db, projectId: number, environmentId: num
         type: [activityLogs.type, filters.type],
       },
       // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
-      bounds: createdAtBounds(db, parseDateFilters(query, ['createdAt']), ACTIVITY_TIMES, environmentId),
+      bounds: createdAtBounds(db, dates, ACTIVITY_TIMES, environmentId),
       extra: {
         // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
         // the (environment, action, id) index alone.

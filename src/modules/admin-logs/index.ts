@@ -1,10 +1,10 @@
 /** `GET /v1/project/{p}/admin-logs` (scope admin_logs:read, Admin) — shapes of `listAdminLogs`. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, textFilter } from '../../http/list-schema.ts'
-import { MAX_EMAIL_LENGTH, page, parseLimit, queryOf } from '../../http/list.ts'
+import { MAX_EMAIL_LENGTH, page, parseDateFilters, parseLimit, queryOf } from '../../http/list.ts'
 import { ID_SCHEMA } from '../../http/params.ts'
 import { requireProject } from '../projects/service.ts'
 import { AdminLogPage } from './model.ts'
@@ -15,9 +15,9 @@ import {
   EXTENSION_ADMIN_LOG_INITIATORS,
   EXTENSION_ADMIN_LOG_RESOURCES,
   listAdminLogIds,
-  parseAdminLogFilters,
   renderAdminLogs,
 } from './service.ts'
+import { ADMIN_LOG_DATE_FIELDS, parseAdminLogFilters } from './query.ts'
 
 export function adminLogsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -30,7 +30,7 @@ export function adminLogsModule(deps: AppDeps) {
         const limit = parseLimit(query.limit)
         const filters = parseAdminLogFilters(query)
         const project = requireProject(db, params.projectName)
-        const ids = listAdminLogIds(db, project.id, filters, query, limit)
+        const ids = listAdminLogIds(db, project.id, filters, parseDateFilters(query, ADMIN_LOG_DATE_FIELDS), limit)
         return page(ids, limit, (pageIds) => renderAdminLogs(db, pageIds), { projectName: params.projectName, limit })
       },
       {

@@ -4,11 +4,13 @@ import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, hideExtensions, inIdOrder, MAX_EMAIL_LENGTH, pageIds, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseIdParameter, parseStringParameter, type Query } from '../../http/list.ts'
+import { createdAtBounds, hideExtensions, pageIds } from '../../db/pages.ts'
+import { inIdOrder } from '../../http/list.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userColumns, userObject } from '../users/service.ts'
+import { userColumns, userObject } from '../users/view.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
@@ -76,24 +78,8 @@ export interface AdminLogFilters {
   extensions: boolean
 }
 
-/**
- * The filters of `GET …/admin-logs` (and the console's admin log page) from the query string; 400 names a bad
- * one. `extensions` comes from the query unless the caller decides (the console shows everything).
- */
-export function parseAdminLogFilters(query: Query, options: { extensions?: boolean } = {}): AdminLogFilters {
-  const extensions = options.extensions ?? parseExtensionsParameter(query)
-  return {
-    userEmail: parseStringParameter(query, 'userEmail', MAX_EMAIL_LENGTH),
-    userId: parseIdParameter(query, 'userId'),
-    type: parseEnumParameter(query, 'type', ADMIN_LOG_TYPES),
-    initiator: parseExtensibleEnumParameter(query, 'initiator', { documented: DOCUMENTED_ADMIN_LOG_INITIATORS, extensions: EXTENSION_ADMIN_LOG_INITIATORS }, extensions),
-    resource: parseExtensibleEnumParameter(query, 'resource', { documented: DOCUMENTED_ADMIN_LOG_RESOURCES, extensions: EXTENSION_ADMIN_LOG_RESOURCES }, extensions),
-    extensions,
-  }
-}
-
 /** Ids of one page (limit + 1) of a project's admin log, newest first. */
-export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, query: Query, limit: number): number[] {
+export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, dates: DateFilter[], limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names || filters.initiator === 'forestAdmin') return []
   return pageIds(
@@ -110,12 +96,7 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
         resource: [adminLogs.resource, filters.resource],
       },
       // Entries take createdAt strictly after the previous one in their project, so ids stand in.
-      bounds: createdAtBounds(
-        db,
-        parseDateFilters(query, ['createdAt']),
-        ADMIN_TIMES,
-        projectId,
-      ),
+      bounds: createdAtBounds(db, dates, ADMIN_TIMES, projectId),
       extra: { documented: hideExtensions(adminLogs.extension, filters.extensions) },
     },
     limit,

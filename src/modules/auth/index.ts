@@ -1,14 +1,15 @@
 /** POST /auth/login (password → session cookie), POST /auth/logout, GET /v1/account (who am I). */
 import { Elysia, t } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, readCookie } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
 import { clientAddressOf } from '../../http/client-address.ts'
 import { errorResponses, forbidden, HttpError, invalidField, tooManyRequests } from '../../http/errors.ts'
+import { SESSION_COOKIE, sessionIdOf } from '../../http/session-cookie.ts'
 import { findUserByEmail, hashPassword, normalizeEmail, passwordProblem, userObject, verifyPassword } from '../users/service.ts'
 import { acceptInvitation, invitedUser } from '../users/invitations.ts'
 import { Account, AcceptInvitationBody, LoginBody, Session } from './model.ts'
-import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
+import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
 import { LoginThrottle } from './throttle.ts'
 
 export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
@@ -86,7 +87,7 @@ export function authModule(deps: AppDeps) {
     .post(
       '/auth/logout',
       async ({ request, set }) => {
-        const id = readCookie(request.headers.get('cookie'), SESSION_COOKIE)
+        const id = sessionIdOf(request)
         if (id) await write(deps.store, (tx) => deleteSession(tx, id))
         set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
         set.status = 204

@@ -4,17 +4,16 @@
  * Browser navigations, not API calls: refusals are pages, and none of it is in /openapi.json.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html } from '../../console/html.ts'
 import { write } from '../../db/write.ts'
-import { readCookie } from '../../http/auth-plugin.ts'
+import { readCookie, sessionIdOf } from '../../http/session-cookie.ts'
 import { queryOf } from '../../http/list.ts'
-import { safeNext } from '../console/home.ts'
-import { htmlResponse, layout } from '../console/page.ts'
+import { htmlResponse, layout, safeNext } from '../console/page.ts'
 import { isHttps, sessionCookie } from './index.ts'
 import { OidcSignIn, SIGN_IN_TTL_MS, SSO_COOKIE, SsoRefusal } from './oidc.ts'
 import { resolveSsoUser } from './oidc-service.ts'
-import { createSession, deleteSession, SESSION_COOKIE, SESSION_TTL_MS } from './sessions.ts'
+import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
 
 /** Binds a sign-in to this browser; Lax, so the provider's top-level redirect back still carries it. */
 function ssoCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
@@ -63,7 +62,7 @@ export function ssoModule(deps: AppDeps) {
       try {
         const { claims, next } = await signIn.finish(new URL(request.url).searchParams, readCookie(cookies, SSO_COOKIE))
         // A password session this browser had ends: the new one is the SSO one (one write, like a password login's).
-        const previous = readCookie(cookies, SESSION_COOKIE)
+        const previous = sessionIdOf(request)
         const { user, session } = await write(deps.store, (tx) => {
           const user = resolveSsoUser(tx, deps.clock, claims, settings.autoCreate)
           if (previous) deleteSession(tx, previous)

@@ -5,7 +5,7 @@ import type { Db } from '../../db/open.ts'
 import { sessions, users } from '../../db/schema.ts'
 import type { Clock } from '../../lib/clock.ts'
 
-export const SESSION_COOKIE = 'trellis_session'
+export { SESSION_COOKIE } from '../../http/session-cookie.ts'
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000
 
 export type SessionUser = typeof users.$inferSelect

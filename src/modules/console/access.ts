@@ -1,6 +1,7 @@
 /** Who may see which console page: the same rules, through the same functions, as the API's. */
 import type { Db } from '../../db/open.ts'
-import { type AccountCaller, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
+import type { AccountCaller } from '../../http/auth.ts'
+import { callerProject, requireProjectAdmin } from '../auth/service.ts'
 import { forbidden, notFound } from '../../http/errors.ts'
 import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../projects/service.ts'
 

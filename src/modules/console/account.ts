@@ -4,7 +4,7 @@
  * `/v1/project/{p}/api-tokens` with the session, so the rules and admin log entries are the API's.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html, type Html } from '../../console/html.ts'
 import { projectsOf } from '../projects/service.ts'
 import { listTokens, PRESETS, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'

@@ -5,15 +5,15 @@
  * entries are the API's — and the CLI's and apply's, which call the same services.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
 import { PERMISSION_LEVELS, type PermissionLevel } from '../../db/schema.ts'
 import { html, type Html, path } from '../../console/html.ts'
-import { requireInstanceAdmin, requireProjectManager } from '../../http/auth-plugin.ts'
+import { requireInstanceAdmin, requireProjectManager } from '../auth/service.ts'
 import { asHttpError } from '../../http/errors.ts'
 import { toIso } from '../../lib/time.ts'
 import { renderAdminLogs } from '../admin-logs/service.ts'
-import { instanceUserView } from '../instance/index.ts'
+import { instanceUserView } from '../users/view.ts'
 import { projectCollections, projectLayout } from '../records/service.ts'
 import { invitedUser } from '../users/invitations.ts'
 import { listUsers } from '../users/service.ts'

@@ -1,19 +1,13 @@
 /** Console: the login page, the list of the user's projects, and a project's overview. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html } from '../../console/html.ts'
-import { readCookie } from '../../http/auth-plugin.ts'
 import { queryOf } from '../../http/list.ts'
-import { findSession, SESSION_COOKIE } from '../auth/sessions.ts'
+import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../projects/service.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
-import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, ssoStartPath } from './page.ts'
-
-/** Only same-site paths: `/x`, never `//host` or `/\host`. */
-export function safeNext(next: string | undefined): string {
-  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
-}
+import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, safeNext, ssoStartPath } from './page.ts'
 
 /**
  * The home page of someone in no project: for an instance administrator of an instance without projects, the
@@ -40,7 +34,7 @@ export function homePages(deps: AppDeps) {
     .get('/login', ({ request }) => {
       const query = queryOf(request)
       const next = safeNext(query.next)
-      if (findSession(db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))) return redirect(next)
+      if (sessionOf(db, deps.clock, request)) return redirect(next)
       // After an SSO session's sign-out: the provider's session may still be open; offer to end it too.
       const signedOut = query.signedOut === 'sso' && deps.config.oidc
         ? html`<p class="notice">You are signed out of Trellis. <a href="/auth/sso/logout">Also sign out of your identity provider</a></p>`

@@ -4,7 +4,7 @@
  * session cookie. No CDN, no inline script (strict CSP). Not part of /openapi.json.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { assetHandler } from '../../console/html.ts'
 import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }

@@ -4,11 +4,14 @@
  * every entry, Trellis's extensions included (the API lists those only with `extensions=true`).
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html, type Html, trustedHtml } from '../../console/html.ts'
-import { page, parseRecordFilters } from '../../http/list.ts'
-import { listActivityLogIds, parseActivityFilters, renderActivityLogs } from '../activity-logs/service.ts'
-import { listAdminLogIds, parseAdminLogFilters, renderAdminLogs } from '../admin-logs/service.ts'
+import { page, parseDateFilters, parseRecordFilters } from '../../http/list.ts'
+import { ACTIVITY_DATE_FIELDS, parseActivityFilters } from '../activity-logs/query.ts'
+import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
+import { ADMIN_LOG_DATE_FIELDS, parseAdminLogFilters } from '../admin-logs/query.ts'
+import { listAdminLogIds, renderAdminLogs } from '../admin-logs/service.ts'
+import { NOTE_DATE_FIELDS } from '../notes/model.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { adminEnvironment, adminProject } from './access.ts'
 import { type ConsoleRequest, consolePage, layout, olderLink, projectPath, when } from './page.ts'
@@ -90,7 +93,7 @@ export function logPages(deps: AppDeps) {
           title: `Activity log · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['userEmail', 'User email'], ['action', 'Action'], ['type', 'Type']],
-          ids: listActivityLogIds(db, project.id, environment.id, filters, request.query, PER_PAGE),
+          ids: listActivityLogIds(db, project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE),
           render: (ids) => renderActivityLogs(db, ids),
           show: (entries) => activityTable(entries),
         })
@@ -105,7 +108,7 @@ export function logPages(deps: AppDeps) {
           title: `Notes · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['teamName', 'Team']],
-          ids: listNoteIds(db, project.id, environment.id, filters, request.query, PER_PAGE),
+          ids: listNoteIds(db, project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE),
           render: (ids) => renderNotes(db, ids),
           show: notesList,
         })
@@ -120,7 +123,7 @@ export function logPages(deps: AppDeps) {
           title: `Admin log · ${project.name}`,
           project: project.name,
           filters: [['resource', 'Resource'], ['type', 'Type'], ['userEmail', 'User email']],
-          ids: listAdminLogIds(db, project.id, filters, request.query, PER_PAGE),
+          ids: listAdminLogIds(db, project.id, filters, parseDateFilters(request.query, ADMIN_LOG_DATE_FIELDS), PER_PAGE),
           render: (ids) => renderAdminLogs(db, ids),
           show: adminTable,
         })

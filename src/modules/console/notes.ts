@@ -5,10 +5,11 @@
  * createMessage, archiveNote, unarchiveNote) through the notes service, like the notes API's.
  */
 import { Elysia, t } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { type AccountCaller, authPlugin } from '../../http/auth-plugin.ts'
+import type { AccountCaller } from '../../http/auth.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, invalidField, notFound } from '../../http/errors.ts'
 import { IdParam } from '../../http/params.ts'
 import { textToNoteHtml } from '../../lib/html.ts'

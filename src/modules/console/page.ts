@@ -2,12 +2,17 @@
  * What every console page shares: the session check (no session → the login page), the layout, HTML responses
  * with a strict Content-Security-Policy (pageResponse), and errors rendered as pages instead of JSON.
  */
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html, type Html, pageResponse, path } from '../../console/html.ts'
-import { readCookie } from '../../http/auth-plugin.ts'
 import { asHttpError } from '../../http/errors.ts'
 import { type Query, queryOf } from '../../http/list.ts'
-import { findSession, SESSION_COOKIE, type SessionUser } from '../auth/sessions.ts'
+import { sessionOf } from '../auth/service.ts'
+import type { SessionUser } from '../auth/sessions.ts'
+
+/** Only same-site paths: `/x`, never `//host` or `/\host`. */
+export function safeNext(next: string | undefined): string {
+  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
+}
 
 export function htmlResponse(body: Html, status = 200): Response {
   return pageResponse(`<!doctype html>\n${body.text}`, status)
@@ -80,7 +85,7 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
     // so the audit trail never records a view nobody asked for.
     if (isPrefetch(request)) return new Response(null, { status: 503, headers: { 'cache-control': 'no-store' } })
     const url = new URL(request.url)
-    const session = findSession(deps.store.db, deps.clock, readCookie(request.headers.get('cookie'), SESSION_COOKIE))
+    const session = sessionOf(deps.store.db, deps.clock, request)
     if (!session) return redirect(`/login?next=${encodeURIComponent(url.pathname + url.search)}`)
     try {
       // An empty filter field means no filter (the forms send every field).

@@ -4,7 +4,7 @@
  * (`index` for a list, `read` for one record) in the same transaction that reads the data.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { html, type Html, path } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'
@@ -127,11 +127,11 @@ ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">$
           return { record, view }
         })
         const { project, environment, team, collection, isAdmin } = view
-        const notes = renderNotes(db, listNoteIds(db, project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, {}, 20).slice(0, 20))
+        const notes = renderNotes(db, listNoteIds(db, project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20).slice(0, 20))
         const flows = renderingWorkflows(db, environment.id, team.id).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
-        const runIds = listRunIds(db, environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, {}, 10).slice(0, 10)
-        const history = isAdmin ? renderActivityLogs(db, listActivityLogIds(db, project.id, environment.id, { recordId: record.recordKey, extensions: true }, {}, 20).slice(0, 20)) : null
+        const runIds = listRunIds(db, environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10).slice(0, 10)
+        const history = isAdmin ? renderActivityLogs(db, listActivityLogIds(db, project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20).slice(0, 20)) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, content: Html) => html`<h2>${title}</h2>${content}`
         return layout({

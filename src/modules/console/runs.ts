@@ -1,6 +1,6 @@
 /** Console: an environment's runs (project admins) and one run's detail with its steps (its user, or an admin). */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../db/schema.ts'
 import { html, type Html } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'
@@ -37,7 +37,7 @@ export function runPages(deps: AppDeps) {
           beforeId: parseStringParameter(query, 'before', 64),
         }
         const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listRunIds(db, environment.id, filters, {}, PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
+        const result = page(listRunIds(db, environment.id, filters, [], PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')
         return layout({

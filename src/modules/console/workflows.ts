@@ -3,7 +3,7 @@
  * it (after a confirmation), set its rate. The forms call the webhook settings API with the session.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { html } from '../../console/html.ts'
 import { requireWorkflow, webhookSettings } from '../webhooks/service.ts'
 import { adminProject } from './access.ts'

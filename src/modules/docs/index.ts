@@ -8,7 +8,7 @@ import swaggerCss from 'swagger-ui-dist/swagger-ui.css' with { type: 'text' }
 import docsCss from '../../console/assets/docs.css' with { type: 'text' }
 import docsJs from '../../console/assets/docs.js' with { type: 'text' }
 import docsPageText from '../../console/docs.html' with { type: 'text' }
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { pageAsset, pageResponse } from '../../console/html.ts'
 import { buildOpenApiDocument, textResponseDetail } from '../../http/openapi.ts'
 

@@ -3,7 +3,7 @@
  * disk is not full, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
  */
 import { Elysia, t } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { pendingMigrations } from '../../db/migrate.ts'
 import { queueStats } from '../../db/queue.ts'
 import { storageFullNow } from '../../db/write.ts'

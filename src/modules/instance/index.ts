@@ -5,10 +5,11 @@
  * through the same service functions as the CLI and `trellis apply`, with the same admin log entries.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, requireInstanceAdmin } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { requireInstanceAdmin } from '../auth/service.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
@@ -16,21 +17,9 @@ import { setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { createProject } from '../projects/structure.ts'
 import { createInvitation, invitationUrl } from '../users/invitations.ts'
 import { createUser, findUser, hashPassword, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
+import { instanceUserView } from '../users/view.ts'
 import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, ProjectView, UpdateUserBody, UserIdParams } from './model.ts'
 import { t } from 'elysia'
-
-/** A user as the instance administrators see them. */
-export function instanceUserView(user: User) {
-  return {
-    id: user.id,
-    email: user.email,
-    username: user.username,
-    instanceAdmin: user.isInstanceAdmin,
-    deactivated: user.disabledAt !== null,
-    hasPassword: user.passwordHash !== null,
-    createdAt: toIso(user.createdAt),
-  }
-}
 
 function requireUser(db: Db, id: string): User {
   const user = findUser(db, Number(id))

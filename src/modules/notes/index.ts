@@ -1,13 +1,13 @@
 /** The notes API: `GET …/notes` exactly as spec §4.1, plus the writes of DESIGN §6. Admin role throughout. */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
-import { environmentPage, parseRecordFilters } from '../../http/list.ts'
+import { environmentPage, parseDateFilters, parseRecordFilters } from '../../http/list.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
-import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
+import { AddMessageBody, CreateNoteBody, Note, NOTE_DATE_FIELDS, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
@@ -24,9 +24,11 @@ export function notesModule(deps: AppDeps) {
     .get(
       BASE,
       ({ params, request }) =>
-        environmentPage(db, request, params, {
+        environmentPage(request, params, {
           filters: parseRecordFilters,
-          ids: ({ project, environment }, filters, query, limit) => listNoteIds(db, project.id, environment.id, filters, query, limit),
+          where: () => requireEnvironment(db, params.projectName, params.environmentName),
+          ids: ({ project, environment }, filters, query, limit) =>
+            listNoteIds(db, project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit),
           render: (ids) => renderNotes(db, ids),
         }),
       {
@@ -35,7 +37,7 @@ export function notesModule(deps: AppDeps) {
         detail: {
           operationId: 'listNotes',
           summary: 'List notes',
-          parameters: listParameters(PEOPLE_AND_PLACES, ['createdAt', 'updatedAt', 'archivedAt']),
+          parameters: listParameters(PEOPLE_AND_PLACES, NOTE_DATE_FIELDS),
         },
       },
     )

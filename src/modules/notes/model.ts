@@ -7,6 +7,9 @@ import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 
 const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, sanitised on write' })
+/** The notes list's date filters (`createdAt.lt=…`, `updatedAt.gte=…`…). */
+export const NOTE_DATE_FIELDS = ['createdAt', 'updatedAt', 'archivedAt'] as const
+
 export const NoteTitle = t.String({ minLength: 1, maxLength: 500 })
 
 /** The note id: an integer from 1 to MAX_ID, checked as the string it arrives as (see IdParam). */

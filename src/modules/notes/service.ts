@@ -4,7 +4,9 @@ import { latestCreatedAt, nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db } from '../../db/open.ts'
 import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { collections, environments, noteMessages, notes, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { createdAtBounds, pageIds } from '../../db/pages.ts'
+import { inIdOrder } from '../../http/list.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { toIso } from '../../lib/time.ts'
@@ -26,10 +28,9 @@ export interface NoteFilters {
 }
 
 /** Ids of one page (limit + 1 rows), newest first. Names that match nothing give an empty page. */
-export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, query: Query, limit: number): number[] {
+export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, dates: DateFilter[], limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
-  const dates = parseDateFilters(query, ['createdAt', 'updatedAt', 'archivedAt'])
   const inTimeOrder = prepared(db, 'notes.in-time-order', () =>
     db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, sql.placeholder('id'))).prepare(),
   ).all({ id: environmentId })[0]?.ordered

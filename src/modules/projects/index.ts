@@ -5,10 +5,11 @@
  * apply` uses, with the same validation and admin log entries.
  */
 import { Elysia, t } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, requireProjectManager } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { requireProjectManager } from '../auth/service.ts'
 import { conflict, errorResponses, notFound } from '../../http/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { findUser } from '../users/service.ts'

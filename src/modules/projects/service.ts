@@ -3,7 +3,7 @@ import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
 import { prepared } from '../../db/prepared.ts'
 import { collectionPermissions, collections, environments, type PermissionLevel, projectMembers, projects, teamMembers, teams, users } from '../../db/schema.ts'
-import { normalizeEmail } from '../users/service.ts'
+import { normalizeEmail } from '../users/view.ts'
 import { notFound } from '../../http/errors.ts'
 
 export type Project = typeof projects.$inferSelect

@@ -3,31 +3,20 @@
  * used by the console, and the per-environment list (project admins; same envelope and paging as notes).
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { RunQueue } from '../../db/queue.ts'
 import { RUN_STATUSES } from '../../db/schema.ts'
-import { type AccountCaller, authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
+import type { AccountCaller } from '../../http/auth.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
-import { environmentPage, MAX_NAME_LENGTH, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
+import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
+import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering, requireEnvironment } from '../projects/service.ts'
-import { hasScope, isAdminOf } from '../tokens/service.ts'
+import { isAdminOf } from '../tokens/service.ts'
 import { requireWorkflow } from '../webhooks/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
-
-const queues = new WeakMap<AppDeps, RunQueue>()
-
-/** The app's run queue statements (the executor keeps its own on the same connection). */
-export function runQueueFor(deps: AppDeps): RunQueue {
-  let queue = queues.get(deps)
-  if (!queue) {
-    queue = deps.executor?.queue ?? new RunQueue(deps.store.sqlite)
-    queues.set(deps, queue)
-  }
-  return queue
-}
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
 function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
@@ -40,11 +29,8 @@ function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
   return found
 }
 
-function requireTriggerScope(caller: AccountCaller): void {
-  if (caller.token && !hasScope(caller.token.scopes, 'workflows:trigger')) {
-    throw forbidden('Token lacks the workflows:trigger scope', 'insufficient_scope')
-  }
-}
+/** The runs list's date filters (`createdAt.lt=…`). */
+const RUN_DATE_FIELDS = ['createdAt'] as const
 
 export function runsModule(deps: AppDeps) {
   const { db } = deps.store
@@ -59,7 +45,7 @@ export function runsModule(deps: AppDeps) {
     .post(
       '/v1/workflow-runs/:runId/cancel',
       async ({ params, caller }) => {
-        requireTriggerScope(caller)
+        requireCallerScope(caller, 'workflows:trigger')
         await write(deps.store, (tx) => {
           visibleRun(deps, caller, params.runId)
           cancelRun(tx, deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
@@ -77,7 +63,7 @@ export function runsModule(deps: AppDeps) {
     .post(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
       async ({ params, body, caller, set }) => {
-        requireTriggerScope(caller)
+        requireCallerScope(caller, 'workflows:trigger')
         const project = callerProject(db, caller, params.projectName)
         requireEnvironment(db, params.projectName, params.environmentName)
         const target = requireWorkflow(db, project.id, params.environmentName, body.teamName, body.workflowName)
@@ -85,7 +71,7 @@ export function runsModule(deps: AppDeps) {
         if (!canReachRendering(db, { userId: caller.user.id, projectId: project.id, teamId: target.teamId })) {
           throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
         }
-        const runId = await startRun(deps.store, deps.clock, runQueueFor(deps), {
+        const runId = await startRun(deps.store, deps.clock, deps.runQueue, {
           target,
           versionId: target.activeVersionId,
           recordId: body.recordId,
@@ -107,7 +93,7 @@ export function runsModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
       ({ params, request, caller }) =>
-        environmentPage(db, request, params, {
+        environmentPage(request, params, {
           filters: (query) => ({
             status: parseEnumParameter(query, 'status', RUN_STATUSES),
             recordId: parseStringParameter(query, 'recordId'),
@@ -115,9 +101,10 @@ export function runsModule(deps: AppDeps) {
             teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
           }),
           authorize: () => requireProjectAdmin(db, caller, params.projectName),
+          where: () => requireEnvironment(db, params.projectName, params.environmentName),
           ids: ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
             const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
-            return listRunIds(db, environment.id, { ...filters, workflowIds }, query, limit)
+            return listRunIds(db, environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit)
           },
           render: (ids) => renderRuns(db, ids, deps.clock.now()),
         }),
@@ -134,7 +121,7 @@ export function runsModule(deps: AppDeps) {
               recordId: { description: 'Only runs on this record' },
               status: enumQuery('Only runs in this status', RUN_STATUSES),
             },
-            ['createdAt'],
+            RUN_DATE_FIELDS,
           ),
         },
       },

@@ -7,7 +7,9 @@ import { inJsonArray, prepared } from '../../db/prepared.ts'
 import { cancelActiveRun, type RunQueue } from '../../db/queue.ts'
 import { apiTokens, environments, renderings, runSteps, runs, teams, users, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
 import { conflict } from '../../http/errors.ts'
-import { allOf, inIdOrder, pageIds, parseDateFilters, type Query } from '../../http/list.ts'
+import { allOf, pageIds } from '../../db/pages.ts'
+import { inIdOrder } from '../../http/list.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
@@ -223,7 +225,7 @@ export function workflowIdsNamed(db: Db, environmentId: number, name: string, te
     .map((r) => r.id)
 }
 
-export function listRunIds(db: Db, environmentId: number, filters: RunFilters, query: Query, limit: number): string[] {
+export function listRunIds(db: Db, environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): string[] {
   if (filters.workflowIds?.length === 0) return []
   return pageIds<string>(
     db,
@@ -238,7 +240,7 @@ export function listRunIds(db: Db, environmentId: number, filters: RunFilters, q
         userId: [runs.userId, filters.userId],
       },
       // Run times come from the clock as they are: no order guarantee, so they stay plain comparisons.
-      dates: { filters: parseDateFilters(query, ['createdAt']), columns: { createdAt: runs.createdAt } },
+      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
       extra: {
         workflowIds:
           filters.workflowIds === undefined

@@ -3,7 +3,7 @@ import { Elysia, t } from 'elysia'
 import setupCss from '../../console/assets/setup.css' with { type: 'text' }
 import setupJs from '../../console/assets/setup.js' with { type: 'text' }
 import setupPageText from '../../console/setup.html' with { type: 'text' }
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { pageAsset, pageResponse } from '../../console/html.ts'
 import { textResponseDetail } from '../../http/openapi.ts'
 import { errorResponses } from '../../http/errors.ts'

@@ -3,9 +3,10 @@
  * (`/v1/project/{p}/api-tokens`, the API access settings).
  */
 import { Elysia, t } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, callerProject, requireProjectAdmin } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { callerProject, requireProjectAdmin } from '../auth/service.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {

@@ -12,8 +12,9 @@ import { appendAdminLog } from '../admin-logs/service.ts'
 import { roleIn } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 
-export const SCOPES = ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write', 'all', 'workflows:trigger'] as const
-export type Scope = (typeof SCOPES)[number]
+import { SCOPES, type Scope } from '../../lib/access.ts'
+
+export { hasScope, SCOPES, type Scope } from '../../lib/access.ts'
 
 export const PRESETS = {
   'read-only': ['activity_logs:read', 'admin_logs:read', 'notes:read'],
@@ -27,11 +28,6 @@ export const DISPLAY_PREFIX_LENGTH = 12
 const TOKEN_VALUE = /^trl_[A-Za-z0-9_-]{43}$/
 
 export type TokenRow = typeof apiTokens.$inferSelect
-
-/** `all` implies every scope. */
-export function hasScope(granted: readonly string[], needed: Scope): boolean {
-  return granted.includes('all') || granted.includes(needed)
-}
 
 export function generateTokenValue(): string {
   return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`

@@ -8,6 +8,9 @@ import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
+import { normalizeEmail } from './view.ts'
+
+export { normalizeEmail, userColumns, userObject } from './view.ts'
 
 export type User = typeof users.$inferSelect
 
@@ -26,10 +29,6 @@ export class UserInputError extends Error {
 }
 
 /** Emails compare case-insensitively: they are stored trimmed and lower-cased. */
-export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase()
-}
-
 export function emailProblem(email: string): string | null {
   const normalized = normalizeEmail(email)
   if (normalized.length > 320) return 'is longer than 320 characters'
@@ -152,13 +151,6 @@ export function setUserPasswordHash(db: Db, clock: Clock, userId: number, passwo
 }
 
 /** The columns the compatibility document's user object is made of (select them, then `userObject`). */
-export const userColumns = { id: users.id, username: users.username, email: users.email }
-
-/** The compatibility document's user object. */
-export function userObject(user: Pick<User, 'id' | 'username' | 'email'>) {
-  return { object: 'user' as const, id: user.id, username: user.username, email: user.email }
-}
-
 /** Every user of the instance, by email (the instance administrators' people page). */
 export function listUsers(db: Db): User[] {
   return db.select().from(users).orderBy(asc(users.email)).all()

@@ -3,18 +3,17 @@
  * workflow for project admins.
  */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { requireActiveUser, requireSsoWhenNeeded } from '../../http/auth.ts'
-import { authPlugin, requireProjectAdmin, sharedFor } from '../../http/auth-plugin.ts'
+import type { ProjectNeed } from '../../http/auth.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
 import { parseJsonText } from '../../http/body.ts'
 import { badRequest, errorResponses, forbidden, notFound, tooManyRequests } from '../../http/errors.ts'
 import { BEARER } from '../../http/openapi.ts'
+import { authorizeToken, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering } from '../projects/service.ts'
 import { findTriggerTarget, startRun } from '../runs/service.ts'
-import { runQueueFor } from '../runs/index.ts'
 import { RunAccepted } from '../runs/model.ts'
-import { hasScope } from '../tokens/service.ts'
 
 import { RECORD_ID_MAX_LENGTH, TriggerBody, WebhookSettings, WebhookSettingsChange, WorkflowPathParams } from './model.ts'
 import { WebhookRateLimiter } from './rate.ts'
@@ -35,11 +34,14 @@ export function parseTriggerBody(raw: unknown): string {
   return recordId
 }
 
+/** What a webhook call's token must carry (DESIGN §8 check 4). */
+const TRIGGER: ProjectNeed = { scope: 'workflows:trigger' }
+
 const WEBHOOK = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName/webhook'
 
 export function webhooksModule(deps: AppDeps) {
   const { db } = deps.store
-  const { tokens } = sharedFor(deps)
+  const { tokens } = deps.auth
   const buckets = new WebhookRateLimiter(deps.clock)
   const settingsOf = (target: Parameters<typeof webhookSettings>[0]) =>
     webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
@@ -64,10 +66,7 @@ export function webhooksModule(deps: AppDeps) {
         throw notFound('Unknown webhook, webhook trigger disabled, or no active workflow for the rendering')
       }
       // 4. the token's user may run it.
-      requireActiveUser(identity)
-      if (identity.projectId !== target.projectId) throw forbidden('Token is not valid for this project', 'wrong_project')
-      requireSsoWhenNeeded(identity)
-      if (!hasScope(identity.scopes, 'workflows:trigger')) throw forbidden('Token lacks the workflows:trigger scope', 'insufficient_scope')
+      authorizeToken(identity, target.projectId, TRIGGER)
       if (!canReachRendering(db, { userId: identity.userId, projectId: target.projectId, teamId: target.teamId })) {
         throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
       }
@@ -76,7 +75,7 @@ export function webhooksModule(deps: AppDeps) {
       if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
       // 6. the body. 7–8. one active run per record, else queue it.
       const recordId = parseTriggerBody(body)
-      const runId = await startRun(deps.store, deps.clock, runQueueFor(deps), {
+      const runId = await startRun(deps.store, deps.clock, deps.runQueue, {
         target,
         versionId: target.activeVersionId,
         recordId,

@@ -1,8 +1,9 @@
 /** Publishing a workflow definition through the API: `PUT …/team/{t}/workflows/{name}` (project admins). */
 import { Elysia } from 'elysia'
-import type { AppDeps } from '../../app.ts'
+import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { authPlugin, requireProjectAdmin } from '../../http/auth-plugin.ts'
+import { authPlugin } from '../../http/auth-plugin.ts'
+import { requireProjectAdmin } from '../auth/service.ts'
 import { errorResponses, invalidFields } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { webhookSettings } from '../webhooks/service.ts'

@@ -1,0 +1,51 @@
+/**
+ * The per-app objects every module receives (`AppDeps`), built once by `createDeps` in the composition root
+ * (`serve`, and the tests' `testApp`): configuration, store, clock, logger, metrics, the instance secret, and the
+ * objects that must be one per app however many modules use them — the auth decision (with its token lookup and
+ * API rate limiter) and the run queue.
+ */
+import type { Config } from './config.ts'
+import type { Store } from './db/open.ts'
+import { RunQueue } from './db/queue.ts'
+import type { Executor } from './executor/executor.ts'
+import { TokenRateLimiter } from './http/rate-limit.ts'
+import type { Clock } from './lib/clock.ts'
+import type { Logger } from './lib/logger.ts'
+import type { Metrics } from './lib/metrics.ts'
+import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.ts'
+import type { SetupGate } from './modules/setup/service.ts'
+
+/** What the composition root provides; `createDeps` adds the per-app objects built from it. */
+export interface DepsInput {
+  config: Config
+  store: Store
+  clock: Clock
+  logger: Logger
+  /** The instance secret (signs webhook URLs). */
+  secret: Buffer
+  metrics: Metrics
+  /** The in-process executor, when running (serve); routes wake it when they queue a run. */
+  executor?: Executor
+  /** Present while the instance has no users (first start). */
+  setupGate?: SetupGate
+  /** The run queue; by default the executor's, else one on the store's connection. */
+  runQueue?: RunQueue
+}
+
+export interface AppDeps extends DepsInput {
+  /** The one auth decision every route family calls; `auth.tokens` is the app's token lookup. */
+  auth: CallerAuthenticator
+  /** The app's run queue: the executor's own when there is one, so routes and executor share its statements. */
+  runQueue: RunQueue
+}
+
+/** The app's dependencies, each per-app object built once. */
+export function createDeps(input: DepsInput): AppDeps {
+  const { config, store, clock } = input
+  const limiter = new TokenRateLimiter(clock, { perMinute: config.apiRatePerMinute, perHour: config.apiRatePerHour, perDay: config.apiRatePerDay })
+  return {
+    ...input,
+    auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
+    runQueue: input.runQueue ?? input.executor?.queue ?? new RunQueue(store.sqlite),
+  }
+}

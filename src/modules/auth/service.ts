@@ -1,0 +1,196 @@
+/**
+ * The one authentication decision (DESIGN §4). Bearer tokens, in this order: token (401) → user active (403) →
+ * token's project is the addressed project (403) → SSO (403) → scope (403) → role (403). Project/environment
+ * existence (404) is checked by the route afterwards, so nothing about a project is revealed before the token is
+ * accepted. Everything is read at request time — a revocation, expiry, deactivation or demotion made by another
+ * process applies to the very next request. Every route family (the auth plugin's macros, the webhook, runs)
+ * calls `authorizeToken`; console sessions are read here too (`sessionOf`).
+ */
+import { timingSafeEqual } from 'node:crypto'
+import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
+import type { Db, Store } from '../../db/open.ts'
+import { tryWrite } from '../../db/write.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../../http/auth.ts'
+import { bearerValue } from '../../http/auth.ts'
+import { forbidden, notFound, unauthorized } from '../../http/errors.ts'
+import type { TokenRateLimiter } from '../../http/rate-limit.ts'
+import { refuseCrossOrigin, sessionIdOf } from '../../http/session-cookie.ts'
+import { hasScope } from '../../lib/access.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { type Project, requireProject } from '../projects/service.ts'
+import { hashTokenValue, isAdminOf, isMemberOf, looksLikeToken } from '../tokens/service.ts'
+import { findSession } from './sessions.ts'
+
+/** How often `lastUsedAt` may be written per token: never a write per request. */
+export const LAST_USED_RESOLUTION_MS = 60_000
+
+export class TokenAuthenticator {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+  ) {}
+
+  /** 401 unless the header carries a known, live token. */
+  authenticate(authorization: string | null | undefined): TokenIdentity {
+    const value = bearerValue(authorization)
+    if (value === null) throw unauthorized('Missing or malformed Authorization header; expected "Bearer <token>"')
+    if (!looksLikeToken(value)) throw unauthorized('Invalid token')
+    const hash = hashTokenValue(value)
+    const row = findTokenByHash(this.store.db, hash)
+    // The index finds the row by hash; compare again in constant time so equality never short-circuits.
+    if (!row || !timingSafeEqual(Buffer.from(row.tokenHash), Buffer.from(hash))) throw unauthorized('Invalid token')
+    const now = this.clock.now()
+    if (row.revokedAt !== null) throw unauthorized('Token has been revoked')
+    if (row.expiresAt !== null && row.expiresAt <= now) throw unauthorized('Token has expired')
+    if (row.lastUsedAt === null || row.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
+      // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
+      tryWrite(this.store, () => touchTokenLastUsed(this.store.db, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
+    }
+    return {
+      tokenId: row.tokenId,
+      userId: row.userId,
+      user: { id: row.userId, email: row.email, username: row.username, disabledAt: row.disabledAt },
+      projectId: row.projectId,
+      projectName: row.projectName,
+      projectSso: row.projectSso,
+      scopes: JSON.parse(row.scopes) as string[],
+      createdWithSso: row.createdWithSso,
+      role: row.role,
+    }
+  }
+}
+
+/**
+ * The 403 checks of a token's call, in DESIGN §4's order: user active → the token's project is the addressed one
+ * (by name from a path, by id from a webhook's target; undefined when the call names none) → SSO → scope → role.
+ * Names are compared before the project is looked up, so a token of another project gets the same answer whether
+ * the project exists or not (and learns nothing of it).
+ */
+export function authorizeToken(identity: TokenIdentity, project: string | number | undefined, need?: ProjectNeed): void {
+  if (identity.user.disabledAt !== null) throw forbidden('User is not authorized for the organization', 'user_deactivated')
+  if (project !== undefined && (typeof project === 'string' ? identity.projectName : identity.projectId) !== project) {
+    throw forbidden('Token is not valid for this project', 'wrong_project')
+  }
+  if (identity.projectSso && !identity.createdWithSso) {
+    throw forbidden('This project uses SSO: the token must be generated while logged in with SSO', 'sso_required')
+  }
+  if (need === undefined) return
+  if (!hasScope(identity.scopes, need.scope)) throw forbidden(`Token lacks the ${need.scope} scope`, 'insufficient_scope')
+  if (need.role && identity.role !== need.role) {
+    throw forbidden(`The token's user must have the ${need.role} role on the project`, 'insufficient_role')
+  }
+}
+
+/** The signed-in console user of this request (the session cookie), or null. */
+export function sessionOf(db: Db, clock: Clock, request: Request) {
+  return findSession(db, clock, sessionIdOf(request))
+}
+
+/** The app's `CallerAuth`: built once per app (composition root), it holds the token lookup and the API rate limiter. */
+export class CallerAuthenticator implements CallerAuth {
+  private readonly baseOrigin: string
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    readonly tokens: TokenAuthenticator,
+    private readonly limiter: TokenRateLimiter,
+    baseUrl: string,
+  ) {
+    this.baseOrigin = new URL(baseUrl).origin
+  }
+
+  /** The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome. */
+  private token(request: Request, headers: Record<string, unknown>): TokenIdentity {
+    const identity = this.tokens.authenticate(request.headers.get('authorization'))
+    // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
+    Object.assign(headers, this.limiter.enforce(identity.tokenId))
+    return identity
+  }
+
+  projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): TokenIdentity {
+    const identity = this.token(request, headers)
+    authorizeToken(identity, projectName, need)
+    return identity
+  }
+
+  userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller {
+    if (request.headers.get('authorization')) {
+      const identity = this.token(request, headers)
+      authorizeToken(identity, projectName)
+      return {
+        user: { ...identity.user, isInstanceAdmin: false },
+        viaSso: identity.createdWithSso,
+        tokenProjectId: identity.projectId,
+        token: identity,
+      }
+    }
+    const session = sessionOf(this.store.db, this.clock, request)
+    if (!session) throw unauthorized('Sign in, or send a Bearer token')
+    this.refuseCrossOrigin(request)
+    return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
+  }
+
+  accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller {
+    const caller = this.userCaller(request, headers, projectName)
+    if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
+      throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
+    }
+    return caller
+  }
+
+  refuseCrossOrigin(request: Request): void {
+    refuseCrossOrigin(request, this.baseOrigin)
+  }
+}
+
+/** 403 insufficient_scope when a token caller lacks `scope` (a session acts with its user's rights). */
+export function requireCallerScope(caller: AccountCaller, scope: ProjectNeed['scope']): void {
+  if (caller.token) authorizeToken(caller.token, undefined, { scope })
+}
+
+/**
+ * The project a management caller addresses: a Bearer caller naming another project than its token's is 403
+ * wrong_project (before any lookup, as on every project route); otherwise 404 when unknown or when the caller is
+ * not a member (members of other projects learn nothing about it); an SSO project only for a session signed in
+ * with SSO (or a token generated in one).
+ */
+export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
+  if (caller.token) authorizeToken(caller.token, name)
+  const project = requireProject(db, name)
+  if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
+  if (project.sso && !caller.viaSso) {
+    throw forbidden('This project uses SSO: sign in with SSO to use it (its tokens must be generated while logged in with SSO)', 'sso_required')
+  }
+  return project
+}
+
+/** As callerProject, and the caller must hold the admin role on it now. */
+export function requireProjectAdmin(db: Db, caller: AccountCaller, name: string): Project {
+  const project = callerProject(db, caller, name)
+  if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins may do this', 'insufficient_role')
+  return project
+}
+
+/**
+ * 403 `instance_admin_required` unless the caller is an instance administrator signed in to the console (a token
+ * is confined to its project and never acts for the instance). Read at request time, like every right.
+ */
+export function requireInstanceAdmin(caller: AccountCaller): void {
+  if (caller.token !== null || !caller.user.isInstanceAdmin) {
+    throw forbidden('Only instance administrators, signed in to the console, may do this', 'instance_admin_required')
+  }
+}
+
+/**
+ * The project whose structure and people the caller may change: any project for an instance administrator's
+ * session, else as requireProjectAdmin. An SSO project still needs an SSO session (or a token made in one).
+ */
+export function requireProjectManager(db: Db, caller: AccountCaller, name: string): Project {
+  if (caller.token !== null || !caller.user.isInstanceAdmin) return requireProjectAdmin(db, caller, name)
+  const project = requireProject(db, name)
+  if (project.sso && !caller.viaSso) {
+    throw forbidden('This project uses SSO: sign in with SSO to change it', 'sso_required')
+  }
+  return project
+}

@@ -1,0 +1,105 @@
+/**
+ * The layers point one way (README "Architecture"): the import graph of src/ — every relative import, type-only
+ * ones included — has no circle; `src/http/` imports neither `src/db/` nor `src/modules/`; a module's routes files
+ * (its `index.ts`, and any file that builds an Elysia instance, like the console's pages) are imported only by the
+ * composition root or by files of their own module: modules talk through services.
+ */
+import { describe, expect, test } from 'bun:test'
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, relative, resolve } from 'node:path'
+import { repoRoot } from './helpers.ts'
+
+const SRC = join(repoRoot, 'src')
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sourceFiles(path)
+    return /\.tsx?$/.test(name) && !name.endsWith('.d.ts') ? [path] : []
+  })
+}
+
+const transpiler = new Bun.Transpiler({ loader: 'ts' })
+/** `import … from`, `export … from`, `import type … from`: the transpiler drops type-only imports, so read them too. */
+const STATIC_FROM = /^\s*(?:import|export)\b[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/gm
+
+/** Each src file (relative to the repo) → the src files it imports. */
+const routesFiles = new Set<string>()
+
+function importGraph(): Map<string, string[]> {
+  const graph = new Map<string, string[]>()
+  for (const file of sourceFiles(SRC)) {
+    const text = readFileSync(file, 'utf8')
+    if (file.endsWith('/index.ts') || /\bnew Elysia\(/.test(text)) routesFiles.add(relative(repoRoot, file))
+    const specifiers = new Set(transpiler.scanImports(text.replace(/^#!.*/, '')).map((i) => i.path))
+    for (const match of text.matchAll(STATIC_FROM)) specifiers.add(match[1]!)
+    const targets = [...specifiers]
+      .filter((s) => s.startsWith('.'))
+      .map((s) => relative(repoRoot, resolve(dirname(file), s)))
+      .filter((path) => path.startsWith('src/') && /\.tsx?$/.test(path))
+    graph.set(relative(repoRoot, file), [...new Set(targets)].sort())
+  }
+  return graph
+}
+
+/** Every import circle (each as the path that closes it), found by depth-first search. */
+function cycles(graph: Map<string, string[]>): string[][] {
+  const found: string[][] = []
+  const state = new Map<string, 'open' | 'done'>()
+  const stack: string[] = []
+  const visit = (file: string) => {
+    state.set(file, 'open')
+    stack.push(file)
+    for (const next of graph.get(file) ?? []) {
+      if (state.get(next) === 'open') found.push([...stack.slice(stack.indexOf(next)), next])
+      else if (!state.has(next)) visit(next)
+    }
+    stack.pop()
+    state.set(file, 'done')
+  }
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file)
+  return found
+}
+
+const graph = importGraph()
+const edges = [...graph].flatMap(([from, targets]) => targets.map((to) => ({ from, to })))
+const show = (list: { from: string; to: string }[]) => list.map(({ from, to }) => `${from} → ${to}`)
+const moduleOf = (path: string) => /^src\/modules\/([^/]+)\//.exec(path)?.[1]
+
+describe('import graph of src/', () => {
+  test('it sees the files and their imports', () => {
+    expect(graph.size).toBeGreaterThan(100)
+    expect(graph.get('src/app.ts')).toContain('src/modules/notes/index.ts')
+  })
+
+  test('has no import circle', () => {
+    const found = cycles(graph).map((cycle) => cycle.join(' → '))
+    if (found.length > 0) console.error(`import circles:\n${found.join('\n')}`)
+    expect(found).toEqual([])
+  })
+
+  test('src/http/ imports neither src/db/ nor src/modules/', () => {
+    const wrong = show(edges.filter(({ from, to }) => from.startsWith('src/http/') && /^src\/(db|modules)\//.test(to)))
+    if (wrong.length > 0) console.error(`http/ reaching past its layer:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('the lowest layers import only themselves and lib/: lib/ → lib/; db/ → db/, lib/; http/ → http/, lib/', () => {
+    const allowed: Record<string, RegExp> = { 'src/lib/': /^src\/lib\//, 'src/db/': /^src\/(db|lib)\//, 'src/http/': /^src\/(http|lib)\// }
+    const wrong = show(edges.filter(({ from, to }) => Object.entries(allowed).some(([layer, targets]) => from.startsWith(layer) && !targets.test(to))))
+    if (wrong.length > 0) console.error(`a lower layer importing a higher one:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('it sees the routes files', () => {
+    expect(routesFiles).toContain('src/modules/notes/index.ts')
+    expect(routesFiles).toContain('src/modules/console/home.ts')
+    expect(routesFiles).not.toContain('src/modules/notes/service.ts')
+  })
+
+  test("no module imports another module's routes file (its index.ts, or a file that builds an Elysia instance)", () => {
+    const wrong = show(edges.filter(({ from, to }) => moduleOf(from) !== undefined && routesFiles.has(to) && moduleOf(to) !== undefined && moduleOf(from) !== moduleOf(to)))
+    if (wrong.length > 0) console.error(`modules importing another module's routes:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+})
