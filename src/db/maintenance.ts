@@ -1,14 +1,26 @@
 /** Maintenance SQL: log retention batches, WAL checkpoints, planner statistics. */
 import type { Database } from 'bun:sqlite'
 import { Cron } from 'croner'
-import type { Store } from './open.ts'
+import type { Db, Store } from './open.ts'
+import { connectionOf, prepared } from './prepared.ts'
+import { queueStats, type QueueStats } from './queue.ts'
 
 export type LogTable = 'activity_logs' | 'admin_logs'
 
-/** Deletes up to `batch` entries created before `cutoff`; returns how many. Run it in a short write transaction. */
-export function deleteLogBatch(sqlite: Database, table: LogTable, cutoff: number, batch: number): number {
-  const statement = sqlite.prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE created_at < ? ORDER BY id LIMIT ?)`)
+/**
+ * Deletes up to `batch` entries created before `cutoff`; returns how many. Run it in a short write transaction
+ * (`db` is that transaction's handle).
+ */
+export function deleteLogBatch(db: Db, table: LogTable, cutoff: number, batch: number): number {
+  const statement = prepared(db, `retention.delete.${table}`, () =>
+    connectionOf(db).prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE created_at < ? ORDER BY id LIMIT ?)`),
+  )
   return statement.run(cutoff, batch).changes
+}
+
+/** The run counts /metrics reads at scrape time (see `queueStats`), on the store's connection. */
+export function runQueueStats(store: Store, now: number): QueueStats {
+  return queueStats(store.sqlite, now)
 }
 
 /**

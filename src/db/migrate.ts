@@ -52,6 +52,11 @@ export function openMigrated(dataDir: string): Store {
   return store
 }
 
+/** `pendingMigrations` on the store's connection (/readyz). */
+export function pendingStoreMigrations(store: Store): string[] {
+  return pendingMigrations(store.sqlite)
+}
+
 /** Names of embedded migrations not yet applied (for /readyz). */
 export function pendingMigrations(sqlite: Database, migrations: Migration[] = embedded): string[] {
   const table = sqlite

@@ -1,16 +1,12 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm'
-import { nextCreatedAt } from '../../db/monotonic.ts'
+import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, pageActivityLogIds } from '../../db/activity-logs.ts'
 import type { Db } from '../../db/open.ts'
-import { inJsonArray, prepared } from '../../db/prepared.ts'
-import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from '../../db/schema.ts'
-import { createdAtBounds, hideExtensions, pageIds } from '../../db/pages.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userColumns, userObject } from '../users/service.ts'
+import { userObject } from '../users/service.ts'
 
 /**
  * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
@@ -80,48 +76,25 @@ export interface ActivityEntry {
 }
 
 export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): number {
-  const p = (name: string) => sql.placeholder(name)
-  const insertEntry = prepared(db, 'activity-logs.insert', () =>
-    db
-      .insert(activityLogs)
-      .values({
-        environmentId: p('environmentId'),
-        type: p('type'),
-        action: p('action'),
-        label: p('label'),
-        userId: p('userId'),
-        teamId: p('teamId'),
-        collectionId: p('collectionId'),
-        tokenId: p('tokenId'),
-        workflowName: p('workflowName'),
-        runId: p('runId'),
-        stepName: p('stepName'),
-        extension: p('extension'),
-        createdAt: p('createdAt'),
-      })
-      .returning({ id: activityLogs.id })
-      .prepare(),
+  return insertActivityLog(
+    db,
+    {
+      environmentId: entry.environmentId,
+      type: entry.type,
+      action: entry.action,
+      label: entry.label ?? null,
+      userId: entry.userId,
+      teamId: entry.teamId,
+      collectionId: entry.collectionId,
+      tokenId: entry.tokenId ?? null,
+      workflowName: entry.workflow?.name ?? null,
+      runId: entry.workflow?.runId ?? null,
+      stepName: entry.workflow?.stepName ?? null,
+      extension: isExtensionAction(entry.action),
+    },
+    entry.recordIds,
+    clock.now(),
   )
-  const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
-    db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
-  )
-  const [row] = insertEntry.all({
-    environmentId: entry.environmentId,
-    type: entry.type,
-    action: entry.action,
-    label: entry.label ?? null,
-    userId: entry.userId,
-    teamId: entry.teamId,
-    collectionId: entry.collectionId,
-    tokenId: entry.tokenId ?? null,
-    workflowName: entry.workflow?.name ?? null,
-    runId: entry.workflow?.runId ?? null,
-    stepName: entry.workflow?.stepName ?? null,
-    extension: isExtensionAction(entry.action),
-    createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, clock.now(), true),
-  })
-  for (const recordId of new Set(entry.recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
-  return row!.id
 }
 
 export interface ActivityFilters {
@@ -140,80 +113,30 @@ export interface ActivityFilters {
 export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names) return []
-  return pageIds(
+  return pageActivityLogIds(
     db,
+    environmentId,
     {
-      name: 'activity-logs',
-      table: activityLogs,
-      id: activityLogs.id,
-      equal: {
-        environmentId: [activityLogs.environmentId, environmentId],
-        userId: [activityLogs.userId, names.userId],
-        teamId: [activityLogs.teamId, names.teamId],
-        collectionId: [activityLogs.collectionId, names.collectionId],
-        action: [activityLogs.action, filters.action],
-        type: [activityLogs.type, filters.type],
-      },
-      // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
-      bounds: createdAtBounds(db, dates, ACTIVITY_TIMES, environmentId),
-      extra: {
-        // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
-        // the (environment, action, id) index alone.
-        documented: hideExtensions(activityLogs.extension, filters.extensions || filters.action !== undefined),
-        recordId:
-          filters.recordId === undefined
-            ? undefined
-            : {
-                condition: inArray(
-                  activityLogs.id,
-                  db
-                    .select({ id: activityLogRecords.logId })
-                    .from(activityLogRecords)
-                    .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
-                ),
-                values: { recordId: filters.recordId },
-              },
-      },
+      userId: names.userId,
+      teamId: names.teamId,
+      collectionId: names.collectionId,
+      action: filters.action,
+      type: filters.type,
+      recordId: filters.recordId,
+      // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
+      // the (environment, action, id) index alone.
+      withExtensions: filters.extensions || filters.action !== undefined,
     },
+    dates,
     limit,
   )
 }
 
-const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
-
 /** The compatibility document's activity log objects, in the order of `ids`. */
 export function renderActivityLogs(db: Db, ids: number[]) {
   if (ids.length === 0) return []
-  const parameters = { ids: JSON.stringify(ids) }
-  const rows = prepared(db, 'activity-logs.render', () =>
-    db
-      .select({
-        log: activityLogs,
-        user: userColumns,
-        environment: environments.name,
-        team: teams.name,
-        collection: collections.name,
-        token: { name: apiTokens.name, prefix: apiTokens.prefix },
-      })
-      .from(activityLogs)
-      .innerJoin(users, eq(users.id, activityLogs.userId))
-      .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
-      .leftJoin(teams, eq(teams.id, activityLogs.teamId))
-      .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
-      .leftJoin(apiTokens, eq(apiTokens.id, activityLogs.tokenId))
-      .where(inJsonArray(activityLogs.id, 'ids'))
-      .prepare(),
-  ).all(parameters)
-  const recordRows = prepared(db, 'activity-logs.render.records', () =>
-    db
-      .select()
-      .from(activityLogRecords)
-      .where(inJsonArray(activityLogRecords.logId, 'ids'))
-      .orderBy(asc(activityLogRecords.logId))
-      .prepare(),
-  ).all(parameters)
-  const recordIds = new Map<number, string[]>()
-  for (const r of recordRows) recordIds.set(r.logId, [...(recordIds.get(r.logId) ?? []), r.recordId])
+  const rows = findActivityLogsForRender(db, ids)
+  const recordIds = findActivityLogRecordIds(db, ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     const id = log.id

@@ -4,9 +4,9 @@
  */
 import { Cron } from 'croner'
 import type { Store } from '../../db/open.ts'
-import { write } from '../../db/write.ts'
+import { allProjectIds } from '../../db/admin-logs.ts'
 import { deleteLogBatch, type LogTable } from '../../db/maintenance.ts'
-import { projects } from '../../db/schema.ts'
+import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'
 import { toIso } from '../../lib/time.ts'
@@ -23,14 +23,14 @@ export interface PruneResult {
 export async function pruneLogs(store: Store, clock: Clock, retentionDays: number): Promise<PruneResult> {
   const cutoff = clock.now() - retentionDays * 86_400_000
   const result: PruneResult = { activityLogs: 0, adminLogs: 0, cutoff }
-  const batch = (table: LogTable) => write(store, () => deleteLogBatch(store.sqlite, table, cutoff, BATCH))
+  const batch = (table: LogTable) => write(store, (tx) => deleteLogBatch(tx, table, cutoff, BATCH))
   for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
   if (result.activityLogs + result.adminLogs === 0) return result
   await write(store, (tx) => {
-    for (const project of tx.select({ id: projects.id }).from(projects).all()) {
+    for (const projectId of allProjectIds(tx)) {
       appendAdminLog(tx, clock, {
-        projectId: project.id,
+        projectId,
         type: 'remove',
         resource: 'log-retention',
         initiator: 'system',

@@ -1,16 +1,12 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
-import { eq } from 'drizzle-orm'
-import { nextCreatedAt } from '../../db/monotonic.ts'
+import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../db/admin-logs.ts'
 import type { Db } from '../../db/open.ts'
-import { inJsonArray, prepared } from '../../db/prepared.ts'
-import { adminLogs, users } from '../../db/schema.ts'
-import { createdAtBounds, hideExtensions, pageIds } from '../../db/pages.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
-import { userColumns, userObject } from '../users/view.ts'
+import { userObject } from '../users/view.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
@@ -28,25 +24,24 @@ export interface AdminLogEntry {
   newValue?: unknown
 }
 
-/** A project's admin log: its createdAt order and id bounds. */
-const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
-
 /** Call inside the transaction that makes the change. */
 export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void {
-  db.insert(adminLogs)
-    .values({
+  const initiator = entry.initiator ?? 'administrator'
+  insertAdminLog(
+    db,
+    {
       projectId: entry.projectId,
       type: entry.type,
       resource: entry.resource,
-      initiator: entry.initiator ?? 'administrator',
+      initiator,
       userId: entry.actorId,
       subjectUserId: entry.subjectUserId ?? null,
       previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
       newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
-      extension: isExtensionEntry(entry.resource, entry.initiator ?? 'administrator'),
-      createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, clock.now(), true),
-    })
-    .run()
+      extension: isExtensionEntry(entry.resource, initiator),
+    },
+    clock.now(),
+  )
 }
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
@@ -82,23 +77,11 @@ export interface AdminLogFilters {
 export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, dates: DateFilter[], limit: number): number[] {
   const names = resolveNameFilters(db, projectId, filters)
   if (!names || filters.initiator === 'forestAdmin') return []
-  return pageIds(
+  return pageAdminLogIds(
     db,
-    {
-      name: 'admin-logs',
-      table: adminLogs,
-      id: adminLogs.id,
-      equal: {
-        projectId: [adminLogs.projectId, projectId],
-        userId: [adminLogs.userId, names.userId],
-        type: [adminLogs.type, filters.type],
-        initiator: [adminLogs.initiator, filters.initiator],
-        resource: [adminLogs.resource, filters.resource],
-      },
-      // Entries take createdAt strictly after the previous one in their project, so ids stand in.
-      bounds: createdAtBounds(db, dates, ADMIN_TIMES, projectId),
-      extra: { documented: hideExtensions(adminLogs.extension, filters.extensions) },
-    },
+    projectId,
+    { userId: names.userId, type: filters.type, initiator: filters.initiator, resource: filters.resource, withExtensions: filters.extensions },
+    dates,
     limit,
   )
 }
@@ -106,14 +89,7 @@ export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilt
 /** The compatibility document's admin log objects, in the order of `ids`. */
 export function renderAdminLogs(db: Db, ids: number[]) {
   if (ids.length === 0) return []
-  const rows = prepared(db, 'admin-logs.render', () =>
-    db
-      .select({ log: adminLogs, user: userColumns })
-      .from(adminLogs)
-      .leftJoin(users, eq(users.id, adminLogs.userId))
-      .where(inJsonArray(adminLogs.id, 'ids'))
-      .prepare(),
-  ).all({ ids: JSON.stringify(ids) })
+  const rows = findAdminLogsForRender(db, ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     return {

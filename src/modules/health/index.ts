@@ -4,8 +4,8 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { pendingMigrations } from '../../db/migrate.ts'
-import { queueStats } from '../../db/queue.ts'
+import { runQueueStats } from '../../db/maintenance.ts'
+import { pendingStoreMigrations } from '../../db/migrate.ts'
 import { storageFullNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
@@ -14,7 +14,7 @@ function notReadyReason(deps: AppDeps): { code: string; message: string } | null
   const notReady = (message: string) => ({ code: 'not_ready', message })
   let pending: string[]
   try {
-    pending = pendingMigrations(deps.store.sqlite)
+    pending = pendingStoreMigrations(deps.store)
   } catch (error) {
     return notReady(`Database unavailable: ${(error as Error).message}`)
   }
@@ -27,7 +27,7 @@ function notReadyReason(deps: AppDeps): { code: string; message: string } | null
 export function healthModule(deps: AppDeps) {
   deps.metrics.observeRuns(() => {
     const now = deps.clock.now()
-    const stats = queueStats(deps.store.sqlite, now)
+    const stats = runQueueStats(deps.store, now)
     return {
       byStatus: stats.byStatus,
       queueDepth: stats.due,
