@@ -1,37 +1,39 @@
 /** Project membership (permission level per user per project) and team membership, with their admin log. */
-import { and, count, eq, ne } from 'drizzle-orm'
+import {
+  countOtherProjectAdmins,
+  deleteMemberFromProjectTeams,
+  deleteProjectMember,
+  deleteTeamMember,
+  findProjectMember,
+  insertProjectMember,
+  insertTeamMember,
+  isTeamMember,
+  projectIdsOfMember,
+  teamNamesOfMember,
+  updateProjectMemberRole,
+} from '../../db/members.ts'
 import type { Db } from '../../db/open.ts'
-import { type PermissionLevel, projectMembers, teamMembers, teams, users } from '../../db/schema.ts'
+import { findUserById } from '../../db/users.ts'
+import type { PermissionLevel } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
 
 /** The permission levels a project member can hold (the CLI's `--role`). */
-export { PERMISSION_LEVELS, type PermissionLevel } from '../../db/schema.ts'
+export { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
 
 export type Outcome = 'created' | 'updated' | 'unchanged'
 
 /** The compatibility document's `user-project` value: the user, their permission level and teams. */
 export function userProjectValue(db: Db, projectId: number, userId: number) {
-  const user = db.select().from(users).where(eq(users.id, userId)).get()
+  const user = findUserById(db, userId)
   if (!user) throw new Error(`user ${userId} not found`)
-  const member = db
-    .select({ role: projectMembers.role })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId)))
-    .get()
-  const teamNames = db
-    .select({ name: teams.name })
-    .from(teamMembers)
-    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
-    .where(and(eq(teams.projectId, projectId), eq(teamMembers.userId, userId)))
-    .orderBy(teams.name)
-    .all()
+  const member = findProjectMember(db, projectId, userId)
   return {
     user: userObject(user),
     ...(member ? { permissionLevel: member.role } : {}),
-    teams: teamNames.map((t) => ({ object: 'team' as const, name: t.name })),
+    teams: teamNamesOfMember(db, projectId, userId).map((name) => ({ object: 'team' as const, name })),
   }
 }
 
@@ -41,12 +43,7 @@ export function userProjectValue(db: Db, projectId: number, userId: number) {
  */
 function requireAnotherProjectAdmin(db: Db, projectId: number, userId: number, role: PermissionLevel | undefined): void {
   if (role !== 'admin') return
-  const others = db
-    .select({ n: count() })
-    .from(projectMembers)
-    .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.role, 'admin'), ne(projectMembers.userId, userId)))
-    .get()?.n ?? 0
-  if (others === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
+  if (countOtherProjectAdmins(db, projectId, userId) === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
 }
 
 /** Sets a member's permission level (adding them to the project); never demotes the last admin (409). */
@@ -55,19 +52,13 @@ export function setProjectMember(
   clock: Clock,
   input: { projectId: number; userId: number; role: PermissionLevel; actorId: number | null },
 ): Outcome {
-  const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
-  const existing = db.select().from(projectMembers).where(where).get()
+  const existing = findProjectMember(db, input.projectId, input.userId)
   if (existing?.role === input.role) return 'unchanged'
   if (input.role !== 'admin') requireAnotherProjectAdmin(db, input.projectId, input.userId, existing?.role)
   const before = userProjectValue(db, input.projectId, input.userId)
   const now = clock.now()
-  if (existing) {
-    db.update(projectMembers).set({ role: input.role, updatedAt: now }).where(where).run()
-  } else {
-    db.insert(projectMembers)
-      .values({ projectId: input.projectId, userId: input.userId, role: input.role, createdAt: now, updatedAt: now })
-      .run()
-  }
+  if (existing) updateProjectMemberRole(db, input.projectId, input.userId, input.role, now)
+  else insertProjectMember(db, { projectId: input.projectId, userId: input.userId, role: input.role, now })
   appendAdminLog(db, clock, {
     projectId: input.projectId,
     type: existing ? 'update' : 'add',
@@ -85,13 +76,8 @@ export function addTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
 ): Outcome {
-  const existing = db
-    .select()
-    .from(teamMembers)
-    .where(and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId)))
-    .get()
-  if (existing) return 'unchanged'
-  changeTeams(db, clock, input, () => db.insert(teamMembers).values({ teamId: input.teamId, userId: input.userId, createdAt: clock.now() }).run())
+  if (isTeamMember(db, input.teamId, input.userId)) return 'unchanged'
+  changeTeams(db, clock, input, () => insertTeamMember(db, input.teamId, input.userId, clock.now()))
   return 'created'
 }
 
@@ -116,9 +102,8 @@ export function removeTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
 ): boolean {
-  const where = and(eq(teamMembers.teamId, input.teamId), eq(teamMembers.userId, input.userId))
-  if (!db.select().from(teamMembers).where(where).get()) return false
-  changeTeams(db, clock, input, () => db.delete(teamMembers).where(where).run())
+  if (!isTeamMember(db, input.teamId, input.userId)) return false
+  changeTeams(db, clock, input, () => deleteTeamMember(db, input.teamId, input.userId))
   return true
 }
 
@@ -128,12 +113,12 @@ export function removeTeamMember(
  * Returns false when the user was already in that state.
  */
 export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactivated: boolean, actorId: number | null): boolean {
-  const user = db.select().from(users).where(eq(users.id, userId)).get()
+  const user = findUserById(db, userId)
   if (!user || (user.disabledAt !== null) === deactivated) return false
   if (deactivated) requireAnotherInstanceAdmin(db, user)
   setUserDisabled(db, clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
-  for (const { projectId } of db.select({ projectId: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId)).all()) {
+  for (const projectId of projectIdsOfMember(db, userId)) {
     appendAdminLog(db, clock, {
       projectId,
       type: 'update',
@@ -153,16 +138,12 @@ export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactiv
  * was not a member. One `remove` admin log entry with the previous `user-project` value.
  */
 export function removeProjectMember(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): boolean {
-  const where = and(eq(projectMembers.projectId, input.projectId), eq(projectMembers.userId, input.userId))
-  const existing = db.select().from(projectMembers).where(where).get()
+  const existing = findProjectMember(db, input.projectId, input.userId)
   if (!existing) return false
   requireAnotherProjectAdmin(db, input.projectId, input.userId, existing.role)
   const before = userProjectValue(db, input.projectId, input.userId)
-  const projectTeams = db.select({ id: teams.id }).from(teams).where(eq(teams.projectId, input.projectId)).all()
-  for (const team of projectTeams) {
-    db.delete(teamMembers).where(and(eq(teamMembers.teamId, team.id), eq(teamMembers.userId, input.userId))).run()
-  }
-  db.delete(projectMembers).where(where).run()
+  deleteMemberFromProjectTeams(db, input.projectId, input.userId)
+  deleteProjectMember(db, input.projectId, input.userId)
   appendAdminLog(db, clock, {
     projectId: input.projectId,
     type: 'remove',

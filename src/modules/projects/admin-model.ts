@@ -1,7 +1,7 @@
 /** Bodies and answers of the project management routes (structure, people, records). */
 
 import { t } from 'elysia'
-import { PERMISSION_LEVELS } from '../../db/schema.ts'
+import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { IdParam } from '../../http/params.ts'
 import { UserObject } from '../users/model.ts'
 import { RECORD_ID_MAX_LENGTH } from '../records/service.ts'

@@ -4,9 +4,17 @@
  * the console) and `trellis apply`: same validation, same entries. Names are matched case-sensitively, as
  * everywhere; a rename keeps every id, so webhook URLs (id-based) and tokens survive it.
  */
-import { and, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
-import { collectionPermissions, collections, environments, projects, teams } from '../../db/schema.ts'
+import {
+  findCollectionPermission,
+  findPartByName,
+  insertPart,
+  insertProject,
+  type ProjectPart,
+  renamePart,
+  updateProject,
+  writeCollectionPermission,
+} from '../../db/projects.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
@@ -30,16 +38,9 @@ function checkName(field: string, name: string): void {
   if (problem) throw invalidField(field, `${field} ${problem}`)
 }
 
-type Part = 'environment' | 'team' | 'collection'
-const TABLES = { environment: environments, team: teams, collection: collections } as const
-
-function findPart(db: Db, part: Part, projectId: number, name: string) {
-  const table = TABLES[part]
-  return db.select({ id: table.id, name: table.name }).from(table).where(and(eq(table.projectId, projectId), eq(table.name, name))).get()
-}
 
 /** The admin log value of each part: the compatibility document's shapes for environments and teams. */
-function partValue(part: Part, name: string) {
+function partValue(part: ProjectPart, name: string) {
   return part === 'environment' ? { name, codeCustomizationVersion: 0 } : { name }
 }
 
@@ -50,9 +51,9 @@ const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${pro
 export function createProject(db: Db, clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Project {
   checkName('name', input.name)
   if (findProjectByName(db, input.name)) throw conflict('name_taken', `A project named ${input.name} already exists`)
-  const [project] = db.insert(projects).values({ name: input.name, sso: input.sso ?? false, createdAt: clock.now() }).returning().all()
-  appendAdminLog(db, clock, { projectId: project!.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project!) })
-  return project!
+  const project = insertProject(db, { name: input.name, sso: input.sso ?? false, createdAt: clock.now() })
+  appendAdminLog(db, clock, { projectId: project.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project) })
+  return project
 }
 
 /** Renames a project: its tokens, members and webhook URLs stay; API paths and apply files use the new name. */
@@ -60,7 +61,7 @@ export function renameProject(db: Db, clock: Clock, project: Project, name: stri
   checkName('name', name)
   if (name === project.name) return 'unchanged'
   if (findProjectByName(db, name)) throw conflict('name_taken', `A project named ${name} already exists`)
-  db.update(projects).set({ name }).where(eq(projects.id, project.id)).run()
+  updateProject(db, project.id, { name })
   appendAdminLog(db, clock, {
     projectId: project.id, type: 'update', resource: 'project', actorId,
     previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
@@ -74,7 +75,7 @@ export function renameProject(db: Db, clock: Clock, project: Project, name: stri
  */
 export function setProjectSso(db: Db, clock: Clock, project: Project, sso: boolean, actorId: number | null): Outcome {
   if (project.sso === sso) return 'unchanged'
-  db.update(projects).set({ sso }).where(eq(projects.id, project.id)).run()
+  updateProject(db, project.id, { sso })
   appendAdminLog(db, clock, {
     projectId: project.id, type: 'update', resource: 'project', actorId,
     previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
@@ -83,29 +84,27 @@ export function setProjectSso(db: Db, clock: Clock, project: Project, sso: boole
 }
 
 /** Adds an environment, a team or a collection to a project (409 `name_taken` when the project has one by that name). */
-export function addProjectPart(db: Db, clock: Clock, part: Part, input: { projectId: number; name: string; actorId: number | null }): number {
+export function addProjectPart(db: Db, clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null }): number {
   checkName('name', input.name)
-  if (findPart(db, part, input.projectId, input.name)) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
-  const table = TABLES[part]
-  const [row] = db.insert(table).values({ projectId: input.projectId, name: input.name, createdAt: clock.now() }).returning({ id: table.id }).all()
+  if (findPartByName(db, part, input.projectId, input.name)) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
+  const id = insertPart(db, part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
   appendAdminLog(db, clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
-  return row!.id
+  return id
 }
 
 /** Renames an environment, a team or a collection (404 when unknown, 409 when the new name is taken). */
 export function renameProjectPart(
   db: Db,
   clock: Clock,
-  part: Part,
+  part: ProjectPart,
   input: { projectId: number; name: string; newName: string; actorId: number | null },
 ): Outcome {
   checkName('name', input.newName)
-  const current = findPart(db, part, input.projectId, input.name)
+  const current = findPartByName(db, part, input.projectId, input.name)
   if (!current) throw notFound(`No ${part} named ${input.name} in this project`)
   if (input.newName === input.name) return 'unchanged'
-  if (findPart(db, part, input.projectId, input.newName)) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
-  const table = TABLES[part]
-  db.update(table).set({ name: input.newName }).where(eq(table.id, current.id)).run()
+  if (findPartByName(db, part, input.projectId, input.newName)) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
+  renamePart(db, part, current.id, input.newName)
   appendAdminLog(db, clock, {
     projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
     previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
@@ -120,11 +119,9 @@ export function setCollectionPermission(
   input: { projectId: number; collectionId: number; collectionName: string; teamId: number; teamName: string; read: boolean; edit: boolean; actorId: number | null },
 ): Outcome {
   const wanted = { canRead: input.read, canEdit: input.edit }
-  const where = and(eq(collectionPermissions.collectionId, input.collectionId), eq(collectionPermissions.teamId, input.teamId))
-  const current = db.select().from(collectionPermissions).where(where).get()
+  const current = findCollectionPermission(db, input.collectionId, input.teamId)
   if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) return 'unchanged'
-  if (current) db.update(collectionPermissions).set(wanted).where(where).run()
-  else db.insert(collectionPermissions).values({ collectionId: input.collectionId, teamId: input.teamId, ...wanted }).run()
+  writeCollectionPermission(db, { collectionId: input.collectionId, teamId: input.teamId, ...wanted }, current !== undefined)
   const may = (p: { canRead: boolean; canEdit: boolean }) => (p.canEdit && p.canRead ? 'read and edit' : p.canRead ? 'read' : 'neither read nor edit')
   const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: `${input.collectionName}: team ${input.teamName} may ${may(p)}` })
   appendAdminLog(db, clock, {

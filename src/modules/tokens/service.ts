@@ -2,10 +2,10 @@
  * Application tokens (spec §2.6, §5; DESIGN §4): `trl_` + 32 random bytes base64url, shown once.
  * Only the SHA-256 of the value and a display prefix are stored.
  */
-import { and, desc, eq, isNull } from 'drizzle-orm'
 import { createHash, randomBytes } from 'node:crypto'
 import type { Db } from '../../db/open.ts'
-import { apiTokens, projects, users } from '../../db/schema.ts'
+import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type TokenListRow, type TokenRow } from '../../db/tokens.ts'
+import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
@@ -27,7 +27,7 @@ export const TOKEN_PREFIX = 'trl_'
 export const DISPLAY_PREFIX_LENGTH = 12
 const TOKEN_VALUE = /^trl_[A-Za-z0-9_-]{43}$/
 
-export type TokenRow = typeof apiTokens.$inferSelect
+export type { TokenListRow, TokenRow } from '../../db/tokens.ts'
 
 export function generateTokenValue(): string {
   return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`
@@ -100,41 +100,31 @@ export interface NewToken {
 /** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
 export function createToken(db: Db, clock: Clock, input: NewToken): { token: TokenRow; value: string } {
   const value = generateTokenValue()
-  const [token] = db
-    .insert(apiTokens)
-    .values({
-      name: input.name,
-      userId: input.userId,
-      projectId: input.projectId,
-      tokenHash: hashTokenValue(value),
-      prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
-      scopes: JSON.stringify(input.scopes),
-      createdWithSso: input.createdWithSso,
-      createdAt: clock.now(),
-      expiresAt: input.expiresAt,
-    })
-    .returning()
-    .all()
+  const token = insertToken(db, {
+    name: input.name,
+    userId: input.userId,
+    projectId: input.projectId,
+    tokenHash: hashTokenValue(value),
+    prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
+    scopes: JSON.stringify(input.scopes),
+    createdWithSso: input.createdWithSso,
+    createdAt: clock.now(),
+    expiresAt: input.expiresAt,
+  })
   appendAdminLog(db, clock, {
     projectId: input.projectId,
     type: 'add',
     resource: 'api-token',
     actorId: input.actorId,
     subjectUserId: input.userId,
-    newValue: { name: describeToken(db, token!) },
+    newValue: { name: describeToken(db, token) },
   })
-  return { token: token!, value }
+  return { token, value }
 }
 
 /** Revokes a live token; false when it was already revoked. Call in a write transaction. */
 export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: number | null): boolean {
-  const [revoked] = db
-    .update(apiTokens)
-    .set({ revokedAt: clock.now() })
-    .where(and(eq(apiTokens.id, token.id), isNull(apiTokens.revokedAt)))
-    .returning()
-    .all()
-  if (!revoked) return false
+  if (!revokeLiveToken(db, token.id, clock.now())) return false
   appendAdminLog(db, clock, {
     projectId: token.projectId,
     type: 'remove',
@@ -151,43 +141,22 @@ export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: numb
  * Never the value or its hash — only the display prefix.
  */
 function describeToken(db: Db, token: TokenRow): string {
-  const owner = db.select({ email: users.email }).from(users).where(eq(users.id, token.userId)).get()
+  const owner = findUserById(db, token.userId)
   const sso = token.createdWithSso ? ', generated in an SSO session' : ''
   return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }
 
 export function findToken(db: Db, id: number): TokenRow | undefined {
-  return db.select().from(apiTokens).where(eq(apiTokens.id, id)).get()
-}
-
-const tokenListColumns = {
-  token: apiTokens,
-  projectName: projects.name,
-  owner: { id: users.id, email: users.email, username: users.username },
+  return findTokenById(db, id)
 }
 
 /**
  * Tokens, newest first: a user's (account settings), a project's (API access settings) or both filters (CLI).
  * Revoked ones only when asked (the CLI shows them; the API lists live tokens).
  */
-export function listTokens(db: Db, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }) {
-  return db
-    .select(tokenListColumns)
-    .from(apiTokens)
-    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .where(
-      and(
-        filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
-        filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
-        filter.includeRevoked ? undefined : isNull(apiTokens.revokedAt),
-      ),
-    )
-    .orderBy(desc(apiTokens.id))
-    .all()
+export function listTokens(db: Db, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }): TokenListRow[] {
+  return listTokenRows(db, filter)
 }
-
-export type TokenListRow = ReturnType<typeof listTokens>[number]
 
 /** The public view of a token: never the value or its hash. */
 export function tokenView(row: TokenListRow) {

@@ -4,10 +4,9 @@
  * for INVITATION_TTL_MS; a new invitation of the same user cancels the older ones. Both acts are admin log entries
  * (resource `invitation`, instance-wide).
  */
-import { and, eq, isNull } from 'drizzle-orm'
 import { createHash, randomBytes } from 'node:crypto'
 import type { Db } from '../../db/open.ts'
-import { invitations } from '../../db/schema.ts'
+import { findInvitationByHash, insertInvitation, spendInvitation, spendUserInvitations } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { conflict, notFound } from '../../http/errors.ts'
@@ -28,10 +27,10 @@ export function createInvitation(db: Db, clock: Clock, input: { user: User; acto
   if (input.user.disabledAt !== null) throw conflict('user_deactivated', `${input.user.email} is deactivated: reactivate them before inviting them`)
   const now = clock.now()
   // Older links of the user stop working: only the newest one shown is valid.
-  db.update(invitations).set({ usedAt: now }).where(and(eq(invitations.userId, input.user.id), isNull(invitations.usedAt))).run()
+  spendUserInvitations(db, input.user.id, now)
   const token = randomBytes(32).toString('base64url')
   const expiresAt = now + INVITATION_TTL_MS
-  db.insert(invitations).values({ tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt }).run()
+  insertInvitation(db, { tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
   appendAdminLog(db, clock, {
     projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
     newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
@@ -41,7 +40,7 @@ export function createInvitation(db: Db, clock: Clock, input: { user: User; acto
 
 /** The user a live invitation is for (unused, unexpired, user active), or 404 `invalid_invitation`. */
 export function invitedUser(db: Db, clock: Clock, token: string): { user: User; invitationId: number } {
-  const row = token.length > 100 ? undefined : db.select().from(invitations).where(eq(invitations.tokenHash, hashInvitation(token))).get()
+  const row = token.length > 100 ? undefined : findInvitationByHash(db, hashInvitation(token))
   const user = row && findUser(db, row.userId)
   if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) {
     throw notFound('This invitation link is invalid, already used or expired: ask an administrator for a new one', 'invalid_invitation')
@@ -52,7 +51,7 @@ export function invitedUser(db: Db, clock: Clock, token: string): { user: User; 
 /** Uses an invitation: sets the password (ending other sessions) and spends the link. Returns the user to sign in. */
 export function acceptInvitation(db: Db, clock: Clock, token: string, passwordHash: string): User {
   const { user, invitationId } = invitedUser(db, clock, token)
-  db.update(invitations).set({ usedAt: clock.now() }).where(eq(invitations.id, invitationId)).run()
+  spendInvitation(db, invitationId, clock.now())
   setUserPasswordHash(db, clock, user.id, passwordHash)
   appendAdminLog(db, clock, {
     projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,

@@ -1,9 +1,17 @@
 /** Users of the organization: creation, passwords, deactivation. */
-import { and, asc, count, eq, isNull, ne } from 'drizzle-orm'
 import { availableParallelism } from 'node:os'
 import pLimit from 'p-limit'
 import type { Db } from '../../db/open.ts'
-import { users } from '../../db/schema.ts'
+import {
+  allUsersByEmail,
+  countAllUsers,
+  countOtherActiveInstanceAdmins,
+  findUserById,
+  findUserByStoredEmail,
+  insertUserRow,
+  updateUser,
+  type User,
+} from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
@@ -12,7 +20,7 @@ import { normalizeEmail } from './view.ts'
 
 export { normalizeEmail, userColumns, userObject } from './view.ts'
 
-export type User = typeof users.$inferSelect
+export type { User } from '../../db/users.ts'
 
 export const PASSWORD_MIN_LENGTH = 12
 export const PASSWORD_MAX_LENGTH = 1024
@@ -88,11 +96,11 @@ function dummyHash(): Promise<string> {
 }
 
 export function findUserByEmail(db: Db, email: string): User | undefined {
-  return db.select().from(users).where(eq(users.email, normalizeEmail(email))).get()
+  return findUserByStoredEmail(db, normalizeEmail(email))
 }
 
 export function countUsers(db: Db): number {
-  return db.select({ n: count() }).from(users).get()?.n ?? 0
+  return countAllUsers(db)
 }
 
 export interface NewUser {
@@ -118,46 +126,35 @@ export function checkNewUser(input: { email: string; username: string; password?
 
 export function insertUser(db: Db, clock: Clock, input: NewUser): User {
   const now = clock.now()
-  const [user] = db
-    .insert(users)
-    .values({
-      email: normalizeEmail(input.email),
-      username: input.username.trim(),
-      passwordHash: input.passwordHash ?? null,
-      isInstanceAdmin: input.isInstanceAdmin ?? false,
-      disabledAt: input.disabled ? now : null,
-      createdAt: now,
-      updatedAt: now,
-    })
-    .returning()
-    .all()
-  if (!user) throw new Error('user insert returned no row')
-  return user
+  return insertUserRow(db, {
+    email: normalizeEmail(input.email),
+    username: input.username.trim(),
+    passwordHash: input.passwordHash ?? null,
+    isInstanceAdmin: input.isInstanceAdmin ?? false,
+    disabledAt: input.disabled ? now : null,
+    now,
+  })
 }
 
 export function setUserDisabled(db: Db, clock: Clock, userId: number, disabled: boolean): void {
   const now = clock.now()
-  db.update(users)
-    .set({ disabledAt: disabled ? now : null, updatedAt: now })
-    .where(eq(users.id, userId))
-    .run()
+  updateUser(db, userId, now, { disabledAt: disabled ? now : null })
   if (disabled) deleteUserSessions(db, userId)
 }
 
 /** Sets a new password and ends the user's sessions. */
 export function setUserPasswordHash(db: Db, clock: Clock, userId: number, passwordHash: string): void {
-  db.update(users).set({ passwordHash, updatedAt: clock.now() }).where(eq(users.id, userId)).run()
+  updateUser(db, userId, clock.now(), { passwordHash })
   deleteUserSessions(db, userId)
 }
 
-/** The columns the compatibility document's user object is made of (select them, then `userObject`). */
 /** Every user of the instance, by email (the instance administrators' people page). */
 export function listUsers(db: Db): User[] {
-  return db.select().from(users).orderBy(asc(users.email)).all()
+  return allUsersByEmail(db)
 }
 
 export function findUser(db: Db, id: number): User | undefined {
-  return db.select().from(users).where(eq(users.id, id)).get()
+  return findUserById(db, id)
 }
 
 /** An instance-wide admin log entry about a user (resource `user`, no project; shown on the console's people page). */
@@ -197,19 +194,14 @@ export function createUser(db: Db, clock: Clock, input: NewUser & { actorId: num
  */
 export function requireAnotherInstanceAdmin(db: Db, user: User): void {
   if (!user.isInstanceAdmin || user.disabledAt !== null) return
-  const others = db
-    .select({ n: count() })
-    .from(users)
-    .where(and(eq(users.isInstanceAdmin, true), isNull(users.disabledAt), ne(users.id, user.id)))
-    .get()?.n ?? 0
-  if (others === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
+  if (countOtherActiveInstanceAdmins(db, user.id) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
 }
 
 /** Grants or revokes instance administration (409 for the last one); false when nothing changed. */
 export function setInstanceAdmin(db: Db, clock: Clock, user: User, instanceAdmin: boolean, actorId: number | null): boolean {
   if (user.isInstanceAdmin === instanceAdmin) return false
   if (!instanceAdmin) requireAnotherInstanceAdmin(db, user)
-  db.update(users).set({ isInstanceAdmin: instanceAdmin, updatedAt: clock.now() }).where(eq(users.id, user.id)).run()
+  updateUser(db, user.id, clock.now(), { isInstanceAdmin: instanceAdmin })
   const label = (on: boolean) => (on ? 'instance administrator' : 'not instance administrator')
   logUserChange(db, clock, user, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
   return true
@@ -221,7 +213,7 @@ export function setUsername(db: Db, clock: Clock, user: User, username: string, 
   if (problem) throw invalidField('username', `username ${problem}`)
   const trimmed = username.trim()
   if (trimmed === user.username) return false
-  db.update(users).set({ username: trimmed, updatedAt: clock.now() }).where(eq(users.id, user.id)).run()
+  updateUser(db, user.id, clock.now(), { username: trimmed })
   logUserChange(db, clock, user, actorId, { type: 'update', previous: `named ${user.username}`, next: `named ${trimmed}` })
   return true
 }

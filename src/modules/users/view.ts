@@ -3,13 +3,14 @@
  * from, the normalized email every lookup uses, and the instance administrators' view of a person. Depends on no
  * other service, so the admin log and projects read it without an import circle through the users service.
  */
-import { users } from '../../db/schema.ts'
+import type { User } from '../../db/users.ts'
 import { toIso } from '../../lib/time.ts'
 
-export const userColumns = { id: users.id, username: users.username, email: users.email }
+/** The user columns other domains' queries select live with the users' storage; re-exported for their services. */
+export { userColumns } from '../../db/users.ts'
 
 /** The compatibility document's user object. */
-export function userObject(user: Pick<typeof users.$inferSelect, 'id' | 'username' | 'email'>) {
+export function userObject(user: Pick<User, 'id' | 'username' | 'email'>) {
   return { object: 'user' as const, id: user.id, username: user.username, email: user.email }
 }
 
@@ -18,7 +19,7 @@ export function normalizeEmail(email: string): string {
 }
 
 /** A user as the instance administrators see them. */
-export function instanceUserView(user: typeof users.$inferSelect) {
+export function instanceUserView(user: User) {
   return {
     id: user.id,
     email: user.email,
