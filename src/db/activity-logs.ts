@@ -9,7 +9,7 @@ import type { Db } from './open.ts'
 import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
 import { inJsonArray, prepared } from './prepared.ts'
 import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from './schema.ts'
-import { userColumns } from './user-columns.ts'
+import { userColumns } from './users.ts'
 
 /** An environment's activity log: its createdAt order and id bounds. */
 const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }

@@ -10,7 +10,7 @@ import type { Db } from './open.ts'
 import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
 import { inJsonArray, prepared } from './prepared.ts'
 import { adminLogs, projects, users } from './schema.ts'
-import { userColumns } from './user-columns.ts'
+import { userColumns } from './users.ts'
 
 type AdminLogRow = typeof adminLogs.$inferSelect
 

@@ -10,7 +10,7 @@ import type { Db } from './open.ts'
 import { createdAtBounds, pageIds } from './pages.ts'
 import { inJsonArray, prepared } from './prepared.ts'
 import { collections, environments, noteMessages, notes, teams, users } from './schema.ts'
-import { userColumns } from './user-columns.ts'
+import { userColumns } from './users.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 export const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
