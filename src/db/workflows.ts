@@ -1,6 +1,6 @@
 /**
  * Workflows' storage: where a workflow lives (the one join workflow → rendering → environment and team, written
- * once in `selectWorkflows`), the trigger target a webhook call or a manual run looks up (prepared: a hot path),
+ * once in `joinWorkflowPlace`), the trigger target a webhook call or a manual run looks up (prepared: a hot path),
  * renderings, and the versions a publication writes.
  */
 import { and, asc, desc, eq, sql } from 'drizzle-orm'
@@ -41,24 +41,26 @@ export interface TriggerTarget {
 
 /** The trigger target of a workflow id; prepared once per connection (every webhook call reads it). */
 export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
-  const statement = prepared(db, 'workflows.trigger-target', () =>
-    joinWorkflowPlace(db.select({
-      workflowId: workflows.id,
-      workflowName: workflows.name,
-      activeVersionId: workflows.activeVersionId,
-      renderingId: workflows.renderingId,
-      environmentId: renderings.environmentId,
-      teamId: renderings.teamId,
-      projectId: teams.projectId,
-      collectionId: workflows.collectionId,
-      webhookEnabled: webhookTriggers.enabled,
-      webhookGeneration: webhookTriggers.generation,
-      webhookRatePerMinute: webhookTriggers.ratePerMinute,
-    }).from(workflows).$dynamic())
+  const statement = prepared(db, 'workflows.trigger-target', () => {
+    const target = db
+      .select({
+        workflowId: workflows.id,
+        workflowName: workflows.name,
+        activeVersionId: workflows.activeVersionId,
+        renderingId: workflows.renderingId,
+        environmentId: renderings.environmentId,
+        teamId: renderings.teamId,
+        projectId: teams.projectId,
+        collectionId: workflows.collectionId,
+        webhookEnabled: webhookTriggers.enabled,
+        webhookGeneration: webhookTriggers.generation,
+        webhookRatePerMinute: webhookTriggers.ratePerMinute,
+      })
+      .from(workflows)
       .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
-      .where(eq(workflows.id, sql.placeholder('id')))
-      .prepare(),
-  )
+      .$dynamic()
+    return joinWorkflowPlace(target).where(eq(workflows.id, sql.placeholder('id'))).prepare()
+  })
   return statement.all({ id: workflowId })[0]
 }
 
@@ -89,14 +91,12 @@ export function findWorkflowIdsNamed(db: Db, environmentId: number, name: string
 
 /** The workflows of one rendering (environment, team), by name, with their collection. */
 export function listRenderingWorkflows(db: Db, environmentId: number, teamId: number) {
-  return joinWorkflowPlace(db.select({
-    id: workflows.id,
-    name: workflows.name,
-    collectionId: workflows.collectionId,
-    collectionName: collections.name,
-    activeVersionId: workflows.activeVersionId,
-  }).from(workflows).$dynamic())
+  const query = db
+    .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
+    .from(workflows)
     .innerJoin(collections, eq(collections.id, workflows.collectionId))
+    .$dynamic()
+  return joinWorkflowPlace(query)
     .where(and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId)))
     .orderBy(asc(workflows.name))
     .all()
@@ -104,9 +104,8 @@ export function listRenderingWorkflows(db: Db, environmentId: number, teamId: nu
 
 /** Every workflow of a project with the names of its environment and team. */
 export function listProjectWorkflowPlaces(db: Db, projectId: number): { name: string; environment: string; team: string }[] {
-  return joinWorkflowPlace(db.select({ name: workflows.name, environment: environments.name, team: teams.name }).from(workflows).$dynamic())
-    .where(eq(environments.projectId, projectId))
-    .all()
+  const query = db.select({ name: workflows.name, environment: environments.name, team: teams.name }).from(workflows).$dynamic()
+  return joinWorkflowPlace(query).where(eq(environments.projectId, projectId)).all()
 }
 
 /** The rendering (environment, team), created on first use. */
