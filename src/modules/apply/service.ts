@@ -3,24 +3,21 @@
  * one IMMEDIATE transaction: a file with any problem changes nothing. Nothing is ever deleted: items the
  * database has and the file does not are reported as `notInFile`.
  */
-import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import { parse as parseYaml, YAMLParseError } from 'yaml'
 import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db, Store } from '../../db/open.ts'
 import { writeTransaction } from '../../db/write.ts'
 import {
-  collectionPermissions,
-  collections,
-  environments,
-  noteMessages,
-  notes,
-  projectMembers,
-  projects,
-  renderings,
-  teams,
-  users,
-  workflows,
-} from '../../db/schema.ts'
+  firstEditingTeamId,
+  firstProjectAdminId,
+  hasImportedNote,
+  insertImportedNote,
+  listProjectMemberEmails,
+  listProjectNames,
+  listUserEmails,
+} from '../../db/apply.ts'
+import { listProjectParts, type ProjectPart } from '../../db/records.ts'
+import { listProjectWorkflowPlaces } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { canonicalJson } from '../../lib/json.ts'
@@ -118,8 +115,8 @@ function hashChangedPasswords(db: Db, file: ApplyFile): Map<string, string> {
   const hashes = new Map<string, string>()
   for (const user of file.users ?? []) {
     if (user.password === undefined || user.password.length < 12) continue
-    const existing = db.select({ hash: users.passwordHash }).from(users).where(eq(users.email, normalizeEmail(user.email))).get()
-    if (existing?.hash && verifyPasswordSync(user.password, existing.hash)) continue
+    const existing = findUserByEmail(db, user.email)
+    if (existing?.passwordHash && verifyPasswordSync(user.password, existing.passwordHash)) continue
     hashes.set(normalizeEmail(user.email), hashPassword(user.password))
   }
   return hashes
@@ -157,7 +154,7 @@ class ApplyWriter {
   }
 
   private userId(email: string): number {
-    const user = this.db.select({ id: users.id }).from(users).where(eq(users.email, normalizeEmail(email))).get()
+    const user = findUserByEmail(this.db, email)
     if (!user) throw new Error(`user ${email} vanished during apply`)
     return user.id
   }
@@ -198,7 +195,7 @@ class ApplyWriter {
     for (const [email, outcome] of outcomes) this.record(outcome, 'user', email)
     if (file.users) {
       const inFile = new Set(file.users.map((u) => normalizeEmail(u.email)))
-      for (const { email } of this.db.select({ email: users.email }).from(users).all()) {
+      for (const email of listUserEmails(this.db)) {
         if (!inFile.has(email)) this.report.notInFile.push({ kind: 'user', name: email })
       }
     }
@@ -321,39 +318,26 @@ class ApplyWriter {
 
   private findActor(projectId: number, projectName: string, at: string): number {
     if (this.ctx.actorEmail !== undefined) {
-      const actor = this.db.select().from(users).where(eq(users.email, normalizeEmail(this.ctx.actorEmail))).get()!
+      const actor = findUserByEmail(this.db, this.ctx.actorEmail)!
       const problem = actor.disabledAt !== null ? 'is deactivated' : roleIn(this.db, projectId, actor.id) === null ? `is not a member of project ${projectName}` : null
       if (problem) throw new ApplyError([{ path: '--as', message: `${this.ctx.actorEmail} ${problem}` }])
       return actor.id
     }
-    const admin = this.db
-      .select({ id: projectMembers.userId })
-      .from(projectMembers)
-      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.role, 'admin')))
-      .orderBy(asc(projectMembers.userId))
-      .limit(1)
-      .get()
-    if (!admin) {
+    const admin = firstProjectAdminId(this.db, projectId)
+    if (admin === undefined) {
       throw new ApplyError([{ path: at, message: `project ${projectName} has no admin to attribute record changes to: add an admin member or pass --as EMAIL` }])
     }
-    return admin.id
+    return admin
   }
 
   /** The team a record write is logged under when the file names none: the oldest team allowed to edit the collection. */
   private editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): number {
     const known = this.editingTeams.get(collectionId)
     if (known !== undefined) return known
-    const team = this.db
-      .select({ id: teams.id })
-      .from(teams)
-      .leftJoin(collectionPermissions, and(eq(collectionPermissions.teamId, teams.id), eq(collectionPermissions.collectionId, collectionId)))
-      .where(and(eq(teams.projectId, projectId), or(isNull(collectionPermissions.canEdit), eq(collectionPermissions.canEdit, true))))
-      .orderBy(asc(teams.id))
-      .limit(1)
-      .get()
-    if (!team) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
-    this.editingTeams.set(collectionId, team.id)
-    return team.id
+    const team = firstEditingTeamId(this.db, projectId, collectionId)
+    if (team === undefined) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
+    this.editingTeams.set(collectionId, team)
+    return team
   }
 
   private applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
@@ -389,14 +373,7 @@ class ApplyWriter {
     const userId = this.userId(spec.user)
     const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoDateTime(spec.createdAt)!
     const name = `${projectName}/${spec.environment}/${spec.recordId}: ${spec.title}`
-    const conditions = [
-      eq(notes.environmentId, environmentId),
-      eq(notes.recordId, spec.recordId),
-      eq(notes.userId, userId),
-      eq(notes.title, spec.title),
-    ]
-    if (givenCreatedAt !== undefined) conditions.push(eq(notes.createdAt, givenCreatedAt))
-    if (this.db.select({ id: notes.id }).from(notes).where(and(...conditions)).limit(1).get()) {
+    if (hasImportedNote(this.db, { environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
       this.record('unchanged', 'note', name)
       return
     }
@@ -412,9 +389,9 @@ class ApplyWriter {
       spec.updatedAt !== undefined
         ? parseIsoDateTime(spec.updatedAt)!
         : Math.max(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
-    const [note] = this.db
-      .insert(notes)
-      .values({
+    insertImportedNote(
+      this.db,
+      {
         environmentId,
         teamId: scope.teams.get(spec.team)!,
         collectionId: scope.collections.get(spec.collection)!,
@@ -424,10 +401,9 @@ class ApplyWriter {
         createdAt,
         updatedAt,
         archivedAt,
-      })
-      .returning({ id: notes.id })
-      .all()
-    for (const message of messages) this.db.insert(noteMessages).values({ noteId: note!.id, ...message }).run()
+      },
+      messages,
+    )
     // The entry is the import (now); the note keeps the times the file gives.
     appendActivityLog(this.db, this.ctx.clock, {
       environmentId,
@@ -451,21 +427,8 @@ class ApplyWriter {
     missing('environment', spec.environments, scope.environments.keys())
     missing('team', spec.teams?.map((t) => t.name), scope.teams.keys())
     missing('collection', spec.collections?.map((c) => c.name), scope.collections.keys())
-    const members = this.db
-      .select({ email: users.email })
-      .from(projectMembers)
-      .innerJoin(users, eq(users.id, projectMembers.userId))
-      .where(eq(projectMembers.projectId, projectId))
-      .all()
-    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), members.map((m) => m.email))
-    const existingWorkflows = this.db
-      .select({ name: workflows.name, environment: environments.name, team: teams.name })
-      .from(workflows)
-      .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-      .innerJoin(environments, eq(environments.id, renderings.environmentId))
-      .innerJoin(teams, eq(teams.id, renderings.teamId))
-      .where(eq(environments.projectId, projectId))
-      .all()
+    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), listProjectMemberEmails(this.db, projectId))
+    const existingWorkflows = listProjectWorkflowPlaces(this.db, projectId)
     missing(
       'workflow',
       (spec.workflows as WorkflowDefinition[] | undefined)?.map((w) => `${w.environment}/${w.team}/${w.name}`),
@@ -475,7 +438,7 @@ class ApplyWriter {
 
   reportProjectsNotInFile(listed: ApplyProject[]) {
     const inFile = new Set(listed.map((p) => p.name))
-    for (const { name } of this.db.select({ name: projects.name }).from(projects).all()) {
+    for (const name of listProjectNames(this.db)) {
       if (!inFile.has(name)) this.report.notInFile.push({ kind: 'project', name })
     }
   }
@@ -488,10 +451,9 @@ class ProjectScope {
   readonly collections: Map<string, number>
 
   constructor(db: Db, projectId: number) {
-    const byName = (table: typeof environments | typeof teams | typeof collections) =>
-      new Map(db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).all().map((r) => [r.name, r.id]))
-    this.environments = byName(environments)
-    this.teams = byName(teams)
-    this.collections = byName(collections)
+    const byName = (part: ProjectPart) => new Map(listProjectParts(db, part, projectId).map((r) => [r.name, r.id]))
+    this.environments = byName('environment')
+    this.teams = byName('team')
+    this.collections = byName('collection')
   }
 }

@@ -3,10 +3,10 @@
  * the apply transaction so what was checked is what gets written. Paths name the offending item:
  * `projects[0].teams[1].members[0]: unknown user bob@example.com`.
  */
-import { eq } from 'drizzle-orm'
 import { issuerProblem } from '../../config.ts'
 import type { Db } from '../../db/open.ts'
-import { collections, environments, teams, users } from '../../db/schema.ts'
+import { listUserEmails } from '../../db/apply.ts'
+import { listProjectParts, type ProjectPart } from '../../db/records.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import type { Problem } from '../../lib/validation.ts'
 import { findProjectByName } from '../projects/service.ts'
@@ -30,7 +30,7 @@ export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string):
     const issuer = issuerProblem(file.sso.issuer)
     if (issuer) problem('sso.issuer', `issuer ${issuer}`)
   }
-  const knownUsers = new Set(db.select({ email: users.email }).from(users).all().map((u) => u.email))
+  const knownUsers = new Set(listUserEmails(db))
   const fileUsers = new Set<string>()
   file.users?.forEach((user, i) => {
     const at = `users[${i}]`
@@ -69,9 +69,8 @@ type Report = (path: string, message: string) => void
 function existingNames(db: Db, projectName: string): ProjectNames {
   const project = findProjectByName(db, projectName)
   if (!project) return { environments: new Set(), teams: new Set(), collections: new Set() }
-  const namesOf = (table: typeof environments | typeof teams | typeof collections) =>
-    new Set(db.select({ name: table.name }).from(table).where(eq(table.projectId, project.id)).all().map((r) => r.name))
-  return { environments: namesOf(environments), teams: namesOf(teams), collections: namesOf(collections) }
+  const namesOf = (part: ProjectPart) => new Set(listProjectParts(db, part, project.id).map((r) => r.name))
+  return { environments: namesOf('environment'), teams: namesOf('team'), collections: namesOf('collection') }
 }
 
 /** Adds each name to `known`, reporting duplicates within the file. */

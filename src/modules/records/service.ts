@@ -2,64 +2,22 @@
  * Records as people see them in the console: a collection's records in one environment, one record, and the
  * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
  */
-import { and, asc, eq, gt, sql } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
-import { prepared } from '../../db/prepared.ts'
-import { collections, environments, renderings, teams, workflows, records } from '../../db/schema.ts'
+import { findRecordByKey as findRecord, insertRecord, listProjectParts, type RecordRow, type RecordScope, setRecordData } from '../../db/records.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 
-export type RecordRow = typeof records.$inferSelect
-
-export interface RecordScope {
-  environmentId: number
-  collectionId: number
-}
-
-/** One page of a collection's records, by record id (ascending), starting after `after`. */
-export function listRecords(db: Db, scope: RecordScope, after: string | undefined, limit: number): RecordRow[] {
-  return db
-    .select()
-    .from(records)
-    .where(
-      and(
-        eq(records.environmentId, scope.environmentId),
-        eq(records.collectionId, scope.collectionId),
-        after === undefined ? undefined : gt(records.recordKey, after),
-      ),
-    )
-    .orderBy(asc(records.recordKey))
-    .limit(limit + 1)
-    .all()
-}
-
-/** One record by its id (prepared: the executor's data steps look records up this way too). */
-export function findRecord(db: Db, scope: RecordScope, recordKey: string): RecordRow | undefined {
-  return prepared(db, 'records.by-key', () =>
-    db
-      .select()
-      .from(records)
-      .where(
-        and(
-          eq(records.environmentId, sql.placeholder('environmentId')),
-          eq(records.collectionId, sql.placeholder('collectionId')),
-          eq(records.recordKey, sql.placeholder('key')),
-        ),
-      )
-      .prepare(),
-  ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
-}
+export type { RecordRow, RecordScope }
+/** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
+export { findRecordByKey as findRecord, pageRecords as listRecords } from '../../db/records.ts'
+/** The collections of a project, by name; the workflows of one rendering (environment, team), by name, with their collection. */
+export { listProjectCollections as projectCollections } from '../../db/records.ts'
+export { listRenderingWorkflows as renderingWorkflows } from '../../db/workflows.ts'
 
 /** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
 export function replaceRecordData(db: Db, id: number, data: Record<string, unknown>, now: number): void {
-  prepared(db, 'records.replace-data', () =>
-    db
-      .update(records)
-      .set({ data: sql`${sql.placeholder('data')}`, updatedAt: sql`${sql.placeholder('now')}` })
-      .where(eq(records.id, sql.placeholder('id')))
-      .prepare(),
-  ).run({ data: canonicalJson(data), now, id })
+  setRecordData(db, id, canonicalJson(data), now)
 }
 
 export const RECORD_ID_MAX_LENGTH = 1024
@@ -79,10 +37,10 @@ export function upsertRecord(
   const now = clock.now()
   let action: 'create' | 'update'
   if (!existing) {
-    db.insert(records).values({ environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, createdAt: now, updatedAt: now }).run()
+    insertRecord(db, { environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
     action = 'create'
   } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
-    db.update(records).set({ data, updatedAt: now }).where(eq(records.id, existing.id)).run()
+    setRecordData(db, existing.id, data, now)
     action = 'update'
   } else {
     return 'unchanged'
@@ -119,26 +77,7 @@ export function logRecordView(
   })
 }
 
-/** The collections of a project, by name. */
-export function projectCollections(db: Db, projectId: number) {
-  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(asc(collections.name)).all()
-}
-
-/** The workflows of one rendering (environment, team), by name, with their collection. */
-export function renderingWorkflows(db: Db, environmentId: number, teamId: number) {
-  return db
-    .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
-    .from(workflows)
-    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-    .innerJoin(collections, eq(collections.id, workflows.collectionId))
-    .where(and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId)))
-    .orderBy(asc(workflows.name))
-    .all()
-}
-
 /** A project's environments and teams, by name. */
 export function projectLayout(db: Db, projectId: number) {
-  const byName = <T extends typeof environments | typeof teams>(table: T) =>
-    db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).orderBy(asc(table.name)).all()
-  return { environments: byName(environments), teams: byName(teams) }
+  return { environments: listProjectParts(db, 'environment', projectId, true), teams: listProjectParts(db, 'team', projectId, true) }
 }

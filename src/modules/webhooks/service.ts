@@ -1,32 +1,17 @@
 /** Webhook trigger settings of a workflow: enable (a pause, not a reset), disable, regenerate, rate. */
-import { and, eq } from 'drizzle-orm'
 import type { Db } from '../../db/open.ts'
-import { environments, renderings, teams, webhookTriggers, workflows } from '../../db/schema.ts'
+import { updateWebhookTrigger } from '../../db/webhooks.ts'
+import { findTriggerTarget, findWorkflowIdByNames, type TriggerTarget } from '../../db/workflows.ts'
 import { notFound } from '../../http/errors.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { findTriggerTarget, type TriggerTarget } from '../runs/service.ts'
 import { describeTrigger } from '../workflows/service.ts'
 import { webhookUrl } from './url.ts'
 
 /** The workflow named by (project, environment, team, workflow), or 404. */
 export function requireWorkflow(db: Db, projectId: number, environmentName: string, teamName: string, workflowName: string): TriggerTarget {
-  const row = db
-    .select({ id: workflows.id })
-    .from(workflows)
-    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-    .innerJoin(environments, eq(environments.id, renderings.environmentId))
-    .innerJoin(teams, eq(teams.id, renderings.teamId))
-    .where(
-      and(
-        eq(environments.projectId, projectId),
-        eq(environments.name, environmentName),
-        eq(teams.name, teamName),
-        eq(workflows.name, workflowName),
-      ),
-    )
-    .get()
-  const target = row && findTriggerTarget(db, row.id)
+  const workflowId = findWorkflowIdByNames(db, { projectId, environment: environmentName, team: teamName, workflow: workflowName })
+  const target = workflowId !== undefined ? findTriggerTarget(db, workflowId) : undefined
   if (!target) throw notFound(`Workflow ${workflowName} not found for team ${teamName} in ${environmentName}`)
   return target
 }
@@ -66,7 +51,7 @@ export function changeWebhook(db: Db, clock: Clock, target: TriggerTarget, chang
     ('enabled' in change && change.enabled === before.enabled) ||
     ('ratePerMinute' in change && change.ratePerMinute === before.ratePerMinute)
   if (unchanged) return target
-  db.update(webhookTriggers).set({ ...set, updatedAt: clock.now() }).where(eq(webhookTriggers.workflowId, target.workflowId)).run()
+  updateWebhookTrigger(db, target.workflowId, set, clock.now())
   const after = findTriggerTarget(db, target.workflowId)!
   const describe = (t: TriggerTarget) =>
     `${describeTrigger(t.workflowName, { enabled: t.webhookEnabled, ratePerMinute: t.webhookRatePerMinute })}, URL generation ${t.webhookGeneration}`

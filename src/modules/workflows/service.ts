@@ -1,8 +1,15 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
-import { and, desc, eq } from 'drizzle-orm'
 import { createHash } from 'node:crypto'
 import type { Db } from '../../db/open.ts'
-import { renderings, webhookTriggers, workflows, workflowVersions } from '../../db/schema.ts'
+import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
+import {
+  ensureRendering,
+  findWorkflowInRendering,
+  findWorkflowVersion,
+  insertWorkflow,
+  latestWorkflowVersion,
+  publishWorkflowVersion,
+} from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
@@ -14,7 +21,8 @@ export interface WorkflowTarget {
   collectionId: number
 }
 
-export type WebhookTrigger = typeof webhookTriggers.$inferSelect
+export type { WebhookTrigger }
+export { ensureRendering }
 
 export interface PublishResult {
   outcome: 'created' | 'published' | 'unchanged'
@@ -23,14 +31,6 @@ export interface PublishResult {
   renderingId: number
   version: number
   trigger: WebhookTrigger
-}
-
-/** The rendering (environment, team), created on first use. */
-export function ensureRendering(db: Db, environmentId: number, teamId: number): number {
-  const where = and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId))
-  const existing = db.select({ id: renderings.id }).from(renderings).where(where).get()
-  if (existing) return existing.id
-  return db.insert(renderings).values({ environmentId, teamId }).returning({ id: renderings.id }).all()[0]!.id
 }
 
 /**
@@ -50,44 +50,21 @@ export function publishWorkflow(
   const canonical = canonicalDefinition(definition)
   const hash = createHash('sha256').update(canonical).digest('hex')
 
-  let workflow = db
-    .select()
-    .from(workflows)
-    .where(and(eq(workflows.renderingId, renderingId), eq(workflows.name, definition.name)))
-    .get()
+  let workflow = findWorkflowInRendering(db, renderingId, definition.name)
   const created = !workflow
   if (!workflow) {
-    workflow = db
-      .insert(workflows)
-      .values({ renderingId, name: definition.name, collectionId: target.collectionId, createdAt: now, updatedAt: now })
-      .returning()
-      .all()[0]!
-    db.insert(webhookTriggers).values({ workflowId: workflow.id, enabled: false, generation: 1, updatedAt: now }).run()
+    workflow = insertWorkflow(db, { renderingId, name: definition.name, collectionId: target.collectionId, now })
+    insertWebhookTrigger(db, workflow.id, now)
   }
-  const active = workflow.activeVersionId
-    ? db.select().from(workflowVersions).where(eq(workflowVersions.id, workflow.activeVersionId)).get()
-    : undefined
+  const active = workflow.activeVersionId ? findWorkflowVersion(db, workflow.activeVersionId) : undefined
 
   let version = active?.version ?? 0
   let outcome: PublishResult['outcome'] = 'unchanged'
   if (!active || active.definitionHash !== hash) {
-    const latest = db
-      .select({ version: workflowVersions.version })
-      .from(workflowVersions)
-      .where(eq(workflowVersions.workflowId, workflow.id))
-      .orderBy(desc(workflowVersions.version))
-      .limit(1)
-      .get()
-    version = (latest?.version ?? 0) + 1
-    const [row] = db
-      .insert(workflowVersions)
-      .values({ workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, createdAt: now })
-      .returning({ id: workflowVersions.id })
-      .all()
-    db.update(workflows)
-      .set({ activeVersionId: row!.id, collectionId: target.collectionId, updatedAt: now })
-      .where(eq(workflows.id, workflow.id))
-      .run()
+    version = latestWorkflowVersion(db, workflow.id) + 1
+    publishWorkflowVersion(db, {
+      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
+    })
     appendAdminLog(db, clock, {
       projectId: target.projectId,
       type: created ? 'add' : 'update',
@@ -111,7 +88,7 @@ function applyTriggerSettings(
   definition: WorkflowDefinition,
   actorId: number | null,
 ): { trigger: WebhookTrigger; changed: boolean } {
-  const current = db.select().from(webhookTriggers).where(eq(webhookTriggers.workflowId, workflowId)).get()!
+  const current = findWebhookTrigger(db, workflowId)!
   const wanted = {
     enabled: definition.webhook?.enabled ?? current.enabled,
     ratePerMinute: definition.webhook?.ratePerMinute ?? current.ratePerMinute,
@@ -119,12 +96,7 @@ function applyTriggerSettings(
   if (wanted.enabled === current.enabled && wanted.ratePerMinute === current.ratePerMinute) {
     return { trigger: current, changed: false }
   }
-  const [trigger] = db
-    .update(webhookTriggers)
-    .set({ ...wanted, updatedAt: clock.now() })
-    .where(eq(webhookTriggers.workflowId, workflowId))
-    .returning()
-    .all()
+  const trigger = updateWebhookTrigger(db, workflowId, wanted, clock.now())
   appendAdminLog(db, clock, {
     projectId,
     type: 'update',
@@ -133,7 +105,7 @@ function applyTriggerSettings(
     previousValue: { name: describeTrigger(definition.name, current) },
     newValue: { name: describeTrigger(definition.name, wanted) },
   })
-  return { trigger: trigger!, changed: true }
+  return { trigger, changed: true }
 }
 
 /** Admin log values must fit the compatibility document's `{name}` shape: the trigger state as one readable text. */

@@ -1,0 +1,174 @@
+/**
+ * Workflows' storage: where a workflow lives (the one join workflow → rendering → environment and team, written
+ * once in `joinWorkflowPlace`), the trigger target a webhook call or a manual run looks up (prepared: a hot path),
+ * renderings, and the versions a publication writes.
+ */
+import { and, asc, desc, eq, sql } from 'drizzle-orm'
+import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
+import type { Db } from './open.ts'
+import { allOf } from './pages.ts'
+import { prepared } from './prepared.ts'
+import { collections, environments, renderings, teams, webhookTriggers, workflows, workflowVersions } from './schema.ts'
+
+export type WorkflowRow = typeof workflows.$inferSelect
+export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
+
+/**
+ * Joins where a workflow lives — its rendering, that rendering's environment and team (every workflow has all
+ * three) — to a dynamic query that already has `workflows`. The one place this join is written.
+ */
+export function joinWorkflowPlace<T extends SQLiteSelect>(query: T) {
+  return query
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(environments, eq(environments.id, renderings.environmentId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+}
+
+/** A workflow with what a trigger needs to check: its rendering, project, collection and webhook settings. */
+export interface TriggerTarget {
+  workflowId: number
+  workflowName: string
+  activeVersionId: number | null
+  renderingId: number
+  environmentId: number
+  teamId: number
+  projectId: number
+  collectionId: number
+  webhookEnabled: boolean
+  webhookGeneration: number
+  webhookRatePerMinute: number | null
+}
+
+/** The trigger target of a workflow id; prepared once per connection (every webhook call reads it). */
+export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
+  const statement = prepared(db, 'workflows.trigger-target', () => {
+    const target = db
+      .select({
+        workflowId: workflows.id,
+        workflowName: workflows.name,
+        activeVersionId: workflows.activeVersionId,
+        renderingId: workflows.renderingId,
+        environmentId: renderings.environmentId,
+        teamId: renderings.teamId,
+        projectId: teams.projectId,
+        collectionId: workflows.collectionId,
+        webhookEnabled: webhookTriggers.enabled,
+        webhookGeneration: webhookTriggers.generation,
+        webhookRatePerMinute: webhookTriggers.ratePerMinute,
+      })
+      .from(workflows)
+      .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
+      .$dynamic()
+    return joinWorkflowPlace(target).where(eq(workflows.id, sql.placeholder('id'))).prepare()
+  })
+  return statement.all({ id: workflowId })[0]
+}
+
+/** The id of the workflow named by (project, environment, team, workflow) names. */
+export function findWorkflowIdByNames(
+  db: Db,
+  names: { projectId: number; environment: string; team: string; workflow: string },
+): number | undefined {
+  return joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
+    .where(
+      and(
+        eq(environments.projectId, names.projectId),
+        eq(environments.name, names.environment),
+        eq(teams.name, names.team),
+        eq(workflows.name, names.workflow),
+      ),
+    )
+    .get()?.id
+}
+
+/** Ids of the environment's workflows called `name` (in one team when given). */
+export function findWorkflowIdsNamed(db: Db, environmentId: number, name: string, teamName?: string): number[] {
+  return joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
+    .where(allOf([eq(renderings.environmentId, environmentId), eq(workflows.name, name), teamName === undefined ? undefined : eq(teams.name, teamName)]))
+    .all()
+    .map((r) => r.id)
+}
+
+/** The workflows of one rendering (environment, team), by name, with their collection. */
+export function listRenderingWorkflows(db: Db, environmentId: number, teamId: number) {
+  const query = db
+    .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
+    .from(workflows)
+    .innerJoin(collections, eq(collections.id, workflows.collectionId))
+    .$dynamic()
+  return joinWorkflowPlace(query)
+    .where(and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId)))
+    .orderBy(asc(workflows.name))
+    .all()
+}
+
+/** Every workflow of a project with the names of its environment and team. */
+export function listProjectWorkflowPlaces(db: Db, projectId: number): { name: string; environment: string; team: string }[] {
+  const query = db.select({ name: workflows.name, environment: environments.name, team: teams.name }).from(workflows).$dynamic()
+  return joinWorkflowPlace(query).where(eq(environments.projectId, projectId)).all()
+}
+
+/** The rendering (environment, team), created on first use. */
+export function ensureRendering(db: Db, environmentId: number, teamId: number): number {
+  const where = and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId))
+  const existing = db.select({ id: renderings.id }).from(renderings).where(where).get()
+  if (existing) return existing.id
+  return db.insert(renderings).values({ environmentId, teamId }).returning({ id: renderings.id }).all()[0]!.id
+}
+
+export function findWorkflowInRendering(db: Db, renderingId: number, name: string): WorkflowRow | undefined {
+  return db
+    .select()
+    .from(workflows)
+    .where(and(eq(workflows.renderingId, renderingId), eq(workflows.name, name)))
+    .get()
+}
+
+/** A new workflow (no active version yet). */
+export function insertWorkflow(db: Db, input: { renderingId: number; name: string; collectionId: number; now: number }): WorkflowRow {
+  return db
+    .insert(workflows)
+    .values({ renderingId: input.renderingId, name: input.name, collectionId: input.collectionId, createdAt: input.now, updatedAt: input.now })
+    .returning()
+    .all()[0]!
+}
+
+export function findWorkflowVersion(db: Db, versionId: number): WorkflowVersionRow | undefined {
+  return db.select().from(workflowVersions).where(eq(workflowVersions.id, versionId)).get()
+}
+
+/** The highest version number a workflow has published; 0 when none. */
+export function latestWorkflowVersion(db: Db, workflowId: number): number {
+  const latest = db
+    .select({ version: workflowVersions.version })
+    .from(workflowVersions)
+    .where(eq(workflowVersions.workflowId, workflowId))
+    .orderBy(desc(workflowVersions.version))
+    .limit(1)
+    .get()
+  return latest?.version ?? 0
+}
+
+/** Stores a version and makes it the workflow's active one (with the workflow's collection); returns its id. */
+export function publishWorkflowVersion(
+  db: Db,
+  input: { workflowId: number; version: number; definition: string; definitionHash: string; publishedBy: number | null; collectionId: number; now: number },
+): number {
+  const [row] = db
+    .insert(workflowVersions)
+    .values({
+      workflowId: input.workflowId,
+      version: input.version,
+      definition: input.definition,
+      definitionHash: input.definitionHash,
+      publishedBy: input.publishedBy,
+      createdAt: input.now,
+    })
+    .returning({ id: workflowVersions.id })
+    .all()
+  db.update(workflows)
+    .set({ activeVersionId: row!.id, collectionId: input.collectionId, updatedAt: input.now })
+    .where(eq(workflows.id, input.workflowId))
+    .run()
+  return row!.id
+}
