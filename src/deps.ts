@@ -6,7 +6,7 @@
  */
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
-import { RunQueue } from './db/queue.ts'
+import { type RunQueue, runQueueOf } from './db/queue.ts'
 import type { Executor } from './executor/executor.ts'
 import { TokenRateLimiter } from './http/rate-limit.ts'
 import type { Clock } from './lib/clock.ts'
@@ -46,6 +46,6 @@ export function createDeps(input: DepsInput): AppDeps {
   return {
     ...input,
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
-    runQueue: input.runQueue ?? input.executor?.queue ?? new RunQueue(store.sqlite),
+    runQueue: input.runQueue ?? input.executor?.queue ?? runQueueOf(store),
   }
 }

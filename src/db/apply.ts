@@ -5,7 +5,7 @@
  */
 import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import type { Db } from './open.ts'
-import { collectionPermissions, noteMessages, notes, projectMembers, projects, teams, users } from './schema.ts'
+import { collectionPermissions, notes, projectMembers, projects, teams, users } from './schema.ts'
 
 /** Every user's email, in storage order. */
 export function listUserEmails(db: Db): string[] {
@@ -66,12 +66,3 @@ export function hasImportedNote(db: Db, key: ImportedNoteKey): boolean {
   return db.select({ id: notes.id }).from(notes).where(and(...conditions)).limit(1).get() !== undefined
 }
 
-/** A note with its messages, at the times given. */
-export function insertImportedNote(
-  db: Db,
-  note: Omit<typeof notes.$inferInsert, 'id'>,
-  messages: { userId: number; content: string; createdAt: number }[],
-): void {
-  const [row] = db.insert(notes).values(note).returning({ id: notes.id }).all()
-  for (const message of messages) db.insert(noteMessages).values({ noteId: row!.id, ...message }).run()
-}

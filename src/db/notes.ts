@@ -150,3 +150,13 @@ export function findNoteById(db: Db, id: number): NoteRow | undefined {
 export function updateNoteRow(db: Db, id: number, fields: Partial<Pick<NoteRow, 'title' | 'archivedAt' | 'updatedAt'>>): void {
   db.update(notes).set(fields).where(eq(notes.id, id)).run()
 }
+
+/** A note with its messages, at the times given. */
+export function insertImportedNote(
+  db: Db,
+  note: Omit<typeof notes.$inferInsert, 'id'>,
+  messages: { userId: number; content: string; createdAt: number }[],
+): void {
+  const [row] = db.insert(notes).values(note).returning({ id: notes.id }).all()
+  for (const message of messages) insertNoteMessage(db, { noteId: row!.id, ...message })
+}

@@ -8,6 +8,7 @@ import type { Db } from './open.ts'
 import { pageIds } from './pages.ts'
 import { inJsonArray } from './prepared.ts'
 import { apiTokens, environments, runSteps, runs, teams, users, workflows, workflowVersions } from './schema.ts'
+import { userColumns } from './users.ts'
 import { joinWorkflowPlace } from './workflows.ts'
 
 export type RunRecord = typeof runs.$inferSelect
@@ -33,7 +34,7 @@ export function loadRunsToRender(db: Db, ids: string[]) {
     version: workflowVersions.version,
     environment: environments.name,
     team: teams.name,
-    user: { id: users.id, username: users.username, email: users.email },
+    user: userColumns,
     token: { id: apiTokens.id, name: apiTokens.name, prefix: apiTokens.prefix },
   })
     .from(runs)

@@ -13,13 +13,11 @@ import {
   uniqueIndex,
 } from 'drizzle-orm/sqlite-core'
 import { PERMISSION_LEVELS } from '../lib/access.ts'
+import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../lib/run-statuses.ts'
 
 export { PERMISSION_LEVELS, type PermissionLevel } from '../lib/access.ts'
+export { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../lib/run-statuses.ts'
 
-export const RUN_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled'] as const
-export type RunStatus = (typeof RUN_STATUSES)[number]
-/** A run in one of these states blocks another run of the same workflow on the same record. */
-export const ACTIVE_RUN_STATUSES = ['queued', 'running', 'waiting'] as const
 /** The active runs a worker may take: queued ones, and waiting ones whose time has come (the rest are running). */
 export const CLAIMABLE_RUN_STATUSES = ACTIVE_RUN_STATUSES.filter((status) => status !== 'running')
 

@@ -13,7 +13,8 @@ import {
   LeaseLostError,
   parkRun,
   recordStepOutcome,
-  RunQueue,
+  type RunQueue,
+  runQueueOf,
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
@@ -89,7 +90,7 @@ export class Executor {
   private readonly outbound: OutboundClient
 
   constructor(private readonly options: ExecutorOptions) {
-    this.queue = new RunQueue(options.store.sqlite)
+    this.queue = runQueueOf(options.store)
     this.outbound = options.outbound ?? new OutboundClient()
   }
 

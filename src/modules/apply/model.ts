@@ -1,6 +1,6 @@
 /** The apply file (DESIGN §9). Field names are a contract; unknown fields are errors so typos never pass silently. */
 import { type Static, Type as T } from '@sinclair/typebox'
-import { PERMISSION_LEVELS } from '../../db/schema.ts'
+import { PERMISSION_LEVELS } from '../../lib/access.ts'
 
 const Name = T.String({ minLength: 1, maxLength: 200 })
 const Email = T.String({ minLength: 3, maxLength: 320 })

@@ -4,18 +4,17 @@
  * database has and the file does not are reported as `notInFile`.
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import { nextCreatedAt } from '../../db/monotonic.ts'
 import type { Db, Store } from '../../db/open.ts'
 import { writeTransaction } from '../../db/write.ts'
 import {
   firstEditingTeamId,
   firstProjectAdminId,
   hasImportedNote,
-  insertImportedNote,
   listProjectMemberEmails,
   listProjectNames,
   listUserEmails,
 } from '../../db/apply.ts'
+import { insertImportedNote, nextNoteCreatedAt } from '../../db/notes.ts'
 import { listProjectParts, type ProjectPart } from '../../db/records.ts'
 import { listProjectWorkflowPlaces } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -25,7 +24,7 @@ import { parseIsoDateTime } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
-import { NOTE_TIMES, recordImportedNoteTime } from '../notes/service.ts'
+import { recordImportedNoteTime } from '../notes/service.ts'
 import { createUser, findUserByEmail, hashPassword, normalizeEmail, setInstanceAdmin, setUserPasswordHash, setUsername, verifyPasswordSync } from '../users/service.ts'
 import { findProjectByName, roleIn } from '../projects/service.ts'
 import { findRecord, upsertRecord } from '../records/service.ts'
@@ -378,7 +377,7 @@ class ApplyWriter {
       return
     }
     if (givenCreatedAt !== undefined) recordImportedNoteTime(this.db, environmentId, givenCreatedAt)
-    const createdAt = givenCreatedAt ?? nextCreatedAt(this.db, NOTE_TIMES, environmentId, this.now, true)
+    const createdAt = givenCreatedAt ?? nextNoteCreatedAt(this.db, environmentId, this.now)
     const messages = (spec.messages ?? []).map((m) => ({
       userId: this.userId(m.user),
       content: sanitizeNoteHtml(m.content),

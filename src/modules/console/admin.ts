@@ -7,7 +7,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import type { Db } from '../../db/open.ts'
-import { PERMISSION_LEVELS, type PermissionLevel } from '../../db/schema.ts'
+import { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
 import { html, type Html, path } from '../../console/html.ts'
 import { requireInstanceAdmin, requireProjectManager } from '../auth/service.ts'
 import { asHttpError } from '../../http/errors.ts'

@@ -1,7 +1,7 @@
 /** Console: an environment's runs (project admins) and one run's detail with its steps (its user, or an admin). */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../db/schema.ts'
+import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { html, type Html } from '../../console/html.ts'
 import { notFound } from '../../http/errors.ts'
 import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'

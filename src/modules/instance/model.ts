@@ -1,6 +1,6 @@
 /** Bodies and answers of the instance administrators' routes (people, new projects). */
 import { t } from 'elysia'
-import { PERMISSION_LEVELS } from '../../db/schema.ts'
+import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { IdParam } from '../../http/params.ts'
 

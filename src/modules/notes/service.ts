@@ -22,7 +22,6 @@ import { type ActivityAction, appendActivityLog } from '../activity-logs/service
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 
-export { NOTE_TIMES, type NoteRow } from '../../db/notes.ts'
 
 export interface NoteFilters {
   userEmail?: string

@@ -5,7 +5,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { RUN_STATUSES } from '../../db/schema.ts'
+import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import type { AccountCaller } from '../../http/auth.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, forbidden, notFound } from '../../http/errors.ts'

@@ -1,6 +1,6 @@
 /** Workflow runs as the API renders them, and the manual trigger's body. */
 import { t } from 'elysia'
-import { RUN_STATUSES } from '../../db/schema.ts'
+import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
 import { EnvironmentRef, TeamRef } from '../projects/model.ts'

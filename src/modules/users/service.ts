@@ -18,7 +18,7 @@ import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
 import { normalizeEmail } from './view.ts'
 
-export { normalizeEmail, userColumns, userObject } from './view.ts'
+export { normalizeEmail, userObject } from './view.ts'
 
 export type { User } from '../../db/users.ts'
 

@@ -7,7 +7,6 @@ import type { User } from '../../db/users.ts'
 import { toIso } from '../../lib/time.ts'
 
 /** The user columns other domains' queries select live with the users' storage; re-exported for their services. */
-export { userColumns } from '../../db/users.ts'
 
 /** The compatibility document's user object. */
 export function userObject(user: Pick<User, 'id' | 'username' | 'email'>) {

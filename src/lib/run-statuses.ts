@@ -1,0 +1,5 @@
+/** The states of a workflow run (DESIGN §8): the one list every layer reads; the database's CHECK is built from it. */
+export const RUN_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled'] as const
+export type RunStatus = (typeof RUN_STATUSES)[number]
+/** Active: the record is busy (409 run_in_progress); the partial unique index covers exactly these. */
+export const ACTIVE_RUN_STATUSES = ['queued', 'running', 'waiting'] as const
