@@ -17,7 +17,7 @@ import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { repoRoot, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, repoRoot, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
 import type { ErrorObject } from './support/compat-schema.ts'
 
 const ACME = join(repoRoot, 'examples/acme.yaml')
@@ -130,7 +130,6 @@ function cookieFrom(response: Response): string {
   return header.split(';')[0]!
 }
 
-const bearer = (value: string) => ({ authorization: `Bearer ${value}` })
 
 function getNotes(app: ReturnType<typeof testApp>, headers: Record<string, string> = {}, path = NOTES) {
   return app.handle(request(path, { headers }))

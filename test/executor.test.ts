@@ -20,7 +20,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
-import { repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import {
   type AcmeDocument,
   acmeDocument,
@@ -106,7 +106,6 @@ afterAll(() => remote.stop(true))
 
 // ── Shared helpers ──────────────────────────────────────────────────────────
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 5_000): Promise<T> {
   const deadline = Date.now() + timeoutMs

@@ -52,6 +52,9 @@ export function testApp(env: TestEnv, overrides: Partial<DepsInput> = {}) {
   return createApp(createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides }))
 }
 
+/** The Authorization header of a call made with an application token. */
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
 export function request(path: string, init: RequestInit & { json?: unknown } = {}): Request {
   const { json, ...rest } = init
   const headers = new Headers(rest.headers)

@@ -23,7 +23,7 @@ import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/s
 import { type ApplyReport, ApplyError, applyDocument } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
-import { handleJson, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, handleJson, request, runCli, tableContents, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, type ErrorObject, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
@@ -152,7 +152,6 @@ function expectError(sent: Sent<unknown>, status: number, code: string, paramete
   return body
 }
 
-const auth = (token: string) => ({ authorization: `Bearer ${token}` })
 type Query = Record<string, string> | string
 const search = (query: Query) => (typeof query === 'string' ? query : new URLSearchParams(query).toString())
 const withQuery = (base: string, query: Query) => (search(query) === '' ? base : `${base}?${search(query)}`)
@@ -210,9 +209,9 @@ function buildFx(options: { clock?: Clock; document?: AcmeDocument; env?: Record
 }
 
 const listActivity = (fx: Fx, query: Query = {}, options: { token?: string; project?: string; environment?: string } = {}) =>
-  send<Page<ActivityLog>>(fx.app, request(activityPath(query, options.project, options.environment), { headers: auth(options.token ?? fx.alice) }), 'activity')
+  send<Page<ActivityLog>>(fx.app, request(activityPath(query, options.project, options.environment), { headers: bearer(options.token ?? fx.alice) }), 'activity')
 const listAdmin = (fx: Fx, query: Query = {}, options: { token?: string; project?: string } = {}) =>
-  send<Page<AdminLog>>(fx.app, request(adminPath(query, options.project), { headers: auth(options.token ?? (options.project === 'Globex' ? fx.aliceGlobex : fx.alice)) }), 'admin')
+  send<Page<AdminLog>>(fx.app, request(adminPath(query, options.project), { headers: bearer(options.token ?? (options.project === 'Globex' ? fx.aliceGlobex : fx.alice)) }), 'admin')
 
 /**
  * Every entry matching `query`, newest first, paging as the README says: `createdAt.lte` the last entry's time and
@@ -418,7 +417,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
   afterAll(() => fx.env.cleanup())
 
   const write = (method: string, path: string, json: unknown, token = fx.alice) =>
-    fx.app.handle(request(path, { method, headers: auth(token), json })).then(async (r) => ({ status: r.status, body: (await r.json()) as { id: number } }))
+    fx.app.handle(request(path, { method, headers: bearer(token), json })).then(async (r) => ({ status: r.status, body: (await r.json()) as { id: number } }))
 
   /** Runs `act`, then asserts the DB gained exactly the given actions and returns them as the API renders them. */
   async function expectEntries(act: () => Promise<unknown>, actions: string[]): Promise<ActivityLog[]> {
@@ -500,7 +499,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
     }, ['createMessage'])
     const stored = fx.env.store.sqlite.prepare('SELECT name, prefix FROM api_tokens WHERE prefix = ?').get(fx.alice.slice(0, 12)) as { name: string; prefix: string }
     expect(tokenOf.get(entry!)).toEqual(stored)
-    const raw = (await (await fx.app.handle(request(activityPath({ limit: '1' }), { headers: auth(fx.alice) }))).json()) as Page<ActivityLog>
+    const raw = (await (await fx.app.handle(request(activityPath({ limit: '1' }), { headers: bearer(fx.alice) }))).json()) as Page<ActivityLog>
     expect(raw.data[0]!.label).toBe(`${entry!.label} · token "${stored.name}" (${stored.prefix}…)`)
     expect(JSON.stringify(raw)).not.toContain(fx.alice.slice(12))
   })
@@ -555,7 +554,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   const run = (id: string) => fx.env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }
   const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id))
   const trigger = async (path: string, token: string, recordId: string) => {
-    const response = await fx.app.handle(request(path, { method: 'POST', headers: auth(token), json: { record_id: recordId } }))
+    const response = await fx.app.handle(request(path, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
     return { status: response.status, body: (await response.json()) as { runId?: string; code?: string } }
   }
 
@@ -588,7 +587,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   test('ord_1001: who changed what, when, through which workflow run — from the activity log API alone', async () => {
     // alice leaves a note by hand, then the ERP (bob's token) triggers the refund through the webhook.
     const note = await fx.app.handle(
-      request(notesPath(), { method: 'POST', headers: auth(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Customer asks for a refund', content: '<p>ok</p>' } }),
+      request(notesPath(), { method: 'POST', headers: bearer(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Customer asks for a refund', content: '<p>ok</p>' } }),
     )
     expect(note.status).toBe(201)
     const accepted = await trigger(hook, bob, 'ord_1001')
@@ -633,7 +632,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     // What changed: the update alone, by record and action; and the run behind it, by its runId.
     const updates = await listActivity(fx, { recordId: 'ord_1001', action: 'update' }, { token: auditor })
     expect(updates.body.data.map((e) => e.workflow)).toEqual([wf('3-update')])
-    const byRun = await fx.app.handle(request(`/v1/workflow-runs/${runId}`, { headers: auth(fx.alice) }))
+    const byRun = await fx.app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(fx.alice) }))
     expect(await byRun.json()).toMatchObject({ id: runId, status: 'succeeded', trigger: 'webhook', user: { username: 'bob' }, workflow: { name: 'Refund order', version: 1 } })
     // Nothing about ord_1001 leaks into another environment's log.
     expect((await listActivity(fx, { recordId: 'ord_1001' }, { environment: 'staging', token: auditor })).body.data).toEqual([])
@@ -644,7 +643,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     const response = await fx.app.handle(
       request('/v1/project/Acme/environment/production/workflow-runs', {
         method: 'POST',
-        headers: auth(fx.alice),
+        headers: bearer(fx.alice),
         json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1002' },
       }),
     )
@@ -703,14 +702,14 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     const busyManual = await fx.app.handle(
       request('/v1/project/Acme/environment/production/workflow-runs', {
         method: 'POST',
-        headers: auth(fx.alice),
+        headers: bearer(fx.alice),
         json: { workflowName: 'Long hold', teamName: 'Support', recordId: 'ord_1003' },
       }),
     )
     expect(busyManual.status).toBe(409)
     expect(maxId(fx.env, 'activity_logs')).toBe(parked)
 
-    const cancelled = await fx.app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: auth(bob) }))
+    const cancelled = await fx.app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: bearer(bob) }))
     expect(cancelled.status).toBe(200)
     expect(run(runId).status).toBe('cancelled')
     const entries = await activitySince(fx, before)
@@ -724,7 +723,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
 
     // Cancelling again: 409 run_finished, nothing written.
     const after = maxId(fx.env, 'activity_logs')
-    const again = await fx.app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: auth(bob) }))
+    const again = await fx.app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: bearer(bob) }))
     expect(again.status).toBe(409)
     expect(((await again.json()) as ErrorObject).code).toBe('run_finished')
     expect(maxId(fx.env, 'activity_logs')).toBe(after)
@@ -733,7 +732,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   test('a webhook refused before the run (wrong project token, bad body) writes nothing', async () => {
     const before = tableContents(fx.env.store)
     expect((await trigger(hook, bobGlobex, 'ord_1003')).status).toBe(403)
-    const bad = await fx.app.handle(request(hook, { method: 'POST', headers: auth(bob), json: { record_id: '' } }))
+    const bad = await fx.app.handle(request(hook, { method: 'POST', headers: bearer(bob), json: { record_id: '' } }))
     expect(bad.status).toBe(400)
     const after = tableContents(fx.env.store)
     for (const table of ['activity_logs', 'activity_log_records', 'runs']) expect(after[table]).toEqual(before[table]!)
@@ -754,7 +753,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   afterAll(() => fx.env.cleanup())
 
   const manage = async (method: string, path: string, json?: unknown, token = fx.alice) => {
-    const response = await fx.app.handle(request(path, { method, headers: auth(token), json }))
+    const response = await fx.app.handle(request(path, { method, headers: bearer(token), json }))
     const text = await response.text()
     return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> }
   }
@@ -1065,7 +1064,7 @@ describe('a failed transaction writes no log entry', () => {
   test('409 webhook conflict: the second trigger writes neither a run nor an entry', async () => {
     const bob = tokenFor(fx.env.store, fx.env.clock, 'bob', ['workflows:trigger']).value
     const hook = reportHook(fx.report, 'Refund order')
-    const post = () => fx.app.handle(request(hook, { method: 'POST', headers: auth(bob), json: { record_id: 'ord_1003' } }))
+    const post = () => fx.app.handle(request(hook, { method: 'POST', headers: bearer(bob), json: { record_id: 'ord_1003' } }))
     expect((await post()).status).toBe(202)
     const before = tableContents(fx.env.store)
     const conflict = await post()
@@ -1095,7 +1094,7 @@ describe('a failed transaction writes no log entry', () => {
 
   test('management calls that fail (400, 404) write no admin entry', async () => {
     const before = tableContents(fx.env.store)
-    const call = (method: string, path: string, json?: unknown) => fx.app.handle(request(path, { method, headers: auth(fx.alice), json })).then((r) => r.status)
+    const call = (method: string, path: string, json?: unknown) => fx.app.handle(request(path, { method, headers: bearer(fx.alice), json })).then((r) => r.status)
     const workflows = '/v1/project/Acme/environment/production/team/Support/workflows'
     expect(await call('PUT', `${workflows}/Broken`, { collection: 'nope', steps: [{ type: 'load' }] })).toBe(400)
     expect(await call('PUT', `${workflows}/Broken`, { collection: 'orders', steps: [] })).toBe(400)
@@ -1617,7 +1616,7 @@ describe('GET …/activity-logs and …/admin-logs: filters, limit, order, hasMo
       ['admin', 'DELETE', `${adminPath()}/${adminId}`],
     ]
     for (const [kind, method, path] of cases) {
-      const sent = await send<ErrorObject>(fx.app, request(path, { method, headers: auth(fx.alice), json: method === 'GET' || method === 'DELETE' ? undefined : { label: 'forged' } }), kind)
+      const sent = await send<ErrorObject>(fx.app, request(path, { method, headers: bearer(fx.alice), json: method === 'GET' || method === 'DELETE' ? undefined : { label: 'forged' } }), kind)
       const list = path === activityPath() || path === adminPath()
       expect({ method, path, status: sent.status, code: sent.body.code, allow: sent.headers.get('allow') }).toEqual(
         list ? { method, path, status: 405, code: 'method_not_allowed', allow: 'GET, HEAD' } : { method, path, status: 404, code: 'not_found', allow: null },
@@ -1638,7 +1637,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
   afterAll(() => fx.env.cleanup())
 
   test(`${TOTAL} entries, several per millisecond: createdAt.lte paging skipping seen ids sees each exactly once`, async () => {
-    const post = (path: string, json: unknown) => fx.app.handle(request(path, { method: 'POST', headers: auth(fx.alice), json }))
+    const post = (path: string, json: unknown) => fx.app.handle(request(path, { method: 'POST', headers: bearer(fx.alice), json }))
     const noteIds: number[] = []
     const start = maxId(fx.env, 'activity_logs')
     for (let i = 0; i < TOTAL; i++) {
@@ -1699,7 +1698,7 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
       )
       const app = testApp(env)
       const token = tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' }).value
-      const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: auth(token) }), 'admin')
+      const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: bearer(token) }), 'admin')
       // Project P's entries (the instance-wide ones — the user apply created — belong to no project's log).
       const count = (where: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`).get() as { n: number }).n
       const total = count('')
@@ -1733,7 +1732,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     const appliedRecordRows = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_log_records').get() as { n: number }).n
     const note = (title: string) =>
       fx.app.handle(
-        request(notesPath(), { method: 'POST', headers: auth(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: '<p>x</p>' } }),
+        request(notesPath(), { method: 'POST', headers: bearer(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: '<p>x</p>' } }),
       )
     // At T0: the apply and the token (admin) and two notes (activity).
     expect((await note('old 1')).status).toBe(201)

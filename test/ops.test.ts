@@ -13,7 +13,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { request, startServe, tempDir, testApp, testEnv, type TestEnv, until } from './helpers.ts'
+import { bearer, request, startServe, tempDir, testApp, testEnv, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -27,7 +27,6 @@ function env(): TestEnv {
   return e
 }
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 
 describe('/readyz', () => {

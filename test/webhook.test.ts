@@ -12,7 +12,7 @@ import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { WebhookRateLimiter } from '../src/modules/webhooks/rate.ts'
 import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
 import { manualClock } from '../src/lib/clock.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 
 const WORKFLOW = '/v1/project/Acme/environment/production/team/Support/workflows'
@@ -38,7 +38,6 @@ const tokens = {} as Record<
 let recordCounter = 0
 const nextRecord = () => `rec-${++recordCounter}`
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 async function send(req: Request): Promise<Sent> {
   const response = await app.handle(req)

@@ -30,7 +30,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
@@ -48,10 +48,9 @@ let alice = ''
 /** alice's `all` token per project (a token belongs to one project). */
 const readers: Record<string, string> = {}
 
-const auth = (token: string) => ({ authorization: `Bearer ${token}` })
 
 async function call(method: string, path: string, json?: unknown, token = alice): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await app.handle(request(path, { method, headers: auth(token), json }))
+  const response = await app.handle(request(path, { method, headers: bearer(token), json }))
   const text = await response.text()
   expect(response.status).toBeLessThan(500)
   return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> }
@@ -116,7 +115,7 @@ async function walk(path: string, query: Record<string, string>, check: (body: u
   let next: Record<string, string> = { ...query, limit: String(PAGE) }
   for (let pages = 1; pages < 1000; pages++) {
     const url = `${path}?${new URLSearchParams(next)}`
-    const { response, body } = await handleJson(app, request(url, { headers: auth(token) }))
+    const { response, body } = await handleJson(app, request(url, { headers: bearer(token) }))
     expect({ url, status: response.status }).toEqual({ url, status: 200 })
     check(body, `GET ${url}`)
     const page = body as { hasMore: boolean; data: Item[] }
