@@ -6,7 +6,7 @@
  * SQLite's real `startRun` (a local measurement for README "Architecture").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chownSync, mkdirSync } from 'node:fs'
+import { chownSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomUUIDv7 } from 'bun'
 import { createPrototypeSchema, openPgStore, type PgStore } from '../src/db/postgres/store.ts'
@@ -25,6 +25,8 @@ if (missing) console.log('postgres-prototype: skipped — initdb/pg_ctl not foun
 
 const asPostgres = (args: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...args] : args)
 
+const idOfPostgres = (flag: '-u' | '-g') => Number(Bun.spawnSync(['id', flag, 'postgres']).stdout.toString())
+
 function run(args: string[]): void {
   const result = Bun.spawnSync(asPostgres(args), { stdout: 'pipe', stderr: 'pipe' })
   if (result.exitCode !== 0) throw new Error(`${args.join(' ')} failed: ${result.stderr.toString()}${result.stdout.toString()}`)
@@ -37,7 +39,8 @@ let clusterStarted = false
 
 beforeAll(async () => {
   if (missing) return
-  if (process.getuid?.() === 0) chownSync(dir.path, Number(Bun.spawnSync(['id', '-u', 'postgres']).stdout.toString()), Number(Bun.spawnSync(['id', '-g', 'postgres']).stdout.toString()))
+  // As root, the cluster's directory belongs to `postgres`, which runs initdb and the server (they refuse root).
+  if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
   run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
   const port = freePort()
   run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start'])
@@ -92,8 +95,8 @@ describe.skipIf(missing)('PostgreSQL prototype: the trigger transaction', () => 
   })
 
   test('once the run ended, the record takes a new run', async () => {
-    const [{ id }] = (await store.sql`SELECT id FROM runs WHERE workflow_id = 101`) as { id: string }[]
-    await store.sql`UPDATE runs SET status = 'succeeded' WHERE id = ${id!}`
+    const [{ id }] = (await store.sql`SELECT id FROM runs WHERE workflow_id = 101`) as [{ id: string }]
+    await store.sql`UPDATE runs SET status = 'succeeded' WHERE id = ${id}`
     const again: StartRunResult = await startRun(store, newRun(101, 'order-1'), entry())
     expect('runId' in again).toBe(true)
   })
