@@ -14,6 +14,7 @@ import { claimRuns, startRun, type StartRunResult, type TriggerEntry } from '../
 import type { NewRun } from '../src/db/queue.ts'
 import { runQueueOf } from '../src/db/queue.ts'
 import { findTriggerTarget } from '../src/db/workflows.ts'
+import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { startRun as startSqliteRun } from '../src/modules/runs/service.ts'
 import { freePort, tempDir, testEnv } from './helpers.ts'
 import { applyAcme, acmeDocument, refundRunBase } from './support/acme.ts'
@@ -193,10 +194,43 @@ describe.skipIf(missing)('per-trigger cost (printed, a local measurement)', () =
       const sqliteStart = performance.now()
       for (let i = 0; i < iterations; i++) await startSqliteRun(env.store, env.clock, queue, input(i))
       const sqliteMs = (performance.now() - sqliteStart) / iterations
+      const sqliteConcurrentStart = performance.now()
+      await Promise.all(Array.from({ length: iterations }, (_, i) => startSqliteRun(env.store, env.clock, queue, input(iterations + i))))
+      const sqliteConcurrentMs = (performance.now() - sqliteConcurrentStart) / iterations
+
+      // Shape (b), emulated at its least cost: an async unit of work behind a mutex on the one connection, the
+      // service awaiting between its statements (here nothing slower than a resolved promise). Same two writes.
+      let tail: Promise<unknown> = Promise.resolve()
+      const unitOfWork = async (i: number) => {
+        const previous = tail
+        let release!: () => void
+        tail = new Promise<void>((resolve) => (release = resolve))
+        await previous
+        try {
+          env.store.sqlite.run('BEGIN IMMEDIATE')
+          const id = randomUUIDv7()
+          const now = env.clock.now()
+          await null
+          queue.insert({ ...base, id, recordId: `u-${i}`, createdAt: now })
+          await null
+          appendActivityLog(env.store.db, env.clock, { environmentId: target.environmentId, type: 'write', action: 'triggerWorkflow', label: 'triggered via webhook', userId: base.userId, teamId: target.teamId, collectionId: target.collectionId, tokenId: null, recordIds: [`u-${i}`], workflow: { name: target.workflowName, runId: id } })
+          await null
+          env.store.sqlite.run('COMMIT')
+        } catch (error) {
+          env.store.sqlite.run('ROLLBACK')
+          throw error
+        } finally {
+          release()
+        }
+      }
+      const unitStart = performance.now()
+      await Promise.all(Array.from({ length: iterations }, (_, i) => unitOfWork(i)))
+      const unitMs = (performance.now() - unitStart) / iterations
       console.log(
         `postgres-prototype: per trigger over ${iterations} — PostgreSQL prototype (loopback, pool 10, fsync=off) ` +
           `${pgMs.toFixed(3)} ms sequential, ${pgConcurrentMs.toFixed(3)} ms each with ${iterations} concurrent; ` +
-          `SQLite startRun (WAL, synchronous=NORMAL) ${sqliteMs.toFixed(3)} ms sequential`,
+          `SQLite startRun (WAL, synchronous=NORMAL) ${sqliteMs.toFixed(3)} ms sequential, ${sqliteConcurrentMs.toFixed(3)} ms each with ${iterations} concurrent; ` +
+          `SQLite shape (b) emulated (mutex + awaits between statements) ${unitMs.toFixed(3)} ms each with ${iterations} concurrent`,
       )
       expect(Number.isFinite(pgMs) && Number.isFinite(sqliteMs)).toBe(true)
     } finally {
