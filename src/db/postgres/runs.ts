@@ -1,0 +1,106 @@
+/**
+ * PROTOTYPE (issue 16), not wired into the app: the two hardest operations of the storage face in PostgreSQL.
+ *
+ * - `startRun`: the webhook/manual trigger's whole transaction as ONE async function of the face (DESIGN §13
+ *   shape (a)): the run row (the partial unique index decides the 409: the result names the active run), the
+ *   `triggerWorkflow` activity entry with a createdAt strictly after its environment's previous one, and the entry's
+ *   record row. All or nothing.
+ * - `claimRuns`: the queue claim, `FOR UPDATE SKIP LOCKED`, so concurrent claimers (other instances) never take the
+ *   same run and never wait for each other.
+ *
+ * The SQLite side of the same operations is src/modules/runs/service.ts `startRun` (inside `write()`) with
+ * src/db/queue.ts `RunQueue.insert`/`claim` and src/db/activity-logs.ts `insertActivityLog`.
+ */
+import type { TransactionSQL } from 'bun'
+import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
+import type { NewRun, RunRow } from '../queue.ts'
+import type { NewActivityLogRow } from '../activity-logs.ts'
+import type { PgStore } from './store.ts'
+
+const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
+const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
+
+/** What the face answers for a trigger: the run started, or the run already active on the record (→ 409). */
+export type StartRunResult = { runId: string } | { activeRunId: string | null }
+
+/** The trigger's activity entry, as the service decides it (the run id is filled in here). */
+export type TriggerEntry = Omit<NewActivityLogRow, 'runId' | 'environmentId' | 'userId' | 'tokenId'>
+
+/**
+ * Starts a run and writes its activity entry and record row in one transaction. When another run of the workflow
+ * is active on the record nothing is written and the answer names that run. `now` is read by the caller (the clock);
+ * the entry's createdAt is `max(now, previous + 1)` in its environment.
+ */
+export async function startRun(store: PgStore, run: NewRun, entry: TriggerEntry): Promise<StartRunResult> {
+  return store.sql.begin(async (tx) => {
+    // ON CONFLICT on the partial index: a conflicting row of a transaction not yet committed makes this wait for it,
+    // then do nothing (it committed) or insert (it rolled back) — never two active runs, never an error to parse.
+    const inserted = await tx.unsafe(
+      `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+         status, next_step, available_at, attempts, created_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, $9, 0, $9)
+       ON CONFLICT (workflow_id, record_id) WHERE status IN (${ACTIVE}) DO NOTHING
+       RETURNING id`,
+      [run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, run.createdAt],
+    )
+    if (inserted.length === 0) {
+      // A new statement, a new READ COMMITTED snapshot: it sees the run that won. Null when it ended meanwhile.
+      const active = await tx.unsafe(`SELECT id FROM runs WHERE workflow_id = $1 AND record_id = $2 AND status IN (${ACTIVE})`, [
+        run.workflowId,
+        run.recordId,
+      ])
+      return { activeRunId: (active[0] as { id: string } | undefined)?.id ?? null }
+    }
+    await appendActivity(tx, { ...entry, runId: run.id, environmentId: run.environmentId, userId: run.userId, tokenId: run.tokenId }, [run.recordId], run.createdAt)
+    return { runId: run.id }
+  })
+}
+
+/**
+ * Appends an activity entry and its record ids inside `tx`. The environment's clock row is upserted first: the
+ * upsert takes its row lock until commit, so concurrent appends to one environment queue there (others don't) and
+ * take createdAt and id in the same order — strictly increasing createdAt, as lists page by it (DESIGN §3).
+ */
+async function appendActivity(tx: TransactionSQL, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
+  const [clock] = await tx`
+    INSERT INTO activity_log_clocks AS c (environment_id, latest_created_at) VALUES (${entry.environmentId}, ${now})
+    ON CONFLICT (environment_id) DO UPDATE SET latest_created_at = greatest(EXCLUDED.latest_created_at, c.latest_created_at + 1)
+    RETURNING latest_created_at::float8 AS at`
+  const [row] = await tx`
+    INSERT INTO activity_logs (environment_id, type, action, label, user_id, team_id, collection_id, token_id,
+      workflow_name, run_id, step_name, extension, created_at)
+    VALUES (${entry.environmentId}, ${entry.type}, ${entry.action}, ${entry.label}, ${entry.userId}, ${entry.teamId},
+      ${entry.collectionId}, ${entry.tokenId}, ${entry.workflowName}, ${entry.runId}, ${entry.stepName}, ${entry.extension},
+      ${(clock as { at: number }).at})
+    RETURNING id::float8 AS id`
+  const logId = (row as { id: number }).id
+  for (const recordId of new Set(recordIds)) {
+    await tx`INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (${logId}, ${entry.environmentId}, ${recordId})`
+  }
+  return logId
+}
+
+/** The numeric columns of a run as numbers (int8 arrives as a string). */
+const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
+  environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
+  status, next_step, available_at::float8 AS available_at, lease_owner, lease_expires_at::float8 AS lease_expires_at,
+  attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at`
+
+/**
+ * Claims up to `limit` due runs (queued, or waiting with their time come) under a lease for `owner`, oldest first.
+ * Rows another claimer has locked are skipped, not waited for: concurrent claimers split the due runs between them.
+ * One statement, so it needs no explicit transaction. `SKIP LOCKED` is safe with the status re-check in the outer
+ * WHERE: a row claimed and committed by another worker between the subquery and the update no longer matches.
+ */
+export async function claimRuns(store: PgStore, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
+  const rows = await store.sql.unsafe(
+    `UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
+       started_at = coalesce(started_at, $2), attempts = attempts + 1
+     WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
+                  ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+       AND status IN (${CLAIMABLE})
+     RETURNING ${RUN_COLUMNS}`,
+    [owner, now, leaseMs, limit],
+  )
+  return [...rows] as RunRow[]
+}
