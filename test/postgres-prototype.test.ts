@@ -19,10 +19,27 @@ import { startRun as startSqliteRun } from '../src/modules/runs/service.ts'
 import { freePort, tempDir, testEnv } from './helpers.ts'
 import { applyAcme, acmeDocument, refundRunBase } from './support/acme.ts'
 
-const initdb = Bun.which('initdb')
-const pgCtl = Bun.which('pg_ctl')
+/** A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it (the newest version). */
+function postgresBinary(name: string): string | null {
+  const onPath = Bun.which(name)
+  if (onPath) return onPath
+  try {
+    const found = [...new Bun.Glob(`*/bin/${name}`).scanSync({ cwd: '/usr/lib/postgresql', absolute: true })]
+    return found.sort((a, b) => b.localeCompare(a, undefined, { numeric: true }))[0] ?? null
+  } catch {
+    return null
+  }
+}
+
+const initdb = postgresBinary('initdb')
+const pgCtl = postgresBinary('pg_ctl')
 const missing = !initdb || !pgCtl
-if (missing) console.log('postgres-prototype: skipped — initdb/pg_ctl not found on PATH (install postgresql to run it)')
+if (missing) console.log('postgres-prototype: skipped — initdb/pg_ctl not found on PATH or in /usr/lib/postgresql (install postgresql to run it)')
+
+// .ci/run installs PostgreSQL and sets TRELLIS_REQUIRE_POSTGRES: there a missing server fails instead of skipping.
+test.if(process.env.TRELLIS_REQUIRE_POSTGRES === '1')('PostgreSQL is installed (TRELLIS_REQUIRE_POSTGRES=1)', () => {
+  expect({ initdb, pgCtl }).toEqual({ initdb: expect.any(String), pgCtl: expect.any(String) })
+})
 
 const asPostgres = (args: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...args] : args)
 
