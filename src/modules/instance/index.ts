@@ -10,22 +10,17 @@ import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireInstanceAdmin } from '../auth/service.ts'
-import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
+import { errorResponses, invalidField } from '../../http/errors.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { createProject } from '../projects/structure.ts'
 import { createInvitation, invitationUrl } from '../users/invitations.ts'
-import { createUser, findUser, hashPassword, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
+import { createUser, findUser, hashPassword, requireUser, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
 import { instanceUserView } from '../users/view.ts'
 import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, ProjectView, UpdateUserBody, UserIdParams } from './model.ts'
 import { t } from 'elysia'
 
-function requireUser(db: Db, id: string): User {
-  const user = findUser(db, Number(id))
-  if (!user) throw notFound(`User ${id} not found`)
-  return user
-}
 
 function invite(db: Db, clock: Clock, baseUrl: string, user: User, actorId: number) {
   const { token, expiresAt } = createInvitation(db, clock, { user, actorId })

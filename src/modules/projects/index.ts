@@ -12,7 +12,7 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectManager } from '../auth/service.ts'
 import { conflict, errorResponses, notFound } from '../../http/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
-import { findUser } from '../users/service.ts'
+import { requireUser } from '../users/service.ts'
 import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from './service.ts'
@@ -26,11 +26,6 @@ const PARTS = [
   { part: 'collection', path: 'collections', param: 'collectionName' },
 ] as const
 
-function requireUserId(db: Db, id: string) {
-  const user = findUser(db, Number(id))
-  if (!user) throw notFound(`User ${id} not found`)
-  return user
-}
 
 function requireTeam(db: Db, projectId: number, name: string) {
   const team = findTeam(db, projectId, name)
@@ -121,7 +116,7 @@ export function projectAdminModule(deps: AppDeps) {
         write(deps.store, (tx) => {
           const project = requireProjectManager(tx, caller, params.projectName)
           const team = requireTeam(tx, project.id, params.teamName)
-          const user = requireUserId(tx, params.userId)
+          const user = requireUser(tx, params.userId)
           if (roleIn(tx, project.id, user.id) === null) throw conflict('not_a_member', `${user.email} is not a member of ${project.name}: add them to the project first`)
           addTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })
           return userProjectValue(tx, project.id, user.id)
@@ -139,7 +134,7 @@ export function projectAdminModule(deps: AppDeps) {
         await write(deps.store, (tx) => {
           const project = requireProjectManager(tx, caller, params.projectName)
           const team = requireTeam(tx, project.id, params.teamName)
-          const user = requireUserId(tx, params.userId)
+          const user = requireUser(tx, params.userId)
           if (!removeTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })) {
             throw notFound(`${user.email} is not in team ${team.name}`)
           }
@@ -158,7 +153,7 @@ export function projectAdminModule(deps: AppDeps) {
       async ({ params, body, caller }) =>
         write(deps.store, (tx) => {
           const project = requireProjectManager(tx, caller, params.projectName)
-          const user = requireUserId(tx, params.userId)
+          const user = requireUser(tx, params.userId)
           setProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, role: body.role, actorId: caller.user.id })
           return userProjectValue(tx, project.id, user.id)
         }),
@@ -175,7 +170,7 @@ export function projectAdminModule(deps: AppDeps) {
       async ({ params, caller, set }) => {
         await write(deps.store, (tx) => {
           const project = requireProjectManager(tx, caller, params.projectName)
-          const user = requireUserId(tx, params.userId)
+          const user = requireUser(tx, params.userId)
           if (!removeProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, actorId: caller.user.id })) {
             throw notFound(`${user.email} is not a member of ${project.name}`)
           }

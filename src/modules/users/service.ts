@@ -13,7 +13,7 @@ import {
   type User,
 } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, invalidField } from '../../http/errors.ts'
+import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
 import { normalizeEmail } from './view.ts'
@@ -155,6 +155,13 @@ export function listUsers(db: Db): User[] {
 
 export function findUser(db: Db, id: number): User | undefined {
   return findUserById(db, id)
+}
+
+/** The user with this id (a path parameter), or 404. */
+export function requireUser(db: Db, id: number | string): User {
+  const user = findUserById(db, Number(id))
+  if (!user) throw notFound(`User ${id} not found`)
+  return user
 }
 
 /** An instance-wide admin log entry about a user (resource `user`, no project; shown on the console's people page). */
