@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
-import { type AllowList, AllowListError, parseAllowList } from './lib/outbound/policy.ts'
+import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
 
 export interface Config {
   dataDir: string
@@ -88,7 +88,7 @@ export class ConfigError extends Error {}
 type Env = Record<string, string | undefined>
 
 export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, options: ConfigOptions = {}): Config {
-  const pick = (name: keyof typeof FLAG_SETTINGS) => flags[name] ?? nonEmpty(env[FLAG_SETTINGS[name].env])
+  const pick = (name: keyof typeof FLAG_SETTINGS) => flagSetting(flags, env, name)
   const host = pick('host') ?? FLAG_SETTINGS.host.default
   const port = integerSetting('--port / TRELLIS_PORT', pick('port'), Number(FLAG_SETTINGS.port.default), 0, 65535)
   const logLevel = (nonEmpty(env.TRELLIS_LOG_LEVEL) ?? 'info') as LogLevel
@@ -122,6 +122,11 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
   }
 }
 
+/** A setting a flag can set: the flag, else its environment variable (FLAG_SETTINGS), else undefined. */
+function flagSetting(flags: ConfigFlags, env: Env, name: keyof typeof FLAG_SETTINGS): string | undefined {
+  return flags[name] ?? nonEmpty(env[FLAG_SETTINGS[name].env])
+}
+
 function allowListSetting(raw: string | undefined): AllowList {
   try {
     return parseAllowList(raw ?? '')
@@ -133,15 +138,15 @@ function allowListSetting(raw: string | undefined): AllowList {
 
 /** Each setting: flag > environment variable > the apply file's `sso:` > off. */
 function oidcConfig(flags: ConfigFlags, env: Env, stored: StoredSso | null): OidcConfig | null {
-  const issuer = flags['oidc-issuer'] ?? nonEmpty(env.TRELLIS_OIDC_ISSUER) ?? stored?.issuer
-  const clientId = flags['oidc-client-id'] ?? nonEmpty(env.TRELLIS_OIDC_CLIENT_ID) ?? stored?.clientId
+  const issuer = flagSetting(flags, env, 'oidc-issuer') ?? stored?.issuer
+  const clientId = flagSetting(flags, env, 'oidc-client-id') ?? stored?.clientId
   if (issuer === undefined && clientId === undefined) return null
   if (issuer === undefined || clientId === undefined) {
     throw new ConfigError('SSO needs both --oidc-issuer / TRELLIS_OIDC_ISSUER and --oidc-client-id / TRELLIS_OIDC_CLIENT_ID')
   }
   const problem = issuerProblem(issuer)
   if (problem) throw new ConfigError(`--oidc-issuer / TRELLIS_OIDC_ISSUER ${problem}`)
-  const autoCreate = flags['oidc-auto-create'] ?? nonEmpty(env.TRELLIS_OIDC_AUTO_CREATE)
+  const autoCreate = flagSetting(flags, env, 'oidc-auto-create')
   return {
     issuer,
     clientId,
@@ -182,14 +187,10 @@ export function issuerProblem(issuer: string): string | null {
     return `must be a URL, got "${issuer}"`
   }
   // Plain http would let anyone on the path forge identities: only for a provider on this machine (tests, dev).
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopback(url.hostname))) {
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
     return 'must be an https URL (http only for localhost)'
   }
   return null
-}
-
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(hostname)
 }
 
 function booleanSetting(name: string, raw: string | undefined, fallback: boolean): boolean {

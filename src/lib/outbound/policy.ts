@@ -46,6 +46,12 @@ function unmapped(network: ipaddr.IPv4 | ipaddr.IPv6, bits: number): [ipaddr.IPv
   return [network, bits]
 }
 
+/** A URL host naming this machine: `localhost`, or any loopback address in any spelling (`[::1]`, `127.0.0.2`). */
+export function isLoopbackHost(hostname: string): boolean {
+  const bare = hostname.replace(/^\[(.*)\]$/, '$1')
+  return hostname === 'localhost' || (ipaddr.isValid(bare) && ipaddr.process(bare).range() === 'loopback')
+}
+
 /** Is this host name opened by the operator? (`name` as the URL parser gives it: lower case.) */
 export function hostAllowed(name: string, allow: AllowList): boolean {
   return allow.hosts.has(name.replace(/\.$/, ''))
