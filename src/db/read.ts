@@ -3,13 +3,9 @@
  * A deferred transaction takes no write lock, so in WAL mode it neither waits for a writer nor holds one up.
  */
 import type { Db, Store } from './open.ts'
-import { storageErrorOf } from './write.ts'
+import { transaction } from './write.ts'
 
 /** Runs the synchronous `fn` in one read (deferred) transaction and returns its result; storage faults as in `writeTransaction`. */
 export function readTransaction<T>(store: Store, fn: (db: Db) => T): T {
-  try {
-    return store.db.transaction((tx) => fn(tx as unknown as Db), { behavior: 'deferred' })
-  } catch (error) {
-    throw storageErrorOf(store, error) ?? error
-  }
+  return transaction(store, 'deferred', fn)
 }

@@ -43,10 +43,15 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
  * synchronous — bun:sqlite transactions are. Storage faults are thrown as StorageUnavailableError.
  */
 export function writeTransaction<T>(store: Store, fn: (tx: Db) => T): T {
+  const result = transaction(store, 'immediate', fn)
+  store.storageFull = false
+  return result
+}
+
+/** `fn` in one transaction of the given kind; a driver error that is a storage fault is thrown as one. */
+export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred', fn: (tx: Db) => T): T {
   try {
-    const result = store.db.transaction((tx) => fn(tx as unknown as Db), { behavior: 'immediate' })
-    store.storageFull = false
-    return result
+    return store.db.transaction((tx) => fn(tx as unknown as Db), { behavior })
   } catch (error) {
     throw storageErrorOf(store, error) ?? error
   }
