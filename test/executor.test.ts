@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
-import { LeaseLostError, type NewRun, RunQueue, type RunRow } from '../src/db/queue.ts'
+import { advanceRun, LeaseLostError, type NewRun, RunQueue, type RunRow } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
 import { runCondition } from '../src/executor/steps/condition.ts'
@@ -1150,11 +1150,12 @@ console.log(JSON.stringify(ids))
     const again = queue.claim('B', now + 1_501, 1_000)!
     expect(again).toMatchObject({ id: held, lease_owner: 'B', attempts: 2, started_at: now })
     expect(queue.heartbeat(held, 'A', now + 1_600, 1_000)).toBe(false)
-    expect(() => queue.assertOwned(held, 'A')).toThrow(LeaseLostError)
-    expect(() => queue.assertOwned(held, 'B')).not.toThrow()
+    // The lease-guarded transitions: only the new owner may move the run on.
+    expect(() => advanceRun(env.store.db, held, 'A', 1)).toThrow(LeaseLostError)
+    expect(() => advanceRun(env.store.db, held, 'B', 1)).not.toThrow()
     // A cancelled run is nobody's.
     setStatus(held, 'cancelled')
-    expect(() => queue.assertOwned(held, 'B')).toThrow(LeaseLostError)
+    expect(() => advanceRun(env.store.db, held, 'B', 1)).toThrow(LeaseLostError)
     expect(queue.recoverExpired(now + 1_000_000)).toBe(0)
   })
 

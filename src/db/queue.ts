@@ -88,7 +88,6 @@ export class RunQueue {
   private readonly heartbeatStatement
   private readonly recoverStatement
   private readonly releaseStatement
-  private readonly guardStatement
   private readonly nextAvailableStatement
 
   constructor(sqlite: Database) {
@@ -115,7 +114,6 @@ export class RunQueue {
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?2
        WHERE status = 'running' AND lease_owner = ?1`,
     )
-    this.guardStatement = sqlite.prepare(`SELECT 1 FROM runs WHERE ${HELD}`)
     this.nextAvailableStatement = sqlite.prepare(`SELECT min(available_at) AS at FROM runs WHERE status IN (${CLAIMABLE})`)
   }
 
@@ -145,11 +143,6 @@ export class RunQueue {
   /** Lease renewal; false when the run is no longer ours (cancelled, recovered). */
   heartbeat(runId: string, owner: string, now: number, leaseMs: number): boolean {
     return this.heartbeatStatement.run({ until: now + leaseMs, id: runId, owner }).changes > 0
-  }
-
-  /** Throws LeaseLostError unless the run is still running under this owner. */
-  assertOwned(runId: string, owner: string): void {
-    if (this.guardStatement.all({ id: runId, owner }).length === 0) throw new LeaseLostError(runId)
   }
 
   /** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
