@@ -5,6 +5,7 @@
  */
 import http from 'node:http'
 import { HttpError } from './errors.ts'
+import { requestTarget } from './server-request.ts'
 
 /** The request target (path and query), in bytes. */
 export const MAX_URL_BYTES = 8 * 1024
@@ -19,8 +20,7 @@ export const PARSER_HEADER_LIMIT = 64 * 1024
 
 /** onRequest hook: 414 uri_too_long or 431 headers_too_large, thrown so onError renders it like any other error. */
 export function rejectOversizedHead({ request }: { request: Request }): void {
-  const url = request.url
-  const target = url.length - url.indexOf('/', url.indexOf('//') + 2)
+  const target = requestTarget(request).length
   if (target > MAX_URL_BYTES) {
     throw new HttpError(414, 'uri_too_long', `The request URL (path and query) is ${target} bytes; the limit is ${MAX_URL_BYTES} bytes`)
   }

@@ -22,13 +22,17 @@ function pathStart(url: string): number {
   return scheme === -1 ? -1 : url.indexOf('/', scheme + 3)
 }
 
+/** The request target as sent: path and query (`/` when there is none). */
+export function requestTarget(request: Request): string {
+  const start = pathStart(request.url)
+  return start === -1 ? '/' : request.url.slice(start)
+}
+
 /** The request's path without the query: the one path routing, the raw-body rule and the request log agree on. */
 export function requestPath(request: Request): string {
-  const { url } = request
-  const start = pathStart(url)
-  if (start === -1) return '/'
-  const query = url.indexOf('?', start)
-  return query === -1 ? url.slice(start) : url.slice(start, query)
+  const target = requestTarget(request)
+  const query = target.indexOf('?')
+  return query === -1 ? target : target.slice(0, query)
 }
 
 /**
