@@ -59,6 +59,9 @@ export function stepGroupEnd(steps: readonly Step[], from: number): number {
 /** Longest pause between attempts while the database is locked elsewhere or full. */
 const STORAGE_RETRY_MAX_MS = 1000
 
+/** The pause after the nth failure to reach a locked or full database: 100 ms doubling, capped at a second. */
+const waitOutStorage = (failures: number) => Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failures))
+
 /** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
 export function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve))
@@ -179,7 +182,7 @@ export class Executor {
         if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
         else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
         failedClaims++
-        await Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failedClaims))
+        await waitOutStorage(failedClaims)
         continue
       }
       if (!run) {
@@ -408,7 +411,7 @@ export class Executor {
       } catch (error) {
         if (!(error instanceof StorageUnavailableError) || !this.running) throw error
         if (failures === 1) this.options.logger.warn('recording a step waits for the database', { error: error.message })
-        await Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failures))
+        await waitOutStorage(failures)
       }
     }
   }
