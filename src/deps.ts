@@ -2,11 +2,10 @@
  * The per-app objects every module receives (`AppDeps`), built once by `createDeps` in the composition root
  * (`serve`, and the tests' `testApp`): configuration, store, clock, logger, metrics, the instance secret, and the
  * objects that must be one per app however many modules use them — the auth decision (with its token lookup and
- * API rate limiter) and the run queue.
+ * API rate limiter).
  */
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
-import { type RunQueue, runQueueOf } from './db/queue.ts'
 import type { Executor } from './executor/executor.ts'
 import { TokenRateLimiter } from './http/rate-limit.ts'
 import type { Clock } from './lib/clock.ts'
@@ -28,15 +27,11 @@ export interface DepsInput {
   executor?: Executor
   /** Present while the instance has no users (first start). */
   setupGate?: SetupGate
-  /** The run queue; by default the executor's, else one on the store's connection. */
-  runQueue?: RunQueue
 }
 
 export interface AppDeps extends DepsInput {
   /** The one auth decision every route family calls; `auth.tokens` is the app's token lookup. */
   auth: CallerAuthenticator
-  /** The app's run queue: the executor's own when there is one, so routes and executor share its statements. */
-  runQueue: RunQueue
 }
 
 /** The app's dependencies, each per-app object built once. */
@@ -46,6 +41,5 @@ export function createDeps(input: DepsInput): AppDeps {
   return {
     ...input,
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
-    runQueue: input.runQueue ?? input.executor?.queue ?? runQueueOf(store),
   }
 }

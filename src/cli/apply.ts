@@ -24,7 +24,7 @@ export const applyCommand: Command = {
       throw new CommandError(`cannot read ${path}: ${(error as Error).message}`)
     }
     try {
-      const report = withStore(config, (store) =>
+      const report = await withStore(config, (store) =>
         applyDocument(parseApplyText(text), {
           store,
           clock: systemClock,

@@ -6,12 +6,13 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
 import { openMigrated } from '../db/migrate.ts'
-import type { Db, Store } from '../db/open.ts'
+import type { Store } from '../db/open.ts'
 import { readTransaction } from '../db/read.ts'
-import { writeTransaction } from '../db/write.ts'
+import { commitNow } from '../db/write.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'
 import { findProjectByName, type Project } from '../modules/projects/service.ts'
 import { findUserByEmail, type User } from '../modules/users/service.ts'
+import type { Op } from '../db/op.ts'
 
 /** Wrong invocation: exit 2. */
 export class UsageError extends Error {}
@@ -141,38 +142,38 @@ export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean; s
 }
 
 /** Opens the data directory's database (migrated), runs `fn` with it, closes it. */
-export function withStore<T>(config: Config, fn: (store: Store) => T): T {
+export async function withStore<T>(config: Config, fn: (store: Store) => T | Promise<T>): Promise<T> {
   const store = openMigrated(config.dataDir)
   try {
-    return fn(store)
+    return await fn(store)
   } finally {
     store.close()
   }
 }
 
 /**
- * `fn` in one write transaction of the data directory's database: everything it changes commits together or not
+ * `body`'s op in one write transaction of the data directory's database: everything it changes commits together or not
  * at all. The CLI's connection waits in the driver for another process's lock (README "Storage faults").
  */
-export function inWriteTransaction<T>(config: Config, fn: (tx: Db) => T): T {
-  return withStore(config, (store) => writeTransaction(store, fn))
+export function inWriteTransaction<T>(config: Config, body: () => Op<T>): Promise<T> {
+  return withStore(config, (store) => commitNow(store, body))
 }
 
-/** `fn` over one consistent snapshot of the data directory's database. */
-export function inReadTransaction<T>(config: Config, fn: (db: Db) => T): T {
-  return withStore(config, (store) => readTransaction(store, fn))
+/** `body`'s op over one consistent snapshot of the data directory's database. */
+export function inReadTransaction<T>(config: Config, body: () => Op<T>): Promise<T> {
+  return withStore(config, (store) => readTransaction(store, body()))
 }
 
 /** The project with this name, or exit 1 `unknown project NAME`. */
-export function requireProjectByName(db: Db, name: string): Project {
-  const project = findProjectByName(db, name)
+export function* requireProjectByName(name: string): Op<Project> {
+  const project = yield* findProjectByName(name)
   if (!project) throw new CommandError(`unknown project ${name}`)
   return project
 }
 
 /** The user with this email, or exit 1 `unknown user EMAIL`. */
-export function requireUserByEmail(db: Db, email: string): User {
-  const user = findUserByEmail(db, email)
+export function* requireUserByEmail(email: string): Op<User> {
+  const user = yield* findUserByEmail(email)
   if (!user) throw new CommandError(`unknown user ${email}`)
   return user
 }

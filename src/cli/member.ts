@@ -21,10 +21,10 @@ export const memberCommand: Command = {
     if (!PERMISSION_LEVELS.includes(role as PermissionLevel)) {
       throw new UsageError(`--role must be one of ${PERMISSION_LEVELS.join(', ')}`)
     }
-    const outcome = inWriteTransaction(configFrom(parsed), (tx) => {
-      const project = requireProjectByName(tx, projectName)
-      const user = requireUserByEmail(tx, email)
-      return setProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, role: role as PermissionLevel, actorId: null })
+    const outcome = await inWriteTransaction(configFrom(parsed), function* () {
+      const project = yield* requireProjectByName(projectName)
+      const user = yield* requireUserByEmail(email)
+      return yield* setProjectMember(systemClock, { projectId: project.id, userId: user.id, role: role as PermissionLevel, actorId: null })
     })
     io.out(outcome === 'unchanged' ? `${email} is already ${role} in ${projectName}` : `${email} is now ${role} in ${projectName}`)
     return 0
@@ -32,10 +32,10 @@ export const memberCommand: Command = {
 }
 
 async function removeFromCli(parsed: ReturnType<typeof parseFlags>, projectName: string, email: string, io: Parameters<Command['run']>[1]) {
-  const removed = inWriteTransaction(configFrom(parsed), (tx) => {
-    const project = requireProjectByName(tx, projectName)
-    const user = requireUserByEmail(tx, email)
-    return removeProjectMember(tx, systemClock, { projectId: project.id, userId: user.id, actorId: null })
+  const removed = await inWriteTransaction(configFrom(parsed), function* () {
+    const project = yield* requireProjectByName(projectName)
+    const user = yield* requireUserByEmail(email)
+    return yield* removeProjectMember(systemClock, { projectId: project.id, userId: user.id, actorId: null })
   })
   io.out(removed ? `removed ${email} from ${projectName}` : `${email} is not a member of ${projectName}`)
   return 0

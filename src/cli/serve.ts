@@ -48,7 +48,7 @@ export const serveCommand: Command = {
     // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
     const store = openMigrated(startConfig.dataDir)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
-    const stored = readTransaction(store, (db) => ({ sso: readStoredSso(db), noUsers: countUsers(db) === 0 }))
+    const stored = readTransaction(store, startState())
     const config = configFrom(parsed, { storedSso: stored.sso })
     keepEventLoopFree(store, config.dbBusyWaitMs)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
@@ -117,4 +117,9 @@ export const serveCommand: Command = {
     process.on('SIGINT', () => void stop('SIGINT'))
     return KEEP_RUNNING
   },
+}
+
+/** What `serve` reads before it starts: the apply file's SSO settings, and whether the instance has any user yet. */
+function* startState() {
+  return { sso: yield* readStoredSso(), noUsers: (yield* countUsers()) === 0 }
 }

@@ -62,7 +62,7 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
   if (expiresAt === null) throw new UsageError(`--expires-at is not an ISO 8601 date-time: "${expiresAtText}"`)
   const expiresInDays = v['expires-in'] === undefined ? undefined : parseExpiresIn(v['expires-in'] as string)
   const scopes = typeof v.scopes === 'string' ? v.scopes.split(',').map((s) => s.trim()).filter(Boolean) : undefined
-  const value = inWriteTransaction(configFrom(parsed), (tx) => {
+  const value = await inWriteTransaction(configFrom(parsed), function* () {
     const now = systemClock.now()
     let resolved
     let expiry
@@ -77,31 +77,31 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
       if (error instanceof TokenInputError) throw new UsageError(error.message)
       throw error
     }
-    const user = requireUserByEmail(tx, email)
+    const user = yield* requireUserByEmail(email)
     if (user.disabledAt !== null) throw new CommandError(`user ${email} is disabled`)
-    const project = requireProjectByName(tx, projectName)
-    if (!isMemberOf(tx, user.id, project.id)) throw new CommandError(`${email} is not a member of ${projectName}`)
+    const project = yield* requireProjectByName(projectName)
+    if (!(yield* isMemberOf(user.id, project.id))) throw new CommandError(`${email} is not a member of ${projectName}`)
     if (project.sso) throw new CommandError(`${projectName} uses SSO: its tokens must be generated while logged in with SSO`)
-    return createToken(tx, systemClock, {
-      name,
-      userId: user.id,
-      projectId: project.id,
-      scopes: resolved,
-      expiresAt: expiry,
-      createdWithSso: false,
-      actorId: null,
-    }).value
+    return (yield* createToken(systemClock, {
+                name,
+                userId: user.id,
+                projectId: project.id,
+                scopes: resolved,
+                expiresAt: expiry,
+                createdWithSso: false,
+                actorId: null,
+              })).value
   })
   io.out(value)
   return 0
 }
 
 async function listFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters<Command['run']>[1]) {
-  const rows = inReadTransaction(configFrom(parsed), (db) => {
+  const rows = await inReadTransaction(configFrom(parsed), function* () {
     const filter: { projectId?: number; userId?: number } = {}
-    if (typeof parsed.values.project === 'string') filter.projectId = requireProjectByName(db, parsed.values.project).id
-    if (typeof parsed.values.user === 'string') filter.userId = requireUserByEmail(db, parsed.values.user).id
-    return listTokens(db, { ...filter, includeRevoked: true }).map(cliTokenView)
+    if (typeof parsed.values.project === 'string') filter.projectId = (yield* requireProjectByName(parsed.values.project)).id
+    if (typeof parsed.values.user === 'string') filter.userId = (yield* requireUserByEmail(parsed.values.user)).id
+    return (yield* listTokens({ ...filter, includeRevoked: true })).map(cliTokenView)
   })
   if (parsed.values.json) {
     io.out(JSON.stringify(rows, null, 2))
@@ -117,10 +117,10 @@ async function listFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters
 async function revokeFromCli(parsed: ReturnType<typeof parseFlags>, io: Parameters<Command['run']>[1]) {
   const idText = parsed.positionals[0]
   if (!idText || !/^\d+$/.test(idText)) throw new UsageError('revoke needs a token ID (see `trellis token list`)')
-  const revoked = inWriteTransaction(configFrom(parsed), (tx) => {
-    const token = findToken(tx, Number(idText))
+  const revoked = await inWriteTransaction(configFrom(parsed), function* () {
+    const token = yield* findToken(Number(idText))
     if (!token) throw new CommandError(`unknown token ${idText}`)
-    return revokeToken(tx, systemClock, token, null)
+    return yield* revokeToken(systemClock, token, null)
   })
   io.out(revoked ? `revoked token ${idText}` : `token ${idText} was already revoked`)
   return 0

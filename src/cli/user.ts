@@ -35,26 +35,26 @@ export const userCommand: Command = {
       if (problem) throw new CommandError(`password ${problem}`)
     }
     const passwordHash = password === undefined ? undefined : hashPassword(password)
-    const message = inWriteTransaction(configFrom(parsed), (tx) => {
+    const message = await inWriteTransaction(configFrom(parsed), function* () {
       if (sub === 'create') {
         const username = required(parsed, 'username')
         const isInstanceAdmin = parsed.values['instance-admin'] === true
-        const user = createUser(tx, systemClock, { email, username, passwordHash, isInstanceAdmin, actorId: null })
+        const user = yield* createUser(systemClock, { email, username, passwordHash, isInstanceAdmin, actorId: null })
         return `created ${isInstanceAdmin ? 'instance administrator' : 'user'} ${user.email} (id ${user.id})`
       }
-      const user = requireUserByEmail(tx, email)
+      const user = yield* requireUserByEmail(email)
       if (sub === 'instance-admin') {
         const grant = parsed.values.revoke !== true
-        const changed = setInstanceAdmin(tx, systemClock, user, grant, null)
+        const changed = yield* setInstanceAdmin(systemClock, user, grant, null)
         const state = grant ? 'an instance administrator' : 'not an instance administrator'
         return changed ? `${user.email} is now ${state}` : `${user.email} is already ${state}`
       }
       if (sub === 'set-password') {
-        setUserPasswordHash(tx, systemClock, user.id, passwordHash!)
+        yield* setUserPasswordHash(systemClock, user.id, passwordHash!)
         return `password set for ${user.email}`
       }
       const disable = sub === 'disable'
-      if (!setUserDeactivated(tx, systemClock, user.id, disable, null)) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
+      if (!(yield* setUserDeactivated(systemClock, user.id, disable, null))) return `${user.email} is already ${disable ? 'disabled' : 'enabled'}`
       return `${disable ? 'disabled' : 'enabled'} ${user.email}`
     })
     io.out(message)

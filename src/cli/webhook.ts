@@ -40,10 +40,10 @@ export const webhookCommand: Command = {
     const change = changeFor(sub, parsed.values['per-minute'])
     const config = configFrom(parsed, { servedBaseUrl: true })
     try {
-      const target = inWriteTransaction(config, (tx) => {
-        const project = requireProject(tx, names.project)
-        const target = requireWorkflow(tx, project.id, names.environment, names.team, names.workflow)
-        return change ? changeWebhook(tx, systemClock, target, change, null) : target
+      const target = await inWriteTransaction(config, function* () {
+        const project = yield* requireProject(names.project)
+        const target = yield* requireWorkflow(project.id, names.environment, names.team, names.workflow)
+        return change ? (yield* changeWebhook(systemClock, target, change, null)) : target
       })
       const settings = webhookSettings(target, loadInstanceSecret(config.dataDir, config.secretFromEnv), config.baseUrl, config.webhookRatePerMinute)
       if (sub === 'show' || sub === 'regenerate') {

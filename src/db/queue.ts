@@ -81,6 +81,20 @@ export function runQueueOf(store: Store): RunQueue {
   return new RunQueue(store.sqlite)
 }
 
+/** The queue's statements on the connection behind `db`, prepared once per connection. */
+function queueOn(db: Db): RunQueue {
+  return prepared(db, 'queue.statements', () => new RunQueue(connectionOf(db)))
+}
+
+/** The queue's transitions as functions of the storage face (`op(claimRun, …)`); see RunQueue for each rule. */
+export const insertRun = (db: Db, run: NewRun): InsertResult => queueOn(db).insert(run)
+export const claimRun = (db: Db, owner: string, now: number, leaseMs: number): RunRow | null => queueOn(db).claim(owner, now, leaseMs)
+export const renewLease = (db: Db, runId: string, owner: string, now: number, leaseMs: number): boolean =>
+  queueOn(db).heartbeat(runId, owner, now, leaseMs)
+export const recoverExpiredRuns = (db: Db, now: number): number => queueOn(db).recoverExpired(now)
+export const releaseOwnedRuns = (db: Db, owner: string, now: number): number => queueOn(db).releaseOwned(owner, now)
+export const nextRunAvailableAt = (db: Db): number | null => queueOn(db).nextAvailableAt()
+
 export class RunQueue {
   private readonly insertStatement
   private readonly activeRunStatement

@@ -7,6 +7,7 @@
 import { statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
+import { type Op, runOp } from './op.ts'
 import type { Db, Store } from './open.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
@@ -48,6 +49,11 @@ export function writeTransaction<T>(store: Store, fn: (tx: Db) => T): T {
   return result
 }
 
+/** An op in one IMMEDIATE transaction, at once: the CLI's write (its connection waits in the driver for a lock). */
+export function commitNow<T>(store: Store, body: () => Op<T>): T {
+  return writeTransaction(store, (tx) => runOp(tx, body()))
+}
+
 /** `fn` in one transaction of the given kind; a driver error that is a storage fault is thrown as one. */
 export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred', fn: (tx: Db) => T): T {
   try {
@@ -60,14 +66,14 @@ export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred',
 /**
  * The server's write: `writeTransaction`, retried while another process holds the lock — sleeping between
  * attempts (5 ms doubling to 50 ms) so the event loop serves everything else meanwhile — until the store's
- * `writeWaitMs`, then `database_busy`. A failed attempt rolled back entirely, so `fn` runs again from scratch:
- * it must have no effect outside the transaction.
+ * `writeWaitMs`, then `database_busy`. A failed attempt rolled back entirely, so the op runs again from scratch
+ * (`body` makes a fresh one): it must have no effect outside the transaction.
  */
-export async function write<T>(store: Store, fn: (tx: Db) => T): Promise<T> {
+export async function write<T>(store: Store, body: () => Op<T>): Promise<T> {
   const deadline = performance.now() + store.writeWaitMs
   for (let pause = FIRST_RETRY_MS; ; pause = Math.min(LONGEST_RETRY_MS, pause * 2)) {
     try {
-      return writeTransaction(store, fn)
+      return writeTransaction(store, (tx) => runOp(tx, body()))
     } catch (error) {
       const left = deadline - performance.now()
       if (!(error instanceof StorageUnavailableError) || error.code !== 'database_busy' || left <= 0) throw error
@@ -85,9 +91,9 @@ export function inSavepoint<T>(tx: Db, fn: (savepoint: Db) => T): T {
 }
 
 /** A write that may be skipped (a `lastUsedAt` stamp): one attempt, no wait; false when the database is busy or full. */
-export function tryWrite(store: Store, fn: (tx: Db) => unknown): boolean {
+export function tryWrite(store: Store, body: () => Op<unknown>): boolean {
   try {
-    writeTransaction(store, fn)
+    writeTransaction(store, (tx) => runOp(tx, body()))
     return true
   } catch (error) {
     if (error instanceof StorageUnavailableError) return false

@@ -5,20 +5,25 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import type { Db, Store } from '../db/open.ts'
+import { op, type Op, savepoint } from '../db/op.ts'
+import type { Store } from '../db/open.ts'
 import {
   advanceRun,
+  claimRun,
   failRun,
   finishRun,
   LeaseLostError,
+  nextRunAvailableAt,
   parkRun,
   recordStepOutcome,
-  type RunQueue,
-  runQueueOf,
+  recoverExpiredRuns,
+  releaseOwnedRuns,
+  renewLease,
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
-import { inSavepoint, write } from '../db/write.ts'
+import { read } from '../db/read.ts'
+import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
@@ -79,8 +84,16 @@ export interface ExecutorOptions {
   outbound?: OutboundClient
 }
 
+/** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
+interface PlannedStep {
+  ctx: StepContext
+  step: Step
+  index: number
+  startedAt: number
+  apply: () => Op<StepResult>
+}
+
 export class Executor {
-  readonly queue: RunQueue
   readonly owner = `executor-${crypto.randomUUID()}`
   private running = false
   private workers: Promise<void>[] = []
@@ -93,7 +106,6 @@ export class Executor {
   private readonly outbound: OutboundClient
 
   constructor(private readonly options: ExecutorOptions) {
-    this.queue = runQueueOf(options.store)
     this.outbound = options.outbound ?? new OutboundClient()
   }
 
@@ -131,7 +143,7 @@ export class Executor {
     if (timedOut) this.stopController.abort()
     await Promise.race([finished, Bun.sleep(1000)])
     try {
-      await write(this.options.store, () => this.queue.releaseOwned(this.owner, this.options.clock.now()))
+      await write(this.options.store, () => op(releaseOwnedRuns, this.owner, this.options.clock.now()))
     } catch (error) {
       // Not given back: the runs' leases expire and the next start recovers them.
       this.options.logger.warn('could not give back held runs', { error: (error as Error).message })
@@ -150,7 +162,7 @@ export class Executor {
 
   private async recover(): Promise<void> {
     try {
-      const recovered = await write(this.options.store, () => this.queue.recoverExpired(this.options.clock.now()))
+      const recovered = await write(this.options.store, () => op(recoverExpiredRuns, this.options.clock.now()))
       if (recovered > 0) {
         this.options.logger.warn('recovered runs with expired leases', { count: recovered })
         this.notify()
@@ -175,7 +187,7 @@ export class Executor {
     while (this.running) {
       let run: RunRow | null = null
       try {
-        run = await write(this.options.store, () => this.queue.claim(this.owner, this.options.clock.now(), this.options.leaseMs))
+        run = await write(this.options.store, () => op(claimRun, this.owner, this.options.clock.now(), this.options.leaseMs))
         failedClaims = 0
       } catch (error) {
         // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
@@ -203,9 +215,9 @@ export class Executor {
     }
   }
 
-  private idle(): Promise<void> {
+  private async idle(): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000
-    const next = this.queue.nextAvailableAt()
+    const next = await read(this.options.store, op(nextRunAvailableAt))
     const wait = next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now()))
     return new Promise((resolve) => {
       const timer = setTimeout(done, wait)
@@ -217,8 +229,8 @@ export class Executor {
     })
   }
 
-  private loadTarget(run: RunRow): { target: RunTarget; definition: WorkflowDefinition } {
-    const row = runWorkflow(this.options.store.db, run)
+  private async loadTarget(run: RunRow): Promise<{ target: RunTarget; definition: WorkflowDefinition }> {
+    const row = await read(this.options.store, op(runWorkflow, run))
     if (!row) throw new Error(`workflow ${run.workflow_id} of run ${run.id} not found`)
     return {
       target: {
@@ -234,18 +246,18 @@ export class Executor {
   }
 
   private async execute(run: RunRow): Promise<void> {
-    const { target, definition } = this.loadTarget(run)
+    const { target, definition } = await this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
     // The lease outlives a missed beat or two (one every third of it): a beat the database refuses is skipped.
     const heartbeat = () => {
-      write(this.options.store, () => this.queue.heartbeat(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
+      write(this.options.store, () => op(renewLease, run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
         (owned) => owned || runAbort.abort(),
         (error) => this.options.logger.warn('lease heartbeat failed', { runId: run.id, error: (error as Error).message }),
       )
     }
     const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
-    let record = this.resumedRecord(target, definition, run.next_step)
+    let record = await this.resumedRecord(target, definition, run.next_step)
     try {
       const steps = definition.steps
       const signal = AbortSignal.any([this.stopController.signal, runAbort.signal])
@@ -262,7 +274,7 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persist((tx) => this.finishIn(tx, target, 'succeeded', null))
+      await this.persist(() => this.finishIn(target, 'succeeded', null))
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -274,10 +286,10 @@ export class Executor {
    * templates of the steps left see it as an uninterrupted run would. When it can no longer be read, the
    * templates see none and the next data step fails the run with the reason.
    */
-  private resumedRecord(target: RunTarget, definition: WorkflowDefinition, nextStep: number): Record<string, unknown> | null {
+  private async resumedRecord(target: RunTarget, definition: WorkflowDefinition, nextStep: number): Promise<Record<string, unknown> | null> {
     if (!definition.steps.slice(0, nextStep).some((step) => DATA_STEP_TYPES.includes(step.type))) return null
     try {
-      return loadRecordAs(this.options.store.db, target, 'read').data
+      return (await read(this.options.store, loadRecordAs(target, 'read'))).data
     } catch (error) {
       if (error instanceof StepFailure) return null
       throw error
@@ -299,7 +311,7 @@ export class Executor {
     signal: AbortSignal
   }): Promise<{ record: Record<string, unknown> | null } | 'stop'> {
     const { target, steps } = group
-    const planned: { ctx: StepContext; step: Step; index: number; startedAt: number; apply: (tx: Db) => StepResult }[] = []
+    const planned: PlannedStep[] = []
     for (let index = group.from; index < group.to; index++) {
       const step = steps[index]!
       const ctx: StepContext = {
@@ -321,41 +333,13 @@ export class Executor {
           if (ctx.signal.aborted) return 'stop'
           throw error
         }
-        await this.persist((tx) => this.failIn(tx, ctx, step, index, startedAt, error))
+        await this.persist(() => this.failIn(ctx, step, index, startedAt, error))
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persist((tx) => {
-      let record = group.record
-      for (const { ctx, step, index, startedAt, apply } of planned) {
-        let result: StepResult
-        try {
-          result = inSavepoint(tx, (savepoint) => {
-            const result = apply(savepoint)
-            this.recordStep(savepoint, ctx, step, index, startedAt, 'succeeded', result.output, null)
-            return result
-          })
-        } catch (error) {
-          if (!(error instanceof StepFailure)) throw error
-          this.failIn(tx, ctx, step, index, startedAt, error)
-          return 'stop' as const
-        }
-        record = result.record ?? record
-        if (result.next === 'end' || (result.next === 'continue' && index === steps.length - 1)) {
-          // The last step's transaction also ends the run.
-          this.finishIn(tx, target, 'succeeded', null, index + 1)
-          return 'stop' as const
-        }
-        if (typeof result.next === 'object') {
-          parkRun(tx, target.run.id, this.owner, index + 1, result.next.waitUntil)
-          return 'parked' as const
-        }
-      }
-      advanceRun(tx, target.run.id, this.owner, group.to)
-      return { record }
-    })
+    const outcome = await this.persist(() => this.recordGroup(group, planned))
     if (outcome === 'parked') {
       this.notify()
       return 'stop'
@@ -363,14 +347,48 @@ export class Executor {
     return outcome
   }
 
-  /** Records a failed step and fails the run (error names the step). */
-  private failIn(tx: Db, ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure): void {
-    this.recordStep(tx, ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
-    this.finishIn(tx, ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
+  /** The group's transaction: each planned step's effects and record in a savepoint, then the run's transition. */
+  private *recordGroup(
+    group: { target: RunTarget; steps: Step[]; to: number; record: Record<string, unknown> | null },
+    planned: PlannedStep[],
+  ): Op<{ record: Record<string, unknown> | null } | 'stop' | 'parked'> {
+    const { target, steps } = group
+    let record = group.record
+      for (const { ctx, step, index, startedAt, apply } of planned) {
+        let result: StepResult
+        try {
+          result = yield* savepoint(function* (this: Executor) {
+            const result = yield* apply()
+            yield* this.recordStep(ctx, step, index, startedAt, 'succeeded', result.output, null)
+            return result
+          }.bind(this))
+        } catch (error) {
+          if (!(error instanceof StepFailure)) throw error
+          yield* this.failIn(ctx, step, index, startedAt, error)
+          return 'stop' as const
+        }
+        record = result.record ?? record
+        if (result.next === 'end' || (result.next === 'continue' && index === steps.length - 1)) {
+          // The last step's transaction also ends the run.
+          yield* this.finishIn(target, 'succeeded', null, index + 1)
+          return 'stop' as const
+        }
+        if (typeof result.next === 'object') {
+          yield* op(parkRun, target.run.id, this.owner, index + 1, result.next.waitUntil)
+          return 'parked' as const
+        }
+      }
+    yield* op(advanceRun, target.run.id, this.owner, group.to)
+    return { record }
   }
 
-  private recordStep(
-    tx: Db,
+  /** Records a failed step and fails the run (error names the step). */
+  private *failIn(ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure): Op<void> {
+    yield* this.recordStep(ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
+    yield* this.finishIn(ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
+  }
+
+  private *recordStep(
     ctx: StepContext,
     step: Step,
     index: number,
@@ -378,24 +396,24 @@ export class Executor {
     status: 'succeeded' | 'failed',
     output: unknown,
     error: { code: string; message: string } | null,
-  ): void {
-    recordStepOutcome(tx, {
-      runId: ctx.target.run.id,
-      index,
-      name: ctx.stepName,
-      type: step.type,
-      status,
-      output,
-      error,
-      startedAt,
-      finishedAt: this.options.clock.now(),
-    })
+  ): Op<void> {
+    yield* op(recordStepOutcome, {
+            runId: ctx.target.run.id,
+            index,
+            name: ctx.stepName,
+            type: step.type,
+            status,
+            output,
+            error,
+            startedAt,
+            finishedAt: this.options.clock.now(),
+          })
     if (status === 'succeeded') {
-      logRunActivity(tx, this.options.clock, ctx.target, {
-        action: 'completeWorkflowStep',
-        label: `completed step ${ctx.stepName} (${step.type})`,
-        stepName: ctx.stepName,
-      })
+      yield* logRunActivity(this.options.clock, ctx.target, {
+                action: 'completeWorkflowStep',
+                label: `completed step ${ctx.stepName} (${step.type})`,
+                stepName: ctx.stepName,
+              })
     }
   }
 
@@ -404,10 +422,10 @@ export class Executor {
    * waited out — retried with backoff while the executor runs — rather than the outcome dropped. The transaction
    * rolls back whole on each failure, so retrying `fn` is safe. On stop it gives up: the run resumes at this group.
    */
-  private async persist<T>(fn: (tx: Db) => T): Promise<T> {
+  private async persist<T>(body: () => Op<T>): Promise<T> {
     for (let failures = 1; ; failures++) {
       try {
-        return await write(this.options.store, fn)
+        return await write(this.options.store, body)
       } catch (error) {
         if (!(error instanceof StorageUnavailableError) || !this.running) throw error
         if (failures === 1) this.options.logger.warn('recording a step waits for the database', { error: error.message })
@@ -417,13 +435,13 @@ export class Executor {
   }
 
   /** Ends the run (freeing the record for a new run at once) with its activity entry. */
-  private finishIn(tx: Db, target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): void {
+  private *finishIn(target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): Op<void> {
     const now = this.options.clock.now()
-    if (status === 'succeeded') finishRun(tx, target.run.id, this.owner, now, nextStep)
-    else failRun(tx, target.run.id, this.owner, now, error, nextStep)
-    logRunActivity(tx, this.options.clock, target, {
-      action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
-      label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
-    })
+    if (status === 'succeeded') yield* op(finishRun, target.run.id, this.owner, now, nextStep)
+    else yield* op(failRun, target.run.id, this.owner, now, error, nextStep)
+    yield* logRunActivity(this.options.clock, target, {
+            action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
+            label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
+          })
   }
 }

@@ -1,10 +1,10 @@
 /** The contract between the executor loop and the step types (one file each under steps/). */
-import type { Db } from '../db/open.ts'
 import type { RunRow } from '../db/queue.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { OutboundClient } from '../lib/outbound/client.ts'
 import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
 import type { Step } from '../modules/workflows/definition.ts'
+import { type Op } from '../db/op.ts'
 
 /** What a run acts on, resolved once when the run is claimed. */
 export interface RunTarget {
@@ -54,25 +54,24 @@ export class StepFailure extends Error {
  * A step does its slow part (an HTTP call) in the async function, then returns the part that reads and
  * writes data: it runs inside the transaction that records the step, so effects and record commit together.
  */
-export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<(tx: Db) => StepResult>
+export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<() => Op<StepResult>>
 
 /** An activity entry for something a run did: the run's user and token, `workflow {name, runId, stepName?}`. */
-export function logRunActivity(
-  tx: Db,
+export function* logRunActivity(
   clock: Clock,
   target: RunTarget,
   entry: { action: ActivityAction; label: string; stepName?: string },
-): void {
-  appendActivityLog(tx, clock, {
-    environmentId: target.environmentId,
-    type: 'write',
-    action: entry.action,
-    label: entry.label,
-    userId: target.run.user_id,
-    teamId: target.teamId,
-    collectionId: target.collectionId,
-    tokenId: target.run.token_id,
-    recordIds: [target.run.record_id],
-    workflow: { name: target.workflowName, runId: target.run.id, ...(entry.stepName ? { stepName: entry.stepName } : {}) },
-  })
+): Op<void> {
+  yield* appendActivityLog(clock, {
+        environmentId: target.environmentId,
+        type: 'write',
+        action: entry.action,
+        label: entry.label,
+        userId: target.run.user_id,
+        teamId: target.teamId,
+        collectionId: target.collectionId,
+        tokenId: target.run.token_id,
+        recordIds: [target.run.record_id],
+        workflow: { name: target.workflowName, runId: target.run.id, ...(entry.stepName ? { stepName: entry.stepName } : {}) },
+      })
 }

@@ -29,15 +29,15 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
     // learns nothing from validation messages; `resolve` then hands the identity to the handler.
     projectCall: (need: ProjectNeed) => ({
       detail: { security: BEARER, responses: errorResponseDocs(401, 403, 429) },
-      transform: ({ request, params, set }) => {
-        identities.set(request, auth.projectCaller(request, set.headers, pathProject(params) ?? '', need))
+      transform: async ({ request, params, set }) => {
+        identities.set(request, await auth.projectCaller(request, set.headers, pathProject(params) ?? '', need))
       },
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: ({ request, params, set }) => {
-        if (enabled) callers.set(request, auth.accountCaller(request, set.headers, pathProject(params)))
+      transform: async ({ request, params, set }) => {
+        if (enabled) callers.set(request, await auth.accountCaller(request, set.headers, pathProject(params)))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
@@ -49,8 +49,8 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
     }),
     userCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: ({ request, params, set }) => {
-        if (enabled) callers.set(request, auth.userCaller(request, set.headers, pathProject(params)))
+      transform: async ({ request, params, set }) => {
+        if (enabled) callers.set(request, await auth.userCaller(request, set.headers, pathProject(params)))
       },
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),

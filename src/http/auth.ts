@@ -36,11 +36,11 @@ export interface AccountCaller {
 /** The auth decision as the routes' plugin calls it; each method throws the 401/403/429 it decides. */
 export interface CallerAuth {
   /** Public API (Bearer token only), DESIGN §4's order; the rate-limit headers go into `headers`. */
-  projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): TokenIdentity
+  projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): Promise<TokenIdentity>
   /** A console session, or any live token of an active user (confined to its project). */
-  userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller
+  userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
   /** Management: a session, or a token with `all` whose user is an admin of its project. */
-  accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller
+  accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
   /** 403 cross_origin for a session change coming from another site. */
   refuseCrossOrigin(request: Request): void
 }

@@ -114,8 +114,13 @@ export function parseDateFilters(query: Query, fields: readonly string[]): DateF
 }
 
 /** `{hasMore, data, parameters}` from `limit + 1` fetched rows. */
-export function page<Row, Item, Parameters extends Record<string, unknown>>(rows: Row[], limit: number, render: (rows: Row[]) => Item[], parameters: Parameters) {
-  return { hasMore: rows.length > limit, data: render(rows.slice(0, limit)), parameters }
+export async function page<Row, Item, Parameters extends Record<string, unknown>>(
+  rows: Row[],
+  limit: number,
+  render: (rows: Row[]) => Item[] | Promise<Item[]>,
+  parameters: Parameters,
+) {
+  return { hasMore: rows.length > limit, data: await render(rows.slice(0, limit)), parameters }
 }
 
 /**
@@ -123,25 +128,26 @@ export function page<Row, Item, Parameters extends Record<string, unknown>>(rows
  * a 400 before anything is looked up), the route's own check, the environment (`where`: its 404), one page of ids,
  * and the envelope whose `parameters` echo the project, the environment and the effective limit.
  */
-export function environmentPage<Where, Filters, Id, Item>(
+export async function environmentPage<Where, Filters, Id, Item>(
   request: Request,
   params: { projectName: string; environmentName: string },
   list: {
     filters: (query: Query) => Filters
     /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
-    authorize?: () => void
+    authorize?: () => void | Promise<void>
     /** The project and environment the path names (404 when unknown). */
-    where: () => Where
-    ids: (where: Where, filters: Filters, query: Query, limit: number) => Id[]
-    render: (ids: Id[]) => Item[]
+    where: () => Promise<Where>
+    ids: (where: Where, filters: Filters, query: Query, limit: number) => Promise<Id[]>
+    render: (ids: Id[]) => Promise<Item[]>
   },
 ) {
   const query = queryOf(request)
   const limit = parseLimit(query.limit)
   const filters = list.filters(query)
-  list.authorize?.()
-  const where = list.where()
-  return page(list.ids(where, filters, query, limit), limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
+  await list.authorize?.()
+  const where = await list.where()
+  const ids = await list.ids(where, filters, query, limit)
+  return page(ids, limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
 }
 
 /** The rows for `ids`, in the order of `ids` (a page's order), skipping ids with no row. */

@@ -1,3 +1,4 @@
+import { answer as opAnswer } from '../../db/op.ts'
 import { DestinationRefusedError } from '../../lib/outbound/client.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
@@ -65,7 +66,7 @@ export const runHttp: StepRunner<Http> = async (ctx, step) => {
       if (answer.status < 500) {
         const output = { status: answer.status, attempts: attempt, body: answer.body, ...(answer.truncated ? { bodyTruncated: true } : {}) }
         if (answer.status >= 400) throw new StepFailure('http_failed', `${step.method} ${url} answered ${answer.status}`, output)
-        return () => ({ next: 'continue', output })
+        return () => opAnswer({ next: 'continue', output })
       }
       lastProblem = `answered ${answer.status}`
     } catch (error) {

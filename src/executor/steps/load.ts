@@ -2,7 +2,7 @@ import type { StepRunner } from '../step.ts'
 import { loadRecordAs } from './data-access.ts'
 
 /** Reads the record as the run's user. */
-export const runLoad: StepRunner = async (ctx) => (tx) => {
-  const { data } = loadRecordAs(tx, ctx.target, 'read')
+export const runLoad: StepRunner = async (ctx) => function* () {
+  const { data } = yield* loadRecordAs(ctx.target, 'read')
   return { next: 'continue', record: data, output: { loaded: true } }
 }

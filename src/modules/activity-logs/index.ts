@@ -9,9 +9,9 @@ import { requireEnvironment } from '../projects/service.ts'
 import { ActivityLogPage } from './model.ts'
 import { ACTIVITY_DATE_FIELDS, parseActivityFilters } from './query.ts'
 import { DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
+import { read } from '../../db/read.ts'
 
 export function activityLogsModule(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'activity-logs', tags: ['activity-logs'] })
     .use(authPlugin(deps))
     .get(
@@ -19,10 +19,10 @@ export function activityLogsModule(deps: AppDeps) {
       ({ params, request }) =>
         environmentPage(request, params, {
           filters: parseActivityFilters,
-          where: () => requireEnvironment(db, params.projectName, params.environmentName),
-          ids: ({ project, environment }, filters, query, limit) =>
-            listActivityLogIds(db, project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit),
-          render: (ids) => renderActivityLogs(db, ids),
+          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          ids: async ({ project, environment }, filters, query, limit) =>
+            await read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
+          render: (ids) => read(deps.store, renderActivityLogs(ids)),
         }),
       {
         projectCall: { scope: 'activity_logs:read', role: 'admin' },

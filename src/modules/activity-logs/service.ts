@@ -1,12 +1,12 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
 import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, pageActivityLogIds } from '../../db/activity-logs.ts'
-import type { Db } from '../../db/open.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
+import { type Op, op } from '../../db/op.ts'
 
 /**
  * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
@@ -75,26 +75,21 @@ export interface ActivityEntry {
   workflow?: { name: string; runId: string; stepName?: string }
 }
 
-export function appendActivityLog(db: Db, clock: Clock, entry: ActivityEntry): number {
-  return insertActivityLog(
-    db,
-    {
-      environmentId: entry.environmentId,
-      type: entry.type,
-      action: entry.action,
-      label: entry.label ?? null,
-      userId: entry.userId,
-      teamId: entry.teamId,
-      collectionId: entry.collectionId,
-      tokenId: entry.tokenId ?? null,
-      workflowName: entry.workflow?.name ?? null,
-      runId: entry.workflow?.runId ?? null,
-      stepName: entry.workflow?.stepName ?? null,
-      extension: isExtensionAction(entry.action),
-    },
-    entry.recordIds,
-    clock.now(),
-  )
+export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
+  return yield* op(insertActivityLog, {
+        environmentId: entry.environmentId,
+        type: entry.type,
+        action: entry.action,
+        label: entry.label ?? null,
+        userId: entry.userId,
+        teamId: entry.teamId,
+        collectionId: entry.collectionId,
+        tokenId: entry.tokenId ?? null,
+        workflowName: entry.workflow?.name ?? null,
+        runId: entry.workflow?.runId ?? null,
+        stepName: entry.workflow?.stepName ?? null,
+        extension: isExtensionAction(entry.action),
+      }, entry.recordIds, clock.now())
 }
 
 export interface ActivityFilters {
@@ -110,33 +105,27 @@ export interface ActivityFilters {
 }
 
 /** Ids of one page (limit + 1), newest first. Names that match nothing give an empty page. */
-export function listActivityLogIds(db: Db, projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): number[] {
-  const names = resolveNameFilters(db, projectId, filters)
+export function* listActivityLogIds(projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
-  return pageActivityLogIds(
-    db,
-    environmentId,
-    {
-      userId: names.userId,
-      teamId: names.teamId,
-      collectionId: names.collectionId,
-      action: filters.action,
-      type: filters.type,
-      recordId: filters.recordId,
-      // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
-      // the (environment, action, id) index alone.
-      withExtensions: filters.extensions || filters.action !== undefined,
-    },
-    dates,
-    limit,
-  )
+  return yield* op(pageActivityLogIds, environmentId, {
+        userId: names.userId,
+        teamId: names.teamId,
+        collectionId: names.collectionId,
+        action: filters.action,
+        type: filters.type,
+        recordId: filters.recordId,
+        // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
+        // the (environment, action, id) index alone.
+        withExtensions: filters.extensions || filters.action !== undefined,
+      }, dates, limit)
 }
 
 /** The compatibility document's activity log objects, in the order of `ids`. */
-export function renderActivityLogs(db: Db, ids: number[]) {
+export function* renderActivityLogs(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = findActivityLogsForRender(db, ids)
-  const recordIds = findActivityLogRecordIds(db, ids)
+  const rows = yield* op(findActivityLogsForRender, ids)
+  const recordIds = yield* op(findActivityLogRecordIds, ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     const id = log.id

@@ -18,20 +18,20 @@ import {
   renderAdminLogs,
 } from './service.ts'
 import { ADMIN_LOG_DATE_FIELDS, parseAdminLogFilters } from './query.ts'
+import { read } from '../../db/read.ts'
 
 export function adminLogsModule(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'admin-logs', tags: ['admin-logs'] })
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/admin-logs',
-      ({ params, request }) => {
+      async ({ params, request }) => {
         const query = queryOf(request)
         const limit = parseLimit(query.limit)
         const filters = parseAdminLogFilters(query)
-        const project = requireProject(db, params.projectName)
-        const ids = listAdminLogIds(db, project.id, filters, parseDateFilters(query, ADMIN_LOG_DATE_FIELDS), limit)
-        return page(ids, limit, (pageIds) => renderAdminLogs(db, pageIds), { projectName: params.projectName, limit })
+        const project = await read(deps.store, requireProject(params.projectName))
+        const ids = await read(deps.store, listAdminLogIds(project.id, filters, parseDateFilters(query, ADMIN_LOG_DATE_FIELDS), limit))
+        return page(ids, limit, (pageIds) => read(deps.store, renderAdminLogs(pageIds)), { projectName: params.projectName, limit })
       },
       {
         projectCall: { scope: 'admin_logs:read', role: 'admin' },

@@ -11,6 +11,7 @@ import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'
 import { toIso } from '../../lib/time.ts'
 import { appendAdminLog } from './service.ts'
+import { op } from '../../db/op.ts'
 
 const BATCH = 5000
 
@@ -23,22 +24,24 @@ export interface PruneResult {
 export async function pruneLogs(store: Store, clock: Clock, retentionDays: number): Promise<PruneResult> {
   const cutoff = clock.now() - retentionDays * 86_400_000
   const result: PruneResult = { activityLogs: 0, adminLogs: 0, cutoff }
-  const batch = (table: LogTable) => write(store, (tx) => deleteLogBatch(tx, table, cutoff, BATCH))
+  const batch = (table: LogTable) => write(store, function* () {
+    return yield* op(deleteLogBatch, table, cutoff, BATCH)
+  })
   for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
   if (result.activityLogs + result.adminLogs === 0) return result
-  await write(store, (tx) => {
-    for (const projectId of allProjectIds(tx)) {
-      appendAdminLog(tx, clock, {
-        projectId,
-        type: 'remove',
-        resource: 'log-retention',
-        initiator: 'system',
-        actorId: null,
-        newValue: {
-          name: `pruned ${result.activityLogs} activity and ${result.adminLogs} admin log entries older than ${toIso(cutoff)} (retention ${retentionDays} days)`,
-        },
-      })
+  await write(store, function* () {
+    for (const projectId of (yield* op(allProjectIds))) {
+      yield* appendAdminLog(clock, {
+                      projectId,
+                      type: 'remove',
+                      resource: 'log-retention',
+                      initiator: 'system',
+                      actorId: null,
+                      newValue: {
+                        name: `pruned ${result.activityLogs} activity and ${result.adminLogs} admin log entries older than ${toIso(cutoff)} (retention ${retentionDays} days)`,
+                      },
+                    })
     }
   })
   return result

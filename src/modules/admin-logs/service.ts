@@ -1,12 +1,12 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
 import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../db/admin-logs.ts'
-import type { Db } from '../../db/open.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/view.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
@@ -25,23 +25,19 @@ export interface AdminLogEntry {
 }
 
 /** Call inside the transaction that makes the change. */
-export function appendAdminLog(db: Db, clock: Clock, entry: AdminLogEntry): void {
+export function* appendAdminLog(clock: Clock, entry: AdminLogEntry): Op<void> {
   const initiator = entry.initiator ?? 'administrator'
-  insertAdminLog(
-    db,
-    {
-      projectId: entry.projectId,
-      type: entry.type,
-      resource: entry.resource,
-      initiator,
-      userId: entry.actorId,
-      subjectUserId: entry.subjectUserId ?? null,
-      previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
-      newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
-      extension: isExtensionEntry(entry.resource, initiator),
-    },
-    clock.now(),
-  )
+  yield* op(insertAdminLog, {
+          projectId: entry.projectId,
+          type: entry.type,
+          resource: entry.resource,
+          initiator,
+          userId: entry.actorId,
+          subjectUserId: entry.subjectUserId ?? null,
+          previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
+          newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
+          extension: isExtensionEntry(entry.resource, initiator),
+        }, clock.now())
 }
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
@@ -74,22 +70,16 @@ export interface AdminLogFilters {
 }
 
 /** Ids of one page (limit + 1) of a project's admin log, newest first. */
-export function listAdminLogIds(db: Db, projectId: number, filters: AdminLogFilters, dates: DateFilter[], limit: number): number[] {
-  const names = resolveNameFilters(db, projectId, filters)
+export function* listAdminLogIds(projectId: number, filters: AdminLogFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const names = yield* resolveNameFilters(projectId, filters)
   if (!names || filters.initiator === 'forestAdmin') return []
-  return pageAdminLogIds(
-    db,
-    projectId,
-    { userId: names.userId, type: filters.type, initiator: filters.initiator, resource: filters.resource, withExtensions: filters.extensions },
-    dates,
-    limit,
-  )
+  return yield* op(pageAdminLogIds, projectId, { userId: names.userId, type: filters.type, initiator: filters.initiator, resource: filters.resource, withExtensions: filters.extensions }, dates, limit)
 }
 
 /** The compatibility document's admin log objects, in the order of `ids`. */
-export function renderAdminLogs(db: Db, ids: number[]) {
+export function* renderAdminLogs(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = findAdminLogsForRender(db, ids)
+  const rows = yield* op(findAdminLogsForRender, ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     return {

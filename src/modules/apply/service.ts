@@ -4,8 +4,8 @@
  * database has and the file does not are reported as `notInFile`.
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import type { Db, Store } from '../../db/open.ts'
-import { writeTransaction } from '../../db/write.ts'
+import type { Store } from '../../db/open.ts'
+import { write } from '../../db/write.ts'
 import {
   firstEditingTeamId,
   firstProjectAdminId,
@@ -15,7 +15,7 @@ import {
   listUserEmails,
 } from '../../db/apply.ts'
 import { insertImportedNote, nextNoteCreatedAt } from '../../db/notes.ts'
-import { listProjectParts, type ProjectPart } from '../../db/records.ts'
+import { listProjectParts } from '../../db/records.ts'
 import { listProjectWorkflowPlaces } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
@@ -35,6 +35,8 @@ import { webhookUrl } from '../webhooks/url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyFile, type ApplyProject } from './model.ts'
 import { validateApplyFile } from './validate.ts'
+import { type Op, op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
 
 export class ApplyError extends Error {
   constructor(readonly problems: Problem[]) {
@@ -90,31 +92,31 @@ export function parseApplyText(text: string): unknown {
   }
 }
 
-export function applyDocument(document: unknown, ctx: ApplyContext): ApplyReport {
+export async function applyDocument(document: unknown, ctx: ApplyContext): Promise<ApplyReport> {
   if (document === null || document === undefined) throw new ApplyError([{ path: '(file)', message: 'the file is empty' }])
   const shape = schemaProblems(ApplyFile, document)
   if (shape.length > 0) throw new ApplyError(shape)
   const file = document as ApplyFile
   // Password hashing is slow: do it before taking the write lock.
-  const passwordHashes = hashChangedPasswords(ctx.store.db, file)
-  return writeTransaction(ctx.store, (tx) => {
-    const problems = validateApplyFile(tx, file, ctx.actorEmail)
+  const passwordHashes = await read(ctx.store, hashChangedPasswords(file))
+  return write(ctx.store, function* () {
+    const problems = yield* validateApplyFile(file, ctx.actorEmail)
     if (problems.length > 0) throw new ApplyError(problems)
-    const writer = new ApplyWriter(tx, ctx, passwordHashes)
-    if (file.sso !== undefined) writer.applySso(file.sso)
-    writer.applyUsers(file)
-    file.projects?.forEach((project, p) => writer.applyProject(project, p))
-    if (file.projects) writer.reportProjectsNotInFile(file.projects)
+    const writer = new ApplyWriter(ctx, passwordHashes)
+    if (file.sso !== undefined) yield* writer.applySso(file.sso)
+    yield* writer.applyUsers(file)
+    for (const [p, project] of (file.projects ?? []).entries()) (yield* writer.applyProject(project, p))
+    if (file.projects) yield* writer.reportProjectsNotInFile(file.projects)
     return writer.report
   })
 }
 
 /** email → new hash, for file users whose password is not already the stored one. */
-function hashChangedPasswords(db: Db, file: ApplyFile): Map<string, string> {
+function* hashChangedPasswords(file: ApplyFile): Op<Map<string, string>> {
   const hashes = new Map<string, string>()
   for (const user of file.users ?? []) {
     if (user.password === undefined || user.password.length < 12) continue
-    const existing = findUserByEmail(db, user.email)
+    const existing = yield* findUserByEmail(user.email)
     if (existing?.passwordHash && verifyPasswordSync(user.password, existing.passwordHash)) continue
     hashes.set(normalizeEmail(user.email), hashPassword(user.password))
   }
@@ -125,7 +127,6 @@ class ApplyWriter {
   readonly report: ApplyReport = { created: 0, updated: 0, unchanged: 0, changes: [], notInFile: [], workflows: [] }
 
   constructor(
-    private readonly db: Db,
     private readonly ctx: ApplyContext,
     private readonly passwordHashes: Map<string, string>,
   ) {}
@@ -145,20 +146,20 @@ class ApplyWriter {
   }
 
   /** Read by `serve` at its next start. */
-  applySso(sso: NonNullable<ApplyFile['sso']> | null) {
-    const outcome = storeSso(this.db, this.ctx.clock, sso)
+  *applySso(sso: NonNullable<ApplyFile['sso']> | null) {
+    const outcome = yield* storeSso(this.ctx.clock, sso)
     const name = sso?.issuer ?? 'identity provider'
     if (outcome === 'removed') this.record('updated', 'sso settings (removed)', name)
     else this.record(outcome, 'sso settings', name)
   }
 
-  private userId(email: string): number {
-    const user = findUserByEmail(this.db, email)
+  private *userId(email: string): Op<number> {
+    const user = yield* findUserByEmail(email)
     if (!user) throw new Error(`user ${email} vanished during apply`)
     return user.id
   }
 
-  applyUsers(file: ApplyFile) {
+  *applyUsers(file: ApplyFile) {
     const fileUsers = file.users ?? []
     const outcomes = new Map<string, 'created' | 'updated' | 'unchanged'>()
     // Through the users services, so each change is validated and logged as from the console or the CLI, and a new
@@ -167,18 +168,18 @@ class ApplyWriter {
     for (const user of fileUsers) {
       const email = normalizeEmail(user.email)
       const hash = this.passwordHashes.get(email)
-      const existing = findUserByEmail(this.db, email)
+      const existing = yield* findUserByEmail(email)
       if (!existing) {
-        createUser(this.db, this.ctx.clock, {
+        yield* createUser(this.ctx.clock, {
           email, username: user.username, passwordHash: hash, disabled: user.disabled, isInstanceAdmin: user.instanceAdmin, actorId: null,
         })
         outcomes.set(email, 'created')
         continue
       }
-      let changed = setUsername(this.db, this.ctx.clock, existing, user.username, null)
-      if (user.instanceAdmin === true) changed = setInstanceAdmin(this.db, this.ctx.clock, existing, true, null) || changed
+      let changed = yield* setUsername(this.ctx.clock, existing, user.username, null)
+      if (user.instanceAdmin === true) changed = (yield* setInstanceAdmin(this.ctx.clock, existing, true, null)) || changed
       if (hash) {
-        setUserPasswordHash(this.db, this.ctx.clock, existing.id, hash)
+        yield* setUserPasswordHash(this.ctx.clock, existing.id, hash)
         changed = true
       }
       outcomes.set(email, changed ? 'updated' : 'unchanged')
@@ -186,24 +187,24 @@ class ApplyWriter {
     for (const user of fileUsers) {
       const email = normalizeEmail(user.email)
       if (outcomes.get(email) === 'created') continue
-      const existing = findUserByEmail(this.db, email)!
-      let changed = user.instanceAdmin === false && setInstanceAdmin(this.db, this.ctx.clock, existing, false, null)
-      if (user.disabled !== undefined) changed = setUserDeactivated(this.db, this.ctx.clock, existing.id, user.disabled, null) || changed
+      const existing = (yield* findUserByEmail(email))!
+      let changed = user.instanceAdmin === false && (yield* setInstanceAdmin(this.ctx.clock, existing, false, null))
+      if (user.disabled !== undefined) changed = (yield* setUserDeactivated(this.ctx.clock, existing.id, user.disabled, null)) || changed
       if (changed) outcomes.set(email, 'updated')
     }
     for (const [email, outcome] of outcomes) this.record(outcome, 'user', email)
     if (file.users) {
       const inFile = new Set(file.users.map((u) => normalizeEmail(u.email)))
-      for (const email of listUserEmails(this.db)) {
+      for (const email of (yield* op(listUserEmails))) {
         if (!inFile.has(email)) this.report.notInFile.push({ kind: 'user', name: email })
       }
     }
   }
 
   /** `index`: the project's place in the file, for problem paths. */
-  applyProject(spec: ApplyProject, index: number) {
-    const project = this.ensureProject(spec)
-    const scope = new ProjectScope(this.db, project.id)
+  *applyProject(spec: ApplyProject, index: number) {
+    const project = yield* this.ensureProject(spec)
+    const scope = yield* projectScope(project.id)
     const label = (name: string) => `${spec.name}/${name}`
 
     for (const name of spec.environments ?? []) {
@@ -211,49 +212,49 @@ class ApplyWriter {
         this.record('unchanged', 'environment', label(name))
         continue
       }
-      scope.environments.set(name, addProjectPart(this.db, this.ctx.clock, 'environment', { projectId: project.id, name, actorId: null }))
+      scope.environments.set(name, (yield* addProjectPart(this.ctx.clock, 'environment', { projectId: project.id, name, actorId: null })))
       this.record('created', 'environment', label(name))
     }
     // Members first, so a new member's admin log reads "added with a permission level", then "joined teams".
     for (const member of spec.members ?? []) {
-      const outcome = setProjectMember(this.db, this.ctx.clock, {
-        projectId: project.id, userId: this.userId(member.user), role: member.role, actorId: null,
+      const outcome = yield* setProjectMember(this.ctx.clock, {
+        projectId: project.id, userId: yield* this.userId(member.user), role: member.role, actorId: null,
       })
       this.record(outcome, 'member', `${spec.name}/${normalizeEmail(member.user)}`)
     }
     for (const team of spec.teams ?? []) {
       let teamId = scope.teams.get(team.name)
       if (teamId === undefined) {
-        teamId = addProjectPart(this.db, this.ctx.clock, 'team', { projectId: project.id, name: team.name, actorId: null })
+        teamId = yield* addProjectPart(this.ctx.clock, 'team', { projectId: project.id, name: team.name, actorId: null })
         scope.teams.set(team.name, teamId)
         this.record('created', 'team', label(team.name))
       } else {
         this.record('unchanged', 'team', label(team.name))
       }
       for (const email of team.members ?? []) {
-        const outcome = addTeamMember(this.db, this.ctx.clock, { projectId: project.id, teamId, userId: this.userId(email), actorId: null })
+        const outcome = yield* addTeamMember(this.ctx.clock, { projectId: project.id, teamId, userId: yield* this.userId(email), actorId: null })
         this.record(outcome, 'team member', `${label(team.name)}/${normalizeEmail(email)}`)
       }
     }
-    for (const collection of spec.collections ?? []) this.applyCollection(project.id, scope, spec.name, collection)
-    spec.records?.forEach((record, r) => this.applyRecord(project.id, scope, `projects[${index}].records[${r}]`, spec.name, record))
-    for (const raw of spec.workflows ?? []) this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition)
+    for (const collection of spec.collections ?? []) (yield* this.applyCollection(project.id, scope, spec.name, collection))
+    for (const [r, record] of (spec.records ?? []).entries()) (yield* this.applyRecord(project.id, scope, `projects[${index}].records[${r}]`, spec.name, record))
+    for (const raw of spec.workflows ?? []) (yield* this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition))
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
     const byTime = [...(spec.notes ?? [])].sort(
       (a, b) => (a.createdAt ? parseIsoDateTime(a.createdAt)! : Number.MAX_SAFE_INTEGER) - (b.createdAt ? parseIsoDateTime(b.createdAt)! : Number.MAX_SAFE_INTEGER),
     )
-    for (const note of byTime) this.importNote(scope, spec.name, note)
-    this.reportNotInFile(project.id, spec, scope)
+    for (const note of byTime) (yield* this.importNote(scope, spec.name, note))
+    yield* this.reportNotInFile(project.id, spec, scope)
   }
 
-  private ensureProject(spec: ApplyProject) {
-    const existing = findProjectByName(this.db, spec.name)
+  private *ensureProject(spec: ApplyProject) {
+    const existing = yield* findProjectByName(spec.name)
     if (!existing) {
-      const project = createProject(this.db, this.ctx.clock, { name: spec.name, sso: spec.sso, actorId: null })
+      const project = yield* createProject(this.ctx.clock, { name: spec.name, sso: spec.sso, actorId: null })
       this.record('created', 'project', spec.name)
       return project
     }
-    if (spec.sso !== undefined && setProjectSso(this.db, this.ctx.clock, existing, spec.sso, null) === 'updated') {
+    if (spec.sso !== undefined && (yield* setProjectSso(this.ctx.clock, existing, spec.sso, null)) === 'updated') {
       this.record('updated', 'project', spec.name)
     } else {
       this.record('unchanged', 'project', spec.name)
@@ -261,16 +262,16 @@ class ApplyWriter {
     return existing
   }
 
-  private applyCollection(projectId: number, scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['collections']>[number]) {
+  private *applyCollection(projectId: number, scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['collections']>[number]) {
     let collectionId = scope.collections.get(spec.name)
     let outcome: 'created' | 'updated' | 'unchanged' = 'unchanged'
     if (collectionId === undefined) {
-      collectionId = addProjectPart(this.db, this.ctx.clock, 'collection', { projectId, name: spec.name, actorId: null })
+      collectionId = yield* addProjectPart(this.ctx.clock, 'collection', { projectId, name: spec.name, actorId: null })
       scope.collections.set(spec.name, collectionId)
       outcome = 'created'
     }
     for (const [teamName, permission] of Object.entries(spec.permissions ?? {})) {
-      const changed = setCollectionPermission(this.db, this.ctx.clock, {
+      const changed = yield* setCollectionPermission(this.ctx.clock, {
         projectId, collectionId, collectionName: spec.name, teamId: scope.teams.get(teamName)!, teamName,
         read: permission.read ?? true, edit: permission.edit ?? true, actorId: null,
       })
@@ -279,23 +280,23 @@ class ApplyWriter {
     this.record(outcome, 'collection', `${projectName}/${spec.name}`)
   }
 
-  private applyRecord(projectId: number, scope: ProjectScope, at: string, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
+  private *applyRecord(projectId: number, scope: ProjectScope, at: string, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
     const environmentId = scope.environments.get(spec.environment)!
     const collectionId = scope.collections.get(spec.collection)!
     const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
-    const existing = findRecord(this.db, { environmentId, collectionId }, spec.id)
+    const existing = yield* findRecord({ environmentId, collectionId }, spec.id)
     // Attribution is looked up only for a write (an unchanged file needs no admin in the project).
     if (existing && canonicalJson(JSON.parse(existing.data)) === canonicalJson(spec.data)) {
       this.record('unchanged', 'record', name)
       return
     }
-    const outcome = upsertRecord(this.db, this.ctx.clock, {
+    const outcome = yield* upsertRecord(this.ctx.clock, {
       environmentId,
       collectionId,
       recordKey: spec.id,
       data: spec.data,
-      userId: this.actorFor(projectId, projectName, at),
-      teamId: spec.team === undefined ? this.editingTeam(projectId, collectionId, spec.collection, at) : scope.teams.get(spec.team)!,
+      userId: yield* this.actorFor(projectId, projectName, at),
+      teamId: spec.team === undefined ? yield* this.editingTeam(projectId, collectionId, spec.collection, at) : scope.teams.get(spec.team)!,
       via: 'by trellis apply',
     })
     this.record(outcome, 'record', name)
@@ -306,23 +307,23 @@ class ApplyWriter {
   private readonly editingTeams = new Map<number, number>()
 
   /** Who apply's record writes in a project are attributed to: `--as`, else the project's first admin. */
-  private actorFor(projectId: number, projectName: string, at: string): number {
+  private *actorFor(projectId: number, projectName: string, at: string): Op<number> {
     let actor = this.actors.get(projectId)
     if (actor === undefined) {
-      actor = this.findActor(projectId, projectName, at)
+      actor = yield* this.findActor(projectId, projectName, at)
       this.actors.set(projectId, actor)
     }
     return actor
   }
 
-  private findActor(projectId: number, projectName: string, at: string): number {
+  private *findActor(projectId: number, projectName: string, at: string): Op<number> {
     if (this.ctx.actorEmail !== undefined) {
-      const actor = findUserByEmail(this.db, this.ctx.actorEmail)!
-      const problem = actor.disabledAt !== null ? 'is deactivated' : roleIn(this.db, projectId, actor.id) === null ? `is not a member of project ${projectName}` : null
+      const actor = (yield* findUserByEmail(this.ctx.actorEmail))!
+      const problem = actor.disabledAt !== null ? 'is deactivated' : (yield* roleIn(projectId, actor.id)) === null ? `is not a member of project ${projectName}` : null
       if (problem) throw new ApplyError([{ path: '--as', message: `${this.ctx.actorEmail} ${problem}` }])
       return actor.id
     }
-    const admin = firstProjectAdminId(this.db, projectId)
+    const admin = yield* op(firstProjectAdminId, projectId)
     if (admin === undefined) {
       throw new ApplyError([{ path: at, message: `project ${projectName} has no admin to attribute record changes to: add an admin member or pass --as EMAIL` }])
     }
@@ -330,23 +331,23 @@ class ApplyWriter {
   }
 
   /** The team a record write is logged under when the file names none: the oldest team allowed to edit the collection. */
-  private editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): number {
+  private *editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): Op<number> {
     const known = this.editingTeams.get(collectionId)
     if (known !== undefined) return known
-    const team = firstEditingTeamId(this.db, projectId, collectionId)
+    const team = yield* op(firstEditingTeamId, projectId, collectionId)
     if (team === undefined) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
     this.editingTeams.set(collectionId, team)
     return team
   }
 
-  private applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
+  private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
     const target: WorkflowTarget = {
       projectId,
       environmentId: scope.environments.get(definition.environment)!,
       teamId: scope.teams.get(definition.team)!,
       collectionId: scope.collections.get(definition.collection)!,
     }
-    const result = publishWorkflow(this.db, this.ctx.clock, target, definition, null)
+    const result = yield* publishWorkflow(this.ctx.clock, target, definition, null)
     const name = `${projectName}/${definition.environment}/${definition.team}/${definition.name}`
     this.record(result.outcome === 'unchanged' && result.triggerChanged ? 'updated' : result.outcome, 'workflow', name)
     const trigger = result.trigger
@@ -367,29 +368,32 @@ class ApplyWriter {
   }
 
   /** Idempotent on (environment, recordId, user, createdAt, title); without createdAt, on the other four. */
-  private importNote(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['notes']>[number]) {
+  private *importNote(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['notes']>[number]) {
     const environmentId = scope.environments.get(spec.environment)!
-    const userId = this.userId(spec.user)
+    const userId = yield* this.userId(spec.user)
     const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoDateTime(spec.createdAt)!
     const name = `${projectName}/${spec.environment}/${spec.recordId}: ${spec.title}`
-    if (hasImportedNote(this.db, { environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
+    if (yield* op(hasImportedNote, { environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
       this.record('unchanged', 'note', name)
       return
     }
-    if (givenCreatedAt !== undefined) recordImportedNoteTime(this.db, environmentId, givenCreatedAt)
-    const createdAt = givenCreatedAt ?? nextNoteCreatedAt(this.db, environmentId, this.now)
-    const messages = (spec.messages ?? []).map((m) => ({
-      userId: this.userId(m.user),
-      content: sanitizeNoteHtml(m.content),
-      createdAt: m.createdAt === undefined ? createdAt : parseIsoDateTime(m.createdAt)!,
-    }))
+    if (givenCreatedAt !== undefined) yield* recordImportedNoteTime(environmentId, givenCreatedAt)
+    const createdAt = givenCreatedAt ?? (yield* op(nextNoteCreatedAt, environmentId, this.now))
+    const messages = []
+    for (const m of spec.messages ?? []) {
+      messages.push({
+        userId: (yield* this.userId(m.user)),
+        content: sanitizeNoteHtml(m.content),
+        createdAt: m.createdAt === undefined ? createdAt : parseIsoDateTime(m.createdAt)!,
+      })
+    }
     const archivedAt = spec.archivedAt === undefined ? null : parseIsoDateTime(spec.archivedAt)!
     const updatedAt =
       spec.updatedAt !== undefined
         ? parseIsoDateTime(spec.updatedAt)!
         : Math.max(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
-    insertImportedNote(
-      this.db,
+    yield* op(
+      insertImportedNote,
       {
         environmentId,
         teamId: scope.teams.get(spec.team)!,
@@ -404,7 +408,7 @@ class ApplyWriter {
       messages,
     )
     // The entry is the import (now); the note keeps the times the file gives.
-    appendActivityLog(this.db, this.ctx.clock, {
+    yield* appendActivityLog(this.ctx.clock, {
       environmentId,
       type: 'write',
       action: 'createNote',
@@ -417,7 +421,7 @@ class ApplyWriter {
     this.record('created', 'note', name)
   }
 
-  private reportNotInFile(projectId: number, spec: ApplyProject, scope: ProjectScope) {
+  private *reportNotInFile(projectId: number, spec: ApplyProject, scope: ProjectScope) {
     const missing = (kind: string, listed: string[] | undefined, existing: Iterable<string>) => {
       if (!listed) return
       const inFile = new Set(listed)
@@ -426,8 +430,8 @@ class ApplyWriter {
     missing('environment', spec.environments, scope.environments.keys())
     missing('team', spec.teams?.map((t) => t.name), scope.teams.keys())
     missing('collection', spec.collections?.map((c) => c.name), scope.collections.keys())
-    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), listProjectMemberEmails(this.db, projectId))
-    const existingWorkflows = listProjectWorkflowPlaces(this.db, projectId)
+    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), (yield* op(listProjectMemberEmails, projectId)))
+    const existingWorkflows = yield* op(listProjectWorkflowPlaces, projectId)
     missing(
       'workflow',
       (spec.workflows as WorkflowDefinition[] | undefined)?.map((w) => `${w.environment}/${w.team}/${w.name}`),
@@ -435,24 +439,26 @@ class ApplyWriter {
     )
   }
 
-  reportProjectsNotInFile(listed: ApplyProject[]) {
+  *reportProjectsNotInFile(listed: ApplyProject[]) {
     const inFile = new Set(listed.map((p) => p.name))
-    for (const name of listProjectNames(this.db)) {
+    for (const name of (yield* op(listProjectNames))) {
       if (!inFile.has(name)) this.report.notInFile.push({ kind: 'project', name })
     }
   }
 }
 
 /** Name → id maps of one project, kept current as the writer creates rows. */
-class ProjectScope {
+interface ProjectScope {
   readonly environments: Map<string, number>
   readonly teams: Map<string, number>
   readonly collections: Map<string, number>
+}
 
-  constructor(db: Db, projectId: number) {
-    const byName = (part: ProjectPart) => new Map(listProjectParts(db, part, projectId).map((r) => [r.name, r.id]))
-    this.environments = byName('environment')
-    this.teams = byName('team')
-    this.collections = byName('collection')
+function* projectScope(projectId: number): Op<ProjectScope> {
+  const byName = (rows: { name: string; id: number }[]) => new Map(rows.map((r) => [r.name, r.id]))
+  return {
+    environments: byName(yield* op(listProjectParts, 'environment', projectId)),
+    teams: byName(yield* op(listProjectParts, 'team', projectId)),
+    collections: byName(yield* op(listProjectParts, 'collection', projectId)),
   }
 }

@@ -4,15 +4,15 @@
  * `projects[0].teams[1].members[0]: unknown user bob@example.com`.
  */
 import { issuerProblem } from '../../config.ts'
-import type { Db } from '../../db/open.ts'
 import { listUserEmails } from '../../db/apply.ts'
-import { listProjectParts, type ProjectPart } from '../../db/records.ts'
+import { listProjectParts } from '../../db/records.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import type { Problem } from '../../lib/validation.ts'
 import { findProjectByName } from '../projects/service.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
 import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { ApplyFile, ApplyProject } from './model.ts'
+import { type Op, op } from '../../db/op.ts'
 
 /** Names that exist for a project, in the database or in the file. */
 interface ProjectNames {
@@ -22,7 +22,7 @@ interface ProjectNames {
 }
 
 /** `actorEmail` is `--as`: it must name a user of the database or the file. */
-export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string): Problem[] {
+export function* validateApplyFile(file: ApplyFile, actorEmail?: string): Op<Problem[]> {
   const problems: Problem[] = []
   const problem = (path: string, message: string) => problems.push({ path, message })
 
@@ -30,7 +30,7 @@ export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string):
     const issuer = issuerProblem(file.sso.issuer)
     if (issuer) problem('sso.issuer', `issuer ${issuer}`)
   }
-  const knownUsers = new Set(listUserEmails(db))
+  const knownUsers = new Set((yield* op(listUserEmails)))
   const fileUsers = new Set<string>()
   file.users?.forEach((user, i) => {
     const at = `users[${i}]`
@@ -53,24 +53,28 @@ export function validateApplyFile(db: Db, file: ApplyFile, actorEmail?: string):
   if (actorEmail !== undefined) checkUser('--as', actorEmail)
 
   const projectNames = new Set<string>()
-  file.projects?.forEach((project, p) => {
+  for (const [p, project] of (file.projects ?? []).entries()) {
     const at = `projects[${p}]`
     if (projectNames.has(project.name)) problem(`${at}.name`, `duplicate project ${project.name}`)
     projectNames.add(project.name)
-    const names = existingNames(db, project.name)
+    const names = yield* existingNames(project.name)
     checkProjectStructure(project, at, names, problem, checkUser)
     checkProjectContent(project, at, names, problem, checkUser)
-  })
+  }
   return problems
 }
 
 type Report = (path: string, message: string) => void
 
-function existingNames(db: Db, projectName: string): ProjectNames {
-  const project = findProjectByName(db, projectName)
+function* existingNames(projectName: string): Op<ProjectNames> {
+  const project = yield* findProjectByName(projectName)
   if (!project) return { environments: new Set(), teams: new Set(), collections: new Set() }
-  const namesOf = (part: ProjectPart) => new Set(listProjectParts(db, part, project.id).map((r) => r.name))
-  return { environments: namesOf('environment'), teams: namesOf('team'), collections: namesOf('collection') }
+  const namesOf = (rows: { name: string }[]) => new Set(rows.map((r) => r.name))
+  return {
+    environments: namesOf(yield* op(listProjectParts, 'environment', project.id)),
+    teams: namesOf(yield* op(listProjectParts, 'team', project.id)),
+    collections: namesOf(yield* op(listProjectParts, 'collection', project.id)),
+  }
 }
 
 /** Adds each name to `known`, reporting duplicates within the file. */

@@ -11,6 +11,7 @@ import { acceptInvitation, invitedUser } from '../users/invitations.ts'
 import { Account, AcceptInvitationBody, LoginBody, Session } from './model.ts'
 import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
 import { LoginThrottle } from './throttle.ts'
+import { read } from '../../db/read.ts'
 
 export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return [`${SESSION_COOKIE}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ')
@@ -31,7 +32,7 @@ export function authModule(deps: AppDeps) {
         const attempt = { email: normalizeEmail(body.email), address: clientAddress(request) }
         const retryAfter = throttle.begin(attempt)
         if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
-        const user = findUserByEmail(deps.store.db, body.email)
+        const user = await read(deps.store, findUserByEmail(body.email))
         const passwordOk = await verifyPassword(body.password, user?.passwordHash ?? null)
         if (!user || !passwordOk) {
           deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
@@ -43,7 +44,9 @@ export function authModule(deps: AppDeps) {
           deps.metrics.loginFailures.inc({ reason: 'deactivated' })
           throw forbidden('User is not authorized for the organization', 'user_deactivated')
         }
-        const session = await write(deps.store, (tx) => createSession(tx, deps.clock, user.id, false))
+        const session = await write(deps.store, function* () {
+          return yield* createSession(deps.clock, user.id, false)
+        })
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
       },
@@ -63,12 +66,12 @@ export function authModule(deps: AppDeps) {
       async ({ body, request, set }) => {
         const problem = passwordProblem(body.password)
         // The link is checked before the slow hash, so a dead link answers at once.
-        invitedUser(deps.store.db, deps.clock, body.token)
+        await read(deps.store, invitedUser(deps.clock, body.token))
         if (problem) throw invalidField('password', `password ${problem}`)
         const passwordHash = hashPassword(body.password)
-        const { user, session } = await write(deps.store, (tx) => {
-          const invited = acceptInvitation(tx, deps.clock, body.token, passwordHash)
-          return { user: invited, session: createSession(tx, deps.clock, invited.id, false) }
+        const { user, session } = await write(deps.store, function* () {
+          const invited = yield* acceptInvitation(deps.clock, body.token, passwordHash)
+          return { user: invited, session: (yield* createSession(deps.clock, invited.id, false)) }
         })
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
@@ -88,7 +91,9 @@ export function authModule(deps: AppDeps) {
       '/auth/logout',
       async ({ request, set }) => {
         const id = sessionIdOf(request)
-        if (id) await write(deps.store, (tx) => deleteSession(tx, id))
+        if (id) await write(deps.store, function* () {
+          return yield* deleteSession(id)
+        })
         set.headers['set-cookie'] = sessionCookie('', 0, isHttps(deps, request))
         set.status = 204
       },

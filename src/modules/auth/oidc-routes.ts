@@ -63,10 +63,10 @@ export function ssoModule(deps: AppDeps) {
         const { claims, next } = await signIn.finish(new URL(request.url).searchParams, readCookie(cookies, SSO_COOKIE))
         // A password session this browser had ends: the new one is the SSO one (one write, like a password login's).
         const previous = sessionIdOf(request)
-        const { user, session } = await write(deps.store, (tx) => {
-          const user = resolveSsoUser(tx, deps.clock, claims, settings.autoCreate)
-          if (previous) deleteSession(tx, previous)
-          return { user, session: createSession(tx, deps.clock, user.id, true) }
+        const { user, session } = await write(deps.store, function* () {
+          const user = yield* resolveSsoUser(deps.clock, claims, settings.autoCreate)
+          if (previous) yield* deleteSession(previous)
+          return { user, session: (yield* createSession(deps.clock, user.id, true)) }
         })
         deps.logger.info('SSO sign-in', { userId: user.id })
         return seeOther(next, [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])

@@ -8,7 +8,7 @@
  */
 import { timingSafeEqual } from 'node:crypto'
 import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
-import type { Db, Store } from '../../db/open.ts'
+import type { Store } from '../../db/open.ts'
 import { tryWrite } from '../../db/write.ts'
 import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../../http/auth.ts'
 import { bearerValue } from '../../http/auth.ts'
@@ -20,6 +20,8 @@ import type { Clock } from '../../lib/clock.ts'
 import { type Project, requireProject } from '../projects/service.ts'
 import { hashTokenValue, isAdminOf, isMemberOf, looksLikeToken } from '../tokens/service.ts'
 import { findSession } from './sessions.ts'
+import { type Op, op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
 
 /** How often `lastUsedAt` may be written per token: never a write per request. */
 export const LAST_USED_RESOLUTION_MS = 60_000
@@ -31,12 +33,12 @@ export class TokenAuthenticator {
   ) {}
 
   /** 401 unless the header carries a known, live token. */
-  authenticate(authorization: string | null | undefined): TokenIdentity {
+  async authenticate(authorization: string | null | undefined): Promise<TokenIdentity> {
     const value = bearerValue(authorization)
     if (value === null) throw unauthorized('Missing or malformed Authorization header; expected "Bearer <token>"')
     if (!looksLikeToken(value)) throw unauthorized('Invalid token')
     const hash = hashTokenValue(value)
-    const row = findTokenByHash(this.store.db, hash)
+    const row = await read(this.store, op(findTokenByHash, hash))
     // The index finds the row by hash; compare again in constant time so equality never short-circuits.
     if (!row || !timingSafeEqual(Buffer.from(row.tokenHash), Buffer.from(hash))) throw unauthorized('Invalid token')
     const now = this.clock.now()
@@ -44,7 +46,7 @@ export class TokenAuthenticator {
     if (row.expiresAt !== null && row.expiresAt <= now) throw unauthorized('Token has expired')
     if (row.lastUsedAt === null || row.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
       // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
-      tryWrite(this.store, () => touchTokenLastUsed(this.store.db, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
+      tryWrite(this.store, () => op(touchTokenLastUsed, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
     }
     return {
       tokenId: row.tokenId,
@@ -82,8 +84,8 @@ export function authorizeToken(identity: TokenIdentity, project: string | number
 }
 
 /** The signed-in console user of this request (the session cookie), or null. */
-export function sessionOf(db: Db, clock: Clock, request: Request) {
-  return findSession(db, clock, sessionIdOf(request))
+export function* sessionOf(clock: Clock, request: Request) {
+  return yield* findSession(clock, sessionIdOf(request))
 }
 
 /** The app's `CallerAuth`: built once per app (composition root), it holds the token lookup and the API rate limiter. */
@@ -101,22 +103,22 @@ export class CallerAuthenticator implements CallerAuth {
   }
 
   /** The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome. */
-  private token(request: Request, headers: Record<string, unknown>): TokenIdentity {
-    const identity = this.tokens.authenticate(request.headers.get('authorization'))
+  private async token(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity> {
+    const identity = await this.tokens.authenticate(request.headers.get('authorization'))
     // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
     Object.assign(headers, this.limiter.enforce(identity.tokenId))
     return identity
   }
 
-  projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): TokenIdentity {
-    const identity = this.token(request, headers)
+  async projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): Promise<TokenIdentity> {
+    const identity = await this.token(request, headers)
     authorizeToken(identity, projectName, need)
     return identity
   }
 
-  userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller {
+  async userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller> {
     if (request.headers.get('authorization')) {
-      const identity = this.token(request, headers)
+      const identity = await this.token(request, headers)
       authorizeToken(identity, projectName)
       return {
         user: { ...identity.user, isInstanceAdmin: false },
@@ -125,14 +127,14 @@ export class CallerAuthenticator implements CallerAuth {
         token: identity,
       }
     }
-    const session = sessionOf(this.store.db, this.clock, request)
+    const session = await read(this.store, sessionOf(this.clock, request))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
     this.refuseCrossOrigin(request)
     return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
   }
 
-  accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): AccountCaller {
-    const caller = this.userCaller(request, headers, projectName)
+  async accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller> {
+    const caller = await this.userCaller(request, headers, projectName)
     if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
       throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
     }
@@ -155,10 +157,10 @@ export function requireCallerScope(caller: AccountCaller, scope: ProjectNeed['sc
  * not a member (members of other projects learn nothing about it); an SSO project only for a session signed in
  * with SSO (or a token generated in one).
  */
-export function callerProject(db: Db, caller: AccountCaller, name: string): Project {
+export function* callerProject(caller: AccountCaller, name: string): Op<Project> {
   if (caller.token) authorizeToken(caller.token, name)
-  const project = requireProject(db, name)
-  if (!isMemberOf(db, caller.user.id, project.id)) throw notFound(`Project ${name} not found`)
+  const project = yield* requireProject(name)
+  if (!(yield* isMemberOf(caller.user.id, project.id))) throw notFound(`Project ${name} not found`)
   if (project.sso && !caller.viaSso) {
     throw forbidden('This project uses SSO: sign in with SSO to use it (its tokens must be generated while logged in with SSO)', 'sso_required')
   }
@@ -166,9 +168,9 @@ export function callerProject(db: Db, caller: AccountCaller, name: string): Proj
 }
 
 /** As callerProject, and the caller must hold the admin role on it now. */
-export function requireProjectAdmin(db: Db, caller: AccountCaller, name: string): Project {
-  const project = callerProject(db, caller, name)
-  if (!isAdminOf(db, caller.user.id, project.id)) throw forbidden('Only project admins may do this', 'insufficient_role')
+export function* requireProjectAdmin(caller: AccountCaller, name: string): Op<Project> {
+  const project = yield* callerProject(caller, name)
+  if (!(yield* isAdminOf(caller.user.id, project.id))) throw forbidden('Only project admins may do this', 'insufficient_role')
   return project
 }
 
@@ -186,9 +188,9 @@ export function requireInstanceAdmin(caller: AccountCaller): void {
  * The project whose structure and people the caller may change: any project for an instance administrator's
  * session, else as requireProjectAdmin. An SSO project still needs an SSO session (or a token made in one).
  */
-export function requireProjectManager(db: Db, caller: AccountCaller, name: string): Project {
-  if (caller.token !== null || !caller.user.isInstanceAdmin) return requireProjectAdmin(db, caller, name)
-  const project = requireProject(db, name)
+export function* requireProjectManager(caller: AccountCaller, name: string): Op<Project> {
+  if (caller.token !== null || !caller.user.isInstanceAdmin) return (yield* requireProjectAdmin(caller, name))
+  const project = yield* requireProject(name)
   if (project.sso && !caller.viaSso) {
     throw forbidden('This project uses SSO: sign in with SSO to change it', 'sso_required')
   }

@@ -1,9 +1,9 @@
 /** Console login sessions: random ids in an HttpOnly cookie, only their SHA-256 stored, absolute expiry. */
 import { createHash, randomBytes } from 'node:crypto'
-import type { Db } from '../../db/open.ts'
 import { deleteExpiredSessions, deleteSessionByHash, deleteSessionsOfUser, findSessionByHash, insertSession } from '../../db/sessions.ts'
 import type { User } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export { SESSION_COOKIE } from '../../http/session-cookie.ts'
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000
@@ -15,29 +15,29 @@ function hashSessionId(id: string): string {
 }
 
 /** Returns the cookie value; the only place the raw id exists. */
-export function createSession(db: Db, clock: Clock, userId: number, viaSso: boolean): { id: string; expiresAt: number } {
+export function* createSession(clock: Clock, userId: number, viaSso: boolean): Op<{ id: string; expiresAt: number }> {
   const id = randomBytes(32).toString('base64url')
   const now = clock.now()
   const expiresAt = now + SESSION_TTL_MS
   // Expired sessions are swept as new ones are made: the table never grows without bound.
-  deleteExpiredSessions(db, now)
-  insertSession(db, { idHash: hashSessionId(id), userId, viaSso, createdAt: now, expiresAt })
+  yield* op(deleteExpiredSessions, now)
+  yield* op(insertSession, { idHash: hashSessionId(id), userId, viaSso, createdAt: now, expiresAt })
   return { id, expiresAt }
 }
 
 /** The live session's user, or null (unknown, expired, or the user was deactivated). */
-export function findSession(db: Db, clock: Clock, id: string | undefined): { user: SessionUser; viaSso: boolean } | null {
+export function* findSession(clock: Clock, id: string | undefined): Op<{ user: SessionUser; viaSso: boolean } | null> {
   if (!id || id.length > 100) return null
-  const row = findSessionByHash(db, hashSessionId(id))
+  const row = yield* op(findSessionByHash, hashSessionId(id))
   if (!row || row.expiresAt <= clock.now() || row.user.disabledAt !== null) return null
   return { user: row.user, viaSso: row.viaSso }
 }
 
-export function deleteSession(db: Db, id: string): void {
-  deleteSessionByHash(db, hashSessionId(id))
+export function* deleteSession(id: string): Op<void> {
+  yield* op(deleteSessionByHash, hashSessionId(id))
 }
 
 /** Ends every session of a user (deactivation, password change). */
-export function deleteUserSessions(db: Db, userId: number): void {
-  deleteSessionsOfUser(db, userId)
+export function* deleteUserSessions(userId: number): Op<void> {
+  yield* op(deleteSessionsOfUser, userId)
 }

@@ -1,5 +1,4 @@
 /** Who may see which console page: the same rules, through the same functions, as the API's. */
-import type { Db } from '../../db/open.ts'
 import type { AccountCaller } from '../../http/auth.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
 import { forbidden, notFound } from '../../http/errors.ts'
@@ -11,38 +10,38 @@ export type ConsoleUser = AccountCaller['user'] & { viaSso: boolean }
 const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
 
 /** The project, when the user is a member (404 otherwise, as the API: non-members learn nothing). */
-export function memberProject(db: Db, user: ConsoleUser, name: string) {
-  const project = callerProject(db, asCaller(user), name)
-  return { project, isAdmin: roleIn(db, project.id, user.id) === 'admin' }
+export function* memberProject(user: ConsoleUser, name: string) {
+  const project = yield* callerProject(asCaller(user), name)
+  return { project, isAdmin: (yield* roleIn(project.id, user.id)) === 'admin' }
 }
 
-export function adminProject(db: Db, user: ConsoleUser, name: string) {
-  return requireProjectAdmin(db, asCaller(user), name)
+export function* adminProject(user: ConsoleUser, name: string) {
+  return yield* requireProjectAdmin(asCaller(user), name)
 }
 
-export function adminEnvironment(db: Db, user: ConsoleUser, projectName: string, environmentName: string) {
-  adminProject(db, user, projectName)
-  return requireEnvironment(db, projectName, environmentName)
+export function* adminEnvironment(user: ConsoleUser, projectName: string, environmentName: string) {
+  yield* adminProject(user, projectName)
+  return yield* requireEnvironment(projectName, environmentName)
 }
 
 /** What one team sees in one environment: 404 for unknown names, 403 when the user cannot reach the team. */
-export function reachableRendering(db: Db, user: ConsoleUser, params: Record<string, string>) {
-  const { isAdmin } = memberProject(db, user, params.project!)
-  const { project, environment } = requireEnvironment(db, params.project!, params.environment!)
-  const team = findTeam(db, project.id, params.team!)
+export function* reachableRendering(user: ConsoleUser, params: Record<string, string>) {
+  const { isAdmin } = yield* memberProject(user, params.project!)
+  const { project, environment } = yield* requireEnvironment(params.project!, params.environment!)
+  const team = yield* findTeam(project.id, params.team!)
   if (!team) throw notFound(`Team ${params.team} not found in project ${project.name}`)
-  if (!canReachRendering(db, { userId: user.id, projectId: project.id, teamId: team.id })) {
+  if (!(yield* canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id }))) {
     throw forbidden(`You are not a member of team ${team.name}`, 'rendering_forbidden')
   }
   return { project, environment, team, isAdmin }
 }
 
 /** A collection as a team sees it: 403 without read permission. */
-export function readableCollection(db: Db, user: ConsoleUser, params: Record<string, string>) {
-  const rendering = reachableRendering(db, user, params)
-  const collection = findCollection(db, rendering.project.id, params.collection!)
+export function* readableCollection(user: ConsoleUser, params: Record<string, string>) {
+  const rendering = yield* reachableRendering(user, params)
+  const collection = yield* findCollection(rendering.project.id, params.collection!)
   if (!collection) throw notFound(`Collection ${params.collection} not found`)
-  const access = collectionAccess(db, { userId: user.id, projectId: rendering.project.id, teamId: rendering.team.id, collectionId: collection.id })
+  const access = yield* collectionAccess({ userId: user.id, projectId: rendering.project.id, teamId: rendering.team.id, collectionId: collection.id })
   if (!access.read) throw forbidden(`Team ${rendering.team.name} may not read ${collection.name}`, 'collection_forbidden')
   return { ...rendering, collection, access }
 }

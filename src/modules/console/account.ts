@@ -10,6 +10,7 @@ import { projectsOf } from '../projects/service.ts'
 import { listTokens, PRESETS, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
 import { adminProject } from './access.ts'
 import { consolePage, layout, projectPath, when } from './page.ts'
+import { read } from '../../db/read.ts'
 
 type TokenView = ReturnType<typeof tokenView> & { user?: { email: string } }
 
@@ -24,13 +25,12 @@ ${tokens.map(
 }
 
 export function accountPages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-account', detail: { hide: true } })
     .get(
       '/account',
-      consolePage(deps, ({ user }) => {
-        const mine = listTokens(db, { userId: user.id }).map(tokenView)
-        const memberOf = projectsOf(db, user.id)
+      consolePage(deps, async ({ user }) => {
+        const mine = (await read(deps.store, listTokens({ userId: user.id }))).map(tokenView)
+        const memberOf = await read(deps.store, projectsOf(user.id))
         return layout({
           title: 'Account',
           user,
@@ -58,9 +58,9 @@ ${tokenTable(mine, (id) => `/v1/account/tokens/${id}`, false)}`,
     )
     .get(
       '/p/:project/api-access',
-      consolePage(deps, ({ user, params }) => {
-        const project = adminProject(db, user, params.project!)
-        const tokens = listTokens(db, { projectId: project.id }).map(projectTokenView)
+      consolePage(deps, async ({ user, params }) => {
+        const project = await read(deps.store, adminProject(user, params.project!))
+        const tokens = (await read(deps.store, listTokens({ projectId: project.id }))).map(projectTokenView)
         return layout({
           title: `API access · ${project.name}`,
           user,

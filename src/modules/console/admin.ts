@@ -6,7 +6,6 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import type { Db } from '../../db/open.ts'
 import { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
 import { html, type Html, path } from '../../console/html.ts'
 import { requireInstanceAdmin, requireProjectManager } from '../auth/service.ts'
@@ -21,6 +20,8 @@ import { listProjects, projectPeople } from '../projects/service.ts'
 import { instanceLogIds } from '../admin-logs/instance.ts'
 import type { ConsoleUser } from './access.ts'
 import { consolePage, htmlResponse, layout, projectPath, when } from './page.ts'
+import { type Op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
 
 const asCaller = (user: ConsoleUser) => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
 const apiProject = (project: string, ...rest: string[]) => path('v1', 'project', project, ...rest)
@@ -44,8 +45,8 @@ function actorWithoutUser(initiator: string): string {
   return initiator === 'identityProvider' ? 'identity provider (SSO)' : initiator === 'system' ? 'system' : 'CLI'
 }
 
-function instanceLog(db: Db): Html {
-  const entries = renderAdminLogs(db, instanceLogIds(db, 50))
+function* instanceLog(): Op<Html> {
+  const entries = yield* renderAdminLogs((yield* instanceLogIds(50)))
   if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`
   return html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
 ${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">${actorWithoutUser(e.initiator)}</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
@@ -53,13 +54,12 @@ ${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?
 }
 
 export function adminPages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-admin', detail: { hide: true } })
     .get(
       '/admin/users',
-      consolePage(deps, ({ user }) => {
+      consolePage(deps, async ({ user }) => {
         requireInstanceAdmin(asCaller(user))
-        const people = listUsers(db).map(instanceUserView)
+        const people = (await read(deps.store, listUsers())).map(instanceUserView)
         return layout({
           title: 'People',
           user,
@@ -87,15 +87,15 @@ ${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/u
 </tbody></table>
 <h2>Instance admin log</h2>
 <p class="muted">People and invitations (each project's own changes are in its admin log).</p>
-${instanceLog(db)}`,
+${(await read(deps.store, instanceLog()))}`,
         })
       }),
     )
     .get(
       '/admin/projects',
-      consolePage(deps, ({ user }) => {
+      consolePage(deps, async ({ user }) => {
         requireInstanceAdmin(asCaller(user))
-        const all = listProjects(db)
+        const all = await read(deps.store, listProjects())
         return layout({
           title: 'All projects',
           user,
@@ -117,20 +117,20 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
     )
     .get(
       '/p/:project/settings',
-      consolePage(deps, ({ user, params }) => {
-        const project = requireProjectManager(db, asCaller(user), params.project!)
+      consolePage(deps, async ({ user, params }) => {
+        const project = await read(deps.store, requireProjectManager(asCaller(user), params.project!))
         return layout({
           title: `Settings · ${project.name}`,
           user,
           crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
-          body: settingsBody(db, project, user.isInstanceAdmin),
+          body: (await read(deps.store, settingsBody(project, user.isInstanceAdmin))),
         })
       }),
     )
-    .get('/invite', ({ request }) => {
+    .get('/invite', async ({ request }) => {
       const token = new URL(request.url).searchParams.get('token') ?? ''
       try {
-        const { user } = invitedUser(db, deps.clock, token)
+        const { user } = await read(deps.store, invitedUser(deps.clock, token))
         return htmlResponse(
           layout({
             title: 'Welcome to Trellis',
@@ -163,11 +163,11 @@ function partSection(projectName: string, kind: { title: string; path: string; f
 <span class="form-error" role="alert"></span></form>`
 }
 
-function settingsBody(db: Db, project: { id: number; name: string; sso: boolean }, instanceAdmin: boolean): Html {
-  const { environments, teams } = projectLayout(db, project.id)
-  const collections = projectCollections(db, project.id)
-  const people = projectPeople(db, project.id)
-  const everyone = listUsers(db).filter((u) => u.disabledAt === null && !people.some((p) => p.id === u.id))
+function* settingsBody(project: { id: number; name: string; sso: boolean }, instanceAdmin: boolean): Op<Html> {
+  const { environments, teams } = yield* projectLayout(project.id)
+  const collections = yield* projectCollections(project.id)
+  const people = yield* projectPeople(project.id)
+  const everyone = (yield* listUsers()).filter((u) => u.disabledAt === null && !people.some((p) => p.id === u.id))
   const name = project.name
   const roleSelect = (role: PermissionLevel | null) =>
     html`<select name="role" aria-label="Permission level">${PERMISSION_LEVELS.map((r) => html`<option${r === role ? html` selected` : ''}>${r}</option>`)}</select>`

@@ -8,6 +8,7 @@ import { canReachRendering, hasProjects, projectsOf } from '../projects/service.
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
 import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, safeNext, ssoStartPath } from './page.ts'
+import { read } from '../../db/read.ts'
 
 /**
  * The home page of someone in no project: for an instance administrator of an instance without projects, the
@@ -29,12 +30,11 @@ function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
 }
 
 export function homePages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-home', detail: { hide: true } })
-    .get('/login', ({ request }) => {
+    .get('/login', async ({ request }) => {
       const query = queryOf(request)
       const next = safeNext(query.next)
-      if (sessionOf(db, deps.clock, request)) return redirect(next)
+      if ((await read(deps.store, sessionOf(deps.clock, request)))) return redirect(next)
       // After an SSO session's sign-out: the provider's session may still be open; offer to end it too.
       const signedOut = query.signedOut === 'sso' && deps.config.oidc
         ? html`<p class="notice">You are signed out of Trellis. <a href="/auth/sso/logout">Also sign out of your identity provider</a></p>`
@@ -54,14 +54,14 @@ export function homePages(deps: AppDeps) {
     })
     .get(
       '/',
-      consolePage(deps, ({ user }) => {
-        const mine = projectsOf(db, user.id)
+      consolePage(deps, async ({ user }) => {
+        const mine = await read(deps.store, projectsOf(user.id))
         return layout({
           title: 'Projects',
           user,
           body:
             mine.length === 0
-              ? emptyHome(user.isInstanceAdmin, hasProjects(db))
+              ? emptyHome(user.isInstanceAdmin, (await read(deps.store, hasProjects())))
               : html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
 ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
 </tbody></table>`,
@@ -70,10 +70,10 @@ ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></t
     )
     .get(
       '/p/:project',
-      consolePage(deps, ({ user, params }) => {
-        const { project, isAdmin } = memberProject(db, user, params.project!)
-        const { environments, teams } = projectLayout(db, project.id)
-        const reachable = teams.filter((team) => canReachRendering(db, { userId: user.id, projectId: project.id, teamId: team.id }))
+      consolePage(deps, async ({ user, params }) => {
+        const { project, isAdmin } = await read(deps.store, memberProject(user, params.project!))
+        const { environments, teams } = await read(deps.store, projectLayout(project.id))
+        const reachable = teams.filter((team) => read(deps.store, canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })))
         const name = project.name
         return layout({
           title: name,

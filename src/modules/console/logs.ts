@@ -4,6 +4,7 @@
  * every entry, Trellis's extensions included (the API lists those only with `extensions=true`).
  */
 import { Elysia } from 'elysia'
+import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, trustedHtml } from '../../console/html.ts'
 import { page, parseDateFilters, parseRecordFilters } from '../../http/list.ts'
@@ -15,12 +16,13 @@ import { NOTE_DATE_FIELDS } from '../notes/model.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { adminEnvironment, adminProject } from './access.ts'
 import { type ConsoleRequest, consolePage, layout, olderLink, projectPath, when } from './page.ts'
+import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50
 
-type ActivityLogView = ReturnType<typeof renderActivityLogs>[number]
-type AdminLogView = ReturnType<typeof renderAdminLogs>[number]
-type NoteView = ReturnType<typeof renderNotes>[number]
+type ActivityLogView = Answer<ReturnType<typeof renderActivityLogs>>[number]
+type AdminLogView = Answer<ReturnType<typeof renderAdminLogs>>[number]
+type NoteView = Answer<ReturnType<typeof renderNotes>>[number]
 
 export function activityTable(entries: ActivityLogView[], options: { record: boolean } = { record: true }): Html {
   if (entries.length === 0) return html`<p class="muted">No entries.</p>`
@@ -66,11 +68,11 @@ ${
  * One list page of entries in createdAt order (activity, notes, admin log): a filter form over the API's query
  * parameters, the rows of one page, and the "Older" link.
  */
-function timeListPage<Item extends { createdAt: string }>(
+async function timeListPage<Item extends { createdAt: string }>(
   request: ConsoleRequest,
-  spec: { title: string; project: string; filters: [name: string, label: string][]; ids: number[]; render: (ids: number[]) => Item[]; show: (items: Item[]) => Html },
-): Html {
-  const result = page(spec.ids, PER_PAGE, spec.render, {})
+  spec: { title: string; project: string; filters: [name: string, label: string][]; ids: number[]; render: (ids: number[]) => Promise<Item[]>; show: (items: Item[]) => Html },
+): Promise<Html> {
+  const result = await page(spec.ids, PER_PAGE, spec.render, {})
   const { query, url } = request
   return layout({
     title: spec.title,
@@ -82,49 +84,48 @@ ${spec.show(result.data)}${olderLink(url, result.hasMore, result.data.at(-1)?.cr
 }
 
 export function logPages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-logs', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/activity',
-      consolePage(deps, (request) => {
+      consolePage(deps, async (request) => {
         const filters = parseActivityFilters(request.query, { extensions: true })
-        const { project, environment } = adminEnvironment(db, request.user, request.params.project!, request.params.environment!)
+        const { project, environment } = await read(deps.store, adminEnvironment(request.user, request.params.project!, request.params.environment!))
         return timeListPage(request, {
           title: `Activity log · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['userEmail', 'User email'], ['action', 'Action'], ['type', 'Type']],
-          ids: listActivityLogIds(db, project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE),
-          render: (ids) => renderActivityLogs(db, ids),
+          ids: (await read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE))),
+          render: (ids) => read(deps.store, renderActivityLogs(ids)),
           show: (entries) => activityTable(entries),
         })
       }),
     )
     .get(
       '/p/:project/e/:environment/notes',
-      consolePage(deps, (request) => {
+      consolePage(deps, async (request) => {
         const filters = parseRecordFilters(request.query)
-        const { project, environment } = adminEnvironment(db, request.user, request.params.project!, request.params.environment!)
+        const { project, environment } = await read(deps.store, adminEnvironment(request.user, request.params.project!, request.params.environment!))
         return timeListPage(request, {
           title: `Notes · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['teamName', 'Team']],
-          ids: listNoteIds(db, project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE),
-          render: (ids) => renderNotes(db, ids),
+          ids: (await read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE))),
+          render: (ids) => read(deps.store, renderNotes(ids)),
           show: notesList,
         })
       }),
     )
     .get(
       '/p/:project/admin-log',
-      consolePage(deps, (request) => {
+      consolePage(deps, async (request) => {
         const filters = parseAdminLogFilters(request.query, { extensions: true })
-        const project = adminProject(db, request.user, request.params.project!)
+        const project = await read(deps.store, adminProject(request.user, request.params.project!))
         return timeListPage(request, {
           title: `Admin log · ${project.name}`,
           project: project.name,
           filters: [['resource', 'Resource'], ['type', 'Type'], ['userEmail', 'User email']],
-          ids: listAdminLogIds(db, project.id, filters, parseDateFilters(request.query, ADMIN_LOG_DATE_FIELDS), PER_PAGE),
-          render: (ids) => renderAdminLogs(db, ids),
+          ids: (await read(deps.store, listAdminLogIds(project.id, filters, parseDateFilters(request.query, ADMIN_LOG_DATE_FIELDS), PER_PAGE))),
+          render: (ids) => read(deps.store, renderAdminLogs(ids)),
           show: adminTable,
         })
       }),

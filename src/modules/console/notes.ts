@@ -6,7 +6,6 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import type { AccountCaller } from '../../http/auth.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
@@ -35,15 +34,15 @@ function nonBlank(field: string, value: string): string {
 }
 
 /** One of the team's notes in the environment, on a collection the user may read as that team; 404 otherwise. */
-function teamNote(db: Db, caller: AccountCaller, params: Record<string, string>, id: number) {
+function* teamNote(caller: AccountCaller, params: Record<string, string>, id: number) {
   const user = person(caller)
-  const { project, environment, team } = reachableRendering(db, user, params)
-  const note = findNote(db, environment.id, id)
+  const { project, environment, team } = yield* reachableRendering(user, params)
+  const note = yield* findNote(environment.id, id)
   const readable =
     note &&
     note.teamId === team.id &&
     note.collectionId !== null &&
-    collectionAccess(db, { userId: user.id, projectId: project.id, teamId: team.id, collectionId: note.collectionId }).read
+    (yield* collectionAccess({ userId: user.id, projectId: project.id, teamId: team.id, collectionId: note.collectionId })).read
   if (!readable) throw notFound(`Note ${id} not found`)
   return note
 }
@@ -57,12 +56,12 @@ export function notePages(deps: AppDeps) {
       async ({ params, body, caller, set }) => {
         const title = nonBlank('title', body.title)
         const text = nonBlank('text', body.text)
-        const id = await write(deps.store, (tx) => {
-          const view = readableCollection(tx, person(caller), params)
+        const id = await write(deps.store, function* () {
+          const view = yield* readableCollection(person(caller), params)
           const scope = { environmentId: view.environment.id, collectionId: view.collection.id }
-          if (!findRecord(tx, scope, params.record)) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
+          if (!(yield* findRecord(scope, params.record))) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
           const input = { ...scope, teamId: view.team.id, recordId: params.record, title, content: textToNoteHtml(text) }
-          return createNote(tx, deps.clock, input, actor(caller)).id
+          return (yield* createNote(deps.clock, input, actor(caller))).id
         })
         set.status = 201
         return { id }
@@ -78,7 +77,9 @@ export function notePages(deps: AppDeps) {
       '/p/:project/e/:environment/t/:team/notes/:id/messages',
       async ({ params, body, caller, set }) => {
         const text = nonBlank('text', body.text)
-        await write(deps.store, (tx) => addMessage(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), textToNoteHtml(text), actor(caller)))
+        await write(deps.store, function* () {
+          return yield* addMessage(deps.clock, (yield* teamNote(caller, params, Number(params.id))), textToNoteHtml(text), actor(caller))
+        })
         set.status = 201
         return { id: Number(params.id) }
       },
@@ -93,7 +94,9 @@ export function notePages(deps: AppDeps) {
       '/p/:project/e/:environment/t/:team/notes/:id',
       async ({ params, body, caller }) => {
         const patch = { ...body, ...(body.title === undefined ? {} : { title: nonBlank('title', body.title) }) }
-        await write(deps.store, (tx) => updateNote(tx, deps.clock, teamNote(tx, caller, params, Number(params.id)), patch, actor(caller)))
+        await write(deps.store, function* () {
+          return yield* updateNote(deps.clock, (yield* teamNote(caller, params, Number(params.id))), patch, actor(caller))
+        })
         return { id: Number(params.id) }
       },
       {

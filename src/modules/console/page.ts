@@ -8,6 +8,7 @@ import { asHttpError } from '../../http/errors.ts'
 import { type Query, queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
+import { read } from '../../db/read.ts'
 
 /** Only same-site paths: `/x`, never `//host` or `/\host`. */
 export function safeNext(next: string | undefined): string {
@@ -85,7 +86,7 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
     // so the audit trail never records a view nobody asked for.
     if (isPrefetch(request)) return new Response(null, { status: 503, headers: { 'cache-control': 'no-store' } })
     const url = new URL(request.url)
-    const session = sessionOf(deps.store.db, deps.clock, request)
+    const session = await read(deps.store, sessionOf(deps.clock, request))
     if (!session) return redirect(`/login?next=${encodeURIComponent(url.pathname + url.search)}`)
     try {
       // An empty filter field means no filter (the forms send every field).

@@ -17,6 +17,7 @@ import { reachableRendering, readableCollection } from './access.ts'
 import { activityTable, notesList } from './logs.ts'
 import { runsTable } from './runs.ts'
 import { consolePage, layout, projectPath, renderingPath } from './page.ts'
+import { read } from '../../db/read.ts'
 
 const RECORDS_PER_PAGE = 50
 
@@ -40,7 +41,6 @@ function recordForm(view: { project: { name: string }; environment: { name: stri
 }
 
 export function recordPages(deps: AppDeps) {
-  const { db } = deps.store
   const crumbsFor = (p: Record<string, string>, ...more: { label: string; href?: string }[]) => [
     { label: 'Projects', href: '/' },
     { label: p.project!, href: projectPath(p.project!) },
@@ -51,12 +51,12 @@ export function recordPages(deps: AppDeps) {
   return new Elysia({ name: 'console-records', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/t/:team',
-      consolePage(deps, ({ user, params }) => {
-        const { project, environment, team, isAdmin } = reachableRendering(db, user, params)
-        const readable = projectCollections(db, project.id).filter(
-          (c) => collectionAccess(db, { userId: user.id, projectId: project.id, teamId: team.id, collectionId: c.id }).read,
+      consolePage(deps, async ({ user, params }) => {
+        const { project, environment, team, isAdmin } = await read(deps.store, reachableRendering(user, params))
+        const readable = (await read(deps.store, projectCollections(project.id))).filter(
+          async (c) => (await read(deps.store, collectionAccess({ userId: user.id, projectId: project.id, teamId: team.id, collectionId: c.id }))).read,
         )
-        const flows = renderingWorkflows(db, environment.id, team.id)
+        const flows = await read(deps.store, renderingWorkflows(environment.id, team.id))
         const at = (...rest: string[]) => renderingPath(project.name, environment.name, team.name, ...rest)
         return layout({
           title: `${team.name} in ${environment.name}`,
@@ -79,17 +79,17 @@ ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${
       '/p/:project/e/:environment/t/:team/c/:collection',
       consolePage(deps, async ({ user, params, query }) => {
         const after = query.after === undefined || query.after === '' ? undefined : query.after.slice(0, 1024)
-        const { rows, view } = await write(deps.store, (tx) => {
-          const view = readableCollection(tx, user, params)
-          const rows = listRecords(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
-          logRecordView(tx, deps.clock, {
-            environmentId: view.environment.id,
-            collectionId: view.collection.id,
-            userId: user.id,
-            teamId: view.team.id,
-            action: 'index',
-            recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
-          })
+        const { rows, view } = await write(deps.store, function* () {
+          const view = yield* readableCollection(user, params)
+          const rows = yield* listRecords({ environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
+          yield* logRecordView(deps.clock, {
+                        environmentId: view.environment.id,
+                        collectionId: view.collection.id,
+                        userId: user.id,
+                        teamId: view.team.id,
+                        action: 'index',
+                        recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
+                      })
           return { rows, view }
         })
         const shown = rows.slice(0, RECORDS_PER_PAGE)
@@ -112,26 +112,26 @@ ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">$
     .get(
       '/p/:project/e/:environment/t/:team/c/:collection/r/:record',
       consolePage(deps, async ({ user, params }) => {
-        const { record, view } = await write(deps.store, (tx) => {
-          const view = readableCollection(tx, user, params)
-          const record = findRecord(tx, { environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
+        const { record, view } = await write(deps.store, function* () {
+          const view = yield* readableCollection(user, params)
+          const record = yield* findRecord({ environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
           if (!record) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
-          logRecordView(tx, deps.clock, {
-            environmentId: view.environment.id,
-            collectionId: view.collection.id,
-            userId: user.id,
-            teamId: view.team.id,
-            action: 'read',
-            recordIds: [record.recordKey],
-          })
+          yield* logRecordView(deps.clock, {
+                        environmentId: view.environment.id,
+                        collectionId: view.collection.id,
+                        userId: user.id,
+                        teamId: view.team.id,
+                        action: 'read',
+                        recordIds: [record.recordKey],
+                      })
           return { record, view }
         })
         const { project, environment, team, collection, isAdmin } = view
-        const notes = renderNotes(db, listNoteIds(db, project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20).slice(0, 20))
-        const flows = renderingWorkflows(db, environment.id, team.id).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
+        const notes = await read(deps.store, renderNotes((await read(deps.store, listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
+        const flows = (await read(deps.store, renderingWorkflows(environment.id, team.id))).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
-        const runIds = listRunIds(db, environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10).slice(0, 10)
-        const history = isAdmin ? renderActivityLogs(db, listActivityLogIds(db, project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20).slice(0, 20)) : null
+        const runIds = (await read(deps.store, listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
+        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, content: Html) => html`<h2>${title}</h2>${content}`
         return layout({
@@ -149,7 +149,7 @@ ${section(
 <button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
       )}`,
 )}
-${section('Runs on this record', runsTable(renderRuns(db, runIds, deps.clock.now())))}
+${section('Runs on this record', runsTable((await read(deps.store, renderRuns(runIds, deps.clock.now())))))}
 ${section(
   'Notes',
   html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}

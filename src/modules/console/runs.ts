@@ -1,5 +1,6 @@
 /** Console: an environment's runs (project admins) and one run's detail with its steps (its user, or an admin). */
 import { Elysia } from 'elysia'
+import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { html, type Html } from '../../console/html.ts'
@@ -9,10 +10,11 @@ import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
 import { isAdminOf } from '../tokens/service.ts'
 import { adminEnvironment } from './access.ts'
 import { consolePage, layout, projectPath, when } from './page.ts'
+import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50
 
-type RunView = ReturnType<typeof renderRuns>[number]
+type RunView = Answer<ReturnType<typeof renderRuns>>[number]
 
 const status = (s: string) => html`<span class="status-${s}">${s}</span>`
 
@@ -26,18 +28,17 @@ ${runs.map(
 }
 
 export function runPages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-runs', detail: { hide: true } })
     .get(
       '/p/:project/e/:environment/runs',
-      consolePage(deps, ({ user, params, query, url }) => {
+      consolePage(deps, async ({ user, params, query, url }) => {
         const filters = {
           status: parseEnumParameter(query, 'status', RUN_STATUSES),
           recordId: parseStringParameter(query, 'recordId'),
           beforeId: parseStringParameter(query, 'before', 64),
         }
-        const { project, environment } = adminEnvironment(db, user, params.project!, params.environment!)
-        const result = page(listRunIds(db, environment.id, filters, [], PER_PAGE), PER_PAGE, (ids) => renderRuns(db, ids, deps.clock.now()), {})
+        const { project, environment } = await read(deps.store, adminEnvironment(user, params.project!, params.environment!))
+        const result = await page(await read(deps.store, listRunIds(environment.id, filters, [], PER_PAGE)), PER_PAGE, (ids) => read(deps.store, renderRuns(ids, deps.clock.now())), {})
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')
         return layout({
@@ -52,10 +53,10 @@ ${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${old
     )
     .get(
       '/runs/:runId',
-      consolePage(deps, ({ user, params }) => {
-        const found = findRun(db, params.runId!)
-        if (!found || (found.run.userId !== user.id && !isAdminOf(db, user.id, found.projectId))) throw notFound(`Run ${params.runId} not found`)
-        const run = renderRuns(db, [found.run.id], deps.clock.now())[0]!
+      consolePage(deps, async ({ user, params }) => {
+        const found = await read(deps.store, findRun(params.runId!))
+        if (!found || (found.run.userId !== user.id && !(await read(deps.store, isAdminOf(user.id, found.projectId))))) throw notFound(`Run ${params.runId} not found`)
+        const run = (await read(deps.store, renderRuns([found.run.id], deps.clock.now())))[0]!
         return layout({
           title: `Run of ${run.workflow.name}`,
           user,

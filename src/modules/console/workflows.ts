@@ -8,14 +8,14 @@ import { html } from '../../console/html.ts'
 import { requireWorkflow, webhookSettings } from '../webhooks/service.ts'
 import { adminProject } from './access.ts'
 import { consolePage, layout, projectPath, renderingPath } from './page.ts'
+import { read } from '../../db/read.ts'
 
 export function workflowPages(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'console-workflows', detail: { hide: true } }).get(
     '/p/:project/e/:environment/t/:team/w/:workflow',
-    consolePage(deps, ({ user, params }) => {
-      const project = adminProject(db, user, params.project!)
-      const target = requireWorkflow(db, project.id, params.environment!, params.team!, params.workflow!)
+    consolePage(deps, async ({ user, params }) => {
+      const project = await read(deps.store, adminProject(user, params.project!))
+      const target = await read(deps.store, requireWorkflow(project.id, params.environment!, params.team!, params.workflow!))
       const settings = webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
       const api = `/v1/project/${[project.name, 'environment', params.environment!, 'team', params.team!, 'workflows', params.workflow!].map(encodeURIComponent).join('/')}/webhook`
       return layout({

@@ -6,7 +6,6 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireInstanceAdmin } from '../auth/service.ts'
@@ -20,22 +19,21 @@ import { createUser, findUser, hashPassword, requireUser, listUsers, passwordPro
 import { instanceUserView } from '../users/view.ts'
 import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, ProjectView, UpdateUserBody, UserIdParams } from './model.ts'
 import { t } from 'elysia'
+import { read } from '../../db/read.ts'
 
-
-function invite(db: Db, clock: Clock, baseUrl: string, user: User, actorId: number) {
-  const { token, expiresAt } = createInvitation(db, clock, { user, actorId })
+function* invite(clock: Clock, baseUrl: string, user: User, actorId: number) {
+  const { token, expiresAt } = yield* createInvitation(clock, { user, actorId })
   return { url: invitationUrl(baseUrl, token), expiresAt: toIso(expiresAt) }
 }
 
 export function instanceModule(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'instance', tags: ['instance-administration'] })
     .use(authPlugin(deps))
     .get(
       '/v1/instance/users',
-      ({ caller }) => {
+      async ({ caller }) => {
         requireInstanceAdmin(caller)
-        return { data: listUsers(db).map(instanceUserView) }
+        return { data: (await read(deps.store, listUsers())).map(instanceUserView) }
       },
       {
         accountCall: true,
@@ -53,11 +51,11 @@ export function instanceModule(deps: AppDeps) {
         }
         // Hashing is slow: before the write lock.
         const passwordHash = body.password === undefined ? null : hashPassword(body.password)
-        const created = await write(deps.store, (tx) => {
-          const user = createUser(tx, deps.clock, {
-            email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
-          })
-          return { user, invitation: passwordHash === null ? invite(tx, deps.clock, deps.config.baseUrl, user, caller.user.id) : undefined }
+        const created = await write(deps.store, function* () {
+          const user = yield* createUser(deps.clock, {
+                                  email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
+                                })
+          return { user, invitation: passwordHash === null ? (yield* invite(deps.clock, deps.config.baseUrl, user, caller.user.id)) : undefined }
         })
         set.status = 201
         return { user: instanceUserView(created.user), ...(created.invitation ? { invitation: created.invitation } : {}) }
@@ -76,16 +74,16 @@ export function instanceModule(deps: AppDeps) {
       '/v1/instance/users/:id',
       async ({ params, body, caller }) => {
         requireInstanceAdmin(caller)
-        const user = await write(deps.store, (tx) => {
+        const user = await write(deps.store, function* () {
           const actorId = caller.user.id
-          let current = requireUser(tx, params.id)
-          setUsername(tx, deps.clock, current, body.username, actorId)
+          let current = yield* requireUser(params.id)
+          yield* setUsername(deps.clock, current, body.username, actorId)
           // Grant before deactivating, revoke after reactivating: each step is checked against the last-admin rule.
-          if (body.instanceAdmin === true) setInstanceAdmin(tx, deps.clock, current, true, actorId)
-          if (body.deactivated !== undefined) setUserDeactivated(tx, deps.clock, current.id, body.deactivated, actorId)
-          current = findUser(tx, current.id)!
-          if (body.instanceAdmin === false) setInstanceAdmin(tx, deps.clock, current, false, actorId)
-          return findUser(tx, current.id)!
+          if (body.instanceAdmin === true) yield* setInstanceAdmin(deps.clock, current, true, actorId)
+          if (body.deactivated !== undefined) yield* setUserDeactivated(deps.clock, current.id, body.deactivated, actorId)
+          current = (yield* findUser(current.id))!
+          if (body.instanceAdmin === false) yield* setInstanceAdmin(deps.clock, current, false, actorId)
+          return (yield* findUser(current.id))!
         })
         return instanceUserView(user)
       },
@@ -104,7 +102,9 @@ export function instanceModule(deps: AppDeps) {
       '/v1/instance/users/:id/invitation',
       async ({ params, caller, set }) => {
         requireInstanceAdmin(caller)
-        const invitation = await write(deps.store, (tx) => invite(tx, deps.clock, deps.config.baseUrl, requireUser(tx, params.id), caller.user.id))
+        const invitation = await write(deps.store, function* () {
+          return yield* invite(deps.clock, deps.config.baseUrl, (yield* requireUser(params.id)), caller.user.id)
+        })
         set.status = 201
         return invitation
       },
@@ -122,10 +122,10 @@ export function instanceModule(deps: AppDeps) {
       '/v1/projects',
       async ({ body, caller, set }) => {
         requireInstanceAdmin(caller)
-        const project = await write(deps.store, (tx) => {
-          const created = createProject(tx, deps.clock, { name: body.name, sso: body.sso, actorId: caller.user.id })
+        const project = await write(deps.store, function* () {
+          const created = yield* createProject(deps.clock, { name: body.name, sso: body.sso, actorId: caller.user.id })
           // Its creator is its first admin, so the project can be opened and used at once.
-          setProjectMember(tx, deps.clock, { projectId: created.id, userId: caller.user.id, role: 'admin', actorId: caller.user.id })
+          yield* setProjectMember(deps.clock, { projectId: created.id, userId: caller.user.id, role: 'admin', actorId: caller.user.id })
           return created
         })
         set.status = 201

@@ -12,13 +12,13 @@ import {
   teamNamesOfMember,
   updateProjectMemberRole,
 } from '../../db/members.ts'
-import type { Db } from '../../db/open.ts'
 import { findUserById } from '../../db/users.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
+import { type Op, op } from '../../db/op.ts'
 
 /** The permission levels a project member can hold (the CLI's `--role`). */
 export { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
@@ -26,14 +26,14 @@ export { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
 export type Outcome = 'created' | 'updated' | 'unchanged'
 
 /** The compatibility document's `user-project` value: the user, their permission level and teams. */
-export function userProjectValue(db: Db, projectId: number, userId: number) {
-  const user = findUserById(db, userId)
+export function* userProjectValue(projectId: number, userId: number) {
+  const user = yield* op(findUserById, userId)
   if (!user) throw new Error(`user ${userId} not found`)
-  const member = findProjectMember(db, projectId, userId)
+  const member = yield* op(findProjectMember, projectId, userId)
   return {
     user: userObject(user),
     ...(member ? { permissionLevel: member.role } : {}),
-    teams: teamNamesOfMember(db, projectId, userId).map((name) => ({ object: 'team' as const, name })),
+    teams: (yield* op(teamNamesOfMember, projectId, userId)).map((name) => ({ object: 'team' as const, name })),
   }
 }
 
@@ -41,69 +41,66 @@ export function userProjectValue(db: Db, projectId: number, userId: number) {
  * 409 `last_project_admin` when the user is the project's only `admin` member: demoting or removing them would
  * leave the project with nobody to manage it (instance administrators still could, but a project keeps its own).
  */
-function requireAnotherProjectAdmin(db: Db, projectId: number, userId: number, role: PermissionLevel | undefined): void {
+function* requireAnotherProjectAdmin(projectId: number, userId: number, role: PermissionLevel | undefined): Op<void> {
   if (role !== 'admin') return
-  if (countOtherProjectAdmins(db, projectId, userId) === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
+  if ((yield* op(countOtherProjectAdmins, projectId, userId)) === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
 }
 
 /** Sets a member's permission level (adding them to the project); never demotes the last admin (409). */
-export function setProjectMember(
-  db: Db,
+export function* setProjectMember(
   clock: Clock,
   input: { projectId: number; userId: number; role: PermissionLevel; actorId: number | null },
-): Outcome {
-  const existing = findProjectMember(db, input.projectId, input.userId)
+): Op<Outcome> {
+  const existing = yield* op(findProjectMember, input.projectId, input.userId)
   if (existing?.role === input.role) return 'unchanged'
-  if (input.role !== 'admin') requireAnotherProjectAdmin(db, input.projectId, input.userId, existing?.role)
-  const before = userProjectValue(db, input.projectId, input.userId)
+  if (input.role !== 'admin') yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing?.role)
+  const before = yield* userProjectValue(input.projectId, input.userId)
   const now = clock.now()
-  if (existing) updateProjectMemberRole(db, input.projectId, input.userId, input.role, now)
-  else insertProjectMember(db, { projectId: input.projectId, userId: input.userId, role: input.role, now })
-  appendAdminLog(db, clock, {
-    projectId: input.projectId,
-    type: existing ? 'update' : 'add',
-    resource: 'user-project',
-    actorId: input.actorId,
-    subjectUserId: input.userId,
-    previousValue: existing ? before : undefined,
-    newValue: userProjectValue(db, input.projectId, input.userId),
-  })
+  if (existing) yield* op(updateProjectMemberRole, input.projectId, input.userId, input.role, now)
+  else yield* op(insertProjectMember, { projectId: input.projectId, userId: input.userId, role: input.role, now })
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId,
+        type: existing ? 'update' : 'add',
+        resource: 'user-project',
+        actorId: input.actorId,
+        subjectUserId: input.userId,
+        previousValue: existing ? before : undefined,
+        newValue: (yield* userProjectValue(input.projectId, input.userId)),
+      })
   return existing ? 'updated' : 'created'
 }
 
-export function addTeamMember(
-  db: Db,
+export function* addTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
-): Outcome {
-  if (isTeamMember(db, input.teamId, input.userId)) return 'unchanged'
-  changeTeams(db, clock, input, () => insertTeamMember(db, input.teamId, input.userId, clock.now()))
+): Op<Outcome> {
+  if ((yield* op(isTeamMember, input.teamId, input.userId))) return 'unchanged'
+  yield* changeTeams(clock, input, op(insertTeamMember, input.teamId, input.userId, clock.now()))
   return 'created'
 }
 
 /** A change to a member's teams and its `update` `user-project` entry (their value before and after). */
-function changeTeams(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }, change: () => void): void {
-  const before = userProjectValue(db, input.projectId, input.userId)
-  change()
-  appendAdminLog(db, clock, {
-    projectId: input.projectId,
-    type: 'update',
-    resource: 'user-project',
-    actorId: input.actorId,
-    subjectUserId: input.userId,
-    previousValue: before,
-    newValue: userProjectValue(db, input.projectId, input.userId),
-  })
+function* changeTeams(clock: Clock, input: { projectId: number; userId: number; actorId: number | null }, change: Op<unknown>): Op<void> {
+  const before = yield* userProjectValue(input.projectId, input.userId)
+  yield* change
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId,
+        type: 'update',
+        resource: 'user-project',
+        actorId: input.actorId,
+        subjectUserId: input.userId,
+        previousValue: before,
+        newValue: (yield* userProjectValue(input.projectId, input.userId)),
+      })
 }
 
 /** Takes a user out of one of the project's teams; false when they were not in it. */
-export function removeTeamMember(
-  db: Db,
+export function* removeTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
-): boolean {
-  if (!isTeamMember(db, input.teamId, input.userId)) return false
-  changeTeams(db, clock, input, () => deleteTeamMember(db, input.teamId, input.userId))
+): Op<boolean> {
+  if (!(yield* op(isTeamMember, input.teamId, input.userId))) return false
+  yield* changeTeams(clock, input, op(deleteTeamMember, input.teamId, input.userId))
   return true
 }
 
@@ -112,22 +109,22 @@ export function removeTeamMember(
  * project the user belongs to — resource `user` (extension), values `{name}` describing the state.
  * Returns false when the user was already in that state.
  */
-export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactivated: boolean, actorId: number | null): boolean {
-  const user = findUserById(db, userId)
+export function* setUserDeactivated(clock: Clock, userId: number, deactivated: boolean, actorId: number | null): Op<boolean> {
+  const user = yield* op(findUserById, userId)
   if (!user || (user.disabledAt !== null) === deactivated) return false
-  if (deactivated) requireAnotherInstanceAdmin(db, user)
-  setUserDisabled(db, clock, userId, deactivated)
+  if (deactivated) yield* requireAnotherInstanceAdmin(user)
+  yield* setUserDisabled(clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
-  for (const projectId of projectIdsOfMember(db, userId)) {
-    appendAdminLog(db, clock, {
-      projectId,
-      type: 'update',
-      resource: 'user',
-      actorId,
-      subjectUserId: userId,
-      previousValue: state(!deactivated),
-      newValue: state(deactivated),
-    })
+  for (const projectId of (yield* op(projectIdsOfMember, userId))) {
+    yield* appendAdminLog(clock, {
+            projectId,
+            type: 'update',
+            resource: 'user',
+            actorId,
+            subjectUserId: userId,
+            previousValue: state(!deactivated),
+            newValue: state(deactivated),
+          })
   }
   return true
 }
@@ -137,20 +134,20 @@ export function setUserDeactivated(db: Db, clock: Clock, userId: number, deactiv
  * tokens for the project stay but are refused (no role) — revoke them to tidy up. Returns false when the user
  * was not a member. One `remove` admin log entry with the previous `user-project` value.
  */
-export function removeProjectMember(db: Db, clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): boolean {
-  const existing = findProjectMember(db, input.projectId, input.userId)
+export function* removeProjectMember(clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): Op<boolean> {
+  const existing = yield* op(findProjectMember, input.projectId, input.userId)
   if (!existing) return false
-  requireAnotherProjectAdmin(db, input.projectId, input.userId, existing.role)
-  const before = userProjectValue(db, input.projectId, input.userId)
-  deleteMemberFromProjectTeams(db, input.projectId, input.userId)
-  deleteProjectMember(db, input.projectId, input.userId)
-  appendAdminLog(db, clock, {
-    projectId: input.projectId,
-    type: 'remove',
-    resource: 'user-project',
-    actorId: input.actorId,
-    subjectUserId: input.userId,
-    previousValue: before,
-  })
+  yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing.role)
+  const before = yield* userProjectValue(input.projectId, input.userId)
+  yield* op(deleteMemberFromProjectTeams, input.projectId, input.userId)
+  yield* op(deleteProjectMember, input.projectId, input.userId)
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId,
+        type: 'remove',
+        resource: 'user-project',
+        actorId: input.actorId,
+        subjectUserId: input.userId,
+        previousValue: before,
+      })
   return true
 }

@@ -9,15 +9,15 @@ import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { AddMessageBody, CreateNoteBody, Note, NOTE_DATE_FIELDS, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
+import { read } from '../../db/read.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
 
 export function notesModule(deps: AppDeps) {
-  const { db } = deps.store
-  const read = { projectCall: { scope: 'notes:read', role: 'admin' } } as const
+  const readAccess = { projectCall: { scope: 'notes:read', role: 'admin' } } as const
   const writeAccess = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
 
-  const renderOne = (id: number) => renderNotes(db, [id])[0]!
+  const renderOne = async (id: number) => (await read(deps.store, renderNotes([id])))[0]!
 
   return new Elysia({ name: 'notes', tags: ['notes'] })
     .use(authPlugin(deps))
@@ -26,13 +26,13 @@ export function notesModule(deps: AppDeps) {
       ({ params, request }) =>
         environmentPage(request, params, {
           filters: parseRecordFilters,
-          where: () => requireEnvironment(db, params.projectName, params.environmentName),
-          ids: ({ project, environment }, filters, query, limit) =>
-            listNoteIds(db, project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit),
-          render: (ids) => renderNotes(db, ids),
+          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          ids: async ({ project, environment }, filters, query, limit) =>
+            await read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
+          render: (ids) => read(deps.store, renderNotes(ids)),
         }),
       {
-        ...read,
+        ...readAccess,
         response: { 200: NotePage, ...errorResponses(400, 404) },
         detail: {
           operationId: 'listNotes',
@@ -43,14 +43,14 @@ export function notesModule(deps: AppDeps) {
     )
     .get(
       `${BASE}/:id`,
-      ({ params }) => {
-        const { environment } = requireEnvironment(db, params.projectName, params.environmentName)
-        const note = findNote(db, environment.id, Number(params.id))
+      async ({ params }) => {
+        const { environment } = await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
+        const note = await read(deps.store, findNote(environment.id, Number(params.id)))
         if (!note) throw notFound(`Note ${params.id} not found`)
         return renderOne(note.id)
       },
       {
-        ...read,
+        ...readAccess,
         params: NoteParams,
         response: { 200: Note, ...errorResponses(400, 404) },
         detail: { operationId: 'getNote', summary: 'Read one note' },
@@ -59,18 +59,13 @@ export function notesModule(deps: AppDeps) {
     .post(
       BASE,
       async ({ params, body, identity, set }) => {
-        const id = await write(deps.store, (tx) => {
-          const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const team = findTeam(tx, project.id, body.teamName)
+        const id = await write(deps.store, function* () {
+          const { project, environment } = yield* requireEnvironment(params.projectName, params.environmentName)
+          const team = yield* findTeam(project.id, body.teamName)
           if (!team) throw invalidField('teamName', `unknown team "${body.teamName}"`)
-          const collection = findCollection(tx, project.id, body.collectionName)
+          const collection = yield* findCollection(project.id, body.collectionName)
           if (!collection) throw invalidField('collectionName', `unknown collection "${body.collectionName}"`)
-          return createNote(
-            tx,
-            deps.clock,
-            { environmentId: environment.id, teamId: team.id, collectionId: collection.id, recordId: body.recordId, title: body.title, content: body.content },
-            { userId: identity.userId, tokenId: identity.tokenId },
-          ).id
+          return (yield* createNote(deps.clock, { environmentId: environment.id, teamId: team.id, collectionId: collection.id, recordId: body.recordId, title: body.title, content: body.content }, { userId: identity.userId, tokenId: identity.tokenId })).id
         })
         set.status = 201
         return renderOne(id)
@@ -85,11 +80,11 @@ export function notesModule(deps: AppDeps) {
     .post(
       `${BASE}/:id/messages`,
       async ({ params, body, identity, set }) => {
-        await write(deps.store, (tx) => {
-          const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const note = findNote(tx, environment.id, Number(params.id))
+        await write(deps.store, function* () {
+          const { environment } = yield* requireEnvironment(params.projectName, params.environmentName)
+          const note = yield* findNote(environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
-          addMessage(tx, deps.clock, note, body.content, { userId: identity.userId, tokenId: identity.tokenId })
+          yield* addMessage(deps.clock, note, body.content, { userId: identity.userId, tokenId: identity.tokenId })
         })
         set.status = 201
         return renderOne(Number(params.id))
@@ -105,11 +100,11 @@ export function notesModule(deps: AppDeps) {
     .patch(
       `${BASE}/:id`,
       async ({ params, body, identity }) => {
-        await write(deps.store, (tx) => {
-          const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const note = findNote(tx, environment.id, Number(params.id))
+        await write(deps.store, function* () {
+          const { environment } = yield* requireEnvironment(params.projectName, params.environmentName)
+          const note = yield* findNote(environment.id, Number(params.id))
           if (!note) throw notFound(`Note ${params.id} not found`)
-          updateNote(tx, deps.clock, note, body, { userId: identity.userId, tokenId: identity.tokenId })
+          yield* updateNote(deps.clock, note, body, { userId: identity.userId, tokenId: identity.tokenId })
         })
         return renderOne(Number(params.id))
       },

@@ -1,5 +1,4 @@
 /** Notes and their message threads (spec §2.1–2.4, §4.1; DESIGN §6). */
-import type { Db } from '../../db/open.ts'
 import {
   findNoteById,
   findNoteMessagesForRender,
@@ -21,7 +20,7 @@ import { toIso } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
-
+import { type Op, op } from '../../db/op.ts'
 
 export interface NoteFilters {
   userEmail?: string
@@ -32,17 +31,17 @@ export interface NoteFilters {
 }
 
 /** Ids of one page (limit + 1 rows), newest first. Names that match nothing give an empty page. */
-export function listNoteIds(db: Db, projectId: number, environmentId: number, filters: NoteFilters, dates: DateFilter[], limit: number): number[] {
-  const names = resolveNameFilters(db, projectId, filters)
+export function* listNoteIds(projectId: number, environmentId: number, filters: NoteFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
-  return pageNoteIds(db, environmentId, { userId: names.userId, teamId: names.teamId, collectionId: names.collectionId, recordId: filters.recordId }, dates, limit)
+  return yield* op(pageNoteIds, environmentId, { userId: names.userId, teamId: names.teamId, collectionId: names.collectionId, recordId: filters.recordId }, dates, limit)
 }
 
 /** The spec's note objects for the given ids, in the order given, messages oldest first. */
-export function renderNotes(db: Db, ids: number[]) {
+export function* renderNotes(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = findNotesForRender(db, ids)
-  const messages = findNoteMessagesForRender(db, ids)
+  const rows = yield* op(findNotesForRender, ids)
+  const messages = yield* op(findNoteMessagesForRender, ids)
   const threads = new Map<number, ReturnType<typeof messageObject>[]>()
   for (const m of messages) {
     const thread = threads.get(m.noteId) ?? []
@@ -79,19 +78,19 @@ export interface Actor {
   workflow?: { name: string; runId: string; stepName: string }
 }
 
-function logNote(db: Db, clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
-  appendActivityLog(db, clock, {
-    environmentId: note.environmentId,
-    type: 'write',
-    action,
-    label,
-    userId: actor.userId,
-    teamId: note.teamId,
-    collectionId: note.collectionId,
-    tokenId: actor.tokenId,
-    recordIds: [note.recordId],
-    workflow: actor.workflow,
-  })
+function* logNote(clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
+  yield* appendActivityLog(clock, {
+        environmentId: note.environmentId,
+        type: 'write',
+        action,
+        label,
+        userId: actor.userId,
+        teamId: note.teamId,
+        collectionId: note.collectionId,
+        tokenId: actor.tokenId,
+        recordIds: [note.recordId],
+        workflow: actor.workflow,
+      })
 }
 
 export interface NewNote {
@@ -105,19 +104,19 @@ export interface NewNote {
 }
 
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
-export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): NoteRow {
-  const createdAt = nextNoteCreatedAt(db, input.environmentId, clock.now())
-  const note = insertNote(db, {
-    environmentId: input.environmentId,
-    teamId: input.teamId,
-    collectionId: input.collectionId,
-    recordId: input.recordId,
-    title: input.title,
-    userId: actor.userId,
-    createdAt,
-  })
-  insertNoteMessage(db, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
-  logNote(db, clock, note, actor, 'createNote', `created note "${input.title}"`)
+export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<NoteRow> {
+  const createdAt = yield* op(nextNoteCreatedAt, input.environmentId, clock.now())
+  const note = yield* op(insertNote, {
+      environmentId: input.environmentId,
+      teamId: input.teamId,
+      collectionId: input.collectionId,
+      recordId: input.recordId,
+      title: input.title,
+      userId: actor.userId,
+      createdAt,
+    })
+  yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
+  yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note
 }
 
@@ -125,13 +124,13 @@ export function createNote(db: Db, clock: Clock, input: NewNote, actor: Actor): 
  * Call before inserting a note with a given (imported) createdAt: one older than the environment's newest note
  * breaks id/time order there for good (environments.notesInTimeOrder), and lists switch to the exact slow path.
  */
-export function recordImportedNoteTime(db: Db, environmentId: number, createdAt: number): void {
-  const latest = latestNoteCreatedAt(db, environmentId)
-  if (latest !== null && createdAt < latest) markNotesOutOfTimeOrder(db, environmentId)
+export function* recordImportedNoteTime(environmentId: number, createdAt: number): Op<void> {
+  const latest = yield* op(latestNoteCreatedAt, environmentId)
+  if (latest !== null && createdAt < latest) yield* op(markNotesOutOfTimeOrder, environmentId)
 }
 
-export function findNote(db: Db, environmentId: number, id: number): NoteRow | undefined {
-  const note = findNoteById(db, id)
+export function* findNote(environmentId: number, id: number): Op<NoteRow | undefined> {
+  const note = yield* op(findNoteById, id)
   return note?.environmentId === environmentId ? note : undefined
 }
 
@@ -139,22 +138,22 @@ export function findNote(db: Db, environmentId: number, id: number): NoteRow | u
  * Appends a message; the note's `updatedAt` moves to the message's time. The time never goes back past the
  * note's last update, so thread order (by id) and message times agree even if the clock steps back.
  */
-export function addMessage(db: Db, clock: Clock, note: NoteRow, content: string, actor: Actor): void {
+export function* addMessage(clock: Clock, note: NoteRow, content: string, actor: Actor): Op<void> {
   const createdAt = Math.max(clock.now(), note.updatedAt)
-  insertNoteMessage(db, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt })
-  updateNoteRow(db, note.id, { updatedAt: Math.max(note.updatedAt, createdAt) })
-  logNote(db, clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)
+  yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt })
+  yield* op(updateNoteRow, note.id, { updatedAt: Math.max(note.updatedAt, createdAt) })
+  yield* logNote(clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)
 }
 
 /** Title change and archive / unarchive; one activity entry per effective change. */
-export function updateNote(db: Db, clock: Clock, note: NoteRow, patch: { title?: string; archived?: boolean }, actor: Actor): void {
+export function* updateNote(clock: Clock, note: NoteRow, patch: { title?: string; archived?: boolean }, actor: Actor): Op<void> {
   const now = Math.max(clock.now(), note.updatedAt)
   if (patch.title !== undefined && patch.title !== note.title) {
-    updateNoteRow(db, note.id, { title: patch.title, updatedAt: now })
-    logNote(db, clock, note, actor, 'updateNote', `renamed note "${note.title}" to "${patch.title}"`)
+    yield* op(updateNoteRow, note.id, { title: patch.title, updatedAt: now })
+    yield* logNote(clock, note, actor, 'updateNote', `renamed note "${note.title}" to "${patch.title}"`)
   }
   if (patch.archived !== undefined && patch.archived !== (note.archivedAt !== null)) {
-    updateNoteRow(db, note.id, { archivedAt: patch.archived ? now : null, updatedAt: now })
-    logNote(db, clock, note, actor, patch.archived ? 'archiveNote' : 'unarchiveNote', `${patch.archived ? 'archived' : 'unarchived'} note "${patch.title ?? note.title}"`)
+    yield* op(updateNoteRow, note.id, { archivedAt: patch.archived ? now : null, updatedAt: now })
+    yield* logNote(clock, note, actor, patch.archived ? 'archiveNote' : 'unarchiveNote', `${patch.archived ? 'archived' : 'unarchived'} note "${patch.title ?? note.title}"`)
   }
 }

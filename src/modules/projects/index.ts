@@ -6,7 +6,6 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import type { Db } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectManager } from '../auth/service.ts'
@@ -27,8 +26,8 @@ const PARTS = [
 ] as const
 
 
-function requireTeam(db: Db, projectId: number, name: string) {
-  const team = findTeam(db, projectId, name)
+function* requireTeam(projectId: number, name: string) {
+  const team = yield* findTeam(projectId, name)
   if (!team) throw notFound(`Team ${name} not found`)
   return team
 }
@@ -44,9 +43,9 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
       base,
       async ({ params, body: fields, caller, set }) => {
         const body = fields as Record<string, string>
-        await write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          addProjectPart(tx, deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id })
+        await write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          yield* addProjectPart(deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id })
         })
         set.status = 201
         return { name: newName(body) }
@@ -64,10 +63,10 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
       async ({ params, body: fields, caller }) => {
         const body = fields as Record<string, string>
         const path = params as Record<string, string>
-        await write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, path.projectName ?? '')
+        await write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, path.projectName ?? '')
           const name = path[spec.param] ?? ''
-          renameProjectPart(tx, deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id })
+          yield* renameProjectPart(deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id })
         })
         return { name: newName(body) }
       },
@@ -93,10 +92,10 @@ export function projectAdminModule(deps: AppDeps) {
     .put(
       '/v1/project/:projectName/settings',
       async ({ params, body, caller }) => {
-        return write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          setProjectSso(tx, deps.clock, project, body.sso, caller.user.id)
-          renameProject(tx, deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id)
+        return write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          yield* setProjectSso(deps.clock, project, body.sso, caller.user.id)
+          yield* renameProject(deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id)
           return { name: body.projectName, sso: body.sso }
         })
       },
@@ -113,13 +112,13 @@ export function projectAdminModule(deps: AppDeps) {
     .put(
       '/v1/project/:projectName/teams/:teamName/members/:userId',
       async ({ params, caller }) =>
-        write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          const team = requireTeam(tx, project.id, params.teamName)
-          const user = requireUser(tx, params.userId)
-          if (roleIn(tx, project.id, user.id) === null) throw conflict('not_a_member', `${user.email} is not a member of ${project.name}: add them to the project first`)
-          addTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })
-          return userProjectValue(tx, project.id, user.id)
+        write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const team = yield* requireTeam(project.id, params.teamName)
+          const user = yield* requireUser(params.userId)
+          if ((yield* roleIn(project.id, user.id)) === null) throw conflict('not_a_member', `${user.email} is not a member of ${project.name}: add them to the project first`)
+          yield* addTeamMember(deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })
+          return yield* userProjectValue(project.id, user.id)
         }),
       {
         accountCall: true,
@@ -131,11 +130,11 @@ export function projectAdminModule(deps: AppDeps) {
     .delete(
       '/v1/project/:projectName/teams/:teamName/members/:userId',
       async ({ params, caller, set }) => {
-        await write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          const team = requireTeam(tx, project.id, params.teamName)
-          const user = requireUser(tx, params.userId)
-          if (!removeTeamMember(tx, deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id })) {
+        await write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const team = yield* requireTeam(project.id, params.teamName)
+          const user = yield* requireUser(params.userId)
+          if (!(yield* removeTeamMember(deps.clock, { projectId: project.id, teamId: team.id, userId: user.id, actorId: caller.user.id }))) {
             throw notFound(`${user.email} is not in team ${team.name}`)
           }
         })
@@ -151,11 +150,11 @@ export function projectAdminModule(deps: AppDeps) {
     .put(
       '/v1/project/:projectName/members/:userId',
       async ({ params, body, caller }) =>
-        write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          const user = requireUser(tx, params.userId)
-          setProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, role: body.role, actorId: caller.user.id })
-          return userProjectValue(tx, project.id, user.id)
+        write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const user = yield* requireUser(params.userId)
+          yield* setProjectMember(deps.clock, { projectId: project.id, userId: user.id, role: body.role, actorId: caller.user.id })
+          return yield* userProjectValue(project.id, user.id)
         }),
       {
         accountCall: true,
@@ -168,10 +167,10 @@ export function projectAdminModule(deps: AppDeps) {
     .delete(
       '/v1/project/:projectName/members/:userId',
       async ({ params, caller, set }) => {
-        await write(deps.store, (tx) => {
-          const project = requireProjectManager(tx, caller, params.projectName)
-          const user = requireUser(tx, params.userId)
-          if (!removeProjectMember(tx, deps.clock, { projectId: project.id, userId: user.id, actorId: caller.user.id })) {
+        await write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const user = yield* requireUser(params.userId)
+          if (!(yield* removeProjectMember(deps.clock, { projectId: project.id, userId: user.id, actorId: caller.user.id }))) {
             throw notFound(`${user.email} is not a member of ${project.name}`)
           }
         })
@@ -187,16 +186,16 @@ export function projectAdminModule(deps: AppDeps) {
     .put(
       '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records/:recordId',
       async ({ params, body, caller, set }) => {
-        const saved = await write(deps.store, (tx) => {
-          requireProjectManager(tx, caller, params.projectName)
-          const { project, environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const collection = findCollection(tx, project.id, params.collectionName)
+        const saved = await write(deps.store, function* () {
+          yield* requireProjectManager(caller, params.projectName)
+          const { project, environment } = yield* requireEnvironment(params.projectName, params.environmentName)
+          const collection = yield* findCollection(project.id, params.collectionName)
           if (!collection) throw notFound(`Collection ${params.collectionName} not found`)
-          const team = requireTeam(tx, project.id, body.teamName)
-          return upsertRecord(tx, deps.clock, {
-            environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
-            userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
-          })
+          const team = yield* requireTeam(project.id, body.teamName)
+          return yield* upsertRecord(deps.clock, {
+                                  environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
+                                  userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
+                                })
         })
         set.status = saved === 'created' ? 201 : 200
         return { id: params.recordId, data: body.data, outcome: saved }

@@ -4,7 +4,6 @@
  * the console) and `trellis apply`: same validation, same entries. Names are matched case-sensitively, as
  * everywhere; a rename keeps every id, so webhook URLs (id-based) and tokens survive it.
  */
-import type { Db } from '../../db/open.ts'
 import {
   findCollectionPermission,
   findPartByName,
@@ -20,6 +19,7 @@ import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
 import { findProjectByName, type Project } from './service.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export const NAME_MAX_LENGTH = 200
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -48,24 +48,24 @@ function partValue(part: ProjectPart, name: string) {
 const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${project.name} (SSO ${project.sso ? 'on' : 'off'})` })
 
 /** A new project (409 `name_taken` when the name is used). Its admin log starts with the creation (resource `project`). */
-export function createProject(db: Db, clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Project {
+export function* createProject(clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Op<Project> {
   checkName('name', input.name)
-  if (findProjectByName(db, input.name)) throw conflict('name_taken', `A project named ${input.name} already exists`)
-  const project = insertProject(db, { name: input.name, sso: input.sso ?? false, createdAt: clock.now() })
-  appendAdminLog(db, clock, { projectId: project.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project) })
+  if ((yield* findProjectByName(input.name))) throw conflict('name_taken', `A project named ${input.name} already exists`)
+  const project = yield* op(insertProject, { name: input.name, sso: input.sso ?? false, createdAt: clock.now() })
+  yield* appendAdminLog(clock, { projectId: project.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project) })
   return project
 }
 
 /** Renames a project: its tokens, members and webhook URLs stay; API paths and apply files use the new name. */
-export function renameProject(db: Db, clock: Clock, project: Project, name: string, actorId: number | null): Outcome {
+export function* renameProject(clock: Clock, project: Project, name: string, actorId: number | null): Op<Outcome> {
   checkName('name', name)
   if (name === project.name) return 'unchanged'
-  if (findProjectByName(db, name)) throw conflict('name_taken', `A project named ${name} already exists`)
-  updateProject(db, project.id, { name })
-  appendAdminLog(db, clock, {
-    projectId: project.id, type: 'update', resource: 'project', actorId,
-    previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
-  })
+  if ((yield* findProjectByName(name))) throw conflict('name_taken', `A project named ${name} already exists`)
+  yield* op(updateProject, project.id, { name })
+  yield* appendAdminLog(clock, {
+        projectId: project.id, type: 'update', resource: 'project', actorId,
+        previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
+      })
   return 'updated'
 }
 
@@ -73,60 +73,58 @@ export function renameProject(db: Db, clock: Clock, project: Project, name: stri
  * Turns SSO on or off (README "Single sign-on"): on, every token not generated in an SSO session is refused from
  * the next request (403 sso_required) and password sessions cannot open the project; off, they work again.
  */
-export function setProjectSso(db: Db, clock: Clock, project: Project, sso: boolean, actorId: number | null): Outcome {
+export function* setProjectSso(clock: Clock, project: Project, sso: boolean, actorId: number | null): Op<Outcome> {
   if (project.sso === sso) return 'unchanged'
-  updateProject(db, project.id, { sso })
-  appendAdminLog(db, clock, {
-    projectId: project.id, type: 'update', resource: 'project', actorId,
-    previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
-  })
+  yield* op(updateProject, project.id, { sso })
+  yield* appendAdminLog(clock, {
+        projectId: project.id, type: 'update', resource: 'project', actorId,
+        previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
+      })
   return 'updated'
 }
 
 /** Adds an environment, a team or a collection to a project (409 `name_taken` when the project has one by that name). */
-export function addProjectPart(db: Db, clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null }): number {
+export function* addProjectPart(clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null }): Op<number> {
   checkName('name', input.name)
-  if (findPartByName(db, part, input.projectId, input.name)) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
-  const id = insertPart(db, part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
-  appendAdminLog(db, clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
+  if ((yield* op(findPartByName, part, input.projectId, input.name))) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
+  const id = yield* op(insertPart, part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
+  yield* appendAdminLog(clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
   return id
 }
 
 /** Renames an environment, a team or a collection (404 when unknown, 409 when the new name is taken). */
-export function renameProjectPart(
-  db: Db,
+export function* renameProjectPart(
   clock: Clock,
   part: ProjectPart,
   input: { projectId: number; name: string; newName: string; actorId: number | null },
-): Outcome {
+): Op<Outcome> {
   checkName('name', input.newName)
-  const current = findPartByName(db, part, input.projectId, input.name)
+  const current = yield* op(findPartByName, part, input.projectId, input.name)
   if (!current) throw notFound(`No ${part} named ${input.name} in this project`)
   if (input.newName === input.name) return 'unchanged'
-  if (findPartByName(db, part, input.projectId, input.newName)) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
-  renamePart(db, part, current.id, input.newName)
-  appendAdminLog(db, clock, {
-    projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
-    previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
-  })
+  if ((yield* op(findPartByName, part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
+  yield* op(renamePart, part, current.id, input.newName)
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
+        previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
+      })
   return 'updated'
 }
 
 /** What a team may do with a collection's records (default without a row: read and edit). */
-export function setCollectionPermission(
-  db: Db,
+export function* setCollectionPermission(
   clock: Clock,
   input: { projectId: number; collectionId: number; collectionName: string; teamId: number; teamName: string; read: boolean; edit: boolean; actorId: number | null },
-): Outcome {
+): Op<Outcome> {
   const wanted = { canRead: input.read, canEdit: input.edit }
-  const current = findCollectionPermission(db, input.collectionId, input.teamId)
+  const current = yield* op(findCollectionPermission, input.collectionId, input.teamId)
   if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) return 'unchanged'
-  writeCollectionPermission(db, { collectionId: input.collectionId, teamId: input.teamId, ...wanted }, current !== undefined)
+  yield* op(writeCollectionPermission, { collectionId: input.collectionId, teamId: input.teamId, ...wanted }, current !== undefined)
   const may = (p: { canRead: boolean; canEdit: boolean }) => (p.canEdit && p.canRead ? 'read and edit' : p.canRead ? 'read' : 'neither read nor edit')
   const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: `${input.collectionName}: team ${input.teamName} may ${may(p)}` })
-  appendAdminLog(db, clock, {
-    projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
-    previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),
-  })
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
+        previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),
+      })
   return current ? 'updated' : 'created'
 }

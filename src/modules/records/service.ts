@@ -2,22 +2,24 @@
  * Records as people see them in the console: a collection's records in one environment, one record, and the
  * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
  */
-import type { Db } from '../../db/open.ts'
-import { findRecordByKey as findRecord, insertRecord, listProjectParts, type RecordRow, type RecordScope, setRecordData } from '../../db/records.ts'
+import { findRecordByKey, insertRecord, listProjectCollections, listProjectParts, pageRecords, type RecordRow, type RecordScope, setRecordData } from '../../db/records.ts'
+import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
+import { asOp, type Op, op } from '../../db/op.ts'
 
 export type { RecordRow, RecordScope }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
-export { findRecordByKey as findRecord, pageRecords as listRecords } from '../../db/records.ts'
+export const findRecord = asOp(findRecordByKey)
+export const listRecords = asOp(pageRecords)
 /** The collections of a project, by name; the workflows of one rendering (environment, team), by name, with their collection. */
-export { listProjectCollections as projectCollections } from '../../db/records.ts'
-export { listRenderingWorkflows as renderingWorkflows } from '../../db/workflows.ts'
+export const projectCollections = asOp(listProjectCollections)
+export const renderingWorkflows = asOp(listRenderingWorkflows)
 
 /** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
-export function replaceRecordData(db: Db, id: number, data: Record<string, unknown>, now: number): void {
-  setRecordData(db, id, canonicalJson(data), now)
+export function* replaceRecordData(id: number, data: Record<string, unknown>, now: number): Op<void> {
+  yield* op(setRecordData, id, canonicalJson(data), now)
 }
 
 export const RECORD_ID_MAX_LENGTH = 1024
@@ -27,57 +29,55 @@ export const RECORD_ID_MAX_LENGTH = 1024
  * `userId` as `teamId`; `via` ends the entry's label ("created by trellis apply", "updated in the console").
  * Data equal to what is stored (canonical JSON) changes nothing and logs nothing.
  */
-export function upsertRecord(
-  db: Db,
+export function* upsertRecord(
   clock: Clock,
   input: RecordScope & { recordKey: string; data: Record<string, unknown>; userId: number; teamId: number; via: string },
-): 'created' | 'updated' | 'unchanged' {
-  const existing = findRecord(db, input, input.recordKey)
+): Op<'created' | 'updated' | 'unchanged'> {
+  const existing = yield* findRecord(input, input.recordKey)
   const data = canonicalJson(input.data)
   const now = clock.now()
   let action: 'create' | 'update'
   if (!existing) {
-    insertRecord(db, { environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
+    yield* op(insertRecord, { environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
     action = 'create'
   } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
-    setRecordData(db, existing.id, data, now)
+    yield* op(setRecordData, existing.id, data, now)
     action = 'update'
   } else {
     return 'unchanged'
   }
-  appendActivityLog(db, clock, {
-    environmentId: input.environmentId,
-    type: 'write',
-    action,
-    label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
-    userId: input.userId,
-    teamId: input.teamId,
-    collectionId: input.collectionId,
-    recordIds: [input.recordKey],
-  })
+  yield* appendActivityLog(clock, {
+        environmentId: input.environmentId,
+        type: 'write',
+        action,
+        label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
+        userId: input.userId,
+        teamId: input.teamId,
+        collectionId: input.collectionId,
+        recordIds: [input.recordKey],
+      })
   return action === 'create' ? 'created' : 'updated'
 }
 
 /** Who saw which records, as which team: `read` for one record's page, `index` for a list. Nothing shown, nothing logged. */
-export function logRecordView(
-  db: Db,
+export function* logRecordView(
   clock: Clock,
   view: RecordScope & { userId: number; teamId: number; action: 'read' | 'index'; recordIds: string[] },
-): void {
+): Op<void> {
   if (view.recordIds.length === 0) return
-  appendActivityLog(db, clock, {
-    environmentId: view.environmentId,
-    type: 'read',
-    action: view.action,
-    label: view.action === 'read' ? 'viewed in the console' : `listed ${view.recordIds.length} in the console`,
-    userId: view.userId,
-    teamId: view.teamId,
-    collectionId: view.collectionId,
-    recordIds: view.recordIds,
-  })
+  yield* appendActivityLog(clock, {
+        environmentId: view.environmentId,
+        type: 'read',
+        action: view.action,
+        label: view.action === 'read' ? 'viewed in the console' : `listed ${view.recordIds.length} in the console`,
+        userId: view.userId,
+        teamId: view.teamId,
+        collectionId: view.collectionId,
+        recordIds: view.recordIds,
+      })
 }
 
 /** A project's environments and teams, by name. */
-export function projectLayout(db: Db, projectId: number) {
-  return { environments: listProjectParts(db, 'environment', projectId, true), teams: listProjectParts(db, 'team', projectId, true) }
+export function* projectLayout(projectId: number) {
+  return { environments: (yield* op(listProjectParts, 'environment', projectId, true)), teams: (yield* op(listProjectParts, 'team', projectId, true)) }
 }

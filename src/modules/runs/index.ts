@@ -17,14 +17,15 @@ import { isAdminOf } from '../tokens/service.ts'
 import { requireWorkflow } from '../webhooks/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
+import { read } from '../../db/read.ts'
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
-function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
-  const found = findRun(deps.store.db, runId)
+async function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
+  const found = await read(deps.store, findRun(runId))
   const visible =
     found &&
     (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
-    (found.run.userId === caller.user.id || isAdminOf(deps.store.db, caller.user.id, found.projectId))
+    (found.run.userId === caller.user.id || (await read(deps.store, isAdminOf(caller.user.id, found.projectId))))
   if (!visible) throw notFound(`Run ${runId} not found`)
   return found
 }
@@ -33,10 +34,9 @@ function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
 const RUN_DATE_FIELDS = ['createdAt'] as const
 
 export function runsModule(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'runs', tags: ['runs'] })
     .use(authPlugin(deps))
-    .get('/v1/workflow-runs/:runId', ({ params, caller }) => renderRuns(db, [visibleRun(deps, caller, params.runId).run.id], deps.clock.now())[0]!, {
+    .get('/v1/workflow-runs/:runId', async ({ params, caller }) => (await read(deps.store, renderRuns([(await visibleRun(deps, caller, params.runId)).run.id], deps.clock.now())))[0]!, {
       userCall: true,
       params: RunIdParams,
       response: { 200: Run, ...errorResponses(400, 404) },
@@ -46,12 +46,12 @@ export function runsModule(deps: AppDeps) {
       '/v1/workflow-runs/:runId/cancel',
       async ({ params, caller }) => {
         requireCallerScope(caller, 'workflows:trigger')
-        await write(deps.store, (tx) => {
+        await write(deps.store, function* () {
           visibleRun(deps, caller, params.runId)
-          cancelRun(tx, deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
+          yield* cancelRun(deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
         })
         deps.executor?.abortRun(params.runId)
-        return renderRuns(db, [params.runId], deps.clock.now())[0]!
+        return (await read(deps.store, renderRuns([params.runId], deps.clock.now())))[0]!
       },
       {
         userCall: true,
@@ -64,14 +64,14 @@ export function runsModule(deps: AppDeps) {
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
       async ({ params, body, caller, set }) => {
         requireCallerScope(caller, 'workflows:trigger')
-        const project = callerProject(db, caller, params.projectName)
-        requireEnvironment(db, params.projectName, params.environmentName)
-        const target = requireWorkflow(db, project.id, params.environmentName, body.teamName, body.workflowName)
+        const project = await read(deps.store, callerProject(caller, params.projectName))
+        await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
+        const target = await read(deps.store, requireWorkflow(project.id, params.environmentName, body.teamName, body.workflowName))
         if (target.activeVersionId === null) throw notFound(`Workflow ${body.workflowName} has no active version`)
-        if (!canReachRendering(db, { userId: caller.user.id, projectId: project.id, teamId: target.teamId })) {
+        if (!(await read(deps.store, canReachRendering({ userId: caller.user.id, projectId: project.id, teamId: target.teamId })))) {
           throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
         }
-        const runId = await startRun(deps.store, deps.clock, deps.runQueue, {
+        const runId = await startRun(deps.store, deps.clock, {
           target,
           versionId: target.activeVersionId,
           recordId: body.recordId,
@@ -100,13 +100,15 @@ export function runsModule(deps: AppDeps) {
             workflowName: parseStringParameter(query, 'workflowName', MAX_NAME_LENGTH),
             teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
           }),
-          authorize: () => requireProjectAdmin(db, caller, params.projectName),
-          where: () => requireEnvironment(db, params.projectName, params.environmentName),
-          ids: ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
-            const workflowIds = workflowName === undefined ? undefined : workflowIdsNamed(db, environment.id, workflowName, teamName)
-            return listRunIds(db, environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit)
+          authorize: async () => {
+            await read(deps.store, requireProjectAdmin(caller, params.projectName))
           },
-          render: (ids) => renderRuns(db, ids, deps.clock.now()),
+          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          ids: async ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
+            const workflowIds = workflowName === undefined ? undefined : await read(deps.store, workflowIdsNamed(environment.id, workflowName, teamName))
+            return read(deps.store, listRunIds(environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit))
+          },
+          render: (ids) => read(deps.store, renderRuns(ids, deps.clock.now())),
         }),
       {
         userCall: true,

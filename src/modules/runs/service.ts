@@ -1,26 +1,27 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
 import { randomUUIDv7 } from 'bun'
-import type { Db, Store } from '../../db/open.ts'
+import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { cancelActiveRun, type RunQueue } from '../../db/queue.ts'
-import { findRunWithWorkflow, loadRunsToRender, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
-import type { TriggerTarget } from '../../db/workflows.ts'
+import { cancelActiveRun, insertRun } from '../../db/queue.ts'
+import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
+import { findTriggerTarget as findTriggerTargetRow, findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
 import { conflict } from '../../http/errors.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { userObject } from '../users/service.ts'
+import { asOp, type Op, op } from '../../db/op.ts'
 
 export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
 /** The trigger target of a workflow id (prepared: every webhook call reads it). */
-export { findTriggerTarget } from '../../db/workflows.ts'
+export const findTriggerTarget = asOp(findTriggerTargetRow)
 /** One run with its workflow's name and collection, and its team and project. */
-export { findRunWithWorkflow as findRun } from '../../db/runs.ts'
+export const findRun = asOp(findRunWithWorkflow)
 /** Ids of the environment's workflows called `name` (in one team when given); one page of an environment's run ids. */
-export { findWorkflowIdsNamed as workflowIdsNamed } from '../../db/workflows.ts'
-export { pageRunIds as listRunIds } from '../../db/runs.ts'
+export const workflowIdsNamed = asOp(findWorkflowIdsNamed)
+export const listRunIds = asOp(pageRunIds)
 
 /**
  * Queues a run and writes its `triggerWorkflow` entry in one transaction. The partial unique index decides
@@ -29,13 +30,12 @@ export { pageRunIds as listRunIds } from '../../db/runs.ts'
 export async function startRun(
   store: Store,
   clock: Clock,
-  queue: RunQueue,
   input: { target: TriggerTarget; versionId: number; recordId: string; userId: number; tokenId: number | null; trigger: 'manual' | 'webhook' },
 ): Promise<string> {
   const id = randomUUIDv7()
-  return write(store, (tx) => {
+  return write(store, function* () {
     const now = clock.now()
-    const result = queue.insert({
+    const result = yield* op(insertRun, {
       id,
       workflowId: input.target.workflowId,
       workflowVersionId: input.versionId,
@@ -49,18 +49,18 @@ export async function startRun(
     if (!result.inserted) {
       throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
     }
-    appendActivityLog(tx, clock, {
-      environmentId: input.target.environmentId,
-      type: 'write',
-      action: 'triggerWorkflow',
-      label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
-      userId: input.userId,
-      teamId: input.target.teamId,
-      collectionId: input.target.collectionId,
-      tokenId: input.tokenId,
-      recordIds: [input.recordId],
-      workflow: { name: input.target.workflowName, runId: id },
-    })
+    yield* appendActivityLog(clock, {
+            environmentId: input.target.environmentId,
+            type: 'write',
+            action: 'triggerWorkflow',
+            label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
+            userId: input.userId,
+            teamId: input.target.teamId,
+            collectionId: input.target.collectionId,
+            tokenId: input.tokenId,
+            recordIds: [input.recordId],
+            workflow: { name: input.target.workflowName, runId: id },
+          })
     return id
   })
 }
@@ -83,9 +83,9 @@ function stepState(run: RunRecord, step: RunStepRecord, now: number) {
 }
 
 /** `{object: "workflow-run", …}` for the given ids, in that order, with their steps as of `now`. */
-export function renderRuns(db: Db, ids: string[], now: number) {
+export function* renderRuns(ids: string[], now: number) {
   if (ids.length === 0) return []
-  const { rows, steps } = loadRunsToRender(db, ids)
+  const { rows, steps } = yield* op(loadRunsToRender, ids)
   return inIdOrder(ids, rows, (r) => r.run.id).map((r) => {
     const id = r.run.id
     return {
@@ -119,20 +119,20 @@ export function renderRuns(db: Db, ids: string[], now: number) {
 }
 
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
-export function cancelRun(db: Db, clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): void {
-  const found = findRunWithWorkflow(db, runId)
+export function* cancelRun(clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): Op<void> {
+  const found = yield* op(findRunWithWorkflow, runId)
   if (!found) throw new Error(`run ${runId} vanished`)
-  if (!cancelActiveRun(db, runId, clock.now())) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
-  appendActivityLog(db, clock, {
-    environmentId: found.run.environmentId,
-    type: 'write',
-    action: 'abortWorkflow',
-    label: 'workflow run cancelled',
-    userId: actor.userId,
-    tokenId: actor.tokenId,
-    teamId: found.teamId,
-    collectionId: found.collectionId,
-    recordIds: [found.run.recordId],
-    workflow: { name: found.workflowName, runId },
-  })
+  if (!(yield* op(cancelActiveRun, runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
+  yield* appendActivityLog(clock, {
+        environmentId: found.run.environmentId,
+        type: 'write',
+        action: 'abortWorkflow',
+        label: 'workflow run cancelled',
+        userId: actor.userId,
+        tokenId: actor.tokenId,
+        teamId: found.teamId,
+        collectionId: found.collectionId,
+        recordIds: [found.run.recordId],
+        workflow: { name: found.workflowName, runId },
+      })
 }

@@ -61,10 +61,10 @@ export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGa
   try {
     checkNewUser(input)
     const passwordHash = hashPassword(input.password)
-    const user = await write(store, (tx) => {
+    const user = await write(store, function* () {
       // Checked inside the write lock: a CLI `user create` cannot sneak in.
-      if (countUsers(tx) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
-      return insertUser(tx, clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+      if ((yield* countUsers()) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
+      return yield* insertUser(clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
     })
     gate.close()
     return userObject(user)

@@ -21,9 +21,9 @@ import {
   tokenView,
 } from './service.ts'
 import { CreatedToken, CreateTokenBody, ProjectTokenList, TokenIdParams, TokenList } from './model.ts'
+import { read } from '../../db/read.ts'
 
 export function tokensModule(deps: AppDeps) {
-  const { db } = deps.store
   return new Elysia({ name: 'tokens', tags: ['tokens'] })
     .use(authPlugin(deps))
     .post(
@@ -43,18 +43,18 @@ export function tokensModule(deps: AppDeps) {
           if (error instanceof TokenInputError) throw invalidField(error.field, error.message)
           throw error
         }
-        const created = await write(deps.store, (tx) => {
+        const created = await write(deps.store, function* () {
           // callerProject refuses an SSO project to a password session (403 sso_required).
-          const project = callerProject(tx, caller, body.projectName)
-          return createToken(tx, deps.clock, {
-            name,
-            userId: caller.user.id,
-            projectId: project.id,
-            scopes: scopes!,
-            expiresAt: expiresAt ?? null,
-            createdWithSso: caller.viaSso,
-            actorId: caller.user.id,
-          })
+          const project = yield* callerProject(caller, body.projectName)
+          return yield* createToken(deps.clock, {
+                                  name,
+                                  userId: caller.user.id,
+                                  projectId: project.id,
+                                  scopes: scopes!,
+                                  expiresAt: expiresAt ?? null,
+                                  createdWithSso: caller.viaSso,
+                                  actorId: caller.user.id,
+                                })
         })
         set.status = 201
         return {
@@ -77,8 +77,8 @@ export function tokensModule(deps: AppDeps) {
     )
     .get(
       '/v1/account/tokens',
-      ({ caller }) => ({
-        data: listTokens(db, { userId: caller.user.id })
+      async ({ caller }) => ({
+        data: (await read(deps.store, listTokens({ userId: caller.user.id })))
           .filter((row) => caller.tokenProjectId === null || row.token.projectId === caller.tokenProjectId)
           .map(tokenView),
       }),
@@ -91,13 +91,13 @@ export function tokensModule(deps: AppDeps) {
     .delete(
       '/v1/account/tokens/:id',
       async ({ params, caller, set }) => {
-        await write(deps.store, (tx) => {
-          const token = findToken(tx, Number(params.id))
+        await write(deps.store, function* () {
+          const token = yield* findToken(Number(params.id))
           const visible = token && token.userId === caller.user.id && token.revokedAt === null
           if (!visible || (caller.tokenProjectId !== null && token.projectId !== caller.tokenProjectId)) {
             throw notFound(`Token ${params.id} not found`)
           }
-          revokeToken(tx, deps.clock, token, caller.user.id)
+          yield* revokeToken(deps.clock, token, caller.user.id)
         })
         set.status = 204
       },
@@ -110,9 +110,9 @@ export function tokensModule(deps: AppDeps) {
     )
     .get(
       '/v1/project/:projectName/api-tokens',
-      ({ params, caller }) => {
-        const project = requireProjectAdmin(db, caller, params.projectName)
-        return { data: listTokens(db, { projectId: project.id }).map(projectTokenView) }
+      async ({ params, caller }) => {
+        const project = await read(deps.store, requireProjectAdmin(caller, params.projectName))
+        return { data: (await read(deps.store, listTokens({ projectId: project.id }))).map(projectTokenView) }
       },
       {
         accountCall: true,
@@ -123,11 +123,11 @@ export function tokensModule(deps: AppDeps) {
     .delete(
       '/v1/project/:projectName/api-tokens/:id',
       async ({ params, caller, set }) => {
-        await write(deps.store, (tx) => {
-          const project = requireProjectAdmin(tx, caller, params.projectName)
-          const token = findToken(tx, Number(params.id))
+        await write(deps.store, function* () {
+          const project = yield* requireProjectAdmin(caller, params.projectName)
+          const token = yield* findToken(Number(params.id))
           if (!token || token.projectId !== project.id || token.revokedAt !== null) throw notFound(`Token ${params.id} not found`)
-          revokeToken(tx, deps.clock, token, caller.user.id)
+          yield* revokeToken(deps.clock, token, caller.user.id)
         })
         set.status = 204
       },

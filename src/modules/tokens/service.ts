@@ -3,7 +3,6 @@
  * Only the SHA-256 of the value and a display prefix are stored.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import type { Db } from '../../db/open.ts'
 import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type TokenListRow, type TokenRow } from '../../db/tokens.ts'
 import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -13,6 +12,7 @@ import { roleIn } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 
 import { SCOPES, type Scope } from '../../lib/access.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export { hasScope, SCOPES, type Scope } from '../../lib/access.ts'
 
@@ -98,41 +98,41 @@ export interface NewToken {
 }
 
 /** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
-export function createToken(db: Db, clock: Clock, input: NewToken): { token: TokenRow; value: string } {
+export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRow; value: string }> {
   const value = generateTokenValue()
-  const token = insertToken(db, {
-    name: input.name,
-    userId: input.userId,
-    projectId: input.projectId,
-    tokenHash: hashTokenValue(value),
-    prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
-    scopes: JSON.stringify(input.scopes),
-    createdWithSso: input.createdWithSso,
-    createdAt: clock.now(),
-    expiresAt: input.expiresAt,
-  })
-  appendAdminLog(db, clock, {
-    projectId: input.projectId,
-    type: 'add',
-    resource: 'api-token',
-    actorId: input.actorId,
-    subjectUserId: input.userId,
-    newValue: { name: describeToken(db, token) },
-  })
+  const token = yield* op(insertToken, {
+      name: input.name,
+      userId: input.userId,
+      projectId: input.projectId,
+      tokenHash: hashTokenValue(value),
+      prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
+      scopes: JSON.stringify(input.scopes),
+      createdWithSso: input.createdWithSso,
+      createdAt: clock.now(),
+      expiresAt: input.expiresAt,
+    })
+  yield* appendAdminLog(clock, {
+        projectId: input.projectId,
+        type: 'add',
+        resource: 'api-token',
+        actorId: input.actorId,
+        subjectUserId: input.userId,
+        newValue: { name: (yield* describeToken(token)) },
+      })
   return { token, value }
 }
 
 /** Revokes a live token; false when it was already revoked. Call in a write transaction. */
-export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: number | null): boolean {
-  if (!revokeLiveToken(db, token.id, clock.now())) return false
-  appendAdminLog(db, clock, {
-    projectId: token.projectId,
-    type: 'remove',
-    resource: 'api-token',
-    actorId,
-    subjectUserId: token.userId,
-    previousValue: { name: describeToken(db, token) },
-  })
+export function* revokeToken(clock: Clock, token: TokenRow, actorId: number | null): Op<boolean> {
+  if (!(yield* op(revokeLiveToken, token.id, clock.now()))) return false
+  yield* appendAdminLog(clock, {
+        projectId: token.projectId,
+        type: 'remove',
+        resource: 'api-token',
+        actorId,
+        subjectUserId: token.userId,
+        previousValue: { name: (yield* describeToken(token)) },
+      })
   return true
 }
 
@@ -140,22 +140,22 @@ export function revokeToken(db: Db, clock: Clock, token: TokenRow, actorId: numb
  * Admin log values must fit the compatibility document's `{name}` shape: the token as one readable text.
  * Never the value or its hash — only the display prefix.
  */
-function describeToken(db: Db, token: TokenRow): string {
-  const owner = findUserById(db, token.userId)
+function* describeToken(token: TokenRow): Op<string> {
+  const owner = yield* op(findUserById, token.userId)
   const sso = token.createdWithSso ? ', generated in an SSO session' : ''
   return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }
 
-export function findToken(db: Db, id: number): TokenRow | undefined {
-  return findTokenById(db, id)
+export function* findToken(id: number): Op<TokenRow | undefined> {
+  return yield* op(findTokenById, id)
 }
 
 /**
  * Tokens, newest first: a user's (account settings), a project's (API access settings) or both filters (CLI).
  * Revoked ones only when asked (the CLI shows them; the API lists live tokens).
  */
-export function listTokens(db: Db, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }): TokenListRow[] {
-  return listTokenRows(db, filter)
+export function* listTokens(filter: { userId?: number; projectId?: number; includeRevoked?: boolean }): Op<TokenListRow[]> {
+  return yield* op(listTokenRows, filter)
 }
 
 /** The public view of a token: never the value or its hash. */
@@ -185,10 +185,10 @@ export function cliTokenView(row: TokenListRow) {
   return { ...view, user: row.owner.email, project: row.projectName, revokedAt: toIsoOrNull(row.token.revokedAt) }
 }
 
-export function isAdminOf(db: Db, userId: number, projectId: number): boolean {
-  return roleIn(db, projectId, userId) === 'admin'
+export function* isAdminOf(userId: number, projectId: number): Op<boolean> {
+  return (yield* roleIn(projectId, userId)) === 'admin'
 }
 
-export function isMemberOf(db: Db, userId: number, projectId: number): boolean {
-  return roleIn(db, projectId, userId) !== null
+export function* isMemberOf(userId: number, projectId: number): Op<boolean> {
+  return (yield* roleIn(projectId, userId)) !== null
 }

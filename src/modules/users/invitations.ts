@@ -5,13 +5,13 @@
  * (resource `invitation`, instance-wide).
  */
 import { createHash, randomBytes } from 'node:crypto'
-import type { Db } from '../../db/open.ts'
 import { findInvitationByHash, insertInvitation, spendInvitation, spendUserInvitations } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { conflict, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { findUser, setUserPasswordHash, type User } from './service.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000
 
@@ -23,25 +23,25 @@ export function invitationUrl(baseUrl: string, token: string): string {
 }
 
 /** Makes a user's invitation: the returned token exists nowhere else. A deactivated user cannot be invited (409). */
-export function createInvitation(db: Db, clock: Clock, input: { user: User; actorId: number | null }): { token: string; expiresAt: number } {
+export function* createInvitation(clock: Clock, input: { user: User; actorId: number | null }): Op<{ token: string; expiresAt: number }> {
   if (input.user.disabledAt !== null) throw conflict('user_deactivated', `${input.user.email} is deactivated: reactivate them before inviting them`)
   const now = clock.now()
   // Older links of the user stop working: only the newest one shown is valid.
-  spendUserInvitations(db, input.user.id, now)
+  yield* op(spendUserInvitations, input.user.id, now)
   const token = randomBytes(32).toString('base64url')
   const expiresAt = now + INVITATION_TTL_MS
-  insertInvitation(db, { tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
-  appendAdminLog(db, clock, {
-    projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
-    newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
-  })
+  yield* op(insertInvitation, { tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
+  yield* appendAdminLog(clock, {
+        projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
+        newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
+      })
   return { token, expiresAt }
 }
 
 /** The user a live invitation is for (unused, unexpired, user active), or 404 `invalid_invitation`. */
-export function invitedUser(db: Db, clock: Clock, token: string): { user: User; invitationId: number } {
-  const row = token.length > 100 ? undefined : findInvitationByHash(db, hashInvitation(token))
-  const user = row && findUser(db, row.userId)
+export function* invitedUser(clock: Clock, token: string): Op<{ user: User; invitationId: number }> {
+  const row = token.length > 100 ? undefined : (yield* op(findInvitationByHash, hashInvitation(token)))
+  const user = row && (yield* findUser(row.userId))
   if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) {
     throw notFound('This invitation link is invalid, already used or expired: ask an administrator for a new one', 'invalid_invitation')
   }
@@ -49,13 +49,13 @@ export function invitedUser(db: Db, clock: Clock, token: string): { user: User; 
 }
 
 /** Uses an invitation: sets the password (ending other sessions) and spends the link. Returns the user to sign in. */
-export function acceptInvitation(db: Db, clock: Clock, token: string, passwordHash: string): User {
-  const { user, invitationId } = invitedUser(db, clock, token)
-  spendInvitation(db, invitationId, clock.now())
-  setUserPasswordHash(db, clock, user.id, passwordHash)
-  appendAdminLog(db, clock, {
-    projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,
-    newValue: { name: `${user.email} accepted the invitation` },
-  })
+export function* acceptInvitation(clock: Clock, token: string, passwordHash: string): Op<User> {
+  const { user, invitationId } = yield* invitedUser(clock, token)
+  yield* op(spendInvitation, invitationId, clock.now())
+  yield* setUserPasswordHash(clock, user.id, passwordHash)
+  yield* appendAdminLog(clock, {
+        projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,
+        newValue: { name: `${user.email} accepted the invitation` },
+      })
   return user
 }

@@ -1,7 +1,6 @@
 /** Users of the organization: creation, passwords, deactivation. */
 import { availableParallelism } from 'node:os'
 import pLimit from 'p-limit'
-import type { Db } from '../../db/open.ts'
 import {
   allUsersByEmail,
   countAllUsers,
@@ -17,6 +16,7 @@ import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
 import { normalizeEmail } from './view.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export { normalizeEmail, userObject } from './view.ts'
 
@@ -95,12 +95,12 @@ function dummyHash(): Promise<string> {
   return dummy
 }
 
-export function findUserByEmail(db: Db, email: string): User | undefined {
-  return findUserByStoredEmail(db, normalizeEmail(email))
+export function* findUserByEmail(email: string): Op<User | undefined> {
+  return yield* op(findUserByStoredEmail, normalizeEmail(email))
 }
 
-export function countUsers(db: Db): number {
-  return countAllUsers(db)
+export function* countUsers(): Op<number> {
+  return yield* op(countAllUsers)
 }
 
 export interface NewUser {
@@ -124,74 +124,74 @@ export function checkNewUser(input: { email: string; username: string; password?
   }
 }
 
-export function insertUser(db: Db, clock: Clock, input: NewUser): User {
+export function* insertUser(clock: Clock, input: NewUser): Op<User> {
   const now = clock.now()
-  return insertUserRow(db, {
-    email: normalizeEmail(input.email),
-    username: input.username.trim(),
-    passwordHash: input.passwordHash ?? null,
-    isInstanceAdmin: input.isInstanceAdmin ?? false,
-    disabledAt: input.disabled ? now : null,
-    now,
-  })
+  return yield* op(insertUserRow, {
+      email: normalizeEmail(input.email),
+      username: input.username.trim(),
+      passwordHash: input.passwordHash ?? null,
+      isInstanceAdmin: input.isInstanceAdmin ?? false,
+      disabledAt: input.disabled ? now : null,
+      now,
+    })
 }
 
-export function setUserDisabled(db: Db, clock: Clock, userId: number, disabled: boolean): void {
+export function* setUserDisabled(clock: Clock, userId: number, disabled: boolean): Op<void> {
   const now = clock.now()
-  updateUser(db, userId, now, { disabledAt: disabled ? now : null })
-  if (disabled) deleteUserSessions(db, userId)
+  yield* op(updateUser, userId, now, { disabledAt: disabled ? now : null })
+  if (disabled) yield* deleteUserSessions(userId)
 }
 
 /** Sets a new password and ends the user's sessions. */
-export function setUserPasswordHash(db: Db, clock: Clock, userId: number, passwordHash: string): void {
-  updateUser(db, userId, clock.now(), { passwordHash })
-  deleteUserSessions(db, userId)
+export function* setUserPasswordHash(clock: Clock, userId: number, passwordHash: string): Op<void> {
+  yield* op(updateUser, userId, clock.now(), { passwordHash })
+  yield* deleteUserSessions(userId)
 }
 
 /** Every user of the instance, by email (the instance administrators' people page). */
-export function listUsers(db: Db): User[] {
-  return allUsersByEmail(db)
+export function* listUsers(): Op<User[]> {
+  return yield* op(allUsersByEmail)
 }
 
-export function findUser(db: Db, id: number): User | undefined {
-  return findUserById(db, id)
+export function* findUser(id: number): Op<User | undefined> {
+  return yield* op(findUserById, id)
 }
 
 /** The user with this id (a path parameter), or 404. */
-export function requireUser(db: Db, id: number | string): User {
-  const user = findUserById(db, Number(id))
+export function* requireUser(id: number | string): Op<User> {
+  const user = yield* op(findUserById, Number(id))
   if (!user) throw notFound(`User ${id} not found`)
   return user
 }
 
 /** An instance-wide admin log entry about a user (resource `user`, no project; shown on the console's people page). */
-function logUserChange(db: Db, clock: Clock, user: User, actorId: number | null, change: { type: 'add' | 'update'; previous?: string; next: string }) {
-  appendAdminLog(db, clock, {
-    projectId: null,
-    type: change.type,
-    resource: 'user',
-    actorId,
-    subjectUserId: user.id,
-    previousValue: change.previous === undefined ? undefined : { name: `${user.email} ${change.previous}` },
-    newValue: { name: `${user.email} ${change.next}` },
-  })
+function* logUserChange(clock: Clock, user: User, actorId: number | null, change: { type: 'add' | 'update'; previous?: string; next: string }) {
+  yield* appendAdminLog(clock, {
+        projectId: null,
+        type: change.type,
+        resource: 'user',
+        actorId,
+        subjectUserId: user.id,
+        previousValue: change.previous === undefined ? undefined : { name: `${user.email} ${change.previous}` },
+        newValue: { name: `${user.email} ${change.next}` },
+      })
 }
 
 /**
  * Creates a user (CLI `user create`, the console, `apply`): 400 naming a bad field, 409 `user_exists`.
  * `passwordHash` is made beforehand (hashing is slow; never inside a write transaction).
  */
-export function createUser(db: Db, clock: Clock, input: NewUser & { actorId: number | null }): User {
+export function* createUser(clock: Clock, input: NewUser & { actorId: number | null }): Op<User> {
   try {
     checkNewUser(input)
   } catch (error) {
     if (error instanceof UserInputError) throw invalidField(error.field, error.message)
     throw error
   }
-  if (findUserByEmail(db, input.email)) throw conflict('user_exists', `A user with email ${normalizeEmail(input.email)} already exists`)
-  const user = insertUser(db, clock, input)
+  if ((yield* findUserByEmail(input.email))) throw conflict('user_exists', `A user with email ${normalizeEmail(input.email)} already exists`)
+  const user = yield* insertUser(clock, input)
   const state = [user.isInstanceAdmin ? 'instance administrator' : 'user', user.disabledAt !== null ? '(deactivated)' : ''].filter(Boolean).join(' ')
-  logUserChange(db, clock, user, input.actorId, { type: 'add', next: `created as ${state}` })
+  yield* logUserChange(clock, user, input.actorId, { type: 'add', next: `created as ${state}` })
   return user
 }
 
@@ -199,28 +199,28 @@ export function createUser(db: Db, clock: Clock, input: NewUser & { actorId: num
  * 409 `last_instance_admin` when the user is the only active instance administrator: the instance would have
  * nobody left to manage it. The one check behind revoking, deactivating (console, CLI and apply alike).
  */
-export function requireAnotherInstanceAdmin(db: Db, user: User): void {
+export function* requireAnotherInstanceAdmin(user: User): Op<void> {
   if (!user.isInstanceAdmin || user.disabledAt !== null) return
-  if (countOtherActiveInstanceAdmins(db, user.id) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
+  if ((yield* op(countOtherActiveInstanceAdmins, user.id)) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
 }
 
 /** Grants or revokes instance administration (409 for the last one); false when nothing changed. */
-export function setInstanceAdmin(db: Db, clock: Clock, user: User, instanceAdmin: boolean, actorId: number | null): boolean {
+export function* setInstanceAdmin(clock: Clock, user: User, instanceAdmin: boolean, actorId: number | null): Op<boolean> {
   if (user.isInstanceAdmin === instanceAdmin) return false
-  if (!instanceAdmin) requireAnotherInstanceAdmin(db, user)
-  updateUser(db, user.id, clock.now(), { isInstanceAdmin: instanceAdmin })
+  if (!instanceAdmin) yield* requireAnotherInstanceAdmin(user)
+  yield* op(updateUser, user.id, clock.now(), { isInstanceAdmin: instanceAdmin })
   const label = (on: boolean) => (on ? 'instance administrator' : 'not instance administrator')
-  logUserChange(db, clock, user, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
+  yield* logUserChange(clock, user, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
   return true
 }
 
 /** Renames a user (the display name; the email is the identity). */
-export function setUsername(db: Db, clock: Clock, user: User, username: string, actorId: number | null): boolean {
+export function* setUsername(clock: Clock, user: User, username: string, actorId: number | null): Op<boolean> {
   const problem = usernameProblem(username)
   if (problem) throw invalidField('username', `username ${problem}`)
   const trimmed = username.trim()
   if (trimmed === user.username) return false
-  updateUser(db, user.id, clock.now(), { username: trimmed })
-  logUserChange(db, clock, user, actorId, { type: 'update', previous: `named ${user.username}`, next: `named ${trimmed}` })
+  yield* op(updateUser, user.id, clock.now(), { username: trimmed })
+  yield* logUserChange(clock, user, actorId, { type: 'update', previous: `named ${user.username}`, next: `named ${trimmed}` })
   return true
 }

@@ -19,6 +19,7 @@ import { RECORD_ID_MAX_LENGTH, TriggerBody, WebhookSettings, WebhookSettingsChan
 import { WebhookRateLimiter } from './rate.ts'
 import { changeWebhook, requireWorkflow, webhookSettings } from './service.ts'
 import { verifyWebhookToken } from './url.ts'
+import { read } from '../../db/read.ts'
 
 /** Check 6: the body is a JSON object whose `record_id` is a non-empty string; other fields are ignored. */
 export function parseTriggerBody(raw: unknown): string {
@@ -40,7 +41,6 @@ const TRIGGER: ProjectNeed = { scope: 'workflows:trigger' }
 const WEBHOOK = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName/webhook'
 
 export function webhooksModule(deps: AppDeps) {
-  const { db } = deps.store
   const { tokens } = deps.auth
   const buckets = new WebhookRateLimiter(deps.clock)
   const settingsOf = (target: Parameters<typeof webhookSettings>[0]) =>
@@ -52,7 +52,7 @@ export function webhooksModule(deps: AppDeps) {
       // 1. the URL: genuine, and of the current generation.
       const payload = verifyWebhookToken(deps.secret, params.token)
       if (!payload) throw badRequest('invalid_webhook_url', 'The webhook URL is malformed or has been tampered with')
-      const target = findTriggerTarget(db, payload.workflowId)
+      const target = await read(deps.store, findTriggerTarget(payload.workflowId))
       if (target && (target.renderingId !== payload.renderingId || payload.generation > target.webhookGeneration)) {
         throw badRequest('invalid_webhook_url', 'The webhook URL is malformed or has been tampered with')
       }
@@ -60,14 +60,14 @@ export function webhooksModule(deps: AppDeps) {
         throw badRequest('webhook_url_superseded', 'This webhook URL was regenerated; copy the new one from the trigger settings')
       }
       // 2. the token.
-      const identity = tokens.authenticate(request.headers.get('authorization'))
+      const identity = await tokens.authenticate(request.headers.get('authorization'))
       // 3. the workflow can be triggered.
       if (!target || !target.webhookEnabled || target.activeVersionId === null) {
         throw notFound('Unknown webhook, webhook trigger disabled, or no active workflow for the rendering')
       }
       // 4. the token's user may run it.
       authorizeToken(identity, target.projectId, TRIGGER)
-      if (!canReachRendering(db, { userId: identity.userId, projectId: target.projectId, teamId: target.teamId })) {
+      if (!(await read(deps.store, canReachRendering({ userId: identity.userId, projectId: target.projectId, teamId: target.teamId })))) {
         throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
       }
       // 5. the webhook's rate.
@@ -75,7 +75,7 @@ export function webhooksModule(deps: AppDeps) {
       if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
       // 6. the body. 7–8. one active run per record, else queue it.
       const recordId = parseTriggerBody(body)
-      const runId = await startRun(deps.store, deps.clock, deps.runQueue, {
+      const runId = await startRun(deps.store, deps.clock, {
         target,
         versionId: target.activeVersionId,
         recordId,
@@ -101,9 +101,9 @@ export function webhooksModule(deps: AppDeps) {
     })
     .get(
       WEBHOOK,
-      ({ params, caller }) => {
-        const project = requireProjectAdmin(db, caller, params.projectName)
-        return settingsOf(requireWorkflow(db, project.id, params.environmentName, params.teamName, params.workflowName))
+      async ({ params, caller }) => {
+        const project = await read(deps.store, requireProjectAdmin(caller, params.projectName))
+        return settingsOf((await read(deps.store, requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName))))
       },
       {
         accountCall: true,
@@ -115,12 +115,12 @@ export function webhooksModule(deps: AppDeps) {
     .patch(
       WEBHOOK,
       async ({ params, body, caller }) => {
-        const target = await write(deps.store, (tx) => {
-          const project = requireProjectAdmin(tx, caller, params.projectName)
-          let target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
-          if (body.enabled !== undefined) target = changeWebhook(tx, deps.clock, target, { enabled: body.enabled }, caller.user.id)
+        const target = await write(deps.store, function* () {
+          const project = yield* requireProjectAdmin(caller, params.projectName)
+          let target = yield* requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName)
+          if (body.enabled !== undefined) target = (yield* changeWebhook(deps.clock, target, { enabled: body.enabled }, caller.user.id))
           if (body.ratePerMinute !== undefined) {
-            target = changeWebhook(tx, deps.clock, target, { ratePerMinute: body.ratePerMinute }, caller.user.id)
+            target = yield* changeWebhook(deps.clock, target, { ratePerMinute: body.ratePerMinute }, caller.user.id)
           }
           return target
         })
@@ -137,10 +137,10 @@ export function webhooksModule(deps: AppDeps) {
     .post(
       `${WEBHOOK}/regenerate`,
       async ({ params, caller }) => {
-        const target = await write(deps.store, (tx) => {
-          const project = requireProjectAdmin(tx, caller, params.projectName)
-          const target = requireWorkflow(tx, project.id, params.environmentName, params.teamName, params.workflowName)
-          return changeWebhook(tx, deps.clock, target, { regenerate: true }, caller.user.id)
+        const target = await write(deps.store, function* () {
+          const project = yield* requireProjectAdmin(caller, params.projectName)
+          const target = yield* requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName)
+          return yield* changeWebhook(deps.clock, target, { regenerate: true }, caller.user.id)
         })
         return settingsOf(target)
       },

@@ -1,5 +1,4 @@
 /** Webhook trigger settings of a workflow: enable (a pause, not a reset), disable, regenerate, rate. */
-import type { Db } from '../../db/open.ts'
 import { updateWebhookTrigger } from '../../db/webhooks.ts'
 import { findTriggerTarget, findWorkflowIdByNames, type TriggerTarget } from '../../db/workflows.ts'
 import { notFound } from '../../http/errors.ts'
@@ -7,11 +6,12 @@ import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { describeTrigger } from '../workflows/service.ts'
 import { webhookUrl } from './url.ts'
+import { type Op, op } from '../../db/op.ts'
 
 /** The workflow named by (project, environment, team, workflow), or 404. */
-export function requireWorkflow(db: Db, projectId: number, environmentName: string, teamName: string, workflowName: string): TriggerTarget {
-  const workflowId = findWorkflowIdByNames(db, { projectId, environment: environmentName, team: teamName, workflow: workflowName })
-  const target = workflowId !== undefined ? findTriggerTarget(db, workflowId) : undefined
+export function* requireWorkflow(projectId: number, environmentName: string, teamName: string, workflowName: string): Op<TriggerTarget> {
+  const workflowId = yield* op(findWorkflowIdByNames, { projectId, environment: environmentName, team: teamName, workflow: workflowName })
+  const target = workflowId !== undefined ? (yield* op(findTriggerTarget, workflowId)) : undefined
   if (!target) throw notFound(`Workflow ${workflowName} not found for team ${teamName} in ${environmentName}`)
   return target
 }
@@ -39,7 +39,7 @@ export function webhookSettings(target: TriggerTarget, secret: Buffer, baseUrl: 
 export type WebhookChange = { enabled: boolean } | { ratePerMinute: number | null } | { regenerate: true }
 
 /** Applies one change with its admin log entry; returns the updated target. Call in a write transaction. */
-export function changeWebhook(db: Db, clock: Clock, target: TriggerTarget, change: WebhookChange, actorId: number | null): TriggerTarget {
+export function* changeWebhook(clock: Clock, target: TriggerTarget, change: WebhookChange, actorId: number | null): Op<TriggerTarget> {
   const before = { enabled: target.webhookEnabled, ratePerMinute: target.webhookRatePerMinute }
   const set =
     'regenerate' in change
@@ -51,17 +51,17 @@ export function changeWebhook(db: Db, clock: Clock, target: TriggerTarget, chang
     ('enabled' in change && change.enabled === before.enabled) ||
     ('ratePerMinute' in change && change.ratePerMinute === before.ratePerMinute)
   if (unchanged) return target
-  updateWebhookTrigger(db, target.workflowId, set, clock.now())
-  const after = findTriggerTarget(db, target.workflowId)!
+  yield* op(updateWebhookTrigger, target.workflowId, set, clock.now())
+  const after = (yield* op(findTriggerTarget, target.workflowId))!
   const describe = (t: TriggerTarget) =>
     `${describeTrigger(t.workflowName, { enabled: t.webhookEnabled, ratePerMinute: t.webhookRatePerMinute })}, URL generation ${t.webhookGeneration}`
-  appendAdminLog(db, clock, {
-    projectId: target.projectId,
-    type: 'update',
-    resource: 'workflow-webhook',
-    actorId,
-    previousValue: { name: describe(target) },
-    newValue: { name: describe(after) },
-  })
+  yield* appendAdminLog(clock, {
+        projectId: target.projectId,
+        type: 'update',
+        resource: 'workflow-webhook',
+        actorId,
+        previousValue: { name: describe(target) },
+        newValue: { name: describe(after) },
+      })
   return after
 }

@@ -23,21 +23,15 @@ export function workflowsModule(deps: AppDeps) {
         const problems = workflowDefinitionProblems(definition)
         if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
         const valid = definition as unknown as WorkflowDefinition
-        const result = await write(deps.store, (tx) => {
-          const project = requireProjectAdmin(tx, caller, params.projectName)
-          const { environment } = requireEnvironment(tx, params.projectName, params.environmentName)
-          const team = findTeam(tx, project.id, params.teamName)
+        const result = await write(deps.store, function* () {
+          const project = yield* requireProjectAdmin(caller, params.projectName)
+          const { environment } = yield* requireEnvironment(params.projectName, params.environmentName)
+          const team = yield* findTeam(project.id, params.teamName)
           if (!team) throw invalidFields([{ field: 'teamName', message: `unknown team ${params.teamName}` }])
-          const collection = findCollection(tx, project.id, valid.collection)
+          const collection = yield* findCollection(project.id, valid.collection)
           if (!collection) throw invalidFields([{ field: 'collection', message: `unknown collection ${valid.collection}` }])
-          const published = publishWorkflow(
-            tx,
-            deps.clock,
-            { projectId: project.id, environmentId: environment.id, teamId: team.id, collectionId: collection.id },
-            valid,
-            caller.user.id,
-          )
-          return { published, target: findTriggerTarget(tx, published.workflowId)! }
+          const published = yield* publishWorkflow(deps.clock, { projectId: project.id, environmentId: environment.id, teamId: team.id, collectionId: collection.id }, valid, caller.user.id)
+          return { published, target: (yield* findTriggerTarget(published.workflowId))! }
         })
         return {
           name: params.workflowName,

@@ -1,6 +1,5 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
 import { createHash } from 'node:crypto'
-import type { Db } from '../../db/open.ts'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
 import {
   ensureRendering,
@@ -13,6 +12,7 @@ import {
 import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
+import { type Op, op } from '../../db/op.ts'
 
 export interface WorkflowTarget {
   projectId: number
@@ -38,57 +38,55 @@ export interface PublishResult {
  * nothing otherwise. Trigger settings given in `definition.webhook` are applied; omitted ones are left alone.
  * Call inside a write transaction.
  */
-export function publishWorkflow(
-  db: Db,
+export function* publishWorkflow(
   clock: Clock,
   target: WorkflowTarget,
   definition: WorkflowDefinition,
   actorId: number | null,
-): PublishResult {
+): Op<PublishResult> {
   const now = clock.now()
-  const renderingId = ensureRendering(db, target.environmentId, target.teamId)
+  const renderingId = yield* op(ensureRendering, target.environmentId, target.teamId)
   const canonical = canonicalDefinition(definition)
   const hash = createHash('sha256').update(canonical).digest('hex')
 
-  let workflow = findWorkflowInRendering(db, renderingId, definition.name)
+  let workflow = yield* op(findWorkflowInRendering, renderingId, definition.name)
   const created = !workflow
   if (!workflow) {
-    workflow = insertWorkflow(db, { renderingId, name: definition.name, collectionId: target.collectionId, now })
-    insertWebhookTrigger(db, workflow.id, now)
+    workflow = yield* op(insertWorkflow, { renderingId, name: definition.name, collectionId: target.collectionId, now })
+    yield* op(insertWebhookTrigger, workflow.id, now)
   }
-  const active = workflow.activeVersionId ? findWorkflowVersion(db, workflow.activeVersionId) : undefined
+  const active = workflow.activeVersionId ? (yield* op(findWorkflowVersion, workflow.activeVersionId)) : undefined
 
   let version = active?.version ?? 0
   let outcome: PublishResult['outcome'] = 'unchanged'
   if (!active || active.definitionHash !== hash) {
-    version = latestWorkflowVersion(db, workflow.id) + 1
-    publishWorkflowVersion(db, {
-      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
-    })
-    appendAdminLog(db, clock, {
-      projectId: target.projectId,
-      type: created ? 'add' : 'update',
-      resource: 'workflow',
-      actorId,
-      previousValue: active ? { name: `${definition.name} v${active.version}` } : undefined,
-      newValue: { name: `${definition.name} v${version}` },
-    })
+    version = (yield* op(latestWorkflowVersion, workflow.id)) + 1
+    yield* op(publishWorkflowVersion, {
+            workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
+          })
+    yield* appendAdminLog(clock, {
+            projectId: target.projectId,
+            type: created ? 'add' : 'update',
+            resource: 'workflow',
+            actorId,
+            previousValue: active ? { name: `${definition.name} v${active.version}` } : undefined,
+            newValue: { name: `${definition.name} v${version}` },
+          })
     outcome = created ? 'created' : 'published'
   }
 
-  const { trigger, changed } = applyTriggerSettings(db, clock, target.projectId, workflow.id, definition, actorId)
+  const { trigger, changed } = yield* applyTriggerSettings(clock, target.projectId, workflow.id, definition, actorId)
   return { outcome, triggerChanged: changed, workflowId: workflow.id, renderingId, version, trigger }
 }
 
-function applyTriggerSettings(
-  db: Db,
+function* applyTriggerSettings(
   clock: Clock,
   projectId: number,
   workflowId: number,
   definition: WorkflowDefinition,
   actorId: number | null,
-): { trigger: WebhookTrigger; changed: boolean } {
-  const current = findWebhookTrigger(db, workflowId)!
+): Op<{ trigger: WebhookTrigger; changed: boolean }> {
+  const current = (yield* op(findWebhookTrigger, workflowId))!
   const wanted = {
     enabled: definition.webhook?.enabled ?? current.enabled,
     ratePerMinute: definition.webhook?.ratePerMinute ?? current.ratePerMinute,
@@ -96,15 +94,15 @@ function applyTriggerSettings(
   if (wanted.enabled === current.enabled && wanted.ratePerMinute === current.ratePerMinute) {
     return { trigger: current, changed: false }
   }
-  const trigger = updateWebhookTrigger(db, workflowId, wanted, clock.now())
-  appendAdminLog(db, clock, {
-    projectId,
-    type: 'update',
-    resource: 'workflow-webhook',
-    actorId,
-    previousValue: { name: describeTrigger(definition.name, current) },
-    newValue: { name: describeTrigger(definition.name, wanted) },
-  })
+  const trigger = yield* op(updateWebhookTrigger, workflowId, wanted, clock.now())
+  yield* appendAdminLog(clock, {
+        projectId,
+        type: 'update',
+        resource: 'workflow-webhook',
+        actorId,
+        previousValue: { name: describeTrigger(definition.name, current) },
+        newValue: { name: describeTrigger(definition.name, wanted) },
+      })
   return { trigger, changed: true }
 }
 
