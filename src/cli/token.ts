@@ -83,14 +83,14 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
     if (!(yield* isMemberOf(user.id, project.id))) throw new CommandError(`${email} is not a member of ${projectName}`)
     if (project.sso) throw new CommandError(`${projectName} uses SSO: its tokens must be generated while logged in with SSO`)
     return (yield* createToken(systemClock, {
-                name,
-                userId: user.id,
-                projectId: project.id,
-                scopes: resolved,
-                expiresAt: expiry,
-                createdWithSso: false,
-                actorId: null,
-              })).value
+      name,
+      userId: user.id,
+      projectId: project.id,
+      scopes: resolved,
+      expiresAt: expiry,
+      createdWithSso: false,
+      actorId: null,
+    })).value
   })
   io.out(value)
   return 0

@@ -398,22 +398,22 @@ export class Executor {
     error: { code: string; message: string } | null,
   ): Op<void> {
     yield* op(recordStepOutcome, {
-            runId: ctx.target.run.id,
-            index,
-            name: ctx.stepName,
-            type: step.type,
-            status,
-            output,
-            error,
-            startedAt,
-            finishedAt: this.options.clock.now(),
-          })
+      runId: ctx.target.run.id,
+      index,
+      name: ctx.stepName,
+      type: step.type,
+      status,
+      output,
+      error,
+      startedAt,
+      finishedAt: this.options.clock.now(),
+    })
     if (status === 'succeeded') {
       yield* logRunActivity(this.options.clock, ctx.target, {
-                action: 'completeWorkflowStep',
-                label: `completed step ${ctx.stepName} (${step.type})`,
-                stepName: ctx.stepName,
-              })
+        action: 'completeWorkflowStep',
+        label: `completed step ${ctx.stepName} (${step.type})`,
+        stepName: ctx.stepName,
+      })
     }
   }
 
@@ -440,8 +440,8 @@ export class Executor {
     if (status === 'succeeded') yield* op(finishRun, target.run.id, this.owner, now, nextStep)
     else yield* op(failRun, target.run.id, this.owner, now, error, nextStep)
     yield* logRunActivity(this.options.clock, target, {
-            action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
-            label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
-          })
+      action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
+      label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
+    })
   }
 }

@@ -63,15 +63,15 @@ export function* logRunActivity(
   entry: { action: ActivityAction; label: string; stepName?: string },
 ): Op<void> {
   yield* appendActivityLog(clock, {
-        environmentId: target.environmentId,
-        type: 'write',
-        action: entry.action,
-        label: entry.label,
-        userId: target.run.user_id,
-        teamId: target.teamId,
-        collectionId: target.collectionId,
-        tokenId: target.run.token_id,
-        recordIds: [target.run.record_id],
-        workflow: { name: target.workflowName, runId: target.run.id, ...(entry.stepName ? { stepName: entry.stepName } : {}) },
-      })
+    environmentId: target.environmentId,
+    type: 'write',
+    action: entry.action,
+    label: entry.label,
+    userId: target.run.user_id,
+    teamId: target.teamId,
+    collectionId: target.collectionId,
+    tokenId: target.run.token_id,
+    recordIds: [target.run.record_id],
+    workflow: { name: target.workflowName, runId: target.run.id, ...(entry.stepName ? { stepName: entry.stepName } : {}) },
+  })
 }

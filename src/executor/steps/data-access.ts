@@ -8,11 +8,11 @@ import { type Op } from '../../db/op.ts'
 export function* loadRecordAs(target: RunTarget, need: 'read' | 'edit'): Op<{ row: RecordRow; data: Record<string, unknown> }> {
   const row = yield* findRecord({ environmentId: target.environmentId, collectionId: target.collectionId }, target.run.record_id)
   const access = yield* collectionAccess({
-      userId: target.run.user_id,
-      projectId: target.projectId,
-      teamId: target.teamId,
-      collectionId: target.collectionId,
-    })
+    userId: target.run.user_id,
+    projectId: target.projectId,
+    teamId: target.teamId,
+    collectionId: target.collectionId,
+  })
   // Forbidden before not-found: a user who may not read the collection learns nothing about its records.
   if (!access.read || (need === 'edit' && !access.edit)) {
     throw new StepFailure('record_forbidden', `The run's user may not ${need} records of this collection`)

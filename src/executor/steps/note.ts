@@ -12,16 +12,16 @@ export const runNote: StepRunner<NoteStep> = async (ctx, step) => function* () {
   const { data } = yield* loadRecordAs(ctx.target, 'edit')
   const vars = templateVariables(ctx, data)
   const note = (yield* createNote(ctx.clock, {
-        environmentId: ctx.target.environmentId,
-        teamId: ctx.target.teamId,
-        collectionId: ctx.target.collectionId,
-        recordId: ctx.target.run.record_id,
-        title: renderTemplate(step.title, vars),
-        content: renderTemplate(step.content, vars),
-      }, {
-        userId: ctx.target.run.user_id,
-        tokenId: ctx.target.run.token_id,
-        workflow: { name: ctx.target.workflowName, runId: ctx.target.run.id, stepName: ctx.stepName },
-      }))
+      environmentId: ctx.target.environmentId,
+      teamId: ctx.target.teamId,
+      collectionId: ctx.target.collectionId,
+      recordId: ctx.target.run.record_id,
+      title: renderTemplate(step.title, vars),
+      content: renderTemplate(step.content, vars),
+    }, {
+      userId: ctx.target.run.user_id,
+      tokenId: ctx.target.run.token_id,
+      workflow: { name: ctx.target.workflowName, runId: ctx.target.run.id, stepName: ctx.stepName },
+  }))
   return { next: 'continue', record: data, output: { noteId: note.id } }
 }

@@ -77,19 +77,19 @@ export interface ActivityEntry {
 
 export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
   return yield* op(insertActivityLog, {
-        environmentId: entry.environmentId,
-        type: entry.type,
-        action: entry.action,
-        label: entry.label ?? null,
-        userId: entry.userId,
-        teamId: entry.teamId,
-        collectionId: entry.collectionId,
-        tokenId: entry.tokenId ?? null,
-        workflowName: entry.workflow?.name ?? null,
-        runId: entry.workflow?.runId ?? null,
-        stepName: entry.workflow?.stepName ?? null,
-        extension: isExtensionAction(entry.action),
-      }, entry.recordIds, clock.now())
+    environmentId: entry.environmentId,
+    type: entry.type,
+    action: entry.action,
+    label: entry.label ?? null,
+    userId: entry.userId,
+    teamId: entry.teamId,
+    collectionId: entry.collectionId,
+    tokenId: entry.tokenId ?? null,
+    workflowName: entry.workflow?.name ?? null,
+    runId: entry.workflow?.runId ?? null,
+    stepName: entry.workflow?.stepName ?? null,
+    extension: isExtensionAction(entry.action),
+  }, entry.recordIds, clock.now())
 }
 
 export interface ActivityFilters {
@@ -109,16 +109,16 @@ export function* listActivityLogIds(projectId: number, environmentId: number, fi
   const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
   return yield* op(pageActivityLogIds, environmentId, {
-        userId: names.userId,
-        teamId: names.teamId,
-        collectionId: names.collectionId,
-        action: filters.action,
-        type: filters.type,
-        recordId: filters.recordId,
-        // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
-        // the (environment, action, id) index alone.
-        withExtensions: filters.extensions || filters.action !== undefined,
-      }, dates, limit)
+    userId: names.userId,
+    teamId: names.teamId,
+    collectionId: names.collectionId,
+    action: filters.action,
+    type: filters.type,
+    recordId: filters.recordId,
+    // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
+    // the (environment, action, id) index alone.
+    withExtensions: filters.extensions || filters.action !== undefined,
+  }, dates, limit)
 }
 
 /** The compatibility document's activity log objects, in the order of `ids`. */

@@ -33,15 +33,15 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
   await write(store, function* () {
     for (const projectId of (yield* op(allProjectIds))) {
       yield* appendAdminLog(clock, {
-                      projectId,
-                      type: 'remove',
-                      resource: 'log-retention',
-                      initiator: 'system',
-                      actorId: null,
-                      newValue: {
-                        name: `pruned ${result.activityLogs} activity and ${result.adminLogs} admin log entries older than ${toIso(cutoff)} (retention ${retentionDays} days)`,
-                      },
-                    })
+        projectId,
+        type: 'remove',
+        resource: 'log-retention',
+        initiator: 'system',
+        actorId: null,
+        newValue: {
+          name: `pruned ${result.activityLogs} activity and ${result.adminLogs} admin log entries older than ${toIso(cutoff)} (retention ${retentionDays} days)`,
+        },
+      })
     }
   })
   return result

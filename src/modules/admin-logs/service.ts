@@ -28,16 +28,16 @@ export interface AdminLogEntry {
 export function* appendAdminLog(clock: Clock, entry: AdminLogEntry): Op<void> {
   const initiator = entry.initiator ?? 'administrator'
   yield* op(insertAdminLog, {
-          projectId: entry.projectId,
-          type: entry.type,
-          resource: entry.resource,
-          initiator,
-          userId: entry.actorId,
-          subjectUserId: entry.subjectUserId ?? null,
-          previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
-          newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
-          extension: isExtensionEntry(entry.resource, initiator),
-        }, clock.now())
+    projectId: entry.projectId,
+    type: entry.type,
+    resource: entry.resource,
+    initiator,
+    userId: entry.actorId,
+    subjectUserId: entry.subjectUserId ?? null,
+    previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
+    newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
+    extension: isExtensionEntry(entry.resource, initiator),
+  }, clock.now())
 }
 
 export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const

@@ -255,9 +255,9 @@ class ApplyWriter {
       return project
     }
     if (spec.sso !== undefined && (yield* setProjectSso(this.ctx.clock, existing, spec.sso, null)) === 'updated') {
-      this.record('updated', 'project', spec.name)
-    } else {
-      this.record('unchanged', 'project', spec.name)
+        this.record('updated', 'project', spec.name)
+      } else {
+        this.record('unchanged', 'project', spec.name)
     }
     return existing
   }

@@ -38,14 +38,14 @@ function* createSsoUser(clock: Clock, claims: SsoClaims, email: string): Op<User
   }
   const user = yield* insertUser(clock, { email, username })
   yield* appendAdminLog(clock, {
-        projectId: null,
-        type: 'add',
-        resource: 'user',
-        initiator: 'identityProvider',
-        actorId: null,
-        subjectUserId: user.id,
-        newValue: { name: `${user.email} created at first SSO sign-in (${claims.issuer})` },
-      })
+    projectId: null,
+    type: 'add',
+    resource: 'user',
+    initiator: 'identityProvider',
+    actorId: null,
+    subjectUserId: user.id,
+    newValue: { name: `${user.email} created at first SSO sign-in (${claims.issuer})` },
+  })
   return user
 }
 

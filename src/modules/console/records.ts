@@ -83,13 +83,13 @@ ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${
           const view = yield* readableCollection(user, params)
           const rows = yield* listRecords({ environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
           yield* logRecordView(deps.clock, {
-                        environmentId: view.environment.id,
-                        collectionId: view.collection.id,
-                        userId: user.id,
-                        teamId: view.team.id,
-                        action: 'index',
-                        recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
-                      })
+            environmentId: view.environment.id,
+            collectionId: view.collection.id,
+            userId: user.id,
+            teamId: view.team.id,
+            action: 'index',
+            recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
+          })
           return { rows, view }
         })
         const shown = rows.slice(0, RECORDS_PER_PAGE)
@@ -117,13 +117,13 @@ ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">$
           const record = yield* findRecord({ environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
           if (!record) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
           yield* logRecordView(deps.clock, {
-                        environmentId: view.environment.id,
-                        collectionId: view.collection.id,
-                        userId: user.id,
-                        teamId: view.team.id,
-                        action: 'read',
-                        recordIds: [record.recordKey],
-                      })
+            environmentId: view.environment.id,
+            collectionId: view.collection.id,
+            userId: user.id,
+            teamId: view.team.id,
+            action: 'read',
+            recordIds: [record.recordKey],
+          })
           return { record, view }
         })
         const { project, environment, team, collection, isAdmin } = view

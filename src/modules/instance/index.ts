@@ -53,8 +53,8 @@ export function instanceModule(deps: AppDeps) {
         const passwordHash = body.password === undefined ? null : hashPassword(body.password)
         const created = await write(deps.store, function* () {
           const user = yield* createUser(deps.clock, {
-                                  email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
-                                })
+            email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
+          })
           return { user, invitation: passwordHash === null ? (yield* invite(deps.clock, deps.config.baseUrl, user, caller.user.id)) : undefined }
         })
         set.status = 201

@@ -59,14 +59,14 @@ export function* setProjectMember(
   if (existing) yield* op(updateProjectMemberRole, input.projectId, input.userId, input.role, now)
   else yield* op(insertProjectMember, { projectId: input.projectId, userId: input.userId, role: input.role, now })
   yield* appendAdminLog(clock, {
-        projectId: input.projectId,
-        type: existing ? 'update' : 'add',
-        resource: 'user-project',
-        actorId: input.actorId,
-        subjectUserId: input.userId,
-        previousValue: existing ? before : undefined,
-        newValue: (yield* userProjectValue(input.projectId, input.userId)),
-      })
+    projectId: input.projectId,
+    type: existing ? 'update' : 'add',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: existing ? before : undefined,
+    newValue: (yield* userProjectValue(input.projectId, input.userId)),
+  })
   return existing ? 'updated' : 'created'
 }
 
@@ -84,14 +84,14 @@ function* changeTeams(clock: Clock, input: { projectId: number; userId: number; 
   const before = yield* userProjectValue(input.projectId, input.userId)
   yield* change
   yield* appendAdminLog(clock, {
-        projectId: input.projectId,
-        type: 'update',
-        resource: 'user-project',
-        actorId: input.actorId,
-        subjectUserId: input.userId,
-        previousValue: before,
-        newValue: (yield* userProjectValue(input.projectId, input.userId)),
-      })
+    projectId: input.projectId,
+    type: 'update',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: before,
+    newValue: (yield* userProjectValue(input.projectId, input.userId)),
+  })
 }
 
 /** Takes a user out of one of the project's teams; false when they were not in it. */
@@ -117,14 +117,14 @@ export function* setUserDeactivated(clock: Clock, userId: number, deactivated: b
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
   for (const projectId of (yield* op(projectIdsOfMember, userId))) {
     yield* appendAdminLog(clock, {
-            projectId,
-            type: 'update',
-            resource: 'user',
-            actorId,
-            subjectUserId: userId,
-            previousValue: state(!deactivated),
-            newValue: state(deactivated),
-          })
+      projectId,
+      type: 'update',
+      resource: 'user',
+      actorId,
+      subjectUserId: userId,
+      previousValue: state(!deactivated),
+      newValue: state(deactivated),
+    })
   }
   return true
 }
@@ -142,12 +142,12 @@ export function* removeProjectMember(clock: Clock, input: { projectId: number; u
   yield* op(deleteMemberFromProjectTeams, input.projectId, input.userId)
   yield* op(deleteProjectMember, input.projectId, input.userId)
   yield* appendAdminLog(clock, {
-        projectId: input.projectId,
-        type: 'remove',
-        resource: 'user-project',
-        actorId: input.actorId,
-        subjectUserId: input.userId,
-        previousValue: before,
-      })
+    projectId: input.projectId,
+    type: 'remove',
+    resource: 'user-project',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    previousValue: before,
+  })
   return true
 }

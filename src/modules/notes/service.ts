@@ -80,17 +80,17 @@ export interface Actor {
 
 function* logNote(clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
   yield* appendActivityLog(clock, {
-        environmentId: note.environmentId,
-        type: 'write',
-        action,
-        label,
-        userId: actor.userId,
-        teamId: note.teamId,
-        collectionId: note.collectionId,
-        tokenId: actor.tokenId,
-        recordIds: [note.recordId],
-        workflow: actor.workflow,
-      })
+    environmentId: note.environmentId,
+    type: 'write',
+    action,
+    label,
+    userId: actor.userId,
+    teamId: note.teamId,
+    collectionId: note.collectionId,
+    tokenId: actor.tokenId,
+    recordIds: [note.recordId],
+    workflow: actor.workflow,
+  })
 }
 
 export interface NewNote {
@@ -107,14 +107,14 @@ export interface NewNote {
 export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<NoteRow> {
   const createdAt = yield* op(nextNoteCreatedAt, input.environmentId, clock.now())
   const note = yield* op(insertNote, {
-      environmentId: input.environmentId,
-      teamId: input.teamId,
-      collectionId: input.collectionId,
-      recordId: input.recordId,
-      title: input.title,
-      userId: actor.userId,
-      createdAt,
-    })
+    environmentId: input.environmentId,
+    teamId: input.teamId,
+    collectionId: input.collectionId,
+    recordId: input.recordId,
+    title: input.title,
+    userId: actor.userId,
+    createdAt,
+  })
   yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
   yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note

@@ -193,9 +193,9 @@ export function projectAdminModule(deps: AppDeps) {
           if (!collection) throw notFound(`Collection ${params.collectionName} not found`)
           const team = yield* requireTeam(project.id, body.teamName)
           return yield* upsertRecord(deps.clock, {
-                                  environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
-                                  userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
-                                })
+            environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
+            userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
+          })
         })
         set.status = saved === 'created' ? 201 : 200
         return { id: params.recordId, data: body.data, outcome: saved }

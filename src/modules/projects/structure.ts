@@ -63,9 +63,9 @@ export function* renameProject(clock: Clock, project: Project, name: string, act
   if ((yield* findProjectByName(name))) throw conflict('name_taken', `A project named ${name} already exists`)
   yield* op(updateProject, project.id, { name })
   yield* appendAdminLog(clock, {
-        projectId: project.id, type: 'update', resource: 'project', actorId,
-        previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
-      })
+    projectId: project.id, type: 'update', resource: 'project', actorId,
+    previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
+  })
   return 'updated'
 }
 
@@ -77,9 +77,9 @@ export function* setProjectSso(clock: Clock, project: Project, sso: boolean, act
   if (project.sso === sso) return 'unchanged'
   yield* op(updateProject, project.id, { sso })
   yield* appendAdminLog(clock, {
-        projectId: project.id, type: 'update', resource: 'project', actorId,
-        previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
-      })
+    projectId: project.id, type: 'update', resource: 'project', actorId,
+    previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
+  })
   return 'updated'
 }
 
@@ -105,9 +105,9 @@ export function* renameProjectPart(
   if ((yield* op(findPartByName, part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
   yield* op(renamePart, part, current.id, input.newName)
   yield* appendAdminLog(clock, {
-        projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
-        previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
-      })
+    projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
+    previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
+  })
   return 'updated'
 }
 
@@ -123,8 +123,8 @@ export function* setCollectionPermission(
   const may = (p: { canRead: boolean; canEdit: boolean }) => (p.canEdit && p.canRead ? 'read and edit' : p.canRead ? 'read' : 'neither read nor edit')
   const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: `${input.collectionName}: team ${input.teamName} may ${may(p)}` })
   yield* appendAdminLog(clock, {
-        projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
-        previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),
-      })
+    projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
+    previousValue: value(current ?? { canRead: true, canEdit: true }), newValue: value(wanted),
+  })
   return current ? 'updated' : 'created'
 }

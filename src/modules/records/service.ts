@@ -47,15 +47,15 @@ export function* upsertRecord(
     return 'unchanged'
   }
   yield* appendActivityLog(clock, {
-        environmentId: input.environmentId,
-        type: 'write',
-        action,
-        label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
-        userId: input.userId,
-        teamId: input.teamId,
-        collectionId: input.collectionId,
-        recordIds: [input.recordKey],
-      })
+    environmentId: input.environmentId,
+    type: 'write',
+    action,
+    label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
+    userId: input.userId,
+    teamId: input.teamId,
+    collectionId: input.collectionId,
+    recordIds: [input.recordKey],
+  })
   return action === 'create' ? 'created' : 'updated'
 }
 
@@ -66,15 +66,15 @@ export function* logRecordView(
 ): Op<void> {
   if (view.recordIds.length === 0) return
   yield* appendActivityLog(clock, {
-        environmentId: view.environmentId,
-        type: 'read',
-        action: view.action,
-        label: view.action === 'read' ? 'viewed in the console' : `listed ${view.recordIds.length} in the console`,
-        userId: view.userId,
-        teamId: view.teamId,
-        collectionId: view.collectionId,
-        recordIds: view.recordIds,
-      })
+    environmentId: view.environmentId,
+    type: 'read',
+    action: view.action,
+    label: view.action === 'read' ? 'viewed in the console' : `listed ${view.recordIds.length} in the console`,
+    userId: view.userId,
+    teamId: view.teamId,
+    collectionId: view.collectionId,
+    recordIds: view.recordIds,
+  })
 }
 
 /** A project's environments and teams, by name. */

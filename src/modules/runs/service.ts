@@ -50,17 +50,17 @@ export async function startRun(
       throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
     }
     yield* appendActivityLog(clock, {
-            environmentId: input.target.environmentId,
-            type: 'write',
-            action: 'triggerWorkflow',
-            label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
-            userId: input.userId,
-            teamId: input.target.teamId,
-            collectionId: input.target.collectionId,
-            tokenId: input.tokenId,
-            recordIds: [input.recordId],
-            workflow: { name: input.target.workflowName, runId: id },
-          })
+      environmentId: input.target.environmentId,
+      type: 'write',
+      action: 'triggerWorkflow',
+      label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
+      userId: input.userId,
+      teamId: input.target.teamId,
+      collectionId: input.target.collectionId,
+      tokenId: input.tokenId,
+      recordIds: [input.recordId],
+      workflow: { name: input.target.workflowName, runId: id },
+    })
     return id
   })
 }
@@ -124,15 +124,15 @@ export function* cancelRun(clock: Clock, runId: string, actor: { userId: number;
   if (!found) throw new Error(`run ${runId} vanished`)
   if (!(yield* op(cancelActiveRun, runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   yield* appendActivityLog(clock, {
-        environmentId: found.run.environmentId,
-        type: 'write',
-        action: 'abortWorkflow',
-        label: 'workflow run cancelled',
-        userId: actor.userId,
-        tokenId: actor.tokenId,
-        teamId: found.teamId,
-        collectionId: found.collectionId,
-        recordIds: [found.run.recordId],
-        workflow: { name: found.workflowName, runId },
-      })
+    environmentId: found.run.environmentId,
+    type: 'write',
+    action: 'abortWorkflow',
+    label: 'workflow run cancelled',
+    userId: actor.userId,
+    tokenId: actor.tokenId,
+    teamId: found.teamId,
+    collectionId: found.collectionId,
+    recordIds: [found.run.recordId],
+    workflow: { name: found.workflowName, runId },
+  })
 }

@@ -47,14 +47,14 @@ export function tokensModule(deps: AppDeps) {
           // callerProject refuses an SSO project to a password session (403 sso_required).
           const project = yield* callerProject(caller, body.projectName)
           return yield* createToken(deps.clock, {
-                                  name,
-                                  userId: caller.user.id,
-                                  projectId: project.id,
-                                  scopes: scopes!,
-                                  expiresAt: expiresAt ?? null,
-                                  createdWithSso: caller.viaSso,
-                                  actorId: caller.user.id,
-                                })
+            name,
+            userId: caller.user.id,
+            projectId: project.id,
+            scopes: scopes!,
+            expiresAt: expiresAt ?? null,
+            createdWithSso: caller.viaSso,
+            actorId: caller.user.id,
+          })
         })
         set.status = 201
         return {

@@ -101,24 +101,24 @@ export interface NewToken {
 export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRow; value: string }> {
   const value = generateTokenValue()
   const token = yield* op(insertToken, {
-      name: input.name,
-      userId: input.userId,
-      projectId: input.projectId,
-      tokenHash: hashTokenValue(value),
-      prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
-      scopes: JSON.stringify(input.scopes),
-      createdWithSso: input.createdWithSso,
-      createdAt: clock.now(),
-      expiresAt: input.expiresAt,
-    })
+    name: input.name,
+    userId: input.userId,
+    projectId: input.projectId,
+    tokenHash: hashTokenValue(value),
+    prefix: value.slice(0, DISPLAY_PREFIX_LENGTH),
+    scopes: JSON.stringify(input.scopes),
+    createdWithSso: input.createdWithSso,
+    createdAt: clock.now(),
+    expiresAt: input.expiresAt,
+  })
   yield* appendAdminLog(clock, {
-        projectId: input.projectId,
-        type: 'add',
-        resource: 'api-token',
-        actorId: input.actorId,
-        subjectUserId: input.userId,
-        newValue: { name: (yield* describeToken(token)) },
-      })
+    projectId: input.projectId,
+    type: 'add',
+    resource: 'api-token',
+    actorId: input.actorId,
+    subjectUserId: input.userId,
+    newValue: { name: (yield* describeToken(token)) },
+  })
   return { token, value }
 }
 
@@ -126,13 +126,13 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
 export function* revokeToken(clock: Clock, token: TokenRow, actorId: number | null): Op<boolean> {
   if (!(yield* op(revokeLiveToken, token.id, clock.now()))) return false
   yield* appendAdminLog(clock, {
-        projectId: token.projectId,
-        type: 'remove',
-        resource: 'api-token',
-        actorId,
-        subjectUserId: token.userId,
-        previousValue: { name: (yield* describeToken(token)) },
-      })
+    projectId: token.projectId,
+    type: 'remove',
+    resource: 'api-token',
+    actorId,
+    subjectUserId: token.userId,
+    previousValue: { name: (yield* describeToken(token)) },
+  })
   return true
 }
 

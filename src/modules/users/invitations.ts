@@ -32,9 +32,9 @@ export function* createInvitation(clock: Clock, input: { user: User; actorId: nu
   const expiresAt = now + INVITATION_TTL_MS
   yield* op(insertInvitation, { tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
   yield* appendAdminLog(clock, {
-        projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
-        newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
-      })
+    projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
+    newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
+  })
   return { token, expiresAt }
 }
 
@@ -54,8 +54,8 @@ export function* acceptInvitation(clock: Clock, token: string, passwordHash: str
   yield* op(spendInvitation, invitationId, clock.now())
   yield* setUserPasswordHash(clock, user.id, passwordHash)
   yield* appendAdminLog(clock, {
-        projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,
-        newValue: { name: `${user.email} accepted the invitation` },
-      })
+    projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,
+    newValue: { name: `${user.email} accepted the invitation` },
+  })
   return user
 }

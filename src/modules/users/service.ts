@@ -127,13 +127,13 @@ export function checkNewUser(input: { email: string; username: string; password?
 export function* insertUser(clock: Clock, input: NewUser): Op<User> {
   const now = clock.now()
   return yield* op(insertUserRow, {
-      email: normalizeEmail(input.email),
-      username: input.username.trim(),
-      passwordHash: input.passwordHash ?? null,
-      isInstanceAdmin: input.isInstanceAdmin ?? false,
-      disabledAt: input.disabled ? now : null,
-      now,
-    })
+    email: normalizeEmail(input.email),
+    username: input.username.trim(),
+    passwordHash: input.passwordHash ?? null,
+    isInstanceAdmin: input.isInstanceAdmin ?? false,
+    disabledAt: input.disabled ? now : null,
+    now,
+  })
 }
 
 export function* setUserDisabled(clock: Clock, userId: number, disabled: boolean): Op<void> {
@@ -167,14 +167,14 @@ export function* requireUser(id: number | string): Op<User> {
 /** An instance-wide admin log entry about a user (resource `user`, no project; shown on the console's people page). */
 function* logUserChange(clock: Clock, user: User, actorId: number | null, change: { type: 'add' | 'update'; previous?: string; next: string }) {
   yield* appendAdminLog(clock, {
-        projectId: null,
-        type: change.type,
-        resource: 'user',
-        actorId,
-        subjectUserId: user.id,
-        previousValue: change.previous === undefined ? undefined : { name: `${user.email} ${change.previous}` },
-        newValue: { name: `${user.email} ${change.next}` },
-      })
+    projectId: null,
+    type: change.type,
+    resource: 'user',
+    actorId,
+    subjectUserId: user.id,
+    previousValue: change.previous === undefined ? undefined : { name: `${user.email} ${change.previous}` },
+    newValue: { name: `${user.email} ${change.next}` },
+  })
 }
 
 /**

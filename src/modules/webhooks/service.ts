@@ -56,12 +56,12 @@ export function* changeWebhook(clock: Clock, target: TriggerTarget, change: Webh
   const describe = (t: TriggerTarget) =>
     `${describeTrigger(t.workflowName, { enabled: t.webhookEnabled, ratePerMinute: t.webhookRatePerMinute })}, URL generation ${t.webhookGeneration}`
   yield* appendAdminLog(clock, {
-        projectId: target.projectId,
-        type: 'update',
-        resource: 'workflow-webhook',
-        actorId,
-        previousValue: { name: describe(target) },
-        newValue: { name: describe(after) },
-      })
+    projectId: target.projectId,
+    type: 'update',
+    resource: 'workflow-webhook',
+    actorId,
+    previousValue: { name: describe(target) },
+    newValue: { name: describe(after) },
+  })
   return after
 }

@@ -62,16 +62,16 @@ export function* publishWorkflow(
   if (!active || active.definitionHash !== hash) {
     version = (yield* op(latestWorkflowVersion, workflow.id)) + 1
     yield* op(publishWorkflowVersion, {
-            workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
-          })
+      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
+    })
     yield* appendAdminLog(clock, {
-            projectId: target.projectId,
-            type: created ? 'add' : 'update',
-            resource: 'workflow',
-            actorId,
-            previousValue: active ? { name: `${definition.name} v${active.version}` } : undefined,
-            newValue: { name: `${definition.name} v${version}` },
-          })
+      projectId: target.projectId,
+      type: created ? 'add' : 'update',
+      resource: 'workflow',
+      actorId,
+      previousValue: active ? { name: `${definition.name} v${active.version}` } : undefined,
+      newValue: { name: `${definition.name} v${version}` },
+    })
     outcome = created ? 'created' : 'published'
   }
 
@@ -96,13 +96,13 @@ function* applyTriggerSettings(
   }
   const trigger = yield* op(updateWebhookTrigger, workflowId, wanted, clock.now())
   yield* appendAdminLog(clock, {
-        projectId,
-        type: 'update',
-        resource: 'workflow-webhook',
-        actorId,
-        previousValue: { name: describeTrigger(definition.name, current) },
-        newValue: { name: describeTrigger(definition.name, wanted) },
-      })
+    projectId,
+    type: 'update',
+    resource: 'workflow-webhook',
+    actorId,
+    previousValue: { name: describeTrigger(definition.name, current) },
+    newValue: { name: describeTrigger(definition.name, wanted) },
+  })
   return { trigger, changed: true }
 }
 
