@@ -51,6 +51,8 @@ export interface Scenario {
   body?: Record<string, unknown>
   /** Response headers that must have these values (`null`: absent). */
   headers?: Record<string, string | null>
+  /** What the original test said of the body that a part match cannot (a message built from the details, …). */
+  check?: (body: ErrorObject) => void
 }
 
 /** One test per row: sends the row's request with `send` and checks status, code and field, body part and headers. */
@@ -65,5 +67,6 @@ export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Re
     if (row.headers !== undefined) {
       for (const [name, value] of Object.entries(row.headers)) expect({ name, value: sent.headers.get(name) }).toEqual({ name, value })
     }
+    row.check?.(sent.body as ErrorObject)
   })
 }
