@@ -20,8 +20,9 @@ import { parseDateFilters } from '../src/http/list.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
-import { handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
+import { type Scenario, scenarios, type Sent } from './support/scenarios.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
 
@@ -70,12 +71,6 @@ interface NotesPage {
   parameters: { projectName: string; environmentName: string; limit: number }
 }
 
-interface Sent<T> {
-  status: number
-  headers: Headers
-  body: T
-}
-
 /** Every date the API renders is ISO 8601 UTC with milliseconds (DESIGN §3). */
 function expectUtcDates(note: NoteObject) {
   const dates = [note.createdAt, note.updatedAt, ...(note.archivedAt === undefined ? [] : [note.archivedAt]), ...note.messages.map((m) => m.createdAt)]
@@ -103,20 +98,6 @@ async function send<T>(app: { handle(r: Request): Promise<Response> }, req: Requ
     expectUtcDates(body as NoteObject)
   }
   return { status: response.status, headers: response.headers, body: body as T }
-}
-
-/** A 4xx body of DESIGN §5 whose `code` is `code` and whose message names `field` (when given). */
-function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject {
-  const body = sent.body as ErrorObject
-  expect({ status: sent.status, code: body.code }).toEqual({ status, code })
-  expect(typeof body.error).toBe('string')
-  expect(body.message.length).toBeGreaterThan(0)
-  if (field !== undefined) {
-    // Quoted, so that `id` is not found inside "Invalid".
-    expect(body.message).toContain(`'${field}'`)
-    if (body.details) expect(body.details.map((d) => d.field)).toContain(field)
-  }
-  return body
 }
 
 // ── Fixture ─────────────────────────────────────────────────────────────────
@@ -296,8 +277,6 @@ function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'i
   }
 }
 
-const auth = (value: string) => ({ authorization: `Bearer ${value}` })
-
 function notesPath(query: Record<string, string> | string = {}, project = PROJECT, environment = 'production'): string {
   const base = `/v1/project/${encodeURIComponent(project)}/environment/${encodeURIComponent(environment)}/notes`
   const search = typeof query === 'string' ? query : new URLSearchParams(query).toString()
@@ -333,7 +312,7 @@ describe('GET …/notes over an imported fixture', () => {
   afterAll(() => fx.env.cleanup())
 
   const list = (query: Record<string, string> | string = {}, options: { token?: string; project?: string; environment?: string } = {}) =>
-    send<NotesPage>(fx.app, request(notesPath(query, options.project, options.environment), { headers: auth(options.token ?? fx.admin) }), 'list')
+    send<NotesPage>(fx.app, request(notesPath(query, options.project, options.environment), { headers: bearer(options.token ?? fx.admin) }), 'list')
 
   /** Ids the model says match, in the API's order (id descending). */
   const expectedIds = (predicate: (n: ModelNote) => boolean, environment = 'production') =>
@@ -569,37 +548,6 @@ describe('GET …/notes over an imported fixture', () => {
     expect(idsOf(body)).toEqual(expectedIds((n) => n.createdAt < Date.UTC(2026, 0, 2)))
   })
 
-  test.each([
-    ['createdAt.eq', 'yesterday'],
-    ['createdAt.lt', '2026-13-01T00:00:00Z'],
-    ['createdAt.lte', '2026-02-30T00:00:00Z'],
-    ['createdAt.gt', '2026-01-01T24:00:00Z'],
-    ['createdAt.gte', '2026-01-01T10:00:00+25:00'],
-    ['updatedAt.eq', '1767225600000'],
-    ['updatedAt.lt', 'null'],
-    ['updatedAt.lte', '2026-01-01T10:60:00Z'],
-    ['updatedAt.gt', '2026-1-1'],
-    ['updatedAt.gte', ' '],
-    ['archivedAt.eq', '0'],
-    ['archivedAt.lt', '2026-01-01T10:00:00Zjunk'],
-    ['archivedAt.lte', "2026-01-01' OR 1=1 --"],
-    ['archivedAt.gt', '2026-01-01T10:00:00 02:00'], // what an unencoded '+' turns into
-    ['archivedAt.gte', '２０２６-01-01'],
-  ])('bad date %s=%p → 400 invalid_parameter naming the parameter', async (name, value) => {
-    const sent = await list({ [name]: value })
-    expectError(sent, 400, 'invalid_parameter', name)
-  })
-
-  test('a bad date is a 400 even when a name filter matches nobody (the dates are parsed before the page is asked for)', async () => {
-    expectError(await list({ userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }), 400, 'invalid_parameter', 'createdAt.lt')
-    expectError(await list({ teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }), 400, 'invalid_parameter', 'archivedAt.gte')
-  })
-
-  test('an unencoded + in the query (a space once decoded) is a 400, never a silent misread', async () => {
-    const sent = await list('createdAt.gt=2026-01-01T10:00:00+02:00')
-    expectError(sent, 400, 'invalid_parameter', 'createdAt.gt')
-  })
-
   // ── limit ──
 
   test.each(['1', '2', '10', '50', '99', '100', '007'])('limit=%p is accepted', async (limit) => {
@@ -617,10 +565,6 @@ describe('GET …/notes over an imported fixture', () => {
     expect(status).toBe(200)
     expect(body.parameters.limit).toBe(10)
     expect(body.data).toHaveLength(10)
-  })
-
-  test.each(['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', '1000000000000000000000', ' '])('limit=%p → 400 invalid_parameter naming limit', async (limit) => {
-    expectError(await list({ limit }), 400, 'invalid_parameter', 'limit')
   })
 
   test('a repeated parameter counts once (the first value)', async () => {
@@ -689,64 +633,92 @@ describe('GET …/notes over an imported fixture', () => {
     expect(n).toBe(NOTE_COUNT)
   })
 
-  test.each(["' OR 1=1 --", 'abc', '0', '-1', '1.5', '1e3', '12345678901234567890', '🎉'])('userId=%p → 400 invalid_parameter naming userId', async (value) => {
-    expectError(await list({ userId: value }), 400, 'invalid_parameter', 'userId')
-  })
-
-  test('a 5000-character recordId → 400 naming recordId', async () => {
-    expectError(await list({ recordId: 'x'.repeat(5000) }), 400, 'invalid_parameter', 'recordId')
-  })
-
-  test.each([
-    ['teamName', 'T'.repeat(300)],
-    ['collectionName', 'C'.repeat(300)],
-    ['userEmail', `${'e'.repeat(400)}@example.com`],
-  ])('an over-long %s → 400 naming it', async (name, value) => {
-    expectError(await list({ [name]: value }), 400, 'invalid_parameter', name)
-  })
-
   // ── Project / environment names, authentication ──
-
-  test('project names are case-sensitive: the Acme token on /project/acme is a 403 wrong_project (names are compared before existence)', async () => {
-    const body = expectError(await list({}, { project: 'acme' }), 403, 'wrong_project')
-    expect(body.error).toBe('Forbidden')
-  })
-
-  test('an unknown project with a valid token is the same 403: nothing is revealed', async () => {
-    expectError(await list({}, { project: 'NoSuchProject' }), 403, 'wrong_project')
-  })
-
-  test.each(['Production', 'PRODUCTION', 'prod', 'nope', ' production'])('environment %p of the right project → 404 not_found', async (environment) => {
-    expectError(await list({}, { environment }), 404, 'not_found')
-  })
-
-  test('missing or unknown token → 401; read-only token reads; non-admin → 403', async () => {
-    const missing = await send<ErrorObject>(fx.app, request(notesPath()), 'list')
-    expectError(missing, 401, 'unauthorized')
-    expect(missing.body.error).toBe('Unauthorized')
-    expectError(await list({}, { token: `trl_${'A'.repeat(43)}` }), 401, 'unauthorized')
-    expect((await list({}, { token: fx.reader })).status).toBe(200)
-    expect(expectError(await list({}, { token: fx.editor }), 403, 'insufficient_role').error).toBe('Forbidden')
-  })
 
   test('GET …/notes/:id renders one note like the list does', async () => {
     for (const note of [byIndex(0), byIndex(4), byIndex(13), byIndex(2)]) {
-      const sent = await send<NoteObject>(fx.app, request(`${notesPath({}, PROJECT, note.environment)}/${note.id}`, { headers: auth(fx.admin) }), 'note')
+      const sent = await send<NoteObject>(fx.app, request(`${notesPath({}, PROJECT, note.environment)}/${note.id}`, { headers: bearer(fx.admin) }), 'note')
       expect(sent.status).toBe(200)
       expect(sent.body).toEqual(renderModel(fx, note))
     }
   })
 
-  test("GET …/notes/:id of another environment's note → 404; abc / 0 → 400 naming id; unknown → 404", async () => {
-    const staging = byIndex(2)
-    expect(staging.environment).toBe('staging')
-    const get = (path: string) => send<NoteObject>(fx.app, request(path, { headers: auth(fx.admin) }), 'note')
-    expectError(await get(`${notesPath()}/${staging.id}`), 404, 'not_found')
-    for (const bad of ['abc', '0', '-1', '1.5', '1e3', '0x10', '01', '%20', '9'.repeat(16), "1' OR '1'='1"]) {
-      expectError(await get(`${notesPath()}/${encodeURIComponent(bad)}`), 400, 'invalid_parameter', 'id')
-    }
-    expectError(await get(`${notesPath()}/99999999`), 404, 'not_found')
-    expectError(await get(`${notesPath()}/${'9'.repeat(15)}`), 404, 'not_found')
+  // ── Refusals: bad parameters, names, authentication (one row each) ──
+
+  describe('refusals of GET …/notes and …/notes/:id', () => {
+    const get = (query: Record<string, string> | string, options: { token?: string; project?: string; environment?: string } = {}) => () => ({
+      path: notesPath(query, options.project, options.environment),
+      headers: bearer(options.token ?? fx.admin),
+    })
+    const badParameter = (name: string, value: string, query: Record<string, string> | string = { [name]: value }, note = ''): Scenario => ({
+      name: `${name}=${JSON.stringify(value.length > 40 ? `${value.slice(0, 20)}…(${value.length} characters)` : value)}${note} → 400 invalid_parameter naming ${name}`,
+      request: get(query),
+      status: 400,
+      code: 'invalid_parameter',
+      field: name,
+    })
+    scenarios(
+      [
+        // Bad dates, each naming its parameter.
+        ...(
+          [
+            ['createdAt.eq', 'yesterday'],
+            ['createdAt.lt', '2026-13-01T00:00:00Z'],
+            ['createdAt.lte', '2026-02-30T00:00:00Z'],
+            ['createdAt.gt', '2026-01-01T24:00:00Z'],
+            ['createdAt.gte', '2026-01-01T10:00:00+25:00'],
+            ['updatedAt.eq', '1767225600000'],
+            ['updatedAt.lt', 'null'],
+            ['updatedAt.lte', '2026-01-01T10:60:00Z'],
+            ['updatedAt.gt', '2026-1-1'],
+            ['updatedAt.gte', ' '],
+            ['archivedAt.eq', '0'],
+            ['archivedAt.lt', '2026-01-01T10:00:00Zjunk'],
+            ['archivedAt.lte', "2026-01-01' OR 1=1 --"],
+            ['archivedAt.gt', '2026-01-01T10:00:00 02:00'], // what an unencoded '+' turns into
+            ['archivedAt.gte', '２０２６-01-01'],
+          ] as const
+        ).map(([name, value]) => badParameter(name, value)),
+        // A bad date is a 400 even when a name filter matches nobody (the dates are parsed before the page is asked for).
+        badParameter('createdAt.lt', 'yesterday', { userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }, ' with a userEmail matching nobody'),
+        badParameter('archivedAt.gte', '2026-13-01', { teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }, ' with a teamName matching nobody'),
+        // An unencoded + in the query (a space once decoded) is a 400, never a silent misread.
+        badParameter('createdAt.gt', '2026-01-01T10:00:00+02:00', 'createdAt.gt=2026-01-01T10:00:00+02:00', ' with its + unencoded'),
+        ...['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', '1000000000000000000000', ' '].map((limit) => badParameter('limit', limit)),
+        ...["' OR 1=1 --", 'abc', '0', '-1', '1.5', '1e3', '12345678901234567890', '🎉'].map((value) => badParameter('userId', value)),
+        badParameter('recordId', 'x'.repeat(5000)),
+        badParameter('teamName', 'T'.repeat(300)),
+        badParameter('collectionName', 'C'.repeat(300)),
+        badParameter('userEmail', `${'e'.repeat(400)}@example.com`),
+        // Project names are case-sensitive and compared before existence: nothing is revealed.
+        { name: 'project acme (the Acme token) → 403 wrong_project', request: get({}, { project: 'acme' }), status: 403, code: 'wrong_project', body: { error: 'Forbidden' } },
+        { name: 'an unknown project with a valid token → the same 403', request: get({}, { project: 'NoSuchProject' }), status: 403, code: 'wrong_project' },
+        ...['Production', 'PRODUCTION', 'prod', 'nope', ' production'].map(
+          (environment): Scenario => ({ name: `environment ${JSON.stringify(environment)} of the right project → 404 not_found`, request: get({}, { environment }), status: 404, code: 'not_found' }),
+        ),
+        { name: 'no token → 401', request: { path: notesPath() }, status: 401, code: 'unauthorized', body: { error: 'Unauthorized' } },
+        { name: 'an unknown token → 401', request: get({}, { token: `trl_${'A'.repeat(43)}` }), status: 401, code: 'unauthorized' },
+        { name: 'a read-only token reads', request: () => get({}, { token: fx.reader })(), status: 200 },
+        { name: 'a non-admin → 403 insufficient_role', request: () => get({}, { token: fx.editor })(), status: 403, code: 'insufficient_role', body: { error: 'Forbidden' } },
+      ],
+      (req) => send(fx.app, req, 'list'),
+    )
+
+    test('the note of another environment used below is in staging', () => {
+      expect(byIndex(2).environment).toBe('staging')
+    })
+    const byId = (id: () => string) => () => ({ path: `${notesPath()}/${id()}`, headers: bearer(fx.admin) })
+    scenarios(
+      [
+        { name: "GET …/notes/:id of another environment's note → 404", request: byId(() => String(byIndex(2).id)), status: 404, code: 'not_found' },
+        ...['abc', '0', '-1', '1.5', '1e3', '0x10', '01', '%20', '9'.repeat(16), "1' OR '1'='1"].map(
+          (bad): Scenario => ({ name: `GET …/notes/${bad} → 400 naming id`, request: byId(() => encodeURIComponent(bad)), status: 400, code: 'invalid_parameter', field: 'id' }),
+        ),
+        { name: 'GET …/notes/99999999 → 404', request: byId(() => '99999999'), status: 404, code: 'not_found' },
+        { name: `GET …/notes/${'9'.repeat(15)} → 404`, request: byId(() => '9'.repeat(15)), status: 404, code: 'not_found' },
+      ],
+      (req) => send(fx.app, req, 'note'),
+    )
   })
 
   // ── Indexes ──
@@ -829,8 +801,8 @@ describe('notes writes', () => {
 
   const sqlite = () => fx.env.store.sqlite
   const write = (method: string, path: string, json: unknown, tokenValue = fx.admin) =>
-    send<NoteObject>(fx.app, request(path, { method, headers: auth(tokenValue), json }), 'note')
-  const list = (query: Record<string, string>) => send<NotesPage>(fx.app, request(notesPath(query), { headers: auth(fx.admin) }), 'list')
+    send<NoteObject>(fx.app, request(path, { method, headers: bearer(tokenValue), json }), 'note')
+  const list = (query: Record<string, string>) => send<NotesPage>(fx.app, request(notesPath(query), { headers: bearer(fx.admin) }), 'list')
   /** The newest activity log id: the mark a write's entries are counted from. */
   const lastLogId = () => (sqlite().prepare('SELECT coalesce(max(id), 0) AS id FROM activity_logs').get() as { id: number }).id
 
@@ -896,35 +868,54 @@ describe('notes writes', () => {
     expect(Date.parse(b.body.createdAt)).toBe(Date.parse(a.body.createdAt) + 1)
   })
 
-  test.each([
-    ['teamName', { ...newNote, teamName: 'Billing' }],
-    ['teamName', { ...newNote, teamName: 'ops' }],
-    ['collectionName', { ...newNote, collectionName: 'invoices' }],
-    ['collectionName', { ...newNote, collectionName: DELETED_COLLECTION }],
-    ['teamName', { ...newNote, teamName: 'Billing', collectionName: 'invoices' }],
-  ])('POST with an unknown %s → 400 naming the field, nothing written', async (field, json) => {
-    const before = lastLogId()
-    const notes = (sqlite().prepare('SELECT count(*) AS n FROM notes').get() as { n: number }).n
-    expectError(await write('POST', notesPath(), json), 400, 'validation_failed', field)
-    expect(lastLogId()).toBe(before)
-    expect((sqlite().prepare('SELECT count(*) AS n FROM notes').get() as { n: number }).n).toBe(notes)
-  })
+  // ── Refused writes (one row each): nothing is written ──
 
-  test.each([
-    ['recordId', { ...newNote, recordId: '' }],
-    ['recordId', { ...newNote, recordId: 'r'.repeat(1025) }],
-    ['title', { ...newNote, title: '' }],
-    ['title', { ...newNote, title: 5 }],
-    ['content', { ...newNote, content: undefined }],
-    ['teamName', { ...newNote, teamName: null }],
-  ])('POST with a bad %s → 400 validation_failed naming it', async (field, json) => {
-    expectError(await write('POST', notesPath(), json), 400, 'validation_failed', field)
-  })
-
-  test('POST on an unknown environment → 404; with a notes:read token → 403 insufficient_scope; non-admin → 403', async () => {
-    expectError(await write('POST', notesPath({}, PROJECT, 'Production'), newNote), 404, 'not_found')
-    expectError(await write('POST', notesPath(), newNote, fx.reader), 403, 'insufficient_scope')
-    expectError(await write('POST', notesPath(), newNote, fx.editor), 403, 'insufficient_role')
+  describe('refused writes: unknown or bad fields → 400 naming the field; wrong environment, scope or role; nothing written', () => {
+    let before = { log: 0, notes: 0 }
+    const noteCount = () => (sqlite().prepare('SELECT count(*) AS n FROM notes').get() as { n: number }).n
+    beforeAll(() => {
+      before = { log: lastLogId(), notes: noteCount() }
+    })
+    /** After each row: no note and no activity entry more than before the table. */
+    const nothingWritten = () => expect({ log: lastLogId(), notes: noteCount() }).toEqual(before)
+    const mine = () => fx.notes.find((n) => n.environment === 'production')!.id
+    const staging = () => fx.notes.find((n) => n.environment === 'staging')!.id
+    const call = (method: string, path: () => string, json: unknown, token?: () => string) => () => ({ method, path: path(), headers: bearer(token?.() ?? fx.admin), body: json })
+    const post = (json: unknown, token?: () => string) => call('POST', () => notesPath(), json, token)
+    const invalid = (name: string, request: Scenario['request'], field?: string): Scenario => ({ name, request, status: 400, code: 'validation_failed', field })
+    scenarios(
+      [
+        // An unknown name: the field it is in.
+        invalid('POST with an unknown teamName (Billing)', post({ ...newNote, teamName: 'Billing' }), 'teamName'),
+        invalid('POST with an unknown teamName (ops)', post({ ...newNote, teamName: 'ops' }), 'teamName'),
+        invalid('POST with an unknown collectionName', post({ ...newNote, collectionName: 'invoices' }), 'collectionName'),
+        invalid('POST with a deleted collectionName', post({ ...newNote, collectionName: DELETED_COLLECTION }), 'collectionName'),
+        invalid('POST with an unknown teamName and collectionName → the team', post({ ...newNote, teamName: 'Billing', collectionName: 'invoices' }), 'teamName'),
+        // A bad value.
+        invalid('POST with an empty recordId', post({ ...newNote, recordId: '' }), 'recordId'),
+        invalid('POST with a 1025-character recordId', post({ ...newNote, recordId: 'r'.repeat(1025) }), 'recordId'),
+        invalid('POST with an empty title', post({ ...newNote, title: '' }), 'title'),
+        invalid('POST with a numeric title', post({ ...newNote, title: 5 }), 'title'),
+        invalid('POST without content', post({ ...newNote, content: undefined }), 'content'),
+        invalid('POST with a null teamName', post({ ...newNote, teamName: null }), 'teamName'),
+        { name: 'POST on an unknown environment → 404', request: call('POST', () => notesPath({}, PROJECT, 'Production'), newNote), status: 404, code: 'not_found' },
+        { name: 'POST with a notes:read token → 403 insufficient_scope', request: post(newNote, () => fx.reader), status: 403, code: 'insufficient_scope' },
+        { name: 'POST as a non-admin → 403 insufficient_role', request: post(newNote, () => fx.editor), status: 403, code: 'insufficient_role' },
+        // Messages.
+        { name: "POST a message on another environment's note → 404", request: call('POST', () => `${notesPath()}/${staging()}/messages`, { content: '<p>x</p>' }), status: 404, code: 'not_found' },
+        { name: 'POST a message on note abc → 400 naming id', request: call('POST', () => `${notesPath()}/abc/messages`, { content: '<p>x</p>' }), status: 400, code: 'invalid_parameter', field: 'id' },
+        invalid('POST a message with empty content', call('POST', () => `${notesPath()}/${mine()}/messages`, { content: '' }), 'content'),
+        invalid('POST a message without content', call('POST', () => `${notesPath()}/${mine()}/messages`, {}), 'content'),
+        // PATCH.
+        invalid('PATCH {}', call('PATCH', () => `${notesPath()}/${mine()}`, {})),
+        invalid('PATCH an empty title', call('PATCH', () => `${notesPath()}/${mine()}`, { title: '' }), 'title'),
+        invalid('PATCH archived "yes"', call('PATCH', () => `${notesPath()}/${mine()}`, { archived: 'yes' }), 'archived'),
+        { name: "PATCH another environment's note → 404", request: call('PATCH', () => `${notesPath()}/${staging()}`, { title: 'x' }), status: 404, code: 'not_found' },
+        { name: 'PATCH note abc → 400 naming id', request: call('PATCH', () => `${notesPath()}/abc`, { title: 'x' }), status: 400, code: 'invalid_parameter', field: 'id' },
+        { name: 'PATCH with a notes:read token → 403 insufficient_scope', request: call('PATCH', () => `${notesPath()}/${mine()}`, { title: 'x' }, () => fx.reader), status: 403, code: 'insufficient_scope' },
+      ].map((row): Scenario => ({ ...row, check: nothingWritten })),
+      (req) => send(fx.app, req, 'note'),
+    )
   })
 
   test('POST …/notes/:id/messages → 201; the thread grows oldest first and updatedAt moves', async () => {
@@ -948,15 +939,6 @@ describe('notes writes', () => {
     // The list sees the new updatedAt.
     const page = await list({ 'updatedAt.eq': third.body.updatedAt })
     expect(page.body.data.map((n) => n.id)).toEqual([created.id])
-  })
-
-  test('POST messages: other environment → 404, bad id → 400, empty content → 400', async () => {
-    const staging = fx.notes.find((n) => n.environment === 'staging')!
-    expectError(await write('POST', `${notesPath()}/${staging.id}/messages`, { content: '<p>x</p>' }), 404, 'not_found')
-    expectError(await write('POST', `${notesPath()}/abc/messages`, { content: '<p>x</p>' }), 400, 'invalid_parameter', 'id')
-    const mine = fx.notes.find((n) => n.environment === 'production')!
-    expectError(await write('POST', `${notesPath()}/${mine.id}/messages`, { content: '' }), 400, 'validation_failed', 'content')
-    expectError(await write('POST', `${notesPath()}/${mine.id}/messages`, {}), 400, 'validation_failed', 'content')
   })
 
   test('PATCH title → 200 updateNote; archived true/false → archivedAt set then removed (archiveNote / unarchiveNote)', async () => {
@@ -1004,22 +986,9 @@ describe('notes writes', () => {
     expectLogged(before, ['updateNote', 'archiveNote'], 'order-9')
   })
 
-  test('PATCH {} / bad types → 400; other environment → 404; id abc → 400', async () => {
-    const mine = fx.notes.find((n) => n.environment === 'production')!
-    const staging = fx.notes.find((n) => n.environment === 'staging')!
-    const before = lastLogId()
-    expectError(await write('PATCH', `${notesPath()}/${mine.id}`, {}), 400, 'validation_failed')
-    expectError(await write('PATCH', `${notesPath()}/${mine.id}`, { title: '' }), 400, 'validation_failed', 'title')
-    expectError(await write('PATCH', `${notesPath()}/${mine.id}`, { archived: 'yes' }), 400, 'validation_failed', 'archived')
-    expectError(await write('PATCH', `${notesPath()}/${staging.id}`, { title: 'x' }), 404, 'not_found')
-    expectError(await write('PATCH', `${notesPath()}/abc`, { title: 'x' }), 400, 'invalid_parameter', 'id')
-    expectError(await write('PATCH', `${notesPath()}/${mine.id}`, { title: 'x' }, fx.reader), 403, 'insufficient_scope')
-    expect(lastLogId()).toBe(before)
-  })
-
   test('GET …/notes/:id after writes shows the stored state', async () => {
     const created = (await write('POST', notesPath(), { ...newNote, title: 'Get me' })).body
-    const got = await send<NoteObject>(fx.app, request(`${notesPath()}/${created.id}`, { headers: auth(fx.admin) }), 'note')
+    const got = await send<NoteObject>(fx.app, request(`${notesPath()}/${created.id}`, { headers: bearer(fx.admin) }), 'note')
     expect(got.status).toBe(200)
     expect(got.body).toEqual(created)
   })
@@ -1099,7 +1068,7 @@ describe('pagination walk', () => {
           fx.app,
           request(notesPath(), {
             method: 'POST',
-            headers: auth(fx.admin),
+            headers: bearer(fx.admin),
             json: { recordId: `walk-${(start + k) % 7}`, collectionName: 'orders', teamName: 'Support', title: `walk ${start + k}`, content: `<p>${start + k}</p>` },
           }),
           'note',
@@ -1125,7 +1094,7 @@ describe('pagination walk', () => {
     let query: Record<string, string> = { limit: '100' }
     let pages = 0
     for (;;) {
-      const { status, body } = await send<NotesPage>(fx.app, request(notesPath(query), { headers: auth(fx.admin) }), 'list')
+      const { status, body } = await send<NotesPage>(fx.app, request(notesPath(query), { headers: bearer(fx.admin) }), 'list')
       expect(status).toBe(200)
       pages++
       expect(body.data.length).toBe(body.hasMore ? 100 : TOTAL % 100)
@@ -1151,7 +1120,7 @@ describe('rate limit', () => {
   afterAll(() => fx.env.cleanup())
 
   test('the 6th GET in a minute is a 429 with Retry-After and the 429 body; the next minute is open again', async () => {
-    const get = () => send<NotesPage | ErrorObject>(fx.app, request(notesPath(), { headers: auth(fx.admin) }), 'list')
+    const get = () => send<NotesPage | ErrorObject>(fx.app, request(notesPath(), { headers: bearer(fx.admin) }), 'list')
     for (let k = 0; k < 5; k++) {
       const sent = await get()
       expect(sent.status).toBe(200)

@@ -1,0 +1,72 @@
+/**
+ * API scenario tables: one row per request and the status (and error code, named field, body part, headers) it must
+ * get, run by one runner. A module's file keeps its own `send` (the one that validates bodies against the
+ * compatibility document where the module has one) and hands it to `scenarios`.
+ */
+import { expect, test } from 'bun:test'
+import { request } from '../helpers.ts'
+import type { ErrorObject } from './compat-schema.ts'
+
+/** A response as the tests read it: status, headers and the parsed JSON body. */
+export interface Sent<T = unknown> {
+  status: number
+  headers: Headers
+  body: T
+}
+
+/**
+ * A 4xx body of DESIGN §5 whose `code` is `code`, with an `error` and a non-empty `message`; when `field` is given,
+ * the message names it quoted (so that `id` is not found inside "Invalid") and so do the details when there are any.
+ */
+export function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject {
+  const body = sent.body as ErrorObject
+  expect({ status: sent.status, code: body?.code }).toEqual({ status, code })
+  expect(typeof body.error).toBe('string')
+  expect(body.message.length).toBeGreaterThan(0)
+  if (field !== undefined) {
+    expect(body.message).toContain(`'${field}'`)
+    if (body.details) expect(body.details.map((d) => d.field)).toContain(field)
+  }
+  return body
+}
+
+export interface ScenarioRequest {
+  method?: string
+  path: string
+  headers?: Record<string, string>
+  /** Sent as JSON. */
+  body?: unknown
+}
+
+export interface Scenario {
+  name: string
+  /** A function when the request needs values that exist only once the fixture is built (tokens, ids). */
+  request: ScenarioRequest | (() => ScenarioRequest)
+  status: number
+  /** The DESIGN §5 error code: the body is checked with `expectError`; `null`: the body carries no `code`. */
+  code?: string | null
+  /** The field or parameter the error must name (with `code`). */
+  field?: string
+  /** A part of the body that must match (`toMatchObject`). */
+  body?: Record<string, unknown>
+  /** Response headers that must have these values (`null`: absent). */
+  headers?: Record<string, string | null>
+  /** What the original test said of the body that a part match cannot (a message built from the details, …). */
+  check?: (body: ErrorObject) => void
+}
+
+/** One test per row: sends the row's request with `send` and checks status, code and field, body part and headers. */
+export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Request, row: R) => Promise<Sent<unknown>>): void {
+  test.each(rows.map((row) => [row.name, row] as const))('%s', async (_, row) => {
+    const spec = typeof row.request === 'function' ? row.request() : row.request
+    const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, json: spec.body }), row)
+    if (typeof row.code === 'string') expectError(sent, row.status, row.code, row.field)
+    else expect({ status: sent.status, body: sent.body }).toMatchObject({ status: row.status })
+    if (row.code === null) expect((sent.body as { code?: unknown } | null)?.code ?? null).toBeNull()
+    if (row.body !== undefined) expect(sent.body).toMatchObject(row.body)
+    if (row.headers !== undefined) {
+      for (const [name, value] of Object.entries(row.headers)) expect({ name, value: sent.headers.get(name) }).toEqual({ name, value })
+    }
+    row.check?.(sent.body as ErrorObject)
+  })
+}
