@@ -12,10 +12,10 @@
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { applyDocument } from '../src/modules/apply/service.ts'
+import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
 export interface SeedSizes {
@@ -185,7 +185,7 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
       },
     ],
   }
-  const report = applyDocument(document, { store, clock: systemClock, secret, baseUrl: 'http://bench.invalid' })
+  const report = applyDocumentNow(document, { store, clock: systemClock, secret, baseUrl: 'http://bench.invalid' })
   const webhookPaths = report.workflows.map((w) => {
     if (!w.webhook.url) throw new Error(`workflow ${w.name} has no webhook URL`)
     return new URL(w.webhook.url).pathname
@@ -198,8 +198,8 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
   const collectionIds = COLLECTIONS.map((name) => idOf('SELECT id FROM collections WHERE project_id = ? AND name = ?', projectId, name))
   const userIds = emails.map((email) => idOf('SELECT id FROM users WHERE email = ?', email))
   const workflowIds = workflows.map((w) => idOf('SELECT w.id FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE r.environment_id = ? AND w.name = ?', envIds[0]!, w.name))
-  const adminToken = writeTransaction(store, (tx) =>
-    createToken(tx, systemClock, {
+  const adminToken = commitNow(store, function* () {
+    return yield* createToken(systemClock, {
       name: 'bench admin',
       userId: userIds[0]!,
       projectId,
@@ -207,7 +207,8 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
       expiresAt: null,
       createdWithSso: false,
       actorId: null,
-    }),
+    })
+  },
   ).value
   const structureMs = performance.now() - started
   log(`structure via apply: ${emails.length} users, ${records.length} records, ${workflows.length} workflows in ${(structureMs / 1000).toFixed(1)} s`)

@@ -6,12 +6,12 @@
  * share (the validating `send`, the Acme fixture, the seeded list fixture) is test/support/logs.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { ACTIVITY_ACTIONS } from '../src/modules/activity-logs/service.ts'
-import { ApplyError, applyDocument } from '../src/modules/apply/service.ts'
+import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { bearer, request, runCli, tableContents, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, reportHook, tokenFor, UUID } from './support/acme.ts'
@@ -140,9 +140,11 @@ describe('activity log: records and notes written by trellis apply', () => {
       throw new Error('applied')
     }
     expect(attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
-    applyDocument({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
+    applyDocumentNow({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
     expect(attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.dave.id, true, null))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, null)
+    })
     expect(attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
     const badTeam = acmeWithGlobex()
     badTeam.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {}, team: 'Nobody' })
@@ -155,7 +157,7 @@ describe('activity log: records and notes written by trellis apply', () => {
     const before = snapshot()
     const orphan = { environment: 'production', collection: 'tickets', id: 't1', data: {} }
     const noAdmin = { projects: [{ name: 'Orphans', environments: ['production'], teams: [{ name: 'Ops' }], collections: [{ name: 'tickets' }], records: [orphan] }] }
-    expect(() => applyDocument(noAdmin, applyCtx())).toThrow(
+    expect(() => applyDocumentNow(noAdmin, applyCtx())).toThrow(
       'projects[0].records[0]: project Orphans has no admin to attribute record changes to: add an admin member or pass --as EMAIL',
     )
     const readOnly = {
@@ -170,7 +172,7 @@ describe('activity log: records and notes written by trellis apply', () => {
         },
       ],
     }
-    expect(() => applyDocument(readOnly, applyCtx())).toThrow("projects[0].records[0].team: no team may edit tickets: name the record's team")
+    expect(() => applyDocumentNow(readOnly, applyCtx())).toThrow("projects[0].records[0].team: no team may edit tickets: name the record's team")
     expect(snapshot()).toEqual(before)
   })
 
@@ -749,10 +751,14 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
   })
 
   test('a deactivated user’s token → 403; reactivated → 200', async () => {
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.carol.id, true, null))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, true, null)
+    })
     const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['all']).value
     expectError(await listActivity(fx, {}, { token: carol }), 403, 'user_deactivated')
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.carol.id, false, null))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, false, null)
+    })
     expect((await listActivity(fx, {}, { token: carol })).status).toBe(200)
   })
 

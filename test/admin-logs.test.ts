@@ -9,11 +9,11 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
-import { ApplyError, applyDocument } from '../src/modules/apply/service.ts'
+import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { bearer, request, runCli, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
@@ -137,7 +137,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   test('apply: an environment and a team created, a team member added → one entry each', async () => {
     const entries = await expectAdmin(
       () =>
-        applyDocument(
+        applyDocumentNow(
           { projects: [{ name: 'Acme', environments: ['qa'], teams: [{ name: 'Audit' }, { name: 'Support', members: ['dave@example.com'] }] }] },
           { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl },
         ),
@@ -156,7 +156,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('member added through the CLI → add user-project, initiator administrator, no user', async () => {
-    applyDocument({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
+    applyDocumentNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
     const [entry] = await expectAdmin(async () => {
       const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
       expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
@@ -175,8 +175,9 @@ describe('admin log: every administrative act is exactly one entry', () => {
   test('role changed by an admin → update user-project with previous and new permission level, user the admin; unchanged → nothing', async () => {
     const erin = userObject(fx.env, 'erin')
     const set = (role: 'developer') =>
-      writeTransaction(fx.env.store, (tx) =>
-        setProjectMember(tx, fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id }),
+      commitNow(fx.env.store, function* () {
+        return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id })
+      },
       )
     const [entry] = await expectAdmin(() => expect(set('developer')).toBe('updated'), 1)
     expect(entry).toEqual({
@@ -313,7 +314,9 @@ describe('admin log: every administrative act is exactly one entry', () => {
         const cli = await runCli(['user', 'enable', '--email', 'bob@example.com', '--data', fx.env.dataDir])
         expect(cli.code).toBe(0)
       } else {
-        expect(writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, bob.id, deactivate, actorId))).toBe(true)
+        expect(commitNow(fx.env.store, function* () {
+          return yield* setUserDeactivated(fx.env.clock, bob.id, deactivate, actorId)
+        })).toBe(true)
       }
       for (const project of ['Acme', 'Globex']) {
         const entries = await adminSince(fx, acmeBefore, project)
@@ -338,10 +341,14 @@ describe('admin log: every administrative act is exactly one entry', () => {
     }
     // dave is only in Acme: one entry.
     const before = maxId(fx.env, 'admin_logs')
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.dave.id, true, fx.users.alice.id))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
+    })
     expect(rowsAfter(fx.env, 'admin_logs', before).map((r) => r.resource)).toEqual(['user'])
     // Already deactivated: nothing.
-    expect(writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.dave.id, true, fx.users.alice.id))).toBe(false)
+    expect(commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
+    })).toBe(false)
     expect(maxId(fx.env, 'admin_logs')).toBe(before + 1)
   })
 
@@ -392,7 +399,7 @@ describe('a failed transaction writes no log entry', () => {
         },
       ],
     }
-    expect(() => applyDocument(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).toThrow(ApplyError)
+    expect(() => applyDocumentNow(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).toThrow(ApplyError)
     expect(tableContents(fx.env.store)).toEqual(before)
   })
 
@@ -416,9 +423,9 @@ describe('a failed transaction writes no log entry', () => {
     const acme = projectId(fx.env.store, 'Acme')
     const production = (fx.env.store.sqlite.prepare("SELECT id FROM environments WHERE project_id = ? AND name = 'production'").get(acme) as { id: number }).id
     expect(() =>
-      writeTransaction(fx.env.store, (tx) => {
-        appendActivityLog(tx, fx.env.clock, { environmentId: production, type: 'write', action: 'update', userId: fx.users.alice.id, teamId: null, collectionId: null, recordIds: ['r1', 'r2'] })
-        appendAdminLog(tx, fx.env.clock, { projectId: acme, type: 'update', resource: 'team', actorId: fx.users.alice.id, newValue: { name: 'x' } })
+      commitNow(fx.env.store, function* () {
+        yield* appendActivityLog(fx.env.clock, { environmentId: production, type: 'write', action: 'update', userId: fx.users.alice.id, teamId: null, collectionId: null, recordIds: ['r1', 'r2'] })
+        yield* appendAdminLog(fx.env.clock, { projectId: acme, type: 'update', resource: 'team', actorId: fx.users.alice.id, newValue: { name: 'x' } })
         throw new Error('boom')
       }),
     ).toThrow('boom')
@@ -579,16 +586,24 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
   })
 
   test('a deactivated user’s token → 403; reactivated → 200; demoted → 403 at once', async () => {
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.carol.id, true, null))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, true, null)
+    })
     const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['all']).value
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'user_deactivated')
-    writeTransaction(fx.env.store, (tx) => setUserDeactivated(tx, fx.env.clock, fx.users.carol.id, false, null))
+    commitNow(fx.env.store, function* () {
+      return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, false, null)
+    })
     expect((await listAdmin(fx, {}, { token: carol })).status).toBe(200)
     // Roles are read at request time: demoting carol cuts her token off at once.
     const acme = projectId(fx.env.store, 'Acme')
-    writeTransaction(fx.env.store, (tx) => setProjectMember(tx, fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'editor', actorId: null }))
+    commitNow(fx.env.store, function* () {
+      return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'editor', actorId: null })
+    })
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'insufficient_role')
-    writeTransaction(fx.env.store, (tx) => setProjectMember(tx, fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'admin', actorId: null }))
+    commitNow(fx.env.store, function* () {
+      return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'admin', actorId: null })
+    })
   })
 
   // ── Append-only ──
@@ -619,7 +634,7 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
     const env = testEnv()
     try {
       const teams = Array.from({ length: 130 }, (_, i) => ({ name: `t${i}` }))
-      applyDocument(
+      applyDocumentNow(
         { users: [{ email: 'a@example.com', username: 'a' }], projects: [{ name: 'P', environments: ['production'], members: [{ user: 'a@example.com', role: 'admin' }], teams }] },
         { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl },
       )

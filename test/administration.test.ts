@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, runCli, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { request, runCli, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 
@@ -22,7 +22,7 @@ beforeAll(() => {
   applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'carol', 'dave']) {
-    cookies[name] = `trellis_session=${createSession(env.store.db, env.clock, userId(env.store, name), false).id}`
+    cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
   }
 })
 afterAll(() => env.cleanup())
@@ -137,7 +137,7 @@ describe('people', () => {
     env.clock.advance(8 * 24 * 3600 * 1000)
     expect((await call('POST', '/auth/invitation', null, { token: secondToken, password: 'frank-password-2027' })).status).toBe(404)
     // Sessions last 7 days too: sign everyone in again.
-    for (const name of Object.keys(cookies)) cookies[name] = `trellis_session=${createSession(env.store.db, env.clock, userId(env.store, name), false).id}`
+    for (const name of Object.keys(cookies)) cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
     expect((await call('POST', '/v1/instance/users/999999/invitation', 'alice')).status).toBe(404)
     expect((await call('POST', '/v1/instance/users/0/invitation', 'alice')).status).toBe(400)
   })
@@ -158,7 +158,7 @@ describe('people', () => {
     expect(off.body.deactivated).toBe(true)
     expect((await call('GET', '/v1/account', 'dave')).status).toBe(401)
     expect((await call('PUT', `/v1/instance/users/${dave}`, 'alice', { username: 'dave', instanceAdmin: false, deactivated: false })).body.deactivated).toBe(false)
-    cookies.dave = `trellis_session=${createSession(env.store.db, env.clock, dave, false).id}`
+    cookies.dave = `trellis_session=${(runNow(env.store, createSession(env.clock, dave, false))).id}`
     expect((await call('PUT', '/v1/instance/users/999999', 'alice', { username: 'x', instanceAdmin: false, deactivated: false })).status).toBe(404)
     const blank = await call('PUT', `/v1/instance/users/${dave}`, 'alice', { username: ' ', instanceAdmin: false, deactivated: false })
     expect(blank.status).toBe(400)

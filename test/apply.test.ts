@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
-import { ApplyError, type ApplyReport, applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
+import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { verifyWebhookToken } from '../src/modules/webhooks/url.ts'
 import { repoRoot, tableContents, type TestEnv, testEnv } from './helpers.ts'
 
@@ -23,7 +23,7 @@ function freshEnv(): TestEnv {
 
 function apply(env: TestEnv, source: string | object): ApplyReport {
   const text = typeof source === 'string' ? source : toYaml(source)
-  return applyDocument(parseApplyText(text), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
+  return applyDocumentNow(parseApplyText(text), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
 }
 
 /** The ApplyError an apply throws; fails the test when it does not throw one. */

@@ -4,7 +4,7 @@
  * real app. The token management API, lastUsedAt, token secrecy and the token CLI are test/tokens.test.ts.
  */
 import { describe, expect, test } from 'bun:test'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { bearerValue } from '../src/http/auth.ts'
 import { BLOCK_AFTER, WINDOW_MS } from '../src/modules/auth/throttle.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
@@ -159,7 +159,9 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     const { value } = mint(e, 'alice@example.com')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
     const demote = (role: 'editor' | 'admin') =>
-      writeTransaction(e.store, (tx) => setProjectMember(tx, e.clock, { projectId: projectId(e, 'Acme'), userId: userId(e, 'alice@example.com'), role, actorId: null }))
+      commitNow(e.store, function* () {
+        return yield* setProjectMember(e.clock, { projectId: projectId(e, 'Acme'), userId: userId(e, 'alice@example.com'), role, actorId: null })
+      })
     expect(demote('editor')).toBe('updated')
     const body = await expect403(await getNotes(app, bearer(value)), 'insufficient_role')
     expect(body.message).toContain('admin')
@@ -181,13 +183,17 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     const app = testApp(e)
     const { value } = mint(e, 'alice@example.com')
     const alice = userId(e, 'alice@example.com')
-    writeTransaction(e.store, (tx) => setUserDisabled(tx, e.clock, alice, true))
+    commitNow(e.store, function* () {
+      return yield* setUserDisabled(e.clock, alice, true)
+    })
     const body = await expect403(await getNotes(app, bearer(value)), 'user_deactivated')
     expect(body.message).toMatch(/organization/)
     await expect403(await postNote(app, bearer(value)), 'user_deactivated')
     // Deactivation is checked before the project: no more detail for another project either.
     await expect403(await getNotes(app, bearer(value), '/v1/project/Beta/environment/production/notes'), 'user_deactivated')
-    writeTransaction(e.store, (tx) => setUserDisabled(tx, e.clock, alice, false))
+    commitNow(e.store, function* () {
+      return yield* setUserDisabled(e.clock, alice, false)
+    })
     expect((await getNotes(app, bearer(value))).status).toBe(200)
   })
 
@@ -362,7 +368,9 @@ describe('password login', () => {
     const app = testApp(e)
     const cookie = cookieFrom(await login(app, 'bob@example.com'))
     expect((await app.handle(request('/v1/account', { headers: { cookie } }))).status).toBe(200)
-    writeTransaction(e.store, (tx) => setUserDisabled(tx, e.clock, userId(e, 'bob@example.com'), true))
+    commitNow(e.store, function* () {
+      return yield* setUserDisabled(e.clock, userId(e, 'bob@example.com'), true)
+    })
     await expect401(await app.handle(request('/v1/account', { headers: { cookie } })))
     await expect403(await login(app, 'bob@example.com'), 'user_deactivated')
   })

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { repoRoot, request, runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { repoRoot, request, runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -43,7 +43,7 @@ beforeAll(() => {
   applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'carol', 'dave', 'erin']) {
-    cookies[name] = `trellis_session=${createSession(env.store.db, env.clock, userId(env.store, name), false).id}`
+    cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
   }
   auditor = tokenFor(env.store, env.clock, 'carol', ['activity_logs:read']).value
 })

@@ -20,7 +20,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
-import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import {
   type AcmeDocument,
   acmeDocument,
@@ -1189,7 +1189,7 @@ console.log(JSON.stringify(ids))
       outbound: new OutboundClient(),
     }
     const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
-    return apply(env.store.db)
+    return runNow(env.store, apply())
   }
   const matches = async (ifClause: Parameters<typeof condition>[0]) => {
     const result = await condition(ifClause)

@@ -6,7 +6,9 @@ import { createApp } from '../src/app.ts'
 import { createDeps, type DepsInput } from '../src/deps.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
+import type { Op } from '../src/db/op.ts'
 import { keepEventLoopFree, openStore, type Store } from '../src/db/open.ts'
+import { commitNow } from '../src/db/write.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
@@ -181,4 +183,9 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
   proc.kill('SIGKILL')
   await proc.exited
   throw new Error(`trellis serve did not become healthy on ${url}\nstdout:\n${out.stdout}\nstderr:\n${out.stderr}`)
+}
+
+/** Seeding and checks: `work` run at once in one write transaction of `store` (the CLI's way), its answer returned. */
+export function runNow<T>(store: Store, work: Op<T>): T {
+  return commitNow(store, () => work)
 }

@@ -9,6 +9,8 @@ import { join, relative } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { openMigrated } from '../src/db/migrate.ts'
 import { databasePath } from '../src/db/open.ts'
+import { op } from '../src/db/op.ts'
+import type { Db } from '../src/db/open.ts'
 import { readTransaction } from '../src/db/read.ts'
 import { repoRoot, tempDir } from './helpers.ts'
 
@@ -98,7 +100,7 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
 
   test('reads at once while another process holds the write lock, and sees neither its uncommitted rows nor later commits', async () => {
     const store = openMigrated(dir.path)
-    const migrationsNamed = (db: Parameters<Parameters<typeof readTransaction>[1]>[0], name: string) =>
+    const migrationsNamed = (db: Db, name: string) =>
       (db.all(sql`SELECT count(*) AS n FROM trellis_migrations WHERE name = ${name}`) as { n: number }[])[0]!.n
     // Another process takes the write lock, writes a row, holds the lock 1.5 s, then commits.
     const writer = Bun.spawn(
@@ -120,18 +122,21 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
       const first = await reader.read()
       expect(new TextDecoder().decode(first.value)).toContain('locked')
       const started = performance.now()
-      const seen = readTransaction(store, (db) => {
-        const before = migrationsNamed(db, 'zz_locked')
-        Bun.sleepSync(2000) // the writer commits meanwhile
-        return { before, after: migrationsNamed(db, 'zz_locked') }
-      })
+      const seen = readTransaction(
+        store,
+        (function* () {
+          const before = yield* op(migrationsNamed, 'zz_locked')
+          Bun.sleepSync(2000) // the writer commits meanwhile
+          return { before, after: yield* op(migrationsNamed, 'zz_locked') }
+        })(),
+      )
       const waitedMs = performance.now() - started
       expect(seen).toEqual({ before: 0, after: 0 })
       // It did not wait for the lock (the CLI's connection would wait up to 5 s for one): 2 s of its own sleep, no more.
       expect(waitedMs).toBeLessThan(3000)
       expect(await writer.exited).toBe(0)
       // A new snapshot sees the commit.
-      expect(readTransaction(store, (db) => migrationsNamed(db, 'zz_locked'))).toBe(1)
+      expect(readTransaction(store, op(migrationsNamed, 'zz_locked'))).toBe(1)
     } finally {
       writer.kill()
       store.close()

@@ -11,9 +11,9 @@ import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { acmeDocument, applyAcme, projectId, userId } from './support/acme.ts'
-import { testEnv } from './helpers.ts'
+import { testEnv, runNow } from './helpers.ts'
 
 const env = testEnv()
 afterAll(() => env.cleanup())
@@ -61,31 +61,32 @@ describe('notes', () => {
   test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', () => {
     for (let i = 0; i < 60; i++) {
       if (i % 4 === 0) env.clock.advance(5) // otherwise the clock stands still: +1 ms per note
-      writeTransaction(env.store, (tx) =>
-        createNote(tx, env.clock, { environmentId: production.id, teamId: 1, collectionId: 1, recordId: `r${i % 5}`, title: `n${i}`, content: '<p>x</p>' }, { userId: alice, tokenId: null }),
+      commitNow(env.store, function* () {
+            return yield* createNote(env.clock, { environmentId: production.id, teamId: 1, collectionId: 1, recordId: `r${i % 5}`, title: `n${i}`, content: '<p>x</p>' }, { userId: alice, tokenId: null })
+          },
       )
     }
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(true)
-    const checked = checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit))
+    const checked = checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
     expect(checked).toBeGreaterThan(1000)
     // combined with another filter and two bounds
     const rows = noteRows()
     const mid = rows[30]!.createdAt
     const expected = rows.filter((r) => r.createdAt < mid && r.createdAt >= rows[10]!.createdAt).map((r) => r.id).sort((a, b) => b - a)
-    expect(listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters({ 'createdAt.lt': new Date(mid).toISOString(), 'createdAt.gte': new Date(rows[10]!.createdAt).toISOString() }, NOTE_DATE_FIELDS), 100)).toEqual(expected)
+    expect((runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': new Date(mid).toISOString(), 'createdAt.gte': new Date(rows[10]!.createdAt).toISOString() }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
   })
 
   test('an import of an older note switches the environment to the exact slow path', () => {
     const old = Date.UTC(2020, 0, 1)
-    writeTransaction(env.store, (tx) => {
-      recordImportedNoteTime(tx, production.id, old)
-      // An imported note, as apply writes it: a given time older than every other note, and the highest id.
-      env.store.sqlite
-        .prepare("INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)")
-        .run(production.id, alice, old, old)
-    })
+    commitNow(env.store, function* () {
+              yield* recordImportedNoteTime(production.id, old)
+              // An imported note, as apply writes it: a given time older than every other note, and the highest id.
+              env.store.sqlite
+                .prepare("INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)")
+                .run(production.id, alice, old, old)
+            })
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(false)
-    checkEveryBoundary(noteRows(), (query, limit) => listNoteIds(env.store.db, acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit))
+    checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
   })
 })
 
@@ -93,14 +94,15 @@ describe('activity logs', () => {
   test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', () => {
     for (let i = 0; i < 40; i++) {
       if (i % 5 === 0) env.clock.advance(3)
-      writeTransaction(env.store, (tx) =>
-        appendActivityLog(tx, env.clock, { environmentId: production.id, type: 'write', action: 'update', userId: alice, teamId: 1, collectionId: 1, recordIds: ['x'] }),
+      commitNow(env.store, function* () {
+            return yield* appendActivityLog(env.clock, { environmentId: production.id, type: 'write', action: 'update', userId: alice, teamId: 1, collectionId: 1, recordIds: ['x'] })
+          },
       )
     }
     const rows = env.store.sqlite
       .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
       .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, (query, limit) => listActivityLogIds(env.store.db, acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit))
+    checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
 })

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 
 let env: TestEnv
@@ -46,7 +46,7 @@ describe('the API rate limit on management and run calls', () => {
   })
 
   test('a console session is never limited', async () => {
-    const cookie = `trellis_session=${createSession(env.store.db, env.clock, userId(env.store, 'carol'), false).id}`
+    const cookie = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, 'carol'), false))).id}`
     for (let i = 0; i < 20; i++) {
       const response = await app.handle(request('/v1/account/tokens', { headers: { cookie } }))
       expect(response.status).toBe(200)

@@ -7,6 +7,7 @@
  *
  * Fixtures are loaded through `apply` (notes import keeps the given times), so every time below is exact.
  */
+import { runOp } from '../src/db/op.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
@@ -15,12 +16,12 @@ import { stringify as toYaml } from 'yaml'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
+import { applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
-import { bearer, handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, handleJson, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 import { type Scenario, scenarios, type Sent } from './support/scenarios.ts'
 
@@ -240,13 +241,13 @@ const HIGH_RATES = { TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HO
 
 function token(env: TestEnv, email: string, projectId: number, scopes: Scope[]) {
   const userId = (env.store.sqlite.prepare('SELECT id FROM users WHERE email = ?').get(email) as { id: number }).id
-  return createToken(env.store.db, env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null })
+  return runNow(env.store, createToken(env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null }))
 }
 
 /** A fresh env with the project applied (and `notes` imported), then the deleted collection removed. */
 function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'id'>[], overrides: Parameters<typeof testApp>[1] = {}): Fixture {
   const env = testEnv(envVars)
-  applyDocument(parseApplyText(toYaml(applyFileFor(notes))), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
+  applyDocumentNow(parseApplyText(toYaml(applyFileFor(notes))), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
   const sqlite = env.store.sqlite
   // Foreign keys are on, and notes.collection_id is ON DELETE SET NULL: the notes stay, without a collection.
   expect((sqlite.prepare('PRAGMA foreign_keys').get() as { foreign_keys: number }).foreign_keys).toBe(1)
@@ -773,7 +774,7 @@ describe('GET …/notes over an imported fixture', () => {
     // A connection of its own: statements are prepared once per connection, so this one logs its own.
     const connection = new Database(fx.env.store.path)
     const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
-    listNoteIds(db, fx.projectId, fx.environmentIds.production!, filters, parseDateFilters(query, NOTE_DATE_FIELDS), 10)
+    runOp(db, listNoteIds(fx.projectId, fx.environmentIds.production!, filters, parseDateFilters(query, NOTE_DATE_FIELDS), 10))
     connection.close()
     const statement = captured.find((q) => /^select "id" from "notes"/i.test(q.sql))
     expect(statement).toBeDefined()

@@ -9,12 +9,12 @@ import { createHash, randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import type { DepsInput } from '../src/deps.ts'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { writeTransaction } from '../src/db/write.ts'
-import { applyDocument } from '../src/modules/apply/service.ts'
+import { commitNow } from '../src/db/write.ts'
+import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -67,9 +67,11 @@ beforeAll(async () => {
   const document = acmeDocument()
   acmeProject(document).sso = true
   document.projects.push({ name: 'Open', environments: ['production'], members: [{ user: 'alice@example.com', role: 'admin' }] })
-  const report = applyDocument(document, { store: env.store, clock, secret: env.secret, baseUrl: base })
+  const report = applyDocumentNow(document, { store: env.store, clock, secret: env.secret, baseUrl: base })
   hook = reportHook(report, 'Refund order')
-  writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'dave'), true, null))
+  commitNow(env.store, function* () {
+        return yield* setUserDeactivated(clock, userId(env.store, 'dave'), true, null)
+      })
   serveApp(env.config)
 })
 
@@ -336,7 +338,9 @@ describe('who the person is', () => {
       expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { viaSso: true } })
       // An instance administrator reads it on the console's People page (the instance admin log: it has no project).
       env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE email = 'alice@example.com'")
-      const admin = writeTransaction(env.store, (tx) => createSession(tx, env.clock, userId(env.store, 'alice'), false))
+      const admin = commitNow(env.store, function* () {
+            return yield* createSession(env.clock, userId(env.store, 'alice'), false)
+          })
       const people = await (await fetch(new URL('/admin/users', base), { headers: { cookie: `trellis_session=${admin.id}` } })).text()
       expect(people).toContain('newcomer@example.com created at first SSO sign-in')
       expect(people).toContain('identity provider (SSO)')
@@ -450,8 +454,9 @@ describe('an SSO project', () => {
     expect(created.status).toBe(201)
     ssoToken = created.body!.token as string
     // A token made before the project turned SSO on (nothing can make one now).
-    passwordToken = writeTransaction(env.store, (tx) =>
-      createToken(tx, clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }),
+    passwordToken = commitNow(env.store, function* () {
+          return yield* createToken(clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+        },
     ).value
   })
 
@@ -491,7 +496,7 @@ describe('an SSO project', () => {
   })
 
   test('a password session cannot open the project in the console (told to sign in with SSO), nor make tokens for it', async () => {
-    const password = `trellis_session=${createSession(env.store.db, clock, userId(env.store, 'alice'), false).id}`
+    const password = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = await fetch(`${base}/p/Acme`, { headers: { cookie: password } })
     expect(page.status).toBe(403)
     const text = await page.text()
@@ -510,15 +515,16 @@ describe('an SSO project', () => {
     const { person } = await signIn('alice')
     const sso = (await api('/v1/account/tokens', { method: 'POST', cookie: sessionOf(person), json: { name: 'open-sso', projectName: 'Open', preset: 'read-write' } })).body!
     const plain = (name: string) =>
-      writeTransaction(env.store, (tx) =>
-        createToken(tx, clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }),
+      commitNow(env.store, function* () {
+            return yield* createToken(clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+          },
       )
     const kept = plain('open-kept').value
     const revoked = plain('open-revoked')
     const openNotes = '/v1/project/Open/environment/production/notes'
     expect((await api(openNotes, { token: kept })).status).toBe(200)
     const ctx = { store: env.store, clock, secret: env.secret, baseUrl: base }
-    applyDocument({ projects: [{ name: 'Open', sso: true }] }, ctx)
+    applyDocumentNow({ projects: [{ name: 'Open', sso: true }] }, ctx)
     for (const token of [kept, revoked.value]) {
       const refused = await api(openNotes, { token })
       expect({ status: refused.status, code: refused.body!.code }).toEqual({ status: 403, code: 'sso_required' })
@@ -528,7 +534,7 @@ describe('an SSO project', () => {
     const listed = (await api('/v1/project/Open/api-tokens', { token: sso.token as string })).body!.data as { id: number; name: string; createdWithSso: boolean }[]
     expect(listed.map((t) => [t.name, t.createdWithSso]).sort()).toEqual([['open-kept', false], ['open-revoked', false], ['open-sso', true]])
     expect((await api(`/v1/project/Open/api-tokens/${revoked.token.id}`, { method: 'DELETE', token: sso.token as string })).status).toBe(204)
-    applyDocument({ projects: [{ name: 'Open', sso: false }] }, ctx)
+    applyDocumentNow({ projects: [{ name: 'Open', sso: false }] }, ctx)
     expect((await api(openNotes, { token: kept })).status).toBe(200)
     expect((await api(openNotes, { token: revoked.value })).status).toBe(401)
     expect((await api(openNotes, { token: sso.token as string })).status).toBe(200)

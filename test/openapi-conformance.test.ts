@@ -16,7 +16,7 @@ import { eq } from 'drizzle-orm'
 import { users } from '../src/db/schema.ts'
 import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
 import { createInvitation } from '../src/modules/users/invitations.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, tokenFor } from './support/acme.ts'
 import { atMaximum, deref, type Json, mutations, schemaValidator, valueGenerators } from './support/openapi-requests.ts'
 
@@ -78,9 +78,9 @@ beforeAll(async () => {
   // The instance routes need an instance administrator's session: alice's.
   const alice = env.store.db.select().from(users).all().find((u) => u.email === ALICE.email)!
   env.store.db.update(users).set({ isInstanceAdmin: true }).where(eq(users.id, alice.id)).run()
-  instanceCookie = `${SESSION_COOKIE}=${createSession(env.store.db, env.clock, alice.id, false).id}`
+  instanceCookie = `${SESSION_COOKIE}=${(runNow(env.store, createSession(env.clock, alice.id, false))).id}`
   // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
-  known.token = createInvitation(env.store.db, env.clock, { user: dave, actorId: alice.id }).token
+  known.token = (runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
 })
 afterAll(() => env.cleanup())
 

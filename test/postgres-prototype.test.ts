@@ -12,7 +12,8 @@ import { randomUUIDv7 } from 'bun'
 import { createPrototypeSchema, openPgStore, type PgStore } from '../src/db/postgres/store.ts'
 import { claimRuns, startRun, type StartRunResult, type TriggerEntry } from '../src/db/postgres/runs.ts'
 import type { NewRun } from '../src/db/queue.ts'
-import { runQueueOf } from '../src/db/queue.ts'
+import { insertRun } from '../src/db/queue.ts'
+import { runOp } from '../src/db/op.ts'
 import { findTriggerTarget } from '../src/db/workflows.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { startRun as startSqliteRun } from '../src/modules/runs/service.ts'
@@ -206,13 +207,12 @@ describe.skipIf(missing)('per-trigger cost (printed, a local measurement)', () =
       applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
       const base = refundRunBase(env.store)
       const target = findTriggerTarget(env.store.db, base.workflowId)!
-      const queue = runQueueOf(env.store)
       const input = (i: number) => ({ target, versionId: base.workflowVersionId, recordId: `m-${i}`, userId: base.userId, tokenId: null, trigger: 'webhook' as const })
       const sqliteStart = performance.now()
-      for (let i = 0; i < iterations; i++) await startSqliteRun(env.store, env.clock, queue, input(i))
+      for (let i = 0; i < iterations; i++) await startSqliteRun(env.store, env.clock, input(i))
       const sqliteMs = (performance.now() - sqliteStart) / iterations
       const sqliteConcurrentStart = performance.now()
-      await Promise.all(Array.from({ length: iterations }, (_, i) => startSqliteRun(env.store, env.clock, queue, input(iterations + i))))
+      await Promise.all(Array.from({ length: iterations }, (_, i) => startSqliteRun(env.store, env.clock, input(iterations + i))))
       const sqliteConcurrentMs = (performance.now() - sqliteConcurrentStart) / iterations
 
       // Shape (b), emulated at its least cost: an async unit of work behind a mutex on the one connection, the
@@ -228,9 +228,9 @@ describe.skipIf(missing)('per-trigger cost (printed, a local measurement)', () =
           const id = randomUUIDv7()
           const now = env.clock.now()
           await null
-          queue.insert({ ...base, id, recordId: `u-${i}`, createdAt: now })
+          insertRun(env.store.db, { ...base, id, recordId: `u-${i}`, createdAt: now })
           await null
-          appendActivityLog(env.store.db, env.clock, { environmentId: target.environmentId, type: 'write', action: 'triggerWorkflow', label: 'triggered via webhook', userId: base.userId, teamId: target.teamId, collectionId: target.collectionId, tokenId: null, recordIds: [`u-${i}`], workflow: { name: target.workflowName, runId: id } })
+          runOp(env.store.db, appendActivityLog(env.clock, { environmentId: target.environmentId, type: 'write', action: 'triggerWorkflow', label: 'triggered via webhook', userId: base.userId, teamId: target.teamId, collectionId: target.collectionId, tokenId: null, recordIds: [`u-${i}`], workflow: { name: target.workflowName, runId: id } }))
           await null
           env.store.sqlite.run('COMMIT')
         } catch (error) {

@@ -18,6 +18,7 @@ import {
   runWorkflow,
 } from '../src/db/queue.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/schema.ts'
+import { op } from '../src/db/op.ts'
 import { inSavepoint, write, writeTransaction } from '../src/db/write.ts'
 import { testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
@@ -111,17 +112,17 @@ describe('lease-guarded transitions', () => {
     force(id, 'running', 'B') // recovered and claimed elsewhere meanwhile
     const before = row(id)
     await expect(
-      write(env.store, (tx) => {
-        recordStepOutcome(tx, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
-        advanceRun(tx, id, 'A', 1)
+      write(env.store, function* () {
+        yield* op(recordStepOutcome, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+        yield* op(advanceRun, id, 'A', 1)
       }),
     ).rejects.toBeInstanceOf(LeaseLostError)
     expect(stepsOf(id)).toEqual([])
     expect(row(id)).toEqual(before)
     // The owner records and advances in one transaction.
-    await write(env.store, (tx) => {
-      recordStepOutcome(tx, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
-      advanceRun(tx, id, 'B', 1)
+    await write(env.store, function* () {
+      yield* op(recordStepOutcome, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+      yield* op(advanceRun, id, 'B', 1)
     })
     expect(stepsOf(id)).toEqual([{ step_index: 0 }])
     expect(row(id).next_step).toBe(1)

@@ -12,9 +12,9 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
-import { applyDocument, parseApplyText } from '../src/modules/apply/service.ts'
+import { applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
 
@@ -35,10 +35,12 @@ projects:
 beforeAll(() => {
   const ctx = { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }
   applyAcme(ctx, acmeDocument())
-  applyDocument(parseApplyText(GLOBEX), ctx)
+  applyDocumentNow(parseApplyText(GLOBEX), ctx)
   gina = tokenFor(env.store, env.clock, 'gina', ['all'], { project: 'Globex' }).value
   alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
-  const session = writeTransaction(env.store, (tx) => createSession(tx, env.clock, userId(env.store, 'alice'), false))
+  const session = commitNow(env.store, function* () {
+        return yield* createSession(env.clock, userId(env.store, 'alice'), false)
+      })
   aliceCookie = `${SESSION_COOKIE}=${session.id}`
 })
 afterAll(() => env.cleanup())

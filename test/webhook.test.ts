@@ -12,7 +12,7 @@ import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { WebhookRateLimiter } from '../src/modules/webhooks/rate.ts'
 import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
 import { manualClock } from '../src/lib/clock.ts'
-import { bearer, request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 
 const WORKFLOW = '/v1/project/Acme/environment/production/team/Support/workflows'
@@ -355,7 +355,7 @@ describe('401: the token', () => {
   test('a revoked token → 401 from the very next call', async () => {
     const { value, token } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
     expectAccepted(await trigger(hook, value))
-    expect(revokeToken(env.store.db, env.clock, token, null)).toBe(true)
+    expect((runNow(env.store, revokeToken(env.clock, token, null)))).toBe(true)
     expect(expectError(await trigger(hook, value), 401, 'unauthorized').message).toContain('revoked')
   })
 

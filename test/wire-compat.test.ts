@@ -10,6 +10,7 @@
  * Which rows the document can describe is decided here from the document's own enums and the raw columns, not
  * from the server's flag.
  */
+import { runOp } from '../src/db/op.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createProject } from '../src/modules/projects/structure.ts'
@@ -19,7 +20,7 @@ import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { commitNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -30,7 +31,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, handleJson, request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, handleJson, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
@@ -231,15 +232,25 @@ beforeAll(async () => {
 
   // A role changed by an admin; a user deactivated and reactivated (one entry in each of their projects).
   const aliceId = userId(env.store, 'alice')
-  writeTransaction(env.store, (tx) => setProjectMember(tx, clock, { projectId: projectId(env.store, 'Acme'), userId: userId(env.store, 'dave'), role: 'editor', actorId: aliceId }))
-  writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'bob'), true, aliceId))
-  writeTransaction(env.store, (tx) => setUserDeactivated(tx, clock, userId(env.store, 'bob'), false, null))
+  commitNow(env.store, function* () {
+        return yield* setProjectMember(clock, { projectId: projectId(env.store, 'Acme'), userId: userId(env.store, 'dave'), role: 'editor', actorId: aliceId })
+      })
+  commitNow(env.store, function* () {
+        return yield* setUserDeactivated(clock, userId(env.store, 'bob'), true, aliceId)
+      })
+  commitNow(env.store, function* () {
+        return yield* setUserDeactivated(clock, userId(env.store, 'bob'), false, null)
+      })
   // Issue 15: a project created by an instance administrator, an invitation made (instance-wide entry).
-  writeTransaction(env.store, (tx) => createProject(tx, clock, { name: 'Initech', actorId: aliceId }))
-  writeTransaction(env.store, (tx) => createInvitation(tx, clock, { user: findUser(tx, userId(env.store, 'dave'))!, actorId: aliceId }))
+  commitNow(env.store, function* () {
+        return yield* createProject(clock, { name: 'Initech', actorId: aliceId })
+      })
+  commitNow(env.store, function* () {
+        return yield* createInvitation(clock, { user: (yield* findUser(userId(env.store, 'dave')))!, actorId: aliceId })
+      })
 
   // Console reads (audited as `read` / `index`).
-  const cookie = `trellis_session=${createSession(env.store.db, clock, aliceId, false).id}`
+  const cookie = `trellis_session=${(runNow(env.store, createSession(clock, aliceId, false))).id}`
   for (const path of ['/p/Acme/e/production/t/Support/c/orders/r/ord_1001', '/p/Acme/e/production/t/Support/c/orders', '/p/Acme/e/production/t/Billing/c/customers']) {
     expect((await app.handle(request(path, { headers: { cookie } }))).status).toBe(200)
   }
@@ -325,7 +336,7 @@ describe('after a realistic mix, every page validates against the compatibility 
   })
 
   test('the console shows every entry, extensions included', async () => {
-    const cookie = `trellis_session=${createSession(env.store.db, clock, userId(env.store, 'alice'), false).id}`
+    const cookie = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = async (path: string) => {
       const response = await app.handle(request(path, { headers: { cookie } }))
       expect(response.status).toBe(200)
@@ -369,14 +380,14 @@ describe('after a realistic mix, every page validates against the compatibility 
     const production = environmentId('Acme', 'production')
     const middle = env.store.sqlite.prepare('SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10').get(production) as { at: number }
     const cases: [string, () => unknown, RegExp][] = [
-      ['activity default', () => listActivityLogIds(db, acme, production, { extensions: false }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
-      ['activity default, createdAt.lt', () => listActivityLogIds(db, acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': new Date(middle.at).toISOString() }, ACTIVITY_DATE_FIELDS), 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
-      ['activity extensions', () => listActivityLogIds(db, acme, production, { extensions: true }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
-      ['activity action', () => listActivityLogIds(db, acme, production, { extensions: false, action: 'createNote' }, [], 10), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
-      ['activity userId', () => listActivityLogIds(db, acme, production, { extensions: false, userId: 1 }, [], 10), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],
-      ['admin default', () => listAdminLogIds(db, acme, { extensions: false }, [], 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
-      ['admin extensions', () => listAdminLogIds(db, acme, { extensions: true }, [], 10), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx/],
-      ['admin resource', () => listAdminLogIds(db, acme, { extensions: false, resource: 'team' }, [], 10), /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx/],
+      ['activity default', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+      ['activity default, createdAt.lt', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': new Date(middle.at).toISOString() }, ACTIVITY_DATE_FIELDS), 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
+      ['activity extensions', () => runOp(db, listActivityLogIds(acme, production, { extensions: true }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
+      ['activity action', () => runOp(db, listActivityLogIds(acme, production, { extensions: false, action: 'createNote' }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
+      ['activity userId', () => runOp(db, listActivityLogIds(acme, production, { extensions: false, userId: 1 }, [], 10)), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],
+      ['admin default', () => runOp(db, listAdminLogIds(acme, { extensions: false }, [], 10)), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
+      ['admin extensions', () => runOp(db, listAdminLogIds(acme, { extensions: true }, [], 10)), /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx/],
+      ['admin resource', () => runOp(db, listAdminLogIds(acme, { extensions: false, resource: 'team' }, [], 10)), /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx/],
     ]
     try {
       for (const [name, list, expected] of cases) {

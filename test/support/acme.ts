@@ -7,9 +7,9 @@ import { join } from 'node:path'
 import type { Store } from '../../src/db/open.ts'
 import type { NewRun } from '../../src/db/queue.ts'
 import type { Clock } from '../../src/lib/clock.ts'
-import { applyDocument, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
+import { applyDocumentNow, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
-import { repoRoot } from '../helpers.ts'
+import { repoRoot, runNow } from '../helpers.ts'
 
 export interface AcmeUser {
   email: string
@@ -66,7 +66,7 @@ export function acmeWorkflow(document: AcmeDocument, name: string): Record<strin
 }
 
 export function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
-  return applyDocument(document, ctx)
+  return applyDocumentNow(document, ctx)
 }
 
 export function userId(store: Store, username: string): number {
@@ -89,15 +89,15 @@ export function tokenFor(
   scopes: Scope[],
   options: { project?: string; expiresAt?: number | null; name?: string } = {},
 ): { value: string; token: TokenRow } {
-  return createToken(store.db, clock, {
-    name: options.name ?? `${username}-${scopes.join('+')}-${crypto.randomUUID().slice(0, 8)}`,
-    userId: userId(store, username),
-    projectId: projectId(store, options.project ?? 'Acme'),
-    scopes,
-    expiresAt: options.expiresAt ?? null,
-    createdWithSso: false,
-    actorId: null,
-  })
+  return runNow(store, createToken(clock, {
+      name: options.name ?? `${username}-${scopes.join('+')}-${crypto.randomUUID().slice(0, 8)}`,
+      userId: userId(store, username),
+      projectId: projectId(store, options.project ?? 'Acme'),
+      scopes,
+      expiresAt: options.expiresAt ?? null,
+      createdWithSso: false,
+      actorId: null,
+    }))
 }
 
 /** The webhook URL's path (`/v1/hooks/{payload}.{signature}`): base URLs differ between tests and a real server. */

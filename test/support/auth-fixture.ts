@@ -8,11 +8,11 @@ import { afterAll, afterEach, expect } from 'bun:test'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { openStore } from '../../src/db/open.ts'
-import { writeTransaction } from '../../src/db/write.ts'
-import { applyDocument, parseApplyText } from '../../src/modules/apply/service.ts'
+import { commitNow } from '../../src/db/write.ts'
+import { applyDocumentNow, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createSession } from '../../src/modules/auth/sessions.ts'
 import { createToken, type Scope } from '../../src/modules/tokens/service.ts'
-import { repoRoot, request, testApp, testEnv, type TestEnv } from '../helpers.ts'
+import { repoRoot, request, testApp, testEnv, type TestEnv, runNow } from '../helpers.ts'
 import type { ErrorObject } from './compat-schema.ts'
 
 
@@ -61,8 +61,8 @@ export function templateEnv(): TestEnv {
   if (!template) {
     const e = testEnv()
     const ctx = { store: e.store, clock: e.clock, secret: e.secret, baseUrl: e.config.baseUrl }
-    applyDocument(parseApplyText(readFileSync(ACME, 'utf8')), ctx)
-    applyDocument(parseApplyText(EXTRA_PROJECTS), ctx)
+    applyDocumentNow(parseApplyText(readFileSync(ACME, 'utf8')), ctx)
+    applyDocumentNow(parseApplyText(EXTRA_PROJECTS), ctx)
     template = e
   }
   return template
@@ -106,22 +106,23 @@ export function mint(
   email: string,
   options: { project?: string; scopes?: Scope[]; expiresAt?: number | null; createdWithSso?: boolean; name?: string } = {},
 ) {
-  return writeTransaction(e.store, (tx) =>
-    createToken(tx, e.clock, {
-      name: options.name ?? 'test',
-      userId: userId(e, email),
-      projectId: projectId(e, options.project ?? 'Acme'),
-      scopes: options.scopes ?? ['all'],
-      expiresAt: options.expiresAt ?? null,
-      createdWithSso: options.createdWithSso ?? false,
-      actorId: userId(e, email),
-    }),
+  return commitNow(e.store, function* () {
+        return yield* createToken(e.clock, {
+                    name: options.name ?? 'test',
+                    userId: userId(e, email),
+                    projectId: projectId(e, options.project ?? 'Acme'),
+                    scopes: options.scopes ?? ['all'],
+                    expiresAt: options.expiresAt ?? null,
+                    createdWithSso: options.createdWithSso ?? false,
+                    actorId: userId(e, email),
+                  })
+      },
   )
 }
 
 /** A console session cookie without the cost of a password check (login itself is tested below). */
 export function sessionCookie(e: TestEnv, email: string): string {
-  return `trellis_session=${createSession(e.store.db, e.clock, userId(e, email), false).id}`
+  return `trellis_session=${(runNow(e.store, createSession(e.clock, userId(e, email), false))).id}`
 }
 
 export async function login(app: ReturnType<typeof testApp>, email: string, password = PASSWORDS[email]!): Promise<Response> {

@@ -10,7 +10,7 @@
  */
 import { expect } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
-import { writeTransaction } from '../../src/db/write.ts'
+import { commitNow } from '../../src/db/write.ts'
 import type { Executor } from '../../src/executor/executor.ts'
 import type { Clock } from '../../src/lib/clock.ts'
 import { appendActivityLog } from '../../src/modules/activity-logs/service.ts'
@@ -286,7 +286,9 @@ export async function listFixture(): Promise<ListFixture> {
   tokens.daveAll = make('dave', ['all']).value
   const revoked = make('alice', ['all'])
   tokens.revoked = revoked.value
-  writeTransaction(env.store, (tx) => revokeToken(tx, env.clock, revoked.token, null))
+  commitNow(env.store, function* () {
+        return yield* revokeToken(env.clock, revoked.token, null)
+      })
   // The seed below is the whole activity log: set the apply file's own entries aside (deleting is what
   // retention does; nothing updates an entry).
   env.store.sqlite.exec('DELETE FROM activity_logs')
@@ -303,33 +305,35 @@ export async function listFixture(): Promise<ListFixture> {
   for (let i = 0; i < 54; i++) {
     env.clock.set(T + Math.floor(i / 3) * 1_000)
     const read = i % 7 === 3
-    writeTransaction(env.store, (tx) =>
-      appendActivityLog(tx, env.clock, {
-        environmentId: envId(i >= 48 ? 'staging' : 'production'),
-        type: read ? 'read' : 'write',
-        action: read ? 'read' : actions[i % actions.length]!,
-        label: `seed ${i}`,
-        userId: fx.users[users[i % 4]!].id,
-        teamId: teamId(i % 3 === 0 ? 'Billing' : 'Support'),
-        collectionId: i % 5 === 4 ? null : collectionId(i % 2 === 0 ? 'orders' : 'customers'),
-        recordIds: i % 6 === 0 ? ['rec-a', 'rec-b'] : i === 13 ? ['ünï|42'] : [`rec-${i % 4}`],
-        ...(i % 4 === 1 ? { workflow: { name: 'Refund order', runId: `run-${i}`, ...(i % 8 === 1 ? { stepName: '1-load' } : {}) } } : {}),
-      }),
+    commitNow(env.store, function* () {
+          return yield* appendActivityLog(env.clock, {
+                          environmentId: envId(i >= 48 ? 'staging' : 'production'),
+                          type: read ? 'read' : 'write',
+                          action: read ? 'read' : actions[i % actions.length]!,
+                          label: `seed ${i}`,
+                          userId: fx.users[users[i % 4]!].id,
+                          teamId: teamId(i % 3 === 0 ? 'Billing' : 'Support'),
+                          collectionId: i % 5 === 4 ? null : collectionId(i % 2 === 0 ? 'orders' : 'customers'),
+                          recordIds: i % 6 === 0 ? ['rec-a', 'rec-b'] : i === 13 ? ['ünï|42'] : [`rec-${i % 4}`],
+                          ...(i % 4 === 1 ? { workflow: { name: 'Refund order', runId: `run-${i}`, ...(i % 8 === 1 ? { stepName: '1-load' } : {}) } } : {}),
+                        })
+        },
     )
   }
   const types = ['add', 'remove', 'update', 'initial'] as const
   for (let i = 0; i < 36; i++) {
     env.clock.set(T + Math.floor(i / 3) * 1_000)
-    writeTransaction(env.store, (tx) =>
-      appendAdminLog(tx, env.clock, {
-        projectId: acme,
-        type: types[i % 4]!,
-        resource: ADMIN_LOG_RESOURCES[i % ADMIN_LOG_RESOURCES.length]!,
-        initiator: i % 6 === 5 ? 'system' : i % 5 === 0 ? 'identityProvider' : 'administrator',
-        actorId: i % 6 === 5 ? null : fx.users[i % 2 === 0 ? 'alice' : 'carol'].id,
-        previousValue: i % 2 === 0 ? { name: `before ${i}` } : undefined,
-        newValue: { name: `after ${i}` },
-      }),
+    commitNow(env.store, function* () {
+          return yield* appendAdminLog(env.clock, {
+                          projectId: acme,
+                          type: types[i % 4]!,
+                          resource: ADMIN_LOG_RESOURCES[i % ADMIN_LOG_RESOURCES.length]!,
+                          initiator: i % 6 === 5 ? 'system' : i % 5 === 0 ? 'identityProvider' : 'administrator',
+                          actorId: i % 6 === 5 ? null : fx.users[i % 2 === 0 ? 'alice' : 'carol'].id,
+                          previousValue: i % 2 === 0 ? { name: `before ${i}` } : undefined,
+                          newValue: { name: `after ${i}` },
+                        })
+        },
     )
   }
   env.clock.set(T + 3_600_000)

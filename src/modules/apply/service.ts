@@ -5,7 +5,7 @@
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
 import type { Store } from '../../db/open.ts'
-import { write } from '../../db/write.ts'
+import { commitNow, write } from '../../db/write.ts'
 import {
   firstEditingTeamId,
   firstProjectAdminId,
@@ -36,7 +36,7 @@ import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyFile, type ApplyProject } from './model.ts'
 import { validateApplyFile } from './validate.ts'
 import { type Op, op } from '../../db/op.ts'
-import { read } from '../../db/read.ts'
+import { read, readTransaction } from '../../db/read.ts'
 
 export class ApplyError extends Error {
   constructor(readonly problems: Problem[]) {
@@ -93,22 +93,36 @@ export function parseApplyText(text: string): unknown {
 }
 
 export async function applyDocument(document: unknown, ctx: ApplyContext): Promise<ApplyReport> {
+  const file = checkedShape(document)
+  // Password hashing is slow: do it before taking the write lock.
+  const passwordHashes = await read(ctx.store, hashChangedPasswords(file))
+  return write(ctx.store, () => applyFile(file, ctx, passwordHashes))
+}
+
+/** `applyDocument` at once, its transaction waiting in the driver for a lock (tests and the bench's seeding). */
+export function applyDocumentNow(document: unknown, ctx: ApplyContext): ApplyReport {
+  const file = checkedShape(document)
+  const passwordHashes = readTransaction(ctx.store, hashChangedPasswords(file))
+  return commitNow(ctx.store, () => applyFile(file, ctx, passwordHashes))
+}
+
+function checkedShape(document: unknown): ApplyFile {
   if (document === null || document === undefined) throw new ApplyError([{ path: '(file)', message: 'the file is empty' }])
   const shape = schemaProblems(ApplyFile, document)
   if (shape.length > 0) throw new ApplyError(shape)
-  const file = document as ApplyFile
-  // Password hashing is slow: do it before taking the write lock.
-  const passwordHashes = await read(ctx.store, hashChangedPasswords(file))
-  return write(ctx.store, function* () {
-    const problems = yield* validateApplyFile(file, ctx.actorEmail)
-    if (problems.length > 0) throw new ApplyError(problems)
-    const writer = new ApplyWriter(ctx, passwordHashes)
-    if (file.sso !== undefined) yield* writer.applySso(file.sso)
-    yield* writer.applyUsers(file)
-    for (const [p, project] of (file.projects ?? []).entries()) (yield* writer.applyProject(project, p))
-    if (file.projects) yield* writer.reportProjectsNotInFile(file.projects)
-    return writer.report
-  })
+  return document as ApplyFile
+}
+
+/** The whole file, validated against the database and written, in the caller's transaction. */
+function* applyFile(file: ApplyFile, ctx: ApplyContext, passwordHashes: Map<string, string>): Op<ApplyReport> {
+  const problems = yield* validateApplyFile(file, ctx.actorEmail)
+  if (problems.length > 0) throw new ApplyError(problems)
+  const writer = new ApplyWriter(ctx, passwordHashes)
+  if (file.sso !== undefined) yield* writer.applySso(file.sso)
+  yield* writer.applyUsers(file)
+  for (const [p, project] of (file.projects ?? []).entries()) yield* writer.applyProject(project, p)
+  if (file.projects) yield* writer.reportProjectsNotInFile(file.projects)
+  return writer.report
 }
 
 /** email → new hash, for file users whose password is not already the stored one. */
