@@ -36,6 +36,13 @@ export function asOp<A extends unknown[], T>(fn: (db: Db, ...args: A) => T): (..
   return (...args) => op(fn, ...args)
 }
 
+/** The items `keep` answers true for, in order (an op's `Array.filter`: a callback cannot `yield`). */
+export function* filterOp<T>(items: readonly T[], keep: (item: T) => Op<boolean>): Op<T[]> {
+  const kept: T[] = []
+  for (const item of items) if (yield* keep(item)) kept.push(item)
+  return kept
+}
+
 /** An op's answer without any storage call (a branch that needs none). */
 export function* answer<T>(value: T): Op<T> {
   return value

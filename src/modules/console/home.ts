@@ -8,6 +8,7 @@ import { canReachRendering, hasProjects, projectsOf } from '../projects/service.
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
 import { consolePage, htmlResponse, layout, projectPath, redirect, renderingPath, safeNext, ssoStartPath } from './page.ts'
+import { filterOp } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
 /**
@@ -73,7 +74,7 @@ ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></t
       consolePage(deps, async ({ user, params }) => {
         const { project, isAdmin } = await read(deps.store, memberProject(user, params.project!))
         const { environments, teams } = await read(deps.store, projectLayout(project.id))
-        const reachable = teams.filter((team) => read(deps.store, canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })))
+        const reachable = await read(deps.store, filterOp(teams, (team) => canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })))
         const name = project.name
         return layout({
           title: name,
@@ -92,3 +93,4 @@ ${isAdmin || user.isInstanceAdmin ? html`<h2>Administration</h2><p><a href="${pr
       }),
     )
 }
+

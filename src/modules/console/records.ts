@@ -17,6 +17,7 @@ import { reachableRendering, readableCollection } from './access.ts'
 import { activityTable, notesList } from './logs.ts'
 import { runsTable } from './runs.ts'
 import { consolePage, layout, projectPath, renderingPath } from './page.ts'
+import { filterOp } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
 const RECORDS_PER_PAGE = 50
@@ -53,9 +54,7 @@ export function recordPages(deps: AppDeps) {
       '/p/:project/e/:environment/t/:team',
       consolePage(deps, async ({ user, params }) => {
         const { project, environment, team, isAdmin } = await read(deps.store, reachableRendering(user, params))
-        const readable = (await read(deps.store, projectCollections(project.id))).filter(
-          async (c) => (await read(deps.store, collectionAccess({ userId: user.id, projectId: project.id, teamId: team.id, collectionId: c.id }))).read,
-        )
+        const readable = await read(deps.store, readableCollections(user.id, project.id, team.id))
         const flows = await read(deps.store, renderingWorkflows(environment.id, team.id))
         const at = (...rest: string[]) => renderingPath(project.name, environment.name, team.name, ...rest)
         return layout({
@@ -164,4 +163,12 @@ ${history ? section('History', activityTable(history, { record: false })) : ''}`
         })
       }),
     )
+}
+
+/** The project's collections the user may read as seen by the team. */
+function* readableCollections(userId: number, projectId: number, teamId: number) {
+  const collections = yield* projectCollections(projectId)
+  return yield* filterOp(collections, function* (c) {
+    return (yield* collectionAccess({ userId, projectId, teamId, collectionId: c.id })).read
+  })
 }

@@ -20,12 +20,12 @@ import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed 
 import { read } from '../../db/read.ts'
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
-async function visibleRun(deps: AppDeps, caller: AccountCaller, runId: string) {
-  const found = await read(deps.store, findRun(runId))
+function* visibleRun(caller: AccountCaller, runId: string) {
+  const found = yield* findRun(runId)
   const visible =
     found &&
     (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
-    (found.run.userId === caller.user.id || (await read(deps.store, isAdminOf(caller.user.id, found.projectId))))
+    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
   if (!visible) throw notFound(`Run ${runId} not found`)
   return found
 }
@@ -36,7 +36,7 @@ const RUN_DATE_FIELDS = ['createdAt'] as const
 export function runsModule(deps: AppDeps) {
   return new Elysia({ name: 'runs', tags: ['runs'] })
     .use(authPlugin(deps))
-    .get('/v1/workflow-runs/:runId', async ({ params, caller }) => (await read(deps.store, renderRuns([(await visibleRun(deps, caller, params.runId)).run.id], deps.clock.now())))[0]!, {
+    .get('/v1/workflow-runs/:runId', async ({ params, caller }) => (await read(deps.store, renderRuns([(await read(deps.store, visibleRun(caller, params.runId))).run.id], deps.clock.now())))[0]!, {
       userCall: true,
       params: RunIdParams,
       response: { 200: Run, ...errorResponses(400, 404) },
@@ -47,7 +47,7 @@ export function runsModule(deps: AppDeps) {
       async ({ params, caller }) => {
         requireCallerScope(caller, 'workflows:trigger')
         await write(deps.store, function* () {
-          visibleRun(deps, caller, params.runId)
+          yield* visibleRun(caller, params.runId)
           yield* cancelRun(deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
         })
         deps.executor?.abortRun(params.runId)
