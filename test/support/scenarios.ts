@@ -18,8 +18,8 @@ export interface Sent<T = unknown> {
  * A 4xx body of DESIGN §5 whose `code` is `code`, with an `error` and a non-empty `message`; when `field` is given,
  * the message names it quoted (so that `id` is not found inside "Invalid") and so do the details when there are any.
  */
-export function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject {
-  const body = sent.body as ErrorObject
+export function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject & Record<string, unknown> {
+  const body = sent.body as ErrorObject & Record<string, unknown>
   expect({ status: sent.status, code: body?.code }).toEqual({ status, code })
   expect(typeof body.error).toBe('string')
   expect(body.message.length).toBeGreaterThan(0)
@@ -36,6 +36,8 @@ export interface ScenarioRequest {
   headers?: Record<string, string>
   /** Sent as JSON. */
   body?: unknown
+  /** Sent as it is instead (with the row's headers: give the content-type). */
+  raw?: string
 }
 
 export interface Scenario {
@@ -59,7 +61,8 @@ export interface Scenario {
 export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Request, row: R) => Promise<Sent<unknown>>): void {
   test.each(rows.map((row) => [row.name, row] as const))('%s', async (_, row) => {
     const spec = typeof row.request === 'function' ? row.request() : row.request
-    const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, json: spec.body }), row)
+    const init = spec.raw === undefined ? { json: spec.body } : { body: spec.raw }
+    const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, ...init }), row)
     if (typeof row.code === 'string') expectError(sent, row.status, row.code, row.field)
     else expect({ status: sent.status, body: sent.body }).toMatchObject({ status: row.status })
     if (row.code === null) expect((sent.body as { code?: unknown } | null)?.code ?? null).toBeNull()
