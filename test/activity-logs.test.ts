@@ -330,7 +330,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   let holdHook = ''
 
   const run = (id: string) => fx.env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }
-  const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id))
+  const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id), 8_000, 10)
   const trigger = async (path: string, token: string, recordId: string) => {
     const response = await fx.app.handle(request(path, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
     return { status: response.status, body: (await response.json()) as { runId?: string; code?: string } }
@@ -471,7 +471,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   test('a cancelled run → one abortWorkflow entry for the canceller; 409s (record busy, run finished) write nothing', async () => {
     const before = maxId(fx.env, 'activity_logs')
     const runId = (await trigger(holdHook, bob, 'ord_1003')).body.runId!
-    await until('the run to park on its wait', () => run(runId).status === 'waiting')
+    await until('the run to park on its wait', () => run(runId).status === 'waiting', 8_000, 10)
     const parked = maxId(fx.env, 'activity_logs')
 
     // One active run per record: the second trigger is a 409 and writes nothing.

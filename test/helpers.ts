@@ -101,15 +101,15 @@ export function tableContents(store: Store): Record<string, unknown[]> {
   return Object.fromEntries(tables.map(({ name }) => [name, store.sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]))
 }
 
-/** Polls `probe` every 50 ms until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
-export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+/** Polls `probe` every `pollMs` until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
+export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000, pollMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     const value = await probe()
     if (value !== null && value !== undefined && value !== false) return value
-    await Bun.sleep(50)
+    await Bun.sleep(pollMs)
   }
-  throw new Error(`timed out waiting for ${what}`)
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
 }
 
 /** A TCP port nobody listens on right now (the OS picks it; we release it at once). */
