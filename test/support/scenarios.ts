@@ -73,3 +73,21 @@ export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Re
     row.check?.(sent.body as ErrorObject)
   })
 }
+
+/** `limit` values every list refuses (1–100 in plain decimal digits only). */
+export const BAD_LIMITS = ['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', '1000000000000000000000', ' ']
+
+/**
+ * A row for a query the API must refuse: 400 invalid_parameter naming `name`. `at` gives the request for a query
+ * (called when the row runs); the query is `name=value` unless `query` says otherwise, `note` adds to the row's name.
+ */
+export function badParameter(
+  at: (query: Record<string, string> | string) => ScenarioRequest,
+  name: string,
+  value: string,
+  query: Record<string, string> | string = { [name]: value },
+  note = '',
+): Scenario {
+  const shown = value.length > 40 ? `${value.slice(0, 20)}…(${value.length} characters)` : value
+  return { name: `${name}=${JSON.stringify(shown)}${note} → 400 invalid_parameter naming ${name}`, request: () => at(query), status: 400, code: 'invalid_parameter', field: name }
+}
