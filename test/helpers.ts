@@ -1,5 +1,5 @@
 /** Test helpers: a real SQLite file in a temp dir with real migrations, the real app, the real CLI. */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../src/app.ts'
@@ -12,6 +12,15 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
+
+/** Every TypeScript source file under `dir` (declaration files left out), as absolute paths. */
+export function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sourceFiles(path)
+    return /\.tsx?$/.test(name) && !name.endsWith('.d.ts') ? [path] : []
+  })
+}
 
 export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix))

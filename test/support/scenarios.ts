@@ -30,6 +30,26 @@ export function expectError(sent: Sent<unknown>, status: number, code: string, f
   return body
 }
 
+/**
+ * DESIGN §5 on a raw Response: JSON, a string `error`, `code` and non-empty `message`, the status and (when given)
+ * the code; beyond those three keys only `details` (validation) and `retry_after` (429) — exactly `extras` when given.
+ */
+export async function expectErrorResponse(response: Response, status: number, code?: string, extras?: string[]): Promise<ErrorObject> {
+  const text = await response.text()
+  expect({ status: response.status, text }).toMatchObject({ status })
+  expect(response.headers.get('content-type')).toStartWith('application/json')
+  const body = JSON.parse(text) as ErrorObject
+  expect(typeof body.error).toBe('string')
+  expect(typeof body.code).toBe('string')
+  expect(typeof body.message).toBe('string')
+  expect(body.message.length).toBeGreaterThan(0)
+  if (code !== undefined) expect(body.code).toBe(code)
+  const beyond = Object.keys(body).filter((k) => !['error', 'code', 'message'].includes(k))
+  if (extras !== undefined) expect(beyond).toEqual(extras)
+  else expect(beyond.filter((k) => !['details', 'retry_after'].includes(k))).toEqual([])
+  return body
+}
+
 export interface ScenarioRequest {
   method?: string
   path: string
