@@ -18,11 +18,13 @@ import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme
 import { assertValidWithExtensions, type ErrorObject, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
   type ActivityLog,
+  BAD_EXTENSIONS,
   activityPath,
   at,
   activitySince,
   buildFx,
   collection,
+  describeRateLimit,
   documented,
   environment,
   expectEnumFilter,
@@ -30,12 +32,10 @@ import {
   expectHasMoreBoundaries,
   expectNewestFirst,
   expectNothingWritten,
-  expectRateLimited,
   type Fx,
   iso,
   ISO_UTC_MS,
   listActivity,
-  listAdmin,
   listFixture,
   type ListFixture,
   type ListTokens,
@@ -54,7 +54,7 @@ import {
   VALIDATORS,
   walk,
 } from './support/logs.ts'
-import { expectError, scenarios } from './support/scenarios.ts'
+import { BAD_LIMITS, badParameter, expectError, scenarios } from './support/scenarios.ts'
 
 afterAll(reportValidations)
 
@@ -332,11 +332,14 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   let holdHook = ''
 
   const run = (id: string) => fx.env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }
-  const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id))
+  const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id), 8_000, 10)
   const trigger = async (path: string, token: string, recordId: string) => {
     const response = await fx.app.handle(request(path, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
     return { status: response.status, body: (await response.json()) as { runId?: string; code?: string } }
   }
+  /** alice starts a run of `workflowName` (team Support) on `recordId` through the runs API. */
+  const triggerManually = (workflowName: string, recordId: string) =>
+    fx.app.handle(request('/v1/project/Acme/environment/production/workflow-runs', { method: 'POST', headers: bearer(fx.alice), json: { workflowName, teamName: 'Support', recordId } }))
 
   beforeAll(() => {
     const document = acmeWithGlobex()
@@ -420,13 +423,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
 
   test('manual trigger → label "triggered manually", user the caller (alice)', async () => {
     const before = maxId(fx.env, 'activity_logs')
-    const response = await fx.app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: bearer(fx.alice),
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1002' },
-      }),
-    )
+    const response = await triggerManually('Refund order', 'ord_1002')
     expect(response.status).toBe(202)
     const { runId } = (await response.json()) as { runId: string }
     expect((await finished(runId)).status).toBe('succeeded')
@@ -473,19 +470,13 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   test('a cancelled run → one abortWorkflow entry for the canceller; 409s (record busy, run finished) write nothing', async () => {
     const before = maxId(fx.env, 'activity_logs')
     const runId = (await trigger(holdHook, bob, 'ord_1003')).body.runId!
-    await until('the run to park on its wait', () => run(runId).status === 'waiting')
+    await until('the run to park on its wait', () => run(runId).status === 'waiting', 8_000, 10)
     const parked = maxId(fx.env, 'activity_logs')
 
     // One active run per record: the second trigger is a 409 and writes nothing.
     const busy = await trigger(holdHook, bob, 'ord_1003')
     expect(busy).toMatchObject({ status: 409, body: { code: 'run_in_progress', runId } })
-    const busyManual = await fx.app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: bearer(fx.alice),
-        json: { workflowName: 'Long hold', teamName: 'Support', recordId: 'ord_1003' },
-      }),
-    )
+    const busyManual = await triggerManually('Long hold', 'ord_1003')
     expect(busyManual.status).toBe(409)
     expect(maxId(fx.env, 'activity_logs')).toBe(parked)
 
@@ -650,18 +641,12 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
     expect([...ACTIVITY_ACTIONS].sort() as string[]).toEqual([...documented('listActivityLogs', 'action'), ...EXTENSION_VALUES.listActivityLogs.action!].sort())
   })
 
-  const badQuery = (name: string, value: string) => ({
-    name: `${name}=${JSON.stringify(value)} → 400 invalid_parameter naming ${name}`,
-    request: () => ({ path: activityPath({ [name]: value }), headers: bearer(fx.alice) }),
-    status: 400,
-    code: 'invalid_parameter',
-    field: name,
-  })
+  const badQuery = (name: string, value: string) => badParameter((query) => ({ path: activityPath(query), headers: bearer(fx.alice) }), name, value)
 
   describe('bad parameters → 400 invalid_parameter naming the parameter', () => {
     scenarios(
       [
-        ...['TRUE', 'True', '1', 'yes', 'on', 'true ', 'maybe'].map((value) => badQuery('extensions', value)),
+        ...BAD_EXTENSIONS.map((value) => badQuery('extensions', value)),
         badQuery('action', 'bogus'),
         badQuery('action', 'CreateNote'),
         badQuery('action', 'createNote '),
@@ -672,7 +657,7 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
         badQuery('createdAt.lt', 'yesterday'),
         badQuery('createdAt.eq', '2026-13-01T00:00:00Z'),
         badQuery('recordId', 'x'.repeat(5000)),
-        ...['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', ' ', '1000000000000000000000'].map((limit) => badQuery('limit', limit)),
+        ...BAD_LIMITS.map((limit) => badQuery('limit', limit)),
       ],
       sendActivity,
     )
@@ -842,19 +827,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
 
 // ── 429 bodies ──────────────────────────────────────────────────────────────
 
-describe('rate limit on the activity log endpoint', () => {
-  let fx: Fx
-  beforeAll(() => {
-    fx = buildFx({ env: { TRELLIS_API_RATE_PER_MIN: '2' } })
-  })
-  afterAll(() => fx.env.cleanup())
-
-  test('one budget with the admin log; the 429 body and Retry-After match the document', async () => {
-    expect((await listActivity(fx)).status).toBe(200)
-    expect((await listAdmin(fx)).status).toBe(200)
-    expectRateLimited(await listActivity(fx))
-  })
-})
+describeRateLimit('activity')
 
 // ── The compatibility schema itself ─────────────────────────────────────────
 

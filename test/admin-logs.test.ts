@@ -20,17 +20,18 @@ import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.t
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
   adminPath,
+  BAD_EXTENSIONS,
   adminSince,
   type AdminLog,
   at,
   buildFx,
+  describeRateLimit,
   documented,
   expectEnumFilter,
   expectFilterCases,
   expectHasMoreBoundaries,
   expectNewestFirst,
   expectNothingWritten,
-  expectRateLimited,
   type Fx,
   iso,
   ISO_UTC_MS,
@@ -54,7 +55,7 @@ import {
   VALIDATORS,
   walk,
 } from './support/logs.ts'
-import { expectError, scenarios } from './support/scenarios.ts'
+import { BAD_LIMITS, badParameter, expectError, scenarios } from './support/scenarios.ts'
 
 afterAll(reportValidations)
 
@@ -507,18 +508,12 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
     expect([...ADMIN_LOG_RESOURCES].sort() as string[]).toEqual([...documented('listAdminLogs', 'resource'), ...EXTENSION_VALUES.listAdminLogs.resource!].sort())
   })
 
-  const badQuery = (name: string, value: string) => ({
-    name: `${name}=${JSON.stringify(value)} → 400 invalid_parameter naming ${name}`,
-    request: () => ({ path: adminPath({ [name]: value }), headers: bearer(fx.alice) }),
-    status: 400,
-    code: 'invalid_parameter',
-    field: name,
-  })
+  const badQuery = (name: string, value: string) => badParameter((query) => ({ path: adminPath(query), headers: bearer(fx.alice) }), name, value)
 
   describe('bad parameters → 400 invalid_parameter naming the parameter', () => {
     scenarios(
       [
-        ...['TRUE', 'True', '1', 'yes', 'on', 'true ', 'maybe'].map((value) => badQuery('extensions', value)),
+        ...BAD_EXTENSIONS.map((value) => badQuery('extensions', value)),
         badQuery('type', 'delete'),
         badQuery('type', 'Add'),
         badQuery('initiator', 'System'),
@@ -527,7 +522,7 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
         badQuery('resource', 'USER'),
         badQuery('userId', '-1'),
         badQuery('createdAt.gte', 'not-a-date'),
-        ...['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', ' ', '1000000000000000000000'].map((limit) => badQuery('limit', limit)),
+        ...BAD_LIMITS.map((limit) => badQuery('limit', limit)),
       ],
       sendAdmin,
     )
@@ -768,19 +763,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
 
 // ── 429 bodies ──────────────────────────────────────────────────────────────
 
-describe('rate limit on the admin log endpoint', () => {
-  let fx: Fx
-  beforeAll(() => {
-    fx = buildFx({ env: { TRELLIS_API_RATE_PER_MIN: '2' } })
-  })
-  afterAll(() => fx.env.cleanup())
-
-  test('one budget with the activity log; the 429 body and Retry-After match the document', async () => {
-    expect((await listActivity(fx)).status).toBe(200)
-    expect((await listAdmin(fx)).status).toBe(200)
-    expectRateLimited(await listAdmin(fx))
-  })
-})
+describeRateLimit('admin')
 
 // ── The compatibility schema itself ─────────────────────────────────────────
 

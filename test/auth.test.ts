@@ -15,7 +15,6 @@ import {
   cookieFrom,
   expect401,
   expect403,
-  expectErrorResponse,
   fixture,
   getNotes,
   login,
@@ -30,6 +29,7 @@ import {
   useFixtureCleanup,
   userId,
 } from './support/auth-fixture.ts'
+import { expectErrorResponse } from './support/scenarios.ts'
 
 useFixtureCleanup()
 

@@ -12,7 +12,7 @@ import { migrations } from '../src/db/migrations.generated.ts'
 import { openStore } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { runCli, startServe, tempDir } from './helpers.ts'
+import { bearer, runCli, startServe, tempDir } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -113,7 +113,7 @@ describe('trellis backup', () => {
     let code: number
     try {
       expect((await fetch(`${server.url}/readyz`)).status).toBe(200)
-      const notes = await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: { authorization: `Bearer ${token}` } })
+      const notes = await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: bearer(token) })
       expect(notes.status).toBe(200)
       expect(((await notes.json()) as { data: unknown[] }).data.length).toBeGreaterThan(0)
       expect(server.stdout()).not.toContain('/setup?token=') // its users came back

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
-import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { bearer, repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const available = existsSync(CHROMIUM)
@@ -163,9 +163,9 @@ describe.skipIf(!available)('the console in Chromium', () => {
     await page.locator('#token-once').waitFor({ state: 'visible' })
     const value = (await page.locator('#token-value').textContent())!
     expect(value).toMatch(/^trl_[A-Za-z0-9_-]{43}$/)
-    const notes = () => fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: { authorization: `Bearer ${value}` } })
+    const notes = () => fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { headers: bearer(value) })
     expect((await notes()).status).toBe(200)
-    const logs = await fetch(`${server.url}/v1/project/Acme/environment/production/activity-logs`, { headers: { authorization: `Bearer ${value}` } })
+    const logs = await fetch(`${server.url}/v1/project/Acme/environment/production/activity-logs`, { headers: bearer(value) })
     expect(logs.status).toBe(403) // exactly the scope ticked: notes:read
 
     await page.click('#token-once a:text("Done")')
@@ -318,7 +318,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
       await bob.click('#new-token button[type=submit]')
       const token = await eventually('the new token', text('#token-value', bob), (t) => t.startsWith('trl_'))
       // Bob reads the project's notes with it.
-      const notes = await fetch(`${first.url}/v1/project/First/environment/production/notes`, { headers: { authorization: `Bearer ${token}` } })
+      const notes = await fetch(`${first.url}/v1/project/First/environment/production/notes`, { headers: bearer(token) })
       expect(notes.status, await notes.clone().text()).toBe(200)
       // The link was single use.
       expect((await fetch(local(invitation))).status).toBe(404)

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { repoRoot, request, runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, repoRoot, request, runCli, startServe, tempDir, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -57,7 +57,7 @@ async function get(path: string, who?: string) {
 async function activity(query: Record<string, string> = {}): Promise<ActivityEntry[]> {
   const response = await app.handle(
     request(`/v1/project/Acme/environment/production/activity-logs?${new URLSearchParams({ limit: '100', extensions: 'true', ...query })}`, {
-      headers: { authorization: `Bearer ${auditor}` },
+      headers: bearer(auditor),
     }),
   )
   expect(response.status).toBe(200)
@@ -412,7 +412,7 @@ describe('notes from the console', () => {
     expect((await send('PATCH', `${base}/notes/1`, 'bob', {})).status).toBe(400)
     expect((await errorOf(await send('POST', path, null, { title: 't', text: 'x' }))).status).toBe(401)
     const token = tokenFor(env.store, env.clock, 'bob', ['all']).value
-    expect(await errorOf(await send('POST', path, null, { title: 't', text: 'x' }, { authorization: `Bearer ${token}` }))).toMatchObject({ status: 403, code: 'session_required' })
+    expect(await errorOf(await send('POST', path, null, { title: 't', text: 'x' }, bearer(token)))).toMatchObject({ status: 403, code: 'session_required' })
     expect(await errorOf(await send('POST', path, 'bob', { title: 't', text: 'x' }, { origin: 'https://evil.example' }))).toMatchObject({ status: 403, code: 'cross_origin' })
     expect(maxActivityId()).toBe(before)
   })

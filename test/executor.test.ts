@@ -20,7 +20,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
-import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv, until, runNow } from './helpers.ts'
 import {
   type AcmeDocument,
   acmeDocument,
@@ -106,16 +106,8 @@ afterAll(() => remote.stop(true))
 
 // ── Shared helpers ──────────────────────────────────────────────────────────
 
-
-async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await Bun.sleep(10)
-  }
-}
+/** How often these tests look at a run: the executor polls every 20 ms, so every 10 ms sees each state. */
+const POLL_MS = 10
 
 function http(name: string, method: string, path: string, extra: Record<string, unknown> = {}) {
   return {
@@ -222,9 +214,9 @@ describe('executor (in-process, real clock)', () => {
   }
   const getRun = (id: string, headers: Record<string, string>) => send(request(`/v1/workflow-runs/${id}`, { headers }))
   const finished = (id: string, timeoutMs = 5_000) =>
-    until(`run ${id} to finish`, () => (['succeeded', 'failed', 'cancelled'].includes(run(id).status) ? run(id) : null), timeoutMs)
+    until(`run ${id} to finish`, () => (['succeeded', 'failed', 'cancelled'].includes(run(id).status) ? run(id) : null), timeoutMs, POLL_MS)
   const inStatus = (id: string, status: RunRow['status'], timeoutMs = 5_000) =>
-    until(`run ${id} to be ${status}`, () => (run(id).status === status ? run(id) : null), timeoutMs)
+    until(`run ${id} to be ${status}`, () => (run(id).status === status ? run(id) : null), timeoutMs, POLL_MS)
   /** A fresh executor (and the app that wakes it) calling out through the operator's allow-list. */
   function startExecutor(): void {
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
@@ -601,7 +593,7 @@ describe('executor (in-process, real clock)', () => {
     const done = await until(`run ${runId} to finish`, () => {
       rssPeak = Math.max(rssPeak, process.memoryUsage.rss())
       return ['succeeded', 'failed'].includes(run(runId).status) ? run(runId) : null
-    }, 20_000)
+    }, 20_000, POLL_MS)
     expect(done.status).toBe('succeeded')
     const output = JSON.parse(steps(runId)[0]!.output!)
     expect(output).toEqual({ status: 200, attempts: 1, body: 'x'.repeat(2000), bodyTruncated: true })
@@ -627,7 +619,7 @@ describe('executor (in-process, real clock)', () => {
     expect(executor.busyWorkers).toBe(1)
     const cancelled = await send(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: bearer(tokens.bob) }))
     expect(cancelled.body).toMatchObject({ status: 'cancelled' })
-    await until('the worker to be free', () => executor.busyWorkers === 0, 2_000)
+    await until('the worker to be free', () => executor.busyWorkers === 0, 2_000, POLL_MS)
     await Bun.sleep(100)
     expect(run(runId)).toMatchObject({ status: 'cancelled', error: null, lease_owner: null })
     expect(steps(runId)).toEqual([])
@@ -702,7 +694,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     const done = await until(`run ${runId} to finish`, () => {
       const row = env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(runId) as RunRow
       return ['succeeded', 'failed'].includes(row.status) ? row : null
-    })
+    }, 5_000, POLL_MS)
     expect(done.status).toBe('failed')
     // Read back through the run API, as whoever wrote the workflow would: the reason, never an answer.
     const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(token) }))).json()) as {
@@ -785,7 +777,7 @@ describe('leases and several executors on one database', () => {
     })
     for (const { executor } of apps) executor.start()
     const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => trigger(apps[i % 2]!.app, 'Append', `multi_${i + 1}`)))
-    await until('all runs to finish', () => ids.every((id) => ['succeeded', 'failed'].includes(status(id))), 10_000)
+    await until('all runs to finish', () => ids.every((id) => ['succeeded', 'failed'].includes(status(id))), 10_000, POLL_MS)
     expect(ids.map(status)).toEqual(ids.map(() => 'succeeded'))
     const sqlite = env.store.sqlite
     for (let i = 1; i <= 20; i++) {
@@ -853,7 +845,7 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
       const parked = await until('the run to wait', async () => {
         const seen = await getRun(server.url, runId)
         return seen.status === 'waiting' || seen.status === 'succeeded' || seen.status === 'failed' ? seen : null
-      }, 15_000)
+      }, 15_000, POLL_MS)
       expect(parked.status).toBe('waiting')
       expect(parked.steps.map((s) => s.name)).toEqual(['1-load', 'first', 'call', 'pause'])
       expect(await server.stop('SIGKILL')).not.toBe(0)
@@ -863,7 +855,7 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
       const done = await until('the run to finish', async () => {
         const seen = await getRun(server.url, runId)
         return seen.status === 'succeeded' || seen.status === 'failed' ? seen : null
-      }, 20_000)
+      }, 20_000, POLL_MS)
       expect(done.status).toBe('succeeded')
       expect(await server.stop('SIGTERM')).toBe(0)
 

@@ -1,5 +1,5 @@
 /** Test helpers: a real SQLite file in a temp dir with real migrations, the real app, the real CLI. */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../src/app.ts'
@@ -14,6 +14,15 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
+
+/** Every TypeScript source file under `dir` (declaration files left out), as absolute paths. */
+export function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) return sourceFiles(path)
+    return /\.tsx?$/.test(name) && !name.endsWith('.d.ts') ? [path] : []
+  })
+}
 
 export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): void } {
   const path = mkdtempSync(join(tmpdir(), prefix))
@@ -103,15 +112,15 @@ export function tableContents(store: Store): Record<string, unknown[]> {
   return Object.fromEntries(tables.map(({ name }) => [name, store.sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]))
 }
 
-/** Polls `probe` every 50 ms until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
-export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+/** Polls `probe` every `pollMs` until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
+export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000, pollMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     const value = await probe()
     if (value !== null && value !== undefined && value !== false) return value
-    await Bun.sleep(50)
+    await Bun.sleep(pollMs)
   }
-  throw new Error(`timed out waiting for ${what}`)
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
 }
 
 /** A TCP port nobody listens on right now (the OS picks it; we release it at once). */

@@ -4,6 +4,7 @@ import { createLogger } from '../src/lib/logger.ts'
 import { withRequestLog } from '../src/http/request-log.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
 import { request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { expectErrorResponse } from './support/scenarios.ts'
 
 const cleanups: (() => void)[] = []
 afterEach(() => {
@@ -23,20 +24,8 @@ function setupInstance(vars: Record<string, string> = {}) {
   return { env: e, app: testApp(e, { setupGate: gate }), token }
 }
 
-/** Asserts the DESIGN §5 body: string `error`, `code`, `message` and nothing else but `details` (validation). */
-async function expectError(response: Response, status: number, code: string) {
-  const text = await response.text()
-  expect({ status: response.status, text }).toMatchObject({ status })
-  expect(response.headers.get('content-type')).toStartWith('application/json')
-  const body = JSON.parse(text) as Record<string, unknown>
-  expect(body.code).toBe(code)
-  expect(typeof body.error).toBe('string')
-  expect(typeof body.message).toBe('string')
-  expect((body.message as string).length).toBeGreaterThan(0)
-  const extra = Object.keys(body).filter((key) => !['error', 'code', 'message'].includes(key))
-  expect(extra).toEqual(code === 'validation_failed' ? ['details'] : [])
-  return body as { error: string; code: string; message: string; details?: { field: string; message: string }[] }
-}
+/** The DESIGN §5 body: string `error`, `code`, `message` and nothing else but `details` (exactly on validation_failed). */
+const expectError = (response: Response, status: number, code: string) => expectErrorResponse(response, status, code, code === 'validation_failed' ? ['details'] : [])
 
 const admin = { email: 'ada@example.com', username: 'ada', password: 'correct horse battery staple' }
 

@@ -5,19 +5,11 @@
  * composition root or by files of their own module: modules talk through services.
  */
 import { describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
-import { repoRoot } from './helpers.ts'
+import { repoRoot, sourceFiles } from './helpers.ts'
 
 const SRC = join(repoRoot, 'src')
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name)
-    if (statSync(path).isDirectory()) return sourceFiles(path)
-    return /\.tsx?$/.test(name) && !name.endsWith('.d.ts') ? [path] : []
-  })
-}
 
 const transpiler = new Bun.Transpiler({ loader: 'ts' })
 /** `import … from`, `export … from`, `import type … from`: the transpiler drops type-only imports, so read them too. */

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, request, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 
 let env: TestEnv
@@ -20,7 +20,7 @@ afterAll(() => env.cleanup())
 describe('the API rate limit on management and run calls', () => {
   test('one budget per token across notes, token management and runs; the 6th call in a minute is 429 with Retry-After', async () => {
     const token = tokenFor(env.store, env.clock, 'alice', ['all']).value
-    const auth = { authorization: `Bearer ${token}` }
+    const auth = bearer(token)
     const calls = [
       '/v1/account/tokens',
       '/v1/project/Acme/environment/production/notes',
@@ -40,7 +40,7 @@ describe('the API rate limit on management and run calls', () => {
     expect(((await limited.json()) as { code: string }).code).toBe('rate_limited')
     // Another token has its own budget; the next minute opens again.
     const other = tokenFor(env.store, env.clock, 'alice', ['all']).value
-    expect((await app.handle(request('/v1/account/tokens', { headers: { authorization: `Bearer ${other}` } }))).status).toBe(200)
+    expect((await app.handle(request('/v1/account/tokens', { headers: bearer(other) }))).status).toBe(200)
     env.clock.advance(60_000)
     expect((await app.handle(request('/v1/account/tokens', { headers: auth }))).status).toBe(200)
   })

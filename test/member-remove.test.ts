@@ -4,7 +4,7 @@ import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
-import { request, runCli, tempDir, testApp, runNow } from './helpers.ts'
+import { bearer, request, runCli, tempDir, testApp, runNow } from './helpers.ts'
 import { loadConfig } from '../src/config.ts'
 
 const dir = tempDir()
@@ -21,7 +21,7 @@ test('member remove: memberships gone, one remove entry with the previous value,
   const token = (runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
   const adminToken = (runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
   const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), cleanup: () => {} })
-  const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: { authorization: `Bearer ${token}` } }))
+  const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) }))
   expect((await notes()).status).toBe(200)
 
   const removed = await runCli(['member', 'remove', '--project', 'Acme', '--user', 'bob@example.com', '--data', dir.path])
@@ -31,7 +31,7 @@ test('member remove: memberships gone, one remove entry with the previous value,
   expect(store.sqlite.prepare('SELECT count(*) AS n FROM project_members WHERE user_id = ?').get(bob.id)).toEqual({ n: 0 })
   expect(store.sqlite.prepare('SELECT count(*) AS n FROM team_members WHERE user_id = ?').get(bob.id)).toEqual({ n: 0 })
 
-  const log = (await (await app.handle(request('/v1/project/Acme/admin-logs?type=remove&resource=user-project', { headers: { authorization: `Bearer ${adminToken}` } }))).json()) as {
+  const log = (await (await app.handle(request('/v1/project/Acme/admin-logs?type=remove&resource=user-project', { headers: bearer(adminToken) }))).json()) as {
     data: { previousValue: { user: { email: string }; permissionLevel: string; teams: { name: string }[] } }[]
   }
   expect(log.data).toHaveLength(1)

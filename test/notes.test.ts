@@ -23,7 +23,7 @@ import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
 import { bearer, handleJson, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
-import { type Scenario, scenarios, type Sent } from './support/scenarios.ts'
+import { BAD_LIMITS, badParameter, type Scenario, scenarios, type Sent } from './support/scenarios.ts'
 
 // ── Compatibility validation ────────────────────────────────────────────────
 
@@ -651,13 +651,7 @@ describe('GET …/notes over an imported fixture', () => {
       path: notesPath(query, options.project, options.environment),
       headers: bearer(options.token ?? fx.admin),
     })
-    const badParameter = (name: string, value: string, query: Record<string, string> | string = { [name]: value }, note = ''): Scenario => ({
-      name: `${name}=${JSON.stringify(value.length > 40 ? `${value.slice(0, 20)}…(${value.length} characters)` : value)}${note} → 400 invalid_parameter naming ${name}`,
-      request: get(query),
-      status: 400,
-      code: 'invalid_parameter',
-      field: name,
-    })
+    const badQuery = (name: string, value: string, query?: Record<string, string> | string, note?: string) => badParameter((q) => get(q)(), name, value, query, note)
     scenarios(
       [
         // Bad dates, each naming its parameter.
@@ -679,18 +673,18 @@ describe('GET …/notes over an imported fixture', () => {
             ['archivedAt.gt', '2026-01-01T10:00:00 02:00'], // what an unencoded '+' turns into
             ['archivedAt.gte', '２０２６-01-01'],
           ] as const
-        ).map(([name, value]) => badParameter(name, value)),
+        ).map(([name, value]) => badQuery(name, value)),
         // A bad date is a 400 even when a name filter matches nobody (the dates are parsed before the page is asked for).
-        badParameter('createdAt.lt', 'yesterday', { userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }, ' with a userEmail matching nobody'),
-        badParameter('archivedAt.gte', '2026-13-01', { teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }, ' with a teamName matching nobody'),
+        badQuery('createdAt.lt', 'yesterday', { userEmail: 'nobody@example.com', 'createdAt.lt': 'yesterday' }, ' with a userEmail matching nobody'),
+        badQuery('archivedAt.gte', '2026-13-01', { teamName: 'No such team', 'archivedAt.gte': '2026-13-01' }, ' with a teamName matching nobody'),
         // An unencoded + in the query (a space once decoded) is a 400, never a silent misread.
-        badParameter('createdAt.gt', '2026-01-01T10:00:00+02:00', 'createdAt.gt=2026-01-01T10:00:00+02:00', ' with its + unencoded'),
-        ...['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', '1000000000000000000000', ' '].map((limit) => badParameter('limit', limit)),
-        ...["' OR 1=1 --", 'abc', '0', '-1', '1.5', '1e3', '12345678901234567890', '🎉'].map((value) => badParameter('userId', value)),
-        badParameter('recordId', 'x'.repeat(5000)),
-        badParameter('teamName', 'T'.repeat(300)),
-        badParameter('collectionName', 'C'.repeat(300)),
-        badParameter('userEmail', `${'e'.repeat(400)}@example.com`),
+        badQuery('createdAt.gt', '2026-01-01T10:00:00+02:00', 'createdAt.gt=2026-01-01T10:00:00+02:00', ' with its + unencoded'),
+        ...BAD_LIMITS.map((limit) => badQuery('limit', limit)),
+        ...["' OR 1=1 --", 'abc', '0', '-1', '1.5', '1e3', '12345678901234567890', '🎉'].map((value) => badQuery('userId', value)),
+        badQuery('recordId', 'x'.repeat(5000)),
+        badQuery('teamName', 'T'.repeat(300)),
+        badQuery('collectionName', 'C'.repeat(300)),
+        badQuery('userEmail', `${'e'.repeat(400)}@example.com`),
         // Project names are case-sensitive and compared before existence: nothing is revealed.
         { name: 'project acme (the Acme token) → 403 wrong_project', request: get({}, { project: 'acme' }), status: 403, code: 'wrong_project', body: { error: 'Forbidden' } },
         { name: 'an unknown project with a valid token → the same 403', request: get({}, { project: 'NoSuchProject' }), status: 403, code: 'wrong_project' },

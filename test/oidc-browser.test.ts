@@ -11,7 +11,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { stringify } from 'yaml'
-import { freePort, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { bearer, freePort, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
 import { acmeDocument } from './support/acme.ts'
 import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -50,7 +50,7 @@ async function newPage(): Promise<Page> {
 }
 
 async function apiStatus(path: string, token: string): Promise<{ status: number; code?: string; message?: string }> {
-  const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
+  const response = await fetch(`${server.url}${path}`, { headers: bearer(token) })
   const body = (await response.json()) as { code?: string; message?: string }
   return { status: response.status, code: body.code, message: body.message }
 }

@@ -16,7 +16,7 @@ import { commitNow } from '../src/db/write.ts'
 import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
 import { applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
-import { repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
+import { bearer, repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv()
 const app = testApp(env)
@@ -75,7 +75,7 @@ describe('a token of another project', () => {
       const operations = await projectOperations(projectName)
       expect(operations.length).toBeGreaterThanOrEqual(15)
       for (const { method, path } of operations) {
-        const response = await send(path, { method, headers: { authorization: `Bearer ${gina}` }, ...(method === 'GET' || method === 'DELETE' ? {} : { json: {} }) })
+        const response = await send(path, { method, headers: bearer(gina), ...(method === 'GET' || method === 'DELETE' ? {} : { json: {} }) })
         const { status, code } = await errorOf(response)
         answers[`${method} ${path}`] = `${status} ${code}`
       }
@@ -85,14 +85,14 @@ describe('a token of another project', () => {
   })
 
   test('is 403 wrong_project when it creates a token on a project named in the body', async () => {
-    const response = await send('/v1/account/tokens', { method: 'POST', headers: { authorization: `Bearer ${gina}` }, json: { name: 'x', projectName: 'Acme' } })
+    const response = await send('/v1/account/tokens', { method: 'POST', headers: bearer(gina), json: { name: 'x', projectName: 'Acme' } })
     expect(await errorOf(response)).toMatchObject({ status: 403, code: 'wrong_project' })
   })
 
   test("a token of the right project still gets its route's own answers (404 for what is not there)", async () => {
-    const response = await send('/v1/project/Acme/environment/nowhere/notes', { headers: { authorization: `Bearer ${alice}` } })
+    const response = await send('/v1/project/Acme/environment/nowhere/notes', { headers: bearer(alice) })
     expect(await errorOf(response)).toMatchObject({ status: 404 })
-    expect((await send('/v1/project/Acme/api-tokens', { headers: { authorization: `Bearer ${alice}` } })).status).toBe(200)
+    expect((await send('/v1/project/Acme/api-tokens', { headers: bearer(alice) })).status).toBe(200)
   })
 })
 
@@ -180,7 +180,7 @@ describe('integer ids above the database range', () => {
   })
 
   test('are a 400 naming the parameter and stating the bound; the bound itself is a valid id (404)', async () => {
-    const auth = { authorization: `Bearer ${alice}` }
+    const auth = bearer(alice)
     const over = String(MAX_ID + 1) // 9007199254740992
     const cases: [string, string, string][] = [
       [`/v1/project/Acme/environment/production/notes/${over}`, 'GET', 'id'],

@@ -4,7 +4,7 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { request, testApp, testEnv } from './helpers.ts'
+import { bearer, request, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '100000' })
 afterAll(() => env.cleanup())
@@ -15,7 +15,6 @@ const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secre
 const app = testApp(env)
 const alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
 const bob = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
-const auth = (token: string) => ({ authorization: `Bearer ${token}` })
 
 interface RunPage {
   hasMore: boolean
@@ -24,7 +23,7 @@ interface RunPage {
 }
 
 async function list(query: Record<string, string>, token = alice) {
-  const response = await app.handle(request(`/v1/project/Acme/environment/production/workflow-runs?${new URLSearchParams(query)}`, { headers: auth(token) }))
+  const response = await app.handle(request(`/v1/project/Acme/environment/production/workflow-runs?${new URLSearchParams(query)}`, { headers: bearer(token) }))
   return { status: response.status, body: (await response.json()) as RunPage & { code?: string } }
 }
 
@@ -38,7 +37,7 @@ test('filters, order, envelope, limit rules and access', async () => {
     ['Refund order', 'ord_1003'],
   ] as const) {
     env.clock.advance(1_000)
-    const response = await app.handle(request(reportHook(report, workflow), { method: 'POST', headers: auth(bob), json: { record_id: record } }))
+    const response = await app.handle(request(reportHook(report, workflow), { method: 'POST', headers: bearer(bob), json: { record_id: record } }))
     expect(response.status).toBe(202)
     started.push({ id: ((await response.json()) as { runId: string }).runId, workflow, record, at: env.clock.now() })
   }

@@ -5,17 +5,9 @@
  * no SQL. Every file of src/ outside src/db is read and each offending line printed (`file:line: rule: text`).
  */
 import { describe, expect, test } from 'bun:test'
-import { readdirSync, readFileSync, statSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
-import { repoRoot } from './helpers.ts'
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name)
-    if (statSync(path).isDirectory()) return sourceFiles(path)
-    return /\.tsx?$/.test(name) && !name.endsWith('.d.ts') ? [path] : []
-  })
-}
+import { repoRoot, sourceFiles } from './helpers.ts'
 
 const OUTSIDE_DB = sourceFiles(join(repoRoot, 'src'))
   .map((path) => relative(repoRoot, path))

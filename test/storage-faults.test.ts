@@ -14,7 +14,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { startServe, type ServeProcess, tempDir, testApp, testEnv, until } from './helpers.ts'
+import { bearer, type ServeProcess, startServe, tempDir, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
@@ -52,7 +52,7 @@ function noteRequest(token: string, title: string, content: string): RequestInit
 
 
 async function runStatus(send: Send, token: string, runId: string): Promise<string> {
-  const body = (await (await send(`/v1/workflow-runs/${runId}`, { headers: { authorization: `Bearer ${token}` } })).json()) as { status: string }
+  const body = (await (await send(`/v1/workflow-runs/${runId}`, { headers: bearer(token) })).json()) as { status: string }
   return body.status
 }
 
@@ -166,7 +166,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     // Several writers at once: each gets its answer within the budget; reads are not blocked by a writer.
     const [writes, read] = await Promise.all([
       Promise.all([1, 2, 3, 4].map((i) => send(NOTES, noteRequest(token, `parallel ${i}`, '<p>x</p>')).then((r) => r.status))),
-      send(NOTES, { headers: { authorization: `Bearer ${token}` } }),
+      send(NOTES, { headers: bearer(token) }),
     ])
     expect(writes).toEqual([503, 503, 503, 503])
     expect(read.status).toBe(200)
@@ -359,7 +359,7 @@ describe('the disk is full', () => {
     expect((await send(NOTES, noteRequest(token, 'still full', content))).status).toBe(503)
     expect(await readyz()).toEqual({ status: 503, body: expect.objectContaining({ code: 'storage_full' }) })
     expect(await health()).toBe(200)
-    expect((await send(NOTES, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200)
+    expect((await send(NOTES, { headers: bearer(token) })).status).toBe(200)
 
     // Space returns: no restart, writes succeed again and /readyz is ready.
     fault.free()
@@ -375,7 +375,7 @@ describe('the disk is full', () => {
     }
 
     // Nothing acknowledged was lost: every note answered 201 is there (after a restart of the reader, too).
-    for (const id of acknowledged) expect((await send(`${NOTES}/${id}`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200)
+    for (const id of acknowledged) expect((await send(`${NOTES}/${id}`, { headers: bearer(token) })).status).toBe(200)
     await fault.stop()
     const reopened = new Database(databasePath(fault.dataDir), { readonly: true })
     const ids = (reopened.query('SELECT id FROM notes').all() as { id: number }[]).map((row) => row.id)

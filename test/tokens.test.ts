@@ -13,7 +13,6 @@ import {
   cleanups,
   expect401,
   expect403,
-  expectErrorResponse,
   fixture,
   getNotes,
   lastUsedAt,
@@ -24,7 +23,7 @@ import {
   TOKEN_SHAPE,
   useFixtureCleanup,
 } from './support/auth-fixture.ts'
-import { type Scenario, scenarios, type Sent } from './support/scenarios.ts'
+import { expectErrorResponse, type Scenario, scenarios, type Sent } from './support/scenarios.ts'
 
 useFixtureCleanup()
 

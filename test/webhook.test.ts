@@ -14,16 +14,13 @@ import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts
 import { manualClock } from '../src/lib/clock.ts'
 import { bearer, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
+import { expectError, type Scenario, scenarios, type Sent as ScenarioSent } from './support/scenarios.ts'
 
 const WORKFLOW = '/v1/project/Acme/environment/production/team/Support/workflows'
 const REFUND = `${WORKFLOW}/Refund%20order`
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 
-interface Sent {
-  status: number
-  headers: Headers
-  body: Record<string, unknown> | null
-}
+type Sent = ScenarioSent<Record<string, unknown> | null>
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
@@ -63,13 +60,6 @@ function trigger(path: string, token: string | null, body: unknown = { record_id
 /** Admin calls on the trigger settings (alice's `all` token). */
 function settings(method: 'GET' | 'PATCH' | 'POST', suffix: string, json?: unknown) {
   return send(request(`${REFUND}/webhook${suffix}`, { method, headers: bearer(tokens.alice), json }))
-}
-
-function expectError(sent: Sent, status: number, code: string): Record<string, unknown> {
-  expect({ status: sent.status, body: sent.body }).toMatchObject({ status, body: { code } })
-  expect(typeof sent.body!.error).toBe('string')
-  expect(typeof sent.body!.message).toBe('string')
-  return sent.body!
 }
 
 function expectAccepted(sent: Sent): string {
@@ -202,33 +192,26 @@ describe('202: the run is created and queued, the response does not wait', () =>
 })
 
 describe('400: the body', () => {
-  test('invalid JSON → 400 invalid_json', async () => {
-    for (const raw of ['{bad', '{"record_id": "x"', '', 'record_id=x']) {
-      expectError(await trigger(hook, tokens.bob, undefined, raw), 400, 'invalid_json')
-    }
+  /** A webhook call (alice's hook unless `path` says otherwise) with a JSON body, bob's workflows:trigger token unless `token` says otherwise. */
+  const refused = (name: string, status: number, code: string, json: unknown, raw?: string): Scenario => ({
+    name,
+    request: () => ({ method: 'POST', path: hook, headers: { 'content-type': 'application/json', ...bearer(tokens.bob) }, ...(raw === undefined ? { body: json } : { raw }) }),
+    status,
+    code,
   })
-
-  test('a JSON value that is not an object → 400 invalid_body', async () => {
-    for (const value of [[], ['ord_1001'], 'ord_1001', 42, true, null]) {
-      expectError(await trigger(hook, tokens.bob, value), 400, 'invalid_body')
-    }
-  })
-
-  test('no body at all → 400', async () => {
-    const sent = await send(new Request(`http://localhost${hook}`, { method: 'POST', headers: bearer(tokens.bob) }))
-    expect(sent.status).toBe(400)
-  })
-
-  test('missing record_id → 400 missing_record_id', async () => {
-    expectError(await trigger(hook, tokens.bob, {}), 400, 'missing_record_id')
-    expectError(await trigger(hook, tokens.bob, { recordId: 'ord_1001' }), 400, 'missing_record_id')
-  })
-
-  test('record_id not a non-empty string of at most 1024 characters → 400 invalid_record_id', async () => {
-    for (const recordId of [42, null, true, ['a'], { id: 'a' }, '', 'k'.repeat(1025)]) {
-      expectError(await trigger(hook, tokens.bob, { record_id: recordId }), 400, 'invalid_record_id')
-    }
-  })
+  scenarios(
+    [
+      ...['{bad', '{"record_id": "x"', '', 'record_id=x'].map((raw) => refused(`invalid JSON ${JSON.stringify(raw)} → 400 invalid_json`, 400, 'invalid_json', undefined, raw)),
+      ...[[], ['ord_1001'], 'ord_1001', 42, true, null].map((value) => refused(`a JSON ${JSON.stringify(value)} that is not an object → 400 invalid_body`, 400, 'invalid_body', value)),
+      refused('missing record_id ({}) → 400 missing_record_id', 400, 'missing_record_id', {}),
+      refused('missing record_id (recordId given) → 400 missing_record_id', 400, 'missing_record_id', { recordId: 'ord_1001' }),
+      ...[42, null, true, ['a'], { id: 'a' }, '', 'k'.repeat(1025)].map((recordId) =>
+        refused(`record_id ${JSON.stringify(recordId).slice(0, 30)} (not a non-empty string of at most 1024 characters) → 400 invalid_record_id`, 400, 'invalid_record_id', { record_id: recordId }),
+      ),
+      { name: 'no body at all → 400', request: () => ({ method: 'POST', path: hook, headers: bearer(tokens.bob) }), status: 400 },
+    ],
+    send,
+  )
 
   test('a rejected body creates no run and no activity entry', async () => {
     const before = [count('SELECT count(*) AS n FROM runs'), count('SELECT count(*) AS n FROM activity_logs')]
@@ -277,19 +260,52 @@ describe('413: a webhook body over 64 KiB (DESIGN §8; TRELLIS_MAX_BODY_BYTES wh
 })
 
 describe('400: the URL (checked first)', () => {
-  test('one character changed in the payload part → 400 invalid_webhook_url', async () => {
-    const [payload, signature] = hook.slice('/v1/hooks/'.length).split('.') as [string, string]
-    for (const index of [0, Math.floor(payload.length / 2), payload.length - 1]) {
-      expectError(await trigger(`/v1/hooks/${flipChar(payload, index)}.${signature}`, tokens.bob), 400, 'invalid_webhook_url')
-    }
+  const parts = () => hook.slice('/v1/hooks/'.length).split('.') as [string, string]
+  const tampered = (name: string, path: () => string, token: string | null = 'bob'): Scenario => ({
+    name,
+    request: () => ({
+      method: 'POST',
+      path: path(),
+      headers: { 'content-type': 'application/json', ...(token === null ? {} : bearer(token === 'bob' ? tokens.bob : token)) },
+      body: { record_id: nextRecord() },
+    }),
+    status: 400,
+    code: 'invalid_webhook_url',
   })
-
-  test('one character changed in the signature part → 400 invalid_webhook_url', async () => {
-    const [payload, signature] = hook.slice('/v1/hooks/'.length).split('.') as [string, string]
-    for (const index of [0, 21, 41]) {
-      expectError(await trigger(`/v1/hooks/${payload}.${flipChar(signature, index)}`, tokens.bob), 400, 'invalid_webhook_url')
-    }
-  })
+  scenarios(
+    [
+      // One character changed in the payload part, or in the signature part.
+      ...(['first', 'middle', 'last'] as const).map((where) =>
+        tampered(`the ${where} character of the payload changed → 400 invalid_webhook_url`, () => {
+          const [payload, signature] = parts()
+          const index = { first: 0, middle: Math.floor(payload.length / 2), last: payload.length - 1 }[where]
+          return `/v1/hooks/${flipChar(payload, index)}.${signature}`
+        }),
+      ),
+      ...[0, 21, 41].map((index) =>
+        tampered(`character ${index} of the signature changed → 400 invalid_webhook_url`, () => {
+          const [payload, signature] = parts()
+          return `/v1/hooks/${payload}.${flipChar(signature, index)}`
+        }),
+      ),
+      // Malformed URLs.
+      ...(
+        [
+          ['x', () => 'x'],
+          ['the payload alone', () => parts()[0]],
+          ['the payload and a dot', () => `${parts()[0]}.`],
+          ['a dot and the signature', () => `.${parts()[1]}`],
+          ['a third part', () => `${parts().join('.')}.x`],
+          ['a signature one character short', () => `${parts()[0]}.${parts()[1].slice(0, 42)}`],
+          ['a signature one character long', () => `${parts()[0]}.${parts()[1]}A`],
+        ] as const
+      ).map(([what, bad]) => tampered(`malformed: ${what} → 400 invalid_webhook_url`, () => `/v1/hooks/${bad()}`)),
+      // Order: a tampered URL without a (valid) token → 400, not 401.
+      tampered('a tampered URL without a token → 400, not 401', () => `/v1/hooks/${parts()[0]}.${flipChar(parts()[1], 3)}`, null),
+      tampered('a tampered URL with a garbage token → 400, not 401', () => `/v1/hooks/${parts()[0]}.${flipChar(parts()[1], 3)}`, 'garbage'),
+    ],
+    send,
+  )
 
   test('any other spelling of the signature is rejected, even one that decodes to the same bytes', async () => {
     const [payload, signature] = hook.slice('/v1/hooks/'.length).split('.') as [string, string]
@@ -304,14 +320,6 @@ describe('400: the URL (checked first)', () => {
     expectError(await trigger(`/v1/hooks/${payload}.${signature}=`, tokens.bob), 400, 'invalid_webhook_url')
   })
 
-  test('malformed URLs → 400 invalid_webhook_url', async () => {
-    const token = hook.slice('/v1/hooks/'.length)
-    const [payload, signature] = token.split('.') as [string, string]
-    for (const bad of ['x', payload, `${payload}.`, `.${signature}`, `${token}.x`, `${payload}.${signature.slice(0, 42)}`, `${payload}.${signature}A`]) {
-      expectError(await trigger(`/v1/hooks/${bad}`, tokens.bob), 400, 'invalid_webhook_url')
-    }
-  })
-
   test('a URL signed with another secret, or a genuine payload reshaped, → 400 invalid_webhook_url', async () => {
     const payload = verifyWebhookToken(env.secret, hook.slice('/v1/hooks/'.length))!
     expect(payload.generation).toBe(1)
@@ -323,34 +331,34 @@ describe('400: the URL (checked first)', () => {
     }
   })
 
-  test('order: a tampered URL without a token → 400, not 401', async () => {
-    const [payload, signature] = hook.slice('/v1/hooks/'.length).split('.') as [string, string]
-    expectError(await trigger(`/v1/hooks/${payload}.${flipChar(signature, 3)}`, null), 400, 'invalid_webhook_url')
-    expectError(await trigger(`/v1/hooks/${payload}.${flipChar(signature, 3)}`, 'garbage'), 400, 'invalid_webhook_url')
-  })
 })
 
 describe('401: the token', () => {
-  test('missing, malformed, unknown → 401 with the §7.1 body', async () => {
-    const cases: (Record<string, string> | null)[] = [
-      null,
-      { authorization: 'Bearer' },
-      { authorization: 'Bearer garbage' },
-      { authorization: `Basic ${btoa('bob:pw')}` },
-      { authorization: `Bearer trl_${'A'.repeat(43)}` },
-      { authorization: `Bearer ${tokens.bob}x` },
-    ]
-    for (const headers of cases) {
-      const sent = await send(
-        new Request(`http://localhost${hook}`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...(headers ?? {}) },
-          body: JSON.stringify({ record_id: nextRecord() }),
-        }),
-      )
-      expect(expectError(sent, 401, 'unauthorized').error).toBe('Unauthorized')
-    }
+  const call = (headers: Record<string, string> | null, json: unknown = undefined) => () => ({
+    method: 'POST',
+    path: hook,
+    headers: { 'content-type': 'application/json', ...(headers ?? {}) },
+    body: json ?? { record_id: nextRecord() },
   })
+  scenarios(
+    [
+      // Missing, malformed, unknown → 401 with the §7.1 body.
+      ...(
+        [
+          ['no Authorization header', () => null],
+          ['Bearer without a value', () => ({ authorization: 'Bearer' })],
+          ['Bearer garbage', () => ({ authorization: 'Bearer garbage' })],
+          ['Basic credentials', () => ({ authorization: `Basic ${btoa('bob:pw')}` })],
+          ['an unknown token', () => ({ authorization: `Bearer trl_${'A'.repeat(43)}` })],
+          ["bob's token with a character more", () => ({ authorization: `Bearer ${tokens.bob}x` })],
+        ] as const
+      ).map(([what, headers]): Scenario => ({ name: `${what} → 401`, request: () => call(headers())(), status: 401, code: 'unauthorized', body: { error: 'Unauthorized' } })),
+      // A token failure does not reveal the body problem.
+      { name: 'no token and an empty record_id → 401', request: call(null, { record_id: '' }), status: 401, code: 'unauthorized' },
+      { name: 'a garbage token and no record_id → 401', request: call({ authorization: 'Bearer garbage' }, {}), status: 401, code: 'unauthorized' },
+    ],
+    send,
+  )
 
   test('a revoked token → 401 from the very next call', async () => {
     const { value, token } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
@@ -366,13 +374,30 @@ describe('401: the token', () => {
     expect(expectError(await trigger(hook, value), 401, 'unauthorized').message).toContain('expired')
   })
 
-  test('a token failure does not reveal the body problem, nor consume the rate', async () => {
-    expectError(await trigger(hook, null, { record_id: '' }), 401, 'unauthorized')
-    expectError(await trigger(hook, 'garbage', {}), 401, 'unauthorized')
-  })
 })
 
 describe('403: the token user may not run it', () => {
+  const as = (token: () => string, json: unknown = undefined) => () => ({
+    method: 'POST',
+    path: hook,
+    headers: { 'content-type': 'application/json', ...bearer(token()) },
+    body: json ?? { record_id: nextRecord() },
+  })
+  scenarios(
+    [
+      { name: 'a token of another project → 403 wrong_project', request: as(() => tokens.bobGlobex), status: 403, code: 'wrong_project' },
+      { name: 'a token without workflows:trigger (notes:read only) → 403 insufficient_scope', request: as(() => tokens.bobNotes), status: 403, code: 'insufficient_scope' },
+      ...([['notes:write'], ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write']] as Scope[][]).map(
+        (scopes): Scenario => ({ name: `a token with ${scopes.join(' ')} → 403 insufficient_scope`, request: as(() => tokenFor(env.store, env.clock, 'bob', scopes).value), status: 403, code: 'insufficient_scope' }),
+      ),
+      // A user outside the team who is not a project admin (dave, Billing): even with workflows:trigger or all.
+      { name: 'dave with workflows:trigger → 403 rendering_forbidden', request: as(() => tokens.dave), status: 403, code: 'rendering_forbidden' },
+      { name: 'dave with all → 403 rendering_forbidden', request: as(() => tokens.daveAll), status: 403, code: 'rendering_forbidden' },
+      { name: 'a 403 is decided before the body is looked at', request: as(() => tokens.dave, { record_id: '' }), status: 403, code: 'rendering_forbidden' },
+    ],
+    send,
+  )
+
   test('a deactivated user → 403 user_deactivated', async () => {
     const bob = userId(env.store, 'bob')
     env.store.sqlite.prepare('UPDATE users SET disabled_at = ? WHERE id = ?').run(env.clock.now(), bob)
@@ -384,21 +409,8 @@ describe('403: the token user may not run it', () => {
     expectAccepted(await trigger(hook, tokens.bob))
   })
 
-  test('a token of another project → 403 wrong_project', async () => {
-    expectError(await trigger(hook, tokens.bobGlobex), 403, 'wrong_project')
-  })
-
-  test('a token without workflows:trigger (notes:read only) → 403 insufficient_scope; `all` works', async () => {
-    expectError(await trigger(hook, tokens.bobNotes), 403, 'insufficient_scope')
-    for (const scopes of [['notes:write'], ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write']] as Scope[][]) {
-      expectError(await trigger(hook, tokenFor(env.store, env.clock, 'bob', scopes).value), 403, 'insufficient_scope')
-    }
+  test('`all` works', async () => {
     expectAccepted(await trigger(hook, tokens.bobAll))
-  })
-
-  test('a user outside the team who is not a project admin (dave, Billing) → 403 even with workflows:trigger or all', async () => {
-    expectError(await trigger(hook, tokens.dave), 403, 'rendering_forbidden')
-    expectError(await trigger(hook, tokens.daveAll), 403, 'rendering_forbidden')
   })
 
   test('a user removed from the team (not an admin) → 403', async () => {
@@ -416,9 +428,6 @@ describe('403: the token user may not run it', () => {
     expectAccepted(await trigger(hook, value))
   })
 
-  test('a 403 is decided before the body is looked at', async () => {
-    expectError(await trigger(hook, tokens.dave, { record_id: '' }), 403, 'rendering_forbidden')
-  })
 })
 
 describe('404: nothing to trigger', () => {

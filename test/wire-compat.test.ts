@@ -31,7 +31,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, handleJson, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, handleJson, request, testApp, testEnv, type TestEnv, until, runNow } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 
@@ -58,14 +58,6 @@ async function call(method: string, path: string, json?: unknown, token = alice)
 }
 
 const runStatus = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
-
-async function until(what: string, probe: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(20)
-  }
-}
 
 // ── The document's own enums: which rows it can describe ──────────────────
 
@@ -218,7 +210,7 @@ beforeAll(async () => {
   expect(manual.status).toBe(202)
   runs.push(manual.body.runId as string)
   const held = await trigger(reportHook(report, 'Long hold'), 'ord_1004')
-  await until('the held run to wait', () => runStatus(held) === 'waiting')
+  await until('the held run to wait', () => runStatus(held) === 'waiting', 15_000, 20)
   expect((await call('POST', `/v1/workflow-runs/${held}/cancel`, undefined, bob)).status).toBe(200)
 
   // Workflows published and changed; a webhook disabled, enabled and regenerated.
@@ -255,7 +247,7 @@ beforeAll(async () => {
     expect((await app.handle(request(path, { headers: { cookie } }))).status).toBe(200)
   }
 
-  await until('every run to finish', () => runs.every((id) => ['succeeded', 'failed', 'cancelled'].includes(runStatus(id))))
+  await until('every run to finish', () => runs.every((id) => ['succeeded', 'failed', 'cancelled'].includes(runStatus(id))), 15_000, 20)
   expect(runs.map(runStatus)).toEqual(['succeeded', 'succeeded', 'failed', 'succeeded'])
   await executor.stop(2_000)
 }, 60_000)

@@ -13,7 +13,9 @@ import { applyDocumentNow, parseApplyText } from '../../src/modules/apply/servic
 import { createSession } from '../../src/modules/auth/sessions.ts'
 import { createToken, type Scope } from '../../src/modules/tokens/service.ts'
 import { repoRoot, request, testApp, testEnv, type TestEnv, runNow } from '../helpers.ts'
+import { projectId as projectIdOf } from './acme.ts'
 import type { ErrorObject } from './compat-schema.ts'
+import { expectErrorResponse } from './scenarios.ts'
 
 
 export const ACME = join(repoRoot, 'examples/acme.yaml')
@@ -96,9 +98,8 @@ export function userId(e: TestEnv, email: string): number {
   return (e.store.sqlite.prepare('SELECT id FROM users WHERE email = ?').get(email) as { id: number }).id
 }
 
-export function projectId(e: TestEnv, name: string): number {
-  return (e.store.sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(name) as { id: number }).id
-}
+/** The id of project `name` (support/acme.ts's lookup, on a test env). */
+export const projectId = (e: TestEnv, name: string): number => projectIdOf(e.store, name)
 
 /** A token straight through the service (the API paths are tested separately). */
 export function mint(
@@ -143,22 +144,6 @@ export function postNote(app: ReturnType<typeof testApp>, headers: Record<string
   return app.handle(request(path, { method: 'POST', headers, json }))
 }
 
-
-/** DESIGN §5: `{error: <reason>, code, message}` (+ details for validation, retry_after for 429). */
-export async function expectErrorResponse(response: Response, status: number, code?: string): Promise<ErrorObject> {
-  const text = await response.text()
-  expect({ status: response.status, text }).toMatchObject({ status })
-  expect(response.headers.get('content-type')).toStartWith('application/json')
-  const body = JSON.parse(text) as ErrorObject
-  expect(typeof body.error).toBe('string')
-  expect(typeof body.code).toBe('string')
-  expect(typeof body.message).toBe('string')
-  expect(body.message.length).toBeGreaterThan(0)
-  if (code !== undefined) expect(body.code).toBe(code)
-  const allowed = ['error', 'code', 'message', 'details', 'retry_after']
-  expect(Object.keys(body).filter((k) => !allowed.includes(k))).toEqual([])
-  return body
-}
 
 export async function expect401(response: Response): Promise<ErrorObject> {
   const body = await expectErrorResponse(response, 401, 'unauthorized')

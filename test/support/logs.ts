@@ -8,7 +8,7 @@
  * values on their own fields. Every 4xx body is validated against the operation's 4XX schema, every 429 against its
  * 429 schema; a 5XX anywhere fails the test.
  */
-import { expect } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
 import { commitNow } from '../../src/db/write.ts'
 import type { Executor } from '../../src/executor/executor.ts'
@@ -144,6 +144,9 @@ export function adminPath(query: Query = {}, project = 'Acme') {
 export const notesPath = (environment = 'production') => `/v1/project/Acme/environment/${environment}/notes`
 
 // ── Fixtures ────────────────────────────────────────────────────────────────
+
+/** `extensions` values both log lists refuse: only `true`, `false` and empty are accepted, exactly. */
+export const BAD_EXTENSIONS = ['TRUE', 'True', '1', 'yes', 'on', 'true ', 'maybe']
 
 export const HIGH_RATES = { TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' }
 
@@ -448,11 +451,27 @@ export function expectNothingWritten(env: TestEnv, before: Record<string, unknow
   for (const table of tables) expect({ table, rows: after[table] }).toEqual({ table, rows: before[table]! })
 }
 
-/** The 429 of a log list: Retry-After in whole seconds and the document's body. */
-export function expectRateLimited(sent: Sent<unknown>): void {
-  expect(sent.status).toBe(429)
-  expect(sent.headers.get('retry-after')).toMatch(/^[1-9]\d*$/)
-  expect(sent.body as ErrorObject).toMatchObject({ error: 'Too Many Requests', code: 'rate_limited' })
+/**
+ * The rate limit on one log endpoint: with 2 calls a minute, one on each endpoint spends the token's budget (one
+ * budget for both), and the next call on `kind`'s endpoint is the document's 429 with a Retry-After in whole seconds.
+ */
+export function describeRateLimit(kind: Endpoint): void {
+  describe(`rate limit on the ${kind} log endpoint`, () => {
+    let fx: Fx
+    beforeAll(() => {
+      fx = buildFx({ env: { TRELLIS_API_RATE_PER_MIN: '2' } })
+    })
+    afterAll(() => fx.env.cleanup())
+
+    test(`one budget with the ${kind === 'activity' ? 'admin' : 'activity'} log; the 429 body and Retry-After match the document`, async () => {
+      expect((await listActivity(fx)).status).toBe(200)
+      expect((await listAdmin(fx)).status).toBe(200)
+      const sent = kind === 'activity' ? await listActivity(fx) : await listAdmin(fx)
+      expect(sent.status).toBe(429)
+      expect(sent.headers.get('retry-after')).toMatch(/^[1-9]\d*$/)
+      expect(sent.body as unknown as ErrorObject).toMatchObject({ error: 'Too Many Requests', code: 'rate_limited' })
+    })
+  })
 }
 
 type Outcome = [number, string?]

@@ -18,8 +18,8 @@ export interface Sent<T = unknown> {
  * A 4xx body of DESIGN §5 whose `code` is `code`, with an `error` and a non-empty `message`; when `field` is given,
  * the message names it quoted (so that `id` is not found inside "Invalid") and so do the details when there are any.
  */
-export function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject {
-  const body = sent.body as ErrorObject
+export function expectError(sent: Sent<unknown>, status: number, code: string, field?: string): ErrorObject & Record<string, unknown> {
+  const body = sent.body as ErrorObject & Record<string, unknown>
   expect({ status: sent.status, code: body?.code }).toEqual({ status, code })
   expect(typeof body.error).toBe('string')
   expect(body.message.length).toBeGreaterThan(0)
@@ -30,12 +30,34 @@ export function expectError(sent: Sent<unknown>, status: number, code: string, f
   return body
 }
 
+/**
+ * DESIGN §5 on a raw Response: JSON, a string `error`, `code` and non-empty `message`, the status and (when given)
+ * the code; beyond those three keys only `details` (validation) and `retry_after` (429) — exactly `extras` when given.
+ */
+export async function expectErrorResponse(response: Response, status: number, code?: string, extras?: string[]): Promise<ErrorObject> {
+  const text = await response.text()
+  expect({ status: response.status, text }).toMatchObject({ status })
+  expect(response.headers.get('content-type')).toStartWith('application/json')
+  const body = JSON.parse(text) as ErrorObject
+  expect(typeof body.error).toBe('string')
+  expect(typeof body.code).toBe('string')
+  expect(typeof body.message).toBe('string')
+  expect(body.message.length).toBeGreaterThan(0)
+  if (code !== undefined) expect(body.code).toBe(code)
+  const beyond = Object.keys(body).filter((k) => !['error', 'code', 'message'].includes(k))
+  if (extras !== undefined) expect(beyond).toEqual(extras)
+  else expect(beyond.filter((k) => !['details', 'retry_after'].includes(k))).toEqual([])
+  return body
+}
+
 export interface ScenarioRequest {
   method?: string
   path: string
   headers?: Record<string, string>
   /** Sent as JSON. */
   body?: unknown
+  /** Sent as it is instead (with the row's headers: give the content-type). */
+  raw?: string
 }
 
 export interface Scenario {
@@ -59,7 +81,8 @@ export interface Scenario {
 export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Request, row: R) => Promise<Sent<unknown>>): void {
   test.each(rows.map((row) => [row.name, row] as const))('%s', async (_, row) => {
     const spec = typeof row.request === 'function' ? row.request() : row.request
-    const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, json: spec.body }), row)
+    const init = spec.raw === undefined ? { json: spec.body } : { body: spec.raw }
+    const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, ...init }), row)
     if (typeof row.code === 'string') expectError(sent, row.status, row.code, row.field)
     else expect({ status: sent.status, body: sent.body }).toMatchObject({ status: row.status })
     if (row.code === null) expect((sent.body as { code?: unknown } | null)?.code ?? null).toBeNull()
@@ -69,4 +92,22 @@ export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Re
     }
     row.check?.(sent.body as ErrorObject)
   })
+}
+
+/** `limit` values every list refuses (1–100 in plain decimal digits only). */
+export const BAD_LIMITS = ['0', '101', '-1', 'abc', '1.5', '1e1', '+5', '0x10', '1000000000000000000000', ' ']
+
+/**
+ * A row for a query the API must refuse: 400 invalid_parameter naming `name`. `at` gives the request for a query
+ * (called when the row runs); the query is `name=value` unless `query` says otherwise, `note` adds to the row's name.
+ */
+export function badParameter(
+  at: (query: Record<string, string> | string) => ScenarioRequest,
+  name: string,
+  value: string,
+  query: Record<string, string> | string = { [name]: value },
+  note = '',
+): Scenario {
+  const shown = value.length > 40 ? `${value.slice(0, 20)}…(${value.length} characters)` : value
+  return { name: `${name}=${JSON.stringify(shown)}${note} → 400 invalid_parameter naming ${name}`, request: () => at(query), status: 400, code: 'invalid_parameter', field: name }
 }
