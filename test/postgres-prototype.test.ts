@@ -10,13 +10,15 @@ import { chownSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomUUIDv7 } from 'bun'
 import { createPrototypeSchema, openPgStore, type PgStore } from '../src/db/postgres/store.ts'
-import { claimRuns, startRun, type StartRunResult, type TriggerEntry } from '../src/db/postgres/runs.ts'
+import { claimRuns, startRun, type StartRunResult, TRIGGER_TWINS, type TriggerEntry } from '../src/db/postgres/runs.ts'
 import type { NewRun } from '../src/db/queue.ts'
 import { insertRun } from '../src/db/queue.ts'
 import { runOp } from '../src/db/op.ts'
 import { findTriggerTarget } from '../src/db/workflows.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
-import { startRun as startSqliteRun } from '../src/modules/runs/service.ts'
+import { queueRun, startRun as startSqliteRun } from '../src/modules/runs/service.ts'
+import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { HttpError } from '../src/http/errors.ts'
 import { freePort, tempDir, testEnv } from './helpers.ts'
 import { applyAcme, acmeDocument, refundRunBase } from './support/acme.ts'
 
@@ -146,6 +148,46 @@ describe.skipIf(missing)('PostgreSQL prototype: the trigger transaction', () => 
     expect(await store.sql`SELECT * FROM activity_log_clocks ORDER BY environment_id`).toEqual(before.clocks)
     // …and the record is free: the unique index holds no ghost of the rolled-back run.
     expect('runId' in (await startRun(store, newRun(303, 'order-9', 99), entry()))).toBe(true)
+  })
+})
+
+describe.skipIf(missing)('PostgreSQL prototype: the runs service\'s own trigger op, through its twins', () => {
+  // The op the webhook and manual triggers commit on SQLite (src/modules/runs/service.ts), unchanged: its 409 and
+  // its activity entry run inside a PostgreSQL transaction through the twins of `insertRun` and `insertActivityLog`.
+  const runStart = (recordId: string, workflowId = 404) => ({
+    target: {
+      workflowId, workflowName: 'Refund order', activeVersionId: 1, renderingId: 1, projectId: 1, environmentId: ENV_A, teamId: 3,
+      collectionId: 4, webhookEnabled: true, webhookRatePerMinute: null, webhookGeneration: 1,
+    },
+    versionId: 1, recordId, userId: 7, tokenId: null, trigger: 'webhook' as const,
+  })
+  const clock = { now: () => timeNow }
+
+  test('N concurrent triggers on one record: one run and its entry, N−1 run_in_progress 409s naming it', async () => {
+    const n = 20
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: n }, () => writeOnPostgres(store, TRIGGER_TWINS, () => queueRun(clock, randomUUIDv7(), runStart('op-1')))),
+    )
+    const started = outcomes.filter((o): o is PromiseFulfilledResult<string> => o.status === 'fulfilled').map((o) => o.value)
+    const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => o.reason as HttpError)
+    expect(started).toHaveLength(1)
+    expect(refused).toHaveLength(n - 1)
+    for (const error of refused) {
+      expect(error).toBeInstanceOf(HttpError)
+      expect(error.status).toBe(409)
+      expect(error.code).toBe('run_in_progress')
+      expect(error.extra).toEqual({ runId: started[0] })
+    }
+    expect(await count('runs', 'workflow_id = 404')).toBe(1)
+    expect(await count('activity_logs', 'run_id = $1', [started[0]!])).toBe(1)
+  })
+
+  test('an op calling a face function that has no twin fails and writes nothing', async () => {
+    const before = await count('runs', 'workflow_id = 405')
+    await expect(
+      writeOnPostgres(store, new Map([[TRIGGER_TWINS.keys().next().value!, TRIGGER_TWINS.values().next().value!]]), () => queueRun(clock, randomUUIDv7(), runStart('op-2', 405))),
+    ).rejects.toThrow('no PostgreSQL twin for insertActivityLog')
+    expect(await count('runs', 'workflow_id = 405')).toBe(before)
   })
 })
 

@@ -27,42 +27,51 @@ export const listRunIds = asOp(pageRunIds)
  * Queues a run and writes its `triggerWorkflow` entry in one transaction. The partial unique index decides
  * the 409: `{code: "run_in_progress", runId}` names the active run.
  */
-export async function startRun(
-  store: Store,
-  clock: Clock,
-  input: { target: TriggerTarget; versionId: number; recordId: string; userId: number; tokenId: number | null; trigger: 'manual' | 'webhook' },
-): Promise<string> {
+export function startRun(store: Store, clock: Clock, input: RunStart): Promise<string> {
   const id = randomUUIDv7()
-  return write(store, function* () {
-    const now = clock.now()
-    const result = yield* op(insertRun, {
-      id,
-      workflowId: input.target.workflowId,
-      workflowVersionId: input.versionId,
-      environmentId: input.target.environmentId,
-      recordId: input.recordId,
-      userId: input.userId,
-      tokenId: input.tokenId,
-      trigger: input.trigger,
-      createdAt: now,
-    })
-    if (!result.inserted) {
-      throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
-    }
-    yield* appendActivityLog(clock, {
-      environmentId: input.target.environmentId,
-      type: 'write',
-      action: 'triggerWorkflow',
-      label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
-      userId: input.userId,
-      teamId: input.target.teamId,
-      collectionId: input.target.collectionId,
-      tokenId: input.tokenId,
-      recordIds: [input.recordId],
-      workflow: { name: input.target.workflowName, runId: id },
-    })
-    return id
+  return write(store, () => queueRun(clock, id, input))
+}
+
+/** What starts a run: the workflow, the version to run, the record, who, and how it was triggered. */
+export interface RunStart {
+  target: TriggerTarget
+  versionId: number
+  recordId: string
+  userId: number
+  tokenId: number | null
+  trigger: 'manual' | 'webhook'
+}
+
+/** The trigger's op (`startRun`'s transaction): the queued run `id` and its activity entry, or the 409. */
+export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
+  const now = clock.now()
+  const result = yield* op(insertRun, {
+    id,
+    workflowId: input.target.workflowId,
+    workflowVersionId: input.versionId,
+    environmentId: input.target.environmentId,
+    recordId: input.recordId,
+    userId: input.userId,
+    tokenId: input.tokenId,
+    trigger: input.trigger,
+    createdAt: now,
   })
+  if (!result.inserted) {
+    throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
+  }
+  yield* appendActivityLog(clock, {
+    environmentId: input.target.environmentId,
+    type: 'write',
+    action: 'triggerWorkflow',
+    label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
+    userId: input.userId,
+    teamId: input.target.teamId,
+    collectionId: input.target.collectionId,
+    tokenId: input.tokenId,
+    recordIds: [input.recordId],
+    workflow: { name: input.target.workflowName, runId: id },
+  })
+  return id
 }
 
 /**
