@@ -4,6 +4,7 @@
  */
 import { sql } from 'drizzle-orm'
 import {
+  type AnySQLiteColumn,
   check,
   index,
   integer,
@@ -24,6 +25,8 @@ export const CLAIMABLE_RUN_STATUSES = ACTIVE_RUN_STATUSES.filter((status) => sta
 const id = () => integer('id').primaryKey({ autoIncrement: true })
 const createdAt = () => integer('created_at').notNull()
 const boolean = (name: string) => integer(name, { mode: 'boolean' })
+/** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
+const belongsTo = (name: string, target: () => AnySQLiteColumn) => integer(name).notNull().references(target, { onDelete: 'cascade' })
 /** `'a', 'b'`: a constant list as SQL literals (never user input). */
 export const sqlLiterals = (values: readonly string[]) => values.map((v) => `'${v}'`).join(', ')
 const listOf = (values: readonly string[]) => sql.raw(sqlLiterals(values))
@@ -64,9 +67,7 @@ export const sessions = sqliteTable(
   'sessions',
   {
     idHash: text('id_hash').primaryKey(),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id, { onDelete: 'cascade' }),
+    userId: belongsTo('user_id', () => users.id),
     viaSso: boolean('via_sso').notNull().default(false),
     createdAt: createdAt(),
     expiresAt: integer('expires_at').notNull(),
@@ -83,9 +84,7 @@ export const invitations = sqliteTable(
   {
     id: id(),
     tokenHash: text('token_hash').notNull(),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id, { onDelete: 'cascade' }),
+    userId: belongsTo('user_id', () => users.id),
     /** The instance administrator who made it; null for the CLI. */
     createdBy: integer('created_by').references(() => users.id),
     createdAt: createdAt(),
@@ -113,9 +112,7 @@ export const environments = sqliteTable(
   'environments',
   {
     id: id(),
-    projectId: integer('project_id')
-      .notNull()
-      .references(() => projects.id, { onDelete: 'cascade' }),
+    projectId: belongsTo('project_id', () => projects.id),
     name: text('name').notNull(),
     /**
      * True while every note's createdAt is >= that of every note with a lower id (always so for notes created
@@ -132,9 +129,7 @@ export const teams = sqliteTable(
   'teams',
   {
     id: id(),
-    projectId: integer('project_id')
-      .notNull()
-      .references(() => projects.id, { onDelete: 'cascade' }),
+    projectId: belongsTo('project_id', () => projects.id),
     name: text('name').notNull(),
     createdAt: createdAt(),
   },
@@ -144,12 +139,8 @@ export const teams = sqliteTable(
 export const teamMembers = sqliteTable(
   'team_members',
   {
-    teamId: integer('team_id')
-      .notNull()
-      .references(() => teams.id, { onDelete: 'cascade' }),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id, { onDelete: 'cascade' }),
+    teamId: belongsTo('team_id', () => teams.id),
+    userId: belongsTo('user_id', () => users.id),
     createdAt: createdAt(),
   },
   (t) => [primaryKey({ columns: [t.teamId, t.userId] }), index('team_members_user_idx').on(t.userId)],
@@ -158,12 +149,8 @@ export const teamMembers = sqliteTable(
 export const projectMembers = sqliteTable(
   'project_members',
   {
-    projectId: integer('project_id')
-      .notNull()
-      .references(() => projects.id, { onDelete: 'cascade' }),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id, { onDelete: 'cascade' }),
+    projectId: belongsTo('project_id', () => projects.id),
+    userId: belongsTo('user_id', () => users.id),
     role: text('role', { enum: PERMISSION_LEVELS }).notNull(),
     createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
@@ -180,12 +167,8 @@ export const renderings = sqliteTable(
   'renderings',
   {
     id: id(),
-    environmentId: integer('environment_id')
-      .notNull()
-      .references(() => environments.id, { onDelete: 'cascade' }),
-    teamId: integer('team_id')
-      .notNull()
-      .references(() => teams.id, { onDelete: 'cascade' }),
+    environmentId: belongsTo('environment_id', () => environments.id),
+    teamId: belongsTo('team_id', () => teams.id),
   },
   (t) => [uniqueIndex('renderings_environment_team_unique').on(t.environmentId, t.teamId)],
 )
@@ -194,9 +177,7 @@ export const collections = sqliteTable(
   'collections',
   {
     id: id(),
-    projectId: integer('project_id')
-      .notNull()
-      .references(() => projects.id, { onDelete: 'cascade' }),
+    projectId: belongsTo('project_id', () => projects.id),
     name: text('name').notNull(),
     createdAt: createdAt(),
   },
@@ -207,12 +188,8 @@ export const collections = sqliteTable(
 export const collectionPermissions = sqliteTable(
   'collection_permissions',
   {
-    collectionId: integer('collection_id')
-      .notNull()
-      .references(() => collections.id, { onDelete: 'cascade' }),
-    teamId: integer('team_id')
-      .notNull()
-      .references(() => teams.id, { onDelete: 'cascade' }),
+    collectionId: belongsTo('collection_id', () => collections.id),
+    teamId: belongsTo('team_id', () => teams.id),
     canRead: boolean('can_read').notNull().default(true),
     canEdit: boolean('can_edit').notNull().default(true),
   },
@@ -223,12 +200,8 @@ export const records = sqliteTable(
   'records',
   {
     id: id(),
-    environmentId: integer('environment_id')
-      .notNull()
-      .references(() => environments.id, { onDelete: 'cascade' }),
-    collectionId: integer('collection_id')
-      .notNull()
-      .references(() => collections.id, { onDelete: 'cascade' }),
+    environmentId: belongsTo('environment_id', () => environments.id),
+    collectionId: belongsTo('collection_id', () => collections.id),
     /** The record's own id: opaque string; composite keys in packed form (`a|b`). */
     recordKey: text('record_key').notNull(),
     /** JSON object. */
@@ -246,9 +219,7 @@ export const notes = sqliteTable(
   {
     /** AUTOINCREMENT: never reused. */
     id: id(),
-    environmentId: integer('environment_id')
-      .notNull()
-      .references(() => environments.id, { onDelete: 'cascade' }),
+    environmentId: belongsTo('environment_id', () => environments.id),
     teamId: integer('team_id')
       .notNull()
       .references(() => teams.id),
@@ -280,9 +251,7 @@ export const noteMessages = sqliteTable(
   'note_messages',
   {
     id: id(),
-    noteId: integer('note_id')
-      .notNull()
-      .references(() => notes.id, { onDelete: 'cascade' }),
+    noteId: belongsTo('note_id', () => notes.id),
     userId: integer('user_id')
       .notNull()
       .references(() => users.id),
@@ -300,12 +269,8 @@ export const apiTokens = sqliteTable(
   {
     id: id(),
     name: text('name').notNull(),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id, { onDelete: 'cascade' }),
-    projectId: integer('project_id')
-      .notNull()
-      .references(() => projects.id, { onDelete: 'cascade' }),
+    userId: belongsTo('user_id', () => users.id),
+    projectId: belongsTo('project_id', () => projects.id),
     /** Hex SHA-256 of the token value; the value itself is never stored. */
     tokenHash: text('token_hash').notNull(),
     /** First characters of the value, for display. */
@@ -331,9 +296,7 @@ export const workflows = sqliteTable(
   'workflows',
   {
     id: id(),
-    renderingId: integer('rendering_id')
-      .notNull()
-      .references(() => renderings.id, { onDelete: 'cascade' }),
+    renderingId: belongsTo('rendering_id', () => renderings.id),
     name: text('name').notNull(),
     collectionId: integer('collection_id')
       .notNull()
@@ -350,9 +313,7 @@ export const workflowVersions = sqliteTable(
   'workflow_versions',
   {
     id: id(),
-    workflowId: integer('workflow_id')
-      .notNull()
-      .references(() => workflows.id, { onDelete: 'cascade' }),
+    workflowId: belongsTo('workflow_id', () => workflows.id),
     version: integer('version').notNull(),
     /** Canonical JSON of the definition (DESIGN §8). */
     definition: text('definition').notNull(),
@@ -381,15 +342,11 @@ export const runs = sqliteTable(
   'runs',
   {
     id: text('id').primaryKey(),
-    workflowId: integer('workflow_id')
-      .notNull()
-      .references(() => workflows.id, { onDelete: 'cascade' }),
+    workflowId: belongsTo('workflow_id', () => workflows.id),
     workflowVersionId: integer('workflow_version_id')
       .notNull()
       .references(() => workflowVersions.id),
-    environmentId: integer('environment_id')
-      .notNull()
-      .references(() => environments.id, { onDelete: 'cascade' }),
+    environmentId: belongsTo('environment_id', () => environments.id),
     recordId: text('record_id').notNull(),
     /** The identity the run reads and writes as. */
     userId: integer('user_id')
@@ -459,9 +416,7 @@ export const activityLogs = sqliteTable(
   'activity_logs',
   {
     id: id(),
-    environmentId: integer('environment_id')
-      .notNull()
-      .references(() => environments.id, { onDelete: 'cascade' }),
+    environmentId: belongsTo('environment_id', () => environments.id),
     type: text('type', { enum: ['read', 'write'] }).notNull(),
     action: text('action').notNull(),
     label: text('label'),
@@ -500,9 +455,7 @@ export const activityLogs = sqliteTable(
 export const activityLogRecords = sqliteTable(
   'activity_log_records',
   {
-    logId: integer('log_id')
-      .notNull()
-      .references(() => activityLogs.id, { onDelete: 'cascade' }),
+    logId: belongsTo('log_id', () => activityLogs.id),
     environmentId: integer('environment_id').notNull(),
     recordId: text('record_id').notNull(),
   },

@@ -20,8 +20,8 @@ export function activityLogsModule(deps: AppDeps) {
         environmentPage(request, params, {
           filters: parseActivityFilters,
           where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
-          ids: async ({ project, environment }, filters, query, limit) =>
-            await read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
+          ids: ({ project, environment }, filters, query, limit) =>
+            read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
           render: (ids) => read(deps.store, renderActivityLogs(ids)),
         }),
       {

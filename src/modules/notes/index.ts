@@ -27,8 +27,8 @@ export function notesModule(deps: AppDeps) {
         environmentPage(request, params, {
           filters: parseRecordFilters,
           where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
-          ids: async ({ project, environment }, filters, query, limit) =>
-            await read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
+          ids: ({ project, environment }, filters, query, limit) =>
+            read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
           render: (ids) => read(deps.store, renderNotes(ids)),
         }),
       {
