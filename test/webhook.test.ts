@@ -519,6 +519,26 @@ describe('409: one active run per workflow and record', () => {
       await settings('PATCH', '', { ratePerMinute: null })
     }
   })
+
+  test('concurrent triggers on different records share group commits: every one answered 202 with its run and entry committed', async () => {
+    expect((await settings('PATCH', '', { ratePerMinute: 100_000 })).body).toMatchObject({ effectiveRatePerMinute: 100_000 })
+    try {
+      const before = { ...env.store.committed }
+      const records = Array.from({ length: 100 }, (_, i) => `group-${i}`)
+      const responses = await Promise.all(records.map((record) => trigger(hook, tokens.bob, { record_id: record })))
+      expect(responses.map((r) => r.status)).toEqual(records.map(() => 202))
+      const transactions = env.store.committed.transactions - before.transactions
+      expect(transactions).toBeGreaterThanOrEqual(1)
+      expect(transactions).toBeLessThan(records.length)
+      for (const [i, record] of records.entries()) {
+        const runId = responses[i]!.body!.runId as string
+        expect(env.store.sqlite.prepare('SELECT record_id AS record FROM runs WHERE id = ?').all(runId)).toEqual([{ record }])
+        expect(env.store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs WHERE run_id = ? AND action = 'triggerWorkflow'").get(runId)).toEqual({ n: 1 })
+      }
+    } finally {
+      await settings('PATCH', '', { ratePerMinute: null })
+    }
+  })
 })
 
 describe('activity log', () => {

@@ -17,6 +17,20 @@ export interface Store {
   writeWaitMs: number
   /** A write failed for lack of space and nothing has committed since (see `storageFullNow`). */
   storageFull: boolean
+  /** Writes waiting for the next group commit, oldest first, and whether one is scheduled (src/db/write.ts). */
+  queuedWrites: QueuedWrite[]
+  commitScheduled: boolean
+  /** Group commits since the store opened: transactions committed and the writes they carried. */
+  committed: { transactions: number; writes: number }
+}
+
+/** A write waiting for the store's next group commit: its op's run, and how to answer its caller. */
+export interface QueuedWrite {
+  readonly run: (tx: Db) => unknown
+  readonly resolve: (value: unknown) => void
+  readonly reject: (error: unknown) => void
+  /** `performance.now()` after which a write still refused for another process's lock gives up. */
+  readonly deadline: number
 }
 
 export const DATABASE_FILE = 'trellis.db'
@@ -67,6 +81,9 @@ export function openStore(dataDir: string): Store {
     // The CLI waits in the driver (above); only the server's connection waits in `write()`.
     writeWaitMs: 0,
     storageFull: false,
+    queuedWrites: [],
+    commitScheduled: false,
+    committed: { transactions: 0, writes: 0 },
   }
 }
 

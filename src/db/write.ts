@@ -8,7 +8,7 @@ import { statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
-import type { Db, Store } from './open.ts'
+import type { Db, QueuedWrite, Store } from './open.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
 export const BUSY_RETRY_AFTER_SECONDS = 1
@@ -64,22 +64,91 @@ export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred',
 }
 
 /**
- * The server's write: `writeTransaction`, retried while another process holds the lock — sleeping between
- * attempts (5 ms doubling to 50 ms) so the event loop serves everything else meanwhile — until the store's
- * `writeWaitMs`, then `database_busy`. A failed attempt rolled back entirely, so the op runs again from scratch
- * (`body` makes a fresh one): it must have no effect outside the transaction.
+ * The server's write, committed with the others that arrive in the same turn of the event loop (group commit): the
+ * op waits in the store's queue; at the end of the turn one IMMEDIATE transaction runs every queued op, each in its
+ * own savepoint, so one op's failure (a 409, a validation error, a lost lease) rolls back that op alone and reaches
+ * its caller alone. Every caller is answered only after the COMMIT: acknowledged means committed. While another
+ * process holds the lock the batch waits asynchronously (5 ms doubling to 50 ms), the event loop serving everything
+ * else, until each write's own `writeWaitMs` has passed, then `database_busy`. A batch that did not commit rolled
+ * back entirely, so its ops run again from scratch (`body` makes a fresh one): an op must have no effect outside
+ * the transaction.
  */
-export async function write<T>(store: Store, body: () => Op<T>): Promise<T> {
-  const deadline = performance.now() + store.writeWaitMs
-  for (let pause = FIRST_RETRY_MS; ; pause = Math.min(LONGEST_RETRY_MS, pause * 2)) {
-    try {
-      return writeTransaction(store, (tx) => runOp(tx, body()))
-    } catch (error) {
-      const left = deadline - performance.now()
-      if (!(error instanceof StorageUnavailableError) || error.code !== 'database_busy' || left <= 0) throw error
-      await Bun.sleep(Math.min(pause, left))
-    }
+export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    store.queuedWrites.push({
+      run: (tx) => runOp(tx, body()),
+      resolve: resolve as (value: unknown) => void,
+      reject,
+      deadline: performance.now() + store.writeWaitMs,
+    })
+    scheduleCommit(store, 0)
+  })
+}
+
+/** The most writes one transaction commits; the rest wait for the next (a turn's worth is far below it). */
+export const GROUP_COMMIT_LIMIT = 512
+
+function scheduleCommit(store: Store, delayMs: number): void {
+  if (store.commitScheduled) return
+  store.commitScheduled = true
+  const commit = () => {
+    store.commitScheduled = false
+    commitQueued(store, FIRST_RETRY_MS)
   }
+  if (delayMs === 0) setImmediate(commit)
+  else setTimeout(commit, delayMs)
+}
+
+/** One transaction for the queued writes (up to the limit); answers each after the commit, or retries the batch. */
+function commitQueued(store: Store, pause: number): void {
+  const batch = store.queuedWrites.splice(0, GROUP_COMMIT_LIMIT)
+  if (batch.length === 0) return
+  if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
+  let outcomes: ({ value: unknown } | { error: unknown })[]
+  try {
+    outcomes = writeTransaction(store, (tx) => (batch.length === 1 ? [{ value: batch[0]!.run(tx) }] : batch.map((queued) => inOwnSavepoint(store, tx, queued))))
+  } catch (error) {
+    const fault = storageErrorOf(store, error) ?? error
+    if (fault instanceof StorageUnavailableError && fault.code === 'database_busy') return retryLater(store, batch, fault, pause)
+    for (const queued of batch) queued.reject(fault)
+    return
+  }
+  store.committed.transactions++
+  store.committed.writes += batch.length
+  batch.forEach((queued, i) => {
+    const outcome = outcomes[i]!
+    if ('value' in outcome) queued.resolve(outcome.value)
+    else queued.reject(outcome.error)
+  })
+}
+
+/**
+ * One write of a batch in its savepoint: its own failure is its answer, the batch goes on. A storage fault is the
+ * whole batch's (SQLite may have rolled the transaction back): it is thrown on, and nobody's write committed.
+ */
+function inOwnSavepoint(store: Store, tx: Db, queued: QueuedWrite): { value: unknown } | { error: unknown } {
+  try {
+    return { value: inSavepoint(tx, queued.run) }
+  } catch (error) {
+    if (storageErrorOf(store, error)) throw error
+    return { error }
+  }
+}
+
+/** Another process holds the lock: writes still within their wait go back to the front of the queue, the rest give up. */
+function retryLater(store: Store, batch: QueuedWrite[], busy: StorageUnavailableError, pause: number): void {
+  const now = performance.now()
+  const waiting = batch.filter((queued) => queued.deadline > now)
+  for (const queued of batch) if (queued.deadline <= now) queued.reject(busy)
+  if (waiting.length === 0) return
+  store.queuedWrites.unshift(...waiting)
+  if (store.commitScheduled) return
+  store.commitScheduled = true
+  const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((queued) => queued.deadline)) - now))
+  setTimeout(() => {
+    store.commitScheduled = false
+    commitQueued(store, Math.min(LONGEST_RETRY_MS, pause * 2))
+  }, wait)
 }
 
 /**

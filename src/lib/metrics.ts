@@ -17,6 +17,12 @@ export interface RunsSample {
   busyWorkers: number
 }
 
+/** The server's group commits so far (src/db/write.ts), read at scrape time. */
+export interface WritesSample {
+  transactions: number
+  writes: number
+}
+
 export interface MetricsOptions {
   /** Also the standard `process_*` and `nodejs_*` metrics (the server process; not every test app). */
   processMetrics?: boolean
@@ -25,6 +31,7 @@ export interface MetricsOptions {
 export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry()
   let sampleRuns: (() => RunsSample) | undefined
+  let sampleWrites: (() => WritesSample) | undefined
 
   if (options.processMetrics) collectDefaultMetrics({ register: registry })
 
@@ -76,8 +83,35 @@ export function createMetrics(options: MetricsOptions = {}) {
     },
   })
 
+  // Counters read from the store's own tallies: set to the running total at each scrape.
+  const fromTally = (read: (sample: WritesSample) => number) =>
+    function (this: Counter) {
+      const tally = sampleWrites?.()
+      if (!tally) return
+      this.reset()
+      this.inc(read(tally))
+    }
+  const writeTransactions = new Counter({
+    name: 'trellis_write_transactions_total',
+    help: 'Write transactions committed by the server (one per group commit)',
+    registers: [registry],
+    collect: fromTally((tally) => tally.transactions),
+  })
+  const groupedWrites = new Counter({
+    name: 'trellis_writes_total',
+    help: 'Writes (one per changing request or executor step group) committed by those transactions',
+    registers: [registry],
+    collect: fromTally((tally) => tally.writes),
+  })
+
   return {
     registry,
+    /** Binds the write counters to this app's store. */
+    observeWrites(source: () => WritesSample): void {
+      sampleWrites = source
+    },
+    writeTransactions,
+    groupedWrites,
     /** Binds the gauges to this app's database and executor. */
     observeRuns(source: () => RunsSample): void {
       sampleRuns = source

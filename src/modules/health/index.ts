@@ -36,6 +36,8 @@ export function healthModule(deps: AppDeps) {
     }
   })
 
+  deps.metrics.observeWrites(() => deps.store.committed)
+
   return new Elysia({ name: 'health', tags: ['operations'] })
     .get('/healthz', () => ({ status: 'ok' as const }), {
       response: { 200: t.Object({ status: t.Literal('ok') }) },

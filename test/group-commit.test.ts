@@ -1,0 +1,141 @@
+/**
+ * Group commit (src/db/write.ts): the writes of one event-loop turn share one IMMEDIATE transaction, a savepoint
+ * each; one write's failure is its own; every caller is answered after the COMMIT; a locked database is waited out
+ * by the whole batch. Real SQLite files, real concurrency, a real second process holding the lock.
+ */
+import { Database } from 'bun:sqlite'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { op } from '../src/db/op.ts'
+import { keepEventLoopFree, type Db } from '../src/db/open.ts'
+import { connectionOf } from '../src/db/prepared.ts'
+import { GROUP_COMMIT_LIMIT, write } from '../src/db/write.ts'
+import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
+import { testEnv, type TestEnv } from './helpers.ts'
+
+let env: TestEnv
+
+beforeAll(() => {
+  env = testEnv()
+  env.store.sqlite.run('CREATE TABLE scratch (name TEXT PRIMARY KEY)')
+})
+afterAll(() => env.cleanup())
+
+const insertName = (db: Db, name: string) => connectionOf(db).prepare('INSERT INTO scratch (name) VALUES (?)').run(name).changes
+const names = (db: Database = env.store.sqlite) => (db.prepare('SELECT name FROM scratch ORDER BY name').all() as { name: string }[]).map((r) => r.name)
+
+/** A write of one row, answering its name. */
+const writeName = (name: string) =>
+  write(env.store, function* () {
+    yield* op(insertName, name)
+    return name
+  })
+
+/** A write that inserts a row, then fails: its row must not stay. */
+const failingWrite = (name: string) =>
+  write(env.store, function* () {
+    yield* op(insertName, name)
+    throw new Error(`refused ${name}`)
+  })
+
+describe('group commit', () => {
+  test('the writes of one turn commit in one transaction, each answered with its own value', async () => {
+    const before = { ...env.store.committed }
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => writeName(`turn-${String(i).padStart(2, '0')}`)))
+    expect(answers).toEqual(Array.from({ length: 40 }, (_, i) => `turn-${String(i).padStart(2, '0')}`))
+    expect(env.store.committed.transactions - before.transactions).toBe(1)
+    expect(env.store.committed.writes - before.writes).toBe(40)
+    expect(names().filter((n) => n.startsWith('turn-'))).toHaveLength(40)
+  })
+
+  test('one write failing in a batch rolls back its own changes only, and only its caller hears of it', async () => {
+    const outcomes = await Promise.allSettled([writeName('mixed-a'), failingWrite('mixed-b'), writeName('mixed-c')])
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(((outcomes[1] as PromiseRejectedResult).reason as Error).message).toBe('refused mixed-b')
+    expect(names().filter((n) => n.startsWith('mixed-'))).toEqual(['mixed-a', 'mixed-c'])
+  })
+
+  test('a constraint violation is its write\'s own failure (the unique index decides, as for a 409)', async () => {
+    const outcomes = await Promise.allSettled([writeName('twice'), writeName('twice'), writeName('once')])
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(names().filter((n) => n === 'twice' || n === 'once')).toEqual(['once', 'twice'])
+  })
+
+  test('a caller is answered only once its write is on disk: another connection already sees it', async () => {
+    const other = new Database(env.store.path, { readonly: true })
+    try {
+      const seen = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => writeName(`durable-${i}`).then((name) => names(other).includes(name))),
+      )
+      expect(seen).toEqual([true, true, true, true, true])
+    } finally {
+      other.close()
+    }
+  })
+
+  test('more writes than one transaction takes are split, none lost', async () => {
+    const before = env.store.committed.transactions
+    const n = GROUP_COMMIT_LIMIT + 10
+    await Promise.all(Array.from({ length: n }, (_, i) => writeName(`many-${i}`)))
+    expect(names().filter((n) => n.startsWith('many-'))).toHaveLength(n)
+    expect(env.store.committed.transactions - before).toBe(2)
+  })
+})
+
+describe('group commit while another process holds the write lock', () => {
+  /** Another process takes the write lock and holds it for `ms`. */
+  async function holdLock(ms: number) {
+    const holder = Bun.spawn(
+      [
+        process.execPath,
+        '-e',
+        `const { Database } = require('bun:sqlite')
+         const db = new Database(${JSON.stringify(env.store.path)})
+         db.run('BEGIN IMMEDIATE')
+         console.log('locked')
+         Bun.sleepSync(${ms})
+         db.run('ROLLBACK')`,
+      ],
+      { stdout: 'pipe', stderr: 'inherit' },
+    )
+    const first = await holder.stdout.getReader().read()
+    expect(new TextDecoder().decode(first.value)).toContain('locked')
+    return holder
+  }
+
+  test('the batch waits for the lock asynchronously and commits whole once it is free', async () => {
+    keepEventLoopFree(env.store, 3000)
+    const holder = await holdLock(400)
+    try {
+      const started = performance.now()
+      let ticks = 0
+      const ticker = setInterval(() => ticks++, 20)
+      const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => writeName(`locked-${i}`)))
+      clearInterval(ticker)
+      expect(answers).toHaveLength(10)
+      expect(performance.now() - started).toBeGreaterThan(300)
+      // The event loop kept turning while the batch waited.
+      expect(ticks).toBeGreaterThan(5)
+      expect(names().filter((n) => n.startsWith('locked-'))).toHaveLength(10)
+    } finally {
+      await holder.exited
+    }
+  })
+
+  test('a write whose wait runs out is refused with database_busy and writes nothing', async () => {
+    keepEventLoopFree(env.store, 100)
+    const holder = await holdLock(800)
+    try {
+      const outcomes = await Promise.allSettled(Array.from({ length: 3 }, (_, i) => writeName(`gave-up-${i}`)))
+      for (const outcome of outcomes) {
+        expect(outcome.status).toBe('rejected')
+        const reason = (outcome as PromiseRejectedResult).reason
+        expect(reason).toBeInstanceOf(StorageUnavailableError)
+        expect((reason as StorageUnavailableError).code).toBe('database_busy')
+      }
+    } finally {
+      await holder.exited
+      keepEventLoopFree(env.store, 3000)
+    }
+    expect(names().filter((n) => n.startsWith('gave-up-'))).toEqual([])
+  })
+})
