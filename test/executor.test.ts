@@ -1181,7 +1181,7 @@ console.log(JSON.stringify(ids))
       outbound: new OutboundClient(),
     }
     const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
-    return runNow(env.store, apply())
+    return runNow(env.store, apply({}))
   }
   const matches = async (ifClause: Parameters<typeof condition>[0]) => {
     const result = await condition(ifClause)

@@ -89,6 +89,8 @@ function queueOn(db: Db): RunQueue {
 /** The queue's transitions as functions of the storage face (`op(claimRun, …)`); see RunQueue for each rule. */
 export const insertRun = (db: Db, run: NewRun): InsertResult => queueOn(db).insert(run)
 export const claimRun = (db: Db, owner: string, now: number, leaseMs: number): RunRow | null => queueOn(db).claim(owner, now, leaseMs)
+export const claimRuns = (db: Db, owner: string, now: number, leaseMs: number, limit: number): RunRow[] =>
+  queueOn(db).claimBatch(owner, now, leaseMs, limit)
 export const renewLease = (db: Db, runId: string, owner: string, now: number, leaseMs: number): boolean =>
   queueOn(db).heartbeat(runId, owner, now, leaseMs)
 export const recoverExpiredRuns = (db: Db, now: number): number => queueOn(db).recoverExpired(now)
@@ -99,6 +101,7 @@ export class RunQueue {
   private readonly insertStatement
   private readonly activeRunStatement
   private readonly claimStatement
+  private readonly claimBatchStatement
   private readonly heartbeatStatement
   private readonly recoverStatement
   private readonly releaseStatement
@@ -116,6 +119,14 @@ export class RunQueue {
          started_at = coalesce(started_at, ?2), attempts = attempts + 1
        WHERE id = (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
                    ORDER BY available_at LIMIT 1)
+         AND status IN (${CLAIMABLE})
+       RETURNING *`,
+    )
+    this.claimBatchStatement = sqlite.prepare(
+      `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
+         started_at = coalesce(started_at, ?2), attempts = attempts + 1
+       WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
+                    ORDER BY available_at LIMIT ?4)
          AND status IN (${CLAIMABLE})
        RETURNING *`,
     )
@@ -152,6 +163,12 @@ export class RunQueue {
   /** Claims the next due run — queued, or waiting with its time come (the wake) — under a lease, or returns null. */
   claim(owner: string, now: number, leaseMs: number): RunRow | null {
     return (this.claimStatement.all(owner, now, leaseMs) as RunRow[])[0] ?? null
+  }
+
+  /** Claims up to `limit` due runs at once (one statement), oldest due first, each under a lease. */
+  claimBatch(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
+    const runs = this.claimBatchStatement.all(owner, now, leaseMs, limit) as RunRow[]
+    return runs.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
   /** Lease renewal; false when the run is no longer ours (cancelled, recovered). */

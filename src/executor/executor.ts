@@ -9,7 +9,7 @@ import { op, type Op, savepoint } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
 import {
   advanceRun,
-  claimRun,
+  claimRuns,
   failRun,
   finishRun,
   LeaseLostError,
@@ -29,7 +29,7 @@ import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
-import { logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
+import { type GroupReads, logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
 import { loadRecordAs } from './steps/data-access.ts'
 import { runHttp } from './steps/http.ts'
@@ -90,16 +90,16 @@ interface PlannedStep {
   step: Step
   index: number
   startedAt: number
-  apply: () => Op<StepResult>
+  apply: (reads: GroupReads) => Op<StepResult>
 }
 
 export class Executor {
   readonly owner = `executor-${crypto.randomUUID()}`
   private running = false
-  private workers: Promise<void>[] = []
+  private dispatcher: Promise<void> | null = null
+  private dispatching = false
+  private readonly inFlight = new Set<Promise<void>>()
   private wakeUps: (() => void)[] = []
-  private busy = 0
-  private liveWorkers = 0
   private sweeper: Cron | null = null
   private readonly stopController = new AbortController()
   private readonly cancelled = new Map<string, AbortController>()
@@ -109,8 +109,9 @@ export class Executor {
     this.outbound = options.outbound ?? new OutboundClient()
   }
 
+  /** Runs being executed now (at most `concurrency`). */
   get busyWorkers(): number {
-    return this.busy
+    return this.inFlight.size
   }
 
   /** Configured to run runs (`TRELLIS_EXECUTOR_CONCURRENCY` above 0). */
@@ -118,9 +119,9 @@ export class Executor {
     return this.options.concurrency > 0
   }
 
-  /** Started, not stopping, and every worker loop still going (for /readyz). */
+  /** Started, not stopping, and the claiming loop still going (for /readyz). */
   get alive(): boolean {
-    return this.running && this.liveWorkers === this.options.concurrency
+    return this.running && this.dispatching
   }
 
   start(): void {
@@ -129,7 +130,7 @@ export class Executor {
     void this.recover()
     // Leases of crashed processes expire while we run too: sweep them on a schedule, not only at start.
     this.sweeper = new Cron('*/10 * * * * *', { protect: true }, () => this.recover())
-    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.workLoop())
+    this.dispatcher = this.dispatch()
   }
 
   /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
@@ -138,7 +139,7 @@ export class Executor {
     this.running = false
     this.sweeper?.stop()
     this.notify()
-    const finished = Promise.all(this.workers)
+    const finished = this.dispatcher ?? Promise.resolve()
     const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
     if (timedOut) this.stopController.abort()
     await Promise.race([finished, Bun.sleep(1000)])
@@ -150,7 +151,7 @@ export class Executor {
     }
   }
 
-  /** Wakes idle workers: a run was just queued. */
+  /** Wakes the claiming loop: a run was just queued, or a run ended and freed a slot. */
   notify(): void {
     for (const wake of this.wakeUps.splice(0)) wake()
   }
@@ -173,46 +174,61 @@ export class Executor {
     }
   }
 
-  private async workLoop(): Promise<void> {
-    this.liveWorkers++
+  /**
+   * The claiming loop: while a slot is free (`concurrency` runs at most), claims the due runs that fill the free
+   * slots in one statement and starts each; waits for a slot, or for a run to come due, otherwise. On stop it
+   * claims nothing more and waits for the runs it started.
+   */
+  private async dispatch(): Promise<void> {
+    this.dispatching = true
     try {
-      await this.claimAndRunUntilStopped()
+      let failedClaims = 0
+      while (this.running) {
+        const free = this.options.concurrency - this.inFlight.size
+        if (free <= 0) {
+          await this.wake()
+          continue
+        }
+        let runs: RunRow[]
+        try {
+          runs = await write(this.options.store, () => op(claimRuns, this.owner, this.options.clock.now(), this.options.leaseMs, free))
+          failedClaims = 0
+        } catch (error) {
+          // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
+          if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
+          else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
+          failedClaims++
+          await waitOutStorage(failedClaims)
+          continue
+        }
+        for (const run of runs) this.launch(run)
+        // Fewer due runs than free slots: none is left due now; wait for one (queued, due, or a slot's run ending).
+        if (runs.length < free) await this.idle()
+      }
+      await Promise.all(this.inFlight)
     } finally {
-      this.liveWorkers--
+      this.dispatching = false
     }
   }
 
-  private async claimAndRunUntilStopped(): Promise<void> {
-    let failedClaims = 0
-    while (this.running) {
-      let run: RunRow | null = null
-      try {
-        run = await write(this.options.store, () => op(claimRun, this.owner, this.options.clock.now(), this.options.leaseMs))
-        failedClaims = 0
-      } catch (error) {
-        // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
-        if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
-        else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
-        failedClaims++
-        await waitOutStorage(failedClaims)
-        continue
-      }
-      if (!run) {
-        await this.idle()
-        continue
-      }
-      await yieldToEventLoop()
-      this.busy++
-      try {
-        await this.execute(run)
-      } catch (error) {
+  /** Executes a claimed run in a slot; the slot frees (and wakes the claiming loop) when the run stops. */
+  private launch(run: RunRow): void {
+    const execution: Promise<void> = this.execute(run)
+      .catch((error) => {
         if (!(error instanceof LeaseLostError)) {
           this.options.logger.error('run execution failed', { runId: run.id, error: (error as Error).stack ?? String(error) })
         }
-      } finally {
-        this.busy--
-      }
-    }
+      })
+      .finally(() => {
+        this.inFlight.delete(execution)
+        this.notify()
+      })
+    this.inFlight.add(execution)
+  }
+
+  /** Until `notify()`: a run queued, or a slot freed. */
+  private wake(): Promise<void> {
+    return new Promise((resolve) => this.wakeUps.push(resolve))
   }
 
   private async idle(): Promise<void> {
@@ -353,12 +369,13 @@ export class Executor {
     planned: PlannedStep[],
   ): Op<{ record: Record<string, unknown> | null } | 'stop' | 'parked'> {
     const { target, steps } = group
+    const reads: GroupReads = {}
     let record = group.record
       for (const { ctx, step, index, startedAt, apply } of planned) {
         let result: StepResult
         try {
           result = yield* savepoint(function* (this: Executor) {
-            const result = yield* apply()
+            const result = yield* apply(reads)
             yield* this.recordStep(ctx, step, index, startedAt, 'succeeded', result.output, null)
             return result
           }.bind(this))

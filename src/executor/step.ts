@@ -1,5 +1,6 @@
 /** The contract between the executor loop and the step types (one file each under steps/). */
 import type { RunRow } from '../db/queue.ts'
+import type { RecordRow } from '../modules/records/service.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { OutboundClient } from '../lib/outbound/client.ts'
 import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
@@ -54,7 +55,16 @@ export class StepFailure extends Error {
  * A step does its slow part (an HTTP call) in the async function, then returns the part that reads and
  * writes data: it runs inside the transaction that records the step, so effects and record commit together.
  */
-export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<() => Op<StepResult>>
+export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<(reads: GroupReads) => Op<StepResult>>
+
+/** What the data steps of one group's transaction have read so far (see `loadRecordAs`): fresh for each attempt. */
+export interface GroupReads {
+  access?: { read: boolean; edit: boolean }
+  /** The record's row (null: there is none). */
+  row?: RecordRow | null
+  /** The record's data as the group's steps have left it. */
+  data?: Record<string, unknown>
+}
 
 /** An activity entry for something a run did: the run's user and token, `workflow {name, runId, stepName?}`. */
 export function* logRunActivity(

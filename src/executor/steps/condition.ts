@@ -14,8 +14,8 @@ function fieldValue(record: Record<string, unknown> | null, field: string): unkn
  * Tests one field of the record, read afresh as the run's user (a `wait` may have passed since the load);
  * when false, `else` ends the run (default) or fails it.
  */
-export const runCondition: StepRunner<Condition> = async (ctx, step) => function* () {
-  const { data } = yield* loadRecordAs(ctx.target, 'read')
+export const runCondition: StepRunner<Condition> = async (ctx, step) => function* (reads) {
+  const { data } = yield* loadRecordAs(ctx.target, 'read', reads)
   const value = fieldValue(data, step.if.field)
   const checks: boolean[] = []
   if (step.if.equals !== undefined) checks.push(value === step.if.equals)

@@ -8,8 +8,8 @@ import { templateVariables } from './variables.ts'
 type NoteStep = Extract<Step, { type: 'note' }>
 
 /** Leaves a note on the record, as the run's user (needs edit access), in the workflow's rendering. */
-export const runNote: StepRunner<NoteStep> = async (ctx, step) => function* () {
-  const { data } = yield* loadRecordAs(ctx.target, 'edit')
+export const runNote: StepRunner<NoteStep> = async (ctx, step) => function* (reads) {
+  const { data } = yield* loadRecordAs(ctx.target, 'edit', reads)
   const vars = templateVariables(ctx, data)
   const note = (yield* createNote(ctx.clock, {
       environmentId: ctx.target.environmentId,

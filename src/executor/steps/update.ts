@@ -8,11 +8,12 @@ import { templateVariables } from './variables.ts'
 type Update = Extract<Step, { type: 'update' }>
 
 /** Sets fields of the record (templated values) as the run's user, with an `update` activity entry. */
-export const runUpdate: StepRunner<Update> = async (ctx, step) => function* () {
-  const { row, data } = yield* loadRecordAs(ctx.target, 'edit')
+export const runUpdate: StepRunner<Update> = async (ctx, step) => function* (reads) {
+  const { row, data } = yield* loadRecordAs(ctx.target, 'edit', reads)
   const changes = renderTemplate(step.set, templateVariables(ctx, data))
   const updated = { ...data, ...changes }
   yield* replaceRecordData(row.id, updated, ctx.clock.now())
+  reads.data = updated
   yield* logRunActivity(ctx.clock, ctx.target, { action: 'update', label: `updated ${Object.keys(changes).join(', ')}`, stepName: ctx.stepName })
   return { next: 'continue', record: updated, output: { updated: Object.keys(changes) } }
 }
