@@ -302,7 +302,7 @@ export function readmeSection(r: BenchResults): string {
       'its Lua script (`bench/wrk.lua`) sends a record id no other request used with each webhook 202, the records with an active run with ' +
       'each 409, and counts every status: an answer with another status than the scenario\'s is reported as unexpected, never dropped. ' +
       `Every scenario runs at ${r.settings.connections.join(' and at ')} connections: at ${most} the server is saturated and p99 is mostly queueing ` +
-      `(p50 ≈ connections ÷ rps), so latency is read at ${fewest}. Each run also measures the CPU time the server and wrk spent per response ' +
+      `(p50 ≈ connections ÷ rps), so latency is read at ${fewest}. Each run also measures the CPU time the server and wrk spent per response ` +
       '(the server from `/proc/<pid>/stat` over the measured run, wrk from its own resource usage): baseline (a) is a bare `Bun.serve` ' +
       'answering 202 with a body of the same size, and its server-busy and wrk-busy columns show whether its rps is the server\'s ceiling ' +
       '(server core near 100 %) or the generator\'s. Baseline (b) is `bench/baselines/minimal.ts`, the naive durable path on the same database file with prepared statements only ' +
