@@ -123,8 +123,11 @@ export interface LoadResult {
   unexpected: number
   errors: { connect: number; read: number; write: number; timeout: number }
   bytesPerResponse: number
-  /** CPU time (user + system, all threads) over the measured run, per response and as a share of one core. */
-  cpu: { serverPerRequestUs: number | null; serverBusy: number | null; generatorPerRequestUs: number; generatorBusy: number }
+  /**
+   * CPU time (user + system, all threads) over the measured run, per response and as a share of one core; `otherCores`
+   * is what the rest of the machine (other processes, this bench's own) kept busy meanwhile, in cores.
+   */
+  cpu: { serverPerRequestUs: number | null; serverBusy: number | null; generatorPerRequestUs: number; generatorBusy: number; otherCores: number | null }
 }
 
 interface WrkSummary {
@@ -137,15 +140,20 @@ interface WrkSummary {
   latencyUs: LoadResult['latency']
 }
 
-const wrk = Bun.which('wrk')
 const wrkScript = join(import.meta.dir, 'wrk.lua')
 /** Clock ticks per second of /proc/<pid>/stat's utime and stime. */
 const clockTicks = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100
 
-/** `wrk --version`'s first words (it prints them and exits 1). */
+/** The load generator's path; the bench stops before it starts when wrk is missing. */
+function wrkPath(): string {
+  const wrk = Bun.which('wrk')
+  if (!wrk) throw new Error('wrk not found: the bench needs it (Debian: apt-get install wrk)')
+  return wrk
+}
+
+/** `wrk --version`'s first words (it prints them and exits 1); throws when wrk is missing. */
 export function generatorVersion(): string {
-  if (!wrk) return 'wrk (missing)'
-  const out = Bun.spawnSync([wrk, '--version']).stdout.toString()
+  const out = Bun.spawnSync([wrkPath(), '--version']).stdout.toString()
   return /^wrk \S+/.exec(out)?.[0] ?? 'wrk'
 }
 
@@ -155,6 +163,14 @@ export function cpuTimeUs(pid: number): number {
   // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks
+}
+
+/** CPU time every core of the machine spent busy (not idle, not waiting on I/O), in microseconds, from /proc/stat. */
+export function machineBusyUs(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!
+  // cpu user nice system idle iowait irq softirq steal …
+  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number)
+  return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1e6) / clockTicks
 }
 
 /** wrk's script arguments for one run: the kind, the record-id prefix and the paths (with record ids, `fixed`). */
@@ -167,9 +183,8 @@ function scriptArgs(requests: LoadSpec['requests'], phase: string): string[] {
 
 /** One wrk run on core 1 (one thread), bounded by its duration and a kill timer; its summary and its own CPU time. */
 async function runWrk(spec: LoadSpec, seconds: number, phase: string): Promise<{ summary: WrkSummary; generatorUs: number }> {
-  if (!wrk) throw new Error('wrk not found: install it (Debian: apt-get install wrk)')
   const headers = Object.entries(spec.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`])
-  const command = [wrk, '-t1', `-c${spec.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, ...headers, spec.url, '--', ...scriptArgs(spec.requests, phase)]
+  const command = [wrkPath(), '-t1', `-c${spec.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, ...headers, spec.url, '--', ...scriptArgs(spec.requests, phase)]
   const proc = Bun.spawn(onCore(1, command), { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
   const killer = setTimeout(() => proc.kill('SIGKILL'), (seconds + 30) * 1000)
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
@@ -185,8 +200,10 @@ async function runWrk(spec: LoadSpec, seconds: number, phase: string): Promise<{
 export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   if (spec.warmup > 0) await runWrk(spec, spec.warmup, `w${spec.connections}`)
   const serverBefore = spec.serverPid === undefined ? null : cpuTimeUs(spec.serverPid)
+  const machineBefore = machineBusyUs()
   const { summary: s, generatorUs } = await runWrk(spec, spec.duration, `m${spec.connections}`)
   const serverUs = serverBefore === null ? null : cpuTimeUs(spec.serverPid!) - serverBefore
+  const machineUs = machineBusyUs() - machineBefore
   const responses = Object.values(s.statuses).reduce((a, b) => a + b, 0)
   const seconds = s.durationUs / 1e6
   const perResponse = (us: number) => (responses > 0 ? us / responses : 0)
@@ -209,6 +226,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
       serverBusy: serverUs === null ? null : serverUs / s.durationUs,
       generatorPerRequestUs: perResponse(generatorUs),
       generatorBusy: generatorUs / s.durationUs,
+      otherCores: serverUs === null ? null : Math.max(0, machineUs - serverUs - generatorUs) / s.durationUs,
     },
   }
 }

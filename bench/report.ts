@@ -78,8 +78,8 @@ const us = (n: number | null) => (n === null ? 'n/a' : n >= 100 ? n.toFixed(0) :
 const percent = (share: number | null) => (share === null ? 'n/a' : `${Math.round(share * 100)} %`)
 const seconds = (lead: number) => `${lead >= 0 ? '+' : '−'}${(Math.abs(lead) / 1000).toFixed(2)} s`
 
-/** A generator that used more than this share of its core may have set the pace: such runs are listed under the table. */
-const GENERATOR_BUSY_WARNING = 0.8
+/** A process above this share of its core may have set the pace (see paceNotes). */
+const BUSY = 0.8
 
 /** The issue-17 ratio targets (Trellis rps ÷ baseline (b) rps, read at the most connections measured). */
 const RATIO_TARGETS: Record<string, number> = {
@@ -105,6 +105,40 @@ function loadRow(label: string, connections: number, t: LoadResult, b: LoadResul
   )
 }
 
+/** Who set the pace: runs where wrk neared its core, and baseline (a) runs whose server core was not saturated either. */
+function paceNotes(r: BenchResults): string[] {
+  const loads = [
+    ...r.bare.map((a) => ({ label: `(a) at ${a.connections}`, load: a })),
+    ...r.scenarios.flatMap((s) =>
+      s.runs.flatMap((run) => [
+        { label: `${s.id} Trellis at ${run.connections}`, load: run.trellis },
+        { label: `${s.id} (b) at ${run.connections}`, load: run.minimal },
+      ]),
+    ),
+  ]
+  const saturated = loads.filter(({ load }) => load.cpu.generatorBusy > BUSY)
+  const notes = [
+    saturated.length === 0
+      ? `wrk used at most ${percent(Math.max(...loads.map(({ load }) => load.cpu.generatorBusy)))} of its core in every run: it did not set the pace.`
+      : `wrk used more than ${percent(BUSY)} of its core in: ${saturated.map(({ label, load }) => `${label} (${percent(load.cpu.generatorBusy)})`).join(', ')} — there the generator may have set the pace.`,
+  ]
+  const others = loads.map(({ load }) => load.cpu.otherCores).filter((cores): cores is number => cores !== undefined && cores !== null).sort((a, b) => a - b)
+  if (others.length > 0) {
+    notes.push(
+      `Other work on the machine (other processes, interrupts charged to none, this bench itself) kept ${others[Math.floor(others.length / 2)]!.toFixed(2)} cores busy during the median measured run, ` +
+        `${others[others.length - 1]!.toFixed(2)} at most (of ${r.machine.nproc}): the more, the less a figure says.`,
+    )
+  }
+  const idle = r.bare.filter((a) => a.cpu.serverBusy !== null && a.cpu.serverBusy < BUSY && a.cpu.generatorBusy < BUSY)
+  if (idle.length > 0) {
+    notes.push(
+      `Baseline (a) at ${idle.map((a) => `${a.connections} (server ${percent(a.cpu.serverBusy)}, wrk ${percent(a.cpu.generatorBusy)})`).join(', ')}: ` +
+        'neither core was busy, so other work on the machine held the run back; its rps is below the ceiling, read the full-core column.',
+    )
+  }
+  return notes
+}
+
 export function markdownTables(r: BenchResults): string {
   const lines: string[] = []
   lines.push(
@@ -121,29 +155,17 @@ export function markdownTables(r: BenchResults): string {
   for (const s of r.scenarios) for (const run of s.runs) lines.push(loadRow(s.title, run.connections, run.trellis, run.minimal))
   lines.push(
     '',
-    '| baseline (a): bare `Bun.serve`, 202 with a body of the webhook answer\'s size | conns | rps | p50 ms | p99 ms | server µs/req | server core busy | rps at a full server core (1e6 ÷ µs/req) | wrk µs/req | wrk core busy | unexpected |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| baseline (a): bare `Bun.serve`, 202 with a body of the webhook answer\'s size | conns | rps | p50 ms | p99 ms | server µs/req | server core busy | rps at a full server core (1e6 ÷ µs/req) | wrk µs/req | wrk core busy | other work (cores) | unexpected |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   )
   for (const a of r.bare) {
     const perRequest = a.cpu.serverPerRequestUs
     lines.push(
       `| same requests as the webhook scenario | ${a.connections} | ${int(a.rps)} | ${ms(a.latency.p50)} | ${ms(a.latency.p99)} | ${us(perRequest)} | ` +
-        `${percent(a.cpu.serverBusy)} | ${perRequest ? int(1e6 / perRequest) : 'n/a'} | ${us(a.cpu.generatorPerRequestUs)} | ${percent(a.cpu.generatorBusy)} | ${a.unexpected} |`,
+        `${percent(a.cpu.serverBusy)} | ${perRequest ? int(1e6 / perRequest) : 'n/a'} | ${us(a.cpu.generatorPerRequestUs)} | ${percent(a.cpu.generatorBusy)} | ${a.cpu.otherCores == null ? 'n/a' : a.cpu.otherCores.toFixed(2)} | ${a.unexpected} |`,
     )
   }
-  const saturated = [
-    ...r.bare.map((a) => ({ label: `(a) at ${a.connections}`, load: a })),
-    ...r.scenarios.flatMap((s) => s.runs.flatMap((run) => [
-      { label: `${s.id} Trellis at ${run.connections}`, load: run.trellis },
-      { label: `${s.id} (b) at ${run.connections}`, load: run.minimal },
-    ])),
-  ].filter(({ load }) => load.cpu.generatorBusy > GENERATOR_BUSY_WARNING)
-  lines.push(
-    '',
-    saturated.length === 0
-      ? `wrk used at most ${percent(Math.max(...r.bare.map((a) => a.cpu.generatorBusy), ...r.scenarios.flatMap((s) => s.runs.flatMap((run) => [run.trellis.cpu.generatorBusy, run.minimal.cpu.generatorBusy]))))} of its core in every run: the servers set the pace.`
-      : `wrk used more than ${percent(GENERATOR_BUSY_WARNING)} of its core in: ${saturated.map(({ label, load }) => `${label} (${percent(load.cpu.generatorBusy)})`).join(', ')} — there the generator may have set the pace.`,
-  )
+  lines.push('', ...paceNotes(r))
   const e = r.executor
   if (e) {
     lines.push(
@@ -213,9 +235,11 @@ export function targetChecks(r: BenchResults): TargetCheck[] {
     const run = runAt(s, most)
     if (target === undefined || !run) continue
     const others = s.runs.filter((other) => other !== run).map((other) => `${ratio(other.trellis.rps, other.minimal.rps)} at ${other.connections}`)
+    const [t, b] = [run.trellis.cpu.serverPerRequestUs, run.minimal.cpu.serverPerRequestUs]
+    if (t !== null && b !== null) others.push(`server CPU per request, (b) ÷ Trellis: ${ratio(b, t)}`)
     checks.push({
       target: `${s.title}: ≥ ${target.toFixed(1)}× (b) at ${most} connections`,
-      measured: `${ratio(run.trellis.rps, run.minimal.rps)}${others.length ? ` (${others.join(', ')})` : ''}`,
+      measured: `${ratio(run.trellis.rps, run.minimal.rps)}${others.length ? ` (${others.join('; ')})` : ''}`,
       verdict: verdict(run.trellis.rps >= target * run.minimal.rps),
     })
   }

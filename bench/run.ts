@@ -1,8 +1,10 @@
 /**
  * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run (issue 8).
  * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
- * in turn (baseline (a) once), then the executor, and prints the tables (stdout), the README "Performance" section,
- * and writes bench/results/<date>.json. Progress goes to stderr. Asserts no thresholds.
+ * in turn at 64 and at 8 connections (baseline (a) at both), with `wrk` as the load generator and the CPU time of
+ * server and generator per request, then the executor, and prints the tables (stdout) with each issue-17 target
+ * next to its figure, the README "Performance" section, and writes bench/results/<date>.json. Progress goes to
+ * stderr. Asserts no thresholds.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
@@ -31,7 +33,8 @@ const dataDir = join(work, 'data')
 const servers: Server[] = []
 
 async function main() {
-  log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}`)
+  const generator = generatorVersion()
+  log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}, load generator ${generator}`)
 
   // ── Seed ────────────────────────────────────────────────────────────────────
   log(`[${elapsed()}] seeding ${settings.notes.toLocaleString('en-US')} notes`)
@@ -184,7 +187,7 @@ async function main() {
       bun: Bun.version,
       pinning,
     },
-    generator: generatorVersion(),
+    generator,
     commit: await gitDescribe(),
     server: serverName,
     settings: { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup },
