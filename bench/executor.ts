@@ -5,7 +5,7 @@
  */
 import { Database } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
-import { type LoadResult, type Server, percentile, runLoad, type WalWatch } from './procs.ts'
+import { type LoadResult, percentile, post, runLoad, type Server, type WalWatch } from './procs.ts'
 import type { SeedResult } from './seed.ts'
 
 export interface ExecutorOptions {
@@ -35,13 +35,16 @@ export interface ExecutorResult {
   runsPerSecondUnderHttpLoad: number | null
   drainSeconds: number
   burstQueueLatencyMs: { p50: number; p99: number; max: number }
-  steadyQueueLatencyMs: { rate: number; runs: number; p50: number; p99: number; max: number } | null
+  /** Runs triggered through the webhook at a steady rate (one request at a time, sent on schedule). */
+  steadyQueueLatencyMs: { rate: number; runs: number; p50: number; p99: number; max: number; statusCodes: Record<string, number> } | null
   notesWhileBusy: LoadResult
   /** Sequential single requests during the notes load (each bounded to 15 s). */
   probe: { requests: number; p50: number; max: number; timedOut: number }
   /** Whether runs were still queued when the notes load ended (the measurement saw a saturated executor). */
   busyThroughout: boolean
   walMaxBytes: number
+  /** How far the newest activity entry's `createdAt` ran ahead of the wall clock (ms), sampled every 200 ms. */
+  createdAtLeadMs: { max: number; afterDrain: number; samples: number; failedSamples: number }
 }
 
 interface RunTimes {
@@ -96,6 +99,8 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   let loadWindow: { from: number; to: number } | null = null
   let busyThroughout = false
   const deadline = performance.now() + o.timeoutMs
+  let sampling = true
+  const leads = sampleCreatedAtLead(server.url, o.seed.adminToken, o.seed.project, () => sampling)
   for (;;) {
     const { ok, failed } = doneNow()
     const t = performance.now()
@@ -107,7 +112,7 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
         connections: o.connections,
         duration: o.busySeconds,
         warmup: 0,
-        maxRequests: 2_000_000,
+        serverPid: server.pid,
         headers: { authorization: `Bearer ${o.seed.adminToken}` },
         expect: 200,
         requests: { kind: 'get', paths: [o.notesPath] },
@@ -131,6 +136,9 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   const notesWhileBusy = await load!
   const probeResult = await probe!
   const finalCounts = doneNow()
+  sampling = false
+  const leadSamples = await leads
+  const afterDrain = await createdAtLeadMs(server.url, o.seed.adminToken, o.seed.project)
 
   // Runs per second from the database's own timestamps.
   const rows = (db.prepare('SELECT id, status, created_at, started_at, finished_at FROM runs WHERE environment_id = ? AND created_at >= ? AND created_at <= ?').all(workflows[0]!.env, t0, tEnd) as RunTimes[]).filter((r) => ids.has(r.id))
@@ -156,31 +164,19 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   let steady: ExecutorResult['steadyQueueLatencyMs'] = null
   if (o.steadySeconds > 0 && finalCounts.ok + finalCounts.failed >= o.runs) {
     const count = Math.ceil(o.steadyRate * o.steadySeconds)
-    const paths: string[] = []
-    const recordIds: string[] = []
+    const requests: { path: string; recordId: string }[] = []
     for (let i = 0; i < count; i++) {
       const w = i % workflows.length
-      paths.push(o.seed.webhookPaths[w]!)
-      recordIds.push(recordsOf(w)[perWorkflow + Math.floor(i / workflows.length)]!)
+      requests.push({ path: o.seed.webhookPaths[w]!, recordId: recordsOf(w)[perWorkflow + Math.floor(i / workflows.length)]! })
     }
     const t1 = Date.now()
-    await runLoad({
-      url: server.url,
-      connections: 8,
-      duration: o.steadySeconds,
-      warmup: 0,
-      maxRequests: count,
-      rate: o.steadyRate,
-      headers: { authorization: `Bearer ${o.seed.adminToken}` },
-      expect: 202,
-      requests: { kind: 'fixed', paths, recordIds },
-    })
+    const statusCodes = await trickle(server.url, { authorization: `Bearer ${o.seed.adminToken}` }, requests, o.steadyRate)
     const steadyDeadline = performance.now() + 15_000
     const pending = db.prepare("SELECT count(*) AS n FROM runs WHERE environment_id = ? AND created_at >= ? AND status IN ('queued', 'running')")
     while ((pending.all(workflows[0]!.env, t1)[0] as { n: number }).n > 0 && performance.now() < steadyDeadline) await Bun.sleep(100)
     const steadyRows = db.prepare('SELECT created_at, started_at FROM runs WHERE environment_id = ? AND created_at >= ? AND started_at IS NOT NULL').all(workflows[0]!.env, t1) as { created_at: number; started_at: number }[]
     const sorted = Float64Array.from(steadyRows.map((r) => r.started_at - r.created_at)).sort()
-    steady = { rate: o.steadyRate, runs: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? 0 }
+    steady = { rate: o.steadyRate, runs: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? 0, statusCodes }
   }
   // A server whose executor still has a backlog does not get to its SIGTERM handler (see the probe): kill it.
   await server.stop(finalCounts.ok + finalCounts.failed >= o.runs ? 'SIGTERM' : 'SIGKILL')
@@ -200,7 +196,64 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
     probe: probeResult,
     busyThroughout,
     walMaxBytes: o.wal.max,
+    createdAtLeadMs: { max: Math.max(afterDrain, ...leadSamples.leads), afterDrain, samples: leadSamples.leads.length + 1, failedSamples: leadSamples.failed },
   }
+}
+
+/** POSTs each request at its time on a fixed schedule (`rate` per second) without waiting for the answers; counts of each status ("error" for none). */
+async function trickle(url: string, headers: Record<string, string>, requests: { path: string; recordId: string }[], rate: number): Promise<Record<string, number>> {
+  const statusCodes: Record<string, number> = {}
+  const count = (key: string) => {
+    statusCodes[key] = (statusCodes[key] ?? 0) + 1
+  }
+  const started = performance.now()
+  const answers: Promise<void>[] = []
+  for (let i = 0; i < requests.length; i++) {
+    const wait = started + (i * 1000) / rate - performance.now()
+    if (wait > 0) await Bun.sleep(wait)
+    const { path, recordId } = requests[i]!
+    answers.push(
+      post(url, path, recordId, headers, AbortSignal.timeout(15_000)).then(
+        async (response) => {
+          await response.arrayBuffer()
+          count(String(response.status))
+        },
+        () => count('error'),
+      ),
+    )
+  }
+  await Promise.all(answers)
+  return statusCodes
+}
+
+/**
+ * How far the newest production activity entry's `createdAt` is ahead of the wall clock, in ms (negative: behind),
+ * read through the API. The clock is read when the answer has arrived, so this never overstates the lead.
+ */
+export async function createdAtLeadMs(url: string, token: string, project: string): Promise<number> {
+  const response = await fetch(`${url}/v1/project/${encodeURIComponent(project)}/environment/production/activity-logs?limit=1`, {
+    headers: { authorization: `Bearer ${token}` },
+    signal: AbortSignal.timeout(15_000),
+  })
+  const body = (await response.json()) as { data?: { createdAt?: string }[] }
+  const now = Date.now()
+  const createdAt = body.data?.[0]?.createdAt
+  if (response.status !== 200 || createdAt === undefined) throw new Error(`activity-logs?limit=1 answered ${response.status}: ${JSON.stringify(body).slice(0, 300)}`)
+  return Date.parse(createdAt) - now
+}
+
+/** Samples `createdAtLeadMs` every 200 ms while `going()`; a failed sample (a 503 under load, say) is counted, not fatal. */
+async function sampleCreatedAtLead(url: string, token: string, project: string, going: () => boolean): Promise<{ leads: number[]; failed: number }> {
+  const leads: number[] = []
+  let failed = 0
+  while (going()) {
+    await createdAtLeadMs(url, token, project).then(
+      (lead) => leads.push(lead),
+      () => failed++,
+    )
+    await Bun.sleep(200)
+  }
+  return { leads, failed }
 }
 
 async function probeLatency(url: string, token: string, until: () => number): Promise<ExecutorResult['probe']> {

@@ -93,13 +93,14 @@ export function memoryOf(pid: number): { rss: number; peak: number } {
 export interface LoadSpec {
   url: string
   connections: number
+  /** Seconds measured, after `warmup` seconds of the same load in a separate, unmeasured wrk run. */
   duration: number
   warmup: number
-  maxRequests: number
   headers: Record<string, string>
+  /** The status every response should have; any other is counted in `unexpected`. */
   expect: number
-  /** Requests per second for all connections together (a steady trickle instead of saturation). */
-  rate?: number
+  /** The server's pid: its CPU time over the measured run is read from /proc. */
+  serverPid?: number
   requests:
     | { kind: 'get'; paths: string[] }
     | { kind: 'unique'; paths: string[]; prefix: string }
@@ -109,31 +110,130 @@ export interface LoadSpec {
 export interface LoadResult {
   generator: string
   connections: number
+  /** Seconds, as wrk measured its run. */
   duration: number
   responses: number
+  /** Requests still in flight when the run ended (a starved server leaves them all unanswered). */
   unanswered: number
   rps: number
+  /** Milliseconds (wrk's histogram, microsecond resolution). */
   latency: { p50: number; p90: number; p99: number; max: number; mean: number }
   statusCodes: Record<string, number>
+  /** Responses with another status than `expect`, plus socket errors and responses slower than the timeout. */
   unexpected: number
-  non2xx: number
-  errors: number
-  timeouts: number
+  errors: { connect: number; read: number; write: number; timeout: number }
   bytesPerResponse: number
+  /**
+   * CPU time (user + system, all threads) over the measured run, per response and as a share of one core; `otherCores`
+   * is what the rest of the machine (other processes, this bench's own) kept busy meanwhile, in cores.
+   */
+  cpu: { serverPerRequestUs: number | null; serverBusy: number | null; generatorPerRequestUs: number; generatorBusy: number; otherCores: number | null }
 }
 
-/** Runs autocannon in its own Node process on core 1; bounded by duration, request count and a kill timer. */
-export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
-  const proc = Bun.spawn(onCore(1, ['node', join(import.meta.dir, 'loadgen.mjs'), JSON.stringify(spec)]), {
-    cwd: repoRoot,
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
-  const killer = setTimeout(() => proc.kill('SIGKILL'), (spec.warmup + spec.duration + 30) * 1000)
+interface WrkSummary {
+  durationUs: number
+  requests: number
+  bytes: number
+  sent: number
+  statuses: Record<string, number>
+  errors: LoadResult['errors']
+  latencyUs: LoadResult['latency']
+}
+
+const wrkScript = join(import.meta.dir, 'wrk.lua')
+/** Clock ticks per second of /proc/<pid>/stat's utime and stime. */
+const clockTicks = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100
+
+/** The load generator's path; the bench stops before it starts when wrk is missing. */
+function wrkPath(): string {
+  const wrk = Bun.which('wrk')
+  if (!wrk) throw new Error('wrk not found: the bench needs it (Debian: apt-get install wrk)')
+  return wrk
+}
+
+/** `wrk --version`'s first words (it prints them and exits 1); throws when wrk is missing. */
+export function generatorVersion(): string {
+  const out = Bun.spawnSync([wrkPath(), '--version']).stdout.toString()
+  return /^wrk \S+/.exec(out)?.[0] ?? 'wrk'
+}
+
+/** User + system CPU time of a process (all its threads) in microseconds, from /proc/<pid>/stat. */
+export function cpuTimeUs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicks
+}
+
+/** CPU time every core of the machine spent busy (not idle, not waiting on I/O), in microseconds, from /proc/stat. */
+export function machineBusyUs(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!
+  // cpu user nice system idle iowait irq softirq steal …
+  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number)
+  return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1e6) / clockTicks
+}
+
+/** wrk's script arguments for one run: the kind, the record-id prefix and the paths (with record ids, `fixed`). */
+function scriptArgs(requests: LoadSpec['requests'], phase: string): string[] {
+  if (requests.kind === 'get') return ['get', '', ...requests.paths]
+  if (requests.kind === 'unique') return ['unique', `${requests.prefix}-${phase}`, ...requests.paths]
+  if (requests.paths.length !== requests.recordIds.length) throw new Error('fixed requests pair each path with one record id')
+  return ['fixed', '', ...requests.paths.flatMap((path, i) => [path, requests.recordIds[i]!])]
+}
+
+/** One wrk run on core 1 (one thread), bounded by its duration and a kill timer; its summary and its own CPU time. */
+async function runWrk(spec: LoadSpec, seconds: number, phase: string): Promise<{ summary: WrkSummary; generatorUs: number }> {
+  const headers = Object.entries(spec.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`])
+  const command = [wrkPath(), '-t1', `-c${spec.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, ...headers, spec.url, '--', ...scriptArgs(spec.requests, phase)]
+  const proc = Bun.spawn(onCore(1, command), { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
+  const killer = setTimeout(() => proc.kill('SIGKILL'), (seconds + 30) * 1000)
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   clearTimeout(killer)
-  if (code !== 0) throw new Error(`load generator exited with ${code}: ${err.slice(0, 2000)}`)
-  return JSON.parse(out.trim().split('\n').pop()!) as LoadResult
+  const line = out.split('\n').find((l) => l.startsWith('wrk-json '))
+  if (code !== 0 || !line) throw new Error(`wrk exited with ${code}: ${err.slice(0, 2000)}${out.slice(0, 2000)}`)
+  // With taskset the child execs wrk: the rusage of the pid is wrk's own.
+  const generatorUs = Number(proc.resourceUsage()?.cpuTime.total ?? 0)
+  return { summary: JSON.parse(line.slice('wrk-json '.length)) as WrkSummary, generatorUs }
+}
+
+/** Runs wrk on core 1: a warm-up run, then the measured run, with the server's and wrk's CPU time over it. */
+export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  if (spec.warmup > 0) await runWrk(spec, spec.warmup, `w${spec.connections}`)
+  const serverBefore = spec.serverPid === undefined ? null : cpuTimeUs(spec.serverPid)
+  const machineBefore = machineBusyUs()
+  const { summary: s, generatorUs } = await runWrk(spec, spec.duration, `m${spec.connections}`)
+  const serverUs = serverBefore === null ? null : cpuTimeUs(spec.serverPid!) - serverBefore
+  const machineUs = machineBusyUs() - machineBefore
+  const responses = Object.values(s.statuses).reduce((a, b) => a + b, 0)
+  const seconds = s.durationUs / 1e6
+  const perResponse = (us: number) => (responses > 0 ? us / responses : 0)
+  const ms = (us: number) => Math.round(us) / 1000
+  const errors = s.errors.connect + s.errors.read + s.errors.write + s.errors.timeout
+  return {
+    generator: 'wrk',
+    connections: spec.connections,
+    duration: seconds,
+    responses,
+    unanswered: Math.max(0, s.sent - responses),
+    rps: responses / seconds,
+    latency: { p50: ms(s.latencyUs.p50), p90: ms(s.latencyUs.p90), p99: ms(s.latencyUs.p99), max: ms(s.latencyUs.max), mean: ms(s.latencyUs.mean) },
+    statusCodes: s.statuses,
+    unexpected: responses - (s.statuses[String(spec.expect)] ?? 0) + errors,
+    errors: s.errors,
+    bytesPerResponse: responses > 0 ? s.bytes / responses : 0,
+    cpu: {
+      serverPerRequestUs: serverUs === null ? null : perResponse(serverUs),
+      serverBusy: serverUs === null ? null : serverUs / s.durationUs,
+      generatorPerRequestUs: perResponse(generatorUs),
+      generatorBusy: generatorUs / s.durationUs,
+      otherCores: serverUs === null ? null : Math.max(0, machineUs - serverUs - generatorUs) / s.durationUs,
+    },
+  }
+}
+
+/** POST {"record_id": …} to a path, as the webhook scenarios do. */
+export function post(base: string, path: string, recordId: string, headers: Record<string, string>, signal?: AbortSignal) {
+  return fetch(`${base}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ record_id: recordId }), signal })
 }
 
 /** Samples the size of the `-wal` file while a phase runs; `max` since the last `reset`. */

@@ -1,26 +1,28 @@
 /**
  * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run (issue 8).
  * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
- * in turn (baseline (a) once), then the executor, and prints the tables (stdout), the README "Performance" section,
- * and writes bench/results/<date>.json. Progress goes to stderr. Asserts no thresholds.
+ * in turn at 64 and at 8 connections (baseline (a) at both), with `wrk` as the load generator and the CPU time of
+ * server and generator per request, then the executor, and prints the tables (stdout) with each issue-17 target
+ * next to its figure, the README "Performance" section, and writes bench/results/<date>.json. Progress goes to
+ * stderr. Asserts no thresholds.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
-import { measureExecutor } from './executor.ts'
 import { measureLoginFlood } from './login-flood.ts'
-import { type LoadResult, memoryOf, pinning, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
-import { type BenchResults, markdownTables, readmeSection, type ScenarioResult } from './report.ts'
+import { createdAtLeadMs, measureExecutor } from './executor.ts'
+import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
+import { type BenchResults, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 
 const quick = process.argv.includes('--quick')
 const keep = process.argv.includes('--keep')
 const settings = quick
-  ? { notes: 100_000, duration: 3, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64 }
+  ? { notes: 100_000, duration: 2, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64 }
   : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200 }
-const CONNECTIONS = 64
-const MAX_REQUESTS = 3_000_000
+/** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
+const CONNECTIONS = [64, 8]
 const RAISED_LIMIT = '1000000000'
 
 const benchStarted = performance.now()
@@ -31,7 +33,8 @@ const dataDir = join(work, 'data')
 const servers: Server[] = []
 
 async function main() {
-  log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}`)
+  const generator = generatorVersion()
+  log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}, load generator ${generator}`)
 
   // ── Seed ────────────────────────────────────────────────────────────────────
   log(`[${elapsed()}] seeding ${settings.notes.toLocaleString('en-US')} notes`)
@@ -96,33 +99,45 @@ async function main() {
     await checkOnce(scenario, trellis, 'trellis', auth)
   }
 
-  const load = (server: Server, scenario: Scenario, target: string): Promise<LoadResult> =>
+  /** The first run of a scenario on a server warms it up; the runs after it at other connection counts do not. */
+  const load = (server: Server, scenario: Scenario, target: string, connections: number, warm: boolean): Promise<LoadResult> =>
     runLoad({
       url: server.url,
-      connections: CONNECTIONS,
+      connections,
       duration: settings.duration,
-      warmup: settings.warmup,
-      maxRequests: MAX_REQUESTS,
+      warmup: warm ? settings.warmup : 0,
+      serverPid: server.pid,
       headers: auth,
       expect: scenario.expect,
       requests: scenario.requests(target),
     })
-  log(`[${elapsed()}] (a) bare Bun.serve`)
-  const bareResult = await load(bare, all[0]!, 'bare')
-  log(`  ${summary(bareResult)}`)
+  const bareResults: LoadResult[] = []
+  for (const [i, connections] of CONNECTIONS.entries()) {
+    log(`[${elapsed()}] (a) bare Bun.serve, ${connections} connections`)
+    bareResults.push(await load(bare, all[0]!, 'bare', connections, i === 0))
+    log(`  ${summary(bareResults[i]!)}`)
+  }
   await bare.stop()
 
   const results: ScenarioResult[] = []
+  const webhookCreatedAtLeadMs: number[] = []
   let peakRssWebhookBytes = 0
   for (const scenario of all) {
     wal.reset()
-    log(`[${elapsed()}] ${scenario.id}`)
-    const minimalResult = await load(minimal, scenario, 'minimal')
-    log(`  (b)      ${summary(minimalResult)}`)
-    const trellisResult = await load(trellis, scenario, 'trellis')
-    log(`  Trellis  ${summary(trellisResult)}  ratio ${(trellisResult.rps / minimalResult.rps).toFixed(2)}`)
-    if (scenario.id === 'webhook-202') peakRssWebhookBytes = memoryOf(trellis.pid).peak
-    results.push({ id: scenario.id, title: scenario.title, expect: scenario.expect, trellis: trellisResult, minimal: minimalResult, walMaxBytes: wal.max })
+    const runs: ScenarioRun[] = []
+    for (const [i, connections] of CONNECTIONS.entries()) {
+      log(`[${elapsed()}] ${scenario.id}, ${connections} connections`)
+      const minimalResult = await load(minimal, scenario, 'minimal', connections, i === 0)
+      log(`  (b)      ${summary(minimalResult)}`)
+      const trellisResult = await load(trellis, scenario, 'trellis', connections, i === 0)
+      log(`  Trellis  ${summary(trellisResult)}  ratio ${(trellisResult.rps / minimalResult.rps).toFixed(2)}`)
+      if (scenario.id === 'webhook-202') {
+        peakRssWebhookBytes = memoryOf(trellis.pid).peak
+        webhookCreatedAtLeadMs.push(await createdAtLeadMs(trellis.url, seed.adminToken, seed.project))
+      }
+      runs.push({ connections, trellis: trellisResult, minimal: minimalResult })
+    }
+    results.push({ id: scenario.id, title: scenario.title, expect: scenario.expect, runs, walMaxBytes: wal.max })
   }
   await Bun.sleep(1000)
   const afterLoad = memoryOf(trellis.pid)
@@ -138,7 +153,7 @@ async function main() {
     steadyRate: 100,
     steadySeconds: settings.steadySeconds,
     timeoutMs: 60_000,
-    connections: CONNECTIONS,
+    connections: CONNECTIONS[0]!,
     notesPath: `/v1/project/${seed.project}/environment/production/notes?limit=10`,
     startTrellis: () => startTrellis(true),
     wal,
@@ -160,8 +175,6 @@ async function main() {
   })
   log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
 
-  const nodeVersion = (await new Response(Bun.spawn(['node', '--version']).stdout).text()).trim().replace(/^v/, '')
-  const autocannonVersion = (JSON.parse(readFileSync(join(repoRoot, 'node_modules/autocannon/package.json'), 'utf8')) as { version: string }).version
   const report: BenchResults = {
     date: new Date().toISOString(),
     mode: quick ? 'quick' : 'full',
@@ -172,10 +185,9 @@ async function main() {
       memoryGiB: Math.round(totalmem() / 2 ** 30),
       kernel: release(),
       bun: Bun.version,
-      node: nodeVersion,
       pinning,
     },
-    generator: `autocannon ${autocannonVersion}`,
+    generator,
     commit: await gitDescribe(),
     server: serverName,
     settings: { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup },
@@ -192,7 +204,7 @@ async function main() {
       databaseBytes,
       bytesPerNote: databaseBytes / seed.notes,
     },
-    bare: bareResult,
+    bare: bareResults,
     scenarios: results,
     executor,
     loginFlood,
@@ -206,9 +218,11 @@ async function main() {
       peakRssBytes: afterLoad.peak,
       binaryBytes: binary ? statSync(binary).size : null,
     },
+    webhookCreatedAtLeadMs,
     walMaxBytes: wal.overall,
     totalSeconds: (performance.now() - benchStarted) / 1000,
   }
+  report.targets = targetChecks(report)
   const resultsDir = join(import.meta.dir, 'results')
   mkdirSync(resultsDir, { recursive: true })
   const file = join(resultsDir, `${report.date.slice(0, 10)}${quick ? '-quick' : ''}.json`)
@@ -216,10 +230,6 @@ async function main() {
   log(`[${elapsed()}] done; results in ${file}`)
 
   process.stdout.write(`${markdownTables(report)}\n\n---- README section ----\n\n${readmeSection(report)}\n`)
-}
-
-function post(base: string, path: string, recordId: string, headers: Record<string, string>) {
-  return fetch(`${base}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ record_id: recordId }) })
 }
 
 /** One request of the scenario before loading it: the expected status, or the bench stops with the body. */
@@ -235,7 +245,11 @@ async function checkOnce(scenario: Scenario, server: Server, target: string, hea
 }
 
 function summary(r: LoadResult): string {
-  return `${Math.round(r.rps)} rps, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, unexpected ${r.unexpected}, ${Math.round(r.bytesPerResponse)} B/response`
+  const cpu = (perRequest: number | null) => (perRequest === null ? 'n/a' : perRequest.toFixed(1))
+  return (
+    `${Math.round(r.rps)} rps, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, unexpected ${r.unexpected}, ${Math.round(r.bytesPerResponse)} B/response, ` +
+    `CPU µs/req server ${cpu(r.cpu.serverPerRequestUs)} wrk ${cpu(r.cpu.generatorPerRequestUs)}`
+  )
 }
 
 /** `dist/trellis`, built with `npm run build` when missing or older than a source file; null when the build fails. */
