@@ -355,8 +355,16 @@ describe('the disk is full', () => {
     expect(await full!.json()).toEqual({ error: 'Service Unavailable', code: 'storage_full', message: expect.stringContaining('full'), retry_after: 60 })
     expect(full!.headers.get('retry-after')).toBe('60')
 
-    // Still full: the next write too; /readyz says why; /healthz and reads answer.
+    // Still full: the next write too — and writes arriving together (one group commit) are refused together, each
+    // with the storage fault, or acknowledged and then kept; never a 500.
     expect((await send(NOTES, noteRequest(token, 'still full', content))).status).toBe(503)
+    const burst = await Promise.all(Array.from({ length: 20 }, (_, i) => send(NOTES, noteRequest(token, `burst ${i}`, content))))
+    for (const response of burst) {
+      expect([201, 503]).toContain(response.status)
+      const body = (await response.json()) as { id?: number; code?: string }
+      if (response.status === 201) acknowledged.push(body.id!)
+      else expect(body.code).toBe('storage_full')
+    }
     expect(await readyz()).toEqual({ status: 503, body: expect.objectContaining({ code: 'storage_full' }) })
     expect(await health()).toBe(200)
     expect((await send(NOTES, { headers: bearer(token) })).status).toBe(200)

@@ -8,6 +8,7 @@ import { statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
+import { connectionOf } from './prepared.ts'
 import type { Db, QueuedWrite, Store } from './open.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
@@ -130,7 +131,8 @@ function inOwnSavepoint(store: Store, tx: Db, queued: QueuedWrite): { value: unk
   try {
     return { value: inSavepoint(tx, queued.run) }
   } catch (error) {
-    if (storageErrorOf(store, error)) throw error
+    // SQLite ends the whole transaction itself on some faults (a full disk): then no later write may run outside it.
+    if (storageErrorOf(store, error) || !connectionOf(tx).inTransaction) throw error
     return { error }
   }
 }
