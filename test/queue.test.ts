@@ -19,7 +19,8 @@ import {
 } from '../src/db/queue.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/schema.ts'
 import { op } from '../src/db/op.ts'
-import { inSavepoint, write, writeTransaction } from '../src/db/write.ts'
+import { inSavepoint } from '../src/db/savepoint.ts'
+import { write, writeTransaction } from '../src/db/write.ts'
 import { testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
 

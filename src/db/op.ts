@@ -13,6 +13,7 @@
  * run per record) are written once, in the services, whatever the database.
  */
 import type { Db } from './open.ts'
+import { inSavepoint } from './savepoint.ts'
 
 /** One call of a `src/db` function, as a runner receives it. */
 export interface Call {
@@ -74,5 +75,5 @@ export function savepoint<T>(body: () => Op<T>): Op<T> {
 }
 
 function runInSavepoint<T>(db: Db, body: () => Op<T>): T {
-  return db.transaction((inner) => runOp(inner as unknown as Db, body()))
+  return inSavepoint(db, (savepoint) => runOp(savepoint, body()))
 }

@@ -9,6 +9,7 @@ import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
 import { connectionOf } from './prepared.ts'
+import { inSavepoint } from './savepoint.ts'
 import type { Db, QueuedWrite, Store } from './open.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
@@ -125,13 +126,13 @@ function commitQueued(store: Store, pause: number): void {
 
 /**
  * One write of a batch in its savepoint: its own failure is its answer, the batch goes on. A storage fault is the
- * whole batch's (SQLite may have rolled the transaction back): it is thrown on, and nobody's write committed.
+ * whole batch's, and so is any failure after which SQLite has ended the transaction itself (a full disk can): it is
+ * thrown on, nobody's write committed, and no later write runs outside the transaction.
  */
 function inOwnSavepoint(store: Store, tx: Db, queued: QueuedWrite): { value: unknown } | { error: unknown } {
   try {
     return { value: inSavepoint(tx, queued.run) }
   } catch (error) {
-    // SQLite ends the whole transaction itself on some faults (a full disk): then no later write may run outside it.
     if (storageErrorOf(store, error) || !connectionOf(tx).inTransaction) throw error
     return { error }
   }
@@ -151,14 +152,6 @@ function retryLater(store: Store, batch: QueuedWrite[], busy: StorageUnavailable
     store.commitScheduled = false
     commitQueued(store, Math.min(LONGEST_RETRY_MS, pause * 2))
   }, wait)
-}
-
-/**
- * Runs `fn` in a savepoint of the transaction `tx`: when it throws, its writes alone roll back and the error goes on,
- * the rest of the transaction stays (the executor's steps, one savepoint each).
- */
-export function inSavepoint<T>(tx: Db, fn: (savepoint: Db) => T): T {
-  return tx.transaction((savepoint) => fn(savepoint as unknown as Db))
 }
 
 /** A write that may be skipped (a `lastUsedAt` stamp): one attempt, no wait; false when the database is busy or full. */
