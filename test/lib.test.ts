@@ -1,4 +1,6 @@
 /** The small shared pieces: time parsing, configuration, the instance secret, webhook URL signing, HTML, createdAt. */
+import Ajv from 'ajv'
+import addFormats from 'ajv-formats'
 import { describe, expect, test } from 'bun:test'
 import { createHmac } from 'node:crypto'
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
@@ -10,8 +12,6 @@ import { users } from '../src/db/schema.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
-import Ajv from 'ajv'
-import addFormats from 'ajv-formats'
 import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
 import { tempDir, testEnv } from './helpers.ts'
 
@@ -452,11 +452,11 @@ describe('nextCreatedAt', () => {
       }
       expect(times).toEqual([us, us + 1, us + 2, us + 3, us + 4])
       // The clock moved back (NTP): still after the last row.
-      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000)).toBe(us + 5)
+      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000)).toBe((us + 5) as Micros)
       // The next millisecond: the clock's own time again, not the counter.
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 1)).toBe(us + 1000)
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 1)).toBe((us + 1000) as Micros)
       // The clock moved well ahead: its time is used as is.
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000)).toBe(us + 10_000_000)
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000)).toBe((us + 10_000_000) as Micros)
     } finally {
       env.cleanup()
     }
