@@ -47,7 +47,7 @@ function snapshot(env: TestEnv): string {
 }
 
 /** A note time as stored: epoch µs (README "Times"). */
-const iso = (text: string) => parseIsoMicros(text)
+const iso = (text: string) => parseIsoMicros(text)!
 
 /** A small valid file that the validation cases break one field at a time. */
 function baseDocument() {
