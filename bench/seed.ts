@@ -6,7 +6,8 @@
  * - Notes, their messages and one `createNote` activity entry per note go straight into the schema with
  *   prepared statements in batched transactions, keeping the app's invariants: note ids AUTOINCREMENT,
  *   `created_at` strictly increasing in id order, `updated_at` = newest message (or the archive time),
- *   message HTML already in its sanitised form, activity `created_at` never going back in id order.
+ *   message HTML already in its sanitised form, activity `created_at` never going back in id order. Times are
+ *   computed in ms and stored in µs, the unit of note and log times (README "Times").
  * - Admin tokens come from `createToken`.
  */
 import { loadInstanceSecret } from '../src/lib/secret.ts'
@@ -15,6 +16,7 @@ import { openStore } from '../src/db/open.ts'
 import { commitNow } from '../src/db/write.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { systemClock } from '../src/lib/clock.ts'
+import { microsFromMillis } from '../src/lib/time.ts'
 import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
@@ -271,15 +273,15 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
         const updatedAt = archived ? Math.min(latestMessageAt, t + 3_600_000) : t
         const { lastInsertRowid } = insertNote.run(
           envIds[envIndex]!, teamIds[teamIndex]!, collectionIds[collectionIndex]!, recordId, title, userId,
-          createdAt, Math.max(updatedAt, createdAt), archived ? Math.max(updatedAt, createdAt) : null,
+          microsFromMillis(createdAt), microsFromMillis(Math.max(updatedAt, createdAt)), archived ? microsFromMillis(Math.max(updatedAt, createdAt)) : null,
         )
         const noteId = Number(lastInsertRowid)
         for (let m = 0; m < messageCount; m++) {
           const author = m === 0 ? userId : userIds[Math.floor(rand() * userIds.length)]!
-          insertMessage.run(noteId, author, pool[Math.floor(rand() * pool.length)]!, times[m]!)
+          insertMessage.run(noteId, author, pool[Math.floor(rand() * pool.length)]!, microsFromMillis(times[m]!))
         }
         messages += messageCount
-        const log = insertActivity.run(envIds[envIndex]!, `created note "${title}"`, userId, teamIds[teamIndex]!, collectionIds[collectionIndex]!, createdAt)
+        const log = insertActivity.run(envIds[envIndex]!, `created note "${title}"`, userId, teamIds[teamIndex]!, collectionIds[collectionIndex]!, microsFromMillis(createdAt))
         insertActivityRecord.run(Number(log.lastInsertRowid), envIds[envIndex]!, recordId)
         activity++
         if (envIndex === 0) half.push(createdAt)

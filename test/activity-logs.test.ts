@@ -33,8 +33,8 @@ import {
   expectNewestFirst,
   expectNothingWritten,
   type Fx,
-  iso,
-  ISO_UTC_MS,
+  listed,
+  ISO_UTC_MICROS,
   listActivity,
   listFixture,
   type ListFixture,
@@ -215,7 +215,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
     id: expect.stringMatching(/^\d+$/),
     type: 'write' as const,
     recordIds: ['ord_1002'],
-    createdAt: iso(fx.env.clock.now()),
+    createdAt: listed(fx.env.clock.now()),
     user: fx.users.alice,
     environment: environment('production'),
     team: team('Support'),
@@ -264,12 +264,12 @@ describe('activity log: every notes API write is exactly one entry', () => {
     expect(entry).toEqual({ ...base(), action: 'unarchiveNote', label: 'unarchived note "Audit 2"' })
   })
 
-  test('title and archive in one PATCH → one entry per effective change, 1 ms apart', async () => {
+  test('title and archive in one PATCH → one entry per effective change, 1 µs apart', async () => {
     const entries = await expectEntries(async () => {
       expect((await write('PATCH', `${notesPath()}/${noteId}`, { title: 'Audit 3', archived: true })).status).toBe(200)
     }, ['updateNote', 'archiveNote'])
-    // One clock reading, two entries: 1 ms apart, so createdAt paging never splits them ambiguously.
-    expect(Date.parse(entries[1]!.createdAt) - Date.parse(entries[0]!.createdAt)).toBe(1)
+    // One clock reading, two entries: 1 µs apart, so createdAt paging never splits them ambiguously.
+    expect(entries.map((e) => e.createdAt)).toEqual([listed(fx.env.clock.now()), listed(fx.env.clock.now()).replace('000Z', '001Z')])
     expect(entries[1]!.label).toBe('archived note "Audit 3"')
   })
 
@@ -452,7 +452,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
         action: 'failWorkflow',
         label: 'workflow run failed: record_not_found',
         recordIds: ['ord_missing'],
-        createdAt: expect.stringMatching(ISO_UTC_MS),
+        createdAt: expect.stringMatching(ISO_UTC_MICROS),
         user: fx.users.bob,
         environment: environment('production'),
         team: team('Support'),
@@ -562,13 +562,13 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
       action: 'create',
       label: 'seed 0',
       recordIds: ['rec-a', 'rec-b'],
-      createdAt: iso(T),
+      createdAt: listed(T),
       user: fx.users.alice,
       environment: environment('production'),
       team: team('Billing'),
       collection: collection('orders'),
     })
-    expect(entry(9)).toMatchObject({ action: 'create', createdAt: iso(T + 3_000), workflow: { object: 'workflow', name: 'Refund order', runId: 'run-9', stepName: '1-load' } })
+    expect(entry(9)).toMatchObject({ action: 'create', createdAt: listed(T + 3_000), workflow: { object: 'workflow', name: 'Refund order', runId: 'run-9', stepName: '1-load' } })
     expect(entry(5).workflow).toEqual({ object: 'workflow', name: 'Refund order', runId: 'run-5' })
     expect('collection' in entry(4)).toBe(false)
     expect(entry(3)).toMatchObject({ type: 'read', action: 'read' })

@@ -34,7 +34,8 @@ import {
   expectNothingWritten,
   type Fx,
   iso,
-  ISO_UTC_MS,
+  listed,
+  ISO_UTC_MICROS,
   listActivity,
   listAdmin,
   listFixture,
@@ -168,7 +169,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       type: 'add',
       resource: 'user-project',
       initiator: 'administrator',
-      createdAt: expect.stringMatching(ISO_UTC_MS),
+      createdAt: expect.stringMatching(ISO_UTC_MICROS),
       newValue: { user: userObject(fx.env, 'erin'), permissionLevel: 'editor', teams: [] },
     })
   })
@@ -187,7 +188,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       type: 'update',
       resource: 'user-project',
       initiator: 'administrator',
-      createdAt: iso(fx.env.clock.now()),
+      createdAt: listed(fx.env.clock.now()),
       user: aliceActor(),
       previousValue: { user: erin, permissionLevel: 'editor', teams: [] },
       newValue: { user: erin, permissionLevel: 'developer', teams: [] },
@@ -212,7 +213,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       type: 'add',
       resource: 'api-token',
       initiator: 'administrator',
-      createdAt: iso(fx.env.clock.now()),
+      createdAt: listed(fx.env.clock.now()),
       user: aliceActor(),
       newValue: { name: description },
     })
@@ -259,7 +260,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
         type: 'update',
         resource: 'workflow-webhook',
         initiator: 'administrator',
-        createdAt: iso(fx.env.clock.now()),
+        createdAt: listed(fx.env.clock.now()),
         user: aliceActor(),
         previousValue: describeAs(...before),
         newValue: describeAs(...after),
@@ -283,7 +284,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       type: 'add',
       resource: 'workflow',
       initiator: 'administrator',
-      createdAt: iso(fx.env.clock.now()),
+      createdAt: listed(fx.env.clock.now()),
       user: aliceActor(),
       newValue: { name: 'Audit me v1' },
     })
@@ -330,7 +331,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
               type: 'update',
               resource: 'user',
               initiator: 'administrator',
-              createdAt: expect.stringMatching(ISO_UTC_MS),
+              createdAt: expect.stringMatching(ISO_UTC_MICROS),
               ...(actorId === null ? {} : { user: aliceActor() }),
               previousValue: { name: `bob@example.com ${from}` },
               newValue: { name: `bob@example.com ${to}` },
@@ -686,14 +687,15 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
 
     const count = (sql: string) => (env.store.sqlite.prepare(sql).get() as { n: number }).n
     const cutoff = T0 + 3 * DAY
-    const oldActivity = count(`SELECT count(*) AS n FROM activity_logs WHERE created_at < ${cutoff}`)
-    const oldAdmin = count(`SELECT count(*) AS n FROM admin_logs WHERE created_at < ${cutoff}`)
-    const oldRecordRows = count(`SELECT count(*) AS n FROM activity_log_records WHERE log_id IN (SELECT id FROM activity_logs WHERE created_at < ${cutoff})`)
+    const cutoffUs = cutoff * 1000 // log times are stored in µs
+    const oldActivity = count(`SELECT count(*) AS n FROM activity_logs WHERE created_at < ${cutoffUs}`)
+    const oldAdmin = count(`SELECT count(*) AS n FROM admin_logs WHERE created_at < ${cutoffUs}`)
+    const oldRecordRows = count(`SELECT count(*) AS n FROM activity_log_records WHERE log_id IN (SELECT id FROM activity_logs WHERE created_at < ${cutoffUs})`)
     expect(oldActivity).toBe(applied + 3)
     expect(oldRecordRows).toBe(appliedRecordRows + 3)
     expect(oldAdmin).toBeGreaterThan(10)
-    const keptActivity = env.store.sqlite.prepare(`SELECT * FROM activity_logs WHERE created_at >= ${cutoff} ORDER BY id`).all()
-    const keptAdmin = env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE created_at >= ${cutoff} ORDER BY id`).all()
+    const keptActivity = env.store.sqlite.prepare(`SELECT * FROM activity_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
+    const keptAdmin = env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
     const keptRecords = count('SELECT count(*) AS n FROM activity_log_records') - oldRecordRows
     const adminBefore = maxId(env, 'admin_logs')
 
@@ -722,7 +724,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
             type: 'remove',
             resource: 'log-retention',
             initiator: 'system',
-            createdAt: iso(T0 + 10 * DAY),
+            createdAt: listed(T0 + 10 * DAY),
             newValue: { name: expectedName },
           },
         ],

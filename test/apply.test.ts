@@ -6,6 +6,7 @@ import { stringify as toYaml } from 'yaml'
 import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { verifyWebhookToken } from '../src/modules/webhooks/url.ts'
 import { repoRoot, tableContents, type TestEnv, testEnv } from './helpers.ts'
+import { parseIsoMicros } from '../src/lib/time.ts'
 
 const ACME = readFileSync(join(repoRoot, 'examples/acme.yaml'), 'utf8')
 const BASE_URL = 'http://trellis.test'
@@ -45,7 +46,8 @@ function snapshot(env: TestEnv): string {
   return JSON.stringify(tableContents(env.store))
 }
 
-const iso = (text: string) => Date.parse(text)
+/** A note time as stored: epoch µs (README "Times"). */
+const iso = (text: string) => parseIsoMicros(text)!
 
 /** A small valid file that the validation cases break one field at a time. */
 function baseDocument() {
@@ -375,7 +377,7 @@ describe('notes import', () => {
     })
     doc.projects[0]!.notes = [
       note('Dated', {
-        createdAt: '2026-11-04T09:12:00.123Z',
+        createdAt: '2026-11-04T09:12:00.123456Z',
         updatedAt: '2026-11-04T11:30:00.000Z',
         archivedAt: '2026-11-05T08:00:00+02:00',
         messages: [
@@ -397,7 +399,7 @@ describe('notes import', () => {
     const rows = noteRows(env)
     expect(rows.map((r) => r.title)).toEqual(['Dated', 'Undated 1', 'Undated 2', 'Undated 3'])
     const dated = rows[0]!
-    expect(dated.created_at).toBe(iso('2026-11-04T09:12:00.123Z'))
+    expect(dated.created_at).toBe(iso('2026-11-04T09:12:00.123456Z')) // to the microsecond
     expect(dated.updated_at).toBe(iso('2026-11-04T11:30:00.000Z'))
     expect(dated.archived_at).toBe(iso('2026-11-05T06:00:00.000Z'))
 
@@ -570,6 +572,11 @@ describe('validation', () => {
       name: 'invalid ISO date in notes createdAt',
       expected: 'projects[0].notes[0].createdAt: invalid ISO 8601 date-time "2026-13-01T00:00:00Z"',
       mutate: (d) => (project(d).notes[0]!.createdAt = '2026-13-01T00:00:00Z'),
+    },
+    {
+      name: 'a note time beyond what epoch µs holds exactly',
+      expected: 'projects[0].notes[0].archivedAt: "3000-01-01T00:00:00Z" is outside the years 1685–2255 a note time can hold',
+      mutate: (d) => (project(d).notes[0]!.archivedAt = '3000-01-01T00:00:00Z'),
     },
     {
       name: 'invalid ISO date in a message',

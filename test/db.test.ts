@@ -135,6 +135,39 @@ describe('migrations', () => {
     expect(names(store.sqlite, 'index')).toEqual(expect.arrayContaining(['activity_logs_env_documented_idx', 'admin_logs_project_documented_idx']))
   })
 
+  test('times_in_microseconds turns the ms times of notes, messages and log entries into the same instants in µs; other times stay ms; the logs stay append-only', () => {
+    const store = emptyStore()
+    const at = embedded.findIndex((m) => m.name.endsWith('_times_in_microseconds'))
+    expect(at).toBeGreaterThan(0)
+    migrate(store.sqlite, embedded.slice(0, at))
+    const run = (sql: string) => store.sqlite.run(sql)
+    const ms = 1_795_304_433_123
+    run(`INSERT INTO users (email, username, created_at, updated_at) VALUES ('a@example.com', 'a', ${ms}, ${ms})`)
+    run(`INSERT INTO projects (name, created_at) VALUES ('P', ${ms})`)
+    run(`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'production', ${ms})`)
+    run(`INSERT INTO teams (project_id, name, created_at) VALUES (1, 'Ops', ${ms})`)
+    run(`INSERT INTO notes (environment_id, team_id, record_id, title, user_id, created_at, updated_at, archived_at) VALUES (1, 1, 'r', 'open', 1, ${ms}, ${ms + 5}, NULL)`)
+    run(`INSERT INTO notes (environment_id, team_id, record_id, title, user_id, created_at, updated_at, archived_at) VALUES (1, 1, 'r', 'archived', 1, ${ms + 1}, ${ms + 9}, ${ms + 9})`)
+    run(`INSERT INTO note_messages (note_id, user_id, content, created_at) VALUES (1, 1, '<p>x</p>', ${ms + 5})`)
+    run(`INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'write', 'createNote', 1, ${ms})`)
+    run(`INSERT INTO admin_logs (project_id, type, resource, initiator, created_at) VALUES (1, 'add', 'team', 'administrator', ${ms + 2})`)
+    expect(migrate(store.sqlite)[0]).toBe(embedded[at]!.name)
+    const rows = (sql: string) => store.sqlite.prepare(sql).all()
+    const us = (t: number) => t * 1000
+    expect(rows('SELECT created_at, updated_at, archived_at FROM notes ORDER BY id')).toEqual([
+      { created_at: us(ms), updated_at: us(ms + 5), archived_at: null },
+      { created_at: us(ms + 1), updated_at: us(ms + 9), archived_at: us(ms + 9) },
+    ])
+    expect(rows('SELECT created_at FROM note_messages')).toEqual([{ created_at: us(ms + 5) }])
+    expect(rows('SELECT created_at FROM activity_logs')).toEqual([{ created_at: us(ms) }])
+    expect(rows('SELECT created_at FROM admin_logs')).toEqual([{ created_at: us(ms + 2) }])
+    // Times outside those lists keep their milliseconds.
+    expect(rows('SELECT created_at, updated_at FROM users')).toEqual([{ created_at: ms, updated_at: ms }])
+    expect(rows('SELECT created_at FROM teams')).toEqual([{ created_at: ms }])
+    expect(() => run('UPDATE activity_logs SET created_at = 0')).toThrow('append-only')
+    expect(() => run('UPDATE admin_logs SET created_at = 0')).toThrow('append-only')
+  })
+
   test('a failing migration leaves nothing behind and is not recorded', () => {
     const store = emptyStore()
     const broken = [{ name: '0001_broken', sql: 'CREATE TABLE half (id integer);--> statement-breakpoint\nCREATE TABLE oops (' }]

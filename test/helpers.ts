@@ -12,6 +12,7 @@ import { commitNow } from '../src/db/write.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
+import { microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
 
@@ -198,3 +199,10 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
 export function runNow<T>(store: Store, work: Op<T>): T {
   return commitNow(store, () => work)
 }
+
+/** How the API renders note, message and log times: UTC with six fraction digits (README "Times"). */
+export const ISO_UTC_MICROS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
+
+/** A clock reading (ms) as the API renders a note, message or log time taken at it (the first in its millisecond). */
+export const listed = (ms: number): string => toIsoMicros(microsFromMillis(ms))
+

@@ -1,4 +1,6 @@
 /** The small shared pieces: time parsing, configuration, the instance secret, webhook URL signing, HTML, createdAt. */
+import Ajv from 'ajv'
+import addFormats from 'ajv-formats'
 import { describe, expect, test } from 'bun:test'
 import { createHmac } from 'node:crypto'
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
@@ -9,7 +11,7 @@ import { nextCreatedAt } from '../src/db/monotonic.ts'
 import { users } from '../src/db/schema.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
-import { parseIsoDateTime, toIso, toIsoOrNull } from '../src/lib/time.ts'
+import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
 import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
 import { tempDir, testEnv } from './helpers.ts'
 
@@ -85,6 +87,52 @@ describe('toIso', () => {
     expect(toIsoOrNull(null)).toBeNull()
     expect(toIsoOrNull(undefined)).toBeNull()
     expect(toIsoOrNull(5)).toBe('1970-01-01T00:00:00.005Z')
+  })
+})
+
+describe('microsecond times (notes, messages, log entries)', () => {
+  const second = Date.UTC(2026, 10, 21, 23, 40, 33)
+  test.each([
+    ['2026-11-21T23:40:33.123456Z', second * 1000 + 123_456],
+    ['2026-11-21T23:40:33.123Z', second * 1000 + 123_000],
+    ['2026-11-21T23:40:33Z', second * 1000],
+    ['2026-11-21T23:40:33.000001Z', second * 1000 + 1],
+    ['2026-11-21T23:40:33.1234569Z', second * 1000 + 123_456], // digits past the sixth are dropped
+    ['2026-11-22T01:40:33.5+02:00', second * 1000 + 500_000],
+    ['1970-01-01T00:00:00.000001Z', 1],
+  ])('parseIsoMicros(%p) → %p', (text, expected) => {
+    expect(parseIsoMicros(text)).toBe(expected as Micros)
+  })
+
+  test('invalid text, and instants beyond exact µs (safe integers), are null; parseIsoDateTime still reads the latter', () => {
+    for (const text of ['abc', '2026-02-30T00:00:00Z', '2026-11-21T23:40:33.Z']) expect(parseIsoMicros(text)).toBeNull()
+    expect(parseIsoMicros('3000-01-01T00:00:00Z')).toBeNull()
+    expect(parseIsoDateTime('3000-01-01T00:00:00Z')).toBe(Date.UTC(3000, 0, 1))
+    expect(parseIsoMicros('2255-01-01T00:00:00Z')).toBe((Date.UTC(2255, 0, 1) * 1000) as Micros)
+  })
+
+  test('toIsoMicros renders UTC with six fraction digits, always', () => {
+    expect(toIsoMicros((second * 1000 + 123_456) as Micros)).toBe('2026-11-21T23:40:33.123456Z')
+    expect(toIsoMicros((second * 1000 + 1) as Micros)).toBe('2026-11-21T23:40:33.000001Z')
+    expect(toIsoMicros(microsFromMillis(second + 7))).toBe('2026-11-21T23:40:33.007000Z')
+    expect(toIsoMicros(0 as Micros)).toBe('1970-01-01T00:00:00.000000Z')
+    expect(toIsoMicros(-1 as Micros)).toBe('1969-12-31T23:59:59.999999Z')
+  })
+
+  test('every microsecond of a millisecond round-trips exactly, and text order is time order', () => {
+    const base = microsFromMillis(second)
+    let previous = ''
+    for (let us = base - 1000; us < base + 2000; us++) {
+      const text = toIsoMicros(us as Micros)
+      expect(parseIsoMicros(text)).toBe(us as Micros)
+      expect(text > previous).toBe(true)
+      previous = text
+    }
+  })
+
+  test('the rendering is an RFC 3339 date-time (the published document\'s `format: date-time`)', () => {
+    const validate = addFormats(new Ajv()).compile({ type: 'string', format: 'date-time' })
+    for (const us of [0, 1, 1_795_304_433_123_456, 1_795_304_433_999_999]) expect(validate(toIsoMicros(us as Micros))).toBe(true)
   })
 })
 
@@ -387,38 +435,28 @@ describe('sanitizeNoteHtml', () => {
 })
 
 describe('nextCreatedAt', () => {
+  // Any table with an integer created_at serves as a list here; the values are µs as in notes and logs.
   const USERS = { name: 'test-users', table: users, createdAt: users.createdAt, scope: null }
-  test('strictly increasing while the clock stands still, and never backwards when it jumps back', () => {
+  test('the clock in µs, strictly increasing by 1 µs while the clock stands still, never backwards when it jumps back', () => {
     const env = testEnv()
     try {
       const insertAt = (createdAt: number, n: number) =>
         env.store.db.insert(users).values({ email: `u${n}@example.com`, username: `u${n}`, createdAt, updatedAt: createdAt }).run()
       const now = env.clock.now()
+      const us = now * 1000
       const times: number[] = []
       for (let n = 0; n < 5; n++) {
-        const t = nextCreatedAt(env.store.db, USERS, null, now, true)
+        const t = nextCreatedAt(env.store.db, USERS, null, now)
         insertAt(t, n)
         times.push(t)
       }
-      expect(times).toEqual([now, now + 1, now + 2, now + 3, now + 4])
+      expect(times).toEqual([us, us + 1, us + 2, us + 3, us + 4])
       // The clock moved back (NTP): still after the last row.
-      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000, true)).toBe(now + 5)
+      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000)).toBe((us + 5) as Micros)
+      // The next millisecond: the clock's own time again, not the counter.
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 1)).toBe((us + 1000) as Micros)
       // The clock moved well ahead: its time is used as is.
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000, true)).toBe(now + 10_000)
-    } finally {
-      env.cleanup()
-    }
-  })
-
-  test('non-strict: never backwards, but equal times are allowed', () => {
-    const env = testEnv()
-    try {
-      const now = env.clock.now()
-      expect(nextCreatedAt(env.store.db, USERS, null, now, false)).toBe(now)
-      env.store.db.insert(users).values({ email: 'a@example.com', username: 'a', createdAt: now, updatedAt: now }).run()
-      expect(nextCreatedAt(env.store.db, USERS, null, now, false)).toBe(now)
-      expect(nextCreatedAt(env.store.db, USERS, null, now - 5, false)).toBe(now)
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 5, false)).toBe(now + 5)
+      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000)).toBe((us + 10_000_000) as Micros)
     } finally {
       env.cleanup()
     }

@@ -12,8 +12,11 @@ import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import { commitNow } from '../src/db/write.ts'
-import { acmeDocument, applyAcme, projectId, userId } from './support/acme.ts'
-import { testEnv, runNow } from './helpers.ts'
+import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
+import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
+import { bearer, testApp, testEnv, runNow } from './helpers.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { createToken } from '../src/modules/tokens/service.ts'
 
 const env = testEnv()
 afterAll(() => env.cleanup())
@@ -44,7 +47,7 @@ function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (qu
   for (const at of probes) {
     for (const op of DATE_OPERATORS) {
       for (const limit of [1, 7, 100]) {
-        expect({ op, at, limit, ids: list({ [`createdAt.${op}`]: new Date(at).toISOString() }, limit) }).toEqual({
+        expect({ op, at, limit, ids: list({ [`createdAt.${op}`]: toIsoMicros(at as Micros) }, limit) }).toEqual({
           op,
           at,
           limit,
@@ -60,7 +63,7 @@ function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (qu
 describe('notes', () => {
   test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', () => {
     for (let i = 0; i < 60; i++) {
-      if (i % 4 === 0) env.clock.advance(5) // otherwise the clock stands still: +1 ms per note
+      if (i % 4 === 0) env.clock.advance(5) // otherwise the clock stands still: +1 µs per note
       commitNow(env.store, function* () {
             return yield* createNote(env.clock, { environmentId: production.id, teamId: 1, collectionId: 1, recordId: `r${i % 5}`, title: `n${i}`, content: '<p>x</p>' }, { userId: alice, tokenId: null })
           },
@@ -73,11 +76,11 @@ describe('notes', () => {
     const rows = noteRows()
     const mid = rows[30]!.createdAt
     const expected = rows.filter((r) => r.createdAt < mid && r.createdAt >= rows[10]!.createdAt).map((r) => r.id).sort((a, b) => b - a)
-    expect((runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': new Date(mid).toISOString(), 'createdAt.gte': new Date(rows[10]!.createdAt).toISOString() }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
+    expect((runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': toIsoMicros(mid as Micros), 'createdAt.gte': toIsoMicros(rows[10]!.createdAt as Micros) }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
   })
 
   test('an import of an older note switches the environment to the exact slow path', () => {
-    const old = Date.UTC(2020, 0, 1)
+    const old = microsFromMillis(Date.UTC(2020, 0, 1))
     commitNow(env.store, function* () {
               yield* recordImportedNoteTime(production.id, old)
               // An imported note, as apply writes it: a given time older than every other note, and the highest id.
@@ -105,4 +108,119 @@ describe('activity logs', () => {
     checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
+})
+
+/**
+ * Issue 17 item 5: times never run ahead of the clock. A burst far above 1,000 entries/s in one environment,
+ * through the real write path and the real clock; then the API's own paging recipe (`createdAt.lt` = the last
+ * item's `createdAt`, as rendered) over the whole list.
+ */
+describe('a burst in one environment (real clock)', () => {
+  const burst = testEnv({ TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' })
+  afterAll(() => burst.cleanup())
+  const document = acmeDocument()
+  acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
+  applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
+  const app = testApp(burst, { clock: systemClock })
+  const token = commitNow(burst.store, function* () {
+    return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+  }).value
+  const environmentId = burst.store.db.select().from(environments).where(eq(environments.name, 'burst')).get()!.id
+  const author = userId(burst.store, 'alice')
+
+  /** Wall-clock bounds (µs) of each write: an entry's createdAt must lie within them, give or take 1 s ahead. */
+  interface Written { id: number; before: number; after: number }
+
+  function check(rows: { id: number; createdAt: number }[], written: Written[], label: string) {
+    const byId = new Map(written.map((w) => [w.id, w]))
+    let maxAhead = -Infinity
+    let sharedMillisecond = 0
+    for (const [i, row] of rows.entries()) {
+      const w = byId.get(row.id)!
+      expect(row.createdAt).toBeGreaterThanOrEqual(w.before)
+      maxAhead = Math.max(maxAhead, row.createdAt - w.after)
+      if (i > 0) {
+        expect(row.createdAt).toBeGreaterThan(rows[i - 1]!.createdAt) // strictly increasing in id order
+        if (Math.floor(row.createdAt / 1000) === Math.floor(rows[i - 1]!.createdAt / 1000)) sharedMillisecond++
+      }
+    }
+    expect(maxAhead).toBeLessThanOrEqual(1_000_000) // never more than 1 s ahead of the wall clock
+    const ahead = Math.max(...rows.map((r) => r.createdAt)) - Date.now() * 1000
+    expect(ahead).toBeLessThanOrEqual(1_000_000)
+    console.log(`${label}: ${rows.length} entries, ${sharedMillisecond} shared a millisecond with the one before; ` +
+      `max lead over the wall clock at its commit ${maxAhead} µs; newest vs the clock at the end ${ahead} µs`)
+    return sharedMillisecond
+  }
+
+  /** Walks a list with `createdAt.lt` set to each page's last item, as a client does; every id seen, in order. */
+  async function walk(path: string, extra: Record<string, string> = {}) {
+    const seen: string[] = []
+    let query: Record<string, string> = { limit: '100', ...extra }
+    let pages = 0
+    for (;;) {
+      const response = await app.handle(new Request(`http://trellis.test${path}?${new URLSearchParams(query)}`, { headers: bearer(token) }))
+      expect(response.status).toBe(200)
+      const body = (await response.json()) as { hasMore: boolean; data: { id: string | number; createdAt: string }[] }
+      pages++
+      for (const item of body.data) expect(item.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/)
+      seen.push(...body.data.map((item) => String(item.id)))
+      if (!body.hasMore) return { seen, pages }
+      query = { ...query, 'createdAt.lt': body.data.at(-1)!.createdAt }
+    }
+  }
+
+  test('20,000 activity entries: every createdAt within 1 s of the wall clock, strictly increasing, and paging returns each exactly once', async () => {
+    const ENTRIES = 20_000
+    const PER_COMMIT = 100
+    const written: Written[] = []
+    const started = performance.now()
+    for (let done = 0; done < ENTRIES; done += PER_COMMIT) {
+      const before = Date.now() * 1000
+      const ids = commitNow(burst.store, function* () {
+        const ids: number[] = []
+        for (let i = 0; i < PER_COMMIT; i++) {
+          ids.push(yield* appendActivityLog(systemClock, { environmentId, type: 'write', action: 'update', userId: author, teamId: 1, collectionId: 1, recordIds: [`r${done + i}`] }))
+        }
+        return ids
+      })
+      const after = Date.now() * 1000
+      for (const id of ids) written.push({ id, before, after })
+    }
+    const seconds = (performance.now() - started) / 1000
+    // The burst is far above the 1,000/s the old +1 ms rule allowed: that rule would have ended ENTRIES ms after the
+    // start, many seconds ahead of the clock.
+    expect(ENTRIES / seconds).toBeGreaterThan(2_000)
+    console.log(`burst: ${ENTRIES} activity entries in ${seconds.toFixed(2)} s (${Math.round(ENTRIES / seconds)}/s); the +1 ms rule would have ended ${((ENTRIES - seconds * 1000) / 1000).toFixed(1)} s ahead`)
+    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    expect(rows.length).toBe(ENTRIES) // nothing else writes to this environment's activity log
+    expect(check(rows, written, 'activity burst')).toBeGreaterThan(ENTRIES / 2) // most entries shared a millisecond
+    const { seen, pages } = await walk('/v1/project/Acme/environment/burst/activity-logs', { extensions: 'true' })
+    expect(seen).toEqual(rows.map((r) => String(r.id)).reverse()) // each exactly once, newest first
+    expect(new Set(seen).size).toBe(ENTRIES)
+    console.log(`activity paging: ${pages} pages of 100, ${seen.length} entries, ${new Set(seen).size} distinct`)
+  }, 120_000)
+
+  test('2,000 notes created in a burst page the same way', async () => {
+    const NOTES = 2_000
+    const written: Written[] = []
+    for (let done = 0; done < NOTES; done += 50) {
+      const before = Date.now() * 1000
+      const ids = commitNow(burst.store, function* () {
+        const ids: number[] = []
+        for (let i = 0; i < 50; i++) {
+          const note = yield* createNote(systemClock, { environmentId, teamId: 1, collectionId: 1, recordId: `r${done + i}`, title: `n${done + i}`, content: '<p>x</p>' }, { userId: author, tokenId: null })
+          ids.push(note.id)
+        }
+        return ids
+      })
+      const after = Date.now() * 1000
+      for (const id of ids) written.push({ id, before, after })
+    }
+    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    expect(rows.length).toBe(NOTES)
+    check(rows, written, 'notes burst')
+    const { seen, pages } = await walk('/v1/project/Acme/environment/burst/notes')
+    expect(seen).toEqual(rows.map((r) => String(r.id)).reverse())
+    console.log(`notes paging: ${pages} pages of 100, ${seen.length} notes, ${new Set(seen).size} distinct`)
+  }, 60_000)
 })

@@ -21,7 +21,8 @@ import { parseDateFilters } from '../src/http/list.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
-import { bearer, handleJson, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, handleJson, ISO_UTC_MICROS, listed, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { type Micros, parseIsoMicros, toIsoMicros } from '../src/lib/time.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 import { BAD_LIMITS, badParameter, type Scenario, scenarios, type Sent } from './support/scenarios.ts'
 
@@ -38,7 +39,6 @@ afterAll(() => {
   console.log(`compat-schema validations: ${JSON.stringify(validated)}`)
 })
 
-const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 interface UserObject {
   object: 'user'
@@ -72,10 +72,10 @@ interface NotesPage {
   parameters: { projectName: string; environmentName: string; limit: number }
 }
 
-/** Every date the API renders is ISO 8601 UTC with milliseconds (DESIGN §3). */
+/** Every date of a note is ISO 8601 UTC with microseconds (README "Times"). */
 function expectUtcDates(note: NoteObject) {
   const dates = [note.createdAt, note.updatedAt, ...(note.archivedAt === undefined ? [] : [note.archivedAt]), ...note.messages.map((m) => m.createdAt)]
-  for (const date of dates) expect(date).toMatch(ISO_UTC_MS)
+  for (const date of dates) expect(date).toMatch(ISO_UTC_MICROS)
 }
 
 /**
@@ -292,14 +292,14 @@ function renderModel(fx: Fixture, note: ModelNote): NoteObject {
     id: note.id,
     title: note.title,
     recordId: note.recordId,
-    createdAt: new Date(note.createdAt).toISOString(),
-    updatedAt: new Date(note.updatedAt).toISOString(),
-    ...(note.archivedAt === null ? {} : { archivedAt: new Date(note.archivedAt).toISOString() }),
+    createdAt: listed(note.createdAt),
+    updatedAt: listed(note.updatedAt),
+    ...(note.archivedAt === null ? {} : { archivedAt: listed(note.archivedAt) }),
     user: user(note.user),
     environment: { object: 'environment', name: note.environment },
     team: { object: 'team', name: note.team },
     ...(note.collection === DELETED_COLLECTION ? {} : { collection: { object: 'collection', name: note.collection } }),
-    messages: note.messages.map((m) => ({ object: 'note-message', content: m.content, createdAt: new Date(m.createdAt).toISOString(), user: user(m.user) })),
+    messages: note.messages.map((m) => ({ object: 'note-message', content: m.content, createdAt: listed(m.createdAt), user: user(m.user) })),
   }
 }
 
@@ -352,7 +352,7 @@ describe('GET …/notes over an imported fixture', () => {
 
   test('note imported with a +02:00 offset renders the same instant in UTC', async () => {
     const { body } = await list({ limit: '1', 'createdAt.eq': '2026-01-01T00:00:00.000Z' })
-    expect(body.data.map((n) => [n.title, n.createdAt])).toEqual([['Note 0', '2026-01-01T00:00:00.000Z']])
+    expect(body.data.map((n) => [n.title, n.createdAt])).toEqual([['Note 0', '2026-01-01T00:00:00.000000Z']])
   })
 
   test('default limit is 10; parameters echo projectName, environmentName and the effective limit', async () => {
@@ -532,7 +532,8 @@ describe('GET …/notes over an imported fixture', () => {
     ['+00:00 with milliseconds', '2026-01-01T13:00:00.250+00:00', 13],
     ['offset with milliseconds', '2026-01-01T15:00:00.250+02:00', 13],
     ['space instead of T', '2026-01-01 12:00:00Z', 12],
-    ['microseconds (truncated to ms)', '2026-01-01T13:00:00.250999Z', 13],
+    ['microseconds', '2026-01-01T13:00:00.250000Z', 13],
+    ['nanoseconds (digits past the sixth dropped)', '2026-01-01T13:00:00.250000999Z', 13],
   ])('createdAt.eq with %s (%s) is compared in UTC', async (_, value, index) => {
     const { status, body } = await list({ 'createdAt.eq': value })
     expect(status).toBe(200)
@@ -542,6 +543,14 @@ describe('GET …/notes over an imported fixture', () => {
   test('a time that differs only in milliseconds does not match eq', async () => {
     const { body } = await list({ 'createdAt.eq': '2026-01-01T13:00:00Z' })
     expect(body.data).toEqual([])
+  })
+
+  test('a time that differs only in microseconds does not match eq: filters compare to the microsecond', async () => {
+    for (const value of ['2026-01-01T13:00:00.250001Z', '2026-01-01T13:00:00.249999Z']) {
+      const { body } = await list({ 'createdAt.eq': value })
+      expect({ value, data: body.data }).toEqual({ value, data: [] })
+    }
+    expect(idsOf((await list({ 'createdAt.lt': '2026-01-01T13:00:00.250001Z', 'createdAt.gt': '2026-01-01T13:00:00.249999Z' })).body)).toEqual([byIndex(13).id])
   })
 
   test('a date alone is midnight UTC', async () => {
@@ -840,13 +849,13 @@ describe('notes writes', () => {
       object: 'note',
       title: 'Refund check',
       recordId: 'order-9',
-      createdAt: new Date(now).toISOString(),
-      updatedAt: new Date(now).toISOString(),
+      createdAt: listed(now),
+      updatedAt: listed(now),
       user: { object: 'user', id: fx.userIds['alice@example.com'], username: 'alice', email: 'alice@example.com' },
       environment: { object: 'environment', name: 'production' },
       team: { object: 'team', name: 'Ops' },
       collection: { object: 'collection', name: 'orders' },
-      messages: [{ object: 'note-message', content: '<p>Please <b>verify</b></p>', createdAt: new Date(now).toISOString(), user: { email: 'alice@example.com' } }],
+      messages: [{ object: 'note-message', content: '<p>Please <b>verify</b></p>', createdAt: listed(now), user: { email: 'alice@example.com' } }],
     })
     expect('archivedAt' in note).toBe(false)
     expect(note.id).toBeGreaterThan(Math.max(...fx.notes.map((n) => n.id)))
@@ -857,10 +866,10 @@ describe('notes writes', () => {
     expect(page.body.data[0]).toEqual(note)
   })
 
-  test('POST notes in the same millisecond still get strictly increasing createdAt', async () => {
+  test('POST notes in the same millisecond still get strictly increasing createdAt, 1 µs apart', async () => {
     const a = await write('POST', notesPath(), { ...newNote, title: 'same ms 1' })
     const b = await write('POST', notesPath(), { ...newNote, title: 'same ms 2' })
-    expect(Date.parse(b.body.createdAt)).toBe(Date.parse(a.body.createdAt) + 1)
+    expect(parseIsoMicros(b.body.createdAt)).toBe((parseIsoMicros(a.body.createdAt)! + 1) as Micros)
   })
 
   // ── Refused writes (one row each): nothing is written ──
@@ -922,15 +931,15 @@ describe('notes writes', () => {
     expect(sent.status).toBe(201)
     expect(sent.body.id).toBe(created.id)
     expect(sent.body.messages.map((m) => m.content)).toEqual(['<p>Please <b>verify</b></p>', '<p>Second</p>'])
-    expect(sent.body.messages[1]!.createdAt).toBe(new Date(at).toISOString())
-    expect(sent.body.updatedAt).toBe(new Date(at).toISOString())
+    expect(sent.body.messages[1]!.createdAt).toBe(listed(at))
+    expect(sent.body.updatedAt).toBe(listed(at))
     expect(sent.body.createdAt).toBe(created.createdAt)
     expectLogged(before, ['createMessage'], 'order-9')
 
     fx.env.clock.advance(MINUTE)
     const third = await write('POST', `${notesPath()}/${created.id}/messages`, { content: '<p>Third</p>' })
     expect(third.body.messages.map((m) => m.content)).toEqual(['<p>Please <b>verify</b></p>', '<p>Second</p>', '<p>Third</p>'])
-    expect(third.body.updatedAt).toBe(new Date(fx.env.clock.now()).toISOString())
+    expect(third.body.updatedAt).toBe(listed(fx.env.clock.now()))
     // The list sees the new updatedAt.
     const page = await list({ 'updatedAt.eq': third.body.updatedAt })
     expect(page.body.data.map((n) => n.id)).toEqual([created.id])
@@ -945,7 +954,7 @@ describe('notes writes', () => {
     const renamed = await write('PATCH', path, { title: 'Patched' })
     expect(renamed.status).toBe(200)
     expect(renamed.body.title).toBe('Patched')
-    expect(renamed.body.updatedAt).toBe(new Date(fx.env.clock.now()).toISOString())
+    expect(renamed.body.updatedAt).toBe(listed(fx.env.clock.now()))
     expect('archivedAt' in renamed.body).toBe(false)
     expectLogged(before, ['updateNote'], 'order-9')
 
@@ -953,7 +962,7 @@ describe('notes writes', () => {
     before = lastLogId()
     const archived = await write('PATCH', path, { archived: true })
     expect(archived.status).toBe(200)
-    expect(archived.body.archivedAt).toBe(new Date(fx.env.clock.now()).toISOString())
+    expect(archived.body.archivedAt).toBe(listed(fx.env.clock.now()))
     expect(archived.body.updatedAt).toBe(archived.body.archivedAt!)
     expectLogged(before, ['archiveNote'], 'order-9')
     expect((await list({ 'archivedAt.eq': archived.body.archivedAt! })).body.data.map((n) => n.id)).toEqual([created.id])
@@ -969,7 +978,7 @@ describe('notes writes', () => {
     const unarchived = await write('PATCH', path, { archived: false })
     expect(unarchived.status).toBe(200)
     expect('archivedAt' in unarchived.body).toBe(false)
-    expect(unarchived.body.updatedAt).toBe(new Date(fx.env.clock.now()).toISOString())
+    expect(unarchived.body.updatedAt).toBe(listed(fx.env.clock.now()))
     expectLogged(before, ['unarchiveNote'], 'order-9')
     expect((await list({ 'archivedAt.gte': '1970-01-01T00:00:00Z', limit: '100' })).body.data.map((n) => n.id)).not.toContain(created.id)
 
@@ -977,7 +986,7 @@ describe('notes writes', () => {
     fx.env.clock.advance(MINUTE)
     before = lastLogId()
     const both = await write('PATCH', path, { title: 'Both', archived: true })
-    expect(both.body).toMatchObject({ title: 'Both', archivedAt: new Date(fx.env.clock.now()).toISOString() })
+    expect(both.body).toMatchObject({ title: 'Both', archivedAt: listed(fx.env.clock.now()) })
     expectLogged(before, ['updateNote', 'archiveNote'], 'order-9')
   })
 
@@ -1076,13 +1085,13 @@ describe('pagination walk', () => {
     }
     expect(created).toHaveLength(TOTAL)
 
-    // In id order, createdAt strictly increases (several notes land in the same clock millisecond: +1 ms each).
+    // In id order, createdAt strictly increases (several notes land in the same clock millisecond: +1 µs each).
     const rows = fx.env.store.sqlite.prepare('SELECT id, created_at FROM notes ORDER BY id').all() as { id: number; created_at: number }[]
     expect(rows).toHaveLength(TOTAL)
     expect(new Set(rows.map((r) => r.created_at)).size).toBe(TOTAL)
     for (let k = 1; k < rows.length; k++) expect(rows[k]!.created_at).toBeGreaterThan(rows[k - 1]!.created_at)
     const byId = [...created].sort((a, b) => a.id - b.id)
-    expect(byId.map((n) => n.createdAt)).toEqual(rows.map((r) => new Date(r.created_at).toISOString()))
+    expect(byId.map((n) => n.createdAt)).toEqual(rows.map((r) => toIsoMicros(r.created_at as Micros)))
 
     // Walk with limit=100, moving createdAt.lt to the last note's createdAt.
     const seen: number[] = []

@@ -64,6 +64,12 @@ test('filters, order, envelope, limit rules and access', async () => {
     started[3]!.id,
     third.id,
   ])
+  // Run times are milliseconds; a filter with microseconds compares with the exact instant, no rounding either way.
+  const justAfterThird = new Date(third.at).toISOString().replace('Z', '001Z') // third.at + 1 µs
+  expect(ids((await list({ 'createdAt.lt': justAfterThird })).body)).toEqual([third.id, started[1]!.id, started[0]!.id])
+  expect(ids((await list({ 'createdAt.gt': justAfterThird })).body)).toEqual(newestFirst.slice(0, 2).map((r) => r.id))
+  expect(ids((await list({ 'createdAt.eq': justAfterThird })).body)).toEqual([])
+  expect(ids((await list({ 'createdAt.lte': new Date(third.at - 1).toISOString().replace('Z', '999Z') })).body)).toEqual([started[1]!.id, started[0]!.id])
 
   const page = await list({ limit: '2' })
   expect(page.body.hasMore).toBe(true)

@@ -34,6 +34,7 @@ import { setProjectMember, setUserDeactivated } from '../src/modules/members/ser
 import { bearer, handleJson, request, testApp, testEnv, type TestEnv, until, runNow } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
+import { type Micros, toIsoMicros } from '../src/lib/time.ts'
 
 const DAY = 86_400_000
 const PAGE = 3
@@ -373,7 +374,7 @@ describe('after a realistic mix, every page validates against the compatibility 
     const middle = env.store.sqlite.prepare('SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10').get(production) as { at: number }
     const cases: [string, () => unknown, RegExp][] = [
       ['activity default', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
-      ['activity default, createdAt.lt', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': new Date(middle.at).toISOString() }, ACTIVITY_DATE_FIELDS), 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
+      ['activity default, createdAt.lt', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': toIsoMicros(middle.at as Micros) }, ACTIVITY_DATE_FIELDS), 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
       ['activity extensions', () => runOp(db, listActivityLogIds(acme, production, { extensions: true }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx/],
       ['activity action', () => runOp(db, listActivityLogIds(acme, production, { extensions: false, action: 'createNote' }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_action_idx/],
       ['activity userId', () => runOp(db, listActivityLogIds(acme, production, { extensions: false, userId: 1 }, [], 10)), /^SEARCH activity_logs USING INDEX activity_logs_env_user_idx/],

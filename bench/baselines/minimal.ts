@@ -9,6 +9,7 @@
 import { Database } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
 import { createHash } from 'node:crypto'
+import { type Micros, parseIsoMicros, toIsoMicros } from '../../src/lib/time.ts'
 
 const [port, file] = [Number(process.argv[2] ?? 0), process.argv[3]!]
 const db = new Database(file, { strict: true })
@@ -40,14 +41,15 @@ const logs = db.prepare(`SELECT a.id, a.type, a.action, a.label, a.created_at, a
   FROM activity_logs a JOIN users u ON u.id = a.user_id LEFT JOIN teams t ON t.id = a.team_id LEFT JOIN collections c ON c.id = a.collection_id
   WHERE a.environment_id = ${ENV} ORDER BY a.id DESC LIMIT $limit`)
 const logRecords = db.prepare('SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?))')
-const iso = (ms: number) => new Date(ms).toISOString()
+// Note and log times are epoch µs (README "Times"), rendered as Trellis renders them.
+const iso = (us: number) => toIsoMicros(us as Micros)
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
 const authenticate = (request: Request) => token.all(createHash('sha256').update((request.headers.get('authorization') ?? '').slice(7)).digest('hex'))[0] as { id: number; user_id: number } | undefined
 type Row = Record<string, number | string | null>
 
 function listNotes(project: string, environment: string, q: URLSearchParams) {
   const limit = Number(q.get('limit') ?? 10)
-  const args = { project, environment, limit: limit + 1, recordId: q.get('recordId'), userEmail: q.get('userEmail'), teamName: q.get('teamName'), createdBefore: q.has('createdAt.lt') ? Date.parse(q.get('createdAt.lt')!) : null }
+  const args = { project, environment, limit: limit + 1, recordId: q.get('recordId'), userEmail: q.get('userEmail'), teamName: q.get('teamName'), createdBefore: q.has('createdAt.lt') ? parseIsoMicros(q.get('createdAt.lt')!) : null }
   const statement = args.recordId ? pages.recordId : args.userEmail ? pages.userTeam : args.createdBefore ? pages.createdBefore : pages.plain
   const rows = statement.all(args) as Row[]
   const ids = rows.slice(0, limit).map((r) => r.id)

@@ -61,7 +61,7 @@ export function insertActivityLog(db: Db, entry: NewActivityLogRow, recordIds: I
   const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
     db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
   )
-  const [row] = insertEntry.all({ ...entry, createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, now, true) })
+  const [row] = insertEntry.all({ ...entry, createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, now) })
   for (const recordId of new Set(recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
   return row!.id
 }

@@ -37,7 +37,7 @@ export interface NewAdminLogRow {
  */
 export function insertAdminLog(db: Db, entry: NewAdminLogRow, now: number): void {
   db.insert(adminLogs)
-    .values({ ...entry, createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, now, true) })
+    .values({ ...entry, createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, now) })
     .run()
 }
 

@@ -6,6 +6,7 @@
 import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import type { Db } from './open.ts'
 import { collectionPermissions, notes, projectMembers, projects, teams, users } from './schema.ts'
+import type { Micros } from '../lib/time.ts'
 
 /** Every user's email, in storage order. */
 export function listUserEmails(db: Db): string[] {
@@ -57,7 +58,7 @@ export interface ImportedNoteKey {
   recordId: string
   userId: number
   title: string
-  createdAt?: number
+  createdAt?: Micros
 }
 
 export function hasImportedNote(db: Db, key: ImportedNoteKey): boolean {

@@ -1,6 +1,7 @@
 /** Maintenance SQL: log retention batches, WAL checkpoints, planner statistics. */
 import type { Database } from 'bun:sqlite'
 import { Cron } from 'croner'
+import type { Micros } from '../lib/time.ts'
 import type { Db, Store } from './open.ts'
 import { connectionOf, prepared } from './prepared.ts'
 import { queueStats, type QueueStats } from './queue.ts'
@@ -8,10 +9,10 @@ import { queueStats, type QueueStats } from './queue.ts'
 export type LogTable = 'activity_logs' | 'admin_logs'
 
 /**
- * Deletes up to `batch` entries created before `cutoff`; returns how many. Run it in a short write transaction
- * (`db` is that transaction's handle).
+ * Deletes up to `batch` entries created before `cutoff` (epoch µs, the unit of log times); returns how many. Run it
+ * in a short write transaction (`db` is that transaction's handle).
  */
-export function deleteLogBatch(db: Db, table: LogTable, cutoff: number, batch: number): number {
+export function deleteLogBatch(db: Db, table: LogTable, cutoff: Micros, batch: number): number {
   const statement = prepared(db, `retention.delete.${table}`, () =>
     connectionOf(db).prepare(`DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE created_at < ? ORDER BY id LIMIT ?)`),
   )

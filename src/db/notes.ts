@@ -5,6 +5,7 @@
  */
 import { asc, eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
+import type { Micros, Millis } from '../lib/time.ts'
 import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
 import type { Db } from './open.ts'
 import { createdAtBounds, pageIds } from './pages.ts'
@@ -86,12 +87,12 @@ export function findNoteMessagesForRender(db: Db, noteIds: number[]) {
 }
 
 /** `createdAt` for a new note of the environment: strictly after every earlier note there (DESIGN §3). */
-export function nextNoteCreatedAt(db: Db, environmentId: number, now: number): number {
-  return nextCreatedAt(db, NOTE_TIMES, environmentId, now, true)
+export function nextNoteCreatedAt(db: Db, environmentId: number, now: Millis): Micros {
+  return nextCreatedAt(db, NOTE_TIMES, environmentId, now)
 }
 
 /** The newest note's createdAt in the environment, or null when it has none. */
-export function latestNoteCreatedAt(db: Db, environmentId: number): number | null {
+export function latestNoteCreatedAt(db: Db, environmentId: number): Micros | null {
   return latestCreatedAt(db, NOTE_TIMES, environmentId)
 }
 
@@ -108,7 +109,7 @@ export interface NewNoteRow {
   title: string
   userId: number
   /** Also its `updatedAt`. */
-  createdAt: number
+  createdAt: Micros
 }
 
 const p = (name: string) => sql.placeholder(name)
@@ -135,7 +136,7 @@ export function insertNote(db: Db, note: NewNoteRow): NoteRow {
 }
 
 /** Appends a message (already sanitised) to a note's thread (prepared). */
-export function insertNoteMessage(db: Db, message: { noteId: number; userId: number; content: string; createdAt: number }): void {
+export function insertNoteMessage(db: Db, message: { noteId: number; userId: number; content: string; createdAt: Micros }): void {
   prepared(db, 'note-messages.insert', () =>
     db.insert(noteMessages).values({ noteId: p('noteId'), userId: p('userId'), content: p('content'), createdAt: p('createdAt') }).prepare(),
   ).run({ ...message })
@@ -155,7 +156,7 @@ export function updateNoteRow(db: Db, id: number, fields: Partial<Pick<NoteRow, 
 export function insertImportedNote(
   db: Db,
   note: Omit<typeof notes.$inferInsert, 'id'>,
-  messages: { userId: number; content: string; createdAt: number }[],
+  messages: { userId: number; content: string; createdAt: Micros }[],
 ): void {
   const [row] = db.insert(notes).values(note).returning({ id: notes.id }).all()
   for (const message of messages) insertNoteMessage(db, { noteId: row!.id, ...message })

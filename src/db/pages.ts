@@ -60,11 +60,11 @@ export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTab
   const above = (id: number | undefined) => {
     if (id !== undefined) bounds.above = Math.max(bounds.above ?? id, id)
   }
-  for (const { op, ms } of filters) {
-    if (op === 'lt') below(idOf('first', 'gte', ms))
-    if (op === 'lte' || op === 'eq') below(idOf('first', 'gt', ms))
-    if (op === 'gt') above(idOf('last', 'lte', ms))
-    if (op === 'gte' || op === 'eq') above(idOf('last', 'lt', ms))
+  for (const { op, at } of filters) {
+    if (op === 'lt') below(idOf('first', 'gte', at))
+    if (op === 'lte' || op === 'eq') below(idOf('first', 'gt', at))
+    if (op === 'gt') above(idOf('last', 'lte', at))
+    if (op === 'gte' || op === 'eq') above(idOf('last', 'lt', at))
   }
   return bounds
 }
@@ -76,8 +76,11 @@ export interface PageQuery {
   id: SQLiteColumn
   /** `column = value` filters; undefined values are left out. */
   equal: Record<string, [SQLiteColumn, number | string | undefined]>
-  /** Date comparisons that stay comparisons (not id bounds). */
-  dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn> }
+  /**
+   * Date comparisons that stay comparisons (not id bounds). The columns hold epoch µs unless `millis` says ms: then
+   * each filter's instant is divided by 1000 as it is (a fraction compares exactly with integer milliseconds).
+   */
+  dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn>; millis?: true }
   bounds?: IdBounds
   /** Further conditions written with placeholders, each with its values; present ones only. */
   extra?: Record<string, { condition: SQL; values: Record<string, unknown> } | undefined>
@@ -117,7 +120,7 @@ export function pageIds<Id extends number | string = number>(db: Db, q: PageQuer
   )
   const values: Record<string, unknown> = { limit: limit + 1, below: q.bounds?.below, above: q.bounds?.above }
   for (const [name, [, value]] of equal) values[name] = value
-  for (const d of dates) values[`${d.field}.${d.op}`] = d.ms
+  for (const d of dates) values[`${d.field}.${d.op}`] = q.dates?.millis ? d.at / 1000 : d.at
   for (const [, e] of extra) Object.assign(values, e.values)
   return statement.all(values).map((r) => r.id as Id)
 }

@@ -77,7 +77,7 @@ export function pageRunIds(db: Db, environmentId: number, filters: RunFilters, d
         userId: [runs.userId, filters.userId],
       },
       // Run times come from the clock as they are: no order guarantee, so they stay plain comparisons.
-      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
+      dates: { filters: dates, columns: { createdAt: runs.createdAt }, millis: true },
       extra: {
         workflowIds:
           filters.workflowIds === undefined

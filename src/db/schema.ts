@@ -1,5 +1,7 @@
 /**
- * The whole Trellis data model (DESIGN §2–3, §7, §8). Times are integer epoch milliseconds.
+ * The whole Trellis data model (DESIGN §2–3, §7, §8). Times are integer epoch milliseconds, except those of notes,
+ * note messages and log entries: epoch microseconds (`Micros`, README "Times"), so their lists can give each
+ * entry its own increasing `createdAt` without running ahead of the clock.
  * Every list filter of every endpoint has an index here; `EXPLAIN QUERY PLAN` tests keep it honest.
  */
 import { sql } from 'drizzle-orm'
@@ -14,6 +16,7 @@ import {
   uniqueIndex,
 } from 'drizzle-orm/sqlite-core'
 import { PERMISSION_LEVELS } from '../lib/access.ts'
+import type { Micros } from '../lib/time.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../lib/run-statuses.ts'
 
 export { PERMISSION_LEVELS, type PermissionLevel } from '../lib/access.ts'
@@ -24,6 +27,8 @@ export const CLAIMABLE_RUN_STATUSES = ACTIVE_RUN_STATUSES.filter((status) => sta
 
 const id = () => integer('id').primaryKey({ autoIncrement: true })
 const createdAt = () => integer('created_at').notNull()
+/** An epoch-µs time (the compiler keeps it apart from milliseconds). */
+const micros = (name: string) => integer(name).$type<Micros>()
 const boolean = (name: string) => integer(name, { mode: 'boolean' })
 /** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
 const belongsTo = (name: string, target: () => AnySQLiteColumn) => integer(name).notNull().references(target, { onDelete: 'cascade' })
@@ -230,10 +235,10 @@ export const notes = sqliteTable(
     userId: integer('user_id')
       .notNull()
       .references(() => users.id),
-    createdAt: createdAt(),
+    createdAt: micros('created_at').notNull(),
     /** The later of the note's own update and its newest message. */
-    updatedAt: integer('updated_at').notNull(),
-    archivedAt: integer('archived_at'),
+    updatedAt: micros('updated_at').notNull(),
+    archivedAt: micros('archived_at'),
   },
   (t) => [
     index('notes_env_id_idx').on(t.environmentId, t.id),
@@ -257,7 +262,7 @@ export const noteMessages = sqliteTable(
       .references(() => users.id),
     /** Sanitised HTML. */
     content: text('content').notNull(),
-    createdAt: createdAt(),
+    createdAt: micros('created_at').notNull(),
   },
   (t) => [index('note_messages_note_idx').on(t.noteId, t.id)],
 )
@@ -435,7 +440,7 @@ export const activityLogs = sqliteTable(
      * `extensions=true`. Set by the writer from the service's lists; the migration that added it backfilled it.
      */
     extension: boolean('extension').notNull().default(false),
-    createdAt: createdAt(),
+    createdAt: micros('created_at').notNull(),
   },
   (t) => [
     index('activity_logs_env_id_idx').on(t.environmentId, t.id),
@@ -483,7 +488,7 @@ export const adminLogs = sqliteTable(
     newValue: text('new_value'),
     /** The resource or initiator is a Trellis extension: listed only with `extensions=true` (as activity_logs). */
     extension: boolean('extension').notNull().default(false),
-    createdAt: createdAt(),
+    createdAt: micros('created_at').notNull(),
   },
   (t) => [
     index('admin_logs_project_id_idx').on(t.projectId, t.id),

@@ -4,7 +4,7 @@
  * descending; `hasMore` comes from fetching one row more than the limit.
  */
 import { DATE_OPERATORS, type DateFilter } from '../lib/date-filter.ts'
-import { parseIsoDateTime } from '../lib/time.ts'
+import { type Micros, parseIsoDateTime, parseIsoMicros } from '../lib/time.ts'
 import { badRequest } from './errors.ts'
 import { ID_RANGE_MESSAGE, parseId } from './params.ts'
 
@@ -95,8 +95,10 @@ export function parseExtensibleEnumParameter<Documented extends string, Extensio
 }
 
 /**
- * `createdAt.lt=…` style filters for the given fields, each parsed as ISO 8601 (any offset, with or without
- * milliseconds) into UTC epoch ms. A bad date is a 400 naming the parameter.
+ * `createdAt.lt=…` style filters for the given fields, each parsed as ISO 8601 (any offset, with or without a
+ * fraction) into UTC epoch µs, so the `createdAt` of a list's last item, sent back as `createdAt.lt`, is exact.
+ * A bad date is a 400 naming the parameter. A valid date beyond exact microseconds (after 2255, before 1685) is
+ * clamped to the nearest safe integer: it still compares as it should with every time a list can hold.
  */
 export function parseDateFilters(query: Query, fields: readonly string[]): DateFilter[] {
   const filters: DateFilter[] = []
@@ -107,7 +109,8 @@ export function parseDateFilters(query: Query, fields: readonly string[]): DateF
       if (raw === undefined || raw === '') continue
       const ms = parseIsoDateTime(raw)
       if (ms === null) throw invalidParameter(name, `"${raw}" is not an ISO 8601 date-time (e.g. 2024-06-04T09:21:26.159Z)`)
-      filters.push({ field, op, ms })
+      const at = parseIsoMicros(raw) ?? ((ms < 0 ? Number.MIN_SAFE_INTEGER : Number.MAX_SAFE_INTEGER) as Micros)
+      filters.push({ field, op, at })
     }
   }
   return filters

@@ -13,11 +13,12 @@ import type { ValidateFunction } from 'ajv'
 import { commitNow } from '../../src/db/write.ts'
 import type { Executor } from '../../src/executor/executor.ts'
 import type { Clock } from '../../src/lib/clock.ts'
+import { parseIsoMicros } from '../../src/lib/time.ts'
 import { appendActivityLog } from '../../src/modules/activity-logs/service.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../../src/modules/admin-logs/service.ts'
 import type { ApplyReport } from '../../src/modules/apply/service.ts'
 import { revokeToken, type Scope } from '../../src/modules/tokens/service.ts'
-import { bearer, handleJson, request, tableContents, testApp, testEnv, type TestEnv } from '../helpers.ts'
+import { bearer, handleJson, ISO_UTC_MICROS, listed, request, tableContents, testApp, testEnv, type TestEnv } from '../helpers.ts'
 import { type AcmeDocument, acmeWithGlobex, applyAcme, projectId, tokenFor } from './acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, type ErrorObject, EXTENSION_VALUES, validatorFor } from './compat-schema.ts'
 import { expectError, type Scenario, type Sent } from './scenarios.ts'
@@ -46,7 +47,8 @@ export function reportValidations(): void {
   console.log(`compat-schema validations: ${JSON.stringify(validated)}`)
 }
 
-export const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+export { ISO_UTC_MICROS, listed } from '../helpers.ts'
+/** A millisecond time as the API renders other times (tokens, runs, the retention entry's text). */
 export const iso = (ms: number) => new Date(ms).toISOString()
 
 // ── Shapes ──────────────────────────────────────────────────────────────────
@@ -111,7 +113,7 @@ export async function send<T>(app: App, req: Request, kind: Endpoint): Promise<S
       validated.admin200++
       validated.adminEntries += page.data.length
     }
-    for (const entry of page.data) expect(entry.createdAt).toMatch(ISO_UTC_MS)
+    for (const entry of page.data) expect(entry.createdAt).toMatch(ISO_UTC_MICROS)
     if (kind === 'activity') for (const entry of page.data as ActivityLog[]) splitTokenFromLabel(entry)
   }
   return { status: response.status, headers: response.headers, body: body as T }
@@ -256,9 +258,9 @@ export const collection = (name: string) => ({ object: 'collection' as const, na
 
 /** The time of the first seeded entry; the seed spreads entries over T … T + 17 s, three per second. */
 export const T = Date.UTC(2026, 11, 1, 8, 0, 0)
-/** The seed's time `k` seconds after T, as the API renders it; an entry's time in ms. */
-export const at = (k: number) => iso(T + k * 1_000)
-export const time = (e: { createdAt: string }) => Date.parse(e.createdAt)
+/** The seed's time `k` seconds after T, as the API renders it; an entry's time in ms, with its µs as a fraction. */
+export const at = (k: number) => listed(T + k * 1_000)
+export const time = (e: { createdAt: string }) => parseIsoMicros(e.createdAt)! / 1000
 export type ListTokens = Record<'activity' | 'admin' | 'readOnly' | 'notesRead' | 'notesWrite' | 'trigger' | 'bobAll' | 'daveAll' | 'revoked', string>
 export interface ListFixture {
   fx: Fx

@@ -21,6 +21,7 @@ import { insertActivityLog, type NewActivityLogRow } from '../activity-logs.ts'
 import type { Call } from '../op.ts'
 import type { PgTwin, PgTwins } from './op-runner.ts'
 import type { PgStore } from './store.ts'
+import { microsFromMillis } from '../../lib/time.ts'
 
 const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
@@ -34,7 +35,7 @@ export type TriggerEntry = Omit<NewActivityLogRow, 'runId' | 'environmentId' | '
 /**
  * Starts a run and writes its activity entry and record row in one transaction. When another run of the workflow
  * is active on the record nothing is written and the answer names that run. `now` is read by the caller (the clock);
- * the entry's createdAt is `max(now, previous + 1)` in its environment.
+ * the entry's createdAt is `max(now, previous + 1 µs)` in its environment (epoch µs, as on SQLite).
  */
 export async function startRun(store: PgStore, run: NewRun, entry: TriggerEntry): Promise<StartRunResult> {
   return store.sql.begin(async (tx) => {
@@ -78,7 +79,7 @@ export const TRIGGER_TWINS: PgTwins = new Map<Call['fn'], PgTwin>([
  */
 export async function appendActivity(tx: TransactionSQL, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
   const [clock] = await tx`
-    INSERT INTO activity_log_clocks AS c (environment_id, latest_created_at) VALUES (${entry.environmentId}, ${now})
+    INSERT INTO activity_log_clocks AS c (environment_id, latest_created_at) VALUES (${entry.environmentId}, ${microsFromMillis(now)})
     ON CONFLICT (environment_id) DO UPDATE SET latest_created_at = greatest(EXCLUDED.latest_created_at, c.latest_created_at + 1)
     RETURNING latest_created_at::float8 AS at`
   const [row] = await tx`

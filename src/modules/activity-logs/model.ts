@@ -1,7 +1,7 @@
 /** The activity log list's answer: the compatibility document's `listActivityLogs` shapes. */
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
+import { documentedEnum, IsoDateTimeMicros } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 import { ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS } from './service.ts'
@@ -14,7 +14,7 @@ export const ActivityLog = t.Object(
     action: documentedEnum(ACTIVITY_ACTIONS, `${EXTENSION_ACTIVITY_ACTIONS.join(', ')}: Trellis extensions, listed only with extensions=true`),
     label: t.Optional(t.String()),
     recordIds: t.Array(t.String()),
-    createdAt: IsoDateTime,
+    createdAt: IsoDateTimeMicros,
     user: UserObject,
     environment: EnvironmentRef,
     team: TeamRef,

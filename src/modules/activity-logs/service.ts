@@ -3,7 +3,7 @@ import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog,
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { toIso } from '../../lib/time.ts'
+import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
 import { type Op, op } from '../../db/op.ts'
@@ -136,7 +136,7 @@ export function* renderActivityLogs(ids: number[]) {
       action: log.action as ActivityAction,
       ...labelOf(log.label, r.token),
       recordIds: recordIds.get(id) ?? [],
-      createdAt: toIso(log.createdAt),
+      createdAt: toIsoMicros(log.createdAt),
       user: userObject(r.user),
       environment: { object: 'environment' as const, name: r.environment },
       // Every writer records a team; an entry whose team was deleted keeps a readable placeholder.

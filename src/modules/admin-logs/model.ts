@@ -1,7 +1,7 @@
 /** The admin log list's answer: the compatibility document's `listAdminLogs` shapes. */
 import { t } from 'elysia'
 import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTime } from '../../http/schemas.ts'
+import { documentedEnum, IsoDateTimeMicros } from '../../http/schemas.ts'
 import { UserObject } from '../users/model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, EXTENSION_ADMIN_LOG_INITIATORS, EXTENSION_ADMIN_LOG_RESOURCES } from './service.ts'
 
@@ -12,7 +12,7 @@ export const AdminLog = t.Object(
     type: documentedEnum(ADMIN_LOG_TYPES),
     resource: documentedEnum(ADMIN_LOG_RESOURCES, `${EXTENSION_ADMIN_LOG_RESOURCES.join(', ')}: Trellis extensions, listed only with extensions=true`),
     initiator: documentedEnum(ADMIN_LOG_INITIATORS, `${EXTENSION_ADMIN_LOG_INITIATORS.join(', ')}: Trellis extensions, listed only with extensions=true`),
-    createdAt: IsoDateTime,
+    createdAt: IsoDateTimeMicros,
     user: t.Optional(UserObject),
     previousValue: t.Optional(t.Unknown({ description: 'The resource before the change (shape per resource)' })),
     newValue: t.Optional(t.Unknown({ description: 'The resource after the change (shape per resource)' })),

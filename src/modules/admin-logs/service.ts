@@ -3,7 +3,7 @@ import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../d
 import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { toIso } from '../../lib/time.ts'
+import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/view.ts'
 import { type Op, op } from '../../db/op.ts'
@@ -88,7 +88,7 @@ export function* renderAdminLogs(ids: number[]) {
       type: log.type,
       resource: log.resource as AdminLogResource,
       initiator: log.initiator,
-      createdAt: toIso(log.createdAt),
+      createdAt: toIsoMicros(log.createdAt),
       ...(r.user ? { user: userObject(r.user) } : {}),
       ...(log.previousValue !== null ? { previousValue: JSON.parse(log.previousValue) as unknown } : {}),
       ...(log.newValue !== null ? { newValue: JSON.parse(log.newValue) as unknown } : {}),

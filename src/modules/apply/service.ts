@@ -20,7 +20,7 @@ import { listProjectWorkflowPlaces } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { canonicalJson } from '../../lib/json.ts'
-import { parseIsoDateTime } from '../../lib/time.ts'
+import { latestMicros, parseIsoMicros } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
@@ -255,7 +255,7 @@ class ApplyWriter {
     for (const raw of spec.workflows ?? []) (yield* this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition))
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
     const byTime = [...(spec.notes ?? [])].sort(
-      (a, b) => (a.createdAt ? parseIsoDateTime(a.createdAt)! : Number.MAX_SAFE_INTEGER) - (b.createdAt ? parseIsoDateTime(b.createdAt)! : Number.MAX_SAFE_INTEGER),
+      (a, b) => (a.createdAt ? parseIsoMicros(a.createdAt)! : Number.MAX_SAFE_INTEGER) - (b.createdAt ? parseIsoMicros(b.createdAt)! : Number.MAX_SAFE_INTEGER),
     )
     for (const note of byTime) (yield* this.importNote(scope, spec.name, note))
     yield* this.reportNotInFile(project.id, spec, scope)
@@ -385,7 +385,7 @@ class ApplyWriter {
   private *importNote(scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['notes']>[number]) {
     const environmentId = scope.environments.get(spec.environment)!
     const userId = yield* this.userId(spec.user)
-    const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoDateTime(spec.createdAt)!
+    const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoMicros(spec.createdAt)!
     const name = `${projectName}/${spec.environment}/${spec.recordId}: ${spec.title}`
     if (yield* op(hasImportedNote, { environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
       this.record('unchanged', 'note', name)
@@ -398,14 +398,14 @@ class ApplyWriter {
       messages.push({
         userId: (yield* this.userId(m.user)),
         content: sanitizeNoteHtml(m.content),
-        createdAt: m.createdAt === undefined ? createdAt : parseIsoDateTime(m.createdAt)!,
+        createdAt: m.createdAt === undefined ? createdAt : parseIsoMicros(m.createdAt)!,
       })
     }
-    const archivedAt = spec.archivedAt === undefined ? null : parseIsoDateTime(spec.archivedAt)!
+    const archivedAt = spec.archivedAt === undefined ? null : parseIsoMicros(spec.archivedAt)!
     const updatedAt =
       spec.updatedAt !== undefined
-        ? parseIsoDateTime(spec.updatedAt)!
-        : Math.max(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
+        ? parseIsoMicros(spec.updatedAt)!
+        : latestMicros(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
     yield* op(
       insertImportedNote,
       {

@@ -6,7 +6,7 @@
 import { issuerProblem } from '../../config.ts'
 import { listUserEmails } from '../../db/apply.ts'
 import { listProjectParts } from '../../db/records.ts'
-import { parseIsoDateTime } from '../../lib/time.ts'
+import { parseIsoDateTime, parseIsoMicros } from '../../lib/time.ts'
 import type { Problem } from '../../lib/validation.ts'
 import { findProjectByName } from '../projects/service.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
@@ -147,15 +147,14 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
     known(`${nat}.team`, 'teams', 'team', note.team)
     known(`${nat}.collection`, 'collections', 'collection', note.collection)
     checkUser(`${nat}.user`, note.user)
-    for (const field of ['createdAt', 'updatedAt', 'archivedAt'] as const) {
-      const value = note[field]
-      if (value !== undefined && parseIsoDateTime(value) === null) problem(`${nat}.${field}`, `invalid ISO 8601 date-time "${value}"`)
+    const checkTime = (path: string, value: string | undefined) => {
+      if (value === undefined || parseIsoMicros(value) !== null) return
+      problem(path, parseIsoDateTime(value) === null ? `invalid ISO 8601 date-time "${value}"` : `"${value}" is outside the years 1685–2255 a note time can hold`)
     }
+    for (const field of ['createdAt', 'updatedAt', 'archivedAt'] as const) checkTime(`${nat}.${field}`, note[field])
     note.messages?.forEach((message, m) => {
       checkUser(`${nat}.messages[${m}].user`, message.user)
-      if (message.createdAt !== undefined && parseIsoDateTime(message.createdAt) === null) {
-        problem(`${nat}.messages[${m}].createdAt`, `invalid ISO 8601 date-time "${message.createdAt}"`)
-      }
+      checkTime(`${nat}.messages[${m}].createdAt`, message.createdAt)
     })
   })
 }

@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { IdParam } from '../../http/params.ts'
-import { Integer, IsoDateTime } from '../../http/schemas.ts'
+import { Integer, IsoDateTimeMicros } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 
@@ -35,7 +35,7 @@ export const NoteMessage = t.Object(
   {
     object: t.Literal('note-message'),
     content: t.String({ description: 'The message HTML' }),
-    createdAt: IsoDateTime,
+    createdAt: IsoDateTimeMicros,
     user: UserObject,
   },
   { $id: 'NoteMessage' },
@@ -47,9 +47,9 @@ export const Note = t.Object(
     id: Integer(),
     title: t.String(),
     recordId: t.String(),
-    createdAt: IsoDateTime,
-    updatedAt: t.String({ format: 'date-time', description: 'Last change of the note, or its last message' }),
-    archivedAt: t.Optional(IsoDateTime),
+    createdAt: IsoDateTimeMicros,
+    updatedAt: t.String({ format: 'date-time', description: 'Last change of the note, or its last message (UTC, six fraction digits)', examples: ['2026-11-21T12:00:00.000123Z'] }),
+    archivedAt: t.Optional(IsoDateTimeMicros),
     user: UserObject,
     environment: EnvironmentRef,
     team: TeamRef,

@@ -16,7 +16,7 @@ import { inIdOrder } from '../../http/list.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
-import { toIso } from '../../lib/time.ts'
+import { latestMicros, type Micros, microsFromMillis, toIsoMicros } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../projects/service.ts'
 import { userObject } from '../users/service.ts'
@@ -54,9 +54,9 @@ export function* renderNotes(ids: number[]) {
       id: r.note.id,
       title: r.note.title,
       recordId: r.note.recordId,
-      createdAt: toIso(r.note.createdAt),
-      updatedAt: toIso(r.note.updatedAt),
-      ...(r.note.archivedAt !== null ? { archivedAt: toIso(r.note.archivedAt) } : {}),
+      createdAt: toIsoMicros(r.note.createdAt),
+      updatedAt: toIsoMicros(r.note.updatedAt),
+      ...(r.note.archivedAt !== null ? { archivedAt: toIsoMicros(r.note.archivedAt) } : {}),
       user: userObject(r.user),
       environment: { object: 'environment' as const, name: r.environment },
       team: { object: 'team' as const, name: r.team },
@@ -66,8 +66,8 @@ export function* renderNotes(ids: number[]) {
   })
 }
 
-function messageObject(m: { content: string; createdAt: number; user: { id: number; username: string; email: string } }) {
-  return { object: 'note-message' as const, content: m.content, createdAt: toIso(m.createdAt), user: userObject(m.user) }
+function messageObject(m: { content: string; createdAt: Micros; user: { id: number; username: string; email: string } }) {
+  return { object: 'note-message' as const, content: m.content, createdAt: toIsoMicros(m.createdAt), user: userObject(m.user) }
 }
 
 /** Who makes a change through the API: the token's user and the token. */
@@ -124,7 +124,7 @@ export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<Note
  * Call before inserting a note with a given (imported) createdAt: one older than the environment's newest note
  * breaks id/time order there for good (environments.notesInTimeOrder), and lists switch to the exact slow path.
  */
-export function* recordImportedNoteTime(environmentId: number, createdAt: number): Op<void> {
+export function* recordImportedNoteTime(environmentId: number, createdAt: Micros): Op<void> {
   const latest = yield* op(latestNoteCreatedAt, environmentId)
   if (latest !== null && createdAt < latest) yield* op(markNotesOutOfTimeOrder, environmentId)
 }
@@ -139,15 +139,15 @@ export function* findNote(environmentId: number, id: number): Op<NoteRow | undef
  * note's last update, so thread order (by id) and message times agree even if the clock steps back.
  */
 export function* addMessage(clock: Clock, note: NoteRow, content: string, actor: Actor): Op<void> {
-  const createdAt = Math.max(clock.now(), note.updatedAt)
+  const createdAt = latestMicros(microsFromMillis(clock.now()), note.updatedAt)
   yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt })
-  yield* op(updateNoteRow, note.id, { updatedAt: Math.max(note.updatedAt, createdAt) })
+  yield* op(updateNoteRow, note.id, { updatedAt: createdAt })
   yield* logNote(clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)
 }
 
 /** Title change and archive / unarchive; one activity entry per effective change. */
 export function* updateNote(clock: Clock, note: NoteRow, patch: { title?: string; archived?: boolean }, actor: Actor): Op<void> {
-  const now = Math.max(clock.now(), note.updatedAt)
+  const now = latestMicros(microsFromMillis(clock.now()), note.updatedAt)
   if (patch.title !== undefined && patch.title !== note.title) {
     yield* op(updateNoteRow, note.id, { title: patch.title, updatedAt: now })
     yield* logNote(clock, note, actor, 'updateNote', `renamed note "${note.title}" to "${patch.title}"`)
