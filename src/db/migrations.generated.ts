@@ -5,6 +5,7 @@ import m2 from '../../drizzle/0002_notes_in_time_order.sql' with { type: 'text' 
 import m3 from '../../drizzle/0003_log_extensions.sql' with { type: 'text' }
 import m4 from '../../drizzle/0004_instance_settings.sql' with { type: 'text' }
 import m5 from '../../drizzle/0005_married_alice.sql' with { type: 'text' }
+import m6 from '../../drizzle/0006_lean_indexes.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -13,4 +14,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0003_log_extensions', sql: m3 },
   { name: '0004_instance_settings', sql: m4 },
   { name: '0005_married_alice', sql: m5 },
+  { name: '0006_lean_indexes', sql: m6 },
 ]
