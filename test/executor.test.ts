@@ -138,6 +138,8 @@ function executorDocument(): AcmeDocument {
     { ...onOrders, name: 'Ledger check', collection: 'ledger', steps: [{ type: 'load' }] },
     { ...onOrders, name: 'Billing touch', team: 'Billing', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'billing' } }] },
     { ...onOrders, name: 'Long hold', steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'long' } }] },
+    // The bench's three-step run (load, update, note).
+    { ...onOrders, name: 'Three steps', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'three' } }, { type: 'note', title: 'Three', content: '<p>done</p>' }] },
     { ...onOrders, name: 'Versioned', steps: [{ type: 'load' }, { type: 'wait', seconds: 1 }, { type: 'update', name: 'mark', set: { version: 'v1' } }] },
     http('Call flaky', 'POST', '/flaky', { retries: 3, body: { order: '{{record.id}}', run: '{{run.id}}' } }),
     http('Call broken', 'GET', '/broken', { retries: 1 }),
@@ -299,18 +301,15 @@ describe('executor (in-process, real clock)', () => {
     expect(message).toEqual({ content: '<p>Refunded by Refund order</p>', user_id: bob })
     expect(JSON.parse(steps(runId)[3]!.output!)).toEqual({ noteId: notes[0]!.id })
 
-    // Activity: every entry carries the user and the workflow {name, runId, stepName}.
+    // Activity: the trigger, what the run changed (with the step that changed it) and its end — exactly those; the
+    // steps that changed nothing (load, condition, wait) are the run's steps above. Every entry carries the user
+    // and the workflow {name, runId, stepName}.
     const entries = activity(runId)
     expect(entries.every((e) => e.user_id === bob && e.workflow_name === 'Refund order' && e.run_id === runId)).toBe(true)
     expect(entries.map((e) => [e.action, e.step_name])).toEqual([
       ['triggerWorkflow', null],
-      ['completeWorkflowStep', '1-load'],
-      ['completeWorkflowStep', '2-condition'],
       ['update', '3-update'],
-      ['completeWorkflowStep', '3-update'],
       ['createNote', '4-note'],
-      ['completeWorkflowStep', '4-note'],
-      ['completeWorkflowStep', '5-wait'],
       ['completeWorkflow', null],
     ])
     expect(new Set(entries.map((e) => e.token_id))).toEqual(new Set([run(runId).token_id]))
@@ -360,7 +359,7 @@ describe('executor (in-process, real clock)', () => {
     ])
     expect(recordData('ord_1002')).toEqual(before)
     expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()).toEqual(notesBefore)
-    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'completeWorkflowStep', 'completeWorkflowStep', 'completeWorkflow'])
+    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'completeWorkflow'])
   })
 
   test('a record that does not exist: 202, then failed with record_not_found at the first data step', async () => {
@@ -635,6 +634,49 @@ describe('executor (in-process, real clock)', () => {
     expect(JSON.parse(call!.body)).toEqual({ id: 'ord_1003', status: 'paid', amount: '1210' })
   })
 
+  /** Rows a run wrote to the activity log (entries and their record rows) and to run_steps. */
+  const rowsOf = (runId: string) => ({
+    entries: activity(runId).map((e) => [e.action, e.step_name]),
+    recordRows: (sqlite().prepare('SELECT r.record_id AS recordId FROM activity_log_records r JOIN activity_logs l ON l.id = r.log_id WHERE l.run_id = ?').all(runId) as { recordId: string }[]).map((r) => r.recordId),
+    steps: steps(runId).map((s) => [s.name, s.status]),
+  })
+
+  test('a three-step run (load, update, note) writes exactly four entries: trigger, its two changes, its end', async () => {
+    const runId = await start('Three steps', 'ord_2001')
+    expect((await finished(runId)).status).toBe('succeeded')
+    expect(rowsOf(runId)).toEqual({
+      entries: [
+        ['triggerWorkflow', null],
+        ['update', '2-update'],
+        ['createNote', '3-note'],
+        ['completeWorkflow', null],
+      ],
+      recordRows: ['ord_2001', 'ord_2001', 'ord_2001', 'ord_2001'],
+      steps: [
+        ['1-load', 'succeeded'],
+        ['2-update', 'succeeded'],
+        ['3-note', 'succeeded'],
+      ],
+    })
+  })
+
+  test('a run whose steps change no record (load, wait, http) writes its trigger and its end only', async () => {
+    const runId = await start('Wait then call', 'ord_2002')
+    expect((await finished(runId)).status).toBe('succeeded')
+    expect(rowsOf(runId)).toEqual({
+      entries: [
+        ['triggerWorkflow', null],
+        ['completeWorkflow', null],
+      ],
+      recordRows: ['ord_2002', 'ord_2002'],
+      steps: [
+        ['1-load', 'succeeded'],
+        ['2-wait', 'succeeded'],
+        ['call', 'succeeded'],
+      ],
+    })
+  })
+
   test('the executor is idle at the end: no run is left active', () => {
     expect(sqlite().prepare("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')").get()).toEqual({ n: 0 })
     expect(executor.busyWorkers).toBe(0)
@@ -875,12 +917,6 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
           .all(runId)
         expect(actions).toEqual([
           { action: 'completeWorkflow', step: null, n: 1 },
-          { action: 'completeWorkflowStep', step: '1-load', n: 1 },
-          { action: 'completeWorkflowStep', step: 'call', n: 1 },
-          { action: 'completeWorkflowStep', step: 'first', n: 1 },
-          { action: 'completeWorkflowStep', step: 'note', n: 1 },
-          { action: 'completeWorkflowStep', step: 'pause', n: 1 },
-          { action: 'completeWorkflowStep', step: 'second', n: 1 },
           { action: 'createNote', step: 'note', n: 1 },
           { action: 'triggerWorkflow', step: null, n: 1 },
           { action: 'update', step: 'first', n: 1 },
