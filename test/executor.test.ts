@@ -301,13 +301,14 @@ describe('executor (in-process, real clock)', () => {
     expect(message).toEqual({ content: '<p>Refunded by Refund order</p>', user_id: bob })
     expect(JSON.parse(steps(runId)[3]!.output!)).toEqual({ noteId: notes[0]!.id })
 
-    // Activity: the trigger, what the run changed (with the step that changed it) and its end — exactly those; the
-    // steps that changed nothing (load, condition, wait) are the run's steps above. Every entry carries the user
-    // and the workflow {name, runId, stepName}.
+    // Activity: the trigger, what the run did to the record (read it, changed it — with the step that did) and its
+    // end — exactly those; the steps that did nothing to it (condition, wait) are the run's steps above. Every entry
+    // carries the user and the workflow {name, runId, stepName}.
     const entries = activity(runId)
     expect(entries.every((e) => e.user_id === bob && e.workflow_name === 'Refund order' && e.run_id === runId)).toBe(true)
     expect(entries.map((e) => [e.action, e.step_name])).toEqual([
       ['triggerWorkflow', null],
+      ['read', '1-load'],
       ['update', '3-update'],
       ['createNote', '4-note'],
       ['completeWorkflow', null],
@@ -359,7 +360,7 @@ describe('executor (in-process, real clock)', () => {
     ])
     expect(recordData('ord_1002')).toEqual(before)
     expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()).toEqual(notesBefore)
-    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'completeWorkflow'])
+    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'read', 'completeWorkflow'])
   })
 
   test('a record that does not exist: 202, then failed with record_not_found at the first data step', async () => {
@@ -641,17 +642,18 @@ describe('executor (in-process, real clock)', () => {
     steps: steps(runId).map((s) => [s.name, s.status]),
   })
 
-  test('a three-step run (load, update, note) writes exactly four entries: trigger, its two changes, its end', async () => {
+  test('a three-step run (load, update, note) writes exactly five entries: trigger, its read, its two changes, its end', async () => {
     const runId = await start('Three steps', 'ord_2001')
     expect((await finished(runId)).status).toBe('succeeded')
     expect(rowsOf(runId)).toEqual({
       entries: [
         ['triggerWorkflow', null],
+        ['read', '1-load'],
         ['update', '2-update'],
         ['createNote', '3-note'],
         ['completeWorkflow', null],
       ],
-      recordRows: ['ord_2001', 'ord_2001', 'ord_2001', 'ord_2001'],
+      recordRows: ['ord_2001', 'ord_2001', 'ord_2001', 'ord_2001', 'ord_2001'],
       steps: [
         ['1-load', 'succeeded'],
         ['2-update', 'succeeded'],
@@ -660,15 +662,16 @@ describe('executor (in-process, real clock)', () => {
     })
   })
 
-  test('a run whose steps change no record (load, wait, http) writes its trigger and its end only', async () => {
+  test('a run whose steps change nothing (load, wait, http) writes its trigger, its read and its end only', async () => {
     const runId = await start('Wait then call', 'ord_2002')
     expect((await finished(runId)).status).toBe('succeeded')
     expect(rowsOf(runId)).toEqual({
       entries: [
         ['triggerWorkflow', null],
+        ['read', '1-load'],
         ['completeWorkflow', null],
       ],
-      recordRows: ['ord_2002', 'ord_2002'],
+      recordRows: ['ord_2002', 'ord_2002', 'ord_2002'],
       steps: [
         ['1-load', 'succeeded'],
         ['2-wait', 'succeeded'],
@@ -918,6 +921,7 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
         expect(actions).toEqual([
           { action: 'completeWorkflow', step: null, n: 1 },
           { action: 'createNote', step: 'note', n: 1 },
+          { action: 'read', step: '1-load', n: 1 },
           { action: 'triggerWorkflow', step: null, n: 1 },
           { action: 'update', step: 'first', n: 1 },
           { action: 'update', step: 'second', n: 1 },
