@@ -642,41 +642,20 @@ describe('executor (in-process, real clock)', () => {
     steps: steps(runId).map((s) => [s.name, s.status]),
   })
 
-  test('a three-step run (load, update, note) writes exactly five entries: trigger, its read, its two changes, its end', async () => {
-    const runId = await start('Three steps', 'ord_2001')
+  // Exactly the entries of what a run did to its record (README "Activity and admin logs"), each with its record row.
+  const entryCases: [name: string, workflow: string, recordId: string, entries: [string, string | null][], steps: string[]][] = [
+    ['a three-step run (load, update, note): trigger, its read, its two changes, its end', 'Three steps', 'ord_2001',
+      [['triggerWorkflow', null], ['read', '1-load'], ['update', '2-update'], ['createNote', '3-note'], ['completeWorkflow', null]], ['1-load', '2-update', '3-note']],
+    ['a run whose steps change nothing (load, wait, http): trigger, its read, its end', 'Wait then call', 'ord_2002',
+      [['triggerWorkflow', null], ['read', '1-load'], ['completeWorkflow', null]], ['1-load', '2-wait', 'call']],
+  ]
+  test.each(entryCases)('%s', async (_, workflow, recordId, entries, stepNames) => {
+    const runId = await start(workflow, recordId)
     expect((await finished(runId)).status).toBe('succeeded')
     expect(rowsOf(runId)).toEqual({
-      entries: [
-        ['triggerWorkflow', null],
-        ['read', '1-load'],
-        ['update', '2-update'],
-        ['createNote', '3-note'],
-        ['completeWorkflow', null],
-      ],
-      recordRows: ['ord_2001', 'ord_2001', 'ord_2001', 'ord_2001', 'ord_2001'],
-      steps: [
-        ['1-load', 'succeeded'],
-        ['2-update', 'succeeded'],
-        ['3-note', 'succeeded'],
-      ],
-    })
-  })
-
-  test('a run whose steps change nothing (load, wait, http) writes its trigger, its read and its end only', async () => {
-    const runId = await start('Wait then call', 'ord_2002')
-    expect((await finished(runId)).status).toBe('succeeded')
-    expect(rowsOf(runId)).toEqual({
-      entries: [
-        ['triggerWorkflow', null],
-        ['read', '1-load'],
-        ['completeWorkflow', null],
-      ],
-      recordRows: ['ord_2002', 'ord_2002', 'ord_2002'],
-      steps: [
-        ['1-load', 'succeeded'],
-        ['2-wait', 'succeeded'],
-        ['call', 'succeeded'],
-      ],
+      entries,
+      recordRows: entries.map(() => recordId),
+      steps: stepNames.map((name) => [name, 'succeeded']),
     })
   })
 

@@ -6,13 +6,10 @@
  */
 import { afterEach, describe, expect, test } from 'bun:test'
 import { statSync } from 'node:fs'
-import { dirname } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { databasePath, openStore } from '../src/db/open.ts'
+import { databasePath } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { type ServeProcess, startServe, tempDir, until } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
+import { type ServeProcess, startServe, until } from './helpers.ts'
+import { ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const MB = 1024 * 1024
 const cleanups: (() => void | Promise<void>)[] = []
@@ -29,21 +26,14 @@ const HIGH_RATES = {
 
 /** A served database with a two-step workflow (load, update) behind a fast webhook, and alice's token. */
 async function serveSeeded(env: Record<string, string>): Promise<{ server: ServeProcess; wal: string; hook: string; token: string }> {
-  const data = tempDir('trellis-wal-data-')
-  const cwd = tempDir('trellis-wal-cwd-')
-  cleanups.push(data.cleanup, cwd.cleanup)
-  const store = openStore(data.path)
-  migrate(store.sqlite)
-  const document = acmeDocument()
-  acmeProject(document).workflows!.push(
-    ordersWorkflow('Touch', [{ type: 'load' }, { type: 'update', set: { touched: 'yes' } }], { webhook: { enabled: true, ratePerMinute: 100_000 } }),
-  )
-  const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(dirname(store.path)), baseUrl: 'http://127.0.0.1' }, document)
-  const token = tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger']).value
-  store.close()
-  const server = await startServe({ dataDir: data.path, cwd: cwd.path, env: { ...HIGH_RATES, ...env } })
+  const touch = ordersWorkflow('Touch', [{ type: 'load' }, { type: 'update', set: { touched: 'yes' } }], { webhook: { enabled: true, ratePerMinute: 100_000 } })
+  const seeded = seedDataDir('wal', [touch], cleanups, (store, report) => ({
+    hook: reportHook(report, 'Touch'),
+    token: tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger']).value,
+  }))
+  const server = await startServe({ dataDir: seeded.dataDir, cwd: seeded.cwd, env: { ...HIGH_RATES, ...env } })
   cleanups.push(async () => void (await server.stop('SIGKILL')))
-  return { server, wal: `${databasePath(data.path)}-wal`, hook: reportHook(report, 'Touch'), token }
+  return { server, wal: `${databasePath(seeded.dataDir)}-wal`, hook: seeded.hook, token: seeded.token }
 }
 
 const sizeOf = (file: string) => {
