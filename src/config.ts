@@ -31,6 +31,8 @@ export interface Config {
   trustProxy: string[]
   /** How long a server write waits for another process's write lock before answering 503 database_busy. */
   dbBusyWaitMs: number
+  /** How often `serve` checkpoints the WAL (SQLite's own checkpoints, inside a commit, are off on its connection). */
+  walCheckpointMs: number
 }
 
 export interface OidcConfig {
@@ -119,6 +121,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
+    walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
   }
 }
 

@@ -388,19 +388,17 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
       // The record itself came from the apply file: attributed to the project's first admin, labelled as apply.
       { action: 'create', label: 'created by trellis apply', user: 'alice', workflow: undefined },
       { action: 'createNote', label: 'created note "Customer asks for a refund"', user: 'alice', workflow: undefined },
+      // The run: who started it, what it did to the record (and in which step), how it ended. Its condition and
+      // wait did nothing to the record: they are its steps in GET /v1/workflow-runs/{id}, not entries.
       { action: 'triggerWorkflow', label: 'triggered via webhook', user: 'bob', workflow: wf() },
-      { action: 'completeWorkflowStep', label: 'completed step 1-load (load)', user: 'bob', workflow: wf('1-load') },
-      { action: 'completeWorkflowStep', label: 'completed step 2-condition (condition)', user: 'bob', workflow: wf('2-condition') },
+      { action: 'read', label: 'read by the workflow run', user: 'bob', workflow: wf('1-load') },
       { action: 'update', label: 'updated status', user: 'bob', workflow: wf('3-update') },
-      { action: 'completeWorkflowStep', label: 'completed step 3-update (update)', user: 'bob', workflow: wf('3-update') },
       { action: 'createNote', label: 'created note "Refund"', user: 'bob', workflow: wf('4-note') },
-      { action: 'completeWorkflowStep', label: 'completed step 4-note (note)', user: 'bob', workflow: wf('4-note') },
-      { action: 'completeWorkflowStep', label: 'completed step 5-wait (wait)', user: 'bob', workflow: wf('5-wait') },
       { action: 'completeWorkflow', label: 'workflow run succeeded', user: 'bob', workflow: wf() },
     ])
     for (const entry of story) {
       expect(entry).toMatchObject({
-        type: 'write',
+        type: entry.action === 'read' ? 'read' : 'write',
         recordIds: ['ord_1001'],
         environment: environment('production'),
         team: team('Support'),
@@ -431,8 +429,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     // ord_1002 is pending: the condition ends the run after two steps.
     expect(entries.map((e) => [e.action, e.label, e.user.username, e.workflow?.runId, e.workflow?.stepName])).toEqual([
       ['triggerWorkflow', 'triggered manually', 'alice', runId, undefined],
-      ['completeWorkflowStep', 'completed step 1-load (load)', 'alice', runId, '1-load'],
-      ['completeWorkflowStep', 'completed step 2-condition (condition)', 'alice', runId, '2-condition'],
+      ['read', 'read by the workflow run', 'alice', runId, '1-load'],
       ['completeWorkflow', 'workflow run succeeded', 'alice', runId, undefined],
     ])
   })
@@ -486,8 +483,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     const entries = await activitySince(fx, before)
     expect(entries.map((e) => [e.action, e.user.username, e.workflow?.stepName])).toEqual([
       ['triggerWorkflow', 'bob', undefined],
-      ['completeWorkflowStep', 'bob', '1-load'],
-      ['completeWorkflowStep', 'bob', 'pause'],
+      ['read', 'bob', '1-load'],
       ['abortWorkflow', 'bob', undefined],
     ])
     expect(entries.at(-1)).toMatchObject({ label: 'workflow run cancelled', workflow: { object: 'workflow', name: 'Long hold', runId }, recordIds: ['ord_1003'] })

@@ -138,6 +138,8 @@ function executorDocument(): AcmeDocument {
     { ...onOrders, name: 'Ledger check', collection: 'ledger', steps: [{ type: 'load' }] },
     { ...onOrders, name: 'Billing touch', team: 'Billing', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'billing' } }] },
     { ...onOrders, name: 'Long hold', steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'long' } }] },
+    // The bench's three-step run (load, update, note).
+    { ...onOrders, name: 'Three steps', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'three' } }, { type: 'note', title: 'Three', content: '<p>done</p>' }] },
     { ...onOrders, name: 'Versioned', steps: [{ type: 'load' }, { type: 'wait', seconds: 1 }, { type: 'update', name: 'mark', set: { version: 'v1' } }] },
     http('Call flaky', 'POST', '/flaky', { retries: 3, body: { order: '{{record.id}}', run: '{{run.id}}' } }),
     http('Call broken', 'GET', '/broken', { retries: 1 }),
@@ -299,18 +301,16 @@ describe('executor (in-process, real clock)', () => {
     expect(message).toEqual({ content: '<p>Refunded by Refund order</p>', user_id: bob })
     expect(JSON.parse(steps(runId)[3]!.output!)).toEqual({ noteId: notes[0]!.id })
 
-    // Activity: every entry carries the user and the workflow {name, runId, stepName}.
+    // Activity: the trigger, what the run did to the record (read it, changed it — with the step that did) and its
+    // end — exactly those; the steps that did nothing to it (condition, wait) are the run's steps above. Every entry
+    // carries the user and the workflow {name, runId, stepName}.
     const entries = activity(runId)
     expect(entries.every((e) => e.user_id === bob && e.workflow_name === 'Refund order' && e.run_id === runId)).toBe(true)
     expect(entries.map((e) => [e.action, e.step_name])).toEqual([
       ['triggerWorkflow', null],
-      ['completeWorkflowStep', '1-load'],
-      ['completeWorkflowStep', '2-condition'],
+      ['read', '1-load'],
       ['update', '3-update'],
-      ['completeWorkflowStep', '3-update'],
       ['createNote', '4-note'],
-      ['completeWorkflowStep', '4-note'],
-      ['completeWorkflowStep', '5-wait'],
       ['completeWorkflow', null],
     ])
     expect(new Set(entries.map((e) => e.token_id))).toEqual(new Set([run(runId).token_id]))
@@ -360,7 +360,7 @@ describe('executor (in-process, real clock)', () => {
     ])
     expect(recordData('ord_1002')).toEqual(before)
     expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()).toEqual(notesBefore)
-    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'completeWorkflowStep', 'completeWorkflowStep', 'completeWorkflow'])
+    expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'read', 'completeWorkflow'])
   })
 
   test('a record that does not exist: 202, then failed with record_not_found at the first data step', async () => {
@@ -635,6 +635,30 @@ describe('executor (in-process, real clock)', () => {
     expect(JSON.parse(call!.body)).toEqual({ id: 'ord_1003', status: 'paid', amount: '1210' })
   })
 
+  /** Rows a run wrote to the activity log (entries and their record rows) and to run_steps. */
+  const rowsOf = (runId: string) => ({
+    entries: activity(runId).map((e) => [e.action, e.step_name]),
+    recordRows: (sqlite().prepare('SELECT r.record_id AS recordId FROM activity_log_records r JOIN activity_logs l ON l.id = r.log_id WHERE l.run_id = ?').all(runId) as { recordId: string }[]).map((r) => r.recordId),
+    steps: steps(runId).map((s) => [s.name, s.status]),
+  })
+
+  // Exactly the entries of what a run did to its record (README "Activity and admin logs"), each with its record row.
+  const entryCases: [name: string, workflow: string, recordId: string, entries: [string, string | null][], steps: string[]][] = [
+    ['a three-step run (load, update, note): trigger, its read, its two changes, its end', 'Three steps', 'ord_2001',
+      [['triggerWorkflow', null], ['read', '1-load'], ['update', '2-update'], ['createNote', '3-note'], ['completeWorkflow', null]], ['1-load', '2-update', '3-note']],
+    ['a run whose steps change nothing (load, wait, http): trigger, its read, its end', 'Wait then call', 'ord_2002',
+      [['triggerWorkflow', null], ['read', '1-load'], ['completeWorkflow', null]], ['1-load', '2-wait', 'call']],
+  ]
+  test.each(entryCases)('%s', async (_, workflow, recordId, entries, stepNames) => {
+    const runId = await start(workflow, recordId)
+    expect((await finished(runId)).status).toBe('succeeded')
+    expect(rowsOf(runId)).toEqual({
+      entries,
+      recordRows: entries.map(() => recordId),
+      steps: stepNames.map((name) => [name, 'succeeded']),
+    })
+  })
+
   test('the executor is idle at the end: no run is left active', () => {
     expect(sqlite().prepare("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')").get()).toEqual({ n: 0 })
     expect(executor.busyWorkers).toBe(0)
@@ -875,13 +899,8 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
           .all(runId)
         expect(actions).toEqual([
           { action: 'completeWorkflow', step: null, n: 1 },
-          { action: 'completeWorkflowStep', step: '1-load', n: 1 },
-          { action: 'completeWorkflowStep', step: 'call', n: 1 },
-          { action: 'completeWorkflowStep', step: 'first', n: 1 },
-          { action: 'completeWorkflowStep', step: 'note', n: 1 },
-          { action: 'completeWorkflowStep', step: 'pause', n: 1 },
-          { action: 'completeWorkflowStep', step: 'second', n: 1 },
           { action: 'createNote', step: 'note', n: 1 },
+          { action: 'read', step: '1-load', n: 1 },
           { action: 'triggerWorkflow', step: null, n: 1 },
           { action: 'update', step: 'first', n: 1 },
           { action: 'update', step: 'second', n: 1 },

@@ -153,6 +153,7 @@ describe('loadConfig', () => {
       executorLeaseMs: 30_000,
       logRetentionDays: null,
       dbBusyWaitMs: 3000,
+      walCheckpointMs: 250,
       logLevel: 'info',
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
@@ -179,6 +180,7 @@ describe('loadConfig', () => {
         TRELLIS_HTTP_ALLOW: 'Hooks.Internal., 10.1.0.0/16 ::1',
         TRELLIS_TRUST_PROXY: '10.0.0.2',
         TRELLIS_DB_BUSY_WAIT_MS: '500',
+        TRELLIS_WAL_CHECKPOINT_MS: '1000',
       },
     )
     expect(config).toEqual({
@@ -196,6 +198,7 @@ describe('loadConfig', () => {
       executorLeaseMs: 30_000,
       logRetentionDays: null,
       dbBusyWaitMs: 500,
+      walCheckpointMs: 1000,
       logLevel: 'warn',
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),

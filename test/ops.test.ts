@@ -6,15 +6,12 @@ import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { bearer, request, startServe, tempDir, testApp, testEnv, type TestEnv, until } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
+import { bearer, request, startServe, testApp, testEnv, type TestEnv, until } from './helpers.ts'
+import { acmeDocument, applyAcme, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
 afterEach(() => {
@@ -156,24 +153,17 @@ describe('/metrics', () => {
 
 describe('graceful shutdown (a real `trellis serve`)', () => {
   test('SIGTERM: the listener closes, an in-flight webhook call completes, exit 0, WAL checkpointed; a waiting run resumes after the restart', async () => {
-    const data = tempDir('trellis-shutdown-data-')
-    const cwd = tempDir('trellis-shutdown-cwd-')
-    cleanups.push(data.cleanup, cwd.cleanup)
-
-    const store = openStore(data.path)
-    migrate(store.sqlite)
-    const document = acmeDocument()
-    acmeProject(document).workflows!.push(
-      ordersWorkflow('Pause', [
-        { type: 'load' },
-        { type: 'wait', name: 'pause', seconds: 2 },
-        { type: 'update', name: 'after', set: { trail: 'resumed' } },
-      ]),
-    )
-    const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
-    const hook = reportHook(report, 'Pause')
-    const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
-    store.close()
+    const pause = ordersWorkflow('Pause', [
+      { type: 'load' },
+      { type: 'wait', name: 'pause', seconds: 2 },
+      { type: 'update', name: 'after', set: { trail: 'resumed' } },
+    ])
+    const { dataDir, cwd: workDir, hook, token } = seedDataDir('shutdown', [pause], cleanups, (store, report) => ({
+      hook: reportHook(report, 'Pause'),
+      token: tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value,
+    }))
+    const data = { path: dataDir }
+    const cwd = { path: workDir }
 
     const run = async (url: string, id: string) =>
       (await (await fetch(`${url}/v1/workflow-runs/${id}`, { headers: bearer(token) })).json()) as { status: string; steps: { name: string }[] }

@@ -2,7 +2,7 @@ import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
-import { checkpointWal, scheduleMaintenance } from '../db/maintenance.ts'
+import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from '../db/maintenance.ts'
 import { openMigrated } from '../db/migrate.ts'
 import { keepEventLoopFree } from '../db/open.ts'
 import { readTransaction } from '../db/read.ts'
@@ -61,7 +61,15 @@ export const serveCommand: Command = {
       leaseMs: config.executorLeaseMs,
       outbound: new OutboundClient({ allow: config.httpAllow }),
     })
-    const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics: createMetrics({ processMetrics: true }), setupGate: setup?.gate, executor }))
+    const metrics = createMetrics({ processMetrics: true })
+    const checkpoints = scheduleWalCheckpoints(store, config.walCheckpointMs, {
+      checkpointed: (mode, result, bytes) => {
+        metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
+        metrics.walBytes.set(bytes)
+      },
+      failed: (error) => logger.error('WAL checkpoint failed', { error: error.message }),
+    })
+    const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()
     const handle = withRequestLog((request) => app.handle(request), logger)
     const server = Bun.serve({
@@ -95,6 +103,7 @@ export const serveCommand: Command = {
       try {
         retention?.stop()
         maintenance.stop()
+        checkpoints.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),

@@ -6,6 +6,7 @@ import m3 from '../../drizzle/0003_log_extensions.sql' with { type: 'text' }
 import m4 from '../../drizzle/0004_instance_settings.sql' with { type: 'text' }
 import m5 from '../../drizzle/0005_married_alice.sql' with { type: 'text' }
 import m6 from '../../drizzle/0006_times_in_microseconds.sql' with { type: 'text' }
+import m7 from '../../drizzle/0007_lean_indexes.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -15,4 +16,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0004_instance_settings', sql: m4 },
   { name: '0005_married_alice', sql: m5 },
   { name: '0006_times_in_microseconds', sql: m6 },
+  { name: '0007_lean_indexes', sql: m7 },
 ]

@@ -2,7 +2,10 @@
  * The whole Trellis data model (DESIGN §2–3, §7, §8). Times are integer epoch milliseconds, except those of notes,
  * note messages and log entries: epoch microseconds (`Micros`, README "Times"), so their lists can give each
  * entry its own increasing `createdAt` without running ahead of the clock.
- * Every list filter of every endpoint has an index here; `EXPLAIN QUERY PLAN` tests keep it honest.
+ * An index is here only when a query plan uses it or it enforces a constraint: every insert and every update of an
+ * indexed column writes each index too, and `runs` and `activity_logs` are written on every trigger and every run.
+ * test/query-plans.test.ts proves each one with `EXPLAIN QUERY PLAN` on the real statements. A list filter without
+ * its own index walks the scope's (environment, id) index newest first until the page is full (README "Performance").
  */
 import { sql } from 'drizzle-orm'
 import {
@@ -385,11 +388,10 @@ export const runs = sqliteTable(
     index('runs_lease_idx')
       .on(t.leaseExpiresAt)
       .where(sql`status = 'running'`),
+    // The list's own order (and the walk of its status, workflow, user and createdAt filters); a record's runs.
+    // No index on status: it changes three times in every run's life, and each change would rewrite the index.
     index('runs_env_id_idx').on(t.environmentId, t.id),
-    index('runs_env_created_idx').on(t.environmentId, t.createdAt),
-    index('runs_env_workflow_idx').on(t.environmentId, t.workflowId, t.id),
     index('runs_env_record_idx').on(t.environmentId, t.recordId, t.id),
-    index('runs_env_status_idx').on(t.environmentId, t.status, t.id),
     check('runs_status_check', sql`${t.status} in (${listOf(RUN_STATUSES)})`),
     check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
   ],
@@ -442,16 +444,13 @@ export const activityLogs = sqliteTable(
     extension: boolean('extension').notNull().default(false),
     createdAt: micros('created_at').notNull(),
   },
+  // Written with every change: the list's order, its default page and its createdAt bounds only. The user, team,
+  // collection, action and type filters walk one of the first two (the recordId filter has activity_log_records).
   (t) => [
     index('activity_logs_env_id_idx').on(t.environmentId, t.id),
     // The default page (extensions hidden): one seek, never a skip over extension entries.
     index('activity_logs_env_documented_idx').on(t.environmentId, t.id).where(sql`extension = 0`),
     index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
-    index('activity_logs_env_user_idx').on(t.environmentId, t.userId, t.id),
-    index('activity_logs_env_team_idx').on(t.environmentId, t.teamId, t.id),
-    index('activity_logs_env_collection_idx').on(t.environmentId, t.collectionId, t.id),
-    index('activity_logs_env_action_idx').on(t.environmentId, t.action, t.id),
-    index('activity_logs_env_type_idx').on(t.environmentId, t.type, t.id),
     check('activity_logs_type_check', sql`${t.type} in ('read', 'write')`),
   ],
 )

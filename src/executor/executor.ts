@@ -425,13 +425,8 @@ export class Executor {
       startedAt,
       finishedAt: this.options.clock.now(),
     })
-    if (status === 'succeeded') {
-      yield* logRunActivity(this.options.clock, ctx.target, {
-        action: 'completeWorkflowStep',
-        label: `completed step ${ctx.stepName} (${step.type})`,
-        stepName: ctx.stepName,
-      })
-    }
+    // No activity entry of its own: the step is the run's `run_steps` row (GET /v1/workflow-runs/{id}); what it
+    // changed wrote its own entry, with the step's name (README "Activity and admin logs").
   }
 
   /**

@@ -66,15 +66,18 @@ export interface GroupReads {
   data?: Record<string, unknown>
 }
 
-/** An activity entry for something a run did: the run's user and token, `workflow {name, runId, stepName?}`. */
+/**
+ * An activity entry for something a run did to its record (read it, changed it, started, ended): the run's user
+ * and token, `workflow {name, runId, stepName?}`. A step that does neither writes none (README "Activity and admin logs").
+ */
 export function* logRunActivity(
   clock: Clock,
   target: RunTarget,
-  entry: { action: ActivityAction; label: string; stepName?: string },
+  entry: { action: ActivityAction; label: string; stepName?: string; type?: 'read' | 'write' },
 ): Op<void> {
   yield* appendActivityLog(clock, {
     environmentId: target.environmentId,
-    type: 'write',
+    type: entry.type ?? 'write',
     action: entry.action,
     label: entry.label,
     userId: target.run.user_id,

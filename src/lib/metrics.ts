@@ -135,6 +135,17 @@ export function createMetrics(options: MetricsOptions = {}) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
+    walCheckpoints: new Counter({
+      name: 'trellis_wal_checkpoints_total',
+      help: 'WAL checkpoints taken by the server (all on its timer, never inside a request), by mode and outcome',
+      labelNames: ['mode', 'outcome'] as const,
+      registers: [registry],
+    }),
+    walBytes: new Gauge({
+      name: 'trellis_wal_bytes',
+      help: 'Size of the -wal file after the last timed checkpoint',
+      registers: [registry],
+    }),
     runs,
     queueDepth,
     oldestQueuedAge,

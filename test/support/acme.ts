@@ -4,12 +4,14 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import type { Store } from '../../src/db/open.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { openStore, type Store } from '../../src/db/open.ts'
 import type { NewRun } from '../../src/db/queue.ts'
-import type { Clock } from '../../src/lib/clock.ts'
+import { type Clock, systemClock } from '../../src/lib/clock.ts'
+import { loadInstanceSecret } from '../../src/lib/secret.ts'
 import { applyDocumentNow, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
-import { repoRoot, runNow } from '../helpers.ts'
+import { repoRoot, runNow, tempDir } from '../helpers.ts'
 
 export interface AcmeUser {
   email: string
@@ -67,6 +69,32 @@ export function acmeWorkflow(document: AcmeDocument, name: string): Record<strin
 
 export function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
   return applyDocumentNow(document, ctx)
+}
+
+/**
+ * For a real `trellis serve`: a fresh data directory with Acme (plus `workflows` in Acme) applied, a working
+ * directory beside it, and what `seed` makes on the store (tokens…) before it is closed. Both directories are
+ * removed by the cleanup handed to `cleanups`.
+ */
+export function seedDataDir<T>(
+  name: string,
+  workflows: Record<string, unknown>[],
+  cleanups: (() => void)[],
+  seed: (store: Store, report: ApplyReport) => T,
+): { dataDir: string; cwd: string } & T {
+  const data = tempDir(`trellis-${name}-data-`)
+  const cwd = tempDir(`trellis-${name}-cwd-`)
+  cleanups.push(data.cleanup, cwd.cleanup)
+  const store = openStore(data.path)
+  try {
+    migrate(store.sqlite)
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(...workflows)
+    const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+    return { dataDir: data.path, cwd: cwd.path, ...seed(store, report) }
+  } finally {
+    store.close()
+  }
 }
 
 export function userId(store: Store, username: string): number {

@@ -115,9 +115,9 @@ export function* listActivityLogIds(projectId: number, environmentId: number, fi
     action: filters.action,
     type: filters.type,
     recordId: filters.recordId,
-    // An `action` filter without extensions=true is a documented action: nothing to hide, and the page stays on
-    // the (environment, action, id) index alone.
-    withExtensions: filters.extensions || filters.action !== undefined,
+    // An `action` filter names the entries it wants: an extension action lists them even without extensions=true.
+    // A documented one has nothing to hide, and its page walks the smaller index of documented entries.
+    withExtensions: filters.extensions || (filters.action !== undefined && isExtensionAction(filters.action)),
   }, dates, limit)
 }
 

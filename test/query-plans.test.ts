@@ -1,0 +1,173 @@
+/**
+ * Every index on the tables written per request or per run is there because a real statement's plan uses it, or
+ * because it enforces a constraint (src/db/schema.ts). Each statement below is the one the code prepares: it is
+ * captured from a connection of this test's own while the real function runs, then `EXPLAIN QUERY PLAN`ned.
+ * A filter without its own index must still walk an (environment or project, id) index: never a bare table scan,
+ * never a sort of every matching row.
+ */
+import { Database } from 'bun:sqlite'
+import { afterAll, describe, expect, test } from 'bun:test'
+import { drizzle } from 'drizzle-orm/bun-sqlite'
+import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-logs.ts'
+import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
+import { runOp } from '../src/db/op.ts'
+import type { Db } from '../src/db/open.ts'
+import { RunQueue } from '../src/db/queue.ts'
+import { findRecordByKey } from '../src/db/records.ts'
+import { loadRunsToRender } from '../src/db/runs.ts'
+import * as schema from '../src/db/schema.ts'
+import { parseDateFilters } from '../src/http/list.ts'
+import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
+import { listActivityLogIds } from '../src/modules/activity-logs/service.ts'
+import { ADMIN_LOG_DATE_FIELDS } from '../src/modules/admin-logs/query.ts'
+import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
+import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
+import { listNoteIds } from '../src/modules/notes/service.ts'
+import { listRunIds } from '../src/modules/runs/service.ts'
+import { acmeDocument, applyAcme, projectId } from './support/acme.ts'
+import { testEnv } from './helpers.ts'
+
+const env = testEnv()
+afterAll(() => env.cleanup())
+applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+const acme = projectId(env.store, 'Acme')
+const production = (env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").all() as { id: number }[])[0]!.id
+const at = '2026-01-01T00:00:00Z'
+
+/** The tables written on a request's or a run's path, whose every index costs each write. */
+const HOT_TABLES = ['runs', 'run_steps', 'activity_logs', 'activity_log_records', 'notes', 'note_messages', 'admin_logs', 'records']
+
+/** Indexes kept for a constraint alone (their lookups are proven below too where a statement uses them). */
+const CONSTRAINTS: Record<string, string> = {
+  sqlite_autoindex_runs_1: 'primary key (uuid text)',
+  sqlite_autoindex_run_steps_1: 'primary key (run_id, step_index)',
+  sqlite_autoindex_activity_log_records_1: 'primary key (log_id, record_id): an entry names a record once; cascade from activity_logs',
+  runs_one_active_per_record: 'one active run per workflow and record: decides the 409',
+  records_env_collection_key_unique: 'one record per key in a collection',
+}
+
+/** The SQL texts prepared while `work` runs on a fresh connection to the test database. */
+function statementsOf(work: (db: Db, connection: Database) => unknown): string[] {
+  const connection = new Database(env.store.path, { strict: true })
+  const texts: string[] = []
+  const prepare = connection.prepare.bind(connection)
+  connection.prepare = ((text: string, ...rest: never[]) => {
+    texts.push(text)
+    return prepare(text, ...rest)
+  }) as typeof connection.prepare
+  try {
+    // One transaction, rolled back: the write cases (inserts) leave nothing behind.
+    connection.run('BEGIN')
+    work(drizzle({ client: connection, schema }) as unknown as Db, connection)
+  } finally {
+    connection.run('ROLLBACK')
+    connection.close()
+  }
+  return texts
+}
+
+function planOf(text: string): string {
+  return (env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all() as { detail: string }[]).map((r) => r.detail).join(' | ')
+}
+
+type PlanCase = [name: string, work: (db: Db, connection: Database) => unknown, statement: RegExp, plan: RegExp]
+
+const notes = (filters: Parameters<typeof listNoteIds>[2], query: Record<string, string> = {}) => (db: Db) =>
+  runOp(db, listNoteIds(acme, production, filters, parseDateFilters(query, NOTE_DATE_FIELDS), 10))
+const activity = (filters: Omit<Parameters<typeof listActivityLogIds>[2], 'extensions'> & { extensions?: boolean }, query: Record<string, string> = {}) => (db: Db) =>
+  runOp(db, listActivityLogIds(acme, production, { extensions: false, ...filters }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), 10))
+const admin = (filters: Omit<Parameters<typeof listAdminLogIds>[1], 'extensions'> & { extensions?: boolean }, query: Record<string, string> = {}) => (db: Db) =>
+  runOp(db, listAdminLogIds(acme, { extensions: false, ...filters }, parseDateFilters(query, ADMIN_LOG_DATE_FIELDS), 10))
+const runs = (filters: Parameters<typeof listRunIds>[1], query: Record<string, string> = {}) => (db: Db) =>
+  runOp(db, listRunIds(production, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), 10))
+
+const NOTES_PAGE = /^select "id" from "notes"/
+const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
+const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
+const RUNS_PAGE = /^select "id" from "runs"/
+
+/** Each real statement, and the plan it must have. The index each plan names is proven used. */
+const CASES: PlanCase[] = [
+  // ── runs: the queue ──
+  ['queue: claim the next due run', (_, c) => new RunQueue(c), /^\s*UPDATE runs SET status = 'running'/, /SEARCH runs USING INDEX runs_claim_idx \(available_at<\?\)/],
+  ['queue: the next due time', (_, c) => new RunQueue(c), /^SELECT min\(available_at\)/, /SEARCH runs USING INDEX runs_claim_idx/],
+  ['queue: recover expired leases', (_, c) => new RunQueue(c), /^UPDATE runs SET status = 'queued'.*\n\s*WHERE status = 'running' AND lease_expires_at/, /SEARCH runs USING INDEX runs_lease_idx \(lease_expires_at<\?\)/],
+  ['queue: the active run behind a 409', (_, c) => new RunQueue(c), /^SELECT id FROM runs WHERE workflow_id = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
+  // ── runs: the list ──
+  ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['runs: console paging (before id)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\? AND id<\?\)$/],
+  ['runs: recordId', runs({ recordId: 'ord_1001' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_record_idx \(environment_id=\? AND record_id=\?\)$/],
+  ['runs: status (walks the environment)', runs({ status: 'failed' }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['runs: workflowName (walks the environment)', runs({ workflowIds: [1, 2] }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)/],
+  ['runs: user (walks the environment)', runs({ userId: 1 }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['runs: createdAt (walks the environment)', runs({}, { 'createdAt.lt': at }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['runs: render a page, with steps', (db) => loadRunsToRender(db, ['a', 'b']), /from "run_steps"/, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
+  ['runs: render a page', (db) => loadRunsToRender(db, ['a', 'b']), /from "runs"/, /SEARCH runs USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
+  // ── activity logs ──
+  ['activity: default page (extensions hidden)', activity({}), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: extensions=true', activity({ extensions: true }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],
+  ['activity: createdAt bound', activity({}, { 'createdAt.lt': at }), /^select "id" from "activity_logs" where .*"created_at" >= \?/, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_created_idx \(environment_id=\? AND created_at>\?\)$/],
+  ['activity: createdAt page', activity({}, { 'createdAt.lt': at }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?( AND id<\?)?\)$/],
+  ['activity: append (latest createdAt)', (db) => insertActivityLog(db, { environmentId: production, type: 'write', action: 'update', label: null, userId: 1, teamId: null, collectionId: null, tokenId: null, workflowName: null, runId: null, stepName: null, extension: false }, ['r'], 0), /^select max\("created_at"\) from "activity_logs"/, /SEARCH activity_logs USING COVERING INDEX activity_logs_env_created_idx \(environment_id=\?\)/],
+  ['activity: recordId', activity({ recordId: 'ord_1001' }), ACTIVITY_PAGE, /SEARCH activity_log_records USING COVERING INDEX activity_log_records_env_record_idx \(environment_id=\? AND record_id=\?\)/],
+  ['activity: render the record ids', (db) => findActivityLogRecordIds(db, [1, 2]), /from "activity_log_records"/, /SEARCH activity_log_records USING INDEX sqlite_autoindex_activity_log_records_1 \(log_id=\?\)/],
+  ['activity: userId (walks the default page)', activity({ userId: 1 }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: teamName (walks the default page)', activity({ teamName: 'Support' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: collectionName (walks the default page)', activity({ collectionName: 'orders' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: type (walks the default page)', activity({ type: 'write' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: action (walks the default page)', activity({ action: 'createNote' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
+  ['activity: an extension action (walks the environment)', activity({ action: 'failWorkflow' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],
+  // ── notes ──
+  ['notes: page', notes({}), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_id_idx \(environment_id=\?\)$/],
+  ['notes: recordId', notes({ recordId: 'ord_1001' }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_record_idx \(environment_id=\? AND record_id=\?\)$/],
+  ['notes: userEmail', notes({ userId: 1 }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_user_idx \(environment_id=\? AND user_id=\?\)$/],
+  ['notes: teamName', notes({ teamName: 'Support' }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_team_idx \(environment_id=\? AND team_id=\?\)$/],
+  ['notes: collectionName', notes({ collectionName: 'orders' }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_collection_idx \(environment_id=\? AND collection_id=\?\)$/],
+  ['notes: createdAt bound', notes({}, { 'createdAt.lt': at }), /^select "id" from "notes" where .*"created_at" >= \?/, /^SEARCH notes USING COVERING INDEX notes_env_created_idx \(environment_id=\? AND created_at>\?\)$/],
+  ['notes: updatedAt', notes({}, { 'updatedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_updated_idx \(environment_id=\? AND updated_at>\?\)/],
+  ['notes: archivedAt', notes({}, { 'archivedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_archived_idx \(environment_id=\? AND archived_at>\?\)/],
+  ['notes: create (latest createdAt)', (db) => nextNoteCreatedAt(db, production, 0), /^select max\("created_at"\) from "notes"/, /SEARCH notes USING COVERING INDEX notes_env_created_idx \(environment_id=\?\)/],
+  ['notes: render the threads', (db) => findNoteMessagesForRender(db, [1, 2]), /from "note_messages"/, /SEARCH note_messages USING INDEX note_messages_note_idx \(note_id=\?\)/],
+  // ── admin logs (written by administrative acts only: every filter keeps its seek) ──
+  ['admin: default page', admin({}), ADMIN_PAGE, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
+  ['admin: extensions=true', admin({ extensions: true }), ADMIN_PAGE, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx \(project_id=\?\)$/],
+  ['admin: createdAt bound', admin({}, { 'createdAt.lt': at }), /^select "id" from "admin_logs" where .*"created_at" >= \?/, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_created_idx \(project_id=\? AND created_at>\?\)$/],
+  ['admin: userId', admin({ userId: 1 }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_user_idx \(project_id=\? AND user_id=\?\)$/],
+  ['admin: type', admin({ type: 'add' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_type_idx \(project_id=\? AND type=\?\)$/],
+  ['admin: resource', admin({ resource: 'team' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx \(project_id=\? AND resource=\?\)$/],
+  ['admin: initiator', admin({ initiator: 'system' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_initiator_idx \(project_id=\? AND initiator=\?\)$/],
+  // ── records ──
+  ['records: a record by its key', (db) => findRecordByKey(db, { environmentId: production, collectionId: 1 }, 'ord_1001'), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
+]
+
+describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {
+  test.each(CASES)('%s', (name, work, statement, plan) => {
+    const texts = statementsOf(work).filter((text) => statement.test(text))
+    expect({ name, found: texts.length > 0 }).toEqual({ name, found: true })
+    const plans = texts.map(planOf)
+    if (process.env.SHOW_PLANS) console.log(`PLAN ${name}:\n  ${plans.join('\n  ')}`)
+    expect({ name, plans }).toEqual({ name, plans: expect.arrayContaining([expect.stringMatching(plan)]) })
+    for (const detail of plans.flatMap((p) => p.split(' | '))) {
+      // Never a bare scan of a table, never a sort of every matching row of a page.
+      expect({ name, detail }).not.toEqual({ name, detail: expect.stringMatching(/^SCAN (runs|run_steps|activity_logs|activity_log_records|notes|note_messages|admin_logs|records)$/) })
+      if (statement === RUNS_PAGE || statement === ACTIVITY_PAGE || statement === ADMIN_PAGE || (statement === NOTES_PAGE && !/updated|archived/.test(name))) {
+        expect({ name, detail }).not.toEqual({ name, detail: expect.stringContaining('TEMP B-TREE') })
+      }
+    }
+  })
+
+  test('every index on the hot tables is used by a plan above or enforces a constraint, and nothing else is there', () => {
+    const indexes = (
+      env.store.sqlite
+        .prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN (${HOT_TABLES.map(() => '?').join(', ')}) ORDER BY name`)
+        .all(...HOT_TABLES) as { name: string }[]
+    ).map((r) => r.name)
+    const proven = new Set(CASES.flatMap(([, , , plan]) => [...plan.source.matchAll(/INDEX (\w+)/g)].map((m) => m[1]!)))
+    const unaccounted = indexes.filter((name) => !proven.has(name) && !(name in CONSTRAINTS))
+    expect(unaccounted).toEqual([])
+    // The dropped ones stay dropped: no plan needed them (README "Performance" gives what those filters cost now).
+    for (const dropped of ['runs_env_created_idx', 'runs_env_workflow_idx', 'runs_env_status_idx', 'activity_logs_env_user_idx', 'activity_logs_env_team_idx', 'activity_logs_env_collection_idx', 'activity_logs_env_action_idx', 'activity_logs_env_type_idx']) {
+      expect(indexes).not.toContain(dropped)
+    }
+  })
+})

@@ -1,0 +1,111 @@
+/**
+ * WAL checkpoints never run on a request's path (README "Data"): a real `trellis serve` turns SQLite's own
+ * checkpoints off on its connection and checkpoints on a timer. Under sustained writes (webhook triggers, their
+ * runs, note writes; localhost, bounded in time) the `-wal` file stays under 64 MB, and with the timer held back
+ * it grows past what SQLite's own checkpoint (1,000 pages) would have allowed: no commit checkpointed.
+ */
+import { afterEach, describe, expect, test } from 'bun:test'
+import { statSync } from 'node:fs'
+import { databasePath } from '../src/db/open.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { type ServeProcess, startServe, until } from './helpers.ts'
+import { ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
+
+const MB = 1024 * 1024
+const cleanups: (() => void | Promise<void>)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+const HIGH_RATES = {
+  TRELLIS_API_RATE_PER_MIN: '1000000',
+  TRELLIS_API_RATE_PER_HOUR: '1000000',
+  TRELLIS_API_RATE_PER_DAY: '1000000',
+  TRELLIS_LOG_LEVEL: 'warn',
+}
+
+/** A served database with a two-step workflow (load, update) behind a fast webhook, and alice's token. */
+async function serveSeeded(env: Record<string, string>): Promise<{ server: ServeProcess; wal: string; hook: string; token: string }> {
+  const touch = ordersWorkflow('Touch', [{ type: 'load' }, { type: 'update', set: { touched: 'yes' } }], { webhook: { enabled: true, ratePerMinute: 100_000 } })
+  const seeded = seedDataDir('wal', [touch], cleanups, (store, report) => ({
+    hook: reportHook(report, 'Touch'),
+    token: tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger']).value,
+  }))
+  const server = await startServe({ dataDir: seeded.dataDir, cwd: seeded.cwd, env: { ...HIGH_RATES, ...env } })
+  cleanups.push(async () => void (await server.stop('SIGKILL')))
+  return { server, wal: `${databasePath(seeded.dataDir)}-wal`, hook: seeded.hook, token: seeded.token }
+}
+
+const sizeOf = (file: string) => {
+  try {
+    return statSync(file).size
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * `clients` loops, each alternating a webhook trigger (a fresh record id: a run the executor then takes) and a note
+ * with a message, until `stop()` says so. Every answer must be 202 or 201. Returns how many writes were answered.
+ */
+function writeLoad(server: ServeProcess, hook: string, token: string, clients: number, stop: () => boolean): Promise<number> {
+  let answered = 0
+  let sequence = 0
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+  const note = JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Load', content: `<p>${'x'.repeat(2000)}</p>` })
+  const client = async () => {
+    while (!stop()) {
+      const trigger = await fetch(`${server.url}${hook}`, { method: 'POST', headers, body: JSON.stringify({ record_id: `wal-${sequence++}` }) })
+      expect(trigger.status).toBe(202)
+      await trigger.arrayBuffer()
+      const created = await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { method: 'POST', headers, body: note })
+      expect(created.status).toBe(201)
+      await created.arrayBuffer()
+      answered += 2
+    }
+  }
+  return Promise.all(Array.from({ length: clients }, client)).then(() => answered)
+}
+
+/** The `trellis_wal_checkpoints_total` samples of /metrics, `mode,outcome` → count. */
+async function checkpointCounts(server: ServeProcess): Promise<Record<string, number>> {
+  const text = await (await fetch(`${server.url}/metrics`)).text()
+  const counts: Record<string, number> = {}
+  for (const [, mode, outcome, value] of text.matchAll(/^trellis_wal_checkpoints_total\{mode="(\w+)",outcome="(\w+)"\} (\d+)$/gm)) counts[`${mode},${outcome}`] = Number(value)
+  return counts
+}
+
+describe('WAL checkpoints off the request path (a real `trellis serve`)', () => {
+  test('20 s of sustained writes: the -wal file stays under 64 MB, checkpointed by the timer', async () => {
+    const { server, wal, hook, token } = await serveSeeded({})
+    let largest = 0
+    const sampler = setInterval(() => (largest = Math.max(largest, sizeOf(wal))), 25)
+    const deadline = Date.now() + 20_000
+    const writes = await writeLoad(server, hook, token, 8, () => Date.now() >= deadline)
+    clearInterval(sampler)
+    largest = Math.max(largest, sizeOf(wal))
+    const counts = await checkpointCounts(server)
+    console.log(`WAL under 20 s of writes: ${writes} writes answered, largest -wal ${(largest / MB).toFixed(1)} MB, checkpoints ${JSON.stringify(counts)}`)
+    expect(writes).toBeGreaterThan(1_000)
+    expect(largest).toBeGreaterThan(0)
+    expect(largest).toBeLessThan(64 * MB)
+    // Every 250 ms for 20 s: about 80 timed checkpoints, every one of them finished (no other process reads).
+    expect(counts['passive,done']).toBeGreaterThanOrEqual(40)
+    expect(counts['passive,busy'] ?? 0).toBe(0)
+    // A graceful stop checkpoints and truncates: the database file alone is complete.
+    expect(await server.stop('SIGTERM')).toBe(0)
+    expect(sizeOf(wal)).toBe(0)
+  }, 60_000)
+
+  test('with the timer held back, no commit checkpoints: the WAL grows past SQLite’s own 1,000-page checkpoint', async () => {
+    const { server, wal, hook, token } = await serveSeeded({ TRELLIS_WAL_CHECKPOINT_MS: '60000' })
+    let grown = false
+    const load = writeLoad(server, hook, token, 4, () => grown)
+    // SQLite's default would checkpoint (inside a commit) and restart the WAL at 1,000 pages of 4 KiB, about 4 MB.
+    await until('the WAL to grow past 8 MB', () => (grown = sizeOf(wal) > 8 * MB), 20_000, 25)
+    await load
+    expect(await checkpointCounts(server)).toEqual({})
+    expect(await server.stop('SIGTERM')).toBe(0)
+    expect(sizeOf(wal)).toBe(0)
+  }, 60_000)
+})
