@@ -79,7 +79,8 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
       const id = randomUUIDv7()
       ids.add(id)
       const now = Date.now()
-      insert.run(id, wf.id, wf.version, wf.env, recordsOf(w)[Math.floor(i / workflows.length)]!, token.user_id, token.id, now, now)
+      // A run is due at its trigger time (ms); its created_at is µs, as the server's own inserts store it.
+      insert.run(id, wf.id, wf.version, wf.env, recordsOf(w)[Math.floor(i / workflows.length)]!, token.user_id, token.id, now, now * 1000 + i)
     }
   }).immediate()
   o.log(`  queued ${o.runs.toLocaleString('en-US')} runs in ${Date.now() - t0} ms`)
@@ -90,7 +91,7 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   )
   const samples: { t: number; done: number }[] = []
   const doneNow = () => {
-    const row = counts.all(workflows[0]!.env, t0, tEnd)[0] as { ok: number | null; failed: number | null }
+    const row = counts.all(workflows[0]!.env, t0 * 1000, tEnd * 1000 + o.runs)[0] as { ok: number | null; failed: number | null }
     return { ok: row.ok ?? 0, failed: row.failed ?? 0 }
   }
   let load: Promise<LoadResult> | null = null
@@ -141,13 +142,13 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   const afterDrain = await createdAtLeadMs(server.url, o.seed.adminToken, o.seed.project)
 
   // Runs per second from the database's own timestamps.
-  const rows = (db.prepare('SELECT id, status, created_at, started_at, finished_at FROM runs WHERE environment_id = ? AND created_at >= ? AND created_at <= ?').all(workflows[0]!.env, t0, tEnd) as RunTimes[]).filter((r) => ids.has(r.id))
+  const rows = (db.prepare('SELECT id, status, created_at, started_at, finished_at FROM runs WHERE environment_id = ? AND created_at >= ? AND created_at <= ?').all(workflows[0]!.env, t0 * 1000, tEnd * 1000 + o.runs) as RunTimes[]).filter((r) => ids.has(r.id))
   const started = rows.filter((r) => r.started_at !== null)
   const firstStart = Math.min(...started.map((r) => r.started_at!))
   const finished = rows.filter((r) => r.finished_at !== null)
   const lastFinish = Math.max(...finished.map((r) => r.finished_at!))
   const drainSeconds = (lastFinish - firstStart) / 1000
-  const latencies = Float64Array.from(started.map((r) => r.started_at! - r.created_at)).sort()
+  const latencies = Float64Array.from(started.map((r) => r.started_at! - r.created_at / 1000)).sort()
   const windowRate = (from: number, to: number) => {
     const inside = samples.filter((s) => s.t >= from && s.t <= to)
     if (inside.length < 2) return null
@@ -173,9 +174,9 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
     const statusCodes = await trickle(server.url, { authorization: `Bearer ${o.seed.adminToken}` }, requests, o.steadyRate)
     const steadyDeadline = performance.now() + 15_000
     const pending = db.prepare("SELECT count(*) AS n FROM runs WHERE environment_id = ? AND created_at >= ? AND status IN ('queued', 'running')")
-    while ((pending.all(workflows[0]!.env, t1)[0] as { n: number }).n > 0 && performance.now() < steadyDeadline) await Bun.sleep(100)
-    const steadyRows = db.prepare('SELECT created_at, started_at FROM runs WHERE environment_id = ? AND created_at >= ? AND started_at IS NOT NULL').all(workflows[0]!.env, t1) as { created_at: number; started_at: number }[]
-    const sorted = Float64Array.from(steadyRows.map((r) => r.started_at - r.created_at)).sort()
+    while ((pending.all(workflows[0]!.env, t1 * 1000)[0] as { n: number }).n > 0 && performance.now() < steadyDeadline) await Bun.sleep(100)
+    const steadyRows = db.prepare('SELECT created_at, started_at FROM runs WHERE environment_id = ? AND created_at >= ? AND started_at IS NOT NULL').all(workflows[0]!.env, t1 * 1000) as { created_at: number; started_at: number }[]
+    const sorted = Float64Array.from(steadyRows.map((r) => r.started_at - r.created_at / 1000)).sort()
     steady = { rate: o.steadyRate, runs: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? 0, statusCodes }
   }
   // A server whose executor still has a backlog does not get to its SIGTERM handler (see the probe): kill it.

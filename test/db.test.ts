@@ -168,6 +168,17 @@ describe('migrations', () => {
     expect(() => run('UPDATE admin_logs SET created_at = 0')).toThrow('append-only')
   })
 
+  test('runs_created_in_microseconds turns runs\' created_at into µs; available_at and the other run times stay ms', () => {
+    const store = emptyStore()
+    const at = embedded.findIndex((m) => m.name.endsWith('_runs_created_in_microseconds'))
+    expect(at).toBeGreaterThan(0)
+    migrate(store.sqlite, embedded.slice(0, at))
+    const { now, insertRun } = seedWorkflows(store.sqlite)
+    const id = insertRun(1, 'order-1', 'succeeded')
+    expect(migrate(store.sqlite)).toEqual(embedded.slice(at).map((m) => m.name))
+    expect(store.sqlite.prepare('SELECT created_at, available_at FROM runs WHERE id = ?').get(id)).toEqual({ created_at: now * 1000, available_at: now })
+  })
+
   test('a failing migration leaves nothing behind and is not recorded', () => {
     const store = emptyStore()
     const broken = [{ name: '0001_broken', sql: 'CREATE TABLE half (id integer);--> statement-breakpoint\nCREATE TABLE oops (' }]

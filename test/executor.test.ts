@@ -333,7 +333,9 @@ describe('executor (in-process, real clock)', () => {
       user: { object: 'user', id: bob, username: 'bob', email: 'bob@example.com' },
     })
     expect(seen.body.error).toBeUndefined()
-    for (const field of ['createdAt', 'startedAt', 'finishedAt']) expect(seen.body[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    // createdAt orders the runs list (µs, like notes and log entries); the run's other times are milliseconds.
+    expect(seen.body.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/)
+    for (const field of ['startedAt', 'finishedAt']) expect(seen.body[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
     const shownSteps = seen.body.steps as { index: number; name: string; type: string; status: string; output?: unknown }[]
     expect(shownSteps.map((s) => [s.index, s.name, s.type, s.status])).toEqual(steps(runId).map((s) => [s.step_index, s.name, s.type, s.status]))
     expect(shownSteps[1]!.output).toEqual({ matched: true })

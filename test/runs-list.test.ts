@@ -64,7 +64,7 @@ test('filters, order, envelope, limit rules and access', async () => {
     started[3]!.id,
     third.id,
   ])
-  // Run times are milliseconds; a filter with microseconds compares with the exact instant, no rounding either way.
+  // A filter with microseconds compares with the exact instant, no rounding either way.
   const justAfterThird = new Date(third.at).toISOString().replace('Z', '001Z') // third.at + 1 µs
   expect(ids((await list({ 'createdAt.lt': justAfterThird })).body)).toEqual([third.id, started[1]!.id, started[0]!.id])
   expect(ids((await list({ 'createdAt.gt': justAfterThird })).body)).toEqual(newestFirst.slice(0, 2).map((r) => r.id))
@@ -84,4 +84,28 @@ test('filters, order, envelope, limit rules and access', async () => {
     expect(refused.body.code).toBe('invalid_parameter')
   }
   expect((await list({}, bob)).status).toBe(403) // bob is not a project admin
+})
+
+test('runs triggered together (one group commit, one millisecond) each get their own createdAt: createdAt.lt paging returns every run once', async () => {
+  const records = Array.from({ length: 30 }, (_, i) => `together-${i}`)
+  const responses = await Promise.all(
+    records.map((record) => app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(bob), json: { record_id: record } }))),
+  )
+  expect(responses.map((r) => r.status)).toEqual(records.map(() => 202))
+  const triggered = new Set(await Promise.all(responses.map(async (r) => ((await r.json()) as { runId: string }).runId)))
+  const seen: { id: string; createdAt: string }[] = []
+  let query: Record<string, string> = { limit: '7' }
+  for (let pages = 0; pages < 20; pages++) {
+    const { status, body } = await list(query)
+    expect(status).toBe(200)
+    seen.push(...body.data.map((r) => ({ id: r.id, createdAt: r.createdAt })))
+    if (!body.hasMore) break
+    query = { limit: '7', 'createdAt.lt': body.data.at(-1)!.createdAt }
+  }
+  const ids = seen.map((r) => r.id)
+  expect(new Set(ids).size).toBe(ids.length)
+  for (const id of triggered) expect(ids).toContain(id)
+  // Newest first, each strictly older than the one before, in valid ISO 8601 with microseconds.
+  for (let i = 1; i < seen.length; i++) expect(seen[i]!.createdAt < seen[i - 1]!.createdAt).toBe(true)
+  for (const run of seen) expect(run.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/)
 })

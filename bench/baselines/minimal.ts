@@ -90,7 +90,7 @@ async function trigger(request: Request, hook: string) {
   const id = randomUUIDv7()
   const now = Date.now()
   try {
-    insertRun.run(id, workflow.id, workflow.v, workflow.e, recordId, caller.user_id, caller.id, now, now)
+    insertRun.run(id, workflow.id, workflow.v, workflow.e, recordId, caller.user_id, caller.id, now, now * 1000)
   } catch (error) {
     if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_UNIQUE') throw error
     return json(409, { error: 'Conflict', code: 'run_in_progress', runId: (activeRun.all(workflow.id, recordId)[0] as { id: string } | undefined)?.id ?? null })

@@ -7,6 +7,7 @@ import m4 from '../../drizzle/0004_instance_settings.sql' with { type: 'text' }
 import m5 from '../../drizzle/0005_married_alice.sql' with { type: 'text' }
 import m6 from '../../drizzle/0006_times_in_microseconds.sql' with { type: 'text' }
 import m7 from '../../drizzle/0007_lean_indexes.sql' with { type: 'text' }
+import m8 from '../../drizzle/0008_runs_created_in_microseconds.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -17,4 +18,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0005_married_alice', sql: m5 },
   { name: '0006_times_in_microseconds', sql: m6 },
   { name: '0007_lean_indexes', sql: m7 },
+  { name: '0008_runs_created_in_microseconds', sql: m8 },
 ]

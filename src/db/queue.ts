@@ -42,6 +42,7 @@ export interface RunRow {
   lease_expires_at: number | null
   attempts: number
   error: string | null
+  /** Epoch µs (the other times of a run are ms). */
   created_at: number
   started_at: number | null
   finished_at: number | null
@@ -56,6 +57,7 @@ export interface NewRun {
   userId: number
   tokenId: number | null
   trigger: 'manual' | 'webhook'
+  /** The trigger's clock reading (ms): the run is due then; its stored `created_at` is in µs (see the insert). */
   createdAt: number
 }
 
@@ -108,10 +110,14 @@ export class RunQueue {
   private readonly nextAvailableStatement
 
   constructor(sqlite: Database) {
+    // created_at: the trigger's time in µs, or 1 µs after the environment's newest run (run ids are time-ordered
+    // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
+    // exactly, and never ahead of the clock below a million triggers a second.
     this.insertStatement = sqlite.prepare(
       `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
          status, next_step, available_at, attempts, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, 0, ?)`,
+       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 0, ?9, 0,
+         max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1))`,
     )
     this.activeRunStatement = sqlite.prepare(`SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN (${ACTIVE})`)
     this.claimStatement = sqlite.prepare(
@@ -150,7 +156,7 @@ export class RunQueue {
     try {
       this.insertStatement.run(
         run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-        run.userId, run.tokenId, run.trigger, run.createdAt, run.createdAt,
+        run.userId, run.tokenId, run.trigger, run.createdAt,
       )
       return { inserted: true }
     } catch (error) {

@@ -76,8 +76,7 @@ export function pageRunIds(db: Db, environmentId: number, filters: RunFilters, d
         status: [runs.status, filters.status],
         userId: [runs.userId, filters.userId],
       },
-      // Run times come from the clock as they are: no order guarantee, so they stay plain comparisons.
-      dates: { filters: dates, columns: { createdAt: runs.createdAt }, millis: true },
+      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
       extra: {
         workflowIds:
           filters.workflowIds === undefined

@@ -372,7 +372,9 @@ export const runs = sqliteTable(
     attempts: integer('attempts').notNull().default(0),
     /** JSON `{code, message, step?}` for failed runs. */
     error: text('error'),
-    createdAt: createdAt(),
+    // Epoch µs, strictly increasing per environment in id order (set by the insert, src/db/queue.ts): the runs
+    // list pages by it, like notes and logs.
+    createdAt: micros('created_at').notNull(),
     startedAt: integer('started_at'),
     finishedAt: integer('finished_at'),
   },

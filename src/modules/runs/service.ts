@@ -8,7 +8,7 @@ import { findTriggerTarget as findTriggerTargetRow, findWorkflowIdsNamed, type T
 import { conflict } from '../../http/errors.ts'
 import { inIdOrder } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { toIso, toIsoOrNull } from '../../lib/time.ts'
+import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { userObject } from '../users/service.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
@@ -108,7 +108,7 @@ export function* renderRuns(ids: string[], now: number) {
       team: { object: 'team' as const, name: r.team },
       user: userObject(r.user),
       token: r.token?.id == null ? null : { object: 'api-token' as const, id: r.token.id, name: r.token.name!, prefix: r.token.prefix! },
-      createdAt: toIso(r.run.createdAt),
+      createdAt: toIsoMicros(r.run.createdAt),
       startedAt: toIsoOrNull(r.run.startedAt),
       finishedAt: toIsoOrNull(r.run.finishedAt),
       ...(r.run.error ? { error: JSON.parse(r.run.error) as { code: string; message: string; step?: string } } : {}),
