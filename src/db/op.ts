@@ -13,6 +13,7 @@
  * run per record) are written once, in the services, whatever the database.
  */
 import type { Db } from './open.ts'
+import { statementOn } from './prepared.ts'
 
 /** One call of a `src/db` function, as a runner receives it. */
 export interface Call {
@@ -73,6 +74,20 @@ export function savepoint<T>(body: () => Op<T>): Op<T> {
   return op(runInSavepoint<T>, body)
 }
 
+/**
+ * SAVEPOINT / RELEASE / ROLLBACK TO, prepared once per connection (Drizzle's nested transaction prepared them on every
+ * step). One name serves nested savepoints too: SQLite releases or rolls back to the innermost of that name.
+ */
 function runInSavepoint<T>(db: Db, body: () => Op<T>): T {
-  return db.transaction((inner) => runOp(inner as unknown as Db, body()))
+  const statement = (text: string) => statementOn(db, `savepoint.${text}`, `${text} trellis_op`)
+  statement('SAVEPOINT').run()
+  try {
+    const result = runOp(db, body())
+    statement('RELEASE').run()
+    return result
+  } catch (error) {
+    statement('ROLLBACK TO').run()
+    statement('RELEASE').run()
+    throw error
+  }
 }
