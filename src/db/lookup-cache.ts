@@ -70,7 +70,8 @@ export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V |
   const value = load()
   if (value !== undefined) {
     if (entries.size >= MAX_ENTRIES) entries.clear()
-    entries.set(key, value)
+    // Shared by every later request: frozen, so no caller can change what the next one reads.
+    entries.set(key, Object.freeze(value))
   }
   return value
 }
@@ -87,8 +88,11 @@ function current(connection: Database): Cache | null {
   let others = cache.others
   if (!cache.othersFresh) {
     const [dataVersion, triggers] = cache.othersCheck.values()[0] as [number, number]
-    // A table rebuilt on this connection (a migration) takes its TEMP triggers with it: put them back.
-    if (triggers !== cache.triggers) watch(connection)
+    // A table rebuilt on this connection (a migration) takes its TEMP triggers with it: put them back, start over.
+    if (triggers !== cache.triggers) {
+      watch(connection)
+      cache.entries.clear()
+    }
     others = dataVersion
     cache.othersFresh = true
     const stale = cache
