@@ -161,7 +161,7 @@ describe('answers Elysia does not check at run time are checked here', () => {
       expect(data.length).toBeGreaterThan(0)
       const compat = COMPAT[operationId]
       if (compat === undefined) continue
-      if (path.includes('extensions=true')) expect(assertValidWithExtensions(compat, sent.body, path)).toBeGreaterThan(0)
+      if (compat !== 'listNotes' && path.includes('extensions=true')) expect(assertValidWithExtensions(compat, sent.body, path)).toBeGreaterThan(0)
       else expectValid(validatorFor(compat, 200), sent.body, `${path} (compatibility document)`)
     }
   })
