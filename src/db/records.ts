@@ -16,6 +16,9 @@ export interface RecordScope {
   collectionId: number
 }
 
+/** The records of one collection in one environment, as placeholders `environmentId` and `collectionId`. */
+const inScope = () => and(eq(records.environmentId, sql.placeholder('environmentId')), eq(records.collectionId, sql.placeholder('collectionId')))
+
 /** One page of a collection's records, by record id (ascending), starting after `after` (limit + 1 rows); prepared per shape. */
 export function pageRecords(db: Db, scope: RecordScope, after: string | undefined, limit: number): RecordRow[] {
   const paged = after !== undefined
@@ -23,13 +26,7 @@ export function pageRecords(db: Db, scope: RecordScope, after: string | undefine
     db
       .select()
       .from(records)
-      .where(
-        and(
-          eq(records.environmentId, sql.placeholder('environmentId')),
-          eq(records.collectionId, sql.placeholder('collectionId')),
-          paged ? gt(records.recordKey, sql.placeholder('after')) : undefined,
-        ),
-      )
+      .where(and(inScope(), paged ? gt(records.recordKey, sql.placeholder('after')) : undefined))
       .orderBy(asc(records.recordKey))
       .limit(sql.placeholder('limit'))
       .prepare(),
@@ -42,13 +39,7 @@ export function findRecordByKey(db: Db, scope: RecordScope, recordKey: string): 
     db
       .select()
       .from(records)
-      .where(
-        and(
-          eq(records.environmentId, sql.placeholder('environmentId')),
-          eq(records.collectionId, sql.placeholder('collectionId')),
-          eq(records.recordKey, sql.placeholder('key')),
-        ),
-      )
+      .where(and(inScope(), eq(records.recordKey, sql.placeholder('key'))))
       .prepare(),
   ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
 }
