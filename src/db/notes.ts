@@ -1,7 +1,8 @@
 /**
  * What the notes domain asks the database: a page of note ids, the notes and threads of a page, and the writes
- * (note, message, title / archive / updatedAt). The list and render statements and the note insert (the
- * executor's `note` step creates notes too) are prepared once per connection. Call the writes in a write transaction.
+ * (note, message, title / archive / updatedAt). Every statement a request or an executor step runs (the list,
+ * render, read and write statements; the executor's `note` step creates notes too) is prepared once per connection,
+ * the render rows shaped here. Call the writes in a write transaction.
  */
 import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
@@ -67,7 +68,8 @@ const NOTES_TO_RENDER = `SELECT n.id, n.environment_id, n.team_id, n.collection_
     LEFT JOIN collections c ON c.id = n.collection_id
   WHERE n.id IN (SELECT value FROM json_each(?))`
 
-type NoteToRender = [number, number, number, number | null, string, string, number, number, number, number | null, string, string, string, string, string | null]
+type N = NoteRow
+type NoteToRender = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
 
 /**
  * The notes with these ids (any order), each with its author and the names of its environment, team and collection.
@@ -89,9 +91,11 @@ const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.u
   WHERE m.note_id IN (SELECT value FROM json_each(?))
   ORDER BY m.note_id, m.id`
 
+type MessageRow = typeof noteMessages.$inferSelect
+
 /** The messages of these notes with their authors, by note then oldest first (prepared; shaped here). */
-export function findNoteMessagesForRender(db: Db, noteIds: number[]): { noteId: number; content: string; createdAt: number; user: UserColumns }[] {
-  const rows = statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as [number, string, number, number, string, string][]
+export function findNoteMessagesForRender(db: Db, noteIds: number[]): { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }[] {
+  const rows = statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as [number, string, MessageRow['createdAt'], number, string, string][]
   return rows.map(([noteId, content, createdAt, id, username, email]) => ({ noteId, content, createdAt, user: { id, username, email } }))
 }
 
