@@ -116,8 +116,8 @@ export function pageRunIds(db: Db, environmentId: number, filters: RunFilters, d
         workflowIds:
           filters.workflowIds === undefined
             ? undefined
-            : { condition: inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
-        beforeId: filters.beforeId === undefined ? undefined : { condition: lt(runs.id, sql.placeholder('beforeId')), values: { beforeId: filters.beforeId } },
+            : { condition: () => inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
+        beforeId: filters.beforeId === undefined ? undefined : { condition: () => lt(runs.id, sql.placeholder('beforeId')), values: { beforeId: filters.beforeId } },
       },
     },
     limit,
