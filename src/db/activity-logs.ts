@@ -103,13 +103,14 @@ export function pageActivityLogIds(db: Db, environmentId: number, filters: Activ
           filters.recordId === undefined
             ? undefined
             : {
-                condition: inArray(
-                  activityLogs.id,
-                  db
-                    .select({ id: activityLogRecords.logId })
-                    .from(activityLogRecords)
-                    .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
-                ),
+                condition: () =>
+                  inArray(
+                    activityLogs.id,
+                    db
+                      .select({ id: activityLogRecords.logId })
+                      .from(activityLogRecords)
+                      .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
+                  ),
                 values: { recordId: filters.recordId },
               },
       },

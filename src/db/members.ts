@@ -74,15 +74,17 @@ export function projectIdsOfMember(db: Db, userId: number): number[] {
     .map((r) => r.projectId)
 }
 
-/** The projects a user is a member of, by name, with their permission level in each. */
+/** The projects a user is a member of, by name, with their permission level in each (prepared: the console's home). */
 export function projectsOfMember(db: Db, userId: number): { name: string; role: PermissionLevel }[] {
-  return db
-    .select({ name: projects.name, role: projectMembers.role })
-    .from(projectMembers)
-    .innerJoin(projects, eq(projects.id, projectMembers.projectId))
-    .where(eq(projectMembers.userId, userId))
-    .orderBy(asc(projects.name))
-    .all()
+  return prepared(db, 'project-members.projects-of', () =>
+    db
+      .select({ name: projects.name, role: projectMembers.role })
+      .from(projectMembers)
+      .innerJoin(projects, eq(projects.id, projectMembers.projectId))
+      .where(eq(projectMembers.userId, sql.placeholder('userId')))
+      .orderBy(asc(projects.name))
+      .prepare(),
+  ).all({ userId })
 }
 
 /** A project's members (id, email, permission level), by email. */

@@ -1,17 +1,17 @@
 /**
  * What the notes domain asks the database: a page of note ids, the notes and threads of a page, and the writes
- * (note, message, title / archive / updatedAt). The list and render statements and the note insert (the
- * executor's `note` step creates notes too) are prepared once per connection. Call the writes in a write transaction.
+ * (note, message, title / archive / updatedAt). Every statement a request or an executor step runs (the list,
+ * render, read and write statements; the executor's `note` step creates notes too) is prepared once per connection,
+ * the render rows shaped here. Call the writes in a write transaction.
  */
-import { asc, eq, sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Micros, Millis } from '../lib/time.ts'
 import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
 import type { Db } from './open.ts'
 import { createdAtBounds, pageIds } from './pages.ts'
-import { inJsonArray, prepared } from './prepared.ts'
-import { collections, environments, noteMessages, notes, teams, users } from './schema.ts'
-import { userColumns } from './users.ts'
+import { prepared, statementOn } from './prepared.ts'
+import { environments, noteMessages, notes } from './schema.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 export const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
@@ -58,32 +58,46 @@ export function pageNoteIds(db: Db, environmentId: number, filters: NotePageFilt
   )
 }
 
-/** The notes with these ids (any order), each with its author and the names of its environment, team and collection. */
-export function findNotesForRender(db: Db, ids: number[]) {
-  return prepared(db, 'notes.render', () =>
-    db
-      .select({ note: notes, user: userColumns, environment: environments.name, team: teams.name, collection: collections.name })
-      .from(notes)
-      .innerJoin(users, eq(users.id, notes.userId))
-      .innerJoin(environments, eq(environments.id, notes.environmentId))
-      .innerJoin(teams, eq(teams.id, notes.teamId))
-      .leftJoin(collections, eq(collections.id, notes.collectionId))
-      .where(inJsonArray(notes.id, 'ids'))
-      .prepare(),
-  ).all({ ids: JSON.stringify(ids) })
+type UserColumns = { id: number; username: string; email: string }
+
+const NOTES_TO_RENDER = `SELECT n.id, n.environment_id, n.team_id, n.collection_id, n.record_id, n.title, n.user_id, n.created_at,
+    n.updated_at, n.archived_at, u.username, u.email, e.name, t.name, c.name
+  FROM notes n
+    JOIN users u ON u.id = n.user_id
+    JOIN environments e ON e.id = n.environment_id
+    JOIN teams t ON t.id = n.team_id
+    LEFT JOIN collections c ON c.id = n.collection_id
+  WHERE n.id IN (SELECT value FROM json_each(?))`
+
+type N = NoteRow
+type NoteToRender = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
+
+/**
+ * The notes with these ids (any order), each with its author and the names of its environment, team and collection.
+ * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost twice the query).
+ */
+export function findNotesForRender(db: Db, ids: number[]): { note: NoteRow; user: UserColumns; environment: string; team: string; collection: string | null }[] {
+  const rows = statementOn(db, 'notes.render', NOTES_TO_RENDER).values(JSON.stringify(ids)) as NoteToRender[]
+  return rows.map(([id, environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt, archivedAt, username, email, environment, team, collection]) => ({
+    note: { id, environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt, archivedAt },
+    user: { id: userId, username, email },
+    environment,
+    team,
+    collection,
+  }))
 }
 
-/** The messages of these notes with their authors, by note then oldest first. */
-export function findNoteMessagesForRender(db: Db, noteIds: number[]) {
-  return prepared(db, 'notes.render.messages', () =>
-    db
-      .select({ noteId: noteMessages.noteId, content: noteMessages.content, createdAt: noteMessages.createdAt, user: userColumns })
-      .from(noteMessages)
-      .innerJoin(users, eq(users.id, noteMessages.userId))
-      .where(inJsonArray(noteMessages.noteId, 'ids'))
-      .orderBy(asc(noteMessages.noteId), asc(noteMessages.id))
-      .prepare(),
-  ).all({ ids: JSON.stringify(noteIds) })
+const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.username, u.email
+  FROM note_messages m JOIN users u ON u.id = m.user_id
+  WHERE m.note_id IN (SELECT value FROM json_each(?))
+  ORDER BY m.note_id, m.id`
+
+type MessageRow = typeof noteMessages.$inferSelect
+
+/** The messages of these notes with their authors, by note then oldest first (prepared; shaped here). */
+export function findNoteMessagesForRender(db: Db, noteIds: number[]): { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }[] {
+  const rows = statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as [number, string, MessageRow['createdAt'], number, string, string][]
+  return rows.map(([noteId, content, createdAt, id, username, email]) => ({ noteId, content, createdAt, user: { id, username, email } }))
 }
 
 /** `createdAt` for a new note of the environment: strictly after every earlier note there (DESIGN §3). */
@@ -142,14 +156,21 @@ export function insertNoteMessage(db: Db, message: { noteId: number; userId: num
   ).run({ ...message })
 }
 
-/** The note with this id, in whatever environment; undefined when there is none. */
+/** The note with this id, in whatever environment; undefined when there is none (prepared: note writes and reads ask). */
 export function findNoteById(db: Db, id: number): NoteRow | undefined {
-  return db.select().from(notes).where(eq(notes.id, id)).get()
+  return prepared(db, 'notes.by-id', () => db.select().from(notes).where(eq(notes.id, sql.placeholder('id'))).prepare()).all({ id })[0]
 }
 
-/** Sets the given fields of a note. */
+/** Sets the given fields of a note (prepared once per set of fields). */
 export function updateNoteRow(db: Db, id: number, fields: Partial<Pick<NoteRow, 'title' | 'archivedAt' | 'updatedAt'>>): void {
-  db.update(notes).set(fields).where(eq(notes.id, id)).run()
+  const names = (['title', 'archivedAt', 'updatedAt'] as const).filter((name) => fields[name] !== undefined)
+  prepared(db, `notes.update.${names.join(',')}`, () =>
+    db
+      .update(notes)
+      .set(Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])))
+      .where(eq(notes.id, sql.placeholder('id')))
+      .prepare(),
+  ).run({ ...fields, id })
 }
 
 /** A note with its messages, at the times given. */

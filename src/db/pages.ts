@@ -14,7 +14,7 @@ import { prepared } from './prepared.ts'
  * placeholder, so SQLite can use the log's partial index `(scope, id) WHERE extension = 0`.
  */
 export function hideExtensions(extensionColumn: SQLiteColumn, withExtensions: boolean) {
-  return withExtensions ? undefined : { condition: sql`${extensionColumn} = 0`, values: {} }
+  return withExtensions ? undefined : { condition: () => sql`${extensionColumn} = 0`, values: {} }
 }
 
 export interface TimeOrderedTable {
@@ -82,8 +82,11 @@ export interface PageQuery {
    */
   dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn>; millis?: true }
   bounds?: IdBounds
-  /** Further conditions written with placeholders, each with its values; present ones only. */
-  extra?: Record<string, { condition: SQL; values: Record<string, unknown> } | undefined>
+  /**
+   * Further conditions written with placeholders, each with its values; present ones only. Each condition is built
+   * only when its statement is first prepared: never a query built per request.
+   */
+  extra?: Record<string, { condition: () => SQL; values: Record<string, unknown> } | undefined>
 }
 
 /**
@@ -93,7 +96,7 @@ export interface PageQuery {
 export function pageIds<Id extends number | string = number>(db: Db, q: PageQuery, limit: number): Id[] {
   const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
   const dates = q.dates?.filters ?? []
-  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: SQL; values: Record<string, unknown> }] => e[1] !== undefined)
+  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: () => SQL; values: Record<string, unknown> }] => e[1] !== undefined)
   const shape = [
     ...equal.map(([name]) => name),
     ...dates.map((d) => `${d.field}.${d.op}`),
@@ -111,7 +114,7 @@ export function pageIds<Id extends number | string = number>(db: Db, q: PageQuer
           ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
           q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
           q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
-          ...extra.map(([, e]) => e.condition),
+          ...extra.map(([, e]) => e.condition()),
         ]),
       )
       .orderBy(desc(q.id))

@@ -3,7 +3,7 @@
  * throughput on a hot path, STYLE "known traps"); hot paths build their query once per connection and key, and
  * run it with placeholders. Works with a transaction handle too: it is the same connection.
  */
-import type { Database } from 'bun:sqlite'
+import type { Database, Statement } from 'bun:sqlite'
 import { sql, type SQL } from 'drizzle-orm'
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { Db } from './open.ts'
@@ -32,6 +32,11 @@ export function prepared<T>(db: Db, key: string, build: () => T): T {
     cache.set(key, statement)
   }
   return statement
+}
+
+/** The raw statement `text` on the connection behind `db`, prepared once per connection under `key`. */
+export function statementOn(db: Db, key: string, text: string): Statement {
+  return prepared(db, key, () => connectionOf(db).prepare(text))
 }
 
 /**

@@ -6,6 +6,7 @@
  */
 import { and, asc, eq, sql } from 'drizzle-orm'
 import type { Db } from './open.ts'
+import { cachedLookup } from './lookup-cache.ts'
 import { prepared } from './prepared.ts'
 import { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
 
@@ -15,30 +16,42 @@ export type Team = typeof teams.$inferSelect
 export type Collection = typeof collections.$inferSelect
 export type CollectionPermission = typeof collectionPermissions.$inferSelect
 
-/** The project with this exact (case-sensitive) name. */
+/** The project with this exact (case-sensitive) name; cached per connection (lookup-cache.ts). */
 export function findProjectByName(db: Db, name: string): Project | undefined {
-  return prepared(db, 'projects.by-name', () =>
-    db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).prepare(),
-  ).all({ name })[0]
+  return cachedLookup(db, 'project-by-name', name, () =>
+    prepared(db, 'projects.by-name', () => db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).prepare()).all({ name })[0],
+  )
 }
 
-/** The project's environment with this exact name. */
+/** The project's environment with this exact name; cached per connection (lookup-cache.ts). */
 export function findEnvironmentByName(db: Db, projectId: number, name: string): Environment | undefined {
-  return prepared(db, 'environments.by-name', () =>
-    db
-      .select()
-      .from(environments)
-      .where(and(eq(environments.projectId, sql.placeholder('projectId')), eq(environments.name, sql.placeholder('name'))))
-      .prepare(),
+  return cachedLookup(db, 'environment-by-name', `${projectId}/${name}`, () =>
+    prepared(db, 'environments.by-name', () =>
+      db
+        .select()
+        .from(environments)
+        .where(and(eq(environments.projectId, sql.placeholder('projectId')), eq(environments.name, sql.placeholder('name'))))
+        .prepare(),
+    ).all({ projectId, name })[0],
+  )
+}
+
+/** The project's team with this exact name (prepared: note writes ask). */
+export function findTeamByName(db: Db, projectId: number, name: string): Team | undefined {
+  return prepared(db, 'teams.by-name', () =>
+    db.select().from(teams).where(and(eq(teams.projectId, sql.placeholder('projectId')), eq(teams.name, sql.placeholder('name')))).prepare(),
   ).all({ projectId, name })[0]
 }
 
-export function findTeamByName(db: Db, projectId: number, name: string): Team | undefined {
-  return db.select().from(teams).where(and(eq(teams.projectId, projectId), eq(teams.name, name))).get()
-}
-
+/** The project's collection with this exact name (prepared: note writes ask). */
 export function findCollectionByName(db: Db, projectId: number, name: string): Collection | undefined {
-  return db.select().from(collections).where(and(eq(collections.projectId, projectId), eq(collections.name, name))).get()
+  return prepared(db, 'collections.by-name', () =>
+    db
+      .select()
+      .from(collections)
+      .where(and(eq(collections.projectId, sql.placeholder('projectId')), eq(collections.name, sql.placeholder('name'))))
+      .prepare(),
+  ).all({ projectId, name })[0]
 }
 
 /** Every project, by name. */

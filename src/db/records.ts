@@ -16,21 +16,21 @@ export interface RecordScope {
   collectionId: number
 }
 
-/** One page of a collection's records, by record id (ascending), starting after `after` (limit + 1 rows). */
+/** The records of one collection in one environment, as placeholders `environmentId` and `collectionId`. */
+const inScope = () => and(eq(records.environmentId, sql.placeholder('environmentId')), eq(records.collectionId, sql.placeholder('collectionId')))
+
+/** One page of a collection's records, by record id (ascending), starting after `after` (limit + 1 rows); prepared per shape. */
 export function pageRecords(db: Db, scope: RecordScope, after: string | undefined, limit: number): RecordRow[] {
-  return db
-    .select()
-    .from(records)
-    .where(
-      and(
-        eq(records.environmentId, scope.environmentId),
-        eq(records.collectionId, scope.collectionId),
-        after === undefined ? undefined : gt(records.recordKey, after),
-      ),
-    )
-    .orderBy(asc(records.recordKey))
-    .limit(limit + 1)
-    .all()
+  const paged = after !== undefined
+  return prepared(db, `records.page.${paged ? 'after' : 'first'}`, () =>
+    db
+      .select()
+      .from(records)
+      .where(and(inScope(), paged ? gt(records.recordKey, sql.placeholder('after')) : undefined))
+      .orderBy(asc(records.recordKey))
+      .limit(sql.placeholder('limit'))
+      .prepare(),
+  ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, after, limit: limit + 1 })
 }
 
 /** One record by its id in a collection and environment. */
@@ -39,13 +39,7 @@ export function findRecordByKey(db: Db, scope: RecordScope, recordKey: string): 
     db
       .select()
       .from(records)
-      .where(
-        and(
-          eq(records.environmentId, sql.placeholder('environmentId')),
-          eq(records.collectionId, sql.placeholder('collectionId')),
-          eq(records.recordKey, sql.placeholder('key')),
-        ),
-      )
+      .where(and(inScope(), eq(records.recordKey, sql.placeholder('key'))))
       .prepare(),
   ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
 }
@@ -68,17 +62,21 @@ export function insertRecord(db: Db, scope: RecordScope & { recordKey: string; d
     .run()
 }
 
-/** The collections of a project, by name. */
+/** The collections of a project, by name (prepared: the console's rendering page). */
 export function listProjectCollections(db: Db, projectId: number): CollectionRow[] {
-  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(asc(collections.name)).all()
+  return prepared(db, 'collections.of-project', () =>
+    db.select().from(collections).where(eq(collections.projectId, sql.placeholder('projectId'))).orderBy(asc(collections.name)).prepare(),
+  ).all({ projectId })
 }
 
 export type ProjectPart = 'environment' | 'team' | 'collection'
 const PART_TABLES = { environment: environments, team: teams, collection: collections }
 
-/** A project's environments, teams or collections (id and name); by name when `byName`, else in storage order. */
+/** A project's environments, teams or collections (id and name); by name when `byName`, else in storage order (prepared per shape). */
 export function listProjectParts(db: Db, part: ProjectPart, projectId: number, byName = false): { id: number; name: string }[] {
-  const table = PART_TABLES[part]
-  const query = db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId))
-  return byName ? query.orderBy(asc(table.name)).all() : query.all()
+  return prepared(db, `records.parts.${part}.${byName ? 'by-name' : 'stored'}`, () => {
+    const table = PART_TABLES[part]
+    const query = db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, sql.placeholder('projectId'))).$dynamic()
+    return (byName ? query.orderBy(asc(table.name)) : query).prepare()
+  }).all({ projectId })
 }

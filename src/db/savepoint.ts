@@ -1,6 +1,9 @@
 /** Savepoints: part of a transaction that can fail alone (a step of a run, one write of a group commit). */
 import type { Db } from './open.ts'
-import { connectionOf } from './prepared.ts'
+import { connectionOf, statementOn } from './prepared.ts'
+
+/** SAVEPOINT, RELEASE and ROLLBACK TO, each prepared once per connection (a run's every step takes a savepoint). */
+const savepointStatement = (tx: Db, verb: 'SAVEPOINT' | 'RELEASE' | 'ROLLBACK TO') => statementOn(tx, `savepoint.${verb}`, `${verb} part`)
 
 /**
  * Runs `fn` in a savepoint of the transaction `tx`: when it throws, its writes alone roll back and its error goes
@@ -8,16 +11,15 @@ import { connectionOf } from './prepared.ts'
  * a full disk), there is nothing to roll back to: the error goes on as it is, for the caller to end the batch.
  */
 export function inSavepoint<T>(tx: Db, fn: (savepoint: Db) => T): T {
-  const connection = connectionOf(tx)
-  connection.run('SAVEPOINT part')
+  savepointStatement(tx, 'SAVEPOINT').run()
   try {
     const result = fn(tx)
-    connection.run('RELEASE part')
+    savepointStatement(tx, 'RELEASE').run()
     return result
   } catch (error) {
-    if (connection.inTransaction) {
-      connection.run('ROLLBACK TO part')
-      connection.run('RELEASE part')
+    if (connectionOf(tx).inTransaction) {
+      savepointStatement(tx, 'ROLLBACK TO').run()
+      savepointStatement(tx, 'RELEASE').run()
     }
     throw error
   }

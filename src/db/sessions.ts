@@ -4,7 +4,8 @@
  */
 import { eq, lt } from 'drizzle-orm'
 import type { Db } from './open.ts'
-import { instanceSettings, sessions, users } from './schema.ts'
+import { statementOn } from './prepared.ts'
+import { instanceSettings, sessions } from './schema.ts'
 import type { User } from './users.ts'
 
 /** Removes sessions that expired before `now` (swept as new ones are made). */
@@ -16,14 +17,19 @@ export function insertSession(db: Db, row: { idHash: string; userId: number; via
   db.insert(sessions).values(row).run()
 }
 
-/** The session stored under this id hash, with its user. */
+const SESSION_BY_HASH = `SELECT u.id, u.email, u.username, u.password_hash, u.is_instance_admin, u.disabled_at, u.created_at, u.updated_at,
+    s.via_sso, s.expires_at
+  FROM sessions s JOIN users u ON u.id = s.user_id
+  WHERE s.id_hash = ?`
+
+/** The session stored under this id hash, with its user (prepared: every console request asks; shaped here). */
 export function findSessionByHash(db: Db, idHash: string): { user: User; viaSso: boolean; expiresAt: number } | undefined {
-  return db
-    .select({ user: users, viaSso: sessions.viaSso, expiresAt: sessions.expiresAt })
-    .from(sessions)
-    .innerJoin(users, eq(users.id, sessions.userId))
-    .where(eq(sessions.idHash, idHash))
-    .get()
+  const row = statementOn(db, 'sessions.by-hash', SESSION_BY_HASH).values(idHash)[0] as
+    | [number, string, string, string | null, number, number | null, number, number, number, number]
+    | undefined
+  if (!row) return undefined
+  const [id, email, username, passwordHash, isInstanceAdmin, disabledAt, createdAt, updatedAt, viaSso, expiresAt] = row
+  return { user: { id, email, username, passwordHash, isInstanceAdmin: isInstanceAdmin === 1, disabledAt, createdAt, updatedAt }, viaSso: viaSso === 1, expiresAt }
 }
 
 export function deleteSessionByHash(db: Db, idHash: string): void {

@@ -7,8 +7,9 @@ import { and, asc, desc, eq, sql } from 'drizzle-orm'
 import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Db } from './open.ts'
 import { allOf } from './pages.ts'
-import { prepared } from './prepared.ts'
-import { collections, environments, renderings, teams, webhookTriggers, workflows, workflowVersions } from './schema.ts'
+import { cachedLookup } from './lookup-cache.ts'
+import { prepared, statementOn } from './prepared.ts'
+import { collections, environments, renderings, teams, workflows, workflowVersions } from './schema.ts'
 
 export type WorkflowRow = typeof workflows.$inferSelect
 export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
@@ -39,67 +40,78 @@ export interface TriggerTarget {
   webhookRatePerMinute: number | null
 }
 
-/** The trigger target of a workflow id; prepared once per connection (every webhook call reads it). */
+const TRIGGER_TARGET = `SELECT w.id AS workflowId, w.name AS workflowName, w.active_version_id AS activeVersionId,
+    w.rendering_id AS renderingId, r.environment_id AS environmentId, r.team_id AS teamId, t.project_id AS projectId,
+    w.collection_id AS collectionId, h.enabled AS webhookEnabled, h.generation AS webhookGeneration,
+    h.rate_per_minute AS webhookRatePerMinute
+  FROM workflows w
+    JOIN webhook_triggers h ON h.workflow_id = w.id
+    JOIN renderings r ON r.id = w.rendering_id
+    JOIN teams t ON t.id = r.team_id
+  WHERE w.id = ?`
+
+/**
+ * The trigger target of a workflow id: every webhook call reads it, so it is prepared once per connection and
+ * cached per connection (lookup-cache.ts: a change to the workflow or its webhook applies to the next call).
+ */
 export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
-  const statement = prepared(db, 'workflows.trigger-target', () => {
-    const target = db
-      .select({
-        workflowId: workflows.id,
-        workflowName: workflows.name,
-        activeVersionId: workflows.activeVersionId,
-        renderingId: workflows.renderingId,
-        environmentId: renderings.environmentId,
-        teamId: renderings.teamId,
-        projectId: teams.projectId,
-        collectionId: workflows.collectionId,
-        webhookEnabled: webhookTriggers.enabled,
-        webhookGeneration: webhookTriggers.generation,
-        webhookRatePerMinute: webhookTriggers.ratePerMinute,
-      })
-      .from(workflows)
-      .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
-      .$dynamic()
-    return joinWorkflowPlace(target).where(eq(workflows.id, sql.placeholder('id'))).prepare()
+  return cachedLookup(db, 'trigger-target', workflowId, () => {
+    const row = statementOn(db, 'workflows.trigger-target', TRIGGER_TARGET).all(workflowId)[0] as (Omit<TriggerTarget, 'webhookEnabled'> & { webhookEnabled: number }) | undefined
+    return row && { ...row, webhookEnabled: row.webhookEnabled === 1 }
   })
-  return statement.all({ id: workflowId })[0]
 }
 
-/** The id of the workflow named by (project, environment, team, workflow) names. */
+/** The id of the workflow named by (project, environment, team, workflow) names (prepared: the manual trigger asks). */
 export function findWorkflowIdByNames(
   db: Db,
   names: { projectId: number; environment: string; team: string; workflow: string },
 ): number | undefined {
-  return joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
-    .where(
-      and(
-        eq(environments.projectId, names.projectId),
-        eq(environments.name, names.environment),
-        eq(teams.name, names.team),
-        eq(workflows.name, names.workflow),
-      ),
-    )
-    .get()?.id
+  return prepared(db, 'workflows.id-by-names', () =>
+    joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
+      .where(
+        and(
+          eq(environments.projectId, sql.placeholder('projectId')),
+          eq(environments.name, sql.placeholder('environment')),
+          eq(teams.name, sql.placeholder('team')),
+          eq(workflows.name, sql.placeholder('workflow')),
+        ),
+      )
+      .prepare(),
+  ).all(names)[0]?.id
 }
 
-/** Ids of the environment's workflows called `name` (in one team when given). */
+/** Ids of the environment's workflows called `name` (in one team when given); prepared per shape. */
 export function findWorkflowIdsNamed(db: Db, environmentId: number, name: string, teamName?: string): number[] {
-  return joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
-    .where(allOf([eq(renderings.environmentId, environmentId), eq(workflows.name, name), teamName === undefined ? undefined : eq(teams.name, teamName)]))
-    .all()
+  const inTeam = teamName !== undefined
+  return prepared(db, `workflows.ids-named.${inTeam ? 'team' : 'any'}`, () =>
+    joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
+      .where(
+        allOf([
+          eq(renderings.environmentId, sql.placeholder('environmentId')),
+          eq(workflows.name, sql.placeholder('name')),
+          inTeam ? eq(teams.name, sql.placeholder('teamName')) : undefined,
+        ]),
+      )
+      .prepare(),
+  )
+    .all({ environmentId, name, teamName })
     .map((r) => r.id)
 }
 
-/** The workflows of one rendering (environment, team), by name, with their collection. */
+/** The workflows of one rendering (environment, team), by name, with their collection (prepared: a console page). */
 export function listRenderingWorkflows(db: Db, environmentId: number, teamId: number) {
-  const query = db
-    .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
-    .from(workflows)
-    .innerJoin(collections, eq(collections.id, workflows.collectionId))
-    .$dynamic()
-  return joinWorkflowPlace(query)
-    .where(and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId)))
-    .orderBy(asc(workflows.name))
-    .all()
+  return prepared(db, 'workflows.of-rendering', () =>
+    joinWorkflowPlace(
+      db
+        .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
+        .from(workflows)
+        .innerJoin(collections, eq(collections.id, workflows.collectionId))
+        .$dynamic(),
+    )
+      .where(and(eq(renderings.environmentId, sql.placeholder('environmentId')), eq(renderings.teamId, sql.placeholder('teamId'))))
+      .orderBy(asc(workflows.name))
+      .prepare(),
+  ).all({ environmentId, teamId })
 }
 
 /** Every workflow of a project with the names of its environment and team. */

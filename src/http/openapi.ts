@@ -15,6 +15,7 @@ import type { AnyElysia, DocumentDecoration } from 'elysia'
 import pkg from '../../package.json' with { type: 'json' }
 import { RAW_BODY_PATHS } from './body.ts'
 import { ErrorBodySchema, reasonPhrase } from './errors.ts'
+import { UNCHECKED_ANSWER } from './schemas.ts'
 import { SESSION_COOKIE } from './session-cookie.ts'
 import { DOCUMENTED_AS } from './params.ts'
 
@@ -77,8 +78,9 @@ export function buildOpenApiDocument(app: AnyElysia, config: { baseUrl: string; 
   // Protected in the types, public at run time: the generator itself reads the routes this way.
   const routes = (app as unknown as { getGlobalRoutes(): Route[] }).getGlobalRoutes()
   const generated = toOpenAPISchema(app, { staticFile: false }, undefined, undefined, OPENAPI_VERSION)
-  // A deep copy: the generator hands back pieces of the live TypeBox schemas that the validators use.
-  const paths = JSON.parse(JSON.stringify(generated.paths)) as Record<string, Record<string, Json>>
+  // A deep copy: the generator hands back pieces of the live TypeBox schemas that the validators use. The mark that
+  // spares a rendered answer Elysia's check is the server's business, not the document's.
+  const paths = JSON.parse(JSON.stringify(generated.paths), (key, value: unknown) => (key === UNCHECKED_ANSWER ? undefined : value)) as Record<string, Record<string, Json>>
   for (const route of routes) {
     const operation = paths[pathTemplate(route.path)]?.[route.method.toLowerCase()]
     if (operation) completeOperation(operation, route)

@@ -1,5 +1,5 @@
 /** Schemas shared by many routes' answers. */
-import { Type } from '@sinclair/typebox'
+import { type TSchema, Type } from '@sinclair/typebox'
 import { t } from 'elysia'
 
 /**
@@ -27,4 +27,18 @@ export const IsoDateTimeOrNull = t.Union([IsoDateTime, t.Null()])
  */
 export function documentedEnum(values: readonly string[], description?: string) {
   return t.String({ enum: [...values], ...(description === undefined ? {} : { description }) })
+}
+
+/** The key Elysia reads on a route's response schema to skip checking each answer against it. */
+export const UNCHECKED_ANSWER = 'noValidate'
+
+/**
+ * The schema of an answer built by our own renderer from typed rows (notes, logs, runs): Elysia does not check every
+ * answer against it at run time (a page of 100 notes cost tens of µs per request, and the renderer cannot produce
+ * anything else). The schema is still the route's in /openapi.json (without the mark), and tests validate these
+ * routes' answers against it and against the compatibility document (test/answers.test.ts, test/wire-compat.test.ts).
+ * Answers whose content comes from elsewhere keep Elysia's check.
+ */
+export function renderedAnswer<T extends TSchema>(schema: T): T {
+  return Object.assign(schema, { [UNCHECKED_ANSWER]: true })
 }

@@ -1,7 +1,7 @@
 /** The activity log list's answer: the compatibility document's `listActivityLogs` shapes. */
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTimeMicros } from '../../http/schemas.ts'
+import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 import { ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS } from './service.ts'
@@ -27,4 +27,4 @@ export const ActivityLog = t.Object(
   { $id: 'ActivityLog', additionalProperties: true },
 )
 
-export const ActivityLogPage = pageSchema(ActivityLog, EnvironmentPageParameters, 'A page of activity log entries, newest first')
+export const ActivityLogPage = renderedAnswer(pageSchema(ActivityLog, EnvironmentPageParameters, 'A page of activity log entries, newest first'))

@@ -1,7 +1,7 @@
 /** The admin log list's answer: the compatibility document's `listAdminLogs` shapes. */
 import { t } from 'elysia'
 import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTimeMicros } from '../../http/schemas.ts'
+import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
 import { UserObject } from '../users/model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, EXTENSION_ADMIN_LOG_INITIATORS, EXTENSION_ADMIN_LOG_RESOURCES } from './service.ts'
 
@@ -20,4 +20,4 @@ export const AdminLog = t.Object(
   { $id: 'AdminLog', additionalProperties: true },
 )
 
-export const AdminLogPage = pageSchema(AdminLog, ProjectPageParameters, 'A page of admin log entries, newest first')
+export const AdminLogPage = renderedAnswer(pageSchema(AdminLog, ProjectPageParameters, 'A page of admin log entries, newest first'))

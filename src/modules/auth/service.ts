@@ -2,8 +2,9 @@
  * The one authentication decision (DESIGN §4). Bearer tokens, in this order: token (401) → user active (403) →
  * token's project is the addressed project (403) → SSO (403) → scope (403) → role (403). Project/environment
  * existence (404) is checked by the route afterwards, so nothing about a project is revealed before the token is
- * accepted. Everything is read at request time — a revocation, expiry, deactivation or demotion made by another
- * process applies to the very next request. Every route family (the auth plugin's macros, the webhook, runs)
+ * accepted. Everything is decided at request time, on what the database holds then (the token lookup is cached per
+ * connection and emptied by any change it depends on, src/db/lookup-cache.ts) — a revocation, expiry, deactivation
+ * or demotion, even made by another process, applies to the very next request. Every route family (the auth plugin's macros, the webhook, runs)
  * calls `authorizeToken`; console sessions are read here too (`sessionOf`).
  */
 import { timingSafeEqual } from 'node:crypto'
@@ -26,7 +27,16 @@ import { read } from '../../db/read.ts'
 /** How often `lastUsedAt` may be written per token: never a write per request. */
 export const LAST_USED_RESOLUTION_MS = 60_000
 
+/** Tokens whose stamp this process last tried to write are remembered up to this many (then forgotten at once). */
+const MAX_STAMPS_TRACKED = 100_000
+
 export class TokenAuthenticator {
+  /**
+   * When this process last stamped (or tried to stamp) each token: the row may come from the lookup cache with an
+   * older `lastUsedAt`, and a stamp is still written at most once per LAST_USED_RESOLUTION_MS.
+   */
+  private readonly stamped = new Map<number, number>()
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -44,7 +54,10 @@ export class TokenAuthenticator {
     const now = this.clock.now()
     if (row.revokedAt !== null) throw unauthorized('Token has been revoked')
     if (row.expiresAt !== null && row.expiresAt <= now) throw unauthorized('Token has expired')
-    if (row.lastUsedAt === null || row.lastUsedAt <= now - LAST_USED_RESOLUTION_MS) {
+    const lastStamp = Math.max(row.lastUsedAt ?? -Infinity, this.stamped.get(row.tokenId) ?? -Infinity)
+    if (lastStamp <= now - LAST_USED_RESOLUTION_MS) {
+      if (this.stamped.size >= MAX_STAMPS_TRACKED) this.stamped.clear()
+      this.stamped.set(row.tokenId, now)
       // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
       tryWrite(this.store, () => op(touchTokenLastUsed, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
     }

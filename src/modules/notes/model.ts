@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { IdParam } from '../../http/params.ts'
-import { Integer, IsoDateTimeMicros } from '../../http/schemas.ts'
+import { Integer, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 
@@ -41,22 +41,24 @@ export const NoteMessage = t.Object(
   { $id: 'NoteMessage' },
 )
 
-export const Note = t.Object(
-  {
-    object: t.Literal('note'),
-    id: Integer(),
-    title: t.String(),
-    recordId: t.String(),
-    createdAt: IsoDateTimeMicros,
-    updatedAt: t.String({ format: 'date-time', description: 'Last change of the note, or its last message (UTC, six fraction digits)', examples: ['2026-11-21T12:00:00.000123Z'] }),
-    archivedAt: t.Optional(IsoDateTimeMicros),
-    user: UserObject,
-    environment: EnvironmentRef,
-    team: TeamRef,
-    collection: t.Optional(CollectionRef),
-    messages: t.Array(NoteMessage),
-  },
-  { $id: 'Note' },
+export const Note = renderedAnswer(
+  t.Object(
+    {
+      object: t.Literal('note'),
+      id: Integer(),
+      title: t.String(),
+      recordId: t.String(),
+      createdAt: IsoDateTimeMicros,
+      updatedAt: t.String({ format: 'date-time', description: 'Last change of the note, or its last message (UTC, six fraction digits)', examples: ['2026-11-21T12:00:00.000123Z'] }),
+      archivedAt: t.Optional(IsoDateTimeMicros),
+      user: UserObject,
+      environment: EnvironmentRef,
+      team: TeamRef,
+      collection: t.Optional(CollectionRef),
+      messages: t.Array(NoteMessage),
+    },
+    { $id: 'Note' },
+  ),
 )
 
-export const NotePage = pageSchema(Note, EnvironmentPageParameters, 'A page of notes, newest first')
+export const NotePage = renderedAnswer(pageSchema(Note, EnvironmentPageParameters, 'A page of notes, newest first'))

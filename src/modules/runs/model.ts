@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
-import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
+import { Integer, IsoDateTime, IsoDateTimeOrNull, renderedAnswer } from '../../http/schemas.ts'
 import { EnvironmentRef, TeamRef } from '../projects/model.ts'
 import { UserObject } from '../users/model.ts'
 
@@ -31,28 +31,30 @@ const RunStep = t.Object({
   error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
 })
 
-export const Run = t.Object(
-  {
-    object: t.Literal('workflow-run'),
-    id: t.String({ format: 'uuid' }),
-    status: t.UnionEnum(RUN_STATUSES),
-    trigger: t.UnionEnum(['manual', 'webhook']),
-    workflow: t.Object({ id: Integer(), name: t.String(), version: Integer({ description: 'The version this run executes' }) }),
-    recordId: t.String(),
-    environment: EnvironmentRef,
-    team: TeamRef,
-    user: UserObject,
-    token: t.Union(
-      [t.Object({ object: t.Literal('api-token'), id: Integer(), name: t.String(), prefix: t.String() }), t.Null()],
-      { description: 'The application token the run was started with (null: a console session, or the token was deleted)' },
-    ),
-    createdAt: IsoDateTime,
-    startedAt: IsoDateTimeOrNull,
-    finishedAt: IsoDateTimeOrNull,
-    error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
-    steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
-  },
-  { $id: 'Run' },
+export const Run = renderedAnswer(
+  t.Object(
+    {
+      object: t.Literal('workflow-run'),
+      id: t.String({ format: 'uuid' }),
+      status: t.UnionEnum(RUN_STATUSES),
+      trigger: t.UnionEnum(['manual', 'webhook']),
+      workflow: t.Object({ id: Integer(), name: t.String(), version: Integer({ description: 'The version this run executes' }) }),
+      recordId: t.String(),
+      environment: EnvironmentRef,
+      team: TeamRef,
+      user: UserObject,
+      token: t.Union(
+        [t.Object({ object: t.Literal('api-token'), id: Integer(), name: t.String(), prefix: t.String() }), t.Null()],
+        { description: 'The application token the run was started with (null: a console session, or the token was deleted)' },
+      ),
+      createdAt: IsoDateTime,
+      startedAt: IsoDateTimeOrNull,
+      finishedAt: IsoDateTimeOrNull,
+      error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
+      steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
+    },
+    { $id: 'Run' },
+  ),
 )
 
-export const RunPage = pageSchema(Run, EnvironmentPageParameters, 'A page of runs, newest first')
+export const RunPage = renderedAnswer(pageSchema(Run, EnvironmentPageParameters, 'A page of runs, newest first'))

@@ -1,0 +1,231 @@
+/**
+ * Issue 17 item 3: the per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
+ * and environment by name — is exact. Each test warms the cache with a request, changes what it holds (through the
+ * API in this process, or through the real CLI in another process on the same file), and the very next request
+ * answers as the change says. The cache itself: it does cache, own writes (even raw SQL) and other connections'
+ * commits empty it, it is not used inside a transaction, and a rolled-back change leaves nothing behind.
+ */
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { cachedLookup } from '../src/db/lookup-cache.ts'
+import { revokeLiveToken } from '../src/db/tokens.ts'
+import { op } from '../src/db/op.ts'
+import { commitNow } from '../src/db/write.ts'
+import { createSession } from '../src/modules/auth/sessions.ts'
+import { bearer, request, runCli, runNow, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
+import { HIGH_RATES } from './support/logs.ts'
+
+let env: TestEnv
+let app: ReturnType<typeof testApp>
+let hook: string
+let cookie: string
+let record = 0
+
+const NOTES = (project = 'Acme', environment = 'production') => `/v1/project/${project}/environment/${environment}/notes`
+const WEBHOOK_FLAGS = ['--project', 'Acme', '--environment', 'production', '--team', 'Support', '--workflow', 'Cached']
+const WEBHOOK_API = '/v1/project/Acme/environment/production/team/Support/workflows/Cached/webhook'
+
+beforeEach(() => {
+  env = testEnv(HIGH_RATES)
+  const document = acmeDocument()
+  document.projects[0]!.workflows!.push(ordersWorkflow('Cached', [{ type: 'load' }], { webhook: { enabled: true, ratePerMinute: 100_000 } }))
+  const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  hook = reportHook(report, 'Cached')
+  env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE username = 'alice'")
+  cookie = `trellis_session=${runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false)).id}`
+  app = testApp(env)
+})
+afterEach(() => env.cleanup())
+
+const status = async (req: Request) => {
+  const response = await app.handle(req)
+  const text = await response.text()
+  const body = (text === '' ? {} : JSON.parse(text)) as { code?: string }
+  return response.status < 300 ? response.status : `${response.status} ${body.code}`
+}
+const notes = (token: string, project?: string, environment?: string) => status(request(NOTES(project, environment), { headers: bearer(token) }))
+const trigger = () => status(request(hook, { method: 'POST', headers: bearer(triggerToken()), json: { record_id: `cached-${++record}` } }))
+const asAdmin = (method: string, path: string, json?: unknown) => status(request(path, { method, headers: { cookie, origin: env.config.baseUrl }, json }))
+const cli = async (...args: string[]) => {
+  const result = await runCli([...args, '--data', env.dataDir])
+  expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' })
+}
+
+let triggerValue: string | undefined
+function triggerToken(): string {
+  triggerValue ??= tokenFor(env.store, env.clock, 'alice', ['workflows:trigger']).value
+  return triggerValue
+}
+beforeEach(() => (triggerValue = undefined))
+
+describe('changes made through the API apply to the next request', () => {
+  test('a revoked token is refused at once', async () => {
+    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    expect(await notes(value)).toBe(200)
+    expect(await asAdmin('DELETE', `/v1/account/tokens/${token.id}`)).toBe(204)
+    expect(await notes(value)).toBe('401 unauthorized')
+  })
+
+  test('a deactivated user is refused at once, and accepted again once reactivated', async () => {
+    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    const carolId = userId(env.store, 'carol')
+    expect(await notes(carol)).toBe(200)
+    expect(await asAdmin('PUT', `/v1/instance/users/${carolId}`, { username: 'carol', instanceAdmin: false, deactivated: true })).toBe(200)
+    expect(await notes(carol)).toBe('403 user_deactivated')
+    expect(await asAdmin('PUT', `/v1/instance/users/${carolId}`, { username: 'carol', instanceAdmin: false, deactivated: false })).toBe(200)
+    expect(await notes(carol)).toBe(200)
+  })
+
+  test('a demoted member loses the admin role at once', async () => {
+    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    expect(await notes(carol)).toBe(200)
+    expect(await asAdmin('PUT', `/v1/project/Acme/members/${userId(env.store, 'carol')}`, { role: 'editor' })).toBe(200)
+    expect(await notes(carol)).toBe('403 insufficient_role')
+  })
+
+  test('webhook changes: disable, enable, rate, regenerate', async () => {
+    expect(await trigger()).toBe(202)
+    expect(await asAdmin('PATCH', WEBHOOK_API, { enabled: false })).toBe(200)
+    expect(await trigger()).toBe('404 not_found')
+    expect(await asAdmin('PATCH', WEBHOOK_API, { enabled: true })).toBe(200)
+    expect(await trigger()).toBe(202)
+    expect(await asAdmin('PATCH', WEBHOOK_API, { ratePerMinute: 1 })).toBe(200)
+    expect(await trigger()).toBe(202)
+    expect(await trigger()).toBe('429 rate_limited')
+    expect(await asAdmin('POST', `${WEBHOOK_API}/regenerate`)).toBe(200)
+    expect(await trigger()).toBe('400 webhook_url_superseded')
+  })
+
+  test('a renamed project and a renamed environment are found by their new names only', async () => {
+    const alice = tokenFor(env.store, env.clock, 'alice', ['notes:read']).value
+    expect(await notes(alice)).toBe(200)
+    expect(await asAdmin('PATCH', '/v1/project/Acme/environments/production', { environmentName: 'live' })).toBe(200)
+    expect(await notes(alice)).toBe('404 not_found')
+    expect(await notes(alice, 'Acme', 'live')).toBe(200)
+    expect(await asAdmin('PUT', '/v1/project/Acme/settings', { projectName: 'Acme Corp', sso: false })).toBe(200)
+    // The token's project is found by id: its new name is the one the token now belongs to.
+    expect(await notes(alice, 'Acme', 'live')).toBe('403 wrong_project')
+    expect(await notes(alice, 'Acme Corp', 'live')).toBe(200)
+  })
+
+  test('turning SSO on refuses tokens made without it at once', async () => {
+    const alice = tokenFor(env.store, env.clock, 'alice', ['notes:read']).value
+    expect(await notes(alice)).toBe(200)
+    expect(await asAdmin('PUT', '/v1/project/Acme/settings', { projectName: 'Acme', sso: true })).toBe(200)
+    expect(await notes(alice)).toBe('403 sso_required')
+  })
+
+  test('a change rolled back leaves the cache as the database is', async () => {
+    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    expect(await notes(value)).toBe(200)
+    expect(() =>
+      commitNow(env.store, function* () {
+        yield* op(revokeLiveToken, token.id, env.clock.now())
+        throw new Error('changed my mind')
+      }),
+    ).toThrow('changed my mind')
+    expect(await notes(value)).toBe(200)
+    runNow(env.store, op(revokeLiveToken, token.id, env.clock.now()))
+    expect(await notes(value)).toBe('401 unauthorized')
+  })
+})
+
+describe('changes made by the CLI (another process) apply to the next request', () => {
+  test('trellis token revoke', async () => {
+    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    expect(await notes(value)).toBe(200)
+    await cli('token', 'revoke', String(token.id))
+    expect(await notes(value)).toBe('401 unauthorized')
+  })
+
+  test('trellis user disable / enable', async () => {
+    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    expect(await notes(carol)).toBe(200)
+    await cli('user', 'disable', '--email', 'carol@example.com')
+    expect(await notes(carol)).toBe('403 user_deactivated')
+    await cli('user', 'enable', '--email', 'carol@example.com')
+    expect(await notes(carol)).toBe(200)
+  })
+
+  test('trellis member set / remove', async () => {
+    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    expect(await notes(carol)).toBe(200)
+    await cli('member', 'set', '--project', 'Acme', '--user', 'carol@example.com', '--role', 'editor')
+    expect(await notes(carol)).toBe('403 insufficient_role')
+    await cli('member', 'set', '--project', 'Acme', '--user', 'carol@example.com', '--role', 'admin')
+    expect(await notes(carol)).toBe(200)
+    await cli('member', 'remove', '--project', 'Acme', '--user', 'carol@example.com')
+    expect(await notes(carol)).toBe('403 insufficient_role')
+  })
+
+  test('trellis webhook disable / enable / rate / regenerate', async () => {
+    expect(await trigger()).toBe(202)
+    await cli('webhook', 'disable', ...WEBHOOK_FLAGS)
+    expect(await trigger()).toBe('404 not_found')
+    await cli('webhook', 'enable', ...WEBHOOK_FLAGS)
+    expect(await trigger()).toBe(202)
+    await cli('webhook', 'rate', ...WEBHOOK_FLAGS, '--per-minute', '1')
+    expect(await trigger()).toBe(202)
+    expect(await trigger()).toBe('429 rate_limited')
+    await cli('webhook', 'regenerate', ...WEBHOOK_FLAGS)
+    expect(await trigger()).toBe('400 webhook_url_superseded')
+  }, 20_000)
+})
+
+describe('the cache itself', () => {
+  /** A lookup through the cache that counts how often it really reads. */
+  function counted() {
+    let reads = 0
+    const lookup = () =>
+      cachedLookup(env.store.db, 'test-project', 'Acme', () => {
+        reads++
+        return env.store.sqlite.prepare('SELECT name, sso FROM projects WHERE name = ?').get('Acme') as { name: string; sso: number }
+      })
+    return { lookup, reads: () => reads }
+  }
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+
+  test('a second lookup reads nothing; an own write of a watched table, even raw SQL, empties it', () => {
+    const { lookup, reads } = counted()
+    expect(lookup()?.sso).toBe(0)
+    expect(lookup()?.sso).toBe(0)
+    expect(reads()).toBe(1)
+    // A table no lookup reads: still cached.
+    env.store.sqlite.run("UPDATE records SET data = '{}' WHERE id = 1")
+    lookup()
+    expect(reads()).toBe(1)
+    // `last_used_at` is not watched: the stamp never empties the cache.
+    env.store.sqlite.run('UPDATE api_tokens SET last_used_at = 1')
+    lookup()
+    expect(reads()).toBe(1)
+    env.store.sqlite.run("UPDATE projects SET sso = 1 WHERE name = 'Acme'")
+    expect(lookup()?.sso).toBe(1)
+    expect(reads()).toBe(2)
+  })
+
+  test("another connection's commit is seen from the next turn of the event loop", async () => {
+    const { lookup, reads } = counted()
+    lookup()
+    await nextTurn()
+    const other = new Database(env.store.path)
+    other.run("UPDATE projects SET sso = 1 WHERE name = 'Acme'")
+    other.close()
+    await nextTurn()
+    expect(lookup()?.sso).toBe(1)
+    expect(reads()).toBe(2)
+  })
+
+  test('inside a transaction the cache is neither read nor filled; entries are frozen', () => {
+    const { lookup, reads } = counted()
+    const cached = lookup()!
+    expect(Object.isFrozen(cached)).toBe(true)
+    commitNow(env.store, function* () {
+      yield* op(() => lookup())
+      yield* op(() => lookup())
+    })
+    expect(reads()).toBe(3)
+    lookup()
+    expect(reads()).toBe(3)
+  })
+})
