@@ -845,7 +845,8 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
       const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
       store.close()
 
-      const env = { TRELLIS_EXECUTOR_LEASE_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn', TRELLIS_HTTP_ALLOW: '127.0.0.1' }
+      // The test polls the run through the API every few ms: the token's rate limit is not what this test is about.
+      const env = { TRELLIS_EXECUTOR_LEASE_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn', TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '1000000' }
       const getRun = async (url: string, id: string) =>
         (await (await fetch(`${url}/v1/workflow-runs/${id}`, { headers: bearer(token) })).json()) as { status: string; steps: { name: string }[] }
 
