@@ -2,14 +2,13 @@
  * What the activity log asks the database: append an entry with its record ids, a page of entry ids, and the
  * entries of a page. Every statement is prepared once per connection (appends run in every write, lists are hot).
  */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm'
+import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import type { Db } from './open.ts'
 import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
-import { inJsonArray, prepared } from './prepared.ts'
-import { activityLogRecords, activityLogs, apiTokens, collections, environments, teams, users } from './schema.ts'
-import { userColumns } from './users.ts'
+import { prepared, statementOn } from './prepared.ts'
+import { activityLogRecords, activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds. */
 const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
@@ -120,34 +119,46 @@ export function pageActivityLogIds(db: Db, environmentId: number, filters: Activ
 }
 
 /** The entries with these ids (any order), with their user, the names they show and the token they came through. */
+const ACTIVITY_LOGS_TO_RENDER = `SELECT l.id, l.type, l.action, l.label, l.created_at, l.workflow_name, l.run_id, l.step_name,
+    u.id, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
+  FROM activity_logs l
+  JOIN users u ON u.id = l.user_id
+  JOIN environments e ON e.id = l.environment_id
+  LEFT JOIN teams t ON t.id = l.team_id
+  LEFT JOIN collections c ON c.id = l.collection_id
+  LEFT JOIN api_tokens k ON k.id = l.token_id
+  WHERE l.id IN (SELECT value FROM json_each(?))`
+
+type L = typeof activityLogs.$inferSelect
+type ActivityLogToRender = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
+  number, string, string, string, string | null, string | null, string | null, string | null]
+
+/**
+ * The entries with these ids (any order), with their author, environment, team, collection and token. Prepared once
+ * per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query, as for notes).
+ */
 export function findActivityLogsForRender(db: Db, ids: number[]) {
-  return prepared(db, 'activity-logs.render', () =>
-    db
-      .select({
-        log: activityLogs,
-        user: userColumns,
-        environment: environments.name,
-        team: teams.name,
-        collection: collections.name,
-        token: { name: apiTokens.name, prefix: apiTokens.prefix },
-      })
-      .from(activityLogs)
-      .innerJoin(users, eq(users.id, activityLogs.userId))
-      .innerJoin(environments, eq(environments.id, activityLogs.environmentId))
-      .leftJoin(teams, eq(teams.id, activityLogs.teamId))
-      .leftJoin(collections, eq(collections.id, activityLogs.collectionId))
-      .leftJoin(apiTokens, eq(apiTokens.id, activityLogs.tokenId))
-      .where(inJsonArray(activityLogs.id, 'ids'))
-      .prepare(),
-  ).all({ ids: JSON.stringify(ids) })
+  const rows = statementOn(db, 'activity-logs.render', ACTIVITY_LOGS_TO_RENDER).values(JSON.stringify(ids)) as ActivityLogToRender[]
+  return rows.map(([id, type, action, label, createdAt, workflowName, runId, stepName, userId, username, email, environment, team, collection, tokenName, tokenPrefix]) => ({
+    log: { id, type, action, label, createdAt, workflowName, runId, stepName },
+    user: { id: userId, username, email },
+    environment,
+    team,
+    collection,
+    token: tokenPrefix === null ? null : { name: tokenName, prefix: tokenPrefix },
+  }))
 }
+
+const RECORD_IDS_TO_RENDER = 'SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?)) ORDER BY log_id'
 
 /** The record ids each of these entries names, entry id → record ids. */
 export function findActivityLogRecordIds(db: Db, ids: number[]): Map<number, string[]> {
-  const rows = prepared(db, 'activity-logs.render.records', () =>
-    db.select().from(activityLogRecords).where(inJsonArray(activityLogRecords.logId, 'ids')).orderBy(asc(activityLogRecords.logId)).prepare(),
-  ).all({ ids: JSON.stringify(ids) })
+  const rows = statementOn(db, 'activity-logs.render.records', RECORD_IDS_TO_RENDER).values(JSON.stringify(ids)) as [number, string][]
   const recordIds = new Map<number, string[]>()
-  for (const r of rows) recordIds.set(r.logId, [...(recordIds.get(r.logId) ?? []), r.recordId])
+  for (const [logId, recordId] of rows) {
+    const list = recordIds.get(logId)
+    if (list) list.push(recordId)
+    else recordIds.set(logId, [recordId])
+  }
   return recordIds
 }
