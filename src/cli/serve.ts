@@ -6,6 +6,7 @@ import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from '../d
 import { openMigrated } from '../db/migrate.ts'
 import { keepEventLoopFree } from '../db/open.ts'
 import { readTransaction } from '../db/read.ts'
+import { storageErrorOf } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { createMetrics } from '../lib/metrics.ts'
@@ -62,12 +63,21 @@ export const serveCommand: Command = {
       outbound: new OutboundClient({ allow: config.httpAllow }),
     })
     const metrics = createMetrics({ processMetrics: true })
+    // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
+    // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
+    let checkpointFault = false
     const checkpoints = scheduleWalCheckpoints(store, config.walCheckpointMs, {
       checkpointed: (mode, result, bytes) => {
+        checkpointFault = false
         metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
         metrics.walBytes.set(bytes)
       },
-      failed: (error) => logger.error('WAL checkpoint failed', { error: error.message }),
+      failed: (error) => {
+        const fault = storageErrorOf(store, error)
+        if (!fault) logger.error('WAL checkpoint failed', { error: error.message })
+        else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
+        checkpointFault = fault !== null
+      },
     })
     const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()

@@ -139,7 +139,7 @@ export async function environmentPage<Where, Filters, Id, Item>(
     /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
     authorize?: () => void | Promise<void>
     /** The project and environment the path names (404 when unknown). */
-    where: () => Promise<Where>
+    where: (params: { projectName: string; environmentName: string }) => Promise<Where>
     ids: (where: Where, filters: Filters, query: Query, limit: number) => Promise<Id[]>
     render: (ids: Id[]) => Promise<Item[]>
   },
@@ -148,7 +148,7 @@ export async function environmentPage<Where, Filters, Id, Item>(
   const limit = parseLimit(query.limit)
   const filters = list.filters(query)
   await list.authorize?.()
-  const where = await list.where()
+  const where = await list.where(params)
   const ids = await list.ids(where, filters, query, limit)
   return page(ids, limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
 }

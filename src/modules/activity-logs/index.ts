@@ -5,7 +5,7 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { environmentPage, parseDateFilters } from '../../http/list.ts'
-import { requireEnvironment } from '../projects/service.ts'
+import { environmentOf } from '../projects/service.ts'
 import { ActivityLogPage } from './model.ts'
 import { ACTIVITY_DATE_FIELDS, parseActivityFilters } from './query.ts'
 import { DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
@@ -19,7 +19,7 @@ export function activityLogsModule(deps: AppDeps) {
       ({ params, request }) =>
         environmentPage(request, params, {
           filters: parseActivityFilters,
-          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          where: environmentOf(deps.store),
           ids: ({ project, environment }, filters, query, limit) =>
             read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
           render: (ids) => read(deps.store, renderActivityLogs(ids)),

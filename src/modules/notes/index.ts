@@ -6,7 +6,7 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { environmentPage, parseDateFilters, parseRecordFilters } from '../../http/list.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
+import { environmentOf, findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
 import { AddMessageBody, CreateNoteBody, Note, NOTE_DATE_FIELDS, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { addMessage, createNote, findNote, listNoteIds, renderNotes, updateNote } from './service.ts'
 import { read } from '../../db/read.ts'
@@ -26,7 +26,7 @@ export function notesModule(deps: AppDeps) {
       ({ params, request }) =>
         environmentPage(request, params, {
           filters: parseRecordFilters,
-          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          where: environmentOf(deps.store),
           ids: ({ project, environment }, filters, query, limit) =>
             read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
           render: (ids) => read(deps.store, renderNotes(ids)),

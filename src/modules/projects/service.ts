@@ -12,6 +12,8 @@ import {
   type Project,
 } from '../../db/projects.ts'
 import { findUserByStoredEmail, findUserDisabledAt } from '../../db/users.ts'
+import type { Store } from '../../db/open.ts'
+import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from '../users/view.ts'
 import { notFound } from '../../http/errors.ts'
@@ -34,6 +36,11 @@ export function* requireEnvironment(projectName: string, environmentName: string
   const environment = yield* op(findEnvironmentByName, project.id, environmentName)
   if (!environment) throw notFound(`Environment ${environmentName} not found in project ${projectName}`)
   return { project, environment }
+}
+
+/** A list route's environment: the project and environment its path names, read now (404 when unknown). */
+export function environmentOf(store: Store) {
+  return (params: { projectName: string; environmentName: string }) => read(store, requireEnvironment(params.projectName, params.environmentName))
 }
 
 export function* findTeam(projectId: number, name: string) {

@@ -12,7 +12,7 @@ import { errorResponses, forbidden, notFound } from '../../http/errors.ts'
 import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
-import { canReachRendering, requireEnvironment } from '../projects/service.ts'
+import { canReachRendering, environmentOf, requireEnvironment } from '../projects/service.ts'
 import { isAdminOf } from '../tokens/service.ts'
 import { requireWorkflow } from '../webhooks/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
@@ -103,7 +103,7 @@ export function runsModule(deps: AppDeps) {
           authorize: async () => {
             await read(deps.store, requireProjectAdmin(caller, params.projectName))
           },
-          where: () => read(deps.store, requireEnvironment(params.projectName, params.environmentName)),
+          where: environmentOf(deps.store),
           ids: async ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
             const workflowIds = workflowName === undefined ? undefined : await read(deps.store, workflowIdsNamed(environment.id, workflowName, teamName))
             return read(deps.store, listRunIds(environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit))
