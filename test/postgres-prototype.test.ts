@@ -6,8 +6,6 @@
  * SQLite's real `startRun` (a local measurement for README "Architecture").
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chownSync } from 'node:fs'
-import { join } from 'node:path'
 import { randomUUIDv7 } from 'bun'
 import { createPrototypeSchema, openPgStore, type PgStore } from '../src/db/postgres/store.ts'
 import { claimRuns, startRun, type StartRunResult, TRIGGER_TWINS, type TriggerEntry } from '../src/db/postgres/runs.ts'
@@ -19,24 +17,11 @@ import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { queueRun, startRun as startSqliteRun } from '../src/modules/runs/service.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { HttpError } from '../src/http/errors.ts'
-import { freePort, tempDir, testEnv } from './helpers.ts'
+import { testEnv } from './helpers.ts'
+import { type Cluster, initdb, pgCtl, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 import { applyAcme, acmeDocument, refundRunBase } from './support/acme.ts'
 
-/** A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it (the newest version). */
-function postgresBinary(name: string): string | null {
-  const onPath = Bun.which(name)
-  if (onPath) return onPath
-  try {
-    const found = [...new Bun.Glob(`*/bin/${name}`).scanSync({ cwd: '/usr/lib/postgresql', absolute: true })]
-    return found.sort((a, b) => b.localeCompare(a, undefined, { numeric: true }))[0] ?? null
-  } catch {
-    return null
-  }
-}
-
-const initdb = postgresBinary('initdb')
-const pgCtl = postgresBinary('pg_ctl')
-const missing = !initdb || !pgCtl
+const missing = !postgresInstalled
 if (missing) console.log('postgres-prototype: skipped — initdb/pg_ctl not found on PATH or in /usr/lib/postgresql (install postgresql to run it)')
 
 // .ci/run installs PostgreSQL and sets TRELLIS_REQUIRE_POSTGRES: there a missing server fails instead of skipping.
@@ -44,38 +29,21 @@ test.if(process.env.TRELLIS_REQUIRE_POSTGRES === '1')('PostgreSQL is installed (
   expect({ initdb, pgCtl }).toEqual({ initdb: expect.any(String), pgCtl: expect.any(String) })
 })
 
-const asPostgres = (args: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...args] : args)
-
-const idOfPostgres = (flag: '-u' | '-g') => Number(Bun.spawnSync(['id', flag, 'postgres']).stdout.toString())
-
-function run(args: string[]): void {
-  const result = Bun.spawnSync(asPostgres(args), { stdout: 'pipe', stderr: 'pipe' })
-  if (result.exitCode !== 0) throw new Error(`${args.join(' ')} failed: ${result.stderr.toString()}${result.stdout.toString()}`)
-}
-
-const dir = tempDir('trellis-pg-')
-const data = join(dir.path, 'data')
 let store: PgStore
-let clusterStarted = false
+let cluster: Cluster | null = null
 
 beforeAll(async () => {
   if (missing) return
-  // As root, the cluster's directory belongs to `postgres`, which runs initdb and the server (they refuse root).
-  if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
-  run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
-  const port = freePort()
-  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start'])
-  clusterStarted = true
-  store = openPgStore(`postgres://postgres@127.0.0.1:${port}/postgres`, { max: 10 })
+  cluster = startCluster()
+  store = openPgStore(cluster.url, { max: 10 })
   await createPrototypeSchema(store)
 }, 60_000)
 
 afterAll(async () => {
-  if (clusterStarted) {
+  if (cluster) {
     await store.sql.close()
-    run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
+    cluster.stop()
   }
-  dir.cleanup()
 }, 60_000)
 
 const ENV_A = 1

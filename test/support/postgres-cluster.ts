@@ -1,0 +1,57 @@
+/**
+ * A throw-away PostgreSQL cluster for tests and the bench: Debian's `initdb`/`pg_ctl` (on PATH or in
+ * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
+ * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
+ */
+import { chownSync } from 'node:fs'
+import { join } from 'node:path'
+import { freePort, tempDir } from '../helpers.ts'
+
+/** A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it (the newest version). */
+export function postgresBinary(name: string): string | null {
+  const onPath = Bun.which(name)
+  if (onPath) return onPath
+  try {
+    const found = [...new Bun.Glob(`*/bin/${name}`).scanSync({ cwd: '/usr/lib/postgresql', absolute: true })]
+    return found.sort((a, b) => b.localeCompare(a, undefined, { numeric: true }))[0] ?? null
+  } catch {
+    return null
+  }
+}
+
+export const initdb = postgresBinary('initdb')
+export const pgCtl = postgresBinary('pg_ctl')
+export const postgresInstalled = initdb !== null && pgCtl !== null
+
+const asPostgres = (args: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...args] : args)
+const idOfPostgres = (flag: '-u' | '-g') => Number(Bun.spawnSync(['id', flag, 'postgres']).stdout.toString())
+
+function run(args: string[]): void {
+  const result = Bun.spawnSync(asPostgres(args), { stdout: 'pipe', stderr: 'pipe' })
+  if (result.exitCode !== 0) throw new Error(`${args.join(' ')} failed: ${result.stderr.toString()}${result.stdout.toString()}`)
+}
+
+export interface Cluster {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication, loopback only). */
+  url: string
+  stop(): void
+}
+
+/** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
+export function startCluster(options: { fsync?: boolean } = {}): Cluster {
+  if (!postgresInstalled) throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
+  const dir = tempDir('trellis-pg-')
+  const data = join(dir.path, 'data')
+  if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
+  run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
+  const port = freePort()
+  const fsync = options.fsync === true ? 'on' : 'off'
+  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c fsync=${fsync}`, 'start'])
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop: () => {
+      run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
+      dir.cleanup()
+    },
+  }
+}
