@@ -208,6 +208,14 @@ describe('embedded migrations', () => {
     expect(readFileSync(join(repoRoot, 'src/db/migrations.generated.ts'), 'utf8')).toBe(renderMigrationsModule(journal))
   })
 
+  test('src/db/postgres/migrations.generated.ts too (PostgreSQL, drizzle/postgres/), with every SQL file of the folder', () => {
+    const path = 'drizzle/postgres/meta/_journal.json'
+    const pgJournal = JSON.parse(readFileSync(join(repoRoot, path), 'utf8')) as Journal
+    expect(readFileSync(join(repoRoot, 'src/db/postgres/migrations.generated.ts'), 'utf8')).toBe(renderMigrationsModule(pgJournal, '../../../drizzle/postgres', path))
+    const sqlFiles = readdirSync(join(repoRoot, 'drizzle/postgres')).filter((name) => name.endsWith('.sql')).sort()
+    expect(sqlFiles).toEqual(pgJournal.entries.map((e) => `${e.tag}.sql`).sort())
+  })
+
   test('every journal entry has its drizzle/<tag>.sql, embedded verbatim, and no SQL file is left out', () => {
     const sqlFiles = readdirSync(join(repoRoot, 'drizzle')).filter((name) => name.endsWith('.sql')).sort()
     const tags = journal.entries.map((e) => e.tag)

@@ -1,0 +1,29 @@
+/**
+ * Applies the embedded PostgreSQL migrations (drizzle/postgres/ → migrations.generated.ts) in order, each once,
+ * tracked by name in `trellis_migrations` as SQLite's are (src/db/migrate.ts). Each migration and its record commit
+ * together; an advisory lock lets several instances start at once (issue 18): one applies, the others wait and find
+ * nothing left to do.
+ */
+import type { SQL } from 'bun'
+import { migrations as embedded } from './migrations.generated.ts'
+
+const BREAKPOINT = '--> statement-breakpoint'
+/** The advisory lock key of the migrator (any constant shared by every instance). */
+const MIGRATION_LOCK = 7_316_100
+
+/** Returns the names of the migrations applied by this call. */
+export async function migratePostgres(sql: SQL, migrations: { name: string; sql: string }[] = embedded, now = Date.now()): Promise<string[]> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`
+    await tx.unsafe('CREATE TABLE IF NOT EXISTS trellis_migrations (name text PRIMARY KEY NOT NULL, applied_at bigint NOT NULL)')
+    const done = new Set(((await tx`SELECT name FROM trellis_migrations`) as { name: string }[]).map((row) => row.name))
+    const applied: string[] = []
+    for (const migration of migrations) {
+      if (done.has(migration.name)) continue
+      for (const statement of migration.sql.split(BREAKPOINT)) if (statement.trim()) await tx.unsafe(statement)
+      await tx`INSERT INTO trellis_migrations (name, applied_at) VALUES (${migration.name}, ${now})`
+      applied.push(migration.name)
+    }
+    return applied
+  }) as Promise<string[]>
+}

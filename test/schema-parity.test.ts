@@ -1,0 +1,143 @@
+/**
+ * Issue 18, item 2: the PostgreSQL schema (src/db/postgres/schema.ts, drizzle/postgres/) and SQLite's
+ * (src/db/schema.ts, drizzle/) describe the same data model. Both sets of embedded migrations are applied to real
+ * databases — a SQLite file and a throw-away PostgreSQL cluster — and their catalogs compared: tables, columns and
+ * nullability, primary keys, foreign keys with their ON DELETE, unique and partial indexes (the one active run per
+ * record included), check constraints, and the append-only triggers of the logs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { migratePostgres } from '../src/db/postgres/migrate.ts'
+import { testEnv, type TestEnv } from './helpers.ts'
+import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
+
+if (!postgresInstalled) {
+  if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
+  console.warn('schema-parity: SKIPPED, PostgreSQL is not installed (apt-get install postgresql)')
+}
+
+/** What both catalogs are reduced to: comparable, dialect-neutral facts. */
+interface Catalog {
+  tables: Record<string, { columns: Record<string, { notNull: boolean }>; primaryKey: string[] }>
+  foreignKeys: string[]
+  indexes: string[]
+  checks: string[]
+  appendOnly: string[]
+}
+
+const TRACKING = 'trellis_migrations'
+
+function sqliteCatalog(env: TestEnv): Catalog {
+  const db = env.store.sqlite
+  const all = <T>(text: string, ...values: string[]) => db.prepare(text).all(...values) as T[]
+  const tables = all<{ name: string; sql: string }>("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != ?", TRACKING)
+  const catalog: Catalog = { tables: {}, foreignKeys: [], indexes: [], checks: [], appendOnly: [] }
+  for (const { name, sql } of tables) {
+    const columns = all<{ name: string; notnull: number; pk: number }>(`SELECT name, "notnull", pk FROM pragma_table_info(?)`, name)
+    catalog.tables[name] = {
+      columns: Object.fromEntries(columns.map((c) => [c.name, { notNull: c.notnull === 1 || c.pk > 0 }])),
+      primaryKey: columns.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name),
+    }
+    for (const fk of all<{ table: string; from: string; to: string; on_delete: string }>('SELECT "table", "from", "to", on_delete FROM pragma_foreign_key_list(?)', name)) {
+      catalog.foreignKeys.push(`${name}.${fk.from} → ${fk.table}.${fk.to} on delete ${fk.on_delete.toLowerCase()}`)
+    }
+    for (const index of all<{ name: string; unique: number; origin: string; partial: number }>('SELECT name, "unique", origin, partial FROM pragma_index_list(?)', name)) {
+      if (index.origin === 'pk') continue
+      const columns = all<{ name: string }>('SELECT name FROM pragma_index_info(?) ORDER BY seqno', index.name).map((c) => c.name)
+      catalog.indexes.push(`${name}: ${index.name} (${columns.join(', ')})${index.unique ? ' unique' : ''}${index.partial ? ' partial' : ''}`)
+    }
+    for (const match of sql.matchAll(/CONSTRAINT "([^"]+)" CHECK/g)) catalog.checks.push(`${name}: ${match[1]}`)
+  }
+  for (const { name } of all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%append_only'")) catalog.appendOnly.push(name)
+  return normalize(catalog)
+}
+
+async function postgresCatalog(sql: SQL): Promise<Catalog> {
+  const catalog: Catalog = { tables: {}, foreignKeys: [], indexes: [], checks: [], appendOnly: [] }
+  const columns = (await sql`SELECT table_name, column_name, is_nullable FROM information_schema.columns
+    WHERE table_schema = 'public' AND table_name != ${TRACKING}`) as { table_name: string; column_name: string; is_nullable: string }[]
+  for (const c of columns) {
+    catalog.tables[c.table_name] ??= { columns: {}, primaryKey: [] }
+    catalog.tables[c.table_name]!.columns[c.column_name] = { notNull: c.is_nullable === 'NO' }
+  }
+  const constraints = (await sql`SELECT conrelid::regclass::text AS table_name, conname, contype, pg_get_constraintdef(oid) AS def
+    FROM pg_constraint WHERE connamespace = 'public'::regnamespace AND conrelid::regclass::text != ${TRACKING}`) as { table_name: string; conname: string; contype: string; def: string }[]
+  for (const c of constraints) {
+    if (c.contype === 'p') catalog.tables[c.table_name]!.primaryKey = /\((.*)\)/.exec(c.def)![1]!.split(', ')
+    if (c.contype === 'c') catalog.checks.push(`${c.table_name}: ${c.conname}`)
+    if (c.contype === 'f') {
+      const [, from, table, to] = /FOREIGN KEY \((.+?)\) REFERENCES (\w+)\((.+?)\)/.exec(c.def)!
+      const onDelete = /ON DELETE (CASCADE|SET NULL|RESTRICT|SET DEFAULT)/.exec(c.def)?.[1]?.toLowerCase() ?? 'no action'
+      catalog.foreignKeys.push(`${c.table_name}.${from} → ${table}.${to} on delete ${onDelete}`)
+    }
+  }
+  const indexes = (await sql`SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename != ${TRACKING}`) as { tablename: string; indexname: string; indexdef: string }[]
+  const primaryKeyIndexes = new Set(constraints.filter((c) => c.contype === 'p').map((c) => c.conname))
+  for (const index of indexes) {
+    if (primaryKeyIndexes.has(index.indexname)) continue
+    const columns = /USING \w+ \((.+?)\)(?: WHERE|$)/.exec(index.indexdef)![1]!.split(', ').map((c) => c.replace(/"/g, ''))
+    catalog.indexes.push(`${index.tablename}: ${index.indexname} (${columns.join(', ')})${/CREATE UNIQUE/.test(index.indexdef) ? ' unique' : ''}${/ WHERE /.test(index.indexdef) ? ' partial' : ''}`)
+  }
+  const triggers = (await sql`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE '%append_only'`) as { tgname: string }[]
+  catalog.appendOnly = triggers.map((t) => t.tgname)
+  return normalize(catalog)
+}
+
+const normalize = (catalog: Catalog): Catalog => ({
+  ...catalog,
+  foreignKeys: [...catalog.foreignKeys].sort(),
+  indexes: [...catalog.indexes].sort(),
+  checks: [...catalog.checks].sort(),
+  appendOnly: [...catalog.appendOnly].sort(),
+})
+
+describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema (both migrated for real)', () => {
+  let env: TestEnv
+  let cluster: Cluster
+  let sql: SQL
+  let sqlite: Catalog
+  let postgres: Catalog
+
+  beforeAll(async () => {
+    env = testEnv()
+    cluster = startCluster()
+    sql = new SQL(cluster.url)
+    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs'])
+    sqlite = sqliteCatalog(env)
+    postgres = await postgresCatalog(sql)
+    console.log(`schema-parity: ${Object.keys(sqlite.tables).length} tables, ${sqlite.foreignKeys.length} foreign keys, ${sqlite.indexes.length} indexes, ${sqlite.checks.length} checks compared`)
+  }, 60_000)
+
+  afterAll(async () => {
+    await sql?.close()
+    cluster?.stop()
+    env?.cleanup()
+  })
+
+  test('the same tables, columns, nullability and primary keys', () => {
+    expect(Object.keys(postgres.tables).sort()).toEqual(Object.keys(sqlite.tables).sort())
+    for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
+  })
+
+  test('the same foreign keys, with the same ON DELETE', () => {
+    expect(postgres.foreignKeys).toEqual(sqlite.foreignKeys)
+  })
+
+  test('the same indexes: names, columns, unique and partial — the one active run per record included', () => {
+    expect(postgres.indexes).toEqual(sqlite.indexes)
+    expect(postgres.indexes).toContain('runs: runs_one_active_per_record (workflow_id, record_id) unique partial')
+  })
+
+  test('the same check constraints and append-only log triggers', async () => {
+    expect(postgres.checks).toEqual(sqlite.checks)
+    expect(postgres.appendOnly).toEqual(sqlite.appendOnly)
+    expect(postgres.appendOnly.length).toBe(3)
+  })
+
+  test('migrating again applies nothing; the PostgreSQL log tables refuse an UPDATE', async () => {
+    expect(await migratePostgres(sql)).toEqual([])
+    await sql`INSERT INTO projects (name, created_at) VALUES ('P', 1)`
+    const [{ id }] = (await sql`INSERT INTO admin_logs (project_id, type, resource, initiator, created_at) VALUES (1, 'add', 'team', 'administrator', 1) RETURNING id`) as [{ id: string }]
+    await expect(sql`UPDATE admin_logs SET created_at = 2 WHERE id = ${id}`).rejects.toThrow('admin log entries are append-only')
+  })
+})
