@@ -3,6 +3,7 @@
 import pkg from '../package.json' with { type: 'json' }
 import { applyCommand } from './cli/apply.ts'
 import { backupCommand } from './cli/backup.ts'
+import { dbCommand } from './cli/db.ts'
 import { type Command, CommandError, commandHelp, type Io, UsageError } from './cli/command.ts'
 import { FLAG_SETTINGS } from './config.ts'
 import { memberCommand } from './cli/member.ts'
@@ -21,6 +22,7 @@ const COMMANDS: Record<string, Command> = {
   token: tokenCommand,
   webhook: webhookCommand,
   backup: backupCommand,
+  db: dbCommand,
 }
 
 export function helpText(): string {
