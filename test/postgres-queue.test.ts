@@ -1,0 +1,119 @@
+/**
+ * Issue 18: the queue's transitions — the very ops the executor yields (`op(claimRuns, …)`, `op(advanceRun, …)`…) —
+ * run on PostgreSQL through their twins (src/db/postgres/queue.ts), on the product's PostgreSQL schema migrated for
+ * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
+ * park and wake, finish, lease renewal, recovery of expired leases and give-back.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUIDv7 } from 'bun'
+import { op, type Op } from '../src/db/op.ts'
+import { migratePostgres } from '../src/db/postgres/migrate.ts'
+import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { QUEUE_TWINS } from '../src/db/postgres/queue.ts'
+import { openPgStore, type PgStore } from '../src/db/postgres/store.ts'
+import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
+import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
+
+if (!postgresInstalled) {
+  if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
+  console.warn('postgres-queue: SKIPPED, PostgreSQL is not installed (apt-get install postgresql)')
+}
+
+const LEASE = 30_000
+const now = Date.UTC(2026, 10, 23, 12, 0, 0)
+
+describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s own ops through their twins', () => {
+  let cluster: Cluster
+  let store: PgStore
+  const run = <T>(body: () => Op<T>) => writeOnPostgres(store, QUEUE_TWINS, body)
+  const statusOf = async (id: string) =>
+    ((await store.sql`SELECT status, lease_owner, next_step::float8 AS next_step, available_at::float8 AS available_at FROM runs WHERE id = ${id}`) as Record<string, unknown>[])[0]
+
+  /** Queued runs on distinct records, due at `at`. */
+  async function queue(count: number, at = now): Promise<string[]> {
+    const ids = Array.from({ length: count }, () => randomUUIDv7())
+    for (const [i, id] of ids.entries()) {
+      await store.sql`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
+        VALUES (${id}, 1, 1, 1, ${`rec-${id}-${i}`}, 1, 'webhook', 'queued', 0, ${at}, 0, ${at * 1000 + i})`
+    }
+    return ids
+  }
+
+  beforeAll(async () => {
+    cluster = startCluster()
+    store = openPgStore(cluster.url, { max: 10 })
+    await migratePostgres(store.sql)
+    const seed = [
+      "INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', 1, 1)",
+      "INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', 1)",
+      "INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', 1)",
+      "INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', 1)",
+      'INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)',
+      "INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', 1)",
+      "INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (1, 1, 'wf', 1, 1, 1)",
+      "INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (1, 1, 1, '{}', 'h', 1)",
+    ]
+    for (const statement of seed) await store.sql.unsafe(statement)
+  }, 60_000)
+
+  afterAll(async () => {
+    await store?.sql.close()
+    cluster?.stop()
+  })
+
+  test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {
+    const due = await queue(24)
+    const later = await queue(3, now + 60_000)
+    const claimed = await Promise.all(['A', 'B', 'C', 'D'].map(async (owner) => {
+      const mine: RunRow[] = []
+      for (;;) {
+        const batch = await run(() => op(claimRuns, owner, now, LEASE, 4))
+        if (batch.length === 0) return mine
+        mine.push(...batch)
+      }
+    }))
+    const ids = claimed.flat().map((r) => r.id)
+    expect(ids.sort()).toEqual([...due].sort())
+    for (const [i, owner] of ['A', 'B', 'C', 'D'].entries()) for (const r of claimed[i]!) expect(r).toMatchObject({ status: 'running', lease_owner: owner, attempts: 1 })
+    for (const id of later) expect(await statusOf(id)).toMatchObject({ status: 'queued', lease_owner: null })
+    await store.sql`UPDATE runs SET status = 'cancelled'`
+  })
+
+  test('a lease guard rolls the whole op back: the step recorded before it is undone when another owner holds the run', async () => {
+    const [id] = await queue(1)
+    const [claimed] = await run(() => op(claimRuns, 'A', now, LEASE, 1))
+    expect(claimed!.id).toBe(id!)
+    // B's op advances someone else's run after a first write of its own: LeaseLostError, and nothing of B stays.
+    await expect(
+      run(function* () {
+        yield* op(renewLease, id!, 'A', now + 1, LEASE)
+        yield* op(advanceRun, id!, 'B', 2)
+      }),
+    ).rejects.toBeInstanceOf(LeaseLostError)
+    expect(await statusOf(id!)).toMatchObject({ status: 'running', lease_owner: 'A', next_step: 0 })
+    // The renewal made inside the failed op was rolled back with it.
+    expect(await store.sql`SELECT lease_expires_at::float8 AS until FROM runs WHERE id = ${id!}`).toEqual([{ until: now + LEASE }])
+    await run(() => op(advanceRun, id!, 'A', 2))
+    expect(await statusOf(id!)).toMatchObject({ next_step: 2 })
+    // Park, wake when due (the claim), finish; a finished run's lease cannot be renewed.
+    await run(() => op(parkRun, id!, 'A', 3, now + 5_000))
+    expect(await statusOf(id!)).toMatchObject({ status: 'waiting', lease_owner: null, available_at: now + 5_000 })
+    expect(await run(() => op(claimRuns, 'B', now + 4_999, LEASE, 5))).toEqual([])
+    const [woken] = await run(() => op(claimRuns, 'B', now + 5_000, LEASE, 5))
+    expect(woken).toMatchObject({ id, status: 'running', lease_owner: 'B', next_step: 3, attempts: 2 })
+    await run(() => op(finishRun, id!, 'B', now + 6_000, 4))
+    expect(await statusOf(id!)).toMatchObject({ status: 'succeeded', lease_owner: null, next_step: 4 })
+    expect(await run(() => op(renewLease, id!, 'B', now + 7_000, LEASE))).toBe(false)
+  })
+
+  test('recovery requeues runs whose lease expired (their instance died); give-back requeues what an owner holds', async () => {
+    const [dead, alive] = await queue(2)
+    await store.sql`UPDATE runs SET status = 'running', lease_owner = 'gone', lease_expires_at = ${now - 1} WHERE id = ${dead!}`
+    await store.sql`UPDATE runs SET status = 'running', lease_owner = 'live', lease_expires_at = ${now + LEASE} WHERE id = ${alive!}`
+    expect(await run(() => op(recoverExpiredRuns, now))).toBe(1)
+    expect(await statusOf(dead!)).toMatchObject({ status: 'queued', lease_owner: null })
+    expect(await statusOf(alive!)).toMatchObject({ status: 'running', lease_owner: 'live' })
+    expect(await run(() => op(releaseOwnedRuns, 'live', now))).toBe(1)
+    expect(await statusOf(alive!)).toMatchObject({ status: 'queued', lease_owner: null })
+  })
+})
