@@ -88,9 +88,8 @@ function queueOn(db: Db): RunQueue {
   return prepared(db, 'queue.statements', () => new RunQueue(connectionOf(db)))
 }
 
-/** The queue's transitions as functions of the storage face (`op(claimRun, …)`); see RunQueue for each rule. */
+/** The queue's transitions as functions of the storage face (`op(claimRuns, …)`); see RunQueue for each rule. */
 export const insertRun = (db: Db, run: NewRun): InsertResult => queueOn(db).insert(run)
-export const claimRun = (db: Db, owner: string, now: number, leaseMs: number): RunRow | null => queueOn(db).claim(owner, now, leaseMs)
 export const claimRuns = (db: Db, owner: string, now: number, leaseMs: number, limit: number): RunRow[] =>
   queueOn(db).claimBatch(owner, now, leaseMs, limit)
 export const renewLease = (db: Db, runId: string, owner: string, now: number, leaseMs: number): boolean =>
@@ -103,7 +102,6 @@ export class RunQueue {
   private readonly insertStatement
   private readonly activeRunStatement
   private readonly claimStatement
-  private readonly claimBatchStatement
   private readonly heartbeatStatement
   private readonly recoverStatement
   private readonly releaseStatement
@@ -121,14 +119,6 @@ export class RunQueue {
     )
     this.activeRunStatement = sqlite.prepare(`SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN (${ACTIVE})`)
     this.claimStatement = sqlite.prepare(
-      `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
-         started_at = coalesce(started_at, ?2), attempts = attempts + 1
-       WHERE id = (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
-                   ORDER BY available_at LIMIT 1)
-         AND status IN (${CLAIMABLE})
-       RETURNING *`,
-    )
-    this.claimBatchStatement = sqlite.prepare(
       `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
          started_at = coalesce(started_at, ?2), attempts = attempts + 1
        WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
@@ -168,12 +158,12 @@ export class RunQueue {
 
   /** Claims the next due run — queued, or waiting with its time come (the wake) — under a lease, or returns null. */
   claim(owner: string, now: number, leaseMs: number): RunRow | null {
-    return (this.claimStatement.all(owner, now, leaseMs) as RunRow[])[0] ?? null
+    return this.claimBatch(owner, now, leaseMs, 1)[0] ?? null
   }
 
   /** Claims up to `limit` due runs at once (one statement), oldest due first, each under a lease. */
   claimBatch(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
-    const runs = this.claimBatchStatement.all(owner, now, leaseMs, limit) as RunRow[]
+    const runs = this.claimStatement.all(owner, now, leaseMs, limit) as RunRow[]
     return runs.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 

@@ -42,7 +42,8 @@ async function guarded(tx: TransactionSQL, text: string, values: unknown[]): Pro
   if ((await changed(tx, text, values)) === 0) throw new LeaseLostError(String(values[0]))
 }
 
-async function claimRunsOnPostgres(tx: TransactionSQL, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
+/** The batched claim: up to `limit` due runs, oldest due first, skipping rows another claimer has locked. */
+export async function claimRunsOnPostgres(tx: TransactionSQL, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
   const rows = await tx.unsafe(
     `UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
        started_at = coalesce(started_at, $2), attempts = attempts + 1

@@ -12,19 +12,19 @@
  *   service's own trigger op (`queueRun`) runs on PostgreSQL through ./op-runner.ts — the shape Trellis took.
  *
  * The SQLite side of the same operations is src/modules/runs/service.ts `queueRun` (inside `write()`) with
- * src/db/queue.ts `insertRun`/`claimRun` and src/db/activity-logs.ts `insertActivityLog`.
+ * src/db/queue.ts `insertRun`/`claimRuns` and src/db/activity-logs.ts `insertActivityLog`.
  */
 import type { TransactionSQL } from 'bun'
-import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
+import { ACTIVE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { type InsertResult, insertRun, type NewRun, type RunRow } from '../queue.ts'
 import { insertActivityLog, type NewActivityLogRow } from '../activity-logs.ts'
 import type { Call } from '../op.ts'
 import type { PgTwin, PgTwins } from './op-runner.ts'
+import { claimRunsOnPostgres } from './queue.ts'
 import type { PgStore } from './store.ts'
 import { microsFromMillis } from '../../lib/time.ts'
 
 const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
-const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
 
 /** What the face answers for a trigger: the run started, or the run already active on the record (→ 409). */
 export type StartRunResult = { runId: string } | { activeRunId: string | null }
@@ -96,27 +96,10 @@ export async function appendActivity(tx: TransactionSQL, entry: NewActivityLogRo
   return logId
 }
 
-/** The numeric columns of a run as numbers (int8 arrives as a string). */
-const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
-  environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
-  status, next_step, available_at::float8 AS available_at, lease_owner, lease_expires_at::float8 AS lease_expires_at,
-  attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at`
-
 /**
- * Claims up to `limit` due runs (queued, or waiting with their time come) under a lease for `owner`, oldest first.
- * Rows another claimer has locked are skipped, not waited for: concurrent claimers split the due runs between them.
- * One statement, so it needs no explicit transaction. `SKIP LOCKED` is safe with the status re-check in the outer
- * WHERE: a row claimed and committed by another worker between the subquery and the update no longer matches.
+ * Claims up to `limit` due runs under a lease for `owner` with the queue's own twin (./queue.ts,
+ * `FOR UPDATE SKIP LOCKED`): concurrent claimers split the due runs between them and never wait for each other.
  */
-export async function claimRuns(store: PgStore, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
-  const rows = await store.sql.unsafe(
-    `UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
-       started_at = coalesce(started_at, $2), attempts = attempts + 1
-     WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
-                  ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
-       AND status IN (${CLAIMABLE})
-     RETURNING ${RUN_COLUMNS}`,
-    [owner, now, leaseMs, limit],
-  )
-  return [...rows] as RunRow[]
+export function claimRuns(store: PgStore, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
+  return store.sql.begin((tx) => claimRunsOnPostgres(tx, owner, now, leaseMs, limit)) as Promise<RunRow[]>
 }
