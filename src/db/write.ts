@@ -90,12 +90,13 @@ export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
 /** The most writes one transaction commits; the rest wait for the next (a turn's worth is far below it). */
 export const GROUP_COMMIT_LIMIT = 512
 
-function scheduleCommit(store: Store, delayMs: number): void {
+/** The next group commit, at the end of this turn or after `delayMs`; `pause`: the wait after it if the lock is taken. */
+function scheduleCommit(store: Store, delayMs: number, pause = FIRST_RETRY_MS): void {
   if (store.commitScheduled) return
   store.commitScheduled = true
   const commit = () => {
     store.commitScheduled = false
-    commitQueued(store, FIRST_RETRY_MS)
+    commitQueued(store, pause)
   }
   if (delayMs === 0) setImmediate(commit)
   else setTimeout(commit, delayMs)
@@ -145,13 +146,8 @@ function retryLater(store: Store, batch: QueuedWrite[], busy: StorageUnavailable
   for (const queued of batch) if (queued.deadline <= now) queued.reject(busy)
   if (waiting.length === 0) return
   store.queuedWrites.unshift(...waiting)
-  if (store.commitScheduled) return
-  store.commitScheduled = true
   const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((queued) => queued.deadline)) - now))
-  setTimeout(() => {
-    store.commitScheduled = false
-    commitQueued(store, Math.min(LONGEST_RETRY_MS, pause * 2))
-  }, wait)
+  scheduleCommit(store, wait, Math.min(LONGEST_RETRY_MS, pause * 2))
 }
 
 /** A write that may be skipped (a `lastUsedAt` stamp): one attempt, no wait; false when the database is busy or full. */
