@@ -8,7 +8,7 @@ import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { migrate, pendingMigrations } from '../src/db/migrate.ts'
 import { type Journal, renderMigrationsModule } from '../src/db/migrations-module.ts'
 import { migrations as embedded } from '../src/db/migrations.generated.ts'
-import { openStore, type Store } from '../src/db/open.ts'
+import { openStore, type SqliteStore } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
 import { repoRoot, runCli, tempDir, testEnv, type TestEnv } from './helpers.ts'
 
@@ -22,7 +22,7 @@ afterEach(() => {
 })
 
 /** An opened but not yet migrated store in a fresh temp dir. */
-function emptyStore(): Store {
+function emptyStore(): SqliteStore {
   const dir = tempDir()
   const store = openStore(dir.path)
   cleanups.push(dir.cleanup, () => store.close())

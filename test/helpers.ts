@@ -7,7 +7,7 @@ import { createDeps, type DepsInput } from '../src/deps.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
 import type { Op } from '../src/db/op.ts'
-import { keepEventLoopFree, openStore, type Store } from '../src/db/open.ts'
+import { keepEventLoopFree, openStore, type SqliteStore } from '../src/db/open.ts'
 import { commitNow } from '../src/db/write.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -32,7 +32,7 @@ export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): vo
 
 export interface TestEnv {
   dataDir: string
-  store: Store
+  store: SqliteStore
   config: Config
   clock: ReturnType<typeof manualClock>
   secret: Buffer
@@ -106,7 +106,7 @@ export async function runCli(args: string[], options: { stdin?: string; env?: Re
 }
 
 /** A row count per table: used to prove that a failed command wrote nothing. */
-export function tableContents(store: Store): Record<string, unknown[]> {
+export function tableContents(store: SqliteStore): Record<string, unknown[]> {
   const tables = store.sqlite
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all() as { name: string }[]
@@ -196,7 +196,7 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
 }
 
 /** Seeding and checks: `work` run at once in one write transaction of `store` (the CLI's way), its answer returned. */
-export function runNow<T>(store: Store, work: Op<T>): T {
+export function runNow<T>(store: SqliteStore, work: Op<T>): T {
   return commitNow(store, () => work)
 }
 

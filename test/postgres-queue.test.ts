@@ -9,8 +9,7 @@ import { randomUUIDv7 } from 'bun'
 import { op, type Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
-import { QUEUE_TWINS } from '../src/db/postgres/queue.ts'
-import { openPgStore, type PgStore } from '../src/db/postgres/store.ts'
+import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
@@ -25,7 +24,7 @@ const now = Date.UTC(2026, 10, 23, 12, 0, 0)
 describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s own ops through their twins', () => {
   let cluster: Cluster
   let store: PgStore
-  const run = <T>(body: () => Op<T>) => writeOnPostgres(store, QUEUE_TWINS, body)
+  const run = <T>(body: () => Op<T>) => writeOnPostgres(store, body)
   const statusOf = async (id: string) =>
     ((await store.sql`SELECT status, lease_owner, next_step::float8 AS next_step, available_at::float8 AS available_at FROM runs WHERE id = ${id}`) as Record<string, unknown>[])[0]
 
@@ -41,7 +40,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
 
   beforeAll(async () => {
     cluster = startCluster()
-    store = openPgStore(cluster.url, { max: 10 })
+    store = openPostgres(cluster.url, { max: 10 })
     await migratePostgres(store.sql)
     const seed = [
       "INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', 1, 1)",

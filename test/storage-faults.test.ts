@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
-import { databasePath, openStore, type Store } from '../src/db/open.ts'
+import { databasePath, openStore, type SqliteStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
@@ -25,7 +25,7 @@ afterEach(async () => {
 const NOTES = '/v1/project/Acme/environment/production/notes'
 
 /** Acme with a workflow that parks for `waitSeconds` and then updates its record; a token of alice (admin, in Support) for notes and runs. */
-function seed(store: Store, waitSeconds: number) {
+function seed(store: SqliteStore, waitSeconds: number) {
   const document = acmeDocument()
   acmeProject(document).workflows!.push(
     ordersWorkflow('Pause', [
@@ -251,7 +251,7 @@ describe('the executor and a lock held elsewhere', () => {
 interface DiskFault {
   kind: 'tmpfs' | 'page-limit'
   send: Send
-  store?: Store
+  store?: SqliteStore
   fill(): void
   free(): void
   stop(): Promise<void>

@@ -7,8 +7,8 @@ import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
 import { openMigrated } from '../db/migrate.ts'
 import type { Store } from '../db/open.ts'
-import { readTransaction } from '../db/read.ts'
-import { commitNow } from '../db/write.ts'
+import { readSnapshot } from '../db/read.ts'
+import { writeNow } from '../db/write.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'
 import { findProjectByName, type Project } from '../modules/projects/service.ts'
 import { findUserByEmail, type User } from '../modules/users/service.ts'
@@ -156,12 +156,12 @@ export async function withStore<T>(config: Config, fn: (store: Store) => T | Pro
  * at all. The CLI's connection waits in the driver for another process's lock (README "Storage faults").
  */
 export function inWriteTransaction<T>(config: Config, body: () => Op<T>): Promise<T> {
-  return withStore(config, (store) => commitNow(store, body))
+  return withStore(config, (store) => writeNow(store, body))
 }
 
 /** `body`'s op over one consistent snapshot of the data directory's database. */
 export function inReadTransaction<T>(config: Config, body: () => Op<T>): Promise<T> {
-  return withStore(config, (store) => readTransaction(store, body()))
+  return withStore(config, (store) => readSnapshot(store, body()))
 }
 
 /** The project with this name, or exit 1 `unknown project NAME`. */

@@ -5,7 +5,7 @@ import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from '../db/maintenance.ts'
 import { openMigrated } from '../db/migrate.ts'
 import { keepEventLoopFree } from '../db/open.ts'
-import { readTransaction } from '../db/read.ts'
+import { readSnapshot } from '../db/read.ts'
 import { storageErrorOf } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
@@ -49,7 +49,7 @@ export const serveCommand: Command = {
     // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
     const store = openMigrated(startConfig.dataDir)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
-    const stored = readTransaction(store, startState())
+    const stored = await readSnapshot(store, startState())
     const config = configFrom(parsed, { storedSso: stored.sso })
     keepEventLoopFree(store, config.dbBusyWaitMs)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)

@@ -3,9 +3,9 @@
  * while other connections (the server, the CLI) keep writing, and it includes what the WAL holds. Never copy
  * the `.db` file itself: recent commits may still be only in the WAL.
  */
-import type { Store } from './open.ts'
+import type { SqliteStore } from './open.ts'
 
 /** Writes a consistent copy of the store's database to `target`, which must not exist or be an empty file. */
-export function backupInto(store: Store, target: string): void {
+export function backupInto(store: SqliteStore, target: string): void {
   store.sqlite.run('VACUUM INTO ?', [target])
 }

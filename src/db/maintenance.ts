@@ -3,7 +3,8 @@ import type { Database } from 'bun:sqlite'
 import { statSync } from 'node:fs'
 import { Cron } from 'croner'
 import type { Micros } from '../lib/time.ts'
-import type { Db, Store } from './open.ts'
+import type { Db, SqliteStore, Store } from './open.ts'
+import { queueStatsOnPostgres } from './postgres/queue.ts'
 import { connectionOf, prepared } from './prepared.ts'
 import { queueStats, type QueueStats } from './queue.ts'
 
@@ -21,8 +22,8 @@ export function deleteLogBatch(db: Db, table: LogTable, cutoff: Micros, batch: n
 }
 
 /** The run counts /metrics reads at scrape time (see `queueStats`), on the store's connection. */
-export function runQueueStats(store: Store, now: number): QueueStats {
-  return queueStats(store.sqlite, now)
+export function runQueueStats(store: Store, now: number): QueueStats | Promise<QueueStats> {
+  return store.kind === 'postgres' ? queueStatsOnPostgres(store, now) : queueStats(store.sqlite, now)
 }
 
 export interface CheckpointResult {
@@ -36,13 +37,13 @@ export interface CheckpointResult {
  * Copies committed pages from the WAL into the database file. TRUNCATE (graceful shutdown, or a WAL grown large)
  * also resets the WAL to zero bytes, so the file alone is complete; PASSIVE copies what it can and never waits.
  */
-export function checkpointWal(store: Store, mode: 'PASSIVE' | 'TRUNCATE' = 'TRUNCATE'): CheckpointResult {
+export function checkpointWal(store: SqliteStore, mode: 'PASSIVE' | 'TRUNCATE' = 'TRUNCATE'): CheckpointResult {
   const [row] = store.sqlite.query(`PRAGMA wal_checkpoint(${mode})`).all() as { busy: number; log: number; checkpointed: number }[]
   return { busy: row?.busy === 1, walPages: row?.log ?? 0, checkpointedPages: row?.checkpointed ?? 0 }
 }
 
 /** The size of the store's `-wal` file in bytes (0 when there is none). */
-export function walBytes(store: Store): number {
+export function walBytes(store: SqliteStore): number {
   try {
     return statSync(`${store.path}-wal`).size
   } catch (error) {
@@ -67,7 +68,7 @@ const WAL_SIZE_POLL_MS = 25
  * between two checkpoints. While another process pins the WAL (busy), only the regular ticks retry.
  */
 export function scheduleWalCheckpoints(
-  store: Store,
+  store: SqliteStore,
   everyMs: number,
   report: { checkpointed(mode: 'passive' | 'truncate', result: CheckpointResult, walBytes: number): void; failed(error: Error): void },
 ): { stop(): void } {
@@ -107,7 +108,7 @@ export function optimizeDatabase(sqlite: Database): void {
 }
 
 /** Runs optimizeDatabase now and then daily at 04:07 (croner); the returned job stops with the server. */
-export function scheduleMaintenance(store: Store, onError: (error: Error) => void): Cron {
+export function scheduleMaintenance(store: SqliteStore, onError: (error: Error) => void): Cron {
   const run = () => {
     try {
       optimizeDatabase(store.sqlite)

@@ -4,7 +4,8 @@
  */
 import type { Database } from 'bun:sqlite'
 import { migrations as embedded } from './migrations.generated.ts'
-import { openStore, type Store } from './open.ts'
+import { openStore, type SqliteStore, type Store } from './open.ts'
+import { pendingPostgresMigrations } from './postgres/migrate.ts'
 
 export interface Migration {
   name: string
@@ -36,12 +37,12 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
 }
 
 /** `migrate` for the store's connection: the names of the migrations this call applied (`trellis migrate`). */
-export function migrateStore(store: Store): string[] {
+export function migrateStore(store: SqliteStore): string[] {
   return migrate(store.sqlite)
 }
 
 /** Opens the data directory's database (the CLI's connection, see `openStore`) and brings its schema up to date. */
-export function openMigrated(dataDir: string): Store {
+export function openMigrated(dataDir: string): SqliteStore {
   const store = openStore(dataDir)
   try {
     migrateStore(store)
@@ -53,8 +54,8 @@ export function openMigrated(dataDir: string): Store {
 }
 
 /** `pendingMigrations` on the store's connection (/readyz). */
-export function pendingStoreMigrations(store: Store): string[] {
-  return pendingMigrations(store.sqlite)
+export async function pendingStoreMigrations(store: Store): Promise<string[]> {
+  return store.kind === 'postgres' ? pendingPostgresMigrations(store.sql) : pendingMigrations(store.sqlite)
 }
 
 /** Names of embedded migrations not yet applied (for /readyz). */

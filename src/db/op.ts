@@ -78,6 +78,6 @@ export function savepoint<T>(body: () => Op<T>): Op<T> {
  * SAVEPOINT / RELEASE / ROLLBACK TO, prepared once per connection (Drizzle's nested transaction prepared them on every
  * step). One name serves nested savepoints too: SQLite releases or rolls back to the innermost of that name.
  */
-function runInSavepoint<T>(db: Db, body: () => Op<T>): T {
+export function runInSavepoint<T>(db: Db, body: () => Op<T>): T {
   return inSavepoint(db, (savepoint) => runOp(savepoint, body()))
 }

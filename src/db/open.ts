@@ -4,10 +4,15 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
 import { join } from 'node:path'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import * as schema from './schema.ts'
+import type { PgStore } from './postgres/store.ts'
 
 export type Db = BunSQLiteDatabase<typeof schema>
 
-export interface Store {
+/** Where Trellis keeps its data: the embedded SQLite file (the default), or PostgreSQL (TRELLIS_DATABASE_URL, issue 18). */
+export type Store = SqliteStore | PgStore
+
+export interface SqliteStore {
+  readonly kind: 'sqlite'
   /** The raw connection, for prepared hot-path statements and maintenance. */
   sqlite: Database
   db: Db
@@ -35,6 +40,12 @@ export interface QueuedWrite {
 
 export const DATABASE_FILE = 'trellis.db'
 
+/** The store as the SQLite store it must be for `what` (a file-level operation); PostgreSQL is refused by name. */
+export function sqliteOnly(store: Store, what: string): SqliteStore {
+  if (store.kind !== 'sqlite') throw new Error(`${what} works on the embedded SQLite database only`)
+  return store
+}
+
 /** The CLI's connection: no event loop to keep free, so the driver itself waits this long for another's lock. */
 export const CLI_BUSY_TIMEOUT_MS = 5000
 
@@ -61,7 +72,7 @@ function keepPrivate(file: string): void {
  * Opens (creating if needed) `<dataDir>/trellis.db` for the CLI: the driver waits up to CLI_BUSY_TIMEOUT_MS for a
  * lock. Does not migrate: see `migrate()`. The server then calls `keepEventLoopFree`.
  */
-export function openStore(dataDir: string): Store {
+export function openStore(dataDir: string): SqliteStore {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const path = databasePath(dataDir)
   closeSync(openSync(path, 'a', 0o600)) // creates it 0600 when new; an existing file keeps its content
@@ -74,6 +85,7 @@ export function openStore(dataDir: string): Store {
   sqlite.run('PRAGMA foreign_keys = ON')
   const db = drizzle({ client: sqlite, schema })
   return {
+    kind: 'sqlite',
     sqlite,
     db,
     path,
@@ -91,7 +103,7 @@ export function openStore(dataDir: string): Store {
  * The server's connection from now on: the driver never waits for a lock (busy_timeout 0 — its wait is synchronous
  * and would stop every request); `write()` waits instead, asynchronously, up to `writeWaitMs`.
  */
-export function keepEventLoopFree(store: Store, writeWaitMs: number): void {
+export function keepEventLoopFree(store: SqliteStore, writeWaitMs: number): void {
   store.sqlite.run('PRAGMA busy_timeout = 0')
   store.writeWaitMs = writeWaitMs
 }

@@ -16,7 +16,7 @@
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Database, Statement } from 'bun:sqlite'
-import type { Db, Store } from './open.ts'
+import type { Db, SqliteStore } from './open.ts'
 import { connectionOf, prepared } from './prepared.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
@@ -79,7 +79,7 @@ function isUniqueViolation(error: unknown): boolean {
  * prepared once on `sqlite`, which must be opened `strict` (as src/db/open.ts does) for the named parameters.
  */
 /** The run queue of a store (what code outside src/db uses: it never holds the raw connection). */
-export function runQueueOf(store: Store): RunQueue {
+export function runQueueOf(store: SqliteStore): RunQueue {
   return new RunQueue(store.sqlite)
 }
 

@@ -5,15 +5,21 @@
  * it neither waits for a writer nor holds one up.
  */
 import { type Op, runOp } from './op.ts'
-import type { Store } from './open.ts'
+import type { SqliteStore, Store } from './open.ts'
+import { readOnPostgres, snapshotOnPostgres } from './postgres/op-runner.ts'
 import { transaction } from './write.ts'
 
-/** A request's read: `work` run on the store's connection. */
+/** A request's read: `work` run on the store's connection (PostgreSQL: on the pool). */
 export async function read<T>(store: Store, work: Op<T>): Promise<T> {
-  return runOp(store.db, work)
+  return store.kind === 'postgres' ? readOnPostgres(store, work) : runOp(store.db, work)
+}
+
+/** `work` over one consistent snapshot, on either store (the CLI's reads, the server's start). */
+export async function readSnapshot<T>(store: Store, work: Op<T>): Promise<T> {
+  return store.kind === 'postgres' ? snapshotOnPostgres(store, work) : readTransaction(store, work)
 }
 
 /** `work` in one read (deferred) transaction, synchronously; storage faults as in `writeTransaction`. */
-export function readTransaction<T>(store: Store, work: Op<T>): T {
+export function readTransaction<T>(store: SqliteStore, work: Op<T>): T {
   return transaction(store, 'deferred', (db) => runOp(db, work))
 }

@@ -10,7 +10,8 @@ import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
 import { connectionOf } from './prepared.ts'
 import { inSavepoint } from './savepoint.ts'
-import type { Db, QueuedWrite, Store } from './open.ts'
+import type { Db, QueuedWrite, SqliteStore, Store } from './open.ts'
+import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
 export const BUSY_RETRY_AFTER_SECONDS = 1
@@ -28,6 +29,7 @@ const LONGEST_RETRY_MS = 50
  */
 export function storageErrorOf(store: Store, error: unknown): StorageUnavailableError | null {
   if (error instanceof StorageUnavailableError) return error
+  if (store.kind === 'postgres') return postgresFaultOf(error)
   const code = (error as { code?: unknown } | null)?.code
   if (typeof code !== 'string') return null
   if (code.startsWith('SQLITE_BUSY')) {
@@ -45,19 +47,24 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
  * as long as the connection's busy_timeout says (the CLI's: seconds; the server's: not at all). `fn` must be
  * synchronous — bun:sqlite transactions are. Storage faults are thrown as StorageUnavailableError.
  */
-export function writeTransaction<T>(store: Store, fn: (tx: Db) => T): T {
+export function writeTransaction<T>(store: SqliteStore, fn: (tx: Db) => T): T {
   const result = transaction(store, 'immediate', fn)
   store.storageFull = false
   return result
 }
 
+/** An op in one write transaction, at once, on either store: the CLI's write (SQLite: `commitNow`). */
+export async function writeNow<T>(store: Store, body: () => Op<T>): Promise<T> {
+  return store.kind === 'postgres' ? writeOnPostgres(store, body) : commitNow(store, body)
+}
+
 /** An op in one IMMEDIATE transaction, at once: the CLI's write (its connection waits in the driver for a lock). */
-export function commitNow<T>(store: Store, body: () => Op<T>): T {
+export function commitNow<T>(store: SqliteStore, body: () => Op<T>): T {
   return writeTransaction(store, (tx) => runOp(tx, body()))
 }
 
 /** `fn` in one transaction of the given kind; a driver error that is a storage fault is thrown as one. */
-export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred', fn: (tx: Db) => T): T {
+export function transaction<T>(store: SqliteStore, behavior: 'immediate' | 'deferred', fn: (tx: Db) => T): T {
   try {
     return store.db.transaction((tx) => fn(tx as unknown as Db), { behavior })
   } catch (error) {
@@ -76,6 +83,7 @@ export function transaction<T>(store: Store, behavior: 'immediate' | 'deferred',
  * the transaction.
  */
 export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
+  if (store.kind === 'postgres') return writeOnPostgres(store, body)
   return new Promise<T>((resolve, reject) => {
     store.queuedWrites.push({
       run: (tx) => runOp(tx, body()),
@@ -91,7 +99,7 @@ export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
 export const GROUP_COMMIT_LIMIT = 512
 
 /** The next group commit, at the end of this turn or after `delayMs`; `pause`: the wait after it if the lock is taken. */
-function scheduleCommit(store: Store, delayMs: number, pause = FIRST_RETRY_MS): void {
+function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY_MS): void {
   if (store.commitScheduled) return
   store.commitScheduled = true
   const commit = () => {
@@ -103,7 +111,7 @@ function scheduleCommit(store: Store, delayMs: number, pause = FIRST_RETRY_MS): 
 }
 
 /** One transaction for the queued writes (up to the limit); answers each after the commit, or retries the batch. */
-function commitQueued(store: Store, pause: number): void {
+function commitQueued(store: SqliteStore, pause: number): void {
   const batch = store.queuedWrites.splice(0, GROUP_COMMIT_LIMIT)
   if (batch.length === 0) return
   if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
@@ -130,7 +138,7 @@ function commitQueued(store: Store, pause: number): void {
  * whole batch's, and so is any failure after which SQLite has ended the transaction itself (a full disk can): it is
  * thrown on, nobody's write committed, and no later write runs outside the transaction.
  */
-function inOwnSavepoint(store: Store, tx: Db, queued: QueuedWrite): { value: unknown } | { error: unknown } {
+function inOwnSavepoint(store: SqliteStore, tx: Db, queued: QueuedWrite): { value: unknown } | { error: unknown } {
   try {
     return { value: inSavepoint(tx, queued.run) }
   } catch (error) {
@@ -140,7 +148,7 @@ function inOwnSavepoint(store: Store, tx: Db, queued: QueuedWrite): { value: unk
 }
 
 /** Another process holds the lock: writes still within their wait go back to the front of the queue, the rest give up. */
-function retryLater(store: Store, batch: QueuedWrite[], busy: StorageUnavailableError, pause: number): void {
+function retryLater(store: SqliteStore, batch: QueuedWrite[], busy: StorageUnavailableError, pause: number): void {
   const now = performance.now()
   const waiting = batch.filter((queued) => queued.deadline > now)
   for (const queued of batch) if (queued.deadline <= now) queued.reject(busy)
@@ -152,6 +160,11 @@ function retryLater(store: Store, batch: QueuedWrite[], busy: StorageUnavailable
 
 /** A write that may be skipped (a `lastUsedAt` stamp): one attempt, no wait; false when the database is busy or full. */
 export function tryWrite(store: Store, body: () => Op<unknown>): boolean {
+  if (store.kind === 'postgres') {
+    // Nothing waits on it: the stamp commits in the background, and is simply lost if the database cannot take it.
+    writeOnPostgres(store, body).catch(() => {})
+    return true
+  }
   try {
     writeTransaction(store, (tx) => runOp(tx, body()))
     return true
@@ -166,13 +179,13 @@ export function tryWrite(store: Store, body: () => Op<unknown>): boolean {
  * (and SQLite's page limit) still has less than ROOM_TO_WRITE_BYTES free. Finding room clears the mark.
  */
 export function storageFullNow(store: Store): boolean {
-  if (!store.storageFull) return false
+  if (store.kind === 'postgres' || !store.storageFull) return false
   if (roomToWrite(store) < ROOM_TO_WRITE_BYTES) return true
   store.storageFull = false
   return false
 }
 
-function roomToWrite(store: Store): number {
+function roomToWrite(store: SqliteStore): number {
   const { bavail, bsize } = statfsSync(dirname(store.path))
   const pragma = (name: string) => Object.values(store.sqlite.query(`PRAGMA ${name}`).all()[0] as Record<string, number>)[0]!
   const pages = pragma('max_page_count') - pragma('page_count') + pragma('freelist_count')

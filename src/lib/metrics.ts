@@ -30,18 +30,18 @@ export interface MetricsOptions {
 
 export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry()
-  let sampleRuns: (() => RunsSample) | undefined
+  let sampleRuns: (() => RunsSample | Promise<RunsSample>) | undefined
   let sampleWrites: (() => WritesSample) | undefined
 
   if (options.processMetrics) collectDefaultMetrics({ register: registry })
 
   // One database sample per scrape, shared by the four gauges: a scrape calls every collect() in the same turn,
   // and the sample is dropped once that turn is over.
-  let sampled: RunsSample | undefined
-  const sample = (): RunsSample | undefined => {
-    if (!sampleRuns) return undefined
+  let sampled: Promise<RunsSample> | undefined
+  const sample = (): Promise<RunsSample | undefined> => {
+    if (!sampleRuns) return Promise.resolve(undefined)
     if (!sampled) {
-      sampled = sampleRuns()
+      sampled = Promise.resolve(sampleRuns())
       queueMicrotask(() => {
         sampled = undefined
       })
@@ -54,32 +54,32 @@ export function createMetrics(options: MetricsOptions = {}) {
     help: 'Workflow runs in the database, by status',
     labelNames: ['status'] as const,
     registers: [registry],
-    collect() {
-      for (const [status, count] of Object.entries(sample()?.byStatus ?? {})) this.set({ status }, count)
+    async collect() {
+      for (const [status, count] of Object.entries((await sample())?.byStatus ?? {})) this.set({ status }, count)
     },
   })
   const queueDepth = new Gauge({
     name: 'trellis_queue_depth',
     help: 'Runs due for a worker now (queued, and waiting runs whose wait is over)',
     registers: [registry],
-    collect() {
-      this.set(sample()?.queueDepth ?? 0)
+    async collect() {
+      this.set((await sample())?.queueDepth ?? 0)
     },
   })
   const oldestQueuedAge = new Gauge({
     name: 'trellis_queue_oldest_age_seconds',
     help: 'How long the oldest due run has been waiting for a worker (0 when none)',
     registers: [registry],
-    collect() {
-      this.set(sample()?.oldestQueuedAgeSeconds ?? 0)
+    async collect() {
+      this.set((await sample())?.oldestQueuedAgeSeconds ?? 0)
     },
   })
   const busyWorkers = new Gauge({
     name: 'trellis_executor_busy_workers',
     help: 'Executor workers running a step now',
     registers: [registry],
-    collect() {
-      this.set(sample()?.busyWorkers ?? 0)
+    async collect() {
+      this.set((await sample())?.busyWorkers ?? 0)
     },
   })
 
@@ -113,7 +113,7 @@ export function createMetrics(options: MetricsOptions = {}) {
     writeTransactions,
     groupedWrites,
     /** Binds the gauges to this app's database and executor. */
-    observeRuns(source: () => RunsSample): void {
+    observeRuns(source: () => RunsSample | Promise<RunsSample>): void {
       sampleRuns = source
     },
     loginFailures: new Counter({

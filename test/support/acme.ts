@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../../src/db/migrate.ts'
-import { openStore, type Store } from '../../src/db/open.ts'
+import { openStore, type SqliteStore } from '../../src/db/open.ts'
 import type { NewRun } from '../../src/db/queue.ts'
 import { type Clock, systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
@@ -67,7 +67,7 @@ export function acmeWorkflow(document: AcmeDocument, name: string): Record<strin
   return acmeProject(document).workflows!.find((w) => w.name === name) as Record<string, unknown> & { steps: Record<string, unknown>[] }
 }
 
-export function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
+export function applyAcme(ctx: { store: SqliteStore; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
   return applyDocumentNow(document, ctx)
 }
 
@@ -80,7 +80,7 @@ export function seedDataDir<T>(
   name: string,
   workflows: Record<string, unknown>[],
   cleanups: (() => void)[],
-  seed: (store: Store, report: ApplyReport) => T,
+  seed: (store: SqliteStore, report: ApplyReport) => T,
 ): { dataDir: string; cwd: string } & T {
   const data = tempDir(`trellis-${name}-data-`)
   const cwd = tempDir(`trellis-${name}-cwd-`)
@@ -97,13 +97,13 @@ export function seedDataDir<T>(
   }
 }
 
-export function userId(store: Store, username: string): number {
+export function userId(store: SqliteStore, username: string): number {
   const row = store.sqlite.prepare('SELECT id FROM users WHERE username = ?').get(username) as { id: number } | null
   if (!row) throw new Error(`no user ${username}`)
   return row.id
 }
 
-export function projectId(store: Store, name: string): number {
+export function projectId(store: SqliteStore, name: string): number {
   const row = store.sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(name) as { id: number } | null
   if (!row) throw new Error(`no project ${name}`)
   return row.id
@@ -111,7 +111,7 @@ export function projectId(store: Store, name: string): number {
 
 /** A fresh API token of `username` on `project` (default Acme); returns its value and row. */
 export function tokenFor(
-  store: Store,
+  store: SqliteStore,
   clock: Clock,
   username: string,
   scopes: Scope[],
@@ -152,7 +152,7 @@ export function ordersWorkflow(name: string, steps: Record<string, unknown>[], o
 }
 
 /** A queued run of 'Refund order' as bob by webhook, but for its id, record and time (queue tests insert these). */
-export function refundRunBase(store: Store): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+export function refundRunBase(store: SqliteStore): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
   const workflow = store.sqlite
     .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
     .get() as { id: number; v: number; e: number }

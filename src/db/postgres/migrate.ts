@@ -11,6 +11,14 @@ const BREAKPOINT = '--> statement-breakpoint'
 /** The advisory lock key of the migrator (any constant shared by every instance). */
 const MIGRATION_LOCK = 7_316_100
 
+/** Names of embedded migrations not yet applied (/readyz). */
+export async function pendingPostgresMigrations(sql: SQL, migrations: { name: string }[] = embedded): Promise<string[]> {
+  const [table] = (await sql`SELECT to_regclass('trellis_migrations') IS NOT NULL AS present`) as { present: boolean }[]
+  if (!table?.present) return migrations.map((m) => m.name)
+  const done = new Set(((await sql`SELECT name FROM trellis_migrations`) as { name: string }[]).map((row) => row.name))
+  return migrations.filter((m) => !done.has(m.name)).map((m) => m.name)
+}
+
 /** Returns the names of the migrations applied by this call. */
 export async function migratePostgres(sql: SQL, migrations: { name: string; sql: string }[] = embedded, now = Date.now()): Promise<string[]> {
   return sql.begin(async (tx) => {

@@ -1,35 +1,59 @@
 /**
- * PROTOTYPE (issue 16), not wired into the app: the PostgreSQL runner of ops (src/db/op.ts). An op yields calls of
- * the face's named SQLite functions; here each call runs its PostgreSQL twin, awaited on the one connection of a
- * `BEGIN … COMMIT`, so the service code that built the op — its rules, its 409s — runs unchanged inside a
- * PostgreSQL transaction. A call without a twin is an error (the face is not yet complete for PostgreSQL), never a
- * silent fallback.
+ * The PostgreSQL runner of ops (src/db/op.ts). An op yields calls of the face's named SQLite functions; here each
+ * call runs its PostgreSQL twin (./twins.ts), awaited in turn, so the service code that built the op — its rules,
+ * its 409s — runs unchanged. A write runs in one `BEGIN … COMMIT` on one pooled connection; a read runs its calls on
+ * the pool, each statement its own snapshot (as a request's reads on SQLite).
  */
-import type { TransactionSQL } from 'bun'
-import type { Call, Op } from '../op.ts'
-import type { PgStore } from './store.ts'
+import type { Op } from '../op.ts'
+import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
+import { TWINS } from './twins.ts'
+import type { PgDb, PgStore } from './store.ts'
 
-/** A face function's PostgreSQL twin: the same arguments after the connection, the same answer, asynchronously. */
-export type PgTwin = (tx: TransactionSQL, ...args: never[]) => Promise<unknown>
+/** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
+const RETRIES = 5
 
-/** The twins by the SQLite function they stand for. */
-export type PgTwins = ReadonlyMap<Call['fn'], PgTwin>
+/** SQLSTATEs after which the whole transaction may simply run again: serialization failure, deadlock. */
+const RETRYABLE = new Set(['40001', '40P01'])
 
-/** Runs the op `body` makes in one PostgreSQL transaction: all of it commits, or (it threw) none of it. */
-export function writeOnPostgres<T>(store: PgStore, twins: PgTwins, body: () => Op<T>): Promise<T> {
-  return store.sql.begin((tx) => runOpOnPostgres(tx, twins, body())) as Promise<T>
+/** SQLSTATE classes of a server that cannot serve now (connection, resources, shutdown). */
+const UNAVAILABLE = ['08', '53', '57P']
+
+/** The op `body` makes, in one transaction: all of it commits, or (it threw) none of it. Runs again after a deadlock. */
+export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isolation?: 'repeatable read'): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await store.db.transaction((tx) => runOpOnPostgres(tx, body()), isolation ? { isolationLevel: isolation } : undefined)
+    } catch (error) {
+      if (attempt < RETRIES && RETRYABLE.has(sqlStateOf(error) ?? '')) continue
+      throw postgresFaultOf(error) ?? error
+    }
+  }
 }
 
-/** Drives `work` on `tx`: each call's twin awaited in turn; a failing call is thrown into the op, as SQLite's runner does. */
-export async function runOpOnPostgres<T>(tx: TransactionSQL, twins: PgTwins, work: Op<T>): Promise<T> {
+/** A request's read on the pool. */
+export async function readOnPostgres<T>(store: PgStore, work: Op<T>): Promise<T> {
+  try {
+    return await runOpOnPostgres(store.db, work)
+  } catch (error) {
+    throw postgresFaultOf(error) ?? error
+  }
+}
+
+/** `work` over one consistent snapshot (REPEATABLE READ, read only): the CLI's reads. */
+export function snapshotOnPostgres<T>(store: PgStore, work: Op<T>): Promise<T> {
+  return store.db.transaction((tx) => runOpOnPostgres(tx, work), { isolationLevel: 'repeatable read', accessMode: 'read only' })
+}
+
+/** Drives `work` on `db`: each call's twin awaited in turn; a failing call is thrown into the op, as SQLite's runner does. */
+export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   let step = work.next()
   while (!step.done) {
     const { fn, args } = step.value
-    const twin = twins.get(fn)
+    const twin = TWINS.get(fn)
     if (!twin) throw new Error(`no PostgreSQL twin for ${fn.name || 'an anonymous face function'}`)
     let result: unknown
     try {
-      result = await (twin as (tx: TransactionSQL, ...args: readonly unknown[]) => Promise<unknown>)(tx, ...args)
+      result = await (twin as (db: PgDb, ...args: readonly unknown[]) => Promise<unknown>)(db, ...args)
     } catch (error) {
       step = work.throw(error)
       continue
@@ -37,4 +61,34 @@ export async function runOpOnPostgres<T>(tx: TransactionSQL, twins: PgTwins, wor
     step = work.next(result)
   }
   return step.value
+}
+
+/** The twin of op.ts's savepoint: `body` in a nested transaction (SAVEPOINT), rolled back alone when it throws. */
+export function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promise<T> {
+  return db.transaction((savepoint) => runOpOnPostgres(savepoint, body()))
+}
+
+/** The SQLSTATE of a PostgreSQL error, when it is one. */
+export function sqlStateOf(error: unknown): string | null {
+  const e = driverErrorOf(error) as { errno?: unknown } | null
+  return typeof e?.errno === 'string' && /^[0-9A-Z]{5}$/.test(e.errno) ? e.errno : null
+}
+
+/** The driver's own error (Drizzle wraps it as the `cause` of a DrizzleQueryError). */
+export function driverErrorOf(error: unknown): unknown {
+  let e = error
+  while (e instanceof Error && e.cause !== undefined && !(e as { errno?: unknown }).errno) e = e.cause
+  return e
+}
+
+/** A driver error that means the database cannot serve now, as the 503 it is; else null. */
+export function postgresFaultOf(error: unknown): StorageUnavailableError | null {
+  if (error instanceof StorageUnavailableError) return error
+  const state = sqlStateOf(error)
+  const code = (driverErrorOf(error) as { code?: unknown } | null)?.code
+  const lostConnection = typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE_TIMEOUT|LIFETIME|CONNECTION_TIMEOUT|CONNECTION_CLOSED)/.test(code)
+  if (lostConnection || (state !== null && UNAVAILABLE.some((prefix) => state.startsWith(prefix)))) {
+    return new StorageUnavailableError('database_unavailable', 'The database server cannot be reached or cannot serve now', 1)
+  }
+  return null
 }

@@ -1,26 +1,36 @@
 /**
- * PROTOTYPE (issue 16): the PostgreSQL side of the storage face, far enough to know the face fits its two hardest
- * operations — the trigger's multi-row write transaction and the queue claim (`runs.ts`). Nothing in the app imports
- * this folder; the real PostgreSQL dialect (migrations, every query, `TRELLIS_DATABASE_URL`) is issue 18's.
- *
- * Bun's built-in client (`SQL` from 'bun') is asynchronous and pooled: `sql.begin(async (tx) => …)` reserves one
- * connection, runs BEGIN, and COMMITs when the callback resolves or ROLLBACKs when it throws. Other requests run
- * meanwhile on other connections and never see the uncommitted rows (READ COMMITTED).
+ * The PostgreSQL store (issue 18): a pool of Bun's built-in client (`SQL` from 'bun', chosen by measurement: README
+ * "Transactions across the face") behind Drizzle's `bun-sql` dialect, so twins read and write with the same query
+ * builder and the same row shapes (`bigint` columns in number mode) as the SQLite side. `sql.begin` / Drizzle's
+ * `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run meanwhile on other connections and
+ * never see uncommitted rows (READ COMMITTED).
  */
 import { SQL } from 'bun'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { drizzle } from 'drizzle-orm/bun-sql'
+import type { PgDatabase } from 'drizzle-orm/pg-core'
+import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
+import * as schema from './schema.ts'
 
-/** A PostgreSQL store: the pool. (The SQLite store is `Store` in ../open.ts; a face over both takes either.) */
+/** A Drizzle handle on PostgreSQL: the pool, or one transaction's connection (twins take either). */
+export type PgDb = PgDatabase<BunSQLQueryResultHKT, typeof schema>
+
 export interface PgStore {
+  readonly kind: 'postgres'
+  /** The pool, for raw statements (the queue's claim, migrations, LISTEN/NOTIFY). */
   sql: SQL
+  db: PgDb
+  close(): Promise<void>
 }
 
-export function openPgStore(url: string, options: { max?: number } = {}): PgStore {
-  return { sql: new SQL({ url, max: options.max ?? 10 }) }
+/** Connections each instance keeps open at most (TRELLIS_DATABASE_POOL overrides). */
+export const DEFAULT_POOL_SIZE = 20
+
+export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
+  const client = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
+  return { kind: 'postgres', sql: client, db: drizzle({ client, schema }), close: () => client.close() }
 }
 
-/** Creates the prototype's tables (schema.sql) in an empty database. */
-export async function createPrototypeSchema(store: PgStore): Promise<void> {
-  await store.sql.unsafe(readFileSync(join(import.meta.dir, 'schema.sql'), 'utf8')).simple()
+/** Bun's client behind a Drizzle handle (the pool, or the transaction's reserved connection), for raw statements. */
+export function clientOf(db: PgDb): SQL {
+  return (db as unknown as { session: { client: SQL } }).session.client
 }

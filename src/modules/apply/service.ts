@@ -4,7 +4,7 @@
  * database has and the file does not are reported as `notInFile`.
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import type { Store } from '../../db/open.ts'
+import { sqliteOnly, type Store } from '../../db/open.ts'
 import { commitNow, write } from '../../db/write.ts'
 import {
   firstEditingTeamId,
@@ -102,8 +102,9 @@ export async function applyDocument(document: unknown, ctx: ApplyContext): Promi
 /** `applyDocument` at once, its transaction waiting in the driver for a lock (tests and the bench's seeding). */
 export function applyDocumentNow(document: unknown, ctx: ApplyContext): ApplyReport {
   const file = checkedShape(document)
-  const passwordHashes = readTransaction(ctx.store, hashChangedPasswords(file))
-  return commitNow(ctx.store, () => applyFile(file, ctx, passwordHashes))
+  const store = sqliteOnly(ctx.store, 'applyDocumentNow')
+  const passwordHashes = readTransaction(store, hashChangedPasswords(file))
+  return commitNow(store, () => applyFile(file, ctx, passwordHashes))
 }
 
 function checkedShape(document: unknown): ApplyFile {

@@ -10,11 +10,11 @@ import { storageFullNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
 /** Why the instance is not ready (`code` `not_ready`, or `storage_full`), or null when it is. */
-function notReadyReason(deps: AppDeps): { code: string; message: string } | null {
+async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: string } | null> {
   const notReady = (message: string) => ({ code: 'not_ready', message })
   let pending: string[]
   try {
-    pending = pendingStoreMigrations(deps.store)
+    pending = await pendingStoreMigrations(deps.store)
   } catch (error) {
     return notReady(`Database unavailable: ${(error as Error).message}`)
   }
@@ -25,9 +25,9 @@ function notReadyReason(deps: AppDeps): { code: string; message: string } | null
 }
 
 export function healthModule(deps: AppDeps) {
-  deps.metrics.observeRuns(() => {
+  deps.metrics.observeRuns(async () => {
     const now = deps.clock.now()
-    const stats = runQueueStats(deps.store, now)
+    const stats = await runQueueStats(deps.store, now)
     return {
       byStatus: stats.byStatus,
       queueDepth: stats.due,
@@ -36,7 +36,7 @@ export function healthModule(deps: AppDeps) {
     }
   })
 
-  deps.metrics.observeWrites(() => deps.store.committed)
+  deps.metrics.observeWrites(() => (deps.store.kind === 'sqlite' ? deps.store.committed : { transactions: 0, writes: 0 }))
 
   return new Elysia({ name: 'health', tags: ['operations'] })
     .get('/healthz', () => ({ status: 'ok' as const }), {
@@ -45,9 +45,10 @@ export function healthModule(deps: AppDeps) {
     })
     .get(
       '/readyz',
-      () => {
-        const reason = notReadyReason(deps)
-        return reason === null ? { status: 'ready' as const } : jsonResponse(503, errorBody(503, reason.code, reason.message))
+      async () => {
+        const reason = await notReadyReason(deps)
+        if (reason === null) return { status: 'ready' as const }
+        return jsonResponse(503, errorBody(503, reason.code, reason.message)) as never
       },
       {
         response: { 200: t.Object({ status: t.Literal('ready') }), ...errorResponses(503) },
