@@ -7,6 +7,13 @@ import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from '
 
 export interface Config {
   dataDir: string
+  /**
+   * PostgreSQL instead of the embedded SQLite file (issue 18, README "Scaling out"): `postgres://…`. Never logged or
+   * printed (it may hold a password).
+   */
+  databaseUrl: string | null
+  /** Connections each instance keeps to PostgreSQL at most. */
+  databasePoolSize: number
   host: string
   port: number
   baseUrl: string
@@ -50,6 +57,7 @@ export interface OidcConfig {
  */
 export const FLAG_SETTINGS = {
   data: { env: 'TRELLIS_DATA_DIR', default: './data' },
+  'database-url': { env: 'TRELLIS_DATABASE_URL', default: 'the embedded SQLite database DIR/trellis.db' },
   host: { env: 'TRELLIS_HOST', default: '127.0.0.1' },
   port: { env: 'TRELLIS_PORT', default: '8080' },
   'base-url': { env: 'TRELLIS_BASE_URL', default: 'http://HOST:PORT' },
@@ -100,8 +108,14 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
   const dataDir = resolve(pick('data') ?? FLAG_SETTINGS.data.default)
   const baseUrl = pick('base-url') ?? options.servedBaseUrl?.(dataDir) ?? `http://${urlHost(host)}:${port}`
   if (!/^https?:\/\/[^/]+/i.test(baseUrl)) throw new ConfigError('--base-url / TRELLIS_BASE_URL must be an http(s) URL')
+  const databaseUrl = pick('database-url') ?? null
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\/./i.test(databaseUrl)) {
+    throw new ConfigError('--database-url / TRELLIS_DATABASE_URL must be a postgres:// or postgresql:// URL')
+  }
   return {
     dataDir,
+    databaseUrl,
+    databasePoolSize: integerSetting('TRELLIS_DATABASE_POOL', env.TRELLIS_DATABASE_POOL, 20, 1, 1000),
     host,
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),

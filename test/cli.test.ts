@@ -282,6 +282,7 @@ describe('every command knows its flags', () => {
         expect({ name, code, stderr }).toEqual({ name, code: 0, stderr: '' })
         expect(stdout).toContain(`Usage: trellis ${name}`)
         expect(stdout).toMatch(/--data DIR +.*\(env TRELLIS_DATA_DIR; default \.\/data\)/)
+        expect(stdout).toMatch(/--database-url URL +.*\(env TRELLIS_DATABASE_URL; default the embedded SQLite database DIR\/trellis\.db\)/)
         expect(stdout).toMatch(/-h, --help/)
       }
       const serve = helps.serve!.stdout
@@ -292,9 +293,9 @@ describe('every command knows its flags', () => {
         expect(helps[name]!.stdout).toMatch(/--base-url URL +.*\(env TRELLIS_BASE_URL; default the URL serve runs with .*else http:\/\/HOST:PORT/)
       }
       expect(helps.apply!.stdout).toMatch(/-f, --file FILE/)
-      expect(flagLines(helps.token!.stdout).map((f) => f.name)).toEqual(['user', 'project', 'name', 'scopes', 'preset', 'expires-in', 'expires-at', 'json', 'data', 'help'])
-      expect(flagLines(helps.webhook!.stdout).map((f) => f.name)).toEqual(['project', 'environment', 'team', 'workflow', 'per-minute', 'base-url', 'data', 'help'])
-      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'data', 'help'])
+      expect(flagLines(helps.token!.stdout).map((f) => f.name)).toEqual(['user', 'project', 'name', 'scopes', 'preset', 'expires-in', 'expires-at', 'json', 'data', 'database-url', 'help'])
+      expect(flagLines(helps.webhook!.stdout).map((f) => f.name)).toEqual(['project', 'environment', 'team', 'workflow', 'per-minute', 'base-url', 'data', 'database-url', 'help'])
+      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'data', 'database-url', 'help'])
     },
     TIMEOUT,
   )

@@ -141,6 +141,8 @@ describe('loadConfig', () => {
     const config = loadConfig({}, {})
     expect(config).toEqual({
       dataDir: resolve('./data'),
+      databaseUrl: null,
+      databasePoolSize: 20,
       host: '127.0.0.1',
       port: 8080,
       baseUrl: 'http://127.0.0.1:8080',
@@ -181,10 +183,14 @@ describe('loadConfig', () => {
         TRELLIS_TRUST_PROXY: '10.0.0.2',
         TRELLIS_DB_BUSY_WAIT_MS: '500',
         TRELLIS_WAL_CHECKPOINT_MS: '1000',
+        TRELLIS_DATABASE_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
+        TRELLIS_DATABASE_POOL: '8',
       },
     )
     expect(config).toEqual({
       dataDir: '/srv/trellis',
+      databaseUrl: 'postgres://trellis:pw@db.internal:5432/trellis',
+      databasePoolSize: 8,
       host: '0.0.0.0',
       port: 9000,
       // 0.0.0.0 is where the server listens, not an address to give out.
@@ -207,6 +213,12 @@ describe('loadConfig', () => {
     })
     expect(config.httpAllow.hosts).toEqual(new Set(['hooks.internal']))
     expect(config.httpAllow.ranges.map(([network, bits]) => `${network.toString()}/${bits}`)).toEqual(['10.1.0.0/16', '::1/128'])
+  })
+
+  test('the database URL: postgres:// or postgresql:// only; the flag wins; a bad one names the setting', () => {
+    expect(loadConfig({ 'database-url': 'postgresql://h/db' }, { TRELLIS_DATABASE_URL: 'postgres://env/db' }).databaseUrl).toBe('postgresql://h/db')
+    expect(() => loadConfig({}, { TRELLIS_DATABASE_URL: 'mysql://h/db' })).toThrow('--database-url / TRELLIS_DATABASE_URL must be a postgres:// or postgresql:// URL')
+    expect(() => loadConfig({}, { TRELLIS_DATABASE_POOL: '0' })).toThrow('TRELLIS_DATABASE_POOL')
   })
 
   test('flags win over environment variables', () => {

@@ -5,7 +5,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
-import { openMigrated } from '../db/migrate.ts'
+import { openConfiguredStore } from '../db/connect.ts'
 import type { Store } from '../db/open.ts'
 import { readSnapshot } from '../db/read.ts'
 import { writeNow } from '../db/write.ts'
@@ -58,6 +58,7 @@ function settingFlag(name: keyof typeof FLAG_SETTINGS, value: string, help: stri
 /** The flags that set configuration, with their environment variables and defaults. */
 export const SETTING_FLAGS = {
   data: settingFlag('data', 'DIR', 'data directory: trellis.db, secret, base-url'),
+  'database-url': settingFlag('database-url', 'URL', 'keep all data in PostgreSQL instead (postgres://USER:PASSWORD@HOST/DB; prefer the env variable: flags show in ps)'),
   host: settingFlag('host', 'HOST', 'listen address'),
   port: settingFlag('port', 'PORT', 'listen port'),
   'base-url': settingFlag('base-url', 'URL', 'public URL of this server: webhook URLs, the setup link; recorded in DIR/base-url for the CLI'),
@@ -85,6 +86,7 @@ export const PRINTED_BASE_URL_FLAG = settingFlag(
 
 const COMMON: Flags = {
   data: SETTING_FLAGS.data,
+  'database-url': SETTING_FLAGS['database-url'],
   help: { type: 'boolean', short: 'h', help: 'print this help' },
 }
 
@@ -141,13 +143,13 @@ export function configFrom(parsed: Parsed, options: { servedBaseUrl?: boolean; s
   }
 }
 
-/** Opens the data directory's database (migrated), runs `fn` with it, closes it. */
+/** Opens the configured database (migrated): PostgreSQL when a URL is set, else the data directory's file; runs `fn` with it, closes it. */
 export async function withStore<T>(config: Config, fn: (store: Store) => T | Promise<T>): Promise<T> {
-  const store = openMigrated(config.dataDir)
+  const store = await openConfiguredStore(config)
   try {
     return await fn(store)
   } finally {
-    store.close()
+    await store.close()
   }
 }
 

@@ -3,7 +3,7 @@ import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from '../db/maintenance.ts'
-import { openMigrated } from '../db/migrate.ts'
+import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
 import { keepEventLoopFree } from '../db/open.ts'
 import { readSnapshot } from '../db/read.ts'
 import { storageErrorOf } from '../db/write.ts'
@@ -47,11 +47,14 @@ export const serveCommand: Command = {
     const startConfig = configFrom(parsed)
     const logger = createLogger(startConfig.logLevel)
     // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
-    const store = openMigrated(startConfig.dataDir)
+    const store = await openConfiguredStore(startConfig)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
     const stored = await readSnapshot(store, startState())
     const config = configFrom(parsed, { storedSso: stored.sso })
-    keepEventLoopFree(store, config.dbBusyWaitMs)
+    if (store.kind === 'sqlite') keepEventLoopFree(store, config.dbBusyWaitMs)
+    else if (!config.secretFromEnv) {
+      logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: config.dataDir })
+    }
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = stored.noUsers ? SetupGate.open() : undefined
     const executor = new Executor({
@@ -66,7 +69,9 @@ export const serveCommand: Command = {
     // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
     // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
     let checkpointFault = false
-    const checkpoints = scheduleWalCheckpoints(store, config.walCheckpointMs, {
+    const sqlite = store.kind === 'sqlite' ? store : null
+    // PostgreSQL checkpoints and vacuums itself; the WAL timer and the maintenance job are the SQLite file's.
+    const checkpoints = sqlite && scheduleWalCheckpoints(sqlite, config.walCheckpointMs, {
       checkpointed: (mode, result, bytes) => {
         checkpointFault = false
         metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
@@ -93,8 +98,13 @@ export const serveCommand: Command = {
     executor.start()
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-    const maintenance = scheduleMaintenance(store, (error) => logger.error('database maintenance failed', { error: error.message }))
-    logger.info('listening', { url: `http://${server.hostname}:${server.port}`, dataDir: config.dataDir, baseUrl: config.baseUrl })
+    const maintenance = sqlite && scheduleMaintenance(sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
+    logger.info('listening', {
+      url: `http://${server.hostname}:${server.port}`,
+      dataDir: config.dataDir,
+      database: describeDatabase(config.databaseUrl),
+      baseUrl: config.baseUrl,
+    })
     if (setup) {
       io.out(
         `\nTrellis has no users yet. Open this one-time link to create the first administrator:\n\n  ${config.baseUrl}/setup?token=${setup.token}\n`,
@@ -112,8 +122,8 @@ export const serveCommand: Command = {
       logger.info('shutting down', { signal })
       try {
         retention?.stop()
-        maintenance.stop()
-        checkpoints.stop()
+        maintenance?.stop()
+        checkpoints?.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
@@ -123,9 +133,9 @@ export const serveCommand: Command = {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
           await server.stop(true)
         }
-        const checkpoint = checkpointWal(store)
-        store.close()
-        logger.info('stopped', { walCheckpointed: !checkpoint.busy })
+        const checkpoint = sqlite && checkpointWal(sqlite)
+        await store.close()
+        logger.info('stopped', checkpoint ? { walCheckpointed: !checkpoint.busy } : {})
         process.exit(0)
       } catch (error) {
         logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })

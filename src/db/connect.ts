@@ -1,0 +1,35 @@
+/**
+ * The one place that picks the database (README "Scaling out"): PostgreSQL when the configuration has a URL
+ * (`--database-url` / TRELLIS_DATABASE_URL), else the embedded SQLite file in the data directory. Either way the
+ * schema is brought up to date first; several instances starting at once on PostgreSQL migrate once (an advisory
+ * lock, ./postgres/migrate.ts).
+ */
+import type { Config } from '../config.ts'
+import { openMigrated } from './migrate.ts'
+import type { Store } from './open.ts'
+import { migratePostgres } from './postgres/migrate.ts'
+import { openPostgres } from './postgres/store.ts'
+
+/** The configured database, migrated. A PostgreSQL server that cannot be reached is an error naming the host, never the URL. */
+export async function openConfiguredStore(config: Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePoolSize'>): Promise<Store> {
+  if (config.databaseUrl === null) return openMigrated(config.dataDir)
+  const store = openPostgres(config.databaseUrl, { max: config.databasePoolSize })
+  try {
+    await migratePostgres(store.sql)
+    return store
+  } catch (error) {
+    await store.close()
+    throw new Error(`cannot use the PostgreSQL database at ${describeDatabase(config.databaseUrl)}: ${(error as Error).message}`)
+  }
+}
+
+/** The database a URL names, for messages and logs: host, port and database, never the user or password. */
+export function describeDatabase(url: string | null): string {
+  if (url === null) return 'embedded SQLite'
+  try {
+    const parsed = new URL(url)
+    return `postgres://${parsed.host}${parsed.pathname}`
+  } catch {
+    return 'postgres (unparsable URL)'
+  }
+}
