@@ -96,6 +96,8 @@ export const serveCommand: Command = {
       fetch: (request, bunServer) => handle(acceptRequest(request, bunServer.requestIP(request)?.address)),
     })
     executor.start()
+    // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
+    if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
     const maintenance = sqlite && scheduleMaintenance(sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
