@@ -4,14 +4,20 @@
  * schema is brought up to date first; several instances starting at once on PostgreSQL migrate once (an advisory
  * lock, ./postgres/migrate.ts).
  */
-import type { Config } from '../config.ts'
 import { openMigrated } from './migrate.ts'
 import type { Store } from './open.ts'
 import { migratePostgres } from './postgres/migrate.ts'
 import { openPostgres } from './postgres/store.ts'
 
+/** Where the data lives (the fields of the configuration, src/config.ts, that say so). */
+export interface DatabaseSettings {
+  dataDir: string
+  databaseUrl: string | null
+  databasePoolSize: number
+}
+
 /** The configured database, migrated. A PostgreSQL server that cannot be reached is an error naming the host, never the URL. */
-export async function openConfiguredStore(config: Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePoolSize'>): Promise<Store> {
+export async function openConfiguredStore(config: DatabaseSettings): Promise<Store> {
   if (config.databaseUrl === null) return openMigrated(config.dataDir)
   const store = openPostgres(config.databaseUrl, { max: config.databasePoolSize })
   try {

@@ -4,7 +4,7 @@
  * its 409s — runs unchanged. A write runs in one `BEGIN … COMMIT` on one pooled connection; a read runs its calls on
  * the pool, each statement its own snapshot (as a request's reads on SQLite).
  */
-import type { Op } from '../op.ts'
+import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
 import { TWINS } from './twins.ts'
 import type { PgDb, PgStore } from './store.ts'
@@ -49,7 +49,8 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   let step = work.next()
   while (!step.done) {
     const { fn, args } = step.value
-    const twin = TWINS.get(fn)
+    // The savepoint's twin lives here (it runs ops itself); every other twin is in the registry.
+    const twin = fn === runInSavepoint ? savepointOnPostgres : TWINS.get(fn)
     if (!twin) throw new Error(`no PostgreSQL twin for ${fn.name || 'an anonymous face function'}`)
     let result: unknown
     try {
