@@ -28,7 +28,7 @@ import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
-import { SEEDED_AT, seedOrganization, sqlOnBoth } from './support/seed-both.ts'
+import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
 
 const T = SEEDED_AT
 const HOUR = 3_600_000
