@@ -12,8 +12,13 @@ import type { PgDb, PgStore } from './store.ts'
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
 const RETRIES = 5
 
-/** SQLSTATEs after which the whole transaction may simply run again: serialization failure, deadlock. */
-const RETRYABLE = new Set(['40001', '40P01'])
+/**
+ * SQLSTATEs after which the whole transaction may simply run again: serialization failure, deadlock, and a unique
+ * violation the op did not handle — another transaction committed the row this one checked for and did not see
+ * (publishing the same new workflow, creating the same user, at once). Run again, the op's check finds that row
+ * and answers as SQLite's single writer would have: the existing row used, or the service's own 409.
+ */
+const RETRYABLE = new Set(['40001', '40P01', '23505'])
 
 /** SQLSTATE classes of a server that cannot serve now (connection, resources, shutdown). */
 const UNAVAILABLE = ['08', '53', '57P']

@@ -1,10 +1,23 @@
 /**
- * Every twin of the storage face (./twin.ts), by the SQLite function it stands for (the savepoint's is in ./op-runner.ts): what ./op-runner.ts runs an op's
- * calls through. Each module of twins exports its map; this one joins them.
+ * Every twin of the storage face (./twin.ts), by the SQLite function it stands for: what ./op-runner.ts runs an
+ * op's calls through (the savepoint's twin is the runner's own). Each module of twins exports its map; this one
+ * joins them.
  */
+import { APPLY_TWINS } from './apply.ts'
+import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { QUEUE_TWINS } from './queue.ts'
+import { SESSIONS_TWINS } from './sessions.ts'
+import { TOKENS_TWINS } from './tokens.ts'
 import type { PgTwins } from './twin.ts'
+import { WEBHOOKS_TWINS } from './webhooks.ts'
+import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
+  ...APPLY_TWINS,
+  ...MAINTENANCE_TWINS,
   ...QUEUE_TWINS,
+  ...SESSIONS_TWINS,
+  ...TOKENS_TWINS,
+  ...WEBHOOKS_TWINS,
+  ...WORKFLOWS_TWINS,
 ])

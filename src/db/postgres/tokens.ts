@@ -1,0 +1,92 @@
+/**
+ * Issue 18: application tokens as PostgreSQL twins of src/db/tokens.ts and of the per-request authentication queries
+ * of src/db/auth-queries.ts. SQLite caches the token lookup per connection (src/db/lookup-cache.ts); here it is a
+ * plain query on every request, so a revocation, deactivation or role change made through any instance sharing the
+ * database is refused by every instance on its next request.
+ */
+import { and, desc, eq, isNull, lte, or } from 'drizzle-orm'
+import { findTokenByHash, touchTokenLastUsed, type TokenAuthRow } from '../auth-queries.ts'
+import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type NewTokenRow, type TokenListRow, type TokenRow } from '../tokens.ts'
+import { apiTokens, projectMembers, projects, users } from './schema.ts'
+import type { PgDb } from './store.ts'
+import { twin, twins } from './twin.ts'
+
+async function insertTokenOnPostgres(db: PgDb, row: NewTokenRow): Promise<TokenRow> {
+  const [token] = await db.insert(apiTokens).values(row).returning()
+  if (!token) throw new Error('token insert returned no row')
+  return token
+}
+
+async function revokeLiveTokenOnPostgres(db: PgDb, tokenId: number, now: number): Promise<boolean> {
+  const revoked = await db
+    .update(apiTokens)
+    .set({ revokedAt: now })
+    .where(and(eq(apiTokens.id, tokenId), isNull(apiTokens.revokedAt)))
+    .returning({ id: apiTokens.id })
+  return revoked.length > 0
+}
+
+async function findTokenByIdOnPostgres(db: PgDb, id: number): Promise<TokenRow | undefined> {
+  return (await db.select().from(apiTokens).where(eq(apiTokens.id, id)))[0]
+}
+
+async function listTokenRowsOnPostgres(db: PgDb, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }): Promise<TokenListRow[]> {
+  return db
+    .select({ token: apiTokens, projectName: projects.name, owner: { id: users.id, email: users.email, username: users.username } })
+    .from(apiTokens)
+    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
+    .innerJoin(users, eq(users.id, apiTokens.userId))
+    .where(
+      and(
+        filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
+        filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
+        filter.includeRevoked ? undefined : isNull(apiTokens.revokedAt),
+      ),
+    )
+    .orderBy(desc(apiTokens.id))
+}
+
+/** The token whose value hashes to `hash`, with what the auth decision reads: read afresh on every call. */
+async function findTokenByHashOnPostgres(db: PgDb, hash: string): Promise<TokenAuthRow | undefined> {
+  const [row] = await db
+    .select({
+      tokenId: apiTokens.id,
+      tokenHash: apiTokens.tokenHash,
+      userId: apiTokens.userId,
+      scopes: apiTokens.scopes,
+      createdWithSso: apiTokens.createdWithSso,
+      expiresAt: apiTokens.expiresAt,
+      revokedAt: apiTokens.revokedAt,
+      lastUsedAt: apiTokens.lastUsedAt,
+      projectId: apiTokens.projectId,
+      projectName: projects.name,
+      projectSso: projects.sso,
+      email: users.email,
+      username: users.username,
+      disabledAt: users.disabledAt,
+      role: projectMembers.role,
+    })
+    .from(apiTokens)
+    .innerJoin(users, eq(users.id, apiTokens.userId))
+    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
+    .leftJoin(projectMembers, and(eq(projectMembers.projectId, apiTokens.projectId), eq(projectMembers.userId, apiTokens.userId)))
+    .where(eq(apiTokens.tokenHash, hash))
+  return row
+}
+
+async function touchTokenLastUsedOnPostgres(db: PgDb, tokenId: number, now: number, before: number): Promise<void> {
+  await db
+    .update(apiTokens)
+    .set({ lastUsedAt: now })
+    .where(and(eq(apiTokens.id, tokenId), or(isNull(apiTokens.lastUsedAt), lte(apiTokens.lastUsedAt, before))))
+}
+
+/** The twins of the tokens' storage and of the authentication queries, by the SQLite function they stand for. */
+export const TOKENS_TWINS = twins(
+  twin(insertToken, insertTokenOnPostgres),
+  twin(revokeLiveToken, revokeLiveTokenOnPostgres),
+  twin(findTokenById, findTokenByIdOnPostgres),
+  twin(listTokenRows, listTokenRowsOnPostgres),
+  twin(findTokenByHash, findTokenByHashOnPostgres),
+  twin(touchTokenLastUsed, touchTokenLastUsedOnPostgres),
+)

@@ -1,0 +1,287 @@
+/**
+ * PostgreSQL twins of sign-in (src/db/sessions.ts), tokens and the authentication queries (tokens.ts,
+ * auth-queries.ts), apply's own queries (apply.ts) and log retention's delete (maintenance.ts): the same ops on
+ * SQLite and PostgreSQL answer alike and leave the same rows. And, on PostgreSQL, no lookup cache: a revocation,
+ * deactivation or role change made through one instance is seen by another instance's next request.
+ */
+import { describe, expect, test } from 'bun:test'
+import { firstEditingTeamId, firstProjectAdminId, hasImportedNote, listProjectMemberEmails, listProjectNames, listUserEmails } from '../src/db/apply.ts'
+import { findTokenByHash, touchTokenLastUsed } from '../src/db/auth-queries.ts'
+import { deleteLogBatch } from '../src/db/maintenance.ts'
+import { type Op, op } from '../src/db/op.ts'
+import { openPostgres } from '../src/db/postgres/store.ts'
+import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import {
+  deleteExpiredSessions,
+  deleteInstanceSetting,
+  deleteSessionByHash,
+  deleteSessionsOfUser,
+  findSessionByHash,
+  insertSession,
+  readInstanceSetting,
+  writeInstanceSetting,
+} from '../src/db/sessions.ts'
+import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type NewTokenRow } from '../src/db/tokens.ts'
+import { authorizeToken, TokenAuthenticator } from '../src/modules/auth/service.ts'
+import { generateTokenValue, hashTokenValue } from '../src/modules/tokens/service.ts'
+import { manualClock } from '../src/lib/clock.ts'
+import type { Micros } from '../src/lib/time.ts'
+import { bothStores, postgresOrSkip } from './support/both-stores.ts'
+import { freshDatabase } from './support/postgres-cluster.ts'
+import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
+
+const T = SEEDED_AT
+const HOUR = 3_600_000
+
+/** Each op of `ops` on both stores; every pair of answers must agree. Returns SQLite's answers. */
+async function alike<T>(stores: ReturnType<typeof bothStores>, ops: (() => Op<T>)[]): Promise<T[]> {
+  const answers: T[] = []
+  for (const body of ops) {
+    const [sqlite, pg] = await stores.both(body)
+    expect(pg).toEqual(sqlite)
+    answers.push(sqlite)
+  }
+  return answers
+}
+
+function* each<T>(ops: Op<T>[]): Op<T[]> {
+  const answers: T[] = []
+  for (const work of ops) answers.push(yield* work)
+  return answers
+}
+
+describe.skipIf(!postgresOrSkip('sessions twins'))('sessions and instance settings twins', () => {
+  const stores = bothStores()
+  const hashes = ['s-live', 's-sso', 's-expired', 's-disabled', 's-other', 's-edge']
+  const sessionsNow = () => each(hashes.concat('s-unknown').map((h) => op(findSessionByHash, h)))
+
+  test('sessions: inserted, found with their user, expired swept, deleted by hash and by user', async () => {
+    await seedOrganization(stores)
+    await alike(stores, [
+      () => op(insertSession, { idHash: 's-live', userId: 2, viaSso: false, createdAt: T, expiresAt: T + 10 * HOUR }),
+      () => op(insertSession, { idHash: 's-sso', userId: 1, viaSso: true, createdAt: T, expiresAt: T + 10 * HOUR }),
+      () => op(insertSession, { idHash: 's-expired', userId: 2, viaSso: false, createdAt: T - 2 * HOUR, expiresAt: T - HOUR }),
+      () => op(insertSession, { idHash: 's-disabled', userId: 3, viaSso: false, createdAt: T, expiresAt: T + HOUR }),
+      () => op(insertSession, { idHash: 's-other', userId: 4, viaSso: true, createdAt: T, expiresAt: T + HOUR }),
+      () => op(insertSession, { idHash: 's-edge', userId: 4, viaSso: false, createdAt: T, expiresAt: T }),
+    ])
+    const [found] = await alike(stores, [sessionsNow])
+    expect(found!.map((s) => s?.viaSso)).toEqual([false, true, false, false, true, false, undefined])
+    expect(found![1]!.user).toMatchObject({ id: 1, email: 'carol@example.com', isInstanceAdmin: true, passwordHash: 'hash-c' })
+    expect(found![3]!.user.disabledAt).toBe(T + 5)
+
+    // Expired before `now` goes; expiring exactly at `now` stays (lt).
+    await alike(stores, [() => op(deleteExpiredSessions, T)])
+    const [swept] = await alike(stores, [sessionsNow])
+    expect(swept!.map((s) => s !== undefined)).toEqual([true, true, false, true, true, true, false])
+
+    await alike(stores, [() => op(deleteSessionByHash, 's-live'), () => op(deleteSessionByHash, 's-unknown'), () => op(deleteSessionsOfUser, 4)])
+    const [left] = await alike(stores, [sessionsNow])
+    expect(left!.map((s) => s !== undefined)).toEqual([false, true, false, true, false, false, false])
+  })
+
+  test('instance settings: missing, written, overwritten, deleted', async () => {
+    const [answers] = await alike(stores, [
+      () =>
+        each<unknown>([
+          op(readInstanceSetting, 'sso'),
+          op(writeInstanceSetting, 'sso', '{"issuer":"a"}', T),
+          op(readInstanceSetting, 'sso'),
+          op(writeInstanceSetting, 'sso', '{"issuer":"b"}', T + 1),
+          op(writeInstanceSetting, 'other', 'x', T),
+          op(readInstanceSetting, 'sso'),
+          op(deleteInstanceSetting, 'sso'),
+          op(deleteInstanceSetting, 'never'),
+          op(readInstanceSetting, 'sso'),
+          op(readInstanceSetting, 'other'),
+        ]),
+    ])
+    expect(answers).toEqual([undefined, undefined, '{"issuer":"a"}', undefined, undefined, '{"issuer":"b"}', undefined, undefined, undefined, 'x'])
+    const rows = 'SELECT name, value, updated_at FROM instance_settings ORDER BY name'
+    expect([...(await stores.pg.sql.unsafe(rows.replace('updated_at', 'updated_at::float8 AS updated_at')))]).toEqual(
+      stores.sqlite.store.sqlite.prepare(rows).all(),
+    )
+  })
+})
+
+describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twins', () => {
+  const stores = bothStores()
+  const token = (name: string, userId: number, projectId: number, extra: Partial<NewTokenRow> = {}): NewTokenRow => ({
+    name,
+    userId,
+    projectId,
+    tokenHash: `hash-${name}`,
+    prefix: `trl_${name}`.slice(0, 12),
+    scopes: '["notes:read"]',
+    createdWithSso: false,
+    createdAt: T,
+    expiresAt: null,
+    ...extra,
+  })
+
+  test('tokens: inserted, found by id, revoked once, listed with every filter', async () => {
+    await seedOrganization(stores)
+    const inserted = await alike(stores, [
+      () => op(insertToken, token('admin', 2, 1)),
+      () => op(insertToken, token('editor', 1, 1, { scopes: '["all"]', expiresAt: T + HOUR })),
+      () => op(insertToken, token('disabled', 3, 1)),
+      () => op(insertToken, token('sso', 6, 2, { createdWithSso: true })),
+      () => op(insertToken, token('not-member', 4, 3)),
+      () => op(insertToken, token('revoked', 2, 1)),
+      () => op(insertToken, token('expired', 2, 2, { expiresAt: T - 1 })),
+    ])
+    expect(inserted.map((t) => t.id)).toEqual([1, 2, 3, 4, 5, 6, 7])
+    expect(inserted[1]).toMatchObject({ createdWithSso: false, expiresAt: T + HOUR, revokedAt: null, lastUsedAt: null })
+
+    const [revocations] = await alike(stores, [
+      () => each([op(revokeLiveToken, 6, T + 1), op(revokeLiveToken, 6, T + 2), op(revokeLiveToken, 99, T + 3)]),
+    ])
+    expect(revocations).toEqual([true, false, false])
+    const [byId] = await alike(stores, [() => each([op(findTokenById, 6), op(findTokenById, 4), op(findTokenById, 99)])])
+    expect(byId![0]!.revokedAt).toBe(T + 1)
+    expect(byId![2]).toBeUndefined()
+
+    const lists = await alike(stores, [
+      () => op(listTokenRows, {}),
+      () => op(listTokenRows, { includeRevoked: true }),
+      () => op(listTokenRows, { userId: 2 }),
+      () => op(listTokenRows, { userId: 2, includeRevoked: true }),
+      () => op(listTokenRows, { projectId: 1 }),
+      () => op(listTokenRows, { userId: 2, projectId: 2, includeRevoked: false }),
+      () => op(listTokenRows, { userId: 5 }),
+    ])
+    expect(lists.map((l) => l.map((r) => r.token.id))).toEqual([[7, 5, 4, 3, 2, 1], [7, 6, 5, 4, 3, 2, 1], [7, 1], [7, 6, 1], [3, 2, 1], [7], []])
+    expect(lists[0]![2]).toMatchObject({ projectName: 'Beta', owner: { id: 6, email: 'Zed@example.com', username: 'Zed' } })
+  })
+
+  test('the token lookup by hash: role or none, SSO project, deactivated user, revoked, expired, unknown', async () => {
+    const names = ['admin', 'editor', 'disabled', 'sso', 'not-member', 'revoked', 'expired', 'unknown']
+    const [rows] = await alike(stores, [() => each(names.map((n) => op(findTokenByHash, `hash-${n}`)))])
+    expect(rows!.map((r) => r?.role)).toEqual(['admin', 'editor', 'admin', 'admin', null, 'admin', null, undefined])
+    expect(rows![3]).toMatchObject({ createdWithSso: true, projectSso: true, projectName: 'Beta', scopes: '["notes:read"]' })
+    expect(rows![0]).toMatchObject({ createdWithSso: false, projectSso: false, disabledAt: null, lastUsedAt: null, tokenId: 1 })
+    expect(rows![2]!.disabledAt).toBe(T + 5)
+    expect(rows![5]!.revokedAt).toBe(T + 1)
+    expect(rows![6]!.expiresAt).toBe(T - 1)
+  })
+
+  test('lastUsedAt: stamped when never stamped or stamped at or before `before`, kept otherwise', async () => {
+    const minute = 60_000
+    const stamp = (id: number, now: number) => () => each<unknown>([op(touchTokenLastUsed, id, now, now - minute), op(findTokenById, id)])
+    const answers = await alike(stores, [
+      stamp(1, T + 10 * minute), // never stamped: stamped
+      stamp(1, T + 10 * minute + 30_000), // within the resolution: kept
+      stamp(1, T + 11 * minute), // exactly one resolution later (<= before): stamped
+      stamp(1, T + 11 * minute + 59_999), // kept
+      stamp(99, T), // unknown token: nothing
+    ])
+    expect(answers.map((a) => (a[1] as { lastUsedAt: number } | undefined)?.lastUsedAt)).toEqual([
+      T + 10 * minute,
+      T + 10 * minute,
+      T + 11 * minute,
+      T + 11 * minute,
+      undefined,
+    ])
+    const [row] = await alike(stores, [() => op(findTokenByHash, 'hash-admin')])
+    expect(row!.lastUsedAt).toBe(T + 11 * minute)
+  })
+})
+
+describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retention twins", () => {
+  const stores = bothStores()
+
+  test('emails, names and members in the same order; first admin, first editing team, imported notes', async () => {
+    await seedOrganization(stores)
+    const [emails, names, members, noMembers] = (await alike<unknown>(stores, [
+      () => op(listUserEmails),
+      () => op(listProjectNames),
+      () => op(listProjectMemberEmails, 1),
+      () => op(listProjectMemberEmails, 3),
+    ])) as string[][]
+    expect(emails).toEqual(['Zed@example.com', 'a-b@example.com', 'a_b@example.com', 'alice@example.com', 'bob@example.com', 'carol@example.com'])
+    expect(names).toEqual(['Beta', 'Zeta', 'alpha', 'beta-2'])
+    expect(members).toEqual(['carol@example.com', 'alice@example.com', 'bob@example.com', 'a-b@example.com'])
+    expect(noMembers).toEqual([])
+
+    const [admins] = await alike(stores, [() => each([op(firstProjectAdminId, 1), op(firstProjectAdminId, 2), op(firstProjectAdminId, 3)])])
+    expect(admins).toEqual([2, 6, undefined])
+    const [teams] = await alike(stores, [
+      () => each([op(firstEditingTeamId, 1, 1), op(firstEditingTeamId, 1, 2), op(firstEditingTeamId, 2, 3), op(firstEditingTeamId, 3, 1)]),
+    ])
+    expect(teams).toEqual([2, 3, 4, undefined])
+
+    const key = { environmentId: 1, recordId: 'r1', userId: 2, title: 'Imported' }
+    const [imported] = await alike(stores, [
+      () =>
+        each([
+          op(hasImportedNote, key),
+          op(hasImportedNote, { ...key, createdAt: 1700000000000000 as Micros }),
+          op(hasImportedNote, { ...key, createdAt: 1700000000000001 as Micros }),
+          op(hasImportedNote, { ...key, title: 'imported' }),
+          op(hasImportedNote, { ...key, environmentId: 2 }),
+        ]),
+    ])
+    expect(imported).toEqual([true, true, false, false, false])
+  })
+
+  test('log retention deletes the oldest ids before the cutoff, a batch at a time', async () => {
+    const remaining = async (table: string) => {
+      const text = `SELECT id FROM ${table} ORDER BY id`
+      const sqlite = (stores.sqlite.store.sqlite.prepare(text).all() as { id: number }[]).map((r) => r.id)
+      const pg = ((await stores.pg.sql.unsafe(`SELECT id::float8 AS id FROM ${table} ORDER BY id`)) as { id: number }[]).map((r) => r.id)
+      expect(pg).toEqual(sqlite)
+      return sqlite
+    }
+    const cutoff = 10 as Micros
+    const batches = await alike(stores, [
+      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
+      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
+      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
+      () => op(deleteLogBatch, 'admin_logs', cutoff, 10),
+      () => op(deleteLogBatch, 'admin_logs', cutoff, 10),
+    ])
+    expect(batches).toEqual([2, 2, 1, 3, 0])
+    expect(await remaining('activity_logs')).toEqual([4, 6])
+    expect(await remaining('admin_logs')).toEqual([2, 5])
+  })
+})
+
+describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup cache on PostgreSQL: every instance sees a change at once', () => {
+  test("a token revoked, its user deactivated or its role changed through one instance is refused by the other's next request", async () => {
+    const url = await freshDatabase()
+    const [one, two] = [openPostgres(url), openPostgres(url)]
+    try {
+      const clock = manualClock(T)
+      const [a, b] = [new TokenAuthenticator(one, clock), new TokenAuthenticator(two, clock)]
+      await one.sql.unsafe(`INSERT INTO users (email, username, created_at, updated_at) VALUES ('u@example.com', 'u', ${T}, ${T})`)
+      await one.sql.unsafe(`INSERT INTO projects (name, created_at) VALUES ('p', ${T})`)
+      await one.sql.unsafe(`INSERT INTO project_members (project_id, user_id, role, created_at, updated_at) VALUES (1, 1, 'admin', ${T}, ${T})`)
+      const values = [generateTokenValue(), generateTokenValue()]
+      for (const [i, value] of values.entries()) {
+        const row = { name: `t${i}`, userId: 1, projectId: 1, tokenHash: hashTokenValue(value), prefix: value.slice(0, 12), scopes: '["all"]', createdWithSso: false, createdAt: T, expiresAt: null }
+        await writeOnPostgres(one, () => op(insertToken, row))
+      }
+      const bearerOf = (value: string) => `Bearer ${value}`
+      const need = { scope: 'notes:read', role: 'admin' } as const
+      // Both instances accept it, many times over (nothing is remembered between requests).
+      for (let i = 0; i < 3; i++) for (const auth of [a, b]) authorizeToken(await auth.authenticate(bearerOf(values[0]!)), 'p', need)
+
+      await one.sql.unsafe(`UPDATE project_members SET role = 'editor' WHERE user_id = 1`)
+      const demoted = await b.authenticate(bearerOf(values[0]!))
+      expect(demoted.role).toBe('editor')
+      expect(() => authorizeToken(demoted, 'p', need)).toThrow(/admin role/)
+
+      await one.sql.unsafe(`UPDATE users SET disabled_at = ${T} WHERE id = 1`)
+      const deactivated = await b.authenticate(bearerOf(values[0]!))
+      expect(() => authorizeToken(deactivated, 'p')).toThrow(/not authorized for the organization/)
+
+      expect(await writeOnPostgres(one, () => op(revokeLiveToken, 1, T))).toBe(true)
+      await expect(b.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
+      await expect(a.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
+      // The other token is still found (its user's deactivation is refused by authorizeToken, as above).
+      expect((await b.authenticate(bearerOf(values[1]!))).tokenId).toBe(2)
+    } finally {
+      await Promise.all([one.close(), two.close()])
+    }
+  })
+})

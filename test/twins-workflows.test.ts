@@ -1,0 +1,247 @@
+/**
+ * PostgreSQL twins of workflows' and webhook triggers' storage (src/db/workflows.ts, webhooks.ts): the same ops on
+ * SQLite and PostgreSQL answer alike and leave the same rows — renderings made once, places and lists in the same
+ * order (names byte-wise), trigger targets, version numbering. On PostgreSQL alone: publishers racing for the same new
+ * workflow all succeed, one workflow and consecutive versions (a unique violation reruns the loser's transaction),
+ * and a webhook change through one instance is seen by another's next lookup (no cache).
+ */
+import { describe, expect, test } from 'bun:test'
+import { type Op, op } from '../src/db/op.ts'
+import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { openPostgres } from '../src/db/postgres/store.ts'
+import { read } from '../src/db/read.ts'
+import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger } from '../src/db/webhooks.ts'
+import {
+  ensureRendering,
+  findTriggerTarget,
+  findWorkflowIdByNames,
+  findWorkflowIdsNamed,
+  findWorkflowInRendering,
+  findWorkflowVersion,
+  insertWorkflow,
+  latestWorkflowVersion,
+  listProjectWorkflowPlaces,
+  listRenderingWorkflows,
+  publishWorkflowVersion,
+} from '../src/db/workflows.ts'
+import { bothStores, postgresOrSkip } from './support/both-stores.ts'
+import { freshDatabase } from './support/postgres-cluster.ts'
+import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
+
+const T = SEEDED_AT
+
+function* each<T>(ops: Op<T>[]): Op<T[]> {
+  const answers: T[] = []
+  for (const work of ops) answers.push(yield* work)
+  return answers
+}
+
+/** A new workflow with its webhook trigger, as publishing makes it. */
+function* createWorkflow(renderingId: number, name: string, collectionId: number, now: number) {
+  const workflow = yield* op(insertWorkflow, { renderingId, name, collectionId, now })
+  yield* op(insertWebhookTrigger, workflow.id, now)
+  return workflow
+}
+
+/** Publishing's storage steps (src/modules/workflows/service.ts without its admin log entry): the next version, made active. */
+function* publishNext(workflowId: number, definition: string, collectionId: number, now: number) {
+  const version = (yield* op(latestWorkflowVersion, workflowId)) + 1
+  const id = yield* op(publishWorkflowVersion, { workflowId, version, definition, definitionHash: `h-${definition}`, publishedBy: 2, collectionId, now })
+  return { id, version }
+}
+
+describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook triggers twins', () => {
+  const stores = bothStores()
+  const alike = async <T>(body: () => Op<T>): Promise<T> => {
+    const [sqlite, pg] = await stores.both(body)
+    expect(pg).toEqual(sqlite)
+    return sqlite
+  }
+
+  test('renderings are made once; workflows and triggers inserted; places, ids and lists in the same order', async () => {
+    await seedOrganization(stores)
+    // (environment, team): prod/ops, prod/Sales, prod/dev-team, dev/ops, Stage/Sales, project 2's prod/team, prod/ops again.
+    const renderingIds = await alike(() =>
+      each([[1, 1], [1, 2], [1, 3], [2, 1], [3, 2], [4, 4], [1, 1], [1, 3]].map(([e, t]) => op(ensureRendering, e!, t!))),
+    )
+    expect(renderingIds).toEqual([1, 2, 3, 4, 5, 6, 1, 3])
+
+    const created = await alike(() =>
+      each(
+        (
+          [
+            [1, 'b', 1], [1, 'B', 2], [1, 'a_x', 1], [1, 'a-x', 1], [2, 'b', 1], [3, 'b', 2], [4, 'deploy', 1], [5, 'z', 1], [6, 'w', 3],
+          ] as const
+        ).map(([r, name, c], i) => createWorkflow(r, name, c, T + i)),
+      ),
+    )
+    expect(created.map((w) => w.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    expect(created[0]).toMatchObject({ renderingId: 1, name: 'b', activeVersionId: null, createdAt: T, updatedAt: T })
+
+    const places = await alike(() => each([op(listProjectWorkflowPlaces, 1), op(listProjectWorkflowPlaces, 2), op(listProjectWorkflowPlaces, 3)]))
+    expect(places[0]!.map((p) => `${p.environment}/${p.team}/${p.name}`)).toEqual([
+      'Stage/Sales/z', 'dev/ops/deploy', 'prod/ops/B', 'prod/ops/a-x', 'prod/ops/a_x', 'prod/ops/b', 'prod/Sales/b', 'prod/dev-team/b',
+    ])
+    expect(places.slice(1)).toEqual([[{ name: 'w', environment: 'prod', team: 'team' }], []])
+
+    const lists = await alike(() => each([op(listRenderingWorkflows, 1, 1), op(listRenderingWorkflows, 1, 2), op(listRenderingWorkflows, 2, 2)]))
+    expect(lists[0]!.map((w) => w.name)).toEqual(['B', 'a-x', 'a_x', 'b'])
+    expect(lists[0]![0]).toEqual({ id: 2, name: 'B', collectionId: 2, collectionName: 'customers', activeVersionId: null })
+    expect(lists[2]).toEqual([])
+
+    const named = await alike(() =>
+      each([
+        op(findWorkflowIdsNamed, 1, 'b'),
+        op(findWorkflowIdsNamed, 1, 'b', 'Sales'),
+        op(findWorkflowIdsNamed, 1, 'b', 'sales'),
+        op(findWorkflowIdsNamed, 1, 'B'),
+        op(findWorkflowIdsNamed, 2, 'b'),
+      ]),
+    )
+    expect(named).toEqual([[1, 5, 6], [5], [], [2], []])
+
+    const byNames = await alike(() =>
+      each(
+        [
+          { projectId: 1, environment: 'prod', team: 'dev-team', workflow: 'b' },
+          { projectId: 1, environment: 'Stage', team: 'Sales', workflow: 'z' },
+          { projectId: 2, environment: 'prod', team: 'ops', workflow: 'b' },
+          { projectId: 1, environment: 'prod', team: 'ops', workflow: 'missing' },
+        ].map((names) => op(findWorkflowIdByNames, names)),
+      ),
+    )
+    expect(byNames).toEqual([6, 8, undefined, undefined])
+
+    const inRendering = await alike(() => each([op(findWorkflowInRendering, 1, 'B'), op(findWorkflowInRendering, 1, 'b'), op(findWorkflowInRendering, 2, 'B')]))
+    expect(inRendering.map((w) => w?.id)).toEqual([2, 1, undefined])
+  })
+
+  test('trigger targets and webhook triggers: found, changed one field at a time, missing', async () => {
+    const target = await alike(() => op(findTriggerTarget, 6))
+    expect(target).toEqual({
+      workflowId: 6, workflowName: 'b', activeVersionId: null, renderingId: 3, environmentId: 1, teamId: 3, projectId: 1, collectionId: 2,
+      webhookEnabled: false, webhookGeneration: 1, webhookRatePerMinute: null,
+    })
+    // A workflow without its trigger row is no trigger target.
+    const bare = await alike(() => op(insertWorkflow, { renderingId: 4, name: 'bare', collectionId: 1, now: T }))
+    expect(await alike(() => each<unknown>([op(findTriggerTarget, bare.id), op(findTriggerTarget, 999), op(findWebhookTrigger, bare.id)]))).toEqual([
+      undefined, undefined, undefined,
+    ])
+
+    const changes = await alike(() =>
+      each([
+        op(findWebhookTrigger, 6),
+        op(updateWebhookTrigger, 6, { enabled: true }, T + 10),
+        op(updateWebhookTrigger, 6, { ratePerMinute: 30 }, T + 11),
+        op(updateWebhookTrigger, 6, { generation: 2, enabled: false }, T + 12),
+        op(updateWebhookTrigger, 6, { ratePerMinute: null, enabled: undefined }, T + 13),
+        op(updateWebhookTrigger, 6, {}, T + 14),
+        op(findWebhookTrigger, 6),
+        op(findWebhookTrigger, 7),
+      ]),
+    )
+    expect(changes.map((t) => t && [t.enabled, t.generation, t.ratePerMinute, t.updatedAt])).toEqual([
+      [false, 1, null, T + 5],
+      [true, 1, null, T + 10],
+      [true, 1, 30, T + 11],
+      [false, 2, 30, T + 12],
+      [false, 2, null, T + 13],
+      [false, 2, null, T + 14],
+      [false, 2, null, T + 14],
+      [false, 1, null, T + 6],
+    ])
+    await alike(() => op(updateWebhookTrigger, 6, { enabled: true, ratePerMinute: 12 }, T + 15))
+    expect(await alike(() => op(findTriggerTarget, 6))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2, webhookRatePerMinute: 12 })
+  })
+
+  test('versions: numbered from 1 per workflow, the newest made active with its collection', async () => {
+    expect(await alike(() => each<unknown>([op(latestWorkflowVersion, 1), op(latestWorkflowVersion, 999), op(findWorkflowVersion, 1)]))).toEqual([0, 0, undefined])
+    const published = await alike(() =>
+      each([publishNext(1, 'one', 1, T + 20), publishNext(1, 'two', 2, T + 21), publishNext(5, 'other', 1, T + 22), publishNext(1, 'three', 2, T + 23)]),
+    )
+    expect(published).toEqual([{ id: 1, version: 1 }, { id: 2, version: 2 }, { id: 3, version: 1 }, { id: 4, version: 3 }])
+    const rows = await alike(() =>
+      each<unknown>([
+        op(latestWorkflowVersion, 1),
+        op(latestWorkflowVersion, 5),
+        op(findWorkflowVersion, 2),
+        op(findWorkflowVersion, 5),
+        op(findWorkflowInRendering, 1, 'b'),
+        op(findWorkflowInRendering, 2, 'b'),
+        op(findTriggerTarget, 1),
+      ]),
+    )
+    expect(rows.slice(0, 2)).toEqual([3, 1])
+    expect(rows[2]).toEqual({ id: 2, workflowId: 1, version: 2, definition: 'two', definitionHash: 'h-two', publishedBy: 2, createdAt: T + 21 })
+    expect(rows[3]).toBeUndefined()
+    expect(rows[4]).toMatchObject({ id: 1, activeVersionId: 4, collectionId: 2, updatedAt: T + 23, createdAt: T })
+    expect(rows[5]).toMatchObject({ id: 5, activeVersionId: 3, collectionId: 1, updatedAt: T + 22 })
+    expect(rows[6]).toMatchObject({ activeVersionId: 4, collectionId: 2 })
+    // A version with no publisher (the CLI).
+    const cli = await alike(() => op(publishWorkflowVersion, { workflowId: 7, version: 1, definition: 'd', definitionHash: 'h', publishedBy: null, collectionId: 1, now: T }))
+    expect(await alike(() => op(findWorkflowVersion, cli))).toMatchObject({ publishedBy: null, version: 1 })
+  })
+})
+
+describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on several instances at once (PostgreSQL)', () => {
+  test('publishers racing for one new workflow all succeed: one rendering, one workflow, one trigger, versions 1…n', async () => {
+    const url = await freshDatabase()
+    const instances = [openPostgres(url), openPostgres(url), openPostgres(url)]
+    try {
+      const [first] = instances
+      const t = T
+      await first!.sql.unsafe(`INSERT INTO projects (name, created_at) VALUES ('p', ${t})`)
+      await first!.sql.unsafe(`INSERT INTO users (email, username, created_at, updated_at) VALUES ('u@example.com', 'u', ${t}, ${t}), ('v@example.com', 'v', ${t}, ${t})`)
+      await first!.sql.unsafe(`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'prod', ${t})`)
+      await first!.sql.unsafe(`INSERT INTO teams (project_id, name, created_at) VALUES (1, 'ops', ${t}), (1, 'sales', ${t})`)
+      await first!.sql.unsafe(`INSERT INTO collections (project_id, name, created_at) VALUES (1, 'orders', ${t})`)
+      // Publishing's storage steps, as src/modules/workflows/service.ts takes them: find or create, then the next version.
+      function* publish(teamId: number, definition: string) {
+        const renderingId = yield* op(ensureRendering, 1, teamId)
+        const workflow = (yield* op(findWorkflowInRendering, renderingId, 'raced')) ?? (yield* createWorkflow(renderingId, 'raced', 1, t))
+        return yield* publishNext(workflow.id, definition, 1, t)
+      }
+      // Rendering (1, 1) exists beforehand (the workflow insert races); (1, 2) does not (the rendering insert races too).
+      await writeOnPostgres(first!, () => op(ensureRendering, 1, 1))
+      for (const teamId of [1, 2]) {
+        const publishers = Array.from({ length: 5 }, (_, i) => writeOnPostgres(instances[i % instances.length]!, () => publish(teamId, `d${i}`)))
+        const versions = (await Promise.all(publishers)).map((p) => p.version)
+        expect(versions.toSorted()).toEqual([1, 2, 3, 4, 5])
+      }
+      const counts = await first!.sql.unsafe(`SELECT
+          (SELECT count(*)::float8 FROM renderings) AS renderings, (SELECT count(*)::float8 FROM workflows) AS workflows,
+          (SELECT count(*)::float8 FROM webhook_triggers) AS triggers, (SELECT count(*)::float8 FROM workflow_versions) AS versions`)
+      expect(counts[0]).toEqual({ renderings: 2, workflows: 2, triggers: 2, versions: 10 })
+      const active = await read(first!, each([op(findWorkflowInRendering, 1, 'raced'), op(findWorkflowInRendering, 2, 'raced')]))
+      for (const workflow of active) {
+        const version = await read(first!, op(findWorkflowVersion, workflow!.activeVersionId!))
+        expect(version?.version).toBe(5)
+      }
+    } finally {
+      await Promise.all(instances.map((s) => s.close()))
+    }
+  })
+
+  test("a webhook change through one instance is the other instance's next trigger target", async () => {
+    const url = await freshDatabase()
+    const [one, two] = [openPostgres(url), openPostgres(url)]
+    try {
+      await one.sql.unsafe(`INSERT INTO projects (name, created_at) VALUES ('p', ${T})`)
+      await one.sql.unsafe(`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'prod', ${T})`)
+      await one.sql.unsafe(`INSERT INTO teams (project_id, name, created_at) VALUES (1, 'ops', ${T})`)
+      await one.sql.unsafe(`INSERT INTO collections (project_id, name, created_at) VALUES (1, 'orders', ${T})`)
+      const workflow = await writeOnPostgres(one, function* () {
+        return yield* createWorkflow(yield* op(ensureRendering, 1, 1), 'w', 1, T)
+      })
+      for (let i = 0; i < 3; i++) expect((await read(two, op(findTriggerTarget, workflow.id)))?.webhookEnabled).toBe(false)
+      await writeOnPostgres(one, () => op(updateWebhookTrigger, workflow.id, { enabled: true, generation: 2 }, T + 1))
+      expect(await read(two, op(findTriggerTarget, workflow.id))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2 })
+      await one.sql.unsafe(`UPDATE workflows SET active_version_id = NULL, name = 'renamed'`)
+      expect(await read(two, op(findTriggerTarget, workflow.id))).toMatchObject({ workflowName: 'renamed', activeVersionId: null })
+      await one.sql.unsafe(`DELETE FROM workflows`)
+      expect(await read(two, op(findTriggerTarget, workflow.id))).toBeUndefined()
+    } finally {
+      await Promise.all([one.close(), two.close()])
+    }
+  })
+})
