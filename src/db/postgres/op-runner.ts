@@ -12,8 +12,14 @@ import type { PgDb, PgStore } from './store.ts'
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
 const RETRIES = 5
 
-/** SQLSTATEs after which the whole transaction may simply run again: serialization failure, deadlock. */
-const RETRYABLE = new Set(['40001', '40P01'])
+/**
+ * SQLSTATEs after which the whole transaction may simply run again: serialization failure, deadlock, and unique
+ * violation. The services check before they insert (a user's email, a project's or part's name, a membership: 409 on
+ * a hit); on SQLite the single writer makes that exact, here two instances may both pass the check, and the second
+ * insert then fails on the unique index once the first commits. Run again, its check sees the committed row and
+ * answers the service's own 409.
+ */
+const RETRYABLE = new Set(['40001', '40P01', '23505'])
 
 /** SQLSTATE classes of a server that cannot serve now (connection, resources, shutdown). */
 const UNAVAILABLE = ['08', '53', '57P']
