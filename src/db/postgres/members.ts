@@ -61,10 +61,10 @@ const countOtherProjectAdminsOnPostgres = async (db: PgDb, projectId: number, us
     )
   )?.n ?? 0
 
-const projectIdsOfMemberOnPostgres = async (db: PgDb, userId: number) =>
-  (await db.select({ projectId: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId)).orderBy(asc(projectMembers.projectId))).map(
-    (r) => r.projectId,
-  )
+const projectIdsOfMemberOnPostgres = async (db: PgDb, userId: number) => {
+  const rows = await db.select({ projectId: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId)).orderBy(asc(projectMembers.projectId))
+  return rows.map((r) => r.projectId)
+}
 
 const projectsOfMemberOnPostgres = (db: PgDb, userId: number) =>
   db
@@ -82,7 +82,7 @@ const membersOfProjectOnPostgres = (db: PgDb, projectId: number) =>
     .where(eq(projectMembers.projectId, projectId))
     .orderBy(inByteOrder(users.email))
 
-/** The project's team memberships (a team's name, the member), as `columns` — by team name, then user id. */
+/** The team memberships `where` picks, as `columns`, by team name then user id (`& {}`: Drizzle's select typing of a generic). */
 const teamMembershipsWhere = <C extends Record<string, PgColumn>>(db: PgDb, columns: C, where: SQL | undefined) =>
   db
     .select(columns as C & {})

@@ -36,23 +36,8 @@ const countOtherActiveInstanceAdminsOnPostgres = async (db: PgDb, userId: number
 
 const insertUserRowOnPostgres = (
   db: PgDb,
-  row: { email: string; username: string; passwordHash: string | null; isInstanceAdmin: boolean; disabledAt: number | null; now: number },
-): Promise<User> =>
-  insertedRow(
-    db
-      .insert(users)
-      .values({
-        email: row.email,
-        username: row.username,
-        passwordHash: row.passwordHash,
-        isInstanceAdmin: row.isInstanceAdmin,
-        disabledAt: row.disabledAt,
-        createdAt: row.now,
-        updatedAt: row.now,
-      })
-      .returning(),
-    'user',
-  )
+  { now, ...row }: { email: string; username: string; passwordHash: string | null; isInstanceAdmin: boolean; disabledAt: number | null; now: number },
+): Promise<User> => insertedRow(db.insert(users).values({ ...row, createdAt: now, updatedAt: now }).returning(), 'user')
 
 const updateUserOnPostgres = async (
   db: PgDb,
