@@ -6,7 +6,7 @@
  * ICU collation first, so a list that sorted by the cluster's locale instead of byte order would be caught. Last, the
  * conflict path: two instances' check-then-insert racing on one email or one name end in the service's 409.
  */
-import { describe, expect, test } from 'bun:test'
+import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { type Op, op } from '../src/db/op.ts'
 import { runOpOnPostgres, sqlStateOf, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
@@ -21,6 +21,10 @@ import { findUserByEmail, insertUser } from '../src/modules/users/service.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 
 const T0 = Date.UTC(2026, 10, 21, 12)
+
+// This file's hooks and tests: the harness's fresh database (the cluster itself when this file is the first to need
+// it) took more than the default 5 s under the whole suite on a loaded 2-core machine.
+setDefaultTimeout(30_000)
 
 describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (projects, members, users)', () => {
   const stores = bothStores()
