@@ -64,12 +64,13 @@ export function countOtherProjectAdmins(db: Db, projectId: number, userId: numbe
   )
 }
 
-/** The ids of the projects a user is a member of. */
+/** The ids of the projects a user is a member of, ascending (a defined order: the PostgreSQL twin answers the same). */
 export function projectIdsOfMember(db: Db, userId: number): number[] {
   return db
     .select({ projectId: projectMembers.projectId })
     .from(projectMembers)
     .where(eq(projectMembers.userId, userId))
+    .orderBy(projectMembers.projectId)
     .all()
     .map((r) => r.projectId)
 }
@@ -98,14 +99,14 @@ export function membersOfProject(db: Db, projectId: number): { id: number; email
     .all()
 }
 
-/** Every team membership in the project (user id, team name), by team name. */
+/** Every team membership in the project (user id, team name), by team name, then user id (the index's own order). */
 export function teamMembershipsOfProject(db: Db, projectId: number): { userId: number; team: string }[] {
   return db
     .select({ userId: teamMembers.userId, team: teams.name })
     .from(teamMembers)
     .innerJoin(teams, eq(teams.id, teamMembers.teamId))
     .where(eq(teams.projectId, projectId))
-    .orderBy(asc(teams.name))
+    .orderBy(asc(teams.name), asc(teamMembers.userId))
     .all()
 }
 

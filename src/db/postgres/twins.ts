@@ -5,19 +5,25 @@
  */
 import { APPLY_TWINS } from './apply.ts'
 import { MAINTENANCE_TWINS } from './maintenance.ts'
+import { MEMBERS_TWINS } from './members.ts'
+import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import type { PgTwins } from './twin.ts'
+import { USERS_TWINS } from './users.ts'
 import { WEBHOOKS_TWINS } from './webhooks.ts'
 import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
   ...APPLY_TWINS,
   ...MAINTENANCE_TWINS,
+  ...MEMBERS_TWINS,
+  ...PROJECTS_TWINS,
   ...QUEUE_TWINS,
   ...SESSIONS_TWINS,
   ...TOKENS_TWINS,
+  ...USERS_TWINS,
   ...WEBHOOKS_TWINS,
   ...WORKFLOWS_TWINS,
 ])
