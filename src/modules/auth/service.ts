@@ -119,7 +119,7 @@ export class CallerAuthenticator implements CallerAuth {
   private async token(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity> {
     const identity = await this.tokens.authenticate(request.headers.get('authorization'))
     // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
-    Object.assign(headers, this.limiter.enforce(identity.tokenId))
+    Object.assign(headers, await this.limiter.enforce(identity.tokenId))
     return identity
   }
 
