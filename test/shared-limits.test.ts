@@ -201,7 +201,7 @@ describe.skipIf(!withPostgres)('one budget across instances on one PostgreSQL (t
     const decisions = await spread(limiters, 120, (limiter) => limiter.consume(9))
     expect(decisions.filter((d) => d.retryAfter === 0).length).toBe(40)
     const now = clock.now()
-    for (const size of [60_000, 3_600_000, 86_400_000]) expect(await counters[0]!.count(`api 9 ${size}`, now)).toBe(40)
+    for (const scope of ['api-minute', 'api-hour', 'api-day']) expect(await counters[0]!.count({ scope, id: 9 }, now)).toBe(40)
   })
 
   test('login: 30 concurrent failures of one (email, address) over 3 instances → exactly 10 go on; 80 emails from one address → exactly 50', async () => {
@@ -220,17 +220,17 @@ describe.skipIf(!withPostgres)('one budget across instances on one PostgreSQL (t
     const { stores, counters } = await instances(1)
     const pg = counters[0]!
     const start = clock.now()
-    await pg.take([{ key: 'short', sizeMs: 1000, limit: 5 }, { key: 'long', sizeMs: 60_000, limit: 5 }], start)
-    await pg.takeToken({ key: 'fast', capacity: 60, perMs: 60 / 60_000 }, start) // full again after 1 s
-    await pg.takeToken({ key: 'slow', capacity: 1, perMs: 1 / 60_000 }, start) // full again after 60 s
+    await pg.take([{ scope: 'short', id: 1, sizeMs: 1000, limit: 5 }, { scope: 'long', id: 1, sizeMs: 60_000, limit: 5 }], start)
+    await pg.takeToken({ scope: 'fast', id: 1, capacity: 60, perMs: 60 / 60_000 }, start) // full again after 1 s
+    await pg.takeToken({ scope: 'slow', id: 1, capacity: 1, perMs: 1 / 60_000 }, start) // full again after 60 s
     const rows = async () => {
       const windows = (await stores[0]!.sql`SELECT key FROM rate_limit_windows ORDER BY key`) as { key: string }[]
       const buckets = (await stores[0]!.sql`SELECT key FROM rate_limit_buckets ORDER BY key`) as { key: string }[]
       return [...windows, ...buckets].map((r) => r.key)
     }
-    expect(await rows()).toEqual(['long', 'short', 'fast', 'slow'])
+    expect(await rows()).toEqual(['long 1', 'short 1', 'fast 1', 'slow 1'])
     expect(await pg.sweep(start + 1000)).toBe(2)
-    expect(await rows()).toEqual(['long', 'slow'])
+    expect(await rows()).toEqual(['long 1', 'slow 1'])
     expect(await pg.sweep(start + 60_000)).toBe(2)
     expect(await rows()).toEqual([])
   })

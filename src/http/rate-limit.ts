@@ -19,21 +19,20 @@ export interface RateDecision {
   retryAfter: number
 }
 
-const WINDOW_SIZES = [60_000, 3_600_000, 86_400_000] as const
 
 export class TokenRateLimiter {
-  private readonly limits: readonly number[]
-
   constructor(
     private readonly clock: Clock,
-    limits: RateLimits,
+    private readonly limits: RateLimits,
     private readonly counters: RateCounters,
-  ) {
-    this.limits = [limits.perMinute, limits.perHour, limits.perDay]
-  }
+  ) {}
 
   private rulesOf(tokenId: number): WindowRule[] {
-    return WINDOW_SIZES.map((sizeMs, i) => ({ key: `api ${tokenId} ${sizeMs}`, sizeMs, limit: this.limits[i]! }))
+    return [
+      { scope: 'api-minute', id: tokenId, sizeMs: 60_000, limit: this.limits.perMinute },
+      { scope: 'api-hour', id: tokenId, sizeMs: 3_600_000, limit: this.limits.perHour },
+      { scope: 'api-day', id: tokenId, sizeMs: 86_400_000, limit: this.limits.perDay },
+    ]
   }
 
   /** Counts one request for the token, or refuses it. Headers describe the tightest window. */

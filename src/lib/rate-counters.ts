@@ -14,9 +14,18 @@ export function after<T, U>(value: Maybe<T>, next: (value: T) => U): Maybe<U> {
   return value instanceof Promise ? value.then(next) : next(value)
 }
 
+/**
+ * What a count is of: a limit (`scope`, one constant per limit and window) and its subject (a token id, a webhook's
+ * workflow id, a client address…). Kept apart so the in-memory counters look a token up by its number, never by a
+ * string built per request.
+ */
+export interface RateKey {
+  scope: string
+  id: number | string
+}
+
 /** A fixed window: it opens at its first count (or the first after it ended) and lasts `sizeMs`; at most `limit` counts. */
-export interface WindowRule {
-  key: string
+export interface WindowRule extends RateKey {
   sizeMs: number
   limit: number
 }
@@ -37,8 +46,7 @@ export interface WindowsTake {
 }
 
 /** A token bucket: `capacity` tokens, refilled continuously at `perMs` per millisecond; a new bucket is full. */
-export interface BucketRule {
-  key: string
+export interface BucketRule extends RateKey {
   capacity: number
   perMs: number
 }
@@ -53,11 +61,11 @@ export interface RateCounters {
   /** Counts one in every window, or (when any is full) in none: all or nothing. */
   take(rules: readonly WindowRule[], now: number): Maybe<WindowsTake>
   /** The count of a window now (0 when it has ended or never opened). */
-  count(key: string, now: number): Maybe<number>
+  count(key: RateKey, now: number): Maybe<number>
   /** Takes one count back from a window that is still open. */
-  giveBack(key: string, now: number): Maybe<void>
+  giveBack(key: RateKey, now: number): Maybe<void>
   /** Closes a window: its next count opens a new one. */
-  forget(key: string): Maybe<void>
+  forget(key: RateKey): Maybe<void>
   /** Takes one token from a bucket when it holds a whole one. */
   takeToken(rule: BucketRule, now: number): Maybe<BucketTake>
 }
@@ -86,55 +94,77 @@ interface Bucket {
   capacity: number
 }
 
-/** Keys kept at most (windows and buckets each); past that, ended windows are dropped, then everything is forgotten. */
-const MAX_TRACKED = 300_000
+/** Subjects kept at most per scope; past that, ended windows are dropped, then the scope is forgotten. */
+const MAX_TRACKED = 100_000
+
+/** The entries of each scope, by subject. */
+class Scopes<T> {
+  private readonly byScope = new Map<string, Map<number | string, T>>()
+
+  of(scope: string): Map<number | string, T> {
+    let entries = this.byScope.get(scope)
+    if (!entries) this.byScope.set(scope, (entries = new Map()))
+    return entries
+  }
+}
 
 /** The counters of one process: a restart forgets them, which is acceptable for a single-process appliance. */
 export class MemoryRateCounters implements RateCounters {
-  private readonly windows = new Map<string, Window>()
-  private readonly buckets = new Map<string, Bucket>()
+  private readonly windows = new Scopes<Window>()
+  private readonly buckets = new Scopes<Bucket>()
 
-  private open(key: string, now: number): Window | undefined {
-    const window = this.windows.get(key)
+  /** The key's window while it is open (an ended one is dropped). */
+  private open(key: RateKey, now: number): Window | undefined {
+    const entries = this.windows.of(key.scope)
+    const window = entries.get(key.id)
     if (window && now >= window.endsAt) {
-      this.windows.delete(key)
+      entries.delete(key.id)
       return undefined
     }
     return window
   }
 
   take(rules: readonly WindowRule[], now: number): WindowsTake {
-    const current = rules.map((rule) => this.open(rule.key, now))
-    const taken = rules.every((rule, i) => (current[i]?.count ?? 0) < rule.limit)
-    if (taken && this.windows.size >= MAX_TRACKED) this.sweep(now)
-    const windows = rules.map((rule, i) => {
+    const current: (Window | undefined)[] = []
+    let taken = true
+    for (const rule of rules) {
+      const window = this.open(rule, now)
+      current.push(window)
+      if ((window?.count ?? 0) >= rule.limit) taken = false
+    }
+    const windows: WindowState[] = []
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!
       let window = current[i]
-      if (taken && !window) this.windows.set(rule.key, (window = { count: 0, endsAt: now + rule.sizeMs }))
-      if (taken) window!.count++
-      return { limit: rule.limit, count: window?.count ?? 0, endsAt: window?.endsAt ?? now + rule.sizeMs }
-    })
+      if (taken) {
+        if (!window) this.keep(rule, (window = { count: 0, endsAt: now + rule.sizeMs }), now)
+        window.count++
+      }
+      windows.push({ limit: rule.limit, count: window?.count ?? 0, endsAt: window?.endsAt ?? now + rule.sizeMs })
+    }
     return { taken, windows }
   }
 
-  count(key: string, now: number): number {
+  count(key: RateKey, now: number): number {
     return this.open(key, now)?.count ?? 0
   }
 
-  giveBack(key: string, now: number): void {
+  giveBack(key: RateKey, now: number): void {
     const window = this.open(key, now)
     if (window && window.count > 0) window.count--
   }
 
-  forget(key: string): void {
-    this.windows.delete(key)
+  forget(key: RateKey): void {
+    this.windows.of(key.scope).delete(key.id)
   }
 
   takeToken(rule: BucketRule, now: number): BucketTake {
-    let bucket = this.buckets.get(rule.key)
+    const entries = this.buckets.of(rule.scope)
+    let bucket = entries.get(rule.id)
     if (!bucket || bucket.capacity !== rule.capacity) {
-      if (this.buckets.size >= MAX_TRACKED) this.buckets.clear()
+      if (entries.size >= MAX_TRACKED) entries.clear()
       bucket = { tokens: rule.capacity, updatedAt: now, capacity: rule.capacity }
-      this.buckets.set(rule.key, bucket)
+      entries.set(rule.id, bucket)
     }
     bucket.tokens = Math.min(rule.capacity, bucket.tokens + Math.max(0, now - bucket.updatedAt) * rule.perMs)
     bucket.updatedAt = Math.max(bucket.updatedAt, now)
@@ -143,9 +173,13 @@ export class MemoryRateCounters implements RateCounters {
     return { taken: true, tokens: bucket.tokens }
   }
 
-  /** Drops ended windows; if the map is still full, forgets everything rather than grow without bound. */
-  private sweep(now: number): void {
-    for (const key of [...this.windows.keys()]) this.open(key, now)
-    if (this.windows.size >= MAX_TRACKED) this.windows.clear()
+  /** Keeps a new window; a full scope first drops its ended windows, and is forgotten if still full. */
+  private keep(key: RateKey, window: Window, now: number): void {
+    const entries = this.windows.of(key.scope)
+    if (entries.size >= MAX_TRACKED) {
+      for (const [id, other] of entries) if (now >= other.endsAt) entries.delete(id)
+      if (entries.size >= MAX_TRACKED) entries.clear()
+    }
+    entries.set(key.id, window)
   }
 }

@@ -6,12 +6,15 @@
  * transaction. Ended windows and refilled buckets are deleted by a sweep each instance runs at most once a minute.
  */
 import type { SQL } from 'bun'
-import type { BucketRule, BucketTake, RateCounters, WindowRule, WindowsTake, WindowState } from '../../lib/rate-counters.ts'
+import type { BucketRule, BucketTake, RateCounters, RateKey, WindowRule, WindowsTake, WindowState } from '../../lib/rate-counters.ts'
 import { postgresFaultOf } from './op-runner.ts'
 
 /** How often an instance sweeps ended windows and full buckets away, and how many rows one statement deletes. */
 export const SWEEP_EVERY_MS = 60_000
 const SWEEP_BATCH = 5000
+
+/** A count's row key: its scope and subject (`api-minute 42`, `login-address 10.0.0.1`). */
+const keyOf = (key: RateKey) => `${key.scope} ${key.id}`
 
 interface WindowRow {
   key: string
@@ -87,13 +90,14 @@ export class PgRateCounters implements RateCounters {
 
   async take(rules: readonly WindowRule[], now: number): Promise<WindowsTake> {
     this.sweepNowAndThen(now)
-    const rows = await this.query<WindowRow>(takeStatement(rules.length), [now, ...rules.flatMap((r) => [r.key, r.sizeMs, r.limit])])
+    const keys = rules.map(keyOf)
+    const rows = await this.query<WindowRow>(takeStatement(rules.length), [now, ...rules.flatMap((r, i) => [keys[i], r.sizeMs, r.limit])])
     const byKey = new Map(rows.map((row) => [row.key, row]))
-    const taken = rules.every((rule) => byKey.get(rule.key)?.taken === true)
+    const taken = keys.every((key) => byKey.get(key)?.taken === true)
     const partly = taken ? [] : rows.filter((row) => row.taken)
     if (partly.length > 0) await this.query(giveBackStatement(partly.length), partly.flatMap((row) => [row.key, row.ends_at]))
-    const windows = rules.map((rule): WindowState => {
-      const row = byKey.get(rule.key)
+    const windows = rules.map((rule, i): WindowState => {
+      const row = byKey.get(keys[i]!)
       if (row?.taken) return { limit: rule.limit, count: taken ? row.count : row.count - 1, endsAt: row.ends_at }
       // Refused: another instance's counts filled it after this statement's snapshot, or it was full then already.
       const open = row !== undefined && row.ends_at > now
@@ -102,22 +106,22 @@ export class PgRateCounters implements RateCounters {
     return { taken, windows }
   }
 
-  async count(key: string, now: number): Promise<number> {
-    const [row] = await this.query<{ count: number }>('SELECT count::float8 AS count FROM rate_limit_windows WHERE key = $1 AND ends_at > $2::bigint', [key, now])
+  async count(key: RateKey, now: number): Promise<number> {
+    const [row] = await this.query<{ count: number }>('SELECT count::float8 AS count FROM rate_limit_windows WHERE key = $1 AND ends_at > $2::bigint', [keyOf(key), now])
     return row?.count ?? 0
   }
 
-  async giveBack(key: string, now: number): Promise<void> {
-    await this.query('UPDATE rate_limit_windows SET count = count - 1 WHERE key = $1 AND ends_at > $2::bigint AND count > 0', [key, now])
+  async giveBack(key: RateKey, now: number): Promise<void> {
+    await this.query('UPDATE rate_limit_windows SET count = count - 1 WHERE key = $1 AND ends_at > $2::bigint AND count > 0', [keyOf(key), now])
   }
 
-  async forget(key: string): Promise<void> {
-    await this.query('DELETE FROM rate_limit_windows WHERE key = $1', [key])
+  async forget(key: RateKey): Promise<void> {
+    await this.query('DELETE FROM rate_limit_windows WHERE key = $1', [keyOf(key)])
   }
 
   async takeToken(rule: BucketRule, now: number): Promise<BucketTake> {
     this.sweepNowAndThen(now)
-    const [row] = await this.query<{ taken: boolean; tokens: number }>(TAKE_TOKEN, [rule.key, rule.capacity, rule.perMs, now])
+    const [row] = await this.query<{ taken: boolean; tokens: number }>(TAKE_TOKEN, [keyOf(rule), rule.capacity, rule.perMs, now])
     // No row at all: refused by a bucket another instance created after this statement's snapshot, so it was empty.
     return row ?? { taken: false, tokens: 0 }
   }

@@ -10,7 +10,7 @@
  * restart forgets, which is acceptable for a single-process appliance), PostgreSQL shared by every instance.
  */
 import type { Clock } from '../../lib/clock.ts'
-import { after, type Maybe, type RateCounters, retryAfterOf, type WindowRule } from '../../lib/rate-counters.ts'
+import { after, type Maybe, type RateCounters, type RateKey, retryAfterOf, type WindowRule } from '../../lib/rate-counters.ts'
 
 export const WINDOW_MS = 15 * 60 * 1000
 export const SLOW_AFTER = 3
@@ -24,8 +24,8 @@ export interface LoginAttempt {
   address: string
 }
 
-const pairKey = (attempt: LoginAttempt) => `login-pair ${attempt.address} ${attempt.email}`
-const addressKey = (attempt: LoginAttempt) => `login-address ${attempt.address}`
+const pairKey = (attempt: LoginAttempt): RateKey => ({ scope: 'login-pair', id: `${attempt.address} ${attempt.email}` })
+const addressKey = (attempt: LoginAttempt): RateKey => ({ scope: 'login-address', id: attempt.address })
 
 export class LoginThrottle {
   constructor(
@@ -40,8 +40,8 @@ export class LoginThrottle {
   begin(attempt: LoginAttempt): Maybe<number> {
     const now = this.clock.now()
     const rules: WindowRule[] = [
-      { key: pairKey(attempt), sizeMs: WINDOW_MS, limit: BLOCK_AFTER },
-      { key: addressKey(attempt), sizeMs: WINDOW_MS, limit: ADDRESS_BLOCK_AFTER },
+      { ...pairKey(attempt), sizeMs: WINDOW_MS, limit: BLOCK_AFTER },
+      { ...addressKey(attempt), sizeMs: WINDOW_MS, limit: ADDRESS_BLOCK_AFTER },
     ]
     return after(this.counters.take(rules, now), (take) => retryAfterOf(take, now))
   }

@@ -13,7 +13,7 @@ export class WebhookRateLimiter {
 
   /** Takes one token; returns 0 when allowed, else the whole seconds until one is available (≥ 1). */
   take(workflowId: number, ratePerMinute: number): Maybe<number> {
-    const rule = { key: `webhook ${workflowId}`, capacity: ratePerMinute, perMs: ratePerMinute / 60_000 }
+    const rule = { scope: 'webhook', id: workflowId, capacity: ratePerMinute, perMs: ratePerMinute / 60_000 }
     return after(this.counters.takeToken(rule, this.clock.now()), (take) => bucketRetryAfter(rule, take))
   }
 }
