@@ -20,6 +20,11 @@ import { freshDatabase, postgresInstalled } from './support/postgres-cluster.ts'
 
 const withPostgres = postgresInstalled && postgresOrSkip('shared-limits (PostgreSQL)')
 
+// The shared cluster and its migrated template start once, here, not inside the first test's time limit.
+beforeAll(async () => {
+  if (withPostgres) await freshDatabase()
+}, 60_000)
+
 /** Stores opened by a test, closed after it. */
 const opened: PgStore[] = []
 afterEach(async () => {
