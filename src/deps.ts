@@ -2,14 +2,16 @@
  * The per-app objects every module receives (`AppDeps`), built once by `createDeps` in the composition root
  * (`serve`, and the tests' `testApp`): configuration, store, clock, logger, metrics, the instance secret, and the
  * objects that must be one per app however many modules use them — the auth decision (with its token lookup and
- * API rate limiter).
+ * API rate limiter) and the counters every limit counts with.
  */
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
 import type { Executor } from './executor/executor.ts'
+import { PgRateCounters } from './db/postgres/rate-windows.ts'
 import { TokenRateLimiter } from './http/rate-limit.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Logger } from './lib/logger.ts'
+import { MemoryRateCounters, type RateCounters } from './lib/rate-counters.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.ts'
 import type { SetupGate } from './modules/setup/service.ts'
@@ -27,19 +29,28 @@ export interface DepsInput {
   executor?: Executor
   /** Present while the instance has no users (first start). */
   setupGate?: SetupGate
+  /**
+   * Where the limits count (API per token, webhook buckets, login throttle); by default the store's own: this
+   * process's memory on SQLite, the database on PostgreSQL so every instance shares one budget.
+   */
+  rateCounters?: RateCounters
 }
 
 export interface AppDeps extends DepsInput {
   /** The one auth decision every route family calls; `auth.tokens` is the app's token lookup. */
   auth: CallerAuthenticator
+  rateCounters: RateCounters
 }
 
 /** The app's dependencies, each per-app object built once. */
 export function createDeps(input: DepsInput): AppDeps {
   const { config, store, clock } = input
-  const limiter = new TokenRateLimiter(clock, { perMinute: config.apiRatePerMinute, perHour: config.apiRatePerHour, perDay: config.apiRatePerDay })
+  const rateCounters = input.rateCounters ?? (store.kind === 'postgres' ? new PgRateCounters(store.sql) : new MemoryRateCounters())
+  const limits = { perMinute: config.apiRatePerMinute, perHour: config.apiRatePerHour, perDay: config.apiRatePerDay }
+  const limiter = new TokenRateLimiter(clock, limits, rateCounters)
   return {
     ...input,
+    rateCounters,
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
   }
 }

@@ -3,7 +3,8 @@
  * (src/db/schema.ts, drizzle/) describe the same data model. Both sets of embedded migrations are applied to real
  * databases — a SQLite file and a throw-away PostgreSQL cluster — and their catalogs compared: tables, columns and
  * nullability, primary keys, foreign keys with their ON DELETE, unique and partial indexes (the one active run per
- * record included), check constraints, and the append-only triggers of the logs.
+ * record included), check constraints, and the append-only triggers of the logs. The one difference is named:
+ * POSTGRES_ONLY_TABLES.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
@@ -26,6 +27,25 @@ interface Catalog {
 }
 
 const TRACKING = 'trellis_migrations'
+
+/**
+ * Shared state of several instances that SQLite has no table for: the limits' counters (per-token API windows, login
+ * throttle windows, per-webhook buckets; src/db/postgres/rate-windows.ts). A single SQLite process keeps these
+ * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes.
+ */
+const POSTGRES_ONLY_TABLES = ['rate_limit_buckets', 'rate_limit_windows']
+
+/** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
+function shared(catalog: Catalog): Catalog {
+  const onlyHere = (entry: string) => POSTGRES_ONLY_TABLES.some((table) => entry.startsWith(`${table}:`) || entry.startsWith(`${table}.`))
+  return {
+    tables: Object.fromEntries(Object.entries(catalog.tables).filter(([name]) => !POSTGRES_ONLY_TABLES.includes(name))),
+    foreignKeys: catalog.foreignKeys.filter((e) => !onlyHere(e)),
+    indexes: catalog.indexes.filter((e) => !onlyHere(e)),
+    checks: catalog.checks.filter((e) => !onlyHere(e)),
+    appendOnly: catalog.appendOnly,
+  }
+}
 
 function sqliteCatalog(env: TestEnv): Catalog {
   const db = env.store.sqlite
@@ -97,14 +117,16 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
   let sql: SQL
   let sqlite: Catalog
   let postgres: Catalog
+  let postgresAll: Catalog
 
   beforeAll(async () => {
     env = testEnv()
     cluster = startCluster()
     sql = new SQL(cluster.url)
-    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs'])
+    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs', '0002_shared_rate_limits'])
     sqlite = sqliteCatalog(env)
-    postgres = await postgresCatalog(sql)
+    postgresAll = await postgresCatalog(sql)
+    postgres = shared(postgresAll)
     console.log(`schema-parity: ${Object.keys(sqlite.tables).length} tables, ${sqlite.foreignKeys.length} foreign keys, ${sqlite.indexes.length} indexes, ${sqlite.checks.length} checks compared`)
   }, 60_000)
 
@@ -117,6 +139,20 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
   test('the same tables, columns, nullability and primary keys', () => {
     expect(Object.keys(postgres.tables).sort()).toEqual(Object.keys(sqlite.tables).sort())
     for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
+  })
+
+  test('the PostgreSQL-only tables (the limits shared across instances) exist on PostgreSQL only, with their sweep indexes', () => {
+    expect(Object.keys(postgresAll.tables).filter((name) => !(name in sqlite.tables)).sort()).toEqual(POSTGRES_ONLY_TABLES)
+    for (const name of POSTGRES_ONLY_TABLES) expect(sqlite.tables[name]).toBeUndefined()
+    expect(postgresAll.tables.rate_limit_windows).toEqual({
+      columns: { key: { notNull: true }, count: { notNull: true }, max_count: { notNull: true }, ends_at: { notNull: true } },
+      primaryKey: ['key'],
+    })
+    expect(postgresAll.tables.rate_limit_buckets!.primaryKey).toEqual(['key'])
+    expect(postgresAll.indexes.filter((e) => !postgres.indexes.includes(e))).toEqual([
+      'rate_limit_buckets: rate_limit_buckets_ends_at_idx (ends_at)',
+      'rate_limit_windows: rate_limit_windows_ends_at_idx (ends_at)',
+    ])
   })
 
   test('the same foreign keys, with the same ON DELETE', () => {

@@ -9,9 +9,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { WEBHOOK_MAX_BODY_BYTES } from '../src/http/body.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
-import { WebhookRateLimiter } from '../src/modules/webhooks/rate.ts'
 import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
-import { manualClock } from '../src/lib/clock.ts'
 import { bearer, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 import { expectError, type Scenario, scenarios, type Sent as ScenarioSent } from './support/scenarios.ts'
@@ -662,46 +660,5 @@ describe('re-publication and regeneration', () => {
     const byEditor = await send(request(`${REFUND}/webhook/regenerate`, { method: 'POST', headers: bearer(tokens.bobAll) }))
     expect(byEditor.status).toBe(403)
     expectAccepted(await trigger(hook, tokens.bob))
-  })
-})
-
-describe('WebhookRateLimiter (unit)', () => {
-  test('capacity = rate; then whole seconds until the next token; continuous refill', () => {
-    const clock = manualClock(0)
-    const limiter = new WebhookRateLimiter(clock)
-    for (let i = 0; i < 60; i++) expect(limiter.take(1, 60)).toBe(0)
-    expect(limiter.take(1, 60)).toBe(1)
-    clock.advance(999)
-    expect(limiter.take(1, 60)).toBe(1)
-    clock.advance(1)
-    expect(limiter.take(1, 60)).toBe(0)
-    expect(limiter.take(1, 60)).toBe(1)
-  })
-
-  test('slow rates answer long waits, rounded up', () => {
-    const clock = manualClock(0)
-    const limiter = new WebhookRateLimiter(clock)
-    expect(limiter.take(7, 1)).toBe(0)
-    expect(limiter.take(7, 1)).toBe(60)
-    clock.advance(500)
-    expect(limiter.take(7, 1)).toBe(60) // 59.5 s → 60
-    clock.advance(29_500)
-    expect(limiter.take(7, 1)).toBe(30)
-    clock.advance(30_000)
-    expect(limiter.take(7, 1)).toBe(0)
-    for (let i = 0; i < 3; i++) expect(limiter.take(8, 3)).toBe(0)
-    expect(limiter.take(8, 3)).toBe(20)
-  })
-
-  test('buckets are per webhook; a changed rate starts a new bucket; refill never exceeds the capacity', () => {
-    const clock = manualClock(0)
-    const limiter = new WebhookRateLimiter(clock)
-    for (let i = 0; i < 2; i++) expect(limiter.take(1, 2)).toBe(0)
-    expect(limiter.take(1, 2)).toBeGreaterThan(0)
-    expect(limiter.take(2, 2)).toBe(0)
-    expect(limiter.take(1, 5)).toBe(0)
-    clock.advance(3_600_000)
-    for (let i = 0; i < 5; i++) expect(limiter.take(1, 5)).toBe(0)
-    expect(limiter.take(1, 5)).toBe(12)
   })
 })

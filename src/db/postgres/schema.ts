@@ -11,6 +11,7 @@ import {
   bigserial,
   boolean as pgBoolean,
   check,
+  doublePrecision,
   index,
   pgTable,
   primaryKey,
@@ -500,4 +501,39 @@ export const adminLogs = pgTable(
       sql`${t.initiator} in ('administrator', 'identityProvider', 'system')`,
     ),
   ],
+)
+
+// ── Shared limits (PostgreSQL only) ─────────────────────────────────────────
+// Several instances share one budget per token, per webhook and per login pair (issue 18): the counters live here
+// (src/db/postgres/rate-windows.ts). SQLite has no such tables: its one process keeps them in memory
+// (src/lib/rate-counters.ts). test/schema-parity.test.ts names them as the PostgreSQL-only tables.
+
+/** One fixed window of a limit (API minute/hour/day per token, login failures per pair and per address). */
+export const rateLimitWindows = pgTable(
+  'rate_limit_windows',
+  {
+    /** The limit and its subject, e.g. `api 42 60000`, `login-address 10.0.0.1`. */
+    key: text('key').primaryKey(),
+    count: integer('count').notNull(),
+    /** The limit the window was last counted against (the upsert's guard compares with it). */
+    maxCount: integer('max_count').notNull(),
+    /** Epoch ms when the window ends; an ended window counts as absent, and is deleted by the sweep. */
+    endsAt: integer('ends_at').notNull(),
+  },
+  (t) => [index('rate_limit_windows_ends_at_idx').on(t.endsAt)],
+)
+
+/** One token bucket (a webhook's rate): absent means full. */
+export const rateLimitBuckets = pgTable(
+  'rate_limit_buckets',
+  {
+    key: text('key').primaryKey(),
+    capacity: integer('capacity').notNull(),
+    tokens: doublePrecision('tokens').notNull(),
+    /** Epoch ms of the last refill. */
+    updatedAt: integer('updated_at').notNull(),
+    /** Epoch ms when the bucket is full again: from then on the row says nothing and the sweep deletes it. */
+    endsAt: integer('ends_at').notNull(),
+  },
+  (t) => [index('rate_limit_buckets_ends_at_idx').on(t.endsAt)],
 )

@@ -22,7 +22,7 @@ export function isHttps(deps: AppDeps, request: Request): boolean {
 }
 
 export function authModule(deps: AppDeps) {
-  const throttle = new LoginThrottle(deps.clock)
+  const throttle = new LoginThrottle(deps.clock, deps.rateCounters)
   const clientAddress = clientAddressOf(deps.config.trustProxy)
   return new Elysia({ name: 'auth-routes', tags: ['auth'] })
     .use(authPlugin(deps))
@@ -30,16 +30,16 @@ export function authModule(deps: AppDeps) {
       '/auth/login',
       async ({ body, request, set }) => {
         const attempt = { email: normalizeEmail(body.email), address: clientAddress(request) }
-        const retryAfter = throttle.begin(attempt)
+        const retryAfter = await throttle.begin(attempt)
         if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
         const user = await read(deps.store, findUserByEmail(body.email))
         const passwordOk = await verifyPassword(body.password, user?.passwordHash ?? null)
         if (!user || !passwordOk) {
           deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
-          await Bun.sleep(throttle.delayMs(attempt))
+          await Bun.sleep(await throttle.delayMs(attempt))
           throw new HttpError(401, 'invalid_credentials', 'Invalid email or password')
         }
-        throttle.succeeded(attempt)
+        await throttle.succeeded(attempt)
         if (user.disabledAt !== null) {
           deps.metrics.loginFailures.inc({ reason: 'deactivated' })
           throw forbidden('User is not authorized for the organization', 'user_deactivated')

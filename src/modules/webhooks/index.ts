@@ -42,7 +42,7 @@ const WEBHOOK = '/v1/project/:projectName/environment/:environmentName/team/:tea
 
 export function webhooksModule(deps: AppDeps) {
   const { tokens } = deps.auth
-  const buckets = new WebhookRateLimiter(deps.clock)
+  const buckets = new WebhookRateLimiter(deps.clock, deps.rateCounters)
   const settingsOf = (target: Parameters<typeof webhookSettings>[0]) =>
     webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
 
@@ -71,7 +71,7 @@ export function webhooksModule(deps: AppDeps) {
         throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
       }
       // 5. the webhook's rate.
-      const retryAfter = buckets.take(target.workflowId, target.webhookRatePerMinute ?? deps.config.webhookRatePerMinute)
+      const retryAfter = await buckets.take(target.workflowId, target.webhookRatePerMinute ?? deps.config.webhookRatePerMinute)
       if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
       // 6. the body. 7–8. one active run per record, else queue it.
       const recordId = parseTriggerBody(body)

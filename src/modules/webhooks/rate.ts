@@ -1,35 +1,19 @@
-/** Token bucket per webhook (DESIGN §8 check 5): capacity = rate per minute, refilled continuously. */
+/**
+ * Token bucket per webhook (DESIGN §8 check 5): capacity = rate per minute, refilled continuously; a changed rate
+ * starts a full bucket. The bucket lives where the store keeps the counters (src/lib/rate-counters.ts).
+ */
 import type { Clock } from '../../lib/clock.ts'
-
-interface Bucket {
-  tokens: number
-  updatedAt: number
-  ratePerMinute: number
-}
-
-const MAX_TRACKED = 100_000
+import { after, bucketRetryAfter, type Maybe, type RateCounters } from '../../lib/rate-counters.ts'
 
 export class WebhookRateLimiter {
-  private readonly buckets = new Map<number, Bucket>()
-
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly counters: RateCounters,
+  ) {}
 
   /** Takes one token; returns 0 when allowed, else the whole seconds until one is available (≥ 1). */
-  take(workflowId: number, ratePerMinute: number): number {
-    const now = this.clock.now()
-    let bucket = this.buckets.get(workflowId)
-    if (!bucket || bucket.ratePerMinute !== ratePerMinute) {
-      if (this.buckets.size >= MAX_TRACKED) this.buckets.clear()
-      bucket = { tokens: ratePerMinute, updatedAt: now, ratePerMinute }
-      this.buckets.set(workflowId, bucket)
-    }
-    const perMs = ratePerMinute / 60_000
-    bucket.tokens = Math.min(ratePerMinute, bucket.tokens + (now - bucket.updatedAt) * perMs)
-    bucket.updatedAt = now
-    if (bucket.tokens >= 1) {
-      bucket.tokens -= 1
-      return 0
-    }
-    return Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000))
+  take(workflowId: number, ratePerMinute: number): Maybe<number> {
+    const rule = { scope: 'webhook', id: workflowId, capacity: ratePerMinute, perMs: ratePerMinute / 60_000 }
+    return after(this.counters.takeToken(rule, this.clock.now()), (take) => bucketRetryAfter(rule, take))
   }
 }
