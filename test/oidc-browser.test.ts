@@ -69,6 +69,16 @@ async function generateToken(page: Page, name: string, project: string): Promise
   return (await page.textContent('#token-value'))!
 }
 
+/** From Trellis's sign-in page: "Sign in with SSO", then the provider's own login and consent pages. */
+async function signInWithSso(page: Page): Promise<void> {
+  await page.click('text=Sign in with SSO')
+  await page.waitForURL(`${provider.issuer}/**`)
+  await page.fill('input[name=login]', 'alice.sso')
+  await page.fill('input[name=password]', 'anything')
+  await page.click('button[type=submit]')
+  await page.click('button:has-text("Continue")')
+}
+
 const NOTES = '/v1/project/Acme/environment/production/notes'
 
 describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', () => {
@@ -140,12 +150,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     const page = await newPage()
     await page.goto('/p/Acme')
     expect(new URL(page.url()).pathname).toBe('/login')
-    await page.click('text=Sign in with SSO')
-    await page.waitForURL(`${provider.issuer}/**`)
-    await page.fill('input[name=login]', 'alice.sso')
-    await page.fill('input[name=password]', 'anything')
-    await page.click('button[type=submit]')
-    await page.click('button:has-text("Continue")')
+    await signInWithSso(page)
     await page.waitForURL(`${server.url}/p/Acme`)
     expect(await page.textContent('h1')).toBe('Acme')
 
@@ -191,12 +196,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     try {
       const page = await newPage()
       await page.goto(`${balanced}/login?next=/account`)
-      await page.click('text=Sign in with SSO')
-      await page.waitForURL(`${provider.issuer}/**`)
-      await page.fill('input[name=login]', 'alice.sso')
-      await page.fill('input[name=password]', 'anything')
-      await page.click('button[type=submit]')
-      await page.click('button:has-text("Continue")')
+      await signInWithSso(page)
       await page.waitForURL(`${balanced}/account`)
       expect(served).toContain('/auth/sso/start → A')
       expect(served).toContain('/auth/sso/callback → B')
