@@ -512,6 +512,20 @@ describe('several instances behind a load balancer: the sign-in in progress trav
     expect(person.cookie(base, 'trellis_session')).toBeUndefined()
   })
 
+  test('an unexpected failure on B (its database gone) clears the cookie too', async () => {
+    const broken = testEnv()
+    broken.store.close()
+    try {
+      const { person, response } = await acrossInstances(testApp(env, deps), testApp(broken, { ...deps, config: env.config, secret: env.secret }))
+      expect(response.status).toBeGreaterThanOrEqual(500)
+      expect(response.headers.getSetCookie()).toContain('trellis_sso=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0')
+      expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+      expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    } finally {
+      broken.cleanup()
+    }
+  })
+
   test('a tampered or foreign cookie is refused (never a 500); the genuine one, put back, still signs in', async () => {
     const person = new Person('alice')
     const callback = await throughProvider(person)
