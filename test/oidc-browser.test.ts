@@ -2,7 +2,8 @@
  * SSO in a real browser, the issue's "done when": Chromium (playwright-core) against `trellis serve` in a real
  * process pointed at a real OpenID provider (panva's oidc-provider under Node, its own login and consent pages).
  * Sign in with SSO, generate a token in that session; it works on the SSO project, while a password session is
- * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403.
+ * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403. Then two
+ * instances behind a load balancer: the sign-in started on one is completed by the other (it travels in its cookie).
  *
  * Chromium: /usr/bin/chromium (or CHROMIUM_PATH); skipped with a warning without it, unless TRELLIS_REQUIRE_BROWSER=1.
  */
@@ -27,6 +28,8 @@ const SECRET = 'browser-client-secret-0123456789abcdef'
 let dir: ReturnType<typeof tempDir>
 let provider: OidcProvider
 let server: ServeProcess
+/** The port of the load balancer in front of two more instances (last test), registered with the provider too. */
+let balancerPort: number
 let browser: Browser
 const problems: string[] = []
 
@@ -66,6 +69,16 @@ async function generateToken(page: Page, name: string, project: string): Promise
   return (await page.textContent('#token-value'))!
 }
 
+/** From Trellis's sign-in page: "Sign in with SSO", then the provider's own login and consent pages. */
+async function signInWithSso(page: Page): Promise<void> {
+  await page.click('text=Sign in with SSO')
+  await page.waitForURL(`${provider.issuer}/**`)
+  await page.fill('input[name=login]', 'alice.sso')
+  await page.fill('input[name=password]', 'anything')
+  await page.click('button[type=submit]')
+  await page.click('button:has-text("Continue")')
+}
+
 const NOTES = '/v1/project/Acme/environment/production/notes'
 
 describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', () => {
@@ -73,8 +86,17 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     dir = tempDir('trellis-oidc-browser-')
     const port = freePort()
     const base = `http://127.0.0.1:${port}`
+    balancerPort = freePort()
+    const balanced = `http://127.0.0.1:${balancerPort}`
     provider = await startOidcProvider({
-      clients: [{ client_id: 'trellis', client_secret: SECRET, redirect_uris: [`${base}/auth/sso/callback`], post_logout_redirect_uris: [`${base}/login`] }],
+      clients: [
+        {
+          client_id: 'trellis',
+          client_secret: SECRET,
+          redirect_uris: [`${base}/auth/sso/callback`, `${balanced}/auth/sso/callback`],
+          post_logout_redirect_uris: [`${base}/login`],
+        },
+      ],
       accounts: { 'alice.sso': { email: 'alice@example.com', email_verified: true, name: 'Alice' } },
       // Here the email comes in the ID token itself (oidc.test.ts gets it from UserInfo).
       emailInIdToken: true,
@@ -128,12 +150,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     const page = await newPage()
     await page.goto('/p/Acme')
     expect(new URL(page.url()).pathname).toBe('/login')
-    await page.click('text=Sign in with SSO')
-    await page.waitForURL(`${provider.issuer}/**`)
-    await page.fill('input[name=login]', 'alice.sso')
-    await page.fill('input[name=password]', 'anything')
-    await page.click('button[type=submit]')
-    await page.click('button:has-text("Continue")')
+    await signInWithSso(page)
     await page.waitForURL(`${server.url}/p/Acme`)
     expect(await page.textContent('h1')).toBe('Acme')
 
@@ -153,5 +170,43 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     expect(await page.getAttribute('a[href="/auth/sso/logout"]', 'href')).toBe('/auth/sso/logout')
     await page.goto('/p/Acme')
     expect(new URL(page.url()).pathname).toBe('/login')
+  }, 60_000)
+
+  test('two instances behind a load balancer (real processes, one database, one secret): started on A, completed on B', async () => {
+    const balanced = `http://127.0.0.1:${balancerPort}`
+    const env = { TRELLIS_BASE_URL: balanced, TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET }
+    // Both read the instance secret from the same data directory, as all instances of a deployment must share it.
+    const [a, b] = await Promise.all([startServe({ dataDir: dir.path, cwd: dir.path, env }), startServe({ dataDir: dir.path, cwd: dir.path, env })])
+    const served: string[] = []
+    // No sticky sessions: the provider's redirect back always goes to B, everything else to A.
+    const balancer = Bun.serve({
+      hostname: '127.0.0.1',
+      port: balancerPort,
+      async fetch(request) {
+        const url = new URL(request.url)
+        const [name, target] = url.pathname === '/auth/sso/callback' ? ['B', b] : ['A', a]
+        served.push(`${url.pathname} → ${name}`)
+        const answer = await fetch(`${target.url}${url.pathname}${url.search}`, { method: request.method, headers: request.headers, body: request.body, redirect: 'manual' })
+        const headers = new Headers(answer.headers)
+        headers.delete('content-encoding')
+        headers.delete('content-length')
+        return new Response(answer.body, { status: answer.status, headers })
+      },
+    })
+    try {
+      const page = await newPage()
+      await page.goto(`${balanced}/login?next=/account`)
+      await signInWithSso(page)
+      await page.waitForURL(`${balanced}/account`)
+      expect(served).toContain('/auth/sso/start → A')
+      expect(served).toContain('/auth/sso/callback → B')
+      // The session B made is A's too (one database), and it is an SSO session.
+      const account = await page.evaluate(async () => (await fetch('/v1/account')).json())
+      expect(account).toMatchObject({ user: { email: 'alice@example.com' }, viaSso: true })
+      expect((await page.context().cookies(balanced)).map((c) => c.name)).not.toContain('trellis_sso')
+    } finally {
+      await balancer.stop(true)
+      await Promise.all([a.stop(), b.stop()])
+    }
   }, 60_000)
 })

@@ -14,6 +14,8 @@ import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
+import { openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from '../src/modules/auth/pending-sign-in.ts'
+import { purposeKey } from '../src/lib/secret.ts'
 import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
@@ -265,8 +267,16 @@ describe('sign-in through the provider', () => {
     expect(params.get('scope')).toBe('openid email profile')
     expect(params.get('code_challenge_method')).toBe('S256')
     for (const name of ['state', 'nonce', 'code_challenge']) expect(params.get(name)!.length).toBeGreaterThanOrEqual(32)
-    // The browser binding: HttpOnly, only for /auth/sso, short-lived.
-    expect(start.headers.get('set-cookie')).toMatch(/^trellis_sso=[A-Za-z0-9_-]{43}; Path=\/auth\/sso; HttpOnly; SameSite=Lax; Max-Age=600$/)
+    // The sign-in in progress, sealed into the browser's cookie (compact JWE, dir + A256GCM): HttpOnly, only for
+    // /auth/sso, short-lived, small, and nothing of it readable (the state, verifier and nonce are encrypted).
+    const setCookie = start.headers.get('set-cookie')!
+    expect(setCookie).toMatch(/^trellis_sso=[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{22}; Path=\/auth\/sso; HttpOnly; SameSite=Lax; Max-Age=600$/)
+    const sealed = person.cookie(base, 'trellis_sso')!
+    expect(sealed.length).toBeLessThan(600)
+    expect(JSON.parse(Buffer.from(sealed.split('.')[0]!, 'base64url').toString())).toEqual({ alg: 'dir', enc: 'A256GCM' })
+    const inClear = sealed.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1')).join(' ')
+    for (const name of ['state', 'nonce']) expect(inClear).not.toContain(params.get(name)!)
+    expect(inClear).not.toContain('/account')
     const callback = await person.signInAtProvider(authorization, callbackPrefix())
     expect(callback.searchParams.get('state')).toBe(params.get('state'))
     const done = await person.send(callback)
@@ -406,28 +416,51 @@ describe('refusals of the provider answer, each with a real token from the real 
     const binding = person.cookie(base, 'trellis_sso')!
     const callback = await person.signInAtProvider(new URL(start.headers.get('location')!), callbackPrefix())
     expect((await person.send(callback)).status).toBe(303)
-    person.setCookie(base, 'trellis_sso', binding)
+    expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
     expect(await refusal(await person.send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    // The cookie opens again, but the provider's code is single-use: it refuses the exchange (invalid_grant).
+    person.setCookie(base, 'trellis_sso', binding)
+    const replayed = await refusal(await person.send(callback))
+    expect(replayed).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    expect(replayed.text).toContain('already used or expired at the identity provider')
+    expect(replayed.text).toContain('invalid_grant')
+    expect(person.cookie(base, 'trellis_session')).toBeDefined() // the first sign-in's, not a new one
   })
 
-  test('missing or unknown state, or another browser, or too late: 400 sso_state_invalid', async () => {
+  test('missing or unknown state, or another browser, or too late: 400 sso_state_invalid, and the cookie is cleared', async () => {
     const person = new Person('alice')
     const callback = await throughProvider(person)
+    const binding = person.cookie(base, 'trellis_sso')!
+    /** The callback `url` in `browser` is refused with `says`, its sign-in cookie cleared and no session made. */
+    const refused = async (browser: Person, url: URL, says: string) => {
+      const response = await browser.send(url)
+      expect(response.headers.getSetCookie()).toContain('trellis_sso=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0')
+      const page = await refusal(response)
+      expect(page).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+      expect(page.text).toContain(says)
+      expect(browser.cookie(base, 'trellis_sso')).toBeUndefined()
+      expect(browser.cookie(base, 'trellis_session')).toBeUndefined()
+    }
     const withoutState = new URL(callback)
     withoutState.searchParams.delete('state')
-    expect(await refusal(await person.send(withoutState))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    await refused(person, withoutState, 'unknown, already used or was started in another browser')
+    person.setCookie(base, 'trellis_sso', binding)
     const forged = new URL(callback)
     forged.searchParams.set('state', 'made-up-state-made-up-state-made-up-state')
-    expect(await refusal(await person.send(forged))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
-    // Another browser (no binding cookie) presenting this person's callback: refused, and the state is spent.
-    expect(await refusal(await new Person('alice').send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
-    expect(await refusal(await person.send(callback))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    await refused(person, forged, 'unknown, already used or was started in another browser')
+    // Another browser presenting this person's callback: without a sign-in cookie, or with its own (another state).
+    await refused(new Person('alice'), callback, 'started in another browser (this one has no sign-in in progress)')
+    const other = new Person('alice')
+    await throughProvider(other)
+    await refused(other, callback, 'unknown, already used or was started in another browser')
+    // This browser's cookie went with its first refusal: the callback is refused here too now.
+    await refused(person, callback, 'this one has no sign-in in progress')
     // Longer than 10 minutes at the provider.
     const slow = new Person('alice')
     const late = await throughProvider(slow)
     clock.offset = 11 * 60_000
     try {
-      expect(await refusal(await slow.send(late))).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+      await refused(slow, late, 'This sign-in took longer than 10 minutes')
     } finally {
       clock.offset = 0
     }
@@ -439,6 +472,142 @@ describe('refusals of the provider answer, each with a real token from the real 
     const state = new URL(start.headers.get('location')!).searchParams.get('state')!
     const cancelled = new URL(`/auth/sso/callback?error=access_denied&error_description=End-User+aborted&state=${state}`, base)
     expect(await refusal(await person.send(cancelled))).toMatchObject({ status: 401, code: 'sso_denied' })
+  })
+})
+
+describe('several instances behind a load balancer: the sign-in in progress travels in its sealed cookie', () => {
+  const ANOTHER_SECRET = Buffer.from('another-deployment-secret-0123456789abcdef')
+
+  /**
+   * Starts the sign-in on instance `a` (the server answers with it), signs in at the provider, then the load
+   * balancer sends the provider's redirect back to instance `b`. Two testApps over one store are two instances:
+   * each has its own OidcSignIn and memory; they share the database and (unless told otherwise) the secret.
+   */
+  async function acrossInstances(a: ReturnType<typeof testApp>, b: ReturnType<typeof testApp>, next = '/account') {
+    const person = new Person('alice')
+    try {
+      app = a
+      const callback = await throughProvider(person, next)
+      app = b
+      return { person, response: await person.send(callback) }
+    } finally {
+      serveApp(env.config)
+    }
+  }
+
+  test('started on instance A, completed on instance B (same TRELLIS_SECRET): signed in', async () => {
+    const { person, response } = await acrossInstances(testApp(env, deps), testApp(env, deps))
+    expect(response.status).toBe(303)
+    expect(response.headers.get('location')).toBe('/account')
+    expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+    expect(await api('/v1/account', { cookie: sessionOf(person) })).toMatchObject({ status: 200, body: { user: { email: 'alice@example.com' }, viaSso: true } })
+  })
+
+  test('instances with different secrets: the cookie does not open on B, refused', async () => {
+    const { person, response } = await acrossInstances(testApp(env, deps), testApp(env, { ...deps, secret: ANOTHER_SECRET }))
+    const page = await refusal(response)
+    expect(page).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    expect(page.text).toContain('sealed by a Trellis instance with another TRELLIS_SECRET')
+    expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+  })
+
+  test('an unexpected failure on B (its database gone) clears the cookie too', async () => {
+    const broken = testEnv()
+    broken.store.close()
+    try {
+      const { person, response } = await acrossInstances(testApp(env, deps), testApp(broken, { ...deps, config: env.config, secret: env.secret }))
+      expect(response.status).toBeGreaterThanOrEqual(500)
+      expect(response.headers.getSetCookie()).toContain('trellis_sso=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0')
+      expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+      expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    } finally {
+      broken.cleanup()
+    }
+  })
+
+  test('a tampered or foreign cookie is refused (never a 500); the genuine one, put back, still signs in', async () => {
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    const genuine = person.cookie(base, 'trellis_sso')!
+    const pending = (await openSignIn(purposeKey(env.secret, SIGN_IN_COOKIE_PURPOSE), genuine, clock.now())) as PendingSignIn
+    expect(pending.state).toBe(callback.searchParams.get('state')!)
+    /** `value` with the middle character of its `part`-th dot-separated segment changed. */
+    const altered = (value: string, part: number) => {
+      const parts = value.split('.')
+      const segment = parts[part]!
+      const at = Math.floor(segment.length / 2)
+      parts[part] = segment.slice(0, at) + (segment[at] === 'A' ? 'B' : 'A') + segment.slice(at + 1)
+      return parts.join('.')
+    }
+    const header = (json: object) => Buffer.from(JSON.stringify(json)).toString('base64url')
+    const variants: Record<string, string> = {
+      'ciphertext altered': altered(genuine, 3),
+      'tag altered': altered(genuine, 4),
+      'iv altered': altered(genuine, 2),
+      'header altered': [header({ alg: 'dir', enc: 'A128GCM' }), ...genuine.split('.').slice(1)].join('.'),
+      'unprotected header': [header({ alg: 'none' }), ...genuine.split('.').slice(1)].join('.'),
+      // Sealed with the raw instance secret (the webhook-signing key), not the key derived for this purpose.
+      'webhook key': await sealSignIn(new Uint8Array(env.secret.subarray(0, 32)), pending),
+      'another secret': await sealSignIn(purposeKey(ANOTHER_SECRET, SIGN_IN_COOKIE_PURPOSE), pending),
+      'another purpose': await sealSignIn(purposeKey(env.secret, 'something else'), pending),
+      truncated: genuine.slice(0, -5),
+      garbage: 'x',
+      'five empty parts': '....',
+      long: 'a'.repeat(3000),
+    }
+    for (const [name, value] of Object.entries(variants)) {
+      person.setCookie(base, 'trellis_sso', value)
+      const page = await refusal(await person.send(callback))
+      expect({ name, status: page.status, code: page.code }).toEqual({ name, status: 400, code: 'sso_state_invalid' })
+      expect(page.text).toContain('could not be verified')
+      expect(person.cookie(base, 'trellis_sso')).toBeUndefined()
+    }
+    // None of them reached the provider: its code is unspent, and the genuine cookie completes the sign-in.
+    person.setCookie(base, 'trellis_sso', genuine)
+    expect((await person.send(callback)).status).toBe(303)
+  })
+
+  test('an expired cookie is refused even when it opens; the same sign-in resealed in time is accepted', async () => {
+    const key = purposeKey(env.secret, SIGN_IN_COOKIE_PURPOSE)
+    const person = new Person('alice')
+    const callback = await throughProvider(person)
+    const pending = (await openSignIn(key, person.cookie(base, 'trellis_sso')!, clock.now())) as PendingSignIn
+    expect(pending.expiresAt).toBeGreaterThan(clock.now() + 9 * 60_000)
+    expect(pending.expiresAt).toBeLessThanOrEqual(clock.now() + 10 * 60_000)
+    person.setCookie(base, 'trellis_sso', await sealSignIn(key, { ...pending, expiresAt: clock.now() - 1000 }))
+    const page = await refusal(await person.send(callback))
+    expect(page).toMatchObject({ status: 400, code: 'sso_state_invalid' })
+    expect(page.text).toContain('took longer than 10 minutes')
+    person.setCookie(base, 'trellis_sso', await sealSignIn(key, { ...pending, expiresAt: clock.now() + 60_000 }))
+    expect((await person.send(callback)).status).toBe(303)
+  })
+
+  test('behind https the cookie is Secure, also when cleared', async () => {
+    const https = { 'x-forwarded-proto': 'https' }
+    const start = await app.handle(new Request(`${base}/auth/sso/start`, { headers: https }))
+    expect(start.status).toBe(303)
+    expect(start.headers.get('set-cookie')).toMatch(/^trellis_sso=[A-Za-z0-9_.-]+; Path=\/auth\/sso; HttpOnly; SameSite=Lax; Max-Age=600; Secure$/)
+    const refused = await app.handle(new Request(`${base}/auth/sso/callback?state=x&code=y`, { headers: https }))
+    expect(refused.status).toBe(400)
+    expect(refused.headers.get('set-cookie')).toBe('trellis_sso=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0; Secure')
+  })
+
+  test('the cookie stays small: next= up to 1,024 characters is kept (cookie under 2 KB), a longer one leads to /', async () => {
+    const longest = `/${'n'.repeat(1023)}`
+    const kept = new Person('alice')
+    const callback = await throughProvider(kept, longest)
+    expect(kept.cookie(base, 'trellis_sso')!.length).toBeLessThan(2048)
+    expect((await kept.send(callback)).headers.get('location')).toBe(longest)
+    expect((await signIn('alice', `${longest}n`)).response.headers.get('location')).toBe('/')
+  })
+
+  test('the key is derived per purpose (HKDF): neither the secret itself nor another purpose\'s key', () => {
+    const key = purposeKey(env.secret, SIGN_IN_COOKIE_PURPOSE)
+    expect(key).toHaveLength(32)
+    expect(Buffer.from(key).equals(env.secret.subarray(0, 32))).toBe(false)
+    expect(Buffer.from(key).equals(Buffer.from(purposeKey(env.secret, 'something else')))).toBe(false)
+    expect(Buffer.from(key).equals(Buffer.from(purposeKey(env.secret, SIGN_IN_COOKIE_PURPOSE)))).toBe(true)
   })
 })
 

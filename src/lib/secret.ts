@@ -1,7 +1,10 @@
-/** The instance secret: signs webhook URLs. From TRELLIS_SECRET, else generated once into `<data>/secret` (0600). */
+/**
+ * The instance secret: signs webhook URLs, and seals the SSO sign-in cookie under a key derived from it. From
+ * TRELLIS_SECRET, else generated once into `<data>/secret` (0600).
+ */
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
+import { hkdfSync, randomBytes } from 'node:crypto'
 
 export const SECRET_FILE = 'secret'
 
@@ -19,4 +22,12 @@ export function loadInstanceSecret(dataDir: string, fromEnv?: string): Buffer {
   const text = readFileSync(path, 'utf8').trim()
   if (text.length < 32) throw new Error(`instance secret in ${path} is too short; delete it to generate a new one`)
   return Buffer.from(text, 'utf8')
+}
+
+/**
+ * A 256-bit key for one purpose, derived from the instance secret with HKDF-SHA256 (the purpose is HKDF's `info`):
+ * two purposes never share a key, and none is the secret itself (which signs webhook URLs as it is).
+ */
+export function purposeKey(secret: Buffer, purpose: string): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', secret, 'trellis instance secret', purpose, 32))
 }

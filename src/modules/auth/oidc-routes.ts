@@ -15,7 +15,7 @@ import { OidcSignIn, SIGN_IN_TTL_MS, SSO_COOKIE, SsoRefusal } from './oidc.ts'
 import { resolveSsoUser } from './oidc-service.ts'
 import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
 
-/** Binds a sign-in to this browser; Lax, so the provider's top-level redirect back still carries it. */
+/** Carries the sealed sign-in in progress, so only this browser completes it; Lax, so the provider's top-level redirect back still carries it. */
 function ssoCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
   return [`${SSO_COOKIE}=${value}`, 'Path=/auth/sso', 'HttpOnly', 'SameSite=Lax', `Max-Age=${maxAgeSeconds}`, ...(secure ? ['Secure'] : [])].join('; ')
 }
@@ -30,7 +30,7 @@ export function ssoModule(deps: AppDeps) {
   const routes = new Elysia({ name: 'sso-routes', detail: { hide: true } })
   const settings = deps.config.oidc
   if (!settings) return routes
-  const signIn = new OidcSignIn(settings, deps.config.baseUrl, deps.clock)
+  const signIn = new OidcSignIn(settings, deps.config.baseUrl, deps.clock, deps.secret)
 
   const refusalPage = (refusal: SsoRefusal, secure: boolean) => {
     deps.logger.warn('SSO sign-in refused', { code: refusal.code, reason: refusal.message })
@@ -49,14 +49,15 @@ export function ssoModule(deps: AppDeps) {
     .get('/auth/sso/start', async ({ request }) => {
       const secure = isHttps(deps, request)
       try {
-        const { url, browserValue } = await signIn.start(safeNext(queryOf(request).next))
-        return seeOther(url, [ssoCookie(browserValue, SIGN_IN_TTL_MS / 1000, secure)])
+        const { url, sealed } = await signIn.start(safeNext(queryOf(request).next))
+        return seeOther(url, [ssoCookie(sealed, SIGN_IN_TTL_MS / 1000, secure)])
       } catch (error) {
         if (error instanceof SsoRefusal) return refusalPage(error, secure)
         throw error
       }
     })
-    .get('/auth/sso/callback', async ({ request }) => {
+    // The sign-in cookie is cleared whatever the outcome: a refusal page, success, or an unexpected error.
+    .get('/auth/sso/callback', async ({ request, set }) => {
       const secure = isHttps(deps, request)
       const cookies = request.headers.get('cookie')
       try {
@@ -72,6 +73,7 @@ export function ssoModule(deps: AppDeps) {
         return seeOther(next, [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])
       } catch (error) {
         if (error instanceof SsoRefusal) return refusalPage(error, secure)
+        set.headers['set-cookie'] = ssoCookie('', 0, secure) // onError's answer carries it
         throw error
       }
     })

@@ -3,21 +3,22 @@
  * discovery from the issuer URL, authorization code flow with PKCE, `state` and `nonce`; the ID token's issuer,
  * audience, expiry, `nonce` and signature (against the provider's JWKS) are checked by the library.
  *
- * A sign-in in progress lives here, in memory, keyed by its `state`, bound to the browser that started it by a
- * random value in an HttpOnly cookie (only its hash is kept), single-use and short-lived: a replayed or
- * unknown `state`, or a callback from another browser, is refused. A restart forgets sign-ins in progress
- * (the person clicks "Sign in with SSO" again).
+ * A sign-in in progress is kept by no instance: it is sealed into the HttpOnly cookie of the browser that started
+ * it (pending-sign-in.ts), so whichever instance receives the provider's redirect completes it, and only in that
+ * browser. Short-lived; a callback whose cookie is missing, altered, sealed under another secret, expired, or
+ * for another `state` is refused; the cookie is cleared at the callback whatever the outcome, and a replayed
+ * callback with the cookie put back is refused by the provider (its authorization code is single-use and bound to
+ * the PKCE verifier).
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import * as client from 'openid-client'
 import type { OidcConfig } from '../../config.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { purposeKey } from '../../lib/secret.ts'
+import { MAX_NEXT_LENGTH, openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from './pending-sign-in.ts'
 
 export const SSO_COOKIE = 'trellis_sso'
 /** How long a person may take at the provider's login page. */
 export const SIGN_IN_TTL_MS = 10 * 60_000
-/** Sign-ins in progress kept at most (the oldest are forgotten first): a flood of starts cannot grow memory. */
-const MAX_PENDING = 10_000
 export const CALLBACK_PATH = '/auth/sso/callback'
 export const SCOPES = 'openid email profile'
 
@@ -32,14 +33,6 @@ export class SsoRefusal extends Error {
   }
 }
 
-interface PendingSignIn {
-  browserHash: string
-  codeVerifier: string
-  nonce: string
-  next: string
-  expiresAt: number
-}
-
 /** The claims Trellis uses, from the verified ID token (and UserInfo when the ID token lacks the email). */
 export interface SsoClaims {
   issuer: string
@@ -49,8 +42,6 @@ export interface SsoClaims {
   name: string | undefined
 }
 
-const hash = (value: string) => createHash('sha256').update(value).digest()
-
 interface Provider {
   server: client.ServerMetadata
   auth: client.ClientAuth
@@ -59,15 +50,18 @@ interface Provider {
 export class OidcSignIn {
   private discovered: Promise<Provider> | undefined
   private jwksCache: client.ExportedJWKSCache | undefined
-  private readonly pending = new Map<string, PendingSignIn>()
+  /** Seals the sign-in cookie; the same on every instance that shares the instance secret. */
+  private readonly cookieKey: Uint8Array
   readonly redirectUri: string
 
   constructor(
     private readonly settings: OidcConfig,
     baseUrl: string,
     private readonly clock: Clock,
+    secret: Buffer,
   ) {
     this.redirectUri = `${baseUrl}${CALLBACK_PATH}`
+    this.cookieKey = purposeKey(secret, SIGN_IN_COOKIE_PURPOSE)
   }
 
   private get insecure(): boolean {
@@ -117,22 +111,17 @@ export class OidcSignIn {
     return configuration
   }
 
-  /** The provider's authorization URL for a new sign-in, and the browser-binding cookie value to set. */
-  async start(next: string): Promise<{ url: string; browserValue: string }> {
+  /** The provider's authorization URL for a new sign-in, and the sealed sign-in to set as this browser's cookie. */
+  async start(next: string): Promise<{ url: string; sealed: string }> {
     const configuration = await this.configuration()
-    const codeVerifier = client.randomPKCECodeVerifier()
-    const state = client.randomState()
-    const nonce = client.randomNonce()
-    const browserValue = randomBytes(32).toString('base64url')
-    this.forgetExpired()
-    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!)
-    this.pending.set(state, {
-      browserHash: hash(browserValue).toString('hex'),
-      codeVerifier,
-      nonce,
-      next,
+    const pending: PendingSignIn = {
+      state: client.randomState(),
+      codeVerifier: client.randomPKCECodeVerifier(),
+      nonce: client.randomNonce(),
+      next: next.length <= MAX_NEXT_LENGTH ? next : '/',
       expiresAt: this.clock.now() + SIGN_IN_TTL_MS,
-    })
+    }
+    const { state, codeVerifier, nonce } = pending
     const url = client.buildAuthorizationUrl(configuration, {
       redirect_uri: this.redirectUri,
       scope: SCOPES,
@@ -141,28 +130,22 @@ export class OidcSignIn {
       code_challenge: await client.calculatePKCECodeChallenge(codeVerifier),
       code_challenge_method: 'S256',
     })
-    return { url: url.href, browserValue }
+    return { url: url.href, sealed: await sealSignIn(this.cookieKey, pending) }
   }
 
   /**
-   * Completes a sign-in from the query of the provider's redirect to the callback: the `state` must be one this
-   * browser started and not yet used; then the code exchange and every ID token check. Returns the claims and
-   * where to go next.
+   * Completes a sign-in from the query of the provider's redirect to the callback and this browser's sealed
+   * sign-in cookie (the caller clears it whatever the outcome): the cookie must open, be in time and carry the
+   * query's `state`; then the code exchange and every ID token check. Returns the claims and where to go next.
    */
-  async finish(query: URLSearchParams, browserValue: string | undefined): Promise<{ claims: SsoClaims; next: string }> {
+  async finish(query: URLSearchParams, sealed: string | undefined): Promise<{ claims: SsoClaims; next: string }> {
     // The redirect URL as registered (behind a proxy the request's own URL may differ), with the provider's answer.
     const callbackUrl = new URL(this.redirectUri)
     callbackUrl.search = query.toString()
     const state = query.get('state')
-    const pending = state === null ? undefined : this.pending.get(state)
-    // Single use: whatever happens next, this state cannot be presented again.
-    if (state !== null) this.pending.delete(state)
-    if (!pending || pending.expiresAt <= this.clock.now()) {
-      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in is unknown, expired or already used: start again with "Sign in with SSO"')
-    }
-    const browserHash = Buffer.from(pending.browserHash, 'hex')
-    if (!browserValue || !timingSafeEqual(hash(browserValue), browserHash)) {
-      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in was started in another browser: start again with "Sign in with SSO"')
+    const pending = await this.pendingSignIn(sealed)
+    if (state === null || pending.state !== state) {
+      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in is unknown, already used or was started in another browser: start again with "Sign in with SSO"')
     }
     const error = callbackUrl.searchParams.get('error')
     if (error !== null) {
@@ -179,6 +162,11 @@ export class OidcSignIn {
         idTokenExpected: true,
       })
     } catch (error) {
+      if (error instanceof client.ResponseBodyError && error.error === 'invalid_grant') {
+        // The provider's code is single-use and short-lived: a replayed callback (its cookie put back) ends here.
+        const said = `${error.error}${error.error_description ? `: ${error.error_description.slice(0, 200)}` : ''}`
+        throw new SsoRefusal(400, 'sso_state_invalid', `This sign-in is already used or expired at the identity provider (${said}): start again with "Sign in with SSO"`)
+      }
       throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's answer was refused: ${messageOf(error)}`)
     } finally {
       this.jwksCache = client.getJwksCache(configuration) ?? this.jwksCache
@@ -212,12 +200,23 @@ export class OidcSignIn {
     return client.buildEndSessionUrl(configuration, { client_id: this.settings.clientId, post_logout_redirect_uri: postLogoutRedirect }).href
   }
 
-  private forgetExpired(): void {
-    const now = this.clock.now()
-    for (const [state, entry] of this.pending) {
-      if (entry.expiresAt > now) break // insertion order is expiry order
-      this.pending.delete(state)
+  /** The sign-in sealed in this browser's cookie, or the refusal saying why there is none. */
+  private async pendingSignIn(sealed: string | undefined): Promise<PendingSignIn> {
+    if (!sealed) {
+      throw new SsoRefusal(400, 'sso_state_invalid', 'This sign-in was started in another browser (this one has no sign-in in progress): start again with "Sign in with SSO"')
     }
+    const pending = await openSignIn(this.cookieKey, sealed, this.clock.now())
+    if (pending === 'expired') {
+      throw new SsoRefusal(400, 'sso_state_invalid', `This sign-in took longer than ${SIGN_IN_TTL_MS / 60_000} minutes: start again with "Sign in with SSO"`)
+    }
+    if (pending === 'unreadable') {
+      throw new SsoRefusal(
+        400,
+        'sso_state_invalid',
+        'This sign-in could not be verified (its cookie was altered, or sealed by a Trellis instance with another TRELLIS_SECRET): start again with "Sign in with SSO"',
+      )
+    }
+    return pending
   }
 }
 
