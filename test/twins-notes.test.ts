@@ -5,7 +5,6 @@
  * import of an older note takes the environment off it.
  */
 import { describe, expect, test } from 'bun:test'
-import { type DateFilter, DATE_OPERATORS } from '../src/lib/date-filter.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
 import {
@@ -25,29 +24,7 @@ import {
 import { type Op, op } from '../src/db/op.ts'
 import { addMessage, createNote, recordImportedNoteTime, updateNote } from '../src/modules/notes/service.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
-import { seedOrganization, T0 } from './support/list-seed.ts'
-
-/** Every date filter around `times`: each operator at each time, a microsecond either side, and beyond both ends. */
-export function dateFiltersAround(field: string, times: number[]): DateFilter[][] {
-  const instants = [...new Set(times.flatMap((t) => [t - 1, t, t + 1]))]
-  if (times.length > 0) instants.push(Math.min(...times) - 1_000_000, Math.max(...times) + 1_000_000)
-  const single = instants.flatMap((at) => DATE_OPERATORS.map((o) => [{ field, op: o, at: at as Micros }]))
-  const sorted = [...new Set(times)].sort((a, b) => a - b)
-  const ranges = sorted.flatMap((from, i) =>
-    sorted.slice(i + 1, i + 4).map((to) => [
-      { field, op: 'gte' as const, at: from as Micros },
-      { field, op: 'lt' as const, at: to as Micros },
-    ]),
-  )
-  return [[], ...single, ...ranges]
-}
-
-/** Runs every query in one op on both stores: the answers of each, with the query they answer, SQLite's first. */
-export function* all<Q, T>(queries: Q[], ask: (q: Q) => Op<T>): Op<{ query: Q; answer: T }[]> {
-  const answers = []
-  for (const query of queries) answers.push({ query, answer: yield* ask(query) })
-  return answers
-}
+import { all, dateFiltersAround, seedOrganization, T0, targetsOf } from './support/lists.ts'
 
 const FILTERS: NotePageFilters[] = [
   {},
@@ -95,7 +72,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
   }
 
   test('notes written through the service and the face answer alike on both stores', async () => {
-    await seedOrganization(stores)
+    await seedOrganization(targetsOf(stores))
     const notes: NoteRow[] = []
     const input = (n: number, over: Partial<Parameters<typeof createNote>[1]> = {}) => ({
       environmentId: 1,
