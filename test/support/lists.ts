@@ -10,10 +10,16 @@ import type { SQL } from 'bun'
 import { type DateFilter, DATE_OPERATORS } from '../../src/lib/date-filter.ts'
 import type { Op } from '../../src/db/op.ts'
 import type { Micros } from '../../src/lib/time.ts'
+import type { PgStore } from '../../src/db/postgres/store.ts'
 import type { BothStores } from './both-stores.ts'
+import { freshPostgresStore } from './postgres-cluster.ts'
 
-/** Every date filter around `times`: each operator at each time, a microsecond either side, and beyond both ends. */
-export function dateFiltersAround(field: string, times: number[]): DateFilter[][] {
+/**
+ * Every date filter around `times`: each operator at each time, a microsecond either side, and beyond both ends, and
+ * ranges between nearby times. `every`: only every n-th time (a lighter set for the less central filters).
+ */
+export function dateFiltersAround(field: string, allTimes: number[], every = 1): DateFilter[][] {
+  const times = allTimes.filter((_, i) => i % every === 0)
   const instants = [...new Set(times.flatMap((t) => [t - 1, t, t + 1]))]
   if (times.length > 0) instants.push(Math.min(...times) - 1_000_000, Math.max(...times) + 1_000_000)
   const single = instants.flatMap((at) => DATE_OPERATORS.map((o) => [{ field, op: o, at: at as Micros }]))
@@ -116,4 +122,15 @@ export async function seedOrganization(stores: SeedTargets): Promise<void> {
     { id: 3, workflow_id: 2, version: 1, definition: '{}', definition_hash: 'c', published_by: 2, ...at },
     { id: 4, workflow_id: 3, version: 7, definition: '{}', definition_hash: 'd', published_by: null, ...at },
   ])
+}
+
+/** `body` on a fresh PostgreSQL database (pool of `max`) seeded with the organization alone; closed after. */
+export async function withSeededPostgres(max: number, body: (pg: PgStore) => Promise<void>): Promise<void> {
+  const pg = await freshPostgresStore({ max })
+  try {
+    await seedOrganization({ pg: pg.sql })
+    await body(pg)
+  } finally {
+    await pg.close()
+  }
 }
