@@ -130,7 +130,8 @@ const ACTIVITY_LOGS_TO_RENDER = `SELECT l.id, l.type, l.action, l.label, l.creat
   WHERE l.id IN (SELECT value FROM json_each(?))`
 
 type L = typeof activityLogs.$inferSelect
-type ActivityLogToRender = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
+/** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+export type ActivityLogRenderValues = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
   number, string, string, string, string | null, string | null, string | null, string | null]
 
 /**
@@ -138,22 +139,30 @@ type ActivityLogToRender = [L['id'], L['type'], L['action'], L['label'], L['crea
  * per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query, as for notes).
  */
 export function findActivityLogsForRender(db: Db, ids: number[]) {
-  const rows = statementOn(db, 'activity-logs.render', ACTIVITY_LOGS_TO_RENDER).values(JSON.stringify(ids)) as ActivityLogToRender[]
-  return rows.map(([id, type, action, label, createdAt, workflowName, runId, stepName, userId, username, email, environment, team, collection, tokenName, tokenPrefix]) => ({
+  return (statementOn(db, 'activity-logs.render', ACTIVITY_LOGS_TO_RENDER).values(JSON.stringify(ids)) as ActivityLogRenderValues[]).map(activityLogToRender)
+}
+
+/** One render row as the activity service reads it. */
+export function activityLogToRender([id, type, action, label, createdAt, workflowName, runId, stepName, userId, username, email, environment, team, collection, tokenName, tokenPrefix]: ActivityLogRenderValues) {
+  return {
     log: { id, type, action, label, createdAt, workflowName, runId, stepName },
     user: { id: userId, username, email },
     environment,
     team,
     collection,
     token: tokenPrefix === null ? null : { name: tokenName, prefix: tokenPrefix },
-  }))
+  }
 }
 
 const RECORD_IDS_TO_RENDER = 'SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?)) ORDER BY log_id'
 
 /** The record ids each of these entries names, entry id → record ids. */
 export function findActivityLogRecordIds(db: Db, ids: number[]): Map<number, string[]> {
-  const rows = statementOn(db, 'activity-logs.render.records', RECORD_IDS_TO_RENDER).values(JSON.stringify(ids)) as [number, string][]
+  return recordIdsByEntry(statementOn(db, 'activity-logs.render.records', RECORD_IDS_TO_RENDER).values(JSON.stringify(ids)) as [number, string][])
+}
+
+/** (entry id, record id) rows, by entry, as entry id → its record ids in row order. */
+export function recordIdsByEntry(rows: [number, string][]): Map<number, string[]> {
   const recordIds = new Map<number, string[]>()
   for (const [logId, recordId] of rows) {
     const list = recordIds.get(logId)

@@ -70,21 +70,28 @@ const NOTES_TO_RENDER = `SELECT n.id, n.environment_id, n.team_id, n.collection_
   WHERE n.id IN (SELECT value FROM json_each(?))`
 
 type N = NoteRow
-type NoteToRender = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
+/** A render row's values in NOTES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+export type NoteRenderValues = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
 
 /**
  * The notes with these ids (any order), each with its author and the names of its environment, team and collection.
  * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost twice the query).
  */
-export function findNotesForRender(db: Db, ids: number[]): { note: NoteRow; user: UserColumns; environment: string; team: string; collection: string | null }[] {
-  const rows = statementOn(db, 'notes.render', NOTES_TO_RENDER).values(JSON.stringify(ids)) as NoteToRender[]
-  return rows.map(([id, environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt, archivedAt, username, email, environment, team, collection]) => ({
+export function findNotesForRender(db: Db, ids: number[]): NoteToRender[] {
+  return (statementOn(db, 'notes.render', NOTES_TO_RENDER).values(JSON.stringify(ids)) as NoteRenderValues[]).map(noteToRender)
+}
+
+export type NoteToRender = { note: NoteRow; user: UserColumns; environment: string; team: string; collection: string | null }
+
+/** One render row as the notes service reads it. */
+export function noteToRender([id, environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt, archivedAt, username, email, environment, team, collection]: NoteRenderValues): NoteToRender {
+  return {
     note: { id, environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt, archivedAt },
     user: { id: userId, username, email },
     environment,
     team,
     collection,
-  }))
+  }
 }
 
 const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.username, u.email
@@ -93,11 +100,17 @@ const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.u
   ORDER BY m.note_id, m.id`
 
 type MessageRow = typeof noteMessages.$inferSelect
+/** A message render row's values in MESSAGES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+export type MessageRenderValues = [number, string, MessageRow['createdAt'], number, string, string]
+export type MessageToRender = { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }
 
 /** The messages of these notes with their authors, by note then oldest first (prepared; shaped here). */
-export function findNoteMessagesForRender(db: Db, noteIds: number[]): { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }[] {
-  const rows = statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as [number, string, MessageRow['createdAt'], number, string, string][]
-  return rows.map(([noteId, content, createdAt, id, username, email]) => ({ noteId, content, createdAt, user: { id, username, email } }))
+export function findNoteMessagesForRender(db: Db, noteIds: number[]): MessageToRender[] {
+  return (statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as MessageRenderValues[]).map(messageToRender)
+}
+
+export function messageToRender([noteId, content, createdAt, id, username, email]: MessageRenderValues): MessageToRender {
+  return { noteId, content, createdAt, user: { id, username, email } }
 }
 
 /** `createdAt` for a new note of the environment: strictly after every earlier note there (DESIGN §3). */

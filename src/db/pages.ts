@@ -3,7 +3,7 @@
  * (`limit + 1` rows, so the caller knows `hasMore`), `createdAt` filters turned into id bounds, and the
  * conditions lists add. Each statement is prepared once per connection and shape of present filters.
  */
-import { and, asc, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
+import { and, asc, type Column, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
 import type { Db } from './open.ts'
@@ -41,7 +41,7 @@ export interface IdBounds {
  * id-ordered index from the right place instead of skipping or sorting every newer row.
  */
 export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTable, scopeValue: number): IdBounds {
-  const seek = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt') =>
+  const seek = (edge: BoundSeek['edge'], op: BoundSeek['op']) =>
     prepared(db, `${t.name}.bound.${edge}.${op}`, () =>
       db
         .select({ id: t.id })
@@ -51,20 +51,39 @@ export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTab
         .limit(1)
         .prepare(),
     )
-  const idOf = (edge: 'first' | 'last', op: 'gte' | 'gt' | 'lte' | 'lt', at: number) =>
-    seek(edge, op).all({ scope: scopeValue, at })[0]?.id as number | undefined
-  const bounds: IdBounds = {}
-  const below = (id: number | undefined) => {
-    if (id !== undefined) bounds.below = Math.min(bounds.below ?? id, id)
-  }
-  const above = (id: number | undefined) => {
-    if (id !== undefined) bounds.above = Math.max(bounds.above ?? id, id)
-  }
+  return boundsOf(boundSeeks(filters).map((s) => ({ side: s.side, id: seek(s.edge, s.op).all({ scope: scopeValue, at: s.at })[0]?.id as number | undefined })))
+}
+
+/**
+ * One seek of `createdAtBounds`: the first (lowest createdAt, then id) or last row of the scope whose createdAt is
+ * `op` `at`; the id found bounds the page on `side`.
+ */
+export interface BoundSeek {
+  edge: 'first' | 'last'
+  op: 'gte' | 'gt' | 'lte' | 'lt'
+  at: number
+  side: keyof IdBounds
+}
+
+/** The seeks that turn createdAt filters into id bounds (both dialects run them; see `createdAtBounds`). */
+export function boundSeeks(filters: DateFilter[]): BoundSeek[] {
+  const seeks: BoundSeek[] = []
   for (const { op, at } of filters) {
-    if (op === 'lt') below(idOf('first', 'gte', at))
-    if (op === 'lte' || op === 'eq') below(idOf('first', 'gt', at))
-    if (op === 'gt') above(idOf('last', 'lte', at))
-    if (op === 'gte' || op === 'eq') above(idOf('last', 'lt', at))
+    if (op === 'lt') seeks.push({ edge: 'first', op: 'gte', at, side: 'below' })
+    if (op === 'lte' || op === 'eq') seeks.push({ edge: 'first', op: 'gt', at, side: 'below' })
+    if (op === 'gt') seeks.push({ edge: 'last', op: 'lte', at, side: 'above' })
+    if (op === 'gte' || op === 'eq') seeks.push({ edge: 'last', op: 'lt', at, side: 'above' })
+  }
+  return seeks
+}
+
+/** The tightest bounds the seeks found; a seek that found nothing bounds nothing. */
+export function boundsOf(found: { side: keyof IdBounds; id: number | undefined }[]): IdBounds {
+  const bounds: IdBounds = {}
+  for (const { side, id } of found) {
+    if (id === undefined) continue
+    const current = bounds[side]
+    bounds[side] = current === undefined ? id : side === 'below' ? Math.min(current, id) : Math.max(current, id)
   }
   return bounds
 }
@@ -128,7 +147,8 @@ export function pageIds<Id extends number | string = number>(db: Db, q: PageQuer
   return statement.all(values).map((r) => r.id as Id)
 }
 
-function compare(column: SQLiteColumn, op: DateOperator, value: number | Placeholder): SQL {
+/** `column op value` for a date filter's operator (either dialect's column). */
+export function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
   switch (op) {
     case 'eq':
       return eq(column, value)

@@ -67,21 +67,39 @@ export function loadRunsToRender(db: Db, ids: string[]) {
       const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
         string, number, string, string, string, string, number | null, string | null, string | null,
       ]
-      const run = runOf(row)
-      return {
-        run,
-        workflowName,
-        version,
-        environment,
-        team,
-        user: { id: run.userId, username, email },
-        token: tokenId === null ? null : { id: tokenId, name: tokenName, prefix: tokenPrefix },
-      }
+      return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
     })
   const steps = statementOn(db, 'runs.render.steps', STEPS_TO_RENDER)
     .values(json)
     .map(([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]: unknown[]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord)
   return { rows, steps }
+}
+
+/** What RUNS_TO_RENDER reads of one run (the PostgreSQL twin reads the same). */
+export interface RunRenderColumns {
+  run: RunRecord
+  workflowName: string
+  version: number
+  environment: string
+  team: string
+  username: string
+  email: string
+  tokenId: number | null
+  tokenName: string | null
+  tokenPrefix: string | null
+}
+
+/** One run as its rendering reads it. */
+export function runToRender({ run, workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix }: RunRenderColumns) {
+  return {
+    run,
+    workflowName,
+    version,
+    environment,
+    team,
+    user: { id: run.userId, username, email },
+    token: tokenId === null ? null : { id: tokenId, name: tokenName, prefix: tokenPrefix },
+  }
 }
 
 export interface RunFilters {

@@ -36,7 +36,7 @@ export function bothStores(): BothStores {
     stores.sqlite = testEnv()
     stores.pg = await freshPostgresStore()
     stores.both = async <T>(body: () => Op<T>) => [commitNow(stores.sqlite.store, body), await writeOnPostgres(stores.pg, body)] as [T, T]
-  })
+  }, 120_000) // the first block of a test process starts the shared cluster: seconds on a busy machine
   afterAll(async () => {
     stores.sqlite?.cleanup()
     await stores.pg?.close()

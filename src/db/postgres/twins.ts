@@ -4,10 +4,14 @@
  * joins them.
  */
 import { APPLY_TWINS } from './apply.ts'
+import { LOGS_TWINS } from './logs.ts'
 import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { MEMBERS_TWINS } from './members.ts'
+import { NOTES_TWINS } from './notes.ts'
 import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
+import { RECORDS_TWINS } from './records.ts'
+import { RUNS_TWINS } from './runs.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import type { PgTwins } from './twin.ts'
@@ -17,10 +21,14 @@ import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
   ...APPLY_TWINS,
+  ...LOGS_TWINS,
   ...MAINTENANCE_TWINS,
   ...MEMBERS_TWINS,
+  ...NOTES_TWINS,
   ...PROJECTS_TWINS,
   ...QUEUE_TWINS,
+  ...RECORDS_TWINS,
+  ...RUNS_TWINS,
   ...SESSIONS_TWINS,
   ...TOKENS_TWINS,
   ...USERS_TWINS,

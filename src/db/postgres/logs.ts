@@ -1,0 +1,167 @@
+/**
+ * The activity log and the admin log on PostgreSQL: twins of src/db/activity-logs.ts and src/db/admin-logs.ts. An
+ * entry's createdAt is the list rule under its scope's lock (./monotonic.ts: the environment's activity, the
+ * project's admin log, the instance-wide admin log), so createdAt follows id and commit order with several
+ * instances writing, and createdAt filters stay id bounds (./pages.ts). Render rows come in ascending id order, as
+ * SQLite's `IN (json_each)` gives them, shaped by the SQLite module's own functions.
+ */
+import { and, asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm'
+import type { DateFilter } from '../../lib/date-filter.ts'
+import {
+  activityLogToRender,
+  findActivityLogRecordIds,
+  findActivityLogsForRender,
+  insertActivityLog,
+  pageActivityLogIds,
+  recordIdsByEntry,
+  type ActivityLogRenderValues,
+  type ActivityPageFilters,
+  type NewActivityLogRow,
+} from '../activity-logs.ts'
+import {
+  allProjectIds,
+  findAdminLogsForRender,
+  insertAdminLog,
+  pageAdminLogIds,
+  pageInstanceAdminLogIds,
+  type AdminLogPageFilters,
+  type NewAdminLogRow,
+} from '../admin-logs.ts'
+import { nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
+import { createdAtBoundsOnPostgres, hideExtensionsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
+import { activityLogRecords, activityLogs, adminLogs, projects, users } from './schema.ts'
+import type { PgDb } from './store.ts'
+import { twin, twins } from './twin.ts'
+
+// ── Activity log ────────────────────────────────────────────────────────────
+
+const ACTIVITY_TIMES = { table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
+
+async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
+  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, environmentId, now)
+  const [row] = await db
+    .insert(activityLogs)
+    .values({ environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt })
+    .returning({ id: activityLogs.id })
+  const distinct = [...new Set(recordIds)]
+  if (distinct.length > 0) await db.insert(activityLogRecords).values(distinct.map((recordId) => ({ logId: row!.id, environmentId, recordId })))
+  return row!.id
+}
+
+async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
+  return pageIdsOnPostgres(
+    db,
+    {
+      table: activityLogs,
+      id: activityLogs.id,
+      equal: [
+        [activityLogs.environmentId, environmentId],
+        [activityLogs.userId, filters.userId],
+        [activityLogs.teamId, filters.teamId],
+        [activityLogs.collectionId, filters.collectionId],
+        [activityLogs.action, filters.action],
+        [activityLogs.type, filters.type],
+      ],
+      bounds: await createdAtBoundsOnPostgres(db, dates, ACTIVITY_TIMES, environmentId),
+      extra: [
+        hideExtensionsOnPostgres(activityLogs.extension, filters.withExtensions),
+        filters.recordId === undefined
+          ? undefined
+          : inArray(
+              activityLogs.id,
+              db
+                .select({ id: activityLogRecords.logId })
+                .from(activityLogRecords)
+                .where(and(eq(activityLogRecords.environmentId, environmentId), eq(activityLogRecords.recordId, filters.recordId))),
+            ),
+      ],
+    },
+    limit,
+  )
+}
+
+const ACTIVITY_LOGS_TO_RENDER = `SELECT l.id::float8, l.type, l.action, l.label, l.created_at::float8, l.workflow_name, l.run_id, l.step_name,
+    u.id::float8, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
+  FROM activity_logs l
+  JOIN users u ON u.id = l.user_id
+  JOIN environments e ON e.id = l.environment_id
+  LEFT JOIN teams t ON t.id = l.team_id
+  LEFT JOIN collections c ON c.id = l.collection_id
+  LEFT JOIN api_tokens k ON k.id = l.token_id
+  WHERE l.id = ANY($1::int8[])
+  ORDER BY l.id`
+
+async function findActivityLogsForRenderOnPostgres(db: PgDb, ids: number[]) {
+  return (await valuesOf<ActivityLogRenderValues>(db, ACTIVITY_LOGS_TO_RENDER, [ids])).map(activityLogToRender)
+}
+
+/** By entry, then record id in byte order (SQLite reads them off the primary key (log_id, record_id)). */
+const RECORD_IDS_TO_RENDER = `SELECT log_id::float8, record_id FROM activity_log_records WHERE log_id = ANY($1::int8[])
+  ORDER BY log_id, record_id COLLATE "C"`
+
+async function findActivityLogRecordIdsOnPostgres(db: PgDb, ids: number[]): Promise<Map<number, string[]>> {
+  return recordIdsByEntry(await valuesOf<[number, string]>(db, RECORD_IDS_TO_RENDER, [ids]))
+}
+
+// ── Admin log ───────────────────────────────────────────────────────────────
+
+const ADMIN_TIMES = { table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
+
+async function insertAdminLogOnPostgres(db: PgDb, entry: NewAdminLogRow, now: number): Promise<void> {
+  const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.adminLogs, projectId, now)
+  await db.insert(adminLogs).values({ projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt })
+}
+
+async function pageAdminLogIdsOnPostgres(db: PgDb, projectId: number, filters: AdminLogPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
+  return pageIdsOnPostgres(
+    db,
+    {
+      table: adminLogs,
+      id: adminLogs.id,
+      equal: [
+        [adminLogs.projectId, projectId],
+        [adminLogs.userId, filters.userId],
+        [adminLogs.type, filters.type],
+        [adminLogs.initiator, filters.initiator],
+        [adminLogs.resource, filters.resource],
+      ],
+      bounds: await createdAtBoundsOnPostgres(db, dates, ADMIN_TIMES, projectId),
+      extra: [hideExtensionsOnPostgres(adminLogs.extension, filters.withExtensions)],
+    },
+    limit,
+  )
+}
+
+async function pageInstanceAdminLogIdsOnPostgres(db: PgDb, limit: number): Promise<number[]> {
+  const rows = await db.select({ id: adminLogs.id }).from(adminLogs).where(isNull(adminLogs.projectId)).orderBy(desc(adminLogs.id)).limit(limit)
+  return rows.map((r) => r.id)
+}
+
+async function findAdminLogsForRenderOnPostgres(db: PgDb, ids: number[]) {
+  return db
+    .select({ log: adminLogs, user: { id: users.id, username: users.username, email: users.email } })
+    .from(adminLogs)
+    .leftJoin(users, eq(users.id, adminLogs.userId))
+    .where(inArray(adminLogs.id, ids))
+    .orderBy(asc(adminLogs.id))
+}
+
+/** In name byte order: SQLite reads them off the unique index on the name. */
+async function allProjectIdsOnPostgres(db: PgDb): Promise<number[]> {
+  const rows = await db.select({ id: projects.id }).from(projects).orderBy(sql`${projects.name} COLLATE "C"`)
+  return rows.map((r) => r.id)
+}
+
+export const LOGS_TWINS = twins(
+  twin(insertActivityLog, insertActivityLogOnPostgres),
+  twin(pageActivityLogIds, pageActivityLogIdsOnPostgres),
+  twin(findActivityLogsForRender, findActivityLogsForRenderOnPostgres),
+  twin(findActivityLogRecordIds, findActivityLogRecordIdsOnPostgres),
+  twin(insertAdminLog, insertAdminLogOnPostgres),
+  twin(pageAdminLogIds, pageAdminLogIdsOnPostgres),
+  twin(pageInstanceAdminLogIds, pageInstanceAdminLogIdsOnPostgres),
+  twin(findAdminLogsForRender, findAdminLogsForRenderOnPostgres),
+  twin(allProjectIds, allProjectIdsOnPostgres),
+)

@@ -1,0 +1,95 @@
+/**
+ * Records' storage on PostgreSQL: twins of src/db/records.ts. Record keys and names are ordered and compared byte by
+ * byte (`COLLATE "C"`), as SQLite's binary collation does, whatever the database's default collation.
+ *
+ * Two writers may both find a record missing and both insert it (SQLite's single writer never does): the later insert
+ * meets the unique index, and its twin turns that into a serialization failure, so the runner runs the whole op
+ * again, which now finds the record and updates it.
+ */
+import { and, eq, type SQL, sql } from 'drizzle-orm'
+import type { PgColumn } from 'drizzle-orm/pg-core'
+import {
+  findRecordByKey,
+  insertRecord,
+  listProjectCollections,
+  listProjectParts,
+  pageRecords,
+  setRecordData,
+  type CollectionRow,
+  type ProjectPart,
+  type RecordRow,
+  type RecordScope,
+} from '../records.ts'
+import { collections, environments, records, teams } from './schema.ts'
+import type { PgDb } from './store.ts'
+import { twin, twins } from './twin.ts'
+
+/** Byte order, as SQLite's BINARY collation. */
+const bytewise = (column: PgColumn): SQL => sql`${column} COLLATE "C"`
+
+const inScope = (scope: RecordScope) => and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId))
+
+async function pageRecordsOnPostgres(db: PgDb, scope: RecordScope, after: string | undefined, limit: number): Promise<RecordRow[]> {
+  return db
+    .select()
+    .from(records)
+    .where(and(inScope(scope), after === undefined ? undefined : sql`${bytewise(records.recordKey)} > ${after}`))
+    .orderBy(bytewise(records.recordKey))
+    .limit(limit + 1)
+}
+
+async function findRecordByKeyOnPostgres(db: PgDb, scope: RecordScope, recordKey: string): Promise<RecordRow | undefined> {
+  const [row] = await db.select().from(records).where(and(inScope(scope), eq(records.recordKey, recordKey)))
+  return row
+}
+
+async function setRecordDataOnPostgres(db: PgDb, id: number, data: string, now: number): Promise<void> {
+  await db.update(records).set({ data, updatedAt: now }).where(eq(records.id, id))
+}
+
+/**
+ * SQLSTATE unique_violation on the driver's error, which Drizzle wraps as the cause. (Not ./op-runner.ts's
+ * `sqlStateOf`: importing the runner here would close an import cycle through ./twins.ts.)
+ */
+const isUniqueViolation = (error: unknown) => (error as { cause?: { errno?: unknown } } | null)?.cause?.errno === '23505'
+
+/** A record inserted meanwhile by another writer: the op saw it missing and must run again (see the file comment). */
+export class RecordInsertRaceError extends Error {
+  /** SQLSTATE serialization_failure: ./op-runner.ts runs a write that fails so again. */
+  readonly errno = '40001'
+}
+
+async function insertRecordOnPostgres(db: PgDb, scope: RecordScope & { recordKey: string; data: string; now: number }): Promise<void> {
+  try {
+    await db
+      .insert(records)
+      .values({ environmentId: scope.environmentId, collectionId: scope.collectionId, recordKey: scope.recordKey, data: scope.data, createdAt: scope.now, updatedAt: scope.now })
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new RecordInsertRaceError(`record ${scope.recordKey} was inserted by another writer`, { cause: error })
+    throw error
+  }
+}
+
+async function listProjectCollectionsOnPostgres(db: PgDb, projectId: number): Promise<CollectionRow[]> {
+  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(bytewise(collections.name))
+}
+
+const PART_TABLES = { environment: environments, team: teams, collection: collections }
+
+/**
+ * By name either way: SQLite's "storage order" is the order of the unique index (project, name) it reads them from
+ * (a covering index), so both orders are by name there too.
+ */
+async function listProjectPartsOnPostgres(db: PgDb, part: ProjectPart, projectId: number, _byName = false): Promise<{ id: number; name: string }[]> {
+  const table = PART_TABLES[part]
+  return db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).orderBy(bytewise(table.name))
+}
+
+export const RECORDS_TWINS = twins(
+  twin(pageRecords, pageRecordsOnPostgres),
+  twin(findRecordByKey, findRecordByKeyOnPostgres),
+  twin(setRecordData, setRecordDataOnPostgres),
+  twin(insertRecord, insertRecordOnPostgres),
+  twin(listProjectCollections, listProjectCollectionsOnPostgres),
+  twin(listProjectParts, listProjectPartsOnPostgres),
+)

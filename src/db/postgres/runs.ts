@@ -1,0 +1,84 @@
+/**
+ * Runs' storage reads on PostgreSQL: twins of src/db/runs.ts (one run with its workflow's place, what rendering runs
+ * reads, one page of run ids). Run ids are UUIDv7 in canonical lower-case form: their order is byte order under any
+ * collation (hex digits before letters, dashes at the same places), so the pages walk the (environment, id) index.
+ */
+import { asc, eq, inArray, lt, sql } from 'drizzle-orm'
+import type { DateFilter } from '../../lib/date-filter.ts'
+import { findRunWithWorkflow, loadRunsToRender, pageRunIds, runToRender, type RunFilters } from '../runs.ts'
+import { pageIdsOnPostgres } from './pages.ts'
+import { apiTokens, environments, renderings, runs, runSteps, teams, users, workflows, workflowVersions } from './schema.ts'
+import type { PgDb } from './store.ts'
+import { twin, twins } from './twin.ts'
+
+async function findRunWithWorkflowOnPostgres(db: PgDb, id: string) {
+  const [row] = await db
+    .select({ run: runs, projectId: teams.projectId, workflowName: workflows.name, teamId: teams.id, collectionId: workflows.collectionId })
+    .from(runs)
+    .innerJoin(workflows, eq(workflows.id, runs.workflowId))
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .where(eq(runs.id, id))
+  return row
+}
+
+async function loadRunsToRenderOnPostgres(db: PgDb, ids: string[]) {
+  const rows = await db
+    .select({
+      run: runs,
+      workflowName: workflows.name,
+      version: workflowVersions.version,
+      environment: environments.name,
+      team: teams.name,
+      username: users.username,
+      email: users.email,
+      tokenId: apiTokens.id,
+      tokenName: apiTokens.name,
+      tokenPrefix: apiTokens.prefix,
+    })
+    .from(runs)
+    .innerJoin(workflows, eq(workflows.id, runs.workflowId))
+    .innerJoin(workflowVersions, eq(workflowVersions.id, runs.workflowVersionId))
+    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
+    .innerJoin(environments, eq(environments.id, renderings.environmentId))
+    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .innerJoin(users, eq(users.id, runs.userId))
+    .leftJoin(apiTokens, eq(apiTokens.id, runs.tokenId))
+    .where(inArray(runs.id, ids))
+    .orderBy(asc(runs.id))
+  const steps = await db.select().from(runSteps).where(inArray(runSteps.runId, ids)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex))
+  return { rows: rows.map(runToRender), steps }
+}
+
+/** A run id as the runs make them; any other `before` value is compared byte by byte, as SQLite does. */
+const CANONICAL_RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+async function pageRunIdsOnPostgres(db: PgDb, environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Promise<string[]> {
+  if (filters.workflowIds?.length === 0) return []
+  const { beforeId } = filters
+  return pageIdsOnPostgres<string>(
+    db,
+    {
+      table: runs,
+      id: runs.id,
+      equal: [
+        [runs.environmentId, environmentId],
+        [runs.recordId, filters.recordId],
+        [runs.status, filters.status],
+        [runs.userId, filters.userId],
+      ],
+      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
+      extra: [
+        filters.workflowIds === undefined ? undefined : inArray(runs.workflowId, filters.workflowIds),
+        beforeId === undefined ? undefined : CANONICAL_RUN_ID.test(beforeId) ? lt(runs.id, beforeId) : sql`${runs.id} COLLATE "C" < ${beforeId}`,
+      ],
+    },
+    limit,
+  )
+}
+
+export const RUNS_TWINS = twins(
+  twin(findRunWithWorkflow, findRunWithWorkflowOnPostgres),
+  twin(loadRunsToRender, loadRunsToRenderOnPostgres),
+  twin(pageRunIds, pageRunIdsOnPostgres),
+)
