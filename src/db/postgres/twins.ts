@@ -4,10 +4,12 @@
  */
 import { runInSavepoint } from '../op.ts'
 import { savepointOnPostgres } from './op-runner.ts'
+import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { QUEUE_TWINS } from './queue.ts'
 import { twin, type PgTwins } from './twin.ts'
 
 export const TWINS: PgTwins = new Map([
   twin(runInSavepoint, savepointOnPostgres),
   ...QUEUE_TWINS,
+  ...MAINTENANCE_TWINS,
 ])
