@@ -132,6 +132,11 @@ export class Executor {
     return this.running && this.dispatching
   }
 
+  /** Whether runs queued on other instances wake it (PostgreSQL, once its LISTEN is acknowledged); false on SQLite or before start. */
+  async listening(): Promise<boolean> {
+    return this.options.store.kind === 'postgres' && (await this.queueWakeups) != null
+  }
+
   start(): void {
     if (this.running || this.options.concurrency === 0) return
     this.running = true
