@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
-import { op } from '../src/db/op.ts'
+import { op, type Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { idAfter } from '../src/db/postgres/queue.ts'
 import {
@@ -22,6 +22,7 @@ import {
   recordStepOutcome,
   runWorkflow,
 } from '../src/db/queue.ts'
+import { commitNow } from '../src/db/write.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
 import { refundRunBase } from './support/acme.ts'
@@ -40,6 +41,8 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     return [sqlite, pg.map((r) => r.row)]
   }
   const run = (id: string, recordId: string, at = now): NewRun => ({ ...base, id, recordId, createdAt: at })
+  /** `body`'s op answers `answer` on both stores. */
+  const bothAnswer = async <T>(body: () => Op<T>, answer: T) => expect(await stores.both(body)).toEqual([answer, answer])
 
   beforeAll(async () => {
     stores = await acmeOnBoth()
@@ -49,56 +52,44 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
 
   test('insertRun: the run, then the 409 answer naming it; cancelActiveRun frees the record; rows alike', async () => {
     const first = randomUUIDv7()
-    expect(await stores.both(() => op(insertRun, run(first, 'ord_1')))).toEqual([
-      { inserted: true, id: first },
-      { inserted: true, id: first },
-    ])
+    await bothAnswer(() => op(insertRun, run(first, 'ord_1')), { inserted: true, id: first })
     const [sqliteRows, pgRows] = await rowsOf('runs', 'id', first)
     expect(pgRows).toEqual(sqliteRows)
     expect(pgRows).toHaveLength(1)
     // Another start on the record: nothing stored, the active run named; the same time and id do not matter.
     const second = randomUUIDv7()
-    expect(await stores.both(() => op(insertRun, run(second, 'ord_1', now + 5)))).toEqual([
-      { inserted: false, activeRunId: first },
-      { inserted: false, activeRunId: first },
-    ])
+    await bothAnswer(() => op(insertRun, run(second, 'ord_1', now + 5)), { inserted: false, activeRunId: first })
     expect(await rowsOf('runs', 'id', second)).toEqual([[], []])
     // A run of the same id (the primary key) is a conflict too, as SQLite's unique-or-primary-key check has it.
-    expect(await stores.both(() => op(insertRun, run(first, 'ord_2')))).toEqual([
-      { inserted: false, activeRunId: null },
-      { inserted: false, activeRunId: null },
-    ])
+    await bothAnswer(() => op(insertRun, run(first, 'ord_2')), { inserted: false, activeRunId: null })
     // Cancel: true once, false for a run no longer active and for an unknown one.
-    expect(await stores.both(() => op(cancelActiveRun, first, now + 10))).toEqual([true, true])
-    expect(await stores.both(() => op(cancelActiveRun, first, now + 11))).toEqual([false, false])
-    expect(await stores.both(() => op(cancelActiveRun, randomUUIDv7(), now + 11))).toEqual([false, false])
+    await bothAnswer(() => op(cancelActiveRun, first, now + 10), true)
+    await bothAnswer(() => op(cancelActiveRun, first, now + 11), false)
+    await bothAnswer(() => op(cancelActiveRun, randomUUIDv7(), now + 11), false)
     const [afterCancel, afterCancelPg] = await rowsOf('runs', 'id', first)
     expect(afterCancelPg).toEqual(afterCancel)
     expect(afterCancelPg).toMatchObject([{ status: 'cancelled', finished_at: now + 10 }])
     // The record is free: a new start queues, its createdAt 1 µs after the environment's newest (same millisecond).
     const third = randomUUIDv7()
-    expect(await stores.both(() => op(insertRun, run(third, 'ord_1')))).toEqual([
-      { inserted: true, id: third },
-      { inserted: true, id: third },
-    ])
+    await bothAnswer(() => op(insertRun, run(third, 'ord_1')), { inserted: true, id: third })
     const [thirdRows, thirdPg] = await rowsOf('runs', 'id', third)
     expect(thirdPg).toEqual(thirdRows)
     expect(thirdPg).toMatchObject([{ created_at: now * 1000 + 1 }])
   })
 
   test('the claim of the runs, their step outcomes, what they act on and when the next is due', async () => {
-    expect(await stores.both(() => op(nextRunAvailableAt))).toEqual([now, now])
+    await bothAnswer(() => op(nextRunAvailableAt), now)
     const [claimed, claimedPg] = await stores.both(() => op(claimRuns, 'A', now, LEASE, 10))
     expect(claimedPg).toEqual(claimed)
     expect(claimedPg).toHaveLength(1)
     const runId = claimedPg[0]!.id
-    expect(await stores.both(() => op(nextRunAvailableAt))).toEqual([null, null])
+    await bothAnswer(() => op(nextRunAvailableAt), null)
     const [target, targetPg] = await stores.both(() => op(runWorkflow, claimedPg[0]!))
     expect(targetPg).toEqual(target)
     expect(targetPg).toMatchObject({ workflowName: 'Refund order', environmentId: base.environmentId })
     expect(JSON.parse(targetPg!.definition)).toHaveProperty('steps')
     // A workflow that is gone: undefined on both.
-    expect(await stores.both(() => op(runWorkflow, { workflow_id: 999_999, workflow_version_id: base.workflowVersionId }))).toEqual([undefined, undefined])
+    await bothAnswer(() => op(runWorkflow, { workflow_id: 999_999, workflow_version_id: base.workflowVersionId }), undefined)
     // Outcomes with and without output and error, then a park: the rows read back alike.
     const outcomes = [
       { index: 0, name: '1-load', type: 'load', status: 'succeeded' as const, output: { id: 'ord_1' }, error: null },
@@ -106,19 +97,17 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       { index: 2, name: 'call', type: 'http', status: 'failed' as const, output: { status: 500 }, error: { code: 'http_failed', message: 'boom' } },
     ]
     for (const outcome of outcomes) {
-      expect(await stores.both(() => op(recordStepOutcome, { runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }))).toEqual([
-        undefined,
-        undefined,
-      ])
+      await bothAnswer(() => op(recordStepOutcome, { runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }), undefined)
     }
     const [steps, stepsPg] = await rowsOf('run_steps', 'run_id', runId)
     expect(stepsPg).toEqual(steps)
     expect(stepsPg).toHaveLength(3)
     // The same step twice is the primary key's: both refuse it.
-    await expect(stores.both(() => op(recordStepOutcome, { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }))).rejects.toThrow()
-    await expect(writeOnPostgres(stores.pg, () => op(recordStepOutcome, { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }))).rejects.toThrow()
+    const again = { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }
+    expect(() => commitNow(stores.sqlite.store, () => op(recordStepOutcome, again))).toThrow()
+    await expect(writeOnPostgres(stores.pg, () => op(recordStepOutcome, again))).rejects.toThrow()
     await stores.both(() => op(parkRun, runId, 'A', 3, now + 60_000))
-    expect(await stores.both(() => op(nextRunAvailableAt))).toEqual([now + 60_000, now + 60_000])
+    await bothAnswer(() => op(nextRunAvailableAt), now + 60_000)
   })
 
   test('deleteLogBatch: the oldest entries before the cutoff, in batches, record rows with them; the count answered', async () => {
@@ -139,9 +128,9 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [id, environmentId, `ord_${i}`])
     }
     const cutoff = 6000 as Micros // entries 1..5 are older
-    expect(await stores.both(() => op(deleteLogBatch, 'activity_logs', cutoff, 3))).toEqual([3, 3])
-    expect(await stores.both(() => op(deleteLogBatch, 'activity_logs', cutoff, 3))).toEqual([2, 2])
-    expect(await stores.both(() => op(deleteLogBatch, 'activity_logs', cutoff, 3))).toEqual([0, 0])
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 3)
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 2)
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 0)
     // The apply's own entries (its record imports) are far newer than the cutoff and stay, on both.
     const left = [
       sqlite.prepare("SELECT l.created_at, r.record_id FROM activity_logs l JOIN activity_log_records r ON r.log_id = l.id WHERE l.label = 'seen' ORDER BY l.id").all(),
@@ -155,11 +144,11 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     // Admin logs: the apply's entries are far newer than the cutoff (none go); a cutoff past them takes them all.
     const adminCount = (sqlite.prepare('SELECT count(*) AS n FROM admin_logs').get() as { n: number }).n
     expect(adminCount).toBeGreaterThan(0)
-    expect(await stores.both(() => op(deleteLogBatch, 'admin_logs', cutoff, 100))).toEqual([0, 0])
+    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', cutoff, 100), 0)
     const future = ((now + 86_400_000) * 1000) as Micros
-    expect(await stores.both(() => op(deleteLogBatch, 'admin_logs', future, 100_000))).toEqual([adminCount, adminCount])
+    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', future, 100_000), adminCount)
     const activityCount = (sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
-    expect(await stores.both(() => op(deleteLogBatch, 'activity_logs', future, 100_000))).toEqual([activityCount, activityCount])
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', future, 100_000), activityCount)
     expect([...(await stores.pg.sql`SELECT count(*)::float8 AS n FROM activity_log_records`)]).toEqual([{ n: 0 }])
   })
 
