@@ -1043,7 +1043,7 @@ describe('queue and condition step (no executor running)', () => {
   /** Inserts a queued run due at `availableAt`. */
   function insert(availableAt: number, recordId = `q-${++counter}`, extra: Partial<NewRun> = {}): string {
     const id = crypto.randomUUID()
-    expect(queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true })
+    expect(queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true, id })
     return id
   }
   const row = (id: string) => env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow
@@ -1062,7 +1062,7 @@ describe('queue and condition step (no executor running)', () => {
       expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
     }
     setStatus(first, 'succeeded')
-    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: true })
+    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: true, id })
   })
 
   test('claim returns only due runs, oldest first, under a lease; never finished, running or future ones', () => {

@@ -52,7 +52,7 @@ const drain = () => env.store.sqlite.run("UPDATE runs SET status = 'cancelled', 
 function held(): string {
   drain()
   const id = crypto.randomUUID()
-  expect(queue.insert({ ...base, id, recordId: `g-${++counter}`, createdAt: now })).toEqual({ inserted: true })
+  expect(queue.insert({ ...base, id, recordId: `g-${++counter}`, createdAt: now })).toEqual({ inserted: true, id })
   expect(queue.claim('A', now, LEASE)!.id).toBe(id)
   return id
 }

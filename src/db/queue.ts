@@ -49,6 +49,10 @@ export interface RunRow {
 }
 
 export interface NewRun {
+  /**
+   * The run's id (UUIDv7), made by the caller. SQLite stores it as given; PostgreSQL stores a later one when another
+   * instance's run of the environment already has a greater id (src/db/postgres/queue.ts): use the id insertRun answers.
+   */
   id: string
   workflowId: number
   workflowVersionId: number
@@ -61,7 +65,8 @@ export interface NewRun {
   createdAt: number
 }
 
-export type InsertResult = { inserted: true } | { inserted: false; activeRunId: string | null }
+/** The run queued under `id` (the id it was stored under), or the run already active on the record. */
+export type InsertResult = { inserted: true; id: string } | { inserted: false; activeRunId: string | null }
 
 export class LeaseLostError extends Error {
   constructor(runId: string) {
@@ -148,7 +153,7 @@ export class RunQueue {
         run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
         run.userId, run.tokenId, run.trigger, run.createdAt,
       )
-      return { inserted: true }
+      return { inserted: true, id: run.id }
     } catch (error) {
       if (!isUniqueViolation(error)) throw error
       const active = this.activeRunStatement.all(run.workflowId, run.recordId) as { id: string }[]

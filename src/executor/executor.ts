@@ -22,6 +22,7 @@ import {
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
+import { listenForQueuedRunsOn, type QueueWakeups } from '../db/queue-wakeups.ts'
 import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -78,7 +79,10 @@ export interface ExecutorOptions {
   logger: Logger
   concurrency: number
   leaseMs: number
-  /** Longest idle sleep between polls; a new run wakes workers at once (`notify`). */
+  /**
+   * Longest idle sleep between polls; a new run wakes workers at once (`notify`, and on PostgreSQL a run queued on
+   * any instance: LISTEN/NOTIFY). Polling stays the fallback.
+   */
   pollMs?: number
   /** How `http` steps call out; by default one that opens no local or private destination. */
   outbound?: OutboundClient
@@ -100,6 +104,10 @@ export class Executor {
   private dispatching = false
   private readonly inFlight = new Set<Promise<void>>()
   private wakeUps: (() => void)[] = []
+  /** A wake-up came while the claiming loop was not waiting: its next wait returns at once (nothing is missed). */
+  private wokenMeanwhile = false
+  /** Runs queued by other instances (PostgreSQL's LISTEN), while started. */
+  private queueWakeups: Promise<QueueWakeups | null> | null = null
   private sweeper: Cron | null = null
   private readonly stopController = new AbortController()
   private readonly cancelled = new Map<string, AbortController>()
@@ -124,9 +132,19 @@ export class Executor {
     return this.running && this.dispatching
   }
 
+  /** Whether runs queued on other instances wake it (PostgreSQL, once its LISTEN is acknowledged); false on SQLite or before start. */
+  async listening(): Promise<boolean> {
+    return this.options.store.kind === 'postgres' && (await this.queueWakeups) != null
+  }
+
   start(): void {
     if (this.running || this.options.concurrency === 0) return
     this.running = true
+    this.queueWakeups = listenForQueuedRunsOn(this.options.store, () => this.notify()).catch((error) => {
+      // Not listening: the poll still finds every run, at most `pollMs` late.
+      this.options.logger.warn('listening for queued runs failed; polling only', { error: (error as Error).message })
+      return null
+    })
     void this.recover()
     // Leases of crashed processes expire while we run too: sweep them on a schedule, not only at start.
     this.sweeper = new Cron('*/10 * * * * *', { protect: true }, () => this.recover())
@@ -139,6 +157,7 @@ export class Executor {
     this.running = false
     this.sweeper?.stop()
     this.notify()
+    await (await this.queueWakeups)?.stop().catch(() => {})
     const finished = this.dispatcher ?? Promise.resolve()
     const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
     if (timedOut) this.stopController.abort()
@@ -153,7 +172,9 @@ export class Executor {
 
   /** Wakes the claiming loop: a run was just queued, or a run ended and freed a slot. */
   notify(): void {
-    for (const wake of this.wakeUps.splice(0)) wake()
+    const waiting = this.wakeUps.splice(0)
+    if (waiting.length === 0) this.wokenMeanwhile = true
+    for (const wake of waiting) wake()
   }
 
   /** A cancelled run stops at its next step boundary; an in-flight HTTP call is aborted. */
@@ -190,6 +211,8 @@ export class Executor {
           continue
         }
         let runs: RunRow[]
+        // A wake-up from here on may be for a run this claim does not see yet: the wait after it then returns at once.
+        this.wokenMeanwhile = false
         try {
           runs = await write(this.options.store, () => op(claimRuns, this.owner, this.options.clock.now(), this.options.leaseMs, free))
           failedClaims = 0
@@ -226,21 +249,32 @@ export class Executor {
     this.inFlight.add(execution)
   }
 
-  /** Until `notify()`: a run queued, or a slot freed. */
+  /** Until `notify()`: a run queued, or a slot freed (at once when one came since the last claim). */
   private wake(): Promise<void> {
-    return new Promise((resolve) => this.wakeUps.push(resolve))
+    return this.waitForWakeUp(null)
   }
 
+  /** Until a run may be due: `notify()`, the next waiting run's time, or the poll interval, whichever comes first. */
   private async idle(): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000
     const next = await read(this.options.store, op(nextRunAvailableAt))
-    const wait = next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now()))
+    return this.waitForWakeUp(next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now())))
+  }
+
+  private waitForWakeUp(timeoutMs: number | null): Promise<void> {
+    if (this.wokenMeanwhile) {
+      this.wokenMeanwhile = false
+      return Promise.resolve()
+    }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, wait)
-      function done() {
+      const done = () => {
         clearTimeout(timer)
+        // Timed out: no longer waiting, so a wake-up from now on is remembered instead of spent on this one.
+        const at = this.wakeUps.indexOf(done)
+        if (at >= 0) this.wakeUps.splice(at, 1)
         resolve()
       }
+      const timer = timeoutMs === null ? undefined : setTimeout(done, timeoutMs)
       this.wakeUps.push(done)
     })
   }

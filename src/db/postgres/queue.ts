@@ -1,29 +1,44 @@
 /**
- * Issue 18: the run queue's transitions as PostgreSQL twins of src/db/queue.ts — the same functions the executor
- * yields (`op(claimRuns, …)`, `op(advanceRun, …)`…), each one guarded statement as there (state and lease owner in
- * the WHERE; a guard that matches nothing throws LeaseLostError and rolls the op back). The claim takes its batch with
- * `FOR UPDATE SKIP LOCKED`, so instances split the due runs without waiting on each other. Run by
- * ./op-runner.ts.
+ * Issue 18: the run queue as PostgreSQL twins of src/db/queue.ts — the same functions the runs service and the
+ * executor yield (`op(insertRun, …)`, `op(claimRuns, …)`, `op(advanceRun, …)`…), each one guarded statement as there
+ * (state and lease owner in the WHERE; a guard that matches nothing throws LeaseLostError and rolls the op back). The
+ * claim takes its batch with `FOR UPDATE SKIP LOCKED`, so instances split the due runs without waiting on each other.
+ * A run queued (or given back) sends `NOTIFY trellis_runs` inside its transaction, so it reaches every instance's
+ * executor on commit (`listenForQueuedRuns`). Run by ./op-runner.ts.
  */
+import { randomUUIDv7, type SQL } from 'bun'
 import {
   advanceRun,
+  cancelActiveRun,
   claimRuns,
   failRun,
   finishRun,
+  type InsertResult,
+  insertRun,
   LeaseLostError,
+  type NewRun,
+  nextRunAvailableAt,
   parkRun,
+  recordStepOutcome,
   recoverExpiredRuns,
   releaseOwnedRuns,
   renewLease,
   type QueueStats,
   type RunRow,
+  type RunWorkflow,
+  runWorkflow,
+  type StepOutcome,
 } from '../queue.ts'
-import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
+import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { RUN_STATUSES, type RunStatus } from '../../lib/run-statuses.ts'
+import { lockListScope, PG_LISTS } from './monotonic.ts'
 import { clientOf, type PgDb, type PgStore } from './store.ts'
 import { twin, twins } from './twin.ts'
 
+const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
+/** The channel a queued run is announced on (payload empty): every instance's executor listens. */
+export const RUNS_CHANNEL = 'trellis_runs'
 /** Every write after the claim: only the worker holding the lease on a running run may make it ($1 run, $2 owner). */
 const HELD = "id = $1 AND lease_owner = $2 AND status = 'running'"
 
@@ -33,8 +48,13 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
   status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,
   lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at`
 
+/** Rows of a raw statement on the handle's connection. */
+async function rows<T>(db: PgDb, text: string, values: unknown[]): Promise<T[]> {
+  return [...((await clientOf(db).unsafe(text, values as never[])) as T[])]
+}
+
 /** How many rows a statement changed. */
-async function changed(db: PgDb, text: string, values: unknown[]): Promise<number> {
+export async function changed(db: PgDb, text: string, values: unknown[]): Promise<number> {
   return ((await clientOf(db).unsafe(text, values as never[])) as unknown as { count: number }).count
 }
 
@@ -43,9 +63,75 @@ async function guarded(db: PgDb, text: string, values: unknown[]): Promise<void>
   if ((await changed(db, text, values)) === 0) throw new LeaseLostError(String(values[0]))
 }
 
+/**
+ * Start: the run, queued, unless another run of the workflow is active on the record (the partial unique index
+ * decides: `ON CONFLICT DO NOTHING`, then a new statement — a new READ COMMITTED snapshot — names the active run).
+ *
+ * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
+ * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
+ * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
+ * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
+ * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
+ * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, and its id is the
+ * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
+ * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always the top of its list: a reader paging meanwhile never misses it.
+ */
+async function insertRunOnPostgres(db: PgDb, run: NewRun): Promise<InsertResult> {
+  await lockListScope(db, PG_LISTS.runs, run.environmentId)
+  const [newest] = await rows<{ id: string; created_at: number }>(
+    db,
+    'SELECT id, created_at::float8 AS created_at FROM runs WHERE environment_id = $1 ORDER BY id DESC LIMIT 1',
+    [run.environmentId],
+  )
+  const id = newest === undefined || run.id > newest.id || (await idTaken(db, run.id)) ? run.id : idAfter(newest.id)
+  const inserted = await rows(
+    db,
+    `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+       status, next_step, available_at, attempts, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, $9, 0, greatest($9::bigint * 1000, $10::bigint + 1))
+     ON CONFLICT DO NOTHING
+     RETURNING id`,
+    [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, run.createdAt, newest?.created_at ?? 0],
+  )
+  if (inserted.length > 0) {
+    await announceRuns(db)
+    return { inserted: true, id }
+  }
+  const [active] = await rows<{ id: string }>(db, `SELECT id FROM runs WHERE workflow_id = $1 AND record_id = $2 AND status IN (${ACTIVE})`, [run.workflowId, run.recordId])
+  return { inserted: false, activeRunId: active?.id ?? null }
+}
+
+/** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
+const idTaken = async (db: PgDb, id: string) => (await rows(db, 'SELECT 1 FROM runs WHERE id = $1', [id])).length > 0
+
+/** A UUIDv7 greater than `id`: in the same millisecond when a random one lands above it, else in the next one. */
+export function idAfter(id: string): string {
+  const ms = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
+  const same = randomUUIDv7('hex', ms)
+  return same > id ? same : randomUUIDv7('hex', ms + 1)
+}
+
+/** `NOTIFY trellis_runs` in the handle's transaction: delivered to every listener on commit, dropped on rollback. */
+const announceRuns = (db: PgDb) => clientOf(db).notify(RUNS_CHANNEL)
+
+/**
+ * Calls `wake` whenever a run is queued or given back on any instance (and once more after a dropped listening
+ * connection is back, since notifications sent meanwhile are lost). Bun's client keeps the subscription on one
+ * dedicated connection beside the pool and re-subscribes after a reconnect. Resolves once the server listens.
+ */
+export async function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{ stop(): Promise<void> }> {
+  let subscribed = false
+  const subscription = await sql.listen(RUNS_CHANNEL, () => wake(), () => {
+    if (subscribed) wake()
+    subscribed = true
+  })
+  return { stop: () => subscription.unlisten() }
+}
+
 /** The batched claim: up to `limit` due runs, oldest due first, skipping rows another claimer has locked. */
 export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
-  const rows = await clientOf(db).unsafe(
+  const claimed = await rows<RunRow>(
+    db,
     `UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
        started_at = coalesce(started_at, $2), attempts = attempts + 1
      WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
@@ -54,7 +140,7 @@ export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, 
      RETURNING ${RUN_COLUMNS}`,
     [owner, now, leaseMs, limit],
   )
-  return ([...rows] as RunRow[]).sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1))
+  return claimed.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1))
 }
 
 const advanceRunOnPostgres = (db: PgDb, runId: string, owner: string, nextStep: number) =>
@@ -88,8 +174,54 @@ const renewLeaseOnPostgres = async (db: PgDb, runId: string, owner: string, now:
 const recoverExpiredRunsOnPostgres = (db: PgDb, now: number) =>
   changed(db, `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = $1 WHERE status = 'running' AND lease_expires_at < $1`, [now])
 
-const releaseOwnedRunsOnPostgres = (db: PgDb, owner: string, now: number) =>
-  changed(db, `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = $2 WHERE status = 'running' AND lease_owner = $1`, [owner, now])
+/** Give-back: the runs go back to the queue, announced, so another instance takes them up at once. */
+async function releaseOwnedRunsOnPostgres(db: PgDb, owner: string, now: number): Promise<number> {
+  const released = await changed(
+    db,
+    `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = $2 WHERE status = 'running' AND lease_owner = $1`,
+    [owner, now],
+  )
+  if (released > 0) await announceRuns(db)
+  return released
+}
+
+const cancelActiveRunOnPostgres = async (db: PgDb, runId: string, now: number) =>
+  (await changed(
+    db,
+    `UPDATE runs SET status = 'cancelled', finished_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND status IN (${ACTIVE})`,
+    [runId, now],
+  )) > 0
+
+async function recordStepOutcomeOnPostgres(db: PgDb, step: StepOutcome): Promise<void> {
+  await clientOf(db).unsafe(
+    `INSERT INTO run_steps (run_id, step_index, name, type, status, output, error, started_at, finished_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [
+      step.runId, step.index, step.name, step.type, step.status,
+      step.output === undefined ? null : JSON.stringify(step.output),
+      step.error ? JSON.stringify(step.error) : null,
+      step.startedAt, step.finishedAt,
+    ],
+  )
+}
+
+const runWorkflowOnPostgres = async (db: PgDb, run: Pick<RunRow, 'workflow_id' | 'workflow_version_id'>): Promise<RunWorkflow | undefined> =>
+  (
+    await rows<RunWorkflow>(
+      db,
+      `SELECT w.name AS "workflowName", w.collection_id::float8 AS "collectionId", r.team_id::float8 AS "teamId",
+         t.project_id::float8 AS "projectId", r.environment_id::float8 AS "environmentId", v.definition AS definition
+       FROM workflows w
+         JOIN renderings r ON r.id = w.rendering_id
+         JOIN teams t ON t.id = r.team_id
+         JOIN workflow_versions v ON v.id = $1
+       WHERE w.id = $2`,
+      [run.workflow_version_id, run.workflow_id],
+    )
+  )[0]
+
+const nextRunAvailableAtOnPostgres = async (db: PgDb): Promise<number | null> =>
+  (await rows<{ at: number | null }>(db, `SELECT min(available_at)::float8 AS at FROM runs WHERE status IN (${CLAIMABLE})`, []))[0]?.at ?? null
 
 /** The run counts /metrics reads at scrape time (src/db/queue.ts `queueStats`). */
 export async function queueStatsOnPostgres(store: PgStore, now: number): Promise<QueueStats> {
@@ -106,6 +238,7 @@ export async function queueStatsOnPostgres(store: PgStore, now: number): Promise
 
 /** The twins of the queue's transitions, by the SQLite function they stand for. */
 export const QUEUE_TWINS = twins(
+  twin(insertRun, insertRunOnPostgres),
   twin(claimRuns, claimRunsOnPostgres),
   twin(advanceRun, advanceRunOnPostgres),
   twin(parkRun, parkRunOnPostgres),
@@ -114,4 +247,8 @@ export const QUEUE_TWINS = twins(
   twin(renewLease, renewLeaseOnPostgres),
   twin(recoverExpiredRuns, recoverExpiredRunsOnPostgres),
   twin(releaseOwnedRuns, releaseOwnedRunsOnPostgres),
+  twin(cancelActiveRun, cancelActiveRunOnPostgres),
+  twin(recordStepOutcome, recordStepOutcomeOnPostgres),
+  twin(runWorkflow, runWorkflowOnPostgres),
+  twin(nextRunAvailableAt, nextRunAvailableAtOnPostgres),
 )

@@ -42,7 +42,10 @@ export interface RunStart {
   trigger: 'manual' | 'webhook'
 }
 
-/** The trigger's op (`startRun`'s transaction): the queued run `id` and its activity entry, or the 409. */
+/**
+ * The trigger's op (`startRun`'s transaction): the queued run and its activity entry, or the 409. Answers the run's
+ * id: `id` as given, or on PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
+ */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
   const now = clock.now()
   const result = yield* op(insertRun, {
@@ -69,9 +72,9 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     collectionId: input.target.collectionId,
     tokenId: input.tokenId,
     recordIds: [input.recordId],
-    workflow: { name: input.target.workflowName, runId: id },
+    workflow: { name: input.target.workflowName, runId: result.id },
   })
-  return id
+  return result.id
 }
 
 /**

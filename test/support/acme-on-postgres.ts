@@ -1,0 +1,44 @@
+/**
+ * Acme on PostgreSQL (issue 18): examples/acme.yaml (plus what a test adds) applied to a SQLite test env through the
+ * real apply service, then moved into a fresh migrated PostgreSQL database with `trellis db copy`'s own function
+ * (src/db/postgres/copy.ts, verified per table). So both stores hold the same rows with the same ids, whichever
+ * twins exist yet, and a test can run one op on both (`both`) or open more PostgreSQL stores on the database (`url`:
+ * more instances).
+ */
+import type { Op } from '../../src/db/op.ts'
+import { copySqliteToPostgres } from '../../src/db/postgres/copy.ts'
+import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
+import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
+import { commitNow } from '../../src/db/write.ts'
+import { systemClock } from '../../src/lib/clock.ts'
+import { testEnv, type TestEnv } from '../helpers.ts'
+import { type AcmeDocument, acmeDocument, applyAcme } from './acme.ts'
+import { freshDatabase } from './postgres-cluster.ts'
+
+export interface AcmeOnBoth {
+  sqlite: TestEnv
+  /** The PostgreSQL database's URL (another store on it is another instance). */
+  url: string
+  pg: PgStore
+  /** `body`'s op in one write transaction on each store; the two answers, SQLite's first. */
+  both<T>(body: () => Op<T>): Promise<[T, T]>
+  close(): Promise<void>
+}
+
+export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: Record<string, string> = {}): Promise<AcmeOnBoth> {
+  const sqlite = testEnv(env)
+  applyAcme({ store: sqlite.store, clock: systemClock, secret: sqlite.secret, baseUrl: sqlite.config.baseUrl }, document)
+  const url = await freshDatabase()
+  await copySqliteToPostgres(sqlite.store.path, url)
+  const pg = openPostgres(url, { max: 10 })
+  return {
+    sqlite,
+    url,
+    pg,
+    both: async <T>(body: () => Op<T>) => [commitNow(sqlite.store, body), await writeOnPostgres(pg, body)] as [T, T],
+    close: async () => {
+      await pg.close()
+      sqlite.cleanup()
+    },
+  }
+}

@@ -1,0 +1,219 @@
+/**
+ * Issue 18: the queue's PostgreSQL twins (src/db/postgres/queue.ts, maintenance.ts) answer as the SQLite face does
+ * and leave the same rows — start (and its 409 answer), cancel, step outcomes, what a run acts on, when the next run
+ * is due, log retention's batch — and hold under real concurrency: 30 concurrent starts on one record queue one run
+ * and name it to the other 29; 50 concurrent starts on distinct records, their ids committed out of order, keep
+ * `createdAt` strictly increasing in id order per environment, so the runs list's `createdAt.lt` paging (DESIGN §3)
+ * walks every run exactly once.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUIDv7 } from 'bun'
+import { deleteLogBatch } from '../src/db/maintenance.ts'
+import { op, type Op } from '../src/db/op.ts'
+import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { idAfter } from '../src/db/postgres/queue.ts'
+import {
+  cancelActiveRun,
+  claimRuns,
+  insertRun,
+  type NewRun,
+  nextRunAvailableAt,
+  parkRun,
+  recordStepOutcome,
+  runWorkflow,
+} from '../src/db/queue.ts'
+import { commitNow } from '../src/db/write.ts'
+import type { Micros } from '../src/lib/time.ts'
+import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
+import { refundRunBase } from './support/acme.ts'
+import { postgresOrSkip } from './support/both-stores.ts'
+
+const now = Date.UTC(2026, 10, 23, 12, 0, 0)
+const LEASE = 30_000
+
+describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers as SQLite', () => {
+  let stores: AcmeOnBoth
+  let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
+  /** Every row of `table` matching `where` on each store, as SQLite's `SELECT *` shapes them (to_jsonb: int8 as numbers). */
+  async function rowsOf(table: string, where: string, value: unknown): Promise<[unknown[], unknown[]]> {
+    const sqlite = stores.sqlite.store.sqlite.prepare(`SELECT * FROM ${table} WHERE ${where} = ? ORDER BY rowid`).all(value as string)
+    const pg = (await stores.pg.sql.unsafe(`SELECT to_jsonb(t) AS row FROM ${table} t WHERE ${where} = $1 ORDER BY ctid`, [value])) as { row: unknown }[]
+    return [sqlite, pg.map((r) => r.row)]
+  }
+  const run = (id: string, recordId: string, at = now): NewRun => ({ ...base, id, recordId, createdAt: at })
+  /** `body`'s op answers `answer` on both stores. */
+  const bothAnswer = async <T>(body: () => Op<T>, answer: T) => expect(await stores.both(body)).toEqual([answer, answer])
+
+  beforeAll(async () => {
+    stores = await acmeOnBoth()
+    base = refundRunBase(stores.sqlite.store)
+  }, 60_000)
+  afterAll(() => stores?.close())
+
+  test('insertRun: the run, then the 409 answer naming it; cancelActiveRun frees the record; rows alike', async () => {
+    const first = randomUUIDv7()
+    await bothAnswer(() => op(insertRun, run(first, 'ord_1')), { inserted: true, id: first })
+    const [sqliteRows, pgRows] = await rowsOf('runs', 'id', first)
+    expect(pgRows).toEqual(sqliteRows)
+    expect(pgRows).toHaveLength(1)
+    // Another start on the record: nothing stored, the active run named; the same time and id do not matter.
+    const second = randomUUIDv7()
+    await bothAnswer(() => op(insertRun, run(second, 'ord_1', now + 5)), { inserted: false, activeRunId: first })
+    expect(await rowsOf('runs', 'id', second)).toEqual([[], []])
+    // A run of the same id (the primary key) is a conflict too, as SQLite's unique-or-primary-key check has it.
+    await bothAnswer(() => op(insertRun, run(first, 'ord_2')), { inserted: false, activeRunId: null })
+    // Cancel: true once, false for a run no longer active and for an unknown one.
+    await bothAnswer(() => op(cancelActiveRun, first, now + 10), true)
+    await bothAnswer(() => op(cancelActiveRun, first, now + 11), false)
+    await bothAnswer(() => op(cancelActiveRun, randomUUIDv7(), now + 11), false)
+    const [afterCancel, afterCancelPg] = await rowsOf('runs', 'id', first)
+    expect(afterCancelPg).toEqual(afterCancel)
+    expect(afterCancelPg).toMatchObject([{ status: 'cancelled', finished_at: now + 10 }])
+    // The record is free: a new start queues, its createdAt 1 µs after the environment's newest (same millisecond).
+    const third = randomUUIDv7()
+    await bothAnswer(() => op(insertRun, run(third, 'ord_1')), { inserted: true, id: third })
+    const [thirdRows, thirdPg] = await rowsOf('runs', 'id', third)
+    expect(thirdPg).toEqual(thirdRows)
+    expect(thirdPg).toMatchObject([{ created_at: now * 1000 + 1 }])
+  })
+
+  test('the claim of the runs, their step outcomes, what they act on and when the next is due', async () => {
+    await bothAnswer(() => op(nextRunAvailableAt), now)
+    const [claimed, claimedPg] = await stores.both(() => op(claimRuns, 'A', now, LEASE, 10))
+    expect(claimedPg).toEqual(claimed)
+    expect(claimedPg).toHaveLength(1)
+    const runId = claimedPg[0]!.id
+    await bothAnswer(() => op(nextRunAvailableAt), null)
+    const [target, targetPg] = await stores.both(() => op(runWorkflow, claimedPg[0]!))
+    expect(targetPg).toEqual(target)
+    expect(targetPg).toMatchObject({ workflowName: 'Refund order', environmentId: base.environmentId })
+    expect(JSON.parse(targetPg!.definition)).toHaveProperty('steps')
+    // A workflow that is gone: undefined on both.
+    await bothAnswer(() => op(runWorkflow, { workflow_id: 999_999, workflow_version_id: base.workflowVersionId }), undefined)
+    // Outcomes with and without output and error, then a park: the rows read back alike.
+    const outcomes = [
+      { index: 0, name: '1-load', type: 'load', status: 'succeeded' as const, output: { id: 'ord_1' }, error: null },
+      { index: 1, name: 'check', type: 'condition', status: 'succeeded' as const, output: undefined, error: null },
+      { index: 2, name: 'call', type: 'http', status: 'failed' as const, output: { status: 500 }, error: { code: 'http_failed', message: 'boom' } },
+    ]
+    for (const outcome of outcomes) {
+      await bothAnswer(() => op(recordStepOutcome, { runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }), undefined)
+    }
+    const [steps, stepsPg] = await rowsOf('run_steps', 'run_id', runId)
+    expect(stepsPg).toEqual(steps)
+    expect(stepsPg).toHaveLength(3)
+    // The same step twice is the primary key's: both refuse it.
+    const again = { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }
+    expect(() => commitNow(stores.sqlite.store, () => op(recordStepOutcome, again))).toThrow()
+    await expect(writeOnPostgres(stores.pg, () => op(recordStepOutcome, again))).rejects.toThrow()
+    await stores.both(() => op(parkRun, runId, 'A', 3, now + 60_000))
+    await bothAnswer(() => op(nextRunAvailableAt), now + 60_000)
+  })
+
+  test('deleteLogBatch: the oldest entries before the cutoff, in batches, record rows with them; the count answered', async () => {
+    const { sqlite } = stores.sqlite.store
+    const environmentId = base.environmentId
+    // Activity entries at times 1..7 ms (µs values), each with a record row; the apply's admin entries stay.
+    for (let i = 1; i <= 7; i++) {
+      const at = i * 1000
+      const values = [environmentId, 'read', 'read', 'seen', base.userId, at]
+      sqlite.prepare("INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)").run(...values)
+      const { id } = sqlite.prepare('SELECT max(id) AS id FROM activity_logs').get() as { id: number }
+      sqlite.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)').run(id, environmentId, `ord_${i}`)
+      const [row] = (await stores.pg.sql.unsafe(
+        'INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES ($1, $2, $3, $4, $5, false, $6) RETURNING id::float8 AS id',
+        values,
+      )) as { id: number }[]
+      expect(row!.id).toBe(id)
+      await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [id, environmentId, `ord_${i}`])
+    }
+    const cutoff = 6000 as Micros // entries 1..5 are older
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 3)
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 2)
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 0)
+    // The apply's own entries (its record imports) are far newer than the cutoff and stay, on both.
+    const left = [
+      sqlite.prepare("SELECT l.created_at, r.record_id FROM activity_logs l JOIN activity_log_records r ON r.log_id = l.id WHERE l.label = 'seen' ORDER BY l.id").all(),
+      [...(await stores.pg.sql`SELECT l.created_at::float8 AS created_at, r.record_id FROM activity_logs l JOIN activity_log_records r ON r.log_id = l.id WHERE l.label = 'seen' ORDER BY l.id`)],
+    ]
+    expect(left[1]).toEqual(left[0]!)
+    expect(left[1]).toEqual([
+      { created_at: 6000, record_id: 'ord_6' },
+      { created_at: 7000, record_id: 'ord_7' },
+    ])
+    // Admin logs: the apply's entries are far newer than the cutoff (none go); a cutoff past them takes them all.
+    const adminCount = (sqlite.prepare('SELECT count(*) AS n FROM admin_logs').get() as { n: number }).n
+    expect(adminCount).toBeGreaterThan(0)
+    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', cutoff, 100), 0)
+    const future = ((now + 86_400_000) * 1000) as Micros
+    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', future, 100_000), adminCount)
+    const activityCount = (sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
+    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', future, 100_000), activityCount)
+    expect([...(await stores.pg.sql`SELECT count(*)::float8 AS n FROM activity_log_records`)]).toEqual([{ n: 0 }])
+  })
+
+  test('30 concurrent starts on one record (a pool of 10): exactly one run queued, the other 29 name it', async () => {
+    const ids = Array.from({ length: 30 }, () => randomUUIDv7())
+    const answers = await Promise.all(ids.map((id) => writeOnPostgres(stores.pg, () => op(insertRun, run(id, 'contested')))))
+    const inserted = answers.filter((a) => a.inserted)
+    expect(inserted).toHaveLength(1)
+    const winner = (inserted[0] as { id: string }).id
+    expect(answers.filter((a) => !a.inserted)).toEqual(Array.from({ length: 29 }, () => ({ inserted: false, activeRunId: winner })))
+    expect([...(await stores.pg.sql`SELECT id FROM runs WHERE record_id = 'contested'`)]).toEqual([{ id: winner }])
+  })
+
+  test('50 concurrent starts on distinct records over two environments, ids committed out of order: createdAt strictly increasing in id order, paging exact', async () => {
+    const staging = stores.sqlite.store.sqlite
+      .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Start dunning'")
+      .get() as { id: number; v: number; e: number }
+    const stagingBase = { ...base, workflowId: staging.id, workflowVersionId: staging.v, environmentId: staging.e }
+    // Ids made first, in order, then started in reverse: as instances whose ids were made before each other's commits.
+    const ids = Array.from({ length: 50 }, () => randomUUIDv7())
+    const starts = ids.map((id, i) => ({ ...(i % 2 === 0 ? base : stagingBase), id, recordId: `burst_${i}`, createdAt: now + 1 }))
+    const clockBefore = Date.now()
+    const answers = await Promise.all(starts.reverse().map((start) => writeOnPostgres(stores.pg, () => op(insertRun, start))))
+    expect(answers.every((a) => a.inserted)).toBe(true)
+    const stored = answers.map((a) => (a as { id: string }).id)
+    expect(new Set(stored).size).toBe(50)
+    // Some runs lost the race to a greater id and were stored under a later one; each answer names the id stored.
+    const moved = starts.filter((start, i) => stored[i] !== start.id)
+    expect(moved.length).toBeGreaterThan(0)
+    for (const [i, start] of starts.entries()) {
+      const [row] = (await stores.pg.sql`SELECT record_id FROM runs WHERE id = ${stored[i]!}`) as { record_id: string }[]
+      expect(row?.record_id).toBe(start.recordId)
+    }
+    for (const environmentId of [base.environmentId, stagingBase.environmentId]) {
+      const listed = (await stores.pg.sql`SELECT id, created_at::float8 AS created_at FROM runs WHERE environment_id = ${environmentId} ORDER BY id`) as {
+        id: string
+        created_at: number
+      }[]
+      for (let i = 1; i < listed.length; i++) expect(listed[i]!.created_at).toBeGreaterThan(listed[i - 1]!.created_at)
+      // Never ahead of the clock by more than a microsecond per run of the burst.
+      expect(listed.at(-1)!.created_at).toBeLessThanOrEqual(Math.max(now + 1, clockBefore) * 1000 + 50)
+      // The runs list's own walk (src/db/runs.ts: newest id first, the next page below the last createdAt), pages of 7.
+      const walked: string[] = []
+      let before = Number.MAX_SAFE_INTEGER
+      for (;;) {
+        const page = (await stores.pg.sql`SELECT id, created_at::float8 AS created_at FROM runs WHERE environment_id = ${environmentId} AND created_at < ${before} ORDER BY id DESC LIMIT 7`) as {
+          id: string
+          created_at: number
+        }[]
+        if (page.length === 0) break
+        walked.push(...page.map((r) => r.id))
+        before = page.at(-1)!.created_at
+      }
+      expect(walked).toEqual(listed.map((r) => r.id).reverse())
+    }
+  })
+
+  test('idAfter: a UUIDv7 above the given one, in its millisecond or the next', () => {
+    for (let i = 0; i < 200; i++) {
+      const id = randomUUIDv7()
+      const after = idAfter(id)
+      expect(after > id).toBe(true)
+      expect(after).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      const ms = (u: string) => Number.parseInt(u.slice(0, 8) + u.slice(9, 13), 16)
+      expect(ms(after) - ms(id)).toBeLessThanOrEqual(1)
+    }
+  })
+})
