@@ -379,10 +379,9 @@ export class Executor {
       } catch (error) {
         // Only an http step's call fails here, and it is alone in its group.
         if (error instanceof LeaseLostError) throw error
-        if (!(error instanceof StepFailure)) {
-          if (ctx.signal.aborted) return 'stop'
-          throw error
-        }
+        // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
+        if (ctx.signal.aborted) return 'stop'
+        if (!(error instanceof StepFailure)) throw error
         await this.persist(() => this.failIn(ctx, step, index, startedAt, error))
         return 'stop'
       }
