@@ -1,0 +1,205 @@
+/**
+ * Issue 18 "Done when": three real `trellis serve` processes on one PostgreSQL behave as one Trellis — clients spread
+ * over them get the same answers, one active run per record, one rate budget, a revocation seen by all at once, and
+ * nothing lost or doubled when one instance is killed with SIGKILL mid-run.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { bearer, runCli, type ServeProcess, startServe, tempDir, until } from './helpers.ts'
+import { acmeDocument, acmeProject, hookPath } from './support/acme.ts'
+import { postgresOrSkip } from './support/both-stores.ts'
+import { freshDatabase } from './support/postgres-cluster.ts'
+
+// ── A remote the `http` step calls: the first call of each run hangs until its caller dies or gives up ─────────
+const hits: { runId: string | null; path: string }[] = []
+const remote = Bun.serve({
+  hostname: '127.0.0.1',
+  port: 0,
+  async fetch(req) {
+    const path = new URL(req.url).pathname
+    const runId = req.headers.get('x-trellis-run-id')
+    hits.push({ runId, path })
+    if (path === '/hang' && hits.filter((h) => h.runId === runId && h.path === path).length === 1) {
+      await Promise.race([Bun.sleep(20_000), new Promise((resolve) => req.signal.addEventListener('abort', resolve))])
+    }
+    return Response.json({ ok: true })
+  },
+})
+afterAll(() => remote.stop(true))
+
+const SECRET = 'scale-out-secret-scale-out-secret-0123456789'
+const CRASH_RUNS = 8
+
+function workflow(name: string, ratePerMinute: number, steps: Record<string, unknown>[]) {
+  return { name, environment: 'production', team: 'Support', collection: 'orders', webhook: { enabled: true, ratePerMinute }, steps }
+}
+
+describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL behave as one Trellis', () => {
+  const cleanups: (() => void)[] = []
+  const instances: ServeProcess[] = []
+  let sql: SQL
+  let env: Record<string, string>
+  const hooks: Record<string, string> = {}
+  let trigger: string
+  let admin: string
+  const owners = new Map<string, ServeProcess>()
+
+  const post = (instance: ServeProcess, hook: string, recordId: string, token = trigger) =>
+    fetch(`${instance.url}${hook}`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ record_id: recordId }) })
+
+  async function cli(args: string[]): Promise<string> {
+    const result = await runCli([...args, '--data', dataDir()], { env })
+    if (result.code !== 0) throw new Error(`trellis ${args.join(' ')}: ${result.stderr}`)
+    return result.stdout
+  }
+  let dataDirs: string[] = []
+  const dataDir = () => dataDirs[0]!
+
+  beforeAll(async () => {
+    const url = await freshDatabase()
+    sql = new SQL({ url, max: 2 })
+    dataDirs = [0, 1, 2].map(() => {
+      const dir = tempDir('trellis-scale-')
+      cleanups.push(dir.cleanup)
+      return dir.path
+    })
+    env = {
+      TRELLIS_DATABASE_URL: url,
+      TRELLIS_SECRET: SECRET,
+      TRELLIS_BASE_URL: 'http://trellis.test',
+      TRELLIS_LOG_LEVEL: 'info',
+      TRELLIS_HTTP_ALLOW: '127.0.0.1',
+      TRELLIS_EXECUTOR_LEASE_SECONDS: '1',
+      TRELLIS_API_RATE_PER_MIN: '100000',
+      TRELLIS_API_RATE_PER_HOUR: '1000000',
+      TRELLIS_API_RATE_PER_DAY: '10000000',
+    }
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(
+      workflow('Hold', 100_000, [{ type: 'wait', name: 'hold', seconds: 600 }]),
+      workflow('Budget', 60, [{ type: 'update', name: 'mark', set: { budget: 'seen' } }]),
+      workflow('Crashy', 100_000, [
+        { type: 'load' },
+        { type: 'update', name: 'first', set: { trail: '{{record.trail}}1' } },
+        { type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/hang`, body: { order: '{{record.id}}' }, retries: 1, timeoutSeconds: 4 },
+        { type: 'update', name: 'second', set: { trail: '{{record.trail}}2' } },
+        { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
+      ]),
+    )
+    const records = acmeProject(document).records!
+    for (let i = 1; i <= CRASH_RUNS; i++) records.push({ environment: 'production', collection: 'orders', id: `crash_${i}`, data: { trail: '' } })
+    const file = join(dataDir(), 'acme.json')
+    writeFileSync(file, JSON.stringify(document))
+    const report = JSON.parse(await cli(['apply', '-f', file, '--json'])) as { workflows: { name: string; webhook: { url: string | null } }[] }
+    for (const w of report.workflows) if (w.webhook.url) hooks[w.name] = hookPath(w.webhook.url)
+    trigger = (await cli(['token', 'create', '--user', 'bob@example.com', '--project', 'Acme', '--name', 'erp', '--scopes', 'workflows:trigger'])).trim()
+    admin = (await cli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'admin', '--scopes', 'all'])).trim()
+    for (const dir of dataDirs) {
+      const instance = await startServe({ dataDir: dir, cwd: dir, env, timeoutMs: 20_000 })
+      cleanups.push(() => void instance.stop('SIGKILL'))
+      instances.push(instance)
+      const started = await instance.waitForOutput('executor started', 10_000)
+      const owner = /"owner":"([^"]+)"/.exec(started)?.[1]
+      if (!owner) throw new Error(`instance ${instance.url} logged no executor owner:\n${instance.stdout()}\n${instance.stderr()}`)
+      owners.set(owner, instance)
+    }
+  }, 90_000)
+
+  afterAll(async () => {
+    await Promise.all(instances.map((instance) => instance.stop('SIGTERM')))
+    await sql?.close()
+    for (const cleanup of cleanups) cleanup()
+  })
+
+  test('every instance answers alike (the same notes page through each)', async () => {
+    const pages = await Promise.all(
+      instances.map(async (instance) => {
+        const response = await fetch(`${instance.url}/v1/project/Acme/environment/production/notes?limit=50`, { headers: bearer(admin) })
+        return { status: response.status, body: await response.text() }
+      }),
+    )
+    expect(pages[0]!.status).toBe(200)
+    expect(pages[1]).toEqual(pages[0]!)
+    expect(pages[2]).toEqual(pages[0]!)
+  })
+
+  test('500 concurrent triggers on one record spread over the three: exactly one 202, 499 × 409 naming that run', async () => {
+    const responses = await Promise.all(Array.from({ length: 500 }, (_, i) => post(instances[i % 3]!, hooks.Hold!, 'ord_1001')))
+    const bodies = await Promise.all(responses.map(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> })))
+    const accepted = bodies.filter((b) => b.status === 202)
+    expect(accepted).toHaveLength(1)
+    const runId = accepted[0]!.body.runId as string
+    const refused = bodies.filter((b) => b.status === 409)
+    expect(refused).toHaveLength(499)
+    for (const { body } of refused) expect(JSON.stringify(body)).toContain(runId)
+    const active = (await sql`SELECT count(*)::int AS n FROM runs WHERE record_id = 'ord_1001' AND status IN ('queued', 'running', 'waiting')`) as { n: number }[]
+    expect(active[0]!.n).toBe(1)
+  }, 60_000)
+
+  test('the per-webhook rate is one budget: 90 calls over the three instances, exactly 60 accepted', async () => {
+    const responses = await Promise.all(Array.from({ length: 90 }, (_, i) => post(instances[i % 3]!, hooks.Budget!, `budget_${i}`)))
+    const statuses = responses.map((r) => r.status)
+    expect(statuses.filter((s) => s === 202)).toHaveLength(60)
+    expect(statuses.filter((s) => s === 429)).toHaveLength(30)
+  }, 60_000)
+
+  test('a token revoked through one instance is refused by the other two on their next request', async () => {
+    // The public notes API answers project admins' tokens (DESIGN §6): alice's.
+    const reader = (await cli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'reader', '--scopes', 'notes:read'])).trim()
+    const notes = (instance: ServeProcess) => fetch(`${instance.url}/v1/project/Acme/environment/production/notes`, { headers: bearer(reader) })
+    for (const instance of instances) expect((await notes(instance)).status).toBe(200)
+    const list = (await (await fetch(`${instances[0]!.url}/v1/project/Acme/api-tokens`, { headers: bearer(admin) })).json()) as { data: { id: number; name: string }[] }
+    const id = list.data.find((t) => t.name === 'reader')!.id
+    expect((await fetch(`${instances[0]!.url}/v1/project/Acme/api-tokens/${id}`, { method: 'DELETE', headers: bearer(admin) })).status).toBe(204)
+    expect((await notes(instances[1]!)).status).toBe(401)
+    expect((await notes(instances[2]!)).status).toBe(401)
+    expect((await notes(instances[0]!)).status).toBe(401)
+  }, 30_000)
+
+  test('kill -9 of an instance mid-run: the others finish its runs, each data step applied exactly once', async () => {
+    const runIds: string[] = []
+    for (let i = 1; i <= CRASH_RUNS; i++) {
+      const response = await post(instances[i % 3]!, hooks.Crashy!, `crash_${i}`)
+      expect(response.status).toBe(202)
+      runIds.push(((await response.json()) as { runId: string }).runId)
+    }
+    // Every run is inside its http step (first call hanging): find an instance holding some of them, and kill it.
+    await until('every run to reach its http call', () => runIds.every((id) => hits.some((h) => h.runId === id && h.path === '/hang')), 20_000, 20)
+    const held = (await sql`SELECT id, lease_owner FROM runs WHERE id IN ${sql(runIds)} AND status = 'running'`) as { id: string; lease_owner: string }[]
+    const victimOwner = held.map((r) => r.lease_owner).find((owner) => owners.has(owner))
+    expect(victimOwner).toBeDefined()
+    const victim = owners.get(victimOwner!)!
+    const victimRuns = held.filter((r) => r.lease_owner === victimOwner).map((r) => r.id)
+    expect(victimRuns.length).toBeGreaterThan(0)
+    expect(await victim.stop('SIGKILL')).not.toBe(0)
+    instances.splice(instances.indexOf(victim), 1)
+
+    await until(
+      'every run to finish',
+      async () => {
+        const rows = (await sql`SELECT status FROM runs WHERE id IN ${sql(runIds)}`) as { status: string }[]
+        return rows.every((r) => r.status === 'succeeded' || r.status === 'failed')
+      },
+      30_000,
+      100,
+    )
+    const runs = (await sql`SELECT id, status, lease_owner FROM runs WHERE id IN ${sql(runIds)}`) as { id: string; status: string; lease_owner: string | null }[]
+    expect(runs.map((r) => r.status)).toEqual(runIds.map(() => 'succeeded'))
+    const steps = (await sql`SELECT run_id, name, count(*)::int AS n FROM run_steps WHERE run_id IN ${sql(runIds)} GROUP BY run_id, name`) as { n: number }[]
+    expect(steps).toHaveLength(CRASH_RUNS * 5)
+    expect(steps.every((s) => s.n === 1)).toBe(true)
+    for (let i = 1; i <= CRASH_RUNS; i++) {
+      const [record] = (await sql`SELECT data FROM records WHERE record_key = ${`crash_${i}`}`) as { data: string }[]
+      // Each update once: '1' then '2', never '11' or '122'.
+      expect(JSON.parse(record!.data)).toMatchObject({ trail: '12' })
+    }
+    const notes = (await sql`SELECT count(*)::int AS n FROM notes WHERE title = 'Crash-safe'`) as { n: number }[]
+    expect(notes[0]!.n).toBe(CRASH_RUNS)
+    const updates = (await sql`SELECT count(*)::int AS n FROM activity_logs WHERE action = 'update' AND run_id IN ${sql(runIds)}`) as { n: number }[]
+    expect(updates[0]!.n).toBe(CRASH_RUNS * 2)
+    // The victim's runs were taken over by a surviving instance (their http call made again: at-least-once).
+    for (const id of victimRuns) expect(hits.filter((h) => h.runId === id && h.path === '/hang').length).toBeGreaterThanOrEqual(2)
+  }, 60_000)
+})
