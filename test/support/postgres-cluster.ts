@@ -50,13 +50,27 @@ export function startCluster(options: { fsync?: boolean } = {}): Cluster {
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
   run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c fsync=${fsync}`, 'start'])
+  outliveNot(process.pid, data, dir.path)
+  let stopped = false
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     stop: () => {
+      if (stopped) return
+      stopped = true
       run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
       dir.cleanup()
     },
   }
+}
+
+/**
+ * A watchdog that stops the cluster and removes its directory once `owner` is gone, however it ended (bun test does
+ * not run exit handlers; a test run may be killed): a throw-away cluster never outlives the process that started it.
+ */
+function outliveNot(owner: number, data: string, dir: string): void {
+  const script = `while kill -0 ${owner} 2>/dev/null; do sleep 1; done; ${asPostgres([pgCtl!, '-D', data, '-m', 'immediate', 'stop']).join(' ')} >/dev/null 2>&1; rm -rf '${dir}'`
+  const watchdog = Bun.spawn(['sh', '-c', script], { stdin: 'ignore', stdout: 'ignore', stderr: 'ignore' })
+  watchdog.unref()
 }
 
 let shared: Cluster | undefined
