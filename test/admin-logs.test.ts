@@ -9,13 +9,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, request, runCli, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, bearer, request, runCli, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -65,8 +65,8 @@ afterAll(reportValidations)
 describe('admin log: every administrative act is exactly one entry', () => {
   let fx: Fx
   const secrets: string[] = []
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
     // The CLI commands below run in their own process on the real clock: keep the test clock ahead of it, so that
     // entries written here carry the test clock's time (an entry never takes a time before the latest one).
     fx.env.clock.set(Math.max(fx.env.clock.now(), Date.now()) + 86_400_000)
@@ -133,13 +133,13 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('re-applying the same file writes no admin entry', async () => {
-    await expectAdmin(() => applyAcme({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl }, acmeWithGlobex()), 0)
+    await expectAdmin(async () => await applyAcme({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl }, acmeWithGlobex()), 0)
   })
 
   test('apply: an environment and a team created, a team member added → one entry each', async () => {
     const entries = await expectAdmin(
-      () =>
-        applyDocumentNow(
+      async () =>
+        await applyNow(
           { projects: [{ name: 'Acme', environments: ['qa'], teams: [{ name: 'Audit' }, { name: 'Support', members: ['dave@example.com'] }] }] },
           { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl },
         ),
@@ -158,7 +158,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('member added through the CLI → add user-project, initiator administrator, no user', async () => {
-    applyDocumentNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
+    await applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
     const [entry] = await expectAdmin(async () => {
       const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
       expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
@@ -176,8 +176,8 @@ describe('admin log: every administrative act is exactly one entry', () => {
 
   test('role changed by an admin → update user-project with previous and new permission level, user the admin; unchanged → nothing', async () => {
     const erin = userObject(fx.env, 'erin')
-    const set = (role: 'developer') =>
-      commitNow(fx.env.store, function* () {
+    const set = async (role: 'developer') =>
+      await writeNow(fx.env.store, function* () {
         return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id })
       },
       )
@@ -227,7 +227,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('an admin revokes another user’s token (project API access settings) → remove api-token, user the admin', async () => {
-    const bobs = tokenFor(fx.env.store, fx.env.clock, 'bob', ['notes:read'], { name: 'bob-erp' })
+    const bobs = await tokenFor(fx.env.store, fx.env.clock, 'bob', ['notes:read'], { name: 'bob-erp' })
     secrets.push(bobs.value, bobs.token.tokenHash)
     const [remove] = await expectAdmin(async () => {
       expect((await manage('DELETE', `/v1/project/Acme/api-tokens/${bobs.token.id}`)).status).toBe(204)
@@ -316,7 +316,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
         const cli = await runCli(['user', 'enable', '--email', 'bob@example.com', '--data', fx.env.dataDir])
         expect(cli.code).toBe(0)
       } else {
-        expect(commitNow(fx.env.store, function* () {
+        expect(await writeNow(fx.env.store, function* () {
           return yield* setUserDeactivated(fx.env.clock, bob.id, deactivate, actorId)
         })).toBe(true)
       }
@@ -343,12 +343,12 @@ describe('admin log: every administrative act is exactly one entry', () => {
     }
     // dave is only in Acme: one entry.
     const before = maxId(fx.env, 'admin_logs')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
     })
     expect(rowsAfter(fx.env, 'admin_logs', before).map((r) => r.resource)).toEqual(['user'])
     // Already deactivated: nothing.
-    expect(commitNow(fx.env.store, function* () {
+    expect(await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
     })).toBe(false)
     expect(maxId(fx.env, 'admin_logs')).toBe(before + 1)
@@ -378,14 +378,14 @@ describe('admin log: every administrative act is exactly one entry', () => {
 
 describe('a failed transaction writes no log entry', () => {
   let fx: Fx
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
   const logTables = ['activity_logs', 'activity_log_records', 'admin_logs']
 
-  test('an apply file with an error at its very end changes nothing (no admin entry for the valid parts before it)', () => {
+  test('an apply file with an error at its very end changes nothing (no admin entry for the valid parts before it)', async () => {
     const before = tableContents(fx.env.store)
     const document = {
       users: [{ email: 'zed@example.com', username: 'zed' }],
@@ -401,7 +401,7 @@ describe('a failed transaction writes no log entry', () => {
         },
       ],
     }
-    expect(() => applyDocumentNow(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).toThrow(ApplyError)
+    await expect(applyNow(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).rejects.toThrow(ApplyError)
     expect(tableContents(fx.env.store)).toEqual(before)
   })
 
@@ -424,8 +424,8 @@ describe('a failed transaction writes no log entry', () => {
     const before = tableContents(fx.env.store)
     const acme = projectId(fx.env.store, 'Acme')
     const production = (fx.env.store.sqlite.prepare("SELECT id FROM environments WHERE project_id = ? AND name = 'production'").get(acme) as { id: number }).id
-    expect(() =>
-      commitNow(fx.env.store, function* () {
+    expect(async () =>
+      await writeNow(fx.env.store, function* () {
         yield* appendActivityLog(fx.env.clock, { environmentId: production, type: 'write', action: 'update', userId: fx.users.alice.id, teamId: null, collectionId: null, recordIds: ['r1', 'r2'] })
         yield* appendAdminLog(fx.env.clock, { projectId: acme, type: 'update', resource: 'team', actorId: fx.users.alice.id, newValue: { name: 'x' } })
         throw new Error('boom')
@@ -582,22 +582,22 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
   })
 
   test('a deactivated user’s token → 403; reactivated → 200; demoted → 403 at once', async () => {
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, true, null)
     })
-    const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['all']).value
+    const carol = (await tokenFor(fx.env.store, fx.env.clock, 'carol', ['all'])).value
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'user_deactivated')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, false, null)
     })
     expect((await listAdmin(fx, {}, { token: carol })).status).toBe(200)
     // Roles are read at request time: demoting carol cuts her token off at once.
     const acme = projectId(fx.env.store, 'Acme')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'editor', actorId: null })
     })
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'insufficient_role')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'admin', actorId: null })
     })
   })
@@ -630,12 +630,12 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
     const env = testEnv()
     try {
       const teams = Array.from({ length: 130 }, (_, i) => ({ name: `t${i}` }))
-      applyDocumentNow(
+      await applyNow(
         { users: [{ email: 'a@example.com', username: 'a' }], projects: [{ name: 'P', environments: ['production'], members: [{ user: 'a@example.com', role: 'admin' }], teams }] },
         { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl },
       )
       const app = testApp(env)
-      const token = tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' }).value
+      const token = (await tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' })).value
       const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: bearer(token) }), 'admin')
       // Project P's entries (the instance-wide ones — the user apply created — belong to no project's log).
       const count = (where: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`).get() as { n: number }).n
@@ -657,8 +657,8 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
   let fx: Fx
   const DAY = 86_400_000
   let T0 = 0
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
     T0 = fx.env.clock.now()
   })
   afterAll(() => fx.env.cleanup())
@@ -678,10 +678,10 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     // One millisecond before the future cutoff, and exactly at it.
     env.clock.set(T0 + 3 * DAY - 1)
     expect((await note('just before')).status).toBe(201)
-    tokenFor(env.store, env.clock, 'carol', ['notes:read'])
+    await tokenFor(env.store, env.clock, 'carol', ['notes:read'])
     env.clock.set(T0 + 3 * DAY)
     expect((await note('at cutoff')).status).toBe(201)
-    tokenFor(env.store, env.clock, 'carol', ['notes:read'], { name: 'kept' })
+    await tokenFor(env.store, env.clock, 'carol', ['notes:read'], { name: 'kept' })
     env.clock.set(T0 + 10 * DAY)
     expect((await note('new')).status).toBe(201)
 

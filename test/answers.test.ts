@@ -33,12 +33,12 @@ const RUNS = '/v1/project/Acme/environment/production/workflow-runs'
 
 beforeAll(async () => {
   const document = acmeWithGlobex()
-  fx = buildFx({
+  fx = await buildFx({
     document,
     executor: (env) => new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 }),
   })
   const { app, env } = fx
-  cookie = `trellis_session=${runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false)).id}`
+  cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false))).id}`
   const send = async (path: string, init: RequestInit & { json?: unknown } = {}) => {
     const response = await app.handle(request(path, { ...init, headers: { ...bearer(fx.alice), ...(init.headers as Record<string, string>) } }))
     expect(response.status).toBeLessThan(300)

@@ -30,7 +30,7 @@ let auditor = ''
 
 const ODD_IDS = ['ünï|42', 'a/b c?d#e', "x' OR 1=1 --", '<script>alert(1)</script>']
 
-beforeAll(() => {
+beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
   const acme = acmeProject(document)
@@ -40,12 +40,12 @@ beforeAll(() => {
   acme.collections!.push({ name: 'secrets', permissions: { Support: { read: false }, Billing: { read: false }, Outsiders: { read: true } } })
   for (const id of ODD_IDS) acme.records!.push({ environment: 'production', collection: 'customers', id, data: { name: id, html: '<img src=x onerror=alert(1)>' } })
   document.projects.push({ name: 'Globex', environments: ['production'], teams: [{ name: 'Ops' }], members: [{ user: 'dave@example.com', role: 'admin' }] })
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'carol', 'dave', 'erin']) {
-    cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+    cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
   }
-  auditor = tokenFor(env.store, env.clock, 'carol', ['activity_logs:read']).value
+  auditor = (await tokenFor(env.store, env.clock, 'carol', ['activity_logs:read'])).value
 })
 afterAll(() => env.cleanup())
 
@@ -302,7 +302,7 @@ describe('changes with the session come only from Trellis pages', () => {
   })
 
   test('Bearer calls are not concerned (no cookie, no browser)', async () => {
-    const admin = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const admin = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     const response = await app.handle(request('/v1/account/tokens', { headers: { authorization: `Bearer ${admin}`, origin: 'https://evil.example' } }))
     expect(response.status).toBe(200)
   })
@@ -411,7 +411,7 @@ describe('notes from the console', () => {
     expect((await send('PATCH', `${base}/notes/abc`, 'bob', { archived: true })).status).toBe(400)
     expect((await send('PATCH', `${base}/notes/1`, 'bob', {})).status).toBe(400)
     expect((await errorOf(await send('POST', path, null, { title: 't', text: 'x' }))).status).toBe(401)
-    const token = tokenFor(env.store, env.clock, 'bob', ['all']).value
+    const token = (await tokenFor(env.store, env.clock, 'bob', ['all'])).value
     expect(await errorOf(await send('POST', path, null, { title: 't', text: 'x' }, bearer(token)))).toMatchObject({ status: 403, code: 'session_required' })
     expect(await errorOf(await send('POST', path, 'bob', { title: 't', text: 'x' }, { origin: 'https://evil.example' }))).toMatchObject({ status: 403, code: 'cross_origin' })
     expect(maxActivityId()).toBe(before)

@@ -229,14 +229,14 @@ describe('executor (in-process, real clock)', () => {
   beforeAll(async () => {
     // The operator opens the local test server; everything else stays refused.
     env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
     for (const workflow of report.workflows) if (workflow.webhook.url) hooks[workflow.name] = hookPath(workflow.webhook.url)
     startExecutor()
-    tokens.bob = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
-    tokens.alice = tokenFor(env.store, systemClock, 'alice', ['all']).value
-    tokens.carol = tokenFor(env.store, systemClock, 'carol', ['all']).value
-    tokens.dave = tokenFor(env.store, systemClock, 'dave', ['workflows:trigger']).value
-    tokens.daveRead = tokenFor(env.store, systemClock, 'dave', ['notes:read']).value
+    tokens.bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    tokens.alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    tokens.carol = (await tokenFor(env.store, systemClock, 'carol', ['all'])).value
+    tokens.dave = (await tokenFor(env.store, systemClock, 'dave', ['workflows:trigger'])).value
+    tokens.daveRead = (await tokenFor(env.store, systemClock, 'dave', ['notes:read'])).value
     // A console session for alice, and the `Hold` workflow published with it.
     const login = await app.handle(request('/auth/login', { method: 'POST', json: { email: 'alice@example.com', password: 'alice-demo-pass-2026' } }))
     expect(login.status).toBe(200)
@@ -691,7 +691,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
   let token: string
   let hooks: Record<string, string>
 
-  beforeAll(() => {
+  beforeAll(async () => {
     env = testEnv()
     const document = acmeDocument()
     acmeProject(document).workflows!.push(
@@ -699,9 +699,9 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
         ordersWorkflow(name, [{ type: 'load' }, { type: 'http', method: 'GET', url, retries: 3, timeoutSeconds: 1 }], { webhook: { enabled: true, ratePerMinute: 1000 } }),
       ),
     )
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
-    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
     // No `outbound` given: the executor's client opens nothing.
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20 })
     app = testApp(env, { clock: systemClock, executor })
@@ -746,7 +746,7 @@ describe('leases and several executors on one database', () => {
   const executors: Executor[] = []
   const stores: ReturnType<typeof openStore>[] = []
 
-  beforeAll(() => {
+  beforeAll(async () => {
     env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     const document = acmeDocument()
     const acme = acmeProject(document)
@@ -756,9 +756,9 @@ describe('leases and several executors on one database', () => {
       ordersWorkflow('Slow call', [{ type: 'load' }, { type: 'http', method: 'GET', url: `${remoteUrl}/slow`, retries: 0 }, { type: 'update', set: { slow: 'done' } }], fast),
       ordersWorkflow('Append', [{ type: 'load' }, { type: 'update', set: { n: '{{record.n}}x' } }, { type: 'note', title: 'Appended', content: '<p>{{record.n}}</p>' }], fast),
     )
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
-    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
   })
   afterAll(async () => {
     await Promise.all(executors.map((e) => e.stop(2_000)))
@@ -840,9 +840,9 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
           { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
         ]),
       )
-      const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+      const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
       const hook = reportHook(report, 'Crashy')
-      const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
+      const token = (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value
       store.close()
 
       // The test polls the run through the API every few ms: the token's rate limit is not what this test is about.
@@ -1025,7 +1025,7 @@ describe('queue and condition step (no executor running)', () => {
   let counter = 0
   const now = Date.UTC(2026, 10, 21, 12, 0, 0)
 
-  beforeAll(() => {
+  beforeAll(async () => {
     env = testEnv()
     const document = acmeDocument()
     acmeProject(document).records!.push({
@@ -1034,7 +1034,7 @@ describe('queue and condition step (no executor running)', () => {
       id: 'cond_1',
       data: { status: 'paid', amount: 129.9, items: 3, flag: false, none: null, customer: { country: 'DE', tier: 'gold' } },
     })
-    applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     queue = new RunQueue(env.store.sqlite)
     base = refundRunBase(env.store)
   })
@@ -1203,7 +1203,7 @@ console.log(JSON.stringify(ids))
       outbound: new OutboundClient(),
     }
     const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
-    return runNow(env.store, apply({}))
+    return await runNow(env.store, apply({}))
   }
   const matches = async (ifClause: Parameters<typeof condition>[0]) => {
     const result = await condition(ifClause)

@@ -11,7 +11,7 @@ import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
 import { bearer, testApp, testEnv, runNow } from './helpers.ts'
@@ -20,7 +20,7 @@ import { createToken } from '../src/modules/tokens/service.ts'
 
 const env = testEnv()
 afterAll(() => env.cleanup())
-applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
 const acme = projectId(env.store, 'Acme')
 const production = env.store.db.select().from(environments).where(eq(environments.name, 'production')).get()!
 const alice = userId(env.store, 'alice')
@@ -61,27 +61,27 @@ function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (qu
 }
 
 describe('notes', () => {
-  test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', () => {
+  test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', async () => {
     for (let i = 0; i < 60; i++) {
       if (i % 4 === 0) env.clock.advance(5) // otherwise the clock stands still: +1 µs per note
-      commitNow(env.store, function* () {
+      await writeNow(env.store, function* () {
             return yield* createNote(env.clock, { environmentId: production.id, teamId: 1, collectionId: 1, recordId: `r${i % 5}`, title: `n${i}`, content: '<p>x</p>' }, { userId: alice, tokenId: null })
           },
       )
     }
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(true)
-    const checked = checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    const checked = checkEveryBoundary(noteRows(), async (query, limit) => await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
     expect(checked).toBeGreaterThan(1000)
     // combined with another filter and two bounds
     const rows = noteRows()
     const mid = rows[30]!.createdAt
     const expected = rows.filter((r) => r.createdAt < mid && r.createdAt >= rows[10]!.createdAt).map((r) => r.id).sort((a, b) => b - a)
-    expect((runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': toIsoMicros(mid as Micros), 'createdAt.gte': toIsoMicros(rows[10]!.createdAt as Micros) }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
+    expect((await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': toIsoMicros(mid as Micros), 'createdAt.gte': toIsoMicros(rows[10]!.createdAt as Micros) }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
   })
 
-  test('an import of an older note switches the environment to the exact slow path', () => {
+  test('an import of an older note switches the environment to the exact slow path', async () => {
     const old = microsFromMillis(Date.UTC(2020, 0, 1))
-    commitNow(env.store, function* () {
+    await writeNow(env.store, function* () {
               yield* recordImportedNoteTime(production.id, old)
               // An imported note, as apply writes it: a given time older than every other note, and the highest id.
               env.store.sqlite
@@ -89,15 +89,15 @@ describe('notes', () => {
                 .run(production.id, alice, old, old)
             })
     expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(false)
-    checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    checkEveryBoundary(noteRows(), async (query, limit) => await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
   })
 })
 
 describe('activity logs', () => {
-  test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', () => {
+  test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', async () => {
     for (let i = 0; i < 40; i++) {
       if (i % 5 === 0) env.clock.advance(3)
-      commitNow(env.store, function* () {
+      await writeNow(env.store, function* () {
             return yield* appendActivityLog(env.clock, { environmentId: production.id, type: 'write', action: 'update', userId: alice, teamId: 1, collectionId: 1, recordIds: ['x'] })
           },
       )
@@ -105,7 +105,7 @@ describe('activity logs', () => {
     const rows = env.store.sqlite
       .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
       .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
+    checkEveryBoundary(rows, async (query, limit) => await runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
 })
@@ -115,16 +115,16 @@ describe('activity logs', () => {
  * through the real write path and the real clock; then the API's own paging recipe (`createdAt.lt` = the last
  * item's `createdAt`, as rendered) over the whole list.
  */
-describe('a burst in one environment (real clock)', () => {
+describe('a burst in one environment (real clock)', async () => {
   const burst = testEnv({ TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' })
   afterAll(() => burst.cleanup())
   const document = acmeDocument()
   acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
-  applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
+  await applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
   const app = testApp(burst, { clock: systemClock })
-  const token = commitNow(burst.store, function* () {
+  const token = (await writeNow(burst.store, function* () {
     return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
-  }).value
+  })).value
   const environmentId = burst.store.db.select().from(environments).where(eq(environments.name, 'burst')).get()!.id
   const author = userId(burst.store, 'alice')
 
@@ -176,7 +176,7 @@ describe('a burst in one environment (real clock)', () => {
     const started = performance.now()
     for (let done = 0; done < ENTRIES; done += PER_COMMIT) {
       const before = Date.now() * 1000
-      const ids = commitNow(burst.store, function* () {
+      const ids = await writeNow(burst.store, function* () {
         const ids: number[] = []
         for (let i = 0; i < PER_COMMIT; i++) {
           ids.push(yield* appendActivityLog(systemClock, { environmentId, type: 'write', action: 'update', userId: author, teamId: 1, collectionId: 1, recordIds: [`r${done + i}`] }))
@@ -205,7 +205,7 @@ describe('a burst in one environment (real clock)', () => {
     const written: Written[] = []
     for (let done = 0; done < NOTES; done += 50) {
       const before = Date.now() * 1000
-      const ids = commitNow(burst.store, function* () {
+      const ids = await writeNow(burst.store, function* () {
         const ids: number[] = []
         for (let i = 0; i < 50; i++) {
           const note = yield* createNote(systemClock, { environmentId, teamId: 1, collectionId: 1, recordId: `r${done + i}`, title: `n${done + i}`, content: '<p>x</p>' }, { userId: author, tokenId: null })

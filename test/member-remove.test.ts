@@ -18,8 +18,8 @@ test('member remove: memberships gone, one remove entry with the previous value,
   const bob = store.sqlite.prepare("SELECT id FROM users WHERE email = 'bob@example.com'").get() as { id: number }
   const carol = store.sqlite.prepare("SELECT id FROM users WHERE email = 'carol@example.com'").get() as { id: number }
   store.sqlite.prepare("UPDATE project_members SET role = 'admin' WHERE user_id = ?").run(bob.id)
-  const token = (runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
-  const adminToken = (runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
+  const token = (await runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
+  const adminToken = (await runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
   const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), cleanup: () => {} })
   const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) }))
   expect((await notes()).status).toBe(200)

@@ -14,7 +14,7 @@ import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { runCli, startServe, tempDir, testApp, sqliteTestEnv, type SqliteTestEnv, runNow } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -36,13 +36,13 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 let server: ReturnType<typeof Bun.serve>
 let base: string
 let provider: OidcProvider
-let env: TestEnv
+let env: SqliteTestEnv
 let deps: Partial<DepsInput>
 let app: ReturnType<typeof testApp>
 let hook: string
 
 /** The app the server answers with (swapped to try auto-create on, or no SSO at all). */
-function serveApp(config: TestEnv['config']) {
+function serveApp(config: SqliteTestEnv['config']) {
   app = testApp(env, { ...deps, config })
 }
 
@@ -57,7 +57,7 @@ beforeAll(async () => {
     accounts: ACCOUNTS,
     idTokenTtl: 60,
   })
-  env = testEnv({
+  env = sqliteTestEnv({
     TRELLIS_BASE_URL: base,
     TRELLIS_OIDC_ISSUER: provider.issuer,
     TRELLIS_OIDC_CLIENT_ID: 'trellis',
@@ -496,7 +496,7 @@ describe('an SSO project', () => {
   })
 
   test('a password session cannot open the project in the console (told to sign in with SSO), nor make tokens for it', async () => {
-    const password = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
+    const password = `trellis_session=${(await runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = await fetch(`${base}/p/Acme`, { headers: { cookie: password } })
     expect(page.status).toBe(403)
     const text = await page.text()

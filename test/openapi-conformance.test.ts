@@ -37,9 +37,9 @@ beforeAll(async () => {
   env = testEnv({ TRELLIS_API_RATE_PER_MIN: high, TRELLIS_API_RATE_PER_HOUR: high, TRELLIS_API_RATE_PER_DAY: high })
   const fixture = acmeDocument({ passwords: true })
   for (const user of fixture.users) if (user.email !== ALICE.email) delete user.password
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, fixture)
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, fixture)
   app = testApp(env)
-  bearer = `Bearer ${tokenFor(env.store, env.clock, 'alice', ['all']).value}`
+  bearer = `Bearer ${(await tokenFor(env.store, env.clock, 'alice', ['all'])).value}`
   doc = (await (await app.handle(request('/openapi.json'))).json()) as Json
 
   // The things the document's parameter and field names refer to, as they exist in the fixture.
@@ -69,8 +69,8 @@ beforeAll(async () => {
     recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Conformance', content: '<p>hello</p>',
   })
   known['notes/id'] = String(((await note.json()) as Json).id)
-  known['tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
-  known['api-tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
+  known['tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
+  known['api-tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
   // The instance routes answer this token 403 (instance administrators act through their session); the project
   // management routes act on dave, never on the token's own user.
   const dave = env.store.db.select().from(users).all().find((u) => u.email === 'dave@example.com')!
@@ -78,9 +78,9 @@ beforeAll(async () => {
   // The instance routes need an instance administrator's session: alice's.
   const alice = env.store.db.select().from(users).all().find((u) => u.email === ALICE.email)!
   env.store.db.update(users).set({ isInstanceAdmin: true }).where(eq(users.id, alice.id)).run()
-  instanceCookie = `${SESSION_COOKIE}=${(runNow(env.store, createSession(env.clock, alice.id, false))).id}`
+  instanceCookie = `${SESSION_COOKIE}=${(await runNow(env.store, createSession(env.clock, alice.id, false))).id}`
   // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
-  known.token = (runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
+  known.token = (await runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
 })
 afterAll(() => env.cleanup())
 

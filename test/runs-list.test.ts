@@ -11,10 +11,10 @@ afterAll(() => env.cleanup())
 
 const document = acmeDocument()
 acmeProject(document).workflows!.push(ordersWorkflow('Second', [{ type: 'load' }]))
-const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
 const app = testApp(env)
-const alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
-const bob = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
+const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+const bob = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
 
 interface RunPage {
   hasMore: boolean

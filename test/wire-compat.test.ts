@@ -20,7 +20,7 @@ import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -138,7 +138,7 @@ beforeAll(async () => {
 
   // 30 days ago: the first apply (records, notes, environments, teams, members, workflows, webhooks).
   shift = -30 * DAY
-  applyAcme(ctx(), document)
+  await applyAcme(ctx(), document)
   shift = 0
 
   // Today: a second apply changes a record, adds one with a note, a team, an environment and a workflow.
@@ -159,7 +159,7 @@ beforeAll(async () => {
     messages: [{ user: 'bob@example.com', content: '<p>imported</p>', createdAt: new Date(Date.now() - DAY).toISOString() }],
   })
   acme.workflows!.push(ordersWorkflow('Long hold', [{ type: 'load' }, { type: 'wait', seconds: 600 }], { webhook: { enabled: true, ratePerMinute: 1000 } }))
-  const report = applyAcme(ctx(), document)
+  const report = await applyAcme(ctx(), document)
 
   // Retention (7 days): the first apply's entries go, a `log-retention` entry by `system` lands in each project.
   const pruned = await pruneLogs(env.store, clock, 7)
@@ -168,10 +168,10 @@ beforeAll(async () => {
   executor = new Executor({ store: env.store, clock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
   app = testApp(env, { clock, executor })
   executor.start()
-  alice = tokenFor(env.store, clock, 'alice', ['all']).value
+  alice = (await tokenFor(env.store, clock, 'alice', ['all'])).value
   readers.Acme = alice
-  readers.Globex = tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' }).value
-  const bob = tokenFor(env.store, clock, 'bob', ['workflows:trigger'], { name: 'erp' }).value
+  readers.Globex = (await tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' })).value
+  const bob = (await tokenFor(env.store, clock, 'bob', ['workflows:trigger'], { name: 'erp' })).value
 
   // Tokens through the management API: created, then revoked.
   const created = await call('POST', '/v1/account/tokens', { name: 'reporting', projectName: 'Acme', scopes: ['notes:read'] })
@@ -228,25 +228,25 @@ beforeAll(async () => {
 
   // A role changed by an admin; a user deactivated and reactivated (one entry in each of their projects).
   const aliceId = userId(env.store, 'alice')
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setProjectMember(clock, { projectId: projectId(env.store, 'Acme'), userId: userId(env.store, 'dave'), role: 'editor', actorId: aliceId })
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'bob'), true, aliceId)
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'bob'), false, null)
       })
   // Issue 15: a project created by an instance administrator, an invitation made (instance-wide entry).
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* createProject(clock, { name: 'Initech', actorId: aliceId })
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* createInvitation(clock, { user: (yield* findUser(userId(env.store, 'dave')))!, actorId: aliceId })
       })
 
   // Console reads (audited as `read` / `index`).
-  const cookie = `trellis_session=${(runNow(env.store, createSession(clock, aliceId, false))).id}`
+  const cookie = `trellis_session=${(await runNow(env.store, createSession(clock, aliceId, false))).id}`
   for (const path of ['/p/Acme/e/production/t/Support/c/orders/r/ord_1001', '/p/Acme/e/production/t/Support/c/orders', '/p/Acme/e/production/t/Billing/c/customers']) {
     expect((await app.handle(request(path, { headers: { cookie } }))).status).toBe(200)
   }
@@ -332,7 +332,7 @@ describe('after a realistic mix, every page validates against the compatibility 
   })
 
   test('the console shows every entry, extensions included', async () => {
-    const cookie = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
+    const cookie = `trellis_session=${(await runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = async (path: string) => {
       const response = await app.handle(request(path, { headers: { cookie } }))
       expect(response.status).toBe(200)
