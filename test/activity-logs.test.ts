@@ -11,9 +11,9 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { ACTIVITY_ACTIONS } from '../src/modules/activity-logs/service.ts'
-import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
+import { ApplyError } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, request, runCli, tableContents, until } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValidWithExtensions, type ErrorObject, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -79,13 +79,9 @@ describe('activity log: records and notes written by trellis apply', () => {
       ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_001']],
       ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_002']],
       // Imports: the note's own user and team; the entry is the import (now), the note keeps its times.
-      ...fx.env.store.sqlite
-        .prepare(
-          `SELECT n.record_id, u.username, t.name AS team, c.name AS coll FROM notes n JOIN users u ON u.id = n.user_id
+      ...queryAll(fx.env.store, `SELECT n.record_id, u.username, t.name AS team, c.name AS coll FROM notes n JOIN users u ON u.id = n.user_id
            JOIN teams t ON t.id = n.team_id JOIN collections c ON c.id = n.collection_id JOIN environments e ON e.id = n.environment_id
-           WHERE e.name = 'production' ORDER BY n.id`,
-        )
-        .all()
+           WHERE e.name = 'production' ORDER BY n.id`,)
         .map((n) => {
           const row = n as { record_id: string; username: string; team: string; coll: string }
           return ['createNote', 'imported by trellis apply', row.username, row.team, row.coll, [row.record_id]]
@@ -139,16 +135,16 @@ describe('activity log: records and notes written by trellis apply', () => {
       }
       throw new Error('applied')
     }
-    expect(attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
+    expect(await attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
     await applyNow({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
-    expect(attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
+    expect(await attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
     await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, null)
     })
-    expect(attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
+    expect(await attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
     const badTeam = acmeWithGlobex()
     badTeam.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {}, team: 'Nobody' })
-    expect(attempt(undefined, badTeam)).toBe('projects[0].records[7].team: unknown team Nobody')
+    expect(await attempt(undefined, badTeam)).toBe('projects[0].records[7].team: unknown team Nobody')
     expect(snapshot()).toEqual(before)
   })
 
@@ -176,7 +172,7 @@ describe('activity log: records and notes written by trellis apply', () => {
     expect(snapshot()).toEqual(before)
   })
 
-  test('through the CLI: --as carol writes carol', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'through the CLI: --as carol writes carol', async () => {
     const before = maxId(fx.env, 'activity_logs')
     const file = `${fx.env.dataDir}/more.yaml`
     await Bun.write(file, 'projects:\n  - name: Acme\n    records:\n      - { environment: production, collection: customers, id: cus_cli, data: { a: 1 } }\n')
@@ -277,7 +273,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
     const [entry] = await expectEntries(async () => {
       expect((await write('POST', `${notesPath()}/${noteId}/messages`, { content: '<p>which token?</p>' })).status).toBe(201)
     }, ['createMessage'])
-    const stored = fx.env.store.sqlite.prepare('SELECT name, prefix FROM api_tokens WHERE prefix = ?').get(fx.alice.slice(0, 12)) as { name: string; prefix: string }
+    const stored = queryOne(fx.env.store, 'SELECT name, prefix FROM api_tokens WHERE prefix = ?', fx.alice.slice(0, 12)) as { name: string; prefix: string }
     expect(tokenOf.get(entry!)).toEqual(stored)
     const raw = (await (await fx.app.handle(request(activityPath({ limit: '1' }), { headers: bearer(fx.alice) }))).json()) as Page<ActivityLog>
     expect(raw.data[0]!.label).toBe(`${entry!.label} · token "${stored.name}" (${stored.prefix}…)`)
@@ -331,7 +327,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   let hook = ''
   let holdHook = ''
 
-  const run = (id: string) => fx.env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }
+  const run = (id: string) => queryOne(fx.env.store, 'SELECT status FROM runs WHERE id = ?', id) as { status: string }
   const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id), 8_000, 10)
   const trigger = async (path: string, token: string, recordId: string) => {
     const response = await fx.app.handle(request(path, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
@@ -746,11 +742,10 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
   // ── Append-only ──
 
   test('append-only: an UPDATE on an activity log table fails with the trigger’s message', () => {
-    const sqlite = fx.env.store.sqlite
     const before = tableContents(fx.env.store)
-    expect(() => sqlite.prepare("UPDATE activity_logs SET label = 'forged' WHERE id = (SELECT max(id) FROM activity_logs)").run()).toThrow('activity log entries are append-only')
-    expect(() => sqlite.prepare('UPDATE activity_logs SET user_id = user_id').run()).toThrow('activity log entries are append-only')
-    expect(() => sqlite.prepare("UPDATE activity_log_records SET record_id = 'forged' WHERE log_id = (SELECT max(log_id) FROM activity_log_records)").run()).toThrow(
+    expect(() => execute(fx.env.store, "UPDATE activity_logs SET label = 'forged' WHERE id = (SELECT max(id) FROM activity_logs)")).toThrow('activity log entries are append-only')
+    expect(() => execute(fx.env.store, 'UPDATE activity_logs SET user_id = user_id')).toThrow('activity log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE activity_log_records SET record_id = 'forged' WHERE log_id = (SELECT max(log_id) FROM activity_log_records)")).toThrow(
       'activity log entries are append-only',
     )
     const after = tableContents(fx.env.store)
@@ -790,7 +785,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
         noteIds.push(((await created.json()) as { id: number }).id)
       }
     }
-    const rows = fx.env.store.sqlite.prepare('SELECT id, created_at FROM activity_logs WHERE id > ? ORDER BY id').all(start) as { id: number; created_at: number }[]
+    const rows = queryAll(fx.env.store, 'SELECT id, created_at FROM activity_logs WHERE id > ? ORDER BY id', start) as { id: number; created_at: number }[]
     expect(rows).toHaveLength(TOTAL)
     // Strictly increasing in id order within the environment: no two entries share a millisecond.
     for (let k = 1; k < rows.length; k++) expect(rows[k]!.created_at).toBeGreaterThan(rows[k - 1]!.created_at)

@@ -13,9 +13,9 @@ import { writeNow } from '../src/db/write.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
-import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
+import { ApplyError } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, request, runCli, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -157,7 +157,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     ])
   })
 
-  test('member added through the CLI → add user-project, initiator administrator, no user', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'member added through the CLI → add user-project, initiator administrator, no user', async () => {
     await applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
     const [entry] = await expectAdmin(async () => {
       const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
@@ -176,12 +176,12 @@ describe('admin log: every administrative act is exactly one entry', () => {
 
   test('role changed by an admin → update user-project with previous and new permission level, user the admin; unchanged → nothing', async () => {
     const erin = userObject(fx.env, 'erin')
-    const set = async (role: 'developer') =>
-      await writeNow(fx.env.store, function* () {
+    const set = (role: 'developer') =>
+      writeNow(fx.env.store, function* () {
         return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id })
       },
       )
-    const [entry] = await expectAdmin(() => expect(set('developer')).toBe('updated'), 1)
+    const [entry] = await expectAdmin(async () => expect(await set('developer')).toBe('updated'), 1)
     expect(entry).toEqual({
       object: 'adminLog',
       id: expect.any(String),
@@ -193,7 +193,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       previousValue: { user: erin, permissionLevel: 'editor', teams: [] },
       newValue: { user: erin, permissionLevel: 'developer', teams: [] },
     })
-    await expectAdmin(() => expect(set('developer')).toBe('unchanged'), 0)
+    await expectAdmin(async () => expect(await set('developer')).toBe('unchanged'), 0)
   })
 
   test('token created and revoked through the API → api-token add / remove by alice, only the prefix in the values', async () => {
@@ -303,7 +303,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     expect(trigger).toMatchObject({ resource: 'workflow-webhook', previousValue: { name: 'Audit me: webhook disabled, default rate' }, newValue: { name: 'Audit me: webhook enabled, default rate' } })
   })
 
-  test('user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
     const bob = fx.users.bob
     for (const [deactivate, actorId, from, to] of [
       [true, fx.users.alice.id, 'active', 'deactivated'],
@@ -358,7 +358,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     expect(secrets.length).toBeGreaterThanOrEqual(8)
     const { entries } = await walk((q) => listAdmin(fx, { ...q, extensions: 'true' }))
     const text = JSON.stringify(entries)
-    const table = JSON.stringify(fx.env.store.sqlite.prepare('SELECT * FROM admin_logs').all())
+    const table = JSON.stringify(queryAll(fx.env.store, 'SELECT * FROM admin_logs'))
     for (const secret of secrets) {
       expect({ secret, inApi: text.includes(secret), inTable: table.includes(secret) }).toEqual({ secret, inApi: false, inTable: false })
     }
@@ -423,7 +423,7 @@ describe('a failed transaction writes no log entry', () => {
   test('a transaction that throws after appending rolls the entry back', () => {
     const before = tableContents(fx.env.store)
     const acme = projectId(fx.env.store, 'Acme')
-    const production = (fx.env.store.sqlite.prepare("SELECT id FROM environments WHERE project_id = ? AND name = 'production'").get(acme) as { id: number }).id
+    const production = (queryOne(fx.env.store, "SELECT id FROM environments WHERE project_id = ? AND name = 'production'", acme) as { id: number }).id
     expect(async () =>
       await writeNow(fx.env.store, function* () {
         yield* appendActivityLog(fx.env.clock, { environmentId: production, type: 'write', action: 'update', userId: fx.users.alice.id, teamId: null, collectionId: null, recordIds: ['r1', 'r2'] })
@@ -605,10 +605,9 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
   // ── Append-only ──
 
   test('append-only: an UPDATE on the admin log fails with the trigger’s message', () => {
-    const sqlite = fx.env.store.sqlite
     const before = tableContents(fx.env.store)
-    expect(() => sqlite.prepare("UPDATE admin_logs SET new_value = '{}' WHERE id = (SELECT max(id) FROM admin_logs)").run()).toThrow('admin log entries are append-only')
-    expect(() => sqlite.prepare("UPDATE admin_logs SET initiator = 'system'").run()).toThrow('admin log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE admin_logs SET new_value = '{}' WHERE id = (SELECT max(id) FROM admin_logs)")).toThrow('admin log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE admin_logs SET initiator = 'system'")).toThrow('admin log entries are append-only')
     const after = tableContents(fx.env.store)
     for (const table of ['admin_logs']) expect(after[table]).toEqual(before[table]!)
   })
@@ -638,7 +637,7 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
       const token = (await tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' })).value
       const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: bearer(token) }), 'admin')
       // Project P's entries (the instance-wide ones — the user apply created — belong to no project's log).
-      const count = (where: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`).get() as { n: number }).n
+      const count = (where: string) => (queryOne(env.store, `SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`) as { n: number }).n
       const total = count('')
       const extensions = count(`AND (resource IN (${EXTENSION_VALUES.listAdminLogs.resource!.map((r) => `'${r}'`).join(', ')}) OR initiator = 'system')`)
       expect(total - extensions).toBeGreaterThan(130)
@@ -666,8 +665,8 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
   test('deletes only entries older than the cutoff (activity with their record rows, admin), then one system entry per project', async () => {
     const { env } = fx
     // The apply file's own entries (records created, notes imported) were written at T0 too.
-    const applied = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
-    const appliedRecordRows = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_log_records').get() as { n: number }).n
+    const applied = (queryOne(env.store, 'SELECT count(*) AS n FROM activity_logs') as { n: number }).n
+    const appliedRecordRows = (queryOne(env.store, 'SELECT count(*) AS n FROM activity_log_records') as { n: number }).n
     const note = (title: string) =>
       fx.app.handle(
         request(notesPath(), { method: 'POST', headers: bearer(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: '<p>x</p>' } }),
@@ -685,7 +684,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     env.clock.set(T0 + 10 * DAY)
     expect((await note('new')).status).toBe(201)
 
-    const count = (sql: string) => (env.store.sqlite.prepare(sql).get() as { n: number }).n
+    const count = (sql: string) => (queryOne(env.store, sql) as { n: number }).n
     const cutoff = T0 + 3 * DAY
     const cutoffUs = cutoff * 1000 // log times are stored in µs
     const oldActivity = count(`SELECT count(*) AS n FROM activity_logs WHERE created_at < ${cutoffUs}`)
@@ -694,15 +693,15 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     expect(oldActivity).toBe(applied + 3)
     expect(oldRecordRows).toBe(appliedRecordRows + 3)
     expect(oldAdmin).toBeGreaterThan(10)
-    const keptActivity = env.store.sqlite.prepare(`SELECT * FROM activity_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
-    const keptAdmin = env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
+    const keptActivity = queryAll(env.store, `SELECT * FROM activity_logs WHERE created_at >= ${cutoffUs} ORDER BY id`)
+    const keptAdmin = queryAll(env.store, `SELECT * FROM admin_logs WHERE created_at >= ${cutoffUs} ORDER BY id`)
     const keptRecords = count('SELECT count(*) AS n FROM activity_log_records') - oldRecordRows
     const adminBefore = maxId(env, 'admin_logs')
 
     const result = await pruneLogs(env.store, env.clock, 7)
     expect(result).toEqual({ activityLogs: oldActivity, adminLogs: oldAdmin, cutoff })
-    expect(env.store.sqlite.prepare(`SELECT * FROM activity_logs ORDER BY id`).all()).toEqual(keptActivity)
-    expect(env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`).all()).toEqual(keptAdmin)
+    expect(queryAll(env.store, `SELECT * FROM activity_logs ORDER BY id`)).toEqual(keptActivity)
+    expect(queryAll(env.store, `SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`)).toEqual(keptAdmin)
     // The record rows of pruned entries went with them (cascade); no orphan remains.
     expect(count('SELECT count(*) AS n FROM activity_log_records')).toBe(keptRecords)
     expect(count('SELECT count(*) AS n FROM activity_log_records WHERE log_id NOT IN (SELECT id FROM activity_logs)')).toBe(0)

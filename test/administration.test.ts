@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, runCli, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { queryAll, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 
@@ -41,7 +41,7 @@ async function call(method: string, path: string, as: string | { bearer: string 
 
 /** The instance-wide admin log entries (no project), newest first. */
 function instanceLog(): { type: string; resource: string; user_id: number | null; new_value: string | null }[] {
-  return env.store.sqlite.prepare('SELECT type, resource, user_id, new_value FROM admin_logs WHERE project_id IS NULL ORDER BY id DESC').all() as never
+  return queryAll(env.store, 'SELECT type, resource, user_id, new_value FROM admin_logs WHERE project_id IS NULL ORDER BY id DESC') as never
 }
 
 async function adminLog(project: string, query = '', as = project === 'Acme' ? 'carol' : 'alice') {
@@ -106,7 +106,7 @@ describe('people', () => {
     expect(url.origin).toBe('http://trellis.test')
     expect(url.pathname).toBe('/invite')
     const token = url.searchParams.get('token')!
-    expect(JSON.stringify(env.store.sqlite.prepare('SELECT * FROM invitations').all())).not.toContain(token)
+    expect(JSON.stringify(queryAll(env.store, 'SELECT * FROM invitations'))).not.toContain(token)
     expect(instanceLog()[0]).toMatchObject({ type: 'add', resource: 'invitation' })
 
     const page = await app.handle(request(`/invite?token=${encodeURIComponent(token)}`))
@@ -184,7 +184,7 @@ describe('projects', () => {
     expect((await adminLog('Solo')).data.map((e: Body) => e.resource)).toEqual(['user-project'])
   })
 
-  test('the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
     const alice = userId(env.store, 'alice')
     const demote = await call('PUT', `/v1/project/Solo/members/${alice}`, 'alice', { role: 'editor' })
     expect(demote.status).toBe(409)

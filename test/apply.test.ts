@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
 import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { verifyWebhookToken } from '../src/modules/webhooks/url.ts'
-import { repoRoot, tableContents, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
+import { repoRoot, sqliteTestEnv, type SqliteTestEnv, tableContents } from './helpers.ts'
 import { parseIsoMicros } from '../src/lib/time.ts'
 
 const ACME = readFileSync(join(repoRoot, 'examples/acme.yaml'), 'utf8')

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { bearer, repoRoot, request, runCli, startServe, tempDir, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
+import { bearer, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -67,7 +67,7 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
   return body.data
 }
 
-const maxActivityId = () => (env.store.sqlite.prepare('SELECT coalesce(max(id), 0) AS id FROM activity_logs').get() as { id: number }).id
+const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
@@ -231,7 +231,7 @@ describe('pages and who may see them', () => {
       path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
     }
     expect(new Set(seen).size).toBe(seen.length)
-    expect(seen.length).toBe(Number((env.store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs a JOIN environments e ON e.id = a.environment_id WHERE e.name = 'production' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')").get() as { n: number }).n))
+    expect(seen.length).toBe(Number((queryOne(env.store, "SELECT count(*) AS n FROM activity_logs a JOIN environments e ON e.id = a.environment_id WHERE e.name = 'production' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')") as { n: number }).n))
     expect(seen.length).toBeGreaterThan(50) // it took the Older link
   })
 
@@ -264,7 +264,7 @@ describe('pages and who may see them', () => {
       )
       expect(started.status).toBe(202)
     }
-    const total = (env.store.sqlite.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n
+    const total = (queryOne(env.store, 'SELECT count(*) AS n FROM runs') as { n: number }).n
     const seen: string[] = []
     let path: string | undefined = '/p/Acme/e/production/runs'
     for (let pages = 0; path; pages++) {
@@ -290,12 +290,12 @@ describe('changes with the session come only from Trellis pages', () => {
     )
 
   test('an Origin of another site is refused (403 cross_origin), nothing is created; this site or no Origin is fine', async () => {
-    const before = (env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n
+    const before = (queryOne(env.store, 'SELECT count(*) AS n FROM api_tokens') as { n: number }).n
     for (const origin of ['https://evil.example', 'http://localhost.evil.example', 'null']) {
       const response = await generateToken(origin)
       expect({ origin, status: response.status, code: ((await response.json()) as { code: string }).code }).toEqual({ origin, status: 403, code: 'cross_origin' })
     }
-    expect((env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n).toBe(before)
+    expect((queryOne(env.store, 'SELECT count(*) AS n FROM api_tokens') as { n: number }).n).toBe(before)
     expect((await generateToken('http://localhost')).status).toBe(201) // the host the request was made to
     expect((await generateToken('http://trellis.test')).status).toBe(201) // the configured base URL
     expect((await generateToken()).status).toBe(201)
@@ -309,7 +309,7 @@ describe('changes with the session come only from Trellis pages', () => {
 })
 
 describe('concurrency: every view is logged, through a real server', () => {
-  test('250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, '250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
     const dir = tempDir('trellis-console-load-')
     expect((await runCli(['apply', '-f', `${repoRoot}/examples/acme.yaml`, '--data', dir.path])).code).toBe(0)
     const server = await startServe({ dataDir: dir.path, cwd: dir.path })
@@ -365,7 +365,7 @@ describe('notes from the console', () => {
       ['unarchiveNote', 'unarchived note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
     ])
     // Typed text is text: escaped into paragraphs, and shown so on the record page.
-    const stored = env.store.sqlite.prepare('SELECT content FROM note_messages WHERE note_id = ? ORDER BY id').all(id) as { content: string }[]
+    const stored = queryAll(env.store, 'SELECT content FROM note_messages WHERE note_id = ? ORDER BY id', id) as { content: string }[]
     expect(stored.map((m) => m.content)).toEqual(['<p>Customer &lt;b&gt;asked&lt;/b&gt; twice.</p><p>Second paragraph<br />same paragraph</p>', '<p>Done &amp; dusted</p>'])
     const page = await get(record('Support', 'orders', 'ord_1002'), 'bob')
     expect(page.text).toContain('Customer &lt;b&gt;asked&lt;/b&gt; twice.')

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
-import { bearer, request, runCli, testApp, sqliteTestEnv, type SqliteTestEnv } from './helpers.ts'
+import { bearer, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 

@@ -10,7 +10,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, userId } from './support/acme.ts'
-import { testApp, sqliteTestEnv } from './helpers.ts'
+import { sqliteTestEnv, testApp } from './helpers.ts'
 
 const env = sqliteTestEnv()
 afterAll(() => env.cleanup())

@@ -10,7 +10,7 @@ import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
 import { GROUP_COMMIT_LIMIT, write } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
-import { sqliteTestEnv, type SqliteTestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
 let env: SqliteTestEnv
 

@@ -2,7 +2,7 @@
  * Test helpers: a real SQLite file in a temp dir with real migrations (or, with TRELLIS_TEST_STORE=postgres, a real
  * migrated PostgreSQL database in a throw-away cluster), the real app, the real CLI.
  */
-import { test } from 'bun:test'
+import { describe, test } from 'bun:test'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -139,6 +139,7 @@ export const SQLITE_ONLY = {
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
   tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
+  runQueue: 'drives the SQLite RunQueue\'s statements directly (the PostgreSQL queue has its own test: test/postgres-queue.test.ts)',
 } as const
 
 /**
@@ -194,6 +195,20 @@ export async function runCli(args: string[], options: { stdin?: string; env?: Re
   })
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
   return { code, stdout, stderr }
+}
+
+/** A describe block of SQLite-only tests (see `sqliteOnlyTest`): on PostgreSQL listed as skipped with `reason`. */
+export function sqliteOnlyDescribe(reason: string, name: string, fn: () => void): void {
+  if (TEST_STORE === 'sqlite') describe(name, fn)
+  else describe.skip(`${name} [SQLite only: ${reason}]`, fn)
+}
+
+/**
+ * Another connection to the same database, as a second process would have (SQLite: the data directory's file;
+ * PostgreSQL: a pool of its own on the same database). Close it before the env.
+ */
+export function anotherStore(env: TestEnv): Store {
+  return env.store.kind === 'sqlite' ? openStore(env.dataDir) : openPostgres(postgresUrlOf(env.store), { max: TEST_POOL_SIZE })
 }
 
 /** `test.each` for a table of SQLite-only cases (see `sqliteOnlyTest`). */

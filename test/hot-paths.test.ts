@@ -12,7 +12,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runNow, testApp, sqliteTestEnv, type SqliteTestEnv, until } from './helpers.ts'
+import { bearer, request, runNow, sqliteTestEnv, type SqliteTestEnv, testApp, until } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 

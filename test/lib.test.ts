@@ -13,7 +13,7 @@ import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
 import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
-import { tempDir, sqliteTestEnv } from './helpers.ts'
+import { sqliteTestEnv, tempDir } from './helpers.ts'
 
 describe('parseIsoDateTime', () => {
   const valid: [string, number][] = [

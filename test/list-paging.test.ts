@@ -3,9 +3,7 @@
  * import broke that order. Both paths must return exactly what a brute-force filter over the rows returns,
  * for every operator at every stored time (ties included) and around them.
  */
-import { afterAll, describe, expect, test } from 'bun:test'
-import { eq } from 'drizzle-orm'
-import { environments } from '../src/db/schema.ts'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { DATE_OPERATORS, parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
@@ -14,7 +12,7 @@ import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/
 import { writeNow } from '../src/db/write.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
-import { bearer, testApp, testEnv, runNow } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, runNow, testApp, testEnv } from './helpers.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
@@ -22,7 +20,7 @@ const env = testEnv()
 afterAll(() => env.cleanup())
 await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
 const acme = projectId(env.store, 'Acme')
-const production = env.store.db.select().from(environments).where(eq(environments.name, 'production')).get()!
+const production = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE project_id = ? AND name = 'production'", acme)!
 const alice = userId(env.store, 'alice')
 
 function bruteForce(rows: { id: number; createdAt: number }[], op: string, at: number, limit: number): number[] {
@@ -34,20 +32,23 @@ function bruteForce(rows: { id: number; createdAt: number }[], op: string, at: n
     .slice(0, limit + 1)
 }
 
-function noteRows() {
-  return env.store.sqlite
-    .prepare('SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ?')
-    .all(production.id) as { id: number; createdAt: number }[]
+/** Whether production's notes are in time order (the fast exact path), as the database holds it (0/1 or a boolean). */
+function notesInTimeOrder(): boolean {
+  return Boolean(queryOne<{ v: unknown }>(env.store, 'SELECT notes_in_time_order AS v FROM environments WHERE id = ?', production.id)!.v)
 }
 
-function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (query: Record<string, string>, limit: number) => number[]) {
+function noteRows() {
+  return queryAll(env.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+}
+
+async function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (query: Record<string, string>, limit: number) => Promise<number[]>) {
   const times = [...new Set(rows.map((r) => r.createdAt))]
   const probes = [...times, ...times.map((t) => t - 1), ...times.map((t) => t + 1)]
   let checked = 0
   for (const at of probes) {
     for (const op of DATE_OPERATORS) {
       for (const limit of [1, 7, 100]) {
-        expect({ op, at, limit, ids: list({ [`createdAt.${op}`]: toIsoMicros(at as Micros) }, limit) }).toEqual({
+        expect({ op, at, limit, ids: await list({ [`createdAt.${op}`]: toIsoMicros(at as Micros) }, limit) }).toEqual({
           op,
           at,
           limit,
@@ -69,8 +70,8 @@ describe('notes', () => {
           },
       )
     }
-    expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(true)
-    const checked = checkEveryBoundary(noteRows(), async (query, limit) => await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    expect(notesInTimeOrder()).toBe(true)
+    const checked = await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
     expect(checked).toBeGreaterThan(1000)
     // combined with another filter and two bounds
     const rows = noteRows()
@@ -83,13 +84,11 @@ describe('notes', () => {
     const old = microsFromMillis(Date.UTC(2020, 0, 1))
     await writeNow(env.store, function* () {
               yield* recordImportedNoteTime(production.id, old)
-              // An imported note, as apply writes it: a given time older than every other note, and the highest id.
-              env.store.sqlite
-                .prepare("INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)")
-                .run(production.id, alice, old, old)
             })
-    expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(false)
-    checkEveryBoundary(noteRows(), async (query, limit) => await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    // An imported note, as apply writes it: a given time older than every other note, and the highest id.
+    execute(env.store, "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)", production.id, alice, old, old)
+    expect(notesInTimeOrder()).toBe(false)
+    await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
   })
 })
 
@@ -102,10 +101,8 @@ describe('activity logs', () => {
           },
       )
     }
-    const rows = env.store.sqlite
-      .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
-      .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, async (query, limit) => await runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
+    const rows = queryAll(env.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+    await checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
 })
@@ -115,18 +112,23 @@ describe('activity logs', () => {
  * through the real write path and the real clock; then the API's own paging recipe (`createdAt.lt` = the last
  * item's `createdAt`, as rendered) over the whole list.
  */
-describe('a burst in one environment (real clock)', async () => {
+describe('a burst in one environment (real clock)', () => {
   const burst = testEnv({ TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' })
   afterAll(() => burst.cleanup())
-  const document = acmeDocument()
-  acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
-  await applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
   const app = testApp(burst, { clock: systemClock })
-  const token = (await writeNow(burst.store, function* () {
-    return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
-  })).value
-  const environmentId = burst.store.db.select().from(environments).where(eq(environments.name, 'burst')).get()!.id
-  const author = userId(burst.store, 'alice')
+  let token: string
+  let environmentId: number
+  let author: number
+  beforeAll(async () => {
+    const document = acmeDocument()
+    acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
+    await applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
+    token = (await writeNow(burst.store, function* () {
+      return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+    })).value
+    environmentId = queryOne<{ id: number }>(burst.store, "SELECT id FROM environments WHERE name = 'burst'")!.id
+    author = userId(burst.store, 'alice')
+  })
 
   /** Wall-clock bounds (µs) of each write: an entry's createdAt must lie within them, give or take 1 s ahead. */
   interface Written { id: number; before: number; after: number }
@@ -191,7 +193,7 @@ describe('a burst in one environment (real clock)', async () => {
     // start, many seconds ahead of the clock.
     expect(ENTRIES / seconds).toBeGreaterThan(2_000)
     console.log(`burst: ${ENTRIES} activity entries in ${seconds.toFixed(2)} s (${Math.round(ENTRIES / seconds)}/s); the +1 ms rule would have ended ${((ENTRIES - seconds * 1000) / 1000).toFixed(1)} s ahead`)
-    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(ENTRIES) // nothing else writes to this environment's activity log
     expect(check(rows, written, 'activity burst')).toBeGreaterThan(ENTRIES / 2) // most entries shared a millisecond
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/activity-logs', { extensions: 'true' })
@@ -216,7 +218,7 @@ describe('a burst in one environment (real clock)', async () => {
       const after = Date.now() * 1000
       for (const id of ids) written.push({ id, before, after })
     }
-    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(NOTES)
     check(rows, written, 'notes burst')
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/notes')

@@ -12,7 +12,7 @@ import { revokeLiveToken } from '../src/db/tokens.ts'
 import { op } from '../src/db/op.ts'
 import { commitNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runCli, runNow, testApp, sqliteTestEnv, type SqliteTestEnv } from './helpers.ts'
+import { bearer, request, runCli, runNow, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
@@ -45,7 +45,7 @@ const status = async (req: Request) => {
   return response.status < 300 ? response.status : `${response.status} ${body.code}`
 }
 const notes = (token: string, project?: string, environment?: string) => status(request(NOTES(project, environment), { headers: bearer(token) }))
-const trigger = () => status(request(hook, { method: 'POST', headers: bearer(triggerToken()), json: { record_id: `cached-${++record}` } }))
+const trigger = async () => status(request(hook, { method: 'POST', headers: bearer(await triggerToken()), json: { record_id: `cached-${++record}` } }))
 const asAdmin = (method: string, path: string, json?: unknown) => status(request(path, { method, headers: { cookie, origin: env.config.baseUrl }, json }))
 const cli = async (...args: string[]) => {
   const result = await runCli([...args, '--data', env.dataDir])
@@ -53,7 +53,7 @@ const cli = async (...args: string[]) => {
 }
 
 let triggerValue: string | undefined
-async function triggerToken(): string {
+async function triggerToken(): Promise<string> {
   triggerValue ??= (await tokenFor(env.store, env.clock, 'alice', ['workflows:trigger'])).value
   return triggerValue
 }

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
+import { bearer, request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 
 let env: TestEnv

@@ -1,16 +1,16 @@
 /** `trellis member remove`: the user leaves the project and its teams, one admin log entry, their token is refused at once. */
-import { afterAll, expect, test } from 'bun:test'
+import { afterAll, expect } from 'bun:test'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
-import { bearer, request, runCli, tempDir, testApp, runNow } from './helpers.ts'
+import { bearer, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, tempDir, testApp } from './helpers.ts'
 import { loadConfig } from '../src/config.ts'
 
 const dir = tempDir()
 afterAll(() => dir.cleanup())
 
-test('member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
+sqliteOnlyTest(SQLITE_ONLY.cli, 'member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
   expect((await runCli(['apply', '-f', 'examples/acme.yaml', '--data', dir.path])).code).toBe(0)
   const store = openStore(dir.path)
   migrate(store.sqlite)

@@ -14,7 +14,7 @@ import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { runCli, startServe, tempDir, testApp, sqliteTestEnv, type SqliteTestEnv, runNow } from './helpers.ts'
+import { runCli, runNow, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 

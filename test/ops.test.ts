@@ -10,7 +10,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { bearer, request, startServe, testApp, sqliteTestEnv, type SqliteTestEnv, until } from './helpers.ts'
+import { bearer, request, sqliteTestEnv, type SqliteTestEnv, startServe, testApp, until } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -158,9 +158,9 @@ describe('graceful shutdown (a real `trellis serve`)', () => {
       { type: 'wait', name: 'pause', seconds: 2 },
       { type: 'update', name: 'after', set: { trail: 'resumed' } },
     ])
-    const { dataDir, cwd: workDir, hook, token } = await seedDataDir('shutdown', [pause], cleanups, (store, report) => ({
+    const { dataDir, cwd: workDir, hook, token } = await seedDataDir('shutdown', [pause], cleanups, async (store, report) => ({
       hook: reportHook(report, 'Pause'),
-      token: tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value,
+      token: (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value,
     }))
     const data = { path: dataDir }
     const cwd = { path: workDir }

@@ -21,7 +21,7 @@ import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/sch
 import { op } from '../src/db/op.ts'
 import { inSavepoint } from '../src/db/savepoint.ts'
 import { write, writeTransaction } from '../src/db/write.ts'
-import { sqliteTestEnv, type SqliteTestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
 
 const now = Date.UTC(2026, 10, 21, 12, 0, 0)

@@ -4,7 +4,7 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { bearer, request, testApp, testEnv } from './helpers.ts'
+import { bearer, execute, request, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '100000' })
 afterAll(() => env.cleanup())
@@ -41,7 +41,7 @@ test('filters, order, envelope, limit rules and access', async () => {
     expect(response.status).toBe(202)
     started.push({ id: ((await response.json()) as { runId: string }).runId, workflow, record, at: env.clock.now() })
   }
-  env.store.sqlite.prepare("UPDATE runs SET status = 'failed' WHERE id = ?").run(started[0]!.id)
+  execute(env.store, "UPDATE runs SET status = 'failed' WHERE id = ?", started[0]!.id)
   const newestFirst = [...started].reverse()
   const ids = (page: RunPage) => page.data.map((r) => r.id)
 

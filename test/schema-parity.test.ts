@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
-import { sqliteTestEnv, type SqliteTestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
 if (!postgresInstalled) {

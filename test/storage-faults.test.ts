@@ -14,7 +14,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, type ServeProcess, startServe, tempDir, testApp, sqliteTestEnv, until } from './helpers.ts'
+import { bearer, type ServeProcess, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
@@ -133,7 +133,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     cleanups.push(data.cleanup, cwd.cleanup)
     const store = openStore(data.path)
     migrate(store.sqlite)
-    const { hook, token } = seed(store, 1)
+    const { hook, token } = await seed(store, 1)
     store.close()
 
     const budgetMs = 1500
@@ -284,7 +284,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   if (mount) {
     const store = openStore(mount)
     migrate(store.sqlite)
-    const seeded = seed(store, 1)
+    const seeded = await seed(store, 1)
     store.close()
     const cwd = tempDir('trellis-full-cwd-')
     cleanups.push(cwd.cleanup)
@@ -312,7 +312,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   // No mount: the same scenario in-process, with SQLite's page limit as the full disk.
   const env = sqliteTestEnv()
   cleanups.push(env.cleanup)
-  const seeded = seed(env.store, 1)
+  const seeded = await seed(env.store, 1)
   const app = testApp(env, { clock: systemClock })
   const pageCount = () => (env.store.sqlite.query('PRAGMA page_count').all()[0] as { page_count: number }).page_count
   return {

@@ -340,7 +340,8 @@ describe('lastUsedAt', () => {
 // ── The token value is never stored or logged ───────────────────────────────
 
 describe('token secrecy', () => {
-  test(
+  sqliteOnlyTest(
+    SQLITE_ONLY.cli,
     'after creating tokens via API, CLI and service and using them, no table holds a value; admin logs carry only the prefix',
     async () => {
       const e = fixture()

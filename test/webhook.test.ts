@@ -12,7 +12,7 @@ import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { WebhookRateLimiter } from '../src/modules/webhooks/rate.ts'
 import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
 import { manualClock } from '../src/lib/clock.ts'
-import { bearer, execute, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 import { expectError, type Scenario, scenarios, type Sent as ScenarioSent } from './support/scenarios.ts'
 
