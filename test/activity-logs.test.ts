@@ -6,14 +6,14 @@
  * share (the validating `send`, the Acme fixture, the seeded list fixture) is test/support/logs.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { ACTIVITY_ACTIONS } from '../src/modules/activity-logs/service.ts'
-import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
+import { ApplyError } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, request, runCli, tableContents, until } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValidWithExtensions, type ErrorObject, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -63,8 +63,8 @@ afterAll(reportValidations)
 describe('activity log: records and notes written by trellis apply', () => {
   let fx: Fx
   const applyCtx = (actorEmail?: string) => ({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl, actorEmail })
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
@@ -79,13 +79,9 @@ describe('activity log: records and notes written by trellis apply', () => {
       ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_001']],
       ['create', 'created by trellis apply', 'alice', 'Support', 'customers', ['cus_002']],
       // Imports: the note's own user and team; the entry is the import (now), the note keeps its times.
-      ...fx.env.store.sqlite
-        .prepare(
-          `SELECT n.record_id, u.username, t.name AS team, c.name AS coll FROM notes n JOIN users u ON u.id = n.user_id
+      ...queryAll(fx.env.store, `SELECT n.record_id, u.username, t.name AS team, c.name AS coll FROM notes n JOIN users u ON u.id = n.user_id
            JOIN teams t ON t.id = n.team_id JOIN collections c ON c.id = n.collection_id JOIN environments e ON e.id = n.environment_id
-           WHERE e.name = 'production' ORDER BY n.id`,
-        )
-        .all()
+           WHERE e.name = 'production' ORDER BY n.id`,)
         .map((n) => {
           const row = n as { record_id: string; username: string; team: string; coll: string }
           return ['createNote', 'imported by trellis apply', row.username, row.team, row.coll, [row.record_id]]
@@ -96,13 +92,13 @@ describe('activity log: records and notes written by trellis apply', () => {
 
   test('re-applying the same file writes no activity entry; a changed record writes one update', async () => {
     const before = maxId(fx.env, 'activity_logs')
-    applyAcme(applyCtx(), acmeWithGlobex())
+    await applyAcme(applyCtx(), acmeWithGlobex())
     expect(maxId(fx.env, 'activity_logs')).toBe(before)
 
     const document = acmeWithGlobex()
     document.projects[0]!.records![0]!.data = { status: 'refunded' }
     fx.env.clock.advance(5)
-    applyAcme(applyCtx(), document)
+    await applyAcme(applyCtx(), document)
     const entries = await activitySince(fx, before)
     expect(entries.map((e) => [e.action, e.label, e.user.username, e.team.name, e.recordIds])).toEqual([
       ['update', 'updated by trellis apply', 'alice', 'Support', ['ord_1001']],
@@ -116,7 +112,7 @@ describe('activity log: records and notes written by trellis apply', () => {
       { environment: 'production', collection: 'customers', id: 'cus_as', data: { n: 1 } },
       { environment: 'production', collection: 'customers', id: 'cus_team', data: { n: 2 }, team: 'Billing' },
     )
-    applyAcme(applyCtx('Carol@Example.com'), document)
+    await applyAcme(applyCtx('Carol@Example.com'), document)
     const entries = await activitySince(fx, before)
     expect(entries.map((e) => [e.action, e.user.username, e.team.name, e.recordIds])).toEqual([
       ['update', 'carol', 'Support', ['ord_1001']], // back to the file's data after the previous test
@@ -130,34 +126,34 @@ describe('activity log: records and notes written by trellis apply', () => {
     document.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {} })
     const snapshot = () => JSON.stringify(['records', 'activity_logs'].map((t) => tableContents(fx.env.store)[t]))
     const before = snapshot()
-    const attempt = (actor: string | undefined, doc: AcmeDocument = document) => {
+    const attempt = async (actor: string | undefined, doc: AcmeDocument = document) => {
       try {
-        applyAcme(applyCtx(actor), doc)
+        await applyAcme(applyCtx(actor), doc)
       } catch (error) {
         expect(error).toBeInstanceOf(ApplyError)
         return (error as Error).message
       }
       throw new Error('applied')
     }
-    expect(attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
-    applyDocumentNow({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
-    expect(attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
-    commitNow(fx.env.store, function* () {
+    expect(await attempt('nobody@example.com')).toBe('--as: unknown user nobody@example.com')
+    await applyNow({ users: [{ email: 'outsider@example.com', username: 'outsider' }] }, applyCtx())
+    expect(await attempt('outsider@example.com')).toBe('--as: outsider@example.com is not a member of project Acme')
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, null)
     })
-    expect(attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
+    expect(await attempt('dave@example.com')).toBe('--as: dave@example.com is deactivated')
     const badTeam = acmeWithGlobex()
     badTeam.projects[0]!.records!.push({ environment: 'production', collection: 'customers', id: 'cus_never', data: {}, team: 'Nobody' })
-    expect(attempt(undefined, badTeam)).toBe('projects[0].records[7].team: unknown team Nobody')
+    expect(await attempt(undefined, badTeam)).toBe('projects[0].records[7].team: unknown team Nobody')
     expect(snapshot()).toEqual(before)
   })
 
-  test('a project with no admin, or no team allowed to edit the collection: an error naming the record, nothing written', () => {
+  test('a project with no admin, or no team allowed to edit the collection: an error naming the record, nothing written', async () => {
     const snapshot = () => JSON.stringify(['records', 'activity_logs'].map((t) => tableContents(fx.env.store)[t]))
     const before = snapshot()
     const orphan = { environment: 'production', collection: 'tickets', id: 't1', data: {} }
     const noAdmin = { projects: [{ name: 'Orphans', environments: ['production'], teams: [{ name: 'Ops' }], collections: [{ name: 'tickets' }], records: [orphan] }] }
-    expect(() => applyDocumentNow(noAdmin, applyCtx())).toThrow(
+    await expect(applyNow(noAdmin, applyCtx())).rejects.toThrow(
       'projects[0].records[0]: project Orphans has no admin to attribute record changes to: add an admin member or pass --as EMAIL',
     )
     const readOnly = {
@@ -172,11 +168,11 @@ describe('activity log: records and notes written by trellis apply', () => {
         },
       ],
     }
-    expect(() => applyDocumentNow(readOnly, applyCtx())).toThrow("projects[0].records[0].team: no team may edit tickets: name the record's team")
+    await expect(applyNow(readOnly, applyCtx())).rejects.toThrow("projects[0].records[0].team: no team may edit tickets: name the record's team")
     expect(snapshot()).toEqual(before)
   })
 
-  test('through the CLI: --as carol writes carol', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'through the CLI: --as carol writes carol', async () => {
     const before = maxId(fx.env, 'activity_logs')
     const file = `${fx.env.dataDir}/more.yaml`
     await Bun.write(file, 'projects:\n  - name: Acme\n    records:\n      - { environment: production, collection: customers, id: cus_cli, data: { a: 1 } }\n')
@@ -191,8 +187,8 @@ describe('activity log: records and notes written by trellis apply', () => {
 
 describe('activity log: every notes API write is exactly one entry', () => {
   let fx: Fx
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
@@ -277,7 +273,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
     const [entry] = await expectEntries(async () => {
       expect((await write('POST', `${notesPath()}/${noteId}/messages`, { content: '<p>which token?</p>' })).status).toBe(201)
     }, ['createMessage'])
-    const stored = fx.env.store.sqlite.prepare('SELECT name, prefix FROM api_tokens WHERE prefix = ?').get(fx.alice.slice(0, 12)) as { name: string; prefix: string }
+    const stored = queryOne(fx.env.store, 'SELECT name, prefix FROM api_tokens WHERE prefix = ?', fx.alice.slice(0, 12)) as { name: string; prefix: string }
     expect(tokenOf.get(entry!)).toEqual(stored)
     const raw = (await (await fx.app.handle(request(activityPath({ limit: '1' }), { headers: bearer(fx.alice) }))).json()) as Page<ActivityLog>
     expect(raw.data[0]!.label).toBe(`${entry!.label} · token "${stored.name}" (${stored.prefix}…)`)
@@ -285,7 +281,7 @@ describe('activity log: every notes API write is exactly one entry', () => {
   })
 
   test('the acting user is the token’s user: carol writing in Billing (staging) is carol, in staging’s log only', async () => {
-    const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['notes:write', 'activity_logs:read']).value
+    const carol = (await tokenFor(fx.env.store, fx.env.clock, 'carol', ['notes:write', 'activity_logs:read'])).value
     const before = maxId(fx.env, 'activity_logs')
     const sent = await write('POST', notesPath('staging'), { recordId: 'cus_900', collectionName: 'customers', teamName: 'Billing', title: 'Dunning?', content: '<p>?</p>' }, carol)
     expect(sent.status).toBe(201)
@@ -304,8 +300,8 @@ describe('activity log: every notes API write is exactly one entry', () => {
   })
 
   test('a note write that fails (400, 403, 404) writes no entry', async () => {
-    const reader = tokenFor(fx.env.store, fx.env.clock, 'alice', ['notes:read']).value
-    const bob = tokenFor(fx.env.store, fx.env.clock, 'bob', ['all']).value
+    const reader = (await tokenFor(fx.env.store, fx.env.clock, 'alice', ['notes:read'])).value
+    const bob = (await tokenFor(fx.env.store, fx.env.clock, 'bob', ['all'])).value
     const before = tableContents(fx.env.store)
     const note = { recordId: 'ord_1002', collectionName: 'orders', teamName: 'Support', title: 'x', content: '<p>x</p>' }
     expect((await write('POST', notesPath(), { ...note, teamName: 'Nope' })).status).toBe(400)
@@ -331,7 +327,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   let hook = ''
   let holdHook = ''
 
-  const run = (id: string) => fx.env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }
+  const run = (id: string) => queryOne(fx.env.store, 'SELECT status FROM runs WHERE id = ?', id) as { status: string }
   const finished = (id: string) => until(`run ${id} to finish`, () => ['succeeded', 'failed', 'cancelled'].includes(run(id).status) && run(id), 8_000, 10)
   const trigger = async (path: string, token: string, recordId: string) => {
     const response = await fx.app.handle(request(path, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
@@ -341,7 +337,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
   const triggerManually = (workflowName: string, recordId: string) =>
     fx.app.handle(request('/v1/project/Acme/environment/production/workflow-runs', { method: 'POST', headers: bearer(fx.alice), json: { workflowName, teamName: 'Support', recordId } }))
 
-  beforeAll(() => {
+  beforeAll(async () => {
     const document = acmeWithGlobex()
     acmeWorkflow(document, 'Refund order').steps[4]!.seconds = 1
     acmeWorkflow(document, 'Refund order').webhook = { enabled: true, ratePerMinute: 1000 }
@@ -350,7 +346,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
         webhook: { enabled: true, ratePerMinute: 1000 },
       }),
     )
-    fx = buildFx({
+    fx = await buildFx({
       clock: systemClock,
       document,
       executor: (env) => new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 }),
@@ -358,8 +354,8 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     executor = fx.executor!
     hook = reportHook(fx.report, 'Refund order')
     holdHook = reportHook(fx.report, 'Long hold')
-    bob = tokenFor(fx.env.store, systemClock, 'bob', ['workflows:trigger'], { name: 'erp' }).value
-    bobGlobex = tokenFor(fx.env.store, systemClock, 'bob', ['all'], { project: 'Globex' }).value
+    bob = (await tokenFor(fx.env.store, systemClock, 'bob', ['workflows:trigger'], { name: 'erp' })).value
+    bobGlobex = (await tokenFor(fx.env.store, systemClock, 'bob', ['all'], { project: 'Globex' })).value
     executor.start()
   })
   afterAll(async () => {
@@ -380,7 +376,7 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
     expect((await finished(runId)).status).toBe('succeeded')
 
     // The auditor: an admin's read-only token, one query by record.
-    const auditor = tokenFor(fx.env.store, systemClock, 'carol', ['activity_logs:read']).value
+    const auditor = (await tokenFor(fx.env.store, systemClock, 'carol', ['activity_logs:read'])).value
     const { entries } = await walk((q) => listActivity(fx, q, { token: auditor }), { recordId: 'ord_1001' })
     const story = [...entries].reverse()
     const wf = (stepName?: string) => ({ object: 'workflow' as const, name: 'Refund order', runId, ...(stepName ? { stepName } : {}) })
@@ -510,13 +506,13 @@ describe('activity log: workflow runs, and the auditor’s question', () => {
 
 describe('a failed transaction writes no activity entry', () => {
   let fx: Fx
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
   test('409 webhook conflict: the second trigger writes neither a run nor an entry', async () => {
-    const bob = tokenFor(fx.env.store, fx.env.clock, 'bob', ['workflows:trigger']).value
+    const bob = (await tokenFor(fx.env.store, fx.env.clock, 'bob', ['workflows:trigger'])).value
     const hook = reportHook(fx.report, 'Refund order')
     const post = () => fx.app.handle(request(hook, { method: 'POST', headers: bearer(bob), json: { record_id: 'ord_1003' } }))
     expect((await post()).status).toBe(202)
@@ -732,12 +728,12 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
   })
 
   test('a deactivated user’s token → 403; reactivated → 200', async () => {
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, true, null)
     })
-    const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['all']).value
+    const carol = (await tokenFor(fx.env.store, fx.env.clock, 'carol', ['all'])).value
     expectError(await listActivity(fx, {}, { token: carol }), 403, 'user_deactivated')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, false, null)
     })
     expect((await listActivity(fx, {}, { token: carol })).status).toBe(200)
@@ -746,11 +742,10 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
   // ── Append-only ──
 
   test('append-only: an UPDATE on an activity log table fails with the trigger’s message', () => {
-    const sqlite = fx.env.store.sqlite
     const before = tableContents(fx.env.store)
-    expect(() => sqlite.prepare("UPDATE activity_logs SET label = 'forged' WHERE id = (SELECT max(id) FROM activity_logs)").run()).toThrow('activity log entries are append-only')
-    expect(() => sqlite.prepare('UPDATE activity_logs SET user_id = user_id').run()).toThrow('activity log entries are append-only')
-    expect(() => sqlite.prepare("UPDATE activity_log_records SET record_id = 'forged' WHERE log_id = (SELECT max(log_id) FROM activity_log_records)").run()).toThrow(
+    expect(() => execute(fx.env.store, "UPDATE activity_logs SET label = 'forged' WHERE id = (SELECT max(id) FROM activity_logs)")).toThrow('activity log entries are append-only')
+    expect(() => execute(fx.env.store, 'UPDATE activity_logs SET user_id = user_id')).toThrow('activity log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE activity_log_records SET record_id = 'forged' WHERE log_id = (SELECT max(log_id) FROM activity_log_records)")).toThrow(
       'activity log entries are append-only',
     )
     const after = tableContents(fx.env.store)
@@ -770,8 +765,8 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
 describe('pagination walk over ≥ 250 activity entries written through the notes API', () => {
   let fx: Fx
   const TOTAL = 270
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
@@ -790,7 +785,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
         noteIds.push(((await created.json()) as { id: number }).id)
       }
     }
-    const rows = fx.env.store.sqlite.prepare('SELECT id, created_at FROM activity_logs WHERE id > ? ORDER BY id').all(start) as { id: number; created_at: number }[]
+    const rows = queryAll(fx.env.store, 'SELECT id, created_at FROM activity_logs WHERE id > ? ORDER BY id', start) as { id: number; created_at: number }[]
     expect(rows).toHaveLength(TOTAL)
     // Strictly increasing in id order within the environment: no two entries share a millisecond.
     for (let k = 1; k < rows.length; k++) expect(rows[k]!.created_at).toBeGreaterThan(rows[k - 1]!.created_at)

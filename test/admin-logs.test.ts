@@ -9,13 +9,13 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { appendActivityLog } from '../src/modules/activity-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
-import { ApplyError, applyDocumentNow } from '../src/modules/apply/service.ts'
+import { ApplyError } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, request, runCli, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -65,8 +65,8 @@ afterAll(reportValidations)
 describe('admin log: every administrative act is exactly one entry', () => {
   let fx: Fx
   const secrets: string[] = []
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
     // The CLI commands below run in their own process on the real clock: keep the test clock ahead of it, so that
     // entries written here carry the test clock's time (an entry never takes a time before the latest one).
     fx.env.clock.set(Math.max(fx.env.clock.now(), Date.now()) + 86_400_000)
@@ -133,13 +133,13 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('re-applying the same file writes no admin entry', async () => {
-    await expectAdmin(() => applyAcme({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl }, acmeWithGlobex()), 0)
+    await expectAdmin(async () => await applyAcme({ store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl }, acmeWithGlobex()), 0)
   })
 
   test('apply: an environment and a team created, a team member added → one entry each', async () => {
     const entries = await expectAdmin(
-      () =>
-        applyDocumentNow(
+      async () =>
+        await applyNow(
           { projects: [{ name: 'Acme', environments: ['qa'], teams: [{ name: 'Audit' }, { name: 'Support', members: ['dave@example.com'] }] }] },
           { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl },
         ),
@@ -157,8 +157,8 @@ describe('admin log: every administrative act is exactly one entry', () => {
     ])
   })
 
-  test('member added through the CLI → add user-project, initiator administrator, no user', async () => {
-    applyDocumentNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'member added through the CLI → add user-project, initiator administrator, no user', async () => {
+    await applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
     const [entry] = await expectAdmin(async () => {
       const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
       expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
@@ -177,11 +177,11 @@ describe('admin log: every administrative act is exactly one entry', () => {
   test('role changed by an admin → update user-project with previous and new permission level, user the admin; unchanged → nothing', async () => {
     const erin = userObject(fx.env, 'erin')
     const set = (role: 'developer') =>
-      commitNow(fx.env.store, function* () {
+      writeNow(fx.env.store, function* () {
         return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id })
       },
       )
-    const [entry] = await expectAdmin(() => expect(set('developer')).toBe('updated'), 1)
+    const [entry] = await expectAdmin(async () => expect(await set('developer')).toBe('updated'), 1)
     expect(entry).toEqual({
       object: 'adminLog',
       id: expect.any(String),
@@ -193,7 +193,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       previousValue: { user: erin, permissionLevel: 'editor', teams: [] },
       newValue: { user: erin, permissionLevel: 'developer', teams: [] },
     })
-    await expectAdmin(() => expect(set('developer')).toBe('unchanged'), 0)
+    await expectAdmin(async () => expect(await set('developer')).toBe('unchanged'), 0)
   })
 
   test('token created and revoked through the API → api-token add / remove by alice, only the prefix in the values', async () => {
@@ -227,7 +227,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('an admin revokes another user’s token (project API access settings) → remove api-token, user the admin', async () => {
-    const bobs = tokenFor(fx.env.store, fx.env.clock, 'bob', ['notes:read'], { name: 'bob-erp' })
+    const bobs = await tokenFor(fx.env.store, fx.env.clock, 'bob', ['notes:read'], { name: 'bob-erp' })
     secrets.push(bobs.value, bobs.token.tokenHash)
     const [remove] = await expectAdmin(async () => {
       expect((await manage('DELETE', `/v1/project/Acme/api-tokens/${bobs.token.id}`)).status).toBe(204)
@@ -303,7 +303,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     expect(trigger).toMatchObject({ resource: 'workflow-webhook', previousValue: { name: 'Audit me: webhook disabled, default rate' }, newValue: { name: 'Audit me: webhook enabled, default rate' } })
   })
 
-  test('user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
     const bob = fx.users.bob
     for (const [deactivate, actorId, from, to] of [
       [true, fx.users.alice.id, 'active', 'deactivated'],
@@ -316,7 +316,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
         const cli = await runCli(['user', 'enable', '--email', 'bob@example.com', '--data', fx.env.dataDir])
         expect(cli.code).toBe(0)
       } else {
-        expect(commitNow(fx.env.store, function* () {
+        expect(await writeNow(fx.env.store, function* () {
           return yield* setUserDeactivated(fx.env.clock, bob.id, deactivate, actorId)
         })).toBe(true)
       }
@@ -343,12 +343,12 @@ describe('admin log: every administrative act is exactly one entry', () => {
     }
     // dave is only in Acme: one entry.
     const before = maxId(fx.env, 'admin_logs')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
     })
     expect(rowsAfter(fx.env, 'admin_logs', before).map((r) => r.resource)).toEqual(['user'])
     // Already deactivated: nothing.
-    expect(commitNow(fx.env.store, function* () {
+    expect(await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.dave.id, true, fx.users.alice.id)
     })).toBe(false)
     expect(maxId(fx.env, 'admin_logs')).toBe(before + 1)
@@ -358,7 +358,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     expect(secrets.length).toBeGreaterThanOrEqual(8)
     const { entries } = await walk((q) => listAdmin(fx, { ...q, extensions: 'true' }))
     const text = JSON.stringify(entries)
-    const table = JSON.stringify(fx.env.store.sqlite.prepare('SELECT * FROM admin_logs').all())
+    const table = JSON.stringify(queryAll(fx.env.store, 'SELECT * FROM admin_logs'))
     for (const secret of secrets) {
       expect({ secret, inApi: text.includes(secret), inTable: table.includes(secret) }).toEqual({ secret, inApi: false, inTable: false })
     }
@@ -378,14 +378,14 @@ describe('admin log: every administrative act is exactly one entry', () => {
 
 describe('a failed transaction writes no log entry', () => {
   let fx: Fx
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
   })
   afterAll(() => fx.env.cleanup())
 
   const logTables = ['activity_logs', 'activity_log_records', 'admin_logs']
 
-  test('an apply file with an error at its very end changes nothing (no admin entry for the valid parts before it)', () => {
+  test('an apply file with an error at its very end changes nothing (no admin entry for the valid parts before it)', async () => {
     const before = tableContents(fx.env.store)
     const document = {
       users: [{ email: 'zed@example.com', username: 'zed' }],
@@ -401,7 +401,7 @@ describe('a failed transaction writes no log entry', () => {
         },
       ],
     }
-    expect(() => applyDocumentNow(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).toThrow(ApplyError)
+    await expect(applyNow(document, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })).rejects.toThrow(ApplyError)
     expect(tableContents(fx.env.store)).toEqual(before)
   })
 
@@ -423,9 +423,9 @@ describe('a failed transaction writes no log entry', () => {
   test('a transaction that throws after appending rolls the entry back', () => {
     const before = tableContents(fx.env.store)
     const acme = projectId(fx.env.store, 'Acme')
-    const production = (fx.env.store.sqlite.prepare("SELECT id FROM environments WHERE project_id = ? AND name = 'production'").get(acme) as { id: number }).id
-    expect(() =>
-      commitNow(fx.env.store, function* () {
+    const production = (queryOne(fx.env.store, "SELECT id FROM environments WHERE project_id = ? AND name = 'production'", acme) as { id: number }).id
+    expect(async () =>
+      await writeNow(fx.env.store, function* () {
         yield* appendActivityLog(fx.env.clock, { environmentId: production, type: 'write', action: 'update', userId: fx.users.alice.id, teamId: null, collectionId: null, recordIds: ['r1', 'r2'] })
         yield* appendAdminLog(fx.env.clock, { projectId: acme, type: 'update', resource: 'team', actorId: fx.users.alice.id, newValue: { name: 'x' } })
         throw new Error('boom')
@@ -582,22 +582,22 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
   })
 
   test('a deactivated user’s token → 403; reactivated → 200; demoted → 403 at once', async () => {
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, true, null)
     })
-    const carol = tokenFor(fx.env.store, fx.env.clock, 'carol', ['all']).value
+    const carol = (await tokenFor(fx.env.store, fx.env.clock, 'carol', ['all'])).value
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'user_deactivated')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setUserDeactivated(fx.env.clock, fx.users.carol.id, false, null)
     })
     expect((await listAdmin(fx, {}, { token: carol })).status).toBe(200)
     // Roles are read at request time: demoting carol cuts her token off at once.
     const acme = projectId(fx.env.store, 'Acme')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'editor', actorId: null })
     })
     expectError(await listAdmin(fx, {}, { token: carol }), 403, 'insufficient_role')
-    commitNow(fx.env.store, function* () {
+    await writeNow(fx.env.store, function* () {
       return yield* setProjectMember(fx.env.clock, { projectId: acme, userId: fx.users.carol.id, role: 'admin', actorId: null })
     })
   })
@@ -605,10 +605,9 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
   // ── Append-only ──
 
   test('append-only: an UPDATE on the admin log fails with the trigger’s message', () => {
-    const sqlite = fx.env.store.sqlite
     const before = tableContents(fx.env.store)
-    expect(() => sqlite.prepare("UPDATE admin_logs SET new_value = '{}' WHERE id = (SELECT max(id) FROM admin_logs)").run()).toThrow('admin log entries are append-only')
-    expect(() => sqlite.prepare("UPDATE admin_logs SET initiator = 'system'").run()).toThrow('admin log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE admin_logs SET new_value = '{}' WHERE id = (SELECT max(id) FROM admin_logs)")).toThrow('admin log entries are append-only')
+    expect(() => execute(fx.env.store, "UPDATE admin_logs SET initiator = 'system'")).toThrow('admin log entries are append-only')
     const after = tableContents(fx.env.store)
     for (const table of ['admin_logs']) expect(after[table]).toEqual(before[table]!)
   })
@@ -630,15 +629,15 @@ describe('paging past a burst of more than `limit` entries in one millisecond', 
     const env = testEnv()
     try {
       const teams = Array.from({ length: 130 }, (_, i) => ({ name: `t${i}` }))
-      applyDocumentNow(
+      await applyNow(
         { users: [{ email: 'a@example.com', username: 'a' }], projects: [{ name: 'P', environments: ['production'], members: [{ user: 'a@example.com', role: 'admin' }], teams }] },
         { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl },
       )
       const app = testApp(env)
-      const token = tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' }).value
+      const token = (await tokenFor(env.store, env.clock, 'a', ['all'], { project: 'P' })).value
       const list = (query: Record<string, string>) => send<Page<AdminLog>>(app, request(adminPath(query, 'P'), { headers: bearer(token) }), 'admin')
       // Project P's entries (the instance-wide ones — the user apply created — belong to no project's log).
-      const count = (where: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`).get() as { n: number }).n
+      const count = (where: string) => (queryOne(env.store, `SELECT count(*) AS n FROM admin_logs WHERE project_id IS NOT NULL ${where}`) as { n: number }).n
       const total = count('')
       const extensions = count(`AND (resource IN (${EXTENSION_VALUES.listAdminLogs.resource!.map((r) => `'${r}'`).join(', ')}) OR initiator = 'system')`)
       expect(total - extensions).toBeGreaterThan(130)
@@ -657,8 +656,8 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
   let fx: Fx
   const DAY = 86_400_000
   let T0 = 0
-  beforeAll(() => {
-    fx = buildFx()
+  beforeAll(async () => {
+    fx = await buildFx()
     T0 = fx.env.clock.now()
   })
   afterAll(() => fx.env.cleanup())
@@ -666,8 +665,8 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
   test('deletes only entries older than the cutoff (activity with their record rows, admin), then one system entry per project', async () => {
     const { env } = fx
     // The apply file's own entries (records created, notes imported) were written at T0 too.
-    const applied = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
-    const appliedRecordRows = (env.store.sqlite.prepare('SELECT count(*) AS n FROM activity_log_records').get() as { n: number }).n
+    const applied = (queryOne(env.store, 'SELECT count(*) AS n FROM activity_logs') as { n: number }).n
+    const appliedRecordRows = (queryOne(env.store, 'SELECT count(*) AS n FROM activity_log_records') as { n: number }).n
     const note = (title: string) =>
       fx.app.handle(
         request(notesPath(), { method: 'POST', headers: bearer(fx.alice), json: { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: '<p>x</p>' } }),
@@ -678,14 +677,14 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     // One millisecond before the future cutoff, and exactly at it.
     env.clock.set(T0 + 3 * DAY - 1)
     expect((await note('just before')).status).toBe(201)
-    tokenFor(env.store, env.clock, 'carol', ['notes:read'])
+    await tokenFor(env.store, env.clock, 'carol', ['notes:read'])
     env.clock.set(T0 + 3 * DAY)
     expect((await note('at cutoff')).status).toBe(201)
-    tokenFor(env.store, env.clock, 'carol', ['notes:read'], { name: 'kept' })
+    await tokenFor(env.store, env.clock, 'carol', ['notes:read'], { name: 'kept' })
     env.clock.set(T0 + 10 * DAY)
     expect((await note('new')).status).toBe(201)
 
-    const count = (sql: string) => (env.store.sqlite.prepare(sql).get() as { n: number }).n
+    const count = (sql: string) => (queryOne(env.store, sql) as { n: number }).n
     const cutoff = T0 + 3 * DAY
     const cutoffUs = cutoff * 1000 // log times are stored in µs
     const oldActivity = count(`SELECT count(*) AS n FROM activity_logs WHERE created_at < ${cutoffUs}`)
@@ -694,15 +693,15 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     expect(oldActivity).toBe(applied + 3)
     expect(oldRecordRows).toBe(appliedRecordRows + 3)
     expect(oldAdmin).toBeGreaterThan(10)
-    const keptActivity = env.store.sqlite.prepare(`SELECT * FROM activity_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
-    const keptAdmin = env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE created_at >= ${cutoffUs} ORDER BY id`).all()
+    const keptActivity = queryAll(env.store, `SELECT * FROM activity_logs WHERE created_at >= ${cutoffUs} ORDER BY id`)
+    const keptAdmin = queryAll(env.store, `SELECT * FROM admin_logs WHERE created_at >= ${cutoffUs} ORDER BY id`)
     const keptRecords = count('SELECT count(*) AS n FROM activity_log_records') - oldRecordRows
     const adminBefore = maxId(env, 'admin_logs')
 
     const result = await pruneLogs(env.store, env.clock, 7)
     expect(result).toEqual({ activityLogs: oldActivity, adminLogs: oldAdmin, cutoff })
-    expect(env.store.sqlite.prepare(`SELECT * FROM activity_logs ORDER BY id`).all()).toEqual(keptActivity)
-    expect(env.store.sqlite.prepare(`SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`).all()).toEqual(keptAdmin)
+    expect(queryAll(env.store, `SELECT * FROM activity_logs ORDER BY id`)).toEqual(keptActivity)
+    expect(queryAll(env.store, `SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`)).toEqual(keptAdmin)
     // The record rows of pruned entries went with them (cascade); no orphan remains.
     expect(count('SELECT count(*) AS n FROM activity_log_records')).toBe(keptRecords)
     expect(count('SELECT count(*) AS n FROM activity_log_records WHERE log_id NOT IN (SELECT id FROM activity_logs)')).toBe(0)

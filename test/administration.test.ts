@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, runCli, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { queryAll, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 
@@ -14,15 +14,15 @@ let env: TestEnv
 let app: ReturnType<typeof testApp>
 const cookies: Record<string, string> = {}
 
-beforeAll(() => {
+beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
   // The apply key: alice is an instance administrator.
   ;(document.users.find((u) => u.email === "alice@example.com") as unknown as Record<string, unknown>).instanceAdmin = true
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'carol', 'dave']) {
-    cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+    cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
   }
 })
 afterAll(() => env.cleanup())
@@ -41,11 +41,11 @@ async function call(method: string, path: string, as: string | { bearer: string 
 
 /** The instance-wide admin log entries (no project), newest first. */
 function instanceLog(): { type: string; resource: string; user_id: number | null; new_value: string | null }[] {
-  return env.store.sqlite.prepare('SELECT type, resource, user_id, new_value FROM admin_logs WHERE project_id IS NULL ORDER BY id DESC').all() as never
+  return queryAll(env.store, 'SELECT type, resource, user_id, new_value FROM admin_logs WHERE project_id IS NULL ORDER BY id DESC') as never
 }
 
 async function adminLog(project: string, query = '', as = project === 'Acme' ? 'carol' : 'alice') {
-  const token = tokenFor(env.store, env.clock, as, ['admin_logs:read'], { project })
+  const token = await tokenFor(env.store, env.clock, as, ['admin_logs:read'], { project })
   const { body } = await call('GET', `/v1/project/${encodeURIComponent(project)}/admin-logs?limit=100${query}`, { bearer: token.value })
   return body
 }
@@ -60,7 +60,7 @@ describe('instance routes: rights', () => {
     expect((await call('POST', '/v1/projects', 'carol', { name: 'Nope' })).status).toBe(403)
     expect((await call('PUT', `/v1/instance/users/${userId(env.store, 'dave')}`, 'carol', { username: 'd', instanceAdmin: false, deactivated: false })).status).toBe(403)
     expect((await call('POST', `/v1/instance/users/${userId(env.store, 'dave')}/invitation`, 'carol')).status).toBe(403)
-    const token = tokenFor(env.store, env.clock, 'alice', ['all'])
+    const token = await tokenFor(env.store, env.clock, 'alice', ['all'])
     expect((await call('GET', '/v1/instance/users', { bearer: token.value })).body.code).toBe('instance_admin_required')
   })
 
@@ -106,7 +106,7 @@ describe('people', () => {
     expect(url.origin).toBe('http://trellis.test')
     expect(url.pathname).toBe('/invite')
     const token = url.searchParams.get('token')!
-    expect(JSON.stringify(env.store.sqlite.prepare('SELECT * FROM invitations').all())).not.toContain(token)
+    expect(JSON.stringify(queryAll(env.store, 'SELECT * FROM invitations'))).not.toContain(token)
     expect(instanceLog()[0]).toMatchObject({ type: 'add', resource: 'invitation' })
 
     const page = await app.handle(request(`/invite?token=${encodeURIComponent(token)}`))
@@ -137,7 +137,7 @@ describe('people', () => {
     env.clock.advance(8 * 24 * 3600 * 1000)
     expect((await call('POST', '/auth/invitation', null, { token: secondToken, password: 'frank-password-2027' })).status).toBe(404)
     // Sessions last 7 days too: sign everyone in again.
-    for (const name of Object.keys(cookies)) cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+    for (const name of Object.keys(cookies)) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
     expect((await call('POST', '/v1/instance/users/999999/invitation', 'alice')).status).toBe(404)
     expect((await call('POST', '/v1/instance/users/0/invitation', 'alice')).status).toBe(400)
   })
@@ -158,7 +158,7 @@ describe('people', () => {
     expect(off.body.deactivated).toBe(true)
     expect((await call('GET', '/v1/account', 'dave')).status).toBe(401)
     expect((await call('PUT', `/v1/instance/users/${dave}`, 'alice', { username: 'dave', instanceAdmin: false, deactivated: false })).body.deactivated).toBe(false)
-    cookies.dave = `trellis_session=${(runNow(env.store, createSession(env.clock, dave, false))).id}`
+    cookies.dave = `trellis_session=${(await runNow(env.store, createSession(env.clock, dave, false))).id}`
     expect((await call('PUT', '/v1/instance/users/999999', 'alice', { username: 'x', instanceAdmin: false, deactivated: false })).status).toBe(404)
     const blank = await call('PUT', `/v1/instance/users/${dave}`, 'alice', { username: ' ', instanceAdmin: false, deactivated: false })
     expect(blank.status).toBe(400)
@@ -184,7 +184,7 @@ describe('projects', () => {
     expect((await adminLog('Solo')).data.map((e: Body) => e.resource)).toEqual(['user-project'])
   })
 
-  test('the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
     const alice = userId(env.store, 'alice')
     const demote = await call('PUT', `/v1/project/Solo/members/${alice}`, 'alice', { role: 'editor' })
     expect(demote.status).toBe(409)
@@ -232,7 +232,7 @@ describe('projects', () => {
   })
 
   test('settings: rename and SSO, by a project admin; a renamed project keeps its tokens', async () => {
-    const token = tokenFor(env.store, env.clock, 'alice', ['admin_logs:read'], { project: 'Solo' })
+    const token = await tokenFor(env.store, env.clock, 'alice', ['admin_logs:read'], { project: 'Solo' })
     expect((await call('PUT', '/v1/project/Acme/settings', 'bob', { projectName: 'Acme', sso: false })).status).toBe(403)
     const renamed = await call('PUT', '/v1/project/Solo/settings', 'alice', { projectName: 'Solo Co', sso: false })
     expect(renamed.body).toEqual({ name: 'Solo Co', sso: false })
@@ -244,7 +244,7 @@ describe('projects', () => {
     // The token made before the rename works under the new name (until SSO refuses it).
     expect((await call('GET', '/v1/project/Solo%20Co/admin-logs', { bearer: token.value })).body.code).toBe('sso_required')
     // apply turns SSO off again, through the same service (and the same admin log entry).
-    applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, { users: [], projects: [{ name: 'Solo Co', sso: false }] })
+    await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, { users: [], projects: [{ name: 'Solo Co', sso: false }] })
     const log = (await call('GET', '/v1/project/Solo%20Co/admin-logs?extensions=true&resource=project', { bearer: token.value })).body
     expect(log.data.map((e: Body) => [e.newValue, e.user?.email])).toEqual([
       [{ name: 'Solo Co (SSO off)' }, undefined],
@@ -291,7 +291,7 @@ describe('projects', () => {
     expect((await call('PUT', path, 'carol', { teamName: 'Nope', data: {} })).status).toBe(404)
     expect((await call('PUT', '/v1/project/Acme/environment/production/collection/nope/records/x', 'carol', { teamName: 'Support', data: {} })).status).toBe(404)
     expect((await call('PUT', path, 'bob', { teamName: 'Support', data: {} })).status).toBe(403)
-    const token = tokenFor(env.store, env.clock, 'carol', ['activity_logs:read'])
+    const token = await tokenFor(env.store, env.clock, 'carol', ['activity_logs:read'])
     const { body } = await call('GET', '/v1/project/Acme/environment/production/activity-logs?recordId=ord%2F9', { bearer: token.value })
     expect(body.data, JSON.stringify(body)).toBeDefined()
     expect(body.data.map((e: Body) => [e.action, e.label])).toEqual([

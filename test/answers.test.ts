@@ -14,7 +14,7 @@ import { UNCHECKED_ANSWER } from '../src/http/schemas.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runNow, until } from './helpers.ts'
+import { bearer, execute, queryOne, request, runNow, until } from './helpers.ts'
 import { acmeWithGlobex, reportHook, userId } from './support/acme.ts'
 import { assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 import { buildFx, type Fx } from './support/logs.ts'
@@ -33,12 +33,12 @@ const RUNS = '/v1/project/Acme/environment/production/workflow-runs'
 
 beforeAll(async () => {
   const document = acmeWithGlobex()
-  fx = buildFx({
+  fx = await buildFx({
     document,
     executor: (env) => new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 }),
   })
   const { app, env } = fx
-  cookie = `trellis_session=${runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false)).id}`
+  cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false))).id}`
   const send = async (path: string, init: RequestInit & { json?: unknown } = {}) => {
     const response = await app.handle(request(path, { ...init, headers: { ...bearer(fx.alice), ...(init.headers as Record<string, string>) } }))
     expect(response.status).toBeLessThan(300)
@@ -49,7 +49,7 @@ beforeAll(async () => {
     const note = await send(NOTES, { method: 'POST', json: { recordId: `ord_100${i}`, collectionName: i % 2 ? 'customers' : 'orders', teamName: 'Support', title: `Answer ${i}`, content: '<p>first</p>' } })
     await send(`${NOTES}/${note.id}/messages`, { method: 'POST', json: { content: '<p>and <strong>more</strong></p>' } })
     if (i === 1) await send(`${NOTES}/${note.id}`, { method: 'PATCH', json: { archived: true } })
-    if (i === 2) env.store.sqlite.run('UPDATE notes SET collection_id = NULL WHERE id = ?', [note.id as number])
+    if (i === 2) execute(env.store, 'UPDATE notes SET collection_id = NULL WHERE id = ?', note.id as number)
   }
   // Runs: waiting (a paid order reaches the `wait` step), succeeded (a pending one ends at the condition), failed
   // (no such record), cancelled and queued (a session's manual runs: no token).
@@ -58,7 +58,7 @@ beforeAll(async () => {
   for (const record of ['ord_1001', 'ord_1002', 'no_such_order']) {
     runIds.push(((await send(hook, { method: 'POST', json: { record_id: record } })).runId as string))
   }
-  const status = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
+  const status = (id: string) => (queryOne(env.store, 'SELECT status FROM runs WHERE id = ?', id) as { status: string }).status
   await until('the webhook runs settled', () => runIds.every((id) => ['waiting', 'succeeded', 'failed'].includes(status(id))))
   await fx.executor!.stop()
   const manual = (recordId: string) =>

@@ -5,30 +5,30 @@ import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
 import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
 import { verifyWebhookToken } from '../src/modules/webhooks/url.ts'
-import { repoRoot, tableContents, type TestEnv, testEnv } from './helpers.ts'
+import { repoRoot, sqliteTestEnv, type SqliteTestEnv, tableContents } from './helpers.ts'
 import { parseIsoMicros } from '../src/lib/time.ts'
 
 const ACME = readFileSync(join(repoRoot, 'examples/acme.yaml'), 'utf8')
 const BASE_URL = 'http://trellis.test'
 
-const envs: TestEnv[] = []
+const envs: SqliteTestEnv[] = []
 afterEach(() => {
   for (const env of envs.splice(0)) env.cleanup()
 })
 
-function freshEnv(): TestEnv {
-  const env = testEnv({ TRELLIS_BASE_URL: BASE_URL })
+function freshEnv(): SqliteTestEnv {
+  const env = sqliteTestEnv({ TRELLIS_BASE_URL: BASE_URL })
   envs.push(env)
   return env
 }
 
-function apply(env: TestEnv, source: string | object): ApplyReport {
+function apply(env: SqliteTestEnv, source: string | object): ApplyReport {
   const text = typeof source === 'string' ? source : toYaml(source)
   return applyDocumentNow(parseApplyText(text), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
 }
 
 /** The ApplyError an apply throws; fails the test when it does not throw one. */
-function applyError(env: TestEnv, source: string | object): ApplyError {
+function applyError(env: SqliteTestEnv, source: string | object): ApplyError {
   try {
     apply(env, source)
   } catch (error) {
@@ -38,11 +38,11 @@ function applyError(env: TestEnv, source: string | object): ApplyError {
   throw new Error('expected the apply to fail')
 }
 
-function count(env: TestEnv, table: string, where = '1 = 1', ...params: (string | number)[]): number {
+function count(env: SqliteTestEnv, table: string, where = '1 = 1', ...params: (string | number)[]): number {
   return (env.store.sqlite.prepare(`SELECT count(*) AS n FROM "${table}" WHERE ${where}`).get(...params) as { n: number }).n
 }
 
-function snapshot(env: TestEnv): string {
+function snapshot(env: SqliteTestEnv): string {
   return JSON.stringify(tableContents(env.store))
 }
 
@@ -200,11 +200,11 @@ describe('apply examples/acme.yaml', () => {
 })
 
 describe('workflow versions', () => {
-  const versions = (env: TestEnv) =>
+  const versions = (env: SqliteTestEnv) =>
     env.store.sqlite
       .prepare("SELECT v.id, v.version FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id WHERE w.name = 'W' ORDER BY v.version")
       .all() as { id: number; version: number }[]
-  const activeVersionId = (env: TestEnv) =>
+  const activeVersionId = (env: SqliteTestEnv) =>
     (env.store.sqlite.prepare("SELECT active_version_id AS id FROM workflows WHERE name = 'W'").get() as { id: number }).id
 
   test('a changed step publishes version 2 and makes it active', () => {
@@ -360,7 +360,7 @@ describe('items missing from a later file', () => {
 })
 
 describe('notes import', () => {
-  const noteRows = (env: TestEnv) =>
+  const noteRows = (env: SqliteTestEnv) =>
     env.store.sqlite.prepare('SELECT id, title, created_at, updated_at, archived_at FROM notes ORDER BY id').all() as {
       id: number
       title: string

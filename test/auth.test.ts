@@ -4,13 +4,13 @@
  * real app. The token management API, lastUsedAt, token secrecy and the token CLI are test/tokens.test.ts.
  */
 import { describe, expect, test } from 'bun:test'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { bearerValue } from '../src/http/auth.ts'
 import { BLOCK_AFTER, WINDOW_MS } from '../src/modules/auth/throttle.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
 import type { Scope } from '../src/modules/tokens/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { bearer, request, testApp } from './helpers.ts'
+import { bearer, execute, request, testApp } from './helpers.ts'
 import {
   cookieFrom,
   expect401,
@@ -47,7 +47,7 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('wrong scheme → 401 even with a genuine token value; the scheme is case-insensitive', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     for (const authorization of [`Basic ${value}`, `Token ${value}`, `Basic ${btoa('alice:pw')}`, value, `Bearer`, `Bearer `, `Bearer ${value} extra`, '']) {
       await expect401(await getNotes(app, { authorization }))
     }
@@ -68,7 +68,7 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('garbage and well-formed but unknown tokens → 401 "Invalid token"', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const unknown = `trl_${'A'.repeat(43)}`
     const flipped = value.slice(0, -1) + (value.endsWith('A') ? 'B' : 'A')
     for (const token of ['garbage', 'trl_short', `trl_${'!'.repeat(43)}`, unknown, flipped, value.toUpperCase(), `${value}x`]) {
@@ -80,7 +80,7 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('revoked by its owner (DELETE /v1/account/tokens/:id with a login session) → 401 on the very next request', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { token, value } = mint(e, 'alice@example.com')
+    const { token, value } = await mint(e, 'alice@example.com')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
     const loggedIn = await login(app, 'alice@example.com')
     expect(loggedIn.status).toBe(200)
@@ -96,9 +96,9 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('revoked by a project admin (DELETE /v1/project/Acme/api-tokens/:id) → 401', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { token, value } = mint(e, 'alice@example.com')
+    const { token, value } = await mint(e, 'alice@example.com')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
-    const carol = sessionCookie(e, 'carol@example.com')
+    const carol = await sessionCookie(e, 'carol@example.com')
     const listed = await app.handle(request('/v1/project/Acme/api-tokens', { headers: { cookie: carol } }))
     expect(listed.status).toBe(200)
     const list = (await listed.json()) as { data: { id: number; user: { email: string } }[] }
@@ -107,7 +107,7 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
     expect(revoked.status).toBe(204)
     await expect401(await getNotes(app, bearer(value)))
     // A token of another project is not revocable through this project's settings.
-    const beta = mint(e, 'alice@example.com', { project: 'Beta' })
+    const beta = await mint(e, 'alice@example.com', { project: 'Beta' })
     await expectErrorResponse(
       await app.handle(request(`/v1/project/Acme/api-tokens/${beta.token.id}`, { method: 'DELETE', headers: { cookie: carol } })),
       404,
@@ -118,9 +118,9 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('expired: expires_at set in the past directly in the database → 401 "expired"', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { token, value } = mint(e, 'alice@example.com')
+    const { token, value } = await mint(e, 'alice@example.com')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
-    e.store.sqlite.prepare('UPDATE api_tokens SET expires_at = ? WHERE id = ?').run(e.clock.now() - 1, token.id)
+    execute(e.store, 'UPDATE api_tokens SET expires_at = ? WHERE id = ?', e.clock.now() - 1, token.id)
     const body = await expect401(await getNotes(app, bearer(value)))
     expect(body.message).toMatch(/expired/i)
   })
@@ -128,7 +128,7 @@ describe('401 Unauthorized: missing, invalid, revoked or expired token', () => {
   test('expired: created with expiresAt, then the clock passes it → 401 "expired" (valid until the instant before)', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com', { expiresAt: e.clock.now() + 3_600_000 })
+    const { value } = await mint(e, 'alice@example.com', { expiresAt: e.clock.now() + 3_600_000 })
     e.clock.advance(3_600_000 - 1)
     expect((await getNotes(app, bearer(value))).status).toBe(200)
     e.clock.advance(1)
@@ -144,46 +144,46 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     const e = fixture()
     const app = testApp(e)
     for (const email of ['bob@example.com', 'dave@example.com']) {
-      const { value } = mint(e, email, { scopes: ['all'] })
+      const { value } = await mint(e, email, { scopes: ['all'] })
       await expect403(await getNotes(app, bearer(value)), 'insufficient_role')
       await expect403(await postNote(app, bearer(value)), 'insufficient_role')
     }
     // Scope is checked before role.
-    const { value } = mint(e, 'bob@example.com', { scopes: ['admin_logs:read'] })
+    const { value } = await mint(e, 'bob@example.com', { scopes: ['admin_logs:read'] })
     await expect403(await getNotes(app, bearer(value)), 'insufficient_scope')
   })
 
   test('an admin demoted with setProjectMember → 403 on the next request; promoted back → 200', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
     const demote = (role: 'editor' | 'admin') =>
-      commitNow(e.store, function* () {
+      writeNow(e.store, function* () {
         return yield* setProjectMember(e.clock, { projectId: projectId(e, 'Acme'), userId: userId(e, 'alice@example.com'), role, actorId: null })
       })
-    expect(demote('editor')).toBe('updated')
+    expect(await demote('editor')).toBe('updated')
     const body = await expect403(await getNotes(app, bearer(value)), 'insufficient_role')
     expect(body.message).toContain('admin')
     await expect403(await postNote(app, bearer(value)), 'insufficient_role')
-    demote('admin')
+    await demote('admin')
     expect((await getNotes(app, bearer(value))).status).toBe(200)
   })
 
   test('a member removed from the project → 403', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
-    e.store.sqlite.prepare('DELETE FROM project_members WHERE user_id = ? AND project_id = ?').run(userId(e, 'alice@example.com'), projectId(e, 'Acme'))
+    const { value } = await mint(e, 'alice@example.com')
+    execute(e.store, 'DELETE FROM project_members WHERE user_id = ? AND project_id = ?', userId(e, 'alice@example.com'), projectId(e, 'Acme'))
     await expect403(await getNotes(app, bearer(value)))
   })
 
   test('a deactivated user → 403 (never 401: the token is genuine); re-enabled → 200', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const alice = userId(e, 'alice@example.com')
-    commitNow(e.store, function* () {
+    await writeNow(e.store, function* () {
       return yield* setUserDisabled(e.clock, alice, true)
     })
     const body = await expect403(await getNotes(app, bearer(value)), 'user_deactivated')
@@ -191,7 +191,7 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     await expect403(await postNote(app, bearer(value)), 'user_deactivated')
     // Deactivation is checked before the project: no more detail for another project either.
     await expect403(await getNotes(app, bearer(value), '/v1/project/Beta/environment/production/notes'), 'user_deactivated')
-    commitNow(e.store, function* () {
+    await writeNow(e.store, function* () {
       return yield* setUserDisabled(e.clock, alice, false)
     })
     expect((await getNotes(app, bearer(value))).status).toBe(200)
@@ -200,7 +200,7 @@ describe('403 Forbidden: a genuine token without the permission', () => {
   test('a token of project A on project B → 403, the same 403 when B does not exist (nothing revealed)', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com', { project: 'Acme' })
+    const { value } = await mint(e, 'alice@example.com', { project: 'Acme' })
     // alice is an admin of Beta too: only the token's project is wrong.
     const existing = await expect403(await getNotes(app, bearer(value), '/v1/project/Beta/environment/production/notes'), 'wrong_project')
     const missing = await expect403(await getNotes(app, bearer(value), '/v1/project/Nope/environment/production/notes'), 'wrong_project')
@@ -211,7 +211,7 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     await expect403(await getNotes(app, bearer(value), '/v1/project/acme/environment/production/notes'), 'wrong_project')
     await expect403(await postNote(app, bearer(value), NEW_NOTE, '/v1/project/Beta/environment/production/notes'), 'wrong_project')
     // The Beta token works on Beta.
-    const beta = mint(e, 'alice@example.com', { project: 'Beta' })
+    const beta = await mint(e, 'alice@example.com', { project: 'Beta' })
     expect((await getNotes(app, bearer(beta.value), '/v1/project/Beta/environment/production/notes')).status).toBe(200)
   })
 
@@ -219,12 +219,12 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     const e = fixture()
     const app = testApp(e)
     const path = '/v1/project/Secure/environment/production/notes'
-    const plain = mint(e, 'alice@example.com', { project: 'Secure', createdWithSso: false })
+    const plain = await mint(e, 'alice@example.com', { project: 'Secure', createdWithSso: false })
     await expect403(await getNotes(app, bearer(plain.value), path), 'sso_required')
-    const sso = mint(e, 'alice@example.com', { project: 'Secure', createdWithSso: true })
+    const sso = await mint(e, 'alice@example.com', { project: 'Secure', createdWithSso: true })
     expect((await getNotes(app, bearer(sso.value), path)).status).toBe(200)
     // A password session cannot create a token for it.
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     await expect403(
       await app.handle(request('/v1/account/tokens', { method: 'POST', headers: { cookie }, json: { name: 'x', projectName: 'Secure' } })),
       'sso_required',
@@ -243,7 +243,7 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     test.each(cases)('%s → GET %d, POST %d', async (scope, getStatus, postStatus) => {
       const e = fixture()
       const app = testApp(e)
-      const { value } = mint(e, 'alice@example.com', { scopes: [scope] })
+      const { value } = await mint(e, 'alice@example.com', { scopes: [scope] })
       const got = await getNotes(app, bearer(value))
       if (getStatus === 200) {
         expect(got.status).toBe(200)
@@ -264,10 +264,10 @@ describe('403 Forbidden: a genuine token without the permission', () => {
     test('the read-only preset reads but cannot write; read + write scopes together do both', async () => {
       const e = fixture()
       const app = testApp(e)
-      const ro = mint(e, 'alice@example.com', { scopes: READ_ONLY as Scope[] })
+      const ro = await mint(e, 'alice@example.com', { scopes: READ_ONLY as Scope[] })
       expect((await getNotes(app, bearer(ro.value))).status).toBe(200)
       await expect403(await postNote(app, bearer(ro.value)), 'insufficient_scope')
-      const rw = mint(e, 'alice@example.com', { scopes: ['notes:read', 'notes:write'] })
+      const rw = await mint(e, 'alice@example.com', { scopes: ['notes:read', 'notes:write'] })
       expect((await postNote(app, bearer(rw.value))).status).toBe(201)
       expect((await getNotes(app, bearer(rw.value))).status).toBe(200)
     })
@@ -278,7 +278,7 @@ describe('404 and validation only after authentication', () => {
   test('unknown environment: 404 not_found with a valid token, 401 without one', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const path = '/v1/project/Acme/environment/nope/notes'
     const body = await expectErrorResponse(await getNotes(app, bearer(value), path), 404, 'not_found')
     expect(body.error).toBe('Not Found')
@@ -296,9 +296,9 @@ describe('404 and validation only after authentication', () => {
     const { title: _title, ...noTitle } = NEW_NOTE
     await expect401(await postNote(app, {}, noTitle))
     await expect401(await postNote(app, {}, { nonsense: true }))
-    const ro = mint(e, 'alice@example.com', { scopes: ['notes:read'] })
+    const ro = await mint(e, 'alice@example.com', { scopes: ['notes:read'] })
     await expect403(await postNote(app, bearer(ro.value), noTitle), 'insufficient_scope')
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const body = await expectErrorResponse(await postNote(app, bearer(value), noTitle), 400, 'validation_failed')
     expect(body.message).toContain('title')
     expect(body.details?.map((d) => d.field)).toContain('title')
@@ -310,7 +310,7 @@ describe('404 and validation only after authentication', () => {
     const e = fixture()
     const app = testApp(e)
     await expect401(await getNotes(app, {}, `${NOTES}?limit=0`))
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const body = await expectErrorResponse(await getNotes(app, bearer(value), `${NOTES}?limit=0`), 400)
     expect(body.message).toContain('limit')
   })
@@ -368,7 +368,7 @@ describe('password login', () => {
     const app = testApp(e)
     const cookie = cookieFrom(await login(app, 'bob@example.com'))
     expect((await app.handle(request('/v1/account', { headers: { cookie } }))).status).toBe(200)
-    commitNow(e.store, function* () {
+    await writeNow(e.store, function* () {
       return yield* setUserDisabled(e.clock, userId(e, 'bob@example.com'), true)
     })
     await expect401(await app.handle(request('/v1/account', { headers: { cookie } })))
@@ -378,7 +378,7 @@ describe('password login', () => {
   test('a session expires after its TTL', async () => {
     const e = fixture()
     const app = testApp(e)
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     expect((await app.handle(request('/v1/account', { headers: { cookie } }))).status).toBe(200)
     e.clock.advance(7 * 24 * 3600 * 1000)
     await expect401(await app.handle(request('/v1/account', { headers: { cookie } })))
@@ -416,7 +416,7 @@ describe('per-token API rate limit', () => {
   test('TRELLIS_API_RATE_PER_MIN=3: 3 OK with headers, the 4th → 429 with Retry-After; a minute later it works again', async () => {
     const e = fixture({ TRELLIS_API_RATE_PER_MIN: '3' })
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     const reset = String(Math.ceil((e.clock.now() + 60_000) / 1000))
     for (const remaining of ['2', '1', '0']) {
       const response = await getNotes(app, bearer(value))
@@ -440,7 +440,7 @@ describe('per-token API rate limit', () => {
     await expectErrorResponse(await postNote(app, bearer(value)), 429, 'rate_limited')
 
     // A second token has its own budget.
-    const other = mint(e, 'carol@example.com')
+    const other = await mint(e, 'carol@example.com')
     const otherResponse = await getNotes(app, bearer(other.value))
     expect(otherResponse.status).toBe(200)
     expect(otherResponse.headers.get('x-ratelimit-remaining')).toBe('2')
@@ -454,7 +454,7 @@ describe('per-token API rate limit', () => {
   test('Retry-After is whole seconds ≥ 1 right before the window ends; unauthenticated calls are not counted', async () => {
     const e = fixture({ TRELLIS_API_RATE_PER_MIN: '3' })
     const app = testApp(e)
-    const { value } = mint(e, 'alice@example.com')
+    const { value } = await mint(e, 'alice@example.com')
     for (let i = 0; i < 5; i++) await expect401(await getNotes(app))
     for (let i = 0; i < 3; i++) expect((await getNotes(app, bearer(value))).status).toBe(200)
     e.clock.advance(59_999)
@@ -468,7 +468,7 @@ describe('per-token API rate limit', () => {
   test('403 responses count and carry the headers too', async () => {
     const e = fixture({ TRELLIS_API_RATE_PER_MIN: '3' })
     const app = testApp(e)
-    const { value } = mint(e, 'bob@example.com')
+    const { value } = await mint(e, 'bob@example.com')
     for (const remaining of ['2', '1', '0']) {
       const response = await getNotes(app, bearer(value))
       expect(response.status).toBe(403)

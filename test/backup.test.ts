@@ -45,8 +45,8 @@ describe('trellis backup', () => {
 
     const store = openStore(data.path)
     migrate(store.sqlite)
-    applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, acmeDocument())
-    const token = tokenFor(store, systemClock, 'alice', ['notes:read']).value
+    await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, acmeDocument())
+    const token = (await tokenFor(store, systemClock, 'alice', ['notes:read'])).value
     store.sqlite.run('CREATE TABLE load_probe (id INTEGER PRIMARY KEY, batch INTEGER NOT NULL, payload TEXT NOT NULL)')
     store.close()
 

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { bearer, repoRoot, request, runCli, startServe, tempDir, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
+import { bearer, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -30,7 +30,7 @@ let auditor = ''
 
 const ODD_IDS = ['ünï|42', 'a/b c?d#e', "x' OR 1=1 --", '<script>alert(1)</script>']
 
-beforeAll(() => {
+beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
   const acme = acmeProject(document)
@@ -40,12 +40,12 @@ beforeAll(() => {
   acme.collections!.push({ name: 'secrets', permissions: { Support: { read: false }, Billing: { read: false }, Outsiders: { read: true } } })
   for (const id of ODD_IDS) acme.records!.push({ environment: 'production', collection: 'customers', id, data: { name: id, html: '<img src=x onerror=alert(1)>' } })
   document.projects.push({ name: 'Globex', environments: ['production'], teams: [{ name: 'Ops' }], members: [{ user: 'dave@example.com', role: 'admin' }] })
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'carol', 'dave', 'erin']) {
-    cookies[name] = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+    cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
   }
-  auditor = tokenFor(env.store, env.clock, 'carol', ['activity_logs:read']).value
+  auditor = (await tokenFor(env.store, env.clock, 'carol', ['activity_logs:read'])).value
 })
 afterAll(() => env.cleanup())
 
@@ -67,7 +67,7 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
   return body.data
 }
 
-const maxActivityId = () => (env.store.sqlite.prepare('SELECT coalesce(max(id), 0) AS id FROM activity_logs').get() as { id: number }).id
+const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
@@ -231,7 +231,7 @@ describe('pages and who may see them', () => {
       path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
     }
     expect(new Set(seen).size).toBe(seen.length)
-    expect(seen.length).toBe(Number((env.store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs a JOIN environments e ON e.id = a.environment_id WHERE e.name = 'production' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')").get() as { n: number }).n))
+    expect(seen.length).toBe(Number((queryOne(env.store, "SELECT count(*) AS n FROM activity_logs a JOIN environments e ON e.id = a.environment_id WHERE e.name = 'production' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')") as { n: number }).n))
     expect(seen.length).toBeGreaterThan(50) // it took the Older link
   })
 
@@ -264,7 +264,7 @@ describe('pages and who may see them', () => {
       )
       expect(started.status).toBe(202)
     }
-    const total = (env.store.sqlite.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n
+    const total = (queryOne(env.store, 'SELECT count(*) AS n FROM runs') as { n: number }).n
     const seen: string[] = []
     let path: string | undefined = '/p/Acme/e/production/runs'
     for (let pages = 0; path; pages++) {
@@ -290,26 +290,26 @@ describe('changes with the session come only from Trellis pages', () => {
     )
 
   test('an Origin of another site is refused (403 cross_origin), nothing is created; this site or no Origin is fine', async () => {
-    const before = (env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n
+    const before = (queryOne(env.store, 'SELECT count(*) AS n FROM api_tokens') as { n: number }).n
     for (const origin of ['https://evil.example', 'http://localhost.evil.example', 'null']) {
       const response = await generateToken(origin)
       expect({ origin, status: response.status, code: ((await response.json()) as { code: string }).code }).toEqual({ origin, status: 403, code: 'cross_origin' })
     }
-    expect((env.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n).toBe(before)
+    expect((queryOne(env.store, 'SELECT count(*) AS n FROM api_tokens') as { n: number }).n).toBe(before)
     expect((await generateToken('http://localhost')).status).toBe(201) // the host the request was made to
     expect((await generateToken('http://trellis.test')).status).toBe(201) // the configured base URL
     expect((await generateToken()).status).toBe(201)
   })
 
   test('Bearer calls are not concerned (no cookie, no browser)', async () => {
-    const admin = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const admin = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     const response = await app.handle(request('/v1/account/tokens', { headers: { authorization: `Bearer ${admin}`, origin: 'https://evil.example' } }))
     expect(response.status).toBe(200)
   })
 })
 
 describe('concurrency: every view is logged, through a real server', () => {
-  test('250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, '250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
     const dir = tempDir('trellis-console-load-')
     expect((await runCli(['apply', '-f', `${repoRoot}/examples/acme.yaml`, '--data', dir.path])).code).toBe(0)
     const server = await startServe({ dataDir: dir.path, cwd: dir.path })
@@ -365,7 +365,7 @@ describe('notes from the console', () => {
       ['unarchiveNote', 'unarchived note "Call back"', 'bob@example.com', 'Support', ['ord_1002']],
     ])
     // Typed text is text: escaped into paragraphs, and shown so on the record page.
-    const stored = env.store.sqlite.prepare('SELECT content FROM note_messages WHERE note_id = ? ORDER BY id').all(id) as { content: string }[]
+    const stored = queryAll(env.store, 'SELECT content FROM note_messages WHERE note_id = ? ORDER BY id', id) as { content: string }[]
     expect(stored.map((m) => m.content)).toEqual(['<p>Customer &lt;b&gt;asked&lt;/b&gt; twice.</p><p>Second paragraph<br />same paragraph</p>', '<p>Done &amp; dusted</p>'])
     const page = await get(record('Support', 'orders', 'ord_1002'), 'bob')
     expect(page.text).toContain('Customer &lt;b&gt;asked&lt;/b&gt; twice.')
@@ -411,7 +411,7 @@ describe('notes from the console', () => {
     expect((await send('PATCH', `${base}/notes/abc`, 'bob', { archived: true })).status).toBe(400)
     expect((await send('PATCH', `${base}/notes/1`, 'bob', {})).status).toBe(400)
     expect((await errorOf(await send('POST', path, null, { title: 't', text: 'x' }))).status).toBe(401)
-    const token = tokenFor(env.store, env.clock, 'bob', ['all']).value
+    const token = (await tokenFor(env.store, env.clock, 'bob', ['all'])).value
     expect(await errorOf(await send('POST', path, null, { title: 't', text: 'x' }, bearer(token)))).toMatchObject({ status: 403, code: 'session_required' })
     expect(await errorOf(await send('POST', path, 'bob', { title: 't', text: 'x' }, { origin: 'https://evil.example' }))).toMatchObject({ status: 403, code: 'cross_origin' })
     expect(maxActivityId()).toBe(before)

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
-import { bearer, request, runCli, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
@@ -14,16 +14,16 @@ if (!postgresInstalled) {
 }
 
 describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgres://…', () => {
-  let env: TestEnv
+  let env: SqliteTestEnv
   let cluster: Cluster
   let sql: SQL
 
   beforeAll(async () => {
-    env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '1000' })
-    const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+    env = sqliteTestEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '1000' })
+    const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
     const app = testApp(env)
-    const bob = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
-    const alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const bob = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
+    const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     for (const record of ['ord_1001', 'ord_1002', 'ord_1003']) {
       const response = await app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(bob), json: { record_id: record } }))
       expect(response.status).toBe(202)

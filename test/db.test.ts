@@ -10,7 +10,7 @@ import { type Journal, renderMigrationsModule } from '../src/db/migrations-modul
 import { migrations as embedded } from '../src/db/migrations.generated.ts'
 import { openStore, type SqliteStore } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { repoRoot, runCli, tempDir, testEnv, type TestEnv } from './helpers.ts'
+import { repoRoot, runCli, sqliteTestEnv, type SqliteTestEnv, tempDir } from './helpers.ts'
 
 const schemaTables = (Object.values(schema) as unknown[])
   .filter((value): value is SQLiteTable => is(value, SQLiteTable))
@@ -29,8 +29,8 @@ function emptyStore(): SqliteStore {
   return store
 }
 
-function migratedEnv(): TestEnv {
-  const env = testEnv()
+function migratedEnv(): SqliteTestEnv {
+  const env = sqliteTestEnv()
   cleanups.push(env.cleanup)
   return env
 }

@@ -10,9 +10,9 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, userId } from './support/acme.ts'
-import { testApp, testEnv } from './helpers.ts'
+import { sqliteTestEnv, testApp } from './helpers.ts'
 
-const env = testEnv()
+const env = sqliteTestEnv()
 afterAll(() => env.cleanup())
 
 test('HTTP answers within a second while 600 queued runs execute', async () => {
@@ -20,7 +20,7 @@ test('HTTP answers within a second while 600 queued runs execute', async () => {
   const steps = [{ type: 'load' }, { type: 'update', set: { touched: '{{now}}' } }, { type: 'note', title: 'Touched', content: '<p>{{run.id}}</p>' }]
   const { webhook: _noWebhook, ...touch } = ordersWorkflow('Touch', steps) // runs are queued directly: no webhook block
   acmeProject(document).workflows!.push(touch)
-  applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   const workflow = env.store.sqlite.prepare("SELECT id, active_version_id AS version FROM workflows WHERE name = 'Touch'").get() as { id: number; version: number }
   const environment = env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").get() as { id: number }
   const queue = new RunQueue(env.store.sqlite)

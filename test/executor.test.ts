@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
-import { advanceRun, LeaseLostError, type NewRun, RunQueue, type RunRow } from '../src/db/queue.ts'
+import { openStore, type Store } from '../src/db/open.ts'
+import { op } from '../src/db/op.ts'
+import { advanceRun, LeaseLostError, type NewRun, recoverExpiredRuns, RunQueue, type RunRow } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
 import { runCondition } from '../src/executor/steps/condition.ts'
@@ -20,7 +21,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
-import { bearer, repoRoot, request, startServe, tempDir, testApp, testEnv, type TestEnv, until, runNow } from './helpers.ts'
+import { anotherStore, bearer, execute, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyTest, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import {
   type AcmeDocument,
   acmeDocument,
@@ -171,10 +172,9 @@ describe('executor (in-process, real clock)', () => {
   const tokens = {} as Record<'bob' | 'alice' | 'carol' | 'dave' | 'daveRead', string>
   let aliceCookie = ''
 
-  const sqlite = () => env.store.sqlite
-  const run = (id: string) => sqlite().prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow
+  const run = (id: string) => queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', id) as RunRow
   const steps = (id: string) =>
-    sqlite().prepare('SELECT * FROM run_steps WHERE run_id = ? ORDER BY step_index').all(id) as {
+    queryAll(env.store, 'SELECT * FROM run_steps WHERE run_id = ? ORDER BY step_index', id) as {
       step_index: number
       name: string
       type: string
@@ -183,7 +183,7 @@ describe('executor (in-process, real clock)', () => {
       error: string | null
     }[]
   const activity = (id: string) =>
-    sqlite().prepare('SELECT * FROM activity_logs WHERE run_id = ? ORDER BY id').all(id) as {
+    queryAll(env.store, 'SELECT * FROM activity_logs WHERE run_id = ? ORDER BY id', id) as {
       action: string
       label: string
       user_id: number
@@ -195,9 +195,7 @@ describe('executor (in-process, real clock)', () => {
   const recordData = (id: string, collection = 'orders') =>
     JSON.parse(
       (
-        sqlite()
-          .prepare('SELECT r.data FROM records r JOIN collections c ON c.id = r.collection_id JOIN environments e ON e.id = r.environment_id WHERE r.record_key = ? AND c.name = ? AND e.name = ?')
-          .get(id, collection, 'production') as { data: string }
+        queryOne(env.store, 'SELECT r.data FROM records r JOIN collections c ON c.id = r.collection_id JOIN environments e ON e.id = r.environment_id WHERE r.record_key = ? AND c.name = ? AND e.name = ?', id, collection, 'production') as { data: string }
       ).data,
     ) as Record<string, unknown>
 
@@ -229,14 +227,14 @@ describe('executor (in-process, real clock)', () => {
   beforeAll(async () => {
     // The operator opens the local test server; everything else stays refused.
     env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, executorDocument())
     for (const workflow of report.workflows) if (workflow.webhook.url) hooks[workflow.name] = hookPath(workflow.webhook.url)
     startExecutor()
-    tokens.bob = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
-    tokens.alice = tokenFor(env.store, systemClock, 'alice', ['all']).value
-    tokens.carol = tokenFor(env.store, systemClock, 'carol', ['all']).value
-    tokens.dave = tokenFor(env.store, systemClock, 'dave', ['workflows:trigger']).value
-    tokens.daveRead = tokenFor(env.store, systemClock, 'dave', ['notes:read']).value
+    tokens.bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    tokens.alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    tokens.carol = (await tokenFor(env.store, systemClock, 'carol', ['all'])).value
+    tokens.dave = (await tokenFor(env.store, systemClock, 'dave', ['workflows:trigger'])).value
+    tokens.daveRead = (await tokenFor(env.store, systemClock, 'dave', ['notes:read'])).value
     // A console session for alice, and the `Hold` workflow published with it.
     const login = await app.handle(request('/auth/login', { method: 'POST', json: { email: 'alice@example.com', password: 'alice-demo-pass-2026' } }))
     expect(login.status).toBe(200)
@@ -294,10 +292,10 @@ describe('executor (in-process, real clock)', () => {
     expect(JSON.parse(steps(runId)[1]!.output!)).toEqual({ matched: true })
 
     // The note, created by the run's user.
-    const notes = sqlite().prepare("SELECT * FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'").all() as { id: number; user_id: number }[]
+    const notes = queryAll(env.store, "SELECT * FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'") as { id: number; user_id: number }[]
     expect(notes).toHaveLength(1)
     expect(notes[0]!.user_id).toBe(bob)
-    const message = sqlite().prepare('SELECT content, user_id FROM note_messages WHERE note_id = ?').get(notes[0]!.id)
+    const message = queryOne(env.store, 'SELECT content, user_id FROM note_messages WHERE note_id = ?', notes[0]!.id)
     expect(message).toEqual({ content: '<p>Refunded by Refund order</p>', user_id: bob })
     expect(JSON.parse(steps(runId)[3]!.output!)).toEqual({ noteId: notes[0]!.id })
 
@@ -320,7 +318,7 @@ describe('executor (in-process, real clock)', () => {
     expect(seen.status).toBe(200)
     // Once its time has passed, the wait reads `succeeded` like the steps before it.
     expect((seen.body.steps as { status: string }[]).map((s) => s.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded', 'succeeded'])
-    const workflowId = (sqlite().prepare("SELECT id FROM workflows WHERE name = 'Refund order'").get() as { id: number }).id
+    const workflowId = (queryOne(env.store, "SELECT id FROM workflows WHERE name = 'Refund order'") as { id: number }).id
     expect(seen.body).toMatchObject({
       object: 'workflow-run',
       id: runId,
@@ -346,12 +344,12 @@ describe('executor (in-process, real clock)', () => {
     expect((await finished(again)).status).toBe('succeeded')
     expect(steps(again).map((s) => s.name)).toEqual(['1-load', '2-condition'])
     expect(JSON.parse(steps(again)[1]!.output!)).toEqual({ matched: false })
-    expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'").get()).toEqual({ n: 1 })
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1001' AND title = 'Refund'")).toEqual({ n: 1 })
   })
 
   test('a false condition (pending order) ends the run succeeded at once: nothing updated, no note', async () => {
     const before = recordData('ord_1002')
-    const notesBefore = sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()
+    const notesBefore = queryOne(env.store, "SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'")
     const runId = await start('Refund order', 'ord_1002')
     const done = await finished(runId)
     expect(done.status).toBe('succeeded')
@@ -361,7 +359,7 @@ describe('executor (in-process, real clock)', () => {
       ['2-condition', 'succeeded'],
     ])
     expect(recordData('ord_1002')).toEqual(before)
-    expect(sqlite().prepare("SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'").get()).toEqual(notesBefore)
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'")).toEqual(notesBefore)
     expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'read', 'completeWorkflow'])
   })
 
@@ -424,25 +422,25 @@ describe('executor (in-process, real clock)', () => {
     await executor.stop(2_000)
     try {
       const runId = await start('Refund order', 'ord_2009')
-      const support = sqlite().prepare("SELECT id FROM teams WHERE name = 'Support'").get() as { id: number }
-      const orders = sqlite().prepare("SELECT id FROM collections WHERE name = 'orders'").get() as { id: number }
-      sqlite().prepare('UPDATE collection_permissions SET can_read = 0 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
+      const support = queryOne(env.store, "SELECT id FROM teams WHERE name = 'Support'") as { id: number }
+      const orders = queryOne(env.store, "SELECT id FROM collections WHERE name = 'orders'") as { id: number }
+      execute(env.store, 'UPDATE collection_permissions SET can_read = FALSE WHERE team_id = ? AND collection_id = ?', support.id, orders.id)
       try {
         startExecutor()
         expect(JSON.parse((await finished(runId)).error!).code).toBe('record_forbidden')
       } finally {
-        sqlite().prepare('UPDATE collection_permissions SET can_read = 1 WHERE team_id = ? AND collection_id = ?').run(support.id, orders.id)
+        execute(env.store, 'UPDATE collection_permissions SET can_read = TRUE WHERE team_id = ? AND collection_id = ?', support.id, orders.id)
       }
       // A user deactivated after the trigger: the run does not act for them.
       await executor.stop(2_000)
       const bob = userId(env.store, 'bob')
       const second = await start('Refund order', 'ord_2009')
-      sqlite().prepare('UPDATE users SET disabled_at = ? WHERE id = ?').run(Date.now(), bob)
+      execute(env.store, 'UPDATE users SET disabled_at = ? WHERE id = ?', Date.now(), bob)
       try {
         startExecutor()
         expect(JSON.parse((await finished(second)).error!).code).toBe('record_forbidden')
       } finally {
-        sqlite().prepare('UPDATE users SET disabled_at = NULL WHERE id = ?').run(bob)
+        execute(env.store, 'UPDATE users SET disabled_at = NULL WHERE id = ?', bob)
       }
       expect(recordData('ord_2009').status).toBe('paid')
     } finally {
@@ -640,7 +638,7 @@ describe('executor (in-process, real clock)', () => {
   /** Rows a run wrote to the activity log (entries and their record rows) and to run_steps. */
   const rowsOf = (runId: string) => ({
     entries: activity(runId).map((e) => [e.action, e.step_name]),
-    recordRows: (sqlite().prepare('SELECT r.record_id AS recordId FROM activity_log_records r JOIN activity_logs l ON l.id = r.log_id WHERE l.run_id = ?').all(runId) as { recordId: string }[]).map((r) => r.recordId),
+    recordRows: (queryAll(env.store, 'SELECT r.record_id AS recordId FROM activity_log_records r JOIN activity_logs l ON l.id = r.log_id WHERE l.run_id = ?', runId) as { recordId: string }[]).map((r) => r.recordId),
     steps: steps(runId).map((s) => [s.name, s.status]),
   })
 
@@ -662,7 +660,7 @@ describe('executor (in-process, real clock)', () => {
   })
 
   test('the executor is idle at the end: no run is left active', () => {
-    expect(sqlite().prepare("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')").get()).toEqual({ n: 0 })
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')")).toEqual({ n: 0 })
     expect(executor.busyWorkers).toBe(0)
   })
 })
@@ -691,7 +689,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
   let token: string
   let hooks: Record<string, string>
 
-  beforeAll(() => {
+  beforeAll(async () => {
     env = testEnv()
     const document = acmeDocument()
     acmeProject(document).workflows!.push(
@@ -699,9 +697,9 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
         ordersWorkflow(name, [{ type: 'load' }, { type: 'http', method: 'GET', url, retries: 3, timeoutSeconds: 1 }], { webhook: { enabled: true, ratePerMinute: 1000 } }),
       ),
     )
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
-    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
     // No `outbound` given: the executor's client opens nothing.
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20 })
     app = testApp(env, { clock: systemClock, executor })
@@ -718,7 +716,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     expect(response.status).toBe(202)
     const { runId } = (await response.json()) as { runId: string }
     const done = await until(`run ${runId} to finish`, () => {
-      const row = env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(runId) as RunRow
+      const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
       return ['succeeded', 'failed'].includes(row.status) ? row : null
     }, 5_000, POLL_MS)
     expect(done.status).toBe('failed')
@@ -744,9 +742,9 @@ describe('leases and several executors on one database', () => {
   let hooks: Record<string, string>
   let token: string
   const executors: Executor[] = []
-  const stores: ReturnType<typeof openStore>[] = []
+  const stores: Store[] = []
 
-  beforeAll(() => {
+  beforeAll(async () => {
     env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     const document = acmeDocument()
     const acme = acmeProject(document)
@@ -756,13 +754,13 @@ describe('leases and several executors on one database', () => {
       ordersWorkflow('Slow call', [{ type: 'load' }, { type: 'http', method: 'GET', url: `${remoteUrl}/slow`, retries: 0 }, { type: 'update', set: { slow: 'done' } }], fast),
       ordersWorkflow('Append', [{ type: 'load' }, { type: 'update', set: { n: '{{record.n}}x' } }, { type: 'note', title: 'Appended', content: '<p>{{record.n}}</p>' }], fast),
     )
-    const report = applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     hooks = Object.fromEntries(report.workflows.filter((w) => w.webhook.url).map((w) => [w.name, hookPath(w.webhook.url)]))
-    token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
   })
   afterAll(async () => {
     await Promise.all(executors.map((e) => e.stop(2_000)))
-    for (const store of stores) store.close()
+    await Promise.all(stores.map((store) => store.close()))
     env.cleanup()
   })
 
@@ -771,7 +769,7 @@ describe('leases and several executors on one database', () => {
     expect(response.status).toBe(202)
     return ((await response.json()) as { runId: string }).runId
   }
-  const status = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
+  const status = (id: string) => (queryOne(env.store, 'SELECT status FROM runs WHERE id = ?', id) as { status: string }).status
 
   test('the heartbeat keeps the lease of a step that outlives it: the run is never recovered from under its worker', async () => {
     const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 1, leaseMs: 300, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
@@ -779,15 +777,14 @@ describe('leases and several executors on one database', () => {
     const app = testApp(env, { clock: systemClock, executor })
     executor.start()
     const runId = await trigger(app, 'Slow call', 'ord_1001')
-    const queue = new RunQueue(env.store.sqlite)
     let checks = 0
     while (status(runId) === 'queued' || status(runId) === 'running') {
-      expect(queue.recoverExpired(Date.now())).toBe(0)
+      expect(await runNow(env.store, op(recoverExpiredRuns, Date.now()))).toBe(0)
       checks++
       await Bun.sleep(25)
     }
     expect(checks).toBeGreaterThan(10) // 800 ms in flight, over twice the lease
-    const row = env.store.sqlite.prepare('SELECT status, attempts FROM runs WHERE id = ?').get(runId)
+    const row = queryOne(env.store, 'SELECT status, attempts FROM runs WHERE id = ?', runId)
     expect(row).toEqual({ status: 'succeeded', attempts: 1 })
     expect(hitsOf('/slow', runId)).toHaveLength(1)
     await executor.stop(2_000)
@@ -795,7 +792,7 @@ describe('leases and several executors on one database', () => {
 
   test('two executors on two connections (as two processes) run each of 20 runs exactly once', async () => {
     const apps = [0, 1].map(() => {
-      const store = openStore(env.dataDir)
+      const store = anotherStore(env)
       stores.push(store)
       const executor = new Executor({ store, clock: systemClock, logger: silentLogger, concurrency: 3, leaseMs: 5_000, pollMs: 20 })
       executors.push(executor)
@@ -805,16 +802,15 @@ describe('leases and several executors on one database', () => {
     const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => trigger(apps[i % 2]!.app, 'Append', `multi_${i + 1}`)))
     await until('all runs to finish', () => ids.every((id) => ['succeeded', 'failed'].includes(status(id))), 10_000, POLL_MS)
     expect(ids.map(status)).toEqual(ids.map(() => 'succeeded'))
-    const sqlite = env.store.sqlite
     for (let i = 1; i <= 20; i++) {
-      const record = sqlite.prepare('SELECT data FROM records WHERE record_key = ?').get(`multi_${i}`) as { data: string }
+      const record = queryOne(env.store, 'SELECT data FROM records WHERE record_key = ?', `multi_${i}`) as { data: string }
       expect(JSON.parse(record.data)).toEqual({ n: 'x' })
     }
-    expect(sqlite.prepare("SELECT count(*) AS n FROM notes WHERE title = 'Appended'").get()).toEqual({ n: 20 })
-    expect(sqlite.prepare(`SELECT count(*) AS n FROM run_steps WHERE run_id IN (${ids.map(() => '?').join(',')})`).get(...ids)).toEqual({ n: 60 })
-    const updates = sqlite.prepare(`SELECT count(*) AS n FROM activity_logs WHERE action = 'update' AND run_id IN (${ids.map(() => '?').join(',')})`).get(...ids)
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM notes WHERE title = 'Appended'")).toEqual({ n: 20 })
+    expect(queryOne(env.store, `SELECT count(*) AS n FROM run_steps WHERE run_id IN (${ids.map(() => '?').join(',')})`, ...ids)).toEqual({ n: 60 })
+    const updates = queryOne(env.store, `SELECT count(*) AS n FROM activity_logs WHERE action = 'update' AND run_id IN (${ids.map(() => '?').join(',')})`, ...ids)
     expect(updates).toEqual({ n: 20 })
-    const owners = sqlite.prepare(`SELECT max(attempts) AS most FROM runs WHERE id IN (${ids.map(() => '?').join(',')})`).get(...ids)
+    const owners = queryOne(env.store, `SELECT max(attempts) AS most FROM runs WHERE id IN (${ids.map(() => '?').join(',')})`, ...ids)
     expect(owners).toEqual({ most: 1 })
     await Promise.all(apps.map(({ executor }) => executor.stop(2_000)))
   })
@@ -823,7 +819,7 @@ describe('leases and several executors on one database', () => {
 // ── Crash recovery with the real process ────────────────────────────────────
 
 describe('crash recovery (trellis serve, SIGKILL)', () => {
-  test('a run killed mid-step and killed while waiting resumes and applies every step exactly once', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'a run killed mid-step and killed while waiting resumes and applies every step exactly once', async () => {
     const data = tempDir()
     const cwd = tempDir()
     try {
@@ -840,9 +836,9 @@ describe('crash recovery (trellis serve, SIGKILL)', () => {
           { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
         ]),
       )
-      const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+      const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
       const hook = reportHook(report, 'Crashy')
-      const token = tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value
+      const token = (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value
       store.close()
 
       // The test polls the run through the API every few ms: the token's rate limit is not what this test is about.
@@ -1018,15 +1014,15 @@ describe('backoffMs', () => {
   })
 })
 
-describe('queue and condition step (no executor running)', () => {
-  let env: TestEnv
+sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue and condition step (no executor running)', () => {
+  let env: SqliteTestEnv
   let queue: RunQueue
   let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
   let counter = 0
   const now = Date.UTC(2026, 10, 21, 12, 0, 0)
 
-  beforeAll(() => {
-    env = testEnv()
+  beforeAll(async () => {
+    env = sqliteTestEnv()
     const document = acmeDocument()
     acmeProject(document).records!.push({
       environment: 'production',
@@ -1034,7 +1030,7 @@ describe('queue and condition step (no executor running)', () => {
       id: 'cond_1',
       data: { status: 'paid', amount: 129.9, items: 3, flag: false, none: null, customer: { country: 'DE', tier: 'gold' } },
     })
-    applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
     queue = new RunQueue(env.store.sqlite)
     base = refundRunBase(env.store)
   })
@@ -1046,11 +1042,11 @@ describe('queue and condition step (no executor running)', () => {
     expect(queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true, id })
     return id
   }
-  const row = (id: string) => env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow
+  const row = (id: string) => queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', id) as RunRow
   const setStatus = (id: string, status: string, availableAt?: number) =>
-    env.store.sqlite.prepare('UPDATE runs SET status = ?, available_at = coalesce(?, available_at) WHERE id = ?').run(status, availableAt ?? null, id)
+    execute(env.store, 'UPDATE runs SET status = ?, available_at = coalesce(?, available_at) WHERE id = ?', status, availableAt ?? null, id)
   /** Leaves no run claimable (each test starts from an empty queue). */
-  const drain = () => env.store.sqlite.run("UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
+  const drain = () => execute(env.store, "UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
 
   test('insert: one active run per workflow and record, the conflict names it; a finished run frees the record', () => {
     drain()
@@ -1190,9 +1186,7 @@ console.log(JSON.stringify(ids))
     drain()
     const recordId = options.recordId ?? 'cond_1'
     const id = insert(now, recordId, { userId: userId(env.store, options.user ?? 'bob') })
-    const target = env.store.sqlite
-      .prepare("SELECT t.project_id AS projectId, r.team_id AS teamId, r.environment_id AS environmentId, w.collection_id AS collectionId FROM workflows w JOIN renderings r ON r.id = w.rendering_id JOIN teams t ON t.id = r.team_id WHERE w.name = 'Refund order'")
-      .get() as { projectId: number; teamId: number; environmentId: number; collectionId: number }
+    const target = queryOne(env.store, "SELECT t.project_id AS projectId, r.team_id AS teamId, r.environment_id AS environmentId, w.collection_id AS collectionId FROM workflows w JOIN renderings r ON r.id = w.rendering_id JOIN teams t ON t.id = r.team_id WHERE w.name = 'Refund order'") as { projectId: number; teamId: number; environmentId: number; collectionId: number }
     const ctx: StepContext = {
       target: { run: row(id), workflowName: 'Refund order', ...target },
       stepName: 'check',
@@ -1203,7 +1197,7 @@ console.log(JSON.stringify(ids))
       outbound: new OutboundClient(),
     }
     const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
-    return runNow(env.store, apply({}))
+    return await runNow(env.store, apply({}))
   }
   const matches = async (ifClause: Parameters<typeof condition>[0]) => {
     const result = await condition(ifClause)

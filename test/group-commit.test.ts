@@ -10,12 +10,12 @@ import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
 import { GROUP_COMMIT_LIMIT, write } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
-import { testEnv, type TestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
-let env: TestEnv
+let env: SqliteTestEnv
 
 beforeAll(() => {
-  env = testEnv()
+  env = sqliteTestEnv()
   env.store.sqlite.run('CREATE TABLE scratch (name TEXT PRIMARY KEY)')
 })
 afterAll(() => env.cleanup())

@@ -1,18 +1,25 @@
-/** Test helpers: a real SQLite file in a temp dir with real migrations, the real app, the real CLI. */
+/**
+ * Test helpers: a real SQLite file in a temp dir with real migrations (or, with TRELLIS_TEST_STORE=postgres, a real
+ * migrated PostgreSQL database in a throw-away cluster), the real app, the real CLI.
+ */
+import { describe, test } from 'bun:test'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../src/app.ts'
 import { createDeps, type DepsInput } from '../src/deps.ts'
+import { type ApplyContext, applyDocument, applyDocumentNow, type ApplyReport } from '../src/modules/apply/service.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
 import type { Op } from '../src/db/op.ts'
-import { keepEventLoopFree, openStore, type SqliteStore } from '../src/db/open.ts'
-import { commitNow } from '../src/db/write.ts'
+import { keepEventLoopFree, openStore, type SqliteStore, type Store } from '../src/db/open.ts'
+import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import { writeNow } from '../src/db/write.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
+import { dropDatabase, freshDatabaseSync, psqlSync } from './support/postgres-cluster.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
 
@@ -30,33 +37,118 @@ export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): vo
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) }
 }
 
+/**
+ * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (the API suite's
+ * second pass, scripts/test.ts).
+ */
+export const TEST_STORE = testStoreFromEnvironment()
+
+function testStoreFromEnvironment(): 'sqlite' | 'postgres' {
+  const wanted = process.env.TRELLIS_TEST_STORE ?? 'sqlite'
+  if (wanted !== 'sqlite' && wanted !== 'postgres') throw new Error(`TRELLIS_TEST_STORE must be sqlite or postgres, not ${JSON.stringify(wanted)}`)
+  return wanted
+}
+
 export interface TestEnv {
   dataDir: string
-  store: SqliteStore
+  store: Store
   config: Config
   clock: ReturnType<typeof manualClock>
   secret: Buffer
   cleanup(): void
 }
 
-/** A migrated database in a fresh temp dir, its connection set up as `serve` sets up its own. */
+/** Connections a test env's PostgreSQL pool keeps open at most (envs of a test process share one cluster). */
+const TEST_POOL_SIZE = 5
+
+/**
+ * A migrated database and a fresh temp dir (the data dir: instance secret, files), the connection set up as `serve`
+ * sets up its own. On TRELLIS_TEST_STORE=postgres the database is a fresh copy of the migrated template in the shared
+ * cluster (test/support/postgres-cluster.ts), dropped by `cleanup`; its pool connects on first use.
+ */
 export function testEnv(env: Record<string, string> = {}): TestEnv {
-  const dir = tempDir()
-  const config = loadConfig({ data: dir.path }, { TRELLIS_BASE_URL: 'http://trellis.test', ...env })
-  const store = openStore(config.dataDir)
+  return TEST_STORE === 'postgres' ? postgresTestEnv(env) : sqliteTestEnv(env)
+}
+
+/** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (files, PRAGMAs, the queue's SQL). */
+export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
+  const { base, dir } = envBase(env)
+  const store = openStore(base.config.dataDir)
   migrate(store.sqlite)
-  keepEventLoopFree(store, config.dbBusyWaitMs)
+  keepEventLoopFree(store, base.config.dbBusyWaitMs)
   return {
-    dataDir: dir.path,
+    ...base,
     store,
-    config,
-    clock: manualClock(Date.UTC(2026, 10, 21, 12, 0, 0)),
-    secret: Buffer.from('test-secret-test-secret-test-secret-0123'),
     cleanup: () => {
       store.close()
       dir.cleanup()
     },
   }
+}
+
+export type SqliteTestEnv = TestEnv & { store: SqliteStore }
+
+function postgresTestEnv(env: Record<string, string>): TestEnv {
+  const { base, dir } = envBase(env)
+  const { store, close } = postgresTestStore()
+  return {
+    ...base,
+    store,
+    cleanup: () => {
+      close()
+      dir.cleanup()
+    },
+  }
+}
+
+/**
+ * A PostgreSQL store on a fresh copy of database `template` of the shared cluster (default: the migrated template),
+ * its pool connecting on first use; `close` closes the pool, then drops the database.
+ */
+export function postgresTestStore(template?: string): { store: PgStore; close(): void } {
+  const database = freshDatabaseSync(template)
+  const store = openPostgres(database.url, { max: TEST_POOL_SIZE })
+  return { store, close: () => void store.close().finally(() => dropDatabase(database.name)) }
+}
+
+/** What every test env has but its store: the data dir (a fresh temp dir), the config, a manual clock, the secret. */
+function envBase(env: Record<string, string>) {
+  const dir = tempDir()
+  const config = loadConfig({ data: dir.path }, { TRELLIS_BASE_URL: 'http://trellis.test', ...env })
+  const base = {
+    dataDir: dir.path,
+    config,
+    clock: manualClock(Date.UTC(2026, 10, 21, 12, 0, 0)),
+    secret: Buffer.from('test-secret-test-secret-test-secret-0123'),
+  }
+  return { base, dir }
+}
+
+/**
+ * The store as the SQLite store a check needs (a PRAGMA, the file, a SQLite-only statement); on PostgreSQL it fails
+ * the test, naming `why`. Tests whose whole point is SQLite use `sqliteOnlyTest` instead.
+ */
+export function sqliteOf(store: Store, why: string): SqliteStore {
+  if (store.kind === 'sqlite') return store
+  throw new Error(`SQLite only (${why}): this test runs on PostgreSQL (TRELLIS_TEST_STORE=postgres)`)
+}
+
+/** Why a test is SQLite-only (README "Development" lists the tests). */
+export const SQLITE_ONLY = {
+  cli: 'the CLI and `serve` in real processes open the data directory\'s SQLite file (no PostgreSQL URL yet)',
+  groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
+  tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
+  queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
+  runQueue: 'drives the SQLite RunQueue\'s statements directly (the PostgreSQL queue has its own test: test/postgres-queue.test.ts)',
+} as const
+
+/**
+ * A test that checks SQLite itself (a PRAGMA, the file, the group commit, a query plan): run on SQLite; on the
+ * PostgreSQL pass it is listed as skipped with `reason` in its name (README "Development" keeps the list).
+ */
+export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Promise<unknown>, timeoutMs?: number): void {
+  if (TEST_STORE === 'sqlite') test(name, fn, timeoutMs)
+  else test.skip(`${name} [SQLite only: ${reason}]`, fn)
 }
 
 /** The real Elysia app over a test env; call with `app.handle(new Request(...))`. */
@@ -105,12 +197,90 @@ export async function runCli(args: string[], options: { stdin?: string; env?: Re
   return { code, stdout, stderr }
 }
 
-/** A row count per table: used to prove that a failed command wrote nothing. */
-export function tableContents(store: SqliteStore): Record<string, unknown[]> {
+/** A describe block of SQLite-only tests (see `sqliteOnlyTest`): on PostgreSQL listed as skipped with `reason`. */
+export function sqliteOnlyDescribe(reason: string, name: string, fn: () => void): void {
+  if (TEST_STORE === 'sqlite') describe(name, fn)
+  else describe.skip(`${name} [SQLite only: ${reason}]`, fn)
+}
+
+/**
+ * Another connection to the same database, as a second process would have (SQLite: the data directory's file;
+ * PostgreSQL: a pool of its own on the same database). Close it before the env.
+ */
+export function anotherStore(env: TestEnv): Store {
+  return env.store.kind === 'sqlite' ? openStore(env.dataDir) : openPostgres(postgresUrlOf(env.store), { max: TEST_POOL_SIZE })
+}
+
+/** `test.each` for a table of SQLite-only cases (see `sqliteOnlyTest`). */
+export function sqliteOnlyEach<T extends unknown[]>(reason: string, cases: T[], name: string, fn: (...args: T) => void | Promise<unknown>): void {
+  // bun's `each` types its callback with a trailing `done` for tuple rows; the rows' own arguments are all it gets here.
+  const run = fn as never
+  if (TEST_STORE === 'sqlite') test.each(cases)(name, run)
+  else test.skip.each(cases)(`${name} [SQLite only: ${reason}]`, run)
+}
+
+/** The rows of every table, each table in a fixed order: used to prove that a failed command wrote nothing. */
+export function tableContents(store: Store): Record<string, unknown[]> {
+  if (store.kind === 'postgres') {
+    const tables = queryAll<{ name: string }>(store, "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+    if (tables.length === 0) return {}
+    const each = tables.map(({ name }) => `'${name}', (SELECT coalesce(json_agg(t ORDER BY t::text), '[]'::json) FROM "${name}" t)`)
+    return JSON.parse(psqlSync(postgresUrlOf(store), `SELECT json_build_object(${each.join(', ')})`)) as Record<string, unknown[]>
+  }
   const tables = store.sqlite
     .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all() as { name: string }[]
   return Object.fromEntries(tables.map(({ name }) => [name, store.sqlite.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]))
+}
+
+/** A value a test binds to a `?` of `queryAll`, `queryOne` or `execute`. */
+export type SqlValue = string | number | boolean | null
+
+/**
+ * The rows of `statement` (portable SQL, `?` placeholders) on either store, synchronously, so that a check reads
+ * the same on both: SQLite runs it on the connection; PostgreSQL through psql, its rows as JSON (numbers as
+ * numbers; booleans stay booleans where SQLite gives 0/1).
+ */
+export function queryAll<T = Record<string, unknown>>(store: Store, statement: string, ...params: SqlValue[]): T[] {
+  if (store.kind === 'sqlite') return store.sqlite.prepare(statement).all(...params) as T[]
+  const out = psqlSync(postgresUrlOf(store), `SELECT coalesce(json_agg(q), '[]'::json) FROM (${withLiterals(statement, params)}) q`)
+  return JSON.parse(out) as T[]
+}
+
+/** The first row of `statement` (see `queryAll`), or null. */
+export function queryOne<T = Record<string, unknown>>(store: Store, statement: string, ...params: SqlValue[]): T | null {
+  if (store.kind === 'sqlite') return (store.sqlite.prepare(statement).get(...params) as T | null) ?? null
+  return queryAll<T>(store, statement, ...params)[0] ?? null
+}
+
+/** `statement` (an UPDATE, DELETE or INSERT a test makes to set a scene; see `queryAll`) on either store. */
+export function execute(store: Store, statement: string, ...params: SqlValue[]): void {
+  if (store.kind === 'sqlite') store.sqlite.prepare(statement).run(...params)
+  else psqlSync(postgresUrlOf(store), withLiterals(statement, params))
+}
+
+/** A PostgreSQL store's database URL, from its pool's options (tests connect with psql to the same database). */
+function postgresUrlOf(store: PgStore): string {
+  const { username, hostname, port, database } = store.sql.options as { username: string; hostname: string; port: number; database: string }
+  return `postgres://${username}@${hostname}:${port}/${database}`
+}
+
+/** `statement` with each `?` outside quotes replaced by its parameter as a literal (psql has no bind parameters). */
+function withLiterals(statement: string, params: SqlValue[]): string {
+  let next = 0
+  const literal = (value: SqlValue | undefined): string => {
+    if (value === undefined) throw new Error(`${statement}: more placeholders than the ${params.length} parameter(s) given`)
+    if (value === null) return 'NULL'
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) throw new Error(`${statement}: cannot bind ${value}`)
+      return String(value)
+    }
+    if (typeof value === 'boolean') return value ? 'TRUE' : 'FALSE'
+    return `'${value.replaceAll("'", "''")}'`
+  }
+  const out = statement.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|\?/g, (token) => (token === '?' ? literal(params[next++]) : token))
+  if (next !== params.length) throw new Error(`${statement}: ${params.length} parameter(s) for ${next} placeholder(s)`)
+  return out
 }
 
 /** Polls `probe` every `pollMs` until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
@@ -195,9 +365,20 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
   throw new Error(`trellis serve did not become healthy on ${url}\nstdout:\n${out.stdout}\nstderr:\n${out.stderr}`)
 }
 
-/** Seeding and checks: `work` run at once in one write transaction of `store` (the CLI's way), its answer returned. */
-export function runNow<T>(store: SqliteStore, work: Op<T>): T {
-  return commitNow(store, () => work)
+/**
+ * Seeding and checks: `work` run at once in one write transaction of `store` (the CLI's way), its answer returned.
+ * On SQLite it has committed before the call returns (the promise only carries the answer); await it on both.
+ */
+export async function runNow<T>(store: Store, work: Op<T>): Promise<T> {
+  return writeNow(store, () => work)
+}
+
+/**
+ * Seeding: an apply document applied at once (SQLite: `applyDocumentNow`, its transaction waiting in the driver;
+ * PostgreSQL: `applyDocument`, the server's way).
+ */
+export async function applyNow(document: unknown, ctx: ApplyContext): Promise<ApplyReport> {
+  return ctx.store.kind === 'sqlite' ? applyDocumentNow(document, ctx) : applyDocument(document, ctx)
 }
 
 /** How the API renders note, message and log times: UTC with six fraction digits (README "Times"). */

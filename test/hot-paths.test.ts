@@ -12,11 +12,11 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runNow, testApp, testEnv, type TestEnv, until } from './helpers.ts'
+import { bearer, request, runNow, sqliteTestEnv, type SqliteTestEnv, testApp, until } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
-let env: TestEnv
+let env: SqliteTestEnv
 let app: ReturnType<typeof testApp>
 let hook: string
 let alice: string
@@ -28,8 +28,8 @@ let seq = 0
 const NOTES = '/v1/project/Acme/environment/production/notes'
 const RUNS = '/v1/project/Acme/environment/production/workflow-runs'
 
-beforeAll(() => {
-  env = testEnv(HIGH_RATES)
+beforeAll(async () => {
+  env = sqliteTestEnv(HIGH_RATES)
   const document = acmeWithGlobex()
   const steps = [
     { type: 'load' },
@@ -38,9 +38,9 @@ beforeAll(() => {
     { type: 'note', title: 'Seen', content: '<p>seen by {{workflow.name}}</p>' },
   ]
   document.projects[0]!.workflows!.push(ordersWorkflow('Hot', steps, { webhook: { enabled: true, ratePerMinute: 100_000 } }))
-  hook = reportHook(applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Hot')
-  alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
-  cookie = `trellis_session=${runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false)).id}`
+  hook = reportHook(await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Hot')
+  alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+  cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false))).id}`
   const scope = env.store.sqlite
     .prepare("SELECT e.id AS environmentId, c.id AS collectionId FROM environments e JOIN collections c ON c.project_id = e.project_id WHERE e.name = 'production' AND c.name = 'orders' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')")
     .get() as { environmentId: number; collectionId: number }

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test } from 'bun:test'
 import { createLogger } from '../src/lib/logger.ts'
 import { withRequestLog } from '../src/http/request-log.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
-import { request, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { execute, queryAll, queryOne, request, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { expectErrorResponse } from './support/scenarios.ts'
 
 const cleanups: (() => void)[] = []
@@ -44,7 +44,7 @@ describe('health', () => {
 
   test('GET /readyz → 503 not_ready with pending migrations or a closed database', async () => {
     const e = env()
-    e.store.sqlite.run('DELETE FROM trellis_migrations')
+    execute(e.store, 'DELETE FROM trellis_migrations')
     const app = testApp(e)
     expect((await expectError(await app.handle(request('/readyz')), 503, 'not_ready')).message).toContain('Pending migrations')
     e.store.close()
@@ -238,7 +238,7 @@ describe('setup (first administrator)', () => {
     const body = await expectError(await app.handle(postSetup({ ...admin, ...change, token })), 400, 'validation_failed')
     expect(body.details).toEqual([{ field, message: expect.any(String) }])
     expect(body.message).toBe(`Invalid field '${field}': ${body.details![0]!.message}`)
-    expect(e.store.sqlite.prepare('SELECT count(*) AS n FROM users').get()).toEqual({ n: 0 })
+    expect(queryOne(e.store, 'SELECT count(*) AS n FROM users')).toEqual({ n: 0 })
     expect((await app.handle(postSetup({ ...admin, token }))).status).toBe(201)
   })
 
@@ -249,7 +249,7 @@ describe('setup (first administrator)', () => {
     const body = (await response.json()) as { user: Record<string, unknown> }
     expect(body).toEqual({ user: { object: 'user', id: expect.any(Number), username: 'ada', email: 'ada@example.com' } })
 
-    const rows = e.store.sqlite.prepare('SELECT * FROM users').all() as Record<string, unknown>[]
+    const rows = queryAll(e.store, 'SELECT * FROM users') as Record<string, unknown>[]
     expect(rows.length).toBe(1)
     const row = rows[0]!
     expect(row.id).toBe(body.user.id)
@@ -263,7 +263,7 @@ describe('setup (first administrator)', () => {
     expect(Bun.password.verifySync(admin.password, hash)).toBe(true)
 
     await expectError(await app.handle(postSetup({ ...admin, email: 'eve@example.com', token })), 403, 'invalid_setup_token')
-    expect(e.store.sqlite.prepare('SELECT count(*) AS n FROM users').get()).toEqual({ n: 1 })
+    expect(queryOne(e.store, 'SELECT count(*) AS n FROM users')).toEqual({ n: 1 })
   })
 
   test('two requests racing with the same token create one user', async () => {
@@ -273,14 +273,14 @@ describe('setup (first administrator)', () => {
       app.handle(postSetup({ ...admin, email: 'eve@example.com', token })),
     ])
     expect(responses.map((r) => r.status).sort()).toEqual([201, 403])
-    expect(e.store.sqlite.prepare('SELECT count(*) AS n FROM users').get()).toEqual({ n: 1 })
+    expect(queryOne(e.store, 'SELECT count(*) AS n FROM users')).toEqual({ n: 1 })
   })
 
   test('a user created meanwhile (CLI) → 409 already_set_up, and nothing is written', async () => {
     const { env: e, app, token } = setupInstance()
-    e.store.sqlite.run("INSERT INTO users (email, username, created_at, updated_at) VALUES ('cli@example.com', 'cli', 1, 1)")
+    execute(e.store, "INSERT INTO users (email, username, created_at, updated_at) VALUES ('cli@example.com', 'cli', 1, 1)")
     await expectError(await app.handle(postSetup({ ...admin, token })), 409, 'already_set_up')
-    expect(e.store.sqlite.prepare('SELECT email FROM users').all()).toEqual([{ email: 'cli@example.com' }])
+    expect(queryAll(e.store, 'SELECT email FROM users')).toEqual([{ email: 'cli@example.com' }])
   })
 
   const hostile = [
@@ -310,7 +310,7 @@ describe('setup (first administrator)', () => {
     }
     const response = await app.handle(postSetup({ ...admin, username: `x${text}`, password, token }))
     expect(response.status).toBe(201)
-    const stored = e.store.sqlite.prepare('SELECT username, password_hash FROM users').all() as { username: string; password_hash: string }[]
+    const stored = queryAll(e.store, 'SELECT username, password_hash FROM users') as { username: string; password_hash: string }[]
     expect(stored.length).toBe(1)
     if (!text.includes('\ud800')) {
       expect(stored[0]!.username).toBe(`x${text}`.trim())
@@ -322,7 +322,7 @@ describe('setup (first administrator)', () => {
     const { env: e, app, token } = setupInstance()
     const response = await app.handle(postSetup({ ...admin, email: "O'Brien+Zoë@Example.com", token }))
     expect(response.status).toBe(201)
-    expect(e.store.sqlite.prepare('SELECT email FROM users').all()).toEqual([{ email: "o'brien+zoë@example.com" }])
+    expect(queryAll(e.store, 'SELECT email FROM users')).toEqual([{ email: "o'brien+zoë@example.com" }])
   })
 })
 
@@ -390,7 +390,7 @@ describe('request log', () => {
 })
 
 describe('a real `trellis serve` process', () => {
-  test('first start prints a one-time setup link; it creates the admin; a restart prints none; JSON request log; SIGTERM exits 0', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.cli, 'first start prints a one-time setup link; it creates the admin; a restart prints none; JSON request log; SIGTERM exits 0', async () => {
     const data = tempDir('trellis-serve-data-')
     const cwd = tempDir('trellis-serve-cwd-')
     cleanups.push(data.cleanup, cwd.cleanup)

@@ -13,7 +13,7 @@ import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
 import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
-import { tempDir, testEnv } from './helpers.ts'
+import { sqliteTestEnv, tempDir } from './helpers.ts'
 
 describe('parseIsoDateTime', () => {
   const valid: [string, number][] = [
@@ -453,7 +453,7 @@ describe('nextCreatedAt', () => {
   // Any table with an integer created_at serves as a list here; the values are µs as in notes and logs.
   const USERS = { name: 'test-users', table: users, createdAt: users.createdAt, scope: null }
   test('the clock in µs, strictly increasing by 1 µs while the clock stands still, never backwards when it jumps back', () => {
-    const env = testEnv()
+    const env = sqliteTestEnv()
     try {
       const insertAt = (createdAt: number, n: number) =>
         env.store.db.insert(users).values({ email: `u${n}@example.com`, username: `u${n}`, createdAt, updatedAt: createdAt }).run()

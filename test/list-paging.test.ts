@@ -3,26 +3,24 @@
  * import broke that order. Both paths must return exactly what a brute-force filter over the rows returns,
  * for every operator at every stored time (ties included) and around them.
  */
-import { afterAll, describe, expect, test } from 'bun:test'
-import { eq } from 'drizzle-orm'
-import { environments } from '../src/db/schema.ts'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { DATE_OPERATORS, parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
-import { bearer, testApp, testEnv, runNow } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, runNow, testApp, testEnv } from './helpers.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
 const env = testEnv()
 afterAll(() => env.cleanup())
-applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
 const acme = projectId(env.store, 'Acme')
-const production = env.store.db.select().from(environments).where(eq(environments.name, 'production')).get()!
+const production = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE project_id = ? AND name = 'production'", acme)!
 const alice = userId(env.store, 'alice')
 
 function bruteForce(rows: { id: number; createdAt: number }[], op: string, at: number, limit: number): number[] {
@@ -34,20 +32,23 @@ function bruteForce(rows: { id: number; createdAt: number }[], op: string, at: n
     .slice(0, limit + 1)
 }
 
-function noteRows() {
-  return env.store.sqlite
-    .prepare('SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ?')
-    .all(production.id) as { id: number; createdAt: number }[]
+/** Whether production's notes are in time order (the fast exact path), as the database holds it (0/1 or a boolean). */
+function notesInTimeOrder(): boolean {
+  return Boolean(queryOne<{ v: unknown }>(env.store, 'SELECT notes_in_time_order AS v FROM environments WHERE id = ?', production.id)!.v)
 }
 
-function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (query: Record<string, string>, limit: number) => number[]) {
+function noteRows() {
+  return queryAll(env.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+}
+
+async function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (query: Record<string, string>, limit: number) => Promise<number[]>) {
   const times = [...new Set(rows.map((r) => r.createdAt))]
   const probes = [...times, ...times.map((t) => t - 1), ...times.map((t) => t + 1)]
   let checked = 0
   for (const at of probes) {
     for (const op of DATE_OPERATORS) {
       for (const limit of [1, 7, 100]) {
-        expect({ op, at, limit, ids: list({ [`createdAt.${op}`]: toIsoMicros(at as Micros) }, limit) }).toEqual({
+        expect({ op, at, limit, ids: await list({ [`createdAt.${op}`]: toIsoMicros(at as Micros) }, limit) }).toEqual({
           op,
           at,
           limit,
@@ -61,51 +62,47 @@ function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (qu
 }
 
 describe('notes', () => {
-  test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', () => {
+  test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', async () => {
     for (let i = 0; i < 60; i++) {
       if (i % 4 === 0) env.clock.advance(5) // otherwise the clock stands still: +1 µs per note
-      commitNow(env.store, function* () {
+      await writeNow(env.store, function* () {
             return yield* createNote(env.clock, { environmentId: production.id, teamId: 1, collectionId: 1, recordId: `r${i % 5}`, title: `n${i}`, content: '<p>x</p>' }, { userId: alice, tokenId: null })
           },
       )
     }
-    expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(true)
-    const checked = checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    expect(notesInTimeOrder()).toBe(true)
+    const checked = await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
     expect(checked).toBeGreaterThan(1000)
     // combined with another filter and two bounds
     const rows = noteRows()
     const mid = rows[30]!.createdAt
     const expected = rows.filter((r) => r.createdAt < mid && r.createdAt >= rows[10]!.createdAt).map((r) => r.id).sort((a, b) => b - a)
-    expect((runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': toIsoMicros(mid as Micros), 'createdAt.gte': toIsoMicros(rows[10]!.createdAt as Micros) }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
+    expect((await runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters({ 'createdAt.lt': toIsoMicros(mid as Micros), 'createdAt.gte': toIsoMicros(rows[10]!.createdAt as Micros) }, NOTE_DATE_FIELDS), 100)))).toEqual(expected)
   })
 
-  test('an import of an older note switches the environment to the exact slow path', () => {
+  test('an import of an older note switches the environment to the exact slow path', async () => {
     const old = microsFromMillis(Date.UTC(2020, 0, 1))
-    commitNow(env.store, function* () {
+    await writeNow(env.store, function* () {
               yield* recordImportedNoteTime(production.id, old)
-              // An imported note, as apply writes it: a given time older than every other note, and the highest id.
-              env.store.sqlite
-                .prepare("INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)")
-                .run(production.id, alice, old, old)
             })
-    expect(env.store.db.select().from(environments).where(eq(environments.id, production.id)).get()!.notesInTimeOrder).toBe(false)
-    checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
+    // An imported note, as apply writes it: a given time older than every other note, and the highest id.
+    execute(env.store, "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)", production.id, alice, old, old)
+    expect(notesInTimeOrder()).toBe(false)
+    await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
   })
 })
 
 describe('activity logs', () => {
-  test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', () => {
+  test('entries written while the clock stands still get distinct, increasing times: id ranges stay exact', async () => {
     for (let i = 0; i < 40; i++) {
       if (i % 5 === 0) env.clock.advance(3)
-      commitNow(env.store, function* () {
+      await writeNow(env.store, function* () {
             return yield* appendActivityLog(env.clock, { environmentId: production.id, type: 'write', action: 'update', userId: alice, teamId: 1, collectionId: 1, recordIds: ['x'] })
           },
       )
     }
-    const rows = env.store.sqlite
-      .prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?')
-      .all(production.id) as { id: number; createdAt: number }[]
-    checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
+    const rows = queryAll(env.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+    await checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
 })
@@ -118,15 +115,20 @@ describe('activity logs', () => {
 describe('a burst in one environment (real clock)', () => {
   const burst = testEnv({ TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' })
   afterAll(() => burst.cleanup())
-  const document = acmeDocument()
-  acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
-  applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
   const app = testApp(burst, { clock: systemClock })
-  const token = commitNow(burst.store, function* () {
-    return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
-  }).value
-  const environmentId = burst.store.db.select().from(environments).where(eq(environments.name, 'burst')).get()!.id
-  const author = userId(burst.store, 'alice')
+  let token: string
+  let environmentId: number
+  let author: number
+  beforeAll(async () => {
+    const document = acmeDocument()
+    acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
+    await applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
+    token = (await writeNow(burst.store, function* () {
+      return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+    })).value
+    environmentId = queryOne<{ id: number }>(burst.store, "SELECT id FROM environments WHERE name = 'burst'")!.id
+    author = userId(burst.store, 'alice')
+  })
 
   /** Wall-clock bounds (µs) of each write: an entry's createdAt must lie within them, give or take 1 s ahead. */
   interface Written { id: number; before: number; after: number }
@@ -176,7 +178,7 @@ describe('a burst in one environment (real clock)', () => {
     const started = performance.now()
     for (let done = 0; done < ENTRIES; done += PER_COMMIT) {
       const before = Date.now() * 1000
-      const ids = commitNow(burst.store, function* () {
+      const ids = await writeNow(burst.store, function* () {
         const ids: number[] = []
         for (let i = 0; i < PER_COMMIT; i++) {
           ids.push(yield* appendActivityLog(systemClock, { environmentId, type: 'write', action: 'update', userId: author, teamId: 1, collectionId: 1, recordIds: [`r${done + i}`] }))
@@ -191,7 +193,7 @@ describe('a burst in one environment (real clock)', () => {
     // start, many seconds ahead of the clock.
     expect(ENTRIES / seconds).toBeGreaterThan(2_000)
     console.log(`burst: ${ENTRIES} activity entries in ${seconds.toFixed(2)} s (${Math.round(ENTRIES / seconds)}/s); the +1 ms rule would have ended ${((ENTRIES - seconds * 1000) / 1000).toFixed(1)} s ahead`)
-    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(ENTRIES) // nothing else writes to this environment's activity log
     expect(check(rows, written, 'activity burst')).toBeGreaterThan(ENTRIES / 2) // most entries shared a millisecond
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/activity-logs', { extensions: 'true' })
@@ -205,7 +207,7 @@ describe('a burst in one environment (real clock)', () => {
     const written: Written[] = []
     for (let done = 0; done < NOTES; done += 50) {
       const before = Date.now() * 1000
-      const ids = commitNow(burst.store, function* () {
+      const ids = await writeNow(burst.store, function* () {
         const ids: number[] = []
         for (let i = 0; i < 50; i++) {
           const note = yield* createNote(systemClock, { environmentId, teamId: 1, collectionId: 1, recordId: `r${done + i}`, title: `n${done + i}`, content: '<p>x</p>' }, { userId: author, tokenId: null })
@@ -216,7 +218,7 @@ describe('a burst in one environment (real clock)', () => {
       const after = Date.now() * 1000
       for (const id of ids) written.push({ id, before, after })
     }
-    const rows = burst.store.sqlite.prepare('SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id').all(environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(NOTES)
     check(rows, written, 'notes burst')
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/notes')

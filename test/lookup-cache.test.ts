@@ -12,11 +12,11 @@ import { revokeLiveToken } from '../src/db/tokens.ts'
 import { op } from '../src/db/op.ts'
 import { commitNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runCli, runNow, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, request, runCli, runNow, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
-let env: TestEnv
+let env: SqliteTestEnv
 let app: ReturnType<typeof testApp>
 let hook: string
 let cookie: string
@@ -26,14 +26,14 @@ const NOTES = (project = 'Acme', environment = 'production') => `/v1/project/${p
 const WEBHOOK_FLAGS = ['--project', 'Acme', '--environment', 'production', '--team', 'Support', '--workflow', 'Cached']
 const WEBHOOK_API = '/v1/project/Acme/environment/production/team/Support/workflows/Cached/webhook'
 
-beforeEach(() => {
-  env = testEnv(HIGH_RATES)
+beforeEach(async () => {
+  env = sqliteTestEnv(HIGH_RATES)
   const document = acmeDocument()
   document.projects[0]!.workflows!.push(ordersWorkflow('Cached', [{ type: 'load' }], { webhook: { enabled: true, ratePerMinute: 100_000 } }))
-  const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   hook = reportHook(report, 'Cached')
   env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE username = 'alice'")
-  cookie = `trellis_session=${runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false)).id}`
+  cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false))).id}`
   app = testApp(env)
 })
 afterEach(() => env.cleanup())
@@ -45,7 +45,7 @@ const status = async (req: Request) => {
   return response.status < 300 ? response.status : `${response.status} ${body.code}`
 }
 const notes = (token: string, project?: string, environment?: string) => status(request(NOTES(project, environment), { headers: bearer(token) }))
-const trigger = () => status(request(hook, { method: 'POST', headers: bearer(triggerToken()), json: { record_id: `cached-${++record}` } }))
+const trigger = async () => status(request(hook, { method: 'POST', headers: bearer(await triggerToken()), json: { record_id: `cached-${++record}` } }))
 const asAdmin = (method: string, path: string, json?: unknown) => status(request(path, { method, headers: { cookie, origin: env.config.baseUrl }, json }))
 const cli = async (...args: string[]) => {
   const result = await runCli([...args, '--data', env.dataDir])
@@ -53,22 +53,22 @@ const cli = async (...args: string[]) => {
 }
 
 let triggerValue: string | undefined
-function triggerToken(): string {
-  triggerValue ??= tokenFor(env.store, env.clock, 'alice', ['workflows:trigger']).value
+async function triggerToken(): Promise<string> {
+  triggerValue ??= (await tokenFor(env.store, env.clock, 'alice', ['workflows:trigger'])).value
   return triggerValue
 }
 beforeEach(() => (triggerValue = undefined))
 
 describe('changes made through the API apply to the next request', () => {
   test('a revoked token is refused at once', async () => {
-    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    const { value, token } = await tokenFor(env.store, env.clock, 'alice', ['notes:read'])
     expect(await notes(value)).toBe(200)
     expect(await asAdmin('DELETE', `/v1/account/tokens/${token.id}`)).toBe(204)
     expect(await notes(value)).toBe('401 unauthorized')
   })
 
   test('a deactivated user is refused at once, and accepted again once reactivated', async () => {
-    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    const carol = (await tokenFor(env.store, env.clock, 'carol', ['notes:read'])).value
     const carolId = userId(env.store, 'carol')
     expect(await notes(carol)).toBe(200)
     expect(await asAdmin('PUT', `/v1/instance/users/${carolId}`, { username: 'carol', instanceAdmin: false, deactivated: true })).toBe(200)
@@ -78,7 +78,7 @@ describe('changes made through the API apply to the next request', () => {
   })
 
   test('a demoted member loses the admin role at once', async () => {
-    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    const carol = (await tokenFor(env.store, env.clock, 'carol', ['notes:read'])).value
     expect(await notes(carol)).toBe(200)
     expect(await asAdmin('PUT', `/v1/project/Acme/members/${userId(env.store, 'carol')}`, { role: 'editor' })).toBe(200)
     expect(await notes(carol)).toBe('403 insufficient_role')
@@ -98,7 +98,7 @@ describe('changes made through the API apply to the next request', () => {
   })
 
   test('a renamed project and a renamed environment are found by their new names only', async () => {
-    const alice = tokenFor(env.store, env.clock, 'alice', ['notes:read']).value
+    const alice = (await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).value
     expect(await notes(alice)).toBe(200)
     expect(await asAdmin('PATCH', '/v1/project/Acme/environments/production', { environmentName: 'live' })).toBe(200)
     expect(await notes(alice)).toBe('404 not_found')
@@ -110,14 +110,14 @@ describe('changes made through the API apply to the next request', () => {
   })
 
   test('turning SSO on refuses tokens made without it at once', async () => {
-    const alice = tokenFor(env.store, env.clock, 'alice', ['notes:read']).value
+    const alice = (await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).value
     expect(await notes(alice)).toBe(200)
     expect(await asAdmin('PUT', '/v1/project/Acme/settings', { projectName: 'Acme', sso: true })).toBe(200)
     expect(await notes(alice)).toBe('403 sso_required')
   })
 
   test('a change rolled back leaves the cache as the database is', async () => {
-    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    const { value, token } = await tokenFor(env.store, env.clock, 'alice', ['notes:read'])
     expect(await notes(value)).toBe(200)
     expect(() =>
       commitNow(env.store, function* () {
@@ -126,21 +126,21 @@ describe('changes made through the API apply to the next request', () => {
       }),
     ).toThrow('changed my mind')
     expect(await notes(value)).toBe(200)
-    runNow(env.store, op(revokeLiveToken, token.id, env.clock.now()))
+    await runNow(env.store, op(revokeLiveToken, token.id, env.clock.now()))
     expect(await notes(value)).toBe('401 unauthorized')
   })
 })
 
 describe('changes made by the CLI (another process) apply to the next request', () => {
   test('trellis token revoke', async () => {
-    const { value, token } = tokenFor(env.store, env.clock, 'alice', ['notes:read'])
+    const { value, token } = await tokenFor(env.store, env.clock, 'alice', ['notes:read'])
     expect(await notes(value)).toBe(200)
     await cli('token', 'revoke', String(token.id))
     expect(await notes(value)).toBe('401 unauthorized')
   })
 
   test('trellis user disable / enable', async () => {
-    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    const carol = (await tokenFor(env.store, env.clock, 'carol', ['notes:read'])).value
     expect(await notes(carol)).toBe(200)
     await cli('user', 'disable', '--email', 'carol@example.com')
     expect(await notes(carol)).toBe('403 user_deactivated')
@@ -149,7 +149,7 @@ describe('changes made by the CLI (another process) apply to the next request', 
   })
 
   test('trellis member set / remove', async () => {
-    const carol = tokenFor(env.store, env.clock, 'carol', ['notes:read']).value
+    const carol = (await tokenFor(env.store, env.clock, 'carol', ['notes:read'])).value
     expect(await notes(carol)).toBe(200)
     await cli('member', 'set', '--project', 'Acme', '--user', 'carol@example.com', '--role', 'editor')
     expect(await notes(carol)).toBe('403 insufficient_role')

@@ -4,22 +4,22 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, testApp, type TestEnv, testEnv, runNow } from './helpers.ts'
+import { bearer, request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
 
-beforeAll(() => {
+beforeAll(async () => {
   env = testEnv({ TRELLIS_API_RATE_PER_MIN: '5' })
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
   app = testApp(env)
 })
 afterAll(() => env.cleanup())
 
 describe('the API rate limit on management and run calls', () => {
   test('one budget per token across notes, token management and runs; the 6th call in a minute is 429 with Retry-After', async () => {
-    const token = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const token = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     const auth = bearer(token)
     const calls = [
       '/v1/account/tokens',
@@ -39,14 +39,14 @@ describe('the API rate limit on management and run calls', () => {
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     expect(((await limited.json()) as { code: string }).code).toBe('rate_limited')
     // Another token has its own budget; the next minute opens again.
-    const other = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const other = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     expect((await app.handle(request('/v1/account/tokens', { headers: bearer(other) }))).status).toBe(200)
     env.clock.advance(60_000)
     expect((await app.handle(request('/v1/account/tokens', { headers: auth }))).status).toBe(200)
   })
 
   test('a console session is never limited', async () => {
-    const cookie = `trellis_session=${(runNow(env.store, createSession(env.clock, userId(env.store, 'carol'), false))).id}`
+    const cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'carol'), false))).id}`
     for (let i = 0; i < 20; i++) {
       const response = await app.handle(request('/v1/account/tokens', { headers: { cookie } }))
       expect(response.status).toBe(200)

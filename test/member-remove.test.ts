@@ -1,16 +1,16 @@
 /** `trellis member remove`: the user leaves the project and its teams, one admin log entry, their token is refused at once. */
-import { afterAll, expect, test } from 'bun:test'
+import { afterAll, expect } from 'bun:test'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
-import { bearer, request, runCli, tempDir, testApp, runNow } from './helpers.ts'
+import { bearer, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, tempDir, testApp } from './helpers.ts'
 import { loadConfig } from '../src/config.ts'
 
 const dir = tempDir()
 afterAll(() => dir.cleanup())
 
-test('member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
+sqliteOnlyTest(SQLITE_ONLY.cli, 'member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
   expect((await runCli(['apply', '-f', 'examples/acme.yaml', '--data', dir.path])).code).toBe(0)
   const store = openStore(dir.path)
   migrate(store.sqlite)
@@ -18,8 +18,8 @@ test('member remove: memberships gone, one remove entry with the previous value,
   const bob = store.sqlite.prepare("SELECT id FROM users WHERE email = 'bob@example.com'").get() as { id: number }
   const carol = store.sqlite.prepare("SELECT id FROM users WHERE email = 'carol@example.com'").get() as { id: number }
   store.sqlite.prepare("UPDATE project_members SET role = 'admin' WHERE user_id = ?").run(bob.id)
-  const token = (runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
-  const adminToken = (runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
+  const token = (await runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
+  const adminToken = (await runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
   const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), cleanup: () => {} })
   const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) }))
   expect((await notes()).status).toBe(200)

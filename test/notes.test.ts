@@ -16,12 +16,12 @@ import { stringify as toYaml } from 'yaml'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
+import { parseApplyText } from '../src/modules/apply/service.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds, type NoteFilters } from '../src/modules/notes/service.ts'
 import { createToken, type Scope } from '../src/modules/tokens/service.ts'
-import { bearer, handleJson, ISO_UTC_MICROS, listed, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { applyNow, bearer, execute, handleJson, ISO_UTC_MICROS, listed, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyEach, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { type Micros, parseIsoMicros, toIsoMicros } from '../src/lib/time.ts'
 import { assertValid, type ErrorObject, validatorFor } from './support/compat-schema.ts'
 import { BAD_LIMITS, badParameter, type Scenario, scenarios, type Sent } from './support/scenarios.ts'
@@ -239,31 +239,29 @@ interface Fixture {
 
 const HIGH_RATES = { TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HOUR: '100000', TRELLIS_API_RATE_PER_DAY: '100000' }
 
-function token(env: TestEnv, email: string, projectId: number, scopes: Scope[]) {
-  const userId = (env.store.sqlite.prepare('SELECT id FROM users WHERE email = ?').get(email) as { id: number }).id
-  return runNow(env.store, createToken(env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null }))
+async function token(env: TestEnv, email: string, projectId: number, scopes: Scope[]) {
+  const userId = queryOne<{ id: number }>(env.store, 'SELECT id FROM users WHERE email = ?', email)!.id
+  return await runNow(env.store, createToken(env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null }))
 }
 
 /** A fresh env with the project applied (and `notes` imported), then the deleted collection removed. */
-function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'id'>[], overrides: Parameters<typeof testApp>[1] = {}): Fixture {
+async function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'id'>[], overrides: Parameters<typeof testApp>[1] = {}): Promise<Fixture> {
   const env = testEnv(envVars)
-  applyDocumentNow(parseApplyText(toYaml(applyFileFor(notes))), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
-  const sqlite = env.store.sqlite
-  // Foreign keys are on, and notes.collection_id is ON DELETE SET NULL: the notes stay, without a collection.
-  expect((sqlite.prepare('PRAGMA foreign_keys').get() as { foreign_keys: number }).foreign_keys).toBe(1)
+  await applyNow(parseApplyText(toYaml(applyFileFor(notes))), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
+  // Foreign keys are on (SQLite: the connection's PRAGMA; PostgreSQL always enforces them), and
+  // notes.collection_id is ON DELETE SET NULL: the notes stay, without a collection.
+  if (env.store.kind === 'sqlite') expect((queryOne(env.store, 'PRAGMA foreign_keys') as { foreign_keys: number }).foreign_keys).toBe(1)
   // Trellis never deletes a collection, and activity entries are append-only (their collection cannot be
   // nulled): this database-level removal first drops the import's entries that name it.
-  sqlite
-    .prepare('DELETE FROM activity_logs WHERE collection_id = (SELECT id FROM collections WHERE name = ?)')
-    .run(DELETED_COLLECTION)
-  sqlite.prepare('DELETE FROM collections WHERE name = ?').run(DELETED_COLLECTION)
-  const projectId = (sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(PROJECT) as { id: number }).id
+  execute(env.store, 'DELETE FROM activity_logs WHERE collection_id = (SELECT id FROM collections WHERE name = ?)', DELETED_COLLECTION)
+  execute(env.store, 'DELETE FROM collections WHERE name = ?', DELETED_COLLECTION)
+  const projectId = queryOne<{ id: number }>(env.store, 'SELECT id FROM projects WHERE name = ?', PROJECT)!.id
   const environmentIds = Object.fromEntries(
-    (sqlite.prepare('SELECT id, name FROM environments WHERE project_id = ?').all(projectId) as { id: number; name: string }[]).map((r) => [r.name, r.id]),
+    queryAll<{ id: number; name: string }>(env.store, 'SELECT id, name FROM environments WHERE project_id = ?', projectId).map((r) => [r.name, r.id]),
   )
-  const userIds = Object.fromEntries((sqlite.prepare('SELECT id, email FROM users').all() as { id: number; email: string }[]).map((r) => [r.email, r.id]))
-  const idByTitle = new Map((sqlite.prepare('SELECT id, title FROM notes').all() as { id: number; title: string }[]).map((r) => [r.title, r.id]))
-  const admin = token(env, 'alice@example.com', projectId, ['all'])
+  const userIds = Object.fromEntries(queryAll<{ id: number; email: string }>(env.store, 'SELECT id, email FROM users').map((r) => [r.email, r.id]))
+  const idByTitle = new Map(queryAll<{ id: number; title: string }>(env.store, 'SELECT id, title FROM notes').map((r) => [r.title, r.id]))
+  const admin = await token(env, 'alice@example.com', projectId, ['all'])
   return {
     env,
     app: testApp(env, overrides),
@@ -273,8 +271,8 @@ function buildFixture(envVars: Record<string, string>, notes: Omit<ModelNote, 'i
     notes: notes.map((n) => ({ ...n, id: idByTitle.get(n.title)! })),
     admin: admin.value,
     adminTokenId: admin.token.id,
-    reader: token(env, 'alice@example.com', projectId, ['notes:read']).value,
-    editor: token(env, 'bob@example.com', projectId, ['all']).value,
+    reader: (await token(env, 'alice@example.com', projectId, ['notes:read'])).value,
+    editor: (await token(env, 'bob@example.com', projectId, ['all'])).value,
   }
 }
 
@@ -307,8 +305,8 @@ function renderModel(fx: Fixture, note: ModelNote): NoteObject {
 
 describe('GET …/notes over an imported fixture', () => {
   let fx: Fixture
-  beforeAll(() => {
-    fx = buildFixture(HIGH_RATES, fixtureNotes())
+  beforeAll(async () => {
+    fx = await buildFixture(HIGH_RATES, fixtureNotes())
   })
   afterAll(() => fx.env.cleanup())
 
@@ -329,7 +327,7 @@ describe('GET …/notes over an imported fixture', () => {
     expect(new Set(fx.notes.map((n) => n.id)).size).toBe(NOTE_COUNT)
     expect(fx.notes.filter((n) => n.environment === 'production')).toHaveLength(20)
     expect(fx.notes.filter((n) => n.archivedAt !== null).length).toBe(5)
-    const orphans = fx.env.store.sqlite.prepare('SELECT count(*) AS n FROM notes WHERE collection_id IS NULL').get() as { n: number }
+    const orphans = queryOne(fx.env.store, 'SELECT count(*) AS n FROM notes WHERE collection_id IS NULL') as { n: number }
     expect(orphans.n).toBe(fx.notes.filter((n) => n.collection === DELETED_COLLECTION).length)
     expect(orphans.n).toBe(6)
     // Ids are in file order, so createdAt increases with id like it does for notes written through the API.
@@ -639,7 +637,7 @@ describe('GET …/notes over an imported fixture', () => {
   )
 
   test('notes are still all there after the hostile filters', () => {
-    const { n } = fx.env.store.sqlite.prepare('SELECT count(*) AS n FROM notes').get() as { n: number }
+    const { n } = queryOne(fx.env.store, 'SELECT count(*) AS n FROM notes') as { n: number }
     expect(n).toBe(NOTE_COUNT)
   })
 
@@ -772,16 +770,17 @@ describe('GET …/notes over an imported fixture', () => {
     ],
   ]
 
-  test.each(planCases)('EXPLAIN QUERY PLAN of listNoteIds %s uses an index on notes', (name, filters, query) => {
+  sqliteOnlyEach(SQLITE_ONLY.queryPlan, planCases, 'EXPLAIN QUERY PLAN of listNoteIds %s uses an index on notes', (name, filters, query) => {
+    const store = sqliteOf(fx.env.store, SQLITE_ONLY.queryPlan)
     const captured: { sql: string; params: unknown[] }[] = []
     // A connection of its own: statements are prepared once per connection, so this one logs its own.
-    const connection = new Database(fx.env.store.path)
+    const connection = new Database(store.path)
     const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
     runOp(db, listNoteIds(fx.projectId, fx.environmentIds.production!, filters, parseDateFilters(query, NOTE_DATE_FIELDS), 10))
     connection.close()
     const statement = captured.find((q) => /^select "id" from "notes"/i.test(q.sql))
     expect(statement).toBeDefined()
-    const plan = (fx.env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${statement!.sql}`).all(...(statement!.params as never[])) as { detail: string }[]).map((r) => r.detail)
+    const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${statement!.sql}`).all(...(statement!.params as never[])) as { detail: string }[]).map((r) => r.detail)
     if (process.env.SHOW_PLANS) console.log(`PLAN ${name}: ${plan.join(' | ')}`)
     const onNotes = plan.filter((d) => /\bnotes\b/.test(d))
     expect(onNotes.length).toBeGreaterThan(0)
@@ -798,17 +797,16 @@ describe('GET …/notes over an imported fixture', () => {
 
 describe('notes writes', () => {
   let fx: Fixture
-  beforeAll(() => {
-    fx = buildFixture(HIGH_RATES, fixtureNotes())
+  beforeAll(async () => {
+    fx = await buildFixture(HIGH_RATES, fixtureNotes())
   })
   afterAll(() => fx.env.cleanup())
 
-  const sqlite = () => fx.env.store.sqlite
   const write = (method: string, path: string, json: unknown, tokenValue = fx.admin) =>
     send<NoteObject>(fx.app, request(path, { method, headers: bearer(tokenValue), json }), 'note')
   const list = (query: Record<string, string>) => send<NotesPage>(fx.app, request(notesPath(query), { headers: bearer(fx.admin) }), 'list')
   /** The newest activity log id: the mark a write's entries are counted from. */
-  const lastLogId = () => (sqlite().prepare('SELECT coalesce(max(id), 0) AS id FROM activity_logs').get() as { id: number }).id
+  const lastLogId = () => (queryOne(fx.env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 
   interface LogRow {
     id: number
@@ -822,7 +820,7 @@ describe('notes writes', () => {
   }
   /** Asserts that the write appended exactly the given actions, each with its record row; returns the rows. */
   function expectLogged(before: number, actions: string[], recordId: string, environment = 'production'): LogRow[] {
-    const rows = sqlite().prepare('SELECT * FROM activity_logs WHERE id > ? ORDER BY id').all(before) as LogRow[]
+    const rows = queryAll(fx.env.store, 'SELECT * FROM activity_logs WHERE id > ? ORDER BY id', before) as LogRow[]
     expect(rows.map((r) => r.action)).toEqual(actions)
     for (const row of rows) {
       expect(row).toMatchObject({
@@ -831,7 +829,7 @@ describe('notes writes', () => {
         user_id: fx.userIds['alice@example.com']!,
         token_id: fx.adminTokenId,
       })
-      const records = sqlite().prepare('SELECT environment_id, record_id FROM activity_log_records WHERE log_id = ?').all(row.id)
+      const records = queryAll(fx.env.store, 'SELECT environment_id, record_id FROM activity_log_records WHERE log_id = ?', row.id)
       expect(records).toEqual([{ environment_id: fx.environmentIds[environment]!, record_id: recordId }])
     }
     return rows
@@ -876,7 +874,7 @@ describe('notes writes', () => {
 
   describe('refused writes: unknown or bad fields → 400 naming the field; wrong environment, scope or role; nothing written', () => {
     let before = { log: 0, notes: 0 }
-    const noteCount = () => (sqlite().prepare('SELECT count(*) AS n FROM notes').get() as { n: number }).n
+    const noteCount = () => (queryOne(fx.env.store, 'SELECT count(*) AS n FROM notes') as { n: number }).n
     beforeAll(() => {
       before = { log: lastLogId(), notes: noteCount() }
     })
@@ -1035,7 +1033,7 @@ describe('notes writes', () => {
     expect(created.status).toBe(201)
     const message = await write('POST', `${notesPath()}/${created.body.id}/messages`, { content: payload })
     expect(message.status).toBe(201)
-    const stored = sqlite().prepare('SELECT content FROM note_messages WHERE note_id = ? ORDER BY id').all(created.body.id) as { content: string }[]
+    const stored = queryAll(fx.env.store, 'SELECT content FROM note_messages WHERE note_id = ? ORDER BY id', created.body.id) as { content: string }[]
     expect(stored).toHaveLength(2)
     for (const text of [...stored.map((s) => s.content), ...message.body.messages.map((m) => m.content)]) {
       const lower = text.toLowerCase()
@@ -1059,8 +1057,8 @@ describe('notes writes', () => {
 describe('pagination walk', () => {
   const TOTAL = 320
   let fx: Fixture
-  beforeAll(() => {
-    fx = buildFixture(HIGH_RATES, [], { clock: systemClock })
+  beforeAll(async () => {
+    fx = await buildFixture(HIGH_RATES, [], { clock: systemClock })
   })
   afterAll(() => fx.env.cleanup())
 
@@ -1086,7 +1084,7 @@ describe('pagination walk', () => {
     expect(created).toHaveLength(TOTAL)
 
     // In id order, createdAt strictly increases (several notes land in the same clock millisecond: +1 µs each).
-    const rows = fx.env.store.sqlite.prepare('SELECT id, created_at FROM notes ORDER BY id').all() as { id: number; created_at: number }[]
+    const rows = queryAll(fx.env.store, 'SELECT id, created_at FROM notes ORDER BY id') as { id: number; created_at: number }[]
     expect(rows).toHaveLength(TOTAL)
     expect(new Set(rows.map((r) => r.created_at)).size).toBe(TOTAL)
     for (let k = 1; k < rows.length; k++) expect(rows[k]!.created_at).toBeGreaterThan(rows[k - 1]!.created_at)
@@ -1118,8 +1116,8 @@ describe('pagination walk', () => {
 
 describe('rate limit', () => {
   let fx: Fixture
-  beforeAll(() => {
-    fx = buildFixture({ TRELLIS_API_RATE_PER_MIN: '5' }, fixtureNotes().slice(0, 3))
+  beforeAll(async () => {
+    fx = await buildFixture({ TRELLIS_API_RATE_PER_MIN: '5' }, fixtureNotes().slice(0, 3))
   })
   afterAll(() => fx.env.cleanup())
 

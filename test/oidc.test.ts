@@ -16,7 +16,7 @@ import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from '../src/modules/auth/pending-sign-in.ts'
 import { purposeKey } from '../src/lib/secret.ts'
-import { runCli, startServe, tempDir, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { runCli, runNow, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -38,13 +38,13 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 let server: ReturnType<typeof Bun.serve>
 let base: string
 let provider: OidcProvider
-let env: TestEnv
+let env: SqliteTestEnv
 let deps: Partial<DepsInput>
 let app: ReturnType<typeof testApp>
 let hook: string
 
 /** The app the server answers with (swapped to try auto-create on, or no SSO at all). */
-function serveApp(config: TestEnv['config']) {
+function serveApp(config: SqliteTestEnv['config']) {
   app = testApp(env, { ...deps, config })
 }
 
@@ -59,7 +59,7 @@ beforeAll(async () => {
     accounts: ACCOUNTS,
     idTokenTtl: 60,
   })
-  env = testEnv({
+  env = sqliteTestEnv({
     TRELLIS_BASE_URL: base,
     TRELLIS_OIDC_ISSUER: provider.issuer,
     TRELLIS_OIDC_CLIENT_ID: 'trellis',
@@ -513,7 +513,7 @@ describe('several instances behind a load balancer: the sign-in in progress trav
   })
 
   test('an unexpected failure on B (its database gone) clears the cookie too', async () => {
-    const broken = testEnv()
+    const broken = sqliteTestEnv()
     broken.store.close()
     try {
       const { person, response } = await acrossInstances(testApp(env, deps), testApp(broken, { ...deps, config: env.config, secret: env.secret }))
@@ -665,7 +665,7 @@ describe('an SSO project', () => {
   })
 
   test('a password session cannot open the project in the console (told to sign in with SSO), nor make tokens for it', async () => {
-    const password = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
+    const password = `trellis_session=${(await runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = await fetch(`${base}/p/Acme`, { headers: { cookie: password } })
     expect(page.status).toBe(403)
     const text = await page.text()

@@ -12,11 +12,12 @@
  * refused by the body limit. The document itself must declare integers as integers and type every body field.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { eq } from 'drizzle-orm'
-import { users } from '../src/db/schema.ts'
+import { op } from '../src/db/op.ts'
+import { read } from '../src/db/read.ts'
+import { findUserByStoredEmail } from '../src/db/users.ts'
 import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
 import { createInvitation } from '../src/modules/users/invitations.ts'
-import { request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { execute, request, runNow, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, tokenFor } from './support/acme.ts'
 import { atMaximum, deref, type Json, mutations, schemaValidator, valueGenerators } from './support/openapi-requests.ts'
 
@@ -37,9 +38,9 @@ beforeAll(async () => {
   env = testEnv({ TRELLIS_API_RATE_PER_MIN: high, TRELLIS_API_RATE_PER_HOUR: high, TRELLIS_API_RATE_PER_DAY: high })
   const fixture = acmeDocument({ passwords: true })
   for (const user of fixture.users) if (user.email !== ALICE.email) delete user.password
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, fixture)
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, fixture)
   app = testApp(env)
-  bearer = `Bearer ${tokenFor(env.store, env.clock, 'alice', ['all']).value}`
+  bearer = `Bearer ${(await tokenFor(env.store, env.clock, 'alice', ['all'])).value}`
   doc = (await (await app.handle(request('/openapi.json'))).json()) as Json
 
   // The things the document's parameter and field names refer to, as they exist in the fixture.
@@ -69,18 +70,18 @@ beforeAll(async () => {
     recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Conformance', content: '<p>hello</p>',
   })
   known['notes/id'] = String(((await note.json()) as Json).id)
-  known['tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
-  known['api-tokens/id'] = String(tokenFor(env.store, env.clock, 'alice', ['notes:read']).token.id)
+  known['tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
+  known['api-tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
   // The instance routes answer this token 403 (instance administrators act through their session); the project
   // management routes act on dave, never on the token's own user.
-  const dave = env.store.db.select().from(users).all().find((u) => u.email === 'dave@example.com')!
+  const dave = (await read(env.store, op(findUserByStoredEmail, 'dave@example.com')))!
   known['users/id'] = known.userId = String(dave.id)
   // The instance routes need an instance administrator's session: alice's.
-  const alice = env.store.db.select().from(users).all().find((u) => u.email === ALICE.email)!
-  env.store.db.update(users).set({ isInstanceAdmin: true }).where(eq(users.id, alice.id)).run()
-  instanceCookie = `${SESSION_COOKIE}=${(runNow(env.store, createSession(env.clock, alice.id, false))).id}`
+  const alice = (await read(env.store, op(findUserByStoredEmail, ALICE.email)))!
+  execute(env.store, 'UPDATE users SET is_instance_admin = TRUE WHERE id = ?', alice.id)
+  instanceCookie = `${SESSION_COOKIE}=${(await runNow(env.store, createSession(env.clock, alice.id, false))).id}`
   // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
-  known.token = (runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
+  known.token = (await runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
 })
 afterAll(() => env.cleanup())
 

@@ -6,7 +6,7 @@
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { pathTemplate } from '../src/http/openapi.ts'
-import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { request, testApp, type TestEnv, testEnv } from './helpers.ts'
 
 type Json = Record<string, any>
 

@@ -10,7 +10,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { bearer, request, startServe, testApp, testEnv, type TestEnv, until } from './helpers.ts'
+import { bearer, request, sqliteTestEnv, type SqliteTestEnv, startServe, testApp, until } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -18,8 +18,8 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0).reverse()) cleanup()
 })
 
-function env(): TestEnv {
-  const e = testEnv()
+function env(): SqliteTestEnv {
+  const e = sqliteTestEnv()
   cleanups.push(e.cleanup)
   return e
 }
@@ -46,7 +46,7 @@ describe('/readyz', () => {
   })
 
   test('a database that does not answer → 503', async () => {
-    const e = testEnv()
+    const e = sqliteTestEnv()
     const app = testApp(e)
     e.cleanup() // closes the connection
     const response = await app.handle(request('/readyz'))
@@ -83,9 +83,9 @@ describe('/metrics', () => {
 
   test('requests by route template and status, latency, runs by status, queue depth and age, busy workers, login failures', async () => {
     const e = env()
-    const report = applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+    const report = await applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
     const hook = reportHook(report, 'Refund order')
-    const token = tokenFor(e.store, e.clock, 'bob', ['workflows:trigger']).value
+    const token = (await tokenFor(e.store, e.clock, 'bob', ['workflows:trigger'])).value
     const metrics = createMetrics()
     const app = testApp(e, { metrics })
 
@@ -130,8 +130,8 @@ describe('/metrics', () => {
 
   test('a waiting run counts in the queue only once its wait is over; one registry per app', async () => {
     const e = env()
-    const report = applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
-    const token = tokenFor(e.store, e.clock, 'bob', ['workflows:trigger']).value
+    const report = await applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+    const token = (await tokenFor(e.store, e.clock, 'bob', ['workflows:trigger'])).value
     const app = testApp(e)
     const trigger = await app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(token), json: { record_id: 'ord_1003' } }))
     const { runId } = (await trigger.json()) as { runId: string }
@@ -158,9 +158,9 @@ describe('graceful shutdown (a real `trellis serve`)', () => {
       { type: 'wait', name: 'pause', seconds: 2 },
       { type: 'update', name: 'after', set: { trail: 'resumed' } },
     ])
-    const { dataDir, cwd: workDir, hook, token } = seedDataDir('shutdown', [pause], cleanups, (store, report) => ({
+    const { dataDir, cwd: workDir, hook, token } = await seedDataDir('shutdown', [pause], cleanups, async (store, report) => ({
       hook: reportHook(report, 'Pause'),
-      token: tokenFor(store, systemClock, 'bob', ['workflows:trigger']).value,
+      token: (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value,
     }))
     const data = { path: dataDir }
     const cwd = { path: workDir }

@@ -25,11 +25,11 @@ import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds } from '../src/modules/notes/service.ts'
 import { listRunIds } from '../src/modules/runs/service.ts'
 import { acmeDocument, applyAcme, projectId } from './support/acme.ts'
-import { testEnv } from './helpers.ts'
+import { sqliteTestEnv } from './helpers.ts'
 
-const env = testEnv()
+const env = sqliteTestEnv()
 afterAll(() => env.cleanup())
-applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
+await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: 'http://trellis.test' }, acmeDocument())
 const acme = projectId(env.store, 'Acme')
 const production = (env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").all() as { id: number }[])[0]!.id
 const at = '2026-01-01T00:00:00Z'

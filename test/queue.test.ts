@@ -21,20 +21,20 @@ import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/sch
 import { op } from '../src/db/op.ts'
 import { inSavepoint } from '../src/db/savepoint.ts'
 import { write, writeTransaction } from '../src/db/write.ts'
-import { testEnv, type TestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
 
 const now = Date.UTC(2026, 10, 21, 12, 0, 0)
 const LEASE = 30_000
 
-let env: TestEnv
+let env: SqliteTestEnv
 let queue: RunQueue
 let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
 let counter = 0
 
-beforeAll(() => {
-  env = testEnv()
-  applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+beforeAll(async () => {
+  env = sqliteTestEnv()
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
   queue = new RunQueue(env.store.sqlite)
   base = refundRunBase(env.store)
 })

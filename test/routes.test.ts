@@ -12,11 +12,11 @@ import { connect } from 'node:net'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { createSession, SESSION_COOKIE } from '../src/modules/auth/sessions.ts'
-import { applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
+import { parseApplyText } from '../src/modules/apply/service.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
-import { bearer, repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
+import { applyNow, bearer, repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv()
 const app = testApp(env)
@@ -32,13 +32,13 @@ projects:
     members: [{ user: gina@globex.example, role: admin }]
 `
 
-beforeAll(() => {
+beforeAll(async () => {
   const ctx = { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }
-  applyAcme(ctx, acmeDocument())
-  applyDocumentNow(parseApplyText(GLOBEX), ctx)
-  gina = tokenFor(env.store, env.clock, 'gina', ['all'], { project: 'Globex' }).value
-  alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
-  const session = commitNow(env.store, function* () {
+  await applyAcme(ctx, acmeDocument())
+  await applyNow(parseApplyText(GLOBEX), ctx)
+  gina = (await tokenFor(env.store, env.clock, 'gina', ['all'], { project: 'Globex' })).value
+  alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+  const session = await writeNow(env.store, function* () {
         return yield* createSession(env.clock, userId(env.store, 'alice'), false)
       })
   aliceCookie = `${SESSION_COOKIE}=${session.id}`

@@ -4,17 +4,17 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { bearer, request, testApp, testEnv } from './helpers.ts'
+import { bearer, execute, request, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '100000' })
 afterAll(() => env.cleanup())
 
 const document = acmeDocument()
 acmeProject(document).workflows!.push(ordersWorkflow('Second', [{ type: 'load' }]))
-const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
 const app = testApp(env)
-const alice = tokenFor(env.store, env.clock, 'alice', ['all']).value
-const bob = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
+const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+const bob = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
 
 interface RunPage {
   hasMore: boolean
@@ -41,7 +41,7 @@ test('filters, order, envelope, limit rules and access', async () => {
     expect(response.status).toBe(202)
     started.push({ id: ((await response.json()) as { runId: string }).runId, workflow, record, at: env.clock.now() })
   }
-  env.store.sqlite.prepare("UPDATE runs SET status = 'failed' WHERE id = ?").run(started[0]!.id)
+  execute(env.store, "UPDATE runs SET status = 'failed' WHERE id = ?", started[0]!.id)
   const newestFirst = [...started].reverse()
   const ids = (page: RunPage) => page.data.map((r) => r.id)
 

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
-import { testEnv, type TestEnv } from './helpers.ts'
+import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
 if (!postgresInstalled) {
@@ -47,7 +47,7 @@ function shared(catalog: Catalog): Catalog {
   }
 }
 
-function sqliteCatalog(env: TestEnv): Catalog {
+function sqliteCatalog(env: SqliteTestEnv): Catalog {
   const db = env.store.sqlite
   const all = <T>(text: string, ...values: string[]) => db.prepare(text).all(...values) as T[]
   const tables = all<{ name: string; sql: string }>("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != ?", TRACKING)
@@ -112,7 +112,7 @@ const normalize = (catalog: Catalog): Catalog => ({
 })
 
 describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema (both migrated for real)', () => {
-  let env: TestEnv
+  let env: SqliteTestEnv
   let cluster: Cluster
   let sql: SQL
   let sqlite: Catalog
@@ -120,7 +120,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
   let postgresAll: Catalog
 
   beforeAll(async () => {
-    env = testEnv()
+    env = sqliteTestEnv()
     cluster = startCluster()
     sql = new SQL(cluster.url)
     expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs', '0002_shared_rate_limits'])

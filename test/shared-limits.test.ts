@@ -252,7 +252,7 @@ describe.skipIf(!withPostgres)('one budget across three apps, through the routes
 
   beforeAll(async () => {
     env = testEnv()
-    const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+    const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
     hook = reportHook(report, 'Refund order')
     const { stores, counters } = await instances(3)
     kept = opened.splice(0) // open for the whole block, not closed after each test
@@ -268,7 +268,7 @@ describe.skipIf(!withPostgres)('one budget across three apps, through the routes
   const tally = (list: number[]) => Object.fromEntries([...new Set(list)].sort().map((s) => [s, list.filter((x) => x === s).length]))
 
   test('POST {webhook_url}: 90 concurrent triggers spread over the three → exactly 60 × 202, 30 × 429', async () => {
-    const token = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger']).value
+    const token = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
     const sent = Array.from({ length: 90 }, (_, i) =>
       apps[i % 3]!.handle(request(hook, { method: 'POST', headers: bearer(token), json: { record_id: `shared-${i}` } })),
     )
@@ -276,7 +276,7 @@ describe.skipIf(!withPostgres)('one budget across three apps, through the routes
   })
 
   test('the API: 90 concurrent calls of one token spread over the three → exactly 60 × 200, 30 × 429', async () => {
-    const token = tokenFor(env.store, env.clock, 'alice', ['all']).value
+    const token = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     const sent = Array.from({ length: 90 }, (_, i) => apps[i % 3]!.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) })))
     expect(tally(await statuses(sent))).toEqual({ 200: 60, 429: 30 })
   })

@@ -14,7 +14,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, type ServeProcess, startServe, tempDir, testApp, testEnv, until } from './helpers.ts'
+import { bearer, type ServeProcess, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
@@ -25,7 +25,7 @@ afterEach(async () => {
 const NOTES = '/v1/project/Acme/environment/production/notes'
 
 /** Acme with a workflow that parks for `waitSeconds` and then updates its record; a token of alice (admin, in Support) for notes and runs. */
-function seed(store: SqliteStore, waitSeconds: number) {
+async function seed(store: SqliteStore, waitSeconds: number) {
   const document = acmeDocument()
   acmeProject(document).workflows!.push(
     ordersWorkflow('Pause', [
@@ -34,8 +34,8 @@ function seed(store: SqliteStore, waitSeconds: number) {
       { type: 'update', name: 'after', set: { trail: 'resumed' } },
     ]),
   )
-  const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(dirname(store.path)), baseUrl: 'http://127.0.0.1' }, document)
-  const token = tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger']).value
+  const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(dirname(store.path)), baseUrl: 'http://127.0.0.1' }, document)
+  const token = (await tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger'])).value
   return { hook: reportHook(report, 'Pause'), token }
 }
 
@@ -133,7 +133,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
     cleanups.push(data.cleanup, cwd.cleanup)
     const store = openStore(data.path)
     migrate(store.sqlite)
-    const { hook, token } = seed(store, 1)
+    const { hook, token } = await seed(store, 1)
     store.close()
 
     const budgetMs = 1500
@@ -202,7 +202,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
 
 describe('the executor and a lock held elsewhere', () => {
   test('an http step whose outcome cannot be recorded (lock held past the budget) is recorded once the lock is gone: the call is not repeated, the run succeeds', async () => {
-    const env = testEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200', TRELLIS_HTTP_ALLOW: '127.0.0.1' })
+    const env = sqliteTestEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200', TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     cleanups.push(env.cleanup)
     let lock: Awaited<ReturnType<typeof holdWriteLock>> | null = null
     let hits = 0
@@ -221,8 +221,8 @@ describe('the executor and a lock held elsewhere', () => {
     acmeProject(document).workflows!.push(
       ordersWorkflow('Call', [{ type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/call`, retries: 0 }, { type: 'update', set: { trail: 'called' } }]),
     )
-    const hook = reportHook(applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Call')
-    const token = tokenFor(env.store, systemClock, 'bob', ['workflows:trigger']).value
+    const hook = reportHook(await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Call')
+    const token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
     const warnings: string[] = []
     const executor = new Executor({ store: env.store, clock: systemClock, logger: createLogger('warn', (line) => warnings.push(line)), concurrency: 1, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     const app = testApp(env, { clock: systemClock, executor })
@@ -284,7 +284,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   if (mount) {
     const store = openStore(mount)
     migrate(store.sqlite)
-    const seeded = seed(store, 1)
+    const seeded = await seed(store, 1)
     store.close()
     const cwd = tempDir('trellis-full-cwd-')
     cleanups.push(cwd.cleanup)
@@ -310,9 +310,9 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
     }
   }
   // No mount: the same scenario in-process, with SQLite's page limit as the full disk.
-  const env = testEnv()
+  const env = sqliteTestEnv()
   cleanups.push(env.cleanup)
-  const seeded = seed(env.store, 1)
+  const seeded = await seed(env.store, 1)
   const app = testApp(env, { clock: systemClock })
   const pageCount = () => (env.store.sqlite.query('PRAGMA page_count').all()[0] as { page_count: number }).page_count
   return {

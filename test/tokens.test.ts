@@ -8,7 +8,7 @@ import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Scope } from '../src/modules/tokens/service.ts'
-import { bearer, request, runCli, tableContents, testApp, type TestEnv } from './helpers.ts'
+import { bearer, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, testApp, type TestEnv } from './helpers.ts'
 import {
   cleanups,
   expect401,
@@ -48,7 +48,7 @@ describe('token management API', () => {
   test('POST /v1/account/tokens with a session → 201, the value shown once; default read-only preset; the token works', async () => {
     const e = fixture()
     const app = testApp(e)
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     const response = await createVia(app, { cookie }, { name: ' ci ', projectName: 'Acme' })
     expect(response.status).toBe(201)
     const created = (await response.json()) as Created
@@ -67,7 +67,7 @@ describe('token management API', () => {
   test('presets and explicit scopes (repeats folded)', async () => {
     const e = fixture()
     const app = testApp(e)
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     const rw = (await (await createVia(app, { cookie }, { name: 'rw', projectName: 'Acme', preset: 'read-write' })).json()) as Created
     expect(rw.scopes).toEqual(['all'])
     const ro = (await (await createVia(app, { cookie }, { name: 'ro', projectName: 'Acme', preset: 'read-only' })).json()) as Created
@@ -77,13 +77,13 @@ describe('token management API', () => {
     expect(((await explicit.json()) as Created).scopes).toEqual(['notes:write', 'workflows:trigger'])
 
     // Nothing else was created.
-    expect((e.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n).toBe(3)
+    expect(queryOne<{ n: number }>(e.store, 'SELECT count(*) AS n FROM api_tokens')!.n).toBe(3)
   })
 
   test('expiry: expiresInDays and expiresAt', async () => {
     const e = fixture()
     const app = testApp(e)
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     const now = e.clock.now()
     const inDays = (await (await createVia(app, { cookie }, { name: 'd', projectName: 'Acme', expiresInDays: 30 })).json()) as Created
     expect(inDays.expiresAt).toBe(new Date(now + 30 * 86_400_000).toISOString())
@@ -98,7 +98,7 @@ describe('token management API', () => {
   test('a member that is not an admin may create a token (it just cannot read notes with it)', async () => {
     const e = fixture()
     const app = testApp(e)
-    const dave = sessionCookie(e, 'dave@example.com')
+    const dave = await sessionCookie(e, 'dave@example.com')
     const created = await createVia(app, { cookie: dave }, { name: 'x', projectName: 'Acme' })
     expect(created.status).toBe(201)
     await expect403(await getNotes(app, bearer(((await created.json()) as Created).token)), 'insufficient_role')
@@ -107,12 +107,12 @@ describe('token management API', () => {
   test('GET /v1/account/tokens lists the caller\'s live tokens without the value or any hash', async () => {
     const e = fixture()
     const app = testApp(e)
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     const a = (await (await createVia(app, { cookie }, { name: 'first', projectName: 'Acme' })).json()) as Created
     const b = (await (await createVia(app, { cookie }, { name: 'second', projectName: 'Beta', preset: 'read-write', expiresInDays: 7 })).json()) as Created
     const revoked = (await (await createVia(app, { cookie }, { name: 'gone', projectName: 'Acme' })).json()) as Created
     expect((await app.handle(request(`/v1/account/tokens/${revoked.id}`, { method: 'DELETE', headers: { cookie } }))).status).toBe(204)
-    mint(e, 'carol@example.com', { name: 'carols' })
+    await mint(e, 'carol@example.com', { name: 'carols' })
     const response = await app.handle(request('/v1/account/tokens', { headers: { cookie } }))
     expect(response.status).toBe(200)
     const text = await response.text()
@@ -123,7 +123,7 @@ describe('token management API', () => {
       expect(row.createdWithSso).toBe(false)
     }
     expect(body.data[0]).toMatchObject({ id: b.id, prefix: b.prefix, projectName: 'Beta', scopes: ['all'], expiresAt: b.expiresAt, lastUsedAt: null })
-    const hashes = e.store.sqlite.prepare('SELECT token_hash FROM api_tokens').all() as { token_hash: string }[]
+    const hashes = queryAll<{ token_hash: string }>(e.store, 'SELECT token_hash FROM api_tokens')
     for (const secret of [a.token, b.token, revoked.token, ...hashes.map((h) => h.token_hash)]) expect(text).not.toContain(secret)
     expect(text).not.toMatch(/hash/i)
   })
@@ -131,9 +131,9 @@ describe('token management API', () => {
   test('project API access settings: admins only (non-admin session → 403)', async () => {
     const e = fixture()
     const app = testApp(e)
-    const alices = mint(e, 'alice@example.com')
+    const alices = await mint(e, 'alice@example.com')
     for (const email of ['bob@example.com', 'dave@example.com']) {
-      const cookie = sessionCookie(e, email)
+      const cookie = await sessionCookie(e, email)
       await expect403(await app.handle(request('/v1/project/Acme/api-tokens', { headers: { cookie } })), 'insufficient_role')
       await expect403(
         await app.handle(request(`/v1/project/Acme/api-tokens/${alices.token.id}`, { method: 'DELETE', headers: { cookie } })),
@@ -141,7 +141,7 @@ describe('token management API', () => {
       )
     }
     expect((await getNotes(app, bearer(alices.value))).status).toBe(200)
-    const carol = sessionCookie(e, 'carol@example.com')
+    const carol = await sessionCookie(e, 'carol@example.com')
     const list = (await (await app.handle(request('/v1/project/Acme/api-tokens', { headers: { cookie: carol } }))).json()) as { data: Record<string, unknown>[] }
     expect(list.data).toHaveLength(1)
     expect(Object.keys(list.data[0]!).sort()).toEqual(['createdAt', 'createdWithSso', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'projectName', 'scopes', 'user'])
@@ -152,8 +152,8 @@ describe('token management API', () => {
   test('management with a Bearer token: `all` of an admin works (confined to its project); read-only or non-admin → 403', async () => {
     const e = fixture()
     const app = testApp(e)
-    const admin = mint(e, 'alice@example.com', { scopes: ['all'] })
-    const betaToken = mint(e, 'alice@example.com', { project: 'Beta', scopes: ['notes:read'] })
+    const admin = await mint(e, 'alice@example.com', { scopes: ['all'] })
+    const betaToken = await mint(e, 'alice@example.com', { project: 'Beta', scopes: ['notes:read'] })
     const listed = await app.handle(request('/v1/account/tokens', { headers: bearer(admin.value) }))
     expect(listed.status).toBe(200)
     const ids = ((await listed.json()) as { data: { id: number }[] }).data.map((t) => t.id)
@@ -168,13 +168,13 @@ describe('token management API', () => {
     )
     expect((await app.handle(request('/v1/project/Acme/api-tokens', { headers: bearer(admin.value) }))).status).toBe(200)
 
-    const readOnly = mint(e, 'alice@example.com', { scopes: READ_ONLY as Scope[] })
+    const readOnly = await mint(e, 'alice@example.com', { scopes: READ_ONLY as Scope[] })
     await expect403(await app.handle(request('/v1/account/tokens', { headers: bearer(readOnly.value) })))
     await expect403(await createVia(app, bearer(readOnly.value), { name: 'x', projectName: 'Acme' }))
-    const bobAll = mint(e, 'bob@example.com', { scopes: ['all'] })
+    const bobAll = await mint(e, 'bob@example.com', { scopes: ['all'] })
     await expect403(await app.handle(request('/v1/account/tokens', { headers: bearer(bobAll.value) })))
     // An invalid Bearer header is a 401 even with a valid cookie next to it.
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     await expect401(await app.handle(request('/v1/account/tokens', { headers: { cookie, authorization: 'Bearer nope' } })))
   })
 })
@@ -202,11 +202,11 @@ function refusalFixture() {
   return { state, send }
 }
 
-const tokenCount = (e: TestEnv) => (e.store.sqlite.prepare('SELECT count(*) AS n FROM api_tokens').get() as { n: number }).n
+const tokenCount = (e: TestEnv) => queryOne<{ n: number }>(e.store, 'SELECT count(*) AS n FROM api_tokens')!.n
 
 describe('POST /v1/account/tokens: a refused body → 400 validation_failed naming the field, nothing created', () => {
   const { state, send } = refusalFixture()
-  const create = (json: Record<string, unknown>) => () => ({ method: 'POST', path: '/v1/account/tokens', headers: { cookie: sessionCookie(state.e, 'alice@example.com') }, body: json })
+  const create = (json: Record<string, unknown>) => async () => ({ method: 'POST', path: '/v1/account/tokens', headers: { cookie: await sessionCookie(state.e, 'alice@example.com') }, body: json })
   const refused = (name: string, json: Record<string, unknown>, check?: Scenario['check']): Scenario => ({ name, request: create(json), status: 400, code: 'validation_failed', check })
   const at = '2027-01-15T10:00:00.000Z'
   scenarios(
@@ -253,7 +253,7 @@ describe('POST /v1/account/tokens: a refused body → 400 validation_failed nami
 
 describe('POST /v1/account/tokens for a project the user is not a member of, or that does not exist → 404', () => {
   const { state, send } = refusalFixture()
-  const create = (projectName: string) => () => ({ method: 'POST', path: '/v1/account/tokens', headers: { cookie: sessionCookie(state.e, 'dave@example.com') }, body: { name: 'x', projectName } })
+  const create = (projectName: string) => async () => ({ method: 'POST', path: '/v1/account/tokens', headers: { cookie: await sessionCookie(state.e, 'dave@example.com') }, body: { name: 'x', projectName } })
   scenarios(
     [
       { name: 'not a member of Beta', request: create('Beta'), status: 404, code: 'not_found', check: (body) => expect(body.message).toContain('Beta') },
@@ -266,10 +266,10 @@ describe('POST /v1/account/tokens for a project the user is not a member of, or 
 describe("DELETE another user's token through /v1/account/tokens → 404, and it keeps working", () => {
   const { state, send } = refusalFixture()
   let carols = { value: '', token: { id: 0 } }
-  beforeAll(() => {
-    carols = mint(state.e, 'carol@example.com')
+  beforeAll(async () => {
+    carols = await mint(state.e, 'carol@example.com')
   })
-  const remove = (id: () => string) => () => ({ method: 'DELETE', path: `/v1/account/tokens/${id()}`, headers: { cookie: sessionCookie(state.e, 'alice@example.com') } })
+  const remove = (id: () => string) => async () => ({ method: 'DELETE', path: `/v1/account/tokens/${id()}`, headers: { cookie: await sessionCookie(state.e, 'alice@example.com') } })
   scenarios(
     [
       { name: "carol's token → 404", request: remove(() => String(carols.token.id)), status: 404, code: 'not_found' },
@@ -307,7 +307,7 @@ describe('lastUsedAt', () => {
   test('set on first use, written at most once a minute', async () => {
     const e = fixture()
     const app = testApp(e)
-    const { token, value } = mint(e, 'alice@example.com')
+    const { token, value } = await mint(e, 'alice@example.com')
     expect(lastUsedAt(e, token.id)).toBeNull()
     const first = e.clock.now()
     expect((await getNotes(app, bearer(value))).status).toBe(200)
@@ -319,7 +319,7 @@ describe('lastUsedAt', () => {
     expect((await getNotes(app, bearer(value))).status).toBe(200)
     expect(lastUsedAt(e, token.id)).toBe(first + 61_000)
     // Shown in the owner's list.
-    const cookie = sessionCookie(e, 'alice@example.com')
+    const cookie = await sessionCookie(e, 'alice@example.com')
     const list = (await (await app.handle(request('/v1/account/tokens', { headers: { cookie } }))).json()) as { data: { lastUsedAt: string }[] }
     expect(list.data[0]!.lastUsedAt).toBe(new Date(first + 61_000).toISOString())
   })
@@ -327,10 +327,10 @@ describe('lastUsedAt', () => {
   test('a refused (403) call still counts as use; a revoked or expired token is not touched', async () => {
     const e = fixture()
     const app = testApp(e)
-    const bobs = mint(e, 'bob@example.com')
+    const bobs = await mint(e, 'bob@example.com')
     await expect403(await getNotes(app, bearer(bobs.value)))
     expect(lastUsedAt(e, bobs.token.id)).toBe(e.clock.now())
-    const expiring = mint(e, 'alice@example.com', { expiresAt: e.clock.now() + 1000 })
+    const expiring = await mint(e, 'alice@example.com', { expiresAt: e.clock.now() + 1000 })
     e.clock.advance(1000)
     await expect401(await getNotes(app, bearer(expiring.value)))
     expect(lastUsedAt(e, expiring.token.id)).toBeNull()
@@ -340,12 +340,13 @@ describe('lastUsedAt', () => {
 // ── The token value is never stored or logged ───────────────────────────────
 
 describe('token secrecy', () => {
-  test(
+  sqliteOnlyTest(
+    SQLITE_ONLY.cli,
     'after creating tokens via API, CLI and service and using them, no table holds a value; admin logs carry only the prefix',
     async () => {
       const e = fixture()
       const app = testApp(e)
-      const cookie = sessionCookie(e, 'alice@example.com')
+      const cookie = await sessionCookie(e, 'alice@example.com')
       const apiCreated = (await (await app.handle(request('/v1/account/tokens', { method: 'POST', headers: { cookie }, json: { name: 'api', projectName: 'Acme', preset: 'read-write' } }))).json()) as {
         id: number
         token: string
@@ -355,7 +356,7 @@ describe('token secrecy', () => {
       expect(cli.code).toBe(0)
       const cliValue = cli.stdout.trim()
       expect(cliValue).toMatch(TOKEN_SHAPE)
-      const service = mint(e, 'alice@example.com', { name: 'service' })
+      const service = await mint(e, 'alice@example.com', { name: 'service' })
       const values = [apiCreated.token, cliValue, service.value]
       for (const value of values) {
         expect((await getNotes(app, bearer(value))).status).toBe(200)
@@ -370,13 +371,14 @@ describe('token secrecy', () => {
         expect(dump).not.toContain(value.slice(12)) // not even the secret part after the display prefix
         expect(dump).not.toContain(value.slice(4))
       }
-      const tokens = e.store.sqlite.prepare('SELECT id, prefix, token_hash FROM api_tokens ORDER BY id').all() as { id: number; prefix: string; token_hash: string }[]
+      const tokens = queryAll<{ id: number; prefix: string; token_hash: string }>(e.store, 'SELECT id, prefix, token_hash FROM api_tokens ORDER BY id')
       expect(tokens.map((t) => t.prefix).sort()).toEqual(values.map((v) => v.slice(0, 12)).sort())
       for (const t of tokens) expect(t.token_hash).toMatch(/^[0-9a-f]{64}$/)
 
-      const logs = e.store.sqlite
-        .prepare("SELECT type, resource, previous_value, new_value FROM admin_logs WHERE resource = 'api-token' ORDER BY id")
-        .all() as { type: string; resource: string; previous_value: string | null; new_value: string | null }[]
+      const logs = queryAll<{ type: string; resource: string; previous_value: string | null; new_value: string | null }>(
+        e.store,
+        "SELECT type, resource, previous_value, new_value FROM admin_logs WHERE resource = 'api-token' ORDER BY id",
+      )
       expect(logs.map((l) => l.type)).toEqual(['add', 'add', 'add', 'remove'])
       for (const log of logs) {
         const text = log.new_value ?? log.previous_value ?? ''
@@ -393,7 +395,8 @@ describe('token secrecy', () => {
 // ── CLI ─────────────────────────────────────────────────────────────────────
 
 describe('trellis token (CLI, real processes)', () => {
-  test(
+  sqliteOnlyTest(
+    SQLITE_ONLY.cli,
     'create prints only the value; list --json; revoke applies to the next request of another process; errors exit 2 / 1',
     async () => {
       const e = fixture()

@@ -27,9 +27,9 @@ const HIGH_RATES = {
 /** A served database with a two-step workflow (load, update) behind a fast webhook, and alice's token. */
 async function serveSeeded(env: Record<string, string>): Promise<{ server: ServeProcess; wal: string; hook: string; token: string }> {
   const touch = ordersWorkflow('Touch', [{ type: 'load' }, { type: 'update', set: { touched: 'yes' } }], { webhook: { enabled: true, ratePerMinute: 100_000 } })
-  const seeded = seedDataDir('wal', [touch], cleanups, (store, report) => ({
+  const seeded = await seedDataDir('wal', [touch], cleanups, async (store, report) => ({
     hook: reportHook(report, 'Touch'),
-    token: tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger']).value,
+    token: (await tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger'])).value,
   }))
   const server = await startServe({ dataDir: seeded.dataDir, cwd: seeded.cwd, env: { ...HIGH_RATES, ...env } })
   cleanups.push(async () => void (await server.stop('SIGKILL')))

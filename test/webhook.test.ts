@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:tes
 import { WEBHOOK_MAX_BODY_BYTES } from '../src/http/body.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
 import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
-import { bearer, request, testApp, testEnv, type TestEnv, runNow } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 import { expectError, type Scenario, scenarios, type Sent as ScenarioSent } from './support/scenarios.ts'
 
@@ -68,11 +68,11 @@ function expectAccepted(sent: Sent): string {
 }
 
 function runRow(id: string) {
-  return env.store.sqlite.prepare('SELECT * FROM runs WHERE id = ?').get(id) as Record<string, unknown> | null
+  return queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', id) as Record<string, unknown> | null
 }
 
 function count(sql: string, ...params: (string | number | null)[]): number {
-  return (env.store.sqlite.prepare(sql).get(...params) as { n: number }).n
+  return (queryOne(env.store, sql, ...params) as { n: number }).n
 }
 
 /** Replaces the character at `index` with another base64url character whose 6 bits differ in the high bits. */
@@ -85,18 +85,18 @@ beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
   document.projects.push({ name: 'Globex', environments: ['production'], members: [{ user: 'bob@example.com', role: 'admin' }] })
-  const report = applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   hook = reportHook(report, 'Refund order')
   app = testApp(env)
-  const make = (user: string, scopes: Scope[], project?: string) => tokenFor(env.store, env.clock, user, scopes, { project }).value
-  tokens.bob = make('bob', ['workflows:trigger'])
-  tokens.bobAll = make('bob', ['all'])
-  tokens.bobNotes = make('bob', ['notes:read'])
-  tokens.bobGlobex = make('bob', ['all'], 'Globex')
-  tokens.alice = make('alice', ['all'])
-  tokens.carol = make('carol', ['workflows:trigger'])
-  tokens.dave = make('dave', ['workflows:trigger'])
-  tokens.daveAll = make('dave', ['all'])
+  const make = async (user: string, scopes: Scope[], project?: string) => (await tokenFor(env.store, env.clock, user, scopes, { project })).value
+  tokens.bob = await make('bob', ['workflows:trigger'])
+  tokens.bobAll = await make('bob', ['all'])
+  tokens.bobNotes = await make('bob', ['notes:read'])
+  tokens.bobGlobex = await make('bob', ['all'], 'Globex')
+  tokens.alice = await make('alice', ['all'])
+  tokens.carol = await make('carol', ['workflows:trigger'])
+  tokens.dave = await make('dave', ['workflows:trigger'])
+  tokens.daveAll = await make('dave', ['all'])
   const published = await send(
     request(`${WORKFLOW}/Ping`, {
       method: 'PUT',
@@ -130,13 +130,13 @@ describe('202: the run is created and queued, the response does not wait', () =>
       started_at: null,
       finished_at: null,
     })
-    const workflow = env.store.sqlite.prepare("SELECT id, active_version_id FROM workflows WHERE name = 'Refund order'").get() as {
+    const workflow = queryOne(env.store, "SELECT id, active_version_id FROM workflows WHERE name = 'Refund order'") as {
       id: number
       active_version_id: number
     }
     expect(run.workflow_id).toBe(workflow.id)
     expect(run.workflow_version_id).toBe(workflow.active_version_id)
-    const token = env.store.sqlite.prepare('SELECT token_id FROM runs WHERE id = ?').get(runId) as { token_id: number }
+    const token = queryOne(env.store, 'SELECT token_id FROM runs WHERE id = ?', runId) as { token_id: number }
     expect(token.token_id).toBeGreaterThan(0)
     // The state is observable through the runId (§3): still queued, nobody executes it here.
     const seen = await send(request(`/v1/workflow-runs/${runId}`, { headers: bearer(tokens.bob) }))
@@ -359,14 +359,14 @@ describe('401: the token', () => {
   )
 
   test('a revoked token → 401 from the very next call', async () => {
-    const { value, token } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
+    const { value, token } = await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
     expectAccepted(await trigger(hook, value))
-    expect((runNow(env.store, revokeToken(env.clock, token, null)))).toBe(true)
+    expect((await runNow(env.store, revokeToken(env.clock, token, null)))).toBe(true)
     expect(expectError(await trigger(hook, value), 401, 'unauthorized').message).toContain('revoked')
   })
 
   test('an expired token → 401', async () => {
-    const { value } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'], { expiresAt: env.clock.now() + 5_000 })
+    const { value } = await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'], { expiresAt: env.clock.now() + 5_000 })
     expectAccepted(await trigger(hook, value))
     env.clock.advance(5_000)
     expect(expectError(await trigger(hook, value), 401, 'unauthorized').message).toContain('expired')
@@ -375,10 +375,10 @@ describe('401: the token', () => {
 })
 
 describe('403: the token user may not run it', () => {
-  const as = (token: () => string, json: unknown = undefined) => () => ({
+  const as = (token: () => string | Promise<string>, json: unknown = undefined) => async () => ({
     method: 'POST',
     path: hook,
-    headers: { 'content-type': 'application/json', ...bearer(token()) },
+    headers: { 'content-type': 'application/json', ...bearer(await token()) },
     body: json ?? { record_id: nextRecord() },
   })
   scenarios(
@@ -386,7 +386,7 @@ describe('403: the token user may not run it', () => {
       { name: 'a token of another project → 403 wrong_project', request: as(() => tokens.bobGlobex), status: 403, code: 'wrong_project' },
       { name: 'a token without workflows:trigger (notes:read only) → 403 insufficient_scope', request: as(() => tokens.bobNotes), status: 403, code: 'insufficient_scope' },
       ...([['notes:write'], ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write']] as Scope[][]).map(
-        (scopes): Scenario => ({ name: `a token with ${scopes.join(' ')} → 403 insufficient_scope`, request: as(() => tokenFor(env.store, env.clock, 'bob', scopes).value), status: 403, code: 'insufficient_scope' }),
+        (scopes): Scenario => ({ name: `a token with ${scopes.join(' ')} → 403 insufficient_scope`, request: as(async () => (await tokenFor(env.store, env.clock, 'bob', scopes)).value), status: 403, code: 'insufficient_scope' }),
       ),
       // A user outside the team who is not a project admin (dave, Billing): even with workflows:trigger or all.
       { name: 'dave with workflows:trigger → 403 rendering_forbidden', request: as(() => tokens.dave), status: 403, code: 'rendering_forbidden' },
@@ -398,11 +398,11 @@ describe('403: the token user may not run it', () => {
 
   test('a deactivated user → 403 user_deactivated', async () => {
     const bob = userId(env.store, 'bob')
-    env.store.sqlite.prepare('UPDATE users SET disabled_at = ? WHERE id = ?').run(env.clock.now(), bob)
+    execute(env.store, 'UPDATE users SET disabled_at = ? WHERE id = ?', env.clock.now(), bob)
     try {
       expect(expectError(await trigger(hook, tokens.bob), 403, 'user_deactivated').error).toBe('Forbidden')
     } finally {
-      env.store.sqlite.prepare('UPDATE users SET disabled_at = NULL WHERE id = ?').run(bob)
+      execute(env.store, 'UPDATE users SET disabled_at = NULL WHERE id = ?', bob)
     }
     expectAccepted(await trigger(hook, tokens.bob))
   })
@@ -412,15 +412,15 @@ describe('403: the token user may not run it', () => {
   })
 
   test('a user removed from the team (not an admin) → 403', async () => {
-    const { value } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
+    const { value } = await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
     const bob = userId(env.store, 'bob')
-    const membership = env.store.sqlite.prepare('SELECT * FROM team_members WHERE user_id = ?').all(bob) as { team_id: number; created_at: number }[]
-    env.store.sqlite.prepare('DELETE FROM team_members WHERE user_id = ?').run(bob)
+    const membership = queryAll(env.store, 'SELECT * FROM team_members WHERE user_id = ?', bob) as { team_id: number; created_at: number }[]
+    execute(env.store, 'DELETE FROM team_members WHERE user_id = ?', bob)
     try {
       expectError(await trigger(hook, value), 403, 'rendering_forbidden')
     } finally {
       for (const m of membership) {
-        env.store.sqlite.prepare('INSERT INTO team_members (team_id, user_id, created_at) VALUES (?, ?, ?)').run(m.team_id, bob, m.created_at)
+        execute(env.store, 'INSERT INTO team_members (team_id, user_id, created_at) VALUES (?, ?, ?)', m.team_id, bob, m.created_at)
       }
     }
     expectAccepted(await trigger(hook, value))
@@ -449,16 +449,16 @@ describe('404: nothing to trigger', () => {
   })
 
   test('no active version → 404', async () => {
-    const workflow = env.store.sqlite.prepare("SELECT id, active_version_id FROM workflows WHERE name = 'Refund order'").get() as {
+    const workflow = queryOne(env.store, "SELECT id, active_version_id FROM workflows WHERE name = 'Refund order'") as {
       id: number
       active_version_id: number
     }
-    env.store.sqlite.prepare('UPDATE workflows SET active_version_id = NULL WHERE id = ?').run(workflow.id)
+    execute(env.store, 'UPDATE workflows SET active_version_id = NULL WHERE id = ?', workflow.id)
     try {
       expectError(await trigger(hook, tokens.bob), 404, 'not_found')
       expectError(await trigger(hook, null), 401, 'unauthorized')
     } finally {
-      env.store.sqlite.prepare('UPDATE workflows SET active_version_id = ? WHERE id = ?').run(workflow.active_version_id, workflow.id)
+      execute(env.store, 'UPDATE workflows SET active_version_id = ? WHERE id = ?', workflow.active_version_id, workflow.id)
     }
     expectAccepted(await trigger(hook, tokens.bob))
   })
@@ -470,9 +470,7 @@ describe('404: nothing to trigger', () => {
   })
 
   test('a workflow whose webhook was never enabled → 404', async () => {
-    const dunning = env.store.sqlite
-      .prepare("SELECT w.id, w.rendering_id AS r FROM workflows w WHERE w.name = 'Start dunning'")
-      .get() as { id: number; r: number }
+    const dunning = queryOne(env.store, "SELECT w.id, w.rendering_id AS r FROM workflows w WHERE w.name = 'Start dunning'") as { id: number; r: number }
     const path = `/v1/hooks/${webhookToken(env.secret, { workflowId: dunning.id, renderingId: dunning.r, generation: 1 })}`
     expectError(await trigger(path, tokens.alice), 404, 'not_found')
   })
@@ -518,20 +516,21 @@ describe('409: one active run per workflow and record', () => {
     }
   })
 
-  test('concurrent triggers on different records share group commits: every one answered 202 with its run and entry committed', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.groupCommit, 'concurrent triggers on different records share group commits: every one answered 202 with its run and entry committed', async () => {
     expect((await settings('PATCH', '', { ratePerMinute: 100_000 })).body).toMatchObject({ effectiveRatePerMinute: 100_000 })
     try {
-      const before = { ...env.store.committed }
+      const store = sqliteOf(env.store, SQLITE_ONLY.groupCommit)
+      const before = { ...store.committed }
       const records = Array.from({ length: 100 }, (_, i) => `group-${i}`)
       const responses = await Promise.all(records.map((record) => trigger(hook, tokens.bob, { record_id: record })))
       expect(responses.map((r) => r.status)).toEqual(records.map(() => 202))
-      const transactions = env.store.committed.transactions - before.transactions
+      const transactions = store.committed.transactions - before.transactions
       expect(transactions).toBeGreaterThanOrEqual(1)
       expect(transactions).toBeLessThan(records.length)
       for (const [i, record] of records.entries()) {
         const runId = responses[i]!.body!.runId as string
-        expect(env.store.sqlite.prepare('SELECT record_id AS record FROM runs WHERE id = ?').all(runId)).toEqual([{ record }])
-        expect(env.store.sqlite.prepare("SELECT count(*) AS n FROM activity_logs WHERE run_id = ? AND action = 'triggerWorkflow'").get(runId)).toEqual({ n: 1 })
+        expect(queryAll(env.store, 'SELECT record_id AS record FROM runs WHERE id = ?', runId)).toEqual([{ record }])
+        expect(queryOne(env.store, "SELECT count(*) AS n FROM activity_logs WHERE run_id = ? AND action = 'triggerWorkflow'", runId)).toEqual({ n: 1 })
       }
     } finally {
       await settings('PATCH', '', { ratePerMinute: null })
@@ -541,9 +540,9 @@ describe('409: one active run per workflow and record', () => {
 
 describe('activity log', () => {
   test('one triggerWorkflow entry "triggered via webhook" with the token user, the token and the run; a 409 writes none', async () => {
-    const { value, token } = tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
+    const { value, token } = await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])
     const runId = expectAccepted(await trigger(hook, value, { record_id: 'logged-1' }))
-    const entries = env.store.sqlite.prepare('SELECT * FROM activity_logs WHERE run_id = ?').all(runId) as Record<string, unknown>[]
+    const entries = queryAll(env.store, 'SELECT * FROM activity_logs WHERE run_id = ?', runId) as Record<string, unknown>[]
     expect(entries).toHaveLength(1)
     expect(entries[0]).toMatchObject({
       type: 'write',
@@ -555,23 +554,21 @@ describe('activity log', () => {
       run_id: runId,
       step_name: null,
     })
-    const records = env.store.sqlite.prepare('SELECT record_id FROM activity_log_records WHERE log_id = ?').all(entries[0]!.id as number)
+    const records = queryAll(env.store, 'SELECT record_id FROM activity_log_records WHERE log_id = ?', entries[0]!.id as number)
     expect(records).toEqual([{ record_id: 'logged-1' }])
     const total = count('SELECT count(*) AS n FROM activity_logs')
     expectError(await trigger(hook, value, { record_id: 'logged-1' }), 409, 'run_in_progress')
     expect(count('SELECT count(*) AS n FROM activity_logs')).toBe(total)
   })
 
-  test('the run and its entry are written in one transaction: when the entry cannot be written, no run exists', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.tempTrigger, 'the run and its entry are written in one transaction: when the entry cannot be written, no run exists', async () => {
     const runsBefore = count('SELECT count(*) AS n FROM runs')
-    env.store.sqlite.run(
-      "CREATE TEMP TRIGGER refuse_trigger_log BEFORE INSERT ON activity_logs WHEN NEW.action = 'triggerWorkflow' BEGIN SELECT RAISE(ABORT, 'no log today'); END",
-    )
+    execute(env.store, "CREATE TEMP TRIGGER refuse_trigger_log BEFORE INSERT ON activity_logs WHEN NEW.action = 'triggerWorkflow' BEGIN SELECT RAISE(ABORT, 'no log today'); END",)
     try {
       const sent = await trigger(hook, tokens.bob, { record_id: 'atomic-1' })
       expect(sent.status).toBe(500)
     } finally {
-      env.store.sqlite.run('DROP TRIGGER refuse_trigger_log')
+      execute(env.store, 'DROP TRIGGER refuse_trigger_log')
     }
     expect(count('SELECT count(*) AS n FROM runs')).toBe(runsBefore)
     // The record is not blocked by a half-written run.

@@ -20,7 +20,7 @@ import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import type { Db } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { commitNow } from '../src/db/write.ts'
+import { writeNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -31,7 +31,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, handleJson, request, testApp, testEnv, type TestEnv, until, runNow } from './helpers.ts'
+import { bearer, handleJson, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 import { type Micros, toIsoMicros } from '../src/lib/time.ts'
@@ -58,7 +58,7 @@ async function call(method: string, path: string, json?: unknown, token = alice)
   return { status: response.status, body: (text ? JSON.parse(text) : null) as Record<string, unknown> }
 }
 
-const runStatus = (id: string) => (env.store.sqlite.prepare('SELECT status FROM runs WHERE id = ?').get(id) as { status: string }).status
+const runStatus = (id: string) => (queryOne(env.store, 'SELECT status FROM runs WHERE id = ?', id) as { status: string }).status
 
 // ── The document's own enums: which rows it can describe ──────────────────
 
@@ -78,12 +78,12 @@ function logIds(kind: 'activity' | 'admin', scopeId: number): { all: number[]; d
     kind === 'activity'
       ? ['activity_logs', 'environment_id', `action IN (${sqlList(parameterEnum('listActivityLogs', 'action'))})`]
       : ['admin_logs', 'project_id', `resource IN (${sqlList(parameterEnum('listAdminLogs', 'resource'))}) AND initiator IN (${sqlList(parameterEnum('listAdminLogs', 'initiator'))})`]
-  const ids = (where: string) => (env.store.sqlite.prepare(`SELECT id FROM ${table} WHERE ${scope} = ? ${where} ORDER BY id DESC`).all(scopeId) as { id: number }[]).map((r) => r.id)
+  const ids = (where: string) => (queryAll(env.store, `SELECT id FROM ${table} WHERE ${scope} = ? ${where} ORDER BY id DESC`, scopeId) as { id: number }[]).map((r) => r.id)
   return { all: ids(''), describable: ids(`AND ${condition}`) }
 }
 
 const environmentId = (project: string, environment: string) =>
-  (env.store.sqlite.prepare('SELECT id FROM environments WHERE project_id = ? AND name = ?').get(projectId(env.store, project), environment) as { id: number }).id
+  (queryOne(env.store, 'SELECT id FROM environments WHERE project_id = ? AND name = ?', projectId(env.store, project), environment) as { id: number }).id
 
 // ── Walking a list as the README says ──────────────────────────────────────
 
@@ -138,7 +138,7 @@ beforeAll(async () => {
 
   // 30 days ago: the first apply (records, notes, environments, teams, members, workflows, webhooks).
   shift = -30 * DAY
-  applyAcme(ctx(), document)
+  await applyAcme(ctx(), document)
   shift = 0
 
   // Today: a second apply changes a record, adds one with a note, a team, an environment and a workflow.
@@ -159,7 +159,7 @@ beforeAll(async () => {
     messages: [{ user: 'bob@example.com', content: '<p>imported</p>', createdAt: new Date(Date.now() - DAY).toISOString() }],
   })
   acme.workflows!.push(ordersWorkflow('Long hold', [{ type: 'load' }, { type: 'wait', seconds: 600 }], { webhook: { enabled: true, ratePerMinute: 1000 } }))
-  const report = applyAcme(ctx(), document)
+  const report = await applyAcme(ctx(), document)
 
   // Retention (7 days): the first apply's entries go, a `log-retention` entry by `system` lands in each project.
   const pruned = await pruneLogs(env.store, clock, 7)
@@ -168,10 +168,10 @@ beforeAll(async () => {
   executor = new Executor({ store: env.store, clock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })
   app = testApp(env, { clock, executor })
   executor.start()
-  alice = tokenFor(env.store, clock, 'alice', ['all']).value
+  alice = (await tokenFor(env.store, clock, 'alice', ['all'])).value
   readers.Acme = alice
-  readers.Globex = tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' }).value
-  const bob = tokenFor(env.store, clock, 'bob', ['workflows:trigger'], { name: 'erp' }).value
+  readers.Globex = (await tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' })).value
+  const bob = (await tokenFor(env.store, clock, 'bob', ['workflows:trigger'], { name: 'erp' })).value
 
   // Tokens through the management API: created, then revoked.
   const created = await call('POST', '/v1/account/tokens', { name: 'reporting', projectName: 'Acme', scopes: ['notes:read'] })
@@ -228,25 +228,25 @@ beforeAll(async () => {
 
   // A role changed by an admin; a user deactivated and reactivated (one entry in each of their projects).
   const aliceId = userId(env.store, 'alice')
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setProjectMember(clock, { projectId: projectId(env.store, 'Acme'), userId: userId(env.store, 'dave'), role: 'editor', actorId: aliceId })
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'bob'), true, aliceId)
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'bob'), false, null)
       })
   // Issue 15: a project created by an instance administrator, an invitation made (instance-wide entry).
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* createProject(clock, { name: 'Initech', actorId: aliceId })
       })
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* createInvitation(clock, { user: (yield* findUser(userId(env.store, 'dave')))!, actorId: aliceId })
       })
 
   // Console reads (audited as `read` / `index`).
-  const cookie = `trellis_session=${(runNow(env.store, createSession(clock, aliceId, false))).id}`
+  const cookie = `trellis_session=${(await runNow(env.store, createSession(clock, aliceId, false))).id}`
   for (const path of ['/p/Acme/e/production/t/Support/c/orders/r/ord_1001', '/p/Acme/e/production/t/Support/c/orders', '/p/Acme/e/production/t/Billing/c/customers']) {
     expect((await app.handle(request(path, { headers: { cookie } }))).status).toBe(200)
   }
@@ -269,7 +269,7 @@ afterAll(async () => {
 
 describe('after a realistic mix, every page validates against the compatibility document as published', () => {
   test('the mix holds every extension DESIGN §7 lists, and a spread of documented values', () => {
-    const column = (sql: string) => (env.store.sqlite.prepare(sql).all() as { v: string }[]).map((r) => r.v)
+    const column = (sql: string) => (queryAll(env.store, sql) as { v: string }[]).map((r) => r.v)
     const actions = column('SELECT DISTINCT action AS v FROM activity_logs')
     const resources = column('SELECT DISTINCT resource AS v FROM admin_logs')
     const initiators = column('SELECT DISTINCT initiator AS v FROM admin_logs')
@@ -322,7 +322,7 @@ describe('after a realistic mix, every page validates against the compatibility 
   test.each(activityLists)('notes of %s/%s: every page validates unmodified and the walk holds every note', async (project, environment) => {
     const path = `/v1/project/${project}/environment/${environment}/notes`
     const walked = await walk(path, {}, strictly(validatorFor('listNotes', 200)))
-    const inDb = (env.store.sqlite.prepare('SELECT id FROM notes WHERE environment_id = ? ORDER BY id DESC').all(environmentId(project, environment)) as { id: number }[]).map((r) => String(r.id))
+    const inDb = (queryAll(env.store, 'SELECT id FROM notes WHERE environment_id = ? ORDER BY id DESC', environmentId(project, environment)) as { id: number }[]).map((r) => String(r.id))
     expect(walked.ids).toEqual(inDb)
     figures[`notes ${project}/${environment}`] = { pages: walked.pages, entries: walked.ids.length }
     if (project === 'Acme' && environment === 'production') {
@@ -332,7 +332,7 @@ describe('after a realistic mix, every page validates against the compatibility 
   })
 
   test('the console shows every entry, extensions included', async () => {
-    const cookie = `trellis_session=${(runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
+    const cookie = `trellis_session=${(await runNow(env.store, createSession(clock, userId(env.store, 'alice'), false))).id}`
     const page = async (path: string) => {
       const response = await app.handle(request(path, { headers: { cookie } }))
       expect(response.status).toBe(200)
@@ -367,14 +367,15 @@ describe('after a realistic mix, every page validates against the compatibility 
     }
   })
 
-  test('EXPLAIN QUERY PLAN: the default page seeks the partial index; filtered pages keep their own index', () => {
+  sqliteOnlyTest(SQLITE_ONLY.queryPlan, 'EXPLAIN QUERY PLAN: the default page seeks the partial index; filtered pages keep their own index', () => {
+    const store = sqliteOf(env.store, SQLITE_ONLY.queryPlan)
     const captured: { sql: string; params: unknown[] }[] = []
     // A connection of its own: statements are prepared once per connection, so this one logs its own.
-    const connection = new Database(env.store.path)
+    const connection = new Database(store.path)
     const db = drizzle({ client: connection, schema, logger: { logQuery: (sql, params) => void captured.push({ sql, params }) } }) as unknown as Db
     const acme = projectId(env.store, 'Acme')
     const production = environmentId('Acme', 'production')
-    const middle = env.store.sqlite.prepare('SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10').get(production) as { at: number }
+    const middle = queryOne(env.store, 'SELECT created_at AS at FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT 1 OFFSET 10', production) as { at: number }
     const cases: [string, () => unknown, RegExp][] = [
       ['activity default', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, [], 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
       ['activity default, createdAt.lt', () => runOp(db, listActivityLogIds(acme, production, { extensions: false }, parseDateFilters({ 'createdAt.lt': toIsoMicros(middle.at as Micros) }, ACTIVITY_DATE_FIELDS), 10)), /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\? AND id<\?\)$/],
@@ -391,7 +392,7 @@ describe('after a realistic mix, every page validates against the compatibility 
         captured.length = 0
         list()
         const page = captured.find((q) => /^select "id" from "(activity|admin)_logs" where .* order by "\w+"\."id" desc limit \?$/.test(q.sql))!
-        const plan = (env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${page.sql}`).all(...(page.params as never[])) as { detail: string }[]).map((r) => r.detail)
+        const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${page.sql}`).all(...(page.params as never[])) as { detail: string }[]).map((r) => r.detail)
         expect({ name, plan }).toEqual({ name, plan: [expect.stringMatching(expected)] })
       }
     } finally {

@@ -11,12 +11,12 @@ import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { commitNow } from '../../src/db/write.ts'
 import { systemClock } from '../../src/lib/clock.ts'
-import { testEnv, type TestEnv } from '../helpers.ts'
+import { sqliteTestEnv, type SqliteTestEnv } from '../helpers.ts'
 import { type AcmeDocument, acmeDocument, applyAcme } from './acme.ts'
 import { freshDatabase } from './postgres-cluster.ts'
 
 export interface AcmeOnBoth {
-  sqlite: TestEnv
+  sqlite: SqliteTestEnv
   /** The PostgreSQL database's URL (another store on it is another instance). */
   url: string
   pg: PgStore
@@ -26,7 +26,7 @@ export interface AcmeOnBoth {
 }
 
 export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: Record<string, string> = {}): Promise<AcmeOnBoth> {
-  const sqlite = testEnv(env)
+  const sqlite = sqliteTestEnv(env)
   applyAcme({ store: sqlite.store, clock: systemClock, secret: sqlite.secret, baseUrl: sqlite.config.baseUrl }, document)
   const url = await freshDatabase()
   await copySqliteToPostgres(sqlite.store.path, url)

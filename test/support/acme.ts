@@ -5,13 +5,13 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../../src/db/migrate.ts'
-import { openStore, type SqliteStore } from '../../src/db/open.ts'
+import { openStore, type SqliteStore, type Store } from '../../src/db/open.ts'
 import type { NewRun } from '../../src/db/queue.ts'
 import { type Clock, systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
-import { applyDocumentNow, type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
+import { type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
-import { repoRoot, runNow, tempDir } from '../helpers.ts'
+import { applyNow, queryOne, repoRoot, runNow, tempDir } from '../helpers.ts'
 
 export interface AcmeUser {
   email: string
@@ -67,8 +67,8 @@ export function acmeWorkflow(document: AcmeDocument, name: string): Record<strin
   return acmeProject(document).workflows!.find((w) => w.name === name) as Record<string, unknown> & { steps: Record<string, unknown>[] }
 }
 
-export function applyAcme(ctx: { store: SqliteStore; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): ApplyReport {
-  return applyDocumentNow(document, ctx)
+export async function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): Promise<ApplyReport> {
+  return await applyNow(document, ctx)
 }
 
 /**
@@ -76,12 +76,12 @@ export function applyAcme(ctx: { store: SqliteStore; clock: Clock; secret: Buffe
  * directory beside it, and what `seed` makes on the store (tokens…) before it is closed. Both directories are
  * removed by the cleanup handed to `cleanups`.
  */
-export function seedDataDir<T>(
+export async function seedDataDir<T>(
   name: string,
   workflows: Record<string, unknown>[],
   cleanups: (() => void)[],
-  seed: (store: SqliteStore, report: ApplyReport) => T,
-): { dataDir: string; cwd: string } & T {
+  seed: (store: SqliteStore, report: ApplyReport) => T | Promise<T>,
+): Promise<{ dataDir: string; cwd: string } & T> {
   const data = tempDir(`trellis-${name}-data-`)
   const cwd = tempDir(`trellis-${name}-cwd-`)
   cleanups.push(data.cleanup, cwd.cleanup)
@@ -90,34 +90,34 @@ export function seedDataDir<T>(
     migrate(store.sqlite)
     const document = acmeDocument()
     acmeProject(document).workflows!.push(...workflows)
-    const report = applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
-    return { dataDir: data.path, cwd: cwd.path, ...seed(store, report) }
+    const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+    return { dataDir: data.path, cwd: cwd.path, ...(await seed(store, report)) }
   } finally {
     store.close()
   }
 }
 
-export function userId(store: SqliteStore, username: string): number {
-  const row = store.sqlite.prepare('SELECT id FROM users WHERE username = ?').get(username) as { id: number } | null
+export function userId(store: Store, username: string): number {
+  const row = queryOne<{ id: number }>(store, 'SELECT id FROM users WHERE username = ?', username)
   if (!row) throw new Error(`no user ${username}`)
   return row.id
 }
 
-export function projectId(store: SqliteStore, name: string): number {
-  const row = store.sqlite.prepare('SELECT id FROM projects WHERE name = ?').get(name) as { id: number } | null
+export function projectId(store: Store, name: string): number {
+  const row = queryOne<{ id: number }>(store, 'SELECT id FROM projects WHERE name = ?', name)
   if (!row) throw new Error(`no project ${name}`)
   return row.id
 }
 
 /** A fresh API token of `username` on `project` (default Acme); returns its value and row. */
-export function tokenFor(
-  store: SqliteStore,
+export async function tokenFor(
+  store: Store,
   clock: Clock,
   username: string,
   scopes: Scope[],
   options: { project?: string; expiresAt?: number | null; name?: string } = {},
-): { value: string; token: TokenRow } {
-  return runNow(store, createToken(clock, {
+): Promise<{ value: string; token: TokenRow }> {
+  return await runNow(store, createToken(clock, {
       name: options.name ?? `${username}-${scopes.join('+')}-${crypto.randomUUID().slice(0, 8)}`,
       userId: userId(store, username),
       projectId: projectId(store, options.project ?? 'Acme'),
@@ -152,9 +152,10 @@ export function ordersWorkflow(name: string, steps: Record<string, unknown>[], o
 }
 
 /** A queued run of 'Refund order' as bob by webhook, but for its id, record and time (queue tests insert these). */
-export function refundRunBase(store: SqliteStore): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
-  const workflow = store.sqlite
-    .prepare("SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'")
-    .get() as { id: number; v: number; e: number }
+export function refundRunBase(store: Store): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+  const workflow = queryOne<{ id: number; v: number; e: number }>(
+    store,
+    "SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'",
+  )!
   return { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(store, 'bob'), tokenId: null, trigger: 'webhook' }
 }

@@ -1,18 +1,18 @@
 /**
  * The fixture of test/auth.test.ts and test/tokens.test.ts: examples/acme.yaml (+ a second project Beta and an SSO
- * project Secure) applied once, then every test gets its own copy of the database file (VACUUM INTO) in its own
- * temp dir with its own manual clock; tokens and sessions straight through the services; DESIGN §5 error checks
+ * project Secure) applied once, then every test gets its own copy of the database (SQLite: the file, VACUUM INTO;
+ * PostgreSQL: CREATE DATABASE … TEMPLATE) in its own temp dir with its own manual clock; tokens and sessions straight through the services; DESIGN §5 error checks
  * on a raw Response. A file using `fixture()` calls `useFixtureCleanup()` once at its top level.
  */
-import { afterAll, afterEach, expect } from 'bun:test'
+import { afterAll, afterEach, beforeAll, expect } from 'bun:test'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { openStore } from '../../src/db/open.ts'
-import { commitNow } from '../../src/db/write.ts'
-import { applyDocumentNow, parseApplyText } from '../../src/modules/apply/service.ts'
+import { openStore, type Store } from '../../src/db/open.ts'
+import { writeNow } from '../../src/db/write.ts'
+import { parseApplyText } from '../../src/modules/apply/service.ts'
 import { createSession } from '../../src/modules/auth/sessions.ts'
 import { createToken, type Scope } from '../../src/modules/tokens/service.ts'
-import { repoRoot, request, testApp, testEnv, type TestEnv, runNow } from '../helpers.ts'
+import { applyNow, queryOne, repoRoot, request, postgresTestStore, runNow, sqliteOf, testApp, testEnv, type TestEnv } from '../helpers.ts'
 import { projectId as projectIdOf } from './acme.ts'
 import type { ErrorObject } from './compat-schema.ts'
 import { expectErrorResponse } from './scenarios.ts'
@@ -42,72 +42,96 @@ export const NEW_NOTE = { recordId: 'ord_1001', collectionName: 'orders', teamNa
 export const READ_ONLY = ['activity_logs:read', 'admin_logs:read', 'notes:read']
 
 // ── Fixture ─────────────────────────────────────────────────────────────────
-// Applying the yaml hashes four argon2id passwords (~1 s): do it once, then give every test its own copy
-// of the database file (VACUUM INTO) in its own temp dir.
+// Applying the yaml hashes four argon2id passwords (~1 s): do it once (before the file's tests), then give every
+// test its own copy: on SQLite of the database file (VACUUM INTO) in its own temp dir, on PostgreSQL of the database
+// (CREATE DATABASE … TEMPLATE, the template's pool closed first: PostgreSQL copies only a database nobody is in).
 
-let template: TestEnv | undefined
+interface Template {
+  env: TestEnv
+  /** The applied database in a fresh env of its own. */
+  copy(base: TestEnv): TestEnv
+}
+let template: Template | undefined
 /** Run (newest first) after each test of a file that called `useFixtureCleanup`. */
 export const cleanups: (() => void)[] = []
-/** Registers the hooks that remove each test's copy and, at the end, the template. */
+/** Registers the hooks that build the applied template, remove each test's copy and, at the end, the template. */
 export function useFixtureCleanup(): void {
+  beforeAll(async () => {
+    template ??= await appliedTemplate()
+  })
   afterEach(() => {
     for (const cleanup of cleanups.splice(0).reverse()) cleanup()
   })
   afterAll(() => {
-    template?.cleanup()
+    template?.env.cleanup()
     template = undefined
   })
 }
 
-export function templateEnv(): TestEnv {
-  if (!template) {
-    const e = testEnv()
-    const ctx = { store: e.store, clock: e.clock, secret: e.secret, baseUrl: e.config.baseUrl }
-    applyDocumentNow(parseApplyText(readFileSync(ACME, 'utf8')), ctx)
-    applyDocumentNow(parseApplyText(EXTRA_PROJECTS), ctx)
-    template = e
+async function appliedTemplate(): Promise<Template> {
+  const env = testEnv()
+  const ctx = { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }
+  await applyNow(parseApplyText(readFileSync(ACME, 'utf8')), ctx)
+  await applyNow(parseApplyText(EXTRA_PROJECTS), ctx)
+  const { store } = env
+  if (store.kind === 'sqlite') {
+    return {
+      env,
+      copy: (base) => {
+        const target = sqliteOf(base.store, 'a copy of the SQLite fixture')
+        target.close()
+        for (const suffix of ['', '-wal', '-shm']) rmSync(target.path + suffix, { force: true })
+        store.sqlite.prepare('VACUUM INTO ?').run(target.path)
+        const copy = openStore(base.dataDir)
+        return withStore(base, copy, () => copy.close())
+      },
+    }
   }
-  return template
+  await store.close()
+  const name = store.sql.options.database!
+  return {
+    env,
+    copy: (base) => {
+      const copy = postgresTestStore(name)
+      return withStore(base, copy.store, copy.close)
+    },
+  }
 }
 
-/** Copies the applied fixture database into `path` (which must not exist yet). */
-export function copyFixtureTo(path: string): void {
-  templateEnv().store.sqlite.prepare('VACUUM INTO ?').run(path)
-}
-
-/** A fresh data dir holding the applied Acme fixture (+ Beta, Secure), with its own manual clock. */
-export function fixture(vars: Record<string, string> = {}): TestEnv {
-  const base = testEnv(vars)
-  base.store.close()
-  for (const suffix of ['', '-wal', '-shm']) rmSync(base.store.path + suffix, { force: true })
-  copyFixtureTo(base.store.path)
-  const store = openStore(base.dataDir)
-  const e: TestEnv = {
+/** `base` on `store` instead of its own, `close` closing `store` before `base` is cleaned up. */
+function withStore(base: TestEnv, store: Store, close: () => void): TestEnv {
+  return {
     ...base,
     store,
     cleanup: () => {
-      store.close()
+      close()
       base.cleanup()
     },
   }
+}
+
+/** A fresh data dir and database holding the applied Acme fixture (+ Beta, Secure), with its own manual clock. */
+export function fixture(vars: Record<string, string> = {}): TestEnv {
+  if (!template) throw new Error('fixture() needs useFixtureCleanup() at the top level of the test file')
+  const e = template.copy(testEnv(vars))
   cleanups.push(e.cleanup)
   return e
 }
 
 export function userId(e: TestEnv, email: string): number {
-  return (e.store.sqlite.prepare('SELECT id FROM users WHERE email = ?').get(email) as { id: number }).id
+  return queryOne<{ id: number }>(e.store, 'SELECT id FROM users WHERE email = ?', email)!.id
 }
 
 /** The id of project `name` (support/acme.ts's lookup, on a test env). */
 export const projectId = (e: TestEnv, name: string): number => projectIdOf(e.store, name)
 
 /** A token straight through the service (the API paths are tested separately). */
-export function mint(
+export async function mint(
   e: TestEnv,
   email: string,
   options: { project?: string; scopes?: Scope[]; expiresAt?: number | null; createdWithSso?: boolean; name?: string } = {},
 ) {
-  return commitNow(e.store, function* () {
+  return await writeNow(e.store, function* () {
         return yield* createToken(e.clock, {
                     name: options.name ?? 'test',
                     userId: userId(e, email),
@@ -122,8 +146,8 @@ export function mint(
 }
 
 /** A console session cookie without the cost of a password check (login itself is tested below). */
-export function sessionCookie(e: TestEnv, email: string): string {
-  return `trellis_session=${(runNow(e.store, createSession(e.clock, userId(e, email), false))).id}`
+export async function sessionCookie(e: TestEnv, email: string): Promise<string> {
+  return `trellis_session=${(await runNow(e.store, createSession(e.clock, userId(e, email), false))).id}`
 }
 
 export async function login(app: ReturnType<typeof testApp>, email: string, password = PASSWORDS[email]!): Promise<Response> {
@@ -158,5 +182,5 @@ export async function expect403(response: Response, code?: string): Promise<Erro
 }
 
 export function lastUsedAt(e: TestEnv, tokenId: number): number | null {
-  return (e.store.sqlite.prepare('SELECT last_used_at FROM api_tokens WHERE id = ?').get(tokenId) as { last_used_at: number | null }).last_used_at
+  return queryOne<{ last_used_at: number | null }>(e.store, 'SELECT last_used_at FROM api_tokens WHERE id = ?', tokenId)!.last_used_at
 }

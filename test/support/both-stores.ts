@@ -8,7 +8,7 @@ import type { Op } from '../../src/db/op.ts'
 import type { PgStore } from '../../src/db/postgres/store.ts'
 import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
 import { commitNow } from '../../src/db/write.ts'
-import { testEnv, type TestEnv } from '../helpers.ts'
+import { sqliteTestEnv, type SqliteTestEnv } from '../helpers.ts'
 import { freshPostgresStore, postgresInstalled } from './postgres-cluster.ts'
 
 /** Skip a PostgreSQL suite on a machine without PostgreSQL, unless TRELLIS_REQUIRE_POSTGRES=1 (CI) demands it. */
@@ -20,7 +20,7 @@ export function postgresOrSkip(what: string): boolean {
 }
 
 export interface BothStores {
-  sqlite: TestEnv
+  sqlite: SqliteTestEnv
   pg: PgStore
   /** `body`'s op in one write transaction on each store; the two answers, SQLite's first. */
   both<T>(body: () => Op<T>): Promise<[T, T]>
@@ -33,7 +33,7 @@ export interface BothStores {
 export function bothStores(): BothStores {
   const stores = {} as BothStores
   beforeAll(async () => {
-    stores.sqlite = testEnv()
+    stores.sqlite = sqliteTestEnv()
     stores.pg = await freshPostgresStore()
     stores.both = async <T>(body: () => Op<T>) => [commitNow(stores.sqlite.store, body), await writeOnPostgres(stores.pg, body)] as [T, T]
   }, 120_000) // the first block of a test process starts the shared cluster: seconds on a busy machine

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'
-import { commitNow } from '../../src/db/write.ts'
+import { writeNow } from '../../src/db/write.ts'
 import type { Executor } from '../../src/executor/executor.ts'
 import type { Clock } from '../../src/lib/clock.ts'
 import { parseIsoMicros } from '../../src/lib/time.ts'
@@ -18,7 +18,7 @@ import { appendActivityLog } from '../../src/modules/activity-logs/service.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../../src/modules/admin-logs/service.ts'
 import type { ApplyReport } from '../../src/modules/apply/service.ts'
 import { revokeToken, type Scope } from '../../src/modules/tokens/service.ts'
-import { bearer, handleJson, ISO_UTC_MICROS, listed, request, tableContents, testApp, testEnv, type TestEnv } from '../helpers.ts'
+import { bearer, execute, handleJson, ISO_UTC_MICROS, listed, queryAll, queryOne, request, tableContents, testApp, testEnv, type TestEnv } from '../helpers.ts'
 import { type AcmeDocument, acmeWithGlobex, applyAcme, projectId, tokenFor } from './acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, type ErrorObject, EXTENSION_VALUES, validatorFor } from './compat-schema.ts'
 import { expectError, type Scenario, type Sent } from './scenarios.ts'
@@ -165,14 +165,14 @@ export interface Fx {
 }
 
 export function userObject(env: TestEnv, username: string): UserObject {
-  const row = env.store.sqlite.prepare('SELECT id, username, email FROM users WHERE username = ?').get(username) as { id: number; username: string; email: string }
+  const row = queryOne<{ id: number; username: string; email: string }>(env.store, 'SELECT id, username, email FROM users WHERE username = ?', username)!
   return { object: 'user', ...row }
 }
 
-export function buildFx(options: { clock?: Clock; document?: AcmeDocument; env?: Record<string, string>; executor?: (env: TestEnv) => Executor } = {}): Fx & { executor?: Executor } {
+export async function buildFx(options: { clock?: Clock; document?: AcmeDocument; env?: Record<string, string>; executor?: (env: TestEnv) => Executor } = {}): Promise<Fx & { executor?: Executor }> {
   const env = testEnv({ ...HIGH_RATES, ...options.env })
   const clock = options.clock ?? env.clock
-  const report = applyAcme({ store: env.store, clock, secret: env.secret, baseUrl: env.config.baseUrl }, options.document ?? acmeWithGlobex())
+  const report = await applyAcme({ store: env.store, clock, secret: env.secret, baseUrl: env.config.baseUrl }, options.document ?? acmeWithGlobex())
   const executor = options.executor?.(env)
   const app = testApp(env, { clock, ...(executor ? { executor } : {}) })
   return {
@@ -181,8 +181,8 @@ export function buildFx(options: { clock?: Clock; document?: AcmeDocument; env?:
     app,
     report,
     executor,
-    alice: tokenFor(env.store, clock, 'alice', ['all']).value,
-    aliceGlobex: tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' }).value,
+    alice: (await tokenFor(env.store, clock, 'alice', ['all'])).value,
+    aliceGlobex: (await tokenFor(env.store, clock, 'alice', ['all'], { project: 'Globex' })).value,
     users: {
       alice: userObject(env, 'alice'),
       bob: userObject(env, 'bob'),
@@ -235,10 +235,8 @@ export function extensionParameter(kind: Endpoint, query: Record<string, string>
   return Object.keys(query).find((name) => values[name]?.includes(query[name]!))
 }
 
-export const maxId = (env: TestEnv, table: 'activity_logs' | 'admin_logs') =>
-  (env.store.sqlite.prepare(`SELECT coalesce(max(id), 0) AS id FROM ${table}`).get() as { id: number }).id
-export const rowsAfter = (env: TestEnv, table: 'activity_logs' | 'admin_logs', id: number) =>
-  env.store.sqlite.prepare(`SELECT * FROM ${table} WHERE id > ? ORDER BY id`).all(id) as Record<string, unknown>[]
+export const maxId = (env: TestEnv, table: 'activity_logs' | 'admin_logs') => queryOne<{ id: number }>(env.store, `SELECT coalesce(max(id), 0) AS id FROM ${table}`)!.id
+export const rowsAfter = (env: TestEnv, table: 'activity_logs' | 'admin_logs', id: number) => queryAll(env.store, `SELECT * FROM ${table} WHERE id > ? ORDER BY id`, id)
 
 /** The activity entries (any environment) written since `before`, extensions included, oldest first, as the API renders them. */
 export async function activitySince(fx: Fx, before: number, environment = 'production'): Promise<ActivityLog[]> {
@@ -278,29 +276,29 @@ export interface ListFixture {
  */
 export async function listFixture(): Promise<ListFixture> {
   const tokens = {} as ListTokens
-  const fx = buildFx()
+  const fx = await buildFx()
   const { env } = fx
-  const make = (user: string, scopes: Scope[], project?: string) => tokenFor(env.store, env.clock, user, scopes, { project })
-  tokens.activity = make('alice', ['activity_logs:read']).value
-  tokens.admin = make('alice', ['admin_logs:read']).value
-  tokens.readOnly = make('alice', ['activity_logs:read', 'admin_logs:read', 'notes:read']).value
-  tokens.notesRead = make('alice', ['notes:read']).value
-  tokens.notesWrite = make('alice', ['notes:write']).value
-  tokens.trigger = make('alice', ['workflows:trigger']).value
-  tokens.bobAll = make('bob', ['all']).value
-  tokens.daveAll = make('dave', ['all']).value
-  const revoked = make('alice', ['all'])
+  const make = async (user: string, scopes: Scope[], project?: string) => (await tokenFor(env.store, env.clock, user, scopes, { project })).value
+  tokens.activity = await make('alice', ['activity_logs:read'])
+  tokens.admin = await make('alice', ['admin_logs:read'])
+  tokens.readOnly = await make('alice', ['activity_logs:read', 'admin_logs:read', 'notes:read'])
+  tokens.notesRead = await make('alice', ['notes:read'])
+  tokens.notesWrite = await make('alice', ['notes:write'])
+  tokens.trigger = await make('alice', ['workflows:trigger'])
+  tokens.bobAll = await make('bob', ['all'])
+  tokens.daveAll = await make('dave', ['all'])
+  const revoked = await tokenFor(env.store, env.clock, 'alice', ['all'])
   tokens.revoked = revoked.value
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* revokeToken(env.clock, revoked.token, null)
       })
   // The seed below is the whole activity log: set the apply file's own entries aside (deleting is what
   // retention does; nothing updates an entry).
-  env.store.sqlite.exec('DELETE FROM activity_logs')
+  execute(env.store, 'DELETE FROM activity_logs')
 
   // Seed: 48 production + 6 staging activity entries spread over users, teams, collections, actions, types and
   // records, three per millisecond-exact time (ties); 36 admin entries likewise. Straight through the services.
-  const q = (sql: string, ...p: string[]) => (env.store.sqlite.prepare(sql).get(...p) as { id: number }).id
+  const q = (sql: string, ...p: string[]) => queryOne<{ id: number }>(env.store, sql, ...p)!.id
   const acme = projectId(env.store, 'Acme')
   const envId = (name: string) => q('SELECT id FROM environments WHERE project_id = ? AND name = ?', String(acme), name)
   const teamId = (name: string) => q('SELECT id FROM teams WHERE project_id = ? AND name = ?', String(acme), name)
@@ -310,7 +308,7 @@ export async function listFixture(): Promise<ListFixture> {
   for (let i = 0; i < 54; i++) {
     env.clock.set(T + Math.floor(i / 3) * 1_000)
     const read = i % 7 === 3
-    commitNow(env.store, function* () {
+    await writeNow(env.store, function* () {
           return yield* appendActivityLog(env.clock, {
                           environmentId: envId(i >= 48 ? 'staging' : 'production'),
                           type: read ? 'read' : 'write',
@@ -328,7 +326,7 @@ export async function listFixture(): Promise<ListFixture> {
   const types = ['add', 'remove', 'update', 'initial'] as const
   for (let i = 0; i < 36; i++) {
     env.clock.set(T + Math.floor(i / 3) * 1_000)
-    commitNow(env.store, function* () {
+    await writeNow(env.store, function* () {
           return yield* appendAdminLog(env.clock, {
                           projectId: acme,
                           type: types[i % 4]!,
@@ -460,8 +458,8 @@ export function expectNothingWritten(env: TestEnv, before: Record<string, unknow
 export function describeRateLimit(kind: Endpoint): void {
   describe(`rate limit on the ${kind} log endpoint`, () => {
     let fx: Fx
-    beforeAll(() => {
-      fx = buildFx({ env: { TRELLIS_API_RATE_PER_MIN: '2' } })
+    beforeAll(async () => {
+      fx = await buildFx({ env: { TRELLIS_API_RATE_PER_MIN: '2' } })
     })
     afterAll(() => fx.env.cleanup())
 

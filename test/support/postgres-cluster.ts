@@ -3,10 +3,8 @@
  * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
  * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
  */
-import { SQL } from 'bun'
 import { chownSync } from 'node:fs'
 import { join } from 'node:path'
-import { migratePostgres } from '../../src/db/postgres/migrate.ts'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { freePort, tempDir } from '../helpers.ts'
 
@@ -49,7 +47,7 @@ export function startCluster(options: { fsync?: boolean } = {}): Cluster {
   run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
-  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c fsync=${fsync}`, 'start'])
+  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}`, 'start'])
   outliveNot(process.pid, data, dir.path)
   let stopped = false
   return {
@@ -74,9 +72,20 @@ function outliveNot(owner: number, data: string, dir: string): void {
 }
 
 let shared: Cluster | undefined
-let template: Promise<void> | undefined
+let templateMigrated = false
 let databases = 0
 const TEMPLATE = 'trellis_template'
+
+/** Debian's `psql` (the `postgresql` package ships it beside the server). */
+export const psql = postgresBinary('psql')
+
+/** `statement` run by psql on the database at `url`, synchronously; psql's unaligned, tuples-only output. */
+export function psqlSync(url: string, statement: string): string {
+  if (!psql) throw new Error('psql not found (apt-get install postgresql)')
+  const result = Bun.spawnSync([psql, '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', statement], { stdout: 'pipe', stderr: 'pipe' })
+  if (result.exitCode !== 0) throw new Error(`psql failed on ${JSON.stringify(statement.slice(0, 200))}: ${result.stderr.toString()}`)
+  return result.stdout.toString()
+}
 
 /** One cluster for the whole test process (every PostgreSQL test file shares it), stopped when the process exits. */
 export function sharedCluster(): Cluster {
@@ -94,25 +103,38 @@ export function databaseUrl(name: string): string {
 }
 
 /**
- * A fresh, migrated database in the shared cluster for one test or test file: a copy of a template migrated once
- * per process (CREATE DATABASE … TEMPLATE takes milliseconds; migrating each would take far longer). Its URL.
+ * The template database, migrated once per process. Synchronous (so that `testEnv()` stays synchronous): the
+ * migrations run through `migratePostgres` in a child process (./migrate-postgres.ts).
  */
-export async function freshDatabase(): Promise<string> {
-  const admin = new SQL({ url: sharedCluster().url, max: 1 })
-  try {
-    template ??= (async () => {
-      await admin.unsafe(`CREATE DATABASE ${TEMPLATE}`)
-      const sql = new SQL({ url: databaseUrl(TEMPLATE), max: 1 })
-      await migratePostgres(sql)
-      await sql.close()
-    })()
-    await template
-    const name = `trellis_${process.pid}_${++databases}`
-    await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE} STRATEGY FILE_COPY`)
-    return databaseUrl(name)
-  } finally {
-    await admin.close()
+function migratedTemplate(): string {
+  if (!templateMigrated) {
+    psqlSync(sharedCluster().url, `CREATE DATABASE ${TEMPLATE}`)
+    const child = Bun.spawnSync([process.execPath, join(import.meta.dir, 'migrate-postgres.ts'), databaseUrl(TEMPLATE)], { stdout: 'pipe', stderr: 'pipe' })
+    if (child.exitCode !== 0) throw new Error(`migrating the template database failed: ${child.stderr.toString()}${child.stdout.toString()}`)
+    templateMigrated = true
   }
+  return TEMPLATE
+}
+
+/**
+ * A fresh, migrated database in the shared cluster, synchronously: a copy of `template` (default: the template
+ * migrated once per process; CREATE DATABASE … TEMPLATE takes milliseconds, migrating each would take far longer).
+ * Its name and URL.
+ */
+export function freshDatabaseSync(template = migratedTemplate()): { name: string; url: string } {
+  const name = `trellis_${process.pid}_${++databases}`
+  psqlSync(sharedCluster().url, `CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY FILE_COPY`)
+  return { name, url: databaseUrl(name) }
+}
+
+/** Drops database `name` of the shared cluster, closing whatever connections are still open to it. */
+export function dropDatabase(name: string): void {
+  psqlSync(sharedCluster().url, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+}
+
+/** A fresh, migrated database in the shared cluster for one test or test file (see `freshDatabaseSync`). Its URL. */
+export async function freshDatabase(): Promise<string> {
+  return freshDatabaseSync().url
 }
 
 /** A PostgreSQL store on a fresh migrated database (see `freshDatabase`). */

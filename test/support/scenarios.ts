@@ -62,8 +62,8 @@ export interface ScenarioRequest {
 
 export interface Scenario {
   name: string
-  /** A function when the request needs values that exist only once the fixture is built (tokens, ids). */
-  request: ScenarioRequest | (() => ScenarioRequest)
+  /** A function when the request needs values that exist only once the fixture is built (tokens, ids, sessions). */
+  request: ScenarioRequest | (() => ScenarioRequest | Promise<ScenarioRequest>)
   status: number
   /** The DESIGN §5 error code: the body is checked with `expectError`; `null`: the body carries no `code`. */
   code?: string | null
@@ -80,7 +80,7 @@ export interface Scenario {
 /** One test per row: sends the row's request with `send` and checks status, code and field, body part and headers. */
 export function scenarios<R extends Scenario>(rows: readonly R[], send: (req: Request, row: R) => Promise<Sent<unknown>>): void {
   test.each(rows.map((row) => [row.name, row] as const))('%s', async (_, row) => {
-    const spec = typeof row.request === 'function' ? row.request() : row.request
+    const spec = typeof row.request === 'function' ? await row.request() : row.request
     const init = spec.raw === undefined ? { json: spec.body } : { body: spec.raw }
     const sent = await send(request(spec.path, { method: spec.method ?? 'GET', headers: spec.headers, ...init }), row)
     if (typeof row.code === 'string') expectError(sent, row.status, row.code, row.field)

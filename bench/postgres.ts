@@ -1,0 +1,173 @@
+/**
+ * The PostgreSQL phase (issue 18, item 7): the seeded SQLite database moved into a throw-away PostgreSQL cluster with
+ * `trellis db copy`, then 1 and 3 Trellis instances on it — the webhook trigger and notes pages under wrk (the
+ * connections split over the instances, one wrk per instance, run at once), and the executor draining a burst of
+ * queued runs with every instance's executor on. Reported beside the same scenarios on SQLite from the same run.
+ */
+import { SQL, randomUUIDv7 } from 'bun'
+import { startCluster } from '../test/support/postgres-cluster.ts'
+import { cpuTimeUs, type LoadResult, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import type { Scenario } from './scenarios.ts'
+import type { SeedResult } from './seed.ts'
+
+/** The scenarios measured on PostgreSQL (a subset of the SQLite ones: the write path, a short and a long page). */
+export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100']
+export const INSTANCE_COUNTS = [1, 3]
+
+export interface SpreadResult {
+  instances: number
+  connections: number
+  rps: number
+  /** The slowest instance's wrk p50 and p99 (ms). */
+  p50: number
+  p99: number
+  unexpected: number
+  /** CPU µs per response, every instance together. */
+  serverPerRequestUs: number
+  generatorPerRequestUs: number
+}
+
+export interface PostgresResult {
+  server: string
+  settings: string
+  copySeconds: number
+  scenarios: { id: string; title: string; runs: SpreadResult[] }[]
+  executor: { instances: number; runs: number; finished: number; runsPerSecond: number }[]
+}
+
+export interface PostgresOptions {
+  seed: SeedResult
+  dataDir: string
+  /** How to run the CLI: the binary, or bun with src/main.ts. */
+  cli: string[]
+  command: (port: number) => string[]
+  env: (executor: boolean) => Record<string, string>
+  scenarios: Scenario[]
+  connections: number
+  duration: number
+  warmup: number
+  executorRuns: number
+  headers: Record<string, string>
+  stderrFile: (name: string) => string
+  log: (line: string) => void
+}
+
+/** PostgreSQL's settings for the bench: durable like SQLite's WAL with synchronous=NORMAL (no fsync per commit). */
+const SETTINGS = { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' }
+
+export async function measurePostgres(o: PostgresOptions): Promise<PostgresResult> {
+  const cluster = startCluster({ fsync: true, settings: SETTINGS })
+  const admin = new SQL({ url: cluster.url, max: 1 })
+  try {
+    await admin.unsafe('CREATE DATABASE trellis')
+    const url = cluster.url.replace(/\/postgres$/, '/trellis')
+    const version = ((await admin`SHOW server_version`) as { server_version: string }[])[0]!.server_version
+    o.log(`  PostgreSQL ${version}: copying the seeded database (trellis db copy)`)
+    const copyStarted = performance.now()
+    const copy = Bun.spawnSync([...o.cli, 'db', 'copy', '--from', o.dataDir, '--to', url], { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
+    if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}${copy.stdout.toString()}`)
+    const copySeconds = (performance.now() - copyStarted) / 1000
+    o.log(`  copied in ${copySeconds.toFixed(0)} s`)
+
+    // The instances share the seeded data directory, so its secret (which signed the webhook URLs) too.
+    const env = (executor: boolean) => ({ ...o.env(executor), TRELLIS_DATABASE_URL: url })
+    const start = async (count: number, executor: boolean) =>
+      Promise.all(Array.from({ length: count }, (_, i) => startServer({ name: `trellis-pg-${i}`, command: o.command, env: env(executor), stderrFile: o.stderrFile(`pg-${count}-${i}`), timeoutMs: 60_000 })))
+
+    const scenarios: PostgresResult['scenarios'] = o.scenarios.filter((s) => POSTGRES_SCENARIOS.includes(s.id)).map((s) => ({ id: s.id, title: s.title, runs: [] }))
+    for (const count of INSTANCE_COUNTS) {
+      const servers = await start(count, false)
+      try {
+        for (const scenario of o.scenarios.filter((s) => POSTGRES_SCENARIOS.includes(s.id))) {
+          o.log(`  ${scenario.id} on ${count} PostgreSQL instance${count > 1 ? 's' : ''}, ${o.connections} connections`)
+          const result = await loadSpread(servers, scenario, `pg${count}`, o)
+          o.log(`    ${Math.round(result.rps)} rps, p99 ${result.p99} ms, ${result.unexpected} unexpected`)
+          scenarios.find((s) => s.id === scenario.id)!.runs.push(result)
+        }
+      } finally {
+        await Promise.all(servers.map((server) => server.stop()))
+      }
+    }
+
+    const executor: PostgresResult['executor'] = []
+    const sql = new SQL({ url, max: 2 })
+    try {
+      for (const count of INSTANCE_COUNTS) {
+        executor.push(await drain(sql, count, o, () => start(count, true)))
+        o.log(`  executor on ${count} instance${count > 1 ? 's' : ''}: ${Math.round(executor.at(-1)!.runsPerSecond)} runs/s`)
+      }
+    } finally {
+      await sql.close()
+    }
+    return { server: `PostgreSQL ${version}`, settings: Object.entries(SETTINGS).map(([k, v]) => `${k}=${v}`).join(', '), copySeconds, scenarios, executor }
+  } finally {
+    await admin.close()
+    cluster.stop()
+  }
+}
+
+/**
+ * One scenario against every server at once: the connections split between them, one wrk each (all on the generator's
+ * core), a warm-up first; the servers' CPU time summed over the measured run.
+ */
+async function loadSpread(servers: Server[], scenario: Scenario, target: string, o: PostgresOptions): Promise<SpreadResult> {
+  const spec = (server: Server, i: number, seconds: number) => ({
+    url: server.url,
+    connections: Math.max(1, Math.round(o.connections / servers.length)),
+    duration: seconds,
+    warmup: 0,
+    headers: o.headers,
+    expect: scenario.expect,
+    requests: scenario.requests(`${target}-${i}`),
+  })
+  await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.warmup))))
+  const before = servers.map((server) => cpuTimeUs(server.pid))
+  const runs: LoadResult[] = await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.duration))))
+  const serverUs = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
+  const responses = runs.reduce((sum, run) => sum + run.responses, 0)
+  return {
+    instances: servers.length,
+    connections: o.connections,
+    rps: runs.reduce((sum, run) => sum + run.rps, 0),
+    p50: Math.max(...runs.map((run) => run.latency.p50)),
+    p99: Math.max(...runs.map((run) => run.latency.p99)),
+    unexpected: runs.reduce((sum, run) => sum + run.unexpected, 0),
+    serverPerRequestUs: responses > 0 ? serverUs / responses : 0,
+    generatorPerRequestUs: responses > 0 ? runs.reduce((sum, run) => sum + run.cpu.generatorPerRequestUs * run.responses, 0) / responses : 0,
+  }
+}
+
+/** A burst of queued three-step runs inserted straight into the queue, drained by `count` instances' executors. */
+async function drain(sql: SQL, count: number, o: PostgresOptions, start: () => Promise<Server[]>): Promise<PostgresResult['executor'][number]> {
+  await sql`UPDATE runs SET status = 'cancelled', finished_at = ${Date.now()} WHERE status IN ('queued', 'running', 'waiting')`
+  const [token] = (await sql`SELECT id::float8 AS id, user_id::float8 AS user_id FROM api_tokens WHERE name = 'bench admin'`) as { id: number; user_id: number }[]
+  const workflows = (await sql`SELECT w.id::float8 AS id, w.active_version_id::float8 AS version, r.environment_id::float8 AS env
+    FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id IN ${sql(o.seed.workflowIds)} ORDER BY w.id`) as { id: number; version: number; env: number }[]
+  const runs = o.executorRuns
+  const t0 = Date.now()
+  const rows = Array.from({ length: runs }, (_, i) => {
+    const w = workflows[i % workflows.length]!
+    const records = o.seed.productionRecords[o.seed.workflowCollections[o.seed.workflowIds.indexOf(w.id)]!]!
+    const now = Date.now()
+    // A run is due at its trigger time (ms); created_at is µs, as the server's own inserts store it.
+    return { id: randomUUIDv7(), workflow_id: w.id, workflow_version_id: w.version, environment_id: w.env, record_id: records[Math.floor(i / workflows.length) % records.length]!, user_id: token!.user_id, token_id: token!.id, trigger: 'webhook', status: 'queued', next_step: 0, available_at: now, attempts: 0, created_at: t0 * 1000 + i }
+  })
+  for (let i = 0; i < rows.length; i += 1000) await sql`INSERT INTO runs ${sql(rows.slice(i, i + 1000))}`
+  // This burst: created_at in [t0 µs, t0 µs + runs) (no server runs meanwhile: nothing else is created then).
+  const burst = (status: string) => sql`SELECT count(*)::int AS n FROM runs WHERE created_at >= ${t0 * 1000} AND created_at < ${t0 * 1000 + runs} AND status = ANY(string_to_array(${status}, ','))`
+  const servers = await start()
+  try {
+    const deadline = performance.now() + 180_000
+    let finished = 0
+    while (performance.now() < deadline) {
+      finished = ((await burst('succeeded,failed')) as { n: number }[])[0]!.n
+      if (finished >= runs) break
+      await Bun.sleep(200)
+    }
+    const [span] = (await sql`SELECT (max(finished_at) - min(started_at))::float8 AS ms FROM runs
+      WHERE created_at >= ${t0 * 1000} AND created_at < ${t0 * 1000 + runs} AND finished_at IS NOT NULL`) as { ms: number | null }[]
+    return { instances: count, runs, finished, runsPerSecond: span?.ms ? (finished * 1000) / span.ms : 0 }
+  } finally {
+    await Promise.all(servers.map((server) => server.stop()))
+  }
+}

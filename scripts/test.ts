@@ -1,0 +1,99 @@
+/**
+ * `npm test`: the whole suite, in two passes (README "Development"). First `bun test` as it is (SQLite); then the
+ * API suite again with TRELLIS_TEST_STORE=postgres, each test env on a fresh migrated PostgreSQL database in a
+ * throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the second pass is skipped with a
+ * message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure. Arguments go to `bun test` in both
+ * passes (the second runs those that are in the API suite). The last lines are both passes' sum, in bun's own
+ * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when either pass failed.
+ */
+import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
+
+/** The API suite: every file that drives the app (`testApp`/`app.handle`) over a test env's store. */
+export const API_SUITE = [
+  'activity-logs',
+  'admin-logs',
+  'administration',
+  'answers',
+  'auth',
+  'console',
+  'executor',
+  'http',
+  'list-paging',
+  'management-rate-limit',
+  'member-remove',
+  'notes',
+  'openapi-conformance',
+  'routes',
+  'runs-list',
+  'tokens',
+  'webhook',
+  'wire-compat',
+].map((name) => `test/${name}.test.ts`)
+
+interface Pass {
+  label: string
+  pass: number
+  fail: number
+  skip: number
+  status: number
+}
+
+const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*[A-Za-z]`, 'g')
+
+/** The number on bun's last summary line "<n> word", else 0. */
+function summaryCount(output: string, word: string): number {
+  const lines = output.replace(ANSI, '').split('\n')
+  const pattern = new RegExp(`^\\s*(\\d+) ${word}$`)
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const match = pattern.exec(lines[i]!)
+    if (match) return Number(match[1])
+  }
+  return 0
+}
+
+/** Copies a child's stream to ours as it comes, and keeps it for the summary. */
+async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): Promise<string> {
+  const decoder = new TextDecoder()
+  let text = ''
+  for await (const chunk of stream) {
+    to.write(chunk)
+    text += decoder.decode(chunk, { stream: true })
+  }
+  return text
+}
+
+async function runPass(label: string, args: string[], env: Record<string, string>): Promise<Pass> {
+  console.log(`\n==> ${label}: bun test ${args.join(' ')}`.trimEnd())
+  const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
+  const [out, err, status] = await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
+  const output = out + err
+  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status }
+  // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
+  if (status !== 0 && result.fail === 0) result.fail = Math.max(1, summaryCount(output, 'error'))
+  return result
+}
+
+const args = process.argv.slice(2)
+const passes: Pass[] = [await runPass('SQLite (the whole suite)', args, {})]
+
+const apiArgs = args.length === 0 ? API_SUITE : args.filter((arg) => API_SUITE.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
+if (!postgresInstalled || psql === null) {
+  const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
+  if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
+    console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
+    passes.push({ label: 'PostgreSQL (API suite)', pass: 0, fail: 1, skip: 0, status: 1 })
+  } else {
+    console.warn(`\nthe PostgreSQL pass of the API suite was SKIPPED: ${why}`)
+  }
+} else if (apiArgs.length === 0) {
+  console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in the API suite')
+} else {
+  passes.push(await runPass('PostgreSQL (the API suite, TRELLIS_TEST_STORE=postgres)', apiArgs, { TRELLIS_TEST_STORE: 'postgres' }))
+}
+
+console.log('\n==> both passes')
+for (const p of passes) console.log(`${p.label}: ${p.pass} pass, ${p.fail} fail, ${p.skip} skip${p.status === 0 ? '' : ` (exit status ${p.status})`}`)
+const sum = (key: 'pass' | 'fail') => passes.reduce((total, p) => total + p[key], 0)
+console.log(` ${sum('pass')} pass`)
+console.log(` ${sum('fail')} fail`)
+process.exit(passes.some((p) => p.status !== 0 || p.fail > 0) ? 1 : 0)
