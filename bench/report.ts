@@ -1,5 +1,6 @@
 /** Turns a bench run into the markdown tables (stdout, README) and the JSON kept in bench/results/. */
 import type { ExecutorResult } from './executor.ts'
+import type { PostgresResult } from './postgres.ts'
 import type { LoginFloodResult } from './login-flood.ts'
 import type { LoadResult } from './procs.ts'
 
@@ -68,6 +69,8 @@ export interface BenchResults {
   walMaxBytes: number
   totalSeconds: number
   targets?: TargetCheck[]
+  /** Issue 18: the same scenarios on PostgreSQL with 1 and 3 instances; null when PostgreSQL is not installed. */
+  postgres?: PostgresResult | null
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
@@ -137,6 +140,42 @@ function paceNotes(r: BenchResults): string[] {
     )
   }
   return notes
+}
+
+/** Issue 18: PostgreSQL with 1 and 3 instances beside SQLite (same run, same requests, at the most connections). */
+export function postgresTables(r: BenchResults): string[] {
+  const pg = r.postgres
+  if (!pg) return ['PostgreSQL was not installed on this machine: no PostgreSQL figures in this run.']
+  const most = Math.max(...r.settings.connections)
+  const lines = [
+    `${pg.server} on the same machine (${pg.settings}; \`trellis db copy\` moved the seeded database in ${pg.copySeconds.toFixed(0)} s). ` +
+      `Each instance is a \`trellis serve\` of the same binary on core 0; with 3, the ${most} connections are split over them, one wrk each ` +
+      '(all on core 1, run at once); p50/p99 are the slowest instance\'s, server µs/req is every instance\'s CPU together (PostgreSQL\'s own CPU is not in it).',
+    '',
+    '| scenario | SQLite rps | PostgreSQL ×1 rps | ×1 p99 ms | ×1 server µs/req | PostgreSQL ×3 rps | ×3 p99 ms | ×3 server µs/req | ×1 ÷ SQLite | ×3 ÷ ×1 | ×3 ÷ SQLite | unexpected |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ]
+  for (const s of pg.scenarios) {
+    const sqlite = r.scenarios.find((x) => x.id === s.id)
+    const lite = sqlite ? runAt(sqlite, most)?.trellis.rps ?? 0 : 0
+    const one = s.runs.find((run) => run.instances === 1)
+    const three = s.runs.find((run) => run.instances === 3)
+    if (!one || !three) continue
+    lines.push(
+      `| ${s.title} | ${int(lite)} | ${int(one.rps)} | ${ms(one.p99)} | ${us(one.serverPerRequestUs)} | ${int(three.rps)} | ${ms(three.p99)} | ${us(three.serverPerRequestUs)} | ` +
+        `${ratio(one.rps, lite)} | ${ratio(three.rps, one.rps)} | ${ratio(three.rps, lite)} | ${one.unexpected} / ${three.unexpected} |`,
+    )
+  }
+  const lite = r.executor?.runsPerSecondQuiet ?? r.executor?.runsPerSecond ?? 0
+  const one = pg.executor.find((e) => e.instances === 1)
+  const three = pg.executor.find((e) => e.instances === 3)
+  if (one && three) {
+    lines.push(
+      `| executor: three-step runs drained per second (${int(one.runs)} queued) | ${int(lite)} | ${int(one.runsPerSecond)} | | | ${int(three.runsPerSecond)} | | | ` +
+        `${ratio(one.runsPerSecond, lite)} | ${ratio(three.runsPerSecond, one.runsPerSecond)} | ${ratio(three.runsPerSecond, lite)} | ${one.runs - one.finished} / ${three.runs - three.finished} unfinished |`,
+    )
+  }
+  return lines
 }
 
 export function markdownTables(r: BenchResults): string {
@@ -220,6 +259,7 @@ export function markdownTables(r: BenchResults): string {
   )
   lines.push('', '| issue 17 target | measured | |', '|---|---|---|')
   for (const t of targetChecks(r)) lines.push(`| ${t.target} | ${t.measured} | ${t.verdict} |`)
+  if (r.postgres !== undefined) lines.push('', '### PostgreSQL: one instance and three (issue 18)', '', ...postgresTables(r))
   return lines.join('\n')
 }
 

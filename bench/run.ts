@@ -15,12 +15,14 @@ import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, r
 import { type BenchResults, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
+import { measurePostgres, type PostgresResult } from './postgres.ts'
+import { postgresInstalled } from '../test/support/postgres-cluster.ts'
 
 const quick = process.argv.includes('--quick')
 const keep = process.argv.includes('--keep')
 const settings = quick
-  ? { notes: 100_000, duration: 2, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64 }
-  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200 }
+  ? { notes: 100_000, duration: 2, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
+  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
 /** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
 const CONNECTIONS = [64, 8]
 const RAISED_LIMIT = '1000000000'
@@ -175,6 +177,29 @@ async function main() {
   })
   log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
 
+  // ── PostgreSQL: the same binary on one and on three instances (issue 18) ───
+  let postgres: PostgresResult | null = null
+  if (postgresInstalled) {
+    log(`[${elapsed()}] PostgreSQL: 1 and 3 instances`)
+    postgres = await measurePostgres({
+      seed,
+      dataDir,
+      cli: binary ? [binary] : [process.execPath, 'src/main.ts'],
+      command: trellisCommand,
+      env: trellisEnv,
+      scenarios: all,
+      connections: CONNECTIONS[0]!,
+      duration: settings.duration,
+      warmup: settings.warmup,
+      executorRuns: settings.postgresExecutorRuns,
+      headers: auth,
+      stderrFile: (name) => join(work, `${name}.err`),
+      log,
+    })
+  } else {
+    log(`[${elapsed()}] PostgreSQL: not installed (apt-get install postgresql), its phase is skipped`)
+  }
+
   const report: BenchResults = {
     date: new Date().toISOString(),
     mode: quick ? 'quick' : 'full',
@@ -221,6 +246,7 @@ async function main() {
     webhookCreatedAtLeadMs,
     walMaxBytes: wal.overall,
     totalSeconds: (performance.now() - benchStarted) / 1000,
+    postgres,
   }
   report.targets = targetChecks(report)
   const resultsDir = join(import.meta.dir, 'results')

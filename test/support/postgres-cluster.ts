@@ -39,7 +39,7 @@ export interface Cluster {
 }
 
 /** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
-export function startCluster(options: { fsync?: boolean } = {}): Cluster {
+export function startCluster(options: { fsync?: boolean; settings?: Record<string, string> } = {}): Cluster {
   if (!postgresInstalled) throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
   const dir = tempDir('trellis-pg-')
   const data = join(dir.path, 'data')
@@ -47,7 +47,8 @@ export function startCluster(options: { fsync?: boolean } = {}): Cluster {
   run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
-  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}`, 'start'])
+  const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
+  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
   outliveNot(process.pid, data, dir.path)
   let stopped = false
   return {
