@@ -4,11 +4,12 @@
  * plain query on every request, so a revocation, deactivation or role change made through any instance sharing the
  * database is refused by every instance on its next request.
  */
-import { and, desc, eq, isNull, lte, or } from 'drizzle-orm'
+import { and, desc, eq, isNull, lte, or, sql } from 'drizzle-orm'
 import { findTokenByHash, touchTokenLastUsed, type TokenAuthRow } from '../auth-queries.ts'
 import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type NewTokenRow, type TokenListRow, type TokenRow } from '../tokens.ts'
 import { apiTokens, projectMembers, projects, users } from './schema.ts'
 import type { PgDb } from './store.ts'
+import { preparedOn } from './prepared.ts'
 import { twin, twins } from './twin.ts'
 
 async function insertTokenOnPostgres(db: PgDb, row: NewTokenRow): Promise<TokenRow> {
@@ -48,7 +49,7 @@ async function listTokenRowsOnPostgres(db: PgDb, filter: { userId?: number; proj
 
 /** The token whose value hashes to `hash`, with what the auth decision reads: read afresh on every call. */
 async function findTokenByHashOnPostgres(db: PgDb, hash: string): Promise<TokenAuthRow | undefined> {
-  const [row] = await db
+  const [row] = await preparedOn(db, 'tokens.by-hash', (db) => db
     .select({
       tokenId: apiTokens.id,
       tokenHash: apiTokens.tokenHash,
@@ -70,7 +71,8 @@ async function findTokenByHashOnPostgres(db: PgDb, hash: string): Promise<TokenA
     .innerJoin(users, eq(users.id, apiTokens.userId))
     .innerJoin(projects, eq(projects.id, apiTokens.projectId))
     .leftJoin(projectMembers, and(eq(projectMembers.projectId, apiTokens.projectId), eq(projectMembers.userId, apiTokens.userId)))
-    .where(eq(apiTokens.tokenHash, hash))
+    .where(eq(apiTokens.tokenHash, sql.placeholder('hash'))),
+  ).execute({ hash })
   return row
 }
 
