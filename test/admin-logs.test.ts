@@ -157,8 +157,11 @@ describe('admin log: every administrative act is exactly one entry', () => {
     ])
   })
 
+  /** erin, a user of the instance (not yet in a project); applying her again changes nothing. */
+  const addErin = () => applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
+
   sqliteOnlyTest(SQLITE_ONLY.cli, 'member added through the CLI → add user-project, initiator administrator, no user', async () => {
-    await applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
+    await addErin()
     const [entry] = await expectAdmin(async () => {
       const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
       expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
@@ -175,12 +178,15 @@ describe('admin log: every administrative act is exactly one entry', () => {
   })
 
   test('role changed by an admin → update user-project with previous and new permission level, user the admin; unchanged → nothing', async () => {
+    // erin is an editor of Acme: the CLI test above made her one where it runs (SQLite); else (or alone) she is made one here.
+    await addErin()
     const erin = userObject(fx.env, 'erin')
-    const set = (role: 'developer') =>
+    const set = (role: 'editor' | 'developer', actorId: number | null = fx.users.alice.id) =>
       writeNow(fx.env.store, function* () {
-        return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId: fx.users.alice.id })
+        return yield* setProjectMember(fx.env.clock, { projectId: projectId(fx.env.store, 'Acme'), userId: erin.id, role, actorId })
       },
       )
+    await set('editor', null)
     const [entry] = await expectAdmin(async () => expect(await set('developer')).toBe('updated'), 1)
     expect(entry).toEqual({
       object: 'adminLog',

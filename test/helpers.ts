@@ -237,14 +237,16 @@ export function tableContents(store: Store): Record<string, unknown[]> {
 export type SqlValue = string | number | boolean | null
 
 /**
- * The rows of `statement` (portable SQL, `?` placeholders) on either store, synchronously, so that a check reads
- * the same on both: SQLite runs it on the connection; PostgreSQL through psql, its rows as JSON (numbers as
- * numbers; booleans stay booleans where SQLite gives 0/1).
+ * The rows of `statement` (portable SQL, `?` placeholders) on either store, synchronously, in one shape on both:
+ * SQLite runs it on the connection; PostgreSQL through psql, its rows as JSON (numbers as numbers) with each boolean
+ * as SQLite gives it, 1 or 0. (A JSON boolean in a row can only be a `boolean` result: the schema has no json
+ * column; SQLite has no boolean type and answers every flag or comparison with 1 or 0.)
  */
 export function queryAll<T = Record<string, unknown>>(store: Store, statement: string, ...params: SqlValue[]): T[] {
   if (store.kind === 'sqlite') return store.sqlite.prepare(statement).all(...params) as T[]
   const out = psqlSync(postgresUrlOf(store), `SELECT coalesce(json_agg(q), '[]'::json) FROM (${withLiterals(statement, params)}) q`)
-  return JSON.parse(out) as T[]
+  const rows = JSON.parse(out) as Record<string, unknown>[]
+  return rows.map((row) => Object.fromEntries(Object.entries(row).map(([column, value]) => [column, typeof value === 'boolean' ? Number(value) : value]))) as T[]
 }
 
 /** The first row of `statement` (see `queryAll`), or null. */

@@ -298,11 +298,16 @@ export async function listFixture(): Promise<ListFixture> {
 
   // Seed: 48 production + 6 staging activity entries spread over users, teams, collections, actions, types and
   // records, three per millisecond-exact time (ties); 36 admin entries likewise. Straight through the services.
-  const q = (sql: string, ...p: string[]) => queryOne<{ id: number }>(env.store, sql, ...p)!.id
+  // The ids are read once, before the loop: each row check is a psql process on PostgreSQL (tens of ms), and an
+  // op must not wait on one inside its open transaction.
   const acme = projectId(env.store, 'Acme')
-  const envId = (name: string) => q('SELECT id FROM environments WHERE project_id = ? AND name = ?', String(acme), name)
-  const teamId = (name: string) => q('SELECT id FROM teams WHERE project_id = ? AND name = ?', String(acme), name)
-  const collectionId = (name: string) => q('SELECT id FROM collections WHERE project_id = ? AND name = ?', String(acme), name)
+  const idsOf = (table: 'environments' | 'teams' | 'collections') => {
+    const ids = new Map(queryAll<{ id: number; name: string }>(env.store, `SELECT id, name FROM ${table} WHERE project_id = ?`, acme).map((r) => [r.name, r.id]))
+    return (name: string) => ids.get(name) ?? expect.unreachable(`no ${table} row named ${name}`)
+  }
+  const envId = idsOf('environments')
+  const teamId = idsOf('teams')
+  const collectionId = idsOf('collections')
   const users = ['alice', 'bob', 'carol', 'dave'] as const
   const actions = ['create', 'update', 'delete', 'createNote', 'createMessage', 'triggerWorkflow', 'completeWorkflowStep', 'updateNote', 'failWorkflow'] as const
   for (let i = 0; i < 54; i++) {
