@@ -12,7 +12,7 @@ import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/
 import { writeNow } from '../src/db/write.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
-import { bearer, execute, queryAll, queryOne, runNow, testApp, testEnv } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, runNow, TEST_STORE, testApp, testEnv } from './helpers.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
@@ -38,7 +38,7 @@ function notesInTimeOrder(): boolean {
 }
 
 function noteRows() {
-  return queryAll(env.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+  return queryAll(env.store, 'SELECT id, created_at AS "createdAt" FROM notes WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
 }
 
 async function checkEveryBoundary(rows: { id: number; createdAt: number }[], list: (query: Record<string, string>, limit: number) => Promise<number[]>) {
@@ -101,7 +101,7 @@ describe('activity logs', () => {
           },
       )
     }
-    const rows = queryAll(env.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
+    const rows = queryAll(env.store, 'SELECT id, created_at AS "createdAt" FROM activity_logs WHERE environment_id = ?', production.id) as { id: number; createdAt: number }[]
     await checkEveryBoundary(rows, (query, limit) => runNow(env.store, listActivityLogIds(acme, production.id, { extensions: true }, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)))
     expect(rows.length).toBeGreaterThan(40)
   })
@@ -189,13 +189,18 @@ describe('a burst in one environment (real clock)', () => {
       for (const id of ids) written.push({ id, before, after })
     }
     const seconds = (performance.now() - started) / 1000
-    // The burst is far above the 1,000/s the old +1 ms rule allowed: that rule would have ended ENTRIES ms after the
-    // start, many seconds ahead of the clock.
-    expect(ENTRIES / seconds).toBeGreaterThan(2_000)
+    // On SQLite the burst is far above the 1,000/s the old +1 ms rule allowed: that rule would have ended ENTRIES ms
+    // after the start, many seconds ahead of the clock. That rate — and so most entries sharing a millisecond — is
+    // SQLite's promise only (one writer in the process, no round trip per statement): on PostgreSQL each append is a
+    // few round trips (300–600/s here), so these two rate checks are SQLite's; every other check runs on both (the
+    // stopped-clock test above covers entries sharing a millisecond on PostgreSQL).
+    const rateIsSqlites = TEST_STORE === 'sqlite'
+    if (rateIsSqlites) expect(ENTRIES / seconds).toBeGreaterThan(2_000)
     console.log(`burst: ${ENTRIES} activity entries in ${seconds.toFixed(2)} s (${Math.round(ENTRIES / seconds)}/s); the +1 ms rule would have ended ${((ENTRIES - seconds * 1000) / 1000).toFixed(1)} s ahead`)
-    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM activity_logs WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS "createdAt" FROM activity_logs WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(ENTRIES) // nothing else writes to this environment's activity log
-    expect(check(rows, written, 'activity burst')).toBeGreaterThan(ENTRIES / 2) // most entries shared a millisecond
+    const sharedMillisecond = check(rows, written, 'activity burst')
+    if (rateIsSqlites) expect(sharedMillisecond).toBeGreaterThan(ENTRIES / 2) // most entries shared a millisecond
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/activity-logs', { extensions: 'true' })
     expect(seen).toEqual(rows.map((r) => String(r.id)).reverse()) // each exactly once, newest first
     expect(new Set(seen).size).toBe(ENTRIES)
@@ -218,7 +223,7 @@ describe('a burst in one environment (real clock)', () => {
       const after = Date.now() * 1000
       for (const id of ids) written.push({ id, before, after })
     }
-    const rows = queryAll(burst.store, 'SELECT id, created_at AS createdAt FROM notes WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
+    const rows = queryAll(burst.store, 'SELECT id, created_at AS "createdAt" FROM notes WHERE environment_id = ? ORDER BY id', environmentId) as { id: number; createdAt: number }[]
     expect(rows.length).toBe(NOTES)
     check(rows, written, 'notes burst')
     const { seen, pages } = await walk('/v1/project/Acme/environment/burst/notes')

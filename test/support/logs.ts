@@ -298,11 +298,20 @@ export async function listFixture(): Promise<ListFixture> {
 
   // Seed: 48 production + 6 staging activity entries spread over users, teams, collections, actions, types and
   // records, three per millisecond-exact time (ties); 36 admin entries likewise. Straight through the services.
-  const q = (sql: string, ...p: string[]) => queryOne<{ id: number }>(env.store, sql, ...p)!.id
+  // Ids looked up once, before the writes: on PostgreSQL each row check is a psql process, far too slow per entry.
   const acme = projectId(env.store, 'Acme')
-  const envId = (name: string) => q('SELECT id FROM environments WHERE project_id = ? AND name = ?', String(acme), name)
-  const teamId = (name: string) => q('SELECT id FROM teams WHERE project_id = ? AND name = ?', String(acme), name)
-  const collectionId = (name: string) => q('SELECT id FROM collections WHERE project_id = ? AND name = ?', String(acme), name)
+  const idsByName = (table: string) => {
+    const rows = queryAll<{ id: number; name: string }>(env.store, `SELECT id, name FROM ${table} WHERE project_id = ?`, acme)
+    const ids = new Map(rows.map((row) => [row.name, row.id]))
+    return (name: string) => {
+      const id = ids.get(name)
+      if (id === undefined) throw new Error(`no ${table} row named ${name}`)
+      return id
+    }
+  }
+  const envId = idsByName('environments')
+  const teamId = idsByName('teams')
+  const collectionId = idsByName('collections')
   const users = ['alice', 'bob', 'carol', 'dave'] as const
   const actions = ['create', 'update', 'delete', 'createNote', 'createMessage', 'triggerWorkflow', 'completeWorkflowStep', 'updateNote', 'failWorkflow'] as const
   for (let i = 0; i < 54; i++) {
