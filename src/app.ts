@@ -6,7 +6,6 @@ import { storageErrorOf } from './db/write.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
-import { refuseNulText } from './http/nul-text.ts'
 import { requestMetrics } from './http/request-metrics.ts'
 import { authModule } from './modules/auth/index.ts'
 import { ssoModule } from './modules/auth/oidc-routes.ts'
@@ -33,7 +32,6 @@ export function createApp(deps: AppDeps) {
     .onRequest(rejectOversizedHead)
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))
-    .onBeforeHandle(refuseNulText)
     .onError(({ code, error, request, set }) => {
       // A driver error no write() translated (a read during a lock's rare exclusive moments) is a storage fault too.
       const response = withHeaders(renderError(code, storageErrorOf(deps.store, error) ?? error, request, deps.logger, allowedFor), set.headers)

@@ -193,6 +193,12 @@ describe('with a console session (names looked up, not compared with a token)', 
     ['GET', '/p/Acme/e/production/runs?recordId=%00&before=%00', 200],
     ['GET', '/p/Acme/e/production/t/Support/c/orders/r/ord%00', 400],
   ]
+  test('a console page is checked after the session: without one, the usual redirect to the login page', async () => {
+    const response = await app.handle(request('/p/Ac%00me'))
+    expect(response.status).toBe(303)
+    expect(response.headers.get('location')).toStartWith('/login?next=')
+  })
+
   test.each(paths)('%s %s → %d, never a 500', async (method, path, expected) => {
     const before = counts()
     const response = await app.handle(request(path, { method, headers: { cookie }, ...(method === 'PUT' ? { json: { data: {}, teamName: 'Support' } } : {}) }))
