@@ -22,6 +22,7 @@ export const API_SUITE = [
   'management-rate-limit',
   'member-remove',
   'notes',
+  'nul-text',
   'openapi-conformance',
   'routes',
   'runs-list',
