@@ -1,7 +1,8 @@
 /**
  * The executor (DESIGN §8; spec §2.5, §3, §4.2 behaviours 3–5): runs executed in-process on the real clock
- * against a real SQLite file, HTTP steps against a local server on 127.0.0.1, crash recovery with the real
- * `trellis serve` process killed with SIGKILL, and unit tests of templates, conditions, backoff and the queue.
+ * against the test store (a real SQLite file, or PostgreSQL with TRELLIS_TEST_STORE=postgres), HTTP steps against a
+ * local server on 127.0.0.1, crash recovery with the real `trellis serve` process killed with SIGKILL, and unit tests
+ * of templates, conditions and backoff; the SQLite RunQueue's own statements on SQLite only.
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
