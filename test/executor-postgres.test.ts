@@ -7,11 +7,14 @@
  * - A run given back on a graceful stop is announced too: another instance resumes it at once.
  * - A run held by an instance that dies is recovered by another once the lease expires, resumes at its first step
  *   not recorded, and each step is recorded exactly once.
+ * - An instance whose server is stopped for a while, then whose connections are cut again and again (a cluster of the
+ *   test's own), lives on: every failed claim or idle read is logged (once per outage) and retried, and it runs what
+ *   comes due once the server answers again.
  * The workflows use only `http` and `wait` steps: a run's data steps and its end (the activity entry) need the twins
  * of records, notes and activity logs, which land separately.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { randomUUIDv7 } from 'bun'
+import { randomUUIDv7, SQL } from 'bun'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { op } from '../src/db/op.ts'
@@ -20,13 +23,14 @@ import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { silentLogger } from '../src/lib/logger.ts'
+import { type LogLevel, silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { parseAllowList } from '../src/lib/outbound/policy.ts'
 import { repoRoot, tempDir, until } from './helpers.ts'
 import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
 import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
+import { type Cluster, psqlSync, startCluster } from './support/postgres-cluster.ts'
 
 // ── The remote an `http` step calls: the first call of each run hangs until its caller goes away ──
 const hangs = new Map<string, number>()
@@ -51,6 +55,42 @@ const hangStarted = (runId: string) =>
     hanging = (id) => id === runId && resolve()
     setTimeout(() => reject(new Error(`run ${runId} never called out`)), 10_000)
   })
+
+/**
+ * An executor in a process of its own (its own pool) on the database at `url`, logging JSON lines to stderr at
+ * `logLevel`; resolves once it listens, with its owner id. Kill the process and remove `dir` when done.
+ */
+async function spawnInstance(url: string, options: { leaseMs: number; pollMs: number; logLevel: LogLevel; stderr: 'inherit' | 'pipe' }) {
+  const dir = tempDir('trellis-pg-executor-')
+  const script = join(dir.path, 'instance.ts')
+  const src = (path: string) => JSON.stringify(join(repoRoot, path))
+  writeFileSync(
+    script,
+    `import { openPostgres } from ${src('src/db/postgres/store.ts')}
+import { Executor } from ${src('src/executor/executor.ts')}
+import { systemClock } from ${src('src/lib/clock.ts')}
+import { createLogger } from ${src('src/lib/logger.ts')}
+import { OutboundClient } from ${src('src/lib/outbound/client.ts')}
+import { parseAllowList } from ${src('src/lib/outbound/policy.ts')}
+const executor = new Executor({ store: openPostgres(process.argv[2], { max: 4 }), clock: systemClock, logger: createLogger(${JSON.stringify(options.logLevel)}, (line) => console.error(line)),
+  concurrency: 2, leaseMs: ${options.leaseMs}, pollMs: ${options.pollMs}, outbound: new OutboundClient({ allow: parseAllowList('127.0.0.1') }) })
+executor.start()
+await executor.listening()
+console.log(executor.owner)
+`,
+  )
+  const instance = Bun.spawn([process.execPath, script, url], { stdout: 'pipe', stderr: options.stderr })
+  const owner = new TextDecoder().decode((await instance.stdout.getReader().read()).value).trim()
+  return { instance, owner, dir }
+}
+
+/** What a run of `workflow` (on production, by bob, through its webhook) is queued with, but its id, record and time. */
+async function runBase(store: PgStore, workflow: string): Promise<Omit<NewRun, 'id' | 'recordId' | 'createdAt'>> {
+  const [row] = (await store.sql`SELECT w.id::float8 AS id, w.active_version_id::float8 AS v, r.environment_id::float8 AS e FROM workflows w
+    JOIN renderings r ON r.id = w.rendering_id WHERE w.name = ${workflow}`) as { id: number; v: number; e: number }[]
+  const [bob] = (await store.sql`SELECT id::float8 AS id FROM users WHERE username = 'bob'`) as { id: number }[]
+  return { workflowId: row!.id, workflowVersionId: row!.v, environmentId: row!.e, userId: bob!.id, tokenId: null, trigger: 'webhook' }
+}
 
 const PARK = 'Park'
 const CALL_THEN_PARK = 'Call then park'
@@ -100,13 +140,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
       ]),
     )
     stores = await acmeOnBoth(document)
-    bases = {}
-    for (const name of [PARK, CALL_THEN_PARK]) {
-      const [row] = (await stores.pg.sql`SELECT w.id::float8 AS id, w.active_version_id::float8 AS v, r.environment_id::float8 AS e FROM workflows w
-        JOIN renderings r ON r.id = w.rendering_id WHERE w.name = ${name}`) as { id: number; v: number; e: number }[]
-      const [bob] = (await stores.pg.sql`SELECT id::float8 AS id FROM users WHERE username = 'bob'`) as { id: number }[]
-      bases[name] = { workflowId: row!.id, workflowVersionId: row!.v, environmentId: row!.e, userId: bob!.id, tokenId: null, trigger: 'webhook' }
-    }
+    bases = { [PARK]: await runBase(stores.pg, PARK), [CALL_THEN_PARK]: await runBase(stores.pg, CALL_THEN_PARK) }
   }, 60_000)
 
   afterAll(async () => {
@@ -174,28 +208,8 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
 
   test('an instance killed mid-step: another recovers the run once the lease expires and records each step once', async () => {
     // Instance A: a real process (its own pool, its own executor), killed with SIGKILL while its http step hangs.
-    const dir = tempDir('trellis-pg-executor-')
-    const script = join(dir.path, 'instance.ts')
-    const src = (path: string) => JSON.stringify(join(repoRoot, path))
-    writeFileSync(
-      script,
-      `import { openPostgres } from ${src('src/db/postgres/store.ts')}
-import { Executor } from ${src('src/executor/executor.ts')}
-import { systemClock } from ${src('src/lib/clock.ts')}
-import { silentLogger } from ${src('src/lib/logger.ts')}
-import { OutboundClient } from ${src('src/lib/outbound/client.ts')}
-import { parseAllowList } from ${src('src/lib/outbound/policy.ts')}
-const executor = new Executor({ store: openPostgres(process.argv[2], { max: 4 }), clock: systemClock, logger: silentLogger, concurrency: 2,
-  leaseMs: 1000, pollMs: 50, outbound: new OutboundClient({ allow: parseAllowList('127.0.0.1') }) })
-executor.start()
-await executor.listening()
-console.log(executor.owner)
-`,
-    )
-    const instance = Bun.spawn([process.execPath, script, stores.url], { stdout: 'pipe', stderr: 'inherit' })
+    const { instance, owner, dir } = await spawnInstance(stores.url, { leaseMs: 1_000, pollMs: 50, logLevel: 'silent', stderr: 'inherit' })
     try {
-      const reader = instance.stdout.getReader()
-      const owner = new TextDecoder().decode((await reader.read()).value).trim()
       expect(owner).toMatch(/^executor-/)
       const runId = randomUUIDv7()
       const calling = hangStarted(runId)
@@ -226,4 +240,81 @@ console.log(executor.owner)
       dir.cleanup()
     }
   }, 30_000)
+})
+
+describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor while its PostgreSQL server is down', () => {
+  const TWO_WAITS = 'Two waits'
+  let cluster: Cluster
+  let stores: AcmeOnBoth
+  let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
+
+  beforeAll(async () => {
+    // A cluster of its own: this test stops and restarts the server.
+    cluster = startCluster()
+    psqlSync(cluster.url, 'CREATE DATABASE trellis')
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(ordersWorkflow(TWO_WAITS, [{ type: 'wait', name: 'first', seconds: 1 }, { type: 'wait', name: 'second', seconds: 3600 }]))
+    stores = await acmeOnBoth(document, {}, cluster.url.replace(/\/postgres$/, '/trellis'))
+    base = await runBase(stores.pg, TWO_WAITS)
+  }, 120_000)
+  afterAll(async () => {
+    await stores?.close()
+    cluster?.stop()
+  })
+
+  const queue = async (recordId: string) => {
+    const queued = await writeOnPostgres(stores.pg, () => op(insertRun, { ...base, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
+    if (!queued.inserted) throw new Error('not queued')
+    return queued.id
+  }
+  const nextStep = async (id: string) =>
+    ((await stores.pg.sql`SELECT status, next_step::float8 AS next_step FROM runs WHERE id = ${id}`) as { status: string; next_step: number }[])[0]!
+  const parkedAt = (id: string, step: number, timeoutMs: number) =>
+    until(`run ${id} to park before step ${step}`, async () => {
+      const row = await nextStep(id)
+      return row.status === 'waiting' && row.next_step === step ? row : null
+    }, timeoutMs, 20)
+
+  test('the server stopped for 2 s, then connections cut for 3 s: failed claims and idle reads are logged and retried, the process lives on and runs what comes due', async () => {
+    const { instance, dir } = await spawnInstance(stores.url, { leaseMs: 2_000, pollMs: 20, logLevel: 'warn', stderr: 'pipe' })
+    const outage = { from: 0, to: 0 }
+    try {
+      const before = await queue('outage_1')
+      await parkedAt(before, 1, 5_000)
+      // The server goes away (every connection cut) while the run's first wait comes due, for two seconds of 20 ms polls.
+      outage.from = Date.now()
+      cluster.pause()
+      await Bun.sleep(2_000)
+      expect(instance.exitCode).toBeNull()
+      cluster.resume()
+      outage.to = Date.now()
+      // The run that came due meanwhile goes on.
+      await parkedAt(before, 2, 10_000)
+      // Then the instance's connections are cut again and again for three seconds, at random moments of its loop: some
+      // between a claim and its idle read (that read's failure once ended the loop with an unhandled rejection).
+      const killer = new SQL({ url: stores.url, max: 1 })
+      for (const cutUntil = Date.now() + 3_000; Date.now() < cutUntil; ) {
+        await killer`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`
+        await Bun.sleep(5 + Math.random() * 20)
+      }
+      await killer.close()
+      expect(instance.exitCode).toBeNull()
+      // A run queued afterwards runs too (claimed by polling, if the LISTEN is still reconnecting).
+      const after = await queue('outage_2')
+      await parkedAt(after, 1, 10_000)
+      expect(instance.exitCode).toBeNull()
+    } finally {
+      instance.kill('SIGKILL')
+      await instance.exited
+      dir.cleanup()
+    }
+    // What it said: our JSON lines and the driver's own notice that its LISTEN reconnects, nothing else (no crash,
+    // no stack); the outage among them, said once and not per attempt.
+    const lines = (await new Response(instance.stderr).text()).trim().split('\n')
+    const ours = lines.filter((line) => !/^bun:sql LISTEN "trellis_runs" failed, retrying: /.test(line))
+    const logged = ours.map((line) => JSON.parse(line) as { time: string; level: string; msg: string })
+    expect(logged.filter((entry) => entry.level !== 'warn')).toEqual([])
+    const during = logged.filter((entry) => entry.msg === 'claiming runs failed; retrying' && Date.parse(entry.time) >= outage.from && Date.parse(entry.time) <= outage.to)
+    expect(during).toHaveLength(1)
+  }, 60_000)
 })

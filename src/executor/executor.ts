@@ -210,23 +210,22 @@ export class Executor {
           await this.wake()
           continue
         }
-        let runs: RunRow[]
         // A wake-up from here on may be for a run this claim does not see yet: the wait after it then returns at once.
         this.wokenMeanwhile = false
         try {
-          runs = await write(this.options.store, () => op(claimRuns, this.owner, this.options.clock.now(), this.options.leaseMs, free))
+          const runs = await write(this.options.store, () => op(claimRuns, this.owner, this.options.clock.now(), this.options.leaseMs, free))
           failedClaims = 0
+          for (const run of runs) this.launch(run)
+          // Fewer due runs than free slots: none is left due now; wait for one (queued, due, or a slot's run ending).
+          if (runs.length < free) await this.idle()
         } catch (error) {
-          // A locked or full database: back off (the runs stay queued), say so once, never busy-loop on it.
-          if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claim failed', { error: (error as Error).message })
+          // The database locked, full or unreachable (a claim, or the idle wait's read): back off (the runs stay
+          // queued), say so once, never busy-loop on it, and never let it end the loop (or the process).
+          if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claiming runs failed; retrying', { error: (error as Error).message })
           else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
           failedClaims++
           await waitOutStorage(failedClaims)
-          continue
         }
-        for (const run of runs) this.launch(run)
-        // Fewer due runs than free slots: none is left due now; wait for one (queued, due, or a slot's run ending).
-        if (runs.length < free) await this.idle()
       }
       await Promise.all(this.inFlight)
     } finally {

@@ -25,10 +25,11 @@ export interface AcmeOnBoth {
   close(): Promise<void>
 }
 
-export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: Record<string, string> = {}): Promise<AcmeOnBoth> {
+/** Acme (`document`) on SQLite and in the PostgreSQL database at `url` (default: a fresh one of the shared cluster). */
+export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: Record<string, string> = {}, url?: string): Promise<AcmeOnBoth> {
   const sqlite = sqliteTestEnv(env)
-  applyAcme({ store: sqlite.store, clock: systemClock, secret: sqlite.secret, baseUrl: sqlite.config.baseUrl }, document)
-  const url = await freshDatabase()
+  await applyAcme({ store: sqlite.store, clock: systemClock, secret: sqlite.secret, baseUrl: sqlite.config.baseUrl }, document)
+  url ??= await freshDatabase()
   await copySqliteToPostgres(sqlite.store.path, url)
   const pg = openPostgres(url, { max: 10 })
   return {

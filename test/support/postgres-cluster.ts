@@ -36,6 +36,10 @@ export interface Cluster {
   /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication, loopback only). */
   url: string
   stop(): void
+  /** Stops the server (fast shutdown: every connection is cut), keeping its data: the database is unreachable. */
+  pause(): void
+  /** Starts a paused server again, on the same port with the same data. */
+  resume(): void
 }
 
 /** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
@@ -48,16 +52,28 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
   const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
-  run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
+  const start = () =>
+    run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
+  const halt = () => run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
+  start()
   outliveNot(process.pid, data, dir.path)
   let stopped = false
+  let paused = false
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     stop: () => {
       if (stopped) return
       stopped = true
-      run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
+      if (!paused) halt()
       dir.cleanup()
+    },
+    pause: () => {
+      halt()
+      paused = true
+    },
+    resume: () => {
+      start()
+      paused = false
     },
   }
 }
