@@ -138,11 +138,16 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
     expect(active[0]!.n).toBe(1)
   }, 60_000)
 
-  test('the per-webhook rate is one budget: 90 calls over the three instances, exactly 60 accepted', async () => {
+  test('the per-webhook rate is one budget: 90 calls over the three instances, 60 accepted (plus what the bucket refilled meanwhile)', async () => {
+    const started = performance.now()
     const responses = await Promise.all(Array.from({ length: 90 }, (_, i) => post(instances[i % 3]!, hooks.Budget!, `budget_${i}`)))
-    const statuses = responses.map((r) => r.status)
-    expect(statuses.filter((s) => s === 202)).toHaveLength(60)
-    expect(statuses.filter((s) => s === 429)).toHaveLength(30)
+    // DESIGN §8's token bucket refills 60/min, one a second: a burst that took s seconds may take 60 + ⌊s⌋. Three
+    // budgets, one per instance, would have taken all 90.
+    const refilled = Math.floor((performance.now() - started) / 1000)
+    const accepted = responses.filter((r) => r.status === 202).length
+    expect(accepted).toBeGreaterThanOrEqual(60)
+    expect(accepted).toBeLessThanOrEqual(60 + refilled)
+    expect(responses.filter((r) => r.status === 429)).toHaveLength(90 - accepted)
   }, 60_000)
 
   test('a token revoked through one instance is refused by the other two on their next request', async () => {
