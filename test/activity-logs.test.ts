@@ -13,7 +13,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { ACTIVITY_ACTIONS } from '../src/modules/activity-logs/service.ts'
 import { ApplyError } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, until } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValidWithExtensions, type ErrorObject, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -172,11 +172,11 @@ describe('activity log: records and notes written by trellis apply', () => {
     expect(snapshot()).toEqual(before)
   })
 
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'through the CLI: --as carol writes carol', async () => {
+  test('through the CLI: --as carol writes carol', async () => {
     const before = maxId(fx.env, 'activity_logs')
     const file = `${fx.env.dataDir}/more.yaml`
     await Bun.write(file, 'projects:\n  - name: Acme\n    records:\n      - { environment: production, collection: customers, id: cus_cli, data: { a: 1 } }\n')
-    const cli = await runCli(['apply', '-f', file, '--as', 'carol@example.com', '--data', fx.env.dataDir])
+    const cli = await runCli(['apply', '-f', file, '--as', 'carol@example.com', '--data', fx.env.dataDir], { env: processEnv(fx.env) })
     expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
     const entries = await activitySince(fx, before)
     expect(entries.map((e) => [e.action, e.label, e.user.username, e.recordIds])).toEqual([['create', 'created by trellis apply', 'carol', ['cus_cli']]])

@@ -15,7 +15,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { ApplyError } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -160,10 +160,10 @@ describe('admin log: every administrative act is exactly one entry', () => {
   /** erin, a user of the instance (not yet in a project); applying her again changes nothing. */
   const addErin = () => applyNow({ users: [{ email: 'erin@example.com', username: 'erin' }] }, { store: fx.env.store, clock: fx.env.clock, secret: fx.env.secret, baseUrl: fx.env.config.baseUrl })
 
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'member added through the CLI → add user-project, initiator administrator, no user', async () => {
+  test('member added through the CLI → add user-project, initiator administrator, no user', async () => {
     await addErin()
     const [entry] = await expectAdmin(async () => {
-      const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir])
+      const cli = await runCli(['member', 'set', '--project', 'Acme', '--user', 'erin@example.com', '--role', 'editor', '--data', fx.env.dataDir], { env: processEnv(fx.env) })
       expect({ code: cli.code, stderr: cli.stderr }).toEqual({ code: 0, stderr: '' })
     }, 1)
     expect(entry).toEqual({
@@ -309,7 +309,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
     expect(trigger).toMatchObject({ resource: 'workflow-webhook', previousValue: { name: 'Audit me: webhook disabled, default rate' }, newValue: { name: 'Audit me: webhook enabled, default rate' } })
   })
 
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
+  test('user deactivated / reactivated → resource user, one entry in each project of the user', async () => {
     const bob = fx.users.bob
     for (const [deactivate, actorId, from, to] of [
       [true, fx.users.alice.id, 'active', 'deactivated'],
@@ -319,7 +319,7 @@ describe('admin log: every administrative act is exactly one entry', () => {
       fx.env.clock.advance(1_000)
       if (actorId === null) {
         // The operator through the CLI.
-        const cli = await runCli(['user', 'enable', '--email', 'bob@example.com', '--data', fx.env.dataDir])
+        const cli = await runCli(['user', 'enable', '--email', 'bob@example.com', '--data', fx.env.dataDir], { env: processEnv(fx.env) })
         expect(cli.code).toBe(0)
       } else {
         expect(await writeNow(fx.env.store, function* () {

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { queryAll, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { queryAll, request, runCli, runNow, processEnv, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 
@@ -184,16 +184,16 @@ describe('projects', () => {
     expect((await adminLog('Solo')).data.map((e: Body) => e.resource)).toEqual(['user-project'])
   })
 
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
+  test('the last admin of a project is never demoted or removed (409), from the API and from the CLI', async () => {
     const alice = userId(env.store, 'alice')
     const demote = await call('PUT', `/v1/project/Solo/members/${alice}`, 'alice', { role: 'editor' })
     expect(demote.status).toBe(409)
     expect(demote.body.code).toBe('last_project_admin')
     expect((await call('DELETE', `/v1/project/Solo/members/${alice}`, 'alice')).body.code).toBe('last_project_admin')
-    const cli = await runCli(['member', 'set', '--data', env.dataDir, '--project', 'Solo', '--user', 'alice@example.com', '--role', 'user'])
+    const cli = await runCli(['member', 'set', '--data', env.dataDir, '--project', 'Solo', '--user', 'alice@example.com', '--role', 'user'], { env: processEnv(env) })
     expect(cli.code).toBe(1)
     expect(cli.stderr).toContain('last admin')
-    const revoke = await runCli(['user', 'instance-admin', '--data', env.dataDir, '--email', 'alice@example.com', '--revoke'])
+    const revoke = await runCli(['user', 'instance-admin', '--data', env.dataDir, '--email', 'alice@example.com', '--revoke'], { env: processEnv(env) })
     expect(revoke.code).toBe(1)
     expect(revoke.stderr).toContain('last instance administrator')
   })

@@ -309,7 +309,7 @@ describe('changes with the session come only from Trellis pages', () => {
 })
 
 describe('concurrency: every view is logged, through a real server', () => {
-  sqliteOnlyTest(SQLITE_ONLY.cli, '250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, '250 parallel console views (200 records, 50 lists) → 250 answers of 200 and exactly 250 read entries', async () => {
     const dir = tempDir('trellis-console-load-')
     expect((await runCli(['apply', '-f', `${repoRoot}/examples/acme.yaml`, '--data', dir.path])).code).toBe(0)
     const server = await startServe({ dataDir: dir.path, cwd: dir.path })

@@ -832,7 +832,7 @@ describe('leases and several executors on one database', () => {
 // ── Crash recovery with the real process ────────────────────────────────────
 
 describe('crash recovery (trellis serve, SIGKILL)', () => {
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'a run killed mid-step and killed while waiting resumes and applies every step exactly once', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'a run killed mid-step and killed while waiting resumes and applies every step exactly once', async () => {
     const data = tempDir()
     const cwd = tempDir()
     try {

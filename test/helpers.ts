@@ -52,6 +52,8 @@ function testStoreFromEnvironment(): 'sqlite' | 'postgres' {
 export interface TestEnv {
   dataDir: string
   store: Store
+  /** The PostgreSQL database's URL (TRELLIS_TEST_STORE=postgres), else null: `processEnv` hands it to the CLI. */
+  databaseUrl: string | null
   config: Config
   clock: ReturnType<typeof manualClock>
   secret: Buffer
@@ -79,6 +81,7 @@ export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
   return {
     ...base,
     store,
+    databaseUrl: null,
     cleanup: () => {
       store.close()
       dir.cleanup()
@@ -90,10 +93,11 @@ export type SqliteTestEnv = TestEnv & { store: SqliteStore }
 
 function postgresTestEnv(env: Record<string, string>): TestEnv {
   const { base, dir } = envBase(env)
-  const { store, close } = postgresTestStore()
+  const { store, close, url } = postgresTestStore()
   return {
     ...base,
     store,
+    databaseUrl: url,
     cleanup: () => {
       close()
       dir.cleanup()
@@ -105,10 +109,15 @@ function postgresTestEnv(env: Record<string, string>): TestEnv {
  * A PostgreSQL store on a fresh copy of database `template` of the shared cluster (default: the migrated template),
  * its pool connecting on first use; `close` closes the pool, then drops the database.
  */
-export function postgresTestStore(template?: string): { store: PgStore; close(): void } {
+export function postgresTestStore(template?: string): { store: PgStore; url: string; close(): void } {
   const database = freshDatabaseSync(template)
   const store = openPostgres(database.url, { max: TEST_POOL_SIZE })
-  return { store, close: () => void store.close().finally(() => dropDatabase(database.name)) }
+  return { store, url: database.url, close: () => void store.close().finally(() => dropDatabase(database.name)) }
+}
+
+/** The environment a real `trellis` process needs to open the env's database: its URL on PostgreSQL, nothing on SQLite. */
+export function processEnv(env: TestEnv): Record<string, string> {
+  return env.databaseUrl === null ? {} : { TRELLIS_DATABASE_URL: env.databaseUrl }
 }
 
 /** What every test env has but its store: the data dir (a fresh temp dir), the config, a manual clock, the secret. */
@@ -135,7 +144,7 @@ export function sqliteOf(store: Store, why: string): SqliteStore {
 
 /** Why a test is SQLite-only (README "Development" lists the tests). */
 export const SQLITE_ONLY = {
-  cli: 'the CLI and `serve` in real processes open the data directory\'s SQLite file (no PostgreSQL URL yet)',
+  ownDataDir: 'runs `trellis` processes on a data directory of its own, seeded and read through SQLite (PostgreSQL processes: test/scale-out.test.ts, test/postgres-cli.test.ts)',
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
   tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',

@@ -390,7 +390,7 @@ describe('request log', () => {
 })
 
 describe('a real `trellis serve` process', () => {
-  sqliteOnlyTest(SQLITE_ONLY.cli, 'first start prints a one-time setup link; it creates the admin; a restart prints none; JSON request log; SIGTERM exits 0', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'first start prints a one-time setup link; it creates the admin; a restart prints none; JSON request log; SIGTERM exits 0', async () => {
     const data = tempDir('trellis-serve-data-')
     const cwd = tempDir('trellis-serve-cwd-')
     cleanups.push(data.cleanup, cwd.cleanup)

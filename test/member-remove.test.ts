@@ -10,7 +10,7 @@ import { loadConfig } from '../src/config.ts'
 const dir = tempDir()
 afterAll(() => dir.cleanup())
 
-sqliteOnlyTest(SQLITE_ONLY.cli, 'member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
+sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'member remove: memberships gone, one remove entry with the previous value, the token refused on the next request', async () => {
   expect((await runCli(['apply', '-f', 'examples/acme.yaml', '--data', dir.path])).code).toBe(0)
   const store = openStore(dir.path)
   migrate(store.sqlite)
@@ -20,7 +20,7 @@ sqliteOnlyTest(SQLITE_ONLY.cli, 'member remove: memberships gone, one remove ent
   store.sqlite.prepare("UPDATE project_members SET role = 'admin' WHERE user_id = ?").run(bob.id)
   const token = (await runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
   const adminToken = (await runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
-  const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), cleanup: () => {} })
+  const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), databaseUrl: null, cleanup: () => {} })
   const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) }))
   expect((await notes()).status).toBe(200)
 

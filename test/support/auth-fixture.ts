@@ -93,7 +93,7 @@ async function appliedTemplate(): Promise<Template> {
     env,
     copy: (base) => {
       const copy = postgresTestStore(name)
-      return withStore(base, copy.store, copy.close)
+      return { ...withStore(base, copy.store, copy.close), databaseUrl: copy.url }
     },
   }
 }
