@@ -35,7 +35,7 @@ import { twin, twins } from './twin.ts'
 
 // ── Activity log ────────────────────────────────────────────────────────────
 
-const ACTIVITY_TIMES = { table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
+const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
 
 async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
   const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
@@ -53,29 +53,35 @@ async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, fil
   return pageIdsOnPostgres(
     db,
     {
+      name: 'activity-logs',
       table: activityLogs,
       id: activityLogs.id,
-      equal: [
-        [activityLogs.environmentId, environmentId],
-        [activityLogs.userId, filters.userId],
-        [activityLogs.teamId, filters.teamId],
-        [activityLogs.collectionId, filters.collectionId],
-        [activityLogs.action, filters.action],
-        [activityLogs.type, filters.type],
-      ],
+      equal: {
+        environmentId: [activityLogs.environmentId, environmentId],
+        userId: [activityLogs.userId, filters.userId],
+        teamId: [activityLogs.teamId, filters.teamId],
+        collectionId: [activityLogs.collectionId, filters.collectionId],
+        action: [activityLogs.action, filters.action],
+        type: [activityLogs.type, filters.type],
+      },
       bounds: await createdAtBoundsOnPostgres(db, dates, ACTIVITY_TIMES, environmentId),
-      extra: [
-        hideExtensionsOnPostgres(activityLogs.extension, filters.withExtensions),
-        filters.recordId === undefined
-          ? undefined
-          : inArray(
-              activityLogs.id,
-              db
-                .select({ id: activityLogRecords.logId })
-                .from(activityLogRecords)
-                .where(and(eq(activityLogRecords.environmentId, environmentId), eq(activityLogRecords.recordId, filters.recordId))),
-            ),
-      ],
+      extra: {
+        documented: hideExtensionsOnPostgres(activityLogs.extension, filters.withExtensions),
+        recordId:
+          filters.recordId === undefined
+            ? undefined
+            : {
+                condition: () =>
+                  inArray(
+                    activityLogs.id,
+                    db
+                      .select({ id: activityLogRecords.logId })
+                      .from(activityLogRecords)
+                      .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
+                  ),
+                values: { recordId: filters.recordId },
+              },
+      },
     },
     limit,
   )
@@ -106,7 +112,7 @@ async function findActivityLogRecordIdsOnPostgres(db: PgDb, ids: number[]): Prom
 
 // ── Admin log ───────────────────────────────────────────────────────────────
 
-const ADMIN_TIMES = { table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
+const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
 
 async function insertAdminLogOnPostgres(db: PgDb, entry: NewAdminLogRow, now: number): Promise<void> {
   const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
@@ -118,17 +124,18 @@ async function pageAdminLogIdsOnPostgres(db: PgDb, projectId: number, filters: A
   return pageIdsOnPostgres(
     db,
     {
+      name: 'admin-logs',
       table: adminLogs,
       id: adminLogs.id,
-      equal: [
-        [adminLogs.projectId, projectId],
-        [adminLogs.userId, filters.userId],
-        [adminLogs.type, filters.type],
-        [adminLogs.initiator, filters.initiator],
-        [adminLogs.resource, filters.resource],
-      ],
+      equal: {
+        projectId: [adminLogs.projectId, projectId],
+        userId: [adminLogs.userId, filters.userId],
+        type: [adminLogs.type, filters.type],
+        initiator: [adminLogs.initiator, filters.initiator],
+        resource: [adminLogs.resource, filters.resource],
+      },
       bounds: await createdAtBoundsOnPostgres(db, dates, ADMIN_TIMES, projectId),
-      extra: [hideExtensionsOnPostgres(adminLogs.extension, filters.withExtensions)],
+      extra: { documented: hideExtensionsOnPostgres(adminLogs.extension, filters.withExtensions) },
     },
     limit,
   )

@@ -36,27 +36,31 @@ import {
 import type { notes as sqliteNotes } from '../schema.ts'
 import { latestCreatedAtOnPostgres, lockListScope, nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
+import { preparedOn } from './prepared.ts'
 import { environments, noteMessages, notes } from './schema.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
-const NOTE_TIMES = { table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
+const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
 
 async function pageNoteIdsOnPostgres(db: PgDb, environmentId: number, filters: NotePageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
-  const [environment] = await db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, environmentId))
+  const [environment] = await preparedOn(db, 'notes.in-time-order', (db) =>
+    db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, sql.placeholder('id'))),
+  ).execute({ id: environmentId })
   const byId = environment?.ordered ? dates.filter((d) => d.field === 'createdAt') : []
   return pageIdsOnPostgres(
     db,
     {
+      name: 'notes',
       table: notes,
       id: notes.id,
-      equal: [
-        [notes.environmentId, environmentId],
-        [notes.userId, filters.userId],
-        [notes.teamId, filters.teamId],
-        [notes.collectionId, filters.collectionId],
-        [notes.recordId, filters.recordId],
-      ],
+      equal: {
+        environmentId: [notes.environmentId, environmentId],
+        userId: [notes.userId, filters.userId],
+        teamId: [notes.teamId, filters.teamId],
+        collectionId: [notes.collectionId, filters.collectionId],
+        recordId: [notes.recordId, filters.recordId],
+      },
       bounds: await createdAtBoundsOnPostgres(db, byId, NOTE_TIMES, environmentId),
       dates: {
         filters: dates.filter((d) => !byId.includes(d)),

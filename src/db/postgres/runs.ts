@@ -59,19 +59,28 @@ async function pageRunIdsOnPostgres(db: PgDb, environmentId: number, filters: Ru
   return pageIdsOnPostgres<string>(
     db,
     {
+      name: 'runs',
       table: runs,
       id: runs.id,
-      equal: [
-        [runs.environmentId, environmentId],
-        [runs.recordId, filters.recordId],
-        [runs.status, filters.status],
-        [runs.userId, filters.userId],
-      ],
+      equal: {
+        environmentId: [runs.environmentId, environmentId],
+        recordId: [runs.recordId, filters.recordId],
+        status: [runs.status, filters.status],
+        userId: [runs.userId, filters.userId],
+      },
       dates: { filters: dates, columns: { createdAt: runs.createdAt } },
-      extra: [
-        filters.workflowIds === undefined ? undefined : inArray(runs.workflowId, filters.workflowIds),
-        beforeId === undefined ? undefined : CANONICAL_RUN_ID.test(beforeId) ? lt(runs.id, beforeId) : sql`${runs.id} COLLATE "C" < ${beforeId}`,
-      ],
+      extra: {
+        workflowIds:
+          filters.workflowIds === undefined
+            ? undefined
+            : { condition: () => sql`${runs.workflowId} = ANY(${sql.placeholder('workflowIds')}::int8[])`, values: { workflowIds: filters.workflowIds } },
+        // Named apart: each is its own statement.
+        ...(beforeId === undefined
+          ? {}
+          : CANONICAL_RUN_ID.test(beforeId)
+            ? { beforeId: { condition: () => lt(runs.id, sql.placeholder('beforeId')), values: { beforeId } } }
+            : { beforeIdBytes: { condition: () => sql`${runs.id} COLLATE "C" < ${sql.placeholder('beforeId')}`, values: { beforeId } } }),
+      },
     },
     limit,
   )
