@@ -30,7 +30,8 @@ import {
 import { nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, hideExtensionsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
 import { activityLogRecords, activityLogs, adminLogs, projects, users } from './schema.ts'
-import type { PgDb } from './store.ts'
+import { placeholders, preparedOn } from './prepared.ts'
+import { clientOf, type PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
 // ── Activity log ────────────────────────────────────────────────────────────
@@ -38,16 +39,22 @@ import { twin, twins } from './twin.ts'
 const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
 
 async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
-  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
-  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, environmentId, now)
-  const [row] = await db
-    .insert(activityLogs)
-    .values({ environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt })
-    .returning({ id: activityLogs.id })
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, entry.environmentId, now)
+  const [row] = await preparedOn(db, 'activity-logs.insert', (db) =>
+    db
+      .insert(activityLogs)
+      .values(
+        placeholders('environmentId', 'type', 'action', 'label', 'userId', 'teamId', 'collectionId', 'tokenId', 'workflowName', 'runId', 'stepName', 'extension', 'createdAt'),
+      )
+      .returning({ id: activityLogs.id }),
+  ).execute({ ...entry, createdAt })
   const distinct = [...new Set(recordIds)]
-  if (distinct.length > 0) await db.insert(activityLogRecords).values(distinct.map((recordId) => ({ logId: row!.id, environmentId, recordId })))
+  if (distinct.length > 0) await clientOf(db).unsafe(INSERT_RECORD_IDS, [row!.id, entry.environmentId, distinct])
   return row!.id
 }
+
+/** The entry's record ids ($3, distinct), one row each. */
+const INSERT_RECORD_IDS = 'INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT $1::int8, $2::int8, unnest($3::text[])'
 
 async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
   return pageIdsOnPostgres(
@@ -115,9 +122,10 @@ async function findActivityLogRecordIdsOnPostgres(db: PgDb, ids: number[]): Prom
 const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
 
 async function insertAdminLogOnPostgres(db: PgDb, entry: NewAdminLogRow, now: number): Promise<void> {
-  const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
-  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.adminLogs, projectId, now)
-  await db.insert(adminLogs).values({ projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt })
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.adminLogs, entry.projectId, now)
+  await preparedOn(db, 'admin-logs.insert', (db) =>
+    db.insert(adminLogs).values(placeholders('projectId', 'type', 'resource', 'initiator', 'userId', 'subjectUserId', 'previousValue', 'newValue', 'extension', 'createdAt')),
+  ).execute({ ...entry, createdAt })
 }
 
 async function pageAdminLogIdsOnPostgres(db: PgDb, projectId: number, filters: AdminLogPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {

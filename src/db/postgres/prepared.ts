@@ -5,6 +5,7 @@
  * or the transaction's reserved connection (a query prepared on one handle must never run outside the caller's
  * transaction). Bun's client prepares the statement on each connection the first time it sees its text.
  */
+import { type Placeholder, sql } from 'drizzle-orm'
 import { clientOf, type PgDb } from './store.ts'
 
 interface Prepared {
@@ -22,4 +23,9 @@ export function preparedOn<Q extends Prepared>(db: PgDb, key: string, build: (db
   }
   // The compiled query with this handle's connection in place of the one it was built on.
   return Object.create(query, { client: { value: clientOf(db) } }) as Q
+}
+
+/** One placeholder per name, each named as its key: `values(placeholders('noteId', 'content'))`. */
+export function placeholders<K extends string>(...names: K[]): Record<K, Placeholder> {
+  return Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, Placeholder>
 }
