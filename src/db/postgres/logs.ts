@@ -5,7 +5,7 @@
  * instances writing, and createdAt filters stay id bounds (./pages.ts). Render rows come in ascending id order, as
  * SQLite's `IN (json_each)` gives them, shaped by the SQLite module's own functions.
  */
-import { and, asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm'
+import { asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import {
   activityLogToRender,
@@ -29,7 +29,7 @@ import {
 } from '../admin-logs.ts'
 import { nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, hideExtensionsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
-import { activityLogRecords, activityLogs, adminLogs, projects, users } from './schema.ts'
+import { activityLogs, adminLogs, projects, users } from './schema.ts'
 import { placeholders, preparedOn } from './prepared.ts'
 import { clientOf, type PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
@@ -79,13 +79,7 @@ async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, fil
             ? undefined
             : {
                 condition: () =>
-                  inArray(
-                    activityLogs.id,
-                    db
-                      .select({ id: activityLogRecords.logId })
-                      .from(activityLogRecords)
-                      .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
-                  ),
+                  sql`${activityLogs.id} IN (SELECT log_id FROM activity_log_records WHERE environment_id = ${sql.placeholder('environmentId')} AND record_id = ${sql.placeholder('recordId')})`,
                 values: { recordId: filters.recordId },
               },
       },
