@@ -17,14 +17,15 @@ export function hideExtensions(extensionColumn: SQLiteColumn, withExtensions: bo
   return withExtensions ? undefined : { condition: () => sql`${extensionColumn} = 0`, values: {} }
 }
 
-export interface TimeOrderedTable {
+/** A list ordered by time within a scope; `C` and `T` are the dialect's column and table (SQLite's unless said). */
+export interface TimeOrderedTable<C extends Column = SQLiteColumn, T = SQLiteTable> {
   /** Names the cached statements. */
   name: string
-  table: SQLiteTable
-  id: SQLiteColumn
-  createdAt: SQLiteColumn
+  table: T
+  id: C
+  createdAt: C
   /** The list's scope (environment or project): createdAt never decreases in id order within one scope value. */
-  scope: SQLiteColumn
+  scope: C
 }
 
 export interface IdBounds {
@@ -41,17 +42,25 @@ export interface IdBounds {
  * id-ordered index from the right place instead of skipping or sorting every newer row.
  */
 export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTable, scopeValue: number): IdBounds {
-  const seek = (edge: BoundSeek['edge'], op: BoundSeek['op']) =>
-    prepared(db, `${t.name}.bound.${edge}.${op}`, () =>
-      db
-        .select({ id: t.id })
-        .from(t.table)
-        .where(and(eq(t.scope, sql.placeholder('scope')), compare(t.createdAt, op, sql.placeholder('at'))))
-        .orderBy(...(edge === 'first' ? [asc(t.createdAt), asc(t.id)] : [desc(t.createdAt), desc(t.id)]))
-        .limit(1)
-        .prepare(),
-    )
-  return boundsOf(boundSeeks(filters).map((s) => ({ side: s.side, id: seek(s.edge, s.op).all({ scope: scopeValue, at: s.at })[0]?.id as number | undefined })))
+  return boundsOf(
+    boundSeeks(filters).map((s) => {
+      const seek = boundSeekQuery(t, s)
+      const statement = prepared(db, seek.key, () => db.select({ id: t.id }).from(t.table).where(seek.where()).orderBy(...seek.orderBy()).limit(1).prepare())
+      return { side: s.side, id: statement.all({ scope: scopeValue, at: s.at })[0]?.id as number | undefined }
+    }),
+  )
+}
+
+/**
+ * The statement of one seek, in either dialect: its cache key (one per edge and operator), its condition and order
+ * (placeholders `scope` and `at`), built only when the statement is first prepared.
+ */
+export function boundSeekQuery(t: TimeOrderedTable<Column, unknown>, s: BoundSeek): { key: string; where: () => SQL | undefined; orderBy: () => SQL[] } {
+  return {
+    key: `${t.name}.bound.${s.edge}.${s.op}`,
+    where: () => and(eq(t.scope, sql.placeholder('scope')), compare(t.createdAt, s.op, sql.placeholder('at'))),
+    orderBy: () => (s.edge === 'first' ? [asc(t.createdAt), asc(t.id)] : [desc(t.createdAt), desc(t.id)]),
+  }
 }
 
 /**
@@ -88,18 +97,19 @@ export function boundsOf(found: { side: keyof IdBounds; id: number | undefined }
   return bounds
 }
 
-export interface PageQuery {
+/** One page's query; `C` and `T` are the dialect's column and table (SQLite's unless said). */
+export interface PageQuery<C extends Column = SQLiteColumn, T = SQLiteTable> {
   /** Names the cached statements (one per shape of present filters). */
   name: string
-  table: SQLiteTable
-  id: SQLiteColumn
+  table: T
+  id: C
   /** `column = value` filters; undefined values are left out. */
-  equal: Record<string, [SQLiteColumn, number | string | undefined]>
+  equal: Record<string, [C, number | string | undefined]>
   /**
    * Date comparisons that stay comparisons (not id bounds). The columns hold epoch µs unless `millis` says ms: then
    * each filter's instant is divided by 1000 as it is (a fraction compares exactly with integer milliseconds).
    */
-  dates?: { filters: DateFilter[]; columns: Record<string, SQLiteColumn>; millis?: true }
+  dates?: { filters: DateFilter[]; columns: Record<string, C>; millis?: true }
   bounds?: IdBounds
   /**
    * Further conditions written with placeholders, each with its values; present ones only. Each condition is built
@@ -113,6 +123,19 @@ export interface PageQuery {
  * prepared once per shape (which filters are present) and run with the values as placeholders.
  */
 export function pageIds<Id extends number | string = number>(db: Db, q: PageQuery, limit: number): Id[] {
+  const plan = pagePlan(q, limit)
+  const statement = prepared(db, plan.key, () =>
+    db.select({ id: q.id }).from(q.table).where(plan.where()).orderBy(desc(q.id)).limit(sql.placeholder('limit')).prepare(),
+  )
+  return statement.all(plan.values).map((r) => r.id as Id)
+}
+
+/**
+ * A page query in either dialect: the key of its statement (one per shape: which filters are present), its condition
+ * with the values as placeholders (built only when the statement is first prepared), and the placeholders' values.
+ * The statement orders by id descending and takes `limit` (placeholder `limit`, here `limit + 1`) rows.
+ */
+export function pagePlan(q: PageQuery<Column, unknown>, limit: number): { key: string; where: () => SQL | undefined; values: Record<string, unknown> } {
   const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
   const dates = q.dates?.filters ?? []
   const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: () => SQL; values: Record<string, unknown> }] => e[1] !== undefined)
@@ -123,28 +146,19 @@ export function pageIds<Id extends number | string = number>(db: Db, q: PageQuer
     ...(q.bounds?.above !== undefined ? ['>id'] : []),
     ...extra.map(([name]) => name),
   ].join(',')
-  const statement = prepared(db, `${q.name}.page.${shape}`, () =>
-    db
-      .select({ id: q.id })
-      .from(q.table)
-      .where(
-        allOf([
-          ...equal.map(([name, [column]]) => eq(column, sql.placeholder(name))),
-          ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
-          q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
-          q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
-          ...extra.map(([, e]) => e.condition()),
-        ]),
-      )
-      .orderBy(desc(q.id))
-      .limit(sql.placeholder('limit'))
-      .prepare(),
-  )
+  const where = () =>
+    allOf([
+      ...equal.map(([name, [column]]) => eq(column, sql.placeholder(name))),
+      ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
+      q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
+      q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
+      ...extra.map(([, e]) => e.condition()),
+    ])
   const values: Record<string, unknown> = { limit: limit + 1, below: q.bounds?.below, above: q.bounds?.above }
   for (const [name, [, value]] of equal) values[name] = value
   for (const d of dates) values[`${d.field}.${d.op}`] = q.dates?.millis ? d.at / 1000 : d.at
   for (const [, e] of extra) Object.assign(values, e.values)
-  return statement.all(values).map((r) => r.id as Id)
+  return { key: `${q.name}.page.${shape}`, where, values }
 }
 
 /** `column op value` for a date filter's operator (either dialect's column). */

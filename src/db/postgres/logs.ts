@@ -5,7 +5,7 @@
  * instances writing, and createdAt filters stay id bounds (./pages.ts). Render rows come in ascending id order, as
  * SQLite's `IN (json_each)` gives them, shaped by the SQLite module's own functions.
  */
-import { and, asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm'
+import { asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import {
   activityLogToRender,
@@ -29,53 +29,60 @@ import {
 } from '../admin-logs.ts'
 import { nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, hideExtensionsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
-import { activityLogRecords, activityLogs, adminLogs, projects, users } from './schema.ts'
-import type { PgDb } from './store.ts'
+import { activityLogs, adminLogs, projects, users } from './schema.ts'
+import { placeholders, preparedOn } from './prepared.ts'
+import { clientOf, type PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
 // ── Activity log ────────────────────────────────────────────────────────────
 
-const ACTIVITY_TIMES = { table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
+const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
 
 async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
-  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
-  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, environmentId, now)
-  const [row] = await db
-    .insert(activityLogs)
-    .values({ environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt })
-    .returning({ id: activityLogs.id })
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, entry.environmentId, now)
+  const [row] = await preparedOn(db, 'activity-logs.insert', (db) =>
+    db
+      .insert(activityLogs)
+      .values(
+        placeholders('environmentId', 'type', 'action', 'label', 'userId', 'teamId', 'collectionId', 'tokenId', 'workflowName', 'runId', 'stepName', 'extension', 'createdAt'),
+      )
+      .returning({ id: activityLogs.id }),
+  ).execute({ ...entry, createdAt })
   const distinct = [...new Set(recordIds)]
-  if (distinct.length > 0) await db.insert(activityLogRecords).values(distinct.map((recordId) => ({ logId: row!.id, environmentId, recordId })))
+  if (distinct.length > 0) await clientOf(db).unsafe(INSERT_RECORD_IDS, [row!.id, entry.environmentId, distinct])
   return row!.id
 }
+
+/** The entry's record ids ($3, distinct), one row each. */
+const INSERT_RECORD_IDS = 'INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT $1::int8, $2::int8, unnest($3::text[])'
 
 async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
   return pageIdsOnPostgres(
     db,
     {
+      name: 'activity-logs',
       table: activityLogs,
       id: activityLogs.id,
-      equal: [
-        [activityLogs.environmentId, environmentId],
-        [activityLogs.userId, filters.userId],
-        [activityLogs.teamId, filters.teamId],
-        [activityLogs.collectionId, filters.collectionId],
-        [activityLogs.action, filters.action],
-        [activityLogs.type, filters.type],
-      ],
+      equal: {
+        environmentId: [activityLogs.environmentId, environmentId],
+        userId: [activityLogs.userId, filters.userId],
+        teamId: [activityLogs.teamId, filters.teamId],
+        collectionId: [activityLogs.collectionId, filters.collectionId],
+        action: [activityLogs.action, filters.action],
+        type: [activityLogs.type, filters.type],
+      },
       bounds: await createdAtBoundsOnPostgres(db, dates, ACTIVITY_TIMES, environmentId),
-      extra: [
-        hideExtensionsOnPostgres(activityLogs.extension, filters.withExtensions),
-        filters.recordId === undefined
-          ? undefined
-          : inArray(
-              activityLogs.id,
-              db
-                .select({ id: activityLogRecords.logId })
-                .from(activityLogRecords)
-                .where(and(eq(activityLogRecords.environmentId, environmentId), eq(activityLogRecords.recordId, filters.recordId))),
-            ),
-      ],
+      extra: {
+        documented: hideExtensionsOnPostgres(activityLogs.extension, filters.withExtensions),
+        recordId:
+          filters.recordId === undefined
+            ? undefined
+            : {
+                condition: () =>
+                  sql`${activityLogs.id} IN (SELECT log_id FROM activity_log_records WHERE environment_id = ${sql.placeholder('environmentId')} AND record_id = ${sql.placeholder('recordId')})`,
+                values: { recordId: filters.recordId },
+              },
+      },
     },
     limit,
   )
@@ -106,29 +113,31 @@ async function findActivityLogRecordIdsOnPostgres(db: PgDb, ids: number[]): Prom
 
 // ── Admin log ───────────────────────────────────────────────────────────────
 
-const ADMIN_TIMES = { table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
+const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
 
 async function insertAdminLogOnPostgres(db: PgDb, entry: NewAdminLogRow, now: number): Promise<void> {
-  const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
-  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.adminLogs, projectId, now)
-  await db.insert(adminLogs).values({ projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt })
+  const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.adminLogs, entry.projectId, now)
+  await preparedOn(db, 'admin-logs.insert', (db) =>
+    db.insert(adminLogs).values(placeholders('projectId', 'type', 'resource', 'initiator', 'userId', 'subjectUserId', 'previousValue', 'newValue', 'extension', 'createdAt')),
+  ).execute({ ...entry, createdAt })
 }
 
 async function pageAdminLogIdsOnPostgres(db: PgDb, projectId: number, filters: AdminLogPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
   return pageIdsOnPostgres(
     db,
     {
+      name: 'admin-logs',
       table: adminLogs,
       id: adminLogs.id,
-      equal: [
-        [adminLogs.projectId, projectId],
-        [adminLogs.userId, filters.userId],
-        [adminLogs.type, filters.type],
-        [adminLogs.initiator, filters.initiator],
-        [adminLogs.resource, filters.resource],
-      ],
+      equal: {
+        projectId: [adminLogs.projectId, projectId],
+        userId: [adminLogs.userId, filters.userId],
+        type: [adminLogs.type, filters.type],
+        initiator: [adminLogs.initiator, filters.initiator],
+        resource: [adminLogs.resource, filters.resource],
+      },
       bounds: await createdAtBoundsOnPostgres(db, dates, ADMIN_TIMES, projectId),
-      extra: [hideExtensionsOnPostgres(adminLogs.extension, filters.withExtensions)],
+      extra: { documented: hideExtensionsOnPostgres(adminLogs.extension, filters.withExtensions) },
     },
     limit,
   )

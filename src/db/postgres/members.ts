@@ -2,7 +2,7 @@
  * Issue 18: the members domain's storage (src/db/members.ts) as PostgreSQL twins — who holds which permission level
  * in a project and who belongs to which team. Lists sort names and emails in byte order, as SQLite does.
  */
-import { and, asc, count, eq, inArray, ne, type SQL } from 'drizzle-orm'
+import { and, asc, count, eq, inArray, ne, type SQL, sql } from 'drizzle-orm'
 import type { PgColumn } from 'drizzle-orm/pg-core'
 import {
   countOtherProjectAdmins,
@@ -23,6 +23,7 @@ import {
 } from '../members.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { byteOrder } from './byte-order.ts'
+import { preparedOn } from './prepared.ts'
 import { firstRow } from './rows.ts'
 import { projectMembers, projects, teamMembers, teams, users } from './schema.ts'
 import type { PgDb } from './store.ts'
@@ -31,14 +32,29 @@ import { twin, twins } from './twin.ts'
 const memberIs = (projectId: number, userId: number) => and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId))
 const inTeam = (teamId: number, userId: number) => and(eq(teamMembers.teamId, teamId), eq(teamMembers.userId, userId))
 
+/** `memberIs` with placeholders `projectId`, `userId`: the compiled lookups' condition. */
+const memberIsPlaced = () => and(eq(projectMembers.projectId, sql.placeholder('projectId')), eq(projectMembers.userId, sql.placeholder('userId')))
+
 const findMemberRoleOnPostgres = async (db: PgDb, projectId: number, userId: number) =>
-  (await firstRow(db.select({ role: projectMembers.role }).from(projectMembers).where(memberIs(projectId, userId)).limit(1)))?.role
+  (
+    await firstRow(
+      preparedOn(db, 'members.role', (db) => db.select({ role: projectMembers.role }).from(projectMembers).where(memberIsPlaced()).limit(1)).execute({ projectId, userId }),
+    )
+  )?.role
 
 const isTeamMemberOnPostgres = async (db: PgDb, teamId: number, userId: number) =>
-  (await db.select({ teamId: teamMembers.teamId }).from(teamMembers).where(inTeam(teamId, userId)).limit(1)).length > 0
+  (
+    await preparedOn(db, 'team-members.is', (db) =>
+      db
+        .select({ teamId: teamMembers.teamId })
+        .from(teamMembers)
+        .where(and(eq(teamMembers.teamId, sql.placeholder('teamId')), eq(teamMembers.userId, sql.placeholder('userId'))))
+        .limit(1),
+    ).execute({ teamId, userId })
+  ).length > 0
 
 const findProjectMemberOnPostgres = (db: PgDb, projectId: number, userId: number) =>
-  firstRow(db.select().from(projectMembers).where(memberIs(projectId, userId)).limit(1))
+  firstRow(preparedOn(db, 'members.find', (db) => db.select().from(projectMembers).where(memberIsPlaced()).limit(1)).execute({ projectId, userId }))
 
 const insertProjectMemberOnPostgres = async (db: PgDb, row: { projectId: number; userId: number; role: PermissionLevel; now: number }) => {
   await db.insert(projectMembers).values({ projectId: row.projectId, userId: row.userId, role: row.role, createdAt: row.now, updatedAt: row.now })

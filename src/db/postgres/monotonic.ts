@@ -5,9 +5,8 @@
  * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
  * times follow commit order. Writers of other scopes never wait. Call it inside the write's transaction (a twin is).
  */
-import { sql } from 'drizzle-orm'
 import { type Micros, type Millis, microsFromMillis } from '../../lib/time.ts'
-import type { PgDb } from './store.ts'
+import { clientOf, type PgDb } from './store.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {
@@ -28,13 +27,14 @@ export const PG_LISTS = {
 /** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
 export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
-  await db.execute(sql`SELECT pg_advisory_xact_lock(${list.lockKey}::int4, ${(scopeValue ?? 0) | 0}::int4)`)
+  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0])
 }
 
 /** The newest createdAt in the list scope (epoch µs), or null when it is empty. */
 export async function latestCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<Micros | null> {
-  const where = list.scope === null ? sql`` : scopeValue === null ? sql` WHERE ${sql.identifier(list.scope)} IS NULL` : sql` WHERE ${sql.identifier(list.scope)} = ${scopeValue}`
-  const rows = (await db.execute(sql`SELECT max(created_at)::float8 AS at FROM ${sql.identifier(list.table)}${where}`)) as unknown as { at: number | null }[]
+  const where = list.scope === null ? '' : scopeValue === null ? ` WHERE "${list.scope}" IS NULL` : ` WHERE "${list.scope}" = $1`
+  const text = `SELECT max(created_at)::float8 AS at FROM "${list.table}"${where}`
+  const rows = (await clientOf(db).unsafe(text, list.scope === null || scopeValue === null ? [] : [scopeValue])) as { at: number | null }[]
   return (rows[0]?.at ?? null) as Micros | null
 }
 

@@ -36,27 +36,31 @@ import {
 import type { notes as sqliteNotes } from '../schema.ts'
 import { latestCreatedAtOnPostgres, lockListScope, nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
+import { placeholders, preparedOn } from './prepared.ts'
 import { environments, noteMessages, notes } from './schema.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
-const NOTE_TIMES = { table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
+const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
 
 async function pageNoteIdsOnPostgres(db: PgDb, environmentId: number, filters: NotePageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
-  const [environment] = await db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, environmentId))
+  const [environment] = await preparedOn(db, 'notes.in-time-order', (db) =>
+    db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, sql.placeholder('id'))),
+  ).execute({ id: environmentId })
   const byId = environment?.ordered ? dates.filter((d) => d.field === 'createdAt') : []
   return pageIdsOnPostgres(
     db,
     {
+      name: 'notes',
       table: notes,
       id: notes.id,
-      equal: [
-        [notes.environmentId, environmentId],
-        [notes.userId, filters.userId],
-        [notes.teamId, filters.teamId],
-        [notes.collectionId, filters.collectionId],
-        [notes.recordId, filters.recordId],
-      ],
+      equal: {
+        environmentId: [notes.environmentId, environmentId],
+        userId: [notes.userId, filters.userId],
+        teamId: [notes.teamId, filters.teamId],
+        collectionId: [notes.collectionId, filters.collectionId],
+        recordId: [notes.recordId, filters.recordId],
+      },
       bounds: await createdAtBoundsOnPostgres(db, byId, NOTE_TIMES, environmentId),
       dates: {
         filters: dates.filter((d) => !byId.includes(d)),
@@ -103,30 +107,42 @@ async function markNotesOutOfTimeOrderOnPostgres(db: PgDb, environmentId: number
 }
 
 async function insertNoteOnPostgres(db: PgDb, note: NewNoteRow): Promise<NoteRow> {
-  const { environmentId, teamId, collectionId, recordId, title, userId, createdAt } = note
-  const [row] = await db.insert(notes).values({ environmentId, teamId, collectionId, recordId, title, userId, createdAt, updatedAt: createdAt }).returning()
+  const [row] = await preparedOn(db, 'notes.insert', (db) =>
+    db
+      .insert(notes)
+      .values({ ...placeholders('environmentId', 'teamId', 'collectionId', 'recordId', 'title', 'userId', 'createdAt'), updatedAt: sql.placeholder('createdAt') })
+      .returning(),
+  ).execute({ ...note })
   return row!
 }
 
 /** The message at its time, or at the note's last update when another writer committed a later one (file comment). */
 async function insertNoteMessageOnPostgres(db: PgDb, message: { noteId: number; userId: number; content: string; createdAt: Micros }): Promise<void> {
   await lockListScope(db, PG_LISTS.noteMessages, message.noteId)
-  const [note] = await db.select({ updatedAt: notes.updatedAt }).from(notes).where(eq(notes.id, message.noteId))
+  const [note] = await preparedOn(db, 'notes.updated-at', (db) => db.select({ updatedAt: notes.updatedAt }).from(notes).where(eq(notes.id, sql.placeholder('id')))).execute({
+    id: message.noteId,
+  })
   const createdAt = note !== undefined && note.updatedAt > message.createdAt ? note.updatedAt : message.createdAt
-  await db.insert(noteMessages).values({ noteId: message.noteId, userId: message.userId, content: message.content, createdAt })
+  await preparedOn(db, 'note-messages.insert', (db) => db.insert(noteMessages).values(placeholders('noteId', 'userId', 'content', 'createdAt'))).execute({ ...message, createdAt })
 }
 
 async function findNoteByIdOnPostgres(db: PgDb, id: number): Promise<NoteRow | undefined> {
-  const [row] = await db.select().from(notes).where(eq(notes.id, id))
+  const [row] = await preparedOn(db, 'notes.by-id', (db) => db.select().from(notes).where(eq(notes.id, sql.placeholder('id')))).execute({ id })
   return row
 }
 
 async function updateNoteRowOnPostgres(db: PgDb, id: number, fields: Partial<Pick<NoteRow, 'title' | 'archivedAt' | 'updatedAt'>>): Promise<void> {
-  const { updatedAt, ...rest } = fields
-  await db
-    .update(notes)
-    .set({ ...rest, ...(updatedAt === undefined ? {} : { updatedAt: sql`greatest(${notes.updatedAt}, ${updatedAt})` }) })
-    .where(eq(notes.id, id))
+  const names = (['title', 'archivedAt', 'updatedAt'] as const).filter((name) => fields[name] !== undefined)
+  await preparedOn(db, `notes.update.${names.join(',')}`, (db) =>
+    db
+      .update(notes)
+      .set(
+        Object.fromEntries(
+          names.map((name) => [name, name === 'updatedAt' ? sql`greatest(${notes.updatedAt}, ${sql.placeholder(name)}::int8)` : sql.placeholder(name)]),
+        ),
+      )
+      .where(eq(notes.id, sql.placeholder('id'))),
+  ).execute({ ...fields, id })
 }
 
 /** An imported note and its messages at exactly the times given (the import already holds the notes lock). */

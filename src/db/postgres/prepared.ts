@@ -1,25 +1,62 @@
 /**
  * Queries built once. Drizzle's builder compiles its SQL on every call (a third of a request's CPU on PostgreSQL's
  * hot paths, measured with `bun --cpu-prof`); a hot twin builds its query once per key with placeholders and runs
- * that compiled query — Drizzle's own row mapping included — on the connection of the handle it is given: the pool,
- * or the transaction's reserved connection (a query prepared on one handle must never run outside the caller's
+ * that compiled text — with Drizzle's own row mapping — on the connection of the handle it is given: the pool, or
+ * the transaction's reserved connection (a query compiled on one handle must never run outside the caller's
  * transaction). Bun's client prepares the statement on each connection the first time it sees its text.
+ *
+ * The run itself is Drizzle's `BunSQLPreparedQuery.execute` without its per-call wrappers (three nested async spans
+ * for tracing, a cache check that always finds no cache): fill the placeholders, send, map the rows, and wrap a
+ * failure as Drizzle does (`DrizzleQueryError`, the driver's error as its `cause`), so callers see the same errors.
  */
+import { DrizzleQueryError, type Placeholder, sql } from 'drizzle-orm'
+import { fillPlaceholders } from 'drizzle-orm/sql'
+import * as drizzleUtils from 'drizzle-orm/utils'
 import { clientOf, type PgDb } from './store.ts'
 
 interface Prepared {
   execute(values?: Record<string, unknown>): Promise<unknown>
 }
 
-const compiled = new Map<string, Prepared>()
+/** What Drizzle's prepared query holds (bun-sql session), read once when a query is compiled. */
+interface Compiled {
+  queryString: string
+  params: unknown[]
+  fields?: unknown[]
+  joinsNotNullableMap?: Record<string, boolean>
+  customResultMapper?: (rows: unknown[][]) => unknown
+}
 
-/** The query `build` makes, compiled once under `key`, bound to `db`'s connection: `await preparedOn(db, k, b).execute({ id })`. */
-export function preparedOn<Q extends Prepared>(db: PgDb, key: string, build: (db: PgDb) => { prepare(name: string): Q }): Q {
-  let query = compiled.get(key) as Q | undefined
+/** Drizzle's row mapper (column decoders, nested selections, nullable joins): public in its build, internal in its types. */
+const mapResultRow = (drizzleUtils as unknown as { mapResultRow: (fields: unknown[], row: unknown[], joins: Record<string, boolean> | undefined) => unknown }).mapResultRow
+
+const compiled = new Map<string, Compiled>()
+
+/** The query `build` makes, compiled once under `key`, run on `db`'s connection: `await preparedOn(db, k, b).execute({ id })`. */
+export function preparedOn<Q extends Prepared>(db: PgDb, key: string, build: (db: PgDb) => { prepare(name: string): Q }): Pick<Q, 'execute'> {
+  let query = compiled.get(key)
   if (!query) {
-    query = build(db).prepare(key)
+    query = build(db).prepare(key) as unknown as Compiled
+    if (typeof query.queryString !== 'string' || !Array.isArray(query.params)) throw new Error(`preparedOn(${key}): not a bun-sql prepared query`)
     compiled.set(key, query)
   }
-  // The compiled query with this handle's connection in place of the one it was built on.
-  return Object.create(query, { client: { value: clientOf(db) } }) as Q
+  const client = clientOf(db)
+  const q = query
+  return { execute: ((values: Record<string, unknown> = {}) => run(client, q, values)) as Q['execute'] }
+}
+
+async function run(client: ReturnType<typeof clientOf>, q: Compiled, values: Record<string, unknown>): Promise<unknown> {
+  const params = fillPlaceholders(q.params, values)
+  try {
+    if (!q.fields && !q.customResultMapper) return await client.unsafe(q.queryString, params as never[])
+    const rows = (await client.unsafe(q.queryString, params as never[]).values()) as unknown[][]
+    return q.customResultMapper ? q.customResultMapper(rows) : rows.map((row) => mapResultRow(q.fields!, row, q.joinsNotNullableMap))
+  } catch (error) {
+    throw new DrizzleQueryError(q.queryString, params, error as Error)
+  }
+}
+
+/** One placeholder per name, each named as its key: `values(placeholders('noteId', 'content'))`. */
+export function placeholders<K extends string>(...names: K[]): Record<K, Placeholder> {
+  return Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, Placeholder>
 }

@@ -5,7 +5,7 @@
  * another instance is seen at once. Lists ordered by a name sort in byte order (`byteOrder`), as SQLite's BINARY
  * collation does, whatever the cluster's locale.
  */
-import { and, eq } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import {
   allProjectsByName,
   anyProjectExists,
@@ -25,6 +25,7 @@ import {
   writeCollectionPermission,
 } from '../projects.ts'
 import { byteOrder } from './byte-order.ts'
+import { preparedOn } from './prepared.ts'
 import { firstRow, insertedRow } from './rows.ts'
 import { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
 import type { PgDb } from './store.ts'
@@ -32,18 +33,20 @@ import { twin, twins } from './twin.ts'
 
 const PART_TABLES = { environment: environments, team: teams, collection: collections } as const
 
-const findProjectByNameOnPostgres = (db: PgDb, name: string) => firstRow(db.select().from(projects).where(eq(projects.name, name)).limit(1))
+const findProjectByNameOnPostgres = (db: PgDb, name: string) =>
+  firstRow(preparedOn(db, 'projects.by-name', (db) => db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).limit(1)).execute({ name }))
 
-/** The project's part in `table` with this exact name. */
-const named = (table: (typeof PART_TABLES)[ProjectPart], projectId: number, name: string) => and(eq(table.projectId, projectId), eq(table.name, name))
+/** The project's part in `table` with this exact name (placeholders `projectId`, `name`). */
+const named = (table: (typeof PART_TABLES)[ProjectPart]) => and(eq(table.projectId, sql.placeholder('projectId')), eq(table.name, sql.placeholder('name')))
 
 const findEnvironmentByNameOnPostgres = (db: PgDb, projectId: number, name: string) =>
-  firstRow(db.select().from(environments).where(named(environments, projectId, name)).limit(1))
+  firstRow(preparedOn(db, 'environments.by-name', (db) => db.select().from(environments).where(named(environments)).limit(1)).execute({ projectId, name }))
 
-const findTeamByNameOnPostgres = (db: PgDb, projectId: number, name: string) => firstRow(db.select().from(teams).where(named(teams, projectId, name)).limit(1))
+const findTeamByNameOnPostgres = (db: PgDb, projectId: number, name: string) =>
+  firstRow(preparedOn(db, 'teams.by-name', (db) => db.select().from(teams).where(named(teams)).limit(1)).execute({ projectId, name }))
 
 const findCollectionByNameOnPostgres = (db: PgDb, projectId: number, name: string) =>
-  firstRow(db.select().from(collections).where(named(collections, projectId, name)).limit(1))
+  firstRow(preparedOn(db, 'collections.by-name', (db) => db.select().from(collections).where(named(collections)).limit(1)).execute({ projectId, name }))
 
 const allProjectsByNameOnPostgres = (db: PgDb) => db.select().from(projects).orderBy(byteOrder(projects.name))
 
@@ -58,7 +61,9 @@ const updateProjectOnPostgres = async (db: PgDb, projectId: number, change: Part
 
 const findPartByNameOnPostgres = (db: PgDb, part: ProjectPart, projectId: number, name: string) => {
   const table = PART_TABLES[part]
-  return firstRow(db.select({ id: table.id, name: table.name }).from(table).where(named(table, projectId, name)).limit(1))
+  return firstRow(
+    preparedOn(db, `${part}.part-by-name`, (db) => db.select({ id: table.id, name: table.name }).from(table).where(named(table)).limit(1)).execute({ projectId, name }),
+  )
 }
 
 const insertPartOnPostgres = async (db: PgDb, part: ProjectPart, row: { projectId: number; name: string; createdAt: number }) => {
@@ -75,7 +80,15 @@ const permissionOf = (collectionId: number, teamId: number) =>
   and(eq(collectionPermissions.collectionId, collectionId), eq(collectionPermissions.teamId, teamId))
 
 const findCollectionPermissionOnPostgres = (db: PgDb, collectionId: number, teamId: number): Promise<CollectionPermission | undefined> =>
-  firstRow(db.select().from(collectionPermissions).where(permissionOf(collectionId, teamId)).limit(1))
+  firstRow(
+    preparedOn(db, 'collection-permissions.find', (db) =>
+      db
+        .select()
+        .from(collectionPermissions)
+        .where(and(eq(collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(collectionPermissions.teamId, sql.placeholder('teamId'))))
+        .limit(1),
+    ).execute({ collectionId, teamId }),
+  )
 
 const writeCollectionPermissionOnPostgres = async (
   db: PgDb,

@@ -28,11 +28,21 @@ function rowsOf(rows: number, perRow: number, first: number, row: (placeholders:
   return Array.from({ length: rows }, (_, r) => row(Array.from({ length: perRow }, (_, c) => `$${first + r * perRow + c + 1}`))).join(', ')
 }
 
+/** A statement's text by the number of windows it handles, made once per number (a decision names one to three). */
+function byWindows(make: (windows: number) => string): (windows: number) => string {
+  const texts = new Map<number, string>()
+  return (windows) => {
+    let text = texts.get(windows)
+    if (text === undefined) texts.set(windows, (text = make(windows)))
+    return text
+  }
+}
+
 /**
  * Counts in every window the upsert finds room in; the windows it refused come back as the statement's snapshot saw
  * them. $1 is now; then key, size and limit per window.
  */
-function takeStatement(windows: number): string {
+const takeStatement = byWindows((windows) => {
   const values = rowsOf(windows, 3, 1, ([key, size, limit]) => `(${key}::text, 1::bigint, ${limit}::bigint, $1::bigint + ${size}::bigint)`)
   const keys = rowsOf(windows, 3, 1, ([key]) => `${key}::text`)
   return `WITH taken AS (
@@ -47,14 +57,14 @@ function takeStatement(windows: number): string {
     UNION ALL
     SELECT key, count::float8, ends_at::float8, false FROM rate_limit_windows
     WHERE key IN (${keys}) AND key NOT IN (SELECT key FROM taken)`
-}
+})
 
 /** Gives back the counts of a partly taken decision, in the windows they were taken in ($n: key, ends_at). */
-function giveBackStatement(windows: number): string {
+const giveBackStatement = byWindows((windows) => {
   const values = rowsOf(windows, 2, 0, ([key, endsAt]) => `(${key}::text, ${endsAt}::bigint)`)
   return `UPDATE rate_limit_windows AS w SET count = w.count - 1 FROM (VALUES ${values}) AS t(key, ends_at)
     WHERE w.key = t.key AND w.ends_at = t.ends_at AND w.count > 0`
-}
+})
 
 /** The bucket's tokens now ($2 capacity, $3 per ms, $4 now): a changed capacity starts a full bucket (as in memory). */
 const REFILLED = `CASE WHEN b.capacity <> $2::bigint THEN $2::float8

@@ -3,27 +3,32 @@
  * reads, one page of run ids). Run ids are UUIDv7 in canonical lower-case form: their order is byte order under any
  * collation (hex digits before letters, dashes at the same places), so the pages walk the (environment, id) index.
  */
-import { asc, eq, inArray, lt, sql } from 'drizzle-orm'
+import { asc, eq, lt, sql } from 'drizzle-orm'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, runToRender, type RunFilters } from '../runs.ts'
 import { pageIdsOnPostgres } from './pages.ts'
 import { apiTokens, environments, renderings, runs, runSteps, teams, users, workflows, workflowVersions } from './schema.ts'
+import { preparedOn } from './prepared.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
 async function findRunWithWorkflowOnPostgres(db: PgDb, id: string) {
-  const [row] = await db
+  const [row] = await preparedOn(db, 'runs.with-workflow', (db) => db
     .select({ run: runs, projectId: teams.projectId, workflowName: workflows.name, teamId: teams.id, collectionId: workflows.collectionId })
     .from(runs)
     .innerJoin(workflows, eq(workflows.id, runs.workflowId))
     .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
     .innerJoin(teams, eq(teams.id, renderings.teamId))
-    .where(eq(runs.id, id))
+    .where(eq(runs.id, sql.placeholder('id'))),
+  ).execute({ id })
   return row
 }
 
+/** `column = ANY(the ids)`: one compiled statement serves any number of run ids (placeholder `ids`). */
+const anyRunId = (column: typeof runs.id | typeof runSteps.runId) => sql`${column} = ANY(${sql.placeholder('ids')}::text[])`
+
 async function loadRunsToRenderOnPostgres(db: PgDb, ids: string[]) {
-  const rows = await db
+  const rows = await preparedOn(db, 'runs.to-render', (db) => db
     .select({
       run: runs,
       workflowName: workflows.name,
@@ -44,9 +49,12 @@ async function loadRunsToRenderOnPostgres(db: PgDb, ids: string[]) {
     .innerJoin(teams, eq(teams.id, renderings.teamId))
     .innerJoin(users, eq(users.id, runs.userId))
     .leftJoin(apiTokens, eq(apiTokens.id, runs.tokenId))
-    .where(inArray(runs.id, ids))
-    .orderBy(asc(runs.id))
-  const steps = await db.select().from(runSteps).where(inArray(runSteps.runId, ids)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex))
+    .where(anyRunId(runs.id))
+    .orderBy(asc(runs.id)),
+  ).execute({ ids })
+  const steps = await preparedOn(db, 'run-steps.to-render', (db) =>
+    db.select().from(runSteps).where(anyRunId(runSteps.runId)).orderBy(asc(runSteps.runId), asc(runSteps.stepIndex)),
+  ).execute({ ids })
   return { rows: rows.map(runToRender), steps }
 }
 
@@ -59,19 +67,28 @@ async function pageRunIdsOnPostgres(db: PgDb, environmentId: number, filters: Ru
   return pageIdsOnPostgres<string>(
     db,
     {
+      name: 'runs',
       table: runs,
       id: runs.id,
-      equal: [
-        [runs.environmentId, environmentId],
-        [runs.recordId, filters.recordId],
-        [runs.status, filters.status],
-        [runs.userId, filters.userId],
-      ],
+      equal: {
+        environmentId: [runs.environmentId, environmentId],
+        recordId: [runs.recordId, filters.recordId],
+        status: [runs.status, filters.status],
+        userId: [runs.userId, filters.userId],
+      },
       dates: { filters: dates, columns: { createdAt: runs.createdAt } },
-      extra: [
-        filters.workflowIds === undefined ? undefined : inArray(runs.workflowId, filters.workflowIds),
-        beforeId === undefined ? undefined : CANONICAL_RUN_ID.test(beforeId) ? lt(runs.id, beforeId) : sql`${runs.id} COLLATE "C" < ${beforeId}`,
-      ],
+      extra: {
+        workflowIds:
+          filters.workflowIds === undefined
+            ? undefined
+            : { condition: () => sql`${runs.workflowId} = ANY(${sql.placeholder('workflowIds')}::int8[])`, values: { workflowIds: filters.workflowIds } },
+        // Named apart: each is its own statement.
+        ...(beforeId === undefined
+          ? {}
+          : CANONICAL_RUN_ID.test(beforeId)
+            ? { beforeId: { condition: () => lt(runs.id, sql.placeholder('beforeId')), values: { beforeId } } }
+            : { beforeIdBytes: { condition: () => sql`${runs.id} COLLATE "C" < ${sql.placeholder('beforeId')}`, values: { beforeId } } }),
+      },
     },
     limit,
   )

@@ -9,10 +9,14 @@ import { SQL } from 'bun'
 import { drizzle } from 'drizzle-orm/bun-sql'
 import type { PgDatabase } from 'drizzle-orm/pg-core'
 import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
-import * as schema from './schema.ts'
 
-/** A Drizzle handle on PostgreSQL: the pool, or one transaction's connection (twins take either). */
-export type PgDb = PgDatabase<BunSQLQueryResultHKT, typeof schema>
+/**
+ * A Drizzle handle on PostgreSQL: the pool, or one transaction's connection (twins take either). Without the schema
+ * registry: twins use the query builder over ./schema.ts's tables, never relational queries (`db.query.…`), and a
+ * handle with the registry builds a relational query builder for every table each time one is made — once per
+ * transaction (a few % of a webhook trigger's CPU).
+ */
+export type PgDb = PgDatabase<BunSQLQueryResultHKT>
 
 export interface PgStore {
   readonly kind: 'postgres'
@@ -27,7 +31,7 @@ export const DEFAULT_POOL_SIZE = 20
 
 export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
   const client = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
-  return { kind: 'postgres', sql: client, db: drizzle({ client, schema }), close: () => client.close() }
+  return { kind: 'postgres', sql: client, db: drizzle({ client }), close: () => client.close() }
 }
 
 /** Bun's client behind a Drizzle handle (the pool, or the transaction's reserved connection), for raw statements. */

@@ -2,7 +2,7 @@
  * Issue 18: the users domain's storage (src/db/users.ts) as PostgreSQL twins — users found by id or stored email,
  * counted, created and changed, and their invitations. Emails list in byte order, as SQLite does.
  */
-import { and, count, eq, isNull, ne } from 'drizzle-orm'
+import { and, count, eq, isNull, ne, sql } from 'drizzle-orm'
 import {
   allUsersByEmail,
   countAllUsers,
@@ -19,14 +19,17 @@ import {
   type User,
 } from '../users.ts'
 import { byteOrder } from './byte-order.ts'
+import { preparedOn } from './prepared.ts'
 import { firstRow, insertedRow } from './rows.ts'
 import { invitations, users } from './schema.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
-const findUserByIdOnPostgres = (db: PgDb, id: number) => firstRow(db.select().from(users).where(eq(users.id, id)).limit(1))
+const findUserByIdOnPostgres = (db: PgDb, id: number) =>
+  firstRow(preparedOn(db, 'users.by-id', (db) => db.select().from(users).where(eq(users.id, sql.placeholder('id'))).limit(1)).execute({ id }))
 
-const findUserByStoredEmailOnPostgres = (db: PgDb, email: string) => firstRow(db.select().from(users).where(eq(users.email, email)).limit(1))
+const findUserByStoredEmailOnPostgres = (db: PgDb, email: string) =>
+  firstRow(preparedOn(db, 'users.by-email', (db) => db.select().from(users).where(eq(users.email, sql.placeholder('email'))).limit(1)).execute({ email }))
 
 const countAllUsersOnPostgres = async (db: PgDb) => (await firstRow(db.select({ n: count() }).from(users)))?.n ?? 0
 
@@ -63,7 +66,10 @@ const spendInvitationOnPostgres = async (db: PgDb, invitationId: number, now: nu
   await db.update(invitations).set({ usedAt: now }).where(eq(invitations.id, invitationId))
 }
 
-const findUserDisabledAtOnPostgres = (db: PgDb, id: number) => firstRow(db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, id)).limit(1))
+const findUserDisabledAtOnPostgres = (db: PgDb, id: number) =>
+  firstRow(
+    preparedOn(db, 'users.disabled-at', (db) => db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, sql.placeholder('id'))).limit(1)).execute({ id }),
+  )
 
 /** The twins of the users domain's storage, by the SQLite function they stand for. */
 export const USERS_TWINS = twins(

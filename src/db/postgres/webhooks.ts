@@ -1,7 +1,8 @@
 /** Issue 18: webhook triggers' storage as PostgreSQL twins of src/db/webhooks.ts (one row per workflow). */
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger, type WebhookTriggerChange } from '../webhooks.ts'
 import { webhookTriggers } from './schema.ts'
+import { preparedOn } from './prepared.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
@@ -10,7 +11,8 @@ async function insertWebhookTriggerOnPostgres(db: PgDb, workflowId: number, now:
 }
 
 async function findWebhookTriggerOnPostgres(db: PgDb, workflowId: number): Promise<WebhookTrigger | undefined> {
-  return (await db.select().from(webhookTriggers).where(eq(webhookTriggers.workflowId, workflowId)))[0]
+  const query = preparedOn(db, 'webhook-triggers.find', (db) => db.select().from(webhookTriggers).where(eq(webhookTriggers.workflowId, sql.placeholder('workflowId'))))
+  return (await query.execute({ workflowId }))[0]
 }
 
 async function updateWebhookTriggerOnPostgres(db: PgDb, workflowId: number, change: WebhookTriggerChange, now: number): Promise<WebhookTrigger> {

@@ -8,7 +8,7 @@
  * first's row in a unique index (23505) and its whole transaction runs again (./op-runner.ts), now finding the row,
  * as SQLite's single writer would have had it.
  */
-import { and, asc, desc, eq } from 'drizzle-orm'
+import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm'
 import type { PgSelect } from 'drizzle-orm/pg-core'
 import {
   ensureRendering,
@@ -28,6 +28,7 @@ import {
 } from '../workflows.ts'
 import { byteOrder } from './byte-order.ts'
 import { collections, environments, renderings, teams, webhookTriggers, workflows, workflowVersions } from './schema.ts'
+import { preparedOn } from './prepared.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
@@ -39,16 +40,21 @@ function joinWorkflowPlaceOnPostgres<T extends PgSelect>(query: T) {
     .innerJoin(teams, eq(teams.id, renderings.teamId))
 }
 
-/** The ids of workflows in their place (joined as above) matching `where`, in SQLite's plan order (rendering's team). */
-async function workflowIdsWhere(db: PgDb, where: ReturnType<typeof and>): Promise<number[]> {
-  const rows = await joinWorkflowPlaceOnPostgres(db.select({ id: workflows.id }).from(workflows).$dynamic())
-    .where(where)
-    .orderBy(asc(renderings.teamId))
-  return rows.map((r) => r.id)
+/**
+ * The ids of workflows in their place (joined as above) matching `where` (compiled once under `key`, its
+ * placeholders filled from `values`), in SQLite's plan order (rendering's team).
+ */
+async function workflowIdsWhere(db: PgDb, key: string, where: () => SQL | undefined, values: Record<string, unknown>): Promise<number[]> {
+  const query = preparedOn(db, key, (db) =>
+    joinWorkflowPlaceOnPostgres(db.select({ id: workflows.id }).from(workflows).$dynamic())
+      .where(where())
+      .orderBy(asc(renderings.teamId)),
+  )
+  return (await query.execute(values)).map((r) => r.id)
 }
 
 async function findTriggerTargetOnPostgres(db: PgDb, workflowId: number): Promise<TriggerTarget | undefined> {
-  const [row] = await db
+  const [row] = await preparedOn(db, 'workflows.trigger-target', (db) => db
     .select({
       workflowId: workflows.id,
       workflowName: workflows.name,
@@ -66,7 +72,8 @@ async function findTriggerTargetOnPostgres(db: PgDb, workflowId: number): Promis
     .innerJoin(webhookTriggers, eq(webhookTriggers.workflowId, workflows.id))
     .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
     .innerJoin(teams, eq(teams.id, renderings.teamId))
-    .where(eq(workflows.id, workflowId))
+    .where(eq(workflows.id, sql.placeholder('workflowId'))),
+  ).execute({ workflowId })
   return row
 }
 
@@ -74,22 +81,24 @@ async function findWorkflowIdByNamesOnPostgres(
   db: PgDb,
   names: { projectId: number; environment: string; team: string; workflow: string },
 ): Promise<number | undefined> {
-  const where = and(
-    eq(environments.projectId, names.projectId),
-    eq(environments.name, names.environment),
-    eq(teams.name, names.team),
-    eq(workflows.name, names.workflow),
-  )
-  return (await workflowIdsWhere(db, where))[0]
+  const where = () =>
+    and(
+      eq(environments.projectId, sql.placeholder('projectId')),
+      eq(environments.name, sql.placeholder('environment')),
+      eq(teams.name, sql.placeholder('team')),
+      eq(workflows.name, sql.placeholder('workflow')),
+    )
+  return (await workflowIdsWhere(db, 'workflows.id-by-names', where, names))[0]
 }
 
 function findWorkflowIdsNamedOnPostgres(db: PgDb, environmentId: number, name: string, teamName?: string): Promise<number[]> {
-  const where = and(
-    eq(renderings.environmentId, environmentId),
-    eq(workflows.name, name),
-    teamName === undefined ? undefined : eq(teams.name, teamName),
-  )
-  return workflowIdsWhere(db, where)
+  const where = () =>
+    and(
+      eq(renderings.environmentId, sql.placeholder('environmentId')),
+      eq(workflows.name, sql.placeholder('name')),
+      teamName === undefined ? undefined : eq(teams.name, sql.placeholder('teamName')),
+    )
+  return workflowIdsWhere(db, `workflows.ids-named${teamName === undefined ? '' : '.in-team'}`, where, { environmentId, name, teamName })
 }
 
 function listRenderingWorkflowsOnPostgres(db: PgDb, environmentId: number, teamId: number): Promise<ReturnType<typeof listRenderingWorkflows>> {
@@ -137,7 +146,8 @@ async function insertWorkflowOnPostgres(db: PgDb, input: { renderingId: number; 
 }
 
 async function findWorkflowVersionOnPostgres(db: PgDb, versionId: number): Promise<WorkflowVersionRow | undefined> {
-  return (await db.select().from(workflowVersions).where(eq(workflowVersions.id, versionId)))[0]
+  const query = preparedOn(db, 'workflow-versions.find', (db) => db.select().from(workflowVersions).where(eq(workflowVersions.id, sql.placeholder('id'))))
+  return (await query.execute({ id: versionId }))[0]
 }
 
 async function latestWorkflowVersionOnPostgres(db: PgDb, workflowId: number): Promise<number> {
