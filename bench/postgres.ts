@@ -22,6 +22,8 @@ export interface SpreadResult {
   p50: number
   p99: number
   unexpected: number
+  /** Responses by status, every instance together. */
+  statusCodes: Record<string, number>
   /** CPU µs per response, every instance together. */
   serverPerRequestUs: number
   generatorPerRequestUs: number
@@ -81,7 +83,7 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
         for (const scenario of o.scenarios.filter((s) => POSTGRES_SCENARIOS.includes(s.id))) {
           o.log(`  ${scenario.id} on ${count} PostgreSQL instance${count > 1 ? 's' : ''}, ${o.connections} connections`)
           const result = await loadSpread(servers, scenario, `pg${count}`, o)
-          o.log(`    ${Math.round(result.rps)} rps, p99 ${result.p99} ms, ${result.unexpected} unexpected`)
+          o.log(`    ${Math.round(result.rps)} rps, p99 ${result.p99} ms, ${result.unexpected} unexpected ${JSON.stringify(result.statusCodes)}`)
           scenarios.find((s) => s.id === scenario.id)!.runs.push(result)
         }
       } finally {
@@ -111,18 +113,19 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
  * core), a warm-up first; the servers' CPU time summed over the measured run.
  */
 async function loadSpread(servers: Server[], scenario: Scenario, target: string, o: PostgresOptions): Promise<SpreadResult> {
-  const spec = (server: Server, i: number, seconds: number) => ({
+  const spec = (server: Server, i: number, seconds: number, phase: string) => ({
     url: server.url,
     connections: Math.max(1, Math.round(o.connections / servers.length)),
     duration: seconds,
     warmup: 0,
     headers: o.headers,
     expect: scenario.expect,
-    requests: scenario.requests(`${target}-${i}`),
+    // Each run its own record ids: the warm-up's runs stay active (no executor), the measured run must not hit them.
+    requests: scenario.requests(`${target}-${i}-${phase}`),
   })
-  await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.warmup))))
+  await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.warmup, 'warm'))))
   const before = servers.map((server) => cpuTimeUs(server.pid))
-  const runs: LoadResult[] = await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.duration))))
+  const runs: LoadResult[] = await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.duration, 'measured'))))
   const serverUs = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
   const responses = runs.reduce((sum, run) => sum + run.responses, 0)
   return {
@@ -132,6 +135,10 @@ async function loadSpread(servers: Server[], scenario: Scenario, target: string,
     p50: Math.max(...runs.map((run) => run.latency.p50)),
     p99: Math.max(...runs.map((run) => run.latency.p99)),
     unexpected: runs.reduce((sum, run) => sum + run.unexpected, 0),
+    statusCodes: runs.reduce<Record<string, number>>((sum, run) => {
+      for (const [status, n] of Object.entries(run.statusCodes)) sum[status] = (sum[status] ?? 0) + n
+      return sum
+    }, {}),
     serverPerRequestUs: responses > 0 ? serverUs / responses : 0,
     generatorPerRequestUs: responses > 0 ? runs.reduce((sum, run) => sum + run.cpu.generatorPerRequestUs * run.responses, 0) / responses : 0,
   }

@@ -31,7 +31,7 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string): Pro
     const tables = tablesInDependencyOrder(source)
     const booleans = await booleanColumns(sql)
     const sequenced = await tablesWithIdSequence(sql)
-    return await sql.begin(async (tx) => {
+    const copied = await sql.begin(async (tx) => {
       const occupied: string[] = []
       for (const { name } of tables) if (((await tx.unsafe(`SELECT 1 FROM "${name}" LIMIT 1`)) as unknown[]).length > 0) occupied.push(name)
       if (occupied.length > 0) throw new CopyRefused(`the target database is not empty (rows in ${occupied.join(', ')}): nothing was copied`)
@@ -67,6 +67,10 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string): Pro
         source.run('COMMIT')
       }
     })
+    // Planner statistics for the tables just filled: without them the first queries plan as for empty tables
+    // (autovacuum's analyze comes later), e.g. a notes page over a million rows scanning instead of seeking.
+    await sql.unsafe('ANALYZE')
+    return copied
   } finally {
     source.close()
     await sql.close()
