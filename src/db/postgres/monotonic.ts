@@ -12,14 +12,22 @@ import { clientOf, type PgDb } from './store.ts'
 export interface PgTimedList {
   table: string
   scope: string | null
-  /** The first key of its advisory lock: one small constant per list, never reused. */
+  /** The first key of its advisory lock: a small constant, never reused by a list of another scope. */
   lockKey: number
 }
 
+/**
+ * An environment's notes and activity entries share one lock: a transaction may write both in either order (a note
+ * and then its entry through the API; an entry and then a note in a workflow's step group), and two locks taken in
+ * opposite orders by two transactions are a deadlock (PostgreSQL breaks it after a second: a stall, then a rerun).
+ * Runs keep their own: a trigger takes the runs lock before the activity lock, and nothing takes them the other way.
+ */
+const ENVIRONMENT_RECORDS_LOCK = 3
+
 export const PG_LISTS = {
-  notes: { table: 'notes', scope: 'environment_id', lockKey: 1 },
+  notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: 3 },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4 },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
 } as const satisfies Record<string, PgTimedList>
