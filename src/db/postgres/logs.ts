@@ -27,6 +27,7 @@ import {
   type AdminLogPageFilters,
   type NewAdminLogRow,
 } from '../admin-logs.ts'
+import { byteOrder } from './byte-order.ts'
 import { nextCreatedAtOnPostgres, PG_LISTS } from './monotonic.ts'
 import { createdAtBoundsOnPostgres, hideExtensionsOnPostgres, pageIdsOnPostgres, valuesOf } from './pages.ts'
 import { activityLogs, adminLogs, projects, users } from './schema.ts'
@@ -159,7 +160,7 @@ async function findAdminLogsForRenderOnPostgres(db: PgDb, ids: number[]) {
 
 /** In name byte order: SQLite reads them off the unique index on the name. */
 async function allProjectIdsOnPostgres(db: PgDb): Promise<number[]> {
-  const rows = await db.select({ id: projects.id }).from(projects).orderBy(sql`${projects.name} COLLATE "C"`)
+  const rows = await db.select({ id: projects.id }).from(projects).orderBy(byteOrder(projects.name))
   return rows.map((r) => r.id)
 }
 

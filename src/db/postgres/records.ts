@@ -6,8 +6,7 @@
  * meets the unique index, and its twin turns that into a serialization failure, so the runner runs the whole op
  * again, which now finds the record and updates it.
  */
-import { and, eq, type SQL, sql } from 'drizzle-orm'
-import type { PgColumn } from 'drizzle-orm/pg-core'
+import { and, eq, sql } from 'drizzle-orm'
 import {
   findRecordByKey,
   insertRecord,
@@ -20,12 +19,12 @@ import {
   type RecordRow,
   type RecordScope,
 } from '../records.ts'
+import { byteOrder } from './byte-order.ts'
 import { collections, environments, records, teams } from './schema.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
 /** Byte order, as SQLite's BINARY collation. */
-const bytewise = (column: PgColumn): SQL => sql`${column} COLLATE "C"`
 
 const inScope = (scope: RecordScope) => and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId))
 
@@ -33,8 +32,8 @@ async function pageRecordsOnPostgres(db: PgDb, scope: RecordScope, after: string
   return db
     .select()
     .from(records)
-    .where(and(inScope(scope), after === undefined ? undefined : sql`${bytewise(records.recordKey)} > ${after}`))
-    .orderBy(bytewise(records.recordKey))
+    .where(and(inScope(scope), after === undefined ? undefined : sql`${byteOrder(records.recordKey)} > ${after}`))
+    .orderBy(byteOrder(records.recordKey))
     .limit(limit + 1)
 }
 
@@ -71,7 +70,7 @@ async function insertRecordOnPostgres(db: PgDb, scope: RecordScope & { recordKey
 }
 
 async function listProjectCollectionsOnPostgres(db: PgDb, projectId: number): Promise<CollectionRow[]> {
-  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(bytewise(collections.name))
+  return db.select().from(collections).where(eq(collections.projectId, projectId)).orderBy(byteOrder(collections.name))
 }
 
 const PART_TABLES = { environment: environments, team: teams, collection: collections }
@@ -82,7 +81,7 @@ const PART_TABLES = { environment: environments, team: teams, collection: collec
  */
 async function listProjectPartsOnPostgres(db: PgDb, part: ProjectPart, projectId: number, _byName = false): Promise<{ id: number; name: string }[]> {
   const table = PART_TABLES[part]
-  return db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).orderBy(bytewise(table.name))
+  return db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, projectId)).orderBy(byteOrder(table.name))
 }
 
 export const RECORDS_TWINS = twins(
