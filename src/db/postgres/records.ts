@@ -3,8 +3,8 @@
  * byte (`COLLATE "C"`), as SQLite's binary collation does, whatever the database's default collation.
  *
  * Two writers may both find a record missing and both insert it (SQLite's single writer never does): the later insert
- * meets the unique index, and its twin turns that into a serialization failure, so the runner runs the whole op
- * again, which now finds the record and updates it.
+ * meets the unique index, and the runner (./op-runner.ts) runs the whole op again on that unique violation, which
+ * now finds the record and updates it.
  */
 import { and, eq, sql } from 'drizzle-orm'
 import {
@@ -46,27 +46,10 @@ async function setRecordDataOnPostgres(db: PgDb, id: number, data: string, now: 
   await db.update(records).set({ data, updatedAt: now }).where(eq(records.id, id))
 }
 
-/**
- * SQLSTATE unique_violation on the driver's error, which Drizzle wraps as the cause. (Not ./op-runner.ts's
- * `sqlStateOf`: importing the runner here would close an import cycle through ./twins.ts.)
- */
-const isUniqueViolation = (error: unknown) => (error as { cause?: { errno?: unknown } } | null)?.cause?.errno === '23505'
-
-/** A record inserted meanwhile by another writer: the op saw it missing and must run again (see the file comment). */
-export class RecordInsertRaceError extends Error {
-  /** SQLSTATE serialization_failure: ./op-runner.ts runs a write that fails so again. */
-  readonly errno = '40001'
-}
-
 async function insertRecordOnPostgres(db: PgDb, scope: RecordScope & { recordKey: string; data: string; now: number }): Promise<void> {
-  try {
-    await db
-      .insert(records)
-      .values({ environmentId: scope.environmentId, collectionId: scope.collectionId, recordKey: scope.recordKey, data: scope.data, createdAt: scope.now, updatedAt: scope.now })
-  } catch (error) {
-    if (isUniqueViolation(error)) throw new RecordInsertRaceError(`record ${scope.recordKey} was inserted by another writer`, { cause: error })
-    throw error
-  }
+  await db
+    .insert(records)
+    .values({ environmentId: scope.environmentId, collectionId: scope.collectionId, recordKey: scope.recordKey, data: scope.data, createdAt: scope.now, updatedAt: scope.now })
 }
 
 async function listProjectCollectionsOnPostgres(db: PgDb, projectId: number): Promise<CollectionRow[]> {
