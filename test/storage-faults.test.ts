@@ -288,7 +288,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
     store.close()
     const cwd = tempDir('trellis-full-cwd-')
     cleanups.push(cwd.cleanup)
-    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn' } })
+    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' } })
     cleanups.push(async () => void (await server.stop('SIGKILL')))
     const filler = join(mount, 'filler')
     return {
@@ -309,8 +309,9 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
       },
     }
   }
-  // No mount: the same scenario in-process, with SQLite's page limit as the full disk.
-  const env = sqliteTestEnv()
+  // No mount: the same scenario in-process, with SQLite's page limit as the full disk. It reads back every note it got
+  // acknowledged (as many as fit before the disk fills): the token's API budget is not what it is about.
+  const env = sqliteTestEnv({ TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' })
   cleanups.push(env.cleanup)
   const seeded = await seed(env.store, 1)
   const app = testApp(env, { clock: systemClock })
