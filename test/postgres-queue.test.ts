@@ -60,6 +60,23 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     cluster?.stop()
   })
 
+  test('a claim takes at most its limit even when the statistics were taken while no run was due (the plan that claimed every due run)', async () => {
+    // The bench's burst: a table of finished runs, analyzed while none is due, then a burst queued. With those
+    // statistics the planner runs a `WHERE id IN (SELECT … LIMIT … FOR UPDATE SKIP LOCKED)` claim as a nested loop
+    // that rescans the sub-select once per due run, and the claim took all 200 (src/db/postgres/queue.ts).
+    await store.sql.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at, finished_at)
+      SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, 5000) i`)
+    await store.sql.unsafe('ANALYZE runs')
+    const burst = await queue(200)
+    const batch = await run(() => op(claimRuns, 'A', now, LEASE, 4))
+    expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
+    const [counts] = (await store.sql`SELECT count(*) FILTER (WHERE status = 'running')::int AS running,
+      count(*) FILTER (WHERE status = 'queued')::int AS queued FROM runs`) as { running: number; queued: number }[]
+    expect(counts).toEqual({ running: 4, queued: 196 })
+    await store.sql`DELETE FROM runs`
+    await store.sql.unsafe('ANALYZE runs')
+  })
+
   test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {
     const due = await queue(24)
     const later = await queue(3, now + 60_000)

@@ -128,15 +128,26 @@ export async function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{
   return { stop: () => subscription.unlisten() }
 }
 
-/** The batched claim: up to `limit` due runs, oldest due first, skipping rows another claimer has locked. */
+/**
+ * The batched claim: up to `limit` due runs, oldest due first, skipping rows another claimer has locked.
+ *
+ * The batch is picked once, in a materialized CTE, and the UPDATE joins it. Written as `WHERE id IN (SELECT … LIMIT
+ * $4 FOR UPDATE SKIP LOCKED)` instead, the planner may run the sub-select as the inner side of a nested loop, once per
+ * due run: each rescan skips the rows this statement already locked and locks the next ones, so the claim takes every
+ * due run whatever the limit. It did, with statistics taken while no run was due (the bench's 10,000-run burst right
+ * after an autoanalyze): one instance leased all 10,000 in a 10-second statement, started them all at once, and the
+ * drain collapsed. `test/postgres-queue.test.ts` reproduces that plan.
+ */
 export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
   const claimed = await rows<RunRow>(
     db,
-    `UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
+    `WITH picked AS MATERIALIZED (
+       SELECT id AS picked_id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
+       ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+     UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
        started_at = coalesce(started_at, $2), attempts = attempts + 1
-     WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
-                  ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
-       AND status IN (${CLAIMABLE})
+     FROM picked
+     WHERE id = picked_id AND status IN (${CLAIMABLE})
      RETURNING ${RUN_COLUMNS}`,
     [owner, now, leaseMs, limit],
   )
