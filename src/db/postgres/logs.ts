@@ -41,21 +41,22 @@ const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activit
 
 async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
   const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, entry.environmentId, now)
-  const [row] = await preparedOn(db, 'activity-logs.insert', (db) =>
-    db
-      .insert(activityLogs)
-      .values(
-        placeholders('environmentId', 'type', 'action', 'label', 'userId', 'teamId', 'collectionId', 'tokenId', 'workflowName', 'runId', 'stepName', 'extension', 'createdAt'),
-      )
-      .returning({ id: activityLogs.id }),
-  ).execute({ ...entry, createdAt })
-  const distinct = [...new Set(recordIds)]
-  if (distinct.length > 0) await clientOf(db).unsafe(INSERT_RECORD_IDS, [row!.id, entry.environmentId, distinct])
+  const e = entry
+  const values = [e.environmentId, e.type, e.action, e.label, e.userId, e.teamId, e.collectionId, e.tokenId, e.workflowName, e.runId, e.stepName, e.extension, createdAt, [...new Set(recordIds)]]
+  const [row] = (await clientOf(db).unsafe(INSERT_ENTRY, values as never[])) as { id: number }[]
   return row!.id
 }
 
-/** The entry's record ids ($3, distinct), one row each. */
-const INSERT_RECORD_IDS = 'INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT $1::int8, $2::int8, unnest($3::text[])'
+/**
+ * The entry and its record ids ($14, distinct, one row each) in one statement: it runs under the environment's lock
+ * (./monotonic.ts), held to commit, so every round trip saved there is one less that other writers wait out.
+ */
+const INSERT_ENTRY = `WITH entry AS (
+    INSERT INTO activity_logs (environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at)
+    VALUES ($1::int8, $2, $3, $4, $5::int8, $6::int8, $7::int8, $8::int8, $9, $10, $11, $12::boolean, $13::int8)
+    RETURNING id),
+  entry_records AS (INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT entry.id, $1::int8, unnest($14::text[]) FROM entry)
+  SELECT id::float8 AS id FROM entry`
 
 async function pageActivityLogIdsOnPostgres(db: PgDb, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Promise<number[]> {
   return pageIdsOnPostgres(
