@@ -14,8 +14,10 @@ import {
   pageActivityLogIds,
 } from '../src/db/activity-logs.ts'
 import { allProjectIds, type AdminLogPageFilters, findAdminLogsForRender, insertAdminLog, type NewAdminLogRow, pageAdminLogIds, pageInstanceAdminLogIds } from '../src/db/admin-logs.ts'
-import { op } from '../src/db/op.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { op, savepoint } from '../src/db/op.ts'
+import { trackListLocks } from '../src/db/postgres/monotonic.ts'
+import { runOpOnPostgres, savepointOnPostgres, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { clientOf } from '../src/db/postgres/store.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { all, dateFiltersAround, seedOrganization, T0, targetsOf, withSeededPostgres } from './support/lists.ts'
 
@@ -155,6 +157,59 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
       expect(new Set(rows.map((r) => r.at)).size).toBe(21)
       expect(rows[0]!.at).toBe((T0 + 5) * 1000)
       expect(rows.at(-1)!.at).toBe((T0 + 5) * 1000 + 20)
+    })
+  }, 60_000)
+
+  test('several entries per transaction, one in a savepoint that fails: 20 such transactions at once keep createdAt strictly increasing in id order', async () => {
+    await withSeededPostgres(10, async (pg) => {
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          writeOnPostgres(pg, function* () {
+            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} first` }, [], T0)
+            try {
+              yield* savepoint(function* () {
+                yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} rolled back` }, [], T0)
+                throw new Error('the step failed')
+              })
+            } catch {
+              // the step's savepoint rolled back, and its entry with it
+            }
+            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} second` }, [], T0)
+            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} third` }, [], T0)
+          }),
+        ),
+      )
+      const rows = (await pg.sql`SELECT label, created_at::float8 AS at FROM activity_logs WHERE environment_id = 1 ORDER BY id`) as { label: string; at: number }[]
+      expect(rows).toHaveLength(60)
+      expect(rows.filter((r) => r.label.endsWith('rolled back'))).toEqual([])
+      for (let i = 1; i < rows.length; i++) expect(rows[i]!.at).toBeGreaterThan(rows[i - 1]!.at)
+      // Each transaction's entries are consecutive: the lock is held from its first entry to its commit.
+      for (let i = 0; i < rows.length; i += 3) expect(rows.slice(i, i + 3).map((r) => r.label.split(' ').slice(0, 2).join(' '))).toEqual(Array(3).fill(rows[i]!.label.split(' ').slice(0, 2).join(' ')))
+    })
+  }, 60_000)
+
+  test('a transaction takes its environment lock and reads the newest time once; a savepoint rolled back releases the lock, and the next entry takes it again', async () => {
+    await withSeededPostgres(4, async (pg) => {
+      await pg.db.transaction(async (tx) => {
+        trackListLocks(tx)
+        const { pid } = ((await clientOf(tx).unsafe('SELECT pg_backend_pid() AS pid')) as { pid: number }[])[0]!
+        const held = async () => ((await pg.sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = ${pid} AND granted`) as { n: number }[])[0]!.n
+        await savepointOnPostgres(tx, function* () {
+          yield* op(insertActivityLog, ENTRY, [], T0)
+          throw new Error('the step failed')
+        }).catch(() => {})
+        // PostgreSQL released the lock with the savepoint; the transaction forgot it held it.
+        expect(await held()).toBe(0)
+        await runOpOnPostgres(tx, op(insertActivityLog, ENTRY, ['a'], T0))
+        expect(await held()).toBe(1)
+        // A row no writer of the list would make (it skips the lock): the next entry does not read the table
+        // again, it counts on from its own first entry.
+        await pg.sql`INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'write', 'update', 1, ${T0 * 1000 + 500})`
+        await runOpOnPostgres(tx, op(insertActivityLog, ENTRY, ['b'], T0))
+        expect(await held()).toBe(1)
+      })
+      const rows = (await pg.sql`SELECT created_at::float8 AS at FROM activity_logs WHERE environment_id = 1 AND action = 'createNote' ORDER BY id`) as { at: number }[]
+      expect(rows.map((r) => r.at)).toEqual([T0 * 1000, T0 * 1000 + 1])
     })
   }, 60_000)
 })

@@ -32,14 +32,53 @@ export const PG_LISTS = {
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
 } as const satisfies Record<string, PgTimedList>
 
-/** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
-export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
-  // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
-  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0])
+/**
+ * What a write's transaction knows of its list locks, kept by ./op-runner.ts (one per transaction, shared by its
+ * savepoints): the scopes it holds, and each list scope's newest createdAt as this transaction set it. A step group
+ * of a workflow writes several entries under one lock; only the first takes the lock and reads the newest, the
+ * others count on from it (no other writer of the scope can commit meanwhile). Every round trip saved is one less
+ * that the scope's other writers wait out. A savepoint rolled back also releases the locks taken inside it, so the
+ * runner forgets everything then (`forgetListLocks`), and the next write locks and reads again.
+ */
+export interface ListLocks {
+  held: Set<string>
+  latest: Map<string, Micros>
 }
 
-/** The newest createdAt in the list scope (epoch µs), or null when it is empty. */
+const LIST_LOCKS = Symbol('trellis.listLocks')
+type Tracked = { [LIST_LOCKS]?: ListLocks }
+
+/** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
+export function trackListLocks(tx: PgDb, from?: PgDb): void {
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map() } : (from as Tracked)[LIST_LOCKS]
+}
+
+/** After a savepoint's rollback: its locks are released, its rows gone. */
+export function forgetListLocks(db: PgDb): void {
+  const locks = (db as Tracked)[LIST_LOCKS]
+  locks?.held.clear()
+  locks?.latest.clear()
+}
+
+const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
+const scopeKey = (name: string | number, scopeValue: number | null) => `${name}:${scopeValue}`
+
+/** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
+export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
+  const locks = listLocksOf(db)
+  const key = scopeKey(list.lockKey, scopeValue)
+  if (locks?.held.has(key)) return
+  // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
+  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0])
+  locks?.held.add(key)
+}
+
+/**
+ * The newest createdAt in the list scope (epoch µs), or null when it is empty, read from the table. The caller may
+ * insert a row of its own time next (an import), so this transaction's count for the scope is dropped.
+ */
 export async function latestCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<Micros | null> {
+  listLocksOf(db)?.latest.delete(scopeKey(list.table, scopeValue))
   const where = list.scope === null ? '' : scopeValue === null ? ` WHERE "${list.scope}" IS NULL` : ` WHERE "${list.scope}" = $1`
   const text = `SELECT max(created_at)::float8 AS at FROM "${list.table}"${where}`
   const rows = (await clientOf(db).unsafe(text, list.scope === null || scopeValue === null ? [] : [scopeValue])) as { at: number | null }[]
@@ -48,11 +87,15 @@ export async function latestCreatedAtOnPostgres(db: PgDb, list: PgTimedList, sco
 
 /**
  * `max(now, latest + 1 µs)` for a new row of the list scope, after taking the scope's lock: strictly after every row
- * committed before and every row committed after this transaction (they wait for it).
+ * committed before and every row committed after this transaction (they wait for it). The caller inserts its row at
+ * that time.
  */
 export async function nextCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null, now: Millis): Promise<Micros> {
   await lockListScope(db, list, scopeValue)
+  const key = scopeKey(list.table, scopeValue)
   const at = microsFromMillis(now)
-  const latest = await latestCreatedAtOnPostgres(db, list, scopeValue)
-  return latest === null || latest < at ? at : ((latest + 1) as Micros)
+  const latest = listLocksOf(db)?.latest.get(key) ?? (await latestCreatedAtOnPostgres(db, list, scopeValue))
+  const next = latest === null || latest < at ? at : ((latest + 1) as Micros)
+  listLocksOf(db)?.latest.set(key, next)
+  return next
 }

@@ -6,6 +6,7 @@
  */
 import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
+import { forgetListLocks, trackListLocks } from './monotonic.ts'
 import { TWINS } from './twins.ts'
 import type { PgDb, PgStore } from './store.ts'
 
@@ -27,7 +28,11 @@ const UNAVAILABLE = ['08', '53', '57P']
 export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isolation?: 'repeatable read'): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await store.db.transaction((tx) => runOpOnPostgres(tx, body()), isolation ? { isolationLevel: isolation } : undefined)
+      const transaction = (tx: PgDb) => {
+        trackListLocks(tx)
+        return runOpOnPostgres(tx, body())
+      }
+      return await store.db.transaction(transaction, isolation ? { isolationLevel: isolation } : undefined)
     } catch (error) {
       if (attempt < RETRIES && RETRYABLE.has(sqlStateOf(error) ?? '')) continue
       throw postgresFaultOf(error) ?? error
@@ -69,9 +74,20 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   return step.value
 }
 
-/** The twin of op.ts's savepoint: `body` in a nested transaction (SAVEPOINT), rolled back alone when it throws. */
-export function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promise<T> {
-  return db.transaction((savepoint) => runOpOnPostgres(savepoint, body()))
+/**
+ * The twin of op.ts's savepoint: `body` in a nested transaction (SAVEPOINT), rolled back alone when it throws — and
+ * with it the list locks taken inside (./monotonic.ts), so the transaction forgets what it knew of them.
+ */
+export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promise<T> {
+  try {
+    return await db.transaction((savepoint) => {
+      trackListLocks(savepoint, db)
+      return runOpOnPostgres(savepoint, body())
+    })
+  } catch (error) {
+    forgetListLocks(db)
+    throw error
+  }
 }
 
 /** The SQLSTATE of a PostgreSQL error, when it is one. */
