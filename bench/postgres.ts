@@ -146,20 +146,8 @@ async function loadSpread(servers: Server[], scenario: Scenario, target: string,
 
 /** A burst of queued three-step runs inserted straight into the queue, drained by `count` instances' executors. */
 async function drain(sql: SQL, count: number, o: PostgresOptions, start: () => Promise<Server[]>): Promise<PostgresResult['executor'][number]> {
-  await sql`UPDATE runs SET status = 'cancelled', finished_at = ${Date.now()} WHERE status IN ('queued', 'running', 'waiting')`
-  const [token] = (await sql`SELECT id::float8 AS id, user_id::float8 AS user_id FROM api_tokens WHERE name = 'bench admin'`) as { id: number; user_id: number }[]
-  const workflows = (await sql`SELECT w.id::float8 AS id, w.active_version_id::float8 AS version, r.environment_id::float8 AS env
-    FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id IN ${sql(o.seed.workflowIds)} ORDER BY w.id`) as { id: number; version: number; env: number }[]
   const runs = o.executorRuns
-  const t0 = Date.now()
-  const rows = Array.from({ length: runs }, (_, i) => {
-    const w = workflows[i % workflows.length]!
-    const records = o.seed.productionRecords[o.seed.workflowCollections[o.seed.workflowIds.indexOf(w.id)]!]!
-    const now = Date.now()
-    // A run is due at its trigger time (ms); created_at is µs, as the server's own inserts store it.
-    return { id: randomUUIDv7(), workflow_id: w.id, workflow_version_id: w.version, environment_id: w.env, record_id: records[Math.floor(i / workflows.length) % records.length]!, user_id: token!.user_id, token_id: token!.id, trigger: 'webhook', status: 'queued', next_step: 0, available_at: now, attempts: 0, created_at: t0 * 1000 + i }
-  })
-  for (let i = 0; i < rows.length; i += 1000) await sql`INSERT INTO runs ${sql(rows.slice(i, i + 1000))}`
+  const t0 = await queueBurst(sql, o.seed, runs)
   // This burst: created_at in [t0 µs, t0 µs + runs) (no server runs meanwhile: nothing else is created then).
   const burst = (status: string) => sql`SELECT count(*)::int AS n FROM runs WHERE created_at >= ${t0 * 1000} AND created_at < ${t0 * 1000 + runs} AND status = ANY(string_to_array(${status}, ','))`
   const servers = await start()
@@ -177,4 +165,29 @@ async function drain(sql: SQL, count: number, o: PostgresOptions, start: () => P
   } finally {
     await Promise.all(servers.map((server) => server.stop()))
   }
+}
+
+/**
+ * The drain's burst, straight into the queue: every active run cancelled first, then `runs` queued three-step runs
+ * over the seeded workflows, due now, `created_at` in [t0 µs, t0 µs + runs) (nothing else is created meanwhile).
+ * Returns t0 (ms).
+ */
+export async function queueBurst(sql: SQL, seed: SeedResult, runs: number): Promise<number> {
+  await sql`UPDATE runs SET status = 'cancelled', finished_at = ${Date.now()} WHERE status IN ('queued', 'running', 'waiting')`
+  const [token] = (await sql`SELECT id::float8 AS id, user_id::float8 AS user_id FROM api_tokens WHERE name = 'bench admin'`) as { id: number; user_id: number }[]
+  const workflows = (await sql`SELECT w.id::float8 AS id, w.active_version_id::float8 AS version, r.environment_id::float8 AS env
+    FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id IN ${sql(seed.workflowIds)} ORDER BY w.id`) as { id: number; version: number; env: number }[]
+  const t0 = Date.now()
+  const rows = Array.from({ length: runs }, (_, i) => {
+    const w = workflows[i % workflows.length]!
+    const records = seed.productionRecords[seed.workflowCollections[seed.workflowIds.indexOf(w.id)]!]!
+    // A run is due at its trigger time (ms); created_at is µs, as the server's own inserts store it.
+    return {
+      id: randomUUIDv7(), workflow_id: w.id, workflow_version_id: w.version, environment_id: w.env,
+      record_id: records[Math.floor(i / workflows.length) % records.length]!, user_id: token!.user_id, token_id: token!.id,
+      trigger: 'webhook', status: 'queued', next_step: 0, available_at: Date.now(), attempts: 0, created_at: t0 * 1000 + i,
+    }
+  })
+  for (let i = 0; i < rows.length; i += 1000) await sql`INSERT INTO runs ${sql(rows.slice(i, i + 1000))}`
+  return t0
 }
