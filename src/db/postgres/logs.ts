@@ -41,8 +41,8 @@ const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activit
 
 async function insertActivityLogOnPostgres(db: PgDb, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Promise<number> {
   const createdAt = await nextCreatedAtOnPostgres(db, PG_LISTS.activityLogs, entry.environmentId, now)
-  const e = entry
-  const values = [e.environmentId, e.type, e.action, e.label, e.userId, e.teamId, e.collectionId, e.tokenId, e.workflowName, e.runId, e.stepName, e.extension, createdAt, [...new Set(recordIds)]]
+  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
+  const values = [environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, [...new Set(recordIds)]]
   const [row] = (await clientOf(db).unsafe(INSERT_ENTRY, values as never[])) as { id: number }[]
   return row!.id
 }

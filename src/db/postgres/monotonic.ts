@@ -92,10 +92,11 @@ export async function latestCreatedAtOnPostgres(db: PgDb, list: PgTimedList, sco
  */
 export async function nextCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null, now: Millis): Promise<Micros> {
   await lockListScope(db, list, scopeValue)
+  const latestTimes = listLocksOf(db)?.latest
   const key = scopeKey(list.table, scopeValue)
   const at = microsFromMillis(now)
-  const latest = listLocksOf(db)?.latest.get(key) ?? (await latestCreatedAtOnPostgres(db, list, scopeValue))
+  const latest = latestTimes?.get(key) ?? (await latestCreatedAtOnPostgres(db, list, scopeValue))
   const next = latest === null || latest < at ? at : ((latest + 1) as Micros)
-  listLocksOf(db)?.latest.set(key, next)
+  latestTimes?.set(key, next)
   return next
 }
