@@ -7,6 +7,7 @@ import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
 import { requestMetrics } from './http/request-metrics.ts'
+import { noSniffing } from './http/response-headers.ts'
 import { authModule } from './modules/auth/index.ts'
 import { ssoModule } from './modules/auth/oidc-routes.ts'
 import { tokensModule } from './modules/tokens/index.ts'
@@ -29,6 +30,7 @@ export function createApp(deps: AppDeps) {
   // (a typo'd optional field would otherwise look accepted). /openapi.json says so (additionalProperties: false).
   const app = new Elysia({ normalize: false })
     .use(requestMetrics(deps.metrics))
+    .onRequest(noSniffing)
     .onRequest(rejectOversizedHead)
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))
     .onParse(parseBody(deps.config.maxBodyBytes))

@@ -1,5 +1,6 @@
 /** The HTTP shell: health, the one error body, body limits, the first-admin setup, the request log, a real `serve`. */
 import { afterEach, describe, expect, test } from 'bun:test'
+import { chmodSync, statSync } from 'node:fs'
 import { createLogger } from '../src/lib/logger.ts'
 import { withRequestLog } from '../src/http/request-log.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
@@ -93,6 +94,23 @@ describe('error bodies', () => {
     expect(lines.length).toBe(1)
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'error', msg: 'unhandled error', method: 'GET', path: '/boom' })
     expect(lines[0]).toContain('hunter2')
+  })
+})
+
+describe('every answer says nosniff (issue 24, item 13)', () => {
+  test.each([
+    ['GET', '/healthz', 200],
+    ['GET', '/openapi.json', 200],
+    ['GET', '/v1/account', 401],
+    ['GET', '/no-such-route', 404],
+    ['PUT', '/healthz', 405],
+    ['POST', '/auth/login', 400],
+    ['GET', '/login', 200],
+  ])('%s %s → %d with X-Content-Type-Options: nosniff', async (method, path, status) => {
+    const init = method === 'GET' ? { method } : { method, body: '{', headers: { 'content-type': 'application/json' } }
+    const response = await testApp(env()).handle(request(path, init))
+    expect(response.status).toBe(status)
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff')
   })
 })
 
@@ -372,6 +390,19 @@ describe('request log', () => {
     expect(lines.map((l) => l.line).join('\n')).not.toContain('SIGNATURE')
   })
 
+  test('issue 24: a slash instead of the dot (404) and a token the router cannot decode (`%eyJ…`, a 500 before) are answered and logged without the signature', async () => {
+    const { lines, logger } = capture()
+    const handle = withRequestLog((r) => testApp(env()).handle(r), logger)
+    const slash = await handle(request('/v1/hooks/eyJ2IjoxfQ/SIGNATURE', { method: 'POST', json: { record_id: '1' } }))
+    expect(slash.status).toBe(404)
+    for (const path of ['/v1/hooks/%eyJ2IjoxfQ.SIGNATURE', '/v1/hooks/%E0%A4%A.SIGNATURE', '/v1/hooks/%']) {
+      const response = await handle(request(path, { method: 'POST', json: { record_id: '1' } }))
+      expect({ path, status: response.status, code: ((await response.json()) as { code: string }).code }).toEqual({ path, status: 400, code: 'invalid_webhook_url' })
+    }
+    expect(lines.map((l) => JSON.parse(l.line).path)).toEqual(['/v1/hooks/eyJ2IjoxfQ.[redacted]', '/v1/hooks/.[redacted]', '/v1/hooks/.[redacted]', '/v1/hooks/.[redacted]'])
+    expect(lines.map((l) => l.line).join('\n')).not.toContain('SIGNATURE')
+  })
+
   test('a handler that throws is logged once as 500 and the error still propagates', async () => {
     const { lines, logger } = capture()
     const handle = withRequestLog(() => {
@@ -469,5 +500,24 @@ describe('a real `trellis serve` process', () => {
     expect(code).toBe(0)
     expect(second.stdout()).not.toContain('/setup?token=')
     expect(second.stdout()).not.toContain('no users yet')
+  }, 60_000)
+
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'issue 24: a data directory that exists wider than 0700 is narrowed to 0700 at start, and the log says so; nosniff on the wire', async () => {
+    const data = tempDir('trellis-serve-wide-')
+    const cwd = tempDir('trellis-serve-cwd-')
+    cleanups.push(data.cleanup, cwd.cleanup)
+    chmodSync(data.path, 0o755)
+    const server = await startServe({ dataDir: data.path, cwd: cwd.path })
+    try {
+      expect(statSync(data.path).mode & 0o777).toBe(0o700)
+      expect((await fetch(`${server.url}/healthz`)).headers.get('x-content-type-options')).toBe('nosniff')
+      await server.waitForOutput('"msg":"listening"')
+    } finally {
+      expect(await server.stop('SIGTERM')).toBe(0)
+    }
+    const narrowed = server.stdout().split('\n').filter((line) => line.includes('data directory narrowed'))
+    expect(narrowed.map((line) => JSON.parse(line) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ level: 'info', msg: 'data directory narrowed to 0700 (its owner only)', dataDir: data.path, was: '0755' }),
+    ])
   }, 60_000)
 })

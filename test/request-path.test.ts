@@ -160,11 +160,11 @@ describe('paths that only look like the webhook are neither routed to it nor log
 })
 
 describe('redactPath', () => {
-  test('hides everything after the separator in any segment that follows a hooks segment, however spelled', () => {
+  test('hides everything after a hooks segment, however spelled, but a leading payload that decodes to a JSON object', () => {
     const cases: [string, string][] = [
       ['/v1/hooks/eyJ2IjoxfQ.c2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/eyJ2IjoxfQ.c2ln.extra', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
-      ['/v1/hooks/eyJ2IjoxfQ.c2lnbmF0dXJl/', '/v1/hooks/eyJ2IjoxfQ.[redacted]/'],
+      ['/v1/hooks/eyJ2IjoxfQ.c2lnbmF0dXJl/', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/.c2lnbmF0dXJl', '/v1/hooks/.[redacted]'],
       ['/v1/hooks/eyJ2IjoxfQ%2ec2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/eyJ2IjoxfQ%2Ec2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
@@ -172,10 +172,16 @@ describe('redactPath', () => {
       ['/V1/HOOKS/eyJ2IjoxfQ.c2lnbmF0dXJl', '/V1/HOOKS/eyJ2IjoxfQ.[redacted]'],
       ['/v1/%68ooks/eyJ2IjoxfQ.c2lnbmF0dXJl', '/v1/%68ooks/eyJ2IjoxfQ.[redacted]'],
       ['//v1/hooks//eyJ2IjoxfQ.c2lnbmF0dXJl', '//v1/hooks//eyJ2IjoxfQ.[redacted]'],
-      ['/x/v1/hooks./eyJ2IjoxfQ.c2lnbmF0dXJl/more.c2lu', '/x/v1/hooks./eyJ2IjoxfQ.[redacted]/more.[redacted]'],
+      ['/x/v1/hooks./eyJ2IjoxfQ.c2lnbmF0dXJl/more.c2lu', '/x/v1/hooks./eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/eyJ2IjoxfQ.c2lnbmF0dXJl.', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/%65yJ2IjoxfQ.c2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
-      ['/v1/hooks/no-separator', '/v1/hooks/no-separator'],
+      ['/v1/hooks/no-separator', '/v1/hooks/.[redacted]'],
+      // Issue 24: a slash instead of the dot, a signature alone, or glued to the payload: none of it is logged.
+      ['/v1/hooks/eyJ2IjoxfQ/c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
+      ['/v1/hooks/eyJ2IjoxfQ%2Fc2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
+      ['/v1/hooks/c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl', '/v1/hooks/.[redacted]'],
+      ['/v1/hooks/eyJ2IjoxfQc2lnbmF0dXJlc2lnbmF0dXJl', '/v1/hooks/.[redacted]'],
+      ['/v1/hooks/eyJ2IjoxfQ', '/v1/hooks/eyJ2IjoxfQ'],
       ['/v1/workflow-runs/0190.abc', '/v1/workflow-runs/0190.abc'],
       ['/v1/project/Acme%20Corp/environment/production/notes', '/v1/project/Acme%20Corp/environment/production/notes'],
       ['/healthz', '/healthz'],

@@ -9,6 +9,7 @@ import { readSnapshot } from '../db/read.ts'
 import { storageErrorOf } from '../db/write.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
+import { ensurePrivateDir, octal } from '../lib/private-dir.ts'
 import { createMetrics } from '../lib/metrics.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
@@ -46,6 +47,11 @@ export const serveCommand: Command = {
     const parsed = parseFlags(argv, this.flags)
     const startConfig = configFrom(parsed)
     const logger = createLogger(startConfig.logLevel)
+    const dataDir = ensurePrivateDir(startConfig.dataDir)
+    if (dataDir.kind === 'narrowed') logger.info('data directory narrowed to 0700 (its owner only)', { dataDir: startConfig.dataDir, was: octal(dataDir.was) })
+    if (dataDir.kind === 'left-open') {
+      logger.warn(`data directory is open to other users and not ours to change: run chmod 700 ${startConfig.dataDir}`, { dataDir: startConfig.dataDir, mode: octal(dataDir.mode) })
+    }
     // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
     const store = await openConfiguredStore(startConfig)
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.

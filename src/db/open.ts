@@ -1,6 +1,7 @@
 /** Opens the one SQLite file with its pragmas in a fixed order (DESIGN §3). */
 import { Database } from 'bun:sqlite'
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs'
+import { chmodSync, closeSync, openSync } from 'node:fs'
+import { ensurePrivateDir } from '../lib/private-dir.ts'
 import { join } from 'node:path'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import * as schema from './schema.ts'
@@ -73,7 +74,7 @@ function keepPrivate(file: string): void {
  * lock. Does not migrate: see `migrate()`. The server then calls `keepEventLoopFree`.
  */
 export function openStore(dataDir: string): SqliteStore {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  ensurePrivateDir(dataDir)
   const path = databasePath(dataDir)
   closeSync(openSync(path, 'a', 0o600)) // creates it 0600 when new; an existing file keeps its content
   for (const suffix of ['', '-wal', '-shm']) keepPrivate(path + suffix)

@@ -51,8 +51,38 @@ export function parseBody(maxBytes: number) {
   }
 }
 
-/** JSON.parse with a 400 `invalid_json` that says what is wrong. */
+/**
+ * How deep a request's JSON may nest (objects and arrays). No route's body comes near it; without a bound, 50,000
+ * levels (350 KB) cost seconds of parsing and validation and gigabytes of memory on the event loop every request
+ * shares.
+ */
+export const MAX_JSON_DEPTH = 32
+
+/**
+ * Whether `text` opens more than `limit` objects or arrays inside each other: one pass over the characters, before
+ * anything is built, in time linear in its length. Brackets inside strings do not count (escapes are skipped).
+ */
+export function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: the next character is escaped
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
+
+/** JSON.parse with a 400 `invalid_json` that says what is wrong, and `json_too_deep` past MAX_JSON_DEPTH. */
 export function parseJsonText(text: string): unknown {
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw badRequest('json_too_deep', `Request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`)
+  }
   try {
     return JSON.parse(text)
   } catch (error) {

@@ -3,24 +3,36 @@ import type { Logger } from '../lib/logger.ts'
 import { requestPath } from './server-request.ts'
 
 /**
- * Webhook URLs are credentials: keep the payload (useful to find the workflow), hide the signature. Wider than the
- * route on purpose, so that no spelling, routed or not, writes a signature: from the first segment that reads
- * `hooks` in any case or encoding (`%68ooks`, `HOOKS`, `hooks.`), every later segment keeps only its leading
- * payload characters (base64url, after percent-decoding) and the rest becomes `.[redacted]`.
+ * Webhook URLs are credentials: keep the payload (useful to find the workflow), hide the rest. Wider than the route
+ * on purpose, so that no spelling, routed or not, writes a signature: from the first segment that reads `hooks` in
+ * any case or encoding (`%68ooks`, `HOOKS`, `hooks.`), everything after it becomes `.[redacted]` but a leading
+ * payload — base64url (after percent-decoding) that decodes to a JSON object, which a signature never does.
+ * `/v1/hooks/<payload>.<signature>` and `/v1/hooks/<payload>/<signature>` are both logged as `…/<payload>.[redacted]`.
  */
 export function redactPath(path: string): string {
   if (!/hooks|%/i.test(path)) return path // the common case, without decoding anything
   const segments = path.split('/')
   const first = segments.findIndex((segment) => readAs(segment).includes('hooks'))
   if (first === -1) return path
-  const kept = (segment: string, i: number) => i < first || (i === first && readAs(segment).replace(/\.+$/, '') === 'hooks')
-  return segments.map((segment, i) => (kept(segment, i) ? segment : redactSegment(segment))).join('/')
+  const hooks = readAs(segments[first]!).replace(/\.+$/, '') === 'hooks' ? first + 1 : first
+  let start = hooks
+  while (start < segments.length && segments[start] === '') start++ // `hooks//x`: the empty segments stay
+  if (start === segments.length) return path
+  const rest = decodedOnce(segments.slice(start).join('/'))
+  const payload = leadingPayload(rest)
+  const kept = segments.slice(0, start).join('/')
+  return payload.length === rest.length ? path : `${kept}/${payload}.[redacted]`
 }
 
-function redactSegment(segment: string): string {
-  const text = decodedOnce(segment)
-  const payload = /^[A-Za-z0-9_-]*/.exec(text)?.[0] ?? ''
-  return payload.length === text.length ? segment : `${payload}.[redacted]`
+/** The base64url text `rest` starts with, when it is a webhook payload (a JSON object); else nothing. */
+function leadingPayload(rest: string): string {
+  const run = /^[A-Za-z0-9_-]{1,512}/.exec(rest)?.[0] ?? ''
+  try {
+    const value = JSON.parse(Buffer.from(run, 'base64url').toString('utf8')) as unknown
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? run : ''
+  } catch {
+    return ''
+  }
 }
 
 function decodedOnce(text: string): string {

@@ -2,7 +2,8 @@
  * The instance secret: signs webhook URLs, and seals the SSO sign-in cookie under a key derived from it. From
  * TRELLIS_SECRET, else generated once into `<data>/secret` (0600).
  */
-import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { ensurePrivateDir } from './private-dir.ts'
 import { join } from 'node:path'
 import { hkdfSync, randomBytes } from 'node:crypto'
 
@@ -10,7 +11,7 @@ export const SECRET_FILE = 'secret'
 
 export function loadInstanceSecret(dataDir: string, fromEnv?: string): Buffer {
   if (fromEnv) return Buffer.from(fromEnv, 'utf8')
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  ensurePrivateDir(dataDir)
   const path = join(dataDir, SECRET_FILE)
   try {
     // 'wx' fails when the file exists, so two processes starting at once never overwrite each other's secret.

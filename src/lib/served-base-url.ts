@@ -3,14 +3,15 @@
  * commands printing URLs (apply, webhook show|regenerate) print them under the running server's address rather
  * than a guessed one. Only a hint for the CLI: the server itself never reads it.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { ensurePrivateDir } from './private-dir.ts'
 import { join } from 'node:path'
 
 export const BASE_URL_FILE = 'base-url'
 
 /** Written beside, then renamed over: a reader sees the old URL or the new one, never half of one. */
 export function recordServedBaseUrl(dataDir: string, baseUrl: string): void {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  ensurePrivateDir(dataDir)
   const path = join(dataDir, BASE_URL_FILE)
   const partial = `${path}.${process.pid}.partial`
   writeFileSync(partial, `${baseUrl}\n`, { mode: 0o600 })

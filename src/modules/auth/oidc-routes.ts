@@ -70,7 +70,8 @@ export function ssoModule(deps: AppDeps) {
           return { user, session: (yield* createSession(deps.clock, user.id, true)) }
         })
         deps.logger.info('SSO sign-in', { userId: user.id })
-        return seeOther(next, [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])
+        // Checked again: a sign-in started by an older version carries a `next` that was never parsed.
+        return seeOther(safeNext(next), [sessionCookie(session.id, SESSION_TTL_MS / 1000, secure), ssoCookie('', 0, secure)])
       } catch (error) {
         if (error instanceof SsoRefusal) return refusalPage(error, secure)
         set.headers['set-cookie'] = ssoCookie('', 0, secure) // onError's answer carries it

@@ -11,9 +11,25 @@ import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
 import { read } from '../../db/read.ts'
 
-/** Only same-site paths: `/x`, never `//host` or `/\host`. */
+/** A stand-in origin for parsing `next`: only "does it stay on the origin it is resolved against" matters. */
+const OWN_ORIGIN = 'http://trellis.invalid'
+
+/**
+ * Where to send a browser after sign-in: `next` when it is a path on this site, else `/`. Decided by URL parsing,
+ * not by prefixes: browsers drop tabs and newlines and read `\` as `/`, so `/\t/host` is `//host`, another origin.
+ * Only a path already in the form the URL parser writes it is kept (no control characters, nothing left to
+ * percent-encode), so the Location header is always valid and means to the browser what it meant here.
+ */
 export function safeNext(next: string | undefined): string {
-  return next && next.startsWith('/') && !next.startsWith('//') && !next.startsWith('/\\') ? next : '/'
+  if (!next || !next.startsWith('/')) return '/'
+  let url: URL
+  try {
+    url = new URL(next, OWN_ORIGIN)
+  } catch {
+    return '/'
+  }
+  const path = url.pathname + url.search + url.hash
+  return url.origin === OWN_ORIGIN && path === next ? path : '/'
 }
 
 export function htmlResponse(body: Html, status = 200): Response {

@@ -27,7 +27,9 @@ export function webhookUrl(secret: Buffer, baseUrl: string, p: WebhookPayload): 
 }
 
 /** Returns the payload of a genuine token, or null when it is malformed or its signature does not match. */
-export function verifyWebhookToken(secret: Buffer, token: string): WebhookPayload | null {
+export function verifyWebhookToken(secret: Buffer, token: string | undefined): WebhookPayload | null {
+  // Undefined when the path segment is not valid percent-encoding (`%eyJ…`): the router cannot decode it.
+  if (typeof token !== 'string') return null
   const parts = token.split('.')
   if (parts.length !== 2) return null
   const [payload, signature] = parts as [string, string]
