@@ -24,6 +24,7 @@ export const API_SUITE = [
   'notes',
   'nul-text',
   'openapi-conformance',
+  'route-fuzz',
   'routes',
   'runs-list',
   'tokens',

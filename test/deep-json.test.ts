@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../src/http/body.ts'
+import { jsonShapeProblem, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from '../src/http/body.ts'
 import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
 
 /** `{"a":{"a":…1…}}` with `levels` objects. */
@@ -17,14 +17,23 @@ const nestedArrays = (levels: number) => `${'['.repeat(levels)}${']'.repeat(leve
 
 const rssOf = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024
 
-describe('nestsDeeperThan', () => {
+describe('jsonShapeProblem', () => {
   test('counts objects and arrays, not brackets inside strings or after escapes', () => {
-    expect(nestsDeeperThan(nested(32), 32)).toBe(false)
-    expect(nestsDeeperThan(nested(33), 32)).toBe(true)
-    expect(nestsDeeperThan(nestedArrays(33), 32)).toBe(true)
-    expect(nestsDeeperThan(`{"a":"${'['.repeat(100)}"}`, 32)).toBe(false)
-    expect(nestsDeeperThan(`{"a":"\\"${'{'.repeat(100)}"}`, 32)).toBe(false)
-    expect(nestsDeeperThan(`[${'{"x":1},'.repeat(10_000)}1]`, 2)).toBe(false) // wide, not deep
+    expect(jsonShapeProblem(nested(32), 32)).toBe(null)
+    expect(jsonShapeProblem(nested(33), 32)).toBe('deep')
+    expect(jsonShapeProblem(nestedArrays(33), 32)).toBe('deep')
+    expect(jsonShapeProblem(`{"a":"${'['.repeat(100)}"}`, 32)).toBe(null)
+    expect(jsonShapeProblem(`{"a":"\\"${'{'.repeat(100)}"}`, 32)).toBe(null)
+  })
+
+  test('counts the members of each object and array, not commas inside strings or in other containers', () => {
+    const items = (n: number) => Array.from({ length: n }, () => '{"x":1,"y":2}').join(',')
+    expect(jsonShapeProblem(`[${items(100)}]`, 32, 100)).toBe(null)
+    expect(jsonShapeProblem(`[${items(101)}]`, 32, 100)).toBe('wide')
+    expect(jsonShapeProblem(`{"a":[${items(60)}],"b":[${items(60)}]}`, 32, 100)).toBe(null) // 120 in all, 60 each
+    expect(jsonShapeProblem(`{"a":"${','.repeat(1_000)}"}`, 32, 100)).toBe(null)
+    expect(jsonShapeProblem(JSON.stringify(Object.fromEntries(Array.from({ length: MAX_JSON_MEMBERS }, (_, i) => [`k${i}`, i]))))).toBe(null)
+    expect(jsonShapeProblem(JSON.stringify(Object.fromEntries(Array.from({ length: MAX_JSON_MEMBERS + 1 }, (_, i) => [`k${i}`, i]))))).toBe('wide')
   })
 })
 
