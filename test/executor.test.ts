@@ -691,6 +691,12 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     ['IPv6 loopback', `http://[::1]:${port}/echo`, '[::1]', 'loopback'],
     ['Metadata', 'http://169.254.169.254/latest/meta-data/', '169.254.169.254', 'link-local'],
     ['Private', 'http://10.0.0.1/', '10.0.0.1', 'private'],
+    // IPv6 forms carrying an IPv4 address are judged by it (issue 24, item 8).
+    ['IPv4-compatible', `http://[::127.0.0.1]:${port}/echo`, '[::7f00:1]', 'loopback'],
+    ['IPv4-translated', `http://[::ffff:0:127.0.0.1]:${port}/echo`, '[::ffff:0:7f00:1]', 'loopback'],
+    ['NAT64', 'http://[64:ff9b::169.254.169.254]/latest/meta-data/', '[64:ff9b::a9fe:a9fe]', 'link-local'],
+    ['6to4', 'http://[2002:a00:1::1]/', '[2002:a00:1::1]', 'private'],
+    ['Teredo', 'http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/', '[2001:0:4136:e378:8000:63bf:f5ff:fffe]', 'private'],
   ]
   let env: TestEnv
   let app: ReturnType<typeof testApp>
