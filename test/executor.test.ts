@@ -22,6 +22,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
+import { publishWorkflow } from '../src/modules/workflows/service.ts'
 import { anotherStore, bearer, execute, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyTest, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import {
   type AcmeDocument,
@@ -751,6 +752,103 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
   })
 })
 
+// ── URL templates: the path and query only ──────────────────────────────────
+
+describe('URL templates fill the path and query only (issue 24, item 9)', () => {
+  /** Where `http://127.0.0{{record.id}}:PORT/` lands for a record id `.5`: a server on another loopback address. */
+  const elsewhere: { path: string; authorization: string | null }[] = []
+  const other = Bun.serve({
+    hostname: '127.0.0.5',
+    port: 0,
+    fetch: (req) => (elsewhere.push({ path: new URL(req.url).pathname, authorization: req.headers.get('authorization') }), Response.json({ reached: '127.0.0.5' })),
+  })
+  const hostTemplate = `http://127.0.0{{record.id}}:${other.port}/hook`
+  const put = (app: ReturnType<typeof testApp>, token: string, name: string, url: string) =>
+    app.handle(
+      request(`/v1/project/Acme/environment/production/team/Support/workflows/${name}`, {
+        method: 'PUT',
+        headers: bearer(token),
+        json: { collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 }, steps: [{ type: 'http', name: 'call', method: 'POST', url, headers: { authorization: 'Bearer s3cret-step-token' } }] },
+      }),
+    )
+  let env: TestEnv
+  let app: ReturnType<typeof testApp>
+  let executor: Executor
+  let admin: string
+  let bob: string
+
+  beforeAll(async () => {
+    // The operator opened all of 127/8: only the template rule keeps the call on the host the author wrote.
+    env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.0/8' })
+    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+    admin = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
+    app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+  })
+  afterAll(async () => {
+    await executor.stop(2_000)
+    env.cleanup()
+    other.stop(true)
+  })
+
+  test.each([
+    ['next to the host', hostTemplate],
+    ['the whole host', 'https://{{record.tenant}}/'],
+    ['a label of the host', 'https://{{record.tenant}}.example.com/orders'],
+    ['the port', 'https://api.example.com:{{record.port}}/'],
+    ['the user', 'https://{{record.user}}@api.example.com/'],
+    ['right after the host, before any path', 'https://api.example.com{{record.path}}'],
+  ])('PUT a workflow with a template %s in an http URL → 400 naming the step\'s url; nothing published', async (_, url) => {
+    const response = await put(app, admin, 'Templated host', url)
+    expect(response.status).toBe(400)
+    const body = (await response.json()) as { error: string; code: string; message: string; details: { field: string; message: string }[] }
+    expect(body).toMatchObject({ error: 'Bad Request', code: 'validation_failed' })
+    expect(body.details).toEqual([{ field: 'steps[0] (call).url', message: expect.stringContaining("is in the URL's scheme or host") }])
+    expect(body.message).toContain('steps[0] (call).url')
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM workflows WHERE name = 'Templated host'")).toEqual({ n: 0 })
+  })
+
+  test('templates in the path and query are accepted', async () => {
+    const response = await put(app, admin, 'Templated path', `http://127.0.0.1:${remote.port}/records/{{record.id}}/view?order={{record.id}}#{{run.id}}`)
+    expect(response.status).toBe(200)
+  })
+
+  test('a definition saved before the rule (published unchecked) fails the step at run time with http_invalid_url, and calls nothing', async () => {
+    // Published as it could be before this rule: the service itself, without the API's or the apply file's check.
+    const project = queryOne<{ id: number }>(env.store, "SELECT id FROM projects WHERE name = 'Acme'")!
+    const collection = queryOne<{ id: number }>(env.store, "SELECT id FROM collections WHERE name = 'orders' AND project_id = ?", project.id)!
+    const environment = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE name = 'production' AND project_id = ?", project.id)!
+    const team = queryOne<{ id: number }>(env.store, "SELECT id FROM teams WHERE name = 'Support' AND project_id = ?", project.id)!
+    const definition = {
+      name: 'Legacy host template',
+      environment: 'production',
+      team: 'Support',
+      collection: 'orders',
+      webhook: { enabled: true, ratePerMinute: 1000 },
+      steps: [{ type: 'http' as const, name: 'call', method: 'POST', url: hostTemplate, headers: { authorization: 'Bearer s3cret-step-token' }, retries: 0 }],
+    }
+    const target = { projectId: project.id, environmentId: environment.id, teamId: team.id, collectionId: collection.id }
+    await runNow(env.store, publishWorkflow(systemClock, target, definition, null))
+    const hook = hookPath(
+      (await (await app.handle(request('/v1/project/Acme/environment/production/team/Support/workflows/Legacy%20host%20template/webhook', { headers: bearer(admin) }))).json() as { url: string }).url,
+    )
+    const accepted = await app.handle(request(hook, { method: 'POST', headers: bearer(bob), json: { record_id: '.5' } }))
+    expect(accepted.status).toBe(202)
+    const { runId } = (await accepted.json()) as { runId: string }
+    const done = await until(`run ${runId} to finish`, () => {
+      const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
+      return ['succeeded', 'failed'].includes(row.status) ? row : null
+    }, 5_000, POLL_MS)
+    expect(elsewhere).toEqual([])
+    expect(done.status).toBe('failed')
+    const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(bob) }))).json()) as { error: { code: string; message: string; step: string } }
+    expect(shown.error).toMatchObject({ code: 'http_invalid_url', step: 'call' })
+    expect(shown.error.message).toContain('scheme or host')
+  })
+})
+
 // ── Leases and several executors ────────────────────────────────────────────
 
 describe('leases and several executors on one database', () => {
@@ -997,10 +1095,25 @@ describe('renderUrl', () => {
     expect(url('https://api.example.com/{{record.id}}', 'ord_1')).toBe('https://api.example.com/ord_1')
   })
 
-  test('a value in the host stays inside it: it cannot add credentials, a port or another host', () => {
-    expect(url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toBe('https://acme.example.com/')
+  test('a value in the scheme or host is refused, whatever it is (issue 24, item 9: templates fill the path and query only)', () => {
+    expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toThrow(/scheme or host/)
     expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'evil.test:80@127.0.0.1' })).toThrow(UrlTemplateError)
     expect(() => url('http://{{record.target}}', 'x', { target: 'http://127.0.0.1/' })).toThrow(UrlTemplateError)
+    expect(() => url('http://127.0.0{{record.id}}:19192/', '.5')).toThrow(/scheme or host/)
+    expect(() => url('https://api.example.com{{record.id}}', '.evil.test')).toThrow(/scheme or host/)
+    expect(() => url('https://api.example.com:{{record.id}}/', '8443')).toThrow(/scheme or host/)
+    expect(() => url('https://{{record.id}}@api.example.com/', 'user')).toThrow(/scheme or host/)
+  })
+
+  test('a value in the path or query cannot reach the authority: the origin after rendering is the template\'s own', () => {
+    for (const value of ['/@evil.test', '//evil.test', '@evil.test', '\\\\evil.test', '/\\evil.test/x', ':80@evil.test', '%2F%2Fevil.test']) {
+      const rendered = new URL(url('https://api.example.com/{{record.id}}?next={{record.id}}', value))
+      expect(rendered.origin).toBe('https://api.example.com')
+      expect(rendered.username + rendered.password).toBe('')
+      expect(rendered.pathname.split('/')).toHaveLength(2)
+    }
+    expect(url('https://api.example.com/{{record.id}}', '//evil.test')).toBe('https://api.example.com/%2F%2Fevil.test')
+    expect(url('https://api.example.com/{{record.id}}', '@evil.test')).toBe('https://api.example.com/%40evil.test')
   })
 
   test('a "." or ".." path segment, from a value or an encoded spelling, is refused (URL parsers would resolve it)', () => {
