@@ -75,6 +75,9 @@ const remote = Bun.serve({
         return Response.json({ ok: true })
       case '/redirect':
         return new Response(null, { status: 302, headers: { location: new URL('/echo', url).href } })
+      case '/reflect':
+        // An API that echoes what it was sent in its refusal (many do): the step's credentials come back in the body.
+        return Response.json({ authorization: req.headers.get('authorization'), apiKey: req.headers.get('x-api-key'), url: req.url }, { status: 401 })
       case '/huge':
         // Produced as it is read: an honest client that stops reading stops the stream.
         hugeSent = 0
@@ -123,6 +126,11 @@ function http(name: string, method: string, path: string, extra: Record<string, 
   }
 }
 
+/** Credentials written into http steps: none may reach a run's answer (issue 24, item 10). */
+const STEP_SECRETS = { query: 'QuerySecret-4711', bearer: 'BearerSecret-4711', apiKey: 'ApiKeySecret-4711', password: 'PassSecret-4711', fragment: 'FragmentSecret-4711' }
+/** Every spelling of them an answer could carry: as written, and the Basic credentials fetch makes of the URL's user. */
+const SECRET_SPELLINGS = [...Object.values(STEP_SECRETS), btoa(`svc:${STEP_SECRETS.password}`)]
+
 /** Acme for the executor tests: Refund order waits 1 s instead of 5, plus the workflows the tests need. */
 function executorDocument(): AcmeDocument {
   const document = acmeDocument({ passwords: true })
@@ -151,6 +159,23 @@ function executorDocument(): AcmeDocument {
     http('Call path', 'GET', '/records/{{record.id}}/view?order={{record.id}}', { retries: 0 }),
     http('Call huge', 'GET', '/huge', { retries: 0, timeoutSeconds: 30 }),
     http('Call redirect', 'GET', '/redirect', { retries: 0 }),
+    // Credentials in the URL's user, password and query, and in headers (issue 24, item 10).
+    {
+      ...onOrders,
+      name: 'Call secrets',
+      steps: [
+        {
+          type: 'http',
+          name: 'call',
+          method: 'POST',
+          url: `${remoteUrl}/reflect?api_key=${STEP_SECRETS.query}&order={{record.id}}`,
+          headers: { authorization: `Bearer ${STEP_SECRETS.bearer}`, 'x-api-key': STEP_SECRETS.apiKey, accept: 'application/json' },
+          retries: 0,
+        },
+      ],
+    },
+    { ...onOrders, name: 'Call basic', steps: [{ type: 'http', name: 'call', method: 'GET', url: `http://svc:${STEP_SECRETS.password}@127.0.0.1:${remote.port}/reflect`, retries: 0 }] },
+    { ...onOrders, name: 'Call secret 5xx', steps: [{ type: 'http', name: 'call', method: 'GET', url: `http://svc:${STEP_SECRETS.password}@127.0.0.1:${remote.port}/broken?token=${STEP_SECRETS.query}#${STEP_SECRETS.fragment}`, retries: 0 }] },
     {
       ...onOrders,
       name: 'Wait then call',
@@ -619,6 +644,57 @@ describe('executor (in-process, real clock)', () => {
     expect(JSON.parse(steps(runId)[0]!.output!)).toMatchObject({ status: 302, attempts: 1 })
     expect(hitsOf('/redirect', runId)).toHaveLength(1)
     expect(hitsOf('/echo', runId)).toHaveLength(0)
+  })
+
+  test('http: the step\'s credentials stay out of the run — its URL shows no user, password or query, its secret values are [redacted] in the stored answer (issue 24, item 10)', async () => {
+    const runId = await start('Call secrets', 'ord_2001')
+    expect((await finished(runId)).status).toBe('failed')
+    expect(hitsOf('/reflect', runId)).toHaveLength(1)
+    // As the triggering member (no admin) reads it through the API…
+    const shown = await getRun(runId, bearer(tokens.bob))
+    expect(shown.status).toBe(200)
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(shown.body)).not.toContain(secret)
+    expect(shown.body.error).toEqual({ code: 'http_failed', step: 'call', message: `POST ${remoteUrl}/reflect?[redacted] answered 401` })
+    const [step] = shown.body.steps as { error: unknown; output: { status: number; attempts: number; body: string } }[]
+    expect(step!.error).toEqual({ code: 'http_failed', message: `POST ${remoteUrl}/reflect?[redacted] answered 401` })
+    expect(step!.output).toMatchObject({ status: 401, attempts: 1 })
+    // …the record's own value in the query is no secret of the step: only what the step wrote is taken out.
+    expect(JSON.parse(step!.output.body)).toEqual({ authorization: '[redacted]', apiKey: '[redacted]', url: `${remoteUrl}/reflect?api_key=[redacted]&order=ord_2001` })
+    // …and in the console's run page, and in what is stored.
+    const page = await app.handle(request(`/runs/${runId}`, { headers: { cookie: aliceCookie } }))
+    expect(page.status).toBe(200)
+    const html = await page.text()
+    expect(html).toContain('reflect?[redacted] answered 401')
+    for (const secret of SECRET_SPELLINGS) expect(html).not.toContain(secret)
+    const stored = JSON.stringify([run(runId), steps(runId), activity(runId)])
+    for (const secret of SECRET_SPELLINGS) expect(stored).not.toContain(secret)
+  })
+
+  test('http: the URL\'s user and password are never shown, nor the Basic credentials made of them; a failed call\'s URL loses its query and fragment', async () => {
+    const basic = await start('Call basic', 'ord_2001')
+    expect((await finished(basic)).status).toBe('failed')
+    const basicRun = await getRun(basic, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(basicRun.body)).not.toContain(secret)
+    expect(basicRun.body.error).toMatchObject({ message: `GET ${remoteUrl}/reflect answered 401` })
+    expect(JSON.parse((basicRun.body.steps as { output: { body: string } }[])[0]!.output.body)).toMatchObject({ authorization: 'Basic [redacted]' })
+
+    const failing = await start('Call secret 5xx', 'ord_2001')
+    expect((await finished(failing)).status).toBe('failed')
+    const failed = await getRun(failing, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(failed.body)).not.toContain(secret)
+    expect(failed.body.error).toMatchObject({ code: 'http_failed', message: `GET ${remoteUrl}/broken?[redacted] answered 500 after 1 attempts` })
+  })
+
+  test('a run error stored before redaction (a URL with its credentials) is shown redacted all the same', async () => {
+    const runId = await start('Call basic', 'ord_2002')
+    expect((await finished(runId)).status).toBe('failed')
+    const raw = `GET http://svc:${STEP_SECRETS.password}@127.0.0.1/x?token=${STEP_SECRETS.query} answered 401`
+    execute(env.store, 'UPDATE runs SET error = ? WHERE id = ?', JSON.stringify({ code: 'http_failed', message: raw, step: 'call' }), runId)
+    execute(env.store, 'UPDATE run_steps SET error = ? WHERE run_id = ?', JSON.stringify({ code: 'http_failed', message: raw }), runId)
+    const shown = await getRun(runId, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(shown.body)).not.toContain(secret)
+    expect(shown.body.error).toEqual({ code: 'http_failed', step: 'call', message: 'GET http://127.0.0.1/x?[redacted] answered 401' })
+    expect((shown.body.steps as { error: unknown }[])[0]!.error).toEqual({ code: 'http_failed', message: 'GET http://127.0.0.1/x?[redacted] answered 401' })
   })
 
   test('cancelling a run during an http call aborts the call, frees the worker and records nothing more', async () => {
@@ -1114,6 +1190,20 @@ describe('renderUrl', () => {
     }
     expect(url('https://api.example.com/{{record.id}}', '//evil.test')).toBe('https://api.example.com/%2F%2Fevil.test')
     expect(url('https://api.example.com/{{record.id}}', '@evil.test')).toBe('https://api.example.com/%40evil.test')
+  })
+
+  test('an invalid URL\'s message shows neither its user and password nor its query (issue 24, item 10)', () => {
+    const message = (template: string, id: string) => {
+      try {
+        url(template, id)
+      } catch (error) {
+        return (error as Error).message
+      }
+      throw new Error('expected the URL to be refused')
+    }
+    const dots = message('https://svc:pw-4711@api.example.com/a/{{record.id}}?key=key-4711#frag-4711', '..')
+    expect(dots).toBe('the URL https://api.example.com/a/..?[redacted] has a ".." path segment, which would change its path')
+    expect(message('https://svc:pw-4711@api.example.com:99999/?key=key-4711', 'x')).toBe('https://api.example.com:99999 is not a valid URL')
   })
 
   test('a "." or ".." path segment, from a value or an encoded spelling, is refused (URL parsers would resolve it)', () => {

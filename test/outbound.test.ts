@@ -8,6 +8,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { DestinationRefusedError, type OutboundRequest, OutboundClient, type ResolveHost } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED, parseAllowList, refusedAddressClass } from '../src/lib/outbound/policy.ts'
+import { redactUrl, redactUrlsIn, StepSecrets } from '../src/lib/outbound/redact.ts'
 import { repoRoot } from './helpers.ts'
 
 const served: { path: string; host: string | null }[] = []
@@ -290,5 +291,31 @@ describe('answers', () => {
     expect(await client.send(new URL(`http://127.0.0.1:${port}/accents`), get(10))).toEqual({ status: 200, body: 'é'.repeat(10), truncated: true })
     expect(await client.send(new URL(`http://127.0.0.1:${port}/accents`), get(50))).toEqual({ status: 200, body: 'é'.repeat(50), truncated: false })
     expect(await client.send(new URL(`http://127.0.0.1:${port}/empty`), get())).toEqual({ status: 204, body: '', truncated: false })
+  })
+})
+
+describe('what runs show of a request (issue 24, item 10)', () => {
+  test.each([
+    ['https://api.example.com/hook', 'https://api.example.com/hook'],
+    ['https://svc:pw@api.example.com/hook?key=k#f', 'https://api.example.com/hook?[redacted]'],
+    ['https://svc:p@ss@api.example.com:8443/a/b', 'https://api.example.com:8443/a/b'],
+    ['http://svc@127.0.0.1/#token', 'http://127.0.0.1/#[redacted]'],
+    ['https://api.example.com?x=1', 'https://api.example.com?[redacted]'],
+    ['https://svc:pw@api.example.com:99999', 'https://api.example.com:99999'],
+  ])('redactUrl(%s) → %s', (url, shown) => {
+    expect(redactUrl(url)).toBe(shown)
+  })
+
+  test('every URL inside a message is redacted, the rest of it kept', () => {
+    expect(redactUrlsIn('GET https://u:p@a.example/x?k=v answered 500; see http://b.example/y#z.')).toBe('GET https://a.example/x?[redacted] answered 500; see http://b.example/y#[redacted]')
+  })
+
+  test('an http step\'s secrets: header values (not the plain ones), the URL\'s user, password and Basic pair, query values written in the step', () => {
+    const template = 'https://svc:pass-word-1@api.example.com/x?api_key=key-12345678&order={{record.id}}&short=abc'
+    const url = new URL(template.replace('{{record.id}}', 'ord-12345678'))
+    const secrets = StepSecrets.ofHttpStep(template, url, { Authorization: 'Bearer token-12345678', 'X-Api-Key': 'apikey-1234', Accept: 'application/json' })
+    const text = 'Bearer token-12345678 / token-12345678 / apikey-1234 / application/json / svc:pass-word-1 / c3ZjOnBhc3Mtd29yZC0x / key-12345678 / ord-12345678 / abc'
+    expect(secrets.scrub(text)).toBe('[redacted] / [redacted] / [redacted] / application/json / svc:[redacted] / [redacted] / [redacted] / ord-12345678 / abc')
+    expect(secrets.longest).toBe('Bearer token-12345678'.length)
   })
 })

@@ -1,4 +1,5 @@
 /** `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` in step strings, deeply. */
+import { redactUrl } from '../lib/outbound/redact.ts'
 import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage, urlHead } from '../lib/outbound/url-template.ts'
 
 export interface TemplateVariables {
@@ -50,12 +51,12 @@ export function renderUrl(template: string, vars: TemplateVariables): URL {
   const inHead = placeholderInHead(template)
   if (inHead !== null) throw new UrlTemplateError(placeholderInHeadMessage(inHead))
   const head = urlHead(template)
-  if (!URL.canParse(head)) throw new UrlTemplateError(`${head} is not a valid URL`)
+  if (!URL.canParse(head)) throw new UrlTemplateError(`${redactUrl(head)} is not a valid URL`)
   const rendered = template.replace(PLACEHOLDER, (_, name: string) => encodeURIComponent(lookup(name, vars)))
   const path = rendered.slice(urlHead(rendered).length).split(/[?#]/)[0]!
   const dots = path.split(/[/\\]/).find((segment) => DOT_SEGMENT.test(segment))
-  if (dots !== undefined) throw new UrlTemplateError(`the URL ${rendered} has a "${dots}" path segment, which would change its path`)
-  if (!URL.canParse(rendered)) throw new UrlTemplateError(`${rendered} is not a valid URL`)
+  if (dots !== undefined) throw new UrlTemplateError(`the URL ${redactUrl(rendered)} has a "${dots}" path segment, which would change its path`)
+  if (!URL.canParse(rendered)) throw new UrlTemplateError(`${redactUrl(rendered)} is not a valid URL`)
   const url = new URL(rendered)
   const written = new URL(head).origin
   if (url.origin !== written) throw new UrlTemplateError(`the values placed in the URL would change its origin ${written}`)
