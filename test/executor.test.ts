@@ -131,6 +131,18 @@ const STEP_SECRETS = { query: 'QuerySecret-4711', bearer: 'BearerSecret-4711', a
 /** Every spelling of them an answer could carry: as written, and the Basic credentials fetch makes of the URL's user. */
 const SECRET_SPELLINGS = [...Object.values(STEP_SECRETS), btoa(`svc:${STEP_SECRETS.password}`)]
 
+/** Triggers a run through its webhook (202) and waits until it has succeeded or failed: its id and its row. */
+async function runToEnd(app: ReturnType<typeof testApp>, env: TestEnv, hook: string, token: string, recordId: string): Promise<{ runId: string; done: RunRow }> {
+  const response = await app.handle(request(hook, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
+  expect(response.status).toBe(202)
+  const { runId } = (await response.json()) as { runId: string }
+  const done = await until(`run ${runId} to finish`, () => {
+    const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
+    return ['succeeded', 'failed'].includes(row.status) ? row : null
+  }, 5_000, POLL_MS)
+  return { runId, done }
+}
+
 /** Acme for the executor tests: Refund order waits 1 s instead of 5, plus the workflows the tests need. */
 function executorDocument(): AcmeDocument {
   const document = acmeDocument({ passwords: true })
@@ -803,13 +815,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
   })
 
   test.each(destinations)('%s (%s) fails the run at once with http_destination_refused, without calling or retrying', async (name, _url, host, why) => {
-    const response = await app.handle(request(hooks[name]!, { method: 'POST', headers: bearer(token), json: { record_id: 'ord_1001' } }))
-    expect(response.status).toBe(202)
-    const { runId } = (await response.json()) as { runId: string }
-    const done = await until(`run ${runId} to finish`, () => {
-      const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
-      return ['succeeded', 'failed'].includes(row.status) ? row : null
-    }, 5_000, POLL_MS)
+    const { runId, done } = await runToEnd(app, env, hooks[name]!, token, 'ord_1001')
     expect(done.status).toBe('failed')
     // Read back through the run API, as whoever wrote the workflow would: the reason, never an answer.
     const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(token) }))).json()) as {
@@ -910,13 +916,7 @@ describe('URL templates fill the path and query only (issue 24, item 9)', () => 
     const hook = hookPath(
       (await (await app.handle(request('/v1/project/Acme/environment/production/team/Support/workflows/Legacy%20host%20template/webhook', { headers: bearer(admin) }))).json() as { url: string }).url,
     )
-    const accepted = await app.handle(request(hook, { method: 'POST', headers: bearer(bob), json: { record_id: '.5' } }))
-    expect(accepted.status).toBe(202)
-    const { runId } = (await accepted.json()) as { runId: string }
-    const done = await until(`run ${runId} to finish`, () => {
-      const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
-      return ['succeeded', 'failed'].includes(row.status) ? row : null
-    }, 5_000, POLL_MS)
+    const { runId, done } = await runToEnd(app, env, hook, bob, '.5')
     expect(elsewhere).toEqual([])
     expect(done.status).toBe('failed')
     const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(bob) }))).json()) as { error: { code: string; message: string; step: string } }
