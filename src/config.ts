@@ -40,6 +40,8 @@ export interface Config {
   dbBusyWaitMs: number
   /** How often `serve` checkpoints the WAL (SQLite's own checkpoints, inside a commit, are off on its connection). */
   walCheckpointMs: number
+  /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
+  readyMinFreeBytes: number
 }
 
 export interface OidcConfig {
@@ -72,6 +74,12 @@ export const FLAG_SETTINGS = {
  * even if each one is escaped to six bytes (`\u0001`), plus every other field at its maximum (about 400 KB).
  */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+/**
+ * 64 MiB: /readyz's floor of free space. Room for a WAL that grows between checkpoints under load (it is
+ * checkpointed at 16 MB) several times over, so an instance is taken out of rotation before writes start failing.
+ */
+export const DEFAULT_READY_MIN_FREE_MB = 64
 
 /** Flags a command may pass; each maps to one env variable. */
 export type ConfigFlags = { -readonly [K in keyof typeof FLAG_SETTINGS]?: string }
@@ -136,6 +144,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
+    readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,
   }
 }
 

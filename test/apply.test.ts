@@ -599,6 +599,11 @@ describe('validation', () => {
       mutate: (d) => (project(d).workflows[0]!.steps[3]!.content = '<p>{{foo}}</p>'),
     },
     {
+      name: 'a template in an http step\'s host (it could change the host: issue 24, item 9)',
+      expected: 'projects[0].workflows[0].steps[4] (call).url: {{record.id}} is in the URL\'s scheme or host',
+      mutate: (d) => project(d).workflows[0]!.steps.push({ type: 'http', name: 'call', method: 'POST', url: 'http://127.0.0{{record.id}}:19192/' }),
+    },
+    {
       name: 'condition without a prior load',
       expected: 'projects[0].workflows[0].steps[0] (1-condition): a condition needs a load step before it',
       mutate: (d) => project(d).workflows[0]!.steps.shift(),

@@ -22,6 +22,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
+import { publishWorkflow } from '../src/modules/workflows/service.ts'
 import { anotherStore, bearer, execute, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyTest, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import {
   type AcmeDocument,
@@ -74,6 +75,9 @@ const remote = Bun.serve({
         return Response.json({ ok: true })
       case '/redirect':
         return new Response(null, { status: 302, headers: { location: new URL('/echo', url).href } })
+      case '/reflect':
+        // An API that echoes what it was sent in its refusal (many do): the step's credentials come back in the body.
+        return Response.json({ authorization: req.headers.get('authorization'), apiKey: req.headers.get('x-api-key'), url: req.url }, { status: 401 })
       case '/huge':
         // Produced as it is read: an honest client that stops reading stops the stream.
         hugeSent = 0
@@ -122,6 +126,23 @@ function http(name: string, method: string, path: string, extra: Record<string, 
   }
 }
 
+/** Credentials written into http steps: none may reach a run's answer (issue 24, item 10). */
+const STEP_SECRETS = { query: 'QuerySecret-4711', bearer: 'BearerSecret-4711', apiKey: 'ApiKeySecret-4711', password: 'PassSecret-4711', fragment: 'FragmentSecret-4711' }
+/** Every spelling of them an answer could carry: as written, and the Basic credentials fetch makes of the URL's user. */
+const SECRET_SPELLINGS = [...Object.values(STEP_SECRETS), btoa(`svc:${STEP_SECRETS.password}`)]
+
+/** Triggers a run through its webhook (202) and waits until it has succeeded or failed: its id and its row. */
+async function runToEnd(app: ReturnType<typeof testApp>, env: TestEnv, hook: string, token: string, recordId: string): Promise<{ runId: string; done: RunRow }> {
+  const response = await app.handle(request(hook, { method: 'POST', headers: bearer(token), json: { record_id: recordId } }))
+  expect(response.status).toBe(202)
+  const { runId } = (await response.json()) as { runId: string }
+  const done = await until(`run ${runId} to finish`, () => {
+    const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
+    return ['succeeded', 'failed'].includes(row.status) ? row : null
+  }, 5_000, POLL_MS)
+  return { runId, done }
+}
+
 /** Acme for the executor tests: Refund order waits 1 s instead of 5, plus the workflows the tests need. */
 function executorDocument(): AcmeDocument {
   const document = acmeDocument({ passwords: true })
@@ -150,6 +171,23 @@ function executorDocument(): AcmeDocument {
     http('Call path', 'GET', '/records/{{record.id}}/view?order={{record.id}}', { retries: 0 }),
     http('Call huge', 'GET', '/huge', { retries: 0, timeoutSeconds: 30 }),
     http('Call redirect', 'GET', '/redirect', { retries: 0 }),
+    // Credentials in the URL's user, password and query, and in headers (issue 24, item 10).
+    {
+      ...onOrders,
+      name: 'Call secrets',
+      steps: [
+        {
+          type: 'http',
+          name: 'call',
+          method: 'POST',
+          url: `${remoteUrl}/reflect?api_key=${STEP_SECRETS.query}&order={{record.id}}`,
+          headers: { authorization: `Bearer ${STEP_SECRETS.bearer}`, 'x-api-key': STEP_SECRETS.apiKey, accept: 'application/json' },
+          retries: 0,
+        },
+      ],
+    },
+    { ...onOrders, name: 'Call basic', steps: [{ type: 'http', name: 'call', method: 'GET', url: `http://svc:${STEP_SECRETS.password}@127.0.0.1:${remote.port}/reflect`, retries: 0 }] },
+    { ...onOrders, name: 'Call secret 5xx', steps: [{ type: 'http', name: 'call', method: 'GET', url: `http://svc:${STEP_SECRETS.password}@127.0.0.1:${remote.port}/broken?token=${STEP_SECRETS.query}#${STEP_SECRETS.fragment}`, retries: 0 }] },
     {
       ...onOrders,
       name: 'Wait then call',
@@ -620,6 +658,57 @@ describe('executor (in-process, real clock)', () => {
     expect(hitsOf('/echo', runId)).toHaveLength(0)
   })
 
+  test('http: the step\'s credentials stay out of the run — its URL shows no user, password or query, its secret values are [redacted] in the stored answer (issue 24, item 10)', async () => {
+    const runId = await start('Call secrets', 'ord_2001')
+    expect((await finished(runId)).status).toBe('failed')
+    expect(hitsOf('/reflect', runId)).toHaveLength(1)
+    // As the triggering member (no admin) reads it through the API…
+    const shown = await getRun(runId, bearer(tokens.bob))
+    expect(shown.status).toBe(200)
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(shown.body)).not.toContain(secret)
+    expect(shown.body.error).toEqual({ code: 'http_failed', step: 'call', message: `POST ${remoteUrl}/reflect?[redacted] answered 401` })
+    const [step] = shown.body.steps as { error: unknown; output: { status: number; attempts: number; body: string } }[]
+    expect(step!.error).toEqual({ code: 'http_failed', message: `POST ${remoteUrl}/reflect?[redacted] answered 401` })
+    expect(step!.output).toMatchObject({ status: 401, attempts: 1 })
+    // …the record's own value in the query is no secret of the step: only what the step wrote is taken out.
+    expect(JSON.parse(step!.output.body)).toEqual({ authorization: '[redacted]', apiKey: '[redacted]', url: `${remoteUrl}/reflect?api_key=[redacted]&order=ord_2001` })
+    // …and in the console's run page, and in what is stored.
+    const page = await app.handle(request(`/runs/${runId}`, { headers: { cookie: aliceCookie } }))
+    expect(page.status).toBe(200)
+    const html = await page.text()
+    expect(html).toContain('reflect?[redacted] answered 401')
+    for (const secret of SECRET_SPELLINGS) expect(html).not.toContain(secret)
+    const stored = JSON.stringify([run(runId), steps(runId), activity(runId)])
+    for (const secret of SECRET_SPELLINGS) expect(stored).not.toContain(secret)
+  })
+
+  test('http: the URL\'s user and password are never shown, nor the Basic credentials made of them; a failed call\'s URL loses its query and fragment', async () => {
+    const basic = await start('Call basic', 'ord_2001')
+    expect((await finished(basic)).status).toBe('failed')
+    const basicRun = await getRun(basic, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(basicRun.body)).not.toContain(secret)
+    expect(basicRun.body.error).toMatchObject({ message: `GET ${remoteUrl}/reflect answered 401` })
+    expect(JSON.parse((basicRun.body.steps as { output: { body: string } }[])[0]!.output.body)).toMatchObject({ authorization: 'Basic [redacted]' })
+
+    const failing = await start('Call secret 5xx', 'ord_2001')
+    expect((await finished(failing)).status).toBe('failed')
+    const failed = await getRun(failing, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(failed.body)).not.toContain(secret)
+    expect(failed.body.error).toMatchObject({ code: 'http_failed', message: `GET ${remoteUrl}/broken?[redacted] answered 500 after 1 attempts` })
+  })
+
+  test('a run error stored before redaction (a URL with its credentials) is shown redacted all the same', async () => {
+    const runId = await start('Call basic', 'ord_2002')
+    expect((await finished(runId)).status).toBe('failed')
+    const raw = `GET http://svc:${STEP_SECRETS.password}@127.0.0.1/x?token=${STEP_SECRETS.query} answered 401`
+    execute(env.store, 'UPDATE runs SET error = ? WHERE id = ?', JSON.stringify({ code: 'http_failed', message: raw, step: 'call' }), runId)
+    execute(env.store, 'UPDATE run_steps SET error = ? WHERE run_id = ?', JSON.stringify({ code: 'http_failed', message: raw }), runId)
+    const shown = await getRun(runId, bearer(tokens.bob))
+    for (const secret of SECRET_SPELLINGS) expect(JSON.stringify(shown.body)).not.toContain(secret)
+    expect(shown.body.error).toEqual({ code: 'http_failed', step: 'call', message: 'GET http://127.0.0.1/x?[redacted] answered 401' })
+    expect((shown.body.steps as { error: unknown }[])[0]!.error).toEqual({ code: 'http_failed', message: 'GET http://127.0.0.1/x?[redacted] answered 401' })
+  })
+
   test('cancelling a run during an http call aborts the call, frees the worker and records nothing more', async () => {
     hangStarted = new Promise<void>((resolve) => (firstHang = resolve))
     const runId = await start('Call hang', 'ord_2008')
@@ -691,6 +780,12 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     ['IPv6 loopback', `http://[::1]:${port}/echo`, '[::1]', 'loopback'],
     ['Metadata', 'http://169.254.169.254/latest/meta-data/', '169.254.169.254', 'link-local'],
     ['Private', 'http://10.0.0.1/', '10.0.0.1', 'private'],
+    // IPv6 forms carrying an IPv4 address are judged by it (issue 24, item 8).
+    ['IPv4-compatible', `http://[::127.0.0.1]:${port}/echo`, '[::7f00:1]', 'loopback'],
+    ['IPv4-translated', `http://[::ffff:0:127.0.0.1]:${port}/echo`, '[::ffff:0:7f00:1]', 'loopback'],
+    ['NAT64', 'http://[64:ff9b::169.254.169.254]/latest/meta-data/', '[64:ff9b::a9fe:a9fe]', 'link-local'],
+    ['6to4', 'http://[2002:a00:1::1]/', '[2002:a00:1::1]', 'private'],
+    ['Teredo', 'http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/', '[2001:0:4136:e378:8000:63bf:f5ff:fffe]', 'private'],
   ]
   let env: TestEnv
   let app: ReturnType<typeof testApp>
@@ -720,13 +815,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
   })
 
   test.each(destinations)('%s (%s) fails the run at once with http_destination_refused, without calling or retrying', async (name, _url, host, why) => {
-    const response = await app.handle(request(hooks[name]!, { method: 'POST', headers: bearer(token), json: { record_id: 'ord_1001' } }))
-    expect(response.status).toBe(202)
-    const { runId } = (await response.json()) as { runId: string }
-    const done = await until(`run ${runId} to finish`, () => {
-      const row = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', runId) as RunRow
-      return ['succeeded', 'failed'].includes(row.status) ? row : null
-    }, 5_000, POLL_MS)
+    const { runId, done } = await runToEnd(app, env, hooks[name]!, token, 'ord_1001')
     expect(done.status).toBe('failed')
     // Read back through the run API, as whoever wrote the workflow would: the reason, never an answer.
     const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(token) }))).json()) as {
@@ -742,6 +831,97 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     // No timeout waited, no backoff: the step's own recorded time (the test's polling is no part of it).
     const step = queryOne(env.store, "SELECT finished_at - started_at AS ms FROM run_steps WHERE run_id = ? AND name = '2-http'", runId) as { ms: number }
     expect(step.ms).toBeLessThan(1_000)
+  })
+})
+
+// ── URL templates: the path and query only ──────────────────────────────────
+
+describe('URL templates fill the path and query only (issue 24, item 9)', () => {
+  /** Where `http://127.0.0{{record.id}}:PORT/` lands for a record id `.5`: a server on another loopback address. */
+  const elsewhere: { path: string; authorization: string | null }[] = []
+  const other = Bun.serve({
+    hostname: '127.0.0.5',
+    port: 0,
+    fetch: (req) => (elsewhere.push({ path: new URL(req.url).pathname, authorization: req.headers.get('authorization') }), Response.json({ reached: '127.0.0.5' })),
+  })
+  const hostTemplate = `http://127.0.0{{record.id}}:${other.port}/hook`
+  const put = (app: ReturnType<typeof testApp>, token: string, name: string, url: string) =>
+    app.handle(
+      request(`/v1/project/Acme/environment/production/team/Support/workflows/${name}`, {
+        method: 'PUT',
+        headers: bearer(token),
+        json: { collection: 'orders', webhook: { enabled: true, ratePerMinute: 1000 }, steps: [{ type: 'http', name: 'call', method: 'POST', url, headers: { authorization: 'Bearer s3cret-step-token' } }] },
+      }),
+    )
+  let env: TestEnv
+  let app: ReturnType<typeof testApp>
+  let executor: Executor
+  let admin: string
+  let bob: string
+
+  beforeAll(async () => {
+    // The operator opened all of 127/8: only the template rule keeps the call on the host the author wrote.
+    env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.0/8' })
+    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+    admin = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
+    app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+  })
+  afterAll(async () => {
+    await executor.stop(2_000)
+    env.cleanup()
+    other.stop(true)
+  })
+
+  test.each([
+    ['next to the host', hostTemplate],
+    ['the whole host', 'https://{{record.tenant}}/'],
+    ['a label of the host', 'https://{{record.tenant}}.example.com/orders'],
+    ['the port', 'https://api.example.com:{{record.port}}/'],
+    ['the user', 'https://{{record.user}}@api.example.com/'],
+    ['right after the host, before any path', 'https://api.example.com{{record.path}}'],
+  ])('PUT a workflow with a template %s in an http URL → 400 naming the step\'s url; nothing published', async (_, url) => {
+    const response = await put(app, admin, 'Templated host', url)
+    expect(response.status).toBe(400)
+    const body = (await response.json()) as { error: string; code: string; message: string; details: { field: string; message: string }[] }
+    expect(body).toMatchObject({ error: 'Bad Request', code: 'validation_failed' })
+    expect(body.details).toEqual([{ field: 'steps[0] (call).url', message: expect.stringContaining("is in the URL's scheme or host") }])
+    expect(body.message).toContain('steps[0] (call).url')
+    expect(queryOne(env.store, "SELECT count(*) AS n FROM workflows WHERE name = 'Templated host'")).toEqual({ n: 0 })
+  })
+
+  test('templates in the path and query are accepted', async () => {
+    const response = await put(app, admin, 'Templated path', `http://127.0.0.1:${remote.port}/records/{{record.id}}/view?order={{record.id}}#{{run.id}}`)
+    expect(response.status).toBe(200)
+  })
+
+  test('a definition saved before the rule (published unchecked) fails the step at run time with http_invalid_url, and calls nothing', async () => {
+    // Published as it could be before this rule: the service itself, without the API's or the apply file's check.
+    const project = queryOne<{ id: number }>(env.store, "SELECT id FROM projects WHERE name = 'Acme'")!
+    const collection = queryOne<{ id: number }>(env.store, "SELECT id FROM collections WHERE name = 'orders' AND project_id = ?", project.id)!
+    const environment = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE name = 'production' AND project_id = ?", project.id)!
+    const team = queryOne<{ id: number }>(env.store, "SELECT id FROM teams WHERE name = 'Support' AND project_id = ?", project.id)!
+    const definition = {
+      name: 'Legacy host template',
+      environment: 'production',
+      team: 'Support',
+      collection: 'orders',
+      webhook: { enabled: true, ratePerMinute: 1000 },
+      steps: [{ type: 'http' as const, name: 'call', method: 'POST', url: hostTemplate, headers: { authorization: 'Bearer s3cret-step-token' }, retries: 0 }],
+    }
+    const target = { projectId: project.id, environmentId: environment.id, teamId: team.id, collectionId: collection.id }
+    await runNow(env.store, publishWorkflow(systemClock, target, definition, null))
+    const hook = hookPath(
+      (await (await app.handle(request('/v1/project/Acme/environment/production/team/Support/workflows/Legacy%20host%20template/webhook', { headers: bearer(admin) }))).json() as { url: string }).url,
+    )
+    const { runId, done } = await runToEnd(app, env, hook, bob, '.5')
+    expect(elsewhere).toEqual([])
+    expect(done.status).toBe('failed')
+    const shown = (await (await app.handle(request(`/v1/workflow-runs/${runId}`, { headers: bearer(bob) }))).json()) as { error: { code: string; message: string; step: string } }
+    expect(shown.error).toMatchObject({ code: 'http_invalid_url', step: 'call' })
+    expect(shown.error.message).toContain('scheme or host')
   })
 })
 
@@ -991,10 +1171,39 @@ describe('renderUrl', () => {
     expect(url('https://api.example.com/{{record.id}}', 'ord_1')).toBe('https://api.example.com/ord_1')
   })
 
-  test('a value in the host stays inside it: it cannot add credentials, a port or another host', () => {
-    expect(url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toBe('https://acme.example.com/')
+  test('a value in the scheme or host is refused, whatever it is (issue 24, item 9: templates fill the path and query only)', () => {
+    expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toThrow(/scheme or host/)
     expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'evil.test:80@127.0.0.1' })).toThrow(UrlTemplateError)
     expect(() => url('http://{{record.target}}', 'x', { target: 'http://127.0.0.1/' })).toThrow(UrlTemplateError)
+    expect(() => url('http://127.0.0{{record.id}}:19192/', '.5')).toThrow(/scheme or host/)
+    expect(() => url('https://api.example.com{{record.id}}', '.evil.test')).toThrow(/scheme or host/)
+    expect(() => url('https://api.example.com:{{record.id}}/', '8443')).toThrow(/scheme or host/)
+    expect(() => url('https://{{record.id}}@api.example.com/', 'user')).toThrow(/scheme or host/)
+  })
+
+  test('a value in the path or query cannot reach the authority: the origin after rendering is the template\'s own', () => {
+    for (const value of ['/@evil.test', '//evil.test', '@evil.test', '\\\\evil.test', '/\\evil.test/x', ':80@evil.test', '%2F%2Fevil.test']) {
+      const rendered = new URL(url('https://api.example.com/{{record.id}}?next={{record.id}}', value))
+      expect(rendered.origin).toBe('https://api.example.com')
+      expect(rendered.username + rendered.password).toBe('')
+      expect(rendered.pathname.split('/')).toHaveLength(2)
+    }
+    expect(url('https://api.example.com/{{record.id}}', '//evil.test')).toBe('https://api.example.com/%2F%2Fevil.test')
+    expect(url('https://api.example.com/{{record.id}}', '@evil.test')).toBe('https://api.example.com/%40evil.test')
+  })
+
+  test('an invalid URL\'s message shows neither its user and password nor its query (issue 24, item 10)', () => {
+    const message = (template: string, id: string) => {
+      try {
+        url(template, id)
+      } catch (error) {
+        return (error as Error).message
+      }
+      throw new Error('expected the URL to be refused')
+    }
+    const dots = message('https://svc:pw-4711@api.example.com/a/{{record.id}}?key=key-4711#frag-4711', '..')
+    expect(dots).toBe('the URL https://api.example.com/a/..?[redacted] has a ".." path segment, which would change its path')
+    expect(message('https://svc:pw-4711@api.example.com:99999/?key=key-4711', 'x')).toBe('https://api.example.com:99999 is not a valid URL')
   })
 
   test('a "." or ".." path segment, from a value or an encoded spelling, is refused (URL parsers would resolve it)', () => {

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { DestinationRefusedError, type OutboundRequest, OutboundClient, type ResolveHost } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED, parseAllowList, refusedAddressClass } from '../src/lib/outbound/policy.ts'
+import { redactUrl, redactUrlsIn, StepSecrets } from '../src/lib/outbound/redact.ts'
 import { repoRoot } from './helpers.ts'
 
 const served: { path: string; host: string | null }[] = []
@@ -73,12 +74,60 @@ describe('default: nothing local or private is called', () => {
     ['http://224.0.0.1/', '224.0.0.1', 'multicast'],
     ['http://[ff02::1]/', '[ff02::1]', 'multicast'],
     ['http://255.255.255.255/', '255.255.255.255', 'broadcast'],
-    ['http://[64:ff9b::7f00:1]/', '[64:ff9b::7f00:1]', 'special-purpose (rfc6052)'],
-    ['http://[2002:7f00:1::]/', '[2002:7f00:1::]', 'special-purpose (6to4)'],
+    // Judged by the loopback address they carry (issue 24, item 8); the forms are refused with a public one too.
+    ['http://[64:ff9b::7f00:1]/', '[64:ff9b::7f00:1]', 'loopback'],
+    ['http://[2002:7f00:1::]/', '[2002:7f00:1::]', 'loopback'],
     [`https://127.0.0.1:${port}/`, '127.0.0.1', 'loopback'],
   ])('%s → refused: %s is a %s address', async (url, host, why) => {
     const message = await refusal(client, url)
     expect(message).toBe(`destination ${host} refused: it is a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+  })
+
+  // Every IPv6 form that carries an IPv4 address is judged as that address (then as the form itself).
+  const embedding: [form: string, address: string, why: string][] = [
+    ['IPv4-compatible, loopback', '::127.0.0.1', 'loopback'],
+    ['IPv4-compatible, private', '::10.0.0.1', 'private'],
+    ['IPv4-compatible, link-local', '::169.254.169.254', 'link-local'],
+    ['IPv4-compatible, public: the deprecated form itself', '::8.8.8.8', 'special-purpose (ipv4Compatible)'],
+    ['IPv4-mapped, loopback', '::ffff:127.0.0.2', 'loopback'],
+    ['IPv4-translated (SIIT), loopback', '::ffff:0:127.0.0.1', 'loopback'],
+    ['IPv4-translated (SIIT), public', '::ffff:0:8.8.8.8', 'special-purpose (rfc6145)'],
+    ['NAT64 well-known prefix, loopback', '64:ff9b::127.0.0.1', 'loopback'],
+    ['NAT64 well-known prefix, metadata', '64:ff9b::169.254.169.254', 'link-local'],
+    ['NAT64 well-known prefix, private', '64:ff9b::192.168.0.1', 'private'],
+    ['NAT64 well-known prefix, public', '64:ff9b::8.8.8.8', 'special-purpose (rfc6052)'],
+    ['NAT64 local-use /96, loopback', '64:ff9b:1::127.0.0.1', 'loopback'],
+    ['NAT64 local-use /48 (127.0.0.1 in bits 48–63 and 72–87)', '64:ff9b:1:7f00:0:100::', 'loopback'],
+    ['NAT64 local-use /64 (10.0.0.1 in bits 72–103)', '64:ff9b:1:0:a:0:100:0', 'private'],
+    ['6to4, loopback', '2002:7f00:1::1', 'loopback'],
+    ['6to4, private', '2002:a00:1::1', 'private'],
+    ['6to4, carrier-grade NAT', '2002:6440:1::', 'shared (carrier-grade NAT)'],
+    ['6to4, public', '2002:808:808::1', 'special-purpose (6to4)'],
+    ['Teredo, server loopback', '2001:0:7f00:1:0:0:f7f7:f7f7', 'loopback'],
+    ['Teredo, client private (10.0.0.1, bits inverted)', '2001:0:4136:e378:8000:63bf:f5ff:fffe', 'private'],
+    ['Teredo, client loopback (127.0.0.1, bits inverted)', '2001:0:4136:e378:8000:63bf:80ff:fffe', 'loopback'],
+    ['Teredo, both public', '2001:0:4136:e378:8000:63bf:f7f7:fbfb', 'special-purpose (teredo)'],
+  ]
+
+  test.each(embedding)('%s: [%s] as a URL host → refused: %s', async (_, address, why) => {
+    const host = `[${new URL(`http://[${address}]/`).hostname.slice(1, -1)}]`
+    const message = await refusal(client, `http://[${address}]:${port}/`)
+    expect(message).toBe(`destination ${host} refused: it is a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+  })
+
+  test.each(embedding)('%s: a name resolving to %s → refused: %s (the address not named)', async (_, address, why) => {
+    const client = new OutboundClient({ resolve: async () => [address] })
+    const message = await refusal(client, `http://embedded.test:${port}/`)
+    expect(message).toBe(`destination embedded.test refused: it resolves to a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+  })
+
+  test('a name is resolved to an IPv4 address inside an IPv6 form that is refused, whatever the spelling of the answer', () => {
+    for (const address of ['0:0:0:0:0:0:7f00:1', '::7f00:1', '::127.0.0.1', '[::127.0.0.1]', '64:FF9B::7F00:1', '64:ff9b:0:0:0:0:127.0.0.1']) {
+      expect(refusedAddressClass(address, NOTHING_ALLOWED)).toBe('loopback')
+    }
+    // `::a.b.c.d` is IPv4-compatible, not IPv4-mapped: a public address inside does not make it one.
+    expect(refusedAddressClass('::8.8.8.8', NOTHING_ALLOWED)).toBe('special-purpose (ipv4Compatible)')
+    expect(refusedAddressClass('::ffff:8.8.8.8', NOTHING_ALLOWED)).toBeNull()
   })
 
   test('a name that resolves to a loopback address (localhost) is refused, naming the host but not the address', async () => {
@@ -123,6 +172,28 @@ describe('TRELLIS_HTTP_ALLOW opens what the operator names', () => {
     expect(refusedAddressClass('fc00::5', parseAllowList('fd00::/8'))).toBe('unique-local')
     expect(refusedAddressClass('10.0.0.1', parseAllowList('127.0.0.0/8'))).toBe('private')
     expect(refusedAddressClass('10.9.0.1', parseAllowList('::ffff:10.0.0.0/104'))).toBeNull()
+  })
+
+  test('an IPv4 entry opens that address, not IPv6 forms that carry it (other than IPv4-mapped, the same socket address)', () => {
+    const allow = parseAllowList('127.0.0.1, 10.0.0.0/8')
+    expect(refusedAddressClass('::ffff:127.0.0.1', allow)).toBeNull()
+    expect(refusedAddressClass('10.1.2.3', allow)).toBeNull()
+    expect(refusedAddressClass('::127.0.0.1', allow)).toBe('special-purpose (ipv4Compatible)')
+    expect(refusedAddressClass('64:ff9b::10.0.0.1', allow)).toBe('special-purpose (rfc6052)')
+    expect(refusedAddressClass('2002:a00:1::', allow)).toBe('special-purpose (6to4)')
+    // Spelled `::a.b.c.d`, an entry is the IPv4-compatible address (ipaddr.js alone would read it as IPv4-mapped).
+    expect(refusedAddressClass('10.0.0.1', parseAllowList('::10.0.0.1'))).toBe('private')
+  })
+
+  test('an IPv6 range opens the form (a NAT64 prefix), while the IPv4 address inside is still judged', () => {
+    const nat64 = parseAllowList('64:ff9b::/96')
+    expect(refusedAddressClass('64:ff9b::8.8.8.8', nat64)).toBeNull()
+    expect(refusedAddressClass('64:ff9b::10.0.0.1', nat64)).toBe('private')
+    expect(refusedAddressClass('64:ff9b::127.0.0.1', nat64)).toBe('loopback')
+    expect(refusedAddressClass('64:ff9b::10.0.0.1', parseAllowList('64:ff9b::/96 10.0.0.0/8'))).toBeNull()
+    const sixToFour = parseAllowList('2002::/16')
+    expect(refusedAddressClass('2002:808:808::1', sixToFour)).toBeNull()
+    expect(refusedAddressClass('2002:a9fe:a9fe::1', sixToFour)).toBe('link-local')
   })
 
   test('a host name opens that name (whatever it resolves to), not the address behind it', async () => {
@@ -220,5 +291,31 @@ describe('answers', () => {
     expect(await client.send(new URL(`http://127.0.0.1:${port}/accents`), get(10))).toEqual({ status: 200, body: 'é'.repeat(10), truncated: true })
     expect(await client.send(new URL(`http://127.0.0.1:${port}/accents`), get(50))).toEqual({ status: 200, body: 'é'.repeat(50), truncated: false })
     expect(await client.send(new URL(`http://127.0.0.1:${port}/empty`), get())).toEqual({ status: 204, body: '', truncated: false })
+  })
+})
+
+describe('what runs show of a request (issue 24, item 10)', () => {
+  test.each([
+    ['https://api.example.com/hook', 'https://api.example.com/hook'],
+    ['https://svc:pw@api.example.com/hook?key=k#f', 'https://api.example.com/hook?[redacted]'],
+    ['https://svc:p@ss@api.example.com:8443/a/b', 'https://api.example.com:8443/a/b'],
+    ['http://svc@127.0.0.1/#token', 'http://127.0.0.1/#[redacted]'],
+    ['https://api.example.com?x=1', 'https://api.example.com?[redacted]'],
+    ['https://svc:pw@api.example.com:99999', 'https://api.example.com:99999'],
+  ])('redactUrl(%s) → %s', (url, shown) => {
+    expect(redactUrl(url)).toBe(shown)
+  })
+
+  test('every URL inside a message is redacted, the rest of it kept', () => {
+    expect(redactUrlsIn('GET https://u:p@a.example/x?k=v answered 500; see http://b.example/y#z.')).toBe('GET https://a.example/x?[redacted] answered 500; see http://b.example/y#[redacted]')
+  })
+
+  test('an http step\'s secrets: header values (not the plain ones), the URL\'s user, password and Basic pair, query values written in the step', () => {
+    const template = 'https://svc:pass-word-1@api.example.com/x?api_key=key-12345678&order={{record.id}}&short=abc'
+    const url = new URL(template.replace('{{record.id}}', 'ord-12345678'))
+    const secrets = StepSecrets.ofHttpStep(template, url, { Authorization: 'Bearer token-12345678', 'X-Api-Key': 'apikey-1234', Accept: 'application/json' })
+    const text = 'Bearer token-12345678 / token-12345678 / apikey-1234 / application/json / svc:pass-word-1 / c3ZjOnBhc3Mtd29yZC0x / key-12345678 / ord-12345678 / abc'
+    expect(secrets.scrub(text)).toBe('[redacted] / [redacted] / [redacted] / application/json / svc:[redacted] / [redacted] / [redacted] / ord-12345678 / abc')
+    expect(secrets.longest).toBe('Bearer token-12345678'.length)
   })
 })

@@ -5,7 +5,7 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
-import { mkdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
+import { mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { databasePath, openStore, type SqliteStore } from '../src/db/open.ts'
@@ -253,10 +253,20 @@ interface DiskFault {
   send: Send
   store?: SqliteStore
   fill(): void
+  /** Room for a small write or two, far below the readiness floor. */
+  makeRoom(): void
   free(): void
   stop(): Promise<void>
   dataDir: string
 }
+
+/**
+ * The free space /readyz asks for, in MiB: the 8 MiB tmpfs could never reach the 64 MiB default. What is left
+ * after `fill()` (512 KiB) and after `makeRoom()` stays far below it; after `free()` there are several MiB.
+ */
+const READY_MIN_FREE_MB = '2'
+/** The server's settings for the disk-full scenarios: the floor, and no API rate limit in the way. */
+const DISK_FAULT_ENV = { TRELLIS_READY_MIN_FREE_MB: READY_MIN_FREE_MB, TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' }
 
 /**
  * A real 8 MiB tmpfs for the data directory when this process may mount one (root); else null.
@@ -288,7 +298,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
     store.close()
     const cwd = tempDir('trellis-full-cwd-')
     cleanups.push(cwd.cleanup)
-    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' } })
+    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', ...DISK_FAULT_ENV } })
     cleanups.push(async () => void (await server.stop('SIGKILL')))
     const filler = join(mount, 'filler')
     return {
@@ -301,6 +311,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
         const { bavail, bsize } = statfsSync(mount)
         writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 512 * 1024), 1))
       },
+      makeRoom: () => truncateSync(filler, Math.max(0, statSync(filler).size - 256 * 1024)),
       free: () => rmSync(filler),
       stop: async () => {
         expect(await server.stop('SIGTERM')).toBe(0)
@@ -311,7 +322,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   }
   // No mount: the same scenario in-process, with SQLite's page limit as the full disk. It reads back every note it got
   // acknowledged (as many as fit before the disk fills): the token's API budget is not what it is about.
-  const env = sqliteTestEnv({ TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' })
+  const env = sqliteTestEnv(DISK_FAULT_ENV)
   cleanups.push(env.cleanup)
   const seeded = await seed(env.store, 1)
   const app = testApp(env, { clock: systemClock })
@@ -323,6 +334,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
     store: env.store,
     send: (path, init) => app.handle(new Request(`http://localhost${path}`, init)),
     fill: () => env.store.sqlite.run(`PRAGMA max_page_count = ${pageCount() + 40}`),
+    makeRoom: () => env.store.sqlite.run(`PRAGMA max_page_count = ${pageCount() + 16}`),
     free: () => env.store.sqlite.run('PRAGMA max_page_count = 1073741823'),
     stop: async () => {},
   }
@@ -392,5 +404,38 @@ describe('the disk is full', () => {
     expect(ids).toEqual(expect.arrayContaining(acknowledged))
     console.log(`notes acknowledged while the disk filled up: ${acknowledged.length - 1}`)
     expect(acknowledged.length).toBeGreaterThan(2)
+  }, 60_000)
+})
+
+describe('readiness on a nearly full disk (issue 24, item 11)', () => {
+  test('/readyz stays storage_full while less than TRELLIS_READY_MIN_FREE_MB is free, even after a small write succeeds; ready once space returns', async () => {
+    const fault = await diskFault()
+    const { send, token } = fault
+    const readyz = async () => {
+      const response = await send('/readyz')
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    }
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } })
+
+    fault.fill()
+    // Below the floor before any write is refused: readiness is about room, not about the last write.
+    expect(await readyz()).toEqual({ status: 503, body: expect.objectContaining({ code: 'storage_full' }) })
+    const content = `<p>${'x'.repeat(16_000)}</p>`
+    let refused = false
+    for (let i = 0; i < 200 && !refused; i++) refused = (await send(NOTES, noteRequest(token, `filling ${i}`, content))).status === 503
+    expect(refused).toBe(true)
+
+    // A little room: one small write commits — the disk is still all but full, and /readyz says so.
+    fault.makeRoom()
+    expect((await send(NOTES, noteRequest(token, 'a small one', '<p>fits</p>'))).status).toBe(201)
+    const stillFull = await readyz()
+    expect(stillFull).toEqual({
+      status: 503,
+      body: { error: 'Service Unavailable', code: 'storage_full', message: expect.stringContaining(`less than ${READY_MIN_FREE_MB} MiB free`) },
+    })
+
+    fault.free()
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } })
+    await fault.stop()
   }, 60_000)
 })

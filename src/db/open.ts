@@ -21,8 +21,6 @@ export interface SqliteStore {
   close(): void
   /** How long `write()` waits, asynchronously, for another process's write lock before `database_busy`. */
   writeWaitMs: number
-  /** A write failed for lack of space and nothing has committed since (see `storageFullNow`). */
-  storageFull: boolean
   /** Writes waiting for the next group commit, oldest first, and whether one is scheduled (src/db/write.ts). */
   queuedWrites: QueuedWrite[]
   commitScheduled: boolean
@@ -93,7 +91,6 @@ export function openStore(dataDir: string): SqliteStore {
     close: () => sqlite.close(),
     // The CLI waits in the driver (above); only the server's connection waits in `write()`.
     writeWaitMs: 0,
-    storageFull: false,
     queuedWrites: [],
     commitScheduled: false,
     committed: { transactions: 0, writes: 0 },

@@ -17,16 +17,10 @@ import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
 export const BUSY_RETRY_AFTER_SECONDS = 1
 export const FULL_RETRY_AFTER_SECONDS = 60
 
-/** Free space below which a disk that refused a write still counts as full (/readyz). */
-export const ROOM_TO_WRITE_BYTES = 1024 * 1024
-
 const FIRST_RETRY_MS = 5
 const LONGEST_RETRY_MS = 50
 
-/**
- * A driver error as the storage fault it is (the lock is held elsewhere, the disk is full), else null. A full
- * disk also marks the store full until a write commits again or /readyz finds room (`storageFullNow`).
- */
+/** A driver error as the storage fault it is (the lock is held elsewhere, the disk is full), else null. */
 export function storageErrorOf(store: Store, error: unknown): StorageUnavailableError | null {
   if (error instanceof StorageUnavailableError) return error
   if (store.kind === 'postgres') return postgresFaultOf(error)
@@ -36,7 +30,6 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
     return new StorageUnavailableError('database_busy', 'Another process holds the database write lock', BUSY_RETRY_AFTER_SECONDS)
   }
   if (code === 'SQLITE_FULL') {
-    store.storageFull = true
     return new StorageUnavailableError('storage_full', 'The disk holding the database is full: nothing was written', FULL_RETRY_AFTER_SECONDS)
   }
   return null
@@ -48,9 +41,7 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
  * synchronous — bun:sqlite transactions are. Storage faults are thrown as StorageUnavailableError.
  */
 export function writeTransaction<T>(store: SqliteStore, fn: (tx: Db) => T): T {
-  const result = transaction(store, 'immediate', fn)
-  store.storageFull = false
-  return result
+  return transaction(store, 'immediate', fn)
 }
 
 /** An op in one write transaction, at once, on either store: the CLI's write (SQLite: `commitNow`). */
@@ -175,14 +166,13 @@ export function tryWrite(store: Store, body: () => Op<unknown>): boolean {
 }
 
 /**
- * Whether the store is full now (/readyz): a write failed for space and, since, nothing committed and the disk
- * (and SQLite's page limit) still has less than ROOM_TO_WRITE_BYTES free. Finding room clears the mark.
+ * Whether the store has less than `floorBytes` of room (/readyz): free space on the data directory's filesystem, or
+ * within SQLite's page limit. Measured at each call (a statfs and three PRAGMAs, microseconds), never inferred from
+ * the last write: one small commit on an all but full disk does not make the instance ready. On PostgreSQL the disk
+ * is the database server's, not this process's to see: false.
  */
-export function storageFullNow(store: Store): boolean {
-  if (store.kind === 'postgres' || !store.storageFull) return false
-  if (roomToWrite(store) < ROOM_TO_WRITE_BYTES) return true
-  store.storageFull = false
-  return false
+export function storageFullNow(store: Store, floorBytes: number): boolean {
+  return store.kind === 'sqlite' && roomToWrite(store) < floorBytes
 }
 
 function roomToWrite(store: SqliteStore): number {

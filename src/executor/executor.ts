@@ -28,6 +28,7 @@ import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
+import { redactUrlsIn } from '../lib/outbound/redact.ts'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { type GroupReads, logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
@@ -238,7 +239,8 @@ export class Executor {
     const execution: Promise<void> = this.execute(run)
       .catch((error) => {
         if (!(error instanceof LeaseLostError)) {
-          this.options.logger.error('run execution failed', { runId: run.id, error: (error as Error).stack ?? String(error) })
+          // Whatever threw may quote a step's URL: never its credentials in a log line.
+          this.options.logger.error('run execution failed', { runId: run.id, error: redactUrlsIn((error as Error).stack ?? String(error)) })
         }
       })
       .finally(() => {

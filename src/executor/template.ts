@@ -1,4 +1,7 @@
 /** `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` in step strings, deeply. */
+import { redactUrl } from '../lib/outbound/redact.ts'
+import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage, urlHead } from '../lib/outbound/url-template.ts'
+
 export interface TemplateVariables {
   recordId: string
   record: Record<string, unknown> | null
@@ -6,8 +9,6 @@ export interface TemplateVariables {
   runId: string
   now: string
 }
-
-const PLACEHOLDER = /\{\{\s*([^{}]*?)\s*\}\}/g
 
 function lookup(name: string, vars: TemplateVariables): string {
   if (name === 'record.id') return vars.recordId
@@ -41,14 +42,23 @@ const DOT_SEGMENT = /^(\.|%2e){1,2}$/i
 
 /**
  * Renders a URL template: every value is percent-encoded as one component (`encodeURIComponent`: `/`, `?`, `#`, `&`,
- * `=`… are escaped), so a value can fill a path segment or a query value but never change the URL's structure. A
- * "." or ".." segment would still move the path (URL parsers resolve them, even encoded): such a URL is refused.
+ * `=`, `@`… are escaped), so a value can fill a path segment or a query value but never change the URL's structure.
+ * Templates may not stand in the scheme or authority (the definition refuses them when saved; one saved before is
+ * refused here), and the rendered URL must keep the origin written in the step. A "." or ".." segment would still
+ * move the path (URL parsers resolve them, even encoded): such a URL is refused.
  */
 export function renderUrl(template: string, vars: TemplateVariables): URL {
+  const inHead = placeholderInHead(template)
+  if (inHead !== null) throw new UrlTemplateError(placeholderInHeadMessage(inHead))
+  const head = urlHead(template)
+  if (!URL.canParse(head)) throw new UrlTemplateError(`${redactUrl(head)} is not a valid URL`)
   const rendered = template.replace(PLACEHOLDER, (_, name: string) => encodeURIComponent(lookup(name, vars)))
-  const path = /^[a-z][a-z0-9+.-]*:\/\/[^/\\?#]*([^?#]*)/i.exec(rendered)?.[1] ?? ''
+  const path = rendered.slice(urlHead(rendered).length).split(/[?#]/)[0]!
   const dots = path.split(/[/\\]/).find((segment) => DOT_SEGMENT.test(segment))
-  if (dots !== undefined) throw new UrlTemplateError(`the URL ${rendered} has a "${dots}" path segment, which would change its path`)
-  if (!URL.canParse(rendered)) throw new UrlTemplateError(`${rendered} is not a valid URL`)
-  return new URL(rendered)
+  if (dots !== undefined) throw new UrlTemplateError(`the URL ${redactUrl(rendered)} has a "${dots}" path segment, which would change its path`)
+  if (!URL.canParse(rendered)) throw new UrlTemplateError(`${redactUrl(rendered)} is not a valid URL`)
+  const url = new URL(rendered)
+  const written = new URL(head).origin
+  if (url.origin !== written) throw new UrlTemplateError(`the values placed in the URL would change its origin ${written}`)
+  return url
 }

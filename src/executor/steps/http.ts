@@ -1,5 +1,6 @@
 import { answer as opAnswer } from '../../db/op.ts'
 import { DestinationRefusedError } from '../../lib/outbound/client.ts'
+import { redactUrl, redactUrlsIn, StepSecrets } from '../../lib/outbound/redact.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
 import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../template.ts'
@@ -51,6 +52,9 @@ export const runHttp: StepRunner<Http> = async (ctx, step) => {
   const body = step.body === undefined ? undefined : JSON.stringify(renderTemplate(step.body, vars))
   const retries = step.retries ?? HTTP_DEFAULT_RETRIES
   const timeoutMs = (step.timeoutSeconds ?? 10) * 1000
+  // Every member who can read the run sees what the step records: its URL redacted, its credentials taken out.
+  const secrets = StepSecrets.ofHttpStep(step.url, url, headers)
+  const shown = `${step.method} ${redactUrl(url)}`
   let lastProblem = ''
   for (let attempt = 1; attempt <= retries + 1; attempt++) {
     if (ctx.signal.aborted) throw new StepFailure('aborted', 'The executor stopped during the call')
@@ -61,20 +65,23 @@ export const runHttp: StepRunner<Http> = async (ctx, step) => {
         headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), 'x-trellis-run-id': ctx.target.run.id, ...headers },
         body,
         signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]),
-        maxBodyChars: HTTP_STORED_BODY_CHARS,
+        // Read past the limit by the longest secret, so that one the limit would cut is still found whole.
+        maxBodyChars: HTTP_STORED_BODY_CHARS + secrets.longest,
       })
       if (answer.status < 500) {
-        const output = { status: answer.status, attempts: attempt, body: answer.body, ...(answer.truncated ? { bodyTruncated: true } : {}) }
-        if (answer.status >= 400) throw new StepFailure('http_failed', `${step.method} ${url} answered ${answer.status}`, output)
+        const scrubbed = secrets.scrub(answer.body)
+        const truncated = answer.truncated || scrubbed.length > HTTP_STORED_BODY_CHARS
+        const output = { status: answer.status, attempts: attempt, body: scrubbed.slice(0, HTTP_STORED_BODY_CHARS), ...(truncated ? { bodyTruncated: true } : {}) }
+        if (answer.status >= 400) throw new StepFailure('http_failed', `${shown} answered ${answer.status}`, output)
         return () => opAnswer({ next: 'continue', output })
       }
       lastProblem = `answered ${answer.status}`
     } catch (error) {
       if (error instanceof StepFailure) throw error
       if (error instanceof DestinationRefusedError) throw new StepFailure('http_destination_refused', error.message)
-      lastProblem = (error as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : (error as Error).message
+      lastProblem = (error as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : secrets.scrub(redactUrlsIn((error as Error).message))
     }
     if (attempt <= retries) await sleep(backoffMs(attempt), ctx.signal)
   }
-  throw new StepFailure('http_failed', `${step.method} ${url} ${lastProblem} after ${retries + 1} attempts`, { attempts: retries + 1 })
+  throw new StepFailure('http_failed', `${shown} ${lastProblem} after ${retries + 1} attempts`, { attempts: retries + 1 })
 }

@@ -22,13 +22,14 @@ export function parseAllowList(text: string): AllowList {
   const hosts = new Set<string>()
   const ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] = []
   for (const entry of text.split(/[\s,]+/).filter(Boolean)) {
-    const bare = entry.replace(/^\[(.*)\]$/, '$1')
-    if (ipaddr.isValidCIDR(bare)) {
-      const [network, bits] = ipaddr.parseCIDR(bare)
-      ranges.push(unmapped(network, bits))
-    } else if (ipaddr.isValid(bare)) {
-      const address = ipaddr.process(bare)
-      ranges.push([address, address.kind() === 'ipv4' ? 32 : 128])
+    const [address, bits, ...rest] = entry.replace(/^\[(.*)\]$/, '$1').split('/')
+    const cidr = `${canonicalAddress(address!)}/${bits}`
+    if (bits !== undefined && rest.length === 0 && ipaddr.isValidCIDR(cidr)) {
+      const [network, prefix] = ipaddr.parseCIDR(cidr)
+      ranges.push(unmapped(network, prefix))
+    } else if (bits === undefined && ipaddr.isValid(canonicalAddress(address!))) {
+      const parsed = parseAddress(address!)
+      ranges.push([parsed, parsed.kind() === 'ipv4' ? 32 : 128])
     } else if (HOST_NAME.test(entry.toLowerCase().replace(/\.$/, ''))) {
       hosts.add(entry.toLowerCase().replace(/\.$/, ''))
     } else {
@@ -46,10 +47,24 @@ function unmapped(network: ipaddr.IPv4 | ipaddr.IPv6, bits: number): [ipaddr.IPv
   return [network, bits]
 }
 
+/**
+ * IPv6 text as the WHATWG URL parser writes it (`::7f00:1`), other text as it is: ipaddr.js reads the deprecated
+ * IPv4-compatible spelling `::a.b.c.d` as the IPv4-mapped `::ffff:a.b.c.d`, which is another address.
+ */
+function canonicalAddress(text: string): string {
+  const bare = text.replace(/^\[(.*)\]$/, '$1')
+  if (!bare.includes(':') || bare.includes('%') || !URL.canParse(`http://[${bare}]/`)) return bare
+  return new URL(`http://[${bare}]/`).hostname.slice(1, -1)
+}
+
+/** An address in any spelling, IPv4-mapped IPv6 as the IPv4 address it is. */
+function parseAddress(text: string): ipaddr.IPv4 | ipaddr.IPv6 {
+  return ipaddr.process(canonicalAddress(text))
+}
+
 /** A URL host naming this machine: `localhost`, or any loopback address in any spelling (`[::1]`, `127.0.0.2`). */
 export function isLoopbackHost(hostname: string): boolean {
-  const bare = hostname.replace(/^\[(.*)\]$/, '$1')
-  return hostname === 'localhost' || (ipaddr.isValid(bare) && ipaddr.process(bare).range() === 'loopback')
+  return hostname === 'localhost' || (ipaddr.isValid(canonicalAddress(hostname)) && parseAddress(hostname).range() === 'loopback')
 }
 
 /** Is this host name opened by the operator? (`name` as the URL parser gives it: lower case.) */
@@ -69,14 +84,67 @@ const DESCRIPTIONS: Record<string, string> = {
   reserved: 'reserved',
 }
 
+/** `::/96` less `::` and `::1`: IPv4-compatible addresses (RFC 4291, deprecated), which ipaddr.js counts as unicast. */
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96') as [ipaddr.IPv6, number]
+/** The well-known NAT64 prefix; the rest of `rfc6052` (64:ff9b:1::/48) is for local use, with a prefix of /48 to /96. */
+const NAT64_WELL_KNOWN = ipaddr.parseCIDR('64:ff9b::/96') as [ipaddr.IPv6, number]
+
+/** ipaddr.js's range of an address, with the IPv4-compatible block it does not name. */
+function rangeOf(address: ipaddr.IPv4 | ipaddr.IPv6): string {
+  const range = address.range()
+  return range === 'unicast' && address.kind() === 'ipv6' && address.match(IPV4_COMPATIBLE) ? 'ipv4Compatible' : range
+}
+
 /**
- * Why an address may not be called ("loopback", "private"…), or null when it may: a public unicast address, or one
- * in a range the operator opened. IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+ * The IPv4 addresses an IPv6 address carries, by its form: IPv4-compatible (`::a.b.c.d`), IPv4-translated
+ * (`::ffff:0:a.b.c.d`), NAT64 (RFC 6052: the last 32 bits under 64:ff9b::/96; under the local-use 64:ff9b:1::/48
+ * every position its /48 to /96 prefixes allow), 6to4 (`2002:AABB:CCDD::`, bits 16–47) and Teredo (the server in
+ * bits 32–63, the client in the last 32 bits inverted). IPv4-mapped addresses are turned into IPv4 before this.
  */
-export function refusedAddressClass(address: string, allow: AllowList): string | null {
-  const parsed = ipaddr.process(address.replace(/^\[(.*)\]$/, '$1'))
-  if (allow.ranges.some(([network, bits]) => network.kind() === parsed.kind() && parsed.match(network, bits))) return null
-  const range = parsed.range()
+function embeddedIPv4(address: ipaddr.IPv6, range: string): ipaddr.IPv4[] {
+  const bytes = address.toByteArray()
+  const at = (...indexes: number[]) => new ipaddr.IPv4(indexes.map((i) => bytes[i]!))
+  switch (range) {
+    case 'ipv4Compatible':
+    case 'rfc6145':
+      return [at(12, 13, 14, 15)]
+    case 'rfc6052':
+      if (address.match(NAT64_WELL_KNOWN)) return [at(12, 13, 14, 15)]
+      // RFC 6052 §2.2 (bits 64–71 are always zero): a /96, /64, /56 or /48 prefix each places the address elsewhere.
+      // Positions that read as 0.0.0.0/8 are the zeros around the address placed at another one.
+      return [at(12, 13, 14, 15), at(9, 10, 11, 12), at(7, 9, 10, 11), at(6, 7, 9, 10)].filter((inner) => inner.octets[0] !== 0)
+    case '6to4':
+      return [at(2, 3, 4, 5)]
+    case 'teredo':
+      return [at(4, 5, 6, 7), new ipaddr.IPv4(bytes.slice(12, 16).map((byte) => byte ^ 0xff))]
+    default:
+      return []
+  }
+}
+
+/** Why this one address may not be called, or null: public unicast, or in a range the operator opened. */
+function ownRefusal(address: ipaddr.IPv4 | ipaddr.IPv6, range: string, allow: AllowList): string | null {
+  if (allow.ranges.some(([network, bits]) => network.kind() === address.kind() && address.match(network, bits))) return null
   if (range === 'unicast') return null
   return DESCRIPTIONS[range] ?? `special-purpose (${range})`
+}
+
+/**
+ * Why an address may not be called ("loopback", "private"…), or null when it may: a public unicast address, or one
+ * in a range the operator opened. The one rule for literal hosts and DNS answers alike. IPv4-mapped IPv6 addresses
+ * are judged as the IPv4 address they carry; other IPv6 forms that carry one (NAT64, 6to4, Teredo, IPv4-compatible,
+ * IPv4-translated) are judged first by each IPv4 address inside, then as IPv6 addresses themselves — so an IPv4
+ * entry of the allow-list opens no such form, and an IPv6 range that opens one (a NAT64 prefix) opens no private
+ * IPv4 address behind it.
+ */
+export function refusedAddressClass(address: string, allow: AllowList): string | null {
+  const parsed = parseAddress(address)
+  const range = rangeOf(parsed)
+  if (parsed.kind() === 'ipv6') {
+    for (const inner of embeddedIPv4(parsed as ipaddr.IPv6, range)) {
+      const refused = ownRefusal(inner, inner.range(), allow)
+      if (refused) return refused
+    }
+  }
+  return ownRefusal(parsed, range, allow)
 }

@@ -1,6 +1,6 @@
 /**
  * Operations: /healthz (the process answers), /readyz (the database answers, every migration is applied, the
- * disk is not full, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
+ * disk has TRELLIS_READY_MIN_FREE_MB free, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
@@ -19,7 +19,10 @@ async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: s
     return notReady(`Database unavailable: ${(error as Error).message}`)
   }
   if (pending.length > 0) return notReady(`Pending migrations: ${pending.join(', ')}`)
-  if (storageFullNow(deps.store)) return { code: 'storage_full', message: 'The disk holding the database is full: writes fail until space is freed' }
+  if (storageFullNow(deps.store, deps.config.readyMinFreeBytes)) {
+    const floor = `${deps.config.readyMinFreeBytes / (1024 * 1024)} MiB`
+    return { code: 'storage_full', message: `The disk holding the database has less than ${floor} free (TRELLIS_READY_MIN_FREE_MB): writes fail, or soon will, until space is freed` }
+  }
   if (deps.executor?.enabled && !deps.executor.alive) return notReady('The workflow executor is not running')
   return null
 }
@@ -55,7 +58,7 @@ export function healthModule(deps: AppDeps) {
         detail: {
           operationId: 'readyz',
           summary:
-            'Readiness: the database answers, every migration is applied, the disk is not full, the executor runs (503 with the reason otherwise: `not_ready`, or `storage_full`)',
+            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the executor runs (503 with the reason otherwise: `not_ready`, or `storage_full`)',
         },
       },
     )

@@ -6,6 +6,7 @@ import { cancelActiveRun, insertRun } from '../../db/queue.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { someHoldsNul } from '../../lib/nul.ts'
+import { redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { findTriggerTarget as findTriggerTargetRow, findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
 import { conflict } from '../../http/errors.ts'
 import { inIdOrder } from '../../http/list.ts'
@@ -104,6 +105,15 @@ function stepState(run: RunRecord, step: RunStepRecord, now: number) {
   return recorded
 }
 
+/**
+ * A run's or a step's stored error as answers show it: any URL in its message without user, password or query
+ * (errors are redacted when recorded; this covers those recorded before, for every reader of the run).
+ */
+function shownError<E extends { message?: unknown }>(stored: string): E {
+  const error = JSON.parse(stored) as E
+  return typeof error.message === 'string' ? { ...error, message: redactUrlsIn(error.message) } : error
+}
+
 /** `{object: "workflow-run", …}` for the given ids, in that order, with their steps as of `now`. */
 export function* renderRuns(ids: string[], now: number) {
   if (ids.length === 0) return []
@@ -124,7 +134,7 @@ export function* renderRuns(ids: string[], now: number) {
       createdAt: toIsoMicros(r.run.createdAt),
       startedAt: toIsoOrNull(r.run.startedAt),
       finishedAt: toIsoOrNull(r.run.finishedAt),
-      ...(r.run.error ? { error: JSON.parse(r.run.error) as { code: string; message: string; step?: string } } : {}),
+      ...(r.run.error ? { error: shownError<{ code: string; message: string; step?: string }>(r.run.error) } : {}),
       steps: steps
         .filter((s) => s.runId === id)
         .map((s) => ({
@@ -134,7 +144,7 @@ export function* renderRuns(ids: string[], now: number) {
           ...stepState(r.run, s, now),
           startedAt: toIso(s.startedAt),
           ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
-          ...(s.error ? { error: JSON.parse(s.error) as unknown } : {}),
+          ...(s.error ? { error: shownError<{ message?: unknown }>(s.error) as unknown } : {}),
         })),
     }
   })

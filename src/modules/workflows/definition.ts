@@ -4,6 +4,7 @@
  */
 import { type Static, Type as T } from '@sinclair/typebox'
 import { canonicalJson } from '../../lib/json.ts'
+import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage } from '../../lib/outbound/url-template.ts'
 import { type Problem, schemaProblems } from '../../lib/validation.ts'
 
 const Name = T.String({ minLength: 1, maxLength: 200 })
@@ -130,13 +131,12 @@ export interface WorkflowDefinition {
   steps: Step[]
 }
 
-const TEMPLATE = /\{\{\s*([^{}]*?)\s*\}\}/g
 const TEMPLATE_VARIABLE = /^(record\.[A-Za-z_][\w.-]*|workflow\.name|run\.id|now)$/
 
 /** Every `{{…}}` in a string must be one of the known variables. */
 function templateProblems(value: unknown, path: string): Problem[] {
   if (typeof value === 'string') {
-    return [...value.matchAll(TEMPLATE)]
+    return [...value.matchAll(PLACEHOLDER)]
       .filter((m) => !TEMPLATE_VARIABLE.test(m[1] ?? ''))
       .map((m) => ({
         path,
@@ -180,6 +180,8 @@ export function workflowDefinitionProblems(value: unknown, base = ''): Problem[]
       problems.push({ path: label, message: 'a condition needs a load step before it' })
     }
     problems.push(...templateProblems(raw, label))
+    const inHead = step.type === 'http' ? placeholderInHead(step.url) : null
+    if (inHead !== null) problems.push({ path: `${label}.url`, message: placeholderInHeadMessage(inHead) })
   })
   return problems
 }
