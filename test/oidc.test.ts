@@ -350,9 +350,10 @@ describe('who the person is', () => {
       expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { viaSso: true } })
       // An instance administrator reads it on the console's People page (the instance admin log: it has no project).
       env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE email = 'alice@example.com'")
+      // On the served app's clock (the real one): env.clock is fixed in 2026, and a session made then has expired since.
       const admin = commitNow(env.store, function* () {
-            return yield* createSession(env.clock, userId(env.store, 'alice'), false)
-          })
+        return yield* createSession(clock, userId(env.store, 'alice'), false)
+      })
       const people = await (await fetch(new URL('/admin/users', base), { headers: { cookie: `trellis_session=${admin.id}` } })).text()
       expect(people).toContain('newcomer@example.com created at first SSO sign-in')
       expect(people).toContain('identity provider (SSO)')
