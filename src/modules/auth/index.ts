@@ -5,7 +5,7 @@ import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { clientAddressOf } from '../../http/client-address.ts'
 import { errorResponses, forbidden, HttpError, invalidField, tooManyRequests } from '../../http/errors.ts'
-import { refuseNulText } from '../../http/nul-text.ts'
+import { refuseUnstorableText } from '../../http/storable-text.ts'
 import { SESSION_COOKIE, sessionIdOf } from '../../http/session-cookie.ts'
 import { findUserByEmail, hashPassword, normalizeEmail, passwordProblem, userObject, verifyPassword } from '../users/service.ts'
 import { acceptInvitation, invitedUser } from '../users/invitations.ts'
@@ -52,7 +52,7 @@ export function authModule(deps: AppDeps) {
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
       },
       {
-        beforeHandle: refuseNulText,
+        beforeHandle: refuseUnstorableText,
         body: LoginBody,
         response: { 200: Session, ...errorResponses(401, 403, 429) },
         detail: {
