@@ -286,11 +286,20 @@ export const apiTokens = pgTable(
     lastUsedAt: integer('last_used_at'),
     expiresAt: integer('expires_at'),
     revokedAt: integer('revoked_at'),
+    /**
+     * The token that made this one through the API (a Bearer call); null when made in a session or by the CLI. It
+     * expires no later than its maker and is revoked with it (src/db/tokens.ts, `revokeTokensMadeBy`). No ON DELETE
+     * action: tokens are never deleted but with their user or project, which are their maker's too (and drizzle-kit
+     * cannot add one to an existing SQLite table).
+     */
+    parentTokenId: integer('parent_token_id').references((): AnyPgColumn => apiTokens.id),
   },
   (t) => [
     uniqueIndex('api_tokens_hash_unique').on(t.tokenHash),
     index('api_tokens_user_idx').on(t.userId, t.id),
     index('api_tokens_project_idx').on(t.projectId, t.id),
+    // Finds the tokens a token made when it is revoked.
+    index('api_tokens_parent_idx').on(t.parentTokenId),
   ],
 )
 
