@@ -44,6 +44,15 @@ function counts(): Record<string, number> {
 
 const ENV = '/v1/project/Acme/environment/production'
 
+/** `json` sent to `method path` is refused — 400 validation_failed naming `field`, its message saying `says` — and nothing is written. */
+async function expectFieldRefused(method: string, path: string, json: unknown, field: string, says: string) {
+  const before = counts()
+  const { status, body } = await send(method, path, { json })
+  expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
+  expect(body.message).toContain(says)
+  expect(counts()).toEqual(before)
+}
+
 describe('a list filter holding U+0000 matches nothing (200, empty), on every list', () => {
   const lists: [string, string[]][] = [
     [`${ENV}/notes`, ['userEmail', 'teamName', 'collectionName', 'recordId']],
@@ -119,11 +128,7 @@ describe('a body field holding U+0000 → 400 validation_failed naming it; nothi
     ['project name', 'POST', '/v1/projects', { name: `P${NUL}` }, 'name'],
   ]
   test.each(cases)('%s (%s %s)', async (_what, method, path, json, field) => {
-    const before = counts()
-    const { status, body } = await send(method, path, { json })
-    expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
-    expect(body.message).toContain('U+0000')
-    expect(counts()).toEqual(before)
+    await expectFieldRefused(method, path, json, field, 'U+0000')
   })
 
   test('a message and a new title holding U+0000: refused; the note keeps its thread and title', async () => {
@@ -228,11 +233,7 @@ describe('a lone surrogate (JSON\'s "\\ud800": no Unicode character, no UTF-8 fo
     ['user email', 'POST', '/v1/instance/users', { email: 'x\ud800@example.com', username: 'x', password: 'a long enough password' }, 'email'],
   ]
   test.each(cases)('%s (%s %s) → 400 validation_failed naming it; nothing written', async (_what, method, path, json, field) => {
-    const before = counts()
-    const { status, body } = await send(method, path, { json })
-    expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
-    expect(body.message).toContain('lone surrogate')
-    expect(counts()).toEqual(before)
+    await expectFieldRefused(method, path, json, field, 'lone surrogate')
   })
 
   test('a webhook record_id holding one → 400 invalid_record_id; no run', async () => {
