@@ -26,23 +26,12 @@ import { authorizeToken, TokenAuthenticator } from '../src/modules/auth/service.
 import { generateTokenValue, hashTokenValue } from '../src/modules/tokens/service.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
-import { bothStores, postgresOrSkip } from './support/both-stores.ts'
+import { alike, bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
 
 const T = SEEDED_AT
 const HOUR = 3_600_000
-
-/** Each op of `ops` on both stores; every pair of answers must agree. Returns SQLite's answers. */
-async function alike<T>(stores: ReturnType<typeof bothStores>, ops: (() => Op<T>)[]): Promise<T[]> {
-  const answers: T[] = []
-  for (const body of ops) {
-    const [sqlite, pg] = await stores.both(body)
-    expect(pg).toEqual(sqlite)
-    answers.push(sqlite)
-  }
-  return answers
-}
 
 function* each<T>(ops: Op<T>[]): Op<T[]> {
   const answers: T[] = []

@@ -66,6 +66,27 @@ export const instanceSettings = pgTable('instance_settings', {
   updatedAt: integer('updated_at').notNull(),
 })
 
+/**
+ * Identities at an OpenID Connect provider bound to a user: the provider's issuer and the account's `sub` claim, which
+ * the provider never reassigns (an email may change hands or be claimed by anyone at some providers). An SSO sign-in
+ * is this pair's user; a pair is bound at a user's first SSO sign-in, or linked by a password sign-in or an operator
+ * (src/modules/auth/oidc-service.ts). A user has at most one account of each issuer.
+ */
+export const ssoIdentities = pgTable(
+  'sso_identities',
+  {
+    id: id(),
+    issuer: text('issuer').notNull(),
+    subject: text('subject').notNull(),
+    userId: belongsTo('user_id', () => users.id),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex('sso_identities_issuer_subject_unique').on(t.issuer, t.subject),
+    uniqueIndex('sso_identities_user_issuer_unique').on(t.userId, t.issuer),
+  ],
+)
+
 /** Console login sessions; only the SHA-256 of the session id is stored. */
 export const sessions = pgTable(
   'sessions',
