@@ -181,10 +181,8 @@ function* logRevocation(clock: Clock, token: TokenRow, actorId: number | null, w
  */
 function* describeToken(token: TokenRow): Op<string> {
   const owner = yield* op(findUserById, token.userId)
-  const maker = token.parentTokenId === null ? undefined : yield* op(findTokenById, token.parentTokenId)
-  const madeBy = maker ? `, made by ${maker.name} (${maker.prefix}…)` : ''
   const sso = token.createdWithSso ? ', generated in an SSO session' : ''
-  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${madeBy}${sso}`
+  return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }
 
 export function* findToken(id: number): Op<TokenRow | undefined> {
