@@ -317,7 +317,7 @@ describe('a token made by a token (POST /v1/account/tokens with a Bearer token):
         if (answer.status === 201) await expect401(await getNotes(app, bearer(((await answer.json()) as Made).token)))
       }
     }
-  })
+  }, 30_000) // on PostgreSQL each round waits on real row locks
 })
 
 // ── Token management API: refusals ──────────────────────────────────────────

@@ -158,9 +158,13 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
 export function* revokeToken(clock: Clock, token: TokenRow, actorId: number | null): Op<boolean> {
   const now = clock.now()
   if (!(yield* op(revokeLiveToken, token.id, now))) return false
+  // Every row first, then the log entries: on PostgreSQL an entry takes its project's log lock, which a token being
+  // made holds while it waits for nothing — but a revocation holding it while waiting for such a token's maker's row
+  // would deadlock with it.
+  const made = yield* op(revokeTokensMadeBy, token.id, now)
   yield* logRevocation(clock, token, actorId, '')
   const revokedWith = `, revoked with ${token.name} (${token.prefix}…), from which it was made`
-  for (const made of yield* op(revokeTokensMadeBy, token.id, now)) yield* logRevocation(clock, made, actorId, revokedWith)
+  for (const each of made) yield* logRevocation(clock, each, actorId, revokedWith)
   return true
 }
 
