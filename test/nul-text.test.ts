@@ -44,6 +44,15 @@ function counts(): Record<string, number> {
 
 const ENV = '/v1/project/Acme/environment/production'
 
+/** `json` sent to `method path` is refused — 400 validation_failed naming `field`, its message saying `says` — and nothing is written. */
+async function expectFieldRefused(method: string, path: string, json: unknown, field: string, says: string) {
+  const before = counts()
+  const { status, body } = await send(method, path, { json })
+  expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
+  expect(body.message).toContain(says)
+  expect(counts()).toEqual(before)
+}
+
 describe('a list filter holding U+0000 matches nothing (200, empty), on every list', () => {
   const lists: [string, string[]][] = [
     [`${ENV}/notes`, ['userEmail', 'teamName', 'collectionName', 'recordId']],
@@ -119,11 +128,7 @@ describe('a body field holding U+0000 → 400 validation_failed naming it; nothi
     ['project name', 'POST', '/v1/projects', { name: `P${NUL}` }, 'name'],
   ]
   test.each(cases)('%s (%s %s)', async (_what, method, path, json, field) => {
-    const before = counts()
-    const { status, body } = await send(method, path, { json })
-    expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
-    expect(body.message).toContain('U+0000')
-    expect(counts()).toEqual(before)
+    await expectFieldRefused(method, path, json, field, 'U+0000')
   })
 
   test('a message and a new title holding U+0000: refused; the note keeps its thread and title', async () => {
@@ -204,5 +209,48 @@ describe('with a console session (names looked up, not compared with a token)', 
     const response = await app.handle(request(path, { method, headers: { cookie }, ...(method === 'PUT' ? { json: { data: {}, teamName: 'Support' } } : {}) }))
     expect(response.status).toBe(expected)
     if (method === 'PUT') expect(counts()).toEqual(before)
+  })
+})
+
+describe('a lone surrogate (JSON\'s "\\ud800": no Unicode character, no UTF-8 form) is refused like U+0000, on both stores', () => {
+  const LONE = ['\ud800', 'a\udc00b', 'x\udbff']
+  const note = { recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Refund', content: '<p>ok</p>' }
+
+  test.each(LONE)('password login with an email holding %p → 400 naming email (was 429 on PostgreSQL), from any address, every time', async (lone) => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const { status, body } = await send('POST', '/auth/login', { token: null, json: { email: `alice${lone}@example.com`, password: 'whatever it is' } })
+      expect({ status, code: body.code, field: body.details?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field: 'email' })
+      expect(body.message).toContain('lone surrogate')
+    }
+    // The throttle counted nothing: the right password still signs in.
+    expect((await send('POST', '/auth/login', { token: null, json: { email: 'alice@example.com', password: 'alice-demo-pass-2026' } })).status).toBe(200)
+  })
+
+  const cases: [string, string, string, Record<string, unknown>, string][] = [
+    ['note title', 'POST', `${ENV}/notes`, { ...note, title: `Re\ud800fund` }, 'title'],
+    ['record data value, deep', 'PUT', `${ENV}/collection/orders/records/ord_lone`, { data: { lines: [{ sku: 'a\udfff' }] }, teamName: 'Support' }, 'data.lines[0].sku'],
+    ['token name', 'POST', '/v1/account/tokens', { name: 'ci\udc00', projectName: 'Acme', preset: 'read-only' }, 'name'],
+    ['user email', 'POST', '/v1/instance/users', { email: 'x\ud800@example.com', username: 'x', password: 'a long enough password' }, 'email'],
+  ]
+  test.each(cases)('%s (%s %s) → 400 validation_failed naming it; nothing written', async (_what, method, path, json, field) => {
+    await expectFieldRefused(method, path, json, field, 'lone surrogate')
+  })
+
+  test('a webhook record_id holding one → 400 invalid_record_id; no run', async () => {
+    const token = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
+    const before = counts()
+    const { status, body } = await send('POST', hook, { token, json: { record_id: 'ord_1001\ud800' } })
+    expect({ status, code: body.code }).toEqual({ status: 400, code: 'invalid_record_id' })
+    expect(body.message).toContain('lone surrogate')
+    expect(counts()).toEqual(before)
+  })
+
+  test('an apply file holding one: refused naming the path; nothing written', async () => {
+    const before = JSON.stringify(counts())
+    const document = acmeDocument()
+    ;(acmeProject(document) as unknown as { records: { id: string }[] }).records[0]!.id = 'ord\ud800'
+    const error = await applyAcme(ctx, document).then(() => null, (e: unknown) => e)
+    expect((error as ApplyError).problems).toEqual([{ path: 'projects[0].records[0].id', message: expect.stringContaining('lone surrogate') }])
+    expect(JSON.stringify(counts())).toEqual(before)
   })
 })

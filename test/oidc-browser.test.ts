@@ -2,7 +2,9 @@
  * SSO in a real browser, the issue's "done when": Chromium (playwright-core) against `trellis serve` in a real
  * process pointed at a real OpenID provider (panva's oidc-provider under Node, its own login and consent pages).
  * Sign in with SSO, generate a token in that session; it works on the SSO project, while a password session is
- * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403. Then two
+ * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403. The provider
+ * account has alice's verified email but is not yet linked to her: the first SSO sign-in asks for her password once
+ * to link it, the next ones go straight in. Then two
  * instances behind a load balancer: the sign-in started on one is completed by the other (it travels in its cookie).
  *
  * Chromium: /usr/bin/chromium (or CHROMIUM_PATH); skipped with a warning without it, unless TRELLIS_REQUIRE_BROWSER=1.
@@ -146,11 +148,19 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     expect(refused!.status()).toBe(403)
     expect(await passwordPage.textContent('p.error')).toContain('sign in with SSO')
 
-    // Sign in with SSO: the provider's own login and consent pages.
+    // Sign in with SSO: the provider's own login and consent pages. Its account has alice's verified email, but is
+    // not linked to her account yet: Trellis asks for her password once to link them (never by email alone).
     const page = await newPage()
     await page.goto('/p/Acme')
     expect(new URL(page.url()).pathname).toBe('/login')
     await signInWithSso(page)
+    await page.waitForSelector('[data-code=sso_link_required]')
+    expect(await page.textContent('h1')).toBe('Link your account')
+    await page.fill('input[name=password]', 'not her password')
+    await page.click('form.login button[type=submit]')
+    expect(await page.waitForSelector('p.form-error:has-text("Invalid email or password")')).toBeTruthy()
+    await page.fill('input[name=password]', 'alice-demo-pass-2026')
+    await page.click('form.login button[type=submit]')
     await page.waitForURL(`${server.url}/p/Acme`)
     expect(await page.textContent('h1')).toBe('Acme')
 
@@ -196,6 +206,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     try {
       const page = await newPage()
       await page.goto(`${balanced}/login?next=/account`)
+      // Linked by the first test: this sign-in goes straight in.
       await signInWithSso(page)
       await page.waitForURL(`${balanced}/account`)
       expect(served).toContain('/auth/sso/start → A')

@@ -14,6 +14,9 @@ import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
+import { emailVerified } from '../src/modules/auth/oidc.ts'
+import { linkSsoIdentity } from '../src/modules/auth/oidc-service.ts'
+import { createUser, findUser, hashPassword, setUserPasswordHash } from '../src/modules/users/service.ts'
 import { openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from '../src/modules/auth/pending-sign-in.ts'
 import { purposeKey } from '../src/lib/secret.ts'
 import { runCli, runNow, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp } from './helpers.ts'
@@ -27,10 +30,19 @@ const ACCOUNTS = {
   unverified: { email: 'bob@example.com', email_verified: false, name: 'Bob' },
   newcomer: { email: 'newcomer@example.com', email_verified: true, name: 'New Comer' },
   dave: { email: 'dave@example.com', email_verified: true },
-  // As Entra ID sends them: no email_verified, the optional claim xms_edov instead.
+  // As Entra ID sends them: no email_verified, the optional claim xms_edov instead (trusted from Microsoft's issuer only).
   entra: { email: 'alice@example.com', xms_edov: true },
   entraUnverified: { email: 'alice@example.com', xms_edov: false },
+  // Accounts of other people at this provider whose verified email is a Trellis user's.
+  impostor: { email: 'admin@example.com', email_verified: true, name: 'Not The Admin' },
+  bobSso: { email: 'bob@example.com', email_verified: true },
+  carolSso: { email: 'carol@example.com', email_verified: true },
+  aliceTwin: { email: 'alice@example.com', email_verified: true },
+  // Bound to a user in a test: its email (unverified, and another user's) no longer matters.
+  renamed: { email: 'alice@example.com', email_verified: false },
+  daveSso: { email: 'dave.elsewhere@example.com', email_verified: true },
 }
+const BOB_PASSWORD = 'bob-links-sso-2026'
 
 /** Trellis's clock: real time plus an offset the tests move (ID tokens are stamped by the provider's real clock). */
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
@@ -74,8 +86,24 @@ beforeAll(async () => {
   commitNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'dave'), true, null)
       })
+  // The instance administrator the impostor's email names, and a password for bob (who links his provider account).
+  const bobHash = hashPassword(BOB_PASSWORD)
+  commitNow(env.store, function* () {
+    yield* createUser(clock, { email: 'admin@example.com', username: 'admin', passwordHash: hashPassword('admin-pass-2026-x'), isInstanceAdmin: true, actorId: null })
+    yield* setUserPasswordHash(clock, userId(env.store, 'bob'), bobHash)
+  })
+  // alice's provider account is bound to her (as her first SSO sign-in would have, once linked): most tests sign in as her.
+  bindAccount('alice', 'alice')
   serveApp(env.config)
 })
+
+/** Binds the provider account `subject` to the user `username`, as an operator's `trellis user link-sso` does. */
+function bindAccount(subject: string, username: string) {
+  commitNow(env.store, function* () {
+    const user = (yield* findUser(userId(env.store, username)))!
+    return yield* linkSsoIdentity(clock, user, { issuer: provider.issuer, subject }, { actorId: null, initiator: 'administrator', how: 'by an operator (CLI)' })
+  })
+}
 
 afterAll(async () => {
   await server?.stop(true)
@@ -312,9 +340,19 @@ describe('who the person is', () => {
     expect(person.cookie(base, 'trellis_session')).toBeUndefined()
   })
 
-  test('Entra ID style: no email_verified, xms_edov true is verified, false is not', async () => {
-    expect((await signIn('entra')).response.status).toBe(303)
+  test("Entra ID style: xms_edov is read only from Microsoft's issuer; from any other it says nothing (403 unverified)", async () => {
+    // This provider is not Microsoft: its xms_edov is ignored, and without email_verified the email is unverified.
+    expect(await refusal((await signIn('entra')).response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
     expect(await refusal((await signIn('entraUnverified')).response)).toMatchObject({ status: 403, code: 'sso_email_unverified' })
+    // Microsoft's issuer form (a real Entra tenant cannot run here): its xms_edov says whether the email is verified.
+    const microsoft = 'https://login.microsoftonline.com/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0'
+    expect(emailVerified(microsoft, { xms_edov: true })).toBe(true)
+    expect(emailVerified(microsoft, { xms_edov: false })).toBe(false)
+    expect(emailVerified(microsoft, { email_verified: false, xms_edov: true })).toBe(false)
+    for (const other of [provider.issuer, 'https://login.microsoftonline.com.evil.example/x/v2.0', 'https://evil.example/login.microsoftonline.com/x/v2.0', 'https://login.microsoftonline.com/x/v2.0/extra']) {
+      expect({ other, verified: emailVerified(other, { xms_edov: true }) }).toEqual({ other, verified: false })
+      expect(emailVerified(other, { email_verified: true, xms_edov: false })).toBe(true)
+    }
   })
 
   test('an unknown person with auto-create off is refused (403) and not created', async () => {
@@ -357,7 +395,8 @@ describe('who the person is', () => {
       const people = await (await fetch(new URL('/admin/users', base), { headers: { cookie: `trellis_session=${admin.id}` } })).text()
       expect(people).toContain('newcomer@example.com created at first SSO sign-in')
       expect(people).toContain('identity provider (SSO)')
-      // The second sign-in finds the same user.
+      // Created and bound to the provider account: the second sign-in finds the same user by it.
+      expect(env.store.sqlite.prepare('SELECT issuer, subject, user_id FROM sso_identities WHERE user_id = ?').all(user.id)).toEqual([{ issuer: provider.issuer, subject: 'newcomer', user_id: user.id }])
       expect((await signIn('newcomer')).response.status).toBe(303)
       expect(count("SELECT count(*) AS n FROM users WHERE email = 'newcomer@example.com'")).toBe(1)
       // Auto-create never lets in an unverified email or a deactivated user.
@@ -367,6 +406,147 @@ describe('who the person is', () => {
       serveApp(env.config)
     }
   })
+})
+
+describe('provider accounts are bound to users by (issuer, sub); an email is never trusted alone', () => {
+  const identities = (subject: string) =>
+    env.store.sqlite.prepare('SELECT user_id AS userId FROM sso_identities WHERE issuer = ? AND subject = ?').all(provider.issuer, subject) as { userId: number }[]
+  const link = (person: Person, password: string, headers: Record<string, string> = {}) =>
+    person.send(new URL('/auth/sso/link', base), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ password }) })
+  /** A JSON error answer: DESIGN §5's body (`error`, `code`, `message`). */
+  async function jsonError(response: Response) {
+    const body = (await response.json()) as { error: string; code: string; message: string }
+    expect(Object.keys(body).sort()).toEqual(['code', 'error', 'message'])
+    return { status: response.status, ...body }
+  }
+
+  test("a provider account with the instance administrator's verified email is not signed in as them: 409 \"link your account\", no session, nothing bound", async () => {
+    const { person, response } = await signIn('impostor')
+    expect(response.headers.getSetCookie()).toContain('trellis_sso=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0')
+    const linkCookie = response.headers.getSetCookie().find((c) => c.startsWith('trellis_sso_link='))!
+    expect(linkCookie).toMatch(/^trellis_sso_link=[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+; Path=\/auth\/sso; HttpOnly; SameSite=Lax; Max-Age=600$/)
+    const page = await refusal(response)
+    expect(page).toMatchObject({ status: 409, code: 'sso_link_required' })
+    expect(page.text).toContain('A Trellis account with the email admin@example.com exists')
+    expect(page.text).toContain('never links accounts by email alone')
+    expect(page.text).toContain('action="/auth/sso/link"')
+    expect(page.text).toContain(`trellis user link-sso --email admin@example.com --issuer ${provider.issuer} --subject impostor`)
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    expect(identities('impostor')).toEqual([])
+    // Its sealed cookie holds nothing readable, and without the administrator's password it links nothing.
+    const sealed = person.cookie(base, 'trellis_sso_link')!
+    expect(sealed.split('.').map((part) => Buffer.from(part, 'base64url').toString('latin1')).join(' ')).not.toContain('admin@example.com')
+    expect(await jsonError(await link(person, 'a guess at the password'))).toMatchObject({ status: 401, code: 'invalid_credentials' })
+    expect(person.cookie(base, 'trellis_sso_link')).toBe(sealed) // kept for another try
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    expect(identities('impostor')).toEqual([])
+  })
+
+  test('linking with the password: bound, an admin log entry, an SSO session; afterwards the account signs in directly', async () => {
+    const bob = userId(env.store, 'bob')
+    const first = await signIn('bobSso', '/account')
+    expect(await refusal(first.response)).toMatchObject({ status: 409, code: 'sso_link_required' })
+    // From another site: refused before anything (the cookie is SameSite=Lax anyway).
+    expect(await jsonError(await link(first.person, BOB_PASSWORD, { origin: 'https://evil.example' }))).toMatchObject({ status: 403, code: 'cross_origin' })
+    const linked = await link(first.person, BOB_PASSWORD)
+    expect(linked.status).toBe(200)
+    expect(await linked.json()).toMatchObject({ user: { id: bob, email: 'bob@example.com' } })
+    expect(linked.headers.getSetCookie()).toContain('trellis_sso_link=; Path=/auth/sso; HttpOnly; SameSite=Lax; Max-Age=0')
+    expect(first.person.cookie(base, 'trellis_sso_link')).toBeUndefined()
+    expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { user: { email: 'bob@example.com' }, viaSso: true } })
+    expect(identities('bobSso')).toEqual([{ userId: bob }])
+    const entries = env.store.sqlite.prepare("SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user'").all(bob) as Record<string, unknown>[]
+    expect(entries).toHaveLength(1)
+    expect(entries[0]).toMatchObject({ project_id: null, initiator: 'identityProvider', user_id: bob })
+    expect(JSON.parse(entries[0]!.new_value as string).name).toBe(`bob@example.com linked to the SSO account bobSso of ${provider.issuer} with their password at an SSO sign-in`)
+    // The cookie is spent: linking again finds nothing to link.
+    expect(await jsonError(await link(first.person, BOB_PASSWORD))).toMatchObject({ status: 400, code: 'sso_link_invalid' })
+    // Now the provider account signs in as bob at once.
+    const again = await signIn('bobSso', '/account')
+    expect(again.response.status).toBe(303)
+    expect(again.response.headers.get('location')).toBe('/account')
+    expect(await api('/v1/account', { cookie: sessionOf(again.person) })).toMatchObject({ status: 200, body: { user: { email: 'bob@example.com' }, viaSso: true } })
+  })
+
+  test('the link cookie: missing, altered or older than 10 minutes → 400 sso_link_invalid; the waiting account is linked to the account its email named only', async () => {
+    const person = new Person('carolSso')
+    expect(await jsonError(await link(person, 'anything at all'))).toMatchObject({ status: 400, code: 'sso_link_invalid', message: expect.stringContaining('no SSO sign-in is waiting') })
+    expect(await refusal((await person.send(await throughProvider(person))))).toMatchObject({ status: 409, code: 'sso_link_required' })
+    const genuine = person.cookie(base, 'trellis_sso_link')!
+    person.setCookie(base, 'trellis_sso_link', `${genuine.slice(0, -3)}AAA`)
+    expect(await jsonError(await link(person, 'anything at all'))).toMatchObject({ status: 400, code: 'sso_link_invalid', message: expect.stringContaining('could not be verified') })
+    person.setCookie(base, 'trellis_sso_link', genuine)
+    clock.offset = 11 * 60_000
+    try {
+      expect(await jsonError(await link(person, 'anything at all'))).toMatchObject({ status: 400, code: 'sso_link_invalid', message: expect.stringContaining('older than 10 minutes') })
+    } finally {
+      clock.offset = 0
+    }
+    // carol has no password: only an operator can link her (next test); another account's password is no use either.
+    expect(await jsonError(await link(person, BOB_PASSWORD))).toMatchObject({ status: 401, code: 'invalid_credentials' })
+    expect(identities('carolSso')).toEqual([])
+  })
+
+  test('a user with an account of this provider bound is never re-bound to another: 409 sso_identity_conflict, no link offered', async () => {
+    const { person, response } = await signIn('aliceTwin')
+    const page = await refusal(response)
+    expect(page).toMatchObject({ status: 409, code: 'sso_identity_conflict' })
+    expect(page.text).toContain('never re-linked silently')
+    expect(person.cookie(base, 'trellis_sso_link')).toBeUndefined()
+    expect(person.cookie(base, 'trellis_session')).toBeUndefined()
+    expect(identities('aliceTwin')).toEqual([])
+    expect(identities('alice')).toEqual([{ userId: userId(env.store, 'alice') }])
+  })
+
+  test('a bound account signs in as its user whatever its email says now; a deactivated user stays refused', async () => {
+    const erin = commitNow(env.store, function* () {
+      return yield* createUser(clock, { email: 'erin@example.com', username: 'erin', actorId: null })
+    })
+    bindAccount('renamed', 'erin')
+    // Its email is alice's now, and unverified: it is erin who signs in.
+    const { person, response } = await signIn('renamed')
+    expect(response.status).toBe(303)
+    expect(await api('/v1/account', { cookie: sessionOf(person) })).toMatchObject({ status: 200, body: { user: { id: erin.id, email: 'erin@example.com' }, viaSso: true } })
+    bindAccount('daveSso', 'dave')
+    expect(await refusal((await signIn('daveSso')).response)).toMatchObject({ status: 403, code: 'user_deactivated' })
+  })
+
+  test('an operator links and unlinks: trellis user link-sso / unlink-sso (a real process), each with an admin log entry', async () => {
+    const cli = (...args: string[]) => runCli(['user', ...args, '--data', env.dataDir])
+    const carol = userId(env.store, 'carol')
+    expect(await refusal((await signIn('carolSso')).response)).toMatchObject({ status: 409, code: 'sso_link_required' })
+    const linked = await cli('link-sso', '--email', 'carol@example.com', '--issuer', provider.issuer, '--subject', 'carolSso')
+    expect(linked).toMatchObject({ code: 0, stdout: `carol@example.com is now linked to the SSO account carolSso of ${provider.issuer}\n` })
+    expect((await cli('link-sso', '--email', 'carol@example.com', '--issuer', provider.issuer, '--subject', 'carolSso')).stdout).toContain('was already linked')
+    const { person, response } = await signIn('carolSso')
+    expect(response.status).toBe(303)
+    expect(await api('/v1/account', { cookie: sessionOf(person) })).toMatchObject({ status: 200, body: { user: { email: 'carol@example.com' }, viaSso: true } })
+    // Never a second account of the issuer for carol, nor carol's account for someone else.
+    const other = await cli('link-sso', '--email', 'carol@example.com', '--issuer', provider.issuer, '--subject', 'somebody-else')
+    expect(other.code).toBe(1)
+    expect(other.stderr).toContain('is linked to another account of')
+    const taken = await cli('link-sso', '--email', 'erin@example.com', '--issuer', provider.issuer, '--subject', 'carolSso')
+    expect(taken.code).toBe(1)
+    expect(taken.stderr).toContain('already linked to another Trellis user')
+    expect(identities('carolSso')).toEqual([{ userId: carol }])
+    expect(identities('somebody-else')).toEqual([])
+    // Unlinked: the next sign-in asks to link again.
+    expect(await cli('unlink-sso', '--email', 'carol@example.com', '--issuer', provider.issuer)).toMatchObject({ code: 0, stdout: `carol@example.com unlinked from the SSO account carolSso of ${provider.issuer}\n` })
+    expect(await refusal((await signIn('carolSso')).response)).toMatchObject({ status: 409, code: 'sso_link_required' })
+    const entries = (env.store.sqlite.prepare("SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user' ORDER BY id").all(carol) as Record<string, unknown>[]).map(
+      (e) => ({ initiator: e.initiator, actor: e.user_id, project: e.project_id, previous: e.previous_value && JSON.parse(e.previous_value as string).name, next: JSON.parse(e.new_value as string).name }),
+    )
+    expect(entries).toEqual([
+      { initiator: 'administrator', actor: null, project: null, previous: null, next: `carol@example.com linked to the SSO account carolSso of ${provider.issuer} by an operator (CLI)` },
+      {
+        initiator: 'administrator',
+        actor: null,
+        project: null,
+        previous: `carol@example.com linked to the SSO account carolSso of ${provider.issuer}`,
+        next: `carol@example.com unlinked from ${provider.issuer} by an operator (CLI)`,
+      },
+    ])
+  }, 30_000)
 })
 
 describe('refusals of the provider answer, each with a real token from the real provider', () => {

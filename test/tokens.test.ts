@@ -179,6 +179,147 @@ describe('token management API', () => {
   })
 })
 
+// ── A token made by a token ─────────────────────────────────────────────────
+
+describe('a token made by a token (POST /v1/account/tokens with a Bearer token): never outlives the token that made it', () => {
+  const DAY = 86_400_000
+  interface Made {
+    id: number
+    token: string
+    expiresAt: string | null
+  }
+
+  const create = (app: ReturnType<typeof testApp>, value: string, json: Record<string, unknown> = {}) =>
+    app.handle(request('/v1/account/tokens', { method: 'POST', headers: bearer(value), json: { name: 'child', projectName: 'Acme', preset: 'read-write', ...json } }))
+
+  async function made(app: ReturnType<typeof testApp>, value: string, json: Record<string, unknown> = {}): Promise<Made> {
+    const response = await create(app, value, json)
+    expect(response.status).toBe(201)
+    return (await response.json()) as Made
+  }
+
+  const parentOf = (e: TestEnv, id: number) => queryOne<{ parent_token_id: number | null }>(e.store, 'SELECT parent_token_id FROM api_tokens WHERE id = ?', id)!.parent_token_id
+  const revokedAt = (e: TestEnv, id: number) => queryOne<{ revoked_at: number | null }>(e.store, 'SELECT revoked_at FROM api_tokens WHERE id = ?', id)!.revoked_at
+  /** Live tokens whose maker is revoked: there must never be one. */
+  const orphans = (e: TestEnv) =>
+    queryOne<{ n: number }>(
+      e.store,
+      'SELECT count(*) AS n FROM api_tokens c JOIN api_tokens p ON p.id = c.parent_token_id WHERE p.revoked_at IS NOT NULL AND c.revoked_at IS NULL',
+    )!.n
+
+  test('no expiry asked: it inherits the expiry of the token that made it (none when that one has none); the maker is recorded', async () => {
+    const e = fixture()
+    const app = testApp(e)
+    const expiresAt = e.clock.now() + 30 * DAY
+    const parent = await mint(e, 'alice@example.com', { expiresAt })
+    const child = await made(app, parent.value)
+    expect(child.expiresAt).toBe(new Date(expiresAt).toISOString())
+    expect(parentOf(e, child.id)).toBe(parent.token.id)
+    // The grandchild inherits it from the child.
+    const grandchild = await made(app, child.token, { name: 'grandchild' })
+    expect(grandchild.expiresAt).toBe(new Date(expiresAt).toISOString())
+    expect(parentOf(e, grandchild.id)).toBe(child.id)
+    // A token without expiry makes tokens without expiry unless asked otherwise.
+    const forever = await mint(e, 'alice@example.com')
+    expect((await made(app, forever.value)).expiresAt).toBeNull()
+    expect((await made(app, forever.value, { expiresInDays: 7 })).expiresAt).toBe(new Date(e.clock.now() + 7 * DAY).toISOString())
+    // A session makes tokens of no maker.
+    const cookie = await sessionCookie(e, 'alice@example.com')
+    const bySession = (await (await app.handle(request('/v1/account/tokens', { method: 'POST', headers: { cookie }, json: { name: 's', projectName: 'Acme' } }))).json()) as Made
+    expect(bySession.expiresAt).toBeNull()
+    expect(parentOf(e, bySession.id)).toBeNull()
+  })
+
+  test('an expiry later than the maker\'s → 400 naming the field, nothing created; the same or an earlier one is accepted', async () => {
+    const e = fixture()
+    const app = testApp(e)
+    const expiresAt = e.clock.now() + 30 * DAY
+    const parent = await mint(e, 'alice@example.com', { expiresAt })
+    const before = tokenCount(e)
+    const later: [Record<string, unknown>, string][] = [
+      [{ expiresInDays: 31 }, 'expiresInDays'],
+      [{ expiresAt: new Date(expiresAt + 1000).toISOString() }, 'expiresAt'],
+    ]
+    for (const [json, field] of later) {
+      const body = await expectErrorResponse(await create(app, parent.value, json), 400, 'validation_failed')
+      expect(body.details).toEqual([{ field, message: expect.stringContaining(new Date(expiresAt).toISOString()) }])
+      expect(body.message).toContain(field)
+    }
+    expect(tokenCount(e)).toBe(before)
+    expect((await made(app, parent.value, { expiresAt: new Date(expiresAt).toISOString() })).expiresAt).toBe(new Date(expiresAt).toISOString())
+    expect((await made(app, parent.value, { expiresInDays: 29 })).expiresAt).toBe(new Date(e.clock.now() + 29 * DAY).toISOString())
+  })
+
+  test('revoking a token revokes every token it made, transitively, in the same transaction; each gets its admin log entry', async () => {
+    const e = fixture()
+    const app = testApp(e)
+    const parent = await mint(e, 'alice@example.com', { name: 'parent' })
+    const child = await made(app, parent.value, { name: 'child' })
+    const grandchild = await made(app, child.token, { name: 'grandchild' })
+    const sibling = await made(app, parent.value, { name: 'sibling' })
+    const unrelated = await mint(e, 'alice@example.com', { name: 'unrelated' })
+    const cookie = await sessionCookie(e, 'alice@example.com')
+    const logBefore = queryOne<{ n: number }>(e.store, "SELECT count(*) AS n FROM admin_logs WHERE type = 'remove' AND resource = 'api-token'")!.n
+
+    // Revoking the child alone leaves its maker and sibling working, and takes the grandchild with it.
+    expect((await app.handle(request(`/v1/account/tokens/${child.id}`, { method: 'DELETE', headers: { cookie } }))).status).toBe(204)
+    await expect401(await getNotes(app, bearer(grandchild.token)))
+    expect((await getNotes(app, bearer(parent.value))).status).toBe(200)
+    expect((await getNotes(app, bearer(sibling.token))).status).toBe(200)
+    expect(revokedAt(e, grandchild.id)).toBe(revokedAt(e, child.id))
+
+    // Revoking the maker takes the sibling; the unrelated token stays.
+    const again = await made(app, parent.value, { name: 'after' })
+    const deeper = await made(app, again.token, { name: 'deeper' })
+    expect((await app.handle(request(`/v1/project/Acme/api-tokens/${parent.token.id}`, { method: 'DELETE', headers: { cookie } }))).status).toBe(204)
+    for (const value of [parent.value, sibling.token, again.token, deeper.token]) await expect401(await getNotes(app, bearer(value)))
+    expect((await getNotes(app, bearer(unrelated.value))).status).toBe(200)
+    expect(new Set([parent.token.id, sibling.id, again.id, deeper.id].map((id) => revokedAt(e, id))).size).toBe(1)
+    expect(orphans(e)).toBe(0)
+
+    const entries = queryAll<{ previous_value: string }>(
+      e.store,
+      "SELECT previous_value FROM admin_logs WHERE type = 'remove' AND resource = 'api-token' ORDER BY id",
+    ).slice(logBefore)
+    const names = entries.map((entry) => JSON.parse(entry.previous_value).name as string)
+    expect(names).toHaveLength(6)
+    const revokedWith = (name: string) => names.filter((n) => n.startsWith(`${name} (`)).map((n) => n.split(', revoked with ')[1] ?? null)
+    expect(revokedWith('grandchild')).toEqual([`child (${child.token.slice(0, 12)}…), from which it was made`])
+    for (const name of ['sibling', 'after', 'deeper']) expect(revokedWith(name)).toEqual([`parent (${parent.value.slice(0, 12)}…), from which it was made`])
+    expect(revokedWith('child')).toEqual([null])
+    expect(revokedWith('parent')).toEqual([null])
+  })
+
+  test('a token revoking itself revokes what it made; what the revoked token made can no longer make tokens', async () => {
+    const e = fixture()
+    const app = testApp(e)
+    const parent = await mint(e, 'alice@example.com')
+    const child = await made(app, parent.value)
+    expect((await app.handle(request(`/v1/account/tokens/${parent.token.id}`, { method: 'DELETE', headers: bearer(parent.value) }))).status).toBe(204)
+    await expect401(await create(app, child.token))
+    await expect401(await getNotes(app, bearer(child.token)))
+  })
+
+  test('concurrent: tokens made while their maker is revoked are revoked with it or refused, never left live', async () => {
+    const e = fixture()
+    const app = testApp(e)
+    const cookie = await sessionCookie(e, 'alice@example.com')
+    for (let round = 0; round < 5; round++) {
+      const parent = await mint(e, 'alice@example.com', { name: `parent ${round}` })
+      const child = await made(app, parent.value, { name: `child ${round}` })
+      const makes = Array.from({ length: 8 }, (_, i) => create(app, i % 2 === 0 ? parent.value : child.token, { name: `racer ${round}.${i}` }))
+      const revoke = app.handle(request(`/v1/account/tokens/${parent.token.id}`, { method: 'DELETE', headers: { cookie } }))
+      const answers = await Promise.all([...makes, revoke])
+      expect(answers.at(-1)!.status).toBe(204)
+      for (const answer of answers.slice(0, -1)) expect([201, 401]).toContain(answer.status)
+      expect(orphans(e)).toBe(0)
+      for (const answer of answers.slice(0, -1)) {
+        if (answer.status === 201) await expect401(await getNotes(app, bearer(((await answer.json()) as Made).token)))
+      }
+    }
+  }, 30_000) // on PostgreSQL each round waits on real row locks
+})
+
 // ── Token management API: refusals ──────────────────────────────────────────
 
 /**

@@ -21,28 +21,17 @@ import {
   readInstanceSetting,
   writeInstanceSetting,
 } from '../src/db/sessions.ts'
-import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type NewTokenRow } from '../src/db/tokens.ts'
+import { findTokenById, insertToken, listTokenRows, lockLiveToken, revokeLiveToken, revokeTokensMadeBy, type NewTokenRow } from '../src/db/tokens.ts'
 import { authorizeToken, TokenAuthenticator } from '../src/modules/auth/service.ts'
 import { generateTokenValue, hashTokenValue } from '../src/modules/tokens/service.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
-import { bothStores, postgresOrSkip } from './support/both-stores.ts'
+import { alike, bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
 
 const T = SEEDED_AT
 const HOUR = 3_600_000
-
-/** Each op of `ops` on both stores; every pair of answers must agree. Returns SQLite's answers. */
-async function alike<T>(stores: ReturnType<typeof bothStores>, ops: (() => Op<T>)[]): Promise<T[]> {
-  const answers: T[] = []
-  for (const body of ops) {
-    const [sqlite, pg] = await stores.both(body)
-    expect(pg).toEqual(sqlite)
-    answers.push(sqlite)
-  }
-  return answers
-}
 
 function* each<T>(ops: Op<T>[]): Op<T[]> {
   const answers: T[] = []
@@ -184,6 +173,28 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
     ])
     const [row] = await alike(stores, [() => op(findTokenByHash, 'hash-admin')])
     expect(row!.lastUsedAt).toBe(T + 11 * minute)
+  })
+
+  test("tokens made by tokens: a live maker's expiry (none when revoked, expired or unknown); what it made revoked to the end, through live tokens", async () => {
+    const made = await alike(stores, [
+      () => op(insertToken, token('maker', 2, 1, { expiresAt: T + HOUR })),
+      () => op(insertToken, token('child', 2, 1, { expiresAt: T + HOUR, parentTokenId: 8 })),
+      () => op(insertToken, token('grandchild', 2, 1, { expiresAt: T + 30, parentTokenId: 9 })),
+      () => op(insertToken, token('sibling', 2, 1, { parentTokenId: 8 })),
+      () => op(insertToken, token('other', 2, 1, { parentTokenId: 1 })),
+    ])
+    expect(made.map((t) => [t.id, t.parentTokenId])).toEqual([[8, null], [9, 8], [10, 9], [11, 8], [12, 1]])
+    const [locked] = await alike(stores, [() => each([8, 1, 6, 7, 99].map((id) => op(lockLiveToken, id, T)))])
+    expect(locked).toEqual([{ expiresAt: T + HOUR }, { expiresAt: null }, undefined, undefined, undefined])
+    // Expired exactly at `now`: no longer live.
+    const [atExpiry] = await alike(stores, [() => op(lockLiveToken, 8, T + HOUR)])
+    expect(atExpiry).toBeUndefined()
+    // The sibling revoked on its own first: it is not revoked again.
+    await alike(stores, [() => op(revokeLiveToken, 11, T + 5)])
+    const [revoked] = await alike(stores, [() => each([op(revokeTokensMadeBy, 8, T + 9), op(revokeTokensMadeBy, 8, T + 10), op(revokeTokensMadeBy, 99, T)])])
+    expect(revoked!.map((rows) => rows.map((t) => [t.id, t.revokedAt]))).toEqual([[[9, T + 9], [10, T + 9]], [], []])
+    const [after] = await alike(stores, [() => each([8, 11, 12].map((id) => op(findTokenById, id)))])
+    expect(after!.map((t) => t!.revokedAt)).toEqual([null, T + 5, null])
   })
 })
 

@@ -8,12 +8,12 @@
  *   the route checks the scope it needs); resolves `caller`.
  * - `sessionCall: true` — logout: no caller needed, but a foreign Origin is refused as for every session change.
  * All three authenticate in `transform`, before body and params validation; then, validated, a path parameter or body
- * field holding U+0000 is refused (./nul-text.ts).
+ * field holding U+0000 or a lone surrogate is refused (./storable-text.ts).
  */
 import { Elysia } from 'elysia'
 import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from './auth.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
-import { refuseNulText } from './nul-text.ts'
+import { refuseUnstorableText } from './storable-text.ts'
 
 /** The project a route's path names (`:projectName`), still raw: transform runs before params validation. */
 function pathProject(params: unknown): string | undefined {
@@ -34,7 +34,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
       transform: async ({ request, params, set }) => {
         identities.set(request, await auth.projectCaller(request, set.headers, pathProject(params) ?? '', need))
       },
-      beforeHandle: refuseNulText,
+      beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     accountCall: (enabled: boolean) => ({
@@ -42,7 +42,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
       transform: async ({ request, params, set }) => {
         if (enabled) callers.set(request, await auth.accountCaller(request, set.headers, pathProject(params)))
       },
-      beforeHandle: refuseNulText,
+      beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
     /** A session call that needs no signed-in user (logout): only the Origin check. */
@@ -56,7 +56,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
       transform: async ({ request, params, set }) => {
         if (enabled) callers.set(request, await auth.userCaller(request, set.headers, pathProject(params)))
       },
-      beforeHandle: refuseNulText,
+      beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
     }),
   })

@@ -3,7 +3,7 @@
  * function and its PostgreSQL twin (src/db/postgres) answer alike. Seed both with the same ops in the same order and
  * ids, times and answers line up: both number rows from 1 and take every time from the op's arguments.
  */
-import { afterAll, beforeAll } from 'bun:test'
+import { afterAll, beforeAll, expect } from 'bun:test'
 import type { Op } from '../../src/db/op.ts'
 import type { PgStore } from '../../src/db/postgres/store.ts'
 import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
@@ -42,4 +42,15 @@ export function bothStores(): BothStores {
     await stores.pg?.close()
   })
   return stores
+}
+
+/** Each op of `ops` on both stores; every pair of answers must agree. Returns SQLite's answers. */
+export async function alike<T>(stores: BothStores, ops: (() => Op<T>)[]): Promise<T[]> {
+  const answers: T[] = []
+  for (const body of ops) {
+    const [sqlite, pg] = await stores.both(body)
+    expect(pg).toEqual(sqlite)
+    answers.push(sqlite)
+  }
+  return answers
 }

@@ -66,6 +66,27 @@ export const instanceSettings = pgTable('instance_settings', {
   updatedAt: integer('updated_at').notNull(),
 })
 
+/**
+ * Identities at an OpenID Connect provider bound to a user: the provider's issuer and the account's `sub` claim, which
+ * the provider never reassigns (an email may change hands or be claimed by anyone at some providers). An SSO sign-in
+ * is this pair's user; a pair is bound at a user's first SSO sign-in, or linked by a password sign-in or an operator
+ * (src/modules/auth/oidc-service.ts). A user has at most one account of each issuer.
+ */
+export const ssoIdentities = pgTable(
+  'sso_identities',
+  {
+    id: id(),
+    issuer: text('issuer').notNull(),
+    subject: text('subject').notNull(),
+    userId: belongsTo('user_id', () => users.id),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex('sso_identities_issuer_subject_unique').on(t.issuer, t.subject),
+    uniqueIndex('sso_identities_user_issuer_unique').on(t.userId, t.issuer),
+  ],
+)
+
 /** Console login sessions; only the SHA-256 of the session id is stored. */
 export const sessions = pgTable(
   'sessions',
@@ -286,11 +307,20 @@ export const apiTokens = pgTable(
     lastUsedAt: integer('last_used_at'),
     expiresAt: integer('expires_at'),
     revokedAt: integer('revoked_at'),
+    /**
+     * The token that made this one through the API (a Bearer call); null when made in a session or by the CLI. It
+     * expires no later than its maker and is revoked with it (src/db/tokens.ts, `revokeTokensMadeBy`). No ON DELETE
+     * action: tokens are never deleted but with their user or project, which are their maker's too (and drizzle-kit
+     * cannot add one to an existing SQLite table).
+     */
+    parentTokenId: integer('parent_token_id').references((): AnyPgColumn => apiTokens.id),
   },
   (t) => [
     uniqueIndex('api_tokens_hash_unique').on(t.tokenHash),
     index('api_tokens_user_idx').on(t.userId, t.id),
     index('api_tokens_project_idx').on(t.projectId, t.id),
+    // Finds the tokens a token made when it is revoked.
+    index('api_tokens_parent_idx').on(t.parentTokenId),
   ],
 )
 

@@ -13,6 +13,7 @@ import { QUEUE_TWINS } from './queue.ts'
 import { RECORDS_TWINS } from './records.ts'
 import { RUNS_TWINS } from './runs.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
+import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import type { PgTwins } from './twin.ts'
 import { USERS_TWINS } from './users.ts'
@@ -30,6 +31,7 @@ export const TWINS: PgTwins = new Map([
   ...RECORDS_TWINS,
   ...RUNS_TWINS,
   ...SESSIONS_TWINS,
+  ...SSO_IDENTITIES_TWINS,
   ...TOKENS_TWINS,
   ...USERS_TWINS,
   ...WEBHOOKS_TWINS,

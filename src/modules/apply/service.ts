@@ -22,7 +22,7 @@ import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { latestMicros, parseIsoMicros } from '../../lib/time.ts'
 import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
-import { NUL_MESSAGE, nulPath } from '../../lib/nul.ts'
+import { unstorableTextPath } from '../../lib/storable-text.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { recordImportedNoteTime } from '../notes/service.ts'
@@ -112,8 +112,8 @@ function checkedShape(document: unknown): ApplyFile {
   if (document === null || document === undefined) throw new ApplyError([{ path: '(file)', message: 'the file is empty' }])
   const shape = schemaProblems(ApplyFile, document)
   if (shape.length > 0) throw new ApplyError(shape)
-  const nul = nulPath(document)
-  if (nul !== null) throw new ApplyError([{ path: nul, message: NUL_MESSAGE }])
+  const unstorable = unstorableTextPath(document)
+  if (unstorable !== null) throw new ApplyError([unstorable])
   return document as ApplyFile
 }
 

@@ -4,14 +4,14 @@ import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { clientAddressOf } from '../../http/client-address.ts'
-import { errorResponses, forbidden, HttpError, invalidField, tooManyRequests } from '../../http/errors.ts'
-import { refuseNulText } from '../../http/nul-text.ts'
+import { errorResponses, invalidField } from '../../http/errors.ts'
+import { refuseUnstorableText } from '../../http/storable-text.ts'
 import { SESSION_COOKIE, sessionIdOf } from '../../http/session-cookie.ts'
-import { findUserByEmail, hashPassword, normalizeEmail, passwordProblem, userObject, verifyPassword } from '../users/service.ts'
+import { hashPassword, normalizeEmail, passwordProblem, userObject } from '../users/service.ts'
 import { acceptInvitation, invitedUser } from '../users/invitations.ts'
 import { Account, AcceptInvitationBody, LoginBody, Session } from './model.ts'
 import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
-import { LoginThrottle } from './throttle.ts'
+import { PasswordCheck } from './password-check.ts'
 import { read } from '../../db/read.ts'
 
 export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
@@ -23,28 +23,14 @@ export function isHttps(deps: AppDeps, request: Request): boolean {
 }
 
 export function authModule(deps: AppDeps) {
-  const throttle = new LoginThrottle(deps.clock, deps.rateCounters)
+  const passwords = new PasswordCheck(deps)
   const clientAddress = clientAddressOf(deps.config.trustProxy)
   return new Elysia({ name: 'auth-routes', tags: ['auth'] })
     .use(authPlugin(deps))
     .post(
       '/auth/login',
       async ({ body, request, set }) => {
-        const attempt = { email: normalizeEmail(body.email), address: clientAddress(request) }
-        const retryAfter = await throttle.begin(attempt)
-        if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
-        const user = await read(deps.store, findUserByEmail(body.email))
-        const passwordOk = await verifyPassword(body.password, user?.passwordHash ?? null)
-        if (!user || !passwordOk) {
-          deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
-          await Bun.sleep(await throttle.delayMs(attempt))
-          throw new HttpError(401, 'invalid_credentials', 'Invalid email or password')
-        }
-        await throttle.succeeded(attempt)
-        if (user.disabledAt !== null) {
-          deps.metrics.loginFailures.inc({ reason: 'deactivated' })
-          throw forbidden('User is not authorized for the organization', 'user_deactivated')
-        }
+        const user = await passwords.user({ email: normalizeEmail(body.email), address: clientAddress(request) }, body.password)
         const session = await write(deps.store, function* () {
           return yield* createSession(deps.clock, user.id, false)
         })
@@ -52,7 +38,7 @@ export function authModule(deps: AppDeps) {
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
       },
       {
-        beforeHandle: refuseNulText,
+        beforeHandle: refuseUnstorableText,
         body: LoginBody,
         response: { 200: Session, ...errorResponses(401, 403, 429) },
         detail: {

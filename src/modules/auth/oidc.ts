@@ -14,9 +14,21 @@ import * as client from 'openid-client'
 import type { OidcConfig } from '../../config.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { purposeKey } from '../../lib/secret.ts'
-import { MAX_NEXT_LENGTH, openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from './pending-sign-in.ts'
+import {
+  LINK_COOKIE_PURPOSE,
+  MAX_NEXT_LENGTH,
+  openLink,
+  openSignIn,
+  type PendingLink,
+  type PendingSignIn,
+  sealLink,
+  sealSignIn,
+  SIGN_IN_COOKIE_PURPOSE,
+} from './pending-sign-in.ts'
 
 export const SSO_COOKIE = 'trellis_sso'
+/** Holds a sign-in waiting to be linked to an existing account (pending-sign-in.ts, PendingLink). */
+export const SSO_LINK_COOKIE = 'trellis_sso_link'
 /** How long a person may take at the provider's login page. */
 export const SIGN_IN_TTL_MS = 10 * 60_000
 export const CALLBACK_PATH = '/auth/sso/callback'
@@ -52,6 +64,8 @@ export class OidcSignIn {
   private jwksCache: client.ExportedJWKSCache | undefined
   /** Seals the sign-in cookie; the same on every instance that shares the instance secret. */
   private readonly cookieKey: Uint8Array
+  /** Seals the link cookie (another purpose, another key). */
+  private readonly linkKey: Uint8Array
   readonly redirectUri: string
 
   constructor(
@@ -62,6 +76,7 @@ export class OidcSignIn {
   ) {
     this.redirectUri = `${baseUrl}${CALLBACK_PATH}`
     this.cookieKey = purposeKey(secret, SIGN_IN_COOKIE_PURPOSE)
+    this.linkKey = purposeKey(secret, LINK_COOKIE_PURPOSE)
   }
 
   private get insecure(): boolean {
@@ -173,17 +188,16 @@ export class OidcSignIn {
     }
     const idToken = tokens.claims()!
     let email = typeof idToken.email === 'string' ? idToken.email : undefined
-    let verified = emailVerified(idToken)
+    let verified = emailVerified(idToken.iss, idToken)
     let name = typeof idToken.name === 'string' ? idToken.name : undefined
-    const saysVerified = idToken.email_verified !== undefined || idToken.xms_edov !== undefined
-    if ((email === undefined || !saysVerified) && configuration.serverMetadata().userinfo_endpoint) {
+    if ((email === undefined || saysWhetherVerified(idToken.iss, idToken) === undefined) && configuration.serverMetadata().userinfo_endpoint) {
       // Providers that follow the spec to the letter put scope claims only in UserInfo (whose `sub` must match).
       const info = await client.fetchUserInfo(configuration, tokens.access_token, idToken.sub).catch((error: unknown) => {
         throw new SsoRefusal(401, 'sso_id_token_invalid', `The identity provider's user info was refused: ${messageOf(error)}`)
       })
       if (typeof info.email === 'string') {
         email = info.email
-        verified = emailVerified(info)
+        verified = emailVerified(idToken.iss, info)
       }
       name ??= typeof info.name === 'string' ? info.name : undefined
     }
@@ -191,6 +205,19 @@ export class OidcSignIn {
       claims: { issuer: idToken.iss, subject: idToken.sub, email, emailVerified: verified, name },
       next: pending.next,
     }
+  }
+
+  /** The sealed pending link, for this browser's link cookie (it lives as long as a sign-in may take). */
+  sealLink(pending: Omit<PendingLink, 'expiresAt'>): Promise<string> {
+    return sealLink(this.linkKey, { ...pending, expiresAt: this.clock.now() + SIGN_IN_TTL_MS })
+  }
+
+  /** The link sealed in this browser's cookie, or the refusal saying why there is none. */
+  async pendingLink(sealed: string | undefined): Promise<PendingLink> {
+    const pending = sealed ? await openLink(this.linkKey, sealed, this.clock.now()) : 'missing'
+    if (typeof pending !== 'string') return pending
+    const why = { missing: 'no SSO sign-in is waiting to be linked in this browser', expired: `the SSO sign-in to link is older than ${SIGN_IN_TTL_MS / 60_000} minutes`, unreadable: 'the SSO sign-in to link could not be verified' }[pending]
+    throw new SsoRefusal(400, 'sso_link_invalid', `Nothing to link: ${why}. Start again with "Sign in with SSO"`)
   }
 
   /** The provider's end-session URL (RP-initiated logout), or null when it offers none. */
@@ -220,13 +247,23 @@ export class OidcSignIn {
   }
 }
 
+/** Microsoft Entra ID's issuers: `https://login.microsoftonline.com/{tenant}/v2.0`. */
+const MICROSOFT_ISSUER = /^https:\/\/login\.microsoftonline\.com\/[^/?#]+\/v2\.0$/
+
 /**
- * `email_verified: true`; Entra ID never sends it, and says instead with `xms_edov: true` (optional claim) that
- * the email's domain is verified by its owner.
+ * Whether the claims say the email is verified: `email_verified: true`. Entra ID never sends it, and says instead
+ * with `xms_edov: true` (optional claim) that the email's domain is verified by its owner — read only from a token
+ * Microsoft issued: any other provider may put any claim in its tokens, and `xms_edov` means nothing there.
  */
-function emailVerified(claims: Record<string, unknown>): boolean {
+export function emailVerified(issuer: string, claims: Record<string, unknown>): boolean {
+  return saysWhetherVerified(issuer, claims) === true
+}
+
+/** What the claims say of the email (undefined: nothing), with only the issuer's own claims read (emailVerified). */
+function saysWhetherVerified(issuer: string, claims: Record<string, unknown>): boolean | undefined {
   if (claims.email_verified !== undefined) return claims.email_verified === true
-  return claims.xms_edov === true
+  if (MICROSOFT_ISSUER.test(issuer) && claims.xms_edov !== undefined) return claims.xms_edov === true
+  return undefined
 }
 
 /**

@@ -5,7 +5,7 @@
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, pageResponse, path } from '../../console/html.ts'
 import { asHttpError } from '../../http/errors.ts'
-import { refuseNulText } from '../../http/nul-text.ts'
+import { refuseUnstorableText } from '../../http/storable-text.ts'
 import { type Query, queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
@@ -106,7 +106,7 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
     const session = await read(deps.store, sessionOf(deps.clock, request))
     if (!session) return redirect(`/login?next=${encodeURIComponent(url.pathname + url.search)}`)
     try {
-      refuseNulText({ params })
+      refuseUnstorableText({ params })
       // An empty filter field means no filter (the forms send every field).
       const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
       const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url })

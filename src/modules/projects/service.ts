@@ -18,7 +18,7 @@ import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from '../users/view.ts'
 import { notFound } from '../../http/errors.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
-import { someHoldsNul } from '../../lib/nul.ts'
+import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 
 export type { Environment, Project } from '../../db/projects.ts'
 
@@ -95,8 +95,8 @@ export function* resolveNameFilters(
   projectId: number,
   filters: { userEmail?: string; userId?: number; teamName?: string; collectionName?: string },
 ): Op<{ userId?: number; teamId?: number; collectionId?: number } | null> {
-  // Any text filter of the list (these names, a record id…) holding U+0000 equals no stored text (src/lib/nul.ts).
-  if (someHoldsNul(filters)) return null
+  // Any text filter of the list (these names, a record id…) holding U+0000 or a lone surrogate equals no stored text (src/lib/storable-text.ts).
+  if (someHoldUnstorableText(filters)) return null
   let userId = filters.userId
   if (filters.userEmail !== undefined) {
     const user = yield* op(findUserByStoredEmail, normalizeEmail(filters.userEmail))

@@ -5,8 +5,8 @@ import { write } from '../../db/write.ts'
 import { cancelActiveRun, insertRun } from '../../db/queue.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
-import { someHoldsNul } from '../../lib/nul.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
+import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { findTriggerTarget as findTriggerTargetRow, findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
 import { conflict } from '../../http/errors.ts'
 import { inIdOrder } from '../../http/list.ts'
@@ -22,15 +22,15 @@ export type { RunFilters } from '../../db/runs.ts'
 export const findTriggerTarget = asOp(findTriggerTargetRow)
 /** One run with its workflow's name and collection, and its team and project. */
 export const findRun = asOp(findRunWithWorkflow)
-/** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 names none. */
+/** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
 export function* workflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
-  if (someHoldsNul({ name, teamName })) return []
+  if (someHoldUnstorableText({ name, teamName })) return []
   return yield* op(findWorkflowIdsNamed, environmentId, name, teamName)
 }
 
-/** One page of an environment's run ids (limit + 1); a text filter holding U+0000 matches no run (src/lib/nul.ts). */
+/** One page of an environment's run ids (limit + 1); a text filter holding U+0000 or a lone surrogate matches no run (src/lib/storable-text.ts). */
 export function* listRunIds(environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Op<string[]> {
-  if (someHoldsNul(filters)) return []
+  if (someHoldUnstorableText(filters)) return []
   return yield* op(pageRunIds, environmentId, filters, dates, limit)
 }
 

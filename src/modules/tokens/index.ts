@@ -11,6 +11,7 @@ import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,
+  expiryUnderMaker,
   findToken,
   listTokens,
   projectTokenView,
@@ -43,17 +44,21 @@ export function tokensModule(deps: AppDeps) {
           if (error instanceof TokenInputError) throw invalidField(error.field, error.message)
           throw error
         }
+        const expiryField = body.expiresAt !== undefined ? 'expiresAt' : body.expiresInDays !== undefined ? 'expiresInDays' : null
         const created = await write(deps.store, function* () {
           // callerProject refuses an SSO project to a password session (403 sso_required).
           const project = yield* callerProject(caller, body.projectName)
+          // A token made by a token never outlives it, and is revoked with it.
+          const madeBy = caller.token?.tokenId ?? null
           return yield* createToken(deps.clock, {
             name,
             userId: caller.user.id,
             projectId: project.id,
             scopes: scopes!,
-            expiresAt: expiresAt ?? null,
+            expiresAt: madeBy === null ? (expiresAt ?? null) : yield* expiryUnderMaker(deps.clock, madeBy, expiresAt ?? null, expiryField),
             createdWithSso: caller.viaSso,
             actorId: caller.user.id,
+            madeBy,
           })
         })
         set.status = 201
@@ -72,7 +77,12 @@ export function tokensModule(deps: AppDeps) {
         accountCall: true,
         body: CreateTokenBody,
         response: { 201: CreatedToken, ...errorResponses(400, 404) },
-        detail: { operationId: 'createToken', summary: 'Create a token for yourself on a project; the value is in this answer only' },
+        detail: {
+          operationId: 'createToken',
+          summary: 'Create a token for yourself on a project; the value is in this answer only',
+          description:
+            'A token made with a Bearer token expires no later than that token (none asked: its expiry; a later expiresAt or expiresInDays is 400 naming it) and is revoked with it.',
+        },
       },
     )
     .get(

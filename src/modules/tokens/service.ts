@@ -3,7 +3,17 @@
  * Only the SHA-256 of the value and a display prefix are stored.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { findTokenById, insertToken, listTokenRows, revokeLiveToken, type TokenListRow, type TokenRow } from '../../db/tokens.ts'
+import {
+  findTokenById,
+  insertToken,
+  listTokenRows,
+  lockLiveToken,
+  revokeLiveToken,
+  revokeTokensMadeBy,
+  type TokenListRow,
+  type TokenRow,
+} from '../../db/tokens.ts'
+import { invalidField, unauthorized } from '../../http/errors.ts'
 import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'
@@ -95,6 +105,24 @@ export interface NewToken {
   createdWithSso: boolean
   /** Who created it (the owner, or an operator through the CLI: null). */
   actorId: number | null
+  /** The token that made it (a Bearer call); its expiry must come from `expiryUnderMaker`. */
+  madeBy?: number | null
+}
+
+/**
+ * The expiry of a token that token `makerId` makes: none asked → the maker's own (none when it has none); later than
+ * the maker's → 400 naming `field`, the one that asked for it. The maker must still be live (else 401, as its next
+ * call would get), and stays locked until the new token commits, so a revocation of it revokes the new one too
+ * (lockLiveToken). Call in the write transaction that creates the token.
+ */
+export function* expiryUnderMaker(clock: Clock, makerId: number, asked: number | null, field: 'expiresAt' | 'expiresInDays' | null): Op<number | null> {
+  const maker = yield* op(lockLiveToken, makerId, clock.now())
+  if (!maker) throw unauthorized('Token has been revoked')
+  if (asked === null || field === null) return maker.expiresAt
+  if (maker.expiresAt !== null && asked > maker.expiresAt) {
+    throw invalidField(field, `${field} must be no later than ${toIso(maker.expiresAt)}, when the token making this one expires`)
+  }
+  return asked
 }
 
 /** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
@@ -110,6 +138,7 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
     createdWithSso: input.createdWithSso,
     createdAt: clock.now(),
     expiresAt: input.expiresAt,
+    parentTokenId: input.madeBy ?? null,
   })
   yield* appendAdminLog(clock, {
     projectId: input.projectId,
@@ -122,18 +151,32 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
   return { token, value }
 }
 
-/** Revokes a live token; false when it was already revoked. Call in a write transaction. */
+/**
+ * Revokes a live token and every token it made, to the end, in this transaction, each with its admin log entry;
+ * false when it was already revoked. Call in a write transaction.
+ */
 export function* revokeToken(clock: Clock, token: TokenRow, actorId: number | null): Op<boolean> {
-  if (!(yield* op(revokeLiveToken, token.id, clock.now()))) return false
+  const now = clock.now()
+  if (!(yield* op(revokeLiveToken, token.id, now))) return false
+  // Every row first, then the log entries: on PostgreSQL an entry takes its project's log lock, which a token being
+  // made holds while it waits for nothing — but a revocation holding it while waiting for such a token's maker's row
+  // would deadlock with it.
+  const made = yield* op(revokeTokensMadeBy, token.id, now)
+  yield* logRevocation(clock, token, actorId, '')
+  const revokedWith = `, revoked with ${token.name} (${token.prefix}…), from which it was made`
+  for (const each of made) yield* logRevocation(clock, each, actorId, revokedWith)
+  return true
+}
+
+function* logRevocation(clock: Clock, token: TokenRow, actorId: number | null, why: string): Op<void> {
   yield* appendAdminLog(clock, {
     projectId: token.projectId,
     type: 'remove',
     resource: 'api-token',
     actorId,
     subjectUserId: token.userId,
-    previousValue: { name: (yield* describeToken(token)) },
+    previousValue: { name: `${yield* describeToken(token)}${why}` },
   })
-  return true
 }
 
 /**

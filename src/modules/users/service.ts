@@ -12,6 +12,7 @@ import {
   type User,
 } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { LONE_SURROGATE_MESSAGE } from '../../lib/storable-text.ts'
 import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { deleteUserSessions } from '../auth/sessions.ts'
@@ -41,6 +42,7 @@ export function emailProblem(email: string): string | null {
   const normalized = normalizeEmail(email)
   if (normalized.length > 320) return 'is longer than 320 characters'
   if (CONTROL.test(normalized)) return 'must not contain control characters'
+  if (!normalized.isWellFormed()) return LONE_SURROGATE_MESSAGE
   return EMAIL.test(normalized) ? null : `"${email}" is not an email address`
 }
 
@@ -55,6 +57,7 @@ export function usernameProblem(username: string): string | null {
   if (trimmed.length === 0) return 'must not be empty'
   if (trimmed.length > 100) return 'must be at most 100 characters'
   if (CONTROL.test(trimmed)) return 'must not contain control characters'
+  if (!trimmed.isWellFormed()) return LONE_SURROGATE_MESSAGE
   return null
 }
 

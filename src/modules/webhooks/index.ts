@@ -20,7 +20,7 @@ import { WebhookRateLimiter } from './rate.ts'
 import { changeWebhook, requireWorkflow, webhookSettings } from './service.ts'
 import { verifyWebhookToken } from './url.ts'
 import { read } from '../../db/read.ts'
-import { holdsNul, NUL_MESSAGE } from '../../lib/nul.ts'
+import { unstorableTextProblem } from '../../lib/storable-text.ts'
 
 /** Check 6: the body is a JSON object whose `record_id` is a non-empty string; other fields are ignored. */
 export function parseTriggerBody(raw: unknown): string {
@@ -33,7 +33,8 @@ export function parseTriggerBody(raw: unknown): string {
   if (typeof recordId !== 'string' || recordId.length === 0 || recordId.length > RECORD_ID_MAX_LENGTH) {
     throw badRequest('invalid_record_id', `Field 'record_id' must be a non-empty string of at most ${RECORD_ID_MAX_LENGTH} characters`)
   }
-  if (holdsNul(recordId)) throw badRequest('invalid_record_id', `Field 'record_id' ${NUL_MESSAGE}`)
+  const unstorable = unstorableTextProblem(recordId)
+  if (unstorable !== null) throw badRequest('invalid_record_id', `Field 'record_id' ${unstorable}`)
   return recordId
 }
 
