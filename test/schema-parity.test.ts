@@ -123,7 +123,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     env = sqliteTestEnv()
     cluster = startCluster()
     sql = new SQL(cluster.url)
-    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs', '0002_shared_rate_limits'])
+    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs', '0002_shared_rate_limits', '0003_workflow_concurrency_and_fair_claims'])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
     postgres = shared(postgresAll)

@@ -8,6 +8,7 @@ import m5 from '../../drizzle/0005_married_alice.sql' with { type: 'text' }
 import m6 from '../../drizzle/0006_times_in_microseconds.sql' with { type: 'text' }
 import m7 from '../../drizzle/0007_lean_indexes.sql' with { type: 'text' }
 import m8 from '../../drizzle/0008_runs_created_in_microseconds.sql' with { type: 'text' }
+import m9 from '../../drizzle/0009_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -19,4 +20,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0006_times_in_microseconds', sql: m6 },
   { name: '0007_lean_indexes', sql: m7 },
   { name: '0008_runs_created_in_microseconds', sql: m8 },
+  { name: '0009_workflow_concurrency_and_fair_claims', sql: m9 },
 ]

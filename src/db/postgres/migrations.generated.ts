@@ -2,9 +2,11 @@
 import m0 from '../../../drizzle/postgres/0000_init.sql' with { type: 'text' }
 import m1 from '../../../drizzle/postgres/0001_append_only_logs.sql' with { type: 'text' }
 import m2 from '../../../drizzle/postgres/0002_shared_rate_limits.sql' with { type: 'text' }
+import m3 from '../../../drizzle/postgres/0003_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
   { name: '0001_append_only_logs', sql: m1 },
   { name: '0002_shared_rate_limits', sql: m2 },
+  { name: '0003_workflow_concurrency_and_fair_claims', sql: m3 },
 ]
