@@ -17,6 +17,7 @@ export const API_SUITE = [
   'auth',
   'console',
   'executor',
+  'executor-fair-share',
   'http',
   'list-paging',
   'management-rate-limit',

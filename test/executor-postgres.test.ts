@@ -10,6 +10,8 @@
  * - An instance whose server is stopped for a while, then whose connections are cut again and again (a cluster of the
  *   test's own), lives on: every failed claim or idle read is logged (once per outage) and retried, and it runs what
  *   comes due once the server answers again.
+ * - A workflow's concurrency limit holds across instances (issue 24, item 4): three instances of one worker each, a
+ *   workflow limited to two — never three of its runs running, sampled all along, two at times, every run finished.
  * The workflows use only `http` and `wait` steps: a run's data steps and its end (the activity entry) need the twins
  * of records, notes and activity logs, which land separately.
  */
@@ -39,6 +41,8 @@ const remote = Bun.serve({
   hostname: '127.0.0.1',
   port: 0,
   async fetch(req) {
+    // A brief call: answered after 100 ms.
+    if (new URL(req.url).pathname === '/brief') return Bun.sleep(100).then(() => Response.json({ ok: true }))
     const runId = req.headers.get('x-trellis-run-id') ?? ''
     const seen = (hangs.get(runId) ?? 0) + 1
     hangs.set(runId, seen)
@@ -94,6 +98,7 @@ async function runBase(store: PgStore, workflow: string): Promise<Omit<NewRun, '
 
 const PARK = 'Park'
 const CALL_THEN_PARK = 'Call then park'
+const LIMITED = 'Two at a time'
 const allow = parseAllowList('127.0.0.1')
 
 describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQL, across instances', () => {
@@ -108,7 +113,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
     opened.push(store)
     return store
   }
-  function executorOn(store: PgStore, options: { pollMs: number; leaseMs: number }): Executor {
+  function executorOn(store: PgStore, options: { pollMs: number; leaseMs: number; concurrency?: number }): Executor {
     const executor = new Executor({ store, clock: systemClock, logger: silentLogger, concurrency: 2, outbound: new OutboundClient({ allow }), ...options })
     executors.push(executor)
     return executor
@@ -138,9 +143,10 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
         { type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/hang`, retries: 0, timeoutSeconds: 30 },
         { type: 'wait', name: 'pause', seconds: 3600 },
       ]),
+      ordersWorkflow(LIMITED, [{ type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/brief`, retries: 0 }], { concurrency: 2 }),
     )
     stores = await acmeOnBoth(document)
-    bases = { [PARK]: await runBase(stores.pg, PARK), [CALL_THEN_PARK]: await runBase(stores.pg, CALL_THEN_PARK) }
+    bases = { [PARK]: await runBase(stores.pg, PARK), [CALL_THEN_PARK]: await runBase(stores.pg, CALL_THEN_PARK), [LIMITED]: await runBase(stores.pg, LIMITED) }
   }, 60_000)
 
   afterAll(async () => {
@@ -205,6 +211,44 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
     expect(hangs.get(runId)).toBe(2)
     await y.stop(1_000)
   })
+
+  test('a workflow limited to two runs at a time, three instances of one worker each: never three running, two at times, all finished', async () => {
+    const pools = [0, 1, 2].map(() => instanceStore())
+    const instances = pools.map((pool) => executorOn(pool, { pollMs: 20, leaseMs: 30_000, concurrency: 1 }))
+    for (const executor of instances) executor.start()
+    for (const executor of instances) expect(await executor.listening()).toBe(true)
+    const { workflowId } = bases[LIMITED]!
+    const sample = async () =>
+      ((await stores.pg.sql`SELECT count(*) FILTER (WHERE status = 'running')::int AS running, count(*) FILTER (WHERE status = 'succeeded')::int AS done,
+          coalesce(array_agg(lease_owner) FILTER (WHERE status = 'running'), '{}') AS owners FROM runs WHERE workflow_id = ${workflowId}`) as {
+        running: number
+        done: number
+        owners: string[]
+      }[])[0]!
+    const seen: number[] = []
+    const owners = new Set<string>()
+    let sampling = true
+    const sampler = (async () => {
+      while (sampling) {
+        const now = await sample()
+        seen.push(now.running)
+        for (const owner of now.owners) owners.add(owner)
+        await Bun.sleep(5)
+      }
+    })()
+    try {
+      // Queued through the instances in turn (each NOTIFY wakes all three), as triggers on several instances are.
+      for (let i = 0; i < 12; i++) await queue(pools[i % 3]!, LIMITED, `limited_${i}`)
+      await until('every limited run to finish', async () => (await sample()).done === 12, 30_000, 20)
+    } finally {
+      sampling = false
+      await sampler
+      for (const executor of instances) await executor.stop(1_000)
+    }
+    console.log(`workflow limit 2 over three one-worker instances: ${seen.length} samples, at most ${Math.max(...seen)} running, on ${owners.size} instances`)
+    expect(Math.max(...seen)).toBe(2)
+    expect(owners.size).toBeGreaterThanOrEqual(2)
+  }, 60_000)
 
   test('an instance killed mid-step: another recovers the run once the lease expires and records each step once', async () => {
     // Instance A: a real process (its own pool, its own executor), killed with SIGKILL while its http step hangs.

@@ -2,7 +2,8 @@
  * Issue 18: the queue's transitions — the very ops the executor yields (`op(claimRuns, …)`, `op(advanceRun, …)`…) —
  * run on PostgreSQL through their twins (src/db/postgres/queue.ts), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
- * park and wake, finish, lease renewal, recovery of expired leases and give-back.
+ * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
+ * eight concurrent claimers never overstep (issue 24, item 4).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
@@ -93,6 +94,31 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     for (const [i, owner] of ['A', 'B', 'C', 'D'].entries()) for (const r of claimed[i]!) expect(r).toMatchObject({ status: 'running', lease_owner: owner, attempts: 1 })
     for (const id of later) expect(await statusOf(id)).toMatchObject({ status: 'queued', lease_owner: null })
     await store.sql`UPDATE runs SET status = 'cancelled'`
+  })
+
+  test('a workflow limited to two: eight concurrent claimers, round after round, never start a third run; each run ended lets one more start', async () => {
+    await store.sql.unsafe(`INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at, concurrency_limit) VALUES (2, 1, 'limited', 1, 1, 1, 2);
+      INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (2, 2, 1, '{}', 'h', 1)`)
+    const limited = Array.from({ length: 10 }, () => randomUUIDv7())
+    for (const [i, id] of limited.entries()) {
+      await store.sql`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
+        VALUES (${id}, 2, 2, 1, ${`limited-${i}`}, 1, 'webhook', 'queued', 0, ${now}, 0, ${now * 1000 + i})`
+    }
+    const owners = ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H']
+    const running = async () =>
+      (await store.sql`SELECT id, lease_owner FROM runs WHERE workflow_id = 2 AND status = 'running' ORDER BY id`) as { id: string; lease_owner: string }[]
+    const round = () => Promise.all(owners.map((owner) => run(() => op(claimRuns, owner, now, LEASE, 4))))
+    for (let finished = 0; finished < limited.length; finished++) {
+      const claimed = (await round()).flat()
+      const now_ = await running()
+      expect(now_).toHaveLength(Math.min(2, limited.length - finished))
+      // What this round claimed is what runs now beyond what ran before it: at most the room the limit left.
+      expect(claimed.length).toBeLessThanOrEqual(finished === 0 ? 2 : 1)
+      const [first] = now_
+      await run(() => op(finishRun, first!.id, first!.lease_owner, now + 1, 1))
+    }
+    expect(await running()).toEqual([])
+    expect(((await store.sql`SELECT count(*)::int AS n FROM runs WHERE workflow_id = 2 AND status = 'succeeded'`) as { n: number }[])[0]!.n).toBe(limited.length)
   })
 
   test('a lease guard rolls the whole op back: the step recorded before it is undone when another owner holds the run', async () => {

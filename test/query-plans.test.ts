@@ -89,7 +89,14 @@ const RUNS_PAGE = /^select "id" from "runs"/
 /** Each real statement, and the plan it must have. The index each plan names is proven used. */
 const CASES: PlanCase[] = [
   // ── runs: the queue ──
-  ['queue: claim the next due run', (_, c) => new RunQueue(c), /^\s*UPDATE runs SET status = 'running'/, /SEARCH runs USING INDEX runs_claim_idx \(available_at<\?\)/],
+  // The claim (src/db/claims.ts): the runs running, each environment's oldest due runs and, where a workflow's limit
+  // holds those back, each workflow's — in their index's order, never a sort — then the start of each run picked.
+  ['queue: claim: the runs running', (_, c) => new RunQueue(c), /^SELECT r\.workflow_id, e\.project_id, r\.lease_owner FROM runs r/, /^SCAN r USING INDEX runs_lease_idx \| SEARCH e USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
+  ['queue: claim: the environments with due runs', (_, c) => new RunQueue(c), /^SELECT e\.id, e\.project_id FROM environments e/, /^SCAN e USING COVERING INDEX environments_project_name_unique \| SEARCH r EXISTS USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\)$/],
+  ['queue: claim: an environment\'s oldest due runs', (_, c) => new RunQueue(c), /WHERE r\.environment_id = \?1 AND r\.status IN/, /^SEARCH r USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
+  ['queue: claim: a workflow\'s oldest due runs', (_, c) => new RunQueue(c), /WHERE r\.workflow_id = \?1 AND r\.status IN/, /^SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
+  ['queue: claim: each workflow\'s oldest due run (an environment whose runs a limit holds back)', (_, c) => new RunQueue(c), /FROM runs r WHERE r\.workflow_id = w\.id/, /SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
+  ['queue: claim: start a run picked', (_, c) => new RunQueue(c), /^\s*UPDATE runs SET status = 'running'/, /^SEARCH runs USING INDEX sqlite_autoindex_runs_1 \(id=\?\)$/],
   ['queue: the next due time', (_, c) => new RunQueue(c), /^SELECT min\(available_at\)/, /SEARCH runs USING INDEX runs_claim_idx/],
   ['queue: recover expired leases', (_, c) => new RunQueue(c), /^UPDATE runs SET status = 'queued'.*\n\s*WHERE status = 'running' AND lease_expires_at/, /SEARCH runs USING INDEX runs_lease_idx \(lease_expires_at<\?\)/],
   ['queue: the active run behind a 409', (_, c) => new RunQueue(c), /^SELECT id FROM runs WHERE workflow_id = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],

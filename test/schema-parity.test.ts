@@ -123,7 +123,14 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     env = sqliteTestEnv()
     cluster = startCluster()
     sql = new SQL(cluster.url)
-    expect(await migratePostgres(sql)).toEqual(['0000_init', '0001_append_only_logs', '0002_shared_rate_limits', '0003_tokens_made_by_tokens', '0004_sso_identities'])
+    expect(await migratePostgres(sql)).toEqual([
+      '0000_init',
+      '0001_append_only_logs',
+      '0002_shared_rate_limits',
+      '0003_tokens_made_by_tokens',
+      '0004_sso_identities',
+      '0005_workflow_concurrency_and_fair_claims',
+    ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
     postgres = shared(postgresAll)

@@ -4,7 +4,8 @@
  * is due, log retention's batch — and hold under real concurrency: 30 concurrent starts on one record queue one run
  * and name it to the other 29; 50 concurrent starts on distinct records, their ids committed out of order, keep
  * `createdAt` strictly increasing in id order per environment, so the runs list's `createdAt.lt` paging (DESIGN §3)
- * walks every run exactly once.
+ * walks every run exactly once. The claim's choice (issue 24, item 4) is the same on both: the fair share between two
+ * projects, a workflow's concurrency limit, and the runs behind a held-back backlog.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
@@ -15,6 +16,7 @@ import { idAfter } from '../src/db/postgres/queue.ts'
 import {
   cancelActiveRun,
   claimRuns,
+  finishRun,
   insertRun,
   type NewRun,
   nextRunAvailableAt,
@@ -25,7 +27,7 @@ import {
 import { commitNow } from '../src/db/write.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
-import { refundRunBase } from './support/acme.ts'
+import { acmeProject, acmeWithGlobex, ordersWorkflow, refundRunBase, runBaseOf } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
 
 const now = Date.UTC(2026, 10, 23, 12, 0, 0)
@@ -216,5 +218,54 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       const ms = (u: string) => Number.parseInt(u.slice(0, 8) + u.slice(9, 13), 16)
       expect(ms(after) - ms(id)).toBeLessThanOrEqual(1)
     }
+  })
+})
+
+describe.skipIf(!postgresOrSkip('twins-queue'))('the claim\'s choice: PostgreSQL picks as SQLite', () => {
+  let stores: AcmeOnBoth
+  const bases: Record<string, Omit<NewRun, 'id' | 'recordId' | 'createdAt'>> = {}
+
+  beforeAll(async () => {
+    const document = acmeWithGlobex()
+    acmeProject(document).workflows!.push(ordersWorkflow('Serial', [{ type: 'load' }], { concurrency: 1 }))
+    const globex = document.projects.find((p) => p.name === 'Globex')!
+    globex.collections = [{ name: 'tickets' }]
+    globex.workflows = [{ name: 'Globex load', environment: 'production', team: 'Ops', collection: 'tickets', steps: [{ type: 'load' }] }]
+    stores = await acmeOnBoth(document)
+    for (const name of ['Refund order', 'Serial', 'Globex load']) bases[name] = runBaseOf(stores.sqlite.store, name)
+  }, 60_000)
+  afterAll(() => stores?.close())
+
+  /** Queues `count` runs of `workflow` on both stores, due a millisecond apart from `at`; their ids in order. */
+  async function queueBoth(workflow: string, count: number, at: number): Promise<string[]> {
+    const ids: string[] = []
+    for (let i = 0; i < count; i++) {
+      const id = randomUUIDv7()
+      const start = { ...bases[workflow]!, id, recordId: `${workflow}-${at}-${i}`, createdAt: at + i }
+      expect(await stores.both(() => op(insertRun, start))).toEqual([{ inserted: true, id }, { inserted: true, id }])
+      ids.push(id)
+    }
+    return ids
+  }
+  const claimBoth = async (owner: string, free: number) => {
+    const [sqlite, pg] = await stores.both(() => op(claimRuns, owner, now + 10_000, LEASE, free))
+    expect(pg).toEqual(sqlite)
+    return sqlite.map((run): string | undefined => run.id)
+  }
+
+  test('fair share, a limit, and the runs behind a backlog the limit holds back', async () => {
+    // Serial's backlog is the oldest of Acme's production runs; then Refund's, then Globex's, the newest.
+    const serial = await queueBoth('Serial', 6, now)
+    const refund = await queueBoth('Refund order', 4, now + 100)
+    const globex = await queueBoth('Globex load', 3, now + 200)
+    // Four workers of instance A: one Serial run (its limit), then turns between Acme and Globex, oldest first in each.
+    expect(await claimBoth('A', 4)).toEqual([serial[0], refund[0], globex[0], globex[1]])
+    // Instance B's four: Serial is at its limit, so its older runs wait and Refund's behind them start; Acme and Globex
+    // hold none of B's workers and take turns again, Globex with its one run left.
+    expect(await claimBoth('B', 4)).toEqual([refund[1], refund[2], refund[3], globex[2]])
+    // The Serial run ends: the next one may start, and nothing else is due.
+    await stores.both(() => op(finishRun, serial[0]!, 'A', now + 20_000))
+    expect(await claimBoth('A', 4)).toEqual([serial[1]])
+    expect(await claimBoth('A', 4)).toEqual([])
   })
 })

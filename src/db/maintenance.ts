@@ -6,7 +6,7 @@ import type { Micros } from '../lib/time.ts'
 import type { Db, SqliteStore, Store } from './open.ts'
 import { queueStatsOnPostgres } from './postgres/queue.ts'
 import { connectionOf, prepared } from './prepared.ts'
-import { queueStats, type QueueStats } from './queue.ts'
+import { type ExecutorIdentity, queueStats, type QueueStats } from './queue.ts'
 
 export type LogTable = 'activity_logs' | 'admin_logs'
 
@@ -21,9 +21,9 @@ export function deleteLogBatch(db: Db, table: LogTable, cutoff: Micros, batch: n
   return statement.run(cutoff, batch).changes
 }
 
-/** The run counts /metrics reads at scrape time (see `queueStats`), on the store's connection. */
-export function runQueueStats(store: Store, now: number): QueueStats | Promise<QueueStats> {
-  return store.kind === 'postgres' ? queueStatsOnPostgres(store, now) : queueStats(store.sqlite, now)
+/** The run counts /metrics reads at scrape time (see `queueStats`), on the store's connection; `executor`: this instance's. */
+export function runQueueStats(store: Store, now: number, executor: ExecutorIdentity | null = null): QueueStats | Promise<QueueStats> {
+  return store.kind === 'postgres' ? queueStatsOnPostgres(store, now, executor) : queueStats(store.sqlite, now, executor)
 }
 
 export interface CheckpointResult {

@@ -10,6 +10,7 @@ import m7 from '../../drizzle/0007_lean_indexes.sql' with { type: 'text' }
 import m8 from '../../drizzle/0008_runs_created_in_microseconds.sql' with { type: 'text' }
 import m9 from '../../drizzle/0009_tokens_made_by_tokens.sql' with { type: 'text' }
 import m10 from '../../drizzle/0010_sso_identities.sql' with { type: 'text' }
+import m11 from '../../drizzle/0011_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -23,4 +24,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0008_runs_created_in_microseconds', sql: m8 },
   { name: '0009_tokens_made_by_tokens', sql: m9 },
   { name: '0010_sso_identities', sql: m10 },
+  { name: '0011_workflow_concurrency_and_fair_claims', sql: m11 },
 ]

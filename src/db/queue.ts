@@ -3,9 +3,10 @@
  * start, claim (which also wakes a waiting run whose time has come), lease renewal, advance, park, finish, fail,
  * cancel, give back, recovery — each one guarded statement, as pg-boss's `plans.ts` keeps them: the state it
  * leaves (and, after a claim, the lease owner) is in its `WHERE`, so a run cancelled or recovered elsewhere is
- * never written twice. It is dialect-specific: SQLite claims with one `UPDATE … WHERE id = (SELECT … LIMIT 1)
- * RETURNING`, PostgreSQL would add `FOR UPDATE SKIP LOCKED`; SQLite reports the partial unique index violation as
- * SQLITE_CONSTRAINT_UNIQUE.
+ * never written twice. It is dialect-specific: a claim gathers each environment's oldest due runs and starts those
+ * src/db/claims.ts picks (the fair share between projects, the workflows' concurrency limits) — on SQLite in one
+ * IMMEDIATE transaction, on PostgreSQL with `FOR UPDATE SKIP LOCKED`; SQLite reports the partial unique index
+ * violation as SQLITE_CONSTRAINT_UNIQUE.
  *
  * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped): SQLite uses a
  * partial index (`runs_one_active_per_record`, `runs_claim_idx`) only when the query's WHERE repeats the index's
@@ -16,6 +17,7 @@
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Database, Statement } from 'bun:sqlite'
+import { type ClaimCandidate, type ClaimFacts, claimOrder, deferredRuns, type DueRuns, environmentsToWiden, type RunningRun, workflowsToReadFurther } from './claims.ts'
 import type { Db, SqliteStore } from './open.ts'
 import { connectionOf, prepared } from './prepared.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
@@ -101,12 +103,19 @@ export const renewLease = (db: Db, runId: string, owner: string, now: number, le
   queueOn(db).heartbeat(runId, owner, now, leaseMs)
 export const recoverExpiredRuns = (db: Db, now: number): number => queueOn(db).recoverExpired(now)
 export const releaseOwnedRuns = (db: Db, owner: string, now: number): number => queueOn(db).releaseOwned(owner, now)
-export const nextRunAvailableAt = (db: Db): number | null => queueOn(db).nextAvailableAt()
+/** When the next queued or waiting run becomes due after `after` (ms; by default any, due ones included), or null. */
+export const nextRunAvailableAt = (db: Db, after?: number): number | null => queueOn(db).nextAvailableAt(after)
 
 export class RunQueue {
   private readonly insertStatement
   private readonly activeRunStatement
-  private readonly claimStatement
+  private readonly environmentsStatement
+  private readonly runningStatement
+  private readonly environmentTopStatement
+  private readonly workflowHeadsStatement
+  private readonly workflowTopStatement
+  private readonly startStatement
+  private readonly claimTransaction
   private readonly heartbeatStatement
   private readonly recoverStatement
   private readonly releaseStatement
@@ -123,14 +132,39 @@ export class RunQueue {
          max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1))`,
     )
     this.activeRunStatement = sqlite.prepare(`SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN (${ACTIVE})`)
-    this.claimStatement = sqlite.prepare(
+    // The claim's facts (src/db/claims.ts): the environments (few) and the runs running (at most every instance's
+    // workers: runs_lease_idx), then each environment's oldest due runs and, where a limit holds those back, each of its
+    // other workflows' (runs_claim_env_idx, runs_claim_workflow_idx: in the index's order, no sort; ties in the order
+    // they were queued, as the claim always took them on SQLite).
+    this.environmentsStatement = sqlite.prepare(
+      `SELECT e.id, e.project_id FROM environments e
+       WHERE EXISTS (SELECT 1 FROM runs r WHERE r.environment_id = e.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?)`,
+    )
+    this.runningStatement = sqlite.prepare(RUNNING)
+    this.environmentTopStatement = sqlite.prepare(
+      `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
+       WHERE r.environment_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
+    )
+    this.workflowHeadsStatement = sqlite.prepare(
+      `SELECT x.id, x.workflow_id, x.environment_id, x.available_at, h.concurrency_limit FROM (
+         SELECT w.concurrency_limit, (SELECT r.rowid FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2
+                                      ORDER BY r.available_at, r.rowid LIMIT 1) AS head
+         FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE g.environment_id = ?1) h
+       JOIN runs x ON x.rowid = h.head`,
+    )
+    this.workflowTopStatement = sqlite.prepare(
+      `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
+       WHERE r.workflow_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
+    )
+    this.startStatement = sqlite.prepare(
       `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
          started_at = coalesce(started_at, ?2), attempts = attempts + 1
-       WHERE id IN (SELECT id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?2
-                    ORDER BY available_at LIMIT ?4)
-         AND status IN (${CLAIMABLE})
+       WHERE id = ?4 AND status IN (${CLAIMABLE})
        RETURNING *`,
     )
+    // IMMEDIATE: the facts and the starts in one write transaction (a savepoint inside the caller's), so no other
+    // process claims between them.
+    this.claimTransaction = sqlite.transaction((owner: string, now: number, leaseMs: number, limit: number) => this.claimNow(owner, now, leaseMs, limit))
     this.heartbeatStatement = sqlite.prepare(`UPDATE runs SET lease_expires_at = :until WHERE ${HELD}`)
     this.recoverStatement = sqlite.prepare(
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?1
@@ -140,7 +174,7 @@ export class RunQueue {
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?2
        WHERE status = 'running' AND lease_owner = ?1`,
     )
-    this.nextAvailableStatement = sqlite.prepare(`SELECT min(available_at) AS at FROM runs WHERE status IN (${CLAIMABLE})`)
+    this.nextAvailableStatement = sqlite.prepare(`SELECT min(available_at) AS at FROM runs WHERE status IN (${CLAIMABLE}) AND available_at > ?`)
   }
 
   /**
@@ -166,10 +200,35 @@ export class RunQueue {
     return this.claimBatch(owner, now, leaseMs, 1)[0] ?? null
   }
 
-  /** Claims up to `limit` due runs at once (one statement), oldest due first, each under a lease. */
+  /**
+   * Claims up to `limit` due runs at once, each under a lease: those src/db/claims.ts picks (fair share between
+   * projects, workflow limits), oldest due first in the answer.
+   */
   claimBatch(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
-    const runs = this.claimStatement.all(owner, now, leaseMs, limit) as RunRow[]
+    const runs = this.claimTransaction.immediate(owner, now, leaseMs, limit)
     return runs.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  }
+
+  /** The claim's transaction (src/db/claims.ts has the rules; one writer, so the facts hold until it commits). */
+  private claimNow(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
+    if (limit <= 0) return []
+    const projectOf = new Map((this.environmentsStatement.all(now) as { id: number; project_id: number }[]).map((e) => [e.id, e.project_id]))
+    if (projectOf.size === 0) return []
+    const facts: ClaimFacts = { running: runningOf(this.runningStatement.all() as Parameters<typeof runningOf>[0], owner), startable: null }
+    const candidates = (rows: unknown[]) =>
+      (rows as DueRow[]).map((r): ClaimCandidate => ({
+        id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: projectOf.get(r.environment_id)!, availableAt: r.available_at,
+        concurrencyLimit: r.concurrency_limit,
+      }))
+    const tops = [...projectOf.keys()].flatMap((environmentId) => candidates(this.environmentTopStatement.all(environmentId, now, limit)))
+    const widened = environmentsToWiden(tops, facts).flatMap((environmentId) => {
+      const heads = candidates(this.workflowHeadsStatement.all(environmentId, now))
+      const further = workflowsToReadFurther(heads, facts, limit).flatMap((workflowId) => candidates(this.workflowTopStatement.all(workflowId, now, limit)))
+      return [...heads, ...further]
+    })
+    const started: RunRow[] = []
+    for (const id of claimOrder([...tops, ...widened], facts).slice(0, limit)) started.push(...(this.startStatement.all(owner, now, leaseMs, id) as RunRow[]))
+    return started
   }
 
   /** Lease renewal; false when the run is no longer ours (cancelled, recovered). */
@@ -187,10 +246,19 @@ export class RunQueue {
     return this.releaseStatement.run(owner, now).changes
   }
 
-  /** When the next queued or waiting run becomes due (null when none). */
-  nextAvailableAt(): number | null {
-    return (this.nextAvailableStatement.all()[0] as { at: number | null } | undefined)?.at ?? null
+  /** When the next queued or waiting run becomes due after `after` (by default any, due ones included; null when none). */
+  nextAvailableAt(after = -1): number | null {
+    return (this.nextAvailableStatement.all(after)[0] as { at: number | null } | undefined)?.at ?? null
   }
+}
+
+/** A due run as the claim's walks read it. */
+interface DueRow {
+  id: string
+  workflow_id: number
+  environment_id: number
+  available_at: number
+  concurrency_limit: number | null
 }
 
 /** The statement for `key` on the transaction's connection, prepared once per connection. */
@@ -319,10 +387,43 @@ export interface QueueStats {
   due: number
   /** `available_at` of the oldest of those (null when none). */
   oldestDueAt: number | null
+  /** Every project, by name, with the runs this instance's executor runs of it now (0 without one). */
+  runningByProject: { project: string; running: number }[]
+  /** Due runs held back now, by why (src/db/claims.ts `deferredRuns`; fair share 0 without an executor). */
+  deferred: { workflowLimit: number; fairShare: number }
 }
 
-/** Counts for /metrics, read at scrape time (the claim index answers the due part; the status count scans an index). */
-export function queueStats(sqlite: Database, now: number): QueueStats {
+/** This instance's executor, for the stats that concern it: its lease owner and worker count. */
+export interface ExecutorIdentity {
+  owner: string
+  concurrency: number
+}
+
+/** What the run stats group the due runs by (both stores; GROUP BY every column PostgreSQL asks for). */
+const DUE_GROUPS = `SELECT r.workflow_id, e.project_id, w.concurrency_limit, count(*) AS count
+  FROM runs r JOIN environments e ON e.id = r.environment_id JOIN workflows w ON w.id = r.workflow_id
+  WHERE r.status IN (${CLAIMABLE}) AND r.available_at <= ? GROUP BY r.workflow_id, e.project_id, w.concurrency_limit`
+/** Every project with the runs a lease owner holds of it (the running ones through runs_lease_idx). */
+const RUNNING_BY_PROJECT = `SELECT p.name AS project, coalesce(c.n, 0) AS running FROM projects p LEFT JOIN (
+    SELECT e.project_id, count(*) AS n FROM runs r JOIN environments e ON e.id = r.environment_id
+    WHERE r.status = 'running' AND r.lease_owner = ? GROUP BY e.project_id) c ON c.project_id = p.id
+  ORDER BY p.name`
+/** The runs running, for the claim's rules (runs_lease_idx). */
+const RUNNING = `SELECT r.workflow_id, e.project_id, r.lease_owner FROM runs r JOIN environments e ON e.id = r.environment_id WHERE r.status = 'running'`
+
+/** The running rows as the claim's rules read them (`mine`: held by `owner`). */
+export const runningOf = (rows: { workflow_id: number; project_id: number; lease_owner: string | null }[], owner: string | null): RunningRun[] =>
+  rows.map((r) => ({ workflowId: r.workflow_id, projectId: r.project_id, mine: owner !== null && r.lease_owner === owner }))
+
+/** The due groups as the claim's rules read them. */
+export const dueGroupsOf = (rows: { workflow_id: number; project_id: number; concurrency_limit: number | null; count: number }[]): DueRuns[] =>
+  rows.map((r) => ({ workflowId: r.workflow_id, projectId: r.project_id, concurrencyLimit: r.concurrency_limit, count: r.count }))
+
+/**
+ * Counts for /metrics, read at scrape time (the claim index answers the due part; the status count scans an index;
+ * the deferred runs group the due ones by workflow).
+ */
+export function queueStats(sqlite: Database, now: number, executor: ExecutorIdentity | null = null): QueueStats {
   const byStatus = Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as Record<RunStatus, number>
   for (const row of sqlite.query('SELECT status, count(*) AS n FROM runs GROUP BY status').all() as { status: RunStatus; n: number }[]) {
     byStatus[row.status] = row.n
@@ -330,5 +431,13 @@ export function queueStats(sqlite: Database, now: number): QueueStats {
   const due = sqlite
     .query(`SELECT count(*) AS n, min(available_at) AS oldest FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?`)
     .all(now)[0] as { n: number; oldest: number | null }
-  return { byStatus, due: due.n, oldestDueAt: due.oldest }
+  const running = runningOf(sqlite.query(RUNNING).all() as Parameters<typeof runningOf>[0], executor?.owner ?? null)
+  const groups = dueGroupsOf(sqlite.query(DUE_GROUPS).all(now) as Parameters<typeof dueGroupsOf>[0])
+  return {
+    byStatus,
+    due: due.n,
+    oldestDueAt: due.oldest,
+    runningByProject: sqlite.query(RUNNING_BY_PROJECT).all(executor?.owner ?? null) as QueueStats['runningByProject'],
+    deferred: deferredRuns(groups, running, executor?.concurrency ?? 0),
+  }
 }

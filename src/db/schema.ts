@@ -341,6 +341,11 @@ export const workflows = sqliteTable(
       .references(() => collections.id),
     /** The version used by new runs; null when the workflow was withdrawn (404 on its webhook). */
     activeVersionId: integer('active_version_id'),
+    /**
+     * The active version's `concurrency`: at most this many of the workflow's runs `running` at once, across every
+     * instance (the claim counts them, src/db/claims.ts); null = no limit.
+     */
+    concurrencyLimit: integer('concurrency_limit'),
     createdAt: createdAt(),
     updatedAt: integer('updated_at').notNull(),
   },
@@ -420,6 +425,14 @@ export const runs = sqliteTable(
     index('runs_lease_idx')
       .on(t.leaseExpiresAt)
       .where(sql`status = 'running'`),
+    // The claim's two walks (src/db/claims.ts): each environment's oldest due runs, and — where a workflow's limit holds
+    // those back — each workflow's.
+    index('runs_claim_env_idx')
+      .on(t.environmentId, t.availableAt)
+      .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
+    index('runs_claim_workflow_idx')
+      .on(t.workflowId, t.availableAt)
+      .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
     // The list's own order (and the walk of its status, workflow, user and createdAt filters); a record's runs.
     // No index on status: it changes three times in every run's life, and each change would rewrite the index.
     index('runs_env_id_idx').on(t.environmentId, t.id),

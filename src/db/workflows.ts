@@ -161,11 +161,21 @@ export function latestWorkflowVersion(db: Db, workflowId: number): number {
   return latest?.version ?? 0
 }
 
-/** Stores a version and makes it the workflow's active one (with the workflow's collection); returns its id. */
-export function publishWorkflowVersion(
-  db: Db,
-  input: { workflowId: number; version: number; definition: string; definitionHash: string; publishedBy: number | null; collectionId: number; now: number },
-): number {
+/** What a publication stores: the version, and what the workflow takes from it. */
+export interface NewWorkflowVersion {
+  workflowId: number
+  version: number
+  definition: string
+  definitionHash: string
+  publishedBy: number | null
+  collectionId: number
+  /** The version's `concurrency` (absent or null: no limit): the claim reads it from the workflow. */
+  concurrencyLimit?: number | null
+  now: number
+}
+
+/** Stores a version and makes it the workflow's active one (with its collection and concurrency limit); returns its id. */
+export function publishWorkflowVersion(db: Db, input: NewWorkflowVersion): number {
   const [row] = db
     .insert(workflowVersions)
     .values({
@@ -179,7 +189,7 @@ export function publishWorkflowVersion(
     .returning({ id: workflowVersions.id })
     .all()
   db.update(workflows)
-    .set({ activeVersionId: row!.id, collectionId: input.collectionId, updatedAt: input.now })
+    .set({ activeVersionId: row!.id, collectionId: input.collectionId, concurrencyLimit: input.concurrencyLimit ?? null, updatedAt: input.now })
     .where(eq(workflows.id, input.workflowId))
     .run()
   return row!.id

@@ -123,6 +123,11 @@ export class Executor {
     return this.inFlight.size
   }
 
+  /** Workers (`TRELLIS_EXECUTOR_CONCURRENCY`): runs it executes at once at most. */
+  get concurrency(): number {
+    return this.options.concurrency
+  }
+
   /** Configured to run runs (`TRELLIS_EXECUTOR_CONCURRENCY` above 0). */
   get enabled(): boolean {
     return this.options.concurrency > 0
@@ -214,11 +219,13 @@ export class Executor {
         // A wake-up from here on may be for a run this claim does not see yet: the wait after it then returns at once.
         this.wokenMeanwhile = false
         try {
-          const runs = await write(this.options.store, () => op(claimRuns, this.owner, this.options.clock.now(), this.options.leaseMs, free))
+          const now = this.options.clock.now()
+          const runs = await write(this.options.store, () => op(claimRuns, this.owner, now, this.options.leaseMs, free))
           failedClaims = 0
           for (const run of runs) this.launch(run)
-          // Fewer due runs than free slots: none is left due now; wait for one (queued, due, or a slot's run ending).
-          if (runs.length < free) await this.idle()
+          // Fewer runs than free slots: none is left that may start now (those due are held back by their workflow's
+          // limit); wait for one (queued, coming due, or a run ending anywhere here).
+          if (runs.length < free) await this.idle(now)
         } catch (error) {
           // The database locked, full or unreachable (a claim, or the idle wait's read): back off (the runs stay
           // queued), say so once, never busy-loop on it, and never let it end the loop (or the process).
@@ -255,10 +262,13 @@ export class Executor {
     return this.waitForWakeUp(null)
   }
 
-  /** Until a run may be due: `notify()`, the next waiting run's time, or the poll interval, whichever comes first. */
-  private async idle(): Promise<void> {
+  /**
+   * Until a run may be due: `notify()`, the next time a run comes due after the claim at `claimedAt` (runs due then and
+   * not taken wait for a run to end), or the poll interval, whichever comes first.
+   */
+  private async idle(claimedAt: number): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000
-    const next = await read(this.options.store, op(nextRunAvailableAt))
+    const next = await read(this.options.store, op(nextRunAvailableAt, claimedAt))
     return this.waitForWakeUp(next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now())))
   }
 

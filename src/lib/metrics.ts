@@ -15,6 +15,10 @@ export interface RunsSample {
   oldestQueuedAgeSeconds: number
   /** Executor workers running a step now (0 without an executor). */
   busyWorkers: number
+  /** Every project with the runs this instance's executor runs of it now (its share of the workers). */
+  runningByProject: { project: string; running: number }[]
+  /** Due runs held back now: by their workflow's concurrency limit, and by this instance's fair share. */
+  deferred: { workflowLimit: number; fairShare: number }
 }
 
 /** The server's group commits so far (src/db/write.ts), read at scrape time. */
@@ -35,7 +39,7 @@ export function createMetrics(options: MetricsOptions = {}) {
 
   if (options.processMetrics) collectDefaultMetrics({ register: registry })
 
-  // One database sample per scrape, shared by the four gauges: a scrape calls every collect() in the same turn,
+  // One database sample per scrape, shared by the run gauges: a scrape calls every collect() in the same turn,
   // and the sample is dropped once that turn is over.
   let sampled: Promise<RunsSample> | undefined
   const sample = (): Promise<RunsSample | undefined> => {
@@ -80,6 +84,30 @@ export function createMetrics(options: MetricsOptions = {}) {
     registers: [registry],
     async collect() {
       this.set((await sample())?.busyWorkers ?? 0)
+    },
+  })
+
+  const runningByProject = new Gauge({
+    name: 'trellis_executor_running_runs',
+    help: "Runs this instance's executor runs now, by project (every project, zeros included)",
+    labelNames: ['project'] as const,
+    registers: [registry],
+    async collect() {
+      const runs = await sample()
+      // Renamed or removed projects drop out: the series are the projects of this scrape.
+      this.reset()
+      for (const { project, running } of runs?.runningByProject ?? []) this.set({ project }, running)
+    },
+  })
+  const deferredRuns = new Gauge({
+    name: 'trellis_executor_deferred_runs',
+    help: "Due runs held back now: by their workflow's concurrency limit (on every instance), or by this instance's fair share between projects",
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    async collect() {
+      const deferred = (await sample())?.deferred ?? { workflowLimit: 0, fairShare: 0 }
+      this.set({ reason: 'workflow_limit' }, deferred.workflowLimit)
+      this.set({ reason: 'fair_share' }, deferred.fairShare)
     },
   })
 
@@ -150,6 +178,8 @@ export function createMetrics(options: MetricsOptions = {}) {
     queueDepth,
     oldestQueuedAge,
     busyWorkers,
+    runningByProject,
+    deferredRuns,
   }
 }
 

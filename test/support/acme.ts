@@ -153,9 +153,16 @@ export function ordersWorkflow(name: string, steps: Record<string, unknown>[], o
 
 /** A queued run of 'Refund order' as bob by webhook, but for its id, record and time (queue tests insert these). */
 export function refundRunBase(store: Store): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+  return runBaseOf(store, 'Refund order')
+}
+
+/** A queued run of the workflow called `name` (one of that name in the store) as `username` by webhook, but for its id, record and time. */
+export function runBaseOf(store: Store, name: string, username = 'bob'): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
   const workflow = queryOne<{ id: number; v: number; e: number }>(
     store,
-    "SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = 'Refund order'",
-  )!
-  return { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(store, 'bob'), tokenId: null, trigger: 'webhook' }
+    'SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = ?',
+    name,
+  )
+  if (!workflow) throw new Error(`no workflow ${name}`)
+  return { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(store, username), tokenId: null, trigger: 'webhook' }
 }

@@ -4,6 +4,7 @@ import m1 from '../../../drizzle/postgres/0001_append_only_logs.sql' with { type
 import m2 from '../../../drizzle/postgres/0002_shared_rate_limits.sql' with { type: 'text' }
 import m3 from '../../../drizzle/postgres/0003_tokens_made_by_tokens.sql' with { type: 'text' }
 import m4 from '../../../drizzle/postgres/0004_sso_identities.sql' with { type: 'text' }
+import m5 from '../../../drizzle/postgres/0005_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
 export const migrations: { name: string; sql: string }[] = [
   { name: '0000_init', sql: m0 },
@@ -11,4 +12,5 @@ export const migrations: { name: string; sql: string }[] = [
   { name: '0002_shared_rate_limits', sql: m2 },
   { name: '0003_tokens_made_by_tokens', sql: m3 },
   { name: '0004_sso_identities', sql: m4 },
+  { name: '0005_workflow_concurrency_and_fair_claims', sql: m5 },
 ]

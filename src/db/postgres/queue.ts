@@ -11,6 +11,8 @@ import {
   advanceRun,
   cancelActiveRun,
   claimRuns,
+  dueGroupsOf,
+  type ExecutorIdentity,
   failRun,
   finishRun,
   type InsertResult,
@@ -26,9 +28,11 @@ import {
   type QueueStats,
   type RunRow,
   type RunWorkflow,
+  runningOf,
   runWorkflow,
   type StepOutcome,
 } from '../queue.ts'
+import { type ClaimCandidate, type ClaimFacts, claimOrder, deferredRuns, environmentsToWiden } from '../claims.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { RUN_STATUSES, type RunStatus } from '../../lib/run-statuses.ts'
 import { lockListScope, PG_LISTS } from './monotonic.ts'
@@ -129,29 +133,87 @@ export async function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{
 }
 
 /**
- * The batched claim: up to `limit` due runs, oldest due first, skipping rows another claimer has locked.
+ * Due runs a claim reads per environment (and per workflow, where it widens) for each free worker: the rules need one
+ * (SQLite reads that many); the others let instances claiming at the same moment each find runs no other is taking.
+ */
+const CANDIDATES_PER_WORKER = 4
+
+/**
+ * The batched claim: up to `limit` due runs under a lease, those src/db/claims.ts puts first (the fair share between
+ * projects, the workflows' concurrency limits), in four statements of one transaction:
+ * 1. The workflows with a limit and a due run, locked `FOR NO KEY UPDATE SKIP LOCKED` (a trigger's foreign-key check
+ *    takes `FOR KEY SHARE`, which this does not block): only a claim holding a workflow's row starts its runs, so two
+ *    instances never both count its running runs below the limit; a workflow another claim holds is left to that one.
+ * 2. The runs running: a new READ COMMITTED snapshot, taken after those locks, so every run another claim started
+ *    under them has committed.
+ * 3. Each environment's oldest due runs (`CANDIDATES_PER_WORKER` per free worker), read without locking — and,
+ *    where a workflow's limit holds some of them back, each of the environment's other workflows' oldest ones too.
+ * 4. The start: the first `limit` runs of the claim's order that no other claim has locked, picked once in a
+ *    materialized CTE (`FOR UPDATE SKIP LOCKED`, so instances claiming at the same moment split the runs without
+ *    waiting on each other), and the UPDATE joins it.
  *
- * The batch is picked once, in a materialized CTE, and the UPDATE joins it. Written as `WHERE id IN (SELECT … LIMIT
- * $4 FOR UPDATE SKIP LOCKED)` instead, the planner may run the sub-select as the inner side of a nested loop, once per
- * due run: each rescan skips the rows this statement already locked and locks the next ones, so the claim takes every
- * due run whatever the limit. It did, with statistics taken while no run was due (the bench's 10,000-run burst right
- * after an autoanalyze): one instance leased all 10,000 in a 10-second statement, started them all at once, and the
- * drain collapsed. `test/postgres-queue.test.ts` reproduces that plan.
+ * The batch is picked once, in the CTE. Written as `WHERE id IN (SELECT … LIMIT $4 FOR UPDATE SKIP LOCKED)` instead,
+ * the planner may run the sub-select as the inner side of a nested loop, once per due run: each rescan skips the
+ * rows this statement already locked and locks the next ones, so the claim takes every due run whatever the limit.
+ * It did, with statistics taken while no run was due (the bench's 10,000-run burst right after an autoanalyze): one
+ * instance leased all 10,000 in a 10-second statement, started them all at once, and the drain collapsed.
+ * `test/postgres-queue.test.ts` reproduces that plan.
  */
 export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
+  if (limit <= 0) return []
+  const locked = await rows<{ id: number }>(
+    db,
+    `SELECT id::float8 AS id FROM workflows w
+     WHERE concurrency_limit IS NOT NULL
+       AND EXISTS (SELECT 1 FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= $1)
+     ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`,
+    [now],
+  )
+  const facts: ClaimFacts = { running: runningOf(await rows(db, RUNNING, []), owner), startable: new Set(locked.map((w) => w.id)) }
+  const read = limit * CANDIDATES_PER_WORKER
+  const tops = await dueRuns(db, 'FROM environments e', 'environment_id = e.id', '', [now, read])
+  const widen = environmentsToWiden(tops, facts)
+  const widened = widen.length === 0 ? [] : await dueRuns(
+    db,
+    'FROM workflows w JOIN renderings g ON g.id = w.rendering_id',
+    'workflow_id = w.id',
+    'WHERE g.environment_id = ANY($3::int8[])',
+    [now, read, widen],
+  )
+  const order = claimOrder([...tops, ...widened], facts)
+  if (order.length === 0) return []
   const claimed = await rows<RunRow>(
     db,
     `WITH picked AS MATERIALIZED (
-       SELECT id AS picked_id FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $2
-       ORDER BY available_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+       SELECT id AS picked_id FROM runs WHERE id = ANY($4::text[]) AND status IN (${CLAIMABLE}) AND available_at <= $2
+       ORDER BY array_position($4::text[], id) LIMIT $5 FOR UPDATE SKIP LOCKED)
      UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
        started_at = coalesce(started_at, $2), attempts = attempts + 1
      FROM picked
      WHERE id = picked_id AND status IN (${CLAIMABLE})
      RETURNING ${RUN_COLUMNS}`,
-    [owner, now, leaseMs, limit],
+    [owner, now, leaseMs, order, limit],
   )
   return claimed.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : 1))
+}
+
+/** The `$2` oldest runs due at `$1` of each row of `from` (matched by `match`, filtered by `where`), with what the claim weighs them by. */
+async function dueRuns(db: PgDb, from: string, match: string, where: string, values: unknown[]): Promise<ClaimCandidate[]> {
+  const due = await rows<{ id: string; workflow_id: number; environment_id: number; available_at: number; project_id: number; concurrency_limit: number | null }>(
+    db,
+    `SELECT t.id, t.workflow_id::float8 AS workflow_id, t.environment_id::float8 AS environment_id, t.available_at::float8 AS available_at,
+       te.project_id::float8 AS project_id, tw.concurrency_limit::float8 AS concurrency_limit
+     ${from} CROSS JOIN LATERAL (
+       SELECT id, workflow_id, environment_id, available_at FROM runs
+       WHERE ${match} AND status IN (${CLAIMABLE}) AND available_at <= $1
+       ORDER BY available_at, id LIMIT $2) t
+     JOIN environments te ON te.id = t.environment_id JOIN workflows tw ON tw.id = t.workflow_id
+     ${where}`,
+    values,
+  )
+  return due.map((r) => ({
+    id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: r.project_id, availableAt: r.available_at, concurrencyLimit: r.concurrency_limit,
+  }))
 }
 
 const advanceRunOnPostgres = (db: PgDb, runId: string, owner: string, nextStep: number) =>
@@ -231,11 +293,15 @@ const runWorkflowOnPostgres = async (db: PgDb, run: Pick<RunRow, 'workflow_id' |
     )
   )[0]
 
-const nextRunAvailableAtOnPostgres = async (db: PgDb): Promise<number | null> =>
-  (await rows<{ at: number | null }>(db, `SELECT min(available_at)::float8 AS at FROM runs WHERE status IN (${CLAIMABLE})`, []))[0]?.at ?? null
+const nextRunAvailableAtOnPostgres = async (db: PgDb, after = -1): Promise<number | null> =>
+  (await rows<{ at: number | null }>(db, `SELECT min(available_at)::float8 AS at FROM runs WHERE status IN (${CLAIMABLE}) AND available_at > $1`, [after]))[0]?.at ?? null
+
+/** The runs running, for the claim's rules and the stats (runs_lease_idx). */
+const RUNNING = `SELECT r.workflow_id::float8 AS workflow_id, e.project_id::float8 AS project_id, r.lease_owner
+  FROM runs r JOIN environments e ON e.id = r.environment_id WHERE r.status = 'running'`
 
 /** The run counts /metrics reads at scrape time (src/db/queue.ts `queueStats`). */
-export async function queueStatsOnPostgres(store: PgStore, now: number): Promise<QueueStats> {
+export async function queueStatsOnPostgres(store: PgStore, now: number, executor: ExecutorIdentity | null = null): Promise<QueueStats> {
   const byStatus = Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as Record<RunStatus, number>
   for (const row of (await store.sql`SELECT status, count(*)::float8 AS n FROM runs GROUP BY status`) as { status: RunStatus; n: number }[]) {
     byStatus[row.status] = row.n
@@ -244,7 +310,26 @@ export async function queueStatsOnPostgres(store: PgStore, now: number): Promise
     `SELECT count(*)::float8 AS n, min(available_at)::float8 AS oldest FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= $1`,
     [now],
   )) as { n: number; oldest: number | null }[]
-  return { byStatus, due: due!.n, oldestDueAt: due!.oldest }
+  const owner = executor?.owner ?? null
+  const running = runningOf([...(await store.sql.unsafe(RUNNING, []))] as Parameters<typeof runningOf>[0], owner)
+  const groups = dueGroupsOf([
+    ...(await store.sql.unsafe(
+      `SELECT r.workflow_id::float8 AS workflow_id, e.project_id::float8 AS project_id, w.concurrency_limit::float8 AS concurrency_limit, count(*)::float8 AS count
+       FROM runs r JOIN environments e ON e.id = r.environment_id JOIN workflows w ON w.id = r.workflow_id
+       WHERE r.status IN (${CLAIMABLE}) AND r.available_at <= $1 GROUP BY r.workflow_id, e.project_id, w.concurrency_limit`,
+      [now],
+    )),
+  ] as Parameters<typeof dueGroupsOf>[0])
+  const runningByProject = [
+    ...(await store.sql.unsafe(
+      `SELECT p.name AS project, coalesce(c.n, 0)::float8 AS running FROM projects p LEFT JOIN (
+         SELECT e.project_id, count(*) AS n FROM runs r JOIN environments e ON e.id = r.environment_id
+         WHERE r.status = 'running' AND r.lease_owner = $1 GROUP BY e.project_id) c ON c.project_id = p.id
+       ORDER BY p.name COLLATE "C"`,
+      [owner],
+    )),
+  ] as QueueStats['runningByProject']
+  return { byStatus, due: due!.n, oldestDueAt: due!.oldest, runningByProject, deferred: deferredRuns(groups, running, executor?.concurrency ?? 0) }
 }
 
 /** The twins of the queue's transitions, by the SQLite function they stand for. */

@@ -19,6 +19,7 @@ import {
   findWorkflowVersion,
   insertWorkflow,
   latestWorkflowVersion,
+  type NewWorkflowVersion,
   listProjectWorkflowPlaces,
   listRenderingWorkflows,
   publishWorkflowVersion,
@@ -160,10 +161,7 @@ async function latestWorkflowVersionOnPostgres(db: PgDb, workflowId: number): Pr
   return latest?.version ?? 0
 }
 
-async function publishWorkflowVersionOnPostgres(
-  db: PgDb,
-  input: { workflowId: number; version: number; definition: string; definitionHash: string; publishedBy: number | null; collectionId: number; now: number },
-): Promise<number> {
+async function publishWorkflowVersionOnPostgres(db: PgDb, input: NewWorkflowVersion): Promise<number> {
   const [row] = await db
     .insert(workflowVersions)
     .values({
@@ -177,7 +175,7 @@ async function publishWorkflowVersionOnPostgres(
     .returning({ id: workflowVersions.id })
   await db
     .update(workflows)
-    .set({ activeVersionId: row!.id, collectionId: input.collectionId, updatedAt: input.now })
+    .set({ activeVersionId: row!.id, collectionId: input.collectionId, concurrencyLimit: input.concurrencyLimit ?? null, updatedAt: input.now })
     .where(eq(workflows.id, input.workflowId))
   return row!.id
 }

@@ -30,12 +30,15 @@ async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: s
 export function healthModule(deps: AppDeps) {
   deps.metrics.observeRuns(async () => {
     const now = deps.clock.now()
-    const stats = await runQueueStats(deps.store, now)
+    const executor = deps.executor ? { owner: deps.executor.owner, concurrency: deps.executor.concurrency } : null
+    const stats = await runQueueStats(deps.store, now, executor)
     return {
       byStatus: stats.byStatus,
       queueDepth: stats.due,
       oldestQueuedAgeSeconds: stats.oldestDueAt === null ? 0 : Math.max(0, (now - stats.oldestDueAt) / 1000),
       busyWorkers: deps.executor?.busyWorkers ?? 0,
+      runningByProject: stats.runningByProject,
+      deferred: stats.deferred,
     }
   })
 

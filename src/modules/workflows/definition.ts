@@ -91,10 +91,22 @@ export const WebhookSettings = T.Object(
   { additionalProperties: false, description: 'Trigger settings: not part of the version' },
 )
 
+/** The highest `concurrency` a workflow may declare. */
+export const MAX_WORKFLOW_CONCURRENCY = 1000
+
+/** A workflow's concurrency limit (src/db/claims.ts enforces it in every claim). */
+export const WorkflowConcurrency = T.Integer({
+  minimum: 1,
+  maximum: MAX_WORKFLOW_CONCURRENCY,
+  description:
+    'At most this many runs of the workflow running at once, over every instance; runs beyond it stay queued and start as running ones end. Absent (null in answers): no limit',
+})
+
 const MAX_STEPS = 100
 /** What a definition holds besides its name, environment and team. */
 const definitionFields = {
   collection: T.String({ minLength: 1, maxLength: 200, description: 'The collection the workflow works on' }),
+  concurrency: T.Optional(WorkflowConcurrency),
   webhook: T.Optional(WebhookSettings),
 }
 
@@ -127,6 +139,8 @@ export interface WorkflowDefinition {
   environment: string
   team: string
   collection: string
+  /** At most this many runs running at once (absent: no limit); part of the version. */
+  concurrency?: number
   webhook?: Static<typeof WebhookSettings>
   steps: Step[]
 }

@@ -1,4 +1,4 @@
-/** Publishing a workflow definition through the API: `PUT …/team/{t}/workflows/{name}` (project admins). */
+/** Workflow definitions through the API: `PUT …/team/{t}/workflows/{name}` publishes one, `GET` reads it (project admins). */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
@@ -6,17 +6,49 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectAdmin } from '../auth/service.ts'
 import { errorResponses, invalidFields } from '../../http/errors.ts'
 import { findCollection, findTeam, requireEnvironment } from '../projects/service.ts'
-import { webhookSettings } from '../webhooks/service.ts'
+import { requireWorkflow, webhookSettings } from '../webhooks/service.ts'
+import { read } from '../../db/read.ts'
 import { findTriggerTarget } from '../runs/service.ts'
 import { type WorkflowDefinition, WorkflowDefinitionBody, workflowDefinitionProblems } from './definition.ts'
-import { PublishedWorkflow, WorkflowParams } from './model.ts'
-import { publishWorkflow } from './service.ts'
+import { PublishedWorkflow, WorkflowAnswer, WorkflowParams } from './model.ts'
+import { activeDefinition, publishWorkflow } from './service.ts'
+
+const WORKFLOW = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName'
 
 export function workflowsModule(deps: AppDeps) {
   return new Elysia({ name: 'workflows', tags: ['workflows'] })
     .use(authPlugin(deps))
+    .get(
+      WORKFLOW,
+      async ({ params, caller }) => {
+        const { target, version, definition } = await read(
+          deps.store,
+          (function* () {
+            const project = yield* requireProjectAdmin(caller, params.projectName)
+            const target = yield* requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName)
+            return { target, ...(yield* activeDefinition(target)) }
+          })(),
+        )
+        return {
+          name: definition.name,
+          environment: definition.environment,
+          team: definition.team,
+          collection: definition.collection,
+          version,
+          concurrency: definition.concurrency ?? null,
+          steps: definition.steps,
+          webhook: webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute),
+        }
+      },
+      {
+        accountCall: true,
+        params: WorkflowParams,
+        response: { 200: WorkflowAnswer, ...errorResponses(400, 404) },
+        detail: { operationId: 'getWorkflow', summary: 'A workflow as its runs use it now: the active version, its steps and concurrency limit, its webhook trigger (project admins)' },
+      },
+    )
     .put(
-      '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName',
+      WORKFLOW,
       async ({ params, body, caller }) => {
         // The path names the workflow, its environment and team; the body holds the rest of the definition.
         const definition = { ...body, name: params.workflowName, environment: params.environmentName, team: params.teamName }

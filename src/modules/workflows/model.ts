@@ -1,7 +1,8 @@
-/** Publishing a workflow: the path, the answer; the body's schema is definition.ts's WorkflowDefinitionBody. */
+/** Publishing and reading a workflow: the path, the answers; the body's schema is definition.ts's WorkflowDefinitionBody. */
 import { t } from 'elysia'
 import { Integer } from '../../http/schemas.ts'
 import { WebhookSettings } from '../webhooks/model.ts'
+import { type Step, StepSchema, WorkflowConcurrency } from './definition.ts'
 
 export const WorkflowParams = t.Object({
   projectName: t.String(),
@@ -14,5 +15,17 @@ export const PublishedWorkflow = t.Object({
   name: t.String(),
   version: Integer(),
   outcome: t.UnionEnum(['created', 'published', 'unchanged'], { description: 'A changed definition publishes a new version' }),
+  webhook: WebhookSettings,
+})
+
+/** `GET …/workflows/{name}`: the definition its runs use now (the active version), with its trigger. */
+export const WorkflowAnswer = t.Object({
+  name: t.String(),
+  environment: t.String(),
+  team: t.String(),
+  collection: t.String(),
+  version: Integer({ description: 'The active version: new runs use it' }),
+  concurrency: t.Union([WorkflowConcurrency, t.Null()]),
+  steps: t.Array(t.Unsafe<Step>(StepSchema)),
   webhook: WebhookSettings,
 })

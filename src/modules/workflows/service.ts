@@ -1,6 +1,8 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
 import { createHash } from 'node:crypto'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
+import type { TriggerTarget } from '../../db/workflows.ts'
+import { notFound } from '../../http/errors.ts'
 import {
   ensureRendering,
   findWorkflowInRendering,
@@ -62,7 +64,8 @@ export function* publishWorkflow(
   if (!active || active.definitionHash !== hash) {
     version = (yield* op(latestWorkflowVersion, workflow.id)) + 1
     yield* op(publishWorkflowVersion, {
-      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId, now,
+      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId,
+      concurrencyLimit: definition.concurrency ?? null, now,
     })
     yield* appendAdminLog(clock, {
       projectId: target.projectId,
@@ -104,6 +107,13 @@ function* applyTriggerSettings(
     newValue: { name: describeTrigger(definition.name, wanted) },
   })
   return { trigger, changed: true }
+}
+
+/** The definition a workflow runs now (its active version) and that version's number; 404 when none is published. */
+export function* activeDefinition(target: TriggerTarget): Op<{ version: number; definition: WorkflowDefinition }> {
+  const active = target.activeVersionId === null ? undefined : yield* op(findWorkflowVersion, target.activeVersionId)
+  if (!active) throw notFound(`Workflow ${target.workflowName} has no published version`)
+  return { version: active.version, definition: JSON.parse(active.definition) as WorkflowDefinition }
 }
 
 /** Admin log values must fit the compatibility document's `{name}` shape: the trigger state as one readable text. */
