@@ -5,7 +5,9 @@
  * end — so the test, not the clock, decides when a worker frees — and the app's /metrics, /openapi.json and workflow
  * routes through `app.handle`.
  * - Fair share: Acme queues six such runs, Globex one. Before the fix the four oldest (all Acme's) took every worker
- *   and Globex's run waited for one of them to end; so did a Globex run queued while Acme held every worker.
+ *   and Globex's run waited for one of them to end; so did a Globex run queued while Acme's slow runs went on. Now
+ *   Globex gets a worker at once, and while both projects have workflows Acme never holds more than three of four
+ *   (a quarter is kept for the other projects), so a Globex run queued later starts at once too.
  * - Workflow limit: `concurrency: 1` keeps a workflow to one run running (sampled all along), the others queued, not
  *   failed, each starting when the one before ends, while the project's other workflows go on.
  * - The field through the API and the apply file: published, read back, in /openapi.json, refused out of bounds.
@@ -130,7 +132,7 @@ describe('fair share: every project gets workers while another holds them all', 
   const fixture = executorFixture()
   const { queue, statuses, withStatus } = fixture
 
-  test('six slow runs of Acme and one of Globex: Globex gets a worker at once, and the next one Acme frees', async () => {
+  test('six slow runs of Acme and one of Globex: Globex gets a worker at once; Acme never holds more than three of four, so a later Globex run starts at once too', async () => {
     // Queued before the executor starts, Globex's run the newest: oldest first, Acme's four oldest took every worker.
     for (let i = 1; i <= 6; i++) await queue(ACME_SLOW, `slow_${i}`)
     await queue(GLOBEX_CALL, 'globex_1')
@@ -139,26 +141,32 @@ describe('fair share: every project gets workers while another holds them all', 
     expect(await withStatus('running')).toEqual(['globex_1', 'slow_1', 'slow_2', 'slow_3'])
     expect(await withStatus('queued')).toEqual(['slow_4', 'slow_5', 'slow_6'])
 
-    // Globex's call ends: Acme, alone with due runs now, may use every worker.
+    // Globex's call ends: Acme, alone with due runs now, still holds three workers, not four — while Globex has a
+    // published workflow, a quarter of the workers is kept for it (projectCap: 4 − ceil(4 / 4) = 3).
     released.add('globex_1')
-    await until('Acme on all four workers', async () => (await withStatus('running')).length === 4 && (await statuses()).globex_1 === 'succeeded', 10_000)
-    expect(await withStatus('running')).toEqual(['slow_1', 'slow_2', 'slow_3', 'slow_4'])
+    await until('Globex\'s run to end', async () => (await statuses()).globex_1 === 'succeeded', 10_000)
+    await Bun.sleep(300) // several claims (every 50 ms) find Acme's three due runs held back
+    expect(await withStatus('running')).toEqual(['slow_1', 'slow_2', 'slow_3'])
+    expect(await withStatus('queued')).toEqual(['slow_4', 'slow_5', 'slow_6'])
+    expect(await fixture.metric('trellis_executor_running_runs', 'project')).toEqual({ Acme: 3, Globex: 0 })
+    expect(await fixture.metric('trellis_executor_deferred_runs', 'reason')).toEqual({ workflow_limit: 0, fair_share: 3 })
 
-    // Globex queues again while Acme holds every worker (the issue's case): the first worker Acme frees is Globex's,
-    // although two of Acme's runs have waited longer.
+    // Globex queues again while Acme's slow runs go on (the issue's case: before, it waited 61 s for one of them to
+    // end): it starts on the worker kept for it, without any of Acme's runs ending.
+    const queuedAt = performance.now()
     await queue(GLOBEX_CALL, 'globex_2')
-    // /metrics meanwhile: Acme holds every worker of this instance, so its two due runs wait for Globex's (share 2 of 4).
-    expect(await fixture.metric('trellis_executor_running_runs', 'project')).toEqual({ Acme: 4, Globex: 0 })
-    expect(await fixture.metric('trellis_executor_deferred_runs', 'reason')).toEqual({ workflow_limit: 0, fair_share: 2 })
+    await until('Globex to start on the kept worker', async () => (await statuses()).globex_2 === 'running', 10_000)
+    console.log(`fair share: Globex's run started ${(performance.now() - queuedAt).toFixed(0)} ms after it was queued, beside Acme's three slow runs`)
+    expect(await withStatus('running')).toEqual(['globex_2', 'slow_1', 'slow_2', 'slow_3'])
+    expect(await withStatus('queued')).toEqual(['slow_4', 'slow_5', 'slow_6'])
+    expect(await fixture.metric('trellis_executor_running_runs', 'project')).toEqual({ Acme: 3, Globex: 1 })
+
+    // An Acme run ends: the freed worker is Acme's again (it holds two, under its cap), its oldest due run first.
     released.add('slow_1')
-    const startedAt = performance.now()
-    await until('Globex to get the freed worker', async () => (await statuses()).globex_2 === 'running', 10_000)
-    console.log(`fair share: Globex's run started ${(performance.now() - startedAt).toFixed(0)} ms after Acme freed a worker, ahead of 2 older Acme runs`)
+    await until('Acme\'s next run on the freed worker', async () => (await statuses()).slow_4 === 'running', 10_000)
     expect(await withStatus('running')).toEqual(['globex_2', 'slow_2', 'slow_3', 'slow_4'])
     expect(await withStatus('queued')).toEqual(['slow_5', 'slow_6'])
-
-    expect(await fixture.metric('trellis_executor_running_runs', 'project')).toEqual({ Acme: 3, Globex: 1 })
-    expect(await fixture.metric('trellis_executor_deferred_runs', 'reason')).toEqual({ workflow_limit: 0, fair_share: 0 })
+    expect(await fixture.metric('trellis_executor_deferred_runs', 'reason')).toEqual({ workflow_limit: 0, fair_share: 2 })
 
     // Everything lets go: every run finishes, each call made once.
     for (const key of fixture.runIds.keys()) released.add(key)

@@ -14,6 +14,10 @@
  *   holds `fairShare(C, N)` = ceil(C / N) of the instance's C workers (N: projects with such runs), and a project
  *   alone may use every worker. Nothing running is interrupted: a project that took every worker while it was alone
  *   gives them up as its runs end.
+ * - **Reserve** (per instance): while the instance has more than one project with a published workflow, no project
+ *   holds more than `projectCap(C)` = C − ceil(C / 4) of its workers (3 of the default 4, at least 1): a quarter is
+ *   kept for the other projects, so a run of theirs that comes due while one project's slow runs fill the workers
+ *   starts at the next claim instead of waiting for one of those runs to end.
  */
 
 /** A due run a claim may start. */
@@ -42,6 +46,17 @@ export interface ClaimFacts {
    * instance's claim holds the others, and counts for them); null on SQLite, whose single writer holds them all.
    */
   startable: ReadonlySet<number> | null
+  /** The most workers of this instance one project may hold (`projectCap`); Infinity when nothing is reserved. */
+  projectCap: number
+}
+
+/**
+ * The most of an instance's `concurrency` workers one project may hold: all of them when it is the only project with a
+ * published workflow, else all but a quarter (rounded up; at least 1 — with one worker nothing can be kept back).
+ */
+export function projectCap(concurrency: number, projectsWithWorkflows: number): number {
+  if (projectsWithWorkflows <= 1 || !Number.isFinite(concurrency)) return Infinity
+  return Math.max(1, concurrency - Math.ceil(concurrency / 4))
 }
 
 /** How many more runs of the candidate's workflow may start now (Infinity without a limit). */
@@ -109,7 +124,7 @@ export function claimOrder(candidates: readonly ClaimCandidate[], facts: ClaimFa
     return { run, turn: (held.get(run.projectId) ?? 0) + k }
   })
   turns.sort((a, b) => a.turn - b.turn || byAge(a.run, b.run))
-  return turns.map(({ run }) => run.id)
+  return turns.filter(({ turn }) => turn <= facts.projectCap).map(({ run }) => run.id)
 }
 
 /** The most workers a project is given while other projects' runs are due: ceil(C / N), at least 1. */
@@ -129,10 +144,15 @@ export interface DueRuns {
  * Due runs held back now (the /metrics gauge `trellis_executor_deferred_runs`): `workflowLimit`, those beyond the room
  * their workflow's limit leaves (its runs running count on every instance); `fairShare`, the other due runs of the
  * projects that hold their fair share or more of this instance's C workers while another project has a due run it may
- * start (they get this instance's next workers only after that project's).
+ * start (they get this instance's next workers only after that project's), or that hold their `projectCap`.
  */
-export function deferredRuns(due: readonly DueRuns[], running: readonly RunningRun[], concurrency: number): { workflowLimit: number; fairShare: number } {
-  const facts: ClaimFacts = { running, startable: null }
+export function deferredRuns(
+  due: readonly DueRuns[],
+  running: readonly RunningRun[],
+  concurrency: number,
+  projectsWithWorkflows: number,
+): { workflowLimit: number; fairShare: number } {
+  const facts: ClaimFacts = { running, startable: null, projectCap: projectCap(concurrency, projectsWithWorkflows) }
   let workflowLimit = 0
   const startableByProject = new Map<number, number>()
   for (const group of due) {
@@ -141,11 +161,11 @@ export function deferredRuns(due: readonly DueRuns[], running: readonly RunningR
     if (startable > 0) startableByProject.set(group.projectId, (startableByProject.get(group.projectId) ?? 0) + startable)
   }
   let deferred = 0
-  if (startableByProject.size > 1 && concurrency > 0) {
-    const share = fairShare(concurrency, startableByProject.size)
+  if (concurrency > 0) {
+    const share = startableByProject.size > 1 ? fairShare(concurrency, startableByProject.size) : Infinity
     for (const [projectId, count] of startableByProject) {
       const holds = running.filter((run) => run.mine && run.projectId === projectId).length
-      if (holds >= share) deferred += count
+      if (holds >= Math.min(share, facts.projectCap)) deferred += count
     }
   }
   return { workflowLimit, fairShare: deferred }

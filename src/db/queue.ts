@@ -17,7 +17,17 @@
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Database, Statement } from 'bun:sqlite'
-import { type ClaimCandidate, type ClaimFacts, claimOrder, deferredRuns, type DueRuns, environmentsToWiden, type RunningRun, workflowsToReadFurther } from './claims.ts'
+import {
+  type ClaimCandidate,
+  type ClaimFacts,
+  claimOrder,
+  deferredRuns,
+  type DueRuns,
+  environmentsToWiden,
+  projectCap,
+  type RunningRun,
+  workflowsToReadFurther,
+} from './claims.ts'
 import type { Db, SqliteStore } from './open.ts'
 import { connectionOf, prepared } from './prepared.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
@@ -97,8 +107,9 @@ function queueOn(db: Db): RunQueue {
 
 /** The queue's transitions as functions of the storage face (`op(claimRuns, …)`); see RunQueue for each rule. */
 export const insertRun = (db: Db, run: NewRun): InsertResult => queueOn(db).insert(run)
-export const claimRuns = (db: Db, owner: string, now: number, leaseMs: number, limit: number): RunRow[] =>
-  queueOn(db).claimBatch(owner, now, leaseMs, limit)
+/** `concurrency`: the claiming instance's worker count, for the projects' reserve (src/db/claims.ts); none without it. */
+export const claimRuns = (db: Db, owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): RunRow[] =>
+  queueOn(db).claimBatch(owner, now, leaseMs, limit, concurrency)
 export const renewLease = (db: Db, runId: string, owner: string, now: number, leaseMs: number): boolean =>
   queueOn(db).heartbeat(runId, owner, now, leaseMs)
 export const recoverExpiredRuns = (db: Db, now: number): number => queueOn(db).recoverExpired(now)
@@ -111,6 +122,7 @@ export class RunQueue {
   private readonly activeRunStatement
   private readonly environmentsStatement
   private readonly runningStatement
+  private readonly projectsWithWorkflowsStatement: Statement<{ n: number }, []>
   private readonly environmentTopStatement
   private readonly workflowHeadsStatement
   private readonly workflowTopStatement
@@ -141,6 +153,7 @@ export class RunQueue {
        WHERE EXISTS (SELECT 1 FROM runs r WHERE r.environment_id = e.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?)`,
     )
     this.runningStatement = sqlite.prepare(RUNNING)
+    this.projectsWithWorkflowsStatement = sqlite.prepare(PROJECTS_WITH_WORKFLOWS)
     this.environmentTopStatement = sqlite.prepare(
       `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
        WHERE r.environment_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
@@ -164,7 +177,9 @@ export class RunQueue {
     )
     // IMMEDIATE: the facts and the starts in one write transaction (a savepoint inside the caller's), so no other
     // process claims between them.
-    this.claimTransaction = sqlite.transaction((owner: string, now: number, leaseMs: number, limit: number) => this.claimNow(owner, now, leaseMs, limit))
+    this.claimTransaction = sqlite.transaction((owner: string, now: number, leaseMs: number, limit: number, concurrency: number) =>
+      this.claimNow(owner, now, leaseMs, limit, concurrency),
+    )
     this.heartbeatStatement = sqlite.prepare(`UPDATE runs SET lease_expires_at = :until WHERE ${HELD}`)
     this.recoverStatement = sqlite.prepare(
       `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?1
@@ -204,17 +219,21 @@ export class RunQueue {
    * Claims up to `limit` due runs at once, each under a lease: those src/db/claims.ts picks (fair share between
    * projects, workflow limits), oldest due first in the answer.
    */
-  claimBatch(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
-    const runs = this.claimTransaction.immediate(owner, now, leaseMs, limit)
+  claimBatch(owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): RunRow[] {
+    const runs = this.claimTransaction.immediate(owner, now, leaseMs, limit, concurrency)
     return runs.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   }
 
   /** The claim's transaction (src/db/claims.ts has the rules; one writer, so the facts hold until it commits). */
-  private claimNow(owner: string, now: number, leaseMs: number, limit: number): RunRow[] {
+  private claimNow(owner: string, now: number, leaseMs: number, limit: number, concurrency: number): RunRow[] {
     if (limit <= 0) return []
     const projectOf = new Map((this.environmentsStatement.all(now) as { id: number; project_id: number }[]).map((e) => [e.id, e.project_id]))
     if (projectOf.size === 0) return []
-    const facts: ClaimFacts = { running: runningOf(this.runningStatement.all() as Parameters<typeof runningOf>[0], owner), startable: null }
+    const facts: ClaimFacts = {
+      running: runningOf(this.runningStatement.all() as Parameters<typeof runningOf>[0], owner),
+      startable: null,
+      projectCap: Number.isFinite(concurrency) ? projectCap(concurrency, this.projectsWithWorkflowsStatement.get()!.n) : Infinity,
+    }
     const candidates = (rows: unknown[]) =>
       (rows as DueRow[]).map((r): ClaimCandidate => ({
         id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: projectOf.get(r.environment_id)!, availableAt: r.available_at,
@@ -408,6 +427,10 @@ const RUNNING_BY_PROJECT = `SELECT p.name AS project, coalesce(c.n, 0) AS runnin
     SELECT e.project_id, count(*) AS n FROM runs r JOIN environments e ON e.id = r.environment_id
     WHERE r.status = 'running' AND r.lease_owner = ? GROUP BY e.project_id) c ON c.project_id = p.id
   ORDER BY p.name`
+/** Whether more than one project has a published workflow (0, 1 or 2: no more is counted), for the projects' reserve. */
+export const PROJECTS_WITH_WORKFLOWS = `SELECT CAST(count(*) AS INTEGER) AS n FROM (
+    SELECT DISTINCT e.project_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id JOIN environments e ON e.id = g.environment_id
+    WHERE w.active_version_id IS NOT NULL LIMIT 2) p`
 /** The runs running, for the claim's rules (runs_lease_idx). */
 const RUNNING = `SELECT r.workflow_id, e.project_id, r.lease_owner FROM runs r JOIN environments e ON e.id = r.environment_id WHERE r.status = 'running'`
 
@@ -438,6 +461,6 @@ export function queueStats(sqlite: Database, now: number, executor: ExecutorIden
     due: due.n,
     oldestDueAt: due.oldest,
     runningByProject: sqlite.query(RUNNING_BY_PROJECT).all(executor?.owner ?? null) as QueueStats['runningByProject'],
-    deferred: deferredRuns(groups, running, executor?.concurrency ?? 0),
+    deferred: deferredRuns(groups, running, executor?.concurrency ?? 0, (sqlite.query(PROJECTS_WITH_WORKFLOWS).get() as { n: number }).n),
   }
 }

@@ -220,11 +220,11 @@ export class Executor {
         this.wokenMeanwhile = false
         try {
           const now = this.options.clock.now()
-          const runs = await write(this.options.store, () => op(claimRuns, this.owner, now, this.options.leaseMs, free))
+          const runs = await write(this.options.store, () => op(claimRuns, this.owner, now, this.options.leaseMs, free, this.options.concurrency))
           failedClaims = 0
           for (const run of runs) this.launch(run)
           // Fewer runs than free slots: none is left that may start now (those due are held back by their workflow's
-          // limit); wait for one (queued, coming due, or a run ending anywhere here).
+          // limit or their project's reserve); wait for one (queued, coming due, or a run ending anywhere here).
           if (runs.length < free) await this.idle(now)
         } catch (error) {
           // The database locked, full or unreachable (a claim, or the idle wait's read): back off (the runs stay

@@ -21,6 +21,7 @@ import {
   type NewRun,
   nextRunAvailableAt,
   parkRun,
+  PROJECTS_WITH_WORKFLOWS,
   recordStepOutcome,
   recoverExpiredRuns,
   releaseOwnedRuns,
@@ -32,7 +33,7 @@ import {
   runWorkflow,
   type StepOutcome,
 } from '../queue.ts'
-import { type ClaimCandidate, type ClaimFacts, claimOrder, deferredRuns, environmentsToWiden } from '../claims.ts'
+import { type ClaimCandidate, type ClaimFacts, claimOrder, deferredRuns, environmentsToWiden, projectCap } from '../claims.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { RUN_STATUSES, type RunStatus } from '../../lib/run-statuses.ts'
 import { lockListScope, PG_LISTS } from './monotonic.ts'
@@ -159,7 +160,7 @@ const CANDIDATES_PER_WORKER = 4
  * instance leased all 10,000 in a 10-second statement, started them all at once, and the drain collapsed.
  * `test/postgres-queue.test.ts` reproduces that plan.
  */
-export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, limit: number): Promise<RunRow[]> {
+export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): Promise<RunRow[]> {
   if (limit <= 0) return []
   const locked = await rows<{ id: number }>(
     db,
@@ -169,7 +170,11 @@ export async function claimRunsOnPostgres(db: PgDb, owner: string, now: number, 
      ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`,
     [now],
   )
-  const facts: ClaimFacts = { running: runningOf(await rows(db, RUNNING, []), owner), startable: new Set(locked.map((w) => w.id)) }
+  const facts: ClaimFacts = {
+    running: runningOf(await rows(db, RUNNING, []), owner),
+    startable: new Set(locked.map((w) => w.id)),
+    projectCap: Number.isFinite(concurrency) ? projectCap(concurrency, (await rows<{ n: number }>(db, PROJECTS_WITH_WORKFLOWS, []))[0]!.n) : Infinity,
+  }
   const read = limit * CANDIDATES_PER_WORKER
   const tops = await dueRuns(db, 'FROM environments e', 'environment_id = e.id', '', [now, read])
   const widen = environmentsToWiden(tops, facts)
@@ -329,7 +334,8 @@ export async function queueStatsOnPostgres(store: PgStore, now: number, executor
       [owner],
     )),
   ] as QueueStats['runningByProject']
-  return { byStatus, due: due!.n, oldestDueAt: due!.oldest, runningByProject, deferred: deferredRuns(groups, running, executor?.concurrency ?? 0) }
+  const [projects] = (await store.sql.unsafe(PROJECTS_WITH_WORKFLOWS, [])) as { n: number }[]
+  return { byStatus, due: due!.n, oldestDueAt: due!.oldest, runningByProject, deferred: deferredRuns(groups, running, executor?.concurrency ?? 0, projects!.n) }
 }
 
 /** The twins of the queue's transitions, by the SQLite function they stand for. */
