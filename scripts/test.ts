@@ -19,6 +19,7 @@ export const API_SUITE = [
   'executor',
   'executor-fair-share',
   'http',
+  'invariants',
   'list-paging',
   'management-rate-limit',
   'member-remove',

@@ -1,0 +1,176 @@
+/**
+ * Issue 25, deliverable 3: the rules that span several rows hold under concurrent requests through a real server
+ * (Bun.serve on 127.0.0.1: requests interleave as they do in production), on both stores — never zero active
+ * instance administrators, never a project without an admin, an invitation accepted once, the first administrator
+ * made once. SQLite's one writer serialises each check with its act; on PostgreSQL the database does (README
+ * "Instance administrators, people and project settings"): before that, each of these failed there.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Store } from '../src/db/open.ts'
+import { createSession } from '../src/modules/auth/sessions.ts'
+import { setProjectMember } from '../src/modules/members/service.ts'
+import { createProject } from '../src/modules/projects/structure.ts'
+import { SetupGate } from '../src/modules/setup/service.ts'
+import { createInvitation } from '../src/modules/users/invitations.ts'
+import { createUser, type User } from '../src/modules/users/service.ts'
+import { execute, queryOne, runNow, type SqlValue, testApp, type TestEnv, testEnv } from './helpers.ts'
+
+/** Requests fired at once in each round. */
+const CONCURRENT = 25
+const ROUNDS = 3
+
+let env: TestEnv
+const servers: ReturnType<typeof Bun.serve>[] = []
+
+/** The app behind a real server (stopped after the file); its base URL. */
+function serve(app: ReturnType<typeof testApp>): string {
+  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => app.handle(request) })
+  servers.push(server)
+  return `http://127.0.0.1:${server.port}`
+}
+
+let base: string
+
+beforeAll(() => {
+  env = testEnv()
+  base = serve(testApp(env))
+})
+afterAll(async () => {
+  for (const server of servers) await server.stop(true)
+  env.cleanup()
+})
+
+interface Answer {
+  status: number
+  code?: string
+}
+
+/** Every request at once; each answer's status and error code (a 5XX fails the test with its body). */
+async function all(requests: { url: string; method: string; cookie?: string; json?: unknown }[]): Promise<Answer[]> {
+  return Promise.all(
+    requests.map(async ({ url, method, cookie, json }) => {
+      const headers: Record<string, string> = {}
+      if (cookie) headers.cookie = cookie
+      if (json !== undefined) headers['content-type'] = 'application/json'
+      const response = await fetch(url, { method, headers, body: json === undefined ? undefined : JSON.stringify(json) })
+      const text = await response.text()
+      expect(response.status, text).toBeLessThan(500)
+      return { status: response.status, code: text ? (JSON.parse(text) as { code?: string }).code : undefined }
+    }),
+  )
+}
+
+const keyOf = (a: Answer) => (a.code ? `${a.status} ${a.code}` : `${a.status}`)
+
+/** The answers' statuses and codes, counted: `{ "200": 3, "409 last_instance_admin": 22 }`. */
+const tally = (answers: Answer[]) =>
+  answers.reduce<Record<string, number>>((counts, a) => {
+    counts[keyOf(a)] = (counts[keyOf(a)] ?? 0) + 1
+    return counts
+  }, {})
+
+/** The `n` of a `SELECT count(*) AS n …`. */
+const count = (store: Store, statement: string, ...params: SqlValue[]) => Number(queryOne<{ n: number }>(store, statement, ...params)!.n)
+
+async function seedUsers(prefix: string, count: number, input: { isInstanceAdmin?: boolean } = {}): Promise<User[]> {
+  const users: User[] = []
+  for (let i = 0; i < count; i++) {
+    users.push(await runNow(env.store, createUser(env.clock, { email: `${prefix}-${i}@example.com`, username: `${prefix} ${i}`, actorId: null, ...input })))
+  }
+  return users
+}
+
+async function sessionCookie(user: User): Promise<string> {
+  return `trellis_session=${(await runNow(env.store, createSession(env.clock, user.id, false))).id}`
+}
+
+/** `count` of each caller's requests about each target, round-robin over callers and targets. */
+function everyPair<T>(callers: T[], targets: T[], count: number): [T, T, number][] {
+  return Array.from({ length: count }, (_, i) => [callers[i % callers.length]!, targets[Math.floor(i / callers.length) % targets.length]!, i])
+}
+
+describe('never zero active instance administrators', () => {
+  test(`${CONCURRENT} concurrent revocations and deactivations among five administrators, ${ROUNDS} rounds: one stays`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const admins = await seedUsers(`admin-r${round}`, 5, { isInstanceAdmin: true })
+      // The earlier rounds' administrators step aside: this round's five are the only active ones.
+      execute(env.store, 'UPDATE users SET is_instance_admin = ? WHERE id < ?', false, admins[0]!.id)
+      const cookies = await Promise.all(admins.map(sessionCookie))
+      const answers = await all(
+        everyPair(admins.map((_, i) => i), admins.map((_, i) => i), CONCURRENT).map(([caller, target, i]) => ({
+          url: `${base}/v1/instance/users/${admins[target]!.id}`,
+          method: 'PUT',
+          cookie: cookies[caller]!,
+          // Alternately revoke, and deactivate (then revoke): both take an active administrator away.
+          json: { username: admins[target]!.username, instanceAdmin: false, deactivated: i % 2 === 1 },
+        })),
+      )
+      expect(count(env.store, 'SELECT count(*) AS n FROM users WHERE is_instance_admin = ? AND disabled_at IS NULL', true), JSON.stringify(tally(answers))).toBeGreaterThanOrEqual(1)
+      // Every refusal is a clear one: the rule (409), or a caller no longer an administrator (403) or active (401).
+      for (const a of answers) expect(['200', '401 unauthorized', '403 instance_admin_required', '409 last_instance_admin']).toContain(keyOf(a))
+      expect(answers.some((a) => a.status === 409)).toBe(true)
+    }
+  }, 60_000)
+})
+
+describe('never a project without an admin', () => {
+  test(`${CONCURRENT} concurrent demotions and removals among a project's five admins, ${ROUNDS} rounds: one stays`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const admins = await seedUsers(`project-admin-r${round}`, 5)
+      const project = await runNow(env.store, createProject(env.clock, { name: `Race ${round}`, actorId: null }))
+      for (const admin of admins) await runNow(env.store, setProjectMember(env.clock, { projectId: project.id, userId: admin.id, role: 'admin', actorId: null }))
+      const cookies = await Promise.all(admins.map(sessionCookie))
+      const answers = await all(
+        everyPair(admins.map((_, i) => i), admins.map((_, i) => i), CONCURRENT).map(([caller, target, i]) => ({
+          url: `${base}/v1/project/${encodeURIComponent(project.name)}/members/${admins[target]!.id}`,
+          // Alternately demote and remove: both take an admin away (an admin demoting herself and the others included).
+          ...(i % 2 === 0 ? { method: 'PUT', json: { role: 'developer' } } : { method: 'DELETE' }),
+          cookie: cookies[caller]!,
+        })),
+      )
+      expect(count(env.store, "SELECT count(*) AS n FROM project_members WHERE project_id = ? AND role = 'admin'", project.id), JSON.stringify(tally(answers))).toBeGreaterThanOrEqual(1)
+      // Refusals: the rule (409), a caller no longer an admin of the project (403), a member removed already (404).
+      for (const a of answers) expect(['200', '204', '403', '404', '409 last_project_admin']).toContain(a.status === 403 || a.status === 404 ? `${a.status}` : keyOf(a))
+      expect(answers.some((a) => a.status === 409)).toBe(true)
+    }
+    expect(count(env.store, "SELECT count(*) AS n FROM projects p WHERE NOT EXISTS (SELECT 1 FROM project_members m WHERE m.project_id = p.id AND m.role = 'admin')")).toBe(0)
+  }, 60_000)
+})
+
+describe('an invitation is accepted once', () => {
+  test(`${CONCURRENT} concurrent acceptances of one link, ${ROUNDS} links: one 200 and one "accepted" entry each, the others 404`, async () => {
+    const invited = await seedUsers('invited', ROUNDS)
+    for (const user of invited) {
+      const { token } = await runNow(env.store, createInvitation(env.clock, { user, actorId: null }))
+      const answers = await all(Array.from({ length: CONCURRENT }, () => ({ url: `${base}/auth/invitation`, method: 'POST', json: { token, password: 'a-password-of-2026' } })))
+      expect(tally(answers)).toEqual({ '200': 1, '404 invalid_invitation': CONCURRENT - 1 })
+      const accepted = count(env.store, "SELECT count(*) AS n FROM admin_logs WHERE resource = 'invitation' AND type = 'update' AND user_id = ?", user.id)
+      expect(accepted).toBe(1)
+      expect(count(env.store, 'SELECT count(*) AS n FROM sessions WHERE user_id = ?', user.id)).toBe(1)
+    }
+  }, 60_000)
+})
+
+describe('the first administrator is made once', () => {
+  test(`${CONCURRENT - 1} concurrent setups through two instances' links on one empty database: one user`, async () => {
+    const empty = testEnv()
+    try {
+      const gates = [SetupGate.open(), SetupGate.open()]
+      // Two instances sharing the database, each with the link it printed.
+      const bases = gates.map(({ gate }) => serve(testApp(empty, { setupGate: gate })))
+      const answers = await all(
+        Array.from({ length: CONCURRENT - 1 }, (_, i) => ({
+          url: `${bases[i % 2]}/setup`,
+          method: 'POST',
+          json: { token: gates[i % 2]!.token, email: `first-${i}@example.com`, username: `first ${i}`, password: 'a-password-of-2026' },
+        })),
+      )
+      const counts = tally(answers)
+      expect(counts['201'], JSON.stringify(counts)).toBe(1)
+      for (const a of answers) expect(['201', '403 invalid_setup_token', '409 already_set_up']).toContain(keyOf(a))
+      expect(count(empty.store, 'SELECT count(*) AS n FROM users')).toBe(1)
+    } finally {
+      empty.cleanup()
+    }
+  }, 60_000)
+})
