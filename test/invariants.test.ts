@@ -148,7 +148,7 @@ describe('an invitation is accepted once', () => {
       expect(accepted).toBe(1)
       expect(count(env.store, 'SELECT count(*) AS n FROM sessions WHERE user_id = ?', user.id)).toBe(1)
     }
-  }, 60_000)
+  }, 120_000)
 })
 
 describe('the first administrator is made once', () => {

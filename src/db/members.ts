@@ -53,6 +53,14 @@ export function deleteProjectMember(db: Db, projectId: number, userId: number): 
   db.delete(projectMembers).where(memberIs(projectId, userId)).run()
 }
 
+/**
+ * Holds the project's admin rule for the rest of the write transaction: a write that may leave the project without an
+ * `admin` member (a role change away from admin, a removal) takes it before it reads the member it changes. SQLite's
+ * one writer already runs every write transaction alone: nothing to take. The PostgreSQL twin is an advisory lock
+ * per project.
+ */
+export function lockProjectAdmins(_db: Db, _projectId: number): void {}
+
 /** How many `admin` members the project has besides this user. */
 export function countOtherProjectAdmins(db: Db, projectId: number, userId: number): number {
   return (

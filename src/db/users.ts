@@ -31,6 +31,14 @@ export function allUsersByEmail(db: Db): User[] {
   return db.select().from(users).orderBy(asc(users.email)).all()
 }
 
+/**
+ * Holds the instance administrators' rule for the rest of the write transaction: a write that may leave the instance
+ * without an active instance administrator (revoking, deactivating) or that makes the first one (setup) takes it
+ * before it reads what it checks. SQLite's one writer already runs every write transaction alone: nothing to take.
+ * The PostgreSQL twin is an advisory lock (README "Instance administrators, people and project settings").
+ */
+export function lockInstanceAdmins(_db: Db): void {}
+
 /** How many active instance administrators there are besides this user. */
 export function countOtherActiveInstanceAdmins(db: Db, userId: number): number {
   return (
@@ -88,8 +96,20 @@ export function findInvitationByHash(db: Db, tokenHash: string): Invitation | un
   return db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).get()
 }
 
-export function spendInvitation(db: Db, invitationId: number, now: number): void {
-  db.update(invitations).set({ usedAt: now }).where(eq(invitations.id, invitationId)).run()
+/**
+ * Spends the invitation if it is still unused, in one conditional statement: false when it was already used (another
+ * acceptance, or a newer link, committed first). On PostgreSQL a concurrent acceptance waits for the row and then
+ * finds `used_at` set, so a link is accepted once.
+ */
+export function spendInvitation(db: Db, invitationId: number, now: number): boolean {
+  return (
+    db
+      .update(invitations)
+      .set({ usedAt: now })
+      .where(and(eq(invitations.id, invitationId), isNull(invitations.usedAt)))
+      .returning({ id: invitations.id })
+      .all().length > 0
+  )
 }
 
 /** When the user was deactivated (null: active), or undefined when unknown. Prepared: record access asks per request. */

@@ -14,6 +14,7 @@ import {
   insertProjectMember,
   insertTeamMember,
   isTeamMember,
+  lockProjectAdmins,
   membersOfProject,
   projectIdsOfMember,
   projectsOfMember,
@@ -24,6 +25,7 @@ import {
 import type { PermissionLevel } from '../../lib/access.ts'
 import { byteOrder } from './byte-order.ts'
 import { preparedOn } from './prepared.ts'
+import { lockRule } from './rule-locks.ts'
 import { firstRow } from './rows.ts'
 import { projectMembers, projects, teamMembers, teams, users } from './schema.ts'
 import type { PgDb } from './store.ts'
@@ -67,6 +69,8 @@ const updateProjectMemberRoleOnPostgres = async (db: PgDb, projectId: number, us
 const deleteProjectMemberOnPostgres = async (db: PgDb, projectId: number, userId: number) => {
   await db.delete(projectMembers).where(memberIs(projectId, userId))
 }
+
+const lockProjectAdminsOnPostgres = (db: PgDb, projectId: number) => lockRule(db, 'projectAdmins', projectId)
 
 const countOtherProjectAdminsOnPostgres = async (db: PgDb, projectId: number, userId: number) =>
   (
@@ -137,6 +141,7 @@ export const MEMBERS_TWINS = twins(
   twin(insertProjectMember, insertProjectMemberOnPostgres),
   twin(updateProjectMemberRole, updateProjectMemberRoleOnPostgres),
   twin(deleteProjectMember, deleteProjectMemberOnPostgres),
+  twin(lockProjectAdmins, lockProjectAdminsOnPostgres),
   twin(countOtherProjectAdmins, countOtherProjectAdminsOnPostgres),
   twin(projectIdsOfMember, projectIdsOfMemberOnPostgres),
   twin(projectsOfMember, projectsOfMemberOnPostgres),

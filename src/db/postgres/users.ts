@@ -13,6 +13,7 @@ import {
   findUserDisabledAt,
   insertInvitation,
   insertUserRow,
+  lockInstanceAdmins,
   spendInvitation,
   spendUserInvitations,
   updateUser,
@@ -20,6 +21,7 @@ import {
 } from '../users.ts'
 import { byteOrder } from './byte-order.ts'
 import { preparedOn } from './prepared.ts'
+import { lockRule } from './rule-locks.ts'
 import { firstRow, insertedRow } from './rows.ts'
 import { invitations, users } from './schema.ts'
 import type { PgDb } from './store.ts'
@@ -34,6 +36,8 @@ const findUserByStoredEmailOnPostgres = (db: PgDb, email: string) =>
 const countAllUsersOnPostgres = async (db: PgDb) => (await firstRow(db.select({ n: count() }).from(users)))?.n ?? 0
 
 const allUsersByEmailOnPostgres = (db: PgDb) => db.select().from(users).orderBy(byteOrder(users.email))
+
+const lockInstanceAdminsOnPostgres = (db: PgDb) => lockRule(db, 'instanceAdmins')
 
 const countOtherActiveInstanceAdminsOnPostgres = async (db: PgDb, userId: number) =>
   (await firstRow(db.select({ n: count() }).from(users).where(and(eq(users.isInstanceAdmin, true), isNull(users.disabledAt), ne(users.id, userId)))))?.n ?? 0
@@ -62,9 +66,15 @@ const insertInvitationOnPostgres = async (db: PgDb, row: { tokenHash: string; us
 
 const findInvitationByHashOnPostgres = (db: PgDb, tokenHash: string) => firstRow(db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).limit(1))
 
-const spendInvitationOnPostgres = async (db: PgDb, invitationId: number, now: number) => {
-  await db.update(invitations).set({ usedAt: now }).where(eq(invitations.id, invitationId))
-}
+/** One conditional statement: a concurrent acceptance waits for the row, then finds `used_at` set (zero rows). */
+const spendInvitationOnPostgres = async (db: PgDb, invitationId: number, now: number) =>
+  (
+    await db
+      .update(invitations)
+      .set({ usedAt: now })
+      .where(and(eq(invitations.id, invitationId), isNull(invitations.usedAt)))
+      .returning({ id: invitations.id })
+  ).length > 0
 
 const findUserDisabledAtOnPostgres = (db: PgDb, id: number) =>
   firstRow(
@@ -77,6 +87,7 @@ export const USERS_TWINS = twins(
   twin(findUserByStoredEmail, findUserByStoredEmailOnPostgres),
   twin(countAllUsers, countAllUsersOnPostgres),
   twin(allUsersByEmail, allUsersByEmailOnPostgres),
+  twin(lockInstanceAdmins, lockInstanceAdminsOnPostgres),
   twin(countOtherActiveInstanceAdmins, countOtherActiveInstanceAdminsOnPostgres),
   twin(insertUserRow, insertUserRowOnPostgres),
   twin(updateUser, updateUserOnPostgres),

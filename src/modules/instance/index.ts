@@ -15,7 +15,7 @@ import { toIso } from '../../lib/time.ts'
 import { setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { createProject } from '../projects/structure.ts'
 import { createInvitation, invitationUrl } from '../users/invitations.ts'
-import { createUser, findUser, hashPassword, requireUser, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
+import { createUser, findUser, hashPassword, holdInstanceAdminRule, requireUser, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
 import { instanceUserView } from '../users/view.ts'
 import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, ProjectView, UpdateUserBody, UserIdParams } from './model.ts'
 import { t } from 'elysia'
@@ -76,6 +76,8 @@ export function instanceModule(deps: AppDeps) {
         requireInstanceAdmin(caller)
         const user = await write(deps.store, function* () {
           const actorId = caller.user.id
+          // A revocation or deactivation locks the instance administrators' rule before anything else (the rename's log entry).
+          if (body.instanceAdmin === false || body.deactivated === true) yield* holdInstanceAdminRule()
           let current = yield* requireUser(params.id)
           yield* setUsername(deps.clock, current, body.username, actorId)
           // Grant before deactivating, revoke after reactivating: each step is checked against the last-admin rule.

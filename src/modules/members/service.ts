@@ -8,6 +8,7 @@ import {
   insertProjectMember,
   insertTeamMember,
   isTeamMember,
+  lockProjectAdmins,
   projectIdsOfMember,
   teamNamesOfMember,
   updateProjectMemberRole,
@@ -38,8 +39,20 @@ export function* userProjectValue(projectId: number, userId: number) {
 }
 
 /**
+ * The project's admin rule: never a project without an `admin` member. A write that may demote or remove one reads
+ * the member through this: it takes the project's rule lock first (PostgreSQL: an advisory lock per project held to
+ * commit; SQLite's one writer holds it already), so such writes of one project check and act one at a time, each
+ * reading what the one before it committed. Deactivating a user leaves their roles, so it does not touch the rule.
+ */
+function* memberUnderAdminRule(projectId: number, userId: number) {
+  yield* op(lockProjectAdmins, projectId)
+  return yield* op(findProjectMember, projectId, userId)
+}
+
+/**
  * 409 `last_project_admin` when the user is the project's only `admin` member: demoting or removing them would
  * leave the project with nobody to manage it (instance administrators still could, but a project keeps its own).
+ * `role` is read under the rule's lock (`memberUnderAdminRule`).
  */
 function* requireAnotherProjectAdmin(projectId: number, userId: number, role: PermissionLevel | undefined): Op<void> {
   if (role !== 'admin') return
@@ -51,7 +64,8 @@ export function* setProjectMember(
   clock: Clock,
   input: { projectId: number; userId: number; role: PermissionLevel; actorId: number | null },
 ): Op<Outcome> {
-  const existing = yield* op(findProjectMember, input.projectId, input.userId)
+  // Making someone admin never breaks the rule: only a change away from admin reads under its lock.
+  const existing = input.role === 'admin' ? yield* op(findProjectMember, input.projectId, input.userId) : yield* memberUnderAdminRule(input.projectId, input.userId)
   if (existing?.role === input.role) return 'unchanged'
   if (input.role !== 'admin') yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing?.role)
   const before = yield* userProjectValue(input.projectId, input.userId)
@@ -110,9 +124,9 @@ export function* removeTeamMember(
  * Returns false when the user was already in that state.
  */
 export function* setUserDeactivated(clock: Clock, userId: number, deactivated: boolean, actorId: number | null): Op<boolean> {
-  const user = yield* op(findUserById, userId)
+  // Deactivating reads the user under the instance administrators' rule (409 for the last active one).
+  const user = deactivated ? yield* requireAnotherInstanceAdmin(userId) : yield* op(findUserById, userId)
   if (!user || (user.disabledAt !== null) === deactivated) return false
-  if (deactivated) yield* requireAnotherInstanceAdmin(user)
   yield* setUserDisabled(clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
   for (const projectId of (yield* op(projectIdsOfMember, userId))) {
@@ -135,7 +149,7 @@ export function* setUserDeactivated(clock: Clock, userId: number, deactivated: b
  * was not a member. One `remove` admin log entry with the previous `user-project` value.
  */
 export function* removeProjectMember(clock: Clock, input: { projectId: number; userId: number; actorId: number | null }): Op<boolean> {
-  const existing = yield* op(findProjectMember, input.projectId, input.userId)
+  const existing = yield* memberUnderAdminRule(input.projectId, input.userId)
   if (!existing) return false
   yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing.role)
   const before = yield* userProjectValue(input.projectId, input.userId)

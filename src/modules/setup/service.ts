@@ -4,7 +4,7 @@ import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, invalidField } from '../../http/errors.ts'
-import { checkNewUser, countUsers, hashPassword, insertUser, UserInputError, userObject } from '../users/service.ts'
+import { checkNewUser, countUsers, hashPassword, holdInstanceAdminRule, insertUser, UserInputError, userObject } from '../users/service.ts'
 
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
 export class SetupGate {
@@ -62,7 +62,9 @@ export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGa
     checkNewUser(input)
     const passwordHash = hashPassword(input.password)
     const user = await write(store, function* () {
-      // Checked inside the write lock: a CLI `user create` cannot sneak in.
+      // Checked inside the write lock, and (PostgreSQL: instances sharing the database each print a link of their
+      // own) under the instance administrators' lock: the first administrator is made once.
+      yield* holdInstanceAdminRule()
       if ((yield* countUsers()) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
       return yield* insertUser(clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
     })

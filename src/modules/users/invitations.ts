@@ -38,20 +38,21 @@ export function* createInvitation(clock: Clock, input: { user: User; actorId: nu
   return { token, expiresAt }
 }
 
+const invalidInvitation = () => notFound('This invitation link is invalid, already used or expired: ask an administrator for a new one', 'invalid_invitation')
+
 /** The user a live invitation is for (unused, unexpired, user active), or 404 `invalid_invitation`. */
 export function* invitedUser(clock: Clock, token: string): Op<{ user: User; invitationId: number }> {
   const row = token.length > 100 ? undefined : (yield* op(findInvitationByHash, hashInvitation(token)))
   const user = row && (yield* findUser(row.userId))
-  if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) {
-    throw notFound('This invitation link is invalid, already used or expired: ask an administrator for a new one', 'invalid_invitation')
-  }
+  if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) throw invalidInvitation()
   return { user, invitationId: row.id }
 }
 
 /** Uses an invitation: sets the password (ending other sessions) and spends the link. Returns the user to sign in. */
 export function* acceptInvitation(clock: Clock, token: string, passwordHash: string): Op<User> {
   const { user, invitationId } = yield* invitedUser(clock, token)
-  yield* op(spendInvitation, invitationId, clock.now())
+  // Spent by one conditional statement: of concurrent acceptances (PostgreSQL) one spends it, the others find it used.
+  if (!(yield* op(spendInvitation, invitationId, clock.now()))) throw invalidInvitation()
   yield* setUserPasswordHash(clock, user.id, passwordHash)
   yield* appendAdminLog(clock, {
     projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,

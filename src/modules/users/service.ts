@@ -8,6 +8,7 @@ import {
   findUserById,
   findUserByStoredEmail,
   insertUserRow,
+  lockInstanceAdmins,
   updateUser,
   type User,
 } from '../../db/users.ts'
@@ -199,21 +200,38 @@ export function* createUser(clock: Clock, input: NewUser & { actorId: number | n
 }
 
 /**
- * 409 `last_instance_admin` when the user is the only active instance administrator: the instance would have
- * nobody left to manage it. The one check behind revoking, deactivating (console, CLI and apply alike).
+ * The instance administrators' rule: never zero active instance administrators. A write that may revoke or deactivate
+ * one calls this first: it takes the rule's lock (PostgreSQL: an advisory lock held to commit; SQLite's one writer
+ * holds it already), reads the user as committed now, and answers 409 `last_instance_admin` when they are the only
+ * active instance administrator. The one check behind revoking and deactivating (console, API, CLI and apply alike);
+ * what it answers is the user as the change must see them (undefined: unknown id).
  */
-export function* requireAnotherInstanceAdmin(user: User): Op<void> {
-  if (!user.isInstanceAdmin || user.disabledAt !== null) return
+export function* requireAnotherInstanceAdmin(userId: number): Op<User | undefined> {
+  yield* holdInstanceAdminRule()
+  const user = yield* op(findUserById, userId)
+  if (!user?.isInstanceAdmin || user.disabledAt !== null) return user
   if ((yield* op(countOtherActiveInstanceAdmins, user.id)) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
+  return user
+}
+
+/**
+ * Takes the instance administrators' lock for the rest of the write (see `requireAnotherInstanceAdmin`). A write
+ * that will revoke or deactivate takes it before it locks anything else (an admin log entry's list lock), so two
+ * such writes never hold one lock each and wait for the other's.
+ */
+export function* holdInstanceAdminRule(): Op<void> {
+  yield* op(lockInstanceAdmins)
 }
 
 /** Grants or revokes instance administration (409 for the last one); false when nothing changed. */
 export function* setInstanceAdmin(clock: Clock, user: User, instanceAdmin: boolean, actorId: number | null): Op<boolean> {
   if (user.isInstanceAdmin === instanceAdmin) return false
-  if (!instanceAdmin) yield* requireAnotherInstanceAdmin(user)
-  yield* op(updateUser, user.id, clock.now(), { isInstanceAdmin: instanceAdmin })
+  // Revoking reads the user again under the rule's lock: a change another writer committed meanwhile counts.
+  const current = instanceAdmin ? user : yield* requireAnotherInstanceAdmin(user.id)
+  if (!current || current.isInstanceAdmin === instanceAdmin) return false
+  yield* op(updateUser, current.id, clock.now(), { isInstanceAdmin: instanceAdmin })
   const label = (on: boolean) => (on ? 'instance administrator' : 'not instance administrator')
-  yield* logUserChange(clock, user, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
+  yield* logUserChange(clock, current, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
   return true
 }
 

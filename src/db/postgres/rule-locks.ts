@@ -1,0 +1,20 @@
+/**
+ * The advisory locks that hold a rule of several rows across writers (README "Instance administrators, people and
+ * project settings"): a write that may break the rule takes the rule's lock (`pg_advisory_xact_lock`, the two-int4
+ * form: rule, scope) before it reads what the rule checks, and holds it to its commit or rollback. So those writes
+ * check and act one at a time, each reading (READ COMMITTED: a fresh snapshot per statement) what the one before it
+ * committed — as SQLite's single writer runs them. Writes of other scopes never wait.
+ */
+import { clientOf, type PgDb } from './store.ts'
+import { PG_LISTS } from './monotonic.ts'
+
+/** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5). */
+export const RULE_LOCKS = { instanceAdmins: 6, projectAdmins: 7 } as const
+
+const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
+if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')
+
+/** Takes the rule's lock for `scope` (0: the whole instance) until the transaction ends. */
+export async function lockRule(db: PgDb, rule: keyof typeof RULE_LOCKS, scope = 0): Promise<void> {
+  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [RULE_LOCKS[rule], scope | 0])
+}
