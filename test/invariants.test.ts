@@ -13,7 +13,10 @@ import { createProject } from '../src/modules/projects/structure.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
 import { createInvitation } from '../src/modules/users/invitations.ts'
 import { createUser, type User } from '../src/modules/users/service.ts'
-import { execute, queryOne, runNow, type SqlValue, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { PG_LISTS } from '../src/db/postgres/monotonic.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { anotherStore, execute, queryAll, queryOne, runNow, type SqlValue, TEST_STORE, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 
 /** Requests fired at once in each round. */
 const CONCURRENT = 25
@@ -172,5 +175,56 @@ describe('the first administrator is made once', () => {
     } finally {
       empty.cleanup()
     }
+  }, 60_000)
+})
+
+describe.skipIf(TEST_STORE !== 'postgres')('a run is dated when it can be listed (PostgreSQL: SQLite reads the time inside its write lock already)', () => {
+  let runsEnv: TestEnv
+  let runsBase: string
+  let token: string
+  let holder: Store
+
+  beforeAll(async () => {
+    runsEnv = testEnv()
+    await applyAcme({ store: runsEnv.store, clock: systemClock, secret: runsEnv.secret, baseUrl: runsEnv.config.baseUrl }, acmeDocument())
+    token = (await tokenFor(runsEnv.store, systemClock, 'bob', ['workflows:trigger'])).value
+    runsBase = serve(testApp(runsEnv, { clock: systemClock }))
+    holder = anotherStore(runsEnv)
+  }, 60_000)
+  afterAll(async () => {
+    if (holder?.kind === 'postgres') await holder.close()
+    runsEnv?.cleanup()
+  })
+
+  test(`${CONCURRENT} manual runs wait for the environment's runs lock held elsewhere: each is dated after the wait, in order`, async () => {
+    if (holder.kind !== 'postgres' || runsEnv.store.kind !== 'postgres') throw new Error('PostgreSQL only')
+    const { id: environmentId } = queryOne<{ id: number }>(runsEnv.store, "SELECT id FROM environments WHERE name = 'production'")!
+    // Another connection holds the environment's runs lock (the one every run insert of it takes) for a second.
+    const reserved = await holder.sql.reserve()
+    await reserved.unsafe('SELECT pg_advisory_lock($1::int4, $2::int4)', [PG_LISTS.runs.lockKey, environmentId])
+    const sentAt = Date.now()
+    const answers = Array.from({ length: CONCURRENT }, (_, i) =>
+      fetch(`${runsBase}/v1/project/Acme/environment/production/workflow-runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ teamName: 'Support', workflowName: 'Refund order', recordId: `dated_${i}` }),
+      }),
+    )
+    await Bun.sleep(1_000)
+    const releasedAt = Date.now()
+    await reserved.unsafe('SELECT pg_advisory_unlock($1::int4, $2::int4)', [PG_LISTS.runs.lockKey, environmentId])
+    reserved.release()
+    const ids = await Promise.all(answers.map(async (pending) => {
+      const answer = await pending
+      expect(answer.status).toBe(202)
+      return ((await answer.json()) as { runId: string }).runId
+    }))
+    const rows = queryAll<{ id: string; created_at: number }>(runsEnv.store, "SELECT id, created_at FROM runs WHERE record_id LIKE 'dated_%' ORDER BY id")
+    expect(rows.map((r) => r.id).sort()).toEqual([...ids].sort())
+    // Before, each was dated when its request arrived (about `sentAt`), a second before it could be listed.
+    const early = rows.filter((row) => row.created_at / 1000 < releasedAt - 5).map((row) => `${row.id}: ${releasedAt - row.created_at / 1000} ms early`)
+    expect(early).toEqual([])
+    expect(releasedAt - sentAt).toBeGreaterThanOrEqual(1_000)
+    for (let i = 1; i < rows.length; i++) expect(rows[i]!.created_at).toBeGreaterThan(rows[i - 1]!.created_at)
   }, 60_000)
 })

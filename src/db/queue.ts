@@ -73,9 +73,17 @@ export interface NewRun {
   userId: number
   tokenId: number | null
   trigger: 'manual' | 'webhook'
-  /** The trigger's clock reading (ms): the run is due then; its stored `created_at` is in µs (see the insert). */
-  createdAt: number
+  /**
+   * When the run is queued (ms): it is due then; its stored `created_at` is in µs (see the insert). A clock to read
+   * (`() => clock.now()`) is read once the insert holds what orders the environment's runs — SQLite's write lock,
+   * PostgreSQL's runs lock — so a run is never dated earlier than the moment it can be listed, however long its
+   * transaction waited for that lock (a number is taken as given: seeding and tests).
+   */
+  createdAt: number | (() => number)
 }
+
+/** The run's `createdAt` in ms: read from its clock now, or as given. */
+export const createdAtOf = (run: Pick<NewRun, 'createdAt'>): number => (typeof run.createdAt === 'function' ? run.createdAt() : run.createdAt)
 
 /** The run queued under `id` (the id it was stored under), or the run already active on the record. */
 export type InsertResult = { inserted: true; id: string } | { inserted: false; activeRunId: string | null }
@@ -200,7 +208,7 @@ export class RunQueue {
     try {
       this.insertStatement.run(
         run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-        run.userId, run.tokenId, run.trigger, run.createdAt,
+        run.userId, run.tokenId, run.trigger, createdAtOf(run),
       )
       return { inserted: true, id: run.id }
     } catch (error) {

@@ -11,6 +11,7 @@ import {
   advanceRun,
   cancelActiveRun,
   claimRuns,
+  createdAtOf,
   dueGroupsOf,
   type ExecutorIdentity,
   failRun,
@@ -77,12 +78,14 @@ async function guarded(db: PgDb, text: string, values: unknown[]): Promise<void>
  * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
  * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
  * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
- * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, and its id is the
+ * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` read once the
+ * lock is held (a trigger that waited 500 ms for it is not dated 500 ms before it could be listed), and its id is the
  * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
  * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always the top of its list: a reader paging meanwhile never misses it.
  */
 async function insertRunOnPostgres(db: PgDb, run: NewRun): Promise<InsertResult> {
   await lockListScope(db, PG_LISTS.runs, run.environmentId)
+  const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const [newest] = await rows<{ id: string; created_at: number }>(
     db,
     'SELECT id, created_at::float8 AS created_at FROM runs WHERE environment_id = $1 ORDER BY id DESC LIMIT 1',
@@ -96,7 +99,7 @@ async function insertRunOnPostgres(db: PgDb, run: NewRun): Promise<InsertResult>
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, $9, 0, greatest($9::bigint * 1000, $10::bigint + 1))
      ON CONFLICT DO NOTHING
      RETURNING id`,
-    [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, run.createdAt, newest?.created_at ?? 0],
+    [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, newest?.created_at ?? 0],
   )
   if (inserted.length > 0) {
     await announceRuns(db)

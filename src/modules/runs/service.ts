@@ -58,7 +58,6 @@ export interface RunStart {
  * id: `id` as given, or on PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
-  const now = clock.now()
   const result = yield* op(insertRun, {
     id,
     workflowId: input.target.workflowId,
@@ -68,7 +67,7 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     userId: input.userId,
     tokenId: input.tokenId,
     trigger: input.trigger,
-    createdAt: now,
+    createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
   })
   if (!result.inserted) {
     throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
