@@ -2,7 +2,7 @@
 import type { AccountCaller } from '../../http/auth.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
 import { forbidden, notFound } from '../../http/errors.ts'
-import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../projects/service.ts'
+import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 
 /** The signed-in person, as the management API's checks know them. */
 export type ConsoleUser = AccountCaller['user'] & { viaSso: boolean }

@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html } from '../../console/html.ts'
-import { projectsOf } from '../projects/service.ts'
+import { projectsOf } from '../directory/projects.ts'
 import { listTokens, PRESETS, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
 import { adminProject } from './access.ts'
 import { consolePage, layout, projectPath, when } from './page.ts'

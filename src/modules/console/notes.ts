@@ -14,7 +14,7 @@ import { IdParam } from '../../http/params.ts'
 import { textToNoteHtml } from '../../lib/html.ts'
 import { addMessage, createNote, findNote, updateNote } from '../notes/service.ts'
 import { NoteTitle, UpdateNoteBody } from '../notes/model.ts'
-import { collectionAccess } from '../projects/service.ts'
+import { collectionAccess } from '../directory/projects.ts'
 import { findRecord } from '../records/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 

@@ -3,7 +3,7 @@
 import { t } from 'elysia'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { IdParam } from '../../http/params.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 import { RECORD_ID_MAX_LENGTH } from '../records/service.ts'
 
 /** A project, environment, team or collection name (also checked by nameProblem: not blank, no control characters). */

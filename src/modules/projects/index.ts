@@ -14,7 +14,7 @@ import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember,
 import { requireUser } from '../users/service.ts'
 import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
-import { findCollection, findTeam, requireEnvironment, roleIn } from './service.ts'
+import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 import { ProjectView } from '../instance/model.ts'
 

@@ -18,7 +18,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField, notFound } from '../../http/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
-import { findProjectByName, type Project } from './service.ts'
+import { findProjectByName, type Project } from '../directory/projects.ts'
 import { type Op, op } from '../../db/op.ts'
 
 export const NAME_MAX_LENGTH = 200

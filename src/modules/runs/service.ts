@@ -13,7 +13,7 @@ import { inIdOrder } from '../../http/list.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { userObject } from '../users/service.ts'
+import { userObject } from '../directory/users.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
 
 export type { TriggerTarget }

@@ -11,7 +11,7 @@ import { parseJsonText } from '../../http/body.ts'
 import { badRequest, errorResponses, forbidden, notFound, tooManyRequests } from '../../http/errors.ts'
 import { BEARER } from '../../http/openapi.ts'
 import { authorizeToken, requireProjectAdmin } from '../auth/service.ts'
-import { canReachRendering } from '../projects/service.ts'
+import { canReachRendering } from '../directory/projects.ts'
 import { findTriggerTarget, startRun } from '../runs/service.ts'
 import { RunAccepted } from '../runs/model.ts'
 
