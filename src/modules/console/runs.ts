@@ -9,7 +9,8 @@ import { page, parseEnumParameter, parseStringParameter } from '../../http/list.
 import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { adminEnvironment } from './access.ts'
-import { consolePage, layout, projectPath, when } from './page.ts'
+import { layout } from '../../console/page.ts'
+import { consolePage, projectPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50

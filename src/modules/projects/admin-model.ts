@@ -48,3 +48,6 @@ export const SavedRecord = t.Object({
   data: t.Record(t.String(), t.Unknown()),
   outcome: t.Union([t.Literal('created'), t.Literal('updated'), t.Literal('unchanged')]),
 })
+
+/** A project as the instance and project administrators' answers show it. */
+export const ProjectView = t.Object({ name: t.String(), sso: t.Boolean() })

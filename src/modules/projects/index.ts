@@ -15,8 +15,7 @@ import { requireUser } from '../users/service.ts'
 import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
-import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
-import { ProjectView } from '../instance/model.ts'
+import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 
 /** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
 const PARTS = [
