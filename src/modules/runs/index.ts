@@ -14,7 +14,7 @@ import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts
 import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering, environmentOf, requireEnvironment } from '../directory/projects.ts'
 import { isAdminOf } from '../directory/projects.ts'
-import { requireWorkflow } from '../webhooks/service.ts'
+import { requireWorkflow } from '../workflows/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
 import { read } from '../../db/read.ts'
