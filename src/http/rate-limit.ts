@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../lib/clock.ts'
 import { after, type Maybe, type RateCounters, retryAfterOf, type WindowRule, type WindowsTake } from '../lib/rate-counters.ts'
-import { tooManyRequests } from './errors.ts'
+import { tooManyRequests } from '../lib/errors.ts'
 
 export interface RateLimits {
   perMinute: number

@@ -1,6 +1,6 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
 import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../db/admin-logs.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'

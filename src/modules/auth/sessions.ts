@@ -5,7 +5,6 @@ import type { User } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { type Op, op } from '../../db/op.ts'
 
-export { SESSION_COOKIE } from '../../http/session-cookie.ts'
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000
 
 export type SessionUser = User

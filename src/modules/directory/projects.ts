@@ -16,7 +16,7 @@ import type { Store } from '../../db/open.ts'
 import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from './users.ts'
-import { notFound } from '../../http/errors.ts'
+import { notFound } from '../../lib/errors.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 

@@ -12,7 +12,7 @@ import {
   pageNoteIds,
   updateNoteRow,
 } from '../../db/notes.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'

@@ -15,7 +15,7 @@ import {
   writeCollectionPermission,
 } from '../../db/projects.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, invalidField, notFound } from '../../http/errors.ts'
+import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
 import { findProjectByName, type Project } from '../directory/projects.ts'

@@ -13,7 +13,7 @@ import {
   type TokenListRow,
   type TokenRow,
 } from '../../db/tokens.ts'
-import { invalidField, unauthorized } from '../../http/errors.ts'
+import { invalidField, unauthorized } from '../../lib/errors.ts'
 import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'

@@ -15,7 +15,7 @@ import {
 import { deleteSessionsOfUser } from '../../db/sessions.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { LONE_SURROGATE_MESSAGE } from '../../lib/storable-text.ts'
-import { conflict, invalidField, notFound } from '../../http/errors.ts'
+import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { normalizeEmail } from '../directory/users.ts'
 import { type Op, op } from '../../db/op.ts'

@@ -1,7 +1,7 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
 import { createHash } from 'node:crypto'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
-import { notFound } from '../../http/errors.ts'
+import { notFound } from '../../lib/errors.ts'
 import {
   ensureRendering,
   findTriggerTarget as findTriggerTargetRow,
