@@ -1,5 +1,5 @@
 /** Who may see which console page: the same rules, through the same functions, as the API's. */
-import type { AccountCaller } from '../../http/auth.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
 import { forbidden, notFound } from '../../lib/errors.ts'
 import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'

@@ -7,7 +7,7 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import type { AccountCaller } from '../../http/auth.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { forbidden, invalidField, notFound } from '../../lib/errors.ts'

@@ -5,7 +5,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import type { ProjectNeed } from '../../http/auth.ts'
+import type { ProjectNeed } from '../../lib/callers.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { parseJsonText } from '../../http/body.ts'
 import { errorResponses } from '../../http/errors.ts'

@@ -1,5 +1,5 @@
 /** The console session cookie on the wire: its name, the one reader of it, and the Origin rule of session changes. */
-import { forbidden } from '../lib/errors.ts'
+import { forbidden } from './errors.ts'
 
 export const SESSION_COOKIE = 'trellis_session'
 
