@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
 import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
-import { verifyWebhookToken } from '../src/modules/webhooks/url.ts'
+import { verifyWebhookToken } from '../src/lib/webhook-url.ts'
 import { repoRoot, sqliteTestEnv, type SqliteTestEnv, tableContents } from './helpers.ts'
 import { parseIsoMicros } from '../src/lib/time.ts'
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { writeNow } from '../src/db/write.ts'
-import { bearerValue } from '../src/http/auth.ts'
+import { bearerValue } from '../src/lib/callers.ts'
 import { BLOCK_AFTER, WINDOW_MS } from '../src/modules/auth/throttle.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
 import type { Scope } from '../src/modules/tokens/service.ts'

@@ -2,7 +2,11 @@
  * The layers point one way (README "Architecture"): the import graph of src/ — every relative import, type-only
  * ones included — has no circle; `src/http/` imports neither `src/db/` nor `src/modules/`; a module's routes files
  * (its `index.ts`, and any file that builds an Elysia instance, like the console's pages) are imported only by the
- * composition root or by files of their own module: modules talk through services.
+ * composition root or by files of their own module: modules talk through services. One level up, folders: no two
+ * feature folders of `src/modules/` import each other, directly or through others, nor do two top-level folders of
+ * `src/`; and the HTTP layer stays out of the services: no file of `src/executor/`, and no file of a module but its
+ * HTTP face (routes files, `model.ts` / `*-model.ts` schemas, `query.ts` parsers; the console module, which is
+ * pages), imports `src/http/`.
  */
 import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
@@ -92,6 +96,62 @@ describe('import graph of src/', () => {
   test("no module imports another module's routes file (its index.ts, or a file that builds an Elysia instance)", () => {
     const wrong = show(edges.filter(({ from, to }) => moduleOf(from) !== undefined && routesFiles.has(to) && moduleOf(to) !== undefined && moduleOf(from) !== moduleOf(to)))
     if (wrong.length > 0) console.error(`modules importing another module's routes:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+})
+
+/** The graph of `folderOf`'s folders: folder A → folder B when a file of A imports a file of B (A ≠ B), with those imports. */
+function folderGraph(folderOf: (path: string) => string | undefined): { graph: Map<string, string[]>; via: Map<string, string[]> } {
+  const graph = new Map<string, string[]>()
+  const via = new Map<string, string[]>()
+  for (const { from, to } of edges) {
+    const a = folderOf(from)
+    const b = folderOf(to)
+    if (a === undefined || b === undefined || a === b) continue
+    if (!graph.has(a)) graph.set(a, [])
+    if (!graph.get(a)!.includes(b)) graph.get(a)!.push(b)
+    via.set(`${a} → ${b}`, [...(via.get(`${a} → ${b}`) ?? []), `${from} → ${to}`])
+  }
+  for (const targets of graph.values()) targets.sort()
+  return { graph, via }
+}
+
+/** Each folder circle, with the imports that close each of its steps. */
+function folderCircles(folderOf: (path: string) => string | undefined): string[] {
+  const { graph, via } = folderGraph(folderOf)
+  return cycles(graph).map((circle) => {
+    const steps = circle.slice(1).map((to, i) => `  ${circle[i]} → ${to}: ${via.get(`${circle[i]} → ${to}`)![0]}`)
+    return `${circle.join(' → ')}\n${steps.join('\n')}`
+  })
+}
+
+const topFolderOf = (path: string) => /^src\/([^/]+)\//.exec(path)?.[1]
+
+describe('folders of src/', () => {
+  test('it sees the feature folders and the top-level folders', () => {
+    expect(new Set(edges.map(({ from }) => moduleOf(from)))).toContain('auth')
+    expect(new Set(edges.map(({ from }) => topFolderOf(from)))).toContain('executor')
+  })
+
+  test('no import circle between the feature folders of src/modules/', () => {
+    const found = folderCircles(moduleOf)
+    if (found.length > 0) console.error(`circles between feature folders:\n${found.join('\n')}`)
+    expect(found).toEqual([])
+  })
+
+  test('no import circle between the top-level folders of src/', () => {
+    const found = folderCircles(topFolderOf)
+    if (found.length > 0) console.error(`circles between top-level folders:\n${found.join('\n')}`)
+    expect(found).toEqual([])
+  })
+
+  test("services and the executor import nothing from src/http/ (only a module's HTTP face does)", () => {
+    const httpFace = (path: string) =>
+      routesFiles.has(path) || /\/(model|[a-z-]+-model|query)\.ts$/.test(path) || moduleOf(path) === 'console'
+    const wrong = show(
+      edges.filter(({ from, to }) => to.startsWith('src/http/') && (from.startsWith('src/executor/') || (moduleOf(from) !== undefined && !httpFace(from)))),
+    )
+    if (wrong.length > 0) console.error(`services reaching the HTTP layer:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 })

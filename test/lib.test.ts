@@ -12,7 +12,7 @@ import { users } from '../src/db/schema.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
-import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/modules/webhooks/url.ts'
+import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/lib/webhook-url.ts'
 import { sqliteTestEnv, tempDir } from './helpers.ts'
 
 describe('parseIsoDateTime', () => {

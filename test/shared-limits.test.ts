@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { PgRateCounters } from '../src/db/postgres/rate-windows.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
-import { TokenRateLimiter, type RateLimits } from '../src/http/rate-limit.ts'
+import { TokenRateLimiter, type RateLimits } from '../src/lib/rate-limit.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { MemoryRateCounters, type RateCounters } from '../src/lib/rate-counters.ts'
 import { ADDRESS_BLOCK_AFTER, BLOCK_AFTER, LoginThrottle, WINDOW_MS } from '../src/modules/auth/throttle.ts'

@@ -23,7 +23,7 @@ import {
 } from '../src/db/sessions.ts'
 import { findTokenById, insertToken, listTokenRows, lockLiveToken, revokeLiveToken, revokeTokensMadeBy, type NewTokenRow } from '../src/db/tokens.ts'
 import { authorizeToken, TokenAuthenticator } from '../src/modules/auth/service.ts'
-import { generateTokenValue, hashTokenValue } from '../src/modules/tokens/service.ts'
+import { generateTokenValue, hashTokenValue } from '../src/lib/token-value.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { alike, bothStores, postgresOrSkip } from './support/both-stores.ts'

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { WEBHOOK_MAX_BODY_BYTES } from '../src/http/body.ts'
 import { revokeToken, type Scope } from '../src/modules/tokens/service.ts'
-import { verifyWebhookToken, webhookToken } from '../src/modules/webhooks/url.ts'
+import { verifyWebhookToken, webhookToken } from '../src/lib/webhook-url.ts'
 import { bearer, execute, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, hookPath, reportHook, tokenFor, userId, UUID } from './support/acme.ts'
 import { expectError, type Scenario, scenarios, type Sent as ScenarioSent } from './support/scenarios.ts'

@@ -10,7 +10,7 @@ import type { Store } from '../db/open.ts'
 import { readSnapshot } from '../db/read.ts'
 import { writeNow } from '../db/write.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'
-import { findProjectByName, type Project } from '../modules/projects/service.ts'
+import { findProjectByName, type Project } from '../modules/directory/projects.ts'
 import { findUserByEmail, type User } from '../modules/users/service.ts'
 import type { Op } from '../db/op.ts'
 

@@ -4,7 +4,6 @@ import {
   cliTokenView,
   createToken,
   findToken,
-  isMemberOf,
   listTokens,
   PRESETS,
   resolveExpiry,
@@ -14,6 +13,7 @@ import {
   TokenInputError,
 } from '../modules/tokens/service.ts'
 import { booleanFlag, type Command, CommandError, configFrom, inReadTransaction, inWriteTransaction, parseFlags, required, requireProjectByName, requireUserByEmail, stringFlag, UsageError } from './command.ts'
+import { isMemberOf } from '../modules/directory/projects.ts'
 
 const USAGE = [
   'trellis token create --user EMAIL --project NAME --name NAME [--scopes a,b | --preset read-only|read-write] [--expires-in 30d | --expires-at ISO]',

@@ -1,8 +1,9 @@
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
-import { requireProject } from '../modules/projects/service.ts'
-import { changeWebhook, requireWorkflow, type WebhookChange, webhookSettings } from '../modules/webhooks/service.ts'
-import { HttpError } from '../http/errors.ts'
+import { requireProject } from '../modules/directory/projects.ts'
+import { changeWebhook, type WebhookChange } from '../modules/webhooks/service.ts'
+import { requireWorkflow, webhookSettings } from '../modules/workflows/service.ts'
+import { HttpError } from '../lib/errors.ts'
 import { type Command, CommandError, configFrom, inWriteTransaction, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, UsageError } from './command.ts'
 
 const TARGET = '--project P --environment E --team T --workflow W'

@@ -11,7 +11,7 @@
  * field holding U+0000 or a lone surrogate is refused (./storable-text.ts).
  */
 import { Elysia } from 'elysia'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from './auth.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../lib/callers.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { refuseUnstorableText } from './storable-text.ts'
 

@@ -1,5 +1,5 @@
 /** Request body rules shared by every route: the size limit (413) and strict JSON parsing (400 `invalid_json`). */
-import { badRequest, HttpError, invalidField, payloadTooLarge } from './errors.ts'
+import { badRequest, HttpError, invalidField, payloadTooLarge } from '../lib/errors.ts'
 import { requestPath } from './server-request.ts'
 
 /**

@@ -1,9 +1,10 @@
 /**
  * The one error body (DESIGN §5): `{ error: <HTTP reason>, code: <snake_case>, message, details? }`.
- * Services throw these; the root app's onError renders every one of them, and every Elysia error, the same way.
+ * Services throw the errors of src/lib/errors.ts; the root app's onError renders every one of them, and every Elysia
+ * error, the same way.
  */
-import { STATUS_CODES } from 'node:http'
 import { type Static, t } from 'elysia'
+import { type ErrorBody as ErrorFields, HttpError, reasonPhrase, retryLater } from '../lib/errors.ts'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { Integer } from './schemas.ts'
 
@@ -28,54 +29,11 @@ export const ErrorBodySchema = t.Object(
   { $id: 'Error', additionalProperties: true },
 )
 
-export type ErrorBody = Static<typeof ErrorBodySchema> & Record<string, unknown>
+export type ErrorBody = Static<typeof ErrorBodySchema> & ErrorFields
 
 /** `response` entries for the error statuses a route can answer, all with the one error body. */
 export function errorResponses<const S extends readonly number[]>(...statuses: S): { [K in S[number]]: typeof ErrorBodySchema } {
   return Object.fromEntries(statuses.map((status) => [status, ErrorBodySchema])) as { [K in S[number]]: typeof ErrorBodySchema }
-}
-
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    /** Extra fields merged into the body (e.g. `runId`, `retry_after`, `details`). */
-    readonly extra: Record<string, unknown> = {},
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message)
-    this.name = new.target.name
-  }
-
-  toBody(): ErrorBody {
-    return { error: reasonPhrase(this.status), code: this.code, message: this.message, ...this.extra }
-  }
-}
-
-export const badRequest = (code: string, message: string, extra?: Record<string, unknown>) =>
-  new HttpError(400, code, message, extra)
-/**
- * 400 `validation_failed` for fields a schema cannot judge (blank after trimming, an unknown name…): the message
- * names the first field as schema messages do (DESIGN §5), `details` lists them all.
- */
-export function invalidFields(details: { field: string; message: string }[]): HttpError {
-  const first = details[0]!
-  return new HttpError(400, 'validation_failed', `Invalid field '${first.field}': ${first.message}`, { details })
-}
-export const invalidField = (field: string, message: string) => invalidFields([{ field, message }])
-
-export const unauthorized = (message = 'Invalid or missing token') => new HttpError(401, 'unauthorized', message)
-export const forbidden = (message = 'Insufficient permissions for the operation', code = 'forbidden') =>
-  new HttpError(403, code, message)
-export const notFound = (message = 'Not found', code = 'not_found') => new HttpError(404, code, message)
-export const conflict = (code: string, message: string, extra?: Record<string, unknown>) =>
-  new HttpError(409, code, message, extra)
-export const payloadTooLarge = (limit: number) =>
-  new HttpError(413, 'payload_too_large', `Request body exceeds the limit of ${limit} bytes`)
-
-export function reasonPhrase(status: number): string {
-  return STATUS_CODES[status] ?? 'Error'
 }
 
 export function errorBody(status: number, code: string, message: string, extra: Record<string, unknown> = {}): ErrorBody {
@@ -92,16 +50,6 @@ export function jsonResponse(status: number, body: unknown, headers: Record<stri
 export function errorResponse(error: HttpError): Response {
   return jsonResponse(error.status, error.toBody(), error.headers)
 }
-
-/** `status` with `Retry-After` in whole seconds (≥ 1) and the same number in the body as `retry_after`. */
-function retryLater(status: number, code: string, message: string, retryAfterSeconds: number): HttpError {
-  const seconds = Math.max(1, Math.ceil(retryAfterSeconds))
-  return new HttpError(status, code, `${message}; retry in ${seconds} s`, { retry_after: seconds }, { 'retry-after': String(seconds) })
-}
-
-/** 429 rate_limited. */
-export const tooManyRequests = (retryAfterSeconds: number, message = 'Too many requests') =>
-  retryLater(429, 'rate_limited', message, retryAfterSeconds)
 
 /**
  * The error as the HTTP answer it maps to, or null when it is not ours: an HttpError itself, or 503

@@ -5,7 +5,7 @@
  */
 import { DATE_OPERATORS, type DateFilter } from '../lib/date-filter.ts'
 import { type Micros, parseIsoDateTime, parseIsoMicros } from '../lib/time.ts'
-import { badRequest } from './errors.ts'
+import { badRequest } from '../lib/errors.ts'
 import { ID_RANGE_MESSAGE, parseId } from './params.ts'
 
 export { DATE_OPERATORS, type DateFilter, type DateOperator } from '../lib/date-filter.ts'
@@ -151,15 +151,6 @@ export async function environmentPage<Where, Filters, Id, Item>(
   const where = await list.where(params)
   const ids = await list.ids(where, filters, query, limit)
   return page(ids, limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
-}
-
-/** The rows for `ids`, in the order of `ids` (a page's order), skipping ids with no row. */
-export function inIdOrder<Row, Id>(ids: Id[], rows: Row[], idOf: (row: Row) => Id): Row[] {
-  const byId = new Map(rows.map((row) => [idOf(row), row]))
-  return ids.flatMap((id) => {
-    const row = byId.get(id)
-    return row === undefined ? [] : [row]
-  })
 }
 
 /** The filters notes and activity logs share: who (`userEmail`, `userId`), where (`teamName`, `collectionName`) and which record. */

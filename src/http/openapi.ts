@@ -14,9 +14,10 @@ import { toOpenAPISchema, unwrapSchema } from '@elysiajs/openapi/openapi'
 import type { AnyElysia, DocumentDecoration } from 'elysia'
 import pkg from '../../package.json' with { type: 'json' }
 import { RAW_BODY_PATHS } from './body.ts'
-import { ErrorBodySchema, reasonPhrase } from './errors.ts'
+import { ErrorBodySchema } from './errors.ts'
+import { reasonPhrase } from '../lib/errors.ts'
 import { UNCHECKED_ANSWER } from './schemas.ts'
-import { SESSION_COOKIE } from './session-cookie.ts'
+import { SESSION_COOKIE } from '../lib/session-cookie.ts'
 import { DOCUMENTED_AS } from './params.ts'
 
 export const OPENAPI_VERSION = '3.1.1'

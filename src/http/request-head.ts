@@ -4,7 +4,7 @@
  * body; `serve` raises that parser limit (raiseParserHeaderLimit) far above these, so it is only a backstop.
  */
 import http from 'node:http'
-import { HttpError } from './errors.ts'
+import { HttpError } from '../lib/errors.ts'
 import { requestTarget } from './server-request.ts'
 
 /** The request target (path and query), in bytes. */

@@ -8,7 +8,7 @@
  * invitation (its link and password are only hashed).
  */
 import { unstorableTextPath, unstorableTextProblem } from '../lib/storable-text.ts'
-import { badRequest, invalidField } from './errors.ts'
+import { badRequest, invalidField } from '../lib/errors.ts'
 
 export function refuseUnstorableText({ params, body }: { params?: unknown; body?: unknown }): void {
   for (const [name, value] of Object.entries((params ?? {}) as Record<string, unknown>)) {

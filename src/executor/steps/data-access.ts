@@ -1,6 +1,6 @@
 /** Data steps read and write the record as the run's user, with that user's permissions now (DESIGN §8). */
 import { type Op } from '../../db/op.ts'
-import { collectionAccess } from '../../modules/projects/service.ts'
+import { collectionAccess } from '../../modules/directory/projects.ts'
 import { findRecord, type RecordRow } from '../../modules/records/service.ts'
 import type { GroupReads, RunTarget } from '../step.ts'
 import { StepFailure } from '../step.ts'

@@ -2,8 +2,7 @@
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
-import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
-import { UserObject } from '../users/model.ts'
+import { CollectionRef, EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
 import { ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS } from './service.ts'
 
 export const ActivityLog = t.Object(

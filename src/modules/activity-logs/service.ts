@@ -1,11 +1,11 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
 import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, pageActivityLogIds } from '../../db/activity-logs.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
-import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { resolveNameFilters } from '../directory/projects.ts'
+import { userObject } from '../directory/users.ts'
 import { type Op, op } from '../../db/op.ts'
 
 /**

@@ -6,7 +6,7 @@ import { errorResponses } from '../../http/errors.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, textFilter } from '../../http/list-schema.ts'
 import { MAX_EMAIL_LENGTH, page, parseDateFilters, parseLimit, queryOf } from '../../http/list.ts'
 import { ID_SCHEMA } from '../../http/params.ts'
-import { requireProject } from '../projects/service.ts'
+import { requireProject } from '../directory/projects.ts'
 import { AdminLogPage } from './model.ts'
 import {
   ADMIN_LOG_TYPES,

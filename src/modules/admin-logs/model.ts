@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
 import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, EXTENSION_ADMIN_LOG_INITIATORS, EXTENSION_ADMIN_LOG_RESOURCES } from './service.ts'
 
 export const AdminLog = t.Object(

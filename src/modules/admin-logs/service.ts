@@ -1,11 +1,11 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
 import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../db/admin-logs.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
-import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/view.ts'
+import { resolveNameFilters } from '../directory/projects.ts'
+import { userObject } from '../directory/users.ts'
 import { type Op, op } from '../../db/op.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]

@@ -1,7 +1,7 @@
 /** Console sign-in and the caller's identity. */
 import { t } from 'elysia'
 import { IsoDateTime } from '../../http/schemas.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 
 export const LoginBody = t.Object({ email: t.String({ maxLength: 320 }), password: t.String({ maxLength: 1024 }) })
 

@@ -11,7 +11,7 @@
  * An unverified or missing email is refused wherever the email is needed; a deactivated user stays refused.
  */
 import { deleteUserSsoIdentity, findSsoIdentity, findUserSsoIdentity, insertSsoIdentity } from '../../db/sso-identities.ts'
-import { conflict } from '../../http/errors.ts'
+import { conflict } from '../../lib/errors.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { holdsUnstorableText } from '../../lib/storable-text.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'

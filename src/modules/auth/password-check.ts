@@ -5,7 +5,7 @@
  */
 import type { AppDeps } from '../../deps.ts'
 import { read } from '../../db/read.ts'
-import { forbidden, HttpError, tooManyRequests } from '../../http/errors.ts'
+import { forbidden, HttpError, tooManyRequests } from '../../lib/errors.ts'
 import { findUserByEmail, type User, verifyPassword } from '../users/service.ts'
 import { type LoginAttempt, LoginThrottle } from './throttle.ts'
 

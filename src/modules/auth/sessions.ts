@@ -1,11 +1,10 @@
 /** Console login sessions: random ids in an HttpOnly cookie, only their SHA-256 stored, absolute expiry. */
 import { createHash, randomBytes } from 'node:crypto'
-import { deleteExpiredSessions, deleteSessionByHash, deleteSessionsOfUser, findSessionByHash, insertSession } from '../../db/sessions.ts'
+import { deleteExpiredSessions, deleteSessionByHash, findSessionByHash, insertSession } from '../../db/sessions.ts'
 import type { User } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { type Op, op } from '../../db/op.ts'
 
-export { SESSION_COOKIE } from '../../http/session-cookie.ts'
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000
 
 export type SessionUser = User
@@ -35,9 +34,4 @@ export function* findSession(clock: Clock, id: string | undefined): Op<{ user: S
 
 export function* deleteSession(id: string): Op<void> {
   yield* op(deleteSessionByHash, hashSessionId(id))
-}
-
-/** Ends every session of a user (deactivation, password change). */
-export function* deleteUserSessions(userId: number): Op<void> {
-  yield* op(deleteSessionsOfUser, userId)
 }

@@ -1,8 +1,8 @@
 /** Who may see which console page: the same rules, through the same functions, as the API's. */
-import type { AccountCaller } from '../../http/auth.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
-import { forbidden, notFound } from '../../http/errors.ts'
-import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../projects/service.ts'
+import { forbidden, notFound } from '../../lib/errors.ts'
+import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 
 /** The signed-in person, as the management API's checks know them. */
 export type ConsoleUser = AccountCaller['user'] & { viaSso: boolean }

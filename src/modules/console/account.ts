@@ -6,10 +6,11 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html } from '../../console/html.ts'
-import { projectsOf } from '../projects/service.ts'
+import { projectsOf } from '../directory/projects.ts'
 import { listTokens, PRESETS, projectTokenView, SCOPES, tokenView } from '../tokens/service.ts'
 import { adminProject } from './access.ts'
-import { consolePage, layout, projectPath, when } from './page.ts'
+import { layout } from '../../console/page.ts'
+import { consolePage, projectPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
 type TokenView = ReturnType<typeof tokenView> & { user?: { email: string } }

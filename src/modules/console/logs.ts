@@ -15,7 +15,8 @@ import { listAdminLogIds, renderAdminLogs } from '../admin-logs/service.ts'
 import { NOTE_DATE_FIELDS } from '../notes/model.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { adminEnvironment, adminProject } from './access.ts'
-import { type ConsoleRequest, consolePage, layout, olderLink, projectPath, when } from './page.ts'
+import { layout } from '../../console/page.ts'
+import { type ConsoleRequest, consolePage, olderLink, projectPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50

@@ -1,88 +1,16 @@
 /**
- * What every console page shares: the session check (no session → the login page), the layout, HTML responses
- * with a strict Content-Security-Policy (pageResponse), and errors rendered as pages instead of JSON.
+ * What every console page shares: the session check (no session → the login page) and errors rendered as pages
+ * instead of JSON; the layout and HTML responses are src/console/page.ts.
  */
 import type { AppDeps } from '../../deps.ts'
-import { html, type Html, pageResponse, path } from '../../console/html.ts'
+import { html, type Html, path } from '../../console/html.ts'
+import { htmlResponse, layout, redirect } from '../../console/page.ts'
 import { asHttpError } from '../../http/errors.ts'
 import { refuseUnstorableText } from '../../http/storable-text.ts'
 import { type Query, queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
 import { read } from '../../db/read.ts'
-
-/** A stand-in origin for parsing `next`: only "does it stay on the origin it is resolved against" matters. */
-const OWN_ORIGIN = 'http://trellis.invalid'
-
-/**
- * Where to send a browser after sign-in: `next` when it is a path on this site, else `/`. Decided by URL parsing,
- * not by prefixes: browsers drop tabs and newlines and read `\` as `/`, so `/\t/host` is `//host`, another origin.
- * Only a path already in the form the URL parser writes it is kept (no control characters, nothing left to
- * percent-encode), so the Location header is always valid and means to the browser what it meant here.
- */
-export function safeNext(next: string | undefined): string {
-  if (!next || !next.startsWith('/')) return '/'
-  let url: URL
-  try {
-    url = new URL(next, OWN_ORIGIN)
-  } catch {
-    return '/'
-  }
-  const path = url.pathname + url.search + url.hash
-  return url.origin === OWN_ORIGIN && path === next ? path : '/'
-}
-
-export function htmlResponse(body: Html, status = 200): Response {
-  return pageResponse(`<!doctype html>\n${body.text}`, status)
-}
-
-export function redirect(location: string): Response {
-  return new Response(null, { status: 303, headers: { location, 'cache-control': 'no-store' } })
-}
-
-export interface Crumb {
-  label: string
-  href?: string
-}
-
-export interface PageSpec {
-  title: string
-  user?: Pick<SessionUser, 'email' | 'username'> & { viaSso?: boolean; isInstanceAdmin?: boolean }
-  crumbs?: Crumb[]
-  body: Html
-}
-
-export function layout(spec: PageSpec): Html {
-  const crumbs = spec.crumbs ?? []
-  return html`<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${spec.title} · Trellis</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/console/console.css">
-<script src="/console/console.js" defer></script>
-</head>
-<body>
-<header>
-  <a class="brand" href="/">Trellis</a>
-  ${
-    spec.user
-      ? html`<span class="muted">${spec.user.email}</span>
-  ${spec.user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
-  <a href="/account">Account</a>
-  <form class="inline" data-api action="/auth/logout" data-next="${spec.user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>`
-      : ''
-  }
-</header>
-<main>
-  ${crumbs.length > 0 ? html`<nav class="crumbs">${crumbs.map((c, i) => html`${i > 0 ? ' / ' : ''}${c.href ? html`<a href="${c.href}">${c.label}</a>` : c.label}`)}</nav>` : ''}
-  <h1>${spec.title}</h1>
-  ${spec.body}
-</main>
-</body>
-</html>`
-}
 
 export interface ConsoleRequest {
   deps: AppDeps

@@ -5,9 +5,10 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html } from '../../console/html.ts'
-import { requireWorkflow, webhookSettings } from '../webhooks/service.ts'
+import { requireWorkflow, webhookSettings } from '../workflows/service.ts'
 import { adminProject } from './access.ts'
-import { consolePage, layout, projectPath, renderingPath } from './page.ts'
+import { layout } from '../../console/page.ts'
+import { consolePage, projectPath, renderingPath } from './page.ts'
 import { read } from '../../db/read.ts'
 
 export function workflowPages(deps: AppDeps) {

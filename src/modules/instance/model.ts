@@ -43,5 +43,4 @@ export const UserIdParams = t.Object({ id: IdParam })
 
 const Name = t.String({ minLength: 1, maxLength: 200 })
 export const CreateProjectBody = t.Object({ name: Name, sso: t.Optional(t.Boolean()) })
-export const ProjectView = t.Object({ name: t.String(), sso: t.Boolean() })
 export const ROLE = t.Union(PERMISSION_LEVELS.map((r) => t.Literal(r)))

@@ -16,7 +16,7 @@ import {
 import { findUserById } from '../../db/users.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict } from '../../http/errors.ts'
+import { conflict } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
 import { type Op, op } from '../../db/op.ts'

@@ -3,8 +3,7 @@ import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { IdParam } from '../../http/params.ts'
 import { Integer, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
-import { CollectionRef, EnvironmentRef, TeamRef } from '../projects/model.ts'
-import { UserObject } from '../users/model.ts'
+import { CollectionRef, EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
 
 const Html = t.String({ minLength: 1, maxLength: 65_536, description: 'HTML, sanitised on write' })
 /** The notes list's date filters (`createdAt.lt=…`, `updatedAt.gte=…`…). */

@@ -12,14 +12,14 @@ import {
   pageNoteIds,
   updateNoteRow,
 } from '../../db/notes.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { latestMicros, type Micros, microsFromMillis, toIsoMicros } from '../../lib/time.ts'
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
-import { resolveNameFilters } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { resolveNameFilters } from '../directory/projects.ts'
+import { userObject } from '../directory/users.ts'
 import { type Op, op } from '../../db/op.ts'
 
 export interface NoteFilters {

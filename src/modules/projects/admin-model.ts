@@ -3,7 +3,7 @@
 import { t } from 'elysia'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { IdParam } from '../../http/params.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 import { RECORD_ID_MAX_LENGTH } from '../records/service.ts'
 
 /** A project, environment, team or collection name (also checked by nameProblem: not blank, no control characters). */
@@ -48,3 +48,6 @@ export const SavedRecord = t.Object({
   data: t.Record(t.String(), t.Unknown()),
   outcome: t.Union([t.Literal('created'), t.Literal('updated'), t.Literal('unchanged')]),
 })
+
+/** A project as the instance and project administrators' answers show it. */
+export const ProjectView = t.Object({ name: t.String(), sso: t.Boolean() })

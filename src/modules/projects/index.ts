@@ -9,14 +9,14 @@ import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectManager } from '../auth/service.ts'
-import { conflict, errorResponses, notFound } from '../../http/errors.ts'
+import { errorResponses } from '../../http/errors.ts'
+import { conflict, notFound } from '../../lib/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { requireUser } from '../users/service.ts'
 import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
-import { findCollection, findTeam, requireEnvironment, roleIn } from './service.ts'
-import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
-import { ProjectView } from '../instance/model.ts'
+import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
+import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 
 /** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
 const PARTS = [

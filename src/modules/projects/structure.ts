@@ -15,10 +15,10 @@ import {
   writeCollectionPermission,
 } from '../../db/projects.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, invalidField, notFound } from '../../http/errors.ts'
+import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
-import { findProjectByName, type Project } from './service.ts'
+import { findProjectByName, type Project } from '../directory/projects.ts'
 import { type Op, op } from '../../db/op.ts'
 
 export const NAME_MAX_LENGTH = 200

@@ -3,8 +3,7 @@ import { t } from 'elysia'
 import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull, renderedAnswer } from '../../http/schemas.ts'
-import { EnvironmentRef, TeamRef } from '../projects/model.ts'
-import { UserObject } from '../users/model.ts'
+import { EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
 
 export const RunIdParams = t.Object({ runId: t.String({ format: 'uuid' }) })
 

@@ -7,19 +7,17 @@ import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, typ
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
-import { findTriggerTarget as findTriggerTargetRow, findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
-import { conflict } from '../../http/errors.ts'
-import { inIdOrder } from '../../http/list.ts'
+import { findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
+import { conflict } from '../../lib/errors.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { userObject } from '../users/service.ts'
+import { userObject } from '../directory/users.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
 
 export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
-/** The trigger target of a workflow id (prepared: every webhook call reads it). */
-export const findTriggerTarget = asOp(findTriggerTargetRow)
 /** One run with its workflow's name and collection, and its team and project. */
 export const findRun = asOp(findRunWithWorkflow)
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */

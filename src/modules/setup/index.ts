@@ -7,7 +7,7 @@ import type { AppDeps } from '../../deps.ts'
 import { pageAsset, pageResponse } from '../../console/html.ts'
 import { textResponseDetail } from '../../http/openapi.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 import { createFirstAdmin } from './service.ts'
 
 // Bun's types describe .html imports as bundles; with { type: 'text' } it is the file's text.

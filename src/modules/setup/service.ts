@@ -3,7 +3,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, forbidden, invalidField } from '../../http/errors.ts'
+import { conflict, forbidden, invalidField } from '../../lib/errors.ts'
 import { checkNewUser, countUsers, hashPassword, holdInstanceAdminRule, insertUser, UserInputError, userObject } from '../users/service.ts'
 
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */

@@ -7,7 +7,8 @@ import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
-import { errorResponses, invalidField, notFound } from '../../http/errors.ts'
+import { errorResponses } from '../../http/errors.ts'
+import { invalidField, notFound } from '../../lib/errors.ts'
 import { parseIsoDateTime, toIso, toIsoOrNull } from '../../lib/time.ts'
 import {
   createToken,

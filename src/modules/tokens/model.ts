@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { IdParam } from '../../http/params.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
-import { UserObject } from '../users/model.ts'
+import { UserObject } from '../directory/model.ts'
 import { MAX_EXPIRY_DAYS, PRESETS, SCOPES } from './service.ts'
 
 export const CreateTokenBody = t.Object({

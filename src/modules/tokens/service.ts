@@ -2,7 +2,7 @@
  * Application tokens (spec §2.6, §5; DESIGN §4): `trl_` + 32 random bytes base64url, shown once.
  * Only the SHA-256 of the value and a display prefix are stored.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { generateTokenValue, hashTokenValue } from '../../lib/token-value.ts'
 import {
   findTokenById,
   insertToken,
@@ -13,13 +13,12 @@ import {
   type TokenListRow,
   type TokenRow,
 } from '../../db/tokens.ts'
-import { invalidField, unauthorized } from '../../http/errors.ts'
+import { invalidField, unauthorized } from '../../lib/errors.ts'
 import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { roleIn } from '../projects/service.ts'
-import { userObject } from '../users/service.ts'
+import { userObject } from '../directory/users.ts'
 
 import { SCOPES, type Scope } from '../../lib/access.ts'
 import { type Op, op } from '../../db/op.ts'
@@ -32,25 +31,10 @@ export const PRESETS = {
 } as const satisfies Record<string, readonly Scope[]>
 export type Preset = keyof typeof PRESETS
 
-export const TOKEN_PREFIX = 'trl_'
 /** Characters of the value kept for display (`trl_` + 8). */
 export const DISPLAY_PREFIX_LENGTH = 12
-const TOKEN_VALUE = /^trl_[A-Za-z0-9_-]{43}$/
 
 export type { TokenListRow, TokenRow } from '../../db/tokens.ts'
-
-export function generateTokenValue(): string {
-  return `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`
-}
-
-export function hashTokenValue(value: string): string {
-  return createHash('sha256').update(value).digest('hex')
-}
-
-/** Cheap shape check before touching the database. */
-export function looksLikeToken(value: string): boolean {
-  return TOKEN_VALUE.test(value)
-}
 
 export class TokenInputError extends Error {
   constructor(
@@ -226,12 +210,4 @@ export function projectTokenView(row: TokenListRow) {
 export function cliTokenView(row: TokenListRow) {
   const { projectName: _projectName, createdWithSso: _sso, ...view } = tokenView(row)
   return { ...view, user: row.owner.email, project: row.projectName, revokedAt: toIsoOrNull(row.token.revokedAt) }
-}
-
-export function* isAdminOf(userId: number, projectId: number): Op<boolean> {
-  return (yield* roleIn(projectId, userId)) === 'admin'
-}
-
-export function* isMemberOf(userId: number, projectId: number): Op<boolean> {
-  return (yield* roleIn(projectId, userId)) !== null
 }

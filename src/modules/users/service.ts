@@ -12,15 +12,15 @@ import {
   updateUser,
   type User,
 } from '../../db/users.ts'
+import { deleteSessionsOfUser } from '../../db/sessions.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { LONE_SURROGATE_MESSAGE } from '../../lib/storable-text.ts'
-import { conflict, invalidField, notFound } from '../../http/errors.ts'
+import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
-import { deleteUserSessions } from '../auth/sessions.ts'
-import { normalizeEmail } from './view.ts'
+import { normalizeEmail } from '../directory/users.ts'
 import { type Op, op } from '../../db/op.ts'
 
-export { normalizeEmail, userObject } from './view.ts'
+export { normalizeEmail, userObject } from '../directory/users.ts'
 
 export type { User } from '../../db/users.ts'
 
@@ -143,13 +143,13 @@ export function* insertUser(clock: Clock, input: NewUser): Op<User> {
 export function* setUserDisabled(clock: Clock, userId: number, disabled: boolean): Op<void> {
   const now = clock.now()
   yield* op(updateUser, userId, now, { disabledAt: disabled ? now : null })
-  if (disabled) yield* deleteUserSessions(userId)
+  if (disabled) yield* op(deleteSessionsOfUser, userId)
 }
 
 /** Sets a new password and ends the user's sessions. */
 export function* setUserPasswordHash(clock: Clock, userId: number, passwordHash: string): Op<void> {
   yield* op(updateUser, userId, clock.now(), { passwordHash })
-  yield* deleteUserSessions(userId)
+  yield* op(deleteSessionsOfUser, userId)
 }
 
 /** Every user of the instance, by email (the instance administrators' people page). */

@@ -1,6 +1,5 @@
 /** The webhook trigger: its call's body (documented; the route reads it itself, after authentication) and settings. */
 import { t } from 'elysia'
-import { Integer } from '../../http/schemas.ts'
 import { WebhookRate } from '../workflows/definition.ts'
 
 export const RECORD_ID_MAX_LENGTH = 1024
@@ -16,16 +15,6 @@ export const WorkflowPathParams = t.Object({
 export const TriggerBody = t.Object(
   { record_id: t.String({ minLength: 1, maxLength: RECORD_ID_MAX_LENGTH, description: 'The record the run works on' }) },
   { additionalProperties: true, description: 'Other fields are ignored' },
-)
-
-export const WebhookSettings = t.Object(
-  {
-    enabled: t.Boolean(),
-    ratePerMinute: t.Union([Integer(), t.Null()], { description: 'This webhook’s own limit; null = the instance default' }),
-    effectiveRatePerMinute: Integer(),
-    url: t.Union([t.String(), t.Null()], { description: 'The URL to call (a credential); null while disabled' }),
-  },
-  { $id: 'WebhookSettings' },
 )
 
 export const WebhookSettingsChange = t.Object(

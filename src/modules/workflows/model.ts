@@ -1,8 +1,18 @@
 /** Publishing and reading a workflow: the path, the answers; the body's schema is definition.ts's WorkflowDefinitionBody. */
 import { t } from 'elysia'
 import { Integer } from '../../http/schemas.ts'
-import { WebhookSettings } from '../webhooks/model.ts'
 import { type Step, StepSchema, WorkflowConcurrency } from './definition.ts'
+
+/** A workflow's webhook trigger as answers show it. */
+export const WebhookSettings = t.Object(
+  {
+    enabled: t.Boolean(),
+    ratePerMinute: t.Union([Integer(), t.Null()], { description: 'This webhook’s own limit; null = the instance default' }),
+    effectiveRatePerMinute: Integer(),
+    url: t.Union([t.String(), t.Null()], { description: 'The URL to call (a credential); null while disabled' }),
+  },
+  { $id: 'WebhookSettings' },
+)
 
 export const WorkflowParams = t.Object({
   projectName: t.String(),

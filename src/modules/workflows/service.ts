@@ -1,20 +1,23 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
 import { createHash } from 'node:crypto'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
-import type { TriggerTarget } from '../../db/workflows.ts'
-import { notFound } from '../../http/errors.ts'
+import { notFound } from '../../lib/errors.ts'
 import {
   ensureRendering,
+  findTriggerTarget as findTriggerTargetRow,
+  findWorkflowIdByNames,
   findWorkflowInRendering,
   findWorkflowVersion,
   insertWorkflow,
   latestWorkflowVersion,
   publishWorkflowVersion,
+  type TriggerTarget,
 } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
-import { type Op, op } from '../../db/op.ts'
+import { asOp, type Op, op } from '../../db/op.ts'
 
 export interface WorkflowTarget {
   projectId: number
@@ -120,4 +123,35 @@ export function* activeDefinition(target: TriggerTarget): Op<{ version: number; 
 export function describeTrigger(workflowName: string, trigger: { enabled: boolean; ratePerMinute: number | null }): string {
   const rate = trigger.ratePerMinute === null ? 'default rate' : `${trigger.ratePerMinute}/min`
   return `${workflowName}: webhook ${trigger.enabled ? 'enabled' : 'disabled'}, ${rate}`
+}
+
+/** The trigger target of a workflow id (prepared: every webhook call reads it). */
+export const findTriggerTarget = asOp(findTriggerTargetRow)
+
+/** The workflow named by (project, environment, team, workflow), or 404. */
+export function* requireWorkflow(projectId: number, environmentName: string, teamName: string, workflowName: string): Op<TriggerTarget> {
+  const workflowId = yield* op(findWorkflowIdByNames, { projectId, environment: environmentName, team: teamName, workflow: workflowName })
+  const target = workflowId !== undefined ? (yield* findTriggerTarget(workflowId)) : undefined
+  if (!target) throw notFound(`Workflow ${workflowName} not found for team ${teamName} in ${environmentName}`)
+  return target
+}
+
+export interface WebhookSettings {
+  enabled: boolean
+  /** The per-webhook override; null means the instance default. */
+  ratePerMinute: number | null
+  effectiveRatePerMinute: number
+  /** Only while enabled: a disabled webhook has no URL to copy (re-enabling restores the same one). */
+  url: string | null
+}
+
+export function webhookSettings(target: TriggerTarget, secret: Buffer, baseUrl: string, defaultRate: number): WebhookSettings {
+  return {
+    enabled: target.webhookEnabled,
+    ratePerMinute: target.webhookRatePerMinute,
+    effectiveRatePerMinute: target.webhookRatePerMinute ?? defaultRate,
+    url: target.webhookEnabled
+      ? webhookUrl(secret, baseUrl, { workflowId: target.workflowId, renderingId: target.renderingId, generation: target.webhookGeneration })
+      : null,
+  }
 }

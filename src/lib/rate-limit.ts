@@ -3,8 +3,8 @@
  * together. A request is refused (and not counted) when any window is full. The counts live where the store keeps
  * them (src/lib/rate-counters.ts): this process's memory on SQLite, PostgreSQL shared by every instance.
  */
-import type { Clock } from '../lib/clock.ts'
-import { after, type Maybe, type RateCounters, retryAfterOf, type WindowRule, type WindowsTake } from '../lib/rate-counters.ts'
+import type { Clock } from './clock.ts'
+import { after, type Maybe, type RateCounters, retryAfterOf, type WindowRule, type WindowsTake } from './rate-counters.ts'
 import { tooManyRequests } from './errors.ts'
 
 export interface RateLimits {

@@ -1,9 +1,9 @@
 /**
- * What the HTTP layer knows of authentication: the shapes of a caller, the Bearer header, and the face of the one
+ * What a caller is (the shapes of a token identity and an account caller), the Bearer header, and the face of the one
  * auth decision (`CallerAuth`), which the auth module implements (src/modules/auth/service.ts) and the
  * composition root hands to the auth plugin. No lookup happens here.
  */
-import type { PermissionLevel, Scope } from '../lib/access.ts'
+import type { PermissionLevel, Scope } from './access.ts'
 
 export interface TokenIdentity {
   tokenId: number

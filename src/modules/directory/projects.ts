@@ -15,8 +15,8 @@ import { findUserByStoredEmail, findUserDisabledAt } from '../../db/users.ts'
 import type { Store } from '../../db/open.ts'
 import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
-import { normalizeEmail } from '../users/view.ts'
-import { notFound } from '../../http/errors.ts'
+import { normalizeEmail } from './users.ts'
+import { notFound } from '../../lib/errors.ts'
 import { asOp, type Op, op } from '../../db/op.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 
@@ -85,6 +85,14 @@ export function* projectsOf(userId: number): Op<{ name: string; role: Permission
 /** The user's permission level in the project now, or null when not a member. */
 export function* roleIn(projectId: number, userId: number): Op<PermissionLevel | null> {
   return (yield* op(findMemberRole, projectId, userId)) ?? null
+}
+
+export function* isAdminOf(userId: number, projectId: number): Op<boolean> {
+  return (yield* roleIn(projectId, userId)) === 'admin'
+}
+
+export function* isMemberOf(userId: number, projectId: number): Op<boolean> {
+  return (yield* roleIn(projectId, userId)) !== null
 }
 
 /**
