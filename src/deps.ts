@@ -6,12 +6,12 @@
  */
 import type { Config } from './config.ts'
 import type { Store } from './db/open.ts'
+import { rateCountersOf } from './db/store.ts'
 import type { Executor } from './executor/executor.ts'
-import { PgRateCounters } from './db/postgres/rate-windows.ts'
 import { TokenRateLimiter } from './lib/rate-limit.ts'
 import type { Clock } from './lib/clock.ts'
 import type { Logger } from './lib/logger.ts'
-import { MemoryRateCounters, type RateCounters } from './lib/rate-counters.ts'
+import type { RateCounters } from './lib/rate-counters.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.ts'
 import type { SetupGate } from './modules/setup/service.ts'
@@ -45,7 +45,7 @@ export interface AppDeps extends DepsInput {
 /** The app's dependencies, each per-app object built once. */
 export function createDeps(input: DepsInput): AppDeps {
   const { config, store, clock } = input
-  const rateCounters = input.rateCounters ?? (store.kind === 'postgres' ? new PgRateCounters(store.sql) : new MemoryRateCounters())
+  const rateCounters = input.rateCounters ?? rateCountersOf(store)
   const limits = { perMinute: config.apiRatePerMinute, perHour: config.apiRatePerHour, perDay: config.apiRatePerDay }
   const limiter = new TokenRateLimiter(clock, limits, rateCounters)
   return {

@@ -6,7 +6,8 @@
  * feature folders of `src/modules/` import each other, directly or through others, nor do two top-level folders of
  * `src/`; and the HTTP layer stays out of the services: no file of `src/executor/`, and no file of a module but its
  * HTTP face (routes files, `model.ts` / `*-model.ts` schemas, `query.ts` parsers; the console module, which is
- * pages), imports `src/http/`.
+ * pages), imports `src/http/`. Code outside `src/db/` never knows which store it has: it neither imports a
+ * dialect's own code nor names a store kind.
  */
 import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
@@ -60,6 +61,8 @@ function cycles(graph: Map<string, string[]>): string[][] {
 const graph = importGraph()
 const edges = [...graph].flatMap(([from, targets]) => targets.map((to) => ({ from, to })))
 const show = (list: { from: string; to: string }[]) => list.map(({ from, to }) => `${from} → ${to}`)
+/** A store kind named: compared (`.kind === 'postgres'`), either store's own type, or the SQLite-only guard. */
+const STORE_KIND = /\.kind\s*[!=]==?\s*['"](sqlite|postgres)['"]|\b(SqliteStore|PgStore|sqliteOnly)\b/
 const moduleOf = (path: string) => /^src\/modules\/([^/]+)\//.exec(path)?.[1]
 
 describe('import graph of src/', () => {
@@ -96,6 +99,21 @@ describe('import graph of src/', () => {
   test("no module imports another module's routes file (its index.ts, or a file that builds an Elysia instance)", () => {
     const wrong = show(edges.filter(({ from, to }) => moduleOf(from) !== undefined && routesFiles.has(to) && moduleOf(to) !== undefined && moduleOf(from) !== moduleOf(to)))
     if (wrong.length > 0) console.error(`modules importing another module's routes:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('outside src/db/ no file imports src/db/postgres/ or names a store kind (the store decides: README "Architecture")', () => {
+    const dialect = edges.filter(({ from, to }) => !from.startsWith('src/db/') && to.startsWith('src/db/postgres/'))
+    const naming = sourceFiles(SRC)
+      .map((file) => relative(repoRoot, file))
+      .filter((file) => !file.startsWith('src/db/'))
+      .flatMap((file) =>
+        readFileSync(join(repoRoot, file), 'utf8')
+          .split('\n')
+          .flatMap((line, i) => (STORE_KIND.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : [])),
+      )
+    const wrong = [...show(dialect), ...naming]
+    if (wrong.length > 0) console.error(`code outside src/db/ that knows which store it has:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 })

@@ -1,17 +1,10 @@
 /** `trellis backup FILE`: a consistent copy of the database, taken while the server runs. */
 import { closeSync, existsSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
-import { backupInto } from '../db/backup.ts'
+import { backupElsewhere, backupInto } from '../db/backup.ts'
 import { databasePath, openStore } from '../db/open.ts'
 import { SECRET_FILE } from '../lib/secret.ts'
 import { booleanFlag, type Command, CommandError, configFrom, parseFlags, UsageError } from './command.ts'
-
-/** `trellis backup` copies the SQLite file; a PostgreSQL database is backed up with PostgreSQL's own tools. */
-export const POSTGRES_BACKUP = [
-  'the database is PostgreSQL (--database-url / TRELLIS_DATABASE_URL): back it up with PostgreSQL\'s own tools, e.g.',
-  '  pg_dump --format=custom --file trellis.dump "$TRELLIS_DATABASE_URL"   (restore: pg_restore --dbname URL trellis.dump)',
-  'or continuous archiving / a replica (README "Scaling out"). Keep TRELLIS_SECRET with it: webhook URLs depend on it.',
-].join('\n')
 
 export const backupCommand: Command = {
   summary: 'write a consistent copy of the database to FILE (safe while serve runs)',
@@ -22,7 +15,8 @@ export const backupCommand: Command = {
     const file = parsed.positionals[0]
     if (!file) throw new UsageError('the backup FILE is required')
     const config = configFrom(parsed)
-    if (config.databaseUrl !== null) throw new CommandError(POSTGRES_BACKUP)
+    const elsewhere = backupElsewhere(config)
+    if (elsewhere !== null) throw new CommandError(elsewhere)
     const source = databasePath(config.dataDir)
     if (!existsSync(source)) throw new CommandError(`no database at ${source} (wrong --data?)`)
     const target = resolve(file)

@@ -2,7 +2,7 @@
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { DATABASE_FILE } from '../db/open.ts'
-import { CopyRefused, copySqliteToPostgres } from '../db/postgres/copy.ts'
+import { CopyRefused, copySqliteToPostgres } from '../db/sqlite-to-postgres.ts'
 import { type Command, CommandError, parseFlags, required, stringFlag, UsageError } from './command.ts'
 
 export const dbCommand: Command = {

@@ -2,11 +2,9 @@ import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
-import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from '../db/maintenance.ts'
 import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
-import { keepEventLoopFree } from '../db/open.ts'
 import { readSnapshot } from '../db/read.ts'
-import { storageErrorOf } from '../db/write.ts'
+import { serveFrom } from '../db/store.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { ensurePrivateDir, octal } from '../lib/private-dir.ts'
@@ -57,10 +55,9 @@ export const serveCommand: Command = {
     // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
     const stored = await readSnapshot(store, startState())
     const config = configFrom(parsed, { storedSso: stored.sso })
-    if (store.kind === 'sqlite') keepEventLoopFree(store, config.dbBusyWaitMs)
-    else if (!config.secretFromEnv) {
-      logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: config.dataDir })
-    }
+    const metrics = createMetrics({ processMetrics: true })
+    // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
+    const upkeep = serveFrom(store, config, logger, metrics)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = stored.noUsers ? SetupGate.open() : undefined
     const executor = new Executor({
@@ -70,25 +67,6 @@ export const serveCommand: Command = {
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
       outbound: new OutboundClient({ allow: config.httpAllow }),
-    })
-    const metrics = createMetrics({ processMetrics: true })
-    // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
-    // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
-    let checkpointFault = false
-    const sqlite = store.kind === 'sqlite' ? store : null
-    // PostgreSQL checkpoints and vacuums itself; the WAL timer and the maintenance job are the SQLite file's.
-    const checkpoints = sqlite && scheduleWalCheckpoints(sqlite, config.walCheckpointMs, {
-      checkpointed: (mode, result, bytes) => {
-        checkpointFault = false
-        metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
-        metrics.walBytes.set(bytes)
-      },
-      failed: (error) => {
-        const fault = storageErrorOf(store, error)
-        if (!fault) logger.error('WAL checkpoint failed', { error: error.message })
-        else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
-        checkpointFault = fault !== null
-      },
     })
     const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()
@@ -106,7 +84,7 @@ export const serveCommand: Command = {
     if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-    const maintenance = sqlite && scheduleMaintenance(sqlite, (error) => logger.error('database maintenance failed', { error: error.message }))
+    upkeep.startMaintenance()
     logger.info('listening', {
       url: `http://${server.hostname}:${server.port}`,
       dataDir: config.dataDir,
@@ -130,8 +108,7 @@ export const serveCommand: Command = {
       logger.info('shutting down', { signal })
       try {
         retention?.stop()
-        maintenance?.stop()
-        checkpoints?.stop()
+        upkeep.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
@@ -141,9 +118,7 @@ export const serveCommand: Command = {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
           await server.stop(true)
         }
-        const checkpoint = sqlite && checkpointWal(sqlite)
-        await store.close()
-        logger.info('stopped', checkpoint ? { walCheckpointed: !checkpoint.busy } : {})
+        logger.info('stopped', await upkeep.close())
         process.exit(0)
       } catch (error) {
         logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })

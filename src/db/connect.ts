@@ -4,8 +4,8 @@
  * schema is brought up to date first; several instances starting at once on PostgreSQL migrate once (an advisory
  * lock, ./postgres/migrate.ts).
  */
-import { openMigrated } from './migrate.ts'
-import type { Store } from './open.ts'
+import { migrateStore, openMigrated } from './migrate.ts'
+import { openStore, type Store } from './open.ts'
 import { migratePostgres } from './postgres/migrate.ts'
 import { openPostgres } from './postgres/store.ts'
 
@@ -26,6 +26,24 @@ export async function openConfiguredStore(config: DatabaseSettings): Promise<Sto
   } catch (error) {
     await store.close()
     throw new Error(`cannot use the PostgreSQL database at ${describeDatabase(config.databaseUrl)}: ${(error as Error).message}`)
+  }
+}
+
+/** Applies the configured database's pending migrations (`trellis migrate`); the names of those this call applied. */
+export async function migrateConfiguredStore(config: DatabaseSettings): Promise<string[]> {
+  if (config.databaseUrl === null) {
+    const store = openStore(config.dataDir)
+    try {
+      return migrateStore(store)
+    } finally {
+      store.close()
+    }
+  }
+  const store = openPostgres(config.databaseUrl, { max: 1 })
+  try {
+    return await migratePostgres(store.sql)
+  } finally {
+    await store.close()
   }
 }
 

@@ -69,7 +69,7 @@ function keepPrivate(file: string): void {
 
 /**
  * Opens (creating if needed) `<dataDir>/trellis.db` for the CLI: the driver waits up to CLI_BUSY_TIMEOUT_MS for a
- * lock. Does not migrate: see `migrate()`. The server then calls `keepEventLoopFree`.
+ * lock. Does not migrate: see `migrate()`. The server then calls `keepEventLoopFree` (through `serveFrom`, ./store.ts).
  */
 export function openStore(dataDir: string): SqliteStore {
   ensurePrivateDir(dataDir)

@@ -5,7 +5,7 @@
  * it neither waits for a writer nor holds one up.
  */
 import { type Op, runOp } from './op.ts'
-import type { SqliteStore, Store } from './open.ts'
+import { type SqliteStore, sqliteOnly, type Store } from './open.ts'
 import { readOnPostgres, snapshotOnPostgres } from './postgres/op-runner.ts'
 import { transaction } from './write.ts'
 
@@ -17,6 +17,14 @@ export async function read<T>(store: Store, work: Op<T>): Promise<T> {
 /** `work` over one consistent snapshot, on either store (the CLI's reads, the server's start). */
 export async function readSnapshot<T>(store: Store, work: Op<T>): Promise<T> {
   return store.kind === 'postgres' ? snapshotOnPostgres(store, work) : readTransaction(store, work)
+}
+
+/**
+ * `work` over one snapshot, answered synchronously, for callers that need the answer at once (tests, the bench's
+ * seeding): SQLite's `readTransaction`; a store that answers only later (PostgreSQL) is refused by name (`what`).
+ */
+export function readSync<T>(store: Store, work: Op<T>, what: string): T {
+  return readTransaction(sqliteOnly(store, what), work)
 }
 
 /** `work` in one read (deferred) transaction, synchronously; storage faults as in `writeTransaction`. */

@@ -10,7 +10,7 @@ import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
 import { connectionOf } from './prepared.ts'
 import { inSavepoint } from './savepoint.ts'
-import type { Db, QueuedWrite, SqliteStore, Store } from './open.ts'
+import { type Db, type QueuedWrite, type SqliteStore, sqliteOnly, type Store } from './open.ts'
 import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
@@ -47,6 +47,11 @@ export function writeTransaction<T>(store: SqliteStore, fn: (tx: Db) => T): T {
 /** An op in one write transaction, at once, on either store: the CLI's write (SQLite: `commitNow`). */
 export async function writeNow<T>(store: Store, body: () => Op<T>): Promise<T> {
   return store.kind === 'postgres' ? writeOnPostgres(store, body) : commitNow(store, body)
+}
+
+/** `writeNow` answered synchronously (see `readSync`): SQLite's `commitNow`; PostgreSQL is refused by name (`what`). */
+export function writeSync<T>(store: Store, body: () => Op<T>, what: string): T {
+  return commitNow(sqliteOnly(store, what), body)
 }
 
 /** An op in one IMMEDIATE transaction, at once: the CLI's write (its connection waits in the driver for a lock). */

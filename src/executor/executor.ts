@@ -22,7 +22,7 @@ import {
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
-import { listenForQueuedRunsOn, type QueueWakeups } from '../db/queue-wakeups.ts'
+import { listenForQueuedRunsOn, type QueueWakeups } from '../db/store.ts'
 import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -107,7 +107,7 @@ export class Executor {
   private wakeUps: (() => void)[] = []
   /** A wake-up came while the claiming loop was not waiting: its next wait returns at once (nothing is missed). */
   private wokenMeanwhile = false
-  /** Runs queued by other instances (PostgreSQL's LISTEN), while started. */
+  /** Runs queued by other instances (PostgreSQL's LISTEN), while started; null where nothing is to be heard. */
   private queueWakeups: Promise<QueueWakeups | null> | null = null
   private sweeper: Cron | null = null
   private readonly stopController = new AbortController()
@@ -138,9 +138,9 @@ export class Executor {
     return this.running && this.dispatching
   }
 
-  /** Whether runs queued on other instances wake it (PostgreSQL, once its LISTEN is acknowledged); false on SQLite or before start. */
+  /** Whether runs queued on other instances wake it (once the store's LISTEN is acknowledged); false where the store has none (SQLite) or before start. */
   async listening(): Promise<boolean> {
-    return this.options.store.kind === 'postgres' && (await this.queueWakeups) != null
+    return (await this.queueWakeups) != null
   }
 
   start(): void {

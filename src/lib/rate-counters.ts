@@ -2,8 +2,8 @@
  * The counters every limit counts with (the per-token API limit, the per-webhook bucket, the login throttle): each
  * limiter writes its rule once over this interface, and the store behind it decides where the counts live. On SQLite
  * one process serves the instance, so they live in this process's memory (`MemoryRateCounters`, synchronous); on
- * PostgreSQL several instances share them in the database (src/db/postgres/rate-windows.ts, asynchronous, each
- * decision atomic). Callers `await` the answer either way.
+ * PostgreSQL several instances share them in the database (asynchronous, each decision atomic); the store picks them
+ * (`rateCountersOf`, src/db/store.ts). Callers `await` the answer either way.
  */
 
 /** An answer now (memory) or later (the database). */

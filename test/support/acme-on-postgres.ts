@@ -1,12 +1,12 @@
 /**
  * Acme on PostgreSQL (issue 18): examples/acme.yaml (plus what a test adds) applied to a SQLite test env through the
  * real apply service, then moved into a fresh migrated PostgreSQL database with `trellis db copy`'s own function
- * (src/db/postgres/copy.ts, verified per table). So both stores hold the same rows with the same ids, whichever
+ * (src/db/sqlite-to-postgres.ts, verified per table). So both stores hold the same rows with the same ids, whichever
  * twins exist yet, and a test can run one op on both (`both`) or open more PostgreSQL stores on the database (`url`:
  * more instances).
  */
 import type { Op } from '../../src/db/op.ts'
-import { copySqliteToPostgres } from '../../src/db/postgres/copy.ts'
+import { copySqliteToPostgres } from '../../src/db/sqlite-to-postgres.ts'
 import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { commitNow } from '../../src/db/write.ts'

@@ -1,6 +1,6 @@
 /**
- * Issue 18: log retention's batch delete as the PostgreSQL twin of src/db/maintenance.ts `deleteLogBatch` (the
- * rest of that file — WAL checkpoints, planner statistics — is SQLite's own housekeeping and has no twin).
+ * Issue 18: log retention's batch delete as the PostgreSQL twin of src/db/maintenance.ts `deleteLogBatch` (SQLite's
+ * own housekeeping — WAL checkpoints, planner statistics, src/db/sqlite/upkeep.ts — has no twin).
  */
 import { asc, inArray, lt } from 'drizzle-orm'
 import { deleteLogBatch, type LogTable } from '../maintenance.ts'

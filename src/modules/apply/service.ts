@@ -4,8 +4,8 @@
  * database has and the file does not are reported as `notInFile`.
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import { sqliteOnly, type Store } from '../../db/open.ts'
-import { commitNow, write } from '../../db/write.ts'
+import type { Store } from '../../db/open.ts'
+import { write, writeSync } from '../../db/write.ts'
 import {
   firstEditingTeamId,
   firstProjectAdminId,
@@ -37,7 +37,7 @@ import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyFile, type ApplyProject } from './model.ts'
 import { validateApplyFile } from './validate.ts'
 import { type Op, op } from '../../db/op.ts'
-import { read, readTransaction } from '../../db/read.ts'
+import { read, readSync } from '../../db/read.ts'
 
 export class ApplyError extends Error {
   constructor(readonly problems: Problem[]) {
@@ -103,9 +103,8 @@ export async function applyDocument(document: unknown, ctx: ApplyContext): Promi
 /** `applyDocument` at once, its transaction waiting in the driver for a lock (tests and the bench's seeding). */
 export function applyDocumentNow(document: unknown, ctx: ApplyContext): ApplyReport {
   const file = checkedShape(document)
-  const store = sqliteOnly(ctx.store, 'applyDocumentNow')
-  const passwordHashes = readTransaction(store, hashChangedPasswords(file))
-  return commitNow(store, () => applyFile(file, ctx, passwordHashes))
+  const passwordHashes = readSync(ctx.store, hashChangedPasswords(file), 'applyDocumentNow')
+  return writeSync(ctx.store, () => applyFile(file, ctx, passwordHashes), 'applyDocumentNow')
 }
 
 function checkedShape(document: unknown): ApplyFile {

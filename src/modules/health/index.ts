@@ -6,6 +6,7 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { runQueueStats } from '../../db/maintenance.ts'
 import { pendingStoreMigrations } from '../../db/migrate.ts'
+import { writeCountsOf } from '../../db/store.ts'
 import { storageFullNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
@@ -42,7 +43,7 @@ export function healthModule(deps: AppDeps) {
     }
   })
 
-  deps.metrics.observeWrites(() => (deps.store.kind === 'sqlite' ? deps.store.committed : { transactions: 0, writes: 0 }))
+  deps.metrics.observeWrites(() => writeCountsOf(deps.store))
 
   return new Elysia({ name: 'health', tags: ['operations'] })
     .get('/healthz', () => ({ status: 'ok' as const }), {

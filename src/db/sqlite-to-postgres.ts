@@ -7,7 +7,7 @@
 import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
 import { createHash } from 'node:crypto'
-import { migratePostgres } from './migrate.ts'
+import { migratePostgres } from './postgres/migrate.ts'
 
 /** One table's outcome: its rows and the checksum both sides agree on. */
 export interface TableCopy {

@@ -1,0 +1,108 @@
+/**
+ * The store-neutral face of what a store does beyond reads and writes (README "Architecture"): the counters every
+ * limit counts with, how an executor hears of runs queued elsewhere, the group-commit counts, and the upkeep a server
+ * runs beside its store. Each function takes either store and decides here by its kind, so code outside `src/db/`
+ * never knows which store it has. The dialects' own code: ./sqlite/ (and ./open.ts), ./postgres/.
+ */
+import type { Logger } from '../lib/logger.ts'
+import type { Metrics } from '../lib/metrics.ts'
+import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
+import { keepEventLoopFree, type Store } from './open.ts'
+import { listenForQueuedRuns } from './postgres/queue.ts'
+import { PgRateCounters } from './postgres/rate-windows.ts'
+import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
+import { storageErrorOf } from './write.ts'
+
+/**
+ * Where the limits count: this process's memory on SQLite (one process serves the instance), the database on
+ * PostgreSQL so every instance sharing it spends one budget (./postgres/rate-windows.ts).
+ */
+export function rateCountersOf(store: Store): RateCounters {
+  return store.kind === 'postgres' ? new PgRateCounters(store.sql) : new MemoryRateCounters()
+}
+
+export interface QueueWakeups {
+  stop(): Promise<void>
+}
+
+/**
+ * Calls `wake` whenever a run is queued on another connection or instance; resolves once listening. On PostgreSQL
+ * several instances share the queue: a run queued (or given back) on one sends `NOTIFY trellis_runs` on commit
+ * (./postgres/queue.ts) and every executor LISTENs, so it claims at once instead of at its next poll. On SQLite one
+ * process queues and runs: its routes wake its executor directly (`Executor.notify`), and there is nothing to listen
+ * to (null).
+ */
+export async function listenForQueuedRunsOn(store: Store, wake: () => void): Promise<QueueWakeups | null> {
+  return store.kind === 'postgres' ? listenForQueuedRuns(store.sql, wake) : null
+}
+
+/** Group commits since the store opened (SQLite's write queue, ./write.ts); PostgreSQL commits each write alone: zero. */
+export function writeCountsOf(store: Store): { transactions: number; writes: number } {
+  return store.kind === 'sqlite' ? store.committed : { transactions: 0, writes: 0 }
+}
+
+/** The fields of the configuration (src/config.ts) the store's upkeep needs. */
+export interface ServingSettings {
+  /** How long a write waits, asynchronously, for another process's lock before `database_busy`. */
+  dbBusyWaitMs: number
+  walCheckpointMs: number
+  /** The instance secret from TRELLIS_SECRET, when set (else the data directory's file). */
+  secretFromEnv?: string | undefined
+  dataDir: string
+}
+
+/** The upkeep a server runs beside its store, from start to close. */
+export interface StoreUpkeep {
+  /** Starts the scheduled maintenance (SQLite: planner statistics now and daily; nothing on PostgreSQL). */
+  startMaintenance(): void
+  /** Stops every timer (the first step of a graceful stop). */
+  stop(): void
+  /** Closes the store, SQLite's WAL checkpointed first so the file alone is complete; what the `stopped` line reports. */
+  close(): Promise<{ walCheckpointed?: boolean }>
+}
+
+/**
+ * The store as a server's from now on. SQLite: the driver never waits for a lock again (`keepEventLoopFree`), and
+ * WAL checkpoints leave every request's path for a timer (./sqlite/upkeep.ts). PostgreSQL checkpoints and vacuums
+ * itself; several instances may share it, so without TRELLIS_SECRET it warns that they must share the secret.
+ */
+export function serveFrom(store: Store, settings: ServingSettings, logger: Logger, metrics: Metrics): StoreUpkeep {
+  if (store.kind === 'postgres') {
+    if (!settings.secretFromEnv) {
+      logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: settings.dataDir })
+    }
+    return { startMaintenance: () => {}, stop: () => {}, close: () => store.close().then(() => ({})) }
+  }
+  keepEventLoopFree(store, settings.dbBusyWaitMs)
+  // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
+  // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
+  let checkpointFault = false
+  const checkpoints = scheduleWalCheckpoints(store, settings.walCheckpointMs, {
+    checkpointed: (mode, result, bytes) => {
+      checkpointFault = false
+      metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
+      metrics.walBytes.set(bytes)
+    },
+    failed: (error) => {
+      const fault = storageErrorOf(store, error)
+      if (!fault) logger.error('WAL checkpoint failed', { error: error.message })
+      else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
+      checkpointFault = fault !== null
+    },
+  })
+  let maintenance: { stop(): void } | null = null
+  return {
+    startMaintenance: () => {
+      maintenance = scheduleMaintenance(store, (error) => logger.error('database maintenance failed', { error: error.message }))
+    },
+    stop: () => {
+      maintenance?.stop()
+      checkpoints.stop()
+    },
+    close: async () => {
+      const checkpoint = checkpointWal(store)
+      store.close()
+      return { walCheckpointed: !checkpoint.busy }
+    },
+  }
+}
