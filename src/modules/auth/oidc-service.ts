@@ -54,6 +54,9 @@ export function* resolveSsoUser(clock: Clock, claims: SsoClaims, autoCreate: boo
   const existing = yield* findUserByEmail(claims.email)
   if (existing) {
     activeUser(existing)
+    // Created and bound by a concurrent first sign-in of this very account that committed between the two looks (on
+    // PostgreSQL each statement sees the latest commits): it is this user's already, so this is a sign-in.
+    if ((yield* op(findSsoIdentity, claims.issuer, claims.subject))?.userId === existing.id) return existing
     const why = yield* whyNotLinkable(existing, claims)
     if (why) throw new SsoRefusal(409, 'sso_identity_conflict', why)
     throw new SsoLinkRequired(existing, claims)
