@@ -24,6 +24,9 @@ describe('jsonShapeProblem', () => {
     expect(jsonShapeProblem(nestedArrays(33), 32)).toBe('deep')
     expect(jsonShapeProblem(`{"a":"${'['.repeat(100)}"}`, 32)).toBe(null)
     expect(jsonShapeProblem(`{"a":"\\"${'{'.repeat(100)}"}`, 32)).toBe(null)
+    // An escaped backslash ends right before the closing quote: what follows is outside the string again.
+    expect(jsonShapeProblem(`{"a":"x\\\\","b":${nestedArrays(33)}}`, 32)).toBe('deep')
+    expect(jsonShapeProblem(`{"a":"x\\\\\\"${nestedArrays(33)}"}`, 32)).toBe(null)
   })
 
   test('counts the members of each object and array, not commas inside strings or in other containers', () => {

@@ -61,19 +61,16 @@ export const MAX_JSON_MEMBERS = 10_000
 
 /**
  * What makes `text` too costly to parse: more than `maxDepth` objects or arrays inside each other, or one with more
- * than `maxMembers` members; null when neither. One pass over the characters, before anything is built, in time
- * linear in its length. Brackets and commas inside strings do not count (escapes are skipped).
+ * than `maxMembers` members; null when neither. One pass over the text, before anything is built, in time linear in
+ * its length (a string's content is skipped to its closing quote at once). Brackets and commas inside strings do not
+ * count.
  */
 export function jsonShapeProblem(text: string, maxDepth = MAX_JSON_DEPTH, maxMembers = MAX_JSON_MEMBERS): 'deep' | 'wide' | null {
   const commas = new Uint32Array(maxDepth + 1) // commas seen in the open container at each depth
   let depth = 0
-  let inString = false
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === 0x5c) i++ // backslash: the next character is escaped
-      else if (c === 0x22) inString = false
-    } else if (c === 0x22) inString = true
+    if (c === 0x22) i = closingQuote(text, i)
     else if (c === 0x2c) {
       if (depth > 0 && ++commas[depth]! >= maxMembers) return 'wide'
     } else if (c === 0x7b || c === 0x5b) {
@@ -82,6 +79,16 @@ export function jsonShapeProblem(text: string, maxDepth = MAX_JSON_DEPTH, maxMem
     } else if (c === 0x7d || c === 0x5d) depth = Math.max(0, depth - 1)
   }
   return null
+}
+
+/** Where the string opened at `open` ends: its closing quote, the first one not escaped (or the end of the text). */
+function closingQuote(text: string, open: number): number {
+  for (let quote = text.indexOf('"', open + 1); quote !== -1; quote = text.indexOf('"', quote + 1)) {
+    let backslashes = 0
+    while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
+    if (backslashes % 2 === 0) return quote
+  }
+  return text.length
 }
 
 /** JSON.parse with a 400 `invalid_json` that says what is wrong; `json_too_deep` / `json_too_wide` past the limits. */
