@@ -179,6 +179,27 @@ function spread<L, T>(limiters: L[], total: number, decide: (limiter: L, i: numb
 describe.skipIf(!withPostgres)('one budget across instances on one PostgreSQL (the limiters, real concurrency)', () => {
   const clock = manualClock(Date.UTC(2026, 10, 21, 12))
 
+  test('the sweep never deadlocks with decisions on the windows it deletes (it skips the rows they hold)', async () => {
+    const { counters } = await instances(2)
+    const [sweeper, decider] = counters as [PgRateCounters, PgRateCounters]
+    const keys = Array.from({ length: 300 }, (_, i) => ({ scope: 'login-pair', id: `203.0.113.7 user-${i}@example.com` }))
+    const shared = { scope: 'login-address', id: '203.0.113.7' }
+    const rules = (i: number) => [{ ...keys[i]!, sizeMs: 1_000, limit: 10 }, { ...shared, sizeMs: 1_000, limit: 100_000 }]
+    let t = 0
+    for (let round = 0; round < 30; round++) {
+      await Promise.all(keys.map((_, i) => decider.take(rules(i), t)))
+      t += 2_000 // every window above has ended: the sweep deletes them while decisions renew them
+      // Decisions renewing those windows, all at once beside the sweep (before it skipped what they hold: deadlocks).
+      const decisions = Array.from({ length: keys.length }, (_, i) => decider.take(rules(keys.length - 1 - i), t))
+      const outcomes = await Promise.allSettled([sweeper.sweep(t), ...decisions])
+      expect(outcomes.filter((o) => o.status === 'rejected').map((o) => String((o as PromiseRejectedResult).reason))).toEqual([])
+      t += 2_000
+    }
+    // Alone, a sweep still deletes every ended window (the last round's), and then finds none.
+    expect(await sweeper.sweep(t)).toBe(keys.length + 1)
+    expect(await sweeper.sweep(t)).toBe(0)
+  }, 60_000)
+
   test('webhook: 90 concurrent triggers over 3 instances, 60/min → exactly 60 taken', async () => {
     const { counters } = await instances(3)
     const limiters = counters.map((c) => new WebhookRateLimiter(clock, c))

@@ -138,14 +138,19 @@ export class PgRateCounters implements RateCounters {
 
   /**
    * Deletes ended windows and buckets full again (neither says anything any more), in batches; how many. The guard
-   * is repeated outside the batch's subquery so a row a decision has just renewed is kept.
+   * is repeated outside the batch's pick so a row a decision has just renewed is kept. The batch is locked as it is
+   * picked, skipping rows a decision holds, so the sweep never waits for one: a decision takes its rows in its own
+   * order (a login's pair, then its address), and a sweep that waited for one of them while holding another deadlocked
+   * with it (PostgreSQL then failed the decision). A skipped row is the next sweep's work.
    */
   async sweep(now: number): Promise<number> {
     let deleted = 0
     for (const table of ['rate_limit_windows', 'rate_limit_buckets']) {
       for (;;) {
         const rows = await this.query(
-          `DELETE FROM ${table} WHERE key IN (SELECT key FROM ${table} WHERE ends_at <= $1::bigint LIMIT ${SWEEP_BATCH}) AND ends_at <= $1::bigint RETURNING 1`,
+          `WITH doomed AS MATERIALIZED (
+             SELECT key AS doomed_key FROM ${table} WHERE ends_at <= $1::bigint LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED)
+           DELETE FROM ${table} USING doomed WHERE key = doomed_key AND ends_at <= $1::bigint RETURNING 1`,
           [now],
         )
         deleted += rows.length
