@@ -7,6 +7,7 @@
  * with the SQL and the source line that prepared it.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { runOp } from '../src/db/op.ts'
 import { insertRecord } from '../src/db/records.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
@@ -44,7 +45,7 @@ beforeAll(async () => {
   const scope = env.store.sqlite
     .prepare("SELECT e.id AS environmentId, c.id AS collectionId FROM environments e JOIN collections c ON c.project_id = e.project_id WHERE e.name = 'production' AND c.name = 'orders' AND e.project_id = (SELECT id FROM projects WHERE name = 'Acme')")
     .get() as { environmentId: number; collectionId: number }
-  for (let i = 0; i < 8; i++) insertRecord(env.store.db, { ...scope, recordKey: `hot-${i}`, data: '{"status":"paid"}', now: env.clock.now() })
+  for (let i = 0; i < 8; i++) runOp(env.store.db, insertRecord({ ...scope, recordKey: `hot-${i}`, data: '{"status":"paid"}', now: env.clock.now() }))
   app = testApp(env)
   const connection = env.store.sqlite
   const prepare = connection.prepare.bind(connection)

@@ -144,7 +144,7 @@ const CASES: PlanCase[] = [
   ['admin: resource', admin({ resource: 'team' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx \(project_id=\? AND resource=\?\)$/],
   ['admin: initiator', admin({ initiator: 'system' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_initiator_idx \(project_id=\? AND initiator=\?\)$/],
   // ── records ──
-  ['records: a record by its key', (db) => findRecordByKey(db, { environmentId: production, collectionId: 1 }, 'ord_1001'), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
+  ['records: a record by its key', (db) => runOp(db, findRecordByKey({ environmentId: production, collectionId: 1 }, 'ord_1001')), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
 ]
 
 describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {

@@ -32,7 +32,7 @@ export function* op<A extends unknown[], T>(fn: (db: Db, ...args: A) => T, ...ar
   return (yield { fn: fn as unknown as Call['fn'], args }) as T
 }
 
-/** `fn` as a function of ops: `export const findRecord = asOp(findRecordByKey)` lets domain code `yield* findRecord(…)`. */
+/** `fn` as a function of ops: `export const findRecord = findRecordByKey` lets domain code `yield* findRecord(…)`. */
 export function asOp<A extends unknown[], T>(fn: (db: Db, ...args: A) => T): (...args: A) => Op<T> {
   return (...args) => op(fn, ...args)
 }

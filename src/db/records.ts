@@ -1,12 +1,17 @@
 /**
  * Records' storage: a collection's records in one environment (paged by record id), one record by its id
- * (prepared: the executor's data steps look records up this way), writing a record's data, and the project's
- * collections, environments and teams by name that the records pages and `trellis apply` list.
+ * (a statement: the executor's data steps look records up this way), writing a record's data, and the project's
+ * collections, environments and teams by name that the records pages and `trellis apply` list. Record ids and names
+ * are ordered and compared byte by byte on both stores (`d.byteOrder`).
+ *
+ * On PostgreSQL two writers may both find a record missing and both insert it (SQLite's single writer never does):
+ * the later insert meets the unique index, and the runner (./postgres/op-runner.ts) runs the whole op again on that
+ * unique violation, which now finds the record and updates it.
  */
-import { and, asc, eq, gt, sql } from 'drizzle-orm'
-import type { Db } from './open.ts'
-import { prepared } from './prepared.ts'
-import { collections, environments, records, teams } from './schema.ts'
+import { and, eq, sql } from 'drizzle-orm'
+import type { Dialect } from './dialect.ts'
+import { exec, setPlaceholders, statement } from './query.ts'
+import type { collections, records } from './schema.ts'
 
 export type RecordRow = typeof records.$inferSelect
 export type CollectionRow = typeof collections.$inferSelect
@@ -17,66 +22,66 @@ export interface RecordScope {
 }
 
 /** The records of one collection in one environment, as placeholders `environmentId` and `collectionId`. */
-const inScope = () => and(eq(records.environmentId, sql.placeholder('environmentId')), eq(records.collectionId, sql.placeholder('collectionId')))
+const inScope = ({ t }: Dialect) => and(eq(t.records.environmentId, sql.placeholder('environmentId')), eq(t.records.collectionId, sql.placeholder('collectionId')))
 
-/** One page of a collection's records, by record id (ascending), starting after `after` (limit + 1 rows); prepared per shape. */
-export function pageRecords(db: Db, scope: RecordScope, after: string | undefined, limit: number): RecordRow[] {
-  const paged = after !== undefined
-  return prepared(db, `records.page.${paged ? 'after' : 'first'}`, () =>
-    db
+const recordsPage = (paged: boolean) =>
+  statement(`records.page.${paged ? 'after' : 'first'}`, (d) =>
+    d.db
       .select()
-      .from(records)
-      .where(and(inScope(), paged ? gt(records.recordKey, sql.placeholder('after')) : undefined))
-      .orderBy(asc(records.recordKey))
-      .limit(sql.placeholder('limit'))
-      .prepare(),
-  ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, after, limit: limit + 1 })
+      .from(d.t.records)
+      .where(and(inScope(d), paged ? sql`${d.byteOrder(d.t.records.recordKey)} > ${sql.placeholder('after')}` : undefined))
+      .orderBy(d.byteOrder(d.t.records.recordKey))
+      .limit(sql.placeholder('limit')),
+  )
+const RECORDS_PAGE = { first: recordsPage(false), after: recordsPage(true) }
+
+/** One page of a collection's records, by record id (ascending), starting after `after` (limit + 1 rows). */
+export function pageRecords(scope: RecordScope, after: string | undefined, limit: number) {
+  const values = { environmentId: scope.environmentId, collectionId: scope.collectionId, after, limit: limit + 1 }
+  return (after === undefined ? RECORDS_PAGE.first : RECORDS_PAGE.after).rows(values)
 }
+
+const RECORD_BY_KEY = statement('records.by-key', (d) => d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key')))))
 
 /** One record by its id in a collection and environment. */
-export function findRecordByKey(db: Db, scope: RecordScope, recordKey: string): RecordRow | undefined {
-  return prepared(db, 'records.by-key', () =>
-    db
-      .select()
-      .from(records)
-      .where(and(inScope(), eq(records.recordKey, sql.placeholder('key'))))
-      .prepare(),
-  ).all({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })[0]
+export function findRecordByKey(scope: RecordScope, recordKey: string) {
+  return RECORD_BY_KEY.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
 }
 
+const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
+  db.update(t.records).set(setPlaceholders('data', 'updatedAt')).where(eq(t.records.id, sql.placeholder('id'))),
+)
+
 /** Replaces one record's data (`data`: its canonical JSON text). */
-export function setRecordData(db: Db, id: number, data: string, now: number): void {
-  prepared(db, 'records.replace-data', () =>
-    db
-      .update(records)
-      .set({ data: sql`${sql.placeholder('data')}`, updatedAt: sql`${sql.placeholder('now')}` })
-      .where(eq(records.id, sql.placeholder('id')))
-      .prepare(),
-  ).run({ data, now, id })
+export function setRecordData(id: number, data: string, now: number) {
+  return SET_RECORD_DATA.exec({ data, updatedAt: now, id })
 }
 
 /** A new record (`data`: its canonical JSON text). */
-export function insertRecord(db: Db, scope: RecordScope & { recordKey: string; data: string; now: number }): void {
-  db.insert(records)
-    .values({ environmentId: scope.environmentId, collectionId: scope.collectionId, recordKey: scope.recordKey, data: scope.data, createdAt: scope.now, updatedAt: scope.now })
-    .run()
+export function insertRecord(scope: RecordScope & { recordKey: string; data: string; now: number }) {
+  const { environmentId, collectionId, recordKey, data, now } = scope
+  return exec(({ db, t }) => db.insert(t.records).values({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))
 }
 
-/** The collections of a project, by name (prepared: the console's rendering page). */
-export function listProjectCollections(db: Db, projectId: number): CollectionRow[] {
-  return prepared(db, 'collections.of-project', () =>
-    db.select().from(collections).where(eq(collections.projectId, sql.placeholder('projectId'))).orderBy(asc(collections.name)).prepare(),
-  ).all({ projectId })
+const PROJECT_COLLECTIONS = statement('collections.of-project', ({ db, t, byteOrder }) =>
+  db.select().from(t.collections).where(eq(t.collections.projectId, sql.placeholder('projectId'))).orderBy(byteOrder(t.collections.name)),
+)
+
+/** The collections of a project, by name (a statement: the console's rendering page). */
+export function listProjectCollections(projectId: number) {
+  return PROJECT_COLLECTIONS.rows({ projectId })
 }
 
 export type ProjectPart = 'environment' | 'team' | 'collection'
-const PART_TABLES = { environment: environments, team: teams, collection: collections }
 
-/** A project's environments, teams or collections (id and name); by name when `byName`, else in storage order (prepared per shape). */
-export function listProjectParts(db: Db, part: ProjectPart, projectId: number, byName = false): { id: number; name: string }[] {
-  return prepared(db, `records.parts.${part}.${byName ? 'by-name' : 'stored'}`, () => {
-    const table = PART_TABLES[part]
-    const query = db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, sql.placeholder('projectId'))).$dynamic()
-    return (byName ? query.orderBy(asc(table.name)) : query).prepare()
-  }).all({ projectId })
+const projectParts = (part: ProjectPart) =>
+  statement(`records.parts.${part}`, ({ db, t, byteOrder }) => {
+    const table = { environment: t.environments, team: t.teams, collection: t.collections }[part]
+    return db.select({ id: table.id, name: table.name }).from(table).where(eq(table.projectId, sql.placeholder('projectId'))).orderBy(byteOrder(table.name))
+  })
+const PROJECT_PARTS = { environment: projectParts('environment'), team: projectParts('team'), collection: projectParts('collection') }
+
+/** A project's environments, teams or collections (id and name), by name. */
+export function listProjectParts(part: ProjectPart, projectId: number) {
+  return PROJECT_PARTS[part].rows({ projectId })
 }

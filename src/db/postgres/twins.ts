@@ -4,23 +4,25 @@
  * joins them.
  */
 import { APPLY_TWINS } from './apply.ts'
+import { runQuery } from '../query.ts'
+import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
 import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { MEMBERS_TWINS } from './members.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
-import { RECORDS_TWINS } from './records.ts'
 import { RUNS_TWINS } from './runs.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
 import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
-import type { PgTwins } from './twin.ts'
+import { twin, type PgTwins } from './twin.ts'
 import { USERS_TWINS } from './users.ts'
 import { WEBHOOKS_TWINS } from './webhooks.ts'
 import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
+  twin(runQuery, runQueryOnPostgres),
   ...APPLY_TWINS,
   ...LOGS_TWINS,
   ...MAINTENANCE_TWINS,
@@ -28,7 +30,6 @@ export const TWINS: PgTwins = new Map([
   ...NOTES_TWINS,
   ...PROJECTS_TWINS,
   ...QUEUE_TWINS,
-  ...RECORDS_TWINS,
   ...RUNS_TWINS,
   ...SESSIONS_TWINS,
   ...SSO_IDENTITIES_TWINS,

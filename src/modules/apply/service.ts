@@ -474,8 +474,8 @@ interface ProjectScope {
 function* projectScope(projectId: number): Op<ProjectScope> {
   const byName = (rows: { name: string; id: number }[]) => new Map(rows.map((r) => [r.name, r.id]))
   return {
-    environments: byName(yield* op(listProjectParts, 'environment', projectId)),
-    teams: byName(yield* op(listProjectParts, 'team', projectId)),
-    collections: byName(yield* op(listProjectParts, 'collection', projectId)),
+    environments: byName(yield* listProjectParts('environment', projectId)),
+    teams: byName(yield* listProjectParts('team', projectId)),
+    collections: byName(yield* listProjectParts('collection', projectId)),
   }
 }

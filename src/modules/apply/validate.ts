@@ -71,9 +71,9 @@ function* existingNames(projectName: string): Op<ProjectNames> {
   if (!project) return { environments: new Set(), teams: new Set(), collections: new Set() }
   const namesOf = (rows: { name: string }[]) => new Set(rows.map((r) => r.name))
   return {
-    environments: namesOf(yield* op(listProjectParts, 'environment', project.id)),
-    teams: namesOf(yield* op(listProjectParts, 'team', project.id)),
-    collections: namesOf(yield* op(listProjectParts, 'collection', project.id)),
+    environments: namesOf(yield* listProjectParts('environment', project.id)),
+    teams: namesOf(yield* listProjectParts('team', project.id)),
+    collections: namesOf(yield* listProjectParts('collection', project.id)),
   }
 }
 

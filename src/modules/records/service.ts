@@ -7,19 +7,19 @@ import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { asOp, type Op, op } from '../../db/op.ts'
+import { asOp, type Op } from '../../db/op.ts'
 
 export type { RecordRow, RecordScope }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
-export const findRecord = asOp(findRecordByKey)
-export const listRecords = asOp(pageRecords)
+export const findRecord = findRecordByKey
+export const listRecords = pageRecords
 /** The collections of a project, by name; the workflows of one rendering (environment, team), by name, with their collection. */
-export const projectCollections = asOp(listProjectCollections)
+export const projectCollections = listProjectCollections
 export const renderingWorkflows = asOp(listRenderingWorkflows)
 
 /** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
 export function* replaceRecordData(id: number, data: Record<string, unknown>, now: number): Op<void> {
-  yield* op(setRecordData, id, canonicalJson(data), now)
+  yield* setRecordData(id, canonicalJson(data), now)
 }
 
 export const RECORD_ID_MAX_LENGTH = 1024
@@ -38,10 +38,10 @@ export function* upsertRecord(
   const now = clock.now()
   let action: 'create' | 'update'
   if (!existing) {
-    yield* op(insertRecord, { environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
+    yield* insertRecord({ environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
     action = 'create'
   } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
-    yield* op(setRecordData, existing.id, data, now)
+    yield* setRecordData(existing.id, data, now)
     action = 'update'
   } else {
     return 'unchanged'
@@ -79,5 +79,5 @@ export function* logRecordView(
 
 /** A project's environments and teams, by name. */
 export function* projectLayout(projectId: number) {
-  return { environments: (yield* op(listProjectParts, 'environment', projectId, true)), teams: (yield* op(listProjectParts, 'team', projectId, true)) }
+  return { environments: (yield* listProjectParts('environment', projectId)), teams: (yield* listProjectParts('team', projectId)) }
 }

@@ -1,0 +1,39 @@
+/**
+ * The dialect context every storage query is written against (README "Architecture", "One query, two dialects"):
+ * the connection's query builder, the tables, and the few fragments that differ between SQLite and PostgreSQL.
+ * A query is written once as `(d: Dialect) => query` (./query.ts) and built once per dialect and connection.
+ *
+ * The builder and tables are typed as SQLite's: Drizzle's pg-core builder has the same methods and answers the same
+ * row shapes for everything the queries use (select, join, where, order, limit, insert, upsert, returning, update,
+ * delete), and the PostgreSQL pass of the suite runs every query there. A fragment whose SQL differs between the two
+ * is a method of the dialect, never a branch in a query.
+ */
+import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
+import type { Db } from './open.ts'
+import * as tables from './schema.ts'
+
+export type Tables = typeof tables
+
+export interface Dialect {
+  readonly name: 'sqlite' | 'postgres'
+  /** The connection's query builder (a transaction's, inside one). */
+  readonly db: Db
+  /** The tables, in this dialect's column types. */
+  readonly t: Tables
+  /** Text in byte order: SQLite's BINARY collation is the default; PostgreSQL is told `COLLATE "C"`. */
+  byteOrder(column: AnyColumn | SQL): SQL
+  /** `column IN (the ids of one JSON array placeholder)`: one prepared statement serves any number of ids. */
+  inJsonArray(column: AnyColumn, placeholder: string, type: 'integer' | 'text'): SQL
+}
+
+const sqliteFragments = {
+  name: 'sqlite',
+  t: tables,
+  byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
+  inJsonArray: (column: AnyColumn, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+} as const
+
+/** The SQLite dialect over this handle (a connection, or a transaction on it). */
+export function sqliteDialect(db: Db): Dialect {
+  return { ...sqliteFragments, db }
+}

@@ -1,0 +1,41 @@
+/**
+ * The PostgreSQL dialect of the storage queries (../dialect.ts, ../query.ts): the same query functions built with
+ * Drizzle's pg-core builder over ./schema.ts's tables, text compared byte by byte (`COLLATE "C"`, as SQLite's
+ * BINARY), and id lists as `= ANY` of a JSON array. A query runs awaited on the handle it is given: the pool, or the
+ * transaction's reserved connection.
+ */
+import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
+import type { Dialect, Tables } from '../dialect.ts'
+import type { Db } from '../open.ts'
+import type { QueryCall } from '../query.ts'
+import { preparedOn } from './prepared.ts'
+import * as tables from './schema.ts'
+import type { PgDb } from './store.ts'
+
+const postgresFragments = {
+  name: 'postgres',
+  // The same tables in PostgreSQL's column types (bigint in number mode, boolean): the rows answer alike.
+  t: tables as unknown as Tables,
+  byteOrder: (column: AnyColumn | SQL) => sql`${column} COLLATE "C"`,
+  inJsonArray: (column: AnyColumn, placeholder: string, type: 'integer' | 'text') =>
+    sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::json))`,
+} as const
+
+/** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */
+export function postgresDialect(db: PgDb): Dialect {
+  // pg-core's builder has the methods the queries use, under SQLite's types (../dialect.ts).
+  return { ...postgresFragments, db: db as unknown as Db }
+}
+
+type Awaitable = PromiseLike<unknown>
+
+/** PostgreSQL's runner of a query (the twin of ../query.ts's `runQuery`): a statement compiled once, then awaited. */
+export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<unknown> {
+  const answer =
+    query.name !== undefined
+      ? await preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values)
+      : await (query.build(postgresDialect(db)) as unknown as Awaitable)
+  if (query.answer === 'rows') return answer
+  if (query.answer === 'row') return (answer as unknown[])[0]
+  return undefined
+}

@@ -1,0 +1,112 @@
+/**
+ * Queries written once for both stores (README "Architecture", "One query, two dialects"). A storage operation is an
+ * op (./op.ts) made of queries; each query is a function of the dialect context (./dialect.ts) that builds it:
+ *
+ *   export function findUserById(id: number) {
+ *     return row((d) => d.db.select().from(d.t.users).where(eq(d.t.users.id, id)))
+ *   }
+ *
+ * The op's runner builds the query in its store's dialect and runs it: SQLite at once on the connection, PostgreSQL
+ * awaited on the pool or the transaction's connection (./postgres/dialect.ts). A hot query is a `statement`: built
+ * once per dialect and connection with placeholders, then run with values.
+ */
+import { type Placeholder, type SQL, sql } from 'drizzle-orm'
+import { type Dialect, sqliteDialect } from './dialect.ts'
+import type { Op } from './op.ts'
+import type { Db } from './open.ts'
+import { prepared } from './prepared.ts'
+
+/** What a query answers: every row, the first row (or undefined), or nothing. */
+export type Answer = 'rows' | 'row' | 'none'
+
+/** A query as built by either dialect's builder (typed as SQLite's, see ./dialect.ts). */
+export interface Built {
+  all(...args: never[]): unknown
+  get(...args: never[]): unknown
+  run(...args: never[]): unknown
+  prepare(...args: never[]): { all(values?: never): unknown; get(values?: never): unknown; run(values?: never): unknown }
+}
+
+/** One query for a runner: how to build it, what it answers, and (a statement) its name and values. */
+export interface QueryCall {
+  readonly build: (d: Dialect) => Built
+  readonly answer: Answer
+  /** A statement's name: built once per dialect and connection, run with `values`. */
+  readonly name?: string
+  readonly values?: Record<string, unknown>
+}
+
+type RowsOf<Q> = Q extends { all(...args: never[]): infer R } ? R : never
+type RowOf<Q> = Q extends { get(...args: never[]): infer R } ? R : never
+
+/** Every row the query answers. */
+export function rows<Q extends Built>(build: (d: Dialect) => Q): Op<RowsOf<Q>> {
+  return queryOp({ build, answer: 'rows' }) as Op<RowsOf<Q>>
+}
+
+/** The query's first row, or undefined. */
+export function row<Q extends Built>(build: (d: Dialect) => Q): Op<RowOf<Q>> {
+  return queryOp({ build, answer: 'row' }) as Op<RowOf<Q>>
+}
+
+/** Runs the query for its effect. */
+export function exec(build: (d: Dialect) => Built): Op<void> {
+  return queryOp({ build, answer: 'none' }) as Op<void>
+}
+
+/** The one row an insert returned; `what` names it in the error when there is none. */
+export function* inserted<T>(work: Op<T | undefined>, what: string): Op<T> {
+  const row = yield* work
+  if (row === undefined) throw new Error(`${what} insert returned no row`)
+  return row
+}
+
+export interface Statement<Q> {
+  readonly name: string
+  rows(values?: Record<string, unknown>): Op<RowsOf<Q>>
+  row(values?: Record<string, unknown>): Op<RowOf<Q>>
+  exec(values?: Record<string, unknown>): Op<void>
+}
+
+const statementNames = new Set<string>()
+
+/**
+ * A hot query: built once per dialect and connection, its values given as named placeholders
+ * (`sql.placeholder('id')`, or `placeholders(…)`), then run with values. `name` is unique across the process.
+ */
+export function statement<Q extends Built>(name: string, build: (d: Dialect) => Q): Statement<Q> {
+  if (statementNames.has(name)) throw new Error(`two statements are named ${name}`)
+  statementNames.add(name)
+  const call = (answer: Answer, values: Record<string, unknown> = {}) => queryOp({ build, answer, name, values })
+  return {
+    name,
+    rows: (values) => call('rows', values) as Op<RowsOf<Q>>,
+    row: (values) => call('row', values) as Op<RowOf<Q>>,
+    exec: (values) => call('none', values) as Op<void>,
+  }
+}
+
+/** One placeholder per name, each named as its key: `values(placeholders('noteId', 'content'))`. */
+export function placeholders<K extends string>(...names: K[]): Record<K, Placeholder> {
+  return Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, Placeholder>
+}
+
+/** Placeholders as an update's new values (`set(setPlaceholders('data', 'updatedAt'))`): `set` takes SQL, not a bare placeholder. */
+export function setPlaceholders<K extends string>(...names: K[]): Record<K, SQL> {
+  return Object.fromEntries(names.map((name) => [name, sql`${sql.placeholder(name)}`])) as Record<K, SQL>
+}
+
+function* queryOp(query: QueryCall): Op<unknown> {
+  return yield { fn: runQuery as never, args: [query] }
+}
+
+/** SQLite's runner of a query: built in the SQLite dialect (a statement once per connection) and run at once. */
+export function runQuery(db: Db, query: QueryCall): unknown {
+  if (query.name !== undefined) {
+    const statement = prepared(db, query.name, () => query.build(sqliteDialect(db)).prepare())
+    const values = query.values as never
+    return query.answer === 'rows' ? statement.all(values) : query.answer === 'row' ? statement.get(values) : void statement.run(values)
+  }
+  const built = query.build(sqliteDialect(db))
+  return query.answer === 'rows' ? built.all() : query.answer === 'row' ? built.get() : void built.run()
+}
