@@ -2,7 +2,8 @@
  * Issue 25, deliverable 3: the rules that span several rows hold under concurrent requests through a real server
  * (Bun.serve on 127.0.0.1: requests interleave as they do in production), on both stores — never zero active
  * instance administrators, never a project without an admin, an invitation accepted once, the first administrator
- * made once. SQLite's one writer serialises each check with its act; on PostgreSQL the database does (README
+ * made once, one active run per workflow and record, one user per email. (A token's name is not unique: two tokens
+ * of one user may share a name, README "Application tokens".) SQLite's one writer serialises each check with its act; on PostgreSQL the database does (README
  * "Instance administrators, people and project settings"): before that, each of these failed there.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -16,7 +17,8 @@ import { createUser, type User } from '../src/modules/users/service.ts'
 import { PG_LISTS } from '../src/db/postgres/monotonic.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { anotherStore, execute, queryAll, queryOne, runNow, type SqlValue, TEST_STORE, testApp, type TestEnv, testEnv } from './helpers.ts'
-import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
+import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
+import type { ApplyReport } from '../src/modules/apply/service.ts'
 
 /** Requests fired at once in each round. */
 const CONCURRENT = 25
@@ -49,11 +51,12 @@ interface Answer {
 }
 
 /** Every request at once; each answer's status and error code (a 5XX fails the test with its body). */
-async function all(requests: { url: string; method: string; cookie?: string; json?: unknown }[]): Promise<Answer[]> {
+async function all(requests: { url: string; method: string; cookie?: string; bearer?: string; json?: unknown }[]): Promise<Answer[]> {
   return Promise.all(
-    requests.map(async ({ url, method, cookie, json }) => {
+    requests.map(async ({ url, method, cookie, bearer, json }) => {
       const headers: Record<string, string> = {}
       if (cookie) headers.cookie = cookie
+      if (bearer) headers.authorization = `Bearer ${bearer}`
       if (json !== undefined) headers['content-type'] = 'application/json'
       const response = await fetch(url, { method, headers, body: json === undefined ? undefined : JSON.stringify(json) })
       const text = await response.text()
@@ -174,6 +177,55 @@ describe('the first administrator is made once', () => {
       expect(count(empty.store, 'SELECT count(*) AS n FROM users')).toBe(1)
     } finally {
       empty.cleanup()
+    }
+  }, 60_000)
+})
+
+describe('one active run per workflow and record', () => {
+  let runsEnv: TestEnv
+  let runsBase: string
+  let report: ApplyReport
+  let token: string
+
+  beforeAll(async () => {
+    runsEnv = testEnv()
+    report = await applyAcme({ store: runsEnv.store, clock: systemClock, secret: runsEnv.secret, baseUrl: runsEnv.config.baseUrl }, acmeDocument())
+    token = (await tokenFor(runsEnv.store, systemClock, 'bob', ['workflows:trigger'])).value
+    runsBase = serve(testApp(runsEnv, { clock: systemClock }))
+  }, 60_000)
+  afterAll(() => runsEnv?.cleanup())
+
+  const trigger = (recordId: string, i: number) =>
+    i % 2 === 0
+      ? { url: `${runsBase}${reportHook(report, 'Refund order')}`, method: 'POST', json: { record_id: recordId } }
+      : { url: `${runsBase}/v1/project/Acme/environment/production/workflow-runs`, method: 'POST', json: { teamName: 'Support', workflowName: 'Refund order', recordId } }
+
+  test(`${CONCURRENT} concurrent starts for one record, by webhook and by hand, ${ROUNDS} records: one run each, the others 409`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const recordId = `one_active_${round}`
+      const answers = await all(Array.from({ length: CONCURRENT }, (_, i) => ({ ...trigger(recordId, i), bearer: token })))
+      expect(tally(answers)).toEqual({ '202': 1, '409 run_in_progress': CONCURRENT - 1 })
+      expect(count(runsEnv.store, 'SELECT count(*) AS n FROM runs WHERE record_id = ?', recordId)).toBe(1)
+    }
+  }, 60_000)
+})
+
+describe('a user is made once per email', () => {
+  test(`${CONCURRENT} concurrent creations of one email by two administrators, ${ROUNDS} emails: one user each, the others 409`, async () => {
+    const cookies = await Promise.all((await seedUsers('creator', 2, { isInstanceAdmin: true })).map(sessionCookie))
+    for (let round = 0; round < ROUNDS; round++) {
+      const email = `twice-${round}@example.com`
+      const answers = await all(
+        Array.from({ length: CONCURRENT }, (_, i) => ({
+          url: `${base}/v1/instance/users`,
+          method: 'POST',
+          cookie: cookies[i % 2]!,
+          // The same address in other cases: emails are stored lower-cased, so these are one user.
+          json: { email: i % 3 === 0 ? email.toUpperCase() : email, username: `twice ${round} ${i}` },
+        })),
+      )
+      expect(tally(answers)).toEqual({ '201': 1, '409 user_exists': CONCURRENT - 1 })
+      expect(count(env.store, 'SELECT count(*) AS n FROM users WHERE email = ?', email)).toBe(1)
     }
   }, 60_000)
 })
