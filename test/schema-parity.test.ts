@@ -1,10 +1,10 @@
 /**
  * Issue 18, item 2: the PostgreSQL schema (src/db/postgres/schema.ts, drizzle/postgres/) and SQLite's
- * (src/db/schema.ts, drizzle/) describe the same data model. Both sets of embedded migrations are applied to real
- * databases — a SQLite file and a throw-away PostgreSQL cluster — and their catalogs compared: tables, columns and
- * nullability, primary keys, foreign keys with their ON DELETE, unique and partial indexes (the one active run per
- * record included), check constraints, and the append-only triggers of the logs. The one difference is named:
- * POSTGRES_ONLY_TABLES.
+ * (src/db/schema.ts, drizzle/) describe the same data model, both built from its one definition (src/db/tables.ts).
+ * Both sets of embedded migrations are applied to real databases — a SQLite file and a throw-away PostgreSQL cluster —
+ * and their catalogs compared: tables, columns and nullability, primary keys, foreign keys with their ON DELETE,
+ * unique and partial indexes (the one active run per record included), check constraints, and the append-only
+ * triggers of the logs. The one difference is named: POSTGRES_ONLY_TABLES.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'

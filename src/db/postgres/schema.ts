@@ -1,550 +1,70 @@
 /**
- * The PostgreSQL schema (issue 18): the same tables, columns, constraints and indexes as src/db/schema.ts, SQLite's,
- * in PostgreSQL's types — ids `bigserial`, every integer `bigint` (epoch times overflow 32 bits), flags `boolean`.
- * test/schema-parity.test.ts proves the two describe the same data model; its migrations live in drizzle/postgres/.
- * Keep the two files in step: a change to one is a change to both.
+ * The PostgreSQL tables of the data model (../tables.ts, where every table and column is described): ids `bigserial`,
+ * every integer `bigint` (epoch times overflow 32 bits), flags `boolean`; and the tables only PostgreSQL has, below.
+ * drizzle.postgres.config.ts generates drizzle/postgres/ from this file.
  */
-import { sql } from 'drizzle-orm'
+import { type Column, type ColumnBaseConfig, type ColumnDataType, sql, type Table } from 'drizzle-orm'
 import {
-  type AnyPgColumn,
   bigint,
   bigserial,
-  boolean as pgBoolean,
+  boolean,
   check,
   doublePrecision,
   index,
+  type PgColumn,
   pgTable,
+  type PgTableWithColumns,
   primaryKey,
   text,
   uniqueIndex,
 } from 'drizzle-orm/pg-core'
-import { PERMISSION_LEVELS } from '../../lib/access.ts'
-import type { Micros } from '../../lib/time.ts'
-import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../lib/run-statuses.ts'
-import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
+import { defineTables, type TableKit } from '../tables.ts'
 
-
-
-const id = () => bigserial('id', { mode: 'number' }).primaryKey()
 const integer = (name: string) => bigint(name, { mode: 'number' })
-const createdAt = () => integer('created_at').notNull()
-/** An epoch-µs time (the compiler keeps it apart from milliseconds). */
-const micros = (name: string) => integer(name).$type<Micros>()
-const boolean = (name: string) => pgBoolean(name)
-/** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
-const belongsTo = (name: string, target: () => AnyPgColumn) => integer(name).notNull().references(target, { onDelete: 'cascade' })
-const listOf = (values: readonly string[]) => sql.raw(sqlLiterals(values))
 
-// ── Organization ────────────────────────────────────────────────────────────
+// The same calls as SQLite's kit take, answered by pg-core's builders (../tables.ts types the kit as SQLite's).
+const postgresKit = {
+  table: pgTable,
+  id: () => bigserial('id', { mode: 'number' }).primaryKey(),
+  integer,
+  boolean,
+  text,
+  index,
+  uniqueIndex,
+  check,
+  primaryKey,
+  false: sql`false`,
+} as unknown as TableKit
 
-export const users = pgTable(
-  'users',
-  {
-    id: id(),
-    /** Stored lower-cased; unique across the instance. */
-    email: text('email').notNull(),
-    username: text('username').notNull(),
-    /** Bun.password hash (argon2id); null until a password is set. */
-    passwordHash: text('password_hash'),
-    /** Instance administrator (the first user created through the setup page). */
-    isInstanceAdmin: boolean('is_instance_admin').notNull().default(false),
-    /** A deactivated user is "not authorized for the organization": 403 everywhere. */
-    disabledAt: integer('disabled_at'),
-    createdAt: createdAt(),
-    updatedAt: integer('updated_at').notNull(),
-  },
-  (t) => [uniqueIndex('users_email_unique').on(t.email)],
-)
+type SqliteTables = ReturnType<typeof defineTables>
+type ColumnConfig = ColumnBaseConfig<ColumnDataType, string>
 
 /**
- * Instance settings an apply file sets (today: `sso`, the identity provider without its secret), one JSON value
- * per name. Flags and environment variables win over them; `serve` reads them at start.
+ * A column of the definition as pg-core types it: the same data, nullability and defaults, so the same row types —
+ * but for an integer primary key other than `id`: SQLite's is the rowid (a default), PostgreSQL's a plain `bigint`.
  */
-export const instanceSettings = pgTable('instance_settings', {
-  name: text('name').primaryKey(),
-  value: text('value').notNull(),
-  updatedAt: integer('updated_at').notNull(),
-})
+type PgColumnOf<C extends Column> = PgColumn<Extract<PgConfig<C['_']>, ColumnConfig>>
+type PgConfig<C extends Column['_']> = Omit<Pick<C, keyof ColumnConfig | 'identity' | 'generated'>, 'hasDefault'> & {
+  hasDefault: C extends { isPrimaryKey: true; dataType: 'number' }
+    ? C['name'] extends 'id' ? true : false
+    : C['hasDefault']
+}
 
-/**
- * Identities at an OpenID Connect provider bound to a user: the provider's issuer and the account's `sub` claim, which
- * the provider never reassigns (an email may change hands or be claimed by anyone at some providers). An SSO sign-in
- * is this pair's user; a pair is bound at a user's first SSO sign-in, or linked by a password sign-in or an operator
- * (src/modules/auth/oidc-service.ts). A user has at most one account of each issuer.
- */
-export const ssoIdentities = pgTable(
-  'sso_identities',
-  {
-    id: id(),
-    issuer: text('issuer').notNull(),
-    subject: text('subject').notNull(),
-    userId: belongsTo('user_id', () => users.id),
-    createdAt: createdAt(),
-  },
-  (t) => [
-    uniqueIndex('sso_identities_issuer_subject_unique').on(t.issuer, t.subject),
-    uniqueIndex('sso_identities_user_issuer_unique').on(t.userId, t.issuer),
-  ],
-)
+/** A table of the definition as pg-core types it. */
+type PgTableOf<T extends Table> = PgTableWithColumns<{
+  name: T['_']['name']
+  schema: undefined
+  columns: { [K in keyof T['_']['columns']]: PgColumnOf<T['_']['columns'][K]> }
+  dialect: 'pg'
+}>
 
-/** Console login sessions; only the SHA-256 of the session id is stored. */
-export const sessions = pgTable(
-  'sessions',
-  {
-    idHash: text('id_hash').primaryKey(),
-    userId: belongsTo('user_id', () => users.id),
-    viaSso: boolean('via_sso').notNull().default(false),
-    createdAt: createdAt(),
-    expiresAt: integer('expires_at').notNull(),
-  },
-  (t) => [index('sessions_user_idx').on(t.userId)],
-)
-
-/**
- * One-time invitation links (`/invite?token=…`): only the SHA-256 of the token is stored; a link works once,
- * until it expires, and a newer invitation of the same user replaces the older ones.
- */
-export const invitations = pgTable(
-  'invitations',
-  {
-    id: id(),
-    tokenHash: text('token_hash').notNull(),
-    userId: belongsTo('user_id', () => users.id),
-    /** The instance administrator who made it; null for the CLI. */
-    createdBy: integer('created_by').references(() => users.id),
-    createdAt: createdAt(),
-    expiresAt: integer('expires_at').notNull(),
-    usedAt: integer('used_at'),
-  },
-  (t) => [uniqueIndex('invitations_token_hash_unique').on(t.tokenHash), index('invitations_user_idx').on(t.userId)],
-)
-
-// ── Projects and their structure ────────────────────────────────────────────
-
-export const projects = pgTable(
-  'projects',
-  {
-    id: id(),
-    /** Case-sensitive, unique. */
-    name: text('name').notNull(),
-    sso: boolean('sso').notNull().default(false),
-    createdAt: createdAt(),
-  },
-  (t) => [uniqueIndex('projects_name_unique').on(t.name)],
-)
-
-export const environments = pgTable(
-  'environments',
-  {
-    id: id(),
-    projectId: belongsTo('project_id', () => projects.id),
-    name: text('name').notNull(),
-    /**
-     * True while every note's createdAt is >= that of every note with a lower id (always so for notes created
-     * through Trellis). Then createdAt filters become id ranges and deep pages cost one index seek. An import of
-     * older notes clears it for good; lists stay exact on the slower path.
-     */
-    notesInTimeOrder: boolean('notes_in_time_order').notNull().default(true),
-    createdAt: createdAt(),
-  },
-  (t) => [uniqueIndex('environments_project_name_unique').on(t.projectId, t.name)],
-)
-
-export const teams = pgTable(
-  'teams',
-  {
-    id: id(),
-    projectId: belongsTo('project_id', () => projects.id),
-    name: text('name').notNull(),
-    createdAt: createdAt(),
-  },
-  (t) => [uniqueIndex('teams_project_name_unique').on(t.projectId, t.name)],
-)
-
-export const teamMembers = pgTable(
-  'team_members',
-  {
-    teamId: belongsTo('team_id', () => teams.id),
-    userId: belongsTo('user_id', () => users.id),
-    createdAt: createdAt(),
-  },
-  (t) => [primaryKey({ columns: [t.teamId, t.userId] }), index('team_members_user_idx').on(t.userId)],
-)
-
-export const projectMembers = pgTable(
-  'project_members',
-  {
-    projectId: belongsTo('project_id', () => projects.id),
-    userId: belongsTo('user_id', () => users.id),
-    role: text('role', { enum: PERMISSION_LEVELS }).notNull(),
-    createdAt: createdAt(),
-    updatedAt: integer('updated_at').notNull(),
-  },
-  (t) => [
-    primaryKey({ columns: [t.projectId, t.userId] }),
-    index('project_members_user_idx').on(t.userId),
-    check('project_members_role_check', sql`${t.role} in (${listOf(PERMISSION_LEVELS)})`),
-  ],
-)
-
-/** The pair (environment, team): what one team sees in one environment. */
-export const renderings = pgTable(
-  'renderings',
-  {
-    id: id(),
-    environmentId: belongsTo('environment_id', () => environments.id),
-    teamId: belongsTo('team_id', () => teams.id),
-  },
-  (t) => [uniqueIndex('renderings_environment_team_unique').on(t.environmentId, t.teamId)],
-)
-
-export const collections = pgTable(
-  'collections',
-  {
-    id: id(),
-    projectId: belongsTo('project_id', () => projects.id),
-    name: text('name').notNull(),
-    createdAt: createdAt(),
-  },
-  (t) => [uniqueIndex('collections_project_name_unique').on(t.projectId, t.name)],
-)
-
-/** Per-team permissions on a collection; a team without a row has both (DESIGN §2). */
-export const collectionPermissions = pgTable(
-  'collection_permissions',
-  {
-    collectionId: belongsTo('collection_id', () => collections.id),
-    teamId: belongsTo('team_id', () => teams.id),
-    canRead: boolean('can_read').notNull().default(true),
-    canEdit: boolean('can_edit').notNull().default(true),
-  },
-  (t) => [primaryKey({ columns: [t.collectionId, t.teamId] })],
-)
-
-export const records = pgTable(
-  'records',
-  {
-    id: id(),
-    environmentId: belongsTo('environment_id', () => environments.id),
-    collectionId: belongsTo('collection_id', () => collections.id),
-    /** The record's own id: opaque string; composite keys in packed form (`a|b`). */
-    recordKey: text('record_key').notNull(),
-    /** JSON object. */
-    data: text('data').notNull(),
-    createdAt: createdAt(),
-    updatedAt: integer('updated_at').notNull(),
-  },
-  (t) => [uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey)],
-)
-
-// ── Notes ───────────────────────────────────────────────────────────────────
-
-export const notes = pgTable(
-  'notes',
-  {
-    /** AUTOINCREMENT: never reused. */
-    id: id(),
-    environmentId: belongsTo('environment_id', () => environments.id),
-    teamId: integer('team_id')
-      .notNull()
-      .references(() => teams.id),
-    /** Null only when the collection was deleted after the note was written. */
-    collectionId: integer('collection_id').references(() => collections.id, { onDelete: 'set null' }),
-    recordId: text('record_id').notNull(),
-    title: text('title').notNull(),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id),
-    createdAt: micros('created_at').notNull(),
-    /** The later of the note's own update and its newest message. */
-    updatedAt: micros('updated_at').notNull(),
-    archivedAt: micros('archived_at'),
-  },
-  (t) => [
-    index('notes_env_id_idx').on(t.environmentId, t.id),
-    index('notes_env_created_idx').on(t.environmentId, t.createdAt),
-    index('notes_env_updated_idx').on(t.environmentId, t.updatedAt),
-    index('notes_env_archived_idx').on(t.environmentId, t.archivedAt),
-    index('notes_env_record_idx').on(t.environmentId, t.recordId, t.id),
-    index('notes_env_user_idx').on(t.environmentId, t.userId, t.id),
-    index('notes_env_team_idx').on(t.environmentId, t.teamId, t.id),
-    index('notes_env_collection_idx').on(t.environmentId, t.collectionId, t.id),
-  ],
-)
-
-export const noteMessages = pgTable(
-  'note_messages',
-  {
-    id: id(),
-    noteId: belongsTo('note_id', () => notes.id),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id),
-    /** Sanitised HTML. */
-    content: text('content').notNull(),
-    createdAt: micros('created_at').notNull(),
-  },
-  (t) => [index('note_messages_note_idx').on(t.noteId, t.id)],
-)
-
-// ── Application tokens ──────────────────────────────────────────────────────
-
-export const apiTokens = pgTable(
-  'api_tokens',
-  {
-    id: id(),
-    name: text('name').notNull(),
-    userId: belongsTo('user_id', () => users.id),
-    projectId: belongsTo('project_id', () => projects.id),
-    /** Hex SHA-256 of the token value; the value itself is never stored. */
-    tokenHash: text('token_hash').notNull(),
-    /** First characters of the value, for display. */
-    prefix: text('prefix').notNull(),
-    /** JSON array of scope names. */
-    scopes: text('scopes').notNull(),
-    createdWithSso: boolean('created_with_sso').notNull().default(false),
-    createdAt: createdAt(),
-    lastUsedAt: integer('last_used_at'),
-    expiresAt: integer('expires_at'),
-    revokedAt: integer('revoked_at'),
-    /**
-     * The token that made this one through the API (a Bearer call); null when made in a session or by the CLI. It
-     * expires no later than its maker and is revoked with it (src/db/tokens.ts, `revokeTokensMadeBy`). No ON DELETE
-     * action: tokens are never deleted but with their user or project, which are their maker's too (and drizzle-kit
-     * cannot add one to an existing SQLite table).
-     */
-    parentTokenId: integer('parent_token_id').references((): AnyPgColumn => apiTokens.id),
-  },
-  (t) => [
-    uniqueIndex('api_tokens_hash_unique').on(t.tokenHash),
-    index('api_tokens_user_idx').on(t.userId, t.id),
-    index('api_tokens_project_idx').on(t.projectId, t.id),
-    // Finds the tokens a token made when it is revoked.
-    index('api_tokens_parent_idx').on(t.parentTokenId),
-  ],
-)
-
-// ── Workflows, webhook triggers, runs ───────────────────────────────────────
-
-export const workflows = pgTable(
-  'workflows',
-  {
-    id: id(),
-    renderingId: belongsTo('rendering_id', () => renderings.id),
-    name: text('name').notNull(),
-    collectionId: integer('collection_id')
-      .notNull()
-      .references(() => collections.id),
-    /** The version used by new runs; null when the workflow was withdrawn (404 on its webhook). */
-    activeVersionId: integer('active_version_id'),
-    /**
-     * The active version's `concurrency`: at most this many of the workflow's runs `running` at once, across every
-     * instance (the claim counts them, src/db/claims.ts); null = no limit.
-     */
-    concurrencyLimit: integer('concurrency_limit'),
-    createdAt: createdAt(),
-    updatedAt: integer('updated_at').notNull(),
-  },
-  (t) => [uniqueIndex('workflows_rendering_name_unique').on(t.renderingId, t.name)],
-)
-
-export const workflowVersions = pgTable(
-  'workflow_versions',
-  {
-    id: id(),
-    workflowId: belongsTo('workflow_id', () => workflows.id),
-    version: integer('version').notNull(),
-    /** Canonical JSON of the definition (DESIGN §8). */
-    definition: text('definition').notNull(),
-    /** SHA-256 of the canonical definition: an unchanged re-publication is a no-op. */
-    definitionHash: text('definition_hash').notNull(),
-    publishedBy: integer('published_by').references(() => users.id),
-    createdAt: createdAt(),
-  },
-  (t) => [uniqueIndex('workflow_versions_workflow_version_unique').on(t.workflowId, t.version)],
-)
-
-/** One per workflow. Off by default; disabling is a pause, regenerating bumps the generation. */
-export const webhookTriggers = pgTable('webhook_triggers', {
-  workflowId: integer('workflow_id')
-    .primaryKey()
-    .references(() => workflows.id, { onDelete: 'cascade' }),
-  enabled: boolean('enabled').notNull().default(false),
-  generation: integer('generation').notNull().default(1),
-  /** Per-webhook override of TRELLIS_WEBHOOK_RATE_PER_MIN; null = instance default. */
-  ratePerMinute: integer('rate_per_minute'),
-  updatedAt: integer('updated_at').notNull(),
-})
-
-/** The runs table is also the queue (DESIGN §8). Ids are UUIDv7. */
-export const runs = pgTable(
-  'runs',
-  {
-    id: text('id').primaryKey(),
-    workflowId: belongsTo('workflow_id', () => workflows.id),
-    workflowVersionId: integer('workflow_version_id')
-      .notNull()
-      .references(() => workflowVersions.id),
-    environmentId: belongsTo('environment_id', () => environments.id),
-    recordId: text('record_id').notNull(),
-    /** The identity the run reads and writes as. */
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id),
-    tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
-    trigger: text('trigger', { enum: ['manual', 'webhook'] }).notNull(),
-    status: text('status', { enum: RUN_STATUSES }).notNull(),
-    /** Index of the first step not yet recorded as done. */
-    nextStep: integer('next_step').notNull().default(0),
-    /** When a queued or waiting run may be claimed. */
-    availableAt: integer('available_at').notNull(),
-    leaseOwner: text('lease_owner'),
-    leaseExpiresAt: integer('lease_expires_at'),
-    attempts: integer('attempts').notNull().default(0),
-    /** JSON `{code, message, step?}` for failed runs. */
-    error: text('error'),
-    // Epoch µs, strictly increasing per environment in id order (set by the insert, src/db/queue.ts): the runs
-    // list pages by it, like notes and logs.
-    createdAt: micros('created_at').notNull(),
-    startedAt: integer('started_at'),
-    finishedAt: integer('finished_at'),
-  },
-  // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
-  // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).
-  (t) => [
-    uniqueIndex('runs_one_active_per_record')
-      .on(t.workflowId, t.recordId)
-      .where(sql`status in (${listOf(ACTIVE_RUN_STATUSES)})`),
-    index('runs_claim_idx')
-      .on(t.availableAt)
-      .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
-    index('runs_lease_idx')
-      .on(t.leaseExpiresAt)
-      .where(sql`status = 'running'`),
-    // The claim's two walks (src/db/claims.ts): each environment's oldest due runs, and — where a workflow's limit holds
-    // those back — each workflow's.
-    index('runs_claim_env_idx')
-      .on(t.environmentId, t.availableAt)
-      .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
-    index('runs_claim_workflow_idx')
-      .on(t.workflowId, t.availableAt)
-      .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
-    // The list's own order (and the walk of its status, workflow, user and createdAt filters); a record's runs.
-    // No index on status: it changes three times in every run's life, and each change would rewrite the index.
-    index('runs_env_id_idx').on(t.environmentId, t.id),
-    index('runs_env_record_idx').on(t.environmentId, t.recordId, t.id),
-    check('runs_status_check', sql`${t.status} in (${listOf(RUN_STATUSES)})`),
-    check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
-  ],
-)
-
-export const runSteps = pgTable(
-  'run_steps',
-  {
-    runId: text('run_id')
-      .notNull()
-      .references(() => runs.id, { onDelete: 'cascade' }),
-    stepIndex: integer('step_index').notNull(),
-    name: text('name').notNull(),
-    type: text('type').notNull(),
-    status: text('status', { enum: ['succeeded', 'failed', 'skipped'] }).notNull(),
-    attempts: integer('attempts').notNull().default(1),
-    /** JSON: what the step produced (http status, condition outcome…). */
-    output: text('output'),
-    error: text('error'),
-    startedAt: integer('started_at').notNull(),
-    finishedAt: integer('finished_at').notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.runId, t.stepIndex] })],
-)
-
-// ── Logs (append-only) ──────────────────────────────────────────────────────
-
-export const activityLogs = pgTable(
-  'activity_logs',
-  {
-    id: id(),
-    environmentId: belongsTo('environment_id', () => environments.id),
-    type: text('type', { enum: ['read', 'write'] }).notNull(),
-    action: text('action').notNull(),
-    label: text('label'),
-    userId: integer('user_id')
-      .notNull()
-      .references(() => users.id),
-    teamId: integer('team_id').references(() => teams.id),
-    collectionId: integer('collection_id').references(() => collections.id, { onDelete: 'set null' }),
-    /** Which token made the change, when it came through the API. */
-    tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
-    workflowName: text('workflow_name'),
-    runId: text('run_id'),
-    stepName: text('step_name'),
-    /**
-     * The action is a Trellis extension (not in the compatibility document's enum): listed only with
-     * `extensions=true`. Set by the writer from the service's lists; the migration that added it backfilled it.
-     */
-    extension: boolean('extension').notNull().default(false),
-    createdAt: micros('created_at').notNull(),
-  },
-  // Written with every change: the list's order, its default page and its createdAt bounds only. The user, team,
-  // collection, action and type filters walk one of the first two (the recordId filter has activity_log_records).
-  (t) => [
-    index('activity_logs_env_id_idx').on(t.environmentId, t.id),
-    // The default page (extensions hidden): one seek, never a skip over extension entries.
-    index('activity_logs_env_documented_idx').on(t.environmentId, t.id).where(sql`extension = false`),
-    index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
-    check('activity_logs_type_check', sql`${t.type} in ('read', 'write')`),
-  ],
-)
-
-/** The record ids an activity log entry touched (the `recordId` filter). */
-export const activityLogRecords = pgTable(
-  'activity_log_records',
-  {
-    logId: belongsTo('log_id', () => activityLogs.id),
-    environmentId: integer('environment_id').notNull(),
-    recordId: text('record_id').notNull(),
-  },
-  (t) => [
-    primaryKey({ columns: [t.logId, t.recordId] }),
-    index('activity_log_records_env_record_idx').on(t.environmentId, t.recordId, t.logId),
-  ],
-)
-
-export const adminLogs = pgTable(
-  'admin_logs',
-  {
-    id: id(),
-    /** Null for organization-wide acts (user deactivated); those show in every project of the user. */
-    projectId: integer('project_id').references(() => projects.id, { onDelete: 'cascade' }),
-    type: text('type', { enum: ['add', 'remove', 'update', 'initial'] }).notNull(),
-    resource: text('resource').notNull(),
-    initiator: text('initiator', { enum: ['administrator', 'identityProvider', 'system'] }).notNull(),
-    /** The actor; null for `system`. */
-    userId: integer('user_id').references(() => users.id),
-    /** The user the entry is about, for organization-wide acts. */
-    subjectUserId: integer('subject_user_id').references(() => users.id),
-    /** JSON; never a secret. */
-    previousValue: text('previous_value'),
-    newValue: text('new_value'),
-    /** The resource or initiator is a Trellis extension: listed only with `extensions=true` (as activity_logs). */
-    extension: boolean('extension').notNull().default(false),
-    createdAt: micros('created_at').notNull(),
-  },
-  (t) => [
-    index('admin_logs_project_id_idx').on(t.projectId, t.id),
-    index('admin_logs_project_documented_idx').on(t.projectId, t.id).where(sql`extension = false`),
-    index('admin_logs_project_created_idx').on(t.projectId, t.createdAt),
-    index('admin_logs_project_user_idx').on(t.projectId, t.userId, t.id),
-    index('admin_logs_project_type_idx').on(t.projectId, t.type, t.id),
-    index('admin_logs_project_resource_idx').on(t.projectId, t.resource, t.id),
-    index('admin_logs_project_initiator_idx').on(t.projectId, t.initiator, t.id),
-    check('admin_logs_type_check', sql`${t.type} in ('add', 'remove', 'update', 'initial')`),
-    check(
-      'admin_logs_initiator_check',
-      sql`${t.initiator} in ('administrator', 'identityProvider', 'system')`,
-    ),
-  ],
-)
+// Real pg-core tables at run time (drizzle-kit and the pg-core builder read them). The type is a cast: Drizzle's builder
+// types name their dialect, so the one definition is typed as SQLite's (../tables.ts) and mapped here.
+export const {
+  users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
+  projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
+  workflowVersions, webhookTriggers, runs, runSteps, activityLogs, activityLogRecords, adminLogs,
+} = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }
 
 // ── Shared limits (PostgreSQL only) ─────────────────────────────────────────
 // Several instances share one budget per token, per webhook and per login pair (issue 18): the counters live here
