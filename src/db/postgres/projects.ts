@@ -4,14 +4,14 @@
  * through another instance is seen at once. Every query is written once, in src/db/projects.ts.
  */
 import { findEnvironmentByName, findProjectByName, readEnvironmentByName, readProjectByName } from '../projects.ts'
-import { runOpOnPostgres } from './op-runner.ts'
+import { runQueriesOnPostgres } from './dialect.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
 /** The twins of the projects domain's storage, by the SQLite function they stand for. */
 export const PROJECTS_TWINS = twins(
   // per-dialect: SQLite caches the lookup per connection (its data_version sees only its own file); PostgreSQL asks.
-  twin(findProjectByName, (db: PgDb, name: string) => runOpOnPostgres(db, readProjectByName(name))),
+  twin(findProjectByName, (db: PgDb, name: string) => runQueriesOnPostgres(db, readProjectByName(name))),
   // per-dialect: SQLite caches the lookup per connection (its data_version sees only its own file); PostgreSQL asks.
-  twin(findEnvironmentByName, (db: PgDb, projectId: number, name: string) => runOpOnPostgres(db, readEnvironmentByName(projectId, name))),
+  twin(findEnvironmentByName, (db: PgDb, projectId: number, name: string) => runQueriesOnPostgres(db, readEnvironmentByName(projectId, name))),
 )
