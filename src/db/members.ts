@@ -1,56 +1,63 @@
 /**
  * The members domain's storage: who holds which permission level in a project (`project_members`) and who
  * belongs to which team (`team_members`). The per-request checks (`findMemberRole`, `isTeamMember`) are
- * prepared once per connection; the last-admin rules and the admin log stay in the members service.
+ * statements; the last-admin rules and the admin log stay in the members service. Lists sort names and emails in
+ * byte order on both stores (`d.byteOrder`).
  */
-import { and, asc, count, eq, ne, sql } from 'drizzle-orm'
+import { and, asc, count, eq, inArray, ne, type SQL, sql } from 'drizzle-orm'
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { PermissionLevel } from '../lib/access.ts'
+import type { Dialect } from './dialect.ts'
+import type { Op } from './op.ts'
 import type { Db } from './open.ts'
-import { prepared } from './prepared.ts'
-import { projectMembers, projects, teamMembers, teams, users } from './schema.ts'
+import { exec, row, rows, statement } from './query.ts'
+import type { projectMembers } from './schema.ts'
 
 export type ProjectMember = typeof projectMembers.$inferSelect
 
-/** The user's permission level in the project now, or undefined when not a member. Prepared: every request asks. */
-export function findMemberRole(db: Db, projectId: number, userId: number): PermissionLevel | undefined {
-  const statement = prepared(db, 'project-members.role', () =>
-    db
-      .select({ role: projectMembers.role })
-      .from(projectMembers)
-      .where(and(eq(projectMembers.projectId, sql.placeholder('projectId')), eq(projectMembers.userId, sql.placeholder('userId'))))
-      .prepare(),
-  )
-  return statement.all({ projectId, userId })[0]?.role
+/** The project's member, as placeholders `projectId` and `userId`. */
+const memberPlaced = ({ t }: Dialect) =>
+  and(eq(t.projectMembers.projectId, sql.placeholder('projectId')), eq(t.projectMembers.userId, sql.placeholder('userId')))
+
+const MEMBER_ROLE = statement('project-members.role', (d) => d.db.select({ role: d.t.projectMembers.role }).from(d.t.projectMembers).where(memberPlaced(d)).limit(1))
+
+/** The user's permission level in the project now, or undefined when not a member. A statement: every request asks. */
+export function* findMemberRole(projectId: number, userId: number): Op<PermissionLevel | undefined> {
+  return (yield* MEMBER_ROLE.row({ projectId, userId }))?.role
 }
 
-/** Whether the user belongs to the team. Prepared: rendering access asks per request. */
-export function isTeamMember(db: Db, teamId: number, userId: number): boolean {
-  const statement = prepared(db, 'team-members.exists', () =>
-    db
-      .select({ teamId: teamMembers.teamId })
-      .from(teamMembers)
-      .where(and(eq(teamMembers.teamId, sql.placeholder('teamId')), eq(teamMembers.userId, sql.placeholder('userId'))))
-      .prepare(),
-  )
-  return statement.all({ teamId, userId }).length > 0
+const TEAM_MEMBER = statement('team-members.exists', ({ db, t }) =>
+  db
+    .select({ teamId: t.teamMembers.teamId })
+    .from(t.teamMembers)
+    .where(and(eq(t.teamMembers.teamId, sql.placeholder('teamId')), eq(t.teamMembers.userId, sql.placeholder('userId'))))
+    .limit(1),
+)
+
+/** Whether the user belongs to the team. A statement: rendering access asks per request. */
+export function* isTeamMember(teamId: number, userId: number): Op<boolean> {
+  return (yield* TEAM_MEMBER.row({ teamId, userId })) !== undefined
 }
 
-const memberIs = (projectId: number, userId: number) => and(eq(projectMembers.projectId, projectId), eq(projectMembers.userId, userId))
+const PROJECT_MEMBER = statement('members.find', (d) => d.db.select().from(d.t.projectMembers).where(memberPlaced(d)).limit(1))
 
-export function findProjectMember(db: Db, projectId: number, userId: number): ProjectMember | undefined {
-  return db.select().from(projectMembers).where(memberIs(projectId, userId)).get()
+export function findProjectMember(projectId: number, userId: number) {
+  return PROJECT_MEMBER.row({ projectId, userId })
 }
 
-export function insertProjectMember(db: Db, row: { projectId: number; userId: number; role: PermissionLevel; now: number }): void {
-  db.insert(projectMembers).values({ projectId: row.projectId, userId: row.userId, role: row.role, createdAt: row.now, updatedAt: row.now }).run()
+const memberIs = ({ t }: Dialect, projectId: number, userId: number) => and(eq(t.projectMembers.projectId, projectId), eq(t.projectMembers.userId, userId))
+
+export function insertProjectMember(member: { projectId: number; userId: number; role: PermissionLevel; now: number }) {
+  const { projectId, userId, role, now } = member
+  return exec(({ db, t }) => db.insert(t.projectMembers).values({ projectId, userId, role, createdAt: now, updatedAt: now }))
 }
 
-export function updateProjectMemberRole(db: Db, projectId: number, userId: number, role: PermissionLevel, now: number): void {
-  db.update(projectMembers).set({ role, updatedAt: now }).where(memberIs(projectId, userId)).run()
+export function updateProjectMemberRole(projectId: number, userId: number, role: PermissionLevel, now: number) {
+  return exec((d) => d.db.update(d.t.projectMembers).set({ role, updatedAt: now }).where(memberIs(d, projectId, userId)))
 }
 
-export function deleteProjectMember(db: Db, projectId: number, userId: number): void {
-  db.delete(projectMembers).where(memberIs(projectId, userId)).run()
+export function deleteProjectMember(projectId: number, userId: number) {
+  return exec((d) => d.db.delete(d.t.projectMembers).where(memberIs(d, projectId, userId)))
 }
 
 /**
@@ -62,84 +69,90 @@ export function deleteProjectMember(db: Db, projectId: number, userId: number): 
 export function lockProjectAdmins(_db: Db, _projectId: number): void {}
 
 /** How many `admin` members the project has besides this user. */
-export function countOtherProjectAdmins(db: Db, projectId: number, userId: number): number {
-  return (
+export function* countOtherProjectAdmins(projectId: number, userId: number): Op<number> {
+  const counted = yield* row(({ db, t }) =>
     db
       .select({ n: count() })
-      .from(projectMembers)
-      .where(and(eq(projectMembers.projectId, projectId), eq(projectMembers.role, 'admin'), ne(projectMembers.userId, userId)))
-      .get()?.n ?? 0
+      .from(t.projectMembers)
+      .where(and(eq(t.projectMembers.projectId, projectId), eq(t.projectMembers.role, 'admin'), ne(t.projectMembers.userId, userId))),
   )
+  return counted?.n ?? 0
 }
 
-/** The ids of the projects a user is a member of, ascending (a defined order: the PostgreSQL twin answers the same). */
-export function projectIdsOfMember(db: Db, userId: number): number[] {
-  return db
-    .select({ projectId: projectMembers.projectId })
-    .from(projectMembers)
-    .where(eq(projectMembers.userId, userId))
-    .orderBy(projectMembers.projectId)
-    .all()
-    .map((r) => r.projectId)
+/** The ids of the projects a user is a member of, ascending (a defined order: both stores answer the same). */
+export function* projectIdsOfMember(userId: number): Op<number[]> {
+  const memberships = yield* rows(({ db, t }) =>
+    db.select({ projectId: t.projectMembers.projectId }).from(t.projectMembers).where(eq(t.projectMembers.userId, userId)).orderBy(asc(t.projectMembers.projectId)),
+  )
+  return memberships.map((m) => m.projectId)
 }
 
-/** The projects a user is a member of, by name, with their permission level in each (prepared: the console's home). */
-export function projectsOfMember(db: Db, userId: number): { name: string; role: PermissionLevel }[] {
-  return prepared(db, 'project-members.projects-of', () =>
-    db
-      .select({ name: projects.name, role: projectMembers.role })
-      .from(projectMembers)
-      .innerJoin(projects, eq(projects.id, projectMembers.projectId))
-      .where(eq(projectMembers.userId, sql.placeholder('userId')))
-      .orderBy(asc(projects.name))
-      .prepare(),
-  ).all({ userId })
+const PROJECTS_OF_MEMBER = statement('project-members.projects-of', ({ db, t, byteOrder }) =>
+  db
+    .select({ name: t.projects.name, role: t.projectMembers.role })
+    .from(t.projectMembers)
+    .innerJoin(t.projects, eq(t.projects.id, t.projectMembers.projectId))
+    .where(eq(t.projectMembers.userId, sql.placeholder('userId')))
+    .orderBy(byteOrder(t.projects.name)),
+)
+
+/** The projects a user is a member of, by name, with their permission level in each (a statement: the console's home). */
+export function projectsOfMember(userId: number) {
+  return PROJECTS_OF_MEMBER.rows({ userId })
 }
 
 /** A project's members (id, email, permission level), by email. */
-export function membersOfProject(db: Db, projectId: number): { id: number; email: string; role: PermissionLevel }[] {
-  return db
-    .select({ id: users.id, email: users.email, role: projectMembers.role })
-    .from(projectMembers)
-    .innerJoin(users, eq(users.id, projectMembers.userId))
-    .where(eq(projectMembers.projectId, projectId))
-    .orderBy(asc(users.email))
-    .all()
+export function membersOfProject(projectId: number) {
+  return rows(({ db, t, byteOrder }) =>
+    db
+      .select({ id: t.users.id, email: t.users.email, role: t.projectMembers.role })
+      .from(t.projectMembers)
+      .innerJoin(t.users, eq(t.users.id, t.projectMembers.userId))
+      .where(eq(t.projectMembers.projectId, projectId))
+      .orderBy(byteOrder(t.users.email)),
+  )
 }
 
-/** Every team membership in the project (user id, team name), by team name, then user id (the index's own order). */
-export function teamMembershipsOfProject(db: Db, projectId: number): { userId: number; team: string }[] {
-  return db
-    .select({ userId: teamMembers.userId, team: teams.name })
-    .from(teamMembers)
-    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
-    .where(eq(teams.projectId, projectId))
-    .orderBy(asc(teams.name), asc(teamMembers.userId))
-    .all()
+/** The team memberships `where` picks, as `columns`, by team name then user id (the index's own order). */
+function teamMemberships<C extends Record<string, SQLiteColumn>>(columns: (t: Dialect['t']) => C, where: (t: Dialect['t']) => SQL | undefined) {
+  return rows(({ db, t, byteOrder }) =>
+    db
+      // `& {}`: Drizzle's select typing of a generic.
+      .select(columns(t) as C & {})
+      .from(t.teamMembers)
+      .innerJoin(t.teams, eq(t.teams.id, t.teamMembers.teamId))
+      .where(where(t))
+      .orderBy(byteOrder(t.teams.name), asc(t.teamMembers.userId)),
+  )
+}
+
+/** Every team membership in the project (user id, team name), by team name, then user id. */
+export function teamMembershipsOfProject(projectId: number) {
+  return teamMemberships((t) => ({ userId: t.teamMembers.userId, team: t.teams.name }), (t) => eq(t.teams.projectId, projectId))
 }
 
 /** The names of the project's teams the user belongs to, by name. */
-export function teamNamesOfMember(db: Db, projectId: number, userId: number): string[] {
-  return db
-    .select({ name: teams.name })
-    .from(teamMembers)
-    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
-    .where(and(eq(teams.projectId, projectId), eq(teamMembers.userId, userId)))
-    .orderBy(teams.name)
-    .all()
-    .map((t) => t.name)
+export function* teamNamesOfMember(projectId: number, userId: number): Op<string[]> {
+  const teams = yield* teamMemberships(
+    (t) => ({ name: t.teams.name }),
+    (t) => and(eq(t.teams.projectId, projectId), eq(t.teamMembers.userId, userId)),
+  )
+  return teams.map((team) => team.name)
 }
 
-export function insertTeamMember(db: Db, teamId: number, userId: number, now: number): void {
-  db.insert(teamMembers).values({ teamId, userId, createdAt: now }).run()
+export function insertTeamMember(teamId: number, userId: number, now: number) {
+  return exec(({ db, t }) => db.insert(t.teamMembers).values({ teamId, userId, createdAt: now }))
 }
 
-export function deleteTeamMember(db: Db, teamId: number, userId: number): void {
-  db.delete(teamMembers).where(and(eq(teamMembers.teamId, teamId), eq(teamMembers.userId, userId))).run()
+export function deleteTeamMember(teamId: number, userId: number) {
+  return exec(({ db, t }) => db.delete(t.teamMembers).where(and(eq(t.teamMembers.teamId, teamId), eq(t.teamMembers.userId, userId))))
 }
 
-/** Takes the user out of every team of the project. */
-export function deleteMemberFromProjectTeams(db: Db, projectId: number, userId: number): void {
-  const projectTeams = db.select({ id: teams.id }).from(teams).where(eq(teams.projectId, projectId)).all()
-  for (const team of projectTeams) deleteTeamMember(db, team.id, userId)
+/** Takes the user out of every team of the project: one statement. */
+export function deleteMemberFromProjectTeams(projectId: number, userId: number) {
+  return exec(({ db, t }) =>
+    db
+      .delete(t.teamMembers)
+      .where(and(eq(t.teamMembers.userId, userId), inArray(t.teamMembers.teamId, db.select({ id: t.teams.id }).from(t.teams).where(eq(t.teams.projectId, projectId))))),
+  )
 }

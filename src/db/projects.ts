@@ -2,13 +2,17 @@
  * The projects domain's storage: projects and their parts (environments, teams, collections) found by their
  * case-sensitive names, created and renamed, and the collection permissions of teams. The lookups every request
  * makes (`findProjectByName` — the CLI's too —, `findEnvironmentByName`, `findCollectionPermission`) are
- * prepared once per connection. Name rules, conflicts and admin log entries stay in the projects services.
+ * statements; SQLite also caches the first two per connection (lookup-cache.ts), PostgreSQL asks the database every
+ * time, so a rename made through another instance is seen at once. Lists ordered by a name sort in byte order on
+ * both stores (`d.byteOrder`). Name rules, conflicts and admin log entries stay in the projects services.
  */
-import { and, asc, eq, sql } from 'drizzle-orm'
-import type { Db } from './open.ts'
+import { and, eq, sql } from 'drizzle-orm'
+import type { Tables } from './dialect.ts'
 import { cachedLookup } from './lookup-cache.ts'
-import { prepared } from './prepared.ts'
-import { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
+import { type Op, runOp } from './op.ts'
+import type { Db } from './open.ts'
+import { exec, inserted, row, rows, statement } from './query.ts'
+import type { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
 
 export type Project = typeof projects.$inferSelect
 export type Environment = typeof environments.$inferSelect
@@ -16,109 +20,123 @@ export type Team = typeof teams.$inferSelect
 export type Collection = typeof collections.$inferSelect
 export type CollectionPermission = typeof collectionPermissions.$inferSelect
 
+/** The parts of a project that have a name of their own within it. */
+export type ProjectPart = 'environment' | 'team' | 'collection'
+const partTable = (t: Tables, part: ProjectPart) => ({ environment: t.environments, team: t.teams, collection: t.collections })[part]
+
+/** The project's part in `table` with this exact name, as placeholders `projectId` and `name`. */
+const named = (table: ReturnType<typeof partTable>) => and(eq(table.projectId, sql.placeholder('projectId')), eq(table.name, sql.placeholder('name')))
+
+const PROJECT_BY_NAME = statement('projects.by-name', ({ db, t }) => db.select().from(t.projects).where(eq(t.projects.name, sql.placeholder('name'))).limit(1))
+
+/** The project with this exact (case-sensitive) name, read now: the query behind `findProjectByName`. */
+export function readProjectByName(name: string) {
+  return PROJECT_BY_NAME.row({ name })
+}
+
 /** The project with this exact (case-sensitive) name; cached per connection (lookup-cache.ts). */
 export function findProjectByName(db: Db, name: string): Project | undefined {
-  return cachedLookup(db, 'project-by-name', name, () =>
-    prepared(db, 'projects.by-name', () => db.select().from(projects).where(eq(projects.name, sql.placeholder('name'))).prepare()).all({ name })[0],
-  )
+  return cachedLookup(db, 'project-by-name', name, () => runOp(db, readProjectByName(name)))
+}
+
+const ENVIRONMENT_BY_NAME = statement('environments.by-name', ({ db, t }) => db.select().from(t.environments).where(named(t.environments)).limit(1))
+
+/** The project's environment with this exact name, read now: the query behind `findEnvironmentByName`. */
+export function readEnvironmentByName(projectId: number, name: string) {
+  return ENVIRONMENT_BY_NAME.row({ projectId, name })
 }
 
 /** The project's environment with this exact name; cached per connection (lookup-cache.ts). */
 export function findEnvironmentByName(db: Db, projectId: number, name: string): Environment | undefined {
-  return cachedLookup(db, 'environment-by-name', `${projectId}/${name}`, () =>
-    prepared(db, 'environments.by-name', () =>
-      db
-        .select()
-        .from(environments)
-        .where(and(eq(environments.projectId, sql.placeholder('projectId')), eq(environments.name, sql.placeholder('name'))))
-        .prepare(),
-    ).all({ projectId, name })[0],
-  )
+  return cachedLookup(db, 'environment-by-name', `${projectId}/${name}`, () => runOp(db, readEnvironmentByName(projectId, name)))
 }
 
-/** The project's team with this exact name (prepared: note writes ask). */
-export function findTeamByName(db: Db, projectId: number, name: string): Team | undefined {
-  return prepared(db, 'teams.by-name', () =>
-    db.select().from(teams).where(and(eq(teams.projectId, sql.placeholder('projectId')), eq(teams.name, sql.placeholder('name')))).prepare(),
-  ).all({ projectId, name })[0]
+const TEAM_BY_NAME = statement('teams.by-name', ({ db, t }) => db.select().from(t.teams).where(named(t.teams)).limit(1))
+
+/** The project's team with this exact name (a statement: note writes ask). */
+export function findTeamByName(projectId: number, name: string) {
+  return TEAM_BY_NAME.row({ projectId, name })
 }
 
-/** The project's collection with this exact name (prepared: note writes ask). */
-export function findCollectionByName(db: Db, projectId: number, name: string): Collection | undefined {
-  return prepared(db, 'collections.by-name', () =>
-    db
-      .select()
-      .from(collections)
-      .where(and(eq(collections.projectId, sql.placeholder('projectId')), eq(collections.name, sql.placeholder('name'))))
-      .prepare(),
-  ).all({ projectId, name })[0]
+const COLLECTION_BY_NAME = statement('collections.by-name', ({ db, t }) => db.select().from(t.collections).where(named(t.collections)).limit(1))
+
+/** The project's collection with this exact name (a statement: note writes ask). */
+export function findCollectionByName(projectId: number, name: string) {
+  return COLLECTION_BY_NAME.row({ projectId, name })
 }
 
 /** Every project, by name. */
-export function allProjectsByName(db: Db): Project[] {
-  return db.select().from(projects).orderBy(asc(projects.name)).all()
+export function allProjectsByName() {
+  return rows(({ db, t, byteOrder }) => db.select().from(t.projects).orderBy(byteOrder(t.projects.name)))
 }
 
-export function anyProjectExists(db: Db): boolean {
-  return db.select({ id: projects.id }).from(projects).limit(1).all().length > 0
+export function* anyProjectExists(): Op<boolean> {
+  return (yield* row(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).limit(1))) !== undefined
 }
 
-export function insertProject(db: Db, row: { name: string; sso: boolean; createdAt: number }): Project {
-  const [project] = db.insert(projects).values(row).returning().all()
-  if (!project) throw new Error('project insert returned no row')
-  return project
+export function insertProject(project: { name: string; sso: boolean; createdAt: number }) {
+  return inserted(
+    row(({ db, t }) => db.insert(t.projects).values(project).returning()),
+    'project',
+  )
 }
 
-export function updateProject(db: Db, projectId: number, change: Partial<Pick<Project, 'name' | 'sso'>>): void {
-  db.update(projects).set(change).where(eq(projects.id, projectId)).run()
+export function updateProject(projectId: number, change: Partial<Pick<Project, 'name' | 'sso'>>) {
+  return exec(({ db, t }) => db.update(t.projects).set(change).where(eq(t.projects.id, projectId)))
 }
 
-/** The parts of a project that have a name of their own within it. */
-export type ProjectPart = 'environment' | 'team' | 'collection'
-const PART_TABLES = { environment: environments, team: teams, collection: collections } as const
+const partByName = (part: ProjectPart) =>
+  statement(`${part}.part-by-name`, ({ db, t }) => {
+    const table = partTable(t, part)
+    return db.select({ id: table.id, name: table.name }).from(table).where(named(table)).limit(1)
+  })
+const PART_BY_NAME = { environment: partByName('environment'), team: partByName('team'), collection: partByName('collection') }
 
-export function findPartByName(db: Db, part: ProjectPart, projectId: number, name: string): { id: number; name: string } | undefined {
-  const table = PART_TABLES[part]
-  return db.select({ id: table.id, name: table.name }).from(table).where(and(eq(table.projectId, projectId), eq(table.name, name))).get()
+export function findPartByName(part: ProjectPart, projectId: number, name: string) {
+  return PART_BY_NAME[part].row({ projectId, name })
 }
 
 /** Adds a part; returns its id. */
-export function insertPart(db: Db, part: ProjectPart, row: { projectId: number; name: string; createdAt: number }): number {
-  const table = PART_TABLES[part]
-  const [inserted] = db.insert(table).values(row).returning({ id: table.id }).all()
-  if (!inserted) throw new Error(`${part} insert returned no row`)
-  return inserted.id
+export function* insertPart(part: ProjectPart, values: { projectId: number; name: string; createdAt: number }): Op<number> {
+  const added = yield* inserted(
+    row(({ db, t }) => {
+      const table = partTable(t, part)
+      return db.insert(table).values(values).returning({ id: table.id })
+    }),
+    part,
+  )
+  return added.id
 }
 
-export function renamePart(db: Db, part: ProjectPart, id: number, name: string): void {
-  const table = PART_TABLES[part]
-  db.update(table).set({ name }).where(eq(table.id, id)).run()
+export function renamePart(part: ProjectPart, id: number, name: string) {
+  return exec(({ db, t }) => {
+    const table = partTable(t, part)
+    return db.update(table).set({ name }).where(eq(table.id, id))
+  })
 }
 
-/** The team's stored permission on the collection (none: the default). Prepared: record access asks per request. */
-export function findCollectionPermission(db: Db, collectionId: number, teamId: number): CollectionPermission | undefined {
-  return prepared(db, 'collection-permissions.of-team', () =>
-    db
-      .select()
-      .from(collectionPermissions)
-      .where(and(eq(collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(collectionPermissions.teamId, sql.placeholder('teamId'))))
-      .prepare(),
-  ).all({ collectionId, teamId })[0]
+const COLLECTION_PERMISSION = statement('collection-permissions.of-team', ({ db, t }) =>
+  db
+    .select()
+    .from(t.collectionPermissions)
+    .where(and(eq(t.collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(t.collectionPermissions.teamId, sql.placeholder('teamId'))))
+    .limit(1),
+)
+
+/** The team's stored permission on the collection (none: the default). A statement: record access asks per request. */
+export function findCollectionPermission(collectionId: number, teamId: number) {
+  return COLLECTION_PERMISSION.row({ collectionId, teamId })
 }
 
 /** Stores the team's permission on the collection (a new row, or the existing one changed). */
-export function writeCollectionPermission(
-  db: Db,
-  row: { collectionId: number; teamId: number; canRead: boolean; canEdit: boolean },
-  exists: boolean,
-): void {
-  const { collectionId, teamId, ...permission } = row
-  if (exists) {
-    db.update(collectionPermissions)
-      .set(permission)
-      .where(and(eq(collectionPermissions.collectionId, collectionId), eq(collectionPermissions.teamId, teamId)))
-      .run()
-  } else {
-    db.insert(collectionPermissions).values(row).run()
-  }
+export function writeCollectionPermission(permission: { collectionId: number; teamId: number; canRead: boolean; canEdit: boolean }, exists: boolean) {
+  const { collectionId, teamId, ...change } = permission
+  return exec(({ db, t }) =>
+    exists
+      ? db
+          .update(t.collectionPermissions)
+          .set(change)
+          .where(and(eq(t.collectionPermissions.collectionId, collectionId), eq(t.collectionPermissions.teamId, teamId)))
+      : db.insert(t.collectionPermissions).values(permission),
+  )
 }

@@ -45,11 +45,11 @@ export function environmentOf(store: Store) {
 }
 
 export function* findTeam(projectId: number, name: string) {
-  return yield* op(findTeamByName, projectId, name)
+  return yield* findTeamByName(projectId, name)
 }
 
 export function* findCollection(projectId: number, name: string) {
-  return yield* op(findCollectionByName, projectId, name)
+  return yield* findCollectionByName(projectId, name)
 }
 
 /**
@@ -65,8 +65,8 @@ export function* collectionAccess(
   if (!user || user.disabledAt !== null) return none
   const role = yield* roleIn(input.projectId, input.userId)
   if (role === 'admin') return { read: true, edit: true }
-  if (!role || !(yield* op(isTeamMember, input.teamId, input.userId))) return none
-  const permission = yield* op(findCollectionPermission, input.collectionId, input.teamId)
+  if (!role || !(yield* isTeamMember(input.teamId, input.userId))) return none
+  const permission = yield* findCollectionPermission(input.collectionId, input.teamId)
   const read = permission?.canRead ?? true
   return { read, edit: read && (permission?.canEdit ?? true) }
 }
@@ -74,17 +74,17 @@ export function* collectionAccess(
 /** A user can reach a rendering when they are a project admin or a member of its team. */
 export function* canReachRendering(input: { userId: number; projectId: number; teamId: number }): Op<boolean> {
   const role = yield* roleIn(input.projectId, input.userId)
-  return role === 'admin' || (role !== null && (yield* op(isTeamMember, input.teamId, input.userId)))
+  return role === 'admin' || (role !== null && (yield* isTeamMember(input.teamId, input.userId)))
 }
 
 /** The projects a user is a member of, by name, with the user's permission level in each. */
 export function* projectsOf(userId: number): Op<{ name: string; role: PermissionLevel }[]> {
-  return yield* op(projectsOfMember, userId)
+  return yield* projectsOfMember(userId)
 }
 
 /** The user's permission level in the project now, or null when not a member. */
 export function* roleIn(projectId: number, userId: number): Op<PermissionLevel | null> {
-  return (yield* op(findMemberRole, projectId, userId)) ?? null
+  return (yield* findMemberRole(projectId, userId)) ?? null
 }
 
 export function* isAdminOf(userId: number, projectId: number): Op<boolean> {
@@ -120,17 +120,17 @@ export function* resolveNameFilters(
 
 /** Every project of the instance, by name (the instance administrators' page). */
 export function* listProjects(): Op<Project[]> {
-  return yield* op(allProjectsByName)
+  return yield* allProjectsByName()
 }
 
 /** A project's members with their permission level and teams, by email (the settings page). */
 export function* projectPeople(projectId: number): Op<{ id: number; email: string; role: PermissionLevel; teams: string[] }[]> {
-  const members = yield* op(membersOfProject, projectId)
-  const memberships = yield* op(teamMembershipsOfProject, projectId)
+  const members = yield* membersOfProject(projectId)
+  const memberships = yield* teamMembershipsOfProject(projectId)
   return members.map((m) => ({ ...m, teams: memberships.filter((t) => t.userId === m.id).map((t) => t.team) }))
 }
 
 /** Whether the instance has any project (an empty one shows the first-start checklist). */
 export function* hasProjects(): Op<boolean> {
-  return yield* op(anyProjectExists)
+  return yield* anyProjectExists()
 }

@@ -30,11 +30,11 @@ export type Outcome = 'created' | 'updated' | 'unchanged'
 export function* userProjectValue(projectId: number, userId: number) {
   const user = yield* op(findUserById, userId)
   if (!user) throw new Error(`user ${userId} not found`)
-  const member = yield* op(findProjectMember, projectId, userId)
+  const member = yield* findProjectMember(projectId, userId)
   return {
     user: userObject(user),
     ...(member ? { permissionLevel: member.role } : {}),
-    teams: (yield* op(teamNamesOfMember, projectId, userId)).map((name) => ({ object: 'team' as const, name })),
+    teams: (yield* teamNamesOfMember(projectId, userId)).map((name) => ({ object: 'team' as const, name })),
   }
 }
 
@@ -46,7 +46,7 @@ export function* userProjectValue(projectId: number, userId: number) {
  */
 function* memberUnderAdminRule(projectId: number, userId: number) {
   yield* op(lockProjectAdmins, projectId)
-  return yield* op(findProjectMember, projectId, userId)
+  return yield* findProjectMember(projectId, userId)
 }
 
 /**
@@ -56,7 +56,7 @@ function* memberUnderAdminRule(projectId: number, userId: number) {
  */
 function* requireAnotherProjectAdmin(projectId: number, userId: number, role: PermissionLevel | undefined): Op<void> {
   if (role !== 'admin') return
-  if ((yield* op(countOtherProjectAdmins, projectId, userId)) === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
+  if ((yield* countOtherProjectAdmins(projectId, userId)) === 0) throw conflict('last_project_admin', 'This is the last admin of the project: make another member admin first')
 }
 
 /** Sets a member's permission level (adding them to the project); never demotes the last admin (409). */
@@ -65,13 +65,13 @@ export function* setProjectMember(
   input: { projectId: number; userId: number; role: PermissionLevel; actorId: number | null },
 ): Op<Outcome> {
   // Making someone admin never breaks the rule: only a change away from admin reads under its lock.
-  const existing = input.role === 'admin' ? yield* op(findProjectMember, input.projectId, input.userId) : yield* memberUnderAdminRule(input.projectId, input.userId)
+  const existing = input.role === 'admin' ? yield* findProjectMember(input.projectId, input.userId) : yield* memberUnderAdminRule(input.projectId, input.userId)
   if (existing?.role === input.role) return 'unchanged'
   if (input.role !== 'admin') yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing?.role)
   const before = yield* userProjectValue(input.projectId, input.userId)
   const now = clock.now()
-  if (existing) yield* op(updateProjectMemberRole, input.projectId, input.userId, input.role, now)
-  else yield* op(insertProjectMember, { projectId: input.projectId, userId: input.userId, role: input.role, now })
+  if (existing) yield* updateProjectMemberRole(input.projectId, input.userId, input.role, now)
+  else yield* insertProjectMember({ projectId: input.projectId, userId: input.userId, role: input.role, now })
   yield* appendAdminLog(clock, {
     projectId: input.projectId,
     type: existing ? 'update' : 'add',
@@ -88,8 +88,8 @@ export function* addTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
 ): Op<Outcome> {
-  if ((yield* op(isTeamMember, input.teamId, input.userId))) return 'unchanged'
-  yield* changeTeams(clock, input, op(insertTeamMember, input.teamId, input.userId, clock.now()))
+  if ((yield* isTeamMember(input.teamId, input.userId))) return 'unchanged'
+  yield* changeTeams(clock, input, insertTeamMember(input.teamId, input.userId, clock.now()))
   return 'created'
 }
 
@@ -113,8 +113,8 @@ export function* removeTeamMember(
   clock: Clock,
   input: { projectId: number; teamId: number; userId: number; actorId: number | null },
 ): Op<boolean> {
-  if (!(yield* op(isTeamMember, input.teamId, input.userId))) return false
-  yield* changeTeams(clock, input, op(deleteTeamMember, input.teamId, input.userId))
+  if (!(yield* isTeamMember(input.teamId, input.userId))) return false
+  yield* changeTeams(clock, input, deleteTeamMember(input.teamId, input.userId))
   return true
 }
 
@@ -129,7 +129,7 @@ export function* setUserDeactivated(clock: Clock, userId: number, deactivated: b
   if (!user || (user.disabledAt !== null) === deactivated) return false
   yield* setUserDisabled(clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })
-  for (const projectId of (yield* op(projectIdsOfMember, userId))) {
+  for (const projectId of (yield* projectIdsOfMember(userId))) {
     yield* appendAdminLog(clock, {
       projectId,
       type: 'update',
@@ -153,8 +153,8 @@ export function* removeProjectMember(clock: Clock, input: { projectId: number; u
   if (!existing) return false
   yield* requireAnotherProjectAdmin(input.projectId, input.userId, existing.role)
   const before = yield* userProjectValue(input.projectId, input.userId)
-  yield* op(deleteMemberFromProjectTeams, input.projectId, input.userId)
-  yield* op(deleteProjectMember, input.projectId, input.userId)
+  yield* deleteMemberFromProjectTeams(input.projectId, input.userId)
+  yield* deleteProjectMember(input.projectId, input.userId)
   yield* appendAdminLog(clock, {
     projectId: input.projectId,
     type: 'remove',

@@ -19,7 +19,7 @@ import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
 import { findProjectByName, type Project } from '../directory/projects.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export const NAME_MAX_LENGTH = 200
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -51,7 +51,7 @@ const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${pro
 export function* createProject(clock: Clock, input: { name: string; sso?: boolean; actorId: number | null }): Op<Project> {
   checkName('name', input.name)
   if ((yield* findProjectByName(input.name))) throw conflict('name_taken', `A project named ${input.name} already exists`)
-  const project = yield* op(insertProject, { name: input.name, sso: input.sso ?? false, createdAt: clock.now() })
+  const project = yield* insertProject({ name: input.name, sso: input.sso ?? false, createdAt: clock.now() })
   yield* appendAdminLog(clock, { projectId: project.id, type: 'add', resource: 'project', actorId: input.actorId, newValue: projectValue(project) })
   return project
 }
@@ -61,7 +61,7 @@ export function* renameProject(clock: Clock, project: Project, name: string, act
   checkName('name', name)
   if (name === project.name) return 'unchanged'
   if ((yield* findProjectByName(name))) throw conflict('name_taken', `A project named ${name} already exists`)
-  yield* op(updateProject, project.id, { name })
+  yield* updateProject(project.id, { name })
   yield* appendAdminLog(clock, {
     projectId: project.id, type: 'update', resource: 'project', actorId,
     previousValue: projectValue(project), newValue: projectValue({ name, sso: project.sso }),
@@ -75,7 +75,7 @@ export function* renameProject(clock: Clock, project: Project, name: string, act
  */
 export function* setProjectSso(clock: Clock, project: Project, sso: boolean, actorId: number | null): Op<Outcome> {
   if (project.sso === sso) return 'unchanged'
-  yield* op(updateProject, project.id, { sso })
+  yield* updateProject(project.id, { sso })
   yield* appendAdminLog(clock, {
     projectId: project.id, type: 'update', resource: 'project', actorId,
     previousValue: projectValue(project), newValue: projectValue({ name: project.name, sso }),
@@ -86,8 +86,8 @@ export function* setProjectSso(clock: Clock, project: Project, sso: boolean, act
 /** Adds an environment, a team or a collection to a project (409 `name_taken` when the project has one by that name). */
 export function* addProjectPart(clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null }): Op<number> {
   checkName('name', input.name)
-  if ((yield* op(findPartByName, part, input.projectId, input.name))) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
-  const id = yield* op(insertPart, part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
+  if ((yield* findPartByName(part, input.projectId, input.name))) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
+  const id = yield* insertPart(part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
   yield* appendAdminLog(clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
   return id
 }
@@ -99,11 +99,11 @@ export function* renameProjectPart(
   input: { projectId: number; name: string; newName: string; actorId: number | null },
 ): Op<Outcome> {
   checkName('name', input.newName)
-  const current = yield* op(findPartByName, part, input.projectId, input.name)
+  const current = yield* findPartByName(part, input.projectId, input.name)
   if (!current) throw notFound(`No ${part} named ${input.name} in this project`)
   if (input.newName === input.name) return 'unchanged'
-  if ((yield* op(findPartByName, part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
-  yield* op(renamePart, part, current.id, input.newName)
+  if ((yield* findPartByName(part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
+  yield* renamePart(part, current.id, input.newName)
   yield* appendAdminLog(clock, {
     projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,
     previousValue: partValue(part, input.name), newValue: partValue(part, input.newName),
@@ -117,9 +117,9 @@ export function* setCollectionPermission(
   input: { projectId: number; collectionId: number; collectionName: string; teamId: number; teamName: string; read: boolean; edit: boolean; actorId: number | null },
 ): Op<Outcome> {
   const wanted = { canRead: input.read, canEdit: input.edit }
-  const current = yield* op(findCollectionPermission, input.collectionId, input.teamId)
+  const current = yield* findCollectionPermission(input.collectionId, input.teamId)
   if (current && current.canRead === wanted.canRead && current.canEdit === wanted.canEdit) return 'unchanged'
-  yield* op(writeCollectionPermission, { collectionId: input.collectionId, teamId: input.teamId, ...wanted }, current !== undefined)
+  yield* writeCollectionPermission({ collectionId: input.collectionId, teamId: input.teamId, ...wanted }, current !== undefined)
   const may = (p: { canRead: boolean; canEdit: boolean }) => (p.canEdit && p.canRead ? 'read and edit' : p.canRead ? 'read' : 'neither read nor edit')
   const value = (p: { canRead: boolean; canEdit: boolean }) => ({ name: `${input.collectionName}: team ${input.teamName} may ${may(p)}` })
   yield* appendAdminLog(clock, {
