@@ -129,18 +129,18 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     }
     expect(await same(() => projects.anyProjectExists())).toBe(true)
     expect((await same(() => projects.allProjectsByName())).map((p) => p.name)).toEqual(['Alpha', 'alpha', 'beta', 'zeta', 'Ärger'])
-    expect(await same(() => op(projects.findProjectByName, 'Alpha'))).toStrictEqual({ id: 2, name: 'Alpha', sso: true, createdAt: T0 + 50 })
-    expect(await same(() => op(projects.findProjectByName, 'ALPHA'))).toBeUndefined()
-    expect((await same(() => op(projects.findProjectByName, 'Ärger')))?.id).toBe(4)
+    expect(await same(() => projects.findProjectByName('Alpha'))).toStrictEqual({ id: 2, name: 'Alpha', sso: true, createdAt: T0 + 50 })
+    expect(await same(() => projects.findProjectByName('ALPHA'))).toBeUndefined()
+    expect((await same(() => projects.findProjectByName('Ärger')))?.id).toBe(4)
   })
 
   test('projects: rename and SSO change', async () => {
     await same(() => projects.updateProject(1, { name: 'Beta' }))
     await same(() => projects.updateProject(5, { sso: false }))
     await same(() => projects.updateProject(42, { name: 'ghost' }))
-    expect(await same(() => op(projects.findProjectByName, 'beta'))).toBeUndefined()
-    expect(await same(() => op(projects.findProjectByName, 'Beta'))).toMatchObject({ id: 1, sso: false })
-    expect(await same(() => op(projects.findProjectByName, 'zeta'))).toMatchObject({ id: 5, sso: false })
+    expect(await same(() => projects.findProjectByName('beta'))).toBeUndefined()
+    expect(await same(() => projects.findProjectByName('Beta'))).toMatchObject({ id: 1, sso: false })
+    expect(await same(() => projects.findProjectByName('zeta'))).toMatchObject({ id: 5, sso: false })
     expect((await same(() => projects.allProjectsByName())).map((p) => p.name)).toEqual(['Alpha', 'Beta', 'alpha', 'zeta', 'Ärger'])
   })
 
@@ -161,9 +161,9 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     expect(ids['environment:2:production']).toBe(3)
     expect(ids['team:2:support']).toBe(5)
 
-    expect(await same(() => op(projects.findEnvironmentByName, 1, 'Production'))).toStrictEqual({ id: 2, projectId: 1, name: 'Production', notesInTimeOrder: true, createdAt: T0 + 60 })
-    expect(await same(() => op(projects.findEnvironmentByName, 2, 'Production'))).toBeUndefined()
-    expect(await same(() => op(projects.findEnvironmentByName, 99, 'production'))).toBeUndefined()
+    expect(await same(() => projects.findEnvironmentByName(1, 'Production'))).toStrictEqual({ id: 2, projectId: 1, name: 'Production', notesInTimeOrder: true, createdAt: T0 + 60 })
+    expect(await same(() => projects.findEnvironmentByName(2, 'Production'))).toBeUndefined()
+    expect(await same(() => projects.findEnvironmentByName(99, 'production'))).toBeUndefined()
     expect(await same(() => projects.findTeamByName(1, 'ñandú'))).toStrictEqual({ id: 3, projectId: 1, name: 'ñandú', createdAt: T0 + 60 })
     expect(await same(() => projects.findTeamByName(2, 'support'))).toMatchObject({ id: 5 })
     expect(await same(() => projects.findTeamByName(2, 'sales'))).toBeUndefined()
@@ -184,7 +184,7 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     expect(await same(() => projects.findTeamByName(1, 'Billing'))).toMatchObject({ id: 4 })
     expect(await same(() => projects.findCollectionByName(1, 'archive'))).toMatchObject({ id: 2 })
     // An environment rename leaves the other environment of that name alone.
-    expect(await same(() => op(projects.findEnvironmentByName, 1, 'production'))).toMatchObject({ id: 1 })
+    expect(await same(() => projects.findEnvironmentByName(1, 'production'))).toMatchObject({ id: 1 })
   })
 
   test('collection permissions: none (the default), a new row, the row changed', async () => {

@@ -19,6 +19,7 @@
 import type { Database, Statement } from 'bun:sqlite'
 import { getTableName } from 'drizzle-orm'
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core'
+import { type Op, op, runOp } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf } from './prepared.ts'
 import { apiTokens, environments, projectMembers, projects, renderings, teams, users, webhookTriggers, workflows } from './schema.ts'
@@ -74,6 +75,20 @@ export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V |
     entries.set(key, Object.freeze(value))
   }
   return value
+}
+
+/**
+ * `work`'s answer for `key` as an op, written once for both stores: SQLite answers from this connection's cache
+ * (`cachedLookup`); PostgreSQL runs `work` every time (its twin in ../postgres/op-runner.ts): several instances
+ * share the database and `data_version` sees none of their commits, so a rename made elsewhere is seen at once.
+ */
+export function cached<V>(kind: string, key: string, work: Op<V | undefined>): Op<V | undefined> {
+  return op(runCached<V>, kind, key, work)
+}
+
+/** SQLite's runner of `cached`: `work` run on this connection only when the cache has no fresh answer. */
+export function runCached<V>(db: Db, kind: string, key: string, work: Op<V | undefined>): V | undefined {
+  return cachedLookup(db, kind, key, () => runOp(db, work))
 }
 
 /** The connection's cache, emptied when a watched table changed since its entries were read; null when unusable. */

@@ -8,9 +8,8 @@
  */
 import { and, eq, sql } from 'drizzle-orm'
 import type { Tables } from './dialect.ts'
-import { cachedLookup } from './lookup-cache.ts'
-import { type Op, runOp } from './op.ts'
-import type { Db } from './open.ts'
+import { cached } from './lookup-cache.ts'
+import type { Op } from './op.ts'
 import { exec, inserted, row, rows, statement } from './query.ts'
 import type { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
 
@@ -29,26 +28,16 @@ const named = (table: ReturnType<typeof partTable>) => and(eq(table.projectId, s
 
 const PROJECT_BY_NAME = statement('projects.by-name', ({ db, t }) => db.select().from(t.projects).where(eq(t.projects.name, sql.placeholder('name'))).limit(1))
 
-/** The project with this exact (case-sensitive) name, read now: the query behind `findProjectByName`. */
-export function readProjectByName(name: string) {
-  return PROJECT_BY_NAME.row({ name })
-}
-
-/** The project with this exact (case-sensitive) name; cached per connection (lookup-cache.ts). */
-export function findProjectByName(db: Db, name: string): Project | undefined {
-  return cachedLookup(db, 'project-by-name', name, () => runOp(db, readProjectByName(name)))
+/** The project with this exact (case-sensitive) name; cached per SQLite connection (lookup-cache.ts). */
+export function findProjectByName(name: string): Op<Project | undefined> {
+  return cached('project-by-name', name, PROJECT_BY_NAME.row({ name }))
 }
 
 const ENVIRONMENT_BY_NAME = statement('environments.by-name', ({ db, t }) => db.select().from(t.environments).where(named(t.environments)).limit(1))
 
-/** The project's environment with this exact name, read now: the query behind `findEnvironmentByName`. */
-export function readEnvironmentByName(projectId: number, name: string) {
-  return ENVIRONMENT_BY_NAME.row({ projectId, name })
-}
-
-/** The project's environment with this exact name; cached per connection (lookup-cache.ts). */
-export function findEnvironmentByName(db: Db, projectId: number, name: string): Environment | undefined {
-  return cachedLookup(db, 'environment-by-name', `${projectId}/${name}`, () => runOp(db, readEnvironmentByName(projectId, name)))
+/** The project's environment with this exact name; cached per SQLite connection (lookup-cache.ts). */
+export function findEnvironmentByName(projectId: number, name: string): Op<Environment | undefined> {
+  return cached('environment-by-name', `${projectId}/${name}`, ENVIRONMENT_BY_NAME.row({ projectId, name }))
 }
 
 const TEAM_BY_NAME = statement('teams.by-name', ({ db, t }) => db.select().from(t.teams).where(named(t.teams)).limit(1))

@@ -7,8 +7,7 @@
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import type { Dialect, Tables } from '../dialect.ts'
 import type { Db } from '../open.ts'
-import type { Op } from '../op.ts'
-import { type QueryCall, runQuery } from '../query.ts'
+import type { QueryCall } from '../query.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
 import type { PgDb } from './store.ts'
@@ -39,18 +38,4 @@ export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<un
   if (query.answer === 'rows') return answer
   if (query.answer === 'row') return (answer as unknown[])[0]
   return undefined
-}
-
-/**
- * Drives `work`, an op made of queries only, on PostgreSQL: how a per-dialect twin runs a query written once (it
- * cannot use ./op-runner.ts, which imports the twins).
- */
-export async function runQueriesOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
-  let step = work.next()
-  while (!step.done) {
-    const { fn, args } = step.value
-    if (fn !== runQuery) throw new Error(`${fn.name || 'an anonymous face function'} is not a query: only the op runner runs it`)
-    step = work.next(await runQueryOnPostgres(db, args[0] as QueryCall))
-  }
-  return step.value
 }

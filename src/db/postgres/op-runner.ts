@@ -4,6 +4,7 @@
  * its 409s — runs unchanged. A write runs in one `BEGIN … COMMIT` on one pooled connection; a read runs its calls on
  * the pool, each statement its own snapshot (as a request's reads on SQLite).
  */
+import { runCached } from '../lookup-cache.ts'
 import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
 import { forgetListLocks, trackListLocks } from './monotonic.ts'
@@ -59,8 +60,8 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   let step = work.next()
   while (!step.done) {
     const { fn, args } = step.value
-    // The savepoint's twin lives here (it runs ops itself); every other twin is in the registry.
-    const twin = fn === runInSavepoint ? savepointOnPostgres : TWINS.get(fn)
+    // The twins that run ops themselves live here (a savepoint, a cached lookup); every other is in the registry.
+    const twin = fn === runInSavepoint ? savepointOnPostgres : fn === runCached ? uncachedOnPostgres : TWINS.get(fn)
     if (!twin) throw new Error(`no PostgreSQL twin for ${fn.name || 'an anonymous face function'}`)
     let result: unknown
     try {
@@ -88,6 +89,11 @@ export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promi
     forgetListLocks(db)
     throw error
   }
+}
+
+/** The twin of lookup-cache.ts's `cached`: no cache, `work` asks the database every time (see there). */
+function uncachedOnPostgres<V>(db: PgDb, _kind: string, _key: string, work: Op<V>): Promise<V> {
+  return runOpOnPostgres(db, work)
 }
 
 /** The SQLSTATE of a PostgreSQL error, when it is one. */

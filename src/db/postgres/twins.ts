@@ -10,7 +10,6 @@ import { LOGS_TWINS } from './logs.ts'
 import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { MEMBERS_TWINS } from './members.ts'
 import { NOTES_TWINS } from './notes.ts'
-import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
 import { RUNS_TWINS } from './runs.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
@@ -28,7 +27,6 @@ export const TWINS: PgTwins = new Map([
   ...MAINTENANCE_TWINS,
   ...MEMBERS_TWINS,
   ...NOTES_TWINS,
-  ...PROJECTS_TWINS,
   ...QUEUE_TWINS,
   ...RUNS_TWINS,
   ...SESSIONS_TWINS,

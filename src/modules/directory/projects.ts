@@ -17,13 +17,13 @@ import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from './users.ts'
 import { notFound } from '../../lib/errors.ts'
-import { asOp, type Op, op } from '../../db/op.ts'
+import { type Op, op } from '../../db/op.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 
 export type { Environment, Project } from '../../db/projects.ts'
 
 /** The project with this exact (case-sensitive) name: the one lookup of a project by name (API, apply, CLI). */
-export const findProjectByName = asOp(findProjectByNameRow)
+export const findProjectByName = findProjectByNameRow
 
 /** The project with this name, else 404 `not_found`. */
 export function* requireProject(name: string): Op<Project> {
@@ -34,7 +34,7 @@ export function* requireProject(name: string): Op<Project> {
 
 export function* requireEnvironment(projectName: string, environmentName: string): Op<{ project: Project; environment: Environment }> {
   const project = yield* requireProject(projectName)
-  const environment = yield* op(findEnvironmentByName, project.id, environmentName)
+  const environment = yield* findEnvironmentByName(project.id, environmentName)
   if (!environment) throw notFound(`Environment ${environmentName} not found in project ${projectName}`)
   return { project, environment }
 }
