@@ -16,7 +16,7 @@
  * `recordStepOutcome`) run in the caller's transaction: they commit with the step's effects and its activity
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
-import { and, type AnyColumn, count, eq, isNotNull, lt, sql } from 'drizzle-orm'
+import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
 import {
   type ClaimCandidate,
   type ClaimFacts,
@@ -309,29 +309,24 @@ export function* renewLease(runId: string, owner: string, now: number, leaseMs: 
   return (yield* RENEW_LEASE.rows({ id: runId, owner, until: now + leaseMs })).length > 0
 }
 
-/** Back to the queue, due at `now`, nobody's. */
-const requeued = () => ({ status: 'queued' as const, leaseOwner: null, leaseExpiresAt: null, availableAt: sql`${sql.placeholder('now')}` })
+/** Running runs (those `which` picks) back to the queue, due at `now` (placeholder), nobody's. */
+const requeue = (name: string, which: (d: Dialect) => SQL) =>
+  statement(name, (d) =>
+    d.db
+      .update(d.t.runs)
+      .set({ status: 'queued', leaseOwner: null, leaseExpiresAt: null, availableAt: sql`${sql.placeholder('now')}` })
+      .where(and(isRunning(d), which(d)))
+      .returning({ id: d.t.runs.id }),
+  )
 
-const RECOVER_EXPIRED = statement('queue.recover', (d) =>
-  d.db
-    .update(d.t.runs)
-    .set(requeued())
-    .where(and(isRunning(d), lt(d.t.runs.leaseExpiresAt, sql.placeholder('now'))))
-    .returning({ id: d.t.runs.id }),
-)
+const RECOVER_EXPIRED = requeue('queue.recover', (d) => lt(d.t.runs.leaseExpiresAt, sql.placeholder('now')))
 
 /** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
 export function* recoverExpiredRuns(now: number): Op<number> {
   return (yield* RECOVER_EXPIRED.rows({ now })).length
 }
 
-const RELEASE_OWNED = statement('queue.release', (d) =>
-  d.db
-    .update(d.t.runs)
-    .set(requeued())
-    .where(and(isRunning(d), eq(d.t.runs.leaseOwner, sql.placeholder('owner'))))
-    .returning({ id: d.t.runs.id }),
-)
+const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')))
 
 /** Graceful shutdown: give back what this process holds, announced, so another instance takes them up at once. */
 export function* releaseOwnedRuns(owner: string, now: number): Op<number> {
