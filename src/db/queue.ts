@@ -16,6 +16,7 @@
  * `recordStepOutcome`) run in the caller's transaction: they commit with the step's effects and its activity
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
+import type { Statement } from 'bun:sqlite'
 import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
 import {
   type ClaimCandidate,
@@ -30,7 +31,7 @@ import {
 import type { Dialect } from './dialect.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { statementOn } from './prepared.ts'
+import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { placeholders, rows, setPlaceholders, statement } from './query.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
@@ -230,8 +231,12 @@ export const SQLITE_CLAIM = {
     RETURNING *`,
 }
 
-/** A SQLite claim statement on the connection behind `db`, prepared once per connection. */
-const claimStatement = (db: Db, key: keyof typeof SQLITE_CLAIM) => statementOn(db, `queue.claim.${key}`, SQLITE_CLAIM[key])
+/** A SQLite claim statement on the connection behind `db`: all of them prepared together at the first claim, as a hot path's are. */
+const claimStatement = (db: Db, key: keyof typeof SQLITE_CLAIM) =>
+  prepared(db, 'queue.claim', () => {
+    const connection = connectionOf(db)
+    return Object.fromEntries(Object.entries(SQLITE_CLAIM).map(([name, text]) => [name, connection.prepare(text)])) as Record<keyof typeof SQLITE_CLAIM, Statement>
+  })[key]
 
 /** The due rows as candidates, each with its environment's project. */
 const candidatesOf = (rows: unknown[], projectOf: ReadonlyMap<number, number>): ClaimCandidate[] =>
