@@ -15,7 +15,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
 import type { Elysia } from 'elysia'
-import { op } from '../src/db/op.ts'
 import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { write } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
@@ -85,7 +84,7 @@ function executorFixture() {
   const bases: Record<string, Omit<NewRun, 'id' | 'recordId' | 'createdAt'>> = {}
   fixture.runIds = new Map()
   fixture.queue = async (workflow, recordId) => {
-    const answer = await write(fixture.env.store, () => op(insertRun, { ...bases[workflow]!, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
+    const answer = await write(fixture.env.store, () => insertRun({ ...bases[workflow]!, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
     if (!answer.inserted) throw new Error(`${recordId} not queued`)
     fixture.runIds.set(recordId, answer.id)
   }

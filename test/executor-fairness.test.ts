@@ -5,7 +5,7 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
-import { RunQueue } from '../src/db/queue.ts'
+import { queueOn } from './support/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -23,7 +23,7 @@ test('HTTP answers within a second while 600 queued runs execute', async () => {
   await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   const workflow = env.store.sqlite.prepare("SELECT id, active_version_id AS version FROM workflows WHERE name = 'Touch'").get() as { id: number; version: number }
   const environment = env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").get() as { id: number }
-  const queue = new RunQueue(env.store.sqlite)
+  const queue = queueOn(env.store.sqlite)
   const bob = userId(env.store, 'bob')
   // A backlog on distinct records (the partial unique index allows one active run per record); the records do
   // not exist, so each run is a claim, a failing load and a finish: real transactions, fast.

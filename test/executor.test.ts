@@ -2,7 +2,7 @@
  * The executor (DESIGN §8; spec §2.5, §3, §4.2 behaviours 3–5): runs executed in-process on the real clock
  * against the test store (a real SQLite file, or PostgreSQL with TRELLIS_TEST_STORE=postgres), HTTP steps against a
  * local server on 127.0.0.1, crash recovery with the real `trellis serve` process killed with SIGKILL, and unit tests
- * of templates, conditions and backoff; the SQLite RunQueue's own statements on SQLite only.
+ * of templates, conditions and backoff; the queue's own operations driven directly on SQLite only.
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -10,8 +10,8 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore, type Store } from '../src/db/open.ts'
-import { op } from '../src/db/op.ts'
-import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns, RunQueue, type RunRow, runWorkflow } from '../src/db/queue.ts'
+import { runOp } from '../src/db/op.ts'
+import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns, type RunRow, runWorkflow } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
 import { runCondition } from '../src/executor/steps/condition.ts'
@@ -24,6 +24,7 @@ import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
 import { publishWorkflow } from '../src/modules/workflows/service.ts'
 import { anotherStore, bearer, execute, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyTest, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { queueOn } from './support/queue.ts'
 import {
   type AcmeDocument,
   acmeDocument,
@@ -970,7 +971,7 @@ describe('leases and several executors on one database', () => {
     // Recovery is tried while the run is in flight (800 ms, over twice the lease), never a lease's length apart.
     const checkedAt: number[] = []
     while (['queued', 'running'].includes(status(runId))) {
-      expect(await runNow(env.store, op(recoverExpiredRuns, Date.now()))).toBe(0)
+      expect(await runNow(env.store, recoverExpiredRuns(Date.now()))).toBe(0)
       checkedAt.push(Date.now())
       await Bun.sleep(25)
     }
@@ -1242,7 +1243,7 @@ const queueNow = Date.UTC(2026, 10, 21, 12, 0, 0)
 
 sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
   let env: SqliteTestEnv
-  let queue: RunQueue
+  let queue: ReturnType<typeof queueOn>
   let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
   let counter = 0
   const now = queueNow
@@ -1250,7 +1251,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
   beforeAll(async () => {
     env = sqliteTestEnv()
     await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
-    queue = new RunQueue(env.store.sqlite)
+    queue = queueOn(env.store.sqlite)
     base = refundRunBase(env.store)
   })
   afterAll(() => env.cleanup())
@@ -1317,7 +1318,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
     drain()
     const ids = Array.from({ length: 40 }, () => insert(now - 1))
     const otherConnection = new Database(env.store.path, { strict: true })
-    const other = new RunQueue(otherConnection)
+    const other = queueOn(otherConnection)
     const byOwner: Record<string, string[]> = { A: [], B: [] }
     for (let i = 0; i < 100; i++) {
       const owner = i % 2 === 0 ? 'A' : 'B'
@@ -1336,11 +1337,11 @@ sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
     writeFileSync(
       script,
       `import { Database } from 'bun:sqlite'
-import { RunQueue } from ${JSON.stringify(join(repoRoot, 'src/db/queue.ts'))}
+import { queueOn } from ${JSON.stringify(join(repoRoot, 'test/support/queue.ts'))}
 const [path, owner, now] = process.argv.slice(2)
 const db = new Database(path, { strict: true })
 db.run('PRAGMA busy_timeout = 5000')
-const queue = new RunQueue(db)
+const queue = queueOn(db)
 const ids = []
 for (let run = queue.claim(owner, Number(now), 30000); run; run = queue.claim(owner, Number(now), 30000)) ids.push(run.id)
 console.log(JSON.stringify(ids))
@@ -1379,11 +1380,11 @@ console.log(JSON.stringify(ids))
     expect(again).toMatchObject({ id: held, lease_owner: 'B', attempts: 2, started_at: now })
     expect(queue.heartbeat(held, 'A', now + 1_600, 1_000)).toBe(false)
     // The lease-guarded transitions: only the new owner may move the run on.
-    expect(() => advanceRun(env.store.db, held, 'A', 1)).toThrow(LeaseLostError)
-    expect(() => advanceRun(env.store.db, held, 'B', 1)).not.toThrow()
+    expect(() => runOp(env.store.db, advanceRun(held, 'A', 1))).toThrow(LeaseLostError)
+    expect(() => runOp(env.store.db, advanceRun(held, 'B', 1))).not.toThrow()
     // A cancelled run is nobody's.
     setStatus(held, 'cancelled')
-    expect(() => advanceRun(env.store.db, held, 'B', 1)).toThrow(LeaseLostError)
+    expect(() => runOp(env.store.db, advanceRun(held, 'B', 1))).toThrow(LeaseLostError)
     expect(queue.recoverExpired(now + 1_000_000)).toBe(0)
   })
 
@@ -1424,10 +1425,10 @@ describe('condition step (no executor running)', () => {
   async function condition(ifClause: Extract<Step, { type: 'condition' }>['if'], options: { else?: 'end' | 'fail'; recordId?: string; user?: string } = {}): Promise<StepResult> {
     drainRuns(env.store)
     const recordId = options.recordId ?? 'cond_1'
-    const queued = await runNow(env.store, op(insertRun, { ...base, id: crypto.randomUUID(), recordId, createdAt: queueNow, userId: userId(env.store, options.user ?? 'bob') }))
+    const queued = await runNow(env.store, insertRun({ ...base, id: crypto.randomUUID(), recordId, createdAt: queueNow, userId: userId(env.store, options.user ?? 'bob') }))
     if (!queued.inserted) throw new Error(`run on ${recordId} not queued`)
     const run = queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', queued.id) as RunRow
-    const target = (await runNow(env.store, op(runWorkflow, run)))!
+    const target = (await runNow(env.store, runWorkflow(run)))!
     const ctx: StepContext = {
       target: { run, workflowName: target.workflowName, projectId: target.projectId, teamId: target.teamId, environmentId: target.environmentId, collectionId: target.collectionId },
       stepName: 'check',

@@ -1,5 +1,5 @@
 /**
- * Issue 18: the queue's transitions — the very ops the executor yields (`op(claimRuns, …)`, `op(advanceRun, …)`…) —
+ * Issue 18: the queue's transitions — the very ops the executor yields (`claimRuns(…)`, `advanceRun(…)`…) —
  * run on PostgreSQL through their twins (src/db/postgres/queue.ts), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
-import { op, type Op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
@@ -69,7 +69,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
       SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, 5000) i`)
     await store.sql.unsafe('ANALYZE runs')
     const burst = await queue(200)
-    const batch = await run(() => op(claimRuns, 'A', now, LEASE, 4))
+    const batch = await run(() => claimRuns('A', now, LEASE, 4))
     expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
     const [counts] = (await store.sql`SELECT count(*) FILTER (WHERE status = 'running')::int AS running,
       count(*) FILTER (WHERE status = 'queued')::int AS queued FROM runs`) as { running: number; queued: number }[]
@@ -84,7 +84,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     const claimed = await Promise.all(['A', 'B', 'C', 'D'].map(async (owner) => {
       const mine: RunRow[] = []
       for (;;) {
-        const batch = await run(() => op(claimRuns, owner, now, LEASE, 4))
+        const batch = await run(() => claimRuns(owner, now, LEASE, 4))
         if (batch.length === 0) return mine
         mine.push(...batch)
       }
@@ -107,7 +107,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     const owners = ['A', 'B', 'C', 'D', 'E', 'F', 'G', 'H']
     const running = async () =>
       (await store.sql`SELECT id, lease_owner FROM runs WHERE workflow_id = 2 AND status = 'running' ORDER BY id`) as { id: string; lease_owner: string }[]
-    const round = () => Promise.all(owners.map((owner) => run(() => op(claimRuns, owner, now, LEASE, 4))))
+    const round = () => Promise.all(owners.map((owner) => run(() => claimRuns(owner, now, LEASE, 4))))
     for (let finished = 0; finished < limited.length; finished++) {
       const claimed = (await round()).flat()
       const now_ = await running()
@@ -115,7 +115,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
       // What this round claimed is what runs now beyond what ran before it: at most the room the limit left.
       expect(claimed.length).toBeLessThanOrEqual(finished === 0 ? 2 : 1)
       const [first] = now_
-      await run(() => op(finishRun, first!.id, first!.lease_owner, now + 1, 1))
+      await run(() => finishRun(first!.id, first!.lease_owner, now + 1, 1))
     }
     expect(await running()).toEqual([])
     expect(((await store.sql`SELECT count(*)::int AS n FROM runs WHERE workflow_id = 2 AND status = 'succeeded'`) as { n: number }[])[0]!.n).toBe(limited.length)
@@ -123,39 +123,39 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
 
   test('a lease guard rolls the whole op back: the step recorded before it is undone when another owner holds the run', async () => {
     const [id] = await queue(1)
-    const [claimed] = await run(() => op(claimRuns, 'A', now, LEASE, 1))
+    const [claimed] = await run(() => claimRuns('A', now, LEASE, 1))
     expect(claimed!.id).toBe(id!)
     // B's op advances someone else's run after a first write of its own: LeaseLostError, and nothing of B stays.
     await expect(
       run(function* () {
-        yield* op(renewLease, id!, 'A', now + 1, LEASE)
-        yield* op(advanceRun, id!, 'B', 2)
+        yield* renewLease(id!, 'A', now + 1, LEASE)
+        yield* advanceRun(id!, 'B', 2)
       }),
     ).rejects.toBeInstanceOf(LeaseLostError)
     expect(await statusOf(id!)).toMatchObject({ status: 'running', lease_owner: 'A', next_step: 0 })
     // The renewal made inside the failed op was rolled back with it.
     expect(await store.sql`SELECT lease_expires_at::float8 AS until FROM runs WHERE id = ${id!}`).toEqual([{ until: now + LEASE }])
-    await run(() => op(advanceRun, id!, 'A', 2))
+    await run(() => advanceRun(id!, 'A', 2))
     expect(await statusOf(id!)).toMatchObject({ next_step: 2 })
     // Park, wake when due (the claim), finish; a finished run's lease cannot be renewed.
-    await run(() => op(parkRun, id!, 'A', 3, now + 5_000))
+    await run(() => parkRun(id!, 'A', 3, now + 5_000))
     expect(await statusOf(id!)).toMatchObject({ status: 'waiting', lease_owner: null, available_at: now + 5_000 })
-    expect(await run(() => op(claimRuns, 'B', now + 4_999, LEASE, 5))).toEqual([])
-    const [woken] = await run(() => op(claimRuns, 'B', now + 5_000, LEASE, 5))
+    expect(await run(() => claimRuns('B', now + 4_999, LEASE, 5))).toEqual([])
+    const [woken] = await run(() => claimRuns('B', now + 5_000, LEASE, 5))
     expect(woken).toMatchObject({ id, status: 'running', lease_owner: 'B', next_step: 3, attempts: 2 })
-    await run(() => op(finishRun, id!, 'B', now + 6_000, 4))
+    await run(() => finishRun(id!, 'B', now + 6_000, 4))
     expect(await statusOf(id!)).toMatchObject({ status: 'succeeded', lease_owner: null, next_step: 4 })
-    expect(await run(() => op(renewLease, id!, 'B', now + 7_000, LEASE))).toBe(false)
+    expect(await run(() => renewLease(id!, 'B', now + 7_000, LEASE))).toBe(false)
   })
 
   test('recovery requeues runs whose lease expired (their instance died); give-back requeues what an owner holds', async () => {
     const [dead, alive] = await queue(2)
     await store.sql`UPDATE runs SET status = 'running', lease_owner = 'gone', lease_expires_at = ${now - 1} WHERE id = ${dead!}`
     await store.sql`UPDATE runs SET status = 'running', lease_owner = 'live', lease_expires_at = ${now + LEASE} WHERE id = ${alive!}`
-    expect(await run(() => op(recoverExpiredRuns, now))).toBe(1)
+    expect(await run(() => recoverExpiredRuns(now))).toBe(1)
     expect(await statusOf(dead!)).toMatchObject({ status: 'queued', lease_owner: null })
     expect(await statusOf(alive!)).toMatchObject({ status: 'running', lease_owner: 'live' })
-    expect(await run(() => op(releaseOwnedRuns, 'live', now))).toBe(1)
+    expect(await run(() => releaseOwnedRuns('live', now))).toBe(1)
     expect(await statusOf(alive!)).toMatchObject({ status: 'queued', lease_owner: null })
   })
 })

@@ -12,7 +12,7 @@ import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
-import { RunQueue } from '../src/db/queue.ts'
+import { findActiveRun, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey } from '../src/db/records.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import * as schema from '../src/db/schema.ts'
@@ -70,6 +70,9 @@ function planOf(text: string): string {
   return (env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${text}`).all() as { detail: string }[]).map((r) => r.detail).join(' | ')
 }
 
+/** SQLite's claim statements (src/db/queue.ts), each prepared as the claim prepares it. */
+const claimStatements = (_: Db, connection: Database) => Object.values(SQLITE_CLAIM).map((text) => connection.prepare(text))
+
 type PlanCase = [name: string, work: (db: Db, connection: Database) => unknown, statement: RegExp, plan: RegExp]
 
 const notes = (filters: Parameters<typeof listNoteIds>[2], query: Record<string, string> = {}) => (db: Db) =>
@@ -91,15 +94,15 @@ const CASES: PlanCase[] = [
   // ── runs: the queue ──
   // The claim (src/db/claims.ts): the runs running, each environment's oldest due runs and, where a workflow's limit
   // holds those back, each workflow's — in their index's order, never a sort — then the start of each run picked.
-  ['queue: claim: the runs running', (_, c) => new RunQueue(c), /^SELECT r\.workflow_id, e\.project_id, r\.lease_owner FROM runs r/, /^SCAN r USING INDEX runs_lease_idx \| SEARCH e USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
-  ['queue: claim: the environments with due runs', (_, c) => new RunQueue(c), /^SELECT e\.id, e\.project_id FROM environments e/, /^SCAN e USING COVERING INDEX environments_project_name_unique \| SEARCH r EXISTS USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\)$/],
-  ['queue: claim: an environment\'s oldest due runs', (_, c) => new RunQueue(c), /WHERE r\.environment_id = \?1 AND r\.status IN/, /^SEARCH r USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
-  ['queue: claim: a workflow\'s oldest due runs', (_, c) => new RunQueue(c), /WHERE r\.workflow_id = \?1 AND r\.status IN/, /^SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
-  ['queue: claim: each workflow\'s oldest due run (an environment whose runs a limit holds back)', (_, c) => new RunQueue(c), /FROM runs r WHERE r\.workflow_id = w\.id/, /SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
-  ['queue: claim: start a run picked', (_, c) => new RunQueue(c), /^\s*UPDATE runs SET status = 'running'/, /^SEARCH runs USING INDEX sqlite_autoindex_runs_1 \(id=\?\)$/],
-  ['queue: the next due time', (_, c) => new RunQueue(c), /^SELECT min\(available_at\)/, /SEARCH runs USING INDEX runs_claim_idx/],
-  ['queue: recover expired leases', (_, c) => new RunQueue(c), /^UPDATE runs SET status = 'queued'.*\n\s*WHERE status = 'running' AND lease_expires_at/, /SEARCH runs USING INDEX runs_lease_idx \(lease_expires_at<\?\)/],
-  ['queue: the active run behind a 409', (_, c) => new RunQueue(c), /^SELECT id FROM runs WHERE workflow_id = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
+  ['queue: claim: the runs running', (db) => runOp(db, runningRuns(null)), /^select "runs"\."workflow_id", "environments"\."project_id", "runs"\."lease_owner" from "runs"/, /^SCAN runs USING INDEX runs_lease_idx \| SEARCH environments USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
+  ['queue: claim: the environments with due runs', claimStatements, /^SELECT e\.id, e\.project_id FROM environments e/, /^SCAN e USING COVERING INDEX environments_project_name_unique \| SEARCH r EXISTS USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\)$/],
+  ['queue: claim: an environment\'s oldest due runs', claimStatements, /WHERE r\.environment_id = \?1 AND r\.status IN/, /^SEARCH r USING INDEX runs_claim_env_idx \(environment_id=\? AND available_at<\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
+  ['queue: claim: a workflow\'s oldest due runs', claimStatements, /WHERE r\.workflow_id = \?1 AND r\.status IN/, /^SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
+  ['queue: claim: each workflow\'s oldest due run (an environment whose runs a limit holds back)', claimStatements, /FROM runs r WHERE r\.workflow_id = w\.id/, /SEARCH r USING INDEX runs_claim_workflow_idx \(workflow_id=\? AND available_at<\?\)$/],
+  ['queue: claim: start a run picked', claimStatements, /^UPDATE runs SET status = 'running'/, /^SEARCH runs USING INDEX sqlite_autoindex_runs_1 \(id=\?\)$/],
+  ['queue: the next due time', (db) => runOp(db, nextRunAvailableAt()), /^select min\("available_at"\)/, /SEARCH runs USING INDEX runs_claim_idx/],
+  ['queue: recover expired leases', (db) => runOp(db, recoverExpiredRuns(0)), /^update "runs" set .* where \("runs"\."status" = 'running' and "runs"\."lease_expires_at" < \?\)/, /SEARCH runs USING (COVERING )?INDEX runs_lease_idx \(lease_expires_at<\?\)/],
+  ['queue: the active run behind a 409', (db) => runOp(db, findActiveRun(1, 'ord_1001')), /^select "id" from "runs" where \("runs"\."workflow_id" = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
   // ── runs: the list ──
   ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
   ['runs: console paging (before id)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\? AND id<\?\)$/],

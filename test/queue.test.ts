@@ -13,29 +13,30 @@ import {
   type NewRun,
   parkRun,
   recordStepOutcome,
-  RunQueue,
   type RunRow,
   runWorkflow,
 } from '../src/db/queue.ts'
 import { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../src/db/schema.ts'
-import { op } from '../src/db/op.ts'
+import { runOp } from '../src/db/op.ts'
+import type { Db } from '../src/db/open.ts'
 import { inSavepoint } from '../src/db/savepoint.ts'
 import { write, writeTransaction } from '../src/db/write.ts'
 import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, refundRunBase } from './support/acme.ts'
+import { queueOn } from './support/queue.ts'
 
 const now = Date.UTC(2026, 10, 21, 12, 0, 0)
 const LEASE = 30_000
 
 let env: SqliteTestEnv
-let queue: RunQueue
+let queue: ReturnType<typeof queueOn>
 let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
 let counter = 0
 
 beforeAll(async () => {
   env = sqliteTestEnv()
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
-  queue = new RunQueue(env.store.sqlite)
+  queue = queueOn(env.store.sqlite)
   base = refundRunBase(env.store)
 })
 afterAll(() => env.cleanup())
@@ -58,36 +59,36 @@ function held(): string {
 }
 
 /** Each lease-guarded transition, as a worker calls it inside its transaction. */
-const guardedTransitions: Record<string, (tx: Parameters<typeof advanceRun>[0], id: string, owner: string) => void> = {
-  advance: (tx, id, owner) => advanceRun(tx, id, owner, 2),
-  park: (tx, id, owner) => parkRun(tx, id, owner, 1, now + 60_000),
-  finish: (tx, id, owner) => finishRun(tx, id, owner, now + 5, 3),
-  fail: (tx, id, owner) => failRun(tx, id, owner, now + 5, { code: 'http_failed', message: 'no', step: 'call' }, 1),
+const guardedTransitions: Record<string, (tx: Db, id: string, owner: string) => void> = {
+  advance: (tx, id, owner) => runOp(tx, advanceRun(id, owner, 2)),
+  park: (tx, id, owner) => runOp(tx, parkRun(id, owner, 1, now + 60_000)),
+  finish: (tx, id, owner) => runOp(tx, finishRun(id, owner, now + 5, 3)),
+  fail: (tx, id, owner) => runOp(tx, failRun(id, owner, now + 5, { code: 'http_failed', message: 'no', step: 'call' }, 1)),
 }
 
 describe('lease-guarded transitions', () => {
   test('by the owner of a running run: advance, park, finish, fail each change exactly their columns', () => {
     const advanced = held()
-    writeTransaction(env.store, (tx) => advanceRun(tx, advanced, 'A', 2))
+    writeTransaction(env.store, (tx) => runOp(tx, advanceRun(advanced, 'A', 2)))
     expect(row(advanced)).toMatchObject({ status: 'running', next_step: 2, lease_owner: 'A', lease_expires_at: now + LEASE })
 
     const parked = held()
-    writeTransaction(env.store, (tx) => parkRun(tx, parked, 'A', 1, now + 60_000))
+    writeTransaction(env.store, (tx) => runOp(tx, parkRun(parked, 'A', 1, now + 60_000)))
     expect(row(parked)).toMatchObject({ status: 'waiting', next_step: 1, available_at: now + 60_000, lease_owner: null, lease_expires_at: null, finished_at: null })
     // The wake is the claim: nobody takes it before its time, anybody after.
     expect(queue.claim('B', now + 59_999, LEASE)).toBeNull()
     expect(queue.claim('B', now + 60_000, LEASE)).toMatchObject({ id: parked, status: 'running', lease_owner: 'B', next_step: 1, attempts: 2 })
 
     const finished = held()
-    writeTransaction(env.store, (tx) => finishRun(tx, finished, 'A', now + 5, 3))
+    writeTransaction(env.store, (tx) => runOp(tx, finishRun(finished, 'A', now + 5, 3)))
     expect(row(finished)).toMatchObject({ status: 'succeeded', next_step: 3, finished_at: now + 5, error: null, lease_owner: null, lease_expires_at: null })
 
     const finishedAsIs = held()
-    writeTransaction(env.store, (tx) => finishRun(tx, finishedAsIs, 'A', now + 5))
+    writeTransaction(env.store, (tx) => runOp(tx, finishRun(finishedAsIs, 'A', now + 5)))
     expect(row(finishedAsIs)).toMatchObject({ status: 'succeeded', next_step: 0 })
 
     const failed = held()
-    writeTransaction(env.store, (tx) => failRun(tx, failed, 'A', now + 5, { code: 'http_failed', message: 'no', step: 'call' }, 1))
+    writeTransaction(env.store, (tx) => runOp(tx, failRun(failed, 'A', now + 5, { code: 'http_failed', message: 'no', step: 'call' }, 1)))
     expect(row(failed)).toMatchObject({ status: 'failed', next_step: 1, finished_at: now + 5, lease_owner: null, lease_expires_at: null })
     expect(JSON.parse(row(failed).error!)).toEqual({ code: 'http_failed', message: 'no', step: 'call' })
   })
@@ -114,16 +115,16 @@ describe('lease-guarded transitions', () => {
     const before = row(id)
     await expect(
       write(env.store, function* () {
-        yield* op(recordStepOutcome, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
-        yield* op(advanceRun, id, 'A', 1)
+        yield* recordStepOutcome({ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+        yield* advanceRun(id, 'A', 1)
       }),
     ).rejects.toBeInstanceOf(LeaseLostError)
     expect(stepsOf(id)).toEqual([])
     expect(row(id)).toEqual(before)
     // The owner records and advances in one transaction.
     await write(env.store, function* () {
-      yield* op(recordStepOutcome, { runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
-      yield* op(advanceRun, id, 'B', 1)
+      yield* recordStepOutcome({ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+      yield* advanceRun(id, 'B', 1)
     })
     expect(stepsOf(id)).toEqual([{ step_index: 0 }])
     expect(row(id).next_step).toBe(1)
@@ -146,9 +147,9 @@ describe('cancel', () => {
     for (const status of ACTIVE_RUN_STATUSES) {
       const id = held()
       force(id, status)
-      expect(writeTransaction(env.store, (tx) => cancelActiveRun(tx, id, now + 7))).toBe(true)
+      expect(writeTransaction(env.store, (tx) => runOp(tx, cancelActiveRun(id, now + 7)))).toBe(true)
       expect(row(id)).toMatchObject({ status: 'cancelled', finished_at: now + 7, lease_owner: null, lease_expires_at: null })
-      expect(() => writeTransaction(env.store, (tx) => advanceRun(tx, id, 'A', 1))).toThrow(LeaseLostError)
+      expect(() => writeTransaction(env.store, (tx) => runOp(tx, advanceRun(id, 'A', 1)))).toThrow(LeaseLostError)
     }
   })
 
@@ -157,10 +158,10 @@ describe('cancel', () => {
       const id = held()
       force(id, status, null)
       const before = row(id)
-      expect(writeTransaction(env.store, (tx) => cancelActiveRun(tx, id, now + 7))).toBe(false)
+      expect(writeTransaction(env.store, (tx) => runOp(tx, cancelActiveRun(id, now + 7)))).toBe(false)
       expect(row(id)).toEqual(before)
     }
-    expect(writeTransaction(env.store, (tx) => cancelActiveRun(tx, crypto.randomUUID(), now))).toBe(false)
+    expect(writeTransaction(env.store, (tx) => runOp(tx, cancelActiveRun(crypto.randomUUID(), now)))).toBe(false)
   })
 })
 
@@ -170,12 +171,12 @@ describe('step outcomes and the run workflow', () => {
     writeTransaction(env.store, (tx) => {
       expect(() =>
         inSavepoint(tx, (savepoint) => {
-          recordStepOutcome(savepoint, { runId: id, index: 0, name: 'a', type: 'load', status: 'succeeded', output: undefined, error: null, startedAt: now, finishedAt: now })
+          runOp(savepoint, recordStepOutcome({ runId: id, index: 0, name: 'a', type: 'load', status: 'succeeded', output: undefined, error: null, startedAt: now, finishedAt: now }))
           throw new Error('step failed')
         }),
       ).toThrow('step failed')
-      recordStepOutcome(tx, { runId: id, index: 0, name: 'a', type: 'load', status: 'failed', output: undefined, error: { code: 'x', message: 'y' }, startedAt: now, finishedAt: now + 2 })
-      failRun(tx, id, 'A', now + 2, { code: 'x', message: 'y', step: 'a' }, 0)
+      runOp(tx, recordStepOutcome({ runId: id, index: 0, name: 'a', type: 'load', status: 'failed', output: undefined, error: { code: 'x', message: 'y' }, startedAt: now, finishedAt: now + 2 }))
+      runOp(tx, failRun(id, 'A', now + 2, { code: 'x', message: 'y', step: 'a' }, 0))
     })
     expect(env.store.sqlite.prepare('SELECT status, output, error, finished_at FROM run_steps WHERE run_id = ?').all(id)).toEqual([
       { status: 'failed', output: null, error: JSON.stringify({ code: 'x', message: 'y' }), finished_at: now + 2 },
@@ -185,7 +186,7 @@ describe('step outcomes and the run workflow', () => {
 
   test('runWorkflow: what a claimed run acts on, from its workflow, rendering and version', () => {
     const id = held()
-    const workflow = runWorkflow(env.store.db, row(id))!
+    const workflow = runOp(env.store.db, runWorkflow(row(id)))!
     const expected = env.store.sqlite
       .prepare(
         `SELECT w.name, w.collection_id AS c, r.team_id AS t, r.environment_id AS e, tm.project_id AS p, v.definition AS d
@@ -201,6 +202,6 @@ describe('step outcomes and the run workflow', () => {
       projectId: expected.p,
       definition: expected.d,
     })
-    expect(runWorkflow(env.store.db, { workflow_id: -1, workflow_version_id: base.workflowVersionId })).toBeUndefined()
+    expect(runOp(env.store.db, runWorkflow({ workflow_id: -1, workflow_version_id: base.workflowVersionId }))).toBeUndefined()
   })
 })

@@ -245,11 +245,11 @@ describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retenti
     }
     const cutoff = 10 as Micros
     const batches = await alike(stores, [
-      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
-      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
-      () => op(deleteLogBatch, 'activity_logs', cutoff, 2),
-      () => op(deleteLogBatch, 'admin_logs', cutoff, 10),
-      () => op(deleteLogBatch, 'admin_logs', cutoff, 10),
+      () => deleteLogBatch('activity_logs', cutoff, 2),
+      () => deleteLogBatch('activity_logs', cutoff, 2),
+      () => deleteLogBatch('activity_logs', cutoff, 2),
+      () => deleteLogBatch('admin_logs', cutoff, 10),
+      () => deleteLogBatch('admin_logs', cutoff, 10),
     ])
     expect(batches).toEqual([2, 2, 1, 3, 0])
     expect(await remaining('activity_logs')).toEqual([4, 6])

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
-import { op, type Op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { idAfter } from '../src/db/postgres/queue.ts'
 import {
@@ -54,44 +54,44 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
 
   test('insertRun: the run, then the 409 answer naming it; cancelActiveRun frees the record; rows alike', async () => {
     const first = randomUUIDv7()
-    await bothAnswer(() => op(insertRun, run(first, 'ord_1')), { inserted: true, id: first })
+    await bothAnswer(() => insertRun(run(first, 'ord_1')), { inserted: true, id: first })
     const [sqliteRows, pgRows] = await rowsOf('runs', 'id', first)
     expect(pgRows).toEqual(sqliteRows)
     expect(pgRows).toHaveLength(1)
     // Another start on the record: nothing stored, the active run named; the same time and id do not matter.
     const second = randomUUIDv7()
-    await bothAnswer(() => op(insertRun, run(second, 'ord_1', now + 5)), { inserted: false, activeRunId: first })
+    await bothAnswer(() => insertRun(run(second, 'ord_1', now + 5)), { inserted: false, activeRunId: first })
     expect(await rowsOf('runs', 'id', second)).toEqual([[], []])
     // A run of the same id (the primary key) is a conflict too, as SQLite's unique-or-primary-key check has it.
-    await bothAnswer(() => op(insertRun, run(first, 'ord_2')), { inserted: false, activeRunId: null })
+    await bothAnswer(() => insertRun(run(first, 'ord_2')), { inserted: false, activeRunId: null })
     // Cancel: true once, false for a run no longer active and for an unknown one.
-    await bothAnswer(() => op(cancelActiveRun, first, now + 10), true)
-    await bothAnswer(() => op(cancelActiveRun, first, now + 11), false)
-    await bothAnswer(() => op(cancelActiveRun, randomUUIDv7(), now + 11), false)
+    await bothAnswer(() => cancelActiveRun(first, now + 10), true)
+    await bothAnswer(() => cancelActiveRun(first, now + 11), false)
+    await bothAnswer(() => cancelActiveRun(randomUUIDv7(), now + 11), false)
     const [afterCancel, afterCancelPg] = await rowsOf('runs', 'id', first)
     expect(afterCancelPg).toEqual(afterCancel)
     expect(afterCancelPg).toMatchObject([{ status: 'cancelled', finished_at: now + 10 }])
     // The record is free: a new start queues, its createdAt 1 µs after the environment's newest (same millisecond).
     const third = randomUUIDv7()
-    await bothAnswer(() => op(insertRun, run(third, 'ord_1')), { inserted: true, id: third })
+    await bothAnswer(() => insertRun(run(third, 'ord_1')), { inserted: true, id: third })
     const [thirdRows, thirdPg] = await rowsOf('runs', 'id', third)
     expect(thirdPg).toEqual(thirdRows)
     expect(thirdPg).toMatchObject([{ created_at: now * 1000 + 1 }])
   })
 
   test('the claim of the runs, their step outcomes, what they act on and when the next is due', async () => {
-    await bothAnswer(() => op(nextRunAvailableAt), now)
-    const [claimed, claimedPg] = await stores.both(() => op(claimRuns, 'A', now, LEASE, 10))
+    await bothAnswer(() => nextRunAvailableAt(), now)
+    const [claimed, claimedPg] = await stores.both(() => claimRuns('A', now, LEASE, 10))
     expect(claimedPg).toEqual(claimed)
     expect(claimedPg).toHaveLength(1)
     const runId = claimedPg[0]!.id
-    await bothAnswer(() => op(nextRunAvailableAt), null)
-    const [target, targetPg] = await stores.both(() => op(runWorkflow, claimedPg[0]!))
+    await bothAnswer(() => nextRunAvailableAt(), null)
+    const [target, targetPg] = await stores.both(() => runWorkflow(claimedPg[0]!))
     expect(targetPg).toEqual(target)
     expect(targetPg).toMatchObject({ workflowName: 'Refund order', environmentId: base.environmentId })
     expect(JSON.parse(targetPg!.definition)).toHaveProperty('steps')
     // A workflow that is gone: undefined on both.
-    await bothAnswer(() => op(runWorkflow, { workflow_id: 999_999, workflow_version_id: base.workflowVersionId }), undefined)
+    await bothAnswer(() => runWorkflow({ workflow_id: 999_999, workflow_version_id: base.workflowVersionId }), undefined)
     // Outcomes with and without output and error, then a park: the rows read back alike.
     const outcomes = [
       { index: 0, name: '1-load', type: 'load', status: 'succeeded' as const, output: { id: 'ord_1' }, error: null },
@@ -99,17 +99,17 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       { index: 2, name: 'call', type: 'http', status: 'failed' as const, output: { status: 500 }, error: { code: 'http_failed', message: 'boom' } },
     ]
     for (const outcome of outcomes) {
-      await bothAnswer(() => op(recordStepOutcome, { runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }), undefined)
+      await bothAnswer(() => recordStepOutcome({ runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }), undefined)
     }
     const [steps, stepsPg] = await rowsOf('run_steps', 'run_id', runId)
     expect(stepsPg).toEqual(steps)
     expect(stepsPg).toHaveLength(3)
     // The same step twice is the primary key's: both refuse it.
     const again = { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }
-    expect(() => commitNow(stores.sqlite.store, () => op(recordStepOutcome, again))).toThrow()
-    await expect(writeOnPostgres(stores.pg, () => op(recordStepOutcome, again))).rejects.toThrow()
-    await stores.both(() => op(parkRun, runId, 'A', 3, now + 60_000))
-    await bothAnswer(() => op(nextRunAvailableAt), now + 60_000)
+    expect(() => commitNow(stores.sqlite.store, () => recordStepOutcome(again))).toThrow()
+    await expect(writeOnPostgres(stores.pg, () => recordStepOutcome(again))).rejects.toThrow()
+    await stores.both(() => parkRun(runId, 'A', 3, now + 60_000))
+    await bothAnswer(() => nextRunAvailableAt(), now + 60_000)
   })
 
   test('deleteLogBatch: the oldest entries before the cutoff, in batches, record rows with them; the count answered', async () => {
@@ -130,9 +130,9 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [id, environmentId, `ord_${i}`])
     }
     const cutoff = 6000 as Micros // entries 1..5 are older
-    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 3)
-    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 2)
-    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', cutoff, 3), 0)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 3)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 2)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 0)
     // The apply's own entries (its record imports) are far newer than the cutoff and stay, on both.
     const left = [
       sqlite.prepare("SELECT l.created_at, r.record_id FROM activity_logs l JOIN activity_log_records r ON r.log_id = l.id WHERE l.label = 'seen' ORDER BY l.id").all(),
@@ -146,18 +146,18 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     // Admin logs: the apply's entries are far newer than the cutoff (none go); a cutoff past them takes them all.
     const adminCount = (sqlite.prepare('SELECT count(*) AS n FROM admin_logs').get() as { n: number }).n
     expect(adminCount).toBeGreaterThan(0)
-    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', cutoff, 100), 0)
+    await bothAnswer(() => deleteLogBatch('admin_logs', cutoff, 100), 0)
     // Past every row: the fixed `now`'s and the apply's, written at the real time (whatever today's date is).
     const future = ((Math.max(now, Date.now()) + 86_400_000) * 1000) as Micros
-    await bothAnswer(() => op(deleteLogBatch, 'admin_logs', future, 100_000), adminCount)
+    await bothAnswer(() => deleteLogBatch('admin_logs', future, 100_000), adminCount)
     const activityCount = (sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
-    await bothAnswer(() => op(deleteLogBatch, 'activity_logs', future, 100_000), activityCount)
+    await bothAnswer(() => deleteLogBatch('activity_logs', future, 100_000), activityCount)
     expect([...(await stores.pg.sql`SELECT count(*)::float8 AS n FROM activity_log_records`)]).toEqual([{ n: 0 }])
   })
 
   test('30 concurrent starts on one record (a pool of 10): exactly one run queued, the other 29 name it', async () => {
     const ids = Array.from({ length: 30 }, () => randomUUIDv7())
-    const answers = await Promise.all(ids.map((id) => writeOnPostgres(stores.pg, () => op(insertRun, run(id, 'contested')))))
+    const answers = await Promise.all(ids.map((id) => writeOnPostgres(stores.pg, () => insertRun(run(id, 'contested')))))
     const inserted = answers.filter((a) => a.inserted)
     expect(inserted).toHaveLength(1)
     const winner = (inserted[0] as { id: string }).id
@@ -174,7 +174,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     const ids = Array.from({ length: 50 }, () => randomUUIDv7())
     const starts = ids.map((id, i) => ({ ...(i % 2 === 0 ? base : stagingBase), id, recordId: `burst_${i}`, createdAt: now + 1 }))
     const clockBefore = Date.now()
-    const answers = await Promise.all(starts.reverse().map((start) => writeOnPostgres(stores.pg, () => op(insertRun, start))))
+    const answers = await Promise.all(starts.reverse().map((start) => writeOnPostgres(stores.pg, () => insertRun(start))))
     expect(answers.every((a) => a.inserted)).toBe(true)
     const stored = answers.map((a) => (a as { id: string }).id)
     expect(new Set(stored).size).toBe(50)
@@ -242,13 +242,13 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('the claim\'s choice: PostgreSQL
     for (let i = 0; i < count; i++) {
       const id = randomUUIDv7()
       const start = { ...bases[workflow]!, id, recordId: `${workflow}-${at}-${i}`, createdAt: at + i }
-      expect(await stores.both(() => op(insertRun, start))).toEqual([{ inserted: true, id }, { inserted: true, id }])
+      expect(await stores.both(() => insertRun(start))).toEqual([{ inserted: true, id }, { inserted: true, id }])
       ids.push(id)
     }
     return ids
   }
   const claimBoth = async (owner: string, free: number) => {
-    const [sqlite, pg] = await stores.both(() => op(claimRuns, owner, now + 10_000, LEASE, free))
+    const [sqlite, pg] = await stores.both(() => claimRuns(owner, now + 10_000, LEASE, free))
     expect(pg).toEqual(sqlite)
     return sqlite.map((run): string | undefined => run.id)
   }
@@ -264,7 +264,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('the claim\'s choice: PostgreSQL
     // hold none of B's workers and take turns again, Globex with its one run left.
     expect(await claimBoth('B', 4)).toEqual([refund[1], refund[2], refund[3], globex[2]])
     // The Serial run ends: the next one may start, and nothing else is due.
-    await stores.both(() => op(finishRun, serial[0]!, 'A', now + 20_000))
+    await stores.both(() => finishRun(serial[0]!, 'A', now + 20_000))
     expect(await claimBoth('A', 4)).toEqual([serial[1]])
     expect(await claimBoth('A', 4)).toEqual([])
   })

@@ -1,8 +1,8 @@
 /**
  * Which due runs a claim starts (issue 24, item 4): the fair share between projects and the workflows' concurrency
- * limits, written once for both stores. Each store's claim (src/db/queue.ts, src/db/postgres/queue.ts) gathers the
- * same facts — the runs running, each environment's oldest due runs, and where a limit holds some of those back each
- * of the environment's workflows' — and starts the runs in `claimOrder`'s order, as many as it has free workers (on
+ * limits, written once for both stores. The claim (src/db/queue.ts `claimRuns`) gathers the facts — each
+ * environment's oldest due runs, the runs running, and where a limit holds some of those back each of the
+ * environment's workflows' — and starts the runs in `claimOrder`'s order, as many as it has free workers (on
  * PostgreSQL skipping any another instance is starting). Pure functions: no SQL here.
  *
  * The rules, per claim of `free` workers of one instance:

@@ -3,39 +3,49 @@
  * start, claim (which also wakes a waiting run whose time has come), lease renewal, advance, park, finish, fail,
  * cancel, give back, recovery — each one guarded statement, as pg-boss's `plans.ts` keeps them: the state it
  * leaves (and, after a claim, the lease owner) is in its `WHERE`, so a run cancelled or recovered elsewhere is
- * never written twice. It is dialect-specific: a claim gathers each environment's oldest due runs and starts those
- * src/db/claims.ts picks (the fair share between projects, the workflows' concurrency limits) — on SQLite in one
- * IMMEDIATE transaction, on PostgreSQL with `FOR UPDATE SKIP LOCKED`; SQLite reports the partial unique index
- * violation as SQLITE_CONSTRAINT_UNIQUE.
+ * never written twice. Each is written once for both stores (README "One query, two dialects"), but for what only
+ * one store needs: the insert's place in its environment's order and the claim's reads and starts — SQLite's single
+ * writer holds everything they read until they commit, PostgreSQL locks (the runs list lock, `FOR UPDATE SKIP
+ * LOCKED`) and announces a queued run with NOTIFY (./postgres/queue.ts). The claim's rules are src/db/claims.ts.
  *
  * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped): SQLite uses a
- * partial index (`runs_one_active_per_record`, `runs_claim_idx`) only when the query's WHERE repeats the index's
- * literal predicate, which a bound parameter does not.
+ * partial index (`runs_one_active_per_record`, `runs_claim_idx`, `runs_lease_idx`) only when the query's WHERE
+ * repeats the index's literal predicate, which a bound parameter does not.
  *
  * The transitions a worker makes while it records steps (`advanceRun`, `parkRun`, `finishRun`, `failRun`,
- * `recordStepOutcome`) take the caller's transaction handle: they commit with the step's effects and its activity
+ * `recordStepOutcome`) run in the caller's transaction: they commit with the step's effects and its activity
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
-import type { Database, Statement } from 'bun:sqlite'
+import type { Statement } from 'bun:sqlite'
+import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
 import {
   type ClaimCandidate,
   type ClaimFacts,
   claimOrder,
   deferredRuns,
-  type DueRuns,
   environmentsToWiden,
   projectCap,
   type RunningRun,
   workflowsToReadFurther,
 } from './claims.ts'
-import type { Db, SqliteStore } from './open.ts'
-import { connectionOf, prepared } from './prepared.ts'
+import type { Dialect } from './dialect.ts'
+import { type Op, op } from './op.ts'
+import type { Db } from './open.ts'
+import { connectionOf, prepared, statementOn } from './prepared.ts'
+import { placeholders, rows, setPlaceholders, statement } from './query.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
 const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
-/** Every write after the claim: only the worker holding the lease on a running run may make it. */
-const HELD = "id = :id AND lease_owner = :owner AND status = 'running'"
+
+/** The run is active (queued, running or waiting): `runs_one_active_per_record`'s predicate. */
+const isActive = ({ t }: Dialect) => sql`${t.runs.status} IN (${sql.raw(ACTIVE)})`
+/** The run is running: `runs_lease_idx`'s predicate. */
+const isRunning = ({ t }: Dialect) => sql`${t.runs.status} = 'running'`
+/** The run may be claimed (queued, or waiting) once its time comes: the claim indexes' predicate. */
+const isClaimable = ({ t }: Dialect) => sql`${t.runs.status} IN (${sql.raw(CLAIMABLE)})`
+/** Every write after the claim: only the worker holding the lease (placeholders `id`, `owner`) on a running run may make it. */
+const isHeld = (d: Dialect) => and(eq(d.t.runs.id, sql.placeholder('id')), eq(d.t.runs.leaseOwner, sql.placeholder('owner')), isRunning(d))
 
 /** A run as the queue hands it to a worker (the `runs` row, column names as stored). */
 export interface RunRow {
@@ -94,192 +104,101 @@ export class LeaseLostError extends Error {
   }
 }
 
+// ── Start ─────────────────────────────────────────────────────────────────────
+
+/**
+ * Start: inserts a queued run. The partial unique index decides whether another run is active on the record:
+ * no check-then-insert race. Call inside the transaction that also writes the trigger's activity entry.
+ */
+export function* insertRun(run: NewRun): Op<InsertResult> {
+  const id = yield* op(insertQueuedRun, run)
+  if (id !== null) return { inserted: true, id }
+  return { inserted: false, activeRunId: (yield* findActiveRun(run.workflowId, run.recordId))?.id ?? null }
+}
+
+const ACTIVE_RUN = statement('queue.active-run', (d) =>
+  d.db
+    .select({ id: d.t.runs.id })
+    .from(d.t.runs)
+    .where(and(eq(d.t.runs.workflowId, sql.placeholder('workflowId')), eq(d.t.runs.recordId, sql.placeholder('recordId')), isActive(d))),
+)
+
+/** The run active on the record for the workflow (the one a start conflicts with), if any. */
+export function findActiveRun(workflowId: number, recordId: string) {
+  return ACTIVE_RUN.row({ workflowId, recordId })
+}
+
 function isUniqueViolation(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
+// created_at: the trigger's time in µs, or 1 µs after the environment's newest run (run ids are time-ordered
+// UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
+// exactly, and never ahead of the clock below a million triggers a second.
+const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+    status, next_step, available_at, attempts, created_at)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 0, ?9, 0,
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1))`
+
 /**
- * The queue's statements that stand alone (each its own write, or the start inside the trigger's transaction),
- * prepared once on `sqlite`, which must be opened `strict` (as src/db/open.ts does) for the named parameters.
+ * The run, queued: the id it was stored under, or null when the record has an active run of the workflow (or the
+ * id is taken). SQLite's write lock orders the environment's inserts (./postgres/queue.ts takes a lock for that).
  */
-/** The run queue of a store (what code outside src/db uses: it never holds the raw connection). */
-export function runQueueOf(store: SqliteStore): RunQueue {
-  return new RunQueue(store.sqlite)
-}
-
-/** The queue's statements on the connection behind `db`, prepared once per connection. */
-function queueOn(db: Db): RunQueue {
-  return prepared(db, 'queue.statements', () => new RunQueue(connectionOf(db)))
-}
-
-/** The queue's transitions as functions of the storage face (`op(claimRuns, …)`); see RunQueue for each rule. */
-export const insertRun = (db: Db, run: NewRun): InsertResult => queueOn(db).insert(run)
-/** `concurrency`: the claiming instance's worker count, for the projects' reserve (src/db/claims.ts); none without it. */
-export const claimRuns = (db: Db, owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): RunRow[] =>
-  queueOn(db).claimBatch(owner, now, leaseMs, limit, concurrency)
-export const renewLease = (db: Db, runId: string, owner: string, now: number, leaseMs: number): boolean =>
-  queueOn(db).heartbeat(runId, owner, now, leaseMs)
-export const recoverExpiredRuns = (db: Db, now: number): number => queueOn(db).recoverExpired(now)
-export const releaseOwnedRuns = (db: Db, owner: string, now: number): number => queueOn(db).releaseOwned(owner, now)
-/** When the next queued or waiting run becomes due after `after` (ms; by default any, due ones included), or null. */
-export const nextRunAvailableAt = (db: Db, after?: number): number | null => queueOn(db).nextAvailableAt(after)
-
-export class RunQueue {
-  private readonly insertStatement
-  private readonly activeRunStatement
-  private readonly environmentsStatement
-  private readonly runningStatement
-  private readonly projectsWithWorkflowsStatement: Statement<{ n: number }, []>
-  private readonly environmentTopStatement
-  private readonly workflowHeadsStatement
-  private readonly workflowTopStatement
-  private readonly startStatement
-  private readonly claimTransaction
-  private readonly heartbeatStatement
-  private readonly recoverStatement
-  private readonly releaseStatement
-  private readonly nextAvailableStatement
-
-  constructor(sqlite: Database) {
-    // created_at: the trigger's time in µs, or 1 µs after the environment's newest run (run ids are time-ordered
-    // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
-    // exactly, and never ahead of the clock below a million triggers a second.
-    this.insertStatement = sqlite.prepare(
-      `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-         status, next_step, available_at, attempts, created_at)
-       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 0, ?9, 0,
-         max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1))`,
+export function insertQueuedRun(db: Db, run: NewRun): string | null {
+  try {
+    statementOn(db, 'queue.insert', INSERT_RUN).run(
+      run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
+      run.userId, run.tokenId, run.trigger, createdAtOf(run),
     )
-    this.activeRunStatement = sqlite.prepare(`SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN (${ACTIVE})`)
-    // The claim's facts (src/db/claims.ts): the environments (few) and the runs running (at most every instance's
-    // workers: runs_lease_idx), then each environment's oldest due runs and, where a limit holds those back, each of its
-    // other workflows' (runs_claim_env_idx, runs_claim_workflow_idx: in the index's order, no sort; ties in the order
-    // they were queued, as the claim always took them on SQLite).
-    this.environmentsStatement = sqlite.prepare(
-      `SELECT e.id, e.project_id FROM environments e
-       WHERE EXISTS (SELECT 1 FROM runs r WHERE r.environment_id = e.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?)`,
-    )
-    this.runningStatement = sqlite.prepare(RUNNING)
-    this.projectsWithWorkflowsStatement = sqlite.prepare(PROJECTS_WITH_WORKFLOWS)
-    this.environmentTopStatement = sqlite.prepare(
-      `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
-       WHERE r.environment_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
-    )
-    this.workflowHeadsStatement = sqlite.prepare(
-      `SELECT x.id, x.workflow_id, x.environment_id, x.available_at, h.concurrency_limit FROM (
-         SELECT w.concurrency_limit, (SELECT r.rowid FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2
-                                      ORDER BY r.available_at, r.rowid LIMIT 1) AS head
-         FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE g.environment_id = ?1) h
-       JOIN runs x ON x.rowid = h.head`,
-    )
-    this.workflowTopStatement = sqlite.prepare(
-      `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
-       WHERE r.workflow_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
-    )
-    this.startStatement = sqlite.prepare(
-      `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
-         started_at = coalesce(started_at, ?2), attempts = attempts + 1
-       WHERE id = ?4 AND status IN (${CLAIMABLE})
-       RETURNING *`,
-    )
-    // IMMEDIATE: the facts and the starts in one write transaction (a savepoint inside the caller's), so no other
-    // process claims between them.
-    this.claimTransaction = sqlite.transaction((owner: string, now: number, leaseMs: number, limit: number, concurrency: number) =>
-      this.claimNow(owner, now, leaseMs, limit, concurrency),
-    )
-    this.heartbeatStatement = sqlite.prepare(`UPDATE runs SET lease_expires_at = :until WHERE ${HELD}`)
-    this.recoverStatement = sqlite.prepare(
-      `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?1
-       WHERE status = 'running' AND lease_expires_at < ?1`,
-    )
-    this.releaseStatement = sqlite.prepare(
-      `UPDATE runs SET status = 'queued', lease_owner = NULL, lease_expires_at = NULL, available_at = ?2
-       WHERE status = 'running' AND lease_owner = ?1`,
-    )
-    this.nextAvailableStatement = sqlite.prepare(`SELECT min(available_at) AS at FROM runs WHERE status IN (${CLAIMABLE}) AND available_at > ?`)
-  }
-
-  /**
-   * Start: inserts a queued run. The partial unique index decides whether another run is active on the record:
-   * no check-then-insert race. Call inside the transaction that also writes the trigger's activity entry.
-   */
-  insert(run: NewRun): InsertResult {
-    try {
-      this.insertStatement.run(
-        run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-        run.userId, run.tokenId, run.trigger, createdAtOf(run),
-      )
-      return { inserted: true, id: run.id }
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error
-      const active = this.activeRunStatement.all(run.workflowId, run.recordId) as { id: string }[]
-      return { inserted: false, activeRunId: active[0]?.id ?? null }
-    }
-  }
-
-  /** Claims the next due run — queued, or waiting with its time come (the wake) — under a lease, or returns null. */
-  claim(owner: string, now: number, leaseMs: number): RunRow | null {
-    return this.claimBatch(owner, now, leaseMs, 1)[0] ?? null
-  }
-
-  /**
-   * Claims up to `limit` due runs at once, each under a lease: those src/db/claims.ts picks (fair share between
-   * projects, workflow limits), oldest due first in the answer.
-   */
-  claimBatch(owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): RunRow[] {
-    const runs = this.claimTransaction.immediate(owner, now, leaseMs, limit, concurrency)
-    return runs.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-  }
-
-  /** The claim's transaction (src/db/claims.ts has the rules; one writer, so the facts hold until it commits). */
-  private claimNow(owner: string, now: number, leaseMs: number, limit: number, concurrency: number): RunRow[] {
-    if (limit <= 0) return []
-    const projectOf = new Map((this.environmentsStatement.all(now) as { id: number; project_id: number }[]).map((e) => [e.id, e.project_id]))
-    if (projectOf.size === 0) return []
-    const facts: ClaimFacts = {
-      running: runningOf(this.runningStatement.all() as Parameters<typeof runningOf>[0], owner),
-      startable: null,
-      projectCap: Number.isFinite(concurrency) ? projectCap(concurrency, this.projectsWithWorkflowsStatement.get()!.n) : Infinity,
-    }
-    const candidates = (rows: unknown[]) =>
-      (rows as DueRow[]).map((r): ClaimCandidate => ({
-        id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: projectOf.get(r.environment_id)!, availableAt: r.available_at,
-        concurrencyLimit: r.concurrency_limit,
-      }))
-    const tops = [...projectOf.keys()].flatMap((environmentId) => candidates(this.environmentTopStatement.all(environmentId, now, limit)))
-    const widened = environmentsToWiden(tops, facts).flatMap((environmentId) => {
-      const heads = candidates(this.workflowHeadsStatement.all(environmentId, now))
-      const further = workflowsToReadFurther(heads, facts, limit).flatMap((workflowId) => candidates(this.workflowTopStatement.all(workflowId, now, limit)))
-      return [...heads, ...further]
-    })
-    const started: RunRow[] = []
-    for (const id of claimOrder([...tops, ...widened], facts).slice(0, limit)) started.push(...(this.startStatement.all(owner, now, leaseMs, id) as RunRow[]))
-    return started
-  }
-
-  /** Lease renewal; false when the run is no longer ours (cancelled, recovered). */
-  heartbeat(runId: string, owner: string, now: number, leaseMs: number): boolean {
-    return this.heartbeatStatement.run({ until: now + leaseMs, id: runId, owner }).changes > 0
-  }
-
-  /** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
-  recoverExpired(now: number): number {
-    return this.recoverStatement.run(now).changes
-  }
-
-  /** Graceful shutdown: give back what this process holds. */
-  releaseOwned(owner: string, now: number): number {
-    return this.releaseStatement.run(owner, now).changes
-  }
-
-  /** When the next queued or waiting run becomes due after `after` (by default any, due ones included; null when none). */
-  nextAvailableAt(after = -1): number | null {
-    return (this.nextAvailableStatement.all(after)[0] as { at: number | null } | undefined)?.at ?? null
+    return run.id
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error
+    return null
   }
 }
 
-/** A due run as the claim's walks read it. */
+/** Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes. */
+export function announceQueuedRuns(_db: Db): void {}
+
+// ── Claim ─────────────────────────────────────────────────────────────────────
+
+/**
+ * Claims up to `limit` due runs — queued, or waiting with their time come (the wake) — each under a lease: those
+ * src/db/claims.ts puts first (fair share between projects, workflow limits), oldest due first in the answer.
+ * `concurrency`: the claiming instance's worker count, for the projects' reserve (src/db/claims.ts); none without it.
+ *
+ * The claim gathers its facts in the op's (write) transaction: each environment's oldest due runs; the runs running;
+ * where a workflow's limit holds some of those back, each of the environment's other workflows' oldest ones too; then
+ * it starts the runs in `claimOrder`'s order. On SQLite the one writer holds them all until it commits; PostgreSQL's
+ * reads and start lock what they must (./postgres/queue.ts `readDueRuns`).
+ */
+export function* claimRuns(owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): Op<RunRow[]> {
+  if (limit <= 0) return []
+  const due = yield* op(readDueRuns, now, limit)
+  if (due.candidates.length === 0) return []
+  const facts: ClaimFacts = {
+    running: yield* runningRuns(owner),
+    startable: due.startable,
+    projectCap: Number.isFinite(concurrency) ? projectCap(concurrency, yield* projectsWithWorkflows()) : Infinity,
+  }
+  const projectOf = new Map(due.candidates.map((run) => [run.environmentId, run.projectId]))
+  const widen = new Map(environmentsToWiden(due.candidates, facts).map((environmentId) => [environmentId, projectOf.get(environmentId)!]))
+  const widened = widen.size === 0 ? [] : yield* op(readWidenedDueRuns, now, limit, widen, facts)
+  const order = claimOrder([...due.candidates, ...widened], facts)
+  if (order.length === 0) return []
+  const started = yield* op(startRuns, owner, now, leaseMs, order, limit)
+  return started.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
+/** What a claim reads first: the oldest due runs of each environment, and the workflows with a limit it may start. */
+export interface DueCandidates {
+  candidates: ClaimCandidate[]
+  /** ClaimFacts' `startable`: null on SQLite, whose single writer holds every workflow. */
+  startable: ReadonlySet<number> | null
+}
+
+/** A due run as SQLite's claim walks read it (its project: the environment's, read first). */
 interface DueRow {
   id: string
   workflow_id: number
@@ -288,66 +207,221 @@ interface DueRow {
   concurrency_limit: number | null
 }
 
-/** The statement for `key` on the transaction's connection, prepared once per connection. */
-function statement(tx: Db, key: string, text: string): Statement {
-  return prepared(tx, `queue.${key}`, () => connectionOf(tx).prepare(text))
+/**
+ * SQLite's claim statements: the environments with due runs (few), then each one's oldest due runs and, where a limit
+ * holds those back, each of its workflows' (runs_claim_env_idx, runs_claim_workflow_idx: in the index's order, no
+ * sort; ties in the order they were queued, as the claim always took them on SQLite), and the start of a run picked.
+ * SQLite has no LATERAL join: it walks one environment or workflow at a time.
+ */
+export const SQLITE_CLAIM = {
+  environments: `SELECT e.id, e.project_id FROM environments e
+    WHERE EXISTS (SELECT 1 FROM runs r WHERE r.environment_id = e.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?)`,
+  environmentTop: `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
+    WHERE r.environment_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
+  workflowHeads: `SELECT x.id, x.workflow_id, x.environment_id, x.available_at, h.concurrency_limit FROM (
+      SELECT w.concurrency_limit, (SELECT r.rowid FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2
+                                   ORDER BY r.available_at, r.rowid LIMIT 1) AS head
+      FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE g.environment_id = ?1) h
+    JOIN runs x ON x.rowid = h.head`,
+  workflowTop: `SELECT r.id, r.workflow_id, r.environment_id, r.available_at, w.concurrency_limit FROM runs r JOIN workflows w ON w.id = r.workflow_id
+    WHERE r.workflow_id = ?1 AND r.status IN (${CLAIMABLE}) AND r.available_at <= ?2 ORDER BY r.available_at, r.rowid LIMIT ?3`,
+  start: `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
+      started_at = coalesce(started_at, ?2), attempts = attempts + 1
+    WHERE id = ?4 AND status IN (${CLAIMABLE})
+    RETURNING *`,
 }
 
-/** Runs a lease-guarded write; nothing matched means the lease is gone, and the caller's transaction must not commit. */
-function guarded(tx: Db, key: string, text: string, values: Record<string, string | number | null>): void {
-  if (statement(tx, key, text).run(values).changes === 0) throw new LeaseLostError(String(values.id))
+/** A SQLite claim statement on the connection behind `db`: all of them prepared together at the first claim, as a hot path's are. */
+const claimStatement = (db: Db, key: keyof typeof SQLITE_CLAIM) =>
+  prepared(db, 'queue.claim', () => {
+    const connection = connectionOf(db)
+    return Object.fromEntries(Object.entries(SQLITE_CLAIM).map(([name, text]) => [name, connection.prepare(text)])) as Record<keyof typeof SQLITE_CLAIM, Statement>
+  })[key]
+
+/** The due rows as candidates, each with its environment's project. */
+const candidatesOf = (rows: unknown[], projectOf: ReadonlyMap<number, number>): ClaimCandidate[] =>
+  (rows as DueRow[]).map((r) => ({
+    id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: projectOf.get(r.environment_id)!, availableAt: r.available_at,
+    concurrencyLimit: r.concurrency_limit,
+  }))
+
+/** Each environment's `limit` oldest due runs (SQLite reads one per free worker: the rules need no more). */
+export function readDueRuns(db: Db, now: number, limit: number): DueCandidates {
+  const environments = claimStatement(db, 'environments').all(now) as { id: number; project_id: number }[]
+  const projectOf = new Map(environments.map((e) => [e.id, e.project_id]))
+  const top = claimStatement(db, 'environmentTop')
+  return { candidates: environments.flatMap((e) => candidatesOf(top.all(e.id, now, limit), projectOf)), startable: null }
 }
+
+/**
+ * The due runs of the environments to widen (`projectOf`: each one's project): each of their workflows' oldest, and
+ * the further ones of the workflows src/db/claims.ts `workflowsToReadFurther` names.
+ */
+export function readWidenedDueRuns(db: Db, now: number, limit: number, projectOf: ReadonlyMap<number, number>, facts: ClaimFacts): ClaimCandidate[] {
+  const heads = claimStatement(db, 'workflowHeads')
+  const top = claimStatement(db, 'workflowTop')
+  return [...projectOf.keys()].flatMap((environmentId) => {
+    const first = candidatesOf(heads.all(environmentId, now), projectOf)
+    const further = workflowsToReadFurther(first, facts, limit).flatMap((workflowId) => candidatesOf(top.all(workflowId, now, limit), projectOf))
+    return [...first, ...further]
+  })
+}
+
+/** Starts the first `limit` runs of `order` under a lease (the one writer: none of them is being started elsewhere). */
+export function startRuns(db: Db, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): RunRow[] {
+  const start = claimStatement(db, 'start')
+  return order.slice(0, limit).flatMap((id) => start.all(owner, now, leaseMs, id) as RunRow[])
+}
+
+const RUNNING = statement('queue.running', (d) =>
+  d.db
+    .select({ workflowId: d.t.runs.workflowId, projectId: d.t.environments.projectId, leaseOwner: d.t.runs.leaseOwner })
+    .from(d.t.runs)
+    .innerJoin(d.t.environments, eq(d.t.environments.id, d.t.runs.environmentId))
+    .where(isRunning(d)),
+)
+
+/** The runs running on every instance (runs_lease_idx), as the claim's rules read them (`mine`: held by `owner`). */
+export function* runningRuns(owner: string | null): Op<RunningRun[]> {
+  return (yield* RUNNING.rows()).map((r) => ({ workflowId: r.workflowId, projectId: r.projectId, mine: owner !== null && r.leaseOwner === owner }))
+}
+
+const PROJECTS_WITH_WORKFLOWS = statement('queue.projects-with-workflows', ({ db, t }) => {
+  const projects = db
+    .selectDistinct({ projectId: t.environments.projectId })
+    .from(t.workflows)
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
+    .where(isNotNull(t.workflows.activeVersionId))
+    .limit(2)
+    .as('p')
+  return db.select({ n: count() }).from(projects)
+})
+
+/** Whether more than one project has a published workflow (0, 1 or 2: no more is counted), for the projects' reserve. */
+export function* projectsWithWorkflows(): Op<number> {
+  return (yield* PROJECTS_WITH_WORKFLOWS.row())!.n
+}
+
+// ── Leases ────────────────────────────────────────────────────────────────────
+
+const RENEW_LEASE = statement('queue.heartbeat', (d) =>
+  d.db.update(d.t.runs).set({ leaseExpiresAt: sql`${sql.placeholder('until')}` }).where(isHeld(d)).returning({ id: d.t.runs.id }),
+)
+
+/** Lease renewal; false when the run is no longer ours (cancelled, recovered). */
+export function* renewLease(runId: string, owner: string, now: number, leaseMs: number): Op<boolean> {
+  return (yield* RENEW_LEASE.rows({ id: runId, owner, until: now + leaseMs })).length > 0
+}
+
+/** Running runs (those `which` picks) back to the queue, due at `now` (placeholder), nobody's. */
+const requeue = (name: string, which: (d: Dialect) => SQL) =>
+  statement(name, (d) =>
+    d.db
+      .update(d.t.runs)
+      .set({ status: 'queued', leaseOwner: null, leaseExpiresAt: null, availableAt: sql`${sql.placeholder('now')}` })
+      .where(and(isRunning(d), which(d)))
+      .returning({ id: d.t.runs.id }),
+  )
+
+const RECOVER_EXPIRED = requeue('queue.recover', (d) => lt(d.t.runs.leaseExpiresAt, sql.placeholder('now')))
+
+/** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
+export function* recoverExpiredRuns(now: number): Op<number> {
+  return (yield* RECOVER_EXPIRED.rows({ now })).length
+}
+
+const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')))
+
+/** Graceful shutdown: give back what this process holds, announced, so another instance takes them up at once. */
+export function* releaseOwnedRuns(owner: string, now: number): Op<number> {
+  const released = (yield* RELEASE_OWNED.rows({ owner, now })).length
+  if (released > 0) yield* op(announceQueuedRuns)
+  return released
+}
+
+const NEXT_AVAILABLE = statement('queue.next-available', (d) =>
+  d.db
+    .select({ at: sql<number | null>`min(${d.t.runs.availableAt})`.mapWith(Number) })
+    .from(d.t.runs)
+    .where(and(isClaimable(d), sql`${d.t.runs.availableAt} > ${sql.placeholder('after')}`)),
+)
+
+/** When the next queued or waiting run becomes due after `after` (ms; by default any, due ones included), or null. */
+export function* nextRunAvailableAt(after = -1): Op<number | null> {
+  return (yield* NEXT_AVAILABLE.row({ after }))?.at ?? null
+}
+
+// ── A worker's transitions ────────────────────────────────────────────────────
+
+/** A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. */
+function* guarded(write: { rows(values: Record<string, unknown>): Op<unknown[]> }, values: { id: string; owner: string } & Record<string, unknown>): Op<void> {
+  if ((yield* write.rows(values)).length === 0) throw new LeaseLostError(values.id)
+}
+
+const ADVANCE = statement('queue.advance', (d) =>
+  d.db.update(d.t.runs).set({ nextStep: sql`${sql.placeholder('next')}` }).where(isHeld(d)).returning({ id: d.t.runs.id }),
+)
 
 /** Advance: the steps before `nextStep` are recorded; the run stays running under this owner. */
-export function advanceRun(tx: Db, runId: string, owner: string, nextStep: number): void {
-  guarded(tx, 'advance', `UPDATE runs SET next_step = :next WHERE ${HELD}`, { id: runId, owner, next: nextStep })
+export function advanceRun(runId: string, owner: string, nextStep: number): Op<void> {
+  return guarded(ADVANCE, { id: runId, owner, next: nextStep })
 }
+
+const PARK = statement('queue.park', (d) =>
+  d.db
+    .update(d.t.runs)
+    .set({ ...setPlaceholders('nextStep', 'availableAt'), status: 'waiting', leaseOwner: null, leaseExpiresAt: null })
+    .where(isHeld(d))
+    .returning({ id: d.t.runs.id }),
+)
 
 /** Park: a `wait` step gives the run back, `waiting` until `until`, resuming at `nextStep`; no worker holds it. */
-export function parkRun(tx: Db, runId: string, owner: string, nextStep: number, until: number): void {
-  guarded(
-    tx,
-    'park',
-    `UPDATE runs SET next_step = :next, status = 'waiting', available_at = :until, lease_owner = NULL, lease_expires_at = NULL
-     WHERE ${HELD}`,
-    { id: runId, owner, next: nextStep, until },
-  )
+export function parkRun(runId: string, owner: string, nextStep: number, until: number): Op<void> {
+  return guarded(PARK, { id: runId, owner, nextStep, availableAt: until })
 }
 
-function endRun(tx: Db, runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): void {
-  guarded(
-    tx,
-    'end',
-    `UPDATE runs SET status = :status, error = :error, finished_at = :now, lease_owner = NULL, lease_expires_at = NULL,
-       next_step = coalesce(:next, next_step)
-     WHERE ${HELD}`,
-    { id: runId, owner, status: end.status, error: end.error, now: end.now, next: end.nextStep ?? null },
-  )
+const END = statement('queue.end', (d) =>
+  d.db
+    .update(d.t.runs)
+    .set({
+      ...setPlaceholders('status', 'error', 'finishedAt'),
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      nextStep: sql`coalesce(${sql.placeholder('next')}, ${d.t.runs.nextStep})`,
+    })
+    .where(isHeld(d))
+    .returning({ id: d.t.runs.id }),
+)
+
+function endRun(runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): Op<void> {
+  return guarded(END, { id: runId, owner, status: end.status, error: end.error, finishedAt: end.now, next: end.nextStep ?? null })
 }
 
 /** Finish: the run succeeded (`nextStep` past its last recorded step, when given); the record is free at once. */
-export function finishRun(tx: Db, runId: string, owner: string, now: number, nextStep?: number): void {
-  endRun(tx, runId, owner, { status: 'succeeded', error: null, now, nextStep })
+export function finishRun(runId: string, owner: string, now: number, nextStep?: number): Op<void> {
+  return endRun(runId, owner, { status: 'succeeded', error: null, now, nextStep })
 }
 
 /** Fail: the run failed with `error` (`{code, message, step?}`), `nextStep` at the step that failed when given. */
-export function failRun(tx: Db, runId: string, owner: string, now: number, error: unknown, nextStep?: number): void {
-  endRun(tx, runId, owner, { status: 'failed', error: JSON.stringify(error), now, nextStep })
+export function failRun(runId: string, owner: string, now: number, error: unknown, nextStep?: number): Op<void> {
+  return endRun(runId, owner, { status: 'failed', error: JSON.stringify(error), now, nextStep })
 }
+
+const CANCEL = statement('queue.cancel', (d) =>
+  d.db
+    .update(d.t.runs)
+    .set({ status: 'cancelled', finishedAt: sql`${sql.placeholder('now')}`, leaseOwner: null, leaseExpiresAt: null })
+    .where(and(eq(d.t.runs.id, sql.placeholder('id')), isActive(d)))
+    .returning({ id: d.t.runs.id }),
+)
 
 /**
  * Cancel: ends an active run whoever holds it (its worker loses the lease and stops at its next write). False when
  * the run is not active (already finished, or unknown).
  */
-export function cancelActiveRun(tx: Db, runId: string, now: number): boolean {
-  return (
-    statement(
-      tx,
-      'cancel',
-      `UPDATE runs SET status = 'cancelled', finished_at = :now, lease_owner = NULL, lease_expires_at = NULL
-       WHERE id = :id AND status IN (${ACTIVE})`,
-    ).run({ id: runId, now }).changes > 0
-  )
+export function* cancelActiveRun(runId: string, now: number): Op<boolean> {
+  return (yield* CANCEL.rows({ id: runId, now })).length > 0
 }
 
 export interface StepOutcome {
@@ -362,16 +436,15 @@ export interface StepOutcome {
   finishedAt: number
 }
 
+const RECORD_STEP = statement('queue.record-step', ({ db, t }) =>
+  db.insert(t.runSteps).values(placeholders('runId', 'stepIndex', 'name', 'type', 'status', 'output', 'error', 'startedAt', 'finishedAt')),
+)
+
 /** A step's outcome (`run_steps`), in the transaction (and savepoint) of the step's effects. */
-export function recordStepOutcome(tx: Db, step: StepOutcome): void {
-  statement(
-    tx,
-    'record-step',
-    `INSERT INTO run_steps (run_id, step_index, name, type, status, output, error, started_at, finished_at)
-     VALUES (:runId, :index, :name, :type, :status, :output, :error, :startedAt, :finishedAt)`,
-  ).run({
+export function recordStepOutcome(step: StepOutcome): Op<void> {
+  return RECORD_STEP.exec({
     runId: step.runId,
-    index: step.index,
+    stepIndex: step.index,
     name: step.name,
     type: step.type,
     status: step.status,
@@ -393,20 +466,29 @@ export interface RunWorkflow {
   definition: string
 }
 
+const RUN_WORKFLOW = statement('queue.run-workflow', ({ db, t }) =>
+  db
+    .select({
+      workflowName: t.workflows.name,
+      collectionId: t.workflows.collectionId,
+      teamId: t.renderings.teamId,
+      projectId: t.teams.projectId,
+      environmentId: t.renderings.environmentId,
+      definition: t.workflowVersions.definition,
+    })
+    .from(t.workflows)
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .innerJoin(t.workflowVersions, eq(t.workflowVersions.id, sql.placeholder('versionId')))
+    .where(eq(t.workflows.id, sql.placeholder('workflowId'))),
+)
+
 /** The workflow, rendering and version a run was started on; undefined when the workflow is gone. */
-export function runWorkflow(db: Db, run: Pick<RunRow, 'workflow_id' | 'workflow_version_id'>): RunWorkflow | undefined {
-  return statement(
-    db,
-    'run-workflow',
-    `SELECT w.name AS workflowName, w.collection_id AS collectionId, r.team_id AS teamId, t.project_id AS projectId,
-       r.environment_id AS environmentId, v.definition AS definition
-     FROM workflows w
-       JOIN renderings r ON r.id = w.rendering_id
-       JOIN teams t ON t.id = r.team_id
-       JOIN workflow_versions v ON v.id = :versionId
-     WHERE w.id = :workflowId`,
-  ).all({ versionId: run.workflow_version_id, workflowId: run.workflow_id })[0] as RunWorkflow | undefined
+export function runWorkflow(run: Pick<RunRow, 'workflow_id' | 'workflow_version_id'>): Op<RunWorkflow | undefined> {
+  return RUN_WORKFLOW.row({ versionId: run.workflow_version_id, workflowId: run.workflow_id })
 }
+
+// ── Stats ─────────────────────────────────────────────────────────────────────
 
 export interface QueueStats {
   byStatus: Record<RunStatus, number>
@@ -426,49 +508,57 @@ export interface ExecutorIdentity {
   concurrency: number
 }
 
-/** What the run stats group the due runs by (both stores; GROUP BY every column PostgreSQL asks for). */
-const DUE_GROUPS = `SELECT r.workflow_id, e.project_id, w.concurrency_limit, count(*) AS count
-  FROM runs r JOIN environments e ON e.id = r.environment_id JOIN workflows w ON w.id = r.workflow_id
-  WHERE r.status IN (${CLAIMABLE}) AND r.available_at <= ? GROUP BY r.workflow_id, e.project_id, w.concurrency_limit`
-/** Every project with the runs a lease owner holds of it (the running ones through runs_lease_idx). */
-const RUNNING_BY_PROJECT = `SELECT p.name AS project, coalesce(c.n, 0) AS running FROM projects p LEFT JOIN (
-    SELECT e.project_id, count(*) AS n FROM runs r JOIN environments e ON e.id = r.environment_id
-    WHERE r.status = 'running' AND r.lease_owner = ? GROUP BY e.project_id) c ON c.project_id = p.id
-  ORDER BY p.name`
-/** Whether more than one project has a published workflow (0, 1 or 2: no more is counted), for the projects' reserve. */
-export const PROJECTS_WITH_WORKFLOWS = `SELECT CAST(count(*) AS INTEGER) AS n FROM (
-    SELECT DISTINCT e.project_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id JOIN environments e ON e.id = g.environment_id
-    WHERE w.active_version_id IS NOT NULL LIMIT 2) p`
-/** The runs running, for the claim's rules (runs_lease_idx). */
-const RUNNING = `SELECT r.workflow_id, e.project_id, r.lease_owner FROM runs r JOIN environments e ON e.id = r.environment_id WHERE r.status = 'running'`
+/** Queued runs and waiting runs whose time has come at `now`: what workers could claim (runs_claim_idx). */
+const isDue = (d: Dialect, now: number) => and(isClaimable(d), sql`${d.t.runs.availableAt} <= ${now}`)
 
-/** The running rows as the claim's rules read them (`mine`: held by `owner`). */
-export const runningOf = (rows: { workflow_id: number; project_id: number; lease_owner: string | null }[], owner: string | null): RunningRun[] =>
-  rows.map((r) => ({ workflowId: r.workflow_id, projectId: r.project_id, mine: owner !== null && r.lease_owner === owner }))
-
-/** The due groups as the claim's rules read them. */
-export const dueGroupsOf = (rows: { workflow_id: number; project_id: number; concurrency_limit: number | null; count: number }[]): DueRuns[] =>
-  rows.map((r) => ({ workflowId: r.workflow_id, projectId: r.project_id, concurrencyLimit: r.concurrency_limit, count: r.count }))
+/** `min(column)` as a number (PostgreSQL answers a bigint's as text), null over no rows. */
+const minOf = (column: AnyColumn) => sql<number | null>`min(${column})`.mapWith(Number)
 
 /**
  * Counts for /metrics, read at scrape time (the claim index answers the due part; the status count scans an index;
- * the deferred runs group the due ones by workflow).
+ * the deferred runs group the due ones by workflow). `executor`: this instance's, for the stats that concern it.
  */
-export function queueStats(sqlite: Database, now: number, executor: ExecutorIdentity | null = null): QueueStats {
+export function* queueStats(now: number, executor: ExecutorIdentity | null = null): Op<QueueStats> {
   const byStatus = Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as Record<RunStatus, number>
-  for (const row of sqlite.query('SELECT status, count(*) AS n FROM runs GROUP BY status').all() as { status: RunStatus; n: number }[]) {
+  for (const row of yield* rows(({ db, t }) => db.select({ status: t.runs.status, n: count() }).from(t.runs).groupBy(t.runs.status))) {
     byStatus[row.status] = row.n
   }
-  const due = sqlite
-    .query(`SELECT count(*) AS n, min(available_at) AS oldest FROM runs WHERE status IN (${CLAIMABLE}) AND available_at <= ?`)
-    .all(now)[0] as { n: number; oldest: number | null }
-  const running = runningOf(sqlite.query(RUNNING).all() as Parameters<typeof runningOf>[0], executor?.owner ?? null)
-  const groups = dueGroupsOf(sqlite.query(DUE_GROUPS).all(now) as Parameters<typeof dueGroupsOf>[0])
+  const due = (yield* rows((d) => d.db.select({ n: count(), oldest: minOf(d.t.runs.availableAt) }).from(d.t.runs).where(isDue(d, now))))[0]!
+  const owner = executor?.owner ?? null
+  const running = yield* runningRuns(owner)
+  const groups = yield* rows((d) =>
+    d.db
+      .select({ workflowId: d.t.runs.workflowId, projectId: d.t.environments.projectId, concurrencyLimit: d.t.workflows.concurrencyLimit, count: count() })
+      .from(d.t.runs)
+      .innerJoin(d.t.environments, eq(d.t.environments.id, d.t.runs.environmentId))
+      .innerJoin(d.t.workflows, eq(d.t.workflows.id, d.t.runs.workflowId))
+      .where(isDue(d, now))
+      .groupBy(d.t.runs.workflowId, d.t.environments.projectId, d.t.workflows.concurrencyLimit),
+  )
   return {
     byStatus,
     due: due.n,
     oldestDueAt: due.oldest,
-    runningByProject: sqlite.query(RUNNING_BY_PROJECT).all(executor?.owner ?? null) as QueueStats['runningByProject'],
-    deferred: deferredRuns(groups, running, executor?.concurrency ?? 0, (sqlite.query(PROJECTS_WITH_WORKFLOWS).get() as { n: number }).n),
+    runningByProject: yield* runningByProject(owner),
+    deferred: deferredRuns(groups, running, executor?.concurrency ?? 0, yield* projectsWithWorkflows()),
   }
+}
+
+/** Every project, by name, with the runs a lease owner holds of it (the running ones through runs_lease_idx). */
+function runningByProject(owner: string | null): Op<QueueStats['runningByProject']> {
+  return rows((d) => {
+    const { db, t } = d
+    const held = db
+      .select({ projectId: t.environments.projectId, n: count().as('n') })
+      .from(t.runs)
+      .innerJoin(t.environments, eq(t.environments.id, t.runs.environmentId))
+      .where(and(isRunning(d), eq(t.runs.leaseOwner, sql`${owner}`)))
+      .groupBy(t.environments.projectId)
+      .as('c')
+    return db
+      .select({ project: t.projects.name, running: sql<number>`coalesce(${held.n}, 0)`.mapWith(Number) })
+      .from(t.projects)
+      .leftJoin(held, eq(held.projectId, t.projects.id))
+      .orderBy(d.byteOrder(t.projects.name))
+  })
 }

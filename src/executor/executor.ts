@@ -5,7 +5,7 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import { op, type Op, savepoint } from '../db/op.ts'
+import { type Op, savepoint } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
 import {
   advanceRun,
@@ -169,7 +169,7 @@ export class Executor {
     if (timedOut) this.stopController.abort()
     await Promise.race([finished, Bun.sleep(1000)])
     try {
-      await write(this.options.store, () => op(releaseOwnedRuns, this.owner, this.options.clock.now()))
+      await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {
       // Not given back: the runs' leases expire and the next start recovers them.
       this.options.logger.warn('could not give back held runs', { error: (error as Error).message })
@@ -190,7 +190,7 @@ export class Executor {
 
   private async recover(): Promise<void> {
     try {
-      const recovered = await write(this.options.store, () => op(recoverExpiredRuns, this.options.clock.now()))
+      const recovered = await write(this.options.store, () => recoverExpiredRuns(this.options.clock.now()))
       if (recovered > 0) {
         this.options.logger.warn('recovered runs with expired leases', { count: recovered })
         this.notify()
@@ -220,7 +220,7 @@ export class Executor {
         this.wokenMeanwhile = false
         try {
           const now = this.options.clock.now()
-          const runs = await write(this.options.store, () => op(claimRuns, this.owner, now, this.options.leaseMs, free, this.options.concurrency))
+          const runs = await write(this.options.store, () => claimRuns(this.owner, now, this.options.leaseMs, free, this.options.concurrency))
           failedClaims = 0
           for (const run of runs) this.launch(run)
           // Fewer runs than free slots: none is left that may start now (those due are held back by their workflow's
@@ -268,7 +268,7 @@ export class Executor {
    */
   private async idle(claimedAt: number): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000
-    const next = await read(this.options.store, op(nextRunAvailableAt, claimedAt))
+    const next = await read(this.options.store, nextRunAvailableAt(claimedAt))
     return this.waitForWakeUp(next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now())))
   }
 
@@ -291,7 +291,7 @@ export class Executor {
   }
 
   private async loadTarget(run: RunRow): Promise<{ target: RunTarget; definition: WorkflowDefinition }> {
-    const row = await read(this.options.store, op(runWorkflow, run))
+    const row = await read(this.options.store, runWorkflow(run))
     if (!row) throw new Error(`workflow ${run.workflow_id} of run ${run.id} not found`)
     return {
       target: {
@@ -312,7 +312,7 @@ export class Executor {
     this.cancelled.set(run.id, runAbort)
     // The lease outlives a missed beat or two (one every third of it): a beat the database refuses is skipped.
     const heartbeat = () => {
-      write(this.options.store, () => op(renewLease, run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
+      write(this.options.store, () => renewLease(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
         (owned) => owned || runAbort.abort(),
         (error) => this.options.logger.warn('lease heartbeat failed', { runId: run.id, error: (error as Error).message }),
       )
@@ -435,11 +435,11 @@ export class Executor {
           return 'stop' as const
         }
         if (typeof result.next === 'object') {
-          yield* op(parkRun, target.run.id, this.owner, index + 1, result.next.waitUntil)
+          yield* parkRun(target.run.id, this.owner, index + 1, result.next.waitUntil)
           return 'parked' as const
         }
       }
-    yield* op(advanceRun, target.run.id, this.owner, group.to)
+    yield* advanceRun(target.run.id, this.owner, group.to)
     return { record }
   }
 
@@ -458,7 +458,7 @@ export class Executor {
     output: unknown,
     error: { code: string; message: string } | null,
   ): Op<void> {
-    yield* op(recordStepOutcome, {
+    yield* recordStepOutcome({
       runId: ctx.target.run.id,
       index,
       name: ctx.stepName,
@@ -493,8 +493,8 @@ export class Executor {
   /** Ends the run (freeing the record for a new run at once) with its activity entry. */
   private *finishIn(target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): Op<void> {
     const now = this.options.clock.now()
-    if (status === 'succeeded') yield* op(finishRun, target.run.id, this.owner, now, nextStep)
-    else yield* op(failRun, target.run.id, this.owner, now, error, nextStep)
+    if (status === 'succeeded') yield* finishRun(target.run.id, this.owner, now, nextStep)
+    else yield* failRun(target.run.id, this.owner, now, error, nextStep)
     yield* logRunActivity(this.options.clock, target, {
       action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,

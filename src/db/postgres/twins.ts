@@ -7,7 +7,6 @@ import { APPLY_TWINS } from './apply.ts'
 import { runQuery } from '../query.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
-import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { MEMBERS_TWINS } from './members.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { QUEUE_TWINS } from './queue.ts'
@@ -24,7 +23,6 @@ export const TWINS: PgTwins = new Map([
   twin(runQuery, runQueryOnPostgres),
   ...APPLY_TWINS,
   ...LOGS_TWINS,
-  ...MAINTENANCE_TWINS,
   ...MEMBERS_TWINS,
   ...NOTES_TWINS,
   ...QUEUE_TWINS,

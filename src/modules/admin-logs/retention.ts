@@ -25,7 +25,7 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
   const cutoff = clock.now() - retentionDays * 86_400_000
   const result: PruneResult = { activityLogs: 0, adminLogs: 0, cutoff }
   const batch = (table: LogTable) => write(store, function* () {
-    return yield* op(deleteLogBatch, table, microsFromMillis(cutoff), BATCH)
+    return yield* deleteLogBatch(table, microsFromMillis(cutoff), BATCH)
   })
   for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')

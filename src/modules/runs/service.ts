@@ -56,7 +56,7 @@ export interface RunStart {
  * id: `id` as given, or on PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
-  const result = yield* op(insertRun, {
+  const result = yield* insertRun({
     id,
     workflowId: input.target.workflowId,
     workflowVersionId: input.versionId,
@@ -151,7 +151,7 @@ export function* renderRuns(ids: string[], now: number) {
 export function* cancelRun(clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): Op<void> {
   const found = yield* op(findRunWithWorkflow, runId)
   if (!found) throw new Error(`run ${runId} vanished`)
-  if (!(yield* op(cancelActiveRun, runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
+  if (!(yield* cancelActiveRun(runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   yield* appendActivityLog(clock, {
     environmentId: found.run.environmentId,
     type: 'write',
