@@ -3,13 +3,13 @@
  * caches per connection (src/db/lookup-cache.ts), is read afresh here, so a webhook change made through any instance
  * applies to every instance's next call.
  */
-import { cachedTriggerTarget, readTriggerTarget } from '../workflows.ts'
-import { runOpOnPostgres } from './op-runner.ts'
+import { cachedTriggerTarget, type TriggerTarget, triggerTargetQuery } from '../workflows.ts'
+import { runQueryOnPostgres } from './dialect.ts'
 import type { PgDb } from './store.ts'
 import { twin, twins } from './twin.ts'
 
-function triggerTargetOnPostgres(db: PgDb, workflowId: number) {
-  return runOpOnPostgres(db, readTriggerTarget(workflowId))
+async function triggerTargetOnPostgres(db: PgDb, workflowId: number): Promise<TriggerTarget | undefined> {
+  return (await runQueryOnPostgres(db, triggerTargetQuery(workflowId))) as TriggerTarget | undefined
 }
 
 /** The twins of the workflows' storage, by the SQLite function they stand for. */
