@@ -121,12 +121,12 @@ describe('changes made through the API apply to the next request', () => {
     expect(await notes(value)).toBe(200)
     expect(() =>
       commitNow(env.store, function* () {
-        yield* op(revokeLiveToken, token.id, env.clock.now())
+        yield* revokeLiveToken(token.id, env.clock.now())
         throw new Error('changed my mind')
       }),
     ).toThrow('changed my mind')
     expect(await notes(value)).toBe(200)
-    await runNow(env.store, op(revokeLiveToken, token.id, env.clock.now()))
+    await runNow(env.store, revokeLiveToken(token.id, env.clock.now()))
     expect(await notes(value)).toBe('401 unauthorized')
   })
 })

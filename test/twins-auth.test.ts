@@ -111,33 +111,33 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
   test('tokens: inserted, found by id, revoked once, listed with every filter', async () => {
     await seedOrganization(stores)
     const inserted = await alike(stores, [
-      () => op(insertToken, token('admin', 2, 1)),
-      () => op(insertToken, token('editor', 1, 1, { scopes: '["all"]', expiresAt: T + HOUR })),
-      () => op(insertToken, token('disabled', 3, 1)),
-      () => op(insertToken, token('sso', 6, 2, { createdWithSso: true })),
-      () => op(insertToken, token('not-member', 4, 3)),
-      () => op(insertToken, token('revoked', 2, 1)),
-      () => op(insertToken, token('expired', 2, 2, { expiresAt: T - 1 })),
+      () => insertToken(token('admin', 2, 1)),
+      () => insertToken(token('editor', 1, 1, { scopes: '["all"]', expiresAt: T + HOUR })),
+      () => insertToken(token('disabled', 3, 1)),
+      () => insertToken(token('sso', 6, 2, { createdWithSso: true })),
+      () => insertToken(token('not-member', 4, 3)),
+      () => insertToken(token('revoked', 2, 1)),
+      () => insertToken(token('expired', 2, 2, { expiresAt: T - 1 })),
     ])
     expect(inserted.map((t) => t.id)).toEqual([1, 2, 3, 4, 5, 6, 7])
     expect(inserted[1]).toMatchObject({ createdWithSso: false, expiresAt: T + HOUR, revokedAt: null, lastUsedAt: null })
 
     const [revocations] = await alike(stores, [
-      () => each([op(revokeLiveToken, 6, T + 1), op(revokeLiveToken, 6, T + 2), op(revokeLiveToken, 99, T + 3)]),
+      () => each([revokeLiveToken(6, T + 1), revokeLiveToken(6, T + 2), revokeLiveToken(99, T + 3)]),
     ])
     expect(revocations).toEqual([true, false, false])
-    const [byId] = await alike(stores, [() => each([op(findTokenById, 6), op(findTokenById, 4), op(findTokenById, 99)])])
+    const [byId] = await alike(stores, [() => each([findTokenById(6), findTokenById(4), findTokenById(99)])])
     expect(byId![0]!.revokedAt).toBe(T + 1)
     expect(byId![2]).toBeUndefined()
 
     const lists = await alike(stores, [
-      () => op(listTokenRows, {}),
-      () => op(listTokenRows, { includeRevoked: true }),
-      () => op(listTokenRows, { userId: 2 }),
-      () => op(listTokenRows, { userId: 2, includeRevoked: true }),
-      () => op(listTokenRows, { projectId: 1 }),
-      () => op(listTokenRows, { userId: 2, projectId: 2, includeRevoked: false }),
-      () => op(listTokenRows, { userId: 5 }),
+      () => listTokenRows({}),
+      () => listTokenRows({ includeRevoked: true }),
+      () => listTokenRows({ userId: 2 }),
+      () => listTokenRows({ userId: 2, includeRevoked: true }),
+      () => listTokenRows({ projectId: 1 }),
+      () => listTokenRows({ userId: 2, projectId: 2, includeRevoked: false }),
+      () => listTokenRows({ userId: 5 }),
     ])
     expect(lists.map((l) => l.map((r) => r.token.id))).toEqual([[7, 5, 4, 3, 2, 1], [7, 6, 5, 4, 3, 2, 1], [7, 1], [7, 6, 1], [3, 2, 1], [7], []])
     expect(lists[0]![2]).toMatchObject({ projectName: 'Beta', owner: { id: 6, email: 'Zed@example.com', username: 'Zed' } })
@@ -156,7 +156,7 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
 
   test('lastUsedAt: stamped when never stamped or stamped at or before `before`, kept otherwise', async () => {
     const minute = 60_000
-    const stamp = (id: number, now: number) => () => each<unknown>([op(touchTokenLastUsed, id, now, now - minute), op(findTokenById, id)])
+    const stamp = (id: number, now: number) => () => each<unknown>([op(touchTokenLastUsed, id, now, now - minute), findTokenById(id)])
     const answers = await alike(stores, [
       stamp(1, T + 10 * minute), // never stamped: stamped
       stamp(1, T + 10 * minute + 30_000), // within the resolution: kept
@@ -177,11 +177,11 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
 
   test("tokens made by tokens: a live maker's expiry (none when revoked, expired or unknown); what it made revoked to the end, through live tokens", async () => {
     const made = await alike(stores, [
-      () => op(insertToken, token('maker', 2, 1, { expiresAt: T + HOUR })),
-      () => op(insertToken, token('child', 2, 1, { expiresAt: T + HOUR, parentTokenId: 8 })),
-      () => op(insertToken, token('grandchild', 2, 1, { expiresAt: T + 30, parentTokenId: 9 })),
-      () => op(insertToken, token('sibling', 2, 1, { parentTokenId: 8 })),
-      () => op(insertToken, token('other', 2, 1, { parentTokenId: 1 })),
+      () => insertToken(token('maker', 2, 1, { expiresAt: T + HOUR })),
+      () => insertToken(token('child', 2, 1, { expiresAt: T + HOUR, parentTokenId: 8 })),
+      () => insertToken(token('grandchild', 2, 1, { expiresAt: T + 30, parentTokenId: 9 })),
+      () => insertToken(token('sibling', 2, 1, { parentTokenId: 8 })),
+      () => insertToken(token('other', 2, 1, { parentTokenId: 1 })),
     ])
     expect(made.map((t) => [t.id, t.parentTokenId])).toEqual([[8, null], [9, 8], [10, 9], [11, 8], [12, 1]])
     const [locked] = await alike(stores, [() => each([8, 1, 6, 7, 99].map((id) => op(lockLiveToken, id, T)))])
@@ -190,10 +190,10 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
     const [atExpiry] = await alike(stores, [() => op(lockLiveToken, 8, T + HOUR)])
     expect(atExpiry).toBeUndefined()
     // The sibling revoked on its own first: it is not revoked again.
-    await alike(stores, [() => op(revokeLiveToken, 11, T + 5)])
-    const [revoked] = await alike(stores, [() => each([op(revokeTokensMadeBy, 8, T + 9), op(revokeTokensMadeBy, 8, T + 10), op(revokeTokensMadeBy, 99, T)])])
+    await alike(stores, [() => revokeLiveToken(11, T + 5)])
+    const [revoked] = await alike(stores, [() => each([revokeTokensMadeBy(8, T + 9), revokeTokensMadeBy(8, T + 10), revokeTokensMadeBy(99, T)])])
     expect(revoked!.map((rows) => rows.map((t) => [t.id, t.revokedAt]))).toEqual([[[9, T + 9], [10, T + 9]], [], []])
-    const [after] = await alike(stores, [() => each([8, 11, 12].map((id) => op(findTokenById, id)))])
+    const [after] = await alike(stores, [() => each([8, 11, 12].map((id) => findTokenById(id)))])
     expect(after!.map((t) => t!.revokedAt)).toEqual([null, T + 5, null])
   })
 })
@@ -204,20 +204,20 @@ describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retenti
   test('emails, names and members in the same order; first admin, first editing team, imported notes', async () => {
     await seedOrganization(stores)
     const [emails, names, members, noMembers] = (await alike<unknown>(stores, [
-      () => op(listUserEmails),
-      () => op(listProjectNames),
-      () => op(listProjectMemberEmails, 1),
-      () => op(listProjectMemberEmails, 3),
+      () => listUserEmails(),
+      () => listProjectNames(),
+      () => listProjectMemberEmails(1),
+      () => listProjectMemberEmails(3),
     ])) as string[][]
     expect(emails).toEqual(['Zed@example.com', 'a-b@example.com', 'a_b@example.com', 'alice@example.com', 'bob@example.com', 'carol@example.com'])
     expect(names).toEqual(['Beta', 'Zeta', 'alpha', 'beta-2'])
     expect(members).toEqual(['carol@example.com', 'alice@example.com', 'bob@example.com', 'a-b@example.com'])
     expect(noMembers).toEqual([])
 
-    const [admins] = await alike(stores, [() => each([op(firstProjectAdminId, 1), op(firstProjectAdminId, 2), op(firstProjectAdminId, 3)])])
+    const [admins] = await alike(stores, [() => each([firstProjectAdminId(1), firstProjectAdminId(2), firstProjectAdminId(3)])])
     expect(admins).toEqual([2, 6, undefined])
     const [teams] = await alike(stores, [
-      () => each([op(firstEditingTeamId, 1, 1), op(firstEditingTeamId, 1, 2), op(firstEditingTeamId, 2, 3), op(firstEditingTeamId, 3, 1)]),
+      () => each([firstEditingTeamId(1, 1), firstEditingTeamId(1, 2), firstEditingTeamId(2, 3), firstEditingTeamId(3, 1)]),
     ])
     expect(teams).toEqual([2, 3, 4, undefined])
 
@@ -225,11 +225,11 @@ describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retenti
     const [imported] = await alike(stores, [
       () =>
         each([
-          op(hasImportedNote, key),
-          op(hasImportedNote, { ...key, createdAt: 1700000000000000 as Micros }),
-          op(hasImportedNote, { ...key, createdAt: 1700000000000001 as Micros }),
-          op(hasImportedNote, { ...key, title: 'imported' }),
-          op(hasImportedNote, { ...key, environmentId: 2 }),
+          hasImportedNote(key),
+          hasImportedNote({ ...key, createdAt: 1700000000000000 as Micros }),
+          hasImportedNote({ ...key, createdAt: 1700000000000001 as Micros }),
+          hasImportedNote({ ...key, title: 'imported' }),
+          hasImportedNote({ ...key, environmentId: 2 }),
         ]),
     ])
     expect(imported).toEqual([true, true, false, false, false])
@@ -270,7 +270,7 @@ describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup ca
       const values = [generateTokenValue(), generateTokenValue()]
       for (const [i, value] of values.entries()) {
         const row = { name: `t${i}`, userId: 1, projectId: 1, tokenHash: hashTokenValue(value), prefix: value.slice(0, 12), scopes: '["all"]', createdWithSso: false, createdAt: T, expiresAt: null }
-        await writeOnPostgres(one, () => op(insertToken, row))
+        await writeOnPostgres(one, () => insertToken(row))
       }
       const bearerOf = (value: string) => `Bearer ${value}`
       const need = { scope: 'notes:read', role: 'admin' } as const
@@ -286,7 +286,7 @@ describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup ca
       const deactivated = await b.authenticate(bearerOf(values[0]!))
       expect(() => authorizeToken(deactivated, 'p')).toThrow(/not authorized for the organization/)
 
-      expect(await writeOnPostgres(one, () => op(revokeLiveToken, 1, T))).toBe(true)
+      expect(await writeOnPostgres(one, () => revokeLiveToken(1, T))).toBe(true)
       await expect(b.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
       await expect(a.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
       // The other token is still found (its user's deactivation is refused by authorizeToken, as above).

@@ -6,7 +6,7 @@
  * and a webhook change through one instance is seen by another's next lookup (no cache).
  */
 import { describe, expect, test } from 'bun:test'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { openPostgres } from '../src/db/postgres/store.ts'
 import { read } from '../src/db/read.ts'
@@ -38,15 +38,15 @@ function* each<T>(ops: Op<T>[]): Op<T[]> {
 
 /** A new workflow with its webhook trigger, as publishing makes it. */
 function* createWorkflow(renderingId: number, name: string, collectionId: number, now: number) {
-  const workflow = yield* op(insertWorkflow, { renderingId, name, collectionId, now })
-  yield* op(insertWebhookTrigger, workflow.id, now)
+  const workflow = yield* insertWorkflow({ renderingId, name, collectionId, now })
+  yield* insertWebhookTrigger(workflow.id, now)
   return workflow
 }
 
 /** Publishing's storage steps (src/modules/workflows/service.ts without its admin log entry): the next version, made active. */
 function* publishNext(workflowId: number, definition: string, collectionId: number, now: number) {
-  const version = (yield* op(latestWorkflowVersion, workflowId)) + 1
-  const id = yield* op(publishWorkflowVersion, { workflowId, version, definition, definitionHash: `h-${definition}`, publishedBy: 2, collectionId, now })
+  const version = (yield* latestWorkflowVersion(workflowId)) + 1
+  const id = yield* publishWorkflowVersion({ workflowId, version, definition, definitionHash: `h-${definition}`, publishedBy: 2, collectionId, now })
   return { id, version }
 }
 
@@ -62,7 +62,7 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
     await seedOrganization(stores)
     // (environment, team): prod/ops, prod/Sales, prod/dev-team, dev/ops, Stage/Sales, project 2's prod/team, prod/ops again.
     const renderingIds = await alike(() =>
-      each([[1, 1], [1, 2], [1, 3], [2, 1], [3, 2], [4, 4], [1, 1], [1, 3]].map(([e, t]) => op(ensureRendering, e!, t!))),
+      each([[1, 1], [1, 2], [1, 3], [2, 1], [3, 2], [4, 4], [1, 1], [1, 3]].map(([e, t]) => ensureRendering(e!, t!))),
     )
     expect(renderingIds).toEqual([1, 2, 3, 4, 5, 6, 1, 3])
 
@@ -78,24 +78,24 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
     expect(created.map((w) => w.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9])
     expect(created[0]).toMatchObject({ renderingId: 1, name: 'b', activeVersionId: null, createdAt: T, updatedAt: T })
 
-    const places = await alike(() => each([op(listProjectWorkflowPlaces, 1), op(listProjectWorkflowPlaces, 2), op(listProjectWorkflowPlaces, 3)]))
+    const places = await alike(() => each([listProjectWorkflowPlaces(1), listProjectWorkflowPlaces(2), listProjectWorkflowPlaces(3)]))
     expect(places[0]!.map((p) => `${p.environment}/${p.team}/${p.name}`)).toEqual([
       'Stage/Sales/z', 'dev/ops/deploy', 'prod/ops/B', 'prod/ops/a-x', 'prod/ops/a_x', 'prod/ops/b', 'prod/Sales/b', 'prod/dev-team/b',
     ])
     expect(places.slice(1)).toEqual([[{ name: 'w', environment: 'prod', team: 'team' }], []])
 
-    const lists = await alike(() => each([op(listRenderingWorkflows, 1, 1), op(listRenderingWorkflows, 1, 2), op(listRenderingWorkflows, 2, 2)]))
+    const lists = await alike(() => each([listRenderingWorkflows(1, 1), listRenderingWorkflows(1, 2), listRenderingWorkflows(2, 2)]))
     expect(lists[0]!.map((w) => w.name)).toEqual(['B', 'a-x', 'a_x', 'b'])
     expect(lists[0]![0]).toEqual({ id: 2, name: 'B', collectionId: 2, collectionName: 'customers', activeVersionId: null })
     expect(lists[2]).toEqual([])
 
     const named = await alike(() =>
       each([
-        op(findWorkflowIdsNamed, 1, 'b'),
-        op(findWorkflowIdsNamed, 1, 'b', 'Sales'),
-        op(findWorkflowIdsNamed, 1, 'b', 'sales'),
-        op(findWorkflowIdsNamed, 1, 'B'),
-        op(findWorkflowIdsNamed, 2, 'b'),
+        findWorkflowIdsNamed(1, 'b'),
+        findWorkflowIdsNamed(1, 'b', 'Sales'),
+        findWorkflowIdsNamed(1, 'b', 'sales'),
+        findWorkflowIdsNamed(1, 'B'),
+        findWorkflowIdsNamed(2, 'b'),
       ]),
     )
     expect(named).toEqual([[1, 5, 6], [5], [], [2], []])
@@ -107,37 +107,37 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
           { projectId: 1, environment: 'Stage', team: 'Sales', workflow: 'z' },
           { projectId: 2, environment: 'prod', team: 'ops', workflow: 'b' },
           { projectId: 1, environment: 'prod', team: 'ops', workflow: 'missing' },
-        ].map((names) => op(findWorkflowIdByNames, names)),
+        ].map((names) => findWorkflowIdByNames(names)),
       ),
     )
     expect(byNames).toEqual([6, 8, undefined, undefined])
 
-    const inRendering = await alike(() => each([op(findWorkflowInRendering, 1, 'B'), op(findWorkflowInRendering, 1, 'b'), op(findWorkflowInRendering, 2, 'B')]))
+    const inRendering = await alike(() => each([findWorkflowInRendering(1, 'B'), findWorkflowInRendering(1, 'b'), findWorkflowInRendering(2, 'B')]))
     expect(inRendering.map((w) => w?.id)).toEqual([2, 1, undefined])
   })
 
   test('trigger targets and webhook triggers: found, changed one field at a time, missing', async () => {
-    const target = await alike(() => op(findTriggerTarget, 6))
+    const target = await alike(() => findTriggerTarget(6))
     expect(target).toEqual({
       workflowId: 6, workflowName: 'b', activeVersionId: null, renderingId: 3, environmentId: 1, teamId: 3, projectId: 1, collectionId: 2,
       webhookEnabled: false, webhookGeneration: 1, webhookRatePerMinute: null,
     })
     // A workflow without its trigger row is no trigger target.
-    const bare = await alike(() => op(insertWorkflow, { renderingId: 4, name: 'bare', collectionId: 1, now: T }))
-    expect(await alike(() => each<unknown>([op(findTriggerTarget, bare.id), op(findTriggerTarget, 999), op(findWebhookTrigger, bare.id)]))).toEqual([
+    const bare = await alike(() => insertWorkflow({ renderingId: 4, name: 'bare', collectionId: 1, now: T }))
+    expect(await alike(() => each<unknown>([findTriggerTarget(bare.id), findTriggerTarget(999), findWebhookTrigger(bare.id)]))).toEqual([
       undefined, undefined, undefined,
     ])
 
     const changes = await alike(() =>
       each([
-        op(findWebhookTrigger, 6),
-        op(updateWebhookTrigger, 6, { enabled: true }, T + 10),
-        op(updateWebhookTrigger, 6, { ratePerMinute: 30 }, T + 11),
-        op(updateWebhookTrigger, 6, { generation: 2, enabled: false }, T + 12),
-        op(updateWebhookTrigger, 6, { ratePerMinute: null, enabled: undefined }, T + 13),
-        op(updateWebhookTrigger, 6, {}, T + 14),
-        op(findWebhookTrigger, 6),
-        op(findWebhookTrigger, 7),
+        findWebhookTrigger(6),
+        updateWebhookTrigger(6, { enabled: true }, T + 10),
+        updateWebhookTrigger(6, { ratePerMinute: 30 }, T + 11),
+        updateWebhookTrigger(6, { generation: 2, enabled: false }, T + 12),
+        updateWebhookTrigger(6, { ratePerMinute: null, enabled: undefined }, T + 13),
+        updateWebhookTrigger(6, {}, T + 14),
+        findWebhookTrigger(6),
+        findWebhookTrigger(7),
       ]),
     )
     expect(changes.map((t) => t && [t.enabled, t.generation, t.ratePerMinute, t.updatedAt])).toEqual([
@@ -150,25 +150,25 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
       [false, 2, null, T + 14],
       [false, 1, null, T + 6],
     ])
-    await alike(() => op(updateWebhookTrigger, 6, { enabled: true, ratePerMinute: 12 }, T + 15))
-    expect(await alike(() => op(findTriggerTarget, 6))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2, webhookRatePerMinute: 12 })
+    await alike(() => updateWebhookTrigger(6, { enabled: true, ratePerMinute: 12 }, T + 15))
+    expect(await alike(() => findTriggerTarget(6))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2, webhookRatePerMinute: 12 })
   })
 
   test('versions: numbered from 1 per workflow, the newest made active with its collection', async () => {
-    expect(await alike(() => each<unknown>([op(latestWorkflowVersion, 1), op(latestWorkflowVersion, 999), op(findWorkflowVersion, 1)]))).toEqual([0, 0, undefined])
+    expect(await alike(() => each<unknown>([latestWorkflowVersion(1), latestWorkflowVersion(999), findWorkflowVersion(1)]))).toEqual([0, 0, undefined])
     const published = await alike(() =>
       each([publishNext(1, 'one', 1, T + 20), publishNext(1, 'two', 2, T + 21), publishNext(5, 'other', 1, T + 22), publishNext(1, 'three', 2, T + 23)]),
     )
     expect(published).toEqual([{ id: 1, version: 1 }, { id: 2, version: 2 }, { id: 3, version: 1 }, { id: 4, version: 3 }])
     const rows = await alike(() =>
       each<unknown>([
-        op(latestWorkflowVersion, 1),
-        op(latestWorkflowVersion, 5),
-        op(findWorkflowVersion, 2),
-        op(findWorkflowVersion, 5),
-        op(findWorkflowInRendering, 1, 'b'),
-        op(findWorkflowInRendering, 2, 'b'),
-        op(findTriggerTarget, 1),
+        latestWorkflowVersion(1),
+        latestWorkflowVersion(5),
+        findWorkflowVersion(2),
+        findWorkflowVersion(5),
+        findWorkflowInRendering(1, 'b'),
+        findWorkflowInRendering(2, 'b'),
+        findTriggerTarget(1),
       ]),
     )
     expect(rows.slice(0, 2)).toEqual([3, 1])
@@ -178,8 +178,8 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
     expect(rows[5]).toMatchObject({ id: 5, activeVersionId: 3, collectionId: 1, updatedAt: T + 22 })
     expect(rows[6]).toMatchObject({ activeVersionId: 4, collectionId: 2 })
     // A version with no publisher (the CLI).
-    const cli = await alike(() => op(publishWorkflowVersion, { workflowId: 7, version: 1, definition: 'd', definitionHash: 'h', publishedBy: null, collectionId: 1, now: T }))
-    expect(await alike(() => op(findWorkflowVersion, cli))).toMatchObject({ publishedBy: null, version: 1 })
+    const cli = await alike(() => publishWorkflowVersion({ workflowId: 7, version: 1, definition: 'd', definitionHash: 'h', publishedBy: null, collectionId: 1, now: T }))
+    expect(await alike(() => findWorkflowVersion(cli))).toMatchObject({ publishedBy: null, version: 1 })
   })
 })
 
@@ -197,12 +197,12 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
       await first!.sql.unsafe(`INSERT INTO collections (project_id, name, created_at) VALUES (1, 'orders', ${t})`)
       // Publishing's storage steps, as src/modules/workflows/service.ts takes them: find or create, then the next version.
       function* publish(teamId: number, definition: string) {
-        const renderingId = yield* op(ensureRendering, 1, teamId)
-        const workflow = (yield* op(findWorkflowInRendering, renderingId, 'raced')) ?? (yield* createWorkflow(renderingId, 'raced', 1, t))
+        const renderingId = yield* ensureRendering(1, teamId)
+        const workflow = (yield* findWorkflowInRendering(renderingId, 'raced')) ?? (yield* createWorkflow(renderingId, 'raced', 1, t))
         return yield* publishNext(workflow.id, definition, 1, t)
       }
       // Rendering (1, 1) exists beforehand (the workflow insert races); (1, 2) does not (the rendering insert races too).
-      await writeOnPostgres(first!, () => op(ensureRendering, 1, 1))
+      await writeOnPostgres(first!, () => ensureRendering(1, 1))
       for (const teamId of [1, 2]) {
         const publishers = Array.from({ length: 5 }, (_, i) => writeOnPostgres(instances[i % instances.length]!, () => publish(teamId, `d${i}`)))
         const versions = (await Promise.all(publishers)).map((p) => p.version)
@@ -212,9 +212,9 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
           (SELECT count(*)::float8 FROM renderings) AS renderings, (SELECT count(*)::float8 FROM workflows) AS workflows,
           (SELECT count(*)::float8 FROM webhook_triggers) AS triggers, (SELECT count(*)::float8 FROM workflow_versions) AS versions`)
       expect(counts[0]).toEqual({ renderings: 2, workflows: 2, triggers: 2, versions: 10 })
-      const active = await read(first!, each([op(findWorkflowInRendering, 1, 'raced'), op(findWorkflowInRendering, 2, 'raced')]))
+      const active = await read(first!, each([findWorkflowInRendering(1, 'raced'), findWorkflowInRendering(2, 'raced')]))
       for (const workflow of active) {
-        const version = await read(first!, op(findWorkflowVersion, workflow!.activeVersionId!))
+        const version = await read(first!, findWorkflowVersion(workflow!.activeVersionId!))
         expect(version?.version).toBe(5)
       }
     } finally {
@@ -231,15 +231,15 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
       await one.sql.unsafe(`INSERT INTO teams (project_id, name, created_at) VALUES (1, 'ops', ${T})`)
       await one.sql.unsafe(`INSERT INTO collections (project_id, name, created_at) VALUES (1, 'orders', ${T})`)
       const workflow = await writeOnPostgres(one, function* () {
-        return yield* createWorkflow(yield* op(ensureRendering, 1, 1), 'w', 1, T)
+        return yield* createWorkflow(yield* ensureRendering(1, 1), 'w', 1, T)
       })
-      for (let i = 0; i < 3; i++) expect((await read(two, op(findTriggerTarget, workflow.id)))?.webhookEnabled).toBe(false)
-      await writeOnPostgres(one, () => op(updateWebhookTrigger, workflow.id, { enabled: true, generation: 2 }, T + 1))
-      expect(await read(two, op(findTriggerTarget, workflow.id))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2 })
+      for (let i = 0; i < 3; i++) expect((await read(two, findTriggerTarget(workflow.id)))?.webhookEnabled).toBe(false)
+      await writeOnPostgres(one, () => updateWebhookTrigger(workflow.id, { enabled: true, generation: 2 }, T + 1))
+      expect(await read(two, findTriggerTarget(workflow.id))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2 })
       await one.sql.unsafe(`UPDATE workflows SET active_version_id = NULL, name = 'renamed'`)
-      expect(await read(two, op(findTriggerTarget, workflow.id))).toMatchObject({ workflowName: 'renamed', activeVersionId: null })
+      expect(await read(two, findTriggerTarget(workflow.id))).toMatchObject({ workflowName: 'renamed', activeVersionId: null })
       await one.sql.unsafe(`DELETE FROM workflows`)
-      expect(await read(two, op(findTriggerTarget, workflow.id))).toBeUndefined()
+      expect(await read(two, findTriggerTarget(workflow.id))).toBeUndefined()
     } finally {
       await Promise.all([one.close(), two.close()])
     }

@@ -3,27 +3,28 @@
  * and owner. The per-request lookup by hash (and the `lastUsedAt` stamp) stays prepared in `auth-queries.ts`.
  * Only hashes and display prefixes are stored: generating and hashing values is the tokens service's.
  */
-import { and, desc, eq, gt, isNull, or, sql } from 'drizzle-orm'
+import { and, desc, eq, gt, inArray, isNull, or } from 'drizzle-orm'
+import type { Answer, Op } from './op.ts'
 import type { Db } from './open.ts'
-import { apiTokens, projects, users } from './schema.ts'
+import { inserted, row, rows } from './query.ts'
+import { apiTokens } from './schema.ts'
 
 export type TokenRow = typeof apiTokens.$inferSelect
 export type NewTokenRow = Omit<typeof apiTokens.$inferInsert, 'id' | 'revokedAt' | 'lastUsedAt'>
 
-export function insertToken(db: Db, row: NewTokenRow): TokenRow {
-  const [token] = db.insert(apiTokens).values(row).returning().all()
-  if (!token) throw new Error('token insert returned no row')
-  return token
+export function insertToken(token: NewTokenRow): Op<TokenRow> {
+  return inserted(row(({ db, t }) => db.insert(t.apiTokens).values(token).returning()), 'token')
 }
 
 /** Stamps `revokedAt` on a live token; false when it was already revoked. */
-export function revokeLiveToken(db: Db, tokenId: number, now: number): boolean {
-  const revoked = db
-    .update(apiTokens)
-    .set({ revokedAt: now })
-    .where(and(eq(apiTokens.id, tokenId), isNull(apiTokens.revokedAt)))
-    .returning({ id: apiTokens.id })
-    .all()
+export function* revokeLiveToken(tokenId: number, now: number): Op<boolean> {
+  const revoked = yield* rows(({ db, t }) =>
+    db
+      .update(t.apiTokens)
+      .set({ revokedAt: now })
+      .where(and(eq(t.apiTokens.id, tokenId), isNull(t.apiTokens.revokedAt)))
+      .returning({ id: t.apiTokens.id }),
+  )
   return revoked.length > 0
 }
 
@@ -39,51 +40,48 @@ export function lockLiveToken(db: Db, tokenId: number, now: number): { expiresAt
 
 /**
  * Revokes every live token `tokenId` made, and every live one those made, to the end (call it with the revocation of
- * `tokenId` itself, in the same transaction); the rows revoked, by id. One statement on SQLite (its one writer);
- * PostgreSQL's twin walks one generation per statement, each with a fresh snapshot, so a token committed by a
- * concurrent transaction before its maker's row was locked here is seen (lockLiveToken).
+ * `tokenId` itself, in the same transaction); the rows revoked, by id. Through live tokens only: what a revoked token
+ * made was revoked with it. One generation per statement: on PostgreSQL (READ COMMITTED) each statement reads a fresh
+ * snapshot, taken after the previous one updated (and so waited for the locks of) the makers of this generation — a
+ * token made under a lock of lockLiveToken was committed by then, and is found here. SQLite's one writer sees the same.
  */
-export function revokeTokensMadeBy(db: Db, tokenId: number, now: number): TokenRow[] {
-  // Through live tokens only: what a revoked token made was revoked with it (as PostgreSQL's twin walks).
-  const made = sql`WITH RECURSIVE made(id) AS (
-      SELECT id FROM api_tokens WHERE parent_token_id = ${tokenId} AND revoked_at IS NULL
-      UNION SELECT t.id FROM api_tokens t JOIN made ON t.parent_token_id = made.id WHERE t.revoked_at IS NULL)
-    SELECT id FROM made`
-  return db
-    .update(apiTokens)
-    .set({ revokedAt: now })
-    .where(sql`${apiTokens.id} IN (${made})`)
-    .returning()
-    .all()
-    .sort((a, b) => a.id - b.id)
+export function* revokeTokensMadeBy(tokenId: number, now: number): Op<TokenRow[]> {
+  const revoked: TokenRow[] = []
+  for (let makers = [tokenId]; makers.length > 0; ) {
+    const generation: TokenRow[] = yield* rows(({ db, t }) =>
+      db
+        .update(t.apiTokens)
+        .set({ revokedAt: now })
+        .where(and(inArray(t.apiTokens.parentTokenId, makers), isNull(t.apiTokens.revokedAt)))
+        .returning(),
+    )
+    revoked.push(...generation)
+    makers = generation.map((token) => token.id)
+  }
+  return revoked.sort((a, b) => a.id - b.id)
 }
 
-export function findTokenById(db: Db, id: number): TokenRow | undefined {
-  return db.select().from(apiTokens).where(eq(apiTokens.id, id)).get()
-}
-
-const tokenListColumns = {
-  token: apiTokens,
-  projectName: projects.name,
-  owner: { id: users.id, email: users.email, username: users.username },
+export function findTokenById(id: number) {
+  return row(({ db, t }) => db.select().from(t.apiTokens).where(eq(t.apiTokens.id, id)))
 }
 
 /** Tokens newest first, with their project's name and owner; each filter given narrows the list. */
-export function listTokenRows(db: Db, filter: { userId?: number; projectId?: number; includeRevoked?: boolean }) {
-  return db
-    .select(tokenListColumns)
-    .from(apiTokens)
-    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .where(
-      and(
-        filter.userId === undefined ? undefined : eq(apiTokens.userId, filter.userId),
-        filter.projectId === undefined ? undefined : eq(apiTokens.projectId, filter.projectId),
-        filter.includeRevoked ? undefined : isNull(apiTokens.revokedAt),
-      ),
-    )
-    .orderBy(desc(apiTokens.id))
-    .all()
+export function listTokenRows(filter: { userId?: number; projectId?: number; includeRevoked?: boolean }) {
+  return rows(({ db, t }) =>
+    db
+      .select({ token: t.apiTokens, projectName: t.projects.name, owner: { id: t.users.id, email: t.users.email, username: t.users.username } })
+      .from(t.apiTokens)
+      .innerJoin(t.projects, eq(t.projects.id, t.apiTokens.projectId))
+      .innerJoin(t.users, eq(t.users.id, t.apiTokens.userId))
+      .where(
+        and(
+          filter.userId === undefined ? undefined : eq(t.apiTokens.userId, filter.userId),
+          filter.projectId === undefined ? undefined : eq(t.apiTokens.projectId, filter.projectId),
+          filter.includeRevoked ? undefined : isNull(t.apiTokens.revokedAt),
+        ),
+      )
+      .orderBy(desc(t.apiTokens.id)),
+  )
 }
 
-export type TokenListRow = ReturnType<typeof listTokenRows>[number]
+export type TokenListRow = Answer<ReturnType<typeof listTokenRows>>[number]

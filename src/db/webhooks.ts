@@ -1,7 +1,8 @@
 /** Webhook triggers' storage: one row per workflow (off by default; disabling pauses, regenerating bumps the generation). */
-import { eq } from 'drizzle-orm'
-import type { Db } from './open.ts'
-import { webhookTriggers } from './schema.ts'
+import { eq, sql } from 'drizzle-orm'
+import type { Op } from './op.ts'
+import { exec, row, statement } from './query.ts'
+import type { webhookTriggers } from './schema.ts'
 
 export type WebhookTrigger = typeof webhookTriggers.$inferSelect
 
@@ -12,20 +13,19 @@ export interface WebhookTriggerChange {
 }
 
 /** A new workflow's trigger: disabled, generation 1, the instance's default rate. */
-export function insertWebhookTrigger(db: Db, workflowId: number, now: number): void {
-  db.insert(webhookTriggers).values({ workflowId, enabled: false, generation: 1, updatedAt: now }).run()
+export function insertWebhookTrigger(workflowId: number, now: number) {
+  return exec(({ db, t }) => db.insert(t.webhookTriggers).values({ workflowId, enabled: false, generation: 1, updatedAt: now }))
 }
 
-export function findWebhookTrigger(db: Db, workflowId: number): WebhookTrigger | undefined {
-  return db.select().from(webhookTriggers).where(eq(webhookTriggers.workflowId, workflowId)).get()
+const WEBHOOK_TRIGGER = statement('webhook-triggers.find', ({ db, t }) =>
+  db.select().from(t.webhookTriggers).where(eq(t.webhookTriggers.workflowId, sql.placeholder('workflowId'))),
+)
+
+export function findWebhookTrigger(workflowId: number) {
+  return WEBHOOK_TRIGGER.row({ workflowId })
 }
 
 /** Applies `change` to a workflow's trigger; returns the trigger as it now is. */
-export function updateWebhookTrigger(db: Db, workflowId: number, change: WebhookTriggerChange, now: number): WebhookTrigger {
-  return db
-    .update(webhookTriggers)
-    .set({ ...change, updatedAt: now })
-    .where(eq(webhookTriggers.workflowId, workflowId))
-    .returning()
-    .all()[0]!
+export function* updateWebhookTrigger(workflowId: number, change: WebhookTriggerChange, now: number): Op<WebhookTrigger> {
+  return (yield* row(({ db, t }) => db.update(t.webhookTriggers).set({ ...change, updatedAt: now }).where(eq(t.webhookTriggers.workflowId, workflowId)).returning()))!
 }

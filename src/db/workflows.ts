@@ -1,15 +1,21 @@
 /**
  * Workflows' storage: where a workflow lives (the one join workflow → rendering → environment and team, written
- * once in `joinWorkflowPlace`), the trigger target a webhook call or a manual run looks up (prepared: a hot path),
- * renderings, and the versions a publication writes.
+ * once in `joinWorkflowPlace`), the trigger target a webhook call or a manual run looks up (a statement: a hot path),
+ * renderings, and the versions a publication writes. Lists order the same on both stores (names byte by byte:
+ * `d.byteOrder`).
+ *
+ * Two instances publishing the same new workflow (or a new version of one) at once on PostgreSQL: the second's insert
+ * meets the first's row in a unique index (23505) and its whole transaction runs again (./postgres/op-runner.ts), now
+ * finding the row, as SQLite's single writer would have had it.
  */
-import { and, asc, desc, eq, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
-import type { Db } from './open.ts'
-import { allOf } from './pages.ts'
+import type { Dialect, Tables } from './dialect.ts'
 import { cachedLookup } from './lookup-cache.ts'
-import { prepared, statementOn } from './prepared.ts'
-import { collections, environments, renderings, teams, workflows, workflowVersions } from './schema.ts'
+import { type Op, op } from './op.ts'
+import type { Db } from './open.ts'
+import { exec, inserted, type QueryCall, row, rows, runQuery, statement } from './query.ts'
+import type { workflows, workflowVersions } from './schema.ts'
 
 export type WorkflowRow = typeof workflows.$inferSelect
 export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
@@ -18,11 +24,11 @@ export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
  * Joins where a workflow lives — its rendering, that rendering's environment and team (every workflow has all
  * three) — to a dynamic query that already has `workflows`. The one place this join is written.
  */
-export function joinWorkflowPlace<T extends SQLiteSelect>(query: T) {
+export function joinWorkflowPlace<T extends SQLiteSelect>(t: Tables, query: T) {
   return query
-    .innerJoin(renderings, eq(renderings.id, workflows.renderingId))
-    .innerJoin(environments, eq(environments.id, renderings.environmentId))
-    .innerJoin(teams, eq(teams.id, renderings.teamId))
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
 }
 
 /** A workflow with what a trigger needs to check: its rendering, project, collection and webhook settings. */
@@ -40,124 +46,156 @@ export interface TriggerTarget {
   webhookRatePerMinute: number | null
 }
 
-const TRIGGER_TARGET = `SELECT w.id AS workflowId, w.name AS workflowName, w.active_version_id AS activeVersionId,
-    w.rendering_id AS renderingId, r.environment_id AS environmentId, r.team_id AS teamId, t.project_id AS projectId,
-    w.collection_id AS collectionId, h.enabled AS webhookEnabled, h.generation AS webhookGeneration,
-    h.rate_per_minute AS webhookRatePerMinute
-  FROM workflows w
-    JOIN webhook_triggers h ON h.workflow_id = w.id
-    JOIN renderings r ON r.id = w.rendering_id
-    JOIN teams t ON t.id = r.team_id
-  WHERE w.id = ?`
+const buildTriggerTarget = ({ db, t }: Dialect) =>
+  db
+    .select({
+      workflowId: t.workflows.id,
+      workflowName: t.workflows.name,
+      activeVersionId: t.workflows.activeVersionId,
+      renderingId: t.workflows.renderingId,
+      environmentId: t.renderings.environmentId,
+      teamId: t.renderings.teamId,
+      projectId: t.teams.projectId,
+      collectionId: t.workflows.collectionId,
+      webhookEnabled: t.webhookTriggers.enabled,
+      webhookGeneration: t.webhookTriggers.generation,
+      webhookRatePerMinute: t.webhookTriggers.ratePerMinute,
+    })
+    .from(t.workflows)
+    .innerJoin(t.webhookTriggers, eq(t.webhookTriggers.workflowId, t.workflows.id))
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .where(eq(t.workflows.id, sql.placeholder('workflowId')))
+type TriggerTargetRow = ReturnType<ReturnType<typeof buildTriggerTarget>['get']>
+
+/** The trigger target of a workflow id, as stored now: a query named as a statement (built once per connection). */
+export function triggerTargetQuery(workflowId: number): QueryCall {
+  return { build: buildTriggerTarget, answer: 'row', name: 'workflows.trigger-target', values: { workflowId } }
+}
 
 /**
- * The trigger target of a workflow id: every webhook call reads it, so it is prepared once per connection and
- * cached per connection (lookup-cache.ts: a change to the workflow or its webhook applies to the next call).
+ * SQLite's trigger target of a workflow id: every webhook call reads it, so it is cached per connection
+ * (lookup-cache.ts: a change to the workflow or its webhook applies to the next call). PostgreSQL's twin runs the
+ * same query afresh: several instances share the database, and a webhook change made through any of them applies to
+ * every instance's next call.
  */
-export function findTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
-  return cachedLookup(db, 'trigger-target', workflowId, () => {
-    const row = statementOn(db, 'workflows.trigger-target', TRIGGER_TARGET).all(workflowId)[0] as (Omit<TriggerTarget, 'webhookEnabled'> & { webhookEnabled: number }) | undefined
-    return row && { ...row, webhookEnabled: row.webhookEnabled === 1 }
-  })
+export function cachedTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
+  return cachedLookup(db, 'trigger-target', workflowId, () => runQuery(db, triggerTargetQuery(workflowId)) as TriggerTargetRow)
 }
 
-/** The id of the workflow named by (project, environment, team, workflow) names (prepared: the manual trigger asks). */
-export function findWorkflowIdByNames(
-  db: Db,
-  names: { projectId: number; environment: string; team: string; workflow: string },
-): number | undefined {
-  return prepared(db, 'workflows.id-by-names', () =>
-    joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
-      .where(
-        and(
-          eq(environments.projectId, sql.placeholder('projectId')),
-          eq(environments.name, sql.placeholder('environment')),
-          eq(teams.name, sql.placeholder('team')),
-          eq(workflows.name, sql.placeholder('workflow')),
-        ),
-      )
-      .prepare(),
-  ).all(names)[0]?.id
+/** The trigger target of a workflow id (cached on SQLite: every webhook call reads it). */
+export function findTriggerTarget(workflowId: number): Op<TriggerTarget | undefined> {
+  return op(cachedTriggerTarget, workflowId)
 }
 
-/** Ids of the environment's workflows called `name` (in one team when given); prepared per shape. */
-export function findWorkflowIdsNamed(db: Db, environmentId: number, name: string, teamName?: string): number[] {
-  const inTeam = teamName !== undefined
-  return prepared(db, `workflows.ids-named.${inTeam ? 'team' : 'any'}`, () =>
-    joinWorkflowPlace(db.select({ id: workflows.id }).from(workflows).$dynamic())
-      .where(
-        allOf([
-          eq(renderings.environmentId, sql.placeholder('environmentId')),
-          eq(workflows.name, sql.placeholder('name')),
-          inTeam ? eq(teams.name, sql.placeholder('teamName')) : undefined,
-        ]),
-      )
-      .prepare(),
+/**
+ * The ids of workflows in their place (joined as above) matching `where` (its placeholders filled by the values), in
+ * the order of the rendering's team: a statement named `name`.
+ */
+const workflowIdsWhere = (name: string, where: (t: Tables) => SQL | undefined) =>
+  statement(name, ({ db, t }) =>
+    joinWorkflowPlace(t, db.select({ id: t.workflows.id }).from(t.workflows).$dynamic())
+      .where(where(t))
+      .orderBy(asc(t.renderings.teamId)),
   )
-    .all({ environmentId, name, teamName })
-    .map((r) => r.id)
+
+const WORKFLOW_ID_BY_NAMES = workflowIdsWhere('workflows.id-by-names', (t) =>
+  and(
+    eq(t.environments.projectId, sql.placeholder('projectId')),
+    eq(t.environments.name, sql.placeholder('environment')),
+    eq(t.teams.name, sql.placeholder('team')),
+    eq(t.workflows.name, sql.placeholder('workflow')),
+  ),
+)
+
+/** The id of the workflow named by (project, environment, team, workflow) names (a statement: the manual trigger asks). */
+export function* findWorkflowIdByNames(names: { projectId: number; environment: string; team: string; workflow: string }): Op<number | undefined> {
+  return (yield* WORKFLOW_ID_BY_NAMES.row(names))?.id
 }
 
-/** The workflows of one rendering (environment, team), by name, with their collection (prepared: a console page). */
-export function listRenderingWorkflows(db: Db, environmentId: number, teamId: number) {
-  return prepared(db, 'workflows.of-rendering', () =>
-    joinWorkflowPlace(
-      db
-        .select({ id: workflows.id, name: workflows.name, collectionId: workflows.collectionId, collectionName: collections.name, activeVersionId: workflows.activeVersionId })
-        .from(workflows)
-        .innerJoin(collections, eq(collections.id, workflows.collectionId))
-        .$dynamic(),
-    )
-      .where(and(eq(renderings.environmentId, sql.placeholder('environmentId')), eq(renderings.teamId, sql.placeholder('teamId'))))
-      .orderBy(asc(workflows.name))
-      .prepare(),
-  ).all({ environmentId, teamId })
+const workflowIdsNamed = (inTeam: boolean) =>
+  workflowIdsWhere(`workflows.ids-named.${inTeam ? 'team' : 'any'}`, (t) =>
+    and(
+      eq(t.renderings.environmentId, sql.placeholder('environmentId')),
+      eq(t.workflows.name, sql.placeholder('name')),
+      inTeam ? eq(t.teams.name, sql.placeholder('teamName')) : undefined,
+    ),
+  )
+const WORKFLOW_IDS_NAMED = { team: workflowIdsNamed(true), any: workflowIdsNamed(false) }
+
+/** Ids of the environment's workflows called `name` (in one team when given), by team; a statement per shape. */
+export function* findWorkflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
+  const ids = yield* WORKFLOW_IDS_NAMED[teamName === undefined ? 'any' : 'team'].rows({ environmentId, name, teamName })
+  return ids.map((r) => r.id)
 }
 
-/** Every workflow of a project with the names of its environment and team. */
-export function listProjectWorkflowPlaces(db: Db, projectId: number): { name: string; environment: string; team: string }[] {
-  const query = db.select({ name: workflows.name, environment: environments.name, team: teams.name }).from(workflows).$dynamic()
-  return joinWorkflowPlace(query).where(eq(environments.projectId, projectId)).all()
+const RENDERING_WORKFLOWS = statement('workflows.of-rendering', ({ db, t, byteOrder }) =>
+  joinWorkflowPlace(
+    t,
+    db
+      .select({ id: t.workflows.id, name: t.workflows.name, collectionId: t.workflows.collectionId, collectionName: t.collections.name, activeVersionId: t.workflows.activeVersionId })
+      .from(t.workflows)
+      .innerJoin(t.collections, eq(t.collections.id, t.workflows.collectionId))
+      .$dynamic(),
+  )
+    .where(and(eq(t.renderings.environmentId, sql.placeholder('environmentId')), eq(t.renderings.teamId, sql.placeholder('teamId'))))
+    .orderBy(byteOrder(t.workflows.name)),
+)
+
+/** The workflows of one rendering (environment, team), by name, with their collection (a statement: a console page). */
+export function listRenderingWorkflows(environmentId: number, teamId: number) {
+  return RENDERING_WORKFLOWS.rows({ environmentId, teamId })
 }
 
-/** The rendering (environment, team), created on first use. */
-export function ensureRendering(db: Db, environmentId: number, teamId: number): number {
-  const where = and(eq(renderings.environmentId, environmentId), eq(renderings.teamId, teamId))
-  const existing = db.select({ id: renderings.id }).from(renderings).where(where).get()
-  if (existing) return existing.id
-  return db.insert(renderings).values({ environmentId, teamId }).returning({ id: renderings.id }).all()[0]!.id
+/** Every workflow of a project with the names of its environment and team: by environment name, the rendering's team, then workflow name. */
+export function listProjectWorkflowPlaces(projectId: number): Op<{ name: string; environment: string; team: string }[]> {
+  return rows(({ db, t, byteOrder }) =>
+    joinWorkflowPlace(t, db.select({ name: t.workflows.name, environment: t.environments.name, team: t.teams.name }).from(t.workflows).$dynamic())
+      .where(eq(t.environments.projectId, projectId))
+      .orderBy(byteOrder(t.environments.name), asc(t.renderings.teamId), byteOrder(t.workflows.name)),
+  )
 }
 
-export function findWorkflowInRendering(db: Db, renderingId: number, name: string): WorkflowRow | undefined {
-  return db
-    .select()
-    .from(workflows)
-    .where(and(eq(workflows.renderingId, renderingId), eq(workflows.name, name)))
-    .get()
+/**
+ * The rendering (environment, team), created on first use. Looked up first (a conflicting insert would use up an id
+ * of PostgreSQL's sequence); there, an insert that meets a rendering another transaction just made waits for it and
+ * then finds it.
+ */
+export function* ensureRendering(environmentId: number, teamId: number): Op<number> {
+  const existing = () =>
+    row(({ db, t }) => db.select({ id: t.renderings.id }).from(t.renderings).where(and(eq(t.renderings.environmentId, environmentId), eq(t.renderings.teamId, teamId))))
+  const found = yield* existing()
+  if (found) return found.id
+  const made = yield* row(({ db, t }) => db.insert(t.renderings).values({ environmentId, teamId }).onConflictDoNothing().returning({ id: t.renderings.id }))
+  return made?.id ?? (yield* existing())!.id
+}
+
+export function findWorkflowInRendering(renderingId: number, name: string) {
+  return row(({ db, t }) => db.select().from(t.workflows).where(and(eq(t.workflows.renderingId, renderingId), eq(t.workflows.name, name))))
 }
 
 /** A new workflow (no active version yet). */
-export function insertWorkflow(db: Db, input: { renderingId: number; name: string; collectionId: number; now: number }): WorkflowRow {
-  return db
-    .insert(workflows)
-    .values({ renderingId: input.renderingId, name: input.name, collectionId: input.collectionId, createdAt: input.now, updatedAt: input.now })
-    .returning()
-    .all()[0]!
+export function insertWorkflow(input: { renderingId: number; name: string; collectionId: number; now: number }): Op<WorkflowRow> {
+  const { renderingId, name, collectionId, now } = input
+  return inserted(row(({ db, t }) => db.insert(t.workflows).values({ renderingId, name, collectionId, createdAt: now, updatedAt: now }).returning()), 'workflow')
 }
 
-export function findWorkflowVersion(db: Db, versionId: number): WorkflowVersionRow | undefined {
-  return db.select().from(workflowVersions).where(eq(workflowVersions.id, versionId)).get()
+const WORKFLOW_VERSION = statement('workflow-versions.find', ({ db, t }) => db.select().from(t.workflowVersions).where(eq(t.workflowVersions.id, sql.placeholder('id'))))
+
+export function findWorkflowVersion(versionId: number) {
+  return WORKFLOW_VERSION.row({ id: versionId })
 }
 
 /** The highest version number a workflow has published; 0 when none. */
-export function latestWorkflowVersion(db: Db, workflowId: number): number {
-  const latest = db
-    .select({ version: workflowVersions.version })
-    .from(workflowVersions)
-    .where(eq(workflowVersions.workflowId, workflowId))
-    .orderBy(desc(workflowVersions.version))
-    .limit(1)
-    .get()
+export function* latestWorkflowVersion(workflowId: number): Op<number> {
+  const latest = yield* row(({ db, t }) =>
+    db
+      .select({ version: t.workflowVersions.version })
+      .from(t.workflowVersions)
+      .where(eq(t.workflowVersions.workflowId, workflowId))
+      .orderBy(desc(t.workflowVersions.version))
+      .limit(1),
+  )
   return latest?.version ?? 0
 }
 
@@ -175,22 +213,19 @@ export interface NewWorkflowVersion {
 }
 
 /** Stores a version and makes it the workflow's active one (with its collection and concurrency limit); returns its id. */
-export function publishWorkflowVersion(db: Db, input: NewWorkflowVersion): number {
-  const [row] = db
-    .insert(workflowVersions)
-    .values({
-      workflowId: input.workflowId,
-      version: input.version,
-      definition: input.definition,
-      definitionHash: input.definitionHash,
-      publishedBy: input.publishedBy,
-      createdAt: input.now,
-    })
-    .returning({ id: workflowVersions.id })
-    .all()
-  db.update(workflows)
-    .set({ activeVersionId: row!.id, collectionId: input.collectionId, concurrencyLimit: input.concurrencyLimit ?? null, updatedAt: input.now })
-    .where(eq(workflows.id, input.workflowId))
-    .run()
-  return row!.id
+export function* publishWorkflowVersion(input: NewWorkflowVersion): Op<number> {
+  const { workflowId, version, definition, definitionHash, publishedBy, collectionId, now } = input
+  const { id } = yield* inserted(
+    row(({ db, t }) =>
+      db.insert(t.workflowVersions).values({ workflowId, version, definition, definitionHash, publishedBy, createdAt: now }).returning({ id: t.workflowVersions.id }),
+    ),
+    'workflow version',
+  )
+  yield* exec(({ db, t }) =>
+    db
+      .update(t.workflows)
+      .set({ activeVersionId: id, collectionId, concurrencyLimit: input.concurrencyLimit ?? null, updatedAt: now })
+      .where(eq(t.workflows.id, workflowId)),
+  )
+  return id
 }

@@ -3,7 +3,6 @@
  * op's calls through (the savepoint's twin is the runner's own). Each module of twins exports its map; this one
  * joins them.
  */
-import { APPLY_TWINS } from './apply.ts'
 import { runQuery } from '../query.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
@@ -16,12 +15,10 @@ import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import { twin, type PgTwins } from './twin.ts'
 import { USERS_TWINS } from './users.ts'
-import { WEBHOOKS_TWINS } from './webhooks.ts'
 import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
   twin(runQuery, runQueryOnPostgres),
-  ...APPLY_TWINS,
   ...LOGS_TWINS,
   ...MEMBERS_TWINS,
   ...NOTES_TWINS,
@@ -31,6 +28,5 @@ export const TWINS: PgTwins = new Map([
   ...SSO_IDENTITIES_TWINS,
   ...TOKENS_TWINS,
   ...USERS_TWINS,
-  ...WEBHOOKS_TWINS,
   ...WORKFLOWS_TWINS,
 ])

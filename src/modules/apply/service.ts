@@ -212,7 +212,7 @@ class ApplyWriter {
     for (const [email, outcome] of outcomes) this.record(outcome, 'user', email)
     if (file.users) {
       const inFile = new Set(file.users.map((u) => normalizeEmail(u.email)))
-      for (const email of (yield* op(listUserEmails))) {
+      for (const email of (yield* listUserEmails())) {
         if (!inFile.has(email)) this.report.notInFile.push({ kind: 'user', name: email })
       }
     }
@@ -340,7 +340,7 @@ class ApplyWriter {
       if (problem) throw new ApplyError([{ path: '--as', message: `${this.ctx.actorEmail} ${problem}` }])
       return actor.id
     }
-    const admin = yield* op(firstProjectAdminId, projectId)
+    const admin = yield* firstProjectAdminId(projectId)
     if (admin === undefined) {
       throw new ApplyError([{ path: at, message: `project ${projectName} has no admin to attribute record changes to: add an admin member or pass --as EMAIL` }])
     }
@@ -351,7 +351,7 @@ class ApplyWriter {
   private *editingTeam(projectId: number, collectionId: number, collectionName: string, at: string): Op<number> {
     const known = this.editingTeams.get(collectionId)
     if (known !== undefined) return known
-    const team = yield* op(firstEditingTeamId, projectId, collectionId)
+    const team = yield* firstEditingTeamId(projectId, collectionId)
     if (team === undefined) throw new ApplyError([{ path: `${at}.team`, message: `no team may edit ${collectionName}: name the record's team` }])
     this.editingTeams.set(collectionId, team)
     return team
@@ -390,7 +390,7 @@ class ApplyWriter {
     const userId = yield* this.userId(spec.user)
     const givenCreatedAt = spec.createdAt === undefined ? undefined : parseIsoMicros(spec.createdAt)!
     const name = `${projectName}/${spec.environment}/${spec.recordId}: ${spec.title}`
-    if (yield* op(hasImportedNote, { environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
+    if (yield* hasImportedNote({ environmentId, recordId: spec.recordId, userId, title: spec.title, createdAt: givenCreatedAt })) {
       this.record('unchanged', 'note', name)
       return
     }
@@ -447,8 +447,8 @@ class ApplyWriter {
     missing('environment', spec.environments, scope.environments.keys())
     missing('team', spec.teams?.map((t) => t.name), scope.teams.keys())
     missing('collection', spec.collections?.map((c) => c.name), scope.collections.keys())
-    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), (yield* op(listProjectMemberEmails, projectId)))
-    const existingWorkflows = yield* op(listProjectWorkflowPlaces, projectId)
+    missing('member', spec.members?.map((m) => normalizeEmail(m.user)), (yield* listProjectMemberEmails(projectId)))
+    const existingWorkflows = yield* listProjectWorkflowPlaces(projectId)
     missing(
       'workflow',
       (spec.workflows as WorkflowDefinition[] | undefined)?.map((w) => `${w.environment}/${w.team}/${w.name}`),
@@ -458,7 +458,7 @@ class ApplyWriter {
 
   *reportProjectsNotInFile(listed: ApplyProject[]) {
     const inFile = new Set(listed.map((p) => p.name))
-    for (const name of (yield* op(listProjectNames))) {
+    for (const name of (yield* listProjectNames())) {
       if (!inFile.has(name)) this.report.notInFile.push({ kind: 'project', name })
     }
   }

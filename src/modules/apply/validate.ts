@@ -12,7 +12,7 @@ import { findProjectByName } from '../directory/projects.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
 import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { ApplyFile, ApplyProject } from './model.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 /** Names that exist for a project, in the database or in the file. */
 interface ProjectNames {
@@ -30,7 +30,7 @@ export function* validateApplyFile(file: ApplyFile, actorEmail?: string): Op<Pro
     const issuer = issuerProblem(file.sso.issuer)
     if (issuer) problem('sso.issuer', `issuer ${issuer}`)
   }
-  const knownUsers = new Set((yield* op(listUserEmails)))
+  const knownUsers = new Set((yield* listUserEmails()))
   const fileUsers = new Set<string>()
   file.users?.forEach((user, i) => {
     const at = `users[${i}]`

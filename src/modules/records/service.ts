@@ -7,7 +7,7 @@ import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
-import { asOp, type Op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export type { RecordRow, RecordScope }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
@@ -15,7 +15,7 @@ export const findRecord = findRecordByKey
 export const listRecords = pageRecords
 /** The collections of a project, by name; the workflows of one rendering (environment, team), by name, with their collection. */
 export const projectCollections = listProjectCollections
-export const renderingWorkflows = asOp(listRenderingWorkflows)
+export const renderingWorkflows = listRenderingWorkflows
 
 /** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
 export function* replaceRecordData(id: number, data: Record<string, unknown>, now: number): Op<void> {

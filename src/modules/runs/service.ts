@@ -23,7 +23,7 @@ export const findRun = asOp(findRunWithWorkflow)
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
 export function* workflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
   if (someHoldUnstorableText({ name, teamName })) return []
-  return yield* op(findWorkflowIdsNamed, environmentId, name, teamName)
+  return yield* findWorkflowIdsNamed(environmentId, name, teamName)
 }
 
 /** One page of an environment's run ids (limit + 1); a text filter holding U+0000 or a lone surrogate matches no run (src/lib/storable-text.ts). */

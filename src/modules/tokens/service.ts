@@ -112,7 +112,7 @@ export function* expiryUnderMaker(clock: Clock, makerId: number, asked: number |
 /** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
 export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRow; value: string }> {
   const value = generateTokenValue()
-  const token = yield* op(insertToken, {
+  const token = yield* insertToken({
     name: input.name,
     userId: input.userId,
     projectId: input.projectId,
@@ -141,11 +141,11 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
  */
 export function* revokeToken(clock: Clock, token: TokenRow, actorId: number | null): Op<boolean> {
   const now = clock.now()
-  if (!(yield* op(revokeLiveToken, token.id, now))) return false
+  if (!(yield* revokeLiveToken(token.id, now))) return false
   // Every row first, then the log entries: on PostgreSQL an entry takes its project's log lock, which a token being
   // made holds while it waits for nothing — but a revocation holding it while waiting for such a token's maker's row
   // would deadlock with it.
-  const made = yield* op(revokeTokensMadeBy, token.id, now)
+  const made = yield* revokeTokensMadeBy(token.id, now)
   yield* logRevocation(clock, token, actorId, '')
   const revokedWith = `, revoked with ${token.name} (${token.prefix}…), from which it was made`
   for (const each of made) yield* logRevocation(clock, each, actorId, revokedWith)
@@ -174,7 +174,7 @@ function* describeToken(token: TokenRow): Op<string> {
 }
 
 export function* findToken(id: number): Op<TokenRow | undefined> {
-  return yield* op(findTokenById, id)
+  return yield* findTokenById(id)
 }
 
 /**
@@ -182,7 +182,7 @@ export function* findToken(id: number): Op<TokenRow | undefined> {
  * Revoked ones only when asked (the CLI shows them; the API lists live tokens).
  */
 export function* listTokens(filter: { userId?: number; projectId?: number; includeRevoked?: boolean }): Op<TokenListRow[]> {
-  return yield* op(listTokenRows, filter)
+  return yield* listTokenRows(filter)
 }
 
 /** The public view of a token: never the value or its hash. */

@@ -4,7 +4,7 @@ import { findTriggerTarget, type TriggerTarget } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { describeTrigger } from '../workflows/service.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export type WebhookChange = { enabled: boolean } | { ratePerMinute: number | null } | { regenerate: true }
 
@@ -21,8 +21,8 @@ export function* changeWebhook(clock: Clock, target: TriggerTarget, change: Webh
     ('enabled' in change && change.enabled === before.enabled) ||
     ('ratePerMinute' in change && change.ratePerMinute === before.ratePerMinute)
   if (unchanged) return target
-  yield* op(updateWebhookTrigger, target.workflowId, set, clock.now())
-  const after = (yield* op(findTriggerTarget, target.workflowId))!
+  yield* updateWebhookTrigger(target.workflowId, set, clock.now())
+  const after = (yield* findTriggerTarget(target.workflowId))!
   const describe = (t: TriggerTarget) =>
     `${describeTrigger(t.workflowName, { enabled: t.webhookEnabled, ratePerMinute: t.webhookRatePerMinute })}, URL generation ${t.webhookGeneration}`
   yield* appendAdminLog(clock, {

@@ -4,7 +4,7 @@ import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type We
 import { notFound } from '../../lib/errors.ts'
 import {
   ensureRendering,
-  findTriggerTarget as findTriggerTargetRow,
+  findTriggerTarget,
   findWorkflowIdByNames,
   findWorkflowInRendering,
   findWorkflowVersion,
@@ -17,7 +17,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
-import { asOp, type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export interface WorkflowTarget {
   projectId: number
@@ -50,23 +50,23 @@ export function* publishWorkflow(
   actorId: number | null,
 ): Op<PublishResult> {
   const now = clock.now()
-  const renderingId = yield* op(ensureRendering, target.environmentId, target.teamId)
+  const renderingId = yield* ensureRendering(target.environmentId, target.teamId)
   const canonical = canonicalDefinition(definition)
   const hash = createHash('sha256').update(canonical).digest('hex')
 
-  let workflow = yield* op(findWorkflowInRendering, renderingId, definition.name)
+  let workflow = yield* findWorkflowInRendering(renderingId, definition.name)
   const created = !workflow
   if (!workflow) {
-    workflow = yield* op(insertWorkflow, { renderingId, name: definition.name, collectionId: target.collectionId, now })
-    yield* op(insertWebhookTrigger, workflow.id, now)
+    workflow = yield* insertWorkflow({ renderingId, name: definition.name, collectionId: target.collectionId, now })
+    yield* insertWebhookTrigger(workflow.id, now)
   }
-  const active = workflow.activeVersionId ? (yield* op(findWorkflowVersion, workflow.activeVersionId)) : undefined
+  const active = workflow.activeVersionId ? (yield* findWorkflowVersion(workflow.activeVersionId)) : undefined
 
   let version = active?.version ?? 0
   let outcome: PublishResult['outcome'] = 'unchanged'
   if (!active || active.definitionHash !== hash) {
-    version = (yield* op(latestWorkflowVersion, workflow.id)) + 1
-    yield* op(publishWorkflowVersion, {
+    version = (yield* latestWorkflowVersion(workflow.id)) + 1
+    yield* publishWorkflowVersion({
       workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId,
       concurrencyLimit: definition.concurrency ?? null, now,
     })
@@ -92,7 +92,7 @@ function* applyTriggerSettings(
   definition: WorkflowDefinition,
   actorId: number | null,
 ): Op<{ trigger: WebhookTrigger; changed: boolean }> {
-  const current = (yield* op(findWebhookTrigger, workflowId))!
+  const current = (yield* findWebhookTrigger(workflowId))!
   const wanted = {
     enabled: definition.webhook?.enabled ?? current.enabled,
     ratePerMinute: definition.webhook?.ratePerMinute ?? current.ratePerMinute,
@@ -100,7 +100,7 @@ function* applyTriggerSettings(
   if (wanted.enabled === current.enabled && wanted.ratePerMinute === current.ratePerMinute) {
     return { trigger: current, changed: false }
   }
-  const trigger = yield* op(updateWebhookTrigger, workflowId, wanted, clock.now())
+  const trigger = yield* updateWebhookTrigger(workflowId, wanted, clock.now())
   yield* appendAdminLog(clock, {
     projectId,
     type: 'update',
@@ -114,7 +114,7 @@ function* applyTriggerSettings(
 
 /** The definition a workflow runs now (its active version) and that version's number; 404 when none is published. */
 export function* activeDefinition(target: TriggerTarget): Op<{ version: number; definition: WorkflowDefinition }> {
-  const active = target.activeVersionId === null ? undefined : yield* op(findWorkflowVersion, target.activeVersionId)
+  const active = target.activeVersionId === null ? undefined : yield* findWorkflowVersion(target.activeVersionId)
   if (!active) throw notFound(`Workflow ${target.workflowName} has no published version`)
   return { version: active.version, definition: JSON.parse(active.definition) as WorkflowDefinition }
 }
@@ -125,12 +125,12 @@ export function describeTrigger(workflowName: string, trigger: { enabled: boolea
   return `${workflowName}: webhook ${trigger.enabled ? 'enabled' : 'disabled'}, ${rate}`
 }
 
-/** The trigger target of a workflow id (prepared: every webhook call reads it). */
-export const findTriggerTarget = asOp(findTriggerTargetRow)
+/** The trigger target of a workflow id (cached on SQLite: every webhook call reads it). */
+export { findTriggerTarget }
 
 /** The workflow named by (project, environment, team, workflow), or 404. */
 export function* requireWorkflow(projectId: number, environmentName: string, teamName: string, workflowName: string): Op<TriggerTarget> {
-  const workflowId = yield* op(findWorkflowIdByNames, { projectId, environment: environmentName, team: teamName, workflow: workflowName })
+  const workflowId = yield* findWorkflowIdByNames({ projectId, environment: environmentName, team: teamName, workflow: workflowName })
   const target = workflowId !== undefined ? (yield* findTriggerTarget(workflowId)) : undefined
   if (!target) throw notFound(`Workflow ${workflowName} not found for team ${teamName} in ${environmentName}`)
   return target
