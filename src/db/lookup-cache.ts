@@ -82,12 +82,12 @@ export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V |
  * (`cachedLookup`); PostgreSQL runs `work` every time (its twin in ../postgres/op-runner.ts): several instances
  * share the database and `data_version` sees none of their commits, so a rename made elsewhere is seen at once.
  */
-export function cached<V>(kind: string, key: string, work: Op<V | undefined>): Op<V | undefined> {
+export function cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
   return op(runCached<V>, kind, key, work)
 }
 
 /** SQLite's runner of `cached`: `work` run on this connection only when the cache has no fresh answer. */
-export function runCached<V>(db: Db, kind: string, key: string, work: Op<V | undefined>): V | undefined {
+export function runCached<V>(db: Db, kind: string, key: string | number, work: Op<V | undefined>): V | undefined {
   return cachedLookup(db, kind, key, () => runOp(db, work))
 }
 

@@ -11,10 +11,9 @@
 import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Dialect, Tables } from './dialect.ts'
-import { cachedLookup } from './lookup-cache.ts'
-import { type Op, op } from './op.ts'
-import type { Db } from './open.ts'
-import { exec, inserted, type QueryCall, row, rows, runQuery, statement } from './query.ts'
+import { cached } from './lookup-cache.ts'
+import type { Op } from './op.ts'
+import { exec, inserted, row, rows, statement } from './query.ts'
 import type { workflows, workflowVersions } from './schema.ts'
 
 export type WorkflowRow = typeof workflows.$inferSelect
@@ -66,26 +65,16 @@ const buildTriggerTarget = ({ db, t }: Dialect) =>
     .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
     .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
     .where(eq(t.workflows.id, sql.placeholder('workflowId')))
-type TriggerTargetRow = ReturnType<ReturnType<typeof buildTriggerTarget>['get']>
-
-/** The trigger target of a workflow id, as stored now: a query named as a statement (built once per connection). */
-export function triggerTargetQuery(workflowId: number): QueryCall {
-  return { build: buildTriggerTarget, answer: 'row', name: 'workflows.trigger-target', values: { workflowId } }
-}
+const TRIGGER_TARGET = statement('workflows.trigger-target', buildTriggerTarget)
 
 /**
- * SQLite's trigger target of a workflow id: every webhook call reads it, so it is cached per connection
- * (lookup-cache.ts: a change to the workflow or its webhook applies to the next call). PostgreSQL's twin runs the
- * same query afresh: several instances share the database, and a webhook change made through any of them applies to
- * every instance's next call.
+ * The trigger target of a workflow id. Every webhook call reads it, so SQLite caches it per connection
+ * (lookup-cache.ts: a change to the workflow or its webhook applies to the next call); PostgreSQL reads it afresh
+ * (several instances share the database, and a webhook change made through any of them applies to every instance's
+ * next call).
  */
-export function cachedTriggerTarget(db: Db, workflowId: number): TriggerTarget | undefined {
-  return cachedLookup(db, 'trigger-target', workflowId, () => runQuery(db, triggerTargetQuery(workflowId)) as TriggerTargetRow)
-}
-
-/** The trigger target of a workflow id (cached on SQLite: every webhook call reads it). */
 export function findTriggerTarget(workflowId: number): Op<TriggerTarget | undefined> {
-  return op(cachedTriggerTarget, workflowId)
+  return cached('trigger-target', workflowId, TRIGGER_TARGET.row({ workflowId }))
 }
 
 /**

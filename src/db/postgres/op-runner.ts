@@ -92,7 +92,7 @@ export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promi
 }
 
 /** The twin of lookup-cache.ts's `cached`: no cache, `work` asks the database every time (see there). */
-function uncachedOnPostgres<V>(db: PgDb, _kind: string, _key: string, work: Op<V>): Promise<V> {
+function uncachedOnPostgres<V>(db: PgDb, _kind: string, _key: string | number, work: Op<V>): Promise<V> {
   return runOpOnPostgres(db, work)
 }
 

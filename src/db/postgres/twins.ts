@@ -15,7 +15,6 @@ import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import { twin, type PgTwins } from './twin.ts'
 import { USERS_TWINS } from './users.ts'
-import { WORKFLOWS_TWINS } from './workflows.ts'
 
 export const TWINS: PgTwins = new Map([
   twin(runQuery, runQueryOnPostgres),
@@ -28,5 +27,4 @@ export const TWINS: PgTwins = new Map([
   ...SSO_IDENTITIES_TWINS,
   ...TOKENS_TWINS,
   ...USERS_TWINS,
-  ...WORKFLOWS_TWINS,
 ])
