@@ -4,8 +4,8 @@
  * plain query on every request, so a revocation, deactivation or role change made through any instance sharing the
  * database is refused by every instance on its next request.
  */
-import { and, desc, eq, gt, inArray, isNull, lte, or, sql } from 'drizzle-orm'
-import { findTokenByHash, touchTokenLastUsed, type TokenAuthRow } from '../auth-queries.ts'
+import { and, desc, eq, gt, inArray, isNull, or } from 'drizzle-orm'
+import { findTokenByHash, tokenByHash, type TokenAuthRow } from '../auth-queries.ts'
 import {
   findTokenById,
   insertToken,
@@ -17,9 +17,9 @@ import {
   type TokenListRow,
   type TokenRow,
 } from '../tokens.ts'
-import { apiTokens, projectMembers, projects, users } from './schema.ts'
+import { apiTokens, projects, users } from './schema.ts'
 import type { PgDb } from './store.ts'
-import { preparedOn } from './prepared.ts'
+import { runQueryOnPostgres } from './dialect.ts'
 import { twin, twins } from './twin.ts'
 
 async function insertTokenOnPostgres(db: PgDb, row: NewTokenRow): Promise<TokenRow> {
@@ -83,40 +83,7 @@ async function listTokenRowsOnPostgres(db: PgDb, filter: { userId?: number; proj
 }
 
 /** The token whose value hashes to `hash`, with what the auth decision reads: read afresh on every call. */
-async function findTokenByHashOnPostgres(db: PgDb, hash: string): Promise<TokenAuthRow | undefined> {
-  const [row] = await preparedOn(db, 'tokens.by-hash', (db) => db
-    .select({
-      tokenId: apiTokens.id,
-      tokenHash: apiTokens.tokenHash,
-      userId: apiTokens.userId,
-      scopes: apiTokens.scopes,
-      createdWithSso: apiTokens.createdWithSso,
-      expiresAt: apiTokens.expiresAt,
-      revokedAt: apiTokens.revokedAt,
-      lastUsedAt: apiTokens.lastUsedAt,
-      projectId: apiTokens.projectId,
-      projectName: projects.name,
-      projectSso: projects.sso,
-      email: users.email,
-      username: users.username,
-      disabledAt: users.disabledAt,
-      role: projectMembers.role,
-    })
-    .from(apiTokens)
-    .innerJoin(users, eq(users.id, apiTokens.userId))
-    .innerJoin(projects, eq(projects.id, apiTokens.projectId))
-    .leftJoin(projectMembers, and(eq(projectMembers.projectId, apiTokens.projectId), eq(projectMembers.userId, apiTokens.userId)))
-    .where(eq(apiTokens.tokenHash, sql.placeholder('hash'))),
-  ).execute({ hash })
-  return row
-}
-
-async function touchTokenLastUsedOnPostgres(db: PgDb, tokenId: number, now: number, before: number): Promise<void> {
-  await db
-    .update(apiTokens)
-    .set({ lastUsedAt: now })
-    .where(and(eq(apiTokens.id, tokenId), or(isNull(apiTokens.lastUsedAt), lte(apiTokens.lastUsedAt, before))))
-}
+const findTokenByHashOnPostgres = (db: PgDb, hash: string) => runQueryOnPostgres(db, tokenByHash(hash)) as Promise<TokenAuthRow | undefined>
 
 /** The twins of the tokens' storage and of the authentication queries, by the SQLite function they stand for. */
 export const TOKENS_TWINS = twins(
@@ -126,6 +93,6 @@ export const TOKENS_TWINS = twins(
   twin(revokeTokensMadeBy, revokeTokensMadeByOnPostgres),
   twin(findTokenById, findTokenByIdOnPostgres),
   twin(listTokenRows, listTokenRowsOnPostgres),
+  // per-dialect: SQLite caches the lookup per connection (../lookup-cache.ts); PostgreSQL reads it afresh (other instances' changes).
   twin(findTokenByHash, findTokenByHashOnPostgres),
-  twin(touchTokenLastUsed, touchTokenLastUsedOnPostgres),
 )

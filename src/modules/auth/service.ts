@@ -59,7 +59,7 @@ export class TokenAuthenticator {
       if (this.stamped.size >= MAX_STAMPS_TRACKED) this.stamped.clear()
       this.stamped.set(row.tokenId, now)
       // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
-      tryWrite(this.store, () => op(touchTokenLastUsed, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
+      tryWrite(this.store, () => touchTokenLastUsed(row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
     }
     return {
       tokenId: row.tokenId,
