@@ -12,7 +12,6 @@
  * refused by the body limit. The document itself must declare integers as integers and type every body field.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { op } from '../src/db/op.ts'
 import { read } from '../src/db/read.ts'
 import { findUserByStoredEmail } from '../src/db/users.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
@@ -75,10 +74,10 @@ beforeAll(async () => {
   known['api-tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
   // The instance routes answer this token 403 (instance administrators act through their session); the project
   // management routes act on dave, never on the token's own user.
-  const dave = (await read(env.store, op(findUserByStoredEmail, 'dave@example.com')))!
+  const dave = (await read(env.store, findUserByStoredEmail('dave@example.com')))!
   known['users/id'] = known.userId = String(dave.id)
   // The instance routes need an instance administrator's session: alice's.
-  const alice = (await read(env.store, op(findUserByStoredEmail, ALICE.email)))!
+  const alice = (await read(env.store, findUserByStoredEmail(ALICE.email)))!
   execute(env.store, 'UPDATE users SET is_instance_admin = TRUE WHERE id = ?', alice.id)
   instanceCookie = `${SESSION_COOKIE}=${(await runNow(env.store, createSession(env.clock, alice.id, false))).id}`
   // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).

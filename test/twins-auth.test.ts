@@ -42,17 +42,17 @@ function* each<T>(ops: Op<T>[]): Op<T[]> {
 describe.skipIf(!postgresOrSkip('sessions twins'))('sessions and instance settings twins', () => {
   const stores = bothStores()
   const hashes = ['s-live', 's-sso', 's-expired', 's-disabled', 's-other', 's-edge']
-  const sessionsNow = () => each(hashes.concat('s-unknown').map((h) => op(findSessionByHash, h)))
+  const sessionsNow = () => each(hashes.concat('s-unknown').map((h) => findSessionByHash(h)))
 
   test('sessions: inserted, found with their user, expired swept, deleted by hash and by user', async () => {
     await seedOrganization(stores)
     await alike(stores, [
-      () => op(insertSession, { idHash: 's-live', userId: 2, viaSso: false, createdAt: T, expiresAt: T + 10 * HOUR }),
-      () => op(insertSession, { idHash: 's-sso', userId: 1, viaSso: true, createdAt: T, expiresAt: T + 10 * HOUR }),
-      () => op(insertSession, { idHash: 's-expired', userId: 2, viaSso: false, createdAt: T - 2 * HOUR, expiresAt: T - HOUR }),
-      () => op(insertSession, { idHash: 's-disabled', userId: 3, viaSso: false, createdAt: T, expiresAt: T + HOUR }),
-      () => op(insertSession, { idHash: 's-other', userId: 4, viaSso: true, createdAt: T, expiresAt: T + HOUR }),
-      () => op(insertSession, { idHash: 's-edge', userId: 4, viaSso: false, createdAt: T, expiresAt: T }),
+      () => insertSession({ idHash: 's-live', userId: 2, viaSso: false, createdAt: T, expiresAt: T + 10 * HOUR }),
+      () => insertSession({ idHash: 's-sso', userId: 1, viaSso: true, createdAt: T, expiresAt: T + 10 * HOUR }),
+      () => insertSession({ idHash: 's-expired', userId: 2, viaSso: false, createdAt: T - 2 * HOUR, expiresAt: T - HOUR }),
+      () => insertSession({ idHash: 's-disabled', userId: 3, viaSso: false, createdAt: T, expiresAt: T + HOUR }),
+      () => insertSession({ idHash: 's-other', userId: 4, viaSso: true, createdAt: T, expiresAt: T + HOUR }),
+      () => insertSession({ idHash: 's-edge', userId: 4, viaSso: false, createdAt: T, expiresAt: T }),
     ])
     const [found] = await alike(stores, [sessionsNow])
     expect(found!.map((s) => s?.viaSso)).toEqual([false, true, false, false, true, false, undefined])
@@ -60,11 +60,11 @@ describe.skipIf(!postgresOrSkip('sessions twins'))('sessions and instance settin
     expect(found![3]!.user.disabledAt).toBe(T + 5)
 
     // Expired before `now` goes; expiring exactly at `now` stays (lt).
-    await alike(stores, [() => op(deleteExpiredSessions, T)])
+    await alike(stores, [() => deleteExpiredSessions(T)])
     const [swept] = await alike(stores, [sessionsNow])
     expect(swept!.map((s) => s !== undefined)).toEqual([true, true, false, true, true, true, false])
 
-    await alike(stores, [() => op(deleteSessionByHash, 's-live'), () => op(deleteSessionByHash, 's-unknown'), () => op(deleteSessionsOfUser, 4)])
+    await alike(stores, [() => deleteSessionByHash('s-live'), () => deleteSessionByHash('s-unknown'), () => deleteSessionsOfUser(4)])
     const [left] = await alike(stores, [sessionsNow])
     expect(left!.map((s) => s !== undefined)).toEqual([false, true, false, true, false, false, false])
   })
@@ -73,16 +73,16 @@ describe.skipIf(!postgresOrSkip('sessions twins'))('sessions and instance settin
     const [answers] = await alike(stores, [
       () =>
         each<unknown>([
-          op(readInstanceSetting, 'sso'),
-          op(writeInstanceSetting, 'sso', '{"issuer":"a"}', T),
-          op(readInstanceSetting, 'sso'),
-          op(writeInstanceSetting, 'sso', '{"issuer":"b"}', T + 1),
-          op(writeInstanceSetting, 'other', 'x', T),
-          op(readInstanceSetting, 'sso'),
-          op(deleteInstanceSetting, 'sso'),
-          op(deleteInstanceSetting, 'never'),
-          op(readInstanceSetting, 'sso'),
-          op(readInstanceSetting, 'other'),
+          readInstanceSetting('sso'),
+          writeInstanceSetting('sso', '{"issuer":"a"}', T),
+          readInstanceSetting('sso'),
+          writeInstanceSetting('sso', '{"issuer":"b"}', T + 1),
+          writeInstanceSetting('other', 'x', T),
+          readInstanceSetting('sso'),
+          deleteInstanceSetting('sso'),
+          deleteInstanceSetting('never'),
+          readInstanceSetting('sso'),
+          readInstanceSetting('other'),
         ]),
     ])
     expect(answers).toEqual([undefined, undefined, '{"issuer":"a"}', undefined, undefined, '{"issuer":"b"}', undefined, undefined, undefined, 'x'])
@@ -145,7 +145,7 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
 
   test('the token lookup by hash: role or none, SSO project, deactivated user, revoked, expired, unknown', async () => {
     const names = ['admin', 'editor', 'disabled', 'sso', 'not-member', 'revoked', 'expired', 'unknown']
-    const [rows] = await alike(stores, [() => each(names.map((n) => op(findTokenByHash, `hash-${n}`)))])
+    const [rows] = await alike(stores, [() => each(names.map((n) => findTokenByHash(`hash-${n}`)))])
     expect(rows!.map((r) => r?.role)).toEqual(['admin', 'editor', 'admin', 'admin', null, 'admin', null, undefined])
     expect(rows![3]).toMatchObject({ createdWithSso: true, projectSso: true, projectName: 'Beta', scopes: '["notes:read"]' })
     expect(rows![0]).toMatchObject({ createdWithSso: false, projectSso: false, disabledAt: null, lastUsedAt: null, tokenId: 1 })
@@ -156,7 +156,7 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
 
   test('lastUsedAt: stamped when never stamped or stamped at or before `before`, kept otherwise', async () => {
     const minute = 60_000
-    const stamp = (id: number, now: number) => () => each<unknown>([op(touchTokenLastUsed, id, now, now - minute), findTokenById(id)])
+    const stamp = (id: number, now: number) => () => each<unknown>([touchTokenLastUsed(id, now, now - minute), findTokenById(id)])
     const answers = await alike(stores, [
       stamp(1, T + 10 * minute), // never stamped: stamped
       stamp(1, T + 10 * minute + 30_000), // within the resolution: kept
@@ -171,7 +171,7 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
       T + 11 * minute,
       undefined,
     ])
-    const [row] = await alike(stores, [() => op(findTokenByHash, 'hash-admin')])
+    const [row] = await alike(stores, [() => findTokenByHash('hash-admin')])
     expect(row!.lastUsedAt).toBe(T + 11 * minute)
   })
 

@@ -7,7 +7,7 @@
  * conflict path: two instances' check-then-insert racing on one email or one name end in the service's 409.
  */
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { runOpOnPostgres, sqlStateOf, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import { TWINS } from '../src/db/postgres/twins.ts'
@@ -48,13 +48,13 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
   })
 
   const user = (email: string, extra: { isInstanceAdmin?: boolean; disabledAt?: number | null; passwordHash?: string | null } = {}) =>
-    op(users.insertUserRow, { email, username: email.split('@')[0]!, passwordHash: extra.passwordHash ?? null, isInstanceAdmin: extra.isInstanceAdmin ?? false, disabledAt: extra.disabledAt ?? null, now: T0 })
+    users.insertUserRow({ email, username: email.split('@')[0]!, passwordHash: extra.passwordHash ?? null, isInstanceAdmin: extra.isInstanceAdmin ?? false, disabledAt: extra.disabledAt ?? null, now: T0 })
 
   const ids: Record<string, number> = {}
 
   test('users: inserts, lookups by id and stored email, counts, the list by email in byte order', async () => {
-    expect(await same(() => op(users.countAllUsers))).toBe(0)
-    expect(await same(() => op(users.allUsersByEmail))).toEqual([])
+    expect(await same(() => users.countAllUsers())).toBe(0)
+    expect(await same(() => users.allUsersByEmail())).toEqual([])
     const seeded: [string, Parameters<typeof user>[1]][] = [
       ['zoe@example.test', { isInstanceAdmin: true, passwordHash: '$argon2id$zoe' }],
       ['Bob@example.test', { isInstanceAdmin: true }],
@@ -67,57 +67,57 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
       ids[email] = row.id
     }
     expect(Object.values(ids)).toEqual([1, 2, 3, 4, 5])
-    expect(await same(() => op(users.countAllUsers))).toBe(5)
-    const list = await same(() => op(users.allUsersByEmail))
+    expect(await same(() => users.countAllUsers())).toBe(5)
+    const list = await same(() => users.allUsersByEmail())
     expect(list.map((u) => u.email)).toEqual(['Bob@example.test', 'adam@example.test', 'bob@example.test', 'zoe@example.test', 'émile@example.test'])
     expect(list[0]!.isInstanceAdmin).toBe(true)
 
-    expect((await same(() => op(users.findUserById, 1)))?.email).toBe('zoe@example.test')
-    expect(await same(() => op(users.findUserById, 99))).toBeUndefined()
-    expect((await same(() => op(users.findUserByStoredEmail, 'émile@example.test')))?.id).toBe(3)
-    expect(await same(() => op(users.findUserByStoredEmail, 'BOB@example.test'))).toBeUndefined() // exact, case-sensitive
-    expect((await same(() => op(users.findUserByStoredEmail, 'bob@example.test')))?.id).toBe(5)
-    expect(await same(() => op(users.findUserDisabledAt, 3))).toEqual({ disabledAt: T0 + 5 })
-    expect(await same(() => op(users.findUserDisabledAt, 1))).toEqual({ disabledAt: null })
-    expect(await same(() => op(users.findUserDisabledAt, 99))).toBeUndefined()
+    expect((await same(() => users.findUserById(1)))?.email).toBe('zoe@example.test')
+    expect(await same(() => users.findUserById(99))).toBeUndefined()
+    expect((await same(() => users.findUserByStoredEmail('émile@example.test')))?.id).toBe(3)
+    expect(await same(() => users.findUserByStoredEmail('BOB@example.test'))).toBeUndefined() // exact, case-sensitive
+    expect((await same(() => users.findUserByStoredEmail('bob@example.test')))?.id).toBe(5)
+    expect(await same(() => users.findUserDisabledAt(3))).toEqual({ disabledAt: T0 + 5 })
+    expect(await same(() => users.findUserDisabledAt(1))).toEqual({ disabledAt: null })
+    expect(await same(() => users.findUserDisabledAt(99))).toBeUndefined()
   })
 
   test('users: other active instance admins (the disabled one and the user themself excluded)', async () => {
     // Admins: 1 and 2 active, 3 disabled; 4 and 5 are not admins.
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 1))).toBe(1)
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 3))).toBe(2)
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 4))).toBe(2)
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 99))).toBe(2)
-    await same(() => op(users.updateUser, 2, T0 + 10, { isInstanceAdmin: false }))
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 1))).toBe(0) // the last one
-    await same(() => op(users.updateUser, 3, T0 + 11, { disabledAt: null }))
-    expect(await same(() => op(users.countOtherActiveInstanceAdmins, 1))).toBe(1)
+    expect(await same(() => users.countOtherActiveInstanceAdmins(1))).toBe(1)
+    expect(await same(() => users.countOtherActiveInstanceAdmins(3))).toBe(2)
+    expect(await same(() => users.countOtherActiveInstanceAdmins(4))).toBe(2)
+    expect(await same(() => users.countOtherActiveInstanceAdmins(99))).toBe(2)
+    await same(() => users.updateUser(2, T0 + 10, { isInstanceAdmin: false }))
+    expect(await same(() => users.countOtherActiveInstanceAdmins(1))).toBe(0) // the last one
+    await same(() => users.updateUser(3, T0 + 11, { disabledAt: null }))
+    expect(await same(() => users.countOtherActiveInstanceAdmins(1))).toBe(1)
   })
 
   test('users: updates change only the given fields and stamp updatedAt', async () => {
-    await same(() => op(users.updateUser, 4, T0 + 20, { username: 'Ádám', passwordHash: '$argon2id$adam' }))
-    await same(() => op(users.updateUser, 5, T0 + 21, { disabledAt: T0 + 21 }))
-    await same(() => op(users.updateUser, 98, T0 + 22, { username: 'nobody' })) // unknown: nothing changes
-    const rows = await same(() => op(users.allUsersByEmail))
+    await same(() => users.updateUser(4, T0 + 20, { username: 'Ádám', passwordHash: '$argon2id$adam' }))
+    await same(() => users.updateUser(5, T0 + 21, { disabledAt: T0 + 21 }))
+    await same(() => users.updateUser(98, T0 + 22, { username: 'nobody' })) // unknown: nothing changes
+    const rows = await same(() => users.allUsersByEmail())
     expect(rows.find((u) => u.id === 4)).toMatchObject({ username: 'Ádám', passwordHash: '$argon2id$adam', updatedAt: T0 + 20, createdAt: T0 })
     expect(rows.find((u) => u.id === 5)).toMatchObject({ disabledAt: T0 + 21, updatedAt: T0 + 21 })
   })
 
   test('invitations: insert, find by hash, spend one, spend all of a user', async () => {
     const invite = (tokenHash: string, userId: number, createdBy: number | null, at: number) =>
-      op(users.insertInvitation, { tokenHash, userId, createdBy, createdAt: at, expiresAt: at + 86_400_000 })
+      users.insertInvitation({ tokenHash, userId, createdBy, createdAt: at, expiresAt: at + 86_400_000 })
     await same(() => invite('hash-a', 4, 1, T0 + 30))
     await same(() => invite('hash-b', 4, null, T0 + 31))
     await same(() => invite('hash-c', 5, 1, T0 + 32))
-    expect(await same(() => op(users.findInvitationByHash, 'hash-a'))).toMatchObject({ id: 1, userId: 4, createdBy: 1, usedAt: null })
-    expect(await same(() => op(users.findInvitationByHash, 'hash-b'))).toMatchObject({ id: 2, createdBy: null })
-    expect(await same(() => op(users.findInvitationByHash, 'nope'))).toBeUndefined()
-    await same(() => op(users.spendInvitation, 1, T0 + 40))
-    await same(() => op(users.spendUserInvitations, 4, T0 + 41)) // only the unused one of user 4
-    await same(() => op(users.spendInvitation, 99, T0 + 42))
-    expect((await same(() => op(users.findInvitationByHash, 'hash-a')))?.usedAt).toBe(T0 + 40)
-    expect((await same(() => op(users.findInvitationByHash, 'hash-b')))?.usedAt).toBe(T0 + 41)
-    expect((await same(() => op(users.findInvitationByHash, 'hash-c')))?.usedAt).toBeNull()
+    expect(await same(() => users.findInvitationByHash('hash-a'))).toMatchObject({ id: 1, userId: 4, createdBy: 1, usedAt: null })
+    expect(await same(() => users.findInvitationByHash('hash-b'))).toMatchObject({ id: 2, createdBy: null })
+    expect(await same(() => users.findInvitationByHash('nope'))).toBeUndefined()
+    await same(() => users.spendInvitation(1, T0 + 40))
+    await same(() => users.spendUserInvitations(4, T0 + 41)) // only the unused one of user 4
+    await same(() => users.spendInvitation(99, T0 + 42))
+    expect((await same(() => users.findInvitationByHash('hash-a')))?.usedAt).toBe(T0 + 40)
+    expect((await same(() => users.findInvitationByHash('hash-b')))?.usedAt).toBe(T0 + 41)
+    expect((await same(() => users.findInvitationByHash('hash-c')))?.usedAt).toBeNull()
   })
 
   test('projects: none yet, then inserts; found by exact name; the list by name in byte order', async () => {
@@ -360,10 +360,10 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     })
 
     test('two instances creating one email at once: one user, and the other gets the service 409, not a 500', async () => {
-      const before = await writeOnPostgres(stores.pg, () => op(users.countAllUsers))
+      const before = await writeOnPostgres(stores.pg, () => users.countAllUsers())
       const second = await race(stores.pg, createOnce('racer@example.test'), createOnce('racer@example.test'))
       expect(second).toEqual({ status: 409, code: 'user_exists' })
-      expect(await writeOnPostgres(stores.pg, () => op(users.countAllUsers))).toBe(before + 1)
+      expect(await writeOnPostgres(stores.pg, () => users.countAllUsers())).toBe(before + 1)
     })
 
     test('two instances adding one team name at once: one team, the other a 409', async () => {

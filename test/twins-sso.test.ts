@@ -6,7 +6,7 @@
  * concurrent links never give a user two accounts of one issuer or an account two users.
  */
 import { describe, expect, test } from 'bun:test'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { deleteUserSsoIdentity, findSsoIdentity, findUserSsoIdentity, insertSsoIdentity } from '../src/db/sso-identities.ts'
 import { HttpError } from '../src/lib/errors.ts'
@@ -60,19 +60,19 @@ describe.skipIf(!postgresOrSkip('SSO identities twins'))('SSO identities: storag
   test('storage: a pair binds once, a user has one account per issuer; found by pair and by user; unbound', async () => {
     await seedOrganization(stores)
     const inserts = await same(
-      () => op(insertSsoIdentity, { issuer: ISSUER, subject: 's-carol', userId: 1 }, T),
-      () => op(insertSsoIdentity, { issuer: ISSUER, subject: 's-carol', userId: 2 }, T), // the pair is carol's
-      () => op(insertSsoIdentity, { issuer: ISSUER, subject: 's-other', userId: 1 }, T), // carol has an account of ISSUER
-      () => op(insertSsoIdentity, { issuer: 'https://other.example', subject: 's-carol', userId: 2 }, T + 1), // another issuer: its own namespace
+      () => insertSsoIdentity({ issuer: ISSUER, subject: 's-carol', userId: 1 }, T),
+      () => insertSsoIdentity({ issuer: ISSUER, subject: 's-carol', userId: 2 }, T), // the pair is carol's
+      () => insertSsoIdentity({ issuer: ISSUER, subject: 's-other', userId: 1 }, T), // carol has an account of ISSUER
+      () => insertSsoIdentity({ issuer: 'https://other.example', subject: 's-carol', userId: 2 }, T + 1), // another issuer: its own namespace
     )
     expect(inserts).toEqual([true, false, false, true])
     const [found] = await same(function* () {
       return [
-        yield* op(findSsoIdentity, ISSUER, 's-carol'),
-        yield* op(findSsoIdentity, 'https://other.example', 's-carol'),
-        yield* op(findSsoIdentity, ISSUER, 's-unknown'),
-        yield* op(findUserSsoIdentity, 1, ISSUER),
-        yield* op(findUserSsoIdentity, 2, ISSUER),
+        yield* findSsoIdentity(ISSUER, 's-carol'),
+        yield* findSsoIdentity('https://other.example', 's-carol'),
+        yield* findSsoIdentity(ISSUER, 's-unknown'),
+        yield* findUserSsoIdentity(1, ISSUER),
+        yield* findUserSsoIdentity(2, ISSUER),
       ]
     })
     expect(found).toEqual([{ userId: 1 }, { userId: 2 }, undefined, { subject: 's-carol' }, undefined])
@@ -80,7 +80,7 @@ describe.skipIf(!postgresOrSkip('SSO identities twins'))('SSO identities: storag
       { issuer: ISSUER, subject: 's-carol', user_id: 1, created_at: T },
       { issuer: 'https://other.example', subject: 's-carol', user_id: 2, created_at: T + 1 },
     ])
-    expect(await same(() => op(deleteUserSsoIdentity, 2, 'https://other.example'), () => op(deleteUserSsoIdentity, 2, 'https://other.example'))).toEqual([
+    expect(await same(() => deleteUserSsoIdentity(2, 'https://other.example'), () => deleteUserSsoIdentity(2, 'https://other.example'))).toEqual([
       { subject: 's-carol' },
       undefined,
     ])

@@ -1,13 +1,16 @@
 /**
  * What authentication asks the database, per request: a token by the hash of its value (with its user, project and
- * the user's role there now), and the throttled `lastUsedAt` stamp. Both prepared once per connection, the rows
- * shaped by hand (Drizzle's row mapping cost more than the query); the token lookup is cached per connection with
- * exact invalidation (lookup-cache.ts): a revocation, deactivation or role change applies to the next request.
+ * the user's role there now), and the throttled `lastUsedAt` stamp. Both built once per dialect and connection. On
+ * SQLite the token lookup is cached per connection with exact invalidation (lookup-cache.ts): a revocation,
+ * deactivation or role change applies to the next request. On PostgreSQL it is read afresh on every request, so such
+ * a change made through any instance sharing the database is refused by every instance on its next request.
  */
+import { and, eq, isNull, lte, or, sql } from 'drizzle-orm'
 import type { PermissionLevel } from '../lib/access.ts'
-import { cachedLookup } from './lookup-cache.ts'
-import type { Db } from './open.ts'
-import { statementOn } from './prepared.ts'
+import type { Dialect } from './dialect.ts'
+import { cached } from './lookup-cache.ts'
+import type { Op } from './op.ts'
+import { setPlaceholders, statement } from './query.ts'
 
 export interface TokenAuthRow {
   tokenId: number
@@ -29,31 +32,49 @@ export interface TokenAuthRow {
   role: PermissionLevel | null
 }
 
-type StoredTokenAuthRow = Omit<TokenAuthRow, 'createdWithSso' | 'projectSso'> & { createdWithSso: number; projectSso: number }
+const selectTokenByHash = ({ db, t }: Dialect) =>
+  db
+    .select({
+      tokenId: t.apiTokens.id,
+      tokenHash: t.apiTokens.tokenHash,
+      userId: t.apiTokens.userId,
+      scopes: t.apiTokens.scopes,
+      createdWithSso: t.apiTokens.createdWithSso,
+      expiresAt: t.apiTokens.expiresAt,
+      revokedAt: t.apiTokens.revokedAt,
+      lastUsedAt: t.apiTokens.lastUsedAt,
+      projectId: t.apiTokens.projectId,
+      projectName: t.projects.name,
+      projectSso: t.projects.sso,
+      email: t.users.email,
+      username: t.users.username,
+      disabledAt: t.users.disabledAt,
+      role: t.projectMembers.role,
+    })
+    .from(t.apiTokens)
+    .innerJoin(t.users, eq(t.users.id, t.apiTokens.userId))
+    .innerJoin(t.projects, eq(t.projects.id, t.apiTokens.projectId))
+    .leftJoin(t.projectMembers, and(eq(t.projectMembers.projectId, t.apiTokens.projectId), eq(t.projectMembers.userId, t.apiTokens.userId)))
+    .where(eq(t.apiTokens.tokenHash, sql.placeholder('hash')))
 
-const TOKEN_BY_HASH = `SELECT t.id AS tokenId, t.token_hash AS tokenHash, t.user_id AS userId, t.scopes AS scopes,
-    t.created_with_sso AS createdWithSso, t.expires_at AS expiresAt, t.revoked_at AS revokedAt, t.last_used_at AS lastUsedAt,
-    t.project_id AS projectId, p.name AS projectName, p.sso AS projectSso,
-    u.email AS email, u.username AS username, u.disabled_at AS disabledAt, m.role AS role
-  FROM api_tokens t
-    JOIN users u ON u.id = t.user_id
-    JOIN projects p ON p.id = t.project_id
-    LEFT JOIN project_members m ON m.project_id = t.project_id AND m.user_id = t.user_id
-  WHERE t.token_hash = ?`
+const TOKEN_BY_HASH = statement('auth.token-by-hash', selectTokenByHash)
 
-/** The token whose value hashes to `hash`, with what the auth decision reads; undefined when unknown. */
-export function findTokenByHash(db: Db, hash: string): TokenAuthRow | undefined {
-  return cachedLookup(db, 'token-by-hash', hash, () => {
-    const row = statementOn(db, 'auth.token-by-hash', TOKEN_BY_HASH).all(hash)[0] as StoredTokenAuthRow | undefined
-    return row && { ...row, createdWithSso: row.createdWithSso === 1, projectSso: row.projectSso === 1 }
-  })
+/**
+ * The token whose value hashes to `hash`, with what the auth decision reads; undefined when unknown. Cached per SQLite
+ * connection (lookup-cache.ts); PostgreSQL reads it afresh, so a change made through another instance applies at once.
+ */
+export function findTokenByHash(hash: string): Op<TokenAuthRow | undefined> {
+  return cached('token-by-hash', hash, TOKEN_BY_HASH.row({ hash }))
 }
 
+const TOUCH_TOKEN = statement('auth.touch-token', ({ db, t }) =>
+  db
+    .update(t.apiTokens)
+    .set(setPlaceholders('lastUsedAt'))
+    .where(and(eq(t.apiTokens.id, sql.placeholder('tokenId')), or(isNull(t.apiTokens.lastUsedAt), lte(t.apiTokens.lastUsedAt, sql.placeholder('before'))))),
+)
+
 /** Stamps `lastUsedAt = now` unless it was stamped after `before` (never a write per request). */
-export function touchTokenLastUsed(db: Db, tokenId: number, now: number, before: number): void {
-  statementOn(db, 'auth.touch-token', 'UPDATE api_tokens SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at <= ?3)').run(
-    now,
-    tokenId,
-    before,
-  )
+export function touchTokenLastUsed(tokenId: number, now: number, before: number) {
+  return TOUCH_TOKEN.exec({ lastUsedAt: now, tokenId, before })
 }

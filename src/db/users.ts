@@ -1,34 +1,45 @@
 /**
  * The users domain's storage: users (found by id or stored email, counted, created, changed), their invitations,
  * and the user columns other domains' queries select to build the compatibility document's user object.
- * Emails arrive here already normalized (the users service owns that rule).
+ * Emails arrive here already normalized (the users service owns that rule); they list in byte order on both stores.
  */
-import { and, asc, count, eq, isNull, ne, sql } from 'drizzle-orm'
+import { and, count, eq, isNull, ne, type SQL, sql } from 'drizzle-orm'
+import type { Tables } from './dialect.ts'
+import type { Op } from './op.ts'
 import type { Db } from './open.ts'
-import { prepared } from './prepared.ts'
-import { invitations, users } from './schema.ts'
+import { exec, inserted, row, rows, statement } from './query.ts'
+import { type invitations, users } from './schema.ts'
 
 export type User = typeof users.$inferSelect
 
 /** The columns the user object is made of: other domains' queries select them (then `userObject`). */
 export const userColumns = { id: users.id, username: users.username, email: users.email }
 
-export function findUserById(db: Db, id: number): User | undefined {
-  return db.select().from(users).where(eq(users.id, id)).get()
+const USER_BY_ID = statement('users.by-id', ({ db, t }) => db.select().from(t.users).where(eq(t.users.id, sql.placeholder('id'))))
+
+export function findUserById(id: number) {
+  return USER_BY_ID.row({ id })
 }
+
+const USER_BY_EMAIL = statement('users.by-email', ({ db, t }) => db.select().from(t.users).where(eq(t.users.email, sql.placeholder('email'))))
 
 /** The user with this stored (normalized) email. */
-export function findUserByStoredEmail(db: Db, email: string): User | undefined {
-  return db.select().from(users).where(eq(users.email, email)).get()
+export function findUserByStoredEmail(email: string) {
+  return USER_BY_EMAIL.row({ email })
 }
 
-export function countAllUsers(db: Db): number {
-  return db.select({ n: count() }).from(users).get()?.n ?? 0
+/** How many users `where` selects (all of them without it). */
+function* countUsers(where?: (t: Tables) => SQL | undefined): Op<number> {
+  return (yield* row(({ db, t }) => db.select({ n: count() }).from(t.users).where(where?.(t))))?.n ?? 0
+}
+
+export function countAllUsers(): Op<number> {
+  return countUsers()
 }
 
 /** Every user, by email. */
-export function allUsersByEmail(db: Db): User[] {
-  return db.select().from(users).orderBy(asc(users.email)).all()
+export function allUsersByEmail() {
+  return rows(({ db, t, byteOrder }) => db.select().from(t.users).orderBy(byteOrder(t.users.email)))
 }
 
 /**
@@ -40,81 +51,65 @@ export function allUsersByEmail(db: Db): User[] {
 export function lockInstanceAdmins(_db: Db): void {}
 
 /** How many active instance administrators there are besides this user. */
-export function countOtherActiveInstanceAdmins(db: Db, userId: number): number {
-  return (
-    db
-      .select({ n: count() })
-      .from(users)
-      .where(and(eq(users.isInstanceAdmin, true), isNull(users.disabledAt), ne(users.id, userId)))
-      .get()?.n ?? 0
-  )
+export function countOtherActiveInstanceAdmins(userId: number): Op<number> {
+  return countUsers((t) => and(eq(t.users.isInstanceAdmin, true), isNull(t.users.disabledAt), ne(t.users.id, userId)))
 }
 
-export function insertUserRow(
-  db: Db,
-  row: { email: string; username: string; passwordHash: string | null; isInstanceAdmin: boolean; disabledAt: number | null; now: number },
-): User {
-  const [user] = db
-    .insert(users)
-    .values({
-      email: row.email,
-      username: row.username,
-      passwordHash: row.passwordHash,
-      isInstanceAdmin: row.isInstanceAdmin,
-      disabledAt: row.disabledAt,
-      createdAt: row.now,
-      updatedAt: row.now,
-    })
-    .returning()
-    .all()
-  if (!user) throw new Error('user insert returned no row')
-  return user
+export function insertUserRow({
+  now,
+  ...user
+}: {
+  email: string
+  username: string
+  passwordHash: string | null
+  isInstanceAdmin: boolean
+  disabledAt: number | null
+  now: number
+}): Op<User> {
+  return inserted(row(({ db, t }) => db.insert(t.users).values({ ...user, createdAt: now, updatedAt: now }).returning()), 'user')
 }
 
 /** Changes some of a user's fields and stamps `updatedAt`. */
-export function updateUser(
-  db: Db,
-  userId: number,
-  now: number,
-  change: Partial<Pick<User, 'username' | 'passwordHash' | 'isInstanceAdmin' | 'disabledAt'>>,
-): void {
-  db.update(users).set({ ...change, updatedAt: now }).where(eq(users.id, userId)).run()
+export function updateUser(userId: number, now: number, change: Partial<Pick<User, 'username' | 'passwordHash' | 'isInstanceAdmin' | 'disabledAt'>>) {
+  return exec(({ db, t }) => db.update(t.users).set({ ...change, updatedAt: now }).where(eq(t.users.id, userId)))
 }
 
 export type Invitation = typeof invitations.$inferSelect
 
 /** Marks every unused invitation of the user used (only the newest link works). */
-export function spendUserInvitations(db: Db, userId: number, now: number): void {
-  db.update(invitations).set({ usedAt: now }).where(and(eq(invitations.userId, userId), isNull(invitations.usedAt))).run()
+export function spendUserInvitations(userId: number, now: number) {
+  return exec(({ db, t }) => db.update(t.invitations).set({ usedAt: now }).where(and(eq(t.invitations.userId, userId), isNull(t.invitations.usedAt))))
 }
 
-export function insertInvitation(db: Db, row: { tokenHash: string; userId: number; createdBy: number | null; createdAt: number; expiresAt: number }): void {
-  db.insert(invitations).values(row).run()
+export function insertInvitation(invitation: { tokenHash: string; userId: number; createdBy: number | null; createdAt: number; expiresAt: number }) {
+  return exec(({ db, t }) => db.insert(t.invitations).values(invitation))
 }
 
-export function findInvitationByHash(db: Db, tokenHash: string): Invitation | undefined {
-  return db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).get()
+export function findInvitationByHash(tokenHash: string) {
+  return row(({ db, t }) => db.select().from(t.invitations).where(eq(t.invitations.tokenHash, tokenHash)))
 }
 
 /**
  * Spends the invitation if it is still unused, in one conditional statement: false when it was already used (another
  * acceptance, or a newer link, committed first). On PostgreSQL a concurrent acceptance waits for the row and then
- * finds `used_at` set, so a link is accepted once.
+ * finds `used_at` set (zero rows), so a link is accepted once.
  */
-export function spendInvitation(db: Db, invitationId: number, now: number): boolean {
-  return (
+export function* spendInvitation(invitationId: number, now: number): Op<boolean> {
+  const spent = yield* rows(({ db, t }) =>
     db
-      .update(invitations)
+      .update(t.invitations)
       .set({ usedAt: now })
-      .where(and(eq(invitations.id, invitationId), isNull(invitations.usedAt)))
-      .returning({ id: invitations.id })
-      .all().length > 0
+      .where(and(eq(t.invitations.id, invitationId), isNull(t.invitations.usedAt)))
+      .returning({ id: t.invitations.id }),
   )
+  return spent.length > 0
 }
 
-/** When the user was deactivated (null: active), or undefined when unknown. Prepared: record access asks per request. */
-export function findUserDisabledAt(db: Db, id: number): { disabledAt: number | null } | undefined {
-  return prepared(db, 'users.disabled-at', () =>
-    db.select({ disabledAt: users.disabledAt }).from(users).where(eq(users.id, sql.placeholder('id'))).prepare(),
-  ).all({ id })[0]
+const USER_DISABLED_AT = statement('users.disabled-at', ({ db, t }) =>
+  db.select({ disabledAt: t.users.disabledAt }).from(t.users).where(eq(t.users.id, sql.placeholder('id'))),
+)
+
+/** When the user was deactivated (null: active), or undefined when unknown. A statement: record access asks per request. */
+export function findUserDisabledAt(id: number) {
+  return USER_DISABLED_AT.row({ id })
 }

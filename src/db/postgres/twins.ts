@@ -10,8 +10,6 @@ import { MEMBERS_TWINS } from './members.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { QUEUE_TWINS } from './queue.ts'
 import { RUNS_TWINS } from './runs.ts'
-import { SESSIONS_TWINS } from './sessions.ts'
-import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import { twin, type PgTwins } from './twin.ts'
 import { USERS_TWINS } from './users.ts'
@@ -23,8 +21,6 @@ export const TWINS: PgTwins = new Map([
   ...NOTES_TWINS,
   ...QUEUE_TWINS,
   ...RUNS_TWINS,
-  ...SESSIONS_TWINS,
-  ...SSO_IDENTITIES_TWINS,
   ...TOKENS_TWINS,
   ...USERS_TWINS,
 ])

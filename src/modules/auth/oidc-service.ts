@@ -17,7 +17,7 @@ import { holdsUnstorableText } from '../../lib/storable-text.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { checkNewUser, findUser, findUserByEmail, insertUser, normalizeEmail, type User, UserInputError } from '../users/service.ts'
 import { type SsoClaims, SsoRefusal } from './oidc.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 /** An account of an identity provider (its issuer and `sub`). */
 export interface SsoAccount {
@@ -43,7 +43,7 @@ export function* resolveSsoUser(clock: Clock, claims: SsoClaims, autoCreate: boo
   if ([claims.issuer, claims.subject, claims.email].some(holdsUnstorableText)) {
     throw new SsoRefusal(403, 'sso_identity_invalid', "The identity provider's account or email holds text that is not valid Unicode")
   }
-  const bound = yield* op(findSsoIdentity, claims.issuer, claims.subject)
+  const bound = yield* findSsoIdentity(claims.issuer, claims.subject)
   if (bound) return activeUser((yield* findUser(bound.userId))!)
   if (claims.email === undefined) {
     throw new SsoRefusal(403, 'sso_email_missing', 'The identity provider sent no email address: it must release the email claim (scope "email")')
@@ -56,7 +56,7 @@ export function* resolveSsoUser(clock: Clock, claims: SsoClaims, autoCreate: boo
     activeUser(existing)
     // Created and bound by a concurrent first sign-in of this very account that committed between the two looks (on
     // PostgreSQL each statement sees the latest commits): it is this user's already, so this is a sign-in.
-    if ((yield* op(findSsoIdentity, claims.issuer, claims.subject))?.userId === existing.id) return existing
+    if ((yield* findSsoIdentity(claims.issuer, claims.subject))?.userId === existing.id) return existing
     const why = yield* whyNotLinkable(existing, claims)
     if (why) throw new SsoRefusal(409, 'sso_identity_conflict', why)
     throw new SsoLinkRequired(existing, claims)
@@ -65,7 +65,7 @@ export function* resolveSsoUser(clock: Clock, claims: SsoClaims, autoCreate: boo
     throw new SsoRefusal(403, 'sso_unknown_user', `No Trellis user has the email ${claims.email}: ask an administrator to create yours`)
   }
   const user = yield* createSsoUser(clock, claims, claims.email)
-  if (!(yield* op(insertSsoIdentity, { issuer: claims.issuer, subject: claims.subject, userId: user.id }, clock.now()))) {
+  if (!(yield* insertSsoIdentity({ issuer: claims.issuer, subject: claims.subject, userId: user.id }, clock.now()))) {
     // Bound by a sign-in that committed after this one looked (another instance): this one creates nothing.
     throw new SsoRefusal(409, 'sso_identity_conflict', 'This account was signed in elsewhere at the same moment: sign in again')
   }
@@ -79,9 +79,9 @@ function activeUser(user: User): User {
 
 /** Why `account` cannot be linked to `user` (bound to someone else, or `user` has another account of its issuer), or null. */
 function* whyNotLinkable(user: User, account: SsoAccount): Op<string | null> {
-  const owner = yield* op(findSsoIdentity, account.issuer, account.subject)
+  const owner = yield* findSsoIdentity(account.issuer, account.subject)
   if (owner && owner.userId !== user.id) return `This account of ${account.issuer} is already linked to another Trellis user`
-  const other = yield* op(findUserSsoIdentity, user.id, account.issuer)
+  const other = yield* findUserSsoIdentity(user.id, account.issuer)
   if (other && other.subject !== account.subject) {
     return `The Trellis account ${user.email} is linked to another account of ${account.issuer} (subject ${other.subject}), and is never re-linked silently: an operator may unlink it (trellis user unlink-sso --email ${user.email} --issuer ${account.issuer})`
   }
@@ -99,9 +99,9 @@ export type LinkedBy = { actorId: number; initiator: 'identityProvider'; how: 'w
 export function* linkSsoIdentity(clock: Clock, user: User, account: SsoAccount, by: LinkedBy): Op<boolean> {
   const why = yield* whyNotLinkable(user, account)
   if (why) throw conflict('sso_identity_conflict', why)
-  if (!(yield* op(insertSsoIdentity, { ...account, userId: user.id }, clock.now()))) {
+  if (!(yield* insertSsoIdentity({ ...account, userId: user.id }, clock.now()))) {
     // Both unique indexes refused it: bound to this user already, or (another instance, just now) to someone else.
-    if ((yield* op(findSsoIdentity, account.issuer, account.subject))?.userId === user.id) return false
+    if ((yield* findSsoIdentity(account.issuer, account.subject))?.userId === user.id) return false
     throw conflict('sso_identity_conflict', `This account of ${account.issuer} was linked elsewhere at the same moment`)
   }
   yield* appendAdminLog(clock, {
@@ -118,7 +118,7 @@ export function* linkSsoIdentity(clock: Clock, user: User, account: SsoAccount, 
 
 /** Unbinds `user`'s account of `issuer`, with an admin log entry; its subject, or null when there was none. Call in a write transaction. */
 export function* unlinkSsoIdentity(clock: Clock, user: User, issuer: string): Op<string | null> {
-  const removed = yield* op(deleteUserSsoIdentity, user.id, issuer)
+  const removed = yield* deleteUserSsoIdentity(user.id, issuer)
   if (!removed) return null
   yield* appendAdminLog(clock, {
     projectId: null,

@@ -2,12 +2,12 @@
 import type { StoredSso } from '../../config.ts'
 import { deleteInstanceSetting, readInstanceSetting, writeInstanceSetting } from '../../db/sessions.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 const SSO = 'sso'
 
 export function* readStoredSso(): Op<StoredSso | null> {
-  const value = yield* op(readInstanceSetting, SSO)
+  const value = yield* readInstanceSetting(SSO)
   return value === undefined ? null : (JSON.parse(value) as StoredSso)
 }
 
@@ -16,11 +16,11 @@ export function* storeSso(clock: Clock, settings: StoredSso | null): Op<'created
   const before = yield* readStoredSso()
   if (settings === null) {
     if (!before) return 'unchanged'
-    yield* op(deleteInstanceSetting, SSO)
+    yield* deleteInstanceSetting(SSO)
     return 'removed'
   }
   const value = JSON.stringify({ issuer: settings.issuer, clientId: settings.clientId, autoCreate: settings.autoCreate ?? false })
   if (before && JSON.stringify({ ...before, autoCreate: before.autoCreate ?? false }) === value) return 'unchanged'
-  yield* op(writeInstanceSetting, SSO, value, clock.now())
+  yield* writeInstanceSetting(SSO, value, clock.now())
   return before ? 'updated' : 'created'
 }

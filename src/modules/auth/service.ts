@@ -21,7 +21,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { isAdminOf, isMemberOf, type Project, requireProject } from '../directory/projects.ts'
 import { hashTokenValue, looksLikeToken } from '../../lib/token-value.ts'
 import { findSession } from './sessions.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
 /** How often `lastUsedAt` may be written per token: never a write per request. */
@@ -48,7 +48,7 @@ export class TokenAuthenticator {
     if (value === null) throw unauthorized('Missing or malformed Authorization header; expected "Bearer <token>"')
     if (!looksLikeToken(value)) throw unauthorized('Invalid token')
     const hash = hashTokenValue(value)
-    const row = await read(this.store, op(findTokenByHash, hash))
+    const row = await read(this.store, findTokenByHash(hash))
     // The index finds the row by hash; compare again in constant time so equality never short-circuits.
     if (!row || !timingSafeEqual(Buffer.from(row.tokenHash), Buffer.from(hash))) throw unauthorized('Invalid token')
     const now = this.clock.now()
@@ -59,7 +59,7 @@ export class TokenAuthenticator {
       if (this.stamped.size >= MAX_STAMPS_TRACKED) this.stamped.clear()
       this.stamped.set(row.tokenId, now)
       // Never a reason to refuse or delay a call: while the database is locked or full, the stamp waits for a later one.
-      tryWrite(this.store, () => op(touchTokenLastUsed, row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
+      tryWrite(this.store, () => touchTokenLastUsed(row.tokenId, now, now - LAST_USED_RESOLUTION_MS))
     }
     return {
       tokenId: row.tokenId,

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { deleteExpiredSessions, deleteSessionByHash, findSessionByHash, insertSession } from '../../db/sessions.ts'
 import type { User } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export const SESSION_TTL_MS = 7 * 24 * 3600 * 1000
 
@@ -19,19 +19,19 @@ export function* createSession(clock: Clock, userId: number, viaSso: boolean): O
   const now = clock.now()
   const expiresAt = now + SESSION_TTL_MS
   // Expired sessions are swept as new ones are made: the table never grows without bound.
-  yield* op(deleteExpiredSessions, now)
-  yield* op(insertSession, { idHash: hashSessionId(id), userId, viaSso, createdAt: now, expiresAt })
+  yield* deleteExpiredSessions(now)
+  yield* insertSession({ idHash: hashSessionId(id), userId, viaSso, createdAt: now, expiresAt })
   return { id, expiresAt }
 }
 
 /** The live session's user, or null (unknown, expired, or the user was deactivated). */
 export function* findSession(clock: Clock, id: string | undefined): Op<{ user: SessionUser; viaSso: boolean } | null> {
   if (!id || id.length > 100) return null
-  const row = yield* op(findSessionByHash, hashSessionId(id))
+  const row = yield* findSessionByHash(hashSessionId(id))
   if (!row || row.expiresAt <= clock.now() || row.user.disabledAt !== null) return null
   return { user: row.user, viaSso: row.viaSso }
 }
 
 export function* deleteSession(id: string): Op<void> {
-  yield* op(deleteSessionByHash, hashSessionId(id))
+  yield* deleteSessionByHash(hashSessionId(id))
 }

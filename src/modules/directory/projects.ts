@@ -17,7 +17,7 @@ import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from './users.ts'
 import { notFound } from '../../lib/errors.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 
 export type { Environment, Project } from '../../db/projects.ts'
@@ -61,7 +61,7 @@ export function* collectionAccess(
   input: { userId: number; projectId: number; teamId: number; collectionId: number },
 ): Op<{ read: boolean; edit: boolean }> {
   const none = { read: false, edit: false }
-  const user = yield* op(findUserDisabledAt, input.userId)
+  const user = yield* findUserDisabledAt(input.userId)
   if (!user || user.disabledAt !== null) return none
   const role = yield* roleIn(input.projectId, input.userId)
   if (role === 'admin') return { read: true, edit: true }
@@ -107,7 +107,7 @@ export function* resolveNameFilters(
   if (someHoldUnstorableText(filters)) return null
   let userId = filters.userId
   if (filters.userEmail !== undefined) {
-    const user = yield* op(findUserByStoredEmail, normalizeEmail(filters.userEmail))
+    const user = yield* findUserByStoredEmail(normalizeEmail(filters.userEmail))
     if (!user || (userId !== undefined && userId !== user.id)) return null
     userId = user.id
   }

@@ -28,7 +28,7 @@ export type Outcome = 'created' | 'updated' | 'unchanged'
 
 /** The compatibility document's `user-project` value: the user, their permission level and teams. */
 export function* userProjectValue(projectId: number, userId: number) {
-  const user = yield* op(findUserById, userId)
+  const user = yield* findUserById(userId)
   if (!user) throw new Error(`user ${userId} not found`)
   const member = yield* findProjectMember(projectId, userId)
   return {
@@ -125,7 +125,7 @@ export function* removeTeamMember(
  */
 export function* setUserDeactivated(clock: Clock, userId: number, deactivated: boolean, actorId: number | null): Op<boolean> {
   // Deactivating reads the user under the instance administrators' rule (409 for the last active one).
-  const user = deactivated ? yield* requireAnotherInstanceAdmin(userId) : yield* op(findUserById, userId)
+  const user = deactivated ? yield* requireAnotherInstanceAdmin(userId) : yield* findUserById(userId)
   if (!user || (user.disabledAt !== null) === deactivated) return false
   yield* setUserDisabled(clock, userId, deactivated)
   const state = (off: boolean) => ({ name: `${user.email} ${off ? 'deactivated' : 'active'}` })

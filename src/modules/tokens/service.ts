@@ -168,7 +168,7 @@ function* logRevocation(clock: Clock, token: TokenRow, actorId: number | null, w
  * Never the value or its hash — only the display prefix.
  */
 function* describeToken(token: TokenRow): Op<string> {
-  const owner = yield* op(findUserById, token.userId)
+  const owner = yield* findUserById(token.userId)
   const sso = token.createdWithSso ? ', generated in an SSO session' : ''
   return `${token.name} (${token.prefix}…) of ${owner?.email ?? `user ${token.userId}`}, scopes ${JSON.parse(token.scopes).join(' ')}${sso}`
 }

@@ -11,7 +11,7 @@ import { toIso } from '../../lib/time.ts'
 import { conflict, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { findUser, setUserPasswordHash, type User } from './service.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export const INVITATION_TTL_MS = 7 * 24 * 3600 * 1000
 
@@ -27,10 +27,10 @@ export function* createInvitation(clock: Clock, input: { user: User; actorId: nu
   if (input.user.disabledAt !== null) throw conflict('user_deactivated', `${input.user.email} is deactivated: reactivate them before inviting them`)
   const now = clock.now()
   // Older links of the user stop working: only the newest one shown is valid.
-  yield* op(spendUserInvitations, input.user.id, now)
+  yield* spendUserInvitations(input.user.id, now)
   const token = randomBytes(32).toString('base64url')
   const expiresAt = now + INVITATION_TTL_MS
-  yield* op(insertInvitation, { tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
+  yield* insertInvitation({ tokenHash: hashInvitation(token), userId: input.user.id, createdBy: input.actorId, createdAt: now, expiresAt })
   yield* appendAdminLog(clock, {
     projectId: null, type: 'add', resource: 'invitation', actorId: input.actorId, subjectUserId: input.user.id,
     newValue: { name: `${input.user.email} invited until ${toIso(expiresAt)}` },
@@ -42,7 +42,7 @@ const invalidInvitation = () => notFound('This invitation link is invalid, alrea
 
 /** The user a live invitation is for (unused, unexpired, user active), or 404 `invalid_invitation`. */
 export function* invitedUser(clock: Clock, token: string): Op<{ user: User; invitationId: number }> {
-  const row = token.length > 100 ? undefined : (yield* op(findInvitationByHash, hashInvitation(token)))
+  const row = token.length > 100 ? undefined : (yield* findInvitationByHash(hashInvitation(token)))
   const user = row && (yield* findUser(row.userId))
   if (!row || !user || row.usedAt !== null || row.expiresAt <= clock.now() || user.disabledAt !== null) throw invalidInvitation()
   return { user, invitationId: row.id }
@@ -52,7 +52,7 @@ export function* invitedUser(clock: Clock, token: string): Op<{ user: User; invi
 export function* acceptInvitation(clock: Clock, token: string, passwordHash: string): Op<User> {
   const { user, invitationId } = yield* invitedUser(clock, token)
   // Spent by one conditional statement: of concurrent acceptances (PostgreSQL) one spends it, the others find it used.
-  if (!(yield* op(spendInvitation, invitationId, clock.now()))) throw invalidInvitation()
+  if (!(yield* spendInvitation(invitationId, clock.now()))) throw invalidInvitation()
   yield* setUserPasswordHash(clock, user.id, passwordHash)
   yield* appendAdminLog(clock, {
     projectId: null, type: 'update', resource: 'invitation', actorId: user.id, subjectUserId: user.id,

@@ -100,11 +100,11 @@ function dummyHash(): Promise<string> {
 }
 
 export function* findUserByEmail(email: string): Op<User | undefined> {
-  return yield* op(findUserByStoredEmail, normalizeEmail(email))
+  return yield* findUserByStoredEmail(normalizeEmail(email))
 }
 
 export function* countUsers(): Op<number> {
-  return yield* op(countAllUsers)
+  return yield* countAllUsers()
 }
 
 export interface NewUser {
@@ -130,7 +130,7 @@ export function checkNewUser(input: { email: string; username: string; password?
 
 export function* insertUser(clock: Clock, input: NewUser): Op<User> {
   const now = clock.now()
-  return yield* op(insertUserRow, {
+  return yield* insertUserRow({
     email: normalizeEmail(input.email),
     username: input.username.trim(),
     passwordHash: input.passwordHash ?? null,
@@ -142,28 +142,28 @@ export function* insertUser(clock: Clock, input: NewUser): Op<User> {
 
 export function* setUserDisabled(clock: Clock, userId: number, disabled: boolean): Op<void> {
   const now = clock.now()
-  yield* op(updateUser, userId, now, { disabledAt: disabled ? now : null })
-  if (disabled) yield* op(deleteSessionsOfUser, userId)
+  yield* updateUser(userId, now, { disabledAt: disabled ? now : null })
+  if (disabled) yield* deleteSessionsOfUser(userId)
 }
 
 /** Sets a new password and ends the user's sessions. */
 export function* setUserPasswordHash(clock: Clock, userId: number, passwordHash: string): Op<void> {
-  yield* op(updateUser, userId, clock.now(), { passwordHash })
-  yield* op(deleteSessionsOfUser, userId)
+  yield* updateUser(userId, clock.now(), { passwordHash })
+  yield* deleteSessionsOfUser(userId)
 }
 
 /** Every user of the instance, by email (the instance administrators' people page). */
 export function* listUsers(): Op<User[]> {
-  return yield* op(allUsersByEmail)
+  return yield* allUsersByEmail()
 }
 
 export function* findUser(id: number): Op<User | undefined> {
-  return yield* op(findUserById, id)
+  return yield* findUserById(id)
 }
 
 /** The user with this id (a path parameter), or 404. */
 export function* requireUser(id: number | string): Op<User> {
-  const user = yield* op(findUserById, Number(id))
+  const user = yield* findUserById(Number(id))
   if (!user) throw notFound(`User ${id} not found`)
   return user
 }
@@ -208,9 +208,9 @@ export function* createUser(clock: Clock, input: NewUser & { actorId: number | n
  */
 export function* requireAnotherInstanceAdmin(userId: number): Op<User | undefined> {
   yield* holdInstanceAdminRule()
-  const user = yield* op(findUserById, userId)
+  const user = yield* findUserById(userId)
   if (!user?.isInstanceAdmin || user.disabledAt !== null) return user
-  if ((yield* op(countOtherActiveInstanceAdmins, user.id)) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
+  if ((yield* countOtherActiveInstanceAdmins(user.id)) === 0) throw conflict('last_instance_admin', `${user.email} is the last instance administrator: name another one first`)
   return user
 }
 
@@ -229,7 +229,7 @@ export function* setInstanceAdmin(clock: Clock, user: User, instanceAdmin: boole
   // Revoking reads the user again under the rule's lock: a change another writer committed meanwhile counts.
   const current = instanceAdmin ? user : yield* requireAnotherInstanceAdmin(user.id)
   if (!current || current.isInstanceAdmin === instanceAdmin) return false
-  yield* op(updateUser, current.id, clock.now(), { isInstanceAdmin: instanceAdmin })
+  yield* updateUser(current.id, clock.now(), { isInstanceAdmin: instanceAdmin })
   const label = (on: boolean) => (on ? 'instance administrator' : 'not instance administrator')
   yield* logUserChange(clock, current, actorId, { type: 'update', previous: label(!instanceAdmin), next: label(instanceAdmin) })
   return true
@@ -241,7 +241,7 @@ export function* setUsername(clock: Clock, user: User, username: string, actorId
   if (problem) throw invalidField('username', `username ${problem}`)
   const trimmed = username.trim()
   if (trimmed === user.username) return false
-  yield* op(updateUser, user.id, clock.now(), { username: trimmed })
+  yield* updateUser(user.id, clock.now(), { username: trimmed })
   yield* logUserChange(clock, user, actorId, { type: 'update', previous: `named ${user.username}`, next: `named ${trimmed}` })
   return true
 }
