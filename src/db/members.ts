@@ -9,8 +9,8 @@ import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { PermissionLevel } from '../lib/access.ts'
 import type { Dialect } from './dialect.ts'
 import type { Op } from './op.ts'
-import type { Db } from './open.ts'
 import { exec, row, rows, statement } from './query.ts'
+import { lockRule } from './rule-locks.ts'
 import type { projectMembers } from './schema.ts'
 
 export type ProjectMember = typeof projectMembers.$inferSelect
@@ -62,11 +62,12 @@ export function deleteProjectMember(projectId: number, userId: number) {
 
 /**
  * Holds the project's admin rule for the rest of the write transaction: a write that may leave the project without an
- * `admin` member (a role change away from admin, a removal) takes it before it reads the member it changes. SQLite's
- * one writer already runs every write transaction alone: nothing to take. The PostgreSQL twin is an advisory lock
- * per project.
+ * `admin` member (a role change away from admin, a removal) takes it before it reads the member it changes
+ * (./rule-locks.ts); other projects never wait.
  */
-export function lockProjectAdmins(_db: Db, _projectId: number): void {}
+export function lockProjectAdmins(projectId: number): Op<void> {
+  return lockRule('projectAdmins', projectId)
+}
 
 /** How many `admin` members the project has besides this user. */
 export function* countOtherProjectAdmins(projectId: number, userId: number): Op<number> {

@@ -6,7 +6,7 @@
 import { and, count, eq, isNull, ne, type SQL, sql } from 'drizzle-orm'
 import type { Tables } from './dialect.ts'
 import type { Op } from './op.ts'
-import type { Db } from './open.ts'
+import { lockRule } from './rule-locks.ts'
 import { exec, inserted, row, rows, statement } from './query.ts'
 import { type invitations, users } from './schema.ts'
 
@@ -45,10 +45,11 @@ export function allUsersByEmail() {
 /**
  * Holds the instance administrators' rule for the rest of the write transaction: a write that may leave the instance
  * without an active instance administrator (revoking, deactivating) or that makes the first one (setup) takes it
- * before it reads what it checks. SQLite's one writer already runs every write transaction alone: nothing to take.
- * The PostgreSQL twin is an advisory lock (README "Instance administrators, people and project settings").
+ * before it reads what it checks (./rule-locks.ts).
  */
-export function lockInstanceAdmins(_db: Db): void {}
+export function lockInstanceAdmins(): Op<void> {
+  return lockRule('instanceAdmins')
+}
 
 /** How many active instance administrators there are besides this user. */
 export function countOtherActiveInstanceAdmins(userId: number): Op<number> {

@@ -5,16 +5,21 @@
  * check and act one at a time, each reading (READ COMMITTED: a fresh snapshot per statement) what the one before it
  * committed — as SQLite's single writer runs them. Writes of other scopes never wait.
  */
+import { holdRuleLock, type Rule } from '../rule-locks.ts'
 import { clientOf, type PgDb } from './store.ts'
 import { PG_LISTS } from './monotonic.ts'
+import { twin } from './twin.ts'
 
 /** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5). */
-export const RULE_LOCKS = { instanceAdmins: 6, projectAdmins: 7 } as const
+export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
 if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')
 
 /** Takes the rule's lock for `scope` (0: the whole instance) until the transaction ends. */
-export async function lockRule(db: PgDb, rule: keyof typeof RULE_LOCKS, scope = 0): Promise<void> {
+async function holdRuleLockOnPostgres(db: PgDb, rule: Rule, scope: number): Promise<void> {
   await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [RULE_LOCKS[rule], scope | 0])
 }
+
+// per-dialect: PostgreSQL's writers run at once, so a rule takes an advisory lock; SQLite's one writer needs none.
+export const RULE_LOCK_TWIN = twin(holdRuleLock, holdRuleLockOnPostgres)

@@ -6,21 +6,19 @@
 import { runQuery } from '../query.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
-import { MEMBERS_TWINS } from './members.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { QUEUE_TWINS } from './queue.ts'
+import { RULE_LOCK_TWIN } from './rule-locks.ts'
 import { RUNS_TWINS } from './runs.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import { twin, type PgTwins } from './twin.ts'
-import { USERS_TWINS } from './users.ts'
 
 export const TWINS: PgTwins = new Map([
   twin(runQuery, runQueryOnPostgres),
+  RULE_LOCK_TWIN,
   ...LOGS_TWINS,
-  ...MEMBERS_TWINS,
   ...NOTES_TWINS,
   ...QUEUE_TWINS,
   ...RUNS_TWINS,
   ...TOKENS_TWINS,
-  ...USERS_TWINS,
 ])

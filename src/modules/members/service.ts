@@ -19,7 +19,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { conflict } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { requireAnotherInstanceAdmin, setUserDisabled, userObject } from '../users/service.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 /** The permission levels a project member can hold (the CLI's `--role`). */
 export { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
@@ -45,7 +45,7 @@ export function* userProjectValue(projectId: number, userId: number) {
  * reading what the one before it committed. Deactivating a user leaves their roles, so it does not touch the rule.
  */
 function* memberUnderAdminRule(projectId: number, userId: number) {
-  yield* op(lockProjectAdmins, projectId)
+  yield* lockProjectAdmins(projectId)
   return yield* findProjectMember(projectId, userId)
 }
 

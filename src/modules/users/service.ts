@@ -18,7 +18,7 @@ import { LONE_SURROGATE_MESSAGE } from '../../lib/storable-text.ts'
 import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { normalizeEmail } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export { normalizeEmail, userObject } from '../directory/users.ts'
 
@@ -220,7 +220,7 @@ export function* requireAnotherInstanceAdmin(userId: number): Op<User | undefine
  * such writes never hold one lock each and wait for the other's.
  */
 export function* holdInstanceAdminRule(): Op<void> {
-  yield* op(lockInstanceAdmins)
+  yield* lockInstanceAdmins()
 }
 
 /** Grants or revokes instance administration (409 for the last one); false when nothing changed. */

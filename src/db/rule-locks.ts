@@ -1,0 +1,19 @@
+/**
+ * The locks that hold a rule of several rows across writers (README "Instance administrators, people and project
+ * settings"): a write that may break the rule takes the rule's lock for its scope before it reads what the rule
+ * checks, and holds it to the end of its transaction. SQLite's one writer already runs every write transaction
+ * alone: there is nothing to take. PostgreSQL's writers run at once: an advisory lock (./postgres/rule-locks.ts).
+ */
+import { type Op, op } from './op.ts'
+import type { Db } from './open.ts'
+
+/** The rules a lock holds: never zero active instance administrators; never a project without an admin (per project). */
+export type Rule = 'instanceAdmins' | 'projectAdmins'
+
+/** Holds `rule` for `scope` (0: the whole instance) until the transaction ends. */
+export function lockRule(rule: Rule, scope = 0): Op<void> {
+  return op(holdRuleLock, rule, scope)
+}
+
+/** SQLite's: nothing to take (the file comment). */
+export function holdRuleLock(_db: Db, _rule: Rule, _scope: number): void {}
