@@ -4,14 +4,16 @@
  */
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
+import type { Micros } from '../lib/time.ts'
 import { nextCreatedAt } from './monotonic.ts'
+import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
+import { createdAtBounds, hideExtensions, type PageCondition, pageIds, type TimeOrderedList } from './pages.ts'
 import { prepared, statementOn } from './prepared.ts'
 import { activityLogRecords, activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds. */
-const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
+const ACTIVITY_TIMES = { name: 'activity-logs', table: 'activityLogs', scope: 'environmentId' } as const satisfies TimeOrderedList
 
 export interface NewActivityLogRow {
   environmentId: number
@@ -35,7 +37,13 @@ const p = (name: string) => sql.placeholder(name)
  * Inserts an entry and its record ids (each once); its createdAt is `now`, or strictly after the environment's
  * previous entry (DESIGN §3). Returns the entry's id. Call inside the transaction of the change it records.
  */
-export function insertActivityLog(db: Db, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): number {
+export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<number> {
+  const createdAt = yield* nextCreatedAt(ACTIVITY_TIMES, entry.environmentId, now)
+  return yield* op(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
+}
+
+/** The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection. */
+export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>
     db
       .insert(activityLogs)
@@ -60,8 +68,8 @@ export function insertActivityLog(db: Db, entry: NewActivityLogRow, recordIds: I
   const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
     db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
   )
-  const [row] = insertEntry.all({ ...entry, createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, now) })
-  for (const recordId of new Set(recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
+  const [row] = insertEntry.all({ ...entry })
+  for (const recordId of recordIds) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
   return row!.id
 }
 
@@ -79,40 +87,31 @@ export interface ActivityPageFilters {
 }
 
 /** Ids of one page (limit + 1) of an environment's activity log, newest first. */
-export function pageActivityLogIds(db: Db, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): number[] {
-  return pageIds(
-    db,
+export function* pageActivityLogIds(environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const { userId, teamId, collectionId, action, type, recordId } = filters
+  // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
+  const bounds = yield* createdAtBounds(dates, ACTIVITY_TIMES, environmentId)
+  const namesRecord: PageCondition | undefined =
+    recordId === undefined
+      ? undefined
+      : {
+          condition: ({ db, t }) =>
+            inArray(
+              t.activityLogs.id,
+              db
+                .select({ id: t.activityLogRecords.logId })
+                .from(t.activityLogRecords)
+                .where(and(eq(t.activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(t.activityLogRecords.recordId, sql.placeholder('recordId')))),
+            ),
+          values: { recordId },
+        }
+  return yield* pageIds(
     {
       name: 'activity-logs',
-      table: activityLogs,
-      id: activityLogs.id,
-      equal: {
-        environmentId: [activityLogs.environmentId, environmentId],
-        userId: [activityLogs.userId, filters.userId],
-        teamId: [activityLogs.teamId, filters.teamId],
-        collectionId: [activityLogs.collectionId, filters.collectionId],
-        action: [activityLogs.action, filters.action],
-        type: [activityLogs.type, filters.type],
-      },
-      // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
-      bounds: createdAtBounds(db, dates, ACTIVITY_TIMES, environmentId),
-      extra: {
-        documented: hideExtensions(activityLogs.extension, filters.withExtensions),
-        recordId:
-          filters.recordId === undefined
-            ? undefined
-            : {
-                condition: () =>
-                  inArray(
-                    activityLogs.id,
-                    db
-                      .select({ id: activityLogRecords.logId })
-                      .from(activityLogRecords)
-                      .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
-                  ),
-                values: { recordId: filters.recordId },
-              },
-      },
+      table: 'activityLogs',
+      equal: { environmentId, userId, teamId, collectionId, action, type },
+      bounds,
+      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord },
     },
     limit,
   )

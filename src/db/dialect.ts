@@ -24,6 +24,8 @@ export interface Dialect {
   byteOrder(column: AnyColumn | SQL): SQL
   /** `column IN (the ids of one JSON array placeholder)`: one prepared statement serves any number of ids. */
   inJsonArray(column: AnyColumn, placeholder: string, type: 'integer' | 'text'): SQL
+  /** `column` (a boolean) is false, as a literal: a partial index `WHERE extension = 0` (`= false`) matches it, a placeholder never. */
+  isFalse(column: AnyColumn): SQL
 }
 
 const sqliteFragments = {
@@ -31,6 +33,7 @@ const sqliteFragments = {
   t: tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
   inJsonArray: (column: AnyColumn, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+  isFalse: (column: AnyColumn) => sql`${column} = 0`,
 } as const
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */

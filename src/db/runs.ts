@@ -2,12 +2,14 @@
  * Runs' storage reads (their state changes live in queue.ts): one run with where its workflow lives, the rows a
  * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids.
  */
-import { lt, sql } from 'drizzle-orm'
+import { eq, lt, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
+import type { Op } from './op.ts'
 import type { Db } from './open.ts'
-import { pageIds } from './pages.ts'
-import { inJsonArray, statementOn } from './prepared.ts'
-import { runSteps, runs } from './schema.ts'
+import { type PageCondition, pageIds } from './pages.ts'
+import { statementOn } from './prepared.ts'
+import { statement } from './query.ts'
+import type { runSteps, runs } from './schema.ts'
 
 export type RunRecord = typeof runs.$inferSelect
 export type RunStepRecord = typeof runSteps.$inferSelect
@@ -26,19 +28,19 @@ function runOf(row: unknown[]): RunRecord {
   } as RunRecord
 }
 
-const RUN_WITH_WORKFLOW = `SELECT ${RUN_COLUMNS}, t.project_id, w.name, t.id, w.collection_id
-  FROM runs r
-    JOIN workflows w ON w.id = r.workflow_id
-    JOIN renderings g ON g.id = w.rendering_id
-    JOIN teams t ON t.id = g.team_id
-  WHERE r.id = ?`
+const RUN_WITH_WORKFLOW = statement('runs.with-workflow', ({ db, t }) =>
+  db
+    .select({ run: t.runs, projectId: t.teams.projectId, workflowName: t.workflows.name, teamId: t.teams.id, collectionId: t.workflows.collectionId })
+    .from(t.runs)
+    .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .where(eq(t.runs.id, sql.placeholder('id'))),
+)
 
-/** A run with its workflow's name and collection, and its team and project (prepared; shaped here). */
-export function findRunWithWorkflow(db: Db, id: string): { run: RunRecord; projectId: number; workflowName: string; teamId: number; collectionId: number } | undefined {
-  const row = statementOn(db, 'runs.with-workflow', RUN_WITH_WORKFLOW).values(id)[0]
-  if (!row) return undefined
-  const [projectId, workflowName, teamId, collectionId] = row.slice(RUN_COLUMN_COUNT) as [number, string, number, number]
-  return { run: runOf(row), projectId, workflowName, teamId, collectionId }
+/** A run with its workflow's name and collection, and its team and project. */
+export function findRunWithWorkflow(id: string) {
+  return RUN_WITH_WORKFLOW.row({ id })
 }
 
 const RUNS_TO_RENDER = `SELECT ${RUN_COLUMNS}, w.name, v.version, e.name, t.name, u.username, u.email, k.id, k.name, k.prefix
@@ -113,30 +115,29 @@ export interface RunFilters {
   userId?: number
 }
 
-/** One page of an environment's run ids, newest first (limit + 1 of them); prepared per shape of present filters. */
-export function pageRunIds(db: Db, environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): string[] {
-  if (filters.workflowIds?.length === 0) return []
-  return pageIds<string>(
-    db,
-    {
-      name: 'runs',
-      table: runs,
-      id: runs.id,
-      equal: {
-        environmentId: [runs.environmentId, environmentId],
-        recordId: [runs.recordId, filters.recordId],
-        status: [runs.status, filters.status],
-        userId: [runs.userId, filters.userId],
-      },
-      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
-      extra: {
-        workflowIds:
-          filters.workflowIds === undefined
-            ? undefined
-            : { condition: () => inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
-        beforeId: filters.beforeId === undefined ? undefined : { condition: () => lt(runs.id, sql.placeholder('beforeId')), values: { beforeId: filters.beforeId } },
-      },
-    },
+/** A run id as the runs make them (UUIDv7, lower case): its order is byte order under any collation. */
+const CANONICAL_RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * Only runs before `beforeId`, compared byte by byte as SQLite does. A canonical run id compares alike under any
+ * collation, so PostgreSQL walks its (environment, id) index; any other value is its own statement, in byte order.
+ */
+function runsBefore(beforeId: string | undefined): Record<string, PageCondition> {
+  if (beforeId === undefined) return {}
+  if (CANONICAL_RUN_ID.test(beforeId)) return { beforeId: { condition: ({ t }) => lt(t.runs.id, sql.placeholder('beforeId')), values: { beforeId } } }
+  return { beforeIdBytes: { condition: ({ t, byteOrder }) => sql`${byteOrder(t.runs.id)} < ${sql.placeholder('beforeId')}`, values: { beforeId } } }
+}
+
+/** One page of an environment's run ids, newest first (limit + 1 of them); a statement per shape of present filters. */
+export function* pageRunIds(environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Op<string[]> {
+  const { workflowIds, recordId, status, userId } = filters
+  if (workflowIds?.length === 0) return []
+  const ofWorkflows: PageCondition | undefined =
+    workflowIds === undefined
+      ? undefined
+      : { condition: ({ t, inJsonArray }) => inJsonArray(t.runs.workflowId, 'workflowIds', 'integer'), values: { workflowIds: JSON.stringify(workflowIds) } }
+  return yield* pageIds<string, 'runs'>(
+    { name: 'runs', table: 'runs', equal: { environmentId, recordId, status, userId }, dates, extra: { workflowIds: ofWorkflows, ...runsBefore(filters.beforeId) } },
     limit,
   )
 }

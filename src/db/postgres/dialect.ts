@@ -18,7 +18,8 @@ const postgresFragments = {
   t: tables as unknown as Tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column} COLLATE "C"`,
   inJsonArray: (column: AnyColumn, placeholder: string, type: 'integer' | 'text') =>
-    sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::json))`,
+    sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::text::json))`,
+  isFalse: (column: AnyColumn) => sql`${column} = false`,
 } as const
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

@@ -9,6 +9,7 @@ import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
 import { MAINTENANCE_TWINS } from './maintenance.ts'
 import { MEMBERS_TWINS } from './members.ts'
+import { MONOTONIC_TWINS } from './monotonic.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
@@ -27,6 +28,7 @@ export const TWINS: PgTwins = new Map([
   ...LOGS_TWINS,
   ...MAINTENANCE_TWINS,
   ...MEMBERS_TWINS,
+  ...MONOTONIC_TWINS,
   ...NOTES_TWINS,
   ...PROJECTS_TWINS,
   ...QUEUE_TWINS,

@@ -76,7 +76,7 @@ export interface ActivityEntry {
 }
 
 export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
-  return yield* op(insertActivityLog, {
+  return yield* insertActivityLog({
     environmentId: entry.environmentId,
     type: entry.type,
     action: entry.action,
@@ -108,7 +108,7 @@ export interface ActivityFilters {
 export function* listActivityLogIds(projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): Op<number[]> {
   const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
-  return yield* op(pageActivityLogIds, environmentId, {
+  return yield* pageActivityLogIds(environmentId, {
     userId: names.userId,
     teamId: names.teamId,
     collectionId: names.collectionId,
