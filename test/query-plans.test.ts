@@ -108,8 +108,8 @@ const CASES: PlanCase[] = [
   ['runs: workflowName (walks the environment)', runs({ workflowIds: [1, 2] }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)/],
   ['runs: user (walks the environment)', runs({ userId: 1 }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
   ['runs: createdAt (walks the environment)', runs({}, { 'createdAt.lt': at }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['runs: render a page, with steps', (db) => loadRunsToRender(db, ['a', 'b']), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
-  ['runs: render a page', (db) => loadRunsToRender(db, ['a', 'b']), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
+  ['runs: render a page, with steps', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
+  ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
   // ── activity logs ──
   ['activity: default page (extensions hidden)', activity({}), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
   ['activity: extensions=true', activity({ extensions: true }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],
@@ -117,7 +117,7 @@ const CASES: PlanCase[] = [
   ['activity: createdAt page', activity({}, { 'createdAt.lt': at }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?( AND id<\?)?\)$/],
   ['activity: append (latest createdAt)', (db) => runOp(db, insertActivityLog({ environmentId: production, type: 'write', action: 'update', label: null, userId: 1, teamId: null, collectionId: null, tokenId: null, workflowName: null, runId: null, stepName: null, extension: false }, ['r'], 0)), /^select max\("created_at"\) from "activity_logs"/, /SEARCH activity_logs USING COVERING INDEX activity_logs_env_created_idx \(environment_id=\?\)/],
   ['activity: recordId', activity({ recordId: 'ord_1001' }), ACTIVITY_PAGE, /SEARCH activity_log_records USING COVERING INDEX activity_log_records_env_record_idx \(environment_id=\? AND record_id=\?\)/],
-  ['activity: render the record ids', (db) => findActivityLogRecordIds(db, [1, 2]), /from "?activity_log_records"?/i, /SEARCH activity_log_records USING (COVERING )?INDEX sqlite_autoindex_activity_log_records_1 \(log_id=\?\)/],
+  ['activity: render the record ids', (db) => runOp(db, findActivityLogRecordIds([1, 2])), /from "?activity_log_records"?/i, /SEARCH activity_log_records USING (COVERING )?INDEX sqlite_autoindex_activity_log_records_1 \(log_id=\?\)/],
   ['activity: userId (walks the default page)', activity({ userId: 1 }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
   ['activity: teamName (walks the default page)', activity({ teamName: 'Support' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
   ['activity: collectionName (walks the default page)', activity({ collectionName: 'orders' }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
@@ -134,7 +134,7 @@ const CASES: PlanCase[] = [
   ['notes: updatedAt', notes({}, { 'updatedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_updated_idx \(environment_id=\? AND updated_at>\?\)/],
   ['notes: archivedAt', notes({}, { 'archivedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_archived_idx \(environment_id=\? AND archived_at>\?\)/],
   ['notes: create (latest createdAt)', (db) => runOp(db, nextNoteCreatedAt(production, 0)), /^select max\("created_at"\) from "notes"/, /SEARCH notes USING COVERING INDEX notes_env_created_idx \(environment_id=\?\)/],
-  ['notes: render the threads', (db) => findNoteMessagesForRender(db, [1, 2]), /from "?note_messages"?/i, /SEARCH (note_messages|m) USING INDEX note_messages_note_idx \(note_id=\?\)/],
+  ['notes: render the threads', (db) => runOp(db, findNoteMessagesForRender([1, 2])), /from "?note_messages"?/i, /SEARCH (note_messages|m) USING INDEX note_messages_note_idx \(note_id=\?\)/],
   // ── admin logs (written by administrative acts only: every filter keeps its seek) ──
   ['admin: default page', admin({}), ADMIN_PAGE, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],
   ['admin: extensions=true', admin({ extensions: true }), ADMIN_PAGE, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_id_idx \(project_id=\?\)$/],

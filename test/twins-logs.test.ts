@@ -14,7 +14,7 @@ import {
   pageActivityLogIds,
 } from '../src/db/activity-logs.ts'
 import { allProjectIds, type AdminLogPageFilters, findAdminLogsForRender, insertAdminLog, type NewAdminLogRow, pageAdminLogIds, pageInstanceAdminLogIds } from '../src/db/admin-logs.ts'
-import { op, savepoint } from '../src/db/op.ts'
+import { savepoint } from '../src/db/op.ts'
 import { trackListLocks } from '../src/db/postgres/monotonic.ts'
 import { runOpOnPostgres, savepointOnPostgres, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { clientOf } from '../src/db/postgres/store.ts'
@@ -56,10 +56,10 @@ describe.skipIf(!postgresOrSkip('log twins'))('activity and admin log twins', ()
     }
     const [render, renderPg] = await stores.both(function* () {
       return {
-        all: yield* op(findActivityLogsForRender, [...ids, 999]),
-        none: yield* op(findActivityLogsForRender, []),
-        records: [...(yield* op(findActivityLogRecordIds, [...ids, 999]))],
-        recordsNone: [...(yield* op(findActivityLogRecordIds, []))],
+        all: yield* findActivityLogsForRender([...ids, 999]),
+        none: yield* findActivityLogsForRender([]),
+        records: [...(yield* findActivityLogRecordIds([...ids, 999]))],
+        recordsNone: [...(yield* findActivityLogRecordIds([]))],
       }
     })
     expect(renderPg).toEqual(render)

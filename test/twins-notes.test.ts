@@ -21,7 +21,7 @@ import {
   pageNoteIds,
   updateNoteRow,
 } from '../src/db/notes.ts'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { addMessage, createNote, recordImportedNoteTime, updateNote } from '../src/modules/notes/service.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { all, dateFiltersAround, seedOrganization, T0, targetsOf } from './support/lists.ts'
@@ -114,11 +114,11 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     const [rows, rowsPg] = await stores.both(function* () {
       return {
         byId: yield* all([...ids, 999], (id) => findNoteById(id)),
-        render: yield* op(findNotesForRender, [...ids, 999, ids[0]!]),
-        renderNone: yield* op(findNotesForRender, []),
-        renderSome: yield* op(findNotesForRender, [ids[3]!, ids[1]!]),
-        messages: yield* op(findNoteMessagesForRender, [...ids, 999]),
-        messagesNone: yield* op(findNoteMessagesForRender, []),
+        render: yield* findNotesForRender([...ids, 999, ids[0]!]),
+        renderNone: yield* findNotesForRender([]),
+        renderSome: yield* findNotesForRender([ids[3]!, ids[1]!]),
+        messages: yield* findNoteMessagesForRender([...ids, 999]),
+        messagesNone: yield* findNoteMessagesForRender([]),
         latest: yield* all([1, 2, 3, 999], (e) => latestNoteCreatedAt(e)),
         next: yield* all([1, 2, 3], (e) => nextNoteCreatedAt(e, T0)),
       }
@@ -156,7 +156,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     expect(imported).toHaveLength(1)
     const importedId = imported[0]!
     const [state, statePg] = await stores.both(function* () {
-      return { messages: yield* op(findNoteMessagesForRender, [importedId]), latest: yield* latestNoteCreatedAt(1) }
+      return { messages: yield* findNoteMessagesForRender([importedId]), latest: yield* latestNoteCreatedAt(1) }
     })
     expect(statePg).toEqual(state)
     const flags = [

@@ -7,7 +7,6 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { manualClock } from '../src/lib/clock.ts'
-import { op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { findRecordByKey, insertRecord, listProjectCollections, listProjectParts, pageRecords, type ProjectPart, setRecordData } from '../src/db/records.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters } from '../src/db/runs.ts'
@@ -54,9 +53,9 @@ describe.skipIf(!postgresOrSkip('runs and records twins'))('runs and records twi
     const [reads, readsPg] = await stores.both(function* () {
       return {
         find: yield* all([...ids, 'missing'], (id) => findRunWithWorkflow(id)),
-        render: yield* op(loadRunsToRender, [...ids, 'missing']),
-        renderSome: yield* op(loadRunsToRender, [ids[5]!, ids[2]!]),
-        renderNone: yield* op(loadRunsToRender, []),
+        render: yield* loadRunsToRender([...ids, 'missing']),
+        renderSome: yield* loadRunsToRender([ids[5]!, ids[2]!]),
+        renderNone: yield* loadRunsToRender([]),
       }
     })
     expect(readsPg).toEqual(reads)

@@ -8,8 +8,9 @@ import type { Micros } from '../lib/time.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { createdAtBounds, hideExtensions, type PageCondition, pageIds, type TimeOrderedList } from './pages.ts'
-import { prepared, statementOn } from './prepared.ts'
+import { createdAtBounds, hideExtensions, type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
+import { prepared } from './prepared.ts'
+import { statement } from './query.ts'
 import { activityLogRecords, activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds. */
@@ -117,28 +118,31 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
   )
 }
 
-/** The entries with these ids (any order), with their user, the names they show and the token they came through. */
-const ACTIVITY_LOGS_TO_RENDER = `SELECT l.id, l.type, l.action, l.label, l.created_at, l.workflow_name, l.run_id, l.step_name,
-    u.id, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
+const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('l.id')}, l.type, l.action, l.label, ${n('l.created_at')}, l.workflow_name, l.run_id, l.step_name,
+    ${n('u.id')}, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
   FROM activity_logs l
   JOIN users u ON u.id = l.user_id
   JOIN environments e ON e.id = l.environment_id
   LEFT JOIN teams t ON t.id = l.team_id
   LEFT JOIN collections c ON c.id = l.collection_id
   LEFT JOIN api_tokens k ON k.id = l.token_id
-  WHERE l.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('l.id'), 'ids', 'integer')}
+  ORDER BY l.id`)
+})
 
 type L = typeof activityLogs.$inferSelect
-/** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order. */
 export type ActivityLogRenderValues = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
   number, string, string, string, string | null, string | null, string | null, string | null]
 
 /**
- * The entries with these ids (any order), with their author, environment, team, collection and token. Prepared once
- * per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query, as for notes).
+ * The entries with these ids (by id), with their author, environment, team, collection and token. Raw rows shaped
+ * here (Drizzle's nested row mapping cost more than the query, as for notes).
  */
-export function findActivityLogsForRender(db: Db, ids: number[]) {
-  return (statementOn(db, 'activity-logs.render', ACTIVITY_LOGS_TO_RENDER).values(JSON.stringify(ids)) as ActivityLogRenderValues[]).map(activityLogToRender)
+export function* findActivityLogsForRender(ids: number[]) {
+  return ((yield* ACTIVITY_LOGS_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as ActivityLogRenderValues[]).map(activityLogToRender)
 }
 
 /** One render row as the activity service reads it. */
@@ -153,11 +157,16 @@ export function activityLogToRender([id, type, action, label, createdAt, workflo
   }
 }
 
-const RECORD_IDS_TO_RENDER = 'SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?)) ORDER BY log_id'
+/** By entry, then record id in byte order (SQLite reads them so off the primary key (log_id, record_id)). */
+const RECORD_IDS_TO_RENDER = statement('activity-logs.render.records', (d) =>
+  d.valueRows(
+    sql`SELECT ${rawNumber(d)('log_id')}, record_id FROM activity_log_records WHERE ${d.inJsonArray(sql.raw('log_id'), 'ids', 'integer')} ORDER BY log_id, ${d.byteOrder(sql.raw('record_id'))}`,
+  ),
+)
 
 /** The record ids each of these entries names, entry id → record ids. */
-export function findActivityLogRecordIds(db: Db, ids: number[]): Map<number, string[]> {
-  return recordIdsByEntry(statementOn(db, 'activity-logs.render.records', RECORD_IDS_TO_RENDER).values(JSON.stringify(ids)) as [number, string][])
+export function* findActivityLogRecordIds(ids: number[]): Op<Map<number, string[]>> {
+  return recordIdsByEntry((yield* RECORD_IDS_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as [number, string][])
 }
 
 /** (entry id, record id) rows, by entry, as entry id → its record ids in row order. */

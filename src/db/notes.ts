@@ -10,8 +10,7 @@ import type { Micros, Millis } from '../lib/time.ts'
 import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { createdAtBounds, pageIds, statementOfShape, type TimeOrderedList } from './pages.ts'
-import { statementOn } from './prepared.ts'
+import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
 import type { noteMessages, notes } from './schema.ts'
 
@@ -47,25 +46,29 @@ export function* pageNoteIds(environmentId: number, filters: NotePageFilters, da
 
 type UserColumns = { id: number; username: string; email: string }
 
-const NOTES_TO_RENDER = `SELECT n.id, n.environment_id, n.team_id, n.collection_id, n.record_id, n.title, n.user_id, n.created_at,
-    n.updated_at, n.archived_at, u.username, u.email, e.name, t.name, c.name
+const NOTES_TO_RENDER = statement('notes.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('n.id')}, ${n('n.environment_id')}, ${n('n.team_id')}, ${n('n.collection_id')}, n.record_id, n.title, ${n('n.user_id')},
+    ${n('n.created_at')}, ${n('n.updated_at')}, ${n('n.archived_at')}, u.username, u.email, e.name, t.name, c.name
   FROM notes n
     JOIN users u ON u.id = n.user_id
     JOIN environments e ON e.id = n.environment_id
     JOIN teams t ON t.id = n.team_id
     LEFT JOIN collections c ON c.id = n.collection_id
-  WHERE n.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('n.id'), 'ids', 'integer')}
+  ORDER BY n.id`)
+})
 
 type N = NoteRow
-/** A render row's values in NOTES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A render row's values in NOTES_TO_RENDER's column order. */
 export type NoteRenderValues = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
 
 /**
- * The notes with these ids (any order), each with its author and the names of its environment, team and collection.
- * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost twice the query).
+ * The notes with these ids (by id), each with its author and the names of its environment, team and collection.
+ * Raw rows shaped here (Drizzle's nested row mapping cost twice the query).
  */
-export function findNotesForRender(db: Db, ids: number[]): NoteToRender[] {
-  return (statementOn(db, 'notes.render', NOTES_TO_RENDER).values(JSON.stringify(ids)) as NoteRenderValues[]).map(noteToRender)
+export function* findNotesForRender(ids: number[]): Op<NoteToRender[]> {
+  return ((yield* NOTES_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as NoteRenderValues[]).map(noteToRender)
 }
 
 export type NoteToRender = { note: NoteRow; user: UserColumns; environment: string; team: string; collection: string | null }
@@ -81,19 +84,22 @@ export function noteToRender([id, environmentId, teamId, collectionId, recordId,
   }
 }
 
-const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.username, u.email
+const MESSAGES_TO_RENDER = statement('notes.render.messages', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('m.note_id')}, m.content, ${n('m.created_at')}, ${n('u.id')}, u.username, u.email
   FROM note_messages m JOIN users u ON u.id = m.user_id
-  WHERE m.note_id IN (SELECT value FROM json_each(?))
-  ORDER BY m.note_id, m.id`
+  WHERE ${d.inJsonArray(sql.raw('m.note_id'), 'ids', 'integer')}
+  ORDER BY m.note_id, m.id`)
+})
 
 type MessageRow = typeof noteMessages.$inferSelect
-/** A message render row's values in MESSAGES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A message render row's values in MESSAGES_TO_RENDER's column order. */
 export type MessageRenderValues = [number, string, MessageRow['createdAt'], number, string, string]
 export type MessageToRender = { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }
 
-/** The messages of these notes with their authors, by note then oldest first (prepared; shaped here). */
-export function findNoteMessagesForRender(db: Db, noteIds: number[]): MessageToRender[] {
-  return (statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as MessageRenderValues[]).map(messageToRender)
+/** The messages of these notes with their authors, by note then oldest first (raw rows shaped here). */
+export function* findNoteMessagesForRender(noteIds: number[]): Op<MessageToRender[]> {
+  return ((yield* MESSAGES_TO_RENDER.rows({ ids: JSON.stringify(noteIds) })) as MessageRenderValues[]).map(messageToRender)
 }
 
 export function messageToRender([noteId, content, createdAt, id, username, email]: MessageRenderValues): MessageToRender {

@@ -175,6 +175,11 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
   return (yield* page.rows(values)).map((r) => r.id as Id)
 }
 
+/** A column of a raw `valueRows` statement, written as text (`n('n.id')`), as a number in either dialect. */
+export function rawNumber(d: Dialect): (column: string) => SQL {
+  return (column) => d.number(sql.raw(column))
+}
+
 /** `column op value` for a date filter's operator (either dialect's column). */
 export function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
   switch (op) {

@@ -2,22 +2,20 @@
  * Runs' storage reads (their state changes live in queue.ts): one run with where its workflow lives, the rows a
  * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids.
  */
-import { eq, lt, sql } from 'drizzle-orm'
+import { eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Op } from './op.ts'
-import type { Db } from './open.ts'
-import { type PageCondition, pageIds } from './pages.ts'
-import { statementOn } from './prepared.ts'
+import { type PageCondition, pageIds, rawNumber } from './pages.ts'
 import { statement } from './query.ts'
 import type { runSteps, runs } from './schema.ts'
 
 export type RunRecord = typeof runs.$inferSelect
 export type RunStepRecord = typeof runSteps.$inferSelect
 
-/** A `runs` row's columns, in the order `runOf` reads them (from `offset`). */
-const RUN_COLUMNS = `r.id, r.workflow_id, r.workflow_version_id, r.environment_id, r.record_id, r.user_id, r.token_id, r."trigger",
-    r.status, r.next_step, r.available_at, r.lease_owner, r.lease_expires_at, r.attempts, r.error, r.created_at,
-    r.started_at, r.finished_at`
+/** A `runs` row's columns, in the order `runOf` reads them. */
+const runColumns = (n: (column: string) => SQL) => sql`r.id, ${n('r.workflow_id')}, ${n('r.workflow_version_id')}, ${n('r.environment_id')}, r.record_id,
+    ${n('r.user_id')}, ${n('r.token_id')}, r."trigger", r.status, ${n('r.next_step')}, ${n('r.available_at')}, r.lease_owner, ${n('r.lease_expires_at')},
+    ${n('r.attempts')}, r.error, ${n('r.created_at')}, ${n('r.started_at')}, ${n('r.finished_at')}`
 const RUN_COLUMN_COUNT = 18
 
 function runOf(row: unknown[]): RunRecord {
@@ -43,7 +41,9 @@ export function findRunWithWorkflow(id: string) {
   return RUN_WITH_WORKFLOW.row({ id })
 }
 
-const RUNS_TO_RENDER = `SELECT ${RUN_COLUMNS}, w.name, v.version, e.name, t.name, u.username, u.email, k.id, k.name, k.prefix
+const RUNS_TO_RENDER = statement('runs.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${runColumns(n)}, w.name, ${n('v.version')}, e.name, t.name, u.username, u.email, ${n('k.id')}, k.name, k.prefix
   FROM runs r
     JOIN workflows w ON w.id = r.workflow_id
     JOIN workflow_versions v ON v.id = r.workflow_version_id
@@ -52,32 +52,35 @@ const RUNS_TO_RENDER = `SELECT ${RUN_COLUMNS}, w.name, v.version, e.name, t.name
     JOIN teams t ON t.id = g.team_id
     JOIN users u ON u.id = r.user_id
     LEFT JOIN api_tokens k ON k.id = r.token_id
-  WHERE r.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('r.id'), 'ids', 'text')}
+  ORDER BY ${d.byteOrder(sql.raw('r.id'))}`)
+})
 
-const STEPS_TO_RENDER = `SELECT run_id, step_index, name, type, status, attempts, output, error, started_at, finished_at
-  FROM run_steps WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, step_index`
+const STEPS_TO_RENDER = statement('runs.render.steps', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT run_id, ${n('step_index')}, name, type, status, ${n('attempts')}, output, error, ${n('started_at')}, ${n('finished_at')}
+  FROM run_steps WHERE ${d.inJsonArray(sql.raw('run_id'), 'ids', 'text')} ORDER BY ${d.byteOrder(sql.raw('run_id'))}, step_index`)
+})
 
 /**
- * What rendering the runs `ids` reads: each run with its names (any order), and their steps by run and index.
- * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query).
+ * What rendering the runs `ids` reads: each run with its names (by id), and their steps by run and index. Raw rows
+ * shaped here (Drizzle's nested row mapping cost more than the query).
  */
-export function loadRunsToRender(db: Db, ids: string[]) {
-  const json = JSON.stringify(ids)
-  const rows = statementOn(db, 'runs.render', RUNS_TO_RENDER)
-    .values(json)
-    .map((row: unknown[]) => {
-      const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
-        string, number, string, string, string, string, number | null, string | null, string | null,
-      ]
-      return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
-    })
-  const steps = statementOn(db, 'runs.render.steps', STEPS_TO_RENDER)
-    .values(json)
-    .map(([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]: unknown[]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord)
+export function* loadRunsToRender(ids: string[]) {
+  const values = { ids: JSON.stringify(ids) }
+  const rows = ((yield* RUNS_TO_RENDER.rows(values)) as unknown[][]).map((row) => {
+    const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
+      string, number, string, string, string, string, number | null, string | null, string | null,
+    ]
+    return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
+  })
+  const steps = ((yield* STEPS_TO_RENDER.rows(values)) as unknown[][]).map(
+    ([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord,
+  )
   return { rows, steps }
 }
 
-/** What RUNS_TO_RENDER reads of one run (the PostgreSQL twin reads the same). */
+/** What RUNS_TO_RENDER reads of one run. */
 export interface RunRenderColumns {
   run: RunRecord
   workflowName: string

@@ -13,7 +13,6 @@ import { MONOTONIC_TWINS } from './monotonic.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { PROJECTS_TWINS } from './projects.ts'
 import { QUEUE_TWINS } from './queue.ts'
-import { RUNS_TWINS } from './runs.ts'
 import { SESSIONS_TWINS } from './sessions.ts'
 import { SSO_IDENTITIES_TWINS } from './sso-identities.ts'
 import { TOKENS_TWINS } from './tokens.ts'
@@ -32,7 +31,6 @@ export const TWINS: PgTwins = new Map([
   ...NOTES_TWINS,
   ...PROJECTS_TWINS,
   ...QUEUE_TWINS,
-  ...RUNS_TWINS,
   ...SESSIONS_TWINS,
   ...SSO_IDENTITIES_TWINS,
   ...TOKENS_TWINS,

@@ -6,7 +6,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 /**
  * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
@@ -124,8 +124,8 @@ export function* listActivityLogIds(projectId: number, environmentId: number, fi
 /** The compatibility document's activity log objects, in the order of `ids`. */
 export function* renderActivityLogs(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = yield* op(findActivityLogsForRender, ids)
-  const recordIds = yield* op(findActivityLogRecordIds, ids)
+  const rows = yield* findActivityLogsForRender(ids)
+  const recordIds = yield* findActivityLogRecordIds(ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     const id = log.id

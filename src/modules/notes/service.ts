@@ -20,7 +20,7 @@ import { latestMicros, type Micros, microsFromMillis, toIsoMicros } from '../../
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export interface NoteFilters {
   userEmail?: string
@@ -40,8 +40,8 @@ export function* listNoteIds(projectId: number, environmentId: number, filters: 
 /** The spec's note objects for the given ids, in the order given, messages oldest first. */
 export function* renderNotes(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = yield* op(findNotesForRender, ids)
-  const messages = yield* op(findNoteMessagesForRender, ids)
+  const rows = yield* findNotesForRender(ids)
+  const messages = yield* findNoteMessagesForRender(ids)
   const threads = new Map<number, ReturnType<typeof messageObject>[]>()
   for (const m of messages) {
     const thread = threads.get(m.noteId) ?? []

@@ -114,7 +114,7 @@ function shownError<E extends { message?: unknown }>(stored: string): E {
 /** `{object: "workflow-run", …}` for the given ids, in that order, with their steps as of `now`. */
 export function* renderRuns(ids: string[], now: number) {
   if (ids.length === 0) return []
-  const { rows, steps } = yield* op(loadRunsToRender, ids)
+  const { rows, steps } = yield* loadRunsToRender(ids)
   return inIdOrder(ids, rows, (r) => r.run.id).map((r) => {
     const id = r.run.id
     return {
