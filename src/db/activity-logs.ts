@@ -1,6 +1,7 @@
 /**
  * What the activity log asks the database: append an entry with its record ids, a page of entry ids, and the
- * entries of a page. Every statement is prepared once per connection (appends run in every write, lists are hot).
+ * entries of a page, written once for both stores (./query.ts) but the append's own insert (`insertActivityLogRows`).
+ * Every statement is built once per dialect and connection (appends run in every write, lists are hot).
  */
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
@@ -43,7 +44,10 @@ export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable
   return yield* op(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
 }
 
-/** The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection. */
+/**
+ * The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection;
+ * PostgreSQL's twin writes both in one statement (./postgres/logs.ts).
+ */
 export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>
     db

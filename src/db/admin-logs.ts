@@ -1,6 +1,7 @@
 /**
  * What the admin log asks the database: append an entry, a page of a project's entry ids, the newest
- * instance-wide entries, and the entries of a page (the list and render statements prepared once per connection).
+ * instance-wide entries, and the entries of a page, written once for both stores (./query.ts; the list and render
+ * statements built once per dialect and connection).
  * Append-only: nothing here updates an entry; only log retention (`deleteLogBatch`) deletes old ones.
  */
 import { asc, desc, eq, isNull } from 'drizzle-orm'

@@ -1,8 +1,8 @@
 /**
  * What the notes domain asks the database: a page of note ids, the notes and threads of a page, and the writes
- * (note, message, title / archive / updatedAt). Every statement a request or an executor step runs (the list,
- * render, read and write statements; the executor's `note` step creates notes too) is prepared once per connection,
- * the render rows shaped here. Call the writes in a write transaction.
+ * (note, message, title / archive / updatedAt), written once for both stores (./query.ts). Every statement a request
+ * or an executor step runs (the list, render, read and write statements; the executor's `note` step creates notes
+ * too) is built once per dialect and connection, the render rows shaped here. Call the writes in a write transaction.
  */
 import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'

@@ -181,7 +181,7 @@ export function rawNumber(d: Dialect): (column: string) => SQL {
 }
 
 /** `column op value` for a date filter's operator (either dialect's column). */
-export function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
+function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
   switch (op) {
     case 'eq':
       return eq(column, value)

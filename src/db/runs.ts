@@ -1,6 +1,7 @@
 /**
  * Runs' storage reads (their state changes live in queue.ts): one run with where its workflow lives, the rows a
- * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids.
+ * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids;
+ * written once for both stores (./query.ts), each a statement built once per dialect and connection.
  */
 import { eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
