@@ -8,6 +8,8 @@ import { join, resolve } from 'node:path'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { parseAllowList } from '../src/lib/outbound/policy.ts'
 import { nextCreatedAt } from '../src/db/monotonic.ts'
+import { runOp } from '../src/db/op.ts'
+import type { TimeOrderedList } from '../src/db/pages.ts'
 import { users } from '../src/db/schema.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
@@ -456,7 +458,7 @@ describe('sanitizeNoteHtml', () => {
 
 describe('nextCreatedAt', () => {
   // Any table with an integer created_at serves as a list here; the values are µs as in notes and logs.
-  const USERS = { name: 'test-users', table: users, createdAt: users.createdAt, scope: null }
+  const USERS: TimeOrderedList = { name: 'test-users', table: 'users', scope: null }
   test('the clock in µs, strictly increasing by 1 µs while the clock stands still, never backwards when it jumps back', () => {
     const env = sqliteTestEnv()
     try {
@@ -466,17 +468,17 @@ describe('nextCreatedAt', () => {
       const us = now * 1000
       const times: number[] = []
       for (let n = 0; n < 5; n++) {
-        const t = nextCreatedAt(env.store.db, USERS, null, now)
+        const t = runOp(env.store.db, nextCreatedAt(USERS, null, now))
         insertAt(t, n)
         times.push(t)
       }
       expect(times).toEqual([us, us + 1, us + 2, us + 3, us + 4])
       // The clock moved back (NTP): still after the last row.
-      expect(nextCreatedAt(env.store.db, USERS, null, now - 60_000)).toBe((us + 5) as Micros)
+      expect(runOp(env.store.db, nextCreatedAt(USERS, null, now - 60_000))).toBe((us + 5) as Micros)
       // The next millisecond: the clock's own time again, not the counter.
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 1)).toBe((us + 1000) as Micros)
+      expect(runOp(env.store.db, nextCreatedAt(USERS, null, now + 1))).toBe((us + 1000) as Micros)
       // The clock moved well ahead: its time is used as is.
-      expect(nextCreatedAt(env.store.db, USERS, null, now + 10_000)).toBe((us + 10_000_000) as Micros)
+      expect(runOp(env.store.db, nextCreatedAt(USERS, null, now + 10_000))).toBe((us + 10_000_000) as Micros)
     } finally {
       env.cleanup()
     }

@@ -14,7 +14,7 @@ import {
   pageActivityLogIds,
 } from '../src/db/activity-logs.ts'
 import { allProjectIds, type AdminLogPageFilters, findAdminLogsForRender, insertAdminLog, type NewAdminLogRow, pageAdminLogIds, pageInstanceAdminLogIds } from '../src/db/admin-logs.ts'
-import { op, savepoint } from '../src/db/op.ts'
+import { savepoint } from '../src/db/op.ts'
 import { trackListLocks } from '../src/db/postgres/monotonic.ts'
 import { runOpOnPostgres, savepointOnPostgres, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { clientOf } from '../src/db/postgres/store.ts'
@@ -50,16 +50,16 @@ describe.skipIf(!postgresOrSkip('log twins'))('activity and admin log twins', ()
     ]
     const ids: number[] = []
     for (const [over, recordIds, now] of entries) {
-      const [id, idPg] = await stores.both(() => op(insertActivityLog, { ...ENTRY, ...over }, recordIds, now))
+      const [id, idPg] = await stores.both(() => insertActivityLog({ ...ENTRY, ...over }, recordIds, now))
       expect(idPg).toBe(id)
       ids.push(id)
     }
     const [render, renderPg] = await stores.both(function* () {
       return {
-        all: yield* op(findActivityLogsForRender, [...ids, 999]),
-        none: yield* op(findActivityLogsForRender, []),
-        records: [...(yield* op(findActivityLogRecordIds, [...ids, 999]))],
-        recordsNone: [...(yield* op(findActivityLogRecordIds, []))],
+        all: yield* findActivityLogsForRender([...ids, 999]),
+        none: yield* findActivityLogsForRender([]),
+        records: [...(yield* findActivityLogRecordIds([...ids, 999]))],
+        recordsNone: [...(yield* findActivityLogRecordIds([]))],
       }
     })
     expect(renderPg).toEqual(render)
@@ -90,7 +90,7 @@ describe.skipIf(!postgresOrSkip('log twins'))('activity and admin log twins', ()
       const queries = filters.flatMap((f, i) =>
         dateFiltersAround('createdAt', times, i < 2 ? 1 : 3).flatMap((dates) => (i < 2 ? [1, 2, 50] : [50]).map((limit) => ({ f, dates, limit }))),
       )
-      const [pages, pagesPg] = await stores.both(() => all(queries, (q) => op(pageActivityLogIds, environmentId, q.f, q.dates, q.limit)))
+      const [pages, pagesPg] = await stores.both(() => all(queries, (q) => pageActivityLogIds(environmentId, q.f, q.dates, q.limit)))
       expect(pagesPg).toEqual(pages)
       if (environmentId === 1) expect(new Set(pages.map((p) => p.answer.join())).size).toBeGreaterThan(30)
     }
@@ -108,13 +108,13 @@ describe.skipIf(!postgresOrSkip('log twins'))('activity and admin log twins', ()
       [{ userId: 2, type: 'initial', resource: 'sso' }, T0 + 1000],
       [{ userId: 3, resource: 'team' }, T0 + 5000],
     ]
-    for (const [over, now] of entries) await stores.both(() => op(insertAdminLog, { ...ADMIN, ...over }, now))
+    for (const [over, now] of entries) await stores.both(() => insertAdminLog({ ...ADMIN, ...over }, now))
     const [render, renderPg] = await stores.both(function* () {
       return {
-        all: yield* op(findAdminLogsForRender, [...Array.from({ length: entries.length }, (_, i) => i + 1), 999]),
-        none: yield* op(findAdminLogsForRender, []),
-        instance: yield* all([0, 1, 2, 10], (limit) => op(pageInstanceAdminLogIds, limit)),
-        projects: yield* op(allProjectIds),
+        all: yield* findAdminLogsForRender([...Array.from({ length: entries.length }, (_, i) => i + 1), 999]),
+        none: yield* findAdminLogsForRender([]),
+        instance: yield* all([0, 1, 2, 10], (limit) => pageInstanceAdminLogIds(limit)),
+        projects: yield* allProjectIds(),
       }
     })
     expect(renderPg).toEqual(render)
@@ -136,7 +136,7 @@ describe.skipIf(!postgresOrSkip('log twins'))('activity and admin log twins', ()
         { resource: 'team', userId: 3, type: 'add', initiator: 'administrator', withExtensions: true },
       ]
       const queries = filters.flatMap((f, i) => dateFiltersAround('createdAt', times, i < 2 ? 1 : 2).flatMap((dates) => [1, 50].map((limit) => ({ f, dates, limit }))))
-      const [pages, pagesPg] = await stores.both(() => all(queries, (q) => op(pageAdminLogIds, projectId, q.f, q.dates, q.limit)))
+      const [pages, pagesPg] = await stores.both(() => all(queries, (q) => pageAdminLogIds(projectId, q.f, q.dates, q.limit)))
       expect(pagesPg).toEqual(pages)
     }
   }, 120_000)
@@ -146,9 +146,9 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
   test('20 concurrent transactions on a pool of 10 append at the same instant: createdAt strictly increasing in id order', async () => {
     await withSeededPostgres(10, async (pg) => {
       // One existing entry later than `now`: every new one must come after it too.
-      await writeOnPostgres(pg, () => op(insertActivityLog, ENTRY, [], T0 + 5))
+      await writeOnPostgres(pg, () => insertActivityLog(ENTRY, [], T0 + 5))
       const ids = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => writeOnPostgres(pg, () => op(insertActivityLog, { ...ENTRY, label: `writer ${i}` }, [`r${i}`], T0))),
+        Array.from({ length: 20 }, (_, i) => writeOnPostgres(pg, () => insertActivityLog({ ...ENTRY, label: `writer ${i}` }, [`r${i}`], T0))),
       )
       expect(new Set(ids).size).toBe(20)
       const rows = (await pg.sql`SELECT id::float8 AS id, created_at::float8 AS at FROM activity_logs WHERE environment_id = 1 ORDER BY id`) as { id: number; at: number }[]
@@ -165,17 +165,17 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
       await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
           writeOnPostgres(pg, function* () {
-            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} first` }, [], T0)
+            yield* insertActivityLog({ ...ENTRY, label: `writer ${i} first` }, [], T0)
             try {
               yield* savepoint(function* () {
-                yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} rolled back` }, [], T0)
+                yield* insertActivityLog({ ...ENTRY, label: `writer ${i} rolled back` }, [], T0)
                 throw new Error('the step failed')
               })
             } catch {
               // the step's savepoint rolled back, and its entry with it
             }
-            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} second` }, [], T0)
-            yield* op(insertActivityLog, { ...ENTRY, label: `writer ${i} third` }, [], T0)
+            yield* insertActivityLog({ ...ENTRY, label: `writer ${i} second` }, [], T0)
+            yield* insertActivityLog({ ...ENTRY, label: `writer ${i} third` }, [], T0)
           }),
         ),
       )
@@ -195,17 +195,17 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
         const { pid } = ((await clientOf(tx).unsafe('SELECT pg_backend_pid() AS pid')) as { pid: number }[])[0]!
         const held = async () => ((await pg.sql`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = ${pid} AND granted`) as { n: number }[])[0]!.n
         await savepointOnPostgres(tx, function* () {
-          yield* op(insertActivityLog, ENTRY, [], T0)
+          yield* insertActivityLog(ENTRY, [], T0)
           throw new Error('the step failed')
         }).catch(() => {})
         // PostgreSQL released the lock with the savepoint; the transaction forgot it held it.
         expect(await held()).toBe(0)
-        await runOpOnPostgres(tx, op(insertActivityLog, ENTRY, ['a'], T0))
+        await runOpOnPostgres(tx, insertActivityLog(ENTRY, ['a'], T0))
         expect(await held()).toBe(1)
         // A row no writer of the list would make (it skips the lock): the next entry does not read the table
         // again, it counts on from its own first entry.
         await pg.sql`INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'write', 'update', 1, ${T0 * 1000 + 500})`
-        await runOpOnPostgres(tx, op(insertActivityLog, ENTRY, ['b'], T0))
+        await runOpOnPostgres(tx, insertActivityLog(ENTRY, ['b'], T0))
         expect(await held()).toBe(1)
       })
       const rows = (await pg.sql`SELECT created_at::float8 AS at FROM activity_logs WHERE environment_id = 1 AND action = 'createNote' ORDER BY id`) as { at: number }[]

@@ -21,7 +21,7 @@ import {
   pageNoteIds,
   updateNoteRow,
 } from '../src/db/notes.ts'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { addMessage, createNote, recordImportedNoteTime, updateNote } from '../src/modules/notes/service.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { all, dateFiltersAround, seedOrganization, T0, targetsOf } from './support/lists.ts'
@@ -66,7 +66,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
       ...FILTERS.slice(0, 2).flatMap((filters) => otherFields.flatMap((f) => dateFiltersAround(f, times, 2)).map((dates) => ({ filters, dates, limit: 50 }))),
       ...created.flatMap((dates) => [1, 3].map((limit) => ({ filters: {}, dates, limit }))),
     ]
-    const [sqlite, pg] = await stores.both(() => all(queries, (q) => op(pageNoteIds, environmentId, q.filters, q.dates, q.limit)))
+    const [sqlite, pg] = await stores.both(() => all(queries, (q) => pageNoteIds(environmentId, q.filters, q.dates, q.limit)))
     expect(pg).toEqual(sqlite)
     return sqlite
   }
@@ -95,17 +95,17 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     await write(T0 + 20_000, () => addMessage(clock, notes[0]!, 'third, same instant', alice))
     await write(T0 + 21_000, () => updateNote(clock, notes[4]!, { title: 'Renamed', archived: true }, alice))
     await write(T0 + 22_000, () => updateNote(clock, notes[5]!, { archived: true }, bob))
-    const archived = (await write(T0, () => op(findNoteById, notes[5]!.id)))!
+    const archived = (await write(T0, () => findNoteById(notes[5]!.id)))!
     await write(T0 + 23_000, () => updateNote(clock, archived, { archived: false }, bob))
-    const renamed = (await write(T0, () => op(findNoteById, notes[4]!.id)))!
+    const renamed = (await write(T0, () => findNoteById(notes[4]!.id)))!
     await write(T0 + 10, () => addMessage(clock, renamed, 'clock stepped back', alice))
 
     // The face's own functions: a note and a message, a direct row update.
     const direct = await write(T0, function* () {
-      const createdAt = yield* op(nextNoteCreatedAt, 1, T0 + 30_000)
-      const note = yield* op(insertNote, { environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3, createdAt })
-      yield* op(insertNoteMessage, { noteId: note.id, userId: 3, content: 'hello', createdAt })
-      yield* op(updateNoteRow, note.id, { title: 'direct, renamed' })
+      const createdAt = yield* nextNoteCreatedAt(1, T0 + 30_000)
+      const note = yield* insertNote({ environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3, createdAt })
+      yield* insertNoteMessage({ noteId: note.id, userId: 3, content: 'hello', createdAt })
+      yield* updateNoteRow(note.id, { title: 'direct, renamed' })
       return note
     })
     notes.push(direct)
@@ -113,14 +113,14 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     const ids = notes.map((n) => n.id)
     const [rows, rowsPg] = await stores.both(function* () {
       return {
-        byId: yield* all([...ids, 999], (id) => op(findNoteById, id)),
-        render: yield* op(findNotesForRender, [...ids, 999, ids[0]!]),
-        renderNone: yield* op(findNotesForRender, []),
-        renderSome: yield* op(findNotesForRender, [ids[3]!, ids[1]!]),
-        messages: yield* op(findNoteMessagesForRender, [...ids, 999]),
-        messagesNone: yield* op(findNoteMessagesForRender, []),
-        latest: yield* all([1, 2, 3, 999], (e) => op(latestNoteCreatedAt, e)),
-        next: yield* all([1, 2, 3], (e) => op(nextNoteCreatedAt, e, T0)),
+        byId: yield* all([...ids, 999], (id) => findNoteById(id)),
+        render: yield* findNotesForRender([...ids, 999, ids[0]!]),
+        renderNone: yield* findNotesForRender([]),
+        renderSome: yield* findNotesForRender([ids[3]!, ids[1]!]),
+        messages: yield* findNoteMessagesForRender([...ids, 999]),
+        messagesNone: yield* findNoteMessagesForRender([]),
+        latest: yield* all([1, 2, 3, 999], (e) => latestNoteCreatedAt(e)),
+        next: yield* all([1, 2, 3], (e) => nextNoteCreatedAt(e, T0)),
       }
     })
     expect(rowsPg).toEqual(rows)
@@ -144,19 +144,19 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     const imported = await write(T0 + 40_000, function* () {
       const createdAt = (T0 * 1000 + 1500 * 1000 + 7) as Micros
       yield* recordImportedNoteTime(1, createdAt)
-      yield* op(insertImportedNote, {
+      yield* insertImportedNote({
         environmentId: 1, teamId: 1, collectionId: 1, recordId: 'order-1', title: 'imported', userId: 4,
         createdAt, updatedAt: (createdAt + 9) as Micros, archivedAt: (createdAt + 9) as Micros,
       }, [
         { userId: 4, content: 'old message', createdAt },
         { userId: 1, content: 'older reply, stored as given', createdAt: (createdAt - 5) as Micros },
       ])
-      return yield* op(pageNoteIds, 1, { userId: 4 }, [], 10)
+      return yield* pageNoteIds(1, { userId: 4 }, [], 10)
     })
     expect(imported).toHaveLength(1)
     const importedId = imported[0]!
     const [state, statePg] = await stores.both(function* () {
-      return { messages: yield* op(findNoteMessagesForRender, [importedId]), latest: yield* op(latestNoteCreatedAt, 1) }
+      return { messages: yield* findNoteMessagesForRender([importedId]), latest: yield* latestNoteCreatedAt(1) }
     })
     expect(statePg).toEqual(state)
     const flags = [
@@ -166,7 +166,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     expect(flags).toEqual([[false, true, true, true], [false, true, true, true]])
     expect(state.messages.map((m) => m.content)).toEqual(['old message', 'older reply, stored as given'])
     const inEnv = (await write(T0, function* () {
-      return yield* all(Array.from({ length: importedId }, (_, i) => i + 1), (id) => op(findNoteById, id))
+      return yield* all(Array.from({ length: importedId }, (_, i) => i + 1), (id) => findNoteById(id))
     })).flatMap((r) => (r.answer?.environmentId === 1 ? [r.answer.createdAt, r.answer.updatedAt] : []))
     const pages = await notePages(1, inEnv, ['updatedAt'])
     // The import sits between older ids' times: a createdAt page includes it out of id order, alike on both.

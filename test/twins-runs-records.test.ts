@@ -7,7 +7,6 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { manualClock } from '../src/lib/clock.ts'
-import { op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { findRecordByKey, insertRecord, listProjectCollections, listProjectParts, pageRecords, type ProjectPart, setRecordData } from '../src/db/records.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters } from '../src/db/runs.ts'
@@ -53,10 +52,10 @@ describe.skipIf(!postgresOrSkip('runs and records twins'))('runs and records twi
     const ids = runs.map((r) => r.id)
     const [reads, readsPg] = await stores.both(function* () {
       return {
-        find: yield* all([...ids, 'missing'], (id) => op(findRunWithWorkflow, id)),
-        render: yield* op(loadRunsToRender, [...ids, 'missing']),
-        renderSome: yield* op(loadRunsToRender, [ids[5]!, ids[2]!]),
-        renderNone: yield* op(loadRunsToRender, []),
+        find: yield* all([...ids, 'missing'], (id) => findRunWithWorkflow(id)),
+        render: yield* loadRunsToRender([...ids, 'missing']),
+        renderSome: yield* loadRunsToRender([ids[5]!, ids[2]!]),
+        renderNone: yield* loadRunsToRender([]),
       }
     })
     expect(readsPg).toEqual(reads)
@@ -84,7 +83,7 @@ describe.skipIf(!postgresOrSkip('runs and records twins'))('runs and records twi
     const queries = [1, 2, 3].flatMap((environmentId) =>
       filters.flatMap((f, i) => dateFiltersAround('createdAt', times, i === 0 ? 1 : 3).flatMap((dates) => (i === 0 ? [1, 2, 50] : [50]).map((limit) => ({ environmentId, f, dates, limit })))),
     )
-    const [pages, pagesPg] = await stores.both(() => all(queries, (q) => op(pageRunIds, q.environmentId, q.f, q.dates, q.limit)))
+    const [pages, pagesPg] = await stores.both(() => all(queries, (q) => pageRunIds(q.environmentId, q.f, q.dates, q.limit)))
     expect(pagesPg).toEqual(pages)
     expect(new Set(pages.map((p) => p.answer.join())).size).toBeGreaterThan(20)
   }, 120_000)

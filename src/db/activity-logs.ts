@@ -1,17 +1,21 @@
 /**
  * What the activity log asks the database: append an entry with its record ids, a page of entry ids, and the
- * entries of a page. Every statement is prepared once per connection (appends run in every write, lists are hot).
+ * entries of a page, written once for both stores (./query.ts) but the append's own insert (`insertActivityLogRows`).
+ * Every statement is built once per dialect and connection (appends run in every write, lists are hot).
  */
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
+import type { Micros } from '../lib/time.ts'
 import { nextCreatedAt } from './monotonic.ts'
+import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
-import { prepared, statementOn } from './prepared.ts'
+import { createdAtBounds, hideExtensions, type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
+import { prepared } from './prepared.ts'
+import { statement } from './query.ts'
 import { activityLogRecords, activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds. */
-const ACTIVITY_TIMES = { name: 'activity-logs', table: activityLogs, id: activityLogs.id, createdAt: activityLogs.createdAt, scope: activityLogs.environmentId }
+const ACTIVITY_TIMES = { name: 'activity-logs', table: 'activityLogs', scope: 'environmentId' } as const satisfies TimeOrderedList
 
 export interface NewActivityLogRow {
   environmentId: number
@@ -35,7 +39,16 @@ const p = (name: string) => sql.placeholder(name)
  * Inserts an entry and its record ids (each once); its createdAt is `now`, or strictly after the environment's
  * previous entry (DESIGN §3). Returns the entry's id. Call inside the transaction of the change it records.
  */
-export function insertActivityLog(db: Db, entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): number {
+export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<number> {
+  const createdAt = yield* nextCreatedAt(ACTIVITY_TIMES, entry.environmentId, now)
+  return yield* op(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
+}
+
+/**
+ * The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection;
+ * PostgreSQL's twin writes both in one statement (./postgres/logs.ts).
+ */
+export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>
     db
       .insert(activityLogs)
@@ -60,8 +73,8 @@ export function insertActivityLog(db: Db, entry: NewActivityLogRow, recordIds: I
   const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
     db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
   )
-  const [row] = insertEntry.all({ ...entry, createdAt: nextCreatedAt(db, ACTIVITY_TIMES, entry.environmentId, now) })
-  for (const recordId of new Set(recordIds)) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
+  const [row] = insertEntry.all({ ...entry })
+  for (const recordId of recordIds) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
   return row!.id
 }
 
@@ -79,67 +92,61 @@ export interface ActivityPageFilters {
 }
 
 /** Ids of one page (limit + 1) of an environment's activity log, newest first. */
-export function pageActivityLogIds(db: Db, environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): number[] {
-  return pageIds(
-    db,
+export function* pageActivityLogIds(environmentId: number, filters: ActivityPageFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const { userId, teamId, collectionId, action, type, recordId } = filters
+  // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
+  const bounds = yield* createdAtBounds(dates, ACTIVITY_TIMES, environmentId)
+  const namesRecord: PageCondition | undefined =
+    recordId === undefined
+      ? undefined
+      : {
+          condition: ({ db, t }) =>
+            inArray(
+              t.activityLogs.id,
+              db
+                .select({ id: t.activityLogRecords.logId })
+                .from(t.activityLogRecords)
+                .where(and(eq(t.activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(t.activityLogRecords.recordId, sql.placeholder('recordId')))),
+            ),
+          values: { recordId },
+        }
+  return yield* pageIds(
     {
       name: 'activity-logs',
-      table: activityLogs,
-      id: activityLogs.id,
-      equal: {
-        environmentId: [activityLogs.environmentId, environmentId],
-        userId: [activityLogs.userId, filters.userId],
-        teamId: [activityLogs.teamId, filters.teamId],
-        collectionId: [activityLogs.collectionId, filters.collectionId],
-        action: [activityLogs.action, filters.action],
-        type: [activityLogs.type, filters.type],
-      },
-      // Entries take createdAt strictly after the previous one in their environment, so ids stand in.
-      bounds: createdAtBounds(db, dates, ACTIVITY_TIMES, environmentId),
-      extra: {
-        documented: hideExtensions(activityLogs.extension, filters.withExtensions),
-        recordId:
-          filters.recordId === undefined
-            ? undefined
-            : {
-                condition: () =>
-                  inArray(
-                    activityLogs.id,
-                    db
-                      .select({ id: activityLogRecords.logId })
-                      .from(activityLogRecords)
-                      .where(and(eq(activityLogRecords.environmentId, sql.placeholder('environmentId')), eq(activityLogRecords.recordId, sql.placeholder('recordId')))),
-                  ),
-                values: { recordId: filters.recordId },
-              },
-      },
+      table: 'activityLogs',
+      equal: { environmentId, userId, teamId, collectionId, action, type },
+      bounds,
+      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord },
     },
     limit,
   )
 }
 
-/** The entries with these ids (any order), with their user, the names they show and the token they came through. */
-const ACTIVITY_LOGS_TO_RENDER = `SELECT l.id, l.type, l.action, l.label, l.created_at, l.workflow_name, l.run_id, l.step_name,
-    u.id, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
+const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('l.id')}, l.type, l.action, l.label, ${n('l.created_at')}, l.workflow_name, l.run_id, l.step_name,
+    ${n('u.id')}, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
   FROM activity_logs l
   JOIN users u ON u.id = l.user_id
   JOIN environments e ON e.id = l.environment_id
   LEFT JOIN teams t ON t.id = l.team_id
   LEFT JOIN collections c ON c.id = l.collection_id
   LEFT JOIN api_tokens k ON k.id = l.token_id
-  WHERE l.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('l.id'), 'ids', 'integer')}
+  ORDER BY l.id`)
+})
 
 type L = typeof activityLogs.$inferSelect
-/** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order. */
 export type ActivityLogRenderValues = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
   number, string, string, string, string | null, string | null, string | null, string | null]
 
 /**
- * The entries with these ids (any order), with their author, environment, team, collection and token. Prepared once
- * per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query, as for notes).
+ * The entries with these ids (by id), with their author, environment, team, collection and token. Raw rows shaped
+ * here (Drizzle's nested row mapping cost more than the query, as for notes).
  */
-export function findActivityLogsForRender(db: Db, ids: number[]) {
-  return (statementOn(db, 'activity-logs.render', ACTIVITY_LOGS_TO_RENDER).values(JSON.stringify(ids)) as ActivityLogRenderValues[]).map(activityLogToRender)
+export function* findActivityLogsForRender(ids: number[]) {
+  return ((yield* ACTIVITY_LOGS_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as ActivityLogRenderValues[]).map(activityLogToRender)
 }
 
 /** One render row as the activity service reads it. */
@@ -154,11 +161,16 @@ export function activityLogToRender([id, type, action, label, createdAt, workflo
   }
 }
 
-const RECORD_IDS_TO_RENDER = 'SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?)) ORDER BY log_id'
+/** By entry, then record id in byte order (SQLite reads them so off the primary key (log_id, record_id)). */
+const RECORD_IDS_TO_RENDER = statement('activity-logs.render.records', (d) =>
+  d.valueRows(
+    sql`SELECT ${rawNumber(d)('log_id')}, record_id FROM activity_log_records WHERE ${d.inJsonArray(sql.raw('log_id'), 'ids', 'integer')} ORDER BY log_id, ${d.byteOrder(sql.raw('record_id'))}`,
+  ),
+)
 
 /** The record ids each of these entries names, entry id → record ids. */
-export function findActivityLogRecordIds(db: Db, ids: number[]): Map<number, string[]> {
-  return recordIdsByEntry(statementOn(db, 'activity-logs.render.records', RECORD_IDS_TO_RENDER).values(JSON.stringify(ids)) as [number, string][])
+export function* findActivityLogRecordIds(ids: number[]): Op<Map<number, string[]>> {
+  return recordIdsByEntry((yield* RECORD_IDS_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as [number, string][])
 }
 
 /** (entry id, record id) rows, by entry, as entry id → its record ids in row order. */

@@ -1,21 +1,21 @@
 /**
  * What the admin log asks the database: append an entry, a page of a project's entry ids, the newest
- * instance-wide entries, and the entries of a page (the list and render statements prepared once per connection).
+ * instance-wide entries, and the entries of a page, written once for both stores (./query.ts; the list and render
+ * statements built once per dialect and connection).
  * Append-only: nothing here updates an entry; only log retention (`deleteLogBatch`) deletes old ones.
  */
-import { desc, eq, isNull } from 'drizzle-orm'
+import { asc, desc, eq, isNull } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { nextCreatedAt } from './monotonic.ts'
-import type { Db } from './open.ts'
-import { createdAtBounds, hideExtensions, pageIds } from './pages.ts'
-import { inJsonArray, prepared } from './prepared.ts'
-import { adminLogs, projects, users } from './schema.ts'
-import { userColumns } from './users.ts'
+import type { Op } from './op.ts'
+import { createdAtBounds, hideExtensions, pageIds, type TimeOrderedList } from './pages.ts'
+import { placeholders, rows, statement } from './query.ts'
+import type { adminLogs } from './schema.ts'
 
 type AdminLogRow = typeof adminLogs.$inferSelect
 
 /** A project's admin log (or the instance-wide one, scope null): its createdAt order and id bounds. */
-const ADMIN_TIMES = { name: 'admin-logs', table: adminLogs, id: adminLogs.id, createdAt: adminLogs.createdAt, scope: adminLogs.projectId }
+const ADMIN_TIMES = { name: 'admin-logs', table: 'adminLogs', scope: 'projectId' } as const satisfies TimeOrderedList
 
 export interface NewAdminLogRow {
   projectId: number | null
@@ -31,14 +31,17 @@ export interface NewAdminLogRow {
   extension: boolean
 }
 
+const INSERT_ADMIN_LOG = statement('admin-logs.insert', ({ db, t }) =>
+  db.insert(t.adminLogs).values(placeholders('projectId', 'type', 'resource', 'initiator', 'userId', 'subjectUserId', 'previousValue', 'newValue', 'extension', 'createdAt')),
+)
+
 /**
  * Inserts an entry; its createdAt is `now`, or strictly after the previous entry of its project (DESIGN §3).
  * Call inside the transaction that makes the change.
  */
-export function insertAdminLog(db: Db, entry: NewAdminLogRow, now: number): void {
-  db.insert(adminLogs)
-    .values({ ...entry, createdAt: nextCreatedAt(db, ADMIN_TIMES, entry.projectId, now) })
-    .run()
+export function* insertAdminLog(entry: NewAdminLogRow, now: number): Op<void> {
+  const createdAt = yield* nextCreatedAt(ADMIN_TIMES, entry.projectId, now)
+  yield* INSERT_ADMIN_LOG.exec({ ...entry, createdAt })
 }
 
 /** An admin log page's `column = value` filters (names already resolved to ids); undefined ones are left out. */
@@ -52,46 +55,44 @@ export interface AdminLogPageFilters {
 }
 
 /** Ids of one page (limit + 1) of a project's admin log, newest first. */
-export function pageAdminLogIds(db: Db, projectId: number, filters: AdminLogPageFilters, dates: DateFilter[], limit: number): number[] {
-  return pageIds(
-    db,
+export function* pageAdminLogIds(projectId: number, filters: AdminLogPageFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const { userId, type, initiator, resource } = filters
+  // Entries take createdAt strictly after the previous one in their project, so ids stand in.
+  const bounds = yield* createdAtBounds(dates, ADMIN_TIMES, projectId)
+  return yield* pageIds(
     {
       name: 'admin-logs',
-      table: adminLogs,
-      id: adminLogs.id,
-      equal: {
-        projectId: [adminLogs.projectId, projectId],
-        userId: [adminLogs.userId, filters.userId],
-        type: [adminLogs.type, filters.type],
-        initiator: [adminLogs.initiator, filters.initiator],
-        resource: [adminLogs.resource, filters.resource],
-      },
-      // Entries take createdAt strictly after the previous one in their project, so ids stand in.
-      bounds: createdAtBounds(db, dates, ADMIN_TIMES, projectId),
-      extra: { documented: hideExtensions(adminLogs.extension, filters.withExtensions) },
+      table: 'adminLogs',
+      equal: { projectId, userId, type, initiator, resource },
+      bounds,
+      extra: { documented: hideExtensions('adminLogs', filters.withExtensions) },
     },
     limit,
   )
 }
 
 /** The ids of the newest `limit` instance-wide entries (no project: people, invitations), newest first. */
-export function pageInstanceAdminLogIds(db: Db, limit: number): number[] {
-  return db.select({ id: adminLogs.id }).from(adminLogs).where(isNull(adminLogs.projectId)).orderBy(desc(adminLogs.id)).limit(limit).all().map((r) => r.id)
+export function* pageInstanceAdminLogIds(limit: number): Op<number[]> {
+  const found = yield* rows(({ db, t }) => db.select({ id: t.adminLogs.id }).from(t.adminLogs).where(isNull(t.adminLogs.projectId)).orderBy(desc(t.adminLogs.id)).limit(limit))
+  return found.map((r) => r.id)
 }
 
-/** The entries with these ids (any order), each with its acting user when there is one. */
-export function findAdminLogsForRender(db: Db, ids: number[]) {
-  return prepared(db, 'admin-logs.render', () =>
-    db
-      .select({ log: adminLogs, user: userColumns })
-      .from(adminLogs)
-      .leftJoin(users, eq(users.id, adminLogs.userId))
-      .where(inJsonArray(adminLogs.id, 'ids'))
-      .prepare(),
-  ).all({ ids: JSON.stringify(ids) })
+const ADMIN_LOGS_TO_RENDER = statement('admin-logs.render', ({ db, t, inJsonArray }) =>
+  db
+    .select({ log: t.adminLogs, user: { id: t.users.id, username: t.users.username, email: t.users.email } })
+    .from(t.adminLogs)
+    .leftJoin(t.users, eq(t.users.id, t.adminLogs.userId))
+    .where(inJsonArray(t.adminLogs.id, 'ids', 'integer'))
+    .orderBy(asc(t.adminLogs.id)),
+)
+
+/** The entries with these ids (by id: SQLite reads them so from the IN list, no sort), each with its acting user when there is one. */
+export function findAdminLogsForRender(ids: number[]) {
+  return ADMIN_LOGS_TO_RENDER.rows({ ids: JSON.stringify(ids) })
 }
 
-/** Every project's id (log retention writes one entry per project). */
-export function allProjectIds(db: Db): number[] {
-  return db.select({ id: projects.id }).from(projects).all().map((r) => r.id)
+/** Every project's id, in name byte order (log retention writes one entry per project; SQLite reads the name's unique index). */
+export function* allProjectIds(): Op<number[]> {
+  const found = yield* rows(({ db, t, byteOrder }) => db.select({ id: t.projects.id }).from(t.projects).orderBy(byteOrder(t.projects.name)))
+  return found.map((r) => r.id)
 }

@@ -10,6 +10,7 @@
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import type { Db } from './open.ts'
+import type { Built } from './query.ts'
 import * as tables from './schema.ts'
 
 export type Tables = typeof tables
@@ -23,17 +24,39 @@ export interface Dialect {
   /** Text in byte order: SQLite's BINARY collation is the default; PostgreSQL is told `COLLATE "C"`. */
   byteOrder(column: AnyColumn | SQL): SQL
   /** `column IN (the ids of one JSON array placeholder)`: one prepared statement serves any number of ids. */
-  inJsonArray(column: AnyColumn, placeholder: string, type: 'integer' | 'text'): SQL
+  inJsonArray(column: AnyColumn | SQL, placeholder: string, type: 'integer' | 'text'): SQL
+  /** A number in a row of `valueRows`: SQLite's integers as they are; PostgreSQL's int8 as float8 (the driver answers int8 as text). */
+  number(expression: AnyColumn | SQL): SQL
+  /** A statement of raw SQL (written with these fragments) answering each row as the array of its values, in column order: no row mapping. */
+  valueRows(query: SQL): Built
+  /** `column` (a boolean) is false, as a literal: a partial index `WHERE extension = 0` (`= false`) matches it, a placeholder never. */
+  isFalse(column: AnyColumn): SQL
 }
 
 const sqliteFragments = {
   name: 'sqlite',
   t: tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
-  inJsonArray: (column: AnyColumn, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+  inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+  number: (expression: AnyColumn | SQL) => sql`${expression}`,
+  isFalse: (column: AnyColumn) => sql`${column} = 0`,
 } as const
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */
 export function sqliteDialect(db: Db): Dialect {
-  return { ...sqliteFragments, db }
+  return { ...sqliteFragments, db, valueRows: (query) => valueRowsOf(db, query, (rows) => rows) }
+}
+
+/**
+ * `query` as the builder's own prepared statements are made, answering the driver's value arrays unmapped (Drizzle's
+ * `customResultMapper`, as its relational queries use): `valueRows` of either dialect, `name` naming PostgreSQL's.
+ */
+export function valueRowsOf(db: Db, query: SQL, answer: (rows: unknown[][]) => unknown[][]): Built {
+  const { session, dialect } = db as unknown as {
+    session: { prepareQuery(query: unknown, fields: undefined, name: string, arrays: true, mapper: typeof answer): ReturnType<Built['prepare']> }
+    dialect: { sqlToQuery(query: SQL): unknown }
+  }
+  // The third argument: PostgreSQL's statement name; SQLite's session takes its execute method there ('all').
+  const prepare = (name = 'all') => session.prepareQuery(dialect.sqlToQuery(query), undefined, name, true, answer)
+  return { prepare, all: () => prepare().all(), get: () => prepare().get(), run: () => prepare().run() }
 }

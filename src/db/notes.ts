@@ -1,20 +1,21 @@
 /**
  * What the notes domain asks the database: a page of note ids, the notes and threads of a page, and the writes
- * (note, message, title / archive / updatedAt). Every statement a request or an executor step runs (the list,
- * render, read and write statements; the executor's `note` step creates notes too) is prepared once per connection,
- * the render rows shaped here. Call the writes in a write transaction.
+ * (note, message, title / archive / updatedAt), written once for both stores (./query.ts). Every statement a request
+ * or an executor step runs (the list, render, read and write statements; the executor's `note` step creates notes
+ * too) is built once per dialect and connection, the render rows shaped here. Call the writes in a write transaction.
  */
 import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Micros, Millis } from '../lib/time.ts'
 import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
+import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
-import { createdAtBounds, pageIds } from './pages.ts'
-import { prepared, statementOn } from './prepared.ts'
-import { environments, noteMessages, notes } from './schema.ts'
+import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
+import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
+import type { noteMessages, notes } from './schema.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
-export const NOTE_TIMES = { name: 'notes', table: notes, id: notes.id, createdAt: notes.createdAt, scope: notes.environmentId }
+const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId' } as const satisfies TimeOrderedList
 
 export type NoteRow = typeof notes.$inferSelect
 
@@ -26,59 +27,48 @@ export interface NotePageFilters {
   recordId?: string
 }
 
+const IN_TIME_ORDER = statement('notes.in-time-order', ({ db, t }) =>
+  db.select({ ordered: t.environments.notesInTimeOrder }).from(t.environments).where(eq(t.environments.id, sql.placeholder('id'))),
+)
+
 /**
  * Ids of one page of an environment's notes (limit + 1 rows), newest first. `createdAt` filters become id bounds
  * while the environment's notes are in time order (environments.notesInTimeOrder), comparisons otherwise.
  */
-export function pageNoteIds(db: Db, environmentId: number, filters: NotePageFilters, dates: DateFilter[], limit: number): number[] {
-  const inTimeOrder = prepared(db, 'notes.in-time-order', () =>
-    db.select({ ordered: environments.notesInTimeOrder }).from(environments).where(eq(environments.id, sql.placeholder('id'))).prepare(),
-  ).all({ id: environmentId })[0]?.ordered
+export function* pageNoteIds(environmentId: number, filters: NotePageFilters, dates: DateFilter[], limit: number): Op<number[]> {
+  const inTimeOrder = (yield* IN_TIME_ORDER.row({ id: environmentId }))?.ordered
   const byId = inTimeOrder ? dates.filter((d) => d.field === 'createdAt') : []
-  return pageIds(
-    db,
-    {
-      name: 'notes',
-      table: notes,
-      id: notes.id,
-      equal: {
-        environmentId: [notes.environmentId, environmentId],
-        userId: [notes.userId, filters.userId],
-        teamId: [notes.teamId, filters.teamId],
-        collectionId: [notes.collectionId, filters.collectionId],
-        recordId: [notes.recordId, filters.recordId],
-      },
-      bounds: createdAtBounds(db, byId, NOTE_TIMES, environmentId),
-      dates: {
-        filters: dates.filter((d) => !byId.includes(d)),
-        columns: { createdAt: notes.createdAt, updatedAt: notes.updatedAt, archivedAt: notes.archivedAt },
-      },
-    },
-    limit,
-  )
+  const { userId, teamId, collectionId, recordId } = filters
+  const equal = { environmentId, userId, teamId, collectionId, recordId }
+  const bounds = yield* createdAtBounds(byId, NOTE_TIMES, environmentId)
+  return yield* pageIds({ name: 'notes', table: 'notes', equal, bounds, dates: dates.filter((d) => !byId.includes(d)) }, limit)
 }
 
 type UserColumns = { id: number; username: string; email: string }
 
-const NOTES_TO_RENDER = `SELECT n.id, n.environment_id, n.team_id, n.collection_id, n.record_id, n.title, n.user_id, n.created_at,
-    n.updated_at, n.archived_at, u.username, u.email, e.name, t.name, c.name
+const NOTES_TO_RENDER = statement('notes.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('n.id')}, ${n('n.environment_id')}, ${n('n.team_id')}, ${n('n.collection_id')}, n.record_id, n.title, ${n('n.user_id')},
+    ${n('n.created_at')}, ${n('n.updated_at')}, ${n('n.archived_at')}, u.username, u.email, e.name, t.name, c.name
   FROM notes n
     JOIN users u ON u.id = n.user_id
     JOIN environments e ON e.id = n.environment_id
     JOIN teams t ON t.id = n.team_id
     LEFT JOIN collections c ON c.id = n.collection_id
-  WHERE n.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('n.id'), 'ids', 'integer')}
+  ORDER BY n.id`)
+})
 
 type N = NoteRow
-/** A render row's values in NOTES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A render row's values in NOTES_TO_RENDER's column order. */
 export type NoteRenderValues = [N['id'], N['environmentId'], N['teamId'], N['collectionId'], N['recordId'], N['title'], N['userId'], N['createdAt'], N['updatedAt'], N['archivedAt'], string, string, string, string, string | null]
 
 /**
- * The notes with these ids (any order), each with its author and the names of its environment, team and collection.
- * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost twice the query).
+ * The notes with these ids (by id), each with its author and the names of its environment, team and collection.
+ * Raw rows shaped here (Drizzle's nested row mapping cost twice the query).
  */
-export function findNotesForRender(db: Db, ids: number[]): NoteToRender[] {
-  return (statementOn(db, 'notes.render', NOTES_TO_RENDER).values(JSON.stringify(ids)) as NoteRenderValues[]).map(noteToRender)
+export function* findNotesForRender(ids: number[]): Op<NoteToRender[]> {
+  return ((yield* NOTES_TO_RENDER.rows({ ids: JSON.stringify(ids) })) as NoteRenderValues[]).map(noteToRender)
 }
 
 export type NoteToRender = { note: NoteRow; user: UserColumns; environment: string; team: string; collection: string | null }
@@ -94,19 +84,22 @@ export function noteToRender([id, environmentId, teamId, collectionId, recordId,
   }
 }
 
-const MESSAGES_TO_RENDER = `SELECT m.note_id, m.content, m.created_at, u.id, u.username, u.email
+const MESSAGES_TO_RENDER = statement('notes.render.messages', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('m.note_id')}, m.content, ${n('m.created_at')}, ${n('u.id')}, u.username, u.email
   FROM note_messages m JOIN users u ON u.id = m.user_id
-  WHERE m.note_id IN (SELECT value FROM json_each(?))
-  ORDER BY m.note_id, m.id`
+  WHERE ${d.inJsonArray(sql.raw('m.note_id'), 'ids', 'integer')}
+  ORDER BY m.note_id, m.id`)
+})
 
 type MessageRow = typeof noteMessages.$inferSelect
-/** A message render row's values in MESSAGES_TO_RENDER's column order (the PostgreSQL twin selects the same). */
+/** A message render row's values in MESSAGES_TO_RENDER's column order. */
 export type MessageRenderValues = [number, string, MessageRow['createdAt'], number, string, string]
 export type MessageToRender = { noteId: number; content: string; createdAt: MessageRow['createdAt']; user: UserColumns }
 
-/** The messages of these notes with their authors, by note then oldest first (prepared; shaped here). */
-export function findNoteMessagesForRender(db: Db, noteIds: number[]): MessageToRender[] {
-  return (statementOn(db, 'notes.render.messages', MESSAGES_TO_RENDER).values(JSON.stringify(noteIds)) as MessageRenderValues[]).map(messageToRender)
+/** The messages of these notes with their authors, by note then oldest first (raw rows shaped here). */
+export function* findNoteMessagesForRender(noteIds: number[]): Op<MessageToRender[]> {
+  return ((yield* MESSAGES_TO_RENDER.rows({ ids: JSON.stringify(noteIds) })) as MessageRenderValues[]).map(messageToRender)
 }
 
 export function messageToRender([noteId, content, createdAt, id, username, email]: MessageRenderValues): MessageToRender {
@@ -114,18 +107,21 @@ export function messageToRender([noteId, content, createdAt, id, username, email
 }
 
 /** `createdAt` for a new note of the environment: strictly after every earlier note there (DESIGN §3). */
-export function nextNoteCreatedAt(db: Db, environmentId: number, now: Millis): Micros {
-  return nextCreatedAt(db, NOTE_TIMES, environmentId, now)
+export function nextNoteCreatedAt(environmentId: number, now: Millis): Op<Micros> {
+  return nextCreatedAt(NOTE_TIMES, environmentId, now)
 }
 
-/** The newest note's createdAt in the environment, or null when it has none. */
-export function latestNoteCreatedAt(db: Db, environmentId: number): Micros | null {
-  return latestCreatedAt(db, NOTE_TIMES, environmentId)
+/**
+ * The newest note's createdAt in the environment, or null when it has none. Read holding the environment's notes
+ * (PostgreSQL: their lock), so an import compares its time with the latest and inserts before anyone else.
+ */
+export function latestNoteCreatedAt(environmentId: number): Op<Micros | null> {
+  return latestCreatedAt(NOTE_TIMES, environmentId)
 }
 
 /** Records that the environment's notes are no longer in id/time order (lists take the exact slow path for good). */
-export function markNotesOutOfTimeOrder(db: Db, environmentId: number): void {
-  db.update(environments).set({ notesInTimeOrder: false }).where(eq(environments.id, environmentId)).run()
+export function markNotesOutOfTimeOrder(environmentId: number): Op<void> {
+  return exec(({ db, t }) => db.update(t.environments).set({ notesInTimeOrder: false }).where(eq(t.environments.id, environmentId)))
 }
 
 export interface NewNoteRow {
@@ -139,59 +135,74 @@ export interface NewNoteRow {
   createdAt: Micros
 }
 
-const p = (name: string) => sql.placeholder(name)
+const INSERT_NOTE = statement('notes.insert', ({ db, t }) =>
+  db
+    .insert(t.notes)
+    .values({ ...placeholders('environmentId', 'teamId', 'collectionId', 'recordId', 'title', 'userId', 'createdAt'), updatedAt: sql.placeholder('createdAt') })
+    .returning(),
+)
 
-/** Inserts a note (prepared); returns the row. */
-export function insertNote(db: Db, note: NewNoteRow): NoteRow {
-  const [row] = prepared(db, 'notes.insert', () =>
-    db
-      .insert(notes)
-      .values({
-        environmentId: p('environmentId'),
-        teamId: p('teamId'),
-        collectionId: p('collectionId'),
-        recordId: p('recordId'),
-        title: p('title'),
-        userId: p('userId'),
-        createdAt: p('createdAt'),
-        updatedAt: p('createdAt'),
-      })
-      .returning()
-      .prepare(),
-  ).all({ ...note })
-  return row!
+/** Inserts a note; returns the row. */
+export function* insertNote(note: NewNoteRow): Op<NoteRow> {
+  return yield* inserted(INSERT_NOTE.row({ ...note }), 'note')
 }
 
-/** Appends a message (already sanitised) to a note's thread (prepared). */
-export function insertNoteMessage(db: Db, message: { noteId: number; userId: number; content: string; createdAt: Micros }): void {
-  prepared(db, 'note-messages.insert', () =>
-    db.insert(noteMessages).values({ noteId: p('noteId'), userId: p('userId'), content: p('content'), createdAt: p('createdAt') }).prepare(),
-  ).run({ ...message })
+export interface NewNoteMessage {
+  noteId: number
+  userId: number
+  /** Already sanitised. */
+  content: string
+  createdAt: Micros
 }
 
-/** The note with this id, in whatever environment; undefined when there is none (prepared: note writes and reads ask). */
-export function findNoteById(db: Db, id: number): NoteRow | undefined {
-  return prepared(db, 'notes.by-id', () => db.select().from(notes).where(eq(notes.id, sql.placeholder('id'))).prepare()).all({ id })[0]
+const INSERT_MESSAGE = statement('note-messages.insert', ({ db, t }) => db.insert(t.noteMessages).values(placeholders('noteId', 'userId', 'content', 'createdAt')))
+
+/** Appends a message to a note's thread, at its time or (another writer updated the note later) at that update's. */
+export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
+  const createdAt = yield* op(noteMessageTime, message.noteId, message.createdAt)
+  yield* INSERT_MESSAGE.exec({ ...message, createdAt })
 }
 
-/** Sets the given fields of a note (prepared once per set of fields). */
-export function updateNoteRow(db: Db, id: number, fields: Partial<Pick<NoteRow, 'title' | 'archivedAt' | 'updatedAt'>>): void {
+/**
+ * A new message's time in the note's thread: what the service computed (the clock, never before the note's last
+ * update, read in this transaction: with SQLite's one writer nothing has moved it since).
+ */
+export function noteMessageTime(_db: Db, _noteId: number, createdAt: Micros): Micros {
+  return createdAt
+}
+
+const NOTE_BY_ID = statement('notes.by-id', ({ db, t }) => db.select().from(t.notes).where(eq(t.notes.id, sql.placeholder('id'))))
+
+/** The note with this id, in whatever environment; undefined when there is none (a statement: note writes and reads ask). */
+export function findNoteById(id: number): Op<NoteRow | undefined> {
+  return NOTE_BY_ID.row({ id })
+}
+
+type NoteUpdate = Partial<Pick<NoteRow, 'title' | 'archivedAt' | 'updatedAt'>>
+
+/**
+ * Sets the given fields of a note (a statement per set of fields). Its updatedAt never moves back: SQLite's service
+ * always writes a time at or after the one it read in the same transaction, so that only matters when another
+ * instance (PostgreSQL) committed a later update in between.
+ */
+export function updateNoteRow(id: number, fields: NoteUpdate): Op<void> {
   const names = (['title', 'archivedAt', 'updatedAt'] as const).filter((name) => fields[name] !== undefined)
-  prepared(db, `notes.update.${names.join(',')}`, () =>
-    db
-      .update(notes)
-      .set(Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])))
-      .where(eq(notes.id, sql.placeholder('id')))
-      .prepare(),
-  ).run({ ...fields, id })
+  const update = statementOfShape(`notes.update.${names.join(',')}`, ({ db, t }) => {
+    const later = sql`CASE WHEN ${t.notes.updatedAt} > ${sql.placeholder('updatedAt')} THEN ${t.notes.updatedAt} ELSE ${sql.placeholder('updatedAt')} END`
+    const set = { ...setPlaceholders(...names), ...(names.includes('updatedAt') ? { updatedAt: later } : {}) }
+    return db.update(t.notes).set(set).where(eq(t.notes.id, sql.placeholder('id')))
+  })
+  return update.exec({ ...fields, id })
 }
 
-/** A note with its messages, at the times given. */
-export function insertImportedNote(
-  db: Db,
-  note: Omit<typeof notes.$inferInsert, 'id'>,
-  messages: { userId: number; content: string; createdAt: Micros }[],
-): void {
-  const [row] = db.insert(notes).values(note).returning({ id: notes.id }).all()
-  for (const message of messages) insertNoteMessage(db, { noteId: row!.id, ...message })
+/** Rows per insert of an import's messages: far below either store's limit of bound values. */
+const MESSAGES_PER_INSERT = 1000
+
+/** A note with its messages, at exactly the times given (an import: it already holds the environment's notes). */
+export function* insertImportedNote(note: Omit<typeof notes.$inferInsert, 'id'>, messages: Omit<NewNoteMessage, 'noteId'>[]): Op<void> {
+  const { id: noteId } = yield* inserted(row(({ db, t }) => db.insert(t.notes).values(note).returning({ id: t.notes.id })), 'note')
+  for (let i = 0; i < messages.length; i += MESSAGES_PER_INSERT) {
+    const batch = messages.slice(i, i + MESSAGES_PER_INSERT).map((m) => ({ noteId, ...m }))
+    yield* exec(({ db, t }) => db.insert(t.noteMessages).values(batch))
+  }
 }

@@ -1,31 +1,52 @@
 /**
  * The page queries every list shares (notes, activity logs, admin logs, runs): one page of ids newest first
  * (`limit + 1` rows, so the caller knows `hasMore`), `createdAt` filters turned into id bounds, and the
- * conditions lists add. Each statement is prepared once per connection and shape of present filters.
+ * conditions lists add. Each is written once for both stores (./query.ts), a statement per shape of present
+ * filters: built once per dialect and connection, run with the values as placeholders.
  */
-import { and, asc, type Column, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
+import { and, type AnyColumn, asc, type Column, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
-import type { Db } from './open.ts'
-import { prepared } from './prepared.ts'
+import type { Dialect, Tables } from './dialect.ts'
+import type { Op } from './op.ts'
+import { type Built, type Statement, statement } from './query.ts'
+
+/** The tables with an id and a createdAt: those a list can order by time. */
+export type TimedTable = { [K in keyof Tables]: Tables[K] extends { id: AnyColumn; createdAt: AnyColumn } ? K : never }[keyof Tables]
+
+/** A list ordered by time (./monotonic.ts): its table and the column that scopes it (environment, project); null scopes all rows. */
+export interface TimeOrderedList {
+  /** Names its statements. */
+  name: string
+  table: TimedTable
+  /** Within one scope value createdAt never decreases in id order. */
+  scope: string | null
+}
+
+/** The list's table and columns in the dialect. */
+export function listColumns(d: Dialect, list: TimeOrderedList) {
+  const table = d.t[list.table] as unknown as SQLiteTable & Record<string, SQLiteColumn>
+  return { table, id: table.id!, createdAt: table.createdAt!, scope: list.scope === null ? null : table[list.scope]! }
+}
+
+const shapes = new Map<string, Statement<Built>>()
+
+/** The statement of one shape of a query (`name` says which), made on first use: a query built per shape, never per request. */
+export function statementOfShape<Q extends Built>(name: string, build: (d: Dialect) => Q): Statement<Q> {
+  let shaped = shapes.get(name)
+  if (shaped === undefined) {
+    shaped = statement(name, build)
+    shapes.set(name, shaped)
+  }
+  return shaped as Statement<Q>
+}
 
 /**
  * The page condition that leaves extension entries out unless the caller asked for them. A literal, not a
- * placeholder, so SQLite can use the log's partial index `(scope, id) WHERE extension = 0`.
+ * placeholder, so the planner can use the log's partial index `(scope, id) WHERE extension = 0` (`= false`).
  */
-export function hideExtensions(extensionColumn: SQLiteColumn, withExtensions: boolean) {
-  return withExtensions ? undefined : { condition: () => sql`${extensionColumn} = 0`, values: {} }
-}
-
-/** A list ordered by time within a scope; `C` and `T` are the dialect's column and table (SQLite's unless said). */
-export interface TimeOrderedTable<C extends Column = SQLiteColumn, T = SQLiteTable> {
-  /** Names the cached statements. */
-  name: string
-  table: T
-  id: C
-  createdAt: C
-  /** The list's scope (environment or project): createdAt never decreases in id order within one scope value. */
-  scope: C
+export function hideExtensions(table: 'activityLogs' | 'adminLogs', withExtensions: boolean): PageCondition | undefined {
+  return withExtensions ? undefined : { condition: (d) => d.isFalse(d.t[table].extension), values: {} }
 }
 
 export interface IdBounds {
@@ -41,41 +62,37 @@ export interface IdBounds {
  * after X. Each bound is one seek on an index over (scope, created_at), and the page itself then walks an
  * id-ordered index from the right place instead of skipping or sorting every newer row.
  */
-export function createdAtBounds(db: Db, filters: DateFilter[], t: TimeOrderedTable, scopeValue: number): IdBounds {
-  return boundsOf(
-    boundSeeks(filters).map((s) => {
-      const seek = boundSeekQuery(t, s)
-      const statement = prepared(db, seek.key, () => db.select({ id: t.id }).from(t.table).where(seek.where()).orderBy(...seek.orderBy()).limit(1).prepare())
-      return { side: s.side, id: statement.all({ scope: scopeValue, at: s.at })[0]?.id as number | undefined }
-    }),
-  )
-}
-
-/**
- * The statement of one seek, in either dialect: its cache key (one per edge and operator), its condition and order
- * (placeholders `scope` and `at`), built only when the statement is first prepared.
- */
-export function boundSeekQuery(t: TimeOrderedTable<Column, unknown>, s: BoundSeek): { key: string; where: () => SQL | undefined; orderBy: () => SQL[] } {
-  return {
-    key: `${t.name}.bound.${s.edge}.${s.op}`,
-    where: () => and(eq(t.scope, sql.placeholder('scope')), compare(t.createdAt, s.op, sql.placeholder('at'))),
-    orderBy: () => (s.edge === 'first' ? [asc(t.createdAt), asc(t.id)] : [desc(t.createdAt), desc(t.id)]),
+export function* createdAtBounds(filters: DateFilter[], list: TimeOrderedList, scopeValue: number): Op<IdBounds> {
+  const found: { side: keyof IdBounds; id: number | undefined }[] = []
+  for (const s of boundSeeks(filters)) {
+    const seek = statementOfShape(`${list.name}.bound.${s.edge}.${s.op}`, (d) => {
+      const { table, id, createdAt, scope } = listColumns(d, list)
+      const order = s.edge === 'first' ? [asc(createdAt), asc(id)] : [desc(createdAt), desc(id)]
+      return d.db
+        .select({ id })
+        .from(table)
+        .where(and(eq(scope!, sql.placeholder('scope')), compare(createdAt, s.op, sql.placeholder('at'))))
+        .orderBy(...order)
+        .limit(1)
+    })
+    found.push({ side: s.side, id: (yield* seek.row({ scope: scopeValue, at: s.at }))?.id as number | undefined })
   }
+  return boundsOf(found)
 }
 
 /**
  * One seek of `createdAtBounds`: the first (lowest createdAt, then id) or last row of the scope whose createdAt is
  * `op` `at`; the id found bounds the page on `side`.
  */
-export interface BoundSeek {
+interface BoundSeek {
   edge: 'first' | 'last'
   op: 'gte' | 'gt' | 'lte' | 'lt'
   at: number
   side: keyof IdBounds
 }
 
-/** The seeks that turn createdAt filters into id bounds (both dialects run them; see `createdAtBounds`). */
-export function boundSeeks(filters: DateFilter[]): BoundSeek[] {
+/** The seeks that turn createdAt filters into id bounds (see `createdAtBounds`). */
+function boundSeeks(filters: DateFilter[]): BoundSeek[] {
   const seeks: BoundSeek[] = []
   for (const { op, at } of filters) {
     if (op === 'lt') seeks.push({ edge: 'first', op: 'gte', at, side: 'below' })
@@ -87,7 +104,7 @@ export function boundSeeks(filters: DateFilter[]): BoundSeek[] {
 }
 
 /** The tightest bounds the seeks found; a seek that found nothing bounds nothing. */
-export function boundsOf(found: { side: keyof IdBounds; id: number | undefined }[]): IdBounds {
+function boundsOf(found: { side: keyof IdBounds; id: number | undefined }[]): IdBounds {
   const bounds: IdBounds = {}
   for (const { side, id } of found) {
     if (id === undefined) continue
@@ -97,72 +114,74 @@ export function boundsOf(found: { side: keyof IdBounds; id: number | undefined }
   return bounds
 }
 
-/** One page's query; `C` and `T` are the dialect's column and table (SQLite's unless said). */
-export interface PageQuery<C extends Column = SQLiteColumn, T = SQLiteTable> {
-  /** Names the cached statements (one per shape of present filters). */
+/** A further condition of a page, written with placeholders, and their values. */
+export interface PageCondition {
+  /** Built only when its statement is first built: never a query built per request. */
+  condition: (d: Dialect) => SQL
+  values: Record<string, unknown>
+}
+
+type ColumnName<K extends TimedTable> = keyof Tables[K]['$inferSelect'] & string
+
+/** One page's query over a list's table. */
+export interface PageQuery<K extends TimedTable> {
+  /** Names the statements (one per shape of present filters). */
   name: string
-  table: T
-  id: C
-  /** `column = value` filters; undefined values are left out. */
-  equal: Record<string, [C, number | string | undefined]>
-  /**
-   * Date comparisons that stay comparisons (not id bounds). The columns hold epoch µs unless `millis` says ms: then
-   * each filter's instant is divided by 1000 as it is (a fraction compares exactly with integer milliseconds).
-   */
-  dates?: { filters: DateFilter[]; columns: Record<string, C>; millis?: true }
+  table: K
+  /** `column = value` filters by column name (also the placeholder's); undefined values are left out. */
+  equal: Partial<Record<ColumnName<K>, number | string | undefined>>
+  /** Date comparisons that stay comparisons (not id bounds): each filter's field is the column it compares (epoch µs). */
+  dates?: DateFilter[]
   bounds?: IdBounds
-  /**
-   * Further conditions written with placeholders, each with its values; present ones only. Each condition is built
-   * only when its statement is first prepared: never a query built per request.
-   */
-  extra?: Record<string, { condition: () => SQL; values: Record<string, unknown> } | undefined>
+  /** Further conditions by name; present ones only. */
+  extra?: Record<string, PageCondition | undefined>
 }
 
 /**
- * The ids of one page (limit + 1 rows, newest first) — the one page query of every list. The statement is
- * prepared once per shape (which filters are present) and run with the values as placeholders.
+ * The ids of one page (limit + 1 rows, newest first) — the one page query of every list. The statement is built
+ * once per shape (which filters are present) and run with the values as placeholders.
  */
-export function pageIds<Id extends number | string = number>(db: Db, q: PageQuery, limit: number): Id[] {
-  const plan = pagePlan(q, limit)
-  const statement = prepared(db, plan.key, () =>
-    db.select({ id: q.id }).from(q.table).where(plan.where()).orderBy(desc(q.id)).limit(sql.placeholder('limit')).prepare(),
-  )
-  return statement.all(plan.values).map((r) => r.id as Id)
-}
-
-/**
- * A page query in either dialect: the key of its statement (one per shape: which filters are present), its condition
- * with the values as placeholders (built only when the statement is first prepared), and the placeholders' values.
- * The statement orders by id descending and takes `limit` (placeholder `limit`, here `limit + 1`) rows.
- */
-export function pagePlan(q: PageQuery<Column, unknown>, limit: number): { key: string; where: () => SQL | undefined; values: Record<string, unknown> } {
-  const equal = Object.entries(q.equal).filter(([, [, value]]) => value !== undefined)
-  const dates = q.dates?.filters ?? []
-  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, { condition: () => SQL; values: Record<string, unknown> }] => e[1] !== undefined)
+export function* pageIds<Id extends number | string = number, K extends TimedTable = TimedTable>(q: PageQuery<K>, limit: number): Op<Id[]> {
+  const equal = Object.entries(q.equal).filter(([, value]) => value !== undefined) as [string, number | string][]
+  const dates = q.dates ?? []
+  const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, PageCondition] => e[1] !== undefined)
+  const { below, above } = q.bounds ?? {}
   const shape = [
     ...equal.map(([name]) => name),
     ...dates.map((d) => `${d.field}.${d.op}`),
-    ...(q.bounds?.below !== undefined ? ['<id'] : []),
-    ...(q.bounds?.above !== undefined ? ['>id'] : []),
+    ...(below !== undefined ? ['<id'] : []),
+    ...(above !== undefined ? ['>id'] : []),
     ...extra.map(([name]) => name),
   ].join(',')
-  const where = () =>
-    allOf([
-      ...equal.map(([name, [column]]) => eq(column, sql.placeholder(name))),
-      ...dates.map((d) => compare(q.dates!.columns[d.field]!, d.op, sql.placeholder(`${d.field}.${d.op}`))),
-      q.bounds?.below !== undefined ? lt(q.id, sql.placeholder('below')) : undefined,
-      q.bounds?.above !== undefined ? gt(q.id, sql.placeholder('above')) : undefined,
-      ...extra.map(([, e]) => e.condition()),
+  const page = statementOfShape(`${q.name}.page.${shape}`, (d) => {
+    const table = d.t[q.table] as unknown as Record<string, SQLiteColumn>
+    const where = allOf([
+      ...equal.map(([name]) => eq(table[name]!, sql.placeholder(name))),
+      ...dates.map((f) => compare(table[f.field]!, f.op, sql.placeholder(`${f.field}.${f.op}`))),
+      below !== undefined ? lt(table.id!, sql.placeholder('below')) : undefined,
+      above !== undefined ? gt(table.id!, sql.placeholder('above')) : undefined,
+      ...extra.map(([, e]) => e.condition(d)),
     ])
-  const values: Record<string, unknown> = { limit: limit + 1, below: q.bounds?.below, above: q.bounds?.above }
-  for (const [name, [, value]] of equal) values[name] = value
-  for (const d of dates) values[`${d.field}.${d.op}`] = q.dates?.millis ? d.at / 1000 : d.at
+    return d.db
+      .select({ id: table.id! })
+      .from(d.t[q.table])
+      .where(where)
+      .orderBy(desc(table.id!))
+      .limit(sql.placeholder('limit'))
+  })
+  const values: Record<string, unknown> = { limit: limit + 1, below, above, ...Object.fromEntries(equal) }
+  for (const f of dates) values[`${f.field}.${f.op}`] = f.at
   for (const [, e] of extra) Object.assign(values, e.values)
-  return { key: `${q.name}.page.${shape}`, where, values }
+  return (yield* page.rows(values)).map((r) => r.id as Id)
+}
+
+/** A column of a raw `valueRows` statement, written as text (`n('n.id')`), as a number in either dialect. */
+export function rawNumber(d: Dialect): (column: string) => SQL {
+  return (column) => d.number(sql.raw(column))
 }
 
 /** `column op value` for a date filter's operator (either dialect's column). */
-export function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
+function compare(column: Column, op: DateOperator, value: number | Placeholder): SQL {
   switch (op) {
     case 'eq':
       return eq(column, value)

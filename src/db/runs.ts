@@ -1,21 +1,22 @@
 /**
  * Runs' storage reads (their state changes live in queue.ts): one run with where its workflow lives, the rows a
- * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids.
+ * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids;
+ * written once for both stores (./query.ts), each a statement built once per dialect and connection.
  */
-import { lt, sql } from 'drizzle-orm'
+import { eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
-import type { Db } from './open.ts'
-import { pageIds } from './pages.ts'
-import { inJsonArray, statementOn } from './prepared.ts'
-import { runSteps, runs } from './schema.ts'
+import type { Op } from './op.ts'
+import { type PageCondition, pageIds, rawNumber } from './pages.ts'
+import { statement } from './query.ts'
+import type { runSteps, runs } from './schema.ts'
 
 export type RunRecord = typeof runs.$inferSelect
 export type RunStepRecord = typeof runSteps.$inferSelect
 
-/** A `runs` row's columns, in the order `runOf` reads them (from `offset`). */
-const RUN_COLUMNS = `r.id, r.workflow_id, r.workflow_version_id, r.environment_id, r.record_id, r.user_id, r.token_id, r."trigger",
-    r.status, r.next_step, r.available_at, r.lease_owner, r.lease_expires_at, r.attempts, r.error, r.created_at,
-    r.started_at, r.finished_at`
+/** A `runs` row's columns, in the order `runOf` reads them. */
+const runColumns = (n: (column: string) => SQL) => sql`r.id, ${n('r.workflow_id')}, ${n('r.workflow_version_id')}, ${n('r.environment_id')}, r.record_id,
+    ${n('r.user_id')}, ${n('r.token_id')}, r."trigger", r.status, ${n('r.next_step')}, ${n('r.available_at')}, r.lease_owner, ${n('r.lease_expires_at')},
+    ${n('r.attempts')}, r.error, ${n('r.created_at')}, ${n('r.started_at')}, ${n('r.finished_at')}`
 const RUN_COLUMN_COUNT = 18
 
 function runOf(row: unknown[]): RunRecord {
@@ -26,22 +27,24 @@ function runOf(row: unknown[]): RunRecord {
   } as RunRecord
 }
 
-const RUN_WITH_WORKFLOW = `SELECT ${RUN_COLUMNS}, t.project_id, w.name, t.id, w.collection_id
-  FROM runs r
-    JOIN workflows w ON w.id = r.workflow_id
-    JOIN renderings g ON g.id = w.rendering_id
-    JOIN teams t ON t.id = g.team_id
-  WHERE r.id = ?`
+const RUN_WITH_WORKFLOW = statement('runs.with-workflow', ({ db, t }) =>
+  db
+    .select({ run: t.runs, projectId: t.teams.projectId, workflowName: t.workflows.name, teamId: t.teams.id, collectionId: t.workflows.collectionId })
+    .from(t.runs)
+    .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .where(eq(t.runs.id, sql.placeholder('id'))),
+)
 
-/** A run with its workflow's name and collection, and its team and project (prepared; shaped here). */
-export function findRunWithWorkflow(db: Db, id: string): { run: RunRecord; projectId: number; workflowName: string; teamId: number; collectionId: number } | undefined {
-  const row = statementOn(db, 'runs.with-workflow', RUN_WITH_WORKFLOW).values(id)[0]
-  if (!row) return undefined
-  const [projectId, workflowName, teamId, collectionId] = row.slice(RUN_COLUMN_COUNT) as [number, string, number, number]
-  return { run: runOf(row), projectId, workflowName, teamId, collectionId }
+/** A run with its workflow's name and collection, and its team and project. */
+export function findRunWithWorkflow(id: string) {
+  return RUN_WITH_WORKFLOW.row({ id })
 }
 
-const RUNS_TO_RENDER = `SELECT ${RUN_COLUMNS}, w.name, v.version, e.name, t.name, u.username, u.email, k.id, k.name, k.prefix
+const RUNS_TO_RENDER = statement('runs.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${runColumns(n)}, w.name, ${n('v.version')}, e.name, t.name, u.username, u.email, ${n('k.id')}, k.name, k.prefix
   FROM runs r
     JOIN workflows w ON w.id = r.workflow_id
     JOIN workflow_versions v ON v.id = r.workflow_version_id
@@ -50,32 +53,35 @@ const RUNS_TO_RENDER = `SELECT ${RUN_COLUMNS}, w.name, v.version, e.name, t.name
     JOIN teams t ON t.id = g.team_id
     JOIN users u ON u.id = r.user_id
     LEFT JOIN api_tokens k ON k.id = r.token_id
-  WHERE r.id IN (SELECT value FROM json_each(?))`
+  WHERE ${d.inJsonArray(sql.raw('r.id'), 'ids', 'text')}
+  ORDER BY ${d.byteOrder(sql.raw('r.id'))}`)
+})
 
-const STEPS_TO_RENDER = `SELECT run_id, step_index, name, type, status, attempts, output, error, started_at, finished_at
-  FROM run_steps WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, step_index`
+const STEPS_TO_RENDER = statement('runs.render.steps', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT run_id, ${n('step_index')}, name, type, status, ${n('attempts')}, output, error, ${n('started_at')}, ${n('finished_at')}
+  FROM run_steps WHERE ${d.inJsonArray(sql.raw('run_id'), 'ids', 'text')} ORDER BY ${d.byteOrder(sql.raw('run_id'))}, step_index`)
+})
 
 /**
- * What rendering the runs `ids` reads: each run with its names (any order), and their steps by run and index.
- * Prepared once per connection; the rows are shaped here (Drizzle's nested row mapping cost more than the query).
+ * What rendering the runs `ids` reads: each run with its names (by id), and their steps by run and index. Raw rows
+ * shaped here (Drizzle's nested row mapping cost more than the query).
  */
-export function loadRunsToRender(db: Db, ids: string[]) {
-  const json = JSON.stringify(ids)
-  const rows = statementOn(db, 'runs.render', RUNS_TO_RENDER)
-    .values(json)
-    .map((row: unknown[]) => {
-      const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
-        string, number, string, string, string, string, number | null, string | null, string | null,
-      ]
-      return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
-    })
-  const steps = statementOn(db, 'runs.render.steps', STEPS_TO_RENDER)
-    .values(json)
-    .map(([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]: unknown[]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord)
+export function* loadRunsToRender(ids: string[]) {
+  const values = { ids: JSON.stringify(ids) }
+  const rows = ((yield* RUNS_TO_RENDER.rows(values)) as unknown[][]).map((row) => {
+    const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
+      string, number, string, string, string, string, number | null, string | null, string | null,
+    ]
+    return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
+  })
+  const steps = ((yield* STEPS_TO_RENDER.rows(values)) as unknown[][]).map(
+    ([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord,
+  )
   return { rows, steps }
 }
 
-/** What RUNS_TO_RENDER reads of one run (the PostgreSQL twin reads the same). */
+/** What RUNS_TO_RENDER reads of one run. */
 export interface RunRenderColumns {
   run: RunRecord
   workflowName: string
@@ -113,30 +119,29 @@ export interface RunFilters {
   userId?: number
 }
 
-/** One page of an environment's run ids, newest first (limit + 1 of them); prepared per shape of present filters. */
-export function pageRunIds(db: Db, environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): string[] {
-  if (filters.workflowIds?.length === 0) return []
-  return pageIds<string>(
-    db,
-    {
-      name: 'runs',
-      table: runs,
-      id: runs.id,
-      equal: {
-        environmentId: [runs.environmentId, environmentId],
-        recordId: [runs.recordId, filters.recordId],
-        status: [runs.status, filters.status],
-        userId: [runs.userId, filters.userId],
-      },
-      dates: { filters: dates, columns: { createdAt: runs.createdAt } },
-      extra: {
-        workflowIds:
-          filters.workflowIds === undefined
-            ? undefined
-            : { condition: () => inJsonArray(runs.workflowId, 'workflowIds'), values: { workflowIds: JSON.stringify(filters.workflowIds) } },
-        beforeId: filters.beforeId === undefined ? undefined : { condition: () => lt(runs.id, sql.placeholder('beforeId')), values: { beforeId: filters.beforeId } },
-      },
-    },
+/** A run id as the runs make them (UUIDv7, lower case): its order is byte order under any collation. */
+const CANONICAL_RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+/**
+ * Only runs before `beforeId`, compared byte by byte as SQLite does. A canonical run id compares alike under any
+ * collation, so PostgreSQL walks its (environment, id) index; any other value is its own statement, in byte order.
+ */
+function runsBefore(beforeId: string | undefined): Record<string, PageCondition> {
+  if (beforeId === undefined) return {}
+  if (CANONICAL_RUN_ID.test(beforeId)) return { beforeId: { condition: ({ t }) => lt(t.runs.id, sql.placeholder('beforeId')), values: { beforeId } } }
+  return { beforeIdBytes: { condition: ({ t, byteOrder }) => sql`${byteOrder(t.runs.id)} < ${sql.placeholder('beforeId')}`, values: { beforeId } } }
+}
+
+/** One page of an environment's run ids, newest first (limit + 1 of them); a statement per shape of present filters. */
+export function* pageRunIds(environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Op<string[]> {
+  const { workflowIds, recordId, status, userId } = filters
+  if (workflowIds?.length === 0) return []
+  const ofWorkflows: PageCondition | undefined =
+    workflowIds === undefined
+      ? undefined
+      : { condition: ({ t, inJsonArray }) => inJsonArray(t.runs.workflowId, 'workflowIds', 'integer'), values: { workflowIds: JSON.stringify(workflowIds) } }
+  return yield* pageIds<string, 'runs'>(
+    { name: 'runs', table: 'runs', equal: { environmentId, recordId, status, userId }, dates, extra: { workflowIds: ofWorkflows, ...runsBefore(filters.beforeId) } },
     limit,
   )
 }

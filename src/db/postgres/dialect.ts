@@ -5,7 +5,7 @@
  * transaction's reserved connection.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import type { Dialect, Tables } from '../dialect.ts'
+import { type Dialect, type Tables, valueRowsOf } from '../dialect.ts'
 import type { Db } from '../open.ts'
 import type { QueryCall } from '../query.ts'
 import { preparedOn } from './prepared.ts'
@@ -17,14 +17,18 @@ const postgresFragments = {
   // The same tables in PostgreSQL's column types (bigint in number mode, boolean): the rows answer alike.
   t: tables as unknown as Tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column} COLLATE "C"`,
-  inJsonArray: (column: AnyColumn, placeholder: string, type: 'integer' | 'text') =>
-    sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::json))`,
+  inJsonArray: (column: AnyColumn | SQL, placeholder: string, type: 'integer' | 'text') =>
+    sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::text::json))`,
+  isFalse: (column: AnyColumn) => sql`${column} = false`,
+  number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
 } as const
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */
 export function postgresDialect(db: PgDb): Dialect {
   // pg-core's builder has the methods the queries use, under SQLite's types (../dialect.ts).
-  return { ...postgresFragments, db: db as unknown as Db }
+  const builder = db as unknown as Db
+  // The client's result arrays copied into plain ones, as SQLite's answers are.
+  return { ...postgresFragments, db: builder, valueRows: (query) => valueRowsOf(builder, query, (rows) => [...rows]) }
 }
 
 type Awaitable = PromiseLike<unknown>

@@ -3,10 +3,14 @@
  * `max(now, latest + 1 µs)` exact. On PostgreSQL instances write at once, so the next createdAt of a list scope (an
  * environment's notes, a project's admin log…) is taken under a transaction-level advisory lock on (list, scope):
  * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
- * times follow commit order. Writers of other scopes never wait. Call it inside the write's transaction (a twin is).
+ * times follow commit order. Writers of other scopes never wait. The rule itself is ../monotonic.ts's, written once;
+ * here are the twins of its steps that hold a scope (`holdListScope`) and count its times (`rememberListTime`).
  */
-import { type Micros, type Millis, microsFromMillis } from '../../lib/time.ts'
+import type { Micros } from '../../lib/time.ts'
+import { holdListScope, rememberListTime } from '../monotonic.ts'
+import type { TimeOrderedList } from '../pages.ts'
 import { clientOf, type PgDb } from './store.ts'
+import { twin, twins } from './twin.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {
@@ -73,30 +77,30 @@ export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: num
   locks?.held.add(key)
 }
 
-/**
- * The newest createdAt in the list scope (epoch µs), or null when it is empty, read from the table. The caller may
- * insert a row of its own time next (an import), so this transaction's count for the scope is dropped.
- */
-export async function latestCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<Micros | null> {
-  listLocksOf(db)?.latest.delete(scopeKey(list.table, scopeValue))
-  const where = list.scope === null ? '' : scopeValue === null ? ` WHERE "${list.scope}" IS NULL` : ` WHERE "${list.scope}" = $1`
-  const text = `SELECT max(created_at)::float8 AS at FROM "${list.table}"${where}`
-  const rows = (await clientOf(db).unsafe(text, list.scope === null || scopeValue === null ? [] : [scopeValue])) as { at: number | null }[]
-  return (rows[0]?.at ?? null) as Micros | null
+/** `holdListScope`'s list as its lock knows it. */
+function pgListOf(list: TimeOrderedList): PgTimedList {
+  const pgList = (PG_LISTS as Record<string, PgTimedList>)[list.table]
+  if (pgList === undefined) throw new Error(`the list ${list.name} has no lock on PostgreSQL`)
+  return pgList
 }
 
-/**
- * `max(now, latest + 1 µs)` for a new row of the list scope, after taking the scope's lock: strictly after every row
- * committed before and every row committed after this transaction (they wait for it). The caller inserts its row at
- * that time.
- */
-export async function nextCreatedAtOnPostgres(db: PgDb, list: PgTimedList, scopeValue: number | null, now: Millis): Promise<Micros> {
-  await lockListScope(db, list, scopeValue)
-  const latestTimes = listLocksOf(db)?.latest
-  const key = scopeKey(list.table, scopeValue)
-  const at = microsFromMillis(now)
-  const latest = latestTimes?.get(key) ?? (await latestCreatedAtOnPostgres(db, list, scopeValue))
-  const next = latest === null || latest < at ? at : ((latest + 1) as Micros)
-  latestTimes?.set(key, next)
-  return next
+/** Takes the list scope's lock; answers the newest time this transaction set in the scope, if any. */
+async function holdListScopeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null): Promise<Micros | undefined> {
+  const pgList = pgListOf(list)
+  await lockListScope(db, pgList, scopeValue)
+  return listLocksOf(db)?.latest.get(scopeKey(pgList.table, scopeValue))
 }
+
+async function rememberListTimeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): Promise<void> {
+  const latest = listLocksOf(db)?.latest
+  const key = scopeKey(pgListOf(list).table, scopeValue)
+  if (at === null) latest?.delete(key)
+  else latest?.set(key, at)
+}
+
+export const MONOTONIC_TWINS = twins(
+  // per-dialect: writers of one list scope queue on its advisory lock (SQLite's one writer holds every scope already).
+  twin(holdListScope, holdListScopeOnPostgres),
+  // per-dialect: the transaction's count of a scope's times lives beside its locks, which SQLite has none of.
+  twin(rememberListTime, rememberListTimeOnPostgres),
+)

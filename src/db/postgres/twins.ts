@@ -6,10 +6,10 @@
 import { runQuery } from '../query.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { LOGS_TWINS } from './logs.ts'
+import { MONOTONIC_TWINS } from './monotonic.ts'
 import { NOTES_TWINS } from './notes.ts'
 import { QUEUE_TWINS } from './queue.ts'
 import { RULE_LOCK_TWIN } from './rule-locks.ts'
-import { RUNS_TWINS } from './runs.ts'
 import { TOKENS_TWINS } from './tokens.ts'
 import { twin, type PgTwins } from './twin.ts'
 
@@ -17,8 +17,8 @@ export const TWINS: PgTwins = new Map([
   twin(runQuery, runQueryOnPostgres),
   RULE_LOCK_TWIN,
   ...LOGS_TWINS,
+  ...MONOTONIC_TWINS,
   ...NOTES_TWINS,
   ...QUEUE_TWINS,
-  ...RUNS_TWINS,
   ...TOKENS_TWINS,
 ])

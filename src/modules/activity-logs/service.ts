@@ -6,7 +6,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 /**
  * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
@@ -76,7 +76,7 @@ export interface ActivityEntry {
 }
 
 export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
-  return yield* op(insertActivityLog, {
+  return yield* insertActivityLog({
     environmentId: entry.environmentId,
     type: entry.type,
     action: entry.action,
@@ -108,7 +108,7 @@ export interface ActivityFilters {
 export function* listActivityLogIds(projectId: number, environmentId: number, filters: ActivityFilters, dates: DateFilter[], limit: number): Op<number[]> {
   const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
-  return yield* op(pageActivityLogIds, environmentId, {
+  return yield* pageActivityLogIds(environmentId, {
     userId: names.userId,
     teamId: names.teamId,
     collectionId: names.collectionId,
@@ -124,8 +124,8 @@ export function* listActivityLogIds(projectId: number, environmentId: number, fi
 /** The compatibility document's activity log objects, in the order of `ids`. */
 export function* renderActivityLogs(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = yield* op(findActivityLogsForRender, ids)
-  const recordIds = yield* op(findActivityLogRecordIds, ids)
+  const rows = yield* findActivityLogsForRender(ids)
+  const recordIds = yield* findActivityLogRecordIds(ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     const id = log.id

@@ -11,7 +11,6 @@ import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'
 import { microsFromMillis, toIso } from '../../lib/time.ts'
 import { appendAdminLog } from './service.ts'
-import { op } from '../../db/op.ts'
 
 const BATCH = 5000
 
@@ -31,7 +30,7 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
   if (result.activityLogs + result.adminLogs === 0) return result
   await write(store, function* () {
-    for (const projectId of (yield* op(allProjectIds))) {
+    for (const projectId of (yield* allProjectIds())) {
       yield* appendAdminLog(clock, {
         projectId,
         type: 'remove',

@@ -6,7 +6,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export type AdminLogType = (typeof ADMIN_LOG_TYPES)[number]
 export type AdminLogResource = (typeof ADMIN_LOG_RESOURCES)[number]
@@ -27,7 +27,7 @@ export interface AdminLogEntry {
 /** Call inside the transaction that makes the change. */
 export function* appendAdminLog(clock: Clock, entry: AdminLogEntry): Op<void> {
   const initiator = entry.initiator ?? 'administrator'
-  yield* op(insertAdminLog, {
+  yield* insertAdminLog({
     projectId: entry.projectId,
     type: entry.type,
     resource: entry.resource,
@@ -73,13 +73,13 @@ export interface AdminLogFilters {
 export function* listAdminLogIds(projectId: number, filters: AdminLogFilters, dates: DateFilter[], limit: number): Op<number[]> {
   const names = yield* resolveNameFilters(projectId, filters)
   if (!names || filters.initiator === 'forestAdmin') return []
-  return yield* op(pageAdminLogIds, projectId, { userId: names.userId, type: filters.type, initiator: filters.initiator, resource: filters.resource, withExtensions: filters.extensions }, dates, limit)
+  return yield* pageAdminLogIds(projectId, { userId: names.userId, type: filters.type, initiator: filters.initiator, resource: filters.resource, withExtensions: filters.extensions }, dates, limit)
 }
 
 /** The compatibility document's admin log objects, in the order of `ids`. */
 export function* renderAdminLogs(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = yield* op(findAdminLogsForRender, ids)
+  const rows = yield* findAdminLogsForRender(ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
     const { log } = r
     return {

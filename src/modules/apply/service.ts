@@ -36,7 +36,7 @@ import { webhookUrl } from '../../lib/webhook-url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyFile, type ApplyProject } from './model.ts'
 import { validateApplyFile } from './validate.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 import { read, readSync } from '../../db/read.ts'
 
 export class ApplyError extends Error {
@@ -395,7 +395,7 @@ class ApplyWriter {
       return
     }
     if (givenCreatedAt !== undefined) yield* recordImportedNoteTime(environmentId, givenCreatedAt)
-    const createdAt = givenCreatedAt ?? (yield* op(nextNoteCreatedAt, environmentId, this.now))
+    const createdAt = givenCreatedAt ?? (yield* nextNoteCreatedAt(environmentId, this.now))
     const messages = []
     for (const m of spec.messages ?? []) {
       messages.push({
@@ -409,9 +409,7 @@ class ApplyWriter {
       spec.updatedAt !== undefined
         ? parseIsoMicros(spec.updatedAt)!
         : latestMicros(createdAt, archivedAt ?? createdAt, ...messages.map((m) => m.createdAt))
-    yield* op(
-      insertImportedNote,
-      {
+    yield* insertImportedNote({
         environmentId,
         teamId: scope.teams.get(spec.team)!,
         collectionId: scope.collections.get(spec.collection)!,

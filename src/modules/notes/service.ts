@@ -20,7 +20,7 @@ import { latestMicros, type Micros, microsFromMillis, toIsoMicros } from '../../
 import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export interface NoteFilters {
   userEmail?: string
@@ -34,14 +34,14 @@ export interface NoteFilters {
 export function* listNoteIds(projectId: number, environmentId: number, filters: NoteFilters, dates: DateFilter[], limit: number): Op<number[]> {
   const names = yield* resolveNameFilters(projectId, filters)
   if (!names) return []
-  return yield* op(pageNoteIds, environmentId, { userId: names.userId, teamId: names.teamId, collectionId: names.collectionId, recordId: filters.recordId }, dates, limit)
+  return yield* pageNoteIds(environmentId, { userId: names.userId, teamId: names.teamId, collectionId: names.collectionId, recordId: filters.recordId }, dates, limit)
 }
 
 /** The spec's note objects for the given ids, in the order given, messages oldest first. */
 export function* renderNotes(ids: number[]) {
   if (ids.length === 0) return []
-  const rows = yield* op(findNotesForRender, ids)
-  const messages = yield* op(findNoteMessagesForRender, ids)
+  const rows = yield* findNotesForRender(ids)
+  const messages = yield* findNoteMessagesForRender(ids)
   const threads = new Map<number, ReturnType<typeof messageObject>[]>()
   for (const m of messages) {
     const thread = threads.get(m.noteId) ?? []
@@ -105,8 +105,8 @@ export interface NewNote {
 
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
 export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<NoteRow> {
-  const createdAt = yield* op(nextNoteCreatedAt, input.environmentId, clock.now())
-  const note = yield* op(insertNote, {
+  const createdAt = yield* nextNoteCreatedAt(input.environmentId, clock.now())
+  const note = yield* insertNote({
     environmentId: input.environmentId,
     teamId: input.teamId,
     collectionId: input.collectionId,
@@ -115,7 +115,7 @@ export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<Note
     userId: actor.userId,
     createdAt,
   })
-  yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
+  yield* insertNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
   yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note
 }
@@ -125,12 +125,12 @@ export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<Note
  * breaks id/time order there for good (environments.notesInTimeOrder), and lists switch to the exact slow path.
  */
 export function* recordImportedNoteTime(environmentId: number, createdAt: Micros): Op<void> {
-  const latest = yield* op(latestNoteCreatedAt, environmentId)
-  if (latest !== null && createdAt < latest) yield* op(markNotesOutOfTimeOrder, environmentId)
+  const latest = yield* latestNoteCreatedAt(environmentId)
+  if (latest !== null && createdAt < latest) yield* markNotesOutOfTimeOrder(environmentId)
 }
 
 export function* findNote(environmentId: number, id: number): Op<NoteRow | undefined> {
-  const note = yield* op(findNoteById, id)
+  const note = yield* findNoteById(id)
   return note?.environmentId === environmentId ? note : undefined
 }
 
@@ -140,8 +140,8 @@ export function* findNote(environmentId: number, id: number): Op<NoteRow | undef
  */
 export function* addMessage(clock: Clock, note: NoteRow, content: string, actor: Actor): Op<void> {
   const createdAt = latestMicros(microsFromMillis(clock.now()), note.updatedAt)
-  yield* op(insertNoteMessage, { noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt })
-  yield* op(updateNoteRow, note.id, { updatedAt: createdAt })
+  yield* insertNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(content), createdAt })
+  yield* updateNoteRow(note.id, { updatedAt: createdAt })
   yield* logNote(clock, note, actor, 'createMessage', `added a message to note "${note.title}"`)
 }
 
@@ -149,11 +149,11 @@ export function* addMessage(clock: Clock, note: NoteRow, content: string, actor:
 export function* updateNote(clock: Clock, note: NoteRow, patch: { title?: string; archived?: boolean }, actor: Actor): Op<void> {
   const now = latestMicros(microsFromMillis(clock.now()), note.updatedAt)
   if (patch.title !== undefined && patch.title !== note.title) {
-    yield* op(updateNoteRow, note.id, { title: patch.title, updatedAt: now })
+    yield* updateNoteRow(note.id, { title: patch.title, updatedAt: now })
     yield* logNote(clock, note, actor, 'updateNote', `renamed note "${note.title}" to "${patch.title}"`)
   }
   if (patch.archived !== undefined && patch.archived !== (note.archivedAt !== null)) {
-    yield* op(updateNoteRow, note.id, { archivedAt: patch.archived ? now : null, updatedAt: now })
+    yield* updateNoteRow(note.id, { archivedAt: patch.archived ? now : null, updatedAt: now })
     yield* logNote(clock, note, actor, patch.archived ? 'archiveNote' : 'unarchiveNote', `${patch.archived ? 'archived' : 'unarchived'} note "${patch.title ?? note.title}"`)
   }
 }

@@ -14,12 +14,12 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { userObject } from '../directory/users.ts'
-import { asOp, type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
 /** One run with its workflow's name and collection, and its team and project. */
-export const findRun = asOp(findRunWithWorkflow)
+export const findRun = findRunWithWorkflow
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
 export function* workflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
   if (someHoldUnstorableText({ name, teamName })) return []
@@ -29,7 +29,7 @@ export function* workflowIdsNamed(environmentId: number, name: string, teamName?
 /** One page of an environment's run ids (limit + 1); a text filter holding U+0000 or a lone surrogate matches no run (src/lib/storable-text.ts). */
 export function* listRunIds(environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Op<string[]> {
   if (someHoldUnstorableText(filters)) return []
-  return yield* op(pageRunIds, environmentId, filters, dates, limit)
+  return yield* pageRunIds(environmentId, filters, dates, limit)
 }
 
 /**
@@ -114,7 +114,7 @@ function shownError<E extends { message?: unknown }>(stored: string): E {
 /** `{object: "workflow-run", …}` for the given ids, in that order, with their steps as of `now`. */
 export function* renderRuns(ids: string[], now: number) {
   if (ids.length === 0) return []
-  const { rows, steps } = yield* op(loadRunsToRender, ids)
+  const { rows, steps } = yield* loadRunsToRender(ids)
   return inIdOrder(ids, rows, (r) => r.run.id).map((r) => {
     const id = r.run.id
     return {
@@ -149,7 +149,7 @@ export function* renderRuns(ids: string[], now: number) {
 
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
 export function* cancelRun(clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): Op<void> {
-  const found = yield* op(findRunWithWorkflow, runId)
+  const found = yield* findRunWithWorkflow(runId)
   if (!found) throw new Error(`run ${runId} vanished`)
   if (!(yield* cancelActiveRun(runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   yield* appendActivityLog(clock, {
