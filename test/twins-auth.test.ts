@@ -8,7 +8,7 @@ import { describe, expect, test } from 'bun:test'
 import { firstEditingTeamId, firstProjectAdminId, hasImportedNote, listProjectMemberEmails, listProjectNames, listUserEmails } from '../src/db/apply.ts'
 import { findTokenByHash, touchTokenLastUsed } from '../src/db/auth-queries.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
-import { type Op, op } from '../src/db/op.ts'
+import type { Op } from '../src/db/op.ts'
 import { openPostgres } from '../src/db/postgres/store.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import {
@@ -184,10 +184,10 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
       () => insertToken(token('other', 2, 1, { parentTokenId: 1 })),
     ])
     expect(made.map((t) => [t.id, t.parentTokenId])).toEqual([[8, null], [9, 8], [10, 9], [11, 8], [12, 1]])
-    const [locked] = await alike(stores, [() => each([8, 1, 6, 7, 99].map((id) => op(lockLiveToken, id, T)))])
+    const [locked] = await alike(stores, [() => each([8, 1, 6, 7, 99].map((id) => lockLiveToken(id, T)))])
     expect(locked).toEqual([{ expiresAt: T + HOUR }, { expiresAt: null }, undefined, undefined, undefined])
     // Expired exactly at `now`: no longer live.
-    const [atExpiry] = await alike(stores, [() => op(lockLiveToken, 8, T + HOUR)])
+    const [atExpiry] = await alike(stores, [() => lockLiveToken(8, T + HOUR)])
     expect(atExpiry).toBeUndefined()
     // The sibling revoked on its own first: it is not revoked again.
     await alike(stores, [() => revokeLiveToken(11, T + 5)])

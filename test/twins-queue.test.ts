@@ -12,7 +12,7 @@ import { randomUUIDv7 } from 'bun'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
-import { idAfter } from '../src/db/postgres/queue.ts'
+import { idAfter } from '../src/db/postgres/per-dialect.ts'
 import {
   cancelActiveRun,
   claimRuns,

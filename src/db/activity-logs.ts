@@ -46,7 +46,7 @@ export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable
 
 /**
  * The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection;
- * PostgreSQL's twin writes both in one statement (./postgres/logs.ts).
+ * per-dialect: PostgreSQL writes both in one statement (./postgres/per-dialect.ts).
  */
 export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>

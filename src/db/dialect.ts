@@ -10,10 +10,17 @@
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import type { Db } from './open.ts'
-import type { Built } from './query.ts'
 import * as tables from './schema.ts'
 
 export type Tables = typeof tables
+
+/** A query as built by either dialect's builder (typed as SQLite's: the file comment). */
+export interface Built {
+  all(...args: never[]): unknown
+  get(...args: never[]): unknown
+  run(...args: never[]): unknown
+  prepare(...args: never[]): { all(values?: never): unknown; get(values?: never): unknown; run(values?: never): unknown }
+}
 
 export interface Dialect {
   readonly name: 'sqlite' | 'postgres'
@@ -31,6 +38,8 @@ export interface Dialect {
   valueRows(query: SQL): Built
   /** `column` (a boolean) is false, as a literal: a partial index `WHERE extension = 0` (`= false`) matches it, a placeholder never. */
   isFalse(column: AnyColumn): SQL
+  /** The select, its rows locked against writers until the transaction ends: PostgreSQL's `FOR SHARE`; SQLite's one writer holds them already. */
+  forShare<Q>(select: Q): Q
 }
 
 const sqliteFragments = {
@@ -40,6 +49,7 @@ const sqliteFragments = {
   inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
   number: (expression: AnyColumn | SQL) => sql`${expression}`,
   isFalse: (column: AnyColumn) => sql`${column} = 0`,
+  forShare: <Q>(select: Q) => select,
 } as const
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */

@@ -56,11 +56,12 @@ function* readLatestCreatedAt(list: TimeOrderedList, scopeValue: number | null):
 
 /**
  * Holds the list scope for this transaction's next entry, and answers the newest time this transaction set there
- * (undefined: none, read it). SQLite's one writer holds every scope already and counts nothing.
+ * (undefined: none, read it). SQLite's one writer holds every scope already and counts nothing. Per-dialect:
+ * PostgreSQL's in ./postgres/per-dialect.ts.
  */
 export function holdListScope(_db: Db, _list: TimeOrderedList, _scopeValue: number | null): Micros | undefined {
   return undefined
 }
 
-/** Remembers the newest time this transaction set in the list scope (null: forgets it). SQLite counts nothing. */
+/** Remembers the newest time this transaction set in the list scope (null: forgets it). SQLite counts nothing. Per-dialect. */
 export function rememberListTime(_db: Db, _list: TimeOrderedList, _scopeValue: number | null, _at: Micros | null): void {}

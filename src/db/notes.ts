@@ -165,7 +165,8 @@ export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
 
 /**
  * A new message's time in the note's thread: what the service computed (the clock, never before the note's last
- * update, read in this transaction: with SQLite's one writer nothing has moved it since).
+ * update, read in this transaction: with SQLite's one writer nothing has moved it since). Per-dialect: PostgreSQL's
+ * re-reads the note under its lock (./postgres/per-dialect.ts).
  */
 export function noteMessageTime(_db: Db, _noteId: number, createdAt: Micros): Micros {
   return createdAt

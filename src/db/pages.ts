@@ -7,9 +7,9 @@
 import { and, type AnyColumn, asc, type Column, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
-import type { Dialect, Tables } from './dialect.ts'
+import type { Built, Dialect, Tables } from './dialect.ts'
 import type { Op } from './op.ts'
-import { type Built, type Statement, statement } from './query.ts'
+import { type Statement, statement } from './query.ts'
 
 /** The tables with an id and a createdAt: those a list can order by time. */
 export type TimedTable = { [K in keyof Tables]: Tables[K] extends { id: AnyColumn; createdAt: AnyColumn } ? K : never }[keyof Tables]

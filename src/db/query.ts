@@ -11,21 +11,13 @@
  * once per dialect and connection with placeholders, then run with values.
  */
 import { type Placeholder, type SQL, sql } from 'drizzle-orm'
-import { type Dialect, sqliteDialect } from './dialect.ts'
+import { type Built, type Dialect, sqliteDialect } from './dialect.ts'
 import type { Op } from './op.ts'
 import type { Db } from './open.ts'
 import { prepared } from './prepared.ts'
 
 /** What a query answers: every row, the first row (or undefined), or nothing. */
 export type Answer = 'rows' | 'row' | 'none'
-
-/** A query as built by either dialect's builder (typed as SQLite's, see ./dialect.ts). */
-export interface Built {
-  all(...args: never[]): unknown
-  get(...args: never[]): unknown
-  run(...args: never[]): unknown
-  prepare(...args: never[]): { all(values?: never): unknown; get(values?: never): unknown; run(values?: never): unknown }
-}
 
 /** One query for a runner: how to build it, what it answers, and (a statement) its name and values. */
 export interface QueryCall {

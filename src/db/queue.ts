@@ -6,7 +6,7 @@
  * never written twice. Each is written once for both stores (README "One query, two dialects"), but for what only
  * one store needs: the insert's place in its environment's order and the claim's reads and starts — SQLite's single
  * writer holds everything they read until they commit, PostgreSQL locks (the runs list lock, `FOR UPDATE SKIP
- * LOCKED`) and announces a queued run with NOTIFY (./postgres/queue.ts). The claim's rules are src/db/claims.ts.
+ * LOCKED`) and announces a queued run with NOTIFY (./postgres/per-dialect.ts). The claim's rules are src/db/claims.ts.
  *
  * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped): SQLite uses a
  * partial index (`runs_one_active_per_record`, `runs_claim_idx`, `runs_lease_idx`) only when the query's WHERE
@@ -73,7 +73,7 @@ export interface RunRow {
 export interface NewRun {
   /**
    * The run's id (UUIDv7), made by the caller. SQLite stores it as given; PostgreSQL stores a later one when another
-   * instance's run of the environment already has a greater id (src/db/postgres/queue.ts): use the id insertRun answers.
+   * instance's run of the environment already has a greater id (src/db/postgres/per-dialect.ts): use the id insertRun answers.
    */
   id: string
   workflowId: number
@@ -143,7 +143,8 @@ const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, envi
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow (or the
- * id is taken). SQLite's write lock orders the environment's inserts (./postgres/queue.ts takes a lock for that).
+ * id is taken). SQLite's write lock orders the environment's inserts (per-dialect: ./postgres/per-dialect.ts takes a
+ * lock for that).
  */
 export function insertQueuedRun(db: Db, run: NewRun): string | null {
   try {
@@ -158,7 +159,7 @@ export function insertQueuedRun(db: Db, run: NewRun): string | null {
   }
 }
 
-/** Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes. */
+/** Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes. Per-dialect. */
 export function announceQueuedRuns(_db: Db): void {}
 
 // ── Claim ─────────────────────────────────────────────────────────────────────
@@ -171,7 +172,7 @@ export function announceQueuedRuns(_db: Db): void {}
  * The claim gathers its facts in the op's (write) transaction: each environment's oldest due runs; the runs running;
  * where a workflow's limit holds some of those back, each of the environment's other workflows' oldest ones too; then
  * it starts the runs in `claimOrder`'s order. On SQLite the one writer holds them all until it commits; PostgreSQL's
- * reads and start lock what they must (./postgres/queue.ts `readDueRuns`).
+ * reads and start lock what they must (./postgres/per-dialect.ts `readDueRunsOnPostgres`).
  */
 export function* claimRuns(owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): Op<RunRow[]> {
   if (limit <= 0) return []
@@ -245,7 +246,7 @@ const candidatesOf = (rows: unknown[], projectOf: ReadonlyMap<number, number>): 
     concurrencyLimit: r.concurrency_limit,
   }))
 
-/** Each environment's `limit` oldest due runs (SQLite reads one per free worker: the rules need no more). */
+/** Each environment's `limit` oldest due runs (SQLite reads one per free worker: the rules need no more). Per-dialect. */
 export function readDueRuns(db: Db, now: number, limit: number): DueCandidates {
   const environments = claimStatement(db, 'environments').all(now) as { id: number; project_id: number }[]
   const projectOf = new Map(environments.map((e) => [e.id, e.project_id]))
@@ -255,7 +256,7 @@ export function readDueRuns(db: Db, now: number, limit: number): DueCandidates {
 
 /**
  * The due runs of the environments to widen (`projectOf`: each one's project): each of their workflows' oldest, and
- * the further ones of the workflows src/db/claims.ts `workflowsToReadFurther` names.
+ * the further ones of the workflows src/db/claims.ts `workflowsToReadFurther` names. Per-dialect.
  */
 export function readWidenedDueRuns(db: Db, now: number, limit: number, projectOf: ReadonlyMap<number, number>, facts: ClaimFacts): ClaimCandidate[] {
   const heads = claimStatement(db, 'workflowHeads')
@@ -267,7 +268,7 @@ export function readWidenedDueRuns(db: Db, now: number, limit: number, projectOf
   })
 }
 
-/** Starts the first `limit` runs of `order` under a lease (the one writer: none of them is being started elsewhere). */
+/** Starts the first `limit` runs of `order` under a lease (the one writer: none of them is being started elsewhere). Per-dialect. */
 export function startRuns(db: Db, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): RunRow[] {
   const start = claimStatement(db, 'start')
   return order.slice(0, limit).flatMap((id) => start.all(owner, now, leaseMs, id) as RunRow[])

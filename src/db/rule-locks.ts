@@ -15,5 +15,5 @@ export function lockRule(rule: Rule, scope = 0): Op<void> {
   return op(holdRuleLock, rule, scope)
 }
 
-/** SQLite's: nothing to take (the file comment). */
+/** SQLite's: nothing to take (the file comment). Per-dialect: PostgreSQL's in ./postgres/per-dialect.ts. */
 export function holdRuleLock(_db: Db, _rule: Rule, _scope: number): void {}

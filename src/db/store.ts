@@ -28,7 +28,7 @@ export interface QueueWakeups {
 /**
  * Calls `wake` whenever a run is queued on another connection or instance; resolves once listening. On PostgreSQL
  * several instances share the queue: a run queued (or given back) on one sends `NOTIFY trellis_runs` on commit
- * (./postgres/queue.ts) and every executor LISTENs, so it claims at once instead of at its next poll. On SQLite one
+ * (./postgres/per-dialect.ts) and every executor LISTENs (./postgres/queue.ts), so it claims at once instead of at its next poll. On SQLite one
  * process queues and runs: its routes wake its executor directly (`Executor.notify`), and there is nothing to listen
  * to (null).
  */

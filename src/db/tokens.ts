@@ -5,9 +5,8 @@
  */
 import { and, desc, eq, gt, inArray, isNull, or } from 'drizzle-orm'
 import type { Answer, Op } from './op.ts'
-import type { Db } from './open.ts'
 import { inserted, row, rows } from './query.ts'
-import { apiTokens } from './schema.ts'
+import type { apiTokens } from './schema.ts'
 
 export type TokenRow = typeof apiTokens.$inferSelect
 export type NewTokenRow = Omit<typeof apiTokens.$inferInsert, 'id' | 'revokedAt' | 'lastUsedAt'>
@@ -29,13 +28,15 @@ export function* revokeLiveToken(tokenId: number, now: number): Op<boolean> {
 }
 
 /**
- * A live token's expiry, before it makes another token (`undefined`: revoked or expired by `now`). PostgreSQL's twin
- * locks the row (FOR SHARE) until commit: a revocation of it waits for the new token to commit and then revokes it
- * too, or a new token waits for the revocation and is refused. SQLite's one writer needs no lock.
+ * A live token's expiry, before it makes another token (`undefined`: revoked or expired by `now`). The row stays
+ * locked (`forShare`) until commit: a revocation of it waits for the new token to commit and then revokes it too, or
+ * a new token waits for the revocation and is refused.
  */
-export function lockLiveToken(db: Db, tokenId: number, now: number): { expiresAt: number | null } | undefined {
-  const live = and(eq(apiTokens.id, tokenId), isNull(apiTokens.revokedAt), or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, now)))
-  return db.select({ expiresAt: apiTokens.expiresAt }).from(apiTokens).where(live).get()
+export function lockLiveToken(tokenId: number, now: number) {
+  return row(({ db, t, forShare }) => {
+    const live = and(eq(t.apiTokens.id, tokenId), isNull(t.apiTokens.revokedAt), or(isNull(t.apiTokens.expiresAt), gt(t.apiTokens.expiresAt, now)))
+    return forShare(db.select({ expiresAt: t.apiTokens.expiresAt }).from(t.apiTokens).where(live))
+  })
 }
 
 /**

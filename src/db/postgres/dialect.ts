@@ -21,6 +21,7 @@ const postgresFragments = {
     sql`${column} IN (SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::text::json))`,
   isFalse: (column: AnyColumn) => sql`${column} = false`,
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
+  forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
 } as const
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

@@ -4,13 +4,12 @@
  * environment's notes, a project's admin log…) is taken under a transaction-level advisory lock on (list, scope):
  * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
  * times follow commit order. Writers of other scopes never wait. The rule itself is ../monotonic.ts's, written once;
- * here are the twins of its steps that hold a scope (`holdListScope`) and count its times (`rememberListTime`).
+ * here are the locks, and what a transaction knows of them (its twins of `holdListScope` and `rememberListTime`:
+ * ./per-dialect.ts).
  */
 import type { Micros } from '../../lib/time.ts'
-import { holdListScope, rememberListTime } from '../monotonic.ts'
 import type { TimeOrderedList } from '../pages.ts'
 import { clientOf, type PgDb } from './store.ts'
-import { twin, twins } from './twin.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {
@@ -67,6 +66,18 @@ export function forgetListLocks(db: PgDb): void {
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
 const scopeKey = (name: string | number, scopeValue: number | null) => `${name}:${scopeValue}`
 
+/** The newest times this transaction set, by list scope (`key`: the list's table and the scope): none outside tracking. */
+export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: number | null): Micros | undefined; set(list: PgTimedList, scopeValue: number | null, at: Micros | null): void } {
+  const latest = listLocksOf(db)?.latest
+  return {
+    get: (list, scopeValue) => latest?.get(scopeKey(list.table, scopeValue)),
+    set: (list, scopeValue, at) => {
+      if (at === null) latest?.delete(scopeKey(list.table, scopeValue))
+      else latest?.set(scopeKey(list.table, scopeValue), at)
+    },
+  }
+}
+
 /** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
 export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
   const locks = listLocksOf(db)
@@ -77,30 +88,9 @@ export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: num
   locks?.held.add(key)
 }
 
-/** `holdListScope`'s list as its lock knows it. */
-function pgListOf(list: TimeOrderedList): PgTimedList {
+/** A list of ../pages.ts as its lock knows it. */
+export function pgListOf(list: TimeOrderedList): PgTimedList {
   const pgList = (PG_LISTS as Record<string, PgTimedList>)[list.table]
   if (pgList === undefined) throw new Error(`the list ${list.name} has no lock on PostgreSQL`)
   return pgList
 }
-
-/** Takes the list scope's lock; answers the newest time this transaction set in the scope, if any. */
-async function holdListScopeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null): Promise<Micros | undefined> {
-  const pgList = pgListOf(list)
-  await lockListScope(db, pgList, scopeValue)
-  return listLocksOf(db)?.latest.get(scopeKey(pgList.table, scopeValue))
-}
-
-async function rememberListTimeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): Promise<void> {
-  const latest = listLocksOf(db)?.latest
-  const key = scopeKey(pgListOf(list).table, scopeValue)
-  if (at === null) latest?.delete(key)
-  else latest?.set(key, at)
-}
-
-export const MONOTONIC_TWINS = twins(
-  // per-dialect: writers of one list scope queue on its advisory lock (SQLite's one writer holds every scope already).
-  twin(holdListScope, holdListScopeOnPostgres),
-  // per-dialect: the transaction's count of a scope's times lives beside its locks, which SQLite has none of.
-  twin(rememberListTime, rememberListTimeOnPostgres),
-)

@@ -9,7 +9,7 @@
  * for tracing, a cache check that always finds no cache): fill the placeholders, send, map the rows, and wrap a
  * failure as Drizzle does (`DrizzleQueryError`, the driver's error as its `cause`), so callers see the same errors.
  */
-import { DrizzleQueryError, type Placeholder, sql } from 'drizzle-orm'
+import { DrizzleQueryError } from 'drizzle-orm'
 import { fillPlaceholders } from 'drizzle-orm/sql'
 import * as drizzleUtils from 'drizzle-orm/utils'
 import { clientOf, type PgDb } from './store.ts'
@@ -54,9 +54,4 @@ async function run(client: ReturnType<typeof clientOf>, q: Compiled, values: Rec
   } catch (error) {
     throw new DrizzleQueryError(q.queryString, params, error as Error)
   }
-}
-
-/** One placeholder per name, each named as its key: `values(placeholders('noteId', 'content'))`. */
-export function placeholders<K extends string>(...names: K[]): Record<K, Placeholder> {
-  return Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, Placeholder>
 }

@@ -3,23 +3,14 @@
  * project settings"): a write that may break the rule takes the rule's lock (`pg_advisory_xact_lock`, the two-int4
  * form: rule, scope) before it reads what the rule checks, and holds it to its commit or rollback. So those writes
  * check and act one at a time, each reading (READ COMMITTED: a fresh snapshot per statement) what the one before it
- * committed — as SQLite's single writer runs them. Writes of other scopes never wait.
+ * committed — as SQLite's single writer runs them. Writes of other scopes never wait. The lock is taken by
+ * ./per-dialect.ts `holdRuleLockOnPostgres`.
  */
-import { holdRuleLock, type Rule } from '../rule-locks.ts'
-import { clientOf, type PgDb } from './store.ts'
+import type { Rule } from '../rule-locks.ts'
 import { PG_LISTS } from './monotonic.ts'
-import { twin } from './twin.ts'
 
 /** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5). */
 export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
 if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')
-
-/** Takes the rule's lock for `scope` (0: the whole instance) until the transaction ends. */
-async function holdRuleLockOnPostgres(db: PgDb, rule: Rule, scope: number): Promise<void> {
-  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [RULE_LOCKS[rule], scope | 0])
-}
-
-// per-dialect: PostgreSQL's writers run at once, so a rule takes an advisory lock; SQLite's one writer needs none.
-export const RULE_LOCK_TWIN = twin(holdRuleLock, holdRuleLockOnPostgres)

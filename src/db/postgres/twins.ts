@@ -1,24 +1,16 @@
 /**
- * Every twin of the storage face (./twin.ts), by the SQLite function it stands for: what ./op-runner.ts runs an
- * op's calls through (the savepoint's twin is the runner's own). Each module of twins exports its map; this one
- * joins them.
+ * What ./op-runner.ts runs each call of an op through, by the SQLite function the op yielded: a query written once
+ * (../query.ts `runQuery`) through PostgreSQL's dialect, and each operation PostgreSQL runs its own way through its
+ * twin (./per-dialect.ts). A call of anything else is an error, never a silent fallback.
  */
+import type { Call } from '../op.ts'
 import { runQuery } from '../query.ts'
 import { runQueryOnPostgres } from './dialect.ts'
-import { LOGS_TWINS } from './logs.ts'
-import { MONOTONIC_TWINS } from './monotonic.ts'
-import { NOTES_TWINS } from './notes.ts'
-import { QUEUE_TWINS } from './queue.ts'
-import { RULE_LOCK_TWIN } from './rule-locks.ts'
-import { TOKENS_TWINS } from './tokens.ts'
-import { twin, type PgTwins } from './twin.ts'
+import { PER_DIALECT, type PerDialect } from './per-dialect.ts'
 
-export const TWINS: PgTwins = new Map([
-  twin(runQuery, runQueryOnPostgres),
-  RULE_LOCK_TWIN,
-  ...LOGS_TWINS,
-  ...MONOTONIC_TWINS,
-  ...NOTES_TWINS,
-  ...QUEUE_TWINS,
-  ...TOKENS_TWINS,
+export type PgTwins = ReadonlyMap<Call['fn'], PerDialect['postgres']>
+
+export const TWINS: PgTwins = new Map<Call['fn'], PerDialect['postgres']>([
+  [runQuery as Call['fn'], runQueryOnPostgres as PerDialect['postgres']],
+  ...PER_DIALECT.map((pair) => [pair.sqlite, pair.postgres] as const),
 ])

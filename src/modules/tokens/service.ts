@@ -21,7 +21,7 @@ import { appendAdminLog } from '../admin-logs/service.ts'
 import { userObject } from '../directory/users.ts'
 
 import { SCOPES, type Scope } from '../../lib/access.ts'
-import { type Op, op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 
 export { hasScope, SCOPES, type Scope } from '../../lib/access.ts'
 
@@ -100,7 +100,7 @@ export interface NewToken {
  * (lockLiveToken). Call in the write transaction that creates the token.
  */
 export function* expiryUnderMaker(clock: Clock, makerId: number, asked: number | null, field: 'expiresAt' | 'expiresInDays' | null): Op<number | null> {
-  const maker = yield* op(lockLiveToken, makerId, clock.now())
+  const maker = yield* lockLiveToken(makerId, clock.now())
   if (!maker) throw unauthorized('Token has been revoked')
   if (asked === null || field === null) return maker.expiresAt
   if (maker.expiresAt !== null && asked > maker.expiresAt) {
