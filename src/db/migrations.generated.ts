@@ -12,17 +12,6 @@ import m9 from '../../drizzle/0009_tokens_made_by_tokens.sql' with { type: 'text
 import m10 from '../../drizzle/0010_sso_identities.sql' with { type: 'text' }
 import m11 from '../../drizzle/0011_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
-export const migrations: { name: string; sql: string }[] = [
-  { name: '0000_init', sql: m0 },
-  { name: '0001_append_only_logs', sql: m1 },
-  { name: '0002_notes_in_time_order', sql: m2 },
-  { name: '0003_log_extensions', sql: m3 },
-  { name: '0004_instance_settings', sql: m4 },
-  { name: '0005_married_alice', sql: m5 },
-  { name: '0006_times_in_microseconds', sql: m6 },
-  { name: '0007_lean_indexes', sql: m7 },
-  { name: '0008_runs_created_in_microseconds', sql: m8 },
-  { name: '0009_tokens_made_by_tokens', sql: m9 },
-  { name: '0010_sso_identities', sql: m10 },
-  { name: '0011_workflow_concurrency_and_fair_claims', sql: m11 },
-]
+const names = ['0000_init', '0001_append_only_logs', '0002_notes_in_time_order', '0003_log_extensions', '0004_instance_settings', '0005_married_alice', '0006_times_in_microseconds', '0007_lean_indexes', '0008_runs_created_in_microseconds', '0009_tokens_made_by_tokens', '0010_sso_identities', '0011_workflow_concurrency_and_fair_claims']
+
+export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11].map((sql, i) => ({ name: names[i]!, sql }))

@@ -6,11 +6,6 @@ import m3 from '../../../drizzle/postgres/0003_tokens_made_by_tokens.sql' with {
 import m4 from '../../../drizzle/postgres/0004_sso_identities.sql' with { type: 'text' }
 import m5 from '../../../drizzle/postgres/0005_workflow_concurrency_and_fair_claims.sql' with { type: 'text' }
 
-export const migrations: { name: string; sql: string }[] = [
-  { name: '0000_init', sql: m0 },
-  { name: '0001_append_only_logs', sql: m1 },
-  { name: '0002_shared_rate_limits', sql: m2 },
-  { name: '0003_tokens_made_by_tokens', sql: m3 },
-  { name: '0004_sso_identities', sql: m4 },
-  { name: '0005_workflow_concurrency_and_fair_claims', sql: m5 },
-]
+const names = ['0000_init', '0001_append_only_logs', '0002_shared_rate_limits', '0003_tokens_made_by_tokens', '0004_sso_identities', '0005_workflow_concurrency_and_fair_claims']
+
+export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5].map((sql, i) => ({ name: names[i]!, sql }))
