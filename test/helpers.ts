@@ -148,7 +148,6 @@ export const SQLITE_ONLY = {
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
   tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
-  runQueue: 'drives the SQLite RunQueue\'s statements directly (the PostgreSQL queue has its own test: test/postgres-queue.test.ts)',
 } as const
 
 /**
