@@ -22,6 +22,7 @@ export const POSTGRES_PASS = [
   'answers',
   'apply',
   'auth',
+  'cli',
   'console',
   'executor',
   'executor-fair-share',
