@@ -24,6 +24,7 @@ export const POSTGRES_PASS = [
   'auth',
   'cli',
   'console',
+  'db',
   'executor',
   'executor-fair-share',
   'executor-fairness',

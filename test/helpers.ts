@@ -148,6 +148,8 @@ export const SQLITE_ONLY = {
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
   tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
+  sqliteMigrations: 'applies SQLite\'s embedded migrations to its file (PostgreSQL\'s: test/postgres-cli.test.ts, test/schema-parity.test.ts)',
+  pragmas: 'reads the SQLite connection\'s PRAGMAs and the file\'s journal mode',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const
 
