@@ -37,6 +37,7 @@ export const POSTGRES_PASS = [
   'member-remove',
   'notes',
   'nul-text',
+  'oidc',
   'openapi-conformance',
   'ops',
   'queue',
