@@ -150,6 +150,12 @@ export const SQLITE_ONLY = {
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
   sqliteMigrations: 'applies SQLite\'s embedded migrations to its file (PostgreSQL\'s: test/postgres-cli.test.ts, test/schema-parity.test.ts)',
   pragmas: 'reads the SQLite connection\'s PRAGMAs and the file\'s journal mode',
+  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL reads every lookup afresh)',
+  writeLock: 'holds SQLite\'s one write lock from another process (PostgreSQL has no database-wide write lock)',
+  diskFull: 'fills the disk under the SQLite file (a small filesystem, or PRAGMA max_page_count)',
+  prepares: 'counts what the SQLite connection prepares (bun:sqlite `prepare`)',
+  wal: 'measures the SQLite file\'s write-ahead log and its checkpoints',
+  backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const
 
