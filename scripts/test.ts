@@ -10,10 +10,12 @@ import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
 
 /**
  * The PostgreSQL pass: every test file that touches storage through a test env (`testEnv()`: the app, the services,
- * the queue, the apply, a real CLI process given `processEnv(env)`), so both stores are tested alike. Its tests of
- * SQLite itself are `sqliteOnlyTest`s, skipped here with their reason. Not here: files that need no store (pure
- * functions, source scans, the binary, the README), and those that test PostgreSQL or compare both stores
- * already in the first pass (postgres-*, scale-out, shared-limits, executor-postgres, twins-*, schema-parity).
+ * the queue, the apply, a real CLI or `serve` process given `processEnv(env)`, the browser over such a `serve`), so
+ * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
+ * their name (README "Development" lists them). Not here: files that need no store (pure functions, source scans,
+ * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
+ * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
+ * shared-limits, executor-postgres, twins-*, schema-parity, db-copy).
  */
 export const POSTGRES_PASS = [
   'activity-logs',
@@ -25,6 +27,7 @@ export const POSTGRES_PASS = [
   'backup',
   'cli',
   'console',
+  'console-browser',
   'db',
   'deep-json',
   'executor',
@@ -42,6 +45,7 @@ export const POSTGRES_PASS = [
   'notes',
   'nul-text',
   'oidc',
+  'oidc-browser',
   'openapi-conformance',
   'ops',
   'queue',

@@ -38,7 +38,7 @@ export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): vo
 }
 
 /**
- * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (the API suite's
+ * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (`npm test`'s
  * second pass, scripts/test.ts).
  */
 export const TEST_STORE = testStoreFromEnvironment()
@@ -72,7 +72,7 @@ export function testEnv(env: Record<string, string> = {}): TestEnv {
   return TEST_STORE === 'postgres' ? postgresTestEnv(env) : sqliteTestEnv(env)
 }
 
-/** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (files, PRAGMAs, the queue's SQL). */
+/** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (its file, PRAGMAs, locks, WAL). */
 export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
   const { base, dir } = envBase(env)
   const store = openStore(base.config.dataDir)
