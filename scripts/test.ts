@@ -1,36 +1,63 @@
 /**
  * `npm test`: the whole suite, in two passes (README "Development"). First `bun test` as it is (SQLite); then the
- * API suite again with TRELLIS_TEST_STORE=postgres, each test env on a fresh migrated PostgreSQL database in a
- * throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the second pass is skipped with a
- * message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure. Arguments go to `bun test` in both
- * passes (the second runs those that are in the API suite). The last lines are both passes' sum, in bun's own
+ * files of the PostgreSQL pass (`POSTGRES_PASS`) again with TRELLIS_TEST_STORE=postgres, each test env on a fresh
+ * migrated PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the
+ * second pass is skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
+ * Arguments go to `bun test` in both passes (the second runs those that are in the PostgreSQL pass). The last lines are both passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when either pass failed.
  */
 import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
 
-/** The API suite: every file that drives the app (`testApp`/`app.handle`) over a test env's store. */
-export const API_SUITE = [
+/**
+ * The PostgreSQL pass: every test file that touches storage through a test env (`testEnv()`: the app, the services,
+ * the queue, the apply, a real CLI or `serve` process given `processEnv(env)`, the browser over such a `serve`), so
+ * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
+ * their name (README "Development" lists them). Not here: files that need no store (pure functions, source scans,
+ * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
+ * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
+ * shared-limits, executor-postgres, twins-*, schema-parity, db-copy).
+ */
+export const POSTGRES_PASS = [
   'activity-logs',
   'admin-logs',
   'administration',
   'answers',
+  'apply',
   'auth',
+  'backup',
+  'cli',
   'console',
+  'console-browser',
+  'db',
+  'deep-json',
   'executor',
   'executor-fair-share',
+  'executor-fairness',
+  'group-commit',
+  'hot-paths',
   'http',
   'invariants',
   'list-paging',
+  'login-throttle',
+  'lookup-cache',
   'management-rate-limit',
   'member-remove',
   'notes',
   'nul-text',
+  'oidc',
+  'oidc-browser',
   'openapi-conformance',
+  'ops',
+  'queue',
+  'request-path',
   'route-fuzz',
   'routes',
   'runs-list',
+  'storage-faults',
   'tokens',
+  'wal-checkpoints',
   'webhook',
+  'webhook-cli',
   'wire-compat',
 ].map((name) => `test/${name}.test.ts`)
 
@@ -80,19 +107,19 @@ async function runPass(label: string, args: string[], env: Record<string, string
 const args = process.argv.slice(2)
 const passes: Pass[] = [await runPass('SQLite (the whole suite)', args, {})]
 
-const apiArgs = args.length === 0 ? API_SUITE : args.filter((arg) => API_SUITE.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
+const postgresArgs = args.length === 0 ? POSTGRES_PASS : args.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
 if (!postgresInstalled || psql === null) {
   const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
     console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
-    passes.push({ label: 'PostgreSQL (API suite)', pass: 0, fail: 1, skip: 0, status: 1 })
+    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1 })
   } else {
-    console.warn(`\nthe PostgreSQL pass of the API suite was SKIPPED: ${why}`)
+    console.warn(`\nthe PostgreSQL pass was SKIPPED: ${why}`)
   }
-} else if (apiArgs.length === 0) {
-  console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in the API suite')
+} else if (postgresArgs.length === 0) {
+  console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in it')
 } else {
-  passes.push(await runPass('PostgreSQL (the API suite, TRELLIS_TEST_STORE=postgres)', apiArgs, { TRELLIS_TEST_STORE: 'postgres' }))
+  passes.push(await runPass('PostgreSQL (TRELLIS_TEST_STORE=postgres)', postgresArgs, { TRELLIS_TEST_STORE: 'postgres' }))
 }
 
 console.log('\n==> both passes')

@@ -1,36 +1,38 @@
-/** `applyDocument` against a real SQLite file (DESIGN §9): idempotence, versions, webhook URLs, notes import, validation, atomicity. */
-import { afterEach, describe, expect, test } from 'bun:test'
+/** `applyDocument` against a test env's store, SQLite or PostgreSQL (DESIGN §9): idempotence, versions, webhook URLs, notes import, validation, atomicity. */
+import { afterAll, afterEach, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { stringify as toYaml } from 'yaml'
-import { ApplyError, type ApplyReport, applyDocumentNow, parseApplyText } from '../src/modules/apply/service.ts'
+import { ApplyError, type ApplyReport, parseApplyText } from '../src/modules/apply/service.ts'
 import { verifyWebhookToken } from '../src/lib/webhook-url.ts'
-import { repoRoot, sqliteTestEnv, type SqliteTestEnv, tableContents } from './helpers.ts'
+import { applyNow, execute, queryAll, queryOne, repoRoot, tableContents, testEnv, type TestEnv } from './helpers.ts'
 import { parseIsoMicros } from '../src/lib/time.ts'
 
 const ACME = readFileSync(join(repoRoot, 'examples/acme.yaml'), 'utf8')
 const BASE_URL = 'http://trellis.test'
+// Each apply of the acme file hashes its four passwords (deliberately slow): seconds on a busy machine.
+setDefaultTimeout(30_000)
 
-const envs: SqliteTestEnv[] = []
+const envs: TestEnv[] = []
 afterEach(() => {
   for (const env of envs.splice(0)) env.cleanup()
 })
 
-function freshEnv(): SqliteTestEnv {
-  const env = sqliteTestEnv({ TRELLIS_BASE_URL: BASE_URL })
+function freshEnv(): TestEnv {
+  const env = testEnv({ TRELLIS_BASE_URL: BASE_URL })
   envs.push(env)
   return env
 }
 
-function apply(env: SqliteTestEnv, source: string | object): ApplyReport {
+async function apply(env: TestEnv, source: string | object): Promise<ApplyReport> {
   const text = typeof source === 'string' ? source : toYaml(source)
-  return applyDocumentNow(parseApplyText(text), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
+  return applyNow(parseApplyText(text), { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
 }
 
 /** The ApplyError an apply throws; fails the test when it does not throw one. */
-function applyError(env: SqliteTestEnv, source: string | object): ApplyError {
+async function applyError(env: TestEnv, source: string | object): Promise<ApplyError> {
   try {
-    apply(env, source)
+    await apply(env, source)
   } catch (error) {
     if (error instanceof ApplyError) return error
     throw error
@@ -38,11 +40,11 @@ function applyError(env: SqliteTestEnv, source: string | object): ApplyError {
   throw new Error('expected the apply to fail')
 }
 
-function count(env: SqliteTestEnv, table: string, where = '1 = 1', ...params: (string | number)[]): number {
-  return (env.store.sqlite.prepare(`SELECT count(*) AS n FROM "${table}" WHERE ${where}`).get(...params) as { n: number }).n
+function count(env: TestEnv, table: string, where = '1 = 1', ...params: (string | number)[]): number {
+  return queryOne<{ n: number }>(env.store, `SELECT count(*) AS n FROM "${table}" WHERE ${where}`, ...params)!.n
 }
 
-function snapshot(env: SqliteTestEnv): string {
+function snapshot(env: TestEnv): string {
   return JSON.stringify(tableContents(env.store))
 }
 
@@ -99,9 +101,9 @@ function baseDocument() {
 type Doc = ReturnType<typeof baseDocument>
 
 describe('apply examples/acme.yaml', () => {
-  test('creates everything once; a second apply writes nothing at all', () => {
+  test('creates everything once; a second apply writes nothing at all', async () => {
     const env = freshEnv()
-    const first = apply(env, ACME)
+    const first = await apply(env, ACME)
     expect(first.updated).toBe(0)
     expect(first.created).toBe(31)
     expect(first.changes.every((c) => c.action === 'created')).toBe(true)
@@ -136,7 +138,7 @@ describe('apply examples/acme.yaml', () => {
 
     const before = snapshot(env)
     env.clock.advance(60_000)
-    const second = apply(env, ACME)
+    const second = await apply(env, ACME)
     expect(second.created).toBe(0)
     expect(second.updated).toBe(0)
     expect(second.changes).toEqual([])
@@ -145,42 +147,41 @@ describe('apply examples/acme.yaml', () => {
     expect(second.workflows).toEqual(first.workflows)
   })
 
-  test('passwords are hashed; an unchanged password is kept, a changed one replaced', () => {
+  test('passwords are hashed; an unchanged password is kept, a changed one replaced', async () => {
     const env = freshEnv()
-    apply(env, ACME)
+    await apply(env, ACME)
     const hashOf = () =>
-      (env.store.sqlite.prepare("SELECT password_hash AS h FROM users WHERE email = 'alice@example.com'").get() as { h: string }).h
+      queryOne<{ h: string }>(env.store, "SELECT password_hash AS h FROM users WHERE email = 'alice@example.com'")!.h
     const first = hashOf()
     expect(first).not.toContain('alice-demo-pass-2026')
     expect(Bun.password.verifySync('alice-demo-pass-2026', first)).toBe(true)
 
-    apply(env, ACME)
+    await apply(env, ACME)
     expect(hashOf()).toBe(first)
 
-    const report = apply(env, ACME.replace('alice-demo-pass-2026', 'alice-new-pass-2027'))
+    const report = await apply(env, ACME.replace('alice-demo-pass-2026', 'alice-new-pass-2027'))
     expect(report.changes).toEqual([{ action: 'updated', kind: 'user', name: 'alice@example.com' }])
     expect(Bun.password.verifySync('alice-new-pass-2027', hashOf())).toBe(true)
   })
 
-  test('a new password or a deactivation through apply ends the user’s sessions; an unchanged user keeps them', () => {
+  test('a new password or a deactivation through apply ends the user’s sessions; an unchanged user keeps them', async () => {
     const env = freshEnv()
     const doc = baseDocument()
-    apply(env, doc)
+    await apply(env, doc)
     const addSession = (email: string) =>
-      env.store.sqlite
-        .prepare('INSERT INTO sessions (id_hash, user_id, via_sso, created_at, expires_at) SELECT ?, id, 0, ?, ? FROM users WHERE email = ?')
-        .run(`hash-${email}`, env.clock.now(), env.clock.now() + 3_600_000, email)
+      execute(env.store, 'INSERT INTO sessions (id_hash, user_id, via_sso, created_at, expires_at) SELECT ?, id, FALSE, ?, ? FROM users WHERE email = ?',
+        `hash-${email}`, env.clock.now(), env.clock.now() + 3_600_000, email)
     const sessionsOf = (email: string) => count(env, 'sessions', 'user_id = (SELECT id FROM users WHERE email = ?)', email)
     addSession('alice@example.com')
     addSession('carol@example.com')
 
-    apply(env, doc)
+    await apply(env, doc)
     expect(sessionsOf('alice@example.com')).toBe(1)
 
     doc.users[0]!.password = 'alice-new-password'
     doc.users[1]!.username = 'Carol'
     env.clock.advance(1000)
-    const report = apply(env, doc)
+    const report = await apply(env, doc)
     expect(report.changes.filter((c) => c.kind === 'user')).toEqual([
       { action: 'updated', kind: 'user', name: 'alice@example.com' },
       { action: 'updated', kind: 'user', name: 'carol@example.com' },
@@ -190,33 +191,31 @@ describe('apply examples/acme.yaml', () => {
     expect(count(env, 'users', "email = 'carol@example.com' AND username = 'Carol' AND updated_at = ?", env.clock.now())).toBe(1)
 
     doc.users[1]!.disabled = true
-    apply(env, doc)
+    await apply(env, doc)
     expect(sessionsOf('carol@example.com')).toBe(0)
     expect(count(env, 'users', 'disabled_at IS NOT NULL')).toBe(1)
     doc.users[1]!.disabled = false
-    expect(apply(env, doc).changes).toEqual([{ action: 'updated', kind: 'user', name: 'carol@example.com' }])
+    expect((await apply(env, doc)).changes).toEqual([{ action: 'updated', kind: 'user', name: 'carol@example.com' }])
     expect(count(env, 'users', 'disabled_at IS NOT NULL')).toBe(0)
   })
 })
 
 describe('workflow versions', () => {
-  const versions = (env: SqliteTestEnv) =>
-    env.store.sqlite
-      .prepare("SELECT v.id, v.version FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id WHERE w.name = 'W' ORDER BY v.version")
-      .all() as { id: number; version: number }[]
-  const activeVersionId = (env: SqliteTestEnv) =>
-    (env.store.sqlite.prepare("SELECT active_version_id AS id FROM workflows WHERE name = 'W'").get() as { id: number }).id
+  const versions = (env: TestEnv) =>
+    queryAll<{ id: number; version: number }>(env.store, "SELECT v.id, v.version FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id WHERE w.name = 'W' ORDER BY v.version")
+  const activeVersionId = (env: TestEnv) =>
+    queryOne<{ id: number }>(env.store, "SELECT active_version_id AS id FROM workflows WHERE name = 'W'")!.id
 
-  test('a changed step publishes version 2 and makes it active', () => {
+  test('a changed step publishes version 2 and makes it active', async () => {
     const env = freshEnv()
     const doc = baseDocument()
-    const first = apply(env, doc)
+    const first = await apply(env, doc)
     expect(first.workflows[0]!.version).toBe(1)
     expect(versions(env).map((v) => v.version)).toEqual([1])
 
     doc.projects[0]!.workflows[0]!.steps[2] = { type: 'update', set: { status: 'refunded', refundedBy: '{{workflow.name}}' } }
     env.clock.advance(1000)
-    const second = apply(env, doc)
+    const second = await apply(env, doc)
     const rows = versions(env)
     expect(rows.map((v) => v.version)).toEqual([1, 2])
     expect(activeVersionId(env)).toBe(rows[1]!.id)
@@ -227,9 +226,9 @@ describe('workflow versions', () => {
     expect(count(env, 'admin_logs', "resource = 'workflow' AND type = 'update'")).toBe(1)
   })
 
-  test('re-ordering keys in the file is not a new version', () => {
+  test('re-ordering keys in the file is not a new version', async () => {
     const env = freshEnv()
-    apply(env, baseDocument())
+    await apply(env, baseDocument())
     const before = snapshot(env)
     const reordered = `
 projects:
@@ -251,40 +250,40 @@ projects:
         name: W
     name: P
 `
-    const report = apply(env, reordered)
+    const report = await apply(env, reordered)
     expect(report.created + report.updated).toBe(0)
     expect(report.workflows[0]!.version).toBe(1)
     expect(snapshot(env)).toBe(before)
   })
 
-  test('changing only webhook.enabled updates the trigger, not the version', () => {
+  test('changing only webhook.enabled updates the trigger, not the version', async () => {
     const env = freshEnv()
     const doc = baseDocument()
-    const first = apply(env, doc)
+    const first = await apply(env, doc)
     const url = first.workflows[0]!.webhook.url
     expect(url).not.toBeNull()
 
     doc.projects[0]!.workflows[0]!.webhook = { enabled: false }
-    const disabled = apply(env, doc)
+    const disabled = await apply(env, doc)
     expect(versions(env)).toHaveLength(1)
     expect(disabled.changes).toEqual([{ action: 'updated', kind: 'workflow', name: 'P/production/Support/W' }])
     expect(disabled.workflows[0]).toMatchObject({ version: 1, webhook: { enabled: false, url: null } })
-    expect(count(env, 'webhook_triggers', 'enabled = 0')).toBe(1)
+    expect(count(env, 'webhook_triggers', 'enabled = FALSE')).toBe(1)
     expect(count(env, 'admin_logs', "resource = 'workflow-webhook'")).toBe(2) // enabled on creation, then disabled
 
     doc.projects[0]!.workflows[0]!.webhook = { enabled: true, ratePerMinute: 5 }
-    const enabled = apply(env, doc)
+    const enabled = await apply(env, doc)
     expect(versions(env)).toHaveLength(1)
     // Enabling again restores the same URL: a pause, not a reset.
     expect(enabled.workflows[0]!.webhook).toEqual({ enabled: true, ratePerMinute: 5, url })
-    expect(count(env, 'webhook_triggers', 'enabled = 1 AND rate_per_minute = 5 AND generation = 1')).toBe(1)
+    expect(count(env, 'webhook_triggers', 'enabled = TRUE AND rate_per_minute = 5 AND generation = 1')).toBe(1)
   })
 })
 
 describe('webhook URLs in the report', () => {
-  test('signed, stable across re-applies and new versions; null when disabled', () => {
+  test('signed, stable across re-applies and new versions; null when disabled', async () => {
     const env = freshEnv()
-    const report = apply(env, ACME)
+    const report = await apply(env, ACME)
     const refund = report.workflows.find((w) => w.name === 'Refund order')!
     const dunning = report.workflows.find((w) => w.name === 'Start dunning')!
     expect(refund).toMatchObject({ project: 'Acme', environment: 'production', team: 'Support', version: 1 })
@@ -296,25 +295,22 @@ describe('webhook URLs in the report', () => {
     const match = /^http:\/\/trellis\.test\/v1\/hooks\/([A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43})$/.exec(url)
     expect(match).not.toBeNull()
     const token = match![1]!
-    const row = env.store.sqlite.prepare("SELECT id, rendering_id AS renderingId FROM workflows WHERE name = 'Refund order'").get() as {
-      id: number
-      renderingId: number
-    }
+    const row = queryOne<{ id: number; renderingId: number }>(env.store, `SELECT id, rendering_id AS "renderingId" FROM workflows WHERE name = 'Refund order'`)!
     expect(verifyWebhookToken(env.secret, token)).toEqual({ workflowId: row.id, renderingId: row.renderingId, generation: 1 })
     expect(verifyWebhookToken(Buffer.from('another-secret-another-secret-0123456'), token)).toBeNull()
 
-    expect(apply(env, ACME).workflows.find((w) => w.name === 'Refund order')!.webhook.url).toBe(url)
+    expect((await apply(env, ACME)).workflows.find((w) => w.name === 'Refund order')!.webhook.url).toBe(url)
 
     const changed = ACME.replace('seconds: 5', 'seconds: 10')
     expect(changed).not.toBe(ACME)
-    const published = apply(env, changed).workflows.find((w) => w.name === 'Refund order')!
+    const published = (await apply(env, changed)).workflows.find((w) => w.name === 'Refund order')!
     expect(published.version).toBe(2)
     expect(published.webhook.url).toBe(url)
   })
 })
 
 describe('items missing from a later file', () => {
-  test('are reported in notInFile and kept', () => {
+  test('are reported in notInFile and kept', async () => {
     const env = freshEnv()
     const full = baseDocument()
     full.users.push({ email: 'bob@example.com', username: 'bob' })
@@ -325,13 +321,13 @@ describe('items missing from a later file', () => {
     project.collections.push({ name: 'customers' })
     project.workflows.push({ name: 'W2', environment: 'staging', team: 'Billing', collection: 'customers', steps: [{ type: 'load' }] })
     full.projects.push({ name: 'Other', environments: ['production'] })
-    apply(env, full)
+    await apply(env, full)
     const before = snapshot(env)
 
     const smaller = baseDocument()
     smaller.users = smaller.users.filter((u) => u.email !== 'carol@example.com')
     smaller.users.push({ email: 'bob@example.com', username: 'bob' })
-    const report = apply(env, smaller)
+    const report = await apply(env, smaller)
     expect(report.created + report.updated).toBe(0)
     expect(report.notInFile).toEqual(
       expect.arrayContaining([
@@ -351,25 +347,22 @@ describe('items missing from a later file', () => {
     expect(count(env, 'workflows', "name = 'W2'")).toBe(1)
   })
 
-  test('a list left out of the file is not managed, so nothing is reported for it', () => {
+  test('a list left out of the file is not managed, so nothing is reported for it', async () => {
     const env = freshEnv()
-    apply(env, baseDocument())
-    const report = apply(env, { projects: [{ name: 'P' }] })
+    await apply(env, baseDocument())
+    const report = await apply(env, { projects: [{ name: 'P' }] })
     expect(report.notInFile).toEqual([])
   })
 })
 
 describe('notes import', () => {
-  const noteRows = (env: SqliteTestEnv) =>
-    env.store.sqlite.prepare('SELECT id, title, created_at, updated_at, archived_at FROM notes ORDER BY id').all() as {
-      id: number
-      title: string
-      created_at: number
-      updated_at: number
-      archived_at: number | null
-    }[]
+  const noteRows = (env: TestEnv) =>
+    queryAll<{ id: number; title: string; created_at: number; updated_at: number; archived_at: number | null }>(
+      env.store,
+      'SELECT id, title, created_at, updated_at, archived_at FROM notes ORDER BY id',
+    )
 
-  test('keeps the given times, sanitises messages, orders undated notes, and does not duplicate on re-apply', () => {
+  test('keeps the given times, sanitises messages, orders undated notes, and does not duplicate on re-apply', async () => {
     const env = freshEnv()
     const doc = baseDocument()
     const note = (title: string, extra: Record<string, unknown> = {}) => ({
@@ -394,7 +387,7 @@ describe('notes import', () => {
       note('Undated 2'),
       note('Undated 3'),
     ]
-    apply(env, doc)
+    await apply(env, doc)
 
     const rows = noteRows(env)
     expect(rows.map((r) => r.title)).toEqual(['Dated', 'Undated 1', 'Undated 2', 'Undated 3'])
@@ -403,9 +396,7 @@ describe('notes import', () => {
     expect(dated.updated_at).toBe(iso('2026-11-04T11:30:00.000Z'))
     expect(dated.archived_at).toBe(iso('2026-11-05T06:00:00.000Z'))
 
-    const messages = env.store.sqlite
-      .prepare('SELECT content, created_at FROM note_messages WHERE note_id = ? ORDER BY id')
-      .all(dated.id) as { content: string; created_at: number }[]
+    const messages = queryAll<{ content: string; created_at: number }>(env.store, 'SELECT content, created_at FROM note_messages WHERE note_id = ? ORDER BY id', dated.id)
     expect(messages.map((m) => m.created_at)).toEqual([iso('2026-11-04T09:12:00.123Z'), iso('2026-11-04T11:30:00.000Z')])
     const html = messages[1]!.content
     expect(html).not.toContain('<script')
@@ -419,21 +410,19 @@ describe('notes import', () => {
     for (let i = 1; i < undated.length; i++) expect(undated[i]!.created_at).toBeGreaterThan(undated[i - 1]!.created_at)
     expect(undated[0]!.created_at).toBeGreaterThanOrEqual(env.clock.now())
     // A message without createdAt takes its note's.
-    const undatedMessage = env.store.sqlite.prepare('SELECT created_at FROM note_messages WHERE note_id = ?').get(undated[0]!.id) as {
-      created_at: number
-    }
+    const undatedMessage = queryOne<{ created_at: number }>(env.store, 'SELECT created_at FROM note_messages WHERE note_id = ?', undated[0]!.id)!
     expect(undatedMessage.created_at).toBe(undated[0]!.created_at)
 
     const before = snapshot(env)
     env.clock.advance(3_600_000)
-    const again = apply(env, doc)
+    const again = await apply(env, doc)
     expect(again.created + again.updated).toBe(0)
     expect(count(env, 'notes')).toBe(4)
     expect(count(env, 'note_messages')).toBe(3)
     expect(snapshot(env)).toBe(before)
   })
 
-  test('without updatedAt, a note is as recent as its newest message or archive time', () => {
+  test('without updatedAt, a note is as recent as its newest message or archive time', async () => {
     const env = freshEnv()
     const doc = baseDocument()
     doc.projects[0]!.notes = [
@@ -446,7 +435,7 @@ describe('notes import', () => {
         ],
       },
     ]
-    apply(env, doc)
+    await apply(env, doc)
     expect(noteRows(env)[0]!.updated_at).toBe(iso('2026-11-03T00:00:00Z'))
   })
 })
@@ -614,20 +603,24 @@ describe('validation', () => {
     { name: 'not a mapping', expected: '(root): must be an object', text: '- users\n- projects\n' },
   ]
 
-  test('the base document is valid', () => {
+  test('the base document is valid', async () => {
     const env = freshEnv()
-    expect(apply(env, baseDocument()).created).toBeGreaterThan(0)
+    expect((await apply(env, baseDocument())).created).toBeGreaterThan(0)
   })
 
-  test.each(cases)('$name', ({ expected, text, mutate }) => {
-    const env = freshEnv()
+  // The cases share one empty env: each fails and is checked to write nothing (a fresh PostgreSQL database each is slow).
+  let shared: TestEnv | null = null
+  afterAll(() => shared?.cleanup())
+
+  test.each(cases)('$name', async ({ expected, text, mutate }) => {
+    const env = (shared ??= testEnv({ TRELLIS_BASE_URL: BASE_URL }))
     const source = text ?? (() => {
       const doc = baseDocument()
       mutate!(doc)
       return toYaml(doc)
     })()
     const before = snapshot(env)
-    const error = applyError(env, source)
+    const error = await applyError(env, source)
     expect(error.message).toContain(expected)
     expect(error.problems.length).toBeGreaterThan(0)
     // Every problem names where it is.
@@ -638,13 +631,13 @@ describe('validation', () => {
     expect(snapshot(env)).toBe(before)
   })
 
-  test('a user known only to the database is not an unknown user', () => {
+  test('a user known only to the database is not an unknown user', async () => {
     const env = freshEnv()
-    apply(env, baseDocument())
+    await apply(env, baseDocument())
     const doc = baseDocument()
     delete (doc as { users?: unknown }).users
     project(doc).teams.push({ name: 'Billing', members: ['CAROL@example.com'] })
-    expect(apply(env, doc).changes.map((c) => c.name)).toContain('P/Billing/carol@example.com')
+    expect((await apply(env, doc)).changes.map((c) => c.name)).toContain('P/Billing/carol@example.com')
   })
 })
 
@@ -667,17 +660,17 @@ describe('atomicity', () => {
     return doc
   }
 
-  test('on an empty database, a bad last item writes nothing', () => {
+  test('on an empty database, a bad last item writes nothing', async () => {
     const env = freshEnv()
     const before = snapshot(env)
-    const error = applyError(env, lastItemBroken(baseDocument()))
+    const error = await applyError(env, lastItemBroken(baseDocument()))
     expect(error.message).toBe('projects[1].notes[1].user: unknown user nobody@example.com')
     expect(snapshot(env)).toBe(before)
   })
 
-  test('on a database with acme applied, a bad last item writes nothing', () => {
+  test('on a database with acme applied, a bad last item writes nothing', async () => {
     const env = freshEnv()
-    apply(env, ACME)
+    await apply(env, ACME)
     const before = snapshot(env)
     env.clock.advance(1000)
     // The acme file with changes everywhere (a new user, a changed record, a changed workflow, a new note) and a bad tail.
@@ -690,14 +683,14 @@ describe('atomicity', () => {
       acme.projects.push(...baseDocument().projects) // its users (alice, carol) are acme's too
       return lastItemBroken(acme)
     }
-    const error = applyError(env, changedAcme())
+    const error = await applyError(env, changedAcme())
     expect(error.message).toBe('projects[2].notes[1].user: unknown user nobody@example.com')
     expect(snapshot(env)).toBe(before)
 
     // The same file without its bad tail applies.
     const fixed = changedAcme()
     fixed.projects.at(-1)!.notes.pop()
-    const report = apply(env, fixed)
+    const report = await apply(env, fixed)
     expect(report.created).toBeGreaterThan(0)
     expect(report.changes).toContainEqual({ action: 'published', kind: 'workflow', name: 'Acme/production/Support/Refund order' })
   })

@@ -4,7 +4,7 @@
  * directory, `serve` runs on it). It never overwrites a file unless asked.
  */
 import { Database } from 'bun:sqlite'
-import { afterEach, describe, expect, test } from 'bun:test'
+import { afterEach, expect, test } from 'bun:test'
 import { copyFileSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
@@ -12,7 +12,7 @@ import { migrations } from '../src/db/migrations.generated.ts'
 import { openStore } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { bearer, runCli, startServe, tempDir } from './helpers.ts'
+import { bearer, runCli, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -35,7 +35,7 @@ for (let batch = 1; ; batch++) {
 }
 `
 
-describe('trellis backup', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.backup, 'trellis backup', () => {
   test('under continuous writes from another process: a consistent copy that restores', async () => {
     const data = tempDir('trellis-backup-data-')
     const out = tempDir('trellis-backup-out-')

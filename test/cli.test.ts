@@ -3,43 +3,43 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
-import { openStore } from '../src/db/open.ts'
 import { type ApplyReport } from '../src/modules/apply/service.ts'
 import { runCli as runCliInProcess } from '../src/main.ts'
-import { freePort, repoRoot, runCli, startServe, tableContents, tempDir } from './helpers.ts'
+import { type CliResult, freePort, processEnv, queryAll, repoRoot, runCli as runCliProcess, SQLITE_ONLY, sqliteOnlyTest, startServe, tableContents, tempDir, testEnv, type TestEnv } from './helpers.ts'
 
 const ACME = join(repoRoot, 'examples/acme.yaml')
 const TIMEOUT = 30_000
 
-const dirs: ReturnType<typeof tempDir>[] = []
+const envs = new Map<string, TestEnv>()
 afterAll(() => {
-  for (const dir of dirs) dir.cleanup()
+  for (const env of envs.values()) env.cleanup()
 })
 
+/** A test env's data directory (SQLite: its migrated file; PostgreSQL: the env's database goes with it, see `runCli`). */
 function dataDir(): string {
-  const dir = tempDir('trellis-cli-')
-  dirs.push(dir)
-  return dir.path
+  const env = testEnv()
+  envs.set(env.dataDir, env)
+  return env.dataDir
+}
+
+/** The environment a process on data directory `dir` needs: its test env's database (`processEnv`), if any. */
+const storeEnv = (dir: string): Record<string, string> => {
+  const env = envs.get(dir)
+  return env === undefined ? {} : processEnv(env)
+}
+
+/** The real CLI in a process (helpers' `runCli`), on the test env whose data directory its `--data` names. */
+function runCli(args: string[], options: Parameters<typeof runCliProcess>[1] = {}): Promise<CliResult> {
+  const data = args.indexOf('--data')
+  return runCliProcess(args, { ...options, env: { ...(data < 0 ? {} : storeEnv(args[data + 1]!)), ...options.env } })
 }
 
 /** Reads the data directory's database in this process (the CLI process has exited). */
 function readDb<T>(dir: string, read: (query: (sql: string) => unknown[]) => T): T {
-  const store = openStore(dir)
-  try {
-    return read((sql) => store.sqlite.prepare(sql).all())
-  } finally {
-    store.close()
-  }
+  return read((sql) => queryAll(envs.get(dir)!.store, sql))
 }
 
-const snapshot = (dir: string) => {
-  const store = openStore(dir)
-  try {
-    return JSON.stringify(tableContents(store))
-  } finally {
-    store.close()
-  }
-}
+const snapshot = (dir: string) => JSON.stringify(tableContents(envs.get(dir)!.store))
 
 describe('trellis without a command', () => {
   test(
@@ -75,10 +75,12 @@ describe('trellis without a command', () => {
 })
 
 describe('trellis migrate', () => {
-  test(
+  sqliteOnlyTest(
+    SQLITE_ONLY.newDataDir,
     'twice is fine; an unknown flag is a usage error',
     async () => {
-      const dir = dataDir()
+      const newDir = tempDir('trellis-cli-')
+      const dir = newDir.path
       const first = await runCli(['migrate', '--data', dir])
       expect(first).toMatchObject({ code: 0, stderr: '' })
       expect(first.stdout).toContain('applied')
@@ -90,6 +92,7 @@ describe('trellis migrate', () => {
       expect(flag.code).toBe(2)
       expect(flag.stderr).toContain('--frobnicate')
       expect(flag.stderr).toContain('Usage: trellis migrate')
+      newDir.cleanup()
     },
     TIMEOUT,
   )
@@ -212,7 +215,7 @@ describe('trellis user', () => {
       expect(badEmail.stderr).toContain('not an email address')
 
       const state = () =>
-        readDb(dir, (q) => q("SELECT email, disabled_at AS disabledAt, password_hash AS hash FROM users ORDER BY id")) as {
+        readDb(dir, (q) => q(`SELECT email, disabled_at AS "disabledAt", password_hash AS hash FROM users ORDER BY id`)) as {
           email: string
           disabledAt: number | null
           hash: string
@@ -333,7 +336,7 @@ describe('URLs printed by the CLI are under the running server’s public base U
       const dir = dataDir()
       expect((await runCli(['apply', '-f', ACME, '--data', dir])).code).toBe(0)
 
-      const public1 = await startServe({ dataDir: dir, cwd: dir, env: { TRELLIS_BASE_URL: 'https://trellis.example.com/' } })
+      const public1 = await startServe({ dataDir: dir, cwd: dir, env: { ...storeEnv(dir), TRELLIS_BASE_URL: 'https://trellis.example.com/' } })
       try {
         const urls = await applyUrls(dir)
         expect(urls.length).toBeGreaterThan(0)
@@ -351,7 +354,7 @@ describe('URLs printed by the CLI are under the running server’s public base U
       }
 
       // Without a base URL, serve's own host and port (not a guessed :8080).
-      const local = await startServe({ dataDir: dir, cwd: dir })
+      const local = await startServe({ dataDir: dir, cwd: dir, env: storeEnv(dir) })
       try {
         expect(local.url).not.toEndWith(':8080')
         expect((await webhookShow(dir)).stdout).toStartWith(`${local.url}/v1/hooks/`)
@@ -370,7 +373,7 @@ describe('URLs printed by the CLI are under the running server’s public base U
       expect((await runCli(['apply', '-f', ACME, '--data', dir])).code).toBe(0)
       const port = freePort()
       expect((await webhookShow(dir, 'show', [], { TRELLIS_PORT: String(port) })).stdout).toStartWith(`http://127.0.0.1:${port}/v1/hooks/`)
-      const server = await startServe({ dataDir: dir, cwd: dir })
+      const server = await startServe({ dataDir: dir, cwd: dir, env: storeEnv(dir) })
       await server.stop()
       const { statSync } = await import('node:fs')
       expect((statSync(join(dir, 'base-url')).mode & 0o777).toString(8)).toBe('600')

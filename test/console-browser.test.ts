@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
-import { bearer, repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { bearer, processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const available = existsSync(CHROMIUM)
@@ -23,7 +23,9 @@ if (!available) {
 // The flags this machine's closed network needs (no background fetches, no QUIC), headless as root.
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
 
-let dir: ReturnType<typeof tempDir>
+/** The test env the served console runs on: its data dir, and on PostgreSQL its database. */
+let env: TestEnv
+let dir: { path: string }
 let server: ServeProcess
 let browser: Browser
 let context: BrowserContext
@@ -78,10 +80,11 @@ async function signIn(email: string, password: string) {
 
 describe.skipIf(!available)('the console in Chromium', () => {
   beforeAll(async () => {
-    dir = tempDir('trellis-browser-')
-    const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dir.path])
+    env = testEnv()
+    dir = { path: env.dataDir }
+    const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dir.path], { env: processEnv(env) })
     expect(applied.code).toBe(0)
-    server = await startServe({ dataDir: dir.path, cwd: dir.path })
+    server = await startServe({ dataDir: dir.path, cwd: dir.path, env: processEnv(env) })
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
     context = await browser.newContext({ baseURL: server.url })
     page = await context.newPage()
@@ -91,7 +94,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
   afterAll(async () => {
     await browser?.close()
     await server?.stop()
-    dir?.cleanup()
+    env?.cleanup()
     expect(problems).toEqual([])
   })
 
@@ -243,8 +246,8 @@ describe.skipIf(!available)('the console in Chromium', () => {
   }, 30_000)
 
   test('first run, console only: setup link → project with an environment, a team, a collection and a record → a second person invited, signed in through the invitation, with a token of their own', async () => {
-    const fresh = tempDir('trellis-browser-first-')
-    const first = await startServe({ dataDir: fresh.path, cwd: fresh.path })
+    const fresh = testEnv() // no user yet: serve prints the setup link
+    const first = await startServe({ dataDir: fresh.dataDir, cwd: fresh.dataDir, env: processEnv(fresh) })
     // Links printed or shown name the configured base URL; the test talks to the port the server listens on.
     const local = (link: string) => `${first.url}${new URL(link).pathname}${new URL(link).search}`
     try {

@@ -8,9 +8,9 @@ import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { migrate, pendingMigrations } from '../src/db/migrate.ts'
 import { type Journal, renderMigrationsModule } from '../src/db/migrations-module.ts'
 import { migrations as embedded } from '../src/db/migrations.generated.ts'
-import { openStore, type SqliteStore } from '../src/db/open.ts'
+import { openStore, type SqliteStore, type Store } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { repoRoot, runCli, sqliteTestEnv, type SqliteTestEnv, tempDir } from './helpers.ts'
+import { execute, queryOne, repoRoot, runCli, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyEach, sqliteTestEnv, type SqlValue, TEST_STORE, testEnv, type TestEnv, tempDir } from './helpers.ts'
 
 const schemaTables = (Object.values(schema) as unknown[])
   .filter((value): value is SQLiteTable => is(value, SQLiteTable))
@@ -29,8 +29,8 @@ function emptyStore(): SqliteStore {
   return store
 }
 
-function migratedEnv(): SqliteTestEnv {
-  const env = sqliteTestEnv()
+function migratedEnv(): TestEnv {
+  const env = testEnv()
   cleanups.push(env.cleanup)
   return env
 }
@@ -41,7 +41,7 @@ function names(sqlite: Database, type: 'table' | 'index'): string[] {
   )
 }
 
-describe('migrations', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.sqliteMigrations, 'migrations', () => {
   test('on an empty file they create every table, column, index and check of src/db/schema.ts', () => {
     const store = emptyStore()
     expect(pendingMigrations(store.sqlite)).toEqual(embedded.map((m) => m.name))
@@ -173,7 +173,7 @@ describe('migrations', () => {
     const at = embedded.findIndex((m) => m.name.endsWith('_runs_created_in_microseconds'))
     expect(at).toBeGreaterThan(0)
     migrate(store.sqlite, embedded.slice(0, at))
-    const { now, insertRun } = seedWorkflows(store.sqlite)
+    const { now, insertRun } = seedWorkflows(store)
     const id = insertRun(1, 'order-1', 'succeeded')
     expect(migrate(store.sqlite)).toEqual(embedded.slice(at).map((m) => m.name))
     expect(store.sqlite.prepare('SELECT created_at, available_at FROM runs WHERE id = ?').get(id)).toEqual({ created_at: now * 1000, available_at: now })
@@ -254,7 +254,7 @@ describe('embedded migrations', () => {
   }, 30_000)
 })
 
-describe('pragmas', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.pragmas, 'pragmas', () => {
   test('WAL, foreign keys on, synchronous NORMAL, busy_timeout 5000', () => {
     const { sqlite } = emptyStore()
     expect(sqlite.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' })
@@ -277,22 +277,23 @@ describe('pragmas', () => {
 })
 
 /** The rows a run needs (user, project, environment, team, rendering, collection, workflow, version), by raw SQL. */
-function seedWorkflows(sqlite: Database) {
+function seedWorkflows(store: Store) {
   const now = 1_795_000_000_000
-  sqlite.run("INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', ?, ?)", [now, now])
-  sqlite.run("INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', ?)", [now])
-  sqlite.run("INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', ?)", [now])
-  sqlite.run("INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', ?)", [now])
-  sqlite.run('INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)')
-  sqlite.run("INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', ?)", [now])
+  const run = (statement: string, params: SqlValue[] = []) => execute(store, statement, ...params)
+  run("INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', ?, ?)", [now, now])
+  run("INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', ?)", [now])
+  run("INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', ?)", [now])
+  run("INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', ?)", [now])
+  run('INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)')
+  run("INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', ?)", [now])
   for (const id of [1, 2]) {
-    sqlite.run('INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (?, 1, ?, 1, ?, ?)', [
+    run('INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (?, 1, ?, 1, ?, ?)', [
       id,
       `wf${id}`,
       now,
       now,
     ])
-    sqlite.run("INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (?, ?, 1, '{}', 'h', ?)", [
+    run("INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (?, ?, 1, '{}', 'h', ?)", [
       id,
       id,
       now,
@@ -301,7 +302,7 @@ function seedWorkflows(sqlite: Database) {
   let n = 0
   const insertRun = (workflowId: number, recordId: string, status: string) => {
     const id = `run-${++n}`
-    sqlite.run(
+    run(
       `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, trigger, status, available_at, created_at)
        VALUES (?, ?, ?, 1, ?, 1, 'webhook', ?, ?, ?)`,
       [id, workflowId, workflowId, recordId, status, now, now],
@@ -311,81 +312,85 @@ function seedWorkflows(sqlite: Database) {
   return { now, insertRun }
 }
 
+/** What a statement the database refuses fails with, on the store under test (SQLite's words, or PostgreSQL's). */
+function refused(kind: 'unique' | 'check' | 'foreign key', constraint = ''): RegExp {
+  if (TEST_STORE === 'sqlite') return new RegExp(`${kind.toUpperCase()} constraint failed${kind === 'check' ? `: ${constraint}` : ''}`)
+  return new RegExp(`violates ${kind} constraint${constraint === '' ? '' : ` "${constraint}"`}`)
+}
+
 describe('constraints', () => {
   test('runs_one_active_per_record: one active run per (workflow, record); finished runs do not count', () => {
     const { store } = migratedEnv()
-    const { insertRun } = seedWorkflows(store.sqlite)
+    const { insertRun } = seedWorkflows(store)
     const first = insertRun(1, 'order-1', 'queued')
     for (const status of ['queued', 'running', 'waiting']) {
-      expect(() => insertRun(1, 'order-1', status)).toThrow(/UNIQUE constraint failed/)
+      expect(() => insertRun(1, 'order-1', status)).toThrow(refused('unique', 'runs_one_active_per_record'))
     }
     // Another record, or another workflow on the same record, is independent.
     insertRun(1, 'order-2', 'queued')
     insertRun(2, 'order-1', 'running')
 
     // While running or waiting it still blocks.
-    store.sqlite.run("UPDATE runs SET status = 'waiting' WHERE id = ?", [first])
-    expect(() => insertRun(1, 'order-1', 'queued')).toThrow(/UNIQUE constraint failed/)
+    execute(store, "UPDATE runs SET status = 'waiting' WHERE id = ?", first)
+    expect(() => insertRun(1, 'order-1', 'queued')).toThrow(refused('unique', 'runs_one_active_per_record'))
 
-    store.sqlite.run("UPDATE runs SET status = 'succeeded' WHERE id = ?", [first])
+    execute(store, "UPDATE runs SET status = 'succeeded' WHERE id = ?", first)
     const second = insertRun(1, 'order-1', 'queued')
-    store.sqlite.run("UPDATE runs SET status = 'failed' WHERE id = ?", [second])
+    execute(store, "UPDATE runs SET status = 'failed' WHERE id = ?", second)
     insertRun(1, 'order-1', 'cancelled')
     insertRun(1, 'order-1', 'queued')
     // Re-activating a finished run while another is active is refused too.
-    expect(() => store.sqlite.run("UPDATE runs SET status = 'queued' WHERE id = ?", [second])).toThrow(/UNIQUE constraint failed/)
-    expect(store.sqlite.prepare("SELECT count(*) AS n FROM runs WHERE workflow_id = 1 AND record_id = 'order-1'").get()).toEqual({ n: 4 })
+    expect(() => execute(store, "UPDATE runs SET status = 'queued' WHERE id = ?", second)).toThrow(refused('unique', 'runs_one_active_per_record'))
+    expect(queryOne(store, "SELECT count(*) AS n FROM runs WHERE workflow_id = 1 AND record_id = 'order-1'")).toEqual({ n: 4 })
   })
 
   test('CHECK constraints refuse an unknown run status, trigger, member role, log type', () => {
     const { store } = migratedEnv()
-    const { insertRun, now } = seedWorkflows(store.sqlite)
-    expect(() => insertRun(1, 'order-1', 'finished')).toThrow(/CHECK constraint failed: runs_status_check/)
-    expect(() => insertRun(1, 'order-1', 'QUEUED')).toThrow(/CHECK constraint failed/)
+    const { insertRun, now } = seedWorkflows(store)
+    expect(() => insertRun(1, 'order-1', 'finished')).toThrow(refused('check', 'runs_status_check'))
+    expect(() => insertRun(1, 'order-1', 'QUEUED')).toThrow(refused('check', 'runs_status_check'))
     const id = insertRun(1, 'order-1', 'queued')
-    expect(() => store.sqlite.run("UPDATE runs SET status = 'done' WHERE id = ?", [id])).toThrow(/CHECK constraint failed/)
-    expect(() => store.sqlite.run("UPDATE runs SET trigger = 'cron' WHERE id = ?", [id])).toThrow(/CHECK constraint failed: runs_trigger_check/)
+    expect(() => execute(store, "UPDATE runs SET status = 'done' WHERE id = ?", id)).toThrow(refused('check', 'runs_status_check'))
+    expect(() => execute(store, "UPDATE runs SET trigger = 'cron' WHERE id = ?", id)).toThrow(refused('check', 'runs_trigger_check'))
 
     const addMember = (role: string) =>
-      store.sqlite.run('INSERT INTO project_members (project_id, user_id, role, created_at, updated_at) VALUES (1, 1, ?, ?, ?)', [role, now, now])
-    expect(() => addMember('owner')).toThrow(/CHECK constraint failed: project_members_role_check/)
-    expect(() => addMember('Admin')).toThrow(/CHECK constraint failed/)
+      execute(store, 'INSERT INTO project_members (project_id, user_id, role, created_at, updated_at) VALUES (1, 1, ?, ?, ?)', role, now, now)
+    expect(() => addMember('owner')).toThrow(refused('check', 'project_members_role_check'))
+    expect(() => addMember('Admin')).toThrow(refused('check', 'project_members_role_check'))
     addMember('admin')
 
     expect(() =>
-      store.sqlite.run("INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'delete', 'create', 1, ?)", [now]),
-    ).toThrow(/CHECK constraint failed: activity_logs_type_check/)
+      execute(store, "INSERT INTO activity_logs (environment_id, type, action, user_id, created_at) VALUES (1, 'delete', 'create', 1, ?)", now),
+    ).toThrow(refused('check', 'activity_logs_type_check'))
     expect(() =>
-      store.sqlite.run("INSERT INTO admin_logs (type, resource, initiator, created_at) VALUES ('add', 'role', 'robot', ?)", [now]),
-    ).toThrow(/CHECK constraint failed: admin_logs_initiator_check/)
+      execute(store, "INSERT INTO admin_logs (type, resource, initiator, created_at) VALUES ('add', 'role', 'robot', ?)", now),
+    ).toThrow(refused('check', 'admin_logs_initiator_check'))
   })
 
   test('foreign keys are enforced', () => {
     const { store } = migratedEnv()
-    const { now } = seedWorkflows(store.sqlite)
+    const { now } = seedWorkflows(store)
     expect(() =>
-      store.sqlite.run(
+      execute(
+        store,
         `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, trigger, status, available_at, created_at)
          VALUES ('r', 99, 1, 1, 'x', 1, 'manual', 'queued', ?, ?)`,
-        [now, now],
+        now,
+        now,
       ),
-    ).toThrow(/FOREIGN KEY constraint failed/)
+    ).toThrow(refused('foreign key'))
   })
 
   test('note ids are never reused (AUTOINCREMENT)', () => {
     const { store } = migratedEnv()
-    const { now } = seedWorkflows(store.sqlite)
-    const insertNote = () =>
-      (
-        store.sqlite
-          .prepare(
-            "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 't', 1, ?, ?) RETURNING id",
-          )
-          .all(now, now) as { id: number }[]
-      )[0]!.id
+    const { now } = seedWorkflows(store)
+    const insertNote = () => {
+      execute(store, "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 't', 1, ?, ?)", now, now)
+      return queryOne<{ id: number }>(store, 'SELECT max(id) AS id FROM notes')!.id
+    }
     expect(insertNote()).toBe(1)
     expect(insertNote()).toBe(2)
-    store.sqlite.run('DELETE FROM notes WHERE id = 2')
+    execute(store, 'DELETE FROM notes WHERE id = 2')
     expect(insertNote()).toBe(3)
   })
 })
@@ -408,9 +413,10 @@ describe('indexes serve the list filters (EXPLAIN QUERY PLAN)', () => {
     ['admin_logs', 'SELECT id FROM admin_logs WHERE project_id = ? AND extension = 0 ORDER BY id DESC LIMIT 11'],
   ] as const
 
-  test.each(pages)('%s: %s', (table, query) => {
-    const { store } = migratedEnv()
-    const plan = (store.sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all(...query.split('?').slice(1).map(() => 1)) as { detail: string }[]).map(
+  sqliteOnlyEach(SQLITE_ONLY.queryPlan, pages.map(([table, query]): [string, string] => [table, query]), '%s: %s', (table, query) => {
+    const env = sqliteTestEnv()
+    cleanups.push(env.cleanup)
+    const plan = (env.store.sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all(...query.split('?').slice(1).map(() => 1)) as { detail: string }[]).map(
       (row) => row.detail,
     )
     expect(plan.some((detail) => detail.startsWith(`SEARCH ${table} USING `) && detail.includes('INDEX'))).toBe(true)

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { jsonShapeProblem, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from '../src/http/body.ts'
-import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 
 /** `{"a":{"a":…1…}}` with `levels` objects. */
 const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`
@@ -41,23 +41,24 @@ describe('jsonShapeProblem', () => {
 })
 
 describe('a real server and JSON nested 50,000 deep', () => {
-  const dirs: { cleanup(): void }[] = []
+  let env: TestEnv
   let server: ServeProcess
   let token: string
 
   beforeAll(async () => {
-    const data = tempDir('trellis-deep-json-')
-    dirs.push(data)
-    expect((await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', data.path])).code).toBe(0)
-    const created = await runCli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'deep', '--scopes', 'all', '--data', data.path])
+    env = testEnv()
+    const data = { path: env.dataDir }
+    const cli = (args: string[]) => runCli(args, { env: processEnv(env) })
+    expect((await cli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', data.path])).code).toBe(0)
+    const created = await cli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'deep', '--scopes', 'all', '--data', data.path])
     expect(created.code).toBe(0)
     token = created.stdout.trim()
-    server = await startServe({ dataDir: data.path, cwd: data.path, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn' } })
+    server = await startServe({ dataDir: data.path, cwd: data.path, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn', ...processEnv(env) } })
   }, 60_000)
 
   afterAll(async () => {
     await server?.stop()
-    for (const dir of dirs) dir.cleanup()
+    env.cleanup()
   })
 
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>

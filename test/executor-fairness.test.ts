@@ -5,14 +5,15 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
-import { queueOn } from './support/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, userId } from './support/acme.ts'
-import { sqliteTestEnv, testApp } from './helpers.ts'
+import { insertRun } from '../src/db/queue.ts'
+import { writeNow } from '../src/db/write.ts'
+import { queryOne, testApp, testEnv } from './helpers.ts'
 
-const env = sqliteTestEnv()
+const env = testEnv()
 afterAll(() => env.cleanup())
 
 test('HTTP answers within a second while 600 queued runs execute', async () => {
@@ -21,17 +22,16 @@ test('HTTP answers within a second while 600 queued runs execute', async () => {
   const { webhook: _noWebhook, ...touch } = ordersWorkflow('Touch', steps) // runs are queued directly: no webhook block
   acmeProject(document).workflows!.push(touch)
   await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
-  const workflow = env.store.sqlite.prepare("SELECT id, active_version_id AS version FROM workflows WHERE name = 'Touch'").get() as { id: number; version: number }
-  const environment = env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").get() as { id: number }
-  const queue = queueOn(env.store.sqlite)
+  const workflow = queryOne<{ id: number; version: number }>(env.store, "SELECT id, active_version_id AS version FROM workflows WHERE name = 'Touch'")!
+  const environment = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE name = 'production'")!
   const bob = userId(env.store, 'bob')
   // A backlog on distinct records (the partial unique index allows one active run per record); the records do
   // not exist, so each run is a claim, a failing load and a finish: real transactions, fast.
-  env.store.sqlite.transaction(() => {
+  await writeNow(env.store, function* () {
     for (let i = 0; i < 600; i++) {
-      queue.insert({ id: randomUUIDv7(), workflowId: workflow.id, workflowVersionId: workflow.version, environmentId: environment.id, recordId: `missing-${i}`, userId: bob, tokenId: null, trigger: 'manual', createdAt: Date.now() })
+      yield* insertRun({ id: randomUUIDv7(), workflowId: workflow.id, workflowVersionId: workflow.version, environmentId: environment.id, recordId: `missing-${i}`, userId: bob, tokenId: null, trigger: 'manual', createdAt: Date.now() })
     }
-  })()
+  })
 
   const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20 })
   const app = testApp(env, { clock: systemClock, executor })
@@ -46,7 +46,7 @@ test('HTTP answers within a second while 600 queued runs execute', async () => {
       expect(response.status).toBe(200)
       waits.push(performance.now() - started)
     }
-    const remaining = (env.store.sqlite.prepare("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')").get() as { n: number }).n
+    const remaining = queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')")!.n
     expect(remaining).toBeGreaterThan(0) // the backlog was still being worked on while HTTP answered
     expect(Math.max(...waits)).toBeLessThan(1_000)
   } finally {

@@ -6,11 +6,11 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomUUIDv7 } from 'bun'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore, type Store } from '../src/db/open.ts'
-import { runOp } from '../src/db/op.ts'
 import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns, type RunRow, runWorkflow } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
@@ -23,7 +23,7 @@ import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
 import { publishWorkflow } from '../src/modules/workflows/service.ts'
-import { anotherStore, bearer, execute, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyTest, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { anotherStore, bearer, execute, processEnv, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { queueOn } from './support/queue.ts'
 import {
   type AcmeDocument,
@@ -1241,64 +1241,73 @@ describe('backoffMs', () => {
 const drainRuns = (store: Store) => execute(store, "UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
 const queueNow = Date.UTC(2026, 10, 21, 12, 0, 0)
 
-sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
-  let env: SqliteTestEnv
+describe('queue (no executor running)', () => {
+  let env: TestEnv
   let queue: ReturnType<typeof queueOn>
   let base: Omit<NewRun, 'id' | 'recordId' | 'createdAt'>
   let counter = 0
   const now = queueNow
 
   beforeAll(async () => {
-    env = sqliteTestEnv()
+    env = testEnv()
     await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
-    queue = queueOn(env.store.sqlite)
+    queue = queueOn(env.store)
     base = refundRunBase(env.store)
   })
   afterAll(() => env.cleanup())
 
+  /** Queued runs due at `availableAt`, inserted one after another (ids in insertion order). */
+  async function insertMany(count: number, availableAt: number): Promise<string[]> {
+    const ids: string[] = []
+    for (let i = 0; i < count; i++) ids.push(await insert(availableAt))
+    return ids
+  }
   /** Inserts a queued run due at `availableAt`. */
-  function insert(availableAt: number, recordId = `q-${++counter}`, extra: Partial<NewRun> = {}): string {
-    const id = crypto.randomUUID()
-    expect(queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true, id })
+  async function insert(availableAt: number, recordId = `q-${++counter}`, extra: Partial<NewRun> = {}): Promise<string> {
+    const id = randomUUIDv7() // time-ordered, as the app's run ids are: PostgreSQL stores a run after its newest by id
+    expect(await queue.insert({ ...base, id, recordId, createdAt: availableAt, ...extra })).toEqual({ inserted: true, id })
     return id
   }
   const row = (id: string) => queryOne(env.store, 'SELECT * FROM runs WHERE id = ?', id) as RunRow
+  /** Each leased run's owner, in one query. */
+  const leaseOwners = () =>
+    new Map(queryAll<{ id: string; owner: string }>(env.store, 'SELECT id, lease_owner AS owner FROM runs WHERE lease_owner IS NOT NULL').map((r) => [r.id, r.owner]))
   const setStatus = (id: string, status: string, availableAt?: number) =>
     execute(env.store, 'UPDATE runs SET status = ?, available_at = coalesce(?, available_at) WHERE id = ?', status, availableAt ?? null, id)
   const drain = () => drainRuns(env.store)
 
-  test('insert: one active run per workflow and record, the conflict names it; a finished run frees the record', () => {
+  test('insert: one active run per workflow and record, the conflict names it; a finished run frees the record', async () => {
     drain()
-    const first = insert(now, 'dup-1')
-    const id = crypto.randomUUID()
-    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
+    const first = await insert(now, 'dup-1')
+    const id = randomUUIDv7()
+    expect(await queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
     for (const status of ['running', 'waiting']) {
       setStatus(first, status)
-      expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
+      expect(await queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: false, activeRunId: first })
     }
     setStatus(first, 'succeeded')
-    expect(queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: true, id })
+    expect(await queue.insert({ ...base, id, recordId: 'dup-1', createdAt: now })).toEqual({ inserted: true, id })
   })
 
-  test('claim returns only due runs, oldest first, under a lease; never finished, running or future ones', () => {
+  test('claim returns only due runs, oldest first, under a lease; never finished, running or future ones', async () => {
     drain()
-    const late = insert(now - 1_000)
-    const early = insert(now - 5_000)
-    const exactlyNow = insert(now)
-    const future = insert(now + 1)
-    const waitingDue = insert(now - 2_000)
+    const late = await insert(now - 1_000)
+    const early = await insert(now - 5_000)
+    const exactlyNow = await insert(now)
+    const future = await insert(now + 1)
+    const waitingDue = await insert(now - 2_000)
     setStatus(waitingDue, 'waiting')
-    const waitingLater = insert(now)
+    const waitingLater = await insert(now)
     setStatus(waitingLater, 'waiting', now + 60_000)
-    const done = insert(now - 9_000)
+    const done = await insert(now - 9_000)
     setStatus(done, 'succeeded')
-    const failed = insert(now - 9_000)
+    const failed = await insert(now - 9_000)
     setStatus(failed, 'failed')
-    const cancelled = insert(now - 9_000)
+    const cancelled = await insert(now - 9_000)
     setStatus(cancelled, 'cancelled')
 
     const order: string[] = []
-    for (let claimed = queue.claim('A', now, 30_000); claimed; claimed = queue.claim('A', now, 30_000)) {
+    for (let claimed = await queue.claim('A', now, 30_000); claimed; claimed = await queue.claim('A', now, 30_000)) {
       expect(claimed).toMatchObject({ status: 'running', lease_owner: 'A', lease_expires_at: now + 30_000, started_at: now, attempts: 1 })
       order.push(claimed.id)
     }
@@ -1306,50 +1315,51 @@ sqliteOnlyDescribe(SQLITE_ONLY.runQueue, 'queue (no executor running)', () => {
     expect(row(future).status).toBe('queued')
     expect(row(waitingLater).status).toBe('waiting')
     expect([row(done).status, row(failed).status, row(cancelled).status]).toEqual(['succeeded', 'failed', 'cancelled'])
-    expect(queue.nextAvailableAt()).toBe(now + 1)
+    expect(await queue.nextAvailableAt()).toBe(now + 1)
     // Time passes: the future ones become due.
-    expect(queue.claim('B', now + 1, 30_000)!.id).toBe(future)
-    expect(queue.claim('B', now + 59_999, 30_000)).toBeNull()
-    expect(queue.claim('B', now + 60_000, 30_000)!.id).toBe(waitingLater)
-    expect(queue.nextAvailableAt()).toBeNull()
+    expect((await queue.claim('B', now + 1, 30_000))!.id).toBe(future)
+    expect(await queue.claim('B', now + 59_999, 30_000)).toBeNull()
+    expect((await queue.claim('B', now + 60_000, 30_000))!.id).toBe(waitingLater)
+    expect(await queue.nextAvailableAt()).toBeNull()
   })
 
   test('claim never hands the same run to two owners (two connections, then four processes)', async () => {
     drain()
-    const ids = Array.from({ length: 40 }, () => insert(now - 1))
-    const otherConnection = new Database(env.store.path, { strict: true })
-    const other = queueOn(otherConnection)
+    const ids = await insertMany(40, now - 1)
+    const otherStore = anotherStore(env)
+    const other = queueOn(otherStore)
     const byOwner: Record<string, string[]> = { A: [], B: [] }
     for (let i = 0; i < 100; i++) {
       const owner = i % 2 === 0 ? 'A' : 'B'
-      const claimed = (owner === 'A' ? queue : other).claim(owner, now, 30_000)
+      const claimed = await (owner === 'A' ? queue : other).claim(owner, now, 30_000)
       if (claimed) byOwner[owner]!.push(claimed.id)
     }
     expect(byOwner.A!.length + byOwner.B!.length).toBe(40)
     expect(new Set([...byOwner.A!, ...byOwner.B!])).toEqual(new Set(ids))
-    for (const [owner, claimed] of Object.entries(byOwner)) for (const id of claimed) expect(row(id).lease_owner).toBe(owner)
-    otherConnection.close()
+    const ownerOf = leaseOwners()
+    for (const [owner, claimed] of Object.entries(byOwner)) for (const id of claimed) expect(ownerOf.get(id)).toBe(owner)
+    await otherStore.close()
 
-    // Real concurrency: four processes claim from the same file until the queue is empty.
-    const many = Array.from({ length: 400 }, () => insert(now - 1))
+    // Real concurrency: four processes claim from the same database until the queue is empty.
+    const many = await insertMany(400, now - 1)
     const scriptDir = tempDir('trellis-claim-')
     const script = join(scriptDir.path, 'claim.ts')
     writeFileSync(
       script,
-      `import { Database } from 'bun:sqlite'
+      `import { openConfiguredStore } from ${JSON.stringify(join(repoRoot, 'src/db/connect.ts'))}
 import { queueOn } from ${JSON.stringify(join(repoRoot, 'test/support/queue.ts'))}
-const [path, owner, now] = process.argv.slice(2)
-const db = new Database(path, { strict: true })
-db.run('PRAGMA busy_timeout = 5000')
-const queue = queueOn(db)
+const [dataDir, owner, now] = process.argv.slice(2)
+const store = await openConfiguredStore({ dataDir, databaseUrl: process.env.TRELLIS_DATABASE_URL ?? null, databasePoolSize: 1 })
+const queue = queueOn(store)
 const ids = []
-for (let run = queue.claim(owner, Number(now), 30000); run; run = queue.claim(owner, Number(now), 30000)) ids.push(run.id)
+for (let run = await queue.claim(owner, Number(now), 30000); run; run = await queue.claim(owner, Number(now), 30000)) ids.push(run.id)
+await store.close()
 console.log(JSON.stringify(ids))
 `,
     )
     const results = await Promise.all(
       ['P1', 'P2', 'P3', 'P4'].map(async (owner) => {
-        const proc = Bun.spawn([process.execPath, script, env.store.path, owner, String(now)], { stdout: 'pipe', stderr: 'pipe' })
+        const proc = Bun.spawn([process.execPath, script, env.dataDir, owner, String(now)], { env: { ...process.env, ...processEnv(env) }, stdout: 'pipe', stderr: 'pipe' })
         const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
         expect({ code, err }).toEqual({ code: 0, err: '' })
         return { owner, ids: JSON.parse(out) as string[] }
@@ -1359,42 +1369,43 @@ console.log(JSON.stringify(ids))
     const all = results.flatMap((r) => r.ids)
     expect(all).toHaveLength(many.length)
     expect(new Set(all)).toEqual(new Set(many))
-    for (const { owner, ids: claimed } of results) for (const id of claimed) expect(row(id).lease_owner).toBe(owner)
-  })
+    const ownerOfMany = leaseOwners()
+    for (const { owner, ids: claimed } of results) for (const id of claimed) expect(ownerOfMany.get(id)).toBe(owner)
+  }, 30_000)
 
-  test('recoverExpired: only running runs whose lease expired go back to the queue; the old owner has lost them', () => {
+  test('recoverExpired: only running runs whose lease expired go back to the queue; the old owner has lost them', async () => {
     drain()
-    const held = insert(now)
-    const parked = insert(now)
+    const held = await insert(now)
+    const parked = await insert(now)
     setStatus(parked, 'waiting', now + 100_000)
-    expect(queue.claim('A', now, 1_000)!.id).toBe(held)
-    expect(queue.recoverExpired(now + 500)).toBe(0)
-    expect(queue.heartbeat(held, 'A', now + 500, 1_000)).toBe(true) // lease now until now + 1500
-    expect(queue.recoverExpired(now + 1_200)).toBe(0)
-    expect(queue.recoverExpired(now + 1_500)).toBe(0) // expires strictly after
-    expect(queue.recoverExpired(now + 1_501)).toBe(1)
+    expect((await queue.claim('A', now, 1_000))!.id).toBe(held)
+    expect(await queue.recoverExpired(now + 500)).toBe(0)
+    expect(await queue.heartbeat(held, 'A', now + 500, 1_000)).toBe(true) // lease now until now + 1500
+    expect(await queue.recoverExpired(now + 1_200)).toBe(0)
+    expect(await queue.recoverExpired(now + 1_500)).toBe(0) // expires strictly after
+    expect(await queue.recoverExpired(now + 1_501)).toBe(1)
     expect(row(held)).toMatchObject({ status: 'queued', lease_owner: null, lease_expires_at: null, available_at: now + 1_501, next_step: 0 })
     expect(row(parked)).toMatchObject({ status: 'waiting', available_at: now + 100_000 })
 
-    const again = queue.claim('B', now + 1_501, 1_000)!
+    const again = (await queue.claim('B', now + 1_501, 1_000))!
     expect(again).toMatchObject({ id: held, lease_owner: 'B', attempts: 2, started_at: now })
-    expect(queue.heartbeat(held, 'A', now + 1_600, 1_000)).toBe(false)
+    expect(await queue.heartbeat(held, 'A', now + 1_600, 1_000)).toBe(false)
     // The lease-guarded transitions: only the new owner may move the run on.
-    expect(() => runOp(env.store.db, advanceRun(held, 'A', 1))).toThrow(LeaseLostError)
-    expect(() => runOp(env.store.db, advanceRun(held, 'B', 1))).not.toThrow()
+    await expect(runNow(env.store, advanceRun(held, 'A', 1))).rejects.toBeInstanceOf(LeaseLostError)
+    await runNow(env.store, advanceRun(held, 'B', 1))
     // A cancelled run is nobody's.
     setStatus(held, 'cancelled')
-    expect(() => runOp(env.store.db, advanceRun(held, 'B', 1))).toThrow(LeaseLostError)
-    expect(queue.recoverExpired(now + 1_000_000)).toBe(0)
+    await expect(runNow(env.store, advanceRun(held, 'B', 1))).rejects.toBeInstanceOf(LeaseLostError)
+    expect(await queue.recoverExpired(now + 1_000_000)).toBe(0)
   })
 
-  test('releaseOwned gives back only what the owner holds', () => {
+  test('releaseOwned gives back only what the owner holds', async () => {
     drain()
-    const a = insert(now)
-    const b = insert(now)
-    expect(queue.claim('A', now, 30_000)!.id).toBe(a)
-    expect(queue.claim('B', now, 30_000)!.id).toBe(b)
-    expect(queue.releaseOwned('A', now + 10)).toBe(1)
+    const a = await insert(now)
+    const b = await insert(now)
+    expect((await queue.claim('A', now, 30_000))!.id).toBe(a)
+    expect((await queue.claim('B', now, 30_000))!.id).toBe(b)
+    expect(await queue.releaseOwned('A', now + 10)).toBe(1)
     expect(row(a)).toMatchObject({ status: 'queued', lease_owner: null, available_at: now + 10 })
     expect(row(b)).toMatchObject({ status: 'running', lease_owner: 'B' })
   })

@@ -4,13 +4,13 @@
  * by the whole batch. Real SQLite files, real concurrency, a real second process holding the lock.
  */
 import { Database } from 'bun:sqlite'
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { op } from '../src/db/op.ts'
 import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
 import { GROUP_COMMIT_LIMIT, write } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
-import { type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
+import { SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
 let env: SqliteTestEnv
 
@@ -37,7 +37,7 @@ const failingWrite = (name: string) =>
     throw new Error(`refused ${name}`)
   })
 
-describe('group commit', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
   test('the writes of one turn commit in one transaction, each answered with its own value', async () => {
     const before = { ...env.store.committed }
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => writeName(`turn-${String(i).padStart(2, '0')}`)))
@@ -81,7 +81,7 @@ describe('group commit', () => {
   })
 })
 
-describe('group commit while another process holds the write lock', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'group commit while another process holds the write lock', () => {
   /** Another process takes the write lock and holds it for `ms`. */
   async function holdLock(ms: number) {
     const holder = Bun.spawn(

@@ -38,7 +38,7 @@ export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): vo
 }
 
 /**
- * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (the API suite's
+ * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (`npm test`'s
  * second pass, scripts/test.ts).
  */
 export const TEST_STORE = testStoreFromEnvironment()
@@ -72,7 +72,7 @@ export function testEnv(env: Record<string, string> = {}): TestEnv {
   return TEST_STORE === 'postgres' ? postgresTestEnv(env) : sqliteTestEnv(env)
 }
 
-/** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (files, PRAGMAs, the queue's SQL). */
+/** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (its file, PRAGMAs, locks, WAL). */
 export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
   const { base, dir } = envBase(env)
   const store = openStore(base.config.dataDir)
@@ -148,7 +148,15 @@ export const SQLITE_ONLY = {
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
   tempTrigger: 'injects a write failure with a SQLite TEMP trigger (RAISE(ABORT))',
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
-  runQueue: 'drives the SQLite RunQueue\'s statements directly (the PostgreSQL queue has its own test: test/postgres-queue.test.ts)',
+  sqliteMigrations: 'applies SQLite\'s embedded migrations to its file (PostgreSQL\'s: test/postgres-cli.test.ts, test/schema-parity.test.ts)',
+  pragmas: 'reads the SQLite connection\'s PRAGMAs and the file\'s journal mode',
+  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL reads every lookup afresh)',
+  writeLock: 'holds SQLite\'s one write lock from another process (PostgreSQL has no database-wide write lock)',
+  diskFull: 'fills the disk under the SQLite file (a small filesystem, or PRAGMA max_page_count)',
+  prepares: 'counts what the SQLite connection prepares (bun:sqlite `prepare`)',
+  wal: 'measures the SQLite file\'s write-ahead log and its checkpoints',
+  backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
+  newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const
 
 /**

@@ -6,14 +6,14 @@
  * A Drizzle query built per call (`db.select()…all()`), a nested transaction or a per-call `prepare` shows up here
  * with the SQL and the source line that prepared it.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { runOp } from '../src/db/op.ts'
 import { insertRecord } from '../src/db/records.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runNow, sqliteTestEnv, type SqliteTestEnv, testApp, until } from './helpers.ts'
+import { bearer, request, runNow, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, type SqliteTestEnv, testApp, until } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
@@ -105,7 +105,7 @@ const HOT: [string, () => Request][] = [
   ['console: runs', page('/p/Acme/e/production/runs')],
 ]
 
-describe('no statement is prepared on a hot path after its first request', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.prepares, 'no statement is prepared on a hot path after its first request', () => {
   test.each(HOT)('%s', async (_, make) => {
     expect(await preparedWhileServing(make)).toEqual([])
   })

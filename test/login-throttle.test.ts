@@ -10,31 +10,29 @@ import { ConfigError, loadConfig } from '../src/config.ts'
 import { clientAddressOf } from '../src/http/client-address.ts'
 import { acceptRequest } from '../src/http/server-request.ts'
 import { BLOCK_AFTER } from '../src/modules/auth/throttle.ts'
-import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 
 const CAROL = { email: 'carol@example.com', password: 'carol-demo-pass-2026' }
 const DAVE = { email: 'dave@example.com', password: 'dave-demo-pass-2026' }
 const ATTACKER = '203.0.113.7'
 const VICTIM = '198.51.100.9'
 
-const dirs: { cleanup(): void }[] = []
+/** The test env the processes share: its data dir, and on PostgreSQL its database. */
+let shared: TestEnv
 let dataDir: string
 
 beforeAll(async () => {
-  const data = tempDir('trellis-throttle-data-')
-  dirs.push(data)
-  dataDir = data.path
-  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dataDir])
+  shared = testEnv()
+  dataDir = shared.dataDir
+  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dataDir], { env: processEnv(shared) })
   expect(applied.code).toBe(0)
 }, 30_000)
 
-afterAll(() => {
-  for (const dir of dirs) dir.cleanup()
-})
+afterAll(() => shared.cleanup())
 
 /** A `serve` on the shared data dir (each start has fresh, in-memory throttle counters). */
 async function serve(env: Record<string, string>): Promise<ServeProcess> {
-  return startServe({ dataDir, cwd: dataDir, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn', ...env } })
+  return startServe({ dataDir, cwd: dataDir, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn', ...processEnv(shared), ...env } })
 }
 
 function login(server: ServeProcess, who: { email: string; password: string }, forwardedFor?: string): Promise<Response> {

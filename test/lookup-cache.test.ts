@@ -1,22 +1,23 @@
 /**
  * Issue 17 item 3: the per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
  * and environment by name — is exact. Each test warms the cache with a request, changes what it holds (through the
- * API in this process, or through the real CLI in another process on the same file), and the very next request
- * answers as the change says. The cache itself: it does cache, own writes (even raw SQL) and other connections'
- * commits empty it, it is not used inside a transaction, and a rolled-back change leaves nothing behind.
+ * API in this process, or through the real CLI in another process on the same database), and the very next request
+ * answers as the change says — on both stores (PostgreSQL caches nothing: the same answers). The cache itself
+ * (SQLite's): it does cache, own writes (even raw SQL) and other connections' commits empty it, it is not used inside
+ * a transaction, and a rolled-back change leaves nothing behind.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { cachedLookup } from '../src/db/lookup-cache.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
 import { op } from '../src/db/op.ts'
-import { commitNow } from '../src/db/write.ts'
+import { commitNow, writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, request, runCli, runNow, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
+import { bearer, execute, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
-let env: SqliteTestEnv
+let env: TestEnv
 let app: ReturnType<typeof testApp>
 let hook: string
 let cookie: string
@@ -27,12 +28,12 @@ const WEBHOOK_FLAGS = ['--project', 'Acme', '--environment', 'production', '--te
 const WEBHOOK_API = '/v1/project/Acme/environment/production/team/Support/workflows/Cached/webhook'
 
 beforeEach(async () => {
-  env = sqliteTestEnv(HIGH_RATES)
+  env = testEnv(HIGH_RATES)
   const document = acmeDocument()
   document.projects[0]!.workflows!.push(ordersWorkflow('Cached', [{ type: 'load' }], { webhook: { enabled: true, ratePerMinute: 100_000 } }))
   const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   hook = reportHook(report, 'Cached')
-  env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE username = 'alice'")
+  execute(env.store, "UPDATE users SET is_instance_admin = TRUE WHERE username = 'alice'")
   cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, 'alice'), false))).id}`
   app = testApp(env)
 })
@@ -48,7 +49,7 @@ const notes = (token: string, project?: string, environment?: string) => status(
 const trigger = async () => status(request(hook, { method: 'POST', headers: bearer(await triggerToken()), json: { record_id: `cached-${++record}` } }))
 const asAdmin = (method: string, path: string, json?: unknown) => status(request(path, { method, headers: { cookie, origin: env.config.baseUrl }, json }))
 const cli = async (...args: string[]) => {
-  const result = await runCli([...args, '--data', env.dataDir])
+  const result = await runCli([...args, '--data', env.dataDir], { env: processEnv(env) })
   expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: '' })
 }
 
@@ -119,12 +120,12 @@ describe('changes made through the API apply to the next request', () => {
   test('a change rolled back leaves the cache as the database is', async () => {
     const { value, token } = await tokenFor(env.store, env.clock, 'alice', ['notes:read'])
     expect(await notes(value)).toBe(200)
-    expect(() =>
-      commitNow(env.store, function* () {
+    await expect(
+      writeNow(env.store, function* () {
         yield* revokeLiveToken(token.id, env.clock.now())
         throw new Error('changed my mind')
       }),
-    ).toThrow('changed my mind')
+    ).rejects.toThrow('changed my mind')
     expect(await notes(value)).toBe(200)
     await runNow(env.store, revokeLiveToken(token.id, env.clock.now()))
     expect(await notes(value)).toBe('401 unauthorized')
@@ -173,14 +174,15 @@ describe('changes made by the CLI (another process) apply to the next request', 
   }, 20_000)
 })
 
-describe('the cache itself', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.lookupCache, 'the cache itself', () => {
   /** A lookup through the cache that counts how often it really reads. */
   function counted() {
     let reads = 0
+    const store = sqliteOf(env.store, SQLITE_ONLY.lookupCache)
     const lookup = () =>
-      cachedLookup(env.store.db, 'test-project', 'Acme', () => {
+      cachedLookup(store.db, 'test-project', 'Acme', () => {
         reads++
-        return env.store.sqlite.prepare('SELECT name, sso FROM projects WHERE name = ?').get('Acme') as { name: string; sso: number }
+        return store.sqlite.prepare('SELECT name, sso FROM projects WHERE name = ?').get('Acme') as { name: string; sso: number }
       })
     return { lookup, reads: () => reads }
   }
@@ -188,18 +190,19 @@ describe('the cache itself', () => {
 
   test('a second lookup reads nothing; an own write of a watched table, even raw SQL, empties it', () => {
     const { lookup, reads } = counted()
+    const sqlite = sqliteOf(env.store, SQLITE_ONLY.lookupCache).sqlite
     expect(lookup()?.sso).toBe(0)
     expect(lookup()?.sso).toBe(0)
     expect(reads()).toBe(1)
     // A table no lookup reads: still cached.
-    env.store.sqlite.run("UPDATE records SET data = '{}' WHERE id = 1")
+    sqlite.run("UPDATE records SET data = '{}' WHERE id = 1")
     lookup()
     expect(reads()).toBe(1)
     // `last_used_at` is not watched: the stamp never empties the cache.
-    env.store.sqlite.run('UPDATE api_tokens SET last_used_at = 1')
+    sqlite.run('UPDATE api_tokens SET last_used_at = 1')
     lookup()
     expect(reads()).toBe(1)
-    env.store.sqlite.run("UPDATE projects SET sso = 1 WHERE name = 'Acme'")
+    sqlite.run("UPDATE projects SET sso = 1 WHERE name = 'Acme'")
     expect(lookup()?.sso).toBe(1)
     expect(reads()).toBe(2)
   })
@@ -208,7 +211,7 @@ describe('the cache itself', () => {
     const { lookup, reads } = counted()
     lookup()
     await nextTurn()
-    const other = new Database(env.store.path)
+    const other = new Database(sqliteOf(env.store, SQLITE_ONLY.lookupCache).path)
     other.run("UPDATE projects SET sso = 1 WHERE name = 'Acme'")
     other.close()
     await nextTurn()
@@ -220,7 +223,7 @@ describe('the cache itself', () => {
     const { lookup, reads } = counted()
     const cached = lookup()!
     expect(Object.isFrozen(cached)).toBe(true)
-    commitNow(env.store, function* () {
+    commitNow(sqliteOf(env.store, SQLITE_ONLY.lookupCache), function* () {
       yield* op(() => lookup())
       yield* op(() => lookup())
     })

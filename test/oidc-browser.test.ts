@@ -14,7 +14,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { stringify } from 'yaml'
-import { bearer, freePort, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { bearer, freePort, processEnv, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument } from './support/acme.ts'
 import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -27,7 +27,9 @@ if (!available) {
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
 const SECRET = 'browser-client-secret-0123456789abcdef'
 
-let dir: ReturnType<typeof tempDir>
+/** The test env the served instances share: its data dir (the instance secret), and on PostgreSQL its database. */
+let testbed: TestEnv
+let dir: { path: string }
 let provider: OidcProvider
 let server: ServeProcess
 /** The port of the load balancer in front of two more instances (last test), registered with the provider too. */
@@ -85,7 +87,8 @@ const NOTES = '/v1/project/Acme/environment/production/notes'
 
 describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', () => {
   beforeAll(async () => {
-    dir = tempDir('trellis-oidc-browser-')
+    testbed = testEnv()
+    dir = { path: testbed.dataDir }
     const port = freePort()
     const base = `http://127.0.0.1:${port}`
     balancerPort = freePort()
@@ -105,12 +108,12 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     })
     const file = join(dir.path, 'acme.yaml')
     writeFileSync(file, stringify(acmeDocument({ passwords: true })))
-    expect((await runCli(['apply', '-f', file, '--data', dir.path])).code).toBe(0)
+    expect((await runCli(['apply', '-f', file, '--data', dir.path], { env: processEnv(testbed) })).code).toBe(0)
     server = await startServe({
       dataDir: dir.path,
       cwd: dir.path,
       port,
-      env: { TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET },
+      env: { ...processEnv(testbed), TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET },
     })
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
   }, 60_000)
@@ -119,7 +122,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     await browser?.close()
     await server?.stop()
     await provider?.stop()
-    dir?.cleanup()
+    testbed?.cleanup()
     expect(problems).toEqual([])
   })
 
@@ -137,7 +140,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     // The project turns SSO on.
     const file = join(dir.path, 'acme-sso.yaml')
     writeFileSync(file, stringify({ projects: [{ name: 'Acme', sso: true }] }))
-    expect((await runCli(['apply', '-f', file, '--data', dir.path])).code).toBe(0)
+    expect((await runCli(['apply', '-f', file, '--data', dir.path], { env: processEnv(testbed) })).code).toBe(0)
     expect(await apiStatus(NOTES, passwordToken)).toEqual({
       status: 403,
       code: 'sso_required',
@@ -184,7 +187,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
 
   test('two instances behind a load balancer (real processes, one database, one secret): started on A, completed on B', async () => {
     const balanced = `http://127.0.0.1:${balancerPort}`
-    const env = { TRELLIS_BASE_URL: balanced, TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET }
+    const env = { ...processEnv(testbed), TRELLIS_BASE_URL: balanced, TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET }
     // Both read the instance secret from the same data directory, as all instances of a deployment must share it.
     const [a, b] = await Promise.all([startServe({ dataDir: dir.path, cwd: dir.path, env }), startServe({ dataDir: dir.path, cwd: dir.path, env })])
     const served: string[] = []

@@ -9,8 +9,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import type { DepsInput } from '../src/deps.ts'
 import { ConfigError, loadConfig } from '../src/config.ts'
-import { commitNow } from '../src/db/write.ts'
-import { applyDocumentNow } from '../src/modules/apply/service.ts'
+import { writeNow } from '../src/db/write.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
@@ -19,7 +18,7 @@ import { linkSsoIdentity } from '../src/modules/auth/oidc-service.ts'
 import { createUser, findUser, hashPassword, setUserPasswordHash } from '../src/modules/users/service.ts'
 import { openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from '../src/modules/auth/pending-sign-in.ts'
 import { purposeKey } from '../src/lib/secret.ts'
-import { runCli, runNow, sqliteTestEnv, type SqliteTestEnv, startServe, tempDir, testApp } from './helpers.ts'
+import { applyNow, execute, processEnv, queryAll, queryOne, runCli, runNow, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, reportHook, userId } from './support/acme.ts'
 import { type OidcProvider, Person, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -50,13 +49,13 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 let server: ReturnType<typeof Bun.serve>
 let base: string
 let provider: OidcProvider
-let env: SqliteTestEnv
+let env: TestEnv
 let deps: Partial<DepsInput>
 let app: ReturnType<typeof testApp>
 let hook: string
 
 /** The app the server answers with (swapped to try auto-create on, or no SSO at all). */
-function serveApp(config: SqliteTestEnv['config']) {
+function serveApp(config: TestEnv['config']) {
   app = testApp(env, { ...deps, config })
 }
 
@@ -71,7 +70,7 @@ beforeAll(async () => {
     accounts: ACCOUNTS,
     idTokenTtl: 60,
   })
-  env = sqliteTestEnv({
+  env = testEnv({
     TRELLIS_BASE_URL: base,
     TRELLIS_OIDC_ISSUER: provider.issuer,
     TRELLIS_OIDC_CLIENT_ID: 'trellis',
@@ -81,25 +80,25 @@ beforeAll(async () => {
   const document = acmeDocument()
   acmeProject(document).sso = true
   document.projects.push({ name: 'Open', environments: ['production'], members: [{ user: 'alice@example.com', role: 'admin' }] })
-  const report = applyDocumentNow(document, { store: env.store, clock, secret: env.secret, baseUrl: base })
+  const report = await applyNow(document, { store: env.store, clock, secret: env.secret, baseUrl: base })
   hook = reportHook(report, 'Refund order')
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'dave'), true, null)
       })
   // The instance administrator the impostor's email names, and a password for bob (who links his provider account).
   const bobHash = hashPassword(BOB_PASSWORD)
-  commitNow(env.store, function* () {
+  await writeNow(env.store, function* () {
     yield* createUser(clock, { email: 'admin@example.com', username: 'admin', passwordHash: hashPassword('admin-pass-2026-x'), isInstanceAdmin: true, actorId: null })
     yield* setUserPasswordHash(clock, userId(env.store, 'bob'), bobHash)
   })
   // alice's provider account is bound to her (as her first SSO sign-in would have, once linked): most tests sign in as her.
-  bindAccount('alice', 'alice')
+  await bindAccount('alice', 'alice')
   serveApp(env.config)
 })
 
 /** Binds the provider account `subject` to the user `username`, as an operator's `trellis user link-sso` does. */
-function bindAccount(subject: string, username: string) {
-  commitNow(env.store, function* () {
+async function bindAccount(subject: string, username: string) {
+  await writeNow(env.store, function* () {
     const user = (yield* findUser(userId(env.store, username)))!
     return yield* linkSsoIdentity(clock, user, { issuer: provider.issuer, subject }, { actorId: null, initiator: 'administrator', how: 'by an operator (CLI)' })
   })
@@ -182,7 +181,7 @@ async function providerIdToken(clientId: string, secret: string, redirectUri: st
 }
 
 const NOTES = '/v1/project/Acme/environment/production/notes'
-const count = (sql: string, ...params: (string | number)[]) => (env.store.sqlite.prepare(sql).get(...params) as { n: number }).n
+const count = (sql: string, ...params: (string | number)[]) => queryOne<{ n: number }>(env.store, sql, ...params)!.n
 
 // ── configuration ───────────────────────────────────────────────────────────
 
@@ -235,11 +234,12 @@ describe('configuration', () => {
 
 describe('sso: in the apply file', () => {
   test('stored without a secret, idempotent, validated, removed with null; serve reads it at start', async () => {
-    const dir = tempDir()
+    const own = testEnv()
+    const dir = { path: own.dataDir, cleanup: own.cleanup }
     const file = `${dir.path}/sso.yaml`
     const apply = async (text: string, ...extra: string[]) => {
       await Bun.write(file, text)
-      return runCli(['apply', '-f', file, '--data', dir.path, '--json', ...extra])
+      return runCli(['apply', '-f', file, '--data', dir.path, '--json', ...extra], { env: processEnv(own) })
     }
     try {
       const first = await apply(`sso:\n  issuer: ${provider.issuer}\n  clientId: trellis\n`)
@@ -254,7 +254,7 @@ describe('sso: in the apply file', () => {
       expect(insecure.code).toBe(1)
       expect(insecure.stderr).toContain('sso.issuer: issuer must be an https URL')
       // serve (a real process) takes it, with the secret from its environment.
-      const serve = await startServe({ dataDir: dir.path, cwd: dir.path, env: { TRELLIS_OIDC_CLIENT_SECRET: SECRET } })
+      const serve = await startServe({ dataDir: dir.path, cwd: dir.path, env: { ...processEnv(own), TRELLIS_OIDC_CLIENT_SECRET: SECRET } })
       try {
         expect(await (await fetch(`${serve.url}/login`)).text()).toContain('Sign in with SSO')
         const start = await fetch(`${serve.url}/auth/sso/start`, { redirect: 'manual' })
@@ -375,28 +375,24 @@ describe('who the person is', () => {
     try {
       const first = await signIn('newcomer')
       expect(first.response.status).toBe(303)
-      const user = env.store.sqlite.prepare("SELECT id, username, password_hash FROM users WHERE email = 'newcomer@example.com'").get() as {
-        id: number
-        username: string
-        password_hash: string | null
-      }
+      const user = queryOne<{ id: number; username: string; password_hash: string | null }>(env.store, "SELECT id, username, password_hash FROM users WHERE email = 'newcomer@example.com'")!
       expect(user).toMatchObject({ username: 'New Comer', password_hash: null })
-      const log = env.store.sqlite.prepare('SELECT * FROM admin_logs WHERE subject_user_id = ?').all(user.id) as Record<string, unknown>[]
+      const log = queryAll(env.store, 'SELECT * FROM admin_logs WHERE subject_user_id = ?', user.id)
       expect(log).toHaveLength(1)
       expect(log[0]).toMatchObject({ type: 'add', resource: 'user', initiator: 'identityProvider', user_id: null, project_id: null })
       expect(JSON.parse(log[0]!.new_value as string).name).toBe(`newcomer@example.com created at first SSO sign-in (${provider.issuer})`)
       expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { viaSso: true } })
       // An instance administrator reads it on the console's People page (the instance admin log: it has no project).
-      env.store.sqlite.run("UPDATE users SET is_instance_admin = 1 WHERE email = 'alice@example.com'")
+      execute(env.store, "UPDATE users SET is_instance_admin = TRUE WHERE email = 'alice@example.com'")
       // On the served app's clock (the real one): env.clock is fixed in 2026, and a session made then has expired since.
-      const admin = commitNow(env.store, function* () {
+      const admin = await writeNow(env.store, function* () {
         return yield* createSession(clock, userId(env.store, 'alice'), false)
       })
       const people = await (await fetch(new URL('/admin/users', base), { headers: { cookie: `trellis_session=${admin.id}` } })).text()
       expect(people).toContain('newcomer@example.com created at first SSO sign-in')
       expect(people).toContain('identity provider (SSO)')
       // Created and bound to the provider account: the second sign-in finds the same user by it.
-      expect(env.store.sqlite.prepare('SELECT issuer, subject, user_id FROM sso_identities WHERE user_id = ?').all(user.id)).toEqual([{ issuer: provider.issuer, subject: 'newcomer', user_id: user.id }])
+      expect(queryAll(env.store, 'SELECT issuer, subject, user_id FROM sso_identities WHERE user_id = ?', user.id)).toEqual([{ issuer: provider.issuer, subject: 'newcomer', user_id: user.id }])
       expect((await signIn('newcomer')).response.status).toBe(303)
       expect(count("SELECT count(*) AS n FROM users WHERE email = 'newcomer@example.com'")).toBe(1)
       // Auto-create never lets in an unverified email or a deactivated user.
@@ -410,7 +406,7 @@ describe('who the person is', () => {
 
 describe('provider accounts are bound to users by (issuer, sub); an email is never trusted alone', () => {
   const identities = (subject: string) =>
-    env.store.sqlite.prepare('SELECT user_id AS userId FROM sso_identities WHERE issuer = ? AND subject = ?').all(provider.issuer, subject) as { userId: number }[]
+    queryAll<{ userId: number }>(env.store, 'SELECT user_id AS "userId" FROM sso_identities WHERE issuer = ? AND subject = ?', provider.issuer, subject)
   const link = (person: Person, password: string, headers: Record<string, string> = {}) =>
     person.send(new URL('/auth/sso/link', base), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ password }) })
   /** A JSON error answer: DESIGN §5's body (`error`, `code`, `message`). */
@@ -455,7 +451,7 @@ describe('provider accounts are bound to users by (issuer, sub); an email is nev
     expect(first.person.cookie(base, 'trellis_sso_link')).toBeUndefined()
     expect(await api('/v1/account', { cookie: sessionOf(first.person) })).toMatchObject({ status: 200, body: { user: { email: 'bob@example.com' }, viaSso: true } })
     expect(identities('bobSso')).toEqual([{ userId: bob }])
-    const entries = env.store.sqlite.prepare("SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user'").all(bob) as Record<string, unknown>[]
+    const entries = queryAll(env.store, "SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user'", bob)
     expect(entries).toHaveLength(1)
     expect(entries[0]).toMatchObject({ project_id: null, initiator: 'identityProvider', user_id: bob })
     expect(JSON.parse(entries[0]!.new_value as string).name).toBe(`bob@example.com linked to the SSO account bobSso of ${provider.issuer} with their password at an SSO sign-in`)
@@ -499,20 +495,20 @@ describe('provider accounts are bound to users by (issuer, sub); an email is nev
   })
 
   test('a bound account signs in as its user whatever its email says now; a deactivated user stays refused', async () => {
-    const erin = commitNow(env.store, function* () {
+    const erin = await writeNow(env.store, function* () {
       return yield* createUser(clock, { email: 'erin@example.com', username: 'erin', actorId: null })
     })
-    bindAccount('renamed', 'erin')
+    await bindAccount('renamed', 'erin')
     // Its email is alice's now, and unverified: it is erin who signs in.
     const { person, response } = await signIn('renamed')
     expect(response.status).toBe(303)
     expect(await api('/v1/account', { cookie: sessionOf(person) })).toMatchObject({ status: 200, body: { user: { id: erin.id, email: 'erin@example.com' }, viaSso: true } })
-    bindAccount('daveSso', 'dave')
+    await bindAccount('daveSso', 'dave')
     expect(await refusal((await signIn('daveSso')).response)).toMatchObject({ status: 403, code: 'user_deactivated' })
   })
 
   test('an operator links and unlinks: trellis user link-sso / unlink-sso (a real process), each with an admin log entry', async () => {
-    const cli = (...args: string[]) => runCli(['user', ...args, '--data', env.dataDir])
+    const cli = (...args: string[]) => runCli(['user', ...args, '--data', env.dataDir], { env: processEnv(env) })
     const carol = userId(env.store, 'carol')
     expect(await refusal((await signIn('carolSso')).response)).toMatchObject({ status: 409, code: 'sso_link_required' })
     const linked = await cli('link-sso', '--email', 'carol@example.com', '--issuer', provider.issuer, '--subject', 'carolSso')
@@ -533,7 +529,7 @@ describe('provider accounts are bound to users by (issuer, sub); an email is nev
     // Unlinked: the next sign-in asks to link again.
     expect(await cli('unlink-sso', '--email', 'carol@example.com', '--issuer', provider.issuer)).toMatchObject({ code: 0, stdout: `carol@example.com unlinked from the SSO account carolSso of ${provider.issuer}\n` })
     expect(await refusal((await signIn('carolSso')).response)).toMatchObject({ status: 409, code: 'sso_link_required' })
-    const entries = (env.store.sqlite.prepare("SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user' ORDER BY id").all(carol) as Record<string, unknown>[]).map(
+    const entries = queryAll(env.store, "SELECT * FROM admin_logs WHERE subject_user_id = ? AND type = 'update' AND resource = 'user' ORDER BY id", carol).map(
       (e) => ({ initiator: e.initiator, actor: e.user_id, project: e.project_id, previous: e.previous_value && JSON.parse(e.previous_value as string).name, next: JSON.parse(e.new_value as string).name }),
     )
     expect(entries).toEqual([
@@ -696,8 +692,8 @@ describe('several instances behind a load balancer: the sign-in in progress trav
   })
 
   test('an unexpected failure on B (its database gone) clears the cookie too', async () => {
-    const broken = sqliteTestEnv()
-    broken.store.close()
+    const broken = testEnv()
+    await broken.store.close()
     try {
       const { person, response } = await acrossInstances(testApp(env, deps), testApp(broken, { ...deps, config: env.config, secret: env.secret }))
       expect(response.status).toBeGreaterThanOrEqual(500)
@@ -806,9 +802,10 @@ describe('an SSO project', () => {
     expect(created.status).toBe(201)
     ssoToken = created.body!.token as string
     // A token made before the project turned SSO on (nothing can make one now).
-    passwordToken = commitNow(env.store, function* () {
-          return yield* createToken(clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
-        },
+    passwordToken = (
+      await writeNow(env.store, function* () {
+        return yield* createToken(clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+      })
     ).value
   })
 
@@ -867,16 +864,16 @@ describe('an SSO project', () => {
     const { person } = await signIn('alice')
     const sso = (await api('/v1/account/tokens', { method: 'POST', cookie: sessionOf(person), json: { name: 'open-sso', projectName: 'Open', preset: 'read-write' } })).body!
     const plain = (name: string) =>
-      commitNow(env.store, function* () {
+      writeNow(env.store, function* () {
             return yield* createToken(clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
           },
       )
-    const kept = plain('open-kept').value
-    const revoked = plain('open-revoked')
+    const kept = (await plain('open-kept')).value
+    const revoked = await plain('open-revoked')
     const openNotes = '/v1/project/Open/environment/production/notes'
     expect((await api(openNotes, { token: kept })).status).toBe(200)
     const ctx = { store: env.store, clock, secret: env.secret, baseUrl: base }
-    applyDocumentNow({ projects: [{ name: 'Open', sso: true }] }, ctx)
+    await applyNow({ projects: [{ name: 'Open', sso: true }] }, ctx)
     for (const token of [kept, revoked.value]) {
       const refused = await api(openNotes, { token })
       expect({ status: refused.status, code: refused.body!.code }).toEqual({ status: 403, code: 'sso_required' })
@@ -886,7 +883,7 @@ describe('an SSO project', () => {
     const listed = (await api('/v1/project/Open/api-tokens', { token: sso.token as string })).body!.data as { id: number; name: string; createdWithSso: boolean }[]
     expect(listed.map((t) => [t.name, t.createdWithSso]).sort()).toEqual([['open-kept', false], ['open-revoked', false], ['open-sso', true]])
     expect((await api(`/v1/project/Open/api-tokens/${revoked.token.id}`, { method: 'DELETE', token: sso.token as string })).status).toBe(204)
-    applyDocumentNow({ projects: [{ name: 'Open', sso: false }] }, ctx)
+    await applyNow({ projects: [{ name: 'Open', sso: false }] }, ctx)
     expect((await api(openNotes, { token: kept })).status).toBe(200)
     expect((await api(openNotes, { token: revoked.value })).status).toBe(401)
     expect((await api(openNotes, { token: sso.token as string })).status).toBe(200)

@@ -10,7 +10,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { bearer, request, sqliteTestEnv, type SqliteTestEnv, startServe, testApp, until } from './helpers.ts'
+import { bearer, execute, request, SQLITE_ONLY, sqliteOnlyTest, startServe, testApp, testEnv, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -18,8 +18,8 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0).reverse()) cleanup()
 })
 
-function env(): SqliteTestEnv {
-  const e = sqliteTestEnv()
+function env(): TestEnv {
+  const e = testEnv()
   cleanups.push(e.cleanup)
   return e
 }
@@ -35,7 +35,7 @@ describe('/readyz', () => {
 
   test('a pending migration → 503 with the error body naming it', async () => {
     const e = env()
-    e.store.sqlite.run("DELETE FROM trellis_migrations WHERE name = '0001_append_only_logs'")
+    execute(e.store, "DELETE FROM trellis_migrations WHERE name = '0001_append_only_logs'")
     const response = await testApp(e).handle(request('/readyz'))
     expect(response.status).toBe(503)
     expect(await response.json()).toEqual({
@@ -46,9 +46,9 @@ describe('/readyz', () => {
   })
 
   test('a database that does not answer → 503', async () => {
-    const e = sqliteTestEnv()
+    const e = testEnv()
     const app = testApp(e)
-    e.cleanup() // closes the connection
+    e.cleanup() // closes the connection (PostgreSQL: the pool, and drops the database)
     const response = await app.handle(request('/readyz'))
     expect(response.status).toBe(503)
     expect(await response.json()).toMatchObject({ code: 'not_ready', message: expect.stringContaining('Database unavailable') })
@@ -135,7 +135,7 @@ describe('/metrics', () => {
     const app = testApp(e)
     const trigger = await app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(token), json: { record_id: 'ord_1003' } }))
     const { runId } = (await trigger.json()) as { runId: string }
-    e.store.sqlite.run("UPDATE runs SET status = 'waiting', available_at = ? WHERE id = ?", [e.clock.now() + 60_000, runId])
+    execute(e.store, "UPDATE runs SET status = 'waiting', available_at = ? WHERE id = ?", e.clock.now() + 60_000, runId)
 
     const scrape = async (target = app) => (await target.handle(request('/metrics'))).text()
     let text = await scrape()
@@ -152,7 +152,7 @@ describe('/metrics', () => {
 })
 
 describe('graceful shutdown (a real `trellis serve`)', () => {
-  test('SIGTERM: the listener closes, an in-flight webhook call completes, exit 0, WAL checkpointed; a waiting run resumes after the restart', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'SIGTERM: the listener closes, an in-flight webhook call completes, exit 0, WAL checkpointed; a waiting run resumes after the restart', async () => {
     const pause = ordersWorkflow('Pause', [
       { type: 'load' },
       { type: 'wait', name: 'pause', seconds: 2 },

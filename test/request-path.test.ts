@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import { redactPath } from '../src/http/request-log.ts'
-import { repoRoot, runCli, type ServeProcess, startServe, tempDir } from './helpers.ts'
+import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 
 interface RawAnswer {
   status: number
@@ -36,28 +36,28 @@ let webhookPath: string // /v1/hooks/<payload>.<signature>
 let payload: string
 let signature: string
 let token: string
-const dirs: { cleanup(): void }[] = []
+let env: TestEnv
 let recordSeq = 0
 
 beforeAll(async () => {
-  const data = tempDir('trellis-path-data-')
-  dirs.push(data)
-  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', data.path])
+  env = testEnv()
+  const data = { path: env.dataDir }
+  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', data.path], { env: processEnv(env) })
   expect(applied.code).toBe(0)
   const url = applied.stdout.match(/https?:\/\/\S+(\/v1\/hooks\/\S+)/)?.[1]
   if (!url) throw new Error(`apply printed no webhook URL:\n${applied.stdout}`)
   webhookPath = url
   ;[payload, signature] = url.slice('/v1/hooks/'.length).split('.') as [string, string]
-  const minted = await runCli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'hooks', '--scopes', 'workflows:trigger', '--data', data.path])
+  const minted = await runCli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'hooks', '--scopes', 'workflows:trigger', '--data', data.path], { env: processEnv(env) })
   expect(minted.code).toBe(0)
   token = minted.stdout.trim()
-  server = await startServe({ dataDir: data.path, cwd: data.path, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0' } })
+  server = await startServe({ dataDir: data.path, cwd: data.path, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', ...processEnv(env) } })
   port = Number(new URL(server.url).port)
 }, 30_000)
 
 afterAll(async () => {
   await server?.stop()
-  for (const dir of dirs) dir.cleanup()
+  env.cleanup()
 })
 
 /** A webhook call (a fresh record each time, so a queued run never answers 409) with a non-JSON content type. */

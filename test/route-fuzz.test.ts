@@ -67,7 +67,7 @@ describe('every route, hostile input, a real server', () => {
   let env: TestEnv
 
   beforeAll(async () => {
-    // The test env's store (SQLite, or a fresh PostgreSQL database in the API suite's second pass) for the processes.
+    // The test env's store (SQLite, or a fresh PostgreSQL database in the PostgreSQL pass) for the processes.
     env = testEnv()
     routes = testApp(env).routes.map((r) => ({ method: r.method, path: r.path })).filter((r) => r.method !== 'HEAD' && r.method !== 'OPTIONS')
     const data = tempDir('trellis-fuzz-')

@@ -4,7 +4,7 @@
  * filled up (or, where mounting is impossible, SQLite's own page limit: a genuine SQLITE_FULL from SQLite).
  */
 import { Database } from 'bun:sqlite'
-import { afterEach, describe, expect, test } from 'bun:test'
+import { afterEach, expect, test } from 'bun:test'
 import { mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
@@ -14,7 +14,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, type ServeProcess, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
+import { bearer, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
@@ -126,7 +126,7 @@ async function holdWriteLock(path: string) {
   }
 }
 
-describe('another process holds the write lock (a real `trellis serve` and a real second process)', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock (a real `trellis serve` and a real second process)', () => {
   test('writes answer 503 database_busy with Retry-After within the budget, reads and /healthz keep answering, the executor waits it out, writes resume after', async () => {
     const data = tempDir('trellis-busy-data-')
     const cwd = tempDir('trellis-busy-cwd-')
@@ -200,7 +200,7 @@ describe('another process holds the write lock (a real `trellis serve` and a rea
   }, 40_000)
 })
 
-describe('the executor and a lock held elsewhere', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'the executor and a lock held elsewhere', () => {
   test('an http step whose outcome cannot be recorded (lock held past the budget) is recorded once the lock is gone: the call is not repeated, the run succeeds', async () => {
     const env = sqliteTestEnv({ TRELLIS_DB_BUSY_WAIT_MS: '200', TRELLIS_HTTP_ALLOW: '127.0.0.1' })
     cleanups.push(env.cleanup)
@@ -340,7 +340,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   }
 }
 
-describe('the disk is full', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'the disk is full', () => {
   test('writes answer 503 storage_full, /readyz reports it, nothing acknowledged is lost, writes resume by themselves when space returns', async () => {
     const fault = await diskFault()
     console.log(`disk-full test ran with: ${fault.kind === 'tmpfs' ? 'a real 8 MiB tmpfs filled up' : "SQLite's max_page_count (no tmpfs could be mounted, or TRELLIS_TEST_DISK_FAULT=page-limit)"}`)
@@ -407,7 +407,7 @@ describe('the disk is full', () => {
   }, 60_000)
 })
 
-describe('readiness on a nearly full disk (issue 24, item 11)', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'readiness on a nearly full disk (issue 24, item 11)', () => {
   test('/readyz stays storage_full while less than TRELLIS_READY_MIN_FREE_MB is free, even after a small write succeeds; ready once space returns', async () => {
     const fault = await diskFault()
     const { send, token } = fault

@@ -4,11 +4,11 @@
  * runs, note writes; localhost, bounded in time) the `-wal` file stays under 64 MB, and with the timer held back
  * it grows past what SQLite's own checkpoint (1,000 pages) would have allowed: no commit checkpointed.
  */
-import { afterEach, describe, expect, test } from 'bun:test'
+import { afterEach, expect, test } from 'bun:test'
 import { statSync } from 'node:fs'
 import { databasePath } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { type ServeProcess, startServe, until } from './helpers.ts'
+import { type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, until } from './helpers.ts'
 import { ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const MB = 1024 * 1024
@@ -75,7 +75,7 @@ async function checkpointCounts(server: ServeProcess): Promise<Record<string, nu
   return counts
 }
 
-describe('WAL checkpoints off the request path (a real `trellis serve`)', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.wal, 'WAL checkpoints off the request path (a real `trellis serve`)', () => {
   test('20 s of sustained writes: the -wal file stays under 64 MB, checkpointed by the timer', async () => {
     const { server, wal, hook, token } = await serveSeeded({})
     let largest = 0

@@ -1,16 +1,16 @@
-/** `trellis webhook show|enable|disable|regenerate|rate` against a real data dir, in real processes. */
+/** `trellis webhook show|enable|disable|regenerate|rate` against a test env's store, in real processes. */
 import { afterAll, describe, expect, test } from 'bun:test'
-import { runCli, tempDir } from './helpers.ts'
+import { processEnv, runCli, testEnv } from './helpers.ts'
 
-const dir = tempDir()
-afterAll(() => dir.cleanup())
-const env = { TRELLIS_BASE_URL: 'https://trellis.example.com' }
-const target = ['--data', dir.path, '--project', 'Acme', '--environment', 'production', '--team', 'Support', '--workflow', 'Refund order']
+const testbed = testEnv()
+afterAll(() => testbed.cleanup())
+const env = { TRELLIS_BASE_URL: 'https://trellis.example.com', ...processEnv(testbed) }
+const target = ['--data', testbed.dataDir, '--project', 'Acme', '--environment', 'production', '--team', 'Support', '--workflow', 'Refund order']
 const cli = (...args: string[]) => runCli(args, { env })
 
 describe('trellis webhook', () => {
   test('show, disable (a pause), enable (same URL), regenerate (new URL), rate; usage errors', async () => {
-    expect((await cli('apply', '-f', 'examples/acme.yaml', '--data', dir.path)).code).toBe(0)
+    expect((await cli('apply', '-f', 'examples/acme.yaml', '--data', testbed.dataDir)).code).toBe(0)
     const shown = await cli('webhook', 'show', ...target)
     expect(shown.code).toBe(0)
     const url = shown.stdout.trim()
@@ -35,7 +35,7 @@ describe('trellis webhook', () => {
 
     const [badRate, noFlag, unknownWorkflow, unknownSub] = await Promise.all([
       cli('webhook', 'rate', ...target, '--per-minute', '0'),
-      cli('webhook', 'show', '--data', dir.path, '--project', 'Acme'),
+      cli('webhook', 'show', '--data', testbed.dataDir, '--project', 'Acme'),
       cli('webhook', 'show', ...target.slice(0, -1), 'Nope'),
       cli('webhook', 'explode', ...target),
     ])

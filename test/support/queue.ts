@@ -1,24 +1,21 @@
 /**
- * The queue's operations (src/db/queue.ts) run at once on one SQLite connection, for the tests that drive the queue
- * without an executor: each a `runOp`, the claim in its own IMMEDIATE transaction as the executor's write is.
+ * The queue's operations (src/db/queue.ts) run at once on a store, SQLite or PostgreSQL, for the tests that drive the
+ * queue without an executor: each in its own write transaction (`writeNow`; on SQLite IMMEDIATE, as the executor's
+ * claim is), answered once committed.
  */
-import type { Database } from 'bun:sqlite'
-import { drizzle } from 'drizzle-orm/bun-sqlite'
-import { runOp } from '../../src/db/op.ts'
-import type { Db } from '../../src/db/open.ts'
 import { claimRuns, insertRun, type NewRun, nextRunAvailableAt, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../../src/db/queue.ts'
-import * as schema from '../../src/db/schema.ts'
+import type { Store } from '../../src/db/open.ts'
+import { writeNow } from '../../src/db/write.ts'
 
-export function queueOn(connection: Database) {
-  const db = drizzle({ client: connection, schema }) as unknown as Db
+export function queueOn(store: Store) {
   return {
-    insert: (run: NewRun) => runOp(db, insertRun(run)),
+    insert: (run: NewRun) => writeNow(store, () => insertRun(run)),
     /** The next due run, claimed by `owner` under a lease, or null. */
-    claim: (owner: string, now: number, leaseMs: number): RunRow | null =>
-      db.transaction((tx) => runOp(tx as unknown as Db, claimRuns(owner, now, leaseMs, 1)), { behavior: 'immediate' })[0] ?? null,
-    heartbeat: (runId: string, owner: string, now: number, leaseMs: number) => runOp(db, renewLease(runId, owner, now, leaseMs)),
-    recoverExpired: (now: number) => runOp(db, recoverExpiredRuns(now)),
-    releaseOwned: (owner: string, now: number) => runOp(db, releaseOwnedRuns(owner, now)),
-    nextAvailableAt: () => runOp(db, nextRunAvailableAt()),
+    claim: async (owner: string, now: number, leaseMs: number): Promise<RunRow | null> =>
+      (await writeNow(store, () => claimRuns(owner, now, leaseMs, 1)))[0] ?? null,
+    heartbeat: (runId: string, owner: string, now: number, leaseMs: number) => writeNow(store, () => renewLease(runId, owner, now, leaseMs)),
+    recoverExpired: (now: number) => writeNow(store, () => recoverExpiredRuns(now)),
+    releaseOwned: (owner: string, now: number) => writeNow(store, () => releaseOwnedRuns(owner, now)),
+    nextAvailableAt: () => writeNow(store, () => nextRunAvailableAt()),
   }
 }
