@@ -181,6 +181,14 @@ describe('the first administrator is made once', () => {
   }, 60_000)
 })
 
+/** A fresh env with Acme applied on the real clock, bob's trigger token, and a served app: the run rules' setting. */
+async function acmeRunsEnv(): Promise<{ env: TestEnv; report: ApplyReport; token: string; base: string }> {
+  const runs = testEnv()
+  const report = await applyAcme({ store: runs.store, clock: systemClock, secret: runs.secret, baseUrl: runs.config.baseUrl }, acmeDocument())
+  const token = (await tokenFor(runs.store, systemClock, 'bob', ['workflows:trigger'])).value
+  return { env: runs, report, token, base: serve(testApp(runs, { clock: systemClock })) }
+}
+
 describe('one active run per workflow and record', () => {
   let runsEnv: TestEnv
   let runsBase: string
@@ -188,10 +196,7 @@ describe('one active run per workflow and record', () => {
   let token: string
 
   beforeAll(async () => {
-    runsEnv = testEnv()
-    report = await applyAcme({ store: runsEnv.store, clock: systemClock, secret: runsEnv.secret, baseUrl: runsEnv.config.baseUrl }, acmeDocument())
-    token = (await tokenFor(runsEnv.store, systemClock, 'bob', ['workflows:trigger'])).value
-    runsBase = serve(testApp(runsEnv, { clock: systemClock }))
+    ;({ env: runsEnv, report, token, base: runsBase } = await acmeRunsEnv())
   }, 60_000)
   afterAll(() => runsEnv?.cleanup())
 
@@ -237,10 +242,7 @@ describe.skipIf(TEST_STORE !== 'postgres')('a run is dated when it can be listed
   let holder: Store
 
   beforeAll(async () => {
-    runsEnv = testEnv()
-    await applyAcme({ store: runsEnv.store, clock: systemClock, secret: runsEnv.secret, baseUrl: runsEnv.config.baseUrl }, acmeDocument())
-    token = (await tokenFor(runsEnv.store, systemClock, 'bob', ['workflows:trigger'])).value
-    runsBase = serve(testApp(runsEnv, { clock: systemClock }))
+    ;({ env: runsEnv, token, base: runsBase } = await acmeRunsEnv())
     holder = anotherStore(runsEnv)
   }, 60_000)
   afterAll(async () => {
