@@ -4,8 +4,6 @@
  * run it with placeholders. Works with a transaction handle too: it is the same connection.
  */
 import type { Database, Statement } from 'bun:sqlite'
-import { sql, type SQL } from 'drizzle-orm'
-import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { Db } from './open.ts'
 
 const caches = new WeakMap<Database, Map<string, unknown>>()
@@ -37,12 +35,4 @@ export function prepared<T>(db: Db, key: string, build: () => T): T {
 /** The raw statement `text` on the connection behind `db`, prepared once per connection under `key`. */
 export function statementOn(db: Db, key: string, text: string): Statement {
   return prepared(db, key, () => connectionOf(db).prepare(text))
-}
-
-/**
- * `column IN (the ids in one JSON array placeholder)`: one prepared statement serves any number of ids.
- * SQLite's json_each; a PostgreSQL dialect would use `= ANY($1)`.
- */
-export function inJsonArray(column: SQLiteColumn, placeholder: string): SQL {
-  return sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`
 }

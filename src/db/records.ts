@@ -10,6 +10,7 @@
  */
 import { and, eq, sql } from 'drizzle-orm'
 import type { Dialect } from './dialect.ts'
+import type { ProjectPart } from './projects.ts'
 import { exec, setPlaceholders, statement } from './query.ts'
 import type { collections, records } from './schema.ts'
 
@@ -72,7 +73,7 @@ export function listProjectCollections(projectId: number) {
   return PROJECT_COLLECTIONS.rows({ projectId })
 }
 
-export type ProjectPart = 'environment' | 'team' | 'collection'
+export type { ProjectPart }
 
 const projectParts = (part: ProjectPart) =>
   statement(`records.parts.${part}`, ({ db, t, byteOrder }) => {
