@@ -36,7 +36,9 @@ const scenarios: Record<string, { make: () => Request; expect: number }> = {
 }
 const N = Number(process.env.N ?? 1280)
 const out: Record<string, number> = {}
+const only = process.env.ONLY // e.g. ONLY=webhook: the scenarios whose name contains it
 for (const [name, s] of Object.entries(scenarios)) {
+  if (only && !name.includes(only)) continue
   for (const width of [1, 64]) {
     const run = async (count: number) => {
       for (let done = 0; done < count; done += width) {

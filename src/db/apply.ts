@@ -6,7 +6,7 @@
  */
 import { and, asc, eq, isNull, or } from 'drizzle-orm'
 import type { Op } from './op.ts'
-import { row, rows } from './query.ts'
+import { constantLimit, row, rows } from './query.ts'
 import type { Micros } from '../lib/time.ts'
 
 /** Every user's email, byte-wise. */
@@ -42,7 +42,7 @@ export function* firstProjectAdminId(projectId: number): Op<number | undefined> 
       .from(t.projectMembers)
       .where(and(eq(t.projectMembers.projectId, projectId), eq(t.projectMembers.role, 'admin')))
       .orderBy(asc(t.projectMembers.userId))
-      .limit(1),
+      .limit(constantLimit(1)),
   )
   return admin?.id
 }
@@ -56,7 +56,7 @@ export function* firstEditingTeamId(projectId: number, collectionId: number): Op
       .leftJoin(t.collectionPermissions, and(eq(t.collectionPermissions.teamId, t.teams.id), eq(t.collectionPermissions.collectionId, collectionId)))
       .where(and(eq(t.teams.projectId, projectId), or(isNull(t.collectionPermissions.canEdit), eq(t.collectionPermissions.canEdit, true))))
       .orderBy(asc(t.teams.id))
-      .limit(1),
+      .limit(constantLimit(1)),
   )
   return team?.id
 }
@@ -84,7 +84,7 @@ export function* hasImportedNote(key: ImportedNoteKey): Op<boolean> {
           key.createdAt === undefined ? undefined : eq(t.notes.createdAt, key.createdAt),
         ),
       )
-      .limit(1),
+      .limit(constantLimit(1)),
   )
   return found !== undefined
 }

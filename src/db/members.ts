@@ -9,7 +9,7 @@ import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { PermissionLevel } from '../lib/access.ts'
 import type { Dialect } from './dialect.ts'
 import type { Op } from './op.ts'
-import { exec, row, rows, statement } from './query.ts'
+import { constantLimit, exec, row, rows, statement } from './query.ts'
 import { lockRule } from './rule-locks.ts'
 import type { projectMembers } from './schema.ts'
 
@@ -19,7 +19,7 @@ export type ProjectMember = typeof projectMembers.$inferSelect
 const memberPlaced = ({ t }: Dialect) =>
   and(eq(t.projectMembers.projectId, sql.placeholder('projectId')), eq(t.projectMembers.userId, sql.placeholder('userId')))
 
-const MEMBER_ROLE = statement('project-members.role', (d) => d.db.select({ role: d.t.projectMembers.role }).from(d.t.projectMembers).where(memberPlaced(d)).limit(1))
+const MEMBER_ROLE = statement('project-members.role', (d) => d.db.select({ role: d.t.projectMembers.role }).from(d.t.projectMembers).where(memberPlaced(d)).limit(constantLimit(1)))
 
 /** The user's permission level in the project now, or undefined when not a member. A statement: every request asks. */
 export function* findMemberRole(projectId: number, userId: number): Op<PermissionLevel | undefined> {
@@ -31,7 +31,7 @@ const TEAM_MEMBER = statement('team-members.exists', ({ db, t }) =>
     .select({ teamId: t.teamMembers.teamId })
     .from(t.teamMembers)
     .where(and(eq(t.teamMembers.teamId, sql.placeholder('teamId')), eq(t.teamMembers.userId, sql.placeholder('userId'))))
-    .limit(1),
+    .limit(constantLimit(1)),
 )
 
 /** Whether the user belongs to the team. A statement: rendering access asks per request. */
@@ -39,7 +39,7 @@ export function* isTeamMember(teamId: number, userId: number): Op<boolean> {
   return (yield* TEAM_MEMBER.row({ teamId, userId })) !== undefined
 }
 
-const PROJECT_MEMBER = statement('members.find', (d) => d.db.select().from(d.t.projectMembers).where(memberPlaced(d)).limit(1))
+const PROJECT_MEMBER = statement('members.find', (d) => d.db.select().from(d.t.projectMembers).where(memberPlaced(d)).limit(constantLimit(1)))
 
 export function findProjectMember(projectId: number, userId: number) {
   return PROJECT_MEMBER.row({ projectId, userId })

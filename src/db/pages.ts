@@ -9,7 +9,7 @@ import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
 import type { Built, Dialect, Tables } from './dialect.ts'
 import type { Op } from './op.ts'
-import { type Statement, statement } from './query.ts'
+import { constantLimit, type Statement, statement } from './query.ts'
 
 /** The tables with an id and a createdAt: those a list can order by time. */
 export type TimedTable = { [K in keyof Tables]: Tables[K] extends { id: AnyColumn; createdAt: AnyColumn } ? K : never }[keyof Tables]
@@ -73,7 +73,7 @@ export function* createdAtBounds(filters: DateFilter[], list: TimeOrderedList, s
         .from(table)
         .where(and(eq(scope!, sql.placeholder('scope')), compare(createdAt, s.op, sql.placeholder('at'))))
         .orderBy(...order)
-        .limit(1)
+        .limit(constantLimit(1))
     })
     found.push({ side: s.side, id: (yield* seek.row({ scope: scopeValue, at: s.at }))?.id as number | undefined })
   }

@@ -10,7 +10,7 @@ import { and, eq, sql } from 'drizzle-orm'
 import type { Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import type { Op } from './op.ts'
-import { exec, inserted, row, rows, statement } from './query.ts'
+import { constantLimit, exec, inserted, row, rows, statement } from './query.ts'
 import type { collectionPermissions, collections, environments, projects, teams } from './schema.ts'
 
 export type Project = typeof projects.$inferSelect
@@ -26,28 +26,28 @@ const partTable = (t: Tables, part: ProjectPart) => ({ environment: t.environmen
 /** The project's part in `table` with this exact name, as placeholders `projectId` and `name`. */
 const named = (table: ReturnType<typeof partTable>) => and(eq(table.projectId, sql.placeholder('projectId')), eq(table.name, sql.placeholder('name')))
 
-const PROJECT_BY_NAME = statement('projects.by-name', ({ db, t }) => db.select().from(t.projects).where(eq(t.projects.name, sql.placeholder('name'))).limit(1))
+const PROJECT_BY_NAME = statement('projects.by-name', ({ db, t }) => db.select().from(t.projects).where(eq(t.projects.name, sql.placeholder('name'))).limit(constantLimit(1)))
 
 /** The project with this exact (case-sensitive) name; cached per SQLite connection (lookup-cache.ts). */
 export function findProjectByName(name: string): Op<Project | undefined> {
   return cached('project-by-name', name, PROJECT_BY_NAME.row({ name }))
 }
 
-const ENVIRONMENT_BY_NAME = statement('environments.by-name', ({ db, t }) => db.select().from(t.environments).where(named(t.environments)).limit(1))
+const ENVIRONMENT_BY_NAME = statement('environments.by-name', ({ db, t }) => db.select().from(t.environments).where(named(t.environments)).limit(constantLimit(1)))
 
 /** The project's environment with this exact name; cached per SQLite connection (lookup-cache.ts). */
 export function findEnvironmentByName(projectId: number, name: string): Op<Environment | undefined> {
   return cached('environment-by-name', `${projectId}/${name}`, ENVIRONMENT_BY_NAME.row({ projectId, name }))
 }
 
-const TEAM_BY_NAME = statement('teams.by-name', ({ db, t }) => db.select().from(t.teams).where(named(t.teams)).limit(1))
+const TEAM_BY_NAME = statement('teams.by-name', ({ db, t }) => db.select().from(t.teams).where(named(t.teams)).limit(constantLimit(1)))
 
 /** The project's team with this exact name (a statement: note writes ask). */
 export function findTeamByName(projectId: number, name: string) {
   return TEAM_BY_NAME.row({ projectId, name })
 }
 
-const COLLECTION_BY_NAME = statement('collections.by-name', ({ db, t }) => db.select().from(t.collections).where(named(t.collections)).limit(1))
+const COLLECTION_BY_NAME = statement('collections.by-name', ({ db, t }) => db.select().from(t.collections).where(named(t.collections)).limit(constantLimit(1)))
 
 /** The project's collection with this exact name (a statement: note writes ask). */
 export function findCollectionByName(projectId: number, name: string) {
@@ -60,7 +60,7 @@ export function allProjectsByName() {
 }
 
 export function* anyProjectExists(): Op<boolean> {
-  return (yield* row(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).limit(1))) !== undefined
+  return (yield* row(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).limit(constantLimit(1)))) !== undefined
 }
 
 export function insertProject(project: { name: string; sso: boolean; createdAt: number }) {
@@ -77,7 +77,7 @@ export function updateProject(projectId: number, change: Partial<Pick<Project, '
 const partByName = (part: ProjectPart) =>
   statement(`${part}.part-by-name`, ({ db, t }) => {
     const table = partTable(t, part)
-    return db.select({ id: table.id, name: table.name }).from(table).where(named(table)).limit(1)
+    return db.select({ id: table.id, name: table.name }).from(table).where(named(table)).limit(constantLimit(1))
   })
 const PART_BY_NAME = { environment: partByName('environment'), team: partByName('team'), collection: partByName('collection') }
 
@@ -109,7 +109,7 @@ const COLLECTION_PERMISSION = statement('collection-permissions.of-team', ({ db,
     .select()
     .from(t.collectionPermissions)
     .where(and(eq(t.collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(t.collectionPermissions.teamId, sql.placeholder('teamId'))))
-    .limit(1),
+    .limit(constantLimit(1)),
 )
 
 /** The team's stored permission on the collection (none: the default). A statement: record access asks per request. */

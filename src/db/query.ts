@@ -83,6 +83,16 @@ export function placeholders<K extends string>(...names: K[]): Record<K, Placeho
   return Object.fromEntries(names.map((name) => [name, sql.placeholder(name)])) as unknown as Record<K, Placeholder>
 }
 
+/**
+ * A constant LIMIT written into the SQL: `.limit(constantLimit(1))`. Drizzle binds a number as a parameter, and a
+ * statement whose LIMIT is bound runs about 5 µs slower on SQLite, every time (five times a primary-key read: measured
+ * with bench/inprocess.ts, README "Performance"). A page's limit, which varies, stays a placeholder.
+ */
+export function constantLimit(n: number): number {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`constantLimit(${n}): not a count`)
+  return sql.raw(String(n)) as unknown as number // limit() is typed number | Placeholder; both builders embed any SQL
+}
+
 /** Placeholders as an update's new values (`set(setPlaceholders('data', 'updatedAt'))`): `set` takes SQL, not a bare placeholder. */
 export function setPlaceholders<K extends string>(...names: K[]): Record<K, SQL> {
   return Object.fromEntries(names.map((name) => [name, sql`${sql.placeholder(name)}`])) as Record<K, SQL>

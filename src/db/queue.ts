@@ -32,7 +32,7 @@ import type { Dialect } from './dialect.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
-import { placeholders, rows, setPlaceholders, statement } from './query.ts'
+import { constantLimit, placeholders, rows, setPlaceholders, statement } from './query.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
 const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
@@ -294,7 +294,7 @@ const PROJECTS_WITH_WORKFLOWS = statement('queue.projects-with-workflows', ({ db
     .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
     .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
     .where(isNotNull(t.workflows.activeVersionId))
-    .limit(2)
+    .limit(constantLimit(2))
     .as('p')
   return db.select({ n: count() }).from(projects)
 })

@@ -13,7 +13,7 @@ import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Dialect, Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import type { Op } from './op.ts'
-import { exec, inserted, row, rows, statement } from './query.ts'
+import { constantLimit, exec, inserted, row, rows, statement } from './query.ts'
 import type { workflows, workflowVersions } from './schema.ts'
 
 export type WorkflowRow = typeof workflows.$inferSelect
@@ -183,7 +183,7 @@ export function* latestWorkflowVersion(workflowId: number): Op<number> {
       .from(t.workflowVersions)
       .where(eq(t.workflowVersions.workflowId, workflowId))
       .orderBy(desc(t.workflowVersions.version))
-      .limit(1),
+      .limit(constantLimit(1)),
   )
   return latest?.version ?? 0
 }
