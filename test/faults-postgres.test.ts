@@ -67,7 +67,7 @@ describe.skipIf(!postgresOrSkip('faults-postgres'))('faults of three instances o
     await set?.close()
     await sql?.close()
     cluster?.stop()
-  })
+  }, 30_000) // the instances' graceful stops, then the cluster's
 
   /** Waits until every run in `runIds` has ended; their rows. */
   async function runsEnded(runIds: string[], timeoutMs: number) {
@@ -189,16 +189,16 @@ describe.skipIf(!postgresOrSkip('faults-postgres'))('faults of three instances o
     const writesSucceed = (since: number) =>
       survivors.every((instance) => answers.some((a) => a.instance === instance.url && a.at > since && a.kind === 'note' && a.status === 201))
     const outages: { mode: 'fast' | 'immediate'; from: number; to: number; recoveredMs: number }[] = []
-    await Bun.sleep(1_000)
+    await Bun.sleep(500)
     for (const mode of ['fast', 'immediate'] as const) {
       const from = Date.now()
       cluster.pause(mode)
-      await Bun.sleep(2_000)
+      await Bun.sleep(1_500)
       cluster.resume()
       const to = Date.now()
       await until(`writes to succeed again after the ${mode} stop`, () => writesSucceed(to), 20_000, 50)
       outages.push({ mode, from, to, recoveredMs: Date.now() - to })
-      await Bun.sleep(1_000)
+      await Bun.sleep(500)
     }
     running = false
     await Promise.all(loops)
