@@ -8,15 +8,14 @@ import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
 import { chmodSync, existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { databasePath, openStore } from '../src/db/open.ts'
+import { databasePath } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, queryOne, runCli, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir, testApp, testEnv, until } from './helpers.ts'
+import { bearer, queryOne, runCli, SQLITE_ONLY, sqliteOnlyDescribe, tempDir, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, hookPath, ordersWorkflow, tokenFor } from './support/acme.ts'
-import { expectStorageFault, NOTES, noteRequest, runEnded, runStatus, type Send, seedPause, startRun, triggerRequest } from './support/faults.ts'
+import { expectStorageFault, NOTES, noteRequest, runEnded, runStatus, type Send, servePause, startRun, triggerRequest } from './support/faults.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterEach(async () => {
@@ -96,16 +95,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.readOnly, 'the data directory read-only', () => {
   }, 30_000)
 
   test('made read-only while serve runs: writes answer 503 storage_read_only, reads, /healthz and the executor go on, /readyz says so; writable again, everything resumes without a restart and nothing acknowledged is lost', async () => {
-    const data = tempDir('trellis-ro-data-')
-    const cwd = tempDir('trellis-ro-cwd-')
-    cleanups.push(data.cleanup, cwd.cleanup)
-    const store = openStore(data.path)
-    migrate(store.sqlite)
-    const { hook, token } = await seedPause(store, 1)
-    store.close()
-    const server = await startServe({ dataDir: data.path, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', ...NO_API_LIMIT } })
-    cleanups.push(async () => void (await server.stop('SIGKILL')))
-    const send: Send = (path, init) => fetch(`${server.url}${path}`, init)
+    const { hook, token, server, send, dataDir } = await servePause(cleanups, { env: NO_API_LIMIT })
     const acknowledged: number[] = []
     const acknowledge = async (response: Response) => {
       expect(response.status).toBe(201)
@@ -117,7 +107,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.readOnly, 'the data directory read-only', () => {
     const parked = await startRun(send, hook, token, 'ord_1001')
     await until('the run to park', async () => (await runStatus(send, token, parked)) === 'waiting')
 
-    const immutable = immutableDatabase(data.path)
+    const immutable = immutableDatabase(dataDir)
     if (!immutable) {
       console.warn('read-only while serving: SKIPPED, chattr +i is not possible here (needs root and a file system with the immutable flag)')
       return
@@ -149,7 +139,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.readOnly, 'the data directory read-only', () => {
     expect(server.stderr()).not.toContain('"level":"error"')
 
     // Read back from the file: every acknowledged note, no refused one, an intact database.
-    const reopened = new Database(databasePath(data.path), { readonly: true })
+    const reopened = new Database(databasePath(dataDir), { readonly: true })
     const notes = reopened.query('SELECT id, title FROM notes').all() as { id: number; title: string }[]
     const integrity = reopened.query('PRAGMA integrity_check').all()
     reopened.close()

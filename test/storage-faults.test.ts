@@ -7,15 +7,14 @@ import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { databasePath, openStore, type SqliteStore } from '../src/db/open.ts'
+import { databasePath, type SqliteStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
+import { bearer, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, tempDir, testApp, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { NOTES, noteRequest, runStatus, type Send, seedPause, startRun } from './support/faults.ts'
+import { NOTES, noteRequest, runStatus, type Send, seedPause, servePause, startRun } from './support/faults.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterEach(async () => {
@@ -84,25 +83,15 @@ async function holdWriteLock(path: string) {
 
 sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock (a real `trellis serve` and a real second process)', () => {
   test('writes answer 503 database_busy with Retry-After within the budget, reads and /healthz keep answering, the executor waits it out, writes resume after', async () => {
-    const data = tempDir('trellis-busy-data-')
-    const cwd = tempDir('trellis-busy-cwd-')
-    cleanups.push(data.cleanup, cwd.cleanup)
-    const store = openStore(data.path)
-    migrate(store.sqlite)
-    const { hook, token } = await seedPause(store, 1)
-    store.close()
-
     const budgetMs = 1500
-    const server: ServeProcess = await startServe({ dataDir: data.path, cwd: cwd.path, env: { TRELLIS_DB_BUSY_WAIT_MS: String(budgetMs), TRELLIS_LOG_LEVEL: 'warn' } })
-    cleanups.push(async () => void (await server.stop('SIGKILL')))
-    const send: Send = (path, init) => fetch(`${server.url}${path}`, init)
+    const { hook, token, server, send, dataDir } = await servePause(cleanups, { env: { TRELLIS_DB_BUSY_WAIT_MS: String(budgetMs) } })
 
     // A run parks in its 1 s wait: it becomes due while the lock is held.
     const runId = await startRun(send, hook, token)
     await until('the run to park', async () => ((await runStatus(send, token, runId)) === 'waiting' ? true : null))
 
     const health = sampleHealth(server.url)
-    const lock = await holdWriteLock(databasePath(data.path))
+    const lock = await holdWriteLock(databasePath(dataDir))
 
     const started = performance.now()
     const busy = await send(NOTES, noteRequest(token, 'during the lock', '<p>one</p>'))
@@ -154,7 +143,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock 
     expect(server.proc.exitCode).toBeNull()
     expect(await server.stop('SIGTERM')).toBe(0)
     // Nothing acknowledged is lost, nothing refused was written: read back from the file after the server stopped.
-    const reopened = new Database(databasePath(data.path), { readonly: true })
+    const reopened = new Database(databasePath(dataDir), { readonly: true })
     const notes = reopened.query('SELECT id, title FROM notes').all() as { id: number; title: string }[]
     reopened.close()
     expect(notes.filter((note) => acknowledged.includes(note.id)).map((note) => note.title).sort()).toEqual(['after the lock', 'waits for the lock'])
@@ -257,20 +246,14 @@ function mountTmpfs(): string | null {
 async function diskFault(): Promise<DiskFault & { hook: string; token: string }> {
   const mount = mountTmpfs()
   if (mount) {
-    const store = openStore(mount)
-    migrate(store.sqlite)
-    const seeded = await seedPause(store, 1)
-    store.close()
-    const cwd = tempDir('trellis-full-cwd-')
-    cleanups.push(cwd.cleanup)
-    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', ...DISK_FAULT_ENV } })
-    cleanups.push(async () => void (await server.stop('SIGKILL')))
+    const { hook, token, server, send } = await servePause(cleanups, { dataDir: mount, env: DISK_FAULT_ENV })
     const filler = join(mount, 'filler')
     return {
-      ...seeded,
+      hook,
+      token,
       kind: 'tmpfs',
       dataDir: mount,
-      send: (path, init) => fetch(`${server.url}${path}`, init),
+      send,
       // Leave about 512 KiB: a few notes fit, then the disk is full.
       fill: () => {
         const { bavail, bsize } = statfsSync(mount)

@@ -5,10 +5,11 @@
  */
 import { expect } from 'bun:test'
 import { dirname } from 'node:path'
-import type { SqliteStore } from '../../src/db/open.ts'
+import { migrate } from '../../src/db/migrate.ts'
+import { openStore, type SqliteStore } from '../../src/db/open.ts'
 import { systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
-import { bearer, until } from '../helpers.ts'
+import { bearer, type ServeProcess, startServe, tempDir, until } from '../helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './acme.ts'
 
 export const NOTES = '/v1/project/Acme/environment/production/notes'
@@ -31,6 +32,32 @@ export async function seedPause(store: SqliteStore, waitSeconds: number) {
   const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(dirname(store.path)), baseUrl: 'http://127.0.0.1' }, document)
   const token = (await tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger'])).value
   return { hook: reportHook(report, 'Pause'), token }
+}
+
+/** Where a test registers what to undo after it (run in reverse order). */
+export type Cleanups = (() => void | Promise<void>)[]
+
+/**
+ * A real `trellis serve` (log level warn) on a SQLite data directory — `dataDir`, or a fresh temp dir — migrated and
+ * seeded with `seedPause(…, 1)` beforehand; killed and removed by `cleanups`. Its webhook, alice's token and `send`.
+ */
+export async function servePause(cleanups: Cleanups, options: { dataDir?: string; env?: Record<string, string> } = {}) {
+  let dataDir = options.dataDir
+  if (!dataDir) {
+    const data = tempDir('trellis-faults-data-')
+    cleanups.push(data.cleanup)
+    dataDir = data.path
+  }
+  const cwd = tempDir('trellis-faults-cwd-')
+  cleanups.push(cwd.cleanup)
+  const store = openStore(dataDir)
+  migrate(store.sqlite)
+  const seeded = await seedPause(store, 1)
+  store.close()
+  const server: ServeProcess = await startServe({ dataDir, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', ...options.env } })
+  cleanups.push(async () => void (await server.stop('SIGKILL')))
+  const send: Send = (path, init) => fetch(`${server.url}${path}`, init)
+  return { ...seeded, server, send, dataDir }
 }
 
 export function noteRequest(token: string, title: string, content = '<p>x</p>'): RequestInit {
