@@ -49,6 +49,7 @@ export const POSTGRES_PASS = [
   'oidc-browser',
   'openapi-conformance',
   'ops',
+  'overload',
   'queue',
   'request-path',
   'route-fuzz',
