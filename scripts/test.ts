@@ -33,6 +33,7 @@ export const POSTGRES_PASS = [
   'executor',
   'executor-fair-share',
   'executor-fairness',
+  'fuzz',
   'group-commit',
   'hot-paths',
   'http',
