@@ -14,14 +14,15 @@
  * - the body: valid for the schema, one part of it broken (a value replaced by any hostile JSON value, a field
  *   dropped or added, at any depth), a key written twice, or a text no serializer writes (deep and wide nesting,
  *   1e309, raw `\ud800` and `\u0000` escapes, bytes that are not UTF-8, over the body limit).
- * Properties, per request: never a 5xx; every 4xx is JSON with string `error`, `code` and `message`; a refused
+ * Properties, per request: never a 5xx; every 4xx is JSON (and says so) with string `error`, `code` and `message`; a refused
  * request (4xx) writes nothing (a digest of every table before and after, test/support/db-digest.ts); and /healthz,
- * asked in the same process every few milliseconds throughout, never waits HEALTH_BOUND_MS.
+ * asked in the same process every few milliseconds throughout, never waits behind HEALTH_BOUND_MS of work.
  * A request that is accepted may break the fixture (rename Acme, turn SSO on, sign the session out): then the fixture
  * is made again (a session alone, or the whole env), counted in the printed summary.
  * TRELLIS_FUZZ_SEED sets the seed (printed; fixed by default, so CI runs the same cases), TRELLIS_FUZZ_RUNS the cases
  * per family; a failure prints the failing request and fast-check's seed and path (no shrinking: the server has state,
- * so a shrunk case would be run against another database than the one that failed). `npm run soak` runs it long.
+ * so a shrunk case would be run against another database than the one that failed); TRELLIS_FUZZ_PATH hands that path
+ * back to replay one case (with `-t <family>`). `npm run soak` runs it long.
  */
 import { afterAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
@@ -46,11 +47,12 @@ import { bodySchemaOf, type Json, type Operation, operationsOf, parametersOf } f
 const SEED = Number(process.env.TRELLIS_FUZZ_SEED ?? 26_2026)
 const RUNS = Number(process.env.TRELLIS_FUZZ_RUNS ?? 200)
 /**
- * /healthz, asked in this process while the fuzz runs, never waits this long. A request that holds the event loop
- * (the deep-JSON freeze held it 7–14 s) shows here; the bound leaves room for a loaded 2-core CI box, where waits of
- * 150 ms were seen from scheduling alone (the summary prints the slowest wait and the request it waited behind).
+ * /healthz, asked in this process while the fuzz runs, never waits behind this much work on the event loop. A request
+ * that holds the loop (the deep-JSON freeze held it 7–14 s, a password hashed on it ~100 ms) shows here. The work is
+ * the main thread's CPU time while an ask waited — on a loaded 2-core box the wall-clock wait also holds the time the
+ * process was not scheduled at all (seen: 650 ms), which no code of ours causes; the summary prints both.
  */
-const HEALTH_BOUND_MS = 500
+const HEALTH_BOUND_MS = 100
 
 // ── The fixture, made again when an accepted request broke it ──────────────────────────────────────────────────────
 
@@ -157,7 +159,7 @@ function pathParameter(op: Operation, name: string): fc.Arbitrary<Segment> {
 function isProtected(op: Operation, name: string, raw: string): boolean {
   const id = Number(raw)
   if (name === 'userId' || op.path.includes('/users/')) return id === world.aliceId
-  return id === world.tokenId
+  return op.path.includes('tokens/') && id === world.tokenId
 }
 
 const QUERY_KEYS = ['limit', 'limit[]', 'createdAt.eq', 'createdAt.foo', '__proto__', 'constructor', 'a[b][c]', '', ' ', '%zz', 'userId', 'cursor', 'after']
@@ -322,6 +324,7 @@ async function checkCase(c: FuzzCase, stats: FamilyStats): Promise<void> {
     }
     const missing = ['error', 'code', 'message'].filter((field) => typeof error?.[field] !== 'string')
     if (missing.length > 0) throw new Error(`an error body without string ${missing.join(', ')} ${answer}`)
+    if (!response.headers.get('content-type')?.startsWith('application/json')) throw new Error(`an error body labelled ${response.headers.get('content-type')} ${answer}`)
     const changed = changedTables(before, after)
     if (changed.length > 0) throw new Error(`refused, yet written: ${changed.join('; ')} ${answer}`)
   } else if (c.op.method !== 'get' && (await keepFixture())) {
@@ -335,67 +338,80 @@ async function checkCase(c: FuzzCase, stats: FamilyStats): Promise<void> {
 let inFlight = ''
 
 /**
- * /healthz asked every few milliseconds until `stop`: how often, the longest wait and behind what. A wait counts from
- * when the ask was due — how late the event loop let its timer fire, as a request arriving then would have waited for
- * the loop — to the answer. The cases let the loop turn between them (`nextTurn`), as a server's requests would.
+ * /healthz asked every few milliseconds until `stop`: how often, and the longest wait — in wall-clock time and in work
+ * the event loop did meanwhile (main-thread CPU time) — with the request it waited behind. A wait counts from when the
+ * ask was due (how late the loop let its timer fire, as a request arriving then would have waited) to the answer.
+ * The cases let the loop turn between them (`nextTurn`), as a server's requests would.
  */
-function watchHealth(): { stop(): Promise<{ asked: number; slowest: number; behind: string }> } {
+function watchHealth(): { stop(): Promise<HealthWatch> } {
   let watching = true
-  let asked = 0
-  let slowest = 0
-  let behind = ''
+  const watch: HealthWatch = { asked: 0, slowestMs: 0, mostWorkMs: 0, behind: '' }
   const loop = (async () => {
     while (watching) {
       const due = performance.now() + HEALTH_EVERY_MS
+      const cpu = process.threadCpuUsage()
       await Bun.sleep(HEALTH_EVERY_MS)
       const waitingBehind = inFlight
       const response = await world.app.handle(request('/healthz'))
       const waited = performance.now() - due
-      asked++
-      if (waited > slowest && !remaking && due > remadeAt) [slowest, behind] = [waited, waitingBehind]
-      if (process.env.FUZZ_DEBUG && waited > 100) console.log(`lag ${waited.toFixed(0)} ms behind ${waitingBehind}, ${remaking ? 'remaking' : `${(due - remadeAt).toFixed(0)} ms after the remake`}`)
+      const worked = cpuMs(process.threadCpuUsage(cpu))
+      watch.asked++
       if (response.status !== 200) throw new Error(`/healthz answered ${response.status}`)
+      // The first ask waits behind fast-check's start, not behind a request.
+      if (watch.asked === 1 || remaking || due <= remadeAt) continue
+      watch.slowestMs = Math.max(watch.slowestMs, waited)
+      if (worked > watch.mostWorkMs) [watch.mostWorkMs, watch.behind] = [worked, waitingBehind]
+      if (process.env.FUZZ_DEBUG && waited > 100) console.log(`/healthz waited ${waited.toFixed(0)} ms (${worked.toFixed(0)} ms of work) behind ${waitingBehind}, ask ${watch.asked}`)
     }
   })()
   return {
     async stop() {
       watching = false
       await loop
-      return { asked, slowest, behind }
+      return watch
     },
   }
 }
 
+interface HealthWatch {
+  asked: number
+  slowestMs: number
+  mostWorkMs: number
+  behind: string
+}
+
+const cpuMs = ({ user, system }: { user: number; system: number }) => (user + system) / 1000
 const HEALTH_EVERY_MS = 5
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
 describe('every operation of /openapi.json, fuzzed: no 5xx, every error body whole, nothing written when refused', () => {
   for (const family of FAMILIES) {
-    test(`${family}: ${RUNS} cases, /healthz never waits ${HEALTH_BOUND_MS} ms`, async () => {
+    test(`${family}: ${RUNS} cases, /healthz never waits behind ${HEALTH_BOUND_MS} ms of work`, async () => {
       const ops = operationsOf(doc).filter((op) => familyOf(op) === family)
       expect(ops.length).toBeGreaterThan(0)
       const stats: FamilyStats = { statuses: new Map(), accepted: new Set(), slowest: { ms: 0, what: '' } }
       const remadeBefore = { ...remade }
       lastDigest = undefined
+      const cases = fc.constantFrom(...ops.map(fuzzCase)).chain((arbitrary) => arbitrary)
       const health = watchHealth()
       const began = performance.now()
       try {
         await fc.assert(
-          fc.asyncProperty(fc.constantFrom(...ops.map(fuzzCase)).chain((cases) => cases), async (c) => {
+          fc.asyncProperty(cases, async (c) => {
             await checkCase(c, stats)
             await nextTurn()
           }),
           { seed: SEED, numRuns: RUNS, endOnFailure: true, path: process.env.TRELLIS_FUZZ_PATH },
         )
       } finally {
-        const { asked, slowest, behind } = await health.stop()
+        const { asked, slowestMs, mostWorkMs, behind } = await health.stop()
         console.log(
           `fuzz ${family}: ${ops.length} operations (${stats.accepted.size} accepted a case), ${RUNS} cases in ${((performance.now() - began) / 1000).toFixed(1)} s, statuses ${JSON.stringify(Object.fromEntries([...stats.statuses].sort(([a], [b]) => a - b)))}, ` +
-            `slowest ${stats.slowest.ms.toFixed(1)} ms (${stats.slowest.what}), /healthz asked ${asked} times, slowest ${slowest.toFixed(1)} ms (behind ${behind || 'nothing'}), ` +
+            `slowest ${stats.slowest.ms.toFixed(1)} ms (${stats.slowest.what}), /healthz asked ${asked} times, slowest ${slowestMs.toFixed(1)} ms, behind ${mostWorkMs.toFixed(1)} ms of work at most (${behind || 'nothing'}), ` +
             `remade ${remade.sessions - remadeBefore.sessions} session(s) and ${remade.fixtures - remadeBefore.fixtures} fixture(s)`,
         )
         expect(asked).toBeGreaterThan(0)
-        expect(slowest).toBeLessThan(HEALTH_BOUND_MS)
+        expect(mostWorkMs).toBeLessThan(HEALTH_BOUND_MS)
       }
     }, 120_000 + RUNS * 200)
   }

@@ -314,6 +314,7 @@ export function brokenValue(value: unknown): fc.Arbitrary<unknown> {
  * UTF-8 would give its code point, which no decoder accepts.
  */
 export function percentEncoded(text: string): string {
+  if (text.isWellFormed()) return encodeURIComponent(text)
   let out = ''
   for (const char of text) {
     const unit = char.charCodeAt(0)
