@@ -384,6 +384,16 @@ const cpuMs = ({ user, system }: { user: number; system: number }) => (user + sy
 const HEALTH_EVERY_MS = 5
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
 
+test('the digest sees a write: an accepted note change changes it, a read does not', async () => {
+  const note = `/v1/project/Acme/environment/production/notes/${known['notes/id']}`
+  const before = await databaseDigest(world.env.store)
+  expect((await world.app.handle(request(note, { headers: { authorization: world.bearer } }))).status).toBe(200)
+  expect(changedTables(before, await databaseDigest(world.env.store))).toEqual([])
+  const patched = await world.app.handle(request(note, { method: 'PATCH', headers: { authorization: world.bearer }, json: { title: 'Digest check' } }))
+  expect(patched.status).toBe(200)
+  expect(changedTables(before, await databaseDigest(world.env.store)).map((change) => change.split(' ')[0])).toContain('notes')
+})
+
 describe('every operation of /openapi.json, fuzzed: no 5xx, every error body whole, nothing written when refused', () => {
   for (const family of FAMILIES) {
     test(`${family}: ${RUNS} cases, /healthz never waits behind ${HEALTH_BOUND_MS} ms of work`, async () => {
