@@ -34,6 +34,7 @@ export const POSTGRES_PASS = [
   'executor-fair-share',
   'executor-fairness',
   'faults',
+  'fuzz',
   'group-commit',
   'hot-paths',
   'http',

@@ -83,6 +83,19 @@ describe('people', () => {
     expect(instanceLog()[0]!.new_value).toContain('erin@example.com created as user')
   })
 
+  // Issue 26 (found by test/fuzz.test.ts: /healthz waited 0.8 s behind it): the hash ran on the event loop.
+  test('a new password is hashed off the event loop: timers keep firing while it is hashed', async () => {
+    let turns = 0
+    const ticker = setInterval(() => turns++, 1)
+    try {
+      const { status } = await call('POST', '/v1/instance/users', 'alice', { email: 'hashing@example.com', username: 'hashing', password: 'hashing-password-2026' })
+      expect(status).toBe(201)
+    } finally {
+      clearInterval(ticker)
+    }
+    expect(turns).toBeGreaterThan(0)
+  })
+
   test('validation names the field; a taken email is 409', async () => {
     const bad = await call('POST', '/v1/instance/users', 'alice', { email: 'not-an-email', username: 'x' })
     expect(bad.status).toBe(400)

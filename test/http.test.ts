@@ -4,7 +4,8 @@ import { chmodSync, statSync } from 'node:fs'
 import { createLogger } from '../src/lib/logger.ts'
 import { withRequestLog } from '../src/http/request-log.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
-import { execute, queryAll, queryOne, request, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, request, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 import { expectErrorResponse } from './support/scenarios.ts'
 
 const cleanups: (() => void)[] = []
@@ -146,6 +147,30 @@ describe('request bodies', () => {
       expect(typeof detail.field).toBe('string')
       expect(typeof detail.message).toBe('string')
     }
+  })
+
+  // Issue 26 (found by test/fuzz.test.ts): an object whose `toString` is data has no text form, and Elysia writes the
+  // refused value into its error that way: these were 500s.
+  test.each([
+    ['email', `{"email":{"toString":1},"token":"t","username":"ada","password":"p"}`],
+    ['email', `{"email":{"toStr\\u0069ng":"x","valueOf":2},"token":"t","username":"ada","password":"p"}`],
+    ['username', `{"username":[{"toString":null}],"token":"t","email":"ada@example.com","password":"p"}`],
+  ])('an object with a `toString` field where text belongs → 400 validation_failed naming %p', async (field, text) => {
+    const body = await expectError(await testApp(env()).handle(postSetup(text)), 400, 'validation_failed')
+    expect(body.details?.[0]?.field).toBe(field)
+  })
+
+  test('a record whose data has `toString` and `valueOf` fields is stored as sent', async () => {
+    const e = env()
+    await applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: e.config.baseUrl }, acmeDocument())
+    const { value } = await tokenFor(e.store, e.clock, 'alice', ['all'])
+    const data = '{"toString":"x","valueOf":{"toString":[1]},"toStr\\u0069ng2":2}'
+    const response = await testApp(e).handle(
+      request('/v1/project/Acme/environment/production/collection/orders/records/ord_9', { method: 'PUT', headers: { ...bearer(value), 'content-type': 'application/json' }, body: `{"teamName":"Support","data":${data}}` }),
+    )
+    expect(response.status).toBeLessThan(300)
+    const stored = queryOne<{ data: string }>(e.store, 'SELECT data FROM records WHERE record_key = ?', 'ord_9')
+    expect(JSON.parse(stored!.data)).toEqual(JSON.parse(data))
   })
 
   test.each([

@@ -15,7 +15,7 @@ import { createToken } from '../src/modules/tokens/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { emailVerified } from '../src/modules/auth/oidc.ts'
 import { linkSsoIdentity } from '../src/modules/auth/oidc-service.ts'
-import { createUser, findUser, hashPassword, setUserPasswordHash } from '../src/modules/users/service.ts'
+import { createUser, findUser, hashPasswordSync, setUserPasswordHash } from '../src/modules/users/service.ts'
 import { openSignIn, type PendingSignIn, sealSignIn, SIGN_IN_COOKIE_PURPOSE } from '../src/modules/auth/pending-sign-in.ts'
 import { purposeKey } from '../src/lib/secret.ts'
 import { applyNow, execute, processEnv, queryAll, queryOne, runCli, runNow, startServe, tempDir, testApp, testEnv, type TestEnv } from './helpers.ts'
@@ -86,9 +86,9 @@ beforeAll(async () => {
         return yield* setUserDeactivated(clock, userId(env.store, 'dave'), true, null)
       })
   // The instance administrator the impostor's email names, and a password for bob (who links his provider account).
-  const bobHash = hashPassword(BOB_PASSWORD)
+  const bobHash = hashPasswordSync(BOB_PASSWORD)
   await writeNow(env.store, function* () {
-    yield* createUser(clock, { email: 'admin@example.com', username: 'admin', passwordHash: hashPassword('admin-pass-2026-x'), isInstanceAdmin: true, actorId: null })
+    yield* createUser(clock, { email: 'admin@example.com', username: 'admin', passwordHash: hashPasswordSync('admin-pass-2026-x'), isInstanceAdmin: true, actorId: null })
     yield* setUserPasswordHash(clock, userId(env.store, 'bob'), bobHash)
   })
   // alice's provider account is bound to her (as her first SSO sign-in would have, once linked): most tests sign in as her.

@@ -12,14 +12,9 @@
  * refused by the body limit. The document itself must declare integers as integers and type every body field.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { read } from '../src/db/read.ts'
-import { findUserByStoredEmail } from '../src/db/users.ts'
-import { createSession } from '../src/modules/auth/sessions.ts'
-import { SESSION_COOKIE } from '../src/lib/session-cookie.ts'
-import { createInvitation } from '../src/modules/users/invitations.ts'
-import { execute, request, runNow, testApp, testEnv, type TestEnv } from './helpers.ts'
-import { acmeDocument, applyAcme, hookPath, tokenFor } from './support/acme.ts'
-import { atMaximum, deref, type Json, mutations, schemaValidator, valueGenerators } from './support/openapi-requests.ts'
+import { request, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { fixtureValue, HIGH_API_BUDGETS, seedApiFixture } from './support/api-fixture.ts'
+import { atMaximum, bodySchemaOf as bodySchemaOfDoc, deref, type Json, mutations, type Operation, operationsOf, parametersOf, schemaValidator, valueGenerators } from './support/openapi-requests.ts'
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
@@ -30,83 +25,25 @@ const known: Record<string, string> = {}
 const compile = schemaValidator()
 const valid = (schema: Json, value: unknown) => compile(schema)(value) as boolean
 
-const ALICE = { email: 'alice@example.com', password: 'alice-demo-pass-2026' }
 const TYPEBOX_WORDING = /Expected|union value|'undefined'|should be one of|Property '/
 
 beforeAll(async () => {
-  const high = '1000000'
-  env = testEnv({ TRELLIS_API_RATE_PER_MIN: high, TRELLIS_API_RATE_PER_HOUR: high, TRELLIS_API_RATE_PER_DAY: high })
-  const fixture = acmeDocument({ passwords: true })
-  for (const user of fixture.users) if (user.email !== ALICE.email) delete user.password
-  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, fixture)
-  app = testApp(env)
-  bearer = `Bearer ${(await tokenFor(env.store, env.clock, 'alice', ['all'])).value}`
+  env = testEnv(HIGH_API_BUDGETS)
+  const fixture = await seedApiFixture(env)
+  app = fixture.app
+  bearer = fixture.bearer
+  instanceCookie = fixture.cookie
+  Object.assign(known, fixture.known)
   doc = (await (await app.handle(request('/openapi.json'))).json()) as Json
-
-  // The things the document's parameter and field names refer to, as they exist in the fixture.
-  Object.assign(known, {
-    projectName: 'Acme',
-    environmentName: 'production',
-    teamName: 'Support',
-    collectionName: 'orders',
-    collection: 'orders',
-    workflowName: 'Refund order',
-    recordId: 'ord_1001',
-    record_id: 'ord_1001',
-    email: ALICE.email,
-    password: ALICE.password,
-  })
-  const send = (method: string, path: string, json?: unknown) => app.handle(request(path, { method, headers: { authorization: bearer }, json }))
-  // A workflow of its own for the webhook, so the settings and regenerate calls on `Refund order` leave its URL alone.
-  const hooked = await send('PUT', '/v1/project/Acme/environment/production/team/Support/workflows/Conformance', {
-    collection: 'orders',
-    webhook: { enabled: true, ratePerMinute: 100_000 },
-    steps: [{ type: 'load' }],
-  })
-  known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
-  const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Conformance', teamName: 'Support', recordId: 'ord_1002' })
-  known.runId = ((await run.json()) as Json).runId
-  const note = await send('POST', '/v1/project/Acme/environment/production/notes', {
-    recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Conformance', content: '<p>hello</p>',
-  })
-  known['notes/id'] = String(((await note.json()) as Json).id)
-  known['tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
-  known['api-tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
-  // The instance routes answer this token 403 (instance administrators act through their session); the project
-  // management routes act on dave, never on the token's own user.
-  const dave = (await read(env.store, findUserByStoredEmail('dave@example.com')))!
-  known['users/id'] = known.userId = String(dave.id)
-  // The instance routes need an instance administrator's session: alice's.
-  const alice = (await read(env.store, findUserByStoredEmail(ALICE.email)))!
-  execute(env.store, 'UPDATE users SET is_instance_admin = TRUE WHERE id = ?', alice.id)
-  instanceCookie = `${SESSION_COOKIE}=${(await runNow(env.store, createSession(env.clock, alice.id, false))).id}`
-  // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
-  known.token = (await runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
 })
 afterAll(() => env.cleanup())
 
-interface Operation {
-  path: string
-  method: string
-  operation: Json
-}
-
-const operations = (): Operation[] =>
-  Object.entries(doc.paths as Record<string, Record<string, Json>>).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, operation]) => ({ path, method, operation })),
-  )
-
-const parametersOf = (operation: Json, where: string) => ((operation.parameters ?? []) as Json[]).filter((p) => p.in === where)
-const bodySchemaOf = (operation: Json): Json | undefined => {
-  const schema = operation.requestBody?.content?.['application/json']?.schema
-  return schema ? deref(schema, doc.components.schemas) : undefined
-}
+const operations = (): Operation[] => operationsOf(doc)
+const bodySchemaOf = (operation: Json): Json | undefined => bodySchemaOfDoc(doc, operation)
 
 /** The value a path parameter takes: a real one by its name (an `id` by the collection before it). */
 function pathValue(path: string, name: string): string {
-  const segments = path.split('/')
-  const before = segments[segments.indexOf(`{${name}}`) - 1]
-  const value = known[`${before}/${name}`] ?? known[name]
+  const value = fixtureValue(known, path, name)
   if (value === undefined) throw new Error(`no known value for path parameter ${name} of ${path}`)
   return value
 }

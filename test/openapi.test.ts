@@ -7,8 +7,8 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { pathTemplate } from '../src/http/openapi.ts'
 import { request, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { type Json, operationsOf } from './support/openapi-requests.ts'
 
-type Json = Record<string, any>
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
@@ -24,10 +24,7 @@ beforeAll(async () => {
 })
 afterAll(() => env.cleanup())
 
-const operations = () =>
-  Object.entries(doc.paths as Record<string, Record<string, Json>>).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, operation]) => ({ path, method, operation })),
-  )
+const operations = () => operationsOf(doc)
 
 describe('/openapi.json', () => {
   test('is a valid OpenAPI 3.1 document', async () => {

@@ -1,7 +1,7 @@
 import { systemClock } from '../lib/clock.ts'
 import { linkSsoIdentity, unlinkSsoIdentity } from '../modules/auth/oidc-service.ts'
 import { setUserDeactivated } from '../modules/members/service.ts'
-import { createUser, hashPassword, passwordProblem, setInstanceAdmin, setUserPasswordHash } from '../modules/users/service.ts'
+import { createUser, hashPasswordSync, passwordProblem, setInstanceAdmin, setUserPasswordHash } from '../modules/users/service.ts'
 import { booleanFlag, type Command, CommandError, configFrom, inWriteTransaction, parseFlags, readSecretLine, required, requireUserByEmail, stringFlag, UsageError } from './command.ts'
 
 const USAGE = [
@@ -39,7 +39,7 @@ export const userCommand: Command = {
       const problem = passwordProblem(password)
       if (problem) throw new CommandError(`password ${problem}`)
     }
-    const passwordHash = password === undefined ? undefined : hashPassword(password)
+    const passwordHash = password === undefined ? undefined : hashPasswordSync(password)
     const message = await inWriteTransaction(configFrom(parsed), function* () {
       if (sub === 'create') {
         const username = required(parsed, 'username')

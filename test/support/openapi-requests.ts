@@ -35,6 +35,29 @@ export function schemaValidator(): (schema: Json) => ValidateFunction {
   }
 }
 
+/** One operation of an OpenAPI document: its path template (`/v1/notes/{id}`), its method (lower case) and its object. */
+export interface Operation {
+  path: string
+  method: string
+  operation: Json
+}
+
+/** Every operation of `doc`, in the document's order. */
+export function operationsOf(doc: Json): Operation[] {
+  return Object.entries(doc.paths as Record<string, Record<string, Json>>).flatMap(([path, methods]) =>
+    Object.entries(methods).map(([method, operation]) => ({ path, method, operation })),
+  )
+}
+
+/** The operation's parameters that travel `where` (path, query, header). */
+export const parametersOf = (operation: Json, where: string): Json[] => ((operation.parameters ?? []) as Json[]).filter((p) => p.in === where)
+
+/** The operation's JSON request body schema, its references resolved; undefined when it takes no body. */
+export function bodySchemaOf(doc: Json, operation: Json): Json | undefined {
+  const schema = operation.requestBody?.content?.['application/json']?.schema
+  return schema ? deref(schema, doc.components.schemas) : undefined
+}
+
 /** Seeded generators of valid values: only required properties, or every property. */
 export function valueGenerators(seed: number) {
   // Short strings and lists: the maxima are reached on purpose elsewhere (atMaximum, the mutations).

@@ -26,7 +26,7 @@ import { unstorableTextPath } from '../../lib/storable-text.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { recordImportedNoteTime } from '../notes/service.ts'
-import { createUser, findUserByEmail, hashPassword, normalizeEmail, setInstanceAdmin, setUserPasswordHash, setUsername, verifyPasswordSync } from '../users/service.ts'
+import { createUser, findUserByEmail, hashPasswordSync, normalizeEmail, setInstanceAdmin, setUserPasswordHash, setUsername, verifyPasswordSync } from '../users/service.ts'
 import { findProjectByName, roleIn } from '../directory/projects.ts'
 import { findRecord, upsertRecord } from '../records/service.ts'
 import { addProjectPart, createProject, setCollectionPermission, setProjectSso } from '../projects/structure.ts'
@@ -135,7 +135,7 @@ function* hashChangedPasswords(file: ApplyFile): Op<Map<string, string>> {
     if (user.password === undefined || user.password.length < 12) continue
     const existing = yield* findUserByEmail(user.email)
     if (existing?.passwordHash && verifyPasswordSync(user.password, existing.passwordHash)) continue
-    hashes.set(normalizeEmail(user.email), hashPassword(user.password))
+    hashes.set(normalizeEmail(user.email), hashPasswordSync(user.password))
   }
   return hashes
 }

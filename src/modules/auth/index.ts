@@ -58,7 +58,7 @@ export function authModule(deps: AppDeps) {
         // The link is checked before the slow hash, so a dead link answers at once.
         await read(deps.store, invitedUser(deps.clock, body.token))
         if (problem) throw invalidField('password', `password ${problem}`)
-        const passwordHash = hashPassword(body.password)
+        const passwordHash = await hashPassword(body.password)
         const { user, session } = await write(deps.store, function* () {
           const invited = yield* acceptInvitation(deps.clock, body.token, passwordHash)
           return { user: invited, session: (yield* createSession(deps.clock, invited.id, false)) }

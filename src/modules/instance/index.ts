@@ -52,7 +52,7 @@ export function instanceModule(deps: AppDeps) {
           if (problem) throw invalidField('password', `password ${problem}`)
         }
         // Hashing is slow: before the write lock.
-        const passwordHash = body.password === undefined ? null : hashPassword(body.password)
+        const passwordHash = body.password === undefined ? null : await hashPassword(body.password)
         const created = await write(deps.store, function* () {
           const user = yield* createUser(deps.clock, {
             email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,

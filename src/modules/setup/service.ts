@@ -60,7 +60,7 @@ export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGa
   if (!gate?.take(input.token)) throw forbidden('The setup link is invalid or has already been used', 'invalid_setup_token')
   try {
     checkNewUser(input)
-    const passwordHash = hashPassword(input.password)
+    const passwordHash = await hashPassword(input.password)
     const user = await write(store, function* () {
       // Checked inside the write lock, and (PostgreSQL: instances sharing the database each print a link of their
       // own) under the instance administrators' lock: the first administrator is made once.

@@ -62,7 +62,16 @@ export function usernameProblem(username: string): string | null {
   return null
 }
 
-export function hashPassword(password: string): string {
+/**
+ * For a request: on Bun's worker threads, queued with the checks (≈ 100 ms and 64 MiB each), so the event loop keeps
+ * answering meanwhile (on it, each new user's or invitee's password held every request, /healthz included).
+ */
+export function hashPassword(password: string): Promise<string> {
+  return passwordChecks(() => Bun.password.hash(password, { algorithm: 'argon2id' }))
+}
+
+/** For the CLI (`apply`, `user`), which has no event loop to keep free. */
+export function hashPasswordSync(password: string): string {
   return Bun.password.hashSync(password, { algorithm: 'argon2id' })
 }
 

@@ -1,0 +1,95 @@
+/**
+ * The Acme fixture behind the real app, ready for requests made from /openapi.json (the conformance test, the fuzz):
+ * alice — her password set, an instance administrator, admin of Acme — with an all-scopes token (the first token, id
+ * `tokenId`) and a session; a workflow of its own with its webhook on (`Hooked`, so the calls on `Refund order` leave
+ * its URL alone), a run, a note, two more tokens of alice's, an invitation of dave's. `known` holds a real value for
+ * each path parameter and body field the document names, by name (an `id` by the collection before it: `notes/id`).
+ */
+import { read } from '../../src/db/read.ts'
+import { findUserByStoredEmail } from '../../src/db/users.ts'
+import { SESSION_COOKIE } from '../../src/lib/session-cookie.ts'
+import { createSession } from '../../src/modules/auth/sessions.ts'
+import { createInvitation } from '../../src/modules/users/invitations.ts'
+import { execute, request, runNow, testApp, type TestEnv } from '../helpers.ts'
+import { acmeDocument, applyAcme, hookPath, tokenFor } from './acme.ts'
+import type { Json } from './openapi-requests.ts'
+
+export const ALICE = { email: 'alice@example.com', password: 'alice-demo-pass-2026' }
+
+export interface ApiFixture {
+  app: ReturnType<typeof testApp>
+  /** `Bearer <alice's all-scopes token on Acme>`. */
+  bearer: string
+  tokenId: number
+  /** `trellis_session=<alice's session>`. */
+  cookie: string
+  aliceId: number
+  known: Record<string, string>
+}
+
+/** Budgets no fixture request reaches: the API limits answer 429, and these tests are about other answers. */
+export const HIGH_API_BUDGETS = { TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' }
+
+/**
+ * alice's password as an argon2id hash made with the cheapest parameters (1 MiB, one pass), made once: a login reads
+ * the parameters from the stored hash, so checking it costs a millisecond instead of the ~100 ms of the product's own
+ * (the fuzz signs in hundreds of times). Everything else about the login is as ever.
+ */
+let aliceHash: Promise<string> | undefined
+const cheapAliceHash = () => (aliceHash ??= Bun.password.hash(ALICE.password, { algorithm: 'argon2id', memoryCost: 1024, timeCost: 1 }))
+
+/** Applies Acme to `env`'s empty store and makes the rest (file comment). */
+export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
+  await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+  const app = testApp(env)
+  const token = await tokenFor(env.store, env.clock, 'alice', ['all'])
+  const bearer = `Bearer ${token.value}`
+  const known: Record<string, string> = {
+    projectName: 'Acme',
+    environmentName: 'production',
+    teamName: 'Support',
+    collectionName: 'orders',
+    collection: 'orders',
+    workflowName: 'Refund order',
+    recordId: 'ord_1001',
+    record_id: 'ord_1001',
+    email: ALICE.email,
+    password: ALICE.password,
+  }
+  const send = (method: string, path: string, json?: unknown) => app.handle(request(path, { method, headers: { authorization: bearer }, json }))
+  const hooked = await send('PUT', '/v1/project/Acme/environment/production/team/Support/workflows/Hooked', {
+    collection: 'orders',
+    webhook: { enabled: true, ratePerMinute: 100_000 },
+    steps: [{ type: 'load' }],
+  })
+  known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
+  const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Hooked', teamName: 'Support', recordId: 'ord_1002' })
+  known.runId = ((await run.json()) as Json).runId
+  const note = await send('POST', '/v1/project/Acme/environment/production/notes', {
+    recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Fixture', content: '<p>hello</p>',
+  })
+  known['notes/id'] = String(((await note.json()) as Json).id)
+  known['tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
+  known['api-tokens/id'] = String((await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).token.id)
+  // The instance routes answer this token 403 (instance administrators act through their session); the project
+  // management routes act on dave, never on the token's own user.
+  const dave = (await read(env.store, findUserByStoredEmail('dave@example.com')))!
+  known['users/id'] = known.userId = String(dave.id)
+  const alice = (await read(env.store, findUserByStoredEmail(ALICE.email)))!
+  execute(env.store, 'UPDATE users SET is_instance_admin = TRUE, password_hash = ? WHERE id = ?', await cheapAliceHash(), alice.id)
+  // POST /auth/invitation's `token`: an invitation of dave's (the first valid call spends it).
+  known.token = (await runNow(env.store, createInvitation(env.clock, { user: dave, actorId: alice.id }))).token
+  return { app, bearer, tokenId: token.token.id, cookie: await sessionCookie(env, alice.id), aliceId: alice.id, known }
+}
+
+/** A fresh session of user `userId` on `env`, as its Cookie header value. */
+export async function sessionCookie(env: TestEnv, userId: number): Promise<string> {
+  return `${SESSION_COOKIE}=${(await runNow(env.store, createSession(env.clock, userId, false))).id}`
+}
+
+/** The fixture's value for path parameter `name` of `path` (an `id` by the collection before it), or undefined. */
+export function fixtureValue(known: Record<string, string>, path: string, name: string): string | undefined {
+  const segments = path.split('/')
+  const before = segments[segments.indexOf(`{${name}}`) - 1]
+  return known[`${before}/${name}`] ?? known[name]
+}
