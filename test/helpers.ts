@@ -201,9 +201,10 @@ export interface CliResult {
   stderr: string
 }
 
-/** Runs the CLI from source in a real process (`bun src/main.ts …`). */
-export async function runCli(args: string[], options: { stdin?: string; env?: Record<string, string>; cwd?: string } = {}): Promise<CliResult> {
-  const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), ...args], {
+/** Runs the CLI in a real process: from source (`bun src/main.ts …`), or the compiled `binary` when given. */
+export async function runCli(args: string[], options: { stdin?: string; env?: Record<string, string>; cwd?: string; binary?: string } = {}): Promise<CliResult> {
+  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const proc = Bun.spawn([...trellis, ...args], {
     cwd: options.cwd ?? repoRoot,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
     stdin: options.stdin === undefined ? 'ignore' : new TextEncoder().encode(options.stdin),
@@ -334,10 +335,14 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number>
 }
 
-/** Runs `trellis serve` from source in a real process on a free port; resolves once /healthz answers. */
-export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number }): Promise<ServeProcess> {
+/**
+ * Runs `trellis serve` in a real process on a free port — from source, or the compiled `binary` when given; resolves
+ * once /healthz answers.
+ */
+export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number; binary?: string }): Promise<ServeProcess> {
   const port = options.port ?? freePort()
-  const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), 'serve', '--port', String(port), '--data', options.dataDir], {
+  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const proc = Bun.spawn([...trellis, 'serve', '--port', String(port), '--data', options.dataDir], {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
     stdin: 'ignore',

@@ -10,24 +10,13 @@ import { join } from 'node:path'
 import { bearer, runCli, type ServeProcess, startServe, tempDir, until } from './helpers.ts'
 import { acmeDocument, acmeProject, hookPath } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
+import { hangingRemote } from './support/hanging-remote.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 
-// ── A remote the `http` step calls: the first call of each run hangs until its caller dies or gives up ─────────
-const hits: { runId: string | null; path: string }[] = []
-const remote = Bun.serve({
-  hostname: '127.0.0.1',
-  port: 0,
-  async fetch(req) {
-    const path = new URL(req.url).pathname
-    const runId = req.headers.get('x-trellis-run-id')
-    hits.push({ runId, path })
-    if (path === '/hang' && hits.filter((h) => h.runId === runId && h.path === path).length === 1) {
-      await Promise.race([Bun.sleep(20_000), new Promise((resolve) => req.signal.addEventListener('abort', resolve))])
-    }
-    return Response.json({ ok: true })
-  },
-})
-afterAll(() => remote.stop(true))
+// The remote the `http` step calls: the first call of each run hangs until its caller dies or gives up.
+const remote = hangingRemote()
+const hits = remote.hits
+afterAll(() => remote.stop())
 
 const SECRET = 'scale-out-secret-scale-out-secret-0123456789'
 const CRASH_RUNS = 8
@@ -83,7 +72,7 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
       workflow('Crashy', 100_000, [
         { type: 'load' },
         { type: 'update', name: 'first', set: { trail: '{{record.trail}}1' } },
-        { type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/hang`, body: { order: '{{record.id}}' }, retries: 1, timeoutSeconds: 4 },
+        { type: 'http', name: 'call', method: 'POST', url: `${remote.url}/hang`, body: { order: '{{record.id}}' }, retries: 1, timeoutSeconds: 4 },
         { type: 'update', name: 'second', set: { trail: '{{record.trail}}2' } },
         { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
       ]),
