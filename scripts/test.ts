@@ -49,6 +49,7 @@ export const POSTGRES_PASS = [
   'openapi-conformance',
   'ops',
   'queue',
+  'record-updates',
   'request-path',
   'route-fuzz',
   'routes',
