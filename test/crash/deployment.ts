@@ -57,8 +57,27 @@ function instanceEnv(kind: StoreKind, databaseUrl: string | null): Record<string
   }
 }
 
+/** Every instance slot of every deployment: a soak stopped by a signal kills them all (`killEveryInstance`). */
+const everyInstance: Instance[] = []
+
+/** SIGKILL to every instance still running, at once (the soak was interrupted). */
+export function killEveryInstance(): void {
+  for (const instance of everyInstance) instance.process?.proc.kill('SIGKILL')
+}
+
 export async function deploy(kind: StoreKind, binary: string): Promise<Deployment> {
   const dirs: { path: string; cleanup(): void }[] = []
+  const instances: Instance[] = []
+  try {
+    return await deployInto(kind, binary, dirs, instances)
+  } catch (error) {
+    await Promise.all(instances.map((instance) => instance.process?.stop('SIGKILL')))
+    for (const made of dirs) made.cleanup()
+    throw error
+  }
+}
+
+async function deployInto(kind: StoreKind, binary: string, dirs: { path: string; cleanup(): void }[], instances: Instance[]): Promise<Deployment> {
   const dir = () => {
     const made = tempDir(`trellis-soak-${kind}-`)
     dirs.push(made)
@@ -71,7 +90,8 @@ export async function deploy(kind: StoreKind, binary: string): Promise<Deploymen
     url = databaseUrl(name)
   }
   const env = instanceEnv(kind, url)
-  const instances: Instance[] = Array.from({ length: kind === 'sqlite' ? 1 : 3 }, (_, index) => ({ index, dataDir: dir(), port: freePort(), process: null }))
+  instances.push(...Array.from({ length: kind === 'sqlite' ? 1 : 3 }, (_, index) => ({ index, dataDir: dir(), port: freePort(), process: null })))
+  everyInstance.push(...instances)
   const seedDir = instances[0]!.dataDir
   const cli = async (args: string[]) => {
     const result = await runCli([...args, '--data', seedDir], { binary, env, cwd: seedDir })

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import pkg from '../../package.json' with { type: 'json' }
 import { repoRoot, tempDir, until } from '../helpers.ts'
-import { type Deployment, deploy, type StoreKind } from './deployment.ts'
+import { type Deployment, deploy, killEveryInstance, type StoreKind } from './deployment.ts'
 import { seededRandom } from './fixture.ts'
 import { driveLoad, newLedger } from './load.ts'
 import { activeRuns, twoActiveRuns, verify } from './verify.ts'
@@ -57,7 +57,13 @@ async function buildBinary(): Promise<{ path: string; cleanup(): void }> {
 async function soak(kind: StoreKind, binary: string, storeSeed: number): Promise<boolean> {
   const started = performance.now()
   const random = seededRandom(storeSeed)
-  const deployment: Deployment = await deploy(kind, binary)
+  let deployment: Deployment
+  try {
+    deployment = await deploy(kind, binary)
+  } catch (error) {
+    console.log(`${kind}: FAILED to deploy: ${(error as Error).stack ?? String(error)}`)
+    return false
+  }
   try {
     const ledger = newLedger(deployment.memberIds)
     const samples = { taken: 0, twoActive: [] as string[] }
@@ -109,6 +115,14 @@ async function soak(kind: StoreKind, binary: string, storeSeed: number): Promise
   } finally {
     await deployment.cleanup()
   }
+}
+
+// Interrupted: no `serve` of ours outlives the soak (the PostgreSQL cluster has its own watchdog).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    killEveryInstance()
+    process.exit(130)
+  })
 }
 
 const built = flags.binary === undefined ? await buildBinary() : null
