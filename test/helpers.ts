@@ -168,6 +168,17 @@ export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Pr
   else test.skip(`${name} [SQLite only: ${reason}]`, fn)
 }
 
+/** Why a test runs on PostgreSQL only (the SQLite pass lists it as skipped with the reason in its name). */
+export const POSTGRES_ONLY = {
+  severalInstances: 'runs several `serve` processes on one database: on SQLite one serve holds the data directory (serve.lock) and a second is refused',
+} as const
+
+/** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */
+export function postgresOnlyTest(reason: string, name: string, fn: () => void | Promise<unknown>, timeoutMs?: number): void {
+  if (TEST_STORE === 'postgres') test(name, fn, timeoutMs)
+  else test.skip(`${name} [PostgreSQL only: ${reason}]`, fn)
+}
+
 /** The real Elysia app over a test env; call with `app.handle(new Request(...))`. */
 export function testApp(env: TestEnv, overrides: Partial<DepsInput> = {}) {
   return createApp(createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides }))
