@@ -49,7 +49,7 @@ test(`${FIELDS.length} workflows updating the same ${RECORDS} records at once, $
         }
       })
       executor.notify()
-      await until('the round to finish', () => queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'waiting')")!.n === 0, 30_000, 10)
+      await until('the round to finish', () => queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'waiting')")!.n === 0, 30_000, 100)
     }
   } finally {
     await executor.stop()
