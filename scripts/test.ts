@@ -15,7 +15,7 @@ import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
  * their name (README "Development" lists them). Not here: files that need no store (pure functions, source scans,
  * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
- * shared-limits, executor-postgres, twins-*, schema-parity, db-copy).
+ * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy).
  */
 export const POSTGRES_PASS = [
   'activity-logs',
@@ -33,6 +33,7 @@ export const POSTGRES_PASS = [
   'executor',
   'executor-fair-share',
   'executor-fairness',
+  'faults',
   'group-commit',
   'hot-paths',
   'http',
@@ -48,6 +49,7 @@ export const POSTGRES_PASS = [
   'oidc-browser',
   'openapi-conformance',
   'ops',
+  'overload',
   'queue',
   'record-updates',
   'request-path',

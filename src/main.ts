@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 /** Entry point of the one binary: `trellis <command> [flags]`. Exit 0 ok, 1 failure, 2 usage. */
+import { writeSync } from 'node:fs'
 import pkg from '../package.json' with { type: 'json' }
 import { applyCommand } from './cli/apply.ts'
 import { backupCommand } from './cli/backup.ts'
@@ -40,9 +41,26 @@ export function helpText(): string {
   ].join('\n')
 }
 
+/**
+ * Writes all of `text` to `fd` before returning. `process.stdout.write` hands a pipe what it takes at once (64–128 KiB)
+ * and queues the rest, which the `process.exit` below dropped: `trellis apply --json | jq` on a large file got a
+ * truncated report. A pipe that is non-blocking (EAGAIN) is waited for.
+ */
+function writeAll(fd: number, text: string): void {
+  let bytes = Buffer.from(text)
+  while (bytes.length > 0) {
+    try {
+      bytes = bytes.subarray(writeSync(fd, bytes))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error
+      Bun.sleepSync(1)
+    }
+  }
+}
+
 export const processIo: Io = {
-  out: (text) => process.stdout.write(`${text}\n`),
-  err: (text) => process.stderr.write(`${text}\n`),
+  out: (text) => writeAll(1, `${text}\n`),
+  err: (text) => writeAll(2, `${text}\n`),
   readStdin: () => Bun.stdin.text(),
 }
 

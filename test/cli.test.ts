@@ -98,6 +98,19 @@ describe('trellis migrate', () => {
   )
 })
 
+describe('output larger than a pipe holds', () => {
+  test('reaches the reader whole before the process exits (a large `apply --json` report, `token list --json`)', async () => {
+    // What every command does: print through processIo, then process.exit. Before, all but the first 128 KiB was
+    // still queued for the pipe at exit and lost: `trellis apply --json | jq` of a large file read invalid JSON.
+    const script = `import { processIo } from ${JSON.stringify(join(repoRoot, 'src/main.ts'))}; processIo.out('x'.repeat(500_000)); processIo.err('y'.repeat(300_000)); process.exit(0)`
+    const proc = Bun.spawn([process.execPath, '-e', script], { stdout: 'pipe', stderr: 'pipe' })
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+    expect(code).toBe(0)
+    expect(stdout).toBe(`${'x'.repeat(500_000)}\n`)
+    expect(stderr).toBe(`${'y'.repeat(300_000)}\n`)
+  })
+})
+
 describe('trellis apply', () => {
   test(
     'usage and unreadable files',

@@ -153,6 +153,7 @@ export const SQLITE_ONLY = {
   lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL reads every lookup afresh)',
   writeLock: 'holds SQLite\'s one write lock from another process (PostgreSQL has no database-wide write lock)',
   diskFull: 'fills the disk under the SQLite file (a small filesystem, or PRAGMA max_page_count)',
+  readOnly: 'makes the SQLite data directory and files read-only (a read-only bind mount, chattr +i); PostgreSQL\'s storage is its server\'s',
   prepares: 'counts what the SQLite connection prepares (bun:sqlite `prepare`)',
   wal: 'measures the SQLite file\'s write-ahead log and its checkpoints',
   backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',

@@ -5,12 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { bearer, runCli, type ServeProcess, startServe, tempDir, until } from './helpers.ts'
-import { acmeDocument, acmeProject, hookPath } from './support/acme.ts'
+import { bearer, type ServeProcess, until } from './helpers.ts'
+import { acmeDocument, acmeProject } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
 import { hangingRemote } from './support/hanging-remote.ts'
+import { type Instances, startInstances } from './support/instances.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 
 // The remote the `http` step calls: the first call of each run hangs until its caller dies or gives up.
@@ -18,7 +17,6 @@ const remote = hangingRemote()
 const hits = remote.hits
 afterAll(() => remote.stop())
 
-const SECRET = 'scale-out-secret-scale-out-secret-0123456789'
 const CRASH_RUNS = 8
 
 function workflow(name: string, ratePerMinute: number, steps: Record<string, unknown>[]) {
@@ -26,45 +24,19 @@ function workflow(name: string, ratePerMinute: number, steps: Record<string, unk
 }
 
 describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL behave as one Trellis', () => {
-  const cleanups: (() => void)[] = []
-  const instances: ServeProcess[] = []
   let sql: SQL
-  let env: Record<string, string>
-  const hooks: Record<string, string> = {}
+  let set: Instances
+  let instances: ServeProcess[]
+  let hooks: Record<string, string>
   let trigger: string
   let admin: string
-  const owners = new Map<string, ServeProcess>()
 
   const post = (instance: ServeProcess, hook: string, recordId: string, token = trigger) =>
     fetch(`${instance.url}${hook}`, { method: 'POST', headers: { ...bearer(token), 'content-type': 'application/json' }, body: JSON.stringify({ record_id: recordId }) })
 
-  async function cli(args: string[]): Promise<string> {
-    const result = await runCli([...args, '--data', dataDir()], { env })
-    if (result.code !== 0) throw new Error(`trellis ${args.join(' ')}: ${result.stderr}`)
-    return result.stdout
-  }
-  let dataDirs: string[] = []
-  const dataDir = () => dataDirs[0]!
-
   beforeAll(async () => {
     const url = await freshDatabase()
     sql = new SQL({ url, max: 2 })
-    dataDirs = [0, 1, 2].map(() => {
-      const dir = tempDir('trellis-scale-')
-      cleanups.push(dir.cleanup)
-      return dir.path
-    })
-    env = {
-      TRELLIS_DATABASE_URL: url,
-      TRELLIS_SECRET: SECRET,
-      TRELLIS_BASE_URL: 'http://trellis.test',
-      TRELLIS_LOG_LEVEL: 'info',
-      TRELLIS_HTTP_ALLOW: '127.0.0.1',
-      TRELLIS_EXECUTOR_LEASE_SECONDS: '1',
-      TRELLIS_API_RATE_PER_MIN: '100000',
-      TRELLIS_API_RATE_PER_HOUR: '1000000',
-      TRELLIS_API_RATE_PER_DAY: '10000000',
-    }
     const document = acmeDocument()
     acmeProject(document).workflows!.push(
       workflow('Hold', 100_000, [{ type: 'wait', name: 'hold', seconds: 600 }]),
@@ -79,27 +51,15 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
     )
     const records = acmeProject(document).records!
     for (let i = 1; i <= CRASH_RUNS; i++) records.push({ environment: 'production', collection: 'orders', id: `crash_${i}`, data: { trail: '' } })
-    const file = join(dataDir(), 'acme.json')
-    writeFileSync(file, JSON.stringify(document))
-    const report = JSON.parse(await cli(['apply', '-f', file, '--json'])) as { workflows: { name: string; webhook: { url: string | null } }[] }
-    for (const w of report.workflows) if (w.webhook.url) hooks[w.name] = hookPath(w.webhook.url)
-    trigger = (await cli(['token', 'create', '--user', 'bob@example.com', '--project', 'Acme', '--name', 'erp', '--scopes', 'workflows:trigger'])).trim()
-    admin = (await cli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'admin', '--scopes', 'all'])).trim()
-    for (const dir of dataDirs) {
-      const instance = await startServe({ dataDir: dir, cwd: dir, env, timeoutMs: 20_000 })
-      cleanups.push(() => void instance.stop('SIGKILL'))
-      instances.push(instance)
-      const started = await instance.waitForOutput('executor started', 10_000)
-      const owner = /"owner":"([^"]+)"/.exec(started)?.[1]
-      if (!owner) throw new Error(`instance ${instance.url} logged no executor owner:\n${instance.stdout()}\n${instance.stderr()}`)
-      owners.set(owner, instance)
-    }
+    set = await startInstances({ url, document })
+    ;({ instances, hooks } = set)
+    trigger = await set.token('bob@example.com', 'erp', 'workflows:trigger')
+    admin = await set.token('alice@example.com', 'admin', 'all')
   }, 90_000)
 
   afterAll(async () => {
-    await Promise.all(instances.map((instance) => instance.stop('SIGTERM')))
+    await set?.close()
     await sql?.close()
-    for (const cleanup of cleanups) cleanup()
   })
 
   test('every instance answers alike (the same notes page through each)', async () => {
@@ -141,7 +101,7 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
 
   test('a token revoked through one instance is refused by the other two on their next request', async () => {
     // The public notes API answers project admins' tokens (DESIGN §6): alice's.
-    const reader = (await cli(['token', 'create', '--user', 'alice@example.com', '--project', 'Acme', '--name', 'reader', '--scopes', 'notes:read'])).trim()
+    const reader = await set.token('alice@example.com', 'reader', 'notes:read')
     const notes = (instance: ServeProcess) => fetch(`${instance.url}/v1/project/Acme/environment/production/notes`, { headers: bearer(reader) })
     for (const instance of instances) expect((await notes(instance)).status).toBe(200)
     const list = (await (await fetch(`${instances[0]!.url}/v1/project/Acme/api-tokens`, { headers: bearer(admin) })).json()) as { data: { id: number; name: string }[] }
@@ -162,13 +122,12 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
     // Every run is inside its http step (first call hanging): find an instance holding some of them, and kill it.
     await until('every run to reach its http call', () => runIds.every((id) => hits.some((h) => h.runId === id && h.path === '/hang')), 20_000, 20)
     const held = (await sql`SELECT id, lease_owner FROM runs WHERE id IN ${sql(runIds)} AND status = 'running'`) as { id: string; lease_owner: string }[]
-    const victimOwner = held.map((r) => r.lease_owner).find((owner) => owners.has(owner))
+    const victimOwner = held.map((r) => r.lease_owner).find((owner) => set.owners.has(owner))
     expect(victimOwner).toBeDefined()
-    const victim = owners.get(victimOwner!)!
+    const victim = set.owners.get(victimOwner!)!
     const victimRuns = held.filter((r) => r.lease_owner === victimOwner).map((r) => r.id)
     expect(victimRuns.length).toBeGreaterThan(0)
-    expect(await victim.stop('SIGKILL')).not.toBe(0)
-    instances.splice(instances.indexOf(victim), 1)
+    expect(await set.kill(victim)).not.toBe(0)
 
     await until(
       'every run to finish',

@@ -6,65 +6,20 @@
 import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { databasePath, openStore, type SqliteStore } from '../src/db/open.ts'
+import { join } from 'node:path'
+import { databasePath, type SqliteStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
-import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, startServe, tempDir, testApp, until } from './helpers.ts'
+import { bearer, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, tempDir, testApp, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
+import { NOTES, noteRequest, runStatus, type Send, seedPause, servePause, startRun } from './support/faults.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
-
-const NOTES = '/v1/project/Acme/environment/production/notes'
-
-/** Acme with a workflow that parks for `waitSeconds` and then updates its record; a token of alice (admin, in Support) for notes and runs. */
-async function seed(store: SqliteStore, waitSeconds: number) {
-  const document = acmeDocument()
-  acmeProject(document).workflows!.push(
-    ordersWorkflow('Pause', [
-      { type: 'load' },
-      { type: 'wait', name: 'pause', seconds: waitSeconds },
-      { type: 'update', name: 'after', set: { trail: 'resumed' } },
-    ]),
-  )
-  const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(dirname(store.path)), baseUrl: 'http://127.0.0.1' }, document)
-  const token = (await tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write', 'workflows:trigger'])).value
-  return { hook: reportHook(report, 'Pause'), token }
-}
-
-/** Sends a request to a real server (`fetch`) or to the app in this process (`app.handle`). */
-type Send = (path: string, init?: RequestInit) => Promise<Response>
-
-function noteRequest(token: string, title: string, content: string): RequestInit {
-  return {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content }),
-  }
-}
-
-
-async function runStatus(send: Send, token: string, runId: string): Promise<string> {
-  const body = (await (await send(`/v1/workflow-runs/${runId}`, { headers: bearer(token) })).json()) as { status: string }
-  return body.status
-}
-
-async function startRun(send: Send, hook: string, token: string): Promise<string> {
-  const response = await send(hook, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ record_id: 'ord_1001' }),
-  })
-  expect(response.status).toBe(202)
-  return ((await response.json()) as { runId: string }).runId
-}
 
 /** Polls /healthz back to back until stopped; every latency in ms. */
 function sampleHealth(url: string) {
@@ -128,25 +83,15 @@ async function holdWriteLock(path: string) {
 
 sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock (a real `trellis serve` and a real second process)', () => {
   test('writes answer 503 database_busy with Retry-After within the budget, reads and /healthz keep answering, the executor waits it out, writes resume after', async () => {
-    const data = tempDir('trellis-busy-data-')
-    const cwd = tempDir('trellis-busy-cwd-')
-    cleanups.push(data.cleanup, cwd.cleanup)
-    const store = openStore(data.path)
-    migrate(store.sqlite)
-    const { hook, token } = await seed(store, 1)
-    store.close()
-
     const budgetMs = 1500
-    const server: ServeProcess = await startServe({ dataDir: data.path, cwd: cwd.path, env: { TRELLIS_DB_BUSY_WAIT_MS: String(budgetMs), TRELLIS_LOG_LEVEL: 'warn' } })
-    cleanups.push(async () => void (await server.stop('SIGKILL')))
-    const send: Send = (path, init) => fetch(`${server.url}${path}`, init)
+    const { hook, token, server, send, dataDir } = await servePause(cleanups, { env: { TRELLIS_DB_BUSY_WAIT_MS: String(budgetMs) } })
 
     // A run parks in its 1 s wait: it becomes due while the lock is held.
     const runId = await startRun(send, hook, token)
     await until('the run to park', async () => ((await runStatus(send, token, runId)) === 'waiting' ? true : null))
 
     const health = sampleHealth(server.url)
-    const lock = await holdWriteLock(databasePath(data.path))
+    const lock = await holdWriteLock(databasePath(dataDir))
 
     const started = performance.now()
     const busy = await send(NOTES, noteRequest(token, 'during the lock', '<p>one</p>'))
@@ -176,7 +121,9 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock 
     const waiting = send(NOTES, noteRequest(token, 'waits for the lock', '<p>three</p>'))
     await Bun.sleep(400)
     await lock.release()
-    expect((await waiting).status).toBe(201)
+    const waited = await waiting
+    expect(waited.status).toBe(201)
+    const acknowledged = [((await waited.json()) as { id: number }).id]
     const latency = await health.stop()
     console.log(`/healthz while another process held the write lock: ${latency.count} requests, p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms, max ${latency.max.toFixed(1)} ms`)
     // Before, every waiting write froze the server for the driver's busy wait (seconds). On this shared 2-core machine
@@ -188,12 +135,19 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock 
     // The lock is gone: writes succeed again, the parked run finishes, the server never stopped.
     const after = await send(NOTES, noteRequest(token, 'after the lock', '<p>two</p>'))
     expect(after.status).toBe(201)
+    acknowledged.push(((await after.json()) as { id: number }).id)
     expect(await until('the parked run to finish', async () => {
       const status = await runStatus(send, token, runId)
       return status === 'succeeded' || status === 'failed' ? status : null
     })).toBe('succeeded')
     expect(server.proc.exitCode).toBeNull()
     expect(await server.stop('SIGTERM')).toBe(0)
+    // Nothing acknowledged is lost, nothing refused was written: read back from the file after the server stopped.
+    const reopened = new Database(databasePath(dataDir), { readonly: true })
+    const notes = reopened.query('SELECT id, title FROM notes').all() as { id: number; title: string }[]
+    reopened.close()
+    expect(notes.filter((note) => acknowledged.includes(note.id)).map((note) => note.title).sort()).toEqual(['after the lock', 'waits for the lock'])
+    expect(notes.filter((note) => /^(during|parallel)/.test(note.title))).toEqual([])
     // The executor met the lock (its claim of the due run was refused), backed off and went on.
     expect(server.stderr()).toContain('"level":"warn","msg":"claiming runs failed; retrying"')
     expect(server.stderr()).not.toContain('"level":"error"')
@@ -292,20 +246,14 @@ function mountTmpfs(): string | null {
 async function diskFault(): Promise<DiskFault & { hook: string; token: string }> {
   const mount = mountTmpfs()
   if (mount) {
-    const store = openStore(mount)
-    migrate(store.sqlite)
-    const seeded = await seed(store, 1)
-    store.close()
-    const cwd = tempDir('trellis-full-cwd-')
-    cleanups.push(cwd.cleanup)
-    const server = await startServe({ dataDir: mount, cwd: cwd.path, env: { TRELLIS_LOG_LEVEL: 'warn', ...DISK_FAULT_ENV } })
-    cleanups.push(async () => void (await server.stop('SIGKILL')))
+    const { hook, token, server, send } = await servePause(cleanups, { dataDir: mount, env: DISK_FAULT_ENV })
     const filler = join(mount, 'filler')
     return {
-      ...seeded,
+      hook,
+      token,
       kind: 'tmpfs',
       dataDir: mount,
-      send: (path, init) => fetch(`${server.url}${path}`, init),
+      send,
       // Leave about 512 KiB: a few notes fit, then the disk is full.
       fill: () => {
         const { bavail, bsize } = statfsSync(mount)
@@ -324,7 +272,7 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
   // acknowledged (as many as fit before the disk fills): the token's API budget is not what it is about.
   const env = sqliteTestEnv(DISK_FAULT_ENV)
   cleanups.push(env.cleanup)
-  const seeded = await seed(env.store, 1)
+  const seeded = await seedPause(env.store, 1)
   const app = testApp(env, { clock: systemClock })
   const pageCount = () => (env.store.sqlite.query('PRAGMA page_count').all()[0] as { page_count: number }).page_count
   return {

@@ -29,6 +29,15 @@ export const KEEP_RUNNING = -1
  */
 export const SHUTDOWN_GRACE_MS = 8_000
 
+/**
+ * Seconds a connection may stay silent in mid-request before Bun closes it: a body that stops arriving (less than
+ * 16 KB a second), an answer its client stops reading, a handler that has not answered. Bun's default, stated here so
+ * that a Bun upgrade cannot change it unseen. A connection that has not sent a whole request head is closed after Bun's
+ * own fixed 10 s whatever this says. Above the longest wait a request may spend in the server (a write waiting for a
+ * lock, TRELLIS_DB_BUSY_WAIT_MS, default 3 s; a refused login's delay, at most 2 s).
+ */
+export const HTTP_IDLE_TIMEOUT_SECONDS = 10
+
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
   usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
@@ -76,6 +85,7 @@ export const serveCommand: Command = {
       port: config.port,
       // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
+      idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
       // The peer address is only known here: `app.handle` gets the request alone.
       fetch: (request, bunServer) => handle(acceptRequest(request, bunServer.requestIP(request)?.address)),
     })

@@ -4,7 +4,7 @@
  * asynchronously, retrying, up to the store's budget, then gives up with `database_busy`; a full disk is
  * `storage_full` at once. The CLI has no event loop to protect: its `writeTransaction` waits in the driver.
  */
-import { statfsSync } from 'node:fs'
+import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { type Op, runOp } from './op.ts'
@@ -16,6 +16,8 @@ import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
 export const BUSY_RETRY_AFTER_SECONDS = 1
 export const FULL_RETRY_AFTER_SECONDS = 60
+/** A file system made read-only rarely comes back within seconds either (an operator remounts it). */
+export const READ_ONLY_RETRY_AFTER_SECONDS = 60
 
 const FIRST_RETRY_MS = 5
 const LONGEST_RETRY_MS = 50
@@ -32,7 +34,28 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
   if (code === 'SQLITE_FULL') {
     return new StorageUnavailableError('storage_full', 'The disk holding the database is full: nothing was written', FULL_RETRY_AFTER_SECONDS)
   }
+  // A read-only file system (or immutable files) fails SQLite's write() with EROFS/EPERM, which it reports as an
+  // I/O error: it is one only when the files are still writable; else it is the read-only storage it is.
+  if (code.startsWith('SQLITE_READONLY') || (code.startsWith('SQLITE_IOERR') && storageReadOnlyNow(store))) {
+    return new StorageUnavailableError('storage_read_only', 'The database files cannot be written (a read-only file system or files): nothing was written', READ_ONLY_RETRY_AFTER_SECONDS)
+  }
   return null
+}
+
+/**
+ * Whether the SQLite database's files refuse writes now (/readyz, and the cause of a write's I/O error): a read-only
+ * mount, immutable or read-only files. PostgreSQL's storage is the database server's: false.
+ */
+export function storageReadOnlyNow(store: Store): boolean {
+  if (store.kind !== 'sqlite') return false
+  for (const file of [store.path, `${store.path}-wal`]) {
+    try {
+      if (existsSync(file)) accessSync(file, constants.W_OK)
+    } catch {
+      return true
+    }
+  }
+  return false
 }
 
 /**

@@ -23,7 +23,7 @@ export const ErrorBodySchema = t.Object(
     ),
     runId: t.Optional(t.String({ description: '`409 run_in_progress`: the run already active on the record' })),
     retry_after: t.Optional(
-      Integer({ description: '`429 rate_limited`, `503 database_busy` and `503 storage_full`: seconds to wait, as in Retry-After' }),
+      Integer({ description: '`429 rate_limited` and every `503` storage fault (`database_busy`, `storage_full`, `storage_read_only`, `database_unavailable`): seconds to wait, as in Retry-After' }),
     ),
   },
   { $id: 'Error', additionalProperties: true },
@@ -53,7 +53,7 @@ export function errorResponse(error: HttpError): Response {
 
 /**
  * The error as the HTTP answer it maps to, or null when it is not ours: an HttpError itself, or 503
- * `database_busy` / `storage_full` for a storage fault (README "Storage faults").
+ * `database_busy` / `storage_full` / `storage_read_only` / `database_unavailable` for a storage fault (README "Storage faults").
  */
 export function asHttpError(error: unknown): HttpError | null {
   if (error instanceof HttpError) return error

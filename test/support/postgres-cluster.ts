@@ -36,8 +36,11 @@ export interface Cluster {
   /** `postgres://postgres@127.0.0.1:<port>/postgres` (trust authentication, loopback only). */
   url: string
   stop(): void
-  /** Stops the server (fast shutdown: every connection is cut), keeping its data: the database is unreachable. */
-  pause(): void
+  /**
+   * Stops the server, keeping its data: the database is unreachable. `fast` (the default) rolls back open transactions
+   * and cuts every connection cleanly; `immediate` aborts every server process, as a crash would (recovery at start).
+   */
+  pause(mode?: 'fast' | 'immediate'): void
   /** Starts a paused server again, on the same port with the same data. */
   resume(): void
 }
@@ -54,7 +57,7 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
   const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
   const start = () =>
     run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
-  const halt = () => run([pgCtl!, '-D', data, '-m', 'fast', '-w', 'stop'])
+  const halt = (mode: 'fast' | 'immediate' = 'fast') => run([pgCtl!, '-D', data, '-m', mode, '-w', 'stop'])
   start()
   outliveNot(process.pid, data, dir.path)
   let stopped = false
@@ -67,8 +70,8 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
       if (!paused) halt()
       dir.cleanup()
     },
-    pause: () => {
-      halt()
+    pause: (mode = 'fast') => {
+      halt(mode)
       paused = true
     },
     resume: () => {

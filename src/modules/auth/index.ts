@@ -46,7 +46,8 @@ export function authModule(deps: AppDeps) {
           operationId: 'login',
           summary: 'Sign in with a password: sets the session cookie',
           description:
-            'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes per email and client address; 429 after 50 per client address over all emails.',
+            'Failed attempts slow down after 3 and answer 429 after 10 within 15 minutes per email and client address; 429 after 50 per client address over all emails. ' +
+            '503 server_busy (Retry-After) while too many sign-ins wait for their password check.',
         },
       },
     )

@@ -5,7 +5,7 @@
  */
 import type { AppDeps } from '../../deps.ts'
 import { read } from '../../db/read.ts'
-import { forbidden, HttpError, tooManyRequests } from '../../lib/errors.ts'
+import { forbidden, HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import { findUserByEmail, type User, verifyPassword } from '../users/service.ts'
 import { type LoginAttempt, LoginThrottle } from './throttle.ts'
 
@@ -18,13 +18,18 @@ export class PasswordCheck {
 
   /**
    * The active user whose email and password these are: 429 while the attempt's email and address are throttled,
-   * 401 for an unknown email or a wrong password (slowed down after a few), 403 for a deactivated user.
+   * 401 for an unknown email or a wrong password (slowed down after a few), 403 for a deactivated user; 503
+   * `server_busy` while too many checks wait already (the attempt, not made, counts nothing).
    */
   async user(attempt: LoginAttempt, password: string): Promise<User> {
     const retryAfter = await this.throttle.begin(attempt)
     if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Too many failed logins')
     const user = await read(this.deps.store, findUserByEmail(attempt.email))
     const passwordOk = await verifyPassword(password, user?.passwordHash ?? null)
+    if (passwordOk === null) {
+      await this.throttle.withdraw(attempt)
+      throw retryLater(503, 'server_busy', 'Too many sign-ins are being checked at once', 1)
+    }
     if (!user || !passwordOk) {
       this.deps.metrics.loginFailures.inc({ reason: user ? 'bad_password' : 'unknown_user' })
       await Bun.sleep(await this.throttle.delayMs(attempt))

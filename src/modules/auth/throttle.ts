@@ -53,6 +53,12 @@ export class LoginThrottle {
     )
   }
 
+  /** The attempt was not made after all (its password was not checked): it counts nothing. */
+  async withdraw(attempt: LoginAttempt): Promise<void> {
+    const now = this.clock.now()
+    await Promise.all([this.counters.giveBack(pairKey(attempt), now), this.counters.giveBack(addressKey(attempt), now)])
+  }
+
   /** The password was right: the pair starts afresh; the address keeps its other failures (a success resets nothing else). */
   async succeeded(attempt: LoginAttempt): Promise<void> {
     await Promise.all([this.counters.forget(pairKey(attempt)), this.counters.giveBack(addressKey(attempt), this.clock.now())])

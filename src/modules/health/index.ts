@@ -1,16 +1,16 @@
 /**
  * Operations: /healthz (the process answers), /readyz (the database answers, every migration is applied, the
- * disk has TRELLIS_READY_MIN_FREE_MB free, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
+ * disk has TRELLIS_READY_MIN_FREE_MB free and is writable, the executor runs) and /metrics (Prometheus text; the run gauges are read from the database at scrape time).
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { runQueueStats } from '../../db/maintenance.ts'
 import { pendingStoreMigrations } from '../../db/migrate.ts'
 import { writeCountsOf } from '../../db/store.ts'
-import { storageFullNow } from '../../db/write.ts'
+import { storageFullNow, storageReadOnlyNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
-/** Why the instance is not ready (`code` `not_ready`, or `storage_full`), or null when it is. */
+/** Why the instance is not ready (`code` `not_ready`, `storage_full` or `storage_read_only`), or null when it is. */
 async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: string } | null> {
   const notReady = (message: string) => ({ code: 'not_ready', message })
   let pending: string[]
@@ -20,6 +20,9 @@ async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: s
     return notReady(`Database unavailable: ${(error as Error).message}`)
   }
   if (pending.length > 0) return notReady(`Pending migrations: ${pending.join(', ')}`)
+  if (storageReadOnlyNow(deps.store)) {
+    return { code: 'storage_read_only', message: 'The database files cannot be written (a read-only file system or files): writes fail until they are writable again' }
+  }
   if (storageFullNow(deps.store, deps.config.readyMinFreeBytes)) {
     const floor = `${deps.config.readyMinFreeBytes / (1024 * 1024)} MiB`
     return { code: 'storage_full', message: `The disk holding the database has less than ${floor} free (TRELLIS_READY_MIN_FREE_MB): writes fail, or soon will, until space is freed` }
@@ -62,7 +65,7 @@ export function healthModule(deps: AppDeps) {
         detail: {
           operationId: 'readyz',
           summary:
-            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the executor runs (503 with the reason otherwise: `not_ready`, or `storage_full`)',
+            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the files are writable, the executor runs (503 with the reason otherwise: `not_ready`, `storage_full` or `storage_read_only`)',
         },
       },
     )

@@ -74,10 +74,21 @@ export function hashPassword(password: string): string {
 const passwordChecks = pLimit(Math.max(1, availableParallelism() - 1))
 
 /**
- * For login, off the event loop. Without a hash a throwaway one is checked, so the time taken does not reveal
- * whether the user exists.
+ * Password checks that may wait for a worker: about 1.6 s of waiting at ≈ 100 ms a check (measured 300 ms a check on
+ * a loaded 2-core machine: 5 s, still well under Bun's 10 s idle timeout). Past that a check is refused at once rather than queued: the throttle counts per
+ * client address, so logins from many addresses all reach the check, and the queue grew without bound — measured in
+ * a mixed load with one request in ten a login, answers after 7 s (median) and up to 14 s, by which time most clients
+ * of the load waited there.
  */
-export function verifyPassword(password: string, hash: string | null): Promise<boolean> {
+export const MAX_WAITING_PASSWORD_CHECKS = 16 * passwordChecks.concurrency
+
+/**
+ * For login, off the event loop: whether the password is right, or null when it was not checked because
+ * MAX_WAITING_PASSWORD_CHECKS wait already. Without a hash a throwaway one is checked, so the time taken does not
+ * reveal whether the user exists.
+ */
+export function verifyPassword(password: string, hash: string | null): Promise<boolean | null> {
+  if (passwordChecks.pendingCount >= MAX_WAITING_PASSWORD_CHECKS) return Promise.resolve(null)
   return passwordChecks(async () => {
     if (!hash) {
       await Bun.password.verify(password, await dummyHash())
