@@ -7,12 +7,12 @@
  * Both with real `trellis serve` processes and a real SIGKILL; the default lease (30 s) throughout.
  */
 import { afterAll, describe, expect, test } from 'bun:test'
-import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { bearer, runCli, type ServeProcess, startServe, tempDir, until } from './helpers.ts'
-import { acmeDocument, acmeProject, hookPath, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
+import { acmeDocument, acmeProject, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
 import { hangingRemote } from './support/hanging-remote.ts'
+import { startInstances } from './support/instances.ts'
 import { freshDatabase, psqlSync } from './support/postgres-cluster.ts'
 import { systemClock } from '../src/lib/clock.ts'
 
@@ -89,44 +89,35 @@ test('SQLite: one serve per data directory; after kill -9 the restarted serve re
 describe.skipIf(!postgresOrSkip('restart-recovery'))('PostgreSQL', () => {
   test('a restarted instance leaves a live instance\'s run alone (its lease holds)', async () => {
     const url = await freshDatabase()
-    const pgEnv = { TRELLIS_DATABASE_URL: url, TRELLIS_SECRET: 'restart-secret-restart-secret-0123456789', TRELLIS_LOG_LEVEL: 'info' }
-    const dirs = [0, 1].map(() => {
-      const dir = tempDir('trellis-restart-pg-')
-      cleanups.push(dir.cleanup)
-      return dir.path
-    })
-    const cli = async (args: string[]) => {
-      const result = await runCli([...args, '--data', dirs[0]!], { env: pgEnv })
-      if (result.code !== 0) throw new Error(`trellis ${args.join(' ')}: ${result.stderr}`)
-      return result.stdout
-    }
     const document = acmeDocument()
     acmeProject(document).workflows!.push(crashy)
-    writeFileSync(join(dirs[0]!, 'acme.json'), JSON.stringify(document))
-    const report = JSON.parse(await cli(['apply', '-f', join(dirs[0]!, 'acme.json'), '--json'])) as { workflows: { name: string; webhook: { url: string | null } }[] }
-    const hook = hookPath(report.workflows.find((w) => w.name === 'Crashy')!.webhook.url)
-    const token = (await cli(['token', 'create', '--user', 'bob@example.com', '--project', 'Acme', '--name', 'erp', '--scopes', 'workflows:trigger'])).trim()
+    const set = await startInstances({ url, document, count: 2, env: { TRELLIS_EXECUTOR_LEASE_SECONDS: '30' } })
+    try {
+      const token = await set.token('bob@example.com', 'erp', 'workflows:trigger')
+      const accepted = await trigger(set.instances[0]!, set.hooks.Crashy!, token)
+      expect(accepted.status).toBe(202)
+      const { runId } = (await accepted.json()) as { runId: string }
+      await until('the run to call the remote', () => remote.hangsOf(runId) === 1, 15_000, 20)
+      const runRow = () => JSON.parse(psqlSync(url, `SELECT row_to_json(r) FROM (SELECT status, lease_owner FROM runs WHERE id = '${runId}') r`)) as { status: string; lease_owner: string }
+      const owner = runRow().lease_owner
+      const holder = set.owners.get(owner)!
+      expect(holder).toBeDefined()
 
-    const live = await serve({ dataDir: dirs[0]!, cwd: dirs[0]!, env: pgEnv })
-    const accepted = await trigger(live, hook, token)
-    expect(accepted.status).toBe(202)
-    const { runId } = (await accepted.json()) as { runId: string }
-    await until('the run to call the remote', () => remote.hangsOf(runId) === 1, 15_000, 20)
-    const runRow = () => JSON.parse(psqlSync(url, `SELECT row_to_json(r) FROM (SELECT status, lease_owner FROM runs WHERE id = '${runId}') r`)) as { status: string; lease_owner: string }
-    const owner = runRow().lease_owner
-
-    // Another instance, killed with SIGKILL and started again: its start takes back only expired leases.
-    let other = await serve({ dataDir: dirs[1]!, cwd: dirs[1]!, env: pgEnv })
-    await other.waitForOutput('executor started', 10_000)
-    expect(await other.stop('SIGKILL')).not.toBe(0)
-    other = await serve({ dataDir: dirs[1]!, cwd: dirs[1]!, env: pgEnv })
-    await other.waitForOutput('executor started', 10_000)
-    await Bun.sleep(1_500) // its start's recovery is its first write: done well within this
-    expect(runRow()).toEqual({ status: 'running', lease_owner: owner })
-    expect(remote.hangsOf(runId)).toBe(1)
-    expect(other.stdout()).not.toContain('recovered runs')
-    // The record still has its active run, through either instance.
-    expect((await trigger(other, hook, token)).status).toBe(409)
-    await Promise.all([live.stop('SIGKILL'), other.stop('SIGKILL')])
+      // The other instance, killed with SIGKILL and started again: its start takes back only expired leases.
+      expect(await set.kill(set.instances.find((instance) => instance !== holder)!)).not.toBe(0)
+      const dir = tempDir('trellis-restart-pg-')
+      cleanups.push(dir.cleanup)
+      const restarted = await serve({ dataDir: dir.path, cwd: dir.path, env: set.env })
+      await restarted.waitForOutput('executor started', 10_000)
+      await Bun.sleep(1_500) // its start's recovery is its first write: done well within this
+      expect(runRow()).toEqual({ status: 'running', lease_owner: owner })
+      expect(remote.hangsOf(runId)).toBe(1)
+      expect(restarted.stdout()).not.toContain('recovered runs')
+      // The record still has its active run, through either instance.
+      expect((await trigger(restarted, set.hooks.Crashy!, token)).status).toBe(409)
+      await holder.stop('SIGKILL')
+    } finally {
+      await set.close()
+    }
   }, 90_000)
 })
