@@ -52,6 +52,7 @@ export const POSTGRES_PASS = [
   'ops',
   'overload',
   'queue',
+  'record-updates',
   'request-path',
   'route-fuzz',
   'routes',

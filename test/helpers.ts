@@ -169,6 +169,17 @@ export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Pr
   else test.skip(`${name} [SQLite only: ${reason}]`, fn)
 }
 
+/** Why a test runs on PostgreSQL only (the SQLite pass lists it as skipped with the reason in its name). */
+export const POSTGRES_ONLY = {
+  severalInstances: 'runs several `serve` processes on one database: on SQLite one serve holds the data directory (serve.lock) and a second is refused',
+} as const
+
+/** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */
+export function postgresOnlyTest(reason: string, name: string, fn: () => void | Promise<unknown>, timeoutMs?: number): void {
+  if (TEST_STORE === 'postgres') test(name, fn, timeoutMs)
+  else test.skip(`${name} [PostgreSQL only: ${reason}]`, fn)
+}
+
 /** The real Elysia app over a test env; call with `app.handle(new Request(...))`. */
 export function testApp(env: TestEnv, overrides: Partial<DepsInput> = {}) {
   return createApp(createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics(), ...overrides }))
@@ -202,9 +213,10 @@ export interface CliResult {
   stderr: string
 }
 
-/** Runs the CLI from source in a real process (`bun src/main.ts …`). */
-export async function runCli(args: string[], options: { stdin?: string; env?: Record<string, string>; cwd?: string } = {}): Promise<CliResult> {
-  const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), ...args], {
+/** Runs the CLI in a real process: from source (`bun src/main.ts …`), or the compiled `binary` when given. */
+export async function runCli(args: string[], options: { stdin?: string; env?: Record<string, string>; cwd?: string; binary?: string } = {}): Promise<CliResult> {
+  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const proc = Bun.spawn([...trellis, ...args], {
     cwd: options.cwd ?? repoRoot,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
     stdin: options.stdin === undefined ? 'ignore' : new TextEncoder().encode(options.stdin),
@@ -335,10 +347,14 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number>
 }
 
-/** Runs `trellis serve` from source in a real process on a free port; resolves once /healthz answers. */
-export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number }): Promise<ServeProcess> {
+/**
+ * Runs `trellis serve` in a real process on a free port — from source, or the compiled `binary` when given; resolves
+ * once /healthz answers.
+ */
+export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number; binary?: string }): Promise<ServeProcess> {
   const port = options.port ?? freePort()
-  const proc = Bun.spawn([process.execPath, join(repoRoot, 'src/main.ts'), 'serve', '--port', String(port), '--data', options.dataDir], {
+  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const proc = Bun.spawn([...trellis, 'serve', '--port', String(port), '--data', options.dataDir], {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
     stdin: 'ignore',

@@ -14,7 +14,7 @@ import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { stringify } from 'yaml'
-import { bearer, freePort, processEnv, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { bearer, freePort, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument } from './support/acme.ts'
 import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
 
@@ -185,7 +185,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
     expect(new URL(page.url()).pathname).toBe('/login')
   }, 60_000)
 
-  test('two instances behind a load balancer (real processes, one database, one secret): started on A, completed on B', async () => {
+  postgresOnlyTest(POSTGRES_ONLY.severalInstances, 'two instances behind a load balancer (real processes, one database, one secret): started on A, completed on B', async () => {
     const balanced = `http://127.0.0.1:${balancerPort}`
     const env = { ...processEnv(testbed), TRELLIS_BASE_URL: balanced, TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET }
     // Both read the instance secret from the same data directory, as all instances of a deployment must share it.

@@ -8,25 +8,14 @@ import { SQL } from 'bun'
 import { bearer, type ServeProcess, until } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
+import { hangingRemote } from './support/hanging-remote.ts'
 import { type Instances, startInstances } from './support/instances.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 
-// ── A remote the `http` step calls: the first call of each run hangs until its caller dies or gives up ─────────
-const hits: { runId: string | null; path: string }[] = []
-const remote = Bun.serve({
-  hostname: '127.0.0.1',
-  port: 0,
-  async fetch(req) {
-    const path = new URL(req.url).pathname
-    const runId = req.headers.get('x-trellis-run-id')
-    hits.push({ runId, path })
-    if (path === '/hang' && hits.filter((h) => h.runId === runId && h.path === path).length === 1) {
-      await Promise.race([Bun.sleep(20_000), new Promise((resolve) => req.signal.addEventListener('abort', resolve))])
-    }
-    return Response.json({ ok: true })
-  },
-})
-afterAll(() => remote.stop(true))
+// The remote the `http` step calls: the first call of each run hangs until its caller dies or gives up.
+const remote = hangingRemote()
+const hits = remote.hits
+afterAll(() => remote.stop())
 
 const CRASH_RUNS = 8
 
@@ -55,7 +44,7 @@ describe.skipIf(!postgresOrSkip('scale-out'))('three instances on one PostgreSQL
       workflow('Crashy', 100_000, [
         { type: 'load' },
         { type: 'update', name: 'first', set: { trail: '{{record.trail}}1' } },
-        { type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${remote.port}/hang`, body: { order: '{{record.id}}' }, retries: 1, timeoutSeconds: 4 },
+        { type: 'http', name: 'call', method: 'POST', url: `${remote.url}/hang`, body: { order: '{{record.id}}' }, retries: 1, timeoutSeconds: 4 },
         { type: 'update', name: 'second', set: { trail: '{{record.trail}}2' } },
         { type: 'note', name: 'note', title: 'Crash-safe', content: '<p>trail {{record.trail}}</p>' },
       ]),

@@ -40,6 +40,8 @@ export interface Dialect {
   isFalse(column: AnyColumn): SQL
   /** The select, its rows locked against writers until the transaction ends: PostgreSQL's `FOR SHARE`; SQLite's one writer holds them already. */
   forShare<Q>(select: Q): Q
+  /** The select, its rows locked against other writers and their locking reads until the transaction ends: PostgreSQL's `FOR UPDATE`; SQLite's one writer holds them already. */
+  forUpdate<Q>(select: Q): Q
 }
 
 const sqliteFragments = {
@@ -50,6 +52,7 @@ const sqliteFragments = {
   number: (expression: AnyColumn | SQL) => sql`${expression}`,
   isFalse: (column: AnyColumn) => sql`${column} = 0`,
   forShare: <Q>(select: Q) => select,
+  forUpdate: <Q>(select: Q) => select,
 } as const
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */

@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import * as schema from './schema.ts'
 import type { PgStore } from './postgres/store.ts'
+import type { ServingLock } from './sqlite/serving-lock.ts'
 
 export type Db = BunSQLiteDatabase<typeof schema>
 
@@ -26,6 +27,8 @@ export interface SqliteStore {
   commitScheduled: boolean
   /** Group commits since the store opened: transactions committed and the writes they carried. */
   committed: { transactions: number; writes: number }
+  /** Held while this store serves its data directory (`serveFrom`, ./store.ts): no other process serves it. */
+  servingLock: ServingLock | null
 }
 
 /** A write waiting for the store's next group commit: its op's run, and how to answer its caller. */
@@ -94,6 +97,7 @@ export function openStore(dataDir: string): SqliteStore {
     queuedWrites: [],
     commitScheduled: false,
     committed: { transactions: 0, writes: 0 },
+    servingLock: null,
   }
 }
 

@@ -332,6 +332,16 @@ export function* recoverExpiredRuns(now: number): Op<number> {
   return (yield* RECOVER_EXPIRED.rows({ now })).length
 }
 
+const REQUEUE_RUNNING = requeue('queue.requeue-running', () => sql`1 = 1`)
+
+/**
+ * Every running run back to the queue, whoever held it: only for a store no other process serves (./store.ts,
+ * `recoverRunsAtStart`), where every holder is known dead.
+ */
+export function* requeueRunningRuns(now: number): Op<number> {
+  return (yield* REQUEUE_RUNNING.rows({ now })).length
+}
+
 const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')))
 
 /** Graceful shutdown: give back what this process holds, announced, so another instance takes them up at once. */

@@ -49,6 +49,19 @@ export function findRecordByKey(scope: RecordScope, recordKey: string) {
   return RECORD_BY_KEY.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
 }
 
+const RECORD_BY_KEY_TO_CHANGE = statement('records.by-key.to-change', (d) =>
+  d.forUpdate(d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key'))))),
+)
+
+/**
+ * One record by its id, read to be changed in this transaction from what it holds (the executor's data steps): on
+ * PostgreSQL its row stays locked until commit, so a concurrent writer (another workflow's run on the same record)
+ * waits and then reads this transaction's result instead of overwriting it with what it read before.
+ */
+export function findRecordByKeyToChange(scope: RecordScope, recordKey: string) {
+  return RECORD_BY_KEY_TO_CHANGE.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
+}
+
 const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
   db.update(t.records).set(setPlaceholders('data', 'updatedAt')).where(eq(t.records.id, sql.placeholder('id'))),
 )

@@ -10,6 +10,9 @@ import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
 import { keepEventLoopFree, type Store } from './open.ts'
 import { listenForQueuedRuns } from './postgres/queue.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
+import type { Op } from './op.ts'
+import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
+import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
 
@@ -34,6 +37,17 @@ export interface QueueWakeups {
  */
 export async function listenForQueuedRunsOn(store: Store, wake: () => void): Promise<QueueWakeups | null> {
   return store.kind === 'postgres' ? listenForQueuedRuns(store.sql, wake) : null
+}
+
+/**
+ * What a starting executor takes back into the queue at once. SQLite: a store that serves its data directory holds
+ * the serving lock (`serveFrom`), so no other process runs anything of it — a run still `running` belongs to a
+ * process that died, and every one resumes now instead of after its lease (until then its record answers 409).
+ * PostgreSQL (and a SQLite store that does not serve): other processes may be alive and holding their runs, so only
+ * leases that expired.
+ */
+export function recoverRunsAtStart(store: Store, now: number): Op<number> {
+  return store.kind === 'sqlite' && store.servingLock !== null ? requeueRunningRuns(now) : recoverExpiredRuns(now)
 }
 
 /** Group commits since the store opened (SQLite's write queue, ./write.ts); PostgreSQL commits each write alone: zero. */
@@ -62,7 +76,8 @@ export interface StoreUpkeep {
 }
 
 /**
- * The store as a server's from now on. SQLite: the driver never waits for a lock again (`keepEventLoopFree`), and
+ * The store as a server's from now on. SQLite: the data directory's serving lock is taken (a second `serve` on it is
+ * refused: ./sqlite/serving-lock.ts), the driver never waits for a lock again (`keepEventLoopFree`), and
  * WAL checkpoints leave every request's path for a timer (./sqlite/upkeep.ts). PostgreSQL checkpoints and vacuums
  * itself; several instances may share it, so without TRELLIS_SECRET it warns that they must share the secret.
  */
@@ -73,6 +88,7 @@ export function serveFrom(store: Store, settings: ServingSettings, logger: Logge
     }
     return { startMaintenance: () => {}, stop: () => {}, close: () => store.close().then(() => ({})) }
   }
+  store.servingLock = holdServingLock(settings.dataDir)
   keepEventLoopFree(store, settings.dbBusyWaitMs)
   // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
   // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
@@ -102,6 +118,8 @@ export function serveFrom(store: Store, settings: ServingSettings, logger: Logge
     close: async () => {
       const checkpoint = checkpointWal(store)
       store.close()
+      store.servingLock?.release()
+      store.servingLock = null
       return { walCheckpointed: !checkpoint.busy }
     },
   }

@@ -22,7 +22,7 @@ import {
   type RunRow,
   runWorkflow,
 } from '../db/queue.ts'
-import { listenForQueuedRunsOn, type QueueWakeups } from '../db/store.ts'
+import { listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -151,7 +151,8 @@ export class Executor {
       this.options.logger.warn('listening for queued runs failed; polling only', { error: (error as Error).message })
       return null
     })
-    void this.recover()
+    // At start, what no live process holds (on SQLite every run still running: ../db/store.ts); then expired leases.
+    void this.recover(true)
     // Leases of crashed processes expire while we run too: sweep them on a schedule, not only at start.
     this.sweeper = new Cron('*/10 * * * * *', { protect: true }, () => this.recover())
     this.dispatcher = this.dispatch()
@@ -188,11 +189,12 @@ export class Executor {
     this.cancelled.get(runId)?.abort()
   }
 
-  private async recover(): Promise<void> {
+  private async recover(atStart = false): Promise<void> {
     try {
-      const recovered = await write(this.options.store, () => recoverExpiredRuns(this.options.clock.now()))
+      const now = this.options.clock.now()
+      const recovered = await write(this.options.store, () => (atStart ? recoverRunsAtStart(this.options.store, now) : recoverExpiredRuns(now)))
       if (recovered > 0) {
-        this.options.logger.warn('recovered runs with expired leases', { count: recovered })
+        this.options.logger.warn(atStart ? 'recovered runs no live process holds' : 'recovered runs with expired leases', { count: recovered })
         this.notify()
       }
     } catch (error) {

@@ -22,6 +22,7 @@ const postgresFragments = {
   isFalse: (column: AnyColumn) => sql`${column} = false`,
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
+  forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
 } as const
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

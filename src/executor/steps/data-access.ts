@@ -1,14 +1,16 @@
 /** Data steps read and write the record as the run's user, with that user's permissions now (DESIGN §8). */
 import { type Op } from '../../db/op.ts'
 import { collectionAccess } from '../../modules/directory/projects.ts'
-import { findRecord, type RecordRow } from '../../modules/records/service.ts'
+import { findRecordToChange, type RecordRow } from '../../modules/records/service.ts'
 import type { GroupReads, RunTarget } from '../step.ts'
 import { StepFailure } from '../step.ts'
 
 /**
  * The record as the run's user may see it (`need`: read, or edit). Within one step group's transaction the record
  * and the user's access cannot change but by the group's own `update` (which keeps `reads` current), so they are
- * read once per group: `reads` holds them.
+ * read once per group: `reads` holds them. The record is read to be changed (locked until the group commits): an
+ * `update` writes the whole record from what the group read, and a run of another workflow on the same record must
+ * not write in between (on PostgreSQL its update would be lost).
  */
 export function* loadRecordAs(
   target: RunTarget,
@@ -22,7 +24,7 @@ export function* loadRecordAs(
     collectionId: target.collectionId,
   })
   if (reads.row === undefined) {
-    reads.row = (yield* findRecord({ environmentId: target.environmentId, collectionId: target.collectionId }, target.run.record_id)) ?? null
+    reads.row = (yield* findRecordToChange({ environmentId: target.environmentId, collectionId: target.collectionId }, target.run.record_id)) ?? null
   }
   // Forbidden before not-found: a user who may not read the collection learns nothing about its records.
   if (!reads.access.read || (need === 'edit' && !reads.access.edit)) {

@@ -1,0 +1,36 @@
+/**
+ * One serving process per SQLite data directory (README "Deploy"). `serve` holds an exclusive lock on
+ * `<dataDir>/serve.lock` (a SQLite file of its own, in an exclusive transaction never committed) for as long as it
+ * lives; the kernel drops the lock when the process ends, however it ends (`kill -9` included). A second `serve` on the
+ * same directory is refused at start. The CLI commands never take it: they work while `serve` runs (DESIGN §9).
+ * Holding it is what lets a starting server take back every run still marked running (../store.ts).
+ */
+import { Database } from 'bun:sqlite'
+import { join } from 'node:path'
+
+export const SERVING_LOCK_FILE = 'serve.lock'
+
+export class DataDirServedError extends Error {
+  constructor(dataDir: string) {
+    super(`another trellis serve is already serving ${dataDir} (it holds ${join(dataDir, SERVING_LOCK_FILE)}): run one serve per data directory`)
+  }
+}
+
+export interface ServingLock {
+  release(): void
+}
+
+/** Takes the data directory's serving lock at once, or throws DataDirServedError when another process holds it. */
+export function holdServingLock(dataDir: string): ServingLock {
+  const lock = new Database(join(dataDir, SERVING_LOCK_FILE), { create: true })
+  try {
+    lock.run('PRAGMA busy_timeout = 0')
+    lock.run('PRAGMA locking_mode = EXCLUSIVE')
+    lock.run('BEGIN EXCLUSIVE')
+  } catch (error) {
+    lock.close()
+    if ((error as { code?: string }).code === 'SQLITE_BUSY') throw new DataDirServedError(dataDir)
+    throw error
+  }
+  return { release: () => lock.close() }
+}
