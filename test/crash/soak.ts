@@ -4,10 +4,12 @@
  * database — then every acknowledged write checked against the store, nothing lost, nothing doubled, the invariants
  * clean. One summary line per store; the exit status is non-zero when anything was lost, doubled or violated.
  *
- *   npm run soak -- [--cycles N] [--store sqlite|postgres|both] [--binary PATH] [--seed S] [--workers W]
+ *   npm run soak -- [--cycles N] [--store sqlite|postgres|both] [--binary PATH] [--seed S] [--workers W] [--fuzz-runs N]
  *
  * Without --binary it builds one into a temp dir with the build script's own command line (as test/binary.test.ts).
  * The seed fixes the kill moments, the instance killed and the choices of the load (print it, pass it again).
+ * Then the property-based fuzz (test/fuzz.test.ts) with `--fuzz-runs` cases per route family (default 2,000; `npm
+ * test` runs 200) on each store, seeded by the same seed; `--fuzz-runs 0` leaves it out (`.ci/run`: `npm test` ran it).
  */
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -25,6 +27,7 @@ const { values: flags } = parseArgs({
     binary: { type: 'string' },
     seed: { type: 'string' },
     workers: { type: 'string', default: '4' },
+    'fuzz-runs': { type: 'string', default: '2000' },
   },
 })
 const cycles = Number(flags.cycles)
@@ -32,6 +35,8 @@ const workers = Number(flags.workers)
 const seed = flags.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(flags.seed)
 if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`--cycles must be a whole number above 0, not ${flags.cycles}`)
 if (!Number.isInteger(workers) || workers < 1) throw new Error(`--workers must be a whole number above 0, not ${flags.workers}`)
+const fuzzRuns = Number(flags['fuzz-runs'])
+if (!Number.isInteger(fuzzRuns) || fuzzRuns < 0) throw new Error(`--fuzz-runs must be a whole number, not ${flags['fuzz-runs']}`)
 if (!Number.isInteger(seed)) throw new Error(`--seed must be a whole number, not ${flags.seed}`)
 const stores: StoreKind[] = flags.store === 'both' ? ['sqlite', 'postgres'] : flags.store === 'sqlite' || flags.store === 'postgres' ? [flags.store] : []
 if (stores.length === 0) throw new Error(`--store must be sqlite, postgres or both, not ${flags.store}`)
@@ -122,6 +127,15 @@ async function soak(kind: StoreKind, binary: string, storeSeed: number): Promise
   }
 }
 
+/** test/fuzz.test.ts on the store with `fuzzRuns` cases per route family and the soak's seed; its output passes through. */
+function fuzz(kind: StoreKind): boolean {
+  console.log(`${kind}: fuzz, ${fuzzRuns} cases per route family, seed ${seed}`)
+  const env = { ...process.env, TRELLIS_FUZZ_RUNS: String(fuzzRuns), TRELLIS_FUZZ_SEED: String(seed), ...(kind === 'postgres' ? { TRELLIS_TEST_STORE: 'postgres' } : {}) }
+  const run = Bun.spawnSync([process.execPath, 'test', '--timeout', '3600000', 'test/fuzz.test.ts'], { cwd: repoRoot, env, stdout: 'inherit', stderr: 'inherit' })
+  console.log(`${kind}: fuzz ${run.exitCode === 0 ? 'passed' : 'FAILED'}`)
+  return run.exitCode === 0
+}
+
 // Interrupted: no `serve` of ours outlives the soak (the PostgreSQL cluster has its own watchdog).
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
@@ -135,5 +149,6 @@ const binary = flags.binary ?? built!.path
 let ok = true
 for (const [i, kind] of stores.entries()) ok = (await soak(kind, binary, seed + i * 1000)) && ok
 built?.cleanup()
+for (const kind of fuzzRuns > 0 ? stores : []) ok = fuzz(kind) && ok
 console.log(`soak: seed ${seed}: ${ok ? 'passed' : 'FAILED'}`)
 process.exit(ok ? 0 : 1)
