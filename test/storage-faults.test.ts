@@ -216,7 +216,7 @@ interface DiskFault {
 
 /**
  * The free space /readyz asks for, in MiB: the 8 MiB tmpfs could never reach the 64 MiB default. What is left
- * after `fill()` (512 KiB) and after `makeRoom()` stays far below it; after `free()` there are several MiB.
+ * after `fill()` (1 MiB) and after `makeRoom()` stays below it; after `free()` there are several MiB.
  */
 const READY_MIN_FREE_MB = '2'
 /** The server's settings for the disk-full scenarios: the floor, and no API rate limit in the way. */
@@ -254,10 +254,11 @@ async function diskFault(): Promise<DiskFault & { hook: string; token: string }>
       kind: 'tmpfs',
       dataDir: mount,
       send,
-      // Leave about 512 KiB: a few notes fit, then the disk is full.
+      // Leave about 1 MiB: a few notes fit (the WAL may have to grow again from nothing first: with 512 KiB only one
+      // 16 KB note fitted on one CI run), then the disk is full — still far under the 2 MiB /readyz floor.
       fill: () => {
         const { bavail, bsize } = statfsSync(mount)
-        writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 512 * 1024), 1))
+        writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 1024 * 1024), 1))
       },
       makeRoom: () => truncateSync(filler, Math.max(0, statSync(filler).size - 256 * 1024)),
       free: () => rmSync(filler),
