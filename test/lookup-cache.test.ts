@@ -98,6 +98,23 @@ describe('changes made through the API apply to the next request', () => {
     expect(await trigger()).toBe('400 webhook_url_superseded')
   })
 
+  test("the rendering check (the trigger's 403) follows team and role changes at once", async () => {
+    const as = async (username: string) => {
+      const token = (await tokenFor(env.store, env.clock, username, ['workflows:trigger'])).value
+      return () => status(request(hook, { method: 'POST', headers: bearer(token), json: { record_id: `cached-${++record}` } }))
+    }
+    const bob = await as('bob') // an editor in Support
+    const carol = await as('carol') // an admin, in no team that renders orders
+    const SUPPORT_BOB = `/v1/project/Acme/teams/Support/members/${userId(env.store, 'bob')}`
+    expect([await bob(), await carol()]).toEqual([202, 202])
+    expect(await asAdmin('DELETE', SUPPORT_BOB)).toBe(204)
+    expect(await bob()).toBe('403 rendering_forbidden')
+    expect(await asAdmin('PUT', SUPPORT_BOB)).toBe(200)
+    expect(await bob()).toBe(202)
+    expect(await asAdmin('PUT', `/v1/project/Acme/members/${userId(env.store, 'carol')}`, { role: 'editor' })).toBe(200)
+    expect(await carol()).toBe('403 rendering_forbidden')
+  })
+
   test('a renamed project and a renamed environment are found by their new names only', async () => {
     const alice = (await tokenFor(env.store, env.clock, 'alice', ['notes:read'])).value
     expect(await notes(alice)).toBe(200)

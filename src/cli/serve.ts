@@ -13,6 +13,7 @@ import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
+import { TurnSlices } from '../http/turn-slices.ts'
 import { acceptRequest } from '../http/server-request.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
@@ -79,7 +80,8 @@ export const serveCommand: Command = {
     })
     const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()
-    const handle = withRequestLog((request) => app.handle(request), logger)
+    const slices = new TurnSlices()
+    const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
     const server = Bun.serve({
       hostname: config.host,
       port: config.port,

@@ -1,12 +1,12 @@
 /**
  * The lookups nearly every request makes and that almost never change — a token by its hash (with its user, project
- * and role), a webhook's trigger target, a project and an environment by name — cached per connection, with exact
- * invalidation (README "Performance", "Design decisions"). An entry is used only while nothing it was read from can
- * have changed since:
+ * and role), a webhook's trigger target, a project and an environment by name, whether a user reaches a team's
+ * renderings — cached per connection, with exact invalidation (README "Performance", "Design decisions"). An entry
+ * is used only while nothing it was read from can have changed since:
  * - this connection's own writes: TEMP triggers on the tables those lookups read (api_tokens but for its
- *   `last_used_at` stamp, users, projects, project_members, environments, teams, renderings, workflows,
- *   webhook_triggers) count every insert, update and delete — whatever code made it — in a TEMP one-row counter,
- *   itself transactional (a rolled-back change rolls its count back). Reading it costs under a microsecond;
+ *   `last_used_at` stamp, users, projects, project_members, team_members, environments, teams, renderings,
+ *   workflows, webhook_triggers) count every insert, update and delete — whatever code made it — in a TEMP one-row
+ *   counter, itself transactional (a rolled-back change rolls its count back). Reading it costs under a microsecond;
  * - other connections' commits (the CLI, another process): `PRAGMA data_version`, which changes when any other
  *   connection commits. It costs a read transaction (~8 µs), so it is read once per turn of the event loop: a
  *   change committed before a request arrives (a later turn) is seen by that request.
@@ -22,7 +22,7 @@ import type { SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { type Op, op, runOp } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf } from './prepared.ts'
-import { apiTokens, environments, projectMembers, projects, renderings, teams, users, webhookTriggers, workflows } from './schema.ts'
+import { apiTokens, environments, projectMembers, projects, renderings, teamMembers, teams, users, webhookTriggers, workflows } from './schema.ts'
 
 /** The tables cached lookups read, each with the columns whose updates none of them depends on. */
 const WATCHED: [SQLiteTable, string[]][] = [
@@ -30,6 +30,7 @@ const WATCHED: [SQLiteTable, string[]][] = [
   [users, []],
   [projects, []],
   [projectMembers, []],
+  [teamMembers, []],
   [environments, []],
   [teams, []],
   [renderings, []],

@@ -10,6 +10,7 @@ import type { PermissionLevel } from '../lib/access.ts'
 import type { Dialect } from './dialect.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, row, rows, statement } from './query.ts'
+import { cached } from './lookup-cache.ts'
 import { lockRule } from './rule-locks.ts'
 import type { projectMembers } from './schema.ts'
 
@@ -24,6 +25,33 @@ const MEMBER_ROLE = statement('project-members.role', (d) => d.db.select({ role:
 /** The user's permission level in the project now, or undefined when not a member. A statement: every request asks. */
 export function* findMemberRole(projectId: number, userId: number): Op<PermissionLevel | undefined> {
   return (yield* MEMBER_ROLE.row({ projectId, userId }))?.role
+}
+
+/**
+ * A user's role in the project and whether they belong to the team, in one statement (a project admin reaches every
+ * team's renderings; a member only their teams').
+ */
+const RENDERING_REACH = statement('members.rendering-reach', ({ db, t }) =>
+  db
+    .select({ role: t.projectMembers.role, teamId: t.teamMembers.teamId })
+    .from(t.projectMembers)
+    .leftJoin(t.teamMembers, and(eq(t.teamMembers.teamId, sql.placeholder('teamId')), eq(t.teamMembers.userId, t.projectMembers.userId)))
+    .where(and(eq(t.projectMembers.projectId, sql.placeholder('projectId')), eq(t.projectMembers.userId, sql.placeholder('userId'))))
+    .limit(constantLimit(1)),
+)
+
+function* readRenderingReach(projectId: number, teamId: number, userId: number): Op<boolean> {
+  const reach = yield* RENDERING_REACH.row({ projectId, teamId, userId })
+  return reach !== undefined && (reach.role === 'admin' || reach.teamId !== null)
+}
+
+/**
+ * Whether the user can reach the team's renderings in the project: a project admin, or a member of the team. Every
+ * webhook call and manual start asks, so SQLite caches the answer per connection (lookup-cache.ts watches both
+ * membership tables: a change applies to the next call); PostgreSQL reads it afresh.
+ */
+export function* reachesRendering(projectId: number, teamId: number, userId: number): Op<boolean> {
+  return (yield* cached('rendering-reach', `${projectId}/${teamId}/${userId}`, readRenderingReach(projectId, teamId, userId))) === true
 }
 
 const TEAM_MEMBER = statement('team-members.exists', ({ db, t }) =>

@@ -1,5 +1,5 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { findMemberRole, isTeamMember, membersOfProject, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
+import { findMemberRole, isTeamMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
 import {
   allProjectsByName,
   anyProjectExists,
@@ -72,9 +72,8 @@ export function* collectionAccess(
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */
-export function* canReachRendering(input: { userId: number; projectId: number; teamId: number }): Op<boolean> {
-  const role = yield* roleIn(input.projectId, input.userId)
-  return role === 'admin' || (role !== null && (yield* isTeamMember(input.teamId, input.userId)))
+export function canReachRendering(input: { userId: number; projectId: number; teamId: number }): Op<boolean> {
+  return reachesRendering(input.projectId, input.teamId, input.userId)
 }
 
 /** The projects a user is a member of, by name, with the user's permission level in each. */
