@@ -130,6 +130,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0003_tokens_made_by_tokens',
       '0004_sso_identities',
       '0005_workflow_concurrency_and_fair_claims',
+      '0006_idempotency_retry_retention',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

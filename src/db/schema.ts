@@ -26,5 +26,5 @@ const sqliteKit: TableKit = {
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, runs, runSteps, activityLogs, activityLogRecords, adminLogs,
+  workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, activityLogs, activityLogRecords, adminLogs,
 } = defineTables(sqliteKit)

@@ -26,7 +26,7 @@ import type {
 } from 'drizzle-orm/sqlite-core'
 import { PERMISSION_LEVELS } from '../lib/access.ts'
 import type { Micros } from '../lib/time.ts'
-import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../lib/run-statuses.ts'
+import { ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, RUN_STATUSES } from '../lib/run-statuses.ts'
 
 /** The active runs a worker may take: queued ones, and waiting ones whose time has come (the rest are running). */
 export const CLAIMABLE_RUN_STATUSES = ACTIVE_RUN_STATUSES.filter((status) => status !== 'running')
@@ -440,6 +440,8 @@ export function defineTables(kit: TableKit) {
       createdAt: micros('created_at').notNull(),
       startedAt: integer('started_at'),
       finishedAt: integer('finished_at'),
+      /** The failed or cancelled run this one retries (issue 27): it resumes at that run's failed step. */
+      retryOf: text('retry_of'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
     // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).
@@ -465,6 +467,10 @@ export function defineTables(kit: TableKit) {
       // No index on status: it changes three times in every run's life, and each change would rewrite the index.
       index('runs_env_id_idx').on(t.environmentId, t.id),
       index('runs_env_record_idx').on(t.environmentId, t.recordId, t.id),
+      // A run is retried at most once (its `retriedBy`), whatever retries race.
+      uniqueIndex('runs_retry_of_idx').on(t.retryOf).where(sql`retry_of is not null`),
+      // The run history's retention walks the oldest finished runs.
+      index('runs_finished_idx').on(t.finishedAt).where(sql`status in (${listOf(FINISHED_RUN_STATUSES)})`),
       check('runs_status_check', sql`${t.status} in (${listOf(RUN_STATUSES)})`),
       check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
     ],
@@ -488,6 +494,31 @@ export function defineTables(kit: TableKit) {
       finishedAt: integer('finished_at').notNull(),
     },
     (t) => [primaryKey({ columns: [t.runId, t.stepIndex] })],
+  )
+
+  /**
+   * An `Idempotency-Key` a run was created with (issue 27), per workflow and user: a repeat of the call with the same
+   * key and body answers that run again instead of starting another. Pruned after the retention window, and with its
+   * run.
+   */
+  const idempotencyKeys = table(
+    'idempotency_keys',
+    {
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      userId: belongsTo('user_id', () => users.id),
+      key: text('key').notNull(),
+      /** SHA-256 (hex) of what the call asked: its body, as the route reads it. */
+      requestHash: text('request_hash').notNull(),
+      runId: text('run_id')
+        .notNull()
+        .references(() => runs.id, { onDelete: 'cascade' }),
+      createdAt: integer('created_at').notNull(),
+    },
+    (t) => [
+      primaryKey({ columns: [t.workflowId, t.userId, t.key] }),
+      index('idempotency_keys_created_idx').on(t.createdAt),
+      index('idempotency_keys_run_idx').on(t.runId),
+    ],
   )
 
   // ── Logs (append-only) ────────────────────────────────────────────────────
@@ -581,6 +612,6 @@ export function defineTables(kit: TableKit) {
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
-    workflows, workflowVersions, webhookTriggers, runs, runSteps, activityLogs, activityLogRecords, adminLogs,
+    workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, activityLogs, activityLogRecords, adminLogs,
   }
 }

@@ -3,3 +3,5 @@ export const RUN_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'faile
 export type RunStatus = (typeof RUN_STATUSES)[number]
 /** Active: the record is busy (409 run_in_progress); the partial unique index covers exactly these. */
 export const ACTIVE_RUN_STATUSES = ['queued', 'running', 'waiting'] as const
+/** Finished: the run will not change again (retention prunes these; a failed or cancelled one may be retried). */
+export const FINISHED_RUN_STATUSES = ['succeeded', 'failed', 'cancelled'] as const

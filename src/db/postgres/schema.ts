@@ -63,7 +63,7 @@ type PgTableOf<T extends Table> = PgTableWithColumns<{
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, runs, runSteps, activityLogs, activityLogRecords, adminLogs,
+  workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, activityLogs, activityLogRecords, adminLogs,
 } = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }
 
 // ── Shared limits (PostgreSQL only) ─────────────────────────────────────────
