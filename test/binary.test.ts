@@ -1,7 +1,7 @@
 /**
  * The compiled single binary, as a self-hoster runs it: built with the project's own build flags into a temp
  * dir, started from another directory (no source tree in reach), migrating its embedded SQL, serving, applying
- * the example file while it serves, and stopping cleanly on SIGTERM.
+ * the example file while it serves, checkpointing the WAL on its checkpoint thread, and stopping cleanly on SIGTERM.
  */
 import { afterAll, expect, test } from 'bun:test'
 import { existsSync } from 'node:fs'
@@ -18,7 +18,7 @@ async function run(args: string[], cwd: string) {
   return { stdout, stderr, code }
 }
 
-test('dist binary: builds, serves from any directory with --data elsewhere, applies, stops on SIGTERM', async () => {
+test('dist binary: builds, serves from any directory with --data elsewhere, applies, checkpoints on its own thread, stops on SIGTERM', async () => {
   // The build script's own command line, pointed at the temp dir.
   const build = pkg.scripts.build.replace('dist/trellis', join(dir.path, 'trellis')).split(' ')
   const built = await run([process.execPath, ...build.slice(1)], repoRoot)
@@ -55,9 +55,18 @@ test('dist binary: builds, serves from any directory with --data elsewhere, appl
     expect(hook.startsWith(`${base}/v1/hooks/`)).toBe(true)
     // The served binary sees what the CLI process wrote: the URL is genuine (401 without a token, not 400/404).
     expect((await fetch(hook, { method: 'POST', body: '{}' })).status).toBe(401)
+    // The WAL those writes left is checkpointed by the binary's checkpoint thread (an extra entrypoint of the build).
+    let checkpoints = 0
+    for (let i = 0; i < 50 && checkpoints === 0; i++) {
+      const metrics = await (await fetch(`${base}/metrics`)).text()
+      checkpoints = Number(/^trellis_wal_checkpoints_total\{mode="passive",outcome="done"\} (\d+)$/m.exec(metrics)?.[1] ?? 0)
+      if (checkpoints === 0) await Bun.sleep(100)
+    }
+    expect(checkpoints).toBeGreaterThan(0)
 
     server.kill('SIGTERM')
     expect(await server.exited).toBe(0)
+    expect(await new Response(server.stderr).text()).not.toContain('checkpoint')
   } finally {
     elsewhere.cleanup()
   }

@@ -14,6 +14,7 @@ import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { TurnSlices } from '../http/turn-slices.ts'
+import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { acceptRequest } from '../http/server-request.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
@@ -67,7 +68,7 @@ export const serveCommand: Command = {
     const config = configFrom(parsed, { storedSso: stored.sso })
     const metrics = createMetrics({ processMetrics: true })
     // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
-    const upkeep = serveFrom(store, config, logger, metrics)
+    const upkeep = serveFrom(store, { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = stored.noUsers ? SetupGate.open() : undefined
     const executor = new Executor({

@@ -60,6 +60,8 @@ export interface ServingSettings {
   /** How long a write waits, asynchronously, for another process's lock before `database_busy`. */
   dbBusyWaitMs: number
   walCheckpointMs: number
+  /** The checkpoint thread's entrypoint (src/worker-entrypoints.ts: it differs between the source tree and the binary). */
+  walCheckpointWorker: URL
   /** The instance secret from TRELLIS_SECRET, when set (else the data directory's file). */
   secretFromEnv?: string | undefined
   dataDir: string
@@ -93,7 +95,7 @@ export function serveFrom(store: Store, settings: ServingSettings, logger: Logge
   // A full disk or a lock held elsewhere is a storage fault, not a failure of the server: said once (warn) until a
   // checkpoint succeeds again; the WAL keeps every committed write meanwhile.
   let checkpointFault = false
-  const checkpoints = scheduleWalCheckpoints(store, settings.walCheckpointMs, {
+  const checkpoints = scheduleWalCheckpoints(store, settings.walCheckpointMs, settings.walCheckpointWorker, {
     checkpointed: (mode, result, bytes) => {
       checkpointFault = false
       metrics.walCheckpoints.inc({ mode, outcome: result.busy ? 'busy' : 'done' })
@@ -107,15 +109,19 @@ export function serveFrom(store: Store, settings: ServingSettings, logger: Logge
     },
   })
   let maintenance: { stop(): void } | null = null
+  let checkpointsStopped: Promise<void> | null = null
+  const stop = () => {
+    maintenance?.stop()
+    checkpointsStopped ??= checkpoints.stop()
+    return checkpointsStopped
+  }
   return {
     startMaintenance: () => {
       maintenance = scheduleMaintenance(store, (error) => logger.error('database maintenance failed', { error: error.message }))
     },
-    stop: () => {
-      maintenance?.stop()
-      checkpoints.stop()
-    },
+    stop: () => void stop(),
     close: async () => {
+      await stop() // the checkpoint thread's last checkpoint done: the final one is not refused as busy
       const checkpoint = checkpointWal(store)
       store.close()
       store.servingLock?.release()

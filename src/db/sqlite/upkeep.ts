@@ -1,26 +1,22 @@
 /**
  * SQLite's own housekeeping (the server's file only; PostgreSQL checkpoints and vacuums itself): WAL checkpoints off
- * the request path, and the query planner's statistics. Started through the store-neutral face, ../store.ts.
+ * the request path (on a thread of their own), and the query planner's statistics. Started through the store-neutral face, ../store.ts.
  */
 import type { Database } from 'bun:sqlite'
 import { statSync } from 'node:fs'
 import { Cron } from 'croner'
 import type { SqliteStore } from '../open.ts'
+import type { CheckpointAnswer, CheckpointAsk } from './checkpoint-worker.ts'
+import { type CheckpointMode, type CheckpointResult, checkpointOn } from './wal-checkpoint.ts'
 
-export interface CheckpointResult {
-  /** Another process (a CLI's reader or writer) kept the checkpoint from finishing. */
-  busy: boolean
-  walPages: number
-  checkpointedPages: number
-}
+export type { CheckpointResult } from './wal-checkpoint.ts'
 
 /**
- * Copies committed pages from the WAL into the database file. TRUNCATE (graceful shutdown, or a WAL grown large)
- * also resets the WAL to zero bytes, so the file alone is complete; PASSIVE copies what it can and never waits.
+ * A checkpoint on the server's own connection, on the event loop: for a graceful shutdown (TRUNCATE, nothing else
+ * runs any more) and for tools; the serving server's timed checkpoints run on their own thread (below).
  */
-export function checkpointWal(store: SqliteStore, mode: 'PASSIVE' | 'TRUNCATE' = 'TRUNCATE'): CheckpointResult {
-  const [row] = store.sqlite.query(`PRAGMA wal_checkpoint(${mode})`).all() as { busy: number; log: number; checkpointed: number }[]
-  return { busy: row?.busy === 1, walPages: row?.log ?? 0, checkpointedPages: row?.checkpointed ?? 0 }
+export function checkpointWal(store: SqliteStore, mode: CheckpointMode = 'TRUNCATE'): CheckpointResult {
+  return checkpointOn(store.sqlite, mode)
 }
 
 /** The size of the store's `-wal` file in bytes (0 when there is none). */
@@ -40,43 +36,101 @@ export const WAL_TRUNCATE_ABOVE_BYTES = 16 * 1024 * 1024
 const WAL_SIZE_POLL_MS = 25
 
 /**
+ * The checkpoint thread (./checkpoint-worker.ts, started from `entrypoint`): one checkpoint at a time on its own
+ * connection to the file; a failed one rejects with the SQLite error's message and code (so a full disk is still
+ * told from a bug).
+ */
+class CheckpointThread {
+  private readonly worker: Worker
+  private pending: { resolve(result: CheckpointResult): void; reject(error: Error): void } | null = null
+  /** The thread failed or ended: the next checkpoint starts another. */
+  dead = false
+
+  constructor(entrypoint: URL, private readonly path: string) {
+    this.worker = new Worker(entrypoint)
+    this.worker.unref() // never what keeps the process alive
+    this.worker.onmessage = ({ data }: MessageEvent<CheckpointAnswer>) => {
+      const pending = this.take()
+      if (data.ok) pending?.resolve(data.result)
+      else pending?.reject(Object.assign(new Error(data.message), { code: data.code }))
+    }
+    const died = (why: string) => {
+      this.dead = true
+      this.take()?.reject(new Error(`WAL checkpoint thread: ${why}`))
+    }
+    this.worker.onerror = (event) => died(event.message)
+    this.worker.addEventListener('close', () => died('ended'))
+  }
+
+  checkpoint(mode: CheckpointMode): Promise<CheckpointResult> {
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject }
+      this.worker.postMessage({ path: this.path, mode } satisfies CheckpointAsk)
+    })
+  }
+
+  terminate(): void {
+    this.worker.terminate()
+  }
+
+  private take() {
+    const pending = this.pending
+    this.pending = null
+    return pending
+  }
+}
+
+/**
  * Takes WAL checkpoints off every request's path. SQLite's own (`wal_autocheckpoint`: the commit that crosses
  * 1,000 pages copies them and fsyncs, inside that request) is turned off on the server's connection; instead a
- * timer checkpoints between requests, every `everyMs` and at once when the file passes WAL_TRUNCATE_ABOVE_BYTES:
+ * timer asks the checkpoint thread (`entrypoint`: its own connection, so the copy and the sync never hold the event
+ * loop), every `everyMs` and at once when the file passes WAL_TRUNCATE_ABOVE_BYTES, one checkpoint at a time:
  * PASSIVE (copies what no reader still needs, never waits), then TRUNCATE when the file is that large and the copy
- * caught up (with busy_timeout 0 it gives up at once when another process is busy). Once a checkpoint has caught
+ * caught up (with busy_timeout 0 it gives up at once when another connection is busy). Once a checkpoint has caught
  * up, the next commit writes the WAL from its start again: the file stays about as large as what is committed
- * between two checkpoints. While another process pins the WAL (busy), only the regular ticks retry.
+ * between two checkpoints. While another process pins the WAL (busy), only the regular ticks retry. The thread starts
+ * at the first checkpoint with a WAL to copy (an idle server that has written nothing runs none).
  */
 export function scheduleWalCheckpoints(
   store: SqliteStore,
   everyMs: number,
+  entrypoint: URL,
   report: { checkpointed(mode: 'passive' | 'truncate', result: CheckpointResult, walBytes: number): void; failed(error: Error): void },
-): { stop(): void } {
+): { stop(): Promise<void> } {
   store.sqlite.run('PRAGMA wal_autocheckpoint = 0')
+  let thread: CheckpointThread | null = null
   let last = Date.now()
   let busy = false
-  const tick = () => {
+  let running: Promise<void> | null = null
+  const tick = async () => {
     const size = walBytes(store)
     const large = size > WAL_TRUNCATE_ABOVE_BYTES
-    if (Date.now() - last < everyMs && !(large && !busy)) return
+    if (size === 0 || (Date.now() - last < everyMs && !(large && !busy))) return
     last = Date.now()
-    const passive = checkpointWal(store, 'PASSIVE')
+    if (thread?.dead) thread.terminate()
+    if (!thread || thread.dead) thread = new CheckpointThread(entrypoint, store.path)
+    const passive = await thread.checkpoint('PASSIVE')
     busy = passive.busy
     report.checkpointed('passive', passive, size)
     if (!large || passive.busy || passive.checkpointedPages < passive.walPages) return
-    const truncated = checkpointWal(store, 'TRUNCATE')
+    const truncated = await thread.checkpoint('TRUNCATE')
     busy = truncated.busy
     report.checkpointed('truncate', truncated, walBytes(store))
   }
   const timer = setInterval(() => {
-    try {
-      tick()
-    } catch (error) {
-      report.failed(error as Error)
-    }
+    running ??= tick()
+      .catch((error: Error) => report.failed(error))
+      .finally(() => (running = null))
   }, Math.min(everyMs, WAL_SIZE_POLL_MS))
-  return { stop: () => clearInterval(timer) }
+  return {
+    // After the checkpoint under way (the server's shutdown checkpoint follows, on its own connection).
+    stop: async () => {
+      clearInterval(timer)
+      await running
+      thread?.terminate()
+      thread = null
+    },
+  }
 }
 
 /**
