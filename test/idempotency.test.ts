@@ -355,20 +355,22 @@ function oneRun(answers: Awaited<ReturnType<typeof fireAtOnce>>): string {
   return [...ids][0]!
 }
 
+/** How many runs `deployed` holds on these records. */
+const runsOn = (deployed: Deployment, recordIds: string[]) => Number(deployed.sql(`SELECT count(*) FROM runs WHERE record_id IN (${recordIds.map((id) => `'${id}'`).join(', ')})`))
+
 /** The deployment under test: one `serve` on a SQLite data directory, or three instances on one PostgreSQL database. */
 interface Deployment {
   urls: string[]
   hook: string
   token: string
-  /** SIGKILL of every process; then one `serve` started again on the same data: its URL. */
-  killAndRestart(): Promise<string>
-  /** How many runs the database holds on these records. */
-  runsOn(recordIds: string[]): number
+  /** SIGKILL of every process; `whileDown`; then one `serve` started again on the same data: its URL. */
+  killAndRestart(whileDown: () => void): Promise<string>
+  /** A statement on the deployment's database (portable SQL); the first column of its first row, as text. */
+  sql(statement: string): string
   close(): Promise<void>
 }
 
 async function deployment(): Promise<Deployment> {
-  const inList = (recordIds: string[]) => recordIds.map((id) => `'${id}'`).join(', ')
   if (TEST_STORE === 'postgres') {
     const url = await freshDatabase()
     const document = acmeDocument()
@@ -378,15 +380,16 @@ async function deployment(): Promise<Deployment> {
       urls: set.instances.map((instance) => instance.url),
       hook: set.hooks.Hold!,
       token: await set.token('bob@example.com', 'erp', 'workflows:trigger'),
-      killAndRestart: async () => {
+      killAndRestart: async (whileDown) => {
         for (const instance of [...set.instances]) expect(await set.kill(instance)).not.toBe(0)
+        whileDown()
         const dir = tempDir('trellis-idempotency-')
         cleanups.push(dir.cleanup)
         const restarted = await startServe({ dataDir: dir.path, cwd: dir.path, env: set.env, timeoutMs: 20_000 })
         servers.push(restarted)
         return restarted.url
       },
-      runsOn: (recordIds) => Number(psqlSync(url, `SELECT count(*) FROM runs WHERE record_id IN (${inList(recordIds)})`)),
+      sql: (statement) => psqlSync(url, statement).trim(),
       close: () => set.close(),
     }
   }
@@ -404,15 +407,17 @@ async function deployment(): Promise<Deployment> {
     urls: [server.url],
     hook: seeded.hook,
     token: seeded.token,
-    killAndRestart: async () => {
+    killAndRestart: async (whileDown) => {
       expect(await server.stop('SIGKILL')).not.toBe(0)
+      whileDown()
       server = await serve()
       return server.url
     },
-    runsOn: (recordIds) => {
-      const db = new Database(join(seeded.dataDir, 'trellis.db'), { readonly: true })
+    sql: (statement) => {
+      const db = new Database(join(seeded.dataDir, 'trellis.db'))
       try {
-        return (db.prepare(`SELECT count(*) AS n FROM runs WHERE record_id IN (${inList(recordIds)})`).get() as { n: number }).n
+        const row = db.prepare(statement).values()[0]
+        return row === undefined ? '' : String(row[0])
       } finally {
         db.close()
       }
@@ -429,7 +434,7 @@ test(`real servers: ${CONCURRENT} concurrent calls with one key start one run (P
     // Another key on another record, the same way: each burst its own run.
     const otherRunId = oneRun(await fireAtOnce(deployed.urls, deployed.hook, deployed.token, newKey('concurrent'), () => 'ord_1002'))
     expect(otherRunId).not.toBe(runId)
-    expect(deployed.runsOn(['ord_1001', 'ord_1002'])).toBe(2)
+    expect(runsOn(deployed, ['ord_1001', 'ord_1002'])).toBe(2)
     // One key, a different record in each call: no record's active run stands in the way, the key alone decides — one
     // call starts its run, every other is 422, and no other run is left behind.
     const records = Array.from({ length: CONCURRENT }, (_, i) => `burst_${i}`)
@@ -440,14 +445,22 @@ test(`real servers: ${CONCURRENT} concurrent calls with one key start one run (P
       tally[label] = (tally[label] ?? 0) + 1
     }
     expect(tally).toEqual({ 202: 1, '422 idempotency_key_reused': CONCURRENT - 1 })
-    expect(deployed.runsOn(records)).toBe(1)
+    expect(runsOn(deployed, records)).toBe(1)
 
-    const restarted = await deployed.killAndRestart()
+    // While nothing runs, a key of that run from 25 hours ago: the restarted serve prunes it (the default window, 24 h).
+    const expiredKeys = () => deployed.sql("SELECT count(*) FROM idempotency_keys WHERE key = 'expired'")
+    const restarted = await deployed.killAndRestart(() => {
+      deployed.sql(`INSERT INTO idempotency_keys (workflow_id, user_id, key, request_hash, run_id, created_at)
+        SELECT workflow_id, user_id, 'expired', 'h', id, ${Date.now() - 25 * 3_600_000} FROM runs WHERE id = '${runId}'`)
+      expect(expiredKeys()).toBe('1')
+    })
     const replay = await postOnce(restarted, deployed.hook, deployed.token, key, 'ord_1001')
     expect(replay.status).toBe(202)
     expect(replay.headers.get('idempotent-replayed')).toBe('true')
     expect(((await replay.json()) as { runId: string }).runId).toBe(runId)
-    expect(deployed.runsOn(['ord_1001', 'ord_1002'])).toBe(2)
+    expect(runsOn(deployed, ['ord_1001', 'ord_1002'])).toBe(2)
+    await until('the expired key to be pruned', () => expiredKeys() === '0', 10_000)
+    expect(deployed.sql(`SELECT count(*) FROM idempotency_keys WHERE run_id = '${runId}'`)).toBe('1')
   } finally {
     await deployed.close()
   }
