@@ -30,9 +30,12 @@ export interface RunStarted {
   replayed: boolean
 }
 
-/** SHA-256 (hex) of a call's body: the webhook's raw text as received, or the manual start's `canonicalStartBody`. */
-export function requestHashOf(body: string): string {
-  return createHash('sha256').update(body).digest('hex')
+/**
+ * The call with `key` (null without one): `body` — the webhook's raw text as received, or the manual start's
+ * `canonicalStartBody` — as its SHA-256 (hex), and the window in which it is replayed.
+ */
+export function idempotentCall(key: string | null, body: string, windowMs: number): IdempotentCall | null {
+  return key === null ? null : { key, requestHash: createHash('sha256').update(body).digest('hex'), windowMs }
 }
 
 /**
@@ -62,7 +65,7 @@ export function* replayedRunId(scope: IdempotencyScope, call: IdempotentCall, no
   return stored.runId
 }
 
-/** A start that no other call with its key made first (the primary key said so): its writes roll back. */
+/** Another call with the key started its run first (the primary key said so): this start's writes roll back. */
 class KeyTakenMeanwhile extends Error {}
 
 const isRunInProgress = (error: unknown) => error instanceof HttpError && error.code === 'run_in_progress'

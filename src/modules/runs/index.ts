@@ -19,7 +19,7 @@ import { isAdminOf } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
-import { canonicalStartBody, requestHashOf, startRunOnce } from './idempotency.ts'
+import { canonicalStartBody, idempotentCall, startRunOnce } from './idempotency.ts'
 import { read } from '../../db/read.ts'
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
@@ -74,8 +74,7 @@ export function runsModule(deps: AppDeps) {
         if (!(await read(deps.store, canReachRendering({ userId: caller.user.id, projectId: project.id, teamId: target.teamId })))) {
           throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
         }
-        const key = idempotencyKeyOf(request)
-        const call = key === null ? null : { key, requestHash: requestHashOf(canonicalStartBody(body)), windowMs: deps.config.idempotencyKeyWindowMs }
+        const call = idempotentCall(idempotencyKeyOf(request), canonicalStartBody(body), deps.config.idempotencyKeyWindowMs)
         const started = await startRunOnce(deps.store, deps.clock, {
           target,
           versionId: target.activeVersionId,

@@ -13,7 +13,7 @@ import { badRequest, forbidden, notFound, tooManyRequests } from '../../lib/erro
 import { BEARER } from '../../http/openapi.ts'
 import { authorizeToken, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering } from '../directory/projects.ts'
-import { idempotencyScope, replayedRunId, requestHashOf, startRunOnce } from '../runs/idempotency.ts'
+import { idempotencyScope, idempotentCall, replayedRunId, startRunOnce } from '../runs/idempotency.ts'
 import { idempotencyDocs, idempotencyKeyOf, runAccepted } from '../../http/idempotency-key.ts'
 import { findTriggerTarget, requireWorkflow, webhookSettings } from '../workflows/service.ts'
 import { RunAccepted } from '../runs/model.ts'
@@ -78,8 +78,7 @@ export function webhooksModule(deps: AppDeps) {
         throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
       }
       // 4½. an Idempotency-Key (400 when invalid): a replay is answered now, before the rate and the 409 (as Stripe does).
-      const key = idempotencyKeyOf(request)
-      const call = key === null ? null : { key, requestHash: requestHashOf(typeof body === 'string' ? body : ''), windowMs: deps.config.idempotencyKeyWindowMs }
+      const call = idempotentCall(idempotencyKeyOf(request), typeof body === 'string' ? body : '', deps.config.idempotencyKeyWindowMs)
       const replayed = call === null ? null : await read(deps.store, replayedRunId(idempotencyScope({ target, userId: identity.userId }), call, deps.clock.now()))
       if (replayed !== null) return runAccepted(set, { runId: replayed, replayed: true })
       // 5. the webhook's rate.
