@@ -301,10 +301,10 @@ describe('the retention window (a manual clock)', () => {
   test('pruning deletes the keys past the window in batches, and only those', async () => {
     const runId = accepted(await send(app, hookCall(hook, token, { recordId: 'ord_1003', key: newKey('prune') })), false)
     const scope = { workflowId: Number(queryOne<{ workflow_id: number }>(env.store, 'SELECT workflow_id FROM runs WHERE id = ?', runId)!.workflow_id), userId: userId(env.store, 'bob') }
-    // 2,500 old keys (three batches), then one live.
+    // 2,500 old keys, seven to a millisecond (so batches end amid keys of one time), then the live ones.
     const old = env.clock.now() - 3 * HOUR
     await runNow(env.store, (function* () {
-      for (let i = 0; i < 2_500; i++) yield* recordIdempotencyKey(scope, `old-${i}`, { requestHash: 'h', runId }, old + i, old - 2 * HOUR)
+      for (let i = 0; i < 2_500; i++) yield* recordIdempotencyKey(scope, `old-${i}`, { requestHash: 'h', runId }, old + Math.floor(i / 7), old - 2 * HOUR)
     })())
     const before = keyCount()
     const live = queryAll<{ key: string }>(env.store, 'SELECT key FROM idempotency_keys WHERE created_at > ? ORDER BY key', env.clock.now() - 2 * HOUR).map((row) => row.key)

@@ -8,7 +8,7 @@
  */
 import { and, asc, eq, gt, lte, sql } from 'drizzle-orm'
 import type { Op } from './op.ts'
-import { placeholders, statement } from './query.ts'
+import { constantLimit, placeholders, statement } from './query.ts'
 
 /** Whose key it is: keys of two workflows, or of two users, never meet. */
 export interface IdempotencyScope {
@@ -60,13 +60,18 @@ export function* recordIdempotencyKey(scope: IdempotencyScope, key: string, stor
   return (yield* RECORD_KEY.rows({ ...scope, key, ...stored, createdAt: now, cutoff })).length === 1
 }
 
+// Index range scans on `created_at` on both stores: the batch's last time is read first (SQLite and PostgreSQL both
+// run the uncorrelated subquery once), then every key up to it goes — a few more than `batch` when several share that
+// millisecond. (Picking the batch's keys by primary key, `(workflow_id, user_id, key) IN (…)`, made PostgreSQL scan
+// the whole table for each batch.)
 const PRUNE_BATCH = statement('idempotency-keys.prune', ({ db, t }) => {
   const k = t.idempotencyKeys
-  const oldest = db.select({ workflowId: k.workflowId, userId: k.userId, key: k.key }).from(k).where(lte(k.createdAt, sql.placeholder('cutoff'))).orderBy(asc(k.createdAt)).limit(sql.placeholder('batch'))
-  return db.delete(k).where(sql`(${k.workflowId}, ${k.userId}, ${k.key}) IN (${oldest})`).returning({ key: k.key })
+  const cutoff = sql.placeholder('cutoff')
+  const batchEnd = db.select({ createdAt: k.createdAt }).from(k).where(lte(k.createdAt, cutoff)).orderBy(asc(k.createdAt)).limit(constantLimit(1)).offset(sql.placeholder('skip'))
+  return db.delete(k).where(lte(k.createdAt, sql`coalesce((${batchEnd}), ${cutoff})`)).returning({ key: k.key })
 })
 
-/** Deletes up to `batch` keys created at or before `cutoff` (epoch ms), oldest first; returns how many. A short write. */
+/** Deletes about `batch` keys created at or before `cutoff` (epoch ms), oldest first; returns how many. A short write. */
 export function* deleteExpiredIdempotencyKeys(cutoff: number, batch: number): Op<number> {
-  return (yield* PRUNE_BATCH.rows({ cutoff, batch })).length
+  return (yield* PRUNE_BATCH.rows({ cutoff, skip: batch - 1 })).length
 }

@@ -118,7 +118,7 @@ const PRUNE_BATCH = 1000
 export async function pruneIdempotencyKeys(store: Store, clock: Clock, windowMs: number): Promise<number> {
   const cutoff = clock.now() - windowMs
   let pruned = 0
-  for (let n = PRUNE_BATCH; n === PRUNE_BATCH; pruned += n) n = await write(store, () => deleteExpiredIdempotencyKeys(cutoff, PRUNE_BATCH))
+  for (let n = PRUNE_BATCH; n >= PRUNE_BATCH; pruned += n) n = await write(store, () => deleteExpiredIdempotencyKeys(cutoff, PRUNE_BATCH))
   return pruned
 }
 
