@@ -38,6 +38,7 @@ export const POSTGRES_PASS = [
   'group-commit',
   'hot-paths',
   'http',
+  'idempotency',
   'invariants',
   'list-paging',
   'login-throttle',

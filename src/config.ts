@@ -30,6 +30,8 @@ export interface Config {
   maxBodyBytes: number
   /** Days of activity/admin logs to keep; null keeps them forever. */
   logRetentionDays: number | null
+  /** How long a run start's Idempotency-Key is replayed (TRELLIS_IDEMPOTENCY_KEY_HOURS, in ms); pruned after it. */
+  idempotencyKeyWindowMs: number
   /** Local and private destinations that `http` steps may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
@@ -139,6 +141,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     logRetentionDays: nonEmpty(env.TRELLIS_LOG_RETENTION_DAYS)
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
+    idempotencyKeyWindowMs: integerSetting('TRELLIS_IDEMPOTENCY_KEY_HOURS', env.TRELLIS_IDEMPOTENCY_KEY_HOURS, 24, 1, 8760) * 3_600_000,
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),

@@ -156,6 +156,7 @@ describe('loadConfig', () => {
       executorConcurrency: 4,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      idempotencyKeyWindowMs: 24 * 3_600_000,
       dbBusyWaitMs: 3000,
       walCheckpointMs: 250,
       readyMinFreeBytes: 64 * 1024 * 1024,
@@ -189,6 +190,7 @@ describe('loadConfig', () => {
         TRELLIS_READY_MIN_FREE_MB: '128',
         TRELLIS_DATABASE_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
         TRELLIS_DATABASE_POOL: '8',
+        TRELLIS_IDEMPOTENCY_KEY_HOURS: '48',
       },
     )
     expect(config).toEqual({
@@ -207,6 +209,7 @@ describe('loadConfig', () => {
       executorConcurrency: 2,
       executorLeaseMs: 30_000,
       logRetentionDays: null,
+      idempotencyKeyWindowMs: 48 * 3_600_000,
       dbBusyWaitMs: 500,
       walCheckpointMs: 1000,
       readyMinFreeBytes: 128 * 1024 * 1024,
@@ -264,6 +267,9 @@ describe('loadConfig', () => {
     ['TRELLIS_MAX_BODY_BYTES', '10'],
     ['TRELLIS_READY_MIN_FREE_MB', '0'],
     ['TRELLIS_READY_MIN_FREE_MB', '64M'],
+    ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '0'],
+    ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '8761'],
+    ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '1.5'],
     ['TRELLIS_HTTP_ALLOW', 'http://hooks.internal'],
     ['TRELLIS_HTTP_ALLOW', '10.0.0.0/33'],
     ['TRELLIS_HTTP_ALLOW', 'hooks.internal, *.internal'],

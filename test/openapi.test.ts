@@ -102,11 +102,26 @@ describe('/openapi.json', () => {
 
   test('the webhook is a path template with its body, token and every status of its checks', () => {
     const hook = doc.paths['/v1/hooks/{token}'].post
-    expect(hook.parameters).toEqual([expect.objectContaining({ name: 'token', in: 'path', required: true })])
+    expect(hook.parameters).toEqual([
+      expect.objectContaining({ name: 'token', in: 'path', required: true }),
+      expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false }),
+    ])
     expect(hook.security).toEqual([{ bearerAuth: [] }])
     expect(hook.requestBody.content['application/json'].schema.required).toEqual(['record_id'])
-    expect(Object.keys(hook.responses)).toEqual(['202', '400', '401', '403', '404', '409', '413', '429', '500', '503'])
+    expect(Object.keys(hook.responses)).toEqual(['202', '400', '401', '403', '404', '409', '413', '422', '429', '500', '503'])
     expect(hook.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/RunAccepted' })
+  })
+
+  test('both run starts document the Idempotency-Key header, the Idempotent-Replayed answer header and the 422', () => {
+    const starts = [doc.paths['/v1/hooks/{token}'].post, doc.paths['/v1/project/{projectName}/environment/{environmentName}/workflow-runs'].post]
+    for (const start of starts) {
+      const key = (start.parameters as Json[]).find((p) => p.in === 'header')
+      expect(key).toMatchObject({ name: 'Idempotency-Key', required: false, schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' } })
+      expect(start.responses['202'].headers).toEqual({ 'Idempotent-Replayed': expect.objectContaining({ schema: { type: 'string', enum: ['true'] } }) })
+      expect(start.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/RunAccepted' })
+      expect(start.responses['422'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Error' })
+      expect(start.responses['409']).toBeDefined()
+    }
   })
 
   test('the compatibility operations keep their ids; list routes document limit, filters and date operators', () => {

@@ -2,6 +2,7 @@ import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
+import { scheduleIdempotencyKeyPruning } from '../modules/runs/idempotency.ts'
 import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
 import { readSnapshot } from '../db/read.ts'
 import { serveFrom } from '../db/store.ts'
@@ -97,6 +98,7 @@ export const serveCommand: Command = {
     if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+    const keyPruning = scheduleIdempotencyKeyPruning(store, systemClock, logger, config.idempotencyKeyWindowMs)
     upkeep.startMaintenance()
     logger.info('listening', {
       url: `http://${server.hostname}:${server.port}`,
@@ -121,6 +123,7 @@ export const serveCommand: Command = {
       logger.info('shutting down', { signal })
       try {
         retention?.stop()
+        keyPruning.stop()
         upkeep.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([

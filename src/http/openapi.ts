@@ -3,9 +3,11 @@
  * `toOpenAPISchema`, then completed here in one pass:
  * - the responses every route shares: 500, 503 (`database_busy`, `storage_full`, `storage_read_only`, `database_unavailable`: README "Storage faults"), and 400/413/415 from the body rules (src/http/body.ts) on routes
  *   that take a body; those documented by hooks (`detail.responses`: the auth macros' 401/403/429), which the
- *   generator drops once a route has its own `response` schemas; reason phrases as descriptions; no content for 204;
+ *   generator drops once a route has its own `response` schemas, and the headers of a status it answers itself (the
+ *   run starts' `Idempotent-Replayed`); reason phrases as descriptions; no content for 204;
  * - request bodies as JSON only, from the route's body schema;
- * - documented query parameters (`detail.parameters`, e.g. the list filters) next to the path parameters;
+ * - documented query and header parameters (`detail.parameters`, e.g. the list filters, `Idempotency-Key`) next to
+ *   the path parameters;
  * - every schema carrying a `$id` (the error body, the user object, notes, runs…) moved once into
  *   `components/schemas` and referenced from where it is used;
  * - info, the server (the base URL), tags, and the two security schemes the auth plugin's macros name.
@@ -146,7 +148,9 @@ function completeOperation(operation: Json, route: Route): void {
 
   const responses = (operation.responses ?? {}) as Record<string, Json>
   for (const [status, response] of Object.entries(route.hooks?.detail?.responses ?? {})) {
-    responses[status] ??= JSON.parse(JSON.stringify(response)) as Json
+    const documented = JSON.parse(JSON.stringify(response)) as Json
+    // A status the route's own schemas answer keeps their body; the hook adds what they cannot say (its headers).
+    responses[status] = responses[status] ? { ...responses[status], ...(documented.headers ? { headers: documented.headers } : {}) } : documented
   }
   for (const [status, response] of Object.entries(responses)) {
     const content = response.content as Json | undefined

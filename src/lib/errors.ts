@@ -48,6 +48,8 @@ export const forbidden = (message = 'Insufficient permissions for the operation'
 export const notFound = (message = 'Not found', code = 'not_found') => new HttpError(404, code, message)
 export const conflict = (code: string, message: string, extra?: Record<string, unknown>) =>
   new HttpError(409, code, message, extra)
+/** 422: the request is well formed but cannot be honoured as sent (an idempotency key reused with another body). */
+export const unprocessable = (code: string, message: string) => new HttpError(422, code, message)
 export const payloadTooLarge = (limit: number) =>
   new HttpError(413, 'payload_too_large', `Request body exceeds the limit of ${limit} bytes`)
 

@@ -9,6 +9,7 @@ import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
+import { idempotencyDocs, idempotencyKeyOf, runAccepted } from '../../http/idempotency-key.ts'
 import { forbidden, notFound } from '../../lib/errors.ts'
 import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
@@ -17,7 +18,8 @@ import { canReachRendering, environmentOf, requireEnvironment } from '../directo
 import { isAdminOf } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
-import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
+import { cancelRun, findRun, listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
+import { canonicalStartBody, idempotentCall, startRunOnce } from './idempotency.ts'
 import { read } from '../../db/read.ts'
 
 /** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
@@ -63,7 +65,7 @@ export function runsModule(deps: AppDeps) {
     )
     .post(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
-      async ({ params, body, caller, set }) => {
+      async ({ params, body, caller, request, set }) => {
         requireCallerScope(caller, 'workflows:trigger')
         const project = await read(deps.store, callerProject(caller, params.projectName))
         await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
@@ -72,23 +74,30 @@ export function runsModule(deps: AppDeps) {
         if (!(await read(deps.store, canReachRendering({ userId: caller.user.id, projectId: project.id, teamId: target.teamId })))) {
           throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
         }
-        const runId = await startRun(deps.store, deps.clock, {
+        const call = idempotentCall(idempotencyKeyOf(request), canonicalStartBody(body), deps.config.idempotencyKeyWindowMs)
+        const started = await startRunOnce(deps.store, deps.clock, {
           target,
           versionId: target.activeVersionId,
           recordId: body.recordId,
           userId: caller.user.id,
           tokenId: caller.token?.tokenId ?? null,
           trigger: 'manual',
-        })
-        deps.executor?.notify()
-        set.status = 202
-        return { runId }
+        }, call)
+        if (!started.replayed) deps.executor?.notify()
+        return runAccepted(set, started)
       },
       {
         userCall: true,
         body: StartRunBody,
-        response: { 202: RunAccepted, ...errorResponses(400, 404, 409) },
-        detail: { operationId: 'startRun', summary: 'Start a run by hand (409 run_in_progress while the record has an active run)' },
+        response: { 202: RunAccepted, ...errorResponses(400, 404, 409, 422) },
+        detail: {
+          operationId: 'startRun',
+          summary: 'Start a run by hand (409 run_in_progress while the record has an active run)',
+          description:
+            'With an Idempotency-Key, checked once the caller may start the workflow: an invalid key is 400; a replay is answered before the 409; ' +
+            'the same key with another workflowName, teamName or recordId is 422 idempotency_key_reused.',
+          ...idempotencyDocs('the same workflowName, teamName and recordId'),
+        },
       },
     )
     .get(

@@ -13,7 +13,8 @@ import { badRequest, forbidden, notFound, tooManyRequests } from '../../lib/erro
 import { BEARER } from '../../http/openapi.ts'
 import { authorizeToken, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering } from '../directory/projects.ts'
-import { startRun } from '../runs/service.ts'
+import { idempotencyScope, idempotentCall, replayedRunId, startRunOnce } from '../runs/idempotency.ts'
+import { idempotencyDocs, idempotencyKeyOf, runAccepted } from '../../http/idempotency-key.ts'
 import { findTriggerTarget, requireWorkflow, webhookSettings } from '../workflows/service.ts'
 import { RunAccepted } from '../runs/model.ts'
 
@@ -76,32 +77,38 @@ export function webhooksModule(deps: AppDeps) {
       if (!(await read(deps.store, canReachRendering({ userId: identity.userId, projectId: target.projectId, teamId: target.teamId })))) {
         throw forbidden("The token's user cannot reach this workflow's team", 'rendering_forbidden')
       }
+      // 4½. an Idempotency-Key (400 when invalid): a replay is answered now, before the rate and the 409 (as Stripe does).
+      const call = idempotentCall(idempotencyKeyOf(request), typeof body === 'string' ? body : '', deps.config.idempotencyKeyWindowMs)
+      const replayed = call === null ? null : await read(deps.store, replayedRunId(idempotencyScope({ target, userId: identity.userId }), call, deps.clock.now()))
+      if (replayed !== null) return runAccepted(set, { runId: replayed, replayed: true })
       // 5. the webhook's rate.
       const retryAfter = await buckets.take(target.workflowId, target.webhookRatePerMinute ?? deps.config.webhookRatePerMinute)
       if (retryAfter > 0) throw tooManyRequests(retryAfter, 'Webhook rate limit exceeded')
-      // 6. the body. 7–8. one active run per record, else queue it.
+      // 6. the body. 7–8. one active run per record, else queue it (with its key).
       const recordId = parseTriggerBody(body)
-      const runId = await startRun(deps.store, deps.clock, {
+      const started = await startRunOnce(deps.store, deps.clock, {
         target,
         versionId: target.activeVersionId,
         recordId,
         userId: identity.userId,
         tokenId: identity.tokenId,
         trigger: 'webhook',
-      })
-      deps.executor?.notify()
-      set.status = 202
-      return { runId }
+      }, call)
+      if (!started.replayed) deps.executor?.notify()
+      return runAccepted(set, started)
     }, {
-      response: { 202: RunAccepted, ...errorResponses(400, 401, 403, 404, 409, 429) },
+      response: { 202: RunAccepted, ...errorResponses(400, 401, 403, 404, 409, 422, 429) },
       detail: {
         operationId: 'triggerWebhook',
         summary: 'Start a run of a workflow through its webhook URL',
         description:
           'The path segment is the signed token of the URL (`{payload}.{signature}`) copied from the trigger settings: keep it secret. ' +
           'Checks, in order: the URL (400), the token (401), the workflow enabled and published (404), the token’s user may run it (403), ' +
-          'the webhook’s rate (429 + Retry-After), the body (400, 413), one active run per record (409 run_in_progress with its runId); then 202.',
+          'the webhook’s rate (429 + Retry-After), the body (400, 413), one active run per record (409 run_in_progress with its runId); then 202. ' +
+          'With an Idempotency-Key, after the token’s user is authorized: an invalid key is 400; a replay is answered before the rate and the 409; ' +
+          'the same key with another body (the raw body’s bytes differ) is 422 idempotency_key_reused.',
         security: BEARER,
+        ...idempotencyDocs('the same raw body'),
         requestBody: { required: true, content: { 'application/json': { schema: TriggerBody } } },
       },
     })
