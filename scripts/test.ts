@@ -54,6 +54,7 @@ export const POSTGRES_PASS = [
   'queue',
   'record-updates',
   'request-path',
+  'retry',
   'route-fuzz',
   'routes',
   'runs-list',
