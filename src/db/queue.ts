@@ -68,6 +68,8 @@ export interface RunRow {
   created_at: number
   started_at: number | null
   finished_at: number | null
+  /** The run this one retries (issue 27), or null. */
+  retry_of: string | null
 }
 
 export interface NewRun {

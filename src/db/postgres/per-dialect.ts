@@ -116,7 +116,8 @@ const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
 const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
   environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
   status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,
-  lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at`
+  lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at,
+  retry_of`
 
 /**
  * Start: the run, queued (its id answered), unless another run of the workflow is active on the record, or the run a
