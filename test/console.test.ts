@@ -69,6 +69,19 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
 
 const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
+/** 'Refund order' started by hand on `recordId` from `who`'s console session (202); the run's id. */
+async function startRefund(who: string, recordId: string): Promise<string> {
+  const started = await app.handle(
+    request('/v1/project/Acme/environment/production/workflow-runs', {
+      method: 'POST',
+      headers: { cookie: cookies[who]! },
+      json: { workflowName: 'Refund order', teamName: 'Support', recordId },
+    }),
+  )
+  expect(started.status).toBe(202)
+  return ((await started.json()) as { runId: string }).runId
+}
+
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
 describe('signing in', () => {
@@ -239,15 +252,7 @@ describe('pages and who may see them', () => {
   })
 
   test('a run started elsewhere shows to its user and to admins, 404 to others', async () => {
-    const started = await app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: { cookie: cookies.bob! },
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1003' },
-      }),
-    )
-    expect(started.status).toBe(202)
-    const { runId } = (await started.json()) as { runId: string }
+    const runId = await startRefund('bob', 'ord_1003')
     expect((await get(`/runs/${runId}`, 'bob')).text).toContain('queued')
     expect((await get(`/runs/${runId}`, 'alice')).status).toBe(200)
     expect((await get(`/runs/${runId}`, 'dave')).status).toBe(404)
@@ -257,14 +262,7 @@ describe('pages and who may see them', () => {
   })
 
   test('a failed run\'s page: a Retry button (API form, same-origin rule), then "Retried by" / "Retry of" links and the carried step marked', async () => {
-    const started = await app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: { cookie: cookies.bob! },
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'retry-from-console' },
-      }),
-    )
-    const { runId } = (await started.json()) as { runId: string }
+    const runId = await startRefund('bob', 'retry-from-console')
     // No executor here: the run is made to have failed at its second step, its first one recorded.
     const now = env.clock.now()
     execute(env.store, 'UPDATE runs SET status = ?, next_step = 1, started_at = ?, finished_at = ?, error = ? WHERE id = ?', 'failed', now, now, JSON.stringify({ code: 'record_not_found', message: 'gone', step: '2-condition' }), runId)
@@ -291,16 +289,7 @@ describe('pages and who may see them', () => {
   })
 
   test('the runs page pages by run id: 60 runs in the same millisecond, each seen once', async () => {
-    for (let i = 0; i < 60; i++) {
-      const started = await app.handle(
-        request('/v1/project/Acme/environment/production/workflow-runs', {
-          method: 'POST',
-          headers: { cookie: cookies.alice! },
-          json: { workflowName: 'Refund order', teamName: 'Support', recordId: `burst-${i}` },
-        }),
-      )
-      expect(started.status).toBe(202)
-    }
+    for (let i = 0; i < 60; i++) await startRefund('alice', `burst-${i}`)
     const total = (queryOne(env.store, 'SELECT count(*) AS n FROM runs') as { n: number }).n
     const seen: string[] = []
     let path: string | undefined = '/p/Acme/e/production/runs'
