@@ -161,9 +161,9 @@ const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, envi
     max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11)`
 
 /**
- * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, the run it
- * retries is retried already (or the id is taken). SQLite's write lock orders the environment's inserts (per-dialect: ./postgres/per-dialect.ts takes a
- * lock for that).
+ * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
+ * it retries has been retried already, or when the id is taken. SQLite's write lock orders the environment's inserts
+ * (per-dialect: ./postgres/per-dialect.ts takes a lock for that).
  */
 export function insertQueuedRun(db: Db, run: NewRun): string | null {
   try {

@@ -21,7 +21,7 @@ import { canReachRendering, environmentOf, requireEnvironment } from '../directo
 import { isAdminOf } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { BulkRetryAnswer, BulkRetryBody, RetryAccepted, Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
-import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, type Retrier, retryFailedRuns, retryRun, takeBulkRetryCall } from './retry.ts'
+import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, retryRun, takeBulkRetryCall } from './retry.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, startRun, workflowIdsNamed } from './service.ts'
 import { read } from '../../db/read.ts'
 
@@ -37,7 +37,7 @@ function* visibleRun(caller: AccountCaller, runId: string) {
 }
 
 /** Who acts: the caller's user, through its token when the call was made with one. */
-const actorOf = (caller: AccountCaller): Retrier => ({ userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
+const actorOf = (caller: AccountCaller): { userId: number; tokenId: number | null } => ({ userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
 
 /** The bulk retry's filter from its body: each time a `createdAt` comparison; a bad one is a 400 naming its field. */
 function bulkRetryFilter(body: Static<typeof BulkRetryBody>): BulkRetryFilter {

@@ -73,7 +73,7 @@ export interface BulkRetryFilter {
   dates: DateFilter[]
 }
 
-export interface BulkRetryAnswer {
+export interface BulkRetryOutcome {
   retried: { runId: string; retryOf: string }[]
   skipped: { runId: string; code: string }[]
   more: boolean
@@ -94,10 +94,10 @@ export async function takeBulkRetryCall(counters: RateCounters, clock: Clock, pr
  * retries yet, each retried as `by` (`retryRun`, in a savepoint: a run the rules refuse is skipped with its code,
  * the others go on). `more` when further matching runs are left.
  */
-export function* retryFailedRuns(clock: Clock, environmentId: number, filter: BulkRetryFilter, limit: number, by: Retrier): Op<BulkRetryAnswer> {
+export function* retryFailedRuns(clock: Clock, environmentId: number, filter: BulkRetryFilter, limit: number, by: Retrier): Op<BulkRetryOutcome> {
   const workflowIds = yield* workflowIdsNamed(environmentId, filter.workflowName, filter.teamName)
   const ids = yield* listRunIds(environmentId, { workflowIds, status: 'failed', notRetried: true }, filter.dates, limit)
-  const answer: BulkRetryAnswer = { retried: [], skipped: [], more: ids.length > limit }
+  const answer: BulkRetryOutcome = { retried: [], skipped: [], more: ids.length > limit }
   for (const runId of ids.slice(0, limit)) {
     try {
       const found = (yield* findRun(runId))!
