@@ -55,6 +55,7 @@ export const POSTGRES_PASS = [
   'queue',
   'record-updates',
   'request-path',
+  'retry',
   'route-fuzz',
   'routes',
   'runs-list',

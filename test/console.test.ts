@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { bearer, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { bearer, execute, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -69,6 +69,19 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
 
 const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
+/** 'Refund order' started by hand on `recordId` from `who`'s console session (202); the run's id. */
+async function startRefund(who: string, recordId: string): Promise<string> {
+  const started = await app.handle(
+    request('/v1/project/Acme/environment/production/workflow-runs', {
+      method: 'POST',
+      headers: { cookie: cookies[who]! },
+      json: { workflowName: 'Refund order', teamName: 'Support', recordId },
+    }),
+  )
+  expect(started.status).toBe(202)
+  return ((await started.json()) as { runId: string }).runId
+}
+
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
 describe('signing in', () => {
@@ -239,15 +252,7 @@ describe('pages and who may see them', () => {
   })
 
   test('a run started elsewhere shows to its user and to admins, 404 to others', async () => {
-    const started = await app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: { cookie: cookies.bob! },
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1003' },
-      }),
-    )
-    expect(started.status).toBe(202)
-    const { runId } = (await started.json()) as { runId: string }
+    const runId = await startRefund('bob', 'ord_1003')
     expect((await get(`/runs/${runId}`, 'bob')).text).toContain('queued')
     expect((await get(`/runs/${runId}`, 'alice')).status).toBe(200)
     expect((await get(`/runs/${runId}`, 'dave')).status).toBe(404)
@@ -256,17 +261,35 @@ describe('pages and who may see them', () => {
     expect((await get(record('Support', 'orders', 'ord_1003'), 'bob')).text).toContain(`/runs/${runId}`)
   })
 
+  test('a failed run\'s page: a Retry button (API form, same-origin rule), then "Retried by" / "Retry of" links and the carried step marked', async () => {
+    const runId = await startRefund('bob', 'retry-from-console')
+    // No executor here: the run is made to have failed at its second step, its first one recorded.
+    const now = env.clock.now()
+    execute(env.store, 'UPDATE runs SET status = ?, next_step = 1, started_at = ?, finished_at = ?, error = ? WHERE id = ?', 'failed', now, now, JSON.stringify({ code: 'record_not_found', message: 'gone', step: '2-condition' }), runId)
+    execute(env.store, 'INSERT INTO run_steps (run_id, step_index, name, type, status, attempts, output, started_at, finished_at) VALUES (?, 0, ?, ?, ?, 1, ?, ?, ?)', runId, '1-load', 'load', 'succeeded', '{}', now, now)
+    const retryForm = `<form data-api action="/v1/workflow-runs/${runId}/retry"`
+    for (const who of ['bob', 'alice']) expect((await get(`/runs/${runId}`, who)).text).toContain(retryForm)
+
+    const send = (origin?: string) =>
+      app.handle(request(`/v1/workflow-runs/${runId}/retry`, { method: 'POST', headers: { cookie: cookies.bob!, ...(origin ? { origin } : {}) }, json: {} }))
+    const foreign = await send('https://evil.example')
+    expect({ status: foreign.status, code: ((await foreign.json()) as { code: string }).code }).toEqual({ status: 403, code: 'cross_origin' })
+    const accepted = await send('http://localhost')
+    expect(accepted.status).toBe(202)
+    const { runId: retry } = (await accepted.json()) as { runId: string }
+
+    const old = (await get(`/runs/${runId}`, 'bob')).text
+    expect(old).toContain(`<tr><th>Retried by</th><td><a class="mono" href="/runs/${retry}">${retry}</a></td></tr>`)
+    expect(old).not.toContain(retryForm)
+    const fresh = (await get(`/runs/${retry}`, 'bob')).text
+    expect(fresh).toContain(`<tr><th>Retry of</th><td><a class="mono" href="/runs/${runId}">${runId}</a>`)
+    expect(fresh).toContain('<td>1-load</td><td>load</td><td><span class="status-succeeded">succeeded</span> <span class="muted">carried from the retried run</span></td>')
+    expect(fresh).toContain(`action="/v1/workflow-runs/${retry}/cancel"`) // queued: it may be cancelled, not retried
+    expect(fresh).not.toContain('/retry"')
+  })
+
   test('the runs page pages by run id: 60 runs in the same millisecond, each seen once', async () => {
-    for (let i = 0; i < 60; i++) {
-      const started = await app.handle(
-        request('/v1/project/Acme/environment/production/workflow-runs', {
-          method: 'POST',
-          headers: { cookie: cookies.alice! },
-          json: { workflowName: 'Refund order', teamName: 'Support', recordId: `burst-${i}` },
-        }),
-      )
-      expect(started.status).toBe(202)
-    }
+    for (let i = 0; i < 60; i++) await startRefund('alice', `burst-${i}`)
     const total = (queryOne(env.store, 'SELECT count(*) AS n FROM runs') as { n: number }).n
     const seen: string[] = []
     let path: string | undefined = '/p/Acme/e/production/runs'

@@ -12,7 +12,7 @@ import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
-import { findActiveRun, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
+import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey } from '../src/db/records.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import * as schema from '../src/db/schema.ts'
@@ -102,6 +102,7 @@ const CASES: PlanCase[] = [
   ['queue: claim: start a run picked', claimStatements, /^UPDATE runs SET status = 'running'/, /^SEARCH runs USING INDEX sqlite_autoindex_runs_1 \(id=\?\)$/],
   ['queue: the next due time', (db) => runOp(db, nextRunAvailableAt()), /^select min\("available_at"\)/, /SEARCH runs USING INDEX runs_claim_idx/],
   ['queue: recover expired leases', (db) => runOp(db, recoverExpiredRuns(0)), /^update "runs" set .* where \("runs"\."status" = 'running' and "runs"\."lease_expires_at" < \?\)/, /SEARCH runs USING (COVERING )?INDEX runs_lease_idx \(lease_expires_at<\?\)/],
+  ['queue: the run retrying a run (409 already_retried)', (db) => runOp(db, findRetryOf('r')), /^select "id" from "runs" where "runs"\."retry_of" = \?/, /^SEARCH runs USING INDEX runs_retry_of_idx \(retry_of=\?\)$/],
   ['queue: the active run behind a 409', (db) => runOp(db, findActiveRun(1, 'ord_1001')), /^select "id" from "runs" where \("runs"\."workflow_id" = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
   // ── runs: the list ──
   ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
@@ -111,6 +112,8 @@ const CASES: PlanCase[] = [
   ['runs: workflowName (walks the environment)', runs({ workflowIds: [1, 2] }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)/],
   ['runs: user (walks the environment)', runs({ userId: 1 }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
   ['runs: createdAt (walks the environment)', runs({}, { 'createdAt.lt': at }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['runs: a bulk retry\'s failed runs no run retries (walks the environment)', runs({ status: 'failed', notRetried: true }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX runs_retry_of_idx \(retry_of=\?\)$/],
+  ['runs: render a page: the run retrying each', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH o USING INDEX sqlite_autoindex_runs_1 \(id=\?\) LEFT-JOIN \| SEARCH x USING INDEX runs_retry_of_idx \(retry_of=\?\) LEFT-JOIN$/],
   ['runs: render a page, with steps', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
   // ── activity logs ──

@@ -1,6 +1,6 @@
 /**
  * Issue 18: the queue's PostgreSQL twins (src/db/postgres/queue.ts, maintenance.ts) answer as the SQLite face does
- * and leave the same rows — start (and its 409 answer), cancel, step outcomes, what a run acts on, when the next run
+ * and leave the same rows — start (and its 409 answer), a retry's start (and its steps carried), cancel, step outcomes, what a run acts on, when the next run
  * is due, log retention's batch — and hold under real concurrency: 30 concurrent starts on one record queue one run
  * and name it to the other 29; 50 concurrent starts on distinct records, their ids committed out of order, keep
  * `createdAt` strictly increasing in id order per environment, so the runs list's `createdAt.lt` paging (DESIGN §3)
@@ -15,7 +15,9 @@ import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { idAfter } from '../src/db/postgres/per-dialect.ts'
 import {
   cancelActiveRun,
+  carryRunSteps,
   claimRuns,
+  findRetryOf,
   finishRun,
   insertRun,
   type NewRun,
@@ -77,6 +79,33 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     const [thirdRows, thirdPg] = await rowsOf('runs', 'id', third)
     expect(thirdPg).toEqual(thirdRows)
     expect(thirdPg).toMatchObject([{ created_at: now * 1000 + 1 }])
+  })
+
+  test('a retry (issue 27): queued at the step given, the steps before it carried; a second retry of the run names the first', async () => {
+    const old = randomUUIDv7()
+    await bothAnswer(() => insertRun(run(old, 'ord_retry')), { inserted: true, id: old })
+    for (const index of [0, 1]) {
+      await stores.both(() =>
+        recordStepOutcome({ runId: old, index, name: `step-${index}`, type: 'load', status: index === 0 ? 'succeeded' : 'failed', output: { index }, error: null, startedAt: now, finishedAt: now + 1 }),
+      )
+    }
+    await bothAnswer(() => cancelActiveRun(old, now + 2), true)
+    const retry = randomUUIDv7()
+    await bothAnswer(function* () {
+      const result = yield* insertRun({ ...run(retry, 'ord_retry', now + 3), nextStep: 1, retryOf: old })
+      yield* carryRunSteps(old, retry, 1)
+      return result
+    }, { inserted: true, id: retry })
+    const [rows, rowsPg] = await rowsOf('runs', 'id', retry)
+    expect(rowsPg).toEqual(rows)
+    expect(rowsPg).toMatchObject([{ status: 'queued', next_step: 1, retry_of: old }])
+    const [steps, stepsPg] = await rowsOf('run_steps', 'run_id', retry)
+    expect(stepsPg).toEqual(steps)
+    expect(stepsPg).toMatchObject([{ run_id: retry, step_index: 0, name: 'step-0', status: 'succeeded', output: '{"index":0}', started_at: now, finished_at: now + 1 }])
+    // Once retried, never again (the unique index on retry_of), even on another record: the retry is named.
+    await bothAnswer(() => insertRun({ ...run(randomUUIDv7(), 'ord_other', now + 4), retryOf: old }), { inserted: false, activeRunId: null, retriedBy: retry })
+    await bothAnswer(() => findRetryOf(old), { id: retry })
+    await bothAnswer(() => cancelActiveRun(retry, now + 5), true) // nothing left queued for the claim below
   })
 
   test('the claim of the runs, their step outcomes, what they act on and when the next is due', async () => {

@@ -1,7 +1,7 @@
 /**
  * Strict wire compatibility (DESIGN "Wire compatibility"; issue 13 item 4). After a realistic mix of activity
  * through the real app — apply (twice), retention, tokens, notes written and archived, runs succeeding, failing
- * and cancelled through the executor, manual triggers, workflows published, webhooks toggled and regenerated,
+ * and cancelled through the executor, a cancelled run retried, manual triggers, workflows published, webhooks toggled and regenerated,
  * roles changed, a user deactivated and reactivated, console reads — every page of the notes, activity-log and
  * admin-log lists, walked three at a time with `createdAt.lt` as the README says, validates against the
  * compatibility document AS PUBLISHED (only DESIGN's `exclusiveMinimum` quirk dropped), and the walk is complete:
@@ -216,6 +216,10 @@ beforeAll(async () => {
   const held = await trigger(reportHook(report, 'Long hold'), 'ord_1004')
   await until('the held run to wait', () => runStatus(held) === 'waiting', 15_000, 20)
   expect((await call('POST', `/v1/workflow-runs/${held}/cancel`, undefined, bob)).status).toBe(200)
+  // Retried (an extension entry, `retryWorkflow`): it resumes after the wait, at the end, and succeeds.
+  const retried = await call('POST', `/v1/workflow-runs/${held}/retry`, undefined, bob)
+  expect(retried.status).toBe(202)
+  runs.push(retried.body.runId as string)
 
   // Workflows published and changed; a webhook disabled, enabled and regenerated.
   const audit = '/v1/project/Acme/environment/production/team/Support/workflows/Audit%20me'
@@ -252,7 +256,7 @@ beforeAll(async () => {
   }
 
   await until('every run to finish', () => runs.every((id) => ['succeeded', 'failed', 'cancelled'].includes(runStatus(id))), 15_000, 20)
-  expect(runs.map(runStatus)).toEqual(['succeeded', 'succeeded', 'failed', 'succeeded'])
+  expect(runs.map(runStatus)).toEqual(['succeeded', 'succeeded', 'failed', 'succeeded', 'succeeded'])
   await executor.stop(2_000)
 }, 60_000)
 

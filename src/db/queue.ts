@@ -68,6 +68,8 @@ export interface RunRow {
   created_at: number
   started_at: number | null
   finished_at: number | null
+  /** The run this one retries (issue 27), or null. */
+  retry_of: string | null
 }
 
 export interface NewRun {
@@ -90,13 +92,20 @@ export interface NewRun {
    * transaction waited for that lock (a number is taken as given: seeding and tests).
    */
   createdAt: number | (() => number)
+  /** The first step to run (default 0): a retry resumes at the step its retried run failed at (issue 27). */
+  nextStep?: number
+  /** The failed or cancelled run this one retries (`runs_retry_of_idx`: at most one run retries it). */
+  retryOf?: string | null
 }
 
 /** The run's `createdAt` in ms: read from its clock now, or as given. */
 export const createdAtOf = (run: Pick<NewRun, 'createdAt'>): number => (typeof run.createdAt === 'function' ? run.createdAt() : run.createdAt)
 
-/** The run queued under `id` (the id it was stored under), or the run already active on the record. */
-export type InsertResult = { inserted: true; id: string } | { inserted: false; activeRunId: string | null }
+/**
+ * The run queued under `id` (the id it was stored under); or the run already active on the record; or, for a retry,
+ * the run that already retries the same run (`retriedBy`).
+ */
+export type InsertResult = { inserted: true; id: string } | { inserted: false; activeRunId: string | null; retriedBy?: string }
 
 export class LeaseLostError extends Error {
   constructor(runId: string) {
@@ -107,13 +116,23 @@ export class LeaseLostError extends Error {
 // ── Start ─────────────────────────────────────────────────────────────────────
 
 /**
- * Start: inserts a queued run. The partial unique index decides whether another run is active on the record:
- * no check-then-insert race. Call inside the transaction that also writes the trigger's activity entry.
+ * Start: inserts a queued run. The partial unique indexes decide whether another run is active on the record, and
+ * whether the run a retry retries has been retried already: no check-then-insert race. Call inside the transaction
+ * that also writes the trigger's activity entry.
  */
 export function* insertRun(run: NewRun): Op<InsertResult> {
   const id = yield* op(insertQueuedRun, run)
   if (id !== null) return { inserted: true, id }
+  const retriedBy = run.retryOf == null ? undefined : (yield* findRetryOf(run.retryOf))?.id
+  if (retriedBy !== undefined) return { inserted: false, activeRunId: null, retriedBy }
   return { inserted: false, activeRunId: (yield* findActiveRun(run.workflowId, run.recordId))?.id ?? null }
+}
+
+const RETRY_OF = statement('queue.retry-of', (d) => d.db.select({ id: d.t.runs.id }).from(d.t.runs).where(eq(d.t.runs.retryOf, sql.placeholder('runId'))))
+
+/** The run that retries `runId` (`runs_retry_of_idx`), if any. */
+export function findRetryOf(runId: string) {
+  return RETRY_OF.row({ runId })
 }
 
 const ACTIVE_RUN = statement('queue.active-run', (d) =>
@@ -137,20 +156,20 @@ function isUniqueViolation(error: unknown): boolean {
 // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
 // exactly, and never ahead of the clock below a million triggers a second.
 const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-    status, next_step, available_at, attempts, created_at)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 0, ?9, 0,
-    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1))`
+    status, next_step, available_at, attempts, created_at, retry_of)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?10, ?9, 0,
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11)`
 
 /**
- * The run, queued: the id it was stored under, or null when the record has an active run of the workflow (or the
- * id is taken). SQLite's write lock orders the environment's inserts (per-dialect: ./postgres/per-dialect.ts takes a
- * lock for that).
+ * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
+ * it retries has been retried already, or when the id is taken. SQLite's write lock orders the environment's inserts
+ * (per-dialect: ./postgres/per-dialect.ts takes a lock for that).
  */
 export function insertQueuedRun(db: Db, run: NewRun): string | null {
   try {
     statementOn(db, 'queue.insert', INSERT_RUN).run(
       run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-      run.userId, run.tokenId, run.trigger, createdAtOf(run),
+      run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null,
     )
     return run.id
   } catch (error) {
@@ -464,6 +483,34 @@ export function recordStepOutcome(step: StepOutcome): Op<void> {
     startedAt: step.startedAt,
     finishedAt: step.finishedAt,
   })
+}
+
+const CARRY_STEPS = statement('queue.carry-steps', ({ db, t }) =>
+  db.insert(t.runSteps).select(
+    db
+      .select({
+        runId: sql<string>`cast(${sql.placeholder('to')} as text)`.as('run_id'),
+        stepIndex: t.runSteps.stepIndex,
+        name: t.runSteps.name,
+        type: t.runSteps.type,
+        status: t.runSteps.status,
+        attempts: t.runSteps.attempts,
+        output: t.runSteps.output,
+        error: t.runSteps.error,
+        startedAt: t.runSteps.startedAt,
+        finishedAt: t.runSteps.finishedAt,
+      })
+      .from(t.runSteps)
+      .where(and(eq(t.runSteps.runId, sql.placeholder('from')), lt(t.runSteps.stepIndex, sql.placeholder('before')))),
+  ),
+)
+
+/**
+ * A retry's steps already done: the retried run's `run_steps` rows before `before` (the step it resumes at), copied
+ * as they were recorded to the run `to`, so its answer and its resumption read them like its own.
+ */
+export function carryRunSteps(from: string, to: string, before: number): Op<void> {
+  return CARRY_STEPS.exec({ from, to, before })
 }
 
 /** What a claimed run acts on: its workflow's name, rendering (team, environment, project), collection and definition. */

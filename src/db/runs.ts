@@ -16,14 +16,14 @@ export type RunStepRecord = typeof runSteps.$inferSelect
 /** A `runs` row's columns, in the order `runOf` reads them. */
 const runColumns = (n: (column: string) => SQL) => sql`r.id, ${n('r.workflow_id')}, ${n('r.workflow_version_id')}, ${n('r.environment_id')}, r.record_id,
     ${n('r.user_id')}, ${n('r.token_id')}, r."trigger", r.status, ${n('r.next_step')}, ${n('r.available_at')}, r.lease_owner, ${n('r.lease_expires_at')},
-    ${n('r.attempts')}, r.error, ${n('r.created_at')}, ${n('r.started_at')}, ${n('r.finished_at')}`
-const RUN_COLUMN_COUNT = 18
+    ${n('r.attempts')}, r.error, ${n('r.created_at')}, ${n('r.started_at')}, ${n('r.finished_at')}, r.retry_of`
+const RUN_COLUMN_COUNT = 19
 
 function runOf(row: unknown[]): RunRecord {
-  const [id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt, leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt] = row
+  const [id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt, leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf] = row
   return {
     id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt,
-    leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt,
+    leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf,
   } as RunRecord
 }
 
@@ -44,7 +44,8 @@ export function findRunWithWorkflow(id: string) {
 
 const RUNS_TO_RENDER = statement('runs.render', (d) => {
   const n = rawNumber(d)
-  return d.valueRows(sql`SELECT ${runColumns(n)}, w.name, ${n('v.version')}, e.name, t.name, u.username, u.email, ${n('k.id')}, k.name, k.prefix
+  return d.valueRows(sql`SELECT ${runColumns(n)}, w.name, ${n('v.version')}, e.name, t.name, u.username, u.email, ${n('k.id')}, k.name, k.prefix,
+    ${n('o.next_step')}, x.id
   FROM runs r
     JOIN workflows w ON w.id = r.workflow_id
     JOIN workflow_versions v ON v.id = r.workflow_version_id
@@ -53,6 +54,8 @@ const RUNS_TO_RENDER = statement('runs.render', (d) => {
     JOIN teams t ON t.id = g.team_id
     JOIN users u ON u.id = r.user_id
     LEFT JOIN api_tokens k ON k.id = r.token_id
+    LEFT JOIN runs o ON o.id = r.retry_of
+    LEFT JOIN runs x ON x.retry_of = r.id
   WHERE ${d.inJsonArray(sql.raw('r.id'), 'ids', 'text')}
   ORDER BY ${d.byteOrder(sql.raw('r.id'))}`)
 })
@@ -65,15 +68,17 @@ const STEPS_TO_RENDER = statement('runs.render.steps', (d) => {
 
 /**
  * What rendering the runs `ids` reads: each run with its names (by id), and their steps by run and index. Raw rows
- * shaped here (Drizzle's nested row mapping cost more than the query).
+ * shaped here (Drizzle's nested row mapping cost more than the query). A retry also reads `carriedBefore`, the step
+ * its retried run stopped at (its steps below it were carried from that run; null when the run retries none, or the
+ * retried run is gone), and every run `retriedBy`, the run that retries it (null when none does).
  */
 export function* loadRunsToRender(ids: string[]) {
   const values = { ids: JSON.stringify(ids) }
   const rows = ((yield* RUNS_TO_RENDER.rows(values)) as unknown[][]).map((row) => {
-    const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix] = row.slice(RUN_COLUMN_COUNT) as [
-      string, number, string, string, string, string, number | null, string | null, string | null,
+    const [workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix, carriedBefore, retriedBy] = row.slice(RUN_COLUMN_COUNT) as [
+      string, number, string, string, string, string, number | null, string | null, string | null, number | null, string | null,
     ]
-    return runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix })
+    return { ...runToRender({ run: runOf(row), workflowName, version, environment, team, username, email, tokenId, tokenName, tokenPrefix }), carriedBefore, retriedBy }
   })
   const steps = ((yield* STEPS_TO_RENDER.rows(values)) as unknown[][]).map(
     ([runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt]) => ({ runId, stepIndex, name, type, status, attempts, output, error, startedAt, finishedAt }) as RunStepRecord,
@@ -117,6 +122,8 @@ export interface RunFilters {
   beforeId?: string
   /** Only runs of this user. */
   userId?: number
+  /** Only runs no run retries (`runs_retry_of_idx`): those a bulk retry may still retry. */
+  notRetried?: boolean
 }
 
 /** A run id as the runs make them (UUIDv7, lower case): its order is byte order under any collation. */
@@ -140,8 +147,15 @@ export function* pageRunIds(environmentId: number, filters: RunFilters, dates: D
     workflowIds === undefined
       ? undefined
       : { condition: ({ t, inJsonArray }) => inJsonArray(t.runs.workflowId, 'workflowIds', 'integer'), values: { workflowIds: JSON.stringify(workflowIds) } }
+  const notRetried: PageCondition | undefined = filters.notRetried ? { condition: ({ t }) => sql`NOT EXISTS (SELECT 1 FROM runs x WHERE x.retry_of = ${t.runs.id})`, values: {} } : undefined
   return yield* pageIds<string, 'runs'>(
-    { name: 'runs', table: 'runs', equal: { environmentId, recordId, status, userId }, dates, extra: { workflowIds: ofWorkflows, ...runsBefore(filters.beforeId) } },
+    {
+      name: 'runs',
+      table: 'runs',
+      equal: { environmentId, recordId, status, userId },
+      dates,
+      extra: { workflowIds: ofWorkflows, notRetried, ...runsBefore(filters.beforeId) },
+    },
     limit,
   )
 }

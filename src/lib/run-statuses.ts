@@ -5,3 +5,7 @@ export type RunStatus = (typeof RUN_STATUSES)[number]
 export const ACTIVE_RUN_STATUSES = ['queued', 'running', 'waiting'] as const
 /** Finished: the run will not change again (retention prunes these; a failed or cancelled one may be retried). */
 export const FINISHED_RUN_STATUSES = ['succeeded', 'failed', 'cancelled'] as const
+/** Retryable: the run ended without succeeding (POST /v1/workflow-runs/{runId}/retry). */
+export const RETRYABLE_RUN_STATUSES = ['failed', 'cancelled'] as const
+/** Whether a run in `status` may be retried (once: whether a run already retries it is the database's to say). */
+export const isRetryableStatus = (status: string): boolean => (RETRYABLE_RUN_STATUSES as readonly string[]).includes(status)

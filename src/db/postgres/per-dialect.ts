@@ -116,12 +116,13 @@ const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
 const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
   environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
   status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,
-  lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at`
+  lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at,
+  retry_of`
 
 /**
- * Start: the run, queued (its id answered), unless another run of the workflow is active on the record (the partial
- * unique index decides: `ON CONFLICT DO NOTHING`, and null; ../queue.ts `insertRun` then names the active run in a
- * new statement — a new READ COMMITTED snapshot).
+ * Start: the run, queued (its id answered), unless another run of the workflow is active on the record, or the run a
+ * retry retries has been retried already (the partial unique indexes decide: `ON CONFLICT DO NOTHING`, and null;
+ * ../queue.ts `insertRun` then names the active run or the retry in a new statement — a new READ COMMITTED snapshot).
  *
  * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
  * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
@@ -145,11 +146,14 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   const inserted = await rows(
     db,
     `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-       status, next_step, available_at, attempts, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', 0, $9, 0, greatest($9::bigint * 1000, $10::bigint + 1))
+       status, next_step, available_at, attempts, created_at, retry_of)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $11, $9, 0, greatest($9::bigint * 1000, $10::bigint + 1), $12)
      ON CONFLICT DO NOTHING
      RETURNING id`,
-    [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, newest?.created_at ?? 0],
+    [
+      id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, newest?.created_at ?? 0,
+      run.nextStep ?? 0, run.retryOf ?? null,
+    ],
   )
   if (inserted.length === 0) return null
   await announceRunsOnPostgres(db)

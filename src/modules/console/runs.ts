@@ -2,7 +2,7 @@
 import { Elysia } from 'elysia'
 import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
-import { ACTIVE_RUN_STATUSES, RUN_STATUSES } from '../../lib/run-statuses.ts'
+import { ACTIVE_RUN_STATUSES, isRetryableStatus, RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { html, type Html } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
 import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
@@ -18,6 +18,9 @@ const PER_PAGE = 50
 type RunView = Answer<ReturnType<typeof renderRuns>>[number]
 
 const status = (s: string) => html`<span class="status-${s}">${s}</span>`
+
+/** A run its viewer may retry (src/modules/runs/retry.ts): it failed or was cancelled, and no run retries it yet. */
+const retryable = (run: RunView) => isRetryableStatus(run.status) && run.retriedBy === null
 
 export function runsTable(runs: RunView[]): Html {
   if (runs.length === 0) return html`<p class="muted">No runs.</p>`
@@ -69,14 +72,17 @@ ${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${old
 <tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
 <tr><th>Created / started / finished</th><td>${when(run.createdAt)} / ${when(run.startedAt)} / ${when(run.finishedAt)}</td></tr>
 ${run.error ? html`<tr><th>Error</th><td class="error"><code>${run.error.code}</code> ${run.error.message}</td></tr>` : ''}
+${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="/runs/${run.retryOf}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
+${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="/runs/${run.retriedBy}">${run.retriedBy}</a></td></tr>` : ''}
 </tbody></table>
 ${(ACTIVE_RUN_STATUSES as readonly string[]).includes(run.status) ? html`<form data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?"><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}"><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
 <h2>Steps</h2>
 ${
   run.steps.length === 0
     ? html`<p class="muted">No step has finished yet.</p>`
     : html`<table class="steps"><thead><tr><th>#</th><th>Step</th><th>Type</th><th>Status</th><th>Finished (UTC)</th><th>Output / error</th></tr></thead><tbody>
-${run.steps.map((s) => html`<tr><td>${s.index + 1}</td><td>${s.name}</td><td>${s.type}</td><td>${status(s.status)}</td><td>${when(s.finishedAt)}</td><td><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`)}
+${run.steps.map((s) => html`<tr><td>${s.index + 1}</td><td>${s.name}</td><td>${s.type}</td><td>${status(s.status)}${s.carriedFrom ? html` <span class="muted">carried from the retried run</span>` : ''}</td><td>${when(s.finishedAt)}</td><td><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`)}
 </tbody></table>`
 }`,
         })

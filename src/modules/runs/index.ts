@@ -1,8 +1,10 @@
 /**
- * Runs through the API: read and cancel by runId (the triggering user or a project admin), the manual trigger
- * used by the console, and the per-environment list (project admins; same envelope and paging as notes).
+ * Runs through the API: read, cancel and retry by runId (the triggering user or a project admin), the manual trigger
+ * used by the console, the per-environment list (project admins; same envelope and paging as notes) and the bulk
+ * retry of its failed runs (project admins).
  */
-import { Elysia } from 'elysia'
+import { randomUUIDv7 } from 'bun'
+import { Elysia, type Static } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { RUN_STATUSES } from '../../lib/run-statuses.ts'
@@ -10,14 +12,17 @@ import type { AccountCaller } from '../../lib/callers.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { idempotencyDocs, idempotencyKeyOf, runAccepted } from '../../http/idempotency-key.ts'
-import { forbidden, notFound } from '../../lib/errors.ts'
+import { forbidden, invalidField, notFound } from '../../lib/errors.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
+import { parseIsoMicros } from '../../lib/time.ts'
 import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering, environmentOf, requireEnvironment } from '../directory/projects.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
-import { Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
+import { BulkRetryAnswer, BulkRetryBody, RetryAccepted, Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
+import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, retryRun, takeBulkRetryCall } from './retry.ts'
 import { cancelRun, findRun, listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
 import { canonicalStartBody, idempotentCall, startRunOnce } from './idempotency.ts'
 import { read } from '../../db/read.ts'
@@ -31,6 +36,22 @@ function* visibleRun(caller: AccountCaller, runId: string) {
     (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
   if (!visible) throw notFound(`Run ${runId} not found`)
   return found
+}
+
+/** Who acts: the caller's user, through its token when the call was made with one. */
+const actorOf = (caller: AccountCaller): { userId: number; tokenId: number | null } => ({ userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
+
+/** The bulk retry's filter from its body: each time a `createdAt` comparison; a bad one is a 400 naming its field. */
+function bulkRetryFilter(body: Static<typeof BulkRetryBody>): BulkRetryFilter {
+  const dates: DateFilter[] = []
+  for (const [field, op] of [['createdAfter', 'gte'], ['createdBefore', 'lt']] as const) {
+    const raw = body[field]
+    if (raw === undefined) continue
+    const at = parseIsoMicros(raw)
+    if (at === null) throw invalidField(field, `"${raw}" is not an ISO 8601 date-time (e.g. 2026-11-21T12:00:00Z)`)
+    dates.push({ field: 'createdAt', op, at })
+  }
+  return { workflowName: body.workflowName, teamName: body.teamName, dates }
 }
 
 /** The runs list's date filters (`createdAt.lt=…`). */
@@ -51,7 +72,7 @@ export function runsModule(deps: AppDeps) {
         requireCallerScope(caller, 'workflows:trigger')
         await write(deps.store, function* () {
           yield* visibleRun(caller, params.runId)
-          yield* cancelRun(deps.clock, params.runId, { userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
+          yield* cancelRun(deps.clock, params.runId, actorOf(caller))
         })
         deps.executor?.abortRun(params.runId)
         return (await read(deps.store, renderRuns([params.runId], deps.clock.now())))[0]!
@@ -61,6 +82,62 @@ export function runsModule(deps: AppDeps) {
         params: RunIdParams,
         response: { 200: Run, ...errorResponses(400, 404, 409) },
         detail: { operationId: 'cancelRun', summary: 'Cancel an active run (409 once it has finished)' },
+      },
+    )
+    .post(
+      '/v1/workflow-runs/:runId/retry',
+      async ({ params, caller, set }) => {
+        requireCallerScope(caller, 'workflows:trigger')
+        const id = randomUUIDv7()
+        const runId = await write(deps.store, function* () {
+          return yield* retryRun(deps.clock, id, yield* visibleRun(caller, params.runId), actorOf(caller))
+        })
+        deps.executor?.notify()
+        set.status = 202
+        return { runId, retryOf: params.runId }
+      },
+      {
+        userCall: true,
+        params: RunIdParams,
+        response: { 202: RetryAccepted, ...errorResponses(400, 404, 409) },
+        detail: {
+          operationId: 'retryRun',
+          summary: 'Retry a failed or cancelled run from the step it stopped at (the triggering user or a project admin)',
+          description:
+            'Queues a new run of the same workflow version on the same record, acting as the caller, that resumes at the step the run failed at ' +
+            '(for a cancelled run: the first step it had not done); the steps before it are not run again but carried over as recorded (`carriedFrom`). ' +
+            'A run is retried at most once: 409 `already_retried` names the run that retries it. 409 `run_not_retryable` while the run is active or once it ' +
+            'succeeded, `run_in_progress` while the record has an active run of the workflow, `workflow_withdrawn` when the workflow has no active version; ' +
+            '403 `rendering_forbidden` when the caller cannot reach the workflow\'s team. Scope `workflows:trigger`.',
+        },
+      },
+    )
+    .post(
+      '/v1/project/:projectName/environment/:environmentName/workflow-runs/retry',
+      async ({ params, body, caller }) => {
+        requireCallerScope(caller, 'workflows:trigger')
+        const filter = bulkRetryFilter(body)
+        const project = await read(deps.store, requireProjectAdmin(caller, params.projectName))
+        const { environment } = await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
+        await takeBulkRetryCall(deps.rateCounters, deps.clock, project.id)
+        const answer = await write(deps.store, () => retryFailedRuns(deps.clock, environment.id, filter, body.limit ?? BULK_RETRY_MAX_RUNS, actorOf(caller)))
+        if (answer.retried.length > 0) deps.executor?.notify()
+        return answer
+      },
+      {
+        userCall: true,
+        body: BulkRetryBody,
+        response: { 200: BulkRetryAnswer, ...errorResponses(400, 404, 429) },
+        detail: {
+          operationId: 'retryFailedRuns',
+          summary: 'Retry the failed runs of a workflow, newest first, at most 100 per call (project admins)',
+          description:
+            `Retries (as POST /v1/workflow-runs/{runId}/retry does, acting as the caller) the environment's newest failed runs of the workflow that no run ` +
+            `retries yet, created in [createdAfter, createdBefore): at most \`limit\` (1–${BULK_RETRY_MAX_RUNS}, default ${BULK_RETRY_MAX_RUNS}) per call, ` +
+            `in one transaction. A run the rules refuse is skipped with its code (\`run_in_progress\`: the record has an active run of the workflow). ` +
+            `\`more\`: further matching runs are left. At most ${BULK_RETRY_CALLS_PER_MINUTE} calls per project per minute (429 with Retry-After), ` +
+            'and a token\'s calls count against its API budget. Scope `workflows:trigger`.',
+        },
       },
     )
     .post(

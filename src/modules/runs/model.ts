@@ -4,6 +4,7 @@ import { RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull, renderedAnswer } from '../../http/schemas.ts'
 import { EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
+import { BULK_RETRY_MAX_RUNS } from './retry.ts'
 
 export const RunIdParams = t.Object({ runId: t.String({ format: 'uuid' }) })
 
@@ -26,6 +27,12 @@ const RunStep = t.Object({
   }),
   startedAt: IsoDateTime,
   finishedAt: t.Union([IsoDateTime, t.Null()], { description: 'null while a `wait` step is `waiting`' }),
+  carriedFrom: t.Optional(
+    t.String({
+      format: 'uuid',
+      description: 'On a retry: the run this step was recorded by (the retried run); it was carried over as it was recorded, not run again',
+    }),
+  ),
   output: t.Optional(t.Unknown({ description: 'What the step produced (per step type)' })),
   error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
 })
@@ -49,6 +56,10 @@ export const Run = renderedAnswer(
       createdAt: IsoDateTime,
       startedAt: IsoDateTimeOrNull,
       finishedAt: IsoDateTimeOrNull,
+      retryOf: t.Union([t.String({ format: 'uuid' }), t.Null()], {
+        description: 'The failed or cancelled run this run retries (POST /v1/workflow-runs/{runId}/retry), or null',
+      }),
+      retriedBy: t.Union([t.String({ format: 'uuid' }), t.Null()], { description: 'The run that retries this one (a run is retried at most once), or null' }),
       error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
       steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
     },
@@ -57,3 +68,32 @@ export const Run = renderedAnswer(
 )
 
 export const RunPage = renderedAnswer(pageSchema(Run, EnvironmentPageParameters, 'A page of runs, newest first'))
+
+/** 202: the retry is queued; read it at `GET /v1/workflow-runs/{runId}`. */
+export const RetryAccepted = t.Object(
+  { runId: t.String({ format: 'uuid', description: 'The new run' }), retryOf: t.String({ format: 'uuid', description: 'The run it retries' }) },
+  { $id: 'RetryAccepted' },
+)
+
+export const BulkRetryBody = t.Object({
+  workflowName: t.String({ minLength: 1, maxLength: 200, description: 'Only failed runs of this workflow' }),
+  teamName: t.Optional(t.String({ minLength: 1, maxLength: 200, description: "The workflow's team, when several teams have a workflow of that name" })),
+  createdAfter: t.Optional(t.String({ maxLength: 64, description: 'Only runs created at or after this ISO 8601 date-time' })),
+  createdBefore: t.Optional(t.String({ maxLength: 64, description: 'Only runs created before this ISO 8601 date-time' })),
+  limit: t.Optional(Integer({ minimum: 1, maximum: BULK_RETRY_MAX_RUNS, description: `Retry at most this many runs (default and most: ${BULK_RETRY_MAX_RUNS})` })),
+})
+
+export const BulkRetryAnswer = t.Object(
+  {
+    retried: t.Array(RetryAccepted, { description: 'The runs retried, newest first: each new run and the run it retries' }),
+    skipped: t.Array(
+      t.Object({
+        runId: t.String({ format: 'uuid' }),
+        code: t.String({ description: 'Why: run_in_progress (the record has an active run of the workflow), already_retried, workflow_withdrawn' }),
+      }),
+      { description: 'Matching runs this call did not retry' },
+    ),
+    more: t.Boolean({ description: 'More matching failed runs are left: call again' }),
+  },
+  { $id: 'BulkRetryAnswer' },
+)

@@ -2,7 +2,7 @@
 import { randomUUIDv7 } from 'bun'
 import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
-import { cancelActiveRun, insertRun } from '../../db/queue.ts'
+import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
@@ -43,17 +43,20 @@ export function startRun(store: Store, clock: Clock, input: RunStart): Promise<s
 
 /** What starts a run: the workflow, the version to run, the record, who, and how it was triggered. */
 export interface RunStart {
-  target: TriggerTarget
+  target: Pick<TriggerTarget, 'workflowId' | 'workflowName' | 'environmentId' | 'teamId' | 'collectionId'>
   versionId: number
   recordId: string
   userId: number
   tokenId: number | null
   trigger: 'manual' | 'webhook'
+  /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
+  retry?: { of: string; resumeAt: number }
 }
 
 /**
- * The trigger's op (`startRun`'s transaction): the queued run and its activity entry, or the 409. Answers the run's
- * id: `id` as given, or on PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
+ * The trigger's op (`startRun`'s transaction): the queued run and its activity entry, or the 409 — `run_in_progress`,
+ * or for a retry `already_retried` naming the run that retries it. Answers the run's id: `id` as given, or on
+ * PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
   const result = yield* insertRun({
@@ -66,15 +69,20 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     tokenId: input.tokenId,
     trigger: input.trigger,
     createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
+    nextStep: input.retry?.resumeAt,
+    retryOf: input.retry?.of,
   })
+  if (!result.inserted && result.retriedBy !== undefined) {
+    throw conflict('already_retried', `Run ${input.retry!.of} has already been retried`, { runId: result.retriedBy })
+  }
   if (!result.inserted) {
     throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
   }
+  if (input.retry) yield* carryRunSteps(input.retry.of, result.id, input.retry.resumeAt)
   yield* appendActivityLog(clock, {
     environmentId: input.target.environmentId,
     type: 'write',
-    action: 'triggerWorkflow',
-    label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually',
+    ...startEntryOf(input),
     userId: input.userId,
     teamId: input.target.teamId,
     collectionId: input.target.collectionId,
@@ -83,6 +91,12 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     workflow: { name: input.target.workflowName, runId: result.id },
   })
   return result.id
+}
+
+/** The start's activity entry: `triggerWorkflow`, or for a retry the extension `retryWorkflow` naming the run it retries. */
+function startEntryOf(input: RunStart): { action: 'triggerWorkflow' | 'retryWorkflow'; label: string } {
+  if (input.retry) return { action: 'retryWorkflow', label: `retry of run ${input.retry.of}` }
+  return { action: 'triggerWorkflow', label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually' }
 }
 
 /**
@@ -131,6 +145,8 @@ export function* renderRuns(ids: string[], now: number) {
       createdAt: toIsoMicros(r.run.createdAt),
       startedAt: toIsoOrNull(r.run.startedAt),
       finishedAt: toIsoOrNull(r.run.finishedAt),
+      retryOf: r.run.retryOf,
+      retriedBy: r.retriedBy,
       ...(r.run.error ? { error: shownError<{ code: string; message: string; step?: string }>(r.run.error) } : {}),
       steps: steps
         .filter((s) => s.runId === id)
@@ -139,6 +155,7 @@ export function* renderRuns(ids: string[], now: number) {
           name: s.name,
           type: s.type,
           ...stepState(r.run, s, now),
+          ...(r.carriedBefore !== null && s.stepIndex < r.carriedBefore ? { carriedFrom: r.run.retryOf! } : {}),
           startedAt: toIso(s.startedAt),
           ...(s.output ? { output: JSON.parse(s.output) as unknown } : {}),
           ...(s.error ? { error: shownError<{ message?: unknown }>(s.error) as unknown } : {}),
