@@ -93,7 +93,7 @@ export function transaction<T>(store: SqliteStore, behavior: 'immediate' | 'defe
 
 /**
  * The server's write, committed with the others that arrive in the same turn of the event loop (group commit): the
- * op waits in the store's queue; at the end of the turn one IMMEDIATE transaction runs every queued op, each in its
+ * op waits in the store's queue; at the end of the turn one IMMEDIATE transaction runs the queued ops, each in its
  * own savepoint, so one op's failure (a 409, a validation error, a lost lease) rolls back that op alone and reaches
  * its caller alone. Every caller is answered only after the COMMIT: acknowledged means committed. While another
  * process holds the lock the batch waits asynchronously (5 ms doubling to 50 ms), the event loop serving everything
@@ -117,6 +117,14 @@ export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
 /** The most writes one transaction commits; the rest wait for the next (a turn's worth is far below it). */
 export const GROUP_COMMIT_LIMIT = 512
 
+/**
+ * The work one group commit runs before it commits: the writes queued past it go to the next transaction, in the
+ * next turn. Like the request slices (src/http/turn-slices.ts) it keeps each turn of the event loop short under a
+ * write load, so that `/healthz` is never held behind a long commit (issue 26); a commit still takes every write
+ * that fits (at about 1 ms a write, a dozen or so).
+ */
+export const GROUP_COMMIT_BUDGET_MS = 5
+
 /** The next group commit, at the end of this turn or after `delayMs`; `pause`: the wait after it if the lock is taken. */
 function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY_MS): void {
   if (store.commitScheduled) return
@@ -129,20 +137,35 @@ function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY
   else setTimeout(commit, delayMs)
 }
 
-/** One transaction for the queued writes (up to the limit); answers each after the commit, or retries the batch. */
+/**
+ * One transaction for the queued writes, oldest first, while the budget lasts (at least one, at most the limit);
+ * answers each after the commit, or retries the batch.
+ */
 function commitQueued(store: SqliteStore, pause: number): void {
-  const batch = store.queuedWrites.splice(0, GROUP_COMMIT_LIMIT)
-  if (batch.length === 0) return
-  if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
+  const queue = store.queuedWrites
+  if (queue.length === 0) return
+  const started = performance.now()
+  const alone = queue.length === 1
+  const batch: QueuedWrite[] = []
   let outcomes: ({ value: unknown } | { error: unknown })[]
   try {
-    outcomes = writeTransaction(store, (tx) => (batch.length === 1 ? [{ value: batch[0]!.run(tx) }] : batch.map((queued) => inOwnSavepoint(store, tx, queued))))
+    outcomes = writeTransaction(store, (tx) => {
+      const done: ({ value: unknown } | { error: unknown })[] = []
+      while (queue.length > 0 && batch.length < GROUP_COMMIT_LIMIT && (batch.length === 0 || performance.now() - started < GROUP_COMMIT_BUDGET_MS)) {
+        const queued = queue.shift()!
+        batch.push(queued)
+        done.push(alone ? { value: queued.run(tx) } : inOwnSavepoint(store, tx, queued))
+      }
+      return done
+    })
   } catch (error) {
     const fault = storageErrorOf(store, error) ?? error
     if (fault instanceof StorageUnavailableError && fault.code === 'database_busy') return retryLater(store, batch, fault, pause)
     for (const queued of batch) queued.reject(fault)
+    if (queue.length > 0) scheduleCommit(store, 0)
     return
   }
+  if (queue.length > 0) scheduleCommit(store, 0)
   store.committed.transactions++
   store.committed.writes += batch.length
   batch.forEach((queued, i) => {
@@ -166,14 +189,18 @@ function inOwnSavepoint(store: SqliteStore, tx: Db, queued: QueuedWrite): { valu
   }
 }
 
-/** Another process holds the lock: writes still within their wait go back to the front of the queue, the rest give up. */
+/**
+ * Another process holds the lock: the batch's writes go back to the front of the queue, and every queued write still
+ * within its wait waits on (the rest give up with `database_busy`).
+ */
 function retryLater(store: SqliteStore, batch: QueuedWrite[], busy: StorageUnavailableError, pause: number): void {
   const now = performance.now()
-  const waiting = batch.filter((queued) => queued.deadline > now)
-  for (const queued of batch) if (queued.deadline <= now) queued.reject(busy)
+  const queued = [...batch, ...store.queuedWrites]
+  const waiting = queued.filter((write) => write.deadline > now)
+  for (const write of queued) if (write.deadline <= now) write.reject(busy)
+  store.queuedWrites.splice(0, store.queuedWrites.length, ...waiting)
   if (waiting.length === 0) return
-  store.queuedWrites.unshift(...waiting)
-  const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((queued) => queued.deadline)) - now))
+  const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((write) => write.deadline)) - now))
   scheduleCommit(store, wait, Math.min(LONGEST_RETRY_MS, pause * 2))
 }
 
