@@ -26,7 +26,6 @@ import {
   quantile,
   watching,
 } from './support/overload.ts'
-import type { Watch } from './support/server-watch.ts'
 
 /** Each flood lasts this long: long enough for hundreds of requests, short enough for CI. */
 const FLOOD_MS = 2_500
@@ -34,11 +33,12 @@ const FLOOD_MS = 2_500
 const WEBHOOK_RATE = 30
 /** TRELLIS_API_RATE_PER_MIN of the server the budget floods run against. */
 const API_RATE = 30
-/** /healthz's 99th percentile, client-side, asked every 10 ms from another process: the issue's bound (not yet held: see the todo below). */
+/** /healthz's 99th percentile, client-side, asked every 10 ms from another process: the issue's bound, in every flood. */
 const HEALTHZ_P99_MS = 50
 /**
- * What every flood holds already: /healthz never waits this long. Measured maxima here: 10–190 ms in the budget
- * floods, 170–840 ms in the mixed load, 190–510 ms beside the slow clients (2-core machine shared with other test runs).
+ * /healthz never waits this long, in any flood. Measured maxima here since the request slices and the commit budget
+ * (README "Guarantees"): 7–87 ms in the budget floods, 47–172 ms in the mixed load, 76–213 ms beside the slow clients
+ * (2-core machine shared with other test runs).
  */
 const HEALTHZ_STALL_MS = 2_000
 /**
@@ -113,20 +113,17 @@ const login = (server: ServeProcess, who: { email: string; password: string }, a
   response: post(server, '/auth/login', { 'x-forwarded-for': address }, who),
 })
 
-/** What each `measured` flood's watcher saw, by name. */
-const watches: Record<string, Watch> = {}
-
 /**
- * Runs `work` under the watcher and records its figures as `name`: /healthz must answer every ask, never wait
- * HEALTHZ_STALL_MS, and memory stay under its bound. (Its p99 under HEALTHZ_P99_MS is the todo below.)
+ * Runs `work` under the watcher and records its figures as `name`: /healthz must answer every ask, within
+ * HEALTHZ_P99_MS at the 99th percentile and never after HEALTHZ_STALL_MS, and memory stay under its bound.
  */
 async function measured<T>(server: ServeProcess, name: string, work: () => Promise<T>): Promise<T> {
   const { result, watch } = await watching(server, work)
-  watches[name] = watch
   figures[name] = { ...(figures[name] as object), ...watchFigures(watch) }
   const seen = watchFigures(watch)
   expect(watch.healthzFailures).toEqual([])
   expect(seen.healthzAsks).toBeGreaterThan(50)
+  expect(seen.healthzP99).toBeLessThan(HEALTHZ_P99_MS)
   expect(seen.healthzMax).toBeLessThan(HEALTHZ_STALL_MS)
   expect(seen.rssPeakMiB).toBeLessThan(RSS_BOUND_MIB)
   return result
@@ -332,13 +329,3 @@ function expectRunsStored(accepted: Answer[]): void {
   const stored = new Set(queryAll<{ id: string }>(env.store, 'SELECT id FROM runs').map((r) => r.id))
   expect(runIds.filter((id) => !stored.has(id))).toEqual([])
 }
-
-// Not yet held: measured p99 4–60 ms in the budget floods (over 50 ms in 1 run of 6, SQLite), 75–340 ms in the
-// mixed load on SQLite and 30–90 ms on PostgreSQL. The server's event loop is held 100–300 ms at a time (a timer
-// inside the server fired that late): each turn runs the synchronous part of every request that arrived meanwhile
-// (96 clients, about 1–2 ms each), and on SQLite the timed WAL checkpoint (copy and fsync on the event loop, tens of
-// ms) and the request log's synchronous writes to stdout. `bun test --todo test/overload.test.ts` checks it.
-test.todo(`/healthz p99 under ${HEALTHZ_P99_MS} ms throughout every flood`, () => {
-  expect(Object.keys(watches).length).toBeGreaterThan(0)
-  expect(Object.entries(watches).filter(([, watch]) => watchFigures(watch).healthzP99 >= HEALTHZ_P99_MS).map(([name]) => name)).toEqual([])
-})

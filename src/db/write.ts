@@ -123,7 +123,7 @@ export const GROUP_COMMIT_LIMIT = 512
  * write load, so that `/healthz` is never held behind a long commit (issue 26); a commit still takes every write
  * that fits (at about 1 ms a write, a dozen or so).
  */
-export const GROUP_COMMIT_BUDGET_MS = 5
+export const GROUP_COMMIT_BUDGET_MS = 3
 
 /** The next group commit, at the end of this turn or after `delayMs`; `pause`: the wait after it if the lock is taken. */
 function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY_MS): void {

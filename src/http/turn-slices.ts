@@ -16,7 +16,7 @@
 import { requestPath } from './server-request.ts'
 
 /** The work one turn starts before it lets the event loop read the sockets again. */
-export const SLICE_MS = 4
+export const SLICE_MS = 2
 
 /** Requests that start at once whatever the load: the probes an orchestrator restarts the process over. */
 const PROBES = new Set(['/healthz', '/readyz'])
