@@ -121,7 +121,7 @@ export const GROUP_COMMIT_LIMIT = 512
  * The work one group commit runs before it commits: the writes queued past it go to the next transaction, in the
  * next turn. Like the request slices (src/http/turn-slices.ts) it keeps each turn of the event loop short under a
  * write load, so that `/healthz` is never held behind a long commit (issue 26); a commit still takes every write
- * that fits (at about 1 ms a write, a dozen or so).
+ * that fits (a few at about 1 ms a write, dozens of small ones).
  */
 export const GROUP_COMMIT_BUDGET_MS = 3
 
