@@ -131,6 +131,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0004_sso_identities',
       '0005_workflow_concurrency_and_fair_claims',
       '0006_idempotency_retry_retention',
+      '0007_run_events_and_callbacks',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

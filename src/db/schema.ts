@@ -26,5 +26,6 @@ const sqliteKit: TableKit = {
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, activityLogs, activityLogRecords, adminLogs,
+  workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
+  callbackAttempts, activityLogs, activityLogRecords, adminLogs,
 } = defineTables(sqliteKit)

@@ -521,6 +521,103 @@ export function defineTables(kit: TableKit) {
     ],
   )
 
+  /**
+   * A run's events (issue 28): every transition and step outcome, appended in the transition's own transaction. `id`
+   * is global and increasing (the SSE `id:`); `sequence` counts the run's events from 1. The environment, workflow
+   * and record are copied from the run so that the environment's stream filters without a join.
+   */
+  const runEvents = table(
+    'run_events',
+    {
+      id: id(),
+      runId: text('run_id')
+        .notNull()
+        .references(() => runs.id, { onDelete: 'cascade' }),
+      environmentId: integer('environment_id').notNull(),
+      workflowId: integer('workflow_id').notNull(),
+      recordId: text('record_id').notNull(),
+      sequence: integer('sequence').notNull(),
+      type: text('type').notNull(),
+      status: text('status').notNull(),
+      stepIndex: integer('step_index'),
+      stepName: text('step_name'),
+      /** JSON: what else the event tells (an error's code and message…); never a secret. */
+      data: text('data'),
+      createdAt: micros('created_at').notNull(),
+    },
+    (t) => [
+      uniqueIndex('run_events_run_sequence_idx').on(t.runId, t.sequence),
+      index('run_events_env_id_idx').on(t.environmentId, t.id),
+    ],
+  )
+
+  /**
+   * A workflow's completion callback endpoints (issue 28). The signing secret is never stored: it is derived from the
+   * instance secret and `secret_salt` (HMAC), shown once at creation.
+   */
+  const callbackEndpoints = table(
+    'callback_endpoints',
+    {
+      id: text('id').primaryKey(),
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      url: text('url').notNull(),
+      /** JSON array of the event types delivered (`workflow_run.succeeded`…). */
+      events: text('events').notNull(),
+      secretSalt: text('secret_salt').notNull(),
+      createdBy: integer('created_by').references(() => users.id),
+      createdAt: integer('created_at').notNull(),
+    },
+    (t) => [index('callback_endpoints_workflow_idx').on(t.workflowId)],
+  )
+
+  /**
+   * The callback outbox (issue 28): one delivery per endpoint and finished run, written in the run's final
+   * transaction; `id` is the Standard Webhooks `webhook-id`, the same on every attempt.
+   */
+  const callbackDeliveries = table(
+    'callback_deliveries',
+    {
+      id: text('id').primaryKey(),
+      endpointId: text('endpoint_id')
+        .notNull()
+        .references(() => callbackEndpoints.id, { onDelete: 'cascade' }),
+      runId: text('run_id')
+        .notNull()
+        .references(() => runs.id, { onDelete: 'cascade' }),
+      type: text('type').notNull(),
+      /** The JSON body sent, as signed. */
+      payload: text('payload').notNull(),
+      status: text('status', { enum: ['pending', 'succeeded', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      nextAttemptAt: integer('next_attempt_at').notNull(),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      createdAt: integer('created_at').notNull(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('callback_deliveries_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      index('callback_deliveries_run_idx').on(t.runId),
+      check('callback_deliveries_status_check', sql`${t.status} in ('pending', 'succeeded', 'failed')`),
+    ],
+  )
+
+  /** Each attempt of a callback delivery: when, how long, the answer's status or the error. */
+  const callbackAttempts = table(
+    'callback_attempts',
+    {
+      deliveryId: text('delivery_id')
+        .notNull()
+        .references(() => callbackDeliveries.id, { onDelete: 'cascade' }),
+      attempt: integer('attempt').notNull(),
+      startedAt: integer('started_at').notNull(),
+      durationMs: integer('duration_ms').notNull(),
+      statusCode: integer('status_code'),
+      error: text('error'),
+    },
+    (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
+  )
+
   // ── Logs (append-only) ────────────────────────────────────────────────────
 
   const activityLogs = table(
@@ -612,6 +709,7 @@ export function defineTables(kit: TableKit) {
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
-    workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, activityLogs, activityLogRecords, adminLogs,
+    workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
+    callbackDeliveries, callbackAttempts, activityLogs, activityLogRecords, adminLogs,
   }
 }
