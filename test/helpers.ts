@@ -172,6 +172,7 @@ export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Pr
 /** Why a test runs on PostgreSQL only (the SQLite pass lists it as skipped with the reason in its name). */
 export const POSTGRES_ONLY = {
   severalInstances: 'runs several `serve` processes on one database: on SQLite one serve holds the data directory (serve.lock) and a second is refused',
+  queryPlan: 'reads PostgreSQL\'s EXPLAIN (SQLite\'s plans: test/query-plans.test.ts)',
 } as const
 
 /** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */

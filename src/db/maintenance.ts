@@ -34,7 +34,7 @@ export function* deleteLogBatch(table: LogTable, cutoff: Micros, batch: number) 
  * Finished runs deleted per transaction: measured, a batch of 500 runs with three steps and an idempotency key each
  * takes about N ms (README "Run history retention").
  */
-export const FINISHED_RUNS_PER_BATCH = 500
+export const FINISHED_RUNS_PER_BATCH = 100
 
 // The oldest finished runs, walked on `runs_finished_idx` — its predicate repeated as literals: SQLite uses a partial
 // index only for a WHERE that repeats it — then deleted by primary key. Their steps and idempotency keys go with them
