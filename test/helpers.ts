@@ -156,6 +156,7 @@ export const SQLITE_ONLY = {
   readOnly: 'makes the SQLite data directory and files read-only (a read-only bind mount, chattr +i); PostgreSQL\'s storage is its server\'s',
   prepares: 'counts what the SQLite connection prepares (bun:sqlite `prepare`)',
   wal: 'measures the SQLite file\'s write-ahead log and its checkpoints',
+  fileSize: 'measures the SQLite file\'s size, its free pages and its tables\' pages (dbstat)',
   backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const

@@ -299,7 +299,7 @@ describe('through the app, the executor running', () => {
     const store = env.store
     if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
     // The statement as the store runs it: built by its dialect; EXPLAINed with the cutoff bound.
-    const step = deleteFinishedRunBatch(0).next().value as { args: [QueryCall] }
+    const step = deleteFinishedRunBatch(0).next().value as unknown as { args: [QueryCall] }
     const text = (step.args[0].build(postgresDialect(store.db)) as unknown as { toSQL(): { sql: string } }).toSQL().sql
     const plan = async (cutoff: number) => ((await store.sql.unsafe(`EXPLAIN ${text}`, [cutoff])) as { 'QUERY PLAN': string }[]).map((row) => row['QUERY PLAN']).join('\n')
     // 50,000 finished runs, their statistics taken: ten past the first cutoff (a pass at steady state), all past the
@@ -317,3 +317,211 @@ describe('through the app, the executor running', () => {
     expect((await pruneRunHistory(store, at(template.finished + retention), retention)).runs).toBeGreaterThanOrEqual(50_000)
   }, 120_000)
 })
+
+// ── Real servers ────────────────────────────────────────────────────────────
+
+/** A retention of seconds: passes every second (half of it). */
+const SHORT_RETENTION = { TRELLIS_RUN_RETENTION: '2s', TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_LOG_LEVEL: 'info', ...HIGH_API_BUDGETS }
+const RETENTION_MS = 2_000
+const PASS_MS = 1_000
+/** A run of one `http` step, on any record id (nothing is read): a step's output and a key to prune with each run. */
+const PING = ordersWorkflow('Ping', [{ type: 'http', name: 'ping', method: 'POST', url: `${receiverUrl}/ok/{{record.id}}`, retries: 0 }], { webhook: FAST })
+
+const servers: ServeProcess[] = []
+const cleanups: (() => void)[] = []
+afterAll(async () => {
+  await Promise.all(servers.map((server) => server.stop('SIGKILL')))
+  for (const cleanup of cleanups) cleanup()
+})
+
+/** The deployment under test: one `serve` on a SQLite data directory, or two instances on one PostgreSQL database. */
+interface Deployment {
+  urls: string[]
+  hook: string
+  token: string
+  /** The SQLite file (null on PostgreSQL). */
+  file: string | null
+  /** A statement on the deployment's database (portable SQL); the first column of its first row, as a number. */
+  number(statement: string): number
+  /** Everything the instances logged. */
+  output(): string
+  close(): Promise<void>
+}
+
+async function deployment(): Promise<Deployment> {
+  if (TEST_STORE === 'postgres') {
+    const url = await freshDatabase()
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(PING)
+    const set = await startInstances({ url, document, count: 2, env: SHORT_RETENTION })
+    return {
+      urls: set.instances.map((instance) => instance.url),
+      hook: set.hooks.Ping!,
+      token: await set.token('bob@example.com', 'history', 'workflows:trigger'),
+      file: null,
+      number: (statement) => Number(psqlSync(url, statement).trim()),
+      output: () => set.instances.map((instance) => instance.stdout()).join(''),
+      close: () => set.close(),
+    }
+  }
+  const seeded = await seedDataDir('history', [PING], cleanups, async (store, report) => ({
+    hook: hookPath(report.workflows.find((w) => w.name === 'Ping')!.webhook.url),
+    token: (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value,
+  }))
+  const server = await startServe({ dataDir: seeded.dataDir, cwd: seeded.cwd, env: SHORT_RETENTION, timeoutMs: 20_000 })
+  servers.push(server)
+  const file = databasePath(seeded.dataDir)
+  return {
+    urls: [server.url],
+    hook: seeded.hook,
+    token: seeded.token,
+    file,
+    number: (statement) => {
+      const db = new Database(file, { readonly: true })
+      try {
+        return Number(db.prepare(statement).values()[0]![0])
+      } finally {
+        db.close()
+      }
+    },
+    output: () => server.stdout(),
+    close: async () => void (await server.stop('SIGTERM')),
+  }
+}
+
+/**
+ * `clients` loops, each triggering Ping on a fresh record with a fresh Idempotency-Key (round robin over the
+ * deployment's instances) until `stop(calls sent)` says so; every answer must be 202. With `eachToItsEnd`, a client
+ * waits for its run to finish (read through the API) before the next trigger: a steady load the server keeps up with,
+ * whatever the machine. Their run ids, in order.
+ */
+async function triggerLoop(deployed: Deployment, clients: number, stop: (sent: number) => boolean, eachToItsEnd = false): Promise<string[]> {
+  const started: string[] = []
+  let sequence = 0
+  const client = async () => {
+    while (!stop(sequence)) {
+      const n = sequence++
+      const url = deployed.urls[n % deployed.urls.length]
+      const response = await fetch(`${url}${deployed.hook}`, {
+        method: 'POST',
+        headers: { ...bearer(deployed.token), 'content-type': 'application/json', 'idempotency-key': `loop-${n}` },
+        body: JSON.stringify({ record_id: `loop-${n}` }),
+      })
+      const text = await response.text()
+      expect(response.status, text).toBe(202)
+      const runId = (JSON.parse(text) as { runId: string }).runId
+      started.push(runId)
+      if (eachToItsEnd) await until(`run ${runId} to finish`, async () => ((await (await fetch(`${url}/v1/workflow-runs/${runId}`, { headers: bearer(deployed.token) })).json()) as { finishedAt: string | null }).finishedAt !== null, 10_000, 5)
+    }
+  }
+  await Promise.all(Array.from({ length: clients }, client))
+  return started
+}
+
+/** `trellis_runs_pruned_total` summed over the deployment's instances. */
+async function prunedOnMetrics(deployed: Deployment): Promise<number> {
+  let total = 0
+  for (const url of deployed.urls) {
+    const text = await (await fetch(`${url}/metrics`)).text()
+    const value = /^trellis_runs_pruned_total (\d+)$/m.exec(text)
+    expect(value).not.toBeNull()
+    total += Number(value![1])
+  }
+  return total
+}
+
+const idList = (ids: string[]) => `(${ids.map((id) => `'${id}'`).join(', ')})`
+
+test(`real servers (PostgreSQL: two instances): a retention of ${RETENTION_MS / 1000} s prunes finished runs by itself, every second, with their steps and keys`, async () => {
+  const deployed = await deployment()
+  try {
+    // A first burst, then a steady loop for a few seconds.
+    const first = await triggerLoop(deployed, 4, (sent) => sent >= 40)
+    await until('the first runs to finish', () => deployed.number(`SELECT count(*) FROM runs WHERE id IN ${idList(first)} AND status = 'succeeded'`) === first.length, 20_000)
+    expect(deployed.number(`SELECT count(*) FROM idempotency_keys WHERE run_id IN ${idList(first)}`)).toBe(first.length)
+    const entries = deployed.number(`SELECT count(*) FROM activity_logs WHERE run_id IN ${idList(first)}`)
+    expect(entries).toBe(2 * first.length) // triggerWorkflow, completeWorkflow
+    const deadline = Date.now() + 5_000
+    const more = await triggerLoop(deployed, 4, () => Date.now() >= deadline, true)
+    // Within the retention and a pass (and a second's slack), every run of the first burst went, with its steps and keys.
+    await until('the first runs to be pruned', () => deployed.number(`SELECT count(*) FROM runs WHERE id IN ${idList(first)}`) === 0, RETENTION_MS + PASS_MS + 5_000)
+    expect(deployed.number(`SELECT count(*) FROM run_steps WHERE run_id IN ${idList(first)}`)).toBe(0)
+    expect(deployed.number(`SELECT count(*) FROM idempotency_keys WHERE run_id IN ${idList(first)}`)).toBe(0)
+    // Their activity entries stay.
+    expect(deployed.number(`SELECT count(*) FROM activity_logs WHERE run_id IN ${idList(first)}`)).toBe(entries)
+    for (const id of first.slice(0, 3)) {
+      const response = await fetch(`${deployed.urls[0]}/v1/workflow-runs/${id}`, { headers: bearer(deployed.token) })
+      expect(response.status).toBe(404)
+    }
+    // No finished run is older than the retention and a pass, give or take a second: the history stays bounded.
+    const now = Date.now()
+    expect(deployed.number(`SELECT count(*) FROM runs WHERE status IN ${FINISHED} AND finished_at < ${now - RETENTION_MS - PASS_MS - 1_000}`)).toBe(0)
+    const kept = deployed.number('SELECT count(*) FROM runs')
+    const pruned = await prunedOnMetrics(deployed)
+    console.log(`${TEST_STORE}: ${first.length + more.length} runs started, ${pruned} pruned (trellis_runs_pruned_total), ${kept} kept`)
+    expect(pruned).toBeGreaterThanOrEqual(first.length)
+    expect(kept).toBeLessThan(more.length)
+    expect(deployed.output()).toContain('"pruned run history"')
+  } finally {
+    await deployed.close()
+  }
+}, 120_000)
+
+const MB = 1024 * 1024
+const sizeOf = (file: string) => {
+  try {
+    return statSync(file).size
+  } catch {
+    return 0
+  }
+}
+const mb = (bytes: number) => (bytes / MB).toFixed(2)
+
+sqliteOnlyTest(SQLITE_ONLY.fileSize, 'a steady trigger loop with a retention of 2 s: the SQLite file stops growing but for the activity log (measured, printed)', async () => {
+  const deployed = await deployment()
+  const file = deployed.file!
+  // A reader of the served file: its size in pages (what the file is once checkpointed), its free pages, and the pages
+  // of the activity log's tables and indexes — which log retention governs, in days, and which grow with every run.
+  const reader = new Database(file, { readonly: true })
+  const logTrees = (reader.prepare("SELECT name FROM sqlite_master WHERE tbl_name IN ('activity_logs', 'activity_log_records')").all() as { name: string }[]).map((r) => r.name)
+  const pragma = (name: string) => Number(Object.values(reader.prepare(`PRAGMA ${name}`).get() as Record<string, number>)[0])
+  const logBytes = reader.prepare(`SELECT coalesce(sum(pgsize), 0) AS bytes FROM dbstat WHERE name IN (${logTrees.map(() => '?').join(', ')})`)
+  const runCount = reader.prepare('SELECT count(*) AS n FROM runs')
+  const started = Date.now()
+  const sample = () => {
+    const size = pragma('page_count') * pragma('page_size')
+    const logs = Number((logBytes.get(...logTrees) as { bytes: number }).bytes)
+    return { at: (Date.now() - started) / 1000, size, logs, rest: size - logs, free: pragma('freelist_count') * pragma('page_size'), file: sizeOf(file), wal: sizeOf(`${file}-wal`), runs: Number((runCount.get() as { n: number }).n) }
+  }
+  const samples: ReturnType<typeof sample>[] = []
+  const sampler = setInterval(() => samples.push(sample()), 1_000)
+  try {
+    const loadMs = 24_000
+    const runs = await triggerLoop(deployed, 4, () => Date.now() - started >= loadMs, true)
+    clearInterval(sampler)
+    samples.push(sample())
+    // After a warm-up (the retention, a pass and some), the rest of the time in thirds.
+    const measured = samples.filter((s) => s.at >= 6)
+    const third = Math.floor(measured.length / 3)
+    const [firstThird, lastThird] = [measured.slice(0, third), measured.slice(-third)]
+    const max = (values: number[]) => Math.max(...values)
+    console.log(`SQLite file under ${loadMs / 1000} s of triggers with a run retention of ${RETENTION_MS / 1000} s: ${runs.length} runs (${Math.round(runs.length / (loadMs / 1000))}/s), each with a step and a key`)
+    console.log('   t(s)  size(MB)  activity log(MB)  rest(MB)  free(MB)  main file(MB)  -wal(MB)  runs kept')
+    for (const s of samples) console.log(`  ${s.at.toFixed(1).padStart(5)}  ${mb(s.size).padStart(8)}  ${mb(s.logs).padStart(16)}  ${mb(s.rest).padStart(8)}  ${mb(s.free).padStart(8)}  ${mb(s.file).padStart(13)}  ${mb(s.wal).padStart(8)}  ${String(s.runs).padStart(9)}`)
+    const [firstMax, lastMax] = [max(firstThird.map((s) => s.rest)), max(lastThird.map((s) => s.rest))]
+    const grown = { size: measured.at(-1)!.size - measured[0]!.size, logs: measured.at(-1)!.logs - measured[0]!.logs }
+    console.log(`  all but the activity log: ${mb(firstMax)} MB at most in the first third after the warm-up, ${mb(lastMax)} MB in the last; the file grew ${mb(grown.size)} MB, the activity log ${mb(grown.logs)} MB`)
+    expect(third).toBeGreaterThanOrEqual(4)
+    expect(runs.length).toBeGreaterThan(1_000)
+    // The runs, their steps and keys, and the free pages they leave: flat.
+    expect(lastMax).toBeLessThanOrEqual(firstMax * 1.1)
+    // The file grows by the activity log's entries and no more (its free pages go to the log too).
+    expect(grown.size).toBeLessThanOrEqual(grown.logs + 0.1 * firstMax)
+    // The runs kept: about the last retention and pass worth of them, not the whole loop's.
+    expect(max(lastThird.map((s) => s.runs))).toBeLessThan(runs.length / 3)
+  } finally {
+    clearInterval(sampler)
+    reader.close()
+    await deployed.close()
+  }
+}, 90_000)
