@@ -251,6 +251,28 @@ describe('through the app, the executor running', () => {
     expect(await call(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(token) }))).toMatchObject({ status: 404 })
   }, 30_000)
 
+  postgresOnlyTest(POSTGRES_ONLY.concurrentWriters, 'a retry waits for a pruning under way that deletes its run, then is 404: never a retry whose steps were deleted before it copied them', async () => {
+    const store = env.store
+    if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
+    const failed = await trigger('Notify', 'rh-12')
+    await reaches(failed, 'failed')
+    // A pass's deletion of the run, not yet committed.
+    const reserved = await store.sql.reserve()
+    try {
+      await reserved.unsafe('BEGIN')
+      await reserved.unsafe('DELETE FROM runs WHERE id = $1', [failed])
+      let answered = false
+      const retry = call(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(token) })).finally(() => (answered = true))
+      await Bun.sleep(500)
+      expect(answered).toBe(false) // it holds the run it retries: it waits for the deletion
+      await reserved.unsafe('COMMIT')
+      expect(await retry).toMatchObject({ status: 404, body: { code: 'not_found' } })
+    } finally {
+      reserved.release()
+    }
+    expect(count(`SELECT count(*) AS n FROM runs WHERE retry_of = '${failed}'`)).toBe(0)
+  }, 30_000)
+
   /**
    * `copies` copies of the run `template`, each with its steps and key, finished before it (the oldest first in the
    * index's order); their ids are the template's with `-<n>` after it.
