@@ -3,7 +3,7 @@
  * on the store the pass gives (both passes: this file is in POSTGRES_PASS): the finished runs older than the retention
  * go with their steps and idempotency keys, in batches; newer ones stay, and active ones (queued, running, waiting)
  * whatever their age; activity and admin logs are not touched; a pruned run is 404, and a retry whose retried run was
- * pruned still renders. Then through real `trellis serve` processes with a retention of seconds: the runs go by
+ * pruned still renders; on PostgreSQL a retry (or a bulk retry) beside a pass deleting its run waits for it. Then through real `trellis serve` processes with a retention of seconds: the runs go by
  * themselves, counted on /metrics (PostgreSQL: two instances); and on SQLite, under a steady trigger loop, the file
  * stops growing but for the activity log's own entries (measured, printed).
  *
@@ -87,8 +87,10 @@ const WORKFLOWS = [
   // Fails at its call the first time for a record; its retry carries the `load` step.
   ordersWorkflow('Notify', [{ type: 'load' }, { type: 'http', name: 'notify', method: 'POST', url: `${receiverUrl}/flaky/{{record.id}}`, retries: 0 }], { webhook: FAST }),
 ]
-const RECORDS = Array.from({ length: 12 }, (_, i) => `rh-${i + 1}`)
+const RECORDS = Array.from({ length: 14 }, (_, i) => `rh-${i + 1}`)
 const FINISHED = "('succeeded', 'failed', 'cancelled')"
+/** Run ids as an SQL list: `('a', 'b')`. */
+const idList = (ids: string[]) => `(${ids.map((id) => `'${id}'`).join(', ')})`
 
 /** A clock at `ms` (pruneRunHistory's `now`). */
 const at = (ms: number): Clock => ({ now: () => ms })
@@ -141,7 +143,6 @@ describe('through the app, the executor running', () => {
   const statusOf = (id: string) => queryOne<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', id)?.status
   const reaches = (id: string, ...statuses: string[]) => until(`run ${id} to be ${statuses.join(' or ')}`, () => statuses.includes(statusOf(id) ?? ''), 10_000, 10)
   const finishedAt = (id: string) => Number(queryOne<{ t: number }>(env.store, 'SELECT finished_at AS t FROM runs WHERE id = ?', id)!.t)
-  const idList = (ids: string[]) => `(${ids.map((id) => `'${id}'`).join(', ')})`
   const count = (sql: string) => Number(queryOne<{ n: number }>(env.store, sql)!.n)
   const stepsOf = (ids: string[]) => count(`SELECT count(*) AS n FROM run_steps WHERE run_id IN ${idList(ids)}`)
   const keysOf = (ids: string[]) => count(`SELECT count(*) AS n FROM idempotency_keys WHERE run_id IN ${idList(ids)}`)
@@ -251,26 +252,45 @@ describe('through the app, the executor running', () => {
     expect(await call(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(token) }))).toMatchObject({ status: 404 })
   }, 30_000)
 
-  postgresOnlyTest(POSTGRES_ONLY.concurrentWriters, 'a retry waits for a pruning under way that deletes its run, then is 404: never a retry whose steps were deleted before it copied them', async () => {
+  /**
+   * `act` while another transaction has deleted the run `runId` (as a pass of the retention does) and not yet committed:
+   * `act` must wait for it (still unanswered after half a second); then the deletion commits. What `act` answered.
+   */
+  async function whilePruning<T>(runId: string, act: () => Promise<T>): Promise<T> {
     const store = env.store
     if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
-    const failed = await trigger('Notify', 'rh-12')
-    await reaches(failed, 'failed')
-    // A pass's deletion of the run, not yet committed.
     const reserved = await store.sql.reserve()
     try {
       await reserved.unsafe('BEGIN')
-      await reserved.unsafe('DELETE FROM runs WHERE id = $1', [failed])
+      await reserved.unsafe('DELETE FROM runs WHERE id = $1', [runId])
       let answered = false
-      const retry = call(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(token) })).finally(() => (answered = true))
+      const answer = act().finally(() => (answered = true))
       await Bun.sleep(500)
-      expect(answered).toBe(false) // it holds the run it retries: it waits for the deletion
+      expect(answered).toBe(false)
       await reserved.unsafe('COMMIT')
-      expect(await retry).toMatchObject({ status: 404, body: { code: 'not_found' } })
+      return await answer
     } finally {
       reserved.release()
     }
+  }
+
+  postgresOnlyTest(POSTGRES_ONLY.concurrentWriters, 'a retry waits for a pruning under way that deletes its run, then is 404: never a retry whose steps were deleted before it copied them', async () => {
+    const failed = await trigger('Notify', 'rh-12')
+    await reaches(failed, 'failed')
+    const retry = await whilePruning(failed, () => call(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(token) })))
+    expect(retry).toMatchObject({ status: 404, body: { code: 'not_found' } })
     expect(count(`SELECT count(*) AS n FROM runs WHERE retry_of = '${failed}'`)).toBe(0)
+  }, 30_000)
+
+  postgresOnlyTest(POSTGRES_ONLY.concurrentWriters, 'a bulk retry skips a run that a pruning under way deletes (not_found) and retries the others', async () => {
+    const [older, newer] = [await trigger('Notify', 'rh-13'), await trigger('Notify', 'rh-14')]
+    await reaches(older, 'failed')
+    await reaches(newer, 'failed')
+    const admin = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    const bulk = await whilePruning(older, () =>
+      call(request('/v1/project/Acme/environment/production/workflow-runs/retry', { method: 'POST', headers: bearer(admin), json: { workflowName: 'Notify' } })),
+    )
+    expect(bulk).toMatchObject({ status: 200, body: { retried: [{ retryOf: newer }], skipped: [{ runId: older, code: 'not_found' }], more: false } })
   }, 30_000)
 
   /**
@@ -451,8 +471,6 @@ async function prunedOnMetrics(deployed: Deployment): Promise<number> {
   }
   return total
 }
-
-const idList = (ids: string[]) => `(${ids.map((id) => `'${id}'`).join(', ')})`
 
 test(`real servers (PostgreSQL: two instances): a retention of ${RETENTION_MS / 1000} s prunes finished runs by itself, every second, with their steps and keys`, async () => {
   const deployed = await deployment()

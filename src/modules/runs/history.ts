@@ -77,8 +77,8 @@ export function scheduleHistoryRetention(store: Store, clock: Clock, logger: Log
   const pass = async () => {
     try {
       const runs = retention.runRetentionMs === null ? null : await pruneRunHistory(store, clock, retention.runRetentionMs, () => stopped)
-      const idempotencyKeys = stopped ? 0 : await pruneIdempotencyKeys(store, clock, retention.idempotencyKeyWindowMs)
       if (runs !== null) metrics.runsPruned.inc(runs.runs)
+      const idempotencyKeys = stopped ? 0 : await pruneIdempotencyKeys(store, clock, retention.idempotencyKeyWindowMs)
       if ((runs?.runs ?? 0) + idempotencyKeys === 0) return
       logger.info('pruned run history', {
         ...(runs === null ? {} : { ...runs, cutoff: toIso(runs.cutoff), longestBatchMs: Math.round(runs.longestBatchMs * 10) / 10 }),

@@ -89,7 +89,7 @@ export const BulkRetryAnswer = t.Object(
     skipped: t.Array(
       t.Object({
         runId: t.String({ format: 'uuid' }),
-        code: t.String({ description: 'Why: run_in_progress (the record has an active run of the workflow), already_retried, workflow_withdrawn' }),
+        code: t.String({ description: 'Why: run_in_progress (the record has an active run of the workflow), already_retried, workflow_withdrawn, not_found (the run history\'s retention deleted it meanwhile)' }),
       }),
       { description: 'Matching runs this call did not retry' },
     ),

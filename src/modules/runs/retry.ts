@@ -94,8 +94,8 @@ export async function takeBulkRetryCall(counters: RateCounters, clock: Clock, pr
 
 /**
  * The bulk retry's op, one transaction: the environment's newest `limit` failed runs matching `filter` that no run
- * retries yet, each retried as `by` (`retryRun`, in a savepoint: a run the rules refuse is skipped with its code,
- * the others go on). `more` when further matching runs are left.
+ * retries yet, each retried as `by` (`retryRun`, in a savepoint: a run the rules refuse, or deleted meanwhile, is
+ * skipped with its code, the others go on). `more` when further matching runs are left.
  */
 export function* retryFailedRuns(clock: Clock, environmentId: number, filter: BulkRetryFilter, limit: number, by: Retrier): Op<BulkRetryOutcome> {
   const workflowIds = yield* workflowIdsNamed(environmentId, filter.workflowName, filter.teamName)
@@ -103,10 +103,12 @@ export function* retryFailedRuns(clock: Clock, environmentId: number, filter: Bu
   const answer: BulkRetryOutcome = { retried: [], skipped: [], more: ids.length > limit }
   for (const runId of ids.slice(0, limit)) {
     try {
-      const found = (yield* findRun(runId))!
+      const found = yield* findRun(runId)
+      if (!found) throw notFound(`Run ${runId} not found`)
       answer.retried.push({ runId: yield* savepoint(() => retryRun(clock, randomUUIDv7(), found, by)), retryOf: runId })
     } catch (error) {
-      if (!(error instanceof HttpError) || error.status !== 409) throw error
+      // 404: on PostgreSQL the run history's retention may delete a listed run before its turn.
+      if (!(error instanceof HttpError) || (error.status !== 409 && error.status !== 404)) throw error
       answer.skipped.push({ runId, code: error.code })
     }
   }
