@@ -58,6 +58,7 @@ export const POSTGRES_PASS = [
   'retry',
   'route-fuzz',
   'routes',
+  'run-history',
   'runs-list',
   'storage-faults',
   'tokens',

@@ -32,6 +32,11 @@ export interface Config {
   logRetentionDays: number | null
   /** How long a run start's Idempotency-Key is replayed (TRELLIS_IDEMPOTENCY_KEY_HOURS, in ms); pruned after it. */
   idempotencyKeyWindowMs: number
+  /**
+   * How long a finished run (with its steps and idempotency keys) is kept after it finished (TRELLIS_RUN_RETENTION, in
+   * ms); null keeps runs forever (`off`).
+   */
+  runRetentionMs: number | null
   /** Local and private destinations that `http` steps may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
@@ -82,6 +87,15 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
  * checkpointed at 16 MB) several times over, so an instance is taken out of rotation before writes start failing.
  */
 export const DEFAULT_READY_MIN_FREE_MB = 64
+
+/** Finished runs are kept 30 days by default (TRELLIS_RUN_RETENTION). */
+export const DEFAULT_RUN_RETENTION = '30d'
+
+/** Milliseconds in each unit a duration setting may use. */
+const DURATION_UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** A retention is between a second and 100 years (36,500 days). */
+const LONGEST_RETENTION_MS = 36_500 * DURATION_UNITS.d!
 
 /** Flags a command may pass; each maps to one env variable. */
 export type ConfigFlags = { -readonly [K in keyof typeof FLAG_SETTINGS]?: string }
@@ -142,6 +156,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
       ? integerSetting('TRELLIS_LOG_RETENTION_DAYS', env.TRELLIS_LOG_RETENTION_DAYS, 0, 1, 36_500)
       : null,
     idempotencyKeyWindowMs: integerSetting('TRELLIS_IDEMPOTENCY_KEY_HOURS', env.TRELLIS_IDEMPOTENCY_KEY_HOURS, 24, 1, 8760) * 3_600_000,
+    runRetentionMs: retentionSetting('TRELLIS_RUN_RETENTION', env.TRELLIS_RUN_RETENTION, DEFAULT_RUN_RETENTION),
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
@@ -254,6 +269,20 @@ function integerSetting(name: string, raw: string | undefined, fallback: number,
   const value = Number(text)
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`)
   return value
+}
+
+/**
+ * A retention as a whole number and a unit — `90s`, `15m`, `12h`, `30d` — in ms (a second to 100 years), or null for
+ * `off` (keep forever). A bare number or `0` is refused: the unit, or `off`, must be said.
+ */
+function retentionSetting(name: string, raw: string | undefined, fallback: string): number | null {
+  const text = nonEmpty(raw) ?? fallback
+  if (text.toLowerCase() === 'off') return null
+  const match = /^(\d+)\s*([smhd])$/i.exec(text)
+  if (!match) throw new ConfigError(`${name} must be a whole number with a unit (s, m, h or d: 90s, 12h, 30d) or off, got "${text}"`)
+  const ms = Number(match[1]) * DURATION_UNITS[match[2]!.toLowerCase()]!
+  if (ms < DURATION_UNITS.s! || ms > LONGEST_RETENTION_MS) throw new ConfigError(`${name} must be between 1s and 36500d, or off, got "${text}"`)
+  return ms
 }
 
 function urlHost(host: string): string {

@@ -156,6 +156,7 @@ export const SQLITE_ONLY = {
   readOnly: 'makes the SQLite data directory and files read-only (a read-only bind mount, chattr +i); PostgreSQL\'s storage is its server\'s',
   prepares: 'counts what the SQLite connection prepares (bun:sqlite `prepare`)',
   wal: 'measures the SQLite file\'s write-ahead log and its checkpoints',
+  fileSize: 'measures the SQLite file\'s size, its free pages and its tables\' pages (dbstat)',
   backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const
@@ -172,6 +173,8 @@ export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Pr
 /** Why a test runs on PostgreSQL only (the SQLite pass lists it as skipped with the reason in its name). */
 export const POSTGRES_ONLY = {
   severalInstances: 'runs several `serve` processes on one database: on SQLite one serve holds the data directory (serve.lock) and a second is refused',
+  queryPlan: 'reads PostgreSQL\'s EXPLAIN (SQLite\'s plans: test/query-plans.test.ts)',
+  concurrentWriters: 'holds a write transaction open beside the app\'s: SQLite\'s one writer lets nothing run between two statements of a write',
 } as const
 
 /** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */

@@ -157,6 +157,7 @@ describe('loadConfig', () => {
       executorLeaseMs: 30_000,
       logRetentionDays: null,
       idempotencyKeyWindowMs: 24 * 3_600_000,
+      runRetentionMs: 30 * 86_400_000,
       dbBusyWaitMs: 3000,
       walCheckpointMs: 250,
       readyMinFreeBytes: 64 * 1024 * 1024,
@@ -191,6 +192,7 @@ describe('loadConfig', () => {
         TRELLIS_DATABASE_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
         TRELLIS_DATABASE_POOL: '8',
         TRELLIS_IDEMPOTENCY_KEY_HOURS: '48',
+        TRELLIS_RUN_RETENTION: '12h',
       },
     )
     expect(config).toEqual({
@@ -210,6 +212,7 @@ describe('loadConfig', () => {
       executorLeaseMs: 30_000,
       logRetentionDays: null,
       idempotencyKeyWindowMs: 48 * 3_600_000,
+      runRetentionMs: 12 * 3_600_000,
       dbBusyWaitMs: 500,
       walCheckpointMs: 1000,
       readyMinFreeBytes: 128 * 1024 * 1024,
@@ -270,6 +273,14 @@ describe('loadConfig', () => {
     ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '0'],
     ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '8761'],
     ['TRELLIS_IDEMPOTENCY_KEY_HOURS', '1.5'],
+    ['TRELLIS_RUN_RETENTION', '30'],
+    ['TRELLIS_RUN_RETENTION', '0'],
+    ['TRELLIS_RUN_RETENTION', '0s'],
+    ['TRELLIS_RUN_RETENTION', '1.5d'],
+    ['TRELLIS_RUN_RETENTION', '-3d'],
+    ['TRELLIS_RUN_RETENTION', '2w'],
+    ['TRELLIS_RUN_RETENTION', '36501d'],
+    ['TRELLIS_RUN_RETENTION', 'never'],
     ['TRELLIS_HTTP_ALLOW', 'http://hooks.internal'],
     ['TRELLIS_HTTP_ALLOW', '10.0.0.0/33'],
     ['TRELLIS_HTTP_ALLOW', 'hooks.internal, *.internal'],
@@ -282,6 +293,21 @@ describe('loadConfig', () => {
     }
     expect(thrown).toBeInstanceOf(ConfigError)
     expect((thrown as Error).message).toContain(name)
+  })
+
+  test('the run retention: a whole number of s, m, h or d (any case, a space allowed), or off; 1s to 36500d', () => {
+    const retention = (value: string) => loadConfig({}, { TRELLIS_RUN_RETENTION: value }).runRetentionMs
+    expect(retention('90s')).toBe(90_000)
+    expect(retention('15m')).toBe(15 * 60_000)
+    expect(retention(' 12 H ')).toBe(12 * 3_600_000)
+    expect(retention('30d')).toBe(30 * 86_400_000)
+    expect(retention('1s')).toBe(1000)
+    expect(retention('36500d')).toBe(36_500 * 86_400_000)
+    expect(retention('off')).toBeNull()
+    expect(retention('OFF')).toBeNull()
+    expect(retention('')).toBe(30 * 86_400_000)
+    expect(() => retention('30')).toThrow('TRELLIS_RUN_RETENTION must be a whole number with a unit (s, m, h or d: 90s, 12h, 30d) or off, got "30"')
+    expect(() => retention('0d')).toThrow('TRELLIS_RUN_RETENTION must be between 1s and 36500d, or off, got "0d"')
   })
 
   test('an unknown log level or a non-http base URL → ConfigError naming it', () => {

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-logs.ts'
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
+import { deleteFinishedRunBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
@@ -104,6 +105,10 @@ const CASES: PlanCase[] = [
   ['queue: recover expired leases', (db) => runOp(db, recoverExpiredRuns(0)), /^update "runs" set .* where \("runs"\."status" = 'running' and "runs"\."lease_expires_at" < \?\)/, /SEARCH runs USING (COVERING )?INDEX runs_lease_idx \(lease_expires_at<\?\)/],
   ['queue: the run retrying a run (409 already_retried)', (db) => runOp(db, findRetryOf('r')), /^select "id" from "runs" where "runs"\."retry_of" = \?/, /^SEARCH runs USING INDEX runs_retry_of_idx \(retry_of=\?\)$/],
   ['queue: the active run behind a 409', (db) => runOp(db, findActiveRun(1, 'ord_1001')), /^select "id" from "runs" where \("runs"\."workflow_id" = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
+  // ── runs: the history's retention ──
+  // The oldest finished runs in the order of `runs_finished_idx` (never a sort), deleted by primary key; the cascade
+  // finds each run's idempotency keys and steps by index.
+  ['runs: retention: the oldest finished runs, deleted with their keys and steps', (db) => runOp(db, deleteFinishedRunBatch(0)), /^delete from "runs" where "runs"\."id" in \(select "id" from "runs"/, /^SEARCH runs USING COVERING INDEX sqlite_autoindex_runs_1 \(id=\?\) \| LIST SUBQUERY 1 \| SEARCH runs USING INDEX runs_finished_idx \(finished_at<\?\) \| SEARCH idempotency_keys USING COVERING INDEX idempotency_keys_run_idx \(run_id=\?\) \| SEARCH run_steps USING COVERING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)$/],
   // ── runs: the list ──
   ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
   ['runs: console paging (before id)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\? AND id<\?\)$/],

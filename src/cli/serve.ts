@@ -2,7 +2,7 @@ import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
-import { scheduleIdempotencyKeyPruning } from '../modules/runs/idempotency.ts'
+import { scheduleHistoryRetention } from '../modules/runs/history.ts'
 import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
 import { readSnapshot } from '../db/read.ts'
 import { serveFrom } from '../db/store.ts'
@@ -98,7 +98,7 @@ export const serveCommand: Command = {
     if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-    const keyPruning = scheduleIdempotencyKeyPruning(store, systemClock, logger, config.idempotencyKeyWindowMs)
+    const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
     upkeep.startMaintenance()
     logger.info('listening', {
       url: `http://${server.hostname}:${server.port}`,
@@ -123,12 +123,13 @@ export const serveCommand: Command = {
       logger.info('shutting down', { signal })
       try {
         retention?.stop()
-        keyPruning.stop()
+        const historyStopped = history.stop() // its batch under way commits before the store closes
         upkeep.stop()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
           executor.stop(SHUTDOWN_GRACE_MS),
+          historyStopped,
         ])
         if (!drained) {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })

@@ -135,6 +135,17 @@ export function findRetryOf(runId: string) {
   return RETRY_OF.row({ runId })
 }
 
+const HOLD_RUN = statement('queue.hold-run', (d) => d.forShare(d.db.select({ id: d.t.runs.id }).from(d.t.runs).where(eq(d.t.runs.id, sql.placeholder('id')))))
+
+/**
+ * Holds the run a retry retries until the retry's transaction ends (PostgreSQL: `FOR SHARE`; SQLite's one writer holds
+ * it already), so the run history's retention cannot delete it, and its steps with it, before the retry has copied
+ * them; a deletion under way is waited for. False when the run is gone.
+ */
+export function* holdRetriedRun(runId: string): Op<boolean> {
+  return (yield* HOLD_RUN.rows({ id: runId })).length > 0
+}
+
 const ACTIVE_RUN = statement('queue.active-run', (d) =>
   d.db
     .select({ id: d.t.runs.id })

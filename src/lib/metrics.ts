@@ -169,6 +169,11 @@ export function createMetrics(options: MetricsOptions = {}) {
       labelNames: ['mode', 'outcome'] as const,
       registers: [registry],
     }),
+    runsPruned: new Counter({
+      name: 'trellis_runs_pruned_total',
+      help: 'Finished runs this instance deleted, with their steps and idempotency keys, past TRELLIS_RUN_RETENTION',
+      registers: [registry],
+    }),
     walBytes: new Gauge({
       name: 'trellis_wal_bytes',
       help: 'Size of the -wal file after the last timed checkpoint',

@@ -6,7 +6,6 @@
  * rolled back). Keys belong to a workflow and a user.
  */
 import { randomUUIDv7 } from 'bun'
-import { Cron } from 'croner'
 import { createHash } from 'node:crypto'
 import { deleteExpiredIdempotencyKeys, findLiveIdempotencyKey, type IdempotencyScope, recordIdempotencyKey } from '../../db/idempotency-keys.ts'
 import { type Op, savepoint } from '../../db/op.ts'
@@ -14,7 +13,6 @@ import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, unprocessable } from '../../lib/errors.ts'
-import type { Logger } from '../../lib/logger.ts'
 import { queueRun, type RunStart } from './service.ts'
 
 /** A call that carries an `Idempotency-Key`: the key, the SHA-256 of what it asked (`requestHash`), and the window (ms). */
@@ -114,27 +112,10 @@ export function* queueRunOnce(clock: Clock, id: string, input: RunStart, call: I
 /** Keys deleted per transaction when pruning: short write locks. */
 const PRUNE_BATCH = 1000
 
-/** Deletes every key older than the window, in batches; how many. */
+/** Deletes every key older than the window, in batches; how many. `serve` calls it on each pass of ./history.ts. */
 export async function pruneIdempotencyKeys(store: Store, clock: Clock, windowMs: number): Promise<number> {
   const cutoff = clock.now() - windowMs
   let pruned = 0
   for (let n = PRUNE_BATCH; n >= PRUNE_BATCH; pruned += n) n = await write(store, () => deleteExpiredIdempotencyKeys(cutoff, PRUNE_BATCH))
   return pruned
-}
-
-/**
- * Prunes expired keys once at start and then every hour (at minute 41), whatever else is configured: a replay already
- * ignores a key past the window, so pruning only keeps the table small. A failure waits for the next hour.
- */
-export function scheduleIdempotencyKeyPruning(store: Store, clock: Clock, logger: Logger, windowMs: number): Cron {
-  const run = async () => {
-    try {
-      const pruned = await pruneIdempotencyKeys(store, clock, windowMs)
-      if (pruned > 0) logger.info('pruned idempotency keys', { pruned, windowHours: windowMs / 3_600_000 })
-    } catch (error) {
-      logger.error('idempotency key pruning failed', { error: (error as Error).message })
-    }
-  }
-  void run()
-  return new Cron('41 * * * *', { protect: true }, run)
 }

@@ -57,7 +57,7 @@ export const Run = renderedAnswer(
       startedAt: IsoDateTimeOrNull,
       finishedAt: IsoDateTimeOrNull,
       retryOf: t.Union([t.String({ format: 'uuid' }), t.Null()], {
-        description: 'The failed or cancelled run this run retries (POST /v1/workflow-runs/{runId}/retry), or null',
+        description: 'The failed or cancelled run this run retries (POST /v1/workflow-runs/{runId}/retry), or null. It may be gone (404): the run history\'s retention deletes it first',
       }),
       retriedBy: t.Union([t.String({ format: 'uuid' }), t.Null()], { description: 'The run that retries this one (a run is retried at most once), or null' }),
       error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
@@ -89,7 +89,7 @@ export const BulkRetryAnswer = t.Object(
     skipped: t.Array(
       t.Object({
         runId: t.String({ format: 'uuid' }),
-        code: t.String({ description: 'Why: run_in_progress (the record has an active run of the workflow), already_retried, workflow_withdrawn' }),
+        code: t.String({ description: 'Why: run_in_progress (the record has an active run of the workflow), already_retried, workflow_withdrawn, not_found (the run history\'s retention deleted it meanwhile)' }),
       }),
       { description: 'Matching runs this call did not retry' },
     ),

@@ -6,10 +6,11 @@
  */
 import { randomUUIDv7 } from 'bun'
 import { type Op, savepoint } from '../../db/op.ts'
+import { holdRetriedRun } from '../../db/queue.ts'
 import { findTriggerTarget } from '../../db/workflows.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { conflict, forbidden, HttpError, tooManyRequests } from '../../lib/errors.ts'
+import { conflict, forbidden, HttpError, notFound, tooManyRequests } from '../../lib/errors.ts'
 import { type RateCounters, retryAfterOf } from '../../lib/rate-counters.ts'
 import { isRetryableStatus } from '../../lib/run-statuses.ts'
 import { canReachRendering } from '../directory/projects.ts'
@@ -26,10 +27,12 @@ export interface Retrier {
  * version and record, acting as `by`, resuming at the run's `next_step` — the step that failed, or for a cancelled
  * run the first step it had not done — with its steps before that carried over. 409 `run_not_retryable` while it is
  * active or once it succeeded, `workflow_withdrawn` when its workflow has no active version, `already_retried`,
- * `run_in_progress`; 403 `rendering_forbidden` when `by` can no longer reach the workflow's team. Answers the new run's id.
+ * `run_in_progress`; 403 `rendering_forbidden` when `by` can no longer reach the workflow's team; 404 when the run
+ * history's retention deleted the run meanwhile. Answers the new run's id.
  */
 export function* retryRun(clock: Clock, id: string, found: RetriedRun, by: Retrier): Op<string> {
   const { run } = found
+  if (!(yield* holdRetriedRun(run.id))) throw notFound(`Run ${run.id} not found`)
   if (!isRetryableStatus(run.status)) {
     throw conflict('run_not_retryable', `Run ${run.id} is ${run.status}: only a failed or cancelled run can be retried`, { status: run.status })
   }
@@ -91,8 +94,8 @@ export async function takeBulkRetryCall(counters: RateCounters, clock: Clock, pr
 
 /**
  * The bulk retry's op, one transaction: the environment's newest `limit` failed runs matching `filter` that no run
- * retries yet, each retried as `by` (`retryRun`, in a savepoint: a run the rules refuse is skipped with its code,
- * the others go on). `more` when further matching runs are left.
+ * retries yet, each retried as `by` (`retryRun`, in a savepoint: a run the rules refuse, or deleted meanwhile, is
+ * skipped with its code, the others go on). `more` when further matching runs are left.
  */
 export function* retryFailedRuns(clock: Clock, environmentId: number, filter: BulkRetryFilter, limit: number, by: Retrier): Op<BulkRetryOutcome> {
   const workflowIds = yield* workflowIdsNamed(environmentId, filter.workflowName, filter.teamName)
@@ -100,10 +103,12 @@ export function* retryFailedRuns(clock: Clock, environmentId: number, filter: Bu
   const answer: BulkRetryOutcome = { retried: [], skipped: [], more: ids.length > limit }
   for (const runId of ids.slice(0, limit)) {
     try {
-      const found = (yield* findRun(runId))!
+      const found = yield* findRun(runId)
+      if (!found) throw notFound(`Run ${runId} not found`)
       answer.retried.push({ runId: yield* savepoint(() => retryRun(clock, randomUUIDv7(), found, by)), retryOf: runId })
     } catch (error) {
-      if (!(error instanceof HttpError) || error.status !== 409) throw error
+      // 404: on PostgreSQL the run history's retention may delete a listed run before its turn.
+      if (!(error instanceof HttpError) || (error.status !== 409 && error.status !== 404)) throw error
       answer.skipped.push({ runId, code: error.code })
     }
   }
