@@ -138,23 +138,22 @@ function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY
 }
 
 /**
- * One transaction for the queued writes, oldest first, while the budget lasts (at least one, at most the limit);
- * answers each after the commit, or retries the batch.
+ * One transaction for the queued writes (up to the limit), oldest first, while the budget lasts (at least one): the
+ * writes it did not reach go back to the front of the queue for the next. Answers each after the commit, or retries
+ * or refuses the whole batch when the transaction fails.
  */
 function commitQueued(store: SqliteStore, pause: number): void {
-  const queue = store.queuedWrites
-  if (queue.length === 0) return
+  const batch = store.queuedWrites.splice(0, GROUP_COMMIT_LIMIT)
+  if (batch.length === 0) return
   const started = performance.now()
-  const alone = queue.length === 1
-  const batch: QueuedWrite[] = []
   let outcomes: ({ value: unknown } | { error: unknown })[]
   try {
     outcomes = writeTransaction(store, (tx) => {
+      if (batch.length === 1) return [{ value: batch[0]!.run(tx) }]
       const done: ({ value: unknown } | { error: unknown })[] = []
-      while (queue.length > 0 && batch.length < GROUP_COMMIT_LIMIT && (batch.length === 0 || performance.now() - started < GROUP_COMMIT_BUDGET_MS)) {
-        const queued = queue.shift()!
-        batch.push(queued)
-        done.push(alone ? { value: queued.run(tx) } : inOwnSavepoint(store, tx, queued))
+      for (const queued of batch) {
+        if (done.length > 0 && performance.now() - started >= GROUP_COMMIT_BUDGET_MS) break
+        done.push(inOwnSavepoint(store, tx, queued))
       }
       return done
     })
@@ -162,10 +161,11 @@ function commitQueued(store: SqliteStore, pause: number): void {
     const fault = storageErrorOf(store, error) ?? error
     if (fault instanceof StorageUnavailableError && fault.code === 'database_busy') return retryLater(store, batch, fault, pause)
     for (const queued of batch) queued.reject(fault)
-    if (queue.length > 0) scheduleCommit(store, 0)
+    if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
     return
   }
-  if (queue.length > 0) scheduleCommit(store, 0)
+  store.queuedWrites.unshift(...batch.splice(outcomes.length))
+  if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
   store.committed.transactions++
   store.committed.writes += batch.length
   batch.forEach((queued, i) => {
@@ -189,18 +189,14 @@ function inOwnSavepoint(store: SqliteStore, tx: Db, queued: QueuedWrite): { valu
   }
 }
 
-/**
- * Another process holds the lock: the batch's writes go back to the front of the queue, and every queued write still
- * within its wait waits on (the rest give up with `database_busy`).
- */
+/** Another process holds the lock: writes still within their wait go back to the front of the queue, the rest give up. */
 function retryLater(store: SqliteStore, batch: QueuedWrite[], busy: StorageUnavailableError, pause: number): void {
   const now = performance.now()
-  const queued = [...batch, ...store.queuedWrites]
-  const waiting = queued.filter((write) => write.deadline > now)
-  for (const write of queued) if (write.deadline <= now) write.reject(busy)
-  store.queuedWrites.splice(0, store.queuedWrites.length, ...waiting)
+  const waiting = batch.filter((queued) => queued.deadline > now)
+  for (const queued of batch) if (queued.deadline <= now) queued.reject(busy)
   if (waiting.length === 0) return
-  const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((write) => write.deadline)) - now))
+  store.queuedWrites.unshift(...waiting)
+  const wait = Math.min(pause, Math.max(1, Math.min(...waiting.map((queued) => queued.deadline)) - now))
   scheduleCommit(store, wait, Math.min(LONGEST_RETRY_MS, pause * 2))
 }
 
