@@ -107,8 +107,8 @@ const CASES: PlanCase[] = [
   ['queue: the active run behind a 409', (db) => runOp(db, findActiveRun(1, 'ord_1001')), /^select "id" from "runs" where \("runs"\."workflow_id" = \?/, /SEARCH runs USING INDEX runs_one_active_per_record \(workflow_id=\? AND record_id=\?\)/],
   // ── runs: the history's retention ──
   // The oldest finished runs in the order of `runs_finished_idx` (never a sort), deleted by primary key; the cascade
-  // finds each run's idempotency keys and steps by index.
-  ['runs: retention: the oldest finished runs, deleted with their keys and steps', (db) => runOp(db, deleteFinishedRunBatch(0)), /^delete from "runs" where "runs"\."id" in \(select "id" from "runs"/, /^SEARCH runs USING COVERING INDEX sqlite_autoindex_runs_1 \(id=\?\) \| LIST SUBQUERY 1 \| SEARCH runs USING INDEX runs_finished_idx \(finished_at<\?\) \| SEARCH idempotency_keys USING COVERING INDEX idempotency_keys_run_idx \(run_id=\?\) \| SEARCH run_steps USING COVERING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)$/],
+  // finds each run's events, callback deliveries, idempotency keys and steps by index.
+  ['runs: retention: the oldest finished runs, deleted with their keys and steps', (db) => runOp(db, deleteFinishedRunBatch(0)), /^delete from "runs" where "runs"\."id" in \(select "id" from "runs"/, /^SEARCH runs USING COVERING INDEX sqlite_autoindex_runs_1 \(id=\?\) \| LIST SUBQUERY 1 \| SEARCH runs USING INDEX runs_finished_idx \(finished_at<\?\) \| SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH callback_deliveries USING COVERING INDEX callback_deliveries_run_idx \(run_id=\?\) \| SEARCH idempotency_keys USING COVERING INDEX idempotency_keys_run_idx \(run_id=\?\) \| SEARCH run_steps USING COVERING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)$/],
   // ── runs: the list ──
   ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
   ['runs: console paging (before id)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\? AND id<\?\)$/],
