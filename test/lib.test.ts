@@ -163,6 +163,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
+      callbackRetryMs: 5000,
       oidc: null,
       trustProxy: [],
     })
@@ -191,6 +192,7 @@ describe('loadConfig', () => {
         TRELLIS_DATABASE_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
         TRELLIS_DATABASE_POOL: '8',
         TRELLIS_IDEMPOTENCY_KEY_HOURS: '48',
+        TRELLIS_CALLBACK_RETRY_MS: '250',
       },
     )
     expect(config).toEqual({
@@ -216,6 +218,7 @@ describe('loadConfig', () => {
       logLevel: 'warn',
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
+      callbackRetryMs: 250,
       oidc: null,
       trustProxy: ['10.0.0.2'],
     })

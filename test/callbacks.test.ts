@@ -1,0 +1,329 @@
+/**
+ * Issue 28, item 3: signed completion callbacks from a durable outbox, through a real server (Bun.serve on 127.0.0.1)
+ * with the executor and the delivery worker running, on the test store (SQLite, or PostgreSQL with
+ * TRELLIS_TEST_STORE=postgres). A real local receiver verifies every POST with the `standardwebhooks` package.
+ * Endpoints: add (secret once), list, remove, every refusal; deliveries of succeeded, failed and cancelled runs,
+ * the events filter, retries until the receiver answers (500s, then a closed port), the attempts listed, resend,
+ * refused destinations, the attempts spent; the apply file; then `kill -9` of a real `serve` between the run's end
+ * and the delivery (both stores), and two PostgreSQL instances never sending one attempt twice at once.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Webhook } from 'standardwebhooks'
+import { CallbackDelivery } from '../src/executor/callback-delivery.ts'
+import { Executor } from '../src/executor/executor.ts'
+import { CALLBACK_MAX_ATTEMPTS, callbackRetryDelayMs, callbackSecret } from '../src/lib/callbacks.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { silentLogger } from '../src/lib/logger.ts'
+import { OutboundClient } from '../src/lib/outbound/client.ts'
+import { NOTHING_ALLOWED } from '../src/lib/outbound/policy.ts'
+import { execute, freePort, queryAll, queryOne, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, UUID } from './support/acme.ts'
+
+// ── The receiver ────────────────────────────────────────────────────────────
+
+interface Received {
+  /** The endpoint: the first segment of the path. */
+  key: string
+  id: string
+  timestamp: number
+  body: { type: string; timestamp: string; data: Record<string, unknown> }
+  raw: string
+  status: number
+}
+
+/** Every POST the receiver verified, in order of arrival. */
+const received: Received[] = []
+/** Every POST whose signature did not verify (must stay empty). */
+const unverified: string[] = []
+/** Each endpoint's secret, by its path key. */
+const secrets = new Map<string, string>()
+/** The status an endpoint answers to the nth POST of one webhook-id (default 204). */
+const answers = new Map<string, (nth: number) => number>()
+
+const receiver = Bun.serve({
+  hostname: '127.0.0.1',
+  port: 0,
+  async fetch(request) {
+    const key = new URL(request.url).pathname.split('/')[1]!
+    const raw = await request.text()
+    const headers = Object.fromEntries(request.headers)
+    let body: Received['body']
+    try {
+      body = new Webhook(secrets.get(key) ?? 'whsec_AAAA').verify(raw, headers) as Received['body']
+    } catch (error) {
+      unverified.push(`${key}: ${(error as Error).message}`)
+      return new Response('signature', { status: 401 })
+    }
+    const id = headers['webhook-id']!
+    const nth = received.filter((r) => r.id === id).length + 1
+    const status = (answers.get(key) ?? (() => 204))(nth)
+    received.push({ key, id, timestamp: Number(headers['webhook-timestamp']), body, raw, status })
+    return new Response(null, { status })
+  },
+})
+afterAll(() => receiver.stop(true))
+const receiverUrl = `http://127.0.0.1:${receiver.port}`
+const receivedBy = (key: string) => received.filter((r) => r.key === key)
+
+// ── The app, its executor and delivery worker, a real server ────────────────
+
+const NO_API_LIMIT = { TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' }
+const PRODUCTION = '/v1/project/Acme/environment/production'
+const FINISHED = ['succeeded', 'failed', 'cancelled']
+
+const stamp = { type: 'update', name: 'stamp', set: { stamped: '{{run.id}}' } }
+const WORKFLOWS = ['CB basic', 'CB filter', 'CB retry', 'CB down', 'CB resend', 'CB refused', 'CB spent', 'CB crud', 'CB gone']
+
+let env: TestEnv
+let executor: Executor
+let delivery: CallbackDelivery
+let server: ReturnType<typeof Bun.serve>
+let base: string
+const tokens = {} as Record<'bob' | 'bobRead' | 'alice' | 'aliceRead' | 'carol' | 'dave', string>
+
+beforeAll(async () => {
+  env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_CALLBACK_RETRY_MS: '30', ...NO_API_LIMIT })
+  const document = acmeDocument()
+  const acme = acmeProject(document)
+  for (const id of ['cb-1', 'cb-2', 'cb-3', 'cb-4', 'cb-5', 'cb-6', 'cb-7', 'cb-8', 'cb-9']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
+  for (const name of WORKFLOWS) acme.workflows!.push(ordersWorkflow(name, [stamp]))
+  acme.workflows!.push(ordersWorkflow('CB hold', [stamp, { type: 'wait', name: 'hold', seconds: 600 }]))
+  await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  const outbound = new OutboundClient({ allow: env.config.httpAllow })
+  executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20, outbound })
+  delivery = new CallbackDelivery({ store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, retryBaseMs: env.config.callbackRetryMs, pollMs: 50 })
+  const app = testApp(env, { clock: systemClock, executor })
+  executor.start()
+  delivery.start()
+  server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => app.handle(request) })
+  base = `http://127.0.0.1:${server.port}`
+  tokens.bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+  tokens.bobRead = (await tokenFor(env.store, systemClock, 'bob', ['notes:read'])).value
+  tokens.alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+  tokens.aliceRead = (await tokenFor(env.store, systemClock, 'alice', ['notes:read'])).value
+  tokens.carol = (await tokenFor(env.store, systemClock, 'carol', ['all'])).value
+  tokens.dave = (await tokenFor(env.store, systemClock, 'dave', ['all'])).value
+}, 60_000) // on PostgreSQL the first block starts the shared cluster: seconds on a busy machine
+
+afterAll(async () => {
+  await Promise.all([executor.stop(2_000), delivery.stop(2_000)])
+  await server.stop(true)
+  env.cleanup()
+})
+
+interface Sent {
+  status: number
+  body: Record<string, unknown>
+}
+
+async function call(path: string, token: string, init: { method?: string; json?: unknown } = {}): Promise<Sent> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` }
+  if (init.json !== undefined) headers['content-type'] = 'application/json'
+  const response = await fetch(`${base}${path}`, { method: init.method ?? 'GET', headers, body: init.json === undefined ? undefined : JSON.stringify(init.json) })
+  const text = await response.text()
+  expect(response.status, text).toBeLessThan(500)
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+}
+
+const callbacksOf = (workflow: string) => `${PRODUCTION}/team/Support/workflows/${encodeURIComponent(workflow)}/callbacks`
+const expectError = (sent: Sent, status: number, code: string) => expect({ status: sent.status, code: sent.body.code }).toEqual({ status, code })
+
+interface Endpoint {
+  id: string
+  url: string
+  events: string[]
+  createdAt: string
+  secret: string
+}
+
+/** Adds an endpoint at the receiver's `/{key}/hook` (as alice, a project admin); its secret is the receiver's for the key. */
+async function addEndpoint(workflow: string, key: string, events?: string[]): Promise<Endpoint> {
+  const sent = await call(callbacksOf(workflow), tokens.alice, { method: 'POST', json: { url: `${receiverUrl}/${key}/hook`, ...(events ? { events } : {}) } })
+  expect(sent.status, JSON.stringify(sent.body)).toBe(201)
+  const endpoint = sent.body as unknown as Endpoint
+  secrets.set(key, endpoint.secret)
+  return endpoint
+}
+
+async function startRun(workflowName: string, recordId: string): Promise<string> {
+  const sent = await call(`${PRODUCTION}/workflow-runs`, tokens.bob, { method: 'POST', json: { workflowName, teamName: 'Support', recordId } })
+  expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+  return sent.body.runId as string
+}
+
+async function finished(runId: string): Promise<{ status: string; finishedAt: string; createdAt: string; startedAt: string | null }> {
+  return until(`run ${runId} to end`, async () => {
+    const run = (await call(`/v1/workflow-runs/${runId}`, tokens.alice)).body as { status: string; finishedAt: string; createdAt: string; startedAt: string | null }
+    return FINISHED.includes(run.status) ? run : null
+  })
+}
+
+interface DeliveryBody {
+  id: string
+  endpoint: { id: string; url: string }
+  type: string
+  status: string
+  nextAttemptAt: string | null
+  createdAt: string
+  finishedAt: string | null
+  attempts: { attempt: number; startedAt: string; durationMs: number; statusCode: number | null; error: string | null }[]
+}
+
+async function deliveriesOf(runId: string, token = tokens.alice): Promise<DeliveryBody[]> {
+  const sent = await call(`/v1/workflow-runs/${runId}/callbacks`, token)
+  expect(sent.status).toBe(200)
+  return sent.body.data as DeliveryBody[]
+}
+
+/** The run's deliveries once none is pending. */
+const settled = (runId: string, timeoutMs = 10_000) =>
+  until(`the callbacks of run ${runId} to settle`, async () => {
+    const deliveries = await deliveriesOf(runId)
+    return deliveries.length > 0 && deliveries.every((d) => d.status !== 'pending') ? deliveries : null
+  }, timeoutMs)
+
+// ── Endpoints ───────────────────────────────────────────────────────────────
+
+describe('callback endpoints', () => {
+  test('add → 201 with the secret once; list without it; remove → 204; each an admin log entry', async () => {
+    const url = `${receiverUrl}/crud/hook?source=trellis`
+    const added = await call(callbacksOf('CB crud'), tokens.alice, { method: 'POST', json: { url } })
+    expect(added.status).toBe(201)
+    expect(Object.keys(added.body).sort()).toEqual(['createdAt', 'events', 'id', 'secret', 'url'])
+    expect(added.body).toMatchObject({ url, events: ['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled'] })
+    expect(added.body.id).toMatch(UUID)
+    expect(added.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/)
+    // Derived, never stored: the instance secret, the endpoint's id and its salt.
+    const row = queryOne<{ secret_salt: string }>(env.store, 'SELECT secret_salt FROM callback_endpoints WHERE id = ?', added.body.id as string)!
+    expect(added.body.secret).toBe(callbackSecret(env.secret, added.body.id as string, row.secret_salt))
+    expect(JSON.stringify(queryAll(env.store, 'SELECT * FROM callback_endpoints'))).not.toContain((added.body.secret as string).slice(6))
+
+    const second = await call(callbacksOf('CB crud'), tokens.alice, { method: 'POST', json: { url: `${receiverUrl}/crud/other`, events: ['workflow_run.failed', 'workflow_run.failed'] } })
+    expect(second.status).toBe(201)
+    expect(second.body.events).toEqual(['workflow_run.failed'])
+
+    const listed = await call(callbacksOf('CB crud'), tokens.alice)
+    expect(listed.status).toBe(200)
+    expect(listed.body.data).toEqual([
+      { id: added.body.id, url, events: added.body.events, createdAt: added.body.createdAt },
+      { id: second.body.id, url: `${receiverUrl}/crud/other`, events: ['workflow_run.failed'], createdAt: second.body.createdAt },
+    ])
+
+    const removed = await fetch(`${base}${callbacksOf('CB crud')}/${second.body.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${tokens.alice}` } })
+    expect(removed.status).toBe(204)
+    expect(((await call(callbacksOf('CB crud'), tokens.alice)).body.data as { id: string }[]).map((e) => e.id)).toEqual([added.body.id as string])
+    expectError(await call(`${callbacksOf('CB crud')}/${second.body.id}`, tokens.alice, { method: 'DELETE' }), 404, 'not_found')
+
+    const log = await call('/v1/project/Acme/admin-logs?resource=workflow-callback&extensions=true&limit=10', tokens.alice)
+    expect((log.body.data as { type: string; previousValue: unknown; newValue: unknown; user: { username: string } }[]).map((e) => [e.type, e.previousValue ?? null, e.newValue ?? null, e.user.username])).toEqual([
+      ['remove', { name: `CB crud: callback ${receiverUrl}/crud/other (failed)` }, null, 'alice'],
+      ['add', null, { name: `CB crud: callback ${receiverUrl}/crud/other (failed)` }, 'alice'],
+      ['add', null, { name: `CB crud: callback ${receiverUrl}/crud/hook?[redacted] (succeeded, failed, cancelled)` }, 'alice'],
+    ])
+  })
+
+  test('400 naming the field: no URL, not http(s), credentials, too long, a private address, bad events, unknown fields', async () => {
+    const bad = async (json: unknown, field: string) => {
+      const sent = await call(callbacksOf('CB crud'), tokens.alice, { method: 'POST', json })
+      expect({ status: sent.status, code: sent.body.code, field: (sent.body.details as { field: string }[] | undefined)?.[0]?.field }).toEqual({ status: 400, code: 'validation_failed', field })
+      return sent.body.message as string
+    }
+    expect(await bad({}, 'url')).toContain('is required')
+    expect(await bad({ url: '' }, 'url')).toContain('non-empty')
+    expect(await bad({ url: 'not a url' }, 'url')).toContain('absolute http or https URL')
+    expect(await bad({ url: 'ftp://files.example.com/x' }, 'url')).toContain('not ftp')
+    expect(await bad({ url: 'https://user:pw@hooks.example.com/x' }, 'url')).toContain('user name or password')
+    expect(await bad({ url: `https://hooks.example.com/${'x'.repeat(2000)}` }, 'url')).toContain('2000')
+    for (const url of ['http://10.0.0.7/hook', 'http://169.254.169.254/latest', 'http://[::1]:8080/x', 'http://0x7f000002/', 'https://192.168.1.1/']) {
+      expect(await bad({ url }, 'url')).toContain('TRELLIS_HTTP_ALLOW')
+    }
+    expect(await bad({ url: 'https://hooks.example.com/x', events: [] }, 'events')).toContain('1 to 3 items')
+    expect(await bad({ url: 'https://hooks.example.com/x', events: ['workflow_run.started'] }, 'events[0]')).toContain('one of workflow_run.succeeded')
+    expect(await bad({ url: 'https://hooks.example.com/x', secret: 'mine' }, 'secret')).toContain('unknown field')
+    // 127.0.0.1 is opened by TRELLIS_HTTP_ALLOW here; a name is judged when it is resolved, at each delivery.
+    expect((await call(callbacksOf('CB crud'), tokens.alice, { method: 'POST', json: { url: 'https://hooks.example.com/x' } })).status).toBe(201)
+  })
+
+  test('409 for a URL the workflow has already and past 10 endpoints; 404 for unknown names; 403 for non-admins; 401', async () => {
+    const url = `${receiverUrl}/crud/dup`
+    const first = await call(callbacksOf('CB gone'), tokens.alice, { method: 'POST', json: { url } })
+    expect(first.status).toBe(201)
+    const dup = await call(callbacksOf('CB gone'), tokens.alice, { method: 'POST', json: { url, events: ['workflow_run.failed'] } })
+    expectError(dup, 409, 'callback_exists')
+    expect(dup.body.id).toBe(first.body.id)
+    for (let i = 1; i < 10; i++) expect((await call(callbacksOf('CB gone'), tokens.alice, { method: 'POST', json: { url: `${url}/${i}` } })).status).toBe(201)
+    expectError(await call(callbacksOf('CB gone'), tokens.alice, { method: 'POST', json: { url: `${url}/10` } }), 409, 'too_many_callbacks')
+
+    expectError(await call(callbacksOf('Nope'), tokens.alice), 404, 'not_found')
+    expectError(await call(`${PRODUCTION.replace('production', 'nowhere')}/team/Support/workflows/CB%20gone/callbacks`, tokens.alice), 404, 'not_found')
+    expectError(await call(`${callbacksOf('CB gone')}/0190d1a4-0000-7000-8000-000000000000`, tokens.alice, { method: 'DELETE' }), 404, 'not_found')
+    expectError(await call(`${callbacksOf('CB gone')}/not-a-uuid`, tokens.alice, { method: 'DELETE' }), 400, 'invalid_parameter')
+    // dave is a plain user of Acme, bob an editor: neither administers it (a management call's token must be an admin's).
+    expectError(await call(callbacksOf('CB gone'), tokens.dave), 403, 'insufficient_scope')
+    expectError(await call(callbacksOf('CB gone'), tokens.dave, { method: 'POST', json: { url: `${url}/dave` } }), 403, 'insufficient_scope')
+    expectError(await call(`${callbacksOf('CB gone')}/${first.body.id}`, tokens.dave, { method: 'DELETE' }), 403, 'insufficient_scope')
+    expect((await call(callbacksOf('CB gone'), tokens.bob)).status).toBe(403)
+    expect((await call(callbacksOf('CB gone'), 'trl_nope')).status).toBe(401)
+    // carol administers Acme too.
+    expect(((await call(callbacksOf('CB gone'), tokens.carol)).body.data as unknown[]).length).toBe(10)
+  })
+})
+
+// ── Deliveries ──────────────────────────────────────────────────────────────
+
+describe('deliveries', () => {
+  test('a succeeded run: one POST, verified with standardwebhooks, its webhook-id the delivery\'s, the body as documented', async () => {
+    const endpoint = await addEndpoint('CB basic', 'basic')
+    const runId = await startRun('CB basic', 'cb-1')
+    const run = await finished(runId)
+    expect(run.status).toBe('succeeded')
+    const [sent] = await settled(runId)
+    expect(sent).toMatchObject({ endpoint: { id: endpoint.id, url: endpoint.url }, type: 'workflow_run.succeeded', status: 'succeeded', nextAttemptAt: null })
+    expect(sent!.id).toMatch(/^msg_[0-9a-f]{32}$/)
+    expect(sent!.attempts).toHaveLength(1)
+    expect(sent!.attempts[0]).toMatchObject({ attempt: 1, statusCode: 204, error: null })
+    const got = receivedBy('basic')
+    expect(got).toHaveLength(1)
+    expect(got[0]!.id).toBe(sent!.id)
+    expect(Math.abs(got[0]!.timestamp - Date.now() / 1000)).toBeLessThan(60)
+    expect(got[0]!.body).toEqual({
+      type: 'workflow_run.succeeded',
+      timestamp: run.finishedAt,
+      data: {
+        runId, workflow: 'CB basic', workflowVersion: 1, project: 'Acme', environment: 'production', team: 'Support', recordId: 'cb-1',
+        status: 'succeeded', trigger: 'manual', error: null, retryOf: null, createdAt: run.createdAt, startedAt: run.startedAt, finishedAt: run.finishedAt,
+      },
+    })
+    expect(unverified).toEqual([])
+  })
+
+  test('a failed run and a cancelled one: workflow_run.failed with the error, workflow_run.cancelled', async () => {
+    const failedRun = await startRun('CB basic', 'no-such-order')
+    expect((await finished(failedRun)).status).toBe('failed')
+    const [failed] = await settled(failedRun)
+    const body = receivedBy('basic').find((r) => r.id === failed!.id)!.body
+    expect(body).toMatchObject({ type: 'workflow_run.failed', data: { runId: failedRun, status: 'failed', recordId: 'no-such-order', error: { code: 'record_not_found', step: 'stamp' } } })
+
+    await addEndpoint('CB hold', 'hold')
+    const holding = await startRun('CB hold', 'cb-1')
+    await until('the run to wait', async () => (await call(`/v1/workflow-runs/${holding}`, tokens.alice)).body.status === 'waiting')
+    expect(await deliveriesOf(holding)).toEqual([])
+    expect((await call(`/v1/workflow-runs/${holding}/cancel`, tokens.bob, { method: 'POST' })).status).toBe(200)
+    const [cancelled] = await settled(holding)
+    expect(cancelled!.type).toBe('workflow_run.cancelled')
+    expect(receivedBy('hold').map((r) => [r.id, r.body.type, r.body.data.status])).toEqual([[cancelled!.id, 'workflow_run.cancelled', 'cancelled']])
+  })
+
+  test('events: an endpoint is sent only the ends it chose', async () => {
+    await addEndpoint('CB filter', 'only-failed', ['workflow_run.failed'])
+    await addEndpoint('CB filter', 'all-ends')
+    const ok = await startRun('CB filter', 'cb-2')
+    const ko = await startRun('CB filter', 'missing-2')
+    expect((await finished(ok)).status).toBe('succeeded')
+    expect((await finished(ko)).status).toBe('failed')
+    expect((await settled(ok)).map((d) => d.endpoint.url)).toEqual([`${receiverUrl}/all-ends/hook`])
+    expect((await settled(ko)).map((d) => d.endpoint.url).sort()).toEqual([`${receiverUrl}/all-ends/hook`, `${receiverUrl}/only-failed/hook`])
+    expect(receivedBy('only-failed').map((r) => r.body.data.runId)).toEqual([ko])
+    expect(receivedBy('all-ends').map((r) => r.body.data.runId).sort()).toEqual([ok, ko].sort())
+  })
+})
