@@ -327,3 +327,160 @@ describe('deliveries', () => {
     expect(receivedBy('all-ends').map((r) => r.body.data.runId).sort()).toEqual([ok, ko].sort())
   })
 })
+
+describe('retries, attempts, resend', () => {
+  test('500, 500, then 204: three attempts with one webhook-id, each listed with its answer; backoff between them', async () => {
+    answers.set('retry', (nth) => (nth <= 2 ? 500 : 204))
+    await addEndpoint('CB retry', 'retry')
+    const runId = await startRun('CB retry', 'cb-3')
+    const [sent] = await settled(runId)
+    expect(sent!.status).toBe('succeeded')
+    expect(sent!.attempts.map((a) => [a.attempt, a.statusCode, a.error])).toEqual([[1, 500, null], [2, 500, null], [3, 204, null]])
+    const got = receivedBy('retry')
+    expect(got.map((r) => [r.id, r.status])).toEqual([[sent!.id, 500], [sent!.id, 500], [sent!.id, 204]])
+    // The same bytes every time; only the signature's timestamp moves.
+    expect(new Set(got.map((r) => r.raw)).size).toBe(1)
+    const started = sent!.attempts.map((a) => Date.parse(a.startedAt))
+    // 30 ms ±25 %, then 60 ms ±25 %: the waits come after each attempt's answer.
+    expect(started[1]! - started[0]!).toBeGreaterThanOrEqual(22)
+    expect(started[2]! - started[1]!).toBeGreaterThanOrEqual(45)
+  })
+
+  test('a closed port: connection errors are attempts too, retried until a receiver listens there', async () => {
+    const port = freePort()
+    const secret = (await call(callbacksOf('CB down'), tokens.alice, { method: 'POST', json: { url: `http://127.0.0.1:${port}/down/hook` } })).body.secret as string
+    const runId = await startRun('CB down', 'cb-4')
+    expect((await finished(runId)).status).toBe('succeeded')
+    const failing = await until('two failed attempts', async () => {
+      const [d] = await deliveriesOf(runId)
+      return d && d.attempts.length >= 2 ? d : null
+    })
+    expect(failing.status).toBe('pending')
+    expect(failing.nextAttemptAt).not.toBeNull()
+    expect(failing.attempts[0]).toMatchObject({ statusCode: null })
+    expect(failing.attempts[0]!.error).toBeTruthy()
+    const got: string[] = []
+    const late = Bun.serve({
+      hostname: '127.0.0.1',
+      port,
+      async fetch(request) {
+        new Webhook(secret).verify(await request.text(), Object.fromEntries(request.headers))
+        got.push(request.headers.get('webhook-id')!)
+        return new Response('ok')
+      },
+    })
+    try {
+      const [done] = await settled(runId)
+      expect(done!.status).toBe('succeeded')
+      expect(done!.attempts.at(-1)).toMatchObject({ statusCode: 200, error: null })
+      expect(got).toEqual([done!.id])
+    } finally {
+      late.stop(true)
+    }
+  })
+
+  test('resend: a sent delivery again (same webhook-id, attempts numbered on); 404, 403, 400; who may see a run\'s deliveries', async () => {
+    await addEndpoint('CB resend', 'resend')
+    const runId = await startRun('CB resend', 'cb-5')
+    const [first] = await settled(runId)
+    const resent = await call(`/v1/workflow-runs/${runId}/callbacks/${first!.id}/resend`, tokens.bob, { method: 'POST' })
+    expect(resent.status).toBe(202)
+    expect(resent.body).toMatchObject({ id: first!.id, status: 'pending', finishedAt: null, attempts: first!.attempts })
+    const [again] = await settled(runId)
+    expect(again!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual([[1, 204], [2, 204]])
+    expect(receivedBy('resend').map((r) => r.id)).toEqual([first!.id, first!.id])
+
+    const other = await startRun('CB basic', 'cb-5')
+    const [otherDelivery] = await settled(other)
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks/${otherDelivery!.id}/resend`, tokens.bob, { method: 'POST' }), 404, 'not_found')
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks/msg_${'0'.repeat(32)}/resend`, tokens.bob, { method: 'POST' }), 404, 'not_found')
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks/nope/resend`, tokens.bob, { method: 'POST' }), 400, 'invalid_parameter')
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks/${first!.id}/resend`, tokens.bobRead, { method: 'POST' }), 403, 'insufficient_scope')
+    // dave neither started the run nor administers Acme: not his to see.
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks/${first!.id}/resend`, tokens.dave, { method: 'POST' }), 404, 'not_found')
+    expectError(await call(`/v1/workflow-runs/${runId}/callbacks`, tokens.dave), 404, 'not_found')
+    expectError(await call('/v1/workflow-runs/0190d1a4-0000-7000-8000-000000000000/callbacks', tokens.alice), 404, 'not_found')
+    expectError(await call('/v1/workflow-runs/nope/callbacks', tokens.alice), 400, 'invalid_parameter')
+    expect((await deliveriesOf(runId, tokens.bob)).map((d) => d.id)).toEqual([first!.id])
+    expect((await deliveriesOf(runId, tokens.aliceRead)).map((d) => d.id)).toEqual([first!.id])
+
+    // Removing the endpoint removes its deliveries and their attempts.
+    const endpointId = first!.endpoint.id
+    expect((await fetch(`${base}${callbacksOf('CB resend')}/${endpointId}`, { method: 'DELETE', headers: { authorization: `Bearer ${tokens.alice}` } })).status).toBe(204)
+    expect(await deliveriesOf(runId)).toEqual([])
+    expect(queryAll(env.store, 'SELECT * FROM callback_attempts WHERE delivery_id = ?', first!.id)).toEqual([])
+  })
+})
+
+describe('while no worker runs, and with another outbound policy', () => {
+  /** Stops the shared worker for `body`, then starts `next` (by default one like it) in its place. */
+  async function withoutWorker(body: () => Promise<void>, next: (outbound: OutboundClient) => CallbackDelivery = newWorker) {
+    await delivery.stop(2_000)
+    try {
+      await body()
+    } finally {
+      delivery = next(new OutboundClient({ allow: env.config.httpAllow }))
+      delivery.start()
+    }
+  }
+  const newWorker = (outbound: OutboundClient) =>
+    new CallbackDelivery({ store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, retryBaseMs: env.config.callbackRetryMs, pollMs: 50 })
+
+  test('the outbox keeps what no worker sends; 409 delivery_pending; the last of 33 attempts failing marks it failed', async () => {
+    answers.set('spent', () => 503)
+    await addEndpoint('CB spent', 'spent')
+    let runId = ''
+    let deliveryId = ''
+    await withoutWorker(async () => {
+      runId = await startRun('CB spent', 'cb-6')
+      expect((await finished(runId)).status).toBe('succeeded')
+      const [pending] = await deliveriesOf(runId)
+      expect(pending).toMatchObject({ status: 'pending', attempts: [] })
+      deliveryId = pending!.id
+      expectError(await call(`/v1/workflow-runs/${runId}/callbacks/${deliveryId}/resend`, tokens.bob, { method: 'POST' }), 409, 'delivery_pending')
+      // The series has 32 failed attempts behind it (as after about 23 hours at the default base).
+      execute(env.store, 'UPDATE callback_deliveries SET attempts = ? WHERE id = ?', CALLBACK_MAX_ATTEMPTS - 1, deliveryId)
+    })
+    const [spent] = await settled(runId)
+    expect(spent).toMatchObject({ id: deliveryId, status: 'failed', nextAttemptAt: null })
+    expect(spent!.attempts.map((a) => a.statusCode)).toEqual([503])
+    expect(spent!.finishedAt).not.toBeNull()
+    // Resent, it starts a new series of attempts (33 again); the receiver answers now.
+    answers.set('spent', () => 204)
+    expect((await call(`/v1/workflow-runs/${runId}/callbacks/${deliveryId}/resend`, tokens.bob, { method: 'POST' })).status).toBe(202)
+    const [back] = await settled(runId)
+    expect(back!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual([[1, 503], [2, 204]])
+    expect(back!.status).toBe('succeeded')
+  })
+
+  test('a destination refused when sending (the outbound rules now say no) fails the delivery at once, not retried', async () => {
+    await addEndpoint('CB refused', 'refused')
+    let runId = ''
+    await withoutWorker(
+      async () => {
+        runId = await startRun('CB refused', 'cb-7')
+        expect((await finished(runId)).status).toBe('succeeded')
+      },
+      () => newWorker(new OutboundClient({ allow: NOTHING_ALLOWED })),
+    )
+    const [refused] = await settled(runId)
+    expect(refused!.status).toBe('failed')
+    expect(refused!.attempts).toHaveLength(1)
+    expect(refused!.attempts[0]!.statusCode).toBeNull()
+    expect(refused!.attempts[0]!.error).toBe('destination 127.0.0.1 refused: it is a loopback address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses')
+    expect(receivedBy('refused')).toEqual([])
+    // Back to the usual policy for the tests after this one.
+    await delivery.stop(2_000)
+    delivery = newWorker(new OutboundClient({ allow: env.config.httpAllow }))
+    delivery.start()
+  })
+})
+
+test('the retry schedule: the base doubling to 720 times it, ±25 %', () => {
+  const at = (failed: number, random: number) => callbackRetryDelayMs(failed, 5_000, () => random)
+  expect([1, 2, 3, 10, 11, 32].map((n) => at(n, 0.5))).toEqual([5_000, 10_000, 20_000, 2_560_000, 3_600_000, 3_600_000])
+  expect([at(1, 0), at(1, 1)]).toEqual([3_750, 6_250])
+  let nominal = 0
+  for (let failed = 1; failed < CALLBACK_MAX_ATTEMPTS; failed++) nominal += at(failed, 0.5)
+  expect(nominal).toBe((23 * 3600 + 25 * 60 + 15) * 1000) // the 33rd attempt about 23 h 25 min after the first
+})
