@@ -16,8 +16,10 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED } from '../src/lib/outbound/policy.ts'
-import { execute, freePort, queryAll, queryOne, testApp, type TestEnv, testEnv, until } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, UUID } from './support/acme.ts'
+import { execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, seedDataDir, tokenFor, UUID } from './support/acme.ts'
+import { startInstances } from './support/instances.ts'
+import { freshDatabase } from './support/postgres-cluster.ts'
 
 // ── The receiver ────────────────────────────────────────────────────────────
 
@@ -58,9 +60,19 @@ const receiver = Bun.serve({
     const nth = received.filter((r) => r.id === id).length + 1
     const status = (answers.get(key) ?? (() => 204))(nth)
     received.push({ key, id, timestamp: Number(headers['webhook-timestamp']), body, raw, status })
+    const open = (inFlight.get(id) ?? 0) + 1
+    inFlight.set(id, open)
+    mostInFlight.set(id, Math.max(open, mostInFlight.get(id) ?? 0))
+    await Bun.sleep(delays.get(key) ?? 0)
+    inFlight.set(id, inFlight.get(id)! - 1)
     return new Response(null, { status })
   },
 })
+/** How long an endpoint takes to answer (ms; default at once). */
+const delays = new Map<string, number>()
+/** POSTs of each webhook-id being answered now, and the most there ever were at once. */
+const inFlight = new Map<string, number>()
+const mostInFlight = new Map<string, number>()
 afterAll(() => receiver.stop(true))
 const receiverUrl = `http://127.0.0.1:${receiver.port}`
 const receivedBy = (key: string) => received.filter((r) => r.key === key)
@@ -484,3 +496,119 @@ test('the retry schedule: the base doubling to 720 times it, ±25 %', () => {
   for (let failed = 1; failed < CALLBACK_MAX_ATTEMPTS; failed++) nominal += at(failed, 0.5)
   expect(nominal).toBe((23 * 3600 + 25 * 60 + 15) * 1000) // the 33rd attempt about 23 h 25 min after the first
 })
+
+// ── Real servers: kill -9, and two instances on PostgreSQL ───────────────────
+
+const cleanups: (() => void)[] = []
+const servers: ServeProcess[] = []
+afterAll(async () => {
+  await Promise.all(servers.map((server) => server.stop('SIGKILL')))
+  for (const cleanup of cleanups) cleanup()
+})
+
+/** A real `serve` (or several on PostgreSQL) with Acme and the `CB crash` workflow, tokens, and how to start another. */
+async function realServers(settings: Record<string, string>, count = 1) {
+  const workflow = ordersWorkflow('CB crash', [stamp])
+  const env = { TRELLIS_HTTP_ALLOW: '127.0.0.1', ...NO_API_LIMIT, ...settings }
+  if (TEST_STORE === 'sqlite') {
+    const seeded = await seedDataDir('callbacks', [workflow], cleanups, async (store) => ({
+      alice: (await tokenFor(store, systemClock, 'alice', ['all'])).value,
+      bob: (await tokenFor(store, systemClock, 'bob', ['workflows:trigger'])).value,
+    }))
+    const serve = async () => {
+      const server = await startServe({ dataDir: seeded.dataDir, cwd: seeded.cwd, env: { ...env, TRELLIS_LOG_LEVEL: 'warn' }, timeoutMs: 20_000 })
+      servers.push(server)
+      return server
+    }
+    return { alice: seeded.alice, bob: seeded.bob, instances: [await serve()], serve }
+  }
+  const document = acmeDocument()
+  acmeProject(document).workflows!.push(workflow)
+  const set = await startInstances({ url: await freshDatabase(), document, count, env })
+  cleanups.push(() => void set.close())
+  const serve = async () => {
+    const dir = tempDir('trellis-callbacks-pg-')
+    cleanups.push(dir.cleanup)
+    const server = await startServe({ dataDir: dir.path, cwd: dir.path, env: set.env, timeoutMs: 20_000 })
+    servers.push(server)
+    return server
+  }
+  return { alice: await set.token('alice@example.com', 'cb-admin', 'all'), bob: await set.token('bob@example.com', 'cb-erp', 'workflows:trigger'), instances: set.instances, serve }
+}
+
+async function sendTo(server: ServeProcess, path: string, token: string, json?: unknown): Promise<Sent> {
+  const response = await fetch(`${server.url}${path}`, {
+    method: json === undefined ? 'GET' : 'POST',
+    headers: { authorization: `Bearer ${token}`, ...(json === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: json === undefined ? undefined : JSON.stringify(json),
+  })
+  const text = await response.text()
+  expect(response.status, text).toBeLessThan(500)
+  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+}
+
+test("kill -9 between the run's end and the delivery: after the restart the callback arrives, with the same webhook-id", async () => {
+  answers.set('crash', () => 503)
+  const real = await realServers({ TRELLIS_CALLBACK_RETRY_MS: '1000' })
+  const first = real.instances[0]!
+  const added = await sendTo(first, callbacksOf('CB crash'), real.alice, { url: `${receiverUrl}/crash/hook` })
+  expect(added.status).toBe(201)
+  secrets.set('crash', added.body.secret as string)
+  const started = await sendTo(first, `${PRODUCTION}/workflow-runs`, real.bob, { workflowName: 'CB crash', teamName: 'Support', recordId: 'ord_1001' })
+  expect(started.status).toBe(202)
+  const runId = started.body.runId as string
+  // The run has ended and its callback was tried (the receiver is down: 503); the next attempt is a second away.
+  const before = await until('a first attempt', async () => {
+    const [d] = (await sendTo(first, `/v1/workflow-runs/${runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+    return d && d.attempts.length > 0 ? d : null
+  }, 15_000)
+  expect(before.status).toBe('pending')
+  expect(await first.stop('SIGKILL')).not.toBe(0)
+  const triedBefore = receivedBy('crash').length
+
+  answers.set('crash', () => 204)
+  const restarted = await real.serve()
+  await until('the callback to arrive', () => receivedBy('crash').some((r) => r.status === 204), 20_000)
+  const got = receivedBy('crash')
+  expect(got.length).toBeGreaterThan(triedBefore)
+  expect(new Set(got.map((r) => r.id))).toEqual(new Set([before.id]))
+  expect(got.at(-1)!.body.data).toMatchObject({ runId, status: 'succeeded', workflow: 'CB crash' })
+  const after = await until('the delivery to show succeeded', async () => {
+    const [d] = (await sendTo(restarted, `/v1/workflow-runs/${runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+    return d?.status === 'succeeded' ? d : null
+  })
+  expect(after.id).toBe(before.id)
+  expect(after.attempts.at(-1)!.statusCode).toBe(204)
+  expect(after.attempts.slice(0, -1).every((a) => a.statusCode === 503)).toBe(true)
+  expect(unverified).toEqual([])
+}, 90_000)
+
+postgresOnlyTest(POSTGRES_ONLY.severalInstances, 'two instances share the outbox: each attempt is made by one of them, never twice at once', async () => {
+  answers.set('pair', (nth) => (nth === 1 ? 500 : 204))
+  delays.set('pair', 100)
+  const real = await realServers({ TRELLIS_CALLBACK_RETRY_MS: '50' }, 2)
+  const [a, b] = real.instances as [ServeProcess, ServeProcess]
+  const added = await sendTo(a, callbacksOf('CB crash'), real.alice, { url: `${receiverUrl}/pair/hook` })
+  secrets.set('pair', added.body.secret as string)
+  // Runs on records that do not exist: each fails at once, and its end is sent (to whichever instance claims it).
+  const runs = await Promise.all(
+    Array.from({ length: 24 }, async (_, i) => {
+      const sent = await sendTo(i % 2 === 0 ? a : b, `${PRODUCTION}/workflow-runs`, real.bob, { workflowName: 'CB crash', teamName: 'Support', recordId: `pair-${i}` })
+      expect(sent.status).toBe(202)
+      return sent.body.runId as string
+    }),
+  )
+  await until('every callback to be answered 204', () => new Set(receivedBy('pair').filter((r) => r.status === 204).map((r) => r.body.data.runId)).size === runs.length, 30_000)
+  await Bun.sleep(500) // a second attempt made by mistake would arrive by now
+  const got = receivedBy('pair')
+  const ids = [...new Set(got.map((r) => r.id))]
+  expect(ids).toHaveLength(runs.length)
+  for (const id of ids) {
+    expect(got.filter((r) => r.id === id).map((r) => r.status)).toEqual([500, 204])
+    expect(mostInFlight.get(id)).toBe(1)
+  }
+  for (const runId of runs) {
+    const [d] = (await sendTo(b, `/v1/workflow-runs/${runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+    expect(d!.attempts.map((x) => [x.attempt, x.statusCode])).toEqual([[1, 500], [2, 204]])
+  }
+}, 120_000)
