@@ -16,6 +16,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED } from '../src/lib/outbound/policy.ts'
+import { ApplyError, type ApplyReport, applyDocument } from '../src/modules/apply/service.ts'
 import { execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, seedDataDir, tokenFor, UUID } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
@@ -84,7 +85,7 @@ const PRODUCTION = '/v1/project/Acme/environment/production'
 const FINISHED = ['succeeded', 'failed', 'cancelled']
 
 const stamp = { type: 'update', name: 'stamp', set: { stamped: '{{run.id}}' } }
-const WORKFLOWS = ['CB basic', 'CB filter', 'CB retry', 'CB down', 'CB resend', 'CB refused', 'CB spent', 'CB crud', 'CB gone']
+const WORKFLOWS = ['CB apply', 'CB basic', 'CB filter', 'CB retry', 'CB down', 'CB resend', 'CB refused', 'CB spent', 'CB crud', 'CB gone']
 
 let env: TestEnv
 let executor: Executor
@@ -495,6 +496,79 @@ test('the retry schedule: the base doubling to 720 times it, ±25 %', () => {
   let nominal = 0
   for (let failed = 1; failed < CALLBACK_MAX_ATTEMPTS; failed++) nominal += at(failed, 0.5)
   expect(nominal).toBe((23 * 3600 + 25 * 60 + 15) * 1000) // the 33rd attempt about 23 h 25 min after the first
+})
+
+describe('the apply file', () => {
+  const applied = `${receiverUrl}/applied/hook`
+  const document = (callbacks: unknown) => {
+    const file = acmeDocument()
+    acmeProject(file).workflows = [{ ...ordersWorkflow('CB apply', [stamp]), callbacks }]
+    return file
+  }
+  const apply = (file: unknown, allow = env.config.httpAllow) => applyDocument(file, { store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl, httpAllow: allow })
+  const reported = (report: ApplyReport) => report.workflows.find((w) => w.name === 'CB apply')!
+  const adminEntries = () => queryAll(env.store, "SELECT type, user_id FROM admin_logs WHERE resource = 'workflow-callback' AND (new_value LIKE '%CB apply%' OR previous_value LIKE '%CB apply%') ORDER BY id")
+
+  test('workflows[].callbacks: added with the secret in the report once, matched by URL after, never part of the version; others kept', async () => {
+    const first = await apply(document([{ url: applied }, { url: 'https://hooks.example.com/cb', events: ['workflow_run.failed'] }]))
+    const callbacks = reported(first).callbacks!
+    expect(callbacks.map((c) => [c.url, c.events, typeof c.secret])).toEqual([
+      [applied, ['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled'], 'string'],
+      ['https://hooks.example.com/cb', ['workflow_run.failed'], 'string'],
+    ])
+    expect(first.changes.filter((c) => c.kind === 'callback').map((c) => [c.action, c.name])).toEqual([
+      ['created', `Acme/production/Support/CB apply → ${applied}`],
+      ['created', 'Acme/production/Support/CB apply → https://hooks.example.com/cb'],
+    ])
+    expect(adminEntries()).toEqual([{ type: 'add', user_id: null }, { type: 'add', user_id: null }])
+    secrets.set('applied', callbacks[0]!.secret!)
+
+    // The same file again: nothing new, no secret.
+    const again = await apply(document([{ url: applied }, { url: 'https://hooks.example.com/cb', events: ['workflow_run.failed'] }]))
+    expect(reported(again)).toMatchObject({ version: 1 })
+    expect(reported(again).callbacks!.map((c) => [c.id, c.secret])).toEqual(callbacks.map((c) => [c.id, undefined]))
+    expect(again.changes.filter((c) => c.kind === 'callback' || c.kind === 'workflow')).toEqual([])
+
+    // Events changed in place; an endpoint left out of the file is kept and reported.
+    const third = await apply(document([{ url: 'https://hooks.example.com/cb', events: ['workflow_run.failed', 'workflow_run.cancelled'] }]))
+    expect(third.changes.filter((c) => c.kind === 'callback').map((c) => c.action)).toEqual(['updated'])
+    expect(third.notInFile).toContainEqual({ kind: 'callback', name: `Acme/production/Support/CB apply → ${applied}` })
+    expect(reported(third)).toMatchObject({ version: 1 })
+    const listed = (await call(callbacksOf('CB apply'), tokens.alice)).body.data as { url: string; events: string[] }[]
+    expect(listed.map((e) => [e.url, e.events])).toEqual([
+      [applied, ['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled']],
+      ['https://hooks.example.com/cb', ['workflow_run.failed', 'workflow_run.cancelled']],
+    ])
+    expect(adminEntries().map((e) => e.type)).toEqual(['add', 'add', 'update'])
+
+    // The secret the report showed signs the deliveries.
+    const runId = await startRun('CB apply', 'cb-8')
+    await settled(runId)
+    expect(receivedBy('applied').map((r) => r.body.data.runId)).toEqual([runId])
+    expect(unverified).toEqual([])
+  })
+
+  test('bad callbacks are refused with their path, and nothing is written', async () => {
+    const before = queryAll(env.store, 'SELECT id FROM callback_endpoints ORDER BY id')
+    const problems = async (callbacks: unknown, allow = env.config.httpAllow) => {
+      try {
+        await apply(document(callbacks), allow)
+      } catch (error) {
+        if (!(error instanceof ApplyError)) throw error
+        return error.problems.filter((p) => p.path.includes('callbacks')).map((p) => `${p.path.replace(/^projects\[0\]\.workflows\[0\]\./, '')}: ${p.message}`)
+      }
+      throw new Error('applied')
+    }
+    expect(await problems([{ url: 'http://10.1.1.1/x' }])).toEqual([
+      'callbacks[0].url: points to a private address (10.1.1.1), which outbound requests may not reach unless TRELLIS_HTTP_ALLOW opens it',
+    ])
+    expect(await problems([{ url: applied }], NOTHING_ALLOWED)).toEqual([expect.stringContaining('callbacks[0].url: points to a loopback address') as unknown as string])
+    expect(await problems([{ url: 'https://a.example.com/' }, { url: 'https://a.example.com/' }])).toEqual(['callbacks[1].url: duplicate callback https://a.example.com/'])
+    expect(await problems([{ url: 'https://a.example.com/', events: ['workflow_run.started'] }])).toEqual([expect.stringMatching(/^callbacks\[0\]\.events\[0\]: must be one of/) as unknown as string])
+    expect(await problems([{ url: 'https://a.example.com/', secret: 'x' }])).toEqual(['callbacks[0].secret: unknown field'])
+    expect(await problems('https://a.example.com/')).toEqual([expect.stringMatching(/^callbacks: must be a list/) as unknown as string])
+    expect(queryAll(env.store, 'SELECT id FROM callback_endpoints ORDER BY id')).toEqual(before)
+  })
 })
 
 // ── Real servers: kill -9, and two instances on PostgreSQL ───────────────────
