@@ -23,7 +23,7 @@ import {
   DeliveryParams,
   NewCallbackEndpointBody,
 } from './model.ts'
-import { WorkflowPathParams } from '../webhooks/model.ts'
+import { WorkflowParams } from '../workflows/model.ts'
 import { addCallbackEndpoint, type CallbackContext, listWorkflowCallbacks, removeCallbackEndpoint, renderRunCallbacks, resendRunCallback } from './service.ts'
 
 const CALLBACKS = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName/callbacks'
@@ -49,7 +49,7 @@ export function callbacksModule(deps: AppDeps) {
         ),
       {
         accountCall: true,
-        params: WorkflowPathParams,
+        params: WorkflowParams,
         response: { 200: CallbackEndpointList, ...errorResponses(404) },
         detail: { operationId: 'listCallbacks', summary: 'The completion callback endpoints of a workflow, without their secrets (project admins)' },
       },
@@ -65,7 +65,7 @@ export function callbacksModule(deps: AppDeps) {
       },
       {
         accountCall: true,
-        params: WorkflowPathParams,
+        params: WorkflowParams,
         body: NewCallbackEndpointBody,
         response: { 201: CreatedCallbackEndpoint, ...errorResponses(400, 404, 409) },
         detail: {

@@ -2,7 +2,7 @@
 import { t } from 'elysia'
 import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
 import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
-import { WorkflowPathParams } from '../webhooks/model.ts'
+import { WorkflowParams } from '../workflows/model.ts'
 
 const CallbackEvent = t.UnionEnum(CALLBACK_EVENTS)
 
@@ -42,7 +42,7 @@ export const CreatedCallbackEndpoint = t.Object(
 
 export const CallbackEndpointList = t.Object({ data: t.Array(CallbackEndpoint, { description: 'Oldest first' }) })
 
-export const CallbackEndpointParams = t.Object({ ...WorkflowPathParams.properties, id: t.String({ format: 'uuid' }) })
+export const CallbackEndpointParams = t.Object({ ...WorkflowParams.properties, id: t.String({ format: 'uuid' }) })
 
 const CallbackAttempt = t.Object({
   attempt: Integer({ minimum: 1, description: 'Numbered over every attempt of the delivery (a resend goes on counting)' }),
