@@ -17,8 +17,8 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED } from '../src/lib/outbound/policy.ts'
 import { ApplyError, type ApplyReport, applyDocument } from '../src/modules/apply/service.ts'
-import { execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, seedDataDir, tokenFor, UUID } from './support/acme.ts'
+import { callWithToken, execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, seedDataDir, tokenFor, tokensFor, UUID } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
 
@@ -92,7 +92,7 @@ let executor: Executor
 let delivery: CallbackDelivery
 let server: ReturnType<typeof Bun.serve>
 let base: string
-const tokens = {} as Record<'bob' | 'bobRead' | 'alice' | 'aliceRead' | 'carol' | 'dave', string>
+let tokens: Record<'bob' | 'bobRead' | 'alice' | 'aliceRead' | 'carol' | 'dave', string>
 
 beforeAll(async () => {
   env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_CALLBACK_RETRY_MS: '30', ...NO_API_LIMIT })
@@ -110,12 +110,14 @@ beforeAll(async () => {
   delivery.start()
   server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (request) => app.handle(request) })
   base = `http://127.0.0.1:${server.port}`
-  tokens.bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
-  tokens.bobRead = (await tokenFor(env.store, systemClock, 'bob', ['notes:read'])).value
-  tokens.alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
-  tokens.aliceRead = (await tokenFor(env.store, systemClock, 'alice', ['notes:read'])).value
-  tokens.carol = (await tokenFor(env.store, systemClock, 'carol', ['all'])).value
-  tokens.dave = (await tokenFor(env.store, systemClock, 'dave', ['all'])).value
+  tokens = await tokensFor(env.store, systemClock, {
+    bob: ['bob', ['workflows:trigger']],
+    bobRead: ['bob', ['notes:read']],
+    alice: ['alice', ['all']],
+    aliceRead: ['alice', ['notes:read']],
+    carol: ['carol', ['all']],
+    dave: ['dave', ['all']],
+  })
 }, 60_000) // on PostgreSQL the first block starts the shared cluster: seconds on a busy machine
 
 afterAll(async () => {
@@ -124,19 +126,9 @@ afterAll(async () => {
   env.cleanup()
 })
 
-interface Sent {
-  status: number
-  body: Record<string, unknown>
-}
+type Sent = Awaited<ReturnType<typeof callWithToken>>
 
-async function call(path: string, token: string, init: { method?: string; json?: unknown } = {}): Promise<Sent> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token}` }
-  if (init.json !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${base}${path}`, { method: init.method ?? 'GET', headers, body: init.json === undefined ? undefined : JSON.stringify(init.json) })
-  const text = await response.text()
-  expect(response.status, text).toBeLessThan(500)
-  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
+const call = (path: string, token: string, init: { method?: string; json?: unknown } = {}) => callWithToken(base, path, token, init)
 
 const callbacksOf = (workflow: string) => `${PRODUCTION}/team/Support/workflows/${encodeURIComponent(workflow)}/callbacks`
 const expectError = (sent: Sent, status: number, code: string) => expect({ status: sent.status, code: sent.body.code }).toEqual({ status, code })
@@ -610,16 +602,9 @@ async function realServers(settings: Record<string, string>, count = 1) {
   return { alice: await set.token('alice@example.com', 'cb-admin', 'all'), bob: await set.token('bob@example.com', 'cb-erp', 'workflows:trigger'), instances: set.instances, serve }
 }
 
-async function sendTo(server: ServeProcess, path: string, token: string, json?: unknown): Promise<Sent> {
-  const response = await fetch(`${server.url}${path}`, {
-    method: json === undefined ? 'GET' : 'POST',
-    headers: { authorization: `Bearer ${token}`, ...(json === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: json === undefined ? undefined : JSON.stringify(json),
-  })
-  const text = await response.text()
-  expect(response.status, text).toBeLessThan(500)
-  return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
+/** A call to a real server: GET, or POST with `json`. */
+const sendTo = (server: ServeProcess, path: string, token: string, json?: unknown) =>
+  callWithToken(server.url, path, token, json === undefined ? {} : { method: 'POST', json })
 
 test("kill -9 between the run's end and the delivery: after the restart the callback arrives, with the same webhook-id", async () => {
   answers.set('crash', () => 503)

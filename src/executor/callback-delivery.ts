@@ -18,9 +18,8 @@ import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { DestinationRefusedError, type OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
-import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { WakeSignal } from '../lib/wake-signal.ts'
-import { idleWaitMs, waitOutStorage, writeOutlastingStorage } from './executor.ts'
+import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './executor.ts'
 
 export interface CallbackDeliveryOptions {
   store: Store
@@ -76,10 +75,7 @@ export class CallbackDelivery {
     this.running = false
     this.notify()
     await (await this.listening)?.stop().catch(() => {})
-    const finished = this.loop ?? Promise.resolve()
-    const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
-    if (timedOut) this.stopController.abort()
-    await Promise.race([finished, Bun.sleep(1000)])
+    await finishOrAbort(this.loop ?? Promise.resolve(), timeoutMs, this.stopController)
     try {
       await write(this.options.store, () => releaseCallbackLeases(this.owner))
     } catch (error) {
@@ -120,11 +116,8 @@ export class CallbackDelivery {
           await this.wakeUps.wait(idleWaitMs(next, this.options.clock.now(), this.options.pollMs ?? 1000))
         }
       } catch (error) {
-        // The database locked, full or unreachable: back off, say so once, never end the loop.
-        if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claiming callbacks failed; retrying', { error: (error as Error).message })
-        else if (failedClaims === 0) this.options.logger.warn('claiming callbacks failed; retrying', { error: error.message })
-        failedClaims++
-        await waitOutStorage(failedClaims)
+        // The deliveries stay in the outbox.
+        await backOffAfterFailedClaim(this.options.logger, 'claiming callbacks', error, ++failedClaims)
       }
     }
     await Promise.all(this.inFlight)

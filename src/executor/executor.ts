@@ -70,6 +70,24 @@ const STORAGE_RETRY_MAX_MS = 1000
 /** The pause after the nth failure to reach a locked or full database: 100 ms doubling, capped at a second. */
 export const waitOutStorage = (failures: number) => Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failures))
 
+/**
+ * A claiming loop's failure (the database locked, full or unreachable, or anything else): said once per outage for a
+ * storage fault, each time for anything else, then backed off (`failures`: in a row, from 1) — never a busy loop,
+ * and never the end of the loop (or of the process).
+ */
+export function backOffAfterFailedClaim(logger: Logger, what: string, error: unknown, failures: number): Promise<void> {
+  if (!(error instanceof StorageUnavailableError)) logger.error(`${what} failed; retrying`, { error: (error as Error).message })
+  else if (failures === 1) logger.warn(`${what} failed; retrying`, { error: error.message })
+  return waitOutStorage(failures)
+}
+
+/** A stopping loop: waits up to `timeoutMs` for it to finish what it started, then aborts `work` and waits a last second. */
+export async function finishOrAbort(finished: Promise<void>, timeoutMs: number, work: AbortController): Promise<void> {
+  const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
+  if (timedOut) work.abort()
+  await Promise.race([finished, Bun.sleep(1000)])
+}
+
 /** An idle loop's wait: until the next thing comes due (`next`, ms; null: nothing is), at most `pollMs`, at least 5 ms. */
 export const idleWaitMs = (next: number | null, now: number, pollMs: number) => (next === null ? pollMs : Math.max(5, Math.min(pollMs, next - now)))
 
@@ -185,10 +203,7 @@ export class Executor {
     this.sweeper?.stop()
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    const finished = this.dispatcher ?? Promise.resolve()
-    const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
-    if (timedOut) this.stopController.abort()
-    await Promise.race([finished, Bun.sleep(1000)])
+    await finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController)
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {
@@ -247,12 +262,8 @@ export class Executor {
           // limit or their project's reserve); wait for one (queued, coming due, or a run ending anywhere here).
           if (runs.length < free) await this.idle(now)
         } catch (error) {
-          // The database locked, full or unreachable (a claim, or the idle wait's read): back off (the runs stay
-          // queued), say so once, never busy-loop on it, and never let it end the loop (or the process).
-          if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claiming runs failed; retrying', { error: (error as Error).message })
-          else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
-          failedClaims++
-          await waitOutStorage(failedClaims)
+          // The database locked, full or unreachable (a claim, or the idle wait's read): the runs stay queued.
+          await backOffAfterFailedClaim(this.options.logger, 'claiming runs', error, ++failedClaims)
         }
       }
       await Promise.all(this.inFlight)
