@@ -50,7 +50,7 @@ export function callbacksModule(deps: AppDeps) {
       {
         accountCall: true,
         params: WorkflowParams,
-        response: { 200: CallbackEndpointList, ...errorResponses(404) },
+        response: { 200: CallbackEndpointList, ...errorResponses(400, 404) },
         detail: { operationId: 'listCallbacks', summary: 'The completion callback endpoints of a workflow, without their secrets (project admins)' },
       },
     )
@@ -80,10 +80,10 @@ export function callbacksModule(deps: AppDeps) {
       },
     )
     .delete(
-      `${CALLBACKS}/:id`,
+      `${CALLBACKS}/:callbackId`,
       async ({ params, caller, set }) => {
         await write(deps.store, function* () {
-          yield* removeCallbackEndpoint(context(caller), yield* adminWorkflow(caller, params), params.id)
+          yield* removeCallbackEndpoint(context(caller), yield* adminWorkflow(caller, params), params.callbackId)
         })
         set.status = 204
       },

@@ -42,7 +42,7 @@ export const CreatedCallbackEndpoint = t.Object(
 
 export const CallbackEndpointList = t.Object({ data: t.Array(CallbackEndpoint, { description: 'Oldest first' }) })
 
-export const CallbackEndpointParams = t.Object({ ...WorkflowParams.properties, id: t.String({ format: 'uuid' }) })
+export const CallbackEndpointParams = t.Object({ ...WorkflowParams.properties, callbackId: t.String({ format: 'uuid' }) })
 
 const CallbackAttempt = t.Object({
   attempt: Integer({ minimum: 1, description: 'Numbered over every attempt of the delivery (a resend goes on counting)' }),
