@@ -181,7 +181,7 @@ const CLAIM = statement('callbacks.claim', (d) => {
     .from(x)
     .where(and(isPending(d), lte(x.nextAttemptAt, ph('now')), isFree(d)))
     .orderBy(asc(x.nextAttemptAt))
-    .limit(ph('limit') as unknown as number)
+    .limit(ph('limit'))
   return db
     .update(x)
     .set({ leaseOwner: sql`${ph('owner')}`, leaseExpiresAt: sql`${ph('until')}` })

@@ -76,7 +76,7 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
   execute(
     env.store,
     "INSERT INTO callback_deliveries (id, endpoint_id, run_id, type, payload, status, attempts, next_attempt_at, created_at, finished_at) VALUES (?, ?, ?, 'workflow_run.failed', '{}', 'failed', 1, ?, ?, ?)",
-    known.deliveryId, hookedCallback, known.runId, env.clock.now(), env.clock.now(), env.clock.now(),
+    known.deliveryId, hookedCallback, known.runId!, env.clock.now(), env.clock.now(), env.clock.now(),
   )
   const note = await send('POST', '/v1/project/Acme/environment/production/notes', {
     recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Fixture', content: '<p>hello</p>',
