@@ -66,7 +66,8 @@ const receiver = Bun.serve({
     mostInFlight.set(id, Math.max(open, mostInFlight.get(id) ?? 0))
     await Bun.sleep(delays.get(key) ?? 0)
     inFlight.set(id, inFlight.get(id)! - 1)
-    return new Response(null, { status })
+    // `stall`: the status and headers at once, then a body that never comes.
+    return new Response(key === 'stall' ? new ReadableStream({ pull: () => new Promise(() => {}) }) : null, { status })
   },
 })
 /** How long an endpoint takes to answer (ms; default at once). */
@@ -85,7 +86,7 @@ const PRODUCTION = '/v1/project/Acme/environment/production'
 const FINISHED = ['succeeded', 'failed', 'cancelled']
 
 const stamp = { type: 'update', name: 'stamp', set: { stamped: '{{run.id}}' } }
-const WORKFLOWS = ['CB apply', 'CB basic', 'CB filter', 'CB retry', 'CB down', 'CB resend', 'CB refused', 'CB spent', 'CB crud', 'CB gone']
+const WORKFLOWS = ['CB apply', 'CB basic', 'CB filter', 'CB retry', 'CB down', 'CB resend', 'CB refused', 'CB spent', 'CB crud', 'CB gone', 'CB stall']
 
 let env: TestEnv
 let executor: Executor
@@ -349,6 +350,16 @@ describe('retries, attempts, resend', () => {
     // 30 ms ±25 %, then 60 ms ±25 %: the waits come after each attempt's answer.
     expect(started[1]! - started[0]!).toBeGreaterThanOrEqual(22)
     expect(started[2]! - started[1]!).toBeGreaterThanOrEqual(45)
+  })
+
+  test('a 2xx counts once its status line arrives: a body that never comes is not waited for', async () => {
+    answers.set('stall', () => 200)
+    await addEndpoint('CB stall', 'stall')
+    const runId = await startRun('CB stall', 'cb-9')
+    const [sent] = await settled(runId, 5_000)
+    expect(sent!.status).toBe('succeeded')
+    expect(sent!.attempts.map((a) => [a.statusCode, a.error])).toEqual([[200, null]])
+    expect(sent!.attempts[0]!.durationMs).toBeLessThan(5_000)
   })
 
   test('a closed port: connection errors are attempts too, retried until a receiver listens there', async () => {
