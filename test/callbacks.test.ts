@@ -66,8 +66,9 @@ const receiver = Bun.serve({
     mostInFlight.set(id, Math.max(open, mostInFlight.get(id) ?? 0))
     await Bun.sleep(delays.get(key) ?? 0)
     inFlight.set(id, inFlight.get(id)! - 1)
-    // `stall`: the status and headers at once, then a body that never comes.
-    return new Response(key === 'stall' ? new ReadableStream({ pull: () => new Promise(() => {}) }) : null, { status })
+    // `stall`: the status, headers and a first chunk at once, then a body that never ends.
+    const stalled = () => new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode('{"ok"')), pull: () => new Promise(() => {}) })
+    return new Response(key === 'stall' ? stalled() : null, { status })
   },
 })
 /** How long an endpoint takes to answer (ms; default at once). */
@@ -352,7 +353,7 @@ describe('retries, attempts, resend', () => {
     expect(started[2]! - started[1]!).toBeGreaterThanOrEqual(45)
   })
 
-  test('a 2xx counts once its status line arrives: a body that never comes is not waited for', async () => {
+  test('a 2xx counts once its status line arrives: a body that never ends is not waited for', async () => {
     answers.set('stall', () => 200)
     await addEndpoint('CB stall', 'stall')
     const runId = await startRun('CB stall', 'cb-9')
