@@ -19,7 +19,7 @@ import type { Logger } from '../lib/logger.ts'
 import { DestinationRefusedError, type OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
 import { WakeSignal } from '../lib/wake-signal.ts'
-import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './executor.ts'
+import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
 export interface CallbackDeliveryOptions {
   store: Store
