@@ -17,7 +17,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { NOTHING_ALLOWED } from '../src/lib/outbound/policy.ts'
 import { ApplyError, type ApplyReport, applyDocument } from '../src/modules/apply/service.ts'
-import { callWithToken, execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { callWithToken, execute, freePort, postgresOnlyTest, POSTGRES_ONLY, queryAll, SQLITE_ONLY, sqliteOnlyTest, queryOne, type ServeProcess, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, seedDataDir, tokenFor, tokensFor, UUID } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
@@ -652,6 +652,30 @@ test("kill -9 between the run's end and the delivery: after the restart the call
   expect(after.attempts.at(-1)!.statusCode).toBe(204)
   expect(after.attempts.slice(0, -1).every((a) => a.statusCode === 503)).toBe(true)
   expect(unverified).toEqual([])
+}, 90_000)
+
+sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'kill -9 while an attempt waits for its answer: the next serve of the data directory takes its lease back at once, same webhook-id', async () => {
+  delays.set('midway', 120_000)
+  const real = await realServers({})
+  const first = real.instances[0]!
+  const added = await sendTo(first, callbacksOf('CB crash'), real.alice, { url: `${receiverUrl}/midway/hook` })
+  secrets.set('midway', added.body.secret as string)
+  const started = await sendTo(first, `${PRODUCTION}/workflow-runs`, real.bob, { workflowName: 'CB crash', teamName: 'Support', recordId: 'ord_1002' })
+  await until('the attempt to reach the receiver', () => receivedBy('midway').length === 1, 15_000)
+  expect(await first.stop('SIGKILL')).not.toBe(0)
+  delays.set('midway', 0)
+  const restartedAt = performance.now()
+  const restarted = await real.serve()
+  await until('the callback to be sent again', () => receivedBy('midway').length === 2, 20_000)
+  // Well inside the 30 s lease the dead process held: taken back at start, not when it ran out.
+  expect(performance.now() - restartedAt).toBeLessThan(15_000)
+  const got = receivedBy('midway')
+  expect(got[1]!.id).toBe(got[0]!.id)
+  expect(got[1]!.body.data.runId).toBe(started.body.runId)
+  expect(restarted.stdout() + restarted.stderr()).toContain('took back callbacks no live process holds')
+  const [after] = (await sendTo(restarted, `/v1/workflow-runs/${started.body.runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+  // The attempt cut short by the kill was never recorded: the one listed is the restarted serve's.
+  expect(after!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual([[1, 204]])
 }, 90_000)
 
 postgresOnlyTest(POSTGRES_ONLY.severalInstances, 'two instances share the outbox: each attempt is made by one of them, never twice at once', async () => {
