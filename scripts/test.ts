@@ -25,6 +25,7 @@ export const POSTGRES_PASS = [
   'apply',
   'auth',
   'backup',
+  'callbacks',
   'cli',
   'console',
   'console-browser',

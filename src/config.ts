@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
+import { DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
 import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
 
@@ -37,8 +38,10 @@ export interface Config {
    * ms); null keeps runs forever (`off`).
    */
   runRetentionMs: number | null
-  /** Local and private destinations that `http` steps may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
+  /** Local and private destinations that `http` steps and callbacks may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
+  /** The first wait between a callback's attempts (TRELLIS_CALLBACK_RETRY_MS); later ones double, up to 720 times it. */
+  callbackRetryMs: number
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
   oidc: OidcConfig | null
   /** Proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, or proxy-addr's named ranges); empty: none. */
@@ -158,6 +161,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     idempotencyKeyWindowMs: integerSetting('TRELLIS_IDEMPOTENCY_KEY_HOURS', env.TRELLIS_IDEMPOTENCY_KEY_HOURS, 24, 1, 8760) * 3_600_000,
     runRetentionMs: retentionSetting('TRELLIS_RUN_RETENTION', env.TRELLIS_RUN_RETENTION, DEFAULT_RUN_RETENTION),
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
+    callbackRetryMs: integerSetting('TRELLIS_CALLBACK_RETRY_MS', env.TRELLIS_CALLBACK_RETRY_MS, DEFAULT_CALLBACK_RETRY_MS, 1, 60_000),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),

@@ -288,6 +288,45 @@ describe('pages and who may see them', () => {
     expect(fresh).not.toContain('/retry"')
   })
 
+  test('a workflow\'s callbacks (admins): listed with Remove forms, an Add form whose answer shows the secret once; a run\'s deliveries with attempts and Resend', async () => {
+    const page = '/p/Acme/e/production/t/Support/w/Refund%20order'
+    const api = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
+    expect((await get(page, 'alice')).text).toContain('No callback yet.')
+    const form = (await get(page, 'alice')).text
+    expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">`)
+    expect(form).toContain('<input type="checkbox" name="events" value="workflow_run.failed" checked>')
+    const added = await app.handle(request(api, { method: 'POST', headers: { cookie: cookies.alice! }, json: { url: 'https://erp.example.com/hooks?<b>' } }))
+    expect(added.status).toBe(201)
+    const endpoint = (await added.json()) as { id: string; secret: string }
+    const listed = (await get(page, 'alice')).text
+    expect(listed).toContain('<td class="mono">https://erp.example.com/hooks?&lt;b&gt;</td><td>succeeded, failed, cancelled</td>')
+    expect(listed).toContain(`data-method="DELETE" action="${api}/${endpoint.id}"`)
+    expect(listed).not.toContain(endpoint.secret)
+    expect((await get(page, 'bob')).status).toBe(403)
+
+    // No executor here: a run cancelled while queued sends its end; the delivery waits (no worker either).
+    const runId = await startRefund('bob', 'callback-from-console')
+    expect((await app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: { cookie: cookies.bob! } }))).status).toBe(200)
+    const [delivery] = queryAll<{ id: string }>(env.store, 'SELECT id FROM callback_deliveries WHERE run_id = ?', runId)
+    const pending = (await get(`/runs/${runId}`, 'bob')).text
+    expect(pending).toContain('<td class="mono">https://erp.example.com/hooks?[redacted]<br><span class="muted">webhook-id ' + delivery!.id + '</span></td><td>workflow_run.cancelled</td><td><span class="status-pending">pending</span>')
+    expect(pending).toContain('<span class="muted">none yet</span>')
+    expect(pending).not.toContain('/resend"')
+    const now = env.clock.now()
+    execute(env.store, "UPDATE callback_deliveries SET status = 'failed', attempts = 1, finished_at = ? WHERE id = ?", now, delivery!.id)
+    execute(env.store, 'INSERT INTO callback_attempts (delivery_id, attempt, started_at, duration_ms, status_code, error) VALUES (?, 1, ?, 12, NULL, ?)', delivery!.id, now, 'no answer within 10000 ms')
+    const failed = (await get(`/runs/${runId}`, 'alice')).text
+    expect(failed).toContain('<span class="status-failed">failed</span>')
+    expect(failed).toContain('<span class="error">no answer within 10000 ms</span> · 12 ms</li>')
+    expect(failed).toContain(`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${delivery!.id}/resend"`)
+    expect((await get(`/runs/${runId}`, 'dave')).status).toBe(404)
+
+    const removed = await app.handle(request(`${api}/${endpoint.id}`, { method: 'DELETE', headers: { cookie: cookies.alice! } }))
+    expect(removed.status).toBe(204)
+    expect((await get(page, 'alice')).text).toContain('No callback yet.')
+    expect((await get(`/runs/${runId}`, 'alice')).text).not.toContain('<h2>Callbacks</h2>')
+  })
+
   test('the runs page pages by run id: 60 runs in the same millisecond, each seen once', async () => {
     for (let i = 0; i < 60; i++) await startRefund('alice', `burst-${i}`)
     const total = (queryOne(env.store, 'SELECT count(*) AS n FROM runs') as { n: number }).n

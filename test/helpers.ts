@@ -2,7 +2,7 @@
  * Test helpers: a real SQLite file in a temp dir with real migrations (or, with TRELLIS_TEST_STORE=postgres, a real
  * migrated PostgreSQL database in a throw-away cluster), the real app, the real CLI.
  */
-import { describe, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -208,6 +208,21 @@ export async function handleJson(app: { handle(r: Request): Promise<Response> },
   } catch {
     throw new Error(`${req.method} ${req.url} → ${response.status} with a non-JSON body: ${text.slice(0, 200)}`)
   }
+}
+
+/** A JSON call with a Bearer token to a real server at `base`; a 5xx fails the test with its body. An empty body is `{}`. */
+export async function callWithToken(
+  base: string,
+  path: string,
+  token: string,
+  init: { method?: string; json?: unknown } = {},
+): Promise<{ status: number; headers: Headers; body: Record<string, unknown> }> {
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` }
+  if (init.json !== undefined) headers['content-type'] = 'application/json'
+  const response = await fetch(`${base}${path}`, { method: init.method ?? 'GET', headers, body: init.json === undefined ? undefined : JSON.stringify(init.json) })
+  const text = await response.text()
+  expect(response.status, text).toBeLessThan(500)
+  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
 }
 
 export interface CliResult {

@@ -164,6 +164,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       maxBodyBytes: 1_048_576,
       httpAllow: { hosts: new Set(), ranges: [] },
+      callbackRetryMs: 5000,
       oidc: null,
       trustProxy: [],
     })
@@ -193,6 +194,7 @@ describe('loadConfig', () => {
         TRELLIS_DATABASE_POOL: '8',
         TRELLIS_IDEMPOTENCY_KEY_HOURS: '48',
         TRELLIS_RUN_RETENTION: '12h',
+        TRELLIS_CALLBACK_RETRY_MS: '250',
       },
     )
     expect(config).toEqual({
@@ -219,6 +221,7 @@ describe('loadConfig', () => {
       logLevel: 'warn',
       maxBodyBytes: 2048,
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
+      callbackRetryMs: 250,
       oidc: null,
       trustProxy: ['10.0.0.2'],
     })

@@ -12,7 +12,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { execute, queryOne, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { callWithToken, execute, queryOne, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId, UUID } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
@@ -113,14 +113,7 @@ interface RunBody {
   steps: { index: number; name: string; status: string; startedAt: string; output?: unknown; carriedFrom?: string }[]
 }
 
-async function call(path: string, token: string, init: { method?: string; json?: unknown } = {}): Promise<Sent> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token}` }
-  if (init.json !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(`${base}${path}`, { method: init.method ?? 'GET', headers, body: init.json === undefined ? undefined : JSON.stringify(init.json) })
-  const text = await response.text()
-  expect(response.status, text).toBeLessThan(500)
-  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
+const call = (path: string, token: string, init: { method?: string; json?: unknown } = {}): Promise<Sent> => callWithToken(base, path, token, init)
 
 async function startRun(workflowName: string, recordId: string, token = tokens.bob): Promise<string> {
   const sent = await call(`${PRODUCTION}/workflow-runs`, token, { method: 'POST', json: { workflowName, teamName: 'Support', recordId } })

@@ -19,7 +19,8 @@ import { parseApplyText } from '../src/modules/apply/service.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { applyNow, bearer, repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
 
-const env = testEnv()
+// gina's one token calls every project route twice, more than the default 60 a minute: the budget is not what is tested here.
+const env = testEnv({ TRELLIS_API_RATE_PER_MIN: '1000' })
 const app = testApp(env)
 let gina: string // admin of Globex only: her token names a project she is not even a member of
 let alice: string // admin of Acme (a token for Acme)

@@ -2,6 +2,7 @@
  * Strict wire compatibility (DESIGN "Wire compatibility"; issue 13 item 4). After a realistic mix of activity
  * through the real app — apply (twice), retention, tokens, notes written and archived, runs succeeding, failing
  * and cancelled through the executor, a cancelled run retried, manual triggers, workflows published, webhooks toggled and regenerated,
+ * a completion callback added and removed,
  * roles changed, a user deactivated and reactivated, console reads — every page of the notes, activity-log and
  * admin-log lists, walked three at a time with `createdAt.lt` as the README says, validates against the
  * compatibility document AS PUBLISHED (only DESIGN's `exclusiveMinimum` quirk dropped), and the walk is complete:
@@ -229,6 +230,11 @@ beforeAll(async () => {
   expect((await call('PATCH', webhook, { enabled: false })).status).toBe(200)
   expect((await call('PATCH', webhook, { enabled: true, ratePerMinute: 120 })).status).toBe(200)
   expect((await call('POST', `${webhook}/regenerate`)).status).toBe(200)
+  // A completion callback added and removed (issue 28; nothing is sent: no run of the workflow ends after it).
+  const callbacks = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
+  const callback = await call('POST', callbacks, { url: 'https://erp.example.com/trellis' })
+  expect(callback.status).toBe(201)
+  expect((await call('DELETE', `${callbacks}/${callback.body.id}`)).status).toBe(204)
 
   // A role changed by an admin; a user deactivated and reactivated (one entry in each of their projects).
   const aliceId = userId(env.store, 'alice')

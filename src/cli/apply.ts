@@ -10,7 +10,7 @@ export const applyCommand: Command = {
   flags: {
     file: stringFlag('FILE', 'the apply file, YAML or JSON; "-" reads standard input (required)', 'f'),
     as: stringFlag('EMAIL', "who record changes are logged as (default: each project's first admin)"),
-    json: booleanFlag('print the report as JSON (webhook URLs included)'),
+    json: booleanFlag('print the report as JSON (webhook URLs and new callbacks\' secrets included)'),
     'base-url': PRINTED_BASE_URL_FLAG,
   },
   async run(argv, io) {
@@ -31,6 +31,7 @@ export const applyCommand: Command = {
           secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
           baseUrl: config.baseUrl,
           actorEmail: parsed.values.as as string | undefined,
+          httpAllow: config.httpAllow,
         }),
       )
       io.out(parsed.values.json ? JSON.stringify(report, null, 2) : humanReport(report))
@@ -49,6 +50,9 @@ function humanReport(report: ApplyReport): string {
   for (const item of report.notInFile) lines.push(`not in file ${item.kind} ${item.name} (kept)`)
   for (const w of report.workflows) {
     if (w.webhook.url) lines.push(`webhook   ${w.project}/${w.environment}/${w.team}/${w.name} v${w.version}: ${w.webhook.url}`)
+    for (const callback of w.callbacks ?? []) {
+      if (callback.secret) lines.push(`callback  ${w.project}/${w.environment}/${w.team}/${w.name} → ${callback.url}: secret ${callback.secret} (shown once)`)
+    }
   }
   lines.push(`${report.created} created, ${report.updated} updated, ${report.unchanged} unchanged`)
   return lines.join('\n')

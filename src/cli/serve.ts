@@ -1,5 +1,6 @@
 import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
+import { CallbackDelivery } from '../executor/callback-delivery.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { scheduleHistoryRetention } from '../modules/runs/history.ts'
@@ -72,14 +73,17 @@ export const serveCommand: Command = {
     const upkeep = serveFrom(store, { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
     const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
     const setup = stored.noUsers ? SetupGate.open() : undefined
+    // `http` steps and completion callbacks go out through one client: the same destinations are refused.
+    const outbound = new OutboundClient({ allow: config.httpAllow })
     const executor = new Executor({
       store,
       clock: systemClock,
       logger,
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
-      outbound: new OutboundClient({ allow: config.httpAllow }),
+      outbound,
     })
+    const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
     const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
     raiseParserHeaderLimit()
     const slices = new TurnSlices()
@@ -96,6 +100,8 @@ export const serveCommand: Command = {
     executor.start()
     // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
     if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
+    callbacks.start()
+    logger.info('callback delivery started', { owner: callbacks.owner })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
     const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
@@ -113,7 +119,8 @@ export const serveCommand: Command = {
     }
     let stopping = false
     // SIGTERM/SIGINT: stop accepting, let in-flight requests finish while the executor stops claiming and
-    // finishes or gives back its steps (both bounded), checkpoint the WAL, exit 0. A second signal stops at once.
+    // finishes or gives back its steps and the callback worker its attempts (all bounded), checkpoint the WAL, exit 0.
+    // A second signal stops at once.
     const stop = async (signal: string) => {
       if (stopping) {
         logger.warn('second signal: stopping at once', { signal })
@@ -130,6 +137,7 @@ export const serveCommand: Command = {
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
           executor.stop(SHUTDOWN_GRACE_MS),
           historyStopped,
+          callbacks.stop(SHUTDOWN_GRACE_MS),
         ])
         if (!drained) {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })

@@ -28,6 +28,7 @@ import {
   type RunningRun,
   workflowsToReadFurther,
 } from './claims.ts'
+import { queueRunCallbacks } from './callbacks.ts'
 import type { Dialect } from './dialect.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
@@ -395,9 +396,11 @@ export function* nextRunAvailableAt(after = -1): Op<number | null> {
 
 // ── A worker's transitions ────────────────────────────────────────────────────
 
-/** A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. */
-function* guarded(write: { rows(values: Record<string, unknown>): Op<unknown[]> }, values: { id: string; owner: string } & Record<string, unknown>): Op<void> {
-  if ((yield* write.rows(values)).length === 0) throw new LeaseLostError(values.id)
+/** A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. Answers the row written. */
+function* guarded<T>(write: { rows(values: Record<string, unknown>): Op<T[]> }, values: { id: string; owner: string } & Record<string, unknown>): Op<T> {
+  const [written] = yield* write.rows(values)
+  if (written === undefined) throw new LeaseLostError(values.id)
+  return written
 }
 
 const ADVANCE = statement('queue.advance', (d) =>
@@ -405,8 +408,8 @@ const ADVANCE = statement('queue.advance', (d) =>
 )
 
 /** Advance: the steps before `nextStep` are recorded; the run stays running under this owner. */
-export function advanceRun(runId: string, owner: string, nextStep: number): Op<void> {
-  return guarded(ADVANCE, { id: runId, owner, next: nextStep })
+export function* advanceRun(runId: string, owner: string, nextStep: number): Op<void> {
+  yield* guarded(ADVANCE, { id: runId, owner, next: nextStep })
 }
 
 const PARK = statement('queue.park', (d) =>
@@ -418,8 +421,8 @@ const PARK = statement('queue.park', (d) =>
 )
 
 /** Park: a `wait` step gives the run back, `waiting` until `until`, resuming at `nextStep`; no worker holds it. */
-export function parkRun(runId: string, owner: string, nextStep: number, until: number): Op<void> {
-  return guarded(PARK, { id: runId, owner, nextStep, availableAt: until })
+export function* parkRun(runId: string, owner: string, nextStep: number, until: number): Op<void> {
+  yield* guarded(PARK, { id: runId, owner, nextStep, availableAt: until })
 }
 
 const END = statement('queue.end', (d) =>
@@ -432,11 +435,13 @@ const END = statement('queue.end', (d) =>
       nextStep: sql`coalesce(${sql.placeholder('next')}, ${d.t.runs.nextStep})`,
     })
     .where(isHeld(d))
-    .returning({ id: d.t.runs.id }),
+    .returning({ id: d.t.runs.id, workflowId: d.t.runs.workflowId }),
 )
 
-function endRun(runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): Op<void> {
-  return guarded(END, { id: runId, owner, status: end.status, error: end.error, finishedAt: end.now, next: end.nextStep ?? null })
+/** The run ended, and its completion callbacks queued in the same transaction (./callbacks.ts). */
+function* endRun(runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): Op<void> {
+  const ended = yield* guarded(END, { id: runId, owner, status: end.status, error: end.error, finishedAt: end.now, next: end.nextStep ?? null })
+  yield* queueRunCallbacks(ended, end.status, end.now)
 }
 
 /** Finish: the run succeeded (`nextStep` past its last recorded step, when given); the record is free at once. */
@@ -454,15 +459,18 @@ const CANCEL = statement('queue.cancel', (d) =>
     .update(d.t.runs)
     .set({ status: 'cancelled', finishedAt: sql`${sql.placeholder('now')}`, leaseOwner: null, leaseExpiresAt: null })
     .where(and(eq(d.t.runs.id, sql.placeholder('id')), isActive(d)))
-    .returning({ id: d.t.runs.id }),
+    .returning({ id: d.t.runs.id, workflowId: d.t.runs.workflowId }),
 )
 
 /**
- * Cancel: ends an active run whoever holds it (its worker loses the lease and stops at its next write). False when
- * the run is not active (already finished, or unknown).
+ * Cancel: ends an active run whoever holds it (its worker loses the lease and stops at its next write), its
+ * completion callbacks queued in the same transaction. False when the run is not active (already finished, or unknown).
  */
 export function* cancelActiveRun(runId: string, now: number): Op<boolean> {
-  return (yield* CANCEL.rows({ id: runId, now })).length > 0
+  const [cancelled] = yield* CANCEL.rows({ id: runId, now })
+  if (cancelled === undefined) return false
+  yield* queueRunCallbacks(cancelled, 'cancelled', now)
+  return true
 }
 
 export interface StepOutcome {

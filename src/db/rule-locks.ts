@@ -7,8 +7,11 @@
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 
-/** The rules a lock holds: never zero active instance administrators; never a project without an admin (per project). */
-export type Rule = 'instanceAdmins' | 'projectAdmins'
+/**
+ * The rules a lock holds: never zero active instance administrators; never a project without an admin (per project);
+ * a workflow's callback endpoints within their bound and of distinct URLs (per workflow).
+ */
+export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks'
 
 /** Holds `rule` for `scope` (0: the whole instance) until the transaction ends. */
 export function lockRule(rule: Rule, scope = 0): Op<void> {

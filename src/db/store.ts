@@ -8,9 +8,10 @@ import type { Logger } from '../lib/logger.ts'
 import type { Metrics } from '../lib/metrics.ts'
 import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
 import { keepEventLoopFree, type Store } from './open.ts'
-import { listenForQueuedRuns } from './postgres/queue.ts'
+import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './postgres/queue.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
-import type { Op } from './op.ts'
+import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
+import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
@@ -36,7 +37,25 @@ export interface QueueWakeups {
  * to (null).
  */
 export async function listenForQueuedRunsOn(store: Store, wake: () => void): Promise<QueueWakeups | null> {
-  return store.kind === 'postgres' ? listenForQueuedRuns(store.sql, wake) : null
+  return store.kind === 'postgres' ? listenOnPostgres(store.sql, RUNS_CHANNEL, wake) : null
+}
+
+/**
+ * Calls `wake` whenever callback deliveries were queued (a run ended, a resend) and their transaction committed;
+ * resolves once listening. PostgreSQL: on any instance (`NOTIFY trellis_callbacks`, ./postgres/per-dialect.ts).
+ * SQLite: by this process on the store's connection (../db/callbacks.ts `announceCallbacks`).
+ */
+export async function listenForCallbacksOn(store: Store, wake: () => void): Promise<QueueWakeups> {
+  return store.kind === 'postgres' ? listenOnPostgres(store.sql, CALLBACKS_CHANNEL, wake) : listenForSqliteCallbacks(store.sqlite, wake)
+}
+
+/**
+ * What a starting delivery worker takes back at once: as for runs (`recoverRunsAtStart`), on a SQLite store that
+ * serves its data directory every lease is a dead process's, so all are handed back; elsewhere a lease is taken over
+ * once it has run out (the claim's own rule), and nothing is done now.
+ */
+export function recoverCallbacksAtStart(store: Store): Op<number> {
+  return store.kind === 'sqlite' && store.servingLock !== null ? releaseEveryCallbackLease() : answer(0)
 }
 
 /**

@@ -29,7 +29,7 @@ import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
-import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
+import { WakeSignal } from '../lib/wake-signal.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { type GroupReads, logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
@@ -39,6 +39,7 @@ import { runLoad } from './steps/load.ts'
 import { runNote } from './steps/note.ts'
 import { runUpdate } from './steps/update.ts'
 import { runWait } from './steps/wait.ts'
+import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
 const RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } = {
   load: runLoad,
@@ -62,12 +63,6 @@ export function stepGroupEnd(steps: readonly Step[], from: number): number {
   }
   return end
 }
-
-/** Longest pause between attempts while the database is locked elsewhere or full. */
-const STORAGE_RETRY_MAX_MS = 1000
-
-/** The pause after the nth failure to reach a locked or full database: 100 ms doubling, capped at a second. */
-const waitOutStorage = (failures: number) => Bun.sleep(Math.min(STORAGE_RETRY_MAX_MS, 50 * 2 ** failures))
 
 /** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
 export function yieldToEventLoop(): Promise<void> {
@@ -104,9 +99,8 @@ export class Executor {
   private dispatcher: Promise<void> | null = null
   private dispatching = false
   private readonly inFlight = new Set<Promise<void>>()
-  private wakeUps: (() => void)[] = []
-  /** A wake-up came while the claiming loop was not waiting: its next wait returns at once (nothing is missed). */
-  private wokenMeanwhile = false
+  /** A run queued, a slot freed: a wake-up while the claiming loop is not waiting makes its next wait return at once. */
+  private readonly wakeUps = new WakeSignal()
   /** Runs queued by other instances (PostgreSQL's LISTEN), while started; null where nothing is to be heard. */
   private queueWakeups: Promise<QueueWakeups | null> | null = null
   private sweeper: Cron | null = null
@@ -165,10 +159,7 @@ export class Executor {
     this.sweeper?.stop()
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    const finished = this.dispatcher ?? Promise.resolve()
-    const timedOut = await Promise.race([finished.then(() => false), Bun.sleep(timeoutMs).then(() => true)])
-    if (timedOut) this.stopController.abort()
-    await Promise.race([finished, Bun.sleep(1000)])
+    await finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController)
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {
@@ -179,9 +170,7 @@ export class Executor {
 
   /** Wakes the claiming loop: a run was just queued, or a run ended and freed a slot. */
   notify(): void {
-    const waiting = this.wakeUps.splice(0)
-    if (waiting.length === 0) this.wokenMeanwhile = true
-    for (const wake of waiting) wake()
+    this.wakeUps.notify()
   }
 
   /** A cancelled run stops at its next step boundary; an in-flight HTTP call is aborted. */
@@ -219,7 +208,7 @@ export class Executor {
           continue
         }
         // A wake-up from here on may be for a run this claim does not see yet: the wait after it then returns at once.
-        this.wokenMeanwhile = false
+        this.wakeUps.clear()
         try {
           const now = this.options.clock.now()
           const runs = await write(this.options.store, () => claimRuns(this.owner, now, this.options.leaseMs, free, this.options.concurrency))
@@ -229,12 +218,8 @@ export class Executor {
           // limit or their project's reserve); wait for one (queued, coming due, or a run ending anywhere here).
           if (runs.length < free) await this.idle(now)
         } catch (error) {
-          // The database locked, full or unreachable (a claim, or the idle wait's read): back off (the runs stay
-          // queued), say so once, never busy-loop on it, and never let it end the loop (or the process).
-          if (!(error instanceof StorageUnavailableError)) this.options.logger.error('claiming runs failed; retrying', { error: (error as Error).message })
-          else if (failedClaims === 0) this.options.logger.warn('claiming runs failed; retrying', { error: error.message })
-          failedClaims++
-          await waitOutStorage(failedClaims)
+          // The database locked, full or unreachable (a claim, or the idle wait's read): the runs stay queued.
+          await backOffAfterFailedClaim(this.options.logger, 'claiming runs', error, ++failedClaims)
         }
       }
       await Promise.all(this.inFlight)
@@ -261,7 +246,7 @@ export class Executor {
 
   /** Until `notify()`: a run queued, or a slot freed (at once when one came since the last claim). */
   private wake(): Promise<void> {
-    return this.waitForWakeUp(null)
+    return this.wakeUps.wait(null)
   }
 
   /**
@@ -271,25 +256,7 @@ export class Executor {
   private async idle(claimedAt: number): Promise<void> {
     const pollMs = this.options.pollMs ?? 1000
     const next = await read(this.options.store, nextRunAvailableAt(claimedAt))
-    return this.waitForWakeUp(next === null ? pollMs : Math.max(5, Math.min(pollMs, next - this.options.clock.now())))
-  }
-
-  private waitForWakeUp(timeoutMs: number | null): Promise<void> {
-    if (this.wokenMeanwhile) {
-      this.wokenMeanwhile = false
-      return Promise.resolve()
-    }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer)
-        // Timed out: no longer waiting, so a wake-up from now on is remembered instead of spent on this one.
-        const at = this.wakeUps.indexOf(done)
-        if (at >= 0) this.wakeUps.splice(at, 1)
-        resolve()
-      }
-      const timer = timeoutMs === null ? undefined : setTimeout(done, timeoutMs)
-      this.wakeUps.push(done)
-    })
+    return this.wakeUps.wait(idleWaitMs(next, this.options.clock.now(), pollMs))
   }
 
   private async loadTarget(run: RunRow): Promise<{ target: RunTarget; definition: WorkflowDefinition }> {
@@ -480,16 +447,8 @@ export class Executor {
    * waited out — retried with backoff while the executor runs — rather than the outcome dropped. The transaction
    * rolls back whole on each failure, so retrying `fn` is safe. On stop it gives up: the run resumes at this group.
    */
-  private async persist<T>(body: () => Op<T>): Promise<T> {
-    for (let failures = 1; ; failures++) {
-      try {
-        return await write(this.options.store, body)
-      } catch (error) {
-        if (!(error instanceof StorageUnavailableError) || !this.running) throw error
-        if (failures === 1) this.options.logger.warn('recording a step waits for the database', { error: error.message })
-        await waitOutStorage(failures)
-      }
-    }
+  private persist<T>(body: () => Op<T>): Promise<T> {
+    return writeOutlastingStorage(this.options.store, body, () => this.running, (error) => this.options.logger.warn('recording a step waits for the database', { error: error.message }))
   }
 
   /** Ends the run (freeing the record for a new run at once) with its activity entry. */

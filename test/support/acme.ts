@@ -128,6 +128,13 @@ export async function tokenFor(
     }))
 }
 
+/** Fresh Acme tokens by the names a test calls them: `{ bob: ['bob', ['workflows:trigger']] }` → `{ bob: 'trl_…' }`. */
+export async function tokensFor<K extends string>(store: Store, clock: Clock, wanted: Record<K, [username: string, scopes: Scope[]]>): Promise<Record<K, string>> {
+  const tokens = {} as Record<K, string>
+  for (const [name, [username, scopes]] of Object.entries(wanted) as [K, [string, Scope[]]][]) tokens[name] = (await tokenFor(store, clock, username, scopes)).value
+  return tokens
+}
+
 /** The webhook URL's path (`/v1/hooks/{payload}.{signature}`): base URLs differ between tests and a real server. */
 export function hookPath(url: string | null | undefined): string {
   if (!url) throw new Error('the webhook has no URL (disabled?)')

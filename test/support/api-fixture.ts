@@ -2,7 +2,8 @@
  * The Acme fixture behind the real app, ready for requests made from /openapi.json (the conformance test, the fuzz):
  * alice — her password set, an instance administrator, admin of Acme — with an all-scopes token (the first token, id
  * `tokenId`) and a session; a workflow of its own with its webhook on (`Hooked`, so the calls on `Refund order` leave
- * its URL alone), a run, a note, two more tokens of alice's, an invitation of dave's. `known` holds a real value for
+ * its URL alone), a run, a note, two more tokens of alice's, an invitation of dave's, a completion callback on each
+ * workflow and a failed delivery of the run. `known` holds a real value for
  * each path parameter and body field the document names, by name (an `id` by the collection before it: `notes/id`).
  */
 import { read } from '../../src/db/read.ts'
@@ -65,6 +66,18 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
   known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
   const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Hooked', teamName: 'Support', recordId: 'ord_1002' })
   known.runId = ((await run.json()) as Json).runId
+  // A completion callback on each workflow, and a failed delivery of the run (set in place: the run stays queued, for
+  // the routes that act on an active run; no worker sends it), which a resend can send again.
+  const callbacks = (workflow: string) => `/v1/project/Acme/environment/production/team/Support/workflows/${workflow}/callbacks`
+  known.callbackId = ((await (await send('POST', callbacks('Refund%20order'), { url: 'https://hooks.example.com/refund' })).json()) as Json).id
+  const hookedCallback = ((await (await send('POST', callbacks('Hooked'), { url: 'https://hooks.example.com/hooked' })).json()) as Json).id
+  known.url = 'https://hooks.example.com/conformance'
+  known.deliveryId = `msg_${'0'.repeat(31)}1`
+  execute(
+    env.store,
+    "INSERT INTO callback_deliveries (id, endpoint_id, run_id, type, payload, status, attempts, next_attempt_at, created_at, finished_at) VALUES (?, ?, ?, 'workflow_run.failed', '{}', 'failed', 1, ?, ?, ?)",
+    known.deliveryId, hookedCallback, known.runId!, env.clock.now(), env.clock.now(), env.clock.now(),
+  )
   const note = await send('POST', '/v1/project/Acme/environment/production/notes', {
     recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Fixture', content: '<p>hello</p>',
   })

@@ -13,6 +13,7 @@ import { randomUUIDv7 } from 'bun'
 import { eq, sql } from 'drizzle-orm'
 import type { Micros } from '../../lib/time.ts'
 import { insertActivityLogRows, type NewActivityLogRow } from '../activity-logs.ts'
+import { announceCallbacks } from '../callbacks.ts'
 import type { ClaimCandidate, ClaimFacts } from '../claims.ts'
 import { holdListScope, rememberListTime } from '../monotonic.ts'
 import { noteMessageTime } from '../notes.ts'
@@ -34,7 +35,7 @@ import { holdRuleLock, type Rule } from '../rule-locks.ts'
 import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { heldListTimes, lockListScope, PG_LISTS, pgListOf } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
-import { RUNS_CHANNEL } from './queue.ts'
+import { CALLBACKS_CHANNEL, RUNS_CHANNEL } from './queue.ts'
 import { RULE_LOCKS } from './rule-locks.ts'
 import { notes } from './schema.ts'
 import { clientOf, type PgDb } from './store.ts'
@@ -175,6 +176,11 @@ const announceRunsOnPostgres = async (db: PgDb): Promise<void> => {
   await clientOf(db).notify(RUNS_CHANNEL)
 }
 
+/** `NOTIFY trellis_callbacks` in the handle's transaction: every delivery worker hears of the deliveries on commit. */
+const announceCallbacksOnPostgres = async (db: PgDb): Promise<void> => {
+  await clientOf(db).notify(CALLBACKS_CHANNEL)
+}
+
 /**
  * Due runs a claim reads per environment (and per workflow, where it widens) for each free worker: the rules need one
  * (SQLite reads that many); the others let instances claiming at the same moment each find runs no other is taking.
@@ -266,6 +272,7 @@ export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(noteMessageTime, noteMessageTimeOnPostgres, "another instance may have moved the note's updatedAt: re-read under the note's lock; SQLite's one writer cannot"),
   perDialect(insertQueuedRun, insertQueuedRunOnPostgres, "the environment's runs lock dates and numbers the run after its newest, and NOTIFY announces it; SQLite's write lock orders inserts"),
   perDialect(announceQueuedRuns, announceRunsOnPostgres, "NOTIFY wakes every instance's executor on commit; SQLite's executor is this process's, woken by its own writes"),
+  perDialect(announceCallbacks, announceCallbacksOnPostgres, "NOTIFY wakes every instance's callback delivery worker on commit; SQLite's is this process's, woken after the commit"),
   perDialect(readDueRuns, readDueRunsOnPostgres, 'locks the limited workflows FOR NO KEY UPDATE SKIP LOCKED and reads every environment in one LATERAL join; SQLite has no LATERAL'),
   perDialect(readWidenedDueRuns, readWidenedDueRunsOnPostgres, "one LATERAL join over the widened environments' workflows; SQLite walks each workflow's claim index"),
   perDialect(startRuns, startRunsOnPostgres, "picks the batch FOR UPDATE SKIP LOCKED so instances split the due runs; SQLite's one writer starts each run picked"),

@@ -1,21 +1,25 @@
 /**
- * How an executor hears of runs queued on other instances (../store.ts `listenForQueuedRunsOn`): a run queued (or
- * given back) sends `NOTIFY trellis_runs` inside its transaction (./per-dialect.ts), delivered to every listener on
- * commit. The queue's own PostgreSQL operations are in ./per-dialect.ts.
+ * How an executor hears of runs queued on other instances, and a delivery worker of callbacks queued there
+ * (../store.ts `listenForQueuedRunsOn`, `listenForCallbacksOn`): a run queued (or given back) sends
+ * `NOTIFY trellis_runs` inside its transaction, a run's end that queued callbacks (or a resend) `NOTIFY
+ * trellis_callbacks` (./per-dialect.ts), delivered to every listener on commit. The queue's own PostgreSQL
+ * operations are in ./per-dialect.ts.
  */
 import type { SQL } from 'bun'
 
 /** The channel a queued run is announced on (payload empty): every instance's executor listens. */
 export const RUNS_CHANNEL = 'trellis_runs'
+/** The channel queued callback deliveries are announced on (payload empty): every instance's delivery worker listens. */
+export const CALLBACKS_CHANNEL = 'trellis_callbacks'
 
 /**
- * Calls `wake` whenever a run is queued or given back on any instance (and once more after a dropped listening
- * connection is back, since notifications sent meanwhile are lost). Bun's client keeps the subscription on one
- * dedicated connection beside the pool and re-subscribes after a reconnect. Resolves once the server listens.
+ * Calls `wake` whenever something is announced on `channel` by any instance (and once more after a dropped
+ * listening connection is back, since notifications sent meanwhile are lost). Bun's client keeps the subscription on
+ * one dedicated connection beside the pool and re-subscribes after a reconnect. Resolves once the server listens.
  */
-export async function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{ stop(): Promise<void> }> {
+export async function listenOnPostgres(sql: SQL, channel: string, wake: () => void): Promise<{ stop(): Promise<void> }> {
   let subscribed = false
-  const subscription = await sql.listen(RUNS_CHANNEL, () => wake(), () => {
+  const subscription = await sql.listen(channel, () => wake(), () => {
     if (subscribed) wake()
     subscribed = true
   })

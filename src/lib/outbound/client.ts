@@ -29,7 +29,7 @@ export interface OutboundRequest {
   headers: Record<string, string>
   body?: string
   signal: AbortSignal
-  /** Characters of the answer's body to keep; the rest is not read. */
+  /** Characters of the answer's body to keep; the rest is not read (0: the answer ends with its headers). */
   maxBodyChars: number
 }
 
@@ -119,6 +119,10 @@ async function firstConnected(targets: URL[], connect: (target: URL) => Promise<
 /** Decodes the body up to `maxChars` characters; stops reading there. */
 async function readText(body: ReadableStream<Uint8Array> | null, maxChars: number): Promise<{ body: string; truncated: boolean }> {
   if (!body) return { body: '', truncated: false }
+  if (maxChars === 0) {
+    void body.cancel().catch(() => {})
+    return { body: '', truncated: false }
+  }
   const reader = body.getReader()
   const decoder = new TextDecoder()
   let text = ''

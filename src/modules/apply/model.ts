@@ -1,6 +1,7 @@
 /** The apply file (DESIGN §9). Field names are a contract; unknown fields are errors so typos never pass silently. */
 import { type Static, Type as T } from '@sinclair/typebox'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
+import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH, MAX_CALLBACKS_PER_WORKFLOW } from '../../lib/callbacks.ts'
 
 const Name = T.String({ minLength: 1, maxLength: 200 })
 const Email = T.String({ minLength: 3, maxLength: 320 })
@@ -56,7 +57,7 @@ export const ApplyProject = T.Object(
         ),
       ),
     ),
-    /** Checked step by step by workflowDefinitionProblems(). */
+    /** Checked step by step by workflowDefinitionProblems(); each may hold `callbacks` (ApplyCallbacks). */
     workflows: T.Optional(T.Array(T.Unknown())),
     notes: T.Optional(
       T.Array(
@@ -87,6 +88,22 @@ export const ApplyProject = T.Object(
   },
   strict,
 )
+
+/**
+ * A workflow's `callbacks` (README "Completion callbacks"): matched by URL; `events` absent means all three. Not part
+ * of the definition's version, like `webhook`.
+ */
+export const ApplyCallbacks = T.Array(
+  T.Object(
+    {
+      url: T.String({ minLength: 1, maxLength: CALLBACK_URL_MAX_LENGTH }),
+      events: T.Optional(T.Array(T.Union(CALLBACK_EVENTS.map((event) => T.Literal(event))), { minItems: 1, maxItems: CALLBACK_EVENTS.length })),
+    },
+    strict,
+  ),
+  { maxItems: MAX_CALLBACKS_PER_WORKFLOW },
+)
+export type ApplyCallbacks = Static<typeof ApplyCallbacks>
 
 /** The identity provider for "Sign in with SSO"; its secret only ever comes from TRELLIS_OIDC_CLIENT_SECRET. null removes it. */
 export const ApplySso = T.Union([

@@ -34,8 +34,13 @@ import { storeSso } from '../auth/oidc-settings.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
-import { ApplyFile, type ApplyProject } from './model.ts'
-import { validateApplyFile } from './validate.ts'
+import { ApplyCallbacks, ApplyFile, type ApplyProject } from './model.ts'
+import { splitCallbacks, validateApplyFile } from './validate.ts'
+import { listCallbackEndpoints } from '../../db/callbacks.ts'
+import { findTriggerTarget } from '../../db/workflows.ts'
+import { HttpError } from '../../lib/errors.ts'
+import { type AllowList, NOTHING_ALLOWED } from '../../lib/outbound/policy.ts'
+import { addCallbackEndpoint, type CallbackContext, type CallbackEndpointView, canonicalEvents, endpointView, setCallbackEvents } from '../callbacks/service.ts'
 import type { Op } from '../../db/op.ts'
 import { read, readSync } from '../../db/read.ts'
 
@@ -65,6 +70,8 @@ export interface ApplyReport {
     name: string
     version: number
     webhook: { enabled: boolean; ratePerMinute: number | null; url: string | null }
+    /** When the file lists them: the workflow's callbacks, with the secret of each this apply created (shown once). */
+    callbacks?: (CallbackEndpointView & { secret?: string })[]
   }[]
 }
 
@@ -78,6 +85,8 @@ export interface ApplyContext {
    * each project's first admin (lowest user id). The label always says `trellis apply`.
    */
   actorEmail?: string
+  /** TRELLIS_HTTP_ALLOW: the addresses callback URLs may point to (default: none but public ones). */
+  httpAllow?: AllowList
 }
 
 /** YAML or JSON (JSON is YAML); a syntax error is reported with its line. */
@@ -118,7 +127,7 @@ function checkedShape(document: unknown): ApplyFile {
 
 /** The whole file, validated against the database and written, in the caller's transaction. */
 function* applyFile(file: ApplyFile, ctx: ApplyContext, passwordHashes: Map<string, string>): Op<ApplyReport> {
-  const problems = yield* validateApplyFile(file, ctx.actorEmail)
+  const problems = yield* validateApplyFile(file, ctx.actorEmail, ctx.httpAllow ?? NOTHING_ALLOWED)
   if (problems.length > 0) throw new ApplyError(problems)
   const writer = new ApplyWriter(ctx, passwordHashes)
   if (file.sso !== undefined) yield* writer.applySso(file.sso)
@@ -255,7 +264,7 @@ class ApplyWriter {
     }
     for (const collection of spec.collections ?? []) (yield* this.applyCollection(project.id, scope, spec.name, collection))
     for (const [r, record] of (spec.records ?? []).entries()) (yield* this.applyRecord(project.id, scope, `projects[${index}].records[${r}]`, spec.name, record))
-    for (const raw of spec.workflows ?? []) (yield* this.applyWorkflow(project.id, scope, spec.name, raw as WorkflowDefinition))
+    for (const [w, entry] of (spec.workflows ?? []).entries()) (yield* this.applyWorkflow(project.id, scope, spec.name, entry, `projects[${index}].workflows[${w}]`))
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
     const byTime = [...(spec.notes ?? [])].sort(
       (a, b) => (a.createdAt ? parseIsoMicros(a.createdAt)! : Number.MAX_SAFE_INTEGER) - (b.createdAt ? parseIsoMicros(b.createdAt)! : Number.MAX_SAFE_INTEGER),
@@ -357,7 +366,10 @@ class ApplyWriter {
     return team
   }
 
-  private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, definition: WorkflowDefinition) {
+  /** `at`: the workflow's place in the file, for problem paths. */
+  private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, entry: unknown, at: string) {
+    const { definition: raw, callbacks } = splitCallbacks(entry)
+    const definition = raw as WorkflowDefinition
     const target: WorkflowTarget = {
       projectId,
       environmentId: scope.environments.get(definition.environment)!,
@@ -381,7 +393,39 @@ class ApplyWriter {
           ? webhookUrl(this.ctx.secret, this.ctx.baseUrl, { workflowId: result.workflowId, renderingId: result.renderingId, generation: trigger.generation })
           : null,
       },
+      ...(callbacks === undefined ? {} : { callbacks: yield* this.applyCallbacks(result.workflowId, name, callbacks as ApplyCallbacks, `${at}.callbacks`) }),
     })
+  }
+
+  /**
+   * The file's callbacks of a workflow, matched by URL: a new one is added (its secret in the report, once), a known
+   * one's events set; the workflow's others are reported `notInFile` and kept, as every other list of the file.
+   */
+  private *applyCallbacks(workflowId: number, workflowName: string, callbacks: ApplyCallbacks, at: string) {
+    const target = (yield* findTriggerTarget(workflowId))!
+    const ctx: CallbackContext = { clock: this.ctx.clock, secret: this.ctx.secret, allow: this.ctx.httpAllow ?? NOTHING_ALLOWED, actorId: null }
+    const existing = yield* listCallbackEndpoints(workflowId)
+    const shown: NonNullable<ApplyReport['workflows'][number]['callbacks']> = []
+    for (const [c, callback] of callbacks.entries()) {
+      const label = `${workflowName} → ${callback.url}`
+      const known = existing.find((endpoint) => endpoint.url === callback.url)
+      if (known) {
+        const changed = yield* setCallbackEvents(ctx, target, known, callback.events)
+        this.record(changed ? 'updated' : 'unchanged', 'callback', label)
+        shown.push({ ...endpointView(known), events: canonicalEvents(callback.events) })
+        continue
+      }
+      try {
+        shown.push(yield* addCallbackEndpoint({ ...ctx, urlField: `${at}[${c}].url` }, target, callback))
+      } catch (error) {
+        if (error instanceof HttpError) throw new ApplyError([{ path: `${at}[${c}]`, message: error.message }])
+        throw error
+      }
+      this.record('created', 'callback', label)
+    }
+    const inFile = new Set(callbacks.map((callback) => callback.url))
+    for (const endpoint of existing) if (!inFile.has(endpoint.url)) this.report.notInFile.push({ kind: 'callback', name: `${workflowName} → ${endpoint.url}` })
+    return shown
   }
 
   /** Idempotent on (environment, recordId, user, createdAt, title); without createdAt, on the other four. */

@@ -7,11 +7,13 @@ import { issuerProblem } from '../../config.ts'
 import { listUserEmails } from '../../db/apply.ts'
 import { listProjectParts } from '../../db/records.ts'
 import { parseIsoDateTime, parseIsoMicros } from '../../lib/time.ts'
-import type { Problem } from '../../lib/validation.ts'
+import { callbackUrlProblem } from '../../lib/callbacks.ts'
+import type { AllowList } from '../../lib/outbound/policy.ts'
+import { type Problem, schemaProblems } from '../../lib/validation.ts'
 import { findProjectByName } from '../directory/projects.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
 import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
-import type { ApplyFile, ApplyProject } from './model.ts'
+import { ApplyCallbacks, type ApplyFile, type ApplyProject } from './model.ts'
 import type { Op } from '../../db/op.ts'
 
 /** Names that exist for a project, in the database or in the file. */
@@ -21,8 +23,8 @@ interface ProjectNames {
   collections: Set<string>
 }
 
-/** `actorEmail` is `--as`: it must name a user of the database or the file. */
-export function* validateApplyFile(file: ApplyFile, actorEmail?: string): Op<Problem[]> {
+/** `actorEmail` is `--as`: it must name a user of the database or the file; `allow`: TRELLIS_HTTP_ALLOW, for callback URLs. */
+export function* validateApplyFile(file: ApplyFile, actorEmail: string | undefined, allow: AllowList): Op<Problem[]> {
   const problems: Problem[] = []
   const problem = (path: string, message: string) => problems.push({ path, message })
 
@@ -59,7 +61,7 @@ export function* validateApplyFile(file: ApplyFile, actorEmail?: string): Op<Pro
     projectNames.add(project.name)
     const names = yield* existingNames(project.name)
     checkProjectStructure(project, at, names, problem, checkUser)
-    checkProjectContent(project, at, names, problem, checkUser)
+    checkProjectContent(project, at, names, problem, checkUser, allow)
   }
   return problems
 }
@@ -109,7 +111,30 @@ function checkProjectStructure(project: ApplyProject, at: string, names: Project
   })
 }
 
-function checkProjectContent(project: ApplyProject, at: string, names: ProjectNames, problem: Report, checkUser: Report) {
+/** A workflow entry of the file: its definition, and its `callbacks` (not part of the definition) when it has them. */
+export function splitCallbacks(entry: unknown): { definition: unknown; callbacks: unknown } {
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !('callbacks' in entry)) return { definition: entry, callbacks: undefined }
+  const { callbacks, ...definition } = entry as Record<string, unknown>
+  return { definition, callbacks }
+}
+
+/** A workflow's callbacks: their shape, each URL as the API checks it, no URL twice. */
+function checkCallbacks(callbacks: unknown, at: string, allow: AllowList, problem: Report) {
+  const shape = schemaProblems(ApplyCallbacks, callbacks, at)
+  if (shape.length > 0) {
+    for (const p of shape) problem(p.path, p.message)
+    return
+  }
+  const urls = new Set<string>()
+  ;(callbacks as ApplyCallbacks).forEach((callback, c) => {
+    const urlProblem = callbackUrlProblem(callback.url, allow)
+    if (urlProblem) problem(`${at}[${c}].url`, urlProblem)
+    if (urls.has(callback.url)) problem(`${at}[${c}].url`, `duplicate callback ${callback.url}`)
+    urls.add(callback.url)
+  })
+}
+
+function checkProjectContent(project: ApplyProject, at: string, names: ProjectNames, problem: Report, checkUser: Report, allow: AllowList) {
   const known = (path: string, kind: keyof ProjectNames, singular: string, name: string) => {
     if (!names[kind].has(name)) problem(path, `unknown ${singular} ${name}`)
   }
@@ -125,8 +150,10 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
   })
 
   const workflowKeys = new Set<string>()
-  project.workflows?.forEach((raw, w) => {
+  project.workflows?.forEach((entry, w) => {
     const wat = `${at}.workflows[${w}]`
+    const { definition: raw, callbacks } = splitCallbacks(entry)
+    if (callbacks !== undefined) checkCallbacks(callbacks, `${wat}.callbacks`, allow, problem)
     const definitionProblems = workflowDefinitionProblems(raw, wat)
     if (definitionProblems.length > 0) {
       for (const p of definitionProblems) problem(p.path, p.message)

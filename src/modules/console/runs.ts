@@ -1,4 +1,7 @@
-/** Console: an environment's runs (project admins) and one run's detail with its steps (its user, or an admin). */
+/**
+ * Console: an environment's runs (project admins) and one run's detail with its steps and its completion callbacks'
+ * deliveries, each with its attempts and a Resend button (its user, or an admin).
+ */
 import { Elysia } from 'elysia'
 import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
@@ -7,6 +10,7 @@ import { html, type Html } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
 import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
+import { renderRunCallbacks } from '../callbacks/service.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { adminEnvironment } from './access.ts'
 import { layout } from '../../console/page.ts'
@@ -61,6 +65,7 @@ ${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${old
         const found = await read(deps.store, findRun(params.runId!))
         if (!found || (found.run.userId !== user.id && !(await read(deps.store, isAdminOf(user.id, found.projectId))))) throw notFound(`Run ${params.runId} not found`)
         const run = (await read(deps.store, renderRuns([found.run.id], deps.clock.now())))[0]!
+        const deliveries = await read(deps.store, renderRunCallbacks(run.id))
         return layout({
           title: `Run of ${run.workflow.name}`,
           user,
@@ -84,8 +89,22 @@ ${
     : html`<table class="steps"><thead><tr><th>#</th><th>Step</th><th>Type</th><th>Status</th><th>Finished (UTC)</th><th>Output / error</th></tr></thead><tbody>
 ${run.steps.map((s) => html`<tr><td>${s.index + 1}</td><td>${s.name}</td><td>${s.type}</td><td>${status(s.status)}${s.carriedFrom ? html` <span class="muted">carried from the retried run</span>` : ''}</td><td>${when(s.finishedAt)}</td><td><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`)}
 </tbody></table>`
-}`,
+}
+${deliveriesSection(run.id, deliveries)}`,
         })
       }),
     )
+}
+
+/** A run's callback deliveries: endpoint, event, state, every attempt; Resend for one no longer pending. */
+function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html | string {
+  if (deliveries.length === 0) return ''
+  const attempt = (a: (typeof deliveries)[number]['attempts'][number]) =>
+    html`<li>#${a.attempt} ${when(a.startedAt)} · ${a.statusCode === null ? html`<span class="error">${a.error}</span>` : html`<code>${a.statusCode}</code>`} · ${a.durationMs} ms</li>`
+  return html`<h2>Callbacks</h2>
+<table class="deliveries"><thead><tr><th>Endpoint</th><th>Event</th><th>Status</th><th>Attempts</th><th></th></tr></thead><tbody>
+${deliveries.map(
+  (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?"><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
+)}
+</tbody></table>`
 }

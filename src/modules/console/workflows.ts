@@ -1,14 +1,17 @@
 /**
  * Console: a workflow's trigger settings (project admins) — enable or pause the webhook, copy its URL, regenerate
- * it (after a confirmation), set its rate. The forms call the webhook settings API with the session.
+ * it (after a confirmation), set its rate — and its completion callbacks: listed, added (the signing secret shown
+ * once), removed. The forms call the webhook settings and callbacks APIs with the session.
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { html } from '../../console/html.ts'
+import { html, type Html } from '../../console/html.ts'
+import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
+import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/service.ts'
 import { requireWorkflow, webhookSettings } from '../workflows/service.ts'
 import { adminProject } from './access.ts'
 import { layout } from '../../console/page.ts'
-import { consolePage, projectPath, renderingPath } from './page.ts'
+import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
 export function workflowPages(deps: AppDeps) {
@@ -18,7 +21,9 @@ export function workflowPages(deps: AppDeps) {
       const project = await read(deps.store, adminProject(user, params.project!))
       const target = await read(deps.store, requireWorkflow(project.id, params.environment!, params.team!, params.workflow!))
       const settings = webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
-      const api = `/v1/project/${[project.name, 'environment', params.environment!, 'team', params.team!, 'workflows', params.workflow!].map(encodeURIComponent).join('/')}/webhook`
+      const callbacks = await read(deps.store, listWorkflowCallbacks(target.workflowId))
+      const workflowApi = `/v1/project/${[project.name, 'environment', params.environment!, 'team', params.team!, 'workflows', params.workflow!].map(encodeURIComponent).join('/')}`
+      const api = `${workflowApi}/webhook`
       return layout({
         title: `${params.workflow} · trigger settings`,
         user,
@@ -44,8 +49,33 @@ ${
 <label>Requests per minute (empty: the instance default, now ${deps.config.webhookRatePerMinute}) <input name="ratePerMinute" data-type="nullable-number" inputmode="numeric" size="8" value="${settings.ratePerMinute ?? ''}"></label>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save rate</button>
-</form>`,
+</form>
+${callbacksSection(`${workflowApi}/callbacks`, callbacks)}`,
       })
     }),
   )
+}
+
+/** The workflow's completion callbacks: each with a Remove form, and the form that adds one (its secret shown once). */
+function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html {
+  const events = (list: readonly string[]) => list.map((event) => event.replace('workflow_run.', '')).join(', ')
+  return html`<h2>Completion callbacks</h2>
+<p>When a run ends, each endpoint receives a JSON POST signed per Standard Webhooks with its own secret; see the run's page for each delivery and its attempts.</p>
+${
+  callbacks.length === 0
+    ? html`<p class="muted">No callback yet.</p>`
+    : html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th></th></tr></thead><tbody>
+${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
+</tbody></table>`
+}
+<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">
+<label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
+<fieldset><legend>Send when a run</legend>
+${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox" name="events" value="${event}" checked> ${events([event])}</label>`)}</fieldset>
+<p class="form-error" role="alert"></p>
+<button type="submit">Add callback</button>
+</form>
+<div id="callback-once" class="once" hidden><p><strong>Copy this signing secret now: it is shown only once.</strong> Verify each call with it (Standard Webhooks).</p>
+<p><code class="value" id="callback-secret"></code> <button type="button" data-copy="#callback-secret">Copy</button></p>
+<p><a href="">Done</a></p></div>`
 }

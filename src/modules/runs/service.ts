@@ -8,7 +8,9 @@ import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
-import { conflict } from '../../lib/errors.ts'
+import { conflict, notFound } from '../../lib/errors.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
+import { isAdminOf } from '../directory/projects.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
@@ -162,6 +164,17 @@ export function* renderRuns(ids: string[], now: number) {
         })),
     }
   })
+}
+
+/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
+export function* visibleRun(caller: AccountCaller, runId: string) {
+  const found = yield* findRun(runId)
+  const visible =
+    found &&
+    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
+    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
+  if (!visible) throw notFound(`Run ${runId} not found`)
+  return found
 }
 
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */

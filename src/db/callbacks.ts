@@ -1,0 +1,371 @@
+/**
+ * Completion callbacks' storage (issue 28, README "Completion callbacks"): a workflow's endpoints, and the outbox —
+ * one delivery per endpoint and ended run, written in the run's final transaction (./queue.ts calls
+ * `queueRunCallbacks` from every end: finish, fail, cancel), claimed under a lease by the delivery worker of any
+ * instance, each attempt recorded guarded by that lease, as the runs are (./queue.ts). Written once for both stores.
+ *
+ * The claim is one conditional UPDATE: on PostgreSQL two instances may pick the same due rows, but the second
+ * UPDATE waits for the first's row locks and then re-checks its WHERE on the rows as committed — leased now, so
+ * skipped: one delivery is never attempted by two workers at once while its lease runs.
+ */
+import { randomUUIDv7 } from 'bun'
+import type { Database } from 'bun:sqlite'
+import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm'
+import { callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
+import type { Micros } from '../lib/time.ts'
+import type { Dialect } from './dialect.ts'
+import { type Op, op } from './op.ts'
+import type { Db } from './open.ts'
+import { connectionOf } from './prepared.ts'
+import { exec, placeholders, rows, statement } from './query.ts'
+import type { callbackAttempts, callbackDeliveries, callbackEndpoints } from './schema.ts'
+
+export type CallbackEndpointRow = typeof callbackEndpoints.$inferSelect
+export type CallbackDeliveryRow = typeof callbackDeliveries.$inferSelect
+export type CallbackAttemptRow = typeof callbackAttempts.$inferSelect
+
+const ph = (name: string) => sql.placeholder(name)
+
+// ── Endpoints ─────────────────────────────────────────────────────────────────
+
+const ENDPOINTS = statement('callbacks.endpoints', ({ db, t }) =>
+  db
+    .select()
+    .from(t.callbackEndpoints)
+    .where(eq(t.callbackEndpoints.workflowId, ph('workflowId')))
+    .orderBy(asc(t.callbackEndpoints.createdAt), asc(t.callbackEndpoints.id)),
+)
+
+/** A workflow's endpoints, oldest first. */
+export function listCallbackEndpoints(workflowId: number) {
+  return ENDPOINTS.rows({ workflowId })
+}
+
+const INSERT_ENDPOINT = statement('callbacks.insert-endpoint', ({ db, t }) =>
+  db.insert(t.callbackEndpoints).values(placeholders('id', 'workflowId', 'url', 'events', 'secretSalt', 'createdBy', 'createdAt')),
+)
+
+export function insertCallbackEndpoint(endpoint: CallbackEndpointRow): Op<void> {
+  return INSERT_ENDPOINT.exec({ ...endpoint })
+}
+
+const SET_EVENTS = statement('callbacks.set-events', ({ db, t }) =>
+  db
+    .update(t.callbackEndpoints)
+    .set({ events: sql`${ph('events')}` })
+    .where(eq(t.callbackEndpoints.id, ph('id'))),
+)
+
+/** The events an endpoint is sent (a JSON array). */
+export function setCallbackEndpointEvents(id: string, events: string): Op<void> {
+  return SET_EVENTS.exec({ id, events })
+}
+
+const DELETE_ENDPOINT = statement('callbacks.delete-endpoint', ({ db, t }) =>
+  db
+    .delete(t.callbackEndpoints)
+    .where(and(eq(t.callbackEndpoints.id, ph('id')), eq(t.callbackEndpoints.workflowId, ph('workflowId'))))
+    .returning(),
+)
+
+/** Removes the workflow's endpoint (its deliveries and their attempts go with it); the row removed, if there was one. */
+export function* deleteCallbackEndpoint(workflowId: number, id: string): Op<CallbackEndpointRow | undefined> {
+  return (yield* DELETE_ENDPOINT.rows({ workflowId, id }))[0]
+}
+
+// ── The outbox ───────────────────────────────────────────────────────────────
+
+/** The delivery is still to be sent: `callback_deliveries_due_idx`'s predicate, written as its literal. */
+const isPending = ({ t }: Dialect) => sql`${t.callbackDeliveries.status} = 'pending'`
+/** No worker holds the delivery: never leased, or its lease ran out (its holder died mid-attempt). */
+const isFree = ({ t }: Dialect) => sql`(${t.callbackDeliveries.leaseExpiresAt} IS NULL OR ${t.callbackDeliveries.leaseExpiresAt} < ${ph('now')})`
+
+/**
+ * The workflow's endpoints sent `pattern`'s event, locked against removal until the run's transaction commits
+ * (PostgreSQL's `FOR SHARE`: a removal committed before it is not seen, one after it waits, then removes the new
+ * deliveries with the endpoint). `events` is a JSON array of known event names: `LIKE '%"<event>"%'`, `_` escaped.
+ */
+const SUBSCRIBED = statement('callbacks.subscribed', (d) =>
+  d.forShare(
+    d.db
+      .select({ id: d.t.callbackEndpoints.id })
+      .from(d.t.callbackEndpoints)
+      .where(and(eq(d.t.callbackEndpoints.workflowId, ph('workflowId')), sql`${d.t.callbackEndpoints.events} LIKE ${ph('pattern')} ESCAPE '\\'`))
+      .orderBy(asc(d.t.callbackEndpoints.id)),
+  ),
+)
+
+const ENDED_RUN = statement('callbacks.ended-run', ({ db, t }) =>
+  db
+    .select({
+      id: t.runs.id,
+      status: t.runs.status,
+      trigger: t.runs.trigger,
+      recordId: t.runs.recordId,
+      error: t.runs.error,
+      retryOf: t.runs.retryOf,
+      createdAt: t.runs.createdAt,
+      startedAt: t.runs.startedAt,
+      finishedAt: t.runs.finishedAt,
+      workflow: t.workflows.name,
+      workflowVersion: t.workflowVersions.version,
+      project: t.projects.name,
+      environment: t.environments.name,
+      team: t.teams.name,
+    })
+    .from(t.runs)
+    .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
+    .innerJoin(t.workflowVersions, eq(t.workflowVersions.id, t.runs.workflowVersionId))
+    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
+    .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
+    .innerJoin(t.projects, eq(t.projects.id, t.environments.projectId))
+    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .where(eq(t.runs.id, ph('id'))),
+)
+
+/** A delivery's id, its Standard Webhooks `webhook-id`: `msg_` and 32 hex digits (a UUIDv7's, time-ordered). */
+const newDeliveryId = () => `msg_${randomUUIDv7().replaceAll('-', '')}`
+
+/**
+ * The outbox write of a run that just ended as `status` (in its final transaction, after the run's row changed): one
+ * pending delivery per endpoint of the workflow sent that event, due at once, its body built now from the run as
+ * it ended (so every attempt sends the same bytes), announced to the delivery workers on commit. A workflow
+ * without such an endpoint costs one indexed read.
+ */
+export function* queueRunCallbacks(run: { id: string; workflowId: number }, status: 'succeeded' | 'failed' | 'cancelled', now: number): Op<number> {
+  const type = callbackEventOf(status)
+  const endpoints = yield* SUBSCRIBED.rows({ workflowId: run.workflowId, pattern: `%${JSON.stringify(type).replaceAll('_', '\\_')}%` })
+  if (endpoints.length === 0) return 0
+  const ended = yield* ENDED_RUN.row({ id: run.id })
+  if (!ended) throw new Error(`run ${run.id} vanished in its own transaction`)
+  const payload = callbackPayload({ ...ended, status, createdAt: ended.createdAt as Micros, finishedAt: ended.finishedAt ?? now })
+  yield* exec(({ db, t }) =>
+    db.insert(t.callbackDeliveries).values(
+      endpoints.map((endpoint) => ({
+        id: newDeliveryId(), endpointId: endpoint.id, runId: run.id, type, payload, status: 'pending' as const, attempts: 0, nextAttemptAt: now, createdAt: now,
+      })),
+    ),
+  )
+  yield* op(announceCallbacks)
+  return endpoints.length
+}
+
+/** Listeners of SQLite connections (the delivery worker of the process that opened it), woken after a commit. */
+const sqliteListeners = new WeakMap<Database, Set<() => void>>()
+
+/**
+ * Wakes the delivery workers once the transaction that queued deliveries has committed. SQLite: this process's
+ * listeners on the connection, on the next turn of the event loop (the commit is synchronous: it is done by then;
+ * a rolled-back transaction wakes them for nothing). Per-dialect: PostgreSQL NOTIFYs every instance on commit.
+ */
+export function announceCallbacks(db: Db): void {
+  const listeners = sqliteListeners.get(connectionOf(db))
+  if (listeners && listeners.size > 0) setImmediate(() => listeners.forEach((wake) => wake()))
+}
+
+/** Calls `wake` whenever a transaction on this SQLite connection queued deliveries (../store.ts `listenForCallbacksOn`). */
+export function listenForSqliteCallbacks(connection: Database, wake: () => void): { stop(): Promise<void> } {
+  const listeners = sqliteListeners.get(connection) ?? new Set()
+  sqliteListeners.set(connection, listeners)
+  listeners.add(wake)
+  return { stop: async () => void listeners.delete(wake) }
+}
+
+// ── The delivery worker's operations ────────────────────────────────────────
+
+const CLAIM = statement('callbacks.claim', (d) => {
+  const { db, t } = d
+  const x = t.callbackDeliveries
+  const due = db
+    .select({ id: x.id })
+    .from(x)
+    .where(and(isPending(d), lte(x.nextAttemptAt, ph('now')), isFree(d)))
+    .orderBy(asc(x.nextAttemptAt))
+    .limit(ph('limit'))
+  return db
+    .update(x)
+    .set({ leaseOwner: sql`${ph('owner')}`, leaseExpiresAt: sql`${ph('until')}` })
+    .where(and(inArray(x.id, due), isPending(d), isFree(d)))
+    .returning({ id: x.id })
+})
+
+/** A delivery as its worker sends it. */
+export interface ClaimedDelivery {
+  id: string
+  endpointId: string
+  url: string
+  secretSalt: string
+  payload: string
+  /** Attempts made since it was queued or last resent (the retry schedule's count). */
+  attempts: number
+  /** Attempts ever recorded for it (their numbers go on after a resend). */
+  recorded: number
+}
+
+const CLAIMED = statement('callbacks.claimed', (d) => {
+  const { db, t } = d
+  const x = t.callbackDeliveries
+  return db
+    .select({
+      id: x.id,
+      endpointId: x.endpointId,
+      url: t.callbackEndpoints.url,
+      secretSalt: t.callbackEndpoints.secretSalt,
+      payload: x.payload,
+      attempts: x.attempts,
+      recorded: sql<number>`(SELECT coalesce(max(a.attempt), 0) FROM callback_attempts a WHERE a.delivery_id = ${x.id})`.mapWith(Number),
+    })
+    .from(x)
+    .innerJoin(t.callbackEndpoints, eq(t.callbackEndpoints.id, x.endpointId))
+    .where(d.inJsonArray(x.id, 'ids', 'text'))
+    .orderBy(asc(x.nextAttemptAt), asc(x.id))
+})
+
+/** Leases up to `limit` due deliveries to `owner` until `now + leaseMs`, oldest due first. */
+export function* claimCallbackDeliveries(owner: string, now: number, leaseMs: number, limit: number): Op<ClaimedDelivery[]> {
+  const claimed = yield* CLAIM.rows({ owner, now, until: now + leaseMs, limit })
+  if (claimed.length === 0) return []
+  return yield* CLAIMED.rows({ ids: JSON.stringify(claimed.map((c) => c.id)) })
+}
+
+/** One attempt's outcome: the delivery `succeeded`, `failed` for good, or is `pending` again until `nextAttemptAt`. */
+export interface CallbackAttempt {
+  deliveryId: string
+  owner: string
+  /** The attempt's number among every attempt recorded for the delivery. */
+  attempt: number
+  /** The series' count after this attempt (reset by a resend). */
+  attempts: number
+  startedAt: number
+  durationMs: number
+  statusCode: number | null
+  error: string | null
+  outcome: { status: 'succeeded' | 'failed'; at: number } | { status: 'pending'; nextAttemptAt: number }
+}
+
+const SETTLE = statement('callbacks.settle', (d) =>
+  d.db
+    .update(d.t.callbackDeliveries)
+    .set({
+      status: sql`${ph('status')}`,
+      attempts: sql`${ph('attempts')}`,
+      finishedAt: sql`${ph('finishedAt')}`,
+      nextAttemptAt: sql`coalesce(${ph('nextAttemptAt')}, ${d.t.callbackDeliveries.nextAttemptAt})`,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+    })
+    .where(and(eq(d.t.callbackDeliveries.id, ph('id')), eq(d.t.callbackDeliveries.leaseOwner, ph('owner')), isPending(d)))
+    .returning({ id: d.t.callbackDeliveries.id }),
+)
+
+const INSERT_ATTEMPT = statement('callbacks.insert-attempt', ({ db, t }) =>
+  db.insert(t.callbackAttempts).values(placeholders('deliveryId', 'attempt', 'startedAt', 'durationMs', 'statusCode', 'error')),
+)
+
+/**
+ * The attempt and the delivery's new state, guarded by the lease: false (nothing written) when `owner` no longer
+ * holds it — its lease ran out and another worker took it, or it was removed with its endpoint or run.
+ */
+export function* recordCallbackAttempt(attempt: CallbackAttempt): Op<boolean> {
+  const { outcome } = attempt
+  const settled = yield* SETTLE.rows({
+    id: attempt.deliveryId,
+    owner: attempt.owner,
+    status: outcome.status,
+    attempts: attempt.attempts,
+    finishedAt: outcome.status === 'pending' ? null : outcome.at,
+    nextAttemptAt: outcome.status === 'pending' ? outcome.nextAttemptAt : null,
+  })
+  if (settled.length === 0) return false
+  const { deliveryId, startedAt, durationMs, statusCode, error } = attempt
+  yield* INSERT_ATTEMPT.exec({ deliveryId, attempt: attempt.attempt, startedAt, durationMs, statusCode, error })
+  return true
+}
+
+/** Leased pending deliveries (those `which` picks) handed back: due when they were, nobody's. */
+const unlease = (name: string, which: (d: Dialect) => SQL) =>
+  statement(name, (d) =>
+    d.db
+      .update(d.t.callbackDeliveries)
+      .set({ leaseOwner: null, leaseExpiresAt: null })
+      .where(and(isPending(d), isNotNull(d.t.callbackDeliveries.leaseOwner), which(d)))
+      .returning({ id: d.t.callbackDeliveries.id }),
+  )
+
+const RELEASE_OWNED = unlease('callbacks.release', (d) => eq(d.t.callbackDeliveries.leaseOwner, ph('owner')))
+
+/** Graceful stop: what `owner` holds (attempts it gave up on) is due again for any worker. */
+export function* releaseCallbackLeases(owner: string): Op<number> {
+  return (yield* RELEASE_OWNED.rows({ owner })).length
+}
+
+const RELEASE_ALL = unlease('callbacks.release-all', () => sql`1 = 1`)
+
+/** Every lease handed back: only for a store no other process serves (../store.ts), where every holder is dead. */
+export function* releaseEveryCallbackLease(): Op<number> {
+  return (yield* RELEASE_ALL.rows()).length
+}
+
+const NEXT_DUE = statement('callbacks.next-due', (d) =>
+  d.db
+    .select({ at: sql<number | null>`min(${d.t.callbackDeliveries.nextAttemptAt})`.mapWith(Number) })
+    .from(d.t.callbackDeliveries)
+    .where(and(isPending(d), sql`${d.t.callbackDeliveries.nextAttemptAt} > ${ph('after')}`)),
+)
+
+/** When the next pending delivery comes due after `after` (ms), or null. */
+export function* nextCallbackDueAt(after: number): Op<number | null> {
+  return (yield* NEXT_DUE.row({ after }))?.at ?? null
+}
+
+// ── A run's deliveries ───────────────────────────────────────────────────────
+
+const RUN_DELIVERIES = statement('callbacks.run-deliveries', ({ db, t }) =>
+  db
+    .select({ delivery: t.callbackDeliveries, url: t.callbackEndpoints.url })
+    .from(t.callbackDeliveries)
+    .innerJoin(t.callbackEndpoints, eq(t.callbackEndpoints.id, t.callbackDeliveries.endpointId))
+    .where(eq(t.callbackDeliveries.runId, ph('runId')))
+    .orderBy(asc(t.callbackDeliveries.createdAt), asc(t.callbackDeliveries.id)),
+)
+
+const ATTEMPTS = statement('callbacks.attempts', (d) =>
+  d.db
+    .select()
+    .from(d.t.callbackAttempts)
+    .where(d.inJsonArray(d.t.callbackAttempts.deliveryId, 'ids', 'text'))
+    .orderBy(asc(d.t.callbackAttempts.deliveryId), asc(d.t.callbackAttempts.attempt)),
+)
+
+/** A run's deliveries with their endpoint's URL, oldest first, and every attempt of each in order. */
+export function* findRunCallbackDeliveries(runId: string) {
+  const deliveries = yield* RUN_DELIVERIES.rows({ runId })
+  const attempts = deliveries.length === 0 ? [] : yield* ATTEMPTS.rows({ ids: JSON.stringify(deliveries.map((d) => d.delivery.id)) })
+  return deliveries.map(({ delivery, url }) => ({ ...delivery, url, attemptList: attempts.filter((a) => a.deliveryId === delivery.id) }))
+}
+
+const RESEND = statement('callbacks.resend', (d) =>
+  d.db
+    .update(d.t.callbackDeliveries)
+    .set({ status: 'pending', attempts: 0, nextAttemptAt: sql`${ph('now')}`, finishedAt: null, leaseOwner: null, leaseExpiresAt: null })
+    .where(and(eq(d.t.callbackDeliveries.id, ph('id')), eq(d.t.callbackDeliveries.runId, ph('runId')), sql`${d.t.callbackDeliveries.status} <> 'pending'`))
+    .returning({ id: d.t.callbackDeliveries.id }),
+)
+
+/**
+ * A succeeded or failed delivery of the run, pending again and due `now`, with its id (the same `webhook-id`) and
+ * a new series of attempts; announced on commit. Answers what it found: `pending` (already to be sent) or `unknown`.
+ */
+export function* requeueCallbackDelivery(runId: string, id: string, now: number): Op<'requeued' | 'pending' | 'unknown'> {
+  if ((yield* RESEND.rows({ runId, id, now })).length > 0) {
+    yield* op(announceCallbacks)
+    return 'requeued'
+  }
+  const found = yield* rows(({ db, t }) =>
+    db
+      .select({ status: t.callbackDeliveries.status })
+      .from(t.callbackDeliveries)
+      .where(and(eq(t.callbackDeliveries.id, id), eq(t.callbackDeliveries.runId, runId))),
+  )
+  return found.length > 0 ? 'pending' : 'unknown'
+}
