@@ -31,8 +31,9 @@ import {
   startRuns,
 } from '../queue.ts'
 import { holdRuleLock, type Rule } from '../rule-locks.ts'
+import { eventRowsJson, insertRunEvents, type NewRunEvent } from '../run-events.ts'
 import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
-import { heldListTimes, lockListScope, PG_LISTS, pgListOf } from './monotonic.ts'
+import { heldListTimes, lockListScope, noteRunEventsAppended, PG_LISTS, pgListOf } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
 import { RUNS_CHANNEL } from './queue.ts'
 import { RULE_LOCKS } from './rule-locks.ts'
@@ -257,6 +258,27 @@ async function dueRuns(db: PgDb, from: string, match: string, where: string, val
   }))
 }
 
+// ── Run events (../run-events.ts) ───────────────────────────────────────────
+
+/**
+ * The events, after each of their environments' run-events lock is taken (ascending: a claim appends to several), so
+ * that the ids an environment's events take follow commit order; the environments are announced after the commit
+ * (./op-runner.ts). Each sequence: the run's newest before this statement plus the event's offset. The rows are
+ * ordered in a sub-select (never flattened: it sorts), so the ids the sequence hands out follow the array's order.
+ */
+async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
+  const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
+  for (const environmentId of environments) await lockListScope(db, PG_LISTS.runEvents, environmentId)
+  await clientOf(db).unsafe(INSERT_EVENTS, [eventRowsJson(events)])
+  noteRunEventsAppended(db, environments)
+}
+
+const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  SELECT e.v ->> 0, (e.v ->> 1)::int8, (e.v ->> 2)::int8, e.v ->> 3,
+    coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8,
+    e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
+  FROM (SELECT v, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
+
 /** Every operation PostgreSQL runs its own way, with the reason (README "Architecture" lists them). */
 export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(holdRuleLock, holdRuleLockOnPostgres, "PostgreSQL's writers run at once, so a rule of several rows takes an advisory lock; SQLite's one writer needs none"),
@@ -269,4 +291,5 @@ export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(readDueRuns, readDueRunsOnPostgres, 'locks the limited workflows FOR NO KEY UPDATE SKIP LOCKED and reads every environment in one LATERAL join; SQLite has no LATERAL'),
   perDialect(readWidenedDueRuns, readWidenedDueRunsOnPostgres, "one LATERAL join over the widened environments' workflows; SQLite walks each workflow's claim index"),
   perDialect(startRuns, startRunsOnPostgres, "picks the batch FOR UPDATE SKIP LOCKED so instances split the due runs; SQLite's one writer starts each run picked"),
+  perDialect(insertRunEvents, insertRunEventsOnPostgres, "the environment's run-events lock, held to commit, makes its event ids follow commit order; SQLite's one writer commits in id order"),
 ]

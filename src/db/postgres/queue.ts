@@ -4,6 +4,7 @@
  * commit. The queue's own PostgreSQL operations are in ./per-dialect.ts.
  */
 import type { SQL } from 'bun'
+import { listenOn } from './listen.ts'
 
 /** The channel a queued run is announced on (payload empty): every instance's executor listens. */
 export const RUNS_CHANNEL = 'trellis_runs'
@@ -13,11 +14,6 @@ export const RUNS_CHANNEL = 'trellis_runs'
  * connection is back, since notifications sent meanwhile are lost). Bun's client keeps the subscription on one
  * dedicated connection beside the pool and re-subscribes after a reconnect. Resolves once the server listens.
  */
-export async function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{ stop(): Promise<void> }> {
-  let subscribed = false
-  const subscription = await sql.listen(RUNS_CHANNEL, () => wake(), () => {
-    if (subscribed) wake()
-    subscribed = true
-  })
-  return { stop: () => subscription.unlisten() }
+export function listenForQueuedRuns(sql: SQL, wake: () => void): Promise<{ stop(): Promise<void> }> {
+  return listenOn(sql, RUNS_CHANNEL, () => wake())
 }

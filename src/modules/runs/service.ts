@@ -3,6 +3,7 @@ import { randomUUIDv7 } from 'bun'
 import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
+import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
@@ -90,6 +91,18 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
+  yield* appendRunEvents([
+    {
+      runId: result.id,
+      environmentId: input.target.environmentId,
+      workflowId: input.target.workflowId,
+      recordId: input.recordId,
+      type: 'run.queued',
+      status: 'queued',
+      data: { trigger: input.trigger, nextStep: input.retry?.resumeAt ?? 0, retryOf: input.retry?.of ?? null },
+      at: clock.now(),
+    },
+  ])
   return result.id
 }
 
@@ -181,4 +194,6 @@ export function* cancelRun(clock: Clock, runId: string, actor: { userId: number;
     recordIds: [found.run.recordId],
     workflow: { name: found.workflowName, runId },
   })
+  const { environmentId, workflowId, recordId } = found.run
+  yield* appendRunEvents([{ runId, environmentId, workflowId, recordId, type: 'run.cancelled', status: 'cancelled', at: clock.now() }])
 }
