@@ -15,6 +15,7 @@ import { activityLogsModule } from './modules/activity-logs/index.ts'
 import { adminLogsModule } from './modules/admin-logs/index.ts'
 import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
+import { runEventsModule } from './modules/run-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
 import { docsModule } from './modules/docs/index.ts'
@@ -50,6 +51,7 @@ export function createApp(deps: AppDeps) {
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
     .use(runsModule(deps))
+    .use(runEventsModule(deps))
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
     .use(instanceModule(deps))

@@ -9,9 +9,11 @@ import type { Metrics } from '../lib/metrics.ts'
 import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
 import { keepEventLoopFree, type Store } from './open.ts'
 import { listenForQueuedRuns } from './postgres/queue.ts'
+import { listenForRunEvents } from './postgres/run-events.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
 import type { Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
+import { onRunEventsCommitted, type RunEventsListener } from './run-events.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
@@ -24,9 +26,12 @@ export function rateCountersOf(store: Store): RateCounters {
   return store.kind === 'postgres' ? new PgRateCounters(store.sql) : new MemoryRateCounters()
 }
 
-export interface QueueWakeups {
+/** A subscription to the store's notifications, until stopped. */
+export interface Listening {
   stop(): Promise<void>
 }
+
+export type QueueWakeups = Listening
 
 /**
  * Calls `wake` whenever a run is queued on another connection or instance; resolves once listening. On PostgreSQL
@@ -37,6 +42,23 @@ export interface QueueWakeups {
  */
 export async function listenForQueuedRunsOn(store: Store, wake: () => void): Promise<QueueWakeups | null> {
   return store.kind === 'postgres' ? listenForQueuedRuns(store.sql, wake) : null
+}
+
+/**
+ * Calls `wake` with the environments whose run events have just committed (null: any may have): this process's
+ * commits (./run-events.ts), and on PostgreSQL every instance's — a NOTIFY after each of their commits, heard through
+ * LISTEN (./postgres/run-events.ts), and once more after the listening connection was lost and is back. Resolves
+ * once listening; rejects (nothing left registered) when PostgreSQL cannot be listened to.
+ */
+export async function watchRunEvents(store: Store, wake: RunEventsListener): Promise<Listening> {
+  const remote = store.kind === 'postgres' ? await listenForRunEvents(store.sql, wake) : null
+  const local = onRunEventsCommitted(store, wake)
+  return {
+    stop: async () => {
+      local()
+      await remote?.stop()
+    },
+  }
 }
 
 /**

@@ -277,7 +277,7 @@ const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_
   SELECT e.v ->> 0, (e.v ->> 1)::int8, (e.v ->> 2)::int8, e.v ->> 3,
     coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8,
     e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
-  FROM (SELECT v, n FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
+  FROM (SELECT v, n FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
 
 /** Every operation PostgreSQL runs its own way, with the reason (README "Architecture" lists them). */
 export const PER_DIALECT: readonly PerDialect[] = [

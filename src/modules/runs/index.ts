@@ -19,24 +19,12 @@ import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter,
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { canReachRendering, environmentOf, requireEnvironment } from '../directory/projects.ts'
-import { isAdminOf } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { BulkRetryAnswer, BulkRetryBody, RetryAccepted, Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
 import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, retryRun, takeBulkRetryCall } from './retry.ts'
-import { cancelRun, findRun, listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
+import { cancelRun, listRunIds, renderRuns, visibleRun, workflowIdsNamed } from './service.ts'
 import { canonicalStartBody, idempotentCall, startRunOnce } from './idempotency.ts'
 import { read } from '../../db/read.ts'
-
-/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
-function* visibleRun(caller: AccountCaller, runId: string) {
-  const found = yield* findRun(runId)
-  const visible =
-    found &&
-    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
-    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
-  if (!visible) throw notFound(`Run ${runId} not found`)
-  return found
-}
 
 /** Who acts: the caller's user, through its token when the call was made with one. */
 const actorOf = (caller: AccountCaller): { userId: number; tokenId: number | null } => ({ userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })

@@ -9,7 +9,9 @@ import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
-import { conflict } from '../../lib/errors.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
+import { conflict, notFound } from '../../lib/errors.ts'
+import { isAdminOf } from '../directory/projects.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
@@ -21,6 +23,17 @@ export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
 /** One run with its workflow's name and collection, and its team and project. */
 export const findRun = findRunWithWorkflow
+
+/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
+export function* visibleRun(caller: AccountCaller, runId: string) {
+  const found = yield* findRun(runId)
+  const visible =
+    found &&
+    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
+    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
+  if (!visible) throw notFound(`Run ${runId} not found`)
+  return found
+}
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
 export function* workflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
   if (someHoldUnstorableText({ name, teamName })) return []
