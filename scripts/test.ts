@@ -58,6 +58,7 @@ export const POSTGRES_PASS = [
   'retry',
   'route-fuzz',
   'routes',
+  'run-events',
   'runs-list',
   'storage-faults',
   'tokens',

@@ -12,11 +12,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
 import { readFileSync } from 'node:fs'
 import { Executor } from '../src/executor/executor.ts'
+import type { Store } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { revokeToken } from '../src/modules/tokens/service.ts'
 import {
+  anotherStore,
   bearer,
   POSTGRES_ONLY,
   postgresOnlyTest,
@@ -43,6 +45,8 @@ const receiver = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Re
 afterAll(() => receiver.stop(true))
 
 const PRODUCTION = '/v1/project/Acme/environment/production'
+/** What 1,000 idle streams may add to the server's resident memory (README "Run events (SSE)"). */
+const MANY_STREAMS_MAX_MIB = 64
 const ENVIRONMENT_EVENTS = `${PRODUCTION}/workflow-runs/events`
 const FINISHED = ['succeeded', 'failed', 'cancelled']
 
@@ -68,6 +72,10 @@ function workflows() {
     ordersWorkflow('Quick', [{ type: 'update', name: 'touch', set: { quick: 'yes' } }]),
     ordersWorkflow('Hold', [{ type: 'wait', name: 'hold', seconds: 600 }]),
   ]
+}
+
+const closeStore = async (store: Store) => {
+  await store.close()
 }
 
 /** Events of a whole run as a stream carries them: `[type, status, stepIndex, stepName]`. */
@@ -284,4 +292,291 @@ describe('run events through a real server', () => {
     const reader = await stream(`/v1/workflow-runs/${runId}/events`, tokens.bobNotes)
     expect((await reader.rest()).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
   }, 30_000)
+})
+
+// ── Through app.handle ─────────────────────────────────────────────────────
+
+describe('run event streams through the app', () => {
+  let env: TestEnv
+  let executor: Executor
+  let app: ReturnType<typeof testApp>
+  const tokens = {} as Record<'alice' | 'bob' | 'carol', { value: string; token: Parameters<typeof revokeToken>[1] }>
+
+  beforeAll(async () => {
+    env = testEnv({ ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
+    const document = acmeDocument()
+    const acme = acmeProject(document)
+    for (const id of ['in-1', 'in-2', 'in-3']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
+    acme.workflows!.push(...workflows())
+    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
+    app = testApp(env, { clock: systemClock, executor })
+    executor.start()
+    tokens.alice = await tokenFor(env.store, systemClock, 'alice', ['all'])
+    tokens.bob = await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])
+    tokens.carol = await tokenFor(env.store, systemClock, 'carol', ['all'])
+  }, 60_000)
+
+  afterAll(async () => {
+    await executor?.stop(2_000)
+    env?.cleanup()
+  })
+
+  const open = (path: string, token: string) => app.handle(request(path, { headers: bearer(token) }))
+
+  async function startRun(workflowName: string, recordId: string, token = tokens.bob.value): Promise<string> {
+    const response = await app.handle(request(`${PRODUCTION}/workflow-runs`, { method: 'POST', headers: bearer(token), json: { workflowName, teamName: 'Support', recordId } }))
+    expect(response.status).toBe(202)
+    executor.notify()
+    return ((await response.json()) as { runId: string }).runId
+  }
+
+  test('bounded: 429 past a caller’s streams, 503 past the instance’s, each with Retry-After; a closed stream frees its place', async () => {
+    const bobs = [await open(ENVIRONMENT_EVENTS, tokens.bob.value), await open(ENVIRONMENT_EVENTS, tokens.bob.value)]
+    expect(bobs.map((r) => r.status)).toEqual([200, 200])
+    const third = await open(ENVIRONMENT_EVENTS, tokens.bob.value)
+    expect(third.status).toBe(429)
+    expect(third.headers.get('retry-after')).toBe('5')
+    expect(await third.json()).toMatchObject({ code: 'rate_limited', retry_after: 5 })
+    const others = [await open(ENVIRONMENT_EVENTS, tokens.alice.value), await open(ENVIRONMENT_EVENTS, tokens.carol.value)]
+    expect(others.map((r) => r.status)).toEqual([200, 200])
+    const full = await open(ENVIRONMENT_EVENTS, tokens.carol.value)
+    expect(full.status).toBe(503)
+    expect(full.headers.get('retry-after')).toBe('5')
+    expect(await full.json()).toMatchObject({ code: 'too_many_streams' })
+    await bobs[0]!.body!.cancel()
+    const again = await open(ENVIRONMENT_EVENTS, tokens.bob.value)
+    expect(again.status).toBe(200)
+    for (const response of [bobs[1]!, again, ...others]) await response.body!.cancel()
+  })
+
+  test('a cancel ends the run’s stream with run.cancelled; a refused start leaves no event', async () => {
+    const runId = await startRun('Hold', 'in-1')
+    const reader = new SseReader(await open(`/v1/workflow-runs/${runId}/events`, tokens.bob.value))
+    await reader.eventsUntil((e) => e.event === 'step.waiting')
+    // A second start on the busy record is refused (409): no event of it anywhere.
+    const refused = await app.handle(request(`${PRODUCTION}/workflow-runs`, { method: 'POST', headers: bearer(tokens.bob.value), json: { workflowName: 'Hold', teamName: 'Support', recordId: 'in-1' } }))
+    expect(refused.status).toBe(409)
+    expect((await app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: bearer(tokens.bob.value) }))).status).toBe(200)
+    const rest = await reader.rest()
+    expect(rest.map((e) => [e.event, e.data.status])).toEqual([['run.cancelled', 'cancelled']])
+    const stored = queryAll<{ run_id: string; type: string }>(env.store, "SELECT run_id, type FROM run_events WHERE record_id = 'in-1' ORDER BY id")
+    expect(stored.map((e) => [e.run_id, e.type])).toEqual(['run.queued', 'run.started', 'step.waiting', 'run.cancelled'].map((type) => [runId, type]))
+  })
+
+  test('the stream of a revoked token ends at its next check (every four heartbeats); another caller’s goes on', async () => {
+    const revoked = await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])
+    const doomed = new SseReader(await open(ENVIRONMENT_EVENTS, revoked.value))
+    const kept = new SseReader(await open(ENVIRONMENT_EVENTS, tokens.alice.value))
+    expect(await runNow(env.store, revokeToken(systemClock, revoked.token, null))).toBe(true)
+    const started = Date.now()
+    for (let item = await doomed.next(8_000); item !== null; item = await doomed.next(8_000)) expect(isEvent(item)).toBe(false)
+    expect(Date.now() - started).toBeLessThan(6_500)
+    expect(await kept.next(3_000)).not.toBeNull()
+    await kept.close()
+  }, 15_000)
+
+  test('appenders of one environment commit in id order: a reader following "id > last" while 40 writes commit at once misses none', async () => {
+    const { appendRunEvents, environmentEventsAfter } = await import('../src/db/run-events.ts')
+    const { read } = await import('../src/db/read.ts')
+    const { write } = await import('../src/db/write.ts')
+    const { rows } = await import('../src/db/query.ts')
+    const { sql } = await import('drizzle-orm')
+    const runId = await startRun('Quick', 'in-2')
+    const run = queryAll<{ environment_id: number; workflow_id: number }>(env.store, 'SELECT environment_id, workflow_id FROM runs WHERE id = ?', runId)[0]!
+    const environmentId = Number(run.environment_id)
+    // The reader on a connection of its own, as another instance's would be.
+    const reader = anotherStore(env)
+    const start = (await read(reader, environmentEventsAfter(environmentId, 0))).at(-1)!.id
+    // Each write appends its event, then (PostgreSQL) waits a random while before it commits: ids are taken in one
+    // order, commits happen in another unless the environment's run-events lock orders them. (Without it this test
+    // saw events lost.)
+    const pause = env.store.kind === 'postgres' ? () => rows((d) => d.valueRows(sql`SELECT pg_sleep(${Math.random() * 0.02})`)) : function* () {}
+    const append = () =>
+      write(env.store, function* () {
+        yield* appendRunEvents([{ runId, environmentId, workflowId: Number(run.workflow_id), recordId: 'in-2', type: 'run.requeued', status: 'queued', data: { reason: 'released' }, at: Date.now() }])
+        yield* pause()
+      })
+    let done = false
+    void (async () => {
+      const writes: Promise<void>[] = []
+      for (let i = 0; i < 40; i++, await Bun.sleep(2)) writes.push(append())
+      await Promise.all(writes)
+      done = true
+    })()
+    const seen: number[] = []
+    let cursor = start
+    for (;;) {
+      const finishedBefore = done
+      const page = await read(reader, environmentEventsAfter(environmentId, cursor))
+      for (const event of page) if (event.type === 'run.requeued' && event.runId === runId) seen.push(event.id)
+      if (page.length > 0) cursor = page.at(-1)!.id
+      else if (finishedBefore) break
+      await Bun.sleep(1) // SQLite's reads answer at once: the writes' commits need the turns
+    }
+    await closeStore(reader)
+    const stored = queryAll<{ id: number }>(env.store, "SELECT id FROM run_events WHERE run_id = ? AND type = 'run.requeued' ORDER BY id", runId).map((e) => Number(e.id))
+    expect(stored).toHaveLength(40)
+    expect(seen).toEqual(stored)
+    const sequences = queryAll<{ sequence: number }>(env.store, 'SELECT sequence FROM run_events WHERE run_id = ? ORDER BY id', runId).map((e) => Number(e.sequence))
+    expect(sequences).toEqual(sequences.map((_, i) => i + 1))
+  }, 30_000)
+})
+
+// ── Several instances, many streams ────────────────────────────────────────
+
+interface RawStream {
+  text(): string
+  until(text: string, timeoutMs?: number): Promise<void>
+  close(): void
+}
+
+/**
+ * A stream read over a bare TCP socket: `fetch` holds at most 256 connections per process, and this holds as many as
+ * the test asks. Its text is the answer as sent (head, then the chunked body; each chunk is whole events).
+ */
+async function rawStream(base: string, path: string, token: string): Promise<RawStream> {
+  const { hostname, port } = new URL(base)
+  let received = ''
+  const waiting = new Set<() => void>()
+  const socket = await Bun.connect({
+    hostname,
+    port: Number(port),
+    socket: {
+      data: (_socket, chunk) => {
+        received += chunk.toString()
+        for (const check of waiting) check()
+      },
+    },
+  })
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`)
+  return {
+    text: () => received,
+    until: (text, timeoutMs = 10_000) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${JSON.stringify(text)} within ${timeoutMs} ms: ${received.slice(-300)}`)), timeoutMs)
+        const check = () => {
+          if (!received.includes(text)) return
+          clearTimeout(timer)
+          waiting.delete(check)
+          resolve()
+        }
+        waiting.add(check)
+        check()
+      }),
+    close: () => socket.end(),
+  }
+}
+
+describe('run events across PostgreSQL instances', () => {
+  postgresOnlyTest(
+    POSTGRES_ONLY.severalInstances,
+    'two instances on one database: each streams the events committed through the other at once (NOTIFY, not the periodic read: heartbeats every 60 s)',
+    async () => {
+      const url = await freshDatabase()
+      const document = acmeDocument()
+      const acme = acmeProject(document)
+      for (const id of ['pg-1', 'pg-2']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
+      acme.workflows!.push(...workflows())
+      const set = await startInstances({ url, document, count: 2, env: { TRELLIS_EVENT_HEARTBEAT_SECONDS: '60' } })
+      try {
+        const alice = await set.token('alice@example.com', 'watch', 'all')
+        const bob = await set.token('bob@example.com', 'erp', 'workflows:trigger')
+        const [a, b] = set.instances as [ServeProcess, ServeProcess]
+        const watch = async (instance: ServeProcess) => new SseReader(await fetch(`${instance.url}${ENVIRONMENT_EVENTS}`, { headers: bearer(alice) }))
+        const [onA, onB] = [await watch(a), await watch(b)]
+        for (const reader of [onA, onB]) expect(await reader.next()).toEqual({ retry: 2000 })
+        const start = async (instance: ServeProcess, recordId: string) => {
+          const response = await fetch(`${instance.url}${PRODUCTION}/workflow-runs`, {
+            method: 'POST',
+            headers: { ...bearer(bob), 'content-type': 'application/json' },
+            body: JSON.stringify({ workflowName: 'Quick', teamName: 'Support', recordId }),
+          })
+          expect(response.status).toBe(202)
+          return ((await response.json()) as { runId: string }).runId
+        }
+        const began = Date.now()
+        const throughA = await start(a, 'pg-1')
+        const throughB = await start(b, 'pg-2')
+        const bothDone = (seen: Set<unknown>) => (e: SseEvent) => (e.event === 'run.succeeded' && seen.add(e.data.runId) && seen.size === 2) || false
+        const [fromA, fromB] = await Promise.all([onA.eventsUntil(bothDone(new Set()), 10_000), onB.eventsUntil(bothDone(new Set()), 10_000)])
+        expect(Date.now() - began).toBeLessThan(10_000)
+        // The same events, in the same order, on both: each run's four, whichever instance queued or ran it.
+        expect(fromB.map((e) => e.id)).toEqual(fromA.map((e) => e.id))
+        for (const runId of [throughA, throughB]) {
+          expect(fromA.filter((e) => e.data.runId === runId).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
+        }
+        // A run's stream on the instance that did not queue it: all of it, then the end.
+        const run = new SseReader(await fetch(`${b.url}/v1/workflow-runs/${throughA}/events`, { headers: bearer(bob) }))
+        expect((await run.rest()).map((e) => e.id)).toEqual(fromA.filter((e) => e.data.runId === throughA).map((e) => e.id))
+        await onA.close()
+        await onB.close()
+      } finally {
+        await set.close()
+      }
+    },
+    90_000,
+  )
+})
+
+describe('many streams', () => {
+  let env: TestEnv
+  let server: ServeProcess
+  let alice: string
+  let bob: string
+
+  beforeAll(async () => {
+    env = testEnv()
+    const document = acmeDocument()
+    acmeProject(document).workflows!.push(...workflows())
+    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    server = await startServe({
+      dataDir: env.dataDir,
+      cwd: env.dataDir,
+      env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2000', TRELLIS_EVENT_HEARTBEAT_SECONDS: '2', TRELLIS_LOG_LEVEL: 'warn' },
+      timeoutMs: 20_000,
+    })
+  }, 60_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    env?.cleanup()
+  })
+
+  /** The server process's resident memory (KiB), from /proc. */
+  const rssKiB = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.proc.pid}/status`, 'utf8'))![1])
+
+  test(`1,000 idle streams held open: the server answers at once, keeps beating, streams what happens, and holds them in under ${MANY_STREAMS_MAX_MIB} MiB more`, async () => {
+    // Warm: a few streams opened and closed, so that what is measured is the streams, not the first request's code.
+    for (let i = 0; i < 20; i++) await (await fetch(`${server.url}${ENVIRONMENT_EVENTS}`, { headers: bearer(alice) })).body!.cancel()
+    await Bun.sleep(200)
+    const before = rssKiB()
+    const streams: RawStream[] = []
+    for (let batch = 0; batch < 10; batch++) streams.push(...(await Promise.all(Array.from({ length: 100 }, () => rawStream(server.url, ENVIRONMENT_EVENTS, alice)))))
+    // Every stream open and beating: each one's first heartbeat (every 2 s here).
+    await Promise.all(streams.map((stream) => stream.until(': heartbeat')))
+    for (const stream of streams) expect(stream.text()).toStartWith('HTTP/1.1 200 OK')
+    const grown = (rssKiB() - before) / 1024
+    console.log(`1,000 idle streams: server RSS +${grown.toFixed(1)} MiB`)
+    expect(grown).toBeLessThan(MANY_STREAMS_MAX_MIB)
+    // The server answers at once meanwhile.
+    const asked = performance.now()
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect(performance.now() - asked).toBeLessThan(500)
+    // A run's events reach every stream.
+    const response = await fetch(`${server.url}${PRODUCTION}/workflow-runs`, {
+      method: 'POST',
+      headers: { ...bearer(bob), 'content-type': 'application/json' },
+      body: JSON.stringify({ workflowName: 'Quick', teamName: 'Support', recordId: 'ord_1002' }),
+    })
+    const { runId } = (await response.json()) as { runId: string }
+    await Promise.all(streams.map((stream) => stream.until('event: run.succeeded', 15_000)))
+    for (const stream of streams) {
+      const types = [...stream.text().matchAll(/event: (\S+)\ndata: (.*)\n/g)].map(([, type, data]) => [type, (JSON.parse(data!) as { runId: string }).runId])
+      expect(types).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'].map((type) => [type, runId]))
+    }
+    for (const stream of streams) stream.close()
+  }, 90_000)
 })

@@ -24,7 +24,7 @@ export class SseReader {
 
   constructor(readonly response: Response) {
     if (!response.body) throw new Error(`no body (status ${response.status})`)
-    this.reader = response.body.getReader()
+    this.reader = response.body.getReader() as ReadableStreamDefaultReader<Uint8Array>
   }
 
   /** The next item, or null once the stream has ended; fails after `timeoutMs` without one. */
