@@ -37,7 +37,7 @@ import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor } from '
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase } from './support/postgres-cluster.ts'
-import { isEvent, type SseEvent, SseReader } from './support/sse.ts'
+import { isEvent, type RawStream, rawStream, type SseEvent, SseReader } from './support/sse.ts'
 
 // ── A receiver that refuses every call: the failing `http` step ─────────────
 
@@ -424,49 +424,6 @@ describe('run event streams through the app', () => {
 })
 
 // ── Several instances, many streams ────────────────────────────────────────
-
-interface RawStream {
-  text(): string
-  until(text: string, timeoutMs?: number): Promise<void>
-  close(): void
-}
-
-/**
- * A stream read over a bare TCP socket: `fetch` holds at most 256 connections per process, and this holds as many as
- * the test asks. Its text is the answer as sent (head, then the chunked body; each chunk is whole events).
- */
-async function rawStream(base: string, path: string, token: string): Promise<RawStream> {
-  const { hostname, port } = new URL(base)
-  let received = ''
-  const waiting = new Set<() => void>()
-  const socket = await Bun.connect({
-    hostname,
-    port: Number(port),
-    socket: {
-      data: (_socket, chunk) => {
-        received += chunk.toString()
-        for (const check of waiting) check()
-      },
-    },
-  })
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`)
-  return {
-    text: () => received,
-    until: (text, timeoutMs = 10_000) =>
-      new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no ${JSON.stringify(text)} within ${timeoutMs} ms: ${received.slice(-300)}`)), timeoutMs)
-        const check = () => {
-          if (!received.includes(text)) return
-          clearTimeout(timer)
-          waiting.delete(check)
-          resolve()
-        }
-        waiting.add(check)
-        check()
-      }),
-    close: () => socket.end(),
-  }
-}
 
 describe('run events across PostgreSQL instances', () => {
   postgresOnlyTest(

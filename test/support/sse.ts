@@ -101,3 +101,47 @@ export class SseReader {
     }
   }
 }
+
+export interface RawStream {
+  text(): string
+  /** Until the text received holds `text` (or matches it). */
+  until(text: string | RegExp, timeoutMs?: number): Promise<void>
+  close(): void
+}
+
+/**
+ * A stream read over a bare TCP socket: `fetch` holds at most 256 connections per process, and this holds as many as
+ * the test asks. Its text is the answer as sent (head, then the chunked body; each chunk is whole events).
+ */
+export async function rawStream(base: string, path: string, token: string): Promise<RawStream> {
+  const { hostname, port } = new URL(base)
+  let received = ''
+  const waiting = new Set<() => void>()
+  const socket = await Bun.connect({
+    hostname,
+    port: Number(port),
+    socket: {
+      data: (_socket, chunk) => {
+        received += chunk.toString()
+        for (const check of waiting) check()
+      },
+    },
+  })
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`)
+  return {
+    text: () => received,
+    until: (text, timeoutMs = 10_000) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ${String(text)} within ${timeoutMs} ms: ${received.slice(-300)}`)), timeoutMs)
+        const check = () => {
+          if (typeof text === 'string' ? !received.includes(text) : !text.test(received)) return
+          clearTimeout(timer)
+          waiting.delete(check)
+          resolve()
+        }
+        waiting.add(check)
+        check()
+      }),
+    close: () => socket.end(),
+  }
+}

@@ -11,7 +11,7 @@
  */
 import { randomUUIDv7 } from 'bun'
 import { eq, sql } from 'drizzle-orm'
-import type { Micros } from '../../lib/time.ts'
+import { type Micros, microsFromMillis } from '../../lib/time.ts'
 import { insertActivityLogRows, type NewActivityLogRow } from '../activity-logs.ts'
 import type { ClaimCandidate, ClaimFacts } from '../claims.ts'
 import { holdListScope, rememberListTime } from '../monotonic.ts'
@@ -31,7 +31,7 @@ import {
   startRuns,
 } from '../queue.ts'
 import { holdRuleLock, type Rule } from '../rule-locks.ts'
-import { eventRowsJson, insertRunEvents, type NewRunEvent } from '../run-events.ts'
+import { insertRunEvents, type NewRunEvent, storedDataOf } from '../run-events.ts'
 import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
 import { heldListTimes, lockListScope, noteRunEventsAppended, PG_LISTS, pgListOf } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
@@ -271,6 +271,18 @@ async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[
   for (const environmentId of environments) await lockListScope(db, PG_LISTS.runEvents, environmentId)
   await clientOf(db).unsafe(INSERT_EVENTS, [eventRowsJson(events)])
   noteRunEventsAppended(db, environments)
+}
+
+/** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …). */
+function eventRowsJson(events: readonly NewRunEvent[]): string {
+  const perRun = new Map<string, number>()
+  return JSON.stringify(
+    events.map((e) => {
+      const offset = (perRun.get(e.runId) ?? 0) + 1
+      perRun.set(e.runId, offset)
+      return [e.runId, e.environmentId, e.workflowId, e.recordId, offset, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at)]
+    }),
+  )
 }
 
 const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
