@@ -78,6 +78,26 @@ const closeStore = async (store: Store) => {
   await store.close()
 }
 
+/** Acme with these tests' workflows, and empty orders in production under the ids `records`. */
+function acmeWith(records: string[]) {
+  const document = acmeDocument()
+  const acme = acmeProject(document)
+  for (const id of records) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
+  acme.workflows!.push(...workflows())
+  return document
+}
+
+/** A test env (`settings` its environment variables) with `acmeWith(records)` applied. */
+async function seededEnv(records: string[], settings: Record<string, string> = {}): Promise<TestEnv> {
+  const env = testEnv(settings)
+  await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeWith(records))
+  return env
+}
+
+/** A real `trellis serve` on the env's database, API budgets out of the way, `settings` added. */
+const serveOn = (env: TestEnv, settings: Record<string, string>) =>
+  startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_LOG_LEVEL: 'warn', ...settings }, timeoutMs: 20_000 })
+
 /** Events of a whole run as a stream carries them: `[type, status, stepIndex, stepName]`. */
 const shapeOf = (events: SseEvent[]) => events.map((e) => [e.event, e.data.status, e.data.stepIndex, e.data.stepName])
 
@@ -113,22 +133,12 @@ describe('run events through a real server', () => {
   const tokens = {} as Record<'alice' | 'bob' | 'dave' | 'bobNotes', string>
 
   beforeAll(async () => {
-    env = testEnv()
-    const document = acmeDocument()
-    const acme = acmeProject(document)
-    for (const id of ['ev-1', 'ev-2', 'ev-3', 'ev-4', 'ev-5']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
-    acme.workflows!.push(...workflows())
-    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    env = await seededEnv(['ev-1', 'ev-2', 'ev-3', 'ev-4', 'ev-5'])
     tokens.alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
     tokens.bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
     tokens.bobNotes = (await tokenFor(env.store, systemClock, 'bob', ['notes:read'])).value
     tokens.dave = (await tokenFor(env.store, systemClock, 'dave', ['all'])).value
-    server = await startServe({
-      dataDir: env.dataDir,
-      cwd: env.dataDir,
-      env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1', TRELLIS_LOG_LEVEL: 'warn' },
-      timeoutMs: 20_000,
-    })
+    server = await serveOn(env, { TRELLIS_HTTP_ALLOW: '127.0.0.1', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
   }, 60_000)
 
   afterAll(async () => {
@@ -303,12 +313,7 @@ describe('run event streams through the app', () => {
   const tokens = {} as Record<'alice' | 'bob' | 'carol', { value: string; token: Parameters<typeof revokeToken>[1] }>
 
   beforeAll(async () => {
-    env = testEnv({ ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
-    const document = acmeDocument()
-    const acme = acmeProject(document)
-    for (const id of ['in-1', 'in-2', 'in-3']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
-    acme.workflows!.push(...workflows())
-    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    env = await seededEnv(['in-1', 'in-2', 'in-3'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     app = testApp(env, { clock: systemClock, executor })
     executor.start()
@@ -430,12 +435,7 @@ describe('run events across PostgreSQL instances', () => {
     POSTGRES_ONLY.severalInstances,
     'two instances on one database: each streams the events committed through the other at once (NOTIFY, not the periodic read: heartbeats every 60 s)',
     async () => {
-      const url = await freshDatabase()
-      const document = acmeDocument()
-      const acme = acmeProject(document)
-      for (const id of ['pg-1', 'pg-2']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
-      acme.workflows!.push(...workflows())
-      const set = await startInstances({ url, document, count: 2, env: { TRELLIS_EVENT_HEARTBEAT_SECONDS: '60' } })
+      const set = await startInstances({ url: await freshDatabase(), document: acmeWith(['pg-1', 'pg-2']), count: 2, env: { TRELLIS_EVENT_HEARTBEAT_SECONDS: '60' } })
       try {
         const alice = await set.token('alice@example.com', 'watch', 'all')
         const bob = await set.token('bob@example.com', 'erp', 'workflows:trigger')
@@ -483,18 +483,10 @@ describe('many streams', () => {
   let bob: string
 
   beforeAll(async () => {
-    env = testEnv()
-    const document = acmeDocument()
-    acmeProject(document).workflows!.push(...workflows())
-    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+    env = await seededEnv([])
     alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
     bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
-    server = await startServe({
-      dataDir: env.dataDir,
-      cwd: env.dataDir,
-      env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2000', TRELLIS_EVENT_HEARTBEAT_SECONDS: '2', TRELLIS_LOG_LEVEL: 'warn' },
-      timeoutMs: 20_000,
-    })
+    server = await serveOn(env, { TRELLIS_EVENT_STREAMS_PER_CALLER: '2000', TRELLIS_EVENT_HEARTBEAT_SECONDS: '2' })
   }, 60_000)
 
   afterAll(async () => {
