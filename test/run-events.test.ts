@@ -298,6 +298,9 @@ describe('run events through a real server', () => {
     expect(await status('/v1/project/Acme/environment/nowhere/workflow-runs/events', tokens.alice)).toEqual([404, 'not_found'])
     expect(await status('/v1/project/Globex/environment/production/workflow-runs/events', tokens.alice)).toEqual([403, 'wrong_project'])
     expect(await status(`${ENVIRONMENT_EVENTS}?workflowName=${'x'.repeat(201)}`, tokens.alice)).toEqual([400, 'invalid_parameter'])
+    // HEAD: the head alone, no stream opened.
+    const head = await fetch(`${server.url}/v1/workflow-runs/${runId}/events`, { method: 'HEAD', headers: bearer(tokens.bob) })
+    expect([head.status, head.headers.get('content-type'), await head.text()]).toEqual([200, 'text/event-stream; charset=utf-8', ''])
     // A scope is not needed to read one's runs (as GET /v1/workflow-runs/{runId}): a notes-only token of bob's.
     const reader = await stream(`/v1/workflow-runs/${runId}/events`, tokens.bobNotes)
     expect((await reader.rest()).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
@@ -528,4 +531,14 @@ describe('many streams', () => {
     }
     for (const stream of streams) stream.close()
   }, 90_000)
+
+  test('a stopping server ends its open streams first (their clients resume elsewhere) and exits at once', async () => {
+    const reader = new SseReader(await fetch(`${server.url}${ENVIRONMENT_EVENTS}`, { headers: bearer(alice) }))
+    expect(await reader.next()).toEqual({ retry: 2000 })
+    const stopping = performance.now()
+    const exited = server.stop('SIGTERM')
+    expect(await reader.rest(5_000)).toEqual([])
+    expect(await exited).toBe(0)
+    expect(performance.now() - stopping).toBeLessThan(3_000)
+  }, 30_000)
 })

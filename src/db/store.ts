@@ -13,7 +13,7 @@ import { listenForRunEvents } from './postgres/run-events.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
 import type { Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
-import { onRunEventsCommitted, type RunEventsListener } from './run-events.ts'
+import type { RunEventsListener } from './run-events.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
@@ -45,20 +45,13 @@ export async function listenForQueuedRunsOn(store: Store, wake: () => void): Pro
 }
 
 /**
- * Calls `wake` with the environments whose run events have just committed (null: any may have): this process's
- * commits (./run-events.ts), and on PostgreSQL every instance's — a NOTIFY after each of their commits, heard through
- * LISTEN (./postgres/run-events.ts), and once more after the listening connection was lost and is back. Resolves
- * once listening; rejects (nothing left registered) when PostgreSQL cannot be listened to.
+ * Calls `wake` with the environments whose run events other instances committed (null: any may have): on PostgreSQL
+ * the NOTIFY each instance sends after such a commit (./postgres/run-events.ts), and null again after the listening
+ * connection was lost and is back; resolves once listening. SQLite: one process writes, nothing to listen to (null).
+ * This process's own commits: `onRunEventsCommitted` (./run-events.ts).
  */
-export async function watchRunEvents(store: Store, wake: RunEventsListener): Promise<Listening> {
-  const remote = store.kind === 'postgres' ? await listenForRunEvents(store.sql, wake) : null
-  const local = onRunEventsCommitted(store, wake)
-  return {
-    stop: async () => {
-      local()
-      await remote?.stop()
-    },
-  }
+export async function listenForRunEventsOn(store: Store, wake: RunEventsListener): Promise<Listening | null> {
+  return store.kind === 'postgres' ? listenForRunEvents(store.sql, wake) : null
 }
 
 /**

@@ -75,8 +75,14 @@ export function eventStreamDocs(
   }
 }
 
-/** The stream as an answer: pulled chunk by chunk; the source is closed when the client cancels or disconnects. */
-export function eventStreamResponse(request: Request, source: ChunkSource): Response {
+/**
+ * The stream as an answer: pulled chunk by chunk; the source (opened here) is closed when the client cancels or
+ * disconnects. A HEAD gets the head alone and opens nothing (Bun held such an answer open, then reset it).
+ */
+export function eventStreamResponse(request: Request, open: () => ChunkSource): Response {
+  const headers = { 'content-type': EVENT_STREAM_TYPE, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }
+  if (request.method === 'HEAD') return new Response(null, { headers })
+  const source = open()
   const encoder = new TextEncoder()
   request.signal.addEventListener('abort', () => source.close(), { once: true })
   const body = new ReadableStream<Uint8Array>(
@@ -91,7 +97,7 @@ export function eventStreamResponse(request: Request, source: ChunkSource): Resp
     },
     { highWaterMark: 0 },
   )
-  return new Response(body, { headers: { 'content-type': EVENT_STREAM_TYPE, 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } })
+  return new Response(body, { headers })
 }
 
 /** Whether an answer is an event stream (`serve` lifts the idle timeout for it: it is quiet between events). */

@@ -25,11 +25,13 @@ import {
   environmentEventsAfter,
   EVENT_PAGE,
   latestEventId,
+  onRunEventsCommitted,
   runEventsAfter,
+  type RunEventsListener,
   type StoredRunEvent,
   TERMINAL_RUN_EVENTS,
 } from '../../db/run-events.ts'
-import { type Listening, watchRunEvents } from '../../db/store.ts'
+import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import type { Logger } from '../../lib/logger.ts'
@@ -79,7 +81,9 @@ export class RunEventHub {
   private readonly feeds = new Map<number, Feed>()
   private readonly streams = new Set<Subscriber>()
   private readonly perCaller = new Map<string, number>()
-  private watching: Promise<Listening | null> | null = null
+  /** This process's commits (registered with the first stream), and other instances' (PostgreSQL's LISTEN). */
+  private local: (() => void) | null = null
+  private remote: Promise<Listening | null> | null = null
   private ticker: ReturnType<typeof setInterval> | null = null
   private lastPollAt = 0
   private closed = false
@@ -119,9 +123,11 @@ export class RunEventHub {
   async close(): Promise<void> {
     this.closed = true
     for (const stream of [...this.streams]) stream.close()
-    const watching = await this.watching
-    this.watching = null
-    await watching?.stop().catch(() => {})
+    this.local?.()
+    this.local = null
+    const remote = await this.remote
+    this.remote = null
+    await remote?.stop().catch(() => {})
   }
 
   /** A stream ended: its place in the bounds is free again. */
@@ -153,12 +159,17 @@ export class RunEventHub {
     return feed
   }
 
-  /** Listens for commits once the first stream opens (a failure: the feeds' periodic reads go on alone, and it is tried again). */
+  /**
+   * Hears of commits once the first stream opens: this process's at once, other instances' once listening (a failure:
+   * the feeds' periodic reads go on alone, and listening is tried again at the next one).
+   */
   private startWatching(): void {
+    const wake: RunEventsListener = (environmentIds) => this.wake(environmentIds)
     this.ticker ??= setInterval(() => this.tick(), Math.min(1_000, this.settings.heartbeatMs))
-    this.watching ??= watchRunEvents(this.store, (environmentIds) => this.wake(environmentIds)).catch((error) => {
+    this.local ??= onRunEventsCommitted(this.store, wake)
+    this.remote ??= listenForRunEventsOn(this.store, wake).catch((error) => {
       this.logger.warn('listening for run events failed; event streams read every heartbeat interval', { error: (error as Error).message })
-      this.watching = null
+      this.remote = null
       return null
     })
   }
@@ -176,7 +187,7 @@ export class RunEventHub {
     if (now - this.lastPollAt >= this.settings.heartbeatMs) {
       this.lastPollAt = now
       this.wake(null)
-      if (this.watching === null) this.startWatching()
+      if (this.remote === null) this.startWatching()
     }
   }
 }

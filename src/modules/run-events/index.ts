@@ -40,7 +40,7 @@ const LIMITS =
   'A heartbeat comment every TRELLIS_EVENT_HEARTBEAT_SECONDS (15) while quiet; the caller is authorized again every four heartbeats, and the stream ends once it may no longer read.'
 
 export function runEventsModule(deps: AppDeps) {
-  const stream = (request: Request, open: () => Stream) => eventStreamResponse(request, chunksOf(open(), deps.logger))
+  const stream = (request: Request, open: () => Stream) => eventStreamResponse(request, () => chunksOf(open(), deps.logger))
   return new Elysia({ name: 'run-events', tags: ['runs'] })
     .use(authPlugin(deps))
     .get(
