@@ -348,6 +348,8 @@ describe('run event streams through the app', () => {
     expect(await third.json()).toMatchObject({ code: 'rate_limited', retry_after: 5 })
     const others = [await open(ENVIRONMENT_EVENTS, tokens.alice.value), await open(ENVIRONMENT_EVENTS, tokens.carol.value)]
     expect(others.map((r) => r.status)).toEqual([200, 200])
+    const metrics = await (await app.handle(request('/metrics'))).text()
+    expect(metrics).toContain('\ntrellis_event_streams 4\n')
     const full = await open(ENVIRONMENT_EVENTS, tokens.carol.value)
     expect(full.status).toBe(503)
     expect(full.headers.get('retry-after')).toBe('5')
