@@ -98,17 +98,20 @@ const INSERT_EVENT = `INSERT INTO run_events (run_id, environment_id, workflow_i
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 /**
- * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`), then
- * one prepared insert per event — measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a
- * statement that reads its own table into a temporary table first), and an insert is no round trip here. Per-dialect:
- * ./postgres/per-dialect.ts takes the environments' locks, then inserts them all in one statement.
+ * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`) — but
+ * for `run.queued`, appended in the transaction that inserts its run and so always its first — then one prepared
+ * insert per event: measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a statement that reads
+ * its own table into a temporary table first), and an insert is no round trip here. Every trigger appends one, so
+ * each read saved counts. Per-dialect: ./postgres/per-dialect.ts takes the environments' locks, then inserts them all
+ * in one statement.
  */
 export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
   const newest = statementOn(db, 'run-events.newest', NEWEST_SEQUENCE)
   const insert = statementOn(db, 'run-events.insert', INSERT_EVENT)
   const sequences = new Map<string, number>()
+  const newestOf = (e: NewRunEvent) => (e.type === 'run.queued' ? 0 : ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0))
   for (const e of events) {
-    const sequence = (sequences.get(e.runId) ?? ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0)) + 1
+    const sequence = (sequences.get(e.runId) ?? newestOf(e)) + 1
     sequences.set(e.runId, sequence)
     insert.run(e.runId, e.environmentId, e.workflowId, e.recordId, sequence, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at))
   }
