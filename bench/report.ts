@@ -2,6 +2,7 @@
 import type { ExecutorResult } from './executor.ts'
 import type { PostgresResult } from './postgres.ts'
 import type { LoginFloodResult } from './login-flood.ts'
+import type { EventStreamsResult } from './event-streams.ts'
 import type { LoadResult } from './procs.ts'
 
 /** One scenario at one connection count: Trellis and baseline (b), measured back to back with the same requests. */
@@ -54,6 +55,8 @@ export interface BenchResults {
   executor: ExecutorResult | null
   /** Absent in results written before the login flood joined the bench. */
   loginFlood?: LoginFloodResult
+  /** Idle run event streams (issue 28); absent in results written before. */
+  eventStreams?: EventStreamsResult
   footprint: {
     coldStartMs: number[]
     coldStartMedianMs: number
@@ -231,6 +234,19 @@ export function markdownTables(r: BenchResults): string {
         ? `| one notes request at a time beside it: answered, p50 / max${e.probe.timedOut ? ', still waiting after 15 s' : ''} | ${e.probe.requests}, ${ms(e.probe.p50)} / ${ms(e.probe.max)} ms${e.probe.timedOut ? `, ${e.probe.timedOut}` : ''} |`
         : `| one notes request at a time beside it | none answered: still waiting after 15 s |`,
       `| newest activity \`createdAt\` minus the wall clock: largest of ${e.createdAtLeadMs.samples} samples during the burst / after it${e.createdAtLeadMs.failedSamples ? ` (${e.createdAtLeadMs.failedSamples} samples unanswered)` : ''} | ${seconds(e.createdAtLeadMs.max)} / ${seconds(e.createdAtLeadMs.afterDrain)} |`,
+    )
+  }
+  const streams = r.eventStreams
+  if (streams) {
+    const grown = streams.rssWithStreamsBytes - streams.rssBeforeBytes
+    lines.push(
+      '',
+      `| run event streams (${int(streams.streams)} idle SSE streams on one environment, heartbeats every ${streams.heartbeatSeconds} s) | |`,
+      '|---|---:|',
+      `| opened (100 at a time) and each one's first heartbeat seen | ${streams.openSeconds.toFixed(1)} s |`,
+      `| server RSS without / with the streams (per stream) | ${mb(streams.rssBeforeBytes)} / ${mb(streams.rssWithStreamsBytes)} (${int(grown / streams.streams)} B) |`,
+      `| server CPU while idle, ${streams.idleSeconds} s: without / with the streams beating | ${(streams.idleCpuBefore * 100).toFixed(1)} % / ${(streams.idleCpuWithStreams * 100).toFixed(1)} % of a core |`,
+      `| one webhook run: its 202 → its last event on every stream | ${ms(streams.fanOutMs)} ms |`,
     )
   }
   const flood = r.loginFlood

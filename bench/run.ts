@@ -10,6 +10,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { measureLoginFlood } from './login-flood.ts'
+import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { createdAtLeadMs, measureExecutor } from './executor.ts'
 import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
 import { type BenchResults, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
@@ -25,6 +26,8 @@ const settings = quick
   : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
 /** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
 const CONNECTIONS = [64, 8]
+/** Idle run event streams held open at once (issue 28). */
+const EVENT_STREAMS = 1000
 const RAISED_LIMIT = '1000000000'
 
 const benchStarted = performance.now()
@@ -167,6 +170,25 @@ async function main() {
   )
   wal.stop()
 
+  // ── Run event streams (issue 28): what 1,000 idle streams cost ─────────────
+  log(`[${elapsed()}] event streams: ${EVENT_STREAMS.toLocaleString('en-US')} idle streams, heartbeats every second`)
+  const streamsServer = await startServer({
+    name: 'trellis',
+    command: trellisCommand,
+    env: { ...trellisEnv(true), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
+    stderrFile: join(work, 'event-streams.err'),
+  })
+  servers.push(streamsServer)
+  const eventStreams: EventStreamsResult = await measureEventStreams({
+    server: streamsServer,
+    seed,
+    streams: EVENT_STREAMS,
+    heartbeatSeconds: 1,
+    idleSeconds: quick ? 3 : 10,
+    log,
+  })
+  await streamsServer.stop()
+
   // ── Login flood (issue 13): does argon2 hold up other requests? ────────────
   log(`[${elapsed()}] login flood: ${settings.floodLogins} failing logins, 32 at a time, /healthz beside them`)
   const loginFlood = await measureLoginFlood({
@@ -232,6 +254,7 @@ async function main() {
     bare: bareResults,
     scenarios: results,
     executor,
+    eventStreams,
     loginFlood,
     footprint: {
       coldStartMs,

@@ -60,6 +60,7 @@ export const POSTGRES_PASS = [
   'route-fuzz',
   'routes',
   'run-history',
+  'run-events',
   'runs-list',
   'storage-faults',
   'tokens',

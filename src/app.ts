@@ -16,6 +16,7 @@ import { adminLogsModule } from './modules/admin-logs/index.ts'
 import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
+import { runEventsModule } from './modules/run-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
 import { docsModule } from './modules/docs/index.ts'
@@ -52,6 +53,7 @@ export function createApp(deps: AppDeps) {
     .use(webhooksModule(deps))
     .use(runsModule(deps))
     .use(callbacksModule(deps))
+    .use(runEventsModule(deps))
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
     .use(instanceModule(deps))

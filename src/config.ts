@@ -52,6 +52,11 @@ export interface Config {
   walCheckpointMs: number
   /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
   readyMinFreeBytes: number
+  /** Run event streams (SSE) this instance keeps open at most, and per token or console user (README "Run events (SSE)"). */
+  eventStreamsMax: number
+  eventStreamsPerCaller: number
+  /** A quiet event stream writes a heartbeat comment this often (ms). */
+  eventHeartbeatMs: number
 }
 
 export interface OidcConfig {
@@ -167,6 +172,9 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
     readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,
+    eventStreamsMax: integerSetting('TRELLIS_EVENT_STREAMS_MAX', env.TRELLIS_EVENT_STREAMS_MAX, 5000, 1, 100_000),
+    eventStreamsPerCaller: integerSetting('TRELLIS_EVENT_STREAMS_PER_CALLER', env.TRELLIS_EVENT_STREAMS_PER_CALLER, 50, 1, 100_000),
+    eventHeartbeatMs: integerSetting('TRELLIS_EVENT_HEARTBEAT_SECONDS', env.TRELLIS_EVENT_HEARTBEAT_SECONDS, 15, 1, 300) * 1000,
   }
 }
 

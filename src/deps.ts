@@ -14,6 +14,7 @@ import type { Logger } from './lib/logger.ts'
 import type { RateCounters } from './lib/rate-counters.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.ts'
+import { RunEventHub } from './modules/run-events/hub.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 
 /** What the composition root provides; `createDeps` adds the per-app objects built from it. */
@@ -40,6 +41,8 @@ export interface AppDeps extends DepsInput {
   /** The one auth decision every route family calls; `auth.tokens` is the app's token lookup. */
   auth: CallerAuthenticator
   rateCounters: RateCounters
+  /** The run event streams open on this app (SSE); `serve` closes them first when it stops. */
+  runEvents: RunEventHub
 }
 
 /** The app's dependencies, each per-app object built once. */
@@ -52,5 +55,10 @@ export function createDeps(input: DepsInput): AppDeps {
     ...input,
     rateCounters,
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
+    runEvents: new RunEventHub(store, clock, input.logger, {
+      maxStreams: config.eventStreamsMax,
+      maxStreamsPerCaller: config.eventStreamsPerCaller,
+      heartbeatMs: config.eventHeartbeatMs,
+    }),
   }
 }

@@ -30,7 +30,7 @@ test('every SQLite version says it has a PostgreSQL twin in per-dialect.ts', () 
   // The SQLite side stays beside the op that yields it; its doc names where PostgreSQL's is.
   const sources = new Map<string, string>()
   const missing = PER_DIALECT.map((pair) => pair.sqlite.name).filter((name) => {
-    const file = ['rule-locks', 'monotonic', 'activity-logs', 'notes', 'queue', 'callbacks'].find((module) => {
+    const file = ['rule-locks', 'monotonic', 'activity-logs', 'notes', 'queue', 'callbacks', 'run-events'].find((module) => {
       const text = sources.get(module) ?? readFileSync(join(repoRoot, 'src/db', `${module}.ts`), 'utf8')
       sources.set(module, text)
       return new RegExp(`export function ${name}\\(`).test(text)

@@ -15,6 +15,7 @@ import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey } from '../src/db/records.ts'
+import { environmentEventsAfter, insertRunEvents, latestEventId, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
@@ -36,7 +37,7 @@ const production = (env.store.sqlite.prepare("SELECT id FROM environments WHERE 
 const at = '2026-01-01T00:00:00Z'
 
 /** The tables written on a request's or a run's path, whose every index costs each write. */
-const HOT_TABLES = ['runs', 'run_steps', 'activity_logs', 'activity_log_records', 'notes', 'note_messages', 'admin_logs', 'records']
+const HOT_TABLES = ['runs', 'run_steps', 'run_events', 'activity_logs', 'activity_log_records', 'notes', 'note_messages', 'admin_logs', 'records']
 
 /** Indexes kept for a constraint alone (their lookups are proven below too where a statement uses them). */
 const CONSTRAINTS: Record<string, string> = {
@@ -89,6 +90,8 @@ const NOTES_PAGE = /^select "id" from "notes"/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
 const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
 const RUNS_PAGE = /^select "id" from "runs"/
+/** The read of an environment's run events after an id (src/db/run-events.ts). */
+const ENVIRONMENT_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id JOIN workflows w ON w\.id = e\.workflow_id\s+WHERE e\.environment_id = /
 
 /** Each real statement, and the plan it must have. The index each plan names is proven used. */
 const CASES: PlanCase[] = [
@@ -154,6 +157,12 @@ const CASES: PlanCase[] = [
   ['admin: type', admin({ type: 'add' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_type_idx \(project_id=\? AND type=\?\)$/],
   ['admin: resource', admin({ resource: 'team' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_resource_idx \(project_id=\? AND resource=\?\)$/],
   ['admin: initiator', admin({ initiator: 'system' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_initiator_idx \(project_id=\? AND initiator=\?\)$/],
+  // ── run events (an event per transition and step: src/db/run-events.ts) ──
+  ['run events: an environment\'s after an id (a feed, a stream reading on its own)', (db) => runOp(db, environmentEventsAfter(production, 7)), ENVIRONMENT_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
+  ['run events: filtered (a member\'s runs, a workflow, a record: walks the environment)', (db) => runOp(db, environmentEventsAfter(production, 7, { workflowIds: [1], recordId: 'r', userId: 2 })), ENVIRONMENT_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
+  ['run events: a run\'s after an id', (db) => runOp(db, runEventsAfter('r', 7)), /WHERE e\.run_id = /, /SEARCH e USING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH w /],
+  ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents(db, [{ runId: 'r', environmentId: production, workflowId: 1, recordId: 'x', type: 'run.queued', status: 'queued', at: 0 }]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],
+  ['run events: an environment\'s newest (a stream from now)', (db) => runOp(db, latestEventId(production)), /FROM run_events WHERE environment_id = /, /^SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\?\)$/],
   // ── records ──
   ['records: a record by its key', (db) => runOp(db, findRecordByKey({ environmentId: production, collectionId: 1 }, 'ord_1001')), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
 ]

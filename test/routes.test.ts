@@ -17,10 +17,11 @@ import { createSession } from '../src/modules/auth/sessions.ts'
 import { SESSION_COOKIE } from '../src/lib/session-cookie.ts'
 import { parseApplyText } from '../src/modules/apply/service.ts'
 import { acmeDocument, applyAcme, tokenFor, userId } from './support/acme.ts'
+import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { applyNow, bearer, repoRoot, request, type ServeProcess, startServe, tempDir, testApp, testEnv } from './helpers.ts'
 
-// gina's one token calls every project route twice, more than the default 60 a minute: the budget is not what is tested here.
-const env = testEnv({ TRELLIS_API_RATE_PER_MIN: '1000' })
+// Budgets out of the way: one test sends a call per project route of /openapi.json (twice) with one token.
+const env = testEnv(HIGH_API_BUDGETS)
 const app = testApp(env)
 let gina: string // admin of Globex only: her token names a project she is not even a member of
 let alice: string // admin of Acme (a token for Acme)

@@ -18,6 +18,7 @@ import { withRequestLog } from '../http/request-log.ts'
 import { TurnSlices } from '../http/turn-slices.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { acceptRequest } from '../http/server-request.ts'
+import { isEventStream } from '../http/event-stream.ts'
 import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
@@ -84,7 +85,8 @@ export const serveCommand: Command = {
       outbound,
     })
     const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
-    const app = createApp(createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor }))
+    const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
+    const app = createApp(deps)
     raiseParserHeaderLimit()
     const slices = new TurnSlices()
     const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
@@ -95,7 +97,13 @@ export const serveCommand: Command = {
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
       idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
       // The peer address is only known here: `app.handle` gets the request alone.
-      fetch: (request, bunServer) => handle(acceptRequest(request, bunServer.requestIP(request)?.address)),
+      fetch: async (request, bunServer) => {
+        const response = await handle(acceptRequest(request, bunServer.requestIP(request)?.address))
+        // An event stream is quiet between events and heartbeats, and Bun's idle timeout would close it however often
+        // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
+        if (isEventStream(response)) bunServer.timeout(request, 0)
+        return response
+      },
     })
     executor.start()
     // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
@@ -132,6 +140,8 @@ export const serveCommand: Command = {
         retention?.stop()
         const historyStopped = history.stop() // its batch under way commits before the store closes
         upkeep.stop()
+        // Event streams end now (their clients reconnect, to another instance or after the restart): not in flight.
+        await deps.runEvents.close()
         const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
         const [drained] = await Promise.all([
           Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),

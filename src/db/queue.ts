@@ -34,6 +34,7 @@ import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, placeholders, rows, setPlaceholders, statement } from './query.ts'
+import { appendRunEvents, subjectOfRow } from './run-events.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
 const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
@@ -220,7 +221,18 @@ export function* claimRuns(owner: string, now: number, leaseMs: number, limit: n
   const order = claimOrder([...due.candidates, ...widened], facts)
   if (order.length === 0) return []
   const started = yield* op(startRuns, owner, now, leaseMs, order, limit)
-  return started.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  started.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+  // A run's first claim starts it; a later one (after a wait, a recovery, a give-back) resumes it.
+  yield* appendRunEvents(
+    started.map((run) => ({
+      ...subjectOfRow(run),
+      type: run.attempts === 1 ? 'run.started' : 'run.resumed',
+      status: 'running',
+      data: { attempt: run.attempts, nextStep: run.next_step },
+      at: now,
+    })),
+  )
+  return started
 }
 
 /** What a claim reads first: the oldest due runs of each environment, and the workflows with a limit it may start. */
@@ -346,38 +358,47 @@ export function* renewLease(runId: string, owner: string, now: number, leaseMs: 
   return (yield* RENEW_LEASE.rows({ id: runId, owner, until: now + leaseMs })).length > 0
 }
 
-/** Running runs (those `which` picks) back to the queue, due at `now` (placeholder), nobody's. */
-const requeue = (name: string, which: (d: Dialect) => SQL) =>
-  statement(name, (d) =>
+/** Why running runs went back to the queue (`run.requeued`'s `reason`). */
+type RequeueReason = 'lease_expired' | 'restarted' | 'released'
+
+/** Running runs (those `which` picks) back to the queue, due at `now` (placeholder), nobody's; each with its event. */
+const requeue = (name: string, which: (d: Dialect) => SQL, reason: RequeueReason) => {
+  const write = statement(name, (d) =>
     d.db
       .update(d.t.runs)
       .set({ status: 'queued', leaseOwner: null, leaseExpiresAt: null, availableAt: sql`${sql.placeholder('now')}` })
       .where(and(isRunning(d), which(d)))
-      .returning({ id: d.t.runs.id }),
+      .returning({ id: d.t.runs.id, environment_id: d.t.runs.environmentId, workflow_id: d.t.runs.workflowId, record_id: d.t.runs.recordId }),
   )
-
-const RECOVER_EXPIRED = requeue('queue.recover', (d) => lt(d.t.runs.leaseExpiresAt, sql.placeholder('now')))
-
-/** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
-export function* recoverExpiredRuns(now: number): Op<number> {
-  return (yield* RECOVER_EXPIRED.rows({ now })).length
+  return function* (values: { now: number; owner?: string }): Op<number> {
+    const requeued = yield* write.rows(values)
+    yield* appendRunEvents(requeued.map((run) => ({ ...subjectOfRow(run), type: 'run.requeued', status: 'queued', data: { reason }, at: values.now })))
+    return requeued.length
+  }
 }
 
-const REQUEUE_RUNNING = requeue('queue.requeue-running', () => sql`1 = 1`)
+const RECOVER_EXPIRED = requeue('queue.recover', (d) => lt(d.t.runs.leaseExpiresAt, sql.placeholder('now')), 'lease_expired')
+
+/** Recovery: runs whose lease expired (their process died) go back to the queue; they resume at their first step not done. */
+export function recoverExpiredRuns(now: number): Op<number> {
+  return RECOVER_EXPIRED({ now })
+}
+
+const REQUEUE_RUNNING = requeue('queue.requeue-running', () => sql`1 = 1`, 'restarted')
 
 /**
  * Every running run back to the queue, whoever held it: only for a store no other process serves (./store.ts,
  * `recoverRunsAtStart`), where every holder is known dead.
  */
-export function* requeueRunningRuns(now: number): Op<number> {
-  return (yield* REQUEUE_RUNNING.rows({ now })).length
+export function requeueRunningRuns(now: number): Op<number> {
+  return REQUEUE_RUNNING({ now })
 }
 
-const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')))
+const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')), 'released')
 
 /** Graceful shutdown: give back what this process holds, announced, so another instance takes them up at once. */
 export function* releaseOwnedRuns(owner: string, now: number): Op<number> {
-  const released = (yield* RELEASE_OWNED.rows({ owner, now })).length
+  const released = yield* RELEASE_OWNED({ owner, now })
   if (released > 0) yield* op(announceQueuedRuns)
   return released
 }

@@ -9,10 +9,12 @@ import type { Metrics } from '../lib/metrics.ts'
 import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
 import { keepEventLoopFree, type Store } from './open.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './postgres/queue.ts'
+import { listenForRunEvents } from './postgres/run-events.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
 import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
 import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
+import type { RunEventsListener } from './run-events.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
@@ -25,9 +27,12 @@ export function rateCountersOf(store: Store): RateCounters {
   return store.kind === 'postgres' ? new PgRateCounters(store.sql) : new MemoryRateCounters()
 }
 
-export interface QueueWakeups {
+/** A subscription to the store's notifications, until stopped. */
+export interface Listening {
   stop(): Promise<void>
 }
+
+export type QueueWakeups = Listening
 
 /**
  * Calls `wake` whenever a run is queued on another connection or instance; resolves once listening. On PostgreSQL
@@ -56,6 +61,16 @@ export async function listenForCallbacksOn(store: Store, wake: () => void): Prom
  */
 export function recoverCallbacksAtStart(store: Store): Op<number> {
   return store.kind === 'sqlite' && store.servingLock !== null ? releaseEveryCallbackLease() : answer(0)
+}
+
+/**
+ * Calls `wake` with the environments whose run events other instances committed (null: any may have): on PostgreSQL
+ * the NOTIFY each instance sends after such a commit (./postgres/run-events.ts), and null again after the listening
+ * connection was lost and is back; resolves once listening. SQLite: one process writes, nothing to listen to (null).
+ * This process's own commits: `onRunEventsCommitted` (./run-events.ts).
+ */
+export async function listenForRunEventsOn(store: Store, wake: RunEventsListener): Promise<Listening | null> {
+  return store.kind === 'postgres' ? listenForRunEvents(store.sql, wake) : null
 }
 
 /**

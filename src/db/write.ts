@@ -12,6 +12,7 @@ import { connectionOf } from './prepared.ts'
 import { inSavepoint } from './savepoint.ts'
 import { type Db, type QueuedWrite, type SqliteStore, sqliteOnly, type Store } from './open.ts'
 import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
+import { announceRunEvents, takeAppendedEnvironments } from './run-events.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
 export const BUSY_RETRY_AFTER_SECONDS = 1
@@ -79,7 +80,15 @@ export function writeSync<T>(store: Store, body: () => Op<T>, what: string): T {
 
 /** An op in one IMMEDIATE transaction, at once: the CLI's write (its connection waits in the driver for a lock). */
 export function commitNow<T>(store: SqliteStore, body: () => Op<T>): T {
-  return writeTransaction(store, (tx) => runOp(tx, body()))
+  let answer: T
+  try {
+    answer = writeTransaction(store, (tx) => runOp(tx, body()))
+  } catch (error) {
+    takeAppendedEnvironments(store.db) // rolled back: nothing to announce
+    throw error
+  }
+  announceRunEvents(store, takeAppendedEnvironments(store.db))
+  return answer
 }
 
 /** `fn` in one transaction of the given kind; a driver error that is a storage fault is thrown as one. */
@@ -158,6 +167,7 @@ function commitQueued(store: SqliteStore, pause: number): void {
       return done
     })
   } catch (error) {
+    takeAppendedEnvironments(store.db) // rolled back: nothing to announce
     const fault = storageErrorOf(store, error) ?? error
     if (fault instanceof StorageUnavailableError && fault.code === 'database_busy') return retryLater(store, batch, fault, pause)
     for (const queued of batch) queued.reject(fault)
@@ -166,6 +176,7 @@ function commitQueued(store: SqliteStore, pause: number): void {
   }
   store.queuedWrites.unshift(...batch.splice(outcomes.length))
   if (store.queuedWrites.length > 0) scheduleCommit(store, 0)
+  announceRunEvents(store, takeAppendedEnvironments(store.db))
   store.committed.transactions++
   store.committed.writes += batch.length
   batch.forEach((queued, i) => {

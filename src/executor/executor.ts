@@ -21,12 +21,16 @@ import {
   renewLease,
   type RunRow,
   runWorkflow,
+  type StepOutcome,
 } from '../db/queue.ts'
+import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
 import { listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
+import type { RunStatus } from '../lib/run-statuses.ts'
+import { toIso } from '../lib/time.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
 import { WakeSignal } from '../lib/wake-signal.ts'
@@ -304,7 +308,7 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persist(() => this.finishIn(target, 'succeeded', null))
+      await this.persist(() => withRunEvents((events) => this.finishIn(target, events, 'succeeded', null)))
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -362,13 +366,13 @@ export class Executor {
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
         if (ctx.signal.aborted) return 'stop'
         if (!(error instanceof StepFailure)) throw error
-        await this.persist(() => this.failIn(ctx, step, index, startedAt, error))
+        await this.persist(() => withRunEvents((events) => this.failIn(ctx, step, index, startedAt, error, events)))
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persist(() => this.recordGroup(group, planned))
+    const outcome = await this.persist(() => withRunEvents((events) => this.recordGroup(group, planned, events)))
     if (outcome === 'parked') {
       this.notify()
       return 'stop'
@@ -376,46 +380,54 @@ export class Executor {
     return outcome
   }
 
-  /** The group's transaction: each planned step's effects and record in a savepoint, then the run's transition. */
+  /**
+   * The group's transaction: each planned step's effects and record in a savepoint, then the run's transition; the
+   * events of the steps and the transition go into `events` (appended by the caller, after everything else).
+   */
   private *recordGroup(
     group: { target: RunTarget; steps: Step[]; to: number; record: Record<string, unknown> | null },
     planned: PlannedStep[],
+    events: NewRunEvent[],
   ): Op<{ record: Record<string, unknown> | null } | 'stop' | 'parked'> {
     const { target, steps } = group
     const reads: GroupReads = {}
     let record = group.record
-      for (const { ctx, step, index, startedAt, apply } of planned) {
-        let result: StepResult
-        try {
-          result = yield* savepoint(function* (this: Executor) {
-            const result = yield* apply(reads)
-            yield* this.recordStep(ctx, step, index, startedAt, 'succeeded', result.output, null)
-            return result
-          }.bind(this))
-        } catch (error) {
-          if (!(error instanceof StepFailure)) throw error
-          yield* this.failIn(ctx, step, index, startedAt, error)
-          return 'stop' as const
-        }
-        record = result.record ?? record
-        if (result.next === 'end' || (result.next === 'continue' && index === steps.length - 1)) {
-          // The last step's transaction also ends the run.
-          yield* this.finishIn(target, 'succeeded', null, index + 1)
-          return 'stop' as const
-        }
-        if (typeof result.next === 'object') {
-          yield* parkRun(target.run.id, this.owner, index + 1, result.next.waitUntil)
-          return 'parked' as const
-        }
+    for (const { ctx, step, index, startedAt, apply } of planned) {
+      let done: { result: StepResult; outcome: StepOutcome }
+      try {
+        done = yield* savepoint(function* (this: Executor) {
+          const result = yield* apply(reads)
+          return { result, outcome: yield* this.recordStep(ctx, step, index, startedAt, 'succeeded', result.output, null) }
+        }.bind(this))
+      } catch (error) {
+        if (!(error instanceof StepFailure)) throw error
+        yield* this.failIn(ctx, step, index, startedAt, error, events)
+        return 'stop' as const
       }
+      const { result, outcome } = done
+      record = result.record ?? record
+      if (typeof result.next === 'object') {
+        yield* parkRun(target.run.id, this.owner, index + 1, result.next.waitUntil)
+        events.push(stepEvent(target, outcome, 'step.waiting', 'waiting', { until: toIso(result.next.waitUntil) }))
+        return 'parked' as const
+      }
+      events.push(stepEvent(target, outcome, 'step.succeeded', 'running'))
+      if (result.next === 'end' || index === steps.length - 1) {
+        // The last step's transaction also ends the run.
+        yield* this.finishIn(target, events, 'succeeded', null, index + 1)
+        return 'stop' as const
+      }
+    }
     yield* advanceRun(target.run.id, this.owner, group.to)
     return { record }
   }
 
-  /** Records a failed step and fails the run (error names the step). */
-  private *failIn(ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure): Op<void> {
-    yield* this.recordStep(ctx, step, index, startedAt, 'failed', error.output, { code: error.code, message: error.message })
-    yield* this.finishIn(ctx.target, 'failed', { code: error.code, message: error.message, step: ctx.stepName }, index)
+  /** Records a failed step and fails the run (error names the step); their events go into `events`. */
+  private *failIn(ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure, events: NewRunEvent[]): Op<void> {
+    const problem = { code: error.code, message: error.message }
+    const outcome = yield* this.recordStep(ctx, step, index, startedAt, 'failed', error.output, problem)
+    events.push(stepEvent(ctx.target, outcome, 'step.failed', 'failed', { error: problem }))
+    yield* this.finishIn(ctx.target, events, 'failed', { ...problem, step: ctx.stepName }, index)
   }
 
   private *recordStep(
@@ -426,8 +438,8 @@ export class Executor {
     status: 'succeeded' | 'failed',
     output: unknown,
     error: { code: string; message: string } | null,
-  ): Op<void> {
-    yield* recordStepOutcome({
+  ): Op<StepOutcome> {
+    const outcome: StepOutcome = {
       runId: ctx.target.run.id,
       index,
       name: ctx.stepName,
@@ -437,9 +449,11 @@ export class Executor {
       error,
       startedAt,
       finishedAt: this.options.clock.now(),
-    })
+    }
+    yield* recordStepOutcome(outcome)
     // No activity entry of its own: the step is the run's `run_steps` row (GET /v1/workflow-runs/{id}); what it
     // changed wrote its own entry, with the step's name (README "Activity and admin logs").
+    return outcome
   }
 
   /**
@@ -451,8 +465,8 @@ export class Executor {
     return writeOutlastingStorage(this.options.store, body, () => this.running, (error) => this.options.logger.warn('recording a step waits for the database', { error: error.message }))
   }
 
-  /** Ends the run (freeing the record for a new run at once) with its activity entry. */
-  private *finishIn(target: RunTarget, status: 'succeeded' | 'failed', error: unknown, nextStep?: number): Op<void> {
+  /** Ends the run (freeing the record for a new run at once) with its activity entry; its event goes into `events`. */
+  private *finishIn(target: RunTarget, events: NewRunEvent[], status: 'succeeded' | 'failed', error: unknown, nextStep?: number): Op<void> {
     const now = this.options.clock.now()
     if (status === 'succeeded') yield* finishRun(target.run.id, this.owner, now, nextStep)
     else yield* failRun(target.run.id, this.owner, now, error, nextStep)
@@ -460,5 +474,19 @@ export class Executor {
       action: status === 'succeeded' ? 'completeWorkflow' : 'failWorkflow',
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
     })
+    events.push({ ...subjectOfRow(target.run), type: `run.${status}`, status, data: error === null ? null : { error }, at: now })
+  }
+}
+
+/** A step's event, from the outcome recorded: the step's index, name, type and times. */
+function stepEvent(target: RunTarget, outcome: StepOutcome, type: RunEventType, status: RunStatus, extra: Record<string, unknown> = {}): NewRunEvent {
+  return {
+    ...subjectOfRow(target.run),
+    type,
+    status,
+    stepIndex: outcome.index,
+    stepName: outcome.name,
+    data: { stepType: outcome.type, startedAt: toIso(outcome.startedAt), finishedAt: toIso(outcome.finishedAt), ...extra },
+    at: outcome.finishedAt,
   }
 }

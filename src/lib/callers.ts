@@ -39,6 +39,11 @@ export interface CallerAuth {
   projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): Promise<TokenIdentity>
   /** A console session, or any live token of an active user (confined to its project). */
   userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
+  /**
+   * `userCaller`'s decision taken again, as of now, for a call that is still open (an event stream): not counted
+   * against the token's rate limit again.
+   */
+  confirmCaller(request: Request, projectName: string | undefined): Promise<AccountCaller>
   /** Management: a session, or a token with `all` whose user is an admin of its project. */
   accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
   /** 403 cross_origin for a session change coming from another site. */

@@ -36,6 +36,7 @@ export function createMetrics(options: MetricsOptions = {}) {
   const registry = new Registry()
   let sampleRuns: (() => RunsSample | Promise<RunsSample>) | undefined
   let sampleWrites: (() => WritesSample) | undefined
+  let countEventStreams: (() => number) | undefined
 
   if (options.processMetrics) collectDefaultMetrics({ register: registry })
 
@@ -111,6 +112,15 @@ export function createMetrics(options: MetricsOptions = {}) {
     },
   })
 
+  const eventStreams = new Gauge({
+    name: 'trellis_event_streams',
+    help: 'Run event streams (SSE) open on this instance',
+    registers: [registry],
+    collect() {
+      this.set(countEventStreams?.() ?? 0)
+    },
+  })
+
   // Counters read from the store's own tallies: set to the running total at each scrape.
   const fromTally = (read: (sample: WritesSample) => number) =>
     function (this: Counter) {
@@ -140,6 +150,11 @@ export function createMetrics(options: MetricsOptions = {}) {
     },
     writeTransactions,
     groupedWrites,
+    /** Binds the event streams gauge to this app's streams. */
+    observeEventStreams(source: () => number): void {
+      countEventStreams = source
+    },
+    eventStreams,
     /** Binds the gauges to this app's database and executor. */
     observeRuns(source: () => RunsSample | Promise<RunsSample>): void {
       sampleRuns = source

@@ -26,6 +26,7 @@ export interface PgTimedList {
  * Runs keep their own: a trigger takes the runs lock before the activity lock, and nothing takes them the other way.
  */
 const ENVIRONMENT_RECORDS_LOCK = 3
+const RUN_EVENTS_LOCK = 8
 
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
@@ -33,6 +34,11 @@ export const PG_LISTS = {
   activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4 },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
+  /**
+   * Not a list of times but of ids: an environment's run events take their ids and commit one after another under
+   * it (../run-events.ts). Always the last lock a transaction takes (`lockListScope` refuses any after it).
+   */
+  runEvents: { table: 'run_events', scope: 'environment_id', lockKey: RUN_EVENTS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 
 /**
@@ -46,6 +52,8 @@ export const PG_LISTS = {
 export interface ListLocks {
   held: Set<string>
   latest: Map<string, Micros>
+  /** The environments this transaction appended run events to (kept through a savepoint's rollback: announced after the commit). */
+  runEvents: Set<number>
 }
 
 const LIST_LOCKS = Symbol('trellis.listLocks')
@@ -53,7 +61,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map() } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set() } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -64,6 +72,17 @@ export function forgetListLocks(db: PgDb): void {
 }
 
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
+
+/** Notes that this transaction appended run events to `environmentIds`. */
+export function noteRunEventsAppended(db: PgDb, environmentIds: Iterable<number>): void {
+  const runEvents = listLocksOf(db)?.runEvents
+  if (runEvents) for (const id of environmentIds) runEvents.add(id)
+}
+
+/** The environments the transaction `tx` appended run events to (read after it committed). */
+export function runEventsAppended(tx: PgDb): number[] {
+  return [...(listLocksOf(tx)?.runEvents ?? [])]
+}
 const scopeKey = (name: string | number, scopeValue: number | null) => `${name}:${scopeValue}`
 
 /** The newest times this transaction set, by list scope (`key`: the list's table and the scope): none outside tracking. */
@@ -83,6 +102,10 @@ export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: num
   const locks = listLocksOf(db)
   const key = scopeKey(list.lockKey, scopeValue)
   if (locks?.held.has(key)) return
+  // Held only for the events' insert and the commit: a lock taken after it could close a circle of waits.
+  if (list.lockKey !== RUN_EVENTS_LOCK && [...(locks?.held ?? [])].some((held) => held.startsWith(`${RUN_EVENTS_LOCK}:`))) {
+    throw new Error(`the ${list.table} lock is taken after the run events lock: append run events last in a transaction`)
+  }
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
   await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0])
   locks?.held.add(key)

@@ -7,7 +7,9 @@
 import { runCached } from '../lookup-cache.ts'
 import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
-import { forgetListLocks, trackListLocks } from './monotonic.ts'
+import { announceRunEvents } from '../run-events.ts'
+import { forgetListLocks, runEventsAppended, trackListLocks } from './monotonic.ts'
+import { notifyRunEventsCommitted } from './run-events.ts'
 import { TWINS } from './twins.ts'
 import type { PgDb, PgStore } from './store.ts'
 
@@ -29,11 +31,17 @@ const UNAVAILABLE = ['08', '53', '57P']
 export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isolation?: 'repeatable read'): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
+      let handle: PgDb | undefined
       const transaction = (tx: PgDb) => {
+        handle = tx
         trackListLocks(tx)
         return runOpOnPostgres(tx, body())
       }
-      return await store.db.transaction(transaction, isolation ? { isolationLevel: isolation } : undefined)
+      const answer = await store.db.transaction(transaction, isolation ? { isolationLevel: isolation } : undefined)
+      const environments = runEventsAppended(handle!)
+      announceRunEvents(store, environments)
+      notifyRunEventsCommitted(store, environments)
+      return answer
     } catch (error) {
       if (attempt < RETRIES && RETRYABLE.has(sqlStateOf(error) ?? '')) continue
       throw postgresFaultOf(error) ?? error

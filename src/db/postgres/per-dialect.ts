@@ -11,7 +11,7 @@
  */
 import { randomUUIDv7 } from 'bun'
 import { eq, sql } from 'drizzle-orm'
-import type { Micros } from '../../lib/time.ts'
+import { type Micros, microsFromMillis } from '../../lib/time.ts'
 import { insertActivityLogRows, type NewActivityLogRow } from '../activity-logs.ts'
 import { announceCallbacks } from '../callbacks.ts'
 import type { ClaimCandidate, ClaimFacts } from '../claims.ts'
@@ -32,8 +32,9 @@ import {
   startRuns,
 } from '../queue.ts'
 import { holdRuleLock, type Rule } from '../rule-locks.ts'
+import { insertRunEvents, type NewRunEvent, storedDataOf } from '../run-events.ts'
 import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
-import { heldListTimes, lockListScope, PG_LISTS, pgListOf } from './monotonic.ts'
+import { heldListTimes, lockListScope, noteRunEventsAppended, PG_LISTS, pgListOf } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
 import { CALLBACKS_CHANNEL, RUNS_CHANNEL } from './queue.ts'
 import { RULE_LOCKS } from './rule-locks.ts'
@@ -263,6 +264,42 @@ async function dueRuns(db: PgDb, from: string, match: string, where: string, val
   }))
 }
 
+// ── Run events (../run-events.ts) ───────────────────────────────────────────
+
+/**
+ * The events, after each of their environments' run-events lock is taken (ascending: a claim appends to several), so
+ * that the ids an environment's events take follow commit order; the environments are announced after the commit
+ * (./op-runner.ts). Each sequence: the run's newest before this statement plus the event's offset. The rows are
+ * ordered in a sub-select (never flattened: it sorts), so the ids the sequence hands out follow the array's order.
+ * The locks are statements of their own: READ COMMITTED takes a statement's snapshot when it starts, so an insert
+ * that waited for a lock inside itself would not see the events its predecessor committed meanwhile (tried: 40
+ * concurrent appends to one run met the unique (run_id, sequence) index).
+ */
+async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
+  const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
+  for (const environmentId of environments) await lockListScope(db, PG_LISTS.runEvents, environmentId)
+  await clientOf(db).unsafe(INSERT_EVENTS, [eventRowsJson(events)])
+  noteRunEventsAppended(db, environments)
+}
+
+/** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …). */
+function eventRowsJson(events: readonly NewRunEvent[]): string {
+  const perRun = new Map<string, number>()
+  return JSON.stringify(
+    events.map((e) => {
+      const offset = (perRun.get(e.runId) ?? 0) + 1
+      perRun.set(e.runId, offset)
+      return [e.runId, e.environmentId, e.workflowId, e.recordId, offset, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at)]
+    }),
+  )
+}
+
+const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  SELECT e.v ->> 0, (e.v ->> 1)::int8, (e.v ->> 2)::int8, e.v ->> 3,
+    coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8,
+    e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
+  FROM (SELECT v, n FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
+
 /** Every operation PostgreSQL runs its own way, with the reason (README "Architecture" lists them). */
 export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(holdRuleLock, holdRuleLockOnPostgres, "PostgreSQL's writers run at once, so a rule of several rows takes an advisory lock; SQLite's one writer needs none"),
@@ -276,4 +313,5 @@ export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(readDueRuns, readDueRunsOnPostgres, 'locks the limited workflows FOR NO KEY UPDATE SKIP LOCKED and reads every environment in one LATERAL join; SQLite has no LATERAL'),
   perDialect(readWidenedDueRuns, readWidenedDueRunsOnPostgres, "one LATERAL join over the widened environments' workflows; SQLite walks each workflow's claim index"),
   perDialect(startRuns, startRunsOnPostgres, "picks the batch FOR UPDATE SKIP LOCKED so instances split the due runs; SQLite's one writer starts each run picked"),
+  perDialect(insertRunEvents, insertRunEventsOnPostgres, "the environment's run-events lock, held to commit, makes its event ids follow commit order; SQLite's one writer commits in id order"),
 ]

@@ -6,6 +6,7 @@
  * operations are in ./per-dialect.ts.
  */
 import type { SQL } from 'bun'
+import { listenOn } from './listen.ts'
 
 /** The channel a queued run is announced on (payload empty): every instance's executor listens. */
 export const RUNS_CHANNEL = 'trellis_runs'
@@ -17,11 +18,6 @@ export const CALLBACKS_CHANNEL = 'trellis_callbacks'
  * listening connection is back, since notifications sent meanwhile are lost). Bun's client keeps the subscription on
  * one dedicated connection beside the pool and re-subscribes after a reconnect. Resolves once the server listens.
  */
-export async function listenOnPostgres(sql: SQL, channel: string, wake: () => void): Promise<{ stop(): Promise<void> }> {
-  let subscribed = false
-  const subscription = await sql.listen(channel, () => wake(), () => {
-    if (subscribed) wake()
-    subscribed = true
-  })
-  return { stop: () => subscription.unlisten() }
+export function listenOnPostgres(sql: SQL, channel: string, wake: () => void): Promise<{ stop(): Promise<void> }> {
+  return listenOn(sql, channel, () => wake())
 }

@@ -9,8 +9,8 @@
 import type { Rule } from '../rule-locks.ts'
 import { PG_LISTS } from './monotonic.ts'
 
-/** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5). */
-export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 8 }
+/** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5 and 8). */
+export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
 if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')

@@ -115,9 +115,13 @@ export class CallerAuthenticator implements CallerAuth {
     this.baseOrigin = new URL(baseUrl).origin
   }
 
-  /** The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome. */
-  private async token(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity> {
+  /**
+   * The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome
+   * (`headers` null: a check of a call already counted, `confirmCaller`).
+   */
+  private async token(request: Request, headers: Record<string, unknown> | null): Promise<TokenIdentity> {
     const identity = await this.tokens.authenticate(request.headers.get('authorization'))
+    if (headers === null) return identity
     // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
     // In memory (SQLite) the answer is here already: no await, no extra turn of the event loop on the hot path.
     const decided = this.limiter.enforce(identity.tokenId)
@@ -131,7 +135,11 @@ export class CallerAuthenticator implements CallerAuth {
     return identity
   }
 
-  async userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller> {
+  async confirmCaller(request: Request, projectName: string | undefined): Promise<AccountCaller> {
+    return this.userCaller(request, null, projectName)
+  }
+
+  async userCaller(request: Request, headers: Record<string, unknown> | null, projectName: string | undefined): Promise<AccountCaller> {
     if (request.headers.get('authorization')) {
       const identity = await this.token(request, headers)
       authorizeToken(identity, projectName)

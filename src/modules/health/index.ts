@@ -47,6 +47,7 @@ export function healthModule(deps: AppDeps) {
   })
 
   deps.metrics.observeWrites(() => writeCountsOf(deps.store))
+  deps.metrics.observeEventStreams(() => deps.runEvents.openStreams)
 
   return new Elysia({ name: 'health', tags: ['operations'] })
     .get('/healthz', () => ({ status: 'ok' as const }), {

@@ -3,13 +3,14 @@ import { randomUUIDv7 } from 'bun'
 import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
+import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
-import { conflict, notFound } from '../../lib/errors.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
+import { conflict, notFound } from '../../lib/errors.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -22,6 +23,17 @@ export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
 /** One run with its workflow's name and collection, and its team and project. */
 export const findRun = findRunWithWorkflow
+
+/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
+export function* visibleRun(caller: AccountCaller, runId: string) {
+  const found = yield* findRun(runId)
+  const visible =
+    found &&
+    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
+    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
+  if (!visible) throw notFound(`Run ${runId} not found`)
+  return found
+}
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
 export function* workflowIdsNamed(environmentId: number, name: string, teamName?: string): Op<number[]> {
   if (someHoldUnstorableText({ name, teamName })) return []
@@ -92,6 +104,18 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
+  yield* appendRunEvents([
+    {
+      runId: result.id,
+      environmentId: input.target.environmentId,
+      workflowId: input.target.workflowId,
+      recordId: input.recordId,
+      type: 'run.queued',
+      status: 'queued',
+      data: { trigger: input.trigger, nextStep: input.retry?.resumeAt ?? 0, retryOf: input.retry?.of ?? null },
+      at: clock.now(),
+    },
+  ])
   return result.id
 }
 
@@ -166,16 +190,6 @@ export function* renderRuns(ids: string[], now: number) {
   })
 }
 
-/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
-export function* visibleRun(caller: AccountCaller, runId: string) {
-  const found = yield* findRun(runId)
-  const visible =
-    found &&
-    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
-    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
-  if (!visible) throw notFound(`Run ${runId} not found`)
-  return found
-}
 
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
 export function* cancelRun(clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): Op<void> {
@@ -194,4 +208,6 @@ export function* cancelRun(clock: Clock, runId: string, actor: { userId: number;
     recordIds: [found.run.recordId],
     workflow: { name: found.workflowName, runId },
   })
+  const { environmentId, workflowId, recordId } = found.run
+  yield* appendRunEvents([{ runId, environmentId, workflowId, recordId, type: 'run.cancelled', status: 'cancelled', at: clock.now() }])
 }

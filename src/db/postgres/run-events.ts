@@ -1,0 +1,45 @@
+/**
+ * Run events across instances (../run-events.ts, README "Run events (SSE)"): after a transaction that appended events
+ * commits, its instance sends `NOTIFY trellis_run_events` naming the environments; every instance LISTENs and reads
+ * those environments' new events from the table (a notification only says where to look: a subscriber never takes
+ * an event from it).
+ *
+ * The NOTIFY is sent after the commit, at most one per turn of the event loop for all the turn's commits, and not
+ * inside the transaction as the queue's is (./queue.ts): PostgreSQL serializes the commits of every transaction that
+ * notifies (one lock for the whole cluster, taken at commit: it keeps its notification queue in commit order), and
+ * every step of every run appends events. A notification lost to a crash between the commit and the NOTIFY, or sent
+ * while a listener was reconnecting, is made up by the subscribers' periodic read.
+ */
+import type { SQL } from 'bun'
+import { listenOn } from './listen.ts'
+import type { PgStore } from './store.ts'
+
+/** The channel; the payload: the environment ids, comma-separated (empty: any environment). */
+export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
+
+/** PostgreSQL refuses a payload of 8,000 bytes or more: past this, the payload says "any environment". */
+const MAX_PAYLOAD = 7_000
+
+const pending = new WeakMap<PgStore, Set<number>>()
+
+/** Announces to every instance that events of `environmentIds` committed: one NOTIFY at the end of this turn. */
+export function notifyRunEventsCommitted(store: PgStore, environmentIds: readonly number[]): void {
+  if (environmentIds.length === 0) return
+  let waiting = pending.get(store)
+  if (waiting === undefined) {
+    waiting = new Set()
+    pending.set(store, waiting)
+    setImmediate(() => {
+      pending.delete(store)
+      const payload = [...waiting!].join(',')
+      // Lost (the server unreachable): the listeners' periodic read finds the events.
+      store.sql.notify(RUN_EVENTS_CHANNEL, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
+    })
+  }
+  for (const id of environmentIds) waiting.add(id)
+}
+
+/** Calls `wake` with the environments of each notification, and with null (any) after a reconnect. Resolves once listening. */
+export function listenForRunEvents(sql: SQL, wake: (environmentIds: number[] | null) => void): Promise<{ stop(): Promise<void> }> {
+  return listenOn(sql, RUN_EVENTS_CHANNEL, (payload) => wake(payload ? payload.split(',').map(Number) : null))
+}

@@ -1,0 +1,249 @@
+/**
+ * A run's events (issue 28; README "Run events (SSE)"): every transition of a run and every step outcome appends an
+ * event in the transition's own transaction — all of a transaction's events at once, the last thing it writes — with
+ * a global id (the SSE `id:`) and a per-run `sequence` (1, 2, …: the run's newest + 1).
+ * Readers page from an id: an environment's events (`run_events_env_id_idx`) or one run's.
+ *
+ * The order readers rely on: within an environment, an event with a greater id never becomes visible before one with a
+ * smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
+ * commits in id order. On PostgreSQL ids are taken from a sequence at insert while transactions commit in another
+ * order, so the insert first takes the environment's run-events lock (./postgres/per-dialect.ts), held to commit:
+ * appenders of one environment take their ids and commit one after another. The lock is the last a transaction
+ * takes (./postgres/monotonic.ts refuses any after it), so it is held only for the insert and the commit and can
+ * close no circle of waits.
+ *
+ * After the commit of a transaction that appended events, the environments it wrote to are announced to this
+ * process's listeners (`onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other instances
+ * (./postgres/run-events.ts: one NOTIFY per turn, after the commit).
+ */
+import type { Database } from 'bun:sqlite'
+import { type SQL, sql } from 'drizzle-orm'
+import { type Micros, microsFromMillis } from '../lib/time.ts'
+import type { RunStatus } from '../lib/run-statuses.ts'
+import type { Dialect } from './dialect.ts'
+import { type Op, op } from './op.ts'
+import type { Db, Store } from './open.ts'
+import { rawNumber } from './pages.ts'
+import { connectionOf, statementOn } from './prepared.ts'
+import { statement } from './query.ts'
+
+/**
+ * What happened to a run: its start (the first claim), a resumption (a later claim: after a `wait`, after recovery
+ * or a give-back), its return to the queue (`run.requeued`: a lease expired, a graceful stop), each step's outcome
+ * (`step.waiting`: a `wait` step parked the run), and its end. `run.queued` is the run's first event.
+ */
+export const RUN_EVENT_TYPES = [
+  'run.queued',
+  'run.started',
+  'run.resumed',
+  'run.requeued',
+  'step.succeeded',
+  'step.waiting',
+  'step.failed',
+  'run.succeeded',
+  'run.failed',
+  'run.cancelled',
+] as const
+export type RunEventType = (typeof RUN_EVENT_TYPES)[number]
+
+/** The events after which a run changes no more: its stream ends with one of them. */
+export const TERMINAL_RUN_EVENTS: readonly RunEventType[] = ['run.succeeded', 'run.failed', 'run.cancelled']
+
+/** The run an event is about, as stored on the event (copied so that an environment's stream filters without a join). */
+export interface EventSubject {
+  runId: string
+  environmentId: number
+  workflowId: number
+  recordId: string
+}
+
+/** An event to append: its run, type, the run's status once the event happened, the step (step events) and the rest. */
+export interface NewRunEvent extends EventSubject {
+  type: RunEventType
+  status: RunStatus
+  stepIndex?: number | null
+  stepName?: string | null
+  /** What else it tells (an error's code and message, a wait's end…), as JSON; never a secret. */
+  data?: Record<string, unknown> | null
+  /** When it happened (epoch ms). */
+  at: number
+}
+
+/** The subject of a `runs` row as the queue hands it over (column names as stored). */
+export const subjectOfRow = (run: { id: string; environment_id: number; workflow_id: number; record_id: string }): EventSubject => ({
+  runId: run.id,
+  environmentId: run.environment_id,
+  workflowId: run.workflow_id,
+  recordId: run.record_id,
+})
+
+/** Appends `events` (in order) in the op's transaction: one insert. Call it last, after every other write of the transaction. */
+export function* appendRunEvents(events: readonly NewRunEvent[]): Op<void> {
+  if (events.length > 0) yield* op(insertRunEvents, events)
+}
+
+/** `body` with the events it collects appended at its end (after everything it wrote), in one insert. */
+export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>): Op<T> {
+  const events: NewRunEvent[] = []
+  const answer = yield* body(events)
+  yield* appendRunEvents(events)
+  return answer
+}
+
+/** An event's `data` as stored (JSON text), and its time in µs. */
+export const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
+
+const NEWEST_SEQUENCE = 'SELECT max(sequence) AS n FROM run_events WHERE run_id = ?'
+const INSERT_EVENT = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+/**
+ * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`) — but
+ * for `run.queued`, appended in the transaction that inserts its run and so always its first — then one prepared
+ * insert per event: measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a statement that reads
+ * its own table into a temporary table first), and an insert is no round trip here. Every trigger appends one, so
+ * each read saved counts. Per-dialect: ./postgres/per-dialect.ts takes the environments' locks, then inserts them all
+ * in one statement.
+ */
+export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
+  const newest = statementOn(db, 'run-events.newest', NEWEST_SEQUENCE)
+  const insert = statementOn(db, 'run-events.insert', INSERT_EVENT)
+  const sequences = new Map<string, number>()
+  const newestOf = (e: NewRunEvent) => (e.type === 'run.queued' ? 0 : ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0))
+  for (const e of events) {
+    const sequence = (sequences.get(e.runId) ?? newestOf(e)) + 1
+    sequences.set(e.runId, sequence)
+    insert.run(e.runId, e.environmentId, e.workflowId, e.recordId, sequence, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at))
+  }
+  const connection = connectionOf(db)
+  const written = appendedOn.get(connection) ?? new Set<number>()
+  for (const event of events) written.add(event.environmentId)
+  appendedOn.set(connection, written)
+}
+
+// ── Announcing commits ────────────────────────────────────────────────────────
+
+/** The environments SQLite's open transaction appended events to, per connection: announced once it commits. */
+const appendedOn = new WeakMap<Database, Set<number>>()
+
+/**
+ * The environments the connection behind `db` appended events to since the last call (its transaction has just
+ * ended); empty when none. A savepoint rolled back leaves its environments here: a listener woken for nothing reads
+ * nothing new.
+ */
+export function takeAppendedEnvironments(db: Db): number[] {
+  const connection = connectionOf(db)
+  const written = appendedOn.get(connection)
+  if (written === undefined) return []
+  appendedOn.delete(connection)
+  return [...written]
+}
+
+/** Told the environments whose events just committed (null: any environment may have new events). */
+export type RunEventsListener = (environmentIds: readonly number[] | null) => void
+
+const listeners = new WeakMap<Store, Set<RunEventsListener>>()
+
+/** Calls `listener` after each commit through this store that appended events; answers how to stop. */
+export function onRunEventsCommitted(store: Store, listener: RunEventsListener): () => void {
+  const set = listeners.get(store) ?? new Set<RunEventsListener>()
+  listeners.set(store, set)
+  set.add(listener)
+  return () => void set.delete(listener)
+}
+
+/** After a commit: the environments it appended events to, to this process's listeners. */
+export function announceRunEvents(store: Store, environmentIds: readonly number[]): void {
+  if (environmentIds.length === 0) return
+  for (const listener of listeners.get(store) ?? []) listener(environmentIds)
+}
+
+// ── Reading ───────────────────────────────────────────────────────────────────
+
+/** An event as stored, with its run's user (who may see it) and its workflow's name. */
+export interface StoredRunEvent {
+  id: number
+  runId: string
+  sequence: number
+  type: RunEventType
+  status: RunStatus
+  workflowId: number
+  workflowName: string
+  recordId: string
+  stepIndex: number | null
+  stepName: string | null
+  /** JSON text, or null. */
+  data: string | null
+  createdAt: Micros
+  /** The user the run acts as (it triggered or retried it). */
+  userId: number
+}
+
+/** Events a page reads at most. */
+export const EVENT_PAGE = 100
+
+const eventColumns = (d: Dialect) => {
+  const n = rawNumber(d)
+  return sql`${n('e.id')}, e.run_id, ${n('e.sequence')}, e.type, e.status, ${n('e.workflow_id')}, w.name, e.record_id, ${n('e.step_index')}, e.step_name,
+    e.data, ${n('e.created_at')}, ${n('r.user_id')}`
+}
+
+const eventOf = (row: unknown[]): StoredRunEvent => {
+  const [id, runId, sequence, type, status, workflowId, workflowName, recordId, stepIndex, stepName, data, createdAt, userId] = row
+  return { id, runId, sequence, type, status, workflowId, workflowName, recordId, stepIndex, stepName, data, createdAt, userId } as StoredRunEvent
+}
+
+/** `placeholder` is null (an optional filter not given), written so that PostgreSQL knows the parameter's type. */
+const absent = (placeholder: string, type: 'text' | 'int8'): SQL => sql`cast(${sql.placeholder(placeholder)} as ${sql.raw(type === 'int8' ? 'bigint' : 'text')}) IS NULL`
+
+const ENVIRONMENT_EVENTS = statement('run-events.environment', (d) =>
+  d.valueRows(sql`SELECT ${eventColumns(d)}
+  FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
+  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')}
+    AND (${absent('workflowIds', 'text')} OR ${d.inJsonArray(sql.raw('e.workflow_id'), 'workflowIds', 'integer')})
+    AND (${absent('recordId', 'text')} OR e.record_id = ${sql.placeholder('recordId')})
+    AND (${absent('userId', 'int8')} OR r.user_id = ${sql.placeholder('userId')})
+  ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
+)
+
+/** Which of an environment's events a reader wants (each absent: any). */
+export interface EnvironmentEventFilter {
+  workflowIds?: readonly number[]
+  recordId?: string
+  /** Only runs acting as this user. */
+  userId?: number
+}
+
+/** The environment's next events after id `after` matching `filter`, oldest first, at most EVENT_PAGE (walks `run_events_env_id_idx`). */
+export function* environmentEventsAfter(environmentId: number, after: number, filter: EnvironmentEventFilter = {}): Op<StoredRunEvent[]> {
+  const rows = (yield* ENVIRONMENT_EVENTS.rows({
+    environmentId,
+    after,
+    workflowIds: filter.workflowIds === undefined ? null : JSON.stringify(filter.workflowIds),
+    recordId: filter.recordId ?? null,
+    userId: filter.userId ?? null,
+  })) as unknown[][]
+  return rows.map(eventOf)
+}
+
+const RUN_EVENTS = statement('run-events.run', (d) =>
+  d.valueRows(sql`SELECT ${eventColumns(d)}
+  FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
+  WHERE e.run_id = ${sql.placeholder('runId')} AND e.id > ${sql.placeholder('after')}
+  ORDER BY e.sequence LIMIT ${sql.raw(String(EVENT_PAGE))}`),
+)
+
+/** The run's next events after id `after`, in their order, at most EVENT_PAGE (`run_events_run_sequence_idx`). */
+export function* runEventsAfter(runId: string, after: number): Op<StoredRunEvent[]> {
+  return ((yield* RUN_EVENTS.rows({ runId, after })) as unknown[][]).map(eventOf)
+}
+
+const LATEST_EVENT = statement('run-events.latest', (d) =>
+  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')} FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')}`),
+)
+
+/** The environment's newest event id (0 when it has none): where a stream that starts now starts from. */
+export function* latestEventId(environmentId: number): Op<number> {
+  const [row] = (yield* LATEST_EVENT.rows({ environmentId })) as unknown[][]
+  return (row?.[0] as number | null | undefined) ?? 0
+}

@@ -1,0 +1,384 @@
+/**
+ * The live side of run events (README "Run events (SSE)"): the open streams of this instance and how each learns of
+ * new events. The table is the only source: a stream starts by reading it after its cursor (the `Last-Event-ID`, or
+ * the start of its run, or the environment's newest event), then follows its environment's **feed** — one reader per
+ * environment with open streams, woken after every commit that appended events to it (this process's, and on
+ * PostgreSQL every instance's through LISTEN), and every heartbeat interval in case a wake-up was lost. The feed
+ * reads the environment's events after the last one it read, once for all its streams, and offers them to each.
+ *
+ * Why nothing is lost: within an environment an event with a greater id never becomes visible before one with a
+ * smaller id (src/db/run-events.ts), so "every event after id N" is exact for the feed and for a stream reading on its
+ * own. A stream reads on its own until a read of its reaches the end; from then on it takes the feed's events — those
+ * the feed offered during that last read included (an event the feed offered before the read began had committed
+ * before it, so the read has it). A stream whose client does not keep up holds at most MAX_PENDING events: past that
+ * it drops them and reads them again from the table when its client reads.
+ *
+ * Bounded: at most `maxStreams` streams per instance (503 beyond) and `maxStreamsPerCaller` per token or console user
+ * (429). A stream's caller is authorized again every RECHECK_HEARTBEATS heartbeat intervals (a revoked token, a
+ * deactivated user, a run no longer visible: the stream ends). No SQL and no HTTP here: the routes (./index.ts) turn
+ * what a stream delivers into `text/event-stream`.
+ */
+import type { Store } from '../../db/open.ts'
+import { read } from '../../db/read.ts'
+import {
+  type EnvironmentEventFilter,
+  environmentEventsAfter,
+  EVENT_PAGE,
+  latestEventId,
+  onRunEventsCommitted,
+  runEventsAfter,
+  type RunEventsListener,
+  type StoredRunEvent,
+  TERMINAL_RUN_EVENTS,
+} from '../../db/run-events.ts'
+import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
+import type { Logger } from '../../lib/logger.ts'
+
+export interface StreamSettings {
+  /** Open streams this instance serves at most (TRELLIS_EVENT_STREAMS_MAX). */
+  maxStreams: number
+  /** Open streams of one token, or of one console user, at most (TRELLIS_EVENT_STREAMS_PER_CALLER). */
+  maxStreamsPerCaller: number
+  /** A stream that wrote nothing for this long writes a heartbeat comment (TRELLIS_EVENT_HEARTBEAT_SECONDS). */
+  heartbeatMs: number
+}
+
+/** Events a stream holds for a client that has not read them yet; past this it reads them again from the table later. */
+export const MAX_PENDING = 500
+
+/** A stream's caller is authorized again every this many heartbeat intervals. */
+export const RECHECK_HEARTBEATS = 4
+
+/** What a stream follows, from where, and how its caller is authorized again. */
+export interface StreamSpec {
+  /** Whose stream it is, for the per-caller bound (`token:<id>`, `user:<id>`). */
+  caller: string
+  environmentId: number
+  /** The last event the client has (`Last-Event-ID`); null: a run's stream from its first event, an environment's from now. */
+  after: number | null
+  /** A run's stream: its events only, ending after its last event (a finished run: once read to the end). */
+  run?: { id: string; finished: boolean }
+  /** An environment's stream: which of its events. */
+  filter?: EnvironmentEventFilter
+  /**
+   * The caller authorized again: the filter it may see now (an environment's stream), or a thrown HttpError (the
+   * stream ends). Any other failure (the database unreachable) leaves the stream open until the next check.
+   */
+  recheck(): Promise<EnvironmentEventFilter>
+}
+
+/** What a stream delivers next: events, a heartbeat, or null (the stream ends). */
+export type Delivery = { events: StoredRunEvent[] } | 'heartbeat' | null
+
+export interface Stream {
+  next(): Promise<Delivery>
+  close(): void
+}
+
+export class RunEventHub {
+  private readonly feeds = new Map<number, Feed>()
+  private readonly streams = new Set<Subscriber>()
+  private readonly perCaller = new Map<string, number>()
+  /** This process's commits (registered with the first stream), and other instances' (PostgreSQL's LISTEN). */
+  private local: (() => void) | null = null
+  private remote: Promise<Listening | null> | null = null
+  private ticker: ReturnType<typeof setInterval> | null = null
+  private lastPollAt = 0
+  private closed = false
+
+  constructor(
+    readonly store: Store,
+    readonly clock: Clock,
+    readonly logger: Logger,
+    readonly settings: StreamSettings,
+  ) {}
+
+  /** Streams open now. */
+  get openStreams(): number {
+    return this.streams.size
+  }
+
+  /** A new stream; 503 `too_many_streams` past the instance's bound, 429 past the caller's. Its first `next()` starts reading. */
+  open(spec: StreamSpec): Stream {
+    if (this.closed) throw retryLater(503, 'shutting_down', 'This instance is stopping: reconnect to another one', 1)
+    if (this.streams.size >= this.settings.maxStreams) {
+      throw retryLater(503, 'too_many_streams', `This instance serves ${this.settings.maxStreams} event streams at most`, 5)
+    }
+    const mine = this.perCaller.get(spec.caller) ?? 0
+    if (mine >= this.settings.maxStreamsPerCaller) {
+      throw tooManyRequests(5, `At most ${this.settings.maxStreamsPerCaller} event streams may be open at once per token or console user`)
+    }
+    this.perCaller.set(spec.caller, mine + 1)
+    const feed = this.feedOf(spec.environmentId)
+    const stream = new Subscriber(this, feed, spec)
+    feed.subscribers.add(stream)
+    this.streams.add(stream)
+    this.startWatching()
+    return stream
+  }
+
+  /** Ends every stream (their clients reconnect elsewhere) and stops listening: a stopping server's first step. */
+  async close(): Promise<void> {
+    this.closed = true
+    for (const stream of [...this.streams]) stream.close()
+    this.local?.()
+    this.local = null
+    const remote = await this.remote
+    this.remote = null
+    await remote?.stop().catch(() => {})
+  }
+
+  /** A stream ended: its place in the bounds is free again. */
+  forget(stream: Subscriber): void {
+    if (!this.streams.delete(stream)) return
+    const left = (this.perCaller.get(stream.spec.caller) ?? 1) - 1
+    if (left > 0) this.perCaller.set(stream.spec.caller, left)
+    else this.perCaller.delete(stream.spec.caller)
+    const feed = stream.feed
+    feed.subscribers.delete(stream)
+    if (feed.subscribers.size === 0) this.dropFeed(feed)
+    if (this.streams.size === 0 && this.ticker !== null) {
+      clearInterval(this.ticker)
+      this.ticker = null
+    }
+  }
+
+  /** A feed that could not start: the next stream of its environment makes a new one. */
+  dropFeed(feed: Feed): void {
+    if (this.feeds.get(feed.environmentId) === feed) this.feeds.delete(feed.environmentId)
+  }
+
+  private feedOf(environmentId: number): Feed {
+    let feed = this.feeds.get(environmentId)
+    if (feed === undefined) {
+      feed = new Feed(this, environmentId)
+      this.feeds.set(environmentId, feed)
+    }
+    return feed
+  }
+
+  /**
+   * Hears of commits once the first stream opens: this process's at once, other instances' once listening (a failure:
+   * the feeds' periodic reads go on alone, and listening is tried again at the next one).
+   */
+  private startWatching(): void {
+    const wake: RunEventsListener = (environmentIds) => this.wake(environmentIds)
+    this.ticker ??= setInterval(() => this.tick(), Math.min(1_000, this.settings.heartbeatMs))
+    this.local ??= onRunEventsCommitted(this.store, wake)
+    this.remote ??= listenForRunEventsOn(this.store, wake).catch((error) => {
+      this.logger.warn('listening for run events failed; event streams read every heartbeat interval', { error: (error as Error).message })
+      this.remote = null
+      return null
+    })
+  }
+
+  /** Events committed in these environments (null: any): their feeds read. */
+  private wake(environmentIds: readonly number[] | null): void {
+    if (environmentIds === null) for (const feed of this.feeds.values()) feed.wake()
+    else for (const id of environmentIds) this.feeds.get(id)?.wake()
+  }
+
+  /** Every second (or heartbeat interval, when shorter): heartbeats and checks due, and the feeds' periodic read. */
+  private tick(): void {
+    const now = this.clock.now()
+    for (const stream of this.streams) stream.onTick(now)
+    if (now - this.lastPollAt >= this.settings.heartbeatMs) {
+      this.lastPollAt = now
+      this.wake(null)
+      if (this.remote === null) this.startWatching()
+    }
+  }
+}
+
+/** One environment's reader: its events after the last one it read, offered to each of its streams. */
+class Feed {
+  /** The id of the last event read (or, at first, the environment's newest). */
+  position = 0
+  readonly subscribers = new Set<Subscriber>()
+  /** Settled once `position` holds the environment's newest event: a stream reads on its own only after that. */
+  readonly ready: Promise<void>
+  private reading = false
+  private again = false
+
+  constructor(
+    private readonly hub: RunEventHub,
+    readonly environmentId: number,
+  ) {
+    this.ready = read(hub.store, latestEventId(environmentId)).then((latest) => {
+      this.position = latest
+    })
+    // A failed start fails its streams' first read (they end; their clients reconnect); the next stream starts anew.
+    this.ready.catch(() => hub.dropFeed(this))
+  }
+
+  /** Reads now, or once more after the read under way. */
+  wake(): void {
+    if (this.reading) {
+      this.again = true
+      return
+    }
+    void this.pump()
+  }
+
+  private async pump(): Promise<void> {
+    this.reading = true
+    try {
+      await this.ready
+      do {
+        this.again = false
+        const page = await read(this.hub.store, environmentEventsAfter(this.environmentId, this.position))
+        if (page.length === 0) continue
+        this.position = page[page.length - 1]!.id
+        for (const stream of this.subscribers) stream.offer(page)
+        if (page.length === EVENT_PAGE) this.again = true
+      } while (this.again && this.subscribers.size > 0)
+    } catch (error) {
+      // The next wake-up or periodic read tries again from the same place.
+      this.hub.logger.warn('reading run events failed', { environmentId: this.environmentId, error: (error as Error).message })
+    } finally {
+      this.reading = false
+    }
+  }
+}
+
+type Wake = 'events' | 'heartbeat' | 'closed'
+
+/** One open stream. */
+class Subscriber implements Stream {
+  /** The id of the last event delivered to the client. */
+  private cursor = 0
+  private started = false
+  /** Reading on its own from the table (at first, and after dropping what its client did not read). */
+  private behind = true
+  /** While reading on its own: the feed offered more than it can hold, so it reads once more before following the feed. */
+  private missed = false
+  /** The feed's events for the client (while reading on its own: those offered during the current read). */
+  private pending: StoredRunEvent[] = []
+  /** Nothing more to deliver (its run's last event went out, or the stream was closed). */
+  private ended = false
+  private closed = false
+  private waiter: ((why: Wake) => void) | null = null
+  private filter: EnvironmentEventFilter
+  private lastWriteAt: number
+  private lastCheckAt: number
+  private checking = false
+
+  constructor(
+    private readonly hub: RunEventHub,
+    readonly feed: Feed,
+    readonly spec: StreamSpec,
+  ) {
+    this.filter = spec.filter ?? {}
+    this.lastWriteAt = this.lastCheckAt = hub.clock.now()
+  }
+
+  async next(): Promise<Delivery> {
+    if (!this.started) await this.start()
+    for (;;) {
+      if (this.closed || this.ended) return this.finish()
+      if (this.behind) {
+        this.missed = false
+        this.pending = []
+        const page = await this.readOnItsOwn()
+        if (this.closed) return this.finish()
+        if (page.length < EVENT_PAGE && !this.missed) this.behind = false
+        else this.pending = [] // read again: that read finds them
+        if (page.length > 0) return this.deliver(page)
+        // A run that had finished when the stream opened: read to its end, even without a last event (older runs have none).
+        if (!this.behind && this.spec.run?.finished) this.ended = true
+        continue
+      }
+      const fresh = this.pending.filter((event) => event.id > this.cursor)
+      this.pending = []
+      if (fresh.length > 0) return this.deliver(fresh)
+      const why = await new Promise<Wake>((resolve) => (this.waiter = resolve))
+      this.waiter = null
+      if (why === 'heartbeat' && !this.closed) {
+        this.lastWriteAt = this.hub.clock.now()
+        return 'heartbeat'
+      }
+    }
+  }
+
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    this.pending = []
+    this.hub.forget(this)
+    this.waiter?.('closed')
+  }
+
+  /** The feed's new events: those this stream wants, held for its client (at most MAX_PENDING: past that, read again later). */
+  offer(events: readonly StoredRunEvent[]): void {
+    if (this.closed || this.ended) return
+    let last = this.pending.length > 0 ? this.pending[this.pending.length - 1]!.id : this.cursor
+    for (const event of events) {
+      if (event.id <= last || !this.wants(event)) continue
+      this.pending.push(event)
+      last = event.id
+    }
+    if (this.pending.length > MAX_PENDING) {
+      this.pending = []
+      this.missed = true
+      this.behind = true
+    }
+    if (this.pending.length > 0 || this.behind) this.waiter?.('events')
+  }
+
+  /** The hub's tick: a heartbeat when the stream wrote nothing for an interval, the caller's check when one is due. */
+  onTick(now: number): void {
+    if (this.waiter !== null && now - this.lastWriteAt >= this.hub.settings.heartbeatMs) this.waiter('heartbeat')
+    if (!this.checking && now - this.lastCheckAt >= this.hub.settings.heartbeatMs * RECHECK_HEARTBEATS) void this.recheck(now)
+  }
+
+  private async start(): Promise<void> {
+    this.started = true
+    await this.feed.ready
+    this.cursor = this.spec.after ?? (this.spec.run ? 0 : await read(this.hub.store, latestEventId(this.feed.environmentId)))
+  }
+
+  private readOnItsOwn(): Promise<StoredRunEvent[]> {
+    const work = this.spec.run ? runEventsAfter(this.spec.run.id, this.cursor) : environmentEventsAfter(this.feed.environmentId, this.cursor, this.filter)
+    return read(this.hub.store, work)
+  }
+
+  private wants(event: StoredRunEvent): boolean {
+    if (this.spec.run) return event.runId === this.spec.run.id
+    const { workflowIds, recordId, userId } = this.filter
+    return (
+      (workflowIds === undefined || workflowIds.includes(event.workflowId)) &&
+      (recordId === undefined || event.recordId === recordId) &&
+      (userId === undefined || event.userId === userId)
+    )
+  }
+
+  /** Events to the client, the cursor after them; a run's stream stops after its run's last event. */
+  private deliver(events: StoredRunEvent[]): Delivery {
+    const last = this.spec.run ? events.findIndex((event) => TERMINAL_RUN_EVENTS.includes(event.type)) : -1
+    const sent = last >= 0 ? events.slice(0, last + 1) : events
+    if (last >= 0) this.ended = true
+    this.cursor = sent[sent.length - 1]!.id
+    this.lastWriteAt = this.hub.clock.now()
+    return { events: sent }
+  }
+
+  private finish(): null {
+    this.close()
+    return null
+  }
+
+  private async recheck(now: number): Promise<void> {
+    this.checking = true
+    try {
+      this.filter = await this.spec.recheck()
+    } catch (error) {
+      if (error instanceof HttpError) this.close()
+      else this.hub.logger.warn('authorizing an event stream again failed; it stays open until the next check', { error: (error as Error).message })
+    } finally {
+      this.checking = false
+      this.lastCheckAt = now
+    }
+  }
+}
