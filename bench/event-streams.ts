@@ -3,7 +3,7 @@
  * second — fifteen times the default's rate, so the idle figure bounds it), it measures the server's resident memory
  * and CPU while idle, then opens `streams` streams on the environment (bare sockets: `fetch` holds at most 256), waits
  * for every stream's first heartbeat, and measures them again while the streams sit idle, beating; then one webhook
- * run's four events reach every stream (fan-out: trigger → the last stream has the run's last event). Asserts nothing.
+ * run's events reach every stream (fan-out: trigger → the last stream has the run's last event). Asserts nothing.
  */
 import { cpuTimeUs, memoryOf, post, type Server } from './procs.ts'
 import type { SeedResult } from './seed.ts'

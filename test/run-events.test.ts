@@ -53,7 +53,7 @@ const FINISHED = ['succeeded', 'failed', 'cancelled']
 /** The workflows of these tests, on Support's orders in production. */
 function workflows() {
   return [
-    // load, update, wait 1 s, update, a failing http call: nine events, a wait and a resumption among them.
+    // load, update, wait 1 s, update, a failing http call: eight events, a wait and a resumption among them.
     ordersWorkflow('Eventful', [
       { type: 'load', name: 'read' },
       { type: 'update', name: 'mark', set: { seen: 'yes' } },
@@ -102,7 +102,6 @@ const serveOn = (env: TestEnv, settings: Record<string, string>) =>
 const shapeOf = (events: SseEvent[]) => events.map((e) => [e.event, e.data.status, e.data.stepIndex, e.data.stepName])
 
 const EVENTFUL = [
-  ['run.queued', 'queued', null, null],
   ['run.started', 'running', null, null],
   ['step.succeeded', 'running', 0, 'read'],
   ['step.succeeded', 'running', 1, 'mark'],
@@ -180,9 +179,8 @@ describe('run events through a real server', () => {
     const events = await live.rest(20_000)
     expect(shapeOf(events)).toEqual(EVENTFUL)
     expectWellFormed(events, runId)
-    const [queued, started, read, , waiting, resumed, again, failed, ended] = events.map((e) => e.data)
-    expect(queued).toMatchObject({ trigger: 'manual', nextStep: 0, retryOf: null, workflow: { name: 'Eventful' }, recordId: 'ev-1' })
-    expect(started).toMatchObject({ attempt: 1, nextStep: 0 })
+    const [started, read, , waiting, resumed, again, failed, ended] = events.map((e) => e.data)
+    expect(started).toMatchObject({ attempt: 1, nextStep: 0, trigger: 'manual', retryOf: null, workflow: { name: 'Eventful' }, recordId: 'ev-1' })
     expect(read).toMatchObject({ stepType: 'load' })
     expect(Date.parse(read!.finishedAt as string)).toBeGreaterThanOrEqual(Date.parse(read!.startedAt as string))
     expect(Date.parse(waiting!.until as string) - Date.parse(waiting!.startedAt as string)).toBeGreaterThanOrEqual(1000)
@@ -216,7 +214,6 @@ describe('run events through a real server', () => {
     const rest = await third.rest()
     const all = [...before, ...middle, ...rest]
     expect(all.map((e) => [e.event, e.data.stepName])).toEqual([
-      ['run.queued', null],
       ['run.started', null],
       ['step.succeeded', 'one'],
       ['step.waiting', 'first'],
@@ -253,7 +250,7 @@ describe('run events through a real server', () => {
     const runsOf = (events: SseEvent[]) => [...new Set(events.map((e) => e.data.runId))]
     const all = await everything.eventsUntil((e) => e.data.runId === aliceOther && e.event === 'run.succeeded')
     expect(runsOf(all)).toEqual([bobOn3, bobOn4, aliceOn3, aliceOther])
-    expect(all.filter((e) => e.data.runId === bobOn3).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
+    expect(all.filter((e) => e.data.runId === bobOn3).map((e) => e.event)).toEqual(['run.started', 'step.succeeded', 'run.succeeded'])
     // Every event of the environment, once, in id order.
     const ids = all.map((e) => Number(e.id))
     expect(ids).toEqual([...ids].sort((a, b) => a - b))
@@ -303,7 +300,7 @@ describe('run events through a real server', () => {
     expect([head.status, head.headers.get('content-type'), await head.text()]).toEqual([200, 'text/event-stream; charset=utf-8', ''])
     // A scope is not needed to read one's runs (as GET /v1/workflow-runs/{runId}): a notes-only token of bob's.
     const reader = await stream(`/v1/workflow-runs/${runId}/events`, tokens.bobNotes)
-    expect((await reader.rest()).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
+    expect((await reader.rest()).map((e) => e.event)).toEqual(['run.started', 'step.succeeded', 'run.succeeded'])
   }, 30_000)
 })
 
@@ -371,8 +368,21 @@ describe('run event streams through the app', () => {
     const rest = await reader.rest()
     expect(rest.map((e) => [e.event, e.data.status])).toEqual([['run.cancelled', 'cancelled']])
     const stored = queryAll<{ run_id: string; type: string }>(env.store, "SELECT run_id, type FROM run_events WHERE record_id = 'in-1' ORDER BY id")
-    expect(stored.map((e) => [e.run_id, e.type])).toEqual(['run.queued', 'run.started', 'step.waiting', 'run.cancelled'].map((type) => [runId, type]))
+    expect(stored.map((e) => [e.run_id, e.type])).toEqual(['run.started', 'step.waiting', 'run.cancelled'].map((type) => [runId, type]))
   })
+
+  test('a retry’s run.started names the run it retries and the step it resumes at', async () => {
+    const failed = await startRun('Eventful', 'in-3')
+    const first = new SseReader(await open(`/v1/workflow-runs/${failed}/events`, tokens.bob.value))
+    expect((await first.rest(20_000)).at(-1)!.event).toBe('run.failed')
+    const retried = await app.handle(request(`/v1/workflow-runs/${failed}/retry`, { method: 'POST', headers: bearer(tokens.bob.value) }))
+    expect(retried.status).toBe(202)
+    executor.notify()
+    const { runId } = (await retried.json()) as { runId: string }
+    const events = await new SseReader(await open(`/v1/workflow-runs/${runId}/events`, tokens.bob.value)).rest(20_000)
+    expect(events.map((e) => [e.event, e.data.stepIndex])).toEqual([['run.started', null], ['step.failed', 4], ['run.failed', null]])
+    expect(events[0]!.data).toMatchObject({ trigger: 'manual', retryOf: failed, nextStep: 4, attempt: 1, sequence: 1 })
+  }, 30_000)
 
   test('the stream of a revoked token ends at its next check (every four heartbeats); another caller’s goes on', async () => {
     const revoked = await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])
@@ -463,10 +473,10 @@ describe('run events across PostgreSQL instances', () => {
         const bothDone = (seen: Set<unknown>) => (e: SseEvent) => (e.event === 'run.succeeded' && seen.add(e.data.runId) && seen.size === 2) || false
         const [fromA, fromB] = await Promise.all([onA.eventsUntil(bothDone(new Set()), 10_000), onB.eventsUntil(bothDone(new Set()), 10_000)])
         expect(Date.now() - began).toBeLessThan(10_000)
-        // The same events, in the same order, on both: each run's four, whichever instance queued or ran it.
+        // The same events, in the same order, on both: each run's three, whichever instance queued or ran it.
         expect(fromB.map((e) => e.id)).toEqual(fromA.map((e) => e.id))
         for (const runId of [throughA, throughB]) {
-          expect(fromA.filter((e) => e.data.runId === runId).map((e) => e.event)).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'])
+          expect(fromA.filter((e) => e.data.runId === runId).map((e) => e.event)).toEqual(['run.started', 'step.succeeded', 'run.succeeded'])
         }
         // A run's stream on the instance that did not queue it: all of it, then the end.
         const run = new SseReader(await fetch(`${b.url}/v1/workflow-runs/${throughA}/events`, { headers: bearer(bob) }))
@@ -529,7 +539,7 @@ describe('many streams', () => {
     await Promise.all(streams.map((stream) => stream.until('event: run.succeeded', 15_000)))
     for (const stream of streams) {
       const types = [...stream.text().matchAll(/event: (\S+)\ndata: (.*)\n/g)].map(([, type, data]) => [type, (JSON.parse(data!) as { runId: string }).runId])
-      expect(types).toEqual(['run.queued', 'run.started', 'step.succeeded', 'run.succeeded'].map((type) => [type, runId]))
+      expect(types).toEqual(['run.started', 'step.succeeded', 'run.succeeded'].map((type) => [type, runId]))
     }
     for (const stream of streams) stream.close()
   }, 90_000)

@@ -222,13 +222,13 @@ export function* claimRuns(owner: string, now: number, leaseMs: number, limit: n
   if (order.length === 0) return []
   const started = yield* op(startRuns, owner, now, leaseMs, order, limit)
   started.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
-  // A run's first claim starts it; a later one (after a wait, a recovery, a give-back) resumes it.
+  // A run's first claim starts it (and tells how it was started); a later one (after a wait, a recovery, a give-back) resumes it.
   yield* appendRunEvents(
     started.map((run) => ({
       ...subjectOfRow(run),
       type: run.attempts === 1 ? 'run.started' : 'run.resumed',
       status: 'running',
-      data: { attempt: run.attempts, nextStep: run.next_step },
+      data: { attempt: run.attempts, nextStep: run.next_step, ...(run.attempts === 1 ? { trigger: run.trigger, retryOf: run.retry_of } : {}) },
       at: now,
     })),
   )

@@ -1,6 +1,6 @@
 /**
- * A run's events (issue 28; README "Run events (SSE)"): every transition of a run and every step outcome appends an
- * event in the transition's own transaction — all of a transaction's events at once, the last thing it writes — with
+ * A run's events (issue 28; README "Run events (SSE)"): every transition of a run from its start on and every step
+ * outcome appends an event in the transition's own transaction — all of a transaction's events at once, the last thing it writes — with
  * a global id (the SSE `id:`) and a per-run `sequence` (1, 2, …: the run's newest + 1).
  * Readers page from an id: an environment's events (`run_events_env_id_idx`) or one run's.
  *
@@ -30,10 +30,10 @@ import { statement } from './query.ts'
 /**
  * What happened to a run: its start (the first claim), a resumption (a later claim: after a `wait`, after recovery
  * or a give-back), its return to the queue (`run.requeued`: a lease expired, a graceful stop), each step's outcome
- * (`step.waiting`: a `wait` step parked the run), and its end. `run.queued` is the run's first event.
+ * (`step.waiting`: a `wait` step parked the run), and its end. Being queued is no event: it would cost every trigger
+ * an insert (README "Run events (SSE)" has the measure); `run.started` tells how the run was started.
  */
 export const RUN_EVENT_TYPES = [
-  'run.queued',
   'run.started',
   'run.resumed',
   'run.requeued',
@@ -98,20 +98,17 @@ const INSERT_EVENT = `INSERT INTO run_events (run_id, environment_id, workflow_i
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 /**
- * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`) — but
- * for `run.queued`, appended in the transaction that inserts its run and so always its first — then one prepared
- * insert per event: measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a statement that reads
- * its own table into a temporary table first), and an insert is no round trip here. Every trigger appends one, so
- * each read saved counts. Per-dialect: ./postgres/per-dialect.ts takes the environments' locks, then inserts them all
- * in one statement.
+ * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`), then
+ * one prepared insert per event — measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a
+ * statement that reads its own table into a temporary table first), and an insert is no round trip here. Per-dialect:
+ * ./postgres/per-dialect.ts takes the environments' locks, then inserts them all in one statement.
  */
 export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
   const newest = statementOn(db, 'run-events.newest', NEWEST_SEQUENCE)
   const insert = statementOn(db, 'run-events.insert', INSERT_EVENT)
   const sequences = new Map<string, number>()
-  const newestOf = (e: NewRunEvent) => (e.type === 'run.queued' ? 0 : ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0))
   for (const e of events) {
-    const sequence = (sequences.get(e.runId) ?? newestOf(e)) + 1
+    const sequence = (sequences.get(e.runId) ?? ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0)) + 1
     sequences.set(e.runId, sequence)
     insert.run(e.runId, e.environmentId, e.workflowId, e.recordId, sequence, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at))
   }

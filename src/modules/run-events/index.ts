@@ -69,7 +69,7 @@ export function runEventsModule(deps: AppDeps) {
           operationId: 'streamRunEvents',
           summary: 'Follow a run: its events so far, then live ones, as Server-Sent Events (the triggering user or a project admin)',
           description:
-            'Every transition and step outcome of the run in order (`run.queued`, `run.started`, `step.succeeded`, `step.waiting`, `run.resumed`, `step.failed`, ' +
+            'Every transition and step outcome of the run in order (`run.started`, `step.succeeded`, `step.waiting`, `run.resumed`, `step.failed`, ' +
             '`run.succeeded`, `run.failed`, `run.cancelled`, `run.requeued`), first those so far (after `Last-Event-ID` when sent), then each as it commits; ' +
             `the stream ends after the run's last event (at once for a finished run read to its end). ${LIMITS}`,
           ...eventStreamDocs('The run’s events', RunEvent),

@@ -23,9 +23,9 @@ export const RunEvent = t.Object(
     error: t.Optional(
       t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) }, { description: '`step.failed`, `run.failed`: why' }),
     ),
-    trigger: t.Optional(t.UnionEnum(['manual', 'webhook'], { description: '`run.queued`: how the run was started' })),
-    retryOf: t.Optional(t.Union([t.String({ format: 'uuid' }), t.Null()], { description: '`run.queued`: the run this one retries, or null' })),
-    nextStep: t.Optional(Integer({ minimum: 0, description: '`run.queued`, `run.started`, `run.resumed`: the step it starts or resumes at' })),
+    trigger: t.Optional(t.UnionEnum(['manual', 'webhook'], { description: '`run.started`: how the run was started' })),
+    retryOf: t.Optional(t.Union([t.String({ format: 'uuid' }), t.Null()], { description: '`run.started`: the run this one retries, or null' })),
+    nextStep: t.Optional(Integer({ minimum: 0, description: '`run.started`, `run.resumed`: the step it starts or resumes at' })),
     attempt: t.Optional(Integer({ minimum: 1, description: '`run.started`, `run.resumed`: how many times the run has been claimed' })),
     reason: t.Optional(
       t.UnionEnum(['lease_expired', 'restarted', 'released'], {

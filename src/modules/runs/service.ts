@@ -104,18 +104,6 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
-  yield* appendRunEvents([
-    {
-      runId: result.id,
-      environmentId: input.target.environmentId,
-      workflowId: input.target.workflowId,
-      recordId: input.recordId,
-      type: 'run.queued',
-      status: 'queued',
-      data: { trigger: input.trigger, nextStep: input.retry?.resumeAt ?? 0, retryOf: input.retry?.of ?? null },
-      at: clock.now(),
-    },
-  ])
   return result.id
 }
 
