@@ -207,7 +207,7 @@ describe.skipIf(!available)('the console in Chromium', () => {
 
     await page.fill('input[name=ratePerMinute]', '0')
     await page.click('button:text("Save rate")')
-    await eventually('the rate error', async () => (await page.locator('p.form-error').last().textContent()) ?? '', (t) => t.includes('ratePerMinute'))
+    await eventually('the rate error', async () => (await page.locator('form:has(input[name=ratePerMinute]) p.form-error').textContent()) ?? '', (t) => t.includes('ratePerMinute'))
     await page.fill('input[name=ratePerMinute]', '7')
     await thenLoad(() => page.click('button:text("Save rate")')) // saved, then reloaded
     expect(await page.locator('input[name=ratePerMinute]').inputValue()).toBe('7')

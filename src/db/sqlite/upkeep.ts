@@ -84,9 +84,10 @@ class CheckpointThread {
  * Takes WAL checkpoints off every request's path. SQLite's own (`wal_autocheckpoint`: the commit that crosses
  * 1,000 pages copies them and fsyncs, inside that request) is turned off on the server's connection; instead a
  * timer asks the checkpoint thread (`entrypoint`: its own connection, so the copy and the sync never hold the event
- * loop), every `everyMs` and at once when the file passes WAL_TRUNCATE_ABOVE_BYTES, one checkpoint at a time:
- * PASSIVE (copies what no reader still needs, never waits), then TRUNCATE when the file is that large and the copy
- * caught up (with busy_timeout 0 it gives up at once when another connection is busy). Once a checkpoint has caught
+ * loop) for a PASSIVE checkpoint every `everyMs` (copies what no reader still needs, never waits, never locks out a
+ * writer), one at a time; when the file passes WAL_TRUNCATE_ABOVE_BYTES, a TRUNCATE on the server's own connection,
+ * between requests (copies the little the thread has not, resets the file; with busy_timeout 0 it gives up at once
+ * when another connection is busy). Once a checkpoint has caught
  * up, the next commit writes the WAL from its start again: the file stays about as large as what is committed
  * between two checkpoints. While another process pins the WAL (busy), only the regular ticks retry. The thread starts
  * at the first checkpoint with a WAL to copy (an idle server that has written nothing runs none).
@@ -107,15 +108,20 @@ export function scheduleWalCheckpoints(
     const large = size > WAL_TRUNCATE_ABOVE_BYTES
     if (size === 0 || (Date.now() - last < everyMs && !(large && !busy))) return
     last = Date.now()
+    if (large) {
+      // The thread's PASSIVE copies run beside the server's commits, so under a steady write load they rarely catch up
+      // and the WAL never starts over: past the threshold, this thread (between requests, as SQLite's own checkpoint
+      // would inside one) copies what is left — little, the thread copied the rest — and truncates the file.
+      const truncated = checkpointWal(store, 'TRUNCATE')
+      busy = truncated.busy
+      report.checkpointed('truncate', truncated, walBytes(store))
+      return
+    }
     if (thread?.dead) thread.terminate()
     if (!thread || thread.dead) thread = new CheckpointThread(entrypoint, store.path)
     const passive = await thread.checkpoint('PASSIVE')
     busy = passive.busy
     report.checkpointed('passive', passive, size)
-    if (!large || passive.busy || passive.checkpointedPages < passive.walPages) return
-    const truncated = await thread.checkpoint('TRUNCATE')
-    busy = truncated.busy
-    report.checkpointed('truncate', truncated, walBytes(store))
   }
   const timer = setInterval(() => {
     running ??= tick()
