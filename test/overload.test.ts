@@ -66,6 +66,11 @@ const LOAD_RECORDS = 40
 
 let env: TestEnv
 let hooks: { budget: string; busy: string }
+/**
+ * The tokens, made before any server runs: written from this process while a `serve` writes too (its start-up
+ * recovery and pruning, its checkpoints), a token could meet the server's write lock and be refused database_busy.
+ */
+let tokens: { bobTrigger: string; aliceBudget: string; aliceAll: string; erp: string }
 /** Every flood's figures, printed at the end (README "Guarantees" quotes them). */
 const figures: Record<string, unknown> = {}
 
@@ -80,6 +85,13 @@ beforeAll(async () => {
   for (let i = 0; i < LOAD_RECORDS; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `load_${i}`, data: { busy: '' } })
   const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   hooks = { budget: reportHook(report, 'Budget'), busy: reportHook(report, 'Busy') }
+  const made = async (user: string, scopes: Parameters<typeof tokenFor>[3]) => (await tokenFor(env.store, systemClock, user, scopes)).value
+  tokens = {
+    bobTrigger: await made('bob', ['workflows:trigger']),
+    aliceBudget: await made('alice', ['all']),
+    aliceAll: await made('alice', ['all']),
+    erp: await made('bob', ['workflows:trigger']),
+  }
 }, 60_000)
 
 afterAll(() => {
@@ -145,7 +157,7 @@ describe('floods at ten times each budget', () => {
   })
 
   test('a webhook at 10× its rate: 202 within the bucket, 429 with Retry-After beyond it, every accepted run stored', async () => {
-    const token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    const token = tokens.bobTrigger
     // The bucket holds WEBHOOK_RATE and refills WEBHOOK_RATE a minute: over the flood, that is its whole budget.
     const budget = WEBHOOK_RATE + (WEBHOOK_RATE * FLOOD_MS) / 60_000
     const total = Math.ceil(10 * budget)
@@ -162,7 +174,7 @@ describe('floods at ten times each budget', () => {
   }, 30_000)
 
   test('a token at 10× its API rate: its budget answered 200, the rest 429 with Retry-After', async () => {
-    const token = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+    const token = tokens.aliceBudget
     const total = 10 * API_RATE
     const { answers } = await measured(server, 'api', () =>
       flood({ durationMs: FLOOD_MS, total, concurrency: 32 }, () => ({
@@ -218,8 +230,8 @@ describe('a saturating mixed load, then slow and idle clients', () => {
   beforeAll(async () => {
     server = await serve({ TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' })
     openapi ??= (await (await fetch(`${server.url}/openapi.json`)).json()) as OpenApi
-    admin = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
-    erp = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+    admin = tokens.aliceAll
+    erp = tokens.erp
   }, 60_000)
   afterAll(async () => {
     expect(await server?.stop()).toBe(0)
