@@ -43,13 +43,17 @@ export class TurnSlices {
 
   /** Whether the current turn's slice has time left; the first request of a turn opens its slice. */
   private withinSlice(): boolean {
-    const now = performance.now()
     if (this.sliceStartedAt === null) {
-      this.sliceStartedAt = now
-      setImmediate(() => (this.sliceStartedAt = null))
+      this.openSlice()
       return true
     }
-    return now - this.sliceStartedAt < SLICE_MS
+    return performance.now() - this.sliceStartedAt < SLICE_MS
+  }
+
+  /** Starts this turn's slice now; the next turn finds none open. */
+  private openSlice(): void {
+    this.sliceStartedAt = performance.now()
+    setImmediate(() => (this.sliceStartedAt = null))
   }
 
   private schedulePump(): void {
@@ -69,10 +73,7 @@ export class TurnSlices {
   private startNext = (): void => {
     const next = this.waiting.shift()
     if (next === undefined) return
-    if (this.sliceStartedAt === null) {
-      this.sliceStartedAt = performance.now()
-      setImmediate(() => (this.sliceStartedAt = null))
-    }
+    if (this.sliceStartedAt === null) this.openSlice()
     next()
     if (this.waiting.length === 0) return
     queueMicrotask(() => (this.withinSlice() ? this.startNext() : this.schedulePump()))
