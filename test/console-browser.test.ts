@@ -8,20 +8,12 @@
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails them.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { bearer, processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const available = existsSync(CHROMIUM)
-if (!available) {
-  if (process.env.TRELLIS_REQUIRE_BROWSER === '1') throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium)`)
-  console.warn(`console-browser: SKIPPED, no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`)
-}
-
-// The flags this machine's closed network needs (no background fetches, no QUIC), headless as root.
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+requireBrowser('console-browser')
 
 /** The test env the served console runs on: its data dir, and on PostgreSQL its database. */
 let env: TestEnv
@@ -32,45 +24,10 @@ let context: BrowserContext
 let page: Page
 const problems: string[] = []
 
-/**
- * Script errors, CSP violations and failed page resources are problems. A 4xx answer to the console's own
- * fetch (a wrong password, a rate of 0) is expected: Chromium logs it as "Failed to load resource", so those
- * console lines are left out and resources are judged by their responses instead.
- */
-function watch(p: Page) {
-  p.on('pageerror', (error) => problems.push(`page error on ${p.url()}: ${error.message}`))
-  p.on('console', (message) => {
-    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) problems.push(`console error on ${p.url()}: ${message.text()}`)
-  })
-  p.on('response', (response) => {
-    const type = response.request().resourceType()
-    if (type !== 'fetch' && type !== 'xhr' && response.status() >= 400) problems.push(`${response.status()} for ${type} ${response.url()}`)
-  })
-}
-
-
-/** Polls `read` until `ok` holds (pages update after fetches and navigations); fails naming `what` and the last value. */
-async function eventually<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    let value: T | undefined
-    try {
-      value = await read()
-      if (ok(value)) return value
-    } catch {
-      // navigating: the element is not there yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`)
-    await Bun.sleep(100)
-  }
-}
-const text = (selector: string, p: Page = page) => async () => (await p.locator(selector).first().textContent({ timeout: 1_000 })) ?? ''
-const count = (selector: string, p: Page = page) => () => p.locator(selector).count()
-
-/** Runs a click whose form reloads or leaves the page, and waits for the next page to load. */
-async function thenLoad(action: () => Promise<unknown>) {
-  await Promise.all([page.waitForEvent('load'), action()])
-}
+const watch = (p: Page) => watchPage(p, problems)
+const text = (selector: string, p: Page = page) => textOf(p, selector)
+const count = (selector: string, p: Page = page) => countOf(p, selector)
+const thenLoad = (action: () => Promise<unknown>) => loadAfter(page, action)
 
 async function signIn(email: string, password: string) {
   await page.fill('input[name=email]', email)
@@ -78,14 +35,14 @@ async function signIn(email: string, password: string) {
   await page.click('button[type=submit]')
 }
 
-describe.skipIf(!available)('the console in Chromium', () => {
+describe.skipIf(!browserAvailable)('the console in Chromium', () => {
   beforeAll(async () => {
     env = testEnv()
     dir = { path: env.dataDir }
     const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dir.path], { env: processEnv(env) })
     expect(applied.code).toBe(0)
     server = await startServe({ dataDir: dir.path, cwd: dir.path, env: processEnv(env) })
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+    browser = await launchBrowser()
     context = await browser.newContext({ baseURL: server.url })
     page = await context.newPage()
     watch(page)

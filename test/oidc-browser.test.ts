@@ -10,21 +10,16 @@
  * Chromium: /usr/bin/chromium (or CHROMIUM_PATH); skipped with a warning without it, unless TRELLIS_REQUIRE_BROWSER=1.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { stringify } from 'yaml'
 import { bearer, freePort, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument } from './support/acme.ts'
+import { browserAvailable, launchBrowser, requireBrowser, watchPage } from './support/browser.ts'
 import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const available = existsSync(CHROMIUM)
-if (!available) {
-  if (process.env.TRELLIS_REQUIRE_BROWSER === '1') throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium)`)
-  console.warn(`oidc-browser: SKIPPED, no Chromium at ${CHROMIUM}`)
-}
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+requireBrowser('oidc-browser')
 const SECRET = 'browser-client-secret-0123456789abcdef'
 
 /** The test env the served instances share: its data dir (the instance secret), and on PostgreSQL its database. */
@@ -38,14 +33,7 @@ let browser: Browser
 const problems: string[] = []
 
 /** Script errors and CSP violations on Trellis's pages are problems (the provider's dev pages are not ours). */
-function watch(page: Page) {
-  page.on('pageerror', (error) => problems.push(`page error on ${page.url()}: ${error.message}`))
-  page.on('console', (message) => {
-    if (message.type() === 'error' && page.url().startsWith(server.url) && !message.text().startsWith('Failed to load resource')) {
-      problems.push(`console error on ${page.url()}: ${message.text()}`)
-    }
-  })
-}
+const watch = (page: Page) => watchPage(page, problems, () => server.url)
 
 async function newPage(): Promise<Page> {
   const context = await browser.newContext({ baseURL: server.url })
@@ -85,7 +73,7 @@ async function signInWithSso(page: Page): Promise<void> {
 
 const NOTES = '/v1/project/Acme/environment/production/notes'
 
-describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', () => {
+describe.skipIf(!browserAvailable)('SSO in Chromium, against a real OpenID provider', () => {
   beforeAll(async () => {
     testbed = testEnv()
     dir = { path: testbed.dataDir }
@@ -115,7 +103,7 @@ describe.skipIf(!available)('SSO in Chromium, against a real OpenID provider', (
       port,
       env: { ...processEnv(testbed), TRELLIS_OIDC_ISSUER: provider.issuer, TRELLIS_OIDC_CLIENT_ID: 'trellis', TRELLIS_OIDC_CLIENT_SECRET: SECRET },
     })
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+    browser = await launchBrowser()
   }, 60_000)
 
   afterAll(async () => {

@@ -1,0 +1,84 @@
+/**
+ * What every browser test shares: Debian's Chromium through playwright-core (`/usr/bin/chromium`, or CHROMIUM_PATH),
+ * the flags this machine's closed network needs, the problems a page must not have (script errors, CSP violations,
+ * failed page resources) and polling helpers for pages that update after fetches and navigations.
+ *
+ * Without Chromium a browser test file is skipped with a warning (`describe.skipIf(!browserAvailable)`), unless
+ * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails it.
+ */
+import { existsSync } from 'node:fs'
+import { type Browser, chromium, type Page } from 'playwright-core'
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+export const browserAvailable = existsSync(CHROMIUM)
+
+/** Throws (CI) or warns (a laptop without Chromium) once per test file; call at the file's top level. */
+export function requireBrowser(file: string) {
+  if (browserAvailable) return
+  if (process.env.TRELLIS_REQUIRE_BROWSER === '1') throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium)`)
+  console.warn(`${file}: SKIPPED, no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`)
+}
+
+// The flags this machine's closed network needs (no background fetches, no QUIC), headless as root.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+}
+
+/** The two screens every console task is checked at (issue 29): a laptop and a phone. */
+export const SCREENS = {
+  laptop: { width: 1280, height: 800 },
+  phone: { width: 390, height: 844 },
+} as const
+
+/**
+ * Records a page's problems into `problems`: script errors, console errors, and (unless `ownOrigin` limits it to
+ * Trellis's pages) failed page resources. A 4xx answer to the console's own fetch (a wrong password, a rate of 0)
+ * is expected: Chromium logs it as "Failed to load resource", so those console lines are left out and resources
+ * are judged by their responses instead.
+ */
+export function watchPage(page: Page, problems: string[], ownOrigin?: () => string) {
+  const ours = () => ownOrigin === undefined || page.url().startsWith(ownOrigin())
+  page.on('pageerror', (error) => problems.push(`page error on ${page.url()}: ${error.message}`))
+  page.on('console', (message) => {
+    if (message.type() === 'error' && ours() && !message.text().startsWith('Failed to load resource')) problems.push(`console error on ${page.url()}: ${message.text()}`)
+  })
+  if (ownOrigin !== undefined) return
+  page.on('response', (response) => {
+    const type = response.request().resourceType()
+    if (type !== 'fetch' && type !== 'xhr' && type !== 'eventsource' && response.status() >= 400) problems.push(`${response.status()} for ${type} ${response.url()}`)
+  })
+}
+
+/** Polls `read` until `ok` holds; fails naming `what` and the last value. */
+export async function eventually<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    let value: T | undefined
+    try {
+      value = await read()
+      if (ok(value)) return value
+    } catch {
+      // navigating: the element is not there yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value: ${JSON.stringify(value)}`)
+    await Bun.sleep(100)
+  }
+}
+
+/** The first match's text (for `eventually`). */
+export const textOf = (page: Page, selector: string) => async () => (await page.locator(selector).first().textContent({ timeout: 1_000 })) ?? ''
+/** How many elements match (for `eventually`). */
+export const countOf = (page: Page, selector: string) => () => page.locator(selector).count()
+
+/** Runs a click whose form reloads or leaves the page, and waits for the next page to load. */
+export async function thenLoad(page: Page, action: () => Promise<unknown>) {
+  await Promise.all([page.waitForEvent('load'), action()])
+}
+
+/** How much wider than its viewport the page's document is (0: nothing scrolls sideways). */
+export async function sidewaysOverflow(page: Page): Promise<number> {
+  // A string, evaluated in the page (this project's TypeScript has no DOM types).
+  return page.evaluate<number>('Math.max(0, document.documentElement.scrollWidth - window.innerWidth)')
+}
