@@ -68,6 +68,7 @@ export const POSTGRES_PASS = [
   'webhook',
   'webhook-cli',
   'wire-compat',
+  'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
 
 interface Pass {

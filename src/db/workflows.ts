@@ -8,11 +8,12 @@
  * meets the first's row in a unique index (23505) and its whole transaction runs again (./postgres/op-runner.ts), now
  * finding the row, as SQLite's single writer would have had it.
  */
-import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Dialect, Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import type { Op } from './op.ts'
+import { type PageCondition, pageIds } from './pages.ts'
 import { constantLimit, exec, inserted, row, rows, statement } from './query.ts'
 import type { workflows, workflowVersions } from './schema.ts'
 
@@ -217,4 +218,45 @@ export function* publishWorkflowVersion(input: NewWorkflowVersion): Op<number> {
       .where(eq(t.workflows.id, workflowId)),
   )
   return id
+}
+
+/** One page of a workflow's version ids, newest first (limit + 1 of them); with `beforeVersion`, only older versions. */
+export function pageWorkflowVersionIds(workflowId: number, beforeVersion: number | undefined, limit: number): Op<number[]> {
+  const older: PageCondition | undefined =
+    beforeVersion === undefined ? undefined : { condition: ({ t }) => lt(t.workflowVersions.version, sql.placeholder('beforeVersion')), values: { beforeVersion } }
+  return pageIds<number, 'workflowVersions'>({ name: 'workflow-versions', table: 'workflowVersions', equal: { workflowId }, extra: { older } }, limit)
+}
+
+const VERSIONS_TO_RENDER = statement('workflow-versions.render', ({ db, t, inJsonArray }) =>
+  db
+    .select({
+      id: t.workflowVersions.id,
+      version: t.workflowVersions.version,
+      definition: t.workflowVersions.definition,
+      createdAt: t.workflowVersions.createdAt,
+      userId: t.users.id,
+      username: t.users.username,
+      email: t.users.email,
+    })
+    .from(t.workflowVersions)
+    .leftJoin(t.users, eq(t.users.id, t.workflowVersions.publishedBy))
+    .where(inJsonArray(t.workflowVersions.id, 'ids', 'integer'))
+    .orderBy(desc(t.workflowVersions.id)),
+)
+
+/** The versions `ids` with who published them (null: apply or the CLI without a user), newest first. */
+export function loadWorkflowVersions(ids: number[]) {
+  return VERSIONS_TO_RENDER.rows({ ids: JSON.stringify(ids) })
+}
+
+const VERSION_NUMBERED = statement('workflow-versions.by-number', ({ db, t }) =>
+  db
+    .select({ id: t.workflowVersions.id })
+    .from(t.workflowVersions)
+    .where(and(eq(t.workflowVersions.workflowId, sql.placeholder('workflowId')), eq(t.workflowVersions.version, sql.placeholder('version')))),
+)
+
+/** The id of a workflow's version numbered `version`, if it was published. */
+export function* findWorkflowVersionId(workflowId: number, version: number): Op<number | undefined> {
+  return (yield* VERSION_NUMBERED.row({ workflowId, version }))?.id
 }
