@@ -28,6 +28,7 @@ export const POSTGRES_PASS = [
   'callbacks',
   'cli',
   'console',
+  'console-authoring-browser',
   'console-browser',
   'db',
   'deep-json',
