@@ -26,7 +26,7 @@ function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
   return html`<section class="checklist"><h2>Get started</h2><ol>
 <li><a href="/admin/projects">Create a project</a>, then open its settings to add environments (e.g. production), teams and collections.</li>
 <li><a href="/admin/users">Add people</a>: each gets a password or a one-time invitation link; then make them members of the project and its teams.</li>
-<li>Publish a workflow: workflows are written in an apply file — see <code>examples/acme.yaml</code> and the README's "Apply file" section — and loaded with <code>trellis apply FILE</code> (or <code>PUT /v1/project/{p}/environment/{e}/team/{t}/workflows/{name}</code>).</li>
+<li>Publish a workflow: on a team's page, <strong>New workflow</strong>, then edit its steps and publish; or write them in an apply file — see <code>examples/acme.yaml</code> — and load it with <code>trellis apply FILE</code> (or <code>PUT /v1/project/{p}/environment/{e}/team/{t}/workflows/{name}</code>).</li>
 <li><a href="/account">Create a token</a> for the API, once you are a member of a project.</li>
 </ol></section>`
 }

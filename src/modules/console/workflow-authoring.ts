@@ -127,7 +127,7 @@ export function versionsSection(versions: WorkflowVersionView[], compared: { fro
   const options = (selected: number | undefined) => versions.map((v) => html`<option value="${v.version}"${v.version === selected ? html` selected` : ''}>v${v.version}</option>`)
   const newest = versions[0]?.version
   return html`${scrolling(html`<table class="versions"><thead><tr><th>Version</th><th>Published (UTC)</th><th>By</th><th></th></tr></thead><tbody>
-${versions.map((v) => html`<tr><td>v${v.version}</td><td>${when(v.createdAt)}</td><td>${v.publishedBy?.email ?? html`<span class="muted">apply file or CLI</span>`}</td><td>${v.active ? html`<strong>active</strong>` : ''}</td></tr>`)}
+${versions.map((v) => html`<tr><td>v${v.version}</td><td>${when(v.createdAt)}</td><td>${v.publishedBy?.email ?? html`<span class="muted">trellis apply</span>`}</td><td>${v.active ? html`<strong>active</strong>` : ''}</td></tr>`)}
 </tbody></table>`)}
 ${
   versions.length < 2

@@ -49,7 +49,7 @@ export const WorkflowVersionParams = t.Object({ ...WorkflowParams.properties, ve
 export const WorkflowVersion = t.Object({
   version: Integer(),
   createdAt: IsoDateTime,
-  publishedBy: t.Union([UserObject, t.Null()], { description: 'null when no user published it (an apply file without a user)' }),
+  publishedBy: t.Union([UserObject, t.Null()], { description: 'null for a version published by `trellis apply`' }),
   active: t.Boolean({ description: 'New runs use this version' }),
 })
 

@@ -164,7 +164,7 @@ export function webhookSettings(target: TriggerTarget, secret: Buffer, baseUrl: 
 export interface WorkflowVersionView {
   version: number
   createdAt: string
-  /** Null when no user published it (the apply file without a user, the CLI). */
+  /** Null for a version `trellis apply` published (it acts as no user). */
   publishedBy: { object: 'user'; id: number; username: string; email: string } | null
   active: boolean
 }
