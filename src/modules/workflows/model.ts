@@ -49,7 +49,8 @@ export const WorkflowVersionParams = t.Object({ ...WorkflowParams.properties, ve
 export const WorkflowVersion = t.Object({
   version: Integer(),
   createdAt: IsoDateTime,
-  publishedBy: t.Union([UserObject, t.Null()], { description: 'null for a version published by `trellis apply`' }),
+  // The user's fields without its `$id`: the document writes a nullable object as one schema of two types.
+  publishedBy: t.Union([t.Object(UserObject.properties), t.Null()], { description: 'The user who published it; null for a version published by `trellis apply`' }),
   active: t.Boolean({ description: 'New runs use this version' }),
 })
 
