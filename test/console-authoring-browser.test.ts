@@ -87,6 +87,13 @@ describe.skipIf(!browserAvailable)('authoring a workflow in Chromium', () => {
       expect(await page.inputValue('#workflow-editor textarea')).toBe(definition([{ type: 'load' }]))
       await noSidewaysScroll(page, 'new workflow page')
 
+      // "Add a step": the type's template appended, the text rewritten, the new step selected.
+      await page.selectOption('#step-template', { label: 'update' })
+      await page.click('button[data-add-step]')
+      const added = await page.inputValue('#workflow-editor textarea')
+      expect(JSON.parse(added).steps.map((s: { type: string }) => s.type)).toEqual(['load', 'update'])
+      expect(await page.evaluate<string>('(() => { const t = document.querySelector("#workflow-editor textarea"); return t.value.slice(t.selectionStart, t.selectionEnd) })()')).toBe('    {')
+
       // Not JSON: marked at its line before anything is sent.
       const broken = definition([{ type: 'load' }]).replace('"load"', '"load",')
       await page.fill('#workflow-editor textarea', broken)

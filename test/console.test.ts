@@ -10,6 +10,8 @@ import { openStore } from '../src/db/open.ts'
 import { bearer, execute, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
+import { STEP_TEMPLATES } from '../src/modules/console/workflow-authoring.ts'
+import { STEP_TYPES, workflowDefinitionProblems } from '../src/modules/workflows/definition.ts'
 
 
 interface ActivityEntry {
@@ -563,6 +565,16 @@ describe('authoring workflows (issue 29)', () => {
     expect((await get('/p/Acme/e/production/t/Support/w/Nope', 'alice')).status).toBe(404)
     expect((await get('/p/Acme/e/nowhere/t/Support/w/Authored%20here', 'alice')).status).toBe(404)
     expect((await get(`${page}?from=1&to=2`)).status).toBe(303)
+  })
+
+  test('"Add a step" offers every step type, each template a valid step by the checks of the API', async () => {
+    const text = (await get(page, 'alice')).text
+    for (const type of STEP_TYPES) {
+      expect(text).toContain(`>${type}</option>`)
+      const definition = { name: 'x', environment: 'production', team: 'Support', collection: 'orders', steps: [{ type: 'load' }, STEP_TEMPLATES[type]] }
+      expect({ type, problems: workflowDefinitionProblems(definition) }).toEqual({ type, problems: [] })
+    }
+    expect(text).toContain('<button type="button" data-add-step>Add</button>')
   })
 
   test('the editor script and style come from the binary', async () => {

@@ -211,6 +211,29 @@ async function submitted(form, work) {
   }
 }
 
+// "Add a step": the chosen type's template appended to `steps`, the text rewritten as the page writes it, the new
+// step selected. A text that is not JSON is left as it is, its error shown.
+function addStep(form) {
+  const { textarea } = editorParts(form)
+  let body
+  try {
+    body = textarea.value.trim() === '' ? {} : JSON.parse(textarea.value)
+  } catch (error) {
+    return showProblems(form, [{ line: syntaxLine(textarea.value, error.message), field: '', message: `Not valid JSON: ${error.message}` }])
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return showProblems(form, [{ line: 1, field: '', message: 'The definition must be a JSON object' }])
+  if (!Array.isArray(body.steps)) body.steps = []
+  body.steps.push(JSON.parse(form.querySelector('#step-template').value))
+  textarea.value = JSON.stringify(body, null, 2)
+  showProblems(form, [])
+  selectLine(textarea, jsonLines(textarea.value).get(`steps[${body.steps.length - 1}]`))
+}
+
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('button[data-add-step]')
+  if (button) addStep(button.form)
+})
+
 document.addEventListener('submit', (event) => {
   const form = event.target
   if (!(form instanceof HTMLFormElement)) return

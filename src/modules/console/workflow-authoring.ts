@@ -6,7 +6,7 @@
  */
 import { html, type Html, path } from '../../console/html.ts'
 import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
-import type { Step, WorkflowDefinition } from '../workflows/definition.ts'
+import { type Step, STEP_TYPES, type StepType, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { WorkflowVersionView } from '../workflows/service.ts'
 import { renderingPath, when } from './page.ts'
 
@@ -99,6 +99,16 @@ export function stepsList(definition: WorkflowDefinition): Html {
   return html`<ol class="steps-list">${definition.steps.map((step) => html`<li><span class="step-type">${step.type}</span>${step.name ? html` <strong>${step.name}</strong>` : ''} — ${stepText(step)}</li>`)}</ol>`
 }
 
+/** What "Add a step" appends, per type: a valid step to change (typed by the step schemas). */
+export const STEP_TEMPLATES: { [K in StepType]: Extract<Step, { type: K }> } = {
+  load: { type: 'load' },
+  condition: { type: 'condition', if: { field: 'status', equals: 'paid' }, else: 'end' },
+  update: { type: 'update', set: { status: 'done' } },
+  note: { type: 'note', title: 'Checked', content: 'Checked by {{workflow.name}} at {{now}}' },
+  http: { type: 'http', method: 'POST', url: 'https://example.com/hook', body: { recordId: '{{record.id}}' }, timeoutSeconds: 10 },
+  wait: { type: 'wait', seconds: 60 },
+}
+
 /** The editor: the definition as JSON; editor.js checks its syntax, sends it, and puts each error beside its line. */
 export function editorForm(place: WorkflowPlace, name: string, definition: WorkflowDefinition | undefined): Html {
   const text = definition ? editableDefinition(definition) : ''
@@ -108,7 +118,8 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
 <div class="editor"><pre class="gutter" aria-hidden="true"></pre><textarea name="definition" rows="${rows}" wrap="off" spellcheck="false" autocapitalize="off" autocomplete="off" aria-label="Workflow definition (JSON)" aria-describedby="editor-problems">${text}</textarea></div>
 <ul id="editor-problems" class="editor-problems" role="alert"></ul>
 <p class="editor-result" role="status"></p>
-<button type="submit">Publish</button>
+<p><label class="check">Add a step <select id="step-template">${STEP_TYPES.map((type) => html`<option value="${JSON.stringify(STEP_TEMPLATES[type])}">${type}</option>`)}</select></label> <button type="button" data-add-step>Add</button>
+<button type="submit">Publish</button></p>
 </form>`
 }
 
