@@ -232,7 +232,6 @@ const VERSIONS_TO_RENDER = statement('workflow-versions.render', ({ db, t, inJso
     .select({
       id: t.workflowVersions.id,
       version: t.workflowVersions.version,
-      definition: t.workflowVersions.definition,
       createdAt: t.workflowVersions.createdAt,
       userId: t.users.id,
       username: t.users.username,
@@ -244,19 +243,19 @@ const VERSIONS_TO_RENDER = statement('workflow-versions.render', ({ db, t, inJso
     .orderBy(desc(t.workflowVersions.id)),
 )
 
-/** The versions `ids` with who published them (null: apply or the CLI without a user), newest first. */
+/** The versions `ids` with who published them (null: `trellis apply`), newest first; not their definitions. */
 export function loadWorkflowVersions(ids: number[]) {
   return VERSIONS_TO_RENDER.rows({ ids: JSON.stringify(ids) })
 }
 
 const VERSION_NUMBERED = statement('workflow-versions.by-number', ({ db, t }) =>
   db
-    .select({ id: t.workflowVersions.id })
+    .select({ id: t.workflowVersions.id, definition: t.workflowVersions.definition })
     .from(t.workflowVersions)
     .where(and(eq(t.workflowVersions.workflowId, sql.placeholder('workflowId')), eq(t.workflowVersions.version, sql.placeholder('version')))),
 )
 
-/** The id of a workflow's version numbered `version`, if it was published. */
-export function* findWorkflowVersionId(workflowId: number, version: number): Op<number | undefined> {
-  return (yield* VERSION_NUMBERED.row({ workflowId, version }))?.id
+/** The id and definition (canonical JSON) of a workflow's version numbered `version`, if it was published. */
+export function findNumberedWorkflowVersion(workflowId: number, version: number) {
+  return VERSION_NUMBERED.row({ workflowId, version })
 }

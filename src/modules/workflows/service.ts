@@ -8,7 +8,7 @@ import {
   findWorkflowIdByNames,
   findWorkflowInRendering,
   findWorkflowVersion,
-  findWorkflowVersionId,
+  findNumberedWorkflowVersion,
   insertWorkflow,
   loadWorkflowVersions,
   pageWorkflowVersionIds,
@@ -191,8 +191,8 @@ export function* renderWorkflowVersions(target: TriggerTarget, ids: number[]): O
 
 /** A version of the workflow with its definition; 404 when it has no version with that number. */
 export function* workflowVersion(target: TriggerTarget, version: number): Op<WorkflowVersionView & { definition: WorkflowDefinition }> {
-  const id = yield* findWorkflowVersionId(target.workflowId, version)
-  const row = id === undefined ? undefined : (yield* loadWorkflowVersions([id]))[0]
-  if (!row) throw notFound(`Workflow ${target.workflowName} has no version ${version}`)
-  return { ...versionView(target, row), definition: JSON.parse(row.definition) as WorkflowDefinition }
+  const found = yield* findNumberedWorkflowVersion(target.workflowId, version)
+  const row = found === undefined ? undefined : (yield* loadWorkflowVersions([found.id]))[0]
+  if (!found || !row) throw notFound(`Workflow ${target.workflowName} has no version ${version}`)
+  return { ...versionView(target, row), definition: JSON.parse(found.definition) as WorkflowDefinition }
 }
