@@ -13,7 +13,6 @@ import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Dialect, Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import type { Op } from './op.ts'
-import { type PageCondition, pageIds } from './pages.ts'
 import { constantLimit, exec, inserted, row, rows, statement } from './query.ts'
 import type { workflows, workflowVersions } from './schema.ts'
 
@@ -220,11 +219,22 @@ export function* publishWorkflowVersion(input: NewWorkflowVersion): Op<number> {
   return id
 }
 
-/** One page of a workflow's version ids, newest first (limit + 1 of them); with `beforeVersion`, only older versions. */
-export function pageWorkflowVersionIds(workflowId: number, beforeVersion: number | undefined, limit: number): Op<number[]> {
-  const older: PageCondition | undefined =
-    beforeVersion === undefined ? undefined : { condition: ({ t }) => lt(t.workflowVersions.version, sql.placeholder('beforeVersion')), values: { beforeVersion } }
-  return pageIds<number, 'workflowVersions'>({ name: 'workflow-versions', table: 'workflowVersions', equal: { workflowId }, extra: { older } }, limit)
+const VERSION_PAGE = statement('workflow-versions.page', ({ db, t }) =>
+  db
+    .select({ id: t.workflowVersions.id })
+    .from(t.workflowVersions)
+    .where(and(eq(t.workflowVersions.workflowId, sql.placeholder('workflowId')), lt(t.workflowVersions.version, sql.placeholder('beforeVersion'))))
+    .orderBy(desc(t.workflowVersions.version))
+    .limit(sql.placeholder('limit')),
+)
+
+/**
+ * One page of a workflow's version ids, newest first (limit + 1 of them); with `beforeVersion`, only older versions.
+ * Walks the (workflow, version) unique index: no sort, however many versions.
+ */
+export function* pageWorkflowVersionIds(workflowId: number, beforeVersion: number | undefined, limit: number): Op<number[]> {
+  const page = yield* VERSION_PAGE.rows({ workflowId, beforeVersion: beforeVersion ?? Number.MAX_SAFE_INTEGER, limit: limit + 1 })
+  return page.map((r) => r.id)
 }
 
 const VERSIONS_TO_RENDER = statement('workflow-versions.render', ({ db, t, inJsonArray }) =>
