@@ -9,8 +9,12 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { repoRoot } from './helpers.ts'
 
-/** The manual: the README and every page of docs/. */
-export const MANUAL_FILES = ['README.md', ...readdirSync(join(repoRoot, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
+/** The manual: the README, every page of docs/ and the screenshots' page (written by `npm run screenshots`). */
+export const MANUAL_FILES = [
+  'README.md',
+  ...readdirSync(join(repoRoot, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`),
+  'docs/screenshots/README.md',
+]
 
 interface Line {
   number: number
@@ -57,12 +61,12 @@ export function anchorsOf(markdown: string): Set<string> {
   return anchors
 }
 
-/** The link targets of a file's prose (inline code left out), with their lines. */
+/** The link targets of a file's prose (inline code left out) — Markdown links and images, HTML `href` and `src` — with their lines. */
 function linksOf(markdown: string): { line: number; target: string }[] {
   const links: { line: number; target: string }[] = []
   for (const { number, text } of proseLines(markdown)) {
     const prose = text.replace(/`[^`]*`/g, '')
-    for (const match of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) links.push({ line: number, target: match[1]! })
+    for (const match of prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)|\b(?:href|src)="([^"]+)"/g)) links.push({ line: number, target: (match[1] ?? match[2])! })
   }
   return links
 }
@@ -104,6 +108,7 @@ describe('the manual’s links', () => {
 
   test('every page of docs/ is linked from the README and from docs/README.md', () => {
     const pages = MANUAL_FILES.filter((file) => file.startsWith('docs/') && file !== 'docs/README.md')
+    expect(pages).toContain('docs/screenshots/README.md')
     const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8')
     const index = readFileSync(join(repoRoot, 'docs/README.md'), 'utf8')
     expect(pages.filter((page) => !readme.includes(`](${page}`))).toEqual([])
