@@ -9,9 +9,9 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { repoRoot as root, runCli, startServe } from '../test/helpers.ts'
 import { browserAvailable, CHROMIUM, launchBrowser, SCREENS, watchPage } from '../test/support/browser.ts'
 
-const root = join(import.meta.dir, '..')
 const out = join(root, 'docs/screenshots')
 const ALICE = { email: 'alice@example.com', password: 'alice-demo-pass-2026' }
 const RECORD = '/p/Acme/e/production/t/Support/c/orders/r/ord_1001'
@@ -39,21 +39,6 @@ export const SHOTS: Shot[] = [
   { file: 'phone-run.png', title: 'A run on a phone', path: '/runs/{runId}', screen: 'phone' },
 ]
 
-function freePort(): number {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response(null) })
-  const port = probe.port
-  probe.stop(true)
-  if (port === undefined) throw new Error('could not find a free port')
-  return port
-}
-
-async function trellis(args: string[], cwd: string): Promise<string> {
-  const proc = Bun.spawn([process.execPath, join(root, 'src/main.ts'), ...args], { cwd, stdout: 'pipe', stderr: 'pipe' })
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  if (code !== 0) throw new Error(`trellis ${args.join(' ')}: exit ${code}\n${stderr}`)
-  return stdout
-}
-
 async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
@@ -68,19 +53,13 @@ async function main() {
   if (!browserAvailable) throw new Error(`Chromium not found at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`)
   const work = mkdtempSync(join(tmpdir(), 'trellis-screenshots-'))
   const data = join(work, 'data')
-  const port = freePort()
-  const base = `http://127.0.0.1:${port}`
-  const serve = Bun.spawn([process.execPath, join(root, 'src/main.ts'), 'serve', '--port', String(port), '--data', data], {
-    cwd: work,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TRELLIS_LOG_LEVEL: 'warn' },
-    stdout: 'ignore',
-    stderr: 'inherit',
-  })
+  const serve = await startServe({ dataDir: data, cwd: work, env: { TRELLIS_LOG_LEVEL: 'warn' } })
+  const base = serve.url
   const browser = await launchBrowser()
   try {
-    await until('trellis serve', async () => ((await fetch(`${base}/healthz`)).ok ? true : undefined), 20_000)
     copyFileSync(join(root, 'examples/acme.yaml'), join(work, 'acme.yaml'))
-    await trellis(['apply', '-f', 'acme.yaml', '--data', data], work)
+    const applied = await runCli(['apply', '-f', 'acme.yaml', '--data', data], { cwd: work })
+    if (applied.code !== 0) throw new Error(`trellis apply: exit ${applied.code}\n${applied.stderr}`)
 
     const problems: string[] = []
     const context = await browser.newContext({ baseURL: base, viewport: SCREENS.laptop })
@@ -117,8 +96,7 @@ async function main() {
     console.log(`${SHOTS.length} screenshots in docs/screenshots/`)
   } finally {
     await browser.close()
-    serve.kill('SIGTERM')
-    await serve.exited
+    await serve.stop()
     rmSync(work, { recursive: true, force: true })
   }
 }
