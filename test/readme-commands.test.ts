@@ -70,7 +70,7 @@ describe('the README’s commands', () => {
   beforeAll(async () => {
     for (const entry of ['src', 'examples', 'node_modules', 'package.json']) symlinkSync(join(repoRoot, entry), join(checkout.path, entry))
     server = await startServe({ dataDir: join(checkout.path, 'data'), cwd: checkout.path })
-  })
+  }, 30_000)
   afterAll(async () => {
     await server.stop()
     checkout.cleanup()
