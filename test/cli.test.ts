@@ -13,7 +13,7 @@ const TIMEOUT = 30_000
 const envs = new Map<string, TestEnv>()
 afterAll(() => {
   for (const env of envs.values()) env.cleanup()
-})
+}, 60_000) // on PostgreSQL each env drops its database through psql: more than bun's 5 s on a loaded machine
 
 /** A test env's data directory (SQLite: its migrated file; PostgreSQL: the env's database goes with it, see `runCli`). */
 function dataDir(): string {
