@@ -1,5 +1,5 @@
 /**
- * `npm test`: the whole suite, in two passes (README "Development"). First `bun test` as it is (SQLite); then the
+ * `npm test`: the whole suite, in two passes (docs/development.md "Development"). First `bun test` as it is (SQLite); then the
  * files of the PostgreSQL pass (`POSTGRES_PASS`) again with TRELLIS_TEST_STORE=postgres, each test env on a fresh
  * migrated PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the
  * second pass is skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
@@ -12,7 +12,7 @@ import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
  * The PostgreSQL pass: every test file that touches storage through a test env (`testEnv()`: the app, the services,
  * the queue, the apply, a real CLI or `serve` process given `processEnv(env)`, the browser over such a `serve`), so
  * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
- * their name (README "Development" lists them). Not here: files that need no store (pure functions, source scans,
+ * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
  * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
  * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy).

@@ -9,7 +9,7 @@ import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from '
 export interface Config {
   dataDir: string
   /**
-   * PostgreSQL instead of the embedded SQLite file (issue 18, README "Scaling out"): `postgres://…`. Never logged or
+   * PostgreSQL instead of the embedded SQLite file (issue 18, docs/scaling-out.md "Scaling out"): `postgres://…`. Never logged or
    * printed (it may hold a password).
    */
   databaseUrl: string | null
@@ -52,7 +52,7 @@ export interface Config {
   walCheckpointMs: number
   /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
   readyMinFreeBytes: number
-  /** Run event streams (SSE) this instance keeps open at most, and per token or console user (README "Run events (SSE)"). */
+  /** Run event streams (SSE) this instance keeps open at most, and per token or console user (docs/workflows.md "Run events (SSE)"). */
   eventStreamsMax: number
   eventStreamsPerCaller: number
   /** A quiet event stream writes a heartbeat comment this often (ms). */

@@ -28,6 +28,7 @@ const COMMANDS: Record<string, Command> = {
 
 export function helpText(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length))
+  const apart = Object.entries(COMMANDS).flatMap(([name, command]) => (command.storeFlags === false ? [name] : []))
   return [
     `Trellis ${pkg.version} — back-office collaboration and workflows in one executable.`,
     '',
@@ -36,7 +37,8 @@ export function helpText(): string {
     'Commands:',
     ...Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
     '',
-    `Every command takes --data DIR (default $${FLAG_SETTINGS.data.env} or ${FLAG_SETTINGS.data.default}).`,
+    `Every command${apart.length ? ` but ${apart.join(', ')}` : ''} takes --data DIR (default $${FLAG_SETTINGS.data.env} or ${FLAG_SETTINGS.data.default}) and`,
+    `--database-url URL (or $${FLAG_SETTINGS['database-url'].env}): with a URL the data is in PostgreSQL, not DIR/trellis.db.`,
     'Run `trellis <command> --help` for its flags. `trellis --version` prints the version.',
   ].join('\n')
 }

@@ -48,7 +48,7 @@ function snapshot(env: TestEnv): string {
   return JSON.stringify(tableContents(env.store))
 }
 
-/** A note time as stored: epoch µs (README "Times"). */
+/** A note time as stored: epoch µs (docs/design-decisions.md "Times"). */
 const iso = (text: string) => parseIsoMicros(text)!
 
 /** A small valid file that the validation cases break one field at a time. */

@@ -13,7 +13,7 @@ const TIMEOUT = 30_000
 const envs = new Map<string, TestEnv>()
 afterAll(() => {
   for (const env of envs.values()) env.cleanup()
-})
+}, 60_000) // on PostgreSQL each env drops its database through psql: more than bun's 5 s on a loaded machine
 
 /** A test env's data directory (SQLite: its migrated file; PostgreSQL: the env's database goes with it, see `runCli`). */
 function dataDir(): string {
@@ -45,15 +45,25 @@ describe('trellis without a command', () => {
   test(
     'help, version, no arguments, unknown command',
     async () => {
-      const [help, none, unknown, version, commandHelp] = await Promise.all([
+      const [help, none, unknown, version, commandHelp, copyHelp, copyWithData] = await Promise.all([
         runCli(['--help']),
         runCli([]),
         runCli(['frobnicate']),
         runCli(['--version']),
         runCli(['apply', '--help']),
+        runCli(['db', '--help']),
+        runCli(['db', 'copy', '--data', '/tmp', '--from', '/tmp', '--to', 'postgres://localhost/none']),
       ])
       expect(help.code).toBe(0)
       for (const command of ['serve', 'migrate', 'apply', 'user', 'member']) expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'))
+      // Where the data is: both flags, and the one command that takes neither (db copy names both its databases).
+      expect(help.stdout).toContain('Every command but db takes --data DIR')
+      expect(help.stdout).toContain('--database-url URL (or $TRELLIS_DATABASE_URL)')
+      expect(copyHelp.stdout).toContain('--from FILE')
+      expect(copyHelp.stdout).not.toContain('--data')
+      expect(copyHelp.stdout).not.toContain('--database-url')
+      expect(copyWithData.code).toBe(2)
+      expect(copyWithData.stderr).toContain("Unknown option '--data'")
       expect(help.stderr).toBe('')
 
       expect(none.code).toBe(2)
@@ -69,6 +79,7 @@ describe('trellis without a command', () => {
 
       expect(commandHelp.code).toBe(0)
       expect(commandHelp.stdout).toContain('trellis apply -f FILE')
+      expect(commandHelp.stdout).toContain('--database-url URL')
     },
     TIMEOUT,
   )

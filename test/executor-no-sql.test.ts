@@ -1,6 +1,6 @@
 /**
  * The executor asks the queue (src/db/queue.ts) and the services; it holds no SQL and knows no driver
- * (README "Executor"). This reads every file under src/executor and fails on a Drizzle or bun:sqlite import, a
+ * (docs/workflows.md "Executor"). This reads every file under src/executor and fails on a Drizzle or bun:sqlite import, a
  * table import, a query builder call or an SQL keyword.
  */
 import { describe, expect, test } from 'bun:test'

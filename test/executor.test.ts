@@ -741,7 +741,7 @@ describe('executor (in-process, real clock)', () => {
     steps: steps(runId).map((s) => [s.name, s.status]),
   })
 
-  // Exactly the entries of what a run did to its record (README "Activity and admin logs"), each with its record row.
+  // Exactly the entries of what a run did to its record (docs/api.md "Activity and admin logs"), each with its record row.
   const entryCases: [name: string, workflow: string, recordId: string, entries: [string, string | null][], steps: string[]][] = [
     ['a three-step run (load, update, note): trigger, its read, its two changes, its end', 'Three steps', 'ord_2001',
       [['triggerWorkflow', null], ['read', '1-load'], ['update', '2-update'], ['createNote', '3-note'], ['completeWorkflow', null]], ['1-load', '2-update', '3-note']],

@@ -142,7 +142,7 @@ export function sqliteOf(store: Store, why: string): SqliteStore {
   throw new Error(`SQLite only (${why}): this test runs on PostgreSQL (TRELLIS_TEST_STORE=postgres)`)
 }
 
-/** Why a test is SQLite-only (README "Development" lists the tests). */
+/** Why a test is SQLite-only (docs/development.md "Development" lists the tests). */
 export const SQLITE_ONLY = {
   ownDataDir: 'runs `trellis` processes on a data directory of its own, seeded and read through SQLite (PostgreSQL processes: test/scale-out.test.ts, test/postgres-cli.test.ts)',
   groupCommit: 'counts the group commit\'s transactions (SQLite\'s one writer batches writes; PostgreSQL commits each)',
@@ -163,7 +163,7 @@ export const SQLITE_ONLY = {
 
 /**
  * A test that checks SQLite itself (a PRAGMA, the file, the group commit, a query plan): run on SQLite; on the
- * PostgreSQL pass it is listed as skipped with `reason` in its name (README "Development" keeps the list).
+ * PostgreSQL pass it is listed as skipped with `reason` in its name (docs/development.md "Development" keeps the list).
  */
 export function sqliteOnlyTest(reason: string, name: string, fn: () => void | Promise<unknown>, timeoutMs?: number): void {
   if (TEST_STORE === 'sqlite') test(name, fn, timeoutMs)
@@ -435,7 +435,7 @@ export async function applyNow(document: unknown, ctx: ApplyContext): Promise<Ap
   return ctx.store.kind === 'sqlite' ? applyDocumentNow(document, ctx) : applyDocument(document, ctx)
 }
 
-/** How the API renders note, message and log times: UTC with six fraction digits (README "Times"). */
+/** How the API renders note, message and log times: UTC with six fraction digits (docs/design-decisions.md "Times"). */
 export const ISO_UTC_MICROS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
 
 /** A clock reading (ms) as the API renders a note, message or log time taken at it (the first in its millisecond). */

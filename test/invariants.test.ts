@@ -3,8 +3,8 @@
  * (Bun.serve on 127.0.0.1: requests interleave as they do in production), on both stores — never zero active
  * instance administrators, never a project without an admin, an invitation accepted once, the first administrator
  * made once, one active run per workflow and record, one user per email. (A token's name is not unique: two tokens
- * of one user may share a name, README "Application tokens".) SQLite's one writer serialises each check with its act; on PostgreSQL the database does (README
- * "Instance administrators, people and project settings"): before that, each of these failed there.
+ * of one user may share a name, docs/api.md "Application tokens".) SQLite's one writer serialises each check with its act; on PostgreSQL the database does (docs/administration.md
+ * "The rules under concurrency"): before that, each of these failed there.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Store } from '../src/db/open.ts'

@@ -1,5 +1,5 @@
 /**
- * The layers point one way (README "Architecture"): the import graph of src/ — every relative import, type-only
+ * The layers point one way (docs/architecture.md "Architecture"): the import graph of src/ — every relative import, type-only
  * ones included — has no circle; `src/http/` imports neither `src/db/` nor `src/modules/`; a module's routes files
  * (its `index.ts`, and any file that builds an Elysia instance, like the console's pages) are imported only by the
  * composition root or by files of their own module: modules talk through services. One level up, folders: no two
@@ -102,7 +102,7 @@ describe('import graph of src/', () => {
     expect(wrong).toEqual([])
   })
 
-  test('outside src/db/ no file imports src/db/postgres/ or names a store kind (the store decides: README "Architecture")', () => {
+  test('outside src/db/ no file imports src/db/postgres/ or names a store kind (the store decides: docs/architecture.md "Architecture")', () => {
     const dialect = edges.filter(({ from, to }) => !from.startsWith('src/db/') && to.startsWith('src/db/postgres/'))
     const naming = sourceFiles(SRC)
       .map((file) => relative(repoRoot, file))

@@ -114,7 +114,7 @@ describe('a real serve behind a trusted proxy (TRELLIS_TRUST_PROXY=127.0.0.1)', 
       await probing
       expect(answered).toEqual(Array(FLOOD).fill(401))
       expect(healthz.length).toBeGreaterThan(5)
-      // Generous, for a shared 2-core machine (the p99 figure is in the README): a synchronous argon2 check
+      // Generous, for a shared 2-core machine (the p99 figure is in docs/performance.md): a synchronous argon2 check
       // (≈ 100 ms each, 20 queued) held /healthz for 2.4 s here.
       expect(Math.max(...healthz)).toBeLessThan(1_000)
     },

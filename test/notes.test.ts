@@ -72,7 +72,7 @@ interface NotesPage {
   parameters: { projectName: string; environmentName: string; limit: number }
 }
 
-/** Every date of a note is ISO 8601 UTC with microseconds (README "Times"). */
+/** Every date of a note is ISO 8601 UTC with microseconds (docs/design-decisions.md "Times"). */
 function expectUtcDates(note: NoteObject) {
   const dates = [note.createdAt, note.updatedAt, ...(note.archivedAt === undefined ? [] : [note.archivedAt]), ...note.messages.map((m) => m.createdAt)]
   for (const date of dates) expect(date).toMatch(ISO_UTC_MICROS)

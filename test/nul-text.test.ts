@@ -1,5 +1,5 @@
 /**
- * U+0000 (NUL) in anything a caller sends (README "Text never holds U+0000"): PostgreSQL's text cannot hold it, so
+ * U+0000 (NUL) in anything a caller sends (docs/api.md "Text never holds U+0000"): PostgreSQL's text cannot hold it, so
  * Trellis stores no text holding it, on either store. A list filter holding it matches nothing (200, empty); a
  * path parameter or body field holding it is a 400 naming it, after authentication, and nothing is written; the
  * webhook's `record_id` and the apply file say the same. Runs on both stores (the PostgreSQL pass): the answers are the

@@ -37,7 +37,7 @@ const API_RATE = 30
 const HEALTHZ_P99_MS = 50
 /**
  * /healthz never waits this long, in any flood. Measured maxima here since the request slices and the commit budget
- * (README "Guarantees"): 7–87 ms in the budget floods, 47–172 ms in the mixed load, 76–213 ms beside the slow clients
+ * (docs/guarantees.md "Guarantees"): 7–87 ms in the budget floods, 47–172 ms in the mixed load, 76–213 ms beside the slow clients
  * (2-core machine shared with other test runs).
  */
 const HEALTHZ_STALL_MS = 2_000
@@ -71,7 +71,7 @@ let hooks: { budget: string; busy: string }
  * recovery and pruning, its checkpoints), a token could meet the server's write lock and be refused database_busy.
  */
 let tokens: { bobTrigger: string; aliceBudget: string; aliceAll: string; erp: string }
-/** Every flood's figures, printed at the end (README "Guarantees" quotes them). */
+/** Every flood's figures, printed at the end (docs/guarantees.md "Guarantees" quotes them). */
 const figures: Record<string, unknown> = {}
 
 beforeAll(async () => {

@@ -192,7 +192,7 @@ describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {
     const proven = new Set(CASES.flatMap(([, , , plan]) => [...plan.source.matchAll(/INDEX (\w+)/g)].map((m) => m[1]!)))
     const unaccounted = indexes.filter((name) => !proven.has(name) && !(name in CONSTRAINTS))
     expect(unaccounted).toEqual([])
-    // The dropped ones stay dropped: no plan needed them (README "Performance" gives what those filters cost now).
+    // The dropped ones stay dropped: no plan needed them (docs/performance.md "Performance" gives what those filters cost now).
     for (const dropped of ['runs_env_created_idx', 'runs_env_workflow_idx', 'runs_env_status_idx', 'activity_logs_env_user_idx', 'activity_logs_env_team_idx', 'activity_logs_env_collection_idx', 'activity_logs_env_action_idx', 'activity_logs_env_type_idx']) {
       expect(indexes).not.toContain(dropped)
     }

@@ -37,7 +37,7 @@ describe('README walkthrough', () => {
     server = await startServe({ dataDir: data.path, cwd: data.path })
     const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', data.path, '--base-url', server.url])
     expect(applied.code).toBe(0)
-  })
+  }, 60_000) // a serve and an apply: more than the default 5 s on a loaded machine
   afterAll(async () => {
     await server.stop()
     data.cleanup()

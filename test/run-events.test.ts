@@ -45,7 +45,7 @@ const receiver = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Re
 afterAll(() => receiver.stop(true))
 
 const PRODUCTION = '/v1/project/Acme/environment/production'
-/** What 1,000 idle streams may add to the server's resident memory (README "Run events (SSE)"). */
+/** What 1,000 idle streams may add to the server's resident memory (docs/workflows.md "Run events (SSE)"). */
 const MANY_STREAMS_MAX_MIB = 64
 const ENVIRONMENT_EVENTS = `${PRODUCTION}/workflow-runs/events`
 const FINISHED = ['succeeded', 'failed', 'cancelled']

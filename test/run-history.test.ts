@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 3: a bounded run history (README "Run history retention"). Through the app with the executor running,
+ * Issue 27, item 3: a bounded run history (docs/workflows.md "Run history retention"). Through the app with the executor running,
  * on the store the pass gives (both passes: this file is in POSTGRES_PASS): the finished runs older than the retention
  * go with their steps and idempotency keys, in batches; newer ones stay, and active ones (queued, running, waiting)
  * whatever their age; activity and admin logs are not touched; a pruned run is 404, and a retry whose retried run was
@@ -209,7 +209,7 @@ describe('through the app, the executor running', () => {
     const listedIds = (listed.body.data as { id: string }[]).map((run) => run.id)
     expect(listedIds.filter((id) => olderIds.includes(id))).toEqual([])
     expect(listedIds).toEqual(expect.arrayContaining([...newerIds, ...active]))
-    // A pruned run's key went with it: the same call starts a new run (README "Idempotency keys").
+    // A pruned run's key went with it: the same call starts a new run (docs/workflows.md "Idempotency keys").
     const replay = await trigger('Stamp', 'rh-1', firstKey)
     expect(replay).not.toBe(olderIds[0])
     await reaches(replay, 'succeeded')

@@ -1,5 +1,5 @@
 /**
- * Storage faults (README "Operations"): another process holding the write lock, and a full disk.
+ * Storage faults (docs/operations.md "Operations"): another process holding the write lock, and a full disk.
  * Real processes: a real `trellis serve` and a second process that holds `BEGIN IMMEDIATE`; a real small tmpfs
  * filled up (or, where mounting is impossible, SQLite's own page limit: a genuine SQLITE_FULL from SQLite).
  */

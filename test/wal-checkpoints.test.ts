@@ -1,5 +1,5 @@
 /**
- * WAL checkpoints never run on a request's path (README "Data"): a real `trellis serve` turns SQLite's own
+ * WAL checkpoints never run on a request's path (docs/operations.md "Data"): a real `trellis serve` turns SQLite's own
  * checkpoints off on its connection and checkpoints on a timer. Under sustained writes (webhook triggers, their
  * runs, note writes; localhost, bounded in time) the `-wal` file stays under 64 MB, and with the timer held back
  * it grows past what SQLite's own checkpoint (1,000 pages) would have allowed: no commit checkpointed.

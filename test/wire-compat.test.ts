@@ -4,7 +4,7 @@
  * and cancelled through the executor, a cancelled run retried, manual triggers, workflows published, webhooks toggled and regenerated,
  * a completion callback added and removed,
  * roles changed, a user deactivated and reactivated, console reads — every page of the notes, activity-log and
- * admin-log lists, walked three at a time with `createdAt.lt` as the README says, validates against the
+ * admin-log lists, walked three at a time with `createdAt.lt` as docs/api.md says, validates against the
  * compatibility document AS PUBLISHED (only DESIGN's `exclusiveMinimum` quirk dropped), and the walk is complete:
  * it holds exactly the rows the document can describe, in full pages. With `extensions=true` every row comes back.
  *
@@ -86,7 +86,7 @@ function logIds(kind: 'activity' | 'admin', scopeId: number): { all: number[]; d
 const environmentId = (project: string, environment: string) =>
   (queryOne(env.store, 'SELECT id FROM environments WHERE project_id = ? AND name = ?', projectId(env.store, project), environment) as { id: number }).id
 
-// ── Walking a list as the README says ──────────────────────────────────────
+// ── Walking a list as docs/api.md says ──────────────────────────────────────
 
 interface Item {
   id: string | number

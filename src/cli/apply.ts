@@ -6,7 +6,7 @@ import { booleanFlag, type Command, CommandError, configFrom, parseFlags, PRINTE
 
 export const applyCommand: Command = {
   summary: 'create or update users, projects, workflows… from a YAML or JSON file (idempotent)',
-  usage: 'trellis apply -f FILE [--as EMAIL] [--json] [--base-url URL] [--data DIR]',
+  usage: 'trellis apply -f FILE [--as EMAIL] [--json] [--base-url URL] [--data DIR | --database-url URL]',
   flags: {
     file: stringFlag('FILE', 'the apply file, YAML or JSON; "-" reads standard input (required)', 'f'),
     as: stringFlag('EMAIL', "who record changes are logged as (default: each project's first admin)"),

@@ -8,7 +8,7 @@ import { booleanFlag, type Command, CommandError, configFrom, parseFlags, UsageE
 
 export const backupCommand: Command = {
   summary: 'write a consistent copy of the database to FILE (safe while serve runs)',
-  usage: 'trellis backup FILE [--force] [--data DIR]',
+  usage: 'trellis backup FILE [--force] [--data DIR | --database-url URL]',
   flags: { force: booleanFlag('replace an existing FILE') },
   async run(argv, io) {
     const parsed = parseFlags(argv, this.flags, 1)

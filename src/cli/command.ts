@@ -29,8 +29,10 @@ export interface Command {
   summary: string
   /** The synopsis: one line per form of the command. */
   usage: string
-  /** The flags it takes besides --data and --help: what it parses and what its --help lists (one table). */
+  /** The flags it takes besides --data, --database-url and --help: what it parses and what its --help lists (one table). */
   flags: Flags
+  /** `false` for a command that opens no configured database (`db copy` names both of its own): it takes neither --data nor --database-url. */
+  storeFlags?: false
   run(argv: string[], io: Io): Promise<number>
 }
 
@@ -84,15 +86,16 @@ export const PRINTED_BASE_URL_FLAG = settingFlag(
   `the URL serve runs with (DIR/base-url), else ${FLAG_SETTINGS['base-url'].default} from ${FLAG_SETTINGS.host.env}/${FLAG_SETTINGS.port.env}`,
 )
 
-const COMMON: Flags = {
-  data: SETTING_FLAGS.data,
-  'database-url': SETTING_FLAGS['database-url'],
-  help: { type: 'boolean', short: 'h', help: 'print this help' },
-}
+/** The flags of every command that opens the configured database: where that database is. */
+const STORE_FLAGS: Flags = { data: SETTING_FLAGS.data, 'database-url': SETTING_FLAGS['database-url'] }
+const HELP_FLAG: Flags = { help: { type: 'boolean', short: 'h', help: 'print this help' } }
+
+/** The flags a command takes besides its own. */
+const commonFlags = (command: Pick<Command, 'storeFlags'>): Flags => (command.storeFlags === false ? HELP_FLAG : { ...STORE_FLAGS, ...HELP_FLAG })
 
 /** `trellis <command> --help`: the synopsis, what it does, and every flag it takes with its env variable and default. */
 export function commandHelp(name: string, command: Command): string {
-  const flags = Object.entries({ ...command.flags, ...COMMON })
+  const flags = Object.entries({ ...command.flags, ...commonFlags(command) })
   const left = flags.map(([flag, spec]) => `${spec.short ? `-${spec.short}, ` : '    '}--${flag}${spec.value ? ` ${spec.value}` : ''}`)
   const width = Math.max(...left.map((text) => text.length))
   const lines = flags.map(([, spec], i) => {
@@ -107,9 +110,10 @@ export interface Parsed {
   positionals: string[]
 }
 
-export function parseFlags(argv: string[], flags: Flags, maxPositionals = 0): Parsed {
+/** `argv` parsed against `flags` and the common ones (`command`: pass the command when it sets `storeFlags`). */
+export function parseFlags(argv: string[], flags: Flags, maxPositionals = 0, command: Pick<Command, 'storeFlags'> = {}): Parsed {
   const options: Options = {}
-  for (const [name, spec] of Object.entries({ ...flags, ...COMMON })) options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type }
+  for (const [name, spec] of Object.entries({ ...flags, ...commonFlags(command) })) options[name] = spec.short ? { type: spec.type, short: spec.short } : { type: spec.type }
   try {
     const { values, positionals } = parseArgs({ args: argv, options, strict: true, allowPositionals: true })
     if (positionals.length > maxPositionals) throw new UsageError(`unexpected argument: ${positionals[maxPositionals]}`)
@@ -155,7 +159,7 @@ export async function withStore<T>(config: Config, fn: (store: Store) => T | Pro
 
 /**
  * `body`'s op in one write transaction of the data directory's database: everything it changes commits together or not
- * at all. The CLI's connection waits in the driver for another process's lock (README "Storage faults").
+ * at all. The CLI's connection waits in the driver for another process's lock (docs/operations.md "Storage faults").
  */
 export function inWriteTransaction<T>(config: Config, body: () => Op<T>): Promise<T> {
   return withStore(config, (store) => writeNow(store, body))

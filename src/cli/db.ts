@@ -12,8 +12,9 @@ export const dbCommand: Command = {
     from: stringFlag('FILE', `the SQLite database file, or a data directory holding ${DATABASE_FILE} (stop serve first)`),
     to: stringFlag('URL', 'the PostgreSQL database, postgres://user:password@host:port/name (it must hold no rows)'),
   },
+  storeFlags: false,
   async run(argv, io) {
-    const parsed = parseFlags(argv, this.flags, 1)
+    const parsed = parseFlags(argv, this.flags, 1, this)
     if (parsed.positionals[0] !== 'copy') throw new UsageError('usage: trellis db copy --from FILE|DIR --to postgres://…')
     const from = required(parsed, 'from')
     const to = required(parsed, 'to')

@@ -45,7 +45,7 @@ export const HTTP_IDLE_TIMEOUT_SECONDS = 10
 
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
+  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR | --database-url URL] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
   flags: {
     host: SETTING_FLAGS.host,
     port: SETTING_FLAGS.port,

@@ -15,7 +15,7 @@ export function backupElsewhere(config: DatabaseSettings): string | null {
   return [
     'the database is PostgreSQL (--database-url / TRELLIS_DATABASE_URL): back it up with PostgreSQL\'s own tools, e.g.',
     '  pg_dump --format=custom --file trellis.dump "$TRELLIS_DATABASE_URL"   (restore: pg_restore --dbname URL trellis.dump)',
-    'or continuous archiving / a replica (README "Scaling out"). Keep TRELLIS_SECRET with it: webhook URLs depend on it.',
+    'or continuous archiving / a replica (docs/scaling-out.md "Scaling out"). Keep TRELLIS_SECRET with it: webhook URLs depend on it.',
   ].join('\n')
 }
 

@@ -1,5 +1,5 @@
 /**
- * The one place that picks the database (README "Scaling out"): PostgreSQL when the configuration has a URL
+ * The one place that picks the database (docs/scaling-out.md "Scaling out"): PostgreSQL when the configuration has a URL
  * (`--database-url` / TRELLIS_DATABASE_URL), else the embedded SQLite file in the data directory. Either way the
  * schema is brought up to date first; several instances starting at once on PostgreSQL migrate once (an advisory
  * lock, ./postgres/migrate.ts).

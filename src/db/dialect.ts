@@ -1,5 +1,5 @@
 /**
- * The dialect context every storage query is written against (README "Architecture", "One query, two dialects"):
+ * The dialect context every storage query is written against (docs/architecture.md "Architecture", "One query, two dialects"):
  * the connection's query builder, the tables, and the few fragments that differ between SQLite and PostgreSQL.
  * A query is written once as `(d: Dialect) => query` (./query.ts) and built once per dialect and connection.
  *

@@ -5,7 +5,7 @@
  * Listed times are epoch microseconds taken from a millisecond clock: an entry gets `now` (its last three digits
  * 0) or, when the list already holds a time at or past it, the next microsecond. A thousand entries fit in each
  * millisecond before a list's times would run ahead of the clock (a million a second, far above any throughput:
- * README "Times").
+ * docs/design-decisions.md "Times").
  *
  * With one writer at a time (SQLite) `max(now, latest + 1 µs)` is exact. With several (PostgreSQL) the list scope is
  * held first (`holdListScope`: its lock, ./postgres/monotonic.ts), so each writer reads the latest its predecessor

@@ -1,5 +1,5 @@
 /**
- * The storage face's unit of work (README "Architecture", "Transactions across the face").
+ * The storage face's unit of work (docs/architecture.md "Architecture", "Transactions across the face").
  *
  * Domain code never holds the database. It describes what it needs as an `Op<T>`: a generator that yields calls to
  * the named functions of `src/db` (`yield* op(findTeamByName, projectId, name)`) and returns its answer. A runner

@@ -1,5 +1,5 @@
 /**
- * Queries written once for both stores (README "Architecture", "One query, two dialects"). A storage operation is an
+ * Queries written once for both stores (docs/architecture.md "Architecture", "One query, two dialects"). A storage operation is an
  * op (./op.ts) made of queries; each query is a function of the dialect context (./dialect.ts) that builds it:
  *
  *   export function findUserById(id: number) {
@@ -86,7 +86,7 @@ export function placeholders<K extends string>(...names: K[]): Record<K, Placeho
 /**
  * A constant LIMIT written into the SQL: `.limit(constantLimit(1))`. Drizzle binds a number as a parameter, and a
  * statement whose LIMIT is bound runs about 5 µs slower on SQLite, every time (five times a primary-key read: measured
- * with bench/inprocess.ts, README "Performance"). A page's limit, which varies, stays a placeholder.
+ * with bench/inprocess.ts, docs/performance.md "Performance"). A page's limit, which varies, stays a placeholder.
  */
 export function constantLimit(n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`constantLimit(${n}): not a count`)

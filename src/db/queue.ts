@@ -3,7 +3,7 @@
  * start, claim (which also wakes a waiting run whose time has come), lease renewal, advance, park, finish, fail,
  * cancel, give back, recovery — each one guarded statement, as pg-boss's `plans.ts` keeps them: the state it
  * leaves (and, after a claim, the lease owner) is in its `WHERE`, so a run cancelled or recovered elsewhere is
- * never written twice. Each is written once for both stores (README "One query, two dialects"), but for what only
+ * never written twice. Each is written once for both stores (docs/architecture.md "One query, two dialects"), but for what only
  * one store needs: the insert's place in its environment's order and the claim's reads and starts — SQLite's single
  * writer holds everything they read until they commit, PostgreSQL locks (the runs list lock, `FOR UPDATE SKIP
  * LOCKED`) and announces a queued run with NOTIFY (./postgres/per-dialect.ts). The claim's rules are src/db/claims.ts.

@@ -1,6 +1,6 @@
 /**
- * The locks that hold a rule of several rows across writers (README "Instance administrators, people and project
- * settings"): a write that may break the rule takes the rule's lock for its scope before it reads what the rule
+ * The locks that hold a rule of several rows across writers (docs/administration.md "The rules under
+ * concurrency"): a write that may break the rule takes the rule's lock for its scope before it reads what the rule
  * checks, and holds it to the end of its transaction. SQLite's one writer already runs every write transaction
  * alone: there is nothing to take. PostgreSQL's writers run at once: an advisory lock (./postgres/rule-locks.ts).
  */

@@ -1,5 +1,5 @@
 /**
- * A run's events (issue 28; README "Run events (SSE)"): every transition of a run from its start on and every step
+ * A run's events (issue 28; docs/workflows.md "Run events (SSE)"): every transition of a run from its start on and every step
  * outcome appends an event in the transition's own transaction — all of a transaction's events at once, the last thing it writes — with
  * a global id (the SSE `id:`) and a per-run `sequence` (1, 2, …: the run's newest + 1).
  * Readers page from an id: an environment's events (`run_events_env_id_idx`) or one run's.
@@ -31,7 +31,7 @@ import { statement } from './query.ts'
  * What happened to a run: its start (the first claim), a resumption (a later claim: after a `wait`, after recovery
  * or a give-back), its return to the queue (`run.requeued`: a lease expired, a graceful stop), each step's outcome
  * (`step.waiting`: a `wait` step parked the run), and its end. Being queued is no event: it would cost every trigger
- * an insert (README "Run events (SSE)" has the measure); `run.started` tells how the run was started.
+ * an insert (docs/workflows.md "Run events (SSE)" has the measure); `run.started` tells how the run was started.
  */
 export const RUN_EVENT_TYPES = [
   'run.started',

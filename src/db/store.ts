@@ -1,5 +1,5 @@
 /**
- * The store-neutral face of what a store does beyond reads and writes (README "Architecture"): the counters every
+ * The store-neutral face of what a store does beyond reads and writes (docs/architecture.md "Architecture"): the counters every
  * limit counts with, how an executor hears of runs queued elsewhere, the group-commit counts, and the upkeep a server
  * runs beside its store. Each function takes either store and decides here by its kind, so code outside `src/db/`
  * never knows which store it has. The dialects' own code: ./sqlite/ (and ./open.ts), ./postgres/.

@@ -5,12 +5,12 @@
  * migrations from its own file. test/schema-parity.test.ts migrates both for real and compares their catalogs.
  *
  * Times are integer epoch milliseconds, except those of notes, note messages and log entries: epoch microseconds
- * (`Micros`, README "Times"), so their lists can give each entry its own increasing `createdAt` without running ahead
+ * (`Micros`, docs/design-decisions.md "Times"), so their lists can give each entry its own increasing `createdAt` without running ahead
  * of the clock.
  * An index is here only when a query plan uses it or it enforces a constraint: every insert and every update of an
  * indexed column writes each index too, and `runs` and `activity_logs` are written on every trigger and every run.
  * test/query-plans.test.ts proves each one with `EXPLAIN QUERY PLAN` on the real statements. A list filter without
- * its own index walks the scope's (environment, id) index newest first until the page is full (README "Performance").
+ * its own index walks the scope's (environment, id) index newest first until the page is full (docs/performance.md "Performance").
  */
 import { type HasDefault, type IsPrimaryKey, type NotNull, type SQL, sql } from 'drizzle-orm'
 import type {

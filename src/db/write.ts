@@ -1,5 +1,5 @@
 /**
- * The one rule for writing (README "Storage faults"): every write is an IMMEDIATE transaction; a process with an
+ * The one rule for writing (docs/operations.md "Storage faults"): every write is an IMMEDIATE transaction; a process with an
  * event loop to keep free (the server) never lets the driver wait for another process's lock — `write()` waits
  * asynchronously, retrying, up to the store's budget, then gives up with `database_busy`; a full disk is
  * `storage_full` at once. The CLI has no event loop to protect: its `writeTransaction` waits in the driver.

@@ -452,7 +452,7 @@ export class Executor {
     }
     yield* recordStepOutcome(outcome)
     // No activity entry of its own: the step is the run's `run_steps` row (GET /v1/workflow-runs/{id}); what it
-    // changed wrote its own entry, with the step's name (README "Activity and admin logs").
+    // changed wrote its own entry, with the step's name (docs/api.md "Activity and admin logs").
     return outcome
   }
 

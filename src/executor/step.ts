@@ -68,7 +68,7 @@ export interface GroupReads {
 
 /**
  * An activity entry for something a run did to its record (read it, changed it, started, ended): the run's user
- * and token, `workflow {name, runId, stepName?}`. A step that does neither writes none (README "Activity and admin logs").
+ * and token, `workflow {name, runId, stepName?}`. A step that does neither writes none (docs/api.md "Activity and admin logs").
  */
 export function* logRunActivity(
   clock: Clock,

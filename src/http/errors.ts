@@ -53,7 +53,7 @@ export function errorResponse(error: HttpError): Response {
 
 /**
  * The error as the HTTP answer it maps to, or null when it is not ours: an HttpError itself, or 503
- * `database_busy` / `storage_full` / `storage_read_only` / `database_unavailable` for a storage fault (README "Storage faults").
+ * `database_busy` / `storage_full` / `storage_read_only` / `database_unavailable` for a storage fault (docs/operations.md "Storage faults").
  */
 export function asHttpError(error: unknown): HttpError | null {
   if (error instanceof HttpError) return error

@@ -1,6 +1,6 @@
 /**
  * The `Idempotency-Key` request header of the run starts (IETF draft "The Idempotency-Key HTTP Header Field";
- * README "Idempotency keys"): read and checked here, its meaning is the runs module's. Also how /openapi.json
+ * docs/workflows.md "Idempotency keys"): read and checked here, its meaning is the runs module's. Also how /openapi.json
  * documents it, and the `Idempotent-Replayed` answer header.
  */
 import type { DocumentDecoration } from 'elysia'

@@ -1,7 +1,7 @@
 /**
  * The OpenAPI 3.1 document (/openapi.json), generated from the routes' own schemas by @elysiajs/openapi's
  * `toOpenAPISchema`, then completed here in one pass:
- * - the responses every route shares: 500, 503 (`database_busy`, `storage_full`, `storage_read_only`, `database_unavailable`: README "Storage faults"), and 400/413/415 from the body rules (src/http/body.ts) on routes
+ * - the responses every route shares: 500, 503 (`database_busy`, `storage_full`, `storage_read_only`, `database_unavailable`: docs/operations.md "Storage faults"), and 400/413/415 from the body rules (src/http/body.ts) on routes
  *   that take a body; those documented by hooks (`detail.responses`: the auth macros' 401/403/429), which the
  *   generator drops once a route has its own `response` schemas, and the headers of a status it answers itself (the
  *   run starts' `Idempotent-Replayed`); reason phrases as descriptions; no content for 204;

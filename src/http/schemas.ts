@@ -11,7 +11,7 @@ export const Integer = Type.Integer
 /** A time as Trellis renders it: ISO 8601 UTC with milliseconds (`toIso`). */
 export const IsoDateTime = t.String({ format: 'date-time', examples: ['2026-11-21T12:00:00.000Z'] })
 
-/** A time of a note, a message or a log entry: ISO 8601 UTC with microseconds (`toIsoMicros`, README "Times"). */
+/** A time of a note, a message or a log entry: ISO 8601 UTC with microseconds (`toIsoMicros`, docs/design-decisions.md "Times"). */
 export const IsoDateTimeMicros = t.String({
   format: 'date-time',
   description: 'UTC with six fraction digits; send it back as is in `createdAt.lt` to page',

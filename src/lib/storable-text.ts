@@ -5,7 +5,7 @@
  * what was written: a login throttle's key never matched its own row and every such login got 429). A request that
  * would write it is refused with a 400 naming the field (src/http/storable-text.ts, the webhook's `record_id`, the
  * apply file, a new user's email and name), and a filter or lookup by it matches nothing, without asking the store
- * (README "Text never holds U+0000 or a lone surrogate").
+ * (docs/design-decisions.md "Text never holds U+0000 or a lone surrogate").
  */
 import { joinPath } from './validation.ts'
 

@@ -3,7 +3,7 @@
  *
  * Most times are epoch milliseconds (the clock's unit). The times of notes, note messages and log entries are
  * epoch microseconds (`Micros`): their lists page by `createdAt` and need a distinct, increasing time per entry
- * even when thousands arrive in one millisecond, without running ahead of the clock (README "Times").
+ * even when thousands arrive in one millisecond, without running ahead of the clock (docs/design-decisions.md "Times").
  */
 
 /** Epoch microseconds: the unit of note, note message and log entry times. Not assignable to `Millis`. */

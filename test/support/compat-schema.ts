@@ -161,7 +161,7 @@ export function assertValid<T>(validate: ValidateFunction, body: T, label = 'bod
 
 /**
  * DESIGN §7's extension values: what Trellis records that the document's enums lack, per operation and field.
- * They may appear only in answers to `extensions=true`; the test-side statement of the README's list.
+ * They may appear only in answers to `extensions=true`; the test-side statement of docs/api.md's list.
  */
 export const EXTENSION_VALUES: Record<'listActivityLogs' | 'listAdminLogs', Record<string, readonly string[]>> = {
   listActivityLogs: { action: ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow'] },

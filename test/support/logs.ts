@@ -198,7 +198,7 @@ export const listAdmin = (fx: Fx, query: Query = {}, options: { token?: string; 
   send<Page<AdminLog>>(fx.app, request(adminPath(query, options.project), { headers: bearer(options.token ?? (options.project === 'Globex' ? fx.aliceGlobex : fx.alice)) }), 'admin')
 
 /**
- * Every entry matching `query`, newest first, paging as the README says: `createdAt.lte` the last entry's time and
+ * Every entry matching `query`, newest first, paging as docs/api.md says: `createdAt.lte` the last entry's time and
  * skip ids already seen (log entries may share a millisecond). Fails if a page brings nothing new.
  */
 export async function walk<T extends ActivityLog | AdminLog>(

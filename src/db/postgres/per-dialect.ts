@@ -1,5 +1,5 @@
 /**
- * The storage operations PostgreSQL runs its own way (README "Architecture", "One query, two dialects"), side by side
+ * The storage operations PostgreSQL runs its own way (docs/architecture.md "Architecture", "One query, two dialects"), side by side
  * in one file as pg-boss keeps its plans: every other operation is written once, against the dialect context
  * (../query.ts). Each is the twin of the SQLite function of the same name, which stays beside the op that yields it
  * (there only that op's module can import it without closing an import circle), and `PER_DIALECT` below lists each
@@ -300,7 +300,7 @@ const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_
     e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
   FROM (SELECT v, n FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
 
-/** Every operation PostgreSQL runs its own way, with the reason (README "Architecture" lists them). */
+/** Every operation PostgreSQL runs its own way, with the reason (docs/architecture.md "Architecture" lists them). */
 export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(holdRuleLock, holdRuleLockOnPostgres, "PostgreSQL's writers run at once, so a rule of several rows takes an advisory lock; SQLite's one writer needs none"),
   perDialect(holdListScope, holdListScopeOnPostgres, "writers of one list scope queue on its advisory lock to date entries in commit order; SQLite's one writer holds every scope"),

@@ -1,6 +1,6 @@
 /**
- * The advisory locks that hold a rule of several rows across writers (README "Instance administrators, people and
- * project settings"): a write that may break the rule takes the rule's lock (`pg_advisory_xact_lock`, the two-int4
+ * The advisory locks that hold a rule of several rows across writers (docs/administration.md "The rules under
+ * concurrency"): a write that may break the rule takes the rule's lock (`pg_advisory_xact_lock`, the two-int4
  * form: rule, scope) before it reads what the rule checks, and holds it to its commit or rollback. So those writes
  * check and act one at a time, each reading (READ COMMITTED: a fresh snapshot per statement) what the one before it
  * committed — as SQLite's single writer runs them. Writes of other scopes never wait. The lock is taken by

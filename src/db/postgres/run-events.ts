@@ -1,5 +1,5 @@
 /**
- * Run events across instances (../run-events.ts, README "Run events (SSE)"): after a transaction that appended events
+ * Run events across instances (../run-events.ts, docs/workflows.md "Run events (SSE)"): after a transaction that appended events
  * commits, its instance sends `NOTIFY trellis_run_events` naming the environments; every instance LISTENs and reads
  * those environments' new events from the table (a notification only says where to look: a subscriber never takes
  * an event from it).

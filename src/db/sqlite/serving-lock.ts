@@ -1,5 +1,5 @@
 /**
- * One serving process per SQLite data directory (README "Deploy"). `serve` holds an exclusive lock on
+ * One serving process per SQLite data directory (docs/operations.md "Deploy"). `serve` holds an exclusive lock on
  * `<dataDir>/serve.lock` (a SQLite file of its own, in an exclusive transaction never committed) for as long as it
  * lives; the kernel drops the lock when the process ends, however it ends (`kill -9` included). A second `serve` on the
  * same directory is refused at start. The CLI commands never take it: they work while `serve` runs (DESIGN §9).

@@ -1,5 +1,5 @@
 /**
- * What a run may show of the requests its steps sent (README "Security: outbound requests"): every member who can
+ * What a run may show of the requests its steps sent (docs/security.md "Security: outbound requests"): every member who can
  * read a run sees its errors and step outputs, so a URL is shown without its user, password, query and fragment,
  * and the values a step sends as credentials are taken out of what it records.
  */

@@ -1,5 +1,5 @@
 /**
- * Where templates may go in an `http` step's URL (README "Security: outbound requests"): the path and the query,
+ * Where templates may go in an `http` step's URL (docs/security.md "Security: outbound requests"): the path and the query,
  * never the scheme or the authority (user, host, port). The workflow definition refuses a template there when it
  * is saved, and the executor refuses to send a URL whose origin is not the one written.
  */

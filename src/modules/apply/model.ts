@@ -14,7 +14,7 @@ export const ApplyUser = T.Object(
     username: T.String({ minLength: 1, maxLength: 100 }),
     password: T.Optional(T.String({ maxLength: 1024 })),
     disabled: T.Optional(T.Boolean()),
-    /** Instance administrator (README "Instance administrators"); absent leaves it as it is. */
+    /** Instance administrator (docs/administration.md "Instance administrators"); absent leaves it as it is. */
     instanceAdmin: T.Optional(T.Boolean()),
   },
   strict,
@@ -90,7 +90,7 @@ export const ApplyProject = T.Object(
 )
 
 /**
- * A workflow's `callbacks` (README "Completion callbacks"): matched by URL; `events` absent means all three. Not part
+ * A workflow's `callbacks` (docs/workflows.md "Completion callbacks"): matched by URL; `events` absent means all three. Not part
  * of the definition's version, like `webhook`.
  */
 export const ApplyCallbacks = T.Array(

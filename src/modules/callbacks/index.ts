@@ -1,5 +1,5 @@
 /**
- * Completion callbacks through the API (README "Completion callbacks"): a workflow's endpoints, beside its webhook
+ * Completion callbacks through the API (docs/workflows.md "Completion callbacks"): a workflow's endpoints, beside its webhook
  * trigger settings (project admins), and a run's deliveries with their attempts and a resend (as the run's own routes:
  * the triggering user or a project admin).
  */

@@ -105,7 +105,7 @@ export function projectAdminModule(deps: AppDeps) {
         response: { 200: ProjectView, ...errorResponses(400, 404, 409) },
         detail: {
           operationId: 'setProjectSettings',
-          summary: 'Rename a project or turn SSO on or off (README "Single sign-on": non-SSO tokens are refused while it is on)',
+          summary: 'Rename a project or turn SSO on or off (docs/sso.md "Single sign-on": non-SSO tokens are refused while it is on)',
         },
       },
     )

@@ -44,7 +44,7 @@ function partValue(part: ProjectPart, name: string) {
   return part === 'environment' ? { name, codeCustomizationVersion: 0 } : { name }
 }
 
-/** Extension values keep the document's `{name}` shape, with a readable description (README "Activity and admin logs"). */
+/** Extension values keep the document's `{name}` shape, with a readable description (docs/api.md "Activity and admin logs"). */
 const projectValue = (project: Pick<Project, 'name' | 'sso'>) => ({ name: `${project.name} (SSO ${project.sso ? 'on' : 'off'})` })
 
 /** A new project (409 `name_taken` when the name is used). Its admin log starts with the creation (resource `project`). */
@@ -70,7 +70,7 @@ export function* renameProject(clock: Clock, project: Project, name: string, act
 }
 
 /**
- * Turns SSO on or off (README "Single sign-on"): on, every token not generated in an SSO session is refused from
+ * Turns SSO on or off (docs/sso.md "Single sign-on"): on, every token not generated in an SSO session is refused from
  * the next request (403 sso_required) and password sessions cannot open the project; off, they work again.
  */
 export function* setProjectSso(clock: Clock, project: Project, sso: boolean, actorId: number | null): Op<Outcome> {

@@ -1,5 +1,5 @@
 /**
- * The live side of run events (README "Run events (SSE)"): the open streams of this instance and how each learns of
+ * The live side of run events (docs/workflows.md "Run events (SSE)"): the open streams of this instance and how each learns of
  * new events. The table is the only source: a stream starts by reading it after its cursor (the `Last-Event-ID`, or
  * the start of its run, or the environment's newest event), then follows its environment's **feed** — one reader per
  * environment with open streams, woken after every commit that appended events to it (this process's, and on

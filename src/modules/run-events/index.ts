@@ -1,5 +1,5 @@
 /**
- * Run events as Server-Sent Events (README "Run events (SSE)"): one run's (`GET /v1/workflow-runs/{runId}/events`)
+ * Run events as Server-Sent Events (docs/workflows.md "Run events (SSE)"): one run's (`GET /v1/workflow-runs/{runId}/events`)
  * and an environment's (`GET …/workflow-runs/events`), each resumable with `Last-Event-ID`. Authenticated and counted
  * once, as the run API's calls are; the stream itself is ./hub.ts's, written here as `text/event-stream`.
  */

@@ -1,5 +1,5 @@
 /**
- * Which run events a caller may stream (README "Run events (SSE)"), decided as the run API decides: a run's events
+ * Which run events a caller may stream (docs/workflows.md "Run events (SSE)"), decided as the run API decides: a run's events
  * for whoever may read the run (`GET /v1/workflow-runs/{runId}`: the user it acts as, or a project admin); an
  * environment's for any member of its project — a project admin's stream carries every run of the environment,
  * anyone else's only the runs acting as them. And an event as a stream's `data:` shows it.
