@@ -7,7 +7,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
-import { html, type Html, path } from '../../console/html.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { requireInstanceAdmin, requireProjectManager } from '../auth/service.ts'
 import { asHttpError } from '../../http/errors.ts'
 import { toIso } from '../../lib/time.ts'
@@ -49,9 +49,9 @@ function actorWithoutUser(initiator: string): string {
 function* instanceLog(): Op<Html> {
   const entries = yield* renderAdminLogs((yield* instanceLogIds(50)))
   if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`
-  return html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
+  return scrollingTable(html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
 ${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">${actorWithoutUser(e.initiator)}</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
-</tbody></table>`
+</tbody></table>`)
 }
 
 export function adminPages(deps: AppDeps) {
@@ -77,7 +77,7 @@ export function adminPages(deps: AppDeps) {
 </form>
 ${invitationPanel}
 <h2>People</h2>
-<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th></th></tr></thead><tbody>
+${scrollingTable(html`<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th></th></tr></thead><tbody>
 ${people.map(
   (u) => html`<tr data-email="${u.email}"><td>${u.email}</td><td>${u.username}</td><td>${u.instanceAdmin ? 'yes' : 'no'}</td>
 <td>${u.deactivated ? 'deactivated' : u.hasPassword ? 'active' : 'invited (no password yet)'}</td><td>${when(u.createdAt)}</td>
@@ -85,7 +85,7 @@ ${people.map(
 ${userStateForm(u, { deactivated: !u.deactivated }, u.deactivated ? 'Reactivate' : 'Deactivate', u.deactivated ? undefined : `Deactivate ${u.email}? Their sessions end and their tokens are refused.`)}
 ${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/users/${u.id}/invitation" data-show="#invitation-once" data-show-field="url"><button type="submit">New invitation link</button><span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
-</tbody></table>
+</tbody></table>`)}
 <h2>Instance admin log</h2>
 <p class="muted">People and invitations (each project's own changes are in its admin log).</p>
 ${(await read(deps.store, instanceLog()))}`,
@@ -109,9 +109,9 @@ ${(await read(deps.store, instanceLog()))}`,
 <button type="submit">Create</button>
 </form>
 <h2>Projects</h2>
-${all.length === 0 ? html`<p class="muted">No project yet.</p>` : html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th></th></tr></thead><tbody>
+${all.length === 0 ? html`<p class="muted">No project yet.</p>` : scrollingTable(html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th></th></tr></thead><tbody>
 ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>${when(toIso(p.createdAt))}</td><td><a href="${projectPath(p.name, 'settings')}">Settings</a> · <a href="${projectPath(p.name)}">Open</a></td></tr>`)}
-</tbody></table>`}
+</tbody></table>`)}
 <p><a href="/admin/users">People →</a></p>`,
         })
       }),
@@ -155,10 +155,10 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
 /** A table of one kind of part with an add form and a rename form per row. */
 function partSection(projectName: string, kind: { title: string; path: string; field: string }, names: string[]): Html {
   return html`<h2>${kind.title}</h2>
-<table><tbody>${names.map(
+${scrollingTable(html`<table><tbody>${names.map(
     (name) => html`<tr><td>${name}</td><td><form class="inline" data-api data-method="PATCH" action="${apiProject(projectName, kind.path, name)}">
 <input name="${kind.field}" value="${name}" required maxlength="200" aria-label="New name of ${name}"> <button type="submit">Rename</button><span class="form-error" role="alert"></span></form></td></tr>`,
-  )}</tbody></table>
+  )}</tbody></table>`)}
 <form class="add-${kind.path}" data-api action="${apiProject(projectName, kind.path)}">
 <label>New ${kind.title.toLowerCase().replace(/s$/, '')} <input name="${kind.field}" required maxlength="200"></label> <button type="submit">Add</button>
 <span class="form-error" role="alert"></span></form>`
@@ -185,7 +185,7 @@ ${partSection(name, { title: 'Environments', path: 'environments', field: 'envir
 ${partSection(name, { title: 'Teams', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
 ${partSection(name, { title: 'Collections', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
 <h2>Members</h2>
-<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th></th></tr></thead><tbody>
+${scrollingTable(html`<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th></th></tr></thead><tbody>
 ${people.map(
   (p) => html`<tr data-email="${p.email}"><td>${p.email}</td>
 <td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>
@@ -193,7 +193,7 @@ ${people.map(
 ${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams')}/{teamName}/members/${p.id}"><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
 <td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}?"><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
 )}
-</tbody></table>
+</tbody></table>`)}
 ${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members')}/{userId}">
 <label>Person <select data-path="userId">${everyone.map((u) => html`<option value="${u.id}">${u.email}</option>`)}</select></label>
 <label>Permission level ${roleSelect('user')}</label>

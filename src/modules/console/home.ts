@@ -1,7 +1,7 @@
 /** Console: the login page, the list of the user's projects, and a project's overview. */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { html } from '../../console/html.ts'
+import { html, scrollingTable } from '../../console/html.ts'
 import { queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../directory/projects.ts'
@@ -64,9 +64,9 @@ export function homePages(deps: AppDeps) {
           body:
             mine.length === 0
               ? emptyHome(user.isInstanceAdmin, (await read(deps.store, hasProjects())))
-              : html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
+              : scrollingTable(html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
 ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
-</tbody></table>`,
+</tbody></table>`),
         })
       }),
     )
@@ -82,13 +82,13 @@ ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></t
           user,
           crumbs: [{ label: 'Projects', href: '/' }],
           body: html`<h2>Environments</h2>
-<table><thead><tr><th>Environment</th><th>Teams you can open</th>${isAdmin ? html`<th>Audit</th>` : ''}</tr></thead><tbody>
+${scrollingTable(html`<table><thead><tr><th>Environment</th><th>Teams you can open</th>${isAdmin ? html`<th>Audit</th>` : ''}</tr></thead><tbody>
 ${environments.map(
   (env) => html`<tr><td>${env.name}</td>
 <td>${reachable.length === 0 ? html`<span class="muted">none</span>` : reachable.map((team, i) => html`${i > 0 ? ' · ' : ''}<a href="${renderingPath(name, env.name, team.name)}">${team.name}</a>`)}</td>
 ${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a></td>` : ''}</tr>`,
 )}
-</tbody></table>
+</tbody></table>`)}
 ${isAdmin || user.isInstanceAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'settings')}">Settings, environments, teams, collections, members</a> · <a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,
         })
       }),

@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { html, type Html, path } from '../../console/html.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
@@ -68,9 +68,9 @@ ${readable.length === 0 ? html`<p class="muted">This team may read no collection
 ${
   flows.length === 0
     ? html`<p class="muted">No workflow for this team in this environment.</p>`
-    : html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th></th>` : ''}</tr></thead><tbody>
+    : scrollingTable(html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th></th>` : ''}</tr></thead><tbody>
 ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Trigger settings</a></td>` : ''}</tr>`)}
-</tbody></table>`
+</tbody></table>`)
 }`,
         })
       }),
@@ -102,9 +102,9 @@ ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${
           body: html`${
             shown.length === 0
               ? html`<p class="muted">No records${after === undefined ? '' : ' after this one'}.</p>`
-              : html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
+              : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
 ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
-</tbody></table>`
+</tbody></table>`)
           }${more}${view.isAdmin ? recordForm(view) : ''}`,
         })
       }),

@@ -5,7 +5,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { html, type Html } from '../../console/html.ts'
+import { html, type Html, scrollingTable } from '../../console/html.ts'
 import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
 import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/service.ts'
 import { requireWorkflow, webhookSettings } from '../workflows/service.ts'
@@ -64,9 +64,9 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
 ${
   callbacks.length === 0
     ? html`<p class="muted">No callback yet.</p>`
-    : html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th></th></tr></thead><tbody>
+    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th></th></tr></thead><tbody>
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
-</tbody></table>`
+</tbody></table>`)
 }
 <form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
