@@ -17,7 +17,7 @@ type TokenView = ReturnType<typeof tokenView> & { user?: { email: string } }
 
 function tokenTable(tokens: TokenView[], revokePath: (id: number) => string, withOwner: boolean): Html {
   if (tokens.length === 0) return html`<p class="muted">No live tokens.</p>`
-  return scrollingTable(html`<table class="tokens"><thead><tr><th>Name</th>${withOwner ? html`<th>User</th>` : html`<th>Project</th>`}<th>Prefix</th><th>Scopes</th><th>SSO</th><th>Created</th><th>Last used</th><th>Expires</th><th></th></tr></thead><tbody>
+  return scrollingTable(html`<table class="tokens"><thead><tr><th>Name</th>${withOwner ? html`<th>User</th>` : html`<th>Project</th>`}<th>Prefix</th><th>Scopes</th><th>SSO</th><th>Created</th><th>Last used</th><th>Expires</th><th>Actions</th></tr></thead><tbody>
 ${tokens.map(
   (t) => html`<tr><td>${t.name}</td><td>${withOwner ? t.user?.email : t.projectName}</td><td class="mono">${t.prefix}…</td><td>${t.scopes.join(', ')}</td><td>${t.createdWithSso ? 'yes' : 'no'}</td><td>${when(t.createdAt)}</td><td>${when(t.lastUsedAt)}</td><td>${when(t.expiresAt)}</td>
 <td><form class="inline" data-api data-method="DELETE" action="${revokePath(t.id)}" data-confirm="Revoke token “${t.name}”? Calls with it will fail at once."><button type="submit" class="danger">Revoke</button><span class="form-error" role="alert"></span></form></td></tr>`,

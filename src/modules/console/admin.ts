@@ -77,7 +77,7 @@ export function adminPages(deps: AppDeps) {
 </form>
 ${invitationPanel}
 <h2>People</h2>
-${scrollingTable(html`<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th></th></tr></thead><tbody>
+${scrollingTable(html`<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${people.map(
   (u) => html`<tr data-email="${u.email}"><td>${u.email}</td><td>${u.username}</td><td>${u.instanceAdmin ? 'yes' : 'no'}</td>
 <td>${u.deactivated ? 'deactivated' : u.hasPassword ? 'active' : 'invited (no password yet)'}</td><td>${when(u.createdAt)}</td>
@@ -109,7 +109,7 @@ ${(await read(deps.store, instanceLog()))}`,
 <button type="submit">Create</button>
 </form>
 <h2>Projects</h2>
-${all.length === 0 ? html`<p class="muted">No project yet.</p>` : scrollingTable(html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th></th></tr></thead><tbody>
+${all.length === 0 ? html`<p class="muted">No project yet.</p>` : scrollingTable(html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>${when(toIso(p.createdAt))}</td><td><a href="${projectPath(p.name, 'settings')}">Settings</a> · <a href="${projectPath(p.name)}">Open</a></td></tr>`)}
 </tbody></table>`)}
 <p><a href="/admin/users">People →</a></p>`,
@@ -185,7 +185,7 @@ ${partSection(name, { title: 'Environments', path: 'environments', field: 'envir
 ${partSection(name, { title: 'Teams', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
 ${partSection(name, { title: 'Collections', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
 <h2>Members</h2>
-${scrollingTable(html`<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th></th></tr></thead><tbody>
+${scrollingTable(html`<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th>Actions</th></tr></thead><tbody>
 ${people.map(
   (p) => html`<tr data-email="${p.email}"><td>${p.email}</td>
 <td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>

@@ -68,7 +68,7 @@ ${readable.length === 0 ? html`<p class="muted">This team may read no collection
 ${
   flows.length === 0
     ? html`<p class="muted">No workflow for this team in this environment.</p>`
-    : scrollingTable(html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th></th>` : ''}</tr></thead><tbody>
+    : scrollingTable(html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th>Actions</th>` : ''}</tr></thead><tbody>
 ${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Trigger settings</a></td>` : ''}</tr>`)}
 </tbody></table>`)
 }`,

@@ -102,7 +102,7 @@ function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof r
   const attempt = (a: (typeof deliveries)[number]['attempts'][number]) =>
     html`<li>#${a.attempt} ${when(a.startedAt)} · ${a.statusCode === null ? html`<span class="error">${a.error}</span>` : html`<code>${a.statusCode}</code>`} · ${a.durationMs} ms</li>`
   return html`<h2>Callbacks</h2>
-${scrollingTable(html`<table class="deliveries"><thead><tr><th>Endpoint</th><th>Event</th><th>Status</th><th>Attempts</th><th></th></tr></thead><tbody>
+${scrollingTable(html`<table class="deliveries"><thead><tr><th>Endpoint</th><th>Event</th><th>Status</th><th>Attempts</th><th>Actions</th></tr></thead><tbody>
 ${deliveries.map(
   (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?"><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}

@@ -64,7 +64,7 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
 ${
   callbacks.length === 0
     ? html`<p class="muted">No callback yet.</p>`
-    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th></th></tr></thead><tbody>
+    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
 </tbody></table>`)
 }
