@@ -33,7 +33,7 @@ const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…
 function recordForm(view: { project: { name: string }; environment: { name: string }; team: { name: string }; collection: { name: string } }) {
   const action = `${path('v1', 'project', view.project.name, 'environment', view.environment.name, 'collection', view.collection.name, 'records')}/{recordId}`
   return html`<h2>Add or replace a record</h2>
-<form id="put-record" data-api data-method="PUT" action="${action}">
+<form id="put-record" data-api data-method="PUT" action="${action}" data-done="Record saved.">
 <label>Record id <input data-path="recordId" required maxlength="1024"></label>
 <input type="hidden" name="teamName" value="${view.team.name}">
 <label>Data (a JSON object) <textarea name="data" data-type="json-object" rows="6" required>{}</textarea></label>
@@ -144,7 +144,7 @@ ${section(
   flows.length === 0
     ? html`<p class="muted">No active workflow of ${team.name} works on ${collection.name}.</p>`
     : html`${flows.map(
-        (w) => html`<form class="inline" data-api action="${runsPath}" data-next="/runs/{runId}">
+        (w) => html`<form class="inline" data-api action="${runsPath}" data-next="/runs/{runId}" data-done="Run of “${w.name}” started.">
 <input type="hidden" name="workflowName" value="${w.name}"><input type="hidden" name="teamName" value="${team.name}"><input type="hidden" name="recordId" value="${record.recordKey}">
 <button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
       )}`,
@@ -153,7 +153,7 @@ ${section('Runs on this record', runsTable((await read(deps.store, renderRuns(ru
 ${section(
   'Notes',
   html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}
-<form id="new-note" data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
+<form id="new-note" data-done="Note added." data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
 <h3>New note</h3>
 <label>Title <input name="title" required maxlength="500"></label>
 <label>Message <textarea name="text" rows="4" required maxlength="10000"></textarea></label>

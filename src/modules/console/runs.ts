@@ -80,8 +80,8 @@ ${run.error ? html`<tr><th>Error</th><td class="error"><code>${run.error.code}</
 ${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="/runs/${run.retryOf}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
 ${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="/runs/${run.retriedBy}">${run.retriedBy}</a></td></tr>` : ''}
 </tbody></table>`)}
-${(ACTIVE_RUN_STATUSES as readonly string[]).includes(run.status) ? html`<form data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?"><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
-${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}"><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${(ACTIVE_RUN_STATUSES as readonly string[]).includes(run.status) ? html`<form data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?" data-done="Run cancelled."><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}" data-done="Retry started."><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
 <h2>Steps</h2>
 ${
   run.steps.length === 0
@@ -104,7 +104,7 @@ function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof r
   return html`<h2>Callbacks</h2>
 ${scrollingTable(html`<table class="deliveries"><thead><tr><th>Endpoint</th><th>Event</th><th>Status</th><th>Attempts</th><th>Actions</th></tr></thead><tbody>
 ${deliveries.map(
-  (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?"><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
+  (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?" data-done="Callback queued to be sent again."><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
 </tbody></table>`)}`
 }
