@@ -231,3 +231,16 @@ document.addEventListener('click', async (event) => {
   if (!copied) window.getSelection().selectAllChildren(source)
   button.textContent = copied ? 'Copied' : 'Selected: press Ctrl+C'
 })
+
+// "Hide this checklist": a cookie naming the users of this browser who hid it (read by the home page).
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('button[data-hide-checklist]')
+  if (!button) return
+  const name = 'trellis_checklist_hidden'
+  const current = document.cookie.split('; ').find((cookie) => cookie.startsWith(`${name}=`))
+  const users = new Set(current ? current.slice(name.length + 1).split('.') : [])
+  users.add(button.dataset.hideChecklist)
+  document.cookie = `${name}=${[...users].join('.')}; path=/; max-age=31536000; samesite=lax`
+  document.getElementById('checklist')?.remove()
+  say('Checklist hidden: it stays hidden in this browser.')
+})

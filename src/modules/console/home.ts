@@ -7,15 +7,13 @@ import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../directory/projects.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
+import { checklist, checklistDone, checklistHidden, checklistState } from './checklist.ts'
 import { htmlResponse, layout, redirect, safeNext } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, ssoStartPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
-/**
- * The home page of someone in no project: for an instance administrator of an instance without projects, the
- * first-start checklist; otherwise where to go next.
- */
+/** The home page of someone in no project: where to go next. */
 function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
   if (!instanceAdmin) {
     return html`<p class="notice">You are not a member of any project yet: ask an administrator of this Trellis to add you to one.</p>`
@@ -23,12 +21,14 @@ function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
   if (anyProject) {
     return html`<p class="notice">You are not a member of any project. <a href="/admin/projects">All projects</a> lists them: open one's settings to add yourself, or create one.</p>`
   }
-  return html`<section class="checklist"><h2>Get started</h2><ol>
-<li><a href="/admin/projects">Create a project</a>, then open its settings to add environments (e.g. production), teams and collections.</li>
-<li><a href="/admin/users">Add people</a>: each gets a password or a one-time invitation link; then make them members of the project and its teams.</li>
-<li>Publish a workflow: workflows are written in an apply file — see <code>examples/acme.yaml</code> and the README's "Apply file" section — and loaded with <code>trellis apply FILE</code> (or <code>PUT /v1/project/{p}/environment/{e}/team/{t}/workflows/{name}</code>).</li>
-<li><a href="/account">Create a token</a> for the API, once you are a member of a project.</li>
-</ol></section>`
+  return html`<p class="notice">No project yet: <a href="/admin/projects">create the first one</a>.</p>`
+}
+
+/** The "Get started" checklist for an instance administrator, until its steps are done or they hide it. */
+function* gettingStarted(user: { id: number; isInstanceAdmin: boolean }, request: Request) {
+  if (!user.isInstanceAdmin || checklistHidden(request, user.id)) return ''
+  const state = yield* checklistState(user.id)
+  return checklistDone(state) ? '' : checklist(state, user.id)
 }
 
 export function homePages(deps: AppDeps) {
@@ -56,17 +56,18 @@ export function homePages(deps: AppDeps) {
     })
     .get(
       '/',
-      consolePage(deps, async ({ user }) => {
+      consolePage(deps, async ({ user, request }) => {
         const mine = await read(deps.store, projectsOf(user.id))
         return layout({
           title: 'Projects',
           user,
-          body:
+          body: html`${(await read(deps.store, gettingStarted(user, request)))}${
             mine.length === 0
               ? emptyHome(user.isInstanceAdmin, (await read(deps.store, hasProjects())))
               : scrollingTable(html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
 ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
-</tbody></table>`),
+</tbody></table>`)
+          }`,
         })
       }),
     )

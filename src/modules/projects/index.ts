@@ -17,6 +17,7 @@ import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
+import { withArticle } from '../../lib/words.ts'
 
 /** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
 const PARTS = [
@@ -55,7 +56,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         params: t.Object({ projectName: t.String() }),
         body,
         response: { 201: NamedPart, ...errorResponses(400, 404, 409) },
-        detail: { operationId: `add${capital(spec.part)}`, summary: `Add a ${spec.part} to a project (project admins, instance administrators)` },
+        detail: { operationId: `add${capital(spec.part)}`, summary: `Add ${withArticle(spec.part)} to a project (project admins, instance administrators)` },
       },
     )
     .patch(
@@ -75,7 +76,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         params: t.Object({ projectName: t.String(), [spec.param]: t.String() }),
         body,
         response: { 200: NamedPart, ...errorResponses(400, 404, 409) },
-        detail: { operationId: `rename${capital(spec.part)}`, summary: `Rename a ${spec.part}: ids stay, so webhook URLs and history keep working` },
+        detail: { operationId: `rename${capital(spec.part)}`, summary: `Rename ${withArticle(spec.part)}: ids stay, so webhook URLs and history keep working` },
       },
     )
 }
