@@ -86,6 +86,19 @@ async function accessibilityProblems(page: Page): Promise<string[]> {
     .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`)
 }
 
+/**
+ * Forms that would act silently or without asking (issue 29 item 4): every form calling the API, sign-in and
+ * sign-out aside, says what it did (data-done); every destructive one asks first (data-confirm).
+ */
+const FORM_PROBLEMS = `Array.from(document.querySelectorAll('form[data-api]')).flatMap((form) => {
+  const what = (form.getAttribute('action') || '') + ' ' + (form.textContent || '').trim().slice(0, 40)
+  const found = []
+  if (!form.getAttribute('action').startsWith('/auth/') && form.dataset.done === undefined) found.push('no success message: ' + what)
+  const destructive = form.dataset.method === 'DELETE' || /revoke|remove|disable|regenerate|delete|deactivate|cancel/i.test(form.querySelector('button')?.textContent || '')
+  if (destructive && form.dataset.confirm === undefined) found.push('destructive without confirmation: ' + what)
+  return found
+})`
+
 /** The page's problems at this screen; on a phone with the header's menu opened first. */
 async function checkPage(page: Page, path: string, screen: keyof typeof SCREENS, signedIn: boolean): Promise<string[]> {
   const response = await page.goto(path)
@@ -97,6 +110,7 @@ async function checkPage(page: Page, path: string, screen: keyof typeof SCREENS,
     const box = await signOut.boundingBox()
     if (!(await signOut.isVisible()) || !box || box.x < 0 || box.x + box.width > SCREENS.phone.width) found.push(`"Sign out" is not on screen: ${JSON.stringify(box)}`)
   }
+  found.push(...(await page.evaluate<string[]>(FORM_PROBLEMS)))
   const overflow = await sidewaysOverflow(page)
   if (overflow > 0) found.push(`the document is ${overflow} px wider than the viewport`)
   found.push(...(await accessibilityProblems(page)))

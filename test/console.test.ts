@@ -293,7 +293,7 @@ describe('pages and who may see them', () => {
     const api = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
     expect((await get(page, 'alice')).text).toContain('No callback yet.')
     const form = (await get(page, 'alice')).text
-    expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">`)
+    expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done=`)
     expect(form).toContain('<input type="checkbox" name="events" value="workflow_run.failed" checked>')
     const added = await app.handle(request(api, { method: 'POST', headers: { cookie: cookies.alice! }, json: { url: 'https://erp.example.com/hooks?<b>' } }))
     expect(added.status).toBe(201)
