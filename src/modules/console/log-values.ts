@@ -25,11 +25,10 @@ function plain(value: unknown): string {
   return shownFields(value).map(([key, v]) => `${labelOf(key)}: ${plain(v)}`).join('; ')
 }
 
-export function adminLogValue(value: unknown): Html | string {
-  if (value === undefined || value === null) return ''
-  if (typeof value !== 'object' || Array.isArray(value)) return plain(value)
+export function adminLogValue(value: unknown): Html {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return html`${plain(value)}`
   const fields = shownFields(value)
-  if (fields.length === 1 && fields[0]![0] === 'name') return plain(fields[0]![1])
+  if (fields.length === 1 && fields[0]![0] === 'name') return html`${plain(fields[0]![1])}`
   return html`<ul class="fields">${fields.map(([key, v]) => html`<li>${labelOf(key)}: ${plain(v)}</li>`)}</ul>`
 }
 
