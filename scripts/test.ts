@@ -29,6 +29,7 @@ export const POSTGRES_PASS = [
   'cli',
   'console',
   'console-browser',
+  'console-pages-browser',
   'db',
   'deep-json',
   'executor',

@@ -15,7 +15,7 @@ import { createMetrics } from '../src/lib/metrics.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { consoleModule } from '../src/modules/console/index.ts'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, watchPage } from './support/browser.ts'
+import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-pages-browser')
 
@@ -163,6 +163,55 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
       expect(problems).toEqual([])
     }, 180_000)
   }
+
+  test('feedback: a new token and a new person are in their lists while their shown-once value is on screen; success in the status line; an error beside its field', async () => {
+    const context = await browser.newContext({ baseURL: server.url })
+    const page = await context.newPage()
+    watchPage(page, problems, () => server.url)
+    const text = (selector: string) => textOf(page, selector)
+    await page.goto('/login')
+    await page.fill('input[name=email]', 'alice@example.com')
+    await page.fill('input[name=password]', 'alice-demo-pass-2026')
+    await Promise.all([page.waitForURL(`${server.url}/`), page.click('main button[type=submit]')])
+
+    await page.goto('/account')
+    // "These scopes" with none ticked: the API's 400 names `scopes`; the message sits after the boxes, marked invalid.
+    await page.check('#new-token input[name=preset][value=""]')
+    await page.fill('#new-token input[name=name]', 'feedback token')
+    await page.click('#new-token button[type=submit]')
+    await eventually('the scopes error beside the boxes', text('#new-token fieldset + .field-error'), (t) => t.length > 0)
+    expect(await page.getAttribute('#new-token input[name=scopes]', 'aria-invalid')).toBe('true')
+    await page.check('#new-token input[name=preset][value="read-only"]')
+    await page.click('#new-token button[type=submit]')
+    await page.locator('#token-once').waitFor({ state: 'visible' })
+    await eventually('the new token in the list', countOf(page, 'table.tokens tr[data-token="feedback token"]'), (n) => n === 1)
+    expect(await page.locator('#token-once').isVisible()).toBe(true)
+    expect(await text('#flash')()).toContain('Token generated')
+    expect(await page.locator('#new-token .field-error').count()).toBe(0) // cleared by the next try
+
+    await page.goto('/admin/users')
+    await page.fill('#new-user input[name=email]', 'frank@example.com')
+    await page.fill('#new-user input[name=username]', 'frank')
+    await page.click('#new-user button[type=submit]')
+    await page.locator('#invitation-once').waitFor({ state: 'visible' })
+    await eventually('the invited person in the list', countOf(page, 'tr[data-email="frank@example.com"]'), (n) => n === 1)
+    expect(await text('tr[data-email="frank@example.com"]')()).toContain('invited')
+    expect(await text('#instance-log')()).toContain('frank@example.com')
+
+    await page.goto('/p/Acme/settings')
+    await page.fill('form.add-environments input', ' qa')
+    await page.click('form.add-environments button[type=submit]')
+    await eventually('the name error beside its field', text('form.add-environments .field-error'), (t) => t.includes('spaces'))
+    await page.fill('form.add-environments input', 'qa')
+    await thenLoad(page, () => page.click('form.add-environments button[type=submit]'))
+    expect(await text('#flash')()).toBe('Environment added.')
+    expect(await text('main')()).toContain('qa')
+    // The permission levels are explained where they are chosen.
+    expect(await page.getAttribute('#add-member select[name=role]', 'aria-describedby')).toBe('permission-levels')
+    expect(await text('#permission-levels')()).toContain('manages the project')
+    await context.close()
+    expect(problems).toEqual([])
+  }, 60_000)
 
   test('signed out: the sign-in and invitation pages', async () => {
     expect(extra.invitation).toBeDefined()

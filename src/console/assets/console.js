@@ -100,7 +100,9 @@ function showFieldErrors(form, problems) {
     note.className = 'field-error'
     note.id = `field-error-${++fieldErrors}`
     note.textContent = message
-    ;(input.closest('label, fieldset') || input).after(note)
+    // A box of a group: after the group's fieldset; any other input: after its label.
+    const group = input.type === 'checkbox' || input.type === 'radio' ? input.closest('fieldset') : null
+    ;(group || input.closest('label') || input).after(note)
     input.setAttribute('aria-invalid', 'true')
     input.setAttribute('aria-describedby', note.id)
   }

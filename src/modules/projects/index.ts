@@ -46,7 +46,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         const body = fields as Record<string, string>
         await write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, params.projectName)
-          yield* addProjectPart(deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id })
+          yield* addProjectPart(deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id, field: spec.param })
         })
         set.status = 201
         return { name: newName(body) }
@@ -67,7 +67,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         await write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, path.projectName ?? '')
           const name = path[spec.param] ?? ''
-          yield* renameProjectPart(deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id })
+          yield* renameProjectPart(deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id, field: spec.param })
         })
         return { name: newName(body) }
       },
@@ -96,7 +96,7 @@ export function projectAdminModule(deps: AppDeps) {
         return write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, params.projectName)
           yield* setProjectSso(deps.clock, project, body.sso, caller.user.id)
-          yield* renameProject(deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id)
+          yield* renameProject(deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id, 'projectName')
           return { name: body.projectName, sso: body.sso }
         })
       },
