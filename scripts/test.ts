@@ -28,6 +28,7 @@ export const POSTGRES_PASS = [
   'callbacks',
   'cli',
   'console',
+  'console-authoring-browser',
   'console-browser',
   'console-pages-browser',
   'db',
@@ -69,6 +70,7 @@ export const POSTGRES_PASS = [
   'webhook',
   'webhook-cli',
   'wire-compat',
+  'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
 
 interface Pass {

@@ -19,6 +19,8 @@ import { SetupGate } from '../src/modules/setup/service.ts'
 import { createUser } from '../src/modules/users/service.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
+import { STEP_TEMPLATES } from '../src/modules/console/workflow-authoring.ts'
+import { STEP_TYPES, workflowDefinitionProblems } from '../src/modules/workflows/definition.ts'
 
 
 interface ActivityEntry {
@@ -648,5 +650,105 @@ describe('token ages and the rotation advice (issue 29)', () => {
     } finally {
       fresh.cleanup()
     }
+  })
+})
+
+describe('authoring workflows (issue 29)', () => {
+  const team = '/p/Acme/e/production/t/Support'
+  const page = `${team}/w/Authored%20here`
+  const api = '/v1/project/Acme/environment/production/team/Support/workflows/Authored%20here'
+  const publish = (json: unknown, who = 'alice') => app.handle(request(api, { method: 'PUT', headers: { cookie: cookies[who]! }, json }))
+
+  test('the team page: admins get the New workflow form (every collection of the project) and the editor script; others neither', async () => {
+    const asAdmin = (await get(team, 'alice')).text
+    expect(asAdmin).toContain('<form id="new-workflow" data-new-workflow action="/v1/project/Acme/environment/production/team/Support/workflows/" data-next="/p/Acme/e/production/t/Support/w/">')
+    expect(asAdmin).toContain('<select name="collection"><option>customers</option><option>orders</option><option>secrets</option></select>')
+    expect(asAdmin).toContain('<script src="/console/editor.js" defer></script>')
+    expect(asAdmin).toContain('<a href="/p/Acme/e/production/t/Support/w/Refund%20order">Refund order</a>')
+    const asEditor = (await get(team, 'bob')).text
+    expect(asEditor).not.toContain('new-workflow')
+    expect(asEditor).not.toContain('editor.js')
+    expect(asEditor).not.toContain('/w/Refund%20order')
+  })
+
+  test('the workflow page: steps in words, the editor prefilled with the active definition, a test run form, runs, versions, trigger settings', async () => {
+    const steps = [
+      { type: 'load' },
+      { type: 'condition', if: { field: 'status', equals: 'paid' }, else: 'fail' },
+      { type: 'update', name: 'mark', set: { status: 'checked' } },
+      { type: 'note', title: '<b>Checked</b>', content: 'by {{workflow.name}}' },
+      { type: 'http', method: 'POST', url: 'https://erp.example.com/x', headers: { authorization: 'Bearer sk_secret' } },
+      { type: 'wait', seconds: 5400 },
+    ]
+    expect((await publish({ collection: 'orders', steps })).status).toBe(200)
+    const { status, text } = await get(page, 'alice')
+    expect(status).toBe(200)
+    expect(text).toContain('Version <strong>v1</strong> is active, on <strong>orders</strong>.')
+    for (const words of [
+      'Load the record',
+      'Go on only if <code>status</code> equals <code>&quot;paid&quot;</code>; otherwise fail the run',
+      '<strong>mark</strong> — Set <code>status</code> = <code>&quot;checked&quot;</code>',
+      'Add a note “&lt;b&gt;Checked&lt;/b&gt;”',
+      'Call <code>POST https://erp.example.com/x</code> with headers authorization',
+      'Wait 1 h 30 min',
+    ]) expect(text).toContain(words)
+    // The header's value is in the editor (admins may read the definition), not in the steps' words.
+    expect(text.split('<form id="workflow-editor"')[0]).not.toContain('sk_secret')
+    expect(text).toContain(`<form id="workflow-editor" data-editor data-method="PUT" action="${api}" data-page="${page}">`)
+    expect(text).toContain('{\n  &quot;collection&quot;: &quot;orders&quot;,\n  &quot;steps&quot;: [\n    {\n      &quot;type&quot;: &quot;load&quot;\n    },')
+    expect(text).toContain('<form id="test-run" data-api action="/v1/project/Acme/environment/production/workflow-runs" data-next="/runs/{runId}">')
+    expect(text).toContain('<input type="hidden" name="workflowName" value="Authored here">')
+    expect(text).toContain('<h2>Recent runs</h2>\n<p class="muted">No runs.</p>')
+    expect(text).toContain('<td>v1</td>')
+    expect(text).toContain('Publish a second version to compare two.')
+    expect(text).toContain('<h2>Trigger settings</h2>')
+    expect(text).toContain('<link rel="stylesheet" href="/console/editor.css">')
+  })
+
+  test('a second version: the compare form, the diff of any two; bad or unknown versions are 400 / 404 pages', async () => {
+    expect((await publish({ collection: 'orders', steps: [{ type: 'load' }, { type: 'update', set: { status: 'seen' } }] })).status).toBe(200)
+    const text = (await get(page, 'alice')).text
+    expect(text).toContain('Version <strong>v2</strong> is active')
+    expect(text).toContain('<form method="get" id="compare" class="filters" action="#diff">')
+    const diff = (await get(`${page}?from=1&to=2`, 'alice')).text
+    expect(diff).toMatch(/<h3 id="diff">v1 → v2: \d+ lines changed<\/h3>/)
+    expect(diff).toContain('<span class="diff-removed">-       &quot;type&quot;: &quot;wait&quot;,</span>')
+    expect(diff).toContain('<span class="diff-added">+         &quot;status&quot;: &quot;seen&quot;</span>')
+    expect(diff).toContain('<span class="diff-same">  {</span>')
+    expect((await get(`${page}?from=2&to=2`, 'alice')).text).toContain('v2 → v2: no difference')
+    for (const [query, parameter, status] of [['from=1', 'to', 400], ['to=1', 'from', 400], ['from=x&to=1', 'from', 400], ['from=1&to=0', 'to', 400]] as const) {
+      const bad = await get(`${page}?${query}`, 'alice')
+      expect({ query, status: bad.status }).toEqual({ query, status })
+      expect(bad.text).toContain(parameter)
+    }
+    const unknown = await get(`${page}?from=1&to=9`, 'alice')
+    expect(unknown.status).toBe(404)
+    expect(unknown.text).toContain('has no version 9')
+  })
+
+  test('who may: project admins only (an editor, a user, a non-member: 403 or 404); unknown names are 404 pages', async () => {
+    expect((await get(page, 'bob')).status).toBe(403)
+    expect((await get(page, 'dave')).status).toBe(403)
+    expect((await get(page, 'erin')).status).toBe(403)
+    expect((await get('/p/Acme/e/production/t/Support/w/Nope', 'alice')).status).toBe(404)
+    expect((await get('/p/Acme/e/nowhere/t/Support/w/Authored%20here', 'alice')).status).toBe(404)
+    expect((await get(`${page}?from=1&to=2`)).status).toBe(303)
+  })
+
+  test('"Add a step" offers every step type, each template a valid step by the checks of the API', async () => {
+    const text = (await get(page, 'alice')).text
+    for (const type of STEP_TYPES) {
+      expect(text).toContain(`>${type}</option>`)
+      const definition = { name: 'x', environment: 'production', team: 'Support', collection: 'orders', steps: [{ type: 'load' }, STEP_TEMPLATES[type]] }
+      expect({ type, problems: workflowDefinitionProblems(definition) }).toEqual({ type, problems: [] })
+    }
+    expect(text).toContain('<button type="button" data-add-step>Add</button>')
+  })
+
+  test('the editor script and style come from the binary', async () => {
+    const js = await get('/console/editor.js')
+    expect(js.headers.get('content-type')).toStartWith('text/javascript')
+    expect(js.text).toContain('function jsonLines')
+    expect((await get('/console/editor.css')).headers.get('content-type')).toStartWith('text/css')
   })
 })

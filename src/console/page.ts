@@ -43,6 +43,8 @@ export interface PageSpec {
   user?: { email: string; username: string; viaSso?: boolean; isInstanceAdmin?: boolean }
   crumbs?: Crumb[]
   body: Html
+  /** A page's own scripts and style sheets (same origin), after the console's. */
+  assets?: { scripts?: string[]; styles?: string[] }
 }
 
 /**
@@ -71,7 +73,7 @@ export function layout(spec: PageSpec): Html {
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/console.css">
 <script src="/console/console.js" defer></script>
-</head>
+${(spec.assets?.styles ?? []).map((href) => html`<link rel="stylesheet" href="${href}">\n`)}${(spec.assets?.scripts ?? []).map((src) => html`<script src="${src}" defer></script>\n`)}</head>
 <body>
 <header>
   <a class="brand" href="/">Trellis</a>

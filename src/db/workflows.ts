@@ -8,7 +8,7 @@
  * meets the first's row in a unique index (23505) and its whole transaction runs again (./postgres/op-runner.ts), now
  * finding the row, as SQLite's single writer would have had it.
  */
-import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteSelect } from 'drizzle-orm/sqlite-core'
 import type { Dialect, Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
@@ -222,4 +222,55 @@ export function* publishWorkflowVersion(input: NewWorkflowVersion): Op<number> {
       .where(eq(t.workflows.id, workflowId)),
   )
   return id
+}
+
+const VERSION_PAGE = statement('workflow-versions.page', ({ db, t }) =>
+  db
+    .select({ id: t.workflowVersions.id })
+    .from(t.workflowVersions)
+    .where(and(eq(t.workflowVersions.workflowId, sql.placeholder('workflowId')), lt(t.workflowVersions.version, sql.placeholder('beforeVersion'))))
+    .orderBy(desc(t.workflowVersions.version))
+    .limit(sql.placeholder('limit')),
+)
+
+/**
+ * One page of a workflow's version ids, newest first (limit + 1 of them); with `beforeVersion`, only older versions.
+ * Walks the (workflow, version) unique index: no sort, however many versions.
+ */
+export function* pageWorkflowVersionIds(workflowId: number, beforeVersion: number | undefined, limit: number): Op<number[]> {
+  const page = yield* VERSION_PAGE.rows({ workflowId, beforeVersion: beforeVersion ?? Number.MAX_SAFE_INTEGER, limit: limit + 1 })
+  return page.map((r) => r.id)
+}
+
+const VERSIONS_TO_RENDER = statement('workflow-versions.render', ({ db, t, inJsonArray }) =>
+  db
+    .select({
+      id: t.workflowVersions.id,
+      version: t.workflowVersions.version,
+      createdAt: t.workflowVersions.createdAt,
+      userId: t.users.id,
+      username: t.users.username,
+      email: t.users.email,
+    })
+    .from(t.workflowVersions)
+    .leftJoin(t.users, eq(t.users.id, t.workflowVersions.publishedBy))
+    .where(inJsonArray(t.workflowVersions.id, 'ids', 'integer'))
+    .orderBy(desc(t.workflowVersions.id)),
+)
+
+/** The versions `ids` with who published them (null: `trellis apply`), newest first; not their definitions. */
+export function loadWorkflowVersions(ids: number[]) {
+  return VERSIONS_TO_RENDER.rows({ ids: JSON.stringify(ids) })
+}
+
+const VERSION_NUMBERED = statement('workflow-versions.by-number', ({ db, t }) =>
+  db
+    .select({ id: t.workflowVersions.id, definition: t.workflowVersions.definition })
+    .from(t.workflowVersions)
+    .where(and(eq(t.workflowVersions.workflowId, sql.placeholder('workflowId')), eq(t.workflowVersions.version, sql.placeholder('version')))),
+)
+
+/** The id and definition (canonical JSON) of a workflow's version numbered `version`, if it was published. */
+export function findNumberedWorkflowVersion(workflowId: number, version: number) {
+  return VERSION_NUMBERED.row({ workflowId, version })
 }

@@ -8,10 +8,15 @@ import { Integer } from './schemas.ts'
 import { DATE_OPERATORS, type DateOperator, DEFAULT_LIMIT, MAX_EMAIL_LENGTH, MAX_FILTER_LENGTH, MAX_LIMIT, MAX_NAME_LENGTH } from './list.ts'
 
 /** The envelope's schema: `{hasMore, data: item[], parameters}`. */
-export function pageSchema<Item extends TSchema, Parameters extends TSchema>(item: Item, parameters: Parameters, description: string) {
+export function pageSchema<Item extends TSchema, Parameters extends TSchema>(
+  item: Item,
+  parameters: Parameters,
+  description: string,
+  hasMore = 'Whether more items follow: repeat with `createdAt.lt` set to the last item\'s `createdAt`',
+) {
   return t.Object(
     {
-      hasMore: t.Boolean({ description: 'Whether more items follow: repeat with `createdAt.lt` set to the last item\'s `createdAt`' }),
+      hasMore: t.Boolean({ description: hasMore }),
       data: t.Array(item),
       parameters,
     },

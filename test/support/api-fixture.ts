@@ -52,6 +52,7 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
     collectionName: 'orders',
     collection: 'orders',
     workflowName: 'Refund order',
+    version: '1',
     recordId: 'ord_1001',
     record_id: 'ord_1001',
     email: ALICE.email,

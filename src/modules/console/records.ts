@@ -16,6 +16,7 @@ import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 import { activityTable, notesList } from './logs.ts'
 import { runsTable } from './runs.ts'
+import { AUTHORING_ASSETS, newWorkflowForm } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
@@ -57,10 +58,12 @@ export function recordPages(deps: AppDeps) {
         const { project, environment, team, isAdmin } = await read(deps.store, reachableRendering(user, params))
         const readable = await read(deps.store, readableCollections(user.id, project.id, team.id))
         const flows = await read(deps.store, renderingWorkflows(environment.id, team.id))
+        const collections = isAdmin ? await read(deps.store, projectCollections(project.id)) : []
         const at = (...rest: string[]) => renderingPath(project.name, environment.name, team.name, ...rest)
         return layout({
           title: `${team.name} in ${environment.name}`,
           user,
+          assets: isAdmin ? AUTHORING_ASSETS : undefined,
           crumbs: crumbsFor(params).slice(0, 2),
           body: html`<h2>Collections</h2>
 ${readable.length === 0 ? html`<p class="muted">This team may read no collection.</p>` : html`<ul>${readable.map((c) => html`<li><a href="${at('c', c.name)}">${c.name}</a></li>`)}</ul>`}
@@ -69,9 +72,10 @@ ${
   flows.length === 0
     ? html`<p class="muted">No workflow for this team in this environment.</p>`
     : scrollingTable(html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th>Actions</th>` : ''}</tr></thead><tbody>
-${flows.map((w) => html`<tr><td>${w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Trigger settings</a></td>` : ''}</tr>`)}
+${flows.map((w) => html`<tr><td>${isAdmin ? html`<a href="${at('w', w.name)}">${w.name}</a>` : w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Steps, versions, settings</a></td>` : ''}</tr>`)}
 </tbody></table>`)
-}`,
+}
+${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.name, team: team.name }, collections) : ''}`,
         })
       }),
     )

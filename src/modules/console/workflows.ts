@@ -1,39 +1,104 @@
 /**
- * Console: a workflow's trigger settings (project admins) — enable or pause the webhook, copy its URL, regenerate
- * it (after a confirmation), set its rate — and its completion callbacks: listed, added (the signing secret shown
- * once), removed. The forms call the webhook settings and callbacks APIs with the session.
+ * Console: a workflow's page (project admins) — its steps, the editor, a test run, recent runs and versions
+ * (./workflow-authoring.ts), its trigger settings — enable or pause the webhook, copy its URL, regenerate it (after a
+ * confirmation), set its rate — and its completion callbacks: listed, added (the signing secret shown once), removed.
+ * The forms call the workflows, runs, webhook settings and callbacks APIs with the session.
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, scrollingTable } from '../../console/html.ts'
 import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
 import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/service.ts'
-import { requireWorkflow, webhookSettings } from '../workflows/service.ts'
+import { activeDefinition, pageWorkflowVersions, renderWorkflowVersions, requireWorkflow, type WebhookSettings, webhookSettings, workflowVersion } from '../workflows/service.ts'
+import { invalidParameter, parseIdParameter, type Query } from '../../http/list.ts'
+import { listRunIds, renderRuns } from '../runs/service.ts'
 import { adminProject } from './access.ts'
+import { runsTable } from './runs.ts'
+import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
+const VERSIONS_SHOWN = 50
+const RUNS_SHOWN = 10
+
+/** `from` and `to` of the compare form: both or neither (a 400 page names the one missing or bad). */
+function comparedVersions(query: Query): { from: number; to: number } | undefined {
+  const from = parseIdParameter(query, 'from')
+  const to = parseIdParameter(query, 'to')
+  if (from === undefined && to === undefined) return undefined
+  if (from === undefined) throw invalidParameter('from', 'choose the version to compare from')
+  if (to === undefined) throw invalidParameter('to', 'choose the version to compare to')
+  return { from, to }
+}
+
 export function workflowPages(deps: AppDeps) {
   return new Elysia({ name: 'console-workflows', detail: { hide: true } }).get(
     '/p/:project/e/:environment/t/:team/w/:workflow',
-    consolePage(deps, async ({ user, params }) => {
-      const project = await read(deps.store, adminProject(user, params.project!))
-      const target = await read(deps.store, requireWorkflow(project.id, params.environment!, params.team!, params.workflow!))
-      const settings = webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute)
-      const callbacks = await read(deps.store, listWorkflowCallbacks(target.workflowId))
-      const workflowApi = `/v1/project/${[project.name, 'environment', params.environment!, 'team', params.team!, 'workflows', params.workflow!].map(encodeURIComponent).join('/')}`
-      const api = `${workflowApi}/webhook`
+    consolePage(deps, async ({ user, params, query }) => {
+      const compared = comparedVersions(query)
+      const view = await read(
+        deps.store,
+        (function* () {
+          const project = yield* adminProject(user, params.project!)
+          const target = yield* requireWorkflow(project.id, params.environment!, params.team!, params.workflow!)
+          const versions = yield* renderWorkflowVersions(target, (yield* pageWorkflowVersions(target, undefined, VERSIONS_SHOWN)).slice(0, VERSIONS_SHOWN))
+          // Withdrawn (no active version): the editor starts from the newest version.
+          const shown = target.activeVersionId !== null ? (yield* activeDefinition(target)) : versions[0] ? (yield* workflowVersion(target, versions[0].version)) : undefined
+          const diff = compared ? { from: yield* workflowVersion(target, compared.from), to: yield* workflowVersion(target, compared.to) } : undefined
+          return {
+            project,
+            target,
+            versions,
+            shown,
+            diff,
+            callbacks: yield* listWorkflowCallbacks(target.workflowId),
+            runIds: (yield* listRunIds(target.environmentId, { workflowIds: [target.workflowId] }, [], RUNS_SHOWN)).slice(0, RUNS_SHOWN),
+          }
+        })(),
+      )
+      const { project, target } = view
+      const runs = await read(deps.store, renderRuns(view.runIds, deps.clock.now()))
+      const place = { project: project.name, environment: params.environment!, team: params.team! }
+      const name = target.workflowName
+      const active = target.activeVersionId === null ? undefined : view.shown
       return layout({
-        title: `${params.workflow} · trigger settings`,
+        title: name,
         user,
+        assets: AUTHORING_ASSETS,
         crumbs: [
           { label: 'Projects', href: '/' },
           { label: project.name, href: projectPath(project.name) },
           { label: `${params.environment} · ${params.team}`, href: renderingPath(project.name, params.environment!, params.team!) },
         ],
-        body: html`<p>Manual runs are always available from a record's page. The webhook lets other systems start this workflow.</p>
-<h2>Webhook: <span id="webhook-state">${settings.enabled ? 'enabled' : 'disabled'}</span></h2>
+        body: html`<p id="workflow-summary">${
+          active
+            ? html`Version <strong>v${active.version}</strong> is active, on <strong>${active.definition.collection}</strong>${active.definition.concurrency ? html`, at most ${active.definition.concurrency} runs at once` : ''}.`
+            : html`<span class="error">Withdrawn: no version is active, new runs cannot start.</span>`
+        }</p>
+<h2>Steps</h2>
+${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}
+<h2>Edit and publish</h2>
+${editorForm(place, name, view.shown?.definition)}
+${active ? html`<h2>Test run</h2>${testRunForm(place, name, active.definition.collection)}` : ''}
+<h2>Recent runs</h2>
+${runsTable(runs)}
+<h2 id="versions">Versions</h2>
+${versionsSection(view.versions, compared)}
+${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
+${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
+${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
+      })
+    }),
+  )
+}
+
+/** The webhook: enable or pause it, copy its URL, regenerate it (after a confirmation), set its rate. */
+function triggerSection(deps: AppDeps, workflowApiPath: string, settings: WebhookSettings): Html {
+  const api = `${workflowApiPath}/webhook`
+  return html`<h2>Trigger settings</h2>
+<p>Manual runs are always available from a record's page. The webhook lets other systems start this workflow.</p>
+<h3>Webhook: <span id="webhook-state">${settings.enabled ? 'enabled' : 'disabled'}</span></h3>
 ${
   settings.url
     ? html`<p><code id="webhook-url">${settings.url}</code> <button type="button" data-copy="#webhook-url">Copy URL</button></p>`
@@ -44,16 +109,12 @@ ${
 <button type="submit">${settings.enabled ? 'Disable webhook' : 'Enable webhook'}</button> <span class="form-error" role="alert"></span></form>
 <form class="inline" data-api action="${api}/regenerate" data-confirm="Regenerate the URL? The current URL stops working at once." data-done="New webhook URL made: the old one no longer works.">
 <button type="submit" class="danger">Regenerate URL</button> <span class="form-error" role="alert"></span></form>
-<h2>Rate</h2>
+<h3>Rate</h3>
 <form data-api data-method="PATCH" action="${api}" data-done="Rate saved.">
 <label>Requests per minute (empty: the instance default, now ${deps.config.webhookRatePerMinute}) <input name="ratePerMinute" data-type="nullable-number" inputmode="numeric" size="8" value="${settings.ratePerMinute ?? ''}"></label>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save rate</button>
-</form>
-${callbacksSection(`${workflowApi}/callbacks`, callbacks)}`,
-      })
-    }),
-  )
+</form>`
 }
 
 /** The workflow's completion callbacks: each with a Remove form, and the form that adds one (its secret shown once). */

@@ -11,10 +11,19 @@ import { requireWorkflow, webhookSettings } from '../workflows/service.ts'
 import { read } from '../../db/read.ts'
 import { findTriggerTarget } from '../workflows/service.ts'
 import { type WorkflowDefinition, WorkflowDefinitionBody, workflowDefinitionProblems } from './definition.ts'
-import { PublishedWorkflow, WorkflowAnswer, WorkflowParams } from './model.ts'
-import { activeDefinition, publishWorkflow } from './service.ts'
+import { page, parseIdParameter, parseLimit, queryOf } from '../../http/list.ts'
+import { listParameters } from '../../http/list-schema.ts'
+import { ID_SCHEMA } from '../../http/params.ts'
+import { PublishedWorkflow, WorkflowAnswer, WorkflowParams, WorkflowVersionAnswer, WorkflowVersionPage, WorkflowVersionParams } from './model.ts'
+import { activeDefinition, pageWorkflowVersions, publishWorkflow, renderWorkflowVersions, workflowVersion } from './service.ts'
 
 const WORKFLOW = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName'
+
+/** The workflow the path names, for a project admin (404 for an unknown project, environment, team or workflow). */
+function* adminWorkflow(caller: Parameters<typeof requireProjectAdmin>[0], params: { projectName: string; environmentName: string; teamName: string; workflowName: string }) {
+  const project = yield* requireProjectAdmin(caller, params.projectName)
+  return yield* requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName)
+}
 
 export function workflowsModule(deps: AppDeps) {
   return new Elysia({ name: 'workflows', tags: ['workflows'] })
@@ -25,8 +34,7 @@ export function workflowsModule(deps: AppDeps) {
         const { target, version, definition } = await read(
           deps.store,
           (function* () {
-            const project = yield* requireProjectAdmin(caller, params.projectName)
-            const target = yield* requireWorkflow(project.id, params.environmentName, params.teamName, params.workflowName)
+            const target = yield* adminWorkflow(caller, params)
             return { target, ...(yield* activeDefinition(target)) }
           })(),
         )
@@ -79,6 +87,51 @@ export function workflowsModule(deps: AppDeps) {
         body: WorkflowDefinitionBody,
         response: { 200: PublishedWorkflow, ...errorResponses(400, 404) },
         detail: { operationId: 'publishWorkflow', summary: 'Create or publish a new version of a workflow (project admins)' },
+      },
+    )
+    .get(
+      `${WORKFLOW}/versions`,
+      async ({ params, caller, request }) => {
+        const query = queryOf(request)
+        const limit = parseLimit(query.limit)
+        const before = parseIdParameter(query, 'before')
+        const { target, ids } = await read(
+          deps.store,
+          (function* () {
+            const target = yield* adminWorkflow(caller, params)
+            return { target, ids: yield* pageWorkflowVersions(target, before, limit) }
+          })(),
+        )
+        const { projectName, environmentName, teamName, workflowName } = params
+        return page(ids, limit, (pageIds) => read(deps.store, renderWorkflowVersions(target, pageIds)), { projectName, environmentName, teamName, workflowName, limit })
+      },
+      {
+        accountCall: true,
+        params: WorkflowParams,
+        response: { 200: WorkflowVersionPage, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'listWorkflowVersions',
+          summary: 'A workflow\'s published versions, newest first: who published each and when, which one new runs use (project admins)',
+          parameters: listParameters({ before: { description: 'Only versions numbered below this one (the next page)', schema: ID_SCHEMA } }, []),
+        },
+      },
+    )
+    .get(
+      `${WORKFLOW}/versions/:version`,
+      async ({ params, caller }) => {
+        const { definition, ...version } = await read(
+          deps.store,
+          (function* () {
+            return yield* workflowVersion(yield* adminWorkflow(caller, params), Number(params.version))
+          })(),
+        )
+        return { ...version, name: params.workflowName, collection: definition.collection, concurrency: definition.concurrency ?? null, steps: definition.steps }
+      },
+      {
+        accountCall: true,
+        params: WorkflowVersionParams,
+        response: { 200: WorkflowVersionAnswer, ...errorResponses(400, 404) },
+        detail: { operationId: 'getWorkflowVersion', summary: 'One published version of a workflow: its steps, collection and concurrency limit as published (project admins)' },
       },
     )
 }

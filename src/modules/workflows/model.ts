@@ -1,6 +1,9 @@
 /** Publishing and reading a workflow: the path, the answers; the body's schema is definition.ts's WorkflowDefinitionBody. */
 import { t } from 'elysia'
-import { Integer } from '../../http/schemas.ts'
+import { pageSchema } from '../../http/list-schema.ts'
+import { IdParam } from '../../http/params.ts'
+import { Integer, IsoDateTime } from '../../http/schemas.ts'
+import { UserObject } from '../directory/model.ts'
 import { type Step, StepSchema, WorkflowConcurrency } from './definition.ts'
 
 /** A workflow's webhook trigger as answers show it. */
@@ -38,4 +41,32 @@ export const WorkflowAnswer = t.Object({
   concurrency: t.Union([WorkflowConcurrency, t.Null()]),
   steps: t.Array(t.Unsafe<Step>(StepSchema)),
   webhook: WebhookSettings,
+})
+
+export const WorkflowVersionParams = t.Object({ ...WorkflowParams.properties, version: IdParam })
+
+/** One published version: who published it, when, and whether new runs use it. */
+export const WorkflowVersion = t.Object({
+  version: Integer(),
+  createdAt: IsoDateTime,
+  // The user's fields without its `$id`: the document writes a nullable object as one schema of two types.
+  publishedBy: t.Union([t.Object(UserObject.properties), t.Null()], { description: 'The user who published it; null for a version published by `trellis apply`' }),
+  active: t.Boolean({ description: 'New runs use this version' }),
+})
+
+/** `GET …/workflows/{name}/versions`: newest first. */
+export const WorkflowVersionPage = pageSchema(
+  WorkflowVersion,
+  t.Object({ projectName: t.String(), environmentName: t.String(), teamName: t.String(), workflowName: t.String(), limit: Integer() }),
+  'A page of a workflow\'s versions, newest first',
+  'Whether older versions follow: repeat with `before` set to the last item\'s `version`',
+)
+
+/** `GET …/workflows/{name}/versions/{version}`: one version's definition as it was published. */
+export const WorkflowVersionAnswer = t.Object({
+  ...WorkflowVersion.properties,
+  name: t.String(),
+  collection: t.String({ description: 'The collection the version works on' }),
+  concurrency: t.Union([WorkflowConcurrency, t.Null()]),
+  steps: t.Array(t.Unsafe<Step>(StepSchema)),
 })

@@ -9,16 +9,20 @@ import {
   findWorkflowIdByNames,
   findWorkflowInRendering,
   findWorkflowVersion,
+  findNumberedWorkflowVersion,
   insertWorkflow,
+  loadWorkflowVersions,
+  pageWorkflowVersionIds,
   latestWorkflowVersion,
   publishWorkflowVersion,
   type TriggerTarget,
 } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { toIso } from '../../lib/time.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
-import type { Op } from '../../db/op.ts'
+import type { Answer, Op } from '../../db/op.ts'
 
 export interface WorkflowTarget {
   projectId: number
@@ -160,4 +164,41 @@ export function webhookSettings(target: TriggerTarget, secret: Buffer, baseUrl: 
 /** Whether the instance has any workflow yet (the console's first-start checklist). */
 export function* hasWorkflows(): Op<boolean> {
   return yield* anyWorkflowExists()
+}
+
+/** One published version as answers show it: who published it and when, and whether new runs use it. */
+export interface WorkflowVersionView {
+  version: number
+  createdAt: string
+  /** Null for a version `trellis apply` published (it acts as no user). */
+  publishedBy: { object: 'user'; id: number; username: string; email: string } | null
+  active: boolean
+}
+
+type VersionRow = Answer<ReturnType<typeof loadWorkflowVersions>>[number]
+
+function versionView(target: TriggerTarget, row: VersionRow): WorkflowVersionView {
+  return {
+    version: row.version,
+    createdAt: toIso(row.createdAt),
+    publishedBy: row.userId === null ? null : { object: 'user', id: row.userId, username: row.username!, email: row.email! },
+    active: row.id === target.activeVersionId,
+  }
+}
+
+/** One page of a workflow's versions, newest first (limit + 1 ids fetched: the caller pages them). */
+export function pageWorkflowVersions(target: TriggerTarget, beforeVersion: number | undefined, limit: number) {
+  return pageWorkflowVersionIds(target.workflowId, beforeVersion, limit)
+}
+
+export function* renderWorkflowVersions(target: TriggerTarget, ids: number[]): Op<WorkflowVersionView[]> {
+  return ids.length === 0 ? [] : (yield* loadWorkflowVersions(ids)).map((row) => versionView(target, row))
+}
+
+/** A version of the workflow with its definition; 404 when it has no version with that number. */
+export function* workflowVersion(target: TriggerTarget, version: number): Op<WorkflowVersionView & { definition: WorkflowDefinition }> {
+  const found = yield* findNumberedWorkflowVersion(target.workflowId, version)
+  const row = found === undefined ? undefined : (yield* loadWorkflowVersions([found.id]))[0]
+  if (!found || !row) throw notFound(`Workflow ${target.workflowName} has no version ${version}`)
+  return { ...versionView(target, row), definition: JSON.parse(found.definition) as WorkflowDefinition }
 }

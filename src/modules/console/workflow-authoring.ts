@@ -1,0 +1,155 @@
+/**
+ * Console: authoring a workflow (issue 29) — the "New workflow" form of a team's page, and on the workflow's page its
+ * steps in words, the JSON editor that publishes through `PUT …/workflows/{name}` (src/console/assets/editor.js
+ * shows the API's errors beside their lines), its versions with a line diff between any two, a test run on a chosen
+ * record (the manual-run API) and its recent runs. The definition is checked once, by the API, against the one schema.
+ */
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
+import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
+import { type Step, STEP_TYPES, type StepType, type WorkflowDefinition } from '../workflows/definition.ts'
+import type { WorkflowVersionView } from '../workflows/service.ts'
+import { renderingPath, when } from './page.ts'
+
+/** Where a rendering's workflow lives in the API and in the console. */
+export interface WorkflowPlace {
+  project: string
+  environment: string
+  team: string
+}
+
+export const workflowApi = (place: WorkflowPlace, name: string) => path('v1', 'project', place.project, 'environment', place.environment, 'team', place.team, 'workflows', name)
+export const workflowPagePath = (place: WorkflowPlace, name: string) => renderingPath(place.project, place.environment, place.team, 'w', name)
+
+/** The scripts and styles of the authoring pages, beside the console's own. */
+export const AUTHORING_ASSETS = { scripts: ['/console/editor.js'], styles: ['/console/editor.css'] }
+
+/**
+ * The definition as the editor shows it and the diff compares it: the PUT body (collection, concurrency, steps; the
+ * path names the rest, trigger settings are not versioned), each step's `type` and `name` first, two-space JSON.
+ */
+export function editableDefinition(definition: WorkflowDefinition): string {
+  const steps = definition.steps.map(({ type, name, ...rest }) => ({ type, ...(name === undefined ? {} : { name }), ...rest }))
+  const concurrency = definition.concurrency === undefined || definition.concurrency === null ? {} : { concurrency: definition.concurrency }
+  return JSON.stringify({ collection: definition.collection, ...concurrency, steps }, null, 2)
+}
+
+/** The team page's form: a name and a collection make version 1, one `load` step, then the workflow's page opens. */
+export function newWorkflowForm(place: WorkflowPlace, collections: { name: string }[]): Html {
+  if (collections.length === 0) return html`<p class="muted">Add a collection in the project's settings before creating a workflow.</p>`
+  return html`<h3>New workflow</h3>
+<form id="new-workflow" data-new-workflow action="${workflowApi(place, '')}" data-next="${workflowPagePath(place, '')}">
+<label>Name <input name="workflowName" required maxlength="200" autocomplete="off"></label>
+<label>Collection <select name="collection">${collections.map((c) => html`<option>${c.name}</option>`)}</select></label>
+<p class="muted">It starts as version 1 with one step, loading the record; edit its steps on its page.</p>
+<p class="form-error" role="alert"></p>
+<button type="submit">Create workflow</button>
+</form>`
+}
+
+const json = (value: unknown) => html`<code>${JSON.stringify(value)}</code>`
+
+function waitText(seconds: number): string {
+  const parts: [number, string][] = [[86_400, 'd'], [3600, 'h'], [60, 'min'], [1, 's']]
+  let left = seconds
+  const out: string[] = []
+  for (const [size, unit] of parts) {
+    if (left >= size) {
+      out.push(`${Math.floor(left / size)} ${unit}`)
+      left %= size
+    }
+  }
+  return out.join(' ')
+}
+
+function conditionText(step: Extract<Step, { type: 'condition' }>): Html {
+  const { field, equals, notEquals, exists } = step.if
+  const test =
+    equals !== undefined
+      ? html`equals ${json(equals)}`
+      : notEquals !== undefined
+        ? html`does not equal ${json(notEquals)}`
+        : step.if.in !== undefined
+          ? html`is one of ${json(step.if.in)}`
+          : html`${exists === false ? 'is absent' : 'is present'}`
+  return html`Go on only if <code>${field}</code> ${test}; otherwise ${step.else === 'fail' ? 'fail the run' : 'end the run (succeeded)'}`
+}
+
+/** One step in words, per type. Header values are not shown (they may hold credentials): the editor has them. */
+function stepText(step: Step): Html {
+  switch (step.type) {
+    case 'load':
+      return html`Load the record`
+    case 'condition':
+      return conditionText(step)
+    case 'update':
+      return html`Set ${Object.entries(step.set).map(([field, value], i) => html`${i > 0 ? ', ' : ''}<code>${field}</code> = ${json(value)}`)}`
+    case 'note':
+      return html`Add a note “${step.title}”: <span class="muted">${step.content.length > 200 ? `${step.content.slice(0, 200)}…` : step.content}</span>`
+    case 'http':
+      return html`Call <code>${step.method} ${step.url}</code>${step.headers ? html` with headers ${Object.keys(step.headers).join(', ')}` : ''}${step.body === undefined ? '' : ' and a body'}; timeout ${step.timeoutSeconds ?? 30} s, ${step.retries ?? 0} retries`
+    case 'wait':
+      return html`Wait ${waitText(step.seconds)}`
+  }
+}
+
+export function stepsList(definition: WorkflowDefinition): Html {
+  return html`<ol class="steps-list">${definition.steps.map((step) => html`<li><span class="step-type">${step.type}</span>${step.name ? html` <strong>${step.name}</strong>` : ''} — ${stepText(step)}</li>`)}</ol>`
+}
+
+/** What "Add a step" appends, per type: a valid step to change (typed by the step schemas). */
+export const STEP_TEMPLATES: { [K in StepType]: Extract<Step, { type: K }> } = {
+  load: { type: 'load' },
+  condition: { type: 'condition', if: { field: 'status', equals: 'paid' }, else: 'end' },
+  update: { type: 'update', set: { status: 'done' } },
+  note: { type: 'note', title: 'Checked', content: 'Checked by {{workflow.name}} at {{now}}' },
+  http: { type: 'http', method: 'POST', url: 'https://example.com/hook', body: { recordId: '{{record.id}}' }, timeoutSeconds: 10 },
+  wait: { type: 'wait', seconds: 60 },
+}
+
+/** The editor: the definition as JSON; editor.js checks its syntax, sends it, and puts each error beside its line. */
+export function editorForm(place: WorkflowPlace, name: string, definition: WorkflowDefinition | undefined): Html {
+  const text = definition ? editableDefinition(definition) : ''
+  const rows = Math.min(30, Math.max(8, text.split('\n').length + 1))
+  return html`<form id="workflow-editor" data-editor data-method="PUT" action="${workflowApi(place, name)}" data-page="${workflowPagePath(place, name)}">
+<p class="muted">The definition as JSON: <code>collection</code>, optional <code>concurrency</code>, and <code>steps</code> (types: load, condition, update, note, http, wait; see <a href="/docs">the API reference</a>). Publishing makes a new version when it differs from the active one; the webhook URL stays the same.</p>
+<div class="editor"><pre class="gutter" aria-hidden="true"></pre><textarea name="definition" rows="${rows}" wrap="off" spellcheck="false" autocapitalize="off" autocomplete="off" aria-label="Workflow definition (JSON)" aria-describedby="editor-problems">${text}</textarea></div>
+<ul id="editor-problems" class="editor-problems" role="alert"></ul>
+<p class="editor-result" role="status"></p>
+<p><label class="check">Add a step <select id="step-template">${STEP_TYPES.map((type) => html`<option value="${JSON.stringify(STEP_TEMPLATES[type])}">${type}</option>`)}</select></label> <button type="button" data-add-step>Add</button>
+<button type="submit">Publish</button></p>
+</form>`
+}
+
+/** A test run: the manual-run API on the record chosen; the run's page opens. */
+export function testRunForm(place: WorkflowPlace, name: string, collection: string): Html {
+  return html`<form id="test-run" data-api action="${path('v1', 'project', place.project, 'environment', place.environment, 'workflow-runs')}" data-next="/runs/{runId}">
+<input type="hidden" name="workflowName" value="${name}"><input type="hidden" name="teamName" value="${place.team}">
+<label>Record id <input name="recordId" required maxlength="1024" autocomplete="off"> <span class="muted">(of <a href="${renderingPath(place.project, place.environment, place.team, 'c', collection)}">${collection}</a>; the run reads and writes it as you)</span></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Start test run</button>
+</form>`
+}
+
+/** The versions, newest first, and the form choosing two to compare (a plain GET: the diff is rendered here). */
+export function versionsSection(versions: WorkflowVersionView[], compared: { from: number; to: number } | undefined): Html {
+  const options = (selected: number | undefined) => versions.map((v) => html`<option value="${v.version}"${v.version === selected ? html` selected` : ''}>v${v.version}</option>`)
+  const newest = versions[0]?.version
+  return html`${scrollingTable(html`<table class="versions"><thead><tr><th>Version</th><th>Published (UTC)</th><th>By</th><th>State</th></tr></thead><tbody>
+${versions.map((v) => html`<tr><td>v${v.version}</td><td>${when(v.createdAt)}</td><td>${v.publishedBy?.email ?? html`<span class="muted">trellis apply</span>`}</td><td>${v.active ? html`<strong>active</strong>` : ''}</td></tr>`)}
+</tbody></table>`)}
+${
+  versions.length < 2
+    ? html`<p class="muted">Publish a second version to compare two.</p>`
+    : html`<form method="get" id="compare" class="filters" action="#diff"><label class="check">From <select name="from">${options(compared?.from ?? versions[1]!.version)}</select></label>
+<label class="check">to <select name="to">${options(compared?.to ?? newest)}</select></label> <button type="submit">Compare</button></form>`
+}`
+}
+
+/** The line diff of two versions' definitions as the editor shows them. */
+export function diffSection(from: { version: number; definition: WorkflowDefinition }, to: { version: number; definition: WorkflowDefinition }): Html {
+  const lines = lineDiff(editableDefinition(from.definition), editableDefinition(to.definition))
+  const changed = lines.filter((l) => l.kind !== 'same').length
+  const mark = (line: DiffLine) => (line.kind === 'added' ? '+ ' : line.kind === 'removed' ? '- ' : '  ')
+  return html`<h3 id="diff">v${from.version} → v${to.version}: ${changed === 0 ? 'no difference' : `${changed} line${changed === 1 ? '' : 's'} changed`}</h3>
+<pre class="diff">${lines.map((line) => html`<span class="diff-${line.kind}">${mark(line)}${line.text}</span>\n`)}</pre>`
+}
