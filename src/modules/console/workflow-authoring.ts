@@ -122,7 +122,7 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
 
 /** A test run: the manual-run API on the record chosen; the run's page opens. */
 export function testRunForm(place: WorkflowPlace, name: string, collection: string): Html {
-  return html`<form id="test-run" data-api action="${path('v1', 'project', place.project, 'environment', place.environment, 'workflow-runs')}" data-next="/runs/{runId}">
+  return html`<form id="test-run" data-api action="${path('v1', 'project', place.project, 'environment', place.environment, 'workflow-runs')}" data-next="/runs/{runId}" data-done="Test run started.">
 <input type="hidden" name="workflowName" value="${name}"><input type="hidden" name="teamName" value="${place.team}">
 <label>Record id <input name="recordId" required maxlength="1024" autocomplete="off"> <span class="muted">(of <a href="${renderingPath(place.project, place.environment, place.team, 'c', collection)}">${collection}</a>; the run reads and writes it as you)</span></label>
 <p class="form-error" role="alert"></p>
