@@ -696,7 +696,7 @@ describe('authoring workflows (issue 29)', () => {
     expect(text.split('<form id="workflow-editor"')[0]).not.toContain('sk_secret')
     expect(text).toContain(`<form id="workflow-editor" data-editor data-method="PUT" action="${api}" data-page="${page}">`)
     expect(text).toContain('{\n  &quot;collection&quot;: &quot;orders&quot;,\n  &quot;steps&quot;: [\n    {\n      &quot;type&quot;: &quot;load&quot;\n    },')
-    expect(text).toContain('<form id="test-run" data-api action="/v1/project/Acme/environment/production/workflow-runs" data-next="/runs/{runId}">')
+    expect(text).toContain('<form id="test-run" data-api action="/v1/project/Acme/environment/production/workflow-runs" data-next="/runs/{runId}" data-done="Test run started.">')
     expect(text).toContain('<input type="hidden" name="workflowName" value="Authored here">')
     expect(text).toContain('<h2>Recent runs</h2>\n<p class="muted">No runs.</p>')
     expect(text).toContain('<td>v1</td>')
