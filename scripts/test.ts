@@ -30,6 +30,7 @@ export const POSTGRES_PASS = [
   'console',
   'console-authoring-browser',
   'console-browser',
+  'console-pages-browser',
   'db',
   'deep-json',
   'executor',

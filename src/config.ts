@@ -21,6 +21,8 @@ export interface Config {
   /** TRELLIS_SECRET when given; otherwise the instance secret lives in `<dataDir>/secret`. */
   secretFromEnv: string | undefined
   webhookRatePerMinute: number
+  /** The spec's token rotation advice in days, shown (never enforced) in the console's token lists. */
+  tokenRotationDays: { productionDays: number; developmentDays: number }
   apiRatePerMinute: number
   apiRatePerHour: number
   apiRatePerDay: number
@@ -153,6 +155,10 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     baseUrl: baseUrl.replace(/\/+$/, ''),
     secretFromEnv: nonEmpty(env.TRELLIS_SECRET),
     webhookRatePerMinute: integerSetting('TRELLIS_WEBHOOK_RATE_PER_MIN', env.TRELLIS_WEBHOOK_RATE_PER_MIN, 60, 1),
+    tokenRotationDays: {
+      productionDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION', env.TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION, 90, 1, 36_500),
+      developmentDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT', env.TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT, 180, 1, 36_500),
+    },
     apiRatePerMinute: integerSetting('TRELLIS_API_RATE_PER_MIN', env.TRELLIS_API_RATE_PER_MIN, 60, 1),
     apiRatePerHour: integerSetting('TRELLIS_API_RATE_PER_HOUR', env.TRELLIS_API_RATE_PER_HOUR, 1000, 1),
     apiRatePerDay: integerSetting('TRELLIS_API_RATE_PER_DAY', env.TRELLIS_API_RATE_PER_DAY, 10000, 1),

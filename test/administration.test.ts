@@ -220,7 +220,7 @@ describe('projects', () => {
     expect((await call('POST', '/v1/project/Acme/environments', 'carol', { environmentName: 'qa' })).body.code).toBe('name_taken')
     const control = await call('POST', '/v1/project/Acme/teams', 'carol', { teamName: 'a\u0007b' })
     expect(control.status).toBe(400)
-    expect(control.body.message).toContain("'name'")
+    expect(control.body.message).toContain("'teamName'") // the field the caller sent (issue 29: errors go beside their field)
     expect((await call('PATCH', '/v1/project/Acme/environments/qa', 'carol', { environmentName: 'preprod' })).status).toBe(200)
     expect((await call('PATCH', '/v1/project/Acme/environments/nope', 'carol', { environmentName: 'x' })).status).toBe(404)
     expect((await call('PATCH', '/v1/project/Acme/environments/preprod', 'carol', { environmentName: 'production' })).body.code).toBe('name_taken')

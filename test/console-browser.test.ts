@@ -155,6 +155,7 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     const regenerated = await page.locator('#webhook-url').textContent()
     expect((await fetch(first!, { method: 'POST' })).status).toBe(400) // superseded
 
+    page.once('dialog', (dialog) => dialog.accept()) // disabling asks first
     await thenLoad(() => page.click('button:text("Disable webhook")'))
     expect(await text('#webhook-state')()).toBe('disabled')
     expect(await count('#webhook-url')()).toBe(0)

@@ -7,7 +7,16 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
-import { bearer, execute, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { bearer, execute, processEnv, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { read } from '../src/db/read.ts'
+import { renderAdminLogs } from '../src/modules/admin-logs/service.ts'
+import { instanceLogIds } from '../src/modules/admin-logs/instance.ts'
+import { GET_STARTED_COMMANDS } from '../src/modules/console/checklist.ts'
+import { adminLogValue } from '../src/modules/console/log-values.ts'
+import { SetupGate } from '../src/modules/setup/service.ts'
+import { createUser } from '../src/modules/users/service.ts'
 import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 import { STEP_TEMPLATES } from '../src/modules/console/workflow-authoring.ts'
@@ -295,7 +304,7 @@ describe('pages and who may see them', () => {
     const api = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
     expect((await get(page, 'alice')).text).toContain('No callback yet.')
     const form = (await get(page, 'alice')).text
-    expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">`)
+    expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done=`)
     expect(form).toContain('<input type="checkbox" name="events" value="workflow_run.failed" checked>')
     const added = await app.handle(request(api, { method: 'POST', headers: { cookie: cookies.alice! }, json: { url: 'https://erp.example.com/hooks?<b>' } }))
     expect(added.status).toBe(201)
@@ -485,6 +494,165 @@ describe('notes from the console', () => {
   })
 })
 
+/** A fresh instance of its own (the shared Acme one already has everything the checklist asks for). */
+function freshInstance(options: Parameters<typeof testApp>[1] = {}) {
+  const fresh = testEnv()
+  return { env: fresh, app: testApp(fresh, options) }
+}
+
+async function pageOf(app: ReturnType<typeof testApp>, path: string, cookie: string) {
+  const response = await app.handle(request(path, { headers: { cookie } }))
+  return { status: response.status, text: await response.text() }
+}
+
+const sessionCookie = async (store: TestEnv['store'], clock: TestEnv['clock'], id: number) =>
+  `trellis_session=${(await runNow(store, createSession(clock, id, false))).id}`
+
+describe('Get started checklist (issue 29)', () => {
+  test('shown to an instance administrator until each step is done, from the data; its commands run as written; hidden per user by a cookie', async () => {
+    const { env: fresh, app } = freshInstance()
+    const work = tempDir()
+    try {
+      const root = await runNow(fresh.store, createUser(fresh.clock, { email: 'root@example.com', username: 'root', passwordHash: null, isInstanceAdmin: true, actorId: null }))
+      const cookie = await sessionCookie(fresh.store, fresh.clock, root.id)
+      const api = (path: string, json: unknown) => app.handle(request(path, { method: 'POST', headers: { cookie }, json }))
+      const done = async () => {
+        const home = await pageOf(app, '/', cookie)
+        expect(home.status).toBe(200)
+        if (!home.text.includes('id="checklist"')) return null
+        return [...home.text.matchAll(/<li( class="done")?>/g)].map((m) => m[1] !== undefined)
+      }
+      expect(await done()).toEqual([false, false, false, false])
+      const home = (await pageOf(app, '/', cookie)).text
+      for (const command of Object.values(GET_STARTED_COMMANDS)) expect(home).toContain(`<code>${command}</code>`)
+      expect(home).not.toContain('apply FILE')
+
+      // 1: a project with an environment, a team and a collection — not before all three.
+      expect((await api('/v1/projects', { name: 'First' })).status).toBe(201)
+      expect((await api('/v1/project/First/environments', { environmentName: 'production' })).status).toBe(201)
+      expect((await api('/v1/project/First/teams', { teamName: 'Support' })).status).toBe(201)
+      expect(await done()).toEqual([false, false, false, false])
+      expect((await api('/v1/project/First/collections', { collectionName: 'orders' })).status).toBe(201)
+      expect(await done()).toEqual([true, false, false, false])
+
+      // 2 and 3 through the commands the checklist shows, exactly as shown, on the instance's data.
+      writeFileSync(join(work.path, 'trellis.yaml'), 'projects:\n  - name: First\n    workflows:\n      - name: Triage\n        environment: production\n        team: Support\n        collection: orders\n        steps:\n          - type: load\n')
+      const run = (command: string) => runCli(command.split(' ').slice(1), { cwd: work.path, env: { TRELLIS_DATA_DIR: fresh.dataDir, ...processEnv(fresh) } })
+      expect(GET_STARTED_COMMANDS.addPerson.startsWith('trellis ')).toBe(true)
+      const added = await run(GET_STARTED_COMMANDS.addPerson)
+      expect(added.code, added.stderr).toBe(0)
+      expect(await done()).toEqual([true, true, false, false])
+      const applied = await run(GET_STARTED_COMMANDS.applyFile)
+      expect(applied.code, applied.stderr).toBe(0)
+      expect(await done()).toEqual([true, true, true, false])
+
+      // Hidden: for this user in this browser (the cookie names users), not for another user's id.
+      expect((await pageOf(app, '/', `${cookie}; trellis_checklist_hidden=${root.id + 1}`)).text).toContain('id="checklist"')
+      expect((await pageOf(app, '/', `${cookie}; trellis_checklist_hidden=${root.id + 1}.${root.id}`)).text).not.toContain('id="checklist"')
+
+      // 4: a token of one's own; then the checklist is gone.
+      expect((await api('/v1/account/tokens', { name: 'cli', projectName: 'First' })).status).toBe(201)
+      expect(await done()).toBeNull()
+
+      // Never shown to someone who is not an instance administrator.
+      const person = (queryOne(fresh.store, "SELECT id FROM users WHERE email = 'person@example.com'") as { id: number }).id
+      const theirs = await pageOf(app, '/', await sessionCookie(fresh.store, fresh.clock, person))
+      expect(theirs.text).not.toContain('Get started')
+      expect(theirs.text).toContain('not a member of any project')
+    } finally {
+      work.cleanup()
+      fresh.cleanup()
+    }
+  }, 30_000)
+})
+
+describe('the setup-created administrator (issue 29)', () => {
+  test('is the instance admin log\'s first entry, written with the user', async () => {
+    const fresh = testEnv()
+    try {
+      const { gate, token } = SetupGate.open()
+      const app = testApp(fresh, { setupGate: gate })
+      const created = await app.handle(request('/setup', { method: 'POST', json: { token, email: 'root@example.com', username: 'root', password: 'a-long-first-password' } }))
+      expect(created.status).toBe(201)
+      const { user } = (await created.json()) as { user: { id: number } }
+      const entries = await read(fresh.store, renderAdminLogs(await read(fresh.store, instanceLogIds(10))))
+      expect(entries.map((e) => ({ type: e.type, resource: e.resource, by: e.user?.email, after: e.newValue }))).toEqual([
+        { type: 'add', resource: 'user', by: 'root@example.com', after: { name: 'root@example.com created as instance administrator through the setup link' } },
+      ])
+      const people = await pageOf(app, '/admin/users', await sessionCookie(fresh.store, fresh.clock, user.id))
+      expect(people.text).toContain('created as instance administrator through the setup link')
+    } finally {
+      fresh.cleanup()
+    }
+  })
+})
+
+describe('admin log values are read, not parsed (issue 29)', () => {
+  test('one formatter: fields as "Label: value", internal fields hidden, a user by email, lists by name', () => {
+    expect(String(adminLogValue({ name: 'production', codeCustomizationVersion: 0 }))).toBe('production')
+    const member = String(adminLogValue({ user: { object: 'user', id: 7, username: 'alice', email: 'alice@example.com' }, permissionLevel: 'admin', teams: [{ object: 'team', name: 'Support' }, { object: 'team', name: 'Billing' }] }))
+    expect(member).toBe('<ul class="fields"><li>User: alice@example.com</li><li>Permission level: admin</li><li>Teams: Support, Billing</li></ul>')
+    expect(String(adminLogValue({ teams: [], sso: true }))).toBe('<ul class="fields"><li>Teams: none</li><li>Sso: yes</li></ul>')
+    expect(String(adminLogValue({ name: '<b>x</b>' }))).toBe('&lt;b&gt;x&lt;/b&gt;')
+    expect(String(adminLogValue(undefined))).toBe('')
+  })
+
+  test('the project admin log page shows them so, no JSON, no internal field', async () => {
+    const page = await get('/p/Acme/admin-log', 'alice')
+    expect(page.status).toBe(200)
+    expect(page.text).toContain('<li>Permission level: admin</li>')
+    for (const raw of ['codeCustomizationVersion', '&quot;object&quot;', '{&quot;']) expect(page.text).not.toContain(raw)
+  })
+})
+
+describe('token ages and the rotation advice (issue 29)', () => {
+  test('lists show age and last use; tokens past the advice are flagged in words, production 90 / development 180 days, configurable; nothing is refused', async () => {
+    const document = acmeDocument()
+    document.projects.push({ name: 'Lab', environments: ['development'], teams: [{ name: 'R&D', members: ['alice@example.com'] }], members: [{ user: 'alice@example.com', role: 'admin' }] })
+    const fresh = testEnv()
+    try {
+      await applyAcme({ store: fresh.store, clock: fresh.clock, secret: fresh.secret, baseUrl: fresh.config.baseUrl }, document)
+      const clock = fresh.clock as TestEnv['clock'] & { advance(ms: number): void }
+      const acme = await tokenFor(fresh.store, clock, 'alice', ['notes:read'], { name: 'acme-token' })
+      await tokenFor(fresh.store, clock, 'alice', ['notes:read'], { project: 'Lab', name: 'lab-token' })
+      const app = testApp(fresh)
+      const rowOf = (text: string, name: string) => new RegExp(`<tr data-token="${name}">[\\s\\S]*?</tr>`).exec(text)?.[0] ?? ''
+      const at = async (days: number, path = '/account', appToUse = app) => {
+        clock.advance(days * 86_400_000)
+        const page = await pageOf(appToUse, path, await sessionCookie(fresh.store, clock, userId(fresh.store, 'alice')))
+        expect(page.status).toBe(200)
+        return page.text
+      }
+      let text = await at(0)
+      expect(rowOf(text, 'acme-token')).toContain('created today')
+      expect(rowOf(text, 'acme-token')).toContain('never')
+      expect(rowOf(text, 'acme-token')).not.toContain('Rotate')
+      expect(text).toContain('Rotation advice (not enforced)')
+
+      text = await at(91)
+      expect(rowOf(text, 'acme-token')).toContain('created 91 days ago')
+      expect(rowOf(text, 'acme-token')).toContain('<span class="badge">Rotate</span> <span class="rotation">older than the 90-day advice for production</span>')
+      expect(rowOf(text, 'lab-token')).not.toContain('Rotate')
+      // Not enforced: the flagged token still works (and its use shows).
+      expect((await app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(acme.value) }))).status).toBe(200)
+      text = await at(1)
+      expect(rowOf(text, 'acme-token')).toContain('1 day ago')
+      expect(rowOf(text, 'acme-token')).not.toContain('never')
+
+      text = await at(89) // 181 days
+      expect(rowOf(text, 'lab-token')).toContain('older than the 180-day advice for development')
+      const projectPage = await at(0, '/p/Acme/api-access')
+      expect(rowOf(projectPage, 'acme-token')).toContain('older than the 90-day advice for production')
+
+      // Configurable (TRELLIS_TOKEN_ROTATION_DAYS_*): with 365 / 400 days nothing is flagged yet.
+      const patient = testApp(fresh, { config: { ...fresh.config, tokenRotationDays: { productionDays: 365, developmentDays: 400 } } })
+      expect(await at(0, '/account', patient)).not.toContain('class="badge"')
+    } finally {
+      fresh.cleanup()
+    }
+  })
+})
+
 describe('authoring workflows (issue 29)', () => {
   const team = '/p/Acme/e/production/t/Support'
   const page = `${team}/w/Authored%20here`
@@ -528,9 +696,9 @@ describe('authoring workflows (issue 29)', () => {
     expect(text.split('<form id="workflow-editor"')[0]).not.toContain('sk_secret')
     expect(text).toContain(`<form id="workflow-editor" data-editor data-method="PUT" action="${api}" data-page="${page}">`)
     expect(text).toContain('{\n  &quot;collection&quot;: &quot;orders&quot;,\n  &quot;steps&quot;: [\n    {\n      &quot;type&quot;: &quot;load&quot;\n    },')
-    expect(text).toContain('<form id="test-run" data-api action="/v1/project/Acme/environment/production/workflow-runs" data-next="/runs/{runId}">')
+    expect(text).toContain('<form id="test-run" data-api action="/v1/project/Acme/environment/production/workflow-runs" data-next="/runs/{runId}" data-done="Test run started.">')
     expect(text).toContain('<input type="hidden" name="workflowName" value="Authored here">')
-    expect(text).toContain('<h2>Recent runs</h2>\n<div class="scroll"><p class="muted">No runs.</p></div>')
+    expect(text).toContain('<h2>Recent runs</h2>\n<p class="muted">No runs.</p>')
     expect(text).toContain('<td>v1</td>')
     expect(text).toContain('Publish a second version to compare two.')
     expect(text).toContain('<h2>Trigger settings</h2>')

@@ -150,6 +150,7 @@ describe('loadConfig', () => {
       baseUrl: 'http://127.0.0.1:8080',
       secretFromEnv: undefined,
       webhookRatePerMinute: 60,
+      tokenRotationDays: { productionDays: 90, developmentDays: 180 },
       apiRatePerMinute: 60,
       apiRatePerHour: 1000,
       apiRatePerDay: 10000,
@@ -201,6 +202,8 @@ describe('loadConfig', () => {
         TRELLIS_EVENT_STREAMS_MAX: '300',
         TRELLIS_EVENT_STREAMS_PER_CALLER: '3',
         TRELLIS_EVENT_HEARTBEAT_SECONDS: '5',
+        TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION: '30',
+        TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT: '60',
       },
     )
     expect(config).toEqual({
@@ -213,6 +216,7 @@ describe('loadConfig', () => {
       baseUrl: 'http://127.0.0.1:9000',
       secretFromEnv: 'from-the-environment-0123456789abcdef',
       webhookRatePerMinute: 5,
+      tokenRotationDays: { productionDays: 30, developmentDays: 60 },
       apiRatePerMinute: 7,
       apiRatePerHour: 70,
       apiRatePerDay: 700,

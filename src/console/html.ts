@@ -32,6 +32,14 @@ export function trustedHtml(text: string): Html {
   return new Html(text)
 }
 
+/**
+ * A table inside a box that scrolls sideways on its own, so a wide table never makes the page wider than a phone's
+ * screen (issue 29). Focusable, so a keyboard can scroll it too. Every console table is wrapped by this.
+ */
+export function scrollingTable(table: Html): Html {
+  return html`<div class="table-scroll" tabindex="0">${table}</div>`
+}
+
 /** `/p/Acme/e/production` from unencoded segments. */
 export function path(...segments: string[]): string {
   return `/${segments.map(encodeURIComponent).join('/')}`

@@ -47,6 +47,22 @@ export interface PageSpec {
   assets?: { scripts?: string[]; styles?: string[] }
 }
 
+/**
+ * The signed-in person's links: one <details> disclosure that works without script. On a phone it is a "Menu"
+ * button opening a panel; on a wide screen console.css shows its links in the header row and hides the button.
+ */
+function userMenu(user: NonNullable<PageSpec['user']>): Html {
+  return html`<details class="menu">
+  <summary>Menu</summary>
+  <nav class="menu-items" aria-label="Account">
+    <span class="muted who">${user.email}</span>
+    ${user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
+    <a href="/account">Account</a>
+    <form class="inline" data-api action="/auth/logout" data-next="${user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>
+  </nav>
+  </details>`
+}
+
 export function layout(spec: PageSpec): Html {
   const crumbs = spec.crumbs ?? []
   return html`<html lang="en">
@@ -61,18 +77,12 @@ ${(spec.assets?.styles ?? []).map((href) => html`<link rel="stylesheet" href="${
 <body>
 <header>
   <a class="brand" href="/">Trellis</a>
-  ${
-    spec.user
-      ? html`<span class="muted">${spec.user.email}</span>
-  ${spec.user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
-  <a href="/account">Account</a>
-  <form class="inline" data-api action="/auth/logout" data-next="${spec.user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>`
-      : ''
-  }
+  ${spec.user ? userMenu(spec.user) : ''}
 </header>
 <main>
   ${crumbs.length > 0 ? html`<nav class="crumbs">${crumbs.map((c, i) => html`${i > 0 ? ' / ' : ''}${c.href ? html`<a href="${c.href}">${c.label}</a>` : c.label}`)}</nav>` : ''}
   <h1>${spec.title}</h1>
+  <p id="flash" class="flash" role="status"></p>
   ${spec.body}
 </main>
 </body>

@@ -6,7 +6,7 @@
  * time, so a rename made through another instance is seen at once. Lists ordered by a name sort in byte order on
  * both stores (`d.byteOrder`). Name rules, conflicts and admin log entries stay in the projects services.
  */
-import { and, eq, sql } from 'drizzle-orm'
+import { and, eq, exists, sql } from 'drizzle-orm'
 import type { Tables } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import type { Op } from './op.ts'
@@ -61,6 +61,20 @@ export function allProjectsByName() {
 
 export function* anyProjectExists(): Op<boolean> {
   return (yield* row(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).limit(constantLimit(1)))) !== undefined
+}
+
+/** Whether some project has an environment, a team and a collection (the console's first-start checklist). */
+export function* anyProjectWithParts(): Op<boolean> {
+  const found = yield* row(({ db, t }) => {
+    const some = (table: typeof t.environments | typeof t.teams | typeof t.collections) =>
+      exists(db.select({ one: sql`1` }).from(table).where(eq(table.projectId, t.projects.id)))
+    return db
+      .select({ id: t.projects.id })
+      .from(t.projects)
+      .where(and(some(t.environments), some(t.teams), some(t.collections)))
+      .limit(constantLimit(1))
+  })
+  return found !== undefined
 }
 
 export function insertProject(project: { name: string; sso: boolean; createdAt: number }) {

@@ -164,6 +164,11 @@ export function findWorkflowInRendering(renderingId: number, name: string) {
 }
 
 /** A new workflow (no active version yet). */
+/** Whether any workflow exists on the instance (the console's first-start checklist). */
+export function* anyWorkflowExists(): Op<boolean> {
+  return (yield* row(({ db, t }) => db.select({ id: t.workflows.id }).from(t.workflows).limit(constantLimit(1)))) !== undefined
+}
+
 export function insertWorkflow(input: { renderingId: number; name: string; collectionId: number; now: number }): Op<WorkflowRow> {
   const { renderingId, name, collectionId, now } = input
   return inserted(row(({ db, t }) => db.insert(t.workflows).values({ renderingId, name, collectionId, createdAt: now, updatedAt: now }).returning()), 'workflow')

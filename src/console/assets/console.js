@@ -30,7 +30,12 @@ document.addEventListener('change', (event) => {
   }
 })
 
-class FieldError extends Error {}
+class FieldError extends Error {
+  constructor(field, message) {
+    super(`${field}: ${message}`)
+    this.field = field
+  }
+}
 
 // A textarea holding a record's data: must be a JSON object; the error names the field before anything is sent.
 function jsonObject(name, raw) {
@@ -38,9 +43,9 @@ function jsonObject(name, raw) {
   try {
     value = JSON.parse(raw)
   } catch (error) {
-    throw new FieldError(`${name}: not valid JSON (${error.message})`)
+    throw new FieldError(name, `not valid JSON (${error.message})`)
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FieldError(`${name}: must be a JSON object, like {"status": "new"}`)
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FieldError(name, 'must be a JSON object, like {"status": "new"}')
   return value
 }
 
@@ -50,7 +55,7 @@ function formAction(form) {
   return form.getAttribute('action').replace(/\{(\w+)\}/g, (_, name) => {
     const input = form.querySelector(`[data-path="${name}"]`)
     const value = input ? input.value.trim() : ''
-    if (value === '') throw new FieldError(`${name}: required`)
+    if (value === '') throw new FieldError(name, 'required')
     return encodeURIComponent(value)
   })
 }
@@ -75,7 +80,66 @@ function formJson(form) {
 function showError(form, message) {
   const slot = form.querySelector('.form-error')
   if (slot) slot.textContent = message
-  else alert(message)
+  else if (message) alert(message)
+}
+
+// The input a field name of an API 400 (`name`, `scopes[0]`, `steps[2].set`) or a FieldError stands for.
+function inputOf(form, field) {
+  const name = String(field).split(/[.[]/)[0]
+  return Array.from(form.querySelectorAll('[name], [data-path]')).find((input) => input.name === name || input.dataset.path === name)
+}
+
+let fieldErrors = 0
+
+// Each problem beside its field (aria-invalid, described by the message); the form's own line keeps the summary.
+function showFieldErrors(form, problems) {
+  for (const { field, message } of problems) {
+    const input = inputOf(form, field)
+    if (!input || input.type === 'hidden') continue
+    const note = document.createElement('span')
+    note.className = 'field-error'
+    note.id = `field-error-${++fieldErrors}`
+    note.textContent = message
+    // A box of a group: after the group's fieldset; any other input: after its label.
+    const group = input.type === 'checkbox' || input.type === 'radio' ? input.closest('fieldset') : null
+    ;(group || input.closest('label') || input).after(note)
+    input.setAttribute('aria-invalid', 'true')
+    input.setAttribute('aria-describedby', note.id)
+  }
+}
+
+function clearFieldErrors(form) {
+  for (const note of form.querySelectorAll('.field-error')) note.remove()
+  for (const input of form.querySelectorAll('[aria-invalid]')) {
+    input.removeAttribute('aria-invalid')
+    input.removeAttribute('aria-describedby')
+  }
+}
+
+// What a form says when it worked (data-done), shown in the page's status line — after the reload, when there is one.
+const FLASH_KEY = 'trellis.flash'
+
+function say(message) {
+  const flash = document.getElementById('flash')
+  if (flash && message) flash.textContent = message
+}
+
+function sayAfterLoad(message) {
+  if (message) sessionStorage.setItem(FLASH_KEY, message)
+}
+
+// The lists a shown-once value belongs to are refreshed in place (the value must stay on screen): every element
+// marked data-refresh is replaced by its namesake from the page as the server renders it now.
+async function refreshLists() {
+  const regions = document.querySelectorAll('[data-refresh][id]')
+  if (regions.length === 0) return
+  const response = await fetch(location.href, { credentials: 'same-origin', headers: { accept: 'text/html' } })
+  if (!response.ok) return
+  const fresh = new DOMParser().parseFromString(await response.text(), 'text/html')
+  for (const region of regions) {
+    const replacement = fresh.getElementById(region.id)
+    if (replacement) region.replaceWith(document.importNode(replacement, true))
+  }
 }
 
 async function submitApiForm(form) {
@@ -84,14 +148,17 @@ async function submitApiForm(form) {
   const button = form.querySelector('button[type=submit], button:not([type])')
   if (button) button.disabled = true
   showError(form, '')
+  clearFieldErrors(form)
+  say('')
   try {
     let action, body
     try {
       action = formAction(form)
       body = method === 'GET' ? undefined : JSON.stringify(formJson(form))
     } catch (error) {
-      if (error instanceof FieldError) return showError(form, error.message)
-      throw error
+      if (!(error instanceof FieldError)) throw error
+      showFieldErrors(form, [{ field: error.field, message: error.message }])
+      return showError(form, error.message)
     }
     const response = await fetch(action, {
       method,
@@ -102,18 +169,25 @@ async function submitApiForm(form) {
     const text = await response.text()
     const answer = text ? JSON.parse(text) : {}
     if (!response.ok) {
+      if (Array.isArray(answer.details)) showFieldErrors(form, answer.details.filter((d) => d && d.field && d.message))
       showError(form, answer.message || `${response.status} ${response.statusText}`)
       return
     }
     if (form.dataset.show) {
       const target = document.querySelector(form.dataset.show)
       const value = (form.dataset.showField || 'value').split('.').reduce((at, key) => (at == null ? at : at[key]), answer)
-      if (value == null) return location.reload()
+      if (value == null) {
+        sayAfterLoad(form.dataset.done)
+        return location.reload()
+      }
       target.querySelector('.value').textContent = value
       target.hidden = false
       form.reset()
+      say(form.dataset.done)
+      await refreshLists()
       return
     }
+    sayAfterLoad(form.dataset.done)
     const next = form.dataset.next
     // {runId}, {name}…: filled from the answer (a new run, a renamed project).
     if (next) location.assign(next.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(answer[key] || '')))
@@ -122,6 +196,15 @@ async function submitApiForm(form) {
     showError(form, `Request failed: ${error.message}`)
   } finally {
     if (button) button.disabled = false
+  }
+}
+
+// The message of the action that led here (sessionStorage: this tab only, shown once).
+{
+  const message = sessionStorage.getItem(FLASH_KEY)
+  if (message) {
+    sessionStorage.removeItem(FLASH_KEY)
+    say(message)
   }
 }
 
@@ -149,4 +232,17 @@ document.addEventListener('click', async (event) => {
   const copied = await copyText(source.textContent)
   if (!copied) window.getSelection().selectAllChildren(source)
   button.textContent = copied ? 'Copied' : 'Selected: press Ctrl+C'
+})
+
+// "Hide this checklist": a cookie naming the users of this browser who hid it (read by the home page).
+document.addEventListener('click', (event) => {
+  const button = event.target.closest('button[data-hide-checklist]')
+  if (!button) return
+  const name = 'trellis_checklist_hidden'
+  const current = document.cookie.split('; ').find((cookie) => cookie.startsWith(`${name}=`))
+  const users = new Set(current ? current.slice(name.length + 1).split('.') : [])
+  users.add(button.dataset.hideChecklist)
+  document.cookie = `${name}=${[...users].join('.')}; path=/; max-age=31536000; samesite=lax`
+  document.getElementById('checklist')?.remove()
+  say('Checklist hidden: it stays hidden in this browser.')
 })

@@ -195,6 +195,8 @@ async function createWorkflow(form) {
   if (existing.response.ok) return (error.textContent = `A workflow named “${name}” already exists for this team: open it from the list above.`)
   const { response, answer } = await sendJson('PUT', url, { collection: form.elements.collection.value, steps: [{ type: 'load' }] })
   if (!response.ok) return (error.textContent = answer.message || `${response.status} ${response.statusText}`)
+  // Said on the next page by console.js's status line (the same key as its data-done messages).
+  sessionStorage.setItem('trellis.flash', `Workflow “${name}” created: version 1 is published.`)
   location.assign(form.dataset.next + encodeURIComponent(name))
 }
 

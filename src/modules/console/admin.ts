@@ -6,8 +6,8 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
-import { html, type Html, path } from '../../console/html.ts'
+import { PERMISSION_LEVEL_RIGHTS, PERMISSION_LEVELS, type PermissionLevel } from '../../lib/access.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { requireInstanceAdmin, requireProjectManager } from '../auth/service.ts'
 import { asHttpError } from '../../http/errors.ts'
 import { toIso } from '../../lib/time.ts'
@@ -19,6 +19,7 @@ import { listUsers } from '../users/service.ts'
 import { listProjects, projectPeople } from '../directory/projects.ts'
 import { instanceLogIds } from '../admin-logs/instance.ts'
 import type { ConsoleUser } from './access.ts'
+import { adminTable } from './logs.ts'
 import { htmlResponse, layout } from '../../console/page.ts'
 import { consolePage, projectPath, when } from './page.ts'
 import { type Op } from '../../db/op.ts'
@@ -34,24 +35,15 @@ const invitationPanel = html`<div id="invitation-once" class="once" hidden><p><s
 <p><a href="/admin/users">Done</a></p></div>`
 
 /** A form that PUTs a user's whole state with one field changed (the API takes all three). */
-function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{ instanceAdmin: boolean; deactivated: boolean }>, label: string, confirm?: string): Html {
+function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{ instanceAdmin: boolean; deactivated: boolean }>, label: string, done: string, confirm?: string): Html {
   const state = { instanceAdmin: u.instanceAdmin, deactivated: u.deactivated, ...change }
-  return html`<form class="inline" data-api data-method="PUT" action="/v1/instance/users/${u.id}"${confirm ? html` data-confirm="${confirm}"` : ''}>
+  return html`<form class="inline" data-api data-method="PUT" action="/v1/instance/users/${u.id}" data-done="${done}"${confirm ? html` data-confirm="${confirm}"` : ''}>
 <input type="hidden" name="username" value="${u.username}"><input type="hidden" name="instanceAdmin" data-type="boolean" value="${String(state.instanceAdmin)}"><input type="hidden" name="deactivated" data-type="boolean" value="${String(state.deactivated)}">
 <button type="submit">${label}</button><span class="form-error" role="alert"></span></form>`
 }
 
-/** Who made a change that has no acting user: the identity provider (SSO auto-create), the system, or the CLI. */
-function actorWithoutUser(initiator: string): string {
-  return initiator === 'identityProvider' ? 'identity provider (SSO)' : initiator === 'system' ? 'system' : 'CLI'
-}
-
 function* instanceLog(): Op<Html> {
-  const entries = yield* renderAdminLogs((yield* instanceLogIds(50)))
-  if (entries.length === 0) return html`<p class="muted">Nothing yet.</p>`
-  return html`<table><thead><tr><th>When</th><th>Who</th><th>Type</th><th>Resource</th><th>Change</th></tr></thead><tbody>
-${entries.map((e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user?.email ?? html`<span class="muted">${actorWithoutUser(e.initiator)}</span>`}</td><td>${e.type}</td><td>${e.resource}</td><td>${(e.newValue as { name?: string } | undefined)?.name ?? ''}</td></tr>`)}
-</tbody></table>`
+  return adminTable(yield* renderAdminLogs((yield* instanceLogIds(50))))
 }
 
 export function adminPages(deps: AppDeps) {
@@ -67,7 +59,7 @@ export function adminPages(deps: AppDeps) {
           crumbs: ADMIN_CRUMBS,
           body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a></p>
 <h2>Add a person</h2>
-<form id="new-user" data-api action="/v1/instance/users" data-show="#invitation-once" data-show-field="invitation.url">
+<form id="new-user" data-api action="/v1/instance/users" data-show="#invitation-once" data-show-field="invitation.url" data-done="Person added.">
 <label>Email <input name="email" type="email" required maxlength="320"></label>
 <label>Name <input name="username" required maxlength="100"></label>
 <label>Password <input name="password" type="password" data-optional minlength="12" maxlength="1024" autocomplete="new-password"> <span class="muted">(empty: an invitation link is made instead, to send them)</span></label>
@@ -77,18 +69,26 @@ export function adminPages(deps: AppDeps) {
 </form>
 ${invitationPanel}
 <h2>People</h2>
-<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th></th></tr></thead><tbody>
+<div id="people-list" data-refresh>${scrollingTable(html`<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${people.map(
   (u) => html`<tr data-email="${u.email}"><td>${u.email}</td><td>${u.username}</td><td>${u.instanceAdmin ? 'yes' : 'no'}</td>
 <td>${u.deactivated ? 'deactivated' : u.hasPassword ? 'active' : 'invited (no password yet)'}</td><td>${when(u.createdAt)}</td>
-<td>${userStateForm(u, { instanceAdmin: !u.instanceAdmin }, u.instanceAdmin ? 'Revoke instance admin' : 'Make instance admin')}
-${userStateForm(u, { deactivated: !u.deactivated }, u.deactivated ? 'Reactivate' : 'Deactivate', u.deactivated ? undefined : `Deactivate ${u.email}? Their sessions end and their tokens are refused.`)}
-${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/users/${u.id}/invitation" data-show="#invitation-once" data-show-field="url"><button type="submit">New invitation link</button><span class="form-error" role="alert"></span></form>`}</td></tr>`,
+<td>${
+    u.instanceAdmin
+      ? userStateForm(u, { instanceAdmin: false }, 'Revoke instance admin', `${u.email} is no longer an instance administrator.`, `Revoke instance administration from ${u.email}? They can no longer manage people and projects.`)
+      : userStateForm(u, { instanceAdmin: true }, 'Make instance admin', `${u.email} is now an instance administrator.`)
+  }
+${
+  u.deactivated
+    ? userStateForm(u, { deactivated: false }, 'Reactivate', `${u.email} reactivated.`)
+    : userStateForm(u, { deactivated: true }, 'Deactivate', `${u.email} deactivated.`, `Deactivate ${u.email}? Their sessions end and their tokens are refused.`)
+}
+${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/users/${u.id}/invitation" data-show="#invitation-once" data-show-field="url" data-confirm="Make a new invitation link for ${u.email}? Any earlier link stops working." data-done="New invitation link made for ${u.email}: send it below."><button type="submit">New invitation link</button><span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
-</tbody></table>
+</tbody></table>`)}</div>
 <h2>Instance admin log</h2>
 <p class="muted">People and invitations (each project's own changes are in its admin log).</p>
-${(await read(deps.store, instanceLog()))}`,
+<div id="instance-log" data-refresh>${(await read(deps.store, instanceLog()))}</div>`,
         })
       }),
     )
@@ -102,16 +102,16 @@ ${(await read(deps.store, instanceLog()))}`,
           user,
           crumbs: ADMIN_CRUMBS,
           body: html`<h2>Create a project</h2>
-<form id="new-project" data-api action="/v1/projects" data-next="/admin/projects">
+<form id="new-project" data-api action="/v1/projects" data-next="/admin/projects" data-done="Project created: open its settings to add environments, teams and collections.">
 <label>Name <input name="name" required maxlength="200"></label>
 <p class="muted">You become its first admin.</p>
 <p class="form-error" role="alert"></p>
 <button type="submit">Create</button>
 </form>
 <h2>Projects</h2>
-${all.length === 0 ? html`<p class="muted">No project yet.</p>` : html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th></th></tr></thead><tbody>
+${all.length === 0 ? html`<p class="muted">No project yet.</p>` : scrollingTable(html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>${when(toIso(p.createdAt))}</td><td><a href="${projectPath(p.name, 'settings')}">Settings</a> · <a href="${projectPath(p.name)}">Open</a></td></tr>`)}
-</tbody></table>`}
+</tbody></table>`)}
 <p><a href="/admin/users">People →</a></p>`,
         })
       }),
@@ -136,7 +136,7 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
           layout({
             title: 'Welcome to Trellis',
             body: html`<p>Choose a password for <strong>${user.email}</strong>; you are then signed in.</p>
-<form id="accept-invitation" data-api action="/auth/invitation" data-next="/">
+<form id="accept-invitation" data-api action="/auth/invitation" data-next="/" data-done="Password set: you are signed in.">
 <input type="hidden" name="token" value="${token}">
 <label>Password (at least 12 characters) <input name="password" type="password" autocomplete="new-password" required minlength="12" maxlength="1024"></label>
 <p class="form-error" role="alert"></p>
@@ -152,15 +152,17 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
     })
 }
 
+const capitalized = (word: string) => word.charAt(0).toUpperCase() + word.slice(1)
+
 /** A table of one kind of part with an add form and a rename form per row. */
-function partSection(projectName: string, kind: { title: string; path: string; field: string }, names: string[]): Html {
+function partSection(projectName: string, kind: { title: string; one: string; path: string; field: string }, names: string[]): Html {
   return html`<h2>${kind.title}</h2>
-<table><tbody>${names.map(
-    (name) => html`<tr><td>${name}</td><td><form class="inline" data-api data-method="PATCH" action="${apiProject(projectName, kind.path, name)}">
+${scrollingTable(html`<table><tbody>${names.map(
+    (name) => html`<tr><td>${name}</td><td><form class="inline" data-api data-method="PATCH" action="${apiProject(projectName, kind.path, name)}" data-done="${capitalized(kind.one)} ${name} renamed.">
 <input name="${kind.field}" value="${name}" required maxlength="200" aria-label="New name of ${name}"> <button type="submit">Rename</button><span class="form-error" role="alert"></span></form></td></tr>`,
-  )}</tbody></table>
-<form class="add-${kind.path}" data-api action="${apiProject(projectName, kind.path)}">
-<label>New ${kind.title.toLowerCase().replace(/s$/, '')} <input name="${kind.field}" required maxlength="200"></label> <button type="submit">Add</button>
+  )}</tbody></table>`)}
+<form class="add-${kind.path}" data-api action="${apiProject(projectName, kind.path)}" data-done="${capitalized(kind.one)} added.">
+<label>New ${kind.one} <input name="${kind.field}" required maxlength="200"></label> <button type="submit">Add</button>
 <span class="form-error" role="alert"></span></form>`
 }
 
@@ -171,30 +173,31 @@ function* settingsBody(project: { id: number; name: string; sso: boolean }, inst
   const everyone = (yield* listUsers()).filter((u) => u.disabledAt === null && !people.some((p) => p.id === u.id))
   const name = project.name
   const roleSelect = (role: PermissionLevel | null) =>
-    html`<select name="role" aria-label="Permission level">${PERMISSION_LEVELS.map((r) => html`<option${r === role ? html` selected` : ''}>${r}</option>`)}</select>`
+    html`<select name="role" aria-label="Permission level" aria-describedby="permission-levels">${PERMISSION_LEVELS.map((r) => html`<option${r === role ? html` selected` : ''}>${r}</option>`)}</select>`
   return html`<p><a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access</a>${instanceAdmin ? html` · <a href="/admin/projects">All projects</a>` : ''}</p>
 <h2>Project</h2>
-<form id="project-settings" data-api data-method="PUT" action="${apiProject(name, 'settings')}" data-next="/p/{name}/settings">
+<form id="project-settings" data-api data-method="PUT" action="${apiProject(name, 'settings')}" data-next="/p/{name}/settings" data-done="Project settings saved.">
 <label>Name <input name="projectName" value="${name}" required maxlength="200"></label>
 <label>Single sign-on <select name="sso" data-type="boolean"><option value="false"${project.sso ? '' : html` selected`}>off</option><option value="true"${project.sso ? html` selected` : ''}>on</option></select></label>
 <p class="warning">Turning SSO <strong>on</strong>: from the next request every token of this project that was not generated in an SSO session is refused (403 sso_required), and password sessions can no longer open the project — yours included, unless you signed in with SSO. The tokens are not deleted: turning SSO off again makes them work again. Renaming changes the project's name in API paths and apply files (an apply file naming the old name would create a new project); tokens, members and webhook URLs stay.</p>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save</button>
 </form>
-${partSection(name, { title: 'Environments', path: 'environments', field: 'environmentName' }, environments.map((e) => e.name))}
-${partSection(name, { title: 'Teams', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
-${partSection(name, { title: 'Collections', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
+${partSection(name, { title: 'Environments', one: 'environment', path: 'environments', field: 'environmentName' }, environments.map((e) => e.name))}
+${partSection(name, { title: 'Teams', one: 'team', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
+${partSection(name, { title: 'Collections', one: 'collection', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
 <h2>Members</h2>
-<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th></th></tr></thead><tbody>
+<dl id="permission-levels" class="levels">${PERMISSION_LEVELS.map((level) => html`<dt>${level}</dt><dd>${PERMISSION_LEVEL_RIGHTS[level]}</dd>`)}</dl>
+${scrollingTable(html`<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th>Actions</th></tr></thead><tbody>
 ${people.map(
   (p) => html`<tr data-email="${p.email}"><td>${p.email}</td>
-<td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>
-<td>${p.teams.map((t) => html`<form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'teams', t, 'members', String(p.id))}">${t} <button type="submit" title="Remove from ${t}">×</button><span class="form-error" role="alert"></span></form> `)}
-${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams')}/{teamName}/members/${p.id}"><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
-<td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}?"><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
+<td><form class="inline" data-api data-method="PUT" action="${apiProject(name, 'members', String(p.id))}" data-done="Permission level of ${p.email} set.">${roleSelect(p.role)} <button type="submit">Set</button><span class="form-error" role="alert"></span></form></td>
+<td>${p.teams.map((t) => html`<form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'teams', t, 'members', String(p.id))}" data-confirm="Remove ${p.email} from team ${t}?" data-done="${p.email} removed from team ${t}.">${t} <button type="submit" title="Remove from ${t}" aria-label="Remove ${p.email} from team ${t}">×</button><span class="form-error" role="alert"></span></form> `)}
+${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams')}/{teamName}/members/${p.id}" data-done="${p.email} added to the team."><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
+<td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}? They leave its teams too." data-done="${p.email} removed from ${name}."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
 )}
-</tbody></table>
-${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members')}/{userId}">
+</tbody></table>`)}
+${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members')}/{userId}" data-done="Member added.">
 <label>Person <select data-path="userId">${everyone.map((u) => html`<option value="${u.id}">${u.email}</option>`)}</select></label>
 <label>Permission level ${roleSelect('user')}</label>
 <p class="form-error" role="alert"></p>

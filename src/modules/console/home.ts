@@ -1,21 +1,19 @@
 /** Console: the login page, the list of the user's projects, and a project's overview. */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { html } from '../../console/html.ts'
+import { html, scrollingTable } from '../../console/html.ts'
 import { queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import { canReachRendering, hasProjects, projectsOf } from '../directory/projects.ts'
 import { projectLayout } from '../records/service.ts'
 import { memberProject } from './access.ts'
+import { checklist, checklistDone, checklistHidden, checklistState } from './checklist.ts'
 import { htmlResponse, layout, redirect, safeNext } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, ssoStartPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
-/**
- * The home page of someone in no project: for an instance administrator of an instance without projects, the
- * first-start checklist; otherwise where to go next.
- */
+/** The home page of someone in no project: where to go next. */
 function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
   if (!instanceAdmin) {
     return html`<p class="notice">You are not a member of any project yet: ask an administrator of this Trellis to add you to one.</p>`
@@ -23,12 +21,14 @@ function emptyHome(instanceAdmin: boolean, anyProject: boolean) {
   if (anyProject) {
     return html`<p class="notice">You are not a member of any project. <a href="/admin/projects">All projects</a> lists them: open one's settings to add yourself, or create one.</p>`
   }
-  return html`<section class="checklist"><h2>Get started</h2><ol>
-<li><a href="/admin/projects">Create a project</a>, then open its settings to add environments (e.g. production), teams and collections.</li>
-<li><a href="/admin/users">Add people</a>: each gets a password or a one-time invitation link; then make them members of the project and its teams.</li>
-<li>Publish a workflow: on a team's page, <strong>New workflow</strong>, then edit its steps and publish; or write them in an apply file — see <code>examples/acme.yaml</code> — and load it with <code>trellis apply FILE</code> (or <code>PUT /v1/project/{p}/environment/{e}/team/{t}/workflows/{name}</code>).</li>
-<li><a href="/account">Create a token</a> for the API, once you are a member of a project.</li>
-</ol></section>`
+  return html`<p class="notice">No project yet: <a href="/admin/projects">create the first one</a>.</p>`
+}
+
+/** The "Get started" checklist for an instance administrator, until its steps are done or they hide it. */
+function* gettingStarted(user: { id: number; isInstanceAdmin: boolean }, request: Request) {
+  if (!user.isInstanceAdmin || checklistHidden(request, user.id)) return ''
+  const state = yield* checklistState(user.id)
+  return checklistDone(state) ? '' : checklist(state, user.id)
 }
 
 export function homePages(deps: AppDeps) {
@@ -56,17 +56,18 @@ export function homePages(deps: AppDeps) {
     })
     .get(
       '/',
-      consolePage(deps, async ({ user }) => {
+      consolePage(deps, async ({ user, request }) => {
         const mine = await read(deps.store, projectsOf(user.id))
         return layout({
           title: 'Projects',
           user,
-          body:
+          body: html`${(await read(deps.store, gettingStarted(user, request)))}${
             mine.length === 0
               ? emptyHome(user.isInstanceAdmin, (await read(deps.store, hasProjects())))
-              : html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
+              : scrollingTable(html`<table><thead><tr><th>Project</th><th>Your permission level</th></tr></thead><tbody>
 ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></td><td>${p.role}</td></tr>`)}
-</tbody></table>`,
+</tbody></table>`)
+          }`,
         })
       }),
     )
@@ -82,13 +83,13 @@ ${mine.map((p) => html`<tr><td><a href="${projectPath(p.name)}">${p.name}</a></t
           user,
           crumbs: [{ label: 'Projects', href: '/' }],
           body: html`<h2>Environments</h2>
-<table><thead><tr><th>Environment</th><th>Teams you can open</th>${isAdmin ? html`<th>Audit</th>` : ''}</tr></thead><tbody>
+${scrollingTable(html`<table><thead><tr><th>Environment</th><th>Teams you can open</th>${isAdmin ? html`<th>Audit</th>` : ''}</tr></thead><tbody>
 ${environments.map(
   (env) => html`<tr><td>${env.name}</td>
 <td>${reachable.length === 0 ? html`<span class="muted">none</span>` : reachable.map((team, i) => html`${i > 0 ? ' · ' : ''}<a href="${renderingPath(name, env.name, team.name)}">${team.name}</a>`)}</td>
 ${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a></td>` : ''}</tr>`,
 )}
-</tbody></table>
+</tbody></table>`)}
 ${isAdmin || user.isInstanceAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'settings')}">Settings, environments, teams, collections, members</a> · <a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,
         })
       }),

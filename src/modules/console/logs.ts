@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
-import { html, type Html, trustedHtml } from '../../console/html.ts'
+import { html, type Html, trustedHtml, scrollingTable } from '../../console/html.ts'
 import { page, parseDateFilters, parseRecordFilters } from '../../http/list.ts'
 import { ACTIVITY_DATE_FIELDS, parseActivityFilters } from '../activity-logs/query.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
@@ -15,6 +15,7 @@ import { listAdminLogIds, renderAdminLogs } from '../admin-logs/service.ts'
 import { NOTE_DATE_FIELDS } from '../notes/model.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { adminEnvironment, adminProject } from './access.ts'
+import { actorWithoutUser, adminLogValue } from './log-values.ts'
 import { layout } from '../../console/page.ts'
 import { type ConsoleRequest, consolePage, olderLink, projectPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
@@ -27,25 +28,22 @@ type NoteView = Answer<ReturnType<typeof renderNotes>>[number]
 
 export function activityTable(entries: ActivityLogView[], options: { record: boolean } = { record: true }): Html {
   if (entries.length === 0) return html`<p class="muted">No entries.</p>`
-  return html`<table class="activity"><thead><tr><th>When (UTC)</th><th>Who</th><th>Team</th><th>Type</th><th>Action</th><th>What</th>${options.record ? html`<th>Records</th>` : ''}<th>Run</th></tr></thead><tbody>
+  return scrollingTable(html`<table class="activity"><thead><tr><th>When (UTC)</th><th>Who</th><th>Team</th><th>Type</th><th>Action</th><th>What</th>${options.record ? html`<th>Records</th>` : ''}<th>Run</th></tr></thead><tbody>
 ${entries.map(
   (e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user.email}</td><td>${e.team.name}</td><td>${e.type}</td><td>${e.action}</td><td>${e.label ?? ''}${e.collection ? html` <span class="muted">(${e.collection.name})</span>` : ''}</td>
 ${options.record ? html`<td class="mono">${e.recordIds.join(', ')}</td>` : ''}<td>${e.workflow ? html`<a href="/runs/${encodeURIComponent(e.workflow.runId)}">${e.workflow.name}</a>${e.workflow.stepName ? html` <span class="muted">${e.workflow.stepName}</span>` : ''}` : ''}</td></tr>`,
 )}
-</tbody></table>`
+</tbody></table>`)
 }
 
-function value(v: unknown): Html | string {
-  return v === undefined ? '' : html`<code>${JSON.stringify(v)}</code>`
-}
-
-function adminTable(entries: AdminLogView[]): Html {
+/** Admin log entries (a project's, or the instance-wide ones on the people page). */
+export function adminTable(entries: AdminLogView[]): Html {
   if (entries.length === 0) return html`<p class="muted">No entries.</p>`
-  return html`<table class="admin-log"><thead><tr><th>When (UTC)</th><th>Who</th><th>Initiator</th><th>Type</th><th>Resource</th><th>Before</th><th>After</th></tr></thead><tbody>
+  return scrollingTable(html`<table class="admin-log"><thead><tr><th>When (UTC)</th><th>Who</th><th>Initiator</th><th>Type</th><th>Resource</th><th>Before</th><th>After</th></tr></thead><tbody>
 ${entries.map(
-  (e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user ? e.user.email : html`<span class="muted">CLI / system</span>`}</td><td>${e.initiator}</td><td>${e.type}</td><td>${e.resource}</td><td>${value(e.previousValue)}</td><td>${value(e.newValue)}</td></tr>`,
+  (e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user ? e.user.email : actorWithoutUser(e.initiator)}</td><td>${e.initiator}</td><td>${e.type}</td><td>${e.resource}</td><td>${adminLogValue(e.previousValue)}</td><td>${adminLogValue(e.newValue)}</td></tr>`,
 )}
-</tbody></table>`
+</tbody></table>`)
 }
 
 /** Notes with their threads; with `actions` (a rendering's path), each gets a reply box and archive / unarchive. */
@@ -57,8 +55,8 @@ export function notesList(notes: NoteView[], actions?: string): Html {
 ${n.messages.map((m) => html`<div class="message"><p class="muted">${m.user.email} · ${when(m.createdAt)}</p>${trustedHtml(m.content)}</div>`)}
 ${
   actions
-    ? html`<form class="reply" data-api action="${actions}/notes/${n.id}/messages"><label>Reply <textarea name="text" rows="2" required maxlength="10000"></textarea></label><button type="submit">Add message</button> <span class="form-error" role="alert"></span></form>
-<form class="inline" data-api data-method="PATCH" action="${actions}/notes/${n.id}"><input type="hidden" name="archived" data-type="boolean" value="${n.archivedAt ? 'false' : 'true'}"><button type="submit">${n.archivedAt ? 'Unarchive' : 'Archive'}</button> <span class="form-error" role="alert"></span></form>`
+    ? html`<form class="reply" data-api action="${actions}/notes/${n.id}/messages" data-done="Message added."><label>Reply <textarea name="text" rows="2" required maxlength="10000"></textarea></label><button type="submit">Add message</button> <span class="form-error" role="alert"></span></form>
+<form class="inline" data-api data-method="PATCH" action="${actions}/notes/${n.id}" data-done="Note ${n.archivedAt ? 'unarchived' : 'archived'}."><input type="hidden" name="archived" data-type="boolean" value="${n.archivedAt ? 'false' : 'true'}"><button type="submit">${n.archivedAt ? 'Unarchive' : 'Archive'}</button> <span class="form-error" role="alert"></span></form>`
     : ''
 }
 </article>`,

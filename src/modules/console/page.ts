@@ -19,6 +19,7 @@ export interface ConsoleRequest {
   params: Record<string, string>
   query: Query
   url: URL
+  request: Request
 }
 
 /**
@@ -37,7 +38,7 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
       refuseUnstorableText({ params })
       // An empty filter field means no filter (the forms send every field).
       const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
-      const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url })
+      const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url, request })
       return out instanceof Response ? out : htmlResponse(out)
     } catch (caught) {
       const error = asHttpError(caught)

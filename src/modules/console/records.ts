@@ -6,7 +6,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
-import { html, type Html, path } from '../../console/html.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
@@ -34,7 +34,7 @@ const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…
 function recordForm(view: { project: { name: string }; environment: { name: string }; team: { name: string }; collection: { name: string } }) {
   const action = `${path('v1', 'project', view.project.name, 'environment', view.environment.name, 'collection', view.collection.name, 'records')}/{recordId}`
   return html`<h2>Add or replace a record</h2>
-<form id="put-record" data-api data-method="PUT" action="${action}">
+<form id="put-record" data-api data-method="PUT" action="${action}" data-done="Record saved.">
 <label>Record id <input data-path="recordId" required maxlength="1024"></label>
 <input type="hidden" name="teamName" value="${view.team.name}">
 <label>Data (a JSON object) <textarea name="data" data-type="json-object" rows="6" required>{}</textarea></label>
@@ -71,9 +71,9 @@ ${readable.length === 0 ? html`<p class="muted">This team may read no collection
 ${
   flows.length === 0
     ? html`<p class="muted">No workflow for this team in this environment.</p>`
-    : html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th></th>` : ''}</tr></thead><tbody>
+    : scrollingTable(html`<table><thead><tr><th>Workflow</th><th>Collection</th><th>State</th>${isAdmin ? html`<th>Actions</th>` : ''}</tr></thead><tbody>
 ${flows.map((w) => html`<tr><td>${isAdmin ? html`<a href="${at('w', w.name)}">${w.name}</a>` : w.name}</td><td>${w.collectionName}</td><td>${w.activeVersionId === null ? 'withdrawn' : 'active'}</td>${isAdmin ? html`<td><a href="${at('w', w.name)}">Steps, versions, settings</a></td>` : ''}</tr>`)}
-</tbody></table>`
+</tbody></table>`)
 }
 ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.name, team: team.name }, collections) : ''}`,
         })
@@ -106,9 +106,9 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
           body: html`${
             shown.length === 0
               ? html`<p class="muted">No records${after === undefined ? '' : ' after this one'}.</p>`
-              : html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
+              : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
 ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
-</tbody></table>`
+</tbody></table>`)
           }${more}${view.isAdmin ? recordForm(view) : ''}`,
         })
       }),
@@ -148,7 +148,7 @@ ${section(
   flows.length === 0
     ? html`<p class="muted">No active workflow of ${team.name} works on ${collection.name}.</p>`
     : html`${flows.map(
-        (w) => html`<form class="inline" data-api action="${runsPath}" data-next="/runs/{runId}">
+        (w) => html`<form class="inline" data-api action="${runsPath}" data-next="/runs/{runId}" data-done="Run of “${w.name}” started.">
 <input type="hidden" name="workflowName" value="${w.name}"><input type="hidden" name="teamName" value="${team.name}"><input type="hidden" name="recordId" value="${record.recordKey}">
 <button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
       )}`,
@@ -157,7 +157,7 @@ ${section('Runs on this record', runsTable((await read(deps.store, renderRuns(ru
 ${section(
   'Notes',
   html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}
-<form id="new-note" data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
+<form id="new-note" data-done="Note added." data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
 <h3>New note</h3>
 <label>Title <input name="title" required maxlength="500"></label>
 <label>Message <textarea name="text" rows="4" required maxlength="10000"></textarea></label>

@@ -4,7 +4,7 @@
  * shows the API's errors beside their lines), its versions with a line diff between any two, a test run on a chosen
  * record (the manual-run API) and its recent runs. The definition is checked once, by the API, against the one schema.
  */
-import { html, type Html, path } from '../../console/html.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
 import { type Step, STEP_TYPES, type StepType, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { WorkflowVersionView } from '../workflows/service.ts'
@@ -22,9 +22,6 @@ export const workflowPagePath = (place: WorkflowPlace, name: string) => renderin
 
 /** The scripts and styles of the authoring pages, beside the console's own. */
 export const AUTHORING_ASSETS = { scripts: ['/console/editor.js'], styles: ['/console/editor.css'] }
-
-/** A table that scrolls sideways on a narrow screen instead of widening the page. */
-export const scrolling = (table: Html) => html`<div class="scroll">${table}</div>`
 
 /**
  * The definition as the editor shows it and the diff compares it: the PUT body (collection, concurrency, steps; the
@@ -125,7 +122,7 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
 
 /** A test run: the manual-run API on the record chosen; the run's page opens. */
 export function testRunForm(place: WorkflowPlace, name: string, collection: string): Html {
-  return html`<form id="test-run" data-api action="${path('v1', 'project', place.project, 'environment', place.environment, 'workflow-runs')}" data-next="/runs/{runId}">
+  return html`<form id="test-run" data-api action="${path('v1', 'project', place.project, 'environment', place.environment, 'workflow-runs')}" data-next="/runs/{runId}" data-done="Test run started.">
 <input type="hidden" name="workflowName" value="${name}"><input type="hidden" name="teamName" value="${place.team}">
 <label>Record id <input name="recordId" required maxlength="1024" autocomplete="off"> <span class="muted">(of <a href="${renderingPath(place.project, place.environment, place.team, 'c', collection)}">${collection}</a>; the run reads and writes it as you)</span></label>
 <p class="form-error" role="alert"></p>
@@ -137,7 +134,7 @@ export function testRunForm(place: WorkflowPlace, name: string, collection: stri
 export function versionsSection(versions: WorkflowVersionView[], compared: { from: number; to: number } | undefined): Html {
   const options = (selected: number | undefined) => versions.map((v) => html`<option value="${v.version}"${v.version === selected ? html` selected` : ''}>v${v.version}</option>`)
   const newest = versions[0]?.version
-  return html`${scrolling(html`<table class="versions"><thead><tr><th>Version</th><th>Published (UTC)</th><th>By</th><th></th></tr></thead><tbody>
+  return html`${scrollingTable(html`<table class="versions"><thead><tr><th>Version</th><th>Published (UTC)</th><th>By</th><th>State</th></tr></thead><tbody>
 ${versions.map((v) => html`<tr><td>v${v.version}</td><td>${when(v.createdAt)}</td><td>${v.publishedBy?.email ?? html`<span class="muted">trellis apply</span>`}</td><td>${v.active ? html`<strong>active</strong>` : ''}</td></tr>`)}
 </tbody></table>`)}
 ${

@@ -6,7 +6,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { html, type Html } from '../../console/html.ts'
+import { html, type Html, scrollingTable } from '../../console/html.ts'
 import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
 import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/service.ts'
 import { activeDefinition, pageWorkflowVersions, renderWorkflowVersions, requireWorkflow, type WebhookSettings, webhookSettings, workflowVersion } from '../workflows/service.ts'
@@ -14,7 +14,7 @@ import { invalidParameter, parseIdParameter, type Query } from '../../http/list.
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { adminProject } from './access.ts'
 import { runsTable } from './runs.ts'
-import { AUTHORING_ASSETS, diffSection, editorForm, scrolling, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
+import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
@@ -82,7 +82,7 @@ ${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>
 ${editorForm(place, name, view.shown?.definition)}
 ${active ? html`<h2>Test run</h2>${testRunForm(place, name, active.definition.collection)}` : ''}
 <h2>Recent runs</h2>
-${scrolling(runsTable(runs))}
+${runsTable(runs)}
 <h2 id="versions">Versions</h2>
 ${versionsSection(view.versions, compared)}
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
@@ -104,13 +104,13 @@ ${
     ? html`<p><code id="webhook-url">${settings.url}</code> <button type="button" data-copy="#webhook-url">Copy URL</button></p>`
     : html`<p class="muted">Disabled: the URL answers 404. Enabling it again restores the same URL.</p>`
 }
-<form class="inline" data-api data-method="PATCH" action="${api}">
+<form class="inline" data-api data-method="PATCH" action="${api}"${settings.enabled ? html` data-confirm="Disable the webhook? Calls to its URL are refused (404) until you enable it again."` : ''} data-done="Webhook ${settings.enabled ? 'disabled' : 'enabled'}.">
 <input type="hidden" name="enabled" data-type="boolean" value="${settings.enabled ? 'false' : 'true'}">
 <button type="submit">${settings.enabled ? 'Disable webhook' : 'Enable webhook'}</button> <span class="form-error" role="alert"></span></form>
-<form class="inline" data-api action="${api}/regenerate" data-confirm="Regenerate the URL? The current URL stops working at once.">
+<form class="inline" data-api action="${api}/regenerate" data-confirm="Regenerate the URL? The current URL stops working at once." data-done="New webhook URL made: the old one no longer works.">
 <button type="submit" class="danger">Regenerate URL</button> <span class="form-error" role="alert"></span></form>
 <h3>Rate</h3>
-<form data-api data-method="PATCH" action="${api}">
+<form data-api data-method="PATCH" action="${api}" data-done="Rate saved.">
 <label>Requests per minute (empty: the instance default, now ${deps.config.webhookRatePerMinute}) <input name="ratePerMinute" data-type="nullable-number" inputmode="numeric" size="8" value="${settings.ratePerMinute ?? ''}"></label>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save rate</button>
@@ -122,14 +122,14 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
   const events = (list: readonly string[]) => list.map((event) => event.replace('workflow_run.', '')).join(', ')
   return html`<h2>Completion callbacks</h2>
 <p>When a run ends, each endpoint receives a JSON POST signed per Standard Webhooks with its own secret; see the run's page for each delivery and its attempts.</p>
-${
+<div id="callback-list" data-refresh>${
   callbacks.length === 0
     ? html`<p class="muted">No callback yet.</p>`
-    : scrolling(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th></th></tr></thead><tbody>
-${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
+    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
+${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it." data-done="Callback removed."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
 </tbody></table>`)
-}
-<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret">
+}</div>
+<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once.">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
 <fieldset><legend>Send when a run</legend>
 ${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox" name="events" value="${event}" checked> ${events([event])}</label>`)}</fieldset>

@@ -3,6 +3,7 @@ import { findMemberRole, isTeamMember, membersOfProject, reachesRendering, proje
 import {
   allProjectsByName,
   anyProjectExists,
+  anyProjectWithParts,
   type Environment,
   findCollectionByName,
   findCollectionPermission,
@@ -132,4 +133,9 @@ export function* projectPeople(projectId: number): Op<{ id: number; email: strin
 /** Whether the instance has any project (an empty one shows the first-start checklist). */
 export function* hasProjects(): Op<boolean> {
   return yield* anyProjectExists()
+}
+
+/** Whether some project has an environment, a team and a collection (the console's first-start checklist). */
+export function* hasCompleteProject(): Op<boolean> {
+  return yield* anyProjectWithParts()
 }

@@ -17,6 +17,7 @@ import { upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
+import { withArticle } from '../../lib/words.ts'
 
 /** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
 const PARTS = [
@@ -45,7 +46,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         const body = fields as Record<string, string>
         await write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, params.projectName)
-          yield* addProjectPart(deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id })
+          yield* addProjectPart(deps.clock, spec.part, { projectId: project.id, name: newName(body), actorId: caller.user.id, field: spec.param })
         })
         set.status = 201
         return { name: newName(body) }
@@ -55,7 +56,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         params: t.Object({ projectName: t.String() }),
         body,
         response: { 201: NamedPart, ...errorResponses(400, 404, 409) },
-        detail: { operationId: `add${capital(spec.part)}`, summary: `Add a ${spec.part} to a project (project admins, instance administrators)` },
+        detail: { operationId: `add${capital(spec.part)}`, summary: `Add ${withArticle(spec.part)} to a project (project admins, instance administrators)` },
       },
     )
     .patch(
@@ -66,7 +67,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         await write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, path.projectName ?? '')
           const name = path[spec.param] ?? ''
-          yield* renameProjectPart(deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id })
+          yield* renameProjectPart(deps.clock, spec.part, { projectId: project.id, name, newName: newName(body), actorId: caller.user.id, field: spec.param })
         })
         return { name: newName(body) }
       },
@@ -75,7 +76,7 @@ function partRoutes(deps: AppDeps, spec: (typeof PARTS)[number]) {
         params: t.Object({ projectName: t.String(), [spec.param]: t.String() }),
         body,
         response: { 200: NamedPart, ...errorResponses(400, 404, 409) },
-        detail: { operationId: `rename${capital(spec.part)}`, summary: `Rename a ${spec.part}: ids stay, so webhook URLs and history keep working` },
+        detail: { operationId: `rename${capital(spec.part)}`, summary: `Rename ${withArticle(spec.part)}: ids stay, so webhook URLs and history keep working` },
       },
     )
 }
@@ -95,7 +96,7 @@ export function projectAdminModule(deps: AppDeps) {
         return write(deps.store, function* () {
           const project = yield* requireProjectManager(caller, params.projectName)
           yield* setProjectSso(deps.clock, project, body.sso, caller.user.id)
-          yield* renameProject(deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id)
+          yield* renameProject(deps.clock, { ...project, sso: body.sso }, body.projectName, caller.user.id, 'projectName')
           return { name: body.projectName, sso: body.sso }
         })
       },

@@ -20,6 +20,7 @@ import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Outcome } from '../members/service.ts'
 import { findProjectByName, type Project } from '../directory/projects.ts'
 import type { Op } from '../../db/op.ts'
+import { withArticle } from '../../lib/words.ts'
 
 export const NAME_MAX_LENGTH = 200
 const CONTROL = /[\u0000-\u001f\u007f]/
@@ -57,8 +58,8 @@ export function* createProject(clock: Clock, input: { name: string; sso?: boolea
 }
 
 /** Renames a project: its tokens, members and webhook URLs stay; API paths and apply files use the new name. */
-export function* renameProject(clock: Clock, project: Project, name: string, actorId: number | null): Op<Outcome> {
-  checkName('name', name)
+export function* renameProject(clock: Clock, project: Project, name: string, actorId: number | null, field = 'name'): Op<Outcome> {
+  checkName(field, name)
   if (name === project.name) return 'unchanged'
   if ((yield* findProjectByName(name))) throw conflict('name_taken', `A project named ${name} already exists`)
   yield* updateProject(project.id, { name })
@@ -84,9 +85,9 @@ export function* setProjectSso(clock: Clock, project: Project, sso: boolean, act
 }
 
 /** Adds an environment, a team or a collection to a project (409 `name_taken` when the project has one by that name). */
-export function* addProjectPart(clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null }): Op<number> {
-  checkName('name', input.name)
-  if ((yield* findPartByName(part, input.projectId, input.name))) throw conflict('name_taken', `The project already has a ${part} named ${input.name}`)
+export function* addProjectPart(clock: Clock, part: ProjectPart, input: { projectId: number; name: string; actorId: number | null; field?: string }): Op<number> {
+  checkName(input.field ?? 'name', input.name)
+  if ((yield* findPartByName(part, input.projectId, input.name))) throw conflict('name_taken', `The project already has ${withArticle(part)} named ${input.name}`)
   const id = yield* insertPart(part, { projectId: input.projectId, name: input.name, createdAt: clock.now() })
   yield* appendAdminLog(clock, { projectId: input.projectId, type: 'add', resource: part, actorId: input.actorId, newValue: partValue(part, input.name) })
   return id
@@ -96,13 +97,13 @@ export function* addProjectPart(clock: Clock, part: ProjectPart, input: { projec
 export function* renameProjectPart(
   clock: Clock,
   part: ProjectPart,
-  input: { projectId: number; name: string; newName: string; actorId: number | null },
+  input: { projectId: number; name: string; newName: string; actorId: number | null; field?: string },
 ): Op<Outcome> {
-  checkName('name', input.newName)
+  checkName(input.field ?? 'name', input.newName)
   const current = yield* findPartByName(part, input.projectId, input.name)
   if (!current) throw notFound(`No ${part} named ${input.name} in this project`)
   if (input.newName === input.name) return 'unchanged'
-  if ((yield* findPartByName(part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has a ${part} named ${input.newName}`)
+  if ((yield* findPartByName(part, input.projectId, input.newName))) throw conflict('name_taken', `The project already has ${withArticle(part)} named ${input.newName}`)
   yield* renamePart(part, current.id, input.newName)
   yield* appendAdminLog(clock, {
     projectId: input.projectId, type: 'update', resource: part, actorId: input.actorId,

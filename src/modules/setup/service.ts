@@ -4,7 +4,7 @@ import type { Store } from '../../db/open.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, invalidField } from '../../lib/errors.ts'
-import { checkNewUser, countUsers, hashPassword, holdInstanceAdminRule, insertUser, UserInputError, userObject } from '../users/service.ts'
+import { checkNewUser, countUsers, hashPassword, holdInstanceAdminRule, insertUser, logUserCreated, UserInputError, userObject } from '../users/service.ts'
 
 /** Holds the hash of the one-time setup token, in memory only: a restart prints a new link. */
 export class SetupGate {
@@ -66,7 +66,10 @@ export async function createFirstAdmin(store: Store, clock: Clock, gate: SetupGa
       // own) under the instance administrators' lock: the first administrator is made once.
       yield* holdInstanceAdminRule()
       if ((yield* countUsers()) > 0) throw conflict('already_set_up', 'Trellis already has users; sign in instead')
-      return yield* insertUser(clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+      const admin = yield* insertUser(clock, { email: input.email, username: input.username, passwordHash, isInstanceAdmin: true })
+      // In the same transaction: the instance admin log starts with its first administrator.
+      yield* logUserCreated(clock, admin, admin.id, 'through the setup link')
+      return admin
     })
     gate.close()
     return userObject(user)

@@ -214,9 +214,14 @@ export function* createUser(clock: Clock, input: NewUser & { actorId: number | n
   }
   if ((yield* findUserByEmail(input.email))) throw conflict('user_exists', `A user with email ${normalizeEmail(input.email)} already exists`)
   const user = yield* insertUser(clock, input)
-  const state = [user.isInstanceAdmin ? 'instance administrator' : 'user', user.disabledAt !== null ? '(deactivated)' : ''].filter(Boolean).join(' ')
-  yield* logUserChange(clock, user, input.actorId, { type: 'add', next: `created as ${state}` })
+  yield* logUserCreated(clock, user, input.actorId)
   return user
+}
+
+/** The instance admin log entry of a new user ("… created as instance administrator", and how when it says). */
+export function* logUserCreated(clock: Clock, user: User, actorId: number | null, how?: string): Op<void> {
+  const state = [user.isInstanceAdmin ? 'instance administrator' : 'user', user.disabledAt !== null ? '(deactivated)' : '', how].filter(Boolean).join(' ')
+  yield* logUserChange(clock, user, actorId, { type: 'add', next: `created as ${state}` })
 }
 
 /**

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
 import { notFound } from '../../lib/errors.ts'
 import {
+  anyWorkflowExists,
   ensureRendering,
   findTriggerTarget,
   findWorkflowIdByNames,
@@ -158,6 +159,11 @@ export function webhookSettings(target: TriggerTarget, secret: Buffer, baseUrl: 
       ? webhookUrl(secret, baseUrl, { workflowId: target.workflowId, renderingId: target.renderingId, generation: target.webhookGeneration })
       : null,
   }
+}
+
+/** Whether the instance has any workflow yet (the console's first-start checklist). */
+export function* hasWorkflows(): Op<boolean> {
+  return yield* anyWorkflowExists()
 }
 
 /** One published version as answers show it: who published it and when, and whether new runs use it. */
