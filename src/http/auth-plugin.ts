@@ -7,11 +7,14 @@
  * - `userCall: true` — runs: a console session, or any live token of an active user (confined to its project;
  *   the route checks the scope it needs); resolves `caller`.
  * - `sessionCall: true` — logout: no caller needed, but a foreign Origin is refused as for every session change.
+ * - `tokenCall: true` — the MCP endpoint: a Bearer token only, naming no project; resolves `identity`. Its 401 carries
+ *   `WWW-Authenticate: Bearer` (MCP clients read the scheme from it).
  * All three authenticate in `transform`, before body and params validation; then, validated, a path parameter or body
  * field holding U+0000 or a lone surrogate is refused (./storable-text.ts).
  */
 import { Elysia } from 'elysia'
 import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../lib/callers.ts'
+import { HttpError } from '../lib/errors.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { refuseUnstorableText } from './storable-text.ts'
 
@@ -50,6 +53,19 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
       transform: ({ request }) => {
         if (enabled) auth.refuseCrossOrigin(request)
       },
+    }),
+    tokenCall: (enabled: boolean) => ({
+      detail: { security: BEARER, responses: errorResponseDocs(401, 403, 429) },
+      transform: async ({ request, set }) => {
+        if (!enabled) return
+        try {
+          identities.set(request, await auth.tokenCaller(request, set.headers))
+        } catch (error) {
+          if (error instanceof HttpError && error.status === 401) error.headers['www-authenticate'] = 'Bearer'
+          throw error
+        }
+      },
+      resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
     userCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },

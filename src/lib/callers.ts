@@ -37,6 +37,11 @@ export interface AccountCaller {
 export interface CallerAuth {
   /** Public API (Bearer token only), DESIGN §4's order; the rate-limit headers go into `headers`. */
   projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): Promise<TokenIdentity>
+  /**
+   * A Bearer token alone, naming no project (the MCP endpoint: a tool acts in the token's project): the token (401),
+   * its API rate limit (429), its user active and the SSO rule (403); each tool checks its scope.
+   */
+  tokenCaller(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity>
   /** A console session, or any live token of an active user (confined to its project). */
   userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
   /**

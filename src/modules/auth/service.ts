@@ -139,16 +139,17 @@ export class CallerAuthenticator implements CallerAuth {
     return this.userCaller(request, null, projectName)
   }
 
+  async tokenCaller(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity> {
+    const identity = await this.token(request, headers)
+    authorizeToken(identity, undefined)
+    return identity
+  }
+
   async userCaller(request: Request, headers: Record<string, unknown> | null, projectName: string | undefined): Promise<AccountCaller> {
     if (request.headers.get('authorization')) {
       const identity = await this.token(request, headers)
       authorizeToken(identity, projectName)
-      return {
-        user: { ...identity.user, isInstanceAdmin: false },
-        viaSso: identity.createdWithSso,
-        tokenProjectId: identity.projectId,
-        token: identity,
-      }
+      return tokenAccountCaller(identity)
     }
     const session = await read(this.store, sessionOf(this.clock, request))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
@@ -167,6 +168,11 @@ export class CallerAuthenticator implements CallerAuth {
   refuseCrossOrigin(request: Request): void {
     refuseCrossOrigin(request, this.baseOrigin)
   }
+}
+
+/** A token's call as an account caller: its user, confined to its project (never an instance administrator). */
+export function tokenAccountCaller(identity: TokenIdentity): AccountCaller {
+  return { user: { ...identity.user, isInstanceAdmin: false }, viaSso: identity.createdWithSso, tokenProjectId: identity.projectId, token: identity }
 }
 
 /** 403 insufficient_scope when a token caller lacks `scope` (a session acts with its user's rights). */
