@@ -3,17 +3,16 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { environmentPage, queryOf } from '../../http/list.ts'
+import { queryOf } from '../../http/list.ts'
 import { ActivityLogPage } from './model.ts'
-import { ACTIVITY_LOG_PARAMETERS, activityLogsList } from './query.ts'
+import { ACTIVITY_LOG_PARAMETERS, activityLogsPage } from './query.ts'
 
 export function activityLogsModule(deps: AppDeps) {
-  const list = activityLogsList(deps.store)
   return new Elysia({ name: 'activity-logs', tags: ['activity-logs'] })
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/environment/:environmentName/activity-logs',
-      ({ params, request }) => environmentPage(queryOf(request), params, list),
+      ({ params, request }) => activityLogsPage(deps.store, params, queryOf(request)),
       {
         projectCall: { scope: 'activity_logs:read', role: 'admin' },
         response: { 200: ActivityLogPage, ...errorResponses(400, 404) },

@@ -5,7 +5,7 @@
 import type { Store } from '../../db/open.ts'
 import { read } from '../../db/read.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
-import { environmentList, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query } from '../../http/list.ts'
+import { environmentList, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query, environmentPage } from '../../http/list.ts'
 import { environmentOf } from '../directory/projects.ts'
 import { type ActivityFilters, DOCUMENTED_ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS, listActivityLogIds, renderActivityLogs } from './service.ts'
 
@@ -37,8 +37,12 @@ export const ACTIVITY_LOG_PARAMETERS = listParameters(
   ACTIVITY_DATE_FIELDS,
 )
 
-/** An environment's activity log, newest first (`environmentPage`). */
-export function activityLogsList(store: Store) {
+/** One page of an environment's activity log, newest first, as `query` asks (400 naming a bad parameter, 404 an unknown environment). */
+export function activityLogsPage(store: Store, place: { projectName: string; environmentName: string }, query: Query) {
+  return environmentPage(query, place, activityLogsList(store))
+}
+
+function activityLogsList(store: Store) {
   return environmentList({
     filters: (query: Query) => parseActivityFilters(query),
     where: environmentOf(store),

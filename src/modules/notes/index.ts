@@ -4,9 +4,9 @@ import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { environmentPage, queryOf } from '../../http/list.ts'
+import { queryOf } from '../../http/list.ts'
 import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
-import { NOTE_LIST_PARAMETERS, notesList } from './query.ts'
+import { NOTE_LIST_PARAMETERS, notesPage } from './query.ts'
 import { addMessage, createNoteNamed, renderNotes, requireNote, updateNote } from './service.ts'
 import { read } from '../../db/read.ts'
 
@@ -17,11 +17,10 @@ export function notesModule(deps: AppDeps) {
   const writeAccess = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
 
   const renderOne = async (id: number) => (await read(deps.store, renderNotes([id])))[0]!
-  const list = notesList(deps.store)
 
   return new Elysia({ name: 'notes', tags: ['notes'] })
     .use(authPlugin(deps))
-    .get(BASE, ({ params, request }) => environmentPage(queryOf(request), params, list), {
+    .get(BASE, ({ params, request }) => notesPage(deps.store, params, queryOf(request)), {
       ...readAccess,
       response: { 200: NotePage, ...errorResponses(400, 404) },
       detail: { operationId: 'listNotes', summary: 'List notes', parameters: NOTE_LIST_PARAMETERS },
