@@ -301,35 +301,37 @@ describe('the MCP endpoint through a real server', () => {
     expect(await refusal(dave, 'getWorkflowRun', { runId: held.runId })).toMatchObject({ httpStatus: 404 })
     expect(await refusal(dave, 'cancelWorkflowRun', { runId: held.runId })).toMatchObject({ httpStatus: 404 })
     await dave.close()
-  })
+ }, 30_000)
 
   test('cancelWorkflowRun and retryWorkflowRun, with their 409s; their entries are the REST ones marked via MCP', async () => {
     const { client } = await connect(server.url, tokens.alice)
     const held = await answer(client, 'triggerWorkflow', { environment: 'production', team: 'Support', workflow: 'Hold', recordId: 'o-4' })
     expect(await refusal(client, 'retryWorkflowRun', { runId: held.runId })).toMatchObject({ httpStatus: 409, code: 'run_not_retryable' })
+    await until('the run parks on its wait', async () => (await answer(client, 'getWorkflowRun', { runId: held.runId })).status === 'waiting', 15_000)
     const cancelled = await answer(client, 'cancelWorkflowRun', { runId: held.runId })
     expect(cancelled).toMatchObject({ id: held.runId, status: 'cancelled' })
     expect(await refusal(client, 'cancelWorkflowRun', { runId: held.runId })).toMatchObject({ httpStatus: 409, code: 'run_finished' })
     const retried = await answer(client, 'retryWorkflowRun', { runId: held.runId })
     expect(retried).toEqual({ runId: expect.stringMatching(UUID), retryOf: held.runId })
     expect(await refusal(client, 'retryWorkflowRun', { runId: held.runId })).toMatchObject({ httpStatus: 409, code: 'already_retried', runId: retried.runId })
-    await answer(client, 'cancelWorkflowRun', { runId: retried.runId })
+    // The wait was recorded when the run parked: its retry resumes after it, with nothing left to do.
+    await until('the retry finishes', async () => (await answer(client, 'getWorkflowRun', { runId: retried.runId })).status === 'succeeded', 15_000)
 
     const failed = await answer(client, 'triggerWorkflow', { environment: 'production', team: 'Support', workflow: 'Failing', recordId: 'o-5' })
     await until('the run fails', async () => (await answer(client, 'getWorkflowRun', { runId: failed.runId })).status === 'failed', 15_000)
     expect(await answer(client, 'getWorkflowRun', { runId: failed.runId })).toMatchObject({ status: 'failed', error: { code: expect.any(String) }, steps: [{ name: 'tell', status: 'failed' }] })
 
     const entries = (await answer(client, 'listActivityLogs', { environment: 'production', recordId: 'o-4', extensions: true })).data as Record<string, any>[]
-    // Before them, the record's creation by trellis apply.
+    // The retry's completion is the executor's entry, not the call's (no mark); before them, the record's creation by trellis apply.
     expect(entries.slice(0, 4).map((e) => [e.action, e.label])).toEqual([
-      ['abortWorkflow', `workflow run cancelled · via MCP · ${aliceName}`],
+      ['completeWorkflow', `workflow run succeeded · ${aliceName}`],
       ['retryWorkflow', `retry of run ${held.runId} · via MCP · ${aliceName}`],
       ['abortWorkflow', `workflow run cancelled · via MCP · ${aliceName}`],
       ['triggerWorkflow', `triggered manually · via MCP · ${aliceName}`],
     ])
     expect(entries[3]!.workflow).toEqual({ object: 'workflow', name: 'Hold', runId: held.runId })
     await client.close()
-  })
+  }, 45_000)
 
   test('a token revoked in the middle of a session is refused at its next call', async () => {
     const revoked = await tokenFor(env.store, systemClock, 'alice', ['all'])
