@@ -115,7 +115,7 @@ describe('the MCP endpoint through a real server', () => {
 
   test('HTTP-level answers: 401 with WWW-Authenticate, 405 for GET and DELETE, 406, 400 for a bad message', async () => {
     const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 't', version: '1' } } }
-    for (const headers of [{}, { authorization: 'Bearer trl_nope' }, { authorization: 'Basic abc' }]) {
+    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer trl_nope' }, { authorization: 'Basic abc' }]) {
       const response = await post(headers, initialize)
       expect(response.status).toBe(401)
       expect(response.headers.get('www-authenticate')).toBe('Bearer')
