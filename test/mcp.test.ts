@@ -113,7 +113,7 @@ describe('the MCP endpoint through a real server', () => {
     await client.close()
   })
 
-  test('HTTP-level answers: 401 with WWW-Authenticate, 405 for GET and DELETE, 406, 400 for a bad message', async () => {
+  test('HTTP-level answers: 401 with WWW-Authenticate, 405 for GET and DELETE, 406 unless JSON is accepted, 400 for a bad message, 202 for a notification', async () => {
     const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 't', version: '1' } } }
     for (const headers of [{} as Record<string, string>, { authorization: 'Bearer trl_nope' }, { authorization: 'Basic abc' }]) {
       const response = await post(headers, initialize)
@@ -136,7 +136,9 @@ describe('the MCP endpoint through a real server', () => {
       expect(await response.json()).toMatchObject({ code: 'method_not_allowed' })
     }
 
-    const notAcceptable = await post({ ...bearer(tokens.alice), accept: 'application/json' }, initialize)
+    // Answers are always JSON: a client that accepts JSON is served (the transport itself asks for both JSON and SSE).
+    expect((await post({ ...bearer(tokens.alice), accept: 'application/json' }, initialize)).status).toBe(200)
+    const notAcceptable = await post({ ...bearer(tokens.alice), accept: 'text/html' }, initialize)
     expect(notAcceptable.status).toBe(406)
     expect(await notAcceptable.json()).toMatchObject({ error: 'Not Acceptable', code: 'not_acceptable' })
 

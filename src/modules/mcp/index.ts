@@ -73,6 +73,18 @@ function mcpServer(deps: AppDeps, identity: TokenIdentity): Server {
 /** What the transport refuses itself (406 without `Accept` of both JSON and SSE, 400 a bad protocol version…): the one error body. */
 const TRANSPORT_CODES: Record<number, string> = { 400: 'invalid_mcp_request', 404: 'not_found', 406: 'not_acceptable', 413: 'payload_too_large', 415: 'unsupported_media_type' }
 
+/**
+ * The transport asks a POST to accept both JSON and an event stream; this server only ever answers JSON, so a call
+ * that accepts JSON (or anything: no `Accept`, `*\/*`) is served as if it said both. Any other is the transport's 406.
+ */
+function acceptingJson(request: Request): Request {
+  const accept = request.headers.get('accept')
+  if (accept !== null && !/application\/(json|\*)|\*\/\*/i.test(accept)) return request
+  const headers = new Headers(request.headers)
+  headers.set('accept', 'application/json, text/event-stream')
+  return new Request(request.url, { method: request.method, headers })
+}
+
 async function trellisAnswer(response: Response): Promise<Response> {
   if (response.status < 400) return response
   const refused = (await response.json().catch(() => ({}))) as { error?: { message?: string } }
@@ -90,7 +102,7 @@ export function mcpModule(deps: AppDeps) {
         const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
         await server.connect(transport)
         try {
-          return await trellisAnswer(await transport.handleRequest(request, { parsedBody: body }))
+          return await trellisAnswer(await transport.handleRequest(acceptingJson(request), { parsedBody: body }))
         } finally {
           await server.close()
         }
@@ -103,8 +115,8 @@ export function mcpModule(deps: AppDeps) {
           operationId: 'mcp',
           summary: 'Model Context Protocol (Streamable HTTP, stateless): tools for AI agents, within the token\'s scopes',
           description:
-            'One JSON-RPC message per POST (initialize, notifications/initialized, tools/list, tools/call…), answered as JSON; send ' +
-            '`Accept: application/json, text/event-stream` (else 406). A notification is answered 202 with no body. Every POST is ' +
+            'One JSON-RPC message per POST (initialize, notifications/initialized, tools/list, tools/call…), always answered as JSON ' +
+            '(an `Accept` that excludes application/json is 406). A notification is answered 202 with no body. Every POST is ' +
             'authenticated and counted against the token\'s API rate limit like a REST call; tools/list shows only the tools the ' +
             'token\'s scopes allow. Stateless: no Mcp-Session-Id, no GET stream. docs/mcp.md lists the tools.',
           responses: { 202: { description: 'A notification, accepted (no body)' } },
