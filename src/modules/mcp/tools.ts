@@ -17,7 +17,7 @@ import { ADMIN_LOG_PARAMETERS, adminLogsPage } from '../admin-logs/query.ts'
 import { tokenAccountCaller } from '../auth/service.ts'
 import { requireProject } from '../directory/projects.ts'
 import { NOTE_LIST_PARAMETERS, notesPage } from '../notes/query.ts'
-import { addMessage, createNoteNamed, renderNotes, requireNote } from '../notes/service.ts'
+import { addMessageToNote, createNoteNamed, renderNotes } from '../notes/service.ts'
 import { cancelRunAs, readRunAs, retryRunAs, type RunCallDeps, startRunAs } from '../runs/calls.ts'
 import { workflowsReachableBy } from '../workflows/service.ts'
 import {
@@ -135,9 +135,7 @@ export const TOOLS: Tool<unknown>[] = [
     need: { scope: 'notes:write', role: 'admin' },
     args: modelArguments(AddNoteMessageArguments),
     call: async (call, { environment, noteId, content }) => {
-      await write(call.deps.store, function* () {
-        yield* addMessage(call.deps.clock, yield* requireNote(placeOf(call.identity, environment), noteId), content, actorOf(call.identity))
-      })
+      await write(call.deps.store, () => addMessageToNote(call.deps.clock, placeOf(call.identity, environment), noteId, content, actorOf(call.identity)))
       return renderNote(call, noteId)
     },
   }),

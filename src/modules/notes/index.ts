@@ -7,7 +7,7 @@ import { errorResponses } from '../../http/errors.ts'
 import { queryOf } from '../../http/list.ts'
 import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { NOTE_LIST_PARAMETERS, notesPage } from './query.ts'
-import { addMessage, createNoteNamed, renderNotes, requireNote, updateNote } from './service.ts'
+import { addMessageToNote, createNoteNamed, renderNotes, requireNote, updateNote } from './service.ts'
 import { read } from '../../db/read.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
@@ -48,9 +48,7 @@ export function notesModule(deps: AppDeps) {
     .post(
       `${BASE}/:id/messages`,
       async ({ params, body, identity, set }) => {
-        await write(deps.store, function* () {
-          yield* addMessage(deps.clock, yield* requireNote(params, Number(params.id)), body.content, { userId: identity.userId, tokenId: identity.tokenId })
-        })
+        await write(deps.store, () => addMessageToNote(deps.clock, params, Number(params.id), body.content, { userId: identity.userId, tokenId: identity.tokenId }))
         set.status = 201
         return renderOne(Number(params.id))
       },

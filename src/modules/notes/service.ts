@@ -171,6 +171,11 @@ export function* findNote(environmentId: number, id: number): Op<NoteRow | undef
   return note?.environmentId === environmentId ? note : undefined
 }
 
+/** The API's new message (the REST route and the MCP tool): to the environment's note `id` (404 when unknown). */
+export function* addMessageToNote(clock: Clock, place: NotePlace, id: number, content: string, actor: Actor): Op<void> {
+  yield* addMessage(clock, yield* requireNote(place, id), content, actor)
+}
+
 /**
  * Appends a message; the note's `updatedAt` moves to the message's time. The time never goes back past the
  * note's last update, so thread order (by id) and message times agree even if the clock steps back.
