@@ -71,7 +71,7 @@ function mcpServer(deps: AppDeps, identity: TokenIdentity): Server {
 }
 
 /** What the transport refuses itself (406 without `Accept` of both JSON and SSE, 400 a bad protocol version…): the one error body. */
-const TRANSPORT_CODES: Record<number, string> = { 400: 'invalid_mcp_request', 404: 'not_found', 406: 'not_acceptable', 413: 'payload_too_large', 415: 'unsupported_media_type' }
+const TRANSPORT_CODES: Record<number, string> = { 400: 'invalid_mcp_request', 406: 'not_acceptable', 415: 'unsupported_media_type' }
 
 /**
  * The transport asks a POST to accept both JSON and an event stream; this server only ever answers JSON, so a call

@@ -88,7 +88,7 @@ function listArguments(parameters: readonly object[], withEnvironment: boolean):
   const properties: JsonSchema = Object.fromEntries(documented.map((p) => [p.name, { ...(p.schema as object), description: p.description }]))
   if (withEnvironment) properties.environment = plainSchema(CreateNoteArguments.properties.environment)
   return {
-    schema: { type: 'object', properties, required: withEnvironment ? ['environment'] : [], additionalProperties: false },
+    schema: { type: 'object', properties, ...(withEnvironment ? { required: ['environment'] } : {}), additionalProperties: false },
     parse(raw) {
       const query: Query = {}
       for (const [name, value] of Object.entries(raw)) {
