@@ -4,16 +4,19 @@
  * revision, the HTTP-level answers (401 with WWW-Authenticate, 403, 405, 406, a bad message), the tools each token's
  * scopes list, each tool's answer and each of its error answers (the REST route's status and code), a trigger
  * followed by getWorkflowRun to a finished run, cancel and retry, the activity entries (the REST call's, marked
- * "via MCP" with the token), a token revoked in the middle of a session, and one API budget shared with REST.
+ * "via MCP" with the token), a token revoked in the middle of a session, one API budget shared with REST, and the
+ * 403s of a deactivated user and of the SSO rule.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js'
 import { systemClock } from '../src/lib/clock.ts'
+import { updateProject } from '../src/db/projects.ts'
 import { revokeToken } from '../src/modules/tokens/service.ts'
+import { setUserDisabled } from '../src/modules/users/service.ts'
 import { bearer, processEnv, runNow, type ServeProcess, startServe, testApp, type TestEnv, testEnv, until } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, UUID } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, projectId, tokenFor, userId, UUID } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 
 const receiver = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('no', { status: 500 }) })
@@ -379,5 +382,16 @@ describe('the MCP endpoint in an app with small budgets', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0)
     expect(await refused.json()).toMatchObject({ error: 'Too Many Requests', code: 'rate_limited', retry_after: expect.any(Number) })
     expect((await fetch(`${url}${PRODUCTION}/notes`, { headers: bearer(value) })).status).toBe(429)
+  })
+
+  test('a deactivated user\'s token, and on an SSO project a token not made in an SSO session: 403 at the HTTP level, as REST', async () => {
+    const url = `http://127.0.0.1:${served.port}`
+    const carol = (await tokenFor(env.store, env.clock, 'carol', ['all'])).value
+    const { client } = await connect(url, carol)
+    await runNow(env.store, setUserDisabled(env.clock, userId(env.store, 'carol'), true))
+    await expect(client.listTools()).rejects.toThrow(/"user_deactivated"/)
+    const dave = (await tokenFor(env.store, env.clock, 'dave', ['workflows:trigger'])).value
+    await runNow(env.store, updateProject(projectId(env.store, 'Acme'), { sso: true }))
+    await expect(connect(url, dave)).rejects.toThrow(/"sso_required"/)
   })
 })
