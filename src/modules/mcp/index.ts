@@ -20,16 +20,19 @@ import { authorizeToken } from '../auth/service.ts'
 import { McpAnswer, McpMessage, TOOL_ANSWERS } from './model.ts'
 import { plainSchema, type Tool, TOOLS } from './tools.ts'
 
-/** What tools/list shows of a tool. */
-function described(tool: Tool<unknown>) {
-  return {
-    name: tool.name,
-    title: tool.title,
-    description: tool.description,
-    inputSchema: tool.args.schema as { type: 'object' },
-    outputSchema: plainSchema(TOOL_ANSWERS[tool.name]) as { type: 'object' },
-  }
-}
+/** What tools/list shows of each tool, made once (the schemas do not change). */
+const DESCRIBED = new Map(
+  TOOLS.map((tool) => [
+    tool,
+    {
+      name: tool.name,
+      title: tool.title,
+      description: tool.description,
+      inputSchema: tool.args.schema as { type: 'object' },
+      outputSchema: plainSchema(TOOL_ANSWERS[tool.name]) as { type: 'object' },
+    },
+  ]),
+)
 
 /**
  * A tool's refusal as the agent reads it: the REST error body and its HTTP status (`httpStatus`), as text. No
@@ -51,7 +54,7 @@ function mcpServer(deps: AppDeps, identity: TokenIdentity): Server {
     },
   )
   const visible = (tool: Tool<unknown>) => tool.need === undefined || hasScope(identity.scopes, tool.need.scope)
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS.filter(visible).map(described) }))
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS.filter(visible).map((tool) => DESCRIBED.get(tool)!) }))
   server.setRequestHandler(CallToolRequestSchema, async ({ params }): Promise<CallToolResult> => {
     const tool = TOOLS.find((candidate) => candidate.name === params.name)
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
