@@ -15,7 +15,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { updateProject } from '../src/db/projects.ts'
 import { revokeToken } from '../src/modules/tokens/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { bearer, processEnv, runNow, type ServeProcess, startServe, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { bearer, processEnv, queryAll, runNow, type ServeProcess, startServe, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, projectId, tokenFor, userId, UUID } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 
@@ -363,7 +363,7 @@ describe('the MCP endpoint in an app with small budgets', () => {
     env?.cleanup()
   })
 
-  test('every POST counts against the token\'s one API budget, shared with its REST calls: then 429 with Retry-After', async () => {
+  test('every POST counts against the token\'s one API budget, shared with its REST calls; over it, a tool call is the tool\'s 429 error, any other message an HTTP 429', async () => {
     const url = `http://127.0.0.1:${served.port}`
     const { value } = await tokenFor(env.store, env.clock, 'alice', ['all'])
     const { client } = await connect(url, value) // initialize, notifications/initialized: 2
@@ -372,7 +372,30 @@ describe('the MCP endpoint in an app with small budgets', () => {
     await answer(client, 'listWorkflows', {}) // 5
     const last = await fetch(`${url}${PRODUCTION}/notes`, { headers: bearer(value) }) // 6
     expect(last.headers.get('x-ratelimit-remaining')).toBe('0')
-    await expect(client.callTool({ name: 'listWorkflows', arguments: {} })).rejects.toThrow(/"rate_limited"/)
+    // Over the budget: a tool call is answered with the REST 429 as the tool's error (the agent reads it and waits)…
+    for (const [name, args] of [['listWorkflows', {}], ['triggerWorkflow', { environment: 'production', team: 'Support', workflow: 'Quick', recordId: 'o-1' }]] as const) {
+      const result = (await client.callTool({ name, arguments: args })) as ToolAnswer
+      expect(result.isError).toBe(true)
+      expect(JSON.parse(result.content[0]!.text!)).toEqual({
+        httpStatus: 429,
+        error: 'Too Many Requests',
+        code: 'rate_limited',
+        message: expect.stringContaining('API rate limit exceeded for this token'),
+        retry_after: expect.any(Number),
+      })
+    }
+    const raw = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: { ...bearer(value), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'listWorkflows', arguments: {} } }),
+    })
+    expect(raw.status).toBe(200)
+    expect(Number(raw.headers.get('retry-after'))).toBeGreaterThan(0)
+    expect(raw.headers.get('x-ratelimit-remaining')).toBe('0')
+    expect(((await raw.json()) as any).id).toBe(9)
+    // … nothing was started meanwhile; every other message is the REST answer, an HTTP 429.
+    expect(queryAll(env.store, 'SELECT id FROM runs')).toEqual([])
+    await expect(client.listTools()).rejects.toThrow(/"rate_limited"/)
     const refused = await fetch(`${url}/mcp`, {
       method: 'POST',
       headers: { ...bearer(value), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },

@@ -11,9 +11,9 @@ import { timingSafeEqual } from 'node:crypto'
 import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
 import type { Store } from '../../db/open.ts'
 import { tryWrite } from '../../db/write.ts'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../../lib/callers.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, TokenCall, TokenIdentity } from '../../lib/callers.ts'
 import { bearerValue } from '../../lib/callers.ts'
-import { forbidden, notFound, unauthorized } from '../../lib/errors.ts'
+import { forbidden, HttpError, notFound, unauthorized } from '../../lib/errors.ts'
 import type { TokenRateLimiter } from '../../lib/rate-limit.ts'
 import { refuseCrossOrigin, sessionIdOf } from '../../lib/session-cookie.ts'
 import { hasScope } from '../../lib/access.ts'
@@ -119,13 +119,18 @@ export class CallerAuthenticator implements CallerAuth {
    * The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome
    * (`headers` null: a check of a call already counted, `confirmCaller`).
    */
-  private async token(request: Request, headers: Record<string, unknown> | null): Promise<TokenIdentity> {
+  private async token(request: Request, headers: Record<string, unknown> | null, holdOverBudget?: (refusal: HttpError) => void): Promise<TokenIdentity> {
     const identity = await this.tokens.authenticate(request.headers.get('authorization'))
     if (headers === null) return identity
     // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
     // In memory (SQLite) the answer is here already: no await, no extra turn of the event loop on the hot path.
-    const decided = this.limiter.enforce(identity.tokenId)
-    Object.assign(headers, decided instanceof Promise ? await decided : decided)
+    try {
+      const decided = this.limiter.enforce(identity.tokenId)
+      Object.assign(headers, decided instanceof Promise ? await decided : decided)
+    } catch (error) {
+      if (holdOverBudget === undefined || !(error instanceof HttpError && error.status === 429)) throw error
+      holdOverBudget(error)
+    }
     return identity
   }
 
@@ -139,10 +144,11 @@ export class CallerAuthenticator implements CallerAuth {
     return this.userCaller(request, null, projectName)
   }
 
-  async tokenCaller(request: Request, headers: Record<string, unknown>): Promise<TokenIdentity> {
-    const identity = await this.token(request, headers)
+  async tokenCaller(request: Request, headers: Record<string, unknown>, holdOverBudget: boolean): Promise<TokenCall> {
+    let overBudget: HttpError | null = null
+    const identity = await this.token(request, headers, holdOverBudget ? (refusal) => (overBudget = refusal) : undefined)
     authorizeToken(identity, undefined)
-    return identity
+    return { identity, overBudget }
   }
 
   async userCaller(request: Request, headers: Record<string, unknown> | null, projectName: string | undefined): Promise<AccountCaller> {

@@ -1,8 +1,9 @@
 /**
  * `POST /mcp`: a Model Context Protocol server (Streamable HTTP transport, the official SDK) whose tools are the public
  * API's operations (./tools.ts), for AI agents with an application token. Stateless: every POST is authenticated
- * anew (the `tokenCall` macro: 401 with `WWW-Authenticate: Bearer`, 403 for a deactivated user or the SSO rule, 429
- * over the token's one API budget, which each POST counts against), then answered by a server and transport made
+ * anew (the `tokenCall` macro: 401 with `WWW-Authenticate: Bearer`, 403 for a deactivated user or the SSO rule) and
+ * counted against the token's one API budget — over it, a tool call gets the 429 as its tool error, any other message
+ * the HTTP 429 — then answered by a server and transport made
  * for it alone — no session to keep, so any instance behind a load balancer answers any call, and a revocation
  * applies to the very next call. GET and DELETE (a stream, a session to end) have nothing to serve: 405.
  */
@@ -40,6 +41,12 @@ const DESCRIBED = new Map(
  */
 function toolError(httpStatus: number, body: Record<string, unknown>): CallToolResult {
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ httpStatus, ...body }) }] }
+}
+
+/** A `tools/call` request: over the token's budget, answered with the tool's error rather than an HTTP 429. */
+function isToolCall(body: unknown): body is { id: string | number; method: 'tools/call' } {
+  const message = body as { method?: unknown; id?: unknown } | null
+  return typeof message === 'object' && message !== null && message.method === 'tools/call' && (typeof message.id === 'string' || typeof message.id === 'number')
 }
 
 /** One POST's server: the tools the token's scopes reach, each call checked and made as the REST route makes it. */
@@ -100,7 +107,13 @@ export function mcpModule(deps: AppDeps) {
     .use(authPlugin(deps))
     .post(
       '/mcp',
-      async ({ request, body, identity }) => {
+      async ({ request, body, identity, overBudget, set }) => {
+        if (overBudget) {
+          // The same 429 as REST's (its Retry-After and X-RateLimit headers kept), where the agent reads it: the tool's answer.
+          if (!isToolCall(body)) throw overBudget
+          Object.assign(set.headers, overBudget.headers)
+          return jsonResponse(200, { jsonrpc: '2.0', id: body.id, result: toolError(429, overBudget.toBody()) })
+        }
         const server = mcpServer(deps, identity)
         const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
         await server.connect(transport)
@@ -111,7 +124,7 @@ export function mcpModule(deps: AppDeps) {
         }
       },
       {
-        tokenCall: true,
+        tokenCall: { holdsOverBudget: isToolCall },
         body: McpMessage,
         response: { 200: McpAnswer, ...errorResponses(406) },
         detail: {
