@@ -47,6 +47,7 @@ export const POSTGRES_PASS = [
   'login-throttle',
   'lookup-cache',
   'management-rate-limit',
+  'mcp',
   'member-remove',
   'notes',
   'nul-text',

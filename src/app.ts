@@ -25,6 +25,7 @@ import { setupModule } from './modules/setup/index.ts'
 import { consoleModule } from './modules/console/index.ts'
 import { instanceModule } from './modules/instance/index.ts'
 import { projectAdminModule } from './modules/projects/index.ts'
+import { mcpModule } from './modules/mcp/index.ts'
 
 export function createApp(deps: AppDeps) {
   const allowedFor = allowedMethods(() => app.routes)
@@ -58,6 +59,7 @@ export function createApp(deps: AppDeps) {
     .use(adminLogsModule(deps))
     .use(instanceModule(deps))
     .use(projectAdminModule(deps))
+    .use(mcpModule(deps))
     .use(consoleModule(deps))
   return app
 }

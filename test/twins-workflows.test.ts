@@ -82,7 +82,7 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
     expect(places[0]!.map((p) => `${p.environment}/${p.team}/${p.name}`)).toEqual([
       'Stage/Sales/z', 'dev/ops/deploy', 'prod/ops/B', 'prod/ops/a-x', 'prod/ops/a_x', 'prod/ops/b', 'prod/Sales/b', 'prod/dev-team/b',
     ])
-    expect(places.slice(1)).toEqual([[{ name: 'w', environment: 'prod', team: 'team' }], []])
+    expect(places.slice(1)).toEqual([[{ name: 'w', environment: 'prod', team: 'team', teamId: 4, collection: 'c', published: false }], []])
 
     const lists = await alike(() => each([listRenderingWorkflows(1, 1), listRenderingWorkflows(1, 2), listRenderingWorkflows(2, 2)]))
     expect(lists[0]!.map((w) => w.name)).toEqual(['B', 'a-x', 'a_x', 'b'])

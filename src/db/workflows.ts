@@ -136,10 +136,29 @@ export function listRenderingWorkflows(environmentId: number, teamId: number) {
   return RENDERING_WORKFLOWS.rows({ environmentId, teamId })
 }
 
-/** Every workflow of a project with the names of its environment and team: by environment name, the rendering's team, then workflow name. */
-export function listProjectWorkflowPlaces(projectId: number): Op<{ name: string; environment: string; team: string }[]> {
+/**
+ * Every workflow of a project with the names of its environment, team and collection, its team's id and whether it
+ * has an active version: by environment name, the rendering's team, then workflow name.
+ */
+export function listProjectWorkflowPlaces(
+  projectId: number,
+): Op<{ name: string; environment: string; team: string; teamId: number; collection: string; published: boolean }[]> {
   return rows(({ db, t, byteOrder }) =>
-    joinWorkflowPlace(t, db.select({ name: t.workflows.name, environment: t.environments.name, team: t.teams.name }).from(t.workflows).$dynamic())
+    joinWorkflowPlace(
+      t,
+      db
+        .select({
+          name: t.workflows.name,
+          environment: t.environments.name,
+          team: t.teams.name,
+          teamId: t.teams.id,
+          collection: t.collections.name,
+          published: sql<boolean>`${t.workflows.activeVersionId} IS NOT NULL`.mapWith(Boolean),
+        })
+        .from(t.workflows)
+        .innerJoin(t.collections, eq(t.collections.id, t.workflows.collectionId))
+        .$dynamic(),
+    )
       .where(eq(t.environments.projectId, projectId))
       .orderBy(byteOrder(t.environments.name), asc(t.renderings.teamId), byteOrder(t.workflows.name)),
   )

@@ -7,11 +7,15 @@
  * - `userCall: true` — runs: a console session, or any live token of an active user (confined to its project;
  *   the route checks the scope it needs); resolves `caller`.
  * - `sessionCall: true` — logout: no caller needed, but a foreign Origin is refused as for every session change.
+ * - `tokenCall: { holdsOverBudget }` — the MCP endpoint: a Bearer token only, naming no project; resolves `identity`,
+ *   and `overBudget`: the 429 of a call `holdsOverBudget(body)` picks, left to the route to answer. Its 401 carries
+ *   `WWW-Authenticate: Bearer` (MCP clients read the scheme from it).
  * All three authenticate in `transform`, before body and params validation; then, validated, a path parameter or body
  * field holding U+0000 or a lone surrogate is refused (./storable-text.ts).
  */
 import { Elysia } from 'elysia'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../lib/callers.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, TokenCall, TokenIdentity } from '../lib/callers.ts'
+import { HttpError } from '../lib/errors.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { refuseUnstorableText } from './storable-text.ts'
 
@@ -23,6 +27,7 @@ function pathProject(params: unknown): string | undefined {
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
 const identities = new WeakMap<Request, TokenIdentity>()
 const callers = new WeakMap<Request, AccountCaller>()
+const tokenCalls = new WeakMap<Request, TokenCall>()
 
 export function authPlugin({ auth }: { auth: CallerAuth }) {
   // Each macro also documents itself (/openapi.json): the scheme it accepts and the statuses its checks answer.
@@ -49,6 +54,21 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
     sessionCall: (enabled: boolean) => ({
       transform: ({ request }) => {
         if (enabled) auth.refuseCrossOrigin(request)
+      },
+    }),
+    tokenCall: (call: { holdsOverBudget(body: unknown): boolean }) => ({
+      detail: { security: BEARER, responses: errorResponseDocs(401, 403, 429) },
+      transform: async ({ request, body, set }) => {
+        try {
+          tokenCalls.set(request, await auth.tokenCaller(request, set.headers, call.holdsOverBudget(body)))
+        } catch (error) {
+          if (error instanceof HttpError && error.status === 401) error.headers['www-authenticate'] = 'Bearer'
+          throw error
+        }
+      },
+      resolve: ({ request }) => {
+        const { identity, overBudget } = tokenCalls.get(request)!
+        return { identity, overBudget }
       },
     }),
     userCall: (enabled: boolean) => ({

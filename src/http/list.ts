@@ -126,25 +126,31 @@ export async function page<Row, Item, Parameters extends Record<string, unknown>
   return { hasMore: rows.length > limit, data: await render(rows.slice(0, limit)), parameters }
 }
 
+/** What an environment's list is: its filters, its own check, where it lists, a page of ids and their items. */
+export interface EnvironmentList<Where, Filters, Id, Item> {
+  filters: (query: Query) => Filters
+  /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
+  authorize?: () => void | Promise<void>
+  /** The project and environment the path names (404 when unknown). */
+  where: (params: { projectName: string; environmentName: string }) => Promise<Where>
+  ids: (where: Where, filters: Filters, query: Query, limit: number) => Promise<Id[]>
+  render: (ids: Id[]) => Promise<Item[]>
+}
+
+/** An environment's list as a value (a route and a tool run the same one), its callbacks typed from `where` and `filters`. */
+export const environmentList = <Where, Filters, Id, Item>(list: EnvironmentList<Where, Filters, Id, Item>) => list
+
 /**
- * The body of every `GET …/project/{p}/environment/{e}/<list>` route: the query's `limit` and filters (a bad one is
- * a 400 before anything is looked up), the route's own check, the environment (`where`: its 404), one page of ids,
- * and the envelope whose `parameters` echo the project, the environment and the effective limit.
+ * The body of every `GET …/project/{p}/environment/{e}/<list>` route (and of the MCP tool that lists the same): the
+ * query's `limit` and filters (a bad one is a 400 before anything is looked up), the list's own check, the
+ * environment (`where`: its 404), one page of ids, and the envelope whose `parameters` echo the project, the
+ * environment and the effective limit.
  */
 export async function environmentPage<Where, Filters, Id, Item>(
-  request: Request,
+  query: Query,
   params: { projectName: string; environmentName: string },
-  list: {
-    filters: (query: Query) => Filters
-    /** A check after parsing, before the environment is looked up (e.g. the caller's role). */
-    authorize?: () => void | Promise<void>
-    /** The project and environment the path names (404 when unknown). */
-    where: (params: { projectName: string; environmentName: string }) => Promise<Where>
-    ids: (where: Where, filters: Filters, query: Query, limit: number) => Promise<Id[]>
-    render: (ids: Id[]) => Promise<Item[]>
-  },
+  list: EnvironmentList<Where, Filters, Id, Item>,
 ) {
-  const query = queryOf(request)
   const limit = parseLimit(query.limit)
   const filters = list.filters(query)
   await list.authorize?.()

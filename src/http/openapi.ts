@@ -38,6 +38,7 @@ export const TAGS = [
   { name: 'runs', description: 'Workflow runs: read, cancel, retry, start by hand, list.' },
   { name: 'callbacks', description: 'Completion callbacks: a workflow’s signed endpoints (project admins), and a run’s deliveries with their attempts.' },
   { name: 'workflows', description: 'Publishing workflow definitions.' },
+  { name: 'mcp', description: 'The Model Context Protocol endpoint: the public API as tools for AI agents, with the same tokens, scopes and activity log (docs/mcp.md).' },
   { name: 'tokens', description: 'Application tokens: your own, and a project’s for its admins.' },
   { name: 'instance-administration', description: 'People (users, invitations, instance administrators) and new projects: instance administrators’ console session.' },
   { name: 'project-administration', description: 'A project’s name, SSO, environments, teams, collections, members and records: its admins and instance administrators.' },

@@ -4,6 +4,7 @@
  * composition root hands to the auth plugin. No lookup happens here.
  */
 import type { PermissionLevel, Scope } from './access.ts'
+import type { HttpError } from './errors.ts'
 
 export interface TokenIdentity {
   tokenId: number
@@ -16,6 +17,12 @@ export interface TokenIdentity {
   createdWithSso: boolean
   /** The user's permission level in the token's project now, or null when no longer a member. */
   role: PermissionLevel | null
+}
+
+/** A token's call (`CallerAuth.tokenCaller`): who, and the 429 of its rate limit when held rather than thrown. */
+export interface TokenCall {
+  identity: TokenIdentity
+  overBudget: HttpError | null
 }
 
 /** What a project-scoped route requires. */
@@ -37,6 +44,13 @@ export interface AccountCaller {
 export interface CallerAuth {
   /** Public API (Bearer token only), DESIGN §4's order; the rate-limit headers go into `headers`. */
   projectCaller(request: Request, headers: Record<string, unknown>, projectName: string, need: ProjectNeed): Promise<TokenIdentity>
+  /**
+   * A Bearer token alone, naming no project (the MCP endpoint: a tool acts in the token's project): the token (401),
+   * its API rate limit (429), its user active and the SSO rule (403); each tool checks its scope. With
+   * `holdOverBudget`, a call over the budget is counted and decided as any, but its 429 is handed back
+   * (`overBudget`) for the caller to answer its own way — an MCP tool call, as the tool's error.
+   */
+  tokenCaller(request: Request, headers: Record<string, unknown>, holdOverBudget: boolean): Promise<TokenCall>
   /** A console session, or any live token of an active user (confined to its project). */
   userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
   /**

@@ -62,6 +62,15 @@ export function isExtensionAction(action: ActivityAction): boolean {
   return (EXTENSION_ACTIVITY_ACTIONS as readonly string[]).includes(action)
 }
 
+/**
+ * How a change came in, when not through the REST API, the console or a workflow run: `mcp`, a tool call of the MCP
+ * endpoint. The entry is otherwise exactly the REST call's; the channel is marked at the end of its label, before
+ * the token the list names (`created note "Refund" · via MCP · token "agent" (trl_AbCd1234…)`): the compatibility
+ * document has no field for it, and the label already tells how a change was made.
+ */
+export type Channel = 'mcp'
+const CHANNEL_MARKS: Record<Channel, string> = { mcp: 'via MCP' }
+
 export interface ActivityEntry {
   environmentId: number
   type: 'read' | 'write'
@@ -73,6 +82,12 @@ export interface ActivityEntry {
   tokenId?: number | null
   recordIds: string[]
   workflow?: { name: string; runId: string; stepName?: string }
+  via?: Channel
+}
+
+function markedLabel(label: string | undefined, via: Channel | undefined): string | null {
+  if (via === undefined) return label ?? null
+  return label === undefined ? CHANNEL_MARKS[via] : `${label} · ${CHANNEL_MARKS[via]}`
 }
 
 export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
@@ -80,7 +95,7 @@ export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<numbe
     environmentId: entry.environmentId,
     type: entry.type,
     action: entry.action,
-    label: entry.label ?? null,
+    label: markedLabel(entry.label, entry.via),
     userId: entry.userId,
     teamId: entry.teamId,
     collectionId: entry.collectionId,

@@ -11,9 +11,9 @@ import { timingSafeEqual } from 'node:crypto'
 import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
 import type { Store } from '../../db/open.ts'
 import { tryWrite } from '../../db/write.ts'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenIdentity } from '../../lib/callers.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, TokenCall, TokenIdentity } from '../../lib/callers.ts'
 import { bearerValue } from '../../lib/callers.ts'
-import { forbidden, notFound, unauthorized } from '../../lib/errors.ts'
+import { forbidden, HttpError, notFound, unauthorized } from '../../lib/errors.ts'
 import type { TokenRateLimiter } from '../../lib/rate-limit.ts'
 import { refuseCrossOrigin, sessionIdOf } from '../../lib/session-cookie.ts'
 import { hasScope } from '../../lib/access.ts'
@@ -119,13 +119,18 @@ export class CallerAuthenticator implements CallerAuth {
    * The token of a public API call; every authenticated call counts against its rate limit, whatever its outcome
    * (`headers` null: a check of a call already counted, `confirmCaller`).
    */
-  private async token(request: Request, headers: Record<string, unknown> | null): Promise<TokenIdentity> {
+  private async token(request: Request, headers: Record<string, unknown> | null, holdOverBudget?: (refusal: HttpError) => void): Promise<TokenIdentity> {
     const identity = await this.tokens.authenticate(request.headers.get('authorization'))
     if (headers === null) return identity
     // A token's calls count against its one API rate limit wherever they go (DESIGN §6); sessions are people.
     // In memory (SQLite) the answer is here already: no await, no extra turn of the event loop on the hot path.
-    const decided = this.limiter.enforce(identity.tokenId)
-    Object.assign(headers, decided instanceof Promise ? await decided : decided)
+    try {
+      const decided = this.limiter.enforce(identity.tokenId)
+      Object.assign(headers, decided instanceof Promise ? await decided : decided)
+    } catch (error) {
+      if (holdOverBudget === undefined || !(error instanceof HttpError && error.status === 429)) throw error
+      holdOverBudget(error)
+    }
     return identity
   }
 
@@ -139,16 +144,18 @@ export class CallerAuthenticator implements CallerAuth {
     return this.userCaller(request, null, projectName)
   }
 
+  async tokenCaller(request: Request, headers: Record<string, unknown>, holdOverBudget: boolean): Promise<TokenCall> {
+    let overBudget: HttpError | null = null
+    const identity = await this.token(request, headers, holdOverBudget ? (refusal) => (overBudget = refusal) : undefined)
+    authorizeToken(identity, undefined)
+    return { identity, overBudget }
+  }
+
   async userCaller(request: Request, headers: Record<string, unknown> | null, projectName: string | undefined): Promise<AccountCaller> {
     if (request.headers.get('authorization')) {
       const identity = await this.token(request, headers)
       authorizeToken(identity, projectName)
-      return {
-        user: { ...identity.user, isInstanceAdmin: false },
-        viaSso: identity.createdWithSso,
-        tokenProjectId: identity.projectId,
-        token: identity,
-      }
+      return tokenAccountCaller(identity)
     }
     const session = await read(this.store, sessionOf(this.clock, request))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
@@ -167,6 +174,11 @@ export class CallerAuthenticator implements CallerAuth {
   refuseCrossOrigin(request: Request): void {
     refuseCrossOrigin(request, this.baseOrigin)
   }
+}
+
+/** A token's call as an account caller: its user, confined to its project (never an instance administrator). */
+export function tokenAccountCaller(identity: TokenIdentity): AccountCaller {
+  return { user: { ...identity.user, isInstanceAdmin: false }, viaSso: identity.createdWithSso, tokenProjectId: identity.projectId, token: identity }
 }
 
 /** 403 insufficient_scope when a token caller lacks `scope` (a session acts with its user's rights). */

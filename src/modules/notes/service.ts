@@ -17,8 +17,9 @@ import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { latestMicros, type Micros, microsFromMillis, toIsoMicros } from '../../lib/time.ts'
-import { type ActivityAction, appendActivityLog } from '../activity-logs/service.ts'
-import { resolveNameFilters } from '../directory/projects.ts'
+import { type ActivityAction, appendActivityLog, type Channel } from '../activity-logs/service.ts'
+import { invalidField, notFound } from '../../lib/errors.ts'
+import { findCollection, findTeam, requireEnvironment, resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
 import type { Op } from '../../db/op.ts'
 
@@ -76,6 +77,8 @@ export interface Actor {
   tokenId: number | null
   /** Set when a workflow run acts (DESIGN §7): entries carry `workflow {name, runId, stepName}`. */
   workflow?: { name: string; runId: string; stepName: string }
+  /** The change came through the MCP endpoint (its entries are marked so). */
+  via?: Channel
 }
 
 function* logNote(clock: Clock, note: NoteRow, actor: Actor, action: ActivityAction, label: string) {
@@ -90,6 +93,7 @@ function* logNote(clock: Clock, note: NoteRow, actor: Actor, action: ActivityAct
     tokenId: actor.tokenId,
     recordIds: [note.recordId],
     workflow: actor.workflow,
+    via: actor.via,
   })
 }
 
@@ -129,9 +133,47 @@ export function* recordImportedNoteTime(environmentId: number, createdAt: Micros
   if (latest !== null && createdAt < latest) yield* markNotesOutOfTimeOrder(environmentId)
 }
 
+/** Where an API call addresses notes: the project and environment by name. */
+export interface NotePlace {
+  projectName: string
+  environmentName: string
+}
+
+/**
+ * The API's note creation (the REST route and the MCP tool): the environment (404), then its team and collection by
+ * name (400 naming the field when unknown). Answers the note's id. Call in a write transaction.
+ */
+export function* createNoteNamed(
+  clock: Clock,
+  place: NotePlace,
+  input: { teamName: string; collectionName: string; recordId: string; title: string; content: string },
+  actor: Actor,
+): Op<number> {
+  const { project, environment } = yield* requireEnvironment(place.projectName, place.environmentName)
+  const team = yield* findTeam(project.id, input.teamName)
+  if (!team) throw invalidField('teamName', `unknown team "${input.teamName}"`)
+  const collection = yield* findCollection(project.id, input.collectionName)
+  if (!collection) throw invalidField('collectionName', `unknown collection "${input.collectionName}"`)
+  const note = { environmentId: environment.id, teamId: team.id, collectionId: collection.id, recordId: input.recordId, title: input.title, content: input.content }
+  return (yield* createNote(clock, note, actor)).id
+}
+
+/** The environment's note `id` (404 when the environment or the note is unknown there). */
+export function* requireNote(place: NotePlace, id: number): Op<NoteRow> {
+  const { environment } = yield* requireEnvironment(place.projectName, place.environmentName)
+  const note = yield* findNote(environment.id, id)
+  if (!note) throw notFound(`Note ${id} not found`)
+  return note
+}
+
 export function* findNote(environmentId: number, id: number): Op<NoteRow | undefined> {
   const note = yield* findNoteById(id)
   return note?.environmentId === environmentId ? note : undefined
+}
+
+/** The API's new message (the REST route and the MCP tool): to the environment's note `id` (404 when unknown). */
+export function* addMessageToNote(clock: Clock, place: NotePlace, id: number, content: string, actor: Actor): Op<void> {
+  yield* addMessage(clock, yield* requireNote(place, id), content, actor)
 }
 
 /**

@@ -3,31 +3,25 @@
  * used by the console, the per-environment list (project admins; same envelope and paging as notes) and the bulk
  * retry of its failed runs (project admins).
  */
-import { randomUUIDv7 } from 'bun'
 import { Elysia, type Static } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { RUN_STATUSES } from '../../lib/run-statuses.ts'
-import type { AccountCaller } from '../../lib/callers.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { idempotencyDocs, idempotencyKeyOf, runAccepted } from '../../http/idempotency-key.ts'
-import { forbidden, invalidField, notFound } from '../../lib/errors.ts'
+import { invalidField } from '../../lib/errors.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { parseIsoMicros } from '../../lib/time.ts'
-import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
+import { environmentPage, queryOf, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
-import { callerProject, requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
-import { canReachRendering, environmentOf, requireEnvironment } from '../directory/projects.ts'
-import { requireWorkflow } from '../workflows/service.ts'
+import { requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
+import { environmentOf, requireEnvironment } from '../directory/projects.ts'
 import { BulkRetryAnswer, BulkRetryBody, RetryAccepted, Run, RunAccepted, RunIdParams, RunPage, StartRunBody } from './model.ts'
-import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, retryRun, takeBulkRetryCall } from './retry.ts'
-import { cancelRun, listRunIds, renderRuns, visibleRun, workflowIdsNamed } from './service.ts'
-import { canonicalStartBody, idempotentCall, startRunOnce } from './idempotency.ts'
+import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, takeBulkRetryCall } from './retry.ts'
+import { listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
+import { actorOf, cancelRunAs, readRunAs, retryRunAs, startRunAs } from './calls.ts'
 import { read } from '../../db/read.ts'
-
-/** Who acts: the caller's user, through its token when the call was made with one. */
-const actorOf = (caller: AccountCaller): { userId: number; tokenId: number | null } => ({ userId: caller.user.id, tokenId: caller.token?.tokenId ?? null })
 
 /** The bulk retry's filter from its body: each time a `createdAt` comparison; a bad one is a 400 naming its field. */
 function bulkRetryFilter(body: Static<typeof BulkRetryBody>): BulkRetryFilter {
@@ -48,41 +42,24 @@ const RUN_DATE_FIELDS = ['createdAt'] as const
 export function runsModule(deps: AppDeps) {
   return new Elysia({ name: 'runs', tags: ['runs'] })
     .use(authPlugin(deps))
-    .get('/v1/workflow-runs/:runId', async ({ params, caller }) => (await read(deps.store, renderRuns([(await read(deps.store, visibleRun(caller, params.runId))).run.id], deps.clock.now())))[0]!, {
+    .get('/v1/workflow-runs/:runId', ({ params, caller }) => readRunAs(deps, caller, params.runId), {
       userCall: true,
       params: RunIdParams,
       response: { 200: Run, ...errorResponses(400, 404) },
       detail: { operationId: 'getRun', summary: 'Read a run: status, version, steps, error (the triggering user or a project admin)' },
     })
-    .post(
-      '/v1/workflow-runs/:runId/cancel',
-      async ({ params, caller }) => {
-        requireCallerScope(caller, 'workflows:trigger')
-        await write(deps.store, function* () {
-          yield* visibleRun(caller, params.runId)
-          yield* cancelRun(deps.clock, params.runId, actorOf(caller))
-        })
-        deps.executor?.abortRun(params.runId)
-        return (await read(deps.store, renderRuns([params.runId], deps.clock.now())))[0]!
-      },
-      {
-        userCall: true,
-        params: RunIdParams,
-        response: { 200: Run, ...errorResponses(400, 404, 409) },
-        detail: { operationId: 'cancelRun', summary: 'Cancel an active run (409 once it has finished)' },
-      },
-    )
+    .post('/v1/workflow-runs/:runId/cancel', ({ params, caller }) => cancelRunAs(deps, caller, params.runId), {
+      userCall: true,
+      params: RunIdParams,
+      response: { 200: Run, ...errorResponses(400, 404, 409) },
+      detail: { operationId: 'cancelRun', summary: 'Cancel an active run (409 once it has finished)' },
+    })
     .post(
       '/v1/workflow-runs/:runId/retry',
       async ({ params, caller, set }) => {
-        requireCallerScope(caller, 'workflows:trigger')
-        const id = randomUUIDv7()
-        const runId = await write(deps.store, function* () {
-          return yield* retryRun(deps.clock, id, yield* visibleRun(caller, params.runId), actorOf(caller))
-        })
-        deps.executor?.notify()
+        const answer = await retryRunAs(deps, caller, params.runId)
         set.status = 202
-        return { runId, retryOf: params.runId }
+        return answer
       },
       {
         userCall: true,
@@ -130,27 +107,7 @@ export function runsModule(deps: AppDeps) {
     )
     .post(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
-      async ({ params, body, caller, request, set }) => {
-        requireCallerScope(caller, 'workflows:trigger')
-        const project = await read(deps.store, callerProject(caller, params.projectName))
-        await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
-        const target = await read(deps.store, requireWorkflow(project.id, params.environmentName, body.teamName, body.workflowName))
-        if (target.activeVersionId === null) throw notFound(`Workflow ${body.workflowName} has no active version`)
-        if (!(await read(deps.store, canReachRendering({ userId: caller.user.id, projectId: project.id, teamId: target.teamId })))) {
-          throw forbidden('You cannot reach this workflow\'s team', 'rendering_forbidden')
-        }
-        const call = idempotentCall(idempotencyKeyOf(request), canonicalStartBody(body), deps.config.idempotencyKeyWindowMs)
-        const started = await startRunOnce(deps.store, deps.clock, {
-          target,
-          versionId: target.activeVersionId,
-          recordId: body.recordId,
-          userId: caller.user.id,
-          tokenId: caller.token?.tokenId ?? null,
-          trigger: 'manual',
-        }, call)
-        if (!started.replayed) deps.executor?.notify()
-        return runAccepted(set, started)
-      },
+      async ({ params, body, caller, request, set }) => runAccepted(set, await startRunAs(deps, caller, params, body, () => idempotencyKeyOf(request))),
       {
         userCall: true,
         body: StartRunBody,
@@ -168,7 +125,7 @@ export function runsModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/environment/:environmentName/workflow-runs',
       ({ params, request, caller }) =>
-        environmentPage(request, params, {
+        environmentPage(queryOf(request), params, {
           filters: (query) => ({
             status: parseEnumParameter(query, 'status', RUN_STATUSES),
             recordId: parseStringParameter(query, 'recordId'),

@@ -14,13 +14,10 @@ import { conflict, forbidden, HttpError, notFound, tooManyRequests } from '../..
 import { type RateCounters, retryAfterOf } from '../../lib/rate-counters.ts'
 import { isRetryableStatus } from '../../lib/run-statuses.ts'
 import { canReachRendering } from '../directory/projects.ts'
-import { findRun, listRunIds, queueRun, workflowIdsNamed } from './service.ts'
+import { findRun, listRunIds, queueRun, type RunActor, workflowIdsNamed } from './service.ts'
 
 /** Who retries: the new run acts as this user (with the token, when the call was made with one). */
-export interface Retrier {
-  userId: number
-  tokenId: number | null
-}
+export type Retrier = RunActor
 
 /**
  * The retry's op: checks the run may be retried, then queues the new run (./service.ts `queueRun`): the run's
@@ -47,6 +44,7 @@ export function* retryRun(clock: Clock, id: string, found: RetriedRun, by: Retri
     recordId: run.recordId,
     userId: by.userId,
     tokenId: by.tokenId,
+    via: by.via,
     trigger: 'manual',
     retry: { of: run.id, resumeAt: run.nextStep },
   })

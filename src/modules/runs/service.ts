@@ -15,7 +15,7 @@ import { isAdminOf } from '../directory/projects.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
-import { appendActivityLog } from '../activity-logs/service.ts'
+import { appendActivityLog, type Channel } from '../activity-logs/service.ts'
 import { userObject } from '../directory/users.ts'
 import type { Op } from '../../db/op.ts'
 
@@ -62,6 +62,7 @@ export interface RunStart {
   recordId: string
   userId: number
   tokenId: number | null
+  via?: Channel
   trigger: 'manual' | 'webhook'
   /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
   retry?: { of: string; resumeAt: number }
@@ -101,6 +102,7 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     teamId: input.target.teamId,
     collectionId: input.target.collectionId,
     tokenId: input.tokenId,
+    via: input.via,
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
@@ -179,8 +181,15 @@ export function* renderRuns(ids: string[], now: number) {
 }
 
 
+/** Who acts on a run: the user, through its token when the call was made with one, and how the call came in. */
+export interface RunActor {
+  userId: number
+  tokenId: number | null
+  via?: Channel
+}
+
 /** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
-export function* cancelRun(clock: Clock, runId: string, actor: { userId: number; tokenId: number | null }): Op<void> {
+export function* cancelRun(clock: Clock, runId: string, actor: RunActor): Op<void> {
   const found = yield* findRunWithWorkflow(runId)
   if (!found) throw new Error(`run ${runId} vanished`)
   if (!(yield* cancelActiveRun(runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
@@ -191,6 +200,7 @@ export function* cancelRun(clock: Clock, runId: string, actor: { userId: number;
     label: 'workflow run cancelled',
     userId: actor.userId,
     tokenId: actor.tokenId,
+    via: actor.via,
     teamId: found.teamId,
     collectionId: found.collectionId,
     recordIds: [found.run.recordId],

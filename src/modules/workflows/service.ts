@@ -14,6 +14,7 @@ import {
   loadWorkflowVersions,
   pageWorkflowVersionIds,
   latestWorkflowVersion,
+  listProjectWorkflowPlaces,
   publishWorkflowVersion,
   type TriggerTarget,
 } from '../../db/workflows.ts'
@@ -21,6 +22,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIso } from '../../lib/time.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
+import { canReachRendering } from '../directory/projects.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
 import type { Answer, Op } from '../../db/op.ts'
 
@@ -132,6 +134,21 @@ export function describeTrigger(workflowName: string, trigger: { enabled: boolea
 
 /** The trigger target of a workflow id (cached on SQLite: every webhook call reads it). */
 export { findTriggerTarget }
+
+/**
+ * The workflows of a project (of one environment when named) whose team the user can reach — those the user may
+ * start, when published — by environment, team and name.
+ */
+export function* workflowsReachableBy(userId: number, projectId: number, environmentName?: string) {
+  const reach = new Map<number, boolean>()
+  const found = []
+  for (const workflow of yield* listProjectWorkflowPlaces(projectId)) {
+    if (environmentName !== undefined && workflow.environment !== environmentName) continue
+    if (!reach.has(workflow.teamId)) reach.set(workflow.teamId, yield* canReachRendering({ userId, projectId, teamId: workflow.teamId }))
+    if (reach.get(workflow.teamId)) found.push({ name: workflow.name, environment: workflow.environment, team: workflow.team, collection: workflow.collection, published: workflow.published })
+  }
+  return found
+}
 
 /** The workflow named by (project, environment, team, workflow), or 404. */
 export function* requireWorkflow(projectId: number, environmentName: string, teamName: string, workflowName: string): Op<TriggerTarget> {

@@ -1,0 +1,101 @@
+/**
+ * The MCP endpoint's schemas: the JSON-RPC message `POST /mcp` takes and answers (/openapi.json), and each tool's
+ * arguments and answer, made from the models of the REST routes the tools stand for — one model per operation.
+ */
+import { type Static, type TSchema, t } from 'elysia'
+import { MAX_NAME_LENGTH } from '../../http/list.ts'
+import { Integer } from '../../http/schemas.ts'
+import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../../http/idempotency-key.ts'
+import { AddMessageBody, CreateNoteBody, Note, NotePage } from '../notes/model.ts'
+import { ActivityLogPage } from '../activity-logs/model.ts'
+import { AdminLogPage } from '../admin-logs/model.ts'
+import { RetryAccepted, Run, StartRunBody } from '../runs/model.ts'
+
+/**
+ * One JSON-RPC 2.0 message of the Model Context Protocol (a request, or a notification without `id`). The current
+ * revision sends no batches, and this server sends no requests a client could answer.
+ */
+export const McpMessage = t.Object(
+  {
+    jsonrpc: t.Literal('2.0'),
+    id: t.Optional(t.Union([t.String({ maxLength: 200 }), Integer()], { description: 'Absent in a notification' })),
+    method: t.String({ minLength: 1, maxLength: 200, examples: ['initialize', 'tools/list', 'tools/call'] }),
+    params: t.Optional(t.Object({}, { additionalProperties: true })),
+  },
+  { description: 'A JSON-RPC 2.0 request or notification of the Model Context Protocol' },
+)
+
+/** A JSON-RPC response: the method's `result`, or its `error` (an unknown method, bad params). */
+export const McpAnswer = t.Object(
+  {
+    jsonrpc: t.Literal('2.0'),
+    id: t.Union([t.String(), Integer(), t.Null()]),
+    result: t.Optional(t.Object({}, { additionalProperties: true })),
+    error: t.Optional(t.Object({ code: Integer(), message: t.String(), data: t.Optional(t.Unknown()) })),
+  },
+  { description: 'The JSON-RPC response to the request' },
+)
+
+const EnvironmentName = t.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: 'The environment, by name (e.g. production)' })
+const RunId = t.String({ format: 'uuid', description: 'The run' })
+
+export const CreateNoteArguments = t.Object({ environment: EnvironmentName, ...CreateNoteBody.properties }, { additionalProperties: false })
+export const AddNoteMessageArguments = t.Object(
+  { environment: EnvironmentName, noteId: Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'The note' }), ...AddMessageBody.properties },
+  { additionalProperties: false },
+)
+export const ListWorkflowsArguments = t.Object({ environment: t.Optional(EnvironmentName) }, { additionalProperties: false })
+export const TriggerWorkflowArguments = t.Object(
+  {
+    environment: EnvironmentName,
+    team: StartRunBody.properties.teamName,
+    workflow: StartRunBody.properties.workflowName,
+    recordId: StartRunBody.properties.recordId,
+    idempotencyKey: t.Optional(
+      t.String({
+        minLength: 1,
+        maxLength: IDEMPOTENCY_KEY_MAX_LENGTH,
+        pattern: '^[\\x20-\\x7e]+$',
+        description: 'As the REST start\'s Idempotency-Key: a repeat with the same key and arguments starts nothing and answers the first run (replayed: true)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+export const RunArguments = t.Object({ runId: RunId }, { additionalProperties: false })
+
+export type CreateNoteArguments = Static<typeof CreateNoteArguments>
+export type AddNoteMessageArguments = Static<typeof AddNoteMessageArguments>
+export type ListWorkflowsArguments = Static<typeof ListWorkflowsArguments>
+export type TriggerWorkflowArguments = Static<typeof TriggerWorkflowArguments>
+export type RunArguments = Static<typeof RunArguments>
+
+export const WorkflowList = t.Object({
+  workflows: t.Array(
+    t.Object({
+      name: t.String(),
+      environment: t.String(),
+      team: t.String(),
+      collection: t.String(),
+      published: t.Boolean({ description: 'Whether it has an active version (only a published workflow can be triggered)' }),
+    }),
+  ),
+})
+export const RunTriggered = t.Object({
+  runId: t.String({ format: 'uuid' }),
+  replayed: t.Boolean({ description: 'An earlier call with the same idempotencyKey started this run (the REST answer\'s Idempotent-Replayed)' }),
+})
+
+/** Each tool's answer: the REST route's 2xx body (the run start adds `replayed`, a header there). */
+export const TOOL_ANSWERS = {
+  listNotes: NotePage,
+  createNote: Note,
+  addNoteMessage: Note,
+  listActivityLogs: ActivityLogPage,
+  listAdminLogs: AdminLogPage,
+  listWorkflows: WorkflowList,
+  triggerWorkflow: RunTriggered,
+  getWorkflowRun: Run,
+  cancelWorkflowRun: Run,
+  retryWorkflowRun: RetryAccepted,
+} satisfies Record<string, TSchema>
