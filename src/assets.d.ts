@@ -23,3 +23,7 @@ declare module '*/docs.js' {
   const text: string
   export default text
 }
+declare module '*/live.js' {
+  const text: string
+  export default text
+}

@@ -55,13 +55,15 @@ export function layout(spec: PageSpec): Html {
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/console.css">
 <script src="/console/console.js" defer></script>
+<script src="/console/live.js" defer></script>
 </head>
 <body>
 <header>
   <a class="brand" href="/">Trellis</a>
   ${
     spec.user
-      ? html`<span class="muted">${spec.user.email}</span>
+      ? html`<form class="inline search" method="get" action="/search" role="search"><input name="q" type="search" placeholder="Search" aria-label="Search projects, records, workflows, people" minlength="2" maxlength="200" size="14"></form>
+  <span class="muted">${spec.user.email}</span>
   ${spec.user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
   <a href="/account">Account</a>
   <form class="inline" data-api action="/auth/logout" data-next="${spec.user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>`

@@ -78,6 +78,17 @@ function showError(form, message) {
   else alert(message)
 }
 
+// A 409 "run in progress" names the run that holds the record: link it after the message.
+function linkBlockingRun(form, runId) {
+  const slot = form.querySelector('.form-error')
+  if (!slot) return
+  const link = document.createElement('a')
+  link.href = `/runs/${encodeURIComponent(runId)}`
+  link.className = 'blocking-run'
+  link.textContent = 'Open the run in progress'
+  slot.append(' ', link)
+}
+
 async function submitApiForm(form) {
   if (form.dataset.confirm && !confirm(form.dataset.confirm)) return
   const method = form.dataset.method || 'POST'
@@ -103,6 +114,7 @@ async function submitApiForm(form) {
     const answer = text ? JSON.parse(text) : {}
     if (!response.ok) {
       showError(form, answer.message || `${response.status} ${response.statusText}`)
+      if (answer.runId) linkBlockingRun(form, answer.runId)
       return
     }
     if (form.dataset.show) {

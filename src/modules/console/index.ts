@@ -8,6 +8,7 @@ import type { AppDeps } from '../../deps.ts'
 import { assetHandler } from '../../console/html.ts'
 import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }
+import liveJs from '../../console/assets/live.js' with { type: 'text' }
 import { accountPages } from './account.ts'
 import { adminPages } from './admin.ts'
 import { homePages } from './home.ts'
@@ -15,12 +16,14 @@ import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
+import { searchPages } from './search.ts'
 import { workflowPages } from './workflows.ts'
 
 export function consoleModule(deps: AppDeps) {
   return new Elysia({ name: 'console', detail: { hide: true } })
     .get('/console/console.css', assetHandler(consoleCss, 'text/css'))
     .get('/console/console.js', assetHandler(consoleJs, 'text/javascript'))
+    .get('/console/live.js', assetHandler(liveJs, 'text/javascript'))
     .use(homePages(deps))
     .use(accountPages(deps))
     .use(adminPages(deps))
@@ -29,4 +32,5 @@ export function consoleModule(deps: AppDeps) {
     .use(runPages(deps))
     .use(logPages(deps))
     .use(notePages(deps))
+    .use(searchPages(deps))
 }

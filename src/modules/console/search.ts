@@ -1,0 +1,170 @@
+/**
+ * Console search: a collection's records by id and by a field's value (the collection page's form), and the header's
+ * search box, `/search?q=` — projects, records (by id), workflows and people, each only as far as the signed-in
+ * person may see them through the pages themselves: member projects (every project for instance administrators),
+ * records of the collections a team they can open may read, those teams' workflows, and people where a page
+ * lists them (instance administrators: everyone; a project's admins: its members). Bounded: a query of at least
+ * MIN_QUERY characters, at most RESULTS_PER_KIND results of each kind; record ids listed are logged as the
+ * collection page logs them (`index`).
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../../deps.ts'
+import { html, type Html } from '../../console/html.ts'
+import { layout } from '../../console/page.ts'
+import { invalidParameter, MAX_NAME_LENGTH, parseStringParameter, type Query } from '../../http/list.ts'
+import { unstorableTextProblem } from '../../lib/storable-text.ts'
+import { canReachRendering, collectionAccess, listProjects, projectPeople, projectsOf } from '../directory/projects.ts'
+import { findMatchingRecordIds, logRecordView, projectCollections, projectLayout, type RecordSearch, renderingWorkflows } from '../records/service.ts'
+import { listUsers } from '../users/service.ts'
+import { type ConsoleUser, memberProject } from './access.ts'
+import { recordPath } from './links.ts'
+import { consolePage, projectPath, renderingPath } from './page.ts'
+import { type Op } from '../../db/op.ts'
+import { write } from '../../db/write.ts'
+
+export const MIN_QUERY = 2
+export const MAX_QUERY = MAX_NAME_LENGTH
+export const RESULTS_PER_KIND = 10
+
+/** A search text from the query string: at most `max` characters, storable (no U+0000, no lone surrogate). */
+function searchText(query: Query, name: string, max: number): string | undefined {
+  const value = parseStringParameter(query, name, max)
+  const problem = value === undefined ? null : unstorableTextProblem(value)
+  if (problem) throw invalidParameter(name, problem)
+  return value
+}
+
+/** A collection page's search: `q` (a part of the id), `field` and `value` (a top-level field equal to the value); undefined: none. */
+export function parseRecordSearch(query: Query): RecordSearch | undefined {
+  const idContains = searchText(query, 'q', MAX_QUERY)
+  const field = searchText(query, 'field', MAX_NAME_LENGTH)
+  const value = searchText(query, 'value', 1024)
+  if (field !== undefined && value === undefined) throw invalidParameter('value', 'is required with field')
+  if (value !== undefined && field === undefined) throw invalidParameter('field', 'is required with value')
+  if (idContains === undefined && field === undefined) return undefined
+  return { ...(idContains === undefined ? {} : { idContains }), ...(field === undefined ? {} : { field: { name: field, value: value! } }) }
+}
+
+/** The collection page's search form, filled with the search shown. */
+export function recordSearchForm(query: Query): Html {
+  return html`<form method="get" class="filters" id="record-search" role="search"><label class="check">Id contains <input name="q" value="${query.q ?? ''}" maxlength="${MAX_QUERY}"></label>
+<label class="check">Field <input name="field" value="${query.field ?? ''}" maxlength="${MAX_NAME_LENGTH}" size="10"></label> <label class="check">= <input name="value" value="${query.value ?? ''}" maxlength="1024" size="12"></label>
+<button type="submit">Search</button></form>`
+}
+
+const contains = (text: string, part: string) => text.toLowerCase().includes(part.toLowerCase())
+
+interface Found {
+  href?: string
+  label: string
+  detail: string
+}
+
+interface Results {
+  projects: Found[]
+  records: Found[]
+  workflows: Found[]
+  people: Found[]
+}
+
+/** Every project the user may open (as member), with what they may reach in it. */
+function* reachableProjects(user: ConsoleUser) {
+  const out = []
+  for (const { name } of yield* projectsOf(user.id)) {
+    const { project, isAdmin } = yield* memberProject(user, name)
+    const { environments, teams } = yield* projectLayout(project.id)
+    const reachable = []
+    for (const team of teams) if (yield* canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })) reachable.push(team)
+    out.push({ project, isAdmin, environments, teams: reachable })
+  }
+  return out
+}
+
+/** What `q` finds that the user may see (at most RESULTS_PER_KIND of each kind); the record ids shown are logged as read (`index`). */
+function* searchAll(deps: AppDeps, user: ConsoleUser, q: string): Op<Results> {
+  const results: Results = { projects: [], records: [], workflows: [], people: [] }
+  const full = (list: Found[]) => list.length >= RESULTS_PER_KIND
+  const projects = yield* reachableProjects(user)
+  const memberOf = new Set(projects.map((p) => p.project.id))
+  for (const p of projects) if (contains(p.project.name, q) && !full(results.projects)) results.projects.push({ href: projectPath(p.project.name), label: p.project.name, detail: p.isAdmin ? 'admin' : 'member' })
+  if (user.isInstanceAdmin) {
+    for (const p of yield* listProjects()) {
+      if (!memberOf.has(p.id) && contains(p.name, q) && !full(results.projects)) results.projects.push({ href: projectPath(p.name, 'settings'), label: p.name, detail: 'settings (you are not a member)' })
+    }
+  }
+
+  // Records and workflows: through each team the user can open, the collections it may read.
+  const places: { environmentId: number; collectionId: number; teamId: number; place: { project: string; environment: string; team: string; collection: string } }[] = []
+  for (const { project, isAdmin, environments, teams } of projects) {
+    const collections = yield* projectCollections(project.id)
+    for (const team of teams) {
+      const readable = []
+      for (const c of collections) if ((yield* collectionAccess({ userId: user.id, projectId: project.id, teamId: team.id, collectionId: c.id })).read) readable.push(c)
+      for (const environment of environments) {
+        for (const c of readable) {
+          // One team per collection and environment is enough to link a record.
+          if (!places.some((x) => x.environmentId === environment.id && x.collectionId === c.id)) {
+            places.push({ environmentId: environment.id, collectionId: c.id, teamId: team.id, place: { project: project.name, environment: environment.name, team: team.name, collection: c.name } })
+          }
+        }
+        if (full(results.workflows)) continue
+        for (const w of yield* renderingWorkflows(environment.id, team.id)) {
+          if (!contains(w.name, q) || full(results.workflows)) continue
+          const href = isAdmin ? renderingPath(project.name, environment.name, team.name, 'w', w.name) : `${renderingPath(project.name, environment.name, team.name)}#workflows`
+          results.workflows.push({ href, label: w.name, detail: `${project.name} · ${environment.name} · ${team.name} · on ${w.collectionName}` })
+        }
+      }
+    }
+  }
+  if (places.length > 0) {
+    const found = yield* findMatchingRecordIds(places, q, RESULTS_PER_KIND)
+    for (const r of found) {
+      const at = places.find((x) => x.environmentId === r.environmentId && x.collectionId === r.collectionId)!
+      results.records.push({ href: recordPath(at.place, r.recordKey), label: r.recordKey, detail: `${at.place.collection} · ${at.place.project} · ${at.place.environment}` })
+    }
+    for (const at of places) {
+      const shown = found.filter((r) => r.environmentId === at.environmentId && r.collectionId === at.collectionId).map((r) => r.recordKey)
+      yield* logRecordView(deps.clock, { environmentId: at.environmentId, collectionId: at.collectionId, userId: user.id, teamId: at.teamId, action: 'index', recordIds: shown })
+    }
+  }
+
+  // People, where a page lists them: everyone for instance administrators, a project's members for its admins.
+  const seen = new Set<number>()
+  const person = (id: number, email: string, detail: string, href: string) => {
+    if (seen.has(id) || full(results.people)) return
+    seen.add(id)
+    results.people.push({ href, label: email, detail })
+  }
+  if (user.isInstanceAdmin) {
+    for (const u of yield* listUsers()) if (contains(u.email, q) || contains(u.username, q)) person(u.id, u.email, u.username, '/admin/users')
+  }
+  for (const { project, isAdmin } of projects) {
+    if (!isAdmin) continue
+    for (const m of yield* projectPeople(project.id)) if (contains(m.email, q)) person(m.id, m.email, `${m.role} of ${project.name}`, projectPath(project.name, 'settings'))
+  }
+  return results
+}
+
+function section(title: string, id: string, found: Found[]): Html {
+  return html`<h2>${title}</h2>
+${found.length === 0 ? html`<p class="muted">None found.</p>` : html`<ul class="search-results" id="${id}">${found.map((f) => html`<li>${f.href ? html`<a href="${f.href}">${f.label}</a>` : f.label} <span class="muted">${f.detail}</span></li>`)}</ul>`}`
+}
+
+export function searchPages(deps: AppDeps) {
+  return new Elysia({ name: 'console-search', detail: { hide: true } }).get(
+    '/search',
+    consolePage(deps, async ({ user, query }) => {
+      const q = searchText(query, 'q', MAX_QUERY)?.trim()
+      if (q !== undefined && q.length < MIN_QUERY) throw invalidParameter('q', `must be at least ${MIN_QUERY} characters`)
+      const results = q === undefined ? null : await write(deps.store, () => searchAll(deps, user, q))
+      return layout({
+        title: q === undefined ? 'Search' : `Search: ${q}`,
+        user,
+        crumbs: [{ label: 'Projects', href: '/' }, { label: 'Search' }],
+        body: html`<form method="get" action="/search" class="filters" role="search"><label class="check">Find <input name="q" value="${q ?? ''}" minlength="${MIN_QUERY}" maxlength="${MAX_QUERY}" required></label> <button type="submit">Search</button></form>
+<p class="muted">Projects, records (by id), workflows and people you may see; at most ${RESULTS_PER_KIND} of each. To search a collection's records by a field's value, open the collection.</p>
+${results ? html`${section('Projects', 'found-projects', results.projects)}${section('Records', 'found-records', results.records)}${section('Workflows', 'found-workflows', results.workflows)}${section('People', 'found-people', results.people)}` : ''}`,
+      })
+    }),
+  )
+}
