@@ -231,7 +231,7 @@ describe('pages and who may see them', () => {
 
   test('the activity page filters by record through the shared parser and pages with createdAt.lt, exactly', async () => {
     for (let i = 0; i < 3; i++) await get(record('Support', 'orders', 'ord_1002'), 'alice')
-    const rows = (html: string) => [...html.matchAll(/<tr><td><time datetime="([^"]+)">[\s\S]*?<td class="mono">([^<]*)<\/td>/g)].map((m) => [m[1], m[2]])
+    const rows = (html: string) => [...html.matchAll(/<tr><td><time datetime="([^"]+)">[\s\S]*?<td class="records">(.*?)<\/td>/g)].map((m) => [m[1], m[2]!.replace(/<[^>]+>/g, '')])
     const filtered = rows((await get('/p/Acme/e/production/activity?recordId=ord_1002', 'alice')).text)
     expect(filtered.length).toBeGreaterThanOrEqual(5)
     expect(filtered.every(([, ids]) => ids!.split(', ').includes('ord_1002'))).toBe(true)
@@ -283,7 +283,7 @@ describe('pages and who may see them', () => {
     expect(old).not.toContain(retryForm)
     const fresh = (await get(`/runs/${retry}`, 'bob')).text
     expect(fresh).toContain(`<tr><th>Retry of</th><td><a class="mono" href="/runs/${runId}">${runId}</a>`)
-    expect(fresh).toContain('<td>1-load</td><td>load</td><td><span class="status-succeeded">succeeded</span> <span class="muted">carried from the retried run</span></td>')
+    expect(fresh).toContain('<td>1-load</td><td>load</td><td class="step-status"><span class="status-succeeded">succeeded</span> <span class="muted">carried from the retried run</span></td>')
     expect(fresh).toContain(`action="/v1/workflow-runs/${retry}/cancel"`) // queued: it may be cancelled, not retried
     expect(fresh).not.toContain('/retry"')
   })
@@ -335,7 +335,7 @@ describe('pages and who may see them', () => {
     for (let pages = 0; path; pages++) {
       const page = await get(path, 'alice')
       expect(page.status).toBe(200)
-      seen.push(...[...page.text.matchAll(/<a href="\/runs\/([0-9a-f-]{36})">/g)].map((m) => m[1]!))
+      seen.push(...[...page.text.matchAll(/<tr data-run-id="([0-9a-f-]{36})">/g)].map((m) => m[1]!))
       path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
       expect(pages).toBeLessThan(5)
     }

@@ -79,6 +79,24 @@
     slot.hidden = !text
   }
 
+  // The Retry form the server writes for a run that failed or was cancelled (console.js sends it).
+  function retryForm(runId) {
+    const form = document.createElement('form')
+    form.id = 'run-retry'
+    form.action = `/v1/workflow-runs/${encodeURIComponent(runId)}/retry`
+    form.dataset.api = ''
+    form.dataset.confirm = 'Retry this run from the step it stopped at?'
+    form.dataset.next = '/runs/{runId}'
+    const button = document.createElement('button')
+    button.type = 'submit'
+    button.textContent = 'Retry run'
+    const error = document.createElement('span')
+    error.className = 'form-error'
+    error.setAttribute('role', 'alert')
+    form.append(button, ' ', error)
+    return form
+  }
+
   // A run's page: everything that changes as it runs.
   function runPage(root) {
     const id = root.dataset.liveRun.split('/').pop()
@@ -139,8 +157,7 @@
       if (finished()) {
         const cancel = document.querySelector('#run-cancel')
         if (cancel) cancel.hidden = true
-        const retry = document.querySelector('#run-retry')
-        if (retry) retry.hidden = !(['failed', 'cancelled'].includes(run.status) && !run.retriedBy)
+        if (['failed', 'cancelled'].includes(run.status) && !run.retriedBy && !document.querySelector('#run-retry')) root.querySelector('table.run-facts').after(retryForm(run.id))
         if (polling) clearInterval(polling)
         note('')
       }

@@ -43,7 +43,7 @@ export function activityTable(entries: ActivityLogView[], options: { record: boo
   return html`<table class="activity"><thead><tr><th>When (UTC)</th><th>Who</th><th>Team</th><th>Type</th><th>Action</th><th>What</th>${options.record ? html`<th>Records</th>` : ''}<th>Run</th></tr></thead><tbody>
 ${entries.map(
   (e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user.email}</td><td>${e.team.name}</td><td>${e.type}</td><td>${e.action}</td><td>${e.label ?? ''}${e.collection ? html` <span class="muted">(${e.collection.name})</span>` : ''}</td>
-${options.record ? html`<td>${e.recordIds.map((id, i) => html`${i > 0 ? ', ' : ''}${entryRecord(options.at, e, id)}`)}</td>` : ''}<td>${e.workflow ? html`<a href="/runs/${encodeURIComponent(e.workflow.runId)}">${e.workflow.name}</a>${e.workflow.stepName ? html` <span class="muted">${e.workflow.stepName}</span>` : ''}` : ''}</td></tr>`,
+${options.record ? html`<td class="records">${e.recordIds.map((id, i) => html`${i > 0 ? ', ' : ''}${entryRecord(options.at, e, id)}`)}</td>` : ''}<td>${e.workflow ? html`<a href="/runs/${encodeURIComponent(e.workflow.runId)}">${e.workflow.name}</a>${e.workflow.stepName ? html` <span class="muted">${e.workflow.stepName}</span>` : ''}` : ''}</td></tr>`,
 )}
 </tbody></table>`
 }

@@ -15,7 +15,7 @@ import { isAdminOf } from '../directory/projects.ts'
 import { adminEnvironment } from './access.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
-import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, type WorkflowPlace, workflowPlaces } from './links.ts'
+import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, workflowPlaces } from './links.ts'
 import { stepLabel } from '../workflows/definition.ts'
 import { versionSteps } from '../workflows/service.ts'
 import { read } from '../../db/read.ts'
@@ -136,11 +136,11 @@ ${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager">
 <tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
 <tr><th>Created / started / finished</th><td><span id="run-created">${when(run.createdAt)}</span> / <span id="run-started">${when(run.startedAt)}</span> / <span id="run-finished">${when(run.finishedAt)}</span></td></tr>
 <tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${run.error.message}` : ''}</td></tr>
-${run.retryOf ? html`<tr><th>Retry of</th><td>${runLink(run.retryOf, run.retryOf)} <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
-${run.retriedBy ? html`<tr><th>Retried by</th><td>${runLink(run.retriedBy, run.retriedBy)}</td></tr>` : ''}
+${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="${runPath(run.retryOf)}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
+${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="${runPath(run.retriedBy)}">${run.retriedBy}</a></td></tr>` : ''}
 </tbody></table>
 ${isActive(run.status) ? html`<form id="run-cancel" data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?"><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
-${retryable(run) || isActive(run.status) ? html`<form id="run-retry" data-api action="/v1/workflow-runs/${run.id}/retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}"${retryable(run) ? '' : html` hidden`}><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" id="run-retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}"><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
 <h2>Steps</h2>
 ${stepsTable(run, planned)}
 <p id="run-live" class="muted" hidden></p></div>
