@@ -29,6 +29,8 @@ export const POSTGRES_PASS = [
   'cli',
   'console',
   'console-browser',
+  'console-live-browser',
+  'console-search',
   'db',
   'deep-json',
   'executor',
