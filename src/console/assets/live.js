@@ -282,6 +282,7 @@
     for (const table of document.querySelectorAll('table[data-live-runs]')) runsList(table)
   }
 
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start)
-  else start()
+  // After the page's load event: a stream opened before it would keep the page loading for as long as it is open.
+  if (document.readyState === 'complete') start()
+  else window.addEventListener('load', start)
 })()
