@@ -99,11 +99,12 @@ const RECORD_IDS_IN = statement('records.search.ids-in', (d) => {
         sql`${d.asciiLower(r.recordKey)} LIKE ${sql.placeholder('idPattern')} ESCAPE '\\'`,
       ),
     )
-    .orderBy(d.byteOrder(r.recordKey), r.environmentId, r.collectionId)
+    // The unique index's order: a walk that stops at the limit, never a sort of every match.
+    .orderBy(r.environmentId, r.collectionId, d.byteOrder(r.recordKey))
     .limit(sql.placeholder('limit'))
 })
 
-/** Records whose id contains `part` (ASCII letters in any case) in any of these collections of environments, by id: at most `limit`. */
+/** Records whose id contains `part` (ASCII letters in any case) in any of these collections of environments (by environment, collection, id): at most `limit`. */
 export function findRecordIdsIn(scopes: RecordScope[], part: string, limit: number) {
   return RECORD_IDS_IN.rows({
     environments: JSON.stringify([...new Set(scopes.map((s) => s.environmentId))]),
