@@ -76,6 +76,12 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         await mark(runs)
         await noSidewaysScroll(runs)
 
+        // And the record's own page, in a third tab: its runs list follows the record's runs.
+        const record = await context.newPage()
+        watchPage(record, problems)
+        await record.goto(RECORD_PAGE(recordId))
+        await mark(record)
+
         await page.goto(RECORD_PAGE(recordId))
         await noSidewaysScroll(page)
         await thenLoad(page, () => page.click('button:has-text("Run “Refund order”")'))
@@ -108,7 +114,27 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         expect(await runs.locator(`${row} a.record-link`).getAttribute('href')).toBe(RECORD_PAGE(recordId))
         expect(await stayed(runs)).toBe(true)
         await noSidewaysScroll(runs)
+        await eventually('the record page to list the run as succeeded', textOf(record, `${row} .run-status`), (t) => t === 'succeeded', 15_000)
+        expect(await record.locator(`${row} a.run-link`).getAttribute('href')).toBe(`/runs/${runId}`)
+        expect(await stayed(record)).toBe(true)
+        await record.close()
       }, 60_000)
+
+      if (screen === 'laptop') {
+        test('without the event stream (refused here), the run page says so and follows the run by polling', async () => {
+          await page.route('**/events*', (route) => route.abort())
+          const held = 'polled'
+          await page.evaluate(`fetch('/v1/project/Acme/environment/production/collection/orders/records/${held}', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ teamName: 'Support', data: { status: 'paid' } }) })`)
+          await page.goto(RECORD_PAGE(held))
+          await thenLoad(page, () => page.click('button:has-text("Run “Refund order”")'))
+          await mark(page)
+          await eventually('the fallback notice', textOf(page, '#run-live'), (t) => t.includes('checks the run every few seconds'))
+          await eventually('the run page to say succeeded', textOf(page, '#run-status'), (t) => t === 'succeeded', 30_000)
+          expect(await stayed(page)).toBe(true)
+          expect(await page.locator('#run-live').isHidden()).toBe(true)
+          await page.unroute('**/events*')
+        }, 60_000)
+      }
 
       test('follow the run to its record and back; breadcrumbs name the way', async () => {
         await page.goto(`/runs/${runId}`)
