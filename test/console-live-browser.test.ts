@@ -7,10 +7,9 @@
  * viewport, and no page has a script error or a CSP violation.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import type { ServeProcess, TestEnv } from './helpers.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, serveAcme, sidewaysOverflow, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-live-browser')
 
@@ -33,17 +32,11 @@ async function noSidewaysScroll(page: Page) {
 
 describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium', () => {
   beforeAll(async () => {
-    env = testEnv()
-    const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', env.dataDir], { env: processEnv(env) })
-    expect(applied.code).toBe(0)
-    server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: processEnv(env) })
-    browser = await launchBrowser()
+    ;({ env, server, browser } = await serveAcme())
   }, 60_000)
 
   afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    env?.cleanup()
+    await stopServed({ browser, server, env })
     expect(problems).toEqual([])
   })
 

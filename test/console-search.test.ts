@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, userId } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, userId } from './support/acme.ts'
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
@@ -49,6 +49,9 @@ async function get(path: string, who: string) {
   const response = await app.handle(request(path, { headers: { cookie: cookies[who]! } }))
   return { status: response.status, text: await response.text() }
 }
+
+/** 'Refund order' started on `recordId` from `who`'s console session; the run's id. */
+const startRefund = (who: string, recordId: string) => startRefundWithSession(app, cookies[who]!, recordId)
 
 /** The record ids a page lists as links (decoded from their hrefs' last segment). */
 const unescape = (text: string) => text.replaceAll('&#x27;', "'").replaceAll('&quot;', '"').replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&amp;', '&')
@@ -184,15 +187,7 @@ describe('the header search (/search)', () => {
 
 describe('everything connected', () => {
   test('a run links to its record (encoded), collection, workflow, project and environment; crumbs name the path; the record links back', async () => {
-    const started = await app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: { cookie: cookies.alice! },
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'a/b %c d' },
-      }),
-    )
-    expect(started.status).toBe(202)
-    const { runId } = (await started.json()) as { runId: string }
+    const runId = await startRefund('alice', 'a/b %c d')
     const page = (await get(`/runs/${runId}`, 'alice')).text
     const record = `${ORDERS}/r/a%2Fb%20%25c%20d`
     expect(page).toContain(`<a class="mono record-link" href="${record}">a/b %c d</a>`)
@@ -218,15 +213,7 @@ describe('everything connected', () => {
   })
 
   test('a member who is not an admin: the workflow links to the team page, the record and project still linked', async () => {
-    const started = await app.handle(
-      request('/v1/project/Acme/environment/production/workflow-runs', {
-        method: 'POST',
-        headers: { cookie: cookies.bob! },
-        json: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1002' },
-      }),
-    )
-    expect(started.status).toBe(202)
-    const { runId } = (await started.json()) as { runId: string }
+    const runId = await startRefund('bob', 'ord_1002')
     const page = (await get(`/runs/${runId}`, 'bob')).text
     expect(page).toContain('<a id="run-workflow" href="/p/Acme/e/production/t/Support#workflows">Refund order</a>')
     expect(page).toContain(`<a class="mono record-link" href="${ORDERS}/r/ord_1002">ord_1002</a>`)

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { openStore } from '../src/db/open.ts'
 import { bearer, execute, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 
 
@@ -69,18 +69,8 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
 
 const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
-/** 'Refund order' started by hand on `recordId` from `who`'s console session (202); the run's id. */
-async function startRefund(who: string, recordId: string): Promise<string> {
-  const started = await app.handle(
-    request('/v1/project/Acme/environment/production/workflow-runs', {
-      method: 'POST',
-      headers: { cookie: cookies[who]! },
-      json: { workflowName: 'Refund order', teamName: 'Support', recordId },
-    }),
-  )
-  expect(started.status).toBe(202)
-  return ((await started.json()) as { runId: string }).runId
-}
+/** 'Refund order' started on `recordId` from `who`'s console session; the run's id. */
+const startRefund = (who: string, recordId: string) => startRefundWithSession(app, cookies[who]!, recordId)
 
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
