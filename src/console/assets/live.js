@@ -201,7 +201,9 @@
   function runsList(table) {
     const bases = JSON.parse(table.dataset.recordBases || '{}')
     const body = table.tBodies[0]
+    // Runs being read, and those with an event during their read (read once more after it).
     const pending = new Set()
+    const again = new Set()
 
     function cell(...children) {
       const td = document.createElement('td')
@@ -241,18 +243,24 @@
     }
 
     async function update(runId) {
-      if (pending.has(runId)) return
+      if (pending.has(runId)) {
+        again.add(runId)
+        return
+      }
       pending.add(runId)
       try {
-        const run = await fetchRun(runId)
-        const row = body.querySelector(`tr[data-run-id="${CSS.escape(runId)}"]`)
-        if (row) put(row.querySelector('.run-status'), status(run.status))
-        else {
-          body.prepend(newRow(run))
-          table.hidden = false
-          const empty = table.parentElement.querySelector('.no-runs')
-          if (empty) empty.remove()
-        }
+        do {
+          again.delete(runId)
+          const run = await fetchRun(runId)
+          const row = body.querySelector(`tr[data-run-id="${CSS.escape(runId)}"]`)
+          if (row) put(row.querySelector('.run-status'), status(run.status))
+          else {
+            body.prepend(newRow(run))
+            table.hidden = false
+            const empty = table.parentElement.querySelector('.no-runs')
+            if (empty) empty.remove()
+          }
+        } while (again.has(runId))
       } catch {
         // A run this viewer may not read, or a failed read: the next event tries again.
       } finally {

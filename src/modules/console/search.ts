@@ -15,6 +15,7 @@ import { invalidParameter, MAX_NAME_LENGTH, parseStringParameter, type Query } f
 import { unstorableTextProblem } from '../../lib/storable-text.ts'
 import { canReachRendering, collectionAccess, listProjects, projectPeople, projectsOf } from '../directory/projects.ts'
 import { findMatchingRecordIds, logRecordView, projectCollections, projectLayout, type RecordSearch, renderingWorkflows } from '../records/service.ts'
+import { userProjectValue } from '../members/service.ts'
 import { listUsers } from '../users/service.ts'
 import { type ConsoleUser, memberProject } from './access.ts'
 import { recordPath } from './links.ts'
@@ -67,7 +68,7 @@ interface Results {
   people: Found[]
 }
 
-/** Every project the user may open (as member), with what they may reach in it. */
+/** Every project the user is a member of, with its environments and the teams the user can open (their own first). */
 function* reachableProjects(user: ConsoleUser) {
   const out = []
   for (const { name } of yield* projectsOf(user.id)) {
@@ -75,6 +76,9 @@ function* reachableProjects(user: ConsoleUser) {
     const { environments, teams } = yield* projectLayout(project.id)
     const reachable = []
     for (const team of teams) if (yield* canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })) reachable.push(team)
+    // Their own teams first: a record found is linked as the first team that may read it.
+    const own = new Set((yield* userProjectValue(project.id, user.id)).teams.map((t) => t.name))
+    reachable.sort((a, b) => Number(own.has(b.name)) - Number(own.has(a.name)))
     out.push({ project, isAdmin, environments, teams: reachable })
   }
   return out
