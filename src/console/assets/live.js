@@ -34,7 +34,7 @@
 
   function status(value) {
     const span = document.createElement('span')
-    span.className = `status-${value}`
+    span.className = `status-${value.replace(' ', '-')}`
     span.textContent = value
     return span
   }

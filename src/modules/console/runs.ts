@@ -25,7 +25,7 @@ const PER_PAGE = 50
 type RunView = Answer<ReturnType<typeof renderRuns>>[number]
 type Places = Map<number, WorkflowPlace>
 
-const status = (s: string) => html`<span class="status-${s}">${s}</span>`
+const status = (s: string) => html`<span class="status-${s.replace(' ', '-')}">${s}</span>`
 
 /** A run its viewer may retry (src/modules/runs/retry.ts): it failed or was cancelled, and no run retries it yet. */
 const retryable = (run: RunView) => isRetryableStatus(run.status) && run.retriedBy === null
