@@ -97,7 +97,9 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         const started = Date.parse(`${await wait.locator('.step-started time').getAttribute('datetime')}`)
         const finished = Date.parse(`${await wait.locator('.step-finished time').getAttribute('datetime')}`)
         expect(finished - started).toBeGreaterThanOrEqual(5_000)
-        expect(await wait.locator('.step-duration').textContent()).toMatch(/^5\.\d s$/)
+        // Its duration: the 5 s, and however long the step took to begin waiting (a loaded machine: past 6 s).
+        const seconds = /^(\d+\.\d) s$/.exec((await wait.locator('.step-duration').textContent()) ?? '')?.[1]
+        expect(Number(seconds)).toBeGreaterThanOrEqual(5)
         expect(await count(page, '#run-cancel:visible')).toBe(0)
         await noSidewaysScroll(page)
 
