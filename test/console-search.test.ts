@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, userId } from './support/acme.ts'
+import { bearer, request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
@@ -166,6 +166,22 @@ describe('the header search (/search)', () => {
   test('a member without the admin role sees no people (no page lists them for her); records only of readable collections', async () => {
     expect(found((await get('/search?q=example.com', 'dave')).text, 'people')).toEqual([])
     expect(found((await get('/search?q=ord_1001', 'dave')).text, 'records').map((r) => r.label)).toEqual(['ord_1001'])
+  })
+
+  test('the record ids it shows are logged, as a collection page logs them (index, as the team it links them as)', async () => {
+    const auditor = (await tokenFor(env.store, env.clock, 'carol', ['activity_logs:read'])).value
+    const entries = async () => {
+      const response = await app.handle(request('/v1/project/Acme/environment/production/activity-logs?recordId=ord_1002&limit=100', { headers: bearer(auditor) }))
+      return ((await response.json()) as { data: { action: string; user: { email: string }; team: { name: string }; recordIds: string[] }[] }).data
+    }
+    const before = (await entries()).length
+    expect(found((await get('/search?q=ord_1002', 'dave')).text, 'records').map((r) => r.label)).toEqual(['ord_1002'])
+    const after = await entries()
+    expect(after.length).toBe(before + 1)
+    expect(after[0]).toMatchObject({ action: 'index', user: { email: 'dave@example.com' }, team: { name: 'Billing' }, recordIds: ['ord_1002'] })
+    // Nothing found, nothing logged.
+    await get('/search?q=no-such-record', 'dave')
+    expect((await entries()).length).toBe(before + 1)
   })
 
   test('results are capped per kind', async () => {

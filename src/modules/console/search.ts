@@ -21,6 +21,7 @@ import { type ConsoleUser, memberProject } from './access.ts'
 import { recordPath } from './links.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { type Op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 
 export const MIN_QUERY = 2
@@ -84,8 +85,16 @@ function* reachableProjects(user: ConsoleUser) {
   return out
 }
 
-/** What `q` finds that the user may see (at most RESULTS_PER_KIND of each kind); the record ids shown are logged as read (`index`). */
-function* searchAll(deps: AppDeps, user: ConsoleUser, q: string): Op<Results> {
+/** A collection in an environment that a team the user can open may read: where records found are linked and logged. */
+interface ReadablePlace {
+  environmentId: number
+  collectionId: number
+  teamId: number
+  place: { project: string; environment: string; team: string; collection: string }
+}
+
+/** What `q` finds that the user may see (at most RESULTS_PER_KIND of each kind), records aside: those are looked for in `places`. */
+function* searchVisible(user: ConsoleUser, q: string): Op<{ results: Results; places: ReadablePlace[] }> {
   const results: Results = { projects: [], records: [], workflows: [], people: [] }
   const full = (list: Found[]) => list.length >= RESULTS_PER_KIND
   const projects = yield* reachableProjects(user)
@@ -98,7 +107,7 @@ function* searchAll(deps: AppDeps, user: ConsoleUser, q: string): Op<Results> {
   }
 
   // Records and workflows: through each team the user can open, the collections it may read.
-  const places: { environmentId: number; collectionId: number; teamId: number; place: { project: string; environment: string; team: string; collection: string } }[] = []
+  const places: ReadablePlace[] = []
   for (const { project, isAdmin, environments, teams } of projects) {
     const collections = yield* projectCollections(project.id)
     for (const team of teams) {
@@ -120,18 +129,6 @@ function* searchAll(deps: AppDeps, user: ConsoleUser, q: string): Op<Results> {
       }
     }
   }
-  if (places.length > 0) {
-    const found = yield* findMatchingRecordIds(places, q, RESULTS_PER_KIND)
-    for (const r of found) {
-      const at = places.find((x) => x.environmentId === r.environmentId && x.collectionId === r.collectionId)!
-      results.records.push({ href: recordPath(at.place, r.recordKey), label: r.recordKey, detail: `${at.place.collection} · ${at.place.project} · ${at.place.environment}` })
-    }
-    for (const at of places) {
-      const shown = found.filter((r) => r.environmentId === at.environmentId && r.collectionId === at.collectionId).map((r) => r.recordKey)
-      yield* logRecordView(deps.clock, { environmentId: at.environmentId, collectionId: at.collectionId, userId: user.id, teamId: at.teamId, action: 'index', recordIds: shown })
-    }
-  }
-
   // People, where a page lists them: everyone for instance administrators, a project's members for its admins.
   const seen = new Set<number>()
   const person = (id: number, email: string, detail: string, href: string) => {
@@ -146,7 +143,21 @@ function* searchAll(deps: AppDeps, user: ConsoleUser, q: string): Op<Results> {
     if (!isAdmin) continue
     for (const m of yield* projectPeople(project.id)) if (contains(m.email, q)) person(m.id, m.email, `${m.role} of ${project.name}`, projectPath(project.name, 'settings'))
   }
-  return results
+  return { results, places }
+}
+
+/** The records whose id contains `q` in `places` (at most RESULTS_PER_KIND), logged as listed (`index`) in the same transaction. */
+function* findRecordsIn(deps: AppDeps, user: ConsoleUser, places: ReadablePlace[], q: string): Op<Found[]> {
+  if (places.length === 0) return []
+  const found = yield* findMatchingRecordIds(places, q, RESULTS_PER_KIND)
+  for (const at of places) {
+    const shown = found.filter((r) => r.environmentId === at.environmentId && r.collectionId === at.collectionId).map((r) => r.recordKey)
+    yield* logRecordView(deps.clock, { environmentId: at.environmentId, collectionId: at.collectionId, userId: user.id, teamId: at.teamId, action: 'index', recordIds: shown })
+  }
+  return found.map((r) => {
+    const { place } = places.find((x) => x.environmentId === r.environmentId && x.collectionId === r.collectionId)!
+    return { href: recordPath(place, r.recordKey), label: r.recordKey, detail: `${place.collection} · ${place.project} · ${place.environment}` }
+  })
 }
 
 function section(title: string, id: string, found: Found[]): Html {
@@ -160,7 +171,12 @@ export function searchPages(deps: AppDeps) {
     consolePage(deps, async ({ user, query }) => {
       const q = searchText(query, 'q', MAX_QUERY)?.trim()
       if (q !== undefined && q.length < MIN_QUERY) throw invalidParameter('q', `must be at least ${MIN_QUERY} characters`)
-      const results = q === undefined ? null : await write(deps.store, () => searchAll(deps, user, q))
+      let results: Results | null = null
+      if (q !== undefined) {
+        const visible = await read(deps.store, searchVisible(user, q))
+        // Only the records' read and its log entries in a write: a short transaction.
+        results = { ...visible.results, records: await write(deps.store, () => findRecordsIn(deps, user, visible.places, q)) }
+      }
       return layout({
         title: q === undefined ? 'Search' : `Search: ${q}`,
         user,
