@@ -11,7 +11,7 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html } from '../../console/html.ts'
 import { layout } from '../../console/page.ts'
-import { invalidParameter, MAX_NAME_LENGTH, parseStringParameter, type Query } from '../../http/list.ts'
+import { invalidParameter, MAX_FILTER_LENGTH, MAX_NAME_LENGTH, parseStringParameter, type Query } from '../../http/list.ts'
 import { unstorableTextProblem } from '../../lib/storable-text.ts'
 import { canReachRendering, collectionAccess, listProjects, projectPeople, projectsOf } from '../directory/projects.ts'
 import { findMatchingRecordIds, logRecordView, projectCollections, projectLayout, type RecordSearch, renderingWorkflows } from '../records/service.ts'
@@ -40,7 +40,7 @@ function searchText(query: Query, name: string, max: number): string | undefined
 export function parseRecordSearch(query: Query): RecordSearch | undefined {
   const idContains = searchText(query, 'q', MAX_QUERY)
   const field = searchText(query, 'field', MAX_NAME_LENGTH)
-  const value = searchText(query, 'value', 1024)
+  const value = searchText(query, 'value', MAX_FILTER_LENGTH)
   if (field !== undefined && value === undefined) throw invalidParameter('value', 'is required with field')
   if (value !== undefined && field === undefined) throw invalidParameter('field', 'is required with value')
   if (idContains === undefined && field === undefined) return undefined
@@ -50,7 +50,7 @@ export function parseRecordSearch(query: Query): RecordSearch | undefined {
 /** The collection page's search form, filled with the search shown. */
 export function recordSearchForm(query: Query): Html {
   return html`<form method="get" class="filters" id="record-search" role="search"><label class="check">Id contains <input name="q" value="${query.q ?? ''}" maxlength="${MAX_QUERY}"></label>
-<label class="check">Field <input name="field" value="${query.field ?? ''}" maxlength="${MAX_NAME_LENGTH}" size="10"></label> <label class="check">= <input name="value" value="${query.value ?? ''}" maxlength="1024" size="12"></label>
+<label class="check">Field <input name="field" value="${query.field ?? ''}" maxlength="${MAX_NAME_LENGTH}" size="10"></label> <label class="check">= <input name="value" value="${query.value ?? ''}" maxlength="${MAX_FILTER_LENGTH}" size="12"></label>
 <button type="submit">Search</button></form>`
 }
 
