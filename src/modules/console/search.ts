@@ -50,7 +50,7 @@ export function parseRecordSearch(query: Query): RecordSearch | undefined {
 /** The collection page's search form, filled with the search shown. */
 export function recordSearchForm(query: Query): Html {
   return html`<form method="get" class="filters" id="record-search" role="search"><label class="check">Id contains <input name="q" value="${query.q ?? ''}" maxlength="${MAX_QUERY}"></label>
-<label class="check">Field <input name="field" value="${query.field ?? ''}" maxlength="${MAX_NAME_LENGTH}" size="10"></label> <label class="check">= <input name="value" value="${query.value ?? ''}" maxlength="${MAX_FILTER_LENGTH}" size="12"></label>
+<label class="check">Field <input name="field" value="${query.field ?? ''}" maxlength="${MAX_NAME_LENGTH}" size="10"></label> <label class="check">equals <input name="value" value="${query.value ?? ''}" maxlength="${MAX_FILTER_LENGTH}" size="12"></label>
 <button type="submit">Search</button></form>`
 }
 
