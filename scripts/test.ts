@@ -31,6 +31,8 @@ export const POSTGRES_PASS = [
   'console-authoring-browser',
   'console-browser',
   'console-pages-browser',
+  'console-live-browser',
+  'console-search',
   'db',
   'deep-json',
   'executor',

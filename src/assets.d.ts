@@ -27,3 +27,7 @@ declare module '*/editor.js' {
   const text: string
   export default text
 }
+declare module '*/live.js' {
+  const text: string
+  export default text
+}

@@ -10,8 +10,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { bearer, processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
+import { bearer, processEnv, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, serveAcme, stopServed, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
 
 requireBrowser('console-browser')
 
@@ -37,21 +37,15 @@ async function signIn(email: string, password: string) {
 
 describe.skipIf(!browserAvailable)('the console in Chromium', () => {
   beforeAll(async () => {
-    env = testEnv()
+    ;({ env, server, browser } = await serveAcme())
     dir = { path: env.dataDir }
-    const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dir.path], { env: processEnv(env) })
-    expect(applied.code).toBe(0)
-    server = await startServe({ dataDir: dir.path, cwd: dir.path, env: processEnv(env) })
-    browser = await launchBrowser()
     context = await browser.newContext({ baseURL: server.url })
     page = await context.newPage()
     watch(page)
   }, 60_000)
 
   afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    env?.cleanup()
+    await stopServed({ browser, server, env })
     expect(problems).toEqual([])
   })
 

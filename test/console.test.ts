@@ -17,7 +17,7 @@ import { GET_STARTED_COMMANDS } from '../src/modules/console/checklist.ts'
 import { adminLogValue } from '../src/modules/console/log-values.ts'
 import { SetupGate } from '../src/modules/setup/service.ts'
 import { createUser } from '../src/modules/users/service.ts'
-import { acmeDocument, acmeProject, applyAcme, tokenFor, userId } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 import { STEP_TEMPLATES } from '../src/modules/console/workflow-authoring.ts'
 import { STEP_TYPES, workflowDefinitionProblems } from '../src/modules/workflows/definition.ts'
@@ -80,18 +80,8 @@ async function activity(query: Record<string, string> = {}): Promise<ActivityEnt
 
 const maxActivityId = () => (queryOne(env.store, 'SELECT coalesce(max(id), 0) AS id FROM activity_logs') as { id: number }).id
 const entriesAfter = async (id: number) => (await activity()).filter((e) => Number(e.id) > id).reverse()
-/** 'Refund order' started by hand on `recordId` from `who`'s console session (202); the run's id. */
-async function startRefund(who: string, recordId: string): Promise<string> {
-  const started = await app.handle(
-    request('/v1/project/Acme/environment/production/workflow-runs', {
-      method: 'POST',
-      headers: { cookie: cookies[who]! },
-      json: { workflowName: 'Refund order', teamName: 'Support', recordId },
-    }),
-  )
-  expect(started.status).toBe(202)
-  return ((await started.json()) as { runId: string }).runId
-}
+/** 'Refund order' started on `recordId` from `who`'s console session; the run's id. */
+const startRefund = (who: string, recordId: string) => startRefundWithSession(app, cookies[who]!, recordId)
 
 const record = (team: string, collection: string, id: string) => `/p/Acme/e/production/t/${team}/c/${collection}/r/${encodeURIComponent(id)}`
 
@@ -242,7 +232,7 @@ describe('pages and who may see them', () => {
 
   test('the activity page filters by record through the shared parser and pages with createdAt.lt, exactly', async () => {
     for (let i = 0; i < 3; i++) await get(record('Support', 'orders', 'ord_1002'), 'alice')
-    const rows = (html: string) => [...html.matchAll(/<tr><td><time datetime="([^"]+)">[\s\S]*?<td class="mono">([^<]*)<\/td>/g)].map((m) => [m[1], m[2]])
+    const rows = (html: string) => [...html.matchAll(/<tr><td><time datetime="([^"]+)">[\s\S]*?<td class="records">(.*?)<\/td>/g)].map((m) => [m[1], m[2]!.replace(/<[^>]+>/g, '')])
     const filtered = rows((await get('/p/Acme/e/production/activity?recordId=ord_1002', 'alice')).text)
     expect(filtered.length).toBeGreaterThanOrEqual(5)
     expect(filtered.every(([, ids]) => ids!.split(', ').includes('ord_1002'))).toBe(true)
@@ -294,7 +284,7 @@ describe('pages and who may see them', () => {
     expect(old).not.toContain(retryForm)
     const fresh = (await get(`/runs/${retry}`, 'bob')).text
     expect(fresh).toContain(`<tr><th>Retry of</th><td><a class="mono" href="/runs/${runId}">${runId}</a>`)
-    expect(fresh).toContain('<td>1-load</td><td>load</td><td><span class="status-succeeded">succeeded</span> <span class="muted">carried from the retried run</span></td>')
+    expect(fresh).toContain('<td>1-load</td><td>load</td><td class="step-status"><span class="status-succeeded">succeeded</span> <span class="muted">carried from the retried run</span></td>')
     expect(fresh).toContain(`action="/v1/workflow-runs/${retry}/cancel"`) // queued: it may be cancelled, not retried
     expect(fresh).not.toContain('/retry"')
   })
@@ -346,7 +336,7 @@ describe('pages and who may see them', () => {
     for (let pages = 0; path; pages++) {
       const page = await get(path, 'alice')
       expect(page.status).toBe(200)
-      seen.push(...[...page.text.matchAll(/<a href="\/runs\/([0-9a-f-]{36})">/g)].map((m) => m[1]!))
+      seen.push(...[...page.text.matchAll(/<tr data-run-id="([0-9a-f-]{36})">/g)].map((m) => m[1]!))
       path = /<a href="([^"]+)">Older →<\/a>/.exec(page.text)?.[1]?.replaceAll('&amp;', '&')
       expect(pages).toBeLessThan(5)
     }

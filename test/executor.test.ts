@@ -511,6 +511,11 @@ describe('executor (in-process, real clock)', () => {
     expect(done.finished_at! - parked.available_at).toBeGreaterThanOrEqual(0)
     expect(recordData('ord_2001').held).toBe('yes')
     expect(steps(runId).map((s) => s.name)).toEqual(['1-load', 'pause', 'hold'])
+    // Issue 29: a finished wait shows when it finished (its `until`), not when it began waiting.
+    const shown = (await getRun(runId, bearer(tokens.bob))).body.steps as { name: string; startedAt: string; finishedAt: string }[]
+    const pause = shown.find((s) => s.name === 'pause')!
+    expect(pause.finishedAt).toBe(new Date(parked.available_at).toISOString())
+    expect(Date.parse(pause.finishedAt) - Date.parse(pause.startedAt)).toBeGreaterThanOrEqual(1_000)
 
     const fresh = await start('Hold', 'ord_2001')
     expect(fresh).not.toBe(runId)

@@ -14,7 +14,7 @@ import { deleteFinishedRunBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
-import { findRecordByKey } from '../src/db/records.ts'
+import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, insertRunEvents, latestEventId, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import * as schema from '../src/db/schema.ts'
@@ -95,6 +95,9 @@ const ENVIRONMENT_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id J
 
 /** Each real statement, and the plan it must have. The index each plan names is proven used. */
 const CASES: PlanCase[] = [
+  // ── records: the console's searches walk the collection's records in id order through its unique index, never a sort ──
+  ['records: search by id part and field (a collection page)', (db) => runOp(db, searchRecords({ environmentId: production, collectionId: 1 }, { idContains: 'ord', field: { name: 'status', value: 'paid' } }, 'a', 50)), /^select .* from "records" where .* LIKE/, /^SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key>\?\)$/],
+  ['records: ids containing a text in the collections a person may read (/search)', (db) => runOp(db, findRecordIdsIn([{ environmentId: production, collectionId: 1 }], 'ord', 10)), /^select "environment_id", "collection_id", "record_key" from "records"/, /^SEARCH records USING COVERING INDEX records_env_collection_key_unique \(environment_id=\?\) \| LIST SUBQUERY 1 \| SCAN json_each VIRTUAL TABLE INDEX 1: \| LIST SUBQUERY 2 \| SCAN json_each VIRTUAL TABLE INDEX 1:( \| CREATE BLOOM FILTER)?$/],
   // ── runs: the queue ──
   // The claim (src/db/claims.ts): the runs running, each environment's oldest due runs and, where a workflow's limit
   // holds those back, each workflow's — in their index's order, never a sort — then the start of each run picked.

@@ -63,6 +63,11 @@ function userMenu(user: NonNullable<PageSpec['user']>): Html {
   </details>`
 }
 
+/** The header's search: projects, records, workflows and people the signed-in person may see (`/search`). */
+function searchBox(): Html {
+  return html`<form class="inline search" method="get" action="/search" role="search"><input name="q" type="search" placeholder="Search" aria-label="Search projects, records, workflows, people" minlength="2" maxlength="200" size="14"></form>`
+}
+
 export function layout(spec: PageSpec): Html {
   const crumbs = spec.crumbs ?? []
   return html`<html lang="en">
@@ -73,11 +78,12 @@ export function layout(spec: PageSpec): Html {
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/console.css">
 <script src="/console/console.js" defer></script>
+<script src="/console/live.js" defer></script>
 ${(spec.assets?.styles ?? []).map((href) => html`<link rel="stylesheet" href="${href}">\n`)}${(spec.assets?.scripts ?? []).map((src) => html`<script src="${src}" defer></script>\n`)}</head>
 <body>
 <header>
   <a class="brand" href="/">Trellis</a>
-  ${spec.user ? userMenu(spec.user) : ''}
+  ${spec.user ? html`${searchBox()}\n  ${userMenu(spec.user)}` : ''}
 </header>
 <main>
   ${crumbs.length > 0 ? html`<nav class="crumbs">${crumbs.map((c, i) => html`${i > 0 ? ' / ' : ''}${c.href ? html`<a href="${c.href}">${c.label}</a>` : c.label}`)}</nav>` : ''}

@@ -38,6 +38,13 @@ export interface Dialect {
   valueRows(query: SQL): Built
   /** `column` (a boolean) is false, as a literal: a partial index `WHERE extension = 0` (`= false`) matches it, a placeholder never. */
   isFalse(column: AnyColumn): SQL
+  /**
+   * The top-level field named by a placeholder of a JSON object held as text, as text: strings as they are, numbers
+   * and `true`/`false` as JSON writes them, null for a missing field or JSON null (a record's `field = value` search).
+   */
+  jsonFieldText(column: AnyColumn | SQL, field: string): SQL
+  /** Text with its ASCII letters lowercased, nothing else changed (SQLite's `lower`; PostgreSQL's folds every letter). */
+  asciiLower(expression: AnyColumn | SQL): SQL
   /** The select, its rows locked against writers until the transaction ends: PostgreSQL's `FOR SHARE`; SQLite's one writer holds them already. */
   forShare<Q>(select: Q): Q
   /** The select, its rows locked against other writers and their locking reads until the transaction ends: PostgreSQL's `FOR UPDATE`; SQLite's one writer holds them already. */
@@ -51,6 +58,12 @@ const sqliteFragments = {
   inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
   number: (expression: AnyColumn | SQL) => sql`${expression}`,
   isFalse: (column: AnyColumn) => sql`${column} = 0`,
+  // json_extract answers true/false as 1/0: json_type tells them apart. The field is a quoted label (`$."a.b"`).
+  jsonFieldText: (column: AnyColumn | SQL, field: string) => {
+    const path = sql`'$.' || json_quote(${sql.placeholder(field)})`
+    return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
+  },
+  asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
   forShare: <Q>(select: Q) => select,
   forUpdate: <Q>(select: Q) => select,
 } as const

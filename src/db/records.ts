@@ -11,6 +11,7 @@
 import { and, eq, sql } from 'drizzle-orm'
 import type { Dialect } from './dialect.ts'
 import type { ProjectPart } from './projects.ts'
+import { allOf, statementOfShape } from './pages.ts'
 import { exec, setPlaceholders, statement } from './query.ts'
 import type { collections, records } from './schema.ts'
 
@@ -40,6 +41,77 @@ const RECORDS_PAGE = { first: recordsPage(false), after: recordsPage(true) }
 export function pageRecords(scope: RecordScope, after: string | undefined, limit: number) {
   const values = { environmentId: scope.environmentId, collectionId: scope.collectionId, after, limit: limit + 1 }
   return (after === undefined ? RECORDS_PAGE.first : RECORDS_PAGE.after).rows(values)
+}
+
+/** What a collection's records are searched by: a part of the id (ASCII letters in any case), a field's value (exact). */
+export interface RecordSearch {
+  idContains?: string
+  field?: { name: string; value: string }
+}
+
+/** A LIKE pattern (`ESCAPE '\'`) matching text that contains `part`, its own `%`, `_` and backslashes taken literally. */
+export const containsPattern = (part: string) => `%${part.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+
+/** ASCII letters lowercased, as `asciiLower` does in SQL. */
+export const asciiLowerText = (text: string) => text.replace(/[A-Z]/g, (c) => c.toLowerCase())
+
+/**
+ * One page of a collection's records matching a search, by record id after `after` (limit + 1 rows): a statement per
+ * shape of the search. The collection's records are walked in id order through its unique index, each tested.
+ */
+export function searchRecords(scope: RecordScope, search: RecordSearch, after: string | undefined, limit: number) {
+  const shape = [after === undefined ? 'first' : 'after', search.idContains === undefined ? '' : 'id', search.field === undefined ? '' : 'field'].join('.')
+  const query = statementOfShape(`records.search.${shape}`, (d) =>
+    d.db
+      .select()
+      .from(d.t.records)
+      .where(
+        allOf([
+          inScope(d),
+          after === undefined ? undefined : sql`${d.byteOrder(d.t.records.recordKey)} > ${sql.placeholder('after')}`,
+          search.idContains === undefined ? undefined : sql`${d.asciiLower(d.t.records.recordKey)} LIKE ${sql.placeholder('idPattern')} ESCAPE '\\'`,
+          search.field === undefined ? undefined : sql`${d.jsonFieldText(d.t.records.data, 'field')} = ${sql.placeholder('value')}`,
+        ]),
+      )
+      .orderBy(d.byteOrder(d.t.records.recordKey))
+      .limit(sql.placeholder('limit')),
+  )
+  return query.rows({
+    environmentId: scope.environmentId,
+    collectionId: scope.collectionId,
+    after,
+    idPattern: search.idContains === undefined ? undefined : containsPattern(asciiLowerText(search.idContains)),
+    field: search.field?.name,
+    value: search.field?.value,
+    limit: limit + 1,
+  })
+}
+
+const RECORD_IDS_IN = statement('records.search.ids-in', (d) => {
+  const r = d.t.records
+  return d.db
+    .select({ environmentId: r.environmentId, collectionId: r.collectionId, recordKey: r.recordKey })
+    .from(r)
+    .where(
+      and(
+        d.inJsonArray(r.environmentId, 'environments', 'integer'),
+        d.inJsonArray(sql`${r.environmentId} || ':' || ${r.collectionId}`, 'places', 'text'),
+        sql`${d.asciiLower(r.recordKey)} LIKE ${sql.placeholder('idPattern')} ESCAPE '\\'`,
+      ),
+    )
+    // The unique index's order: a walk that stops at the limit, never a sort of every match.
+    .orderBy(r.environmentId, r.collectionId, d.byteOrder(r.recordKey))
+    .limit(sql.placeholder('limit'))
+})
+
+/** Records whose id contains `part` (ASCII letters in any case) in any of these collections of environments (by environment, collection, id): at most `limit`. */
+export function findRecordIdsIn(scopes: RecordScope[], part: string, limit: number) {
+  return RECORD_IDS_IN.rows({
+    environments: JSON.stringify([...new Set(scopes.map((s) => s.environmentId))]),
+    places: JSON.stringify(scopes.map((s) => `${s.environmentId}:${s.collectionId}`)),
+    idPattern: containsPattern(asciiLowerText(part)),
+    limit,
+  })
 }
 
 const RECORD_BY_KEY = statement('records.by-key', (d) => d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key')))))

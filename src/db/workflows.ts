@@ -293,3 +293,25 @@ const VERSION_NUMBERED = statement('workflow-versions.by-number', ({ db, t }) =>
 export function findNumberedWorkflowVersion(workflowId: number, version: number) {
   return VERSION_NUMBERED.row({ workflowId, version })
 }
+
+const workflowPlaces = (by: 'ids' | 'environment') =>
+  statement(`workflows.places.${by}`, ({ db, t, inJsonArray }) =>
+    joinWorkflowPlace(
+      t,
+      db
+        .select({ id: t.workflows.id, name: t.workflows.name, project: t.projects.name, environment: t.environments.name, team: t.teams.name, collection: t.collections.name })
+        .from(t.workflows)
+        .innerJoin(t.collections, eq(t.collections.id, t.workflows.collectionId))
+        .$dynamic(),
+    )
+      .innerJoin(t.projects, eq(t.projects.id, t.environments.projectId))
+      .where(by === 'ids' ? inJsonArray(t.workflows.id, 'ids', 'integer') : eq(t.environments.id, sql.placeholder('environmentId'))),
+  )
+const WORKFLOW_PLACES = { ids: workflowPlaces('ids'), environment: workflowPlaces('environment') }
+
+export type WorkflowPlaceRow = { id: number; name: string; project: string; environment: string; team: string; collection: string }
+
+/** Where workflows live, by names (project, environment, team, their collection): these ones, or an environment's. */
+export function listWorkflowPlaces(which: { ids: number[] } | { environmentId: number }): Op<WorkflowPlaceRow[]> {
+  return 'ids' in which ? WORKFLOW_PLACES.ids.rows({ ids: JSON.stringify(which.ids) }) : WORKFLOW_PLACES.environment.rows({ environmentId: which.environmentId })
+}

@@ -11,7 +11,7 @@ import { type Clock, systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
 import { type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
-import { applyNow, queryOne, repoRoot, runNow, tempDir } from '../helpers.ts'
+import { applyNow, queryOne, repoRoot, request, runNow, tempDir } from '../helpers.ts'
 
 export interface AcmeUser {
   email: string
@@ -172,4 +172,17 @@ export function runBaseOf(store: Store, name: string, username = 'bob'): Omit<Ne
   )
   if (!workflow) throw new Error(`no workflow ${name}`)
   return { workflowId: workflow.id, workflowVersionId: workflow.v, environmentId: workflow.e, userId: userId(store, username), tokenId: null, trigger: 'webhook' }
+}
+
+/** 'Refund order' started by hand on `recordId` with a console session's cookie (202 expected); the run's id. */
+export async function startRefundWithSession(app: { handle(request: Request): Promise<Response> }, cookie: string, recordId: string): Promise<string> {
+  const started = await app.handle(
+    request('/v1/project/Acme/environment/production/workflow-runs', {
+      method: 'POST',
+      headers: { cookie },
+      json: { workflowName: 'Refund order', teamName: 'Support', recordId },
+    }),
+  )
+  if (started.status !== 202) throw new Error(`starting Refund order on ${recordId}: ${started.status} ${await started.text()}`)
+  return ((await started.json()) as { runId: string }).runId
 }

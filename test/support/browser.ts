@@ -7,7 +7,9 @@
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails it.
  */
 import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
+import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from '../helpers.ts'
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 export const browserAvailable = existsSync(CHROMIUM)
@@ -24,6 +26,28 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
 
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+}
+
+/** What a console browser test drives: `trellis serve` in a real process over examples/acme.yaml (applied by the CLI) on a fresh test env, and Chromium. */
+export interface ServedAcme {
+  env: TestEnv
+  server: ServeProcess
+  browser: Browser
+}
+
+export async function serveAcme(): Promise<ServedAcme> {
+  const env = testEnv()
+  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', env.dataDir], { env: processEnv(env) })
+  if (applied.code !== 0) throw new Error(`apply failed: ${applied.stderr}`)
+  const server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: processEnv(env) })
+  return { env, server, browser: await launchBrowser() }
+}
+
+/** Closes what `serveAcme` started (as far as it got). */
+export async function stopServed(served: Partial<ServedAcme>): Promise<void> {
+  await served.browser?.close()
+  await served.server?.stop()
+  served.env?.cleanup()
 }
 
 /** The two screens every console task is checked at (issue 29): a laptop and a phone. */

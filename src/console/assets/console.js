@@ -142,6 +142,17 @@ async function refreshLists() {
   }
 }
 
+// A 409 "run in progress" names the run that holds the record: link it after the message.
+function linkBlockingRun(form, runId) {
+  const slot = form.querySelector('.form-error')
+  if (!slot) return
+  const link = document.createElement('a')
+  link.href = `/runs/${encodeURIComponent(runId)}`
+  link.className = 'blocking-run'
+  link.textContent = 'Open the run in progress'
+  slot.append(' ', link)
+}
+
 async function submitApiForm(form) {
   if (form.dataset.confirm && !confirm(form.dataset.confirm)) return
   const method = form.dataset.method || 'POST'
@@ -171,6 +182,7 @@ async function submitApiForm(form) {
     if (!response.ok) {
       if (Array.isArray(answer.details)) showFieldErrors(form, answer.details.filter((d) => d && d.field && d.message))
       showError(form, answer.message || `${response.status} ${response.statusText}`)
+      if (answer.runId) linkBlockingRun(form, answer.runId)
       return
     }
     if (form.dataset.show) {

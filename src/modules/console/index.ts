@@ -10,6 +10,7 @@ import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }
 import editorCss from '../../console/assets/editor.css' with { type: 'text' }
 import editorJs from '../../console/assets/editor.js' with { type: 'text' }
+import liveJs from '../../console/assets/live.js' with { type: 'text' }
 import { accountPages } from './account.ts'
 import { adminPages } from './admin.ts'
 import { homePages } from './home.ts'
@@ -17,6 +18,7 @@ import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
+import { searchPages } from './search.ts'
 import { workflowPages } from './workflows.ts'
 
 export function consoleModule(deps: AppDeps) {
@@ -25,6 +27,7 @@ export function consoleModule(deps: AppDeps) {
     .get('/console/console.js', assetHandler(consoleJs, 'text/javascript'))
     .get('/console/editor.css', assetHandler(editorCss, 'text/css'))
     .get('/console/editor.js', assetHandler(editorJs, 'text/javascript'))
+    .get('/console/live.js', assetHandler(liveJs, 'text/javascript'))
     .use(homePages(deps))
     .use(accountPages(deps))
     .use(adminPages(deps))
@@ -33,4 +36,5 @@ export function consoleModule(deps: AppDeps) {
     .use(runPages(deps))
     .use(logPages(deps))
     .use(notePages(deps))
+    .use(searchPages(deps))
 }

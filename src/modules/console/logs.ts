@@ -18,6 +18,7 @@ import { adminEnvironment, adminProject } from './access.ts'
 import { actorWithoutUser, adminLogValue } from './log-values.ts'
 import { layout } from '../../console/page.ts'
 import { type ConsoleRequest, consolePage, olderLink, projectPath, when } from './page.ts'
+import { recordLink } from './links.ts'
 import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50
@@ -26,12 +27,24 @@ type ActivityLogView = Answer<ReturnType<typeof renderActivityLogs>>[number]
 type AdminLogView = Answer<ReturnType<typeof renderAdminLogs>>[number]
 type NoteView = Answer<ReturnType<typeof renderNotes>>[number]
 
-export function activityTable(entries: ActivityLogView[], options: { record: boolean } = { record: true }): Html {
+/** Where a list's entries are (project, environment): their record ids link to the records, opened as each entry's team. */
+interface ListPlace {
+  project: string
+  environment: string
+}
+
+/** A record id of an entry as a link to the record, seen as the entry's team (as text without a collection). */
+function entryRecord(at: ListPlace | undefined, entry: { team: { name: string }; collection?: { name: string } | null }, recordId: string): Html {
+  const place = at && entry.collection ? { ...at, team: entry.team.name, collection: entry.collection.name } : undefined
+  return recordLink(place, recordId)
+}
+
+export function activityTable(entries: ActivityLogView[], options: { record: boolean; at?: ListPlace } = { record: true }): Html {
   if (entries.length === 0) return html`<p class="muted">No entries.</p>`
   return scrollingTable(html`<table class="activity"><thead><tr><th>When (UTC)</th><th>Who</th><th>Team</th><th>Type</th><th>Action</th><th>What</th>${options.record ? html`<th>Records</th>` : ''}<th>Run</th></tr></thead><tbody>
 ${entries.map(
   (e) => html`<tr><td>${when(e.createdAt)}</td><td>${e.user.email}</td><td>${e.team.name}</td><td>${e.type}</td><td>${e.action}</td><td>${e.label ?? ''}${e.collection ? html` <span class="muted">(${e.collection.name})</span>` : ''}</td>
-${options.record ? html`<td class="mono">${e.recordIds.join(', ')}</td>` : ''}<td>${e.workflow ? html`<a href="/runs/${encodeURIComponent(e.workflow.runId)}">${e.workflow.name}</a>${e.workflow.stepName ? html` <span class="muted">${e.workflow.stepName}</span>` : ''}` : ''}</td></tr>`,
+${options.record ? html`<td class="records">${e.recordIds.map((id, i) => html`${i > 0 ? ', ' : ''}${entryRecord(options.at, e, id)}`)}</td>` : ''}<td>${e.workflow ? html`<a href="/runs/${encodeURIComponent(e.workflow.runId)}">${e.workflow.name}</a>${e.workflow.stepName ? html` <span class="muted">${e.workflow.stepName}</span>` : ''}` : ''}</td></tr>`,
 )}
 </tbody></table>`)
 }
@@ -47,11 +60,11 @@ ${entries.map(
 }
 
 /** Notes with their threads; with `actions` (a rendering's path), each gets a reply box and archive / unarchive. */
-export function notesList(notes: NoteView[], actions?: string): Html {
+export function notesList(notes: NoteView[], actions?: string, at?: ListPlace): Html {
   if (notes.length === 0) return html`<p class="muted">No notes.</p>`
   return html`${notes.map(
     (n) => html`<article class="note" data-note="${n.id}"><h3>${n.title}${n.archivedAt ? html` <span class="muted">(archived)</span>` : ''}</h3>
-<p class="muted">${n.user.email} · ${n.team.name} · record <span class="mono">${n.recordId}</span>${n.collection ? ` in ${n.collection.name}` : ''} · ${when(n.createdAt)}</p>
+<p class="muted">${n.user.email} · ${n.team.name} · record ${entryRecord(at, n, n.recordId)}${n.collection ? ` in ${n.collection.name}` : ''} · ${when(n.createdAt)}</p>
 ${n.messages.map((m) => html`<div class="message"><p class="muted">${m.user.email} · ${when(m.createdAt)}</p>${trustedHtml(m.content)}</div>`)}
 ${
   actions
@@ -95,7 +108,7 @@ export function logPages(deps: AppDeps) {
           filters: [['recordId', 'Record'], ['userEmail', 'User email'], ['action', 'Action'], ['type', 'Type']],
           ids: (await read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE))),
           render: (ids) => read(deps.store, renderActivityLogs(ids)),
-          show: (entries) => activityTable(entries),
+          show: (entries) => activityTable(entries, { record: true, at: { project: project.name, environment: environment.name } }),
         })
       }),
     )
@@ -110,7 +123,7 @@ export function logPages(deps: AppDeps) {
           filters: [['recordId', 'Record'], ['teamName', 'Team']],
           ids: (await read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE))),
           render: (ids) => read(deps.store, renderNotes(ids)),
-          show: notesList,
+          show: (notes) => notesList(notes, undefined, { project: project.name, environment: environment.name }),
         })
       }),
     )

@@ -11,12 +11,14 @@ import { notFound } from '../../lib/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { collectionAccess } from '../directory/projects.ts'
-import { findRecord, listRecords, logRecordView, projectCollections, renderingWorkflows } from '../records/service.ts'
+import { findRecord, listMatchingRecords, listRecords, logRecordView, projectCollections, renderingWorkflows } from '../records/service.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 import { activityTable, notesList } from './logs.ts'
-import { runsTable } from './runs.ts'
+import { environmentEventsPath, runsTable } from './runs.ts'
 import { AUTHORING_ASSETS, newWorkflowForm } from './workflow-authoring.ts'
+import { placeCrumbs, workflowPlaces } from './links.ts'
+import { parseRecordSearch, recordSearchForm } from './search.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
@@ -44,12 +46,8 @@ function recordForm(view: { project: { name: string }; environment: { name: stri
 }
 
 export function recordPages(deps: AppDeps) {
-  const crumbsFor = (p: Record<string, string>, ...more: { label: string; href?: string }[]) => [
-    { label: 'Projects', href: '/' },
-    { label: p.project!, href: projectPath(p.project!) },
-    { label: `${p.environment} · ${p.team}`, href: renderingPath(p.project!, p.environment!, p.team!) },
-    ...more,
-  ]
+  const crumbsFor = (p: Record<string, string>, upTo: { collection?: boolean; record?: boolean } = {}) =>
+    placeCrumbs({ project: p.project!, environment: p.environment!, team: p.team!, ...(upTo.collection ? { collection: p.collection! } : {}), ...(upTo.record ? { record: p.record! } : {}) })
 
   return new Elysia({ name: 'console-records', detail: { hide: true } })
     .get(
@@ -64,10 +62,10 @@ export function recordPages(deps: AppDeps) {
           title: `${team.name} in ${environment.name}`,
           user,
           assets: isAdmin ? AUTHORING_ASSETS : undefined,
-          crumbs: crumbsFor(params).slice(0, 2),
+          crumbs: crumbsFor(params),
           body: html`<h2>Collections</h2>
 ${readable.length === 0 ? html`<p class="muted">This team may read no collection.</p>` : html`<ul>${readable.map((c) => html`<li><a href="${at('c', c.name)}">${c.name}</a></li>`)}</ul>`}
-<h2>Workflows</h2>
+<h2 id="workflows">Workflows</h2>
 ${
   flows.length === 0
     ? html`<p class="muted">No workflow for this team in this environment.</p>`
@@ -83,9 +81,11 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
       '/p/:project/e/:environment/t/:team/c/:collection',
       consolePage(deps, async ({ user, params, query }) => {
         const after = query.after === undefined || query.after === '' ? undefined : query.after.slice(0, 1024)
+        const search = parseRecordSearch(query)
         const { rows, view } = await write(deps.store, function* () {
           const view = yield* readableCollection(user, params)
-          const rows = yield* listRecords({ environmentId: view.environment.id, collectionId: view.collection.id }, after, RECORDS_PER_PAGE)
+          const scope = { environmentId: view.environment.id, collectionId: view.collection.id }
+          const rows = search ? yield* listMatchingRecords(scope, search, after, RECORDS_PER_PAGE) : yield* listRecords(scope, after, RECORDS_PER_PAGE)
           yield* logRecordView(deps.clock, {
             environmentId: view.environment.id,
             collectionId: view.collection.id,
@@ -98,16 +98,17 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
         })
         const shown = rows.slice(0, RECORDS_PER_PAGE)
         const at = (...rest: string[]) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', view.collection.name, ...rest)
-        const more = rows.length > RECORDS_PER_PAGE ? html`<p class="pager"><a href="${`${at()}?after=${encodeURIComponent(shown.at(-1)!.recordKey)}`}">Next →</a></p>` : ''
+        const next = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.field ? { field: query.field, value: query.value! } : {}), after: shown.at(-1)?.recordKey ?? '' })
+        const more = rows.length > RECORDS_PER_PAGE ? html`<p class="pager"><a href="${`${at()}?${next}`}">Next →</a></p>` : ''
         return layout({
           title: view.collection.name,
           user,
-          crumbs: crumbsFor(params),
-          body: html`${
+          crumbs: crumbsFor(params, { collection: true }),
+          body: html`${recordSearchForm(query)}${
             shown.length === 0
-              ? html`<p class="muted">No records${after === undefined ? '' : ' after this one'}.</p>`
+              ? html`<p class="muted">No records${search ? ' match this search' : ''}${after === undefined ? '' : ' after this one'}.</p>`
               : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
-${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
+${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
 </tbody></table>`)
           }${more}${view.isAdmin ? recordForm(view) : ''}`,
         })
@@ -137,14 +138,18 @@ ${shown.map((r) => html`<tr><td><a class="mono" href="${at('r', r.recordKey)}">$
         const runIds = (await read(deps.store, listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
         const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
-        const section = (title: string, content: Html) => html`<h2>${title}</h2>${content}`
+        const section = (title: string, id: string, content: Html) => html`<h2 id="${id}">${title}</h2>${content}`
+        const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))
+        const audit = (page: string) => `${projectPath(project.name, 'e', environment.name, page)}?recordId=${encodeURIComponent(record.recordKey)}`
         return layout({
           title: `${collection.name} ${record.recordKey}`,
           user,
-          crumbs: crumbsFor(params, { label: collection.name, href: renderingPath(project.name, environment.name, team.name, 'c', collection.name) }),
-          body: html`<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>
+          crumbs: crumbsFor(params, { collection: true, record: true }),
+          body: html`<p class="record-nav"><a href="#runs">Runs</a> · <a href="#notes">Notes</a>${history ? html` · <a href="#history">History</a> · <a href="${audit('runs')}">all runs</a> · <a href="${audit('activity')}">activity log</a>` : ''}</p>
+<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>
 ${section(
   'Workflows',
+  'workflows',
   flows.length === 0
     ? html`<p class="muted">No active workflow of ${team.name} works on ${collection.name}.</p>`
     : html`${flows.map(
@@ -153,9 +158,10 @@ ${section(
 <button type="submit">Run “${w.name}”</button> <span class="form-error" role="alert"></span></form> `,
       )}`,
 )}
-${section('Runs on this record', runsTable((await read(deps.store, renderRuns(runIds, deps.clock.now())))))}
+${section('Runs on this record', 'runs', runsTable((await read(deps.store, renderRuns(runIds, deps.clock.now()))), places, environmentEventsPath(project.name, environment.name, record.recordKey)))}
 ${section(
   'Notes',
+  'notes',
   html`${notesList(notes, renderingPath(project.name, environment.name, team.name))}
 <form id="new-note" data-done="Note added." data-api action="${renderingPath(project.name, environment.name, team.name, 'c', collection.name, 'r', record.recordKey, 'notes')}">
 <h3>New note</h3>
@@ -164,7 +170,7 @@ ${section(
 <p class="form-error" role="alert"></p>
 <button type="submit">Add note</button></form>`,
 )}
-${history ? section('History', activityTable(history, { record: false })) : ''}`,
+${history ? section('History', 'history', activityTable(history, { record: false })) : ''}`,
         })
       }),
     )

@@ -6,7 +6,7 @@ import { Elysia } from 'elysia'
 import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
 import { ACTIVE_RUN_STATUSES, isRetryableStatus, RUN_STATUSES } from '../../lib/run-statuses.ts'
-import { html, type Html, scrollingTable } from '../../console/html.ts'
+import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
 import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
 import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
@@ -14,24 +14,73 @@ import { renderRunCallbacks } from '../callbacks/service.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { adminEnvironment } from './access.ts'
 import { layout } from '../../console/page.ts'
-import { consolePage, projectPath, when } from './page.ts'
+import { consolePage, projectPath, renderingPath, when } from './page.ts'
+import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, workflowPlaces } from './links.ts'
+import { stepLabel } from '../workflows/definition.ts'
+import { versionSteps } from '../workflows/service.ts'
 import { read } from '../../db/read.ts'
 
 const PER_PAGE = 50
 
 type RunView = Answer<ReturnType<typeof renderRuns>>[number]
+type Places = Map<number, WorkflowPlace>
 
-const status = (s: string) => html`<span class="status-${s}">${s}</span>`
+const status = (s: string) => html`<span class="status-${s.replace(' ', '-')}">${s}</span>`
 
 /** A run its viewer may retry (src/modules/runs/retry.ts): it failed or was cancelled, and no run retries it yet. */
 const retryable = (run: RunView) => isRetryableStatus(run.status) && run.retriedBy === null
+const isActive = (s: string) => (ACTIVE_RUN_STATUSES as readonly string[]).includes(s)
 
-export function runsTable(runs: RunView[]): Html {
-  if (runs.length === 0) return html`<p class="muted">No runs.</p>`
-  return scrollingTable(html`<table class="runs"><thead><tr><th>Started (UTC)</th><th>Workflow</th><th>Record</th><th>Status</th><th>Trigger</th><th>User</th></tr></thead><tbody>
+/** How long from `from` to `to` (ISO times), as live.js writes it too: `350 ms`, `4.2 s`, `3 min 5 s`. */
+export function duration(from: string | null | undefined, to: string | null | undefined): string {
+  if (!from || !to) return ''
+  const ms = Math.max(0, Date.parse(to) - Date.parse(from))
+  if (ms < 1_000) return `${ms} ms`
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1_000)} s`
+}
+
+/** A waiting step's end, as live.js writes it: `until 10:42:05` (UTC). */
+const waitingUntil = (output: unknown) => {
+  const until = (output as { until?: unknown } | undefined)?.until
+  return typeof until === 'string' ? `until ${until.slice(11, 19)}` : ''
+}
+
+/**
+ * A list of runs, each row with its run and record linked. With `live` (an environment's run-events URL), live.js
+ * updates each row's status and puts new runs on top; `places` (the runs' workflows) gives it each workflow's
+ * records' address.
+ */
+export function runsTable(runs: RunView[], places: Places = new Map(), live?: string): Html {
+  const bases = Object.fromEntries([...places].map(([id, place]) => [id, recordPath(place, '')]))
+  const liveAttributes = live ? html` data-live-runs="${live}" data-record-bases="${JSON.stringify(bases)}"` : ''
+  return html`${scrollingTable(html`<table class="runs"${liveAttributes}${runs.length === 0 ? html` hidden` : ''}><thead><tr><th>Run</th><th>Started (UTC)</th><th>Workflow</th><th>Record</th><th>Status</th><th>Trigger</th><th>User</th></tr></thead><tbody>
 ${runs.map(
-  (r) => html`<tr><td><a href="/runs/${r.id}">${when(r.createdAt)}</a></td><td>${r.workflow.name} <span class="muted">v${r.workflow.version} · ${r.team.name}</span></td><td class="mono">${r.recordId}</td><td>${status(r.status)}</td><td>${r.trigger}</td><td>${r.user.email}</td></tr>`,
+  (r) => html`<tr data-run-id="${r.id}"><td>${runLink(r.id)}</td><td>${when(r.createdAt)}</td><td>${r.workflow.name} <span class="muted">v${r.workflow.version} · ${r.team.name}</span></td><td>${recordLink(places.get(r.workflow.id), r.recordId)}</td><td class="run-status">${status(r.status)}</td><td>${r.trigger}</td><td>${r.user.email}</td></tr>`,
 )}
+</tbody></table>`)}${runs.length === 0 ? html`<p class="muted no-runs">No runs.</p>` : ''}`
+}
+
+/** The run-events URL of an environment's runs (one record's, with `recordId`) for a live list. */
+export function environmentEventsPath(project: string, environment: string, recordId?: string): string {
+  const base = `${path('v1', 'project', project, 'environment', environment, 'workflow-runs', 'events')}`
+  return recordId === undefined ? base : `${base}?recordId=${encodeURIComponent(recordId)}`
+}
+
+/** Every step of the run's version, in order: those recorded with their state and times, the others `pending` (`not run` once the run ended). */
+function stepsTable(run: RunView, planned: { type: string; name?: string }[]): Html {
+  const recorded = new Map(run.steps.map((s) => [s.index, s]))
+  const count = Math.max(planned.length, ...run.steps.map((s) => s.index + 1))
+  const rows = Array.from({ length: count }, (_, index) => {
+    const s = recorded.get(index)
+    const plan = planned[index]
+    if (!s) {
+      return html`<tr data-step="${index}"><td>${index + 1}</td><td>${plan ? stepLabel(plan, index) : ''}</td><td>${plan?.type ?? ''}</td><td class="step-status">${status(isActive(run.status) ? 'pending' : 'not run')}</td><td class="step-started">${when(null)}</td><td class="step-finished">${when(null)}</td><td class="step-duration"></td><td class="step-output"></td></tr>`
+    }
+    return html`<tr data-step="${index}"><td>${index + 1}</td><td>${s.name}</td><td>${s.type}</td><td class="step-status">${status(s.status)}${s.carriedFrom ? html` <span class="muted">carried from the retried run</span>` : ''}</td><td class="step-started">${when(s.startedAt)}</td><td class="step-finished">${when(s.finishedAt)}</td><td class="step-duration">${s.status === 'waiting' ? waitingUntil(s.output) : duration(s.startedAt, s.finishedAt)}</td><td class="step-output"><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`
+  })
+  return scrollingTable(html`<table class="steps"><thead><tr><th>#</th><th>Step</th><th>Type</th><th>Status</th><th>Started (UTC)</th><th>Finished (UTC)</th><th>Duration</th><th>Output / error</th></tr></thead><tbody>
+${rows}
 </tbody></table>`)
 }
 
@@ -47,15 +96,18 @@ export function runPages(deps: AppDeps) {
         }
         const { project, environment } = await read(deps.store, adminEnvironment(user, params.project!, params.environment!))
         const result = await page(await read(deps.store, listRunIds(environment.id, filters, [], PER_PAGE)), PER_PAGE, (ids) => read(deps.store, renderRuns(ids, deps.clock.now())), {})
+        const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')
+        // The first page without filters follows the environment's runs; a filtered or older page stays as it is.
+        const live = filters.status === undefined && filters.beforeId === undefined ? environmentEventsPath(project.name, environment.name, filters.recordId) : undefined
         return layout({
           title: `Runs · ${environment.name}`,
           user,
-          crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
+          crumbs: [...placeCrumbs({ project: project.name }), { label: environment.name }],
           body: html`<form method="get" class="filters"><label class="check">Record <input name="recordId" value="${query.recordId ?? ''}"></label>
 <label class="check">Status <select name="status"><option value="">any</option>${RUN_STATUSES.map((s) => html`<option${s === query.status ? html` selected` : ''}>${s}</option>`)}</select></label><button type="submit">Filter</button></form>
-${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${older.pathname + older.search}">Older →</a></p>` : ''}`,
+${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager"><a href="${older.pathname + older.search}">Older →</a></p>` : ''}`,
         })
       }),
     )
@@ -63,33 +115,35 @@ ${runsTable(result.data)}${result.hasMore ? html`<p class="pager"><a href="${old
       '/runs/:runId',
       consolePage(deps, async ({ user, params }) => {
         const found = await read(deps.store, findRun(params.runId!))
-        if (!found || (found.run.userId !== user.id && !(await read(deps.store, isAdminOf(user.id, found.projectId))))) throw notFound(`Run ${params.runId} not found`)
+        const isAdmin = found ? await read(deps.store, isAdminOf(user.id, found.projectId)) : false
+        if (!found || (found.run.userId !== user.id && !isAdmin)) throw notFound(`Run ${params.runId} not found`)
         const run = (await read(deps.store, renderRuns([found.run.id], deps.clock.now())))[0]!
         const deliveries = await read(deps.store, renderRunCallbacks(run.id))
+        const planned = await read(deps.store, versionSteps(found.run.workflowVersionId))
+        const place = (await read(deps.store, workflowPlaces([run.workflow.id]))).get(run.workflow.id)!
+        const rendering = renderingPath(place.project, place.environment, place.team)
+        const workflowHref = isAdmin ? renderingPath(place.project, place.environment, place.team, 'w', run.workflow.name) : `${rendering}#workflows`
+        const live = isActive(run.status) ? html` data-live-run="${path('v1', 'workflow-runs', run.id)}"` : ''
         return layout({
           title: `Run of ${run.workflow.name}`,
           user,
-          crumbs: [{ label: 'Projects', href: '/' }],
-          body: html`${scrollingTable(html`<table><tbody>
+          crumbs: placeCrumbs({ ...place, record: run.recordId }, { label: `run ${run.id.slice(0, 8)}` }),
+          body: html`<div id="run"${live}>${scrollingTable(html`<table class="run-facts"><tbody>
 <tr><th>Status</th><td id="run-status">${status(run.status)}</td></tr>
-<tr><th>Workflow</th><td>${run.workflow.name} v${run.workflow.version} (${run.environment.name} · ${run.team.name})</td></tr>
-<tr><th>Record</th><td class="mono">${run.recordId}</td></tr>
+<tr><th>Record</th><td>${recordLink(place, run.recordId)} <span class="muted">in</span> <a href="${collectionPath(place)}">${place.collection}</a></td></tr>
+<tr><th>Workflow</th><td><a id="run-workflow" href="${workflowHref}">${run.workflow.name}</a> v${run.workflow.version}</td></tr>
+<tr><th>Project</th><td><a id="run-project" href="${projectPath(place.project)}">${place.project}</a> · <a id="run-environment" href="${rendering}">${run.environment.name} · ${run.team.name}</a>${isAdmin ? html` · <a href="${projectPath(place.project, 'e', place.environment, 'runs')}">all runs</a>` : ''}</td></tr>
 <tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
-<tr><th>Created / started / finished</th><td>${when(run.createdAt)} / ${when(run.startedAt)} / ${when(run.finishedAt)}</td></tr>
-${run.error ? html`<tr><th>Error</th><td class="error"><code>${run.error.code}</code> ${run.error.message}</td></tr>` : ''}
-${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="/runs/${run.retryOf}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
-${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="/runs/${run.retriedBy}">${run.retriedBy}</a></td></tr>` : ''}
+<tr><th>Created / started / finished</th><td><span id="run-created">${when(run.createdAt)}</span> / <span id="run-started">${when(run.startedAt)}</span> / <span id="run-finished">${when(run.finishedAt)}</span></td></tr>
+<tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${run.error.message}` : ''}</td></tr>
+${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="${runPath(run.retryOf)}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
+${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="${runPath(run.retriedBy)}">${run.retriedBy}</a></td></tr>` : ''}
 </tbody></table>`)}
-${(ACTIVE_RUN_STATUSES as readonly string[]).includes(run.status) ? html`<form data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?" data-done="Run cancelled."><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
-${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}" data-done="Retry started."><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${isActive(run.status) ? html`<form id="run-cancel" data-api action="/v1/workflow-runs/${run.id}/cancel" data-confirm="Cancel this run?" data-done="Run cancelled."><button type="submit" class="danger">Cancel run</button> <span class="form-error" role="alert"></span></form>` : ''}
+${retryable(run) ? html`<form data-api action="/v1/workflow-runs/${run.id}/retry" id="run-retry" data-confirm="Retry this run from the step it stopped at?" data-next="/runs/{runId}" data-done="Retry started."><button type="submit">Retry run</button> <span class="form-error" role="alert"></span></form>` : ''}
 <h2>Steps</h2>
-${
-  run.steps.length === 0
-    ? html`<p class="muted">No step has finished yet.</p>`
-    : scrollingTable(html`<table class="steps"><thead><tr><th>#</th><th>Step</th><th>Type</th><th>Status</th><th>Finished (UTC)</th><th>Output / error</th></tr></thead><tbody>
-${run.steps.map((s) => html`<tr><td>${s.index + 1}</td><td>${s.name}</td><td>${s.type}</td><td>${status(s.status)}${s.carriedFrom ? html` <span class="muted">carried from the retried run</span>` : ''}</td><td>${when(s.finishedAt)}</td><td><code>${JSON.stringify(s.error ?? s.output ?? null)}</code></td></tr>`)}
-</tbody></table>`)
-}
+${stepsTable(run, planned)}
+<p id="run-live" class="muted" hidden></p></div>
 ${deliveriesSection(run.id, deliveries)}`,
         })
       }),

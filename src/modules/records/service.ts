@@ -2,19 +2,35 @@
  * Records as people see them in the console: a collection's records in one environment, one record, and the
  * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
  */
-import { findRecordByKey, findRecordByKeyToChange, insertRecord, listProjectCollections, listProjectParts, pageRecords, type RecordRow, type RecordScope, setRecordData } from '../../db/records.ts'
+import {
+  findRecordByKey,
+  findRecordByKeyToChange,
+  findRecordIdsIn,
+  insertRecord,
+  listProjectCollections,
+  listProjectParts,
+  pageRecords,
+  type RecordRow,
+  type RecordScope,
+  type RecordSearch,
+  searchRecords,
+  setRecordData,
+} from '../../db/records.ts'
 import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import type { Op } from '../../db/op.ts'
 
-export type { RecordRow, RecordScope }
+export type { RecordRow, RecordScope, RecordSearch }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
 export const findRecord = findRecordByKey
 /** One record by its id, locked until the transaction ends where several writers run at once (PostgreSQL): read to be changed. */
 export const findRecordToChange = findRecordByKeyToChange
 export const listRecords = pageRecords
+/** One page of a collection's records matching a search (id contains, field = value), by record id; records whose id contains a text in many collections. */
+export const listMatchingRecords = searchRecords
+export const findMatchingRecordIds = findRecordIdsIn
 /** The collections of a project, by name; the workflows of one rendering (environment, team), by name, with their collection. */
 export const projectCollections = listProjectCollections
 export const renderingWorkflows = listRenderingWorkflows

@@ -117,19 +117,21 @@ function startEntryOf(input: RunStart): { action: 'triggerWorkflow' | 'retryWork
 
 /**
  * A `wait` step is recorded when the run parks, but it is not over until its time has passed: while the run is
- * parked on it and `until` lies ahead it reads `waiting` (no `finishedAt`), and a run cancelled during the wait shows
- * the wait `cancelled` at the run's end. Otherwise the step reads as recorded.
+ * parked on it and `until` lies ahead it reads `waiting` (no `finishedAt`), a run cancelled during the wait shows
+ * the wait `cancelled` at the run's end, and once its time has passed it finished at `until` (its row holds when it
+ * began waiting). Any other step reads as recorded.
  */
 function stepState(run: RunRecord, step: RunStepRecord, now: number) {
   const recorded = { status: step.status as 'succeeded' | 'failed' | 'waiting' | 'cancelled', finishedAt: toIsoOrNull(step.finishedAt) }
-  if (step.type !== 'wait' || step.stepIndex !== run.nextStep - 1 || !step.output) return recorded
+  if (step.type !== 'wait' || step.status !== 'succeeded' || !step.output) return recorded
   const until = Date.parse((JSON.parse(step.output) as { until?: string }).until ?? '')
   if (!Number.isFinite(until)) return recorded
-  if (run.status === 'waiting' && now < until) return { status: 'waiting' as const, finishedAt: null }
-  if (run.status === 'cancelled' && run.finishedAt !== null && run.finishedAt < until) {
+  const parkedOnIt = step.stepIndex === run.nextStep - 1
+  if (parkedOnIt && run.status === 'waiting' && now < until) return { status: 'waiting' as const, finishedAt: null }
+  if (parkedOnIt && run.status === 'cancelled' && run.finishedAt !== null && run.finishedAt < until) {
     return { status: 'cancelled' as const, finishedAt: toIso(run.finishedAt) }
   }
-  return recorded
+  return { ...recorded, finishedAt: toIso(until) }
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   pageWorkflowVersionIds,
   latestWorkflowVersion,
   listProjectWorkflowPlaces,
+  listWorkflowPlaces,
   publishWorkflowVersion,
   type TriggerTarget,
 } from '../../db/workflows.ts'
@@ -25,6 +26,15 @@ import { appendAdminLog } from '../admin-logs/service.ts'
 import { canReachRendering } from '../directory/projects.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
 import type { Answer, Op } from '../../db/op.ts'
+
+/** Where workflows live, by names (project, environment, team, collection): the console's links. */
+export const workflowPlacesById = listWorkflowPlaces
+
+/** The steps of one published version of a workflow (a run's page lists them all, done or not). */
+export function* versionSteps(versionId: number): Op<{ type: string; name?: string }[]> {
+  const version = yield* findWorkflowVersion(versionId)
+  return version ? (JSON.parse(version.definition) as WorkflowDefinition).steps : []
+}
 
 export interface WorkflowTarget {
   projectId: number
