@@ -317,7 +317,7 @@ describe('every command knows its flags', () => {
   )
 
   test('every flag a --help lists is one the command parses (no drift between the two)', async () => {
-    const quiet = { out: () => {}, err: () => {}, readStdin: async () => '' }
+    const quiet = { out: () => {}, err: () => {}, readStdin: async () => '', progress: { isTTY: false, write: () => {} } }
     for (const name of COMMANDS) {
       let help = ''
       await runCliInProcess([name, '--help'], { ...quiet, out: (text) => (help += text) })

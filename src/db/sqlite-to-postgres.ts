@@ -10,7 +10,7 @@
  */
 import { Database } from 'bun:sqlite'
 import { SQL, type TransactionSQL } from 'bun'
-import { createHash, type Hash } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { type Progress, type ProgressStep, silentProgress } from '../lib/progress.ts'
 import { migratePostgres } from './postgres/migrate.ts'
 
@@ -28,10 +28,10 @@ const TRACKING = 'trellis_migrations'
 const CHUNK_CHARS = 1 << 20
 
 /**
- * What the copy must know of a PostgreSQL column: booleans and double precision are written differently from SQLite's
- * values; text sorts by the database's collation unless told to sort by bytes as SQLite does.
+ * What the copy must know of a PostgreSQL column: a boolean is written differently from SQLite's 0/1; text sorts by
+ * the database's collation unless told to sort by its bytes, as SQLite does. (Every other column of Trellis is bigint.)
  */
-type ColumnKind = 'boolean' | 'double' | 'text' | 'other'
+type ColumnKind = 'boolean' | 'text' | 'other'
 
 interface Table {
   name: string
@@ -142,7 +142,7 @@ async function deferredSchema(tx: TransactionSQL) {
 
 /**
  * Streams the table's rows from SQLite into `COPY … FROM STDIN`, in the order of its key. The checksum is a sha256 of
- * the COPY text sent (one line per row, see `copyText`), with double precision values as JavaScript writes them.
+ * the COPY text sent: one line per row, each value as `copyText` writes it.
  */
 async function copyIn(tx: TransactionSQL, source: Database, table: Table, step: ProgressStep): Promise<{ rows: number; checksum: string }> {
   const list = table.columns.map((c) => `"${c}"`).join(', ')
@@ -177,58 +177,30 @@ async function copyIn(tx: TransactionSQL, source: Database, table: Table, step: 
 }
 
 /**
- * Reads the table back from PostgreSQL (`COPY … TO STDOUT`, the same order) and checksums it as `copyIn` did what it
- * sent: PostgreSQL writes every value as `copyText` does, but double precision its own way (`1.5e-07`), rewritten here.
+ * Reads the table back from PostgreSQL (`COPY … TO STDOUT`, the same order) and checksums the text as it comes:
+ * PostgreSQL writes every value as `copyText` does, so the same rows give the same bytes.
  */
 async function readBack(tx: TransactionSQL, table: Table, step: ProgressStep): Promise<{ rows: number; checksum: string }> {
   const list = table.columns.map((c) => `"${c}"`).join(', ')
   const query = tx.unsafe(`COPY (SELECT ${list} FROM "${table.name}" ORDER BY ${table.order.postgres}) TO STDOUT`)
   const hash = createHash('sha256')
-  const doubles = table.kinds.flatMap((kind, i) => (kind === 'double' ? [i] : []))
-  const lines = doubles.length === 0 ? countLines(hash) : rewriteDoubles(hash, doubles)
+  let rows = 0
   step.update(0, 'verifying')
-  for await (const bytes of query.readable()) step.update(lines.add(bytes), 'verifying')
-  return { rows: lines.end(), checksum: hash.digest('hex') }
+  for await (const bytes of query.readable()) {
+    hash.update(bytes)
+    for (let i = bytes.indexOf(NEWLINE); i !== -1; i = bytes.indexOf(NEWLINE, i + 1)) rows++
+    step.update(rows, 'verifying')
+  }
+  return { rows, checksum: hash.digest('hex') }
 }
 
-/** Feeds COPY text to `hash` as it comes, counting its lines. */
-function countLines(hash: Hash): { add(bytes: Uint8Array): number; end(): number } {
-  let rows = 0
-  return {
-    add(bytes) {
-      hash.update(bytes)
-      for (let i = bytes.indexOf(10); i !== -1; i = bytes.indexOf(10, i + 1)) rows++
-      return rows
-    },
-    end: () => rows,
-  }
-}
-
-/** Feeds COPY text to `hash` line by line (a chunk may end inside a line), the `doubles` fields written by JavaScript. */
-function rewriteDoubles(hash: Hash, doubles: number[]): { add(bytes: Uint8Array): number; end(): number } {
-  const decoder = new TextDecoder()
-  let rows = 0
-  let rest = ''
-  return {
-    add(bytes) {
-      const lines = (rest + decoder.decode(bytes, { stream: true })).split('\n')
-      rest = lines.pop()!
-      for (const line of lines) {
-        const fields = line.split('\t')
-        for (const i of doubles) if (fields[i] !== '\\N') fields[i] = String(Number(fields[i]))
-        hash.update(`${fields.join('\t')}\n`)
-        rows++
-      }
-      return rows
-    },
-    end: () => rows,
-  }
-}
+/** Ends a row of COPY text (a newline inside a value is written `\n`). */
+const NEWLINE = 0x0a
 
 /**
- * A SQLite value as a field of PostgreSQL's COPY text format, written exactly as PostgreSQL writes it back (`\N` for
- * NULL; backslash, backspace, form feed, newline, carriage return, tab and vertical tab escaped; booleans `t`/`f`),
- * double precision as JavaScript writes it. SQLite keeps booleans as 0/1: anything else is refused by name.
+ * A SQLite value as a field of PostgreSQL's COPY text format, written exactly as PostgreSQL writes it back: `\N` for
+ * NULL; backslash, backspace, form feed, newline, carriage return, tab and vertical tab escaped; an integer in digits;
+ * a boolean `t`/`f` (SQLite keeps 0/1: anything else is refused by name).
  */
 function copyText(value: unknown, kind: ColumnKind, table: string, column: string): string {
   if (value === null) return '\\N'
@@ -268,12 +240,11 @@ function tablesInDependencyOrder(source: Database, kinds: Map<string, ColumnKind
   })
 }
 
-/** `table.column` of every boolean, double precision and text column of the PostgreSQL schema. */
+/** `table.column` of every boolean and text column of the PostgreSQL schema. */
 async function columnKinds(sql: SQL): Promise<Map<string, ColumnKind>> {
   const rows = (await sql`SELECT table_name, column_name, data_type FROM information_schema.columns
-    WHERE table_schema = 'public' AND data_type IN ('boolean', 'double precision', 'text')`) as { table_name: string; column_name: string; data_type: string }[]
-  const kind = { boolean: 'boolean', 'double precision': 'double', text: 'text' } as const
-  return new Map(rows.map((r) => [`${r.table_name}.${r.column_name}`, kind[r.data_type as keyof typeof kind]]))
+    WHERE table_schema = 'public' AND data_type IN ('boolean', 'text')`) as { table_name: string; column_name: string; data_type: 'boolean' | 'text' }[]
+  return new Map(rows.map((r) => [`${r.table_name}.${r.column_name}`, r.data_type]))
 }
 
 /** The PostgreSQL tables whose `id` takes its default from a sequence (bigserial): set past the copied ids. */

@@ -23,6 +23,8 @@ export interface Progress {
   step(label: string, total: number | null): ProgressStep
   /** The closing line: `label`, every step's units together, the time since the progress started. */
   finish(label: string): void
+  /** The command failed: the line being redrawn is ended, so that the error starts a line of its own. */
+  abandon(): void
 }
 
 export interface ProgressStep {
@@ -48,19 +50,34 @@ export function duration(ms: number): string {
 }
 
 /** Prints nothing (`--quiet`, and callers that want no progress). */
-export const silentProgress: Progress = { step: () => ({ update() {}, done() {} }), finish() {} }
+export const silentProgress: Progress = { step: () => ({ update() {}, done() {} }), finish() {}, abandon() {} }
+
+/** Clears the line being redrawn: carriage return, erase the line. */
+const CLEAR = '\r\x1b[2K'
+/** How often a step with no measure redraws its elapsed time. */
+const TICK_MS = 1000
 
 /** The progress of one command on `stream`, in `unit`; `now` in ms (injectable for tests). */
 export function createProgress(stream: ProgressStream, unit: ProgressUnit, now: () => number = () => performance.now()): Progress {
   const started = now()
   let units = 0
-  // Clears the line being redrawn (carriage return, erase line).
-  const CLEAR = '\r\x1b[2K'
+  /** A line is drawn and not yet ended (terminal only). */
+  let live = false
+  /** The redraw timer of a step with no measure, while it runs. */
+  let ticking: ReturnType<typeof setInterval> | null = null
+  const stopTicking = () => {
+    if (ticking) clearInterval(ticking)
+    ticking = null
+  }
   const fit = (line: string) => (stream.columns && line.length >= stream.columns ? `${line.slice(0, stream.columns - 2)}…` : line)
   const amount = (n: number) => `${unit.value(n)} ${unit.name}`
   const rate = (n: number, ms: number) => `${unit.value(ms > 0 ? (n * 1000) / ms : 0)} ${unit.name}/s`
   const summary = (label: string, done: number | null, ms: number) =>
     done === null ? `${label}: ${seconds(ms)}` : `${label}: ${amount(done)} in ${seconds(ms)}${done > 0 ? ` (${rate(done, ms)})` : ''}`
+  const writeLine = (line: string) => {
+    stream.write(`${live ? CLEAR : ''}${line}\n`)
+    live = false
+  }
   return {
     step(label, total) {
       const stepStarted = now()
@@ -78,22 +95,35 @@ export function createProgress(stream: ProgressStream, unit: ProgressUnit, now: 
       const draw = () => {
         drawnAt = now()
         stream.write(`${CLEAR}${fit(line())}`)
+        live = true
       }
+      stopTicking()
       if (stream.isTTY) draw()
+      if (stream.isTTY && total === null) {
+        ticking = setInterval(draw, TICK_MS)
+        ticking.unref()
+      }
       return {
         update(done, name) {
-          if (name !== undefined && name !== phase.name) phase = { name, at: now(), from: done }
+          const changed = name !== undefined && name !== phase.name
+          if (changed) phase = { name, at: now(), from: done }
           last = done
-          if (stream.isTTY && now() - drawnAt >= REDRAW_MS) draw()
+          if (stream.isTTY && (changed || now() - drawnAt >= REDRAW_MS)) draw()
         },
         done(done = last) {
+          stopTicking()
           if (total !== null) units += done
-          stream.write(`${stream.isTTY ? CLEAR : ''}${summary(label, total === null ? null : done, now() - stepStarted)}\n`)
+          writeLine(summary(label, total === null ? null : done, now() - stepStarted))
         },
       }
     },
     finish(label) {
-      stream.write(`${summary(label, units, now() - started)}\n`)
+      writeLine(summary(label, units, now() - started))
+    },
+    abandon() {
+      stopTicking()
+      if (live) stream.write('\n')
+      live = false
     },
   }
 }
