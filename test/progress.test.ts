@@ -12,16 +12,17 @@ function fakeStream(isTTY: boolean, columns?: number) {
   return { isTTY, columns, writes, write: (text: string) => void writes.push(text), text: () => writes.join('') }
 }
 
-function fakeClock() {
+/** A progress on a fake stream (a terminal or not) with a clock the test moves. */
+function fixture(isTTY: boolean, unit = ROWS, columns?: number) {
+  const stream = fakeStream(isTTY, columns)
   let t = 1_000
-  return { now: () => t, advance: (ms: number) => void (t += ms) }
+  const clock = { now: () => t, advance: (ms: number) => void (t += ms) }
+  return { stream, clock, progress: createProgress(stream, unit, clock.now) }
 }
 
 describe('not a terminal (CI, logs, pipes)', () => {
   test('one summary line per step as it ends, a total at the end; no redraws', () => {
-    const stream = fakeStream(false)
-    const clock = fakeClock()
-    const progress = createProgress(stream, ROWS, clock.now)
+    const { stream, clock, progress } = fixture(false)
     const notes = progress.step('notes', 200_000)
     for (let done = 0; done <= 200_000; done += 10_000) {
       notes.update(done, 'copying')
@@ -51,9 +52,7 @@ describe('not a terminal (CI, logs, pipes)', () => {
 
 describe('a terminal', () => {
   test('the step line is redrawn in place, at most every REDRAW_MS, with rate and time left', () => {
-    const stream = fakeStream(true)
-    const clock = fakeClock()
-    const progress = createProgress(stream, ROWS, clock.now)
+    const { stream, clock, progress } = fixture(true)
     const notes = progress.step('notes', 100_000)
     expect(stream.writes).toEqual([`${CLEAR}notes: 0 / 100,000 rows, 0 rows/s`])
     notes.update(0, 'copying') // a new phase: drawn at once
@@ -84,9 +83,7 @@ describe('a terminal', () => {
   })
 
   test('bytes; a line wider than the terminal is cut; a failure ends the line being redrawn', () => {
-    const stream = fakeStream(true, 30)
-    const clock = fakeClock()
-    const progress = createProgress(stream, BYTES, clock.now)
+    const { stream, clock, progress } = fixture(true, BYTES, 30)
     const backup = progress.step('backup', 450e6)
     clock.advance(4_000)
     backup.update(120e6)
@@ -101,9 +98,7 @@ describe('a terminal', () => {
   })
 
   test('a step with no measure shows its elapsed time; its summary replaces it', () => {
-    const stream = fakeStream(true)
-    const clock = fakeClock()
-    const progress = createProgress(stream, ROWS, clock.now)
+    const { stream, clock, progress } = fixture(true)
     const analyze = progress.step('ANALYZE', null)
     expect(stream.writes).toEqual([`${CLEAR}ANALYZE: 0.0 s`])
     clock.advance(2_345)
