@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
+import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { bearer, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
@@ -166,25 +167,37 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     expect(quiet).toEqual({ code: 0, stdout: loud.stdout, stderr: '' })
   }, 60_000)
 
-  test('a value PostgreSQL cannot take stops the copy: nothing copied, every foreign key and index still there', async () => {
-    const url = await createDatabase('refused_boolean')
-    const bob = env.store.sqlite.prepare("SELECT id, is_instance_admin AS admin FROM users WHERE email = 'bob@example.com'").get() as { id: number; admin: number }
-    env.store.sqlite.prepare('UPDATE users SET is_instance_admin = 2 WHERE id = ?').run(bob.id)
+  const refusedValues = [
+    { name: 'a boolean that is not 0 or 1 (refused by the copy)', table: 'users', column: 'is_instance_admin', value: 2, says: 'users.is_instance_admin holds 2, not a boolean (0 or 1)' },
+    { name: 'text in a bigint column (refused by PostgreSQL)', table: 'notes', column: 'created_at', value: 'yesterday', says: 'invalid input syntax for type bigint' },
+  ]
+  test.each(refusedValues)('$name stops the copy: nothing copied, every foreign key and index still there', async ({ table, column, value, says }) => {
+    const url = await createDatabase(`refused_${table}`)
+    const row = env.store.sqlite.prepare(`SELECT id, ${column} AS value FROM ${table} ORDER BY id LIMIT 1`).get() as { id: number; value: number }
+    env.store.sqlite.prepare(`UPDATE ${table} SET ${column} = ? WHERE id = ?`).run(value, row.id)
     let result: Awaited<ReturnType<typeof runCli>>
     try {
       result = await runCli(['db', 'copy', '--from', env.dataDir, '--to', url])
     } finally {
-      env.store.sqlite.prepare('UPDATE users SET is_instance_admin = ? WHERE id = ?').run(bob.admin, bob.id)
+      env.store.sqlite.prepare(`UPDATE ${table} SET ${column} = ? WHERE id = ?`).run(row.value, row.id)
     }
     expect(result.code).toBe(1)
-    expect(result.stderr).toContain('copy failed, nothing was copied: users.is_instance_admin holds 2, not a boolean (0 or 1)')
+    // The progress of the tables before, then the one error line.
+    const lines = result.stderr.trim().split('\n')
+    expect(lines.at(-1)).toStartWith('trellis db: copy failed, nothing was copied: ')
+    expect(lines.at(-1)).toContain(says)
+    expect(lines.slice(0, -1).every((line) => / rows in \d+\.\d s/.test(line))).toBe(true)
     const target = new SQL(url, { max: 1 })
     try {
       const schema = (db: SQL) => db`SELECT (SELECT count(*)::int FROM pg_constraint WHERE contype = 'f') AS keys, (SELECT count(*)::int FROM pg_indexes WHERE schemaname = 'public') AS indexes`
-      const [whole] = (await schema(sql)) as { keys: number; indexes: number }[]
+      // As the migrations made it (the copy migrates the target before its transaction).
+      const reference = new SQL(await createDatabase(`reference_${table}`), { max: 1 })
+      await migratePostgres(reference)
+      const [whole] = (await schema(reference)) as { keys: number; indexes: number }[]
+      await reference.close()
       expect(whole!.keys).toBeGreaterThan(40)
       expect(await schema(target)).toEqual([whole])
-      expect(await target`SELECT (SELECT count(*)::int FROM projects) + (SELECT count(*)::int FROM users) AS n`).toEqual([{ n: 0 }])
+      expect(await target`SELECT (SELECT count(*)::int FROM projects) + (SELECT count(*)::int FROM users) + (SELECT count(*)::int FROM notes) AS n`).toEqual([{ n: 0 }])
     } finally {
       await target.close()
     }

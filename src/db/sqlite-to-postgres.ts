@@ -168,7 +168,9 @@ async function copyIn(tx: TransactionSQL, source: Database, table: Table, step: 
     if (chunk.length > 0) await send()
     await writer.close()
   } catch (error) {
+    // Stores nothing; the COPY's own rejection is this error's echo (the transaction rolls back on the throw).
     await writer.abort(error).catch(() => {})
+    await Promise.resolve(query).catch(() => {})
     throw error
   }
   const { count } = (await query) as unknown as { count: number }
