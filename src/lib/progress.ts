@@ -105,10 +105,9 @@ export function createProgress(stream: ProgressStream, unit: ProgressUnit, now: 
       }
       return {
         update(done, name) {
-          const changed = name !== undefined && name !== phase.name
-          if (changed) phase = { name, at: now(), from: done }
+          if (name !== undefined && name !== phase.name) phase = { name, at: now(), from: done }
           last = done
-          if (stream.isTTY && (changed || now() - drawnAt >= REDRAW_MS)) draw()
+          if (stream.isTTY && now() - drawnAt >= REDRAW_MS) draw()
         },
         done(done = last) {
           stopTicking()
