@@ -6,7 +6,8 @@
  *
  * Bulk and in bounded memory (issue 31 item 4): each table streams from SQLite row by row into `COPY … FROM STDIN`
  * (PostgreSQL's text format) and back out of `COPY … TO STDOUT`, both checksummed as they pass; no table is ever
- * held whole.
+ * held whole. The target's foreign keys and plain indexes are dropped for the load and rebuilt before the commit
+ * (`withoutForeignKeysAndIndexes`).
  */
 import { Database } from 'bun:sqlite'
 import { SQL, type TransactionSQL } from 'bun'
@@ -47,7 +48,7 @@ interface Table {
 
 /**
  * Copies `sqlitePath` into the PostgreSQL database at `url`; resolves with each table's rows and checksum. `progress`
- * hears of each table (rows copied, then read back) and of the final ANALYZE.
+ * hears of each table (rows copied, then read back), of the rebuilt indexes and foreign keys, and of the ANALYZE.
  */
 export async function copySqliteToPostgres(sqlitePath: string, url: string, progress: Progress = silentProgress): Promise<TableCopy[]> {
   // safeIntegers: every integer exactly, past 2^53 too.
