@@ -64,6 +64,13 @@ export const processIo: Io = {
   out: (text) => writeAll(1, `${text}\n`),
   err: (text) => writeAll(2, `${text}\n`),
   readStdin: () => Bun.stdin.text(),
+  progress: {
+    isTTY: process.stderr.isTTY === true,
+    get columns() {
+      return process.stderr.columns
+    },
+    write: (text) => writeAll(2, text),
+  },
 }
 
 export async function runCli(argv: string[], io: Io = processIo): Promise<number> {

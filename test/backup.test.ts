@@ -7,11 +7,14 @@ import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { copyFileSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { backupInto } from '../src/db/backup.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { migrations } from '../src/db/migrations.generated.ts'
 import { openStore } from '../src/db/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
+import { silentProgress } from '../src/lib/progress.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
+import { WORKER_ENTRYPOINTS } from '../src/worker-entrypoints.ts'
 import { bearer, runCli, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 
@@ -78,10 +81,12 @@ sqliteOnlyDescribe(SQLITE_ONLY.backup, 'trellis backup', () => {
       writer.kill()
       await writer.exited
     }
-    expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     const size = statSync(file).size
     expect(result.stdout.split('\n')[0]).toBe(`${file} (${size} bytes)`)
+    // Progress on stderr (not a terminal): the one summary line, never a redrawn one.
+    const megabytes = (size / 1e6).toFixed(1).replace('.', '\\.')
+    expect(result.stderr).toMatch(new RegExp(`^backup: ${megabytes} MB in \\d+\\.\\d s \\([\\d.]+ MB/s\\)\n$`))
     expect(result.stdout).toContain(join(data.path, 'secret'))
     expect(statSync(file).mode & 0o777).toBe(0o600)
     // The writer kept committing while the backup ran.
@@ -138,11 +143,20 @@ sqliteOnlyDescribe(SQLITE_ONLY.backup, 'trellis backup', () => {
     expect(refused.stderr).toContain(`${file} already exists; pass --force to replace it`)
     expect(readFileSync(file, 'utf8')).toBe('precious')
 
-    const forced = await runCli(['backup', file, '--data', data.path, '--force'])
-    expect(forced.code).toBe(0)
+    const forced = await runCli(['backup', file, '--data', data.path, '--force', '--quiet'])
+    expect({ code: forced.code, stderr: forced.stderr }).toEqual({ code: 0, stderr: '' })
+    expect(forced.stdout).toContain(`${file} (`)
     const copy = new Database(file, { readonly: true })
     expect(copy.prepare('PRAGMA integrity_check').all()).toEqual([{ integrity_check: 'ok' }])
     copy.close()
+
+    // A failure on the backup thread is the caller's, with SQLite's own message.
+    const failing = openStore(data.path)
+    try {
+      await expect(backupInto(failing, join(out.path, 'no-such-dir', 'x.db'), WORKER_ENTRYPOINTS.backup, silentProgress)).rejects.toThrow('unable to open')
+    } finally {
+      failing.close()
+    }
 
     expect((await runCli(['backup', '--data', data.path])).code).toBe(2)
     const missing = await runCli(['backup', join(out.path, 'x.db'), '--data', join(out.path, 'no-such-dir')])

@@ -1,8 +1,10 @@
 /**
  * The compiled single binary, as a self-hoster runs it: built with the project's own build flags into a temp
  * dir, started from another directory (no source tree in reach), migrating its embedded SQL, serving, applying
- * the example file while it serves, checkpointing the WAL on its checkpoint thread, and stopping cleanly on SIGTERM.
+ * the example file while it serves, checkpointing the WAL on its checkpoint thread, backing up on its backup thread,
+ * and stopping cleanly on SIGTERM.
  */
+import { Database } from 'bun:sqlite'
 import { afterAll, expect, test } from 'bun:test'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
@@ -18,7 +20,7 @@ async function run(args: string[], cwd: string) {
   return { stdout, stderr, code }
 }
 
-test('dist binary: builds, serves from any directory with --data elsewhere, applies, checkpoints on its own thread, stops on SIGTERM', async () => {
+test('dist binary: builds, serves from any directory with --data elsewhere, applies, checkpoints and backs up on threads of their own, stops on SIGTERM', async () => {
   // The build script's own command line, pointed at the temp dir.
   const build = pkg.scripts.build.replace('dist/trellis', join(dir.path, 'trellis')).split(' ')
   const built = await run([process.execPath, ...build.slice(1)], repoRoot)
@@ -63,6 +65,13 @@ test('dist binary: builds, serves from any directory with --data elsewhere, appl
       if (checkpoints === 0) await Bun.sleep(100)
     }
     expect(checkpoints).toBeGreaterThan(0)
+    // A backup while it serves, on the binary's backup thread (another extra entrypoint): a database that opens.
+    const backupFile = join(elsewhere.path, 'backup.db')
+    const backup = await run([binary, 'backup', backupFile, '--data', dataDir], elsewhere.path)
+    expect({ code: backup.code, stderr: backup.stderr }).toEqual({ code: 0, stderr: expect.stringMatching(/^backup: [\d.]+ MB in /) })
+    const copy = new Database(backupFile, { readonly: true })
+    expect(copy.prepare("SELECT count(*) AS n FROM users WHERE email = 'alice@example.com'").get()).toEqual({ n: 1 })
+    copy.close()
 
     server.kill('SIGTERM')
     expect(await server.exited).toBe(0)

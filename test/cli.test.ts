@@ -322,13 +322,13 @@ describe('every command knows its flags', () => {
       expect(helps.apply!.stdout).toMatch(/-f, --file FILE/)
       expect(flagLines(helps.token!.stdout).map((f) => f.name)).toEqual(['user', 'project', 'name', 'scopes', 'preset', 'expires-in', 'expires-at', 'json', 'data', 'database-url', 'help'])
       expect(flagLines(helps.webhook!.stdout).map((f) => f.name)).toEqual(['project', 'environment', 'team', 'workflow', 'per-minute', 'base-url', 'data', 'database-url', 'help'])
-      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'data', 'database-url', 'help'])
+      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'quiet', 'data', 'database-url', 'help'])
     },
     TIMEOUT,
   )
 
   test('every flag a --help lists is one the command parses (no drift between the two)', async () => {
-    const quiet = { out: () => {}, err: () => {}, readStdin: async () => '' }
+    const quiet = { out: () => {}, err: () => {}, readStdin: async () => '', progress: { isTTY: false, write: () => {} } }
     for (const name of COMMANDS) {
       let help = ''
       await runCliInProcess([name, '--help'], { ...quiet, out: (text) => (help += text) })

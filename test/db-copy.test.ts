@@ -3,7 +3,9 @@
  * notes and log entries written through the API) and a throw-away PostgreSQL cluster.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
+import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { bearer, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
@@ -49,15 +51,38 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
   const sqliteCount = (table: string) => (env.store.sqlite.prepare(`SELECT count(*) AS n FROM "${table}"`).get() as { n: number }).n
   const postgresCount = async (table: string) => Number(((await sql.unsafe(`SELECT count(*) AS n FROM "${table}"`)) as { n: string }[])[0]!.n)
 
+  const copiedTables = () =>
+    (env.store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'trellis_migrations'").all() as { name: string }[]).map((t) => t.name)
+  /** A new empty database of the cluster (`options`: how CREATE DATABASE makes it); its URL. */
+  const createDatabase = async (name: string, options = '') => {
+    await sql.unsafe(`CREATE DATABASE ${name} ${options}`)
+    return cluster.url.replace(/\/postgres$/, `/${name}`)
+  }
+
   test('copies every table, verified by row count and checksum; booleans, µs times and the id sequences survive', async () => {
     const result = await runCli(['db', 'copy', '--from', env.dataDir, '--to', cluster.url])
-    expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
-    const tables = (env.store.sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != 'trellis_migrations'").all() as { name: string }[]).map((t) => t.name)
+    const tables = copiedTables()
+    // stdout: the result lines, as before; stderr (not a terminal): a summary line per table and step, then the total.
+    const total = tables.reduce((sum, table) => sum + sqliteCount(table), 0)
+    const out = result.stdout.trim().split('\n')
+    const err = result.stderr.trim().split('\n')
+    expect({ out: out.length, err: err.length }).toEqual({ out: tables.length + 1, err: tables.length + 4 })
+    const lineOf = (lines: string[], table: string) => ({ table, line: lines.find((line) => line.startsWith(`${table}: `)) })
     for (const table of tables) {
-      expect(result.stdout).toContain(`${table}: ${sqliteCount(table)} rows, checksum `)
-      expect({ table, rows: await postgresCount(table) }).toEqual({ table, rows: sqliteCount(table) })
+      const rows = sqliteCount(table)
+      expect(lineOf(out, table)).toEqual({ table, line: expect.stringMatching(new RegExp(`^${table}: ${rows} rows, checksum [0-9a-f]{16} \\(verified\\)$`)) })
+      expect(lineOf(err, table)).toEqual({ table, line: expect.stringMatching(new RegExp(`^${table}: ${rows.toLocaleString('en-US')} rows in \\d+\\.\\d s`)) })
     }
+    expect(out.at(-1)).toBe(`copied ${total} rows in ${tables.length} tables`)
+    expect(err.slice(-4)).toEqual([
+      expect.stringMatching(/^indexes \(\d+\): \d+\.\d s$/),
+      expect.stringMatching(/^foreign keys \(\d+\): \d+\.\d s$/),
+      expect.stringMatching(/^ANALYZE: \d+\.\d s$/),
+      expect.stringMatching(new RegExp(`^db copy: ${total.toLocaleString('en-US')} rows in \\d+\\.\\d s \\([\\d,]+ rows/s\\)$`)),
+    ])
+    expect(result.stderr).not.toContain('\r')
+    for (const table of tables) expect({ table, rows: await postgresCount(table) }).toEqual({ table, rows: sqliteCount(table) })
     expect(sqliteCount('runs')).toBe(3)
     expect(sqliteCount('notes')).toBeGreaterThan(0)
     // A boolean is a boolean, a µs time the same instant, a text id the same id.
@@ -70,6 +95,112 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     const maxId = (env.store.sqlite.prepare('SELECT max(id) AS m FROM projects').get() as { m: number }).m
     const [fresh] = (await sql`INSERT INTO projects (name, created_at) VALUES ('After copy', 1) RETURNING id`) as { id: string }[]
     expect(Number(fresh!.id)).toBeGreaterThan(maxId)
+  }, 60_000)
+
+  test('more rows than one COPY chunk on several tables, every kind of value, text keys in byte order under any collation', async () => {
+    const bulk = sqliteTestEnv()
+    try {
+      await applyAcme({ store: bulk.store, clock: bulk.clock, secret: bulk.secret, baseUrl: bulk.config.baseUrl }, acmeDocument())
+      const db = bulk.store.sqlite
+      const { env: environment, team, user } = db.prepare('SELECT e.id AS env, t.id AS team, u.id AS user FROM environments e JOIN teams t ON t.project_id = e.project_id, users u LIMIT 1').get() as { env: number; team: number; user: number }
+      const controls = String.fromCharCode(...Array.from({ length: 31 }, (_, i) => i + 1), 127)
+      const tricky = ['', '\\N', '\\.', 'back\\slash\\', 'tab\tand\tnewline\n\r\n', controls, 'héllo — ünïcödé 日本語 🚀 e\u0301 עברית', '"quoted", \'single\'; semi']
+      // Keys that sort apart by bytes (SQLite) and by a linguistic collation: the read-back must follow the bytes.
+      const keys = ['ord-1', 'ORD-2', 'Ord-3', 'a_b', 'a-c', 'B']
+      const huge = 'x'.repeat(300_000)
+      const PAST_2_53 = 9_007_199_254_740_993n
+      const ROWS = 3000
+      const note = db.prepare('INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at, archived_at) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?)')
+      const message = db.prepare('INSERT INTO note_messages (note_id, user_id, content, created_at) VALUES (?, ?, ?, ?)')
+      const log = db.prepare("INSERT INTO activity_logs (environment_id, type, action, label, user_id, team_id, created_at, extension) VALUES (?, 'write', 'bulk', ?, ?, ?, ?, ?)")
+      const logRecord = db.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)')
+      db.transaction(() => {
+        for (let i = 0; i < ROWS; i++) {
+          const text = tricky[i % tricky.length]!
+          const at = 1_700_000_000_000_000 + i
+          const noteId = note.run(environment, team, keys[i % keys.length]!, `${text} ${'t'.repeat(400)}`, user, at, at, i % 7 === 0 ? PAST_2_53 : null).lastInsertRowid
+          message.run(noteId, user, i === 0 ? huge : `${text} ${'m'.repeat(500)}`, at)
+          const logId = log.run(environment, i % 3 === 0 ? null : `${text} ${'l'.repeat(400)}`, user, team, at, i % 2).lastInsertRowid
+          for (const key of keys) logRecord.run(logId, environment, key)
+        }
+      })()
+
+      const url = await createDatabase('bulk', "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
+      const result = await runCli(['db', 'copy', '--from', bulk.dataDir, '--to', url])
+      expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: expect.stringContaining('db copy: ') })
+      for (const table of ['notes', 'note_messages', 'activity_logs', 'activity_log_records']) {
+        expect(result.stderr).toMatch(new RegExp(`^${table}: [\\d,]+ rows in `, 'm'))
+      }
+
+      // Every value the same, compared as text (booleans as 0/1): integers past 2^53, NULLs, escapes, unicode, 300 kB.
+      const source = new Database(bulk.store.path, { readonly: true, safeIntegers: true })
+      const target = new SQL(url, { max: 1 })
+      try {
+        const compare = async (table: string, columns: string[], order: string, booleans: string[] = []) => {
+          const sqliteRows = source.prepare(`SELECT ${columns.join(', ')} FROM ${table} ORDER BY ${order}`).values().map((row) => row.map((v) => (v === null ? null : String(v))))
+          const pgColumns = columns.map((c) => (booleans.includes(c) ? `${c}::int::text` : `${c}::text`)).join(', ')
+          // By the table's columns (the text columns selected share their names), text by its bytes.
+          const pgOrder = order.split(', ').map((c) => `${table}.${c}${c === 'record_id' ? ' COLLATE "C"' : ''}`).join(', ')
+          const pgRows = (await target.unsafe(`SELECT ${pgColumns} FROM ${table} ORDER BY ${pgOrder}`).values()) as (string | null)[][]
+          expect({ table, rows: pgRows.length }).toEqual({ table, rows: sqliteRows.length })
+          expect(pgRows).toEqual(sqliteRows)
+        }
+        await compare('notes', ['id', 'environment_id', 'team_id', 'collection_id', 'record_id', 'title', 'user_id', 'created_at', 'updated_at', 'archived_at'], 'id')
+        await compare('note_messages', ['id', 'note_id', 'user_id', 'content', 'created_at'], 'id')
+        await compare('activity_logs', ['id', 'environment_id', 'type', 'action', 'label', 'user_id', 'team_id', 'collection_id', 'token_id', 'created_at', 'extension'], 'id', ['extension'])
+        await compare('activity_log_records', ['log_id', 'environment_id', 'record_id'], 'log_id, record_id')
+        await compare('users', ['id', 'email', 'is_instance_admin', 'password_hash', 'disabled_at'], 'id', ['is_instance_admin'])
+        expect(await target`SELECT count(*)::int AS n FROM notes WHERE archived_at = ${String(PAST_2_53)}::bigint`).toEqual([{ n: Math.ceil(ROWS / 7) }])
+        expect(await target`SELECT max(length(content)) AS n FROM note_messages`).toEqual([{ n: huge.length }])
+      } finally {
+        source.close()
+        await target.close()
+      }
+    } finally {
+      bulk.cleanup()
+    }
+  }, 120_000)
+
+  test('--quiet: nothing on stderr, the same result lines on stdout', async () => {
+    const url = await createDatabase('quiet')
+    const [loud, quiet] = [await runCli(['db', 'copy', '--from', env.dataDir, '--to', await createDatabase('loud')]), await runCli(['db', 'copy', '--quiet', '--from', env.dataDir, '--to', url])]
+    expect(quiet).toEqual({ code: 0, stdout: loud.stdout, stderr: '' })
+  }, 60_000)
+
+  const refusedValues = [
+    { name: 'a boolean that is not 0 or 1 (refused by the copy)', table: 'users', column: 'is_instance_admin', value: 2, says: 'users.is_instance_admin holds 2, not a boolean (0 or 1)' },
+    { name: 'text in a bigint column (refused by PostgreSQL)', table: 'notes', column: 'created_at', value: 'yesterday', says: 'invalid input syntax for type bigint' },
+  ]
+  test.each(refusedValues)('$name stops the copy: nothing copied, every foreign key and index still there', async ({ table, column, value, says }) => {
+    const url = await createDatabase(`refused_${table}`)
+    const row = env.store.sqlite.prepare(`SELECT id, ${column} AS value FROM ${table} ORDER BY id LIMIT 1`).get() as { id: number; value: number }
+    env.store.sqlite.prepare(`UPDATE ${table} SET ${column} = ? WHERE id = ?`).run(value, row.id)
+    let result: Awaited<ReturnType<typeof runCli>>
+    try {
+      result = await runCli(['db', 'copy', '--from', env.dataDir, '--to', url])
+    } finally {
+      env.store.sqlite.prepare(`UPDATE ${table} SET ${column} = ? WHERE id = ?`).run(row.value, row.id)
+    }
+    expect(result.code).toBe(1)
+    // The progress of the tables before, then the one error line.
+    const lines = result.stderr.trim().split('\n')
+    expect(lines.at(-1)).toStartWith('trellis db: copy failed, nothing was copied: ')
+    expect(lines.at(-1)).toContain(says)
+    expect(lines.slice(0, -1).every((line) => / rows in \d+\.\d s/.test(line))).toBe(true)
+    const target = new SQL(url, { max: 1 })
+    try {
+      const schema = (db: SQL) => db`SELECT (SELECT count(*)::int FROM pg_constraint WHERE contype = 'f') AS keys, (SELECT count(*)::int FROM pg_indexes WHERE schemaname = 'public') AS indexes`
+      // As the migrations made it (the copy migrates the target before its transaction).
+      const reference = new SQL(await createDatabase(`reference_${table}`), { max: 1 })
+      await migratePostgres(reference)
+      const [whole] = (await schema(reference)) as { keys: number; indexes: number }[]
+      await reference.close()
+      expect(whole!.keys).toBeGreaterThan(40)
+      expect(await schema(target)).toEqual([whole])
+      expect(await target`SELECT (SELECT count(*)::int FROM projects) + (SELECT count(*)::int FROM users) + (SELECT count(*)::int FROM notes) AS n`).toEqual([{ n: 0 }])
+    } finally {
+      await target.close()
+    }
   }, 60_000)
 
   test('a target that already holds rows is refused, and nothing is written', async () => {
@@ -87,5 +218,5 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     expect({ code: notPostgres.code, says: notPostgres.stderr.includes('--to must be a postgres:// URL') }).toEqual({ code: 2, says: true })
     const missing = await runCli(['db', 'copy', '--from', '/nonexistent/trellis', '--to', cluster.url])
     expect({ code: missing.code, says: missing.stderr.includes('no SQLite database at /nonexistent/trellis') }).toEqual({ code: 1, says: true })
-  })
+  }, 30_000)
 })

@@ -3,13 +3,16 @@ import { closeSync, existsSync, openSync, renameSync, rmSync, statSync } from 'n
 import { basename, dirname, join, resolve } from 'node:path'
 import { backupElsewhere, backupInto } from '../db/backup.ts'
 import { databasePath, openStore } from '../db/open.ts'
+import { BYTES } from '../lib/progress.ts'
 import { SECRET_FILE } from '../lib/secret.ts'
+import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { booleanFlag, type Command, CommandError, configFrom, parseFlags, UsageError } from './command.ts'
+import { progressOf, QUIET_FLAG } from './progress.ts'
 
 export const backupCommand: Command = {
   summary: 'write a consistent copy of the database to FILE (safe while serve runs)',
-  usage: 'trellis backup FILE [--force] [--data DIR | --database-url URL]',
-  flags: { force: booleanFlag('replace an existing FILE') },
+  usage: 'trellis backup FILE [--force] [--quiet] [--data DIR | --database-url URL]',
+  flags: { force: booleanFlag('replace an existing FILE'), quiet: QUIET_FLAG },
   async run(argv, io) {
     const parsed = parseFlags(argv, this.flags, 1)
     const file = parsed.positionals[0]
@@ -29,10 +32,12 @@ export const backupCommand: Command = {
     const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
     closeSync(openSync(partial, 'wx', 0o600))
     const store = openStore(config.dataDir)
+    const progress = progressOf(io, parsed, BYTES)
     try {
-      backupInto(store, partial)
+      await backupInto(store, partial, WORKER_ENTRYPOINTS.backup, progress)
       renameSync(partial, target)
     } catch (error) {
+      progress.abandon()
       rmSync(partial, { force: true })
       throw new CommandError(`backup failed: ${(error as Error).message}`)
     } finally {

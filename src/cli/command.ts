@@ -13,6 +13,7 @@ import { servedBaseUrl } from '../lib/served-base-url.ts'
 import { findProjectByName, type Project } from '../modules/directory/projects.ts'
 import { findUserByEmail, type User } from '../modules/users/service.ts'
 import type { Op } from '../db/op.ts'
+import type { ProgressStream } from '../lib/progress.ts'
 
 /** Wrong invocation: exit 2. */
 export class UsageError extends Error {}
@@ -23,6 +24,8 @@ export interface Io {
   out(text: string): void
   err(text: string): void
   readStdin(): Promise<string>
+  /** Where a long command shows its progress (stderr): redrawn in place on a terminal, summary lines elsewhere. */
+  progress: ProgressStream
 }
 
 export interface Command {
