@@ -197,7 +197,7 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     await docs.close()
   }, 30_000)
 
-  test('first run, console only: setup link → project with an environment, a team, a collection and a record → a second person invited, signed in through the invitation, with a token of their own', async () => {
+  test('first run, console only: setup link → project with an environment, a team, a collection and a record → a workflow published and its run watched live → a second person invited, signed in through the invitation, with a token of their own', async () => {
     const fresh = testEnv() // no user yet: serve prints the setup link
     const first = await startServe({ dataDir: fresh.dataDir, cwd: fresh.dataDir, env: processEnv(fresh) })
     // Links printed or shown name the configured base URL; the test talks to the port the server listens on.
@@ -257,6 +257,30 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
       await load(() => admin.click('#put-record button[type=submit]'))
       await admin.click('a:text-is("ord 1/a")')
       expect(await text('#record-data', admin)()).toContain('"status": "new"')
+
+      // A workflow, authored and published in the console, run on that record and watched live to its end.
+      await admin.goto(`${first.url}/p/First/e/production/t/Support`)
+      await admin.fill('#new-workflow input[name=workflowName]', 'Check')
+      await admin.selectOption('#new-workflow select[name=collection]', 'orders')
+      await admin.click('#new-workflow button[type=submit]')
+      await admin.waitForURL('**/w/Check')
+      const steps = [{ type: 'load' }, { type: 'update', set: { status: 'checked' } }, { type: 'wait', seconds: 1 }]
+      await admin.fill('#workflow-editor textarea', JSON.stringify({ collection: 'orders', steps }, null, 2))
+      await admin.click('#workflow-editor button[type=submit]')
+      await eventually('the publication', text('.editor-result', admin), (t) => t.startsWith('Published v2. The webhook URL is unchanged.'))
+      await admin.fill('#test-run input[name=recordId]', 'ord 1/a')
+      await admin.click('#test-run button[type=submit]')
+      await admin.waitForURL('**/runs/*')
+      await admin.waitForLoadState('load')
+      let navigations = 0
+      admin.on('framenavigated', (frame) => {
+        if (frame === admin.mainFrame()) navigations++
+      })
+      await eventually('the run page to say succeeded, by itself', text('#run-status', admin), (t) => t === 'succeeded', 30_000)
+      expect(navigations).toBe(0)
+      expect(await admin.locator('table.steps .step-status').allTextContents()).toEqual(['succeeded', 'succeeded', 'succeeded'])
+      await admin.click('a:text-is("ord 1/a")')
+      expect(await text('#record-data', admin)()).toContain('"status": "checked"')
       await admin.close()
 
       // Bob, in his own browser: the invitation link, a password, signed in, his project, his token.
