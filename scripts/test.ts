@@ -15,7 +15,9 @@ import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
  * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
  * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
- * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy).
+ * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
+ * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
+ * editor's behaviour), whose server calls run on PostgreSQL in console, workflow-versions and console-browser.
  */
 export const POSTGRES_PASS = [
   'activity-logs',
@@ -28,9 +30,7 @@ export const POSTGRES_PASS = [
   'callbacks',
   'cli',
   'console',
-  'console-authoring-browser',
   'console-browser',
-  'console-pages-browser',
   'console-live-browser',
   'console-search',
   'db',
