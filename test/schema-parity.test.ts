@@ -132,6 +132,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0005_workflow_concurrency_and_fair_claims',
       '0006_idempotency_retry_retention',
       '0007_run_events_and_callbacks',
+      '0008_status_rules_without_in_lists',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
