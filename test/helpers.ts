@@ -150,7 +150,7 @@ export const SQLITE_ONLY = {
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
   sqliteMigrations: 'applies SQLite\'s embedded migrations to its file (PostgreSQL\'s: test/postgres-cli.test.ts, test/schema-parity.test.ts)',
   pragmas: 'reads the SQLite connection\'s PRAGMAs and the file\'s journal mode',
-  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL reads every lookup afresh)',
+  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL\'s instance cache: its own tests below)',
   writeLock: 'holds SQLite\'s one write lock from another process (PostgreSQL has no database-wide write lock)',
   diskFull: 'fills the disk under the SQLite file (a small filesystem, or PRAGMA max_page_count)',
   readOnly: 'makes the SQLite data directory and files read-only (a read-only bind mount, chattr +i); PostgreSQL\'s storage is its server\'s',
