@@ -34,10 +34,9 @@ async function idle(binary: string, smaps: boolean): Promise<{ rss: number; anon
   })
   try {
     await Bun.sleep(1000)
-    const status = readFileSync(`/proc/${server.pid}/status`, 'utf8')
-    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024
     if (smaps) printSmaps(server.pid)
-    return { rss: memoryOf(server.pid).rss, anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem'), startMs: server.startMs }
+    const { rss, anon, file } = memoryOf(server.pid)
+    return { rss, anon, file, startMs: server.startMs }
   } finally {
     await server.stop()
   }

@@ -92,7 +92,7 @@ async function main() {
   servers.push(minimal)
   const trellis = await startTrellis(false)
   await Bun.sleep(1000)
-  const idleRssBytes = memoryOf(trellis.pid).rss
+  const idle = memoryOf(trellis.pid)
   const auth = { authorization: `Bearer ${seed.adminToken}` }
   const all = scenarios(seed)
 
@@ -263,7 +263,9 @@ async function main() {
       coldStartMs,
       coldStartMedianMs,
       coldStartOf: binary ? 'binary' : 'source',
-      idleRssBytes,
+      idleRssBytes: idle.rss,
+      idleRssAnonBytes: idle.anon,
+      idleRssFileBytes: idle.file,
       peakRssWebhookBytes,
       rssAfterLoadBytes: afterLoad.rss,
       peakRssBytes: afterLoad.peak,
