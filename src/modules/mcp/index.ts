@@ -11,8 +11,7 @@ import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses, jsonResponse } from '../../http/errors.ts'
-import { McpAnswer, McpMessage } from './model.ts'
-import { toolError } from './tools.ts'
+import { McpAnswer, McpMessage, toolError } from './model.ts'
 
 /** A `tools/call` request: over the token's budget, answered with the tool's error rather than an HTTP 429. */
 function isToolCall(body: unknown): body is { id: string | number; method: 'tools/call' } {

@@ -12,8 +12,8 @@ import { asHttpError, errorBody, jsonResponse } from '../../http/errors.ts'
 import { hasScope } from '../../lib/access.ts'
 import type { TokenIdentity } from '../../lib/callers.ts'
 import { authorizeToken } from '../auth/service.ts'
-import { TOOL_ANSWERS } from './model.ts'
-import { plainSchema, type Tool, toolError, TOOLS } from './tools.ts'
+import { TOOL_ANSWERS, toolError } from './model.ts'
+import { plainSchema, type Tool, TOOLS } from './tools.ts'
 
 /** What tools/list shows of each tool, made once (the schemas do not change). */
 const DESCRIBED = new Map(

@@ -5,7 +5,6 @@
  * the route's own parsers), the others the route's body fields and path names (its TypeBox model, checked here).
  * Every tool acts in the token's project; its writes log `via MCP`.
  */
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import type { TSchema } from 'elysia'
 import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
@@ -52,14 +51,6 @@ export interface Tool<A = never> {
   need?: ProjectNeed
   args: Arguments<A>
   call(call: ToolCall, args: A): Promise<unknown>
-}
-
-/**
- * A tool's refusal as the agent reads it: the REST error body and its HTTP status (`httpStatus`), as text. No
- * structured content: clients check that against the tool's output schema, which describes its answer.
- */
-export function toolError(httpStatus: number, body: Record<string, unknown>): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ httpStatus, ...body }) }] }
 }
 
 /** A tool's answer schema for tools/list: the route's model as plain JSON Schema, each `$id` left out (one validator per tool). */
