@@ -60,6 +60,9 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string, prog
     const tables = tablesInDependencyOrder(source, kinds)
     const sequenced = await tablesWithIdSequence(sql)
     const copied = await sql.begin(async (tx) => {
+      // The lookup cache's deferred triggers (drizzle/postgres/0009) fire at each statement's end instead of at COMMIT:
+      // PostgreSQL refuses to build an index on a table with trigger events still pending.
+      await tx.unsafe('SET CONSTRAINTS ALL IMMEDIATE')
       const occupied: string[] = []
       for (const { name } of tables) if (((await tx.unsafe(`SELECT 1 FROM "${name}" LIMIT 1`)) as unknown[]).length > 0) occupied.push(name)
       if (occupied.length > 0) throw new CopyRefused(`the target database is not empty (rows in ${occupied.join(', ')}): nothing was copied`)
