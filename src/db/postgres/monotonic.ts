@@ -54,6 +54,10 @@ export interface ListLocks {
   latest: Map<string, Micros>
   /** The environments this transaction appended run events to (kept through a savepoint's rollback: announced after the commit). */
   runEvents: Set<number>
+  /** Savepoints made so far (their names: ./op-runner.ts). */
+  savepoints: number
+  /** Statements sent and not awaited (a savepoint's RELEASE): the write awaits them before its COMMIT. */
+  unanswered: Promise<unknown>[]
 }
 
 const LIST_LOCKS = Symbol('trellis.listLocks')
@@ -61,7 +65,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set() } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -72,6 +76,23 @@ export function forgetListLocks(db: PgDb): void {
 }
 
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
+
+/** A new savepoint name in the tracked transaction `db`; null outside tracking. */
+export function nextSavepointName(db: PgDb): string | null {
+  const locks = listLocksOf(db)
+  return locks === undefined ? null : `trellis_${++locks.savepoints}`
+}
+
+/** Notes a statement the transaction `db` sent without awaiting its answer. */
+export function awaitBeforeCommit(db: PgDb, answer: Promise<unknown>): void {
+  listLocksOf(db)?.unanswered.push(answer)
+}
+
+/** The answers of the statements the transaction `tx` sent without awaiting them: any failure is thrown here. */
+export async function statementsBeforeCommit(tx: PgDb): Promise<void> {
+  const unanswered = listLocksOf(tx)?.unanswered ?? []
+  await Promise.all(unanswered.splice(0))
+}
 
 /** Notes that this transaction appended run events to `environmentIds`. */
 export function noteRunEventsAppended(db: PgDb, environmentIds: Iterable<number>): void {
