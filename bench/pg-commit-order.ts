@@ -14,13 +14,15 @@
  *   a row below that bound is running, so the rows it dates are final, and they get times after every row dated
  *   before (`max(now, newest + 1 µs)`, in transaction-id order). Lists show dated rows only, ordered by createdAt.
  *
- * Prints, per mode and writer count: triggers per second, their latency (p50, p99), the lock's hold time (lock
+ * Prints, per mode and writer count: triggers per second, their latency (p50, p99), the CPU per trigger of the
+ * writers (client) and of PostgreSQL (its backends, from the postmaster's reaped children), the lock's hold time (lock
  * acquired to COMMIT answered) and, for the sequencer, its passes, rows per pass and time per dated row, and how
  * long a row waited to be dated (p50, p99). Checks that every row got a time and that times increase strictly in
  * dating order. Figures go to stdout.
  */
-import { SQL } from 'bun'
-import { randomUUIDv7 } from 'bun'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { randomUUIDv7, SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { percentile } from './procs.ts'
 
@@ -44,9 +46,9 @@ const SCHEMA = `
   CREATE INDEX activity_logs_env_created_idx ON activity_logs (environment_id, created_at);
   CREATE INDEX activity_logs_undated_idx ON activity_logs (environment_id, writer_xid, id) WHERE created_at IS NULL;`
 
-const LOCKED_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $2 ORDER BY id DESC LIMIT 1)
-  INSERT INTO runs (id, environment_id, record_id, created_at, queued_at)
-  SELECT $1, $2, $3, greatest($4::int8 * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $4 RETURNING id`
+// The product reads the newest run by id and stores an id after it (`idAfter`); here the newest time stands in.
+const LOCKED_RUN = `INSERT INTO runs (id, environment_id, record_id, created_at, queued_at)
+  SELECT $1, $2, $3, greatest($4::int8 * 1000, coalesce((SELECT max(created_at) FROM runs WHERE environment_id = $2), 0) + 1), $4 RETURNING id`
 const LOCKED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, created_at, queued_at)
   SELECT $1, $2, greatest($3::int8 * 1000, coalesce((SELECT max(created_at) FROM activity_logs WHERE environment_id = $1), 0) + 1), $3`
 const UNDATED_RUN = `INSERT INTO runs (id, environment_id, record_id, writer_xid, queued_at) VALUES ($1, $2, $3, pg_current_xact_id(), $4)`
@@ -61,6 +63,15 @@ const dateTable = (table: string) => `WITH bound AS (SELECT pg_snapshot_xmin(pg_
   FROM settled s WHERE t.id = s.id RETURNING t.queued_at`.replaceAll('runs_or_entries', table)
 const DATE_RUNS = dateTable('runs')
 const DATE_ENTRIES = dateTable('activity_logs')
+
+/** The postmaster's pid (the first line of postmaster.pid in the data directory). */
+const postmasterPid = (dataDirectory: string) => Number(readFileSync(join(dataDirectory, 'postmaster.pid'), 'utf8').split('\n')[0])
+
+/** CPU (user + system, µs) of the postmaster's children that have exited (cutime + cstime in /proc/PID/stat). */
+function reapedCpuUs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return ((Number(fields[13]) + Number(fields[14])) * 1_000_000) / 100 // clock ticks: 100 a second on Linux
+}
 
 if (process.argv.includes('--writer')) await writer()
 else await main()
@@ -142,6 +153,8 @@ async function main() {
         const url = cluster.url.replace(/\/postgres$/, '/proto')
         const sql = new SQL({ url, max: 2 })
         await sql.unsafe(SCHEMA)
+        const postmaster = postmasterPid(((await admin`SHOW data_directory`) as { data_directory: string }[])[0]!.data_directory)
+        const serverBefore = reapedCpuUs(postmaster)
         let running = true
         const dating = mode === 'sequencer' ? sequencer(sql, () => running, 5) : null
         const started = performance.now()
@@ -151,12 +164,17 @@ async function main() {
         const seconds = (performance.now() - started) / 1000
         running = false
         const dated = dating ? await dating : null
+        await Promise.all(children.map((child) => child.exited))
+        const clientUs = children.reduce((sum, child) => sum + Number(child.resourceUsage()!.cpuTime.total), 0)
+        await Bun.sleep(500) // the writers' backends exit and are reaped: their CPU lands in the postmaster's children's
         const latencies = outputs.flatMap((o) => o.latencies).sort((a, b) => a - b)
         const holds = outputs.flatMap((o) => o.holds).sort((a, b) => a - b)
         // Every row dated, times strictly increasing in the order they were dated (the list's order).
         const [check] = (await sql.unsafe(`SELECT count(*)::int AS n, count(created_at)::int AS dated, count(DISTINCT created_at)::int AS distinct_times FROM runs`)) as { n: number; dated: number; distinct_times: number }[]
+        const triggers = latencies.length
         const parts = [
-          `${mode.padEnd(9)} ${writers} writer${writers > 1 ? 's' : ' '}: ${Math.round(latencies.length / SECONDS)} triggers/s`,
+          `${mode.padEnd(9)} ${writers} writer${writers > 1 ? 's' : ' '}: ${Math.round(triggers / SECONDS)} triggers/s`,
+          `CPU per trigger: writers ${Math.round(clientUs / triggers)} µs, PostgreSQL ${Math.round((reapedCpuUs(postmaster) - serverBefore) / triggers)} µs`,
           `latency p50 ${percentile(latencies, 50).toFixed(2)} ms p99 ${percentile(latencies, 99).toFixed(2)} ms`,
           holds.length > 0 ? `lock held p50 ${percentile(holds, 50).toFixed(2)} ms (bound ${Math.round(1000 / percentile(holds, 50))}/s)` : 'no lock',
           dated ? `sequencer: ${dated.passes} passes, ${(dated.rows / Math.max(1, dated.passes)).toFixed(1)} rows/pass, ${((dated.ms * 1000) / Math.max(1, dated.rows)).toFixed(1)} µs/row, dated after p50 ${percentile(dated.waits.sort((a, b) => a - b), 50)} ms p99 ${percentile(dated.waits, 99)} ms` : '',

@@ -5,7 +5,8 @@
  * `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after a warm-up, and prints
  * the responses per second and the Trellis CPU per trigger (user + system from /proc, every instance together). The
  * checkouts must share the schema (no migration between them). `--profile DIR`: each server writes a CPU profile
- * there (`bun --cpu-prof`). Asserts nothing; figures go to stdout.
+ * there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting on an advisory lock
+ * (an environment's runs or activity lock). Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -67,13 +68,27 @@ try {
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
       const before = servers.map((server) => cpuTimeUs(server.pid))
-      const runs = await Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
+      const load = Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
+      // What Trellis's connections do meanwhile, sampled: waiting on an advisory lock (an environment's), or not.
+      const samples = { advisory: 0, busy: 0, n: 0 }
+      const sampling = (async () => {
+        for (const end = performance.now() + SECONDS * 1000; performance.now() < end; await Bun.sleep(250)) {
+          const [row] = (await sql`SELECT count(*) FILTER (WHERE wait_event = 'advisory')::int AS advisory, count(*)::int AS busy
+            FROM pg_stat_activity WHERE datname = 'trellis' AND pid <> pg_backend_pid() AND state <> 'idle'`) as { advisory: number; busy: number }[]
+          samples.advisory += row!.advisory
+          samples.busy += row!.busy
+          samples.n++
+        }
+      })()
+      const runs = await load
+      await sampling
       const us = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
       const responses = runs.reduce((sum, run) => sum + run.responses, 0)
       const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
       const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }
       figures.get(root)!.push(figure)
-      log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per trigger, ${unexpected} unexpected`)
+      log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per trigger, ${unexpected} unexpected;` +
+        ` connections busy ${(samples.busy / samples.n).toFixed(1)}, of them waiting on an advisory lock ${(samples.advisory / samples.n).toFixed(1)} (mean of ${samples.n} samples)`)
       await Promise.all(servers.splice(0).map((server) => server.stop()))
     }
   }
