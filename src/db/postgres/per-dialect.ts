@@ -67,11 +67,22 @@ async function holdRuleLockOnPostgres(db: PgDb, rule: Rule, scope: number): Prom
 
 // ── Lists' times (../monotonic.ts) ──────────────────────────────────────────
 
-/** Takes the list scope's lock; answers the newest time this transaction set in the scope, if any. */
+/**
+ * Takes the list scope's lock; answers the newest time this transaction set in the scope, or else the scope's newest
+ * time, read by a statement sent right behind the lock's without waiting for its answer: the connection runs it once
+ * the lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the lock's previous holder
+ * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
+ */
 async function holdListScopeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null): Promise<Micros | undefined> {
   const pgList = pgListOf(list)
-  await lockListScope(db, pgList, scopeValue)
-  return heldListTimes(db).get(pgList, scopeValue)
+  const known = heldListTimes(db).get(pgList, scopeValue)
+  const locked = lockListScope(db, pgList, scopeValue)
+  if (known !== undefined) return locked.then(() => known)
+  const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
+  const latest = rows<{ at: number | null }>(db, `SELECT max(created_at)::float8 AS at FROM ${pgList.table} ${where}`, where.includes('$1') ? [scopeValue] : [])
+  latest.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+  await locked
+  return ((await latest)[0]?.at ?? 0) as Micros
 }
 
 /** Remembers (null: forgets) the newest time this transaction set in the list scope. */
