@@ -150,7 +150,11 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   const drainSeconds = (lastFinish - firstStart) / 1000
   const latencies = Float64Array.from(started.map((r) => r.started_at! - r.created_at / 1000)).sort()
   const windowRate = (from: number, to: number) => {
-    const inside = samples.filter((s) => s.t >= from && s.t <= to)
+    // Up to the sample that saw the burst drained: after it the executor had nothing left to run (quick runs drain
+    // inside the notes load), and counting that idle time would understate its rate.
+    const window = samples.filter((s) => s.t >= from && s.t <= to)
+    const drained = window.findIndex((s) => s.done >= o.runs)
+    const inside = drained === -1 ? window : window.slice(0, drained + 1)
     if (inside.length < 2) return null
     const a = inside[0]!
     const b = inside[inside.length - 1]!

@@ -84,10 +84,15 @@ export async function startServer(options: {
 }
 
 /** VmRSS and VmHWM (peak) of a process, in bytes. */
-export function memoryOf(pid: number): { rss: number; peak: number } {
+/**
+ * A process's resident set (VmRSS), its peak, and the resident set's two parts: anonymous (its heap, stacks, JIT
+ * code) and file-backed (the pages of its binary and libraries it has mapped; clean, shared with the page cache, and
+ * more of them mapped the more of the binary the page cache holds).
+ */
+export function memoryOf(pid: number): { rss: number; peak: number; anon: number; file: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024
-  return { rss: kb('VmRSS'), peak: kb('VmHWM') }
+  return { rss: kb('VmRSS'), peak: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem') }
 }
 
 export interface LoadSpec {

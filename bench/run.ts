@@ -2,9 +2,10 @@
  * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run (issue 8).
  * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
  * in turn at 64 and at 8 connections (baseline (a) at both), with `wrk` as the load generator and the CPU time of
- * server and generator per request, then the executor, and prints the tables (stdout) with each issue-17 target
- * next to its figure, the README "Performance" section, and writes bench/results/<date>.json. Progress goes to
- * stderr. Asserts no thresholds.
+ * server and generator per request, then the executor, and prints the tables (stdout) with each issue-31 target
+ * (and the issue-17 targets it keeps) next to its figure, PASS/MISS, the README "Performance" section, and writes
+ * bench/results/<date>-<commit>[-quick].json, commit and verdicts included. Progress goes to stderr. Asserts no
+ * thresholds.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
@@ -13,7 +14,7 @@ import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { createdAtLeadMs, measureExecutor } from './executor.ts'
 import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
-import { type BenchResults, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
+import { type BenchResults, earlierTargetChecks, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 import { measurePostgres, type PostgresResult } from './postgres.ts'
@@ -39,6 +40,8 @@ const servers: Server[] = []
 
 async function main() {
   const generator = generatorVersion()
+  // The commit measured, read before the binary is built: a commit made while the bench runs is not this run's.
+  const commit = await gitDescribe()
   log(`trellis bench (${quick ? 'quick' : 'full'}) in ${work}, load generator ${generator}`)
 
   // ── Seed ────────────────────────────────────────────────────────────────────
@@ -89,7 +92,7 @@ async function main() {
   servers.push(minimal)
   const trellis = await startTrellis(false)
   await Bun.sleep(1000)
-  const idleRssBytes = memoryOf(trellis.pid).rss
+  const idle = memoryOf(trellis.pid)
   const auth = { authorization: `Bearer ${seed.adminToken}` }
   const all = scenarios(seed)
 
@@ -235,7 +238,7 @@ async function main() {
       pinning,
     },
     generator,
-    commit: await gitDescribe(),
+    commit,
     server: serverName,
     settings: { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup },
     seed: {
@@ -260,7 +263,9 @@ async function main() {
       coldStartMs,
       coldStartMedianMs,
       coldStartOf: binary ? 'binary' : 'source',
-      idleRssBytes,
+      idleRssBytes: idle.rss,
+      idleRssAnonBytes: idle.anon,
+      idleRssFileBytes: idle.file,
       peakRssWebhookBytes,
       rssAfterLoadBytes: afterLoad.rss,
       peakRssBytes: afterLoad.peak,
@@ -272,9 +277,11 @@ async function main() {
     postgres,
   }
   report.targets = targetChecks(report)
+  report.earlierTargets = earlierTargetChecks(report)
   const resultsDir = join(import.meta.dir, 'results')
   mkdirSync(resultsDir, { recursive: true })
-  const file = join(resultsDir, `${report.date.slice(0, 10)}${quick ? '-quick' : ''}.json`)
+  // Named by day, commit and mode: a quick run never overwrites a full one, nor a run of one commit another's.
+  const file = join(resultsDir, `${report.date.slice(0, 10)}-${report.commit}${quick ? '-quick' : ''}.json`)
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`)
   log(`[${elapsed()}] done; results in ${file}`)
 

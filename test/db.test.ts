@@ -95,6 +95,53 @@ sqliteOnlyDescribe(SQLITE_ONLY.sqliteMigrations, 'migrations', () => {
     expect(names(store.sqlite, 'index')).toContain('extra_idx')
   })
 
+  test('a migration that rebuilds a table (drizzle-kit: foreign_keys=OFF … ON) keeps the child rows; one that would orphan them is refused whole', () => {
+    const store = emptyStore()
+    const sqlite = store.sqlite
+    const tables = { name: '9000_parent_child', sql: 'CREATE TABLE parent (id integer PRIMARY KEY);--> statement-breakpoint\nCREATE TABLE child (id integer PRIMARY KEY, parent_id integer NOT NULL REFERENCES parent(id) ON DELETE CASCADE);' }
+    migrate(sqlite, [tables])
+    sqlite.run('INSERT INTO parent (id) VALUES (1), (2)')
+    sqlite.run('INSERT INTO child (id, parent_id) VALUES (10, 1), (20, 2)')
+    const rebuild = (name: string, keep: string) => ({
+      name,
+      sql: [
+        'PRAGMA foreign_keys=OFF;',
+        'CREATE TABLE `__new_parent` (id integer PRIMARY KEY, label text);',
+        `INSERT INTO \`__new_parent\`(id) SELECT id FROM parent WHERE ${keep};`,
+        'DROP TABLE parent;',
+        'ALTER TABLE `__new_parent` RENAME TO parent;',
+        'PRAGMA foreign_keys=ON;',
+      ].join('--> statement-breakpoint\n'),
+    })
+    expect(migrate(sqlite, [tables, rebuild('9001_rebuild', 'true')])).toEqual(['9001_rebuild'])
+    expect(sqlite.prepare('SELECT id, parent_id FROM child ORDER BY id').all()).toEqual([{ id: 10, parent_id: 1 }, { id: 20, parent_id: 2 }])
+    expect(sqlite.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 })
+    // Dropping parent 2 would leave child 20 without a parent: nothing of it is applied.
+    expect(() => migrate(sqlite, [tables, rebuild('9001_rebuild', 'true'), rebuild('9002_orphans', 'id = 1')])).toThrow(/9002_orphans would leave 1 rows/)
+    expect(sqlite.prepare('SELECT id FROM parent ORDER BY id').all()).toEqual([{ id: 1 }, { id: 2 }])
+    expect(pendingMigrations(sqlite, [tables, rebuild('9002_orphans', 'id = 1')])).toEqual(['9002_orphans'])
+    expect(sqlite.prepare('PRAGMA foreign_keys').get()).toEqual({ foreign_keys: 1 })
+  })
+
+  test('0014 rebuilds runs with its status rules as ORs: the runs, their steps and events stay; the rules still hold', () => {
+    const store = emptyStore()
+    migrate(store.sqlite, embedded.filter((m) => m.name < '0014'))
+    const { insertRun, now } = seedWorkflows(store)
+    const active = insertRun(1, 'order-1', 'running')
+    const done = insertRun(1, 'order-2', 'succeeded')
+    for (const id of [active, done]) {
+      execute(store, "INSERT INTO run_steps (run_id, step_index, name, type, status, started_at, finished_at) VALUES (?, 0, 'load', 'load', 'succeeded', ?, ?)", id, now, now)
+      execute(store, "INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, created_at) VALUES (?, 1, 1, 'r', 1, 'run.started', 'running', ?)", id, now)
+    }
+    expect(migrate(store.sqlite).filter((name) => name.startsWith('0014'))).toHaveLength(1)
+    expect(queryOne(store, 'SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM run_steps) AS steps, (SELECT count(*) FROM run_events) AS events')).toEqual({ runs: 2, steps: 2, events: 2 })
+    const ddl = queryOne<{ sql: string }>(store, "SELECT sql FROM sqlite_master WHERE name = 'runs_one_active_per_record'")!.sql
+    expect(ddl).toContain("(status = 'queued' OR status = 'running' OR status = 'waiting')")
+    expect(() => insertRun(1, 'order-1', 'queued')).toThrow(refused('unique', 'runs_one_active_per_record'))
+    expect(() => insertRun(1, 'order-3', 'finished')).toThrow(refused('check', 'runs_status_check'))
+    expect(queryOne(store, 'PRAGMA foreign_keys')).toEqual({ foreign_keys: 1 })
+  })
+
   test('0003_log_extensions flags the existing entries the compatibility document cannot describe; the logs stay append-only', () => {
     const store = emptyStore()
     const before = embedded.filter((m) => m.name < '0003')

@@ -150,7 +150,7 @@ export const SQLITE_ONLY = {
   queryPlan: 'reads SQLite\'s EXPLAIN QUERY PLAN',
   sqliteMigrations: 'applies SQLite\'s embedded migrations to its file (PostgreSQL\'s: test/postgres-cli.test.ts, test/schema-parity.test.ts)',
   pragmas: 'reads the SQLite connection\'s PRAGMAs and the file\'s journal mode',
-  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL reads every lookup afresh)',
+  lookupCache: 'checks the SQLite connection\'s lookup cache, emptied by PRAGMA data_version (PostgreSQL\'s instance cache: its own tests below)',
   writeLock: 'holds SQLite\'s one write lock from another process (PostgreSQL has no database-wide write lock)',
   diskFull: 'fills the disk under the SQLite file (a small filesystem, or PRAGMA max_page_count)',
   readOnly: 'makes the SQLite data directory and files read-only (a read-only bind mount, chattr +i); PostgreSQL\'s storage is its server\'s',
@@ -175,6 +175,7 @@ export const POSTGRES_ONLY = {
   severalInstances: 'runs several `serve` processes on one database: on SQLite one serve holds the data directory (serve.lock) and a second is refused',
   queryPlan: 'reads PostgreSQL\'s EXPLAIN (SQLite\'s plans: test/query-plans.test.ts)',
   concurrentWriters: 'holds a write transaction open beside the app\'s: SQLite\'s one writer lets nothing run between two statements of a write',
+  lookupGeneration: 'PostgreSQL\'s lookup cache and its generation row (SQLite\'s cache: the tests above, per connection)',
 } as const
 
 /** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */

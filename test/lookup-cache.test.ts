@@ -2,18 +2,23 @@
  * Issue 17 item 3: the per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
  * and environment by name — is exact. Each test warms the cache with a request, changes what it holds (through the
  * API in this process, or through the real CLI in another process on the same database), and the very next request
- * answers as the change says — on both stores (PostgreSQL caches nothing: the same answers). The cache itself
- * (SQLite's): it does cache, own writes (even raw SQL) and other connections' commits empty it, it is not used inside
- * a transaction, and a rolled-back change leaves nothing behind.
+ * answers as the change says — on both stores. The cache itself: SQLite's (per connection) does cache, own writes
+ * (even raw SQL) and other connections' commits empty it, it is not used inside a transaction, and a rolled-back
+ * change leaves nothing behind; PostgreSQL's (per instance, src/db/postgres/lookup-cache.ts) does cache, another
+ * instance's commit is seen by the next lookup, and its generation moves once per committed change of what it reads.
  */
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
-import { cachedLookup } from '../src/db/lookup-cache.ts'
+import { getTableName } from 'drizzle-orm'
+import type { SQL } from 'bun'
+import { cachedLookup, WATCHED } from '../src/db/lookup-cache.ts'
+import { cachedLookupOnPostgres } from '../src/db/postgres/lookup-cache.ts'
+import type { PgStore } from '../src/db/postgres/store.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
 import { op } from '../src/db/op.ts'
 import { commitNow, writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { bearer, execute, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { anotherStore, bearer, execute, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
@@ -247,5 +252,103 @@ sqliteOnlyDescribe(SQLITE_ONLY.lookupCache, 'the cache itself', () => {
     expect(reads()).toBe(3)
     lookup()
     expect(reads()).toBe(3)
+  })
+})
+
+describe('PostgreSQL: the instance cache and its generation row', () => {
+  const pg = () => env.store as PgStore
+  const generation = async (sql: SQL = pg().sql) => Number(((await sql`SELECT n FROM lookup_generation WHERE id = 1`) as { n: string }[])[0]!.n)
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+  /** A lookup through the instance cache that counts how often it really reads. */
+  function counted(store: PgStore) {
+    let reads = 0
+    const lookup = () =>
+      cachedLookupOnPostgres(store.db, 'test-project', 'Acme', async () => {
+        reads++
+        return ((await store.sql`SELECT name, sso FROM projects WHERE name = 'Acme'`) as { name: string; sso: boolean }[])[0]
+      })
+    return { lookup, reads: () => reads }
+  }
+
+  postgresOnlyTest(POSTGRES_ONLY.lookupGeneration, "the triggers watch exactly the SQLite cache's tables and columns", async () => {
+    const rows = (await pg().sql`SELECT c.relname AS "table", t.tgattr::text AS columns, t.tgdeferrable AS deferrable, t.tginitdeferred AS deferred
+      FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname LIKE 'lookup_generation_%' ORDER BY 1`) as { table: string; columns: string; deferrable: boolean; deferred: boolean }[]
+    expect(rows.map((r) => r.table)).toEqual(WATCHED.map(([table]) => getTableName(table)).sort())
+    expect(rows.every((r) => r.deferrable && r.deferred)).toBe(true)
+    for (const [table, ignored] of WATCHED) {
+      const name = getTableName(table)
+      const watched = rows.find((r) => r.table === name)!.columns.split(' ').filter(Boolean).map(Number)
+      const all = (await pg().sql`SELECT attnum, attname FROM pg_attribute WHERE attrelid = ${name}::regclass AND attnum > 0 AND NOT attisdropped`) as { attnum: number; attname: string }[]
+      // No column list: every update counts. Else every column but the ignored ones.
+      const expected = ignored.length === 0 ? [] : all.filter((c) => !ignored.includes(c.attname)).map((c) => c.attnum).sort((a, b) => a - b)
+      expect({ name, watched: watched.sort((a, b) => a - b) }).toEqual({ name, watched: expected })
+    }
+  })
+
+  postgresOnlyTest(POSTGRES_ONLY.lookupGeneration, 'the generation moves once per committed transaction that changes a watched table; never on rollback, a stamp or another table', async () => {
+    const sql = pg().sql
+    await tokenFor(env.store, env.clock, 'alice', ['all'])
+    const before = await generation()
+    await sql.begin(async (tx) => {
+      await tx`UPDATE projects SET sso = sso`
+      await tx`UPDATE users SET updated_at = updated_at`
+      await tx`UPDATE users SET updated_at = updated_at`
+      expect(await generation(tx)).toBe(before) // not before COMMIT
+    })
+    expect(await generation()).toBe(before + 1)
+    await sql`UPDATE api_tokens SET last_used_at = 1`
+    await sql`UPDATE records SET data = data`
+    expect(await generation()).toBe(before + 1)
+    await expect(
+      sql.begin(async (tx) => {
+        await tx`UPDATE projects SET sso = sso`
+        throw new Error('rolled back')
+      }),
+    ).rejects.toThrow('rolled back')
+    expect(await generation()).toBe(before + 1)
+    await sql`UPDATE api_tokens SET revoked_at = revoked_at`
+    expect(await generation()).toBe(before + 2)
+  })
+
+  postgresOnlyTest(POSTGRES_ONLY.lookupGeneration, "a later lookup reads nothing but the generation; another instance's commit is seen by the next lookup", async () => {
+    const { lookup, reads } = counted(pg())
+    expect((await lookup())?.sso).toBe(false)
+    await nextTurn()
+    expect((await lookup())?.sso).toBe(false)
+    expect(reads()).toBe(1)
+    // Changed with the triggers off (a replica session): the cache does not know, so it still answers the old row.
+    await pg().sql.begin(async (tx) => {
+      await tx`SET LOCAL session_replication_role = replica`
+      await tx`UPDATE projects SET sso = TRUE WHERE name = 'Acme'`
+    })
+    await nextTurn()
+    expect((await lookup())?.sso).toBe(false)
+    expect(reads()).toBe(1)
+    // Another instance's commit: seen by the very next lookup.
+    const other = anotherStore(env) as PgStore
+    try {
+      await other.sql`UPDATE projects SET sso = FALSE WHERE name = 'Acme'`
+      await other.sql`UPDATE projects SET sso = TRUE WHERE name = 'Acme'`
+    } finally {
+      await other.close()
+    }
+    await nextTurn()
+    expect((await lookup())?.sso).toBe(true)
+    expect(reads()).toBe(2)
+  })
+
+  postgresOnlyTest(POSTGRES_ONLY.lookupGeneration, 'inside a transaction the cache is neither read nor filled; entries are frozen', async () => {
+    const { lookup, reads } = counted(pg())
+    const first = await lookup()
+    expect(Object.isFrozen(first)).toBe(true)
+    let loadedInside = 0
+    await pg().db.transaction(async (tx) => {
+      const inside = await cachedLookupOnPostgres(tx, 'test-project', 'Acme', async () => (loadedInside++, { name: 'inside', sso: true }))
+      expect(inside?.name).toBe('inside')
+    })
+    expect(loadedInside).toBe(1)
+    await nextTurn()
+    expect((await lookup())?.name).toBe('Acme')
+    expect(reads()).toBe(1)
   })
 })

@@ -31,9 +31,10 @@ const TRACKING = 'trellis_migrations'
 /**
  * Shared state of several instances that SQLite has no table for: the limits' counters (per-token API windows, login
  * throttle windows, per-webhook buckets; src/db/postgres/rate-windows.ts). A single SQLite process keeps these
- * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes.
+ * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes. And the lookup
+ * cache's generation row (src/db/postgres/lookup-cache.ts): SQLite's cache sees other connections' commits by itself.
  */
-const POSTGRES_ONLY_TABLES = ['rate_limit_buckets', 'rate_limit_windows']
+const POSTGRES_ONLY_TABLES = ['lookup_generation', 'rate_limit_buckets', 'rate_limit_windows']
 
 /** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
 function shared(catalog: Catalog): Catalog {
@@ -132,6 +133,8 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0005_workflow_concurrency_and_fair_claims',
       '0006_idempotency_retry_retention',
       '0007_run_events_and_callbacks',
+      '0008_status_rules_without_in_lists',
+      '0009_lookup_generation',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
@@ -150,7 +153,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
   })
 
-  test('the PostgreSQL-only tables (the limits shared across instances) exist on PostgreSQL only, with their sweep indexes', () => {
+  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation) exist on PostgreSQL only, with their sweep indexes', () => {
     expect(Object.keys(postgresAll.tables).filter((name) => !(name in sqlite.tables)).sort()).toEqual(POSTGRES_ONLY_TABLES)
     for (const name of POSTGRES_ONLY_TABLES) expect(sqlite.tables[name]).toBeUndefined()
     expect(postgresAll.tables.rate_limit_windows).toEqual({

@@ -13,8 +13,9 @@
  * Inside a transaction the cache is not used at all: a write transaction reads what it may change, and a change it
  * makes and rolls back must never leave an entry behind. Misses (an unknown token) are never cached.
  *
- * Several instances on one PostgreSQL database (issue 18) would need a cross-instance signal instead (a generation
- * row read per request, or LISTEN/NOTIFY): `data_version` only sees connections to the same SQLite file.
+ * PostgreSQL has its own cache of the same lookups (./postgres/lookup-cache.ts): several instances share its
+ * database, and `data_version` only sees connections to the same SQLite file, so there a generation row moved by every
+ * commit that changes these tables (the same tables and columns as WATCHED) is the signal.
  */
 import type { Database, Statement } from 'bun:sqlite'
 import { getTableName } from 'drizzle-orm'
@@ -25,7 +26,7 @@ import { connectionOf } from './prepared.ts'
 import { apiTokens, environments, projectMembers, projects, renderings, teamMembers, teams, users, webhookTriggers, workflows } from './schema.ts'
 
 /** The tables cached lookups read, each with the columns whose updates none of them depends on. */
-const WATCHED: [SQLiteTable, string[]][] = [
+export const WATCHED: [SQLiteTable, string[]][] = [
   [apiTokens, ['last_used_at']],
   [users, []],
   [projects, []],
@@ -80,8 +81,7 @@ export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V |
 
 /**
  * `work`'s answer for `key` as an op, written once for both stores: SQLite answers from this connection's cache
- * (`cachedLookup`); PostgreSQL runs `work` every time (its twin in ../postgres/op-runner.ts): several instances
- * share the database and `data_version` sees none of their commits, so a rename made elsewhere is seen at once.
+ * (`cachedLookup`); PostgreSQL from the instance's (./postgres/lookup-cache.ts, its twin in ../postgres/op-runner.ts).
  */
 export function cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
   return op(runCached<V>, kind, key, work)

@@ -13,6 +13,29 @@ export interface Migration {
 }
 
 const BREAKPOINT = '--> statement-breakpoint'
+/** drizzle-kit's table rebuild (new table, copy, drop, rename) starts with this and ends with `foreign_keys=ON`. */
+const REBUILDS_A_TABLE = /PRAGMA foreign_keys\s*=\s*OFF/i
+
+/**
+ * Runs `apply` with foreign keys off when the migration rebuilds a table, as SQLite's own procedure for a table
+ * change says (https://sqlite.org/lang_altertable.html#otheralter): the PRAGMA is a no-op inside a transaction, and
+ * with keys on, dropping the old table would cascade its ON DELETE to every child row (a run's steps, events…).
+ * Inside the transaction, `foreign_key_check` must find nothing before the commit.
+ */
+function withForeignKeysOffFor(sqlite: Database, migration: Migration, apply: () => boolean): boolean {
+  if (!REBUILDS_A_TABLE.test(migration.sql)) return apply()
+  sqlite.run('PRAGMA foreign_keys = OFF')
+  try {
+    return apply()
+  } finally {
+    sqlite.run('PRAGMA foreign_keys = ON')
+  }
+}
+
+function assertNoForeignKeyViolations(sqlite: Database, migration: Migration) {
+  const violations = sqlite.prepare('PRAGMA foreign_key_check').all()
+  if (violations.length > 0) throw new Error(`migration ${migration.name} would leave ${violations.length} rows whose foreign key has no parent`)
+}
 
 /** Returns the names of the migrations applied by this call. Safe to run from several processes at once. */
 export function migrate(sqlite: Database, migrations: Migration[] = embedded, now = Date.now()): string[] {
@@ -28,10 +51,11 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
       for (const statement of migration.sql.split(BREAKPOINT)) {
         if (statement.trim()) sqlite.run(statement)
       }
+      if (REBUILDS_A_TABLE.test(migration.sql)) assertNoForeignKeyViolations(sqlite, migration)
       record.run(migration.name, now)
       return true
     })
-    if (apply.immediate()) applied.push(migration.name)
+    if (withForeignKeysOffFor(sqlite, migration, () => apply.immediate())) applied.push(migration.name)
   }
   return applied
 }

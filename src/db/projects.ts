@@ -2,8 +2,8 @@
  * The projects domain's storage: projects and their parts (environments, teams, collections) found by their
  * case-sensitive names, created and renamed, and the collection permissions of teams. The lookups every request
  * makes (`findProjectByName` — the CLI's too —, `findEnvironmentByName`, `findCollectionPermission`) are
- * statements; SQLite also caches the first two per connection (lookup-cache.ts), PostgreSQL asks the database every
- * time, so a rename made through another instance is seen at once. Lists ordered by a name sort in byte order on
+ * statements; the first two are also cached (lookup-cache.ts: per connection on SQLite, per instance on PostgreSQL),
+ * and a rename made through another instance is seen at once. Lists ordered by a name sort in byte order on
  * both stores (`d.byteOrder`). Name rules, conflicts and admin log entries stay in the projects services.
  */
 import { and, eq, exists, sql } from 'drizzle-orm'

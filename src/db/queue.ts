@@ -35,13 +35,12 @@ import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, placeholders, rows, setPlaceholders, statement } from './query.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
-import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
+import { ACTIVE_RUN_STATUSES, anyOfLiterals, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
 
-const ACTIVE = sqlLiterals(ACTIVE_RUN_STATUSES)
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
 
 /** The run is active (queued, running or waiting): `runs_one_active_per_record`'s predicate. */
-const isActive = ({ t }: Dialect) => sql`${t.runs.status} IN (${sql.raw(ACTIVE)})`
+const isActive = () => sql.raw(anyOfLiterals('"runs"."status"', ACTIVE_RUN_STATUSES))
 /** The run is running: `runs_lease_idx`'s predicate. */
 const isRunning = ({ t }: Dialect) => sql`${t.runs.status} = 'running'`
 /** The run may be claimed (queued, or waiting) once its time comes: the claim indexes' predicate. */
@@ -152,7 +151,7 @@ const ACTIVE_RUN = statement('queue.active-run', (d) =>
   d.db
     .select({ id: d.t.runs.id })
     .from(d.t.runs)
-    .where(and(eq(d.t.runs.workflowId, sql.placeholder('workflowId')), eq(d.t.runs.recordId, sql.placeholder('recordId')), isActive(d))),
+    .where(and(eq(d.t.runs.workflowId, sql.placeholder('workflowId')), eq(d.t.runs.recordId, sql.placeholder('recordId')), isActive())),
 )
 
 /** The run active on the record for the workflow (the one a start conflicts with), if any. */
@@ -479,7 +478,7 @@ const CANCEL = statement('queue.cancel', (d) =>
   d.db
     .update(d.t.runs)
     .set({ status: 'cancelled', finishedAt: sql`${sql.placeholder('now')}`, leaseOwner: null, leaseExpiresAt: null })
-    .where(and(eq(d.t.runs.id, sql.placeholder('id')), isActive(d)))
+    .where(and(eq(d.t.runs.id, sql.placeholder('id')), isActive()))
     .returning({ id: d.t.runs.id, workflowId: d.t.runs.workflowId }),
 )
 

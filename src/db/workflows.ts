@@ -68,10 +68,9 @@ const buildTriggerTarget = ({ db, t }: Dialect) =>
 const TRIGGER_TARGET = statement('workflows.trigger-target', buildTriggerTarget)
 
 /**
- * The trigger target of a workflow id. Every webhook call reads it, so SQLite caches it per connection
- * (lookup-cache.ts: a change to the workflow or its webhook applies to the next call); PostgreSQL reads it afresh
- * (several instances share the database, and a webhook change made through any of them applies to every instance's
- * next call).
+ * The trigger target of a workflow id. Every webhook call reads it, so it is cached (lookup-cache.ts: per connection
+ * on SQLite, per instance on PostgreSQL; a change to the workflow or its webhook, made through any instance, applies
+ * to the next call).
  */
 export function findTriggerTarget(workflowId: number): Op<TriggerTarget | undefined> {
   return cached('trigger-target', workflowId, TRIGGER_TARGET.row({ workflowId }))

@@ -3,7 +3,16 @@
  * updated as requests end (src/http/request-metrics.ts); the run and executor gauges are read when /metrics is
  * scraped, from the source the app binds with `observeRuns`.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import type * as Prometheus from 'prom-client'
+
+// prom-client's own parts, not its index: the index also loads the Pushgateway client (node:zlib, node:https,
+// node:url) and the cluster aggregator, which Trellis never uses and which held megabytes of an idle server's memory
+// (docs/performance.md, "Idle memory").
+const Registry = require('prom-client/lib/registry') as typeof Prometheus.Registry
+const Counter = require('prom-client/lib/counter') as typeof Prometheus.Counter
+const Gauge = require('prom-client/lib/gauge') as typeof Prometheus.Gauge
+const Histogram = require('prom-client/lib/histogram') as typeof Prometheus.Histogram
+const collectDefaultMetrics = require('prom-client/lib/defaultMetrics') as typeof Prometheus.collectDefaultMetrics
 
 /** What the run gauges show, read at scrape time. */
 export interface RunsSample {
@@ -123,7 +132,7 @@ export function createMetrics(options: MetricsOptions = {}) {
 
   // Counters read from the store's own tallies: set to the running total at each scrape.
   const fromTally = (read: (sample: WritesSample) => number) =>
-    function (this: Counter) {
+    function (this: Prometheus.Counter) {
       const tally = sampleWrites?.()
       if (!tally) return
       this.reset()

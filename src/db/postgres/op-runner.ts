@@ -8,6 +8,7 @@ import { runCached } from '../lookup-cache.ts'
 import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
 import { announceRunEvents } from '../run-events.ts'
+import { cachedLookupOnPostgres } from './lookup-cache.ts'
 import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
 import { notifyRunEventsCommitted } from './run-events.ts'
 import { TWINS } from './twins.ts'
@@ -72,7 +73,7 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   while (!step.done) {
     const { fn, args } = step.value
     // The twins that run ops themselves live here (a savepoint, a cached lookup); every other is in the registry.
-    const twin = fn === runInSavepoint ? savepointOnPostgres : fn === runCached ? uncachedOnPostgres : TWINS.get(fn)
+    const twin = fn === runInSavepoint ? savepointOnPostgres : fn === runCached ? cachedOnPostgres : TWINS.get(fn)
     if (!twin) throw new Error(`no PostgreSQL twin for ${fn.name || 'an anonymous face function'}`)
     let result: unknown
     try {
@@ -123,9 +124,9 @@ function sent(query: { execute(): Promise<unknown> }): Promise<unknown> {
   return answer
 }
 
-/** The twin of lookup-cache.ts's `cached`: no cache, `work` asks the database every time (see there). */
-function uncachedOnPostgres<V>(db: PgDb, _kind: string, _key: string | number, work: Op<V>): Promise<V> {
-  return runOpOnPostgres(db, work)
+/** The twin of lookup-cache.ts's `cached`: this instance's cache, exact across instances (./lookup-cache.ts). */
+function cachedOnPostgres<V>(db: PgDb, kind: string, key: string | number, work: Op<V | undefined>): Promise<V | undefined> {
+  return cachedLookupOnPostgres(db, kind, key, () => runOpOnPostgres(db, work))
 }
 
 /** The SQLSTATE of a PostgreSQL error, when it is one. */

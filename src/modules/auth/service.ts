@@ -3,7 +3,7 @@
  * token's project is the addressed project (403) → SSO (403) → scope (403) → role (403). Project/environment
  * existence (404) is checked by the route afterwards, so nothing about a project is revealed before the token is
  * accepted. Everything is decided at request time, on what the database holds then (the token lookup is cached per
- * connection and emptied by any change it depends on, src/db/lookup-cache.ts) — a revocation, expiry, deactivation
+ * connection or instance and emptied by any change it depends on, src/db/lookup-cache.ts) — a revocation, expiry, deactivation
  * or demotion, even made by another process, applies to the very next request. Every route family (the auth plugin's macros, the webhook, runs)
  * calls `authorizeToken`; console sessions are read here too (`sessionOf`).
  */

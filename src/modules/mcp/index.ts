@@ -7,77 +7,17 @@
  * for it alone — no session to keep, so any instance behind a load balancer answers any call, and a revocation
  * applies to the very next call. GET and DELETE (a stream, a session to end) have nothing to serve: 405.
  */
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
-import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { Elysia } from 'elysia'
-import pkg from '../../../package.json' with { type: 'json' }
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { asHttpError, errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
-import { hasScope } from '../../lib/access.ts'
-import type { TokenIdentity } from '../../lib/callers.ts'
-import { authorizeToken } from '../auth/service.ts'
-import { McpAnswer, McpMessage, TOOL_ANSWERS } from './model.ts'
-import { plainSchema, type Tool, TOOLS } from './tools.ts'
-
-/** What tools/list shows of each tool, made once (the schemas do not change). */
-const DESCRIBED = new Map(
-  TOOLS.map((tool) => [
-    tool,
-    {
-      name: tool.name,
-      title: tool.title,
-      description: tool.description,
-      inputSchema: tool.args.schema as { type: 'object' },
-      outputSchema: plainSchema(TOOL_ANSWERS[tool.name]) as { type: 'object' },
-    },
-  ]),
-)
-
-/**
- * A tool's refusal as the agent reads it: the REST error body and its HTTP status (`httpStatus`), as text. No
- * structured content: clients check that against the tool's output schema, which describes its answer.
- */
-function toolError(httpStatus: number, body: Record<string, unknown>): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ httpStatus, ...body }) }] }
-}
+import { McpAnswer, McpMessage, toolError } from './model.ts'
 
 /** A `tools/call` request: over the token's budget, answered with the tool's error rather than an HTTP 429. */
 function isToolCall(body: unknown): body is { id: string | number; method: 'tools/call' } {
   const message = body as { method?: unknown; id?: unknown } | null
   return typeof message === 'object' && message !== null && message.method === 'tools/call' && (typeof message.id === 'string' || typeof message.id === 'number')
-}
-
-/** One POST's server: the tools the token's scopes reach, each call checked and made as the REST route makes it. */
-function mcpServer(deps: AppDeps, identity: TokenIdentity): Server {
-  const server = new Server(
-    { name: 'trellis', title: 'Trellis', version: pkg.version },
-    {
-      capabilities: { tools: {} },
-      instructions:
-        `Trellis project "${identity.projectName}": read notes and logs, and start, follow and cancel workflow runs, as the user of this token ` +
-        '(its scopes decide which tools are listed). Tool errors carry the REST API\'s status, code and message.',
-    },
-  )
-  const visible = (tool: Tool<unknown>) => tool.need === undefined || hasScope(identity.scopes, tool.need.scope)
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS.filter(visible).map((tool) => DESCRIBED.get(tool)!) }))
-  server.setRequestHandler(CallToolRequestSchema, async ({ params }): Promise<CallToolResult> => {
-    const tool = TOOLS.find((candidate) => candidate.name === params.name)
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
-    try {
-      // The route's own checks, in its order: the scope and role (403), then the arguments (400), then the call.
-      if (tool.need) authorizeToken(identity, identity.projectName, tool.need)
-      const answer = (await tool.call({ deps, identity }, tool.args.parse(params.arguments ?? {}))) as Record<string, unknown>
-      return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer }
-    } catch (error) {
-      const known = asHttpError(error)
-      if (known) return toolError(known.status, known.toBody())
-      deps.logger.error('MCP tool failed', { tool: tool.name, error: error instanceof Error ? (error.stack ?? error.message) : String(error) })
-      return toolError(500, errorBody(500, 'internal_error', 'Internal server error'))
-    }
-  })
-  return server
 }
 
 /** What the transport refuses itself (406 without `Accept` of both JSON and SSE, 400 a bad protocol version…): the one error body. */
@@ -102,6 +42,14 @@ async function trellisAnswer(response: Response): Promise<Response> {
   return jsonResponse(status, errorBody(status, TRANSPORT_CODES[status] ?? 'invalid_mcp_request', refused.error?.message ?? 'The MCP transport refused the request'))
 }
 
+/** A tool call that threw, as the agent reads it: a 4xx (or 503) with the REST body, anything else a logged 500. */
+function toolFailure(deps: AppDeps, error: unknown, tool: string): CallToolResult {
+  const known = asHttpError(error)
+  if (known) return toolError(known.status, known.toBody())
+  deps.logger.error('MCP tool failed', { tool, error: error instanceof Error ? (error.stack ?? error.message) : String(error) })
+  return toolError(500, errorBody(500, 'internal_error', 'Internal server error'))
+}
+
 export function mcpModule(deps: AppDeps) {
   return new Elysia({ name: 'mcp', tags: ['mcp'] })
     .use(authPlugin(deps))
@@ -114,14 +62,9 @@ export function mcpModule(deps: AppDeps) {
           Object.assign(set.headers, overBudget.headers)
           return jsonResponse(200, { jsonrpc: '2.0', id: body.id, result: toolError(429, overBudget.toBody()) })
         }
-        const server = mcpServer(deps, identity)
-        const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
-        await server.connect(transport)
-        try {
-          return await trellisAnswer(await transport.handleRequest(acceptingJson(request), { parsedBody: body }))
-        } finally {
-          await server.close()
-        }
+        // The SDK's side loads here, at the first POST (./server.ts).
+        const { transportAnswer } = await import('./server.ts')
+        return trellisAnswer(await transportAnswer(deps, identity, acceptingJson(request), body, (error, tool) => toolFailure(deps, error, tool)))
       },
       {
         tokenCall: { holdsOverBudget: isToolCall },

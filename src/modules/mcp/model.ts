@@ -2,6 +2,7 @@
  * The MCP endpoint's schemas: the JSON-RPC message `POST /mcp` takes and answers (/openapi.json), and each tool's
  * arguments and answer, made from the models of the REST routes the tools stand for — one model per operation.
  */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { type Static, type TSchema, t } from 'elysia'
 import { MAX_NAME_LENGTH } from '../../http/list.ts'
 import { Integer } from '../../http/schemas.ts'
@@ -99,3 +100,11 @@ export const TOOL_ANSWERS = {
   cancelWorkflowRun: Run,
   retryWorkflowRun: RetryAccepted,
 } satisfies Record<string, TSchema>
+
+/**
+ * A tool's refusal as the agent reads it: the REST error body and its HTTP status (`httpStatus`), as text. No
+ * structured content: clients check that against the tool's output schema, which describes its answer.
+ */
+export function toolError(httpStatus: number, body: Record<string, unknown>): CallToolResult {
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ httpStatus, ...body }) }] }
+}

@@ -1,0 +1,74 @@
+/**
+ * The lookup cache on PostgreSQL (issue 31): the same lookups as SQLite's (../lookup-cache.ts — a token by its hash,
+ * a webhook's trigger target, a project and an environment by name, whether a user reaches a team's renderings),
+ * cached per instance, with exact invalidation across instances.
+ *
+ * Several instances share the database, so no instance sees another's writes by itself. Every committed change of a
+ * table those lookups read moves one generation number on (drizzle/postgres/0009_lookup_generation.sql: a deferred
+ * trigger per table, on the same tables and columns as SQLite's WATCHED). Before answering from its cache, an
+ * instance reads that number — one single-row statement, shared by every lookup that asks during the same turn of the
+ * event loop — and empties the cache when it moved. A change committed before a request arrived is therefore seen by
+ * that request, whichever instance made it: the read that decides was sent after the request arrived (a turn's read
+ * is shared only by lookups made in that turn), and under READ COMMITTED it sees every commit before it.
+ * An answer loaded while the number moved is not kept. Inside a transaction the cache is not used (as on SQLite).
+ * Misses are never cached.
+ */
+import { PgTransaction } from 'drizzle-orm/pg-core'
+import { clientOf, type PgDb } from './store.ts'
+
+/** Entries kept per kind of lookup; beyond, that kind starts over (a bound, not an eviction policy), as on SQLite. */
+const MAX_ENTRIES = 10_000
+
+interface Cache {
+  /** The generation the entries were read at (-1: none yet). */
+  generation: number
+  entries: Map<string, Map<string | number, unknown>>
+  /** This turn's read of the generation, shared by the lookups made during it. */
+  thisTurn: Promise<number | null> | null
+}
+
+const caches = new WeakMap<PgDb, Cache>()
+
+/** `load()`'s answer for `key` (the work of ../lookup-cache.ts's `cached`), from this instance's cache when still exact. */
+export async function cachedLookupOnPostgres<V>(db: PgDb, kind: string, key: string | number, load: () => Promise<V | undefined>): Promise<V | undefined> {
+  if (db instanceof PgTransaction) return load()
+  let cache = caches.get(db)
+  if (!cache) caches.set(db, (cache = { generation: -1, entries: new Map(), thisTurn: null }))
+  const generation = await generationThisTurn(db, cache)
+  if (generation === null) return load()
+  if (generation !== cache.generation) {
+    cache.entries.clear()
+    cache.generation = generation
+  }
+  let entries = cache.entries.get(kind)
+  if (!entries) cache.entries.set(kind, (entries = new Map()))
+  const hit = entries.get(key) as V | undefined
+  if (hit !== undefined) return hit
+  const value = await load()
+  // Kept only if nothing moved while it loaded (a later turn may have seen a newer generation and emptied the cache).
+  if (value !== undefined && cache.generation === generation) {
+    if (entries.size >= MAX_ENTRIES) entries.clear()
+    entries.set(key, Object.freeze(value))
+  }
+  return value
+}
+
+/** The generation, read once per turn of the event loop; null when it cannot be read (a schema before 0009). */
+function generationThisTurn(db: PgDb, cache: Cache): Promise<number | null> {
+  if (cache.thisTurn) return cache.thisTurn
+  const read = readGeneration(db)
+  cache.thisTurn = read
+  setImmediate(() => {
+    if (cache.thisTurn === read) cache.thisTurn = null
+  })
+  return read
+}
+
+async function readGeneration(db: PgDb): Promise<number | null> {
+  try {
+    const [row] = (await clientOf(db)`SELECT n FROM lookup_generation WHERE id = 1`) as { n: string | number }[]
+    return row === undefined ? null : Number(row.n)
+  } catch {
+    return null
+  }
+}
