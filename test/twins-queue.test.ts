@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
+import { insertActivityLog, type NewActivityLogRow } from '../src/db/activity-logs.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
@@ -236,6 +237,29 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       }
       expect(walked).toEqual(listed.map((r) => r.id).reverse())
     }
+  })
+
+  test("30 triggers and 30 other entries of one environment at once: each trigger's entry dated from the newest time read with its run's insert, every entry's createdAt strictly increasing in id order", async () => {
+    const entry = (label: string, runId: string | null): NewActivityLogRow => ({
+      environmentId: base.environmentId, type: 'write', action: 'update', label, userId: base.userId, teamId: null, collectionId: null,
+      tokenId: null, workflowName: null, runId, stepName: null, extension: false,
+    })
+    const newest = ((await stores.pg.sql`SELECT coalesce(max(created_at), 0)::float8 AS newest FROM activity_logs WHERE environment_id = ${base.environmentId}`) as { newest: number }[])[0]!.newest
+    // A trigger's op: the run (its insert also reads the environment's newest entry time), then its entry, as src/modules/runs/service.ts queueRun.
+    const trigger = (i: number) =>
+      writeOnPostgres(stores.pg, function* () {
+        const result = yield* insertRun(run(randomUUIDv7(), `dated_${i}`))
+        if (!result.inserted) throw new Error(`trigger ${i} not queued`)
+        return yield* insertActivityLog(entry(`trigger ${i}`, result.id), [`dated_${i}`], now)
+      })
+    const other = (i: number) => writeOnPostgres(stores.pg, () => insertActivityLog(entry(`other ${i}`, null), [], now))
+    await Promise.all(Array.from({ length: 30 }, (_, i) => [trigger(i), other(i)]).flat())
+    const rows = (await stores.pg.sql`SELECT created_at::float8 AS at FROM activity_logs WHERE environment_id = ${base.environmentId} AND created_at > ${newest} ORDER BY id`) as { at: number }[]
+    expect(rows).toHaveLength(60)
+    for (let i = 1; i < rows.length; i++) expect(rows[i]!.at).toBeGreaterThan(rows[i - 1]!.at)
+    // Every entry after the newest before the burst, one microsecond apart (they all share the burst's `now`).
+    expect(rows[0]!.at).toBe(Math.max(newest + 1, now * 1000))
+    expect(rows.at(-1)!.at).toBe(rows[0]!.at + 59)
   })
 
   test('idAfter: a UUIDv7 above the given one, in its millisecond or the next', () => {

@@ -54,6 +54,10 @@ export interface ListLocks {
   latest: Map<string, Micros>
   /** The environments this transaction appended run events to (kept through a savepoint's rollback: announced after the commit). */
   runEvents: Set<number>
+  /** Savepoints made so far (their names: ./op-runner.ts). */
+  savepoints: number
+  /** Statements sent and not awaited (a savepoint's RELEASE): the write awaits them before its COMMIT. */
+  unanswered: Promise<unknown>[]
 }
 
 const LIST_LOCKS = Symbol('trellis.listLocks')
@@ -61,7 +65,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set() } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -72,6 +76,23 @@ export function forgetListLocks(db: PgDb): void {
 }
 
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
+
+/** A new savepoint name in the tracked transaction `db`; null outside tracking. */
+export function nextSavepointName(db: PgDb): string | null {
+  const locks = listLocksOf(db)
+  return locks === undefined ? null : `trellis_${++locks.savepoints}`
+}
+
+/** Notes a statement the transaction `db` sent without awaiting its answer. */
+export function awaitBeforeCommit(db: PgDb, answer: Promise<unknown>): void {
+  listLocksOf(db)?.unanswered.push(answer)
+}
+
+/** The answers of the statements the transaction `tx` sent without awaiting them: any failure is thrown here. */
+export async function statementsBeforeCommit(tx: PgDb): Promise<void> {
+  const unanswered = listLocksOf(tx)?.unanswered ?? []
+  await Promise.all(unanswered.splice(0))
+}
 
 /** Notes that this transaction appended run events to `environmentIds`. */
 export function noteRunEventsAppended(db: PgDb, environmentIds: Iterable<number>): void {
@@ -98,17 +119,28 @@ export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: nu
 }
 
 /** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
-export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
+export function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
+  return lockListScopes(db, [[list, scopeValue]])
+}
+
+/**
+ * Takes the list scopes' locks in the order given, those this transaction does not hold yet, in one statement (one
+ * round trip however many): a write that knows it will need several takes them at once.
+ */
+export async function lockListScopes(db: PgDb, scopes: readonly (readonly [PgTimedList, number | null])[]): Promise<void> {
   const locks = listLocksOf(db)
-  const key = scopeKey(list.lockKey, scopeValue)
-  if (locks?.held.has(key)) return
+  const wanted = scopes.filter(([list, scopeValue]) => !locks?.held.has(scopeKey(list.lockKey, scopeValue)))
+  if (wanted.length === 0) return
   // Held only for the events' insert and the commit: a lock taken after it could close a circle of waits.
-  if (list.lockKey !== RUN_EVENTS_LOCK && [...(locks?.held ?? [])].some((held) => held.startsWith(`${RUN_EVENTS_LOCK}:`))) {
-    throw new Error(`the ${list.table} lock is taken after the run events lock: append run events last in a transaction`)
+  const late = wanted.find(([list]) => list.lockKey !== RUN_EVENTS_LOCK)
+  if (late && [...(locks?.held ?? [])].some((held) => held.startsWith(`${RUN_EVENTS_LOCK}:`))) {
+    throw new Error(`the ${late[0].table} lock is taken after the run events lock: append run events last in a transaction`)
   }
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
-  await clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0])
-  locks?.held.add(key)
+  // The select list is evaluated left to right: the locks are taken in the order given.
+  const calls = wanted.map((_, i) => `pg_advisory_xact_lock($${2 * i + 1}::int4, $${2 * i + 2}::int4)`).join(', ')
+  await clientOf(db).unsafe(`SELECT ${calls}`, wanted.flatMap(([list, scopeValue]) => [list.lockKey, (scopeValue ?? 0) | 0]))
+  for (const [list, scopeValue] of wanted) locks?.held.add(scopeKey(list.lockKey, scopeValue))
 }
 
 /** A list of ../pages.ts as its lock knows it. */

@@ -9,10 +9,10 @@ import { type Op, runInSavepoint } from '../op.ts'
 import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
 import { announceRunEvents } from '../run-events.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
-import { forgetListLocks, runEventsAppended, trackListLocks } from './monotonic.ts'
+import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
 import { notifyRunEventsCommitted } from './run-events.ts'
 import { TWINS } from './twins.ts'
-import type { PgDb, PgStore } from './store.ts'
+import { clientOf, type PgDb, type PgStore } from './store.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
 const RETRIES = 5
@@ -36,7 +36,10 @@ export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isol
       const transaction = (tx: PgDb) => {
         handle = tx
         trackListLocks(tx)
-        return runOpOnPostgres(tx, body())
+        return runOpOnPostgres(tx, body()).then(async (answer) => {
+          await statementsBeforeCommit(tx)
+          return answer
+        })
       }
       const answer = await store.db.transaction(transaction, isolation ? { isolationLevel: isolation } : undefined)
       const environments = runEventsAppended(handle!)
@@ -85,19 +88,40 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
 }
 
 /**
- * The twin of op.ts's savepoint: `body` in a nested transaction (SAVEPOINT), rolled back alone when it throws — and
- * with it the list locks taken inside (./monotonic.ts), so the transaction forgets what it knew of them.
+ * The twin of op.ts's savepoint: `body` after a SAVEPOINT, rolled back to it alone when it throws — and with it the
+ * list locks taken inside (./monotonic.ts), so the transaction forgets what it knew of them.
+ *
+ * In a write's transaction the SAVEPOINT and the RELEASE are sent without waiting for their answers: the connection
+ * runs its statements in the order sent, so the body's first statement queues behind the SAVEPOINT, and the next
+ * statement after the body behind the RELEASE. A step group (src/executor) makes a savepoint per step, often under
+ * its environment's lock: each answer not waited for is one less pass through the event loop while other writers
+ * wait. A failed SAVEPOINT or RELEASE (a broken connection) still fails the transaction: the statements behind it
+ * fail, and the write awaits every RELEASE before its COMMIT (`writeOnPostgres`). Outside one (no tracking): a
+ * nested transaction of the driver, each answer awaited.
  */
 export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promise<T> {
+  const name = nextSavepointName(db)
+  if (name === null) return db.transaction((savepoint) => runOpOnPostgres(savepoint, body()))
+  const client = clientOf(db)
+  const opened = sent(client.unsafe(`SAVEPOINT ${name}`))
   try {
-    return await db.transaction((savepoint) => {
-      trackListLocks(savepoint, db)
-      return runOpOnPostgres(savepoint, body())
-    })
+    const answer = await runOpOnPostgres(db, body())
+    await opened
+    awaitBeforeCommit(db, sent(client.unsafe(`RELEASE SAVEPOINT ${name}`)))
+    return answer
   } catch (error) {
+    await opened.catch(() => {})
+    await client.unsafe(`ROLLBACK TO SAVEPOINT ${name}`)
     forgetListLocks(db)
     throw error
   }
+}
+
+/** A statement sent now; its answer awaited later (a rejection unobserved meanwhile is not reported as unhandled). */
+function sent(query: { execute(): Promise<unknown> }): Promise<unknown> {
+  const answer = query.execute()
+  answer.catch(() => {})
+  return answer
 }
 
 /** The twin of lookup-cache.ts's `cached`: this instance's cache, exact across instances (./lookup-cache.ts). */

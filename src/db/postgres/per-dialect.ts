@@ -34,7 +34,7 @@ import {
 import { holdRuleLock, type Rule } from '../rule-locks.ts'
 import { insertRunEvents, type NewRunEvent, storedDataOf } from '../run-events.ts'
 import { CLAIMABLE_RUN_STATUSES, sqlLiterals } from '../schema.ts'
-import { heldListTimes, lockListScope, noteRunEventsAppended, PG_LISTS, pgListOf } from './monotonic.ts'
+import { heldListTimes, lockListScope, lockListScopes, noteRunEventsAppended, PG_LISTS, pgListOf } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
 import { CALLBACKS_CHANNEL, RUNS_CHANNEL } from './queue.ts'
 import { RULE_LOCKS } from './rule-locks.ts'
@@ -67,11 +67,22 @@ async function holdRuleLockOnPostgres(db: PgDb, rule: Rule, scope: number): Prom
 
 // ── Lists' times (../monotonic.ts) ──────────────────────────────────────────
 
-/** Takes the list scope's lock; answers the newest time this transaction set in the scope, if any. */
+/**
+ * Takes the list scope's lock; answers the newest time this transaction set in the scope, or else the scope's newest
+ * time, read by a statement sent right behind the lock's without waiting for its answer: the connection runs it once
+ * the lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the lock's previous holder
+ * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
+ */
 async function holdListScopeOnPostgres(db: PgDb, list: TimeOrderedList, scopeValue: number | null): Promise<Micros | undefined> {
   const pgList = pgListOf(list)
-  await lockListScope(db, pgList, scopeValue)
-  return heldListTimes(db).get(pgList, scopeValue)
+  const known = heldListTimes(db).get(pgList, scopeValue)
+  const locked = lockListScope(db, pgList, scopeValue)
+  if (known !== undefined) return locked.then(() => known)
+  const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
+  const latest = rows<{ at: number | null }>(db, `SELECT max(created_at)::float8 AS at FROM ${pgList.table} ${where}`, where.includes('$1') ? [scopeValue] : [])
+  latest.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+  await locked
+  return ((await latest)[0]?.at ?? 0) as Micros
 }
 
 /** Remembers (null: forgets) the newest time this transaction set in the list scope. */
@@ -129,7 +140,8 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
  * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
  * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
  * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
- * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
+ * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another) — and its activity
+ * lock in the same statement, which the trigger's entry needs next (`QUEUE_RUN`) — reads the
  * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
  * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` read once the
  * lock is held (a trigger that waited 500 ms for it is not dated 500 ms before it could be listed), and its id is the
@@ -137,30 +149,41 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
  * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always the top of its list: a reader paging meanwhile never misses it.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
-  await lockListScope(db, PG_LISTS.runs, run.environmentId)
+  await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
-  const [newest] = await rows<{ id: string; created_at: number }>(
-    db,
-    'SELECT id, created_at::float8 AS created_at FROM runs WHERE environment_id = $1 ORDER BY id DESC LIMIT 1',
-    [run.environmentId],
-  )
-  const id = newest === undefined || run.id > newest.id || (await idTaken(db, run.id)) ? run.id : idAfter(newest.id)
-  const inserted = await rows(
-    db,
-    `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-       status, next_step, available_at, attempts, created_at, retry_of)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $11, $9, 0, greatest($9::bigint * 1000, $10::bigint + 1), $12)
-     ON CONFLICT DO NOTHING
-     RETURNING id`,
-    [
-      id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, newest?.created_at ?? 0,
-      run.nextStep ?? 0, run.retryOf ?? null,
-    ],
-  )
-  if (inserted.length === 0) return null
-  await announceRunsOnPostgres(db)
-  return id
+  const queue = async (id: string) => {
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL]
+    return (await rows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
+  }
+  let queued = await queue(run.id)
+  const entries = heldListTimes(db)
+  if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined) entries.set(PG_LISTS.activityLogs, run.environmentId, (queued.entries_at ?? 0) as Micros)
+  // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
+  if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
+  return queued.id
 }
+
+/**
+ * The trigger's writes under the environment's runs and activity locks, in one statement (one round trip where there
+ * were four): the environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest
+ * `createdAt`), the run after it — unless its id ($1) is not greater than the newest's (then null, and the caller
+ * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) — the NOTIFY ($12) when it was
+ * queued, and the environment's newest activity entry time: a run is queued only by a trigger or a retry
+ * (src/modules/runs/service.ts `queueRun`), whose entry follows in this transaction, so its time is counted on from
+ * here unread (./monotonic.ts `heldListTimes`; 0: no entry yet). The locks are the statement before: READ COMMITTED
+ * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
+ */
+const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
+  queued AS (
+    INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+      status, next_step, available_at, attempts, created_at, retry_of)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11
+    WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
+    ON CONFLICT DO NOTHING
+    RETURNING id)
+  SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
+    (SELECT max(created_at)::float8 FROM activity_logs WHERE environment_id = $4) AS entries_at,
+    (SELECT pg_notify($12, '') FROM queued) AS announced`
 
 /** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
 const idTaken = async (db: PgDb, id: string) => (await rows(db, 'SELECT 1 FROM runs WHERE id = $1', [id])).length > 0

@@ -1,0 +1,107 @@
+/**
+ * `bun bench/pg-trigger-ab.ts --roots DIR_A,DIR_B [--rounds 3 --seconds 10 --connections 64 --instances 1 --notes 20000]`:
+ * the webhook trigger (202) on PostgreSQL, checkouts A and B alternated (A, B, A, B…) against one throw-away cluster
+ * and one seeded database, so that a shared machine's drift falls on both alike. Each turn starts `--instances`
+ * `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after a warm-up, and prints
+ * the responses per second and the Trellis CPU per trigger (user + system from /proc, every instance together). The
+ * checkouts must share the schema (no migration between them). `--profile DIR`: each server writes a CPU profile
+ * there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting on an advisory lock
+ * (an environment's runs or activity lock). Asserts nothing; figures go to stdout.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { SQL } from 'bun'
+import { startCluster } from '../test/support/postgres-cluster.ts'
+import { cpuTimeUs, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { seedDatabase } from './seed.ts'
+
+const option = (name: string, fallback: string) => {
+  const at = process.argv.indexOf(`--${name}`)
+  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
+}
+const ROOTS = option('roots', repoRoot).split(',')
+const ROUNDS = Number(option('rounds', '3'))
+const SECONDS = Number(option('seconds', '10'))
+const CONNECTIONS = Number(option('connections', '64'))
+const INSTANCES = Number(option('instances', '1'))
+const NOTES = Number(option('notes', '20000'))
+/** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
+const PROFILE = option('profile', '')
+const RAISED = '1000000000'
+
+const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
+const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
+const dataDir = join(work, 'data')
+const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
+const cluster = startCluster({ fsync: true, settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' } })
+const admin = new SQL({ url: cluster.url, max: 1 })
+const servers: Server[] = []
+try {
+  await admin.unsafe('CREATE DATABASE trellis')
+  const url = cluster.url.replace(/\/postgres$/, '/trellis')
+  const copy = Bun.spawnSync([process.execPath, join(ROOTS[0]!, 'src/main.ts'), 'db', 'copy', '--from', dataDir, '--to', url], { cwd: ROOTS[0], stdout: 'pipe', stderr: 'pipe' })
+  if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}`)
+  const sql = new SQL({ url, max: 1 })
+  const env = {
+    TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED,
+    TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_DATABASE_URL: url,
+  }
+  const figures = new Map<string, { rps: number; us: number }[]>(ROOTS.map((root) => [root, []]))
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const [which, root] of ROOTS.entries()) {
+      // No run active: every turn starts from the same queue (its triggers' runs stay queued, the executor is off).
+      await sql`UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')`
+      for (let i = 0; i < INSTANCES; i++) {
+        servers.push(await startServer({
+          name: `trellis-${which}-${i}`,
+          command: (port) => [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}`] : []), join(root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir],
+          env,
+          stderrFile: join(work, `${which}-${round}-${i}.err`),
+          timeoutMs: 60_000,
+        }))
+      }
+      const spec = (server: Server, i: number, seconds: number, phase: string) => ({
+        url: server.url, connections: Math.max(1, Math.round(CONNECTIONS / INSTANCES)), duration: seconds, warmup: 0,
+        headers: { authorization: `Bearer ${seed.adminToken}` }, expect: 202,
+        requests: { kind: 'unique' as const, paths: seed.webhookPaths, prefix: `ab-${which}-${round}-${i}-${phase}` },
+      })
+      await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
+      const before = servers.map((server) => cpuTimeUs(server.pid))
+      const load = Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
+      // What Trellis's connections do meanwhile, sampled: waiting on an advisory lock (an environment's), or not.
+      const samples = { advisory: 0, busy: 0, n: 0 }
+      const sampling = (async () => {
+        for (const end = performance.now() + SECONDS * 1000; performance.now() < end; await Bun.sleep(250)) {
+          const [row] = (await sql`SELECT count(*) FILTER (WHERE wait_event = 'advisory')::int AS advisory, count(*)::int AS busy
+            FROM pg_stat_activity WHERE datname = 'trellis' AND pid <> pg_backend_pid() AND state <> 'idle'`) as { advisory: number; busy: number }[]
+          samples.advisory += row!.advisory
+          samples.busy += row!.busy
+          samples.n++
+        }
+      })()
+      const runs = await load
+      await sampling
+      const us = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
+      const responses = runs.reduce((sum, run) => sum + run.responses, 0)
+      const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
+      const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }
+      figures.get(root)!.push(figure)
+      log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per trigger, ${unexpected} unexpected;` +
+        ` connections busy ${(samples.busy / samples.n).toFixed(1)}, of them waiting on an advisory lock ${(samples.advisory / samples.n).toFixed(1)} (mean of ${samples.n} samples)`)
+      await Promise.all(servers.splice(0).map((server) => server.stop()))
+    }
+  }
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+  for (const [which, root] of ROOTS.entries()) {
+    const runs = figures.get(root)!
+    console.log(`${which === 0 ? 'A' : 'B'} ${root}: median ${Math.round(median(runs.map((r) => r.rps)))} rps, ${Math.round(median(runs.map((r) => r.us)))} µs CPU per trigger` +
+      ` (${runs.map((r) => `${Math.round(r.rps)}/${Math.round(r.us)}`).join(' ')}), ${INSTANCES} instance(s), ${CONNECTIONS} connections`)
+  }
+  await sql.close()
+} finally {
+  await Promise.all(servers.map((server) => server.stop()))
+  await admin.close()
+  cluster.stop()
+  rmSync(work, { recursive: true, force: true })
+}
