@@ -13,6 +13,7 @@ import { getTableName } from 'drizzle-orm'
 import type { SQL } from 'bun'
 import { cachedLookup, WATCHED } from '../src/db/lookup-cache.ts'
 import { cachedLookupOnPostgres } from '../src/db/postgres/lookup-cache.ts'
+import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
 import { op } from '../src/db/op.ts'
@@ -334,6 +335,30 @@ describe('PostgreSQL: the instance cache and its generation row', () => {
     }
     await nextTurn()
     expect((await lookup())?.sso).toBe(true)
+    expect(reads()).toBe(2)
+  })
+
+  postgresOnlyTest(POSTGRES_ONLY.lookupGeneration, "a served request's later lookups reuse a check sent after it arrived; a request arriving after a commit sees it", async () => {
+    const { lookup, reads } = counted(pg())
+    const changeElsewhere = async (sso: boolean) => {
+      const other = anotherStore(env) as PgStore
+      try {
+        await other.sql`UPDATE projects SET sso = ${sso} WHERE name = 'Acme'`
+      } finally {
+        await other.close()
+      }
+    }
+    await servingRequestArrivedAt(performance.now(), async () => {
+      expect((await lookup())?.sso).toBe(false)
+      // Committed after this request arrived: its later lookups (other turns) may answer from the check already made.
+      await changeElsewhere(true)
+      await nextTurn()
+      expect((await lookup())?.sso).toBe(false)
+    })
+    expect(reads()).toBe(1)
+    // The next request arrived after that commit: its check is sent after it, and sees it.
+    await nextTurn()
+    await servingRequestArrivedAt(performance.now(), async () => expect((await lookup())?.sso).toBe(true))
     expect(reads()).toBe(2)
   })
 

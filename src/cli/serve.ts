@@ -1,3 +1,4 @@
+import { servingRequestArrivedAt } from '../lib/request-arrival.ts'
 import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { CallbackDelivery } from '../executor/callback-delivery.ts'
@@ -98,7 +99,8 @@ export const serveCommand: Command = {
       idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
       // The peer address is only known here: `app.handle` gets the request alone.
       fetch: async (request, bunServer) => {
-        const response = await handle(acceptRequest(request, bunServer.requestIP(request)?.address))
+        const arrived = performance.now()
+        const response = await servingRequestArrivedAt(arrived, () => handle(acceptRequest(request, bunServer.requestIP(request)?.address)))
         // An event stream is quiet between events and heartbeats, and Bun's idle timeout would close it however often
         // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
         if (isEventStream(response)) bunServer.timeout(request, 0)
