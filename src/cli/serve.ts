@@ -15,7 +15,7 @@ import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
-import { TurnSlices } from '../http/turn-slices.ts'
+import { shareOfTurnMs, TurnSlices } from '../http/turn-slices.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { acceptRequest } from '../http/server-request.ts'
 import { isEventStream } from '../http/event-stream.ts'
@@ -83,6 +83,7 @@ export const serveCommand: Command = {
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
       outbound,
+      shareMs: shareOfTurnMs(config.executorSharePercent),
     })
     const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
     const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })

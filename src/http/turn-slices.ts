@@ -18,6 +18,12 @@ import { requestPath } from './server-request.ts'
 /** The work one turn starts before it lets the event loop read the sockets again. */
 export const SLICE_MS = 2
 
+/**
+ * The ms of a busy turn that are `percent` of it when HTTP's requests have their slice (SLICE_MS) of the rest: the
+ * executor's share (TRELLIS_EXECUTOR_SHARE) as the time its writes may take in one group commit.
+ */
+export const shareOfTurnMs = (percent: number) => (SLICE_MS * percent) / (100 - percent)
+
 /** Requests that start at once whatever the load: the probes an orchestrator restarts the process over. */
 const PROBES = new Set(['/healthz', '/readyz'])
 
