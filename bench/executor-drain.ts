@@ -1,10 +1,11 @@
 /**
- * `bun bench/executor-drain.ts [-- --runs N --notes N --rounds N --busy S --vs DIR]`: the executor phase of `npm run
+ * `bun bench/executor-drain.ts [-- --runs N --notes N --rounds N --busy S --vs DIR --shares P,Q]`: the executor phase of `npm run
  * bench` (bench/executor.ts: a burst of three-step runs drained by a real `serve`, the notes load beside it, the
  * burst's queue latency) on a small seeded database, and the notes' idle rps just before it on the same server, for
  * the executor's A/B measurements of issue 31 item 2. With `--vs DIR` (a worktree of an older commit) each round runs
  * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
- * falls on both alike. Prints one line per measurement and a JSON summary; asserts nothing.
+ * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn. Prints
+ * one line per measurement and a JSON summary; asserts nothing.
  */
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,13 +23,16 @@ const NOTES = Number(option('notes', '20000'))
 const ROUNDS = Number(option('rounds', '2'))
 const BUSY = Number(option('busy', '4'))
 const VS = option('vs', '')
+const SHARES = option('shares', '').split(',').filter(Boolean)
 const RAISED = '1000000000'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
 const seed = seedDatabase(join(work, 'seed'), { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
 const notesPath = `/v1/project/${seed.project}/environment/production/notes?limit=10`
-const sides = VS ? [{ name: 'vs', root: VS }, { name: 'this', root: repoRoot }] : [{ name: 'this', root: repoRoot }]
+const sides: { name: string; root: string; env?: Record<string, string> }[] = SHARES.length > 0
+  ? SHARES.map((share) => ({ name: `share-${share}`, root: repoRoot, env: { TRELLIS_EXECUTOR_SHARE: share } }))
+  : VS ? [{ name: 'vs', root: VS }, { name: 'this', root: repoRoot }] : [{ name: 'this', root: repoRoot }]
 const summary: Record<string, unknown>[] = []
 
 try {
@@ -38,7 +42,7 @@ try {
       cpSync(seed.dataDir, dataDir, { recursive: true })
       const wal = new WalWatch(join(dataDir, 'trellis.db-wal'))
       const command = (port: number) => [process.execPath, join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
-      const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, ...pick('TRELLIS_EXECUTOR_') }
+      const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
       let idleRps = 0
       const result = await measureExecutor({
         seed: { ...seed, dataDir, dbPath: join(dataDir, 'trellis.db') },
@@ -70,6 +74,8 @@ try {
         idleNotesRps: Math.round(idleRps),
         notesRatio: Number((result.notesWhileBusy.rps / idleRps).toFixed(2)),
         notesP99: result.notesWhileBusy.latency.p99,
+        // Both rates scale with the CPU the shared machine leaves the server; their ratio is the share.
+        runsPerNotesRequest: Number(((result.runsPerSecondUnderHttpLoad ?? 0) / result.notesWhileBusy.rps).toFixed(3)),
         burstP50: Math.round(result.burstQueueLatencyMs.p50),
         busyThroughout: result.busyThroughout,
         failed: result.failed,

@@ -83,11 +83,11 @@ export interface ExecutorOptions {
   /** How `http` steps call out; by default one that opens no local or private destination. */
   outbound?: OutboundClient
   /**
-   * The ms of claims and step groups one group commit runs at most (SQLite; `writeInShare`): the executor's share of
-   * a busy turn of the event loop beside HTTP's request slice (TRELLIS_EXECUTOR_SHARE, src/cli/serve.ts). Default:
-   * no limit but the group commit's own budget.
+   * The ms of claims and step groups one group commit runs at most now (SQLite; `writeInShare`): the executor's share
+   * of a busy turn of the event loop beside HTTP's request slice while requests are being served, else no limit
+   * (TRELLIS_EXECUTOR_SHARE, src/cli/serve.ts). Default: no limit but the group commit's own budget.
    */
-  shareMs?: number
+  shareMs?: () => number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -468,7 +468,7 @@ export class Executor {
   }
 
   private get shareMs(): number {
-    return this.options.shareMs ?? Number.POSITIVE_INFINITY
+    return this.options.shareMs?.() ?? Number.POSITIVE_INFINITY
   }
 
   /** Ends the run (freeing the record for a new run at once) with its activity entry; its event goes into `events`. */
