@@ -101,10 +101,10 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 export const DEFAULT_READY_MIN_FREE_MB = 64
 
 /**
- * The executor's share of a busy turn (TRELLIS_EXECUTOR_SHARE, %): at 33 its step groups commit for 1 ms per turn
- * beside HTTP's 2 ms request slice (src/http/turn-slices.ts); see docs/workflows.md "Executor" for what it measures to.
+ * The executor's share of a busy turn (TRELLIS_EXECUTOR_SHARE, %): at 50 its claims and step groups commit for 2 ms per
+ * turn beside HTTP's 2 ms request slice (src/http/turn-slices.ts); docs/workflows.md "Executor" states the trade.
  */
-export const DEFAULT_EXECUTOR_SHARE_PERCENT = 33
+export const DEFAULT_EXECUTOR_SHARE_PERCENT = 50
 
 /** Finished runs are kept 30 days by default (TRELLIS_RUN_RETENTION). */
 export const DEFAULT_RUN_RETENTION = '30d'
