@@ -27,6 +27,8 @@ export interface Config {
   apiRatePerHour: number
   apiRatePerDay: number
   executorConcurrency: number
+  /** The executor's share (%) of a busy turn of the event loop beside HTTP's request slice (docs/workflows.md "Executor"). */
+  executorSharePercent: number
   /** How long a claimed run stays owned without a heartbeat before another start may recover it. */
   executorLeaseMs: number
   logLevel: LogLevel
@@ -98,6 +100,12 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
  */
 export const DEFAULT_READY_MIN_FREE_MB = 64
 
+/**
+ * The executor's share of a busy turn (TRELLIS_EXECUTOR_SHARE, %): at 50 its claims and step groups commit for 2 ms per
+ * turn beside HTTP's 2 ms request slice (src/http/turn-slices.ts); docs/workflows.md "Executor" states the trade.
+ */
+export const DEFAULT_EXECUTOR_SHARE_PERCENT = 50
+
 /** Finished runs are kept 30 days by default (TRELLIS_RUN_RETENTION). */
 export const DEFAULT_RUN_RETENTION = '30d'
 
@@ -163,6 +171,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     apiRatePerHour: integerSetting('TRELLIS_API_RATE_PER_HOUR', env.TRELLIS_API_RATE_PER_HOUR, 1000, 1),
     apiRatePerDay: integerSetting('TRELLIS_API_RATE_PER_DAY', env.TRELLIS_API_RATE_PER_DAY, 10000, 1),
     executorConcurrency: integerSetting('TRELLIS_EXECUTOR_CONCURRENCY', env.TRELLIS_EXECUTOR_CONCURRENCY, 4, 0, 256),
+    executorSharePercent: integerSetting('TRELLIS_EXECUTOR_SHARE', env.TRELLIS_EXECUTOR_SHARE, DEFAULT_EXECUTOR_SHARE_PERCENT, 1, 90),
     executorLeaseMs: integerSetting('TRELLIS_EXECUTOR_LEASE_SECONDS', env.TRELLIS_EXECUTOR_LEASE_SECONDS, 30, 1, 3600) * 1000,
     logLevel,
     maxBodyBytes: integerSetting('TRELLIS_MAX_BODY_BYTES', env.TRELLIS_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES, 1024, 64 * 1024 * 1024),

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { op } from '../src/db/op.ts'
 import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
-import { GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write } from '../src/db/write.ts'
+import { GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write, writeInShare } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
 import { SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
@@ -100,6 +100,26 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     const transactions = env.store.committed.transactions - before
     expect(transactions).toBeGreaterThanOrEqual(3)
     expect(transactions).toBeLessThanOrEqual(n)
+  })
+
+  test("the executor's writes stop at their share of a commit; the others of the batch go on; none is lost", async () => {
+    /** One write of `kind`, 1 ms of its own work, answering the transaction it committed in. */
+    const timedWrite = (kind: 'executor' | 'other', name: string) => {
+      const body = function* () {
+        yield* op(insertName, name)
+        yield* op(() => Bun.sleepSync(1))
+        return env.store.committed.transactions
+      }
+      return kind === 'executor' ? writeInShare(env.store, body, 1) : write(env.store, body)
+    }
+    // Queued in one turn, alternated: the executor's share (1 ms) takes one of its writes a commit.
+    const writes = Array.from({ length: 6 }, (_, i) => timedWrite(i % 2 === 0 ? 'executor' : 'other', `share-${i}`))
+    const committedIn = await Promise.all(writes)
+    expect(names().filter((name) => name.startsWith('share-'))).toHaveLength(6)
+    const executorCommits = committedIn.filter((_, i) => i % 2 === 0)
+    expect(new Set(executorCommits).size).toBe(3)
+    // The first commit ran the first executor write and (within the budget) the others' writes past the ones it put off.
+    expect(committedIn[1]).toBe(committedIn[0])
   })
 })
 

@@ -5,7 +5,7 @@
  * test/overload.test.ts.)
  */
 import { expect, test } from 'bun:test'
-import { SLICE_MS, TurnSlices } from '../src/http/turn-slices.ts'
+import { SLICE_MS, shareOfTurnMs, TurnSlices } from '../src/http/turn-slices.ts'
 
 const request = (path: string) => new Request(`http://127.0.0.1${path}`)
 
@@ -90,4 +90,19 @@ test('a request whose handler fails reaches its caller alone; the queue goes on'
   const settled = await Promise.allSettled(answers)
   expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1)
   expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(19)
+})
+
+test('busy while requests are being served (the executor keeps to its share then), idle again soon after', async () => {
+  const slices = new TurnSlices()
+  expect(slices.busy).toBe(false)
+  await slices.run(request('/v1/x'), async () => 'ok')
+  expect(slices.busy).toBe(true)
+  await Bun.sleep(80)
+  expect(slices.busy).toBe(false)
+})
+
+test("the executor's share of a busy turn, in ms beside the request slice", () => {
+  expect(shareOfTurnMs(50)).toBe(SLICE_MS)
+  expect(shareOfTurnMs(33)).toBeCloseTo(SLICE_MS * (33 / 67))
+  expect(shareOfTurnMs(90)).toBeCloseTo(SLICE_MS * 9)
 })

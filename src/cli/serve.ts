@@ -16,7 +16,7 @@ import { OutboundClient } from '../lib/outbound/client.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
-import { TurnSlices } from '../http/turn-slices.ts'
+import { shareOfTurnMs, TurnSlices } from '../http/turn-slices.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { acceptRequest } from '../http/server-request.ts'
 import { isEventStream } from '../http/event-stream.ts'
@@ -77,6 +77,9 @@ export const serveCommand: Command = {
     const setup = stored.noUsers ? SetupGate.open() : undefined
     // `http` steps and completion callbacks go out through one client: the same destinations are refused.
     const outbound = new OutboundClient({ allow: config.httpAllow })
+    // The executor's share of a turn while HTTP is busy; alone it takes every turn (docs/workflows.md "Executor").
+    const slices = new TurnSlices()
+    const shareMs = shareOfTurnMs(config.executorSharePercent)
     const executor = new Executor({
       store,
       clock: systemClock,
@@ -84,12 +87,12 @@ export const serveCommand: Command = {
       concurrency: config.executorConcurrency,
       leaseMs: config.executorLeaseMs,
       outbound,
+      shareMs: () => (slices.busy ? shareMs : Number.POSITIVE_INFINITY),
     })
     const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
     const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
     const app = createApp(deps)
     raiseParserHeaderLimit()
-    const slices = new TurnSlices()
     const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
     const server = Bun.serve({
       hostname: config.host,

@@ -38,6 +38,8 @@ export interface QueuedWrite {
   readonly reject: (error: unknown) => void
   /** `performance.now()` after which a write still refused for another process's lock gives up. */
   readonly deadline: number
+  /** A write of the executor's (`writeInShare`, ./write.ts): the ms of such writes one group commit runs at most. */
+  readonly shareMs?: number
 }
 
 export const DATABASE_FILE = 'trellis.db'

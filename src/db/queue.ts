@@ -316,11 +316,19 @@ export function startRuns(db: Db, owner: string, now: number, leaseMs: number, o
   return order.slice(0, limit).flatMap((id) => start.all(owner, now, leaseMs, id) as RunRow[])
 }
 
+/**
+ * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
+ * walked every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
+ * in the environment, a quarter of a drain's statement time, growing with the runs kept).
+ */
 const RUNNING = statement('queue.running', (d) =>
   d.db
-    .select({ workflowId: d.t.runs.workflowId, projectId: d.t.environments.projectId, leaseOwner: d.t.runs.leaseOwner })
+    .select({
+      workflowId: d.t.runs.workflowId,
+      projectId: sql<number>`(${d.db.select({ p: d.t.environments.projectId }).from(d.t.environments).where(eq(d.t.environments.id, d.t.runs.environmentId))})`.mapWith(Number),
+      leaseOwner: d.t.runs.leaseOwner,
+    })
     .from(d.t.runs)
-    .innerJoin(d.t.environments, eq(d.t.environments.id, d.t.runs.environmentId))
     .where(isRunning(d)),
 )
 

@@ -111,6 +111,21 @@ export function transaction<T>(store: SqliteStore, behavior: 'immediate' | 'defe
  * the transaction.
  */
 export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
+  return queueWrite(store, body)
+}
+
+/**
+ * `write`, for the executor's share of the event loop (docs/workflows.md "Executor"): on SQLite one group commit runs
+ * such writes for `shareMs` at most (and at least one); those past it go back to the front of the queue for the
+ * next turn, while the other writes of the batch go on. So a busy turn gives HTTP its request slice
+ * (src/http/turn-slices.ts) and the executor `shareMs` of step groups, whatever the backlog. PostgreSQL runs the
+ * executor's statements in the database server, not on the event loop: there it is `write`.
+ */
+export function writeInShare<T>(store: Store, body: () => Op<T>, shareMs: number): Promise<T> {
+  return queueWrite(store, body, shareMs)
+}
+
+function queueWrite<T>(store: Store, body: () => Op<T>, shareMs?: number): Promise<T> {
   if (store.kind === 'postgres') return writeOnPostgres(store, body)
   return new Promise<T>((resolve, reject) => {
     store.queuedWrites.push({
@@ -118,6 +133,7 @@ export function write<T>(store: Store, body: () => Op<T>): Promise<T> {
       resolve: resolve as (value: unknown) => void,
       reject,
       deadline: performance.now() + store.writeWaitMs,
+      shareMs,
     })
     scheduleCommit(store, 0)
   })
@@ -160,9 +176,16 @@ function commitQueued(store: SqliteStore, pause: number): void {
     outcomes = writeTransaction(store, (tx) => {
       if (batch.length === 1) return [{ value: batch[0]!.run(tx) }]
       const done: ({ value: unknown } | { error: unknown })[] = []
-      for (const queued of batch) {
-        if (done.length > 0 && performance.now() - started >= GROUP_COMMIT_BUDGET_MS) break
-        done.push(inOwnSavepoint(store, tx, queued))
+      const share = new ShareOfCommit()
+      try {
+        for (let i = 0; i < batch.length; i++) {
+          if (done.length > 0 && performance.now() - started >= GROUP_COMMIT_BUDGET_MS) break
+          // Past the executor's share: its writes go back to the queue (unanswered, unrun) for the next commit.
+          if (share.spent(batch[i]!)) share.deferred.push(...batch.splice(i--, 1))
+          else done.push(share.timed(batch[i]!, () => inOwnSavepoint(store, tx, batch[i]!)))
+        }
+      } finally {
+        store.queuedWrites.unshift(...share.deferred)
       }
       return done
     })
@@ -184,6 +207,29 @@ function commitQueued(store: SqliteStore, pause: number): void {
     if ('value' in outcome) queued.resolve(outcome.value)
     else queued.reject(outcome.error)
   })
+}
+
+/** The executor's writes (`writeInShare`) in one group commit: the ms they took, and those put off past their share. */
+class ShareOfCommit {
+  private ms = 0
+  private ran = false
+  readonly deferred: QueuedWrite[] = []
+
+  /** Whether `queued` is the executor's and its share of this commit is spent (one of its writes always runs). */
+  spent(queued: QueuedWrite): boolean {
+    return queued.shareMs !== undefined && this.ran && this.ms >= queued.shareMs
+  }
+
+  timed<T>(queued: QueuedWrite, run: () => T): T {
+    if (queued.shareMs === undefined) return run()
+    const started = performance.now()
+    try {
+      return run()
+    } finally {
+      this.ms += performance.now() - started
+      this.ran = true
+    }
+  }
 }
 
 /**

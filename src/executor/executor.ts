@@ -26,10 +26,11 @@ import {
 import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
 import { listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
-import { write } from '../db/write.ts'
+import { write, writeInShare } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
+import type { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { toIso } from '../lib/time.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
@@ -68,11 +69,6 @@ export function stepGroupEnd(steps: readonly Step[], from: number): number {
   return end
 }
 
-/** One turn of the event loop (timers, I/O, HTTP requests) before going on. */
-export function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve))
-}
-
 export interface ExecutorOptions {
   store: Store
   clock: Clock
@@ -86,6 +82,12 @@ export interface ExecutorOptions {
   pollMs?: number
   /** How `http` steps call out; by default one that opens no local or private destination. */
   outbound?: OutboundClient
+  /**
+   * The ms of claims and step groups one group commit runs at most now (SQLite; `writeInShare`): the executor's share
+   * of a busy turn of the event loop beside HTTP's request slice while requests are being served, else no limit
+   * (TRELLIS_EXECUTOR_SHARE, src/cli/serve.ts). Default: no limit but the group commit's own budget.
+   */
+  shareMs?: () => number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -215,7 +217,7 @@ export class Executor {
         this.wakeUps.clear()
         try {
           const now = this.options.clock.now()
-          const runs = await write(this.options.store, () => claimRuns(this.owner, now, this.options.leaseMs, free, this.options.concurrency))
+          const runs = await writeInShare(this.options.store, () => claimRuns(this.owner, now, this.options.leaseMs, free, this.options.concurrency), this.shareMs)
           failedClaims = 0
           for (const run of runs) this.launch(run)
           // Fewer runs than free slots: none is left that may start now (those due are held back by their workflow's
@@ -298,9 +300,8 @@ export class Executor {
       for (let index = run.next_step; index < steps.length; ) {
         // Shutting down: stop at a step boundary; stop() gives the run back and it resumes here.
         if (!this.running) return
-        // Step runners resolve at once for data steps: without a macrotask turn here the loop would run
-        // queued work back to back and the HTTP server (same event loop) would answer nothing meanwhile.
-        await yieldToEventLoop()
+        // No turn of the event loop to wait for here: each group ends with its write, committed in a later turn
+        // (the group commit), within the executor's share of it (`shareMs`).
         const end = stepGroupEnd(steps, index)
         const outcome = await this.runSteps({ target, steps, from: index, to: end, record, heartbeat, signal })
         if (outcome === 'stop') return
@@ -462,7 +463,12 @@ export class Executor {
    * rolls back whole on each failure, so retrying `fn` is safe. On stop it gives up: the run resumes at this group.
    */
   private persist<T>(body: () => Op<T>): Promise<T> {
-    return writeOutlastingStorage(this.options.store, body, () => this.running, (error) => this.options.logger.warn('recording a step waits for the database', { error: error.message }))
+    const waiting = (error: StorageUnavailableError) => this.options.logger.warn('recording a step waits for the database', { error: error.message })
+    return writeOutlastingStorage(this.options.store, body, () => this.running, waiting, this.shareMs)
+  }
+
+  private get shareMs(): number {
+    return this.options.shareMs?.() ?? Number.POSITIVE_INFINITY
   }
 
   /** Ends the run (freeing the record for a new run at once) with its activity entry; its event goes into `events`. */

@@ -5,7 +5,7 @@
  */
 import type { Op } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
-import { write } from '../db/write.ts'
+import { write, writeInShare } from '../db/write.ts'
 import type { Logger } from '../lib/logger.ts'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 
@@ -39,12 +39,19 @@ export const idleWaitMs = (next: number | null, now: number, pollMs: number) => 
 /**
  * `body` written, a locked or full database waited out (retried with `waitOutStorage`'s backoff) while `running()`
  * says so: for what already happened outside (an HTTP call) and must be recorded, not dropped. `waiting` is told of
- * the first such failure. Each failed try rolled back whole, so running `body` again is safe.
+ * the first such failure; `shareMs`: the executor's writes (`writeInShare`). Each failed try rolled back whole, so
+ * running `body` again is safe.
  */
-export async function writeOutlastingStorage<T>(store: Store, body: () => Op<T>, running: () => boolean, waiting: (error: StorageUnavailableError) => void): Promise<T> {
+export async function writeOutlastingStorage<T>(
+  store: Store,
+  body: () => Op<T>,
+  running: () => boolean,
+  waiting: (error: StorageUnavailableError) => void,
+  shareMs?: number,
+): Promise<T> {
   for (let failures = 1; ; failures++) {
     try {
-      return await write(store, body)
+      return await (shareMs === undefined ? write(store, body) : writeInShare(store, body, shareMs))
     } catch (error) {
       if (!(error instanceof StorageUnavailableError) || !running()) throw error
       if (failures === 1) waiting(error)

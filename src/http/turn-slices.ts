@@ -18,6 +18,15 @@ import { requestPath } from './server-request.ts'
 /** The work one turn starts before it lets the event loop read the sockets again. */
 export const SLICE_MS = 2
 
+/**
+ * The ms of a busy turn that are `percent` of it when HTTP's requests have their slice (SLICE_MS) of the rest: the
+ * executor's share (TRELLIS_EXECUTOR_SHARE) as the time its writes may take in one group commit.
+ */
+export const shareOfTurnMs = (percent: number) => (SLICE_MS * percent) / (100 - percent)
+
+/** How long after its last request started the server still counts as busy (`TurnSlices.busy`). */
+const BUSY_FOR_MS = 50
+
 /** Requests that start at once whatever the load: the probes an orchestrator restarts the process over. */
 const PROBES = new Set(['/healthz', '/readyz'])
 
@@ -26,14 +35,21 @@ export class TurnSlices {
   private sliceStartedAt: number | null = null
   private readonly waiting: (() => void)[] = []
   private pumpScheduled = false
+  private lastRequestAt = Number.NEGATIVE_INFINITY
 
   /** `handle(request)`, started at once or, past this turn's slice, in a later turn in arrival order. */
   run<T>(request: Request, handle: (request: Request) => Promise<T>): Promise<T> {
+    this.lastRequestAt = performance.now()
     if (PROBES.has(requestPath(request)) || (this.waiting.length === 0 && this.withinSlice())) return handle(request)
     return new Promise<void>((resolve) => {
       this.waiting.push(resolve)
       this.schedulePump()
     }).then(() => handle(request))
+  }
+
+  /** Whether requests are being served: one waits for a later turn, or one arrived within the last BUSY_FOR_MS. */
+  get busy(): boolean {
+    return this.waiting.length > 0 || performance.now() - this.lastRequestAt < BUSY_FOR_MS
   }
 
   /** How many requests wait for a later turn (for tests and metrics). */

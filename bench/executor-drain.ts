@@ -1,0 +1,96 @@
+/**
+ * `bun bench/executor-drain.ts [-- --runs N --notes N --rounds N --busy S --vs DIR --shares P,Q]`: the executor phase of `npm run
+ * bench` (bench/executor.ts: a burst of three-step runs drained by a real `serve`, the notes load beside it, the
+ * burst's queue latency) on a small seeded database, and the notes' idle rps just before it on the same server, for
+ * the executor's A/B measurements of issue 31 item 2. With `--vs DIR` (a worktree of an older commit) each round runs
+ * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
+ * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn. Prints
+ * one line per measurement and a JSON summary; asserts nothing.
+ */
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { measureExecutor } from './executor.ts'
+import { repoRoot, runLoad, startServer, WalWatch } from './procs.ts'
+import { seedDatabase } from './seed.ts'
+
+const option = (name: string, fallback: string) => {
+  const at = process.argv.indexOf(`--${name}`)
+  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
+}
+const RUNS = Number(option('runs', '10000'))
+const NOTES = Number(option('notes', '20000'))
+const ROUNDS = Number(option('rounds', '2'))
+const BUSY = Number(option('busy', '4'))
+const VS = option('vs', '')
+const SHARES = option('shares', '').split(',').filter(Boolean)
+const RAISED = '1000000000'
+
+const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
+const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
+const seed = seedDatabase(join(work, 'seed'), { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
+const notesPath = `/v1/project/${seed.project}/environment/production/notes?limit=10`
+const sides: { name: string; root: string; env?: Record<string, string> }[] = SHARES.length > 0
+  ? SHARES.map((share) => ({ name: `share-${share}`, root: repoRoot, env: { TRELLIS_EXECUTOR_SHARE: share } }))
+  : VS ? [{ name: 'vs', root: VS }, { name: 'this', root: repoRoot }] : [{ name: 'this', root: repoRoot }]
+const summary: Record<string, unknown>[] = []
+
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const side of sides) {
+      const dataDir = join(work, `${side.name}-${round}`)
+      cpSync(seed.dataDir, dataDir, { recursive: true })
+      const wal = new WalWatch(join(dataDir, 'trellis.db-wal'))
+      const command = (port: number) => [process.execPath, join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
+      const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
+      let idleRps = 0
+      const result = await measureExecutor({
+        seed: { ...seed, dataDir, dbPath: join(dataDir, 'trellis.db') },
+        runs: RUNS,
+        busySeconds: BUSY,
+        steadyRate: 100,
+        steadySeconds: 0,
+        timeoutMs: 120_000,
+        connections: 64,
+        notesPath,
+        startTrellis: async () => {
+          const server = await startServer({ name: side.name, command, env, stderrFile: join(work, `${side.name}-${round}.err`) })
+          // The notes' idle rps on the same server before the burst is queued (its executor finds nothing to do).
+          const idle = await runLoad({ url: server.url, connections: 64, duration: BUSY, warmup: 1, serverPid: server.pid, headers: { authorization: `Bearer ${seed.adminToken}` }, expect: 200, requests: { kind: 'get', paths: [notesPath] } })
+          idleRps = idle.rps
+          return server
+        },
+        wal,
+        log: () => {},
+      })
+      wal.stop()
+      const line = {
+        side: side.name,
+        round,
+        runsPerSecond: Math.round(result.runsPerSecond),
+        quiet: Math.round(result.runsPerSecondQuiet ?? 0),
+        besideNotes: Math.round(result.runsPerSecondUnderHttpLoad ?? 0),
+        notesRps: Math.round(result.notesWhileBusy.rps),
+        idleNotesRps: Math.round(idleRps),
+        notesRatio: Number((result.notesWhileBusy.rps / idleRps).toFixed(2)),
+        notesP99: result.notesWhileBusy.latency.p99,
+        // Both rates scale with the CPU the shared machine leaves the server; their ratio is the share.
+        runsPerNotesRequest: Number(((result.runsPerSecondUnderHttpLoad ?? 0) / result.notesWhileBusy.rps).toFixed(3)),
+        burstP50: Math.round(result.burstQueueLatencyMs.p50),
+        busyThroughout: result.busyThroughout,
+        failed: result.failed,
+      }
+      log(JSON.stringify(line))
+      summary.push(line)
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+  console.log(JSON.stringify(summary))
+} finally {
+  rmSync(work, { recursive: true, force: true })
+}
+
+/** This process's settings whose names start with `prefix`, passed on to the servers. */
+function pick(prefix: string): Record<string, string> {
+  return Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[0].startsWith(prefix) && entry[1] !== undefined))
+}
