@@ -17,7 +17,9 @@ for (const pragma of ['busy_timeout = 5000', 'journal_mode = WAL', 'synchronous 
 const token = db.prepare('SELECT id, user_id FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL')
 const insertRun = db.prepare(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
   status, next_step, available_at, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'webhook', 'queued', 0, ?, 0, ?)`)
-const activeRun = db.prepare("SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND status IN ('queued', 'running', 'waiting')")
+// The active-run index's predicate as the schema writes it (migration 0014): SQLite uses a partial index only for a
+// WHERE that repeats it.
+const activeRun = db.prepare("SELECT id FROM runs WHERE workflow_id = ? AND record_id = ? AND (status = 'queued' OR status = 'running' OR status = 'waiting')")
 // Static per workflow: the minimal path does not re-read it per request.
 const workflows = new Map((db.prepare('SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id').all() as { id: number; v: number; e: number }[]).map((w) => [w.id, w]))
 const ENV = '(SELECT e.id FROM environments e JOIN projects p ON p.id = e.project_id WHERE p.name = $project AND e.name = $environment)'
