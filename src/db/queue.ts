@@ -8,9 +8,10 @@
  * writer holds everything they read until they commit, PostgreSQL locks (the runs list lock, `FOR UPDATE SKIP
  * LOCKED`) and announces a queued run with NOTIFY (./postgres/per-dialect.ts). The claim's rules are src/db/claims.ts.
  *
- * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped): SQLite uses a
- * partial index (`runs_one_active_per_record`, `runs_claim_idx`, `runs_lease_idx`) only when the query's WHERE
- * repeats the index's literal predicate, which a bound parameter does not.
+ * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped), in the form the
+ * schema's index predicates take (`anyOfLiterals` for three or more, src/db/tables.ts): SQLite uses a partial index
+ * (`runs_one_active_per_record`, `runs_claim_idx`, `runs_lease_idx`) only when the query's WHERE repeats the index's
+ * literal predicate as written, which a bound parameter — or the same set spelled `IN (…)` — does not.
  *
  * The transitions a worker makes while it records steps (`advanceRun`, `parkRun`, `finishRun`, `failRun`,
  * `recordStepOutcome`) run in the caller's transaction: they commit with the step's effects and its activity
