@@ -178,7 +178,9 @@ async function main() {
   const streamsServer = await startServer({
     name: 'trellis',
     command: trellisCommand,
-    env: { ...trellisEnv(true), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
+    // Executor off: runs the executor phase left queued (it stops at 60 s drained or not) would send events, and the
+    // streams are measured idle, on their heartbeats.
+    env: { ...trellisEnv(false), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
     stderrFile: join(work, 'event-streams.err'),
   })
   servers.push(streamsServer)
