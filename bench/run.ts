@@ -7,6 +7,7 @@
  * bench/results/<date>-<commit>[-quick].json, commit and verdicts included. Progress goes to stderr. Asserts no
  * thresholds.
  */
+import { Database } from 'bun:sqlite'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
@@ -178,12 +179,13 @@ async function main() {
   const streamsServer = await startServer({
     name: 'trellis',
     command: trellisCommand,
-    // Executor off: runs the executor phase left queued (it stops at 60 s drained or not) would send events, and the
-    // streams are measured idle, on their heartbeats.
-    env: { ...trellisEnv(false), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
+    env: { ...trellisEnv(true), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
     stderrFile: join(work, 'event-streams.err'),
   })
   servers.push(streamsServer)
+  // The streams are measured idle, on their heartbeats: the runs the executor phase left (it stops at its timeout,
+  // drained or not) finish first, or their events would keep every stream busy.
+  await untilNoActiveRuns(seed.dbPath, 180_000)
   const eventStreams: EventStreamsResult = await measureEventStreams({
     server: streamsServer,
     seed,
@@ -364,4 +366,20 @@ try {
   log(`bench failed: ${(error as Error).stack ?? String(error)}`)
   await cleanup()
   process.exit(1)
+}
+
+/** Waits until the database holds no queued, running or waiting run (read-only, every 500 ms). */
+async function untilNoActiveRuns(dbPath: string, timeoutMs: number): Promise<void> {
+  const db = new Database(dbPath, { readonly: true })
+  try {
+    const active = db.prepare("SELECT count(*) AS n FROM runs WHERE status = 'queued' OR status = 'running' OR status = 'waiting'")
+    const deadline = performance.now() + timeoutMs
+    for (let left = (active.get() as { n: number }).n; left > 0; left = (active.get() as { n: number }).n) {
+      if (performance.now() > deadline) throw new Error(`${left} runs still active after ${timeoutMs / 1000} s`)
+      log(`  ${left.toLocaleString('en-US')} runs of the executor phase still active: waiting for them`)
+      await Bun.sleep(500)
+    }
+  } finally {
+    db.close()
+  }
 }
