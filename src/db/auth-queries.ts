@@ -1,9 +1,9 @@
 /**
  * What authentication asks the database, per request: a token by the hash of its value (with its user, project and
- * the user's role there now), and the throttled `lastUsedAt` stamp. Both built once per dialect and connection. On
- * SQLite the token lookup is cached per connection with exact invalidation (lookup-cache.ts): a revocation,
- * deactivation or role change applies to the next request. On PostgreSQL it is read afresh on every request, so such
- * a change made through any instance sharing the database is refused by every instance on its next request.
+ * the user's role there now), and the throttled `lastUsedAt` stamp. Both built once per dialect and connection. The
+ * token lookup is cached with exact invalidation (lookup-cache.ts: per connection on SQLite, per instance on
+ * PostgreSQL through a generation row), so a revocation, deactivation or role change — made through any instance
+ * sharing the database — applies to every instance's next request.
  */
 import { and, eq, isNull, lte, or, sql } from 'drizzle-orm'
 import type { PermissionLevel } from '../lib/access.ts'
@@ -60,8 +60,8 @@ const selectTokenByHash = ({ db, t }: Dialect) =>
 const TOKEN_BY_HASH = statement('auth.token-by-hash', selectTokenByHash)
 
 /**
- * The token whose value hashes to `hash`, with what the auth decision reads; undefined when unknown. Cached per SQLite
- * connection (lookup-cache.ts); PostgreSQL reads it afresh, so a change made through another instance applies at once.
+ * The token whose value hashes to `hash`, with what the auth decision reads; undefined when unknown. Cached (lookup-cache.ts:
+ * per SQLite connection, per PostgreSQL instance); a change made through another instance applies at once.
  */
 export function findTokenByHash(hash: string): Op<TokenAuthRow | undefined> {
   return cached('token-by-hash', hash, TOKEN_BY_HASH.row({ hash }))

@@ -47,8 +47,8 @@ function* readRenderingReach(projectId: number, teamId: number, userId: number):
 
 /**
  * Whether the user can reach the team's renderings in the project: a project admin, or a member of the team. Every
- * webhook call and manual start asks, so SQLite caches the answer per connection (lookup-cache.ts watches both
- * membership tables: a change applies to the next call); PostgreSQL reads it afresh.
+ * webhook call and manual start asks, so the answer is cached (lookup-cache.ts: per SQLite connection, per
+ * PostgreSQL instance; both watch the membership tables: a change applies to the next call).
  */
 export function* reachesRendering(projectId: number, teamId: number, userId: number): Op<boolean> {
   return (yield* cached('rendering-reach', `${projectId}/${teamId}/${userId}`, readRenderingReach(projectId, teamId, userId))) === true
