@@ -125,16 +125,15 @@ function isJson(contentType: string): boolean {
 }
 
 /**
- * The body as text, refused past `maxBytes`. With a `Content-Length` (the server reads exactly that many bytes, no more)
- * it is read whole by the runtime, or refused before reading when it announces too much; a chunked body is read a
- * chunk at a time and refused as soon as it passes the bound. The whole read costs a fraction of the chunked one (it
- * was 9 % of the server's CPU per webhook trigger: docs/performance.md).
+ * The body as text, refused past `maxBytes`. With a `Content-Length` (the server reads exactly that many bytes, and
+ * one announcing more than the limit was refused before reading: `rejectOversizedBody`) it is read whole by the
+ * runtime; a chunked body is read a chunk at a time and refused as soon as it passes the bound. The whole read costs
+ * a fraction of the chunked one (it was 9 % of the server's CPU per webhook trigger: docs/performance.md).
  */
 export async function readTextWithin(request: Request, maxBytes: number): Promise<string> {
   if (!request.body) return ''
   const announced = request.headers.get('content-length')
   if (announced !== null && /^\d{1,15}$/.test(announced)) {
-    if (Number(announced) > maxBytes) throw payloadTooLarge(maxBytes)
     const whole = await request.arrayBuffer()
     if (whole.byteLength > maxBytes) throw payloadTooLarge(maxBytes) // a Request made in process may say anything
     return utf8.decode(whole)
