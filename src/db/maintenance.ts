@@ -8,7 +8,7 @@ import type { Micros } from '../lib/time.ts'
 import type { Op } from './op.ts'
 import type { Store } from './open.ts'
 import { constantLimit, statement } from './query.ts'
-import { anyOfLiterals } from './schema.ts'
+import { runStatusIn } from './schema.ts'
 import { type ExecutorIdentity, queueStats, type QueueStats } from './queue.ts'
 import { read } from './read.ts'
 
@@ -42,7 +42,7 @@ export const FINISHED_RUNS_PER_BATCH = 100
 // (ON DELETE CASCADE: SQLite's connections turn foreign keys on, ./open.ts); activity entries keep the run's id.
 const FINISHED_RUNS_DELETE = statement('retention.delete.runs', ({ db, t }) => {
   const runs = t.runs
-  const finished = sql.raw(anyOfLiterals('"runs"."status"', FINISHED_RUN_STATUSES))
+  const finished = runStatusIn(FINISHED_RUN_STATUSES)
   const oldest = db
     .select({ id: runs.id })
     .from(runs)

@@ -9,7 +9,7 @@
  * LOCKED`) and announces a queued run with NOTIFY (./postgres/per-dialect.ts). The claim's rules are src/db/claims.ts.
  *
  * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped), in the form the
- * schema's index predicates take (`anyOfLiterals` for three or more, src/db/tables.ts): SQLite uses a partial index
+ * schema's index predicates take (`runStatusIn` for three or more, src/db/tables.ts): SQLite uses a partial index
  * (`runs_one_active_per_record`, `runs_claim_idx`, `runs_lease_idx`) only when the query's WHERE repeats the index's
  * literal predicate as written, which a bound parameter — or the same set spelled `IN (…)` — does not.
  *
@@ -36,12 +36,12 @@ import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, placeholders, rows, setPlaceholders, statement } from './query.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
-import { ACTIVE_RUN_STATUSES, anyOfLiterals, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, sqlLiterals } from './schema.ts'
+import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, runStatusIn, sqlLiterals } from './schema.ts'
 
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
 
 /** The run is active (queued, running or waiting): `runs_one_active_per_record`'s predicate. */
-const isActive = () => sql.raw(anyOfLiterals('"runs"."status"', ACTIVE_RUN_STATUSES))
+const isActive = () => runStatusIn(ACTIVE_RUN_STATUSES)
 /** The run is running: `runs_lease_idx`'s predicate. */
 const isRunning = ({ t }: Dialect) => sql`${t.runs.status} = 'running'`
 /** The run may be claimed (queued, or waiting) once its time comes: the claim indexes' predicate. */
