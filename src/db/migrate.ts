@@ -22,8 +22,8 @@ const REBUILDS_A_TABLE = /PRAGMA foreign_keys\s*=\s*OFF/i
  * with keys on, dropping the old table would cascade its ON DELETE to every child row (a run's steps, events…).
  * Inside the transaction, `foreign_key_check` must find nothing before the commit.
  */
-function withForeignKeysOffFor(sqlite: Database, migration: Migration, apply: () => boolean): boolean {
-  if (!REBUILDS_A_TABLE.test(migration.sql)) return apply()
+function withForeignKeysOffFor(sqlite: Database, rebuildsATable: boolean, apply: () => boolean): boolean {
+  if (!rebuildsATable) return apply()
   sqlite.run('PRAGMA foreign_keys = OFF')
   try {
     return apply()
@@ -46,16 +46,17 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
   const isApplied = sqlite.prepare('SELECT 1 FROM trellis_migrations WHERE name = ?')
   const record = sqlite.prepare('INSERT INTO trellis_migrations (name, applied_at) VALUES (?, ?)')
   for (const migration of migrations) {
+    const rebuildsATable = REBUILDS_A_TABLE.test(migration.sql)
     const apply = sqlite.transaction(() => {
       if (isApplied.all(migration.name).length > 0) return false
       for (const statement of migration.sql.split(BREAKPOINT)) {
         if (statement.trim()) sqlite.run(statement)
       }
-      if (REBUILDS_A_TABLE.test(migration.sql)) assertNoForeignKeyViolations(sqlite, migration)
+      if (rebuildsATable) assertNoForeignKeyViolations(sqlite, migration)
       record.run(migration.name, now)
       return true
     })
-    if (withForeignKeysOffFor(sqlite, migration, () => apply.immediate())) applied.push(migration.name)
+    if (withForeignKeysOffFor(sqlite, rebuildsATable, () => apply.immediate())) applied.push(migration.name)
   }
   return applied
 }
