@@ -66,17 +66,26 @@ export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V |
   if (connection.inTransaction) return load()
   const cache = current(connection)
   if (!cache) return load()
-  let entries = cache.entries.get(kind)
-  if (!entries) cache.entries.set(kind, (entries = new Map()))
+  const entries = entriesOfKind(cache.entries, kind)
   const hit = entries.get(key) as V | undefined
   if (hit !== undefined) return hit
   const value = load()
-  if (value !== undefined) {
-    if (entries.size >= MAX_ENTRIES) entries.clear()
-    // Shared by every later request: frozen, so no caller can change what the next one reads.
-    entries.set(key, Object.freeze(value))
-  }
+  if (value !== undefined) keepAnswer(entries, key, value)
   return value
+}
+
+/** One kind of lookup's entries in a cache's map of kinds (made on first use); both stores' caches use it. */
+export function entriesOfKind(kinds: Map<string, Map<unknown, unknown>>, kind: string): Map<unknown, unknown> {
+  let entries = kinds.get(kind)
+  if (!entries) kinds.set(kind, (entries = new Map()))
+  return entries
+}
+
+/** Keeps a found answer: at most MAX_ENTRIES per kind (beyond, the kind starts over), frozen. */
+export function keepAnswer(entries: Map<unknown, unknown>, key: unknown, value: unknown): void {
+  if (entries.size >= MAX_ENTRIES) entries.clear()
+  // Shared by every later request: frozen, so no caller can change what the next one reads.
+  entries.set(key, Object.freeze(value))
 }
 
 /**

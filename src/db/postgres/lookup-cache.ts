@@ -17,15 +17,13 @@
  */
 import { PgTransaction } from 'drizzle-orm/pg-core'
 import { arrivalOfThisRequest } from '../../lib/request-arrival.ts'
+import { entriesOfKind, keepAnswer } from '../lookup-cache.ts'
 import { clientOf, type PgDb } from './store.ts'
-
-/** Entries kept per kind of lookup; beyond, that kind starts over (a bound, not an eviction policy), as on SQLite. */
-const MAX_ENTRIES = 10_000
 
 interface Cache {
   /** The generation the entries were read at (-1: none yet). */
   generation: number
-  entries: Map<string, Map<string | number, unknown>>
+  entries: Map<string, Map<unknown, unknown>>
   /** This turn's read of the generation, shared by the lookups made during it. */
   thisTurn: Promise<number | null> | null
   /** The answer of the read sent last (by when it was sent), for the later lookups of requests that arrived before. */
@@ -45,16 +43,12 @@ export async function cachedLookupOnPostgres<V>(db: PgDb, kind: string, key: str
     cache.entries.clear()
     cache.generation = generation
   }
-  let entries = cache.entries.get(kind)
-  if (!entries) cache.entries.set(kind, (entries = new Map()))
+  const entries = entriesOfKind(cache.entries, kind)
   const hit = entries.get(key) as V | undefined
   if (hit !== undefined) return hit
   const value = await load()
   // Kept only if nothing moved while it loaded (a later turn may have seen a newer generation and emptied the cache).
-  if (value !== undefined && cache.generation === generation) {
-    if (entries.size >= MAX_ENTRIES) entries.clear()
-    entries.set(key, Object.freeze(value))
-  }
+  if (value !== undefined && cache.generation === generation) keepAnswer(entries, key, value)
   return value
 }
 
