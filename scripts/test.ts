@@ -82,7 +82,16 @@ interface Pass {
   fail: number
   skip: number
   status: number
+  /** Each failed test (or error outside tests) with the lines bun printed just before it: its error. */
+  failures: string[]
 }
+
+/**
+ * The per-test (and per-hook) time limit when the arguments give none: bun's default is 5 s, which a test that starts a
+ * server, a browser or a PostgreSQL database can pass on a quiet machine and miss on a busy CI host. A hang still
+ * fails, after 30 s; what a test claims about speed it asserts itself (and the bench measures).
+ */
+const DEFAULT_TIMEOUT_MS = 30_000
 
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*[A-Za-z]`, 'g')
 
@@ -95,6 +104,22 @@ function summaryCount(output: string, word: string): number {
     if (match) return Number(match[1])
   }
   return 0
+}
+
+/** The failed tests of a pass's output, each with up to `context` lines of what came before it (its error). */
+function failuresOf(output: string, context = 14): string[] {
+  const lines = output.replace(ANSI, '').split('\n')
+  const failures: string[] = []
+  let file = ''
+  lines.forEach((line, i) => {
+    if (/^test\/.*\.test\.ts:$/.test(line)) file = line
+    if (!line.startsWith('(fail)') && !line.startsWith('# Unhandled error')) return
+    if (failures.some((f) => f.endsWith(line))) return // bun repeats failed tests in its closing list
+    let from = i
+    while (from > 0 && i - from < context && !/^\((pass|fail|skip)\)|^test\/.*\.test\.ts:$/.test(lines[from - 1]!)) from--
+    failures.push([file, ...lines.slice(from, i + 1)].join('\n'))
+  })
+  return failures
 }
 
 /** Copies a child's stream to ours as it comes, and keeps it for the summary. */
@@ -113,28 +138,38 @@ async function runPass(label: string, args: string[], env: Record<string, string
   const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
   const [out, err, status] = await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
   const output = out + err
-  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status }
+  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output) }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
   if (status !== 0 && result.fail === 0) result.fail = Math.max(1, summaryCount(output, 'error'))
   return result
 }
 
-const args = process.argv.slice(2)
+const given = process.argv.slice(2)
+const timeout = given.some((arg) => arg.startsWith('--timeout')) ? [] : [`--timeout=${DEFAULT_TIMEOUT_MS}`]
+const args = [...timeout, ...given]
 const passes: Pass[] = [await runPass('SQLite (the whole suite)', args, {})]
 
-const postgresArgs = args.length === 0 ? POSTGRES_PASS : args.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
+const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
 if (!postgresInstalled || psql === null) {
   const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
     console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
-    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1 })
+    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1, failures: [why] })
   } else {
     console.warn(`\nthe PostgreSQL pass was SKIPPED: ${why}`)
   }
-} else if (postgresArgs.length === 0) {
+} else if (postgresFiles.length === 0) {
   console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in it')
 } else {
-  passes.push(await runPass('PostgreSQL (TRELLIS_TEST_STORE=postgres)', postgresArgs, { TRELLIS_TEST_STORE: 'postgres' }))
+  passes.push(await runPass('PostgreSQL (TRELLIS_TEST_STORE=postgres)', [...timeout, ...postgresFiles], { TRELLIS_TEST_STORE: 'postgres' }))
+}
+
+// Repeated here, after both passes' long output, so the end of a CI log says what failed and why (.ci/run prints this
+// block again at its very end).
+if (passes.some((p) => p.failures.length > 0)) {
+  console.log('\n==> failed tests')
+  for (const p of passes) for (const failure of p.failures) console.log(`--- ${p.label}\n${failure}`)
+  console.log('==> end of failed tests')
 }
 
 console.log('\n==> both passes')
