@@ -118,8 +118,11 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     expect(names().filter((name) => name.startsWith('share-'))).toHaveLength(6)
     const executorCommits = committedIn.filter((_, i) => i % 2 === 0)
     expect(new Set(executorCommits).size).toBe(3)
-    // The first commit ran the first executor write and (within the budget) the others' writes past the ones it put off.
-    expect(committedIn[1]).toBe(committedIn[0])
+    // The others' writes are not held back behind the executor's put off: each commits no later than the executor's
+    // write queued before it (not compared with the first commit: a pause of the process can spend a commit's budget).
+    expect(committedIn[1]).toBeLessThanOrEqual(committedIn[2]!)
+    expect(committedIn[3]).toBeLessThanOrEqual(committedIn[2]!)
+    expect(committedIn[5]).toBeLessThanOrEqual(committedIn[4]!)
   })
 })
 
