@@ -92,12 +92,21 @@ test('a request whose handler fails reaches its caller alone; the queue goes on'
   expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(19)
 })
 
-test('busy while requests are being served (the executor keeps to its share then), idle again soon after', async () => {
+test('busy while a request waits for a later turn (the executor keeps to its share then); a trickle served at once is not', async () => {
   const slices = new TurnSlices()
   expect(slices.busy).toBe(false)
   await slices.run(request('/v1/x'), async () => 'ok')
+  expect(slices.busy).toBe(false)
+  // A crowd in one turn: past the slice, the rest wait — busy until the last of them has started.
+  const answers = Array.from({ length: 10 }, (_, i) =>
+    slices.run(request(`/v1/x?i=${i}`), async () => {
+      busy(1)
+      return i
+    }),
+  )
+  expect(slices.queued).toBeGreaterThan(0)
   expect(slices.busy).toBe(true)
-  await Bun.sleep(80)
+  await Promise.all(answers)
   expect(slices.busy).toBe(false)
 })
 

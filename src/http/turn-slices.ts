@@ -24,9 +24,6 @@ export const SLICE_MS = 2
  */
 export const shareOfTurnMs = (percent: number) => (SLICE_MS * percent) / (100 - percent)
 
-/** How long after its last request started the server still counts as busy (`TurnSlices.busy`). */
-const BUSY_FOR_MS = 50
-
 /** Requests that start at once whatever the load: the probes an orchestrator restarts the process over. */
 const PROBES = new Set(['/healthz', '/readyz'])
 
@@ -35,11 +32,9 @@ export class TurnSlices {
   private sliceStartedAt: number | null = null
   private readonly waiting: (() => void)[] = []
   private pumpScheduled = false
-  private lastRequestAt = Number.NEGATIVE_INFINITY
 
   /** `handle(request)`, started at once or, past this turn's slice, in a later turn in arrival order. */
   run<T>(request: Request, handle: (request: Request) => Promise<T>): Promise<T> {
-    this.lastRequestAt = performance.now()
     if (PROBES.has(requestPath(request)) || (this.waiting.length === 0 && this.withinSlice())) return handle(request)
     return new Promise<void>((resolve) => {
       this.waiting.push(resolve)
@@ -47,9 +42,9 @@ export class TurnSlices {
     }).then(() => handle(request))
   }
 
-  /** Whether requests are being served: one waits for a later turn, or one arrived within the last BUSY_FOR_MS. */
+  /** Whether HTTP presses: a request waits for a later turn (a trickle of requests, each served at once, does not count). */
   get busy(): boolean {
-    return this.waiting.length > 0 || performance.now() - this.lastRequestAt < BUSY_FOR_MS
+    return this.waiting.length > 0
   }
 
   /** How many requests wait for a later turn (for tests and metrics). */
