@@ -16,7 +16,7 @@ import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
 import type { RunEventsListener } from './run-events.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
-import { checkpointWal, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
+import { checkpointBeforeClose, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
 
 /**
@@ -101,6 +101,9 @@ export interface ServingSettings {
   dataDir: string
 }
 
+/** How long a graceful stop's WAL checkpoint waits for another connection to let go (within SHUTDOWN_GRACE's budget). */
+const CLOSING_CHECKPOINT_WAIT_MS = 1_000
+
 /** The upkeep a server runs beside its store, from start to close. */
 export interface StoreUpkeep {
   /** Starts the scheduled maintenance (SQLite: planner statistics now and daily; nothing on PostgreSQL). */
@@ -156,7 +159,7 @@ export function serveFrom(store: Store, settings: ServingSettings, logger: Logge
     stop: () => void stop(),
     close: async () => {
       await stop() // the checkpoint thread's last checkpoint done: the final one is not refused as busy
-      const checkpoint = checkpointWal(store)
+      const checkpoint = await checkpointBeforeClose(store, CLOSING_CHECKPOINT_WAIT_MS)
       store.close()
       store.servingLock?.release()
       store.servingLock = null

@@ -19,6 +19,21 @@ export function checkpointWal(store: SqliteStore, mode: CheckpointMode = 'TRUNCA
   return checkpointOn(store.sqlite, mode)
 }
 
+/**
+ * The checkpoint of a graceful stop: TRUNCATE, tried again every 25 ms for up to `withinMs` while another connection
+ * keeps it busy (a CLI's reader, or the checkpoint thread's connection still closing), so the file alone is complete
+ * whenever that connection lets go in time. The last result says whether it did.
+ */
+export async function checkpointBeforeClose(store: SqliteStore, withinMs: number): Promise<CheckpointResult> {
+  const deadline = performance.now() + withinMs
+  let result = checkpointWal(store, 'TRUNCATE')
+  while (result.busy && performance.now() < deadline) {
+    await Bun.sleep(25)
+    result = checkpointWal(store, 'TRUNCATE')
+  }
+  return result
+}
+
 /** The size of the store's `-wal` file in bytes (0 when there is none). */
 export function walBytes(store: SqliteStore): number {
   try {
