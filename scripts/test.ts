@@ -1,10 +1,14 @@
 /**
- * `npm test`: the whole suite, in two passes (docs/development.md "Development"). First `bun test` as it is (SQLite); then the
- * files of the PostgreSQL pass (`POSTGRES_PASS`) again with TRELLIS_TEST_STORE=postgres, each test env on a fresh
- * migrated PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the
- * second pass is skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
- * Arguments go to `bun test` in both passes (the second runs those that are in the PostgreSQL pass). The last lines are both passes' sum, in bun's own
- * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when either pass failed.
+ * `npm test`: the whole suite, in two passes (docs/development.md "Development"): `bun test` on SQLite, and the files of
+ * the PostgreSQL pass (`POSTGRES_PASS`) again with TRELLIS_TEST_STORE=postgres, each test env on a fresh migrated
+ * PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the second pass is
+ * skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
+ *
+ * With no arguments the two passes run at the same time (each mostly waits on servers, browsers and databases), all
+ * but the files that time something under a load of their own (`ALONE`), which follow, one pass after the other.
+ * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
+ * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
+ * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
  */
 import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
 
@@ -76,6 +80,15 @@ export const POSTGRES_PASS = [
   'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
 
+/**
+ * Files that time or size something under a load they make themselves (answers while the server is saturated, the WAL
+ * under sustained writes, /healthz during a flood): run after the parallel part, one pass at a time, so the other pass
+ * is not part of what they measure.
+ */
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits'].map(
+  (name) => `test/${name}.test.ts`,
+)
+
 interface Pass {
   label: string
   pass: number
@@ -133,10 +146,18 @@ async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): 
   return text
 }
 
-async function runPass(label: string, args: string[], env: Record<string, string>): Promise<Pass> {
-  console.log(`\n==> ${label}: bun test ${args.join(' ')}`.trimEnd())
+/**
+ * Runs `bun test args` with `env`. Its output is copied to ours as it comes, or (`quiet`, the pass running beside
+ * another) kept and printed whole when it ends, so two passes' lines never mix.
+ */
+async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false): Promise<Pass> {
+  const heading = `\n==> ${label}: bun test ${args.join(' ')}`.trimEnd()
+  if (!quiet) console.log(heading)
   const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
-  const [out, err, status] = await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
+  const [out, err, status] = quiet
+    ? await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+    : await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
+  if (quiet) console.log(`${heading}\n${out}${err}`)
   const output = out + err
   const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output) }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
@@ -146,11 +167,14 @@ async function runPass(label: string, args: string[], env: Record<string, string
 
 const given = process.argv.slice(2)
 const timeout = given.some((arg) => arg.startsWith('--timeout')) ? [] : [`--timeout=${DEFAULT_TIMEOUT_MS}`]
-const args = [...timeout, ...given]
-const passes: Pass[] = [await runPass('SQLite (the whole suite)', args, {})]
+const postgres = { TRELLIS_TEST_STORE: 'postgres' }
+const SQLITE = 'SQLite (the whole suite)'
+const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
+const passes: Pass[] = []
 
-const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
-if (!postgresInstalled || psql === null) {
+/** Whether the PostgreSQL pass can run; if not, says why (a failure when CI requires it). */
+function postgresReady(): boolean {
+  if (postgresInstalled && psql !== null) return true
   const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
     console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
@@ -158,13 +182,32 @@ if (!postgresInstalled || psql === null) {
   } else {
     console.warn(`\nthe PostgreSQL pass was SKIPPED: ${why}`)
   }
-} else if (postgresFiles.length === 0) {
-  console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in it')
-} else {
-  passes.push(await runPass('PostgreSQL (TRELLIS_TEST_STORE=postgres)', [...timeout, ...postgresFiles], { TRELLIS_TEST_STORE: 'postgres' }))
+  return false
 }
 
-// Repeated here, after both passes' long output, so the end of a CI log says what failed and why (.ci/run prints this
+if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
+  const everyFile = [...new Bun.Glob('test/**/*.test.ts').scanSync('.')].map((file) => file.replaceAll('\\', '/')).sort()
+  const notAlone = (file: string) => !ALONE.includes(file)
+  const withPostgres = postgresReady()
+  // The parallel part: both passes at once, the PostgreSQL pass's output printed when it ends.
+  passes.push(
+    ...(await Promise.all([
+      runPass(`${SQLITE}, all but the timing files`, [...timeout, ...everyFile.filter(notAlone)], {}),
+      ...(withPostgres ? [runPass(`${POSTGRES}, all but the timing files`, [...timeout, ...POSTGRES_PASS.filter(notAlone)], postgres, true)] : []),
+    ])),
+  )
+  // Then the timing files, one pass at a time.
+  passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], {}))
+  const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
+  if (withPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], postgres))
+} else {
+  passes.push(await runPass(SQLITE, [...timeout, ...given], {}))
+  const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
+  if (postgresFiles.length === 0) console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in it')
+  else if (postgresReady()) passes.push(await runPass(POSTGRES, [...timeout, ...postgresFiles], postgres))
+}
+
+// Repeated here, after the passes' long output, so the end of a CI log says what failed and why (.ci/run prints this
 // block again at its very end).
 if (passes.some((p) => p.failures.length > 0)) {
   console.log('\n==> failed tests')
@@ -172,7 +215,7 @@ if (passes.some((p) => p.failures.length > 0)) {
   console.log('==> end of failed tests')
 }
 
-console.log('\n==> both passes')
+console.log('\n==> all passes')
 for (const p of passes) console.log(`${p.label}: ${p.pass} pass, ${p.fail} fail, ${p.skip} skip${p.status === 0 ? '' : ` (exit status ${p.status})`}`)
 const sum = (key: 'pass' | 'fail') => passes.reduce((total, p) => total + p[key], 0)
 console.log(` ${sum('pass')} pass`)

@@ -76,36 +76,44 @@ describe('a real server and JSON nested 50,000 deep', () => {
       ['/v1/projects', { authorization: `Bearer ${token}` }],
       ['/v1/project/Acme/environment/production/notes', { authorization: `Bearer ${token}` }],
     ]
-    // /healthz asked again and again while three deep bodies at a time are refused.
-    let asking = true
-    const healthWaits: number[] = []
-    const health = (async () => {
-      while (asking) {
-        const started = performance.now()
-        expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
-        healthWaits.push(performance.now() - started)
-        await Bun.sleep(5)
+    /** One round: three deep bodies at a time to each route, /healthz asked again and again meanwhile. */
+    const round = async () => {
+      let asking = true
+      const healthWaits: number[] = []
+      const health = (async () => {
+        while (asking) {
+          const started = performance.now()
+          expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+          healthWaits.push(performance.now() - started)
+          await Bun.sleep(5)
+        }
+      })()
+      const started = performance.now()
+      for (const [path, headers] of asks) {
+        const answers = await Promise.all([0, 1, 2].map(() => post(path, body, headers)))
+        for (const answer of answers) {
+          expect(answer.headers.get('x-content-type-options')).toBe('nosniff')
+          expect({ path, status: answer.status, body: await answer.json() }).toEqual({
+            path,
+            status: 400,
+            body: { error: 'Bad Request', code: 'json_too_deep', message: `Request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels` },
+          })
+        }
       }
-    })()
-    const started = performance.now()
-    for (const [path, headers] of asks) {
-      const answers = await Promise.all([0, 1, 2].map(() => post(path, body, headers)))
-      for (const answer of answers) {
-        expect(answer.headers.get('x-content-type-options')).toBe('nosniff')
-        expect({ path, status: answer.status, body: await answer.json() }).toEqual({
-          path,
-          status: 400,
-          body: { error: 'Bad Request', code: 'json_too_deep', message: `Request body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels` },
-        })
-      }
+      const elapsed = performance.now() - started
+      asking = false
+      await health
+      expect(healthWaits.length).toBeGreaterThan(0)
+      return { elapsed, slowestHealth: Math.max(...healthWaits) }
     }
-    const elapsed = performance.now() - started
-    asking = false
-    await health
-    // 18 refusals of 350 KB each: before, one alone took 7–14 s.
-    expect(elapsed).toBeLessThan(5_000)
-    expect(healthWaits.length).toBeGreaterThan(0)
-    expect(Math.max(...healthWaits)).toBeLessThan(100)
+    // 18 refusals of 350 KB each: before, one alone took 7–14 s and held /healthz as long. A round slower than the
+    // bounds is run again (up to three in all): a refusal that holds the server does so every round; a pause of the
+    // process by a busy host does not repeat.
+    const rounds: { elapsed: number; slowestHealth: number }[] = []
+    const within = (r: { elapsed: number; slowestHealth: number }) => r.elapsed < 5_000 && r.slowestHealth < 100
+    do rounds.push(await round())
+    while (!within(rounds.at(-1)!) && rounds.length < 3)
+    expect(rounds.some(within), `rounds (ms): ${JSON.stringify(rounds)}`).toBe(true)
     expect(rssOf(server.proc.pid) - rssBefore).toBeLessThan(100 * 1024 * 1024)
   }, 60_000)
 
