@@ -24,7 +24,7 @@ import { postgresInstalled } from '../test/support/postgres-cluster.ts'
 const quick = process.argv.includes('--quick')
 const keep = process.argv.includes('--keep')
 const settings = quick
-  ? { notes: 100_000, duration: 2, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
+  ? { notes: 100_000, duration: 1, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
   : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
 /** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
 const CONNECTIONS = [64, 8]
