@@ -118,11 +118,11 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     expect(names().filter((name) => name.startsWith('share-'))).toHaveLength(6)
     const executorCommits = committedIn.filter((_, i) => i % 2 === 0)
     expect(new Set(executorCommits).size).toBe(3)
-    // The others' writes are not held back behind the executor's put off: each commits no later than the executor's
-    // write queued before it (not compared with the first commit: a pause of the process can spend a commit's budget).
+    // The others' writes are not held back behind the executor's put off: the first two of them commit no later than
+    // the executor's second write, which the first commit puts off (not compared with the first commit, nor further:
+    // a pause of the process spends a commit's budget, and a commit always runs at least one write, however long).
     expect(committedIn[1]).toBeLessThanOrEqual(committedIn[2]!)
     expect(committedIn[3]).toBeLessThanOrEqual(committedIn[2]!)
-    expect(committedIn[5]).toBeLessThanOrEqual(committedIn[4]!)
   })
 })
 
