@@ -97,6 +97,8 @@ interface Pass {
   status: number
   /** Each failed test (or error outside tests) with the lines bun printed just before it: its error. */
   failures: string[]
+  /** Passed and failed tests by file (the "(pass)"/"(fail)" lines under each file's heading). */
+  byFile: Map<string, { pass: number; fail: number }>
 }
 
 /**
@@ -135,6 +137,23 @@ function failuresOf(output: string, context = 14): string[] {
   return failures
 }
 
+/** The passed and failed tests of each file in a pass's output (bun's closing list of failures not counted again). */
+function countsByFile(output: string): Map<string, { pass: number; fail: number }> {
+  const counts = new Map<string, { pass: number; fail: number }>()
+  let file = ''
+  for (const line of output.replace(ANSI, '').split('\n')) {
+    if (/^\s*\d+ tests? failed:$/.test(line)) break
+    const heading = /^(test\/.*\.test\.ts):$/.exec(line)
+    if (heading) file = heading[1]!
+    const kind = line.startsWith('(pass)') ? 'pass' : line.startsWith('(fail)') ? 'fail' : null
+    if (kind === null || file === '') continue
+    const count = counts.get(file) ?? { pass: 0, fail: 0 }
+    count[kind]++
+    counts.set(file, count)
+  }
+  return counts
+}
+
 /** Copies a child's stream to ours as it comes, and keeps it for the summary. */
 async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): Promise<string> {
   const decoder = new TextDecoder()
@@ -159,7 +178,7 @@ async function runPass(label: string, args: string[], env: Record<string, string
     : await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
   if (quiet) console.log(`${heading}\n${out}${err}`)
   const output = out + err
-  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output) }
+  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output), byFile: countsByFile(output) }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
   if (status !== 0 && result.fail === 0) result.fail = Math.max(1, summaryCount(output, 'error'))
   return result
@@ -171,6 +190,27 @@ const postgres = { TRELLIS_TEST_STORE: 'postgres' }
 const SQLITE = 'SQLite (the whole suite)'
 const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
 const passes: Pass[] = []
+/** Failures of the parallel part whose files then passed alone: reported, not counted. */
+const besideOnly: { label: string; failures: string[] }[] = []
+
+/**
+ * A file that failed in the parallel part is run again alone, after the timing files: a test that fails only beside
+ * the other pass failed for the machine's sake, and alone it gets the verdict a serial run gives. The parallel
+ * verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
+ * "failed beside the other pass". Failures outside any file's tests (a crash) are not retried.
+ */
+async function againAlone(first: Pass, env: Record<string, string>): Promise<void> {
+  const failed = [...first.byFile].filter(([, count]) => count.fail > 0)
+  if (failed.length === 0 || failed.reduce((n, [, count]) => n + count.fail, 0) !== first.fail) return
+  const again = await runPass(`${first.label}: the files that failed, again alone`, [...timeout, ...failed.map(([file]) => file)], env)
+  first.pass -= failed.reduce((n, [, count]) => n + count.pass, 0)
+  first.fail = 0
+  first.status = 0
+  if (again.fail === 0 && again.status === 0) besideOnly.push({ label: first.label, failures: first.failures })
+  else again.failures.unshift(...first.failures.map((failure) => `(beside the other pass)\n${failure}`))
+  first.failures = []
+  passes.push(again)
+}
 
 /** Whether the PostgreSQL pass can run; if not, says why (a failure when CI requires it). */
 function postgresReady(): boolean {
@@ -178,7 +218,7 @@ function postgresReady(): boolean {
   const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
     console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
-    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1, failures: [why] })
+    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1, failures: [why], byFile: new Map() })
   } else {
     console.warn(`\nthe PostgreSQL pass was SKIPPED: ${why}`)
   }
@@ -190,21 +230,27 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const notAlone = (file: string) => !ALONE.includes(file)
   const withPostgres = postgresReady()
   // The parallel part: both passes at once, the PostgreSQL pass's output printed when it ends.
-  passes.push(
-    ...(await Promise.all([
-      runPass(`${SQLITE}, all but the timing files`, [...timeout, ...everyFile.filter(notAlone)], {}),
-      ...(withPostgres ? [runPass(`${POSTGRES}, all but the timing files`, [...timeout, ...POSTGRES_PASS.filter(notAlone)], postgres, true)] : []),
-    ])),
-  )
-  // Then the timing files, one pass at a time.
+  const [sqlite, onPostgres] = await Promise.all([
+    runPass(`${SQLITE}, all but the timing files`, [...timeout, ...everyFile.filter(notAlone)], {}),
+    withPostgres ? runPass(`${POSTGRES}, all but the timing files`, [...timeout, ...POSTGRES_PASS.filter(notAlone)], postgres, true) : null,
+  ])
+  passes.push(sqlite, ...(onPostgres ? [onPostgres] : []))
+  // Then the timing files, one pass at a time; then what failed in the parallel part, alone.
   passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], {}))
   const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
   if (withPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], postgres))
+  await againAlone(sqlite, {})
+  if (onPostgres) await againAlone(onPostgres, postgres)
 } else {
   passes.push(await runPass(SQLITE, [...timeout, ...given], {}))
   const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
   if (postgresFiles.length === 0) console.log('\nthe PostgreSQL pass has nothing to run: none of the given files is in it')
   else if (postgresReady()) passes.push(await runPass(POSTGRES, [...timeout, ...postgresFiles], postgres))
+}
+
+if (besideOnly.length > 0) {
+  console.log('\n==> failed beside the other pass, passed alone (not counted)')
+  for (const { label, failures } of besideOnly) for (const failure of failures) console.log(`--- ${label}\n${failure}`)
 }
 
 // Repeated here, after the passes' long output, so the end of a CI log says what failed and why (.ci/run prints this
