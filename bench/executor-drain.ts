@@ -77,6 +77,7 @@ try {
         // Both rates scale with the CPU the shared machine leaves the server; their ratio is the share.
         runsPerNotesRequest: Number(((result.runsPerSecondUnderHttpLoad ?? 0) / result.notesWhileBusy.rps).toFixed(3)),
         burstP50: Math.round(result.burstQueueLatencyMs.p50),
+        walPeakMB: Number((result.walMaxBytes / 1024 / 1024).toFixed(1)),
         busyThroughout: result.busyThroughout,
         failed: result.failed,
       }
