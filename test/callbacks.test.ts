@@ -673,9 +673,13 @@ sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'kill -9 while an attempt waits for its a
   expect(got[1]!.id).toBe(got[0]!.id)
   expect(got[1]!.body.data.runId).toBe(started.body.runId)
   expect(restarted.stdout() + restarted.stderr()).toContain('took back callbacks no live process holds')
-  const [after] = (await sendTo(restarted, `/v1/workflow-runs/${started.body.runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+  // The receiver has the request; the serve records the attempt once its answer is back.
+  const after = await until('the delivery to show succeeded', async () => {
+    const [d] = (await sendTo(restarted, `/v1/workflow-runs/${started.body.runId}/callbacks`, real.alice)).body.data as DeliveryBody[]
+    return d?.status === 'succeeded' ? d : null
+  })
   // The attempt cut short by the kill was never recorded: the one listed is the restarted serve's.
-  expect(after!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual([[1, 204]])
+  expect(after.attempts.map((a) => [a.attempt, a.statusCode])).toEqual([[1, 204]])
 }, 90_000)
 
 postgresOnlyTest(POSTGRES_ONLY.severalInstances, 'two instances share the outbox: each attempt is made by one of them, never twice at once', async () => {
