@@ -58,8 +58,15 @@ interface RunTimes {
 export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResult> {
   const db = new Database(o.seed.dbPath, { strict: true })
   db.run('PRAGMA busy_timeout = 5000')
-  // The HTTP scenarios left queued runs on made-up record ids: they are not part of this phase.
-  db.run("UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ('queued', 'running', 'waiting')", [Date.now()])
+  // The HTTP scenarios left queued runs on made-up record ids: they are not part of this phase. Cancelling them is
+  // the bench's own write (tens of thousands of rows after a full run's webhook scenarios), checkpointed here before
+  // the server starts, so that the phase's `-wal` figures and the server's checkpoints are the phase's own.
+  o.wal.paused = true
+  const leftover = db.run("UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ('queued', 'running', 'waiting')", [Date.now()]).changes
+  const walBefore = o.wal.sample()
+  db.run('PRAGMA wal_checkpoint(TRUNCATE)')
+  o.wal.paused = false
+  if (leftover > 0) o.log(`  cancelled ${leftover.toLocaleString('en-US')} runs the HTTP scenarios left queued (a ${(walBefore / 1024 / 1024).toFixed(1)} MB -wal, checkpointed before the phase)`)
   const token = db.prepare("SELECT id, user_id FROM api_tokens WHERE name = 'bench admin'").all()[0] as { id: number; user_id: number }
   const workflows = o.seed.workflowIds.map((id) => db.prepare('SELECT w.id, w.active_version_id AS version, r.environment_id AS env FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id = ?').all(id)[0] as { id: number; version: number; env: number })
   const recordsOf = (w: number) => o.seed.productionRecords[o.seed.workflowCollections[w]!]!

@@ -251,8 +251,12 @@ export class WalWatch {
     this.timer = setInterval(() => this.sample(), 100)
   }
 
+  /** While set, samples are read but not kept: the bench's own writes (not the server's) are under way. */
+  paused = false
+
   sample(): number {
     const size = existsSync(this.walPath) ? statSync(this.walPath).size : 0
+    if (this.paused) return size
     this.max = Math.max(this.max, size)
     this.overall = Math.max(this.overall, size)
     return size
