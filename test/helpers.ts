@@ -310,6 +310,16 @@ export function execute(store: Store, statement: string, ...params: SqlValue[]):
   else psqlSync(postgresUrlOf(store), withLiterals(statement, params))
 }
 
+/**
+ * `execute` for a scene set while the app in this process works (its executor, its retention): on PostgreSQL through
+ * the store's own pool, awaited, not a synchronous psql — which would hold this process's event loop while the
+ * statement waits for a row lock that one of this process's own open transactions holds, until the test times out.
+ */
+export async function executeBeside(store: Store, statement: string, ...params: SqlValue[]): Promise<void> {
+  if (store.kind === 'sqlite') store.sqlite.prepare(statement).run(...params)
+  else await store.sql.unsafe(withLiterals(statement, params))
+}
+
 /** A PostgreSQL store's database URL, from its pool's options (tests connect with psql to the same database). */
 function postgresUrlOf(store: PgStore): string {
   const { username, hostname, port, database } = store.sql.options as { username: string; hostname: string; port: number; database: string }

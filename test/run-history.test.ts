@@ -23,7 +23,7 @@ import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { pruneRunHistory } from '../src/modules/runs/history.ts'
 import {
   bearer,
-  execute,
+  executeBeside,
   POSTGRES_ONLY,
   postgresOnlyTest,
   queryAll,
@@ -172,7 +172,7 @@ describe('through the app, the executor running', () => {
     expect(statusOf(queued)).toBe('queued')
     const active = [waiting, running, queued]
     // Made as old as can be: created, started and even "finished" at the epoch's first microsecond.
-    execute(env.store, `UPDATE runs SET created_at = 1, started_at = 1, finished_at = 1 WHERE id IN ${idList(active)}`)
+    await executeBeside(env.store, `UPDATE runs SET created_at = 1, started_at = 1, finished_at = 1 WHERE id IN ${idList(active)}`)
 
     const olderIds = older.map((run) => run.id)
     const newerIds = newer.map((run) => run.id)
@@ -297,18 +297,18 @@ describe('through the app, the executor running', () => {
    * `copies` copies of the run `template`, each with its steps and key, finished before it (the oldest first in the
    * index's order); their ids are the template's with `-<n>` after it.
    */
-  function copyRun(template: string, copies: number): void {
+  async function copyRun(template: string, copies: number): Promise<void> {
     const series = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${copies})`
-    execute(env.store, `${series} INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger", status, next_step,
+    await executeBeside(env.store, `${series} INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger", status, next_step,
         available_at, lease_owner, lease_expires_at, attempts, error, created_at, started_at, finished_at, retry_of)
       SELECT r.id || '-' || n.i, r.workflow_id, r.workflow_version_id, r.environment_id, r.record_id, r.user_id, r.token_id, r."trigger", r.status, r.next_step,
         r.available_at, r.lease_owner, r.lease_expires_at, r.attempts, r.error, r.created_at, r.started_at, r.finished_at - 1000000 - n.i, r.retry_of
       FROM runs r, n WHERE r.id = ?`, template)
-    execute(env.store, `${series} INSERT INTO run_steps (run_id, step_index, name, type, status, attempts, output, error, started_at, finished_at)
+    await executeBeside(env.store, `${series} INSERT INTO run_steps (run_id, step_index, name, type, status, attempts, output, error, started_at, finished_at)
       SELECT s.run_id || '-' || n.i, s.step_index, s.name, s.type, s.status, s.attempts, s.output, s.error, s.started_at, s.finished_at FROM run_steps s, n WHERE s.run_id = ?`, template)
-    execute(env.store, `${series} INSERT INTO idempotency_keys (workflow_id, user_id, key, request_hash, run_id, created_at)
+    await executeBeside(env.store, `${series} INSERT INTO idempotency_keys (workflow_id, user_id, key, request_hash, run_id, created_at)
       SELECT k.workflow_id, k.user_id, k.key || '-' || n.i, k.request_hash, k.run_id || '-' || n.i, k.created_at FROM idempotency_keys k, n WHERE k.run_id = ?`, template)
-    if (env.store.kind === 'postgres') execute(env.store, 'ANALYZE runs')
+    if (env.store.kind === 'postgres') await executeBeside(env.store, 'ANALYZE runs')
   }
 
   /** A Stamp run on `recordId` with a key, finished: its id and finish time. */
@@ -321,7 +321,7 @@ describe('through the app, the executor running', () => {
   test(`in batches of ${FINISHED_RUNS_PER_BATCH}, each a short write: 2,345 runs of three steps and a key each`, async () => {
     const template = await stampedRun('rh-10')
     const copies = 2_345
-    copyRun(template.id, copies)
+    await copyRun(template.id, copies)
     const copyIds = `(SELECT id FROM runs WHERE id LIKE '${template.id}-%')`
     expect(count(`SELECT count(*) AS n FROM runs WHERE id IN ${copyIds}`)).toBe(copies)
     expect(count(`SELECT count(*) AS n FROM run_steps WHERE run_id IN ${copyIds}`)).toBe(3 * copies)
@@ -348,7 +348,7 @@ describe('through the app, the executor running', () => {
     // second (retention turned on over an old history). Each batch walks the index's oldest entries and deletes them
     // by primary key. (On a table of a few thousand runs PostgreSQL rightly hashes the whole table instead.)
     const template = await stampedRun('rh-11')
-    copyRun(template.id, 50_000)
+    await copyRun(template.id, 50_000)
     for (const cutoff of [template.finished - 1_000_000 - 49_990, template.finished]) {
       const shown = await plan(cutoff)
       if (process.env.SHOW_PLANS) console.log(`PLAN pruning, cutoff ${cutoff}:\n${shown}`)
