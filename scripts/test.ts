@@ -121,17 +121,20 @@ function summaryCount(output: string, word: string): number {
   return 0
 }
 
+/** The line bun prints before a file's tests: its path and a colon (the path captured). */
+const FILE_HEADING = /^(test\/.*\.test\.ts):$/
+
 /** The failed tests of a pass's output, each with up to `context` lines of what came before it (its error). */
 function failuresOf(output: string, context = 14): string[] {
   const lines = output.replace(ANSI, '').split('\n')
   const failures: string[] = []
   let file = ''
   lines.forEach((line, i) => {
-    if (/^test\/.*\.test\.ts:$/.test(line)) file = line
+    if (FILE_HEADING.test(line)) file = line
     if (!line.startsWith('(fail)') && !line.startsWith('# Unhandled error')) return
     if (failures.some((f) => f.endsWith(line))) return // bun repeats failed tests in its closing list
     let from = i
-    while (from > 0 && i - from < context && !/^\((pass|fail|skip)\)|^test\/.*\.test\.ts:$/.test(lines[from - 1]!)) from--
+    while (from > 0 && i - from < context && !/^\((pass|fail|skip)\)/.test(lines[from - 1]!) && !FILE_HEADING.test(lines[from - 1]!)) from--
     failures.push([file, ...lines.slice(from, i + 1)].join('\n'))
   })
   return failures
@@ -143,7 +146,7 @@ function countsByFile(output: string): Map<string, { pass: number; fail: number 
   let file = ''
   for (const line of output.replace(ANSI, '').split('\n')) {
     if (/^\s*\d+ tests? failed:$/.test(line)) break
-    const heading = /^(test\/.*\.test\.ts):$/.exec(line)
+    const heading = FILE_HEADING.exec(line)
     if (heading) file = heading[1]!
     const kind = line.startsWith('(pass)') ? 'pass' : line.startsWith('(fail)') ? 'fail' : null
     if (kind === null || file === '') continue
