@@ -89,8 +89,10 @@ sqliteOnlyDescribe(SQLITE_ONLY.wal, 'WAL checkpoints off the request path (a rea
     expect(writes).toBeGreaterThan(1_000)
     expect(largest).toBeGreaterThan(0)
     expect(largest).toBeLessThan(64 * MB)
-    // Every 250 ms for 20 s: about 80 timed checkpoints, every one of them finished (no other process reads).
-    expect(counts['passive,done']).toBeGreaterThanOrEqual(40)
+    // Every 250 ms for 20 s: about 80 timed checkpoints, every one of them finished (no other process reads) — PASSIVE
+    // on the thread, or TRUNCATE on the server's connection while the file is past 16 MB (a fast host's writes pass it
+    // often: 68 of 95 in one CI run).
+    expect((counts['passive,done'] ?? 0) + (counts['truncate,done'] ?? 0)).toBeGreaterThanOrEqual(40)
     expect(counts['passive,busy'] ?? 0).toBe(0)
     // A graceful stop checkpoints and truncates: the database file alone is complete.
     expect(await server.stop('SIGTERM')).toBe(0)
