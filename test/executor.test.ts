@@ -12,9 +12,8 @@ import { join } from 'node:path'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore, type Store } from '../src/db/open.ts'
 import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns, type RunRow, runWorkflow } from '../src/db/queue.ts'
-import { Executor } from '../src/executor/executor.ts'
-import { StepFailure, type StepContext, type StepResult } from '../src/executor/step.ts'
-import { runCondition } from '../src/executor/steps/condition.ts'
+import { Executor, STEP_RUNNERS } from '../src/executor/executor.ts'
+import { StepFailure, type StepContext, type StepResult, type StepRunner } from '../src/executor/step.ts'
 import { backoffMs } from '../src/executor/steps/http.ts'
 import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../src/executor/template.ts'
 import { systemClock } from '../src/lib/clock.ts'
@@ -1437,8 +1436,8 @@ describe('condition step (no executor running)', () => {
   })
   afterAll(() => env.cleanup())
 
-  /** The condition step of a run of Refund order on `recordId` as `user`, queued and read back as the executor reads it. */
-  async function condition(ifClause: Extract<Step, { type: 'condition' }>['if'], options: { else?: 'end' | 'fail'; recordId?: string; user?: string } = {}): Promise<StepResult> {
+  /** `step` (its data part) in a run of Refund order on `recordId` as `user`, queued and read back as the executor reads it. */
+  async function applyStep(step: Step, options: { recordId?: string; user?: string } = {}): Promise<StepResult> {
     drainRuns(env.store)
     const recordId = options.recordId ?? 'cond_1'
     const queued = await runNow(env.store, insertRun({ ...base, id: crypto.randomUUID(), recordId, createdAt: queueNow, userId: userId(env.store, options.user ?? 'bob') }))
@@ -1454,9 +1453,12 @@ describe('condition step (no executor running)', () => {
       signal: new AbortController().signal,
       outbound: new OutboundClient(),
     }
-    const apply = await runCondition(ctx, { type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) })
+    const apply = await (STEP_RUNNERS[step.type] as StepRunner)(ctx, step)
     return await runNow(env.store, apply({}))
   }
+  /** The condition step (see `applyStep`). */
+  const condition = (ifClause: Extract<Step, { type: 'condition' }>['if'], options: { else?: 'end' | 'fail'; recordId?: string; user?: string } = {}) =>
+    applyStep({ type: 'condition', if: ifClause, ...(options.else ? { else: options.else } : {}) }, options)
   const matches = async (ifClause: Parameters<typeof condition>[0]) => {
     const result = await condition(ifClause)
     expect(result.next === 'continue').toBe((result.output as { matched: boolean }).matched)
@@ -1509,5 +1511,37 @@ describe('condition step (no executor running)', () => {
     expect(await condition({ field: 'status', equals: 'paid' }, { recordId: 'nope' }).catch((e: unknown) => e)).toMatchObject({ code: 'record_not_found' })
     expect(await condition({ field: 'status', equals: 'paid' }, { user: 'dave' }).catch((e: unknown) => e)).toMatchObject({ code: 'record_forbidden' })
     expect(await condition({ field: 'status', equals: 'paid' }, { user: 'carol' })).toMatchObject({ next: 'continue' })
+  })
+
+  test('every step type fails only in its checks, before its first write: the executor records steps without a savepoint (src/executor/step.ts)', async () => {
+    // Every row a step's data part can write: the records, their notes, the activity log.
+    const written = () => ({
+      records: queryAll(env.store, 'SELECT * FROM records ORDER BY id'),
+      notes: queryAll(env.store, 'SELECT * FROM notes ORDER BY id'),
+      activity: queryAll(env.store, 'SELECT * FROM activity_logs ORDER BY id'),
+    })
+    // A missing record, a user outside the workflow's team (dave), an unmet condition that fails the run.
+    const failing: [Step, { recordId?: string; user?: string }][] = [
+      [{ type: 'load' }, { recordId: 'nope' }],
+      [{ type: 'load' }, { user: 'dave' }],
+      [{ type: 'condition', if: { field: 'status', equals: 'paid' } }, { recordId: 'nope' }],
+      [{ type: 'condition', if: { field: 'status', equals: 'pending' }, else: 'fail' }, {}],
+      [{ type: 'update', set: { status: 'touched' } }, { recordId: 'nope' }],
+      [{ type: 'update', set: { status: 'touched' } }, { user: 'dave' }],
+      [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { recordId: 'nope' }],
+      [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { user: 'dave' }],
+    ]
+    // The types whose data part can fail; `http` fails in its call, outside the transaction, and `wait` cannot.
+    expect(new Set<string>(failing.map(([step]) => step.type))).toEqual(new Set(Object.keys(STEP_RUNNERS).filter((type) => type !== 'http' && type !== 'wait')))
+    for (const [step, options] of failing) {
+      const before = written()
+      const failure = await applyStep(step, options).catch((error: unknown) => error)
+      expect(failure, `${step.type} ${JSON.stringify(options)}`).toBeInstanceOf(StepFailure)
+      expect(written(), `${step.type} ${JSON.stringify(options)} wrote before failing`).toEqual(before)
+    }
+    // The same steps on a record the user may edit write (the check above is not vacuous).
+    const before = written()
+    expect(await applyStep({ type: 'note', title: 'Checked', content: 'ok' })).toMatchObject({ next: 'continue' })
+    expect(written().notes.length).toBe(before.notes.length + 1)
   })
 })

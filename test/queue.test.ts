@@ -13,7 +13,7 @@ import {
   LeaseLostError,
   type NewRun,
   parkRun,
-  recordStepOutcome,
+  recordStepOutcomes,
   type RunRow,
   runWorkflow,
 } from '../src/db/queue.ts'
@@ -119,7 +119,7 @@ describe('lease-guarded transitions', () => {
     const before = row(id)
     await expect(
       write(env.store, function* () {
-        yield* recordStepOutcome({ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+        yield* recordStepOutcomes([{ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 }])
         yield* advanceRun(id, 'A', 1)
       }),
     ).rejects.toBeInstanceOf(LeaseLostError)
@@ -127,7 +127,7 @@ describe('lease-guarded transitions', () => {
     expect(row(id)).toEqual(before)
     // The owner records and advances in one transaction.
     await write(env.store, function* () {
-      yield* recordStepOutcome({ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 })
+      yield* recordStepOutcomes([{ runId: id, index: 0, name: 'load', type: 'load', status: 'succeeded', output: { loaded: true }, error: null, startedAt: now, finishedAt: now + 1 }])
       yield* advanceRun(id, 'B', 1)
     })
     expect(stepsOf(id)).toEqual([{ step_index: 0 }])
@@ -176,14 +176,14 @@ describe('step outcomes and the run workflow', () => {
       let failed: unknown = null
       try {
         yield* savepoint(function* () {
-          yield* recordStepOutcome({ runId: id, index: 0, name: 'a', type: 'load', status: 'succeeded', output: undefined, error: null, startedAt: now, finishedAt: now })
+          yield* recordStepOutcomes([{ runId: id, index: 0, name: 'a', type: 'load', status: 'succeeded', output: undefined, error: null, startedAt: now, finishedAt: now }])
           throw new Error('step failed')
         })
       } catch (error) {
         failed = error
       }
       expect(failed).toEqual(new Error('step failed'))
-      yield* recordStepOutcome({ runId: id, index: 0, name: 'a', type: 'load', status: 'failed', output: undefined, error: { code: 'x', message: 'y' }, startedAt: now, finishedAt: now + 2 })
+      yield* recordStepOutcomes([{ runId: id, index: 0, name: 'a', type: 'load', status: 'failed', output: undefined, error: { code: 'x', message: 'y' }, startedAt: now, finishedAt: now + 2 }])
       yield* failRun(id, 'A', now + 2, { code: 'x', message: 'y', step: 'a' }, 0)
     })
     expect(queryAll(env.store, 'SELECT status, output, error, finished_at FROM run_steps WHERE run_id = ?', id)).toEqual([

@@ -24,7 +24,8 @@ import {
   type NewRun,
   nextRunAvailableAt,
   parkRun,
-  recordStepOutcome,
+  recordStepOutcomes,
+  type StepOutcome,
   runWorkflow,
 } from '../src/db/queue.ts'
 import { commitNow } from '../src/db/write.ts'
@@ -87,7 +88,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     await bothAnswer(() => insertRun(run(old, 'ord_retry')), { inserted: true, id: old })
     for (const index of [0, 1]) {
       await stores.both(() =>
-        recordStepOutcome({ runId: old, index, name: `step-${index}`, type: 'load', status: index === 0 ? 'succeeded' : 'failed', output: { index }, error: null, startedAt: now, finishedAt: now + 1 }),
+        recordStepOutcomes([{ runId: old, index, name: `step-${index}`, type: 'load', status: index === 0 ? 'succeeded' : 'failed', output: { index }, error: null, startedAt: now, finishedAt: now + 1 }]),
       )
     }
     await bothAnswer(() => cancelActiveRun(old, now + 2), true)
@@ -128,16 +129,21 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       { index: 1, name: 'check', type: 'condition', status: 'succeeded' as const, output: undefined, error: null },
       { index: 2, name: 'call', type: 'http', status: 'failed' as const, output: { status: 500 }, error: { code: 'http_failed', message: 'boom' } },
     ]
-    for (const outcome of outcomes) {
-      await bothAnswer(() => recordStepOutcome({ runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index }), undefined)
-    }
+    type Outcome = Omit<StepOutcome, 'runId' | 'startedAt' | 'finishedAt'>
+    const row = (outcome: Outcome): StepOutcome => ({ runId, ...outcome, startedAt: now + outcome.index, finishedAt: now + 10 + outcome.index })
+    // One step alone, then a group of two in one statement, then a group longer than one statement takes (8 rows).
+    await bothAnswer(() => recordStepOutcomes([row(outcomes[0]!)]), undefined)
+    await bothAnswer(() => recordStepOutcomes(outcomes.slice(1).map(row)), undefined)
+    const notes = Array.from({ length: 10 }, (_, i): Outcome => ({ index: 3 + i, name: `note-${i}`, type: 'note', status: 'succeeded', output: { noteId: i }, error: null }))
+    await bothAnswer(() => recordStepOutcomes(notes.map(row)), undefined)
     const [steps, stepsPg] = await rowsOf('run_steps', 'run_id', runId)
     expect(stepsPg).toEqual(steps)
-    expect(stepsPg).toHaveLength(3)
+    expect(stepsPg).toHaveLength(13)
+    expect((stepsPg as { step_index: number }[]).map((step) => Number(step.step_index)).sort((a, b) => a - b)).toEqual(Array.from({ length: 13 }, (_, i) => i))
     // The same step twice is the primary key's: both refuse it.
     const again = { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }
-    expect(() => commitNow(stores.sqlite.store, () => recordStepOutcome(again))).toThrow()
-    await expect(writeOnPostgres(stores.pg, () => recordStepOutcome(again))).rejects.toThrow()
+    expect(() => commitNow(stores.sqlite.store, () => recordStepOutcomes([again]))).toThrow()
+    await expect(writeOnPostgres(stores.pg, () => recordStepOutcomes([again]))).rejects.toThrow()
     await stores.both(() => parkRun(runId, 'A', 3, now + 60_000))
     await bothAnswer(() => nextRunAvailableAt(), now + 60_000)
   })

@@ -14,7 +14,7 @@
  * literal predicate as written, which a bound parameter — or the same set spelled `IN (…)` — does not.
  *
  * The transitions a worker makes while it records steps (`advanceRun`, `parkRun`, `finishRun`, `failRun`,
- * `recordStepOutcome`) run in the caller's transaction: they commit with the step's effects and its activity
+ * `recordStepOutcomes`) run in the caller's transaction: they commit with the step's effects and its activity
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Statement } from 'bun:sqlite'
@@ -34,7 +34,7 @@ import type { Dialect } from './dialect.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
-import { constantLimit, placeholders, rows, setPlaceholders, statement } from './query.ts'
+import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, runStatusIn, sqlLiterals } from './schema.ts'
 
@@ -514,23 +514,42 @@ export interface StepOutcome {
   finishedAt: number
 }
 
-const RECORD_STEP = statement('queue.record-step', ({ db, t }) =>
-  db.insert(t.runSteps).values(placeholders('runId', 'stepIndex', 'name', 'type', 'status', 'output', 'error', 'startedAt', 'finishedAt')),
+/** The most `run_steps` rows one statement inserts (a group of more steps takes several). */
+const STEPS_PER_INSERT = 8
+const STEP_COLUMNS = ['runId', 'stepIndex', 'name', 'type', 'status', 'output', 'error', 'startedAt', 'finishedAt'] as const
+type StepColumn = (typeof STEP_COLUMNS)[number]
+
+/** `RECORD_STEPS[n - 1]` inserts n rows; row r's placeholders are the columns' names followed by r (`runId0`, …). */
+const RECORD_STEPS = Array.from({ length: STEPS_PER_INSERT }, (_, last) =>
+  statement(`queue.record-steps.${last + 1}`, ({ db, t }) =>
+    db.insert(t.runSteps).values(Array.from({ length: last + 1 }, (_, row) => Object.fromEntries(STEP_COLUMNS.map((column) => [column, sql.placeholder(`${column}${row}`)])) as Record<StepColumn, never>)),
+  ),
 )
 
-/** A step's outcome (`run_steps`), in the transaction (and savepoint) of the step's effects. */
-export function recordStepOutcome(step: StepOutcome): Op<void> {
-  return RECORD_STEP.exec({
-    runId: step.runId,
-    stepIndex: step.index,
-    name: step.name,
-    type: step.type,
-    status: step.status,
-    output: step.output === undefined ? null : JSON.stringify(step.output),
-    error: step.error ? JSON.stringify(step.error) : null,
-    startedAt: step.startedAt,
-    finishedAt: step.finishedAt,
-  })
+/**
+ * A step group's outcomes (`run_steps`), in the transaction of the steps' effects, before the run's transition: one
+ * statement for a group of up to STEPS_PER_INSERT steps.
+ */
+export function* recordStepOutcomes(steps: readonly StepOutcome[]): Op<void> {
+  for (let from = 0; from < steps.length; from += STEPS_PER_INSERT) {
+    const chunk = steps.slice(from, from + STEPS_PER_INSERT)
+    const values: Record<string, unknown> = {}
+    chunk.forEach((step, row) => {
+      const columns: Record<StepColumn, unknown> = {
+        runId: step.runId,
+        stepIndex: step.index,
+        name: step.name,
+        type: step.type,
+        status: step.status,
+        output: step.output === undefined ? null : JSON.stringify(step.output),
+        error: step.error ? JSON.stringify(step.error) : null,
+        startedAt: step.startedAt,
+        finishedAt: step.finishedAt,
+      }
+      for (const column of STEP_COLUMNS) values[`${column}${row}`] = columns[column]
+    })
+    yield* RECORD_STEPS[chunk.length - 1]!.exec(values)
+  }
 }
 
 const CARRY_STEPS = statement('queue.carry-steps', ({ db, t }) =>

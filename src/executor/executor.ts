@@ -5,7 +5,7 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import { type Op, savepoint } from '../db/op.ts'
+import type { Op } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
 import {
   advanceRun,
@@ -15,7 +15,7 @@ import {
   LeaseLostError,
   nextRunAvailableAt,
   parkRun,
-  recordStepOutcome,
+  recordStepOutcomes,
   recoverExpiredRuns,
   releaseOwnedRuns,
   renewLease,
@@ -46,7 +46,8 @@ import { runUpdate } from './steps/update.ts'
 import { runWait } from './steps/wait.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
-const RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } = {
+/** Each step type's runner. */
+export const STEP_RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { type: K }>> } = {
   load: runLoad,
   condition: runCondition,
   update: runUpdate,
@@ -333,8 +334,8 @@ export class Executor {
 
   /**
    * Runs steps [from, to) — one `http` step, or consecutive other steps (ending at a `wait`) — and records them in
-   * one transaction with their effects, each in a savepoint: a step that fails is rolled back alone and recorded as
-   * failed with the run. Returns what the next steps see, or 'stop' when the run ended, parked or was lost.
+   * one transaction with their effects: a step that fails is recorded as failed with the run, after the steps before
+   * it. Returns what the next steps see, or 'stop' when the run ended, parked or was lost.
    */
   private async runSteps(group: {
     target: RunTarget
@@ -360,14 +361,14 @@ export class Executor {
       }
       const startedAt = this.options.clock.now()
       try {
-        planned.push({ ctx, step, index, startedAt, apply: await (RUNNERS[step.type] as StepRunner)(ctx, step) })
+        planned.push({ ctx, step, index, startedAt, apply: await (STEP_RUNNERS[step.type] as StepRunner)(ctx, step) })
       } catch (error) {
         // Only an http step's call fails here, and it is alone in its group.
         if (error instanceof LeaseLostError) throw error
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
         if (ctx.signal.aborted) return 'stop'
         if (!(error instanceof StepFailure)) throw error
-        await this.persist(() => withRunEvents((events) => this.failIn(ctx, step, index, startedAt, error, events)))
+        await this.persist(() => withRunEvents((events) => this.failIn(ctx, step, index, startedAt, error, events, [])))
         return 'stop'
       }
     }
@@ -382,8 +383,10 @@ export class Executor {
   }
 
   /**
-   * The group's transaction: each planned step's effects and record in a savepoint, then the run's transition; the
-   * events of the steps and the transition go into `events` (appended by the caller, after everything else).
+   * The group's transaction: each planned step's effects, then the steps' `run_steps` rows (one statement for the
+   * group) and the run's transition; the events of the steps and the transition go into `events` (appended by the
+   * caller, after everything else). No savepoint per step: a step fails only in its checks, before its first write
+   * (the StepRunner contract, ./step.ts), so a failed step leaves nothing to roll back.
    */
   private *recordGroup(
     group: { target: RunTarget; steps: Step[]; to: number; record: Record<string, unknown> | null },
@@ -392,22 +395,22 @@ export class Executor {
   ): Op<{ record: Record<string, unknown> | null } | 'stop' | 'parked'> {
     const { target, steps } = group
     const reads: GroupReads = {}
+    const recorded: StepOutcome[] = []
     let record = group.record
     for (const { ctx, step, index, startedAt, apply } of planned) {
-      let done: { result: StepResult; outcome: StepOutcome }
+      let result: StepResult
       try {
-        done = yield* savepoint(function* (this: Executor) {
-          const result = yield* apply(reads)
-          return { result, outcome: yield* this.recordStep(ctx, step, index, startedAt, 'succeeded', result.output, null) }
-        }.bind(this))
+        result = yield* apply(reads)
       } catch (error) {
         if (!(error instanceof StepFailure)) throw error
-        yield* this.failIn(ctx, step, index, startedAt, error, events)
+        yield* this.failIn(ctx, step, index, startedAt, error, events, recorded)
         return 'stop' as const
       }
-      const { result, outcome } = done
+      const outcome = this.stepOutcome(ctx, step, index, startedAt, 'succeeded', result.output, null)
+      recorded.push(outcome)
       record = result.record ?? record
       if (typeof result.next === 'object') {
+        yield* recordStepOutcomes(recorded)
         yield* parkRun(target.run.id, this.owner, index + 1, result.next.waitUntil)
         events.push(stepEvent(target, outcome, 'step.waiting', 'waiting', { until: toIso(result.next.waitUntil) }))
         return 'parked' as const
@@ -415,23 +418,33 @@ export class Executor {
       events.push(stepEvent(target, outcome, 'step.succeeded', 'running'))
       if (result.next === 'end' || index === steps.length - 1) {
         // The last step's transaction also ends the run.
+        yield* recordStepOutcomes(recorded)
         yield* this.finishIn(target, events, 'succeeded', null, index + 1)
         return 'stop' as const
       }
     }
+    yield* recordStepOutcomes(recorded)
     yield* advanceRun(target.run.id, this.owner, group.to)
     return { record }
   }
 
-  /** Records a failed step and fails the run (error names the step); their events go into `events`. */
-  private *failIn(ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure, events: NewRunEvent[]): Op<void> {
+  /**
+   * Records a failed step after `recorded` (the group's steps before it) and fails the run (error names the step);
+   * their events go into `events`.
+   */
+  private *failIn(ctx: StepContext, step: Step, index: number, startedAt: number, error: StepFailure, events: NewRunEvent[], recorded: StepOutcome[]): Op<void> {
     const problem = { code: error.code, message: error.message }
-    const outcome = yield* this.recordStep(ctx, step, index, startedAt, 'failed', error.output, problem)
+    const outcome = this.stepOutcome(ctx, step, index, startedAt, 'failed', error.output, problem)
+    yield* recordStepOutcomes([...recorded, outcome])
     events.push(stepEvent(ctx.target, outcome, 'step.failed', 'failed', { error: problem }))
     yield* this.finishIn(ctx.target, events, 'failed', { ...problem, step: ctx.stepName }, index)
   }
 
-  private *recordStep(
+  /**
+   * A step's `run_steps` row, finished now. No activity entry of its own: the step is the run's row
+   * (GET /v1/workflow-runs/{id}); what it changed wrote its own entry, with the step's name (docs/api.md "Activity and admin logs").
+   */
+  private stepOutcome(
     ctx: StepContext,
     step: Step,
     index: number,
@@ -439,8 +452,8 @@ export class Executor {
     status: 'succeeded' | 'failed',
     output: unknown,
     error: { code: string; message: string } | null,
-  ): Op<StepOutcome> {
-    const outcome: StepOutcome = {
+  ): StepOutcome {
+    return {
       runId: ctx.target.run.id,
       index,
       name: ctx.stepName,
@@ -451,10 +464,6 @@ export class Executor {
       startedAt,
       finishedAt: this.options.clock.now(),
     }
-    yield* recordStepOutcome(outcome)
-    // No activity entry of its own: the step is the run's `run_steps` row (GET /v1/workflow-runs/{id}); what it
-    // changed wrote its own entry, with the step's name (docs/api.md "Activity and admin logs").
-    return outcome
   }
 
   /**

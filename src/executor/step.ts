@@ -54,6 +54,8 @@ export class StepFailure extends Error {
 /**
  * A step does its slow part (an HTTP call) in the async function, then returns the part that reads and
  * writes data: it runs inside the transaction that records the step, so effects and record commit together.
+ * That part throws StepFailure only in its checks, before its first write: the executor runs it without a savepoint
+ * of its own, so a write before a failure would commit with the failed step (test/executor.test.ts checks every type).
  */
 export type StepRunner<S extends Step = Step> = (ctx: StepContext, step: S) => Promise<(reads: GroupReads) => Op<StepResult>>
 
