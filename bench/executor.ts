@@ -7,6 +7,10 @@ import { Database } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
 import { type LoadResult, percentile, post, runLoad, type Server, type WalWatch } from './procs.ts'
 import type { SeedResult } from './seed.ts'
+import { ACTIVE_RUN_STATUSES, sqlLiterals } from '../src/db/schema.ts'
+
+/** The active run statuses as an SQL list: `('queued', 'running', 'waiting')`. */
+export const ACTIVE_STATUSES = `(${sqlLiterals(ACTIVE_RUN_STATUSES)})`
 
 export interface ExecutorOptions {
   seed: SeedResult
@@ -62,7 +66,7 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   // the bench's own write (tens of thousands of rows after a full run's webhook scenarios), checkpointed here before
   // the server starts, so that the phase's `-wal` figures and the server's checkpoints are the phase's own.
   o.wal.paused = true
-  const leftover = db.run("UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ('queued', 'running', 'waiting')", [Date.now()]).changes
+  const leftover = db.run(`UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ${ACTIVE_STATUSES}`, [Date.now()]).changes
   const walBefore = o.wal.sample()
   db.run('PRAGMA wal_checkpoint(TRUNCATE)')
   o.wal.paused = false

@@ -13,7 +13,7 @@ import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
-import { createdAtLeadMs, measureExecutor } from './executor.ts'
+import { ACTIVE_STATUSES, createdAtLeadMs, measureExecutor } from './executor.ts'
 import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
 import { type BenchResults, earlierTargetChecks, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
@@ -372,7 +372,7 @@ try {
 async function untilNoActiveRuns(dbPath: string, timeoutMs: number): Promise<void> {
   const db = new Database(dbPath, { readonly: true })
   try {
-    const active = db.prepare("SELECT count(*) AS n FROM runs WHERE status = 'queued' OR status = 'running' OR status = 'waiting'")
+    const active = db.prepare(`SELECT count(*) AS n FROM runs WHERE status IN ${ACTIVE_STATUSES}`)
     const deadline = performance.now() + timeoutMs
     for (let left = (active.get() as { n: number }).n; left > 0; left = (active.get() as { n: number }).n) {
       if (performance.now() > deadline) throw new Error(`${left} runs still active after ${timeoutMs / 1000} s`)
