@@ -312,8 +312,8 @@ export function execute(store: Store, statement: string, ...params: SqlValue[]):
 
 /**
  * `execute` for a scene set while the app in this process works (its executor, its retention): on PostgreSQL through
- * the store's own pool, awaited, not a synchronous psql — which would hold this process's event loop while the
- * statement waits for a row lock that one of this process's own open transactions holds, until the test times out.
+ * the store's own pool, awaited, not a synchronous psql, which holds this process's event loop for as long as the
+ * statement takes (and for good, should it wait on a lock one of this process's own open transactions holds).
  */
 export async function executeBeside(store: Store, statement: string, ...params: SqlValue[]): Promise<void> {
   if (store.kind === 'sqlite') store.sqlite.prepare(statement).run(...params)
