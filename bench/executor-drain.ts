@@ -1,12 +1,15 @@
 /**
  * `bun bench/executor-drain.ts [-- --runs N --notes N --rounds N --busy S --vs DIR --shares P,Q]`: the executor phase of `npm run
  * bench` (bench/executor.ts: a burst of three-step runs drained by a real `serve`, the notes load beside it, the
- * burst's queue latency) on a small seeded database, and the notes' idle rps just before it on the same server, for
+ * burst's queue latency) on a small seeded database (`--cancelled N` leaves N cancelled runs in it first, as the full
+ * bench's HTTP scenarios do: the phase's own reader then counts the burst among them), and the notes' idle rps just before it on the same server, for
  * the executor's A/B measurements of issue 31 item 2. With `--vs DIR` (a worktree of an older commit) each round runs
  * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
  * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn. Prints
  * one line per measurement and a JSON summary; asserts nothing.
  */
+import { Database } from 'bun:sqlite'
+import { randomUUIDv7 } from 'bun'
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -24,12 +27,14 @@ const ROUNDS = Number(option('rounds', '2'))
 const BUSY = Number(option('busy', '4'))
 const VS = option('vs', '')
 const SHARES = option('shares', '').split(',').filter(Boolean)
+const CANCELLED = Number(option('cancelled', '0'))
 const RAISED = '1000000000'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
 const seed = seedDatabase(join(work, 'seed'), { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
 const notesPath = `/v1/project/${seed.project}/environment/production/notes?limit=10`
+if (CANCELLED > 0) leaveCancelledRuns(seed.dbPath, seed.workflowIds[0]!, CANCELLED)
 const sides: { name: string; root: string; env?: Record<string, string> }[] = SHARES.length > 0
   ? SHARES.map((share) => ({ name: `share-${share}`, root: repoRoot, env: { TRELLIS_EXECUTOR_SHARE: share } }))
   : VS ? [{ name: 'vs', root: VS }, { name: 'this', root: repoRoot }] : [{ name: 'this', root: repoRoot }]
@@ -94,4 +99,23 @@ try {
 /** This process's settings whose names start with `prefix`, passed on to the servers. */
 function pick(prefix: string): Record<string, string> {
   return Object.fromEntries(Object.entries(process.env).filter((entry): entry is [string, string] => entry[0].startsWith(prefix) && entry[1] !== undefined))
+}
+
+/** `count` cancelled runs of one workflow on made-up record ids, created an hour ago: what the bench's webhook scenarios leave. */
+function leaveCancelledRuns(dbPath: string, workflowId: number, count: number): void {
+  const db = new Database(dbPath, { strict: true })
+  try {
+    const wf = db.prepare('SELECT w.id, w.active_version_id AS version, r.environment_id AS env FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.id = ?').get(workflowId) as { id: number; version: number; env: number }
+    const token = db.prepare("SELECT id, user_id FROM api_tokens WHERE name = 'bench admin'").get() as { id: number; user_id: number }
+    const insert = db.prepare(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+      status, next_step, available_at, attempts, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'webhook', 'cancelled', 0, ?, 0, ?, ?)`)
+    const at = Date.now() - 3_600_000
+    db.transaction(() => {
+      for (let i = 0; i < count; i++) insert.run(randomUUIDv7(), wf.id, wf.version, wf.env, `left-${i}`, token.user_id, token.id, at, at * 1000 + i, at)
+    }).immediate()
+    db.run('PRAGMA wal_checkpoint(TRUNCATE)')
+  } finally {
+    db.close()
+  }
+  log(`left ${count.toLocaleString('en-US')} cancelled runs in the seed`)
 }

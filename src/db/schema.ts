@@ -7,8 +7,8 @@ import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } fro
 import { defineTables, type TableKit } from './tables.ts'
 
 export { PERMISSION_LEVELS, type PermissionLevel } from '../lib/access.ts'
-export { ACTIVE_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../lib/run-statuses.ts'
-export { CLAIMABLE_RUN_STATUSES, runStatusIn, sqlLiterals } from './tables.ts'
+export { ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '../lib/run-statuses.ts'
+export { anyOfLiterals, CLAIMABLE_RUN_STATUSES, runStatusIn, sqlLiterals } from './tables.ts'
 
 const sqliteKit: TableKit = {
   table: sqliteTable,

@@ -43,7 +43,7 @@ const listOf = (values: readonly string[]) => sql.raw(sqlLiterals(values))
  * 14.4 → 6.4 µs, a failing insert 9.5 → 3.3 µs, a status change 11.3 → 4.8 µs; docs/performance.md). A query that
  * must use a partial index repeats the index's expression (`runStatusIn`): SQLite matches the predicate as written.
  */
-const anyOfLiterals = (column: string, values: readonly string[]) => `(${values.map((v) => `${column} = '${v}'`).join(' OR ')})`
+export const anyOfLiterals = (column: string, values: readonly string[]) => `(${values.map((v) => `${column} = '${v}'`).join(' OR ')})`
 const statusIn = (values: readonly string[]) => sql.raw(anyOfLiterals('status', values))
 /** A query's "the run's status is one of these", in the form of the runs table's own rules (see `anyOfLiterals`). */
 export const runStatusIn = (values: readonly string[]) => sql.raw(anyOfLiterals('"runs"."status"', values))
