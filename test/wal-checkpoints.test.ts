@@ -4,6 +4,7 @@
  * runs, note writes; localhost, bounded in time) the `-wal` file stays under 64 MB, and with the timer held back
  * it grows past what SQLite's own checkpoint (1,000 pages) would have allowed: no commit checkpointed.
  */
+import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { statSync } from 'node:fs'
 import { databasePath } from '../src/db/open.ts'
@@ -97,6 +98,43 @@ sqliteOnlyDescribe(SQLITE_ONLY.wal, 'WAL checkpoints off the request path (a rea
     // A graceful stop checkpoints and truncates: the database file alone is complete.
     expect(await server.stop('SIGTERM')).toBe(0)
     expect(sizeOf(wal)).toBe(0)
+  }, 60_000)
+
+  test('a reader of another connection that pauses between long reads: the WAL still starts over in its pauses', async () => {
+    const { server, wal, hook, token } = await serveSeeded({})
+    // Each of its reads holds a snapshot for 300 ms, then it pauses 60 ms: a TRUNCATE tried at a random moment finds it
+    // busy five times in six, and the writes add several MB to the file during each read. The server must find the
+    // pauses, not wait for luck: retried at the regular tick (every 250 ms) the file reached 108–160 MB here (and the
+    // bench's own count of runs, every 200 ms, grew it to 600 MB); retried at the next poll, 31–44 MB.
+    const reader = new Database(wal.slice(0, -'-wal'.length), { readonly: true })
+    cleanups.push(() => reader.close())
+    const count = reader.query('SELECT count(*) AS n FROM runs')
+    let reading = true
+    const reads = (async () => {
+      let n = 0
+      while (reading) {
+        reader.run('BEGIN')
+        count.get()
+        await Bun.sleep(300)
+        reader.run('COMMIT')
+        n++
+        await Bun.sleep(60)
+      }
+      return n
+    })()
+    let largest = 0
+    const sampler = setInterval(() => (largest = Math.max(largest, sizeOf(wal))), 25)
+    const deadline = Date.now() + 15_000
+    const writes = await writeLoad(server, hook, token, 8, () => Date.now() >= deadline)
+    reading = false
+    const readCount = await reads
+    clearInterval(sampler)
+    const counts = await checkpointCounts(server)
+    console.log(`WAL beside a pausing reader: ${writes} writes, ${readCount} reads, largest -wal ${(largest / MB).toFixed(1)} MB, checkpoints ${JSON.stringify(counts)}`)
+    expect(readCount).toBeGreaterThan(20)
+    expect(counts['truncate,busy'] ?? 0).toBeGreaterThan(0) // the reader did get in the way
+    expect(counts['truncate,done'] ?? 0).toBeGreaterThan(0)
+    expect(largest).toBeLessThan(64 * MB)
   }, 60_000)
 
   test('with the timer held back, no commit checkpoints: the WAL grows past SQLite’s own 1,000-page checkpoint', async () => {
