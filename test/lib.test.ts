@@ -1,5 +1,6 @@
 /** The small shared pieces: time parsing, configuration, the instance secret, webhook URL signing, HTML, createdAt. */
 import Ajv from 'ajv'
+import { Database } from 'bun:sqlite'
 import addFormats from 'ajv-formats'
 import { describe, expect, test } from 'bun:test'
 import { createHmac } from 'node:crypto'
@@ -8,6 +9,8 @@ import { join, resolve } from 'node:path'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { parseAllowList } from '../src/lib/outbound/policy.ts'
 import { nextCreatedAt } from '../src/db/monotonic.ts'
+import { databasePath } from '../src/db/open.ts'
+import { writeTransaction } from '../src/db/write.ts'
 import { runOp } from '../src/db/op.ts'
 import type { TimeOrderedList } from '../src/db/pages.ts'
 import { users } from '../src/db/schema.ts'
@@ -533,6 +536,47 @@ describe('nextCreatedAt', () => {
       // The clock moved well ahead: its time is used as is.
       expect(runOp(env.store.db, nextCreatedAt(USERS, null, now + 10_000))).toBe((us + 10_000_000) as Micros)
     } finally {
+      env.cleanup()
+    }
+  })
+
+  test('SQLite: a write transaction reads the newest once and counts on; once it ends, rows another connection wrote count again', () => {
+    const env = sqliteTestEnv()
+    const other = new Database(databasePath(env.config.dataDir))
+    try {
+      let n = 0
+      const insertAt = (db: typeof env.store.db, createdAt: number) =>
+        db.insert(users).values({ email: `u${n}@example.com`, username: `u${n++}`, createdAt, updatedAt: createdAt }).run()
+      const now = env.clock.now()
+      const us = now * 1000
+      const dated = (tx: typeof env.store.db) => {
+        const t = runOp(tx, nextCreatedAt(USERS, null, now))
+        insertAt(tx, t)
+        return t
+      }
+      const first = writeTransaction(env.store, (tx) => {
+        const a = dated(tx)
+        // A row dated behind the counter's back (no product code does this: every dated row takes nextCreatedAt) is
+        // not seen by the next entry of the same transaction — which shows the newest was not read again.
+        insertAt(tx, us + 500)
+        return [a, dated(tx), dated(tx)]
+      })
+      expect(first).toEqual([us, us + 1, us + 2])
+      // The transaction ended: another process's row (the CLI's) counts, read again by the next transaction.
+      other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli@example.com', 'cli', us + 1000, us + 1000])
+      expect(writeTransaction(env.store, (tx) => [dated(tx), dated(tx)])).toEqual([us + 1001, us + 1002])
+      // A transaction that failed forgets what it counted too.
+      expect(() => writeTransaction(env.store, (tx) => {
+        dated(tx)
+        throw new Error('rolled back')
+      })).toThrow('rolled back')
+      other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli2@example.com', 'cli2', us + 2000, us + 2000])
+      expect(writeTransaction(env.store, (tx) => dated(tx))).toBe((us + 2001) as Micros)
+      // Outside a write transaction nothing is counted: each entry reads.
+      other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli3@example.com', 'cli3', us + 3000, us + 3000])
+      expect(runOp(env.store.db, nextCreatedAt(USERS, null, now))).toBe((us + 3001) as Micros)
+    } finally {
+      other.close()
       env.cleanup()
     }
   })

@@ -9,12 +9,15 @@
  *
  * With one writer at a time (SQLite) `max(now, latest + 1 µs)` is exact. With several (PostgreSQL) the list scope is
  * held first (`holdListScope`: its lock, ./postgres/monotonic.ts), so each writer reads the latest its predecessor
- * committed and times follow commit order.
+ * committed and times follow commit order. On both, a transaction that already dated an entry of the scope counts on
+ * from it without reading again.
  */
+import type { Database } from 'bun:sqlite'
 import { eq, isNull, max, sql } from 'drizzle-orm'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
+import { connectionOf } from './prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 
 /**
@@ -55,13 +58,43 @@ function* readLatestCreatedAt(list: TimeOrderedList, scopeValue: number | null):
 }
 
 /**
- * Holds the list scope for this transaction's next entry, and answers the newest time this transaction set there
- * (undefined: none, read it). SQLite's one writer holds every scope already and counts nothing. Per-dialect:
- * PostgreSQL's in ./postgres/per-dialect.ts.
+ * SQLite: the newest time each list scope got in the connection's open write transaction (`countListTimes`). Its
+ * one writer holds every scope already, so what the transaction set is the scope's newest until it ends: the entries
+ * a group commit writes to one environment read the newest once, not once each. A savepoint rolled back may leave a
+ * time here that its row no longer holds: the next entry comes a microsecond after it instead of after the row
+ * before, still strictly later. Outside `countListTimes` (no map) nothing is counted and every entry reads.
  */
-export function holdListScope(_db: Db, _list: TimeOrderedList, _scopeValue: number | null): Micros | undefined {
-  return undefined
+const sqliteListTimes = new WeakMap<Database, Map<string, Micros>>()
+const scopeKey = (list: TimeOrderedList, scopeValue: number | null) => `${list.table}|${list.scope}|${scopeValue}`
+
+/**
+ * Runs `fn` (the body of a write transaction on the connection behind `db`: ./write.ts's `transaction`) with the
+ * transaction's list times counted, and forgets them when it ends, committed or not: after the commit another
+ * process (the CLI) may write the same scopes.
+ */
+export function countListTimes<T>(db: Db, fn: () => T): T {
+  const connection = connectionOf(db)
+  sqliteListTimes.set(connection, new Map())
+  try {
+    return fn()
+  } finally {
+    sqliteListTimes.delete(connection)
+  }
 }
 
-/** Remembers the newest time this transaction set in the list scope (null: forgets it). SQLite counts nothing. Per-dialect. */
-export function rememberListTime(_db: Db, _list: TimeOrderedList, _scopeValue: number | null, _at: Micros | null): void {}
+/**
+ * Holds the list scope for this transaction's next entry, and answers the newest time this transaction set there
+ * (undefined: none, read it). SQLite's one writer holds every scope already. Per-dialect: PostgreSQL's in
+ * ./postgres/per-dialect.ts.
+ */
+export function holdListScope(db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined {
+  return sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue))
+}
+
+/** Remembers the newest time this transaction set in the list scope (null: forgets it). Per-dialect. */
+export function rememberListTime(db: Db, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): void {
+  const times = sqliteListTimes.get(connectionOf(db))
+  if (times === undefined) return
+  if (at === null) times.delete(scopeKey(list, scopeValue))
+  else times.set(scopeKey(list, scopeValue), at)
+}

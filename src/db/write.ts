@@ -7,6 +7,7 @@
 import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
+import { countListTimes } from './monotonic.ts'
 import { type Op, runOp } from './op.ts'
 import { connectionOf } from './prepared.ts'
 import { inSavepoint } from './savepoint.ts'
@@ -94,7 +95,7 @@ export function commitNow<T>(store: SqliteStore, body: () => Op<T>): T {
 /** `fn` in one transaction of the given kind; a driver error that is a storage fault is thrown as one. */
 export function transaction<T>(store: SqliteStore, behavior: 'immediate' | 'deferred', fn: (tx: Db) => T): T {
   try {
-    return store.db.transaction((tx) => fn(tx as unknown as Db), { behavior })
+    return store.db.transaction((tx) => countListTimes(store.db, () => fn(tx as unknown as Db)), { behavior })
   } catch (error) {
     throw storageErrorOf(store, error) ?? error
   }

@@ -327,7 +327,7 @@ const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_
 export const PER_DIALECT: readonly PerDialect[] = [
   perDialect(holdRuleLock, holdRuleLockOnPostgres, "PostgreSQL's writers run at once, so a rule of several rows takes an advisory lock; SQLite's one writer needs none"),
   perDialect(holdListScope, holdListScopeOnPostgres, "writers of one list scope queue on its advisory lock to date entries in commit order; SQLite's one writer holds every scope"),
-  perDialect(rememberListTime, rememberListTimeOnPostgres, "the transaction's newest time per list scope lives beside PostgreSQL's list locks; SQLite has no locks to count beside"),
+  perDialect(rememberListTime, rememberListTimeOnPostgres, "the transaction's newest time per list scope lives beside PostgreSQL's list locks and goes with them at a savepoint's rollback; SQLite's lives with the connection's write transaction"),
   perDialect(insertActivityLogRows, insertActivityLogRowsOnPostgres, 'one data-modifying CTE writes the entry and its record ids in one round trip under the lock; SQLite has no such CTE and no round trips'),
   perDialect(noteMessageTime, noteMessageTimeOnPostgres, "another instance may have moved the note's updatedAt: re-read under the note's lock; SQLite's one writer cannot"),
   perDialect(insertQueuedRun, insertQueuedRunOnPostgres, "the environment's runs lock dates and numbers the run after its newest, and NOTIFY announces it; SQLite's write lock orders inserts"),
