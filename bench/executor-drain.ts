@@ -5,7 +5,8 @@
  * bench's HTTP scenarios do: the phase's own reader then counts the burst among them), and the notes' idle rps just before it on the same server, for
  * the executor's A/B measurements of issue 31 item 2. With `--vs DIR` (a worktree of an older commit) each round runs
  * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
- * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn. Prints
+ * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn; `--profile DIR`
+ * writes each server's CPU profile under DIR/<side>-<round> (only a server that drained its burst exits gracefully). Prints
  * one line per measurement and a JSON summary; asserts nothing.
  */
 import { Database } from 'bun:sqlite'
@@ -28,6 +29,8 @@ const BUSY = Number(option('busy', '4'))
 const VS = option('vs', '')
 const SHARES = option('shares', '').split(',').filter(Boolean)
 const CANCELLED = Number(option('cancelled', '0'))
+/** A directory for `bun --cpu-prof` profiles of the servers (written when one exits after draining its burst), or none. */
+const PROFILE = option('profile', '')
 const RAISED = '1000000000'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
@@ -46,7 +49,7 @@ try {
       const dataDir = join(work, `${side.name}-${round}`)
       cpSync(seed.dataDir, dataDir, { recursive: true })
       const wal = new WalWatch(join(dataDir, 'trellis.db-wal'))
-      const command = (port: number) => [process.execPath, join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
+      const command = (port: number) => [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${side.name}-${round}`] : []), join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
       const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
       let idleRps = 0
       const result = await measureExecutor({
