@@ -561,10 +561,10 @@ describe('nextCreatedAt', () => {
         insertAt(tx, us + 500)
         return [a, dated(tx), dated(tx)]
       })
-      expect(first).toEqual([us, us + 1, us + 2])
+      expect(first).toEqual([us, us + 1, us + 2] as Micros[])
       // The transaction ended: another process's row (the CLI's) counts, read again by the next transaction.
       other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli@example.com', 'cli', us + 1000, us + 1000])
-      expect(writeTransaction(env.store, (tx) => [dated(tx), dated(tx)])).toEqual([us + 1001, us + 1002])
+      expect(writeTransaction(env.store, (tx) => [dated(tx), dated(tx)])).toEqual([us + 1001, us + 1002] as Micros[])
       // A transaction that failed forgets what it counted too.
       expect(() => writeTransaction(env.store, (tx) => {
         dated(tx)
