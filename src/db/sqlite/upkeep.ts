@@ -106,7 +106,8 @@ class CheckpointThread {
  * again: the file stays about as large as what is committed between two checkpoints. A TRUNCATE that found another
  * connection reading is tried again at the next poll (WAL_SIZE_POLL_MS), the thread's PASSIVEs going on at their pace
  * in between: a reader that pauses between long reads leaves short windows, and a retry every `everyMs` mostly missed
- * them while the file grew (a reader holding 300 ms and pausing 60 ms: 108–160 MB, test/wal-checkpoints.test.ts). The thread starts at the first checkpoint with a WAL to copy (an idle server
+ * them while the file grew (a reader holding 300 ms and pausing 60 ms: 108–160 MB; with this retry 31–44 MB on a
+ * quiet host, 101 MB once in CI: how short a pause it finds depends on how late a busy event loop runs the poll). The thread starts at the first checkpoint with a WAL to copy (an idle server
  * that has written nothing runs none).
  */
 export function scheduleWalCheckpoints(
