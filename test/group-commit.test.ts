@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { op } from '../src/db/op.ts'
 import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
-import { GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write, writeInShare } from '../src/db/write.ts'
+import { EXECUTOR_COMMIT_BUDGET_MS, GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write, writeInShare } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
 import { SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
@@ -100,6 +100,23 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     const transactions = env.store.committed.transactions - before
     expect(transactions).toBeGreaterThanOrEqual(3)
     expect(transactions).toBeLessThanOrEqual(n)
+  })
+
+  test("the executor's writes while no request waits (share unbounded) take the longer budget: the groups reaching their writes together commit together", async () => {
+    const before = env.store.committed.transactions
+    const groupWrite = (name: string) =>
+      writeInShare(env.store, function* () {
+        yield* op(insertName, name)
+        yield* op(() => Bun.sleepSync(1)) // a step group's own work on a large database, 1–2 ms
+        return name
+      }, Number.POSITIVE_INFINITY)
+    // Eight workers' groups, 1 ms each: far past GROUP_COMMIT_BUDGET_MS (three commits), within EXECUTOR_COMMIT_BUDGET_MS.
+    expect(8 * 1).toBeGreaterThan(2 * GROUP_COMMIT_BUDGET_MS)
+    expect(8 * 1.2).toBeLessThan(EXECUTOR_COMMIT_BUDGET_MS)
+    await Promise.all(Array.from({ length: 8 }, (_, i) => groupWrite(`group-${i}`)))
+    expect(names().filter((name) => name.startsWith('group-'))).toHaveLength(8)
+    // One commit; two when a pause of the process (a busy CI machine) spends the budget.
+    expect(env.store.committed.transactions - before).toBeLessThanOrEqual(2)
   })
 
   test("the executor's writes stop at their share of a commit; the others of the batch go on; none is lost", async () => {

@@ -151,6 +151,18 @@ export const GROUP_COMMIT_LIMIT = 512
  */
 export const GROUP_COMMIT_BUDGET_MS = 3
 
+/**
+ * The budget instead while the commit's next write is the executor's and no request waits (its share unbounded,
+ * `writeInShare`): a step group on a large database takes 1–2 ms, so the 3 ms budget split the default four
+ * workers' groups over two commits, each writing again the pages they share (the newest pages of the runs', events'
+ * and logs' indexes). One commit writes them once (docs/performance.md). Bounded still: however many workers, a
+ * request arriving meanwhile waits about this long at most.
+ */
+export const EXECUTOR_COMMIT_BUDGET_MS = 12
+
+/** The work a group commit may have run before it starts `queued` (it runs at least one write). */
+const budgetBefore = (queued: QueuedWrite) => (queued.shareMs === Number.POSITIVE_INFINITY ? EXECUTOR_COMMIT_BUDGET_MS : GROUP_COMMIT_BUDGET_MS)
+
 /** The next group commit, at the end of this turn or after `delayMs`; `pause`: the wait after it if the lock is taken. */
 function scheduleCommit(store: SqliteStore, delayMs: number, pause = FIRST_RETRY_MS): void {
   if (store.commitScheduled) return
@@ -180,7 +192,7 @@ function commitQueued(store: SqliteStore, pause: number): void {
       const share = new ShareOfCommit()
       try {
         for (let i = 0; i < batch.length; i++) {
-          if (done.length > 0 && performance.now() - started >= GROUP_COMMIT_BUDGET_MS) break
+          if (done.length > 0 && performance.now() - started >= budgetBefore(batch[i]!)) break
           // Past the executor's share: its writes go back to the queue (unanswered, unrun) for the next commit.
           if (share.spent(batch[i]!)) share.deferred.push(...batch.splice(i--, 1))
           else done.push(share.timed(batch[i]!, () => inOwnSavepoint(store, tx, batch[i]!)))

@@ -5,7 +5,7 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { Cron } from 'croner'
-import type { Op } from '../db/op.ts'
+import { type Op, savepoint } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
 import {
   advanceRun,
@@ -26,7 +26,7 @@ import {
 import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
 import { listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
-import { write, writeInShare } from '../db/write.ts'
+import { storageErrorOf, write, writeInShare } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
@@ -229,7 +229,8 @@ export class Executor {
           await backOffAfterFailedClaim(this.options.logger, 'claiming runs', error, ++failedClaims)
         }
       }
-      await Promise.all(this.inFlight)
+      // Until none is left: a run ending meanwhile may have handed its slot over (persistGroup).
+      while (this.inFlight.size > 0) await Promise.all(this.inFlight)
     } finally {
       this.dispatching = false
     }
@@ -310,7 +311,7 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persist(() => withRunEvents((events) => this.finishIn(target, events, 'succeeded', null)))
+      await this.persistGroup((events) => this.finishIn(target, events, 'succeeded', null), () => true)
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -368,13 +369,13 @@ export class Executor {
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
         if (ctx.signal.aborted) return 'stop'
         if (!(error instanceof StepFailure)) throw error
-        await this.persist(() => withRunEvents((events) => this.failIn(ctx, step, index, startedAt, error, events, [])))
+        await this.persistGroup((events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true)
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persist(() => withRunEvents((events) => this.recordGroup(group, planned, events)))
+    const outcome = await this.persistGroup((events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
     if (outcome === 'parked') {
       this.notify()
       return 'stop'
@@ -474,6 +475,34 @@ export class Executor {
   private persist<T>(body: () => Op<T>): Promise<T> {
     const waiting = (error: StorageUnavailableError) => this.options.logger.warn('recording a step waits for the database', { error: error.message })
     return writeOutlastingStorage(this.options.store, body, () => this.running, waiting, this.shareMs)
+  }
+
+  /**
+   * Records a step group (`body`, its events appended last) and, when `frees(outcome)` says the run leaves its slot
+   * (it ended or parked at a `wait`), claims on SQLite in the same transaction the run that takes the slot over,
+   * launched at once. A claim of its own would wait for the group's commit and cost a commit of its own, a commit
+   * after which its run's group commits: the runs ending in one commit would start a commit apart from the others
+   * and stay apart (docs/workflows.md "Executor"). PostgreSQL commits every write alone and appends a transaction's
+   * events under one lock taken last: there the claiming loop claims for freed slots, as before the hand-over.
+   */
+  private async persistGroup<T>(body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
+    const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents(body), frees))
+    for (const run of successors) this.launch(run)
+    return outcome
+  }
+
+  private *handingOver<T>(group: Op<T>, frees: (outcome: T) => boolean): Op<{ outcome: T; successors: RunRow[] }> {
+    const outcome = yield* group
+    if (this.options.store.kind !== 'sqlite' || !this.running || !frees(outcome)) return { outcome, successors: [] }
+    try {
+      // In a savepoint: a claim that fails costs the slot's successor (the claiming loop claims it), never the group.
+      const successors = yield* savepoint(() => claimRuns(this.owner, this.options.clock.now(), this.options.leaseMs, 1, this.options.concurrency))
+      return { outcome, successors }
+    } catch (error) {
+      if (storageErrorOf(this.options.store, error)) throw error
+      this.options.logger.error('claiming the run taking over a slot failed', { error: (error as Error).message })
+      return { outcome, successors: [] }
+    }
   }
 
   private get shareMs(): number {
