@@ -482,8 +482,8 @@ export class Executor {
    * (it ended or parked at a `wait`), claims on SQLite in the same transaction the run that takes the slot over,
    * launched at once. A claim of its own would wait for the group's commit and cost a commit of its own, a commit
    * after which its run's group commits: the runs ending in one commit would start a commit apart from the others
-   * and stay apart (docs/workflows.md "Executor"). PostgreSQL commits every write alone and appends a transaction's
-   * events under one lock taken last: there the claiming loop claims for freed slots, as before the hand-over.
+   * and stay apart (docs/workflows.md "Executor"). On PostgreSQL the claiming loop claims for freed slots: there a
+   * claim's row locks would last as long as the group's transaction, which measured slower (docs/performance.md).
    */
   private async persistGroup<T>(body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
     const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents(body), frees))
