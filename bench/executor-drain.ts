@@ -63,10 +63,16 @@ try {
         notesPath,
         startTrellis: async () => {
           const server = await startServer({ name: side.name, command, env, stderrFile: join(work, `${side.name}-${round}.err`) })
-          // The notes' idle rps on the same server before the burst is queued (its executor finds nothing to do).
-          const idle = await runLoad({ url: server.url, connections: 64, duration: BUSY, warmup: 1, serverPid: server.pid, headers: { authorization: `Bearer ${seed.adminToken}` }, expect: 200, requests: { kind: 'get', paths: [notesPath] } })
-          idleRps = idle.rps
-          return server
+          try {
+            // The notes' idle rps on the same server before the burst is queued (its executor finds nothing to do).
+            const idle = await runLoad({ url: server.url, connections: 64, duration: BUSY, warmup: 1, serverPid: server.pid, headers: { authorization: `Bearer ${seed.adminToken}` }, expect: 200, requests: { kind: 'get', paths: [notesPath] } })
+            idleRps = idle.rps
+            return server
+          } catch (error) {
+            // Not handed to measureExecutor, which would stop it: stop it here (no wrk, a failed load).
+            await server.stop()
+            throw error
+          }
         },
         wal,
         log: () => {},
