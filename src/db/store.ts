@@ -84,6 +84,16 @@ export function recoverRunsAtStart(store: Store, now: number): Op<number> {
   return store.kind === 'sqlite' && store.servingLock !== null ? requeueRunningRuns(now) : recoverExpiredRuns(now)
 }
 
+/**
+ * Whether a run that ends claims the run taking over its slot in its own transaction (src/executor/executor.ts
+ * `persistGroup`). SQLite: yes — a claim of its own would cost a group commit of its own, a commit after the group's.
+ * PostgreSQL: no — there the claim's row locks would last as long as the step group's transaction, and its drain
+ * measured slower (docs/performance.md "Executor on a large database: the slot handed over").
+ */
+export function handsOverSlots(store: Store): boolean {
+  return store.kind === 'sqlite'
+}
+
 /** Group commits since the store opened (SQLite's write queue, ./write.ts); PostgreSQL commits each write alone: zero. */
 export function writeCountsOf(store: Store): { transactions: number; writes: number } {
   return store.kind === 'sqlite' ? store.committed : { transactions: 0, writes: 0 }

@@ -24,7 +24,7 @@ import {
   type StepOutcome,
 } from '../db/queue.ts'
 import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
-import { listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
+import { handsOverSlots, listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
 import { storageErrorOf, write, writeInShare } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -482,8 +482,8 @@ export class Executor {
    * (it ended or parked at a `wait`), claims on SQLite in the same transaction the run that takes the slot over,
    * launched at once. A claim of its own would wait for the group's commit and cost a commit of its own, a commit
    * after which its run's group commits: the runs ending in one commit would start a commit apart from the others
-   * and stay apart (docs/workflows.md "Executor"). On PostgreSQL the claiming loop claims for freed slots: there a
-   * claim's row locks would last as long as the group's transaction, which measured slower (docs/performance.md).
+   * and stay apart (docs/workflows.md "Executor"). Where the store says not (`handsOverSlots`: PostgreSQL) the
+   * claiming loop claims for freed slots.
    */
   private async persistGroup<T>(body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
     const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents(body), frees))
@@ -493,7 +493,7 @@ export class Executor {
 
   private *handingOver<T>(group: Op<T>, frees: (outcome: T) => boolean): Op<{ outcome: T; successors: RunRow[] }> {
     const outcome = yield* group
-    if (this.options.store.kind !== 'sqlite' || !this.running || !frees(outcome)) return { outcome, successors: [] }
+    if (!handsOverSlots(this.options.store) || !this.running || !frees(outcome)) return { outcome, successors: [] }
     try {
       // In a savepoint: a claim that fails costs the slot's successor (the claiming loop claims it), never the group.
       const successors = yield* savepoint(() => claimRuns(this.owner, this.options.clock.now(), this.options.leaseMs, 1, this.options.concurrency))
