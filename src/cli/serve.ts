@@ -17,6 +17,7 @@ import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
 import { shareOfTurnMs, TurnSlices } from '../http/turn-slices.ts'
+import { sendLateResponsesWhole } from '../http/late-response.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
 import { acceptRequest } from '../http/server-request.ts'
 import { isEventStream } from '../http/event-stream.ts'
@@ -101,14 +102,16 @@ export const serveCommand: Command = {
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
       idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
       // The peer address is only known here: `app.handle` gets the request alone.
-      fetch: async (request, bunServer) => {
+      // A large answer completed after its request's dispatch is re-framed so that it leaves in two writes, not one
+      // per header part (src/http/late-response.ts).
+      fetch: sendLateResponsesWhole(async (request, bunServer: Bun.Server<undefined>) => {
         const arrived = performance.now()
         const response = await servingRequestArrivedAt(arrived, () => handle(acceptRequest(request, bunServer.requestIP(request)?.address)))
         // An event stream is quiet between events and heartbeats, and Bun's idle timeout would close it however often
         // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
         if (isEventStream(response)) bunServer.timeout(request, 0)
         return response
-      },
+      }, isEventStream),
     })
     executor.start()
     // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
