@@ -101,9 +101,8 @@ export const serveCommand: Command = {
       // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
       maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
       idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
-      // The peer address is only known here: `app.handle` gets the request alone.
-      // A large answer completed after its request's dispatch is re-framed so that it leaves in two writes, not one
-      // per header part (src/http/late-response.ts).
+      // The peer address is only known here: `app.handle` gets the request alone. A large answer completed after its
+      // request's dispatch is re-framed so that it leaves in two writes, not one per header part (../http/late-response.ts).
       fetch: sendLateResponsesWhole(async (request, bunServer: Bun.Server<undefined>) => {
         const arrived = performance.now()
         const response = await servingRequestArrivedAt(arrived, () => handle(acceptRequest(request, bunServer.requestIP(request)?.address)))

@@ -5,8 +5,7 @@
  * `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run meanwhile on other connections and
  * never see uncommitted rows (READ COMMITTED).
  */
-import { SQL } from 'bun'
-import { drizzle } from 'drizzle-orm/bun-sql'
+import type { SQL } from 'bun'
 import type { PgDatabase } from 'drizzle-orm/pg-core'
 import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
 
@@ -30,7 +29,9 @@ export interface PgStore {
 export const DEFAULT_POOL_SIZE = 20
 
 export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
-  const client = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
+  // Loaded here, not at start: reading `Bun.SQL` loads Bun's PostgreSQL client (about 10 ms), which SQLite never needs.
+  const { drizzle } = require('drizzle-orm/bun-sql') as typeof import('drizzle-orm/bun-sql')
+  const client = new Bun.SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
   return { kind: 'postgres', sql: client, db: drizzle({ client }), close: () => client.close() }
 }
 
