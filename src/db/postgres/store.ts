@@ -5,7 +5,8 @@
  * `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run meanwhile on other connections and
  * never see uncommitted rows (READ COMMITTED).
  */
-import type { SQL } from 'bun'
+import { SQL } from 'bun'
+import { drizzle } from 'drizzle-orm/bun-sql'
 import type { PgDatabase } from 'drizzle-orm/pg-core'
 import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
 
@@ -29,9 +30,7 @@ export interface PgStore {
 export const DEFAULT_POOL_SIZE = 20
 
 export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
-  // Loaded here, not at start: reading `Bun.SQL` loads Bun's PostgreSQL client (about 10 ms), which SQLite never needs.
-  const { drizzle } = require('drizzle-orm/bun-sql') as typeof import('drizzle-orm/bun-sql')
-  const client = new Bun.SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
+  const client = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
   return { kind: 'postgres', sql: client, db: drizzle({ client }), close: () => client.close() }
 }
 
