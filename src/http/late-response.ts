@@ -12,8 +12,8 @@
  *
  * A direct stream's writes are corked: such a response is sent as its head with its body, then the last chunk.
  * The price is the framing: the body goes out with `Transfer-Encoding: chunked` instead of a `Content-Length`,
- * which every HTTP/1.1 client reads the same; and about 15 µs of copying, paid only by the responses that would
- * otherwise take the slow path. Responses completed inside their dispatch, small ones, streams (event streams),
+ * which every HTTP/1.1 client reads the same; and the body read back from the `Response` (text as the string it is,
+ * other bodies copied), paid only by the responses that would otherwise take the slow path. Responses completed inside their dispatch, small ones, streams (event streams),
  * HEAD answers and bodiless statuses are left as they are.
  */
 
@@ -54,19 +54,26 @@ function carriesBody(method: string, status: number): boolean {
  */
 async function sendable(response: Response, method: string, token: object, isStream: (response: Response) => boolean): Promise<Response> {
   if (dispatching === token || !carriesBody(method, response.status) || isStream(response)) return response
-  const bytes = await response.bytes()
+  // Text is taken as the string the body already is (no copy; Bun encodes it as it writes), anything else as bytes.
+  const body = isText(response) ? await response.text() : await response.bytes()
   const init = { status: response.status, statusText: response.statusText, headers: response.headers }
-  if (bytes.byteLength <= CORK_BUFFER_BYTES) return new Response(bytes, init)
-  const body = new ReadableStream({
+  if ((typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength) <= CORK_BUFFER_BYTES) return new Response(body, init)
+  const stream = new ReadableStream({
     type: 'direct',
     pull(controller) {
       // A client that does not read: the chunk is taken anyway, and the stream ends once it has drained.
-      const written = controller.write(bytes)
+      const written = controller.write(body)
       if (typeof written === 'number') return controller.close()
       return written.then(() => controller.close())
     },
   })
-  return new Response(body, init)
+  return new Response(stream, init)
+}
+
+/** Whether the body is text (JSON, HTML, CSS, scripts): read as a string, it is the same bytes once written. */
+function isText(response: Response): boolean {
+  const type = response.headers.get('content-type') ?? ''
+  return type.startsWith('application/json') || type.startsWith('text/') || type.startsWith('application/javascript')
 }
 
 /**
