@@ -7,7 +7,6 @@
 import { migrateStore, openMigrated } from './migrate.ts'
 import { openStore, type Store } from './open.ts'
 import { migratePostgres } from './postgres/migrate.ts'
-import { openPostgres } from './postgres/store.ts'
 
 /** Where the data lives (the fields of the configuration, src/config.ts, that say so). */
 export interface DatabaseSettings {
@@ -16,10 +15,16 @@ export interface DatabaseSettings {
   databasePoolSize: number
 }
 
+/**
+ * The module that opens PostgreSQL stores, loaded on the first call: with it Bun loads its PostgreSQL client, which a
+ * start on SQLite never needs (./postgres/client.ts).
+ */
+const postgresStores = () => import('./postgres/store.ts')
+
 /** The configured database, migrated. A PostgreSQL server that cannot be reached is an error naming the host, never the URL. */
 export async function openConfiguredStore(config: DatabaseSettings): Promise<Store> {
   if (config.databaseUrl === null) return openMigrated(config.dataDir)
-  const store = openPostgres(config.databaseUrl, { max: config.databasePoolSize })
+  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: config.databasePoolSize })
   try {
     await migratePostgres(store.sql)
     return store
@@ -39,7 +44,7 @@ export async function migrateConfiguredStore(config: DatabaseSettings): Promise<
       store.close()
     }
   }
-  const store = openPostgres(config.databaseUrl, { max: 1 })
+  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: 1 })
   try {
     return await migratePostgres(store.sql)
   } finally {

@@ -5,7 +5,7 @@ import { ensurePrivateDir } from '../lib/private-dir.ts'
 import { join } from 'node:path'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import * as schema from './schema.ts'
-import type { PgStore } from './postgres/store.ts'
+import type { PgStore } from './postgres/client.ts'
 import type { ServingLock } from './sqlite/serving-lock.ts'
 
 export type Db = BunSQLiteDatabase<typeof schema>

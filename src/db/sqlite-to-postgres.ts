@@ -10,7 +10,7 @@
  * (`withoutForeignKeysAndIndexes`).
  */
 import { Database } from 'bun:sqlite'
-import { SQL, type TransactionSQL } from 'bun'
+import type { SQL, TransactionSQL } from 'bun'
 import { createHash } from 'node:crypto'
 import { type Progress, type ProgressStep, silentProgress } from '../lib/progress.ts'
 import { migratePostgres } from './postgres/migrate.ts'
@@ -53,7 +53,7 @@ interface Table {
 export async function copySqliteToPostgres(sqlitePath: string, url: string, progress: Progress = silentProgress): Promise<TableCopy[]> {
   // safeIntegers: every integer exactly, past 2^53 too.
   const source = new Database(sqlitePath, { readonly: true, strict: true, safeIntegers: true })
-  const sql = new SQL(url, { max: 1 })
+  const sql = new Bun.SQL(url, { max: 1 })
   try {
     await migratePostgres(sql)
     const kinds = await columnKinds(sql)

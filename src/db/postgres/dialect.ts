@@ -10,7 +10,7 @@ import type { Db } from '../open.ts'
 import type { QueryCall } from '../query.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
-import type { PgDb } from './store.ts'
+import type { PgDb } from './client.ts'
 
 const postgresFragments = {
   name: 'postgres',

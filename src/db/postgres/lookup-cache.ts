@@ -18,7 +18,7 @@
 import { PgTransaction } from 'drizzle-orm/pg-core'
 import { arrivalOfThisRequest } from '../../lib/request-arrival.ts'
 import { entriesOfKind, keepAnswer } from '../lookup-cache.ts'
-import { clientOf, type PgDb } from './store.ts'
+import { clientOf, type PgDb } from './client.ts'
 
 interface Cache {
   /** The generation the entries were read at (-1: none yet). */

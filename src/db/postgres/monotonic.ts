@@ -9,7 +9,7 @@
  */
 import type { Micros } from '../../lib/time.ts'
 import type { TimeOrderedList } from '../pages.ts'
-import { clientOf, type PgDb } from './store.ts'
+import { clientOf, type PgDb } from './client.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {

@@ -12,7 +12,7 @@ import { cachedLookupOnPostgres } from './lookup-cache.ts'
 import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
 import { notifyRunEventsCommitted } from './run-events.ts'
 import { TWINS } from './twins.ts'
-import { clientOf, type PgDb, type PgStore } from './store.ts'
+import { clientOf, type PgDb, type PgStore } from './client.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
 const RETRIES = 5

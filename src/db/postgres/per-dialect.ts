@@ -39,7 +39,7 @@ import { preparedOn } from './prepared.ts'
 import { CALLBACKS_CHANNEL, RUNS_CHANNEL } from './queue.ts'
 import { RULE_LOCKS } from './rule-locks.ts'
 import { notes } from './schema.ts'
-import { clientOf, type PgDb } from './store.ts'
+import { clientOf, type PgDb } from './client.ts'
 
 /** An operation each store runs its own way: SQLite's function (the name ops yield), PostgreSQL's, and why. */
 export interface PerDialect {

@@ -12,7 +12,7 @@
 import { DrizzleQueryError } from 'drizzle-orm'
 import { fillPlaceholders } from 'drizzle-orm/sql'
 import * as drizzleUtils from 'drizzle-orm/utils'
-import { clientOf, type PgDb } from './store.ts'
+import { clientOf, type PgDb } from './client.ts'
 
 interface Prepared {
   execute(values?: Record<string, unknown>): Promise<unknown>

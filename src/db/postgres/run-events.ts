@@ -12,7 +12,7 @@
  */
 import type { SQL } from 'bun'
 import { listenOn } from './listen.ts'
-import type { PgStore } from './store.ts'
+import type { PgStore } from './client.ts'
 
 /** The channel; the payload: the environment ids, comma-separated (empty: any environment). */
 export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
