@@ -13,8 +13,8 @@
  * A direct stream's writes are corked: such a response is sent as its head with its body, then the last chunk.
  * The price is the framing: the body goes out with `Transfer-Encoding: chunked` instead of a `Content-Length`,
  * which every HTTP/1.1 client reads the same; and the body read back from the `Response` (text as the string it is,
- * other bodies copied), paid only by the responses that would otherwise take the slow path. Responses completed inside their dispatch, small ones, streams (event streams),
- * HEAD answers and bodiless statuses are left as they are.
+ * other bodies copied), paid only by the responses that would otherwise take the slow path. Responses completed
+ * inside their dispatch, small ones, streams (event streams), HEAD answers and bodiless statuses are left as they are.
  */
 
 /** Bun's cork buffer (uSockets' LIBUS_SEND_BUFFER_LENGTH): a response up to this size leaves in one send anyway. */
@@ -26,9 +26,8 @@ let clearScheduled = false
 
 /**
  * Marks the start of a request's dispatch; the token it returns tells `sendable` later whether the response completed
- * inside that dispatch. Bun drains a handler's microtasks before it
- * reads the next socket, so a later dispatch or the turn's end (a `setImmediate`, before any timer or later turn)
- * always replaces the token.
+ * inside that dispatch. Bun drains a handler's microtasks before it reads the next socket, so a later dispatch or the
+ * turn's end (a `setImmediate`, before any timer or later turn) always replaces the token.
  */
 function enterDispatch(): object {
   const token = {}
