@@ -81,6 +81,14 @@ describe('/metrics', () => {
     return line === undefined ? undefined : Number(line.slice(series.length + 1))
   }
 
+  test("the server's process metrics: prom-client's defaults without nodejs_heap_space_size_* (Bun walks the whole heap for them)", async () => {
+    const text = await createMetrics({ processMetrics: true }).registry.metrics()
+    for (const series of ['process_cpu_user_seconds_total', 'process_start_time_seconds', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_total_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_version_info']) {
+      expect(text).toContain(`\n${series}`)
+    }
+    expect(text).not.toContain('nodejs_heap_space_size')
+  })
+
   test('requests by route template and status, latency, runs by status, queue depth and age, busy workers, login failures', async () => {
     const e = env()
     const report = await applyAcme({ store: e.store, clock: e.clock, secret: e.secret, baseUrl: 'http://trellis.test' }, acmeDocument())

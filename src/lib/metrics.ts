@@ -12,7 +12,27 @@ const Registry = require('prom-client/lib/registry') as typeof Prometheus.Regist
 const Counter = require('prom-client/lib/counter') as typeof Prometheus.Counter
 const Gauge = require('prom-client/lib/gauge') as typeof Prometheus.Gauge
 const Histogram = require('prom-client/lib/histogram') as typeof Prometheus.Histogram
-const collectDefaultMetrics = require('prom-client/lib/defaultMetrics') as typeof Prometheus.collectDefaultMetrics
+/** One of prom-client's default metrics: it registers its gauges (or counters) on the registry. */
+type DefaultMetric = (registry: Prometheus.Registry, config: { eventLoopMonitoringPrecision: number }) => void
+/**
+ * prom-client's default metrics (its collectDefaultMetrics list, same options) but `nodejs_heap_space_size_*`: Bun
+ * answers its `v8.getHeapSpaceStatistics()` by walking the whole heap, and every scrape held the event loop for it
+ * (136–165 ms for a 326 MB heap, 4 ms at start; docs/operations.md "Metrics and health"). `nodejs_heap_size_*` stays.
+ */
+const DEFAULT_METRICS: DefaultMetric[] = [
+  require('prom-client/lib/metrics/processCpuTotal'),
+  require('prom-client/lib/metrics/processStartTime'),
+  require('prom-client/lib/metrics/osMemoryHeap'),
+  require('prom-client/lib/metrics/processOpenFileDescriptors'),
+  require('prom-client/lib/metrics/processMaxFileDescriptors'),
+  require('prom-client/lib/metrics/eventLoopLag'),
+  ...(typeof process.getActiveResourcesInfo === 'function' ? [require('prom-client/lib/metrics/processResources')] : []),
+  require('prom-client/lib/metrics/processHandles'),
+  require('prom-client/lib/metrics/processRequests'),
+  require('prom-client/lib/metrics/heapSizeAndUsed'),
+  require('prom-client/lib/metrics/version'),
+  require('prom-client/lib/metrics/gc'),
+]
 
 /** What the run gauges show, read at scrape time. */
 export interface RunsSample {
@@ -47,7 +67,7 @@ export function createMetrics(options: MetricsOptions = {}) {
   let sampleWrites: (() => WritesSample) | undefined
   let countEventStreams: (() => number) | undefined
 
-  if (options.processMetrics) collectDefaultMetrics({ register: registry })
+  if (options.processMetrics) for (const metric of DEFAULT_METRICS) metric(registry, { eventLoopMonitoringPrecision: 10 })
 
   // One database sample per scrape, shared by the run gauges: a scrape calls every collect() in the same turn,
   // and the sample is dropped once that turn is over.
