@@ -15,7 +15,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { measureExecutor } from './executor.ts'
-import { repoRoot, runLoad, startServer, WalWatch } from './procs.ts'
+import { RAISED_RATE_LIMITS, repoRoot, runLoad, startServer, WalWatch } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 
 const option = (name: string, fallback: string) => {
@@ -31,7 +31,6 @@ const SHARES = option('shares', '').split(',').filter(Boolean)
 const CANCELLED = Number(option('cancelled', '0'))
 /** A directory for `bun --cpu-prof` profiles of the servers (written when one exits after draining its burst), or none. */
 const PROFILE = option('profile', '')
-const RAISED = '1000000000'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
@@ -50,7 +49,7 @@ try {
       cpSync(seed.dataDir, dataDir, { recursive: true })
       const wal = new WalWatch(join(dataDir, 'trellis.db-wal'))
       const command = (port: number) => [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${side.name}-${round}`] : []), join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
-      const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
+      const env = { ...RAISED_RATE_LIMITS, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
       let idleRps = 0
       const result = await measureExecutor({
         seed: { ...seed, dataDir, dbPath: join(dataDir, 'trellis.db') },

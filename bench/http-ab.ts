@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { repoRoot, runLoad, startServer } from './procs.ts'
+import { RAISED_RATE_LIMITS, repoRoot, runLoad, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
 
@@ -38,7 +38,6 @@ if (!values.vs) throw new Error('--vs DIR is required: the other checkout (e.g. 
 if (values.profile && !values.source) throw new Error('--profile needs --source (a CPU profile of the compiled binary is not written)')
 const wanted = values.scenarios.split(',')
 const rounds = Number(values.rounds)
-const RAISED = '1000000000'
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 
 const work = values.data ?? mkdtempSync(join(tmpdir(), 'trellis-http-ab-'))
@@ -83,7 +82,7 @@ try {
       const server = await startServer({
         name: `${side.name} trellis`,
         command: (port) => [...binary, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', side.dataDir],
-        env: { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, TRELLIS_EXECUTOR_CONCURRENCY: '0' },
+        env: { ...RAISED_RATE_LIMITS, TRELLIS_EXECUTOR_CONCURRENCY: '0' },
         stderrFile: join(work, `${side.name}-${round}.err`),
       })
       try {

@@ -11,15 +11,14 @@
  * (issue 25: before/after of one query per operation; README "Performance"). Asserts nothing.
  */
 import { resolve } from 'node:path'
-
-const RAISED = '1000000000'
+import { RAISED_RATE_LIMITS } from './procs.ts'
 
 /** The Acme fixture with 400 notes on a SQLite file, served by `root`'s app: the scenarios' requests and the app. */
 async function setUp(root: string, tag: string) {
   const { bearer, request, sqliteTestEnv, testApp } = await import(`${root}/test/helpers.ts`)
   const { acmeDocument, applyAcme, reportHook, tokenFor } = await import(`${root}/test/support/acme.ts`)
   const { systemClock } = await import(`${root}/src/lib/clock.ts`)
-  const env = sqliteTestEnv({ TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, TRELLIS_EXECUTOR_CONCURRENCY: '0' })
+  const env = sqliteTestEnv({ ...RAISED_RATE_LIMITS, TRELLIS_EXECUTOR_CONCURRENCY: '0' })
   const document = acmeDocument()
   for (const project of (document as { projects: { workflows?: { webhook?: { ratePerMinute?: number } }[] }[] }).projects) {
     for (const workflow of project.workflows ?? []) if (workflow.webhook) delete workflow.webhook.ratePerMinute

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { cpuTimeUs, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 
 const option = (name: string, fallback: string) => {
@@ -28,7 +28,6 @@ const INSTANCES = Number(option('instances', '1'))
 const NOTES = Number(option('notes', '20000'))
 /** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
 const PROFILE = option('profile', '')
-const RAISED = '1000000000'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
@@ -44,7 +43,7 @@ try {
   if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}`)
   const sql = new SQL({ url, max: 1 })
   const env = {
-    TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_API_RATE_PER_HOUR: RAISED, TRELLIS_API_RATE_PER_DAY: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED,
+    ...RAISED_RATE_LIMITS,
     TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_DATABASE_URL: url,
   }
   const figures = new Map<string, { rps: number; us: number }[]>(ROOTS.map((root) => [root, []]))

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { ACTIVE_STATUSES, createdAtLeadMs, measureExecutor } from './executor.ts'
-import { generatorVersion, type LoadResult, memoryOf, pinning, post, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
+import { generatorVersion, type LoadResult, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
 import { type BenchResults, earlierTargetChecks, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
@@ -30,7 +30,6 @@ const settings = quick
 const CONNECTIONS = [64, 8]
 /** Idle run event streams held open at once (issue 28). */
 const EVENT_STREAMS = 1000
-const RAISED_LIMIT = '1000000000'
 
 const benchStarted = performance.now()
 const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -60,10 +59,7 @@ async function main() {
       : [process.execPath, 'src/main.ts', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
   const serverName = binary ? 'the compiled binary `dist/trellis serve`' : '`bun src/main.ts serve` (no binary)'
   const trellisEnv = (executor: boolean): Record<string, string> => ({
-    TRELLIS_API_RATE_PER_MIN: RAISED_LIMIT,
-    TRELLIS_API_RATE_PER_HOUR: RAISED_LIMIT,
-    TRELLIS_API_RATE_PER_DAY: RAISED_LIMIT,
-    TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED_LIMIT,
+    ...RAISED_RATE_LIMITS,
     ...(executor ? {} : { TRELLIS_EXECUTOR_CONCURRENCY: '0' }),
   })
   const startTrellis = async (executor: boolean) => {
