@@ -7,7 +7,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { connect } from 'node:net'
 import { CORK_BUFFER_BYTES, sendLateResponsesWhole } from '../src/http/late-response.ts'
-import { isEventStream } from '../src/http/event-stream.ts'
 import { bearer, processEnv, type ServeProcess, startServe, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, tokenFor } from './support/acme.ts'
 import { systemClock } from '../src/lib/clock.ts'
@@ -40,7 +39,7 @@ async function answer(request: Request): Promise<Response> {
 
 let server: ReturnType<typeof Bun.serve>
 beforeAll(() => {
-  server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: sendLateResponsesWhole(answer, isEventStream) })
+  server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: sendLateResponsesWhole(answer) })
 })
 afterAll(() => server.stop(true))
 

@@ -110,7 +110,7 @@ export const serveCommand: Command = {
         // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
         if (isEventStream(response)) bunServer.timeout(request, 0)
         return response
-      }, isEventStream),
+      }),
     })
     executor.start()
     // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.

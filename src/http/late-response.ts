@@ -17,6 +17,8 @@
  * inside their dispatch, small ones, streams (event streams), HEAD answers and bodiless statuses are left as they are.
  */
 
+import { isEventStream } from './event-stream.ts'
+
 /** Bun's cork buffer (uSockets' LIBUS_SEND_BUFFER_LENGTH): a response up to this size leaves in one send anyway. */
 export const CORK_BUFFER_BYTES = 16 * 1024
 
@@ -49,10 +51,10 @@ function carriesBody(method: string, status: number): boolean {
 
 /**
  * The response as it is best sent: unchanged when it completed inside the dispatch `token` marks, or when it is
- * small, a stream or bodiless; otherwise its bytes re-framed as a direct stream with the same status and headers.
+ * small, an event stream or bodiless; otherwise its bytes re-framed as a direct stream with the same status and headers.
  */
-async function sendable(response: Response, method: string, token: object, isStream: (response: Response) => boolean): Promise<Response> {
-  if (dispatching === token || !carriesBody(method, response.status) || isStream(response)) return response
+async function sendable(response: Response, method: string, token: object): Promise<Response> {
+  if (dispatching === token || !carriesBody(method, response.status) || isEventStream(response)) return response
   // Text is taken as the string the body already is (no copy; Bun encodes it as it writes), anything else as bytes.
   const body = isText(response) ? await response.text() : await response.bytes()
   const init = { status: response.status, statusText: response.statusText, headers: response.headers }
@@ -75,16 +77,10 @@ function isText(response: Response): boolean {
   return type.startsWith('application/json') || type.startsWith('text/') || type.startsWith('application/javascript')
 }
 
-/**
- * The server's `fetch`, its late large responses re-framed (see above): `Bun.serve({ fetch: sendLateResponsesWhole(
- * fetch, isEventStream) })`. `isStream` tells the responses whose body is a stream of its own, left alone.
- */
-export function sendLateResponsesWhole<Server>(
-  fetch: (request: Request, server: Server) => Promise<Response>,
-  isStream: (response: Response) => boolean,
-): (request: Request, server: Server) => Promise<Response> {
+/** The server's `fetch`, its late large responses re-framed (see above): `Bun.serve({ fetch: sendLateResponsesWhole(fetch) })`. */
+export function sendLateResponsesWhole<Server>(fetch: (request: Request, server: Server) => Promise<Response>): (request: Request, server: Server) => Promise<Response> {
   return async (request, server) => {
     const dispatch = enterDispatch()
-    return sendable(await fetch(request, server), request.method, dispatch, isStream)
+    return sendable(await fetch(request, server), request.method, dispatch)
   }
 }
