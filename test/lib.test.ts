@@ -14,6 +14,7 @@ import { writeTransaction } from '../src/db/write.ts'
 import { runOp } from '../src/db/op.ts'
 import type { TimeOrderedList } from '../src/db/pages.ts'
 import { users } from '../src/db/schema.ts'
+import { runNowThenDaily } from '../src/lib/daily-job.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
@@ -579,5 +580,25 @@ describe('nextCreatedAt', () => {
       other.close()
       env.cleanup()
     }
+  })
+})
+
+describe('runNowThenDaily (log retention, planner statistics)', () => {
+  test('runs at once, then on its schedule once that is set up; stopped before, it never runs again', async () => {
+    // A pattern due every second stands in for the daily time.
+    let scheduled = 0
+    const job = runNowThenDaily('* * * * * *', () => void scheduled++, 50)
+    let stopped = 0
+    const early = runNowThenDaily('* * * * * *', () => void stopped++, 50)
+    expect(scheduled).toBe(1)
+    expect(stopped).toBe(1)
+    early.stop()
+    await Bun.sleep(2_300)
+    job.stop()
+    expect(scheduled).toBeGreaterThanOrEqual(3)
+    expect(stopped).toBe(1)
+    const after = scheduled
+    await Bun.sleep(1_200)
+    expect(scheduled).toBe(after)
   })
 })

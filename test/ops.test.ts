@@ -261,7 +261,7 @@ describe('graceful shutdown (a real `trellis serve`)', () => {
 describe('the daily jobs of a real `trellis serve`', () => {
   sqliteOnlyTest(
     SQLITE_ONLY.ownDataDir,
-    'start after the server listens and run once at once: a log entry past TRELLIS_LOG_RETENTION_DAYS is pruned within seconds of the start',
+    'run once at start: a log entry past TRELLIS_LOG_RETENTION_DAYS is pruned as the server starts',
     async () => {
       // The apply's log entries written ten days before now, whatever the date the test runs on.
       const data = tempDir('trellis-daily-jobs-data-')
@@ -275,7 +275,6 @@ describe('the daily jobs of a real `trellis serve`', () => {
       try {
         const out = await server.waitForOutput('"msg":"pruned logs"', 5_000)
         expect(out).toContain('"msg":"pruned logs"')
-        expect(out.indexOf('"msg":"listening"')).toBeLessThan(out.indexOf('"msg":"pruned logs"'))
         expect(out).toMatch(/"msg":"pruned logs".*"adminLogs":[1-9]/)
       } finally {
         expect(await server.stop()).toBe(0)

@@ -45,9 +45,6 @@ export const SHUTDOWN_GRACE_MS = 8_000
  */
 export const HTTP_IDLE_TIMEOUT_SECONDS = 10
 
-/** When the daily jobs start (and first run) after the server listens: after its first answers, well before anything is due. */
-const DAILY_JOBS_AFTER_MS = 250
-
 export const serveCommand: Command = {
   summary: 'migrate, then serve the API, console and executor',
   usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR | --database-url URL] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
@@ -122,13 +119,9 @@ export const serveCommand: Command = {
     logger.info('callback delivery started', { owner: callbacks.owner })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
-    // The daily jobs (log retention, the planner's statistics), each run once at start, start after the first answers:
-    // croner's first schedule loads the time-zone data, ~7 ms, and their first runs can wait (docs/performance.md).
-    const dailyJobs = startLater(DAILY_JOBS_AFTER_MS, () => {
-      const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-      upkeep.startMaintenance()
-      return { stop: () => retention?.stop() }
-    })
+    // Both run once now; their daily schedules are set up a moment later (../lib/daily-job.ts).
+    const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+    upkeep.startMaintenance()
     logger.info('listening', {
       url: `http://${server.hostname}:${server.port}`,
       dataDir: config.dataDir,
@@ -152,7 +145,7 @@ export const serveCommand: Command = {
       stopping = true
       logger.info('shutting down', { signal })
       try {
-        dailyJobs.stop()
+        retention?.stop()
         const historyStopped = history.stop() // its batch under way commits before the store closes
         upkeep.stop()
         // Event streams end now (their clients reconnect, to another instance or after the restart): not in flight.
@@ -179,22 +172,6 @@ export const serveCommand: Command = {
     process.on('SIGINT', () => void stop('SIGINT'))
     return KEEP_RUNNING
   },
-}
-
-/**
- * `start()` after `ms`, unless stopped first; `stop()` stops what it started, or cancels it. The timer does not keep
- * the process alive.
- */
-function startLater(ms: number, start: () => { stop(): void }): { stop(): void } {
-  let started: { stop(): void } | null = null
-  const timer = setTimeout(() => (started = start()), ms)
-  timer.unref()
-  return {
-    stop: () => {
-      clearTimeout(timer)
-      started?.stop()
-    },
-  }
 }
 
 /** What `serve` reads before it starts: the apply file's SSO settings, and whether the instance has any user yet. */

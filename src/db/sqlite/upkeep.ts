@@ -4,7 +4,7 @@
  */
 import type { Database } from 'bun:sqlite'
 import { statSync } from 'node:fs'
-import { Cron } from 'croner'
+import { type DailyJob, runNowThenDaily } from '../../lib/daily-job.ts'
 import type { SqliteStore } from '../open.ts'
 import type { CheckpointAnswer, CheckpointAsk } from './checkpoint-worker.ts'
 import { type CheckpointMode, type CheckpointResult, checkpointOn } from './wal-checkpoint.ts'
@@ -163,15 +163,13 @@ export function optimizeDatabase(sqlite: Database): void {
   sqlite.run('PRAGMA optimize = 0x10002')
 }
 
-/** Runs optimizeDatabase now and then daily at 04:07 (croner); the returned job stops with the server. */
-export function scheduleMaintenance(store: SqliteStore, onError: (error: Error) => void): Cron {
-  const run = () => {
+/** Runs optimizeDatabase now and then daily at 04:07 (local time); the returned job stops with the server. */
+export function scheduleMaintenance(store: SqliteStore, onError: (error: Error) => void): DailyJob {
+  return runNowThenDaily('7 4 * * *', () => {
     try {
       optimizeDatabase(store.sqlite)
     } catch (error) {
       onError(error as Error)
     }
-  }
-  run()
-  return new Cron('7 4 * * *', { protect: true }, run)
+  })
 }

@@ -2,12 +2,12 @@
  * Log retention (TRELLIS_LOG_RETENTION_DAYS; unset keeps logs forever). Entries older than the cutoff are
  * deleted in small batches (short write locks), and each project gets a `system` admin log entry saying so.
  */
-import { Cron } from 'croner'
 import type { Store } from '../../db/open.ts'
 import { allProjectIds } from '../../db/admin-logs.ts'
 import { deleteLogBatch, type LogTable } from '../../db/maintenance.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
+import { type DailyJob, runNowThenDaily } from '../../lib/daily-job.ts'
 import type { Logger } from '../../lib/logger.ts'
 import { microsFromMillis, toIso } from '../../lib/time.ts'
 import { appendAdminLog } from './service.ts'
@@ -46,8 +46,8 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
   return result
 }
 
-/** Prunes once at start and then daily at 03:17 (local time) with croner; null when retention is off. */
-export function scheduleRetention(store: Store, clock: Clock, logger: Logger, retentionDays: number | null): Cron | null {
+/** Prunes once at start and then daily at 03:17 (local time); null when retention is off. */
+export function scheduleRetention(store: Store, clock: Clock, logger: Logger, retentionDays: number | null): DailyJob | null {
   if (retentionDays === null) return null
   const run = async () => {
     try {
@@ -58,6 +58,5 @@ export function scheduleRetention(store: Store, clock: Clock, logger: Logger, re
       logger.error('log pruning failed', { error: (error as Error).message })
     }
   }
-  void run()
-  return new Cron('17 3 * * *', { protect: true }, run)
+  return runNowThenDaily('17 3 * * *', run)
 }
