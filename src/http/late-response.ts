@@ -56,7 +56,7 @@ function carriesBody(method: string, status: number): boolean {
 async function sendable(response: Response, method: string, token: object): Promise<Response> {
   if (dispatching === token || !carriesBody(method, response.status) || isEventStream(response)) return response
   // As bytes, text included: Elysia answers JSON with `Response.json`, whose body Bun holds as UTF-8, so a string would
-  // be decoded here and encoded again as the stream writes it (the 114 KB notes page: ~13 % of its CPU).
+  // be decoded here and encoded again as the stream writes it (the 114 KB notes page: 11–13 % of its CPU).
   const body = await response.bytes()
   const init = { status: response.status, statusText: response.statusText, headers: response.headers }
   if (body.byteLength <= CORK_BUFFER_BYTES) return new Response(body, init)
