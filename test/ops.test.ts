@@ -6,14 +6,11 @@ import { Database } from 'bun:sqlite'
 import { afterEach, describe, expect, test } from 'bun:test'
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { manualClock, systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { bearer, execute, request, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, testEnv, type TestEnv, until } from './helpers.ts'
+import { bearer, execute, request, SQLITE_ONLY, sqliteOnlyTest, startServe, testApp, testEnv, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
 
 const cleanups: (() => void)[] = []
@@ -264,14 +261,8 @@ describe('the daily jobs of a real `trellis serve`', () => {
     'run once at start: a log entry past TRELLIS_LOG_RETENTION_DAYS is pruned as the server starts',
     async () => {
       // The apply's log entries written ten days before now, whatever the date the test runs on.
-      const data = tempDir('trellis-daily-jobs-data-')
-      const work = tempDir('trellis-daily-jobs-cwd-')
-      cleanups.push(data.cleanup, work.cleanup)
-      const store = openStore(data.path)
-      migrate(store.sqlite)
-      await applyAcme({ store, clock: manualClock(Date.now() - 10 * 86_400_000), secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, acmeDocument())
-      store.close()
-      const server = await startServe({ dataDir: data.path, cwd: work.path, env: { TRELLIS_LOG_LEVEL: 'info', TRELLIS_LOG_RETENTION_DAYS: '1' } })
+      const { dataDir, cwd } = await seedDataDir('daily-jobs', [], cleanups, () => ({}), { clock: manualClock(Date.now() - 10 * 86_400_000) })
+      const server = await startServe({ dataDir, cwd, env: { TRELLIS_LOG_LEVEL: 'info', TRELLIS_LOG_RETENTION_DAYS: '1' } })
       try {
         const out = await server.waitForOutput('"msg":"pruned logs"', 5_000)
         expect(out).toContain('"msg":"pruned logs"')

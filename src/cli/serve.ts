@@ -118,9 +118,8 @@ export const serveCommand: Command = {
     callbacks.start()
     logger.info('callback delivery started', { owner: callbacks.owner })
     recordServedBaseUrl(config.dataDir, config.baseUrl)
-    const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
-    // Both run once now; their daily schedules are set up a moment later (../lib/daily-job.ts).
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+    const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
     upkeep.startMaintenance()
     logger.info('listening', {
       url: `http://${server.hostname}:${server.port}`,

@@ -13,8 +13,8 @@
  * A direct stream's writes are corked: such a response is sent as its head with its body, then the last chunk.
  * The price is the framing: the body goes out with `Transfer-Encoding: chunked` instead of a `Content-Length`,
  * which every HTTP/1.1 client reads the same; and the body read back from the `Response` as its bytes, paid only by
- * the responses that would otherwise take the slow path. Responses completed
- * inside their dispatch, small ones, streams (event streams), HEAD answers and bodiless statuses are left as they are.
+ * the responses that would otherwise take the slow path. Responses completed inside their dispatch, small ones,
+ * streams (event streams), HEAD answers and bodiless statuses are left as they are.
  */
 
 import { isEventStream } from './event-stream.ts'

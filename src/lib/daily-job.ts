@@ -7,7 +7,7 @@
 import { Cron } from 'croner'
 
 /** How long after the first run the daily schedule is set up: past a starting server's first answers. */
-export const DAILY_SCHEDULE_AFTER_MS = 250
+const DAILY_SCHEDULE_AFTER_MS = 250
 
 /** A running daily job; `stop()` ends it (a schedule not yet set up is never set up). */
 export interface DailyJob {

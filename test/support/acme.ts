@@ -73,7 +73,8 @@ export async function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffe
 
 /**
  * For a real `trellis serve`: a fresh data directory with Acme (plus `workflows` in Acme) applied, a working
- * directory beside it, and what `seed` makes on the store (tokens…) before it is closed. Both directories are
+ * directory beside it, and what `seed` makes on the store (tokens…) before it is closed; the apply writes at
+ * `options.clock` (default: the system clock). Both directories are
  * removed by the cleanup handed to `cleanups`.
  */
 export async function seedDataDir<T>(
@@ -81,6 +82,7 @@ export async function seedDataDir<T>(
   workflows: Record<string, unknown>[],
   cleanups: (() => void)[],
   seed: (store: SqliteStore, report: ApplyReport) => T | Promise<T>,
+  options: { clock?: Clock } = {},
 ): Promise<{ dataDir: string; cwd: string } & T> {
   const data = tempDir(`trellis-${name}-data-`)
   const cwd = tempDir(`trellis-${name}-cwd-`)
@@ -90,7 +92,7 @@ export async function seedDataDir<T>(
     migrate(store.sqlite)
     const document = acmeDocument()
     acmeProject(document).workflows!.push(...workflows)
-    const report = await applyAcme({ store, clock: systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
+    const report = await applyAcme({ store, clock: options.clock ?? systemClock, secret: loadInstanceSecret(data.path), baseUrl: 'http://127.0.0.1' }, document)
     return { dataDir: data.path, cwd: cwd.path, ...(await seed(store, report)) }
   } finally {
     store.close()
