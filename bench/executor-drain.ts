@@ -7,7 +7,8 @@
  * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
  * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn; `--profile DIR`
  * writes each server's CPU profile under DIR/<side>-<round> (only a server that drained its burst exits gracefully). Prints
- * one line per measurement and a JSON summary; asserts nothing.
+ * one line per measurement and a JSON summary; asserts nothing. `--compiled` runs each side's built binary (`dist/trellis`,
+ * as the full bench does) instead of its sources: the two can rank commits differently.
  */
 import { Database } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
@@ -31,6 +32,7 @@ const SHARES = option('shares', '').split(',').filter(Boolean)
 const CANCELLED = Number(option('cancelled', '0'))
 /** A directory for `bun --cpu-prof` profiles of the servers (written when one exits after draining its burst), or none. */
 const PROFILE = option('profile', '')
+const COMPILED = process.argv.includes('--compiled')
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
@@ -48,7 +50,10 @@ try {
       const dataDir = join(work, `${side.name}-${round}`)
       cpSync(seed.dataDir, dataDir, { recursive: true })
       const wal = new WalWatch(join(dataDir, 'trellis.db-wal'))
-      const command = (port: number) => [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${side.name}-${round}`] : []), join(side.root, 'src/main.ts'), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
+      const program = COMPILED
+        ? [join(side.root, 'dist/trellis')]
+        : [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${side.name}-${round}`] : []), join(side.root, 'src/main.ts')]
+      const command = (port: number) => [...program, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir]
       const env = { ...RAISED_RATE_LIMITS, ...pick('TRELLIS_EXECUTOR_'), ...side.env }
       let idleRps = 0
       const result = await measureExecutor({

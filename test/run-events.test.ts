@@ -313,7 +313,7 @@ describe('run event streams through the app', () => {
   const tokens = {} as Record<'alice' | 'bob' | 'carol', { value: string; token: Parameters<typeof revokeToken>[1] }>
 
   beforeAll(async () => {
-    env = await seededEnv(['in-1', 'in-2', 'in-3'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
+    env = await seededEnv(['in-1', 'in-2', 'in-3', 'in-4'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     app = testApp(env, { clock: systemClock, executor })
     executor.start()
@@ -440,6 +440,24 @@ describe('run event streams through the app', () => {
     expect(seen).toEqual(stored)
     const sequences = queryAll<{ sequence: number }>(env.store, 'SELECT sequence FROM run_events WHERE run_id = ? ORDER BY id', runId).map((e) => Number(e.sequence))
     expect(sequences).toEqual(sequences.map((_, i) => i + 1))
+  }, 30_000)
+
+  test('an append writes events at the sequences they carry (ten at once: more than one SQLite statement holds), in order; one without reads the run’s newest', async () => {
+    const { appendRunEvents, runEventsAfter } = await import('../src/db/run-events.ts')
+    const { read } = await import('../src/db/read.ts')
+    const { write } = await import('../src/db/write.ts')
+    const runId = await startRun('Quick', 'in-4')
+    await until(`run ${runId} to succeed`, async () => queryAll<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', runId)[0]?.status === 'succeeded' || null)
+    const run = queryAll<{ environment_id: number; workflow_id: number }>(env.store, 'SELECT environment_id, workflow_id FROM runs WHERE id = ?', runId)[0]!
+    const before = await read(env.store, runEventsAfter(runId, 0))
+    const subject = { runId, environmentId: Number(run.environment_id), workflowId: Number(run.workflow_id), recordId: 'in-4' }
+    const requeued = (step: number, sequence?: number) => ({ ...subject, type: 'run.requeued' as const, status: 'queued' as const, data: { step }, at: Date.now(), ...(sequence === undefined ? {} : { sequence }) })
+    await write(env.store, () => appendRunEvents(Array.from({ length: 10 }, (_, i) => requeued(i, before.length + 1 + i))))
+    await write(env.store, () => appendRunEvents([requeued(10), requeued(11)]))
+    const events = await read(env.store, runEventsAfter(runId, 0))
+    expect(events.slice(before.length).map((e) => [e.sequence, (JSON.parse(e.data!) as { step: number }).step])).toEqual(Array.from({ length: 12 }, (_, i) => [before.length + 1 + i, i]))
+    expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
+    expect(events.map((e) => e.id)).toEqual(events.map((e) => e.id).sort((a, b) => a - b))
   }, 30_000)
 })
 

@@ -227,6 +227,8 @@ export function* claimRuns(owner: string, now: number, leaseMs: number, limit: n
     started.map((run) => ({
       ...subjectOfRow(run),
       type: run.attempts === 1 ? 'run.started' : 'run.resumed',
+      // A run's first claim writes its first event: it was queued without one.
+      ...(run.attempts === 1 ? { sequence: 1 } : {}),
       status: 'running',
       data: { attempt: run.attempts, nextStep: run.next_step, ...(run.attempts === 1 ? { trigger: run.trigger, retryOf: run.retry_of } : {}) },
       at: now,

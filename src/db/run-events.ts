@@ -67,6 +67,12 @@ export interface NewRunEvent extends EventSubject {
   data?: Record<string, unknown> | null
   /** When it happened (epoch ms). */
   at: number
+  /**
+   * Its place among the run's events, where the writer knows it: a run's first claim (its first event: a run is queued
+   * without one) and the executor holding the run, which counts the events it wrote. Otherwise the insert reads the
+   * run's newest. Either every event of a run in one append carries it, or none does.
+   */
+  sequence?: number
 }
 
 /** The subject of a `runs` row as the queue hands it over (column names as stored). */
@@ -82,10 +88,14 @@ export function* appendRunEvents(events: readonly NewRunEvent[]): Op<void> {
   if (events.length > 0) yield* op(insertRunEvents, events)
 }
 
-/** `body` with the events it collects appended at its end (after everything it wrote), in one insert. */
-export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>): Op<T> {
+/**
+ * `body` with the events it collects appended at its end (after everything it wrote), in one insert. `newest`: the
+ * number of events the run they are all about has so far, where the writer knows it (they follow it).
+ */
+export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>, newest?: number): Op<T> {
   const events: NewRunEvent[] = []
   const answer = yield* body(events)
+  if (newest !== undefined) events.forEach((event, i) => (event.sequence = newest + i + 1))
   yield* appendRunEvents(events)
   return answer
 }
@@ -94,23 +104,32 @@ export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>): Op<T>
 export const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
 
 const NEWEST_SEQUENCE = 'SELECT max(sequence) AS n FROM run_events WHERE run_id = ?'
-const INSERT_EVENT = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const EVENT_COLUMNS = 11
+/** The most events one SQLite insert writes (an append of more takes several). */
+const EVENTS_PER_INSERT = 8
+const insertEventsText = (rows: number) =>
+  `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  VALUES ${Array.from({ length: rows }, () => `(${Array(EVENT_COLUMNS).fill('?').join(', ')})`).join(', ')}`
 
 /**
- * SQLite's insert of the events, in order: each run's newest sequence read once (`run_events_run_sequence_idx`), then
- * one prepared insert per event — measured cheaper than one INSERT … SELECT over a JSON array (SQLite copies a
- * statement that reads its own table into a temporary table first), and an insert is no round trip here. Per-dialect:
+ * SQLite's insert of the events, in order: one statement per EVENTS_PER_INSERT events (a statement's own cost, not
+ * its rows, is most of an event's). A run's sequence is carried by its events where the writer knows it, else its
+ * newest is read once (`run_events_run_sequence_idx`). Rows bound as values, not one INSERT … SELECT over a JSON array:
+ * SQLite copies a statement that reads its own table into a temporary table first. Per-dialect:
  * ./postgres/per-dialect.ts takes the environments' locks, then inserts them all in one statement.
  */
 export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
   const newest = statementOn(db, 'run-events.newest', NEWEST_SEQUENCE)
-  const insert = statementOn(db, 'run-events.insert', INSERT_EVENT)
   const sequences = new Map<string, number>()
+  const values: unknown[] = []
   for (const e of events) {
-    const sequence = (sequences.get(e.runId) ?? ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0)) + 1
+    const sequence = e.sequence ?? (sequences.get(e.runId) ?? ((newest.get(e.runId) as { n: number | null } | null)?.n ?? 0)) + 1
     sequences.set(e.runId, sequence)
-    insert.run(e.runId, e.environmentId, e.workflowId, e.recordId, sequence, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at))
+    values.push(e.runId, e.environmentId, e.workflowId, e.recordId, sequence, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at))
+  }
+  for (let from = 0; from < events.length; from += EVENTS_PER_INSERT) {
+    const rows = Math.min(EVENTS_PER_INSERT, events.length - from)
+    statementOn(db, `run-events.insert.${rows}`, insertEventsText(rows)).run(...(values.slice(from * EVENT_COLUMNS, (from + rows) * EVENT_COLUMNS) as never[]))
   }
   const connection = connectionOf(db)
   const written = appendedOn.get(connection) ?? new Set<number>()

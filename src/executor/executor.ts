@@ -117,6 +117,11 @@ export class Executor {
   private sweeping: Promise<void> | null = null
   private readonly stopController = new AbortController()
   private readonly cancelled = new Map<string, AbortController>()
+  /**
+   * The events each run held here has, where this worker knows them: from its first claim (which wrote its first) on,
+   * counted as its groups commit, so that their events need not read the run's newest. A resumed run's are read.
+   */
+  private readonly eventCounts = new Map<string, number>()
   private readonly outbound: OutboundClient
 
   constructor(private readonly options: ExecutorOptions) {
@@ -294,6 +299,7 @@ export class Executor {
     const { target, definition } = await this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
+    if (run.attempts === 1) this.eventCounts.set(run.id, 1)
     // The lease outlives a missed beat or two (one every third of it): a beat the database refuses is skipped.
     const heartbeat = () => {
       write(this.options.store, () => renewLease(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
@@ -318,10 +324,11 @@ export class Executor {
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persistGroup((events) => this.finishIn(target, events, 'succeeded', null), () => true)
+      await this.persistGroup(run, (events) => this.finishIn(target, events, 'succeeded', null), () => true)
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
+      this.eventCounts.delete(run.id)
     }
   }
 
@@ -376,13 +383,13 @@ export class Executor {
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
         if (ctx.signal.aborted) return 'stop'
         if (!(error instanceof StepFailure)) throw error
-        await this.persistGroup((events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true)
+        await this.persistGroup(target.run, (events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true)
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persistGroup((events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
+    const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
     if (outcome === 'parked') {
       this.notify()
       return 'stop'
@@ -492,8 +499,11 @@ export class Executor {
    * and stay apart (docs/workflows.md "Executor"). Where the store says not (`handsOverSlots`: PostgreSQL) the
    * claiming loop claims for freed slots.
    */
-  private async persistGroup<T>(body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
-    const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents(body), frees))
+  private async persistGroup<T>(run: RunRow, body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
+    const known = this.eventCounts.get(run.id)
+    let appended: NewRunEvent[] = []
+    const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents((events) => body((appended = events)), known), frees))
+    if (known !== undefined) this.eventCounts.set(run.id, known + appended.length)
     for (const run of successors) this.launch(run)
     return outcome
   }

@@ -292,7 +292,8 @@ async function dueRuns(db: PgDb, from: string, match: string, where: string, val
 /**
  * The events, after each of their environments' run-events lock is taken (ascending: a claim appends to several), so
  * that the ids an environment's events take follow commit order; the environments are announced after the commit
- * (./op-runner.ts). Each sequence: the run's newest before this statement plus the event's offset. The rows are
+ * (./op-runner.ts). Each sequence: the one the event carries, or the run's newest before this statement plus the
+ * event's offset (COALESCE reads the newest only for an event without one). The rows are
  * ordered in a sub-select (never flattened: it sorts), so the ids the sequence hands out follow the array's order.
  * The locks are statements of their own: READ COMMITTED takes a statement's snapshot when it starts, so an insert
  * that waited for a lock inside itself would not see the events its predecessor committed meanwhile (tried: 40
@@ -305,21 +306,21 @@ async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[
   noteRunEventsAppended(db, environments)
 }
 
-/** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …). */
+/** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …) and its sequence if it carries one. */
 function eventRowsJson(events: readonly NewRunEvent[]): string {
   const perRun = new Map<string, number>()
   return JSON.stringify(
     events.map((e) => {
       const offset = (perRun.get(e.runId) ?? 0) + 1
       perRun.set(e.runId, offset)
-      return [e.runId, e.environmentId, e.workflowId, e.recordId, offset, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at)]
+      return [e.runId, e.environmentId, e.workflowId, e.recordId, offset, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at), e.sequence ?? null]
     }),
   )
 }
 
 const INSERT_EVENTS = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
   SELECT e.v ->> 0, (e.v ->> 1)::int8, (e.v ->> 2)::int8, e.v ->> 3,
-    coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8,
+    coalesce((e.v ->> 11)::int8, coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8),
     e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
   FROM (SELECT v, n FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
 
