@@ -1,13 +1,13 @@
 /**
  * `bun bench/idle-rss.ts --data DIR [--binary dist/trellis] [--starts 7] [--vs OTHER_BINARY] [--smaps]`: the idle
  * resident set of `trellis serve`, as `npm run bench` reads it (VmRSS one second after the first 200 on `/healthz`,
- * executor off), over several starts; with `--vs`, the two binaries started in turn (A, B, A, B…) on the same data
+ * executor off, the binary evicted from the page cache first), over several starts; with `--vs`, the two binaries started in turn (A, B, A, B…) on the same data
  * directory, so that the machine's noise falls on both. `--smaps` prints the largest mappings of the last start.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { memoryOf, repoRoot, startServer } from './procs.ts'
+import { evictFromPageCache, memoryOf, repoRoot, startServer } from './procs.ts'
 
 const { values } = parseArgs({
   options: {
@@ -26,6 +26,7 @@ const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1)
 
 /** VmRSS and its parts (anonymous, file-backed) one second after the server answered. */
 async function idle(binary: string, smaps: boolean): Promise<{ rss: number; anon: number; file: number; startMs: number }> {
+  evictFromPageCache(binary) // as npm run bench does before its idle start
   const server = await startServer({
     name: 'trellis',
     command: (port) => [binary, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir],

@@ -102,6 +102,18 @@ export function memoryOf(pid: number): { rss: number; peak: number; anon: number
   return { rss: kb('VmRSS'), peak: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem') }
 }
 
+/**
+ * Drops `file`'s pages from the page cache (GNU dd's `iflag=nocache count=0`: posix_fadvise DONTNEED, no privilege
+ * needed), so that the next process mapping it maps only the pages it touches and their read-ahead. A binary just
+ * written is wholly in the page cache, and the kernel maps the cached pages around each fault too: the same binary's
+ * file-backed RSS read 34.6 MB of code freshly built and 30.2 MB once evicted, any later start staying at 30.2 (it
+ * caches only what it read). Evicting first makes the figure the binary's own, not its build time's.
+ */
+export function evictFromPageCache(file: string): void {
+  const dd = Bun.spawnSync(['dd', `if=${file}`, 'iflag=nocache', 'count=0', 'status=none'])
+  if (dd.exitCode !== 0) throw new Error(`dd could not evict ${file} from the page cache: ${dd.stderr.toString()}`)
+}
+
 export interface LoadSpec {
   url: string
   connections: number

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { ACTIVE_STATUSES, createdAtLeadMs, measureExecutor } from './executor.ts'
-import { generatorVersion, type LoadResult, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
+import { evictFromPageCache, generatorVersion, type LoadResult, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
 import { type BenchResults, earlierTargetChecks, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
@@ -87,6 +87,9 @@ async function main() {
     stderrFile: join(work, 'minimal.err'),
   })
   servers.push(minimal)
+  // Idle RSS of a start whose binary is not in the page cache (the cold starts above mapped pages of it, as a freshly
+  // built binary's whole file is cached): what it touches, whenever it was built (bench/procs.ts evictFromPageCache).
+  if (binary) evictFromPageCache(binary)
   const trellis = await startTrellis(false)
   await Bun.sleep(1000)
   const idle = memoryOf(trellis.pid)
