@@ -112,9 +112,9 @@ const insertEventsText = (rows: number) =>
   VALUES ${Array.from({ length: rows }, () => `(${Array(EVENT_COLUMNS).fill('?').join(', ')})`).join(', ')}`
 
 /**
- * SQLite's insert of the events, in order: one statement per EVENTS_PER_INSERT events (a statement's own cost, not
- * its rows, is most of an event's). A run's sequence is carried by its events where the writer knows it, else its
- * newest is read once (`run_events_run_sequence_idx`). Rows bound as values, not one INSERT … SELECT over a JSON array:
+ * SQLite's insert of the events, in order: one statement per EVENTS_PER_INSERT events. A run's sequence is carried by
+ * its events where the writer knows it, else its newest is read once (`run_events_run_sequence_idx`); the two took a
+ * three-step run's events from 85 to 67 µs (docs/performance.md). Rows bound as values, not one INSERT … SELECT over a JSON array:
  * SQLite copies a statement that reads its own table into a temporary table first. Per-dialect:
  * ./postgres/per-dialect.ts takes the environments' locks, then inserts them all in one statement.
  */
