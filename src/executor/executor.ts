@@ -299,7 +299,10 @@ export class Executor {
     const { target, definition } = await this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
+    // A later claim (a resumption) reads the run's newest: it also drops the count of any execution of the run still
+    // going here (its lease expired under it and this executor claimed the run again), which then reads it too.
     if (run.attempts === 1) this.eventCounts.set(run.id, 1)
+    else this.eventCounts.delete(run.id)
     // The lease outlives a missed beat or two (one every third of it): a beat the database refuses is skipped.
     const heartbeat = () => {
       write(this.options.store, () => renewLease(run.id, this.owner, this.options.clock.now(), this.options.leaseMs)).then(
