@@ -107,9 +107,13 @@ const NEWEST_SEQUENCE = 'SELECT max(sequence) AS n FROM run_events WHERE run_id 
 const EVENT_COLUMNS = 11
 /** The most events one SQLite insert writes (an append of more takes several). */
 const EVENTS_PER_INSERT = 8
-const insertEventsText = (rows: number) =>
-  `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
-  VALUES ${Array.from({ length: rows }, () => `(${Array(EVENT_COLUMNS).fill('?').join(', ')})`).join(', ')}`
+/** `INSERT_EVENTS[n - 1]` inserts n events. */
+const INSERT_EVENTS = Array.from(
+  { length: EVENTS_PER_INSERT },
+  (_, last) =>
+    `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  VALUES ${Array.from({ length: last + 1 }, () => `(${Array(EVENT_COLUMNS).fill('?').join(', ')})`).join(', ')}`,
+)
 
 /**
  * SQLite's insert of the events, in order: one statement per EVENTS_PER_INSERT events. A run's sequence is carried by
@@ -129,7 +133,7 @@ export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
   }
   for (let from = 0; from < events.length; from += EVENTS_PER_INSERT) {
     const rows = Math.min(EVENTS_PER_INSERT, events.length - from)
-    statementOn(db, `run-events.insert.${rows}`, insertEventsText(rows)).run(...(values.slice(from * EVENT_COLUMNS, (from + rows) * EVENT_COLUMNS) as never[]))
+    statementOn(db, `run-events.insert.${rows}`, INSERT_EVENTS[rows - 1]!).run(...(values.slice(from * EVENT_COLUMNS, (from + rows) * EVENT_COLUMNS) as never[]))
   }
   const connection = connectionOf(db)
   const written = appendedOn.get(connection) ?? new Set<number>()
