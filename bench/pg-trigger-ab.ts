@@ -1,6 +1,7 @@
 /**
- * `bun bench/pg-trigger-ab.ts --roots DIR_A,DIR_B [--rounds 3 --seconds 10 --connections 64 --instances 1 --notes 20000]`:
- * the webhook trigger (202) on PostgreSQL, checkouts A and B alternated (A, B, A, B…) against one throw-away cluster
+ * `bun bench/pg-trigger-ab.ts --roots DIR_A,DIR_B [--rounds 3 --seconds 10 --connections 64 --instances 1 --notes 20000
+ * --scenario webhook-202]`: the webhook trigger (202) on PostgreSQL — or another of the bench's scenarios
+ * (bench/scenarios.ts, e.g. `--scenario notes-10`; its CPU figure is then per request) — checkouts A and B alternated (A, B, A, B…) against one throw-away cluster
  * and one seeded database, so that a shared machine's drift falls on both alike. Each turn starts `--instances`
  * `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after a warm-up, and prints
  * the responses per second and the Trellis CPU per trigger (user + system from /proc, every instance together). The
@@ -14,6 +15,7 @@ import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { cpuTimeUs, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 
 const option = (name: string, fallback: string) => {
@@ -28,6 +30,9 @@ const INSTANCES = Number(option('instances', '1'))
 const NOTES = Number(option('notes', '20000'))
 /** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
 const PROFILE = option('profile', '')
+const SCENARIO = option('scenario', 'webhook-202')
+/** What one response is, in the figures: a trigger, or a request of another scenario. */
+const UNIT = SCENARIO === 'webhook-202' ? 'trigger' : 'request'
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
@@ -36,6 +41,8 @@ const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000
 const cluster = startCluster({ fsync: true, settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' } })
 const admin = new SQL({ url: cluster.url, max: 1 })
 const servers: Server[] = []
+const scenario = scenarios(seed).find((s) => s.id === SCENARIO)
+if (!scenario) throw new Error(`--scenario: no bench scenario "${SCENARIO}" (bench/scenarios.ts)`)
 try {
   await admin.unsafe('CREATE DATABASE trellis')
   const url = cluster.url.replace(/\/postgres$/, '/trellis')
@@ -62,8 +69,8 @@ try {
       }
       const spec = (server: Server, i: number, seconds: number, phase: string) => ({
         url: server.url, connections: Math.max(1, Math.round(CONNECTIONS / INSTANCES)), duration: seconds, warmup: 0,
-        headers: { authorization: `Bearer ${seed.adminToken}` }, expect: 202,
-        requests: { kind: 'unique' as const, paths: seed.webhookPaths, prefix: `ab-${which}-${round}-${i}-${phase}` },
+        headers: { authorization: `Bearer ${seed.adminToken}` }, expect: scenario.expect,
+        requests: scenario.requests(`ab-${which}-${round}-${i}-${phase}`),
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
       const before = servers.map((server) => cpuTimeUs(server.pid))
@@ -86,7 +93,7 @@ try {
       const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
       const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }
       figures.get(root)!.push(figure)
-      log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per trigger, ${unexpected} unexpected;` +
+      log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per ${UNIT}, ${unexpected} unexpected;` +
         ` connections busy ${(samples.busy / samples.n).toFixed(1)}, of them waiting on an advisory lock ${(samples.advisory / samples.n).toFixed(1)} (mean of ${samples.n} samples)`)
       await Promise.all(servers.splice(0).map((server) => server.stop()))
     }
@@ -94,7 +101,7 @@ try {
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
   for (const [which, root] of ROOTS.entries()) {
     const runs = figures.get(root)!
-    console.log(`${which === 0 ? 'A' : 'B'} ${root}: median ${Math.round(median(runs.map((r) => r.rps)))} rps, ${Math.round(median(runs.map((r) => r.us)))} µs CPU per trigger` +
+    console.log(`${which === 0 ? 'A' : 'B'} ${root}: median ${Math.round(median(runs.map((r) => r.rps)))} rps, ${Math.round(median(runs.map((r) => r.us)))} µs CPU per ${UNIT}` +
       ` (${runs.map((r) => `${Math.round(r.rps)}/${Math.round(r.us)}`).join(' ')}), ${INSTANCES} instance(s), ${CONNECTIONS} connections`)
   }
   await sql.close()
