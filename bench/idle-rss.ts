@@ -2,7 +2,8 @@
  * `bun bench/idle-rss.ts --data DIR [--binary dist/trellis] [--starts 7] [--vs OTHER_BINARY] [--smaps]`: the idle
  * resident set of `trellis serve`, as `npm run bench` reads it (VmRSS one second after the first 200 on `/healthz`,
  * executor off, the binary evicted from the page cache first), over several starts; with `--vs`, the two binaries
- * started in turn (A, B, A, B…) on the same data directory, so that the machine's noise falls on both. `--smaps` prints the largest mappings of the last start.
+ * started in turn (A, B, A, B…) on the same data directory, so that the machine's noise falls on both. `--smaps`
+ * prints the largest mappings of the last start.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'

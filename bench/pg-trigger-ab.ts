@@ -1,13 +1,14 @@
 /**
  * `bun bench/pg-trigger-ab.ts --roots DIR_A,DIR_B [--rounds 3 --seconds 10 --connections 64 --instances 1 --notes 20000
- * --scenario webhook-202]`: the webhook trigger (202) on PostgreSQL — or another of the bench's scenarios
- * (bench/scenarios.ts, e.g. `--scenario notes-10`; its CPU figure is then per request) — checkouts A and B alternated (A, B, A, B…) against one throw-away cluster
- * and one seeded database, so that a shared machine's drift falls on both alike. Each turn starts `--instances`
- * `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after a warm-up, and prints
- * the responses per second and the Trellis CPU per trigger (user + system from /proc, every instance together). The
- * checkouts must share the schema (no migration between them). `--profile DIR`: each server writes a CPU profile
- * there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting on an advisory lock
- * (an environment's runs or activity lock). Asserts nothing; figures go to stdout.
+ * --scenario webhook-202]`: the webhook trigger (202) on PostgreSQL, or another of the bench's scenarios that needs
+ * no state of its own (bench/scenarios.ts, e.g. `--scenario notes-10`), checkouts A and B alternated (A, B, A, B…)
+ * against one throw-away cluster and one seeded database, so that a shared machine's drift falls on both alike. Each
+ * turn starts `--instances` `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after
+ * a warm-up, and prints the responses per second and the Trellis CPU per trigger, or per request of another scenario
+ * (user + system from /proc, every instance together). The database is copied by A's `db copy`; a checkout with
+ * newer migrations applies them at its first start, after which both run on its schema. `--profile DIR`: each server
+ * writes a CPU profile there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting
+ * on an advisory lock (an environment's runs or activity lock). Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -38,11 +39,16 @@ const log = (line: string) => process.stderr.write(`[${new Date().toISOString().
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
 const dataDir = join(work, 'data')
 const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
+const scenario = scenarios(seed).find((s) => s.id === SCENARIO)
+// The 409's records need a run active before the load (npm run bench starts them); each turn here cancels every one.
+const refusal = !scenario ? 'no such bench scenario (bench/scenarios.ts)' : scenario.requests('').kind === 'fixed' ? 'needs active runs this tool does not start' : null
+if (!scenario || refusal) {
+  rmSync(work, { recursive: true, force: true })
+  throw new Error(`--scenario ${SCENARIO}: ${refusal}`)
+}
 const cluster = startCluster({ fsync: true, settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' } })
 const admin = new SQL({ url: cluster.url, max: 1 })
 const servers: Server[] = []
-const scenario = scenarios(seed).find((s) => s.id === SCENARIO)
-if (!scenario) throw new Error(`--scenario: no bench scenario "${SCENARIO}" (bench/scenarios.ts)`)
 try {
   await admin.unsafe('CREATE DATABASE trellis')
   const url = cluster.url.replace(/\/postgres$/, '/trellis')
