@@ -62,6 +62,7 @@ export const POSTGRES_PASS = [
   'openapi-conformance',
   'ops',
   'overload',
+  'project-access',
   'queue',
   'record-updates',
   'request-path',

@@ -29,15 +29,23 @@ function runOf(row: unknown[]): RunRecord {
 
 const RUN_WITH_WORKFLOW = statement('runs.with-workflow', ({ db, t }) =>
   db
-    .select({ run: t.runs, projectId: t.teams.projectId, workflowName: t.workflows.name, teamId: t.teams.id, collectionId: t.workflows.collectionId })
+    .select({
+      run: t.runs,
+      projectId: t.teams.projectId,
+      project: { id: t.projects.id, name: t.projects.name, sso: t.projects.sso },
+      workflowName: t.workflows.name,
+      teamId: t.teams.id,
+      collectionId: t.workflows.collectionId,
+    })
     .from(t.runs)
     .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
     .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
     .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .innerJoin(t.projects, eq(t.projects.id, t.teams.projectId))
     .where(eq(t.runs.id, sql.placeholder('id'))),
 )
 
-/** A run with its workflow's name and collection, and its team and project. */
+/** A run with its workflow's name and collection, and its team and project (with the project's SSO rule). */
 export function findRunWithWorkflow(id: string) {
   return RUN_WITH_WORKFLOW.row({ id })
 }

@@ -14,7 +14,7 @@
  * field holding U+0000 or a lone surrogate is refused (./storable-text.ts).
  */
 import { Elysia } from 'elysia'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenCall, TokenIdentity } from '../lib/callers.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, ProjectPlace, TokenCall, TokenIdentity } from '../lib/callers.ts'
 import { HttpError } from '../lib/errors.ts'
 import { BEARER, BEARER_OR_SESSION, errorResponseDocs } from './openapi.ts'
 import { refuseUnstorableText } from './storable-text.ts'
@@ -22,6 +22,16 @@ import { refuseUnstorableText } from './storable-text.ts'
 /** The project a route's path names (`:projectName`), still raw: transform runs before params validation. */
 function pathProject(params: unknown): string | undefined {
   return (params as Record<string, string | undefined> | undefined)?.projectName
+}
+
+/**
+ * Where a route's path reaches a project's data (still raw): the project it names, or the run it is found from. A
+ * route whose path reaches a project through another id adds that id here (test/project-access.test.ts enumerates
+ * the routes and fails on one it cannot fill in).
+ */
+function pathPlace(params: unknown): ProjectPlace {
+  const path = (params ?? {}) as Record<string, string | undefined>
+  return { projectName: path.projectName ?? path.project, runId: path.runId }
 }
 
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */
@@ -45,7 +55,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
     accountCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
       transform: async ({ request, params, set }) => {
-        if (enabled) callers.set(request, await auth.accountCaller(request, set.headers, pathProject(params)))
+        if (enabled) callers.set(request, await auth.accountCaller(request, set.headers, pathPlace(params)))
       },
       beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ caller: callers.get(request)! }),
@@ -74,7 +84,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
     userCall: (enabled: boolean) => ({
       detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
       transform: async ({ request, params, set }) => {
-        if (enabled) callers.set(request, await auth.userCaller(request, set.headers, pathProject(params)))
+        if (enabled) callers.set(request, await auth.userCaller(request, set.headers, pathPlace(params)))
       },
       beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ caller: callers.get(request)! }),

@@ -40,6 +40,15 @@ export interface AccountCaller {
   token: TokenIdentity | null
 }
 
+/**
+ * Where a call reaches a project's data, as its path says: the project it names (`:projectName`, the console's
+ * `:project`), or the run the project is found from (`:runId`). Raw: read before the path is validated.
+ */
+export interface ProjectPlace {
+  projectName?: string
+  runId?: string
+}
+
 /** The auth decision as the routes' plugin calls it; each method throws the 401/403/429 it decides. */
 export interface CallerAuth {
   /** Public API (Bearer token only), DESIGN §4's order; the rate-limit headers go into `headers`. */
@@ -51,15 +60,18 @@ export interface CallerAuth {
    * (`overBudget`) for the caller to answer its own way — an MCP tool call, as the tool's error.
    */
   tokenCaller(request: Request, headers: Record<string, unknown>, holdOverBudget: boolean): Promise<TokenCall>
-  /** A console session, or any live token of an active user (confined to its project). */
-  userCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
+  /**
+   * A console session, or any live token of an active user (confined to its project); either way past the project
+   * access decision for the project its path reaches (`place`), before the route reads its input.
+   */
+  userCaller(request: Request, headers: Record<string, unknown>, place: ProjectPlace): Promise<AccountCaller>
   /**
    * `userCaller`'s decision taken again, as of now, for a call that is still open (an event stream): not counted
    * against the token's rate limit again.
    */
-  confirmCaller(request: Request, projectName: string | undefined): Promise<AccountCaller>
+  confirmCaller(request: Request, place: ProjectPlace): Promise<AccountCaller>
   /** Management: a session, or a token with `all` whose user is an admin of its project. */
-  accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller>
+  accountCaller(request: Request, headers: Record<string, unknown>, place: ProjectPlace): Promise<AccountCaller>
   /** 403 cross_origin for a session change coming from another site. */
   refuseCrossOrigin(request: Request): void
 }

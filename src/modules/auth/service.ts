@@ -11,14 +11,16 @@ import { timingSafeEqual } from 'node:crypto'
 import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
 import type { Store } from '../../db/open.ts'
 import { tryWrite } from '../../db/write.ts'
-import type { AccountCaller, CallerAuth, ProjectNeed, TokenCall, TokenIdentity } from '../../lib/callers.ts'
+import type { AccountCaller, CallerAuth, ProjectNeed, ProjectPlace, TokenCall, TokenIdentity } from '../../lib/callers.ts'
 import { bearerValue } from '../../lib/callers.ts'
 import { forbidden, HttpError, notFound, unauthorized } from '../../lib/errors.ts'
 import type { TokenRateLimiter } from '../../lib/rate-limit.ts'
 import { refuseCrossOrigin, sessionIdOf } from '../../lib/session-cookie.ts'
 import { hasScope } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
-import { isAdminOf, isMemberOf, type Project, requireProject } from '../directory/projects.ts'
+import { findProjectByName, isAdminOf, isMemberOf, type Project, requireProject } from '../directory/projects.ts'
+import { findRunWithWorkflow } from '../../db/runs.ts'
+import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { hashTokenValue, looksLikeToken } from '../../lib/token-value.ts'
 import { findSession } from './sessions.ts'
 import type { Op } from '../../db/op.ts'
@@ -140,8 +142,8 @@ export class CallerAuthenticator implements CallerAuth {
     return identity
   }
 
-  async confirmCaller(request: Request, projectName: string | undefined): Promise<AccountCaller> {
-    return this.userCaller(request, null, projectName)
+  async confirmCaller(request: Request, place: ProjectPlace): Promise<AccountCaller> {
+    return this.userCaller(request, null, place)
   }
 
   async tokenCaller(request: Request, headers: Record<string, unknown>, holdOverBudget: boolean): Promise<TokenCall> {
@@ -151,20 +153,23 @@ export class CallerAuthenticator implements CallerAuth {
     return { identity, overBudget }
   }
 
-  async userCaller(request: Request, headers: Record<string, unknown> | null, projectName: string | undefined): Promise<AccountCaller> {
+  async userCaller(request: Request, headers: Record<string, unknown> | null, place: ProjectPlace): Promise<AccountCaller> {
     if (request.headers.get('authorization')) {
+      // A token carries its project's SSO rule and membership (authorizeToken); a run of another project is the route's 404.
       const identity = await this.token(request, headers)
-      authorizeToken(identity, projectName)
+      authorizeToken(identity, place.projectName)
       return tokenAccountCaller(identity)
     }
     const session = await read(this.store, sessionOf(this.clock, request))
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
     this.refuseCrossOrigin(request)
-    return { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
+    const caller: AccountCaller = { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
+    if (place.projectName !== undefined || place.runId !== undefined) await read(this.store, requirePlaceAccess(caller, place))
+    return caller
   }
 
-  async accountCaller(request: Request, headers: Record<string, unknown>, projectName: string | undefined): Promise<AccountCaller> {
-    const caller = await this.userCaller(request, headers, projectName)
+  async accountCaller(request: Request, headers: Record<string, unknown>, place: ProjectPlace): Promise<AccountCaller> {
+    const caller = await this.userCaller(request, headers, place)
     if (caller.token && (!hasScope(caller.token.scopes, 'all') || caller.token.role !== 'admin')) {
       throw forbidden('Management with a token needs the all scope and the admin role on its project', 'insufficient_scope')
     }
@@ -188,18 +193,58 @@ export function requireCallerScope(caller: AccountCaller, scope: ProjectNeed['sc
 
 /**
  * The project a management caller addresses: a Bearer caller naming another project than its token's is 403
- * wrong_project (before any lookup, as on every project route); otherwise 404 when unknown or when the caller is
- * not a member (members of other projects learn nothing about it); an SSO project only for a session signed in
- * with SSO (or a token generated in one).
+ * wrong_project (before any lookup, as on every project route); then `requireProjectAccess`.
  */
 export function* callerProject(caller: AccountCaller, name: string): Op<Project> {
   if (caller.token) authorizeToken(caller.token, name)
   const project = yield* requireProject(name)
-  if (!(yield* isMemberOf(caller.user.id, project.id))) throw notFound(`Project ${name} not found`)
+  yield* requireProjectAccess(caller, project)
+  return project
+}
+
+/**
+ * The one decision whether a caller may reach a project's data, taken alike by the routes that name the project and
+ * by those that find it from an id (a run, its events and callbacks, the console's run page): a token only within
+ * its own project and a member only (404 otherwise, `hidden`: non-members learn nothing, not even the project's
+ * name), and on an SSO project only a session signed in with SSO or a token generated in one (403 sso_required).
+ */
+export function* requireProjectAccess(
+  caller: AccountCaller,
+  project: Pick<Project, 'id' | 'name' | 'sso'>,
+  hidden: () => HttpError = () => notFound(`Project ${project.name} not found`),
+): Op<void> {
+  if (caller.tokenProjectId !== null && caller.tokenProjectId !== project.id) throw hidden()
+  if (!(yield* isMemberOf(caller.user.id, project.id))) throw hidden()
+  refuseWithoutSso(caller, project)
+}
+
+/**
+ * A session's call to a route whose path reaches a project's data: the project access decision for that project, taken
+ * before the route reads its input (a caller refused learns nothing from validation either). An unknown project or run,
+ * or a path value no row can hold, is left to the route (its 404 or 400). An instance administrator manages projects
+ * they are not a member of (`requireProjectManager`): for them only the SSO rule is taken here.
+ */
+export function* requirePlaceAccess(caller: AccountCaller, place: ProjectPlace): Op<void> {
+  if (someHoldUnstorableText(place)) return
+  if (place.runId !== undefined) {
+    const found = yield* findRunWithWorkflow(place.runId)
+    if (found) yield* requireProjectAccessOrManage(caller, found.project, () => notFound(`Run ${place.runId} not found`))
+    return
+  }
+  const project = yield* findProjectByName(place.projectName!)
+  if (project) yield* requireProjectAccessOrManage(caller, project)
+}
+
+function* requireProjectAccessOrManage(caller: AccountCaller, project: Pick<Project, 'id' | 'name' | 'sso'>, hidden?: () => HttpError): Op<void> {
+  if (caller.user.isInstanceAdmin && caller.token === null && !(yield* isMemberOf(caller.user.id, project.id))) refuseWithoutSso(caller, project)
+  else yield* requireProjectAccess(caller, project, hidden)
+}
+
+/** 403 sso_required on an SSO project unless the session was signed in with SSO (or the token generated in one). */
+function refuseWithoutSso(caller: AccountCaller, project: Pick<Project, 'sso'>): void {
   if (project.sso && !caller.viaSso) {
     throw forbidden('This project uses SSO: sign in with SSO to use it (its tokens must be generated while logged in with SSO)', 'sso_required')
   }
-  return project
 }
 
 /** As callerProject, and the caller must hold the admin role on it now. */
@@ -226,8 +271,6 @@ export function requireInstanceAdmin(caller: AccountCaller): void {
 export function* requireProjectManager(caller: AccountCaller, name: string): Op<Project> {
   if (caller.token !== null || !caller.user.isInstanceAdmin) return (yield* requireProjectAdmin(caller, name))
   const project = yield* requireProject(name)
-  if (project.sso && !caller.viaSso) {
-    throw forbidden('This project uses SSO: sign in with SSO to change it', 'sso_required')
-  }
+  refuseWithoutSso(caller, project)
   return project
 }

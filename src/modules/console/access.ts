@@ -7,7 +7,8 @@ import { canReachRendering, collectionAccess, findCollection, findTeam, requireE
 /** The signed-in person, as the management API's checks know them. */
 export type ConsoleUser = AccountCaller['user'] & { viaSso: boolean }
 
-const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
+/** The signed-in person as a caller of the API's decisions (never a token). */
+export const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
 
 /** The project, when the user is a member (404 otherwise, as the API: non-members learn nothing). */
 export function* memberProject(user: ConsoleUser, name: string) {

@@ -7,12 +7,11 @@ import type { Answer } from '../../db/op.ts'
 import type { AppDeps } from '../../deps.ts'
 import { ACTIVE_RUN_STATUSES, isRetryableStatus, RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
-import { notFound } from '../../lib/errors.ts'
 import { page, parseEnumParameter, parseStringParameter } from '../../http/list.ts'
-import { findRun, listRunIds, renderRuns } from '../runs/service.ts'
+import { listRunIds, renderRuns, visibleRun } from '../runs/service.ts'
 import { renderRunCallbacks } from '../callbacks/service.ts'
 import { isAdminOf } from '../directory/projects.ts'
-import { adminEnvironment } from './access.ts'
+import { adminEnvironment, asCaller } from './access.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, workflowPlaces } from './links.ts'
@@ -114,9 +113,8 @@ ${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager">
     .get(
       '/runs/:runId',
       consolePage(deps, async ({ user, params }) => {
-        const found = await read(deps.store, findRun(params.runId!))
-        const isAdmin = found ? await read(deps.store, isAdminOf(user.id, found.projectId)) : false
-        if (!found || (found.run.userId !== user.id && !isAdmin)) throw notFound(`Run ${params.runId} not found`)
+        const found = await read(deps.store, visibleRun(asCaller(user), params.runId!))
+        const isAdmin = await read(deps.store, isAdminOf(user.id, found.projectId))
         const run = (await read(deps.store, renderRuns([found.run.id], deps.clock.now())))[0]!
         const deliveries = await read(deps.store, renderRunCallbacks(run.id))
         const planned = await read(deps.store, versionSteps(found.run.workflowVersionId))

@@ -55,7 +55,7 @@ export function runEventsModule(deps: AppDeps) {
             after,
             run: { id: params.runId, finished: run.finished },
             recheck: async () => {
-              await read(deps.store, streamableRun(await deps.auth.confirmCaller(request, undefined), params.runId))
+              await read(deps.store, streamableRun(await deps.auth.confirmCaller(request, { runId: params.runId }), params.runId))
               return {}
             },
           }),
@@ -94,7 +94,7 @@ export function runEventsModule(deps: AppDeps) {
             environmentId: scope.environmentId,
             after,
             filter: scope.filter,
-            recheck: async () => (await read(deps.store, streamableEnvironment(await deps.auth.confirmCaller(request, projectName), projectName, environmentName, wanted))).filter,
+            recheck: async () => (await read(deps.store, streamableEnvironment(await deps.auth.confirmCaller(request, { projectName }), projectName, environmentName, wanted))).filter,
           }),
         )
       },

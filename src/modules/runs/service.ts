@@ -12,6 +12,7 @@ import { findWorkflowIdsNamed, type TriggerTarget } from '../../db/workflows.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import { conflict, notFound } from '../../lib/errors.ts'
 import { isAdminOf } from '../directory/projects.ts'
+import { requireProjectAccess } from '../auth/service.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
@@ -24,14 +25,16 @@ export type { RunFilters } from '../../db/runs.ts'
 /** One run with its workflow's name and collection, and its team and project. */
 export const findRun = findRunWithWorkflow
 
-/** A run the caller may see: theirs, or any run of a project they administer. Others are 404, never 403. */
+/**
+ * A run the caller may see: past the project's access decision (`requireProjectAccess`: its members, the SSO rule),
+ * theirs, or any run of a project they administer. Others are 404, never 403.
+ */
 export function* visibleRun(caller: AccountCaller, runId: string) {
+  const hidden = () => notFound(`Run ${runId} not found`)
   const found = yield* findRun(runId)
-  const visible =
-    found &&
-    (caller.tokenProjectId === null || caller.tokenProjectId === found.projectId) &&
-    (found.run.userId === caller.user.id || (yield* isAdminOf(caller.user.id, found.projectId)))
-  if (!visible) throw notFound(`Run ${runId} not found`)
+  if (!found) throw hidden()
+  yield* requireProjectAccess(caller, found.project, hidden)
+  if (found.run.userId !== caller.user.id && !(yield* isAdminOf(caller.user.id, found.projectId))) throw hidden()
   return found
 }
 /** Ids of the environment's workflows called `name` (in one team when given); a name holding U+0000 or a lone surrogate names none. */
