@@ -53,7 +53,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'PUT /v1/instance/users/:id': 'instance administration: users',
   'POST /v1/instance/users/:id/invitation': 'instance administration: users',
   'POST /v1/projects': 'creating a project',
-  'GET /search': 'searches only the projects the decision lets the user open (console-search.test.ts)',
+  'GET /search': 'searches only the projects the decision lets the user open (tested below)',
   'POST /mcp': 'a token only: the SSO rule is decided with the token (mcp.test.ts), tested below as TOKEN_ONLY too',
   'POST /v1/hooks/:token': 'a token only: the SSO rule is decided with the token (webhook.test.ts), tested below as TOKEN_ONLY too',
 }
@@ -198,6 +198,15 @@ describe('every route that reaches a project\'s data takes the project access de
       json: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
     })
     expect({ status: mcp.status, code: ((await mcp.json()) as { code: string }).code }).toEqual({ status: 403, code: 'sso_required' })
+  })
+
+  test('search leaves out a project the decision refuses, and finds in it once the session may open it', async () => {
+    const search = async (cookie: string) => {
+      const response = await send('/search?q=ord_1001', { headers: { cookie } })
+      return { status: response.status, found: (await response.text()).includes('/r/ord_1001') }
+    }
+    expect(await search(passwordCookie)).toEqual({ status: 200, found: false })
+    expect(await search(ssoCookie)).toEqual({ status: 200, found: true })
   })
 
   test('the run is still there and active: nothing a refused caller sent changed it', async () => {

@@ -1,7 +1,7 @@
 /** Who may see which console page: the same rules, through the same functions, as the API's. */
 import type { AccountCaller } from '../../lib/callers.ts'
 import { callerProject, requireProjectAdmin } from '../auth/service.ts'
-import { forbidden, notFound } from '../../lib/errors.ts'
+import { forbidden, HttpError, notFound } from '../../lib/errors.ts'
 import { canReachRendering, collectionAccess, findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 
 /** The signed-in person, as the management API's checks know them. */
@@ -14,6 +14,16 @@ export const asCaller = (user: ConsoleUser): AccountCaller => ({ user, viaSso: u
 export function* memberProject(user: ConsoleUser, name: string) {
   const project = yield* callerProject(asCaller(user), name)
   return { project, isAdmin: (yield* roleIn(project.id, user.id)) === 'admin' }
+}
+
+/** As memberProject, or null when the project access decision refuses it (an SSO project to a password session). */
+export function* openableProject(user: ConsoleUser, name: string) {
+  try {
+    return yield* memberProject(user, name)
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 403) return null
+    throw error
+  }
 }
 
 export function* adminProject(user: ConsoleUser, name: string) {

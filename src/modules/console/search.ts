@@ -17,7 +17,7 @@ import { canReachRendering, collectionAccess, listProjects, projectPeople, proje
 import { findMatchingRecordIds, logRecordView, projectCollections, projectLayout, type RecordSearch, renderingWorkflows } from '../records/service.ts'
 import { userProjectValue } from '../members/service.ts'
 import { listUsers } from '../users/service.ts'
-import { type ConsoleUser, memberProject } from './access.ts'
+import { type ConsoleUser, openableProject } from './access.ts'
 import { recordPath } from './links.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { type Op } from '../../db/op.ts'
@@ -69,11 +69,16 @@ interface Results {
   people: Found[]
 }
 
-/** Every project the user is a member of, with its environments and the teams the user can open (their own first). */
+/**
+ * Every project the user is a member of and may open now (an SSO project only in an SSO session), with its
+ * environments and the teams the user can open (their own first).
+ */
 function* reachableProjects(user: ConsoleUser) {
   const out = []
   for (const { name } of yield* projectsOf(user.id)) {
-    const { project, isAdmin } = yield* memberProject(user, name)
+    const opened = yield* openableProject(user, name)
+    if (opened === null) continue
+    const { project, isAdmin } = opened
     const { environments, teams } = yield* projectLayout(project.id)
     const reachable = []
     for (const team of teams) if (yield* canReachRendering({ userId: user.id, projectId: project.id, teamId: team.id })) reachable.push(team)
