@@ -39,6 +39,21 @@ const identities = new WeakMap<Request, TokenIdentity>()
 const callers = new WeakMap<Request, AccountCaller>()
 const tokenCalls = new WeakMap<Request, TokenCall>()
 
+/**
+ * The macro of a call by a session or a token (`accountCall`, `userCall`): `decide` names the caller of the path's
+ * place, in `transform`; the handler gets it as `caller`.
+ */
+function callerCall(decide: (request: Request, headers: Record<string, unknown>, place: ProjectPlace) => Promise<AccountCaller>) {
+  return (enabled: boolean) => ({
+    detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
+    transform: async ({ request, params, set }: { request: Request; params: unknown; set: { headers: Record<string, unknown> } }) => {
+      if (enabled) callers.set(request, await decide(request, set.headers, pathPlace(params)))
+    },
+    beforeHandle: refuseUnstorableText,
+    resolve: ({ request }: { request: Request }) => ({ caller: callers.get(request)! }),
+  })
+}
+
 export function authPlugin({ auth }: { auth: CallerAuth }) {
   // Each macro also documents itself (/openapi.json): the scheme it accepts and the statuses its checks answer.
   return new Elysia({ name: 'auth' }).macro({
@@ -52,14 +67,7 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
       beforeHandle: refuseUnstorableText,
       resolve: ({ request }) => ({ identity: identities.get(request)! }),
     }),
-    accountCall: (enabled: boolean) => ({
-      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: async ({ request, params, set }) => {
-        if (enabled) callers.set(request, await auth.accountCaller(request, set.headers, pathPlace(params)))
-      },
-      beforeHandle: refuseUnstorableText,
-      resolve: ({ request }) => ({ caller: callers.get(request)! }),
-    }),
+    accountCall: callerCall((request, headers, place) => auth.accountCaller(request, headers, place)),
     /** A session call that needs no signed-in user (logout): only the Origin check. */
     sessionCall: (enabled: boolean) => ({
       transform: ({ request }) => {
@@ -81,13 +89,6 @@ export function authPlugin({ auth }: { auth: CallerAuth }) {
         return { identity, overBudget }
       },
     }),
-    userCall: (enabled: boolean) => ({
-      detail: { security: BEARER_OR_SESSION, responses: errorResponseDocs(401, 403, 429) },
-      transform: async ({ request, params, set }) => {
-        if (enabled) callers.set(request, await auth.userCaller(request, set.headers, pathPlace(params)))
-      },
-      beforeHandle: refuseUnstorableText,
-      resolve: ({ request }) => ({ caller: callers.get(request)! }),
-    }),
+    userCall: callerCall((request, headers, place) => auth.userCaller(request, headers, place)),
   })
 }
