@@ -18,6 +18,7 @@ import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf } from './prepared.ts'
 import { exec, placeholders, rows, statement } from './query.ts'
+import { joinWorkflowPlace } from './workflows.ts'
 import type { callbackAttempts, callbackDeliveries, callbackEndpoints } from './schema.ts'
 
 export type CallbackEndpointRow = typeof callbackEndpoints.$inferSelect
@@ -96,7 +97,7 @@ const SUBSCRIBED = statement('callbacks.subscribed', (d) =>
 )
 
 const ENDED_RUN = statement('callbacks.ended-run', ({ db, t }) =>
-  db
+  joinWorkflowPlace(t, db
     .select({
       id: t.runs.id,
       status: t.runs.status,
@@ -116,10 +117,8 @@ const ENDED_RUN = statement('callbacks.ended-run', ({ db, t }) =>
     .from(t.runs)
     .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
     .innerJoin(t.workflowVersions, eq(t.workflowVersions.id, t.runs.workflowVersionId))
-    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
-    .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
+    .$dynamic())
     .innerJoin(t.projects, eq(t.projects.id, t.environments.projectId))
-    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
     .where(eq(t.runs.id, ph('id'))),
 )
 

@@ -35,6 +35,7 @@ import { type Op, op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
+import { joinWorkflowPlace } from './workflows.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, runStatusIn, sqlLiterals } from './schema.ts'
 
@@ -594,7 +595,7 @@ export interface RunWorkflow {
 }
 
 const RUN_WORKFLOW = statement('queue.run-workflow', ({ db, t }) =>
-  db
+  joinWorkflowPlace(t, db
     .select({
       workflowName: t.workflows.name,
       collectionId: t.workflows.collectionId,
@@ -604,8 +605,7 @@ const RUN_WORKFLOW = statement('queue.run-workflow', ({ db, t }) =>
       definition: t.workflowVersions.definition,
     })
     .from(t.workflows)
-    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
-    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .$dynamic())
     .innerJoin(t.workflowVersions, eq(t.workflowVersions.id, sql.placeholder('versionId')))
     .where(eq(t.workflows.id, sql.placeholder('workflowId'))),
 )

@@ -8,6 +8,7 @@ import type { DateFilter } from '../lib/date-filter.ts'
 import type { Op } from './op.ts'
 import { type PageCondition, pageIds, rawNumber } from './pages.ts'
 import { statement } from './query.ts'
+import { joinWorkflowPlace } from './workflows.ts'
 import type { runSteps, runs } from './schema.ts'
 
 export type RunRecord = typeof runs.$inferSelect
@@ -28,7 +29,7 @@ function runOf(row: unknown[]): RunRecord {
 }
 
 const RUN_WITH_WORKFLOW = statement('runs.with-workflow', ({ db, t }) =>
-  db
+  joinWorkflowPlace(t, db
     .select({
       run: t.runs,
       projectId: t.teams.projectId,
@@ -39,8 +40,8 @@ const RUN_WITH_WORKFLOW = statement('runs.with-workflow', ({ db, t }) =>
     })
     .from(t.runs)
     .innerJoin(t.workflows, eq(t.workflows.id, t.runs.workflowId))
-    .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
-    .innerJoin(t.teams, eq(t.teams.id, t.renderings.teamId))
+    .$dynamic()
+  )
     .innerJoin(t.projects, eq(t.projects.id, t.teams.projectId))
     .where(eq(t.runs.id, sql.placeholder('id'))),
 )
