@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { SESSION_COOKIE } from '../src/lib/session-cookie.ts'
-import { acmeDocument, acmeProject, applyAcme, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
+import { acmeDocument, acmePathParams, acmeProject, applyAcme, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { bearer, request, testApp, testEnv } from './helpers.ts'
 
@@ -64,20 +64,8 @@ const send = (path: string, init: Parameters<typeof request>[1] = {}) => app.han
 
 /** Path parameter values on the Acme fixture; `runId` is filled in once its run exists. */
 const PARAMS: Record<string, string> = {
-  projectName: 'Acme',
-  project: 'Acme',
-  environmentName: 'production',
-  environment: 'production',
-  teamName: 'Support',
-  team: 'Support',
-  collectionName: 'orders',
-  collection: 'orders',
-  workflowName: 'Refund order',
-  workflow: 'Refund order',
-  recordId: 'ord_1001',
-  record: 'ord_1001',
+  ...acmePathParams(),
   version: '1',
-  id: '1',
   callbackId: '1',
   deliveryId: '0190f2a8-7b3c-7def-8123-456789abcdef',
 }

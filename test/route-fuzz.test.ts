@@ -10,24 +10,13 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import { MAX_JSON_DEPTH } from '../src/http/body.ts'
 import { DEFAULT_MAX_BODY_BYTES } from '../src/config.ts'
+import { acmePathParams } from './support/acme.ts'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 
 /** A value for each path parameter that reaches the handler's own checks on the Acme fixture. */
 const FIXTURE_PARAMS: Record<string, string> = {
-  projectName: 'Acme',
-  project: 'Acme',
-  environmentName: 'production',
-  environment: 'production',
-  teamName: 'Billing',
-  team: 'Billing',
-  collectionName: 'orders',
-  collection: 'orders',
-  workflowName: 'Refund order',
-  workflow: 'Refund order',
-  recordId: 'ord_1001',
-  record: 'ord_1001',
+  ...acmePathParams('Billing'),
   userId: '2',
-  id: '1',
   runId: '0190f2a8-7b3c-7def-8123-456789abcdef',
   token: 'eyJ2IjoxfQ.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlcw',
 }

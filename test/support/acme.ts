@@ -150,6 +150,28 @@ export function reportHook(report: ApplyReport, workflowName: string): string {
   return hookPath(workflow.webhook.url)
 }
 
+/**
+ * A value of each path parameter (both spellings: the API's `:projectName`, the console's `:project`) naming a place
+ * of the Acme fixture: Support's `Refund order` on `orders` in production, record `ord_1001`.
+ */
+export function acmePathParams(team = 'Support'): Record<string, string> {
+  return {
+    projectName: 'Acme',
+    project: 'Acme',
+    environmentName: 'production',
+    environment: 'production',
+    teamName: team,
+    team,
+    collectionName: 'orders',
+    collection: 'orders',
+    workflowName: 'Refund order',
+    workflow: 'Refund order',
+    recordId: 'ord_1001',
+    record: 'ord_1001',
+    id: '1',
+  }
+}
+
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /**
