@@ -30,7 +30,6 @@ import {
   expectEnumFilter,
   expectFilterCases,
   expectHasMoreBoundaries,
-  expectNewestFirst,
   expectNothingWritten,
   type Fx,
   listed,
@@ -53,6 +52,7 @@ import {
   tokenOf,
   VALIDATORS,
   walk,
+  listParameterTests,
 } from './support/logs.ts'
 import { BAD_LIMITS, badParameter, expectError, scenarios } from './support/scenarios.ts'
 
@@ -663,31 +663,13 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
     expect((await listActivity(fx, 'limit=100&extensions=true&extensions=false')).body.data).toHaveLength(production.length)
   })
 
-  test.each(['1', '2', '10', '99', '100', '007'])('limit=%p is accepted', async (limit) => {
-    const n = Number(limit)
-    const activity = await listActivity(fx, { limit })
-    expect(activity.body.parameters).toEqual({ projectName: 'Acme', environmentName: 'production', limit: n })
-    expect(activity.body.data.map((e) => e.id)).toEqual(productionDocumented.slice(0, n).map((e) => e.id))
-    expect(activity.body.hasMore).toBe(n < productionDocumented.length)
-  })
-
-  test('limit absent or empty → 10; repeated → the first', async () => {
-    for (const query of ['', 'limit=', 'limit=10&limit=500']) {
-      expect((await listActivity(fx, query)).body.data).toHaveLength(10)
-    }
-    expect((await listActivity(fx, 'limit=2&limit=500')).body.parameters.limit).toBe(2)
-  })
-
-  test('unknown query parameters are ignored', async () => {
-    const noise = { foo: 'bar', cursor: 'abc', sort: 'id', 'createdAt.neq': 'x', recordIds: 'rec-a', environmentName: 'staging', page: '2' }
-    const plain = await listActivity(fx, { limit: '5', teamName: 'Support' })
-    const noisy = await listActivity(fx, { limit: '5', teamName: 'Support', ...noise })
-    expect(noisy.status).toBe(200)
-    expect(noisy.body).toEqual(plain.body)
-  })
-
-  test('order: id descending, with and without filters', () => {
-    expectNewestFirst(production)
+  listParameterTests({
+    list: (query) => listActivity(fx, query),
+    echoed: { projectName: 'Acme', environmentName: 'production' },
+    documented: () => productionDocumented,
+    all: () => production,
+    filter: { teamName: 'Support' },
+    nothing: { recordId: 'nothing' },
   })
 
   test('hasMore: exactly `limit` matching entries → false; one more than limit → true', async () => {
@@ -699,10 +681,6 @@ describe('GET …/activity-logs: filters, limit, order, hasMore, access', () => 
       { extensions: 'true' },
       { teamName: 'Billing', extensions: 'true' },
     ])
-  })
-
-  test('an empty result: hasMore false, data [], parameters echoed', async () => {
-    expect((await listActivity(fx, { recordId: 'nothing' })).body).toEqual({ hasMore: false, data: [], parameters: { projectName: 'Acme', environmentName: 'production', limit: 10 } })
   })
 
   // ── Scope and role matrix ──

@@ -30,7 +30,6 @@ import {
   expectEnumFilter,
   expectFilterCases,
   expectHasMoreBoundaries,
-  expectNewestFirst,
   expectNothingWritten,
   type Fx,
   iso,
@@ -55,6 +54,7 @@ import {
   userObject,
   VALIDATORS,
   walk,
+  listParameterTests,
 } from './support/logs.ts'
 import { BAD_LIMITS, badParameter, expectError, scenarios } from './support/scenarios.ts'
 
@@ -535,32 +535,13 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
     )
   })
 
-  test.each(['1', '2', '10', '99', '100', '007'])('limit=%p is accepted', async (limit) => {
-    const n = Number(limit)
-    const admin = await listAdmin(fx, { limit })
-    expect(admin.body.parameters).toEqual({ projectName: 'Acme', limit: n })
-    expect(admin.body.data.map((e) => e.id)).toEqual(adminDocumented.slice(0, n).map((e) => e.id))
-    expect(admin.body.hasMore).toBe(n < adminDocumented.length)
-    const all = await listAdmin(fx, { limit, extensions: 'true' })
-    expect(all.body.data.map((e) => e.id)).toEqual(adminAll.slice(0, n).map((e) => e.id))
-    expect(all.body.hasMore).toBe(n < adminAll.length)
-  })
-
-  test('limit absent or empty → 10; repeated → the first', async () => {
-    for (const query of ['', 'limit=', 'limit=10&limit=500']) {
-      expect((await listAdmin(fx, query)).body.parameters).toEqual({ projectName: 'Acme', limit: 10 })
-    }
-  })
-
-  test('unknown query parameters are ignored', async () => {
-    const noise = { foo: 'bar', cursor: 'abc', sort: 'id', 'createdAt.neq': 'x', recordIds: 'rec-a', environmentName: 'staging', page: '2' }
-    const plainAdmin = await listAdmin(fx, { limit: '5', type: 'add' })
-    const noisyAdmin = await listAdmin(fx, { limit: '5', type: 'add', ...noise, projectName: 'Globex' })
-    expect(noisyAdmin.body).toEqual(plainAdmin.body)
-  })
-
-  test('order: id descending, with and without filters', () => {
-    expectNewestFirst(adminAll)
+  listParameterTests({
+    list: (query) => listAdmin(fx, query),
+    echoed: { projectName: 'Acme' },
+    documented: () => adminDocumented,
+    all: () => adminAll,
+    filter: { type: 'add' },
+    nothing: { userEmail: 'nobody@example.com' },
   })
 
   test('hasMore: exactly `limit` matching entries → false; one more than limit → true', async () => {
@@ -571,10 +552,6 @@ describe('GET …/admin-logs: filters, limit, order, hasMore, access', () => {
       { initiator: 'system', extensions: 'true' },
       { userEmail: 'carol@example.com', extensions: 'true' },
     ])
-  })
-
-  test('an empty result: hasMore false, data [], parameters echoed', async () => {
-    expect((await listAdmin(fx, { userEmail: 'nobody@example.com', limit: '3' })).body).toEqual({ hasMore: false, data: [], parameters: { projectName: 'Acme', limit: 3 } })
   })
 
   // ── Scope and role matrix ──

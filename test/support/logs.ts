@@ -534,3 +534,60 @@ export function noWriteRoutes(kind: Endpoint, fixture: () => ListFixture, entryM
     })),
   ]
 }
+
+/** What the shared parameter tests of a log list need: its call, what it echoes besides `limit`, and its entries. */
+export interface ListParameterSpec<E extends ActivityLog | AdminLog> {
+  list: (query: Query) => Promise<Sent<Page<E>>>
+  /** What `parameters` echoes besides `limit`. */
+  echoed: Record<string, unknown>
+  /** Every entry without `extensions`, newest first (read once the fixture is seeded). */
+  documented: () => E[]
+  /** Every entry with `extensions=true`, newest first. */
+  all: () => E[]
+  /** A filter some entries match (unknown parameters beside it change nothing). */
+  filter: Record<string, string>
+  /** A filter no entry matches. */
+  nothing: Record<string, string>
+}
+
+/**
+ * The list parameters both log lists share, tested alike: `limit` (accepted values, absent, empty, repeated), unknown
+ * parameters ignored (a path parameter's name in the query included), the order, and an empty result.
+ */
+export function listParameterTests<E extends ActivityLog | AdminLog>(spec: ListParameterSpec<E>): void {
+  test.each(['1', '2', '10', '99', '100', '007'])('limit=%p is accepted, with and without extensions', async (limit) => {
+    const n = Number(limit)
+    const plain = await spec.list({ limit })
+    expect(plain.body.parameters).toEqual({ ...spec.echoed, limit: n })
+    expect(plain.body.data.map((e) => e.id)).toEqual(spec.documented().slice(0, n).map((e) => e.id))
+    expect(plain.body.hasMore).toBe(n < spec.documented().length)
+    const all = await spec.list({ limit, extensions: 'true' })
+    expect(all.body.data.map((e) => e.id)).toEqual(spec.all().slice(0, n).map((e) => e.id))
+    expect(all.body.hasMore).toBe(n < spec.all().length)
+  })
+
+  test('limit absent or empty → 10; repeated → the first', async () => {
+    for (const query of ['', 'limit=', 'limit=10&limit=500']) {
+      const page = await spec.list(query)
+      expect(page.body.parameters).toEqual({ ...spec.echoed, limit: 10 })
+      expect(page.body.data).toHaveLength(Math.min(10, spec.documented().length))
+    }
+    expect((await spec.list('limit=2&limit=500')).body.parameters.limit).toBe(2)
+  })
+
+  test('unknown query parameters are ignored', async () => {
+    const noise = { foo: 'bar', cursor: 'abc', sort: 'id', 'createdAt.neq': 'x', recordIds: 'rec-a', projectName: 'Globex', environmentName: 'staging', page: '2' }
+    const plain = await spec.list({ limit: '5', ...spec.filter })
+    const noisy = await spec.list({ limit: '5', ...spec.filter, ...noise })
+    expect(noisy.status).toBe(200)
+    expect(noisy.body).toEqual(plain.body)
+  })
+
+  test('order: id descending, with and without filters', () => {
+    expectNewestFirst(spec.all())
+  })
+
+  test('an empty result: hasMore false, data [], parameters echoed', async () => {
+    expect((await spec.list({ ...spec.nothing, limit: '3' })).body).toEqual({ hasMore: false, data: [], parameters: { ...spec.echoed, limit: 3 } })
+  })
+}
