@@ -69,8 +69,8 @@ class KeyTakenMeanwhile extends Error {}
 const isRunInProgress = (error: unknown) => error instanceof HttpError && error.code === 'run_in_progress'
 
 /**
- * `startRun` with an idempotency key: one transaction that answers the key's run when it is live, else queues the run
- * and records the key with it (`queueRunOnce`). Without a key: `startRun`'s own op.
+ * Starts a run in one transaction: without a key, `queueRun`; with an idempotency key, `queueRunOnce`, which answers
+ * the key's run when it is live, else queues the run and records the key with it.
  */
 export function startRunOnce(store: Store, clock: Clock, input: RunStart, call: IdempotentCall | null): Promise<RunStarted> {
   const id = randomUUIDv7()
