@@ -1,5 +1,5 @@
 /**
- * Idempotency keys on run starts (issue 27; docs/workflows.md "Idempotency keys"), Stripe's behaviour: the first call with a key
+ * Idempotency keys on run starts (docs/workflows.md "Idempotency keys"), Stripe's behaviour: the first call with a key
  * that creates a run records the key, its body's hash and the run in the transaction that inserts the run; a repeat
  * with the same key and body within the window creates nothing and is answered that run (a replay), whatever the run
  * has become since; the same key with another body is 422. A call answered 4xx records nothing (its transaction
