@@ -1,5 +1,5 @@
 /**
- * `bun bench/db-copy.ts [--notes N] [--data DIR] [--rounds R] [CHECKOUT…]`: times `trellis db copy` (issue 31 item 4)
+ * `bun bench/db-copy.ts [--notes N] [--data DIR] [--rounds R] [CHECKOUT…]`: times `trellis db copy`
  * on a seeded SQLite database (bench/seed.ts; kept in DIR and reused when it is already there) into a throw-away
  * PostgreSQL cluster with the bench's settings, a fresh database per copy. Each CHECKOUT (a directory holding
  * src/main.ts; default: this one) copies in turn, the whole sequence `rounds` times (back to back, so that a busy

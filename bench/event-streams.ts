@@ -1,5 +1,5 @@
 /**
- * Issue 28: what open run event streams (SSE) cost the server. On a running Trellis (executor on, heartbeats every
+ * What open run event streams (SSE) cost the server. On a running Trellis (executor on, heartbeats every
  * second — fifteen times the default's rate, so the idle figure bounds it), it measures the server's resident memory
  * and CPU while idle, then opens `streams` streams on the environment (bare sockets: `fetch` holds at most 256), waits
  * for every stream's first heartbeat, and measures them again while the streams sit idle, beating; then one webhook

@@ -3,7 +3,7 @@
  * bench` (bench/executor.ts: a burst of three-step runs drained by a real `serve`, the notes load beside it, the
  * burst's queue latency) on a small seeded database (`--cancelled N` leaves N cancelled runs in it first, as the full
  * bench's HTTP scenarios do: the phase's own reader then counts the burst among them), and the notes' idle rps just before it on the same server, for
- * the executor's A/B measurements of issue 31 item 2. With `--vs DIR` (a worktree of an older commit) each round runs
+ * the executor's A/B measurements. With `--vs DIR` (a worktree of an older commit) each round runs
  * that checkout's server and this one's in turn on fresh copies of the same database, so the shared machine's drift
  * falls on both alike; with `--shares 33,90` this checkout runs once per TRELLIS_EXECUTOR_SHARE given, in turn; `--profile DIR`
  * writes each server's CPU profile under DIR/<side>-<round> (only a server that drained its burst exits gracefully). Prints

@@ -10,8 +10,8 @@
  * `src/main.ts` under this Bun; `--profile DIR` (with `--source`) writes each server's CPU profile under
  * DIR/<side>-<round>. `--data DIR` keeps the seeded databases there and reuses them on the next call (a million notes
  * take about a minute to seed per side); without it they live in a temp directory removed at the end.
- * The measure that found what the request slices cost large answers (docs/performance.md "Large answers completed
- * late: re-framed").
+ * It measures, among others, what the request slices cost large answers (docs/performance.md "Large answers
+ * completed late").
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

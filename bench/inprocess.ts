@@ -5,10 +5,10 @@
  * machine only ever adds time). It prints one JSON line. `ONLY=webhook` keeps the scenarios whose name holds it.
  *
  * `npm run bench:inprocess -- --vs DIR` compares this checkout with another one (DIR: a worktree of an older commit,
- * e.g. `git worktree add --detach ../before 816a38a`) in the same process: both set up alike, on their own files,
+ * e.g. `git worktree add --detach ../before <commit>`) in the same process: both set up alike, on their own files,
  * their batches taken in turn (`R` rounds of `N/20` requests each), so the machine's drift falls on both alike. It
  * prints, per scenario, each side's cheapest, lower-quartile and median batch and this checkout ÷ the other
- * (issue 25: before/after of one query per operation; README "Performance"). Asserts nothing.
+ * Asserts nothing.
  */
 import { resolve } from 'node:path'
 import { RAISED_RATE_LIMITS } from './procs.ts'

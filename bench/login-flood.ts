@@ -3,7 +3,7 @@
  * requests? A real `serve` (from source) behind a simulated trusted proxy, each login from its own address so the
  * throttle lets every one reach the argon2 check; `/healthz` is asked one request at a time, first idle, then during
  * the flood. Prints JSON (p50 / p99 / max in ms). The server is not pinned to a core: argon2 runs on Bun's worker
- * threads, and pinning would put them on the event loop's core. Asserts nothing (issue 13, item 1). `npm run bench`
+ * threads, and pinning would put them on the event loop's core. Asserts nothing. `npm run bench`
  * runs it too (measureLoginFlood) with the server it measures.
  */
 import { mkdtempSync, rmSync } from 'node:fs'

@@ -5,8 +5,8 @@
  * drain) and starts that many `serve` processes with their executors. Every second it prints the runs finished, the
  * runs leased (`running`: at most the instances' concurrency, 4 each by default) and what PostgreSQL's busy
  * connections wait on (`pg_stat_activity`); after each drain, the statements that took the most time
- * (`pg_stat_statements`). Made to find where the drain's time goes (issue 18's three-instance collapse was a claim
- * that leased every due run); asserts nothing. Progress and figures go to stderr.
+ * (`pg_stat_statements`). It shows where the drain's time goes (a claim that leases every due run shows as one
+ * instance holding them all); asserts nothing. Progress and figures go to stderr.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -75,7 +75,7 @@ try {
       log(`${count}×: finished ${finished} (+${finished - before}), leased ${leased!.n} | ${waits.map((w) => `${w.w}=${w.n}`).join(' ')}`)
     }
     const seconds = (performance.now() - started) / 1000
-    // Steady: from the first sample (a second after the executors started) to the last, as the README's figures.
+    // Steady: from the first sample (a second after the executors started) to the last.
     const steady = first && performance.now() > first.at + 1 ? (finished - first.finished) / ((performance.now() - first.at) / 1000) : 0
     log(`${count} instance${count > 1 ? 's' : ''}: ${finished} of ${RUNS} runs in ${seconds.toFixed(0)} s; ${Math.round(steady)} runs/s from the first sample to the last`)
     const top = (await sql`SELECT calls::int AS calls, round(total_exec_time)::int AS total, round(mean_exec_time::numeric, 2)::float8 AS mean,

@@ -1,5 +1,5 @@
 /**
- * `bun bench/pg-drivers.ts [--quick]`: which PostgreSQL client should Trellis use (issue 18, item 1)? The same three
+ * `bun bench/pg-drivers.ts [--quick]`: which PostgreSQL client should Trellis use? The same three
  * workloads through Bun's built-in `SQL`, `postgres` (porsager) and `pg` (node-postgres), each with a pool of 10, on a
  * throw-away local cluster (test/support/postgres-cluster.ts; fsync off: the question is the client's cost, not the
  * disk's). Prints operations per second and this process's CPU µs per operation (the driver's own cost: parsing,

@@ -1,8 +1,8 @@
 /**
  * `TRELLIS_TEST_STORE=postgres bun bench/pg-round-trips.ts`: the statements one webhook trigger and one three-step run send to PostgreSQL, as the
  * server logs them (`log_statement = all` on the test cluster, for this script's connections only), grouped by
- * transaction. Made to count the round trips under the per-environment locks (docs/performance.md "PostgreSQL: round
- * trips"); asserts nothing. Prints the list to stdout.
+ * transaction. It counts the round trips under the per-environment locks (docs/performance.md "PostgreSQL: round
+ * trips under the environment's locks"); asserts nothing. Prints the list to stdout.
  */
 if (process.env.TRELLIS_TEST_STORE !== 'postgres') throw new Error('run with TRELLIS_TEST_STORE=postgres')
 import { readFileSync } from 'node:fs'

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL phase (issue 18, item 7): the seeded SQLite database moved into a throw-away PostgreSQL cluster with
+ * The PostgreSQL phase: the seeded SQLite database moved into a throw-away PostgreSQL cluster with
  * `trellis db copy`, then 1 and 3 Trellis instances on it — the webhook trigger and notes pages under wrk (the
  * connections split over the instances, one wrk per instance, run at once), and the executor draining a burst of
  * queued runs with every instance's executor on. Reported beside the same scenarios on SQLite from the same run.

@@ -12,7 +12,7 @@ export const RAISED_RATE_LIMITS = {
   TRELLIS_WEBHOOK_RATE_PER_MIN: '1000000000',
 }
 
-/** With two cores or more and `taskset`, servers get core 0 and the generator core 1 (as the issue's figures). */
+/** With two cores or more and `taskset`, servers get core 0 and the generator core 1. */
 const taskset = availableParallelism() >= 2 ? Bun.which('taskset') : null
 export const pinning = taskset ? 'servers on core 0, generator on core 1 (taskset)' : 'no pinning'
 const onCore = (core: number, command: string[]) => (taskset ? [taskset, '-c', String(core), ...command] : command)

@@ -1,4 +1,4 @@
-/** Turns a bench run into the markdown tables (stdout, README) and the JSON kept in bench/results/. */
+/** Turns a bench run into the markdown tables (stdout, docs/performance.md) and the JSON kept in bench/results/. */
 import type { ExecutorResult } from './executor.ts'
 import type { PostgresResult, SpreadResult } from './postgres.ts'
 import type { LoginFloodResult } from './login-flood.ts'
@@ -22,11 +22,11 @@ export interface ScenarioResult {
 
 /** One target next to what this run measured: reported, never asserted. */
 export interface TargetCheck {
-  /** The row of the issue's table the target belongs to (issue 31), or `issue 17` for the earlier targets kept. */
+  /** The area of the targets table the target belongs to, or `further` for the further targets. */
   row: string
   target: string
   measured: string
-  /** `reported`: a figure the issue asks to see, with no threshold. */
+  /** `reported`: a figure shown with no threshold. */
   verdict: 'PASS' | 'MISS' | 'not measured' | 'reported'
   /** Beside the verdict, not part of it (the webhook's stretch goal). */
   note?: string
@@ -60,14 +60,14 @@ export interface BenchResults {
   executor: ExecutorResult | null
   /** Absent in results written before the login flood joined the bench. */
   loginFlood?: LoginFloodResult
-  /** Idle run event streams (issue 28); absent in results written before. */
+  /** Idle run event streams; absent in older results. */
   eventStreams?: EventStreamsResult
   footprint: {
     coldStartMs: number[]
     coldStartMedianMs: number
     coldStartOf: string
     idleRssBytes: number
-    /** The idle resident set's anonymous and file-backed parts (absent in results written before issue 31). */
+    /** The idle resident set's anonymous and file-backed parts (absent in older results). */
     idleRssAnonBytes?: number
     idleRssFileBytes?: number
     peakRssWebhookBytes: number
@@ -79,11 +79,11 @@ export interface BenchResults {
   webhookCreatedAtLeadMs: number[]
   walMaxBytes: number
   totalSeconds: number
-  /** Issue 31's targets, every row of its table (targetChecks). */
+  /** The targets, every area of the targets table (targetChecks). */
   targets?: TargetCheck[]
-  /** Issue 17's targets that issue 31 does not replace (earlierTargetChecks). */
+  /** The further targets (earlierTargetChecks). */
   earlierTargets?: TargetCheck[]
-  /** Issue 18: the same scenarios on PostgreSQL with 1 and 3 instances; null when PostgreSQL is not installed. */
+  /** The same scenarios on PostgreSQL with 1 and 3 instances; null when PostgreSQL is not installed. */
   postgres?: PostgresResult | null
 }
 
@@ -98,7 +98,7 @@ const seconds = (lead: number) => `${lead >= 0 ? '+' : '−'}${(Math.abs(lead) /
 /** A process above this share of its core may have set the pace (see paceNotes). */
 const BUSY = 0.8
 
-/** Issue 17's latency target kept: p99 at the fewest connections measured, for the webhook and every notes page. */
+/** The latency target: p99 at the fewest connections measured, for the webhook and every notes page. */
 const P99_TARGET_MS = 5
 const hasP99Target = (id: string) => id === 'webhook-202' || id.startsWith('notes-')
 
@@ -146,7 +146,7 @@ function paceNotes(r: BenchResults): string[] {
   return notes
 }
 
-/** Issue 18: PostgreSQL with 1 and 3 instances beside SQLite (same run, same requests, at the most connections). */
+/** PostgreSQL with 1 and 3 instances beside SQLite (same run, same requests, at the most connections). */
 export function postgresTables(r: BenchResults): string[] {
   const pg = r.postgres
   if (!pg) return ['PostgreSQL was not installed on this machine: no PostgreSQL figures in this run.']
@@ -275,7 +275,7 @@ export function markdownTables(r: BenchResults): string {
     `| database after seeding / bytes per note (messages, activity and indexes included) | ${mb(r.seed.databaseBytes)} / ${int(r.seed.bytesPerNote)} B |`,
     `| largest \`-wal\` file seen (every 100 ms, all phases) | ${mb(r.walMaxBytes)} |`,
   )
-  if (r.postgres !== undefined) lines.push('', '### PostgreSQL: one instance and three (issue 18)', '', ...postgresTables(r))
+  if (r.postgres !== undefined) lines.push('', '### PostgreSQL: one instance and three', '', ...postgresTables(r))
   lines.push('', '### Targets', '', ...targetTables(r))
   return lines.join('\n')
 }
@@ -284,18 +284,18 @@ const verdict = (met: boolean): TargetCheck['verdict'] => (met ? 'PASS' : 'MISS'
 const notMeasured = (row: string, target: string, why: string): TargetCheck => ({ row, target, measured: `not measured: ${why}`, verdict: 'not measured' })
 const MB = 1024 * 1024
 
-/** Issue 31's targets and the issue-17 targets kept, as the two tables at the end of the report. */
+/** The targets and the further targets, as the two tables at the end of the report. */
 function targetTables(r: BenchResults): string[] {
   const checks = targetChecks(r)
   const count = (v: TargetCheck['verdict']) => checks.filter((t) => t.verdict === v).length
   return [
-    '| issue 31: row of its table | target | measured | |',
+    '| area | target | measured | |',
     '|---|---|---|---|',
     ...checks.map((t) => `| ${t.row} | ${t.target} | ${t.measured}${t.note ? `; ${t.note}` : ''} | ${t.verdict} |`),
     '',
-    `Issue 31: ${count('PASS')} PASS, ${count('MISS')} MISS, ${count('not measured')} not measured, ${count('reported')} reported without a threshold.`,
+    `Targets: ${count('PASS')} PASS, ${count('MISS')} MISS, ${count('not measured')} not measured, ${count('reported')} reported without a threshold.`,
     '',
-    '| issue 17 target, kept (not in issue 31\'s table) | measured | |',
+    '| further target | measured | |',
     '|---|---|---|',
     ...earlierTargetChecks(r).map((t) => `| ${t.target} | ${t.measured} | ${t.verdict} |`),
   ]
@@ -328,7 +328,7 @@ function webhookCpuCheck(r: BenchResults, connections: number): TargetCheck {
   return { row, target, measured: `${us(t)} µs against ${us(b)} µs${others.length ? ` (${others.join(', ')})` : ''}`, verdict: verdict(t <= b) }
 }
 
-/** Issue 31's targets, every row of its table, each next to this run's figure: reported, never asserted. */
+/** The targets, every area of the targets table, each next to this run's figure: reported, never asserted. */
 export function targetChecks(r: BenchResults): TargetCheck[] {
   const most = Math.max(...r.settings.connections)
   const fewest = Math.min(...r.settings.connections)
@@ -458,11 +458,11 @@ function postgresChecks(r: BenchResults): TargetCheck[] {
 }
 
 /**
- * Issue 17's targets that issue 31's table does not replace (its ratios, executor and idle-RSS targets are replaced by
- * issue 31's): p99 at the fewest connections, `createdAt` drift, the `-wal` file, cold start.
+ * The further targets, beside the targets table: p99 at the fewest connections, `createdAt` drift, the `-wal` file,
+ * cold start.
  */
 export function earlierTargetChecks(r: BenchResults): TargetCheck[] {
-  const row = 'issue 17'
+  const row = 'further'
   const fewest = Math.min(...r.settings.connections)
   const checks: TargetCheck[] = r.scenarios.filter((s) => hasP99Target(s.id)).flatMap((s) => {
     const run = runAt(s, fewest)
@@ -488,11 +488,12 @@ export function earlierTargetChecks(r: BenchResults): TargetCheck[] {
   return checks
 }
 
-export function readmeSection(r: BenchResults): string {
+/** The method of the run in words, then its tables (docs/performance.md quotes them). */
+export function fullReport(r: BenchResults): string {
   const most = Math.max(...r.settings.connections)
   const fewest = Math.min(...r.settings.connections)
   return [
-    '## Performance',
+    '## Latest figures',
     '',
     `Measured with \`${r.command}\` on ${r.date.slice(0, 16).replace('T', ' ')} UTC: ${r.machine.nproc} cores (${r.machine.cpu}), ${r.machine.memoryGiB} GiB, ` +
       `Bun ${r.machine.bun}, loopback only. The database held ` +
@@ -510,8 +511,8 @@ export function readmeSection(r: BenchResults): string {
       '(one transaction per request; webhook: sha256 of the token, one token SELECT, one run INSERT under the partial unique index; lists: the token, one indexed page ' +
       'query and one query for its messages; its deep page turns `createdAt.lt` into an id bound and its `userEmail`+`teamName` page stays ' +
       'on the user\'s index). During the HTTP scenarios Trellis ran with `TRELLIS_EXECUTOR_CONCURRENCY=0` (the executor is measured ' +
-      'on its own below) and wrote its request log lines to `/dev/null`. The last tables put each target of issue 31 (every row of its ' +
-      'table) and the issue-17 targets it keeps next to its figure, PASS or MISS (reported, never asserted). The machine is shared and noisy: read the ratios, not the absolute figures.',
+      'on its own below) and wrote its request log lines to `/dev/null`. The last tables put each target (every area of the targets ' +
+      'table) and the further targets next to its figure, PASS or MISS (reported, never asserted). The machine is shared and noisy: read the ratios, not the absolute figures.',
     '',
     markdownTables(r),
     '',

@@ -1,9 +1,9 @@
 /**
- * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run (issue 8).
+ * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run.
  * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
  * in turn at 64 and at 8 connections (baseline (a) at both), with `wrk` as the load generator and the CPU time of
- * server and generator per request, then the executor, and prints the tables (stdout) with each issue-31 target
- * (and the issue-17 targets it keeps) next to its figure, PASS/MISS, the README "Performance" section, and writes
+ * server and generator per request, then the executor, and prints the tables (stdout) with each target (and the
+ * further targets) next to its figure, PASS/MISS, then the full report with its method, and writes
  * bench/results/<date>-<commit>[-quick].json, commit and verdicts included. Progress goes to stderr. Asserts no
  * thresholds.
  */
@@ -15,7 +15,7 @@ import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { ACTIVE_STATUSES, createdAtLeadMs, measureExecutor } from './executor.ts'
 import { evictFromPageCache, generatorVersion, type LoadResult, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
-import { type BenchResults, earlierTargetChecks, markdownTables, readmeSection, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
+import { type BenchResults, earlierTargetChecks, markdownTables, fullReport, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 import { measurePostgres, type PostgresResult } from './postgres.ts'
@@ -28,7 +28,7 @@ const settings = quick
   : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
 /** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
 const CONNECTIONS = [64, 8]
-/** Idle run event streams held open at once (issue 28). */
+/** Idle run event streams held open at once. */
 const EVENT_STREAMS = 1000
 
 const benchStarted = performance.now()
@@ -173,7 +173,7 @@ async function main() {
   )
   wal.stop()
 
-  // ── Run event streams (issue 28): what 1,000 idle streams cost ─────────────
+  // ── Run event streams: what 1,000 idle streams cost ────────────────────────
   log(`[${elapsed()}] event streams: ${EVENT_STREAMS.toLocaleString('en-US')} idle streams, heartbeats every second`)
   const streamsServer = await startServer({
     name: 'trellis',
@@ -195,7 +195,7 @@ async function main() {
   })
   await streamsServer.stop()
 
-  // ── Login flood (issue 13): does argon2 hold up other requests? ────────────
+  // ── Login flood: does argon2 hold up other requests? ───────────────────────
   log(`[${elapsed()}] login flood: ${settings.floodLogins} failing logins, 32 at a time, /healthz beside them`)
   const loginFlood = await measureLoginFlood({
     logins: settings.floodLogins,
@@ -205,7 +205,7 @@ async function main() {
   })
   log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
 
-  // ── PostgreSQL: the same binary on one and on three instances (issue 18) ───
+  // ── PostgreSQL: the same binary on one and on three instances ─────────────
   let postgres: PostgresResult | null = null
   if (postgresInstalled) {
     log(`[${elapsed()}] PostgreSQL: 1 and 3 instances`)
@@ -288,7 +288,7 @@ async function main() {
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`)
   log(`[${elapsed()}] done; results in ${file}`)
 
-  process.stdout.write(`${markdownTables(report)}\n\n---- README section ----\n\n${readmeSection(report)}\n`)
+  process.stdout.write(`${markdownTables(report)}\n\n---- the full report, with its method ----\n\n${fullReport(report)}\n`)
 }
 
 /** One request of the scenario before loading it: the expected status, or the bench stops with the body. */

@@ -7,7 +7,7 @@
  *   prepared statements in batched transactions, keeping the app's invariants: note ids AUTOINCREMENT,
  *   `created_at` strictly increasing in id order, `updated_at` = newest message (or the archive time),
  *   message HTML already in its sanitised form, activity `created_at` never going back in id order. Times are
- *   computed in ms and stored in µs, the unit of note and log times (README "Times").
+ *   computed in ms and stored in µs, the unit of note and log times (docs/design-decisions.md "Times").
  * - Admin tokens come from `createToken`.
  */
 import { loadInstanceSecret } from '../src/lib/secret.ts'

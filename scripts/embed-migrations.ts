@@ -10,7 +10,7 @@ const root = new URL('..', import.meta.url).pathname
 const journal = await Bun.file(`${root}drizzle/meta/_journal.json`).json()
 await Bun.write(`${root}src/db/migrations.generated.ts`, renderMigrationsModule(journal))
 console.log(`embedded ${journal.entries.length} SQLite migration(s)`)
-// PostgreSQL's (issue 18): the same, from drizzle/postgres/.
+// PostgreSQL's: the same, from drizzle/postgres/.
 const pgJournalPath = 'drizzle/postgres/meta/_journal.json'
 const pgJournal = await Bun.file(`${root}${pgJournalPath}`).json()
 await Bun.write(`${root}src/db/postgres/migrations.generated.ts`, renderMigrationsModule(pgJournal, '../../../drizzle/postgres', pgJournalPath))

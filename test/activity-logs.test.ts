@@ -1,5 +1,5 @@
 /**
- * The activity log (issue 6; spec §1, §2.8, §4.3, §5.8; DESIGN §7) through the real app over real SQLite files:
+ * The activity log (spec §1, §2.8, §4.3, §5.8; DESIGN §7) through the real app over real SQLite files:
  * what each write records (trellis apply, the notes API, workflow runs — and the auditor's question for one
  * record), what a failed write leaves out, and `GET …/activity-logs` (filters, limit, order, hasMore, paging,
  * the scope and role matrix, append-only storage, 429). test/admin-logs.test.ts is its sibling; the harness both

@@ -1,5 +1,5 @@
 /**
- * The admin log (issue 6; spec §1, §2.8, §4.3, §5.8; DESIGN §7) through the real app over real SQLite files:
+ * The admin log (spec §1, §2.8, §4.3, §5.8; DESIGN §7) through the real app over real SQLite files:
  * every administrative act is exactly one entry (apply, members, tokens, webhooks, workflows, users) and never a
  * secret, a failed act writes none, `GET …/admin-logs` (filters, limit, order, hasMore, paging past a burst, the
  * scope and role matrix, append-only storage, 429), and retention (`pruneLogs`, TRELLIS_LOG_RETENTION_DAYS, in

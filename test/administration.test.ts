@@ -1,5 +1,5 @@
 /**
- * Issue 15: instance administrators and project managers over HTTP — people (create, invite, deactivate, instance
+ * Instance administrators and project managers over HTTP — people (create, invite, deactivate, instance
  * administration), new projects, project structure, members and team memberships, records — with their rights
  * (401, 403 for a project admin on instance routes), validation (400 naming the field), admin log entries (the
  * documented ones validated against the published document) and the last-admin rules (409), also from the CLI.
@@ -83,7 +83,7 @@ describe('people', () => {
     expect(instanceLog()[0]!.new_value).toContain('erin@example.com created as user')
   })
 
-  // Issue 26 (found by test/fuzz.test.ts: /healthz waited 0.8 s behind it): the hash ran on the event loop.
+  // On the event loop, hashing held /healthz 0.8 s behind it (test/fuzz.test.ts watches /healthz through every case).
   test('a new password is hashed off the event loop: timers keep firing while it is hashed', async () => {
     let turns = 0
     const ticker = setInterval(() => turns++, 1)
@@ -220,7 +220,7 @@ describe('projects', () => {
     expect((await call('POST', '/v1/project/Acme/environments', 'carol', { environmentName: 'qa' })).body.code).toBe('name_taken')
     const control = await call('POST', '/v1/project/Acme/teams', 'carol', { teamName: 'a\u0007b' })
     expect(control.status).toBe(400)
-    expect(control.body.message).toContain("'teamName'") // the field the caller sent (issue 29: errors go beside their field)
+    expect(control.body.message).toContain("'teamName'") // the field the caller sent (the console shows errors beside their field)
     expect((await call('PATCH', '/v1/project/Acme/environments/qa', 'carol', { environmentName: 'preprod' })).status).toBe(200)
     expect((await call('PATCH', '/v1/project/Acme/environments/nope', 'carol', { environmentName: 'x' })).status).toBe(404)
     expect((await call('PATCH', '/v1/project/Acme/environments/preprod', 'carol', { environmentName: 'production' })).body.code).toBe('name_taken')

@@ -1,5 +1,5 @@
 /**
- * Issue 17 item 3: the answers Elysia no longer checks at run time (`renderedAnswer` schemas: notes, activity and
+ * The answers Elysia does not check at run time (`renderedAnswer` schemas: notes, activity and
  * admin logs, runs — built by our renderers from typed rows) are checked here instead, over data of every shape the
  * renderers produce: notes with threads, archived, without a collection; runs queued, waiting, succeeded, failed,
  * cancelled, by token and by session; activity entries of people and of workflow steps; admin entries of the apply

@@ -588,7 +588,7 @@ describe('validation', () => {
       mutate: (d) => (project(d).workflows[0]!.steps[3]!.content = '<p>{{foo}}</p>'),
     },
     {
-      name: 'a template in an http step\'s host (it could change the host: issue 24, item 9)',
+      name: 'a template in an http step\'s host (it could change the host)',
       expected: 'projects[0].workflows[0].steps[4] (call).url: {{record.id}} is in the URL\'s scheme or host',
       mutate: (d) => project(d).workflows[0]!.steps.push({ type: 'http', name: 'call', method: 'POST', url: 'http://127.0.0{{record.id}}:19192/' }),
     },

@@ -1,5 +1,5 @@
 /**
- * Issue 28, item 3: signed completion callbacks from a durable outbox, through a real server (Bun.serve on 127.0.0.1)
+ * Signed completion callbacks from a durable outbox, through a real server (Bun.serve on 127.0.0.1)
  * with the executor and the delivery worker running, on the test store (SQLite, or PostgreSQL with
  * TRELLIS_TEST_STORE=postgres). A real local receiver verifies every POST with the `standardwebhooks` package.
  * Endpoints: add (secret once), list, remove, every refusal; deliveries of succeeded, failed and cancelled runs,

@@ -1,4 +1,4 @@
-/** src/db/claims.ts: the rules a claim hands workers out by (issue 24, item 4), as plain functions. */
+/** src/db/claims.ts: the rules a claim hands workers out by, as plain functions. */
 import { describe, expect, test } from 'bun:test'
 import { type ClaimCandidate, claimOrder, deferredRuns, fairShare, projectCap, type RunningRun } from '../src/db/claims.ts'
 

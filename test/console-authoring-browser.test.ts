@@ -1,5 +1,5 @@
 /**
- * Authoring a workflow in the console (issue 29, item 1), in a real browser: Debian's Chromium driven by
+ * Authoring a workflow in the console, in a real browser: Debian's Chromium driven by
  * playwright-core against `trellis serve` in a real process over examples/acme.yaml plus a new project admin. At a
  * laptop's and a phone's size, as a person would: create a workflow on a team's page, see a JSON mistake and a bad
  * step each marked at their line, publish v2 (the webhook URL unchanged), publish it again (unchanged), compare

@@ -1,5 +1,5 @@
 /**
- * Issue 29 items 2 and 3 in a real browser (Chromium via playwright-core) against `trellis serve` over
+ * The console's live pages, links and search in a real browser (Chromium via playwright-core) against `trellis serve` over
  * examples/acme.yaml, at both screens (1280×800, 390×844): run a workflow on a record and watch its page reach
  * "succeeded" with no reload (live.js over the run-events stream), the environment's runs list show the new run by
  * itself, follow run → record → run, the 409 "run in progress" message link to the blocking run, search a

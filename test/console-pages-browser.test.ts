@@ -1,5 +1,5 @@
 /**
- * Every console page in Chromium (issue 29 items 5 and 6), at both SCREENS, signed in as an instance administrator
+ * Every console page in Chromium, at both SCREENS, signed in as an instance administrator
  * and as a plain member: no page's document is wider than its viewport, the header's menu opens and "Sign out" is
  * on screen, and axe-core finds no serious or critical violation (nor `empty-table-header`). The pages are the GET
  * routes of the console module itself, their parameters filled from the acme fixture: a new page is visited
@@ -87,7 +87,7 @@ async function accessibilityProblems(page: Page): Promise<string[]> {
 }
 
 /**
- * Forms that would act silently or without asking (issue 29 item 4): every form calling the API, sign-in and
+ * Forms that would act silently or without asking: every form calling the API, sign-in and
  * sign-out aside, says what it did (data-done); every destructive one asks first (data-confirm).
  */
 const FORM_PROBLEMS = `Array.from(document.querySelectorAll('form[data-api]')).flatMap((form) => {

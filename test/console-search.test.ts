@@ -1,5 +1,5 @@
 /**
- * Console links and search (issue 29 item 3) over the real app and a real store (both: POSTGRES_PASS): a collection's
+ * Console links and search over the real app and a real store (both: POSTGRES_PASS): a collection's
  * records by a part of the id and by a field's value (one query for both stores: src/db/records.ts), paged; the
  * header's `/search` — projects, records, workflows, people — only as far as the signed-in person may see them; a
  * run's page linked to its record, workflow, project and environment; record ids in lists as links, encoded. Hostile

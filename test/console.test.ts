@@ -101,8 +101,8 @@ describe('signing in', () => {
     expect(page.text).toContain('action="/auth/login" data-next="/p/Acme"')
     expect(page.headers.get('content-security-policy')).toContain("script-src 'self'")
     expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
-    // Parsed as a URL (issue 24): browsers drop tabs and newlines (`/\t/host` is `//host`); controls and text left
-    // to encode would make an invalid Location header (a 500 before).
+    // Parsed as a URL: browsers drop tabs and newlines (`/\t/host` is `//host`); controls and text left
+    // to encode would make an invalid Location header (a 500).
     const offSite = ['//evil.example', 'https://evil.example', '/\\evil.example', '/\t/127.0.0.1:19191/x', '/\n/x', '/\r\n/x', '/x\r\nSet-Cookie: a=b', '/\u3002/evil', '/./\t/evil.example', '/\u0000/x', '/\u007f/x']
     for (const [next, to] of [['/p/Acme', '/p/Acme'], ['/p/Acme?tab=runs#top', '/p/Acme?tab=runs#top'], ...offSite.map((n) => [n, '/'])]) {
       expect((await get(`/login?next=${encodeURIComponent(next!)}`, 'alice')).headers.get('location')).toBe(to!)
@@ -498,7 +498,7 @@ async function pageOf(app: ReturnType<typeof testApp>, path: string, cookie: str
 const sessionCookie = async (store: TestEnv['store'], clock: TestEnv['clock'], id: number) =>
   `trellis_session=${(await runNow(store, createSession(clock, id, false))).id}`
 
-describe('Get started checklist (issue 29)', () => {
+describe('Get started checklist', () => {
   test('shown to an instance administrator until each step is done, from the data; its commands run as written; hidden per user by a cookie', async () => {
     const { env: fresh, app } = freshInstance()
     const work = tempDir()
@@ -556,7 +556,7 @@ describe('Get started checklist (issue 29)', () => {
   }, 30_000)
 })
 
-describe('the setup-created administrator (issue 29)', () => {
+describe('the setup-created administrator', () => {
   test('is the instance admin log\'s first entry, written with the user', async () => {
     const fresh = testEnv()
     try {
@@ -577,7 +577,7 @@ describe('the setup-created administrator (issue 29)', () => {
   })
 })
 
-describe('admin log values are read, not parsed (issue 29)', () => {
+describe('admin log values are read, not parsed', () => {
   test('one formatter: fields as "Label: value", internal fields hidden, a user by email, lists by name', () => {
     expect(String(adminLogValue({ name: 'production', codeCustomizationVersion: 0 }))).toBe('production')
     const member = String(adminLogValue({ user: { object: 'user', id: 7, username: 'alice', email: 'alice@example.com' }, permissionLevel: 'admin', teams: [{ object: 'team', name: 'Support' }, { object: 'team', name: 'Billing' }] }))
@@ -595,7 +595,7 @@ describe('admin log values are read, not parsed (issue 29)', () => {
   })
 })
 
-describe('token ages and the rotation advice (issue 29)', () => {
+describe('token ages and the rotation advice', () => {
   test('lists show age and last use; tokens past the advice are flagged in words, production 90 / development 180 days, configurable; nothing is refused', async () => {
     const document = acmeDocument()
     document.projects.push({ name: 'Lab', environments: ['development'], teams: [{ name: 'R&D', members: ['alice@example.com'] }], members: [{ user: 'alice@example.com', role: 'admin' }] })
@@ -643,7 +643,7 @@ describe('token ages and the rotation advice (issue 29)', () => {
   })
 })
 
-describe('authoring workflows (issue 29)', () => {
+describe('authoring workflows', () => {
   const team = '/p/Acme/e/production/t/Support'
   const page = `${team}/w/Authored%20here`
   const api = '/v1/project/Acme/environment/production/team/Support/workflows/Authored%20here'

@@ -1,5 +1,5 @@
 /**
- * `trellis db copy` (issue 18, item 5) with the real CLI, a real SQLite data directory (the Acme fixture, runs,
+ * `trellis db copy` with the real CLI, a real SQLite data directory (the Acme fixture, runs,
  * notes and log entries written through the API) and a throw-away PostgreSQL cluster.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'

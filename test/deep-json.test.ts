@@ -1,7 +1,7 @@
 /**
- * Deeply nested JSON (issue 24, item 1): `{"a":{"a":…}}` 50,000 levels deep (350 KB) posted to /auth/login froze a
- * real server for 7–14 s and took 2.3 GB (Elysia's validation overflowed the stack building its error). Every JSON
- * body is now refused past MAX_JSON_DEPTH before it is parsed: a 400 `json_too_deep` at once, whatever the route and
+ * Deeply nested JSON: `{"a":{"a":…}}` 50,000 levels deep (350 KB) posted to /auth/login would freeze a
+ * real server for 7–14 s and take 2.3 GB (Elysia's validation overflows the stack building its error). Every JSON
+ * body is refused past MAX_JSON_DEPTH before it is parsed: a 400 `json_too_deep` at once, whatever the route and
  * whether or not the caller is signed in, with /healthz answering as usual meanwhile. A real `serve` process.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'

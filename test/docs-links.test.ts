@@ -91,8 +91,8 @@ describe('the manual’s links', () => {
       'storage-faults-a-locked-database-a-full-disk-a-read-only-directory',
     )
     expect(headingSlug('Run events (SSE)')).toBe('run-events-sse')
-    expect(headingSlug('Before and after issue 25 (one query per operation) — the webhook 409 not yet settled')).toBe(
-      'before-and-after-issue-25-one-query-per-operation--the-webhook-409-not-yet-settled',
+    expect(headingSlug('Executor on a large database (SQLite) — the slot handed over')).toBe(
+      'executor-on-a-large-database-sqlite--the-slot-handed-over',
     )
     expect(headingSlug('`TRELLIS_HTTP_ALLOW` and **you**')).toBe('trellis_http_allow-and-you')
     expect([...anchorsOf('# A\n## A\n```sh\n# A\n```\n### A')]).toEqual(['a', 'a-1', 'a-2'])

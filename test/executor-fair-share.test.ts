@@ -1,12 +1,12 @@
 /**
- * Issue 24, item 4: one project must not starve the others' runs, and a workflow may declare a concurrency limit.
+ * One project must not starve the others' runs, and a workflow may declare a concurrency limit.
  * The real executor (4 workers) on the test store (a real SQLite file, or PostgreSQL with TRELLIS_TEST_STORE=postgres),
  * `http` steps against a local server on 127.0.0.1 whose answers drip a byte every 50 ms until the test lets them
  * end — so the test, not the clock, decides when a worker frees — and the app's /metrics, /openapi.json and workflow
  * routes through `app.handle`.
- * - Fair share: Acme queues six such runs, Globex one. Before the fix the four oldest (all Acme's) took every worker
- *   and Globex's run waited for one of them to end; so did a Globex run queued while Acme's slow runs went on. Now
- *   Globex gets a worker at once, and while both projects have workflows Acme never holds more than three of four
+ * - Fair share: Acme queues six such runs, Globex one. Oldest first, the four oldest (all Acme's) would take every
+ *   worker and Globex's run would wait for one of them to end, as would a Globex run queued while Acme's slow runs go
+ *   on. Globex gets a worker at once, and while both projects have workflows Acme never holds more than three of four
  *   (a quarter is kept for the other projects), so a Globex run queued later starts at once too.
  * - Workflow limit: `concurrency: 1` keeps a workflow to one run running (sampled all along), the others queued, not
  *   failed, each starting when the one before ends, while the project's other workflows go on.
@@ -150,7 +150,7 @@ describe('fair share: every project gets workers while another holds them all', 
     expect(await fixture.metric('trellis_executor_running_runs', 'project')).toEqual({ Acme: 3, Globex: 0 })
     expect(await fixture.metric('trellis_executor_deferred_runs', 'reason')).toEqual({ workflow_limit: 0, fair_share: 3 })
 
-    // Globex queues again while Acme's slow runs go on (the issue's case: before, it waited 61 s for one of them to
+    // Globex queues again while Acme's slow runs go on (without a worker kept back, it would wait for one of them to
     // end): it starts on the worker kept for it, without any of Acme's runs ending.
     const queuedAt = performance.now()
     await queue(GLOBEX_CALL, 'globex_2')

@@ -1,5 +1,5 @@
 /**
- * Issue 18, item 3: the executor on PostgreSQL, several instances on one database. Each instance is an Executor over
+ * The executor on PostgreSQL, several instances on one database. Each instance is an Executor over
  * its own PgStore (its own pool), the dead one a real process killed with SIGKILL. Acme (with the workflows below) is
  * applied through the real apply service and copied into the database (test/support/acme-on-postgres.ts).
  * - A run queued through one instance wakes another instance's executor through LISTEN/NOTIFY: with a poll interval of
@@ -10,7 +10,7 @@
  * - An instance whose server is stopped for a while, then whose connections are cut again and again (a cluster of the
  *   test's own), lives on: every failed claim or idle read is logged (once per outage) and retried, and it runs what
  *   comes due once the server answers again.
- * - A workflow's concurrency limit holds across instances (issue 24, item 4): three instances of one worker each, a
+ * - A workflow's concurrency limit holds across instances: three instances of one worker each, a
  *   workflow limited to two — never three of its runs running, sampled all along, two at times, every run finished.
  * The workflows use only `http` and `wait` steps: a run's data steps and its end (the activity entry) need the twins
  * of records, notes and activity logs, which land separately.

@@ -126,7 +126,7 @@ function http(name: string, method: string, path: string, extra: Record<string, 
   }
 }
 
-/** Credentials written into http steps: none may reach a run's answer (issue 24, item 10). */
+/** Credentials written into http steps: none may reach a run's answer. */
 const STEP_SECRETS = { query: 'QuerySecret-4711', bearer: 'BearerSecret-4711', apiKey: 'ApiKeySecret-4711', password: 'PassSecret-4711', fragment: 'FragmentSecret-4711' }
 /** Every spelling of them an answer could carry: as written, and the Basic credentials fetch makes of the URL's user. */
 const SECRET_SPELLINGS = [...Object.values(STEP_SECRETS), btoa(`svc:${STEP_SECRETS.password}`)]
@@ -171,7 +171,7 @@ function executorDocument(): AcmeDocument {
     http('Call path', 'GET', '/records/{{record.id}}/view?order={{record.id}}', { retries: 0 }),
     http('Call huge', 'GET', '/huge', { retries: 0, timeoutSeconds: 30 }),
     http('Call redirect', 'GET', '/redirect', { retries: 0 }),
-    // Credentials in the URL's user, password and query, and in headers (issue 24, item 10).
+    // Credentials in the URL's user, password and query, and in headers.
     {
       ...onOrders,
       name: 'Call secrets',
@@ -510,7 +510,7 @@ describe('executor (in-process, real clock)', () => {
     expect(done.finished_at! - parked.available_at).toBeGreaterThanOrEqual(0)
     expect(recordData('ord_2001').held).toBe('yes')
     expect(steps(runId).map((s) => s.name)).toEqual(['1-load', 'pause', 'hold'])
-    // Issue 29: a finished wait shows when it finished (its `until`), not when it began waiting.
+    // A finished wait shows when it finished (its `until`), not when it began waiting.
     const shown = (await getRun(runId, bearer(tokens.bob))).body.steps as { name: string; startedAt: string; finishedAt: string }[]
     const pause = shown.find((s) => s.name === 'pause')!
     expect(pause.finishedAt).toBe(new Date(parked.available_at).toISOString())
@@ -663,7 +663,7 @@ describe('executor (in-process, real clock)', () => {
     expect(hitsOf('/echo', runId)).toHaveLength(0)
   })
 
-  test('http: the step\'s credentials stay out of the run — its URL shows no user, password or query, its secret values are [redacted] in the stored answer (issue 24, item 10)', async () => {
+  test('http: the step\'s credentials stay out of the run — its URL shows no user, password or query, its secret values are [redacted] in the stored answer', async () => {
     const runId = await start('Call secrets', 'ord_2001')
     expect((await finished(runId)).status).toBe('failed')
     expect(hitsOf('/reflect', runId)).toHaveLength(1)
@@ -785,7 +785,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
     ['IPv6 loopback', `http://[::1]:${port}/echo`, '[::1]', 'loopback'],
     ['Metadata', 'http://169.254.169.254/latest/meta-data/', '169.254.169.254', 'link-local'],
     ['Private', 'http://10.0.0.1/', '10.0.0.1', 'private'],
-    // IPv6 forms carrying an IPv4 address are judged by it (issue 24, item 8).
+    // IPv6 forms carrying an IPv4 address are judged by it.
     ['IPv4-compatible', `http://[::127.0.0.1]:${port}/echo`, '[::7f00:1]', 'loopback'],
     ['IPv4-translated', `http://[::ffff:0:127.0.0.1]:${port}/echo`, '[::ffff:0:7f00:1]', 'loopback'],
     ['NAT64', 'http://[64:ff9b::169.254.169.254]/latest/meta-data/', '[64:ff9b::a9fe:a9fe]', 'link-local'],
@@ -841,7 +841,7 @@ describe('http steps with no TRELLIS_HTTP_ALLOW: local and private destinations 
 
 // ── URL templates: the path and query only ──────────────────────────────────
 
-describe('URL templates fill the path and query only (issue 24, item 9)', () => {
+describe('URL templates fill the path and query only', () => {
   /** Where `http://127.0.0{{record.id}}:PORT/` lands for a record id `.5`: a server on another loopback address. */
   const elsewhere: { path: string; authorization: string | null }[] = []
   const other = Bun.serve({
@@ -1201,7 +1201,7 @@ describe('renderUrl', () => {
     expect(url('https://api.example.com/{{record.id}}', 'ord_1')).toBe('https://api.example.com/ord_1')
   })
 
-  test('a value in the scheme or host is refused, whatever it is (issue 24, item 9: templates fill the path and query only)', () => {
+  test('a value in the scheme or host is refused, whatever it is (templates fill the path and query only)', () => {
     expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'acme' })).toThrow(/scheme or host/)
     expect(() => url('https://{{record.tenant}}.example.com/', 'x', { tenant: 'evil.test:80@127.0.0.1' })).toThrow(UrlTemplateError)
     expect(() => url('http://{{record.target}}', 'x', { target: 'http://127.0.0.1/' })).toThrow(UrlTemplateError)
@@ -1222,7 +1222,7 @@ describe('renderUrl', () => {
     expect(url('https://api.example.com/{{record.id}}', '@evil.test')).toBe('https://api.example.com/%40evil.test')
   })
 
-  test('an invalid URL\'s message shows neither its user and password nor its query (issue 24, item 10)', () => {
+  test('an invalid URL\'s message shows neither its user and password nor its query', () => {
     const message = (template: string, id: string) => {
       try {
         url(template, id)

@@ -1,5 +1,5 @@
 /**
- * Faults of a scaled-out deployment (issue 26, item 4): three real `trellis serve` processes on a throw-away
+ * Faults of a scaled-out deployment: three real `trellis serve` processes on a throw-away
  * PostgreSQL cluster of their own. One instance is killed with SIGKILL in the middle of a burst of webhook triggers;
  * then the PostgreSQL server is stopped (`pg_ctl stop -m fast`, then `-m immediate`) and started again while a load
  * runs against the two survivors. Each fault answers only documented statuses, loses nothing acknowledged, and the

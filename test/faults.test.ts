@@ -1,5 +1,5 @@
 /**
- * Faults (issue 26, item 4) beside those of test/storage-faults.test.ts (a lock held by another process, a full disk)
+ * Faults beside those of test/storage-faults.test.ts (a lock held by another process, a full disk)
  * and test/faults-postgres.test.ts (PostgreSQL stopped under load, an instance killed mid-burst): the data directory
  * read-only, and an `http` step's destination that hangs or answers byte by byte. Each answers a clear 503 or a clear
  * run error, loses nothing acknowledged and recovers by itself. Real processes, a real file system, real sockets.

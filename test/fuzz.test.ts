@@ -1,5 +1,5 @@
 /**
- * Property-based fuzzing of every operation in the app's own /openapi.json (issue 26, item 3), with fast-check, on
+ * Property-based fuzzing of every operation in the app's own /openapi.json, with fast-check, on
  * the test env's store (SQLite; PostgreSQL in `npm test`'s second pass). The operations are read from the document,
  * so an operation added later is fuzzed too, and grouped into families by their OpenAPI tag (operations, setup, auth,
  * tokens, notes, workflows, webhooks, runs, activity-logs, admin-logs, instance-administration,

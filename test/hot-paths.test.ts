@@ -1,5 +1,5 @@
 /**
- * Issue 17 item 3: no statement is prepared on a per-request or per-step path once it has served its first request.
+ * No statement is prepared on a per-request or per-step path once it has served its first request.
  * The test connection's `prepare` is wrapped; every kind of hot request (the public API's lists, reads and writes,
  * the webhook, runs, token and session authentication, the console's pages) is sent twice, then three more times
  * while counting, and the executor runs workflows of every data step (load, condition, update, note) while counting.

@@ -98,7 +98,7 @@ describe('error bodies', () => {
   })
 })
 
-describe('every answer says nosniff (issue 24, item 13)', () => {
+describe('every answer says nosniff', () => {
   test.each([
     ['GET', '/healthz', 200],
     ['GET', '/openapi.json', 200],
@@ -149,8 +149,8 @@ describe('request bodies', () => {
     }
   })
 
-  // Issue 26 (found by test/fuzz.test.ts): an object whose `toString` is data has no text form, and Elysia writes the
-  // refused value into its error that way: these were 500s.
+  // An object whose `toString` is data has no text form, and Elysia writes the refused value into its error that way:
+  // without `withTextForm` (src/http/body.ts) these would be 500s.
   test.each([
     ['email', `{"email":{"toString":1},"token":"t","username":"ada","password":"p"}`],
     ['email', `{"email":{"toStr\\u0069ng":"x","valueOf":2},"token":"t","username":"ada","password":"p"}`],
@@ -346,8 +346,8 @@ describe('setup (first administrator)', () => {
     await expectError(await app.handle(postSetup({ token: text, email: text, username: text, password: text })), 403, 'invalid_setup_token')
     await expectError(await app.handle(postSetup({ ...admin, email: text, token })), 400, 'validation_failed')
     await expectError(await app.handle(postSetup({ email: text, username: text, password: text, token })), 400, 'validation_failed')
-    // As a username and inside a password it is accepted and stored as given (control characters and, since
-    // issue 24, lone surrogates — no store holds one as sent — in a username are refused with a 400 naming it);
+    // As a username and inside a password it is accepted and stored as given (control characters and lone
+    // surrogates — no store holds one as sent — in a username are refused with a 400 naming it);
     // the users table is still there.
     const password = `${text} and long enough`
     if (/[\u0000-\u001f]/.test(text) || !text.isWellFormed()) {
@@ -416,7 +416,7 @@ describe('request log', () => {
     expect(lines.map((l) => l.line).join('\n')).not.toContain('SIGNATURE')
   })
 
-  test('issue 24: a slash instead of the dot (404) and a token the router cannot decode (`%eyJ…`, a 500 before) are answered and logged without the signature', async () => {
+  test('a slash instead of the dot (404) and a token the router cannot decode (`%eyJ…`) are answered and logged without the signature', async () => {
     const { lines, logger } = capture()
     const handle = withRequestLog((r) => testApp(env()).handle(r), logger)
     const slash = await handle(request('/v1/hooks/eyJ2IjoxfQ/SIGNATURE', { method: 'POST', json: { record_id: '1' } }))
@@ -528,7 +528,7 @@ describe('a real `trellis serve` process', () => {
     expect(second.stdout()).not.toContain('no users yet')
   }, 60_000)
 
-  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'issue 24: a data directory that exists wider than 0700 is narrowed to 0700 at start, and the log says so; nosniff on the wire', async () => {
+  sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'a data directory that exists wider than 0700 is narrowed to 0700 at start, and the log says so; nosniff on the wire', async () => {
     const data = tempDir('trellis-serve-wide-')
     const cwd = tempDir('trellis-serve-cwd-')
     cleanups.push(data.cleanup, cwd.cleanup)

@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 1: `Idempotency-Key` on the run starts (the webhook and the manual start), Stripe's behaviour —
+ * `Idempotency-Key` on the run starts (the webhook and the manual start), Stripe's behaviour —
  * docs/workflows.md "Idempotency keys". Through the real app (`app.handle`) with the executor running, on the store the pass
  * gives (both passes: this file is in POSTGRES_PASS); then through real `trellis serve` processes: 200 concurrent
  * calls with one key start one run (on PostgreSQL spread over three instances), and the key outlives `kill -9`.

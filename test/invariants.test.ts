@@ -1,5 +1,5 @@
 /**
- * Issue 25, deliverable 3: the rules that span several rows hold under concurrent requests through a real server
+ * The rules that span several rows hold under concurrent requests through a real server
  * (Bun.serve on 127.0.0.1: requests interleave as they do in production), on both stores — never zero active
  * instance administrators, never a project without an admin, an invitation accepted once, the first administrator
  * made once, one active run per workflow and record, one user per email. (A token's name is not unique: two tokens

@@ -1,5 +1,5 @@
 /**
- * The CLI's layer rule (STYLE "A layout that shows the architecture", issue 16): src/cli/ calls services and the
+ * The CLI's layer rule (STYLE "A layout that shows the architecture"): src/cli/ calls services and the
  * storage face's own operations (src/db: open, migrate, backup, checkpoint, transactions); it holds no SQL, imports
  * neither Drizzle, the driver nor the schema, and never reaches for the raw connection (`store.sqlite`, `store.db`).
  */

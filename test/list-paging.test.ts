@@ -114,7 +114,7 @@ describe('activity logs', () => {
 })
 
 /**
- * Issue 17 item 5: times never run ahead of the clock. A burst far above 1,000 entries/s in one environment,
+ * Times never run ahead of the clock. A burst far above 1,000 entries/s in one environment,
  * through the real write path and the real clock; then the API's own paging recipe (`createdAt.lt` = the last
  * item's `createdAt`, as rendered) over the whole list.
  */
@@ -195,7 +195,7 @@ describe('a burst in one environment (real clock)', () => {
       for (const id of ids) written.push({ id, before, after })
     }
     const seconds = (performance.now() - started) / 1000
-    // On SQLite the burst is far above the 1,000/s the old +1 ms rule allowed: that rule would have ended ENTRIES ms
+    // On SQLite the burst is far above the 1,000/s a +1 ms step per entry allows: that rule would end ENTRIES ms
     // after the start, many seconds ahead of the clock. That rate — and so most entries sharing a millisecond — is
     // SQLite's promise only (one writer in the process, no round trip per statement): on PostgreSQL each append is a
     // few round trips (300–600/s here), so these two rate checks are SQLite's; every other check runs on both (the

@@ -1,5 +1,5 @@
 /**
- * Login throttling that cannot be turned against users (issue 13, item 1): the client address comes from the
+ * Login throttling that cannot be turned against users: the client address comes from the
  * connection (X-Forwarded-For only through the proxies TRELLIS_TRUST_PROXY names), failures count per (email,
  * client address) and per client address, never per email alone, and the password check does not stall the
  * event loop. Real `serve` processes, with attacker and victim addresses simulated through a trusted proxy header.

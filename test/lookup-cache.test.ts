@@ -1,5 +1,5 @@
 /**
- * Issue 17 item 3: the per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
+ * The per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
  * and environment by name — is exact. Each test warms the cache with a request, changes what it holds (through the
  * API in this process, or through the real CLI in another process on the same database), and the very next request
  * answers as the change says — on both stores. The cache itself: SQLite's (per connection) does cache, own writes

@@ -1,5 +1,5 @@
 /**
- * Issue 30: the MCP endpoint, spoken to by the official SDK's `Client` over its Streamable HTTP transport, against a
+ * The MCP endpoint, spoken to by the official SDK's `Client` over its Streamable HTTP transport, against a
  * real `trellis serve` on the test store (SQLite, or PostgreSQL with TRELLIS_TEST_STORE=postgres): the protocol
  * revision, the HTTP-level answers (401 with WWW-Authenticate, 403, 405, 406, a bad message), the tools each token's
  * scopes list, each tool's answer and each of its error answers (the REST route's status and code), a trigger

@@ -1,5 +1,5 @@
 /**
- * SSO in a real browser, the issue's "done when": Chromium (playwright-core) against `trellis serve` in a real
+ * SSO in a real browser, end to end: Chromium (playwright-core) against `trellis serve` in a real
  * process pointed at a real OpenID provider (panva's oidc-provider under Node, its own login and consent pages).
  * Sign in with SSO, generate a token in that session; it works on the SSO project, while a password session is
  * told to sign in with SSO and its token (made before the project turned SSO on) gets the spec's 403. The provider

@@ -316,8 +316,8 @@ describe('sign-in through the provider', () => {
   })
 
   test('next= only ever leads to a path on this site', async () => {
-    // Parsed as a URL (issue 24): `/\t/host` is `//host` to a browser; a newline or text left to encode (an invalid
-    // Location header after the session was made: a 500 before) leads to `/` too.
+    // Parsed as a URL: `/\t/host` is `//host` to a browser; a newline or text left to encode (an invalid
+    // Location header after the session was made: a 500) leads to `/` too.
     for (const next of ['//evil.example/x', 'https://evil.example/', '/\\evil.example', '/\t/127.0.0.1:19191/x', '/\n/x', '/x\ny', '/\u3002/evil']) {
       const { response } = await signIn('alice', next)
       expect(response.headers.get('location')).toBe('/')

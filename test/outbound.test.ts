@@ -74,7 +74,7 @@ describe('default: nothing local or private is called', () => {
     ['http://224.0.0.1/', '224.0.0.1', 'multicast'],
     ['http://[ff02::1]/', '[ff02::1]', 'multicast'],
     ['http://255.255.255.255/', '255.255.255.255', 'broadcast'],
-    // Judged by the loopback address they carry (issue 24, item 8); the forms are refused with a public one too.
+    // Judged by the loopback address they carry; the forms are refused with a public one too.
     ['http://[64:ff9b::7f00:1]/', '[64:ff9b::7f00:1]', 'loopback'],
     ['http://[2002:7f00:1::]/', '[2002:7f00:1::]', 'loopback'],
     [`https://127.0.0.1:${port}/`, '127.0.0.1', 'loopback'],
@@ -294,7 +294,7 @@ describe('answers', () => {
   })
 })
 
-describe('what runs show of a request (issue 24, item 10)', () => {
+describe('what runs show of a request', () => {
   test.each([
     ['https://api.example.com/hook', 'https://api.example.com/hook'],
     ['https://svc:pw@api.example.com/hook?key=k#f', 'https://api.example.com/hook?[redacted]'],

@@ -1,5 +1,5 @@
 /**
- * Overload (issue 26, item 2): a real `serve` process, loopback only, floods of a fixed short duration at ten times
+ * Overload: a real `serve` process, loopback only, floods of a fixed short duration at ten times
  * each budget — a webhook's rate, a token's API rate, the login throttle — and a saturating mixed load; then slow and
  * idle clients. Every answer is a status /openapi.json lists for its route (never a 5xx but 503), every 429 and 503
  * carries Retry-After, nothing acknowledged is lost, the server's memory stays under a stated bound and /healthz,
@@ -33,7 +33,7 @@ const FLOOD_MS = 2_500
 const WEBHOOK_RATE = 30
 /** TRELLIS_API_RATE_PER_MIN of the server the budget floods run against. */
 const API_RATE = 30
-/** /healthz's 99th percentile, client-side, asked every 10 ms from another process: the issue's bound, in every flood. */
+/** /healthz's 99th percentile, client-side, asked every 10 ms from another process: its bound, in every flood. */
 const HEALTHZ_P99_MS = 50
 /**
  * /healthz never waits this long, in any flood. Measured maxima here since the request slices and the commit budget

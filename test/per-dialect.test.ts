@@ -1,5 +1,5 @@
 /**
- * Issue 25, deliverable 1: every storage operation is written once for both stores (src/db/query.ts), but for the few
+ * Every storage operation is written once for both stores (src/db/query.ts), but for the few
  * PostgreSQL runs its own way, kept side by side in src/db/postgres/per-dialect.ts, each with its reason. This test
  * prints them and holds their number to at most 15 (docs/architecture.md "Architecture" lists them too).
  */

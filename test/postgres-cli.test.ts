@@ -1,5 +1,5 @@
 /**
- * Issue 18 item 1: the same binary's CLI on PostgreSQL (`--database-url` / TRELLIS_DATABASE_URL): `migrate` brings a
+ * The same binary's CLI on PostgreSQL (`--database-url` / TRELLIS_DATABASE_URL): `migrate` brings a
  * real database's schema up to date (once, however often it runs), `backup` answers with PostgreSQL's own tools,
  * and a database that cannot be reached is a clear exit 1 that never shows the URL's password.
  */

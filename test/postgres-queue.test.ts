@@ -1,9 +1,9 @@
 /**
- * Issue 18: the queue's transitions — the very ops the executor yields (`claimRuns(…)`, `advanceRun(…)`…) —
+ * The queue's transitions — the very ops the executor yields (`claimRuns(…)`, `advanceRun(…)`…) —
  * run on PostgreSQL through their twins (src/db/postgres/queue.ts), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
- * eight concurrent claimers never overstep (issue 24, item 4).
+ * eight concurrent claimers never overstep.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'

@@ -1,5 +1,5 @@
 /**
- * The progress of long commands (src/lib/progress.ts, issue 31 item 4) on a fake stream with a fake clock: on a
+ * The progress of long commands (src/lib/progress.ts) on a fake stream with a fake clock: on a
  * terminal, one line redrawn in place at most every REDRAW_MS; elsewhere, only the summary lines.
  */
 import { describe, expect, test } from 'bun:test'

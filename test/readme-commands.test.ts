@@ -1,5 +1,5 @@
 /**
- * Every command the README shows runs as written (issue 29, item 8): each ```sh block of README.md, in order, by bash,
+ * Every command the README shows runs as written: each ```sh block of README.md, in order, by bash,
  * against a real `serve` on a fresh data directory, each block failing on its first failing command. The blocks run
  * in a directory standing in for the reader's checkout (the checkout's `src`, `examples`, `node_modules` and
  * `package.json` linked into a temp directory), so `./data` and the walkthrough's `my-acme.yaml` land there, never in

@@ -1,8 +1,8 @@
 /**
- * Runs of different workflows on one record at the same time each keep their update (issue 26's crash soak found it):
- * an `update` step writes the whole record from what its group read, so on PostgreSQL — several writers at once — a
- * run that read the record before another's update committed wrote its own change over it, and the other's was lost.
- * The group now reads the record locked until it commits. SQLite's one writer never interleaved them; both stores run this.
+ * Runs of different workflows on one record at the same time each keep their update: an `update` step writes the
+ * whole record from what its group read, so on PostgreSQL — several writers at once — a run that read the record
+ * before another's update committed would write its own change over it, and the other's would be lost. The group
+ * reads the record locked until it commits. SQLite's one writer never interleaves them; both stores run this.
  */
 import { afterAll, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'

@@ -1,5 +1,5 @@
 /**
- * Paths and logs agree (issue 13, item 5): whatever the Host header or the request target, a real `serve` process
+ * Paths and logs agree: whatever the Host header or the request target, a real `serve` process
  * routes, applies the raw-body rule and logs on one parsed path, and no log line holds a webhook URL's signature.
  * Raw TCP requests (node:net), so odd Host headers and request targets really reach the server as sent.
  */
@@ -125,7 +125,7 @@ describe('odd Host headers and request targets reach the webhook on the path tha
 
 describe('paths that only look like the webhook are neither routed to it nor logged with its signature', () => {
   const lookalikes: [string, () => string, number][] = [
-    // With a one-letter Host the router used to skip the first segment: `/xx/v1/hooks/…` reached the webhook.
+    // With a one-letter Host the router would skip the first segment: `/xx/v1/hooks/…` would reach the webhook.
     ['a prefix segment under a short Host', () => webhookCall(`/xx${webhookPath}`, 'Host: a'), 404],
     ['a prefix segment under Host: x/y', () => webhookCall(`/xx${webhookPath}`, 'Host: x/y'), 404],
     ['a leading double slash', () => webhookCall(`/${webhookPath}`, 'Host: trellis.test'), 404],
@@ -176,7 +176,7 @@ describe('redactPath', () => {
       ['/v1/hooks/eyJ2IjoxfQ.c2lnbmF0dXJl.', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/%65yJ2IjoxfQ.c2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/no-separator', '/v1/hooks/.[redacted]'],
-      // Issue 24: a slash instead of the dot, a signature alone, or glued to the payload: none of it is logged.
+      // A slash instead of the dot, a signature alone, or glued to the payload: none of it is logged.
       ['/v1/hooks/eyJ2IjoxfQ/c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/eyJ2IjoxfQ%2Fc2lnbmF0dXJl', '/v1/hooks/eyJ2IjoxfQ.[redacted]'],
       ['/v1/hooks/c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl', '/v1/hooks/.[redacted]'],

@@ -1,5 +1,5 @@
 /**
- * Issue 26, item 1: a server restarted after `kill -9` takes up its dead predecessor's runs.
+ * A server restarted after `kill -9` takes up its dead predecessor's runs.
  * - SQLite: one `serve` per data directory (a second is refused while the first lives), so a run still marked
  *   running at start belongs to no live process and resumes at once — not after its 30 s lease, while its record
  *   answered 409.

@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 2: retrying a failed or cancelled run from the step it stopped at, through a real server (Bun.serve on
+ * Retrying a failed or cancelled run from the step it stopped at, through a real server (Bun.serve on
  * 127.0.0.1) with the executor running, on the test store (SQLite, or PostgreSQL with TRELLIS_TEST_STORE=postgres).
  * The fixture: a workflow whose first step appends the run's id to the record (`trail`) and whose second step calls a
  * local receiver that fails the first call for each record and answers every later one — the retry does not write

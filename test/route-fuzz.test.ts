@@ -1,5 +1,5 @@
 /**
- * Every route against hostile input (issue 24, "Done when"): deep, wide and long JSON bodies, bodies over the limit,
+ * Every route against hostile input: deep, wide and long JSON bodies, bodies over the limit,
  * hostile path parameters and query strings — signed in and not — sent to a real `serve` process while /healthz is
  * asked every few milliseconds. No answer may be a 5xx, and no request may hold /healthz up for 100 ms: a /healthz that
  * waited that long has each request then in flight sent again three times beside /healthz, and fails the test if the

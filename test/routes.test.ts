@@ -1,5 +1,5 @@
 /**
- * The same answer on every route (issue 13, item 6): a token of another project is 403 `wrong_project` on every
+ * The same answer on every route: a token of another project is 403 `wrong_project` on every
  * project route (driven by the served /openapi.json, so a new route is covered the day it is added); logout
  * refuses a foreign Origin; /setup and /docs send the console's security headers and no inline script; what is
  * refused before routing (431, 414, an unknown method, 405 on a known path) is the one JSON error body; integer

@@ -1,5 +1,5 @@
 /**
- * Issue 28, items 1–2: run events, durable, and their Server-Sent Events streams, on the test store (SQLite, or
+ * Run events, durable, and their Server-Sent Events streams, on the test store (SQLite, or
  * PostgreSQL with TRELLIS_TEST_STORE=postgres). Through a real `trellis serve` process: a subscriber sees every
  * transition of a run in order (a wait, a resumption and a failing step among them) and the stream ends after the
  * last; a client that disconnects and resumes with `Last-Event-ID` gets every later event once; the environment's

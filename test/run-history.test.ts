@@ -1,5 +1,5 @@
 /**
- * Issue 27, item 3: a bounded run history (docs/workflows.md "Run history retention"). Through the app with the executor running,
+ * A bounded run history (docs/workflows.md "Run history retention"). Through the app with the executor running,
  * on the store the pass gives (both passes: this file is in POSTGRES_PASS): the finished runs older than the retention
  * go with their steps and idempotency keys, in batches; newer ones stay, and active ones (queued, running, waiting)
  * whatever their age; activity and admin logs are not touched; a pruned run is 404, and a retry whose retried run was

@@ -1,5 +1,5 @@
 /**
- * Issue 18 "Done when": three real `trellis serve` processes on one PostgreSQL behave as one Trellis — clients spread
+ * Three real `trellis serve` processes on one PostgreSQL behave as one Trellis — clients spread
  * over them get the same answers, one active run per record, one rate budget, a revocation seen by all at once, and
  * nothing lost or doubled when one instance is killed with SIGKILL mid-run.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 18, item 2: the PostgreSQL schema (src/db/postgres/schema.ts, drizzle/postgres/) and SQLite's
+ * The PostgreSQL schema (src/db/postgres/schema.ts, drizzle/postgres/) and SQLite's
  * (src/db/schema.ts, drizzle/) describe the same data model, both built from its one definition (src/db/tables.ts).
  * Both sets of embedded migrations are applied to real databases — a SQLite file and a throw-away PostgreSQL cluster —
  * and their catalogs compared: tables, columns and nullability, primary keys, foreign keys with their ON DELETE,

@@ -1,5 +1,5 @@
 /**
- * Issue 16 item 1: the storage face. Every query lives under `src/db/`; code outside it asks `src/db` by name
+ * The storage face. Every query lives under `src/db/`; code outside it asks `src/db` by name
  * (`pageNoteIds`, `insertActivityLog`, `findTriggerTarget`…) and never imports drizzle-orm, bun:sqlite, the schema's
  * tables or src/db's query-building helpers, never builds a Drizzle query, never holds the raw connection and writes
  * no SQL. Every file of src/ outside src/db is read and each offending line printed (`file:line: rule: text`).

@@ -126,7 +126,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock 
     const acknowledged = [((await waited.json()) as { id: number }).id]
     const latency = await health.stop()
     console.log(`/healthz while another process held the write lock: ${latency.count} requests, p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms, max ${latency.max.toFixed(1)} ms`)
-    // Before, every waiting write froze the server for the driver's busy wait (seconds). On this shared 2-core machine
+    // A write waiting in the driver would freeze the server for its busy wait (seconds). On this shared 2-core machine
     // under a full test run the scheduler alone has delayed one answer past 250 ms (load average 12), so the bound is
     // on p99, with a ceiling for the slowest that a freeze would still break.
     expect(latency.p99).toBeLessThan(250)
@@ -356,7 +356,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'the disk is full', () => {
   }, 60_000)
 })
 
-sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'readiness on a nearly full disk (issue 24, item 11)', () => {
+sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'readiness on a nearly full disk', () => {
   test('/readyz stays storage_full while less than TRELLIS_READY_MIN_FREE_MB is free, even after a small write succeeds; ready once space returns', async () => {
     const fault = await diskFault()
     const { send, token } = fault

@@ -1,5 +1,5 @@
 /**
- * The turn slicer (src/http/turn-slices.ts, issue 26's /healthz bound): with no crowd a request starts at once; a
+ * The turn slicer (src/http/turn-slices.ts, which keeps /healthz within its bound under load): with no crowd a request starts at once; a
  * crowd that arrives in one turn is started a slice's worth per turn, in arrival order, every request exactly once,
  * and a probe starts at once whatever waits. (The bound it serves is measured through a real server in
  * test/overload.test.ts.)

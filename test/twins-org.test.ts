@@ -1,5 +1,5 @@
 /**
- * Issue 18: the organization modules' PostgreSQL twins (src/db/postgres/projects.ts, members.ts, users.ts) answer
+ * The organization modules' PostgreSQL twins (src/db/postgres/projects.ts, members.ts, users.ts) answer
  * exactly what their SQLite functions answer. Both stores are seeded through the face's own inserts, in the same
  * order, then every read is compared (found, not found, counts with their exclusions, lists with mixed-case and
  * non-ASCII names) and every write is compared by the rows it leaves. The PostgreSQL name columns are switched to an

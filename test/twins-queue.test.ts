@@ -1,10 +1,10 @@
 /**
- * Issue 18: the queue's PostgreSQL twins (src/db/postgres/queue.ts, maintenance.ts) answer as the SQLite face does
+ * The queue's PostgreSQL twins (src/db/postgres/queue.ts, maintenance.ts) answer as the SQLite face does
  * and leave the same rows — start (and its 409 answer), a retry's start (and its steps carried), cancel, step outcomes, what a run acts on, when the next run
  * is due, log retention's batch — and hold under real concurrency: 30 concurrent starts on one record queue one run
  * and name it to the other 29; 50 concurrent starts on distinct records, their ids committed out of order, keep
  * `createdAt` strictly increasing in id order per environment, so the runs list's `createdAt.lt` paging (DESIGN §3)
- * walks every run exactly once. The claim's choice (issue 24, item 4) is the same on both: the fair share between two
+ * walks every run exactly once. The claim's choice is the same on both: the fair share between two
  * projects, a workflow's concurrency limit, and the runs behind a held-back backlog.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -83,7 +83,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     expect(thirdPg).toMatchObject([{ created_at: now * 1000 + 1 }])
   })
 
-  test('a retry (issue 27): queued at the step given, the steps before it carried; a second retry of the run names the first', async () => {
+  test('a retry: queued at the step given, the steps before it carried; a second retry of the run names the first', async () => {
     const old = randomUUIDv7()
     await bothAnswer(() => insertRun(run(old, 'ord_retry')), { inserted: true, id: old })
     for (const index of [0, 1]) {

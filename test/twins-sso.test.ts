@@ -1,5 +1,5 @@
 /**
- * SSO identities on both stores (issue 24, item 3; the sign-in itself, against a real provider, is oidc.test.ts on
+ * SSO identities on both stores (the sign-in itself, against a real provider, is oidc.test.ts on
  * SQLite): the storage twins of src/db/sso-identities.ts answer alike and leave the same rows; the binding rules of
  * src/modules/auth/oidc-service.ts give the same outcome on SQLite and PostgreSQL; and on PostgreSQL, with several
  * writers, the database keeps them — concurrent first sign-ins of one account create one user and one binding, and

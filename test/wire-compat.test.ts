@@ -1,5 +1,5 @@
 /**
- * Strict wire compatibility (DESIGN "Wire compatibility"; issue 13 item 4). After a realistic mix of activity
+ * Strict wire compatibility (DESIGN "Wire compatibility"). After a realistic mix of activity
  * through the real app — apply (twice), retention, tokens, notes written and archived, runs succeeding, failing
  * and cancelled through the executor, a cancelled run retried, manual triggers, workflows published, webhooks toggled and regenerated,
  * a completion callback added and removed,
@@ -230,7 +230,7 @@ beforeAll(async () => {
   expect((await call('PATCH', webhook, { enabled: false })).status).toBe(200)
   expect((await call('PATCH', webhook, { enabled: true, ratePerMinute: 120 })).status).toBe(200)
   expect((await call('POST', `${webhook}/regenerate`)).status).toBe(200)
-  // A completion callback added and removed (issue 28; nothing is sent: no run of the workflow ends after it).
+  // A completion callback added and removed (nothing is sent: no run of the workflow ends after it).
   const callbacks = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
   const callback = await call('POST', callbacks, { url: 'https://erp.example.com/trellis' })
   expect(callback.status).toBe(201)
@@ -247,7 +247,7 @@ beforeAll(async () => {
   await writeNow(env.store, function* () {
         return yield* setUserDeactivated(clock, userId(env.store, 'bob'), false, null)
       })
-  // Issue 15: a project created by an instance administrator, an invitation made (instance-wide entry).
+  // A project created by an instance administrator, an invitation made (instance-wide entry).
   await writeNow(env.store, function* () {
         return yield* createProject(clock, { name: 'Initech', actorId: aliceId })
       })

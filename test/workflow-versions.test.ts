@@ -1,5 +1,5 @@
 /**
- * A workflow's version history through the API (issue 29, item 1): `GET …/workflows/{name}/versions` (newest first,
+ * A workflow's version history through the API: `GET …/workflows/{name}/versions` (newest first,
  * the shared list envelope, paged by `before`) and `GET …/workflows/{name}/versions/{version}` (a version's
  * definition as published), for project admins, over the real app on the test store (SQLite, or PostgreSQL with
  * TRELLIS_TEST_STORE=postgres). Publishing by PUT, then every answer: happy paths, each error status, bad input.

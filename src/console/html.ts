@@ -34,7 +34,7 @@ export function trustedHtml(text: string): Html {
 
 /**
  * A table inside a box that scrolls sideways on its own, so a wide table never makes the page wider than a phone's
- * screen (issue 29). Focusable, so a keyboard can scroll it too. Every console table is wrapped by this.
+ * screen. Focusable, so a keyboard can scroll it too. Every console table is wrapped by this.
  */
 export function scrollingTable(table: Html): Html {
   return html`<div class="table-scroll" tabindex="0">${table}</div>`

@@ -1,5 +1,5 @@
 /**
- * Completion callbacks' storage (issue 28, docs/workflows.md "Completion callbacks"): a workflow's endpoints, and the outbox —
+ * Completion callbacks' storage (docs/workflows.md "Completion callbacks"): a workflow's endpoints, and the outbox —
  * one delivery per endpoint and ended run, written in the run's final transaction (./queue.ts calls
  * `queueRunCallbacks` from every end: finish, fail, cancel), claimed under a lease by the delivery worker of any
  * instance, each attempt recorded guarded by that lease, as the runs are (./queue.ts). Written once for both stores.

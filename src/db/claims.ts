@@ -1,5 +1,5 @@
 /**
- * Which due runs a claim starts (issue 24, item 4): the fair share between projects and the workflows' concurrency
+ * Which due runs a claim starts: the fair share between projects and the workflows' concurrency
  * limits, written once for both stores. The claim (src/db/queue.ts `claimRuns`) gathers the facts — each
  * environment's oldest due runs, the runs running, and where a limit holds some of those back each of the
  * environment's workflows' — and starts the runs in `claimOrder`'s order, as many as it has free workers (on

@@ -1,5 +1,5 @@
 /**
- * Idempotency keys of run starts (issue 27; docs/workflows.md "Idempotency keys"): which run a call with `Idempotency-Key`
+ * Idempotency keys of run starts (docs/workflows.md "Idempotency keys"): which run a call with `Idempotency-Key`
  * created, per workflow, user and key, with the hash of the call's body. Written once for both stores (./query.ts).
  *
  * A key is live while its `created_at` lies after the cutoff (now − the window): a live key is never replaced, so the

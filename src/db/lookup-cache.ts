@@ -1,7 +1,7 @@
 /**
  * The lookups nearly every request makes and that almost never change — a token by its hash (with its user, project
  * and role), a webhook's trigger target, a project and an environment by name, whether a user reaches a team's
- * renderings — cached per connection, with exact invalidation (docs/performance.md "Performance", "Design decisions"). An entry
+ * renderings — cached per connection, with exact invalidation (docs/design-decisions.md "Lookup cache"). An entry
  * is used only while nothing it was read from can have changed since:
  * - this connection's own writes: TEMP triggers on the tables those lookups read (api_tokens but for its
  *   `last_used_at` stamp, users, projects, project_members, team_members, environments, teams, renderings,

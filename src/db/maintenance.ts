@@ -32,7 +32,7 @@ export function* deleteLogBatch(table: LogTable, cutoff: Micros, batch: number) 
 
 /**
  * Finished runs deleted per transaction: a batch of 100 runs of three steps and an idempotency key each takes about
- * 2.5 ms on SQLite, 3 ms on PostgreSQL, from queued to committed (measured: docs/workflows.md "Run history retention"); 500 took
+ * 2.5 ms on SQLite, 3 ms on PostgreSQL, from queued to committed (measured: docs/workflows.md "Run history retention"); 500 take
  * 11 ms on SQLite, longer than a write should hold the database.
  */
 export const FINISHED_RUNS_PER_BATCH = 100

@@ -7,7 +7,7 @@
  * - SQLite: synchronously, inside one transaction when the op is a write (`write` in ./write.ts) — the whole op runs
  *   in one turn of the event loop, so no other request's statements interleave and nobody reads its uncommitted
  *   rows, and a thrown error rolls it all back;
- * - a network database (issue 18): each call awaited on one connection inside `BEGIN … COMMIT`.
+ * - a network database (PostgreSQL): each call awaited on one connection inside `BEGIN … COMMIT`.
  * A generator cannot `await`, so a transaction can never be held open across anything but storage: the rule the
  * face exists for is checked by the compiler. The rules that must hold inside a transaction (last admin, one active
  * run per record) are written once, in the services, whatever the database.

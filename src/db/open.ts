@@ -10,7 +10,7 @@ import type { ServingLock } from './sqlite/serving-lock.ts'
 
 export type Db = BunSQLiteDatabase<typeof schema>
 
-/** Where Trellis keeps its data: the embedded SQLite file (the default), or PostgreSQL (TRELLIS_DATABASE_URL, issue 18). */
+/** Where Trellis keeps its data: the embedded SQLite file (the default), or PostgreSQL (TRELLIS_DATABASE_URL). */
 export type Store = SqliteStore | PgStore
 
 export interface SqliteStore {

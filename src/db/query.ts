@@ -86,7 +86,7 @@ export function placeholders<K extends string>(...names: K[]): Record<K, Placeho
 /**
  * A constant LIMIT written into the SQL: `.limit(constantLimit(1))`. Drizzle binds a number as a parameter, and a
  * statement whose LIMIT is bound runs about 5 µs slower on SQLite, every time (five times a primary-key read: measured
- * with bench/inprocess.ts, docs/performance.md "Performance"). A page's limit, which varies, stays a placeholder.
+ * with bench/inprocess.ts). A page's limit, which varies, stays a placeholder.
  */
 export function constantLimit(n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`constantLimit(${n}): not a count`)

@@ -71,7 +71,7 @@ export interface RunRow {
   created_at: number
   started_at: number | null
   finished_at: number | null
-  /** The run this one retries (issue 27), or null. */
+  /** The run this one retries, or null. */
   retry_of: string | null
 }
 
@@ -95,7 +95,7 @@ export interface NewRun {
    * transaction waited for that lock (a number is taken as given: seeding and tests).
    */
   createdAt: number | (() => number)
-  /** The first step to run (default 0): a retry resumes at the step its retried run failed at (issue 27). */
+  /** The first step to run (default 0): a retry resumes at the step its retried run failed at. */
   nextStep?: number
   /** The failed or cancelled run this one retries (`runs_retry_of_idx`: at most one run retries it). */
   retryOf?: string | null
@@ -322,7 +322,7 @@ export function startRuns(db: Db, owner: string, now: number, leaseMs: number, o
 
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
- * walked every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
+ * walks every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
  * in the environment, a quarter of a drain's statement time, growing with the runs kept).
  */
 const RUNNING = statement('queue.running', (d) =>

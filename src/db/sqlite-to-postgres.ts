@@ -1,10 +1,10 @@
 /**
- * `trellis db copy` (issue 18, item 5): moves a deployment's SQLite database into an empty PostgreSQL database, every
+ * `trellis db copy`: moves a deployment's SQLite database into an empty PostgreSQL database, every
  * table in the order its foreign keys need, in one PostgreSQL transaction that also sets each id sequence past the
  * copied ids and verifies every table by its row count and a checksum of its rows (read back from PostgreSQL,
  * compared with SQLite's) before it commits. A target that already holds rows is refused: nothing is merged or overwritten.
  *
- * Bulk and in bounded memory (issue 31 item 4): each table streams from SQLite row by row into `COPY … FROM STDIN`
+ * Bulk and in bounded memory: each table streams from SQLite row by row into `COPY … FROM STDIN`
  * (PostgreSQL's text format) and back out of `COPY … TO STDOUT`, both checksummed as they pass; no table is ever
  * held whole. The target's foreign keys and plain indexes are dropped for the load and rebuilt before the commit
  * (`withoutForeignKeysAndIndexes`).

@@ -10,7 +10,7 @@
  * An index is here only when a query plan uses it or it enforces a constraint: every insert and every update of an
  * indexed column writes each index too, and `runs` and `activity_logs` are written on every trigger and every run.
  * test/query-plans.test.ts proves each one with `EXPLAIN QUERY PLAN` on the real statements. A list filter without
- * its own index walks the scope's (environment, id) index newest first until the page is full (docs/performance.md "Performance").
+ * its own index walks the scope's (environment, id) index newest first until the page is full.
  */
 import { type HasDefault, type IsPrimaryKey, type NotNull, type SQL, sql } from 'drizzle-orm'
 import type {
@@ -39,8 +39,8 @@ const listOf = (values: readonly string[]) => sql.raw(sqlLiterals(values))
  * `(column = 'a' OR column = 'b' OR …)`: "the column holds one of these constants" (never user input), for the
  * runs table's status rules and the partial indexes over them. Not `column IN ('a', 'b', 'c')`: for an IN list of
  * three or more constants SQLite builds a temporary table each time a statement runs — on every insert and every
- * status change of a run, for the CHECK and each partial index it evaluates (measured on this schema: an insert
- * 14.4 → 6.4 µs, a failing insert 9.5 → 3.3 µs, a status change 11.3 → 4.8 µs; docs/performance.md). A query that
+ * status change of a run, for the CHECK and each partial index it evaluates (measured on this schema: it more than
+ * doubles the cost of an insert, a failing insert and a status change; docs/performance.md). A query that
  * must use a partial index repeats the index's expression (`runStatusIn`): SQLite matches the predicate as written.
  */
 export const anyOfLiterals = (column: string, values: readonly string[]) => `(${values.map((v) => `${column} = '${v}'`).join(' OR ')})`
@@ -453,7 +453,7 @@ export function defineTables(kit: TableKit) {
       createdAt: micros('created_at').notNull(),
       startedAt: integer('started_at'),
       finishedAt: integer('finished_at'),
-      /** The failed or cancelled run this one retries (issue 27): it resumes at that run's failed step. */
+      /** The failed or cancelled run this one retries: it resumes at that run's failed step. */
       retryOf: text('retry_of'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
@@ -510,7 +510,7 @@ export function defineTables(kit: TableKit) {
   )
 
   /**
-   * An `Idempotency-Key` a run was created with (issue 27), per workflow and user: a repeat of the call with the same
+   * An `Idempotency-Key` a run was created with, per workflow and user: a repeat of the call with the same
    * key and body answers that run again instead of starting another. Pruned after the retention window, and with its
    * run.
    */
@@ -535,7 +535,7 @@ export function defineTables(kit: TableKit) {
   )
 
   /**
-   * A run's events (issue 28): every transition and step outcome, appended in the transition's own transaction. `id`
+   * A run's events: every transition and step outcome, appended in the transition's own transaction. `id`
    * is global and increasing (the SSE `id:`); `sequence` counts the run's events from 1. The environment, workflow
    * and record are copied from the run so that the environment's stream filters without a join.
    */
@@ -565,7 +565,7 @@ export function defineTables(kit: TableKit) {
   )
 
   /**
-   * A workflow's completion callback endpoints (issue 28). The signing secret is never stored: it is derived from the
+   * A workflow's completion callback endpoints. The signing secret is never stored: it is derived from the
    * instance secret and `secret_salt` (HMAC), shown once at creation.
    */
   const callbackEndpoints = table(
@@ -584,7 +584,7 @@ export function defineTables(kit: TableKit) {
   )
 
   /**
-   * The callback outbox (issue 28): one delivery per endpoint and finished run, written in the run's final
+   * The callback outbox: one delivery per endpoint and finished run, written in the run's final
    * transaction; `id` is the Standard Webhooks `webhook-id`, the same on every attempt.
    */
   const callbackDeliveries = table(

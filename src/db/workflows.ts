@@ -1,6 +1,6 @@
 /**
- * Workflows' storage: where a workflow lives (the one join workflow → rendering → environment and team, written
- * once in `joinWorkflowPlace`), the trigger target a webhook call or a manual run looks up (a statement: a hot path),
+ * Workflows' storage: where a workflow lives (`joinWorkflowPlace`: workflow → rendering → environment and team, for
+ * this file's lists), the trigger target a webhook call or a manual run looks up (a statement: a hot path),
  * renderings, and the versions a publication writes. Lists order the same on both stores (names byte by byte:
  * `d.byteOrder`).
  *
@@ -21,7 +21,8 @@ export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
 
 /**
  * Joins where a workflow lives — its rendering, that rendering's environment and team (every workflow has all
- * three) — to a dynamic query that already has `workflows`. The one place this join is written.
+ * three) — to a dynamic query that already has `workflows`. The trigger target below, ./runs.ts, ./queue.ts,
+ * ./callbacks.ts and ./postgres/per-dialect.ts write the same join in their own statements.
  */
 export function joinWorkflowPlace<T extends SQLiteSelect>(t: Tables, query: T) {
   return query

@@ -146,14 +146,14 @@ export const GROUP_COMMIT_LIMIT = 512
 /**
  * The work one group commit runs before it commits: the writes queued past it go to the next transaction, in the
  * next turn. Like the request slices (src/http/turn-slices.ts) it keeps each turn of the event loop short under a
- * write load, so that `/healthz` is never held behind a long commit (issue 26); a commit still takes every write
+ * write load, so that `/healthz` is never held behind a long commit; a commit still takes every write
  * that fits (a few at about 1 ms a write, dozens of small ones).
  */
 export const GROUP_COMMIT_BUDGET_MS = 3
 
 /**
  * The budget instead while the commit's next write is the executor's and no request waits (its share unbounded,
- * `writeInShare`): a step group on a large database takes 1–2 ms, so the 3 ms budget split the default four
+ * `writeInShare`): a step group on a large database takes 1–2 ms, so the 3 ms budget would split the default four
  * workers' groups over two commits, each writing again the pages they share (the newest pages of the runs', events'
  * and logs' indexes). One commit writes them once (docs/performance.md). Bounded still: however many workers, a
  * request arriving meanwhile waits about this long at most.

@@ -1,5 +1,5 @@
 /**
- * The completion callbacks' delivery worker (issue 28, docs/workflows.md "Completion callbacks"), beside the executor in the
+ * The completion callbacks' delivery worker (docs/workflows.md "Completion callbacks"), beside the executor in the
  * serving process: it claims due deliveries of the outbox (src/db/callbacks.ts) under a lease, POSTs each one's body
  * signed per Standard Webhooks (the `standardwebhooks` package) through the outbound client (the `http` step's rules),
  * and records the attempt guarded by the lease: succeeded on a 2xx within the timeout, else due again after the

@@ -107,7 +107,7 @@ export function parseJsonText(text: string): unknown {
 /**
  * An object whose own `toString` is data (`{"toString": 1}`) has no text form: `${value}` throws a TypeError. Elysia
  * writes the value a schema refuses into its validation error that way, so such an object where a string belongs
- * turned a 400 into a 500 (found by test/fuzz.test.ts). Such an object gets the text form every object has, as a
+ * would turn a 400 into a 500 (test/fuzz.test.ts sends such bodies). Such an object gets the text form every object has, as a
  * Symbol.toPrimitive: no JSON text can set or hide one, and neither JSON.stringify, Object.keys nor a schema sees it.
  */
 function withTextForm(_key: string, value: unknown): unknown {
@@ -128,7 +128,7 @@ function isJson(contentType: string): boolean {
  * The body as text, refused past `maxBytes`. With a `Content-Length` (the server reads exactly that many bytes, and
  * one announcing more than the limit was refused before reading: `rejectOversizedBody`) it is read whole by the
  * runtime; a chunked body is read a chunk at a time and refused as soon as it passes the bound. The whole read costs
- * a fraction of the chunked one (it was 9 % of the server's CPU per webhook trigger: docs/performance.md).
+ * a fraction of the chunked one (which takes about a tenth of the server's CPU per webhook trigger).
  */
 export async function readTextWithin(request: Request, maxBytes: number): Promise<string> {
   if (!request.body) return ''

@@ -7,8 +7,7 @@
  * (./turn-slices.ts), a page read from PostgreSQL, a write that waits for its group commit — is written uncorked:
  * the status line, each header's name, `: `, value and `\r\n`, and the body each take a `send()` of their own
  * (oven-sh/bun#41341, open). Measured on a bare `Bun.serve` with a 44 KB body at 64 connections: 22 µs of CPU per
- * response inside the dispatch, 148 µs after it; the activity page's 100 entries (44 KB) cost 975 µs a request
- * instead of 690 while turn slices held most requests for a later turn (docs/performance.md).
+ * response inside the dispatch, 148 µs after it (docs/performance.md "Large answers completed late").
  *
  * A direct stream's writes are corked: such a response is sent as its head with its body, then the last chunk.
  * The price is the framing: the body goes out with `Transfer-Encoding: chunked` instead of a `Content-Length`,

@@ -34,7 +34,7 @@ export const UNCHECKED_ANSWER = 'noValidate'
 
 /**
  * The schema of an answer built by our own renderer from typed rows (notes, logs, runs): Elysia does not check every
- * answer against it at run time (a page of 100 notes cost tens of µs per request, and the renderer cannot produce
+ * answer against it at run time (for a page of 100 notes that check costs tens of µs per request, and the renderer cannot produce
  * anything else). The schema is still the route's in /openapi.json (without the mark), and tests validate these
  * routes' answers against it and against the compatibility document (test/answers.test.ts, test/wire-compat.test.ts).
  * Answers whose content comes from elsewhere keep Elysia's check.

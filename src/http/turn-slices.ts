@@ -1,6 +1,6 @@
 /**
- * Short turns of the event loop under load, so that a liveness probe is never held behind a crowd (issue 26:
- * `/healthz` p99 under 50 ms throughout a saturating load).
+ * Short turns of the event loop under load, so that a liveness probe is never held behind a crowd
+ * (`/healthz` p99 under 50 ms throughout a saturating load).
  *
  * One JavaScript thread serves every request. Without this, each turn of the event loop starts every request that
  * arrived meanwhile — with 96 busy clients, 96 requests of 1–2 ms of synchronous work each — and a `/healthz` that

@@ -1,5 +1,5 @@
 /**
- * Completion callbacks (issue 28, docs/workflows.md "Completion callbacks"): the rules every part shares — the events, the
+ * Completion callbacks (docs/workflows.md "Completion callbacks"): the rules every part shares — the events, the
  * endpoint's URL and secret, the body a delivery signs, and the retry schedule. The secret is never stored: it is
  * derived from the instance secret, the endpoint's id and its salt, so rotating the instance secret changes every one.
  */

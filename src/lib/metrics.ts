@@ -7,7 +7,7 @@ import type * as Prometheus from 'prom-client'
 
 // prom-client's own parts, not its index: the index also loads the Pushgateway client (node:zlib, node:https,
 // node:url) and the cluster aggregator, which Trellis never uses and which held megabytes of an idle server's memory
-// (docs/performance.md, "Idle memory").
+// (docs/performance.md, "Idle memory and the cold start").
 const Registry = require('prom-client/lib/registry') as typeof Prometheus.Registry
 const Counter = require('prom-client/lib/counter') as typeof Prometheus.Counter
 const Gauge = require('prom-client/lib/gauge') as typeof Prometheus.Gauge

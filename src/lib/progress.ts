@@ -1,5 +1,5 @@
 /**
- * What a long command says while it works (issue 31 item 4: `db copy` moved a million notes in minutes without a word).
+ * What a long command says while it works (`db copy` of a million notes takes minutes: a silent one looks hung).
  * On a terminal, the running step's line is redrawn in place — done / total, rate, time left — at most every
  * REDRAW_MS; a finished step leaves its summary line. Anywhere else (CI, logs, pipes), only the summary lines, one per
  * step as it ends, and a total at the end. Always on stderr: stdout keeps the command's result lines for scripts.

@@ -1,5 +1,5 @@
 /**
- * `npm run soak`: the crash harness (issue 26, item 1). The compiled binary under a mixed load, `kill -9`ed at random
+ * `npm run soak`: the crash harness. The compiled binary under a mixed load, `kill -9`ed at random
  * moments and restarted, cycle after cycle — one instance on a SQLite data directory, three on one PostgreSQL
  * database — then every acknowledged write checked against the store, nothing lost, nothing doubled, the invariants
  * clean. One summary line per store; the exit status is non-zero when anything was lost, doubled or violated.

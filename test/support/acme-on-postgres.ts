@@ -1,5 +1,5 @@
 /**
- * Acme on PostgreSQL (issue 18): examples/acme.yaml (plus what a test adds) applied to a SQLite test env through the
+ * Acme on PostgreSQL: examples/acme.yaml (plus what a test adds) applied to a SQLite test env through the
  * real apply service, then moved into a fresh migrated PostgreSQL database with `trellis db copy`'s own function
  * (src/db/sqlite-to-postgres.ts, verified per table). So both stores hold the same rows with the same ids, whichever
  * twins exist yet, and a test can run one op on both (`both`) or open more PostgreSQL stores on the database (`url`:

@@ -1,5 +1,5 @@
 /**
- * Twin tests (issue 18): the same op on a SQLite store and on a PostgreSQL store, so a test can demand that a face
+ * Twin tests: the same op on a SQLite store and on a PostgreSQL store, so a test can demand that a face
  * function and its PostgreSQL twin (src/db/postgres) answer alike. Seed both with the same ops in the same order and
  * ids, times and answers line up: both number rows from 1 and take every time from the op's arguments.
  */

@@ -50,7 +50,7 @@ export async function stopServed(served: Partial<ServedAcme>): Promise<void> {
   served.env?.cleanup()
 }
 
-/** The two screens every console task is checked at (issue 29): a laptop and a phone. */
+/** The two screens every console task is checked at: a laptop and a phone. */
 export const SCREENS = {
   laptop: { width: 1280, height: 800 },
   phone: { width: 390, height: 844 },

@@ -1,6 +1,6 @@
 /**
- * The activity-log and admin-log harness shared by test/activity-logs.test.ts and test/admin-logs.test.ts (issue 6;
- * spec §1, §2.8, §4.3, §5.8; DESIGN §7): the real app over a real SQLite file with the Acme + Globex file applied.
+ * The activity-log and admin-log harness shared by test/activity-logs.test.ts and test/admin-logs.test.ts
+ * (spec §1, §2.8, §4.3, §5.8; DESIGN §7): the real app over a real SQLite file with the Acme + Globex file applied.
  *
  * Every 200 body of `GET …/activity-logs` is validated against the compatibility document's `listActivityLogs`
  * and of `GET …/admin-logs` against `listAdminLogs`, as published (only DESIGN's `exclusiveMinimum` quirk dropped;

@@ -1,5 +1,5 @@
 /**
- * The overload harness (issue 26, item 2): bounded floods against a real `serve`, what it answered, a watcher of its
+ * The overload harness: bounded floods against a real `serve`, what it answered, a watcher of its
  * /healthz and memory in another process (./server-watch.ts), and raw TCP clients that are slow on purpose.
  */
 import net from 'node:net'

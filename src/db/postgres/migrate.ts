@@ -1,7 +1,7 @@
 /**
  * Applies the embedded PostgreSQL migrations (drizzle/postgres/ → migrations.generated.ts) in order, each once,
  * tracked by name in `trellis_migrations` as SQLite's are (src/db/migrate.ts). Each migration and its record commit
- * together; an advisory lock lets several instances start at once (issue 18): one applies, the others wait and find
+ * together; an advisory lock lets several instances start at once: one applies, the others wait and find
  * nothing left to do.
  */
 import type { SQL } from 'bun'

@@ -1,5 +1,5 @@
 /**
- * The limits' counters shared by every instance on one PostgreSQL (issue 18; the interface and the in-memory
+ * The limits' counters shared by every instance on one PostgreSQL (the interface and the in-memory
  * counters of SQLite are src/lib/rate-counters.ts). Each decision is one upsert whose guard is evaluated on the row's
  * latest version under its row lock (`INSERT … ON CONFLICT DO UPDATE … WHERE count < max_count`), so two instances can
  * never both take a window's last count or a bucket's last token. Decisions run on the pool, outside any request

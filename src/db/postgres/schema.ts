@@ -68,7 +68,7 @@ export const {
 } = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }
 
 // ── Shared limits (PostgreSQL only) ─────────────────────────────────────────
-// Several instances share one budget per token, per webhook and per login pair (issue 18): the counters live here
+// Several instances share one budget per token, per webhook and per login pair: the counters live here
 // (src/db/postgres/rate-windows.ts). SQLite has no such tables: its one process keeps them in memory
 // (src/lib/rate-counters.ts). test/schema-parity.test.ts names them as the PostgreSQL-only tables.
 

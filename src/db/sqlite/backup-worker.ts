@@ -1,5 +1,5 @@
 /**
- * `trellis backup`'s own thread (issue 31 item 4): `VACUUM INTO` is one synchronous statement that takes seconds to
+ * `trellis backup`'s own thread: `VACUUM INTO` is one synchronous statement that takes seconds to
  * minutes on a large database; run here, on a read-only connection of its own, it leaves the command's event loop
  * free to show the copy's progress (../backup.ts watches the file grow). One backup per worker; the answer is
  * BackupAnswer. An extra entrypoint of the compiled binary (package.json "build"; src/worker-entrypoints.ts).

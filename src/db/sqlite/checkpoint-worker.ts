@@ -1,7 +1,7 @@
 /**
- * The WAL checkpoint's own thread (issue 26: `/healthz` answers within 50 ms under load). Copying the WAL into the
+ * The WAL checkpoint's own thread, so that `/healthz` answers within 50 ms under load. Copying the WAL into the
  * database file and syncing it takes tens of milliseconds under a write load; on the event loop that serves requests
- * it held every request, the probes included, that long. Here it runs on a connection of its own, in a worker: the
+ * it would hold every request, the probes included, that long. Here it runs on a connection of its own, in a worker: the
  * server's connection keeps committing meanwhile (SQLite's WAL lets one checkpointer and one writer work at once).
  * ./upkeep.ts starts it and asks for one checkpoint at a time; each answer is a CheckpointResult or the error.
  * An extra entrypoint of the compiled binary (package.json "build"; src/worker-entrypoints.ts).

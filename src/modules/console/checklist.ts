@@ -1,5 +1,5 @@
 /**
- * The console's "Get started" checklist (issue 29): shown to instance administrators on the home page until every
+ * The console's "Get started" checklist: shown to instance administrators on the home page until every
  * step is done — each derived from the data, never remembered — or they hide it. Hiding is a cookie naming the
  * users of this browser who hid it (no schema change; another browser shows it again until the steps are done).
  */

@@ -1,5 +1,5 @@
 /**
- * Console: authoring a workflow (issue 29) — the "New workflow" form of a team's page, and on the workflow's page its
+ * Console: authoring a workflow — the "New workflow" form of a team's page, and on the workflow's page its
  * steps in words, the JSON editor that publishes through `PUT …/workflows/{name}` (src/console/assets/editor.js
  * shows the API's errors beside their lines), its versions with a line diff between any two, a test run on a chosen
  * record (the manual-run API) and its recent runs. The definition is checked once, by the API, against the one schema.

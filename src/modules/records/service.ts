@@ -1,6 +1,6 @@
 /**
  * Records as people see them in the console: a collection's records in one environment, one record, and the
- * `type: "read"` activity entry every console view of record data writes (issue 6: reads are audited too).
+ * `type: "read"` activity entry every console view of record data writes (reads are audited too).
  */
 import {
   findRecordByKey,

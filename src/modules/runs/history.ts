@@ -1,5 +1,5 @@
 /**
- * The run history's retention (issue 27; docs/workflows.md "Run history retention"): one job of `serve` deletes the finished runs
+ * The run history's retention (docs/workflows.md "Run history retention"): one job of `serve` deletes the finished runs
  * older than TRELLIS_RUN_RETENTION, with their steps and idempotency keys, and the idempotency keys past their window
  * (./idempotency.ts) — each in short batches, each batch a write of its own, so requests interleave between them.
  * Activity and admin logs are not touched: log retention is theirs (../admin-logs/retention.ts).

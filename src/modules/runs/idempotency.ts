@@ -1,5 +1,5 @@
 /**
- * Idempotency keys on run starts (issue 27; docs/workflows.md "Idempotency keys"), Stripe's behaviour: the first call with a key
+ * Idempotency keys on run starts (docs/workflows.md "Idempotency keys"), Stripe's behaviour: the first call with a key
  * that creates a run records the key, its body's hash and the run in the transaction that inserts the run; a repeat
  * with the same key and body within the window creates nothing and is answered that run (a replay), whatever the run
  * has become since; the same key with another body is 422. A call answered 4xx records nothing (its transaction
@@ -69,8 +69,8 @@ class KeyTakenMeanwhile extends Error {}
 const isRunInProgress = (error: unknown) => error instanceof HttpError && error.code === 'run_in_progress'
 
 /**
- * `startRun` with an idempotency key: one transaction that answers the key's run when it is live, else queues the run
- * and records the key with it (`queueRunOnce`). Without a key: `startRun`'s own op.
+ * Starts a run in one transaction: without a key, `queueRun`; with an idempotency key, `queueRunOnce`, which answers
+ * the key's run when it is live, else queues the run and records the key with it.
  */
 export function startRunOnce(store: Store, clock: Clock, input: RunStart, call: IdempotentCall | null): Promise<RunStarted> {
   const id = randomUUIDv7()

@@ -1,5 +1,5 @@
 /**
- * Retrying a failed or cancelled run (issue 27): a new run of the same workflow version on the same record that
+ * Retrying a failed or cancelled run: a new run of the same workflow version on the same record that
  * resumes at the step the old one stopped at, its steps before that carried over as recorded; one run at a time
  * (`POST /v1/workflow-runs/{runId}/retry`) or the failed runs matching a filter (project admins, bounded and
  * rate-limited). A run is retried at most once: the unique index on `runs.retry_of` decides, whatever races.

@@ -1,7 +1,4 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { randomUUIDv7 } from 'bun'
-import type { Store } from '../../db/open.ts'
-import { write } from '../../db/write.ts'
 import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
 import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
@@ -49,15 +46,6 @@ export function* listRunIds(environmentId: number, filters: RunFilters, dates: D
   return yield* pageRunIds(environmentId, filters, dates, limit)
 }
 
-/**
- * Queues a run and writes its `triggerWorkflow` entry in one transaction. The partial unique index decides
- * the 409: `{code: "run_in_progress", runId}` names the active run.
- */
-export function startRun(store: Store, clock: Clock, input: RunStart): Promise<string> {
-  const id = randomUUIDv7()
-  return write(store, () => queueRun(clock, id, input))
-}
-
 /** What starts a run: the workflow, the version to run, the record, who, and how it was triggered. */
 export interface RunStart {
   target: Pick<TriggerTarget, 'workflowId' | 'workflowName' | 'environmentId' | 'teamId' | 'collectionId'>
@@ -72,7 +60,8 @@ export interface RunStart {
 }
 
 /**
- * The trigger's op (`startRun`'s transaction): the queued run and its activity entry, or the 409 — `run_in_progress`,
+ * The start's op, run in one transaction by `startRunOnce` (./idempotency.ts) and by a retry (./retry.ts): the queued
+ * run and its activity entry, or the 409 — `run_in_progress` (the partial unique index decides it; the answer names the active run),
  * or for a retry `already_retried` naming the run that retries it. Answers the run's id: `id` as given, or on
  * PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */

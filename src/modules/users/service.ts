@@ -85,9 +85,9 @@ const passwordChecks = pLimit(Math.max(1, availableParallelism() - 1))
 /**
  * Password checks that may wait for a worker: about 1.6 s of waiting at ≈ 100 ms a check (measured 300 ms a check on
  * a loaded 2-core machine: 5 s, still well under Bun's 10 s idle timeout). Past that a check is refused at once rather than queued: the throttle counts per
- * client address, so logins from many addresses all reach the check, and the queue grew without bound — measured in
- * a mixed load with one request in ten a login, answers after 7 s (median) and up to 14 s, by which time most clients
- * of the load waited there.
+ * client address, so logins from many addresses all reach the check, and an unbounded queue grows — measured in a
+ * mixed load with one request in ten a login: answers after 7 s (median) and up to 14 s, most clients of the load
+ * waiting there.
  */
 export const MAX_WAITING_PASSWORD_CHECKS = 16 * passwordChecks.concurrency
 
