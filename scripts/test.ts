@@ -72,6 +72,7 @@ export const POSTGRES_PASS = [
   'run-events',
   'runs-list',
   'storage-faults',
+  'stream-limits',
   'tokens',
   'wal-checkpoints',
   'webhook',

@@ -17,7 +17,7 @@
  * together, since any member may make tokens (429 beyond); at most half of `maxStreams` per project, so that one
  * project's streams never take the slots the others need (503 beyond); `maxStreams` in all (503 beyond). A stream's
  * caller is authorized again every RECHECK_HEARTBEATS heartbeat intervals (a revoked token, a deactivated user, a run
- * no longer visible: the stream ends). No SQL and no HTTP here: the routes
+ * no longer visible: the stream ends), reading the store as of that check. No SQL and no HTTP here: the routes
  * (./index.ts) turn what a stream delivers into `text/event-stream`.
  */
 import type { Store } from '../../db/open.ts'
@@ -37,6 +37,7 @@ import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import type { Logger } from '../../lib/logger.ts'
+import { outsideAnyRequest } from '../../lib/request-arrival.ts'
 
 export interface StreamSettings {
   /** Open streams this instance serves at most (TRELLIS_EVENT_STREAMS_MAX). */
@@ -392,7 +393,9 @@ class Subscriber implements Stream {
   private async recheck(now: number): Promise<void> {
     this.checking = true
     try {
-      this.filter = await this.spec.recheck()
+      // The hub's timer was started by some stream's request: outside it, the lookup cache asks the store whether
+      // anything changed since (PostgreSQL: another instance's revocation) instead of trusting that request's answer.
+      this.filter = await outsideAnyRequest(() => this.spec.recheck())
     } catch (error) {
       if (error instanceof HttpError) this.close()
       else this.hub.logger.warn('authorizing an event stream again failed; it stays open until the next check', { error: (error as Error).message })
