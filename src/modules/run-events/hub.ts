@@ -55,7 +55,7 @@ export const MAX_PENDING = 500
 export const RECHECK_HEARTBEATS = 4
 
 /** Streams one project may hold on an instance: half its bound (rounded up), the other half always left to the others. */
-export const projectShareOf = (maxStreams: number): number => Math.ceil(maxStreams / 2)
+const projectShareOf = (maxStreams: number): number => Math.ceil(maxStreams / 2)
 
 /** What a stream follows, from where, and how its caller is authorized again. */
 export interface StreamSpec {
