@@ -178,7 +178,7 @@ async function main() {
   const streamsServer = await startServer({
     name: 'trellis',
     command: trellisCommand,
-    env: { ...trellisEnv(true), TRELLIS_EVENT_STREAMS_PER_CALLER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
+    env: { ...trellisEnv(true), TRELLIS_EVENT_STREAMS_PER_USER: String(EVENT_STREAMS), TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' },
     stderrFile: join(work, 'event-streams.err'),
   })
   servers.push(streamsServer)

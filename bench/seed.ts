@@ -10,6 +10,7 @@
  *   computed in ms and stored in µs, the unit of note and log times (docs/design-decisions.md "Times").
  * - Admin tokens come from `createToken`.
  */
+import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { openStore } from '../src/db/open.ts'
@@ -209,6 +210,7 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
       expiresAt: null,
       createdWithSso: false,
       actorId: null,
+      maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER,
     })
   },
   ).value

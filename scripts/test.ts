@@ -73,6 +73,7 @@ export const POSTGRES_PASS = [
   'run-events',
   'runs-list',
   'storage-faults',
+  'stream-limits',
   'tokens',
   'wal-checkpoints',
   'webhook',

@@ -23,6 +23,8 @@ export interface Config {
   webhookRatePerMinute: number
   /** The spec's token rotation advice in days, shown (never enforced) in the console's token lists. */
   tokenRotationDays: { productionDays: number; developmentDays: number }
+  /** Live (neither revoked nor expired) tokens one user may hold at most (TRELLIS_LIVE_TOKENS_PER_USER); creating one more is 409. */
+  liveTokensPerUser: number
   apiRatePerMinute: number
   apiRatePerHour: number
   apiRatePerDay: number
@@ -56,9 +58,12 @@ export interface Config {
   walCheckpointMs: number
   /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
   readyMinFreeBytes: number
-  /** Run event streams (SSE) this instance keeps open at most, and per token or console user (docs/workflows.md "Run events (SSE)"). */
+  /**
+   * Run event streams (SSE) this instance keeps open at most, and per user — every token and console session of the
+   * user together (docs/workflows.md "Run events (SSE)"); a project holds at most half of `eventStreamsMax`.
+   */
   eventStreamsMax: number
-  eventStreamsPerCaller: number
+  eventStreamsPerUser: number
   /** A quiet event stream writes a heartbeat comment this often (ms). */
   eventHeartbeatMs: number
 }
@@ -105,6 +110,12 @@ export const DEFAULT_READY_MIN_FREE_MB = 64
  * turn beside HTTP's 2 ms request slice (src/http/turn-slices.ts); docs/workflows.md "Executor" states the trade.
  */
 export const DEFAULT_EXECUTOR_SHARE_PERCENT = 50
+
+/**
+ * Live tokens one user may hold by default (TRELLIS_LIVE_TOKENS_PER_USER): room for a token per integration and a
+ * rotation under way for each, while a member cannot mint tokens without end.
+ */
+export const DEFAULT_LIVE_TOKENS_PER_USER = 100
 
 /** Finished runs are kept 30 days by default (TRELLIS_RUN_RETENTION). */
 export const DEFAULT_RUN_RETENTION = '30d'
@@ -167,6 +178,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
       productionDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION', env.TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION, 90, 1, 36_500),
       developmentDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT', env.TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT, 180, 1, 36_500),
     },
+    liveTokensPerUser: integerSetting('TRELLIS_LIVE_TOKENS_PER_USER', env.TRELLIS_LIVE_TOKENS_PER_USER, DEFAULT_LIVE_TOKENS_PER_USER, 1, 100_000),
     apiRatePerMinute: integerSetting('TRELLIS_API_RATE_PER_MIN', env.TRELLIS_API_RATE_PER_MIN, 60, 1),
     apiRatePerHour: integerSetting('TRELLIS_API_RATE_PER_HOUR', env.TRELLIS_API_RATE_PER_HOUR, 1000, 1),
     apiRatePerDay: integerSetting('TRELLIS_API_RATE_PER_DAY', env.TRELLIS_API_RATE_PER_DAY, 10000, 1),
@@ -188,7 +200,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
     readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,
     eventStreamsMax: integerSetting('TRELLIS_EVENT_STREAMS_MAX', env.TRELLIS_EVENT_STREAMS_MAX, 5000, 1, 100_000),
-    eventStreamsPerCaller: integerSetting('TRELLIS_EVENT_STREAMS_PER_CALLER', env.TRELLIS_EVENT_STREAMS_PER_CALLER, 50, 1, 100_000),
+    eventStreamsPerUser: integerSetting('TRELLIS_EVENT_STREAMS_PER_USER', env.TRELLIS_EVENT_STREAMS_PER_USER, 50, 1, 100_000),
     eventHeartbeatMs: integerSetting('TRELLIS_EVENT_HEARTBEAT_SECONDS', env.TRELLIS_EVENT_HEARTBEAT_SECONDS, 15, 1, 300) * 1000,
   }
 }

@@ -57,7 +57,7 @@ export function createDeps(input: DepsInput): AppDeps {
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
     runEvents: new RunEventHub(store, clock, input.logger, {
       maxStreams: config.eventStreamsMax,
-      maxStreamsPerCaller: config.eventStreamsPerCaller,
+      maxStreamsPerUser: config.eventStreamsPerUser,
       heartbeatMs: config.eventHeartbeatMs,
     }),
   }

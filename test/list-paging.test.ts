@@ -3,6 +3,7 @@
  * import broke that order. Both paths must return exactly what a brute-force filter over the rows returns,
  * for every operator at every stored time (ties included) and around them.
  */
+import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { DATE_OPERATORS, parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -130,7 +131,7 @@ describe('a burst in one environment (real clock)', () => {
     acmeProject(document).environments!.push('burst') // an environment of its own: nothing else writes there
     await applyAcme({ store: burst.store, clock: systemClock, secret: burst.secret, baseUrl: 'http://trellis.test' }, document)
     token = (await writeNow(burst.store, function* () {
-      return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+      return yield* createToken(systemClock, { name: 'burst', userId: userId(burst.store, 'alice'), projectId: projectId(burst.store, 'Acme'), scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER })
     })).value
     environmentId = queryOne<{ id: number }>(burst.store, "SELECT id FROM environments WHERE name = 'burst'")!.id
     author = userId(burst.store, 'alice')

@@ -5,7 +5,7 @@ import { openStore } from '../src/db/open.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { bearer, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, tempDir, testApp } from './helpers.ts'
-import { loadConfig } from '../src/config.ts'
+import { DEFAULT_LIVE_TOKENS_PER_USER, loadConfig } from '../src/config.ts'
 
 const dir = tempDir()
 afterAll(() => dir.cleanup())
@@ -18,8 +18,8 @@ sqliteOnlyTest(SQLITE_ONLY.ownDataDir, 'member remove: memberships gone, one rem
   const bob = store.sqlite.prepare("SELECT id FROM users WHERE email = 'bob@example.com'").get() as { id: number }
   const carol = store.sqlite.prepare("SELECT id FROM users WHERE email = 'carol@example.com'").get() as { id: number }
   store.sqlite.prepare("UPDATE project_members SET role = 'admin' WHERE user_id = ?").run(bob.id)
-  const token = (await runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
-  const adminToken = (await runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null }))).value
+  const token = (await runNow(store, createToken(clock, { name: 'b', userId: bob.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER }))).value
+  const adminToken = (await runNow(store, createToken(clock, { name: 'c', userId: carol.id, projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER }))).value
   const app = testApp({ dataDir: dir.path, store, config: loadConfig({ data: dir.path }, {}), clock, secret: Buffer.from('x'.repeat(40)), databaseUrl: null, cleanup: () => {} })
   const notes = () => app.handle(request('/v1/project/Acme/environment/production/notes', { headers: bearer(token) }))
   expect((await notes()).status).toBe(200)

@@ -7,6 +7,7 @@
  *
  * Fixtures are loaded through `apply` (notes import keeps the given times), so every time below is exact.
  */
+import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
 import { runOp } from '../src/db/op.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -241,7 +242,7 @@ const HIGH_RATES = { TRELLIS_API_RATE_PER_MIN: '100000', TRELLIS_API_RATE_PER_HO
 
 async function token(env: TestEnv, email: string, projectId: number, scopes: Scope[]) {
   const userId = queryOne<{ id: number }>(env.store, 'SELECT id FROM users WHERE email = ?', email)!.id
-  return await runNow(env.store, createToken(env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null }))
+  return await runNow(env.store, createToken(env.clock, { name: `${email} ${scopes.join(',')}`, userId, projectId, scopes, expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER }))
 }
 
 /** A fresh env with the project applied (and `notes` imported), then the deleted collection removed. */

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import type { DepsInput } from '../src/deps.ts'
-import { ConfigError, loadConfig } from '../src/config.ts'
+import { ConfigError, DEFAULT_LIVE_TOKENS_PER_USER, loadConfig } from '../src/config.ts'
 import { writeNow } from '../src/db/write.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
@@ -804,7 +804,7 @@ describe('an SSO project', () => {
     // A token made before the project turned SSO on (nothing can make one now).
     passwordToken = (
       await writeNow(env.store, function* () {
-        return yield* createToken(clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+        return yield* createToken(clock, { name: 'old', userId: userId(env.store, 'alice'), projectId: 1, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER })
       })
     ).value
   })
@@ -865,7 +865,7 @@ describe('an SSO project', () => {
     const sso = (await api('/v1/account/tokens', { method: 'POST', cookie: sessionOf(person), json: { name: 'open-sso', projectName: 'Open', preset: 'read-write' } })).body!
     const plain = (name: string) =>
       writeNow(env.store, function* () {
-            return yield* createToken(clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null })
+            return yield* createToken(clock, { name, userId: userId(env.store, 'alice'), projectId: 2, scopes: ['all'], expiresAt: null, createdWithSso: false, actorId: null, maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER })
           },
       )
     const kept = (await plain('open-kept')).value

@@ -313,7 +313,7 @@ describe('run event streams through the app', () => {
   const tokens = {} as Record<'alice' | 'bob' | 'carol', { value: string; token: Parameters<typeof revokeToken>[1] }>
 
   beforeAll(async () => {
-    env = await seededEnv(['in-1', 'in-2', 'in-3', 'in-4'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_CALLER: '2', TRELLIS_EVENT_STREAMS_MAX: '4', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
+    env = await seededEnv(['in-1', 'in-2', 'in-3', 'in-4'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_USER: '2', TRELLIS_EVENT_STREAMS_MAX: '6', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     app = testApp(env, { clock: systemClock, executor })
     executor.start()
@@ -336,17 +336,17 @@ describe('run event streams through the app', () => {
     return ((await response.json()) as { runId: string }).runId
   }
 
-  test('bounded: 429 past a caller’s streams, 503 past the instance’s, each with Retry-After; a closed stream frees its place', async () => {
+  test('bounded: 429 past a user’s streams, 503 past the project’s share (half the instance’s), each with Retry-After; a closed stream frees its place', async () => {
     const bobs = [await open(ENVIRONMENT_EVENTS, tokens.bob.value), await open(ENVIRONMENT_EVENTS, tokens.bob.value)]
     expect(bobs.map((r) => r.status)).toEqual([200, 200])
     const third = await open(ENVIRONMENT_EVENTS, tokens.bob.value)
     expect(third.status).toBe(429)
     expect(third.headers.get('retry-after')).toBe('5')
     expect(await third.json()).toMatchObject({ code: 'rate_limited', retry_after: 5 })
-    const others = [await open(ENVIRONMENT_EVENTS, tokens.alice.value), await open(ENVIRONMENT_EVENTS, tokens.carol.value)]
-    expect(others.map((r) => r.status)).toEqual([200, 200])
+    const others = [await open(ENVIRONMENT_EVENTS, tokens.alice.value)]
+    expect(others.map((r) => r.status)).toEqual([200])
     const metrics = await (await app.handle(request('/metrics'))).text()
-    expect(metrics).toContain('\ntrellis_event_streams 4\n')
+    expect(metrics).toContain('\ntrellis_event_streams 3\n')
     const full = await open(ENVIRONMENT_EVENTS, tokens.carol.value)
     expect(full.status).toBe(503)
     expect(full.headers.get('retry-after')).toBe('5')
@@ -519,7 +519,7 @@ describe('many streams', () => {
     env = await seededEnv([])
     alice = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
     bob = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
-    server = await serveOn(env, { TRELLIS_EVENT_STREAMS_PER_CALLER: '2000', TRELLIS_EVENT_HEARTBEAT_SECONDS: '2' })
+    server = await serveOn(env, { TRELLIS_EVENT_STREAMS_PER_USER: '2000', TRELLIS_EVENT_HEARTBEAT_SECONDS: '2' })
   }, 60_000)
 
   afterAll(async () => {

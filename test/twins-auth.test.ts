@@ -21,7 +21,7 @@ import {
   readInstanceSetting,
   writeInstanceSetting,
 } from '../src/db/sessions.ts'
-import { findTokenById, insertToken, listTokenRows, lockLiveToken, revokeLiveToken, revokeTokensMadeBy, type NewTokenRow } from '../src/db/tokens.ts'
+import { findTokenById, insertTokenWithin, listTokenRows, lockLiveToken, revokeLiveToken, revokeTokensMadeBy, type NewTokenRow } from '../src/db/tokens.ts'
 import { authorizeToken, TokenAuthenticator } from '../src/modules/auth/service.ts'
 import { generateTokenValue, hashTokenValue } from '../src/lib/token-value.ts'
 import { manualClock } from '../src/lib/clock.ts'
@@ -111,15 +111,15 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
   test('tokens: inserted, found by id, revoked once, listed with every filter', async () => {
     await seedOrganization(stores)
     const inserted = await alike(stores, [
-      () => insertToken(token('admin', 2, 1)),
-      () => insertToken(token('editor', 1, 1, { scopes: '["all"]', expiresAt: T + HOUR })),
-      () => insertToken(token('disabled', 3, 1)),
-      () => insertToken(token('sso', 6, 2, { createdWithSso: true })),
-      () => insertToken(token('not-member', 4, 3)),
-      () => insertToken(token('revoked', 2, 1)),
-      () => insertToken(token('expired', 2, 2, { expiresAt: T - 1 })),
+      () => insertTokenWithin(token('admin', 2, 1), 100),
+      () => insertTokenWithin(token('editor', 1, 1, { scopes: '["all"]', expiresAt: T + HOUR }), 100),
+      () => insertTokenWithin(token('disabled', 3, 1), 100),
+      () => insertTokenWithin(token('sso', 6, 2, { createdWithSso: true }), 100),
+      () => insertTokenWithin(token('not-member', 4, 3), 100),
+      () => insertTokenWithin(token('revoked', 2, 1), 100),
+      () => insertTokenWithin(token('expired', 2, 2, { expiresAt: T - 1 }), 100),
     ])
-    expect(inserted.map((t) => t.id)).toEqual([1, 2, 3, 4, 5, 6, 7])
+    expect(inserted.map((t) => t!.id)).toEqual([1, 2, 3, 4, 5, 6, 7])
     expect(inserted[1]).toMatchObject({ createdWithSso: false, expiresAt: T + HOUR, revokedAt: null, lastUsedAt: null })
 
     const [revocations] = await alike(stores, [
@@ -177,13 +177,13 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
 
   test("tokens made by tokens: a live maker's expiry (none when revoked, expired or unknown); what it made revoked to the end, through live tokens", async () => {
     const made = await alike(stores, [
-      () => insertToken(token('maker', 2, 1, { expiresAt: T + HOUR })),
-      () => insertToken(token('child', 2, 1, { expiresAt: T + HOUR, parentTokenId: 8 })),
-      () => insertToken(token('grandchild', 2, 1, { expiresAt: T + 30, parentTokenId: 9 })),
-      () => insertToken(token('sibling', 2, 1, { parentTokenId: 8 })),
-      () => insertToken(token('other', 2, 1, { parentTokenId: 1 })),
+      () => insertTokenWithin(token('maker', 2, 1, { expiresAt: T + HOUR }), 100),
+      () => insertTokenWithin(token('child', 2, 1, { expiresAt: T + HOUR, parentTokenId: 8 }), 100),
+      () => insertTokenWithin(token('grandchild', 2, 1, { expiresAt: T + 30, parentTokenId: 9 }), 100),
+      () => insertTokenWithin(token('sibling', 2, 1, { parentTokenId: 8 }), 100),
+      () => insertTokenWithin(token('other', 2, 1, { parentTokenId: 1 }), 100),
     ])
-    expect(made.map((t) => [t.id, t.parentTokenId])).toEqual([[8, null], [9, 8], [10, 9], [11, 8], [12, 1]])
+    expect(made.map((t) => [t!.id, t!.parentTokenId])).toEqual([[8, null], [9, 8], [10, 9], [11, 8], [12, 1]])
     const [locked] = await alike(stores, [() => each([8, 1, 6, 7, 99].map((id) => lockLiveToken(id, T)))])
     expect(locked).toEqual([{ expiresAt: T + HOUR }, { expiresAt: null }, undefined, undefined, undefined])
     // Expired exactly at `now`: no longer live.
@@ -195,6 +195,18 @@ describe.skipIf(!postgresOrSkip('tokens twins'))('tokens and authentication twin
     expect(revoked!.map((rows) => rows.map((t) => [t.id, t.revokedAt]))).toEqual([[[9, T + 9], [10, T + 9]], [], []])
     const [after] = await alike(stores, [() => each([8, 11, 12].map((id) => findTokenById(id)))])
     expect(after!.map((t) => t!.revokedAt)).toEqual([null, T + 5, null])
+  })
+
+  test('the live-token bound counts the live tokens of the user only: neither revoked nor expired at the new one\'s createdAt', async () => {
+    // User 3 holds `disabled` (live); user 4 holds `not-member` (live). A revoked and an expired token of user 3 do not count.
+    await alike(stores, [() => insertTokenWithin(token('gone', 3, 1), 100)])
+    await alike(stores, [() => revokeLiveToken(13, T + 1)])
+    await alike(stores, [() => insertTokenWithin(token('old', 3, 1, { expiresAt: T + 10 }), 100)])
+    const [atTen] = await alike(stores, [() => insertTokenWithin(token('at-ten', 3, 1, { createdAt: T + 10 }), 2)])
+    expect(atTen).toMatchObject({ id: 15, userId: 3 })
+    const [full, other] = await alike(stores, [() => insertTokenWithin(token('full', 3, 1, { createdAt: T + 10 }), 2), () => insertTokenWithin(token('elsewhere', 4, 3, { createdAt: T + 10 }), 2)])
+    expect(full).toBeUndefined()
+    expect(other).toMatchObject({ id: 16, userId: 4 })
   })
 })
 
@@ -270,7 +282,7 @@ describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup ca
       const values = [generateTokenValue(), generateTokenValue()]
       for (const [i, value] of values.entries()) {
         const row = { name: `t${i}`, userId: 1, projectId: 1, tokenHash: hashTokenValue(value), prefix: value.slice(0, 12), scopes: '["all"]', createdWithSso: false, createdAt: T, expiresAt: null }
-        await writeOnPostgres(one, () => insertToken(row))
+        await writeOnPostgres(one, () => insertTokenWithin(row, 100))
       }
       const bearerOf = (value: string) => `Bearer ${value}`
       const need = { scope: 'notes:read', role: 'admin' } as const

@@ -62,7 +62,8 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
   if (expiresAt === null) throw new UsageError(`--expires-at is not an ISO 8601 date-time: "${expiresAtText}"`)
   const expiresInDays = v['expires-in'] === undefined ? undefined : parseExpiresIn(v['expires-in'] as string)
   const scopes = typeof v.scopes === 'string' ? v.scopes.split(',').map((s) => s.trim()).filter(Boolean) : undefined
-  const value = await inWriteTransaction(configFrom(parsed), function* () {
+  const config = configFrom(parsed)
+  const value = await inWriteTransaction(config, function* () {
     const now = systemClock.now()
     let resolved
     let expiry
@@ -90,6 +91,7 @@ async function createFromCli(parsed: ReturnType<typeof parseFlags>, io: Paramete
       expiresAt: expiry,
       createdWithSso: false,
       actorId: null,
+      maxLiveTokens: config.liveTokensPerUser,
     })).value
   })
   io.out(value)

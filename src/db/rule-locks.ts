@@ -9,9 +9,10 @@ import type { Db } from './open.ts'
 
 /**
  * The rules a lock holds: never zero active instance administrators; never a project without an admin (per project);
- * a workflow's callback endpoints within their bound and of distinct URLs (per workflow).
+ * a workflow's callback endpoints within their bound and of distinct URLs (per workflow); a user's live tokens
+ * within their bound (per user).
  */
-export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks'
+export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks' | 'liveTokens'
 
 /** Holds `rule` for `scope` (0: the whole instance) until the transaction ends. */
 export function lockRule(rule: Rule, scope = 0): Op<void> {

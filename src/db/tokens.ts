@@ -3,16 +3,31 @@
  * and owner. The per-request lookup by hash (and the `lastUsedAt` stamp) stays prepared in `auth-queries.ts`.
  * Only hashes and display prefixes are stored: generating and hashing values is the tokens service's.
  */
-import { and, desc, eq, gt, inArray, isNull, or } from 'drizzle-orm'
+import { and, count, desc, eq, gt, inArray, isNull, or } from 'drizzle-orm'
 import type { Answer, Op } from './op.ts'
 import { inserted, row, rows } from './query.ts'
+import { lockRule } from './rule-locks.ts'
 import type { apiTokens } from './schema.ts'
 
 export type TokenRow = typeof apiTokens.$inferSelect
 export type NewTokenRow = Omit<typeof apiTokens.$inferInsert, 'id' | 'revokedAt' | 'lastUsedAt'>
 
-export function insertToken(token: NewTokenRow): Op<TokenRow> {
-  return inserted(row(({ db, t }) => db.insert(t.apiTokens).values(token).returning()), 'token')
+/**
+ * Inserts a token unless its user already holds `atMost` live ones — neither revoked nor expired at the token's
+ * `createdAt` —: then undefined, and nothing is written. The only way a token is made. The user's live-tokens lock
+ * (./rule-locks.ts) is taken before the count, so on PostgreSQL the creations of one user's tokens count and insert
+ * one at a time across every instance, each counting (a fresh snapshot per statement) what the one before committed.
+ */
+export function* insertTokenWithin(token: NewTokenRow, atMost: number): Op<TokenRow | undefined> {
+  yield* lockRule('liveTokens', token.userId)
+  const live = yield* row(({ db, t }) =>
+    db
+      .select({ n: count() })
+      .from(t.apiTokens)
+      .where(and(eq(t.apiTokens.userId, token.userId), isNull(t.apiTokens.revokedAt), or(isNull(t.apiTokens.expiresAt), gt(t.apiTokens.expiresAt, token.createdAt)))),
+  )
+  if ((live?.n ?? 0) >= atMost) return undefined
+  return yield* inserted(row(({ db, t }) => db.insert(t.apiTokens).values(token).returning()), 'token')
 }
 
 /** Stamps `revokedAt` on a live token; false when it was already revoked. */

@@ -13,6 +13,15 @@ export function servingRequestArrivedAt<T>(at: number, fn: () => T): T {
   return arrivals.run(at, fn)
 }
 
+/**
+ * `fn`, and all it awaits, outside any request: work on a schedule of its own that must see every commit made before
+ * it runs (an event stream's re-check), even when it was set going by a request long ago — a timer started while
+ * serving a request carries that request's arrival otherwise.
+ */
+export function outsideAnyRequest<T>(fn: () => T): T {
+  return arrivals.exit(fn)
+}
+
 /** The arrival of the request being served, or undefined outside one. */
 export function arrivalOfThisRequest(): number | undefined {
   return arrivals.getStore()

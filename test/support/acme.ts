@@ -2,6 +2,7 @@
  * The Acme fixture (examples/acme.yaml) for the webhook and executor tests: the parsed document (to extend
  * before applying), applying it to a store, ids by name, tokens, and webhook paths.
  */
+import { DEFAULT_LIVE_TOKENS_PER_USER } from '../../src/config.ts'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { migrate } from '../../src/db/migrate.ts'
@@ -127,6 +128,7 @@ export async function tokenFor(
       expiresAt: options.expiresAt ?? null,
       createdWithSso: false,
       actorId: null,
+      maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER,
     }))
 }
 

@@ -140,6 +140,7 @@ export async function mint(
                     expiresAt: options.expiresAt ?? null,
                     createdWithSso: options.createdWithSso ?? false,
                     actorId: userId(e, email),
+                    maxLiveTokens: e.config.liveTokensPerUser,
                   })
       },
   )

@@ -10,7 +10,7 @@ import type { Rule } from '../rule-locks.ts'
 import { PG_LISTS } from './monotonic.ts'
 
 /** First keys, distinct from the lists' (./monotonic.ts PG_LISTS: 2–5 and 8). */
-export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9 }
+export const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9, liveTokens: 10 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
 if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')

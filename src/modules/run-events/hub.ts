@@ -13,10 +13,12 @@
  * before it, so the read has it). A stream whose client does not keep up holds at most MAX_PENDING events: past that
  * it drops them and reads them again from the table when its client reads.
  *
- * Bounded: at most `maxStreams` streams per instance (503 beyond) and `maxStreamsPerCaller` per token or console user
- * (429). A stream's caller is authorized again every RECHECK_HEARTBEATS heartbeat intervals (a revoked token, a
- * deactivated user, a run no longer visible: the stream ends). No SQL and no HTTP here: the routes (./index.ts) turn
- * what a stream delivers into `text/event-stream`.
+ * Bounded, on each instance: `maxStreamsPerUser` streams per user, every token and console session of the user
+ * together, since any member may make tokens (429 beyond); at most half of `maxStreams` per project, so that one
+ * project's streams never take the slots the others need (503 beyond); `maxStreams` in all (503 beyond). A stream's
+ * caller is authorized again every RECHECK_HEARTBEATS heartbeat intervals (a revoked token, a deactivated user, a run
+ * no longer visible: the stream ends), reading the store as of that check. No SQL and no HTTP here: the routes
+ * (./index.ts) turn what a stream delivers into `text/event-stream`.
  */
 import type { Store } from '../../db/open.ts'
 import { read } from '../../db/read.ts'
@@ -35,12 +37,13 @@ import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import type { Logger } from '../../lib/logger.ts'
+import { outsideAnyRequest } from '../../lib/request-arrival.ts'
 
 export interface StreamSettings {
   /** Open streams this instance serves at most (TRELLIS_EVENT_STREAMS_MAX). */
   maxStreams: number
-  /** Open streams of one token, or of one console user, at most (TRELLIS_EVENT_STREAMS_PER_CALLER). */
-  maxStreamsPerCaller: number
+  /** Open streams of one user — all their tokens and console sessions together — at most (TRELLIS_EVENT_STREAMS_PER_USER). */
+  maxStreamsPerUser: number
   /** A stream that wrote nothing for this long writes a heartbeat comment (TRELLIS_EVENT_HEARTBEAT_SECONDS). */
   heartbeatMs: number
 }
@@ -51,10 +54,15 @@ export const MAX_PENDING = 500
 /** A stream's caller is authorized again every this many heartbeat intervals. */
 export const RECHECK_HEARTBEATS = 4
 
+/** Streams one project may hold on an instance: half its bound (rounded up), the other half always left to the others. */
+const projectShareOf = (maxStreams: number): number => Math.ceil(maxStreams / 2)
+
 /** What a stream follows, from where, and how its caller is authorized again. */
 export interface StreamSpec {
-  /** Whose stream it is, for the per-caller bound (`token:<id>`, `user:<id>`). */
-  caller: string
+  /** Whose stream it is (a token's user, or the console session's), for the per-user bound. */
+  userId: number
+  /** The project of its environment, for the per-project share. */
+  projectId: number
   environmentId: number
   /** The last event the client has (`Last-Event-ID`); null: a run's stream from its first event, an environment's from now. */
   after: number | null
@@ -80,7 +88,8 @@ export interface Stream {
 export class RunEventHub {
   private readonly feeds = new Map<number, Feed>()
   private readonly streams = new Set<Subscriber>()
-  private readonly perCaller = new Map<string, number>()
+  private readonly perUser = new Map<number, number>()
+  private readonly perProject = new Map<number, number>()
   /** This process's commits (registered with the first stream), and other instances' (PostgreSQL's LISTEN). */
   private local: (() => void) | null = null
   private remote: Promise<Listening | null> | null = null
@@ -100,17 +109,23 @@ export class RunEventHub {
     return this.streams.size
   }
 
-  /** A new stream; 503 `too_many_streams` past the instance's bound, 429 past the caller's. Its first `next()` starts reading. */
+  /**
+   * A new stream; 429 past its user's bound, 503 `too_many_streams` past its project's share or the instance's bound.
+   * Its first `next()` starts reading.
+   */
   open(spec: StreamSpec): Stream {
     if (this.closed) throw retryLater(503, 'shutting_down', 'This instance is stopping: reconnect to another one', 1)
-    if (this.streams.size >= this.settings.maxStreams) {
-      throw retryLater(503, 'too_many_streams', `This instance serves ${this.settings.maxStreams} event streams at most`, 5)
+    const { maxStreams, maxStreamsPerUser } = this.settings
+    if ((this.perUser.get(spec.userId) ?? 0) >= maxStreamsPerUser) {
+      throw tooManyRequests(5, `At most ${maxStreamsPerUser} event streams may be open at once per user, all their tokens and console sessions together`)
     }
-    const mine = this.perCaller.get(spec.caller) ?? 0
-    if (mine >= this.settings.maxStreamsPerCaller) {
-      throw tooManyRequests(5, `At most ${this.settings.maxStreamsPerCaller} event streams may be open at once per token or console user`)
+    if (this.streams.size >= maxStreams) throw retryLater(503, 'too_many_streams', `This instance serves ${maxStreams} event streams at most`, 5)
+    const share = projectShareOf(maxStreams)
+    if ((this.perProject.get(spec.projectId) ?? 0) >= share) {
+      throw retryLater(503, 'too_many_streams', `This instance serves ${share} event streams at most per project, half of its ${maxStreams}`, 5)
     }
-    this.perCaller.set(spec.caller, mine + 1)
+    countIn(this.perUser, spec.userId, 1)
+    countIn(this.perProject, spec.projectId, 1)
     const feed = this.feedOf(spec.environmentId)
     const stream = new Subscriber(this, feed, spec)
     feed.subscribers.add(stream)
@@ -133,9 +148,8 @@ export class RunEventHub {
   /** A stream ended: its place in the bounds is free again. */
   forget(stream: Subscriber): void {
     if (!this.streams.delete(stream)) return
-    const left = (this.perCaller.get(stream.spec.caller) ?? 1) - 1
-    if (left > 0) this.perCaller.set(stream.spec.caller, left)
-    else this.perCaller.delete(stream.spec.caller)
+    countIn(this.perUser, stream.spec.userId, -1)
+    countIn(this.perProject, stream.spec.projectId, -1)
     const feed = stream.feed
     feed.subscribers.delete(stream)
     if (feed.subscribers.size === 0) this.dropFeed(feed)
@@ -190,6 +204,13 @@ export class RunEventHub {
       if (this.remote === null) this.startWatching()
     }
   }
+}
+
+/** Adds `delta` to `key`'s count of open streams; a count that reaches zero is dropped. */
+function countIn(counts: Map<number, number>, key: number, delta: number): void {
+  const count = (counts.get(key) ?? 0) + delta
+  if (count > 0) counts.set(key, count)
+  else counts.delete(key)
 }
 
 /** One environment's reader: its events after the last one it read, offered to each of its streams. */
@@ -372,7 +393,9 @@ class Subscriber implements Stream {
   private async recheck(now: number): Promise<void> {
     this.checking = true
     try {
-      this.filter = await this.spec.recheck()
+      // The hub's timer was started by some stream's request: outside it, the lookup cache asks the store whether
+      // anything changed since (PostgreSQL: another instance's revocation) instead of trusting that request's answer.
+      this.filter = await outsideAnyRequest(() => this.spec.recheck())
     } catch (error) {
       if (error instanceof HttpError) this.close()
       else this.hub.logger.warn('authorizing an event stream again failed; it stays open until the next check', { error: (error as Error).message })

@@ -14,7 +14,7 @@ import { MAX_FILTER_LENGTH, MAX_NAME_LENGTH, parseStringParameter, queryOf } fro
 import { RunIdParams } from '../runs/model.ts'
 import type { Stream } from './hub.ts'
 import { RunEvent } from './model.ts'
-import { renderRunEvent, streamableEnvironment, streamableRun, streamCallerOf } from './service.ts'
+import { renderRunEvent, streamableEnvironment, streamableRun } from './service.ts'
 
 /** What the hub's stream delivers, as event-stream text; a stream that fails ends (its client reconnects and resumes). */
 function chunksOf(stream: Stream, logger: Logger): ChunkSource {
@@ -36,8 +36,9 @@ function chunksOf(stream: Stream, logger: Logger): ChunkSource {
 }
 
 const LIMITS =
-  'At most TRELLIS_EVENT_STREAMS_PER_CALLER streams (50 by default) per token or console user (429 beyond) and TRELLIS_EVENT_STREAMS_MAX (5,000) per instance (503 beyond), both with Retry-After. ' +
-  'A heartbeat comment every TRELLIS_EVENT_HEARTBEAT_SECONDS (15) while quiet; the caller is authorized again every four heartbeats, and the stream ends once it may no longer read.'
+  'On each instance: at most TRELLIS_EVENT_STREAMS_PER_USER streams (50 by default) per user, all their tokens and console sessions together (429 `rate_limited` beyond); ' +
+  'at most half of TRELLIS_EVENT_STREAMS_MAX (5,000) per project, rounded up, and TRELLIS_EVENT_STREAMS_MAX in all (503 `too_many_streams` beyond); each with Retry-After. ' +
+  'A heartbeat comment every TRELLIS_EVENT_HEARTBEAT_SECONDS (15) while quiet; the caller is authorized again every four heartbeats, reading the database as of then, and the stream ends once it may no longer read.'
 
 export function runEventsModule(deps: AppDeps) {
   const stream = (request: Request, open: () => Stream) => eventStreamResponse(request, () => chunksOf(open(), deps.logger))
@@ -50,7 +51,8 @@ export function runEventsModule(deps: AppDeps) {
         const run = await read(deps.store, streamableRun(caller, params.runId))
         return stream(request, () =>
           deps.runEvents.open({
-            caller: streamCallerOf(caller),
+            userId: caller.user.id,
+            projectId: run.projectId,
             environmentId: run.environmentId,
             after,
             run: { id: params.runId, finished: run.finished },
@@ -90,7 +92,8 @@ export function runEventsModule(deps: AppDeps) {
         const scope = await read(deps.store, streamableEnvironment(caller, projectName, environmentName, wanted))
         return stream(request, () =>
           deps.runEvents.open({
-            caller: streamCallerOf(caller),
+            userId: caller.user.id,
+            projectId: scope.projectId,
             environmentId: scope.environmentId,
             after,
             filter: scope.filter,

@@ -15,13 +15,10 @@ import { callerProject } from '../auth/service.ts'
 import { isAdminOf, requireEnvironment } from '../directory/projects.ts'
 import { visibleRun, workflowIdsNamed } from '../runs/service.ts'
 
-/** Whose streams count together against the per-caller bound: a token's, or a console user's. */
-export const streamCallerOf = (caller: AccountCaller): string => (caller.token ? `token:${caller.token.tokenId}` : `user:${caller.user.id}`)
-
-/** A run the caller may read (404 otherwise): its environment, and whether it had finished. */
-export function* streamableRun(caller: AccountCaller, runId: string): Op<{ environmentId: number; finished: boolean }> {
-  const { run } = yield* visibleRun(caller, runId)
-  return { environmentId: run.environmentId, finished: (FINISHED_RUN_STATUSES as readonly string[]).includes(run.status) }
+/** A run the caller may read (404 otherwise): its project and environment, and whether it had finished. */
+export function* streamableRun(caller: AccountCaller, runId: string): Op<{ projectId: number; environmentId: number; finished: boolean }> {
+  const { run, projectId } = yield* visibleRun(caller, runId)
+  return { projectId, environmentId: run.environmentId, finished: (FINISHED_RUN_STATUSES as readonly string[]).includes(run.status) }
 }
 
 /** What an environment stream's caller asked for (query parameters). */
@@ -41,7 +38,7 @@ export function* streamableEnvironment(
   projectName: string,
   environmentName: string,
   query: EnvironmentStreamQuery,
-): Op<{ environmentId: number; filter: EnvironmentEventFilter }> {
+): Op<{ projectId: number; environmentId: number; filter: EnvironmentEventFilter }> {
   const project = yield* callerProject(caller, projectName)
   const { environment } = yield* requireEnvironment(projectName, environmentName)
   const seesAll = yield* isAdminOf(caller.user.id, project.id)
@@ -51,7 +48,7 @@ export function* streamableEnvironment(
     if (someHoldUnstorableText({ recordId: query.recordId })) filter.workflowIds = []
     else filter.recordId = query.recordId
   }
-  return { environmentId: environment.id, filter }
+  return { projectId: project.id, environmentId: environment.id, filter }
 }
 
 /** An event as a stream's `data:` line shows it: what it is, its run, workflow, record and step, when, and what else it tells. */

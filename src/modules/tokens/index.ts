@@ -60,6 +60,7 @@ export function tokensModule(deps: AppDeps) {
             createdWithSso: caller.viaSso,
             actorId: caller.user.id,
             madeBy,
+            maxLiveTokens: deps.config.liveTokensPerUser,
           })
         })
         set.status = 201
@@ -77,12 +78,13 @@ export function tokensModule(deps: AppDeps) {
       {
         accountCall: true,
         body: CreateTokenBody,
-        response: { 201: CreatedToken, ...errorResponses(400, 404) },
+        response: { 201: CreatedToken, ...errorResponses(400, 404, 409) },
         detail: {
           operationId: 'createToken',
           summary: 'Create a token for yourself on a project; the value is in this answer only',
           description:
-            'A token made with a Bearer token expires no later than that token (none asked: its expiry; a later expiresAt or expiresInDays is 400 naming it) and is revoked with it.',
+            'A token made with a Bearer token expires no later than that token (none asked: its expiry; a later expiresAt or expiresInDays is 400 naming it) and is revoked with it. ' +
+            'A user holds at most TRELLIS_LIVE_TOKENS_PER_USER live tokens (100 by default; neither revoked nor expired, over every project): one more is 409 `too_many_tokens`.',
         },
       },
     )

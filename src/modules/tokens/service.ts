@@ -5,7 +5,7 @@
 import { generateTokenValue, hashTokenValue } from '../../lib/token-value.ts'
 import {
   findTokenById,
-  insertToken,
+  insertTokenWithin,
   listTokenRows,
   lockLiveToken,
   revokeLiveToken,
@@ -13,7 +13,7 @@ import {
   type TokenListRow,
   type TokenRow,
 } from '../../db/tokens.ts'
-import { invalidField, unauthorized } from '../../lib/errors.ts'
+import { conflict, invalidField, unauthorized } from '../../lib/errors.ts'
 import { findUserById } from '../../db/users.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { toIsoOrNull, toIso } from '../../lib/time.ts'
@@ -91,6 +91,8 @@ export interface NewToken {
   actorId: number | null
   /** The token that made it (a Bearer call); its expiry must come from `expiryUnderMaker`. */
   madeBy?: number | null
+  /** Live tokens the user may hold at most, this one included (TRELLIS_LIVE_TOKENS_PER_USER). */
+  maxLiveTokens: number
 }
 
 /**
@@ -109,10 +111,14 @@ export function* expiryUnderMaker(clock: Clock, makerId: number, asked: number |
   return asked
 }
 
-/** Creates a token and its admin log entry; returns the row and the value (the only time it exists). Call in a write transaction. */
+/**
+ * Creates a token and its admin log entry; returns the row and the value (the only time it exists). 409
+ * `too_many_tokens` when its user holds `maxLiveTokens` live tokens already. Every token is made here: the API (and
+ * the console through it) and `trellis token create`. Call in a write transaction.
+ */
 export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRow; value: string }> {
   const value = generateTokenValue()
-  const token = yield* insertToken({
+  const token = yield* insertTokenWithin({
     name: input.name,
     userId: input.userId,
     projectId: input.projectId,
@@ -123,7 +129,13 @@ export function* createToken(clock: Clock, input: NewToken): Op<{ token: TokenRo
     createdAt: clock.now(),
     expiresAt: input.expiresAt,
     parentTokenId: input.madeBy ?? null,
-  })
+  }, input.maxLiveTokens)
+  if (!token) {
+    throw conflict(
+      'too_many_tokens',
+      `The user holds ${input.maxLiveTokens} live tokens already, the most one user may hold (TRELLIS_LIVE_TOKENS_PER_USER): revoke one first`,
+    )
+  }
   yield* appendAdminLog(clock, {
     projectId: input.projectId,
     type: 'add',
