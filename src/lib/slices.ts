@@ -41,11 +41,17 @@ export class Slices {
 
   private start<T>(work: () => Promise<T>): Promise<T> {
     if (this.atOnce === Number.POSITIVE_INFINITY) return work()
-    this.running++
-    const done = work()
     const ended = () => {
       this.running--
       if (this.waiting.length > 0) this.schedulePump()
+    }
+    this.running++
+    let done: Promise<T>
+    try {
+      done = work()
+    } catch (error) {
+      ended()
+      throw error
     }
     done.then(ended, ended)
     return done
