@@ -157,12 +157,14 @@ describe('40 streams catching up on 500,000 events, through a real server', () =
     if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
     const environmentId = queryOne<{ id: number }>(store, "SELECT id FROM environments WHERE name = 'production'")!.id
     const after = 200_000
-    // Each statement the read runs, as the store builds it, EXPLAINed with the values it runs with.
-    const plan = async (call: QueryCall) => {
-      const compiled = call.build(postgresDialect(store.db)).prepare('explained' as never) as unknown as { queryString: string; params: unknown[] }
-      const rows = (await store.sql.unsafe(`EXPLAIN ${compiled.queryString}`, fillPlaceholders(compiled.params, call.values ?? {}) as never[])) as { 'QUERY PLAN': string }[]
-      return rows.map((row) => row['QUERY PLAN']).join('\n')
+    // Each statement the read runs, as the store builds it, with the values it runs with: EXPLAINed, and the range's run.
+    const compiled = (step: IteratorResult<unknown>) => {
+      const call = (step.value as { args: [QueryCall] }).args[0]
+      const built = call.build(postgresDialect(store.db)).prepare('explained' as never) as unknown as { queryString: string; params: unknown[] }
+      return { text: built.queryString, params: fillPlaceholders(built.params, call.values ?? {}) as never[] }
     }
+    const plan = async ({ text, params }: ReturnType<typeof compiled>) =>
+      ((await store.sql.unsafe(`EXPLAIN ${text}`, params)) as { 'QUERY PLAN': string }[]).map((row) => row['QUERY PLAN']).join('\n')
     const filters: EnvironmentEventFilter[] = [
       { userId: userId(store, 'bob') },
       { userId: userId(store, 'dave') },
@@ -172,14 +174,13 @@ describe('40 streams catching up on 500,000 events, through a real server', () =
     ]
     for (const filter of filters) {
       const read = environmentEventsPage(environmentId, after, filter)
-      const range = read.next().value as unknown as { args: [QueryCall] }
-      const rangePlan = await plan(range.args[0])
-      const [window] = (await store.sql.unsafe(`SELECT max(id)::float8, count(*)::float8 FROM (SELECT id FROM run_events WHERE environment_id = $1 AND id > $2 ORDER BY id LIMIT ${SCAN_ROWS}) w`, [environmentId, after]).values()) as [number, number][]
-      const filtered = read.next([window] as never).value as unknown as { args: [QueryCall] }
-      const filteredPlan = await plan(filtered.args[0])
+      const range = compiled(read.next())
+      const rangePlan = await plan(range)
+      const window = (await store.sql.unsafe(range.text, range.params).values()) as unknown[][]
+      const filteredPlan = await plan(compiled(read.next(window as never)))
       if (process.env.SHOW_PLANS) console.log(`PLAN ${JSON.stringify(filter)}:\n${rangePlan}\n${filteredPlan}`)
-      // The range: the next SCAN_ROWS index entries. The read: those events alone (both ends of the range in the
-      // index condition), never a walk of the table, never a sort of the environment's events.
+      // The range: the next SCAN_ROWS index entries. The read: the events between its two ends (both in an index
+      // condition), never a walk of the table.
       expect(rangePlan).toMatch(/Limit[\s\S]*Index (Only )?Scan using run_events_(env_id_idx|pkey) on run_events/)
       expect(filteredPlan).toMatch(/Cond: \([^\n]*\(id > '?200000'?(::bigint)?\) AND \(id <= /)
       for (const shown of [rangePlan, filteredPlan]) expect(shown).not.toMatch(/Seq Scan on run_events/)
