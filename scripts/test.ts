@@ -71,6 +71,7 @@ export const POSTGRES_PASS = [
   'routes',
   'run-history',
   'run-events',
+  'run-events-catch-up',
   'runs-list',
   'storage-faults',
   'stream-limits',
@@ -84,10 +85,11 @@ export const POSTGRES_PASS = [
 
 /**
  * Files that time or size something under a load they make themselves (answers while the server is saturated, the WAL
- * under sustained writes, /healthz during a flood, the file's growth under a steady trigger loop, a group commit's time
- * budget): run after the parallel part, one pass at a time, so the other pass is not part of what they measure.
+ * under sustained writes, /healthz during a flood or while streams catch up on a long history, the file's growth under
+ * a steady trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other
+ * pass is not part of what they measure.
  */
-export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit'].map(
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
   (name) => `test/${name}.test.ts`,
 )
 

@@ -15,7 +15,7 @@ import { runOp } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
-import { environmentEventsAfter, insertRunEvents, latestEventId, runEventsAfter } from '../src/db/run-events.ts'
+import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
@@ -92,6 +92,15 @@ const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs
 const RUNS_PAGE = /^select "id" from "runs"/
 /** The read of an environment's run events after an id (src/db/run-events.ts). */
 const ENVIRONMENT_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id JOIN workflows w ON w\.id = e\.workflow_id\s+WHERE e\.environment_id = /
+/** A filtered read of them: within the range its first statement fixed. */
+const FILTERED_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id JOIN workflows w ON w\.id = e\.workflow_id\s+WHERE e\.environment_id = .* AND e\.id <= /s
+/** An event in production (inserted in the plan's rolled-back transaction, so that a filtered read has a range to read). */
+const productionEvent: NewRunEvent = { runId: 'r', environmentId: production, workflowId: 1, recordId: 'x', type: 'run.cancelled', status: 'cancelled', at: 0 }
+/** A filtered read of production's events from the start, an event there. */
+const filteredEvents = (filter: Parameters<typeof environmentEventsPage>[2]) => (db: Db) => {
+  insertRunEvents(db, [productionEvent])
+  return runOp(db, environmentEventsPage(production, 0, filter))
+}
 
 /** Each real statement, and the plan it must have. The index each plan names is proven used. */
 const CASES: PlanCase[] = [
@@ -163,9 +172,13 @@ const CASES: PlanCase[] = [
   ['admin: initiator', admin({ initiator: 'system' }), ADMIN_PAGE, /^SEARCH admin_logs USING INDEX admin_logs_project_initiator_idx \(project_id=\? AND initiator=\?\)$/],
   // ── run events (an event per transition and step: src/db/run-events.ts) ──
   ['run events: an environment\'s after an id (a feed, a stream reading on its own)', (db) => runOp(db, environmentEventsAfter(production, 7)), ENVIRONMENT_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
-  ['run events: filtered (a member\'s runs, a workflow, a record: walks the environment)', (db) => runOp(db, environmentEventsAfter(production, 7, { workflowIds: [1], recordId: 'r', userId: 2 })), ENVIRONMENT_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
+  // A filtered read (a stream catching up) first fixes its range, the next SCAN_ROWS events, on the index alone, then
+  // walks that range whatever the filter: bounded for every filter, never a sort.
+  ['run events: a filtered read\'s range', filteredEvents({ userId: 2 }), /FROM \(SELECT id FROM run_events WHERE environment_id = /, /SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
+  ['run events: filtered by user (a member\'s stream: walks the range)', filteredEvents({ userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
+  ['run events: filtered by workflow, record and user (walks the range)', filteredEvents({ workflowIds: [1], recordId: 'r', userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
   ['run events: a run\'s after an id', (db) => runOp(db, runEventsAfter('r', 7)), /WHERE e\.run_id = /, /SEARCH e USING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH w /],
-  ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents(db, [{ runId: 'r', environmentId: production, workflowId: 1, recordId: 'x', type: 'run.cancelled', status: 'cancelled', at: 0 }]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],
+  ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents(db, [productionEvent]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],
   ['run events: an environment\'s newest (a stream from now)', (db) => runOp(db, latestEventId(production)), /FROM run_events WHERE environment_id = /, /^SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\?\)$/],
   // ── records ──
   ['records: a record by its key', (db) => runOp(db, findRecordByKey({ environmentId: production, collectionId: 1 }, 'ord_1001')), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
@@ -181,7 +194,7 @@ describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {
     for (const detail of plans.flatMap((p) => p.split(' | '))) {
       // Never a bare scan of a table, never a sort of every matching row of a page.
       expect({ name, detail }).not.toEqual({ name, detail: expect.stringMatching(/^SCAN (runs|run_steps|activity_logs|activity_log_records|notes|note_messages|admin_logs|records)$/) })
-      if (statement === RUNS_PAGE || statement === ACTIVITY_PAGE || statement === ADMIN_PAGE || (statement === NOTES_PAGE && !/updated|archived/.test(name))) {
+      if (statement === RUNS_PAGE || statement === ACTIVITY_PAGE || statement === ADMIN_PAGE || statement === FILTERED_EVENTS || (statement === NOTES_PAGE && !/updated|archived/.test(name))) {
         expect({ name, detail }).not.toEqual({ name, detail: expect.stringContaining('TEMP B-TREE') })
       }
     }

@@ -2,10 +2,12 @@
  * The turn slicer (src/http/turn-slices.ts, which keeps /healthz within its bound under load): with no crowd a request starts at once; a
  * crowd that arrives in one turn is started a slice's worth per turn, in arrival order, every request exactly once,
  * and a probe starts at once whatever waits. (The bound it serves is measured through a real server in
- * test/overload.test.ts.)
+ * test/overload.test.ts.) The same queue with a bound on pieces under way (the event streams' catching-up reads):
+ * never more at once, the others started in order as those end.
  */
 import { expect, test } from 'bun:test'
 import { SLICE_MS, shareOfTurnMs, TurnSlices } from '../src/http/turn-slices.ts'
+import { Slices } from '../src/lib/slices.ts'
 
 const request = (path: string) => new Request(`http://127.0.0.1${path}`)
 
@@ -114,4 +116,31 @@ test("the executor's share of a busy turn, in ms beside the request slice", () =
   expect(shareOfTurnMs(50)).toBe(SLICE_MS)
   expect(shareOfTurnMs(33)).toBeCloseTo(SLICE_MS * (33 / 67))
   expect(shareOfTurnMs(90)).toBeCloseTo(SLICE_MS * 9)
+})
+
+test('with a bound on pieces under way: never more at once, each piece once, in arrival order as others end; a failing piece frees its place', async () => {
+  const slices = new Slices(SLICE_MS, 2)
+  let underWay = 0
+  let most = 0
+  const order: number[] = []
+  const answers = Array.from({ length: 12 }, (_, i) =>
+    slices.run(async () => {
+      order.push(i)
+      most = Math.max(most, ++underWay)
+      await Bun.sleep(2)
+      underWay--
+      if (i === 3) throw new Error('boom')
+      return i
+    }),
+  )
+  const settled = await Promise.allSettled(answers)
+  expect(most).toBe(2)
+  expect(order).toEqual(Array.from({ length: 12 }, (_, i) => i))
+  expect(settled.filter((s) => s.status === 'rejected')).toHaveLength(1)
+  expect(slices.queued).toBe(0)
+  // Its places all free again: two start at once (before run returns).
+  const started: number[] = []
+  const again = [0, 1].map((i) => slices.run(async () => void started.push(i)))
+  expect(started).toEqual([0, 1])
+  await Promise.all(again)
 })

@@ -2,7 +2,8 @@
  * A run's events (issue 28; docs/workflows.md "Run events (SSE)"): every transition of a run from its start on and every step
  * outcome appends an event in the transition's own transaction — all of a transaction's events at once, the last thing it writes — with
  * a global id (the SSE `id:`) and a per-run `sequence` (1, 2, …: the run's newest + 1).
- * Readers page from an id: an environment's events (`run_events_env_id_idx`) or one run's.
+ * Readers page from an id: an environment's events (`run_events_env_id_idx`; a filtered read examines a bounded range of
+ * them) or one run's.
  *
  * The order readers rely on: within an environment, an event with a greater id never becomes visible before one with a
  * smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
@@ -220,11 +221,13 @@ const ENVIRONMENT_EVENTS = statement('run-events.environment', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
   FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
   WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')}
-    AND (${absent('workflowIds', 'text')} OR ${d.inJsonArray(sql.raw('e.workflow_id'), 'workflowIds', 'integer')})
-    AND (${absent('recordId', 'text')} OR e.record_id = ${sql.placeholder('recordId')})
-    AND (${absent('userId', 'int8')} OR r.user_id = ${sql.placeholder('userId')})
   ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
+
+/** The environment's next events after id `after`, oldest first, at most EVENT_PAGE (walks `run_events_env_id_idx`): a feed's read. */
+export function* environmentEventsAfter(environmentId: number, after: number): Op<StoredRunEvent[]> {
+  return ((yield* ENVIRONMENT_EVENTS.rows({ environmentId, after })) as unknown[][]).map(eventOf)
+}
 
 /** Which of an environment's events a reader wants (each absent: any). */
 export interface EnvironmentEventFilter {
@@ -234,16 +237,72 @@ export interface EnvironmentEventFilter {
   userId?: number
 }
 
-/** The environment's next events after id `after` matching `filter`, oldest first, at most EVENT_PAGE (walks `run_events_env_id_idx`). */
-export function* environmentEventsAfter(environmentId: number, after: number, filter: EnvironmentEventFilter = {}): Op<StoredRunEvent[]> {
-  const rows = (yield* ENVIRONMENT_EVENTS.rows({
+/**
+ * Events a filtered read (a stream catching up) examines at most: under a millisecond of SQLite's time whatever the
+ * filter matches, where a filter that matches little would otherwise walk the environment's whole history in one read.
+ */
+export const SCAN_ROWS = 1_000
+
+/** A read of a stream on its own: its events, the id it examined the environment (or run) through, and whether it reached the newest. */
+export interface EventsPage {
+  events: StoredRunEvent[]
+  /** The last event the read examined, delivered or not (`after` when none): the next read starts after it. */
+  through: number
+  /** Every event committed before the read began was examined: from here on the stream follows its feed. */
+  atEnd: boolean
+}
+
+/** A page of every event after `after` (no filter): it examined its events alone, and reached the end when not full. */
+const wholePage = (events: StoredRunEvent[], after: number): EventsPage => ({ events, through: events.at(-1)?.id ?? after, atEnd: events.length < EVENT_PAGE })
+
+/** The environment's next SCAN_ROWS events after `after` (their index entries alone): the last one's id and how many. */
+const SCAN_WINDOW = statement('run-events.scan-window', (d) =>
+  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')}, ${rawNumber(d)('count(*)')}
+  FROM (SELECT id FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND id > ${sql.placeholder('after')}
+    ORDER BY id LIMIT ${sql.raw(String(SCAN_ROWS))}) window_ids`),
+)
+
+/**
+ * The events of a range the scan window fixed that match the filter, walked from the range's end points
+ * (`run_events_env_id_idx`): SQLite has no other way in (no index of runs by user), and PostgreSQL starts from the
+ * runs instead only where it costs less (a user with few runs, in a small table of runs).
+ */
+const FILTERED_EVENTS = statement('run-events.environment-filtered', (d) =>
+  d.valueRows(sql`SELECT ${eventColumns(d)}
+  FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
+  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')} AND e.id <= ${sql.placeholder('through')}
+    AND (${absent('workflowIds', 'text')} OR ${d.inJsonArray(sql.raw('e.workflow_id'), 'workflowIds', 'integer')})
+    AND (${absent('recordId', 'text')} OR e.record_id = ${sql.placeholder('recordId')})
+    AND (${absent('userId', 'int8')} OR r.user_id = ${sql.placeholder('userId')})
+  ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
+)
+
+/**
+ * A stream's read of its environment on its own: the next events after id `after` that match `filter`, oldest first,
+ * at most EVENT_PAGE. Unfiltered, a page examines only what it returns. Filtered, it examines at most the next
+ * SCAN_ROWS events (`run_events_env_id_idx`, its range fixed first): a filter that matches little or nothing answers
+ * few events or none, and `through` passes over those it examined, so that the next read goes on from there. The
+ * range's end is an event already visible, and within an environment no event with a smaller id becomes visible
+ * after it, so the second statement sees every event of the range that the first did (or, deleted meanwhile, fewer).
+ */
+export function* environmentEventsPage(environmentId: number, after: number, filter: EnvironmentEventFilter = {}): Op<EventsPage> {
+  const { workflowIds, recordId, userId } = filter
+  if (workflowIds === undefined && recordId === undefined && userId === undefined) return wholePage(yield* environmentEventsAfter(environmentId, after), after)
+  const [window] = (yield* SCAN_WINDOW.rows({ environmentId, after })) as unknown[][]
+  const [last, examined] = window as [number | null, number]
+  if (last === null) return { events: [], through: after, atEnd: true }
+  const rows = (yield* FILTERED_EVENTS.rows({
     environmentId,
     after,
-    workflowIds: filter.workflowIds === undefined ? null : JSON.stringify(filter.workflowIds),
-    recordId: filter.recordId ?? null,
-    userId: filter.userId ?? null,
+    through: last,
+    workflowIds: workflowIds === undefined ? null : JSON.stringify(workflowIds),
+    recordId: recordId ?? null,
+    userId: userId ?? null,
   })) as unknown[][]
-  return rows.map(eventOf)
+  const events = rows.map(eventOf)
+  // A full page ends at its last event: the range's rest is read next.
+  if (events.length === EVENT_PAGE) return { events, through: events.at(-1)!.id, atEnd: false }
+  return { events, through: last, atEnd: examined < SCAN_ROWS }
 }
 
 const RUN_EVENTS = statement('run-events.run', (d) =>
@@ -256,6 +315,11 @@ const RUN_EVENTS = statement('run-events.run', (d) =>
 /** The run's next events after id `after`, in their order, at most EVENT_PAGE (`run_events_run_sequence_idx`). */
 export function* runEventsAfter(runId: string, after: number): Op<StoredRunEvent[]> {
   return ((yield* RUN_EVENTS.rows({ runId, after })) as unknown[][]).map(eventOf)
+}
+
+/** A run's stream's read on its own: `runEventsAfter` as a page. */
+export function* runEventsPage(runId: string, after: number): Op<EventsPage> {
+  return wholePage(yield* runEventsAfter(runId, after), after)
 }
 
 const LATEST_EVENT = statement('run-events.latest', (d) =>

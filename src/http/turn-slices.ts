@@ -13,6 +13,7 @@
  * a write still joins the turn's group commit), nothing is refused (the queue holds at most one entry per open
  * connection, bounded by the clients), and with no crowd every request starts at once.
  */
+import { Slices } from '../lib/slices.ts'
 import { requestPath } from './server-request.ts'
 
 /** The work one turn starts before it lets the event loop read the sockets again. */
@@ -27,66 +28,23 @@ export const shareOfTurnMs = (percent: number) => (SLICE_MS * percent) / (100 - 
 /** Requests that start at once whatever the load: the probes an orchestrator restarts the process over. */
 const PROBES = new Set(['/healthz', '/readyz'])
 
+/** HTTP's requests in slices of SLICE_MS per turn (../lib/slices.ts), but the probes, which start at once. */
 export class TurnSlices {
-  /** When the current turn's slice started; null between turns. */
-  private sliceStartedAt: number | null = null
-  private readonly waiting: (() => void)[] = []
-  private pumpScheduled = false
+  private readonly slices = new Slices(SLICE_MS)
 
   /** `handle(request)`, started at once or, past this turn's slice, in a later turn in arrival order. */
   run<T>(request: Request, handle: (request: Request) => Promise<T>): Promise<T> {
-    if (PROBES.has(requestPath(request)) || (this.waiting.length === 0 && this.withinSlice())) return handle(request)
-    return new Promise<void>((resolve) => {
-      this.waiting.push(resolve)
-      this.schedulePump()
-    }).then(() => handle(request))
+    if (PROBES.has(requestPath(request))) return handle(request)
+    return this.slices.run(() => handle(request))
   }
 
   /** Whether HTTP presses: a request waits for a later turn (a trickle of requests, each served at once, does not count). */
   get busy(): boolean {
-    return this.waiting.length > 0
+    return this.slices.busy
   }
 
   /** How many requests wait for a later turn (for tests and metrics). */
   get queued(): number {
-    return this.waiting.length
-  }
-
-  /** Whether the current turn's slice has time left; the first request of a turn opens its slice. */
-  private withinSlice(): boolean {
-    if (this.sliceStartedAt === null) {
-      this.openSlice()
-      return true
-    }
-    return performance.now() - this.sliceStartedAt < SLICE_MS
-  }
-
-  /** Starts this turn's slice now; the next turn finds none open. */
-  private openSlice(): void {
-    this.sliceStartedAt = performance.now()
-    setImmediate(() => (this.sliceStartedAt = null))
-  }
-
-  private schedulePump(): void {
-    if (this.pumpScheduled) return
-    this.pumpScheduled = true
-    setImmediate(() => {
-      this.pumpScheduled = false
-      this.sliceStartedAt = null
-      this.startNext()
-    })
-  }
-
-  /**
-   * Starts the oldest waiting request, then — after its synchronous part has run (the microtask queued behind its
-   * start) — the next, while the slice lasts; the rest wait for the next turn.
-   */
-  private startNext = (): void => {
-    const next = this.waiting.shift()
-    if (next === undefined) return
-    if (this.sliceStartedAt === null) this.openSlice()
-    next()
-    if (this.waiting.length === 0) return
-    queueMicrotask(() => (this.withinSlice() ? this.startNext() : this.schedulePump()))
+    return this.slices.queued
   }
 }

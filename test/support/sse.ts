@@ -111,9 +111,10 @@ export interface RawStream {
 
 /**
  * A stream read over a bare TCP socket: `fetch` holds at most 256 connections per process, and this holds as many as
- * the test asks. Its text is the answer as sent (head, then the chunked body; each chunk is whole events).
+ * the test asks (`headers`: more request headers, a `Last-Event-ID`). Its text is the answer as sent (head, then the
+ * chunked body; each chunk is whole events).
  */
-export async function rawStream(base: string, path: string, token: string): Promise<RawStream> {
+export async function rawStream(base: string, path: string, token: string, headers: Record<string, string> = {}): Promise<RawStream> {
   const { hostname, port } = new URL(base)
   let received = ''
   const waiting = new Set<() => void>()
@@ -127,7 +128,8 @@ export async function rawStream(base: string, path: string, token: string): Prom
       },
     },
   })
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`)
+  const more = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${token}\r\nAccept: text/event-stream\r\n${more}\r\n`)
   return {
     text: () => received,
     until: (text, timeoutMs = 10_000) =>

@@ -10,8 +10,12 @@
  * smaller id (src/db/run-events.ts), so "every event after id N" is exact for the feed and for a stream reading on its
  * own. A stream reads on its own until a read of its reaches the end; from then on it takes the feed's events — those
  * the feed offered during that last read included (an event the feed offered before the read began had committed
- * before it, so the read has it). A stream whose client does not keep up holds at most MAX_PENDING events: past that
- * it drops them and reads them again from the table when its client reads.
+ * before it, so the read has it). A filtered read examines a bounded range of events and may deliver none of them: the
+ * stream's cursor passes over the range all the same (what it did not deliver it did not want), while its client's
+ * `Last-Event-ID` stays the last event delivered, so a resumed stream examines the range again and finds the same.
+ * The reads on their own of all the process's streams take about CATCH_UP_SLICE_MS of a turn of the event loop at
+ * most, CATCH_UP_READS_AT_ONCE at a time. A stream whose client does not keep up holds at most MAX_PENDING events: past that it drops them and reads
+ * them again from the table when its client reads.
  *
  * Bounded, on each instance: `maxStreamsPerUser` streams per user, every token and console session of the user
  * together, since any member may make tokens (429 beyond); at most half of `maxStreams` per project, so that one
@@ -25,10 +29,12 @@ import { read } from '../../db/read.ts'
 import {
   type EnvironmentEventFilter,
   environmentEventsAfter,
+  environmentEventsPage,
   EVENT_PAGE,
+  type EventsPage,
   latestEventId,
   onRunEventsCommitted,
-  runEventsAfter,
+  runEventsPage,
   type RunEventsListener,
   type StoredRunEvent,
   TERMINAL_RUN_EVENTS,
@@ -38,6 +44,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import type { Logger } from '../../lib/logger.ts'
 import { outsideAnyRequest } from '../../lib/request-arrival.ts'
+import { Slices } from '../../lib/slices.ts'
 
 export interface StreamSettings {
   /** Open streams this instance serves at most (TRELLIS_EVENT_STREAMS_MAX). */
@@ -264,11 +271,21 @@ class Feed {
   }
 }
 
+/**
+ * The time the streams' reads on their own (catching up, each a page or a bounded range of the table) take of one turn
+ * of the event loop at most, all streams of the process together: the rest wait for the next turns, so that a crowd
+ * of streams resumed far back delays no request by more than this and one read (SQLite reads on the event loop).
+ */
+export const CATCH_UP_SLICE_MS = 2
+/** Those reads under way at once at most (PostgreSQL's: the rest of the pool's connections stay for requests and the executor). */
+export const CATCH_UP_READS_AT_ONCE = 4
+const catchUpReads = new Slices(CATCH_UP_SLICE_MS, CATCH_UP_READS_AT_ONCE)
+
 type Wake = 'events' | 'heartbeat' | 'closed'
 
 /** One open stream. */
 class Subscriber implements Stream {
-  /** The id of the last event delivered to the client. */
+  /** The id of the last event delivered to the client, or past it, of the last one a read on its own examined. */
   private cursor = 0
   private started = false
   /** Reading on its own from the table (at first, and after dropping what its client did not read). */
@@ -304,9 +321,10 @@ class Subscriber implements Stream {
         this.pending = []
         const page = await this.readOnItsOwn()
         if (this.closed) return this.finish()
-        if (page.length < EVENT_PAGE && !this.missed) this.behind = false
+        if (page.atEnd && !this.missed) this.behind = false
         else this.pending = [] // read again: that read finds them
-        if (page.length > 0) return this.deliver(page)
+        this.cursor = page.through
+        if (page.events.length > 0) return this.deliver(page.events)
         // A run that had finished when the stream opened: read to its end, even without a last event (older runs have none).
         if (!this.behind && this.spec.run?.finished) this.ended = true
         continue
@@ -360,9 +378,11 @@ class Subscriber implements Stream {
     this.cursor = this.spec.after ?? (this.spec.run ? 0 : await read(this.hub.store, latestEventId(this.feed.environmentId)))
   }
 
-  private readOnItsOwn(): Promise<StoredRunEvent[]> {
-    const work = this.spec.run ? runEventsAfter(this.spec.run.id, this.cursor) : environmentEventsAfter(this.feed.environmentId, this.cursor, this.filter)
-    return read(this.hub.store, work)
+  /** The next page after the cursor, read in the catch-up reads' slice of a turn (with the filter of that time). */
+  private readOnItsOwn(): Promise<EventsPage> {
+    return catchUpReads.run(() =>
+      read(this.hub.store, this.spec.run ? runEventsPage(this.spec.run.id, this.cursor) : environmentEventsPage(this.feed.environmentId, this.cursor, this.filter)),
+    )
   }
 
   private wants(event: StoredRunEvent): boolean {
@@ -375,12 +395,12 @@ class Subscriber implements Stream {
     )
   }
 
-  /** Events to the client, the cursor after them; a run's stream stops after its run's last event. */
+  /** Events to the client, the cursor after them (or where a read left it, past them); a run's stream stops after its run's last event. */
   private deliver(events: StoredRunEvent[]): Delivery {
     const last = this.spec.run ? events.findIndex((event) => TERMINAL_RUN_EVENTS.includes(event.type)) : -1
     const sent = last >= 0 ? events.slice(0, last + 1) : events
     if (last >= 0) this.ended = true
-    this.cursor = sent[sent.length - 1]!.id
+    this.cursor = Math.max(this.cursor, sent[sent.length - 1]!.id)
     this.lastWriteAt = this.hub.clock.now()
     return { events: sent }
   }
