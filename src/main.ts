@@ -83,7 +83,7 @@ export async function runCli(argv: string[], io: Io = processIo): Promise<number
     io.out(pkg.version)
     return 0
   }
-  const command = COMMANDS[name]
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
   if (!command) {
     io.err(`trellis: unknown command "${name}"\n\n${helpText()}`)
     return 2

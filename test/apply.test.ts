@@ -578,6 +578,11 @@ describe('validation', () => {
       mutate: (d) => (project(d).workflows[0]!.steps[1] = { type: 'branch' }),
     },
     {
+      name: 'a step type named like an Object.prototype member',
+      expected: 'projects[0].workflows[0].steps[1].type: unknown step type "constructor"',
+      mutate: (d) => (project(d).workflows[0]!.steps[1] = { type: 'constructor' }),
+    },
+    {
       name: 'update step without set',
       expected: 'projects[0].workflows[0].steps[2] (3-update).set: ',
       mutate: (d) => (project(d).workflows[0]!.steps[2] = { type: 'update' }),

@@ -192,8 +192,8 @@ const settled = (runId: string, timeoutMs = 10_000) =>
 // ── Endpoints ───────────────────────────────────────────────────────────────
 
 describe('callback endpoints', () => {
-  test('add → 201 with the secret once; list without it; remove → 204; each an admin log entry', async () => {
-    const url = `${receiverUrl}/crud/hook?source=trellis`
+  test('add → 201 with the secret and the whole URL once; list without either (the URL without its query); remove → 204; each an admin log entry', async () => {
+    const url = `${receiverUrl}/crud/hook?source=trellis&key=receiver-credential`
     const added = await call(callbacksOf('CB crud'), tokens.alice, { method: 'POST', json: { url } })
     expect(added.status).toBe(201)
     expect(Object.keys(added.body).sort()).toEqual(['createdAt', 'events', 'id', 'secret', 'url'])
@@ -212,7 +212,7 @@ describe('callback endpoints', () => {
     const listed = await call(callbacksOf('CB crud'), tokens.alice)
     expect(listed.status).toBe(200)
     expect(listed.body.data).toEqual([
-      { id: added.body.id, url, events: added.body.events, createdAt: added.body.createdAt },
+      { id: added.body.id, url: `${receiverUrl}/crud/hook?[redacted]`, events: added.body.events, createdAt: added.body.createdAt },
       { id: second.body.id, url: `${receiverUrl}/crud/other`, events: ['workflow_run.failed'], createdAt: second.body.createdAt },
     ])
 
@@ -227,6 +227,8 @@ describe('callback endpoints', () => {
       ['add', null, { name: `CB crud: callback ${receiverUrl}/crud/other (failed)` }, 'alice'],
       ['add', null, { name: `CB crud: callback ${receiverUrl}/crud/hook?[redacted] (succeeded, failed, cancelled)` }, 'alice'],
     ])
+    // Nothing a project admin reads again shows the query: the list, the admin log.
+    expect(JSON.stringify([(await call(callbacksOf('CB crud'), tokens.alice)).body, log.body])).not.toContain('receiver-credential')
   })
 
   test('400 naming the field: no URL, not http(s), credentials, too long, a private address, bad events, unknown fields', async () => {
@@ -550,6 +552,21 @@ describe('the apply file', () => {
     await settled(runId)
     expect(receivedBy('applied').map((r) => r.body.data.runId)).toEqual([runId])
     expect(unverified).toEqual([])
+  })
+
+  test('a callback URL is whole in the report of the apply that creates it; after, as every read shows it (without its query)', async () => {
+    const url = 'https://hooks.example.com/query?token=apply-credential'
+    const shownOnce = 'https://hooks.example.com/query?[redacted]'
+    const created = await apply(document([{ url }]))
+    expect(created.changes.filter((c) => c.kind === 'callback')).toEqual([{ action: 'created', kind: 'callback', name: `Acme/production/Support/CB apply → ${url}` }])
+    expect(reported(created).callbacks!.map((c) => [c.url, typeof c.secret])).toEqual([[url, 'string']])
+
+    const updated = await apply(document([{ url, events: ['workflow_run.failed'] }]))
+    expect(updated.changes.filter((c) => c.kind === 'callback')).toEqual([{ action: 'updated', kind: 'callback', name: `Acme/production/Support/CB apply → ${shownOnce}` }])
+    expect(reported(updated).callbacks!.map((c) => [c.url, c.secret])).toEqual([[shownOnce, undefined]])
+    const left = await apply(document([{ url: 'https://hooks.example.com/cb', events: ['workflow_run.failed', 'workflow_run.cancelled'] }]))
+    expect(left.notInFile).toContainEqual({ kind: 'callback', name: `Acme/production/Support/CB apply → ${shownOnce}` })
+    expect(JSON.stringify([updated, left, (await call(callbacksOf('CB apply'), tokens.alice)).body])).not.toContain('apply-credential')
   })
 
   test('bad callbacks are refused with their path, and nothing is written', async () => {

@@ -45,7 +45,7 @@ describe('trellis without a command', () => {
   test(
     'help, version, no arguments, unknown command',
     async () => {
-      const [help, none, unknown, version, commandHelp, copyHelp, copyWithData] = await Promise.all([
+      const [help, none, unknown, version, commandHelp, copyHelp, copyWithData, ...prototypeNames] = await Promise.all([
         runCli(['--help']),
         runCli([]),
         runCli(['frobnicate']),
@@ -53,6 +53,8 @@ describe('trellis without a command', () => {
         runCli(['apply', '--help']),
         runCli(['db', '--help']),
         runCli(['db', 'copy', '--data', '/tmp', '--from', '/tmp', '--to', 'postgres://localhost/none']),
+        runCli(['constructor']),
+        runCli(['toString', '--help']),
       ])
       expect(help.code).toBe(0)
       for (const command of ['serve', 'migrate', 'apply', 'user', 'member']) expect(help.stdout).toMatch(new RegExp(`^  ${command} `, 'm'))
@@ -73,6 +75,11 @@ describe('trellis without a command', () => {
       expect(unknown.code).toBe(2)
       expect(unknown.stdout).toBe('')
       expect(unknown.stderr).toContain('unknown command "frobnicate"')
+      // Names of Object.prototype members are unknown commands too.
+      for (const [i, name] of ['constructor', 'toString'].entries()) {
+        expect({ code: prototypeNames[i]!.code, stdout: prototypeNames[i]!.stdout }).toEqual({ code: 2, stdout: '' })
+        expect(prototypeNames[i]!.stderr).toContain(`unknown command "${name}"`)
+      }
 
       expect(version.code).toBe(0)
       expect(version.stdout.trim()).toBe(pkg.version)

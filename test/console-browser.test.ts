@@ -1,8 +1,9 @@
 /**
  * The console in a real browser: Debian's Chromium driven by playwright-core, against `trellis serve` in a real
  * process over examples/acme.yaml. Sign in, open a record and run a workflow on it, generate a token (shown
- * once) and revoke it, change a webhook's trigger settings, read the audit pages, sign out — with no script
- * error and no Content-Security-Policy violation on any page. /docs (Swagger UI) is checked to render too.
+ * once) and revoke it, change a webhook's trigger settings, add a completion callback (its secret and whole URL
+ * shown once), read the audit pages, sign out — with no script error and no Content-Security-Policy violation on
+ * any page. /docs (Swagger UI) is checked to render too.
  *
  * Chromium: /usr/bin/chromium (or CHROMIUM_PATH). Without it these tests are skipped with a warning, unless
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails them.
@@ -167,6 +168,21 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     await page.goto('/p/Acme/admin-log?resource=workflow-webhook')
     // Regenerate, disable, enable, rate — by alice (the apply that enabled it first has no acting user).
     expect(await count('table.admin-log tbody tr:has-text("alice@example.com")')()).toBe(4)
+  }, 30_000)
+
+  test('a completion callback added on the workflow page: its signing secret and its whole URL shown once; the list, and the page after, show the URL without its query', async () => {
+    await page.goto('/p/Acme/e/production/t/Support/w/Refund%20order')
+    const url = 'https://erp.example.com/trellis-hooks?token=browser-credential'
+    await page.fill('#new-callback input[name=url]', url)
+    await page.click('#new-callback button[type=submit]')
+    await page.locator('#callback-once').waitFor({ state: 'visible' })
+    expect(await text('#callback-secret')()).toMatch(/^whsec_/)
+    expect(await text('#callback-url')()).toBe(url)
+    await eventually('the list to show the new callback', text('#callback-list'), (t) => t.includes('https://erp.example.com/trellis-hooks?[redacted]'))
+    expect(await text('#callback-list')()).not.toContain('browser-credential')
+    await thenLoad(() => page.click('#callback-once a:text("Done")'))
+    expect(await page.locator('#callback-once').isHidden()).toBe(true)
+    expect(await page.content()).not.toContain('browser-credential')
   }, 30_000)
 
   test('the audit pages render; signing out ends the session', async () => {

@@ -289,18 +289,24 @@ describe('pages and who may see them', () => {
     expect(fresh).not.toContain('/retry"')
   })
 
-  test('a workflow\'s callbacks (admins): listed with Remove forms, an Add form whose answer shows the secret once; a run\'s deliveries with attempts and Resend', async () => {
+  test('a workflow\'s callbacks (admins): listed with Remove forms and their URLs without query, an Add form whose answer shows the secret and whole URL once; a run\'s deliveries with attempts and Resend', async () => {
     const page = '/p/Acme/e/production/t/Support/w/Refund%20order'
     const api = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/callbacks'
     expect((await get(page, 'alice')).text).toContain('No callback yet.')
     const form = (await get(page, 'alice')).text
     expect(form).toContain(`<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done=`)
     expect(form).toContain('<input type="checkbox" name="events" value="workflow_run.failed" checked>')
-    const added = await app.handle(request(api, { method: 'POST', headers: { cookie: cookies.alice! }, json: { url: 'https://erp.example.com/hooks?<b>' } }))
+    const url = 'https://erp.example.com/hooks/<b>?token=console-credential'
+    const added = await app.handle(request(api, { method: 'POST', headers: { cookie: cookies.alice! }, json: { url } }))
     expect(added.status).toBe(201)
-    const endpoint = (await added.json()) as { id: string; secret: string }
+    const endpoint = (await added.json()) as { id: string; secret: string; url: string }
+    expect(endpoint.url).toBe(url)
     const listed = (await get(page, 'alice')).text
-    expect(listed).toContain('<td class="mono">https://erp.example.com/hooks?&lt;b&gt;</td><td>succeeded, failed, cancelled</td>')
+    // The URL as every read shows it, without its query: whole only in the answer that added it (its slot in the
+    // once-box, beside the secret's, is filled from that answer).
+    expect(listed).toContain('<td class="mono">https://erp.example.com/hooks/&lt;b&gt;?[redacted]</td><td>succeeded, failed, cancelled</td>')
+    expect(listed).not.toContain('console-credential')
+    expect(listed).toContain('<code class="mono" id="callback-url" data-field="url"></code>')
     expect(listed).toContain(`data-method="DELETE" action="${api}/${endpoint.id}"`)
     expect(listed).not.toContain(endpoint.secret)
     expect((await get(page, 'bob')).status).toBe(403)
@@ -310,7 +316,7 @@ describe('pages and who may see them', () => {
     expect((await app.handle(request(`/v1/workflow-runs/${runId}/cancel`, { method: 'POST', headers: { cookie: cookies.bob! } }))).status).toBe(200)
     const [delivery] = queryAll<{ id: string }>(env.store, 'SELECT id FROM callback_deliveries WHERE run_id = ?', runId)
     const pending = (await get(`/runs/${runId}`, 'bob')).text
-    expect(pending).toContain('<td class="mono">https://erp.example.com/hooks?[redacted]<br><span class="muted">webhook-id ' + delivery!.id + '</span></td><td>workflow_run.cancelled</td><td><span class="status-pending">pending</span>')
+    expect(pending).toContain('<td class="mono">https://erp.example.com/hooks/&lt;b&gt;?[redacted]<br><span class="muted">webhook-id ' + delivery!.id + '</span></td><td>workflow_run.cancelled</td><td><span class="status-pending">pending</span>')
     expect(pending).toContain('<span class="muted">none yet</span>')
     expect(pending).not.toContain('/resend"')
     const now = env.clock.now()

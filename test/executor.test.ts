@@ -166,6 +166,17 @@ function executorDocument(): AcmeDocument {
     { ...onOrders, name: 'Long hold', steps: [{ type: 'load' }, { type: 'wait', name: 'pause', seconds: 600 }, { type: 'update', set: { held: 'long' } }] },
     // The bench's three-step run (load, update, note).
     { ...onOrders, name: 'Three steps', steps: [{ type: 'load' }, { type: 'update', set: { touched: 'three' } }, { type: 'note', title: 'Three', content: '<p>done</p>' }] },
+    // Fields named like Object.prototype members: the record has none of them.
+    {
+      ...onOrders,
+      name: 'Prototype fields',
+      steps: [
+        { type: 'load' },
+        { type: 'update', set: { echoed: '{{record.constructor}}|{{record.toString}}|{{record.__proto__}}|{{record.status.length}}' } },
+        { type: 'condition', if: { field: 'constructor', exists: false }, else: 'fail' },
+        { type: 'condition', if: { field: 'hasOwnProperty', exists: false }, else: 'fail' },
+      ],
+    },
     { ...onOrders, name: 'Versioned', steps: [{ type: 'load' }, { type: 'wait', seconds: 1 }, { type: 'update', name: 'mark', set: { version: 'v1' } }] },
     http('Call flaky', 'POST', '/flaky', { retries: 3, body: { order: '{{record.id}}', run: '{{run.id}}' } }),
     http('Call broken', 'GET', '/broken', { retries: 1 }),
@@ -411,6 +422,13 @@ describe('executor (in-process, real clock)', () => {
     expect(recordData('ord_1002')).toEqual(before)
     expect(queryOne(env.store, "SELECT count(*) AS n FROM notes WHERE record_id = 'ord_1002'")).toEqual(notesBefore)
     expect(activity(runId).map((e) => e.action)).toEqual(['triggerWorkflow', 'read', 'completeWorkflow'])
+  })
+
+  test('record fields named like Object.prototype members (constructor, toString, __proto__) are absent in templates and conditions', async () => {
+    const runId = await start('Prototype fields', 'ord_2009')
+    const done = await finished(runId)
+    expect({ status: done.status, error: done.error }).toEqual({ status: 'succeeded', error: null })
+    expect(recordData('ord_2009').echoed).toBe('|||')
   })
 
   test('a record that does not exist: 202, then failed with record_not_found at the first data step', async () => {

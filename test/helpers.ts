@@ -176,6 +176,7 @@ export const POSTGRES_ONLY = {
   queryPlan: 'reads PostgreSQL\'s EXPLAIN (SQLite\'s plans: test/query-plans.test.ts)',
   concurrentWriters: 'holds a write transaction open beside the app\'s: SQLite\'s one writer lets nothing run between two statements of a write',
   lookupGeneration: 'PostgreSQL\'s lookup cache and its generation row (SQLite\'s cache: the tests above, per connection)',
+  serverDisk: 'fills the disk under a PostgreSQL tablespace (SQLite\'s full disk: storage-faults "the disk is full")',
 } as const
 
 /** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */

@@ -5,7 +5,7 @@
  */
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { DATE_OPERATORS, parseDateFilters } from '../src/http/list.ts'
+import { DATE_OPERATORS, parseDateFilters, parseStringParameter, queryOf } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
@@ -67,6 +67,14 @@ async function checkEveryBoundary(rows: { id: number; createdAt: number }[], lis
   }
   return checked
 }
+
+test('the query string: the first value of each parameter, whatever its name (constructor, __proto__, toString are names like any other)', () => {
+  const query = queryOf(new Request('http://trellis.test/x?constructor=a&constructor=b&__proto__=c&limit=5&limit=6'))
+  expect(Object.entries(query)).toEqual([['constructor', 'a'], ['__proto__', 'c'], ['limit', '5']])
+  expect(parseStringParameter(query, 'constructor')).toBe('a')
+  expect(parseStringParameter(query, 'toString')).toBeUndefined()
+  expect(parseStringParameter(queryOf(new Request('http://trellis.test/x')), 'constructor')).toBeUndefined()
+})
 
 describe('notes', () => {
   test('in time order (created through Trellis, many in the same millisecond): id ranges, exact', async () => {

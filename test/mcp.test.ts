@@ -194,6 +194,32 @@ describe('the MCP endpoint through a real server', () => {
     await notes.close()
   })
 
+  test('arguments named like Object.prototype members are unknown fields; arguments that are not an object, and an unknown tool, are invalid params (-32602), said once', async () => {
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf']) {
+      // Raw JSON text: `__proto__` is an own key of the arguments, as JSON.parse makes it.
+      const args = JSON.parse(`{"environment":"production",${JSON.stringify(name)}:"x"}`) as Record<string, unknown>
+      expect(await refusal(aliceClient, 'listNotes', args)).toMatchObject({ httpStatus: 400, code: 'validation_failed', details: [{ field: name, message: 'unknown field' }] })
+      expect(await refusal(aliceClient, 'listAdminLogs', JSON.parse(`{${JSON.stringify(name)}:"x"}`))).toMatchObject({ httpStatus: 400, details: [{ field: name, message: 'unknown field' }] })
+      expect(await refusal(aliceClient, 'listWorkflows', JSON.parse(`{${JSON.stringify(name)}:"x"}`))).toMatchObject({ httpStatus: 400, code: 'validation_failed' })
+    }
+    const call = async (id: number, params: unknown) => {
+      const response = await post(bearer(tokens.alice), { jsonrpc: '2.0', id, method: 'tools/call', params })
+      expect(response.status).toBe(200)
+      return (await response.json()) as { id: number; error?: { code: number; message: string }; result?: unknown }
+    }
+    for (const [id, args] of [[11, 'str'], [12, 7], [13, ['environment']], [14, null]] as const) {
+      const answer = await call(id, { name: 'listWorkflows', arguments: args })
+      expect(answer).toMatchObject({ id, error: { code: -32602, message: expect.stringContaining('arguments') } })
+      expect(answer.result).toBeUndefined()
+    }
+    expect(await call(15, { arguments: {} })).toMatchObject({ error: { code: -32602, message: expect.stringContaining('name') } })
+    const unknown = await call(16, { name: 'dropTables', arguments: {} })
+    expect(unknown.error).toEqual({ code: -32602, message: 'Unknown tool: dropTables' })
+    // The SDK's client puts the prefix in front of the server's message: once.
+    const thrown = await aliceClient.callTool({ name: 'dropTables', arguments: {} }).catch((error: Error) => error)
+    expect((thrown as Error).message).toBe('MCP error -32602: Unknown tool: dropTables')
+  })
+
   test('createNote, addNoteMessage and listNotes: the REST answers, and each error answer', async () => {
     const created = await answer(aliceClient, 'createNote', { environment: 'production', teamName: 'Support', collectionName: 'orders', recordId: 'o-1', title: 'From an agent', content: '<p>hi<script>x</script></p>' })
     expect(created).toMatchObject({ object: 'note', title: 'From an agent', recordId: 'o-1', team: { name: 'Support' }, messages: [{ content: '<p>hi</p>' }] })

@@ -1,20 +1,24 @@
 /**
  * Storage faults (docs/operations.md "Operations"): another process holding the write lock, and a full disk.
  * Real processes: a real `trellis serve` and a second process that holds `BEGIN IMMEDIATE`; a real small tmpfs
- * filled up (or, where mounting is impossible, SQLite's own page limit: a genuine SQLITE_FULL from SQLite).
+ * filled up (or, where mounting is impossible, SQLite's own page limit: a genuine SQLITE_FULL from SQLite). On
+ * PostgreSQL, the notes' tables in a tablespace on a real small tmpfs, filled up (or, where mounting is impossible, a
+ * trigger raising the server's disk_full SQLSTATE).
  */
 import { Database } from 'bun:sqlite'
-import { afterEach, expect, test } from 'bun:test'
-import { mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { afterEach, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { chmodSync, mkdirSync, rmSync, statfsSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { databasePath, type SqliteStore } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
-import { bearer, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, tempDir, testApp, until } from './helpers.ts'
+import { bearer, POSTGRES_ONLY, postgresOnlyTest, processEnv, SQLITE_ONLY, sqliteOnlyDescribe, sqliteTestEnv, startServe, tempDir, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { NOTES, noteRequest, runStatus, type Send, seedPause, servePause, startRun } from './support/faults.ts'
+import { expectStorageFault, NOTES, noteRequest, runStatus, type Send, seedPause, servePause, startRun } from './support/faults.ts'
+import { psqlSync } from './support/postgres-cluster.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterEach(async () => {
@@ -386,5 +390,105 @@ sqliteOnlyDescribe(SQLITE_ONLY.diskFull, 'readiness on a nearly full disk', () =
     fault.free()
     expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } })
     await fault.stop()
+  }, 60_000)
+})
+
+/**
+ * A full disk under PostgreSQL: the notes' tables (and their TOAST) moved to a tablespace on a real 8 MiB tmpfs owned
+ * by the server's user, when this process may mount one (root); else a trigger on notes raising `disk_full` (53100),
+ * what the server raises when it cannot extend a file. `fill` leaves 256 KiB (a few notes fit), then the disk is full; `free` gives
+ * the space back. `raise(code)` makes every note insert fail with that SQLSTATE (both ways).
+ */
+function postgresDiskFault(databaseUrl: string) {
+  const sql = (statement: string) => psqlSync(databaseUrl, statement)
+  const raising = (code: string) =>
+    sql(`CREATE OR REPLACE FUNCTION trellis_test_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault ${code}' USING ERRCODE = '${code}'; END $$;
+      CREATE OR REPLACE TRIGGER trellis_test_fault BEFORE INSERT ON notes FOR EACH ROW EXECUTE FUNCTION trellis_test_fault()`)
+  const raise = (code: string | null) => (code === null ? sql('DROP TRIGGER IF EXISTS trellis_test_fault ON notes') : raising(code))
+  const dir = tempDir('trellis-pg-full-')
+  cleanups.push(dir.cleanup)
+  const mount = join(dir.path, 'tablespace')
+  mkdirSync(mount)
+  const owner = (flag: string) => Bun.spawnSync(['id', flag, 'postgres']).stdout.toString().trim()
+  const mounted = process.getuid?.() === 0 && Bun.spawnSync(['mount', '-t', 'tmpfs', '-o', `size=8m,mode=0700,uid=${owner('-u')},gid=${owner('-g')}`, 'tmpfs', mount], { stderr: 'pipe' }).exitCode === 0
+  if (!mounted) return { kind: 'trigger' as const, raise, fill: () => raise('53100'), free: () => raise(null) }
+  // The directory above the mount point must let the server's user through.
+  chmodSync(dir.path, 0o755)
+  const tablespace = `trellis_full_${process.pid}`
+  const tables = ['notes', 'note_messages']
+  const filler = join(mount, 'filler')
+  sql(`CREATE TABLESPACE ${tablespace} LOCATION '${mount}'`)
+  cleanups.push(() => {
+    // Back to the default tablespace (a copy to the cluster's own disk), so that the tablespace can go.
+    for (const table of tables) sql(`ALTER TABLE ${table} SET TABLESPACE pg_default`)
+    sql(`DROP TABLESPACE ${tablespace}`)
+    Bun.spawnSync(['umount', '-l', mount])
+  })
+  for (const table of tables) sql(`ALTER TABLE ${table} SET TABLESPACE ${tablespace}`)
+  return {
+    kind: 'tablespace' as const,
+    raise,
+    fill: () => {
+      const { bavail, bsize } = statfsSync(mount)
+      writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 256 * 1024), 1))
+    },
+    free: () => rmSync(filler, { force: true }),
+  }
+}
+
+describe('the disk under PostgreSQL is full', () => {
+  postgresOnlyTest(POSTGRES_ONLY.serverDisk, "writes answer 503 storage_full as SQLite's full disk does (not database_unavailable), reads keep answering, writes resume by themselves when space returns; the server's other resource limits stay database_unavailable", async () => {
+    const env = testEnv(DISK_FAULT_ENV)
+    cleanups.push(env.cleanup)
+    await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+    const token = (await tokenFor(env.store, systemClock, 'alice', ['notes:read', 'notes:write'])).value
+    const fault = postgresDiskFault(env.databaseUrl!)
+    console.log(`PostgreSQL disk-full test ran with: ${fault.kind === 'tablespace' ? 'the notes in a tablespace on a real 8 MiB tmpfs, filled up' : 'a trigger raising disk_full (53100): no tmpfs could be mounted'}`)
+    const cwd = tempDir('trellis-pg-full-cwd-')
+    cleanups.push(cwd.cleanup)
+    const server = await startServe({ dataDir: env.dataDir, cwd: cwd.path, env: { ...processEnv(env), TRELLIS_LOG_LEVEL: 'warn', ...DISK_FAULT_ENV } })
+    cleanups.push(async () => void (await server.stop('SIGKILL')))
+    const send: Send = (path, init) => fetch(`${server.url}${path}`, init)
+    // Random text does not compress: each note takes its 24 KB on the disk.
+    const content = () => `<p>${randomBytes(18_000).toString('base64')}</p>`
+
+    const acknowledged: number[] = []
+    const first = await send(NOTES, noteRequest(token, 'before the disk fills', content()))
+    expect(first.status).toBe(201)
+    acknowledged.push(((await first.json()) as { id: number }).id)
+
+    fault.fill()
+    let full: Response | null = null
+    for (let i = 0; i < 200 && !full; i++) {
+      const response = await send(NOTES, noteRequest(token, `filling ${i}`, content()))
+      if (response.status === 201) acknowledged.push(((await response.json()) as { id: number }).id)
+      else full = response
+    }
+    expect(full).not.toBeNull()
+    expect(full!.status).toBe(503)
+    expect(full!.headers.get('retry-after')).toBe('60')
+    expect(await full!.json()).toEqual({ error: 'Service Unavailable', code: 'storage_full', message: expect.stringContaining('The disk holding the database is full'), retry_after: 60 })
+    await expectStorageFault(await send(NOTES, noteRequest(token, 'still full', content())), 'storage_full', 60)
+    expect((await send('/healthz')).status).toBe(200)
+    expect((await send(NOTES, { headers: bearer(token) })).status).toBe(200)
+
+    // Space returns: no restart, writes succeed again.
+    fault.free()
+    const after = await send(NOTES, noteRequest(token, 'space is back', content()))
+    expect(after.status).toBe(201)
+    acknowledged.push(((await after.json()) as { id: number }).id)
+    for (const id of acknowledged) expect((await send(`${NOTES}/${id}`, { headers: bearer(token) })).status).toBe(200)
+
+    // Of the server's other resource limits (class 53), none is the disk: out of memory, too many connections.
+    for (const code of ['53200', '53300']) {
+      fault.raise(code)
+      await expectStorageFault(await send(NOTES, noteRequest(token, `limit ${code}`)), 'database_unavailable', 1)
+    }
+    fault.raise(null)
+    expect((await send(NOTES, noteRequest(token, 'all clear'))).status).toBe(201)
+
+    expect(await server.stop('SIGTERM')).toBe(0)
+    // Refused writes are answers, not failures of the server: nothing logged as an error.
+    expect(server.stderr()).not.toContain('"level":"error"')
   }, 60_000)
 })

@@ -550,11 +550,17 @@ describe('trellis token (CLI, real processes)', () => {
       expect(created.stdout).toMatch(/^trl_[A-Za-z0-9_-]{43}\n$/)
       const value = created.stdout.trim()
 
-      const [list, badScope, unknownUser] = await Promise.all([
+      const [list, badScope, unknownUser, ...prototypePresets] = await Promise.all([
         runCli(['token', 'list', '--json', '--data', dir]),
         runCli(['token', 'create', '--data', dir, '--user', 'alice@example.com', '--project', 'Acme', '--name', 'x', '--scopes', 'notes:read,notes:frobnicate']),
         runCli(['token', 'create', '--data', dir, '--user', 'nobody@example.com', '--project', 'Acme', '--name', 'x']),
+        // Presets named like Object.prototype members are unknown presets, not a crash.
+        ...['toString', 'constructor'].map((preset) => runCli(['token', 'create', '--data', dir, '--user', 'alice@example.com', '--project', 'Acme', '--name', 'x', '--preset', preset])),
       ])
+      for (const [i, refused] of prototypePresets.entries()) {
+        expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 2, stdout: '' })
+        expect(refused.stderr).toContain(`unknown preset "${['toString', 'constructor'][i]}" (one of read-only, read-write)`)
+      }
       expect(list.code).toBe(0)
       const rows = JSON.parse(list.stdout) as Record<string, unknown>[]
       expect(Array.isArray(rows)).toBe(true)

@@ -6,7 +6,7 @@
  */
 import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
-import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
+import { StorageUnavailableError, storageFull } from '../lib/storage-unavailable.ts'
 import { countListTimes } from './monotonic.ts'
 import { type Op, runOp } from './op.ts'
 import { connectionOf } from './prepared.ts'
@@ -15,9 +15,8 @@ import { type Db, type QueuedWrite, type SqliteStore, sqliteOnly, type Store } f
 import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
 import { announceRunEvents, takeAppendedEnvironments } from './run-events.ts'
 
-/** Seconds a client should wait before retrying a write refused for the lock, or for a full disk. */
+/** Seconds a client should wait before retrying a write refused for the lock. */
 export const BUSY_RETRY_AFTER_SECONDS = 1
-export const FULL_RETRY_AFTER_SECONDS = 60
 /** A file system made read-only rarely comes back within seconds either (an operator remounts it). */
 export const READ_ONLY_RETRY_AFTER_SECONDS = 60
 
@@ -33,9 +32,7 @@ export function storageErrorOf(store: Store, error: unknown): StorageUnavailable
   if (code.startsWith('SQLITE_BUSY')) {
     return new StorageUnavailableError('database_busy', 'Another process holds the database write lock', BUSY_RETRY_AFTER_SECONDS)
   }
-  if (code === 'SQLITE_FULL') {
-    return new StorageUnavailableError('storage_full', 'The disk holding the database is full: nothing was written', FULL_RETRY_AFTER_SECONDS)
-  }
+  if (code === 'SQLITE_FULL') return storageFull()
   // A read-only file system (or immutable files) fails SQLite's write() with EROFS/EPERM, which it reports as an
   // I/O error: it is one only when the files are still writable; else it is the read-only storage it is.
   if (code.startsWith('SQLITE_READONLY') || (code.startsWith('SQLITE_IOERR') && storageReadOnlyNow(store))) {

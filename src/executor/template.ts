@@ -10,16 +10,23 @@ export interface TemplateVariables {
   now: string
 }
 
+/**
+ * The value at a dotted path (`customer.name`) of a record's data, or undefined. Own properties only: a field named
+ * `constructor` or `toString` is absent unless the record has it, never one of Object.prototype's.
+ */
+export function recordField(record: Record<string, unknown> | null, path: string): unknown {
+  let value: unknown = record
+  for (const part of path.split('.')) value = value && typeof value === 'object' && Object.hasOwn(value, part) ? (value as Record<string, unknown>)[part] : undefined
+  return value
+}
+
 function lookup(name: string, vars: TemplateVariables): string {
   if (name === 'record.id') return vars.recordId
   if (name === 'workflow.name') return vars.workflowName
   if (name === 'run.id') return vars.runId
   if (name === 'now') return vars.now
   if (name.startsWith('record.')) {
-    let value: unknown = vars.record
-    for (const part of name.slice('record.'.length).split('.')) {
-      value = value && typeof value === 'object' ? (value as Record<string, unknown>)[part] : undefined
-    }
+    const value = recordField(vars.record, name.slice('record.'.length))
     if (value === undefined || value === null) return ''
     return typeof value === 'object' ? JSON.stringify(value) : String(value)
   }

@@ -19,10 +19,13 @@ export const MAX_LIMIT = 100
 
 export type Query = Record<string, string | undefined>
 
-/** The query string as first-value-per-key (Elysia would merge repeats into arrays). */
+/**
+ * The query string as first-value-per-key (Elysia would merge repeats into arrays). No prototype: a parameter named
+ * `constructor` or `__proto__` is a key like any other, and a name never sent reads as undefined.
+ */
 export function queryOf(request: Request): Query {
-  const query: Query = {}
-  for (const [key, value] of new URL(request.url).searchParams) if (!(key in query)) query[key] = value
+  const query: Query = Object.create(null)
+  for (const [key, value] of new URL(request.url).searchParams) if (!Object.hasOwn(query, key)) query[key] = value
   return query
 }
 

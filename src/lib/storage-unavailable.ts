@@ -15,3 +15,11 @@ export class StorageUnavailableError extends Error {
     this.name = 'StorageUnavailableError'
   }
 }
+
+/** Seconds a client should wait before retrying a write refused for a full disk (space rarely comes back sooner). */
+export const FULL_RETRY_AFTER_SECONDS = 60
+
+/** The disk holding the database is full (SQLite's SQLITE_FULL, PostgreSQL's 53100 disk_full): the one answer of both stores. */
+export function storageFull(): StorageUnavailableError {
+  return new StorageUnavailableError('storage_full', 'The disk holding the database is full: nothing was written', FULL_RETRY_AFTER_SECONDS)
+}

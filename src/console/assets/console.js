@@ -187,12 +187,15 @@ async function submitApiForm(form) {
     }
     if (form.dataset.show) {
       const target = document.querySelector(form.dataset.show)
-      const value = (form.dataset.showField || 'value').split('.').reduce((at, key) => (at == null ? at : at[key]), answer)
+      const field = (path) => path.split('.').reduce((at, key) => (at == null ? at : at[key]), answer)
+      const value = field(form.dataset.showField || 'value')
       if (value == null) {
         sayAfterLoad(form.dataset.done)
         return location.reload()
       }
       target.querySelector('.value').textContent = value
+      // Other fields of the answer shown with it, once (a callback's whole URL beside its secret).
+      for (const slot of target.querySelectorAll('[data-field]')) slot.textContent = field(slot.dataset.field) ?? ''
       target.hidden = false
       form.reset()
       say(form.dataset.done)

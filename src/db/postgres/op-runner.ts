@@ -6,7 +6,7 @@
  */
 import { runCached } from '../lookup-cache.ts'
 import { type Op, runInSavepoint } from '../op.ts'
-import { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
+import { StorageUnavailableError, storageFull } from '../../lib/storage-unavailable.ts'
 import { announceRunEvents } from '../run-events.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
 import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
@@ -25,8 +25,13 @@ const RETRIES = 5
  */
 const RETRYABLE = new Set(['40001', '40P01', '23505'])
 
-/** SQLSTATE classes of a server that cannot serve now (connection, resources, shutdown). */
+/**
+ * SQLSTATE classes of a server that cannot serve now (connection, resources, shutdown). Of class 53, a full disk
+ * (`53100` disk_full) is `storage_full` instead, as SQLite's: out of memory (`53200`), too many connections (`53300`)
+ * and a configuration limit (`53400`) are the server's state, not its disk's.
+ */
 const UNAVAILABLE = ['08', '53', '57P']
+const DISK_FULL = '53100'
 
 /** The op `body` makes, in one transaction: all of it commits, or (it threw) none of it. Runs again after a deadlock. */
 export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isolation?: 'repeatable read'): Promise<T> {
@@ -146,6 +151,7 @@ export function driverErrorOf(error: unknown): unknown {
 export function postgresFaultOf(error: unknown): StorageUnavailableError | null {
   if (error instanceof StorageUnavailableError) return error
   const state = sqlStateOf(error)
+  if (state === DISK_FULL) return storageFull()
   const code = (driverErrorOf(error) as { code?: unknown } | null)?.code
   const lostConnection = typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE_TIMEOUT|LIFETIME|CONNECTION_TIMEOUT|CONNECTION_CLOSED)/.test(code)
   if (lostConnection || (state !== null && UNAVAILABLE.some((prefix) => state.startsWith(prefix)))) {

@@ -1,14 +1,9 @@
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
+import { recordField } from '../template.ts'
 import { loadRecordAs } from './data-access.ts'
 
 type Condition = Extract<Step, { type: 'condition' }>
-
-function fieldValue(record: Record<string, unknown> | null, field: string): unknown {
-  let value: unknown = record
-  for (const part of field.split('.')) value = value && typeof value === 'object' ? (value as Record<string, unknown>)[part] : undefined
-  return value
-}
 
 /**
  * Tests one field of the record, read afresh as the run's user (a `wait` may have passed since the load);
@@ -16,7 +11,7 @@ function fieldValue(record: Record<string, unknown> | null, field: string): unkn
  */
 export const runCondition: StepRunner<Condition> = async (ctx, step) => function* (reads) {
   const { data } = yield* loadRecordAs(ctx.target, 'read', reads)
-  const value = fieldValue(data, step.if.field)
+  const value = recordField(data, step.if.field)
   const checks: boolean[] = []
   if (step.if.equals !== undefined) checks.push(value === step.if.equals)
   if (step.if.notEquals !== undefined) checks.push(value !== step.if.notEquals)

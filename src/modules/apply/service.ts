@@ -70,7 +70,10 @@ export interface ApplyReport {
     name: string
     version: number
     webhook: { enabled: boolean; ratePerMinute: number | null; url: string | null }
-    /** When the file lists them: the workflow's callbacks, with the secret of each this apply created (shown once). */
+    /**
+     * When the file lists them: the workflow's callbacks; each this apply created with its secret and whole URL (shown
+     * once), the others with their URL as reads show it (without its query).
+     */
     callbacks?: (CallbackEndpointView & { secret?: string })[]
   }[]
 }
@@ -398,21 +401,23 @@ class ApplyWriter {
   }
 
   /**
-   * The file's callbacks of a workflow, matched by URL: a new one is added (its secret in the report, once), a known
-   * one's events set; the workflow's others are reported `notInFile` and kept, as every other list of the file.
+   * The file's callbacks of a workflow, matched by URL: a new one is added (its secret and whole URL in the report,
+   * once), a known one's events set; the workflow's others are reported `notInFile` and kept, as every other list of
+   * the file. Past its creation an endpoint's URL is shown as every read shows it (`endpointView`: without its query).
    */
   private *applyCallbacks(workflowId: number, workflowName: string, callbacks: ApplyCallbacks, at: string) {
     const target = (yield* findTriggerTarget(workflowId))!
     const ctx: CallbackContext = { clock: this.ctx.clock, secret: this.ctx.secret, allow: this.ctx.httpAllow ?? NOTHING_ALLOWED, actorId: null }
     const existing = yield* listCallbackEndpoints(workflowId)
     const shown: NonNullable<ApplyReport['workflows'][number]['callbacks']> = []
+    const label = (url: string) => `${workflowName} → ${url}`
     for (const [c, callback] of callbacks.entries()) {
-      const label = `${workflowName} → ${callback.url}`
       const known = existing.find((endpoint) => endpoint.url === callback.url)
       if (known) {
+        const view = endpointView(known)
         const changed = yield* setCallbackEvents(ctx, target, known, callback.events)
-        this.record(changed ? 'updated' : 'unchanged', 'callback', label)
-        shown.push({ ...endpointView(known), events: canonicalEvents(callback.events) })
+        this.record(changed ? 'updated' : 'unchanged', 'callback', label(view.url))
+        shown.push({ ...view, events: canonicalEvents(callback.events) })
         continue
       }
       try {
@@ -421,10 +426,10 @@ class ApplyWriter {
         if (error instanceof HttpError) throw new ApplyError([{ path: `${at}[${c}]`, message: error.message }])
         throw error
       }
-      this.record('created', 'callback', label)
+      this.record('created', 'callback', label(callback.url))
     }
     const inFile = new Set(callbacks.map((callback) => callback.url))
-    for (const endpoint of existing) if (!inFile.has(endpoint.url)) this.report.notInFile.push({ kind: 'callback', name: `${workflowName} → ${endpoint.url}` })
+    for (const endpoint of existing) if (!inFile.has(endpoint.url)) this.report.notInFile.push({ kind: 'callback', name: label(endpointView(endpoint).url) })
     return shown
   }
 

@@ -113,7 +113,7 @@ function checkProjectStructure(project: ApplyProject, at: string, names: Project
 
 /** A workflow entry of the file: its definition, and its `callbacks` (not part of the definition) when it has them. */
 export function splitCallbacks(entry: unknown): { definition: unknown; callbacks: unknown } {
-  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !('callbacks' in entry)) return { definition: entry, callbacks: undefined }
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !Object.hasOwn(entry, 'callbacks')) return { definition: entry, callbacks: undefined }
   const { callbacks, ...definition } = entry as Record<string, unknown>
   return { definition, callbacks }
 }

@@ -51,7 +51,7 @@ export function callbacksModule(deps: AppDeps) {
         accountCall: true,
         params: WorkflowParams,
         response: { 200: CallbackEndpointList, ...errorResponses(400, 404) },
-        detail: { operationId: 'listCallbacks', summary: 'The completion callback endpoints of a workflow, without their secrets (project admins)' },
+        detail: { operationId: 'listCallbacks', summary: 'The completion callback endpoints of a workflow, without their secrets or their URLs\' query (project admins)' },
       },
     )
     .post(
@@ -70,7 +70,7 @@ export function callbacksModule(deps: AppDeps) {
         response: { 201: CreatedCallbackEndpoint, ...errorResponses(400, 404, 409) },
         detail: {
           operationId: 'addCallback',
-          summary: 'Add a completion callback endpoint: its signing secret is in this answer only (project admins)',
+          summary: 'Add a completion callback endpoint: its signing secret and its whole URL are in this answer only (project admins)',
           description:
             'When a run of the workflow ends (succeeded, failed, cancelled — or the events chosen), the endpoint receives a JSON POST signed per ' +
             'Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with this secret. ' +

@@ -23,7 +23,9 @@ export const NewCallbackEndpointBody = t.Object({ url: CallbackUrl, events: t.Op
 
 const endpointFields = {
   id: t.String({ format: 'uuid' }),
-  url: t.String(),
+  url: t.String({
+    description: 'Without its query and fragment (`https://erp.example.com/hook?[redacted]`), as runs and the admin log show URLs: the whole URL is shown only in the answer that adds the endpoint',
+  }),
   events: t.Array(CallbackEvent),
   createdAt: IsoDateTime,
 }
@@ -33,6 +35,7 @@ export const CallbackEndpoint = t.Object(endpointFields, { $id: 'CallbackEndpoin
 export const CreatedCallbackEndpoint = t.Object(
   {
     ...endpointFields,
+    url: t.String({ description: 'The URL as given, query included: shown whole only in this answer (every later read shows it without its query and fragment)' }),
     secret: t.String({
       description: 'The signing secret (`whsec_…`, Standard Webhooks): shown only in this answer. Derived from the instance secret: changing TRELLIS_SECRET changes it',
     }),

@@ -25,7 +25,11 @@ import { redactUrl, redactUrlsIn } from '../../lib/outbound/redact.ts'
 import { toIso, toIsoOrNull } from '../../lib/time.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 
-/** An endpoint as answers show it (never its secret: that is shown once, by `addCallbackEndpoint`). */
+/**
+ * An endpoint as answers show it: never its secret, and its URL without query or fragment (`?[redacted]`, as runs and
+ * the admin log show URLs: a receiver's credential often travels there). Both are shown whole once, by
+ * `addCallbackEndpoint`.
+ */
 export interface CallbackEndpointView {
   id: string
   url: string
@@ -35,7 +39,7 @@ export interface CallbackEndpointView {
 
 export const endpointView = (row: CallbackEndpointRow): CallbackEndpointView => ({
   id: row.id,
-  url: row.url,
+  url: redactUrl(row.url),
   events: JSON.parse(row.events) as CallbackEvent[],
   createdAt: toIso(row.createdAt),
 })
@@ -71,8 +75,8 @@ export interface CallbackContext {
  * Adds an endpoint to the workflow, with its admin log entry: 400 naming the URL's field for a URL that is not
  * http(s), holds credentials, or points to an address outbound requests may not reach; 409 `callback_exists` for a
  * URL the workflow has already, 409 `too_many_callbacks` past the bound. Both are checked under the workflow's rule
- * lock (PostgreSQL's instances add endpoints one at a time per workflow). Answers the endpoint with its secret, the
- * one time it is shown.
+ * lock (PostgreSQL's instances add endpoints one at a time per workflow). Answers the endpoint with its secret and its
+ * whole URL, the one time they are shown.
  */
 export function* addCallbackEndpoint(ctx: CallbackContext, target: TriggerTarget, wanted: NewCallbackEndpoint): Op<CallbackEndpointView & { secret: string }> {
   const problem = callbackUrlProblem(wanted.url, ctx.allow)
@@ -95,7 +99,7 @@ export function* addCallbackEndpoint(ctx: CallbackContext, target: TriggerTarget
   }
   yield* insertCallbackEndpoint(row)
   yield* logCallbackChange(ctx, target, 'add', undefined, row)
-  return { ...endpointView(row), secret: callbackSecret(ctx.secret, row.id, row.secretSalt) }
+  return { ...endpointView(row), url: row.url, secret: callbackSecret(ctx.secret, row.id, row.secretSalt) }
 }
 
 /** Sets the events an endpoint is sent (`trellis apply`), with its admin log entry; false when they are those already. */

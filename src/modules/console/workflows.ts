@@ -117,7 +117,10 @@ ${
 </form>`
 }
 
-/** The workflow's completion callbacks: each with a Remove form, and the form that adds one (its secret shown once). */
+/**
+ * The workflow's completion callbacks: each with a Remove form, its URL without its query (as every read shows it),
+ * and the form that adds one (its secret and whole URL shown once).
+ */
 function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html {
   const events = (list: readonly string[]) => list.map((event) => event.replace('workflow_run.', '')).join(', ')
   return html`<h2>Completion callbacks</h2>
@@ -129,7 +132,7 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it." data-done="Callback removed."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
 </tbody></table>`)
 }</div>
-<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once.">
+<form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once (its whole URL too).">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
 <fieldset><legend>Send when a run</legend>
 ${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox" name="events" value="${event}" checked> ${events([event])}</label>`)}</fieldset>
@@ -138,5 +141,6 @@ ${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox
 </form>
 <div id="callback-once" class="once" hidden><p><strong>Copy this signing secret now: it is shown only once.</strong> Verify each call with it (Standard Webhooks).</p>
 <p><code class="value" id="callback-secret"></code> <button type="button" data-copy="#callback-secret">Copy</button></p>
+<p>Its URL, whole this once (the list shows it without its query): <code class="mono" id="callback-url" data-field="url"></code></p>
 <p><a href="">Done</a></p></div>`
 }

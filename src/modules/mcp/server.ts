@@ -6,7 +6,17 @@
  */
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'
-import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  InitializeRequestSchema,
+  isJSONRPCRequest,
+  type JSONRPCErrorResponse,
+  type JSONRPCMessage,
+  ListToolsRequestSchema,
+  PingRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js'
 import pkg from '../../../package.json' with { type: 'json' }
 import type { AppDeps } from '../../deps.ts'
 import { hasScope } from '../../lib/access.ts'
@@ -29,11 +39,60 @@ const DESCRIBED = new Map(
   ]),
 )
 
+/** A schema of the SDK's, as far as checking a request with it goes. */
+interface RequestSchema {
+  safeParse(value: unknown): { success: boolean; error?: { issues: { path: PropertyKey[]; message: string }[] } }
+}
+
+/** The requests this server answers, each with the SDK's schema (its params checked). */
+const REQUEST_SCHEMAS = new Map<string, RequestSchema>([
+  ['initialize', InitializeRequestSchema],
+  ['ping', PingRequestSchema],
+  ['tools/list', ListToolsRequestSchema],
+  ['tools/call', CallToolRequestSchema],
+])
+
+/**
+ * A JSON-RPC error answer: its message said once. (The SDK's McpError puts "MCP error <code>: " in its message, and
+ * the client's puts it there again.)
+ */
+function protocolError(code: ErrorCode, message: string): Error & { code: ErrorCode } {
+  return Object.assign(new Error(message), { code })
+}
+
+/** The -32602 (invalid params) answer to a request whose params its method's schema refuses, naming what is wrong; else null. */
+function invalidParamsAnswer(message: JSONRPCMessage): JSONRPCErrorResponse | null {
+  if (!isJSONRPCRequest(message)) return null
+  const issue = REQUEST_SCHEMAS.get(message.method)?.safeParse(message).error?.issues[0]
+  if (!issue) return null
+  return { jsonrpc: '2.0', id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${issue.path.join('.')}: ${issue.message}` } }
+}
+
+/**
+ * Answers a request whose params its method's schema refuses with -32602 itself: the SDK throws its schema's error
+ * without a code, which would go out as -32603 (internal error). Wraps the transport's delivery, so that its own checks
+ * of the POST (Accept, content type, protocol version) come first.
+ */
+function refuseInvalidParams(transport: WebStandardStreamableHTTPServerTransport): void {
+  const deliver = transport.onmessage!
+  transport.onmessage = (message, extra) => {
+    const refusal = invalidParamsAnswer(message)
+    if (refusal === null) return deliver(message, extra)
+    void transport.send(refusal)
+  }
+}
+
+/**
+ * The arguments of the POST's `tools/call` as sent: the SDK's parsed copy leaves out a `__proto__` key, which must be
+ * refused as any unknown argument is. The params fit the SDK's schema (`refuseInvalidParams`): an object, or absent.
+ */
+const sentArguments = (message: unknown): Record<string, unknown> => (message as { params: { arguments?: Record<string, unknown> } }).params.arguments ?? {}
+
 /**
  * One POST's server: the tools the token's scopes reach, each call checked and made as the REST route makes it; a call
- * that throws is answered with `failed(error, tool)`.
+ * that throws is answered with `failed(error, tool)`. `message` is the POST's JSON-RPC message.
  */
-function mcpServer(deps: AppDeps, identity: TokenIdentity, failed: (error: unknown, tool: string) => CallToolResult): Server {
+function mcpServer(deps: AppDeps, identity: TokenIdentity, message: unknown, failed: (error: unknown, tool: string) => CallToolResult): Server {
   const server = new Server(
     { name: 'trellis', title: 'Trellis', version: pkg.version },
     {
@@ -47,11 +106,11 @@ function mcpServer(deps: AppDeps, identity: TokenIdentity, failed: (error: unkno
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOLS.filter(visible).map((tool) => DESCRIBED.get(tool)!) }))
   server.setRequestHandler(CallToolRequestSchema, async ({ params }): Promise<CallToolResult> => {
     const tool = TOOLS.find((candidate) => candidate.name === params.name)
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
+    if (!tool) throw protocolError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`)
     try {
       // The route's own checks, in its order: the scope and role (403), then the arguments (400), then the call.
       if (tool.need) authorizeToken(identity, identity.projectName, tool.need)
-      const answer = (await tool.call({ deps, identity }, tool.args.parse(params.arguments ?? {}))) as Record<string, unknown>
+      const answer = (await tool.call({ deps, identity }, tool.args.parse(sentArguments(message)))) as Record<string, unknown>
       return { content: [{ type: 'text', text: JSON.stringify(answer) }], structuredContent: answer }
     } catch (error) {
       return failed(error, tool.name)
@@ -71,9 +130,10 @@ export async function transportAnswer(
   body: unknown,
   failed: (error: unknown, tool: string) => CallToolResult,
 ): Promise<Response> {
-  const server = mcpServer(deps, identity, failed)
+  const server = mcpServer(deps, identity, body, failed)
   const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
   await server.connect(transport)
+  refuseInvalidParams(transport)
   try {
     return await transport.handleRequest(request, { parsedBody: body })
   } finally {

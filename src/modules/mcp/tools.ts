@@ -92,7 +92,7 @@ function listArguments(parameters: readonly object[], withEnvironment: boolean):
     parse(raw) {
       const query: Query = {}
       for (const [name, value] of Object.entries(raw)) {
-        if (!(name in properties)) throw invalidField(name, 'unknown field')
+        if (!Object.hasOwn(properties, name)) throw invalidField(name, 'unknown field')
         if (!['string', 'number', 'boolean'].includes(typeof value)) throw invalidField(name, 'must be a string, a number or a boolean')
         query[name] = String(value)
       }

@@ -49,7 +49,7 @@ export class TokenInputError extends Error {
 export function resolveScopes(scopes: readonly string[] | undefined, preset: string | undefined): Scope[] {
   if (scopes !== undefined && preset !== undefined) throw new TokenInputError('scopes', 'give either scopes or preset, not both')
   if (preset !== undefined) {
-    if (!(preset in PRESETS)) throw new TokenInputError('preset', `unknown preset "${preset}" (one of ${Object.keys(PRESETS).join(', ')})`)
+    if (!Object.hasOwn(PRESETS, preset)) throw new TokenInputError('preset', `unknown preset "${preset}" (one of ${Object.keys(PRESETS).join(', ')})`)
     return [...PRESETS[preset as Preset]]
   }
   if (scopes === undefined) return [...PRESETS['read-only']]

@@ -178,7 +178,7 @@ export function workflowDefinitionProblems(value: unknown, base = ''): Problem[]
   steps.forEach((raw, index) => {
     const at = `${base ? `${base}.` : ''}steps[${index}]`
     const type = (raw as { type?: unknown })?.type
-    if (typeof type !== 'string' || !(type in STEP_SCHEMAS)) {
+    if (typeof type !== 'string' || !Object.hasOwn(STEP_SCHEMAS, type)) {
       problems.push({ path: `${at}.type`, message: `unknown step type ${JSON.stringify(type)} (one of ${STEP_TYPES.join(', ')})` })
       return
     }
