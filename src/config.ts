@@ -9,7 +9,7 @@ import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from '
 export interface Config {
   dataDir: string
   /**
-   * PostgreSQL instead of the embedded SQLite file (issue 18, docs/scaling-out.md "Scaling out"): `postgres://…`. Never logged or
+   * PostgreSQL instead of the embedded SQLite file (docs/scaling-out.md "Scaling out"): `postgres://…`. Never logged or
    * printed (it may hold a password).
    */
   databaseUrl: string | null

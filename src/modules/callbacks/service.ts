@@ -1,5 +1,5 @@
 /**
- * Completion callbacks (issue 28, docs/workflows.md "Completion callbacks"): a workflow's endpoints — added and removed by
+ * Completion callbacks (docs/workflows.md "Completion callbacks"): a workflow's endpoints — added and removed by
  * project admins (the API, the console, `trellis apply`), each change an admin log entry — and a run's deliveries,
  * read and resent. The outbox itself is written by the run's end (src/db/queue.ts) and sent by ./delivery.ts.
  */
