@@ -14,7 +14,7 @@ import { PgRateCounters } from './postgres/rate-windows.ts'
 import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
 import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
-import type { RunEventsListener } from './run-events.ts'
+import type { RunEventsListener } from './run-event-commits.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointBeforeClose, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
@@ -67,7 +67,7 @@ export function recoverCallbacksAtStart(store: Store): Op<number> {
  * Calls `wake` with the environments whose run events other instances committed (null: any may have): on PostgreSQL
  * the NOTIFY each instance sends after such a commit (./postgres/run-events.ts), and null again after the listening
  * connection was lost and is back; resolves once listening. SQLite: one process writes, nothing to listen to (null).
- * This process's own commits: `onRunEventsCommitted` (./run-events.ts).
+ * This process's own commits: `onRunEventsCommitted` (./run-event-commits.ts).
  */
 export async function listenForRunEventsOn(store: Store, wake: RunEventsListener): Promise<Listening | null> {
   return store.kind === 'postgres' ? listenForRunEvents(store.sql, wake) : null

@@ -28,3 +28,8 @@ export interface PgStore {
 export function clientOf(db: PgDb): SQL {
   return (db as unknown as { session: { client: SQL } }).session.client
 }
+
+/** Rows of a raw statement on the handle's connection (a plan's PostgreSQL half: ../op.ts `plan`). */
+export async function rawRows<T>(db: PgDb, text: string, values: unknown[]): Promise<T[]> {
+  return [...((await clientOf(db).unsafe(text, values as never[])) as T[])]
+}
