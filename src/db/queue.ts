@@ -84,7 +84,7 @@ export interface RunRow {
 export interface NewRun {
   /**
    * The run's id (UUIDv7), made by the caller. SQLite stores it as given; PostgreSQL stores a later one when another
-   * instance's run of the environment already has a greater id (src/db/postgres/per-dialect.ts): use the id insertRun answers.
+   * instance's run of the environment already has a greater id (`insertQueuedRun`'s PostgreSQL half): use the id insertRun answers.
    */
   id: string
   workflowId: number

@@ -9,8 +9,8 @@ import type { PgDatabase } from 'drizzle-orm/pg-core'
 import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
 
 /**
- * A Drizzle handle on PostgreSQL: the pool, or one transaction's connection (twins take either). Without the schema
- * registry: twins use the query builder over ./schema.ts's tables, never relational queries (`db.query.…`), and a
+ * A Drizzle handle on PostgreSQL: the pool, or one transaction's connection (its runner and plans take either). Without the schema
+ * registry: PostgreSQL's queries use the query builder over ./schema.ts's tables, never relational queries (`db.query.…`), and a
  * handle with the registry builds a relational query builder for every table each time one is made — once per
  * transaction (a few % of a webhook trigger's CPU).
  */
