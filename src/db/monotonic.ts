@@ -96,7 +96,8 @@ export function countListTimes<T>(db: Db, fn: () => T): T {
  * empty).
  */
 const holdListScope = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined => sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue)),
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined =>
+    sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue)),
   postgres: async (db, list, scopeValue) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)

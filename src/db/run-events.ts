@@ -104,7 +104,7 @@ export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>, newest
 }
 
 /** An event's `data` as stored (JSON text), and its time in µs. */
-export const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
+const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
 
 const NEWEST_SEQUENCE = 'SELECT max(sequence) AS n FROM run_events WHERE run_id = ?'
 const EVENT_COLUMNS = 11
