@@ -3,7 +3,7 @@
  * product (docs/scaling-out.md "Next step"). One environment's triggers on a throw-away cluster, written two ways by
  * `--writers` processes (instances) of `--connections` connections each, for `--seconds`:
  *
- * - `lock`: today's protocol (src/db/postgres/per-dialect.ts `QUEUE_RUN`): BEGIN; the environment's runs and
+ * - `lock`: today's protocol (src/db/queue.ts `QUEUE_RUN`): BEGIN; the environment's runs and
  *   activity locks in one statement; the run after the newest (`max(now, newest + 1 µs)`); its entry after the newest
  *   entry; COMMIT. Times follow commit order because commits of one environment are serialized: the lock's hold
  *   time bounds the environment's triggers per second.

@@ -5,12 +5,11 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { op } from '../src/db/op.ts'
 import { keepEventLoopFree, type Db } from '../src/db/open.ts'
 import { connectionOf } from '../src/db/prepared.ts'
 import { EXECUTOR_COMMIT_BUDGET_MS, GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write, writeInShare } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
-import { SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
+import { onSqlite, SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
 let env: SqliteTestEnv
 
@@ -26,14 +25,14 @@ const names = (db: Database = env.store.sqlite) => (db.prepare('SELECT name FROM
 /** A write of one row, answering its name. */
 const writeName = (name: string) =>
   write(env.store, function* () {
-    yield* op(insertName, name)
+    yield* onSqlite(insertName, name)
     return name
   })
 
 /** A write that inserts a row, then fails: its row must not stay. */
 const failingWrite = (name: string) =>
   write(env.store, function* () {
-    yield* op(insertName, name)
+    yield* onSqlite(insertName, name)
     throw new Error(`refused ${name}`)
   })
 
@@ -87,8 +86,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     const before = env.store.committed.transactions
     const slowName = (name: string) =>
       write(env.store, function* () {
-        yield* op(insertName, name)
-        yield* op(() => Bun.sleepSync(1)) // a write's own work, 1 ms
+        yield* onSqlite(insertName, name)
+        yield* onSqlite(() => Bun.sleepSync(1)) // a write's own work, 1 ms
         return name
       })
     const n = 4 * GROUP_COMMIT_BUDGET_MS
@@ -106,8 +105,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     const before = env.store.committed.transactions
     const groupWrite = (name: string) =>
       writeInShare(env.store, function* () {
-        yield* op(insertName, name)
-        yield* op(() => Bun.sleepSync(1)) // a step group's own work on a large database, 1–2 ms
+        yield* onSqlite(insertName, name)
+        yield* onSqlite(() => Bun.sleepSync(1)) // a step group's own work on a large database, 1–2 ms
         return name
       }, Number.POSITIVE_INFINITY)
     // Eight workers' groups, 1 ms each: far past GROUP_COMMIT_BUDGET_MS (three commits), within EXECUTOR_COMMIT_BUDGET_MS.
@@ -123,8 +122,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.groupCommit, 'group commit', () => {
     /** One write of `kind`, 1 ms of its own work, answering the transaction it committed in. */
     const timedWrite = (kind: 'executor' | 'other', name: string) => {
       const body = function* () {
-        yield* op(insertName, name)
-        yield* op(() => Bun.sleepSync(1))
+        yield* onSqlite(insertName, name)
+        yield* onSqlite(() => Bun.sleepSync(1))
         return env.store.committed.transactions
       }
       return kind === 'executor' ? writeInShare(env.store, body, 1) : write(env.store, body)

@@ -11,8 +11,8 @@ import { createDeps, type DepsInput } from '../src/deps.ts'
 import { type ApplyContext, applyDocument, applyDocumentNow, type ApplyReport } from '../src/modules/apply/service.ts'
 import { type Config, loadConfig } from '../src/config.ts'
 import { migrate } from '../src/db/migrate.ts'
-import type { Op } from '../src/db/op.ts'
-import { keepEventLoopFree, openStore, type SqliteStore, type Store } from '../src/db/open.ts'
+import type { AnyPlan, Op } from '../src/db/op.ts'
+import { type Db, keepEventLoopFree, openStore, type SqliteStore, type Store } from '../src/db/open.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { writeNow } from '../src/db/write.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
@@ -160,6 +160,16 @@ export const SQLITE_ONLY = {
   backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
 } as const
+
+/**
+ * `fn` on the SQLite connection as one step of an op, for a test of SQLite itself (a lock, a savepoint, the cache):
+ * a plan whose PostgreSQL half refuses, made here and never with src/db's `plan` (whose plans test/per-dialect.test.ts
+ * counts).
+ */
+export function* onSqlite<A extends unknown[], T>(fn: (db: Db, ...args: A) => T, ...args: A): Op<T> {
+  const step = { sqlite: fn, postgres: () => Promise.reject(new Error('a step of a SQLite-only test')), why: 'a test of SQLite itself' }
+  return (yield { kind: 'plan', plan: step as unknown as AnyPlan, args }) as T
+}
 
 /**
  * A test that checks SQLite itself (a PRAGMA, the file, the group commit, a query plan): run on SQLite; on the

@@ -7,7 +7,7 @@
  * with the SQL and the source line that prepared it.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { runOp } from '../src/db/op.ts'
+import { runOp } from '../src/db/sqlite/op-runner.ts'
 import { insertRecord } from '../src/db/records.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'

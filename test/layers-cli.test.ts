@@ -9,10 +9,9 @@ import { join, relative } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { openMigrated } from '../src/db/migrate.ts'
 import { databasePath } from '../src/db/open.ts'
-import { op } from '../src/db/op.ts'
 import type { Db } from '../src/db/open.ts'
 import { readTransaction } from '../src/db/read.ts'
-import { repoRoot, tempDir } from './helpers.ts'
+import { onSqlite, repoRoot, tempDir } from './helpers.ts'
 
 const CLI_DIR = join(repoRoot, 'src/cli')
 
@@ -125,9 +124,9 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
       const seen = readTransaction(
         store,
         (function* () {
-          const before = yield* op(migrationsNamed, 'zz_locked')
+          const before = yield* onSqlite(migrationsNamed, 'zz_locked')
           Bun.sleepSync(2000) // the writer commits meanwhile
-          return { before, after: yield* op(migrationsNamed, 'zz_locked') }
+          return { before, after: yield* onSqlite(migrationsNamed, 'zz_locked') }
         })(),
       )
       const waitedMs = performance.now() - started
@@ -136,7 +135,7 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
       expect(waitedMs).toBeLessThan(3000)
       expect(await writer.exited).toBe(0)
       // A new snapshot sees the commit.
-      expect(readTransaction(store, op(migrationsNamed, 'zz_locked'))).toBe(1)
+      expect(readTransaction(store, onSqlite(migrationsNamed, 'zz_locked'))).toBe(1)
     } finally {
       writer.kill()
       store.close()

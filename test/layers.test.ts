@@ -8,6 +8,11 @@
  * HTTP face (routes files, `model.ts` / `*-model.ts` schemas, `query.ts` parsers; the console module, which is
  * pages), imports `src/http/`. Code outside `src/db/` never knows which store it has: it neither imports a
  * dialect's own code nor names a store kind.
+ *
+ * Inside `src/db/` (docs/architecture.md "The layers of src/db"): every file is of the engine, of a domain, or the
+ * store (`store.ts`); the two dialect folders (`postgres/`, `sqlite/`) import the engine and each other, never a
+ * domain file nor the store; the engine imports no domain file nor the store; and only the files that open, pick or
+ * drive a store (`STORE_LEVEL`) ask which kind it is.
  */
 import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
@@ -170,6 +175,73 @@ describe('folders of src/', () => {
       edges.filter(({ from, to }) => to.startsWith('src/http/') && (from.startsWith('src/executor/') || (moduleOf(from) !== undefined && !httpFace(from)))),
     )
     if (wrong.length > 0) console.error(`services reaching the HTTP layer:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+})
+
+// ── The layers of src/db ──────────────────────────────────────────────────────
+
+/**
+ * The engine: what every operation is built and run with — the op and its plans, the queries and their dialect
+ * context, pages, prepared statements, savepoints, the schema, opening, migrating, reading, writing, backing up,
+ * the lists' times, the rules' locks, the cached lookups, the run-event commit announcements.
+ */
+const ENGINE = [
+  'backup', 'connect', 'dialect', 'lookup-cache', 'migrate', 'migrations-module', 'migrations.generated', 'monotonic', 'op', 'open',
+  'pages', 'prepared', 'query', 'read', 'rule-locks', 'run-event-commits', 'savepoint', 'schema', 'sqlite-to-postgres', 'tables', 'write',
+].map((name) => `src/db/${name}.ts`)
+/** The domains: one file per kind of stored thing, its queries written once and its plans. */
+const DOMAINS = [
+  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'maintenance', 'members', 'notes',
+  'projects', 'queue', 'records', 'run-events', 'runs', 'sessions', 'sso-identities', 'tokens', 'users', 'webhooks', 'workflows',
+].map((name) => `src/db/${name}.ts`)
+/** The store: a store's life beyond one op (its listeners, its recovery at start, its upkeep), over the domains. */
+const STORE = 'src/db/store.ts'
+/** The files that open, pick or drive a store, and so alone may ask which kind it is. */
+const STORE_LEVEL = ['connect', 'migrate', 'open', 'read', 'store', 'write'].map((name) => `src/db/${name}.ts`)
+const isDialect = (path: string) => /^src\/db\/(postgres|sqlite)\//.test(path)
+/** A store kind compared: `store.kind === 'postgres'`, or SQLite's guard. */
+const KIND_TEST = /\.kind\s*[!=]==?\s*['"](sqlite|postgres)['"]|\bsqliteOnly\(/
+
+/** `file:line: text` for each line of `file` that tests a store's kind. */
+function kindTests(file: string): string[] {
+  return readFileSync(join(repoRoot, file), 'utf8')
+    .split('\n')
+    .flatMap((line, i) => (KIND_TEST.test(line) && !/^\s*(\*|\/\/)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : []))
+}
+
+describe('layers of src/db', () => {
+  const dbFiles = [...graph.keys()].filter((file) => file.startsWith('src/db/'))
+
+  test('every file of src/db is of the engine, a domain, the store or a dialect folder', () => {
+    const unplaced = dbFiles.filter((file) => !isDialect(file) && !ENGINE.includes(file) && !DOMAINS.includes(file) && file !== STORE)
+    const gone = [...ENGINE, ...DOMAINS, STORE].filter((file) => !graph.has(file))
+    expect({ unplaced, gone }).toEqual({ unplaced: [], gone: [] })
+    expect(ENGINE.filter((file) => DOMAINS.includes(file))).toEqual([])
+  })
+
+  test('it sees the plans reach into a dialect folder, and the dialect folders into the engine', () => {
+    expect(graph.get('src/db/queue.ts')).toContain('src/db/postgres/client.ts')
+    expect(graph.get('src/db/postgres/op-runner.ts')).toContain('src/db/op.ts')
+    expect(graph.get('src/db/sqlite/op-runner.ts')).toContain('src/db/query.ts')
+  })
+
+  test('no file of a dialect folder imports a domain file or the store (only the engine, the dialect folders, lib/)', () => {
+    const wrong = show(edges.filter(({ from, to }) => isDialect(from) && (DOMAINS.includes(to) || to === STORE)))
+    if (wrong.length > 0) console.error(`a dialect folder reaching a domain:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('no engine file imports a domain file or the store', () => {
+    const wrong = show(edges.filter(({ from, to }) => ENGINE.includes(from) && (DOMAINS.includes(to) || to === STORE)))
+    if (wrong.length > 0) console.error(`the engine reaching a domain:\n${wrong.join('\n')}`)
+    expect(wrong).toEqual([])
+  })
+
+  test('only the store-level files test which kind of store they have', () => {
+    expect(kindTests('src/db/read.ts')).not.toEqual([])
+    const wrong = dbFiles.filter((file) => !STORE_LEVEL.includes(file)).flatMap(kindTests)
+    if (wrong.length > 0) console.error(`store kinds tested below the store level:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 })

@@ -16,10 +16,9 @@ import { cachedLookupOnPostgres } from '../src/db/postgres/lookup-cache.ts'
 import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
-import { op } from '../src/db/op.ts'
 import { commitNow, writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { anotherStore, bearer, execute, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { anotherStore, bearer, execute, onSqlite, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
@@ -247,8 +246,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.lookupCache, 'the cache itself', () => {
     const cached = lookup()!
     expect(Object.isFrozen(cached)).toBe(true)
     commitNow(sqliteOf(env.store, SQLITE_ONLY.lookupCache), function* () {
-      yield* op(() => lookup())
-      yield* op(() => lookup())
+      yield* onSqlite(() => lookup())
+      yield* onSqlite(() => lookup())
     })
     expect(reads()).toBe(3)
     lookup()

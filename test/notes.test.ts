@@ -8,7 +8,7 @@
  * Fixtures are loaded through `apply` (notes import keeps the given times), so every time below is exact.
  */
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
-import { runOp } from '../src/db/op.ts'
+import { runOp } from '../src/db/sqlite/op-runner.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { ValidateFunction } from 'ajv'

@@ -1,6 +1,6 @@
 /**
  * The queue's transitions — the very ops the executor yields (`claimRuns(…)`, `advanceRun(…)`…) —
- * run on PostgreSQL through their twins (src/db/postgres/queue.ts), on the product's PostgreSQL schema migrated for
+ * run on PostgreSQL (src/db/queue.ts: queries written once, and the claim's plans), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
  * eight concurrent claimers never overstep.

@@ -11,7 +11,7 @@ import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-logs.ts'
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { deleteFinishedRunBatch } from '../src/db/maintenance.ts'
-import { runOp } from '../src/db/op.ts'
+import { runOp } from '../src/db/sqlite/op-runner.ts'
 import type { Db } from '../src/db/open.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
@@ -98,7 +98,7 @@ const FILTERED_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id JOIN
 const productionEvent: NewRunEvent = { runId: 'r', environmentId: production, workflowId: 1, recordId: 'x', type: 'run.cancelled', status: 'cancelled', at: 0 }
 /** A filtered read of production's events from the start, an event there. */
 const filteredEvents = (filter: Parameters<typeof environmentEventsPage>[2]) => (db: Db) => {
-  insertRunEvents(db, [productionEvent])
+  insertRunEvents.sqlite(db, [productionEvent])
   return runOp(db, environmentEventsPage(production, 0, filter))
 }
 
@@ -178,7 +178,7 @@ const CASES: PlanCase[] = [
   ['run events: filtered by user (a member\'s stream: walks the range)', filteredEvents({ userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
   ['run events: filtered by workflow, record and user (walks the range)', filteredEvents({ workflowIds: [1], recordId: 'r', userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
   ['run events: a run\'s after an id', (db) => runOp(db, runEventsAfter('r', 7)), /WHERE e\.run_id = /, /SEARCH e USING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH w /],
-  ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents(db, [productionEvent]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],
+  ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents.sqlite(db, [productionEvent]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],
   ['run events: an environment\'s newest (a stream from now)', (db) => runOp(db, latestEventId(production)), /FROM run_events WHERE environment_id = /, /^SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\?\)$/],
   // ── records ──
   ['records: a record by its key', (db) => runOp(db, findRecordByKey({ environmentId: production, collectionId: 1 }, 'ord_1001')), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],

@@ -1,5 +1,5 @@
 /**
- * The queue's PostgreSQL twins (src/db/postgres/queue.ts, maintenance.ts) answer as the SQLite face does
+ * The queue on PostgreSQL (src/db/queue.ts, maintenance.ts: the ops written once and the queue's plans) answers as on SQLite
  * and leave the same rows — start (and its 409 answer), a retry's start (and its steps carried), cancel, step outcomes, what a run acts on, when the next run
  * is due, log retention's batch — and hold under real concurrency: 30 concurrent starts on one record queue one run
  * and name it to the other 29; 50 concurrent starts on distinct records, their ids committed out of order, keep
@@ -13,13 +13,13 @@ import { insertActivityLog, type NewActivityLogRow } from '../src/db/activity-lo
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
 import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
-import { idAfter } from '../src/db/postgres/per-dialect.ts'
 import {
   cancelActiveRun,
   carryRunSteps,
   claimRuns,
   findRetryOf,
   finishRun,
+  idAfter,
   insertRun,
   type NewRun,
   nextRunAvailableAt,

@@ -11,7 +11,7 @@
  * Which rows the document can describe is decided here from the document's own enums and the raw columns, not
  * from the server's flag.
  */
-import { runOp } from '../src/db/op.ts'
+import { runOp } from '../src/db/sqlite/op-runner.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createProject } from '../src/modules/projects/structure.ts'

@@ -1,14 +1,16 @@
 /**
  * What the activity log asks the database: append an entry with its record ids, a page of entry ids, and the
- * entries of a page, written once for both stores (./query.ts) but the append's own insert (`insertActivityLogRows`).
+ * entries of a page, written once for both stores (./query.ts) but the append's own insert (`insertActivityLogRows`,
+ * a plan: ./op.ts).
  * Every statement is built once per dialect and connection (appends run in every write, lists are hot).
  */
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Micros } from '../lib/time.ts'
 import { nextCreatedAt } from './monotonic.ts'
-import { type Op, op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
+import { clientOf, type PgDb } from './postgres/client.ts'
 import { createdAtBounds, hideExtensions, type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
 import { prepared } from './prepared.ts'
 import { statement } from './query.ts'
@@ -41,14 +43,18 @@ const p = (name: string) => sql.placeholder(name)
  */
 export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<number> {
   const createdAt = yield* nextCreatedAt(ACTIVITY_TIMES, entry.environmentId, now)
-  return yield* op(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
+  return yield* runPlan(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
 }
 
-/**
- * The entry at its time and one row per record id (distinct); answers the entry's id. Prepared once per connection;
- * per-dialect: PostgreSQL writes both in one statement (./postgres/per-dialect.ts).
- */
-export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
+/** The entry at its time and one row per record id (distinct); answers the entry's id. */
+const insertActivityLogRows = plan({
+  sqlite: insertRowsOnSqlite,
+  postgres: insertRowsOnPostgres,
+  why: 'one data-modifying CTE writes the entry and its record ids in one round trip under the lock; SQLite has no such CTE and no round trips',
+})
+
+/** SQLite's: the entry, then each record id, each statement prepared once per connection. */
+function insertRowsOnSqlite(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>
     db
       .insert(activityLogs)
@@ -77,6 +83,25 @@ export function insertActivityLogRows(db: Db, entry: NewActivityLogRow & { creat
   for (const recordId of recordIds) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
   return row!.id
 }
+
+/** PostgreSQL's: both in one statement (`INSERT_ENTRY`). */
+async function insertRowsOnPostgres(db: PgDb, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): Promise<number> {
+  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt } = entry
+  const values = [environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, recordIds]
+  const [row] = (await clientOf(db).unsafe(INSERT_ENTRY, values as never[])) as { id: number }[]
+  return row!.id
+}
+
+/**
+ * The entry and its record ids ($14, distinct, one row each) in one statement: it runs under the environment's lock
+ * (./postgres/monotonic.ts), held to commit, so every round trip saved there is one less that other writers wait out.
+ */
+const INSERT_ENTRY = `WITH entry AS (
+    INSERT INTO activity_logs (environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at)
+    VALUES ($1::int8, $2, $3, $4, $5::int8, $6::int8, $7::int8, $8::int8, $9, $10, $11, $12::boolean, $13::int8)
+    RETURNING id),
+  entry_records AS (INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT entry.id, $1::int8, unnest($14::text[]) FROM entry)
+  SELECT id::float8 AS id FROM entry`
 
 /** An activity page's filters (names already resolved to ids); undefined ones are left out. */
 export interface ActivityPageFilters {

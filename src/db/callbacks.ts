@@ -14,8 +14,10 @@ import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-or
 import { callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Dialect } from './dialect.ts'
-import { type Op, op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
+import { clientOf } from './postgres/client.ts'
+import { CALLBACKS_CHANNEL } from './postgres/queue.ts'
 import { connectionOf } from './prepared.ts'
 import { exec, placeholders, rows, statement } from './query.ts'
 import { joinWorkflowPlace } from './workflows.ts'
@@ -145,7 +147,7 @@ export function* queueRunCallbacks(run: { id: string; workflowId: number }, stat
       })),
     ),
   )
-  yield* op(announceCallbacks)
+  yield* runPlan(announceCallbacks)
   return endpoints.length
 }
 
@@ -155,12 +157,19 @@ const sqliteListeners = new WeakMap<Database, Set<() => void>>()
 /**
  * Wakes the delivery workers once the transaction that queued deliveries has committed. SQLite: this process's
  * listeners on the connection, on the next turn of the event loop (the commit is synchronous: it is done by then;
- * a rolled-back transaction wakes them for nothing). Per-dialect: PostgreSQL NOTIFYs every instance on commit.
+ * a rolled-back transaction wakes them for nothing). PostgreSQL: `NOTIFY trellis_callbacks` in the handle's
+ * transaction, delivered to every instance's delivery worker on commit.
  */
-export function announceCallbacks(db: Db): void {
-  const listeners = sqliteListeners.get(connectionOf(db))
-  if (listeners && listeners.size > 0) setImmediate(() => listeners.forEach((wake) => wake()))
-}
+const announceCallbacks = plan({
+  sqlite: (db: Db): void => {
+    const listeners = sqliteListeners.get(connectionOf(db))
+    if (listeners && listeners.size > 0) setImmediate(() => listeners.forEach((wake) => wake()))
+  },
+  postgres: async (db) => {
+    await clientOf(db).notify(CALLBACKS_CHANNEL)
+  },
+  why: "NOTIFY wakes every instance's callback delivery worker on commit; SQLite's is this process's, woken after the commit",
+})
 
 /** Calls `wake` whenever a transaction on this SQLite connection queued deliveries (../store.ts `listenForCallbacksOn`). */
 export function listenForSqliteCallbacks(connection: Database, wake: () => void): { stop(): Promise<void> } {
@@ -357,7 +366,7 @@ const RESEND = statement('callbacks.resend', (d) =>
  */
 export function* requeueCallbackDelivery(runId: string, id: string, now: number): Op<'requeued' | 'pending' | 'unknown'> {
   if ((yield* RESEND.rows({ runId, id, now })).length > 0) {
-    yield* op(announceCallbacks)
+    yield* runPlan(announceCallbacks)
     return 'requeued'
   }
   const found = yield* rows(({ db, t }) =>

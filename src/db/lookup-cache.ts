@@ -20,7 +20,7 @@
 import type { Database, Statement } from 'bun:sqlite'
 import { getTableName } from 'drizzle-orm'
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { type Op, op, runOp } from './op.ts'
+import type { Op } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf } from './prepared.ts'
 import { apiTokens, environments, projectMembers, projects, renderings, teamMembers, teams, users, webhookTriggers, workflows } from './schema.ts'
@@ -90,15 +90,11 @@ export function keepAnswer(entries: Map<unknown, unknown>, key: unknown, value: 
 
 /**
  * `work`'s answer for `key` as an op, written once for both stores: SQLite answers from this connection's cache
- * (`cachedLookup`); PostgreSQL from the instance's (./postgres/lookup-cache.ts, its twin in ../postgres/op-runner.ts).
+ * (`cachedLookup`, run by ./sqlite/op-runner.ts); PostgreSQL from the instance's (./postgres/lookup-cache.ts, run by
+ * ./postgres/op-runner.ts).
  */
-export function cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
-  return op(runCached<V>, kind, key, work)
-}
-
-/** SQLite's runner of `cached`: `work` run on this connection only when the cache has no fresh answer. */
-export function runCached<V>(db: Db, kind: string, key: string | number, work: Op<V | undefined>): V | undefined {
-  return cachedLookup(db, kind, key, () => runOp(db, work))
+export function* cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
+  return (yield { kind: 'cached', lookup: kind, key, work }) as V | undefined
 }
 
 /** The connection's cache, emptied when a watched table changed since its entries were read; null when unusable. */

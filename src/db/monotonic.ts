@@ -10,15 +10,18 @@
  * With one writer at a time (SQLite) `max(now, latest + 1 µs)` is exact. With several (PostgreSQL) the list scope is
  * held first (`holdListScope`: its lock, ./postgres/monotonic.ts), so each writer reads the latest its predecessor
  * committed and times follow commit order. On both, a transaction that already dated an entry of the scope counts on
- * from it without reading again.
+ * from it without reading again. Holding a scope and remembering its time are plans (./op.ts `plan`): each store
+ * keeps what a transaction knows its own way.
  */
 import type { Database } from 'bun:sqlite'
 import { eq, isNull, max, sql } from 'drizzle-orm'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
-import { type Op, op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
 import { connectionOf } from './prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
+import { rawRows } from './postgres/client.ts'
+import { heldListTimes, lockListScope, pgListOf } from './postgres/monotonic.ts'
 
 /**
  * `max(now, latest createdAt in the list + 1 µs)`: strictly after every earlier entry of the list scope, and `now`
@@ -26,11 +29,11 @@ import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
  * transaction that already set the scope's newest time (PostgreSQL, under its lock) counts on from it unread.
  */
 export function* nextCreatedAt(list: TimeOrderedList, scopeValue: number | null, now: Millis): Op<Micros> {
-  const known = yield* op(holdListScope, list, scopeValue)
+  const known = yield* runPlan(holdListScope, list, scopeValue)
   const at = microsFromMillis(now)
   const latest = known ?? (yield* readLatestCreatedAt(list, scopeValue))
   const next = latest === null || latest < at ? at : ((latest + 1) as Micros)
-  yield* op(rememberListTime, list, scopeValue, next)
+  yield* runPlan(rememberListTime, list, scopeValue, next)
   return next
 }
 
@@ -40,8 +43,8 @@ export function* nextCreatedAt(list: TimeOrderedList, scopeValue: number | null,
  * counted for the scope is forgotten.
  */
 export function* latestCreatedAt(list: TimeOrderedList, scopeValue: number | null): Op<Micros | null> {
-  yield* op(holdListScope, list, scopeValue)
-  yield* op(rememberListTime, list, scopeValue, null)
+  yield* runPlan(holdListScope, list, scopeValue)
+  yield* runPlan(rememberListTime, list, scopeValue, null)
   return yield* readLatestCreatedAt(list, scopeValue)
 }
 
@@ -84,17 +87,41 @@ export function countListTimes<T>(db: Db, fn: () => T): T {
 
 /**
  * Holds the list scope for this transaction's next entry, and answers the newest time this transaction set there
- * (undefined: none, read it). SQLite's one writer holds every scope already. Per-dialect: PostgreSQL's in
- * ./postgres/per-dialect.ts.
+ * (undefined: none, read it). SQLite's one writer holds every scope already.
+ *
+ * PostgreSQL takes the list scope's lock; answers the newest time this transaction set in the scope, or else the
+ * scope's newest time, read by a statement sent right behind the lock's without waiting for its answer: the
+ * connection runs it once the lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the
+ * lock's previous holder committed, and the writer waits once under the lock where it waited twice (0: the scope is
+ * empty).
  */
-export function holdListScope(db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined {
-  return sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue))
-}
+const holdListScope = plan({
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined =>
+    sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue)),
+  postgres: async (db, list, scopeValue) => {
+    const pgList = pgListOf(list)
+    const known = heldListTimes(db).get(pgList, scopeValue)
+    const locked = lockListScope(db, pgList, scopeValue)
+    if (known !== undefined) return locked.then(() => known)
+    const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
+    const latest = rawRows<{ at: number | null }>(db, `SELECT max(created_at)::float8 AS at FROM ${pgList.table} ${where}`, where.includes('$1') ? [scopeValue] : [])
+    latest.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+    await locked
+    return ((await latest)[0]?.at ?? 0) as Micros
+  },
+  why: "writers of one list scope queue on its advisory lock to date entries in commit order; SQLite's one writer holds every scope",
+})
 
-/** Remembers the newest time this transaction set in the list scope (null: forgets it). Per-dialect. */
-export function rememberListTime(db: Db, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): void {
-  const times = sqliteListTimes.get(connectionOf(db))
-  if (times === undefined) return
-  if (at === null) times.delete(scopeKey(list, scopeValue))
-  else times.set(scopeKey(list, scopeValue), at)
-}
+/** Remembers the newest time this transaction set in the list scope (null: forgets it). */
+const rememberListTime = plan({
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): void => {
+    const times = sqliteListTimes.get(connectionOf(db))
+    if (times === undefined) return
+    if (at === null) times.delete(scopeKey(list, scopeValue))
+    else times.set(scopeKey(list, scopeValue), at)
+  },
+  postgres: async (db, list, scopeValue, at) => {
+    heldListTimes(db).set(pgListOf(list), scopeValue, at)
+  },
+  why: "the transaction's newest time per list scope lives beside PostgreSQL's list locks and goes with them at a savepoint's rollback; SQLite's lives with the connection's write transaction",
+})

@@ -8,8 +8,11 @@ import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Micros, Millis } from '../lib/time.ts'
 import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
-import { type Op, op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
+import { lockListScope, PG_LISTS } from './postgres/monotonic.ts'
+import { preparedOn } from './postgres/prepared.ts'
+import { notes as pgNotes } from './postgres/schema.ts'
 import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
 import type { noteMessages, notes } from './schema.ts'
@@ -159,18 +162,26 @@ const INSERT_MESSAGE = statement('note-messages.insert', ({ db, t }) => db.inser
 
 /** Appends a message to a note's thread, at its time or (another writer updated the note later) at that update's. */
 export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
-  const createdAt = yield* op(noteMessageTime, message.noteId, message.createdAt)
+  const createdAt = yield* runPlan(noteMessageTime, message.noteId, message.createdAt)
   yield* INSERT_MESSAGE.exec({ ...message, createdAt })
 }
 
 /**
  * A new message's time in the note's thread: what the service computed (the clock, never before the note's last
- * update, read in this transaction: with SQLite's one writer nothing has moved it since). Per-dialect: PostgreSQL's
- * re-reads the note under its lock (./postgres/per-dialect.ts).
+ * update, read in this transaction: with SQLite's one writer nothing has moved it since). PostgreSQL's, under the
+ * note's message lock: the message's time, or the note's last update when another writer committed a later one.
  */
-export function noteMessageTime(_db: Db, _noteId: number, createdAt: Micros): Micros {
-  return createdAt
-}
+const noteMessageTime = plan({
+  sqlite: (_db: Db, _noteId: number, createdAt: Micros): Micros => createdAt,
+  postgres: async (db, noteId, createdAt) => {
+    await lockListScope(db, PG_LISTS.noteMessages, noteId)
+    const [note] = await preparedOn(db, 'notes.updated-at', (db) => db.select({ updatedAt: pgNotes.updatedAt }).from(pgNotes).where(eq(pgNotes.id, sql.placeholder('id')))).execute({
+      id: noteId,
+    })
+    return note !== undefined && note.updatedAt > createdAt ? note.updatedAt : createdAt
+  },
+  why: "another instance may have moved the note's updatedAt: re-read under the note's lock; SQLite's one writer cannot",
+})
 
 const NOTE_BY_ID = statement('notes.by-id', ({ db, t }) => db.select().from(t.notes).where(eq(t.notes.id, sql.placeholder('id'))))
 

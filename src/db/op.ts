@@ -1,25 +1,58 @@
 /**
  * The storage face's unit of work (docs/architecture.md "Architecture", "Transactions across the face").
  *
- * Domain code never holds the database. It describes what it needs as an `Op<T>`: a generator that yields calls to
- * the named functions of `src/db` (`yield* op(findTeamByName, projectId, name)`) and returns its answer. A runner
- * of the store drives the generator, running each call and handing back its result:
- * - SQLite: synchronously, inside one transaction when the op is a write (`write` in ./write.ts) — the whole op runs
- *   in one turn of the event loop, so no other request's statements interleave and nobody reads its uncommitted
- *   rows, and a thrown error rolls it all back;
- * - a network database (PostgreSQL): each call awaited on one connection inside `BEGIN … COMMIT`.
+ * Domain code never holds the database. It describes what it needs as an `Op<T>`: a generator that yields calls
+ * (`Call`) and returns its answer. A runner of the store drives the generator, running each call and handing back
+ * its result:
+ * - SQLite (./sqlite/op-runner.ts): synchronously, inside one transaction when the op is a write (`write` in
+ *   ./write.ts) — the whole op runs in one turn of the event loop, so no other request's statements interleave and
+ *   nobody reads its uncommitted rows, and a thrown error rolls it all back;
+ * - a network database (./postgres/op-runner.ts): each call awaited on one connection inside `BEGIN … COMMIT`.
  * A generator cannot `await`, so a transaction can never be held open across anything but storage: the rule the
  * face exists for is checked by the compiler. The rules that must hold inside a transaction (last admin, one active
  * run per record) are written once, in the services, whatever the database.
+ *
+ * A call is one of four kinds, and each runner answers each kind its own way: a query written once (./query.ts), a
+ * plan (an operation each store runs its own way: `plan` below), a savepoint around part of the op, a cached lookup
+ * (./lookup-cache.ts).
  */
+import type { Built, Dialect } from './dialect.ts'
 import type { Db } from './open.ts'
-import { inSavepoint } from './savepoint.ts'
+import type { PgDb } from './postgres/client.ts'
 
-/** One call of a `src/db` function, as a runner receives it. */
-export interface Call {
-  readonly fn: (db: Db, ...args: never[]) => unknown
-  readonly args: readonly unknown[]
+/** What a query answers: every row, the first row (or undefined), or nothing. */
+export type QueryAnswer = 'rows' | 'row' | 'none'
+
+/** One query written once (./query.ts), as a runner receives it: how to build it, what it answers, and (a statement) its name and values. */
+export interface QueryCall {
+  readonly build: (d: Dialect) => Built
+  readonly answer: QueryAnswer
+  /** A statement's name: built once per dialect and connection, run with `values`. */
+  readonly name?: string
+  readonly values?: Record<string, unknown>
 }
+
+/**
+ * An operation each store runs its own way, as one value: SQLite's half, PostgreSQL's half (the same arguments, the
+ * same answer, awaited) and why they differ. Declared with `plan` beside the op that runs it, so a missing half, or
+ * halves that disagree, fail to compile.
+ */
+export interface Plan<A extends unknown[], T> {
+  readonly sqlite: (db: Db, ...args: A) => T
+  readonly postgres: (db: PgDb, ...args: A) => Promise<T>
+  /** Why PostgreSQL cannot run SQLite's half (or a query written once): test/per-dialect.test.ts prints it. */
+  readonly why: string
+}
+
+/** Any plan, as a runner holds it: it passes the arguments the op gave it (`never[]`: whatever they are). */
+export type AnyPlan = Plan<never[], unknown>
+
+/** One call of an op, as a runner receives it: which kind decides how each runner runs it. */
+export type Call =
+  | { readonly kind: 'query'; readonly query: QueryCall }
+  | { readonly kind: 'plan'; readonly plan: AnyPlan; readonly args: readonly unknown[] }
+  | { readonly kind: 'savepoint'; readonly body: () => Op<unknown> }
+  | { readonly kind: 'cached'; readonly lookup: string; readonly key: string | number; readonly work: Op<unknown> }
 
 /** Domain work against storage that answers T (see the file comment). */
 export type Op<T> = Generator<Call, T, unknown>
@@ -27,14 +60,31 @@ export type Op<T> = Generator<Call, T, unknown>
 /** What an op answers: `Answer<ReturnType<typeof renderNotes>>`. */
 export type Answer<O> = O extends Op<infer T> ? T : never
 
-/** The call `fn(db, ...args)` as one step of an op: `const team = yield* op(findTeamByName, projectId, name)`. */
-export function* op<A extends unknown[], T>(fn: (db: Db, ...args: A) => T, ...args: A): Op<T> {
-  return (yield { fn: fn as unknown as Call['fn'], args }) as T
+const declared: AnyPlan[] = []
+
+/** Every plan declared so far (each module's at its load): test/per-dialect.test.ts counts them. */
+export const declaredPlans: readonly AnyPlan[] = declared
+
+/**
+ * An operation each store runs its own way (see `Plan`): `const insertQueuedRun = plan({ sqlite: …, postgres: …,
+ * why: '…' })`, run by an op as `yield* runPlan(insertQueuedRun, run)`. SQLite's half decides the arguments and the
+ * answer; PostgreSQL's must match them. There are few (test/per-dialect.test.ts holds them to at most 15): every
+ * other operation is a query written once.
+ */
+export function plan<A extends unknown[], T>(halves: {
+  readonly sqlite: (db: Db, ...args: A) => T
+  readonly postgres: (db: PgDb, ...args: A) => Promise<NoInfer<T>>
+  readonly why: string
+}): Plan<A, T> {
+  if (typeof halves.sqlite !== 'function' || typeof halves.postgres !== 'function') throw new Error(`a plan needs both halves: ${halves.why}`)
+  const made: Plan<A, T> = Object.freeze({ sqlite: halves.sqlite, postgres: halves.postgres, why: halves.why })
+  declared.push(made as unknown as AnyPlan)
+  return made
 }
 
-/** `fn` as a function of ops: `export const findRecord = findRecordByKey` lets domain code `yield* findRecord(…)`. */
-export function asOp<A extends unknown[], T>(fn: (db: Db, ...args: A) => T): (...args: A) => Op<T> {
-  return (...args) => op(fn, ...args)
+/** The plan as one step of an op: `const id = yield* runPlan(insertQueuedRun, run)`. */
+export function* runPlan<A extends unknown[], T>(plan: Plan<A, T>, ...args: A): Op<T> {
+  return (yield { kind: 'plan', plan: plan as unknown as AnyPlan, args }) as T
 }
 
 /** The items `keep` answers true for, in order (an op's `Array.filter`: a callback cannot `yield`). */
@@ -49,35 +99,7 @@ export function* answer<T>(value: T): Op<T> {
   return value
 }
 
-/**
- * Drives `work` on a SQLite connection, synchronously: every call runs at once; a call that throws is thrown into
- * the op (its `try` may handle it), and whatever the op throws goes on to the caller (whose transaction rolls back).
- */
-export function runOp<T>(db: Db, work: Op<T>): T {
-  let step = work.next()
-  while (!step.done) {
-    const { fn, args } = step.value
-    let result: unknown
-    try {
-      result = (fn as (db: Db, ...args: readonly unknown[]) => unknown)(db, ...args)
-    } catch (error) {
-      step = work.throw(error)
-      continue
-    }
-    step = work.next(result)
-  }
-  return step.value
-}
-
 /** `body` in a savepoint of the op's transaction: when it throws, its writes alone roll back and the error goes on. */
-export function savepoint<T>(body: () => Op<T>): Op<T> {
-  return op(runInSavepoint<T>, body)
-}
-
-/**
- * SAVEPOINT / RELEASE / ROLLBACK TO, prepared once per connection (Drizzle's nested transaction prepared them on every
- * step). One name serves nested savepoints too: SQLite releases or rolls back to the innermost of that name.
- */
-export function runInSavepoint<T>(db: Db, body: () => Op<T>): T {
-  return inSavepoint(db, (savepoint) => runOp(savepoint, body()))
+export function* savepoint<T>(body: () => Op<T>): Op<T> {
+  return (yield { kind: 'savepoint', body }) as T
 }

@@ -6,27 +6,15 @@
  *     return row((d) => d.db.select().from(d.t.users).where(eq(d.t.users.id, id)))
  *   }
  *
- * The op's runner builds the query in its store's dialect and runs it: SQLite at once on the connection, PostgreSQL
- * awaited on the pool or the transaction's connection (./postgres/dialect.ts). A hot query is a `statement`: built
- * once per dialect and connection with placeholders, then run with values.
+ * The op's runner builds the query in its store's dialect and runs it: SQLite at once on the connection (`runQuery`
+ * below), PostgreSQL awaited on the pool or the transaction's connection (./postgres/dialect.ts). A hot query is a
+ * `statement`: built once per dialect and connection with placeholders, then run with values.
  */
 import { type Placeholder, type SQL, sql } from 'drizzle-orm'
 import { type Built, type Dialect, sqliteDialect } from './dialect.ts'
-import type { Op } from './op.ts'
+import type { Op, QueryAnswer, QueryCall } from './op.ts'
 import type { Db } from './open.ts'
 import { prepared } from './prepared.ts'
-
-/** What a query answers: every row, the first row (or undefined), or nothing. */
-export type Answer = 'rows' | 'row' | 'none'
-
-/** One query for a runner: how to build it, what it answers, and (a statement) its name and values. */
-export interface QueryCall {
-  readonly build: (d: Dialect) => Built
-  readonly answer: Answer
-  /** A statement's name: built once per dialect and connection, run with `values`. */
-  readonly name?: string
-  readonly values?: Record<string, unknown>
-}
 
 type RowsOf<Q> = Q extends { all(...args: never[]): infer R } ? R : never
 type RowOf<Q> = Q extends { get(...args: never[]): infer R } ? R : never
@@ -69,7 +57,7 @@ const statementNames = new Set<string>()
 export function statement<Q extends Built>(name: string, build: (d: Dialect) => Q): Statement<Q> {
   if (statementNames.has(name)) throw new Error(`two statements are named ${name}`)
   statementNames.add(name)
-  const call = (answer: Answer, values: Record<string, unknown> = {}) => queryOp({ build, answer, name, values })
+  const call = (answer: QueryAnswer, values: Record<string, unknown> = {}) => queryOp({ build, answer, name, values })
   return {
     name,
     rows: (values) => call('rows', values) as Op<RowsOf<Q>>,
@@ -99,7 +87,7 @@ export function setPlaceholders<K extends string>(...names: K[]): Record<K, SQL>
 }
 
 function* queryOp(query: QueryCall): Op<unknown> {
-  return yield { fn: runQuery as never, args: [query] }
+  return yield { kind: 'query', query }
 }
 
 /** SQLite's runner of a query: built in the SQLite dialect (a statement once per connection) and run at once. */

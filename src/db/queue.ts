@@ -6,7 +6,8 @@
  * never written twice. Each is written once for both stores (docs/architecture.md "One query, two dialects"), but for what only
  * one store needs: the insert's place in its environment's order and the claim's reads and starts — SQLite's single
  * writer holds everything they read until they commit, PostgreSQL locks (the runs list lock, `FOR UPDATE SKIP
- * LOCKED`) and announces a queued run with NOTIFY (./postgres/per-dialect.ts). The claim's rules are src/db/claims.ts.
+ * LOCKED`) and announces a queued run with NOTIFY: those are plans (./op.ts `plan`), both halves side by side below.
+The claim's rules are src/db/claims.ts.
  *
  * The status lists are written into the SQL as literals (from ACTIVE_RUN_STATUSES, never retyped), in the form the
  * schema's index predicates take (`runStatusIn` for three or more, src/db/tables.ts): SQLite uses a partial index
@@ -18,7 +19,9 @@
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Statement } from 'bun:sqlite'
+import { randomUUIDv7 } from 'bun'
 import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
+import type { Micros } from '../lib/time.ts'
 import {
   type ClaimCandidate,
   type ClaimFacts,
@@ -31,8 +34,11 @@ import {
 } from './claims.ts'
 import { queueRunCallbacks } from './callbacks.ts'
 import type { Dialect } from './dialect.ts'
-import { type Op, op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
+import { clientOf, type PgDb, rawRows } from './postgres/client.ts'
+import { heldListTimes, lockListScopes, PG_LISTS } from './postgres/monotonic.ts'
+import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { joinWorkflowPlace } from './workflows.ts'
@@ -78,7 +84,7 @@ export interface RunRow {
 export interface NewRun {
   /**
    * The run's id (UUIDv7), made by the caller. SQLite stores it as given; PostgreSQL stores a later one when another
-   * instance's run of the environment already has a greater id (src/db/postgres/per-dialect.ts): use the id insertRun answers.
+   * instance's run of the environment already has a greater id (`insertQueuedRun`'s PostgreSQL half): use the id insertRun answers.
    */
   id: string
   workflowId: number
@@ -102,7 +108,7 @@ export interface NewRun {
 }
 
 /** The run's `createdAt` in ms: read from its clock now, or as given. */
-export const createdAtOf = (run: Pick<NewRun, 'createdAt'>): number => (typeof run.createdAt === 'function' ? run.createdAt() : run.createdAt)
+const createdAtOf = (run: Pick<NewRun, 'createdAt'>): number => (typeof run.createdAt === 'function' ? run.createdAt() : run.createdAt)
 
 /**
  * The run queued under `id` (the id it was stored under); or the run already active on the record; or, for a retry,
@@ -124,7 +130,7 @@ export class LeaseLostError extends Error {
  * that also writes the trigger's activity entry.
  */
 export function* insertRun(run: NewRun): Op<InsertResult> {
-  const id = yield* op(insertQueuedRun, run)
+  const id = yield* runPlan(insertQueuedRun, run)
   if (id !== null) return { inserted: true, id }
   const retriedBy = run.retryOf == null ? undefined : (yield* findRetryOf(run.retryOf))?.id
   if (retriedBy !== undefined) return { inserted: false, activeRunId: null, retriedBy }
@@ -176,10 +182,16 @@ const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, envi
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
- * it retries has been retried already, or when the id is taken. SQLite's write lock orders the environment's inserts
- * (per-dialect: ./postgres/per-dialect.ts takes a lock for that).
+ * it retries has been retried already, or when the id is taken.
  */
-export function insertQueuedRun(db: Db, run: NewRun): string | null {
+const insertQueuedRun = plan({
+  sqlite: insertQueuedRunOnSqlite,
+  postgres: insertQueuedRunOnPostgres,
+  why: "the environment's runs lock dates and numbers the run after its newest, and NOTIFY announces it; SQLite's write lock orders inserts",
+})
+
+/** SQLite's: its write lock orders the environment's inserts. */
+function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
   try {
     statementOn(db, 'queue.insert', INSERT_RUN).run(
       run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
@@ -192,8 +204,81 @@ export function insertQueuedRun(db: Db, run: NewRun): string | null {
   }
 }
 
-/** Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes. Per-dialect. */
-export function announceQueuedRuns(_db: Db): void {}
+/**
+ * PostgreSQL's: the run, queued (its id answered), unless another run of the workflow is active on the record, or the run a
+ * retry retries has been retried already (the partial unique indexes decide: `ON CONFLICT DO NOTHING`, and null;
+ * `insertRun` then names the active run or the retry in a new statement — a new READ COMMITTED snapshot).
+ *
+ * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
+ * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
+ * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
+ * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another) — and its activity
+ * lock in the same statement, which the trigger's entry needs next (`QUEUE_RUN`) — reads the
+ * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
+ * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` read once the
+ * lock is held (a trigger that waited 500 ms for it is not dated 500 ms before it could be listed), and its id is the
+ * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
+ * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always the top of its list: a reader paging meanwhile never misses it.
+ */
+async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
+  await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
+  const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
+  const queue = async (id: string) => {
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL]
+    return (await rawRows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
+  }
+  let queued = await queue(run.id)
+  const entries = heldListTimes(db)
+  if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined) entries.set(PG_LISTS.activityLogs, run.environmentId, (queued.entries_at ?? 0) as Micros)
+  // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
+  if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
+  return queued.id
+}
+
+/**
+ * The trigger's writes under the environment's runs and activity locks, in one statement (one round trip where there
+ * were four): the environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest
+ * `createdAt`), the run after it — unless its id ($1) is not greater than the newest's (then null, and the caller
+ * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) — the NOTIFY ($12) when it was
+ * queued, and the environment's newest activity entry time: a run is queued only by a trigger or a retry
+ * (src/modules/runs/service.ts `queueRun`), whose entry follows in this transaction, so its time is counted on from
+ * here unread (./monotonic.ts `heldListTimes`; 0: no entry yet). The locks are the statement before: READ COMMITTED
+ * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
+ */
+const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
+  queued AS (
+    INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
+      status, next_step, available_at, attempts, created_at, retry_of)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11
+    WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
+    ON CONFLICT DO NOTHING
+    RETURNING id)
+  SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
+    (SELECT max(created_at)::float8 FROM activity_logs WHERE environment_id = $4) AS entries_at,
+    (SELECT pg_notify($12, '') FROM queued) AS announced`
+
+/** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
+const idTaken = async (db: PgDb, id: string) => (await rawRows(db, 'SELECT 1 FROM runs WHERE id = $1', [id])).length > 0
+
+/** A UUIDv7 greater than `id`: in the same millisecond when a random one lands above it, else in the next one. */
+export function idAfter(id: string): string {
+  const ms = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
+  const same = randomUUIDv7('hex', ms)
+  return same > id ? same : randomUUIDv7('hex', ms + 1)
+}
+
+/**
+ * Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes;
+ * PostgreSQL's `NOTIFY trellis_runs` in the handle's transaction is delivered to every listener on commit, dropped on
+ * rollback.
+ */
+const announceQueuedRuns = plan({
+  sqlite: (_db: Db): void => {},
+  postgres: async (db) => {
+    await clientOf(db).notify(RUNS_CHANNEL)
+  },
+  why: "NOTIFY wakes every instance's executor on commit; SQLite's executor is this process's, woken by its own writes",
+})
 
 // ── Claim ─────────────────────────────────────────────────────────────────────
 
@@ -205,11 +290,11 @@ export function announceQueuedRuns(_db: Db): void {}
  * The claim gathers its facts in the op's (write) transaction: each environment's oldest due runs; the runs running;
  * where a workflow's limit holds some of those back, each of the environment's other workflows' oldest ones too; then
  * it starts the runs in `claimOrder`'s order. On SQLite the one writer holds them all until it commits; PostgreSQL's
- * reads and start lock what they must (./postgres/per-dialect.ts `readDueRunsOnPostgres`).
+ * reads and start lock what they must (`readDueRuns`, `startRuns`: plans).
  */
 export function* claimRuns(owner: string, now: number, leaseMs: number, limit: number, concurrency = Infinity): Op<RunRow[]> {
   if (limit <= 0) return []
-  const due = yield* op(readDueRuns, now, limit)
+  const due = yield* runPlan(readDueRuns, now, limit)
   if (due.candidates.length === 0) return []
   const facts: ClaimFacts = {
     running: yield* runningRuns(owner),
@@ -218,10 +303,10 @@ export function* claimRuns(owner: string, now: number, leaseMs: number, limit: n
   }
   const projectOf = new Map(due.candidates.map((run) => [run.environmentId, run.projectId]))
   const widen = new Map(environmentsToWiden(due.candidates, facts).map((environmentId) => [environmentId, projectOf.get(environmentId)!]))
-  const widened = widen.size === 0 ? [] : yield* op(readWidenedDueRuns, now, limit, widen, facts)
+  const widened = widen.size === 0 ? [] : yield* runPlan(readWidenedDueRuns, now, limit, widen, facts)
   const order = claimOrder([...due.candidates, ...widened], facts)
   if (order.length === 0) return []
-  const started = yield* op(startRuns, owner, now, leaseMs, order, limit)
+  const started = yield* runPlan(startRuns, owner, now, leaseMs, order, limit)
   started.sort((a, b) => a.available_at - b.available_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
   // A run's first claim starts it (and tells how it was started); a later one (after a wait, a recovery, a give-back) resumes it.
   yield* appendRunEvents(
@@ -292,19 +377,37 @@ const candidatesOf = (rows: unknown[], projectOf: ReadonlyMap<number, number>): 
     concurrencyLimit: r.concurrency_limit,
   }))
 
-/** Each environment's `limit` oldest due runs (SQLite reads one per free worker: the rules need no more). Per-dialect. */
-export function readDueRuns(db: Db, now: number, limit: number): DueCandidates {
+/** Each environment's oldest due runs, and (PostgreSQL) the workflows with a limit this claim may start. */
+const readDueRuns = plan({
+  sqlite: readDueRunsOnSqlite,
+  postgres: readDueRunsOnPostgres,
+  why: 'locks the limited workflows FOR NO KEY UPDATE SKIP LOCKED and reads every environment in one LATERAL join; SQLite has no LATERAL',
+})
+
+/** The due runs of the environments to widen (`projectOf`: each one's project), each of their workflows' oldest first. */
+const readWidenedDueRuns = plan({
+  sqlite: readWidenedDueRunsOnSqlite,
+  postgres: readWidenedDueRunsOnPostgres,
+  why: "one LATERAL join over the widened environments' workflows; SQLite walks each workflow's claim index",
+})
+
+/** Starts the first `limit` runs of `order` that no other claim is starting, under a lease. */
+const startRuns = plan({
+  sqlite: startRunsOnSqlite,
+  postgres: startRunsOnPostgres,
+  why: "picks the batch FOR UPDATE SKIP LOCKED so instances split the due runs; SQLite's one writer starts each run picked",
+})
+
+/** SQLite's: each environment's `limit` oldest due runs (one per free worker: the rules need no more). */
+function readDueRunsOnSqlite(db: Db, now: number, limit: number): DueCandidates {
   const environments = claimStatement(db, 'environments').all(now) as { id: number; project_id: number }[]
   const projectOf = new Map(environments.map((e) => [e.id, e.project_id]))
   const top = claimStatement(db, 'environmentTop')
   return { candidates: environments.flatMap((e) => candidatesOf(top.all(e.id, now, limit), projectOf)), startable: null }
 }
 
-/**
- * The due runs of the environments to widen (`projectOf`: each one's project): each of their workflows' oldest, and
- * the further ones of the workflows src/db/claims.ts `workflowsToReadFurther` names. Per-dialect.
- */
-export function readWidenedDueRuns(db: Db, now: number, limit: number, projectOf: ReadonlyMap<number, number>, facts: ClaimFacts): ClaimCandidate[] {
+/** SQLite's: each workflow's oldest, and the further ones of the workflows src/db/claims.ts `workflowsToReadFurther` names. */
+function readWidenedDueRunsOnSqlite(db: Db, now: number, limit: number, projectOf: ReadonlyMap<number, number>, facts: ClaimFacts): ClaimCandidate[] {
   const heads = claimStatement(db, 'workflowHeads')
   const top = claimStatement(db, 'workflowTop')
   return [...projectOf.keys()].flatMap((environmentId) => {
@@ -314,11 +417,102 @@ export function readWidenedDueRuns(db: Db, now: number, limit: number, projectOf
   })
 }
 
-/** Starts the first `limit` runs of `order` under a lease (the one writer: none of them is being started elsewhere). Per-dialect. */
-export function startRuns(db: Db, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): RunRow[] {
+/** SQLite's: the one writer, so none of them is being started elsewhere. */
+function startRunsOnSqlite(db: Db, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): RunRow[] {
   const start = claimStatement(db, 'start')
   return order.slice(0, limit).flatMap((id) => start.all(owner, now, leaseMs, id) as RunRow[])
 }
+
+/**
+ * Due runs a claim reads per environment (and per workflow, where it widens) for each free worker: the rules need one
+ * (SQLite reads that many); the others let instances claiming at the same moment each find runs no other is taking.
+ */
+const CANDIDATES_PER_WORKER = 4
+
+/**
+ * The claim's first read: the workflows with a limit and a due run, locked `FOR NO KEY UPDATE SKIP LOCKED` (a
+ * trigger's foreign-key check takes `FOR KEY SHARE`, which this does not block): only a claim holding a workflow's row
+ * starts its runs, so two instances never both count its running runs below the limit; a workflow another claim holds
+ * is left to that one. Then each environment's oldest due runs (`CANDIDATES_PER_WORKER` per free worker), read without
+ * locking. `claimRuns` reads the runs running next: a new READ COMMITTED snapshot, taken after those
+ * locks, so every run another claim started under them has committed.
+ */
+async function readDueRunsOnPostgres(db: PgDb, now: number, limit: number): Promise<DueCandidates> {
+  const locked = await rawRows<{ id: number }>(
+    db,
+    `SELECT id::float8 AS id FROM workflows w
+     WHERE concurrency_limit IS NOT NULL
+       AND EXISTS (SELECT 1 FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= $1)
+     ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`,
+    [now],
+  )
+  const candidates = await dueRuns(db, 'FROM environments e', 'environment_id = e.id', '', [now, limit * CANDIDATES_PER_WORKER])
+  return { candidates, startable: new Set(locked.map((w) => w.id)) }
+}
+
+/** Where a workflow's limit holds some of an environment's oldest due runs back: each of its workflows' oldest ones. */
+function readWidenedDueRunsOnPostgres(db: PgDb, now: number, limit: number, projectOf: ReadonlyMap<number, number>, _facts: ClaimFacts): Promise<ClaimCandidate[]> {
+  return dueRuns(
+    db,
+    'FROM workflows w JOIN renderings g ON g.id = w.rendering_id',
+    'workflow_id = w.id',
+    'WHERE g.environment_id = ANY($3::int8[])',
+    [now, limit * CANDIDATES_PER_WORKER, [...projectOf.keys()]],
+  )
+}
+
+/**
+ * The start: the first `limit` runs of the claim's order that no other claim has locked, picked once in a
+ * materialized CTE (`FOR UPDATE SKIP LOCKED`, so instances claiming at the same moment split the runs without waiting
+ * on each other), and the UPDATE joins it.
+ *
+ * The batch is picked once, in the CTE. Written as `WHERE id IN (SELECT … LIMIT $4 FOR UPDATE SKIP LOCKED)` instead,
+ * the planner may run the sub-select as the inner side of a nested loop, once per due run: each rescan skips the
+ * rows this statement already locked and locks the next ones, so the claim takes every due run whatever the limit.
+ * It did, with statistics taken while no run was due (the bench's 10,000-run burst right after an autoanalyze): one
+ * instance leased all 10,000 in a 10-second statement, started them all at once, and the drain collapsed.
+ * `test/postgres-queue.test.ts` reproduces that plan.
+ */
+function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): Promise<RunRow[]> {
+  return rawRows<RunRow>(
+    db,
+    `WITH picked AS MATERIALIZED (
+       SELECT id AS picked_id FROM runs WHERE id = ANY($4::text[]) AND status IN (${CLAIMABLE}) AND available_at <= $2
+       ORDER BY array_position($4::text[], id) LIMIT $5 FOR UPDATE SKIP LOCKED)
+     UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
+       started_at = coalesce(started_at, $2), attempts = attempts + 1
+     FROM picked
+     WHERE id = picked_id AND status IN (${CLAIMABLE})
+     RETURNING ${RUN_COLUMNS}`,
+    [owner, now, leaseMs, order, limit],
+  )
+}
+
+/** The `$2` oldest runs due at `$1` of each row of `from` (matched by `match`, filtered by `where`), with what the claim weighs them by. */
+async function dueRuns(db: PgDb, from: string, match: string, where: string, values: unknown[]): Promise<ClaimCandidate[]> {
+  const due = await rawRows<{ id: string; workflow_id: number; environment_id: number; available_at: number; project_id: number; concurrency_limit: number | null }>(
+    db,
+    `SELECT t.id, t.workflow_id::float8 AS workflow_id, t.environment_id::float8 AS environment_id, t.available_at::float8 AS available_at,
+       te.project_id::float8 AS project_id, tw.concurrency_limit::float8 AS concurrency_limit
+     ${from} CROSS JOIN LATERAL (
+       SELECT id, workflow_id, environment_id, available_at FROM runs
+       WHERE ${match} AND status IN (${CLAIMABLE}) AND available_at <= $1
+       ORDER BY available_at, id LIMIT $2) t
+     JOIN environments te ON te.id = t.environment_id JOIN workflows tw ON tw.id = t.workflow_id
+     ${where}`,
+    values,
+  )
+  return due.map((r) => ({
+    id: r.id, workflowId: r.workflow_id, environmentId: r.environment_id, projectId: r.project_id, availableAt: r.available_at, concurrencyLimit: r.concurrency_limit,
+  }))
+}
+
+/** The numeric columns of a run as numbers (int8 arrives as a string), as RunRow has them. */
+const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
+  environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
+  status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,
+  lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at,
+  retry_of`
 
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
@@ -410,7 +604,7 @@ const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sq
 /** Graceful shutdown: give back what this process holds, announced, so another instance takes them up at once. */
 export function* releaseOwnedRuns(owner: string, now: number): Op<number> {
   const released = yield* RELEASE_OWNED({ owner, now })
-  if (released > 0) yield* op(announceQueuedRuns)
+  if (released > 0) yield* runPlan(announceQueuedRuns)
   return released
 }
 

@@ -4,7 +4,8 @@
  * `readTransaction` gives an op one consistent snapshot: a deferred transaction takes no write lock, so in WAL mode
  * it neither waits for a writer nor holds one up.
  */
-import { type Op, runOp } from './op.ts'
+import type { Op } from './op.ts'
+import { runOp } from './sqlite/op-runner.ts'
 import { type SqliteStore, sqliteOnly, type Store } from './open.ts'
 import { readOnPostgres, snapshotOnPostgres } from './postgres/op-runner.ts'
 import { transaction } from './write.ts'

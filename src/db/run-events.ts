@@ -8,25 +8,27 @@
  * The order readers rely on: within an environment, an event with a greater id never becomes visible before one with a
  * smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
  * commits in id order. On PostgreSQL ids are taken from a sequence at insert while transactions commit in another
- * order, so the insert first takes the environment's run-events lock (./postgres/per-dialect.ts), held to commit:
+ * order, so the insert first takes the environment's run-events lock (`insertRunEvents` below), held to commit:
  * appenders of one environment take their ids and commit one after another. The lock is the last a transaction
  * takes (./postgres/monotonic.ts refuses any after it), so it is held only for the insert and the commit and can
  * close no circle of waits.
  *
  * After the commit of a transaction that appended events, the environments it wrote to are announced to this
- * process's listeners (`onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other instances
- * (./postgres/run-events.ts: one NOTIFY per turn, after the commit).
+ * process's listeners (./run-event-commits.ts `onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other
+ * instances (./postgres/run-events.ts: one NOTIFY per turn, after the commit).
  */
-import type { Database } from 'bun:sqlite'
 import { type SQL, sql } from 'drizzle-orm'
 import { type Micros, microsFromMillis } from '../lib/time.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
 import type { Dialect } from './dialect.ts'
-import { type Op, op } from './op.ts'
-import type { Db, Store } from './open.ts'
+import { type Op, plan, runPlan } from './op.ts'
+import type { Db } from './open.ts'
 import { rawNumber } from './pages.ts'
-import { connectionOf, statementOn } from './prepared.ts'
+import { clientOf, type PgDb } from './postgres/client.ts'
+import { lockListScope, noteRunEventsAppended, PG_LISTS } from './postgres/monotonic.ts'
+import { statementOn } from './prepared.ts'
 import { statement } from './query.ts'
+import { noteAppendedEvents } from './run-event-commits.ts'
 
 /**
  * What happened to a run: its start (the first claim), a resumption (a later claim: after a `wait`, after recovery
@@ -86,7 +88,7 @@ export const subjectOfRow = (run: { id: string; environment_id: number; workflow
 
 /** Appends `events` (in order) in the op's transaction: one insert. Call it last, after every other write of the transaction. */
 export function* appendRunEvents(events: readonly NewRunEvent[]): Op<void> {
-  if (events.length > 0) yield* op(insertRunEvents, events)
+  if (events.length > 0) yield* runPlan(insertRunEvents, events)
 }
 
 /**
@@ -102,7 +104,7 @@ export function* withRunEvents<T>(body: (events: NewRunEvent[]) => Op<T>, newest
 }
 
 /** An event's `data` as stored (JSON text), and its time in µs. */
-export const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
+const storedDataOf = (event: NewRunEvent): string | null => (event.data == null ? null : JSON.stringify(event.data))
 
 const NEWEST_SEQUENCE = 'SELECT max(sequence) AS n FROM run_events WHERE run_id = ?'
 const EVENT_COLUMNS = 11
@@ -116,14 +118,20 @@ const INSERT_EVENTS = Array.from(
   VALUES ${Array.from({ length: last + 1 }, () => `(${Array(EVENT_COLUMNS).fill('?').join(', ')})`).join(', ')}`,
 )
 
+/** The events, in order, each with its sequence: the one it carries, or its run's newest + its place among them. */
+export const insertRunEvents = plan({
+  sqlite: insertRunEventsOnSqlite,
+  postgres: insertRunEventsOnPostgres,
+  why: "the environment's run-events lock, held to commit, makes its event ids follow commit order; SQLite's one writer commits in id order",
+})
+
 /**
  * SQLite's insert of the events, in order: one statement per EVENTS_PER_INSERT events. A run's sequence is carried by
  * its events where the writer knows it, else its newest is read once (`run_events_run_sequence_idx`); the two took a
  * three-step run's events from 85 to 67 µs (docs/performance.md). Rows bound as values, not one INSERT … SELECT over a JSON array:
- * SQLite copies a statement that reads its own table into a temporary table first. Per-dialect:
- * ./postgres/per-dialect.ts takes the environments' locks, then inserts them all in one statement.
+ * SQLite copies a statement that reads its own table into a temporary table first.
  */
-export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
+function insertRunEventsOnSqlite(db: Db, events: readonly NewRunEvent[]): void {
   const newest = statementOn(db, 'run-events.newest', NEWEST_SEQUENCE)
   const sequences = new Map<string, number>()
   const values: unknown[] = []
@@ -136,48 +144,43 @@ export function insertRunEvents(db: Db, events: readonly NewRunEvent[]): void {
     const rows = Math.min(EVENTS_PER_INSERT, events.length - from)
     statementOn(db, `run-events.insert.${rows}`, INSERT_EVENTS[rows - 1]!).run(...(values.slice(from * EVENT_COLUMNS, (from + rows) * EVENT_COLUMNS) as never[]))
   }
-  const connection = connectionOf(db)
-  const written = appendedOn.get(connection) ?? new Set<number>()
-  for (const event of events) written.add(event.environmentId)
-  appendedOn.set(connection, written)
+  noteAppendedEvents(db, events)
 }
-
-// ── Announcing commits ────────────────────────────────────────────────────────
-
-/** The environments SQLite's open transaction appended events to, per connection: announced once it commits. */
-const appendedOn = new WeakMap<Database, Set<number>>()
 
 /**
- * The environments the connection behind `db` appended events to since the last call (its transaction has just
- * ended); empty when none. A savepoint rolled back leaves its environments here: a listener woken for nothing reads
- * nothing new.
+ * PostgreSQL's: the events, after each of their environments' run-events lock is taken (ascending: a claim appends to
+ * several), so that the ids an environment's events take follow commit order; the environments are announced after
+ * the commit (./postgres/op-runner.ts). Each sequence: the one the event carries, or the run's newest before this
+ * statement plus the event's offset (COALESCE reads the newest only for an event without one). The rows are
+ * ordered in a sub-select (never flattened: it sorts), so the ids the sequence hands out follow the array's order.
+ * The locks are statements of their own: READ COMMITTED takes a statement's snapshot when it starts, so an insert
+ * that waited for a lock inside itself would not see the events its predecessor committed meanwhile (tried: 40
+ * concurrent appends to one run met the unique (run_id, sequence) index).
  */
-export function takeAppendedEnvironments(db: Db): number[] {
-  const connection = connectionOf(db)
-  const written = appendedOn.get(connection)
-  if (written === undefined) return []
-  appendedOn.delete(connection)
-  return [...written]
+async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
+  const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
+  for (const environmentId of environments) await lockListScope(db, PG_LISTS.runEvents, environmentId)
+  await clientOf(db).unsafe(INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
+  noteRunEventsAppended(db, environments)
 }
 
-/** Told the environments whose events just committed (null: any environment may have new events). */
-export type RunEventsListener = (environmentIds: readonly number[] | null) => void
-
-const listeners = new WeakMap<Store, Set<RunEventsListener>>()
-
-/** Calls `listener` after each commit through this store that appended events; answers how to stop. */
-export function onRunEventsCommitted(store: Store, listener: RunEventsListener): () => void {
-  const set = listeners.get(store) ?? new Set<RunEventsListener>()
-  listeners.set(store, set)
-  set.add(listener)
-  return () => void set.delete(listener)
+/** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …) and its sequence if it carries one. */
+function eventRowsJson(events: readonly NewRunEvent[]): string {
+  const perRun = new Map<string, number>()
+  return JSON.stringify(
+    events.map((e) => {
+      const offset = (perRun.get(e.runId) ?? 0) + 1
+      perRun.set(e.runId, offset)
+      return [e.runId, e.environmentId, e.workflowId, e.recordId, offset, e.type, e.status, e.stepIndex ?? null, e.stepName ?? null, storedDataOf(e), microsFromMillis(e.at), e.sequence ?? null]
+    }),
+  )
 }
 
-/** After a commit: the environments it appended events to, to this process's listeners. */
-export function announceRunEvents(store: Store, environmentIds: readonly number[]): void {
-  if (environmentIds.length === 0) return
-  for (const listener of listeners.get(store) ?? []) listener(environmentIds)
-}
+const INSERT_EVENTS_FROM_JSON = `INSERT INTO run_events (run_id, environment_id, workflow_id, record_id, sequence, type, status, step_index, step_name, data, created_at)
+  SELECT e.v ->> 0, (e.v ->> 1)::int8, (e.v ->> 2)::int8, e.v ->> 3,
+    coalesce((e.v ->> 11)::int8, coalesce((SELECT max(x.sequence) FROM run_events x WHERE x.run_id = e.v ->> 0), 0) + (e.v ->> 4)::int8),
+    e.v ->> 5, e.v ->> 6, (e.v ->> 7)::int8, e.v ->> 8, e.v ->> 9, (e.v ->> 10)::int8
+  FROM (SELECT v, n FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(v, n) ORDER BY n) e`
 
 // ── Reading ───────────────────────────────────────────────────────────────────
 

@@ -14,7 +14,7 @@ import { PgRateCounters } from './postgres/rate-windows.ts'
 import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
 import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
-import type { RunEventsListener } from './run-events.ts'
+import type { RunEventsListener } from './run-event-commits.ts'
 import { holdServingLock } from './sqlite/serving-lock.ts'
 import { checkpointBeforeClose, scheduleMaintenance, scheduleWalCheckpoints } from './sqlite/upkeep.ts'
 import { storageErrorOf } from './write.ts'
@@ -37,7 +37,7 @@ export type QueueWakeups = Listening
 /**
  * Calls `wake` whenever a run is queued on another connection or instance; resolves once listening. On PostgreSQL
  * several instances share the queue: a run queued (or given back) on one sends `NOTIFY trellis_runs` on commit
- * (./postgres/per-dialect.ts) and every executor LISTENs (./postgres/queue.ts), so it claims at once instead of at its next poll. On SQLite one
+ * (./queue.ts `announceQueuedRuns`) and every executor LISTENs (./postgres/queue.ts), so it claims at once instead of at its next poll. On SQLite one
  * process queues and runs: its routes wake its executor directly (`Executor.notify`), and there is nothing to listen
  * to (null).
  */
@@ -47,7 +47,7 @@ export async function listenForQueuedRunsOn(store: Store, wake: () => void): Pro
 
 /**
  * Calls `wake` whenever callback deliveries were queued (a run ended, a resend) and their transaction committed;
- * resolves once listening. PostgreSQL: on any instance (`NOTIFY trellis_callbacks`, ./postgres/per-dialect.ts).
+ * resolves once listening. PostgreSQL: on any instance (`NOTIFY trellis_callbacks`, ./callbacks.ts `announceCallbacks`).
  * SQLite: by this process on the store's connection (../db/callbacks.ts `announceCallbacks`).
  */
 export async function listenForCallbacksOn(store: Store, wake: () => void): Promise<QueueWakeups> {
@@ -67,7 +67,7 @@ export function recoverCallbacksAtStart(store: Store): Op<number> {
  * Calls `wake` with the environments whose run events other instances committed (null: any may have): on PostgreSQL
  * the NOTIFY each instance sends after such a commit (./postgres/run-events.ts), and null again after the listening
  * connection was lost and is back; resolves once listening. SQLite: one process writes, nothing to listen to (null).
- * This process's own commits: `onRunEventsCommitted` (./run-events.ts).
+ * This process's own commits: `onRunEventsCommitted` (./run-event-commits.ts).
  */
 export async function listenForRunEventsOn(store: Store, wake: RunEventsListener): Promise<Listening | null> {
   return store.kind === 'postgres' ? listenForRunEvents(store.sql, wake) : null

@@ -22,7 +22,7 @@ export type WorkflowVersionRow = typeof workflowVersions.$inferSelect
 /**
  * Joins where a workflow lives — its rendering, that rendering's environment and team (every workflow has all
  * three) — to a dynamic query that already has `workflows`. The trigger target below, ./runs.ts, ./queue.ts,
- * ./callbacks.ts and ./postgres/per-dialect.ts write the same join in their own statements.
+ * ./callbacks.ts and the PostgreSQL half of ./queue.ts's claim reads write the same join in their own statements.
  */
 export function joinWorkflowPlace<T extends SQLiteSelect>(t: Tables, query: T) {
   return query

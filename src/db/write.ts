@@ -8,12 +8,13 @@ import { accessSync, constants, existsSync, statfsSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { StorageUnavailableError, storageFull } from '../lib/storage-unavailable.ts'
 import { countListTimes } from './monotonic.ts'
-import { type Op, runOp } from './op.ts'
+import type { Op } from './op.ts'
+import { runOp } from './sqlite/op-runner.ts'
 import { connectionOf } from './prepared.ts'
 import { inSavepoint } from './savepoint.ts'
 import { type Db, type QueuedWrite, type SqliteStore, sqliteOnly, type Store } from './open.ts'
 import { postgresFaultOf, writeOnPostgres } from './postgres/op-runner.ts'
-import { announceRunEvents, takeAppendedEnvironments } from './run-events.ts'
+import { announceRunEvents, takeAppendedEnvironments } from './run-event-commits.ts'
 
 /** Seconds a client should wait before retrying a write refused for the lock. */
 export const BUSY_RETRY_AFTER_SECONDS = 1

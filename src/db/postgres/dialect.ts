@@ -7,7 +7,7 @@
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import { type Dialect, type Tables, valueRowsOf } from '../dialect.ts'
 import type { Db } from '../open.ts'
-import type { QueryCall } from '../query.ts'
+import type { QueryCall } from '../op.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
 import type { PgDb } from './client.ts'
@@ -37,7 +37,7 @@ export function postgresDialect(db: PgDb): Dialect {
 
 type Awaitable = PromiseLike<unknown>
 
-/** PostgreSQL's runner of a query (the twin of ../query.ts's `runQuery`): a statement compiled once, then awaited. */
+/** PostgreSQL's runner of a query written once (SQLite's: ../query.ts `runQuery`): a statement compiled once, then awaited. */
 export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<unknown> {
   const answer =
     query.name !== undefined

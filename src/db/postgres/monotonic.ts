@@ -4,8 +4,8 @@
  * environment's notes, a project's admin log…) is taken under a transaction-level advisory lock on (list, scope):
  * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
  * times follow commit order. Writers of other scopes never wait. The rule itself is ../monotonic.ts's, written once;
- * here are the locks, and what a transaction knows of them (its twins of `holdListScope` and `rememberListTime`:
- * ./per-dialect.ts).
+ * here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's plans
+ * `holdListScope` and `rememberListTime`).
  */
 import type { Micros } from '../../lib/time.ts'
 import type { TimeOrderedList } from '../pages.ts'

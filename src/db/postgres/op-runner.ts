@@ -1,17 +1,17 @@
 /**
- * The PostgreSQL runner of ops (src/db/op.ts). An op yields calls of the face's named SQLite functions; here each
- * call runs its PostgreSQL twin (./twins.ts), awaited in turn, so the service code that built the op — its rules,
- * its 409s — runs unchanged. A write runs in one `BEGIN … COMMIT` on one pooled connection; a read runs its calls on
- * the pool, each statement its own snapshot (as a request's reads on SQLite).
+ * The PostgreSQL runner of ops (src/db/op.ts). Each call an op yields runs here by its kind, awaited in turn: a query
+ * written once through PostgreSQL's dialect (./dialect.ts), a plan's PostgreSQL half, a savepoint, a cached lookup.
+ * So the service code that built the op — its rules, its 409s — runs unchanged. A write runs in one `BEGIN … COMMIT`
+ * on one pooled connection; a read runs its calls on the pool, each statement its own snapshot (as a request's reads
+ * on SQLite).
  */
-import { runCached } from '../lookup-cache.ts'
-import { type Op, runInSavepoint } from '../op.ts'
+import type { Call, Op } from '../op.ts'
 import { StorageUnavailableError, storageFull } from '../../lib/storage-unavailable.ts'
-import { announceRunEvents } from '../run-events.ts'
+import { announceRunEvents } from '../run-event-commits.ts'
+import { runQueryOnPostgres } from './dialect.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
 import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
 import { notifyRunEventsCommitted } from './run-events.ts'
-import { TWINS } from './twins.ts'
 import { clientOf, type PgDb, type PgStore } from './client.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
@@ -72,17 +72,13 @@ export function snapshotOnPostgres<T>(store: PgStore, work: Op<T>): Promise<T> {
   return store.db.transaction((tx) => runOpOnPostgres(tx, work), { isolationLevel: 'repeatable read', accessMode: 'read only' })
 }
 
-/** Drives `work` on `db`: each call's twin awaited in turn; a failing call is thrown into the op, as SQLite's runner does. */
+/** Drives `work` on `db`: each call awaited in turn; a failing call is thrown into the op, as SQLite's runner does. */
 export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   let step = work.next()
   while (!step.done) {
-    const { fn, args } = step.value
-    // The twins that run ops themselves live here (a savepoint, a cached lookup); every other is in the registry.
-    const twin = fn === runInSavepoint ? savepointOnPostgres : fn === runCached ? cachedOnPostgres : TWINS.get(fn)
-    if (!twin) throw new Error(`no PostgreSQL twin for ${fn.name || 'an anonymous face function'}`)
     let result: unknown
     try {
-      result = await (twin as (db: PgDb, ...args: readonly unknown[]) => Promise<unknown>)(db, ...args)
+      result = await runCall(db, step.value)
     } catch (error) {
       step = work.throw(error)
       continue
@@ -92,9 +88,23 @@ export async function runOpOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   return step.value
 }
 
+/** One call, by its kind (../op.ts `Call`). */
+function runCall(db: PgDb, call: Call): Promise<unknown> {
+  switch (call.kind) {
+    case 'query':
+      return runQueryOnPostgres(db, call.query)
+    case 'plan':
+      return call.plan.postgres(db, ...(call.args as never[]))
+    case 'savepoint':
+      return savepointOnPostgres(db, call.body)
+    case 'cached':
+      return cachedOnPostgres(db, call.lookup, call.key, call.work)
+  }
+}
+
 /**
- * The twin of op.ts's savepoint: `body` after a SAVEPOINT, rolled back to it alone when it throws — and with it the
- * list locks taken inside (./monotonic.ts), so the transaction forgets what it knew of them.
+ * PostgreSQL's savepoint (../op.ts `savepoint`): `body` after a SAVEPOINT, rolled back to it alone when it throws —
+ * and with it the list locks taken inside (./monotonic.ts), so the transaction forgets what it knew of them.
  *
  * In a write's transaction the SAVEPOINT and the RELEASE are sent without waiting for their answers: the connection
  * runs its statements in the order sent, so the body's first statement queues behind the SAVEPOINT, and the next
@@ -129,7 +139,7 @@ function sent(query: { execute(): Promise<unknown> }): Promise<unknown> {
   return answer
 }
 
-/** The twin of lookup-cache.ts's `cached`: this instance's cache, exact across instances (./lookup-cache.ts). */
+/** A cached lookup (../lookup-cache.ts `cached`): this instance's cache, exact across instances (./lookup-cache.ts). */
 function cachedOnPostgres<V>(db: PgDb, kind: string, key: string | number, work: Op<V | undefined>): Promise<V | undefined> {
   return cachedLookupOnPostgres(db, kind, key, () => runOpOnPostgres(db, work))
 }

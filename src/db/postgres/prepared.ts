@@ -1,6 +1,6 @@
 /**
  * Queries built once. Drizzle's builder compiles its SQL on every call (a third of a request's CPU on PostgreSQL's
- * hot paths, measured with `bun --cpu-prof`); a hot twin builds its query once per key with placeholders and runs
+ * hot paths, measured with `bun --cpu-prof`); a hot query is built once per key with placeholders, then runs
  * that compiled text — with Drizzle's own row mapping — on the connection of the handle it is given: the pool, or
  * the transaction's reserved connection (a query compiled on one handle must never run outside the caller's
  * transaction). Bun's client prepares the statement on each connection the first time it sees its text.

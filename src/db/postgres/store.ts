@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL store: a pool of Bun's built-in client (`SQL` from 'bun', chosen by measurement:
- * docs/architecture.md "Transactions across the face") behind Drizzle's `bun-sql` dialect, so twins read and write with the same query
+ * docs/architecture.md "Transactions across the face") behind Drizzle's `bun-sql` dialect, so PostgreSQL reads and writes with the same query
  * builder and the same row shapes (`bigint` columns in number mode) as the SQLite side. `sql.begin` / Drizzle's
  * `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run meanwhile on other connections and
  * never see uncommitted rows (READ COMMITTED).

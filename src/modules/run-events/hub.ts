@@ -33,12 +33,11 @@ import {
   EVENT_PAGE,
   type EventsPage,
   latestEventId,
-  onRunEventsCommitted,
   runEventsPage,
-  type RunEventsListener,
   type StoredRunEvent,
   TERMINAL_RUN_EVENTS,
 } from '../../db/run-events.ts'
+import { onRunEventsCommitted, type RunEventsListener } from '../../db/run-event-commits.ts'
 import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
