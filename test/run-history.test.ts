@@ -351,8 +351,8 @@ describe('through the app, the executor running', () => {
     const store = env.store
     if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
     // The statement as the store runs it: built by its dialect; EXPLAINed with the cutoff bound.
-    const step = deleteFinishedRunBatch(0).next().value as unknown as { args: [QueryCall] }
-    const text = (step.args[0].build(postgresDialect(store.db)) as unknown as { toSQL(): { sql: string } }).toSQL().sql
+    const step = deleteFinishedRunBatch(0).next().value as unknown as { query: QueryCall }
+    const text = (step.query.build(postgresDialect(store.db)) as unknown as { toSQL(): { sql: string } }).toSQL().sql
     const plan = async (cutoff: number) => ((await store.sql.unsafe(`EXPLAIN ${text}`, [cutoff])) as { 'QUERY PLAN': string }[]).map((row) => row['QUERY PLAN']).join('\n')
     // 50,000 finished runs, their statistics taken: ten past the first cutoff (a pass at steady state), all past the
     // second (retention turned on over an old history). Each batch walks the index's oldest entries and deletes them
@@ -487,8 +487,10 @@ test(`real servers (PostgreSQL: two instances): a retention of ${RETENTION_MS / 
   try {
     // A first burst, then a steady loop for a few seconds.
     const first = await triggerLoop(deployed, 4, (sent) => sent >= 40)
-    await until('the first runs to finish', () => deployed.number(`SELECT count(*) FROM runs WHERE id IN ${idList(first)} AND status = 'succeeded'`) === first.length, 20_000)
-    expect(deployed.number(`SELECT count(*) FROM idempotency_keys WHERE run_id IN ${idList(first)}`)).toBe(first.length)
+    // Every run of the burst ends; on a busy host the first may already be pruned when the last ends, so each run still
+    // there is checked for its key in one statement (one snapshot), and the entries, which stay, for all of them.
+    await until('the first runs to finish', () => deployed.number(`SELECT count(*) FROM runs WHERE id IN ${idList(first)} AND status NOT IN ${FINISHED}`) === 0, 20_000)
+    expect(deployed.number(`SELECT count(*) FROM runs r WHERE r.id IN ${idList(first)} AND (r.status <> 'succeeded' OR NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = r.id))`)).toBe(0)
     const entries = deployed.number(`SELECT count(*) FROM activity_logs WHERE run_id IN ${idList(first)}`)
     expect(entries).toBe(2 * first.length) // triggerWorkflow, completeWorkflow
     const deadline = Date.now() + 5_000

@@ -31,7 +31,10 @@ export const actorOf = (caller: AccountCaller, via?: Channel): RunActor => ({ us
 /** A run as the API shows it now; 404 unless the caller may see it (`visibleRun`). */
 export async function readRunAs(deps: RunCallDeps, caller: AccountCaller, runId: string) {
   const { run } = await read(deps.store, visibleRun(caller, runId))
-  return (await read(deps.store, renderRuns([run.id], deps.clock.now())))[0]!
+  // A pruning pass may delete the run between the two reads (PostgreSQL reads each statement in its own snapshot).
+  const [rendered] = await read(deps.store, renderRuns([run.id], deps.clock.now()))
+  if (rendered === undefined) throw notFound(`Run ${runId} not found`)
+  return rendered
 }
 
 /** Cancels a run the caller may see (scope `workflows:trigger`); 409 `run_finished` once it has finished. Answers the run. */
