@@ -159,7 +159,7 @@ describe('40 streams catching up on 500,000 events, through a real server', () =
     const after = 200_000
     // Each statement the read runs, as the store builds it, with the values it runs with: EXPLAINed, and the range's run.
     const compiled = (step: IteratorResult<unknown>) => {
-      const call = (step.value as { args: [QueryCall] }).args[0]
+      const call = (step.value as { query: QueryCall }).query
       const built = call.build(postgresDialect(store.db)).prepare('explained' as never) as unknown as { queryString: string; params: unknown[] }
       return { text: built.queryString, params: fillPlaceholders(built.params, call.values ?? {}) as never[] }
     }
