@@ -7,6 +7,7 @@ import { chownSync } from 'node:fs'
 import { join } from 'node:path'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { freePort, tempDir } from '../helpers.ts'
+import type { Answer, Ask } from './sync-postgres-worker.ts'
 
 /** A PostgreSQL server program: on PATH, or where Debian's `postgresql` package puts it (the newest version). */
 export function postgresBinary(name: string): string | null {
@@ -93,28 +94,85 @@ function outliveNot(owner: number, data: string, dir: string): void {
 
 let shared: Cluster | undefined
 let templateMigrated = false
-let databases = 0
 const TEMPLATE = 'trellis_template'
 
 /** Debian's `psql` (the `postgresql` package ships it beside the server). */
 export const psql = postgresBinary('psql')
 
-/** `statement` run by psql on the database at `url`, synchronously; psql's unaligned, tuples-only output. */
+/**
+ * `statement` run on the database at `url`, synchronously, its rows as psql's unaligned, tuples-only output prints
+ * them (columns joined by `|`, rows by newlines). Through a worker that keeps one connection per database open
+ * (./sync-postgres-worker.ts): a psql process per statement cost more than most tests' own work.
+ */
 export function psqlSync(url: string, statement: string): string {
-  if (!psql) throw new Error('psql not found (apt-get install postgresql)')
-  const result = Bun.spawnSync([psql, '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', url, '-c', statement], { stdout: 'pipe', stderr: 'pipe' })
-  if (result.exitCode !== 0) throw new Error(`psql failed on ${JSON.stringify(statement.slice(0, 200))}: ${result.stderr.toString()}`)
-  return result.stdout.toString()
+  try {
+    return askWorker({ kind: 'statement', url, text: statement })
+  } catch (error) {
+    throw new Error(`psql failed on ${JSON.stringify(statement.slice(0, 200))}: ${error instanceof Error ? error.message : error}`)
+  }
 }
 
-/** One cluster for the whole test process (every PostgreSQL test file shares it), stopped when the process exits. */
+let worker: Worker | undefined
+/** Room for the longest answer (a whole database's rows as JSON, for `tableContents`): address space, not memory, until used. */
+const ANSWER_BYTES = 64 * 1024 * 1024
+let answer: SharedArrayBuffer | undefined
+
+function theWorker(): Worker {
+  if (!worker) {
+    worker = new Worker(new URL('./sync-postgres-worker.ts', import.meta.url).href)
+    worker.unref()
+  }
+  return worker
+}
+
+/** Asks the worker and blocks this thread until it answers (or, with `wait: false`, does not wait at all). */
+function askWorker(ask: Omit<Ask, 'answer'>, wait = true): string {
+  if (!wait) {
+    theWorker().postMessage(ask)
+    return ''
+  }
+  answer ??= new SharedArrayBuffer(ANSWER_BYTES)
+  const header = new Int32Array(answer, 0, 2)
+  Atomics.store(header, 0, 0)
+  theWorker().postMessage({ ...ask, answer })
+  Atomics.wait(header, 0, 0)
+  const result = JSON.parse(new TextDecoder().decode(new Uint8Array(answer, 8, header[1]!).slice())) as Answer
+  if ('error' in result) throw new Error(result.error)
+  return result.ok
+}
+
+/**
+ * `npm test` starts one cluster and one migrated template for all its test processes and hands them down in these
+ * variables (`shareClusterWithChildren`); a test process started alone makes its own.
+ */
+const SHARED_URL = 'TRELLIS_TEST_POSTGRES_URL'
+const SHARED_TEMPLATE = 'TRELLIS_TEST_POSTGRES_TEMPLATE'
+
+/**
+ * One cluster for the whole test process (every PostgreSQL test file shares it), stopped when the process exits — or
+ * the cluster of the `npm test` that started this process, which that process stops.
+ */
 export function sharedCluster(): Cluster {
   if (!shared) {
-    const cluster = startCluster()
-    shared = cluster
-    process.on('exit', () => cluster.stop())
+    const given = process.env[SHARED_URL]
+    if (given) {
+      const notOurs = () => {
+        throw new Error('the shared cluster belongs to the npm test that started this process: use startCluster() for one to pause')
+      }
+      shared = { url: given, stop: () => {}, pause: notOurs, resume: notOurs }
+    } else {
+      const cluster = startCluster({ settings: { max_connections: '1000' } })
+      shared = cluster
+      process.on('exit', () => cluster.stop())
+    }
   }
   return shared
+}
+
+/** Starts the shared cluster and migrates its template here, once; the variables that hand both to a child test process. */
+export function shareClusterWithChildren(): Record<string, string> {
+  const template = migratedTemplate()
+  return { [SHARED_URL]: sharedCluster().url, [SHARED_TEMPLATE]: template }
 }
 
 /** The URL of database `name` in the shared cluster. */
@@ -127,6 +185,7 @@ export function databaseUrl(name: string): string {
  * migrations run through `migratePostgres` in a child process (./migrate-postgres.ts).
  */
 function migratedTemplate(): string {
+  if (process.env[SHARED_TEMPLATE]) return process.env[SHARED_TEMPLATE]
   if (!templateMigrated) {
     psqlSync(sharedCluster().url, `CREATE DATABASE ${TEMPLATE}`)
     const child = Bun.spawnSync([process.execPath, join(import.meta.dir, 'migrate-postgres.ts'), databaseUrl(TEMPLATE)], { stdout: 'pipe', stderr: 'pipe' })
@@ -142,14 +201,13 @@ function migratedTemplate(): string {
  * Its name and URL.
  */
 export function freshDatabaseSync(template = migratedTemplate()): { name: string; url: string } {
-  const name = `trellis_${process.pid}_${++databases}`
-  psqlSync(sharedCluster().url, `CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY FILE_COPY`)
+  const name = askWorker({ kind: 'fresh', url: sharedCluster().url, text: template })
   return { name, url: databaseUrl(name) }
 }
 
-/** Drops database `name` of the shared cluster, closing whatever connections are still open to it. */
+/** Drops database `name` of the shared cluster, closing whatever connections are still open to it; in the background. */
 export function dropDatabase(name: string): void {
-  psqlSync(sharedCluster().url, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  askWorker({ kind: 'drop', url: sharedCluster().url, text: name }, false)
 }
 
 /** A fresh, migrated database in the shared cluster for one test or test file (see `freshDatabaseSync`). Its URL. */
