@@ -181,7 +181,12 @@ export class MailDelivery {
       greetingTimeout: mail.timeoutMs,
       socketTimeout: mail.timeoutMs,
     })
-    const stopped = new Promise<null>((resolve) => this.stopController.signal.addEventListener('abort', () => resolve(null), { once: true }))
+    const { signal } = this.stopController
+    let giveUp = () => {}
+    const stopped = new Promise<null>((resolve) => {
+      giveUp = () => resolve(null)
+      signal.addEventListener('abort', giveUp, { once: true })
+    })
     try {
       const sending = transport.sendMail({
         from: mail.from,
@@ -195,9 +200,10 @@ export class MailDelivery {
       })
       return await Promise.race([sending.then((): Sent => ({ ok: true })), stopped])
     } catch (error) {
-      if (this.stopController.signal.aborted) return null
+      if (signal.aborted) return null
       return { ok: false, error: smtpErrorText(error, mail.smtpUrl), final: isPermanentSmtpFailure(error) }
     } finally {
+      signal.removeEventListener('abort', giveUp)
       transport.close()
     }
   }
