@@ -52,6 +52,7 @@ export const POSTGRES_PASS = [
   'list-paging',
   'login-throttle',
   'lookup-cache',
+  'mail',
   'management-rate-limit',
   'mcp',
   'member-remove',

@@ -4,6 +4,7 @@ import { resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
 import { DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
+import { DEFAULT_MAIL_RETRY_MS, DEFAULT_SMTP_TIMEOUT_SECONDS, parseMailFrom, smtpUrlProblem } from './lib/mail.ts'
 import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
 
 export interface Config {
@@ -50,6 +51,8 @@ export interface Config {
   callbackRetryMs: number
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
   oidc: OidcConfig | null
+  /** E-mail through an SMTP server (docs/mail.md); null when TRELLIS_SMTP_URL is not set: nothing is sent. */
+  mail: MailConfig | null
   /** Proxies whose X-Forwarded-For is believed (addresses, CIDR ranges, or proxy-addr's named ranges); empty: none. */
   trustProxy: string[]
   /** How long a server write waits for another process's write lock before answering 503 database_busy. */
@@ -66,6 +69,19 @@ export interface Config {
   eventStreamsPerUser: number
   /** A quiet event stream writes a heartbeat comment this often (ms). */
   eventHeartbeatMs: number
+}
+
+export interface MailConfig {
+  /** TRELLIS_SMTP_URL: `smtp://user:password@host:587`, `smtps://…`. Never logged, printed or stored (it may hold a password). */
+  smtpUrl: string
+  /** TRELLIS_MAIL_FROM: the From header, `trellis@example.com` or `Trellis <trellis@example.com>`. */
+  from: string
+  /** The from-address's domain: the right side of every `Message-ID`. */
+  domain: string
+  /** The first wait between a message's attempts (TRELLIS_MAIL_RETRY_MS); later ones double, up to 120 times it. */
+  retryMs: number
+  /** How long one attempt may take (TRELLIS_SMTP_TIMEOUT_SECONDS, in ms). */
+  timeoutMs: number
 }
 
 export interface OidcConfig {
@@ -195,6 +211,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     callbackRetryMs: integerSetting('TRELLIS_CALLBACK_RETRY_MS', env.TRELLIS_CALLBACK_RETRY_MS, DEFAULT_CALLBACK_RETRY_MS, 1, 60_000),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
+    mail: mailConfig(env),
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
@@ -216,6 +233,25 @@ function allowListSetting(raw: string | undefined): AllowList {
   } catch (error) {
     if (error instanceof AllowListError) throw new ConfigError(`TRELLIS_HTTP_ALLOW: ${error.message}`)
     throw error
+  }
+}
+
+/** E-mail when TRELLIS_SMTP_URL is set (TRELLIS_MAIL_FROM then required); no message quotes the URL. */
+function mailConfig(env: Env): MailConfig | null {
+  const smtpUrl = nonEmpty(env.TRELLIS_SMTP_URL)
+  if (smtpUrl === undefined) return null
+  const problem = smtpUrlProblem(smtpUrl)
+  if (problem) throw new ConfigError(`TRELLIS_SMTP_URL ${problem}`)
+  const fromText = nonEmpty(env.TRELLIS_MAIL_FROM)
+  if (fromText === undefined) throw new ConfigError('TRELLIS_SMTP_URL needs TRELLIS_MAIL_FROM: the address mail is sent from')
+  const from = parseMailFrom(fromText)
+  if ('problem' in from) throw new ConfigError(`TRELLIS_MAIL_FROM ${from.problem}`)
+  return {
+    smtpUrl,
+    from: from.from,
+    domain: from.domain,
+    retryMs: integerSetting('TRELLIS_MAIL_RETRY_MS', env.TRELLIS_MAIL_RETRY_MS, DEFAULT_MAIL_RETRY_MS, 1, 3_600_000),
+    timeoutMs: integerSetting('TRELLIS_SMTP_TIMEOUT_SECONDS', env.TRELLIS_SMTP_TIMEOUT_SECONDS, DEFAULT_SMTP_TIMEOUT_SECONDS, 1, 600) * 1000,
   }
 }
 

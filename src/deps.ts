@@ -15,6 +15,7 @@ import type { RateCounters } from './lib/rate-counters.ts'
 import type { Metrics } from './lib/metrics.ts'
 import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.ts'
 import { RunEventHub } from './modules/run-events/hub.ts'
+import { type MailSettings, mailSettingsOf } from './modules/mail/service.ts'
 import type { SetupGate } from './modules/setup/service.ts'
 
 /** What the composition root provides; `createDeps` adds the per-app objects built from it. */
@@ -43,6 +44,8 @@ export interface AppDeps extends DepsInput {
   rateCounters: RateCounters
   /** The run event streams open on this app (SSE); `serve` closes them first when it stops. */
   runEvents: RunEventHub
+  /** What queuing a mail needs (src/modules/mail/service.ts `queueMail`); null without TRELLIS_SMTP_URL: no mail is sent. */
+  mail: MailSettings | null
 }
 
 /** The app's dependencies, each per-app object built once. */
@@ -54,6 +57,7 @@ export function createDeps(input: DepsInput): AppDeps {
   return {
     ...input,
     rateCounters,
+    mail: mailSettingsOf(config, input.secret),
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
     runEvents: new RunEventHub(store, clock, input.logger, {
       maxStreams: config.eventStreamsMax,

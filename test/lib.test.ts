@@ -176,6 +176,7 @@ describe('loadConfig', () => {
       httpAllow: { hosts: new Set(), ranges: [] },
       callbackRetryMs: 5000,
       oidc: null,
+      mail: null,
       trustProxy: [],
     })
   })
@@ -212,6 +213,10 @@ describe('loadConfig', () => {
         TRELLIS_EVENT_HEARTBEAT_SECONDS: '5',
         TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION: '30',
         TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT: '60',
+        TRELLIS_SMTP_URL: 'smtps://mailer:p%40ss@smtp.internal',
+        TRELLIS_MAIL_FROM: 'Trellis <trellis@Example.COM>',
+        TRELLIS_MAIL_RETRY_MS: '1000',
+        TRELLIS_SMTP_TIMEOUT_SECONDS: '5',
       },
     )
     expect(config).toEqual({
@@ -246,6 +251,7 @@ describe('loadConfig', () => {
       httpAllow: parseAllowList('hooks.internal 10.1.0.0/16 ::1'),
       callbackRetryMs: 250,
       oidc: null,
+      mail: { smtpUrl: 'smtps://mailer:p%40ss@smtp.internal', from: 'Trellis <trellis@Example.COM>', domain: 'example.com', retryMs: 1000, timeoutMs: 5000 },
       trustProxy: ['10.0.0.2'],
     })
     expect(config.httpAllow.hosts).toEqual(new Set(['hooks.internal']))

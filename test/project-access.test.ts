@@ -43,6 +43,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'GET /': 'home: the names of the projects the user belongs to; opening one is /p/:project',
   'GET /account': "the user's own account and tokens",
   'GET /v1/account': "the user's own account",
+  'PATCH /v1/account': "the user's own choices (task e-mail)",
   'GET /v1/account/tokens': "the user's own tokens (revoking one takes no right away)",
   'POST /v1/account/tokens': 'creating a token names its project in the body: the SSO rule is tested in tokens.test.ts',
   'DELETE /v1/account/tokens/:id': "revoking one of the user's own tokens",

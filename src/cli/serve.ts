@@ -2,6 +2,7 @@ import { servingRequestArrivedAt } from '../lib/request-arrival.ts'
 import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { CallbackDelivery } from '../executor/callback-delivery.ts'
+import { MailDelivery } from '../executor/mail-delivery.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { scheduleHistoryRetention } from '../modules/runs/history.ts'
@@ -93,6 +94,7 @@ export const serveCommand: Command = {
     const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
     const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
     const app = createApp(deps)
+    const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
     raiseParserHeaderLimit()
     const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
     const server = Bun.serve({
@@ -117,6 +119,12 @@ export const serveCommand: Command = {
     if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
     callbacks.start()
     logger.info('callback delivery started', { owner: callbacks.owner })
+    if (mail) {
+      mail.start()
+      logger.info('mail sending started', { owner: mail.owner, smtp: mail.server, from: config.mail!.from })
+    } else {
+      logger.info('no SMTP server (TRELLIS_SMTP_URL): no mail is sent; the console\'s inbox is the only channel')
+    }
     recordServedBaseUrl(config.dataDir, config.baseUrl)
     const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
     const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
@@ -155,6 +163,7 @@ export const serveCommand: Command = {
           executor.stop(SHUTDOWN_GRACE_MS),
           historyStopped,
           callbacks.stop(SHUTDOWN_GRACE_MS),
+          mail?.stop(SHUTDOWN_GRACE_MS),
         ])
         if (!drained) {
           logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })

@@ -12,6 +12,7 @@ import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './postgres/qu
 import { listenForRunEvents } from './postgres/run-events.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
 import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
+import { releaseEveryMailLease } from './mail.ts'
 import { answer, type Op } from './op.ts'
 import { recoverExpiredRuns, requeueRunningRuns } from './queue.ts'
 import type { RunEventsListener } from './run-event-commits.ts'
@@ -61,6 +62,11 @@ export async function listenForCallbacksOn(store: Store, wake: () => void): Prom
  */
 export function recoverCallbacksAtStart(store: Store): Op<number> {
   return store.kind === 'sqlite' && store.servingLock !== null ? releaseEveryCallbackLease() : answer(0)
+}
+
+/** What a starting mail sender takes back at once: the same rule as `recoverCallbacksAtStart`. */
+export function recoverMailAtStart(store: Store): Op<number> {
+  return store.kind === 'sqlite' && store.servingLock !== null ? releaseEveryMailLease() : answer(0)
 }
 
 /**

@@ -631,6 +631,56 @@ export function defineTables(kit: TableKit) {
     (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
   )
 
+  // ── E-mail ────────────────────────────────────────────────────────────────
+
+  /**
+   * What a person chose for themselves; no row means every default (task e-mail on). One row per user, written
+   * by the person's own `PATCH /v1/account`.
+   */
+  const userPreferences = table('user_preferences', {
+    userId: integer('user_id')
+      .primaryKey()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    /** Task e-mail (opened, reminder, escalation, outcome) to this person: on unless they turned it off. */
+    taskMail: boolean('task_mail').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  })
+
+  /**
+   * The mail outbox (src/db/mail.ts): one message per recipient, written in the transaction of what caused it,
+   * claimed under a lease by the sender of any instance and sent with the same `Message-ID` on every attempt. A body
+   * holding a secret (an invitation link) is sealed with a key derived from the instance secret (`sealed`).
+   */
+  const mailOutbox = table(
+    'mail_outbox',
+    {
+      id: text('id').primaryKey(),
+      /** The `Message-ID` header, `<id@domain-of-the-from-address>`: made when queued, the same on every attempt. */
+      messageId: text('message_id').notNull(),
+      /** What the mail is about: `invitation`, `task.opened`, `task.reminder`, `task.escalated`, `task.closed`. */
+      kind: text('kind').notNull(),
+      recipient: text('recipient').notNull(),
+      subject: text('subject').notNull(),
+      textBody: text('text_body').notNull(),
+      htmlBody: text('html_body'),
+      sealed: boolean('sealed').notNull().default(false),
+      status: text('status', { enum: ['pending', 'sent', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      nextAttemptAt: integer('next_attempt_at').notNull(),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      /** The last failed attempt's error (never a credential: src/modules/mail/transport.ts words it). */
+      lastError: text('last_error'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('mail_outbox_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      index('mail_outbox_finished_idx').on(t.finishedAt),
+      check('mail_outbox_status_check', sql`${t.status} in ('pending', 'sent', 'failed')`),
+    ],
+  )
+
   // ── Logs (append-only) ────────────────────────────────────────────────────
 
   const activityLogs = table(
@@ -723,6 +773,6 @@ export function defineTables(kit: TableKit) {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
     workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
-    callbackDeliveries, callbackAttempts, activityLogs, activityLogRecords, adminLogs,
+    callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, activityLogs, activityLogRecords, adminLogs,
   }
 }

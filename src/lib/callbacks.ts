@@ -4,6 +4,7 @@
  * derived from the instance secret, the endpoint's id and its salt, so rotating the instance secret changes every one.
  */
 import { createHmac } from 'node:crypto'
+import { backoffDelayMs } from './backoff.ts'
 import { type AllowList, refusedAddressClass } from './outbound/policy.ts'
 import { redactUrlsIn } from './outbound/redact.ts'
 import { toIso, toIsoMicros, type Micros } from './time.ts'
@@ -35,8 +36,7 @@ export const CALLBACK_BACKOFF_CAP = 720
  * default 5 s: 5 s, 10 s … 42 min 40 s, then 1 h; the 33rd attempt comes about 23 h 25 min after the first.
  */
 export function callbackRetryDelayMs(failed: number, baseMs: number, random = Math.random): number {
-  const step = baseMs * Math.min(2 ** (failed - 1), CALLBACK_BACKOFF_CAP)
-  return Math.round(step * (0.75 + random() * 0.5))
+  return backoffDelayMs(failed, baseMs, CALLBACK_BACKOFF_CAP, random)
 }
 
 /**

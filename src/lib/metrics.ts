@@ -218,6 +218,12 @@ export function createMetrics(options: MetricsOptions = {}) {
       help: 'Finished runs this instance deleted, with their steps and idempotency keys, past TRELLIS_RUN_RETENTION',
       registers: [registry],
     }),
+    mailMessages: new Counter({
+      name: 'trellis_mail_messages_total',
+      help: 'Mail attempts this instance recorded, by outcome: sent, retry (not accepted yet, due again), failed (given up: see the log)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     walBytes: new Gauge({
       name: 'trellis_wal_bytes',
       help: 'Size of the -wal file after the last timed checkpoint',

@@ -1,4 +1,4 @@
-/** POST /auth/login (password → session cookie), POST /auth/logout, GET /v1/account (who am I). */
+/** POST /auth/login (password → session cookie), POST /auth/logout, GET /v1/account (who am I), PATCH /v1/account (my choices). */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
@@ -10,7 +10,9 @@ import { refuseUnstorableText } from '../../http/storable-text.ts'
 import { SESSION_COOKIE, sessionIdOf } from '../../lib/session-cookie.ts'
 import { hashPassword, normalizeEmail, passwordProblem, userObject } from '../users/service.ts'
 import { acceptInvitation, invitedUser } from '../users/invitations.ts'
-import { Account, AcceptInvitationBody, LoginBody, Session } from './model.ts'
+import { Account, AcceptInvitationBody, LoginBody, Session, UpdateAccountBody } from './model.ts'
+import { setTaskMail, wantsTaskMail } from '../mail/service.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
 import { createSession, deleteSession, SESSION_TTL_MS } from './sessions.ts'
 import { PasswordCheck } from './password-check.ts'
 import { read } from '../../db/read.ts'
@@ -93,9 +95,26 @@ export function authModule(deps: AppDeps) {
         detail: { operationId: 'logout', summary: 'End the session and clear its cookie (403 cross_origin from another site)' },
       },
     )
-    .get('/v1/account', ({ caller }) => ({ user: userObject(caller.user), viaSso: caller.viaSso }), {
+    .get('/v1/account', async ({ caller }) => accountView(deps, caller, await read(deps.store, wantsTaskMail(caller.user.id))), {
       accountCall: true,
       response: { 200: Account },
-      detail: { operationId: 'getAccount', summary: 'Who the caller is' },
+      detail: { operationId: 'getAccount', summary: 'Who the caller is, and their own choices' },
     })
+    .patch(
+      '/v1/account',
+      async ({ caller, body }) => {
+        await write(deps.store, () => setTaskMail(caller.user.id, body.taskMail, deps.clock.now()))
+        return accountView(deps, caller, body.taskMail)
+      },
+      {
+        accountCall: true,
+        body: UpdateAccountBody,
+        response: { 200: Account, ...errorResponses(400) },
+        detail: { operationId: 'updateAccount', summary: 'Change your own choices: task e-mail on or off' },
+      },
+    )
+}
+
+function accountView(deps: AppDeps, caller: AccountCaller, taskMail: boolean) {
+  return { user: userObject(caller.user), viaSso: caller.viaSso, taskMail, mailEnabled: deps.mail !== null }
 }

@@ -9,4 +9,11 @@ export const AcceptInvitationBody = t.Object({ token: t.String({ minLength: 1, m
 
 export const Session = t.Object({ user: UserObject, expiresAt: IsoDateTime })
 
-export const Account = t.Object({ user: UserObject, viaSso: t.Boolean({ description: 'Signed in through SSO' }) })
+export const Account = t.Object({
+  user: UserObject,
+  viaSso: t.Boolean({ description: 'Signed in through SSO' }),
+  taskMail: t.Boolean({ description: 'Whether this person is sent task e-mail (opened, reminder, escalation, outcome); their own choice, on by default' }),
+  mailEnabled: t.Boolean({ description: 'Whether this instance sends e-mail at all (an SMTP server is configured); without it the inbox is the only channel' }),
+})
+
+export const UpdateAccountBody = t.Object({ taskMail: t.Boolean({ description: 'Turn task e-mail to yourself on or off' }) })

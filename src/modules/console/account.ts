@@ -1,5 +1,5 @@
 /**
- * Console: the user's own tokens (generate — the value is shown once —, list, revoke) and a project's API access
+ * Console: the user's own task e-mail choice and tokens (generate — the value is shown once —, list, revoke) and a project's API access
  * page (its admins see and revoke every token of the project). The forms call `/v1/account/tokens` and
  * `/v1/project/{p}/api-tokens` with the session, so the rules and admin log entries are the API's.
  */
@@ -14,6 +14,7 @@ import { adminProject } from './access.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
+import { wantsTaskMail } from '../mail/service.ts'
 
 type TokenView = ReturnType<typeof tokenView> & { user?: { email: string } }
 
@@ -53,6 +54,20 @@ ${tokens.map(
 const rotationNote = (deps: AppDeps) =>
   html`<p class="muted">Rotation advice (not enforced): replace a token after ${deps.config.tokenRotationDays.productionDays} days when its project has a production environment, after ${deps.config.tokenRotationDays.developmentDays} days otherwise.</p>`
 
+/** The person's task e-mail choice, and whether this instance sends mail at all. */
+function mailChoice(deps: AppDeps, taskMail: boolean): Html {
+  const notice = deps.mail === null
+    ? html`<p class="muted" id="mail-notice">This instance sends no e-mail (no SMTP server is configured): your inbox is the only place tasks reach you. Your choice below is kept for when it does.</p>`
+    : html`<p class="muted" id="mail-notice">Task e-mail goes to your address above when a task is opened for you, is due soon or is escalated to you, and when a task of a run you started is decided.</p>`
+  return html`<h2>E-mail</h2>
+${notice}
+<form id="task-mail" data-api data-method="PATCH" action="/v1/account" data-done="E-mail choice saved.">
+<label>Task e-mail <select name="taskMail" data-type="boolean"><option value="true"${taskMail ? html` selected` : ''}>on</option><option value="false"${taskMail ? '' : html` selected`}>off</option></select></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Save</button>
+</form>`
+}
+
 export function accountPages(deps: AppDeps) {
   return new Elysia({ name: 'console-account', detail: { hide: true } })
     .get(
@@ -60,11 +75,13 @@ export function accountPages(deps: AppDeps) {
       consolePage(deps, async ({ user }) => {
         const mine = await read(deps.store, agedTokens(deps, { userId: user.id }, tokenView))
         const memberOf = await read(deps.store, projectsOf(user.id))
+        const taskMail = await read(deps.store, wantsTaskMail(user.id))
         return layout({
           title: 'Account',
           user,
           crumbs: [{ label: 'Projects', href: '/' }],
           body: html`<p>Signed in as <strong>${user.username}</strong> (${user.email}).</p>
+${mailChoice(deps, taskMail)}
 <h2>Generate a token</h2>
 <form id="new-token" data-api action="/v1/account/tokens" data-show="#token-once" data-show-field="token" data-done="Token generated: copy it below, it is shown only once.">
 <label>Name <input name="name" required maxlength="100"></label>

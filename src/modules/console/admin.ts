@@ -24,15 +24,30 @@ import { htmlResponse, layout } from '../../console/page.ts'
 import { consolePage, projectPath, when } from './page.ts'
 import { type Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
+import { describeSmtpServer } from '../../lib/mail.ts'
+import { recentMailFailures } from '../mail/service.ts'
 
 const asCaller = (user: ConsoleUser) => ({ user, viaSso: user.viaSso, tokenProjectId: null, token: null })
 const apiProject = (project: string, ...rest: string[]) => path('v1', 'project', project, ...rest)
 const ADMIN_CRUMBS = [{ label: 'Projects', href: '/' }]
 
-/** The once-shown link panel of the invitation forms. */
-const invitationPanel = html`<div id="invitation-once" class="once" hidden><p><strong>Send this link to the person: it is shown only once, works once, for 7 days.</strong></p>
+/** The once-shown link panel of the invitation forms: e-mailed too when the instance sends mail. */
+const invitationPanel = (mailed: boolean) => html`<div id="invitation-once" class="once" hidden><p><strong>${
+  mailed ? 'This link was e-mailed to the person. It is also shown here only once (to hand it over another way): it works once, for 7 days.' : 'Send this link to the person: it is shown only once, works once, for 7 days.'
+}</strong></p>
 <p><code class="value" id="invitation-value"></code> <button type="button" data-copy="#invitation-value">Copy</button></p>
 <p><a href="/admin/users">Done</a></p></div>`
+
+/** The instance's mail, for its administrators: where it goes (never the SMTP user or password), and what was given up on. */
+function* mailSection(deps: AppDeps): Op<Html> {
+  const mail = deps.config.mail
+  if (mail === null) return html`<h2>E-mail</h2><p class="muted">No SMTP server is configured (TRELLIS_SMTP_URL): Trellis sends no mail, invitation links are only shown here, and the inbox is the only channel for tasks.</p>`
+  const failed = yield* recentMailFailures()
+  return html`<h2>E-mail</h2><p>Sent through <code>${describeSmtpServer(mail.smtpUrl)}</code> from <code>${mail.from}</code>.</p>
+${failed.length === 0 ? html`<p class="muted">No message failed in the last 30 days.</p>` : scrollingTable(html`<table class="mail-failures"><caption>Messages given up on</caption><thead><tr><th>When</th><th>To</th><th>Kind</th><th>Attempts</th><th>Last error</th></tr></thead><tbody>
+${failed.map((m) => html`<tr><td>${when(m.finishedAt === null ? null : toIso(m.finishedAt))}</td><td>${m.recipient}</td><td>${m.kind}</td><td>${m.attempts}</td><td>${m.lastError ?? ''}</td></tr>`)}
+</tbody></table>`)}`
+}
 
 /** A form that PUTs a user's whole state with one field changed (the API takes all three). */
 function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{ instanceAdmin: boolean; deactivated: boolean }>, label: string, done: string, confirm?: string): Html {
@@ -67,7 +82,7 @@ export function adminPages(deps: AppDeps) {
 <p class="form-error" role="alert"></p>
 <button type="submit">Add</button>
 </form>
-${invitationPanel}
+${invitationPanel(deps.mail !== null)}
 <h2>People</h2>
 <div id="people-list" data-refresh>${scrollingTable(html`<table class="people"><thead><tr><th>Email</th><th>Name</th><th>Instance admin</th><th>State</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${people.map(
@@ -88,7 +103,8 @@ ${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/u
 </tbody></table>`)}</div>
 <h2>Instance admin log</h2>
 <p class="muted">People and invitations (each project's own changes are in its admin log).</p>
-<div id="instance-log" data-refresh>${(await read(deps.store, instanceLog()))}</div>`,
+<div id="instance-log" data-refresh>${(await read(deps.store, instanceLog()))}</div>
+${(await read(deps.store, mailSection(deps)))}`,
         })
       }),
     )

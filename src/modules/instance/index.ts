@@ -1,7 +1,7 @@
 /**
  * The instance administrators' routes: the people of the instance (create — with a password or a one-time
  * invitation link —, rename, grant or revoke instance administration, deactivate, reactivate, invite again) and new
- * projects. Session of an instance administrator only (403 `instance_admin_required` otherwise). The changes go
+ * projects. With an SMTP server configured, an invitation link is also e-mailed to the person (docs/mail.md). Session of an instance administrator only (403 `instance_admin_required` otherwise). The changes go
  * through the same service functions as the CLI and `trellis apply`, with the same admin log entries.
  */
 import { Elysia } from 'elysia'
@@ -11,7 +11,7 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireInstanceAdmin } from '../auth/service.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { invalidField } from '../../lib/errors.ts'
-import type { Clock } from '../../lib/clock.ts'
+import { queueInvitationMail } from '../mail/service.ts'
 import { toIso } from '../../lib/time.ts'
 import { setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { createProject } from '../projects/structure.ts'
@@ -23,9 +23,12 @@ import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUse
 import { t } from 'elysia'
 import { read } from '../../db/read.ts'
 
-function* invite(clock: Clock, baseUrl: string, user: User, actorId: number) {
-  const { token, expiresAt } = yield* createInvitation(clock, { user, actorId })
-  return { url: invitationUrl(baseUrl, token), expiresAt: toIso(expiresAt) }
+/** A new invitation: its link (shown once in the answer) and, when mail is sent, the same link e-mailed to the person. */
+function* invite(deps: AppDeps, user: User, actorId: number) {
+  const { token, expiresAt } = yield* createInvitation(deps.clock, { user, actorId })
+  const invitation = { url: invitationUrl(deps.config.baseUrl, token), expiresAt: toIso(expiresAt) }
+  const messageId = yield* queueInvitationMail(deps.mail, deps.clock.now(), { to: user.email, ...invitation })
+  return { ...invitation, emailed: messageId !== null }
 }
 
 export function instanceModule(deps: AppDeps) {
@@ -57,7 +60,7 @@ export function instanceModule(deps: AppDeps) {
           const user = yield* createUser(deps.clock, {
             email: body.email, username: body.username, passwordHash, isInstanceAdmin: body.instanceAdmin, actorId: caller.user.id,
           })
-          return { user, invitation: passwordHash === null ? (yield* invite(deps.clock, deps.config.baseUrl, user, caller.user.id)) : undefined }
+          return { user, invitation: passwordHash === null ? (yield* invite(deps, user, caller.user.id)) : undefined }
         })
         set.status = 201
         return { user: instanceUserView(created.user), ...(created.invitation ? { invitation: created.invitation } : {}) }
@@ -107,7 +110,7 @@ export function instanceModule(deps: AppDeps) {
       async ({ params, caller, set }) => {
         requireInstanceAdmin(caller)
         const invitation = await write(deps.store, function* () {
-          return yield* invite(deps.clock, deps.config.baseUrl, (yield* requireUser(params.id)), caller.user.id)
+          return yield* invite(deps, (yield* requireUser(params.id)), caller.user.id)
         })
         set.status = 201
         return invitation

@@ -20,6 +20,7 @@ export const Invitation = t.Object(
   {
     url: t.String({ description: 'The one-time link: shown in this answer only' }),
     expiresAt: IsoDateTime,
+    emailed: t.Boolean({ description: 'The link was also queued as an e-mail to the person (an SMTP server is configured)' }),
   }
 )
 
