@@ -4,95 +4,15 @@
  * PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the second pass is
  * skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
  *
- * With no arguments the two passes run at the same time (each mostly waits on servers, browsers and databases), all
- * but the files that time something under a load of their own (`ALONE`), which follow, one pass after the other.
+ * With no arguments every file of both passes runs as its own process, several at once (each mostly waits on servers,
+ * browsers and databases), all but the files that time something under a load of their own (`ALONE`), which follow,
+ * one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here.
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
  */
-import { psql, postgresInstalled } from '../test/support/postgres-cluster.ts'
-
-/**
- * The PostgreSQL pass: every test file that touches storage through a test env (`testEnv()`: the app, the services,
- * the queue, the apply, a real CLI or `serve` process given `processEnv(env)`, the browser over such a `serve`), so
- * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
- * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
- * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
- * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
- * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
- * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
- * editor's behaviour), whose server calls run on PostgreSQL in console, workflow-versions and console-browser.
- */
-export const POSTGRES_PASS = [
-  'activity-logs',
-  'admin-logs',
-  'administration',
-  'answers',
-  'apply',
-  'auth',
-  'backup',
-  'callbacks',
-  'cli',
-  'console',
-  'console-browser',
-  'console-live-browser',
-  'console-search',
-  'db',
-  'deep-json',
-  'executor',
-  'executor-fair-share',
-  'executor-fairness',
-  'faults',
-  'fuzz',
-  'group-commit',
-  'hot-paths',
-  'http',
-  'idempotency',
-  'invariants',
-  'list-paging',
-  'login-throttle',
-  'lookup-cache',
-  'mail',
-  'management-rate-limit',
-  'mcp',
-  'member-remove',
-  'notes',
-  'nul-text',
-  'oidc',
-  'oidc-browser',
-  'openapi-conformance',
-  'ops',
-  'overload',
-  'project-access',
-  'queue',
-  'record-updates',
-  'request-path',
-  'retry',
-  'route-fuzz',
-  'routes',
-  'run-history',
-  'run-events',
-  'run-events-catch-up',
-  'runs-list',
-  'storage-faults',
-  'stream-limits',
-  'tokens',
-  'wal-checkpoints',
-  'webhook',
-  'webhook-cli',
-  'wire-compat',
-  'workflow-versions',
-].map((name) => `test/${name}.test.ts`)
-
-/**
- * Files that time or size something under a load they make themselves (answers while the server is saturated, the WAL
- * under sustained writes, /healthz during a flood or while streams catch up on a long history, the file's growth under
- * a steady trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other
- * pass is not part of what they measure.
- */
-export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
-  (name) => `test/${name}.test.ts`,
-)
+import { psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
+import { ALONE, LONGEST_FIRST, POSTGRES_PASS } from './test-files.ts'
 
 interface Pass {
   label: string
@@ -177,14 +97,14 @@ async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): 
  * Runs `bun test args` with `env`. Its output is copied to ours as it comes, or (`quiet`, the pass running beside
  * another) kept and printed whole when it ends, so two passes' lines never mix.
  */
-async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false): Promise<Pass> {
+async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false, took = () => ''): Promise<Pass> {
   const heading = `\n==> ${label}: bun test ${args.join(' ')}`.trimEnd()
   if (!quiet) console.log(heading)
   const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
   const [out, err, status] = quiet
     ? await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
     : await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
-  if (quiet) console.log(`${heading}\n${out}${err}`)
+  if (quiet) console.log(`${heading}${took()}\n${out}${err}`)
   const output = out + err
   const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output), byFile: countsByFile(output) }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
@@ -195,7 +115,7 @@ async function runPass(label: string, args: string[], env: Record<string, string
 const given = process.argv.slice(2)
 const timeout = given.some((arg) => arg.startsWith('--timeout')) ? [] : [`--timeout=${DEFAULT_TIMEOUT_MS}`]
 const postgres = { TRELLIS_TEST_STORE: 'postgres' }
-const SQLITE = 'SQLite (the whole suite)'
+const SQLITE = 'SQLite'
 const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
 const passes: Pass[] = []
 /** Failures of the parallel part whose files then passed alone: reported, not counted. */
@@ -203,9 +123,9 @@ const besideOnly: { label: string; failures: string[] }[] = []
 
 /**
  * A file that failed in the parallel part is run again alone, after the timing files: a test that fails only beside
- * the other pass failed for the machine's sake, and alone it gets the verdict a serial run gives. The parallel
+ * other files failed for the machine's sake, and alone it gets the verdict a serial run gives. The parallel
  * verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
- * "failed beside the other pass". Failures outside any file's tests (a crash) are not retried.
+ * "failed beside other files". Failures outside any file's tests (a crash) are not retried.
  */
 async function againAlone(first: Pass, env: Record<string, string>): Promise<void> {
   const failed = [...first.byFile].filter(([, count]) => count.fail > 0)
@@ -215,7 +135,7 @@ async function againAlone(first: Pass, env: Record<string, string>): Promise<voi
   first.fail = 0
   first.status = 0
   if (again.fail === 0 && again.status === 0) besideOnly.push({ label: first.label, failures: first.failures })
-  else again.failures.unshift(...first.failures.map((failure) => `(beside the other pass)\n${failure}`))
+  else again.failures.unshift(...first.failures.map((failure) => `(beside other files)\n${failure}`))
   first.failures = []
   passes.push(again)
 }
@@ -233,22 +153,69 @@ function postgresReady(): boolean {
   return false
 }
 
+/** Processes the parallel part runs at once: TRELLIS_TEST_JOBS, else twice the cores (most of a test's time is waiting). */
+const JOBS = Number(process.env.TRELLIS_TEST_JOBS) || Math.max(2, 2 * navigator.hardwareConcurrency)
+
+interface Job {
+  file: string
+  label: string
+  env: Record<string, string>
+}
+
+/** Sums the per-file results of one store into one pass (the failures of each file kept). */
+function sumOf(label: string, results: Pass[]): Pass {
+  const total: Pass = { label, pass: 0, fail: 0, skip: 0, status: 0, failures: [], byFile: new Map() }
+  for (const r of results) {
+    total.pass += r.pass
+    total.fail += r.fail
+    total.skip += r.skip
+    if (r.status !== 0) total.status = r.status
+    total.failures.push(...r.failures)
+    for (const [file, count] of r.byFile) total.byFile.set(file, count)
+  }
+  return total
+}
+
+/**
+ * Runs each job as its own `bun test FILE`, `JOBS` at a time, the longest first; each file's output printed whole when
+ * it ends, with its time, so that files never mix their lines.
+ */
+async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
+  const rank = (file: string) => (LONGEST_FIRST.includes(file) ? LONGEST_FIRST.indexOf(file) : LONGEST_FIRST.length)
+  const queue = [...jobs].sort((a, b) => rank(a.file) - rank(b.file))
+  const results = new Map<string, Pass[]>()
+  const worker = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) {
+      const started = performance.now()
+      const result = await runPass(`${job.label}: ${job.file}`, [...timeout, job.file], job.env, true, () => ` (${((performance.now() - started) / 1000).toFixed(1)} s)`)
+      results.set(job.label, [...(results.get(job.label) ?? []), result])
+    }
+  }
+  await Promise.all(Array.from({ length: JOBS }, worker))
+  return results
+}
+
 if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const everyFile = [...new Bun.Glob('test/**/*.test.ts').scanSync('.')].map((file) => file.replaceAll('\\', '/')).sort()
   const notAlone = (file: string) => !ALONE.includes(file)
   const withPostgres = postgresReady()
-  // The parallel part: both passes at once, the PostgreSQL pass's output printed when it ends.
-  const [sqlite, onPostgres] = await Promise.all([
-    runPass(`${SQLITE}, all but the timing files`, [...timeout, ...everyFile.filter(notAlone)], {}),
-    withPostgres ? runPass(`${POSTGRES}, all but the timing files`, [...timeout, ...POSTGRES_PASS.filter(notAlone)], postgres, true) : null,
-  ])
-  passes.push(sqlite, ...(onPostgres ? [onPostgres] : []))
+  // One cluster and one migrated template for every PostgreSQL test process (each makes its own databases from it).
+  const onPostgres = withPostgres ? { ...postgres, ...shareClusterWithChildren() } : null
+  console.log(`\n==> the parallel part: every file but the timing files, as its own process, ${JOBS} at a time`)
+  const jobs: Job[] = [
+    ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: {} })),
+    ...(onPostgres ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: onPostgres })) : []),
+  ]
+  const byStore = await runPool(jobs)
+  const sqlite = sumOf(SQLITE, byStore.get(SQLITE) ?? [])
+  const pgPart = onPostgres ? sumOf(POSTGRES, byStore.get(POSTGRES) ?? []) : null
+  passes.push(sqlite, ...(pgPart ? [pgPart] : []))
   // Then the timing files, one pass at a time; then what failed in the parallel part, alone.
   passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], {}))
   const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
-  if (withPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], postgres))
+  if (onPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], onPostgres))
   await againAlone(sqlite, {})
-  if (onPostgres) await againAlone(onPostgres, postgres)
+  if (pgPart && onPostgres) await againAlone(pgPart, onPostgres)
 } else {
   passes.push(await runPass(SQLITE, [...timeout, ...given], {}))
   const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
@@ -257,7 +224,7 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
 }
 
 if (besideOnly.length > 0) {
-  console.log('\n==> failed beside the other pass, passed alone (not counted)')
+  console.log('\n==> failed beside other files, passed alone (not counted)')
   for (const { label, failures } of besideOnly) for (const failure of failures) console.log(`--- ${label}\n${failure}`)
 }
 

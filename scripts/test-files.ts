@@ -1,0 +1,126 @@
+/** The test files `npm test` (./test.ts) and `npm run test:under-load` (./test-under-load.ts) treat apart. */
+
+/**
+ * The PostgreSQL pass: every test file that touches storage through a test env (`testEnv()`: the app, the services,
+ * the queue, the apply, a real CLI or `serve` process given `processEnv(env)`, the browser over such a `serve`), so
+ * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
+ * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
+ * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
+ * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
+ * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
+ * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
+ * editor's behaviour), whose server calls run on PostgreSQL in console, workflow-versions and console-browser.
+ */
+export const POSTGRES_PASS = [
+  'activity-logs',
+  'admin-logs',
+  'administration',
+  'answers',
+  'apply',
+  'auth',
+  'backup',
+  'callbacks',
+  'cli',
+  'console',
+  'console-browser',
+  'console-live-browser',
+  'console-search',
+  'db',
+  'deep-json',
+  'executor',
+  'executor-fair-share',
+  'executor-fairness',
+  'faults',
+  'fuzz',
+  'group-commit',
+  'hot-paths',
+  'http',
+  'idempotency',
+  'invariants',
+  'list-paging',
+  'login-throttle',
+  'lookup-cache',
+  'mail',
+  'management-rate-limit',
+  'mcp',
+  'member-remove',
+  'notes',
+  'nul-text',
+  'oidc',
+  'oidc-browser',
+  'openapi-conformance',
+  'ops',
+  'overload',
+  'project-access',
+  'queue',
+  'record-updates',
+  'request-path',
+  'retry',
+  'route-fuzz',
+  'routes',
+  'run-history',
+  'run-events',
+  'run-events-catch-up',
+  'runs-list',
+  'storage-faults',
+  'stream-limits',
+  'tokens',
+  'wal-checkpoints',
+  'webhook',
+  'webhook-cli',
+  'wire-compat',
+  'workflow-versions',
+].map((name) => `test/${name}.test.ts`)
+
+/**
+ * Files that time or size something under a load they make themselves (answers while the server is saturated, the WAL
+ * under sustained writes, /healthz during a flood or while streams catch up on a long history, the file's growth under
+ * a steady trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other
+ * pass is not part of what they measure.
+ */
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
+  (name) => `test/${name}.test.ts`,
+)
+
+/**
+ * Files that take longest (a minute or more on a 2-core machine: browsers, many servers, both stores' long tests):
+ * started first, so that the pool's processes end close together instead of one long file running on at the end.
+ */
+export const LONGEST_FIRST = [
+  'nul-text',
+  'executor',
+  'console-pages-browser',
+  'auth',
+  'cli',
+  'http',
+  'console-browser',
+  'console',
+  'oidc-browser',
+  'apply',
+  'callbacks',
+  'run-events',
+  'faults',
+  'queue',
+  'webhook',
+].map((name) => `test/${name}.test.ts`)
+
+/**
+ * Files whose tests wait on timers, leases, heartbeats, retries or deadlines (`npm run test:under-load` runs them beside
+ * a busy loop per core): their assertions are about the order of events, with margins that hold on a loaded machine.
+ */
+export const TIMING_SENSITIVE = [
+  'executor',
+  'executor-postgres',
+  'faults',
+  'callbacks',
+  'stream-limits',
+  'storage-faults',
+  'turn-slices',
+  'layers-cli',
+  'twins-queue',
+  'retry',
+  'queue',
+  'run-events',
+  'mail',
+].map((name) => `test/${name}.test.ts`)
+
