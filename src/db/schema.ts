@@ -27,5 +27,5 @@ export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
   workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
-  callbackAttempts, activityLogs, activityLogRecords, adminLogs,
+  callbackAttempts, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords, adminLogs,
 } = defineTables(sqliteKit)

@@ -64,7 +64,7 @@ export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
   workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
-  callbackAttempts, activityLogs, activityLogRecords, adminLogs,
+  callbackAttempts, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords, adminLogs,
 } = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }
 
 // ── Shared limits (PostgreSQL only) ─────────────────────────────────────────

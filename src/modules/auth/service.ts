@@ -20,6 +20,7 @@ import { hasScope } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { findProjectByName, isAdminOf, isMemberOf, type Project, requireProject } from '../directory/projects.ts'
 import { findRunWithWorkflow } from '../../db/runs.ts'
+import { findTask } from '../../db/tasks.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { hashTokenValue, looksLikeToken } from '../../lib/token-value.ts'
 import { findSession } from './sessions.ts'
@@ -229,6 +230,11 @@ export function* requirePlaceAccess(caller: AccountCaller, place: ProjectPlace):
   if (place.runId !== undefined) {
     const found = yield* findRunWithWorkflow(place.runId)
     if (found) yield* requireProjectAccessOrManage(caller, found.project, () => notFound(`Run ${place.runId} not found`))
+    return
+  }
+  if (place.taskId !== undefined) {
+    const found = yield* findTask(place.taskId)
+    if (found) yield* requireProjectAccessOrManage(caller, found.project, () => notFound(`Task ${place.taskId} not found`))
     return
   }
   const project = yield* findProjectByName(place.projectName!)
