@@ -13,7 +13,7 @@ type TaskStep = Extract<Step, { type: 'task' }>
  * and reads the closed task: approved goes on; rejected follows `onReject` (fail: `task_rejected`, end, continue);
  * expired fails with `task_expired`. Its recorded output is the outcome later steps read as `tasks.<name>.…`.
  */
-export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* () {
+export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (reads) {
   const { run } = ctx.target
   const existing = yield* findTaskOfStep(run.id, ctx.stepIndex)
   if (existing?.status === 'open') return { next: { awaitTask: existing.id } }
@@ -24,7 +24,8 @@ export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* () {
     }
     const escalateTo = step.escalateTo === undefined ? null : JSON.stringify(step.escalateTo)
     const due = dueInSeconds(step)
-    const title = renderTemplate(step.title, templateVariables(ctx)).slice(0, 500)
+    // The record as the group's steps before it left it (a load just before), else as the run last read it.
+    const title = renderTemplate(step.title, templateVariables(ctx, reads.data ?? ctx.record)).slice(0, 500)
     const id = yield* openTask(ctx.clock, {
       runId: run.id,
       stepIndex: ctx.stepIndex,
