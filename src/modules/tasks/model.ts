@@ -3,7 +3,7 @@ import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime, IsoDateTimeOrNull, renderedAnswer } from '../../http/schemas.ts'
 import { TASK_DECISIONS, TASK_STATUSES } from '../../lib/task-statuses.ts'
-import { CollectionRef, EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
+import { EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
 
 export const TaskIdParams = t.Object({ taskId: t.String({ format: 'uuid' }) })
 
@@ -37,7 +37,7 @@ export const Task = renderedAnswer(
       title: t.String(),
       run: t.Object({ id: t.String({ format: 'uuid' }), workflow: t.Object({ name: t.String(), version: Integer() }) }),
       recordId: t.String(),
-      collection: t.Union([CollectionRef, t.Null()], { description: 'null when the collection was deleted' }),
+      collection: t.Union([t.Object({ object: t.Literal('collection'), name: t.String() }), t.Null()], { description: 'null when the collection was deleted' }),
       environment: EnvironmentRef,
       team: TeamRef,
       assignees: t.Object({ teams: t.Array(t.String()), users: t.Array(UserObject) }, { description: 'Who may decide besides the project admins' }),
