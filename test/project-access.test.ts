@@ -8,13 +8,12 @@
  * value in PARAMS (and make the route take the shared decision, src/modules/auth/service.ts `requireProjectAccess`).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { insertTask, type NewTask } from '../src/db/tasks.ts'
 import { writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { SESSION_COOKIE } from '../src/lib/session-cookie.ts'
-import { acmeDocument, acmePathParams, acmeProject, applyAcme, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
+import { acmeDocument, acmePathParams, acmeProject, applyAcme, openTaskOnRun, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
-import { bearer, queryOne, request, testApp, testEnv } from './helpers.ts'
+import { bearer, request, testApp, testEnv } from './helpers.ts'
 
 /** Routes that reach no project's data, each with why. */
 const NO_PROJECT_DATA: Record<string, string> = {
@@ -87,25 +86,13 @@ beforeAll(async () => {
   ssoCookie = `${SESSION_COOKIE}=${(await sessionOf(true)).id}`
   passwordToken = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
   PARAMS.runId = await startRefundWithSession(app, passwordCookie, 'ord_1001')
-  PARAMS.taskId = await openTaskOn(PARAMS.runId)
+  PARAMS.taskId = await openTaskOnRun(env.store, env.clock, PARAMS.runId)
   PARAMS.userId = String(userId(env.store, 'bob'))
   // The reproduction: the project turns SSO on after its run exists.
   acmeProject(document).sso = true
   await applyAcme(ctx, document)
 })
 afterAll(() => env.cleanup())
-
-/** A task on the run, as its step would open it (no executor runs here: the run stays queued). */
-async function openTaskOn(runId: string): Promise<string> {
-  const run = queryOne<{ workflow_id: number; environment_id: number; user_id: number }>(env.store, 'SELECT workflow_id, environment_id, user_id FROM runs WHERE id = ?', runId)!
-  const place = queryOne<{ team_id: number; collection_id: number }>(env.store, 'SELECT g.team_id, w.collection_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE w.id = ?', run.workflow_id)!
-  const task: NewTask = {
-    runId, stepIndex: 9, stepName: 'approve', environmentId: run.environment_id, workflowId: run.workflow_id, teamId: place.team_id, collectionId: place.collection_id,
-    recordId: 'ord_1001', requesterId: run.user_id, title: 'Refund?', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, onTimeout: 'fail',
-    escalateTo: null, teamIds: [place.team_id], userIds: [],
-  }
-  return (await writeNow(env.store, () => insertTask(task, env.clock.now()))).id
-}
 
 interface Route {
   method: string

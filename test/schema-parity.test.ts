@@ -135,6 +135,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0007_run_events_and_callbacks',
       '0008_status_rules_without_in_lists',
       '0009_lookup_generation',
+      '0010_tasks',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

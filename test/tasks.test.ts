@@ -280,6 +280,7 @@ describe('each endpoint refuses bad input and missing rights', () => {
       [call(`/v1/tasks/${task.id}`, tokens.daveTrigger!), 403, 'insufficient_scope'],
       [decide(task.id, tokens.daveRead!, { decision: 'approve' }), 403, 'insufficient_scope'],
       [decide(task.id, tokens.dave!, { decision: 'maybe' }), 400, 'validation_failed'],
+      [decide(task.id, tokens.dave!, {}), 400, 'validation_failed'],
       [decide(task.id, tokens.dave!, { decision: 'approve', extra: true }), 400, 'validation_failed'],
       [decide(task.id, tokens.dave!, { decision: 'approve', comment: 'x'.repeat(10_001) }), 400, 'validation_failed'],
       [decide(task.id, tokens.dave!, { decision: 'approve', input: [1] }), 400, 'validation_failed'],

@@ -165,7 +165,7 @@ export class CallerAuthenticator implements CallerAuth {
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
     this.refuseCrossOrigin(request)
     const caller: AccountCaller = { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
-    if (place.projectName !== undefined || place.runId !== undefined) await read(this.store, requirePlaceAccess(caller, place))
+    if (place.projectName !== undefined || place.runId !== undefined || place.taskId !== undefined) await read(this.store, requirePlaceAccess(caller, place))
     return caller
   }
 

@@ -12,7 +12,7 @@ export const MAX_DECISION_COMMENT = 10_000
 
 export const DecisionBody = t.Object(
   {
-    decision: t.UnionEnum(TASK_DECISIONS, { description: 'approve or reject (one rejection rejects the task)' }),
+    decision: t.Union(TASK_DECISIONS.map((d) => t.Literal(d)), { description: 'approve or reject (one rejection rejects the task)' }),
     comment: t.Optional(t.String({ maxLength: MAX_DECISION_COMMENT, description: 'Why (the activity log records it)' })),
     input: t.Optional(t.Record(t.String(), t.Unknown(), { description: "The form's values (an object), validated against the task's `form`" })),
   },
