@@ -1583,6 +1583,7 @@ describe('condition step (no executor running)', () => {
       [{ type: 'update', set: { status: 'touched' } }, { user: 'dave' }],
       [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { recordId: 'nope' }],
       [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { user: 'dave' }],
+      [{ type: 'task', name: 'ask', title: 'Approve?', assignees: { teams: ['Nobody'] } }, {}],
     ]
     // The types whose data part can fail; `http` fails in its call, outside the transaction, and `wait` cannot.
     expect(new Set<string>(failing.map(([step]) => step.type))).toEqual(new Set(Object.keys(STEP_RUNNERS).filter((type) => type !== 'http' && type !== 'wait')))
