@@ -64,6 +64,7 @@ export const POSTGRES_PASS = [
   'runs-list',
   'storage-faults',
   'stream-limits',
+  'tasks',
   'tokens',
   'wal-checkpoints',
   'webhook',

@@ -15,6 +15,7 @@ import { activityLogsModule } from './modules/activity-logs/index.ts'
 import { adminLogsModule } from './modules/admin-logs/index.ts'
 import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
+import { tasksModule } from './modules/tasks/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
 import { runEventsModule } from './modules/run-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps) {
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
     .use(runsModule(deps))
+    .use(tasksModule(deps))
     .use(callbacksModule(deps))
     .use(runEventsModule(deps))
     .use(activityLogsModule(deps))

@@ -1187,6 +1187,7 @@ describe('renderTemplate', () => {
     workflowName: 'Refund order',
     runId: '0190-run',
     now: '2026-11-21T12:00:00.000Z',
+    tasks: new Map(),
   }
 
   test('known variables, with or without spaces inside the braces', () => {
@@ -1214,7 +1215,7 @@ describe('renderTemplate', () => {
 })
 
 describe('renderUrl', () => {
-  const vars = (recordId: string, record: Record<string, unknown> = {}): TemplateVariables => ({ recordId, record, workflowName: 'W', runId: 'r', now: 'n' })
+  const vars = (recordId: string, record: Record<string, unknown> = {}): TemplateVariables => ({ recordId, record, workflowName: 'W', runId: 'r', now: 'n', tasks: new Map() })
   const url = (template: string, recordId: string, record?: Record<string, unknown>) => renderUrl(template, vars(recordId, record)).href
 
   test('every value is one encoded component: it cannot add a segment, a query, a parameter or a fragment', () => {
@@ -1497,6 +1498,8 @@ describe('condition step (no executor running)', () => {
     const ctx: StepContext = {
       target: { run, workflowName: target.workflowName, projectId: target.projectId, teamId: target.teamId, environmentId: target.environmentId, collectionId: target.collectionId },
       stepName: 'check',
+      stepIndex: 0,
+      tasks: new Map(),
       clock: env.clock,
       record: { status: 'stale' },
       heartbeat: () => {},
@@ -1580,6 +1583,7 @@ describe('condition step (no executor running)', () => {
       [{ type: 'update', set: { status: 'touched' } }, { user: 'dave' }],
       [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { recordId: 'nope' }],
       [{ type: 'note', title: 'Checked', content: 'by {{run.id}}' }, { user: 'dave' }],
+      [{ type: 'task', name: 'ask', title: 'Approve?', assignees: { teams: ['Nobody'] } }, {}],
     ]
     // The types whose data part can fail; `http` fails in its call, outside the transaction, and `wait` cannot.
     expect(new Set<string>(failing.map(([step]) => step.type))).toEqual(new Set(Object.keys(STEP_RUNNERS).filter((type) => type !== 'http' && type !== 'wait')))

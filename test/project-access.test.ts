@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { SESSION_COOKIE } from '../src/lib/session-cookie.ts'
-import { acmeDocument, acmePathParams, acmeProject, applyAcme, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
+import { acmeDocument, acmePathParams, acmeProject, applyAcme, openTaskOnRun, reportHook, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { bearer, request, testApp, testEnv } from './helpers.ts'
 
@@ -87,6 +87,7 @@ beforeAll(async () => {
   ssoCookie = `${SESSION_COOKIE}=${(await sessionOf(true)).id}`
   passwordToken = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
   PARAMS.runId = await startRefundWithSession(app, passwordCookie, 'ord_1001')
+  PARAMS.taskId = await openTaskOnRun(env.store, env.clock, PARAMS.runId)
   PARAMS.userId = String(userId(env.store, 'bob'))
   // The reproduction: the project turns SSO on after its run exists.
   acmeProject(document).sso = true
@@ -150,6 +151,8 @@ describe('every route that reaches a project\'s data takes the project access de
       'GET /v1/workflow-runs/:runId/callbacks',
       'POST /v1/workflow-runs/:runId/cancel',
       'POST /v1/workflow-runs/:runId/retry',
+      'GET /v1/tasks/:taskId',
+      'POST /v1/tasks/:taskId/decisions',
       'GET /runs/:runId',
       'GET /p/:project',
     ]) expect(names).toContain(expected)

@@ -136,6 +136,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0008_status_rules_without_in_lists',
       '0009_lookup_generation',
       '0010_mail_outbox_and_preferences',
+      '0011_tasks',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -651,6 +651,30 @@ export function* parkRun(runId: string, owner: string, nextStep: number, until: 
   yield* guarded(PARK, { id: runId, owner, nextStep, availableAt: until })
 }
 
+/**
+ * When a run parked on a task (`parkRun` with it) is due: at no time a clock reaches. It waits, holding no worker,
+ * until the task closes and `wakeRunOfTask` makes it due; the claim then resumes it. The greatest time a Date holds.
+ */
+export const UNTIL_TASK_CLOSES = 8_640_000_000_000_000
+
+const WAKE = statement('queue.wake', (d) =>
+  d.db
+    .update(d.t.runs)
+    .set({ availableAt: sql`${sql.placeholder('now')}` })
+    .where(and(eq(d.t.runs.id, sql.placeholder('id')), sql`${d.t.runs.status} = 'waiting'`))
+    .returning({ id: d.t.runs.id }),
+)
+
+/**
+ * Wake: the task a waiting run is parked on closed; the run is due now and every instance's executor is told (in the
+ * closing transaction: on commit). False when the run is not waiting (cancelled meanwhile).
+ */
+export function* wakeRunOfTask(runId: string, now: number): Op<boolean> {
+  const woken = (yield* WAKE.rows({ id: runId, now })).length > 0
+  if (woken) yield* runPlan(announceQueuedRuns)
+  return woken
+}
+
 const END = statement('queue.end', (d) =>
   d.db
     .update(d.t.runs)

@@ -27,5 +27,6 @@ export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
   workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
-  callbackAttempts, userPreferences, mailOutbox, activityLogs, activityLogRecords, adminLogs,
+  callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
+  adminLogs,
 } = defineTables(sqliteKit)

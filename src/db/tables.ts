@@ -27,6 +27,7 @@ import type {
 import { PERMISSION_LEVELS } from '../lib/access.ts'
 import type { Micros } from '../lib/time.ts'
 import { ACTIVE_RUN_STATUSES, FINISHED_RUN_STATUSES, RUN_STATUSES } from '../lib/run-statuses.ts'
+import { TASK_STATUSES } from '../lib/task-statuses.ts'
 
 /** The active runs a worker may take: queued ones, and waiting ones whose time has come (the rest are running). */
 export const CLAIMABLE_RUN_STATUSES = ACTIVE_RUN_STATUSES.filter((status) => status !== 'running')
@@ -681,6 +682,103 @@ export function defineTables(kit: TableKit) {
     ],
   )
 
+  // ── Tasks (people in a run) ───────────────────────────────────────────────
+
+  /**
+   * A `task` step's question to people: one per run and step (a retried run opens its own). It closes exactly once:
+   * every change of `status` is an UPDATE guarded by `status = 'open'` (src/db/tasks.ts). Ids are UUIDv7s whose
+   * order is `created_at`'s within an environment (the list orders by id and pages by `createdAt`).
+   */
+  const tasks = table(
+    'tasks',
+    {
+      id: text('id').primaryKey(),
+      runId: text('run_id')
+        .notNull()
+        .references(() => runs.id, { onDelete: 'cascade' }),
+      stepIndex: integer('step_index').notNull(),
+      stepName: text('step_name').notNull(),
+      environmentId: belongsTo('environment_id', () => environments.id),
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      /** The workflow's team (the list's `teamName`). */
+      teamId: belongsTo('team_id', () => teams.id),
+      collectionId: integer('collection_id').references(() => collections.id, { onDelete: 'set null' }),
+      recordId: text('record_id').notNull(),
+      /** The run's user: who asks (`allowRequester` says whether they may decide). */
+      requesterId: integer('requester_id')
+        .notNull()
+        .references(() => users.id),
+      title: text('title').notNull(),
+      approvalsRequired: integer('approvals_required').notNull(),
+      allowRequester: boolean('allow_requester').notNull().default(false),
+      /** JSON Schema (the documented subset) of what a decider fills in; null without a form. */
+      form: text('form'),
+      status: text('status', { enum: TASK_STATUSES }).notNull(),
+      /** Epoch ms of the deadline, or null; what happens then is `on_timeout` (with `escalate_to`, JSON). */
+      dueAt: integer('due_at'),
+      onTimeout: text('on_timeout').notNull().default('fail'),
+      escalateTo: text('escalate_to'),
+      escalated: boolean('escalated').notNull().default(false),
+      createdAt: micros('created_at').notNull(),
+      closedAt: integer('closed_at'),
+    },
+    (t) => [
+      uniqueIndex('tasks_run_step_unique').on(t.runId, t.stepIndex),
+      index('tasks_env_id_idx').on(t.environmentId, t.id),
+      index('tasks_env_created_idx').on(t.environmentId, t.createdAt),
+      // A deadline's timer claims "expire once" with `UPDATE … WHERE id = ? AND status = 'open'`; this finds the due ones.
+      index('tasks_due_idx').on(t.dueAt).where(sql`status = 'open' and due_at is not null`),
+      check('tasks_status_check', statusIn(TASK_STATUSES)),
+    ],
+  )
+
+  /** Who may decide a task: a team (its members) or one user; project admins may always. */
+  const taskAssignees = table(
+    'task_assignees',
+    {
+      taskId: text('task_id')
+        .notNull()
+        .references(() => tasks.id, { onDelete: 'cascade' }),
+      /** Exactly one of team and user. */
+      teamId: integer('team_id').references(() => teams.id, { onDelete: 'cascade' }),
+      userId: integer('user_id').references(() => users.id, { onDelete: 'cascade' }),
+      /** Added by an escalation. */
+      escalated: boolean('escalated').notNull().default(false),
+    },
+    (t) => [
+      uniqueIndex('task_assignees_team_unique').on(t.taskId, t.teamId).where(sql`team_id is not null`),
+      uniqueIndex('task_assignees_user_unique').on(t.taskId, t.userId).where(sql`user_id is not null`),
+      index('task_assignees_team_idx').on(t.teamId, t.taskId).where(sql`team_id is not null`),
+      index('task_assignees_user_idx').on(t.userId, t.taskId).where(sql`user_id is not null`),
+      check('task_assignees_one_subject_check', sql`(team_id is null) <> (user_id is null)`),
+    ],
+  )
+
+  /** The decisions taken on a task: one per user (the primary key decides, whatever races). */
+  const taskDecisions = table(
+    'task_decisions',
+    {
+      taskId: text('task_id')
+        .notNull()
+        .references(() => tasks.id, { onDelete: 'cascade' }),
+      userId: integer('user_id')
+        .notNull()
+        .references(() => users.id),
+      decision: text('decision', { enum: ['approve', 'reject'] }).notNull(),
+      comment: text('comment'),
+      /** JSON: the form's values, as validated. */
+      input: text('input'),
+      /** The `Idempotency-Key` the decision was sent with, and the SHA-256 of its body: a repeat is answered again. */
+      idempotencyKey: text('idempotency_key'),
+      requestHash: text('request_hash'),
+      createdAt: micros('created_at').notNull(),
+    },
+    (t) => [
+      primaryKey({ columns: [t.taskId, t.userId] }),
+      check('task_decisions_decision_check', sql`${t.decision} in ('approve', 'reject')`),
+    ],
+  )
+
   // ── Logs (append-only) ────────────────────────────────────────────────────
 
   const activityLogs = table(
@@ -773,6 +871,7 @@ export function defineTables(kit: TableKit) {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
     workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
-    callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, activityLogs, activityLogRecords, adminLogs,
+    callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
+    activityLogRecords, adminLogs,
   }
 }

@@ -21,7 +21,9 @@ import {
   type RunRow,
   runWorkflow,
   type StepOutcome,
+  UNTIL_TASK_CLOSES,
 } from '../db/queue.ts'
+import { recordedTaskOutputs } from '../db/tasks.ts'
 import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
 import { handsOverSlots, listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
@@ -42,7 +44,9 @@ import { runHttp } from './steps/http.ts'
 import { runLoad } from './steps/load.ts'
 import { runNote } from './steps/note.ts'
 import { runUpdate } from './steps/update.ts'
+import { runTask } from './steps/task.ts'
 import { runWait } from './steps/wait.ts'
+import type { TaskOutcome } from './template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
 /** How often a running executor recovers the runs whose leases expired (a crashed instance's, or its own lost ones). */
@@ -56,6 +60,7 @@ export const STEP_RUNNERS: { [K in Step['type']]: StepRunner<Extract<Step, { typ
   note: runNote,
   http: runHttp,
   wait: runWait,
+  task: runTask,
 }
 
 /**
@@ -312,6 +317,7 @@ export class Executor {
     }
     const timer = setInterval(heartbeat, Math.max(50, Math.floor(this.options.leaseMs / 3)))
     let record = await this.resumedRecord(target, definition, run.next_step)
+    const tasks = await this.closedTasks(run, definition)
     try {
       const steps = definition.steps
       const signal = AbortSignal.any([this.stopController.signal, runAbort.signal])
@@ -321,7 +327,7 @@ export class Executor {
         // No turn of the event loop to wait for here: each group ends with its write, committed in a later turn
         // (the group commit), within the executor's share of it (`shareMs`).
         const end = stepGroupEnd(steps, index)
-        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, heartbeat, signal })
+        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, tasks, heartbeat, signal })
         if (outcome === 'stop') return
         record = outcome.record
         index = end
@@ -351,6 +357,15 @@ export class Executor {
   }
 
   /**
+   * The outcomes of the run's task steps before `next_step` (recorded as their outputs; a retry's carried over), for
+   * the templates and conditions of the steps left: none to read when the workflow asks nobody.
+   */
+  private async closedTasks(run: RunRow, definition: WorkflowDefinition): Promise<Map<string, TaskOutcome>> {
+    if (run.next_step === 0 || !definition.steps.some((step) => step.type === 'task')) return new Map()
+    return (await read(this.options.store, recordedTaskOutputs(run.id))) as Map<string, TaskOutcome>
+  }
+
+  /**
    * Runs steps [from, to) — one `http` step, or consecutive other steps (ending at a `wait`) — and records them in
    * one transaction with their effects: a step that fails is recorded as failed with the run, after the steps before
    * it. Returns what the next steps see, or 'stop' when the run ended, parked or was lost.
@@ -361,6 +376,7 @@ export class Executor {
     from: number
     to: number
     record: Record<string, unknown> | null
+    tasks: Map<string, TaskOutcome>
     heartbeat: () => void
     signal: AbortSignal
   }): Promise<{ record: Record<string, unknown> | null } | 'stop'> {
@@ -371,6 +387,8 @@ export class Executor {
       const ctx: StepContext = {
         target,
         stepName: stepLabel(step, index),
+        stepIndex: index,
+        tasks: group.tasks,
         clock: this.options.clock,
         record: group.record,
         heartbeat: group.heartbeat,
@@ -425,6 +443,16 @@ export class Executor {
         return 'stop' as const
       }
       const outcome = this.stepOutcome(ctx, step, index, startedAt, 'succeeded', result.output, null)
+      for (const event of result.events ?? []) {
+        events.push({ ...subjectOfRow(target.run), type: event.type, status: 'waiting', stepIndex: index, stepName: ctx.stepName, data: event.data, at: outcome.finishedAt })
+      }
+      if (typeof result.next === 'object' && 'awaitTask' in result.next) {
+        // Parked on its task, the step is not done: woken when the task closes, it runs again and reads the outcome.
+        yield* recordStepOutcomes(recorded)
+        yield* parkRun(target.run.id, this.owner, index, UNTIL_TASK_CLOSES)
+        events.push(stepEvent(target, outcome, 'step.waiting', 'waiting', { taskId: result.next.awaitTask }))
+        return 'parked' as const
+      }
       recorded.push(outcome)
       record = result.record ?? record
       if (typeof result.next === 'object') {

@@ -6,6 +6,8 @@ import type { OutboundClient } from '../lib/outbound/client.ts'
 import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
 import type { Step } from '../modules/workflows/definition.ts'
 import { type Op } from '../db/op.ts'
+import type { RunEventType } from '../db/run-events.ts'
+import type { TaskOutcome } from './template.ts'
 
 /** What a run acts on, resolved once when the run is claimed. */
 export interface RunTarget {
@@ -20,6 +22,10 @@ export interface RunTarget {
 export interface StepContext {
   target: RunTarget
   stepName: string
+  /** The step's place in the definition (a task is the run's step's). */
+  stepIndex: number
+  /** The outcomes of the run's task steps closed so far, by step name; a task step adds its own. */
+  tasks: Map<string, TaskOutcome>
   clock: Clock
   /** The record's data as last read by a data step in this process (templates read it). */
   record: Record<string, unknown> | null
@@ -31,13 +37,16 @@ export interface StepContext {
   outbound: OutboundClient
 }
 
-export type StepNext = 'continue' | 'end' | { waitUntil: number }
+/** Go on, end the run, or park it: until a time (`wait`), or until a task closes (`task`: the step runs again then). */
+export type StepNext = 'continue' | 'end' | { waitUntil: number } | { awaitTask: string }
 
 export interface StepResult {
   output?: unknown
   next: StepNext
   /** Data read by the step (load/update), kept for later templates. */
   record?: Record<string, unknown>
+  /** Events of the run the step adds before its own (`task.opened`), appended with the group's. */
+  events?: { type: RunEventType; data: Record<string, unknown> }[]
 }
 
 /** A step fails the run with a machine-readable code (`record_not_found`, `record_forbidden`, `http_failed`, `http_destination_refused`…). */

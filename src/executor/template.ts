@@ -1,4 +1,7 @@
-/** `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` in step strings, deeply. */
+/**
+ * `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` and a task's outcome
+ * (`{{tasks.<step>.decision}}`, `.decidedBy`, `.input.<field>`) in step strings, deeply.
+ */
 import { redactUrl } from '../lib/outbound/redact.ts'
 import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage, urlHead } from '../lib/outbound/url-template.ts'
 
@@ -8,6 +11,24 @@ export interface TemplateVariables {
   workflowName: string
   runId: string
   now: string
+  /** The outcomes of the run's task steps closed so far, by step name. */
+  tasks: TaskOutcomes
+}
+
+/** A closed task as later steps read it: `approved` or `rejected`, what the deciding form held, who decided (emails, comma-separated). */
+export interface TaskOutcome {
+  taskId: string
+  decision: string
+  input: Record<string, unknown> | null
+  decidedBy: string
+}
+export type TaskOutcomes = ReadonlyMap<string, TaskOutcome>
+
+/** The value at `tasks.<step>.<path>` of the run's task outcomes, or undefined (a condition's field, a template's variable). */
+export function taskField(tasks: TaskOutcomes, path: string): unknown {
+  const [, name, ...rest] = path.split('.')
+  const outcome = name === undefined ? undefined : tasks.get(name)
+  return outcome === undefined ? undefined : recordField(outcome as unknown as Record<string, unknown>, rest.join('.'))
 }
 
 /**
@@ -25,12 +46,9 @@ function lookup(name: string, vars: TemplateVariables): string {
   if (name === 'workflow.name') return vars.workflowName
   if (name === 'run.id') return vars.runId
   if (name === 'now') return vars.now
-  if (name.startsWith('record.')) {
-    const value = recordField(vars.record, name.slice('record.'.length))
-    if (value === undefined || value === null) return ''
-    return typeof value === 'object' ? JSON.stringify(value) : String(value)
-  }
-  return ''
+  const value = name.startsWith('record.') ? recordField(vars.record, name.slice('record.'.length)) : name.startsWith('tasks.') ? taskField(vars.tasks, name) : undefined
+  if (value === undefined || value === null) return ''
+  return typeof value === 'object' ? JSON.stringify(value) : String(value)
 }
 
 export function renderTemplate<T>(value: T, vars: TemplateVariables): T {

@@ -25,13 +25,13 @@ function pathProject(params: unknown): string | undefined {
 }
 
 /**
- * Where a route's path reaches a project's data (still raw): the project it names, or the run it is found from. A
+ * Where a route's path reaches a project's data (still raw): the project it names, or the run or task it is found from. A
  * route whose path reaches a project through another id adds that id here (test/project-access.test.ts enumerates
  * the routes and fails on one it cannot fill in).
  */
 function pathPlace(params: unknown): ProjectPlace {
   const path = (params ?? {}) as Record<string, string | undefined>
-  return { projectName: path.projectName ?? path.project, runId: path.runId }
+  return { projectName: path.projectName ?? path.project, runId: path.runId, taskId: path.taskId }
 }
 
 /** Identities resolved in `transform`, read back in `resolve` (keyed by the request object, so never shared). */

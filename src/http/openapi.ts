@@ -36,6 +36,7 @@ export const TAGS = [
   { name: 'admin-logs', description: 'Changes to a project’s configuration (public API; admin role).' },
   { name: 'webhooks', description: 'Starting a workflow run through its signed webhook URL, and the trigger settings.' },
   { name: 'runs', description: 'Workflow runs: read, cancel, retry, start by hand, list.' },
+  { name: 'tasks', description: 'Tasks of task steps: the people a run asks to approve or reject, with a form; listing, reading and deciding them.' },
   { name: 'callbacks', description: 'Completion callbacks: a workflow’s signed endpoints (project admins), and a run’s deliveries with their attempts.' },
   { name: 'workflows', description: 'Publishing workflow definitions.' },
   { name: 'mcp', description: 'The Model Context Protocol endpoint: the public API as tools for AI agents, with the same tokens, scopes and activity log (docs/mcp.md).' },

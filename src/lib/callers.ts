@@ -42,11 +42,12 @@ export interface AccountCaller {
 
 /**
  * Where a call reaches a project's data, as its path says: the project it names (`:projectName`, the console's
- * `:project`), or the run the project is found from (`:runId`). Raw: read before the path is validated.
+ * `:project`), or the run or task the project is found from (`:runId`, `:taskId`). Raw: read before the path is validated.
  */
 export interface ProjectPlace {
   projectName?: string
   runId?: string
+  taskId?: string
 }
 
 /** The auth decision as the routes' plugin calls it; each method throws the 401/403/429 it decides. */

@@ -8,6 +8,8 @@ import { join } from 'node:path'
 import { migrate } from '../../src/db/migrate.ts'
 import { openStore, type SqliteStore, type Store } from '../../src/db/open.ts'
 import type { NewRun } from '../../src/db/queue.ts'
+import { insertTask, type NewTask } from '../../src/db/tasks.ts'
+import { writeNow } from '../../src/db/write.ts'
 import { type Clock, systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
 import { type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
@@ -211,4 +213,20 @@ export async function startRefundWithSession(app: { handle(request: Request): Pr
   )
   if (started.status !== 202) throw new Error(`starting Refund order on ${recordId}: ${started.status} ${await started.text()}`)
   return ((await started.json()) as { runId: string }).runId
+}
+
+/**
+ * An open task on the run, as a task step would open it (assigned to the workflow's team), for tests whose runs no
+ * executor takes: its id.
+ */
+export async function openTaskOnRun(store: Store, clock: Clock, runId: string, options: Partial<NewTask> = {}): Promise<string> {
+  const run = queryOne<{ workflow_id: number; environment_id: number; user_id: number; record_id: string }>(store, 'SELECT workflow_id, environment_id, user_id, record_id FROM runs WHERE id = ?', runId)
+  if (!run) throw new Error(`no run ${runId}`)
+  const place = queryOne<{ team_id: number; collection_id: number }>(store, 'SELECT g.team_id, w.collection_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE w.id = ?', run.workflow_id)!
+  const task: NewTask = {
+    runId, stepIndex: 0, stepName: 'approve', environmentId: run.environment_id, workflowId: run.workflow_id, teamId: place.team_id, collectionId: place.collection_id,
+    recordId: run.record_id, requesterId: run.user_id, title: 'Approve?', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null,
+    onTimeout: 'fail', escalateTo: null, teamIds: [place.team_id], userIds: [], ...options,
+  }
+  return (await writeNow(store, () => insertTask(task, clock.now()))).id
 }

@@ -3,7 +3,7 @@
  * alice — her password set, an instance administrator, admin of Acme — with an all-scopes token (the first token, id
  * `tokenId`) and a session; a workflow of its own with its webhook on (`Hooked`, so the calls on `Refund order` leave
  * its URL alone), a run, a note, two more tokens of alice's, an invitation of dave's, a completion callback on each
- * workflow and a failed delivery of the run. `known` holds a real value for
+ * workflow and a failed delivery of the run, an open task (on a second run) that alice may decide. `known` holds a real value for
  * each path parameter and body field the document names, by name (an `id` by the collection before it: `notes/id`).
  */
 import { read } from '../../src/db/read.ts'
@@ -12,7 +12,7 @@ import { SESSION_COOKIE } from '../../src/lib/session-cookie.ts'
 import { createSession } from '../../src/modules/auth/sessions.ts'
 import { createInvitation } from '../../src/modules/users/invitations.ts'
 import { execute, request, runNow, testApp, type TestEnv } from '../helpers.ts'
-import { acmeDocument, applyAcme, hookPath, tokenFor } from './acme.ts'
+import { acmeDocument, applyAcme, hookPath, openTaskOnRun, tokenFor } from './acme.ts'
 import type { Json } from './openapi-requests.ts'
 
 export const ALICE = { email: 'alice@example.com', password: 'alice-demo-pass-2026' }
@@ -67,6 +67,10 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
   known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
   const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Hooked', teamName: 'Support', recordId: 'ord_1002' })
   known.runId = ((await run.json()) as Json).runId
+  // An open task on a run of its own (cancelling the fixture's run would cancel it): alice started the run, and may
+  // decide its task (the first valid decision closes it; later ones are 409).
+  const asked = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Hooked', teamName: 'Support', recordId: 'ord_1003' })
+  known.taskId = await openTaskOnRun(env.store, env.clock, ((await asked.json()) as Json).runId, { allowRequester: true })
   // A completion callback on each workflow, and a failed delivery of the run (set in place: the run stays queued, for
   // the routes that act on an active run; no worker sends it), which a resend can send again.
   const callbacks = (workflow: string) => `/v1/project/Acme/environment/production/team/Support/workflows/${workflow}/callbacks`

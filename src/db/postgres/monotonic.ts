@@ -34,6 +34,8 @@ export const PG_LISTS = {
   activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4 },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
+  /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
+  tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   /**
    * Not a list of times but of ids: an environment's run events take their ids and commit one after another under
    * it (../run-events.ts). Always the last lock a transaction takes (`lockListScope` refuses any after it).

@@ -1,17 +1,19 @@
 import type { Step } from '../../modules/workflows/definition.ts'
+import { taskNameOf } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
-import { recordField } from '../template.ts'
+import { recordField, taskField } from '../template.ts'
 import { loadRecordAs } from './data-access.ts'
 
 type Condition = Extract<Step, { type: 'condition' }>
 
 /**
- * Tests one field of the record, read afresh as the run's user (a `wait` may have passed since the load);
- * when false, `else` ends the run (default) or fails it.
+ * Tests one field of the record, read afresh as the run's user (a `wait` may have passed since the load), or of a
+ * closed task's outcome (`tasks.<step>.…`: no record read); when false, `else` ends the run (default) or fails it.
  */
 export const runCondition: StepRunner<Condition> = async (ctx, step) => function* (reads) {
-  const { data } = yield* loadRecordAs(ctx.target, 'read', reads)
-  const value = recordField(data, step.if.field)
+  const ofTask = taskNameOf(step.if.field) !== null
+  const data = ofTask ? undefined : (yield* loadRecordAs(ctx.target, 'read', reads)).data
+  const value = ofTask ? taskField(ctx.tasks, step.if.field) : recordField(data ?? null, step.if.field)
   const checks: boolean[] = []
   if (step.if.equals !== undefined) checks.push(value === step.if.equals)
   if (step.if.notEquals !== undefined) checks.push(value !== step.if.notEquals)

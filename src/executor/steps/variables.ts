@@ -9,5 +9,6 @@ export function templateVariables(ctx: StepContext, record: Record<string, unkno
     workflowName: ctx.target.workflowName,
     runId: ctx.target.run.id,
     now: toIso(ctx.clock.now()),
+    tasks: ctx.tasks,
   }
 }

@@ -53,7 +53,7 @@ export const DOCUMENTED_ACTIVITY_ACTIONS = [
   'resumeWorkflow',
 ] as const
 /** Trellis's extension actions (DESIGN §7): what the document has no value for. Listed only with `extensions=true`. */
-export const EXTENSION_ACTIVITY_ACTIONS = ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow'] as const
+export const EXTENSION_ACTIVITY_ACTIONS = ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow', 'closeTask'] as const
 export const ACTIVITY_ACTIONS = [...DOCUMENTED_ACTIVITY_ACTIONS, ...EXTENSION_ACTIVITY_ACTIONS] as const
 export type ActivityAction = (typeof ACTIVITY_ACTIONS)[number]
 

@@ -20,6 +20,7 @@ import { hasScope } from '../../lib/access.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { findProjectByName, isAdminOf, isMemberOf, type Project, requireProject } from '../directory/projects.ts'
 import { findRunWithWorkflow } from '../../db/runs.ts'
+import { findTask } from '../../db/tasks.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import { hashTokenValue, looksLikeToken } from '../../lib/token-value.ts'
 import { findSession } from './sessions.ts'
@@ -164,7 +165,7 @@ export class CallerAuthenticator implements CallerAuth {
     if (!session) throw unauthorized('Sign in, or send a Bearer token')
     this.refuseCrossOrigin(request)
     const caller: AccountCaller = { user: session.user, viaSso: session.viaSso, tokenProjectId: null, token: null }
-    if (place.projectName !== undefined || place.runId !== undefined) await read(this.store, requirePlaceAccess(caller, place))
+    if (place.projectName !== undefined || place.runId !== undefined || place.taskId !== undefined) await read(this.store, requirePlaceAccess(caller, place))
     return caller
   }
 
@@ -229,6 +230,11 @@ export function* requirePlaceAccess(caller: AccountCaller, place: ProjectPlace):
   if (place.runId !== undefined) {
     const found = yield* findRunWithWorkflow(place.runId)
     if (found) yield* requireProjectAccessOrManage(caller, found.project, () => notFound(`Run ${place.runId} not found`))
+    return
+  }
+  if (place.taskId !== undefined) {
+    const found = yield* findTask(place.taskId)
+    if (found) yield* requireProjectAccessOrManage(caller, found.project, () => notFound(`Task ${place.taskId} not found`))
     return
   }
   const project = yield* findProjectByName(place.projectName!)

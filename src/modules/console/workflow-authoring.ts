@@ -89,7 +89,13 @@ function stepText(step: Step): Html {
       return html`Call <code>${step.method} ${step.url}</code>${step.headers ? html` with headers ${Object.keys(step.headers).join(', ')}` : ''}${step.body === undefined ? '' : ' and a body'}; timeout ${step.timeoutSeconds ?? 30} s, ${step.retries ?? 0} retries`
     case 'wait':
       return html`Wait ${waitText(step.seconds)}`
+    case 'task':
+      return html`Ask ${peopleText(step.assignees)} “${step.title}”${(step.approvals ?? 1) > 1 ? ` (${step.approvals} approvals)` : ''}${step.form ? ' with a form' : ''}; when rejected ${step.onReject === 'end' ? 'end the run' : step.onReject === 'continue' ? 'go on' : 'fail the run'}`
   }
+}
+
+function peopleText(people: { teams?: string[]; users?: string[] }): string {
+  return [...(people.teams ?? []).map((team) => `team ${team}`), ...(people.users ?? [])].join(', ')
 }
 
 export function stepsList(definition: WorkflowDefinition): Html {
@@ -104,6 +110,7 @@ export const STEP_TEMPLATES: { [K in StepType]: Extract<Step, { type: K }> } = {
   note: { type: 'note', title: 'Checked', content: 'Checked by {{workflow.name}} at {{now}}' },
   http: { type: 'http', method: 'POST', url: 'https://example.com/hook', body: { recordId: '{{record.id}}' }, timeoutSeconds: 10 },
   wait: { type: 'wait', seconds: 60 },
+  task: { type: 'task', name: 'approve', title: 'Approve {{record.id}}?', assignees: { teams: ['Support'] } },
 }
 
 /** The editor: the definition as JSON; editor.js checks its syntax, sends it, and puts each error beside its line. */
@@ -111,7 +118,7 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
   const text = definition ? editableDefinition(definition) : ''
   const rows = Math.min(30, Math.max(8, text.split('\n').length + 1))
   return html`<form id="workflow-editor" data-editor data-method="PUT" action="${workflowApi(place, name)}" data-page="${workflowPagePath(place, name)}">
-<p class="muted">The definition as JSON: <code>collection</code>, optional <code>concurrency</code>, and <code>steps</code> (types: load, condition, update, note, http, wait; see <a href="/docs">the API reference</a>). Publishing makes a new version when it differs from the active one; the webhook URL stays the same.</p>
+<p class="muted">The definition as JSON: <code>collection</code>, optional <code>concurrency</code>, and <code>steps</code> (types: load, condition, update, note, http, wait, task; see <a href="/docs">the API reference</a>). Publishing makes a new version when it differs from the active one; the webhook URL stays the same.</p>
 <div class="editor"><pre class="gutter" aria-hidden="true"></pre><textarea name="definition" rows="${rows}" wrap="off" spellcheck="false" autocapitalize="off" autocomplete="off" aria-label="Workflow definition (JSON)" aria-describedby="editor-problems">${text}</textarea></div>
 <ul id="editor-problems" class="editor-problems" role="alert"></ul>
 <p class="editor-result" role="status"></p>

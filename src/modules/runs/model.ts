@@ -20,7 +20,7 @@ export const RunAccepted = t.Object({ runId: t.String({ format: 'uuid' }) }, { $
 const RunStep = t.Object({
   index: Integer({ minimum: 0 }),
   name: t.String(),
-  type: t.String({ description: 'load, condition, update, note, http or wait' }),
+  type: t.String({ description: 'load, condition, update, note, http, wait or task' }),
   status: t.String({
     enum: ['succeeded', 'failed', 'waiting', 'cancelled'],
     description: '`waiting`: a `wait` step whose time has not passed yet; `cancelled`: a wait the run was cancelled during',

@@ -15,6 +15,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog, type Channel } from '../activity-logs/service.ts'
 import { userObject } from '../directory/users.ts'
+import { cancelTasksOfRun } from '../tasks/service.ts'
 import type { Op } from '../../db/op.ts'
 
 export type { TriggerTarget }
@@ -182,10 +183,11 @@ export interface RunActor {
   via?: Channel
 }
 
-/** Cancels an active run with an `abortWorkflow` entry; 409 when it already finished. */
+/** Cancels an active run with an `abortWorkflow` entry, and the task it waits on; 409 when it already finished. */
 export function* cancelRun(clock: Clock, runId: string, actor: RunActor): Op<void> {
   const found = yield* findRunWithWorkflow(runId)
   if (!found) throw new Error(`run ${runId} vanished`)
+  const taskEvents = yield* cancelTasksOfRun(clock, found.run, found, actor)
   if (!(yield* cancelActiveRun(runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   yield* appendActivityLog(clock, {
     environmentId: found.run.environmentId,
@@ -201,5 +203,5 @@ export function* cancelRun(clock: Clock, runId: string, actor: RunActor): Op<voi
     workflow: { name: found.workflowName, runId },
   })
   const { environmentId, workflowId, recordId } = found.run
-  yield* appendRunEvents([{ runId, environmentId, workflowId, recordId, type: 'run.cancelled', status: 'cancelled', at: clock.now() }])
+  yield* appendRunEvents([...taskEvents, { runId, environmentId, workflowId, recordId, type: 'run.cancelled', status: 'cancelled', at: clock.now() }])
 }

@@ -5,6 +5,8 @@
 import { type Static, Type as T } from '@sinclair/typebox'
 import { canonicalJson } from '../../lib/json.ts'
 import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage } from '../../lib/outbound/url-template.ts'
+import { formSchemaProblems } from '../../lib/form-schema.ts'
+import { TASK_REJECT_ACTIONS, TASK_TIMEOUT_ACTIONS } from '../../lib/task-statuses.ts'
 import { type Problem, schemaProblems } from '../../lib/validation.ts'
 
 const Name = T.String({ minLength: 1, maxLength: 200 })
@@ -13,6 +15,22 @@ const Scalar = T.Union([T.String({ maxLength: 10_000 }), T.Number(), T.Boolean()
 const AnyJson = T.Union([T.String(), T.Number(), T.Boolean(), T.Null(), T.Array(T.Unknown()), T.Record(T.String(), T.Unknown())], {
   description: 'Any JSON value',
 })
+
+/** Who may decide a task: teams of the workflow's project by name, members by email. */
+const TaskPeople = (description: string) =>
+  T.Object(
+    {
+      teams: T.Optional(T.Array(T.String({ minLength: 1, maxLength: 200 }), { maxItems: 50, uniqueItems: true })),
+      users: T.Optional(T.Array(T.String({ minLength: 3, maxLength: 320 }), { maxItems: 50, uniqueItems: true })),
+    },
+    { additionalProperties: false, description },
+  )
+
+/** The longest deadline a task may have. */
+export const MAX_TASK_DUE_SECONDS = 365 * 24 * 3600
+const DueUnit = T.Optional(T.Integer({ minimum: 0, maximum: MAX_TASK_DUE_SECONDS }))
+/** Seconds in each unit of `dueIn`. */
+export const DUE_UNIT_SECONDS = { seconds: 1, minutes: 60, hours: 3600, days: 86_400 } as const
 
 export const STEP_SCHEMAS = {
   load: T.Object({ type: T.Literal('load'), name: StepName }, { additionalProperties: false }),
@@ -69,6 +87,24 @@ export const STEP_SCHEMAS = {
       type: T.Literal('wait'),
       name: StepName,
       seconds: T.Integer({ minimum: 1, maximum: 30 * 24 * 3600 }),
+    },
+    { additionalProperties: false },
+  ),
+  task: T.Object(
+    {
+      type: T.Literal('task'),
+      name: T.String({ minLength: 1, maxLength: 100, pattern: '^[A-Za-z_][\\w-]*$', description: 'Unique in the workflow; templates read the outcome as tasks.<name>.…' }),
+      title: T.String({ minLength: 1, maxLength: 500, description: 'What is asked (templates allowed)' }),
+      assignees: TaskPeople('Who may decide (at least one team or user); project admins may always'),
+      approvals: T.Optional(T.Integer({ minimum: 1, maximum: 100, description: 'Distinct approvals needed (default 1); one rejection rejects' })),
+      allowRequester: T.Optional(T.Boolean({ description: "Whether the run's user may decide (default false)" })),
+      form: T.Optional(T.Record(T.String(), T.Unknown(), { description: 'A JSON Schema (type object) of what a decider fills in: the documented subset' })),
+      dueIn: T.Optional(
+        T.Object({ seconds: DueUnit, minutes: DueUnit, hours: DueUnit, days: DueUnit }, { additionalProperties: false, minProperties: 1, description: 'The deadline after the task opens (at most 365 days)' }),
+      ),
+      onTimeout: T.Optional(T.Union(TASK_TIMEOUT_ACTIONS.map((a) => T.Literal(a)), { description: 'At the deadline (default fail)' })),
+      escalateTo: T.Optional(TaskPeople('With onTimeout: escalate, added as assignees at the deadline')),
+      onReject: T.Optional(T.Union(TASK_REJECT_ACTIONS.map((a) => T.Literal(a)), { description: 'When rejected: fail the run (default), end it, or continue' })),
     },
     { additionalProperties: false },
   ),
@@ -145,7 +181,14 @@ export interface WorkflowDefinition {
   steps: Step[]
 }
 
-const TEMPLATE_VARIABLE = /^(record\.[A-Za-z_][\w.-]*|workflow\.name|run\.id|now)$/
+const TEMPLATE_VARIABLE = /^(record\.[A-Za-z_][\w.-]*|workflow\.name|run\.id|now|tasks\.[A-Za-z_][\w-]*\.(decision|decidedBy|input\.[A-Za-z_][\w.-]*))$/
+/** A path into a task's outcome (`tasks.approve.input.amount`): the task step's name. */
+const TASK_PATH = /^tasks\.([A-Za-z_][\w-]*)\./
+
+/** The task step a template variable or condition field reads (`tasks.<name>.…`), or null. */
+export function taskNameOf(path: string): string | null {
+  return TASK_PATH.exec(path)?.[1] ?? null
+}
 
 /** Every `{{…}}` in a string must be one of the known variables. */
 function templateProblems(value: unknown, path: string): Problem[] {
@@ -154,7 +197,7 @@ function templateProblems(value: unknown, path: string): Problem[] {
       .filter((m) => !TEMPLATE_VARIABLE.test(m[1] ?? ''))
       .map((m) => ({
         path,
-        message: `unknown template variable {{${m[1]}}} (use record.<field>, record.id, workflow.name, run.id or now)`,
+        message: `unknown template variable {{${m[1]}}} (use record.<field>, record.id, workflow.name, run.id, now or tasks.<step>.decision|decidedBy|input.<field>)`,
       }))
   }
   if (Array.isArray(value)) return value.flatMap((v, i) => templateProblems(v, `${path}[${i}]`))
@@ -190,14 +233,55 @@ export function workflowDefinitionProblems(value: unknown, base = ''): Problem[]
     const name = stepLabel(step, index)
     if (names.has(name)) problems.push({ path: `${label}.name`, message: `duplicate step name "${name}"` })
     names.add(name)
-    if (step.type === 'condition' && !steps.slice(0, index).some((s) => (s as Step).type === 'load')) {
+    const before = steps.slice(0, index) as Step[]
+    if (step.type === 'condition' && taskNameOf(step.if.field) === null && !before.some((s) => s.type === 'load')) {
       problems.push({ path: label, message: 'a condition needs a load step before it' })
     }
     problems.push(...templateProblems(raw, label))
+    problems.push(...taskReferenceProblems(raw, label, before))
+    if (step.type === 'task') problems.push(...taskStepProblems(step, label))
     const inHead = step.type === 'http' ? placeholderInHead(step.url) : null
     if (inHead !== null) problems.push({ path: `${label}.url`, message: placeholderInHeadMessage(inHead) })
   })
   return problems
+}
+
+/** Every `tasks.<name>.…` a step reads (its templates, a condition's field) must name a task step before it. */
+function taskReferenceProblems(raw: unknown, label: string, before: Step[]): Problem[] {
+  const tasks = new Set(before.filter((s) => s.type === 'task').map((s) => s.name))
+  const paths: string[] = []
+  const walk = (value: unknown): void => {
+    if (typeof value === 'string') for (const m of value.matchAll(PLACEHOLDER)) paths.push(m[1] ?? '')
+    else if (Array.isArray(value)) value.forEach(walk)
+    else if (value && typeof value === 'object') Object.values(value).forEach(walk)
+  }
+  walk(raw)
+  const field = (raw as { type: string; if?: { field?: unknown } }).if?.field
+  if ((raw as { type: string }).type === 'condition' && typeof field === 'string') paths.push(field)
+  return [...new Set(paths.map(taskNameOf).filter((name): name is string => name !== null && !tasks.has(name)))].map((name) => ({
+    path: label,
+    message: `reads tasks.${name}, but no task step named "${name}" comes before it`,
+  }))
+}
+
+/** What a task step needs besides its shape: someone to ask, a form in the subset, escalation only with escalate. */
+function taskStepProblems(step: Extract<Step, { type: 'task' }>, label: string): Problem[] {
+  const problems: Problem[] = []
+  const nobody = (people: { teams?: string[]; users?: string[] } | undefined) => (people?.teams?.length ?? 0) + (people?.users?.length ?? 0) === 0
+  if (nobody(step.assignees)) problems.push({ path: `${label}.assignees`, message: 'must name at least one team or user' })
+  if (step.form !== undefined) problems.push(...formSchemaProblems(step.form, `${label}.form`))
+  if (step.onTimeout === 'escalate' && nobody(step.escalateTo)) problems.push({ path: `${label}.escalateTo`, message: 'must name at least one team or user with onTimeout: escalate' })
+  if (step.onTimeout !== 'escalate' && step.escalateTo !== undefined) problems.push({ path: `${label}.escalateTo`, message: 'is only used with onTimeout: escalate' })
+  if (step.onTimeout !== undefined && step.dueIn === undefined) problems.push({ path: `${label}.onTimeout`, message: 'needs a dueIn deadline' })
+  const due = dueInSeconds(step)
+  if (due !== null && (due < 1 || due > MAX_TASK_DUE_SECONDS)) problems.push({ path: `${label}.dueIn`, message: 'must add up to between 1 second and 365 days' })
+  return problems
+}
+
+/** A task step's deadline after it opens, in seconds (null without one). */
+export function dueInSeconds(step: Pick<Extract<Step, { type: 'task' }>, 'dueIn'>): number | null {
+  if (step.dueIn === undefined) return null
+  return Object.entries(step.dueIn).reduce((sum, [unit, n]) => sum + (n ?? 0) * DUE_UNIT_SECONDS[unit as keyof typeof DUE_UNIT_SECONDS], 0)
 }
 
 function isObjectWithSteps(value: unknown): boolean {

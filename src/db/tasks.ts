@@ -1,0 +1,382 @@
+/**
+ * Tasks' storage (docs/workflows.md "Task steps"): a `task` step's task, its assignees and its decisions, written
+ * once for both stores (./query.ts). The rules many writers race on are the database's:
+ * - one decision per user per task: the primary key of `task_decisions` (`insertDecision` answers whether it wrote);
+ * - a task closes exactly once: every change of its status is an UPDATE guarded by `status = 'open'` (`closeTask`,
+ *   `cancelOpenTasksOfRun`; a deadline's timer will expire a task the same way);
+ * - the quorum is counted in the deciding transaction, under the task's row lock (`lockTask`: PostgreSQL's
+ *   `FOR UPDATE`; SQLite's one writer holds it already), so two approvals committing at once both see each other.
+ *
+ * A task's id is a UUIDv7 made from its `createdAt` (µs, strictly increasing per environment: ./monotonic.ts), the
+ * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
+ * `createdAt` exactly, as the runs list does.
+ */
+import { and, asc, count, eq, sql } from 'drizzle-orm'
+import type { DateFilter } from '../lib/date-filter.ts'
+import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
+import type { TaskStatus } from '../lib/task-statuses.ts'
+import { nextCreatedAt } from './monotonic.ts'
+import type { Op } from './op.ts'
+import { type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
+import { placeholders, statement } from './query.ts'
+import type { tasks } from './schema.ts'
+
+export type TaskRow = typeof tasks.$inferSelect
+
+/** An environment's tasks: their createdAt order. */
+const TASK_TIMES = { name: 'tasks', table: 'tasks', scope: 'environmentId' } as const satisfies TimeOrderedList
+
+const ph = (name: string) => sql.placeholder(name)
+
+/** A UUIDv7 whose time is `createdAt`: its milliseconds in the 48-bit field, the microseconds in the next 12 bits. */
+export function taskIdAt(createdAt: Micros): string {
+  const ms = Math.floor(createdAt / 1000)
+  const hex = ms.toString(16).padStart(12, '0')
+  const sub = (createdAt - ms * 1000).toString(16).padStart(3, '0')
+  const random = crypto.getRandomValues(new Uint8Array(8))
+  random[0] = (random[0]! & 0x3f) | 0x80
+  const tail = [...random].map((b) => b.toString(16).padStart(2, '0')).join('')
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-7${sub}-${tail.slice(0, 4)}-${tail.slice(4)}`
+}
+
+// ── Opening ───────────────────────────────────────────────────────────────────
+
+/** A task to open: the step and run it belongs to, the question, who may decide (ids resolved), the deadline. */
+export interface NewTask {
+  runId: string
+  stepIndex: number
+  stepName: string
+  environmentId: number
+  workflowId: number
+  teamId: number
+  collectionId: number
+  recordId: string
+  requesterId: number
+  title: string
+  approvalsRequired: number
+  allowRequester: boolean
+  /** JSON text of the form's schema, or null. */
+  form: string | null
+  dueAt: number | null
+  onTimeout: string
+  /** JSON text of `escalateTo` as written, or null. */
+  escalateTo: string | null
+  teamIds: number[]
+  userIds: number[]
+}
+
+const INSERT_TASK = statement('tasks.insert', ({ db, t }) =>
+  db
+    .insert(t.tasks)
+    .values({
+      ...placeholders('id', 'runId', 'stepIndex', 'stepName', 'environmentId', 'workflowId', 'teamId', 'collectionId', 'recordId', 'requesterId', 'title'),
+      ...placeholders('approvalsRequired', 'allowRequester', 'form', 'dueAt', 'onTimeout', 'escalateTo', 'createdAt'),
+      status: 'open',
+    }),
+)
+const INSERT_TEAM_ASSIGNEE = statement('tasks.assign-team', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'teamId')))
+const INSERT_USER_ASSIGNEE = statement('tasks.assign-user', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'userId')))
+
+/** Opens the task (in the transaction of the step that asks), its assignees with it; answers its id and `createdAt`. */
+export function* insertTask(task: NewTask, now: Millis): Op<{ id: string; createdAt: Micros }> {
+  const createdAt = yield* nextCreatedAt(TASK_TIMES, task.environmentId, now)
+  const id = taskIdAt(createdAt)
+  const { teamIds, userIds, ...columns } = task
+  yield* INSERT_TASK.exec({ ...columns, id, createdAt })
+  for (const teamId of teamIds) yield* INSERT_TEAM_ASSIGNEE.exec({ taskId: id, teamId })
+  for (const userId of userIds) yield* INSERT_USER_ASSIGNEE.exec({ taskId: id, userId })
+  return { id, createdAt }
+}
+
+const TASK_OF_STEP = statement('tasks.of-step', ({ db, t }) =>
+  db
+    .select({ id: t.tasks.id, status: t.tasks.status })
+    .from(t.tasks)
+    .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.stepIndex, ph('stepIndex')))),
+)
+
+/** The task a run's step opened, if any (`tasks_run_step_unique`: at most one). */
+export function findTaskOfStep(runId: string, stepIndex: number): Op<{ id: string; status: TaskStatus } | undefined> {
+  return TASK_OF_STEP.row({ runId, stepIndex }) as Op<{ id: string; status: TaskStatus } | undefined>
+}
+
+// ── Deciding ──────────────────────────────────────────────────────────────────
+
+const TASK = statement('tasks.find', ({ db, t }) =>
+  db
+    .select({ task: t.tasks, workflowName: t.workflows.name, projectId: t.environments.projectId, project: { id: t.projects.id, name: t.projects.name, sso: t.projects.sso } })
+    .from(t.tasks)
+    .innerJoin(t.workflows, eq(t.workflows.id, t.tasks.workflowId))
+    .innerJoin(t.environments, eq(t.environments.id, t.tasks.environmentId))
+    .innerJoin(t.projects, eq(t.projects.id, t.environments.projectId))
+    .where(eq(t.tasks.id, ph('id'))),
+)
+
+/** A task with its workflow's name and its project (the access decision's), or undefined. */
+export function findTask(id: string) {
+  return TASK.row({ id })
+}
+
+const LOCK_TASK = statement('tasks.lock', (d) => d.forUpdate(d.db.select().from(d.t.tasks).where(eq(d.t.tasks.id, ph('id')))))
+
+/** The task, its row held until the transaction ends (PostgreSQL: `FOR UPDATE`): decisions on one task take turns. */
+export function lockTask(id: string): Op<TaskRow | undefined> {
+  return LOCK_TASK.row({ id })
+}
+
+const MAY_DECIDE = statement('tasks.assigned', ({ db, t }) =>
+  db
+    .select({ n: count() })
+    .from(t.taskAssignees)
+    .where(
+      and(
+        eq(t.taskAssignees.taskId, ph('taskId')),
+        sql`(${t.taskAssignees.userId} = ${ph('userId')} OR ${t.taskAssignees.teamId} IN (SELECT team_id FROM team_members WHERE user_id = ${ph('userId')}))`,
+      ),
+    ),
+)
+
+/** Whether the task names the user, or one of the user's teams, among its assignees. */
+export function* isAssignee(taskId: string, userId: number): Op<boolean> {
+  return ((yield* MAY_DECIDE.row({ taskId, userId }))?.n ?? 0) > 0
+}
+
+/** A decision to record. */
+export interface NewDecision {
+  taskId: string
+  userId: number
+  decision: 'approve' | 'reject'
+  comment: string | null
+  /** JSON text of the form's values, or null. */
+  input: string | null
+  idempotencyKey: string | null
+  requestHash: string | null
+  createdAt: Micros
+}
+
+const INSERT_DECISION = statement('tasks.decide', ({ db, t }) =>
+  db
+    .insert(t.taskDecisions)
+    .values(placeholders('taskId', 'userId', 'decision', 'comment', 'input', 'idempotencyKey', 'requestHash', 'createdAt'))
+    .onConflictDoNothing({ target: [t.taskDecisions.taskId, t.taskDecisions.userId] })
+    .returning({ userId: t.taskDecisions.userId }),
+)
+
+/** Records the decision; false when the user already decided the task (the primary key said so) and nothing was written. */
+export function* insertDecision(decision: NewDecision): Op<boolean> {
+  return (yield* INSERT_DECISION.rows({ ...decision })).length === 1
+}
+
+const DECISION_OF = statement('tasks.decision-of', ({ db, t }) =>
+  db
+    .select({ idempotencyKey: t.taskDecisions.idempotencyKey, requestHash: t.taskDecisions.requestHash })
+    .from(t.taskDecisions)
+    .where(and(eq(t.taskDecisions.taskId, ph('taskId')), eq(t.taskDecisions.userId, ph('userId')))),
+)
+
+/** The user's decision on the task: the key and body hash it was sent with. */
+export function findDecision(taskId: string, userId: number) {
+  return DECISION_OF.row({ taskId, userId })
+}
+
+const LATEST_DECISION = statement('tasks.latest-decision', ({ db, t }) =>
+  db
+    .select({ at: sql<number | null>`max(${t.taskDecisions.createdAt})`.mapWith(Number) })
+    .from(t.taskDecisions)
+    .where(eq(t.taskDecisions.taskId, ph('taskId'))),
+)
+
+/** A new decision's `createdAt` (µs): after every earlier decision on the task (read under the task's lock), so their order is time order. */
+export function* nextDecisionCreatedAt(taskId: string, now: Millis): Op<Micros> {
+  const latest = (yield* LATEST_DECISION.row({ taskId }))?.at ?? null
+  const at = microsFromMillis(now)
+  return (latest === null || latest < at ? at : latest + 1) as Micros
+}
+
+const APPROVALS = statement('tasks.approvals', ({ db, t }) =>
+  db
+    .select({ n: count() })
+    .from(t.taskDecisions)
+    .where(and(eq(t.taskDecisions.taskId, ph('taskId')), eq(t.taskDecisions.decision, 'approve'))),
+)
+
+/** The approvals the task has (this transaction's own included). */
+export function* countApprovals(taskId: string): Op<number> {
+  return (yield* APPROVALS.row({ taskId }))?.n ?? 0
+}
+
+const CLOSE = statement('tasks.close', ({ db, t }) =>
+  db
+    .update(t.tasks)
+    .set({ status: sql`${ph('status')}`, closedAt: sql`${ph('now')}` })
+    .where(and(eq(t.tasks.id, ph('id')), eq(t.tasks.status, 'open')))
+    .returning({ id: t.tasks.id }),
+)
+
+/** Closes an open task with `status`; false when it was no longer open (nothing written). */
+export function* closeTask(id: string, status: Exclude<TaskStatus, 'open'>, now: number): Op<boolean> {
+  return (yield* CLOSE.rows({ id, status, now })).length === 1
+}
+
+const CANCEL_OF_RUN = statement('tasks.cancel-of-run', ({ db, t }) =>
+  db
+    .update(t.tasks)
+    .set({ status: 'cancelled', closedAt: sql`${ph('now')}` })
+    .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.status, 'open')))
+    .returning({ id: t.tasks.id, stepIndex: t.tasks.stepIndex, stepName: t.tasks.stepName }),
+)
+
+/** Cancels the run's open task (a run waits on one at most); answers what it cancelled. */
+export function cancelOpenTasksOfRun(runId: string, now: number) {
+  return CANCEL_OF_RUN.rows({ runId, now })
+}
+
+// ── Reading ───────────────────────────────────────────────────────────────────
+
+/** A decision as rendered and as templates read it (`decidedBy`), oldest first. */
+export interface DecisionToRender {
+  taskId: string
+  user: { id: number; username: string; email: string }
+  decision: 'approve' | 'reject'
+  comment: string | null
+  input: string | null
+  createdAt: Micros
+}
+
+const DECISIONS = statement('tasks.decisions', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT x.task_id, ${n('u.id')}, u.username, u.email, x.decision, x.comment, x.input, ${n('x.created_at')}
+  FROM task_decisions x JOIN users u ON u.id = x.user_id
+  WHERE ${d.inJsonArray(sql.raw('x.task_id'), 'ids', 'text')}
+  ORDER BY x.created_at, u.id`)
+})
+
+/** The decisions on these tasks, oldest first. */
+export function* findDecisions(taskIds: string[]): Op<DecisionToRender[]> {
+  if (taskIds.length === 0) return []
+  const found = (yield* DECISIONS.rows({ ids: JSON.stringify(taskIds) })) as [string, number, string, string, 'approve' | 'reject', string | null, string | null, Micros][]
+  return found.map(([taskId, id, username, email, decision, comment, input, createdAt]) => ({ taskId, user: { id, username, email }, decision, comment, input, createdAt }))
+}
+
+const TASKS_TO_RENDER = statement('tasks.render', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT k.id, k.status, k.step_name, k.title, k.run_id, w.name, ${n('v.version')}, k.record_id, c.name, e.name, tm.name,
+    ${n('k.approvals_required')}, k.form, ${n('k.due_at')}, k.escalated, ${n('k.created_at')}, ${n('k.closed_at')}
+  FROM tasks k
+    JOIN runs r ON r.id = k.run_id
+    JOIN workflows w ON w.id = k.workflow_id
+    JOIN workflow_versions v ON v.id = r.workflow_version_id
+    JOIN environments e ON e.id = k.environment_id
+    JOIN teams tm ON tm.id = k.team_id
+    LEFT JOIN collections c ON c.id = k.collection_id
+  WHERE ${d.inJsonArray(sql.raw('k.id'), 'ids', 'text')}`)
+})
+
+const ASSIGNEES_TO_RENDER = statement('tasks.render.assignees', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT a.task_id, tm.name, ${n('u.id')}, u.username, u.email
+  FROM task_assignees a LEFT JOIN teams tm ON tm.id = a.team_id LEFT JOIN users u ON u.id = a.user_id
+  WHERE ${d.inJsonArray(sql.raw('a.task_id'), 'ids', 'text')}
+  ORDER BY tm.name, u.email`)
+})
+
+/** A task as its rendering reads it. */
+export interface TaskToRender {
+  id: string
+  status: TaskStatus
+  step: string
+  title: string
+  runId: string
+  workflowName: string
+  version: number
+  recordId: string
+  collection: string | null
+  environment: string
+  team: string
+  approvalsRequired: number
+  form: string | null
+  dueAt: number | null
+  escalated: boolean
+  createdAt: Micros
+  closedAt: number | null
+  teams: string[]
+  users: { id: number; username: string; email: string }[]
+  decisions: DecisionToRender[]
+}
+
+/** The tasks with these ids (in no order), each with its names, assignees and decisions. */
+export function* loadTasksToRender(ids: string[]): Op<TaskToRender[]> {
+  if (ids.length === 0) return []
+  const values = { ids: JSON.stringify(ids) }
+  const rows = (yield* TASKS_TO_RENDER.rows(values)) as unknown[][]
+  const assignees = (yield* ASSIGNEES_TO_RENDER.rows(values)) as [string, string | null, number | null, string | null, string | null][]
+  const decisions = yield* findDecisions(ids)
+  return rows.map((row) => {
+    const [id, status, step, title, runId, workflowName, version, recordId, collection, environment, team, approvalsRequired, form, dueAt, escalated, createdAt, closedAt] = row as [
+      string, TaskStatus, string, string, string, string, number, string, string | null, string, string, number, string | null, number | null, boolean | number, Micros, number | null,
+    ]
+    const mine = assignees.filter((a) => a[0] === id)
+    return {
+      id, status, step, title, runId, workflowName, version, recordId, collection, environment, team, approvalsRequired, form, dueAt,
+      escalated: Boolean(escalated), createdAt, closedAt,
+      teams: mine.flatMap(([, name]) => (name === null ? [] : [name])),
+      users: mine.flatMap(([, , userId, username, email]) => (userId === null ? [] : [{ id: userId, username: username!, email: email! }])),
+      decisions: decisions.filter((x) => x.taskId === id),
+    }
+  })
+}
+
+/** A task list's filters (names resolved to ids); undefined ones are left out. */
+export interface TaskFilters {
+  status?: TaskStatus
+  workflowIds?: number[]
+  teamId?: number
+  recordId?: string
+  /** Only the tasks this user may see (a member who is not a project admin): assigned to them or their teams, or asked by them. */
+  visibleTo?: number
+  /** Only the open tasks this user may decide now; `asAdmin`: a project admin, who may decide any. */
+  decidableBy?: { userId: number; asAdmin: boolean }
+}
+
+/** The task names the user or one of the user's teams (placeholder `me`). */
+const assignedTo = (d: { t: { tasks: { id: unknown } } }) =>
+  sql`EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = ${d.t.tasks.id} AND (a.user_id = ${ph('me')} OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ${ph('me')})))`
+
+/** One page of an environment's task ids, newest first (limit + 1 of them); a statement per shape of present filters. */
+export function* pageTaskIds(environmentId: number, filters: TaskFilters, dates: DateFilter[], limit: number): Op<string[]> {
+  const { workflowIds, status, teamId, recordId, visibleTo, decidableBy } = filters
+  if (workflowIds?.length === 0) return []
+  const ofWorkflows: PageCondition | undefined =
+    workflowIds === undefined
+      ? undefined
+      : { condition: ({ t, inJsonArray }) => inJsonArray(t.tasks.workflowId, 'workflowIds', 'integer'), values: { workflowIds: JSON.stringify(workflowIds) } }
+  const visible: PageCondition | undefined =
+    visibleTo === undefined ? undefined : { condition: (d) => sql`(${d.t.tasks.requesterId} = ${ph('me')} OR ${assignedTo(d)})`, values: { me: visibleTo } }
+  const decidable: PageCondition | undefined =
+    decidableBy === undefined
+      ? undefined
+      : {
+          condition: (d) =>
+            sql`${d.t.tasks.status} = 'open' AND (${d.t.tasks.allowRequester} OR ${d.t.tasks.requesterId} <> ${ph('me')})
+              AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = ${d.t.tasks.id} AND x.user_id = ${ph('me')})`,
+          values: { me: decidableBy.userId },
+        }
+  const assigned: PageCondition | undefined = decidableBy === undefined || decidableBy.asAdmin ? undefined : { condition: assignedTo, values: { me: decidableBy.userId } }
+  return yield* pageIds<string, 'tasks'>(
+    { name: 'tasks', table: 'tasks', equal: { environmentId, status, teamId, recordId }, dates, extra: { workflowIds: ofWorkflows, visible, decidable, assigned } },
+    limit,
+  )
+}
+
+const RECORDED_TASK_STEPS = statement('tasks.recorded-outputs', ({ db, t }) =>
+  db
+    .select({ name: t.runSteps.name, output: t.runSteps.output })
+    .from(t.runSteps)
+    .where(and(eq(t.runSteps.runId, ph('runId')), eq(t.runSteps.type, 'task')))
+    .orderBy(asc(t.runSteps.stepIndex)),
+)
+
+/** The outputs recorded by a run's task steps (its own and those a retry carried over), by step name. */
+export function* recordedTaskOutputs(runId: string): Op<Map<string, unknown>> {
+  return new Map((yield* RECORDED_TASK_STEPS.rows({ runId })).flatMap((row) => (row.output === null ? [] : [[row.name, JSON.parse(row.output) as unknown] as const])))
+}

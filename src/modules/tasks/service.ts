@@ -1,0 +1,354 @@
+/**
+ * Tasks (docs/workflows.md "Task steps"): a `task` step asks people to approve or reject, with a form; the run waits,
+ * holding no worker, until the task closes. Here: opening a task (the step's transaction), who sees and who may decide
+ * one, a decision with its quorum, cancelling a cancelled run's task, and the task as the API shows it. Each change
+ * writes its activity entry and its run event in its own transaction; the rules many deciders race on are the
+ * database's (src/db/tasks.ts).
+ */
+import { createHash } from 'node:crypto'
+import { findMemberRole } from '../../db/members.ts'
+import type { Op } from '../../db/op.ts'
+import { findTeamByName } from '../../db/projects.ts'
+import { wakeRunOfTask } from '../../db/queue.ts'
+import { appendRunEvents, type NewRunEvent } from '../../db/run-events.ts'
+import {
+  cancelOpenTasksOfRun,
+  closeTask,
+  countApprovals,
+  type DecisionToRender,
+  findDecision,
+  findDecisions,
+  findTask,
+  insertDecision,
+  insertTask,
+  isAssignee,
+  lockTask,
+  type NewTask,
+  nextDecisionCreatedAt,
+  loadTasksToRender,
+  pageTaskIds,
+  type TaskRow,
+  type TaskToRender,
+} from '../../db/tasks.ts'
+import { findUserByStoredEmail } from '../../db/users.ts'
+import { findWorkflowIdsNamed } from '../../db/workflows.ts'
+import type { DateFilter } from '../../lib/date-filter.ts'
+import { someHoldUnstorableText } from '../../lib/storable-text.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { conflict, forbidden, HttpError, notFound, unprocessable } from '../../lib/errors.ts'
+import { formInputProblems } from '../../lib/form-schema.ts'
+import { canonicalJson } from '../../lib/json.ts'
+import type { RunStatus } from '../../lib/run-statuses.ts'
+import type { TaskStatus } from '../../lib/task-statuses.ts'
+import { toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
+import { type ActivityAction, appendActivityLog, type Channel } from '../activity-logs/service.ts'
+import { requireProjectAccess } from '../auth/service.ts'
+import { isAdminOf } from '../directory/projects.ts'
+import { normalizeEmail, userObject } from '../directory/users.ts'
+
+// ── Opening ───────────────────────────────────────────────────────────────────
+
+/** Who a task step names (teams by name, users by email), as ids of the workflow's project. */
+export interface ResolvedPeople {
+  teamIds: number[]
+  userIds: number[]
+}
+
+/**
+ * The teams and members a task step names, in the workflow's project: `unknown` lists each name that is not one of its
+ * teams, and each email that is not one of its members (the step then fails the run, naming them).
+ */
+export function* resolvePeople(projectId: number, people: { teams?: string[]; users?: string[] }): Op<ResolvedPeople & { unknown: string[] }> {
+  const resolved: ResolvedPeople & { unknown: string[] } = { teamIds: [], userIds: [], unknown: [] }
+  for (const name of people.teams ?? []) {
+    const team = yield* findTeamByName(projectId, name)
+    if (team) resolved.teamIds.push(team.id)
+    else resolved.unknown.push(`team ${name}`)
+  }
+  for (const email of people.users ?? []) {
+    const user = yield* findUserByStoredEmail(normalizeEmail(email))
+    if (user && (yield* findMemberRole(projectId, user.id)) !== undefined) resolved.userIds.push(user.id)
+    else resolved.unknown.push(`user ${email}`)
+  }
+  return resolved
+}
+
+/** A task just opened, as those it concerns are told of it. */
+export interface OpenedTask extends NewTask {
+  id: string
+}
+
+/**
+ * Tells a new task's assignees it waits for them, in the transaction that opens it (so the telling commits with the
+ * task, or neither does). The inbox (`GET …/tasks?assignee=me`) and the run-events stream (`task.opened`) show it
+ * already; the place where a mail to the assignees is queued.
+ */
+export function* taskOpened(_task: OpenedTask): Op<void> {}
+
+/** Opens a step's task (in the step's transaction), with what tells of it: answers its id. */
+export function* openTask(clock: Clock, task: NewTask): Op<string> {
+  const { id } = yield* insertTask(task, clock.now())
+  yield* taskOpened({ ...task, id })
+  return id
+}
+
+// ── Seeing ────────────────────────────────────────────────────────────────────
+
+/** Whether the user may decide the task as an assignee: named, or in a named team, or an admin of its project. */
+function* mayDecide(task: Pick<TaskRow, 'id'>, userId: number, projectId: number): Op<boolean> {
+  return (yield* isAdminOf(userId, projectId)) || (yield* isAssignee(task.id, userId))
+}
+
+/**
+ * A task the caller may see: past the project's access decision (`requireProjectAccess`: its members, the SSO rule),
+ * then a project admin sees every task, a member those assigned to them or one of their teams and those of runs they
+ * started. Others are 404, never 403.
+ */
+export function* visibleTask(caller: AccountCaller, taskId: string) {
+  const hidden = () => notFound(`Task ${taskId} not found`)
+  const found = yield* findTask(taskId)
+  if (!found) throw hidden()
+  yield* requireProjectAccess(caller, found.project, hidden)
+  if (found.task.requesterId !== caller.user.id && !(yield* mayDecide(found.task, caller.user.id, found.projectId))) throw hidden()
+  return found
+}
+
+/** A task list's filters as the query names them. */
+export interface TaskListFilters {
+  status?: TaskStatus
+  /** `me`: only the tasks the caller may decide now. */
+  assignee?: 'me'
+  workflowName?: string
+  teamName?: string
+  recordId?: string
+}
+
+/**
+ * One page of an environment's task ids (limit + 1) as `viewer` sees them: a project admin every task, a member those
+ * assigned to them or one of their teams and those of runs they started. A name that matches nothing, or a text
+ * filter no row can hold, is an empty page.
+ */
+export function* listTaskIds(
+  environment: { id: number; projectId: number },
+  filters: TaskListFilters,
+  dates: DateFilter[],
+  limit: number,
+  viewer: { userId: number; admin: boolean },
+): Op<string[]> {
+  if (someHoldUnstorableText(filters)) return []
+  const team = filters.teamName === undefined ? undefined : yield* findTeamByName(environment.projectId, filters.teamName)
+  if (filters.teamName !== undefined && team === undefined) return []
+  const workflowIds = filters.workflowName === undefined ? undefined : yield* findWorkflowIdsNamed(environment.id, filters.workflowName, filters.teamName)
+  return yield* pageTaskIds(
+    environment.id,
+    {
+      status: filters.status,
+      workflowIds,
+      teamId: team?.id,
+      recordId: filters.recordId,
+      visibleTo: viewer.admin ? undefined : viewer.userId,
+      decidableBy: filters.assignee === 'me' ? { userId: viewer.userId, asAdmin: viewer.admin } : undefined,
+    },
+    dates,
+    limit,
+  )
+}
+
+// ── Deciding ──────────────────────────────────────────────────────────────────
+
+/** A decision as sent: approve or reject, why, and the form's values. */
+export interface DecisionInput {
+  decision: 'approve' | 'reject'
+  comment?: string
+  input?: Record<string, unknown>
+}
+
+/** Who decides, through which token, how the call came in, and the `Idempotency-Key` it carried. */
+export interface Decider {
+  caller: AccountCaller
+  via?: Channel
+  idempotencyKey: string | null
+}
+
+/** What a decision did: whether it was a repeat of an earlier call with the same key, and whether it closed the task and woke its run. */
+export interface Decided {
+  replayed: boolean
+  closed: boolean
+}
+
+/** The SHA-256 of a decision's body as it is compared for an `Idempotency-Key` (key order and spacing aside). */
+export const decisionHash = (body: DecisionInput) => createHash('sha256').update(canonicalJson([body.decision, body.comment ?? null, body.input ?? null])).digest('hex')
+
+/**
+ * A decision on a task, in one transaction holding the task's row: 404 unless the caller sees it; a repeat with the
+ * same `Idempotency-Key` and body is answered again (422 `idempotency_key_reused` with another body), 409
+ * `already_decided` otherwise; 403 `not_an_assignee`, 403 `requester_cannot_decide`; 409 `task_closed` with the
+ * task's status; 422 `invalid_input` naming each field (a JSON pointer). One rejection rejects; the approvals needed
+ * approve. A task that closes wakes its run.
+ */
+export function* decideTask(clock: Clock, taskId: string, body: DecisionInput, by: Decider): Op<Decided> {
+  const { caller } = by
+  const found = yield* visibleTask(caller, taskId)
+  const task = yield* lockTask(taskId)
+  if (!task) throw notFound(`Task ${taskId} not found`)
+  const hash = decisionHash(body)
+  const earlier = yield* findDecision(taskId, caller.user.id)
+  if (earlier) {
+    if (by.idempotencyKey === null || earlier.idempotencyKey !== by.idempotencyKey) throw conflict('already_decided', `You have already decided task ${taskId}`)
+    if (earlier.requestHash !== hash) throw unprocessable('idempotency_key_reused', 'This Idempotency-Key was used with another decision: send a new key for a new request')
+    return { replayed: true, closed: false }
+  }
+  if (!(yield* mayDecide(task, caller.user.id, found.projectId))) throw forbidden('You are not an assignee of this task', 'not_an_assignee')
+  if (task.requesterId === caller.user.id && !task.allowRequester) throw forbidden('The run this task belongs to is yours: someone else decides it', 'requester_cannot_decide')
+  if (task.status !== 'open') throw conflict('task_closed', `Task ${taskId} is ${task.status}`, { status: task.status })
+  const problems = body.decision === 'approve' || body.input !== undefined ? formInputProblems(task.form, body.input) : []
+  if (problems.length > 0) {
+    const details = problems.map((p) => ({ field: p.path, message: p.message }))
+    throw new HttpError(422, 'invalid_input', `Invalid input '${details[0]!.field}': ${details[0]!.message}`, { details })
+  }
+  const now = clock.now()
+  const recorded = yield* insertDecision({
+    taskId,
+    userId: caller.user.id,
+    decision: body.decision,
+    comment: body.comment ?? null,
+    input: body.input === undefined ? null : JSON.stringify(body.input),
+    idempotencyKey: by.idempotencyKey,
+    requestHash: hash,
+    createdAt: yield* nextDecisionCreatedAt(taskId, now),
+  })
+  if (!recorded) throw conflict('already_decided', `You have already decided task ${taskId}`)
+  const entry = { clock, task, workflowName: found.workflowName, userId: caller.user.id, tokenId: caller.token?.tokenId ?? null, via: by.via }
+  const verb = body.decision === 'approve' ? 'approved' : 'rejected'
+  yield* logTaskActivity(entry, body.decision === 'approve' ? 'approveApproval' : 'rejectApproval', `${verb} task "${task.stepName}"${body.comment ? `: ${body.comment}` : ''}`)
+  const events: NewRunEvent[] = [taskEvent(task, 'task.decided', 'waiting', now, { decision: body.decision, user: userObject(caller.user) })]
+  const closing: TaskStatus | null = body.decision === 'reject' ? 'rejected' : (yield* countApprovals(taskId)) >= task.approvalsRequired ? 'approved' : null
+  if (closing !== null) {
+    if (!(yield* closeTask(taskId, closing, now))) throw conflict('task_closed', `Task ${taskId} is closed`, { status: task.status })
+    yield* logTaskActivity(entry, 'closeTask', `task "${task.stepName}" ${closing}: ${closing === 'rejected' ? 'rejected by' : 'the last approval by'} ${caller.user.email}`)
+    events.push(taskEvent(task, 'task.closed', 'waiting', now, { status: closing }))
+    yield* wakeRunOfTask(task.runId, now)
+  }
+  yield* appendRunEvents(events)
+  return { replayed: false, closed: closing !== null }
+}
+
+/** The run a task belongs to, as its events and entries name it. */
+type TaskSubject = Pick<TaskRow, 'id' | 'runId' | 'environmentId' | 'workflowId' | 'recordId' | 'stepIndex' | 'stepName' | 'teamId' | 'collectionId'>
+
+/** An event of the task's run about the task (`status`: the run's, then). */
+function taskEvent(task: TaskSubject, type: 'task.opened' | 'task.decided' | 'task.closed', status: RunStatus, at: number, data: Record<string, unknown>): NewRunEvent {
+  return {
+    runId: task.runId,
+    environmentId: task.environmentId,
+    workflowId: task.workflowId,
+    recordId: task.recordId,
+    type,
+    status,
+    stepIndex: task.stepIndex,
+    stepName: task.stepName,
+    data: { taskId: task.id, ...data },
+    at,
+  }
+}
+
+/** An activity entry about a task, by the user who acted (a decider, a canceller), on the task's record. */
+function* logTaskActivity(
+  entry: { clock: Clock; task: TaskSubject; workflowName: string; userId: number; tokenId: number | null; via?: Channel },
+  action: ActivityAction,
+  label: string,
+): Op<void> {
+  const { task } = entry
+  yield* appendActivityLog(entry.clock, {
+    environmentId: task.environmentId,
+    type: 'write',
+    action,
+    label,
+    userId: entry.userId,
+    teamId: task.teamId,
+    collectionId: task.collectionId,
+    tokenId: entry.tokenId,
+    via: entry.via,
+    recordIds: [task.recordId],
+    workflow: { name: entry.workflowName, runId: task.runId, stepName: task.stepName },
+  })
+}
+
+// ── A cancelled run ───────────────────────────────────────────────────────────
+
+/**
+ * Cancels the open task of a run being cancelled (before the run itself: every transaction that changes both takes
+ * the task's row first), with its `closeTask` entry by `actor`; answers its `task.closed` events, for the caller to
+ * append with the run's.
+ */
+export function* cancelTasksOfRun(
+  clock: Clock,
+  run: { id: string; environmentId: number; workflowId: number; recordId: string },
+  place: { workflowName: string; teamId: number; collectionId: number },
+  actor: { userId: number; tokenId: number | null; via?: Channel },
+): Op<NewRunEvent[]> {
+  const now = clock.now()
+  const events: NewRunEvent[] = []
+  for (const closed of yield* cancelOpenTasksOfRun(run.id, now)) {
+    const task: TaskSubject = { ...closed, runId: run.id, environmentId: run.environmentId, workflowId: run.workflowId, recordId: run.recordId, teamId: place.teamId, collectionId: place.collectionId }
+    yield* logTaskActivity({ clock, task, workflowName: place.workflowName, ...actor }, 'closeTask', `task "${closed.stepName}" cancelled with its run`)
+    events.push(taskEvent(task, 'task.closed', 'cancelled', now, { status: 'cancelled' }))
+  }
+  return events
+}
+
+// ── Outcome and rendering ─────────────────────────────────────────────────────
+
+/** A closed task as later steps read it (`tasks.<step>.…`): its decision, the closing decision's input, the deciders. */
+export function taskOutcomeOf(taskId: string, status: TaskStatus, decisions: readonly DecisionToRender[]) {
+  const closing = decisions.at(-1)
+  return {
+    taskId,
+    decision: status,
+    input: closing?.input ? (JSON.parse(closing.input) as Record<string, unknown>) : null,
+    decidedBy: decisions.map((d) => d.user.email).join(','),
+  }
+}
+
+/** The outcome of a closed task, read for the step that resumes on it. */
+export function* readTaskOutcome(taskId: string, status: TaskStatus) {
+  return taskOutcomeOf(taskId, status, yield* findDecisions([taskId]))
+}
+
+function taskView(task: TaskToRender) {
+  return {
+    object: 'task' as const,
+    id: task.id,
+    status: task.status,
+    step: task.step,
+    title: task.title,
+    run: { id: task.runId, workflow: { name: task.workflowName, version: task.version } },
+    recordId: task.recordId,
+    collection: task.collection === null ? null : { object: 'collection' as const, name: task.collection },
+    environment: { object: 'environment' as const, name: task.environment },
+    team: { object: 'team' as const, name: task.team },
+    assignees: { teams: task.teams, users: task.users.map(userObject) },
+    approvalsRequired: task.approvalsRequired,
+    approvals: task.decisions.filter((d) => d.decision === 'approve').length,
+    decisions: task.decisions.map((d) => ({
+      user: userObject(d.user),
+      decision: d.decision,
+      comment: d.comment,
+      input: d.input === null ? null : (JSON.parse(d.input) as Record<string, unknown>),
+      createdAt: toIsoMicros(d.createdAt),
+    })),
+    form: task.form === null ? null : (JSON.parse(task.form) as Record<string, unknown>),
+    dueAt: toIsoOrNull(task.dueAt),
+    escalated: task.escalated,
+    createdAt: toIsoMicros(task.createdAt),
+    closedAt: toIsoOrNull(task.closedAt),
+  }
+}
+
+/** `{object: "task", …}` for the given ids, in that order (a task deleted meanwhile, with its run, is left out). */
+export function* renderTasks(ids: string[]) {
+  const tasks = yield* loadTasksToRender(ids)
+  return inIdOrder(ids, tasks, (task) => task.id).map(taskView)
+}
