@@ -246,19 +246,13 @@ export function* recordCallbackAttempt(attempt: CallbackAttempt): Op<boolean> {
 }
 
 /** Graceful stop: what `owner` holds (attempts it gave up on) is due again for any worker. */
-export function releaseCallbackLeases(owner: string): Op<number> {
-  return OUTBOX.releaseOwned(owner)
-}
+export const releaseCallbackLeases = OUTBOX.releaseOwned
 
 /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
-export function releaseEveryCallbackLease(): Op<number> {
-  return OUTBOX.releaseAll()
-}
+export const releaseEveryCallbackLease = OUTBOX.releaseAll
 
 /** When the next pending delivery comes due after `after` (ms), or null. */
-export function nextCallbackDueAt(after: number): Op<number | null> {
-  return OUTBOX.nextDueAt(after)
-}
+export const nextCallbackDueAt = OUTBOX.nextDueAt
 
 // ── A run's deliveries ───────────────────────────────────────────────────────
 

@@ -83,24 +83,16 @@ export function* claimMail(owner: string, now: number, leaseMs: number, limit: n
 export type MailAttempt = LeaseSettlement<'sent'>
 
 /** The attempt's outcome, guarded by the lease: false (nothing written) when `owner` no longer holds the message. */
-export function recordMailAttempt(attempt: MailAttempt): Op<boolean> {
-  return OUTBOX.settle(attempt)
-}
+export const recordMailAttempt = OUTBOX.settle
 
 /** Graceful stop: what `owner` holds (attempts it gave up on) is due again for any sender. */
-export function releaseMailLeases(owner: string): Op<number> {
-  return OUTBOX.releaseOwned(owner)
-}
+export const releaseMailLeases = OUTBOX.releaseOwned
 
 /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
-export function releaseEveryMailLease(): Op<number> {
-  return OUTBOX.releaseAll()
-}
+export const releaseEveryMailLease = OUTBOX.releaseAll
 
 /** When the next pending message comes due after `after` (ms), or null. */
-export function nextMailDueAt(after: number): Op<number | null> {
-  return OUTBOX.nextDueAt(after)
-}
+export const nextMailDueAt = OUTBOX.nextDueAt
 
 const PRUNE = statement('mail.prune', ({ db, t }) =>
   db

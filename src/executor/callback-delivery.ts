@@ -8,9 +8,10 @@
  * lease runs out, or at once by the next `serve` of a SQLite data directory: at least once, same `webhook-id`.
  */
 import { Webhook } from 'standardwebhooks'
-import { type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, releaseCallbackLeases } from '../db/callbacks.ts'
+import { type CallbackAttempt, type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, releaseCallbackLeases } from '../db/callbacks.ts'
+import type { Op } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
-import { listenForCallbacksOn, recoverCallbacksAtStart } from '../db/store.ts'
+import { listenForCallbacksOn, type QueueWakeups, recoverCallbacksAtStart } from '../db/store.ts'
 import { CALLBACK_LEASE_MS, CALLBACK_MAX_ATTEMPTS, CALLBACK_TIMEOUT_MS, callbackRetryDelayMs, callbackSecret } from '../lib/callbacks.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
@@ -40,19 +41,13 @@ export interface CallbackDeliveryOptions {
 /** What one attempt came to: an answer's status (`ok`: a 2xx), or an error (`final`: not to be retried). */
 type Sent = { ok: boolean; statusCode: number; error: null; final: false } | { ok: false; statusCode: null; error: string; final: boolean }
 
-export class CallbackDelivery {
-  private readonly loop: DeliveryLoop<ClaimedDelivery, Sent, 'succeeded'>
-
+export class CallbackDelivery extends DeliveryLoop<ClaimedDelivery, Sent, 'succeeded'> {
   constructor(private readonly options: CallbackDeliveryOptions) {
-    const { store, clock, logger } = options
-    this.loop = new DeliveryLoop({
-      store,
-      clock,
-      logger,
+    super({
+      ...options,
       one: 'callback',
       many: 'callbacks',
       concurrency: options.concurrency ?? 8,
-      pollMs: options.pollMs,
       leaseMs: CALLBACK_LEASE_MS,
       done: 'succeeded',
       maxAttempts: CALLBACK_MAX_ATTEMPTS,
@@ -61,37 +56,28 @@ export class CallbackDelivery {
       claim: claimCallbackDeliveries,
       nextDueAt: nextCallbackDueAt,
       release: releaseCallbackLeases,
-      send: (delivery, stop) => this.send(delivery, stop),
-      record: (delivery, sent, outcome, attempts, startedAt, durationMs) =>
-        recordCallbackAttempt({ deliveryId: delivery.id, owner: this.owner, attempt: delivery.recorded + 1, attempts, startedAt, durationMs, statusCode: sent.statusCode, error: sent.error, outcome }),
-      recorded: (delivery, sent, outcome, attempts) => {
-        if (outcome.status === 'failed') logger.warn('callback delivery failed', { deliveryId: delivery.id, attempts, error: sent.error ?? `answered ${sent.statusCode}` })
-      },
-      describeFailure: (delivery, error) => ({ deliveryId: delivery.id, error: redactUrlsIn(error.stack ?? String(error)) }),
-      listen: (wake) => listenForCallbacksOn(store, wake),
     })
   }
 
-  get owner(): string {
-    return this.loop.owner
+  protected override listen(wake: () => void): Promise<QueueWakeups | null> {
+    return listenForCallbacksOn(this.options.store, wake)
   }
 
-  start(): void {
-    this.loop.start()
+  protected record(delivery: ClaimedDelivery, sent: Sent, outcome: CallbackAttempt['outcome'], attempts: number, startedAt: number, durationMs: number): Op<boolean> {
+    const { statusCode, error } = sent
+    return recordCallbackAttempt({ deliveryId: delivery.id, owner: this.owner, attempt: delivery.recorded + 1, attempts, startedAt, durationMs, statusCode, error, outcome })
   }
 
-  /** Stops claiming, lets attempts in flight finish (bounded, then aborts them: not recorded), hands back what it holds. */
-  stop(timeoutMs?: number): Promise<void> {
-    return this.loop.stop(timeoutMs)
+  protected override recorded(delivery: ClaimedDelivery, sent: Sent, outcome: CallbackAttempt['outcome'], attempts: number): void {
+    if (outcome.status === 'failed') this.options.logger.warn('callback delivery failed', { deliveryId: delivery.id, attempts, error: sent.error ?? `answered ${sent.statusCode}` })
   }
 
-  /** Deliveries were queued: claim now. */
-  notify(): void {
-    this.loop.notify()
+  protected describeFailure(delivery: ClaimedDelivery, error: Error): Record<string, unknown> {
+    return { deliveryId: delivery.id, error: redactUrlsIn(error.stack ?? String(error)) }
   }
 
   /** POSTs the delivery's body, signed now; null when the worker stopped meanwhile. */
-  private async send(delivery: ClaimedDelivery, stop: AbortSignal): Promise<Sent | null> {
+  protected async send(delivery: ClaimedDelivery, stop: AbortSignal): Promise<Sent | null> {
     const timeoutMs = this.options.timeoutMs ?? CALLBACK_TIMEOUT_MS
     const timestamp = new Date(this.options.clock.now())
     const signature = new Webhook(callbackSecret(this.options.secret, delivery.endpointId, delivery.secretSalt)).sign(delivery.id, timestamp, delivery.payload)

@@ -4,6 +4,7 @@
  * its free slots, attempts each (the worker's `send`), and records the outcome guarded by the lease — delivered,
  * else due again after the backoff, or failed once the attempts are spent or the attempt said not to retry. When idle
  * it waits for the next item to come due, at most `pollMs`, or for a wake-up (`notify`, and the worker's `listen`).
+ * A worker extends it with what differs: how one item is attempted and its attempt recorded.
  *
  * At least once: a worker that dies mid-attempt leaves the item leased, and it is attempted again when the lease runs
  * out, or at once by the next `serve` of a SQLite data directory (`recoverAtStart`). A stopping worker lets its
@@ -26,7 +27,7 @@ export interface Attempted {
   final: boolean
 }
 
-export interface DeliveryLoopOptions<Item extends { attempts: number }, Sent extends Attempted, Done extends string> {
+export interface DeliveryLoopOptions<Item, Done extends string> {
   store: Store
   clock: Clock
   logger: Logger
@@ -52,24 +53,10 @@ export interface DeliveryLoopOptions<Item extends { attempts: number }, Sent ext
   claim(owner: string, now: number, leaseMs: number, limit: number): Op<Item[]>
   nextDueAt(after: number): Op<number | null>
   release(owner: string): Op<number>
-  /** One attempt of `item`; null when `stop` (aborted) ended it: not recorded. */
-  send(item: Item, stop: AbortSignal): Promise<Sent | null>
-  /**
-   * The attempt's record, guarded by the loop's lease (`owner`): false when the loop no longer holds the item.
-   * `startedAt` (the clock's) and `durationMs` time the attempt.
-   */
-  record(item: Item, sent: Sent, outcome: LeaseOutcome<Done>, attempts: number, startedAt: number, durationMs: number): Op<boolean>
-  /** Told of each attempt recorded (its log line, its metric). */
-  recorded?(item: Item, sent: Sent, outcome: LeaseOutcome<Done>, attempts: number): void
-  /** The log fields naming an item whose attempt threw. */
-  describeFailure(item: Item, error: Error): Record<string, unknown>
-  /** Before each claim (the clock's `now`): the worker's upkeep. */
-  beforeClaim?(now: number): Promise<void>
-  /** Wakes the loop when items are queued (on any instance); resolves once listening. */
-  listen?(wake: () => void): Promise<QueueWakeups | null>
 }
 
-export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attempted, Done extends string> {
+/** A worker of one outbox: it says how to attempt an item and record the attempt; the loop does the rest. */
+export abstract class DeliveryLoop<Item extends { attempts: number }, Sent extends Attempted, Done extends string> {
   readonly owner: string
   private running = false
   private loop: Promise<void> | null = null
@@ -78,18 +65,38 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
   private listening: Promise<QueueWakeups | null> | null = null
   private readonly stopController = new AbortController()
 
-  constructor(private readonly options: DeliveryLoopOptions<Item, Sent, Done>) {
-    this.owner = `${options.many}-${crypto.randomUUID()}`
+  constructor(private readonly config: DeliveryLoopOptions<Item, Done>) {
+    this.owner = `${config.many}-${crypto.randomUUID()}`
   }
+
+  /** One attempt of `item`; null when `stop` (aborted) ended it: not recorded. */
+  protected abstract send(item: Item, stop: AbortSignal): Promise<Sent | null>
+
+  /**
+   * The attempt's record, guarded by the loop's lease (`owner`): false when the loop no longer holds the item.
+   * `startedAt` (the clock's) and `durationMs` time the attempt.
+   */
+  protected abstract record(item: Item, sent: Sent, outcome: LeaseOutcome<Done>, attempts: number, startedAt: number, durationMs: number): Op<boolean>
+
+  /** Told of each attempt recorded (its log line, its metric). */
+  protected recorded?(item: Item, sent: Sent, outcome: LeaseOutcome<Done>, attempts: number): void
+
+  /** The log fields naming an item whose attempt threw. */
+  protected abstract describeFailure(item: Item, error: Error): Record<string, unknown>
+
+  /** Before each claim (the clock's `now`): the worker's upkeep. */
+  protected beforeClaim?(now: number): Promise<void>
+
+  /** Wakes the loop when items are queued (on any instance); resolves once listening. */
+  protected listen?(wake: () => void): Promise<QueueWakeups | null>
 
   start(): void {
     if (this.running) return
     this.running = true
-    const { listen, logger, many } = this.options
     this.listening =
-      listen?.(() => this.notify()).catch((error) => {
+      this.listen?.(() => this.notify()).catch((error) => {
         // Not listening: the poll still finds every item, at most `pollMs` late.
-        logger.warn(`listening for ${many} failed; polling only`, { error: (error as Error).message })
+        this.config.logger.warn(`listening for ${this.config.many} failed; polling only`, { error: (error as Error).message })
         return null
       }) ?? null
     this.loop = this.run()
@@ -103,10 +110,10 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
     await (await this.listening)?.stop().catch(() => {})
     await finishOrAbort(this.loop ?? Promise.resolve(), timeoutMs, this.stopController)
     try {
-      await write(this.options.store, () => this.options.release(this.owner))
+      await write(this.config.store, () => this.config.release(this.owner))
     } catch (error) {
       // Not handed back: their leases run out and they are attempted again.
-      this.options.logger.warn(`could not hand back held ${this.options.many}`, { error: (error as Error).message })
+      this.config.logger.warn(`could not hand back held ${this.config.many}`, { error: (error as Error).message })
     }
   }
 
@@ -117,10 +124,10 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
 
   /** The claiming loop: fills the free slots with due items, else waits for one to be queued or come due. */
   private async run(): Promise<void> {
-    const { store, clock, logger, many } = this.options
+    const { store, clock, logger, many } = this.config
     try {
-      const recovered = await write(store, () => this.options.recoverAtStart(store))
-      const note = this.options.recoveredNote === undefined ? '' : `: ${this.options.recoveredNote}`
+      const recovered = await write(store, () => this.config.recoverAtStart(store))
+      const note = this.config.recoveredNote === undefined ? '' : `: ${this.config.recoveredNote}`
       if (recovered > 0) logger.warn(`took back ${many} no live process holds${note}`, { count: recovered })
     } catch (error) {
       // Their leases run out and the claim takes them then.
@@ -128,7 +135,7 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
     }
     let failedClaims = 0
     while (this.running) {
-      const free = this.options.concurrency - this.inFlight.size
+      const free = this.config.concurrency - this.inFlight.size
       if (free <= 0) {
         await this.wakeUps.wait(null)
         continue
@@ -136,13 +143,13 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
       this.wakeUps.clear()
       try {
         const now = clock.now()
-        await this.options.beforeClaim?.(now)
-        const claimed = await write(store, () => this.options.claim(this.owner, now, this.options.leaseMs, free))
+        await this.beforeClaim?.(now)
+        const claimed = await write(store, () => this.config.claim(this.owner, now, this.config.leaseMs, free))
         failedClaims = 0
         for (const item of claimed) this.launch(item)
         if (claimed.length < free) {
-          const next = await read(store, this.options.nextDueAt(now))
-          await this.wakeUps.wait(idleWaitMs(next, clock.now(), this.options.pollMs ?? 1000))
+          const next = await read(store, this.config.nextDueAt(now))
+          await this.wakeUps.wait(idleWaitMs(next, clock.now(), this.config.pollMs ?? 1000))
         }
       } catch (error) {
         // The items stay in the outbox.
@@ -154,7 +161,7 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
 
   private launch(item: Item): void {
     const attempt: Promise<void> = this.deliver(item)
-      .catch((error) => this.options.logger.error(`${this.options.one} delivery failed unexpectedly`, this.options.describeFailure(item, error as Error)))
+      .catch((error) => this.config.logger.error(`${this.config.one} delivery failed unexpectedly`, this.describeFailure(item, error as Error)))
       .finally(() => {
         this.inFlight.delete(attempt)
         this.notify()
@@ -164,26 +171,26 @@ export class DeliveryLoop<Item extends { attempts: number }, Sent extends Attemp
 
   /** One attempt, then its record: delivered, due again after the backoff, or failed for good. */
   private async deliver(item: Item): Promise<void> {
-    const { clock, maxAttempts } = this.options
+    const { clock, maxAttempts } = this.config
     const startedAt = clock.now()
     const started = performance.now()
-    const sent = await this.options.send(item, this.stopController.signal)
+    const sent = await this.send(item, this.stopController.signal)
     // Stopping: not recorded; `stop` hands the item back and it is attempted again (at least once).
     if (sent === null) return
     const durationMs = Math.round(performance.now() - started)
     const now = clock.now()
     const attempts = item.attempts + 1
     const outcome: LeaseOutcome<Done> = sent.ok
-      ? { status: this.options.done, at: now }
+      ? { status: this.config.done, at: now }
       : sent.final || attempts >= maxAttempts
         ? { status: 'failed', at: now }
-        : { status: 'pending', nextAttemptAt: now + this.options.retryDelayMs(attempts) }
+        : { status: 'pending', nextAttemptAt: now + this.config.retryDelayMs(attempts) }
     const recorded = await writeOutlastingStorage(
-      this.options.store,
-      () => this.options.record(item, sent, outcome, attempts, startedAt, durationMs),
+      this.config.store,
+      () => this.record(item, sent, outcome, attempts, startedAt, durationMs),
       () => this.running,
-      (error) => this.options.logger.warn(`recording a ${this.options.one} attempt waits for the database`, { error: error.message }),
+      (error) => this.config.logger.warn(`recording a ${this.config.one} attempt waits for the database`, { error: error.message }),
     )
-    if (recorded) this.options.recorded?.(item, sent, outcome, attempts)
+    if (recorded) this.recorded?.(item, sent, outcome, attempts)
   }
 }

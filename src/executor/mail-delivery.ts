@@ -12,7 +12,8 @@
  */
 import nodemailer from 'nodemailer'
 import type { MailConfig } from '../config.ts'
-import { claimMail, type MailRow, nextMailDueAt, pruneFinishedMail, recordMailAttempt, releaseMailLeases } from '../db/mail.ts'
+import { claimMail, type MailAttempt, type MailRow, nextMailDueAt, pruneFinishedMail, recordMailAttempt, releaseMailLeases } from '../db/mail.ts'
+import type { Op } from '../db/op.ts'
 import type { Store } from '../db/open.ts'
 import { recoverMailAtStart } from '../db/store.ts'
 import { write } from '../db/write.ts'
@@ -48,43 +49,26 @@ export interface MailDeliveryOptions {
 type Sent = { ok: true; final: false; error: null } | { ok: false; final: boolean; error: string }
 const SENT: Sent = { ok: true, final: false, error: null }
 
-export class MailDelivery {
-  private readonly loop: DeliveryLoop<MailRow, Sent, 'sent'>
+export class MailDelivery extends DeliveryLoop<MailRow, Sent, 'sent'> {
   private prunedAt = 0
 
   constructor(private readonly options: MailDeliveryOptions) {
-    const { store, clock, logger, metrics, mail } = options
-    this.loop = new DeliveryLoop({
-      store,
-      clock,
-      logger,
+    super({
+      ...options,
       one: 'mail',
       many: 'mail',
+      // A graceful stop hands back what it gave up on, a dead sender's leases run out: sent again, same Message-ID.
       recoveredNote: 'it is sent again with its Message-ID',
       concurrency: options.concurrency ?? 4,
-      pollMs: options.pollMs,
-      leaseMs: mailLeaseMs(mail.timeoutMs),
+      leaseMs: mailLeaseMs(options.mail.timeoutMs),
       done: 'sent',
       maxAttempts: MAIL_MAX_ATTEMPTS,
-      retryDelayMs: (attempts) => mailRetryDelayMs(attempts, mail.retryMs),
+      retryDelayMs: (attempts) => mailRetryDelayMs(attempts, options.mail.retryMs),
       recoverAtStart: recoverMailAtStart,
       claim: claimMail,
       nextDueAt: nextMailDueAt,
       release: releaseMailLeases,
-      send: (message, stop) => this.send(message, stop),
-      record: (message, sent, outcome, attempts) => recordMailAttempt({ id: message.id, owner: this.owner, attempts, error: sent.error, outcome }),
-      recorded: (message, sent, outcome, attempts) => {
-        metrics?.mailMessages.inc({ outcome: outcome.status === 'pending' ? 'retry' : outcome.status })
-        if (outcome.status === 'failed') logger.warn('mail failed for good', { messageId: message.messageId, kind: message.kind, attempts, error: sent.error })
-        else if (outcome.status === 'pending') logger.info('mail not sent yet; trying again', { messageId: message.messageId, attempts, error: sent.error })
-      },
-      describeFailure: (message, error) => ({ messageId: message.messageId, error: error.message }),
-      beforeClaim: (now) => this.pruneNow(now),
     })
-  }
-
-  get owner(): string {
-    return this.loop.owner
   }
 
   /** The SMTP server as the start-up log line names it (no user, no password). */
@@ -92,30 +76,30 @@ export class MailDelivery {
     return describeSmtpServer(this.options.mail.smtpUrl)
   }
 
-  start(): void {
-    this.loop.start()
+  protected record(message: MailRow, sent: Sent, outcome: MailAttempt['outcome'], attempts: number): Op<boolean> {
+    return recordMailAttempt({ id: message.id, owner: this.owner, attempts, error: sent.error, outcome })
   }
 
-  /** Stops claiming, lets attempts in flight finish (bounded, then gives up on them: not recorded), hands back what it holds. */
-  stop(timeoutMs?: number): Promise<void> {
-    // What it gives up on is sent again, with the same Message-ID.
-    return this.loop.stop(timeoutMs)
+  protected override recorded(message: MailRow, sent: Sent, outcome: MailAttempt['outcome'], attempts: number): void {
+    this.options.metrics?.mailMessages.inc({ outcome: outcome.status === 'pending' ? 'retry' : outcome.status })
+    const { logger } = this.options
+    if (outcome.status === 'failed') logger.warn('mail failed for good', { messageId: message.messageId, kind: message.kind, attempts, error: sent.error })
+    else if (outcome.status === 'pending') logger.info('mail not sent yet; trying again', { messageId: message.messageId, attempts, error: sent.error })
   }
 
-  /** Messages were queued: claim now instead of at the next poll. */
-  notify(): void {
-    this.loop.notify()
+  protected describeFailure(message: MailRow, error: Error): Record<string, unknown> {
+    return { messageId: message.messageId, error: error.message }
   }
 
   /** Deletes what was sent or failed past `MAIL_KEPT_MS`, once an hour. */
-  private async pruneNow(now: number): Promise<void> {
+  protected override async beforeClaim(now: number): Promise<void> {
     if (now - this.prunedAt < PRUNE_EVERY_MS) return
     this.prunedAt = now
     await write(this.options.store, () => pruneFinishedMail(now - MAIL_KEPT_MS, PRUNE_BATCH))
   }
 
   /** Hands the message to the SMTP server; null when the sender stopped meanwhile. */
-  private async send(message: MailRow, signal: AbortSignal): Promise<Sent | null> {
+  protected async send(message: MailRow, signal: AbortSignal): Promise<Sent | null> {
     const { mail, sealKey } = this.options
     const transport = nodemailer.createTransport({
       url: mail.smtpUrl,
