@@ -192,8 +192,9 @@ const ENGINE = [
 ].map((name) => `src/db/${name}.ts`)
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */
 const DOMAINS = [
-  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'mail', 'maintenance', 'members', 'notes',
-  'projects', 'queue', 'records', 'run-events', 'runs', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users', 'webhooks', 'workflows',
+  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'mail', 'maintenance',
+  'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
+  'webhooks', 'workflows',
 ].map((name) => `src/db/${name}.ts`)
 /** The store: a store's life beyond one op (its listeners, its recovery at start, its upkeep), over the domains. */
 const STORE = 'src/db/store.ts'

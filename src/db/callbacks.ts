@@ -2,18 +2,15 @@
  * Completion callbacks' storage (docs/workflows.md "Completion callbacks"): a workflow's endpoints, and the outbox —
  * one delivery per endpoint and ended run, written in the run's final transaction (./queue.ts calls
  * `queueRunCallbacks` from every end: finish, fail, cancel), claimed under a lease by the delivery worker of any
- * instance, each attempt recorded guarded by that lease, as the runs are (./queue.ts). Written once for both stores.
- *
- * The claim is one conditional UPDATE: on PostgreSQL two instances may pick the same due rows, but the second
- * UPDATE waits for the first's row locks and then re-checks its WHERE on the rows as committed — leased now, so
- * skipped: one delivery is never attempted by two workers at once while its lease runs.
+ * instance, each attempt recorded guarded by that lease, as the runs are (./queue.ts), by the statements the mail
+ * outbox (./mail.ts) uses too (./leased-queue.ts). Written once for both stores.
  */
 import { randomUUIDv7 } from 'bun'
 import type { Database } from 'bun:sqlite'
-import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm'
+import { and, asc, eq, sql } from 'drizzle-orm'
 import { callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
 import type { Micros } from '../lib/time.ts'
-import type { Dialect } from './dialect.ts'
+import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './open.ts'
 import { clientOf } from './postgres/client.ts'
@@ -77,11 +74,6 @@ export function* deleteCallbackEndpoint(workflowId: number, id: string): Op<Call
 }
 
 // ── The outbox ───────────────────────────────────────────────────────────────
-
-/** The delivery is still to be sent: `callback_deliveries_due_idx`'s predicate, written as its literal. */
-const isPending = ({ t }: Dialect) => sql`${t.callbackDeliveries.status} = 'pending'`
-/** No worker holds the delivery: never leased, or its lease ran out (its holder died mid-attempt). */
-const isFree = ({ t }: Dialect) => sql`(${t.callbackDeliveries.leaseExpiresAt} IS NULL OR ${t.callbackDeliveries.leaseExpiresAt} < ${ph('now')})`
 
 /**
  * The workflow's endpoints sent `pattern`'s event, locked against removal until the run's transaction commits
@@ -181,21 +173,8 @@ export function listenForSqliteCallbacks(connection: Database, wake: () => void)
 
 // ── The delivery worker's operations ────────────────────────────────────────
 
-const CLAIM = statement('callbacks.claim', (d) => {
-  const { db, t } = d
-  const x = t.callbackDeliveries
-  const due = db
-    .select({ id: x.id })
-    .from(x)
-    .where(and(isPending(d), lte(x.nextAttemptAt, ph('now')), isFree(d)))
-    .orderBy(asc(x.nextAttemptAt))
-    .limit(ph('limit'))
-  return db
-    .update(x)
-    .set({ leaseOwner: sql`${ph('owner')}`, leaseExpiresAt: sql`${ph('until')}` })
-    .where(and(inArray(x.id, due), isPending(d), isFree(d)))
-    .returning({ id: x.id })
-})
+/** The outbox's lease, claim and settle (./leased-queue.ts), as the mail outbox's. */
+const OUTBOX = leasedQueue<{ id: string }, 'succeeded'>({ name: 'callbacks', table: (t) => t.callbackDeliveries, claimAnswers: 'ids' })
 
 /** A delivery as its worker sends it. */
 export interface ClaimedDelivery {
@@ -231,7 +210,7 @@ const CLAIMED = statement('callbacks.claimed', (d) => {
 
 /** Leases up to `limit` due deliveries to `owner` until `now + leaseMs`, oldest due first. */
 export function* claimCallbackDeliveries(owner: string, now: number, leaseMs: number, limit: number): Op<ClaimedDelivery[]> {
-  const claimed = yield* CLAIM.rows({ owner, now, until: now + leaseMs, limit })
+  const claimed = yield* OUTBOX.claim(owner, now, leaseMs, limit)
   if (claimed.length === 0) return []
   return yield* CLAIMED.rows({ ids: JSON.stringify(claimed.map((c) => c.id)) })
 }
@@ -248,23 +227,8 @@ export interface CallbackAttempt {
   durationMs: number
   statusCode: number | null
   error: string | null
-  outcome: { status: 'succeeded' | 'failed'; at: number } | { status: 'pending'; nextAttemptAt: number }
+  outcome: LeaseOutcome<'succeeded'>
 }
-
-const SETTLE = statement('callbacks.settle', (d) =>
-  d.db
-    .update(d.t.callbackDeliveries)
-    .set({
-      status: sql`${ph('status')}`,
-      attempts: sql`${ph('attempts')}`,
-      finishedAt: sql`${ph('finishedAt')}`,
-      nextAttemptAt: sql`coalesce(${ph('nextAttemptAt')}, ${d.t.callbackDeliveries.nextAttemptAt})`,
-      leaseOwner: null,
-      leaseExpiresAt: null,
-    })
-    .where(and(eq(d.t.callbackDeliveries.id, ph('id')), eq(d.t.callbackDeliveries.leaseOwner, ph('owner')), isPending(d)))
-    .returning({ id: d.t.callbackDeliveries.id }),
-)
 
 const INSERT_ATTEMPT = statement('callbacks.insert-attempt', ({ db, t }) =>
   db.insert(t.callbackAttempts).values(placeholders('deliveryId', 'attempt', 'startedAt', 'durationMs', 'statusCode', 'error')),
@@ -275,56 +239,20 @@ const INSERT_ATTEMPT = statement('callbacks.insert-attempt', ({ db, t }) =>
  * holds it — its lease ran out and another worker took it, or it was removed with its endpoint or run.
  */
 export function* recordCallbackAttempt(attempt: CallbackAttempt): Op<boolean> {
-  const { outcome } = attempt
-  const settled = yield* SETTLE.rows({
-    id: attempt.deliveryId,
-    owner: attempt.owner,
-    status: outcome.status,
-    attempts: attempt.attempts,
-    finishedAt: outcome.status === 'pending' ? null : outcome.at,
-    nextAttemptAt: outcome.status === 'pending' ? outcome.nextAttemptAt : null,
-  })
-  if (settled.length === 0) return false
-  const { deliveryId, startedAt, durationMs, statusCode, error } = attempt
+  const { deliveryId, owner, attempts, startedAt, durationMs, statusCode, error, outcome } = attempt
+  if (!(yield* OUTBOX.settle({ id: deliveryId, owner, attempts, error, outcome }))) return false
   yield* INSERT_ATTEMPT.exec({ deliveryId, attempt: attempt.attempt, startedAt, durationMs, statusCode, error })
   return true
 }
 
-/** Leased pending deliveries (those `which` picks) handed back: due when they were, nobody's. */
-const unlease = (name: string, which: (d: Dialect) => SQL) =>
-  statement(name, (d) =>
-    d.db
-      .update(d.t.callbackDeliveries)
-      .set({ leaseOwner: null, leaseExpiresAt: null })
-      .where(and(isPending(d), isNotNull(d.t.callbackDeliveries.leaseOwner), which(d)))
-      .returning({ id: d.t.callbackDeliveries.id }),
-  )
-
-const RELEASE_OWNED = unlease('callbacks.release', (d) => eq(d.t.callbackDeliveries.leaseOwner, ph('owner')))
-
 /** Graceful stop: what `owner` holds (attempts it gave up on) is due again for any worker. */
-export function* releaseCallbackLeases(owner: string): Op<number> {
-  return (yield* RELEASE_OWNED.rows({ owner })).length
-}
+export const releaseCallbackLeases = OUTBOX.releaseOwned
 
-const RELEASE_ALL = unlease('callbacks.release-all', () => sql`1 = 1`)
-
-/** Every lease handed back: only for a store no other process serves (../store.ts), where every holder is dead. */
-export function* releaseEveryCallbackLease(): Op<number> {
-  return (yield* RELEASE_ALL.rows()).length
-}
-
-const NEXT_DUE = statement('callbacks.next-due', (d) =>
-  d.db
-    .select({ at: sql<number | null>`min(${d.t.callbackDeliveries.nextAttemptAt})`.mapWith(Number) })
-    .from(d.t.callbackDeliveries)
-    .where(and(isPending(d), sql`${d.t.callbackDeliveries.nextAttemptAt} > ${ph('after')}`)),
-)
+/** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
+export const releaseEveryCallbackLease = OUTBOX.releaseAll
 
 /** When the next pending delivery comes due after `after` (ms), or null. */
-export function* nextCallbackDueAt(after: number): Op<number | null> {
-  return (yield* NEXT_DUE.row({ after }))?.at ?? null
-}
+export const nextCallbackDueAt = OUTBOX.nextDueAt
 
 // ── A run's deliveries ───────────────────────────────────────────────────────
 

@@ -1,15 +1,11 @@
 /**
  * E-mail's storage (docs/mail.md): each person's task-mail preference, and the outbox — one message per recipient,
  * written in the transaction of what caused it (an invitation made, a task opened…), claimed under a lease by the
- * sender of any instance, each attempt's outcome recorded guarded by that lease, as callback deliveries are
- * (./callbacks.ts). Written once for both stores.
- *
- * The claim is one conditional UPDATE: on PostgreSQL two instances may pick the same due rows, but the second
- * UPDATE waits for the first's row locks and then re-checks its WHERE on the rows as committed — leased now, so
- * skipped: one message is never handed to two senders at once while its lease runs.
+ * sender of any instance, each attempt's outcome recorded guarded by that lease, by the statements callback
+ * deliveries (./callbacks.ts) use too (./leased-queue.ts). Written once for both stores.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, lte, or, type SQL, sql } from 'drizzle-orm'
-import type { Dialect } from './dialect.ts'
+import { and, asc, eq, inArray, isNotNull, isNull, lte, or, sql } from 'drizzle-orm'
+import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { placeholders, statement } from './query.ts'
 import type { mailOutbox } from './schema.ts'
@@ -74,109 +70,29 @@ export function insertMail(mail: NewMail): Op<void> {
   return INSERT_MAIL.exec({ ...mail })
 }
 
-/** The message is still to be sent: `mail_outbox_due_idx`'s predicate, written as its literal. */
-const isPending = ({ t }: Dialect) => sql`${t.mailOutbox.status} = 'pending'`
-/** No sender holds the message: never leased, or its lease ran out (its holder died mid-attempt). */
-const isFree = ({ t }: Dialect) => sql`(${t.mailOutbox.leaseExpiresAt} IS NULL OR ${t.mailOutbox.leaseExpiresAt} < ${ph('now')})`
-
-const CLAIM = statement('mail.claim', (d) => {
-  const { db, t } = d
-  const x = t.mailOutbox
-  const due = db
-    .select({ id: x.id })
-    .from(x)
-    .where(and(isPending(d), lte(x.nextAttemptAt, ph('now')), isFree(d)))
-    .orderBy(asc(x.nextAttemptAt))
-    .limit(ph('limit'))
-  return db
-    .update(x)
-    .set({ leaseOwner: sql`${ph('owner')}`, leaseExpiresAt: sql`${ph('until')}` })
-    .where(and(inArray(x.id, due), isPending(d), isFree(d)))
-    .returning()
-})
+/** The outbox's lease, claim and settle (./leased-queue.ts), as the callback deliveries'. */
+const OUTBOX = leasedQueue<MailRow, 'sent'>({ name: 'mail', table: (t) => t.mailOutbox, claimAnswers: 'rows', recordsError: true })
 
 /** Leases up to `limit` due messages to `owner` until `now + leaseMs`, oldest due first. */
 export function* claimMail(owner: string, now: number, leaseMs: number, limit: number): Op<MailRow[]> {
-  const claimed = yield* CLAIM.rows({ owner, now, until: now + leaseMs, limit })
+  const claimed = yield* OUTBOX.claim(owner, now, leaseMs, limit)
   return claimed.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id.localeCompare(b.id))
 }
 
 /** One attempt's outcome: the message was `sent`, `failed` for good, or is `pending` again until `nextAttemptAt`. */
-export interface MailAttempt {
-  id: string
-  owner: string
-  /** Attempts made so far, this one included. */
-  attempts: number
-  error: string | null
-  outcome: { status: 'sent' | 'failed'; at: number } | { status: 'pending'; nextAttemptAt: number }
-}
-
-const SETTLE = statement('mail.settle', (d) =>
-  d.db
-    .update(d.t.mailOutbox)
-    .set({
-      status: sql`${ph('status')}`,
-      attempts: sql`${ph('attempts')}`,
-      lastError: sql`${ph('error')}`,
-      finishedAt: sql`${ph('finishedAt')}`,
-      nextAttemptAt: sql`coalesce(${ph('nextAttemptAt')}, ${d.t.mailOutbox.nextAttemptAt})`,
-      leaseOwner: null,
-      leaseExpiresAt: null,
-    })
-    .where(and(eq(d.t.mailOutbox.id, ph('id')), eq(d.t.mailOutbox.leaseOwner, ph('owner')), isPending(d)))
-    .returning({ id: d.t.mailOutbox.id }),
-)
+export type MailAttempt = LeaseSettlement<'sent'>
 
 /** The attempt's outcome, guarded by the lease: false (nothing written) when `owner` no longer holds the message. */
-export function* recordMailAttempt(attempt: MailAttempt): Op<boolean> {
-  const { outcome } = attempt
-  const settled = yield* SETTLE.rows({
-    id: attempt.id,
-    owner: attempt.owner,
-    status: outcome.status,
-    attempts: attempt.attempts,
-    error: attempt.error,
-    finishedAt: outcome.status === 'pending' ? null : outcome.at,
-    nextAttemptAt: outcome.status === 'pending' ? outcome.nextAttemptAt : null,
-  })
-  return settled.length > 0
-}
-
-/** Leased pending messages (those `which` picks) handed back: due when they were, nobody's. */
-const unlease = (name: string, which: (d: Dialect) => SQL) =>
-  statement(name, (d) =>
-    d.db
-      .update(d.t.mailOutbox)
-      .set({ leaseOwner: null, leaseExpiresAt: null })
-      .where(and(isPending(d), isNotNull(d.t.mailOutbox.leaseOwner), which(d)))
-      .returning({ id: d.t.mailOutbox.id }),
-  )
-
-const RELEASE_OWNED = unlease('mail.release', (d) => eq(d.t.mailOutbox.leaseOwner, ph('owner')))
+export const recordMailAttempt = OUTBOX.settle
 
 /** Graceful stop: what `owner` holds (attempts it gave up on) is due again for any sender. */
-export function* releaseMailLeases(owner: string): Op<number> {
-  return (yield* RELEASE_OWNED.rows({ owner })).length
-}
-
-const RELEASE_ALL = unlease('mail.release-all', () => sql`1 = 1`)
+export const releaseMailLeases = OUTBOX.releaseOwned
 
 /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
-export function* releaseEveryMailLease(): Op<number> {
-  return (yield* RELEASE_ALL.rows()).length
-}
-
-const NEXT_DUE = statement('mail.next-due', (d) =>
-  d.db
-    .select({ at: sql<number | null>`min(${d.t.mailOutbox.nextAttemptAt})`.mapWith(Number) })
-    .from(d.t.mailOutbox)
-    .where(and(isPending(d), sql`${d.t.mailOutbox.nextAttemptAt} > ${ph('after')}`)),
-)
+export const releaseEveryMailLease = OUTBOX.releaseAll
 
 /** When the next pending message comes due after `after` (ms), or null. */
-export function* nextMailDueAt(after: number): Op<number | null> {
-  return (yield* NEXT_DUE.row({ after }))?.at ?? null
-}
+export const nextMailDueAt = OUTBOX.nextDueAt
 
 const PRUNE = statement('mail.prune', ({ db, t }) =>
   db

@@ -1,6 +1,6 @@
 /**
- * What the serving process's claiming loops share — the executor (./executor.ts) and the callback delivery worker
- * (./callback-delivery.ts): how a loop waits when idle, backs off when the database fails it, records what already
+ * What the serving process's claiming loops share — the executor (./executor.ts) and the outboxes' delivery loop
+ * (./delivery-loop.ts): how a loop waits when idle, backs off when the database fails it, records what already
  * happened outside whatever the storage says meanwhile, and stops.
  */
 import type { Op } from '../db/op.ts'
