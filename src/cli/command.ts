@@ -28,6 +28,9 @@ export interface Io {
   progress: ProgressStream
 }
 
+/** What `serve` returns to main: the process keeps running until a signal stops it. */
+export const KEEP_RUNNING = -1
+
 export interface Command {
   summary: string
   /** The synopsis: one line per form of the command. */

@@ -26,10 +26,7 @@ import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
 import { readStoredSso } from '../modules/auth/oidc-settings.ts'
-import { type Command, configFrom, parseFlags, SETTING_FLAGS } from './command.ts'
-
-/** Signals -1 to main: the process keeps running until a signal stops it. */
-export const KEEP_RUNNING = -1
+import { configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags } from './command.ts'
 
 /**
  * How long a graceful stop waits for in-flight requests, and (at the same time) for the executor's running
@@ -46,140 +43,128 @@ export const SHUTDOWN_GRACE_MS = 8_000
  */
 export const HTTP_IDLE_TIMEOUT_SECONDS = 10
 
-export const serveCommand: Command = {
-  summary: 'migrate, then serve the API, console and executor',
-  usage: 'trellis serve [--host HOST] [--port PORT] [--base-url URL] [--data DIR | --database-url URL] [--oidc-issuer URL --oidc-client-id ID [--oidc-client-secret-file FILE] [--oidc-auto-create]]',
-  flags: {
-    host: SETTING_FLAGS.host,
-    port: SETTING_FLAGS.port,
-    'base-url': SETTING_FLAGS['base-url'],
-    'oidc-issuer': SETTING_FLAGS['oidc-issuer'],
-    'oidc-client-id': SETTING_FLAGS['oidc-client-id'],
-    'oidc-client-secret-file': SETTING_FLAGS['oidc-client-secret-file'],
-    'oidc-auto-create': SETTING_FLAGS['oidc-auto-create'],
-  },
-  async run(argv, io) {
-    const parsed = parseFlags(argv, this.flags)
-    const startConfig = configFrom(parsed)
-    const logger = createLogger(startConfig.logLevel)
-    const dataDir = ensurePrivateDir(startConfig.dataDir)
-    if (dataDir.kind === 'narrowed') logger.info('data directory narrowed to 0700 (its owner only)', { dataDir: startConfig.dataDir, was: octal(dataDir.was) })
-    if (dataDir.kind === 'left-open') {
-      logger.warn(`data directory is open to other users and not ours to change: run chmod 700 ${startConfig.dataDir}`, { dataDir: startConfig.dataDir, mode: octal(dataDir.mode) })
+/** `trellis serve` (./serve-command.ts declares it): migrate, then serve until a signal stops the process. */
+export async function serve(argv: string[], io: Io, flags: Flags): Promise<number> {
+  const parsed = parseFlags(argv, flags)
+  const startConfig = configFrom(parsed)
+  const logger = createLogger(startConfig.logLevel)
+  const dataDir = ensurePrivateDir(startConfig.dataDir)
+  if (dataDir.kind === 'narrowed') logger.info('data directory narrowed to 0700 (its owner only)', { dataDir: startConfig.dataDir, was: octal(dataDir.was) })
+  if (dataDir.kind === 'left-open') {
+    logger.warn(`data directory is open to other users and not ours to change: run chmod 700 ${startConfig.dataDir}`, { dataDir: startConfig.dataDir, mode: octal(dataDir.mode) })
+  }
+  // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
+  const store = await openConfiguredStore(startConfig)
+  // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
+  const stored = await readSnapshot(store, startState())
+  const config = configFrom(parsed, { storedSso: stored.sso })
+  const metrics = createMetrics({ processMetrics: true })
+  // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
+  const upkeep = serveFrom(store, { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
+  const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
+  const setup = stored.noUsers ? SetupGate.open() : undefined
+  // `http` steps and completion callbacks go out through one client: the same destinations are refused.
+  const outbound = new OutboundClient({ allow: config.httpAllow })
+  // The executor's share of a turn while HTTP is busy; alone it takes every turn (docs/workflows.md "Executor").
+  const slices = new TurnSlices()
+  const shareMs = shareOfTurnMs(config.executorSharePercent)
+  const executor = new Executor({
+    store,
+    clock: systemClock,
+    logger,
+    concurrency: config.executorConcurrency,
+    leaseMs: config.executorLeaseMs,
+    outbound,
+    shareMs: () => (slices.busy ? shareMs : Number.POSITIVE_INFINITY),
+  })
+  const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
+  const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
+  const app = createApp(deps)
+  const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
+  raiseParserHeaderLimit()
+  const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
+  const server = Bun.serve({
+    hostname: config.host,
+    port: config.port,
+    // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
+    maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
+    idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
+    // The peer address is only known here: `app.handle` gets the request alone. A large answer completed after its
+    // request's dispatch is re-framed so that it leaves in two writes, not one per header part (../http/late-response.ts).
+    fetch: sendLateResponsesWhole(async (request, bunServer: Bun.Server<undefined>) => {
+      const arrived = performance.now()
+      const response = await servingRequestArrivedAt(arrived, () => handle(acceptRequest(request, bunServer.requestIP(request)?.address)))
+      // An event stream is quiet between events and heartbeats, and Bun's idle timeout would close it however often
+      // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
+      if (isEventStream(response)) bunServer.timeout(request, 0)
+      return response
+    }),
+  })
+  executor.start()
+  // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
+  if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
+  callbacks.start()
+  logger.info('callback delivery started', { owner: callbacks.owner })
+  if (mail) {
+    mail.start()
+    logger.info('mail sending started', { owner: mail.owner, smtp: mail.server, from: config.mail!.from })
+  } else {
+    logger.info('no SMTP server (TRELLIS_SMTP_URL): no mail is sent; the console\'s inbox is the only channel')
+  }
+  recordServedBaseUrl(config.dataDir, config.baseUrl)
+  const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+  const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
+  upkeep.startMaintenance()
+  logger.info('listening', {
+    url: `http://${server.hostname}:${server.port}`,
+    dataDir: config.dataDir,
+    database: describeDatabase(config.databaseUrl),
+    baseUrl: config.baseUrl,
+  })
+  if (setup) {
+    io.out(
+      `\nTrellis has no users yet. Open this one-time link to create the first administrator:\n\n  ${config.baseUrl}/setup?token=${setup.token}\n`,
+    )
+  }
+  let stopping = false
+  // SIGTERM/SIGINT: stop accepting, let in-flight requests finish while the executor stops claiming and
+  // finishes or gives back its steps and the callback worker its attempts (all bounded), checkpoint the WAL, exit 0.
+  // A second signal stops at once.
+  const stop = async (signal: string) => {
+    if (stopping) {
+      logger.warn('second signal: stopping at once', { signal })
+      process.exit(1)
     }
-    // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
-    const store = await openConfiguredStore(startConfig)
-    // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
-    const stored = await readSnapshot(store, startState())
-    const config = configFrom(parsed, { storedSso: stored.sso })
-    const metrics = createMetrics({ processMetrics: true })
-    // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
-    const upkeep = serveFrom(store, { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
-    const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
-    const setup = stored.noUsers ? SetupGate.open() : undefined
-    // `http` steps and completion callbacks go out through one client: the same destinations are refused.
-    const outbound = new OutboundClient({ allow: config.httpAllow })
-    // The executor's share of a turn while HTTP is busy; alone it takes every turn (docs/workflows.md "Executor").
-    const slices = new TurnSlices()
-    const shareMs = shareOfTurnMs(config.executorSharePercent)
-    const executor = new Executor({
-      store,
-      clock: systemClock,
-      logger,
-      concurrency: config.executorConcurrency,
-      leaseMs: config.executorLeaseMs,
-      outbound,
-      shareMs: () => (slices.busy ? shareMs : Number.POSITIVE_INFINITY),
-    })
-    const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
-    const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
-    const app = createApp(deps)
-    const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
-    raiseParserHeaderLimit()
-    const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
-    const server = Bun.serve({
-      hostname: config.host,
-      port: config.port,
-      // Our own limit answers with the JSON 413 (it stops reading at the limit); Bun's is only a far backstop.
-      maxRequestBodySize: Math.max(config.maxBodyBytes * 16, 64 * 1024 * 1024),
-      idleTimeout: HTTP_IDLE_TIMEOUT_SECONDS,
-      // The peer address is only known here: `app.handle` gets the request alone. A large answer completed after its
-      // request's dispatch is re-framed so that it leaves in two writes, not one per header part (../http/late-response.ts).
-      fetch: sendLateResponsesWhole(async (request, bunServer: Bun.Server<undefined>) => {
-        const arrived = performance.now()
-        const response = await servingRequestArrivedAt(arrived, () => handle(acceptRequest(request, bunServer.requestIP(request)?.address)))
-        // An event stream is quiet between events and heartbeats, and Bun's idle timeout would close it however often
-        // it writes (measured: a stream writing every second was cut after twice the timeout): none for it.
-        if (isEventStream(response)) bunServer.timeout(request, 0)
-        return response
-      }),
-    })
-    executor.start()
-    // The owner names this instance's leases (runs.lease_owner): with several instances, which one holds a run.
-    if (executor.enabled) logger.info('executor started', { owner: executor.owner, concurrency: config.executorConcurrency })
-    callbacks.start()
-    logger.info('callback delivery started', { owner: callbacks.owner })
-    if (mail) {
-      mail.start()
-      logger.info('mail sending started', { owner: mail.owner, smtp: mail.server, from: config.mail!.from })
-    } else {
-      logger.info('no SMTP server (TRELLIS_SMTP_URL): no mail is sent; the console\'s inbox is the only channel')
-    }
-    recordServedBaseUrl(config.dataDir, config.baseUrl)
-    const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
-    const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
-    upkeep.startMaintenance()
-    logger.info('listening', {
-      url: `http://${server.hostname}:${server.port}`,
-      dataDir: config.dataDir,
-      database: describeDatabase(config.databaseUrl),
-      baseUrl: config.baseUrl,
-    })
-    if (setup) {
-      io.out(
-        `\nTrellis has no users yet. Open this one-time link to create the first administrator:\n\n  ${config.baseUrl}/setup?token=${setup.token}\n`,
-      )
-    }
-    let stopping = false
-    // SIGTERM/SIGINT: stop accepting, let in-flight requests finish while the executor stops claiming and
-    // finishes or gives back its steps and the callback worker its attempts (all bounded), checkpoint the WAL, exit 0.
-    // A second signal stops at once.
-    const stop = async (signal: string) => {
-      if (stopping) {
-        logger.warn('second signal: stopping at once', { signal })
-        process.exit(1)
+    stopping = true
+    logger.info('shutting down', { signal })
+    try {
+      retention?.stop()
+      const historyStopped = history.stop() // its batch under way commits before the store closes
+      upkeep.stop()
+      // Event streams end now (their clients reconnect, to another instance or after the restart): not in flight.
+      await deps.runEvents.close()
+      const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
+      const [drained] = await Promise.all([
+        Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
+        executor.stop(SHUTDOWN_GRACE_MS),
+        historyStopped,
+        callbacks.stop(SHUTDOWN_GRACE_MS),
+        mail?.stop(SHUTDOWN_GRACE_MS),
+      ])
+      if (!drained) {
+        logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
+        await server.stop(true)
       }
-      stopping = true
-      logger.info('shutting down', { signal })
-      try {
-        retention?.stop()
-        const historyStopped = history.stop() // its batch under way commits before the store closes
-        upkeep.stop()
-        // Event streams end now (their clients reconnect, to another instance or after the restart): not in flight.
-        await deps.runEvents.close()
-        const requestsDone = server.stop().then(() => true) // closes the listener; resolves once no request is in flight
-        const [drained] = await Promise.all([
-          Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
-          executor.stop(SHUTDOWN_GRACE_MS),
-          historyStopped,
-          callbacks.stop(SHUTDOWN_GRACE_MS),
-          mail?.stop(SHUTDOWN_GRACE_MS),
-        ])
-        if (!drained) {
-          logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
-          await server.stop(true)
-        }
-        logger.info('stopped', await upkeep.close())
-        process.exit(0)
-      } catch (error) {
-        logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })
-        process.exit(1)
-      }
+      logger.info('stopped', await upkeep.close())
+      process.exit(0)
+    } catch (error) {
+      logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })
+      process.exit(1)
     }
-    process.on('SIGTERM', () => void stop('SIGTERM'))
-    process.on('SIGINT', () => void stop('SIGINT'))
-    return KEEP_RUNNING
-  },
+  }
+  process.on('SIGTERM', () => void stop('SIGTERM'))
+  process.on('SIGINT', () => void stop('SIGINT'))
+  return KEEP_RUNNING
 }
 
 /** What `serve` reads before it starts: the apply file's SSO settings, and whether the instance has any user yet. */
