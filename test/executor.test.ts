@@ -785,9 +785,10 @@ describe('executor (in-process, real clock)', () => {
     })
   })
 
-  test('the executor is idle at the end: no run is left active', () => {
+  test('the executor is idle at the end: no run is left active', async () => {
     expect(queryOne(env.store, "SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running')")).toEqual({ n: 0 })
-    expect(executor.busyWorkers).toBe(0)
+    // A worker frees its slot just after the commit that ended its run: on a busy machine the test may look between.
+    await until('every worker free', () => executor.busyWorkers === 0)
   })
 })
 
