@@ -8,10 +8,9 @@
  * lease runs out, or at once by the next `serve` of a SQLite data directory: at least once, same `webhook-id`.
  */
 import { Webhook } from 'standardwebhooks'
-import { type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, releaseCallbackLeases } from '../db/callbacks.ts'
-import type { Store } from '../db/open.ts'
+import { type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, recoverCallbacksAtStart, releaseCallbackLeases } from '../db/callbacks.ts'
 import { read } from '../db/read.ts'
-import { listenForCallbacksOn, type QueueWakeups, recoverCallbacksAtStart } from '../db/store.ts'
+import type { QueueWakeups, Store } from '../db/store.ts'
 import { write } from '../db/write.ts'
 import { CALLBACK_LEASE_MS, CALLBACK_MAX_ATTEMPTS, CALLBACK_TIMEOUT_MS, callbackRetryDelayMs, callbackSecret } from '../lib/callbacks.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -61,7 +60,7 @@ export class CallbackDelivery {
   start(): void {
     if (this.running) return
     this.running = true
-    this.listening = listenForCallbacksOn(this.options.store, () => this.notify()).catch((error) => {
+    this.listening = this.options.store.listenForCallbacks(() => this.notify()).catch((error) => {
       // Not listening: the poll still finds every delivery, at most `pollMs` late.
       this.options.logger.warn('listening for callbacks failed; polling only', { error: (error as Error).message })
       return null
