@@ -71,9 +71,9 @@ const sqliteListTimes = new WeakMap<Database, Map<string, Micros>>()
 const scopeKey = (list: TimeOrderedList, scopeValue: number | null) => `${list.table}|${list.scope}|${scopeValue}`
 
 /**
- * Runs `fn` (the body of a write transaction on the connection behind `db`: ./sqlite/transactions.ts's `transaction`) with the
- * transaction's list times counted, and forgets them when it ends, committed or not: after the commit another
- * process (the CLI) may write the same scopes.
+ * Runs `fn` (the body of a write transaction on the connection behind `db`: ./sqlite/transactions.ts's
+ * `transaction`) with the transaction's list times counted, and forgets them when it ends, committed or not: after
+ * the commit another process (the CLI) may write the same scopes.
  */
 export function countListTimes<T>(db: Db, fn: () => T): T {
   const connection = connectionOf(db)

@@ -21,7 +21,7 @@ const MAX_PAYLOAD = 7_000
 
 const pending = new WeakMap<SQL, Set<number>>()
 
-/** Announces to every instance that events of `environmentIds` committed: one NOTIFY through the pool `sql` at the end of this turn. */
+/** Announces to every instance that events of `environmentIds` committed: one NOTIFY on the pool `sql` at the end of this turn. */
 export function notifyRunEventsCommitted(sql: SQL, environmentIds: readonly number[]): void {
   if (environmentIds.length === 0) return
   let waiting = pending.get(sql)
