@@ -12,9 +12,8 @@
  */
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
-import { commitNow } from '../src/db/write.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { microsFromMillis } from '../src/lib/time.ts'
@@ -201,7 +200,7 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
   const collectionIds = COLLECTIONS.map((name) => idOf('SELECT id FROM collections WHERE project_id = ? AND name = ?', projectId, name))
   const userIds = emails.map((email) => idOf('SELECT id FROM users WHERE email = ?', email))
   const workflowIds = workflows.map((w) => idOf('SELECT w.id FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE r.environment_id = ? AND w.name = ?', envIds[0]!, w.name))
-  const adminToken = commitNow(store, function* () {
+  const adminToken = store.commitNow(function* () {
     return yield* createToken(systemClock, {
       name: 'bench admin',
       userId: userIds[0]!,

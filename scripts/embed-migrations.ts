@@ -1,5 +1,5 @@
 /**
- * Writes src/db/migrations.generated.ts from drizzle/meta/_journal.json (and src/db/postgres/migrations.generated.ts
+ * Writes src/db/sqlite/migrations.generated.ts from drizzle/meta/_journal.json (and src/db/postgres/migrations.generated.ts
  * from drizzle/postgres/): one text import per migration,
  * so `bun build --compile` embeds the SQL and the binary never reads the source tree at run time.
  * Run by `npm run db:generate` after drizzle-kit; a test fails when the module is stale.
@@ -8,7 +8,7 @@ import { renderMigrationsModule } from '../src/db/migrations-module.ts'
 
 const root = new URL('..', import.meta.url).pathname
 const journal = await Bun.file(`${root}drizzle/meta/_journal.json`).json()
-await Bun.write(`${root}src/db/migrations.generated.ts`, renderMigrationsModule(journal))
+await Bun.write(`${root}src/db/sqlite/migrations.generated.ts`, renderMigrationsModule(journal))
 console.log(`embedded ${journal.entries.length} SQLite migration(s)`)
 // PostgreSQL's: the same, from drizzle/postgres/.
 const pgJournalPath = 'drizzle/postgres/meta/_journal.json'

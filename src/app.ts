@@ -2,7 +2,6 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps.ts'
 import { allowedMethods } from './http/allowed-methods.ts'
-import { storageErrorOf } from './db/write.ts'
 import { rejectOversizedBody, parseBody } from './http/body.ts'
 import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
@@ -40,7 +39,7 @@ export function createApp(deps: AppDeps) {
     .onParse(parseBody(deps.config.maxBodyBytes))
     .onError(({ code, error, request, set }) => {
       // A driver error no write() translated (a read during a lock's rare exclusive moments) is a storage fault too.
-      const response = withHeaders(renderError(code, storageErrorOf(deps.store, error) ?? error, request, deps.logger, allowedFor), set.headers)
+      const response = withHeaders(renderError(code, deps.store.storageErrorOf(error) ?? error, request, deps.logger, allowedFor), set.headers)
       set.status = response.status // what the after-response hooks (metrics) read
       return response
     })

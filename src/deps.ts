@@ -5,8 +5,7 @@
  * API rate limiter) and the counters every limit counts with.
  */
 import type { Config } from './config.ts'
-import type { Store } from './db/open.ts'
-import { rateCountersOf } from './db/store.ts'
+import type { Store } from './db/store.ts'
 import type { Executor } from './executor/executor.ts'
 import { TokenRateLimiter } from './lib/rate-limit.ts'
 import type { Clock } from './lib/clock.ts'
@@ -51,7 +50,7 @@ export interface AppDeps extends DepsInput {
 /** The app's dependencies, each per-app object built once. */
 export function createDeps(input: DepsInput): AppDeps {
   const { config, store, clock } = input
-  const rateCounters = input.rateCounters ?? rateCountersOf(store)
+  const rateCounters = input.rateCounters ?? store.rateCounters()
   const limits = { perMinute: config.apiRatePerMinute, perHour: config.apiRatePerHour, perDay: config.apiRatePerDay }
   const limiter = new TokenRateLimiter(clock, limits, rateCounters)
   return {

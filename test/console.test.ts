@@ -6,11 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { openStore } from '../src/db/open.ts'
+import { read } from '../src/db/read.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
 import { bearer, execute, processEnv, queryAll, queryOne, repoRoot, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { read } from '../src/db/read.ts'
 import { renderAdminLogs } from '../src/modules/admin-logs/service.ts'
 import { instanceLogIds } from '../src/modules/admin-logs/instance.ts'
 import { GET_STARTED_COMMANDS } from '../src/modules/console/checklist.ts'

@@ -5,12 +5,12 @@ import { cpSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { is } from 'drizzle-orm'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { migrate, pendingMigrations } from '../src/db/migrate.ts'
+import { migrate, pendingMigrations } from '../src/db/sqlite/migrate.ts'
+import { migrations as embedded } from '../src/db/sqlite/migrations.generated.ts'
+import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { type Journal, renderMigrationsModule } from '../src/db/migrations-module.ts'
-import { migrations as embedded } from '../src/db/migrations.generated.ts'
-import { openStore, type SqliteStore, type Store } from '../src/db/open.ts'
 import * as schema from '../src/db/schema.ts'
-import { execute, queryOne, repoRoot, runCli, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyEach, sqliteTestEnv, type SqlValue, TEST_STORE, testEnv, type TestEnv, tempDir } from './helpers.ts'
+import { execute, queryOne, repoRoot, runCli, SQLITE_ONLY, sqliteOnlyDescribe, sqliteOnlyEach, sqliteTestEnv, type SqlValue, tempDir, TEST_STORE, testEnv, type TestEnv, type TestStore } from './helpers.ts'
 
 const schemaTables = (Object.values(schema) as unknown[])
   .filter((value): value is SQLiteTable => is(value, SQLiteTable))
@@ -251,8 +251,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.sqliteMigrations, 'migrations', () => {
 describe('embedded migrations', () => {
   const journal = JSON.parse(readFileSync(join(repoRoot, 'drizzle/meta/_journal.json'), 'utf8')) as Journal
 
-  test('src/db/migrations.generated.ts is what scripts/embed-migrations.ts would write', () => {
-    expect(readFileSync(join(repoRoot, 'src/db/migrations.generated.ts'), 'utf8')).toBe(renderMigrationsModule(journal))
+  test('src/db/sqlite/migrations.generated.ts is what scripts/embed-migrations.ts would write', () => {
+    expect(readFileSync(join(repoRoot, 'src/db/sqlite/migrations.generated.ts'), 'utf8')).toBe(renderMigrationsModule(journal))
   })
 
   test('src/db/postgres/migrations.generated.ts too (PostgreSQL, drizzle/postgres/), with every SQL file of the folder', () => {
@@ -324,7 +324,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.pragmas, 'pragmas', () => {
 })
 
 /** The rows a run needs (user, project, environment, team, rendering, collection, workflow, version), by raw SQL. */
-function seedWorkflows(store: Store) {
+function seedWorkflows(store: TestStore) {
   const now = 1_795_000_000_000
   const run = (statement: string, params: SqlValue[] = []) => execute(store, statement, ...params)
   run("INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', ?, ?)", [now, now])

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7, SQL } from 'bun'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { writeNow } from '../src/db/write.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
@@ -119,7 +119,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
   }
   /** Queues a run of `workflow` through `store` with the runs service's own face call (the NOTIFY included). */
   async function queue(store: PgStore, workflow: string, recordId: string): Promise<string> {
-    const answer = await writeOnPostgres(store, () => insertRun({ ...bases[workflow]!, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
+    const answer = await writeNow(store, () => insertRun({ ...bases[workflow]!, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
     if (!answer.inserted) throw new Error('not queued')
     return answer.id
   }
@@ -189,7 +189,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
     expect(await x.listening()).toBe(true)
     const runId = randomUUIDv7()
     const calling = hangStarted(runId)
-    const queued = await writeOnPostgres(instanceStore(), () => insertRun({ ...bases[CALL_THEN_PARK]!, id: runId, recordId: 'handover_1', createdAt: Date.now() }))
+    const queued = await writeNow(instanceStore(), () => insertRun({ ...bases[CALL_THEN_PARK]!, id: runId, recordId: 'handover_1', createdAt: Date.now() }))
     expect(queued).toEqual({ inserted: true, id: runId })
     await calling
     expect(await runRow(runId)).toMatchObject({ status: 'running', lease_owner: x.owner })
@@ -256,7 +256,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
       expect(owner).toMatch(/^executor-/)
       const runId = randomUUIDv7()
       const calling = hangStarted(runId)
-      await writeOnPostgres(stores.pg, () => insertRun({ ...bases[CALL_THEN_PARK]!, id: runId, recordId: 'crash_1', createdAt: Date.now() }))
+      await writeNow(stores.pg, () => insertRun({ ...bases[CALL_THEN_PARK]!, id: runId, recordId: 'crash_1', createdAt: Date.now() }))
       await calling
       expect(await runRow(runId)).toMatchObject({ status: 'running', lease_owner: owner, attempts: 1 })
 
@@ -306,7 +306,7 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor while its Po
   })
 
   const queue = async (recordId: string) => {
-    const queued = await writeOnPostgres(stores.pg, () => insertRun({ ...base, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
+    const queued = await writeNow(stores.pg, () => insertRun({ ...base, id: randomUUIDv7(), recordId, createdAt: Date.now() }))
     if (!queued.inserted) throw new Error('not queued')
     return queued.id
   }

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore, type Store } from '../src/db/open.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
 import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns, type RunRow, runWorkflow } from '../src/db/queue.ts'
 import { Executor, STEP_RUNNERS } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult, type StepRunner } from '../src/executor/step.ts'
@@ -22,7 +22,7 @@ import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { loadInstanceSecret } from '../src/lib/secret.ts'
 import type { Step } from '../src/modules/workflows/definition.ts'
 import { publishWorkflow } from '../src/modules/workflows/service.ts'
-import { anotherStore, bearer, execute, processEnv, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { anotherStore, bearer, execute, processEnv, queryAll, queryOne, repoRoot, request, runNow, SQLITE_ONLY, sqliteOnlyTest, startServe, tempDir, testApp, type TestEnv, testEnv, type TestStore, until } from './helpers.ts'
 import { queueOn } from './support/queue.ts'
 import {
   type AcmeDocument,
@@ -961,7 +961,7 @@ describe('leases and several executors on one database', () => {
   let hooks: Record<string, string>
   let token: string
   const executors: Executor[] = []
-  const stores: Store[] = []
+  const stores: TestStore[] = []
 
   beforeAll(async () => {
     env = testEnv({ TRELLIS_HTTP_ALLOW: '127.0.0.1' })
@@ -1294,7 +1294,7 @@ describe('backoffMs', () => {
 })
 
 /** Leaves no run of `store` claimable or holding a record (each test starts from an empty queue). */
-const drainRuns = (store: Store) => execute(store, "UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
+const drainRuns = (store: TestStore) => execute(store, "UPDATE runs SET status = 'cancelled' WHERE status IN ('queued', 'running', 'waiting')")
 const queueNow = Date.UTC(2026, 10, 21, 12, 0, 0)
 
 describe('queue (no executor running)', () => {

@@ -1,13 +1,14 @@
 /**
- * Group commit (src/db/write.ts): the writes of one event-loop turn share one IMMEDIATE transaction, a savepoint
+ * Group commit (src/db/sqlite/group-commit.ts): the writes of one event-loop turn share one IMMEDIATE transaction, a savepoint
  * each; one write's failure is its own; every caller is answered after the COMMIT; a locked database is waited out
  * by the whole batch. Real SQLite files, real concurrency, a real second process holding the lock.
  */
 import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { keepEventLoopFree, type Db } from '../src/db/open.ts'
-import { connectionOf } from '../src/db/prepared.ts'
-import { EXECUTOR_COMMIT_BUDGET_MS, GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT, write, writeInShare } from '../src/db/write.ts'
+import type { Db } from '../src/db/dialect.ts'
+import { EXECUTOR_COMMIT_BUDGET_MS, GROUP_COMMIT_BUDGET_MS, GROUP_COMMIT_LIMIT } from '../src/db/sqlite/group-commit.ts'
+import { connectionOf } from '../src/db/sqlite/prepared.ts'
+import { write, writeInShare } from '../src/db/write.ts'
 import { StorageUnavailableError } from '../src/lib/storage-unavailable.ts'
 import { onSqlite, SQLITE_ONLY, sqliteOnlyDescribe, type SqliteTestEnv, sqliteTestEnv } from './helpers.ts'
 
@@ -164,7 +165,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'group commit while another process ho
   }
 
   test('the batch waits for the lock asynchronously and commits whole once it is free', async () => {
-    keepEventLoopFree(env.store, 3000)
+    env.store.keepEventLoopFree(3000)
     const holder = await holdLock(400)
     try {
       const started = performance.now()
@@ -183,7 +184,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'group commit while another process ho
   })
 
   test('a write whose wait runs out is refused with database_busy and writes nothing', async () => {
-    keepEventLoopFree(env.store, 100)
+    env.store.keepEventLoopFree(100)
     const holder = await holdLock(800)
     try {
       const outcomes = await Promise.allSettled(Array.from({ length: 3 }, (_, i) => writeName(`gave-up-${i}`)))
@@ -195,7 +196,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'group commit while another process ho
       }
     } finally {
       await holder.exited
-      keepEventLoopFree(env.store, 3000)
+      env.store.keepEventLoopFree(3000)
     }
     expect(names().filter((n) => n.startsWith('gave-up-'))).toEqual([])
   })

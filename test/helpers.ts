@@ -10,11 +10,12 @@ import { createApp } from '../src/app.ts'
 import { createDeps, type DepsInput } from '../src/deps.ts'
 import { type ApplyContext, applyDocument, applyDocumentNow, type ApplyReport } from '../src/modules/apply/service.ts'
 import { type Config, loadConfig } from '../src/config.ts'
-import { migrate } from '../src/db/migrate.ts'
-import type { AnyPlan, Op } from '../src/db/op.ts'
-import { type Db, keepEventLoopFree, openStore, type SqliteStore, type Store } from '../src/db/open.ts'
-import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import type { Db } from '../src/db/dialect.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { writeNow } from '../src/db/write.ts'
+import type { AnyPlan, Op } from '../src/db/op.ts'
+import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
@@ -51,7 +52,7 @@ function testStoreFromEnvironment(): 'sqlite' | 'postgres' {
 
 export interface TestEnv {
   dataDir: string
-  store: Store
+  store: TestStore
   /** The PostgreSQL database's URL (TRELLIS_TEST_STORE=postgres), else null: `processEnv` hands it to the CLI. */
   databaseUrl: string | null
   config: Config
@@ -77,7 +78,7 @@ export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
   const { base, dir } = envBase(env)
   const store = openStore(base.config.dataDir)
   migrate(store.sqlite)
-  keepEventLoopFree(store, base.config.dbBusyWaitMs)
+  store.keepEventLoopFree(base.config.dbBusyWaitMs)
   return {
     ...base,
     store,
@@ -90,6 +91,9 @@ export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
 }
 
 export type SqliteTestEnv = TestEnv & { store: SqliteStore }
+
+/** A test's store: either class (src/db/store.ts `Store`), told apart by its `kind` where a test reads its database itself. */
+export type TestStore = SqliteStore | PgStore
 
 function postgresTestEnv(env: Record<string, string>): TestEnv {
   const { base, dir } = envBase(env)
@@ -137,7 +141,7 @@ function envBase(env: Record<string, string>) {
  * The store as the SQLite store a check needs (a PRAGMA, the file, a SQLite-only statement); on PostgreSQL it fails
  * the test, naming `why`. Tests whose whole point is SQLite use `sqliteOnlyTest` instead.
  */
-export function sqliteOf(store: Store, why: string): SqliteStore {
+export function sqliteOf(store: TestStore, why: string): SqliteStore {
   if (store.kind === 'sqlite') return store
   throw new Error(`SQLite only (${why}): this test runs on PostgreSQL (TRELLIS_TEST_STORE=postgres)`)
 }
@@ -267,7 +271,7 @@ export function sqliteOnlyDescribe(reason: string, name: string, fn: () => void)
  * Another connection to the same database, as a second process would have (SQLite: the data directory's file;
  * PostgreSQL: a pool of its own on the same database). Close it before the env.
  */
-export function anotherStore(env: TestEnv): Store {
+export function anotherStore(env: TestEnv): TestStore {
   return env.store.kind === 'sqlite' ? openStore(env.dataDir) : openPostgres(postgresUrlOf(env.store), { max: TEST_POOL_SIZE })
 }
 
@@ -280,7 +284,7 @@ export function sqliteOnlyEach<T extends unknown[]>(reason: string, cases: T[], 
 }
 
 /** The rows of every table, each table in a fixed order: used to prove that a failed command wrote nothing. */
-export function tableContents(store: Store): Record<string, unknown[]> {
+export function tableContents(store: TestStore): Record<string, unknown[]> {
   if (store.kind === 'postgres') {
     const tables = queryAll<{ name: string }>(store, "SELECT tablename AS name FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
     if (tables.length === 0) return {}
@@ -302,7 +306,7 @@ export type SqlValue = string | number | boolean | null
  * as SQLite gives it, 1 or 0. (A JSON boolean in a row can only be a `boolean` result: the schema has no json
  * column; SQLite has no boolean type and answers every flag or comparison with 1 or 0.)
  */
-export function queryAll<T = Record<string, unknown>>(store: Store, statement: string, ...params: SqlValue[]): T[] {
+export function queryAll<T = Record<string, unknown>>(store: TestStore, statement: string, ...params: SqlValue[]): T[] {
   if (store.kind === 'sqlite') return store.sqlite.prepare(statement).all(...params) as T[]
   const out = psqlSync(postgresUrlOf(store), `SELECT coalesce(json_agg(q), '[]'::json) FROM (${withLiterals(statement, params)}) q`)
   const rows = JSON.parse(out) as Record<string, unknown>[]
@@ -310,13 +314,13 @@ export function queryAll<T = Record<string, unknown>>(store: Store, statement: s
 }
 
 /** The first row of `statement` (see `queryAll`), or null. */
-export function queryOne<T = Record<string, unknown>>(store: Store, statement: string, ...params: SqlValue[]): T | null {
+export function queryOne<T = Record<string, unknown>>(store: TestStore, statement: string, ...params: SqlValue[]): T | null {
   if (store.kind === 'sqlite') return (store.sqlite.prepare(statement).get(...params) as T | null) ?? null
   return queryAll<T>(store, statement, ...params)[0] ?? null
 }
 
 /** `statement` (an UPDATE, DELETE or INSERT a test makes to set a scene; see `queryAll`) on either store. */
-export function execute(store: Store, statement: string, ...params: SqlValue[]): void {
+export function execute(store: TestStore, statement: string, ...params: SqlValue[]): void {
   if (store.kind === 'sqlite') store.sqlite.prepare(statement).run(...params)
   else psqlSync(postgresUrlOf(store), withLiterals(statement, params))
 }
@@ -326,7 +330,7 @@ export function execute(store: Store, statement: string, ...params: SqlValue[]):
  * the store's own pool, awaited, not a synchronous psql, which holds this process's event loop for as long as the
  * statement takes (and for good, should it wait on a lock one of this process's own open transactions holds).
  */
-export async function executeBeside(store: Store, statement: string, ...params: SqlValue[]): Promise<void> {
+export async function executeBeside(store: TestStore, statement: string, ...params: SqlValue[]): Promise<void> {
   if (store.kind === 'sqlite') store.sqlite.prepare(statement).run(...params)
   else await store.sql.unsafe(withLiterals(statement, params))
 }
@@ -445,7 +449,7 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
  * Seeding and checks: `work` run at once in one write transaction of `store` (the CLI's way), its answer returned.
  * On SQLite it has committed before the call returns (the promise only carries the answer); await it on both.
  */
-export async function runNow<T>(store: Store, work: Op<T>): Promise<T> {
+export async function runNow<T>(store: TestStore, work: Op<T>): Promise<T> {
   return writeNow(store, () => work)
 }
 

@@ -51,7 +51,7 @@ beforeAll(async () => {
   const prepare = connection.prepare.bind(connection)
   connection.prepare = ((text: string, ...rest: never[]) => {
     if (counting) {
-      const where = (new Error().stack ?? '').split('\n').find((line) => line.includes('/src/') && !line.includes('/src/db/prepared.ts'))?.trim() ?? '?'
+      const where = (new Error().stack ?? '').split('\n').find((line) => line.includes('/src/') && !line.includes('/src/db/sqlite/prepared.ts'))?.trim() ?? '?'
       prepared.push(`${text.replace(/\s+/g, ' ').slice(0, 100)} — ${where}`)
     }
     return prepare(text, ...rest)

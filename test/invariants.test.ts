@@ -7,7 +7,6 @@
  * "The rules under concurrency"): before that, each of these failed there.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Store } from '../src/db/open.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
 import { createProject } from '../src/modules/projects/structure.ts'
@@ -16,7 +15,7 @@ import { createInvitation } from '../src/modules/users/invitations.ts'
 import { createUser, type User } from '../src/modules/users/service.ts'
 import { PG_LISTS } from '../src/db/postgres/monotonic.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { anotherStore, execute, queryAll, queryOne, runNow, type SqlValue, TEST_STORE, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { anotherStore, execute, queryAll, queryOne, runNow, type SqlValue, TEST_STORE, testApp, type TestEnv, testEnv, type TestStore } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import type { ApplyReport } from '../src/modules/apply/service.ts'
 
@@ -76,7 +75,7 @@ const tally = (answers: Answer[]) =>
   }, {})
 
 /** The `n` of a `SELECT count(*) AS n …`. */
-const count = (store: Store, statement: string, ...params: SqlValue[]) => Number(queryOne<{ n: number }>(store, statement, ...params)!.n)
+const count = (store: TestStore, statement: string, ...params: SqlValue[]) => Number(queryOne<{ n: number }>(store, statement, ...params)!.n)
 
 async function seedUsers(prefix: string, count: number, input: { isInstanceAdmin?: boolean } = {}): Promise<User[]> {
   const users: User[] = []
@@ -239,7 +238,7 @@ describe.skipIf(TEST_STORE !== 'postgres')('a run is dated when it can be listed
   let runsEnv: TestEnv
   let runsBase: string
   let token: string
-  let holder: Store
+  let holder: TestStore
 
   beforeAll(async () => {
     ;({ env: runsEnv, token, base: runsBase } = await acmeRunsEnv())

@@ -7,10 +7,9 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { sql } from 'drizzle-orm'
-import { openMigrated } from '../src/db/migrate.ts'
-import { databasePath } from '../src/db/open.ts'
-import type { Db } from '../src/db/open.ts'
-import { readTransaction } from '../src/db/read.ts'
+import type { Db } from '../src/db/dialect.ts'
+import { databasePath } from '../src/db/sqlite/open.ts'
+import { openMigrated } from '../src/db/sqlite/store.ts'
 import { onSqlite, repoRoot, tempDir } from './helpers.ts'
 
 const CLI_DIR = join(repoRoot, 'src/cli')
@@ -121,8 +120,7 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
       const first = await reader.read()
       expect(new TextDecoder().decode(first.value)).toContain('locked')
       const started = performance.now()
-      const seen = readTransaction(
-        store,
+      const seen = store.readTransaction(
         (function* () {
           const before = yield* onSqlite(migrationsNamed, 'zz_locked')
           Bun.sleepSync(2000) // the writer commits meanwhile
@@ -135,7 +133,7 @@ describe('readTransaction (the CLI\'s reads, e.g. token list): one snapshot, no 
       expect(waitedMs).toBeLessThan(3000)
       expect(await writer.exited).toBe(0)
       // A new snapshot sees the commit.
-      expect(readTransaction(store, onSqlite(migrationsNamed, 'zz_locked'))).toBe(1)
+      expect(store.readTransaction(onSqlite(migrationsNamed, 'zz_locked'))).toBe(1)
     } finally {
       writer.kill()
       store.close()

@@ -9,10 +9,10 @@
  * pages), imports `src/http/`. Code outside `src/db/` never knows which store it has: it neither imports a
  * dialect's own code nor names a store kind.
  *
- * Inside `src/db/` (docs/architecture.md "The layers of src/db"): every file is of the engine, of a domain, or the
- * store (`store.ts`); the two dialect folders (`postgres/`, `sqlite/`) import the engine and each other, never a
- * domain file nor the store; the engine imports no domain file nor the store; and only the files that open, pick or
- * drive a store (`STORE_LEVEL`) ask which kind it is.
+ * Inside `src/db/` (docs/architecture.md "The layers of src/db"): every file is of the engine, of a domain, or of
+ * one of the two dialect folders (`sqlite/`, `postgres/`), which hold the same core files; a dialect folder imports
+ * the engine and the dialect folders, never a domain file; the engine imports no domain file; and no file of `src/`
+ * asks which kind of store it has but the two store classes (`sqlite/store.ts`, `postgres/store.ts`).
  */
 import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
@@ -182,13 +182,14 @@ describe('folders of src/', () => {
 // ── The layers of src/db ──────────────────────────────────────────────────────
 
 /**
- * The engine: what every operation is built and run with — the op and its plans, the queries and their dialect
- * context, pages, prepared statements, savepoints, the schema, opening, migrating, reading, writing, backing up,
- * the lists' times, the rules' locks, the cached lookups, the run-event commit announcements.
+ * The engine: what every operation is built and run with, whichever the store — the `Store` interface and the op
+ * face over it (read, write), the op and its plans, the queries and their dialect context, pages, the schema and
+ * its embedded-migration module, connecting, the lists' times, the rules' locks, the cached lookups' op, the
+ * run-event commit announcements, the copy between stores.
  */
 const ENGINE = [
-  'backup', 'connect', 'dialect', 'lookup-cache', 'migrate', 'migrations-module', 'migrations.generated', 'monotonic', 'op', 'open',
-  'pages', 'prepared', 'query', 'read', 'rule-locks', 'run-event-commits', 'savepoint', 'schema', 'sqlite-to-postgres', 'tables', 'write',
+  'connect', 'dialect', 'lookup-cache', 'migrations-module', 'monotonic', 'op', 'pages', 'query', 'read', 'rule-locks',
+  'run-event-commits', 'schema', 'sqlite-to-postgres', 'store', 'tables', 'write',
 ].map((name) => `src/db/${name}.ts`)
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */
 const DOMAINS = [
@@ -196,53 +197,71 @@ const DOMAINS = [
   'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
   'webhooks', 'workflows',
 ].map((name) => `src/db/${name}.ts`)
-/** The store: a store's life beyond one op (its listeners, its recovery at start, its upkeep), over the domains. */
-const STORE = 'src/db/store.ts'
-/** The files that open, pick or drive a store, and so alone may ask which kind it is. */
-const STORE_LEVEL = ['connect', 'migrate', 'open', 'read', 'store', 'write'].map((name) => `src/db/${name}.ts`)
+const DIALECTS = ['sqlite', 'postgres'] as const
 const isDialect = (path: string) => /^src\/db\/(postgres|sqlite)\//.test(path)
-/** A store kind compared: `store.kind === 'postgres'`, or SQLite's guard. */
-const KIND_TEST = /\.kind\s*[!=]==?\s*['"](sqlite|postgres)['"]|\bsqliteOnly\(/
+/** The two store classes: the only files that may ask which kind a store is (neither needs to). */
+const STORE_CLASSES = DIALECTS.map((dialect) => `src/db/${dialect}/store.ts`)
+/** What each dialect folder has, under the same name: its store, runner of ops, dialect, statements, lookup cache, migrations. */
+const SYMMETRIC = ['store', 'op-runner', 'dialect', 'prepared', 'lookup-cache', 'migrate', 'migrations.generated']
 
-/** `file:line: text` for each line of `file` that tests a store's kind. */
-function kindTests(file: string): string[] {
-  return readFileSync(join(repoRoot, file), 'utf8')
+/** A store's kind asked: `store.kind` read, or compared (`.kind === 'postgres'`, `'sqlite' !== x.kind`), or SQLite's old guard. */
+const KIND_TEST = /\bstores?\.kind\b|\.kind\s*[!=]==?\s*['"](sqlite|postgres)['"]|['"](sqlite|postgres)['"]\s*[!=]==?\s*[\w.]+\.kind\b|\bsqliteOnly\(/
+
+/** `file:line: text` for each line of `text` (of `file`) that asks a store's kind; comments aside. */
+function kindTests(file: string, text = readFileSync(join(repoRoot, file), 'utf8')): string[] {
+  return text
     .split('\n')
-    .flatMap((line, i) => (KIND_TEST.test(line) && !/^\s*(\*|\/\/)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : []))
+    .flatMap((line, i) => (KIND_TEST.test(line) && !/^\s*(\*|\/\/|\/\*)/.test(line) ? [`${file}:${i + 1}: ${line.trim()}`] : []))
 }
+
+/** The edges of `list` from a dialect folder to a domain file. */
+const dialectToDomain = (list: { from: string; to: string }[]) => list.filter(({ from, to }) => isDialect(from) && DOMAINS.includes(to))
 
 describe('layers of src/db', () => {
   const dbFiles = [...graph.keys()].filter((file) => file.startsWith('src/db/'))
 
-  test('every file of src/db is of the engine, a domain, the store or a dialect folder', () => {
-    const unplaced = dbFiles.filter((file) => !isDialect(file) && !ENGINE.includes(file) && !DOMAINS.includes(file) && file !== STORE)
-    const gone = [...ENGINE, ...DOMAINS, STORE].filter((file) => !graph.has(file))
+  test('every file of src/db is of the engine, a domain or a dialect folder', () => {
+    const unplaced = dbFiles.filter((file) => !isDialect(file) && !ENGINE.includes(file) && !DOMAINS.includes(file))
+    const gone = [...ENGINE, ...DOMAINS].filter((file) => !graph.has(file))
     expect({ unplaced, gone }).toEqual({ unplaced: [], gone: [] })
     expect(ENGINE.filter((file) => DOMAINS.includes(file))).toEqual([])
+  })
+
+  test('the two dialect folders are symmetric: each has its store, runner, dialect, statements, lookup cache and migrations', () => {
+    const missing = DIALECTS.flatMap((dialect) => SYMMETRIC.map((name) => `src/db/${dialect}/${name}.ts`)).filter((file) => !graph.has(file))
+    expect(missing).toEqual([])
   })
 
   test('it sees the plans reach into a dialect folder, and the dialect folders into the engine', () => {
     expect(graph.get('src/db/queue.ts')).toContain('src/db/postgres/client.ts')
     expect(graph.get('src/db/postgres/op-runner.ts')).toContain('src/db/op.ts')
-    expect(graph.get('src/db/sqlite/op-runner.ts')).toContain('src/db/query.ts')
+    expect(graph.get('src/db/sqlite/store.ts')).toContain('src/db/store.ts')
+    expect(graph.get('src/db/postgres/store.ts')).toContain('src/db/store.ts')
   })
 
-  test('no file of a dialect folder imports a domain file or the store (only the engine, the dialect folders, lib/)', () => {
-    const wrong = show(edges.filter(({ from, to }) => isDialect(from) && (DOMAINS.includes(to) || to === STORE)))
+  test('no file of a dialect folder imports a domain file (only the engine, the dialect folders, lib/)', () => {
+    // The rule itself, on an edge that breaks it.
+    expect(dialectToDomain([{ from: 'src/db/postgres/store.ts', to: 'src/db/queue.ts' }])).not.toEqual([])
+    const wrong = show(dialectToDomain(edges))
     if (wrong.length > 0) console.error(`a dialect folder reaching a domain:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 
-  test('no engine file imports a domain file or the store', () => {
-    const wrong = show(edges.filter(({ from, to }) => ENGINE.includes(from) && (DOMAINS.includes(to) || to === STORE)))
+  test('no engine file imports a domain file', () => {
+    const wrong = show(edges.filter(({ from, to }) => ENGINE.includes(from) && DOMAINS.includes(to)))
     if (wrong.length > 0) console.error(`the engine reaching a domain:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 
-  test('only the store-level files test which kind of store they have', () => {
-    expect(kindTests('src/db/read.ts')).not.toEqual([])
-    const wrong = dbFiles.filter((file) => !STORE_LEVEL.includes(file)).flatMap(kindTests)
-    if (wrong.length > 0) console.error(`store kinds tested below the store level:\n${wrong.join('\n')}`)
+  test('no file of src/ asks which kind of store it has, but the store classes: each store answers for itself', () => {
+    const asks = ["if (store.kind === 'postgres') return", "store.kind !== 'sqlite' ? a : b", "'sqlite' === deps.store.kind", 'const kind = store.kind', 'sqliteOnly(store, what)']
+    for (const line of asks) expect(kindTests('x.ts', line)).not.toEqual([])
+    expect(kindTests('x.ts', "switch (call.kind) {\n  // store.kind decided it once\nif (l.kind === 'same')")).toEqual([])
+    const wrong = sourceFiles(SRC)
+      .map((file) => relative(repoRoot, file))
+      .filter((file) => !STORE_CLASSES.includes(file))
+      .flatMap((file) => kindTests(file))
+    if (wrong.length > 0) console.error(`store kinds asked outside the store classes:\n${wrong.join('\n')}`)
     expect(wrong).toEqual([])
   })
 })

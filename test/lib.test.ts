@@ -9,8 +9,7 @@ import { join, resolve } from 'node:path'
 import { ConfigError, loadConfig } from '../src/config.ts'
 import { parseAllowList } from '../src/lib/outbound/policy.ts'
 import { nextCreatedAt } from '../src/db/monotonic.ts'
-import { databasePath } from '../src/db/open.ts'
-import { writeTransaction } from '../src/db/write.ts'
+import { databasePath } from '../src/db/sqlite/open.ts'
 import { runOp } from '../src/db/sqlite/op-runner.ts'
 import type { TimeOrderedList } from '../src/db/pages.ts'
 import { users } from '../src/db/schema.ts'
@@ -564,7 +563,7 @@ describe('nextCreatedAt', () => {
         insertAt(tx, t)
         return t
       }
-      const first = writeTransaction(env.store, (tx) => {
+      const first = env.store.writeTransaction((tx) => {
         const a = dated(tx)
         // A row dated behind the counter's back (no product code does this: every dated row takes nextCreatedAt) is
         // not seen by the next entry of the same transaction — which shows the newest was not read again.
@@ -574,14 +573,14 @@ describe('nextCreatedAt', () => {
       expect(first).toEqual([us, us + 1, us + 2] as Micros[])
       // The transaction ended: another process's row (the CLI's) counts, read again by the next transaction.
       other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli@example.com', 'cli', us + 1000, us + 1000])
-      expect(writeTransaction(env.store, (tx) => [dated(tx), dated(tx)])).toEqual([us + 1001, us + 1002] as Micros[])
+      expect(env.store.writeTransaction((tx) => [dated(tx), dated(tx)])).toEqual([us + 1001, us + 1002] as Micros[])
       // A transaction that failed forgets what it counted too.
-      expect(() => writeTransaction(env.store, (tx) => {
+      expect(() => env.store.writeTransaction((tx) => {
         dated(tx)
         throw new Error('rolled back')
       })).toThrow('rolled back')
       other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli2@example.com', 'cli2', us + 2000, us + 2000])
-      expect(writeTransaction(env.store, (tx) => dated(tx))).toBe((us + 2001) as Micros)
+      expect(env.store.writeTransaction((tx) => dated(tx))).toBe((us + 2001) as Micros)
       // Outside a write transaction nothing is counted: each entry reads.
       other.run('INSERT INTO users (email, username, created_at, updated_at) VALUES (?, ?, ?, ?)', ['cli3@example.com', 'cli3', us + 3000, us + 3000])
       expect(runOp(env.store.db, nextCreatedAt(USERS, null, now))).toBe((us + 3001) as Micros)

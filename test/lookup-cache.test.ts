@@ -1,5 +1,5 @@
 /**
- * The per-connection lookup cache (src/db/lookup-cache.ts) — token by hash, trigger target, project
+ * The per-connection lookup cache (src/db/sqlite/lookup-cache.ts) — token by hash, trigger target, project
  * and environment by name — is exact. Each test warms the cache with a request, changes what it holds (through the
  * API in this process, or through the real CLI in another process on the same database), and the very next request
  * answers as the change says — on both stores. The cache itself: SQLite's (per connection) does cache, own writes
@@ -11,12 +11,12 @@ import { afterEach, beforeEach, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { getTableName } from 'drizzle-orm'
 import type { SQL } from 'bun'
-import { cachedLookup, WATCHED } from '../src/db/lookup-cache.ts'
+import { cachedLookup, WATCHED } from '../src/db/sqlite/lookup-cache.ts'
+import { writeNow } from '../src/db/write.ts'
 import { cachedLookupOnPostgres } from '../src/db/postgres/lookup-cache.ts'
 import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
-import { commitNow, writeNow } from '../src/db/write.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { anotherStore, bearer, execute, onSqlite, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
@@ -245,7 +245,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.lookupCache, 'the cache itself', () => {
     const { lookup, reads } = counted()
     const cached = lookup()!
     expect(Object.isFrozen(cached)).toBe(true)
-    commitNow(sqliteOf(env.store, SQLITE_ONLY.lookupCache), function* () {
+    sqliteOf(env.store, SQLITE_ONLY.lookupCache).commitNow(function* () {
       yield* onSqlite(() => lookup())
       yield* onSqlite(() => lookup())
     })

@@ -1,7 +1,7 @@
 /** `trellis member remove`: the user leaves the project and its teams, one admin log entry, their token is refused at once. */
 import { afterAll, expect } from 'bun:test'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { bearer, request, runCli, runNow, SQLITE_ONLY, sqliteOnlyTest, tempDir, testApp } from './helpers.ts'

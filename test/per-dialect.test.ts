@@ -11,7 +11,7 @@ import { expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { declaredPlans, plan } from '../src/db/op.ts'
-import type { Db } from '../src/db/open.ts'
+import type { Db } from '../src/db/dialect.ts'
 import { repoRoot, sourceFiles } from './helpers.ts'
 
 const MOST = 15

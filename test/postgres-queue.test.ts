@@ -7,9 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
+import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
@@ -25,7 +25,7 @@ const now = Date.UTC(2026, 10, 23, 12, 0, 0)
 describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s own ops through their twins', () => {
   let cluster: Cluster
   let store: PgStore
-  const run = <T>(body: () => Op<T>) => writeOnPostgres(store, body)
+  const run = <T>(body: () => Op<T>) => writeNow(store, body)
   const statusOf = async (id: string) =>
     ((await store.sql`SELECT status, lease_owner, next_step::float8 AS next_step, available_at::float8 AS available_at FROM runs WHERE id = ${id}`) as Record<string, unknown>[])[0]
 

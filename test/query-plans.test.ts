@@ -12,7 +12,7 @@ import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { deleteFinishedRunBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/sqlite/op-runner.ts'
-import type { Db } from '../src/db/open.ts'
+import type { Db } from '../src/db/dialect.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
 import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'

@@ -9,27 +9,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { fillPlaceholders } from 'drizzle-orm/sql'
-import type { Store } from '../src/db/open.ts'
+import { read } from '../src/db/read.ts'
 import { postgresDialect } from '../src/db/postgres/dialect.ts'
 import type { QueryCall } from '../src/db/op.ts'
-import { read } from '../src/db/read.ts'
 import { type EnvironmentEventFilter, EVENT_PAGE, environmentEventsPage, SCAN_ROWS } from '../src/db/run-events.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import {
-  bearer,
-  execute,
-  POSTGRES_ONLY,
-  postgresOnlyTest,
-  processEnv,
-  queryAll,
-  queryOne,
-  request,
-  type ServeProcess,
-  startServe,
-  type TestEnv,
-  testApp,
-  testEnv,
-} from './helpers.ts'
+import { bearer, execute, POSTGRES_ONLY, postgresOnlyTest, processEnv, queryAll, queryOne, request, type ServeProcess, startServe, testApp, type TestEnv, testEnv, type TestStore } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { watchFigures, watching } from './support/overload.ts'
@@ -54,7 +39,7 @@ let seeded = 0
  * A history written straight into the tables, block after block (no executor: half a million events in seconds):
  * finished runs in production and their events, each run's events one after another, ids in the order written.
  */
-function seedHistory(store: Store, blocks: Block[]): void {
+function seedHistory(store: TestStore, blocks: Block[]): void {
   const environmentId = queryOne<{ id: number }>(store, "SELECT id FROM environments WHERE name = 'production'")!.id
   for (const block of blocks) {
     const prefix = `seed${++seeded}-${crypto.randomUUID().slice(0, 8)}`

@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { statSync } from 'node:fs'
-import { databasePath } from '../src/db/open.ts'
+import { databasePath } from '../src/db/sqlite/open.ts'
 import type { QueryCall } from '../src/db/op.ts'
 import { deleteFinishedRunBatch, FINISHED_RUNS_PER_BATCH } from '../src/db/maintenance.ts'
 import { postgresDialect } from '../src/db/postgres/dialect.ts'

@@ -45,7 +45,7 @@ describe('storage face: no query outside src/db', () => {
       "run('DELETE FROM notes')",
     ]
     for (const line of bad) expect(offences('x.ts', line)).not.toEqual([])
-    const fine = ["import type { Db } from '../../db/open.ts'", 'const rows = await Promise.all(items)', 'return { sqliteFile: path }']
+    const fine = ["import type { Store } from '../../db/store.ts'", 'const rows = await Promise.all(items)', 'return { sqliteFile: path }']
     for (const line of fine) expect(offences('x.ts', line)).toEqual([])
   })
 

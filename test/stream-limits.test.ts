@@ -10,13 +10,12 @@
  *   member removed from the project, the project turned to SSO — on an instance that serves no other request.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Store } from '../src/db/open.ts'
 import { openPostgres } from '../src/db/postgres/store.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { RECHECK_HEARTBEATS } from '../src/modules/run-events/hub.ts'
 import { revokeToken, type TokenRow } from '../src/modules/tokens/service.ts'
-import { bearer, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, runNow, type ServeProcess, startServe, type TestEnv, testEnv, until } from './helpers.ts'
+import { bearer, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, runNow, type ServeProcess, startServe, type TestEnv, testEnv, type TestStore, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { type Instances, startInstances } from './support/instances.ts'
@@ -61,7 +60,7 @@ const WATCHERS = ['alice', 'bob', 'carol', 'dave'] as const
 type WatchTokens = Record<(typeof WATCHERS)[number], { value: string; token: TokenRow }>
 
 /** An `all` token of each watcher, made on `store` (before a server runs on a SQLite file: it would hold the write lock). */
-async function watchTokens(store: Store): Promise<WatchTokens> {
+async function watchTokens(store: TestStore): Promise<WatchTokens> {
   const tokens = {} as WatchTokens
   for (const user of WATCHERS) tokens[user] = await tokenFor(store, systemClock, user, ['all'])
   return tokens

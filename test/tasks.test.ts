@@ -7,11 +7,10 @@
  * retry, the events and activity entries, each endpoint's refusals, and the database's rules under real concurrency.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Store } from '../src/db/open.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
-import { anotherStore, queryAll, queryOne, request, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { anotherStore, queryAll, queryOne, request, testApp, type TestEnv, testEnv, type TestStore, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, UUID } from './support/acme.ts'
 
 const NO_API_LIMIT = { TRELLIS_API_RATE_PER_MIN: '1000000', TRELLIS_API_RATE_PER_HOUR: '1000000', TRELLIS_API_RATE_PER_DAY: '1000000' }
@@ -35,7 +34,7 @@ let executor: Executor
 let app: ReturnType<typeof testApp>
 /** A second instance on the same database (PostgreSQL), for the races; the first again on SQLite. */
 let other: ReturnType<typeof testApp>
-let otherStore: Store | null = null
+let otherStore: TestStore | null = null
 const tokens: Record<string, string> = {}
 
 beforeAll(async () => {

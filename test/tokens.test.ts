@@ -4,8 +4,8 @@
  * Real SQLite in temp dirs (test/support/auth-fixture.ts), the real app; the refusals are scenario tables.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { migrate } from '../src/db/migrate.ts'
-import { openStore } from '../src/db/open.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Scope } from '../src/modules/tokens/service.ts'
 import { processEnv, bearer, queryAll, queryOne, request, runCli, SQLITE_ONLY, sqliteOnlyTest, tableContents, testApp, type TestEnv, until } from './helpers.ts'

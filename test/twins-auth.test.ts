@@ -5,12 +5,12 @@
  * deactivation or role change made through one instance is seen by another instance's next request.
  */
 import { describe, expect, test } from 'bun:test'
+import { writeNow } from '../src/db/write.ts'
 import { firstEditingTeamId, firstProjectAdminId, hasImportedNote, listProjectMemberEmails, listProjectNames, listUserEmails } from '../src/db/apply.ts'
 import { findTokenByHash, touchTokenLastUsed } from '../src/db/auth-queries.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
 import { openPostgres } from '../src/db/postgres/store.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import {
   deleteExpiredSessions,
   deleteInstanceSetting,
@@ -282,7 +282,7 @@ describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup ca
       const values = [generateTokenValue(), generateTokenValue()]
       for (const [i, value] of values.entries()) {
         const row = { name: `t${i}`, userId: 1, projectId: 1, tokenHash: hashTokenValue(value), prefix: value.slice(0, 12), scopes: '["all"]', createdWithSso: false, createdAt: T, expiresAt: null }
-        await writeOnPostgres(one, () => insertTokenWithin(row, 100))
+        await writeNow(one, () => insertTokenWithin(row, 100))
       }
       const bearerOf = (value: string) => `Bearer ${value}`
       const need = { scope: 'notes:read', role: 'admin' } as const
@@ -298,7 +298,7 @@ describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup ca
       const deactivated = await b.authenticate(bearerOf(values[0]!))
       expect(() => authorizeToken(deactivated, 'p')).toThrow(/not authorized for the organization/)
 
-      expect(await writeOnPostgres(one, () => revokeLiveToken(1, T))).toBe(true)
+      expect(await writeNow(one, () => revokeLiveToken(1, T))).toBe(true)
       await expect(b.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
       await expect(a.authenticate(bearerOf(values[0]!))).rejects.toThrow(/revoked/)
       // The other token is still found (its user's deactivation is refused by authorizeToken, as above).

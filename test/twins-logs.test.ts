@@ -13,10 +13,11 @@ import {
   type NewActivityLogRow,
   pageActivityLogIds,
 } from '../src/db/activity-logs.ts'
+import { writeNow } from '../src/db/write.ts'
 import { allProjectIds, type AdminLogPageFilters, findAdminLogsForRender, insertAdminLog, type NewAdminLogRow, pageAdminLogIds, pageInstanceAdminLogIds } from '../src/db/admin-logs.ts'
 import { savepoint } from '../src/db/op.ts'
 import { trackListLocks } from '../src/db/postgres/monotonic.ts'
-import { runOpOnPostgres, savepointOnPostgres, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { runOpOnPostgres, savepointOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { clientOf } from '../src/db/postgres/store.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { all, dateFiltersAround, seedOrganization, T0, targetsOf, withSeededPostgres } from './support/lists.ts'
@@ -146,9 +147,9 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
   test('20 concurrent transactions on a pool of 10 append at the same instant: createdAt strictly increasing in id order', async () => {
     await withSeededPostgres(10, async (pg) => {
       // One existing entry later than `now`: every new one must come after it too.
-      await writeOnPostgres(pg, () => insertActivityLog(ENTRY, [], T0 + 5))
+      await writeNow(pg, () => insertActivityLog(ENTRY, [], T0 + 5))
       const ids = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => writeOnPostgres(pg, () => insertActivityLog({ ...ENTRY, label: `writer ${i}` }, [`r${i}`], T0))),
+        Array.from({ length: 20 }, (_, i) => writeNow(pg, () => insertActivityLog({ ...ENTRY, label: `writer ${i}` }, [`r${i}`], T0))),
       )
       expect(new Set(ids).size).toBe(20)
       const rows = (await pg.sql`SELECT id::float8 AS id, created_at::float8 AS at FROM activity_logs WHERE environment_id = 1 ORDER BY id`) as { id: number; at: number }[]
@@ -164,7 +165,7 @@ describe.skipIf(!postgresOrSkip('log twins, concurrency'))('activity log times w
     await withSeededPostgres(10, async (pg) => {
       await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          writeOnPostgres(pg, function* () {
+          writeNow(pg, function* () {
             yield* insertActivityLog({ ...ENTRY, label: `writer ${i} first` }, [], T0)
             try {
               yield* savepoint(function* () {

@@ -7,13 +7,13 @@
  * conflict path: two instances' check-then-insert racing on one email or one name end in the service's 409.
  */
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
-import { runOpOnPostgres, sqlStateOf, writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { runOpOnPostgres, sqlStateOf } from '../src/db/postgres/op-runner.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import * as members from '../src/db/members.ts'
 import * as projects from '../src/db/projects.ts'
 import * as users from '../src/db/users.ts'
-import { commitNow } from '../src/db/write.ts'
 import { HttpError, conflict } from '../src/lib/errors.ts'
 import type { PermissionLevel } from '../src/lib/access.ts'
 import { findUserByEmail, insertUser } from '../src/modules/users/service.ts'
@@ -330,7 +330,7 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
         return answer
       })
       await firstReady
-      const racing = outcome(writeOnPostgres(pg, second))
+      const racing = outcome(writeNow(pg, second))
       const deadline = Date.now() + 10_000
       while (!(await waitingOnLock(pg))) {
         if (Date.now() > deadline) throw new Error('the racing insert never waited on the first transaction')
@@ -352,17 +352,17 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
       ((await pg.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) as { n: number }[])[0]!.n > 0
 
     test('the same email twice in one instance: the service check answers 409; a bare duplicate insert fails 23505 on both stores', async () => {
-      expect(await outcome(writeOnPostgres(stores.pg, createOnce('zoe@example.test')))).toEqual({ status: 409, code: 'user_exists' })
+      expect(await outcome(writeNow(stores.pg, createOnce('zoe@example.test')))).toEqual({ status: 409, code: 'user_exists' })
       const bare = () => user('zoe@example.test')
-      expect(() => commitNow(stores.sqlite.store, bare)).toThrow(expect.objectContaining({ code: 'SQLITE_CONSTRAINT_UNIQUE' }))
-      expect(await outcome(writeOnPostgres(stores.pg, bare))).toEqual({ sqlState: '23505' })
+      expect(() => stores.sqlite.store.commitNow(bare)).toThrow(expect.objectContaining({ code: 'SQLITE_CONSTRAINT_UNIQUE' }))
+      expect(await outcome(writeNow(stores.pg, bare))).toEqual({ sqlState: '23505' })
     })
 
     test('two instances creating one email at once: one user, and the other gets the service 409, not a 500', async () => {
-      const before = await writeOnPostgres(stores.pg, () => users.countAllUsers())
+      const before = await writeNow(stores.pg, () => users.countAllUsers())
       const second = await race(stores.pg, createOnce('racer@example.test'), createOnce('racer@example.test'))
       expect(second).toEqual({ status: 409, code: 'user_exists' })
-      expect(await writeOnPostgres(stores.pg, () => users.countAllUsers())).toBe(before + 1)
+      expect(await writeNow(stores.pg, () => users.countAllUsers())).toBe(before + 1)
     })
 
     test('two instances adding one team name at once: one team, the other a 409', async () => {
@@ -373,7 +373,7 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
         }
       const second = await race(stores.pg, addTeam('Ops'), addTeam('Ops'))
       expect(second).toEqual({ status: 409, code: 'name_taken' })
-      expect(await writeOnPostgres(stores.pg, () => projects.findTeamByName(2, 'Ops'))).toMatchObject({ projectId: 2, name: 'Ops' })
+      expect(await writeNow(stores.pg, () => projects.findTeamByName(2, 'Ops'))).toMatchObject({ projectId: 2, name: 'Ops' })
     })
   })
 })

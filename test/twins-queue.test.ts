@@ -9,10 +9,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
+import { writeNow } from '../src/db/write.ts'
 import { insertActivityLog, type NewActivityLogRow } from '../src/db/activity-logs.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import {
   cancelActiveRun,
   carryRunSteps,
@@ -28,7 +28,6 @@ import {
   type StepOutcome,
   runWorkflow,
 } from '../src/db/queue.ts'
-import { commitNow } from '../src/db/write.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
 import { acmeProject, acmeWithGlobex, ordersWorkflow, refundRunBase, runBaseOf } from './support/acme.ts'
@@ -142,8 +141,8 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     expect((stepsPg as { step_index: number }[]).map((step) => Number(step.step_index)).sort((a, b) => a - b)).toEqual(Array.from({ length: 13 }, (_, i) => i))
     // The same step twice is the primary key's: both refuse it.
     const again = { runId, ...outcomes[0]!, startedAt: now, finishedAt: now }
-    expect(() => commitNow(stores.sqlite.store, () => recordStepOutcomes([again]))).toThrow()
-    await expect(writeOnPostgres(stores.pg, () => recordStepOutcomes([again]))).rejects.toThrow()
+    expect(() => stores.sqlite.store.commitNow(() => recordStepOutcomes([again]))).toThrow()
+    await expect(writeNow(stores.pg, () => recordStepOutcomes([again]))).rejects.toThrow()
     await stores.both(() => parkRun(runId, 'A', 3, now + 60_000))
     await bothAnswer(() => nextRunAvailableAt(), now + 60_000)
   })
@@ -193,7 +192,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
 
   test('30 concurrent starts on one record (a pool of 10): exactly one run queued, the other 29 name it', async () => {
     const ids = Array.from({ length: 30 }, () => randomUUIDv7())
-    const answers = await Promise.all(ids.map((id) => writeOnPostgres(stores.pg, () => insertRun(run(id, 'contested')))))
+    const answers = await Promise.all(ids.map((id) => writeNow(stores.pg, () => insertRun(run(id, 'contested')))))
     const inserted = answers.filter((a) => a.inserted)
     expect(inserted).toHaveLength(1)
     const winner = (inserted[0] as { id: string }).id
@@ -210,7 +209,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     const ids = Array.from({ length: 50 }, () => randomUUIDv7())
     const starts = ids.map((id, i) => ({ ...(i % 2 === 0 ? base : stagingBase), id, recordId: `burst_${i}`, createdAt: now + 1 }))
     const clockBefore = Date.now()
-    const answers = await Promise.all(starts.reverse().map((start) => writeOnPostgres(stores.pg, () => insertRun(start))))
+    const answers = await Promise.all(starts.reverse().map((start) => writeNow(stores.pg, () => insertRun(start))))
     expect(answers.every((a) => a.inserted)).toBe(true)
     const stored = answers.map((a) => (a as { id: string }).id)
     expect(new Set(stored).size).toBe(50)
@@ -253,12 +252,12 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     const newest = ((await stores.pg.sql`SELECT coalesce(max(created_at), 0)::float8 AS newest FROM activity_logs WHERE environment_id = ${base.environmentId}`) as { newest: number }[])[0]!.newest
     // A trigger's op: the run (its insert also reads the environment's newest entry time), then its entry, as src/modules/runs/service.ts queueRun.
     const trigger = (i: number) =>
-      writeOnPostgres(stores.pg, function* () {
+      writeNow(stores.pg, function* () {
         const result = yield* insertRun(run(randomUUIDv7(), `dated_${i}`))
         if (!result.inserted) throw new Error(`trigger ${i} not queued`)
         return yield* insertActivityLog(entry(`trigger ${i}`, result.id), [`dated_${i}`], now)
       })
-    const other = (i: number) => writeOnPostgres(stores.pg, () => insertActivityLog(entry(`other ${i}`, null), [], now))
+    const other = (i: number) => writeNow(stores.pg, () => insertActivityLog(entry(`other ${i}`, null), [], now))
     await Promise.all(Array.from({ length: 30 }, (_, i) => [trigger(i), other(i)]).flat())
     const rows = (await stores.pg.sql`SELECT created_at::float8 AS at FROM activity_logs WHERE environment_id = ${base.environmentId} AND created_at > ${newest} ORDER BY id`) as { at: number }[]
     expect(rows).toHaveLength(60)

@@ -7,7 +7,7 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { manualClock } from '../src/lib/clock.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
+import { writeNow } from '../src/db/write.ts'
 import { findRecordByKey, insertRecord, listProjectCollections, listProjectParts, pageRecords, type ProjectPart, setRecordData } from '../src/db/records.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters } from '../src/db/runs.ts'
 import { upsertRecord } from '../src/modules/records/service.ts'
@@ -133,7 +133,7 @@ describe.skipIf(!postgresOrSkip('records twins, concurrency'))('records with con
     await withSeededPostgres(4, async (pg) => {
       const clock = manualClock(T0)
       const upsert = (n: number) =>
-        writeOnPostgres(pg, () => upsertRecord(clock, { environmentId: 1, collectionId: 1, recordKey: 'same', data: { writer: n }, userId: 1, teamId: 1, via: `by writer ${n}` }))
+        writeNow(pg, () => upsertRecord(clock, { environmentId: 1, collectionId: 1, recordKey: 'same', data: { writer: n }, userId: 1, teamId: 1, via: `by writer ${n}` }))
       const results = await Promise.all([upsert(1), upsert(2), upsert(3), upsert(4)])
       expect(results.filter((r) => r === 'created')).toHaveLength(1)
       expect(results.filter((r) => r === 'updated').length + results.filter((r) => r === 'created').length).toBe(4)

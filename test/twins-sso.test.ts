@@ -6,8 +6,8 @@
  * concurrent links never give a user two accounts of one issuer or an account two users.
  */
 import { describe, expect, test } from 'bun:test'
+import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { deleteUserSsoIdentity, findSsoIdentity, findUserSsoIdentity, insertSsoIdentity } from '../src/db/sso-identities.ts'
 import { HttpError } from '../src/lib/errors.ts'
 import { manualClock } from '../src/lib/clock.ts'
@@ -127,7 +127,7 @@ describe.skipIf(!postgresOrSkip('SSO identities twins'))('SSO identities: storag
   })
 
   test('PostgreSQL, several writers: concurrent first sign-ins of one account create one user and one binding', async () => {
-    const signIns = Array.from({ length: 8 }, () => writeOnPostgres(stores.pg, signInOf('s-rush', 'rush@example.com', { autoCreate: true })))
+    const signIns = Array.from({ length: 8 }, () => writeNow(stores.pg, signInOf('s-rush', 'rush@example.com', { autoCreate: true })))
     const users = await Promise.all(signIns)
     expect(new Set(users).size).toBe(1)
     expect(typeof users[0]).toBe('number')
@@ -137,10 +137,10 @@ describe.skipIf(!postgresOrSkip('SSO identities twins'))('SSO identities: storag
   })
 
   test('PostgreSQL, several writers: concurrent links give a user one account of the issuer, and an account one user', async () => {
-    const toOneUser = await Promise.all(Array.from({ length: 6 }, (_, i) => writeOnPostgres(stores.pg, linkOf(4, `s-race-${i}`))))
+    const toOneUser = await Promise.all(Array.from({ length: 6 }, (_, i) => writeNow(stores.pg, linkOf(4, `s-race-${i}`))))
     expect(toOneUser.filter((answer) => answer === true)).toHaveLength(1)
     expect(toOneUser.filter((answer) => answer === 'sso_identity_conflict')).toHaveLength(5)
-    const toManyUsers = await Promise.all([4, 5, 6].map((userId) => writeOnPostgres(stores.pg, linkOf(userId, 's-race-0', 'https://race.example'))))
+    const toManyUsers = await Promise.all([4, 5, 6].map((userId) => writeNow(stores.pg, linkOf(userId, 's-race-0', 'https://race.example'))))
     expect(toManyUsers.filter((answer) => answer === true)).toHaveLength(1)
     const count = async (where: string) => ((await stores.pg.sql.unsafe(`SELECT count(*)::int AS n FROM sso_identities WHERE ${where}`)) as { n: number }[])[0]!.n
     expect(await count(`user_id = 4 AND issuer = '${ISSUER}'`)).toBe(1)

@@ -6,8 +6,8 @@
  * and a webhook change through one instance is seen by another's next lookup (no cache).
  */
 import { describe, expect, test } from 'bun:test'
+import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
-import { writeOnPostgres } from '../src/db/postgres/op-runner.ts'
 import { openPostgres } from '../src/db/postgres/store.ts'
 import { read } from '../src/db/read.ts'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger } from '../src/db/webhooks.ts'
@@ -202,9 +202,9 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
         return yield* publishNext(workflow.id, definition, 1, t)
       }
       // Rendering (1, 1) exists beforehand (the workflow insert races); (1, 2) does not (the rendering insert races too).
-      await writeOnPostgres(first!, () => ensureRendering(1, 1))
+      await writeNow(first!, () => ensureRendering(1, 1))
       for (const teamId of [1, 2]) {
-        const publishers = Array.from({ length: 5 }, (_, i) => writeOnPostgres(instances[i % instances.length]!, () => publish(teamId, `d${i}`)))
+        const publishers = Array.from({ length: 5 }, (_, i) => writeNow(instances[i % instances.length]!, () => publish(teamId, `d${i}`)))
         const versions = (await Promise.all(publishers)).map((p) => p.version)
         expect(versions.toSorted()).toEqual([1, 2, 3, 4, 5])
       }
@@ -230,11 +230,11 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
       await one.sql.unsafe(`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'prod', ${T})`)
       await one.sql.unsafe(`INSERT INTO teams (project_id, name, created_at) VALUES (1, 'ops', ${T})`)
       await one.sql.unsafe(`INSERT INTO collections (project_id, name, created_at) VALUES (1, 'orders', ${T})`)
-      const workflow = await writeOnPostgres(one, function* () {
+      const workflow = await writeNow(one, function* () {
         return yield* createWorkflow(yield* ensureRendering(1, 1), 'w', 1, T)
       })
       for (let i = 0; i < 3; i++) expect((await read(two, findTriggerTarget(workflow.id)))?.webhookEnabled).toBe(false)
-      await writeOnPostgres(one, () => updateWebhookTrigger(workflow.id, { enabled: true, generation: 2 }, T + 1))
+      await writeNow(one, () => updateWebhookTrigger(workflow.id, { enabled: true, generation: 2 }, T + 1))
       expect(await read(two, findTriggerTarget(workflow.id))).toMatchObject({ webhookEnabled: true, webhookGeneration: 2 })
       await one.sql.unsafe(`UPDATE workflows SET active_version_id = NULL, name = 'renamed'`)
       expect(await read(two, findTriggerTarget(workflow.id))).toMatchObject({ workflowName: 'renamed', activeVersionId: null })

@@ -7,7 +7,7 @@
 import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
 import { statSync } from 'node:fs'
-import { databasePath } from '../src/db/open.ts'
+import { databasePath } from '../src/db/sqlite/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, until } from './helpers.ts'
 import { ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'

@@ -1,8 +1,10 @@
 /** `trellis backup FILE`: a consistent copy of the database, taken while the server runs. */
 import { closeSync, existsSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
-import { backupElsewhere, backupInto } from '../db/backup.ts'
-import { databasePath, openStore } from '../db/open.ts'
+import { backupElsewhere } from '../db/connect.ts'
+import { backupInto } from '../db/sqlite/backup.ts'
+import { databasePath } from '../db/sqlite/open.ts'
+import { openStore } from '../db/sqlite/store.ts'
 import { BYTES } from '../lib/progress.ts'
 import { SECRET_FILE } from '../lib/secret.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'

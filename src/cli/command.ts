@@ -6,7 +6,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { type Config, ConfigError, type ConfigFlags, FLAG_SETTINGS, loadConfig, type StoredSso } from '../config.ts'
 import { openConfiguredStore } from '../db/connect.ts'
-import type { Store } from '../db/open.ts'
+import type { Store } from '../db/store.ts'
 import { readSnapshot } from '../db/read.ts'
 import { writeNow } from '../db/write.ts'
 import { servedBaseUrl } from '../lib/served-base-url.ts'

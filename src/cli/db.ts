@@ -1,7 +1,7 @@
 /** `trellis db copy --from FILE --to URL`: move a deployment's SQLite database into an empty PostgreSQL database. */
 import { existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { DATABASE_FILE } from '../db/open.ts'
+import { DATABASE_FILE } from '../db/sqlite/open.ts'
 import { CopyRefused, copySqliteToPostgres } from '../db/sqlite-to-postgres.ts'
 import { ROWS } from '../lib/progress.ts'
 import { type Command, CommandError, parseFlags, required, stringFlag, UsageError } from './command.ts'

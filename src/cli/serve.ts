@@ -8,7 +8,6 @@ import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { scheduleHistoryRetention } from '../modules/runs/history.ts'
 import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
 import { readSnapshot } from '../db/read.ts'
-import { serveFrom } from '../db/store.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
 import { ensurePrivateDir, octal } from '../lib/private-dir.ts'
@@ -60,7 +59,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const config = configFrom(parsed, { storedSso: stored.sso })
   const metrics = createMetrics({ processMetrics: true })
   // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
-  const upkeep = serveFrom(store, { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
+  const upkeep = store.serve({ ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
   const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
   const setup = stored.noUsers ? SetupGate.open() : undefined
   // `http` steps and completion callbacks go out through one client: the same destinations are refused.

@@ -6,17 +6,16 @@
  * outbox (./mail.ts) uses too (./leased-queue.ts). Written once for both stores.
  */
 import { randomUUIDv7 } from 'bun'
-import type { Database } from 'bun:sqlite'
 import { and, asc, eq, sql } from 'drizzle-orm'
 import { callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
 import type { Micros } from '../lib/time.ts'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import type { Db } from './open.ts'
+import type { Db } from './dialect.ts'
 import { clientOf } from './postgres/client.ts'
 import { CALLBACKS_CHANNEL } from './postgres/queue.ts'
-import { connectionOf } from './prepared.ts'
 import { exec, placeholders, rows, statement } from './query.ts'
+import { wakeCallbackListeners } from './sqlite/callback-wakeups.ts'
 import { joinWorkflowPlace } from './workflows.ts'
 import type { callbackAttempts, callbackDeliveries, callbackEndpoints } from './schema.ts'
 
@@ -143,33 +142,18 @@ export function* queueRunCallbacks(run: { id: string; workflowId: number }, stat
   return endpoints.length
 }
 
-/** Listeners of SQLite connections (the delivery worker of the process that opened it), woken after a commit. */
-const sqliteListeners = new WeakMap<Database, Set<() => void>>()
-
 /**
  * Wakes the delivery workers once the transaction that queued deliveries has committed. SQLite: this process's
- * listeners on the connection, on the next turn of the event loop (the commit is synchronous: it is done by then;
- * a rolled-back transaction wakes them for nothing). PostgreSQL: `NOTIFY trellis_callbacks` in the handle's
- * transaction, delivered to every instance's delivery worker on commit.
+ * listeners on the connection, after the commit (./sqlite/callback-wakeups.ts). PostgreSQL: `NOTIFY
+ * trellis_callbacks` in the handle's transaction, delivered to every instance's delivery worker on commit.
  */
 const announceCallbacks = plan({
-  sqlite: (db: Db): void => {
-    const listeners = sqliteListeners.get(connectionOf(db))
-    if (listeners && listeners.size > 0) setImmediate(() => listeners.forEach((wake) => wake()))
-  },
+  sqlite: (db: Db): void => wakeCallbackListeners(db),
   postgres: async (db) => {
     await clientOf(db).notify(CALLBACKS_CHANNEL)
   },
   why: "NOTIFY wakes every instance's callback delivery worker on commit; SQLite's is this process's, woken after the commit",
 })
-
-/** Calls `wake` whenever a transaction on this SQLite connection queued deliveries (../store.ts `listenForCallbacksOn`). */
-export function listenForSqliteCallbacks(connection: Database, wake: () => void): { stop(): Promise<void> } {
-  const listeners = sqliteListeners.get(connection) ?? new Set()
-  sqliteListeners.set(connection, listeners)
-  listeners.add(wake)
-  return { stop: async () => void listeners.delete(wake) }
-}
 
 // ── The delivery worker's operations ────────────────────────────────────────
 
@@ -250,6 +234,9 @@ export const releaseCallbackLeases = OUTBOX.releaseOwned
 
 /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
 export const releaseEveryCallbackLease = OUTBOX.releaseAll
+
+/** What a starting delivery worker takes back at once (./leased-queue.ts `recoverAtStart`). */
+export const recoverCallbacksAtStart = OUTBOX.recoverAtStart
 
 /** When the next pending delivery comes due after `after` (ms), or null. */
 export const nextCallbackDueAt = OUTBOX.nextDueAt

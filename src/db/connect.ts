@@ -4,9 +4,10 @@
  * schema is brought up to date first; several instances starting at once on PostgreSQL migrate once (an advisory
  * lock, ./postgres/migrate.ts).
  */
-import { migrateStore, openMigrated } from './migrate.ts'
-import { openStore, type Store } from './open.ts'
 import { migratePostgres } from './postgres/migrate.ts'
+import { migrate } from './sqlite/migrate.ts'
+import { openMigrated, openStore } from './sqlite/store.ts'
+import type { Store } from './store.ts'
 
 /** Where the data lives (the fields of the configuration, src/config.ts, that say so). */
 export interface DatabaseSettings {
@@ -39,7 +40,7 @@ export async function migrateConfiguredStore(config: DatabaseSettings): Promise<
   if (config.databaseUrl === null) {
     const store = openStore(config.dataDir)
     try {
-      return migrateStore(store)
+      return migrate(store.sqlite)
     } finally {
       store.close()
     }
@@ -61,4 +62,17 @@ export function describeDatabase(url: string | null): string {
   } catch {
     return 'postgres (unparsable URL)'
   }
+}
+
+/**
+ * How to back up the configured database when `trellis backup` cannot copy it (`backupInto`, ./sqlite/backup.ts,
+ * copies the SQLite file): a PostgreSQL database is backed up with PostgreSQL's own tools. Null for the SQLite file.
+ */
+export function backupElsewhere(config: DatabaseSettings): string | null {
+  if (config.databaseUrl === null) return null
+  return [
+    'the database is PostgreSQL (--database-url / TRELLIS_DATABASE_URL): back it up with PostgreSQL\'s own tools, e.g.',
+    '  pg_dump --format=custom --file trellis.dump "$TRELLIS_DATABASE_URL"   (restore: pg_restore --dbname URL trellis.dump)',
+    'or continuous archiving / a replica (docs/scaling-out.md "Scaling out"). Keep TRELLIS_SECRET with it: webhook URLs depend on it.',
+  ].join('\n')
 }

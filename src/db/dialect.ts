@@ -8,11 +8,17 @@
  * delete), and the PostgreSQL pass of the suite runs every query there. A fragment whose SQL differs between the two
  * is a method of the dialect, never a branch in a query.
  */
-import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import type { Db } from './open.ts'
-import * as tables from './schema.ts'
+import type { AnyColumn, SQL } from 'drizzle-orm'
+import type { BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
+import type * as tables from './schema.ts'
 
 export type Tables = typeof tables
+
+/**
+ * The query builder every query is written with: typed as SQLite's (the file comment), a connection's or a
+ * transaction's. SQLite's store hands its own (./sqlite/dialect.ts); PostgreSQL's, pg-core's under this type.
+ */
+export type Db = BunSQLiteDatabase<Tables>
 
 /** A query as built by either dialect's builder (typed as SQLite's: the file comment). */
 export interface Built {
@@ -49,28 +55,6 @@ export interface Dialect {
   forShare<Q>(select: Q): Q
   /** The select, its rows locked against other writers and their locking reads until the transaction ends: PostgreSQL's `FOR UPDATE`; SQLite's one writer holds them already. */
   forUpdate<Q>(select: Q): Q
-}
-
-const sqliteFragments = {
-  name: 'sqlite',
-  t: tables,
-  byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
-  inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
-  number: (expression: AnyColumn | SQL) => sql`${expression}`,
-  isFalse: (column: AnyColumn) => sql`${column} = 0`,
-  // json_extract answers true/false as 1/0: json_type tells them apart. The field is a quoted label (`$."a.b"`).
-  jsonFieldText: (column: AnyColumn | SQL, field: string) => {
-    const path = sql`'$.' || json_quote(${sql.placeholder(field)})`
-    return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
-  },
-  asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
-  forShare: <Q>(select: Q) => select,
-  forUpdate: <Q>(select: Q) => select,
-} as const
-
-/** The SQLite dialect over this handle (a connection, or a transaction on it). */
-export function sqliteDialect(db: Db): Dialect {
-  return { ...sqliteFragments, db, valueRows: (query) => valueRowsOf(db, query, (rows) => rows) }
 }
 
 /**

@@ -10,7 +10,8 @@
  */
 import { and, asc, eq, inArray, isNotNull, lte, type SQL, sql } from 'drizzle-orm'
 import type { Tables } from './dialect.ts'
-import type { Op } from './op.ts'
+import { answer, type Op } from './op.ts'
+import type { Store } from './store.ts'
 import { statement } from './query.ts'
 
 /** A table of leased items: both outboxes have these columns, named alike. */
@@ -40,6 +41,12 @@ export interface LeasedQueue<Claimed, Done extends string> {
   releaseOwned(owner: string): Op<number>
   /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
   releaseAll(): Op<number>
+  /**
+   * What a starting worker takes back at once: on a store no other process serves (`Store.servesAlone`) every lease is
+   * a dead process's, so all are handed back; elsewhere a lease is taken over once it has run out (the claim's own
+   * rule), and nothing is done now.
+   */
+  recoverAtStart(store: Store): Op<number>
   /** When the next pending item comes due after `after` (ms), or null. */
   nextDueAt(after: number): Op<number | null>
 }
@@ -116,6 +123,10 @@ export function leasedQueue<Claimed, Done extends string>({ name, table, claimAn
       .where(and(isPending(x), sql`${x.nextAttemptAt} > ${ph('after')}`))
   })
 
+  function* releaseAll(): Op<number> {
+    return (yield* RELEASE_ALL.rows()).length
+  }
+
   return {
     claim: (owner, now, leaseMs, limit) => CLAIM.rows({ owner, now, until: now + leaseMs, limit }) as Op<Claimed[]>,
     *settle({ id, owner, attempts, error, outcome }) {
@@ -133,9 +144,8 @@ export function leasedQueue<Claimed, Done extends string>({ name, table, claimAn
     *releaseOwned(owner) {
       return (yield* RELEASE_OWNED.rows({ owner })).length
     },
-    *releaseAll() {
-      return (yield* RELEASE_ALL.rows()).length
-    },
+    releaseAll,
+    recoverAtStart: (store) => (store.servesAlone ? releaseAll() : answer(0)),
     *nextDueAt(after) {
       return (yield* NEXT_DUE.row({ after }))?.at ?? null
     },

@@ -1,77 +1,23 @@
 /**
  * The lookups nearly every request makes and that almost never change — a token by its hash (with its user, project
  * and role), a webhook's trigger target, a project and an environment by name, whether a user reaches a team's
- * renderings — cached per connection, with exact invalidation (docs/design-decisions.md "Lookup cache"). An entry
- * is used only while nothing it was read from can have changed since:
- * - this connection's own writes: TEMP triggers on the tables those lookups read (api_tokens but for its
- *   `last_used_at` stamp, users, projects, project_members, team_members, environments, teams, renderings,
- *   workflows, webhook_triggers) count every insert, update and delete — whatever code made it — in a TEMP one-row
- *   counter, itself transactional (a rolled-back change rolls its count back). Reading it costs under a microsecond;
- * - other connections' commits (the CLI, another process): `PRAGMA data_version`, which changes when any other
- *   connection commits. It costs a read transaction (~8 µs), so it is read once per turn of the event loop: a
- *   change committed before a request arrives (a later turn) is seen by that request.
- * Inside a transaction the cache is not used at all: a write transaction reads what it may change, and a change it
- * makes and rolls back must never leave an entry behind. Misses (an unknown token) are never cached.
- *
- * PostgreSQL has its own cache of the same lookups (./postgres/lookup-cache.ts): several instances share its
- * database, and `data_version` only sees connections to the same SQLite file, so there a generation row moved by every
- * commit that changes these tables (the same tables and columns as WATCHED) is the signal.
+ * renderings — cached, with exact invalidation (docs/design-decisions.md "Lookup cache"). A lookup is written once
+ * as an op (`cached`); each store's runner answers it from its own cache: SQLite's per connection
+ * (./sqlite/lookup-cache.ts: its own writes and other connections' commits seen at once), PostgreSQL's per instance
+ * (./postgres/lookup-cache.ts: every instance's commits seen through a generation row). Inside a transaction neither
+ * uses its cache, and misses (an unknown token) are never cached.
  */
-import type { Database, Statement } from 'bun:sqlite'
-import { getTableName } from 'drizzle-orm'
-import type { SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { Op } from './op.ts'
-import type { Db } from './open.ts'
-import { connectionOf } from './prepared.ts'
-import { apiTokens, environments, projectMembers, projects, renderings, teamMembers, teams, users, webhookTriggers, workflows } from './schema.ts'
 
-/** The tables cached lookups read, each with the columns whose updates none of them depends on. */
-export const WATCHED: [SQLiteTable, string[]][] = [
-  [apiTokens, ['last_used_at']],
-  [users, []],
-  [projects, []],
-  [projectMembers, []],
-  [teamMembers, []],
-  [environments, []],
-  [teams, []],
-  [renderings, []],
-  [workflows, []],
-  [webhookTriggers, []],
-]
-
-const COUNTER = 'trellis_lookup_generation'
 /** Entries kept per kind of lookup; beyond, that kind starts over (a bound, not an eviction policy). */
 const MAX_ENTRIES = 10_000
 
-interface Cache {
-  ownCount: Statement
-  othersCheck: Statement
-  triggers: number
-  /** The own-writes count and data_version the entries were read at. */
-  own: number
-  others: number
-  /** data_version was read during this turn of the event loop. */
-  othersFresh: boolean
-  entries: Map<string, Map<unknown, unknown>>
-}
-
-const caches = new WeakMap<Database, Cache | null>()
-
 /**
- * `load()`'s answer for `key`, from this connection's cache when nothing it depends on changed since it was read.
- * `load` must read only the WATCHED tables (or columns no change of which matters to its answer).
+ * `work`'s answer for `key` as an op, written once for both stores: SQLite answers from this connection's cache
+ * (run by ./sqlite/op-runner.ts); PostgreSQL from the instance's (run by ./postgres/op-runner.ts).
  */
-export function cachedLookup<K, V>(db: Db, kind: string, key: K, load: () => V | undefined): V | undefined {
-  const connection = connectionOf(db)
-  if (connection.inTransaction) return load()
-  const cache = current(connection)
-  if (!cache) return load()
-  const entries = entriesOfKind(cache.entries, kind)
-  const hit = entries.get(key) as V | undefined
-  if (hit !== undefined) return hit
-  const value = load()
-  if (value !== undefined) keepAnswer(entries, key, value)
-  return value
+export function* cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
+  return (yield { kind: 'cached', lookup: kind, key, work }) as V | undefined
 }
 
 /** One kind of lookup's entries in a cache's map of kinds (made on first use); both stores' caches use it. */
@@ -86,82 +32,4 @@ export function keepAnswer(entries: Map<unknown, unknown>, key: unknown, value: 
   if (entries.size >= MAX_ENTRIES) entries.clear()
   // Shared by every later request: frozen, so no caller can change what the next one reads.
   entries.set(key, Object.freeze(value))
-}
-
-/**
- * `work`'s answer for `key` as an op, written once for both stores: SQLite answers from this connection's cache
- * (`cachedLookup`, run by ./sqlite/op-runner.ts); PostgreSQL from the instance's (./postgres/lookup-cache.ts, run by
- * ./postgres/op-runner.ts).
- */
-export function* cached<V>(kind: string, key: string | number, work: Op<V | undefined>): Op<V | undefined> {
-  return (yield { kind: 'cached', lookup: kind, key, work }) as V | undefined
-}
-
-/** The connection's cache, emptied when a watched table changed since its entries were read; null when unusable. */
-function current(connection: Database): Cache | null {
-  let cache = caches.get(connection)
-  if (cache === undefined) {
-    cache = create(connection)
-    caches.set(connection, cache)
-  }
-  if (!cache) return null
-  const own = (cache.ownCount.values()[0]?.[0] as number | undefined) ?? -1
-  let others = cache.others
-  if (!cache.othersFresh) {
-    const [dataVersion, triggers] = cache.othersCheck.values()[0] as [number, number]
-    // A table rebuilt on this connection (a migration) takes its TEMP triggers with it: put them back, start over.
-    if (triggers !== cache.triggers) {
-      watch(connection)
-      cache.entries.clear()
-    }
-    others = dataVersion
-    cache.othersFresh = true
-    const stale = cache
-    setImmediate(() => (stale.othersFresh = false))
-  }
-  if (own !== cache.own || others !== cache.others) {
-    cache.entries.clear()
-    cache.own = own
-    cache.others = others
-  }
-  return cache
-}
-
-function create(connection: Database): Cache | null {
-  try {
-    const triggers = watch(connection)
-    return {
-      ownCount: connection.prepare(`SELECT n FROM temp.${COUNTER}`),
-      othersCheck: connection.prepare(
-        `SELECT data_version, (SELECT count(*) FROM temp.sqlite_master WHERE type = 'trigger' AND name LIKE '${COUNTER}%') FROM pragma_data_version`,
-      ),
-      triggers,
-      own: -1,
-      others: -1,
-      othersFresh: false,
-      entries: new Map(),
-    }
-  } catch {
-    // No schema yet (not migrated): look everything up.
-    return null
-  }
-}
-
-/** Creates the TEMP counter and triggers (when missing); returns how many triggers watch. */
-function watch(connection: Database): number {
-  connection.run(`CREATE TEMP TABLE IF NOT EXISTS ${COUNTER} (n INTEGER NOT NULL)`)
-  connection.run(`INSERT INTO temp.${COUNTER} (n) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM temp.${COUNTER})`)
-  const bump = `BEGIN UPDATE temp.${COUNTER} SET n = n + 1; END`
-  let count = 0
-  for (const [table, ignored] of WATCHED) {
-    const name = getTableName(table)
-    const columns = (connection.prepare('SELECT name FROM pragma_table_info(?)').all(name) as { name: string }[]).map((c) => c.name)
-    if (columns.length === 0) throw new Error(`no table ${name}`)
-    const updateOf = ignored.length === 0 ? '' : ` OF ${columns.filter((c) => !ignored.includes(c)).map((c) => `"${c}"`).join(', ')}`
-    for (const [event, on] of [['insert', 'INSERT'], ['update', `UPDATE${updateOf}`], ['delete', 'DELETE']] as const) {
-      connection.run(`CREATE TEMP TRIGGER IF NOT EXISTS ${COUNTER}_${name}_${event} AFTER ${on} ON main."${name}" ${bump}`)
-      count++
-    }
-  }
-  return count
 }

@@ -91,6 +91,9 @@ export const releaseMailLeases = OUTBOX.releaseOwned
 /** Every lease handed back: only for a store no other process serves (./store.ts), where every holder is dead. */
 export const releaseEveryMailLease = OUTBOX.releaseAll
 
+/** What a starting mail sender takes back at once (./leased-queue.ts `recoverAtStart`). */
+export const recoverMailAtStart = OUTBOX.recoverAtStart
+
 /** When the next pending message comes due after `after` (ms), or null. */
 export const nextMailDueAt = OUTBOX.nextDueAt
 

@@ -6,7 +6,7 @@ import { and, asc, inArray, lt, sql } from 'drizzle-orm'
 import { FINISHED_RUN_STATUSES } from '../lib/run-statuses.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Op } from './op.ts'
-import type { Store } from './open.ts'
+import type { Store } from './store.ts'
 import { constantLimit, statement } from './query.ts'
 import { runStatusIn } from './schema.ts'
 import { type ExecutorIdentity, queueStats, type QueueStats } from './queue.ts'
@@ -39,7 +39,7 @@ export const FINISHED_RUNS_PER_BATCH = 100
 
 // The oldest finished runs, walked on `runs_finished_idx` — its predicate repeated as literals: SQLite uses a partial
 // index only for a WHERE that repeats it — then deleted by primary key. Their steps and idempotency keys go with them
-// (ON DELETE CASCADE: SQLite's connections turn foreign keys on, ./open.ts); activity entries keep the run's id.
+// (ON DELETE CASCADE: SQLite's connections turn foreign keys on, ./sqlite/open.ts); activity entries keep the run's id.
 const FINISHED_RUNS_DELETE = statement('retention.delete.runs', ({ db, t }) => {
   const runs = t.runs
   const finished = runStatusIn(FINISHED_RUN_STATUSES)

@@ -4,7 +4,7 @@ export interface Journal {
 }
 
 /** `sqlDir`: the migrations folder as the generated module imports it (SQLite's by default). */
-export function renderMigrationsModule(journal: Journal, sqlDir = '../../drizzle', journalPath = 'drizzle/meta/_journal.json'): string {
+export function renderMigrationsModule(journal: Journal, sqlDir = '../../../drizzle', journalPath = 'drizzle/meta/_journal.json'): string {
   const entries = [...journal.entries].sort((a, b) => a.idx - b.idx)
   const imports = entries.map((e, i) => `import m${i} from '${sqlDir}/${e.tag}.sql' with { type: 'text' }`)
   // The names in one array, the texts in another (in journal order): one line each, whatever the number of migrations.

@@ -17,8 +17,8 @@ import type { Database } from 'bun:sqlite'
 import { eq, isNull, max, sql } from 'drizzle-orm'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import type { Db } from './open.ts'
-import { connectionOf } from './prepared.ts'
+import type { Db } from './dialect.ts'
+import { connectionOf } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
 import { heldListTimes, lockListScope, pgListOf } from './postgres/monotonic.ts'
@@ -71,9 +71,9 @@ const sqliteListTimes = new WeakMap<Database, Map<string, Micros>>()
 const scopeKey = (list: TimeOrderedList, scopeValue: number | null) => `${list.table}|${list.scope}|${scopeValue}`
 
 /**
- * Runs `fn` (the body of a write transaction on the connection behind `db`: ./write.ts's `transaction`) with the
- * transaction's list times counted, and forgets them when it ends, committed or not: after the commit another
- * process (the CLI) may write the same scopes.
+ * Runs `fn` (the body of a write transaction on the connection behind `db`: ./sqlite/transactions.ts's
+ * `transaction`) with the transaction's list times counted, and forgets them when it ends, committed or not: after
+ * the commit another process (the CLI) may write the same scopes.
  */
 export function countListTimes<T>(db: Db, fn: () => T): T {
   const connection = connectionOf(db)

@@ -5,8 +5,8 @@
  * (`Call`) and returns its answer. A runner of the store drives the generator, running each call and handing back
  * its result:
  * - SQLite (./sqlite/op-runner.ts): synchronously, inside one transaction when the op is a write (`write` in
- *   ./write.ts) — the whole op runs in one turn of the event loop, so no other request's statements interleave and
- *   nobody reads its uncommitted rows, and a thrown error rolls it all back;
+ *   ./write.ts: ./sqlite/group-commit.ts) — the whole op runs in one turn of the event loop, so no other request's
+ *   statements interleave and nobody reads its uncommitted rows, and a thrown error rolls it all back;
  * - a network database (./postgres/op-runner.ts): each call awaited on one connection inside `BEGIN … COMMIT`.
  * A generator cannot `await`, so a transaction can never be held open across anything but storage: the rule the
  * face exists for is checked by the compiler. The rules that must hold inside a transaction (last admin, one active
@@ -14,10 +14,9 @@
  *
  * A call is one of four kinds, and each runner answers each kind its own way: a query written once (./query.ts), a
  * plan (an operation each store runs its own way: `plan` below), a savepoint around part of the op, a cached lookup
- * (./lookup-cache.ts).
+ * (./lookup-cache.ts `cached`).
  */
-import type { Built, Dialect } from './dialect.ts'
-import type { Db } from './open.ts'
+import type { Built, Db, Dialect } from './dialect.ts'
 import type { PgDb } from './postgres/client.ts'
 
 /** What a query answers: every row, the first row (or undefined), or nothing. */

@@ -6,15 +6,13 @@
  *     return row((d) => d.db.select().from(d.t.users).where(eq(d.t.users.id, id)))
  *   }
  *
- * The op's runner builds the query in its store's dialect and runs it: SQLite at once on the connection (`runQuery`
- * below), PostgreSQL awaited on the pool or the transaction's connection (./postgres/dialect.ts). A hot query is a
+ * The op's runner builds the query in its store's dialect and runs it: SQLite at once on the connection (`runQuery`,
+ * ./sqlite/dialect.ts), PostgreSQL awaited on the pool or the transaction's connection (./postgres/dialect.ts). A hot query is a
  * `statement`: built once per dialect and connection with placeholders, then run with values.
  */
 import { type Placeholder, type SQL, sql } from 'drizzle-orm'
-import { type Built, type Dialect, sqliteDialect } from './dialect.ts'
+import type { Built, Dialect } from './dialect.ts'
 import type { Op, QueryAnswer, QueryCall } from './op.ts'
-import type { Db } from './open.ts'
-import { prepared } from './prepared.ts'
 
 type RowsOf<Q> = Q extends { all(...args: never[]): infer R } ? R : never
 type RowOf<Q> = Q extends { get(...args: never[]): infer R } ? R : never
@@ -88,15 +86,4 @@ export function setPlaceholders<K extends string>(...names: K[]): Record<K, SQL>
 
 function* queryOp(query: QueryCall): Op<unknown> {
   return yield { kind: 'query', query }
-}
-
-/** SQLite's runner of a query: built in the SQLite dialect (a statement once per connection) and run at once. */
-export function runQuery(db: Db, query: QueryCall): unknown {
-  if (query.name !== undefined) {
-    const statement = prepared(db, query.name, () => query.build(sqliteDialect(db)).prepare())
-    const values = query.values as never
-    return query.answer === 'rows' ? statement.all(values) : query.answer === 'row' ? statement.get(values) : void statement.run(values)
-  }
-  const built = query.build(sqliteDialect(db))
-  return query.answer === 'rows' ? built.all() : query.answer === 'row' ? built.get() : void built.run()
 }

@@ -33,14 +33,14 @@ import {
   workflowsToReadFurther,
 } from './claims.ts'
 import { queueRunCallbacks } from './callbacks.ts'
-import type { Dialect } from './dialect.ts'
+import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import type { Db } from './open.ts'
 import { clientOf, type PgDb, rawRows } from './postgres/client.ts'
 import { heldListTimes, lockListScopes, PG_LISTS } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
-import { connectionOf, prepared, statementOn } from './prepared.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
+import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
+import type { Store } from './store.ts'
 import { joinWorkflowPlace } from './workflows.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, runStatusIn, sqlLiterals } from './schema.ts'
@@ -592,11 +592,21 @@ export function recoverExpiredRuns(now: number): Op<number> {
 const REQUEUE_RUNNING = requeue('queue.requeue-running', () => sql`1 = 1`, 'restarted')
 
 /**
- * Every running run back to the queue, whoever held it: only for a store no other process serves (./store.ts,
- * `recoverRunsAtStart`), where every holder is known dead.
+ * Every running run back to the queue, whoever held it: only for a store no other process serves
+ * (`recoverRunsAtStart`), where every holder is known dead.
  */
 export function requeueRunningRuns(now: number): Op<number> {
   return REQUEUE_RUNNING({ now })
+}
+
+/**
+ * What a starting executor takes back into the queue at once. A store no other process serves (`Store.servesAlone`:
+ * SQLite serving its data directory, under its serving lock): a run still `running` belongs to a process that died,
+ * and every one resumes now instead of after its lease (until then its record answers 409). Elsewhere (PostgreSQL, a
+ * SQLite store that does not serve) other processes may be alive and holding their runs, so only leases that expired.
+ */
+export function recoverRunsAtStart(store: Store, now: number): Op<number> {
+  return store.servesAlone ? requeueRunningRuns(now) : recoverExpiredRuns(now)
 }
 
 const RELEASE_OWNED = requeue('queue.release', (d) => eq(d.t.runs.leaseOwner, sql.placeholder('owner')), 'released')

@@ -8,7 +8,7 @@
  * writer runs them. Writes of other scopes never wait.
  */
 import { type Op, plan, runPlan } from './op.ts'
-import type { Db } from './open.ts'
+import type { Db } from './dialect.ts'
 import { clientOf } from './postgres/client.ts'
 import { PG_LISTS } from './postgres/monotonic.ts'
 

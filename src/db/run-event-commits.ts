@@ -1,12 +1,13 @@
 /**
  * Announcing the commits that appended run events (./run-events.ts): after a transaction that appended events
  * commits, the environments it wrote to go to this process's listeners (`onRunEventsCommitted`: the SSE hub) — from
- * SQLite's commit (./write.ts) or PostgreSQL's (./postgres/op-runner.ts, which also tells the other instances:
+ * SQLite's commit (./sqlite/store.ts, ./sqlite/group-commit.ts) or PostgreSQL's (./postgres/op-runner.ts, which also tells the other instances:
  * ./postgres/run-events.ts). Part of the engine: both stores' commit paths use it, and neither knows the domain.
  */
 import type { Database } from 'bun:sqlite'
-import type { Db, Store } from './open.ts'
-import { connectionOf } from './prepared.ts'
+import type { Db } from './dialect.ts'
+import { connectionOf } from './sqlite/prepared.ts'
+import type { RunEventsListener, Store } from './store.ts'
 
 /** The environments SQLite's open transaction appended events to, per connection: announced once it commits. */
 const appendedOn = new WeakMap<Database, Set<number>>()
@@ -31,9 +32,6 @@ export function takeAppendedEnvironments(db: Db): number[] {
   appendedOn.delete(connection)
   return [...written]
 }
-
-/** Told the environments whose events just committed (null: any environment may have new events). */
-export type RunEventsListener = (environmentIds: readonly number[] | null) => void
 
 const listeners = new WeakMap<Store, Set<RunEventsListener>>()
 

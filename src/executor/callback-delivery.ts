@@ -8,10 +8,9 @@
  * lease runs out, or at once by the next `serve` of a SQLite data directory: at least once, same `webhook-id`.
  */
 import { Webhook } from 'standardwebhooks'
-import { type CallbackAttempt, type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, releaseCallbackLeases } from '../db/callbacks.ts'
+import { type CallbackAttempt, type ClaimedDelivery, claimCallbackDeliveries, nextCallbackDueAt, recordCallbackAttempt, recoverCallbacksAtStart, releaseCallbackLeases } from '../db/callbacks.ts'
 import type { Op } from '../db/op.ts'
-import type { Store } from '../db/open.ts'
-import { listenForCallbacksOn, type QueueWakeups, recoverCallbacksAtStart } from '../db/store.ts'
+import type { QueueWakeups, Store } from '../db/store.ts'
 import { CALLBACK_LEASE_MS, CALLBACK_MAX_ATTEMPTS, CALLBACK_TIMEOUT_MS, callbackRetryDelayMs, callbackSecret } from '../lib/callbacks.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
@@ -60,7 +59,7 @@ export class CallbackDelivery extends DeliveryLoop<ClaimedDelivery, Sent, 'succe
   }
 
   protected override listen(wake: () => void): Promise<QueueWakeups | null> {
-    return listenForCallbacksOn(this.options.store, wake)
+    return this.options.store.listenForCallbacks(wake)
   }
 
   protected record(delivery: ClaimedDelivery, sent: Sent, outcome: CallbackAttempt['outcome'], attempts: number, startedAt: number, durationMs: number): Op<boolean> {

@@ -12,7 +12,7 @@
  */
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
-import type { Store } from '../db/open.ts'
+import type { Store } from '../db/store.ts'
 import { read } from '../db/read.ts'
 import type { QueueWakeups } from '../db/store.ts'
 import { write } from '../db/write.ts'

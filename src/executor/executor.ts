@@ -5,7 +5,7 @@
  * A run whose process died is recovered when its lease expires and resumes at its first step not done.
  */
 import { type Op, savepoint } from '../db/op.ts'
-import type { Store } from '../db/open.ts'
+import type { QueueWakeups, Store } from '../db/store.ts'
 import {
   advanceRun,
   claimRuns,
@@ -16,6 +16,7 @@ import {
   parkRun,
   recordStepOutcomes,
   recoverExpiredRuns,
+  recoverRunsAtStart,
   releaseOwnedRuns,
   renewLease,
   type RunRow,
@@ -25,9 +26,8 @@ import {
 } from '../db/queue.ts'
 import { recordedTaskOutputs } from '../db/tasks.ts'
 import { type NewRunEvent, type RunEventType, subjectOfRow, withRunEvents } from '../db/run-events.ts'
-import { handsOverSlots, listenForQueuedRunsOn, type QueueWakeups, recoverRunsAtStart } from '../db/store.ts'
 import { read } from '../db/read.ts'
-import { storageErrorOf, write, writeInShare } from '../db/write.ts'
+import { write, writeInShare } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
@@ -161,7 +161,7 @@ export class Executor {
   start(): void {
     if (this.running || this.options.concurrency === 0) return
     this.running = true
-    this.queueWakeups = listenForQueuedRunsOn(this.options.store, () => this.notify()).catch((error) => {
+    this.queueWakeups = this.options.store.listenForQueuedRuns(() => this.notify()).catch((error) => {
       // Not listening: the poll still finds every run, at most `pollMs` late.
       this.options.logger.warn('listening for queued runs failed; polling only', { error: (error as Error).message })
       return null
@@ -541,13 +541,13 @@ export class Executor {
 
   private *handingOver<T>(group: Op<T>, frees: (outcome: T) => boolean): Op<{ outcome: T; successors: RunRow[] }> {
     const outcome = yield* group
-    if (!handsOverSlots(this.options.store) || !this.running || !frees(outcome)) return { outcome, successors: [] }
+    if (!this.options.store.handsOverSlots || !this.running || !frees(outcome)) return { outcome, successors: [] }
     try {
       // In a savepoint: a claim that fails costs the slot's successor (the claiming loop claims it), never the group.
       const successors = yield* savepoint(() => claimRuns(this.owner, this.options.clock.now(), this.options.leaseMs, 1, this.options.concurrency))
       return { outcome, successors }
     } catch (error) {
-      if (storageErrorOf(this.options.store, error)) throw error
+      if (this.options.store.storageErrorOf(error)) throw error
       this.options.logger.error('claiming the run taking over a slot failed', { error: (error as Error).message })
       return { outcome, successors: [] }
     }

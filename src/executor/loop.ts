@@ -4,7 +4,7 @@
  * happened outside whatever the storage says meanwhile, and stops.
  */
 import type { Op } from '../db/op.ts'
-import type { Store } from '../db/open.ts'
+import type { Store } from '../db/store.ts'
 import { write, writeInShare } from '../db/write.ts'
 import type { Logger } from '../lib/logger.ts'
 import { StorageUnavailableError } from '../lib/storage-unavailable.ts'

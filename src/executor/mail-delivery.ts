@@ -12,10 +12,9 @@
  */
 import nodemailer from 'nodemailer'
 import type { MailConfig } from '../config.ts'
-import { claimMail, type MailAttempt, type MailRow, nextMailDueAt, pruneFinishedMail, recordMailAttempt, releaseMailLeases } from '../db/mail.ts'
+import { claimMail, type MailAttempt, type MailRow, nextMailDueAt, pruneFinishedMail, recordMailAttempt, recoverMailAtStart, releaseMailLeases } from '../db/mail.ts'
 import type { Op } from '../db/op.ts'
-import type { Store } from '../db/open.ts'
-import { recoverMailAtStart } from '../db/store.ts'
+import type { Store } from '../db/store.ts'
 import { write } from '../db/write.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'

@@ -3,7 +3,7 @@
  * limiter writes its rule once over this interface, and the store behind it decides where the counts live. On SQLite
  * one process serves the instance, so they live in this process's memory (`MemoryRateCounters`, synchronous); on
  * PostgreSQL several instances share them in the database (asynchronous, each decision atomic); the store picks them
- * (`rateCountersOf`, src/db/store.ts). Callers `await` the answer either way.
+ * (`Store.rateCounters`, src/db/store.ts). Callers `await` the answer either way.
  */
 
 /** An answer now (memory) or later (the database). */

@@ -5,9 +5,9 @@
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { openStore, type Store } from '../../src/db/open.ts'
+import { openStore } from '../../src/db/sqlite/store.ts'
 import { openPostgres } from '../../src/db/postgres/store.ts'
-import { freePort, queryAll, runCli, type ServeProcess, startServe, tempDir } from '../helpers.ts'
+import { freePort, queryAll, runCli, type ServeProcess, startServe, tempDir, type TestStore } from '../helpers.ts'
 import { hookPath } from '../support/acme.ts'
 import { databaseUrl, psqlSync, sharedCluster } from '../support/postgres-cluster.ts'
 import { MEMBERS, soakDocument, type SoakWorkflow, WORKFLOWS } from './fixture.ts'
@@ -26,7 +26,7 @@ export interface Deployment {
   kind: StoreKind
   instances: Instance[]
   /** The store's database, opened beside the instances for the checks (SQL written once for both stores). */
-  store: Store
+  store: TestStore
   /** alice (project and instance admin) with `all`, and bob (editor in Support) with `workflows:trigger`. */
   tokens: { admin: string; trigger: string }
   hooks: Record<SoakWorkflow, string>
@@ -105,7 +105,7 @@ async function deployInto(kind: StoreKind, binary: string, dirs: { path: string;
   const token = async (user: string, scopes: string) =>
     (await cli(['token', 'create', '--user', user, '--project', 'Acme', '--name', `soak-${scopes}`, '--scopes', scopes])).trim()
   const tokens = { admin: await token('alice@example.com', 'all'), trigger: await token('bob@example.com', 'workflows:trigger') }
-  const store: Store = kind === 'sqlite' ? openStore(seedDir) : openPostgres(url!, { max: 2 })
+  const store: TestStore = kind === 'sqlite' ? openStore(seedDir) : openPostgres(url!, { max: 2 })
   const memberIds = MEMBERS.map((m) => queryAll<{ id: number }>(store, 'SELECT id FROM users WHERE email = ?', m.email)[0]!.id)
 
   const start = async (instance: Instance) => {

@@ -5,11 +5,10 @@
  * twins exist yet, and a test can run one op on both (`both`) or open more PostgreSQL stores on the database (`url`:
  * more instances).
  */
+import { writeNow } from '../../src/db/write.ts'
 import type { Op } from '../../src/db/op.ts'
 import { copySqliteToPostgres } from '../../src/db/sqlite-to-postgres.ts'
-import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
-import { commitNow } from '../../src/db/write.ts'
 import { systemClock } from '../../src/lib/clock.ts'
 import { sqliteTestEnv, type SqliteTestEnv } from '../helpers.ts'
 import { type AcmeDocument, acmeDocument, applyAcme } from './acme.ts'
@@ -36,7 +35,7 @@ export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: R
     sqlite,
     url,
     pg,
-    both: async <T>(body: () => Op<T>) => [commitNow(sqlite.store, body), await writeOnPostgres(pg, body)] as [T, T],
+    both: async <T>(body: () => Op<T>) => [sqlite.store.commitNow(body), await writeNow(pg, body)] as [T, T],
     close: async () => {
       await pg.close()
       sqlite.cleanup()

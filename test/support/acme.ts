@@ -5,8 +5,8 @@
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../../src/config.ts'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { migrate } from '../../src/db/migrate.ts'
-import { openStore, type SqliteStore, type Store } from '../../src/db/open.ts'
+import { migrate } from '../../src/db/sqlite/migrate.ts'
+import { openStore, type SqliteStore } from '../../src/db/sqlite/store.ts'
 import type { NewRun } from '../../src/db/queue.ts'
 import { insertTask, type NewTask } from '../../src/db/tasks.ts'
 import { writeNow } from '../../src/db/write.ts'
@@ -14,7 +14,7 @@ import { type Clock, systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
 import { type ApplyReport, parseApplyText } from '../../src/modules/apply/service.ts'
 import { createToken, type Scope, type TokenRow } from '../../src/modules/tokens/service.ts'
-import { applyNow, queryOne, repoRoot, request, runNow, tempDir } from '../helpers.ts'
+import { applyNow, queryOne, repoRoot, request, runNow, tempDir, type TestStore } from '../helpers.ts'
 
 export interface AcmeUser {
   email: string
@@ -70,7 +70,7 @@ export function acmeWorkflow(document: AcmeDocument, name: string): Record<strin
   return acmeProject(document).workflows!.find((w) => w.name === name) as Record<string, unknown> & { steps: Record<string, unknown>[] }
 }
 
-export async function applyAcme(ctx: { store: Store; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): Promise<ApplyReport> {
+export async function applyAcme(ctx: { store: TestStore; clock: Clock; secret: Buffer; baseUrl: string }, document: AcmeDocument): Promise<ApplyReport> {
   return await applyNow(document, ctx)
 }
 
@@ -102,13 +102,13 @@ export async function seedDataDir<T>(
   }
 }
 
-export function userId(store: Store, username: string): number {
+export function userId(store: TestStore, username: string): number {
   const row = queryOne<{ id: number }>(store, 'SELECT id FROM users WHERE username = ?', username)
   if (!row) throw new Error(`no user ${username}`)
   return row.id
 }
 
-export function projectId(store: Store, name: string): number {
+export function projectId(store: TestStore, name: string): number {
   const row = queryOne<{ id: number }>(store, 'SELECT id FROM projects WHERE name = ?', name)
   if (!row) throw new Error(`no project ${name}`)
   return row.id
@@ -116,7 +116,7 @@ export function projectId(store: Store, name: string): number {
 
 /** A fresh API token of `username` on `project` (default Acme); returns its value and row. */
 export async function tokenFor(
-  store: Store,
+  store: TestStore,
   clock: Clock,
   username: string,
   scopes: Scope[],
@@ -135,7 +135,7 @@ export async function tokenFor(
 }
 
 /** Fresh Acme tokens by the names a test calls them: `{ bob: ['bob', ['workflows:trigger']] }` → `{ bob: 'trl_…' }`. */
-export async function tokensFor<K extends string>(store: Store, clock: Clock, wanted: Record<K, [username: string, scopes: Scope[]]>): Promise<Record<K, string>> {
+export async function tokensFor<K extends string>(store: TestStore, clock: Clock, wanted: Record<K, [username: string, scopes: Scope[]]>): Promise<Record<K, string>> {
   const tokens = {} as Record<K, string>
   for (const [name, [username, scopes]] of Object.entries(wanted) as [K, [string, Scope[]]][]) tokens[name] = (await tokenFor(store, clock, username, scopes)).value
   return tokens
@@ -187,12 +187,12 @@ export function ordersWorkflow(name: string, steps: Record<string, unknown>[], o
 }
 
 /** A queued run of 'Refund order' as bob by webhook, but for its id, record and time (queue tests insert these). */
-export function refundRunBase(store: Store): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+export function refundRunBase(store: TestStore): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
   return runBaseOf(store, 'Refund order')
 }
 
 /** A queued run of the workflow called `name` (one of that name in the store) as `username` by webhook, but for its id, record and time. */
-export function runBaseOf(store: Store, name: string, username = 'bob'): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
+export function runBaseOf(store: TestStore, name: string, username = 'bob'): Omit<NewRun, 'id' | 'recordId' | 'createdAt'> {
   const workflow = queryOne<{ id: number; v: number; e: number }>(
     store,
     'SELECT w.id, w.active_version_id AS v, r.environment_id AS e FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE w.name = ?',
@@ -219,7 +219,7 @@ export async function startRefundWithSession(app: { handle(request: Request): Pr
  * An open task on the run, as a task step would open it (assigned to the workflow's team), for tests whose runs no
  * executor takes: its id.
  */
-export async function openTaskOnRun(store: Store, clock: Clock, runId: string, options: Partial<NewTask> = {}): Promise<string> {
+export async function openTaskOnRun(store: TestStore, clock: Clock, runId: string, options: Partial<NewTask> = {}): Promise<string> {
   const run = queryOne<{ workflow_id: number; environment_id: number; user_id: number; record_id: string }>(store, 'SELECT workflow_id, environment_id, user_id, record_id FROM runs WHERE id = ?', runId)
   if (!run) throw new Error(`no run ${runId}`)
   const place = queryOne<{ team_id: number; collection_id: number }>(store, 'SELECT g.team_id, w.collection_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE w.id = ?', run.workflow_id)!

@@ -7,12 +7,12 @@
 import { afterAll, afterEach, beforeAll, expect } from 'bun:test'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { openStore, type Store } from '../../src/db/open.ts'
+import { openStore } from '../../src/db/sqlite/store.ts'
 import { writeNow } from '../../src/db/write.ts'
 import { parseApplyText } from '../../src/modules/apply/service.ts'
 import { createSession } from '../../src/modules/auth/sessions.ts'
 import { createToken, type Scope } from '../../src/modules/tokens/service.ts'
-import { applyNow, queryOne, repoRoot, request, postgresTestStore, runNow, sqliteOf, testApp, testEnv, type TestEnv } from '../helpers.ts'
+import { applyNow, postgresTestStore, queryOne, repoRoot, request, runNow, sqliteOf, testApp, type TestEnv, testEnv, type TestStore } from '../helpers.ts'
 import { projectId as projectIdOf } from './acme.ts'
 import type { ErrorObject } from './compat-schema.ts'
 import { expectErrorResponse } from './scenarios.ts'
@@ -99,7 +99,7 @@ async function appliedTemplate(): Promise<Template> {
 }
 
 /** `base` on `store` instead of its own, `close` closing `store` before `base` is cleaned up. */
-function withStore(base: TestEnv, store: Store, close: () => void): TestEnv {
+function withStore(base: TestEnv, store: TestStore, close: () => void): TestEnv {
   return {
     ...base,
     store,

@@ -4,10 +4,9 @@
  * ids, times and answers line up: both number rows from 1 and take every time from the op's arguments.
  */
 import { afterAll, beforeAll, expect } from 'bun:test'
+import { writeNow } from '../../src/db/write.ts'
 import type { Op } from '../../src/db/op.ts'
 import type { PgStore } from '../../src/db/postgres/store.ts'
-import { writeOnPostgres } from '../../src/db/postgres/op-runner.ts'
-import { commitNow } from '../../src/db/write.ts'
 import { sqliteTestEnv, type SqliteTestEnv } from '../helpers.ts'
 import { freshPostgresStore, postgresInstalled } from './postgres-cluster.ts'
 
@@ -35,7 +34,7 @@ export function bothStores(): BothStores {
   beforeAll(async () => {
     stores.sqlite = sqliteTestEnv()
     stores.pg = await freshPostgresStore()
-    stores.both = async <T>(body: () => Op<T>) => [commitNow(stores.sqlite.store, body), await writeOnPostgres(stores.pg, body)] as [T, T]
+    stores.both = async <T>(body: () => Op<T>) => [stores.sqlite.store.commitNow(body), await writeNow(stores.pg, body)] as [T, T]
   }, 120_000) // the first block of a test process starts the shared cluster: seconds on a busy machine
   afterAll(async () => {
     stores.sqlite?.cleanup()

@@ -8,7 +8,7 @@
  *   the login throttle, shared by the instances (on SQLite the same counters live in the process's memory): counting
  *   a refused attempt is their job (a failed login counts).
  */
-import type { Store } from '../../src/db/open.ts'
+import type { TestStore } from '../helpers.ts'
 
 /** Table name → `<row count>:<hash of the rows>`. */
 export type Digest = Record<string, string>
@@ -25,7 +25,7 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
 const kept = (table: string, column: string) => !(IGNORED_COLUMNS[table] ?? []).includes(column)
 
 /** The digest of every table of `store` (see the file comment for what it leaves out). */
-export async function databaseDigest(store: Store): Promise<Digest> {
+export async function databaseDigest(store: TestStore): Promise<Digest> {
   if (store.kind === 'sqlite') {
     const digest: Digest = {}
     for (const table of sqliteTables(store.sqlite)) {

@@ -5,8 +5,8 @@
  */
 import { expect } from 'bun:test'
 import { dirname } from 'node:path'
-import { migrate } from '../../src/db/migrate.ts'
-import { openStore, type SqliteStore } from '../../src/db/open.ts'
+import { migrate } from '../../src/db/sqlite/migrate.ts'
+import { openStore, type SqliteStore } from '../../src/db/sqlite/store.ts'
 import { systemClock } from '../../src/lib/clock.ts'
 import { loadInstanceSecret } from '../../src/lib/secret.ts'
 import { bearer, type ServeProcess, startServe, tempDir, until } from '../helpers.ts'

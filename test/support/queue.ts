@@ -4,7 +4,7 @@
  * claim is), answered once committed.
  */
 import { claimRuns, insertRun, type NewRun, nextRunAvailableAt, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../../src/db/queue.ts'
-import type { Store } from '../../src/db/open.ts'
+import type { Store } from '../../src/db/store.ts'
 import { writeNow } from '../../src/db/write.ts'
 
 export function queueOn(store: Store) {

@@ -1,6 +1,6 @@
 /**
- * What the PostgreSQL side shares without opening anything: the store's shape, the Drizzle handle's type, and the
- * client behind a handle. Kept apart from ./store.ts, which opens the pool, so that nothing but `openPostgres` loads
+ * What the PostgreSQL side shares without opening anything: the Drizzle handle's type, and the client behind a
+ * handle. Kept apart from ./store.ts, which opens the pool, so that nothing but `openPostgres` loads
  * Drizzle's `bun-sql` driver: that module reads `Bun.SQL` when it loads, and reading it loads Bun's PostgreSQL client
  * (about 10 ms of a start; ../connect.ts imports ./store.ts only when the configuration names a PostgreSQL database).
  */
@@ -15,14 +15,6 @@ import type { BunSQLQueryResultHKT } from 'drizzle-orm/bun-sql/session'
  * transaction (a few % of a webhook trigger's CPU).
  */
 export type PgDb = PgDatabase<BunSQLQueryResultHKT>
-
-export interface PgStore {
-  readonly kind: 'postgres'
-  /** The pool, for raw statements (the queue's claim, migrations, LISTEN/NOTIFY). */
-  sql: SQL
-  db: PgDb
-  close(): Promise<void>
-}
 
 /** Bun's client behind a Drizzle handle (the pool, or the transaction's reserved connection), for raw statements. */
 export function clientOf(db: PgDb): SQL {

@@ -5,8 +5,7 @@
  * transaction's reserved connection.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Dialect, type Tables, valueRowsOf } from '../dialect.ts'
-import type { Db } from '../open.ts'
+import { type Db, type Dialect, type Tables, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
@@ -37,7 +36,7 @@ export function postgresDialect(db: PgDb): Dialect {
 
 type Awaitable = PromiseLike<unknown>
 
-/** PostgreSQL's runner of a query written once (SQLite's: ../query.ts `runQuery`): a statement compiled once, then awaited. */
+/** PostgreSQL's runner of a query written once (SQLite's: ../sqlite/dialect.ts `runQuery`): a statement compiled once, then awaited. */
 export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<unknown> {
   const answer =
     query.name !== undefined

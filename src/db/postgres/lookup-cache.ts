@@ -1,5 +1,5 @@
 /**
- * The lookup cache on PostgreSQL: the same lookups as SQLite's (../lookup-cache.ts — a token by its hash,
+ * The lookup cache on PostgreSQL: the same lookups as SQLite's (../sqlite/lookup-cache.ts — a token by its hash,
  * a webhook's trigger target, a project and an environment by name, whether a user reaches a team's renderings),
  * cached per instance, with exact invalidation across instances.
  *

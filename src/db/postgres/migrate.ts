@@ -1,6 +1,6 @@
 /**
  * Applies the embedded PostgreSQL migrations (drizzle/postgres/ → migrations.generated.ts) in order, each once,
- * tracked by name in `trellis_migrations` as SQLite's are (src/db/migrate.ts). Each migration and its record commit
+ * tracked by name in `trellis_migrations` as SQLite's are (../sqlite/migrate.ts). Each migration and its record commit
  * together; an advisory lock lets several instances start at once: one applies, the others wait and find
  * nothing left to do.
  */

@@ -7,12 +7,10 @@
  */
 import type { Call, Op } from '../op.ts'
 import { StorageUnavailableError, storageFull } from '../../lib/storage-unavailable.ts'
-import { announceRunEvents } from '../run-event-commits.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
 import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
-import { notifyRunEventsCommitted } from './run-events.ts'
-import { clientOf, type PgDb, type PgStore } from './client.ts'
+import { clientOf, type PgDb } from './client.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
 const RETRIES = 5
@@ -33,8 +31,11 @@ const RETRYABLE = new Set(['40001', '40P01', '23505'])
 const UNAVAILABLE = ['08', '53', '57P']
 const DISK_FULL = '53100'
 
-/** The op `body` makes, in one transaction: all of it commits, or (it threw) none of it. Runs again after a deadlock. */
-export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isolation?: 'repeatable read'): Promise<T> {
+/**
+ * The op `body` makes, in one transaction on the pool `db`: all of it commits, or (it threw) none of it. Runs again
+ * after a deadlock. `committed` hears of the environments whose run events the transaction appended, once committed.
+ */
+export async function writeOnPostgres<T>(db: PgDb, body: () => Op<T>, committed: (environmentIds: number[]) => void): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       let handle: PgDb | undefined
@@ -46,10 +47,8 @@ export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isol
           return answer
         })
       }
-      const answer = await store.db.transaction(transaction, isolation ? { isolationLevel: isolation } : undefined)
-      const environments = runEventsAppended(handle!)
-      announceRunEvents(store, environments)
-      notifyRunEventsCommitted(store, environments)
+      const answer = await db.transaction(transaction)
+      committed(runEventsAppended(handle!))
       return answer
     } catch (error) {
       if (attempt < RETRIES && RETRYABLE.has(sqlStateOf(error) ?? '')) continue
@@ -58,18 +57,18 @@ export async function writeOnPostgres<T>(store: PgStore, body: () => Op<T>, isol
   }
 }
 
-/** A request's read on the pool. */
-export async function readOnPostgres<T>(store: PgStore, work: Op<T>): Promise<T> {
+/** A request's read on the pool `db`. */
+export async function readOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
   try {
-    return await runOpOnPostgres(store.db, work)
+    return await runOpOnPostgres(db, work)
   } catch (error) {
     throw postgresFaultOf(error) ?? error
   }
 }
 
 /** `work` over one consistent snapshot (REPEATABLE READ, read only): the CLI's reads. */
-export function snapshotOnPostgres<T>(store: PgStore, work: Op<T>): Promise<T> {
-  return store.db.transaction((tx) => runOpOnPostgres(tx, work), { isolationLevel: 'repeatable read', accessMode: 'read only' })
+export function snapshotOnPostgres<T>(db: PgDb, work: Op<T>): Promise<T> {
+  return db.transaction((tx) => runOpOnPostgres(tx, work), { isolationLevel: 'repeatable read', accessMode: 'read only' })
 }
 
 /** Drives `work` on `db`: each call awaited in turn; a failing call is thrown into the op, as SQLite's runner does. */

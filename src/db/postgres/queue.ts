@@ -1,6 +1,6 @@
 /**
  * How an executor hears of runs queued on other instances, and a delivery worker of callbacks queued there
- * (../store.ts `listenForQueuedRunsOn`, `listenForCallbacksOn`): a run queued (or given back) sends
+ * (./store.ts `listenForQueuedRuns`, `listenForCallbacks`): a run queued (or given back) sends
  * `NOTIFY trellis_runs` inside its transaction, a run's end that queued callbacks (or a resend) `NOTIFY
  * trellis_callbacks` (the PostgreSQL halves of ../queue.ts's and ../callbacks.ts's announcing plans), delivered to
  * every listener on commit.

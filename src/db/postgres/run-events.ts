@@ -12,7 +12,6 @@
  */
 import type { SQL } from 'bun'
 import { listenOn } from './listen.ts'
-import type { PgStore } from './client.ts'
 
 /** The channel; the payload: the environment ids, comma-separated (empty: any environment). */
 export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
@@ -20,20 +19,20 @@ export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
 /** PostgreSQL refuses a payload of 8,000 bytes or more: past this, the payload says "any environment". */
 const MAX_PAYLOAD = 7_000
 
-const pending = new WeakMap<PgStore, Set<number>>()
+const pending = new WeakMap<SQL, Set<number>>()
 
-/** Announces to every instance that events of `environmentIds` committed: one NOTIFY at the end of this turn. */
-export function notifyRunEventsCommitted(store: PgStore, environmentIds: readonly number[]): void {
+/** Announces to every instance that events of `environmentIds` committed: one NOTIFY on the pool `sql` at the end of this turn. */
+export function notifyRunEventsCommitted(sql: SQL, environmentIds: readonly number[]): void {
   if (environmentIds.length === 0) return
-  let waiting = pending.get(store)
+  let waiting = pending.get(sql)
   if (waiting === undefined) {
     waiting = new Set()
-    pending.set(store, waiting)
+    pending.set(sql, waiting)
     setImmediate(() => {
-      pending.delete(store)
+      pending.delete(sql)
       const payload = [...waiting!].join(',')
       // Lost (the server unreachable): the listeners' periodic read finds the events.
-      store.sql.notify(RUN_EVENTS_CHANNEL, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
+      sql.notify(RUN_EVENTS_CHANNEL, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
     })
   }
   for (const id of environmentIds) waiting.add(id)

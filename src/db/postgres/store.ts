@@ -1,23 +1,156 @@
 /**
- * The PostgreSQL store: a pool of Bun's built-in client (`SQL` from 'bun', chosen by measurement:
- * docs/architecture.md "Transactions across the face") behind Drizzle's `bun-sql` dialect, so PostgreSQL reads and writes with the same query
- * builder and the same row shapes (`bigint` columns in number mode) as the SQLite side. `sql.begin` / Drizzle's
- * `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run meanwhile on other connections and
- * never see uncommitted rows (READ COMMITTED).
+ * The PostgreSQL store (../store.ts `Store`): a pool of Bun's built-in client (`SQL` from 'bun', chosen by
+ * measurement: docs/architecture.md "Transactions across the face") behind Drizzle's `bun-sql` dialect, so PostgreSQL
+ * reads and writes with the same query builder and the same row shapes (`bigint` columns in number mode) as the
+ * SQLite side. `sql.begin` / Drizzle's `transaction` reserve one connection for `BEGIN … COMMIT`; other requests run
+ * meanwhile on other connections and never see uncommitted rows (READ COMMITTED). Several instances may share it:
+ * the limits count in the database, and instances hear of each other's queued runs, callbacks and run events through
+ * `NOTIFY`. SQLite's: ../sqlite/store.ts.
  *
  * Imported only where a PostgreSQL store is opened (../connect.ts loads it with `import()`): the driver loads Bun's
  * PostgreSQL client with it (./client.ts has the types and `clientOf` everything else uses).
  */
 import { SQL } from 'bun'
 import { drizzle } from 'drizzle-orm/bun-sql'
-import type { PgStore } from './client.ts'
+import type { Logger } from '../../lib/logger.ts'
+import type { RateCounters } from '../../lib/rate-counters.ts'
+import type { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
+import type { Op } from '../op.ts'
+import { announceRunEvents } from '../run-event-commits.ts'
+import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store, StoreUpkeep } from '../store.ts'
+import type { PgDb } from './client.ts'
+import { pendingPostgresMigrations } from './migrate.ts'
+import { postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
+import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './queue.ts'
+import { PgRateCounters } from './rate-windows.ts'
+import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
 
-export { clientOf, type PgDb, type PgStore } from './client.ts'
+export { clientOf, type PgDb } from './client.ts'
 
 /** Connections each instance keeps open at most (TRELLIS_DATABASE_POOL overrides). */
 export const DEFAULT_POOL_SIZE = 20
 
+export class PgStore implements Store {
+  readonly kind = 'postgres'
+  readonly db: PgDb
+  /** Other instances may be alive and holding their leases: a lease is taken back only once it ran out. */
+  readonly servesAlone = false
+  /**
+   * A run that ends leaves its slot to the executor's next claim: here the claim's row locks would last as long as
+   * the step group's transaction, and its drain measured slower (docs/performance.md).
+   */
+  readonly handsOverSlots = false
+  /** After a commit that appended run events: this process's listeners, and every other instance (one NOTIFY a turn). */
+  private readonly committed = (environmentIds: number[]) => {
+    announceRunEvents(this, environmentIds)
+    notifyRunEventsCommitted(this.sql, environmentIds)
+  }
+
+  /** `sql`: the pool, for raw statements (the queue's claim, migrations, LISTEN/NOTIFY). */
+  constructor(readonly sql: SQL) {
+    this.db = drizzle({ client: sql })
+  }
+
+  close(): Promise<void> {
+    return this.sql.close()
+  }
+
+  /** On the pool, each statement its own snapshot. */
+  read<T>(work: Op<T>): Promise<T> {
+    return readOnPostgres(this.db, work)
+  }
+
+  /** REPEATABLE READ, read only. */
+  readSnapshot<T>(work: Op<T>): Promise<T> {
+    return snapshotOnPostgres(this.db, work)
+  }
+
+  readSync<T>(_work: Op<T>, what: string): T {
+    throw answersOnlyLater(what)
+  }
+
+  /** Each write in its own transaction: the executor's statements run in the database server, not on the event loop. */
+  write<T>(body: () => Op<T>): Promise<T> {
+    return writeOnPostgres(this.db, body, this.committed)
+  }
+
+  writeNow<T>(body: () => Op<T>): Promise<T> {
+    return writeOnPostgres(this.db, body, this.committed)
+  }
+
+  writeSync<T>(_body: () => Op<T>, what: string): T {
+    throw answersOnlyLater(what)
+  }
+
+  /** Nothing waits on it: the write commits in the background, and is simply lost if the database cannot take it. */
+  tryWrite(body: () => Op<unknown>): boolean {
+    this.write(body).catch(() => {})
+    return true
+  }
+
+  storageErrorOf(error: unknown): StorageUnavailableError | null {
+    return postgresFaultOf(error)
+  }
+
+  /** The storage is the database server's, not this process's to see. */
+  storageReadOnlyNow(): boolean {
+    return false
+  }
+
+  /** The disk is the database server's, not this process's to see. */
+  storageFullNow(): boolean {
+    return false
+  }
+
+  pendingMigrations(): Promise<string[]> {
+    return pendingPostgresMigrations(this.sql)
+  }
+
+  /** In the database, so every instance sharing it spends one budget (./rate-windows.ts). */
+  rateCounters(): RateCounters {
+    return new PgRateCounters(this.sql)
+  }
+
+  /**
+   * A run queued (or given back) on any instance sends `NOTIFY trellis_runs` on commit (../queue.ts
+   * `announceQueuedRuns`), so every executor claims at once instead of at its next poll.
+   */
+  listenForQueuedRuns(wake: () => void): Promise<QueueWakeups> {
+    return listenOnPostgres(this.sql, RUNS_CHANNEL, wake)
+  }
+
+  /** Deliveries queued on any instance: `NOTIFY trellis_callbacks` (../callbacks.ts `announceCallbacks`). */
+  listenForCallbacks(wake: () => void): Promise<QueueWakeups> {
+    return listenOnPostgres(this.sql, CALLBACKS_CHANNEL, wake)
+  }
+
+  /** The NOTIFY each instance sends after a commit that appended run events, and null after a reconnect (./run-events.ts). */
+  listenForRunEvents(wake: RunEventsListener): Promise<Listening> {
+    return listenForRunEvents(this.sql, wake)
+  }
+
+  /** Each write commits alone. */
+  writeCounts(): { transactions: number; writes: number } {
+    return { transactions: 0, writes: 0 }
+  }
+
+  /**
+   * PostgreSQL checkpoints and vacuums itself: nothing to run beside it. Several instances may share it, so without
+   * TRELLIS_SECRET it warns that they must share the secret.
+   */
+  serve(settings: ServingSettings, logger: Logger): StoreUpkeep {
+    if (!settings.secretFromEnv) {
+      logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: settings.dataDir })
+    }
+    return { startMaintenance: () => {}, stop: () => {}, close: () => this.close().then(() => ({})) }
+  }
+}
+
+/** What a caller that needs an answer at once is told: PostgreSQL answers only later. */
+function answersOnlyLater(what: string): Error {
+  return new Error(`${what} works on the embedded SQLite database only`)
+}
+
 export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
-  const client = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE })
-  return { kind: 'postgres', sql: client, db: drizzle({ client }), close: () => client.close() }
+  return new PgStore(new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE }))
 }

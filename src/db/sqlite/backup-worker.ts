@@ -1,7 +1,7 @@
 /**
  * `trellis backup`'s own thread: `VACUUM INTO` is one synchronous statement that takes seconds to
  * minutes on a large database; run here, on a read-only connection of its own, it leaves the command's event loop
- * free to show the copy's progress (../backup.ts watches the file grow). One backup per worker; the answer is
+ * free to show the copy's progress (./backup.ts watches the file grow). One backup per worker; the answer is
  * BackupAnswer. An extra entrypoint of the compiled binary (package.json "build"; src/worker-entrypoints.ts).
  */
 import { Database } from 'bun:sqlite'
@@ -11,7 +11,7 @@ export interface BackupAsk {
   path: string
   /** The new file, empty or absent. */
   target: string
-  /** How long to wait for a lock (the CLI's, ../open.ts). */
+  /** How long to wait for a lock (the CLI's, ./open.ts). */
   busyTimeoutMs: number
 }
 

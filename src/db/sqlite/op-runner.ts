@@ -1,13 +1,13 @@
 /**
  * SQLite's runner of ops (../op.ts): each call runs at once on the connection, by its kind — a query written once
- * through SQLite's dialect (../query.ts `runQuery`), a plan's SQLite half, a savepoint, a cached lookup of this
- * connection (../lookup-cache.ts). PostgreSQL's runner (../postgres/op-runner.ts) answers the same kinds its way.
+ * through SQLite's dialect (./dialect.ts `runQuery`), a plan's SQLite half, a savepoint, a cached lookup of this
+ * connection (./lookup-cache.ts). PostgreSQL's runner (../postgres/op-runner.ts) answers the same kinds its way.
  */
-import { cachedLookup } from '../lookup-cache.ts'
+import type { Db } from '../dialect.ts'
 import type { Call, Op } from '../op.ts'
-import type { Db } from '../open.ts'
-import { runQuery } from '../query.ts'
-import { inSavepoint } from '../savepoint.ts'
+import { runQuery } from './dialect.ts'
+import { cachedLookup } from './lookup-cache.ts'
+import { inSavepoint } from './savepoint.ts'
 
 /**
  * Drives `work` on a SQLite connection, synchronously: every call runs at once; a call that throws is thrown into

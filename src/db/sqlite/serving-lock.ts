@@ -3,7 +3,7 @@
  * `<dataDir>/serve.lock` (a SQLite file of its own, in an exclusive transaction never committed) for as long as it
  * lives; the kernel drops the lock when the process ends, however it ends (`kill -9` included). A second `serve` on the
  * same directory is refused at start. The CLI commands never take it: they work while `serve` runs (DESIGN §9).
- * Holding it is what lets a starting server take back every run still marked running (../store.ts).
+ * Holding it is what lets a starting server take back every run still marked running (`Store.servesAlone`).
  */
 import { Database } from 'bun:sqlite'
 import { join } from 'node:path'

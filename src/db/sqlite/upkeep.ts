@@ -1,11 +1,12 @@
 /**
  * SQLite's own housekeeping (the server's file only; PostgreSQL checkpoints and vacuums itself): WAL checkpoints off
- * the request path (on a thread of their own), and the query planner's statistics. Started through the store-neutral face, ../store.ts.
+ * the request path (on a thread of their own), and the query planner's statistics. Started by a serving store
+ * (./store.ts `serve`).
  */
 import type { Database } from 'bun:sqlite'
 import { statSync } from 'node:fs'
 import { type DailyJob, runNowThenDaily } from '../../lib/daily-job.ts'
-import type { SqliteStore } from '../open.ts'
+import type { SqliteFile } from './open.ts'
 import type { CheckpointAnswer, CheckpointAsk } from './checkpoint-worker.ts'
 import { type CheckpointMode, type CheckpointResult, checkpointOn } from './wal-checkpoint.ts'
 
@@ -15,7 +16,7 @@ export type { CheckpointResult } from './wal-checkpoint.ts'
  * A checkpoint on the server's own connection, on the event loop: for a graceful shutdown (TRUNCATE, nothing else
  * runs any more) and for tools; the serving server's timed checkpoints run on their own thread (below).
  */
-export function checkpointWal(store: SqliteStore, mode: CheckpointMode = 'TRUNCATE'): CheckpointResult {
+export function checkpointWal(store: SqliteFile, mode: CheckpointMode = 'TRUNCATE'): CheckpointResult {
   return checkpointOn(store.sqlite, mode)
 }
 
@@ -24,7 +25,7 @@ export function checkpointWal(store: SqliteStore, mode: CheckpointMode = 'TRUNCA
  * keeps it busy (a CLI's reader, or the checkpoint thread's connection still closing), so the file alone is complete
  * whenever that connection lets go in time. The last result says whether it did.
  */
-export async function checkpointBeforeClose(store: SqliteStore, withinMs: number): Promise<CheckpointResult> {
+export async function checkpointBeforeClose(store: SqliteFile, withinMs: number): Promise<CheckpointResult> {
   const deadline = performance.now() + withinMs
   let result = checkpointWal(store, 'TRUNCATE')
   while (result.busy && performance.now() < deadline) {
@@ -35,7 +36,7 @@ export async function checkpointBeforeClose(store: SqliteStore, withinMs: number
 }
 
 /** The size of the store's `-wal` file in bytes (0 when there is none). */
-export function walBytes(store: SqliteStore): number {
+export function walBytes(store: SqliteFile): number {
   try {
     return statSync(`${store.path}-wal`).size
   } catch (error) {
@@ -111,7 +112,7 @@ class CheckpointThread {
  * that has written nothing runs none).
  */
 export function scheduleWalCheckpoints(
-  store: SqliteStore,
+  store: SqliteFile,
   everyMs: number,
   entrypoint: URL,
   report: { checkpointed(mode: 'passive' | 'truncate', result: CheckpointResult, walBytes: number): void; failed(error: Error): void },
@@ -164,7 +165,7 @@ export function optimizeDatabase(sqlite: Database): void {
 }
 
 /** Runs optimizeDatabase now and then daily at 04:07 (local time); the returned job stops with the server. */
-export function scheduleMaintenance(store: SqliteStore, onError: (error: Error) => void): DailyJob {
+export function scheduleMaintenance(store: SqliteFile, onError: (error: Error) => void): DailyJob {
   return runNowThenDaily('7 4 * * *', () => {
     try {
       optimizeDatabase(store.sqlite)

@@ -2,7 +2,7 @@
  * The admin log list's query string, parsed (the API route, the MCP tool and the console page), and the list itself
  * as the route and the tool run it; the service takes the parsed filters.
  */
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, textFilter } from '../../http/list-schema.ts'
 import {

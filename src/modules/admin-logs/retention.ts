@@ -2,7 +2,7 @@
  * Log retention (TRELLIS_LOG_RETENTION_DAYS; unset keeps logs forever). Entries older than the cutoff are
  * deleted in small batches (short write locks), and each project gets a `system` admin log entry saying so.
  */
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { allProjectIds } from '../../db/admin-logs.ts'
 import { deleteLogBatch, type LogTable } from '../../db/maintenance.ts'
 import { write } from '../../db/write.ts'

@@ -4,7 +4,7 @@
  * database has and the file does not are reported as `notInFile`.
  */
 import { parse as parseYaml, YAMLParseError } from 'yaml'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { write, writeSync } from '../../db/write.ts'
 import {
   firstEditingTeamId,

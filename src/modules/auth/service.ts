@@ -9,7 +9,7 @@
  */
 import { timingSafeEqual } from 'node:crypto'
 import { findTokenByHash, touchTokenLastUsed } from '../../db/auth-queries.ts'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { tryWrite } from '../../db/write.ts'
 import type { AccountCaller, CallerAuth, ProjectNeed, ProjectPlace, TokenCall, TokenIdentity } from '../../lib/callers.ts'
 import { bearerValue } from '../../lib/callers.ts'

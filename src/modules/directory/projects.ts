@@ -13,7 +13,7 @@ import {
   type Project,
 } from '../../db/projects.ts'
 import { findUserByStoredEmail, findUserDisabledAt } from '../../db/users.ts'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
 import { normalizeEmail } from './users.ts'

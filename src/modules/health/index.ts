@@ -5,9 +5,6 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { runQueueStats } from '../../db/maintenance.ts'
-import { pendingStoreMigrations } from '../../db/migrate.ts'
-import { writeCountsOf } from '../../db/store.ts'
-import { storageFullNow, storageReadOnlyNow } from '../../db/write.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
 /** Why the instance is not ready (`code` `not_ready`, `storage_full` or `storage_read_only`), or null when it is. */
@@ -15,15 +12,15 @@ async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: s
   const notReady = (message: string) => ({ code: 'not_ready', message })
   let pending: string[]
   try {
-    pending = await pendingStoreMigrations(deps.store)
+    pending = await deps.store.pendingMigrations()
   } catch (error) {
     return notReady(`Database unavailable: ${(error as Error).message}`)
   }
   if (pending.length > 0) return notReady(`Pending migrations: ${pending.join(', ')}`)
-  if (storageReadOnlyNow(deps.store)) {
+  if (deps.store.storageReadOnlyNow()) {
     return { code: 'storage_read_only', message: 'The database files cannot be written (a read-only file system or files): writes fail until they are writable again' }
   }
-  if (storageFullNow(deps.store, deps.config.readyMinFreeBytes)) {
+  if (deps.store.storageFullNow(deps.config.readyMinFreeBytes)) {
     const floor = `${deps.config.readyMinFreeBytes / (1024 * 1024)} MiB`
     return { code: 'storage_full', message: `The disk holding the database has less than ${floor} free (TRELLIS_READY_MIN_FREE_MB): writes fail, or soon will, until space is freed` }
   }
@@ -46,7 +43,7 @@ export function healthModule(deps: AppDeps) {
     }
   })
 
-  deps.metrics.observeWrites(() => writeCountsOf(deps.store))
+  deps.metrics.observeWrites(() => deps.store.writeCounts())
   deps.metrics.observeEventStreams(() => deps.runEvents.openStreams)
 
   return new Elysia({ name: 'health', tags: ['operations'] })

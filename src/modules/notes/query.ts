@@ -1,5 +1,5 @@
 /** The notes list as the API route and the MCP tool run it: its query parameters, parsed and documented. */
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { environmentList, environmentPage, parseDateFilters, parseRecordFilters, type Query } from '../../http/list.ts'

@@ -24,7 +24,6 @@
  * no longer visible: the stream ends), reading the store as of that check. No SQL and no HTTP here: the routes
  * (./index.ts) turn what a stream delivers into `text/event-stream`.
  */
-import type { Store } from '../../db/open.ts'
 import { read } from '../../db/read.ts'
 import {
   type EnvironmentEventFilter,
@@ -37,8 +36,8 @@ import {
   type StoredRunEvent,
   TERMINAL_RUN_EVENTS,
 } from '../../db/run-events.ts'
-import { onRunEventsCommitted, type RunEventsListener } from '../../db/run-event-commits.ts'
-import { type Listening, listenForRunEventsOn } from '../../db/store.ts'
+import { onRunEventsCommitted } from '../../db/run-event-commits.ts'
+import type { Listening, RunEventsListener, Store } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, retryLater, tooManyRequests } from '../../lib/errors.ts'
 import type { Logger } from '../../lib/logger.ts'
@@ -187,7 +186,7 @@ export class RunEventHub {
     const wake: RunEventsListener = (environmentIds) => this.wake(environmentIds)
     this.ticker ??= setInterval(() => this.tick(), Math.min(1_000, this.settings.heartbeatMs))
     this.local ??= onRunEventsCommitted(this.store, wake)
-    this.remote ??= listenForRunEventsOn(this.store, wake).catch((error) => {
+    this.remote ??= this.store.listenForRunEvents(wake).catch((error) => {
       this.logger.warn('listening for run events failed; event streams read every heartbeat interval', { error: (error as Error).message })
       this.remote = null
       return null

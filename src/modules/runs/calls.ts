@@ -3,7 +3,7 @@
  * MCP tools (../mcp/) make them: one implementation, so a tool answers and logs exactly what its route does.
  */
 import { randomUUIDv7 } from 'bun'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import type { AccountCaller } from '../../lib/callers.ts'

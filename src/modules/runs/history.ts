@@ -5,7 +5,7 @@
  * Activity and admin logs are not touched: log retention is theirs (../admin-logs/retention.ts).
  */
 import { deleteFinishedRunBatch, FINISHED_RUNS_PER_BATCH } from '../../db/maintenance.ts'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'

@@ -1,6 +1,6 @@
 /** First start with no users: a one-time link (printed by `serve`) opens a page that creates the first admin. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import type { Store } from '../../db/open.ts'
+import type { Store } from '../../db/store.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, invalidField } from '../../lib/errors.ts'

@@ -4,7 +4,7 @@
  * run it with placeholders. Works with a transaction handle too: it is the same connection.
  */
 import type { Database, Statement } from 'bun:sqlite'
-import type { Db } from './open.ts'
+import type { Db } from '../dialect.ts'
 
 const caches = new WeakMap<Database, Map<string, unknown>>()
 

@@ -1,5 +1,5 @@
 /** Savepoints: part of a transaction that can fail alone (a step of a run, one write of a group commit). */
-import type { Db } from './open.ts'
+import type { Db } from '../dialect.ts'
 import { connectionOf, statementOn } from './prepared.ts'
 
 /** SAVEPOINT, RELEASE and ROLLBACK TO, each prepared once per connection (a run's every step takes a savepoint). */

@@ -1,11 +1,10 @@
 /**
  * Applies the embedded migrations (drizzle/ → migrations.generated.ts) in order, each once, tracked by name.
- * Drizzle's own migrator reads files from disk, which a compiled binary does not have.
+ * Drizzle's own migrator reads files from disk, which a compiled binary does not have. PostgreSQL's:
+ * ../postgres/migrate.ts.
  */
 import type { Database } from 'bun:sqlite'
 import { migrations as embedded } from './migrations.generated.ts'
-import { openStore, type SqliteStore, type Store } from './open.ts'
-import { pendingPostgresMigrations } from './postgres/migrate.ts'
 
 export interface Migration {
   name: string
@@ -59,28 +58,6 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
     if (withForeignKeysOffFor(sqlite, rebuildsATable, () => apply.immediate())) applied.push(migration.name)
   }
   return applied
-}
-
-/** `migrate` for the store's connection: the names of the migrations this call applied (`trellis migrate`). */
-export function migrateStore(store: SqliteStore): string[] {
-  return migrate(store.sqlite)
-}
-
-/** Opens the data directory's database (the CLI's connection, see `openStore`) and brings its schema up to date. */
-export function openMigrated(dataDir: string): SqliteStore {
-  const store = openStore(dataDir)
-  try {
-    migrateStore(store)
-  } catch (error) {
-    store.close()
-    throw error
-  }
-  return store
-}
-
-/** `pendingMigrations` on the store's connection (/readyz). */
-export async function pendingStoreMigrations(store: Store): Promise<string[]> {
-  return store.kind === 'postgres' ? pendingPostgresMigrations(store.sql) : pendingMigrations(store.sqlite)
 }
 
 /** Names of embedded migrations not yet applied (for /readyz). */

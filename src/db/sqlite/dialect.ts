@@ -1,0 +1,42 @@
+/**
+ * The SQLite dialect of the storage queries (../dialect.ts, ../query.ts): the queries built with Drizzle's SQLite
+ * builder over ../schema.ts's tables, and run at once on the connection. PostgreSQL's: ../postgres/dialect.ts.
+ */
+import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
+import { type Db, type Dialect, valueRowsOf } from '../dialect.ts'
+import type { QueryCall } from '../op.ts'
+import * as tables from '../schema.ts'
+import { prepared } from './prepared.ts'
+
+const sqliteFragments = {
+  name: 'sqlite',
+  t: tables,
+  byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
+  inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+  number: (expression: AnyColumn | SQL) => sql`${expression}`,
+  isFalse: (column: AnyColumn) => sql`${column} = 0`,
+  // json_extract answers true/false as 1/0: json_type tells them apart. The field is a quoted label (`$."a.b"`).
+  jsonFieldText: (column: AnyColumn | SQL, field: string) => {
+    const path = sql`'$.' || json_quote(${sql.placeholder(field)})`
+    return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
+  },
+  asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
+  forShare: <Q>(select: Q) => select,
+  forUpdate: <Q>(select: Q) => select,
+} as const
+
+/** The SQLite dialect over this handle (a connection, or a transaction on it). */
+export function sqliteDialect(db: Db): Dialect {
+  return { ...sqliteFragments, db, valueRows: (query) => valueRowsOf(db, query, (rows) => rows) }
+}
+
+/** SQLite's runner of a query written once: built in the SQLite dialect (a statement once per connection) and run at once. */
+export function runQuery(db: Db, query: QueryCall): unknown {
+  if (query.name !== undefined) {
+    const statement = prepared(db, query.name, () => query.build(sqliteDialect(db)).prepare())
+    const values = query.values as never
+    return query.answer === 'rows' ? statement.all(values) : query.answer === 'row' ? statement.get(values) : void statement.run(values)
+  }
+  const built = query.build(sqliteDialect(db))
+  return query.answer === 'rows' ? built.all() : query.answer === 'row' ? built.get() : void built.run()
+}
