@@ -8,7 +8,7 @@ import type { Logger } from '../lib/logger.ts'
 import type { Metrics } from '../lib/metrics.ts'
 import { MemoryRateCounters, type RateCounters } from '../lib/rate-counters.ts'
 import { keepEventLoopFree, type Store } from './open.ts'
-import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './postgres/queue.ts'
+import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './postgres/queue.ts'
 import { listenForRunEvents } from './postgres/run-events.ts'
 import { PgRateCounters } from './postgres/rate-windows.ts'
 import { listenForSqliteCallbacks, releaseEveryCallbackLease } from './callbacks.ts'
@@ -53,6 +53,15 @@ export async function listenForQueuedRunsOn(store: Store, wake: () => void): Pro
  */
 export async function listenForCallbacksOn(store: Store, wake: () => void): Promise<QueueWakeups> {
   return store.kind === 'postgres' ? listenOnPostgres(store.sql, CALLBACKS_CHANNEL, wake) : listenForSqliteCallbacks(store.sqlite, wake)
+}
+
+/**
+ * Calls `wake` whenever a task with a deadline opened on another instance (PostgreSQL: `NOTIFY trellis_tasks` on
+ * commit, ./tasks.ts); resolves once listening. SQLite: one process opens tasks and its executor tells its own
+ * deadline timer (null).
+ */
+export async function listenForTaskDeadlinesOn(store: Store, wake: () => void): Promise<Listening | null> {
+  return store.kind === 'postgres' ? listenOnPostgres(store.sql, TASKS_CHANNEL, wake) : null
 }
 
 /**
