@@ -8,7 +8,7 @@
  *
  * Nothing is held in memory that the database does not have: the deadlines are rows, so a restart or a `kill -9`
  * loses none — the timer started with the executor reads the next at once and acts on every one passed meanwhile.
- * Several instances' timers may see the same due task: its UPDATE claims it, and only one acts.
+ * Several instances' timers may see the same due task: the conditional write that claims it lets only one act.
  */
 import type { Store } from '../db/open.ts'
 import { read } from '../db/read.ts'
