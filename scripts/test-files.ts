@@ -65,6 +65,7 @@ export const POSTGRES_PASS = [
   'storage-faults',
   'stream-limits',
   'tasks',
+  'task-deadlines',
   'tokens',
   'wal-checkpoints',
   'webhook',
@@ -123,5 +124,6 @@ export const TIMING_SENSITIVE = [
   'queue',
   'run-events',
   'mail',
+  'task-deadlines',
 ].map((name) => `test/${name}.test.ts`)
 

@@ -35,6 +35,8 @@ export interface DepsInput {
    * process's memory on SQLite, the database on PostgreSQL so every instance shares one budget.
    */
   rateCounters?: RateCounters
+  /** What queuing a mail needs, when the composition root made it already (serve: the executor shares it); else made here. */
+  mail?: MailSettings | null
 }
 
 export interface AppDeps extends DepsInput {
@@ -56,7 +58,7 @@ export function createDeps(input: DepsInput): AppDeps {
   return {
     ...input,
     rateCounters,
-    mail: mailSettingsOf(config, input.secret),
+    mail: input.mail === undefined ? mailSettingsOf(config, input.secret) : input.mail,
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
     runEvents: new RunEventHub(store, clock, input.logger, {
       maxStreams: config.eventStreamsMax,

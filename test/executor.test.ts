@@ -1506,6 +1506,7 @@ describe('condition step (no executor running)', () => {
       heartbeat: () => {},
       signal: new AbortController().signal,
       outbound: new OutboundClient(),
+      mail: null,
     }
     const apply = await (STEP_RUNNERS[step.type] as StepRunner)(ctx, step)
     return await runNow(env.store, apply({}))

@@ -3,6 +3,7 @@ import { createApp } from '../app.ts'
 import { createDeps } from '../deps.ts'
 import { CallbackDelivery } from '../executor/callback-delivery.ts'
 import { MailDelivery } from '../executor/mail-delivery.ts'
+import { mailSettingsOf } from '../modules/mail/service.ts'
 import { Executor } from '../executor/executor.ts'
 import { scheduleRetention } from '../modules/admin-logs/retention.ts'
 import { scheduleHistoryRetention } from '../modules/runs/history.ts'
@@ -67,17 +68,20 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   // The executor's share of a turn while HTTP is busy; alone it takes every turn (docs/workflows.md "Executor").
   const slices = new TurnSlices()
   const shareMs = shareOfTurnMs(config.executorSharePercent)
+  // Task steps and deadlines queue their mail as the routes do: one set of settings for both.
+  const mailSettings = mailSettingsOf(config, secret)
   const executor = new Executor({
     store,
     clock: systemClock,
     logger,
+    mail: mailSettings,
     concurrency: config.executorConcurrency,
     leaseMs: config.executorLeaseMs,
     outbound,
     shareMs: () => (slices.busy ? shareMs : Number.POSITIVE_INFINITY),
   })
   const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
-  const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor })
+  const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings })
   const app = createApp(deps)
   const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
   raiseParserHeaderLimit()

@@ -33,7 +33,7 @@ import { noteAppendedEvents } from './run-event-commits.ts'
  * What happened to a run: its start (the first claim), a resumption (a later claim: after a `wait`, after recovery
  * or a give-back), its return to the queue (`run.requeued`: a lease expired, a graceful stop), each step's outcome
  * (`step.waiting`: a `wait` or `task` step parked the run), its end, and what happens to the task a `task` step
- * opened (`task.opened`, each `task.decided`, `task.closed`: the run's status at that moment). Being queued is no event: it would cost every trigger
+ * opened (`task.opened`, each `task.decided`, `task.escalated` at a deadline, `task.closed`: the run's status at that moment). Being queued is no event: it would cost every trigger
  * an insert (docs/workflows.md "Run events (SSE)" has the measure); `run.started` tells how the run was started.
  */
 export const RUN_EVENT_TYPES = [
@@ -48,6 +48,7 @@ export const RUN_EVENT_TYPES = [
   'run.cancelled',
   'task.opened',
   'task.decided',
+  'task.escalated',
   'task.closed',
 ] as const
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number]

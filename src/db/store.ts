@@ -80,6 +80,11 @@ export interface Store {
   listenForQueuedRuns(wake: () => void): Promise<QueueWakeups | null>
   /** Calls `wake` whenever callback deliveries were queued and their transaction committed. */
   listenForCallbacks(wake: () => void): Promise<QueueWakeups>
+  /**
+   * Calls `wake` whenever a task with a deadline opened on another instance (../db/tasks.ts announces it); null when
+   * no other can (SQLite: one process opens tasks and its executor tells its own deadline timer).
+   */
+  listenForTaskDeadlines(wake: () => void): Promise<Listening | null>
   /** Calls `wake` with the environments whose run events other instances committed; null when no other can. */
   listenForRunEvents(wake: RunEventsListener): Promise<Listening | null>
   /**

@@ -719,6 +719,10 @@ export function defineTables(kit: TableKit) {
       onTimeout: text('on_timeout').notNull().default('fail'),
       escalateTo: text('escalate_to'),
       escalated: boolean('escalated').notNull().default(false),
+      /** Epoch ms the assignees are reminded (before `due_at`: src/modules/tasks/deadlines.ts); null once reminded, or past the deadline. */
+      remindAt: integer('remind_at'),
+      /** When the reminder was sent (once), or null. */
+      remindedAt: integer('reminded_at'),
       createdAt: micros('created_at').notNull(),
       closedAt: integer('closed_at'),
     },
@@ -726,8 +730,10 @@ export function defineTables(kit: TableKit) {
       uniqueIndex('tasks_run_step_unique').on(t.runId, t.stepIndex),
       index('tasks_env_id_idx').on(t.environmentId, t.id),
       index('tasks_env_created_idx').on(t.environmentId, t.createdAt),
-      // A deadline's timer claims "expire once" with `UPDATE … WHERE id = ? AND status = 'open'`; this finds the due ones.
-      index('tasks_due_idx').on(t.dueAt).where(sql`status = 'open' and due_at is not null`),
+      // The deadline timer's next due task, and each deadline acted on once by `UPDATE … WHERE status = 'open' AND NOT
+      // escalated` (src/db/tasks.ts): an escalated task stays open but leaves the index. The same for the reminders.
+      index('tasks_due_idx').on(t.dueAt).where(sql`status = 'open' and due_at is not null and not escalated`),
+      index('tasks_remind_idx').on(t.remindAt).where(sql`status = 'open' and remind_at is not null`),
       check('tasks_status_check', statusIn(TASK_STATUSES)),
     ],
   )

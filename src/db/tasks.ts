@@ -3,7 +3,11 @@
  * once for both stores (./query.ts). The rules many writers race on are the database's:
  * - one decision per user per task: the primary key of `task_decisions` (`insertDecision` answers whether it wrote);
  * - a task closes exactly once: every change of its status is an UPDATE guarded by `status = 'open'` (`closeTask`,
- *   `cancelOpenTasksOfRun`; a deadline's timer will expire a task the same way);
+ *   `cancelOpenTasksOfRun`, `closeAtDeadline`);
+ * - a deadline is acted on once and a reminder sent once, whichever instance's timer sees them first: each is claimed
+ *   by an UPDATE guarded by what it changes (`closeAtDeadline`, `escalateAtDeadline`: open and not escalated, the
+ *   deadline passed; `claimReminder`: its time set and come) — the timers read the next one from an index
+ *   (`tasks_due_idx`, `tasks_remind_idx`), never every task;
  * - the quorum is counted in the deciding transaction, under the task's row lock (`lockTask`: PostgreSQL's
  *   `FOR UPDATE`; SQLite's one writer holds it already), so two approvals committing at once both see each other.
  *
@@ -11,12 +15,14 @@
  * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
  * `createdAt` exactly, as the runs list does.
  */
-import { and, asc, count, eq, sql } from 'drizzle-orm'
+import { and, asc, count, eq, lte, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import type { TaskStatus } from '../lib/task-statuses.ts'
 import { nextCreatedAt } from './monotonic.ts'
-import type { Op } from './op.ts'
+import { type Op, plan, runPlan } from './op.ts'
+import { clientOf } from './postgres/client.ts'
+import { TASKS_CHANNEL } from './postgres/queue.ts'
 import { type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
 import { placeholders, statement } from './query.ts'
 import type { tasks } from './schema.ts'
@@ -58,6 +64,8 @@ export interface NewTask {
   /** JSON text of the form's schema, or null. */
   form: string | null
   dueAt: number | null
+  /** When the assignees are reminded (before `dueAt`), or null. */
+  remindAt: number | null
   onTimeout: string
   /** JSON text of `escalateTo` as written, or null. */
   escalateTo: string | null
@@ -70,7 +78,7 @@ const INSERT_TASK = statement('tasks.insert', ({ db, t }) =>
     .insert(t.tasks)
     .values({
       ...placeholders('id', 'runId', 'stepIndex', 'stepName', 'environmentId', 'workflowId', 'teamId', 'collectionId', 'recordId', 'requesterId', 'title'),
-      ...placeholders('approvalsRequired', 'allowRequester', 'form', 'dueAt', 'onTimeout', 'escalateTo', 'createdAt'),
+      ...placeholders('approvalsRequired', 'allowRequester', 'form', 'dueAt', 'remindAt', 'onTimeout', 'escalateTo', 'createdAt'),
       status: 'open',
     }),
 )
@@ -85,8 +93,22 @@ export function* insertTask(task: NewTask, now: Millis): Op<{ id: string; create
   yield* INSERT_TASK.exec({ ...columns, id, createdAt })
   for (const teamId of teamIds) yield* INSERT_TEAM_ASSIGNEE.exec({ taskId: id, teamId })
   for (const userId of userIds) yield* INSERT_USER_ASSIGNEE.exec({ taskId: id, userId })
+  if (task.dueAt !== null) yield* runPlan(announceTaskDeadline)
   return { id, createdAt }
 }
+
+/**
+ * Tells every instance's deadline timer that a task with a deadline opened, so that one armed for a later time
+ * re-reads the next: PostgreSQL's `NOTIFY trellis_tasks`, delivered on commit. SQLite's timer is this process's,
+ * told by the executor that opened the task.
+ */
+const announceTaskDeadline = plan({
+  sqlite: (): void => {},
+  postgres: async (db) => {
+    await clientOf(db).notify(TASKS_CHANNEL)
+  },
+  why: "NOTIFY wakes every instance's deadline timer on commit; SQLite's is this process's, woken by its executor",
+})
 
 const TASK_OF_STEP = statement('tasks.of-step', ({ db, t }) =>
   db
@@ -229,6 +251,122 @@ const CANCEL_OF_RUN = statement('tasks.cancel-of-run', ({ db, t }) =>
 /** Cancels the run's open task (a run waits on one at most); answers what it cancelled. */
 export function cancelOpenTasksOfRun(runId: string, now: number) {
   return CANCEL_OF_RUN.rows({ runId, now })
+}
+
+// ── Deadlines and reminders ───────────────────────────────────────────────────
+
+/** An open task's deadline not yet acted on: `tasks_due_idx`'s condition, word for word (SQLite matches it so). */
+const DEADLINE_AHEAD = "status = 'open' and due_at is not null and not escalated"
+/** An open task's reminder not yet sent: `tasks_remind_idx`'s condition. */
+const REMINDER_AHEAD = "status = 'open' and remind_at is not null"
+const deadlineAhead = () => sql.raw(DEADLINE_AHEAD)
+const reminderAhead = () => sql.raw(REMINDER_AHEAD)
+
+const NEXT_DUE = statement('tasks.next-due', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT
+    ${n(`(SELECT due_at FROM tasks WHERE ${DEADLINE_AHEAD} ORDER BY due_at LIMIT 1)`)},
+    ${n(`(SELECT remind_at FROM tasks WHERE ${REMINDER_AHEAD} ORDER BY remind_at LIMIT 1)`)}`)
+})
+
+/** When the next deadline or reminder of any task comes (epoch ms), or null: two index look-ups. */
+export function* nextTaskDueAt(): Op<number | null> {
+  const [[due, remind] = [null, null]] = (yield* NEXT_DUE.rows({})) as [number | null, number | null][]
+  return due === null ? remind : remind === null ? due : Math.min(due, remind)
+}
+
+const DUE_DEADLINES = statement('tasks.due-deadlines', ({ db, t }) =>
+  db
+    .select({ id: t.tasks.id })
+    .from(t.tasks)
+    .where(and(deadlineAhead(), lte(t.tasks.dueAt, ph('now'))))
+    .orderBy(asc(t.tasks.dueAt))
+    .limit(ph('limit')),
+)
+const DUE_REMINDERS = statement('tasks.due-reminders', ({ db, t }) =>
+  db
+    .select({ id: t.tasks.id })
+    .from(t.tasks)
+    .where(and(reminderAhead(), lte(t.tasks.remindAt, ph('now'))))
+    .orderBy(asc(t.tasks.remindAt))
+    .limit(ph('limit')),
+)
+
+/** Up to `limit` tasks whose deadline has passed, and up to `limit` whose reminder is due, at `now`, earliest first. */
+export function* dueTaskIds(now: number, limit: number): Op<{ deadlines: string[]; reminders: string[] }> {
+  const deadlines = (yield* DUE_DEADLINES.rows({ now, limit })).map((row) => row.id)
+  const reminders = (yield* DUE_REMINDERS.rows({ now, limit })).map((row) => row.id)
+  return { deadlines, reminders }
+}
+
+const CLOSE_AT_DEADLINE = statement('tasks.close-at-deadline', ({ db, t }) =>
+  db
+    .update(t.tasks)
+    .set({ status: sql`${ph('status')}`, closedAt: sql`${ph('now')}`, remindAt: null })
+    .where(and(eq(t.tasks.id, ph('id')), deadlineAhead(), lte(t.tasks.dueAt, ph('now'))))
+    .returning({ id: t.tasks.id }),
+)
+
+/** Closes the task with `status` because its deadline passed; false when another timer or a decision came first. */
+export function* closeAtDeadline(id: string, status: 'expired' | 'approved' | 'rejected', now: number): Op<boolean> {
+  return (yield* CLOSE_AT_DEADLINE.rows({ id, status, now })).length === 1
+}
+
+const ESCALATE = statement('tasks.escalate', ({ db, t }) =>
+  db
+    .update(t.tasks)
+    .set({ escalated: true, remindAt: null })
+    .where(and(eq(t.tasks.id, ph('id')), deadlineAhead(), lte(t.tasks.dueAt, ph('now'))))
+    .returning({ id: t.tasks.id }),
+)
+const ADD_TEAM_ASSIGNEE = statement('tasks.escalate-team', (d) =>
+  d.valueRows(sql`INSERT INTO task_assignees (task_id, team_id, escalated) VALUES (${ph('taskId')}, ${ph('teamId')}, true) ON CONFLICT DO NOTHING RETURNING task_id`),
+)
+const ADD_USER_ASSIGNEE = statement('tasks.escalate-user', (d) =>
+  d.valueRows(sql`INSERT INTO task_assignees (task_id, user_id, escalated) VALUES (${ph('taskId')}, ${ph('userId')}, true) ON CONFLICT DO NOTHING RETURNING task_id`),
+)
+
+/**
+ * Marks the task escalated because its deadline passed, and adds `people` to its assignees (marked as added by the
+ * escalation; those it has already are left as they are); false when another timer or a decision came first.
+ */
+export function* escalateAtDeadline(id: string, people: { teamIds: number[]; userIds: number[] }, now: number): Op<boolean> {
+  if ((yield* ESCALATE.rows({ id, now })).length === 0) return false
+  for (const teamId of people.teamIds) yield* ADD_TEAM_ASSIGNEE.rows({ taskId: id, teamId })
+  for (const userId of people.userIds) yield* ADD_USER_ASSIGNEE.rows({ taskId: id, userId })
+  return true
+}
+
+const CLAIM_REMINDER = statement('tasks.remind', ({ db, t }) =>
+  db
+    .update(t.tasks)
+    .set({ remindAt: null, remindedAt: sql`${ph('now')}` })
+    .where(and(eq(t.tasks.id, ph('id')), reminderAhead(), lte(t.tasks.remindAt, ph('now'))))
+    .returning({ id: t.tasks.id }),
+)
+
+/** Marks the task's reminder sent; false when it was (another timer came first) or the task is no longer open. */
+export function* claimReminder(id: string, now: number): Op<boolean> {
+  return (yield* CLAIM_REMINDER.rows({ id, now })).length === 1
+}
+
+const DECIDERS_TO_TELL = statement('tasks.deciders-to-tell', (d) => {
+  const n = rawNumber(d)
+  return d.valueRows(sql`SELECT ${n('coalesce(a.user_id, m.user_id)')}, a.escalated
+  FROM task_assignees a LEFT JOIN team_members m ON m.team_id = a.team_id
+  WHERE a.task_id = ${ph('taskId')}
+    AND coalesce(a.user_id, m.user_id) IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = a.task_id AND x.user_id = coalesce(a.user_id, m.user_id))`)
+})
+
+/**
+ * The users a task waits for: its assignees, each team as its members, but those who decided already and the run's
+ * user where they may not decide (`requesterId` unless `allowRequester`). `escalatedOnly`: those the escalation added.
+ */
+export function* decidersToTell(task: Pick<TaskRow, 'id' | 'requesterId' | 'allowRequester'>, escalatedOnly = false): Op<number[]> {
+  const found = (yield* DECIDERS_TO_TELL.rows({ taskId: task.id })) as [number, boolean | number][]
+  const ids = found.filter(([, escalated]) => !escalatedOnly || Boolean(escalated)).map(([userId]) => userId)
+  return [...new Set(ids)].filter((userId) => task.allowRequester || userId !== task.requesterId)
 }
 
 // ── Reading ───────────────────────────────────────────────────────────────────

@@ -46,6 +46,8 @@ import { runNote } from './steps/note.ts'
 import { runUpdate } from './steps/update.ts'
 import { runTask } from './steps/task.ts'
 import { runWait } from './steps/wait.ts'
+import { TaskDeadlines } from './task-deadlines.ts'
+import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from './template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
@@ -96,6 +98,10 @@ export interface ExecutorOptions {
    * (TRELLIS_EXECUTOR_SHARE, src/cli/serve.ts). Default: no limit but the group commit's own budget.
    */
   shareMs?: () => number
+  /** What queuing a mail needs (a task step's, a deadline's: `deps.mail`); null or absent: no mail is sent. */
+  mail?: MailSettings | null
+  /** Longest wait of the deadline timer between two reads of the next deadline (./task-deadlines.ts; default a minute). */
+  deadlinePollMs?: number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -128,9 +134,13 @@ export class Executor {
    */
   private readonly eventCounts = new Map<string, number>()
   private readonly outbound: OutboundClient
+  /** The timer of the tasks' deadlines and reminders, started and stopped with the executor. */
+  private readonly deadlines: TaskDeadlines
 
   constructor(private readonly options: ExecutorOptions) {
     this.outbound = options.outbound ?? new OutboundClient()
+    const { store, clock, logger } = options
+    this.deadlines = new TaskDeadlines({ store, clock, logger, mail: options.mail ?? null, pollMs: options.deadlinePollMs })
   }
 
   /** Runs being executed now (at most `concurrency`). */
@@ -174,6 +184,7 @@ export class Executor {
       this.sweeping ??= this.recover().finally(() => (this.sweeping = null))
     }, SWEEP_EVERY_MS)
     this.dispatcher = this.dispatch()
+    this.deadlines.start()
   }
 
   /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
@@ -183,7 +194,7 @@ export class Executor {
     if (this.sweeper) clearInterval(this.sweeper)
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    await finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController)
+    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop()])
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {
@@ -394,6 +405,7 @@ export class Executor {
         heartbeat: group.heartbeat,
         signal: group.signal,
         outbound: this.outbound,
+        mail: this.options.mail ?? null,
       }
       const startedAt = this.options.clock.now()
       try {
@@ -413,6 +425,8 @@ export class Executor {
     const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
     if (outcome === 'parked') {
       this.notify()
+      // A task opened: its deadline may come before the one the timer is armed for.
+      if (planned.some(({ step }) => step.type === 'task')) this.deadlines.notify()
       return 'stop'
     }
     return outcome

@@ -3,6 +3,7 @@ import type { RunRow } from '../db/queue.ts'
 import type { RecordRow } from '../modules/records/service.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { OutboundClient } from '../lib/outbound/client.ts'
+import type { MailSettings } from '../modules/mail/service.ts'
 import { type ActivityAction, appendActivityLog } from '../modules/activity-logs/service.ts'
 import type { Step } from '../modules/workflows/definition.ts'
 import { type Op } from '../db/op.ts'
@@ -35,6 +36,8 @@ export interface StepContext {
   signal: AbortSignal
   /** The only way a step sends a request out. */
   outbound: OutboundClient
+  /** What queuing a mail needs (a task step tells its assignees); null: no mail is sent. */
+  mail: MailSettings | null
 }
 
 /** Go on, end the run, or park it: until a time (`wait`), or until a task closes (`task`: the step runs again then). */

@@ -225,7 +225,7 @@ export async function openTaskOnRun(store: TestStore, clock: Clock, runId: strin
   const place = queryOne<{ team_id: number; collection_id: number }>(store, 'SELECT g.team_id, w.collection_id FROM workflows w JOIN renderings g ON g.id = w.rendering_id WHERE w.id = ?', run.workflow_id)!
   const task: NewTask = {
     runId, stepIndex: 0, stepName: 'approve', environmentId: run.environment_id, workflowId: run.workflow_id, teamId: place.team_id, collectionId: place.collection_id,
-    recordId: run.record_id, requesterId: run.user_id, title: 'Approve?', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null,
+    recordId: run.record_id, requesterId: run.user_id, title: 'Approve?', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null,
     onTimeout: 'fail', escalateTo: null, teamIds: [place.team_id], userIds: [], ...options,
   }
   return (await writeNow(store, () => insertTask(task, clock.now()))).id

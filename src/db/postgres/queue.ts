@@ -12,6 +12,8 @@ import { listenOn } from './listen.ts'
 export const RUNS_CHANNEL = 'trellis_runs'
 /** The channel queued callback deliveries are announced on (payload empty): every instance's delivery worker listens. */
 export const CALLBACKS_CHANNEL = 'trellis_callbacks'
+/** The channel a task opened with a deadline is announced on (payload empty): every instance's deadline timer listens. */
+export const TASKS_CHANNEL = 'trellis_tasks'
 
 /**
  * Calls `wake` whenever something is announced on `channel` by any instance (and once more after a dropped

@@ -21,7 +21,7 @@ import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store
 import type { PgDb } from './client.ts'
 import { pendingPostgresMigrations } from './migrate.ts'
 import { postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
-import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL } from './queue.ts'
+import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
 
@@ -117,6 +117,11 @@ export class PgStore implements Store {
    */
   listenForQueuedRuns(wake: () => void): Promise<QueueWakeups> {
     return listenOnPostgres(this.sql, RUNS_CHANNEL, wake)
+  }
+
+  /** Tasks with a deadline opened on any instance: `NOTIFY trellis_tasks` (../tasks.ts). */
+  listenForTaskDeadlines(wake: () => void): Promise<Listening> {
+    return listenOnPostgres(this.sql, TASKS_CHANNEL, wake)
   }
 
   /** Deliveries queued on any instance: `NOTIFY trellis_callbacks` (../callbacks.ts `announceCallbacks`). */

@@ -163,6 +163,10 @@ export class SqliteStore implements Store, SqliteFile {
     return null
   }
 
+  async listenForTaskDeadlines(): Promise<Listening | null> {
+    return null
+  }
+
   /** By this process, on the store's connection (./callback-wakeups.ts). */
   async listenForCallbacks(wake: () => void): Promise<QueueWakeups> {
     return listenForCallbacks(this.sqlite, wake)

@@ -10,8 +10,8 @@ type TaskStep = Extract<Step, { type: 'task' }>
 /**
  * Asks people (docs/workflows.md "Task steps"). The first time, it opens the step's task (with its `createApproval`
  * entry and `task.opened` event) and parks the run until the task closes, holding no worker. Woken, it runs again
- * and reads the closed task: approved goes on; rejected follows `onReject` (fail: `task_rejected`, end, continue);
- * expired fails with `task_expired`. Its recorded output is the outcome later steps read as `tasks.<name>.…`.
+ * and reads the closed task — decided, or closed at its deadline (src/executor/task-deadlines.ts) —: approved goes on;
+ * rejected follows `onReject` (fail: `task_rejected`, end, continue); expired fails with `task_expired`. Its recorded output is the outcome later steps read as `tasks.<name>.…`.
  */
 export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (reads) {
   const { run } = ctx.target
@@ -26,7 +26,8 @@ export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (rea
     const due = dueInSeconds(step)
     // The record as the group's steps before it left it (a load just before), else as the run last read it.
     const title = renderTemplate(step.title, templateVariables(ctx, reads.data ?? ctx.record)).slice(0, 500)
-    const id = yield* openTask(ctx.clock, {
+    const id = yield* openTask(ctx.clock, ctx.mail, {
+      workflowName: ctx.target.workflowName,
       runId: run.id,
       stepIndex: ctx.stepIndex,
       stepName: ctx.stepName,
@@ -56,7 +57,10 @@ export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (rea
   ctx.tasks.set(step.name, outcome)
   if (existing.status === 'approved' || (existing.status === 'rejected' && step.onReject === 'continue')) return { next: 'continue', output: outcome }
   if (existing.status === 'rejected' && step.onReject === 'end') return { next: 'end', output: outcome }
-  if (existing.status === 'rejected') throw new StepFailure('task_rejected', `Task "${ctx.stepName}" was rejected by ${outcome.decidedBy}`, outcome)
+  if (existing.status === 'rejected') {
+    const by = outcome.decidedBy === '' ? 'at its deadline' : `by ${outcome.decidedBy}`
+    throw new StepFailure('task_rejected', `Task "${ctx.stepName}" was rejected ${by}`, outcome)
+  }
   if (existing.status === 'expired') throw new StepFailure('task_expired', `Task "${ctx.stepName}" expired before it was decided`, outcome)
   throw new StepFailure('task_cancelled', `Task "${ctx.stepName}" was cancelled`, outcome)
 }

@@ -93,7 +93,7 @@ export function tasksModule(deps: AppDeps) {
       async ({ params, body, caller, request, set }) => {
         requireCallerScope(caller, 'tasks:write')
         const idempotencyKey = idempotencyKeyOf(request)
-        const decided = await write(deps.store, () => decideTask(deps.clock, params.taskId, body, { caller, idempotencyKey }))
+        const decided = await write(deps.store, () => decideTask(deps.clock, params.taskId, body, { caller, idempotencyKey, mail: deps.mail }))
         if (decided.closed) deps.executor?.notify()
         if (decided.replayed) set.headers['idempotent-replayed'] = 'true'
         return rendered(params.taskId)

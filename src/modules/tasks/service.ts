@@ -15,6 +15,7 @@ import {
   cancelOpenTasksOfRun,
   closeTask,
   countApprovals,
+  decidersToTell,
   type DecisionToRender,
   findDecision,
   findDecisions,
@@ -41,10 +42,11 @@ import { formInputProblems } from '../../lib/form-schema.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import type { RunStatus } from '../../lib/run-statuses.ts'
 import type { TaskStatus } from '../../lib/task-statuses.ts'
-import { toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
+import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import { type ActivityAction, appendActivityLog, type Channel } from '../activity-logs/service.ts'
 import { requireProjectAccess } from '../auth/service.ts'
+import { type MailSettings, queueTaskMail, type TaskMailKind } from '../mail/service.ts'
 import { isAdminOf } from '../directory/projects.ts'
 import { normalizeEmail, userObject } from '../directory/users.ts'
 
@@ -75,23 +77,75 @@ export function* resolvePeople(projectId: number, people: { teams?: string[]; us
   return resolved
 }
 
+/** A task a step opens: the row to insert but its reminder's time (`reminderAt` sets it), and its workflow's name. */
+export interface TaskToOpen extends Omit<NewTask, 'remindAt'> {
+  workflowName: string
+}
+
 /** A task just opened, as those it concerns are told of it. */
-export interface OpenedTask extends NewTask {
+export interface OpenedTask extends TaskToOpen {
   id: string
+}
+
+/** Before a deadline the assignees are reminded this long at most: an hour, or a fifth of the time it gives, if less. */
+export const REMINDER_LEAD_MS = 3_600_000
+
+/**
+ * When a task due at `dueAt`, opened at `openedAt`, reminds its assignees: a fifth of its time before the deadline
+ * (4 s before a 20 s deadline, 12 min before an hour's), an hour before at most (a day's: 23 h after it opened).
+ */
+export function reminderAt(openedAt: number, dueAt: number): number {
+  return dueAt - Math.min(REMINDER_LEAD_MS, Math.floor((dueAt - openedAt) / 5))
 }
 
 /**
  * Tells a new task's assignees it waits for them, in the transaction that opens it (so the telling commits with the
- * task, or neither does). The inbox (`GET …/tasks?assignee=me`) and the run-events stream (`task.opened`) show it
- * already; the place where a mail to the assignees is queued.
+ * task, or neither does): a `task.opened` mail to each who may decide it (teams as their members; not the run's user
+ * when they may not decide), beside the inbox (`GET …/tasks?assignee=me`) and the run-events stream (`task.opened`).
  */
-export function* taskOpened(_task: OpenedTask): Op<void> {}
+export function* taskOpened(mail: MailSettings | null, now: number, task: OpenedTask): Op<void> {
+  const userIds = yield* decidersToTell(task)
+  yield* tellOfTask(mail, now, 'task.opened', task, userIds)
+}
 
 /** Opens a step's task (in the step's transaction), with what tells of it: answers its id. */
-export function* openTask(clock: Clock, task: NewTask): Op<string> {
-  const { id } = yield* insertTask(task, clock.now())
-  yield* taskOpened({ ...task, id })
+export function* openTask(clock: Clock, mail: MailSettings | null, task: TaskToOpen): Op<string> {
+  const now = clock.now()
+  const { workflowName: _, ...row } = task
+  const { id } = yield* insertTask({ ...row, remindAt: task.dueAt === null ? null : reminderAt(now, task.dueAt) }, now)
+  yield* taskOpened(mail, now, { ...task, id })
   return id
+}
+
+/** What each task mail says: its subject and first lines (the link to the task and the way to stop them follow). */
+function taskMailWords(kind: TaskMailKind, task: { title: string; workflowName: string; dueAt: number | null }, closed?: { status: TaskStatus; why: string }) {
+  const due = task.dueAt === null ? '' : `\nDue: ${toIso(task.dueAt)}`
+  switch (kind) {
+    case 'task.opened':
+      return { subject: `Task for you: ${task.title}`, text: `The workflow "${task.workflowName}" asks you to decide:\n\n${task.title}\n${due}` }
+    case 'task.reminder':
+      return { subject: `Reminder: ${task.title}`, text: `This task of the workflow "${task.workflowName}" still waits for your decision:\n\n${task.title}\n${due}` }
+    case 'task.escalated':
+      return {
+        subject: `Escalated to you: ${task.title}`,
+        text: `This task of the workflow "${task.workflowName}" passed its deadline undecided and was escalated to you:\n\n${task.title}\n${due}`,
+      }
+    case 'task.closed':
+      return { subject: `Task ${closed!.status}: ${task.title}`, text: `The task of your run of "${task.workflowName}" was ${closed!.status} ${closed!.why}:\n\n${task.title}\n` }
+  }
+}
+
+/** Queues a task mail of `kind` about `task` to `userIds` (those who want it), in the caller's transaction. */
+export function* tellOfTask(
+  mail: MailSettings | null,
+  now: number,
+  kind: TaskMailKind,
+  task: { id: string; title: string; workflowName: string; dueAt: number | null },
+  userIds: readonly number[],
+  closed?: { status: TaskStatus; why: string },
+): Op<void> {
+  if (mail === null || userIds.length === 0) return
+  yield* queueTaskMail(mail, now, { kind, userIds, taskId: task.id, ...taskMailWords(kind, task, closed) })
 }
 
 // ── Seeing ────────────────────────────────────────────────────────────────────
@@ -165,11 +219,13 @@ export interface DecisionInput {
   input?: Record<string, unknown>
 }
 
-/** Who decides, through which token, how the call came in, and the `Idempotency-Key` it carried. */
+/** Who decides, through which token, how the call came in, the `Idempotency-Key` it carried, and where mail goes. */
 export interface Decider {
   caller: AccountCaller
   via?: Channel
   idempotencyKey: string | null
+  /** The app's mail settings (`deps.mail`): the run's user is told of the outcome (null: no mail is sent). */
+  mail: MailSettings | null
 }
 
 /** What a decision did: whether it was a repeat of an earlier call with the same key, and whether it closed the task and woke its run. */
@@ -230,16 +286,21 @@ export function* decideTask(clock: Clock, taskId: string, body: DecisionInput, b
     yield* logTaskActivity(entry, 'closeTask', `task "${task.stepName}" ${closing}: ${closing === 'rejected' ? 'rejected by' : 'the last approval by'} ${caller.user.email}`)
     events.push(taskEvent(task, 'task.closed', 'waiting', now, { status: closing }))
     yield* wakeRunOfTask(task.runId, now)
+    if (task.requesterId !== caller.user.id) {
+      const deciders = closing === 'rejected' ? [caller.user.email] : (yield* findDecisions([taskId])).filter((d) => d.decision === 'approve').map((d) => d.user.email)
+      const why = `by ${deciders.join(', ')}`
+      yield* tellOfTask(by.mail, now, 'task.closed', { ...task, workflowName: found.workflowName }, [task.requesterId], { status: closing, why })
+    }
   }
   yield* appendRunEvents(events)
   return { replayed: false, closed: closing !== null }
 }
 
 /** The run a task belongs to, as its events and entries name it. */
-type TaskSubject = Pick<TaskRow, 'id' | 'runId' | 'environmentId' | 'workflowId' | 'recordId' | 'stepIndex' | 'stepName' | 'teamId' | 'collectionId'>
+export type TaskSubject = Pick<TaskRow, 'id' | 'runId' | 'environmentId' | 'workflowId' | 'recordId' | 'stepIndex' | 'stepName' | 'teamId' | 'collectionId'>
 
 /** An event of the task's run about the task (`status`: the run's, then). */
-function taskEvent(task: TaskSubject, type: 'task.opened' | 'task.decided' | 'task.closed', status: RunStatus, at: number, data: Record<string, unknown>): NewRunEvent {
+export function taskEvent(task: TaskSubject, type: 'task.opened' | 'task.decided' | 'task.escalated' | 'task.closed', status: RunStatus, at: number, data: Record<string, unknown>): NewRunEvent {
   return {
     runId: task.runId,
     environmentId: task.environmentId,
@@ -254,8 +315,8 @@ function taskEvent(task: TaskSubject, type: 'task.opened' | 'task.decided' | 'ta
   }
 }
 
-/** An activity entry about a task, by the user who acted (a decider, a canceller), on the task's record. */
-function* logTaskActivity(
+/** An activity entry about a task, by the user who acted (a decider, a canceller; at a deadline, the run's user), on the task's record. */
+export function* logTaskActivity(
   entry: { clock: Clock; task: TaskSubject; workflowName: string; userId: number; tokenId: number | null; via?: Channel },
   action: ActivityAction,
   label: string,
