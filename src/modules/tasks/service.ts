@@ -6,6 +6,7 @@
  * database's (src/db/tasks.ts).
  */
 import { createHash } from 'node:crypto'
+import { queueCallbacks } from '../../db/callbacks.ts'
 import { findMemberRole } from '../../db/members.ts'
 import type { Op } from '../../db/op.ts'
 import { findTeamByName } from '../../db/projects.ts'
@@ -35,6 +36,7 @@ import { findWorkflowIdsNamed } from '../../db/workflows.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
+import { type TaskCallbackEvent, taskCallbackPayload } from '../../lib/callbacks.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, HttpError, notFound, unprocessable } from '../../lib/errors.ts'
 import { formInputProblems } from '../../lib/form-schema.ts'
@@ -89,9 +91,27 @@ export function* taskOpened(_task: OpenedTask): Op<void> {}
 
 /** Opens a step's task (in the step's transaction), with what tells of it: answers its id. */
 export function* openTask(clock: Clock, task: NewTask): Op<string> {
-  const { id } = yield* insertTask(task, clock.now())
+  const now = clock.now()
+  const { id } = yield* insertTask(task, now)
   yield* taskOpened({ ...task, id })
+  yield* queueTaskCallbacks({ ...task, id }, ['task.opened'], now)
   return id
+}
+
+/**
+ * The task's events for the workflow's callback endpoints that chose them (docs/workflows.md "Completion callbacks"),
+ * in the transaction that makes them happen: each body the task as `GET /v1/tasks/{id}` shows it once that
+ * transaction's changes are made, rendered only when some endpoint wants it.
+ */
+export function* queueTaskCallbacks(task: { id: string; runId: string; workflowId: number }, types: readonly TaskCallbackEvent[], now: number): Op<void> {
+  let rendered: object | undefined
+  for (const type of types) {
+    yield* queueCallbacks({ id: task.runId, workflowId: task.workflowId }, type, now, function* () {
+      rendered ??= (yield* renderTasks([task.id]))[0]
+      if (rendered === undefined) throw new Error(`task ${task.id} vanished in its own transaction`)
+      return taskCallbackPayload(type, now, rendered)
+    })
+  }
 }
 
 // ── Seeing ────────────────────────────────────────────────────────────────────
@@ -232,6 +252,7 @@ export function* decideTask(clock: Clock, taskId: string, body: DecisionInput, b
     yield* wakeRunOfTask(task.runId, now)
   }
   yield* appendRunEvents(events)
+  yield* queueTaskCallbacks(task, closing === null ? ['task.decided'] : ['task.decided', 'task.closed'], now)
   return { replayed: false, closed: closing !== null }
 }
 
@@ -295,6 +316,7 @@ export function* cancelTasksOfRun(
     const task: TaskSubject = { ...closed, runId: run.id, environmentId: run.environmentId, workflowId: run.workflowId, recordId: run.recordId, teamId: place.teamId, collectionId: place.collectionId }
     yield* logTaskActivity({ clock, task, workflowName: place.workflowName, ...actor }, 'closeTask', `task "${closed.stepName}" cancelled with its run`)
     events.push(taskEvent(task, 'task.closed', 'cancelled', now, { status: 'cancelled' }))
+    yield* queueTaskCallbacks({ id: closed.id, runId: run.id, workflowId: run.workflowId }, ['task.closed'], now)
   }
   return events
 }
