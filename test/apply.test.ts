@@ -201,6 +201,7 @@ describe('apply examples/acme.yaml', () => {
 })
 
 describe('workflow versions', () => {
+  const project = (doc: Doc) => doc.projects[0]!
   const versions = (env: TestEnv) =>
     queryAll<{ id: number; version: number }>(env.store, "SELECT v.id, v.version FROM workflow_versions v JOIN workflows w ON w.id = v.workflow_id WHERE w.name = 'W' ORDER BY v.version")
   const activeVersionId = (env: TestEnv) =>
@@ -224,6 +225,38 @@ describe('workflow versions', () => {
     expect(second.created).toBe(0)
     expect(second.updated).toBe(1)
     expect(count(env, 'admin_logs', "resource = 'workflow' AND type = 'update'")).toBe(1)
+  })
+
+  test('a task step (form, dueIn, escalateTo) is published as written; applied again, nothing changes', async () => {
+    const env = freshEnv()
+    const doc = baseDocument()
+    const task = {
+      type: 'task',
+      name: 'approve',
+      title: 'Refund {{record.id}}?',
+      assignees: { teams: ['Support'], users: ['carol@example.com'] },
+      approvals: 2,
+      allowRequester: false,
+      form: {
+        type: 'object',
+        properties: { amount: { type: 'number', minimum: 0, maximum: 500, title: 'Amount to refund' }, reason: { type: 'string', enum: ['damaged', 'late', 'other'] } },
+        required: ['amount'],
+      },
+      dueIn: { hours: 24 },
+      onTimeout: 'escalate',
+      escalateTo: { users: ['alice@example.com'] },
+      onReject: 'end',
+    }
+    project(doc).members.push({ user: 'carol@example.com', role: 'user' })
+    project(doc).workflows[0]!.steps.splice(2, 0, task)
+    project(doc).workflows[0]!.steps[3] = { type: 'update', set: { status: 'refunded', refunded: '{{tasks.approve.input.amount}}', by: '{{tasks.approve.decidedBy}}' } }
+    const report = await apply(env, doc)
+    expect(report.workflows[0]).toMatchObject({ name: 'W', version: 1 })
+    const stored = queryOne<{ definition: string }>(env.store, "SELECT v.definition FROM workflow_versions v JOIN workflows w ON w.active_version_id = v.id WHERE w.name = 'W'")!
+    expect((JSON.parse(stored.definition) as { steps: unknown[] }).steps[2]).toEqual(task)
+    const before = snapshot(env)
+    expect((await apply(env, doc)).changes).toEqual([])
+    expect(snapshot(env)).toBe(before)
   })
 
   test('re-ordering keys in the file is not a new version', async () => {
@@ -596,6 +629,14 @@ describe('validation', () => {
       name: 'a template in an http step\'s host (it could change the host)',
       expected: 'projects[0].workflows[0].steps[4] (call).url: {{record.id}} is in the URL\'s scheme or host',
       mutate: (d) => project(d).workflows[0]!.steps.push({ type: 'http', name: 'call', method: 'POST', url: 'http://127.0.0{{record.id}}:19192/' }),
+    },
+    {
+      name: 'a task step whose form leaves the documented JSON Schema subset',
+      expected: 'projects[0].workflows[0].steps[4] (approve).form.properties.amount.type: must be one of string, number, integer, boolean',
+      mutate: (d) =>
+        project(d).workflows[0]!.steps.push({
+          type: 'task', name: 'approve', title: 'Refund?', assignees: { teams: ['Support'] }, form: { type: 'object', properties: { amount: { type: 'array' } } },
+        }),
     },
     {
       name: 'condition without a prior load',

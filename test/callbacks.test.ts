@@ -103,6 +103,8 @@ beforeAll(async () => {
   for (const id of ['cb-1', 'cb-2', 'cb-3', 'cb-4', 'cb-5', 'cb-6', 'cb-7', 'cb-8', 'cb-9']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
   for (const name of WORKFLOWS) acme.workflows!.push(ordersWorkflow(name, [stamp]))
   acme.workflows!.push(ordersWorkflow('CB hold', [stamp, { type: 'wait', name: 'hold', seconds: 600 }]))
+  const refundForm = { type: 'object', properties: { amount: { type: 'number', minimum: 0 } }, required: ['amount'] }
+  acme.workflows!.push(ordersWorkflow('CB task', [{ type: 'task', name: 'approve', title: 'Refund {{record.id}}?', assignees: { teams: ['Billing'] }, approvals: 2, form: refundForm }, stamp]))
   await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   const outbound = new OutboundClient({ allow: env.config.httpAllow })
   executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20, outbound })
@@ -246,7 +248,7 @@ describe('callback endpoints', () => {
     for (const url of ['http://10.0.0.7/hook', 'http://169.254.169.254/latest', 'http://[::1]:8080/x', 'http://0x7f000002/', 'https://192.168.1.1/']) {
       expect(await bad({ url }, 'url')).toContain('TRELLIS_HTTP_ALLOW')
     }
-    expect(await bad({ url: 'https://hooks.example.com/x', events: [] }, 'events')).toContain('1 to 3 items')
+    expect(await bad({ url: 'https://hooks.example.com/x', events: [] }, 'events')).toContain('1 to 6 items')
     expect(await bad({ url: 'https://hooks.example.com/x', events: ['workflow_run.started'] }, 'events[0]')).toContain('one of workflow_run.succeeded')
     expect(await bad({ url: 'https://hooks.example.com/x', secret: 'mine' }, 'secret')).toContain('unknown field')
     // 127.0.0.1 is opened by TRELLIS_HTTP_ALLOW here; a name is judged when it is resolved, at each delivery.
@@ -334,6 +336,75 @@ describe('deliveries', () => {
     expect((await settled(ko)).map((d) => d.endpoint.url).sort()).toEqual([`${receiverUrl}/all-ends/hook`, `${receiverUrl}/only-failed/hook`])
     expect(receivedBy('only-failed').map((r) => r.body.data.runId)).toEqual([ko])
     expect(receivedBy('all-ends').map((r) => r.body.data.runId).sort()).toEqual([ok, ko].sort())
+  })
+})
+
+describe('task events', () => {
+  interface TaskEventBody {
+    id: string
+    status: string
+    approvals: number
+    decisions: { user: { username: string }; decision: string; input: unknown }[]
+  }
+  const ORDER = ['task.opened', 'task.decided', 'task.closed']
+  /** The task events of the run the receiver got at `key`, in the order they happened (deliveries queued together may arrive in any order). */
+  const taskEvents = (key: string, runId: string) =>
+    receivedBy(key)
+      .filter((r) => (r.body.data as { run?: { id: string } }).run?.id === runId)
+      .map((r) => ({ id: r.id, type: r.body.type, timestamp: r.body.timestamp, task: r.body.data as unknown as TaskEventBody }))
+      .sort((a, b) => a.task.decisions.length - b.task.decisions.length || ORDER.indexOf(a.type) - ORDER.indexOf(b.type))
+
+  test('task.opened, task.decided, task.closed: sent only to the endpoints that chose them, each body the task as GET /v1/tasks/{id} showed it then', async () => {
+    await addEndpoint('CB task', 'task-all', ['task.opened', 'task.decided', 'task.closed', 'workflow_run.succeeded'])
+    await addEndpoint('CB task', 'task-closed', ['task.closed'])
+    const runEnds = await addEndpoint('CB task', 'task-run-ends')
+    expect(runEnds.events).toEqual(['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled'])
+
+    const runId = await startRun('CB task', 'cb-7')
+    const [opened] = await until('task.opened to arrive', async () => ((events) => events.length === 1 && events)(taskEvents('task-all', runId)))
+    expect(opened!.type).toBe('task.opened')
+    const taskId = opened!.task.id
+    const asOpened = (await call(`/v1/tasks/${taskId}`, tokens.alice)).body
+    expect(opened!.task).toEqual(asOpened as unknown as TaskEventBody)
+    expect(opened!.task).toMatchObject({ status: 'open', approvals: 0, decisions: [] })
+    expect(Date.parse(opened!.timestamp)).toBeGreaterThanOrEqual(Date.parse(asOpened.createdAt as string) - 1)
+
+    const decided = await call(`/v1/tasks/${taskId}/decisions`, tokens.dave, { method: 'POST', json: { decision: 'approve', input: { amount: 12 } } })
+    expect(decided.status, JSON.stringify(decided.body)).toBe(200)
+    const closing = await call(`/v1/tasks/${taskId}/decisions`, tokens.carol, { method: 'POST', json: { decision: 'approve', input: { amount: 10 } } })
+    expect(closing.status, JSON.stringify(closing.body)).toBe(200)
+    expect((await finished(runId)).status).toBe('succeeded')
+
+    const deliveries = await settled(runId)
+    expect(deliveries.map((d) => [d.endpoint.url.split('/')[3], d.type, d.status]).sort()).toEqual(
+      [
+        ['task-all', 'task.opened'], ['task-all', 'task.decided'], ['task-all', 'task.decided'], ['task-all', 'task.closed'], ['task-all', 'workflow_run.succeeded'],
+        ['task-closed', 'task.closed'], ['task-run-ends', 'workflow_run.succeeded'],
+      ].map(([key, type]) => [key, type, 'succeeded']).sort(),
+    )
+    const events = taskEvents('task-all', runId)
+    expect(events.map((e) => [e.type, e.task.status, e.task.approvals, e.task.decisions.map((d) => d.user.username)])).toEqual([
+      ['task.opened', 'open', 0, []],
+      ['task.decided', 'open', 1, ['dave']],
+      ['task.decided', 'approved', 2, ['dave', 'carol']],
+      ['task.closed', 'approved', 2, ['dave', 'carol']],
+    ])
+    // Each delivery its own webhook-id; the last body is the task as it now is.
+    expect(new Set(events.map((e) => e.id)).size).toBe(4)
+    expect(events.at(-1)!.task).toEqual((await call(`/v1/tasks/${taskId}`, tokens.alice)).body as unknown as TaskEventBody)
+    expect(taskEvents('task-closed', runId).map((e) => [e.type, e.task.status])).toEqual([['task.closed', 'approved']])
+    expect(receivedBy('task-run-ends').map((r) => r.body.type)).toEqual(['workflow_run.succeeded'])
+    expect(unverified).toEqual([])
+  })
+
+  test('a cancelled run closes its task: task.closed with status cancelled, then workflow_run.cancelled', async () => {
+    const runId = await startRun('CB task', 'cb-8')
+    await until('task.opened to arrive', async () => taskEvents('task-all', runId).length === 1)
+    expect((await call(`/v1/workflow-runs/${runId}/cancel`, tokens.bob, { method: 'POST' })).status).toBe(200)
+    await settled(runId)
+    expect(taskEvents('task-all', runId).map((e) => [e.type, e.task.status])).toEqual([['task.opened', 'open'], ['task.closed', 'cancelled']])
+    expect(taskEvents('task-closed', runId).map((e) => [e.type, e.task.status])).toEqual([['task.closed', 'cancelled']])
+    expect(receivedBy('task-run-ends').filter((r) => r.body.data.runId === runId).map((r) => r.body.type)).toEqual(['workflow_run.cancelled'])
   })
 })
 

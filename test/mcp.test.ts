@@ -25,6 +25,7 @@ afterAll(() => receiver.stop(true))
 const ALL_TOOLS = [
   'listNotes', 'createNote', 'addNoteMessage', 'listActivityLogs', 'listAdminLogs',
   'listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun',
+  'listTasks', 'getTask', 'decideTask',
 ]
 const RUN_TOOLS = ['listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun']
 const PRODUCTION = '/v1/project/Acme/environment/production'
@@ -34,12 +35,19 @@ async function seededEnv(settings: Record<string, string> = {}): Promise<TestEnv
   const env = testEnv(settings)
   const document = acmeDocument()
   const acme = acmeProject(document)
-  for (const id of ['o-1', 'o-2', 'o-3', 'o-4', 'o-5']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
+  for (const id of ['o-1', 'o-2', 'o-3', 'o-4', 'o-5', 'o-6']) acme.records!.push({ environment: 'production', collection: 'orders', id, data: {} })
   acme.workflows!.push(
     ordersWorkflow('Quick', [{ type: 'update', name: 'touch', set: { quick: 'yes' } }]),
     ordersWorkflow('Hold', [{ type: 'wait', name: 'hold', seconds: 600 }]),
     ordersWorkflow('Failing', [{ type: 'http', name: 'tell', method: 'POST', url: `http://127.0.0.1:${receiver.port}/fail`, retries: 0 }]),
     ordersWorkflow('Billing check', [{ type: 'load', name: 'read' }], { team: 'Billing', environment: 'staging' }),
+    ordersWorkflow('Refund', [
+      {
+        type: 'task', name: 'approve', title: 'Refund {{record.id}}?', assignees: { teams: ['Billing'] }, approvals: 2,
+        form: { type: 'object', properties: { amount: { type: 'number', minimum: 0, maximum: 500 } }, required: ['amount'] },
+      },
+      { type: 'update', name: 'stamp', set: { refunded: '{{tasks.approve.input.amount}}' } },
+    ]),
   )
   await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   return env
@@ -77,8 +85,9 @@ async function refusal(client: Client, name: string, args: Record<string, unknow
 describe('the MCP endpoint through a real server', () => {
   let env: TestEnv
   let server: ServeProcess
-  const tokens = {} as Record<'alice' | 'bob' | 'dave' | 'bobNotes' | 'aliceNotes' | 'aliceLogs' | 'aliceAdminLogs' | 'revoked', string>
+  const tokens = {} as Record<'alice' | 'bob' | 'dave' | 'bobNotes' | 'aliceNotes' | 'aliceLogs' | 'aliceAdminLogs' | 'revoked' | 'bobTasks' | 'carolTasks' | 'daveTasks' | 'daveTasksRead', string>
   let aliceName = ''
+  let daveTasksName = ''
   let aliceClient: Client
 
   beforeAll(async () => {
@@ -92,6 +101,12 @@ describe('the MCP endpoint through a real server', () => {
     tokens.aliceNotes = (await tokenFor(env.store, systemClock, 'alice', ['notes:read'])).value
     tokens.aliceLogs = (await tokenFor(env.store, systemClock, 'alice', ['activity_logs:read'])).value
     tokens.aliceAdminLogs = (await tokenFor(env.store, systemClock, 'alice', ['admin_logs:read'])).value
+    tokens.bobTasks = (await tokenFor(env.store, systemClock, 'bob', ['tasks:read', 'tasks:write'])).value
+    tokens.carolTasks = (await tokenFor(env.store, systemClock, 'carol', ['tasks:read', 'tasks:write'])).value
+    const daveTasks = await tokenFor(env.store, systemClock, 'dave', ['tasks:read', 'tasks:write'], { name: 'dave-agent' })
+    tokens.daveTasks = daveTasks.value
+    daveTasksName = `token "dave-agent" (${daveTasks.token.prefix}…)`
+    tokens.daveTasksRead = (await tokenFor(env.store, systemClock, 'dave', ['tasks:read'])).value
     server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_LOG_LEVEL: 'warn', TRELLIS_HTTP_ALLOW: '127.0.0.1' }, timeoutMs: 20_000 })
     aliceClient = (await connect(server.url, tokens.alice)).client
   }, 60_000)
@@ -180,6 +195,8 @@ describe('the MCP endpoint through a real server', () => {
     expect((await listed(tokens.bobNotes)).map((t) => t.name)).toEqual(['listNotes', 'getWorkflowRun'])
     expect((await listed(tokens.aliceLogs)).map((t) => t.name)).toEqual(['listActivityLogs', 'getWorkflowRun'])
     expect((await listed(tokens.aliceAdminLogs)).map((t) => t.name)).toEqual(['listAdminLogs', 'getWorkflowRun'])
+    expect((await listed(tokens.daveTasksRead)).map((t) => t.name)).toEqual(['getWorkflowRun', 'listTasks', 'getTask'])
+    expect((await listed(tokens.daveTasks)).map((t) => t.name)).toEqual(['getWorkflowRun', 'listTasks', 'getTask', 'decideTask'])
   })
 
   test('a tool the token lacks the scope for is a 403 insufficient_scope; a role the route asks is checked too; an unknown tool is a protocol error', async () => {
@@ -362,6 +379,58 @@ describe('the MCP endpoint through a real server', () => {
     ])
     expect(entries[3]!.workflow).toEqual({ object: 'workflow', name: 'Hold', runId: held.runId })
     await client.close()
+  }, 45_000)
+
+  test('listTasks, getTask and decideTask: the REST answers, the same rules (visibility, requester, form, one decision each, quorum), entries marked via MCP', async () => {
+    const started = await answer(aliceClient, 'triggerWorkflow', { environment: 'production', team: 'Support', workflow: 'Refund', recordId: 'o-6' })
+    await until('the run waits on its task', async () => (await answer(aliceClient, 'getWorkflowRun', { runId: started.runId })).status === 'waiting', 15_000)
+    const dave = (await connect(server.url, tokens.daveTasks)).client
+    const inbox = await answer(dave, 'listTasks', { environment: 'production', assignee: 'me' })
+    expect(await (await rest(`${PRODUCTION}/tasks?assignee=me`, tokens.daveTasks)).json()).toEqual(inbox)
+    expect(inbox.data).toHaveLength(1)
+    const taskId = inbox.data[0].id as string
+    expect(inbox.data[0]).toMatchObject({ object: 'task', status: 'open', run: { id: started.runId }, recordId: 'o-6', approvalsRequired: 2, approvals: 0 })
+    expect(await answer(dave, 'getTask', { taskId })).toEqual((await (await rest(`/v1/tasks/${taskId}`, tokens.daveTasks)).json()) as Record<string, any>)
+    expect(await refusal(dave, 'listTasks', { environment: 'production', status: 'pending' })).toMatchObject({ httpStatus: 400, code: 'invalid_parameter' })
+    expect(await refusal(dave, 'listTasks', {})).toMatchObject({ httpStatus: 400, details: [{ field: 'environment' }] })
+    expect(await refusal(dave, 'getTask', { taskId: 'nope' })).toMatchObject({ httpStatus: 400, details: [{ field: 'taskId' }] })
+
+    // bob is neither an assignee nor the requester: he does not see it. alice (an admin) asked: she may not decide it.
+    const bob = (await connect(server.url, tokens.bobTasks)).client
+    expect(await answer(bob, 'listTasks', { environment: 'production' })).toMatchObject({ data: [] })
+    expect(await refusal(bob, 'getTask', { taskId })).toMatchObject({ httpStatus: 404, code: 'not_found' })
+    expect(await refusal(bob, 'decideTask', { taskId, decision: 'approve', input: { amount: 1 } })).toMatchObject({ httpStatus: 404, code: 'not_found' })
+    await bob.close()
+    expect(await refusal(aliceClient, 'decideTask', { taskId, decision: 'approve', input: { amount: 1 } })).toMatchObject({ httpStatus: 403, code: 'requester_cannot_decide' })
+    const readOnly = (await connect(server.url, tokens.daveTasksRead)).client
+    expect(await refusal(readOnly, 'decideTask', { taskId, decision: 'approve', input: { amount: 1 } })).toMatchObject({ httpStatus: 403, code: 'insufficient_scope' })
+    await readOnly.close()
+
+    // The form refuses a value, naming the field; a bad body is refused before anything is decided.
+    expect(await refusal(dave, 'decideTask', { taskId, decision: 'approve', input: { amount: 900 } }))
+      .toMatchObject({ httpStatus: 422, code: 'invalid_input', details: [{ field: '/amount' }] })
+    expect(await refusal(dave, 'decideTask', { taskId, decision: 'approve' })).toMatchObject({ httpStatus: 422, code: 'invalid_input' })
+    expect(await refusal(dave, 'decideTask', { taskId, decision: 'maybe' })).toMatchObject({ httpStatus: 400, details: [{ field: 'decision' }] })
+
+    const first = await answer(dave, 'decideTask', { taskId, decision: 'approve', input: { amount: 20 }, comment: 'ok by me', idempotencyKey: 'dave-o-6' })
+    expect(first).toMatchObject({ id: taskId, status: 'open', approvals: 1, decisions: [{ user: { username: 'dave' }, decision: 'approve', comment: 'ok by me', input: { amount: 20 } }] })
+    expect(await answer(dave, 'decideTask', { taskId, decision: 'approve', input: { amount: 20 }, comment: 'ok by me', idempotencyKey: 'dave-o-6' })).toEqual(first)
+    expect(await refusal(dave, 'decideTask', { taskId, decision: 'reject' })).toMatchObject({ httpStatus: 409, code: 'already_decided' })
+    const carol = (await connect(server.url, tokens.carolTasks)).client
+    const closed = await answer(carol, 'decideTask', { taskId, decision: 'approve', input: { amount: 15 } })
+    expect(closed).toMatchObject({ status: 'approved', approvals: 2, closedAt: expect.any(String) })
+    expect(await answer(dave, 'listTasks', { environment: 'production', assignee: 'me' })).toMatchObject({ data: [] })
+    await carol.close()
+    await dave.close()
+    await until('the run goes on and succeeds', async () => (await answer(aliceClient, 'getWorkflowRun', { runId: started.runId })).status === 'succeeded', 15_000)
+
+    const entries = (await answer(aliceClient, 'listActivityLogs', { environment: 'production', recordId: 'o-6', extensions: true })).data as Record<string, any>[]
+    const decisions = entries.filter((e) => ['approveApproval', 'closeTask'].includes(e.action)).map((e) => [e.action, e.label])
+    expect(decisions).toEqual([
+      ['closeTask', expect.stringMatching(/^task "approve" approved: the last approval by carol@example\.com · via MCP · token /)],
+      ['approveApproval', expect.stringMatching(/^approved task "approve" · via MCP · token /)],
+      ['approveApproval', `approved task "approve": ok by me · via MCP · ${daveTasksName}`],
+    ])
   }, 45_000)
 
   test('a token revoked in the middle of a session is refused at its next call', async () => {

@@ -17,6 +17,7 @@ import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, run
 import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
+import { pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -86,7 +87,10 @@ const admin = (filters: Omit<Parameters<typeof listAdminLogIds>[1], 'extensions'
 const runs = (filters: Parameters<typeof listRunIds>[1], query: Record<string, string> = {}) => (db: Db) =>
   runOp(db, listRunIds(production, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), 10))
 
+const tasks = (filters: Parameters<typeof pageTaskIds>[1]) => (db: Db) => runOp(db, pageTaskIds(production, filters, [], 10))
+
 const NOTES_PAGE = /^select "id" from "notes"/
+const TASKS_PAGE = /^select "id" from "tasks"/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
 const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
 const RUNS_PAGE = /^select "id" from "runs"/
@@ -137,6 +141,14 @@ const CASES: PlanCase[] = [
   ['runs: render a page: the run retrying each', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH o USING INDEX sqlite_autoindex_runs_1 \(id=\?\) LEFT-JOIN \| SEARCH x USING INDEX runs_retry_of_idx \(retry_of=\?\) LEFT-JOIN$/],
   ['runs: render a page, with steps', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
+  // ── tasks: the list and the inbox ──
+  // The inbox walks the environment's tasks newest first, each tested by its assignee and decision indexes: never a
+  // sort, never a scan of every assignee row (a member's page costs in proportion to how far back their tasks lie).
+  ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_id_idx \(environment_id=\?\)$/],
+  ['tasks: a member\'s inbox (assignee=me; walks the environment)', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_PAGE,
+    /^SEARCH tasks USING INDEX tasks_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| MULTI-INDEX OR \| INDEX 1 \| SEARCH a USING INDEX task_assignees_user_unique \(task_id=\? AND user_id=\?\) \| INDEX 2 \| LIST SUBQUERY \d+ \| SEARCH team_members USING INDEX team_members_user_idx \(user_id=\?\) \| SEARCH a USING INDEX task_assignees_team_unique \(task_id=\? AND team_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)/],
+  ['tasks: an admin\'s inbox (assignee=me; walks the environment)', tasks({ status: 'open', decidableBy: { userId: 1, asAdmin: true } }), TASKS_PAGE,
+    /^SEARCH tasks USING INDEX tasks_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   // ── activity logs ──
   ['activity: default page (extensions hidden)', activity({}), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
   ['activity: extensions=true', activity({ extensions: true }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],

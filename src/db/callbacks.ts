@@ -1,13 +1,14 @@
 /**
  * Completion callbacks' storage (docs/workflows.md "Completion callbacks"): a workflow's endpoints, and the outbox —
- * one delivery per endpoint and ended run, written in the run's final transaction (./queue.ts calls
- * `queueRunCallbacks` from every end: finish, fail, cancel), claimed under a lease by the delivery worker of any
+ * one delivery per endpoint and event, written in the transaction that makes it happen (./queue.ts calls
+ * `queueRunCallbacks` from every end of a run: finish, fail, cancel; src/modules/tasks/service.ts `queueCallbacks` when
+ * a task opens, is decided or closes), claimed under a lease by the delivery worker of any
  * instance, each attempt recorded guarded by that lease, as the runs are (./queue.ts), by the statements the mail
  * outbox (./mail.ts) uses too (./leased-queue.ts). Written once for both stores.
  */
 import { randomUUIDv7 } from 'bun'
 import { and, asc, eq, sql } from 'drizzle-orm'
-import { callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
+import { type CallbackEvent, callbackEventOf, callbackPayload } from '../lib/callbacks.ts'
 import type { Micros } from '../lib/time.ts'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import { type Op, plan, runPlan } from './op.ts'
@@ -119,28 +120,35 @@ const ENDED_RUN = statement('callbacks.ended-run', ({ db, t }) =>
 const newDeliveryId = () => `msg_${randomUUIDv7().replaceAll('-', '')}`
 
 /**
- * The outbox write of a run that just ended as `status` (in its final transaction, after the run's row changed): one
- * pending delivery per endpoint of the workflow sent that event, due at once, its body built now from the run as
- * it ended (so every attempt sends the same bytes), announced to the delivery workers on commit. A workflow
- * without such an endpoint costs one indexed read.
+ * The outbox write of an event of a run (in the transaction that makes it happen): one pending delivery per endpoint of
+ * the workflow sent `type`, due at once, its body built now by `payload` (so every attempt sends the same bytes),
+ * announced to the delivery workers on commit. A workflow without such an endpoint costs one indexed read, and
+ * `payload` is not called.
  */
-export function* queueRunCallbacks(run: { id: string; workflowId: number }, status: 'succeeded' | 'failed' | 'cancelled', now: number): Op<number> {
-  const type = callbackEventOf(status)
+export function* queueCallbacks(run: { id: string; workflowId: number }, type: CallbackEvent, now: number, payload: () => Op<string>): Op<number> {
   const endpoints = yield* SUBSCRIBED.rows({ workflowId: run.workflowId, pattern: `%${JSON.stringify(type).replaceAll('_', '\\_')}%` })
   if (endpoints.length === 0) return 0
-  const ended = yield* ENDED_RUN.row({ id: run.id })
-  if (!ended) throw new Error(`run ${run.id} vanished in its own transaction`)
-  const payload = callbackPayload({ ...ended, status, createdAt: ended.createdAt as Micros, finishedAt: ended.finishedAt ?? now })
+  const body = yield* payload()
   yield* exec(({ db, t }) =>
     db.insert(t.callbackDeliveries).values(
       endpoints.map((endpoint) => ({
-        id: newDeliveryId(), endpointId: endpoint.id, runId: run.id, type, payload, status: 'pending' as const, attempts: 0, nextAttemptAt: now, createdAt: now,
+        id: newDeliveryId(), endpointId: endpoint.id, runId: run.id, type, payload: body, status: 'pending' as const, attempts: 0, nextAttemptAt: now, createdAt: now,
       })),
     ),
   )
   yield* runPlan(announceCallbacks)
   return endpoints.length
 }
+
+/** The deliveries of a run that just ended as `status` (in its final transaction, after the run's row changed), its body the run as it ended. */
+export function queueRunCallbacks(run: { id: string; workflowId: number }, status: 'succeeded' | 'failed' | 'cancelled', now: number): Op<number> {
+  return queueCallbacks(run, callbackEventOf(status), now, function* () {
+    const ended = yield* ENDED_RUN.row({ id: run.id })
+    if (!ended) throw new Error(`run ${run.id} vanished in its own transaction`)
+    return callbackPayload({ ...ended, status, createdAt: ended.createdAt as Micros, finishedAt: ended.finishedAt ?? now })
+  })
+}
+
 
 /**
  * Wakes the delivery workers once the transaction that queued deliveries has committed. SQLite: this process's

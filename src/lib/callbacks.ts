@@ -9,8 +9,13 @@ import { type AllowList, refusedAddressClass } from './outbound/policy.ts'
 import { redactUrlsIn } from './outbound/redact.ts'
 import { toIso, toIsoMicros, type Micros } from './time.ts'
 
-export const CALLBACK_EVENTS = ['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled'] as const
+/** The run ends an endpoint may be sent: the events it is sent when it names none. */
+export const RUN_CALLBACK_EVENTS = ['workflow_run.succeeded', 'workflow_run.failed', 'workflow_run.cancelled'] as const
+/** A task's life (docs/workflows.md "Task steps"): sent only to the endpoints that name them. */
+export const TASK_CALLBACK_EVENTS = ['task.opened', 'task.decided', 'task.closed'] as const
+export const CALLBACK_EVENTS = [...RUN_CALLBACK_EVENTS, ...TASK_CALLBACK_EVENTS] as const
 export type CallbackEvent = (typeof CALLBACK_EVENTS)[number]
+export type TaskCallbackEvent = (typeof TASK_CALLBACK_EVENTS)[number]
 
 /** The event a run ending in `status` sends. */
 export const callbackEventOf = (status: 'succeeded' | 'failed' | 'cancelled'): CallbackEvent => `workflow_run.${status}`
@@ -113,4 +118,12 @@ export function callbackPayload(run: EndedRun): string {
       finishedAt: toIso(run.finishedAt),
     },
   })
+}
+
+/**
+ * The body a task's event sends (`type`, `timestamp` — when it happened —, `data`: the task as `GET /v1/tasks/{id}`
+ * shows it at that moment, decisions and form included; a task holds no secret).
+ */
+export function taskCallbackPayload(type: TaskCallbackEvent, at: number, task: object): string {
+  return JSON.stringify({ type, timestamp: toIso(at), data: task })
 }

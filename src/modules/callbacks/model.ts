@@ -1,7 +1,7 @@
 /** Completion callbacks through the API: an endpoint's body and answers, a run's deliveries. */
 import { t } from 'elysia'
 import { Integer, IsoDateTime, IsoDateTimeOrNull } from '../../http/schemas.ts'
-import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
+import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH, RUN_CALLBACK_EVENTS } from '../../lib/callbacks.ts'
 import { WorkflowParams } from '../workflows/model.ts'
 
 const CallbackEvent = t.UnionEnum(CALLBACK_EVENTS)
@@ -10,7 +10,7 @@ const CallbackEvent = t.UnionEnum(CALLBACK_EVENTS)
 export const CallbackEvents = t.Array(CallbackEvent, {
   minItems: 1,
   maxItems: CALLBACK_EVENTS.length,
-  description: `The run ends that are sent (each once; default: all three): ${CALLBACK_EVENTS.join(', ')}`,
+  description: `The events that are sent (each once; default: the three ends of a run, ${RUN_CALLBACK_EVENTS.join(', ')}); a task step's task opening, decided and closing are sent only when named`,
 })
 
 export const CallbackUrl = t.String({
@@ -69,7 +69,7 @@ export const CallbackDelivery = t.Object(
   { $id: 'CallbackDelivery' },
 )
 
-export const CallbackDeliveryList = t.Object({ data: t.Array(CallbackDelivery, { description: 'One per endpoint the run’s end was sent to, oldest first' }) })
+export const CallbackDeliveryList = t.Object({ data: t.Array(CallbackDelivery, { description: 'One per endpoint and event of the run sent to it (its end, its tasks’ events), oldest first' }) })
 
 export const DeliveryParams = t.Object({
   runId: t.String({ format: 'uuid' }),

@@ -17,7 +17,7 @@ import {
 import type { Op } from '../../db/op.ts'
 import { lockRule } from '../../db/rule-locks.ts'
 import type { TriggerTarget } from '../../db/workflows.ts'
-import { CALLBACK_EVENTS, type CallbackEvent, callbackSecret, callbackUrlProblem, MAX_CALLBACKS_PER_WORKFLOW } from '../../lib/callbacks.ts'
+import { CALLBACK_EVENTS, type CallbackEvent, callbackSecret, callbackUrlProblem, MAX_CALLBACKS_PER_WORKFLOW, RUN_CALLBACK_EVENTS } from '../../lib/callbacks.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, invalidField, notFound } from '../../lib/errors.ts'
 import type { AllowList } from '../../lib/outbound/policy.ts'
@@ -44,9 +44,9 @@ export const endpointView = (row: CallbackEndpointRow): CallbackEndpointView => 
   createdAt: toIso(row.createdAt),
 })
 
-/** The events asked for, in their one order, each once; absent: all three. */
+/** The events asked for, in their one order, each once; absent: the three ends of a run. */
 export const canonicalEvents = (events: readonly CallbackEvent[] | undefined): CallbackEvent[] =>
-  CALLBACK_EVENTS.filter((event) => events === undefined || events.includes(event))
+  events === undefined ? [...RUN_CALLBACK_EVENTS] : CALLBACK_EVENTS.filter((event) => events.includes(event))
 
 /** The workflow's endpoints, oldest first. */
 export function* listWorkflowCallbacks(workflowId: number): Op<CallbackEndpointView[]> {

@@ -7,7 +7,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, scrollingTable } from '../../console/html.ts'
-import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH } from '../../lib/callbacks.ts'
+import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH, RUN_CALLBACK_EVENTS } from '../../lib/callbacks.ts'
 import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/service.ts'
 import { activeDefinition, pageWorkflowVersions, renderWorkflowVersions, requireWorkflow, type WebhookSettings, webhookSettings, workflowVersion } from '../workflows/service.ts'
 import { invalidParameter, parseIdParameter, type Query } from '../../http/list.ts'
@@ -124,18 +124,18 @@ ${
 function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html {
   const events = (list: readonly string[]) => list.map((event) => event.replace('workflow_run.', '')).join(', ')
   return html`<h2>Completion callbacks</h2>
-<p>When a run ends, each endpoint receives a JSON POST signed per Standard Webhooks with its own secret; see the run's page for each delivery and its attempts.</p>
+<p>When a run ends (or, if chosen, when one of its tasks opens, is decided or closes), each endpoint receives a JSON POST signed per Standard Webhooks with its own secret; see the run's page for each delivery and its attempts.</p>
 <div id="callback-list" data-refresh>${
   callbacks.length === 0
     ? html`<p class="muted">No callback yet.</p>`
-    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Run ends sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
+    : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Events sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it." data-done="Callback removed."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
 </tbody></table>`)
 }</div>
 <form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once (its whole URL too).">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
-<fieldset><legend>Send when a run</legend>
-${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox" name="events" value="${event}" checked> ${events([event])}</label>`)}</fieldset>
+<fieldset><legend>Send when</legend>
+${CALLBACK_EVENTS.map((event) => html`<label class="check"><input type="checkbox" name="events" value="${event}"${(RUN_CALLBACK_EVENTS as readonly string[]).includes(event) ? ' checked' : ''}> ${events([event])}</label>`)}</fieldset>
 <p class="form-error" role="alert"></p>
 <button type="submit">Add callback</button>
 </form>

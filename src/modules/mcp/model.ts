@@ -11,6 +11,7 @@ import { AddMessageBody, CreateNoteBody, Note, NotePage } from '../notes/model.t
 import { ActivityLogPage } from '../activity-logs/model.ts'
 import { AdminLogPage } from '../admin-logs/model.ts'
 import { RetryAccepted, Run, StartRunBody } from '../runs/model.ts'
+import { DecisionBody, Task, TaskPage } from '../tasks/model.ts'
 
 /**
  * One JSON-RPC 2.0 message of the Model Context Protocol (a request, or a notification without `id`). The current
@@ -46,30 +47,35 @@ export const AddNoteMessageArguments = t.Object(
   { additionalProperties: false },
 )
 export const ListWorkflowsArguments = t.Object({ environment: t.Optional(EnvironmentName) }, { additionalProperties: false })
+/** An `Idempotency-Key` as an argument: `what` says what a repeat does. */
+const IdempotencyKey = (what: string) =>
+  t.Optional(t.String({ minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH, pattern: '^[\\x20-\\x7e]+$', description: `As the REST call's Idempotency-Key: ${what}` }))
+
 export const TriggerWorkflowArguments = t.Object(
   {
     environment: EnvironmentName,
     team: StartRunBody.properties.teamName,
     workflow: StartRunBody.properties.workflowName,
     recordId: StartRunBody.properties.recordId,
-    idempotencyKey: t.Optional(
-      t.String({
-        minLength: 1,
-        maxLength: IDEMPOTENCY_KEY_MAX_LENGTH,
-        pattern: '^[\\x20-\\x7e]+$',
-        description: 'As the REST start\'s Idempotency-Key: a repeat with the same key and arguments starts nothing and answers the first run (replayed: true)',
-      }),
-    ),
+    idempotencyKey: IdempotencyKey('a repeat with the same key and arguments starts nothing and answers the first run (replayed: true)'),
   },
   { additionalProperties: false },
 )
 export const RunArguments = t.Object({ runId: RunId }, { additionalProperties: false })
+const TaskId = t.String({ format: 'uuid', description: 'The task' })
+export const TaskArguments = t.Object({ taskId: TaskId }, { additionalProperties: false })
+export const DecideTaskArguments = t.Object(
+  { taskId: TaskId, ...DecisionBody.properties, idempotencyKey: IdempotencyKey('a repeat with the same key and decision answers the task again instead of 409 already_decided') },
+  { additionalProperties: false },
+)
 
 export type CreateNoteArguments = Static<typeof CreateNoteArguments>
 export type AddNoteMessageArguments = Static<typeof AddNoteMessageArguments>
 export type ListWorkflowsArguments = Static<typeof ListWorkflowsArguments>
 export type TriggerWorkflowArguments = Static<typeof TriggerWorkflowArguments>
 export type RunArguments = Static<typeof RunArguments>
+export type TaskArguments = Static<typeof TaskArguments>
+export type DecideTaskArguments = Static<typeof DecideTaskArguments>
 
 export const WorkflowList = t.Object({
   workflows: t.Array(
@@ -99,6 +105,9 @@ export const TOOL_ANSWERS = {
   getWorkflowRun: Run,
   cancelWorkflowRun: Run,
   retryWorkflowRun: RetryAccepted,
+  listTasks: TaskPage,
+  getTask: Task,
+  decideTask: Task,
 } satisfies Record<string, TSchema>
 
 /**

@@ -98,7 +98,7 @@ function mcpServer(deps: AppDeps, identity: TokenIdentity, message: unknown, fai
     {
       capabilities: { tools: {} },
       instructions:
-        `Trellis project "${identity.projectName}": read notes and logs, and start, follow and cancel workflow runs, as the user of this token ` +
+        `Trellis project "${identity.projectName}": read notes and logs, start, follow and cancel workflow runs, and decide the tasks waiting for you, as the user of this token ` +
         '(its scopes decide which tools are listed). Tool errors carry the REST API\'s status, code and message.',
     },
   )

@@ -19,12 +19,16 @@ import { requireProject } from '../directory/projects.ts'
 import { NOTE_LIST_PARAMETERS, notesPage } from '../notes/query.ts'
 import { addMessageToNote, createNoteNamed, renderNotes } from '../notes/service.ts'
 import { cancelRunAs, readRunAs, retryRunAs, type RunCallDeps, startRunAs } from '../runs/calls.ts'
+import { decideTaskAs, readTaskAs, type TaskCallDeps } from '../tasks/calls.ts'
+import { TASK_LIST_PARAMETERS, tasksPageAs } from '../tasks/query.ts'
 import { workflowsReachableBy } from '../workflows/service.ts'
 import {
   AddNoteMessageArguments,
   CreateNoteArguments,
+  DecideTaskArguments,
   ListWorkflowsArguments,
   RunArguments,
+  TaskArguments,
   TOOL_ANSWERS,
   TriggerWorkflowArguments,
 } from './model.ts'
@@ -39,7 +43,7 @@ interface Arguments<A> {
 }
 
 export interface ToolCall {
-  deps: RunCallDeps
+  deps: RunCallDeps & TaskCallDeps
   identity: TokenIdentity
 }
 
@@ -207,5 +211,32 @@ export const TOOLS: Tool<unknown>[] = [
     need: { scope: 'workflows:trigger' },
     args: modelArguments(RunArguments),
     call: ({ deps, identity }, { runId }) => retryRunAs(deps, tokenAccountCaller(identity), runId, 'mcp'),
+  }),
+  tool({
+    name: 'listTasks',
+    title: 'List tasks',
+    description: 'Tasks of an environment the token\'s user sees, newest first (GET …/tasks): assignee "me" for those waiting for their decision. '
+      + 'Filters as the REST list; paging as listNotes.',
+    need: { scope: 'tasks:read' },
+    args: listArguments(TASK_LIST_PARAMETERS, true),
+    call: ({ deps, identity }, { environment, query }) => tasksPageAs(deps.store, tokenAccountCaller(identity), placeOf(identity, environment), query),
+  }),
+  tool({
+    name: 'getTask',
+    title: 'Read a task',
+    description: 'A task: its question, assignees, decisions, form (a JSON Schema) and deadline (GET /v1/tasks/{taskId}); 404 unless the token\'s user sees it.',
+    need: { scope: 'tasks:read' },
+    args: modelArguments(TaskArguments),
+    call: ({ deps, identity }, { taskId }) => readTaskAs(deps.store, tokenAccountCaller(identity), taskId),
+  }),
+  tool({
+    name: 'decideTask',
+    title: 'Approve or reject a task',
+    description: 'The token\'s user\'s decision on a task, with the form\'s values as input (POST /v1/tasks/{taskId}/decisions); answers the task. '
+      + 'Tool errors: 403 not_an_assignee, 403 requester_cannot_decide, 409 already_decided, 409 task_closed, 422 invalid_input naming each field (details).',
+    need: { scope: 'tasks:write' },
+    args: modelArguments(DecideTaskArguments),
+    call: async ({ deps, identity }, { taskId, idempotencyKey, ...body }) =>
+      (await decideTaskAs(deps, tokenAccountCaller(identity), taskId, body, idempotencyKey ?? null, 'mcp')).task,
   }),
 ]

@@ -15,7 +15,7 @@ import { appendRunEvents } from '../../db/run-events.ts'
 import { claimReminder, closeAtDeadline, decidersToTell, escalateAtDeadline, findTask } from '../../db/tasks.ts'
 import type { Clock } from '../../lib/clock.ts'
 import type { MailSettings } from '../mail/service.ts'
-import { logTaskActivity, resolvePeople, taskEvent, tellOfTask } from './service.ts'
+import { logTaskActivity, queueTaskCallbacks, resolvePeople, taskEvent, tellOfTask } from './service.ts'
 
 /** What a passed deadline closes the task as, by `onTimeout` (`escalate` keeps it open). */
 const CLOSED_AT_DEADLINE = { fail: 'expired', reject: 'rejected', approve: 'approved' } as const
@@ -49,6 +49,7 @@ export function* actOnDeadline(clock: Clock, mail: MailSettings | null, taskId: 
   yield* wakeRunOfTask(task.runId, now)
   yield* tellOfTask(mail, now, 'task.closed', subject, [task.requesterId], { status, why: 'at its deadline, undecided' })
   yield* appendRunEvents([taskEvent(task, 'task.closed', 'waiting', now, { status, reason: 'deadline' })])
+  yield* queueTaskCallbacks(task, ['task.closed'], now)
   return true
 }
 

@@ -5,53 +5,20 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
-import { read } from '../../db/read.ts'
-import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { idempotencyKeyOf } from '../../http/idempotency-key.ts'
-import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter, queryOf } from '../../http/list.ts'
-import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
-import { notFound } from '../../lib/errors.ts'
-import { TASK_STATUSES } from '../../lib/task-statuses.ts'
-import { callerProject, requireCallerScope } from '../auth/service.ts'
-import { environmentOf, isAdminOf } from '../directory/projects.ts'
+import { queryOf } from '../../http/list.ts'
 import { DecisionBody, Task, TaskIdParams, TaskPage } from './model.ts'
-import { decideTask, listTaskIds, renderTasks, visibleTask } from './service.ts'
-
-const TASK_DATE_FIELDS = ['createdAt'] as const
+import { decideTaskAs, readTaskAs } from './calls.ts'
+import { TASK_LIST_PARAMETERS, tasksPageAs } from './query.ts'
 
 export function tasksModule(deps: AppDeps) {
-  /** The task as the API shows it now (404 when its run was deleted meanwhile). */
-  const rendered = async (taskId: string) => {
-    const [task] = await read(deps.store, renderTasks([taskId]))
-    if (task === undefined) throw notFound(`Task ${taskId} not found`)
-    return task
-  }
   return new Elysia({ name: 'tasks', tags: ['tasks'] })
     .use(authPlugin(deps))
     .get(
       '/v1/project/:projectName/environment/:environmentName/tasks',
-      ({ params, request, caller }) => {
-        let viewer: { userId: number; admin: boolean }
-        return environmentPage(queryOf(request), params, {
-          filters: (query) => ({
-            status: parseEnumParameter(query, 'status', TASK_STATUSES),
-            assignee: parseEnumParameter(query, 'assignee', ['me'] as const),
-            workflowName: parseStringParameter(query, 'workflowName', MAX_NAME_LENGTH),
-            teamName: parseStringParameter(query, 'teamName', MAX_NAME_LENGTH),
-            recordId: parseStringParameter(query, 'recordId'),
-          }),
-          authorize: async () => {
-            requireCallerScope(caller, 'tasks:read')
-            const project = await read(deps.store, callerProject(caller, params.projectName))
-            viewer = { userId: caller.user.id, admin: await read(deps.store, isAdminOf(caller.user.id, project.id)) }
-          },
-          where: environmentOf(deps.store),
-          ids: ({ environment }, filters, query, limit) => read(deps.store, listTaskIds(environment, filters, parseDateFilters(query, TASK_DATE_FIELDS), limit, viewer)),
-          render: (ids) => read(deps.store, renderTasks(ids)),
-        })
-      },
+      ({ params, request, caller }) => tasksPageAs(deps.store, caller, params, queryOf(request)),
       {
         userCall: true,
         response: { 200: TaskPage, ...errorResponses(400, 404) },
@@ -61,26 +28,13 @@ export function tasksModule(deps: AppDeps) {
           description:
             'Project admins see every task; a member sees the tasks assigned to them or to one of their teams, and those of runs they started. ' +
             'Same envelope, `limit` rules and paging (`createdAt.lt`) as notes. Scope `tasks:read`.',
-          parameters: listParameters(
-            {
-              status: enumQuery('Only tasks in this status', TASK_STATUSES),
-              assignee: enumQuery('`me`: only the open tasks the caller may decide now (assigned to them or their teams, or any for a project admin; not decided by them yet; not their own request unless allowed)', ['me']),
-              workflowName: { description: 'Only tasks of this workflow', schema: textFilter(MAX_NAME_LENGTH) },
-              teamName: { description: "Only tasks of workflows of this team", schema: textFilter(MAX_NAME_LENGTH) },
-              recordId: { description: 'Only tasks on this record' },
-            },
-            TASK_DATE_FIELDS,
-          ),
+          parameters: TASK_LIST_PARAMETERS,
         },
       },
     )
     .get(
       '/v1/tasks/:taskId',
-      async ({ params, caller }) => {
-        requireCallerScope(caller, 'tasks:read')
-        await read(deps.store, visibleTask(caller, params.taskId))
-        return rendered(params.taskId)
-      },
+      ({ params, caller }) => readTaskAs(deps.store, caller, params.taskId),
       {
         userCall: true,
         params: TaskIdParams,
@@ -91,12 +45,9 @@ export function tasksModule(deps: AppDeps) {
     .post(
       '/v1/tasks/:taskId/decisions',
       async ({ params, body, caller, request, set }) => {
-        requireCallerScope(caller, 'tasks:write')
-        const idempotencyKey = idempotencyKeyOf(request)
-        const decided = await write(deps.store, () => decideTask(deps.clock, params.taskId, body, { caller, idempotencyKey, mail: deps.mail }))
-        if (decided.closed) deps.executor?.notify()
-        if (decided.replayed) set.headers['idempotent-replayed'] = 'true'
-        return rendered(params.taskId)
+        const { task, replayed } = await decideTaskAs(deps, caller, params.taskId, body, idempotencyKeyOf(request))
+        if (replayed) set.headers['idempotent-replayed'] = 'true'
+        return task
       },
       {
         userCall: true,

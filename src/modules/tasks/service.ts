@@ -6,6 +6,7 @@
  * database's (src/db/tasks.ts).
  */
 import { createHash } from 'node:crypto'
+import { queueCallbacks } from '../../db/callbacks.ts'
 import { findMemberRole } from '../../db/members.ts'
 import type { Op } from '../../db/op.ts'
 import { findTeamByName } from '../../db/projects.ts'
@@ -36,6 +37,7 @@ import { findWorkflowIdsNamed } from '../../db/workflows.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
+import { type TaskCallbackEvent, taskCallbackPayload } from '../../lib/callbacks.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { conflict, forbidden, HttpError, notFound, unprocessable } from '../../lib/errors.ts'
 import { formInputProblems } from '../../lib/form-schema.ts'
@@ -114,7 +116,24 @@ export function* openTask(clock: Clock, mail: MailSettings | null, task: TaskToO
   const { workflowName: _, ...row } = task
   const { id } = yield* insertTask({ ...row, remindAt: task.dueAt === null ? null : reminderAt(now, task.dueAt) }, now)
   yield* taskOpened(mail, now, { ...task, id })
+  yield* queueTaskCallbacks({ ...task, id }, ['task.opened'], now)
   return id
+}
+
+/**
+ * The task's events for the workflow's callback endpoints that chose them (docs/workflows.md "Completion callbacks"),
+ * in the transaction that makes them happen: each body the task as `GET /v1/tasks/{id}` shows it once that
+ * transaction's changes are made, rendered only when some endpoint wants it.
+ */
+export function* queueTaskCallbacks(task: { id: string; runId: string; workflowId: number }, types: readonly TaskCallbackEvent[], now: number): Op<void> {
+  let rendered: object | undefined
+  for (const type of types) {
+    yield* queueCallbacks({ id: task.runId, workflowId: task.workflowId }, type, now, function* () {
+      rendered ??= (yield* renderTasks([task.id]))[0]
+      if (rendered === undefined) throw new Error(`task ${task.id} vanished in its own transaction`)
+      return taskCallbackPayload(type, now, rendered)
+    })
+  }
 }
 
 /** What each task mail says: its subject and first lines (the link to the task and the way to stop them follow). */
@@ -293,6 +312,7 @@ export function* decideTask(clock: Clock, taskId: string, body: DecisionInput, b
     }
   }
   yield* appendRunEvents(events)
+  yield* queueTaskCallbacks(task, closing === null ? ['task.decided'] : ['task.decided', 'task.closed'], now)
   return { replayed: false, closed: closing !== null }
 }
 
@@ -356,6 +376,7 @@ export function* cancelTasksOfRun(
     const task: TaskSubject = { ...closed, runId: run.id, environmentId: run.environmentId, workflowId: run.workflowId, recordId: run.recordId, teamId: place.teamId, collectionId: place.collectionId }
     yield* logTaskActivity({ clock, task, workflowName: place.workflowName, ...actor }, 'closeTask', `task "${closed.stepName}" cancelled with its run`)
     events.push(taskEvent(task, 'task.closed', 'cancelled', now, { status: 'cancelled' }))
+    yield* queueTaskCallbacks({ id: closed.id, runId: run.id, workflowId: run.workflowId }, ['task.closed'], now)
   }
   return events
 }
