@@ -15,7 +15,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { bearer, execute, queryOne, request, runNow, until } from './helpers.ts'
-import { acmeWithGlobex, reportHook, userId } from './support/acme.ts'
+import { acmeWithGlobex, openTaskOnRun, reportHook, userId } from './support/acme.ts'
 import { assertValidWithExtensions, validatorFor } from './support/compat-schema.ts'
 import { buildFx, type Fx } from './support/logs.ts'
 import { deref, type Json, schemaValidator } from './support/openapi-requests.ts'
@@ -26,6 +26,8 @@ let cookie: string
 const runIds: string[] = []
 /** The ids of production's notes. */
 const noteIds: number[] = []
+/** Tasks on the waiting run: the first decided with a comment and the form's input, the second left open. */
+const taskIds: string[] = []
 const compile = schemaValidator()
 
 const NOTES = '/v1/project/Acme/environment/production/notes'
@@ -71,6 +73,12 @@ beforeAll(async () => {
   await send('/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/webhook', { method: 'PATCH', json: { ratePerMinute: 30 } })
   doc = (await (await app.handle(request('/openapi.json'))).json()) as Json
   noteIds.push(...((await send(`${NOTES}?limit=100`)).data as Json[]).map((n) => n.id as number))
+  // Tasks: one decided with a comment and the form's input, one open (with a deadline), on the waiting run.
+  const form = JSON.stringify({ type: 'object', properties: { amount: { type: 'number', minimum: 0 } }, required: ['amount'] })
+  for (const [stepIndex, dueAt] of [[0, null], [1, env.clock.now() + 86_400_000]] as const) {
+    taskIds.push(await openTaskOnRun(env.store, env.clock, runIds[0]!, { stepIndex, stepName: `approve_${stepIndex}`, allowRequester: true, form, dueAt }))
+  }
+  await send(`/v1/tasks/${taskIds[0]}/decisions`, { method: 'POST', json: { decision: 'approve', comment: 'fine', input: { amount: 5 } } })
 }, 30_000)
 afterAll(() => fx.env.cleanup())
 
@@ -123,6 +131,12 @@ const CASES: Record<string, () => [string, string, string, unknown?][]> = {
   ],
   getRun: () => runIds.map((id) => ['GET', `/v1/workflow-runs/${id}`, '200'] as [string, string, string]),
   cancelRun: () => [['POST', `/v1/workflow-runs/${runIds[3]}/cancel`, '200']],
+  listTasks: () => [
+    ['GET', '/v1/project/Acme/environment/production/tasks?limit=100', '200'],
+    ['GET', '/v1/project/Acme/environment/production/tasks?status=open', '200'],
+  ],
+  getTask: () => taskIds.map((id) => ['GET', `/v1/tasks/${id}`, '200'] as [string, string, string]),
+  decideTask: () => [['POST', `/v1/tasks/${taskIds[1]}/decisions`, '200', { decision: 'reject', comment: 'no', input: { amount: 1 } }]],
 }
 
 const COMPAT: Record<string, 'listNotes' | 'listActivityLogs' | 'listAdminLogs'> = { listNotes: 'listNotes', listActivityLogs: 'listActivityLogs', listAdminLogs: 'listAdminLogs' }

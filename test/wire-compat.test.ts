@@ -33,7 +33,7 @@ import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
 import { bearer, handleJson, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv, until } from './helpers.ts'
-import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
+import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, openTaskOnRun, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 import { type Micros, toIsoMicros } from '../src/lib/time.ts'
 
@@ -264,6 +264,9 @@ beforeAll(async () => {
   await until('every run to finish', () => runs.every((id) => ['succeeded', 'failed', 'cancelled'].includes(runStatus(id))), 15_000, 20)
   expect(runs.map(runStatus)).toEqual(['succeeded', 'succeeded', 'failed', 'succeeded', 'succeeded'])
   await executor.stop(2_000)
+  // A task decided (`approveApproval`, and the extension `closeTask` as it closes).
+  const task = await openTaskOnRun(env.store, clock, runs[0]!, { allowRequester: true })
+  expect((await call('POST', `/v1/tasks/${task}/decisions`, { decision: 'approve', comment: 'ok' })).status).toBe(200)
 }, 60_000)
 
 /** What the walks covered, printed at the end. */

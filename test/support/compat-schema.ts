@@ -164,7 +164,7 @@ export function assertValid<T>(validate: ValidateFunction, body: T, label = 'bod
  * They may appear only in answers to `extensions=true`; the test-side statement of docs/api.md's list.
  */
 export const EXTENSION_VALUES: Record<'listActivityLogs' | 'listAdminLogs', Record<string, readonly string[]>> = {
-  listActivityLogs: { action: ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow'] },
+  listActivityLogs: { action: ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow', 'closeTask'] },
   listAdminLogs: { resource: ['user', 'api-token', 'workflow', 'workflow-webhook', 'workflow-callback', 'log-retention', 'project', 'collection', 'invitation'], initiator: ['system'] },
 }
 
