@@ -25,6 +25,7 @@ export const POSTGRES_PASS = [
   'console-browser',
   'console-live-browser',
   'console-search',
+  'console-tasks',
   'db',
   'deep-json',
   'executor',
