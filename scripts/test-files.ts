@@ -26,6 +26,7 @@ export const POSTGRES_PASS = [
   'console-live-browser',
   'console-search',
   'console-tasks',
+  'console-tasks-browser',
   'db',
   'deep-json',
   'executor',
