@@ -137,6 +137,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0009_lookup_generation',
       '0010_mail_outbox_and_preferences',
       '0011_tasks',
+      '0012_inbox_indexes',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
