@@ -25,6 +25,8 @@ export const POSTGRES_PASS = [
   'console-browser',
   'console-live-browser',
   'console-search',
+  'console-tasks',
+  'console-tasks-browser',
   'db',
   'deep-json',
   'executor',

@@ -15,6 +15,7 @@ import { createMetrics } from '../src/lib/metrics.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { consoleModule } from '../src/modules/console/index.ts'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { openTaskOnRun, userId } from './support/acme.ts'
 import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-pages-browser')
@@ -40,6 +41,18 @@ const VISITORS: Record<string, Visitor> = {
     password: 'dave-demo-pass-2026',
     params: { project: 'Acme', environment: 'production', team: 'Billing', collection: 'orders', record: 'ord_1001', workflow: 'Refund order' },
   },
+}
+
+/** A task's form with each kind of field the task page renders. */
+const TASK_FORM = {
+  type: 'object',
+  properties: {
+    amount: { type: 'number', minimum: 0, maximum: 500, title: 'Amount to refund', description: 'In euros' },
+    reason: { type: 'string', enum: ['damaged', 'late', 'other'] },
+    email: { type: 'string', format: 'email', maxLength: 100 },
+    restock: { type: 'boolean', title: 'Put back in stock' },
+  },
+  required: ['amount'],
 }
 
 /** Pages answered without a session, and the query each needs. */
@@ -145,6 +158,8 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
       // What the pages show: a run on the record, a token of one's own; the administrator also makes an invitation.
       const run = await page.request.post('/v1/project/Acme/environment/production/workflow-runs', { data: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1001' } })
       if (run.ok()) extra.runId = ((await run.json()) as { runId: string }).runId
+      // A task on that run, with a form, for the inbox and the task page (Billing decides: dave sees its form).
+      extra.taskId ??= await openTaskOnRun(env.store, env.clock, extra.runId!, { teamIds: [], userIds: [userId(env.store, 'dave')], form: JSON.stringify(TASK_FORM) })
       expect((await page.request.post('/v1/account/tokens', { data: { name: `${visitor.email} cli`, projectName: 'Acme' } })).status()).toBe(201)
       if (who === 'instance administrator') {
         const invited = await page.request.post('/v1/instance/users', { data: { email: 'erin@example.com', username: 'erin' } })

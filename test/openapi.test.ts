@@ -44,10 +44,10 @@ describe('/openapi.json', () => {
     expect(missing).toEqual([])
     const documented = operations().length
     expect(documented).toBe(api.length)
-    // Hidden: only the console (its pages, its assets, and its note actions under /p/), never an API path.
+    // Hidden: only the console (its pages, its assets, and its note actions under /p/ and /tasks/), never an API path.
     const hidden = app.routes.filter(isHidden).map((route) => `${route.method} ${route.path}`)
     expect(hidden.length).toBeGreaterThan(10)
-    for (const route of hidden) expect(route).toMatch(/^(GET \/(|login|account|invite|search|admin\/.+|console\/.+|p\/.+|runs\/.+)|(POST|PATCH) \/p\/.+)$/)
+    for (const route of hidden) expect(route).toMatch(/^(GET \/(|login|account|invite|search|inbox|admin\/.+|console\/.+|p\/.+|runs\/.+|tasks\/:taskId)|(POST|PATCH) \/(p\/.+|tasks\/:taskId\/notes.*))$/)
     expect(Object.keys(doc.paths).some((path) => path === '/' || path.startsWith('/p/'))).toBe(false)
   })
 

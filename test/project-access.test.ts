@@ -55,6 +55,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'POST /v1/instance/users/:id/invitation': 'instance administration: users',
   'POST /v1/projects': 'creating a project',
   'GET /search': 'searches only the projects the decision lets the user open (tested below)',
+  'GET /inbox': 'lists and counts only the tasks of projects the decision lets the user open (tested below)',
   'POST /mcp': 'a token only: the SSO rule is decided with the token (mcp.test.ts), tested below as TOKEN_ONLY too',
   'POST /v1/hooks/:token': 'a token only: the SSO rule is decided with the token (webhook.test.ts), tested below as TOKEN_ONLY too',
 }
@@ -199,6 +200,16 @@ describe('every route that reaches a project\'s data takes the project access de
     }
     expect(await search(passwordCookie)).toEqual({ status: 200, found: false })
     expect(await search(ssoCookie)).toEqual({ status: 200, found: true })
+  })
+
+  test('the inbox and its count leave out a project the decision refuses, and show its task once the session may open it', async () => {
+    const inbox = async (cookie: string) => {
+      const response = await send('/inbox?show=all', { headers: { cookie } })
+      const text = await response.text()
+      return { status: response.status, found: text.includes(`/tasks/${PARAMS.taskId}`) }
+    }
+    expect(await inbox(passwordCookie)).toEqual({ status: 200, found: false })
+    expect(await inbox(ssoCookie)).toEqual({ status: 200, found: true })
   })
 
   test('the run is still there and active: nothing a refused caller sent changed it', async () => {

@@ -138,6 +138,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0010_mail_outbox_and_preferences',
       '0011_tasks',
       '0012_task_deadlines',
+      '0013_inbox_indexes',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -40,7 +40,8 @@ export interface Crumb {
 
 export interface PageSpec {
   title: string
-  user?: { email: string; username: string; viaSso?: boolean; isInstanceAdmin?: boolean }
+  /** `inboxCount`: the tasks waiting for them (the header's Inbox link; absent on pages outside the console). */
+  user?: { email: string; username: string; viaSso?: boolean; isInstanceAdmin?: boolean; inboxCount?: number }
   crumbs?: Crumb[]
   body: Html
   /** A page's own scripts and style sheets (same origin), after the console's. */
@@ -63,6 +64,11 @@ function userMenu(user: NonNullable<PageSpec['user']>): Html {
   </details>`
 }
 
+/** The header's Inbox link with the count of tasks waiting for the person; a live page reads it again with its regions. */
+function inboxLink(count: number): Html {
+  return html`<a id="inbox-link" class="inbox" data-refresh href="/inbox" title="Tasks waiting for you">Inbox${count > 0 ? html` <span class="count">${count}</span>` : ''}</a>`
+}
+
 /** The header's search: projects, records, workflows and people the signed-in person may see (`/search`). */
 function searchBox(): Html {
   return html`<form class="inline search" method="get" action="/search" role="search"><input name="q" type="search" placeholder="Search" aria-label="Search projects, records, workflows, people" minlength="2" maxlength="200" size="14"></form>`
@@ -83,7 +89,7 @@ ${(spec.assets?.styles ?? []).map((href) => html`<link rel="stylesheet" href="${
 <body>
 <header>
   <a class="brand" href="/">Trellis</a>
-  ${spec.user ? html`${searchBox()}\n  ${userMenu(spec.user)}` : ''}
+  ${spec.user ? html`${spec.user.inboxCount === undefined ? '' : inboxLink(spec.user.inboxCount)}\n  ${searchBox()}\n  ${userMenu(spec.user)}` : ''}
 </header>
 <main>
   ${crumbs.length > 0 ? html`<nav class="crumbs">${crumbs.map((c, i) => html`${i > 0 ? ' / ' : ''}${c.href ? html`<a href="${c.href}">${c.label}</a>` : c.label}`)}</nav>` : ''}

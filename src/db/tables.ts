@@ -730,6 +730,10 @@ export function defineTables(kit: TableKit) {
       uniqueIndex('tasks_run_step_unique').on(t.runId, t.stepIndex),
       index('tasks_env_id_idx').on(t.environmentId, t.id),
       index('tasks_env_created_idx').on(t.environmentId, t.createdAt),
+      // The inbox and the console header's count read only the open tasks of a person's environments.
+      index('tasks_open_env_idx').on(t.environmentId, t.id).where(sql`status = 'open'`),
+      // A record's tasks (its console page, the list's `recordId`).
+      index('tasks_env_record_idx').on(t.environmentId, t.recordId, t.id),
       // The deadline timer's next due task, and each deadline acted on once by `UPDATE … WHERE status = 'open' AND NOT
       // escalated` (src/db/tasks.ts): an escalated task stays open but leaves the index. The same for the reminders.
       index('tasks_due_idx').on(t.dueAt).where(sql`status = 'open' and due_at is not null and not escalated`),

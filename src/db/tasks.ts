@@ -15,15 +15,16 @@
  * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
  * `createdAt` exactly, as the runs list does.
  */
-import { and, asc, count, eq, lte, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, lte, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
+import type { RunStatus } from '../lib/run-statuses.ts'
 import type { TaskStatus } from '../lib/task-statuses.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { clientOf } from './postgres/client.ts'
 import { TASKS_CHANNEL } from './postgres/queue.ts'
-import { type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
+import { type PageCondition, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { placeholders, statement } from './query.ts'
 import type { tasks } from './schema.ts'
 
@@ -399,12 +400,13 @@ export function* findDecisions(taskIds: string[]): Op<DecisionToRender[]> {
 const TASKS_TO_RENDER = statement('tasks.render', (d) => {
   const n = rawNumber(d)
   return d.valueRows(sql`SELECT k.id, k.status, k.step_name, k.title, k.run_id, w.name, ${n('v.version')}, k.record_id, c.name, e.name, tm.name,
-    ${n('k.approvals_required')}, k.form, ${n('k.due_at')}, k.escalated, ${n('k.created_at')}, ${n('k.closed_at')}
+    ${n('k.approvals_required')}, k.form, ${n('k.due_at')}, k.escalated, ${n('k.created_at')}, ${n('k.closed_at')}, p.name, r.status, ${n('r.user_id')}
   FROM tasks k
     JOIN runs r ON r.id = k.run_id
     JOIN workflows w ON w.id = k.workflow_id
     JOIN workflow_versions v ON v.id = r.workflow_version_id
     JOIN environments e ON e.id = k.environment_id
+    JOIN projects p ON p.id = e.project_id
     JOIN teams tm ON tm.id = k.team_id
     LEFT JOIN collections c ON c.id = k.collection_id
   WHERE ${d.inJsonArray(sql.raw('k.id'), 'ids', 'text')}`)
@@ -437,6 +439,10 @@ export interface TaskToRender {
   escalated: boolean
   createdAt: Micros
   closedAt: number | null
+  project: string
+  /** The run's status now and its user (the console's task page shows the run to those who may open it). */
+  runStatus: RunStatus
+  runUserId: number
   teams: string[]
   users: { id: number; username: string; email: string }[]
   decisions: DecisionToRender[]
@@ -450,13 +456,14 @@ export function* loadTasksToRender(ids: string[]): Op<TaskToRender[]> {
   const assignees = (yield* ASSIGNEES_TO_RENDER.rows(values)) as [string, string | null, number | null, string | null, string | null][]
   const decisions = yield* findDecisions(ids)
   return rows.map((row) => {
-    const [id, status, step, title, runId, workflowName, version, recordId, collection, environment, team, approvalsRequired, form, dueAt, escalated, createdAt, closedAt] = row as [
+    const [id, status, step, title, runId, workflowName, version, recordId, collection, environment, team, approvalsRequired, form, dueAt, escalated, createdAt, closedAt, project, runStatus, runUserId] = row as [
       string, TaskStatus, string, string, string, string, number, string, string | null, string, string, number, string | null, number | null, boolean | number, Micros, number | null,
+      string, RunStatus, number,
     ]
     const mine = assignees.filter((a) => a[0] === id)
     return {
       id, status, step, title, runId, workflowName, version, recordId, collection, environment, team, approvalsRequired, form, dueAt,
-      escalated: Boolean(escalated), createdAt, closedAt,
+      escalated: Boolean(escalated), createdAt, closedAt, project, runStatus, runUserId,
       teams: mine.flatMap(([, name]) => (name === null ? [] : [name])),
       users: mine.flatMap(([, , userId, username, email]) => (userId === null ? [] : [{ id: userId, username: username!, email: email! }])),
       decisions: decisions.filter((x) => x.taskId === id),
@@ -517,4 +524,93 @@ const RECORDED_TASK_STEPS = statement('tasks.recorded-outputs', ({ db, t }) =>
 /** The outputs recorded by a run's task steps (its own and those a retry carried over), by step name. */
 export function* recordedTaskOutputs(runId: string): Op<Map<string, unknown>> {
   return new Map((yield* RECORDED_TASK_STEPS.rows({ runId })).flatMap((row) => (row.output === null ? [] : [[row.name, JSON.parse(row.output) as unknown] as const])))
+}
+
+// ── A person's inbox ──────────────────────────────────────────────────────────
+
+/** Which open tasks an inbox shows: `mine` those the person may decide now, `teams` those assigned to one of their teams, `all` every one of the projects they administer. */
+export type InboxScope = 'mine' | 'teams' | 'all'
+
+/** An inbox's filters: its scope, a workflow's name, only those past their deadline at `overdueAt` (ms), only ids before `before` (the next page). */
+export interface InboxFilters {
+  scope: InboxScope
+  workflowName?: string
+  overdueAt?: number
+  before?: string
+}
+
+/**
+ * The open tasks of the environments of `me`'s projects (`tasks_open_env_idx`) that the project access decision lets
+ * this sign-in open (an SSO project only with SSO: `viaSso` 1 or 0), narrowed per scope. `mine` is the tasks API's
+ * `assignee=me`: assigned to them or one of their teams (any, for a project admin), not decided by them yet, not their
+ * own request unless the step allows it.
+ */
+function inboxConditions(scope: InboxScope): SQL {
+  const mayOpen = sql`k.status = 'open' AND (NOT p.sso OR ${ph('viaSso')} = 1)`
+  const assignedToMe = sql`EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = k.id AND (a.user_id = ${ph('me')} OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ${ph('me')})))`
+  switch (scope) {
+    case 'mine':
+      return sql`${mayOpen} AND (k.allow_requester OR k.requester_id <> ${ph('me')})
+        AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = k.id AND x.user_id = ${ph('me')})
+        AND (m.role = 'admin' OR ${assignedToMe})`
+    case 'teams':
+      return sql`${mayOpen} AND EXISTS (SELECT 1 FROM task_assignees a JOIN team_members tm ON tm.team_id = a.team_id WHERE a.task_id = k.id AND tm.user_id = ${ph('me')})`
+    case 'all':
+      return sql`${mayOpen} AND m.role = 'admin'`
+  }
+}
+
+const INBOX_FROM = sql`FROM tasks k
+    JOIN environments e ON e.id = k.environment_id
+    JOIN projects p ON p.id = e.project_id
+    JOIN project_members m ON m.project_id = e.project_id AND m.user_id = ${ph('me')}`
+
+const INBOX_COUNT = statement('tasks.inbox-count', (d) => d.valueRows(sql`SELECT ${rawNumber(d)('count(*)')} ${INBOX_FROM} WHERE ${inboxConditions('mine')}`))
+
+/** How many tasks wait for the person now (the console header's `Inbox`): the inbox's `mine`, counted. */
+export function* countInboxTasks(userId: number, viaSso: boolean): Op<number> {
+  const [row] = (yield* INBOX_COUNT.rows({ me: userId, viaSso: viaSso ? 1 : 0 })) as [number][]
+  return Number(row?.[0] ?? 0)
+}
+
+/** One page of a person's inbox (limit + 1 ids), newest first; a statement per shape of present filters. */
+export function* pageInboxTaskIds(userId: number, viaSso: boolean, filters: InboxFilters, limit: number): Op<string[]> {
+  const { scope, workflowName, overdueAt, before } = filters
+  const shape = `tasks.inbox.${scope}.${workflowName === undefined ? '' : 'w'}${overdueAt === undefined ? '' : 'o'}${before === undefined ? '' : 'b'}.${limit}`
+  const query = statementOfShape(shape, (d) =>
+    d.valueRows(sql`SELECT k.id ${INBOX_FROM}
+  WHERE ${inboxConditions(scope)}
+    ${workflowName === undefined ? sql`` : sql`AND k.workflow_id IN (SELECT w.id FROM workflows w WHERE w.name = ${ph('workflowName')})`}
+    ${overdueAt === undefined ? sql`` : sql`AND k.due_at IS NOT NULL AND k.due_at < ${ph('overdueAt')}`}
+    ${before === undefined ? sql`` : sql`AND k.id < ${ph('before')}`}
+  ORDER BY k.id DESC LIMIT ${sql.raw(String(limit + 1))}`),
+  )
+  const values = { me: userId, viaSso: viaSso ? 1 : 0, ...(workflowName === undefined ? {} : { workflowName }), ...(overdueAt === undefined ? {} : { overdueAt }), ...(before === undefined ? {} : { before }) }
+  return ((yield* query.rows(values)) as [string][]).map(([id]) => id)
+}
+
+const TASKS_OF_RECORD = statement('tasks.of-record', ({ db, t }) =>
+  db
+    .select({ id: t.tasks.id })
+    .from(t.tasks)
+    .where(and(eq(t.tasks.environmentId, ph('environmentId')), eq(t.tasks.recordId, ph('recordId'))))
+    .orderBy(desc(t.tasks.id))
+    .limit(ph('limit')),
+)
+
+/** The newest tasks on a record of an environment (at most `limit`), newest first. */
+export function* taskIdsOfRecord(environmentId: number, recordId: string, limit: number): Op<string[]> {
+  return (yield* TASKS_OF_RECORD.rows({ environmentId, recordId, limit })).map((row) => row.id)
+}
+
+const OPEN_TASK_OF_RUN = statement('tasks.open-of-run', ({ db, t }) =>
+  db
+    .select({ id: t.tasks.id })
+    .from(t.tasks)
+    .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.status, 'open'))),
+)
+
+/** The run's open task (none or one: a run waits on one task at most), as a list of ids. */
+export function* openTaskOfRun(runId: string): Op<string[]> {
+  return (yield* OPEN_TASK_OF_RUN.rows({ runId })).map((row) => row.id)
 }

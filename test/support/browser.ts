@@ -6,10 +6,11 @@
  * Without Chromium a browser test file is skipped with a warning (`describe.skipIf(!browserAvailable)`), unless
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails it.
  */
-import { existsSync } from 'node:fs'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from '../helpers.ts'
+import type { AcmeDocument } from './acme.ts'
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 export const browserAvailable = existsSync(CHROMIUM)
@@ -35,9 +36,13 @@ export interface ServedAcme {
   browser: Browser
 }
 
-export async function serveAcme(): Promise<ServedAcme> {
+/** `trellis serve` over examples/acme.yaml (or `document`, Acme extended), and Chromium. */
+export async function serveAcme(document?: AcmeDocument): Promise<ServedAcme> {
   const env = testEnv()
-  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', env.dataDir], { env: processEnv(env) })
+  // Another document (Acme extended): written as JSON, which the apply file reads as YAML.
+  const file = document === undefined ? join(repoRoot, 'examples/acme.yaml') : join(env.dataDir, 'acme.json')
+  if (document !== undefined) writeFileSync(file, JSON.stringify(document))
+  const applied = await runCli(['apply', '-f', file, '--data', env.dataDir], { env: processEnv(env) })
   if (applied.code !== 0) throw new Error(`apply failed: ${applied.stderr}`)
   const server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: processEnv(env) })
   return { env, server, browser: await launchBrowser() }

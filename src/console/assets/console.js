@@ -60,9 +60,17 @@ function formAction(form) {
   })
 }
 
-function formJson(form) {
+// Inputs marked data-in="input" are the fields of one object of the body (a task's form: `input.amount`); a box
+// among them is true or false. The button that submitted may name a field (`decision`) and leave one out (data-omit).
+function formJson(form, submitter) {
   const body = {}
   for (const input of form.querySelectorAll('input[name], select[name], textarea[name]')) {
+    if (input.dataset.in) {
+      const group = (body[input.dataset.in] ||= {})
+      const value = input.type === 'checkbox' ? input.checked : fieldValue(input)
+      if (value !== undefined) group[input.name] = value
+      continue
+    }
     if (input.type === 'checkbox') {
       if (!input.checked) continue
       ;(body[input.name] ||= []).push(input.value)
@@ -74,6 +82,8 @@ function formJson(form) {
   }
   // The chosen "these boxes" radio sends its group even when none is ticked (the API then names the field).
   for (const radio of form.querySelectorAll('input[type=radio][data-checks]:checked')) body[radio.dataset.checks] ||= []
+  if (submitter && submitter.name) body[submitter.name] = submitter.value
+  if (submitter && submitter.dataset.omit) delete body[submitter.dataset.omit]
   return body
 }
 
@@ -83,10 +93,17 @@ function showError(form, message) {
   else if (message) alert(message)
 }
 
-// The input a field name of an API 400 (`name`, `scopes[0]`, `steps[2].set`) or a FieldError stands for.
+// The input a field name of an API 400 (`name`, `scopes[0]`, `steps[2].set`) or a FieldError stands for; a JSON
+// pointer (`/amount`, a task form's 422) stands for a field of the form's data-in group.
 function inputOf(form, field) {
-  const name = String(field).split(/[.[]/)[0]
-  return Array.from(form.querySelectorAll('[name], [data-path]')).find((input) => input.name === name || input.dataset.path === name)
+  const text = String(field)
+  const inputs = Array.from(form.querySelectorAll('[name], [data-path]'))
+  if (text.startsWith('/')) {
+    const name = text.split('/')[1].replace(/~1/g, '/').replace(/~0/g, '~')
+    return inputs.find((input) => input.dataset.in && input.name === name)
+  }
+  const name = text.split(/[.[]/)[0]
+  return inputs.find((input) => !input.dataset.in && (input.name === name || input.dataset.path === name))
 }
 
 let fieldErrors = 0
@@ -130,10 +147,11 @@ function sayAfterLoad(message) {
 
 // The lists a shown-once value belongs to are refreshed in place (the value must stay on screen): every element
 // marked data-refresh is replaced by its namesake from the page as the server renders it now.
-async function refreshLists() {
+// `from`: another rendering of this page holding the same regions (a task page's live parts, without the record).
+async function refreshLists(from = location.href) {
   const regions = document.querySelectorAll('[data-refresh][id]')
   if (regions.length === 0) return
-  const response = await fetch(location.href, { credentials: 'same-origin', headers: { accept: 'text/html' } })
+  const response = await fetch(from, { credentials: 'same-origin', headers: { accept: 'text/html' } })
   if (!response.ok) return
   const fresh = new DOMParser().parseFromString(await response.text(), 'text/html')
   for (const region of regions) {
@@ -141,6 +159,8 @@ async function refreshLists() {
     if (replacement) region.replaceWith(document.importNode(replacement, true))
   }
 }
+// live.js refreshes a page's regions the same way when an event says they changed.
+window.trellisRefresh = refreshLists
 
 // A 409 "run in progress" names the run that holds the record: link it after the message.
 function linkBlockingRun(form, runId) {
@@ -153,7 +173,7 @@ function linkBlockingRun(form, runId) {
   slot.append(' ', link)
 }
 
-async function submitApiForm(form) {
+async function submitApiForm(form, submitter) {
   if (form.dataset.confirm && !confirm(form.dataset.confirm)) return
   const method = form.dataset.method || 'POST'
   const button = form.querySelector('button[type=submit], button:not([type])')
@@ -165,7 +185,7 @@ async function submitApiForm(form) {
     let action, body
     try {
       action = formAction(form)
-      body = method === 'GET' ? undefined : JSON.stringify(formJson(form))
+      body = method === 'GET' ? undefined : JSON.stringify(formJson(form, submitter))
     } catch (error) {
       if (!(error instanceof FieldError)) throw error
       showFieldErrors(form, [{ field: error.field, message: error.message }])
@@ -202,6 +222,11 @@ async function submitApiForm(form) {
       await refreshLists()
       return
     }
+    // data-stay: the page stays (a live page), its regions read again from data-stay's address.
+    if (form.dataset.stay) {
+      say(form.dataset.done)
+      return await refreshLists(form.dataset.stay)
+    }
     sayAfterLoad(form.dataset.done)
     const next = form.dataset.next
     // {runId}, {name}…: filled from the answer (a new run, a renamed project).
@@ -237,7 +262,7 @@ document.addEventListener('submit', (event) => {
   const form = event.target
   if (!(form instanceof HTMLFormElement) || form.dataset.api === undefined) return
   event.preventDefault()
-  submitApiForm(form)
+  submitApiForm(form, event.submitter)
 })
 
 document.addEventListener('click', async (event) => {

@@ -3,10 +3,12 @@
 // (Server-Sent Events, with the session cookie) and, on each event, read the run's JSON and update in place:
 // the status, each step's state, start, finish and duration; a list puts a run it does not show yet on top.
 // When a stream fails (a proxy that buffers, too many streams), the page polls the runs it shows instead.
+// The inbox (#inbox[data-live-inbox]) and a task's page (#task[data-live-task]) read their regions again (console.js
+// trellisRefresh) on each task or run event, or every few seconds where no stream carries them.
 'use strict'
 
 ;(() => {
-  const EVENT_TYPES = ['run.started', 'step.succeeded', 'step.waiting', 'step.failed', 'run.resumed', 'run.succeeded', 'run.failed', 'run.cancelled', 'run.requeued']
+  const EVENT_TYPES = ['run.started', 'step.succeeded', 'step.waiting', 'step.failed', 'run.resumed', 'run.succeeded', 'run.failed', 'run.cancelled', 'run.requeued', 'task.opened', 'task.decided', 'task.closed']
   const FINISHED = ['succeeded', 'failed', 'cancelled']
   const POLL_MS = 3000
 
@@ -284,10 +286,73 @@
     )
   }
 
+  // The page's regions read again from `from`: one read at a time, one more after it when asked meanwhile.
+  function regionsOf(from) {
+    let reading = false
+    let again = false
+    return async function refresh() {
+      if (reading) {
+        again = true
+        return
+      }
+      reading = true
+      try {
+        do {
+          again = false
+          await window.trellisRefresh(from)
+        } while (again)
+      } catch {
+        // The next event or poll reads again.
+      } finally {
+        reading = false
+      }
+    }
+  }
+
+  // The inbox: the environments' streams it may follow (a project admin's carry every task event), else polling.
+  function inbox(root) {
+    const refresh = regionsOf(location.href)
+    const streams = JSON.parse(root.dataset.liveInbox || '[]')
+    let polling = null
+    const poll = () => {
+      polling ||= setInterval(refresh, POLL_MS)
+    }
+    if (root.dataset.poll !== undefined) poll()
+    for (const url of streams) follow(url, (event) => event.type.startsWith('task.') && refresh(), poll, () => false)
+  }
+
+  // A task's page: its state, decisions, form and run, read again on each event of its run, or polled until the run ends.
+  function taskPage(root) {
+    const refresh = regionsOf(root.dataset.liveTask)
+    const runEnded = () => FINISHED.includes(document.querySelector('#task-run [data-run-status]')?.dataset.runStatus)
+    let ended = runEnded()
+    if (ended) return
+    const poll = () => {
+      const timer = setInterval(async () => {
+        await refresh()
+        if (runEnded()) clearInterval(timer)
+      }, POLL_MS)
+    }
+    if (!root.dataset.runEvents) return poll()
+    follow(
+      root.dataset.runEvents,
+      (event) => {
+        if (FINISHED.includes(event.status) && event.type.startsWith('run.')) ended = true
+        refresh()
+      },
+      poll,
+      () => ended,
+    )
+  }
+
   function start() {
     const run = document.querySelector('#run[data-live-run]')
     if (run) runPage(run)
     for (const table of document.querySelectorAll('table[data-live-runs]')) runsList(table)
+    const box = document.querySelector('#inbox[data-live-inbox]')
+    if (box) inbox(box)
+    const task = document.querySelector('#task[data-live-task]')
+    if (task) taskPage(task)
   }
 
   // After the page's load event: a stream opened before it would keep the page loading for as long as it is open.

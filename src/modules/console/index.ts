@@ -19,6 +19,7 @@ import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
 import { searchPages } from './search.ts'
+import { taskPages } from './tasks.ts'
 import { workflowPages } from './workflows.ts'
 
 export function consoleModule(deps: AppDeps) {
@@ -37,4 +38,5 @@ export function consoleModule(deps: AppDeps) {
     .use(logPages(deps))
     .use(notePages(deps))
     .use(searchPages(deps))
+    .use(taskPages(deps))
 }

@@ -20,16 +20,17 @@ import { findRecord } from '../records/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 
 /** Plain text; escaping can make it up to six times longer, which stays under the 64 KiB message limit. */
-const NoteText = t.String({ minLength: 1, maxLength: 10_000 })
+export const NoteText = t.String({ minLength: 1, maxLength: 10_000 })
 const RenderingParams = { project: t.String(), environment: t.String(), team: t.String() }
 
 /** A person signed in to the console: these actions are not part of the token API. */
-function person(caller: AccountCaller) {
+export function person(caller: AccountCaller) {
   if (caller.token) throw forbidden('This is a console action: sign in instead of sending a token', 'session_required')
   return { ...caller.user, viaSso: caller.viaSso }
 }
 
-function nonBlank(field: string, value: string): string {
+/** The text trimmed; 400 naming the field when nothing is left. */
+export function nonBlank(field: string, value: string): string {
   if (value.trim() === '') throw invalidField(field, 'must not be blank')
   return value.trim()
 }

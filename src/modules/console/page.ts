@@ -11,11 +11,12 @@ import { type Query, queryOf } from '../../http/list.ts'
 import { sessionOf } from '../auth/service.ts'
 import type { SessionUser } from '../auth/sessions.ts'
 import { read } from '../../db/read.ts'
+import { countInboxTasks } from '../../db/tasks.ts'
 
 export interface ConsoleRequest {
   deps: AppDeps
-  /** With how they signed in: a password session cannot open an SSO project. */
-  user: SessionUser & { viaSso: boolean }
+  /** With how they signed in (a password session cannot open an SSO project) and how many tasks wait for them (the header's Inbox). */
+  user: SessionUser & { viaSso: boolean; inboxCount: number }
   params: Record<string, string>
   query: Query
   url: URL
@@ -38,7 +39,8 @@ export function consolePage(deps: AppDeps, render: (request: ConsoleRequest) => 
       refuseUnstorableText({ params })
       // An empty filter field means no filter (the forms send every field).
       const query = Object.fromEntries(Object.entries(queryOf(request)).filter(([, value]) => value !== ''))
-      const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso }, params, query, url, request })
+      const inboxCount = await read(deps.store, countInboxTasks(session.user.id, session.viaSso))
+      const out = await render({ deps, user: { ...session.user, viaSso: session.viaSso, inboxCount }, params, query, url, request })
       return out instanceof Response ? out : htmlResponse(out)
     } catch (caught) {
       const error = asHttpError(caught)

@@ -14,6 +14,9 @@ import { collectionAccess } from '../directory/projects.ts'
 import { findRecord, listMatchingRecords, listRecords, logRecordView, projectCollections, renderingWorkflows } from '../records/service.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
+import { listTaskIds } from '../tasks/service.ts'
+import { loadTasksToRender } from '../../db/tasks.ts'
+import { tasksTable } from './tasks.ts'
 import { activityTable, notesList } from './logs.ts'
 import { environmentEventsPath, runsTable } from './runs.ts'
 import { AUTHORING_ASSETS, newWorkflowForm } from './workflow-authoring.ts'
@@ -136,6 +139,9 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         const flows = (await read(deps.store, renderingWorkflows(environment.id, team.id))).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
         const runIds = (await read(deps.store, listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
+        // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
+        const taskIds = (await read(deps.store, listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
+        const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
         const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, id: string, content: Html) => html`<h2 id="${id}">${title}</h2>${content}`
@@ -145,7 +151,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
           title: `${collection.name} ${record.recordKey}`,
           user,
           crumbs: crumbsFor(params, { collection: true, record: true }),
-          body: html`<p class="record-nav"><a href="#runs">Runs</a> · <a href="#notes">Notes</a>${history ? html` · <a href="#history">History</a> · <a href="${audit('runs')}">all runs</a> · <a href="${audit('activity')}">activity log</a>` : ''}</p>
+          body: html`<p class="record-nav"><a href="#runs">Runs</a> · <a href="#tasks">Tasks</a> · <a href="#notes">Notes</a>${history ? html` · <a href="#history">History</a> · <a href="${audit('runs')}">all runs</a> · <a href="${audit('activity')}">activity log</a>` : ''}</p>
 <pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>
 ${section(
   'Workflows',
@@ -159,6 +165,7 @@ ${section(
       )}`,
 )}
 ${section('Runs on this record', 'runs', runsTable((await read(deps.store, renderRuns(runIds, deps.clock.now()))), places, environmentEventsPath(project.name, environment.name, record.recordKey)))}
+${section('Tasks', 'tasks', tasks.length === 0 ? html`<p class="muted">No tasks on this record.</p>` : tasksTable(tasks, deps.clock.now(), false))}
 ${section(
   'Notes',
   'notes',

@@ -1,0 +1,133 @@
+/**
+ * The inbox and a task's page in a real browser (Chromium via playwright-core) against `trellis serve` over Acme with a
+ * refund that asks Billing to approve with a form, at both screens (1280×800, 390×844): bob starts the run from its
+ * record; dave (Billing) sees the count in the header, opens the inbox and the task, reads the record, adds a note to
+ * its thread, fills the form wrongly (the API's message beside the field) then rightly, approves, and the waiting run
+ * finishes without a reload — on dave's task page and on bob's run page. No page is wider than its viewport, and no
+ * page has a script error or a CSP violation.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { ServeProcess, TestEnv } from './helpers.ts'
+import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
+import { browserAvailable, eventually, requireBrowser, SCREENS, serveAcme, sidewaysOverflow, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+
+requireBrowser('console-tasks-browser')
+
+let env: TestEnv
+let server: ServeProcess
+let browser: Browser
+const problems: string[] = []
+
+const RECORDS = { laptop: 'ord_1001', phone: 'ord_1003' } as const
+const RECORD_PAGE = (id: string) => `/p/Acme/e/production/t/Support/c/orders/r/${id}`
+
+const mark = (page: Page) => page.evaluate('window.__stayed = true')
+const stayed = (page: Page) => page.evaluate<boolean>('window.__stayed === true')
+
+async function noSidewaysScroll(page: Page) {
+  expect({ url: page.url(), overflow: await sidewaysOverflow(page) }).toEqual({ url: page.url(), overflow: 0 })
+}
+
+async function signIn(context: BrowserContext, name: string, next: string): Promise<Page> {
+  const page = await context.newPage()
+  watchPage(page, problems)
+  await page.goto(`/login?next=${encodeURIComponent(next)}`)
+  await page.fill('input[name=email]', `${name}@example.com`)
+  await page.fill('input[name=password]', `${name}-demo-pass-2026`)
+  await thenLoad(page, () => page.click('form.login button[type=submit]'))
+  expect(new URL(page.url()).pathname).toBe(next)
+  return page
+}
+
+describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () => {
+  beforeAll(async () => {
+    const document = acmeDocument({ passwords: true })
+    acmeProject(document).workflows!.push(
+      ordersWorkflow('Refund with approval', [
+        {
+          type: 'task',
+          name: 'approve',
+          title: 'Refund {{record.id}}?',
+          assignees: { teams: ['Billing'] },
+          form: { type: 'object', properties: { amount: { type: 'number', minimum: 0, maximum: 500, title: 'Amount to refund' } }, required: ['amount'] },
+        },
+        { type: 'update', name: 'stamp', set: { refunded: '{{tasks.approve.input.amount}}' } },
+      ]),
+    )
+    ;({ env, server, browser } = await serveAcme(document))
+  }, 60_000)
+
+  afterAll(async () => {
+    await stopServed({ browser, server, env })
+    expect(problems).toEqual([])
+  })
+
+  for (const [screen, viewport] of Object.entries(SCREENS) as [keyof typeof SCREENS, (typeof SCREENS)[keyof typeof SCREENS]][]) {
+    describe(`at ${viewport.width}×${viewport.height}`, () => {
+      let requester: BrowserContext
+      let decider: BrowserContext
+      const recordId = RECORDS[screen]
+
+      beforeAll(async () => {
+        requester = await browser.newContext({ baseURL: server.url, viewport })
+        decider = await browser.newContext({ baseURL: server.url, viewport })
+      })
+
+      afterAll(async () => {
+        await requester?.close()
+        await decider?.close()
+      })
+
+      test('a decider opens the inbox and the task, reads the record and its notes, fills the form wrongly then rightly, approves; the run finishes without a reload', async () => {
+        // bob starts the refund on his record: the run waits for Billing.
+        const bob = await signIn(requester, 'bob', RECORD_PAGE(recordId))
+        await thenLoad(bob, () => bob.click('button:has-text("Run “Refund with approval”")'))
+        expect(new URL(bob.url()).pathname).toStartWith('/runs/')
+        await eventually('the run waits', textOf(bob, '#run-status'), (s) => s === 'waiting')
+        // The open task's link is part of the page as served.
+        await bob.reload()
+        expect(await bob.locator('#run-task a.task-link').count()).toBe(1)
+        await mark(bob)
+
+        // dave sees it waiting in the header, and in the inbox.
+        const dave = await signIn(decider, 'dave', '/')
+        expect(Number(await textOf(dave, '#inbox-link .count')())).toBeGreaterThanOrEqual(1)
+        await thenLoad(dave, () => dave.click('#inbox-link'))
+        expect(new URL(dave.url()).pathname).toBe('/inbox')
+        await noSidewaysScroll(dave)
+        await thenLoad(dave, () => dave.click(`#inbox tr:has-text("${recordId}") a.task-link`))
+        expect(new URL(dave.url()).pathname).toStartWith('/tasks/')
+        await noSidewaysScroll(dave)
+
+        // The record, then a note in its thread before deciding.
+        expect(await textOf(dave, '#record-data')()).toContain('"status"')
+        await dave.fill('#new-note input[name=title]', `Refund ${recordId}`)
+        await dave.fill('#new-note textarea[name=text]', 'Checked the parcel photos.')
+        await thenLoad(dave, () => dave.click('#new-note button[type=submit]'))
+        await eventually('the note is in the thread', textOf(dave, 'article.note'), (t) => t.includes('Checked the parcel photos.'))
+        await mark(dave)
+
+        // Wrongly: the API's 422 names /amount, and the page puts it beside the field.
+        await dave.fill('#decide input[name=amount]', '900')
+        await dave.click('#decide button[value=approve]')
+        await eventually('the error beside the field', textOf(dave, '#decide .field-error'), (t) => t.includes('500'))
+        expect(await dave.getAttribute('#decide input[name=amount]', 'aria-invalid')).toBe('true')
+        await noSidewaysScroll(dave)
+
+        // Rightly: approved, and the run goes on by itself.
+        await dave.fill('#decide input[name=amount]', '120')
+        await dave.fill('#decide textarea[name=comment]', 'Photos show damage.')
+        await dave.click('#decide button[value=approve]')
+        await eventually('the decision is recorded', textOf(dave, '#task-decide'), (t) => t.includes('You approved this task.'))
+        await eventually('the run finishes on the task page', textOf(dave, '#task-run [data-run-status]'), (t) => t === 'succeeded', 15_000)
+        expect(await textOf(dave, '#task-status')()).toContain('approved')
+        expect(await stayed(dave)).toBe(true)
+
+        // bob's run page followed it too.
+        await eventually('the run finishes on its page', textOf(bob, '#run-status'), (s) => s === 'succeeded', 15_000)
+        expect(await stayed(bob)).toBe(true)
+      }, 60_000)
+    })
+  }
+})
