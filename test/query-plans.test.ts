@@ -145,10 +145,10 @@ const CASES: PlanCase[] = [
   // The inbox walks the environment's tasks newest first, each tested by its assignee and decision indexes: never a
   // sort, never a scan of every assignee row (a member's page costs in proportion to how far back their tasks lie).
   ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_id_idx \(environment_id=\?\)$/],
-  ['tasks: a member\'s inbox (assignee=me; walks the environment)', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_PAGE,
-    /^SEARCH tasks USING INDEX tasks_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| MULTI-INDEX OR \| INDEX 1 \| SEARCH a USING INDEX task_assignees_user_unique \(task_id=\? AND user_id=\?\) \| INDEX 2 \| LIST SUBQUERY \d+ \| SEARCH team_members USING INDEX team_members_user_idx \(user_id=\?\) \| SEARCH a USING INDEX task_assignees_team_unique \(task_id=\? AND team_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)/],
-  ['tasks: an admin\'s inbox (assignee=me; walks the environment)', tasks({ status: 'open', decidableBy: { userId: 1, asAdmin: true } }), TASKS_PAGE,
-    /^SEARCH tasks USING INDEX tasks_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+  ['tasks: a member\'s inbox (assignee=me; walks the environment\'s open tasks)', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_PAGE,
+    /^SEARCH tasks USING INDEX tasks_open_env_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| MULTI-INDEX OR \| INDEX 1 \| SEARCH a USING INDEX task_assignees_user_unique \(task_id=\? AND user_id=\?\) \| INDEX 2 \| LIST SUBQUERY \d+ \| SEARCH team_members USING INDEX team_members_user_idx \(user_id=\?\) \| SEARCH a USING INDEX task_assignees_team_unique \(task_id=\? AND team_id=\?\)/],
+  ['tasks: an admin\'s inbox (assignee=me; walks the environment\'s open tasks)', tasks({ status: 'open', decidableBy: { userId: 1, asAdmin: true } }), TASKS_PAGE,
+    /^SEARCH tasks USING INDEX tasks_open_env_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   // ── activity logs ──
   ['activity: default page (extensions hidden)', activity({}), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],
   ['activity: extensions=true', activity({ extensions: true }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],
