@@ -14,7 +14,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import type { Clock } from '../src/lib/clock.ts'
 import { consoleModule } from '../src/modules/console/index.ts'
-import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv, until } from './helpers.ts'
 import { openTaskOnRun, userId } from './support/acme.ts'
 import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
@@ -159,7 +159,13 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
       const run = await page.request.post('/v1/project/Acme/environment/production/workflow-runs', { data: { workflowName: 'Refund order', teamName: 'Support', recordId: 'ord_1001' } })
       if (run.ok()) extra.runId = ((await run.json()) as { runId: string }).runId
       // A task on that run, with a form, for the inbox and the task page (Billing decides: dave sees its form).
-      extra.taskId ??= await openTaskOnRun(env.store, env.clock, extra.runId!, { teamIds: [], userIds: [userId(env.store, 'dave')], form: JSON.stringify(TASK_FORM) })
+      // Written beside the serving process, whose writes may hold the file's lock a moment: tried again while busy.
+      extra.taskId ??= await until('the task written beside the server', () =>
+        openTaskOnRun(env.store, env.clock, extra.runId!, { teamIds: [], userIds: [userId(env.store, 'dave')], form: JSON.stringify(TASK_FORM) }).catch((error: unknown) => {
+          if ((error as { code?: string }).code === 'database_busy') return null
+          throw error
+        }),
+      )
       expect((await page.request.post('/v1/account/tokens', { data: { name: `${visitor.email} cli`, projectName: 'Acme' } })).status()).toBe(201)
       if (who === 'instance administrator') {
         const invited = await page.request.post('/v1/instance/users', { data: { email: 'erin@example.com', username: 'erin' } })
