@@ -11,6 +11,10 @@
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
  */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pkg from '../package.json' with { type: 'json' }
 import { psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
 import { ALONE, LONGEST_FIRST, POSTGRES_PASS } from './test-files.ts'
 
@@ -195,15 +199,33 @@ async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
   return results
 }
 
+/**
+ * The binary of this checkout, built into a temp dir with `npm run build`'s own flags, for the test processes to start
+ * `trellis` from (test/helpers.ts `trellisCommand`): hundreds of CLI and `serve` processes, each loading the source
+ * would cost ten times the CPU. Its path, handed down as TRELLIS_TEST_BINARY.
+ */
+async function buildTestBinary(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'trellis-test-binary-'))
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  const outfile = join(dir, 'trellis')
+  const script = (pkg.scripts as Record<string, string>).build!
+  const args = script.replace(/^bun build /, '').replace('--outfile dist/trellis', `--outfile ${outfile}`).split(/\s+/)
+  console.log(`\n==> the binary the tests start: bun build … --outfile ${outfile}`)
+  const built = Bun.spawnSync([process.execPath, 'build', ...args], { stdout: 'pipe', stderr: 'pipe' })
+  if (built.exitCode !== 0 || !existsSync(outfile)) throw new Error(`building the test binary failed:\n${built.stderr.toString()}${built.stdout.toString()}`)
+  return outfile
+}
+
 if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const everyFile = [...new Bun.Glob('test/**/*.test.ts').scanSync('.')].map((file) => file.replaceAll('\\', '/')).sort()
   const notAlone = (file: string) => !ALONE.includes(file)
   const withPostgres = postgresReady()
   // One cluster and one migrated template for every PostgreSQL test process (each makes its own databases from it).
-  const onPostgres = withPostgres ? { ...postgres, ...shareClusterWithChildren() } : null
+  const binary = { TRELLIS_TEST_BINARY: await buildTestBinary() }
+  const onPostgres = withPostgres ? { ...postgres, ...binary, ...shareClusterWithChildren() } : null
   console.log(`\n==> the parallel part: every file but the timing files, as its own process, ${JOBS} at a time`)
   const jobs: Job[] = [
-    ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: {} })),
+    ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: binary })),
     ...(onPostgres ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: onPostgres })) : []),
   ]
   const byStore = await runPool(jobs)
@@ -211,10 +233,10 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const pgPart = onPostgres ? sumOf(POSTGRES, byStore.get(POSTGRES) ?? []) : null
   passes.push(sqlite, ...(pgPart ? [pgPart] : []))
   // Then the timing files, one pass at a time; then what failed in the parallel part, alone.
-  passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], {}))
+  passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], binary))
   const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
   if (onPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], onPostgres))
-  await againAlone(sqlite, {})
+  await againAlone(sqlite, binary)
   if (pgPart && onPostgres) await againAlone(pgPart, onPostgres)
 } else {
   passes.push(await runPass(SQLITE, [...timeout, ...given], {}))

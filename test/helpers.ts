@@ -247,9 +247,20 @@ export interface CliResult {
   stderr: string
 }
 
+/**
+ * How a test starts `trellis`: the compiled `binary` when given; else the binary `npm test` built from this checkout
+ * for its run (TRELLIS_TEST_BINARY: a process of it starts in a tenth of the CPU the source needs, and the suite starts
+ * hundreds); else the source, `bun src/main.ts` (a file run alone with `bun test`).
+ */
+export function trellisCommand(binary?: string): string[] {
+  if (binary) return [binary]
+  const built = process.env.TRELLIS_TEST_BINARY
+  return built ? [built] : [process.execPath, join(repoRoot, 'src/main.ts')]
+}
+
 /** Runs the CLI in a real process: from source (`bun src/main.ts …`), or the compiled `binary` when given. */
 export async function runCli(args: string[], options: { stdin?: string; env?: Record<string, string>; cwd?: string; binary?: string } = {}): Promise<CliResult> {
-  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const trellis = trellisCommand(options.binary)
   const proc = Bun.spawn([...trellis, ...args], {
     cwd: options.cwd ?? repoRoot,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
@@ -397,7 +408,7 @@ export interface ServeProcess {
  */
 export async function startServe(options: { dataDir: string; cwd: string; env?: Record<string, string>; timeoutMs?: number; port?: number; binary?: string }): Promise<ServeProcess> {
   const port = options.port ?? freePort()
-  const trellis = options.binary ? [options.binary] : [process.execPath, join(repoRoot, 'src/main.ts')]
+  const trellis = trellisCommand(options.binary)
   const proc = Bun.spawn([...trellis, 'serve', '--port', String(port), '--data', options.dataDir], {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
