@@ -219,7 +219,7 @@ describe('everything connected', () => {
     const back = (await get(record, 'alice')).text
     expect(back).toContain(`<tr data-run-id="${runId}"><td><a class="mono run-link" href="/runs/${runId}"`)
     expect(back).toContain(`data-live-runs="/v1/project/Acme/environment/production/workflow-runs/events?recordId=a%2Fb%20%25c%20d"`)
-    expect(back).toContain('<a href="#runs">Runs</a> · <a href="#notes">Notes</a> · <a href="#history">History</a>')
+    expect(back).toContain('<a href="#runs">Runs</a> · <a href="#tasks">Tasks</a> · <a href="#notes">Notes</a> · <a href="#history">History</a>')
     // The environment's runs list links the run and its record.
     const runs = (await get('/p/Acme/e/production/runs', 'alice')).text
     expect(runs).toContain(`<a class="mono record-link" href="${record}">a/b %c d</a>`)
