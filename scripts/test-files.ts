@@ -82,7 +82,7 @@ export const POSTGRES_PASS = [
  * a steady trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other
  * pass is not part of what they measure.
  */
-export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
   (name) => `test/${name}.test.ts`,
 )
 
