@@ -207,11 +207,11 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
       if (!request.url().startsWith(server.url)) outside.push(request.url())
     })
     await docs.goto('/docs')
-    await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 15_000 })
+    await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 45_000 })
     expect(await docs.locator('.opblock-summary-path').count()).toBeGreaterThan(20)
     expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
     await docs.close()
-  }, 30_000)
+  }, 60_000)
 
   test('first run, console only: setup link → project with an environment, a team, a collection and a record → a workflow published and its run watched live → a second person invited, signed in through the invitation, with a token of their own', async () => {
     const fresh = testEnv() // no user yet: serve prints the setup link
