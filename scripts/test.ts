@@ -157,7 +157,7 @@ function postgresReady(): boolean {
   return false
 }
 
-/** Processes the parallel part runs at once: TRELLIS_TEST_JOBS, else twice the cores (most of a test's time is waiting). */
+/** Processes the parallel part runs at once: TRELLIS_TEST_JOBS, else twice the cores (one file's waits leave the cores to another). */
 const JOBS = Number(process.env.TRELLIS_TEST_JOBS) || Math.max(2, 2 * navigator.hardwareConcurrency)
 
 interface Job {
