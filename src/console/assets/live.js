@@ -104,8 +104,6 @@
     const id = root.dataset.liveRun.split('/').pop()
     let current = null
     let polling = null
-    let reading = false
-    let again = false
     const finished = () => current !== null && FINISHED.includes(current)
 
     function showStep(step, runFinished) {
@@ -165,24 +163,7 @@
       }
     }
 
-    // One read at a time; an event during a read asks for one more after it.
-    async function refresh() {
-      if (reading) {
-        again = true
-        return
-      }
-      reading = true
-      try {
-        do {
-          again = false
-          show(await fetchRun(id))
-        } while (again)
-      } catch {
-        // The next event or poll reads again.
-      } finally {
-        reading = false
-      }
-    }
+    const refresh = oneReadAtATime(async () => show(await fetchRun(id)))
 
     follow(
       `${root.dataset.liveRun}/events`,
@@ -286,8 +267,8 @@
     )
   }
 
-  // The page's regions read again from `from`: one read at a time, one more after it when asked meanwhile.
-  function regionsOf(from) {
+  // `read` as a refresh: one read at a time; a call during a read asks for one more after it.
+  function oneReadAtATime(read) {
     let reading = false
     let again = false
     return async function refresh() {
@@ -299,7 +280,7 @@
       try {
         do {
           again = false
-          await window.trellisRefresh(from)
+          await read()
         } while (again)
       } catch {
         // The next event or poll reads again.
@@ -307,6 +288,11 @@
         reading = false
       }
     }
+  }
+
+  // The page's regions read again from `from`.
+  function regionsOf(from) {
+    return oneReadAtATime(() => window.trellisRefresh(from))
   }
 
   // The inbox: the environments' streams it may follow (a project admin's carry every task event), else polling.
