@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, serveAcme, sidewaysOverflow, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-live-browser')
 
@@ -22,13 +22,6 @@ const problems: string[] = []
 const RECORDS = { laptop: 'ord_1001', phone: 'ord_1003' } as const
 const RECORD_PAGE = (id: string) => `/p/Acme/e/production/t/Support/c/orders/r/${id}`
 
-/** Marks the page's document: still marked later means it was never reloaded nor left. */
-const mark = (page: Page) => page.evaluate('window.__stayed = true')
-const stayed = (page: Page) => page.evaluate<boolean>('window.__stayed === true')
-
-async function noSidewaysScroll(page: Page) {
-  expect({ url: page.url(), overflow: await sidewaysOverflow(page) }).toEqual({ url: page.url(), overflow: 0 })
-}
 
 describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium', () => {
   beforeAll(async () => {

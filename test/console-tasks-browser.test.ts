@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
-import { browserAvailable, eventually, requireBrowser, SCREENS, serveAcme, sidewaysOverflow, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { browserAvailable, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-tasks-browser')
 
@@ -22,12 +22,6 @@ const problems: string[] = []
 const RECORDS = { laptop: 'ord_1001', phone: 'ord_1003' } as const
 const RECORD_PAGE = (id: string) => `/p/Acme/e/production/t/Support/c/orders/r/${id}`
 
-const mark = (page: Page) => page.evaluate('window.__stayed = true')
-const stayed = (page: Page) => page.evaluate<boolean>('window.__stayed === true')
-
-async function noSidewaysScroll(page: Page) {
-  expect({ url: page.url(), overflow: await sidewaysOverflow(page) }).toEqual({ url: page.url(), overflow: 0 })
-}
 
 async function signIn(context: BrowserContext, name: string, next: string): Promise<Page> {
   const page = await context.newPage()

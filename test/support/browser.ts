@@ -6,6 +6,7 @@
  * Without Chromium a browser test file is skipped with a warning (`describe.skipIf(!browserAvailable)`), unless
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails it.
  */
+import { expect } from 'bun:test'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
@@ -111,3 +112,12 @@ export async function sidewaysOverflow(page: Page): Promise<number> {
   // A string, evaluated in the page (this project's TypeScript has no DOM types).
   return page.evaluate<number>('Math.max(0, document.documentElement.scrollWidth - window.innerWidth)')
 }
+
+/** Fails unless the page is no wider than its viewport (naming its URL). */
+export async function noSidewaysScroll(page: Page): Promise<void> {
+  expect({ url: page.url(), overflow: await sidewaysOverflow(page) }).toEqual({ url: page.url(), overflow: 0 })
+}
+
+/** Marks the page's document: still marked later (`stayed`) means it was never reloaded nor left. */
+export const mark = (page: Page) => page.evaluate('window.__stayed = true')
+export const stayed = (page: Page) => page.evaluate<boolean>('window.__stayed === true')
