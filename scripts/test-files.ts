@@ -87,25 +87,42 @@ export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-lo
 )
 
 /**
- * Files that take longest (a minute or more on a 2-core machine: browsers, many servers, both stores' long tests):
- * started first, so that the pool's processes end close together instead of one long file running on at the end.
+ * Files that take longest (half a minute or more of a 2-core machine: browsers, many servers, both stores' long tests):
+ * each runs as its own process, started first, so that the pool's processes end close together instead of one long
+ * file running on at the end. The other files share a process a few at a time (./test.ts `BATCH`).
  */
 export const LONGEST_FIRST = [
-  'nul-text',
-  'executor',
   'console-pages-browser',
-  'auth',
-  'cli',
-  'http',
   'console-browser',
-  'console',
-  'oidc-browser',
+  'cli',
+  'console-live-browser',
+  'list-paging',
+  'console-tasks-browser',
   'apply',
-  'callbacks',
+  'invariants',
+  'oidc-browser',
+  'readme-commands',
+  'http',
+  'faults-postgres',
+  'oidc',
+  'console-authoring-browser',
+  'scale-out',
+  'executor',
+  'idempotency',
+  'openapi-conformance',
+  'auth',
+  'lookup-cache',
   'run-events',
-  'faults',
-  'queue',
-  'webhook',
+  'stream-limits',
+  'activity-logs',
+  'callbacks',
+  'mcp',
+  'task-deadlines',
+  'notes',
+  'executor-postgres',
+  'console',
+  'tokens',
+  'nul-text',
 ].map((name) => `test/${name}.test.ts`)
 
 /**

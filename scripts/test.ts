@@ -4,14 +4,14 @@
  * PostgreSQL database in a throw-away cluster (test/support/postgres-cluster.ts). Without PostgreSQL the second pass is
  * skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
  *
- * With no arguments every file of both passes runs as its own process, several at once (each mostly waits on servers,
- * browsers and databases), all but the files that time something under a load of their own (`ALONE`), which follow,
+ * With no arguments the files of both passes run as `bun test` processes, several at once (the longest each alone,
+ * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which follow,
  * one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here.
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
@@ -28,6 +28,8 @@ interface Pass {
   failures: string[]
   /** Passed and failed tests by file (the "(pass)"/"(fail)" lines under each file's heading). */
   byFile: Map<string, { pass: number; fail: number }>
+  /** CPU seconds of the `bun test` process and the processes it waited for (not the shared PostgreSQL server's). */
+  cpuSeconds: number
 }
 
 /**
@@ -101,16 +103,19 @@ async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): 
  * Runs `bun test args` with `env`. Its output is copied to ours as it comes, or (`quiet`, the pass running beside
  * another) kept and printed whole when it ends, so two passes' lines never mix.
  */
-async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false, took = () => ''): Promise<Pass> {
+async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false, took = (_cpuSeconds: number) => ''): Promise<Pass> {
   const heading = `\n==> ${label}: bun test ${args.join(' ')}`.trimEnd()
   if (!quiet) console.log(heading)
   const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
   const [out, err, status] = quiet
     ? await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
     : await Promise.all([tee(child.stdout, process.stdout), tee(child.stderr, process.stderr), child.exited])
-  if (quiet) console.log(`${heading}${took()}\n${out}${err}`)
+  // The CPU of the process and of every process it started and waited for (servers, CLI runs, the browser).
+  const usage = child.resourceUsage()
+  const cpuSeconds = usage ? Number(usage.cpuTime.total) / 1e6 : 0
+  if (quiet) console.log(`${heading}${took(cpuSeconds)}\n${out}${err}`)
   const output = out + err
-  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output), byFile: countsByFile(output) }
+  const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output), byFile: countsByFile(output), cpuSeconds }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
   if (status !== 0 && result.fail === 0) result.fail = Math.max(1, summaryCount(output, 'error'))
   return result
@@ -150,7 +155,7 @@ function postgresReady(): boolean {
   const why = 'PostgreSQL is not installed (initdb, pg_ctl and psql: apt-get install postgresql)'
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
     console.error(`\nFAIL: the PostgreSQL pass is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
-    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1, failures: [why], byFile: new Map() })
+    passes.push({ label: 'PostgreSQL pass', pass: 0, fail: 1, skip: 0, status: 1, failures: [why], byFile: new Map(), cpuSeconds: 0 })
   } else {
     console.warn(`\nthe PostgreSQL pass was SKIPPED: ${why}`)
   }
@@ -168,8 +173,9 @@ interface Job {
 
 /** Sums the per-file results of one store into one pass (the failures of each file kept). */
 function sumOf(label: string, results: Pass[]): Pass {
-  const total: Pass = { label, pass: 0, fail: 0, skip: 0, status: 0, failures: [], byFile: new Map() }
+  const total: Pass = { label, pass: 0, fail: 0, skip: 0, status: 0, failures: [], byFile: new Map(), cpuSeconds: 0 }
   for (const r of results) {
+    total.cpuSeconds += r.cpuSeconds
     total.pass += r.pass
     total.fail += r.fail
     total.skip += r.skip
@@ -180,22 +186,56 @@ function sumOf(label: string, results: Pass[]): Pass {
   return total
 }
 
+/** The machine's CPU seconds so far, busy (user, nice, system, irq) and idle (idle, iowait), from /proc/stat on Linux. */
+function machineCpu(): { busy: number; idle: number } | null {
+  if (!existsSync('/proc/stat')) return null
+  const [user, nice, system, idle, iowait, irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const tick = 100 // USER_HZ
+  return { busy: (user! + nice! + system! + irq! + softirq!) / tick, idle: (idle! + iowait!) / tick }
+}
+
+/** How many of the shorter files share one `bun test` process: each process loads the app and the helpers anew (≈ 0.7 s of CPU). */
+const BATCH = 4
+
 /**
- * Runs each job as its own `bun test FILE`, `JOBS` at a time, the longest first; each file's output printed whole when
- * it ends, with its time, so that files never mix their lines.
+ * Runs the jobs, `JOBS` processes at a time: the longest files (`LONGEST_FIRST`) each as its own `bun test FILE`,
+ * first, the others `BATCH` files of one store to a process. Each process's output is printed whole when it ends,
+ * with its time, so that files never mix their lines.
  */
 async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
   const rank = (file: string) => (LONGEST_FIRST.includes(file) ? LONGEST_FIRST.indexOf(file) : LONGEST_FIRST.length)
-  const queue = [...jobs].sort((a, b) => rank(a.file) - rank(b.file))
+  const alone = jobs.filter((job) => LONGEST_FIRST.includes(job.file)).sort((a, b) => rank(a.file) - rank(b.file))
+  const queue: { label: string; env: Record<string, string>; files: string[] }[] = alone.map((job) => ({ label: job.label, env: job.env, files: [job.file] }))
+  for (const label of new Set(jobs.map((job) => job.label))) {
+    const shorter = jobs.filter((job) => job.label === label && !LONGEST_FIRST.includes(job.file))
+    for (let i = 0; i < shorter.length; i += BATCH) queue.push({ label, env: shorter[i]!.env, files: shorter.slice(i, i + BATCH).map((job) => job.file) })
+  }
   const results = new Map<string, Pass[]>()
+  const times: { name: string; wall: number; cpu: number }[] = []
+  const machineBefore = machineCpu()
+  const poolStarted = performance.now()
   const worker = async () => {
     for (let job = queue.shift(); job; job = queue.shift()) {
       const started = performance.now()
-      const result = await runPass(`${job.label}: ${job.file}`, [...timeout, job.file], job.env, true, () => ` (${((performance.now() - started) / 1000).toFixed(1)} s)`)
+      const name = job.files.join(' ')
+      let wall = 0
+      const took = (cpu: number) => {
+        wall = (performance.now() - started) / 1000
+        return ` (${wall.toFixed(1)} s, CPU ${cpu.toFixed(1)} s)`
+      }
+      const result = await runPass(`${job.label}: ${name}`, [...timeout, ...job.files], job.env, true, took)
+      times.push({ name: `${job.label === SQLITE ? 'SQLite' : 'PostgreSQL'} ${name}`, wall, cpu: result.cpuSeconds })
       results.set(job.label, [...(results.get(job.label) ?? []), result])
     }
   }
   await Promise.all(Array.from({ length: JOBS }, worker))
+  // Where the time went: the files that used the most CPU (the parallel part is bound by the cores, not the waits).
+  times.sort((a, b) => b.cpu - a.cpu)
+  const cpuTotal = times.reduce((sum, t) => sum + t.cpu, 0)
+  const machine = machineCpu()
+  const busy = machine && machineBefore ? `, ${(machine.busy - machineBefore.busy).toFixed(0)} s busy and ${(machine.idle - machineBefore.idle).toFixed(0)} s idle on the machine's cores` : ''
+  console.log(`\n==> the parallel part: ${((performance.now() - poolStarted) / 1000).toFixed(0)} s; CPU ${cpuTotal.toFixed(0)} s in test processes${busy}; the most:`)
+  for (const t of times.slice(0, 15)) console.log(`${t.cpu.toFixed(1).padStart(7)} s CPU ${t.wall.toFixed(1).padStart(7)} s wall  ${t.name}`)
   return results
 }
 
@@ -223,7 +263,7 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   // One cluster and one migrated template for every PostgreSQL test process (each makes its own databases from it).
   const binary = { TRELLIS_TEST_BINARY: await buildTestBinary() }
   const onPostgres = withPostgres ? { ...postgres, ...binary, ...shareClusterWithChildren() } : null
-  console.log(`\n==> the parallel part: every file but the timing files, as its own process, ${JOBS} at a time`)
+  console.log(`\n==> the parallel part: every file but the timing files, ${JOBS} processes at a time`)
   const jobs: Job[] = [
     ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: binary })),
     ...(onPostgres ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: onPostgres })) : []),
