@@ -106,6 +106,7 @@ async function tee(stream: ReadableStream<Uint8Array>, to: NodeJS.WriteStream): 
 async function runPass(label: string, args: string[], env: Record<string, string>, quiet = false, took = (_cpuSeconds: number) => ''): Promise<Pass> {
   const heading = `\n==> ${label}: bun test ${args.join(' ')}`.trimEnd()
   if (!quiet) console.log(heading)
+  const started = performance.now()
   const child = Bun.spawn([process.execPath, 'test', ...args], { env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' })
   const [out, err, status] = quiet
     ? await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
@@ -114,6 +115,7 @@ async function runPass(label: string, args: string[], env: Record<string, string
   const usage = child.resourceUsage()
   const cpuSeconds = usage ? Number(usage.cpuTime.total) / 1e6 : 0
   if (quiet) console.log(`${heading}${took(cpuSeconds)}\n${out}${err}`)
+  else console.log(`==> ${label}: ${((performance.now() - started) / 1000).toFixed(1)} s, CPU ${cpuSeconds.toFixed(1)} s`)
   const output = out + err
   const result = { label, pass: summaryCount(output, 'pass'), fail: summaryCount(output, 'fail'), skip: summaryCount(output, 'skip'), status, failures: failuresOf(output), byFile: countsByFile(output), cpuSeconds }
   // A failed run never counts as "0 failed" (no test files, a crash before the summary, an error outside tests).
