@@ -131,6 +131,9 @@ describe('the task page', () => {
     expect(page.text).toContain('name="note" data-in="input" data-optional maxlength="20"')
     expect(page.text).toContain('<input type="checkbox" name="restock" data-in="input"> Put back in stock')
     expect(page.text).toContain('value="approve">Approve</button>')
+    // The fields in the order the workflow writes them, not sorted.
+    const at = (name: string) => page.text.indexOf(`name="${name}"`)
+    expect([at('amount') < at('reason'), at('reason') < at('note'), at('note') < at('restock')]).toEqual([true, true, true])
     const entry = queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM activity_logs WHERE action = 'read' AND user_id = ?", userId(env.store, 'dave'))
     expect(Number(entry?.n)).toBe(1)
     // The live parts leave the record out, and log nothing.

@@ -15,6 +15,8 @@ import type { TimeOrderedList } from '../src/db/pages.ts'
 import { users } from '../src/db/schema.ts'
 import { runNowThenDaily } from '../src/lib/daily-job.ts'
 import { sanitizeNoteHtml } from '../src/lib/html.ts'
+import { canonicalJson } from '../src/lib/json.ts'
+import { canonicalDefinition, type WorkflowDefinition } from '../src/modules/workflows/definition.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../src/lib/secret.ts'
 import { type Micros, microsFromMillis, parseIsoDateTime, parseIsoMicros, toIso, toIsoMicros, toIsoOrNull } from '../src/lib/time.ts'
 import { verifyWebhookToken, webhookToken, webhookUrl } from '../src/lib/webhook-url.ts'
@@ -477,6 +479,22 @@ describe('webhook URL signing', () => {
 
   test('the hand-signed form matches what webhookToken produces', () => {
     expect(signed(JSON.stringify({ v: 1, w: 7, r: 3, g: 2 }))).toBe(webhookToken(secret, payload))
+  })
+})
+
+describe('canonical JSON (what a workflow version pins)', () => {
+  test('keys sorted at every depth, arrays in order, undefined left out', () => {
+    expect(canonicalJson({ b: 1, a: { d: [2, { z: 1, y: undefined, x: 0 }], c: null } })).toBe('{"a":{"c":null,"d":[2,{"x":0,"z":1}]},"b":1}')
+  })
+
+  test("a definition's key order is not a new version; a form's field order is (the task page shows the fields in it)", () => {
+    const form = (fields: string[]) => ({ type: 'object', properties: Object.fromEntries(fields.map((name) => [name, { type: 'string' }])) })
+    const task = (fields: string[]) => ({ type: 'task', name: 'approve', title: 'OK?', assignees: { teams: ['Billing'] }, form: form(fields) })
+    const definition = (steps: unknown[]) => ({ name: 'Approve', collection: 'orders', steps }) as unknown as WorkflowDefinition
+    const written = canonicalDefinition(definition([task(['reason', 'amount'])]))
+    expect(written).toContain('"properties":{"reason":{"type":"string"},"amount":{"type":"string"}}')
+    expect(canonicalDefinition(JSON.parse(JSON.stringify({ steps: [task(['reason', 'amount'])], collection: 'orders', name: 'Approve' })))).toBe(written)
+    expect(canonicalDefinition(definition([task(['amount', 'reason'])]))).not.toBe(written)
   })
 })
 

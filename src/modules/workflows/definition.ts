@@ -290,9 +290,14 @@ function isObjectWithSteps(value: unknown): boolean {
 
 /**
  * Canonical JSON of what a version pins: everything but the trigger settings (`webhook`), with keys
- * sorted so that re-ordering keys in the file is not a new version.
+ * sorted so that re-ordering keys in the file is not a new version — but for a form's fields, whose order is the
+ * order the task page shows them in.
  */
 export function canonicalDefinition(definition: WorkflowDefinition): string {
   const { webhook: _webhook, ...versioned } = definition
-  return canonicalJson(versioned)
+  return canonicalJson(versioned, isFormFields)
 }
+
+/** `…steps.<i>.form.properties`: a task step's form fields. */
+const isFormFields = (path: readonly string[]) => path.length >= 4 && path.at(-1) === 'properties' && path.at(-2) === 'form' && path.at(-4) === 'steps'
+
