@@ -246,10 +246,10 @@ const CANCEL_OF_RUN = statement('tasks.cancel-of-run', ({ db, t }) =>
     .update(t.tasks)
     .set({ status: 'cancelled', closedAt: sql`${ph('now')}` })
     .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.status, 'open')))
-    .returning({ id: t.tasks.id, stepIndex: t.tasks.stepIndex, stepName: t.tasks.stepName }),
+    .returning({ id: t.tasks.id, stepIndex: t.tasks.stepIndex, stepName: t.tasks.stepName, title: t.tasks.title, dueAt: t.tasks.dueAt, requesterId: t.tasks.requesterId }),
 )
 
-/** Cancels the run's open task (a run waits on one at most); answers what it cancelled. */
+/** Cancels the run's open task (a run waits on one at most); answers what it cancelled, as its outcome mail names it. */
 export function cancelOpenTasksOfRun(runId: string, now: number) {
   return CANCEL_OF_RUN.rows({ runId, now })
 }
