@@ -5,26 +5,29 @@
  * its thread, fills the form wrongly (the API's message beside the field) then rightly, approves, and the waiting run
  * finishes without a reload — on dave's task page and on bob's run page, whose "Waiting for" row goes with the task.
  * dave, a plain member, watches his inbox while bob starts another refund: the task appears without a reload, from
- * the run-events stream (the page never polls). No page is wider than its viewport, and no page has a script error or
- * a CSP violation.
+ * the run-events stream (the page never polls). dave turns task e-mail off in Account: still off after a reload and
+ * in the API, and the next task for Billing is mailed (a real SMTP server) to carol only; then on again. No page is
+ * wider than its viewport, and no page has a script error or a CSP violation.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import type { ServeProcess, TestEnv } from './helpers.ts'
+import { queryAll, type ServeProcess, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
 import { browserAvailable, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { type SmtpServer, startSmtpServer } from './support/smtp.ts'
 
 requireBrowser('console-tasks-browser')
 
 let env: TestEnv
 let server: ServeProcess
 let browser: Browser
+let smtp: SmtpServer
 const problems: string[] = []
 
-/** Each screen's orders: the refund decided in the browser, the one the inbox sees appear. */
+/** Each screen's orders: the refund decided in the browser, the one the inbox sees appear, the one mailed. */
 const RECORDS = {
-  laptop: { decided: 'ord_1001', live: 'ord_2001' },
-  phone: { decided: 'ord_1003', live: 'ord_2003' },
+  laptop: { decided: 'ord_1001', live: 'ord_2001', mailed: 'ord_2002' },
+  phone: { decided: 'ord_1003', live: 'ord_2003', mailed: 'ord_2004' },
 } as const
 const RECORD_PAGE = (id: string) => `/p/Acme/e/production/t/Support/c/orders/r/${id}`
 const START_REFUND = 'button:has-text("Run “Refund with approval”")'
@@ -55,7 +58,9 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
   beforeAll(async () => {
     const document = acmeDocument({ passwords: true })
     const acme = acmeProject(document)
-    for (const { live } of Object.values(RECORDS)) acme.records!.push({ environment: 'production', collection: 'orders', id: live, data: { status: 'delivered' } })
+    for (const { live, mailed } of Object.values(RECORDS)) {
+      for (const id of [live, mailed]) acme.records!.push({ environment: 'production', collection: 'orders', id, data: { status: 'delivered' } })
+    }
     acme.workflows!.push(
       ordersWorkflow('Refund with approval', [
         {
@@ -68,11 +73,13 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         { type: 'update', name: 'stamp', set: { refunded: '{{tasks.approve.input.amount}}' } },
       ]),
     )
-    ;({ env, server, browser } = await serveAcme(document))
+    smtp = await startSmtpServer()
+    ;({ env, server, browser } = await serveAcme(document, { TRELLIS_SMTP_URL: smtp.url, TRELLIS_MAIL_FROM: 'trellis@mail.test', TRELLIS_MAIL_RETRY_MS: '100' }))
   }, 60_000)
 
   afterAll(async () => {
     await stopServed({ browser, server, env })
+    await smtp?.close()
     expect(problems).toEqual([])
   })
 
@@ -174,6 +181,37 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         await noSidewaysScroll(dave)
         // bob's run page shows the task it waits for once it opens (the page was served before the task step ran).
         await eventually('the run waits for its task', () => bob.locator('#run-task a.task-link').count(), (n) => n === 1, 10_000)
+        await dave.close()
+      }, 30_000)
+
+      test('task e-mail turned off in Account stays off after a reload and in the API; the next task for the team is mailed to the others only', async () => {
+        const dave = await decider.newPage()
+        watchPage(dave, problems)
+        const choice = '#task-mail select[name=taskMail]'
+        const choose = async (value: 'true' | 'false') => {
+          await dave.selectOption(choice, value)
+          await thenLoad(dave, () => dave.click('#task-mail button[type=submit]'))
+          expect(await textOf(dave, '#flash')()).toContain('E-mail choice saved.')
+        }
+        await dave.goto('/account')
+        expect(await dave.inputValue(choice)).toBe('true')
+        await choose('false')
+        await dave.reload()
+        expect(await dave.inputValue(choice)).toBe('false')
+        expect(await (await dave.request.get('/v1/account')).json()).toMatchObject({ taskMail: false, mailEnabled: true })
+        await noSidewaysScroll(dave)
+
+        // The next task for Billing: carol is mailed, dave is not (the outbox row is written with the task, or never).
+        await startRefund(bob, records.mailed)
+        const subject = `Task for you: Refund ${records.mailed}?`
+        await until('carol’s mail', () => smtp.to('carol@example.com').some((m) => m.subject === subject), 15_000)
+        expect(queryAll<{ recipient: string }>(env.store, 'SELECT recipient FROM mail_outbox WHERE subject = ?', subject).map((m) => m.recipient)).toEqual(['carol@example.com'])
+        expect(smtp.to('dave@example.com').filter((m) => m.subject === subject)).toEqual([])
+
+        // On again, for what comes next.
+        await choose('true')
+        expect(await dave.inputValue(choice)).toBe('true')
+        expect(await (await dave.request.get('/v1/account')).json()).toMatchObject({ taskMail: true })
         await dave.close()
       }, 30_000)
     })
