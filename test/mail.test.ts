@@ -2,7 +2,8 @@
  * E-mail (docs/mail.md) against a real SMTP server (test/support/smtp.ts) on 127.0.0.1, on the test store: a message
  * exists only if what queued it committed; a refused message is retried with backoff under the same Message-ID; a
  * message refused for good is failed and shown to the instance administrators; invitation links are e-mailed (sealed
- * in the outbox); each person's task-mail choice; the SMTP password in no log, error, page or row; and a real
+ * in the outbox); each person's task-mail choice; a cancelled run's task mails its outcome to the run's user once;
+ * the SMTP password in no log, error, page or row; and a real
  * `serve` killed with mail in flight sends each message again only under its own Message-ID.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -20,7 +21,7 @@ import { rows } from '../src/db/query.ts'
 import type { Store } from '../src/db/store.ts'
 import { asc, eq } from 'drizzle-orm'
 import { processEnv, request, runNow, type ServeProcess, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
-import { acmeDocument, applyAcme, userId } from './support/acme.ts'
+import { acmeDocument, applyAcme, openTaskOnRun, startRefundWithSession, userId } from './support/acme.ts'
 import { type SmtpServer, startSmtpServer } from './support/smtp.ts'
 
 const FROM = 'Trellis <trellis@mail.test>'
@@ -71,7 +72,7 @@ beforeAll(async () => {
   Object.assign(cookies, await seed(env))
   app = testApp(env, { clock: systemClock, metrics })
   sender = startSender(env, logLines)
-})
+}, 60_000)
 afterAll(async () => {
   await sender.stop(1000)
   for (const cleanup of cleanups.reverse()) await cleanup()
@@ -236,6 +237,34 @@ describe("each person's task mail", () => {
 
     const on = await call(app, 'PATCH', '/v1/account', cookies.bob!, { taskMail: true })
     expect(on.body.taskMail).toBe(true)
+  })
+})
+
+describe('a cancelled run', () => {
+  test('its open task is cancelled and the run’s user gets exactly one outcome mail saying so; none when they cancelled it themselves', async () => {
+    // bob's run waits on a task (no executor here: opened as its step would), and alice, an admin, cancels the run.
+    const cancelled = async (recordId: string, canceller: string) => {
+      const runId = await startRefundWithSession(app, cookies.bob!, recordId)
+      const taskId = await openTaskOnRun(env.store, systemClock, runId, { title: `Refund ${recordId}?` })
+      const answer = await call(app, 'POST', `/v1/workflow-runs/${runId}/cancel`, cookies[canceller]!)
+      expect(answer.body).toMatchObject({ status: 'cancelled' })
+      expect((await call(app, 'GET', `/v1/tasks/${taskId}`, cookies.bob!)).body).toMatchObject({ status: 'cancelled' })
+      return taskId
+    }
+    const outcome = (recordId: string) => smtp.to('bob@example.com').filter((m) => m.subject === `Task cancelled: Refund ${recordId}?`)
+    const queued = async (recordId: string) => (await outbox('bob@example.com')).filter((m) => m.subject === `Task cancelled: Refund ${recordId}?`)
+    const taskId = await cancelled('ord_1001', 'alice')
+    // Queued in the cancel's transaction: one row for bob, there once the cancel answered; sent, then never again.
+    expect(await queued('ord_1001')).toHaveLength(1)
+    await until('the message marked sent', async () => (await queued('ord_1001'))[0]?.status === 'sent')
+    expect(outcome('ord_1001').map((m) => m.answer)).toEqual(['accepted'])
+    const [mail] = outcome('ord_1001')
+    expect(mail!.text).toContain('The task of your run of "Refund order" was cancelled with its run')
+    expect(mail!.text).toContain(`Open the task: http://trellis.test/tasks/${taskId}`)
+
+    // bob cancels his own run: he knows, no mail (as when he closes a task himself).
+    await cancelled('ord_1002', 'bob')
+    expect(await queued('ord_1002')).toEqual([])
   })
 })
 

@@ -17,7 +17,7 @@ import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, run
 import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
-import { pageTaskIds } from '../src/db/tasks.ts'
+import { assigneeUsersOf, pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -188,6 +188,9 @@ const CASES: PlanCase[] = [
   // walks that range whatever the filter: bounded for every filter, never a sort.
   ['run events: a filtered read\'s range', filteredEvents({ userId: 2 }), /FROM \(SELECT id FROM run_events WHERE environment_id = /, /SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\? AND id>\?\)/],
   ['run events: filtered by user (a member\'s stream: walks the range)', filteredEvents({ userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
+  ['run events: a member\'s task events (the event\'s task and its assignees, each by index)', filteredEvents({ userId: 2 }), FILTERED_EVENTS, /SEARCH k USING INDEX tasks_run_step_unique \(run_id=\? AND step_index=\?\) \| MULTI-INDEX OR \| INDEX 1 \| SEARCH a USING INDEX task_assignees_user_unique \(task_id=\? AND user_id=\?\) \| INDEX 2 \| LIST SUBQUERY \d+ \| SEARCH team_members USING INDEX team_members_user_idx \(user_id=\?\) \| SEARCH a USING INDEX task_assignees_team_unique \(task_id=\? AND team_id=\?\)/],
+  ['run events: who sees a feed page\'s task events (its tasks\' assignees, teams as their members)', (db) => runOp(db, assigneeUsersOf(['t1', 't2'])), /FROM task_assignees a JOIN team_members m/,
+    /^COMPOUND QUERY \| LEFT-MOST SUBQUERY \| SEARCH a USING COVERING INDEX task_assignees_team_unique \(task_id=\? AND team_id>\?\) \| .*SEARCH m USING COVERING INDEX sqlite_autoindex_team_members_1 \(team_id=\?\) \| UNION ALL \| SEARCH a USING COVERING INDEX task_assignees_user_unique \(task_id=\? AND user_id>\?\)/],
   ['run events: filtered by workflow, record and user (walks the range)', filteredEvents({ workflowIds: [1], recordId: 'r', userId: 2 }), FILTERED_EVENTS, /^SEARCH e USING INDEX run_events_env_id_idx \(environment_id=\? AND id>\? AND id<\?\) \|/],
   ['run events: a run\'s after an id', (db) => runOp(db, runEventsAfter('r', 7)), /WHERE e\.run_id = /, /SEARCH e USING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH w /],
   ['run events: a run\'s newest sequence (each append)', (db) => insertRunEvents.sqlite(db, [productionEvent]), /^SELECT max\(sequence\) AS n FROM run_events/, /^SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\)$/],

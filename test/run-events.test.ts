@@ -4,7 +4,8 @@
  * transition of a run in order (a wait, a resumption and a failing step among them) and the stream ends after the
  * last; a client that disconnects and resumes with `Last-Event-ID` gets every later event once; the environment's
  * stream filters, shows a member only their own runs and beats while quiet; the refusals. Through `app.handle`: the
- * bounds on open streams, a cancel ending the stream, a revoked token's stream ended by the next check, the events
+ * bounds on open streams, a cancel ending the stream, a member's stream carrying the task events of the tasks
+ * assigned to them (named or through a team) and no one else's, live and caught up; a revoked token's stream ended by the next check, the events
  * in the transitions' own transactions. On PostgreSQL: two instances each stream the other's events at once. And
  * 1,000 idle streams held open on one server.
  */
@@ -71,6 +72,9 @@ function workflows() {
     ]),
     ordersWorkflow('Quick', [{ type: 'update', name: 'touch', set: { quick: 'yes' } }]),
     ordersWorkflow('Hold', [{ type: 'wait', name: 'hold', seconds: 600 }]),
+    // A task for a team (Billing: carol, an admin, and dave, a plain member), and one for dave by name.
+    ordersWorkflow('Ask Billing', [{ type: 'task', name: 'approve', title: 'Billing: {{record.id}}?', assignees: { teams: ['Billing'] } }, { type: 'update', name: 'done', set: { asked: 'billing' } }]),
+    ordersWorkflow('Ask Dave', [{ type: 'task', name: 'approve', title: 'Dave: {{record.id}}?', assignees: { users: ['dave@example.com'] } }, { type: 'update', name: 'done', set: { asked: 'dave' } }]),
   ]
 }
 
@@ -310,16 +314,17 @@ describe('run event streams through the app', () => {
   let env: TestEnv
   let executor: Executor
   let app: ReturnType<typeof testApp>
-  const tokens = {} as Record<'alice' | 'bob' | 'carol', { value: string; token: Parameters<typeof revokeToken>[1] }>
+  const tokens = {} as Record<'alice' | 'bob' | 'carol' | 'dave', { value: string; token: Parameters<typeof revokeToken>[1] }>
 
   beforeAll(async () => {
-    env = await seededEnv(['in-1', 'in-2', 'in-3', 'in-4'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_USER: '2', TRELLIS_EVENT_STREAMS_MAX: '6', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
+    env = await seededEnv(['in-1', 'in-2', 'in-3', 'in-4', 'in-5', 'in-6', 'in-7'], { ...HIGH_API_BUDGETS, TRELLIS_EVENT_STREAMS_PER_USER: '2', TRELLIS_EVENT_STREAMS_MAX: '6', TRELLIS_EVENT_HEARTBEAT_SECONDS: '1' })
     executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20, outbound: new OutboundClient({ allow: env.config.httpAllow }) })
     app = testApp(env, { clock: systemClock, executor })
     executor.start()
     tokens.alice = await tokenFor(env.store, systemClock, 'alice', ['all'])
     tokens.bob = await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])
     tokens.carol = await tokenFor(env.store, systemClock, 'carol', ['all'])
+    tokens.dave = await tokenFor(env.store, systemClock, 'dave', ['all'])
   }, 60_000)
 
   afterAll(async () => {
@@ -370,6 +375,52 @@ describe('run event streams through the app', () => {
     const stored = queryAll<{ run_id: string; type: string }>(env.store, "SELECT run_id, type FROM run_events WHERE record_id = 'in-1' ORDER BY id")
     expect(stored.map((e) => [e.run_id, e.type])).toEqual(['run.started', 'step.waiting', 'run.cancelled'].map((type) => [runId, type]))
   })
+
+  test('a member’s environment stream carries the task events of the tasks assigned to them (through a team, by name) and of no other task; live and caught up', async () => {
+    // dave (a plain member of Billing) and bob (a plain member elsewhere) follow production; alice starts two runs that ask dave.
+    const daves = new SseReader(await open(ENVIRONMENT_EVENTS, tokens.dave.value))
+    const bobs = new SseReader(await open(ENVIRONMENT_EVENTS, tokens.bob.value))
+    // Each stream's first heartbeat: it reads from now on (a stream starts where the environment is at its first read).
+    for (const reader of [daves, bobs]) expect([await reader.next(), await reader.next(3_000)]).toEqual([{ retry: 2000 }, { comment: 'heartbeat' }])
+    const asked = [await startRun('Ask Billing', 'in-5', tokens.alice.value), await startRun('Ask Dave', 'in-6', tokens.alice.value)]
+    /** Reads on until `type` was seen for both runs (they run at once, in either order). */
+    const forBoth = (type: string) => {
+      const seen = new Set<unknown>()
+      return (e: SseEvent) => (e.event === type && seen.add(e.data.runId) && seen.size === 2) || false
+    }
+    const opened = await daves.eventsUntil(forBoth('task.opened'))
+    const taskIds = asked.map((runId) => opened.find((e) => e.event === 'task.opened' && e.data.runId === runId)!.data.taskId as string)
+    for (const taskId of taskIds) {
+      const decided = await app.handle(request(`/v1/tasks/${taskId}/decisions`, { method: 'POST', headers: bearer(tokens.dave.value), json: { decision: 'approve' } }))
+      expect(decided.status, await decided.clone().text()).toBe(200)
+    }
+    executor.notify()
+    const live = [...opened, ...(await daves.eventsUntil(forBoth('task.closed')))]
+    // Each task's three events, and nothing else of alice's runs (dave may not read them: no run.* or step.*).
+    const perRun = (events: SseEvent[]) => asked.map((runId) => events.filter((e) => e.data.runId === runId).map((e) => [e.event, e.data.taskId]))
+    const expected = taskIds.map((taskId) => ['task.opened', 'task.decided', 'task.closed'].map((type) => [type, taskId]))
+    expect(perRun(live)).toEqual(expected)
+    expect(live.every((e) => asked.includes(e.data.runId as string))).toBe(true)
+    await until('both runs to succeed', async () => asked.every((runId) => queryAll<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', runId)[0]?.status === 'succeeded') || null)
+
+    // bob is neither an assignee nor the runs' user: his stream carries his own next run, and nothing of alice's.
+    const his = await startRun('Quick', 'in-7')
+    const bobSaw = await bobs.eventsUntil((e) => e.data.runId === his && e.event === 'run.succeeded')
+    expect(bobSaw.filter((e) => asked.includes(e.data.runId as string))).toEqual([])
+    expect([...new Set(bobSaw.map((e) => e.data.runId))]).toEqual([his])
+    for (const reader of [daves, bobs]) await reader.close()
+
+    // Caught up from the start (a filtered read of the table, not the feed): the same events for dave, none for bob.
+    const resumed = new SseReader(await app.handle(request(ENVIRONMENT_EVENTS, { headers: { ...bearer(tokens.dave.value), 'last-event-id': '0' } })))
+    const again = await resumed.eventsUntil(forBoth('task.closed'))
+    expect(perRun(again)).toEqual(expected)
+    expect(again.map((e) => e.id)).toEqual(live.map((e) => e.id))
+    await resumed.close()
+    const bobResumed = new SseReader(await app.handle(request(ENVIRONMENT_EVENTS, { headers: { ...bearer(tokens.bob.value), 'last-event-id': '0' } })))
+    const bobAgain = await bobResumed.eventsUntil((e) => e.data.runId === his && e.event === 'run.succeeded')
+    expect(bobAgain.filter((e) => asked.includes(e.data.runId as string) || e.event.startsWith('task.'))).toEqual([])
+    await bobResumed.close()
+  }, 30_000)
 
   test('a retry’s run.started names the run it retries and the step it resumes at', async () => {
     const failed = await startRun('Eventful', 'in-3')

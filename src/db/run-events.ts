@@ -27,6 +27,7 @@ import { clientOf, type PgDb } from './postgres/client.ts'
 import { lockListScope, noteRunEventsAppended, PG_LISTS } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
 import { statement } from './query.ts'
+import { namesAsAssignee } from './tasks.ts'
 import { noteAppendedEvents } from './run-event-commits.ts'
 
 /**
@@ -52,6 +53,17 @@ export const RUN_EVENT_TYPES = [
   'task.closed',
 ] as const
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number]
+
+/** The events about a run's task (their `data.taskId` names it; their step is the task's). */
+export const TASK_EVENT_TYPES = RUN_EVENT_TYPES.filter((type) => type.startsWith('task.'))
+const isTaskEvent = () => sql.raw(`e.type IN (${TASK_EVENT_TYPES.map((type) => `'${type}'`).join(', ')})`)
+
+/** The task a task event is about (its `data.taskId`), or null for any other event. */
+export function taskIdOf(event: Pick<StoredRunEvent, 'type' | 'data'>): string | null {
+  if (!TASK_EVENT_TYPES.includes(event.type) || event.data === null) return null
+  const taskId = (JSON.parse(event.data) as { taskId?: unknown }).taskId
+  return typeof taskId === 'string' ? taskId : null
+}
 
 /** The events after which a run changes no more: its stream ends with one of them. */
 export const TERMINAL_RUN_EVENTS: readonly RunEventType[] = ['run.succeeded', 'run.failed', 'run.cancelled']
@@ -240,7 +252,10 @@ export function* environmentEventsAfter(environmentId: number, after: number): O
 export interface EnvironmentEventFilter {
   workflowIds?: readonly number[]
   recordId?: string
-  /** Only runs acting as this user. */
+  /**
+   * Only what this member sees: the events of runs acting as them, and the task events (`task.*`) of the tasks that
+   * name them or one of their teams among the assignees (as `GET /v1/tasks/{id}` decides).
+   */
   userId?: number
 }
 
@@ -280,7 +295,8 @@ const FILTERED_EVENTS = statement('run-events.environment-filtered', (d) =>
   WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')} AND e.id <= ${sql.placeholder('through')}
     AND (${absent('workflowIds', 'text')} OR ${d.inJsonArray(sql.raw('e.workflow_id'), 'workflowIds', 'integer')})
     AND (${absent('recordId', 'text')} OR e.record_id = ${sql.placeholder('recordId')})
-    AND (${absent('userId', 'int8')} OR r.user_id = ${sql.placeholder('userId')})
+    AND (${absent('userId', 'int8')} OR r.user_id = ${sql.placeholder('userId')} OR (${isTaskEvent()}
+      AND EXISTS (SELECT 1 FROM tasks k WHERE k.run_id = e.run_id AND k.step_index = e.step_index AND ${namesAsAssignee(sql.raw('k.id'), 'userId')})))
   ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
 

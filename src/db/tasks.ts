@@ -15,7 +15,7 @@
  * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
  * `createdAt` exactly, as the runs list does.
  */
-import { and, asc, count, desc, eq, lte, type SQL, sql } from 'drizzle-orm'
+import { type AnyColumn, and, asc, count, desc, eq, lte, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
@@ -246,10 +246,10 @@ const CANCEL_OF_RUN = statement('tasks.cancel-of-run', ({ db, t }) =>
     .update(t.tasks)
     .set({ status: 'cancelled', closedAt: sql`${ph('now')}` })
     .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.status, 'open')))
-    .returning({ id: t.tasks.id, stepIndex: t.tasks.stepIndex, stepName: t.tasks.stepName }),
+    .returning({ id: t.tasks.id, stepIndex: t.tasks.stepIndex, stepName: t.tasks.stepName, title: t.tasks.title, dueAt: t.tasks.dueAt, requesterId: t.tasks.requesterId }),
 )
 
-/** Cancels the run's open task (a run waits on one at most); answers what it cancelled. */
+/** Cancels the run's open task (a run waits on one at most); answers what it cancelled, as its outcome mail names it. */
 export function cancelOpenTasksOfRun(runId: string, now: number) {
   return CANCEL_OF_RUN.rows({ runId, now })
 }
@@ -370,6 +370,29 @@ export function* decidersToTell(task: Pick<TaskRow, 'id' | 'requesterId' | 'allo
   return [...new Set(ids)].filter((userId) => task.allowRequester || userId !== task.requesterId)
 }
 
+/** Two halves, each naming its partial index's condition (`task_assignees_team_unique`, `…_user_unique`): else a scan of every assignee. */
+const TASK_VIEWERS = statement('tasks.viewers', (d) => {
+  const n = rawNumber(d)
+  const ofTasks = d.inJsonArray(sql.raw('a.task_id'), 'ids', 'text')
+  return d.valueRows(sql`SELECT a.task_id, ${n('m.user_id')} FROM task_assignees a JOIN team_members m ON m.team_id = a.team_id WHERE a.team_id IS NOT NULL AND ${ofTasks}
+  UNION ALL SELECT a.task_id, ${n('a.user_id')} FROM task_assignees a WHERE a.user_id IS NOT NULL AND ${ofTasks}`)
+})
+
+/**
+ * The users each of these tasks names as assignees, each team as its members (`namesAsAssignee`, for many tasks at
+ * once): by task id; a task without any (or gone) is left out.
+ */
+export function* assigneeUsersOf(taskIds: readonly string[]): Op<Map<string, Set<number>>> {
+  const byTask = new Map<string, Set<number>>()
+  if (taskIds.length === 0) return byTask
+  for (const [taskId, userId] of (yield* TASK_VIEWERS.rows({ ids: JSON.stringify(taskIds) })) as [string, number][]) {
+    let users = byTask.get(taskId)
+    if (users === undefined) byTask.set(taskId, (users = new Set()))
+    users.add(userId)
+  }
+  return byTask
+}
+
 // ── Reading ───────────────────────────────────────────────────────────────────
 
 /** A decision as rendered and as templates read it (`decidedBy`), oldest first. */
@@ -483,9 +506,15 @@ export interface TaskFilters {
   decidableBy?: { userId: number; asAdmin: boolean }
 }
 
+/**
+ * The task `taskId` names the user of placeholder `user`, or one of their teams, among its assignees: who sees a task
+ * as a member (beside the run's user), for the lists, the inbox and a member's run-events stream.
+ */
+export const namesAsAssignee = (taskId: AnyColumn | SQL, user: string): SQL =>
+  sql`EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = ${taskId} AND (a.user_id = ${ph(user)} OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ${ph(user)})))`
+
 /** The task names the user or one of the user's teams (placeholder `me`). */
-const assignedTo = (d: { t: { tasks: { id: unknown } } }) =>
-  sql`EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = ${d.t.tasks.id} AND (a.user_id = ${ph('me')} OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ${ph('me')})))`
+const assignedTo = (d: { t: { tasks: { id: AnyColumn } } }) => namesAsAssignee(d.t.tasks.id, 'me')
 
 /** One page of an environment's task ids, newest first (limit + 1 of them); a statement per shape of present filters. */
 export function* pageTaskIds(environmentId: number, filters: TaskFilters, dates: DateFilter[], limit: number): Op<string[]> {
@@ -547,7 +576,7 @@ export interface InboxFilters {
  */
 function inboxConditions(scope: InboxScope): SQL {
   const mayOpen = sql`k.status = 'open' AND (NOT p.sso OR ${ph('viaSso')} = 1)`
-  const assignedToMe = sql`EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = k.id AND (a.user_id = ${ph('me')} OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ${ph('me')})))`
+  const assignedToMe = namesAsAssignee(sql.raw('k.id'), 'me')
   switch (scope) {
     case 'mine':
       return sql`${mayOpen} AND (k.allow_requester OR k.requester_id <> ${ph('me')})

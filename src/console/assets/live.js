@@ -3,12 +3,14 @@
 // (Server-Sent Events, with the session cookie) and, on each event, read the run's JSON and update in place:
 // the status, each step's state, start, finish and duration; a list puts a run it does not show yet on top.
 // When a stream fails (a proxy that buffers, too many streams), the page polls the runs it shows instead.
-// The inbox (#inbox[data-live-inbox]) and a task's page (#task[data-live-task]) read their regions again (console.js
-// trellisRefresh) on each task or run event, or every few seconds where no stream carries them.
+// A run's page also reads its "Waiting for" region again on each task event. The inbox (#inbox[data-live-inbox]) and a
+// task's page (#task[data-live-task]) read their regions again (console.js trellisRefresh) on each task or run event;
+// every few seconds only where their streams failed or cannot carry everything (more environments than streams, a
+// closed task's run that its decider may not follow).
 'use strict'
 
 ;(() => {
-  const EVENT_TYPES = ['run.started', 'step.succeeded', 'step.waiting', 'step.failed', 'run.resumed', 'run.succeeded', 'run.failed', 'run.cancelled', 'run.requeued', 'task.opened', 'task.decided', 'task.closed']
+  const EVENT_TYPES = ['run.started', 'step.succeeded', 'step.waiting', 'step.failed', 'run.resumed', 'run.succeeded', 'run.failed', 'run.cancelled', 'run.requeued', 'task.opened', 'task.decided', 'task.escalated', 'task.closed']
   const FINISHED = ['succeeded', 'failed', 'cancelled']
   const POLL_MS = 3000
 
@@ -136,7 +138,11 @@
       put(row.querySelector('.step-output'), code)
     }
 
+    // The task the run waits for (#run-waiting), read again from the page as the server renders it now.
+    const waiting = regionsOf(location.href)
+
     function show(run) {
+      const wasWaiting = current === 'waiting'
       current = run.status
       put(root.querySelector('#run-status'), status(run.status))
       put(root.querySelector('#run-started'), when(run.startedAt))
@@ -161,6 +167,8 @@
         if (polling) clearInterval(polling)
         note('')
       }
+      // Without the stream, the task's region follows the run's status: read while waiting and once after.
+      if (polling && (wasWaiting || current === 'waiting')) waiting()
     }
 
     const refresh = oneReadAtATime(async () => show(await fetchRun(id)))
@@ -170,6 +178,7 @@
       (event) => {
         if (FINISHED.includes(event.status) && event.type.startsWith('run.')) current = event.status
         refresh()
+        if (event.type.startsWith('task.')) waiting()
       },
       () => {
         note('Live updates are unavailable: this page checks the run every few seconds.')
@@ -295,7 +304,8 @@
     return oneReadAtATime(() => window.trellisRefresh(from))
   }
 
-  // The inbox: the environments' streams it may follow (a project admin's carry every task event), else polling.
+  // The inbox: its environments' streams (each carries the task events of the tasks its reader sees), polling only
+  // when they are more than it follows (data-poll) or one fails.
   function inbox(root) {
     const refresh = regionsOf(location.href)
     const streams = JSON.parse(root.dataset.liveInbox || '[]')
@@ -307,7 +317,8 @@
     for (const url of streams) follow(url, (event) => event.type.startsWith('task.') && refresh(), poll, () => false)
   }
 
-  // A task's page: its state, decisions, form and run, read again on each event of its run, or polled until the run ends.
+  // A task's page: its state, decisions, form and run, read again on each event of its run (the run's stream), or of
+  // the task (a decider's environment stream: then, once the task closed, polled until the run ends).
   function taskPage(root) {
     const refresh = regionsOf(root.dataset.liveTask)
     const runEnded = () => FINISHED.includes(document.querySelector('#task-run [data-run-status]')?.dataset.runStatus)
@@ -318,6 +329,23 @@
         await refresh()
         if (runEnded()) clearInterval(timer)
       }, POLL_MS)
+    }
+    if (root.dataset.taskEvents) {
+      let closed = false
+      follow(
+        root.dataset.taskEvents,
+        (event) => {
+          if (event.taskId !== root.dataset.taskId) return
+          refresh()
+          if (event.type === 'task.closed') {
+            closed = true
+            poll()
+          }
+        },
+        poll,
+        () => closed,
+      )
+      return
     }
     if (!root.dataset.runEvents) return poll()
     follow(

@@ -58,7 +58,7 @@ const rotationNote = (deps: AppDeps) =>
 function mailChoice(deps: AppDeps, taskMail: boolean): Html {
   const notice = deps.mail === null
     ? html`<p class="muted" id="mail-notice">This instance sends no e-mail (no SMTP server is configured): your inbox is the only place tasks reach you. Your choice below is kept for when it does.</p>`
-    : html`<p class="muted" id="mail-notice">Task e-mail goes to your address above when a task is opened for you, is due soon or is escalated to you, and when a task of a run you started is decided.</p>`
+    : html`<p class="muted" id="mail-notice">Task e-mail goes to your address above when a task is opened for you, is due soon or is escalated to you, and when a task of a run you started closes (decided, at its deadline, or cancelled with the run).</p>`
   return html`<h2>E-mail</h2>
 ${notice}
 <form id="task-mail" data-api data-method="PATCH" action="/v1/account" data-done="E-mail choice saved.">

@@ -136,7 +136,7 @@ ${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager">
 <tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
 <tr><th>Created / started / finished</th><td><span id="run-created">${when(run.createdAt)}</span> / <span id="run-started">${when(run.startedAt)}</span> / <span id="run-finished">${when(run.finishedAt)}</span></td></tr>
 <tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${run.error.message}` : ''}</td></tr>
-${openTask ? html`<tr id="run-task"><th>Waiting for</th><td><a class="task-link" href="${path('tasks', openTask.id)}">${openTask.title}</a> <span class="muted">(task “${openTask.step}”, ${openTask.decisions.filter((d) => d.decision === 'approve').length} of ${openTask.approvalsRequired} approvals)</span></td></tr>` : ''}
+</tbody><tbody id="run-waiting" data-refresh>${openTask ? html`<tr id="run-task"><th>Waiting for</th><td><a class="task-link" href="${path('tasks', openTask.id)}">${openTask.title}</a> <span class="muted">(task “${openTask.step}”, ${openTask.decisions.filter((d) => d.decision === 'approve').length} of ${openTask.approvalsRequired} approvals)</span></td></tr>` : ''}</tbody><tbody>
 ${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="${runPath(run.retryOf)}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
 ${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="${runPath(run.retriedBy)}">${run.retriedBy}</a></td></tr>` : ''}
 </tbody></table>`)}

@@ -36,7 +36,7 @@ import { consolePage, when } from './page.ts'
 import { environmentEventsPath } from './runs.ts'
 
 const PER_PAGE = 50
-/** The environments' streams an inbox follows at most; beyond them (and for a member's tasks) it reads itself again every few seconds. */
+/** The environments' streams an inbox follows at most; beyond them it reads itself again every few seconds. */
 const MAX_INBOX_STREAMS = 5
 const SCOPES = ['mine', 'teams', 'all'] as const satisfies readonly InboxScope[]
 
@@ -154,21 +154,20 @@ function inboxFilters(query: Record<string, string | undefined>, now: number): I
   }
 }
 
-/** The run-events streams of the environments of the projects the person administers and may open (each carries every task event there). */
-function* adminStreams(user: ConsoleUser): Op<{ streams: string[]; complete: boolean }> {
+/**
+ * The run-events streams of the environments of the projects the person may open: each carries the task events of
+ * the tasks they see there (every one in a project they administer; else those assigned to them or their teams, and
+ * their own runs'), so together they carry every change of the inbox while there are at most MAX_INBOX_STREAMS.
+ */
+function* inboxStreams(user: ConsoleUser): Op<{ streams: string[]; complete: boolean }> {
   const streams: string[] = []
-  let complete = true
   for (const membership of yield* projectsOf(user.id)) {
-    if (membership.role !== 'admin') {
-      complete = false
-      continue
-    }
     const opened = yield* openableProject(user, membership.name)
     if (!opened) continue
     const { environments } = yield* projectLayout(opened.project.id)
     for (const environment of environments) streams.push(environmentEventsPath(opened.project.name, environment.name))
   }
-  return { streams: streams.slice(0, MAX_INBOX_STREAMS), complete: complete && streams.length <= MAX_INBOX_STREAMS }
+  return { streams: streams.slice(0, MAX_INBOX_STREAMS), complete: streams.length <= MAX_INBOX_STREAMS }
 }
 
 export function taskPages(deps: AppDeps) {
@@ -182,7 +181,7 @@ export function taskPages(deps: AppDeps) {
         const shown = await read(deps.store, loadTasksToRender(ids.slice(0, PER_PAGE)))
         shown.sort((a, b) => (a.id < b.id ? 1 : -1))
         const admin = (await read(deps.store, projectsOf(user.id))).some((p) => p.role === 'admin')
-        const { streams, complete } = await read(deps.store, adminStreams(user))
+        const { streams, complete } = await read(deps.store, inboxStreams(user))
         const older = new URL(url)
         older.searchParams.set('before', shown.at(-1)?.id ?? '')
         const option = (value: string, label: string) => html`<option value="${value}"${(query.show ?? 'mine') === value ? html` selected` : ''}>${label}</option>`
@@ -250,9 +249,14 @@ ${notesList(notes, notesPath)}
 <label>Message <textarea name="text" rows="3" required maxlength="10000"></textarea></label>
 <p class="form-error" role="alert"></p>
 <button type="submit">Add note</button></form>`
-        const liveAttributes = isActive(task.runStatus) || task.status === 'open'
-          ? html` data-live-task="${taskPath(task.id)}?live=1"${seesRun ? html` data-run-events="${path('v1', 'workflow-runs', task.runId, 'events')}"` : ''}`
-          : ''
+        // Followed on the run's stream by those who may read the run; other deciders' environment stream carries the
+        // task's events (not the run's), so once the task closed their page polls until the run ends.
+        const events = seesRun
+          ? html` data-run-events="${path('v1', 'workflow-runs', task.runId, 'events')}"`
+          : task.status === 'open'
+            ? html` data-task-events="${environmentEventsPath(task.project, task.environment, task.recordId)}" data-task-id="${task.id}"`
+            : ''
+        const liveAttributes = isActive(task.runStatus) || task.status === 'open' ? html` data-live-task="${taskPath(task.id)}?live=1"${events}` : ''
         return layout({
           title: task.title,
           user,

@@ -13,6 +13,9 @@
  * before it, so the read has it). A filtered read examines a bounded range of events and may deliver none of them: the
  * stream's cursor passes over the range all the same (what it did not deliver it did not want), while its client's
  * `Last-Event-ID` stays the last event delivered, so a resumed stream examines the range again and finds the same.
+ * A plain member's stream carries their own runs' events and the task events of the tasks assigned to them or one of
+ * their teams: the feed reads the assignees of a page's tasks once for all its streams (`taskViewersOf`), only when
+ * the page holds task events and a member's stream follows it, and each stream looks itself up in that answer.
  * The reads on their own of all the process's streams take about CATCH_UP_SLICE_MS of a turn of the event loop at
  * most, CATCH_UP_READS_AT_ONCE at a time. A stream whose client does not keep up holds at most MAX_PENDING events: past that it drops them and reads
  * them again from the table when its client reads.
@@ -34,8 +37,10 @@ import {
   latestEventId,
   runEventsPage,
   type StoredRunEvent,
+  taskIdOf,
   TERMINAL_RUN_EVENTS,
 } from '../../db/run-events.ts'
+import { assigneeUsersOf } from '../../db/tasks.ts'
 import { onRunEventsCommitted } from '../../db/run-event-commits.ts'
 import type { Listening, RunEventsListener, Store } from '../../db/store.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -218,6 +223,10 @@ function countIn(counts: Map<number, number>, key: number, delta: number): void 
   else counts.delete(key)
 }
 
+/** For each task event of a page (by event id), the users its task names as assignees, teams as their members. */
+export type TaskViewers = ReadonlyMap<number, ReadonlySet<number>>
+const NO_TASK_VIEWERS: TaskViewers = new Map()
+
 /** One environment's reader: its events after the last one it read, offered to each of its streams. */
 class Feed {
   /** The id of the last event read (or, at first, the environment's newest). */
@@ -256,8 +265,9 @@ class Feed {
         this.again = false
         const page = await read(this.hub.store, environmentEventsAfter(this.environmentId, this.position))
         if (page.length === 0) continue
+        const viewers = await this.taskViewersOf(page)
         this.position = page[page.length - 1]!.id
-        for (const stream of this.subscribers) stream.offer(page)
+        for (const stream of this.subscribers) stream.offer(page, viewers)
         if (page.length === EVENT_PAGE) this.again = true
       } while (this.again && this.subscribers.size > 0)
     } catch (error) {
@@ -266,6 +276,33 @@ class Feed {
     } finally {
       this.reading = false
     }
+  }
+
+  /**
+   * Who sees the page's task events as an assignee: one read for the page (none without task events, or while no
+   * plain member's stream follows the feed — a project admin's stream carries every event), read after the events,
+   * so an escalation's new assignees see its `task.escalated`.
+   */
+  private async taskViewersOf(page: readonly StoredRunEvent[]): Promise<TaskViewers> {
+    if (!this.followedByMember()) return NO_TASK_VIEWERS
+    const taskOfEvent = new Map<number, string>()
+    for (const event of page) {
+      const taskId = taskIdOf(event)
+      if (taskId !== null) taskOfEvent.set(event.id, taskId)
+    }
+    if (taskOfEvent.size === 0) return NO_TASK_VIEWERS
+    const byTask = await read(this.hub.store, assigneeUsersOf([...new Set(taskOfEvent.values())]))
+    const viewers = new Map<number, ReadonlySet<number>>()
+    for (const [eventId, taskId] of taskOfEvent) {
+      const users = byTask.get(taskId)
+      if (users !== undefined) viewers.set(eventId, users)
+    }
+    return viewers
+  }
+
+  private followedByMember(): boolean {
+    for (const stream of this.subscribers) if (stream.member !== undefined) return true
+    return false
   }
 }
 
@@ -347,12 +384,20 @@ class Subscriber implements Stream {
     this.waiter?.('closed')
   }
 
-  /** The feed's new events: those this stream wants, held for its client (at most MAX_PENDING: past that, read again later). */
-  offer(events: readonly StoredRunEvent[]): void {
+  /** The plain member whose view this environment stream is (their runs, their tasks), or undefined (every run, or a run's stream). */
+  get member(): number | undefined {
+    return this.spec.run ? undefined : this.filter.userId
+  }
+
+  /**
+   * The feed's new events: those this stream wants (`viewers`: who sees each task event as an assignee), held for its
+   * client (at most MAX_PENDING: past that, read again later).
+   */
+  offer(events: readonly StoredRunEvent[], viewers: TaskViewers): void {
     if (this.closed || this.ended) return
     let last = this.pending.length > 0 ? this.pending[this.pending.length - 1]!.id : this.cursor
     for (const event of events) {
-      if (event.id <= last || !this.wants(event)) continue
+      if (event.id <= last || !this.wants(event, viewers)) continue
       this.pending.push(event)
       last = event.id
     }
@@ -383,13 +428,14 @@ class Subscriber implements Stream {
     )
   }
 
-  private wants(event: StoredRunEvent): boolean {
+  /** The filter's rule, as `environmentEventsPage` applies it in SQL (src/db/run-events.ts). */
+  private wants(event: StoredRunEvent, viewers: TaskViewers): boolean {
     if (this.spec.run) return event.runId === this.spec.run.id
     const { workflowIds, recordId, userId } = this.filter
     return (
       (workflowIds === undefined || workflowIds.includes(event.workflowId)) &&
       (recordId === undefined || event.recordId === recordId) &&
-      (userId === undefined || event.userId === userId)
+      (userId === undefined || event.userId === userId || viewers.get(event.id)?.has(userId) === true)
     )
   }
 

@@ -109,7 +109,8 @@ export function runEventsModule(deps: AppDeps) {
           summary: 'Follow every run of an environment the caller may see, as Server-Sent Events (project members)',
           description:
             'The events of the environment’s runs, as they commit: a project admin’s stream carries every run, another member’s the runs acting as them ' +
-            '(those they started or retried). Without `Last-Event-ID` it starts now; with it, it resumes after that event and loses none. ' +
+            '(those they started or retried) and the task events (`task.opened`, `task.decided`, `task.escalated`, `task.closed`) of the tasks assigned to them ' +
+            'or to one of their teams. Without `Last-Event-ID` it starts now; with it, it resumes after that event and loses none. ' +
             `It never ends by itself. ${LIMITS}`,
           ...eventStreamDocs('The environment’s run events', RunEvent, [
             { name: 'workflowName', in: 'query', required: false, description: 'Only runs of this workflow', schema: { type: 'string', maxLength: MAX_NAME_LENGTH } },

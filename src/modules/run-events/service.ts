@@ -2,7 +2,8 @@
  * Which run events a caller may stream (docs/workflows.md "Run events (SSE)"), decided as the run API decides: a run's events
  * for whoever may read the run (`GET /v1/workflow-runs/{runId}`: the user it acts as, or a project admin); an
  * environment's for any member of its project — a project admin's stream carries every run of the environment,
- * anyone else's only the runs acting as them. And an event as a stream's `data:` shows it.
+ * anyone else's the runs acting as them and the task events of the tasks they see as assignees (directly or through
+ * a team: `GET /v1/tasks/{id}`'s rule). And an event as a stream's `data:` shows it.
  */
 import type { Op } from '../../db/op.ts'
 import type { EnvironmentEventFilter, StoredRunEvent } from '../../db/run-events.ts'
@@ -30,7 +31,8 @@ export interface EnvironmentStreamQuery {
 
 /**
  * The environment a member of its project may stream (404 for a project they are not in, or an unknown environment),
- * and which of its events: those asked for, of every run for a project admin, else of the runs acting as the caller.
+ * and which of its events: those asked for, of every run for a project admin, else of the runs acting as the caller
+ * and of the tasks assigned to them or one of their teams.
  * A name or record id holding U+0000 or a lone surrogate matches no run.
  */
 export function* streamableEnvironment(

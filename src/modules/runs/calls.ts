@@ -10,6 +10,7 @@ import type { AccountCaller } from '../../lib/callers.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { forbidden, notFound } from '../../lib/errors.ts'
 import type { Channel } from '../activity-logs/service.ts'
+import type { MailSettings } from '../mail/service.ts'
 import { callerProject, requireCallerScope } from '../auth/service.ts'
 import { canReachRendering, requireEnvironment } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
@@ -17,12 +18,14 @@ import { canonicalStartBody, idempotentCall, type RunStarted, startRunOnce } fro
 import { retryRun } from './retry.ts'
 import { cancelRun, renderRuns, type RunActor, visibleRun } from './service.ts'
 
-/** What the calls use of the app: the store, the clock, the executor to wake (when one runs here), the key window. */
+/** What the calls use of the app: the store, the clock, the executor to wake (when one runs here), the key window, mail. */
 export interface RunCallDeps {
   store: Store
   clock: Clock
   executor?: { notify(): void; abortRun(runId: string): void }
   config: { idempotencyKeyWindowMs: number }
+  /** Where a cancelled task's outcome mail goes (to the run's user): null without SMTP. */
+  mail: MailSettings | null
 }
 
 /** Who acts: the caller's user, through its token when the call was made with one, and how the call came in. */
@@ -42,7 +45,7 @@ export async function cancelRunAs(deps: RunCallDeps, caller: AccountCaller, runI
   requireCallerScope(caller, 'workflows:trigger')
   await write(deps.store, function* () {
     yield* visibleRun(caller, runId)
-    yield* cancelRun(deps.clock, runId, actorOf(caller, via))
+    yield* cancelRun(deps.clock, deps.mail, runId, actorOf(caller, via))
   })
   deps.executor?.abortRun(runId)
   return (await read(deps.store, renderRuns([runId], deps.clock.now())))[0]!

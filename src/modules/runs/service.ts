@@ -16,6 +16,7 @@ import { toIso, toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { appendActivityLog, type Channel } from '../activity-logs/service.ts'
 import { userObject } from '../directory/users.ts'
 import { cancelTasksOfRun } from '../tasks/service.ts'
+import type { MailSettings } from '../mail/service.ts'
 import type { Op } from '../../db/op.ts'
 
 export type { TriggerTarget }
@@ -183,11 +184,14 @@ export interface RunActor {
   via?: Channel
 }
 
-/** Cancels an active run with an `abortWorkflow` entry, and the task it waits on; 409 when it already finished. */
-export function* cancelRun(clock: Clock, runId: string, actor: RunActor): Op<void> {
+/**
+ * Cancels an active run with an `abortWorkflow` entry, and the task it waits on (its outcome mailed through `mail` to
+ * the run's user); 409 when it already finished.
+ */
+export function* cancelRun(clock: Clock, mail: MailSettings | null, runId: string, actor: RunActor): Op<void> {
   const found = yield* findRunWithWorkflow(runId)
   if (!found) throw new Error(`run ${runId} vanished`)
-  const taskEvents = yield* cancelTasksOfRun(clock, found.run, found, actor)
+  const taskEvents = yield* cancelTasksOfRun(clock, mail, found.run, found, actor)
   if (!(yield* cancelActiveRun(runId, clock.now()))) throw conflict('run_finished', `Run ${runId} already finished (${found.run.status})`)
   yield* appendActivityLog(clock, {
     environmentId: found.run.environmentId,

@@ -361,11 +361,13 @@ export function* logTaskActivity(
 
 /**
  * Cancels the open task of a run being cancelled (before the run itself: every transaction that changes both takes
- * the task's row first), with its `closeTask` entry by `actor`; answers its `task.closed` events, for the caller to
- * append with the run's.
+ * the task's row first), with its `closeTask` entry by `actor` and, as a decision's closing does, its outcome mail to
+ * the run's user unless they cancelled it themselves; answers its `task.closed` events, for the caller to append with
+ * the run's.
  */
 export function* cancelTasksOfRun(
   clock: Clock,
+  mail: MailSettings | null,
   run: { id: string; environmentId: number; workflowId: number; recordId: string },
   place: { workflowName: string; teamId: number; collectionId: number },
   actor: { userId: number; tokenId: number | null; via?: Channel },
@@ -375,6 +377,9 @@ export function* cancelTasksOfRun(
   for (const closed of yield* cancelOpenTasksOfRun(run.id, now)) {
     const task: TaskSubject = { ...closed, runId: run.id, environmentId: run.environmentId, workflowId: run.workflowId, recordId: run.recordId, teamId: place.teamId, collectionId: place.collectionId }
     yield* logTaskActivity({ clock, task, workflowName: place.workflowName, ...actor }, 'closeTask', `task "${closed.stepName}" cancelled with its run`)
+    if (closed.requesterId !== actor.userId) {
+      yield* tellOfTask(mail, now, 'task.closed', { ...closed, workflowName: place.workflowName }, [closed.requesterId], { status: 'cancelled', why: 'with its run' })
+    }
     events.push(taskEvent(task, 'task.closed', 'cancelled', now, { status: 'cancelled' }))
     yield* queueTaskCallbacks({ id: closed.id, runId: run.id, workflowId: run.workflowId }, ['task.closed'], now)
   }
