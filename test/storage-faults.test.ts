@@ -131,10 +131,10 @@ sqliteOnlyDescribe(SQLITE_ONLY.writeLock, 'another process holds the write lock 
     const acknowledged = [((await waited.json()) as { id: number }).id]
     const latency = await health.stop()
     console.log(`/healthz while another process held the write lock: ${latency.count} requests, p50 ${latency.p50.toFixed(1)} ms, p99 ${latency.p99.toFixed(1)} ms, max ${latency.max.toFixed(1)} ms`)
-    // A write waiting in the driver would freeze the server for its busy wait (seconds). On this shared 2-core machine
-    // under a full test run the scheduler alone has delayed one answer past 250 ms (load average 12), so the bound is
-    // on p99, with a ceiling for the slowest that a freeze would still break.
-    expect(latency.p99).toBeLessThan(250)
+    // A write waiting in the driver would freeze the server for its busy wait (1.5 s): the ceiling on the slowest
+    // answer is what catches that. A 2-core machine running other test processes delays answers by itself (p99 past
+    // 250 ms seen at load average 12), so the p99 bound leaves room for the scheduler and still fails a frozen loop.
+    expect(latency.p99).toBeLessThan(500)
     expect(latency.max).toBeLessThan(1000)
 
     // The lock is gone: writes succeed again, the parked run finishes, the server never stopped.
