@@ -739,5 +739,6 @@ describe('atomicity', () => {
     const report = await apply(env, fixed)
     expect(report.created).toBeGreaterThan(0)
     expect(report.changes).toContainEqual({ action: 'published', kind: 'workflow', name: 'Acme/production/Support/Refund order' })
-  })
+    // Three applies of the acme file, each checking or hashing its passwords (argon2: a second each on a busy machine).
+  }, 90_000)
 })
