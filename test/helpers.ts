@@ -370,8 +370,12 @@ function withLiterals(statement: string, params: SqlValue[]): string {
   return out
 }
 
-/** Polls `probe` every `pollMs` until it gives a value (not null, undefined or false); fails naming `what` after the timeout. */
-export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 10_000, pollMs = 50): Promise<T> {
+/**
+ * Polls `probe` every `pollMs` until it gives a value (not null, undefined or false); fails naming `what` after the
+ * timeout: 20 s unless given, what a run of a few steps can take on a 2-core machine running other test processes
+ * (10 s was missed there), under the 30 s a test gets.
+ */
+export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 20_000, pollMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     const value = await probe()
