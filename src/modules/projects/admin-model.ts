@@ -3,6 +3,7 @@
 import { t } from 'elysia'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { IdParam } from '../../http/params.ts'
+import { Integer } from '../../http/schemas.ts'
 import { UserObject } from '../directory/model.ts'
 import { RECORD_ID_MAX_LENGTH, SchemaFields } from '../records/schema.ts'
 
@@ -56,7 +57,7 @@ export const CollectionSchemaBody = t.Object({ fields: SchemaFields })
 
 export const CollectionSchemaView = t.Object({
   fields: SchemaFields,
-  version: t.Integer({ minimum: 0, description: 'How many times the schema was changed (0: never)' }),
+  version: Integer({ minimum: 0, description: 'How many times the schema was changed (0: never)' }),
   updatedAt: t.Union([t.String({ format: 'date-time' }), t.Null()], { description: 'When it last changed; null: never' }),
 })
 
@@ -64,7 +65,7 @@ export const CollectionSchemaChange = t.Object({
   ...CollectionSchemaView.properties,
   nonConforming: t.Object(
     {
-      count: t.Integer({ minimum: 0 }),
+      count: Integer({ minimum: 0 }),
       ids: t.Array(t.String(), { maxItems: 100, description: 'The first 100, by environment then id' }),
     },
     { description: 'Existing records (every environment) the schema refuses: they stay as they are and readable; their next write must conform' },

@@ -37,7 +37,11 @@ export const SchemaField = T.Object(
     required: T.Optional(T.Boolean()),
     label: T.Optional(T.String({ maxLength: 200 })),
     description: T.Optional(T.String({ maxLength: 2000 })),
-    default: T.Optional(T.Unknown({ description: 'Written when the whole record is written without this field; must itself conform' })),
+    default: T.Optional(
+      T.Union([T.String(), T.Number(), T.Boolean(), T.Array(T.Unknown()), T.Record(T.String(), T.Unknown())], {
+        description: 'Written when the whole record is written without this field; must itself conform',
+      }),
+    ),
     indexed: T.Optional(T.Boolean({ description: 'An expression index on the field for this collection (docs/records.md)' })),
     options: T.Optional(T.Array(T.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 500, description: 'select and multiselect: the values allowed' })),
     collection: T.Optional(T.String({ minLength: 1, maxLength: 200, description: "relation: the target collection's name (in this project)" })),
