@@ -12,7 +12,7 @@ import { writeNow } from '../src/db/write.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { checkRecord, type SchemaField, schemaFieldProblems, type StoredField } from '../src/modules/records/schema.ts'
+import { checkRecord, type SchemaField, schemaFieldProblems, type StoredField, withDefaults } from '../src/modules/records/schema.ts'
 import { applyNow, queryAll, queryOne, request, runNow, TEST_STORE, tableContents, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, runBaseOf, tokenFor, userId } from './support/acme.ts'
 
@@ -82,6 +82,15 @@ describe('the validator', () => {
     expect(checkRecord(fields, { a: 'x', 'x/y': 1, constructor: 2 }).problems.map((p) => p.field)).toEqual(['/x~1y', '/constructor'])
     expect(checkRecord(fields, { a: 'x', c: 'cus_1' }).relations).toEqual([{ field: '/c', collectionId: 4, id: 'cus_1' }])
     expect(checkRecord([], { anything: [1, 2] })).toEqual({ problems: [], relations: [] })
+  })
+
+  test('defaults fill absent fields only, as own properties (a field named __proto__ included)', () => {
+    const fields: StoredField[] = [{ name: '__proto__', type: 'json', default: { polluted: true } }, { name: 'n', type: 'integer', default: 1 }]
+    const filled = withDefaults(fields, { n: 2 })
+    expect(Object.hasOwn(filled, '__proto__')).toBe(true)
+    expect(Object.getPrototypeOf(filled)).toBe(Object.prototype)
+    expect(JSON.stringify(filled)).toBe('{"n":2,"__proto__":{"polluted":true}}')
+    expect(checkRecord(fields, filled).problems).toEqual([])
   })
 
   test('field lists: each problem at its field', () => {

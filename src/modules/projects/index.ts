@@ -6,6 +6,7 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
+import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectManager } from '../auth/service.ts'
@@ -223,11 +224,11 @@ export function projectAdminModule(deps: AppDeps) {
     .get(
       '/v1/project/:projectName/collections/:collectionName/schema',
       async ({ params, caller }) =>
-        write(deps.store, function* () {
+        read(deps.store, (function* () {
           const project = yield* requireProjectManager(caller, params.projectName)
           const collection = yield* requireCollection(project.id, params.collectionName)
           return yield* readCollectionSchema(project.id, collection.id)
-        }),
+        })()),
       {
         accountCall: true,
         params: CollectionParams,

@@ -152,9 +152,9 @@ export function checkRecord(fields: readonly StoredField[], data: Record<string,
 
 /** `data` with each absent field that has a default set to it (the whole record is being written). */
 export function withDefaults(fields: readonly StoredField[], data: Record<string, unknown>): Record<string, unknown> {
-  const filled = { ...data }
-  for (const field of fields) if (field.default !== undefined && !Object.hasOwn(data, field.name)) filled[field.name] = field.default
-  return filled
+  const absent = fields.filter((f) => f.default !== undefined && !Object.hasOwn(data, f.name))
+  // fromEntries defines own properties: a field named __proto__ stays a field.
+  return Object.fromEntries([...Object.entries(data), ...absent.map((f) => [f.name, f.default])])
 }
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
