@@ -96,7 +96,6 @@ export const LONGEST_FIRST = [
   'console-pages-browser',
   'console-browser',
   'cli',
-  'collection-schemas',
   'console-live-browser',
   'list-paging',
   'console-tasks-browser',
