@@ -21,6 +21,7 @@ export const POSTGRES_PASS = [
   'backup',
   'callbacks',
   'cli',
+  'collection-schemas',
   'console',
   'console-browser',
   'console-live-browser',

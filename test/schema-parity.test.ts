@@ -139,6 +139,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0011_tasks',
       '0012_task_deadlines',
       '0013_inbox_indexes',
+      '0014_collection_schemas',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

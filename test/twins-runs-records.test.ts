@@ -95,8 +95,10 @@ describe.skipIf(!postgresOrSkip('runs and records twins'))('runs and records twi
       clock.set(T0 + i * 1000)
       const input = { environmentId: 1, collectionId: 1, recordKey, data: { n: i, name: recordKey }, userId: 1, teamId: 1, via: 'by test' }
       const [result, resultPg] = await stores.both(() => upsertRecord(clock, input))
-      expect([result, resultPg]).toEqual(['created', 'created'])
-      const changed = () => upsertRecord(clock, { ...input, data: { n: i, changed: true } })
+      expect([result.outcome, resultPg.outcome]).toEqual(['created', 'created'])
+      const changed = function* () {
+        return (yield* upsertRecord(clock, { ...input, data: { n: i, changed: true } })).outcome
+      }
       if (i % 4 === 0) expect([await stores.both(changed), await stores.both(changed)]).toEqual([['updated', 'updated'], ['unchanged', 'unchanged']])
     }
     await stores.both(function* () {
@@ -133,7 +135,7 @@ describe.skipIf(!postgresOrSkip('records twins, concurrency'))('records with con
     await withSeededPostgres(4, async (pg) => {
       const clock = manualClock(T0)
       const upsert = (n: number) =>
-        writeNow(pg, () => upsertRecord(clock, { environmentId: 1, collectionId: 1, recordKey: 'same', data: { writer: n }, userId: 1, teamId: 1, via: `by writer ${n}` }))
+        writeNow(pg, () => upsertRecord(clock, { environmentId: 1, collectionId: 1, recordKey: 'same', data: { writer: n }, userId: 1, teamId: 1, via: `by writer ${n}` })).then((r) => r.outcome)
       const results = await Promise.all([upsert(1), upsert(2), upsert(3), upsert(4)])
       expect(results.filter((r) => r === 'created')).toHaveLength(1)
       expect(results.filter((r) => r === 'updated').length + results.filter((r) => r === 'created').length).toBe(4)

@@ -49,6 +49,13 @@ export interface Dialect {
    * and `true`/`false` as JSON writes them, null for a missing field or JSON null (a record's `field = value` search).
    */
   jsonFieldText(column: AnyColumn | SQL, field: string): SQL
+  /**
+   * A record's top-level field as an index expression over `records.data`, the field named in the SQL itself (an
+   * index cannot hold a placeholder; `field` must be an identifier, `[A-Za-z_][A-Za-z0-9_]*`): SQLite's
+   * `json_extract(data, '$.field')`, PostgreSQL's `(data::jsonb ->> 'field')`. A query matches the index only by
+   * repeating this expression.
+   */
+  recordFieldExpression(field: string): SQL
   /** Text with its ASCII letters lowercased, nothing else changed (SQLite's `lower`; PostgreSQL's folds every letter). */
   asciiLower(expression: AnyColumn | SQL): SQL
   /** The select, its rows locked against writers until the transaction ends: PostgreSQL's `FOR SHARE`; SQLite's one writer holds them already. */
@@ -61,6 +68,12 @@ export interface Dialect {
  * `query` as the builder's own prepared statements are made, answering the driver's value arrays unmapped (Drizzle's
  * `customResultMapper`, as its relational queries use): `valueRows` of either dialect, `name` naming PostgreSQL's.
  */
+/** A field name safe to write into SQL as it is (see `recordFieldExpression`). */
+export function identifierField(field: string): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(field)) throw new Error(`not a field identifier: ${JSON.stringify(field)}`)
+  return field
+}
+
 export function valueRowsOf(db: Db, query: SQL, answer: (rows: unknown[][]) => unknown[][]): Built {
   const { session, dialect } = db as unknown as {
     session: { prepareQuery(query: unknown, fields: undefined, name: string, arrays: true, mapper: typeof answer): ReturnType<Built['prepare']> }

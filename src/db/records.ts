@@ -8,11 +8,13 @@
  * the later insert meets the unique index, and the runner (./postgres/op-runner.ts) runs the whole op again on that
  * unique violation, which now finds the record and updates it.
  */
-import { and, eq, sql } from 'drizzle-orm'
-import type { Dialect } from './dialect.ts'
+import { createHash } from 'node:crypto'
+import { and, eq, type SQL, sql } from 'drizzle-orm'
+import type { Built, Dialect } from './dialect.ts'
+import type { Op } from './op.ts'
 import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
-import { exec, setPlaceholders, statement } from './query.ts'
+import { exec, setPlaceholders, type Statement, statement } from './query.ts'
 import type { collections, records } from './schema.ts'
 
 export type RecordRow = typeof records.$inferSelect
@@ -170,4 +172,79 @@ const PROJECT_PARTS = { environment: projectParts('environment'), team: projectP
 /** A project's environments, teams or collections (id and name), by name. */
 export function listProjectParts(part: ProjectPart, projectId: number) {
   return PROJECT_PARTS[part].rows({ projectId })
+}
+
+// ── Collection schemas ────────────────────────────────────────────────────────
+
+const schemaColumns = ({ t }: Dialect) => ({
+  id: t.collections.id,
+  projectId: t.collections.projectId,
+  name: t.collections.name,
+  schema: t.collections.schema,
+  schemaVersion: t.collections.schemaVersion,
+  schemaUpdatedAt: t.collections.schemaUpdatedAt,
+})
+export type CollectionSchemaRow = { id: number; projectId: number; name: string; schema: string | null; schemaVersion: number; schemaUpdatedAt: number | null }
+
+const COLLECTION_SCHEMA = statement('collections.schema', (d) => d.db.select(schemaColumns(d)).from(d.t.collections).where(eq(d.t.collections.id, sql.placeholder('id'))))
+const COLLECTION_SCHEMA_FOR_WRITE = statement('collections.schema.for-write', (d) =>
+  d.forShare(d.db.select(schemaColumns(d)).from(d.t.collections).where(eq(d.t.collections.id, sql.placeholder('id')))),
+)
+const COLLECTION_SCHEMA_TO_CHANGE = statement('collections.schema.to-change', (d) =>
+  d.forUpdate(d.db.select(schemaColumns(d)).from(d.t.collections).where(eq(d.t.collections.id, sql.placeholder('id')))),
+)
+
+/**
+ * A collection's schema as stored: `read` to show it; `write` by a record write, which on PostgreSQL holds it
+ * (`FOR SHARE`) until commit so that a schema change waits for the write it would judge; `change` by a schema change
+ * (`FOR UPDATE`), which so waits for the record writes under way and makes later ones wait for it.
+ */
+export function findCollectionSchema(collectionId: number, purpose: 'read' | 'write' | 'change'): Op<CollectionSchemaRow | undefined> {
+  const query = purpose === 'read' ? COLLECTION_SCHEMA : purpose === 'write' ? COLLECTION_SCHEMA_FOR_WRITE : COLLECTION_SCHEMA_TO_CHANGE
+  return query.row({ id: collectionId }) as Op<CollectionSchemaRow | undefined>
+}
+
+/** Stores a collection's schema (`schema`: canonical JSON of its stored fields, or null) as version `version`. */
+export function setCollectionSchema(collectionId: number, schema: string | null, version: number, now: number) {
+  return exec(({ db, t }) => db.update(t.collections).set({ schema, schemaVersion: version, schemaUpdatedAt: now }).where(eq(t.collections.id, collectionId)))
+}
+
+/**
+ * The name of the index on one field of one collection's records: the field's name hashed, so that any field name
+ * (up to 64 characters) and any collection id stay within PostgreSQL's 63-byte names.
+ */
+export function fieldIndexName(collectionId: number, field: string): string {
+  return `records_field_${collectionId}_${createHash('sha256').update(field).digest('hex').slice(0, 16)}`
+}
+
+/**
+ * Runs the DDL `build` makes for one index, as a statement of its own (named for the index and the action, made once
+ * per process): a query that is not a statement is awaited as a query builder on PostgreSQL, and raw SQL is not one.
+ */
+const indexStatements = new Map<string, Statement<Built>>()
+function indexStatement(key: string, build: (d: Dialect) => SQL) {
+  let made = indexStatements.get(key)
+  if (!made) {
+    made = statement(key, (d) => d.valueRows(build(d)))
+    indexStatements.set(key, made)
+  }
+  return made.exec()
+}
+
+/**
+ * An index on one field of one collection's records: (environment, the field's value), partial to the collection
+ * (`WHERE collection_id = N`), the same statement on both stores but for the field's expression
+ * (`recordFieldExpression`). Built inside the caller's transaction: on PostgreSQL it holds writes to `records` while
+ * it builds (a plain CREATE INDEX; CONCURRENTLY cannot run in a transaction).
+ */
+export function createFieldIndex(collectionId: number, field: string) {
+  const name = fieldIndexName(collectionId, field)
+  const where = sql.raw(`collection_id = ${Math.trunc(collectionId)}`)
+  return indexStatement(`records.field-index.create.${name}`, (d) => sql`CREATE INDEX IF NOT EXISTS ${sql.raw(`"${name}"`)} ON records (environment_id, ${d.recordFieldExpression(field)}) WHERE ${where}`)
+}
+
+/** Drops the index of one field of one collection (none: nothing happens). */
+export function dropFieldIndex(collectionId: number, field: string) {
+  const name = fieldIndexName(collectionId, field)
+  return indexStatement(`records.field-index.drop.${name}`, () => sql.raw(`DROP INDEX IF EXISTS "${name}"`))
 }

@@ -251,6 +251,12 @@ export function defineTables(kit: TableKit) {
       projectId: belongsTo('project_id', () => projects.id),
       name: text('name').notNull(),
       createdAt: createdAt(),
+      /** The records' schema: canonical JSON of its field list (src/modules/records/schema.ts); null: untyped records. */
+      schema: text('schema'),
+      /** How many times the schema was changed (0: never); the schema's version. */
+      schemaVersion: integer('schema_version').notNull().default(0),
+      /** Epoch ms of the last schema change; null: never changed. */
+      schemaUpdatedAt: integer('schema_updated_at'),
     },
     (t) => [uniqueIndex('collections_project_name_unique').on(t.projectId, t.name)],
   )

@@ -5,7 +5,7 @@
  * transaction's reserved connection.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Db, type Dialect, type Tables, valueRowsOf } from '../dialect.ts'
+import { type Db, type Dialect, identifierField, type Tables, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
@@ -21,6 +21,7 @@ const postgresFragments = {
   isFalse: (column: AnyColumn) => sql`${column} = false`,
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
   jsonFieldText: (column: AnyColumn | SQL, field: string) => sql`(${column}::jsonb ->> ${sql.placeholder(field)}::text)`,
+  recordFieldExpression: (field: string) => sql.raw(`(data::jsonb ->> '${identifierField(field)}')`),
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),

@@ -3,7 +3,7 @@
  * builder over ../schema.ts's tables, and run at once on the connection. PostgreSQL's: ../postgres/dialect.ts.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Db, type Dialect, valueRowsOf } from '../dialect.ts'
+import { type Db, type Dialect, identifierField, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import * as tables from '../schema.ts'
 import { prepared } from './prepared.ts'
@@ -20,6 +20,7 @@ const sqliteFragments = {
     const path = sql`'$.' || json_quote(${sql.placeholder(field)})`
     return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
   },
+  recordFieldExpression: (field: string) => sql.raw(`json_extract(data, '$.${identifierField(field)}')`),
   asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
   forShare: <Q>(select: Q) => select,
   forUpdate: <Q>(select: Q) => select,

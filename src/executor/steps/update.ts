@@ -1,17 +1,27 @@
-import { replaceRecordData } from '../../modules/records/service.ts'
+import { collectionFields, recordProblems, replaceRecordData } from '../../modules/records/service.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
-import { logRunActivity, type StepRunner } from '../step.ts'
+import { logRunActivity, type StepRunner, StepFailure } from '../step.ts'
 import { renderTemplate } from '../template.ts'
 import { loadRecordAs } from './data-access.ts'
 import { templateVariables } from './variables.ts'
 
 type Update = Extract<Step, { type: 'update' }>
 
-/** Sets fields of the record (templated values) as the run's user, with an `update` activity entry. */
+/**
+ * Sets fields of the record (templated values) as the run's user, with an `update` activity entry. The record as
+ * changed must conform to its collection's schema (docs/records.md): else the step fails `invalid_field`, naming
+ * each field, and writes nothing.
+ */
 export const runUpdate: StepRunner<Update> = async (ctx, step) => function* (reads) {
   const { row, data } = yield* loadRecordAs(ctx.target, 'edit', reads)
   const changes = renderTemplate(step.set, templateVariables(ctx, data))
   const updated = { ...data, ...changes }
+  const scope = { environmentId: ctx.target.environmentId, collectionId: ctx.target.collectionId }
+  const problems = yield* recordProblems(scope, yield* collectionFields(scope.collectionId, 'write'), updated)
+  if (problems.length > 0) {
+    const named = problems.map((p) => `${p.field} ${p.message}`).join('; ')
+    throw new StepFailure('invalid_field', `The record as updated does not conform to its collection's schema: ${named}`, { problems })
+  }
   yield* replaceRecordData(row.id, updated, ctx.clock.now())
   reads.data = updated
   yield* logRunActivity(ctx.clock, ctx.target, { action: 'update', label: `updated ${Object.keys(changes).join(', ')}`, stepName: ctx.stepName })

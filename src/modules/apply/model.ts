@@ -1,6 +1,7 @@
 /** The apply file (DESIGN §9). Field names are a contract; unknown fields are errors so typos never pass silently. */
 import { type Static, Type as T } from '@sinclair/typebox'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
+import { SchemaFields } from '../records/schema.ts'
 import { CALLBACK_EVENTS, CALLBACK_URL_MAX_LENGTH, MAX_CALLBACKS_PER_WORKFLOW } from '../../lib/callbacks.ts'
 
 const Name = T.String({ minLength: 1, maxLength: 200 })
@@ -37,6 +38,8 @@ export const ApplyProject = T.Object(
             permissions: T.Optional(
               T.Record(T.String(), T.Object({ read: T.Optional(T.Boolean()), edit: T.Optional(T.Boolean()) }, strict)),
             ),
+            /** The records' schema (docs/records.md); `fields: []` makes them untyped again, absent leaves it as it is. */
+            schema: T.Optional(T.Object({ fields: SchemaFields }, strict)),
           },
           strict,
         ),

@@ -21,14 +21,14 @@ import type { Clock } from '../../lib/clock.ts'
 import { sanitizeNoteHtml } from '../../lib/html.ts'
 import { canonicalJson } from '../../lib/json.ts'
 import { latestMicros, parseIsoMicros } from '../../lib/time.ts'
-import { formatProblems, type Problem, schemaProblems } from '../../lib/validation.ts'
+import { formatProblems, joinPath, type Problem, schemaProblems } from '../../lib/validation.ts'
 import { unstorableTextPath } from '../../lib/storable-text.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
 import { addTeamMember, setProjectMember, setUserDeactivated } from '../members/service.ts'
 import { recordImportedNoteTime } from '../notes/service.ts'
 import { createUser, findUserByEmail, hashPasswordSync, normalizeEmail, setInstanceAdmin, setUserPasswordHash, setUsername, verifyPasswordSync } from '../users/service.ts'
 import { findProjectByName, roleIn } from '../directory/projects.ts'
-import { findRecord, upsertRecord } from '../records/service.ts'
+import { checkedRecordData, findRecord, setCollectionFields, upsertRecord } from '../records/service.ts'
 import { addProjectPart, createProject, setCollectionPermission, setProjectSso } from '../projects/structure.ts'
 import { storeSso } from '../auth/oidc-settings.ts'
 import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
@@ -266,6 +266,8 @@ class ApplyWriter {
       }
     }
     for (const collection of spec.collections ?? []) (yield* this.applyCollection(project.id, scope, spec.name, collection))
+    // Schemas once every collection exists: a relation may name one listed after it.
+    for (const collection of spec.collections ?? []) (yield* this.applyCollectionSchema(project.id, scope, spec.name, collection))
     for (const [r, record] of (spec.records ?? []).entries()) (yield* this.applyRecord(project.id, scope, `projects[${index}].records[${r}]`, spec.name, record))
     for (const [w, entry] of (spec.workflows ?? []).entries()) (yield* this.applyWorkflow(project.id, scope, spec.name, entry, `projects[${index}].workflows[${w}]`))
     // Oldest first, so that within one file id order and createdAt order agree (DESIGN §3 paging).
@@ -309,16 +311,27 @@ class ApplyWriter {
     this.record(outcome, 'collection', `${projectName}/${spec.name}`)
   }
 
+  private *applyCollectionSchema(projectId: number, scope: ProjectScope, projectName: string, spec: NonNullable<ApplyProject['collections']>[number]) {
+    if (!spec.schema) return
+    const outcome = yield* setCollectionFields(this.ctx.clock, {
+      projectId, collectionId: scope.collections.get(spec.name)!, collectionName: spec.name, fields: spec.schema.fields, actorId: null,
+    })
+    this.record(outcome, 'collection schema', `${projectName}/${spec.name}`)
+  }
+
   private *applyRecord(projectId: number, scope: ProjectScope, at: string, projectName: string, spec: NonNullable<ApplyProject['records']>[number]) {
     const environmentId = scope.environments.get(spec.environment)!
     const collectionId = scope.collections.get(spec.collection)!
     const name = `${projectName}/${spec.environment}/${spec.collection}/${spec.id}`
     const existing = yield* findRecord({ environmentId, collectionId }, spec.id)
-    // Attribution is looked up only for a write (an unchanged file needs no admin in the project).
-    if (existing && canonicalJson(JSON.parse(existing.data)) === canonicalJson(spec.data)) {
+    const checked = yield* checkedRecordData({ environmentId, collectionId }, spec.data)
+    // Attribution is looked up only for a write (an unchanged file needs no admin in the project); data is judged
+    // by the schema only when it would be written.
+    if (existing && canonicalJson(JSON.parse(existing.data)) === canonicalJson(checked.data)) {
       this.record('unchanged', 'record', name)
       return
     }
+    if (checked.problems.length > 0) throw new ApplyError(checked.problems.map((p) => ({ path: joinPath(`${at}.data`, p.field), message: p.message })))
     const outcome = yield* upsertRecord(this.ctx.clock, {
       environmentId,
       collectionId,
@@ -328,7 +341,7 @@ class ApplyWriter {
       teamId: spec.team === undefined ? yield* this.editingTeam(projectId, collectionId, spec.collection, at) : scope.teams.get(spec.team)!,
       via: 'by trellis apply',
     })
-    this.record(outcome, 'record', name)
+    this.record(outcome.outcome, 'record', name)
   }
 
   /** Record attribution, found once per project and per collection (a file may hold thousands of records). */

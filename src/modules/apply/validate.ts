@@ -11,6 +11,7 @@ import { callbackUrlProblem } from '../../lib/callbacks.ts'
 import type { AllowList } from '../../lib/outbound/policy.ts'
 import { type Problem, schemaProblems } from '../../lib/validation.ts'
 import { findProjectByName } from '../directory/projects.ts'
+import { schemaFieldProblems } from '../records/schema.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
 import { workflowDefinitionProblems, type WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyCallbacks, type ApplyFile, type ApplyProject } from './model.ts'
@@ -107,6 +108,9 @@ function checkProjectStructure(project: ApplyProject, at: string, names: Project
   project.collections?.forEach((collection, c) => {
     for (const team of Object.keys(collection.permissions ?? {})) {
       if (!names.teams.has(team)) problem(`${at}.collections[${c}].permissions.${team}`, `unknown team ${team}`)
+    }
+    if (collection.schema) {
+      for (const p of schemaFieldProblems(collection.schema.fields, names.collections, `${at}.collections[${c}].schema.fields`)) problem(p.path, p.message)
     }
   })
 }

@@ -6,6 +6,7 @@
  */
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
+import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { requireProjectManager } from '../auth/service.ts'
@@ -13,10 +14,10 @@ import { errorResponses } from '../../http/errors.ts'
 import { conflict, notFound } from '../../lib/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { requireUser } from '../users/service.ts'
-import { upsertRecord } from '../records/service.ts'
+import { nonConformingRecords, readCollectionSchema, setCollectionFields, upsertRecord } from '../records/service.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
-import { MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
+import { CollectionParams, CollectionSchemaBody, CollectionSchemaChange, CollectionSchemaView, MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 import { withArticle } from '../../lib/words.ts'
 
 /** The body field of each kind's add and rename routes is its path parameter's name: `{ "teamName": "Billing" }`. */
@@ -26,6 +27,12 @@ const PARTS = [
   { part: 'collection', path: 'collections', param: 'collectionName' },
 ] as const
 
+
+function* requireCollection(projectId: number, name: string) {
+  const collection = yield* findCollection(projectId, name)
+  if (!collection) throw notFound(`Collection ${name} not found`)
+  return collection
+}
 
 function* requireTeam(projectId: number, name: string) {
   const team = yield* findTeam(projectId, name)
@@ -190,25 +197,62 @@ export function projectAdminModule(deps: AppDeps) {
         const saved = await write(deps.store, function* () {
           yield* requireProjectManager(caller, params.projectName)
           const { project, environment } = yield* requireEnvironment(params.projectName, params.environmentName)
-          const collection = yield* findCollection(project.id, params.collectionName)
-          if (!collection) throw notFound(`Collection ${params.collectionName} not found`)
+          const collection = yield* requireCollection(project.id, params.collectionName)
           const team = yield* requireTeam(project.id, body.teamName)
           return yield* upsertRecord(deps.clock, {
             environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
             userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
           })
         })
-        set.status = saved === 'created' ? 201 : 200
-        return { id: params.recordId, data: body.data, outcome: saved }
+        set.status = saved.outcome === 'created' ? 201 : 200
+        return { id: params.recordId, data: saved.data, outcome: saved.outcome }
       },
       {
         accountCall: true,
         params: RecordParams,
         body: PutRecordBody,
-        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404) },
+        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404, 422) },
         detail: {
           operationId: 'putRecord',
           summary: "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins)",
+          description:
+            "With a collection schema (docs/records.md), absent fields that have a default take it, and the data must conform: " +
+            '422 `invalid_record` with `problems: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written.',
+        },
+      },
+    )
+    .get(
+      '/v1/project/:projectName/collections/:collectionName/schema',
+      async ({ params, caller }) =>
+        read(deps.store, (function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const collection = yield* requireCollection(project.id, params.collectionName)
+          return yield* readCollectionSchema(project.id, collection.id)
+        })()),
+      {
+        accountCall: true,
+        params: CollectionParams,
+        response: { 200: CollectionSchemaView, ...errorResponses(400, 404) },
+        detail: { operationId: 'getCollectionSchema', summary: "A collection's schema (no fields: untyped records) (project admins)" },
+      },
+    )
+    .put(
+      '/v1/project/:projectName/collections/:collectionName/schema',
+      async ({ params, body, caller }) =>
+        write(deps.store, function* () {
+          const project = yield* requireProjectManager(caller, params.projectName)
+          const collection = yield* requireCollection(project.id, params.collectionName)
+          yield* setCollectionFields(deps.clock, { projectId: project.id, collectionId: collection.id, collectionName: collection.name, fields: body.fields, actorId: caller.user.id })
+          return { ...(yield* readCollectionSchema(project.id, collection.id)), nonConforming: yield* nonConformingRecords(project.id, collection.id) }
+        }),
+      {
+        accountCall: true,
+        params: CollectionParams,
+        body: CollectionSchemaBody,
+        response: { 200: CollectionSchemaChange, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'setCollectionSchema',
+          summary: "Set a collection's schema (`{\"fields\": []}`: untyped); reports the existing records it refuses, which stay unchanged (project admins)",
         },
       },
     )

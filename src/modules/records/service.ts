@@ -3,6 +3,9 @@
  * `type: "read"` activity entry every console view of record data writes (reads are audited too).
  */
 import {
+  createFieldIndex,
+  dropFieldIndex,
+  findCollectionSchema,
   findRecordByKey,
   findRecordByKeyToChange,
   findRecordIdsIn,
@@ -14,13 +17,18 @@ import {
   type RecordScope,
   type RecordSearch,
   searchRecords,
+  setCollectionSchema,
   setRecordData,
 } from '../../db/records.ts'
 import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
+import { HttpError, invalidFields } from '../../lib/errors.ts'
+import { toIso } from '../../lib/time.ts'
 import { appendActivityLog } from '../activity-logs/service.ts'
+import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Op } from '../../db/op.ts'
+import { checkRecord, RECORD_ID_MAX_LENGTH, type SchemaField, schemaFieldProblems, shownFields, type StoredField, storedFields, withDefaults } from './schema.ts'
 
 export type { RecordRow, RecordScope, RecordSearch }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
@@ -40,19 +48,22 @@ export function* replaceRecordData(id: number, data: Record<string, unknown>, no
   yield* setRecordData(id, canonicalJson(data), now)
 }
 
-export const RECORD_ID_MAX_LENGTH = 1024
+export { RECORD_ID_MAX_LENGTH }
 
 /**
  * Creates or replaces one record's data, with its `write` activity entry (`create` or `update`) attributed to
  * `userId` as `teamId`; `via` ends the entry's label ("created by trellis apply", "updated in the console").
- * Data equal to what is stored (canonical JSON) changes nothing and logs nothing.
+ * The collection's schema fills absent fields that have a default and must accept the result (422 `invalid_record`).
+ * Data equal to what is stored (canonical JSON) changes nothing and logs nothing. Answers the data as stored.
  */
 export function* upsertRecord(
   clock: Clock,
   input: RecordScope & { recordKey: string; data: Record<string, unknown>; userId: number; teamId: number; via: string },
-): Op<'created' | 'updated' | 'unchanged'> {
+): Op<{ outcome: 'created' | 'updated' | 'unchanged'; data: Record<string, unknown> }> {
+  const checked = yield* checkedRecordData(input, input.data)
+  if (checked.problems.length > 0) throw invalidRecord(checked.problems)
   const existing = yield* findRecord(input, input.recordKey)
-  const data = canonicalJson(input.data)
+  const data = canonicalJson(checked.data)
   const now = clock.now()
   let action: 'create' | 'update'
   if (!existing) {
@@ -62,7 +73,7 @@ export function* upsertRecord(
     yield* setRecordData(existing.id, data, now)
     action = 'update'
   } else {
-    return 'unchanged'
+    return { outcome: 'unchanged', data: checked.data }
   }
   yield* appendActivityLog(clock, {
     environmentId: input.environmentId,
@@ -74,7 +85,130 @@ export function* upsertRecord(
     collectionId: input.collectionId,
     recordIds: [input.recordKey],
   })
-  return action === 'create' ? 'created' : 'updated'
+  return { outcome: action === 'create' ? 'created' : 'updated', data: checked.data }
+}
+
+// ── Schemas ───────────────────────────────────────────────────────────────────
+
+/** One thing a record's data breaks of its collection's schema: the field as a JSON pointer (`/total`). */
+export interface FieldProblem {
+  field: string
+  message: string
+}
+
+/** 422 `invalid_record`: the message names the first field, `problems` every one. */
+export function invalidRecord(problems: FieldProblem[]): HttpError {
+  const first = problems[0]!
+  const more = problems.length > 1 ? ` (and ${problems.length - 1} more: see problems)` : ''
+  return new HttpError(422, 'invalid_record', `Invalid record field '${first.field}': ${first.message}${more}`, { problems })
+}
+
+/** A collection's fields as stored (none: untyped), read as `purpose` says (src/db/records.ts `findCollectionSchema`). */
+export function* collectionFields(collectionId: number, purpose: 'read' | 'write' | 'change'): Op<StoredField[]> {
+  const row = yield* findCollectionSchema(collectionId, purpose)
+  return row?.schema ? (JSON.parse(row.schema) as StoredField[]) : []
+}
+
+/** What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms). */
+export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>): Op<FieldProblem[]> {
+  const check = checkRecord(fields, data)
+  for (const relation of check.relations) {
+    if (!(yield* findRecord({ environmentId: scope.environmentId, collectionId: relation.collectionId }, relation.id))) {
+      check.problems.push({ field: relation.field, message: `must be the id of an existing record of the related collection: there is no record ${relation.id}` })
+    }
+  }
+  return check.problems
+}
+
+/**
+ * A whole record about to be written: its data with the schema's defaults filled in, and what that breaks. The
+ * schema is held for the write (PostgreSQL: `FOR SHARE`), so a concurrent schema change waits for it.
+ */
+export function* checkedRecordData(scope: RecordScope, data: Record<string, unknown>): Op<{ data: Record<string, unknown>; problems: FieldProblem[] }> {
+  const fields = yield* collectionFields(scope.collectionId, 'write')
+  const filled = withDefaults(fields, data)
+  return { data: filled, problems: yield* recordProblems(scope, fields, filled) }
+}
+
+/** A collection's schema as the API shows it: no fields when it has none; `version` counts its changes. */
+export interface CollectionSchemaView {
+  fields: SchemaField[]
+  version: number
+  updatedAt: string | null
+}
+
+function* collectionIdsByName(projectId: number): Op<Map<string, number>> {
+  return new Map((yield* listProjectParts('collection', projectId)).map((c) => [c.name, c.id]))
+}
+
+/** A collection's schema, relation targets by their collection's name. */
+export function* readCollectionSchema(projectId: number, collectionId: number): Op<CollectionSchemaView> {
+  const row = yield* findCollectionSchema(collectionId, 'read')
+  const names = new Map([...(yield* collectionIdsByName(projectId))].map(([name, id]) => [id, name]))
+  const fields = row?.schema ? (JSON.parse(row.schema) as StoredField[]) : []
+  return { fields: shownFields(fields, names), version: row?.schemaVersion ?? 0, updatedAt: row?.schemaUpdatedAt == null ? null : toIso(row.schemaUpdatedAt) }
+}
+
+/** The admin log value of a schema: the document's `{name}` shape, readable. */
+function schemaValue(collectionName: string, version: number, fields: readonly StoredField[]) {
+  if (fields.length === 0) return { name: `${collectionName}: no schema (any JSON object), version ${version}` }
+  const names = fields.slice(0, 20).map((f) => `${f.name} (${f.type})`).join(', ')
+  return { name: `${collectionName}: schema version ${version}, ${fields.length} field${fields.length === 1 ? '' : 's'}: ${names}${fields.length > 20 ? ', …' : ''}` }
+}
+
+/**
+ * Sets a collection's schema (no fields: untyped), with its admin log entry (resource `collection`) and the index of
+ * each `indexed` field (an index no longer wanted is dropped). A field list with a problem is 400 naming it
+ * (`fields[2].options`, under `field`); the same fields as stored change nothing. Existing records are never
+ * changed: `nonConformingRecords` reports those the new schema refuses.
+ */
+export function* setCollectionFields(
+  clock: Clock,
+  input: { projectId: number; collectionId: number; collectionName: string; fields: SchemaField[]; actorId: number | null; field?: string },
+): Op<'updated' | 'unchanged'> {
+  const current = yield* findCollectionSchema(input.collectionId, 'change')
+  if (!current) throw new Error(`collection ${input.collectionId} vanished`)
+  const ids = yield* collectionIdsByName(input.projectId)
+  const problems = schemaFieldProblems(input.fields, new Set(ids.keys()), input.field ?? 'fields')
+  if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
+  const fields = storedFields(input.fields, ids)
+  const text = fields.length === 0 ? null : canonicalJson(fields)
+  if (text === current.schema) return 'unchanged'
+  const before = current.schema ? (JSON.parse(current.schema) as StoredField[]) : []
+  const version = current.schemaVersion + 1
+  yield* setCollectionSchema(input.collectionId, text, version, clock.now())
+  const indexed = (list: readonly StoredField[]) => new Set(list.filter((f) => f.indexed).map((f) => f.name))
+  const [was, is] = [indexed(before), indexed(fields)]
+  for (const name of was) if (!is.has(name)) yield* dropFieldIndex(input.collectionId, name)
+  for (const name of is) if (!was.has(name)) yield* createFieldIndex(input.collectionId, name)
+  yield* appendAdminLog(clock, {
+    projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
+    previousValue: schemaValue(input.collectionName, current.schemaVersion, before), newValue: schemaValue(input.collectionName, version, fields),
+  })
+  return 'updated'
+}
+
+/** The records a collection's schema refuses, in every environment of its project: how many, and the ids of the first `limit`. */
+export function* nonConformingRecords(projectId: number, collectionId: number, limit = 100): Op<{ count: number; ids: string[] }> {
+  const fields = yield* collectionFields(collectionId, 'read')
+  const report = { count: 0, ids: [] as string[] }
+  if (fields.length === 0) return report
+  const PAGE = 500
+  for (const environment of yield* listProjectParts('environment', projectId)) {
+    const scope = { environmentId: environment.id, collectionId }
+    let after: string | undefined
+    for (;;) {
+      const page = yield* pageRecords(scope, after, PAGE)
+      for (const record of page.slice(0, PAGE)) {
+        if ((yield* recordProblems(scope, fields, JSON.parse(record.data) as Record<string, unknown>)).length === 0) continue
+        report.count++
+        if (report.ids.length < limit) report.ids.push(record.recordKey)
+      }
+      if (page.length <= PAGE) break
+      after = page[PAGE - 1]!.recordKey
+    }
+  }
+  return report
 }
 
 /** Who saw which records, as which team: `read` for one record's page, `index` for a list. Nothing shown, nothing logged. */
