@@ -221,17 +221,17 @@ describe('the schema API', () => {
     expect(bad.status).toBe(422)
     expect(bad.body).toMatchObject({ error: 'Unprocessable Entity', code: 'invalid_record' })
     expect(bad.body.message).toContain("'/")
-    expect(bad.body.problems.map((p: Body) => p.field).sort()).toEqual(['/amount', '/customer', '/extra', '/items', '/status'])
+    expect(bad.body.details.map((p: Body) => p.field).sort()).toEqual(['/amount', '/customer', '/extra', '/items', '/status'])
     expect(queryOne(env.store, "SELECT id FROM records WHERE record_key = 'ord_t1'")).toBeNull()
     const missing = await call('PUT', recordPath('ord_t1'), 'carol', { teamName: 'Support', data: {} })
-    expect(missing.body.problems.map((p: Body) => [p.field, p.message.split(' (')[0]])).toEqual([['/status', 'is required'], ['/amount', 'is required']])
+    expect(missing.body.details.map((p: Body) => [p.field, p.message.split(' (')[0]])).toEqual([['/status', 'is required'], ['/amount', 'is required']])
 
     const good = await call('PUT', recordPath('ord_t1'), 'carol', { teamName: 'Support', data: { status: 'paid', amount: 12, customer: 'cus_001' } })
     expect(good.status).toBe(201)
     expect(good.body.data).toEqual({ status: 'paid', amount: 12, customer: 'cus_001', currency: 'EUR' })
     // cus_001 exists in production only.
     const staging = await call('PUT', recordPath('ord_t1', 'orders', 'staging'), 'carol', { teamName: 'Support', data: { status: 'paid', amount: 12, customer: 'cus_001' } })
-    expect(staging.body.problems).toEqual([{ field: '/customer', message: expect.stringContaining('no record cus_001') }])
+    expect(staging.body.details).toEqual([{ field: '/customer', message: expect.stringContaining('no record cus_001') }])
     // Untyped collections take any object still.
     expect((await call('PUT', recordPath('anything', 'customers'), 'carol', { teamName: 'Support', data: { whatever: [1] } })).status).toBe(201)
   })

@@ -20,7 +20,7 @@ export const runUpdate: StepRunner<Update> = async (ctx, step) => function* (rea
   const problems = yield* recordProblems(scope, yield* collectionFields(scope.collectionId, 'write'), updated)
   if (problems.length > 0) {
     const named = problems.map((p) => `${p.field} ${p.message}`).join('; ')
-    throw new StepFailure('invalid_field', `The record as updated does not conform to its collection's schema: ${named}`, { problems })
+    throw new StepFailure('invalid_field', `The record as updated does not conform to its collection's schema: ${named}`, { details: problems })
   }
   yield* replaceRecordData(row.id, updated, ctx.clock.now())
   reads.data = updated

@@ -217,7 +217,7 @@ export function projectAdminModule(deps: AppDeps) {
           summary: "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins)",
           description:
             "With a collection schema (docs/records.md), absent fields that have a default take it, and the data must conform: " +
-            '422 `invalid_record` with `problems: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written.',
+            '422 `invalid_record` with `details: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written.',
         },
       },
     )

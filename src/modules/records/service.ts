@@ -96,11 +96,11 @@ export interface FieldProblem {
   message: string
 }
 
-/** 422 `invalid_record`: the message names the first field, `problems` every one. */
+/** 422 `invalid_record`: the message names the first field, `details` every one (the error body's one list of field problems). */
 export function invalidRecord(problems: FieldProblem[]): HttpError {
   const first = problems[0]!
-  const more = problems.length > 1 ? ` (and ${problems.length - 1} more: see problems)` : ''
-  return new HttpError(422, 'invalid_record', `Invalid record field '${first.field}': ${first.message}${more}`, { problems })
+  const more = problems.length > 1 ? ` (and ${problems.length - 1} more: see details)` : ''
+  return new HttpError(422, 'invalid_record', `Invalid record field '${first.field}': ${first.message}${more}`, { details: problems })
 }
 
 /** A collection's fields as stored (none: untyped), read as `purpose` says (src/db/records.ts `findCollectionSchema`). */
