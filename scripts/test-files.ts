@@ -57,6 +57,7 @@ export const POSTGRES_PASS = [
   'project-access',
   'queue',
   'record-updates',
+  'records-api',
   'request-path',
   'retry',
   'route-fuzz',

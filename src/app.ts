@@ -14,6 +14,7 @@ import { activityLogsModule } from './modules/activity-logs/index.ts'
 import { adminLogsModule } from './modules/admin-logs/index.ts'
 import { notesModule } from './modules/notes/index.ts'
 import { runsModule } from './modules/runs/index.ts'
+import { recordsModule } from './modules/records/index.ts'
 import { tasksModule } from './modules/tasks/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
 import { runEventsModule } from './modules/run-events/index.ts'
@@ -54,6 +55,7 @@ export function createApp(deps: AppDeps) {
     .use(webhooksModule(deps))
     .use(runsModule(deps))
     .use(tasksModule(deps))
+    .use(recordsModule(deps))
     .use(callbacksModule(deps))
     .use(runEventsModule(deps))
     .use(activityLogsModule(deps))

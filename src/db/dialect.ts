@@ -28,6 +28,22 @@ export interface Built {
   prepare(...args: never[]): { all(values?: never): unknown; get(values?: never): unknown; run(values?: never): unknown }
 }
 
+/** How a typed field's values compare in a records list (docs/records.md "Listing records"). */
+export type RecordValueKind = 'text' | 'number' | 'boolean' | 'datetime'
+
+/** A record field's value in a list query (`Dialect.recordFieldValue`). */
+export interface RecordFieldValue {
+  /** The value compared and sorted; null when the field is absent, null, or (PostgreSQL) not of the kind. */
+  value: SQL
+  /** The stored JSON value is of the kind: a filter matches only such values. */
+  hasKind: SQL
+  /** A filter's value (a placeholder bound to a string, or a number for `number`) as `value` compares it. */
+  param(placeholder: SQL): SQL
+  /** What a page remembers of its last row to continue after it (`cursorParam` reads it back). */
+  cursorKey: SQL
+  cursorParam(placeholder: SQL): SQL
+}
+
 export interface Dialect {
   readonly name: 'sqlite' | 'postgres'
   /** The connection's query builder (a transaction's, inside one). */
@@ -56,6 +72,14 @@ export interface Dialect {
    * repeating this expression.
    */
   recordFieldExpression(field: string): SQL
+  /**
+   * A record's top-level field as a records list filters and sorts it (`kind`: how its values compare). Text,
+   * numbers and booleans compare through `recordFieldExpression` on SQLite (its index serves them); PostgreSQL
+   * casts numbers to numeric, and date-times compare as instants on both (`julianday`, `timestamptz`).
+   */
+  recordFieldValue(field: string, kind: RecordValueKind): RecordFieldValue
+  /** `expression` in `direction` with nulls lowest (first ascending, last descending): SQLite's own order, told to PostgreSQL. */
+  orderNullsLow(expression: AnyColumn | SQL, direction: 'asc' | 'desc'): SQL
   /** Text with its ASCII letters lowercased, nothing else changed (SQLite's `lower`; PostgreSQL's folds every letter). */
   asciiLower(expression: AnyColumn | SQL): SQL
   /** The select, its rows locked against writers until the transaction ends: PostgreSQL's `FOR SHARE`; SQLite's one writer holds them already. */

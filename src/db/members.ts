@@ -169,6 +169,15 @@ export function* teamNamesOfMember(projectId: number, userId: number): Op<string
   return teams.map((team) => team.name)
 }
 
+/** The ids of the project's teams the user belongs to. */
+export function* teamIdsOfMember(projectId: number, userId: number): Op<number[]> {
+  const teams = yield* teamMemberships(
+    (t) => ({ id: t.teams.id }),
+    (t) => and(eq(t.teams.projectId, projectId), eq(t.teamMembers.userId, userId)),
+  )
+  return teams.map((team) => team.id)
+}
+
 export function insertTeamMember(teamId: number, userId: number, now: number) {
   return exec(({ db, t }) => db.insert(t.teamMembers).values({ teamId, userId, createdAt: now }))
 }

@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto'
 import { and, eq, type SQL, sql } from 'drizzle-orm'
-import type { Built, Dialect } from './dialect.ts'
+import type { Built, Dialect, RecordValueKind } from './dialect.ts'
 import type { Op } from './op.ts'
 import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
@@ -247,4 +247,101 @@ export function createFieldIndex(collectionId: number, field: string) {
 export function dropFieldIndex(collectionId: number, field: string) {
   const name = fieldIndexName(collectionId, field)
   return indexStatement(`records.field-index.drop.${name}`, () => sql.raw(`DROP INDEX IF EXISTS "${name}"`))
+}
+
+// ── The records list ─────────────────────────────────────────────────────────
+
+export type RecordFilterOp = 'eq' | 'ne' | 'lt' | 'lte' | 'gt' | 'gte' | 'in' | 'contains'
+
+/** One `<field>.<op>` filter of the list, its values already of the field's kind (strings; numbers for `number`). */
+export interface RecordFieldFilter {
+  field: string
+  kind: RecordValueKind
+  op: RecordFilterOp
+  values: (string | number)[]
+}
+
+/** What a page continues after: the sort key of the previous page's last row (null: it had no value) and its row id. */
+export interface RecordCursor {
+  key: string | number | null
+  id: number
+}
+
+export interface RecordListQuery {
+  filters: RecordFieldFilter[]
+  /** A field of the schema, or null for `createdAt`. */
+  sort: { field: string; kind: RecordValueKind } | null
+  direction: 'asc' | 'desc'
+  after?: RecordCursor
+  /**
+   * Write the collection's id into the SQL rather than bind it: a field's index is partial to its collection
+   * (`WHERE collection_id = N`), and SQLite uses it only for a query naming that collection literally.
+   */
+  literalCollection: boolean
+}
+
+export interface RecordListRow {
+  id: number
+  recordKey: string
+  data: string
+  createdAt: number
+  updatedAt: number
+  /** The sort key, for the cursor. */
+  key: string | number | null
+}
+
+const COMPARISONS: Record<Exclude<RecordFilterOp, 'in' | 'contains'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' }
+
+/**
+ * One page of a collection's records in one environment (limit + 1 rows), filtered and sorted as `q` says: keyset
+ * paging on (sort value, row id), nulls lowest, so a record written meanwhile is never returned twice nor makes
+ * another one skipped. A statement per shape of the query (its fields, operators, sort, cursor), values bound.
+ */
+export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: number): Op<RecordListRow[]> {
+  const after = q.after === undefined ? 'first' : q.after.key === null ? 'after-null' : 'after'
+  const shape = [
+    q.literalCollection ? `c${Math.trunc(scope.collectionId)}` : 'c?',
+    q.sort === null ? 'createdAt' : `${q.sort.field}:${q.sort.kind}`,
+    q.direction,
+    after,
+    ...q.filters.map((f) => `${f.field}:${f.kind}.${f.op}${f.op === 'in' ? f.values.length : ''}`),
+  ].join(',')
+  const values: Record<string, unknown> = { environmentId: scope.environmentId, collectionId: scope.collectionId, limit: limit + 1, afterKey: q.after?.key, afterId: q.after?.id }
+  q.filters.forEach((f, i) => f.values.forEach((v, j) => (values[`f${i}_${j}`] = f.op === 'contains' ? containsPattern(asciiLowerText(String(v))) : v)))
+  const query = statementOfShape(`records.list.${shape}`, (d) => {
+    const r = d.t.records
+    const collection = q.literalCollection ? sql.raw(`${r.collectionId.name} = ${Math.trunc(scope.collectionId)}`) : eq(r.collectionId, sql.placeholder('collectionId'))
+    const sorted = q.sort === null ? null : d.recordFieldValue(q.sort.field, q.sort.kind)
+    const key = sorted === null ? sql`${r.createdAt}` : sorted.value
+    const keyParam = sorted === null ? sql.placeholder('afterKey') : sorted.cursorParam(sql`${sql.placeholder('afterKey')}`)
+    const id = sql`${r.id}`
+    const afterId = sql.placeholder('afterId')
+    const [beyond, beyondOrAt, idBeyond] = q.direction === 'asc' ? ['>', '>=', '>'] : ['<', '<=', '<']
+    const keyset =
+      after === 'first'
+        ? undefined
+        : after === 'after-null'
+          ? q.direction === 'asc'
+            ? sql`((${key} IS NULL AND ${id} > ${afterId}) OR ${key} IS NOT NULL)`
+            : sql`(${key} IS NULL AND ${id} < ${afterId})`
+          : sql`((${key} ${sql.raw(beyondOrAt)} ${keyParam} AND (${key} ${sql.raw(beyond)} ${keyParam} OR ${id} ${sql.raw(idBeyond)} ${afterId}))${q.direction === 'desc' ? sql` OR ${key} IS NULL` : sql``})`
+    const filters = q.filters.map((f, i) => {
+      const field = d.recordFieldValue(f.field, f.kind)
+      const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)
+      const test =
+        f.op === 'in'
+          ? sql`${field.value} IN (${sql.join(f.values.map((_, j) => param(j)), sql`, `)})`
+          : f.op === 'contains'
+            ? sql`${d.asciiLower(field.value)} LIKE ${sql.placeholder(`f${i}_0`)} ESCAPE '\\'`
+            : sql`${field.value} ${sql.raw(COMPARISONS[f.op])} ${param(0)}`
+      return sql`(${field.hasKind} AND ${test})`
+    })
+    return d.db
+      .select({ id: r.id, recordKey: r.recordKey, data: r.data, createdAt: r.createdAt, updatedAt: r.updatedAt, key: sorted === null ? r.createdAt : sql`${sorted.cursorKey}` })
+      .from(r)
+      .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, keyset, ...filters]))
+      .orderBy(d.orderNullsLow(key, q.direction), sql`${id} ${sql.raw(q.direction)}`)
+      .limit(sql.placeholder('limit'))
+  })
+  return query.rows(values) as Op<RecordListRow[]>
 }

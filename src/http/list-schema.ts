@@ -3,22 +3,25 @@
  * documented query parameters (`limit`, filters, `<field>.<op>` dates). Parsing stays in list.ts.
  */
 import { type DocumentDecoration, type TSchema, t } from 'elysia'
+import type { TProperties } from '@sinclair/typebox'
 import { ID_SCHEMA } from './params.ts'
 import { Integer } from './schemas.ts'
 import { DATE_OPERATORS, type DateOperator, DEFAULT_LIMIT, MAX_EMAIL_LENGTH, MAX_FILTER_LENGTH, MAX_LIMIT, MAX_NAME_LENGTH } from './list.ts'
 
-/** The envelope's schema: `{hasMore, data: item[], parameters}`. */
-export function pageSchema<Item extends TSchema, Parameters extends TSchema>(
+/** The envelope's schema: `{hasMore, data: item[], parameters}` (and a list's own further keys, `extra`). */
+export function pageSchema<Item extends TSchema, Parameters extends TSchema, Extra extends TProperties = {}>(
   item: Item,
   parameters: Parameters,
   description: string,
   hasMore = 'Whether more items follow: repeat with `createdAt.lt` set to the last item\'s `createdAt`',
+  extra: Extra = {} as Extra,
 ) {
   return t.Object(
     {
       hasMore: t.Boolean({ description: hasMore }),
       data: t.Array(item),
       parameters,
+      ...extra,
     },
     { description },
   )

@@ -1,6 +1,6 @@
 /** The names of rights: token scopes and project roles (the words every layer checks against). */
 
-export const SCOPES = ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write', 'all', 'workflows:trigger', 'tasks:read', 'tasks:write'] as const
+export const SCOPES = ['activity_logs:read', 'admin_logs:read', 'notes:read', 'notes:write', 'all', 'workflows:trigger', 'tasks:read', 'tasks:write', 'records:read', 'records:write'] as const
 export type Scope = (typeof SCOPES)[number]
 
 export const PERMISSION_LEVELS = ['admin', 'developer', 'editor', 'user', 'manager'] as const

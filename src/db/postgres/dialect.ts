@@ -5,13 +5,16 @@
  * transaction's reserved connection.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Db, type Dialect, identifierField, type Tables, valueRowsOf } from '../dialect.ts'
+import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, type Tables, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
 import type { PgDb } from './client.ts'
 
-const postgresFragments = {
+/** A date-time as a schema takes it (../../modules/records/schema.ts), as a POSIX pattern. */
+const DATETIME_SHAPE = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$'
+
+const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   name: 'postgres',
   // The same tables in PostgreSQL's column types (bigint in number mode, boolean): the rows answer alike.
   t: tables as unknown as Tables,
@@ -22,10 +25,30 @@ const postgresFragments = {
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
   jsonFieldText: (column: AnyColumn | SQL, field: string) => sql`(${column}::jsonb ->> ${sql.placeholder(field)}::text)`,
   recordFieldExpression: (field: string) => sql.raw(`(data::jsonb ->> '${identifierField(field)}')`),
+  recordFieldValue: (field: string, kind: RecordValueKind): RecordFieldValue => {
+    const name = identifierField(field)
+    const text = sql.raw(`(data::jsonb ->> '${name}')`)
+    const jsonType = sql.raw(`jsonb_typeof(data::jsonb -> '${name}')`)
+    switch (kind) {
+      // Byte order, as SQLite compares text.
+      case 'text': return { value: sql`${text} COLLATE "C"`, hasKind: sql`${jsonType} = 'string'`, param: (p) => p, cursorKey: text, cursorParam: (p) => p }
+      case 'boolean': return { value: text, hasKind: sql`${jsonType} = 'boolean'`, param: (p) => sql`${p}::text`, cursorKey: text, cursorParam: (p) => sql`${p}::text` }
+      case 'number': {
+        const value = sql`(CASE WHEN ${jsonType} = 'number' THEN ${text}::numeric END)`
+        return { value, hasKind: sql`${jsonType} = 'number'`, param: (p) => sql`${p}::numeric`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
+      }
+      case 'datetime': {
+        // Only text shaped as a date-time is cast (a cast of anything else fails the whole query).
+        const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN (${text})::timestamptz END)`
+        return { value, hasKind: sql`${jsonType} = 'string'`, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
+      }
+    }
+  },
+  orderNullsLow: (expression: AnyColumn | SQL, direction: 'asc' | 'desc') => sql`${expression} ${sql.raw(direction === 'asc' ? 'ASC NULLS FIRST' : 'DESC NULLS LAST')}`,
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
-} as const
+}
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */
 export function postgresDialect(db: PgDb): Dialect {

@@ -3,12 +3,12 @@
  * builder over ../schema.ts's tables, and run at once on the connection. PostgreSQL's: ../postgres/dialect.ts.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Db, type Dialect, identifierField, valueRowsOf } from '../dialect.ts'
+import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import * as tables from '../schema.ts'
 import { prepared } from './prepared.ts'
 
-const sqliteFragments = {
+const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   name: 'sqlite',
   t: tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
@@ -21,10 +21,26 @@ const sqliteFragments = {
     return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
   },
   recordFieldExpression: (field: string) => sql.raw(`json_extract(data, '$.${identifierField(field)}')`),
+  recordFieldValue: (field: string, kind: RecordValueKind): RecordFieldValue => {
+    const extracted = sqliteFragments.recordFieldExpression(field)
+    const jsonType = sql.raw(`json_type(data, '$.${identifierField(field)}')`)
+    const same = { param: (p: SQL) => p, cursorParam: (p: SQL) => p }
+    switch (kind) {
+      case 'text': return { value: extracted, hasKind: sql`${jsonType} = 'text'`, cursorKey: extracted, ...same }
+      case 'number': return { value: extracted, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: extracted, ...same }
+      // json_extract answers true/false as 1/0; a filter's value is the text true or false.
+      case 'boolean': return { value: extracted, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: extracted, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
+      case 'datetime': {
+        const instant = sql`julianday(${extracted})`
+        return { value: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
+      }
+    }
+  },
+  orderNullsLow: (expression: AnyColumn | SQL, direction: 'asc' | 'desc') => sql`${expression} ${sql.raw(direction)}`,
   asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
   forShare: <Q>(select: Q) => select,
   forUpdate: <Q>(select: Q) => select,
-} as const
+}
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */
 export function sqliteDialect(db: Db): Dialect {

@@ -1,5 +1,5 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { findMemberRole, isTeamMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
+import { findMemberRole, isTeamMember, teamIdsOfMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
 import {
   allProjectsByName,
   anyProjectExists,
@@ -70,6 +70,18 @@ export function* collectionAccess(
   const permission = yield* findCollectionPermission(input.collectionId, input.teamId)
   const read = permission?.canRead ?? true
   return { read, edit: read && (permission?.canEdit ?? true) }
+}
+
+/**
+ * A user may read a collection's records outside any one team's view (the records API) when some team of theirs may
+ * (`collectionAccess`): project admins always, other members through any of their teams' collection permissions.
+ */
+export function* mayReadCollection(input: { userId: number; projectId: number; collectionId: number }): Op<boolean> {
+  if ((yield* roleIn(input.projectId, input.userId)) === 'admin') return (yield* collectionAccess({ ...input, teamId: 0 })).read
+  for (const teamId of yield* teamIdsOfMember(input.projectId, input.userId)) {
+    if ((yield* collectionAccess({ ...input, teamId })).read) return true
+  }
+  return false
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */

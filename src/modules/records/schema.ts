@@ -180,7 +180,7 @@ function describeType(field: StoredField): string {
 }
 
 /** Why `value` (not null, not absent) is not a value of the field, or null. */
-function valueProblem(field: StoredField, value: unknown): string | null {
+export function valueProblem(field: StoredField, value: unknown): string | null {
   return valueConforms(field, value) ? null : `must be ${describeType(field)}`
 }
 

@@ -1,0 +1,218 @@
+/**
+ * The records API's reads (docs/records.md "Reading records"): a collection's records in one environment — filtered
+ * on the schema's fields, typed by each field's type, sorted, paged by an opaque cursor — and one record with its
+ * ETag. Scope `records:read`; the caller must be a member who may read the collection through one of their teams
+ * (project admins always), past the project access decision (the SSO rule included). A collection the caller may
+ * not read is answered as one that does not exist (404).
+ */
+import { createHash } from 'node:crypto'
+import type { RecordValueKind } from '../../db/dialect.ts'
+import { read } from '../../db/read.ts'
+import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
+import type { Store } from '../../db/store.ts'
+import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, type Query } from '../../http/list.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
+import { notFound } from '../../lib/errors.ts'
+import type { Op } from '../../db/op.ts'
+import { toIso } from '../../lib/time.ts'
+import { callerProject, requireCallerScope } from '../auth/service.ts'
+import { findCollection, mayReadCollection, requireEnvironment } from '../directory/projects.ts'
+import type { FieldType, StoredField } from './schema.ts'
+import { valueProblem } from './schema.ts'
+import { collectionFields, findRecord } from './service.ts'
+
+/** The operators each field type takes; `multiselect` and `json` take none (nor sort). */
+const COMPARE = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in'] as const
+const OPERATORS: Record<FieldType, readonly RecordFilterOp[]> = {
+  text: [...COMPARE, 'contains'],
+  email: [...COMPARE, 'contains'],
+  url: [...COMPARE, 'contains'],
+  number: COMPARE,
+  integer: COMPARE,
+  date: COMPARE,
+  datetime: COMPARE,
+  select: ['eq', 'ne', 'in'],
+  relation: ['eq', 'ne', 'in'],
+  boolean: ['eq', 'ne'],
+  multiselect: [],
+  json: [],
+}
+export const RECORD_FILTER_OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'contains'] as const satisfies readonly RecordFilterOp[]
+/** The most values one `.in` filter takes. */
+export const MAX_IN_VALUES = 100
+const KINDS: Partial<Record<FieldType, RecordValueKind>> = { number: 'number', integer: 'number', boolean: 'boolean', datetime: 'datetime' }
+const kindOf = (type: FieldType): RecordValueKind => KINDS[type] ?? 'text'
+/** The query parameters that are not filters. */
+const LIST_PARAMETERS = new Set(['limit', 'sort', 'cursor'])
+
+/** A record as the API shows it. */
+export interface RecordBody {
+  id: string
+  data: Record<string, unknown>
+  createdAt: string
+  updatedAt: string
+}
+
+const recordBody = (row: { recordKey: string; data: string; createdAt: number; updatedAt: number }): RecordBody => ({
+  id: row.recordKey,
+  data: JSON.parse(row.data) as Record<string, unknown>,
+  createdAt: toIso(row.createdAt),
+  updatedAt: toIso(row.updatedAt),
+})
+
+/** The collection the path names, if the caller may read its records (404 otherwise, as an unknown one). */
+function* readableCollection(caller: AccountCaller, place: RecordPlace): Op<RecordScope> {
+  const { project, environment } = yield* requireEnvironment(place.projectName, place.environmentName)
+  const collection = yield* findCollection(project.id, place.collectionName)
+  const hidden = () => notFound(`Collection ${place.collectionName} not found in project ${project.name}`)
+  if (!collection) throw hidden()
+  if (!(yield* mayReadCollection({ userId: caller.user.id, projectId: project.id, collectionId: collection.id }))) throw hidden()
+  return { environmentId: environment.id, collectionId: collection.id }
+}
+
+export interface RecordPlace {
+  projectName: string
+  environmentName: string
+  collectionName: string
+}
+
+/** Scope, then the project access decision (403 or 404 before anything of the collection is read). */
+async function authorizeRead(store: Store, caller: AccountCaller, projectName: string) {
+  requireCallerScope(caller, 'records:read')
+  await read(store, callerProject(caller, projectName))
+}
+
+/** The value of one filter parameter as the field's type reads it (400 naming the parameter otherwise). */
+function filterValue(name: string, field: StoredField, op: RecordFilterOp, raw: string): string | number {
+  if (raw.length > MAX_FILTER_LENGTH) throw invalidParameter(name, `must be at most ${MAX_FILTER_LENGTH} characters`)
+  if (op === 'contains') {
+    if (raw === '') throw invalidParameter(name, 'must not be empty')
+    return raw
+  }
+  if (field.type === 'number' || field.type === 'integer') {
+    const number = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : Number.NaN
+    const problem = Number.isFinite(number) ? valueProblem(field, number) : `must be ${field.type === 'integer' ? 'an integer' : 'a number'}`
+    if (problem) throw invalidParameter(name, problem)
+    return number
+  }
+  if (field.type === 'boolean') {
+    if (raw !== 'true' && raw !== 'false') throw invalidParameter(name, 'must be true or false')
+    return raw
+  }
+  const problem = valueProblem(field, raw)
+  if (problem) throw invalidParameter(name, problem)
+  return raw
+}
+
+/** The `<field>.<op>` filters of the query, each against the collection's fields (400 naming a bad one). */
+function parseFieldFilters(query: Query, fields: readonly StoredField[]): RecordFieldFilter[] {
+  const filters: RecordFieldFilter[] = []
+  for (const [name, raw] of Object.entries(query)) {
+    if (LIST_PARAMETERS.has(name) || raw === undefined || raw === '') continue
+    const dot = name.lastIndexOf('.')
+    if (dot < 0) continue
+    const [fieldName, op] = [name.slice(0, dot), name.slice(dot + 1) as RecordFilterOp]
+    if (fields.length === 0) throw invalidParameter(name, 'this collection has no schema: filters need typed fields (docs/records.md)')
+    const field = fields.find((f) => f.name === fieldName)
+    if (!field) throw invalidParameter(name, `the collection's schema has no field ${fieldName}`)
+    if (!RECORD_FILTER_OPERATORS.includes(op as (typeof RECORD_FILTER_OPERATORS)[number])) throw invalidParameter(name, `unknown operator ${op} (one of ${RECORD_FILTER_OPERATORS.join(', ')})`)
+    const allowed = OPERATORS[field.type]
+    if (!allowed.includes(op)) throw invalidParameter(name, allowed.length === 0 ? `a ${field.type} field takes no filter` : `a ${field.type} field takes ${allowed.join(', ')}`)
+    const raws = op === 'in' ? raw.split(',') : [raw]
+    if (raws.length > MAX_IN_VALUES) throw invalidParameter(name, `takes at most ${MAX_IN_VALUES} values`)
+    filters.push({ field: field.name, kind: kindOf(field.type), op, values: raws.map((r) => filterValue(name, field, op, r)) })
+  }
+  return filters
+}
+
+type Sort = { field: StoredField | null; direction: 'asc' | 'desc'; spec: string }
+
+/** `sort`: `createdAt` or a sortable field, `-` first for descending; default `-createdAt` (newest first). */
+function parseSort(raw: string | undefined, fields: readonly StoredField[]): Sort {
+  const spec = raw === undefined || raw === '' ? '-createdAt' : raw
+  const direction = spec.startsWith('-') ? 'desc' : 'asc'
+  const name = direction === 'desc' ? spec.slice(1) : spec
+  if (name === 'createdAt') return { field: null, direction, spec }
+  const field = fields.find((f) => f.name === name)
+  if (!field) throw invalidParameter('sort', `must be createdAt or a field of the collection's schema, - first for descending (no field ${name})`)
+  if (OPERATORS[field.type].length === 0) throw invalidParameter('sort', `a ${field.type} field cannot be sorted`)
+  return { field, direction, spec }
+}
+
+/** The opaque cursor: the sort it belongs to, the last row's sort key and row id, as base64url JSON. */
+function encodeCursor(sort: Sort, row: RecordListRow): string {
+  return Buffer.from(JSON.stringify([sort.spec, row.key, row.id])).toString('base64url')
+}
+
+function decodeCursor(raw: string | undefined, sort: Sort): RecordCursor | undefined {
+  if (raw === undefined || raw === '') return undefined
+  const refused = () => invalidParameter('cursor', 'is not a cursor this list gave (send back nextCursor as it is, with the same sort)')
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'))
+  } catch {
+    throw refused()
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 3) throw refused()
+  const [spec, key, id] = parsed as unknown[]
+  if (spec !== sort.spec || !Number.isSafeInteger(id) || (id as number) < 1) throw refused()
+  if (key !== null && typeof key !== 'string' && !(typeof key === 'number' && Number.isFinite(key))) throw refused()
+  return { key: key as string | number | null, id: id as number }
+}
+
+/**
+ * One page of a collection's records as the caller may read them: the shared envelope (`hasMore`, `data`,
+ * `parameters`) and `nextCursor` while more follow.
+ */
+export async function recordsPageAs(store: Store, caller: AccountCaller, place: RecordPlace, query: Query) {
+  let scope: RecordScope
+  let sort: Sort
+  let rows: RecordListRow[] = []
+  const envelope = await environmentPage(query, place, {
+    filters: () => undefined,
+    authorize: () => authorizeRead(store, caller, place.projectName),
+    where: () => read(store, readableCollection(caller, place)),
+    ids: async (found, _filters, query, limit) => {
+      scope = found
+      const fields = await read(store, collectionFields(scope.collectionId, 'read'))
+      const filters = parseFieldFilters(query, fields)
+      sort = parseSort(query.sort, fields)
+      const after = decodeCursor(query.cursor, sort)
+      const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
+      rows = await read(
+        store,
+        pageRecordList(
+          scope,
+          {
+            filters,
+            sort: sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) },
+            direction: sort.direction,
+            after,
+            literalCollection: (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field)),
+          },
+          limit,
+        ),
+      )
+      return rows
+    },
+    render: async (page) => page.map(recordBody),
+  })
+  const last = envelope.hasMore ? rows[envelope.parameters.limit - 1] : undefined
+  return {
+    ...envelope,
+    parameters: { ...envelope.parameters, collectionName: place.collectionName, sort: sort!.spec },
+    ...(last ? { nextCursor: encodeCursor(sort!, last) } : {}),
+  }
+}
+
+/** One record the caller may read, and its ETag (changes whenever its data or updatedAt does); 404 otherwise. */
+export async function readRecordAs(store: Store, caller: AccountCaller, place: RecordPlace & { recordId: string }) {
+  await authorizeRead(store, caller, place.projectName)
+  const row = await read(store, (function* () {
+    const scope = yield* readableCollection(caller, place)
+    return yield* findRecord(scope, place.recordId)
+  })())
+  if (!row) throw notFound(`Record ${place.recordId} not found in collection ${place.collectionName}`)
+  const etag = `"${createHash('sha256').update(`${row.updatedAt}\n${row.data}`).digest('base64url').slice(0, 27)}"`
+  return { record: recordBody(row), etag }
+}

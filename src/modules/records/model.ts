@@ -1,0 +1,26 @@
+/** Records as the records API renders them: one record, a page of them. */
+import { t } from 'elysia'
+import { pageSchema } from '../../http/list-schema.ts'
+import { Integer, IsoDateTime } from '../../http/schemas.ts'
+import { RECORD_ID_MAX_LENGTH } from './schema.ts'
+
+export const RecordListParams = t.Object({ projectName: t.String(), environmentName: t.String(), collectionName: t.String() })
+export const RecordReadParams = t.Object({ ...RecordListParams.properties, recordId: t.String({ minLength: 1, maxLength: RECORD_ID_MAX_LENGTH }) })
+
+export const RecordBody = t.Object(
+  {
+    id: t.String({ description: "The record's own id" }),
+    data: t.Record(t.String(), t.Unknown(), { description: 'The JSON object as stored' }),
+    createdAt: IsoDateTime,
+    updatedAt: IsoDateTime,
+  },
+  { $id: 'Record' },
+)
+
+export const RecordPage = pageSchema(
+  RecordBody,
+  t.Object({ projectName: t.String(), environmentName: t.String(), collectionName: t.String(), limit: Integer(), sort: t.String({ description: 'The sort used' }) }),
+  'A page of records, in the order `sort` asks (default newest first)',
+  'Whether more records follow: repeat with `cursor` set to `nextCursor`',
+  { nextCursor: t.Optional(t.String({ description: 'Send back as `cursor` (with the same filters and sort) for the next page; absent on the last page' })) },
+)
