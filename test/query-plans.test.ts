@@ -14,7 +14,7 @@ import { deleteFinishedRunBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/sqlite/op-runner.ts'
 import type { Db } from '../src/db/dialect.ts'
 import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, runningRuns, SQLITE_CLAIM } from '../src/db/queue.ts'
-import { findRecordByKey, findRecordIdsIn, searchRecords } from '../src/db/records.ts'
+import { createFieldIndex, fieldIndexName, findRecordByKey, findRecordIdsIn, pageRecordList, type RecordListQuery, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
 import { assigneeUsersOf, pageTaskIds } from '../src/db/tasks.ts'
@@ -28,7 +28,7 @@ import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { listNoteIds } from '../src/modules/notes/service.ts'
 import { listRunIds } from '../src/modules/runs/service.ts'
 import { acmeDocument, applyAcme, projectId } from './support/acme.ts'
-import { sqliteTestEnv } from './helpers.ts'
+import { runNow, sqliteTestEnv } from './helpers.ts'
 
 const env = sqliteTestEnv()
 afterAll(() => env.cleanup())
@@ -36,6 +36,10 @@ await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUr
 const acme = projectId(env.store, 'Acme')
 const production = (env.store.sqlite.prepare("SELECT id FROM environments WHERE name = 'production'").all() as { id: number }[])[0]!.id
 const at = '2026-01-01T00:00:00Z'
+const orders = (env.store.sqlite.prepare("SELECT id FROM collections WHERE name = 'orders'").all() as { id: number }[])[0]!.id
+// An indexed field, as a collection schema with `indexed: true` makes it (src/modules/records/service.ts).
+await runNow(env.store, createFieldIndex(orders, 'amount'))
+const AMOUNT_INDEX = fieldIndexName(orders, 'amount')
 
 /** The tables written on a request's or a run's path, whose every index costs each write. */
 const HOT_TABLES = ['runs', 'run_steps', 'run_events', 'activity_logs', 'activity_log_records', 'notes', 'note_messages', 'admin_logs', 'records']
@@ -89,6 +93,8 @@ const runs = (filters: Parameters<typeof listRunIds>[1], query: Record<string, s
 
 const tasks = (filters: Parameters<typeof pageTaskIds>[1]) => (db: Db) => runOp(db, pageTaskIds(production, filters, [], 10))
 
+const recordList = (q: RecordListQuery) => (db: Db) => runOp(db, pageRecordList({ environmentId: production, collectionId: orders }, q, 10))
+const RECORD_LIST = /^select "id", "record_key", "data", "created_at", "updated_at", .* from "records"/
 const NOTES_PAGE = /^select "id" from "notes"/
 const TASKS_PAGE = /^select "id" from "tasks"/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
@@ -111,6 +117,11 @@ const CASES: PlanCase[] = [
   // ── records: the console's searches walk the collection's records in id order through its unique index, never a sort ──
   ['records: search by id part and field (a collection page)', (db) => runOp(db, searchRecords({ environmentId: production, collectionId: 1 }, { idContains: 'ord', field: { name: 'status', value: 'paid' } }, 'a', 50)), /^select .* from "records" where .* LIKE/, /^SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key>\?\)$/],
   ['records: ids containing a text in the collections a person may read (/search)', (db) => runOp(db, findRecordIdsIn([{ environmentId: production, collectionId: 1 }], 'ord', 10)), /^select "environment_id", "collection_id", "record_key" from "records"/, /^SEARCH records USING COVERING INDEX records_env_collection_key_unique \(environment_id=\?\) \| LIST SUBQUERY 1 \| SCAN json_each VIRTUAL TABLE INDEX 1: \| LIST SUBQUERY 2 \| SCAN json_each VIRTUAL TABLE INDEX 1:( \| CREATE BLOOM FILTER)?$/],
+  // ── records: the API's list walks an index in the page's order, never a sort of the collection ──
+  ['records: list, newest first (default)', recordList({ filters: [], sort: null, direction: 'desc', literalCollection: false }), RECORD_LIST, /^SEARCH records USING INDEX records_env_collection_created_idx \(environment_id=\? AND collection_id=\?\)$/],
+  ['records: list after a cursor, newest first', recordList({ filters: [], sort: null, direction: 'desc', after: { key: 1, id: 9 }, literalCollection: false }), RECORD_LIST, /^SEARCH records USING INDEX records_env_collection_created_idx \(environment_id=\? AND collection_id=\? AND created_at<\?\)$/],
+  ['records: list filtered and sorted on an indexed field', recordList({ filters: [{ field: 'amount', kind: 'number', op: 'gt', values: [10] }], sort: { field: 'amount', kind: 'number' }, direction: 'asc', literalCollection: true }), RECORD_LIST, new RegExp(`^SEARCH records USING INDEX ${AMOUNT_INDEX} \\(environment_id=\\? AND <expr>>\\?\\)$`)],
+  ['records: list sorted on an indexed field after a cursor, descending', recordList({ filters: [], sort: { field: 'amount', kind: 'number' }, direction: 'desc', after: { key: 50, id: 9 }, literalCollection: true }), RECORD_LIST, new RegExp(`^SEARCH records USING INDEX ${AMOUNT_INDEX} \\(environment_id=\\?\\)$`)],
   // ── runs: the queue ──
   // The claim (src/db/claims.ts): the runs running, each environment's oldest due runs and, where a workflow's limit
   // holds those back, each workflow's — in their index's order, never a sort — then the start of each run picked.

@@ -324,7 +324,7 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
           ? q.direction === 'asc'
             ? sql`((${key} IS NULL AND ${id} > ${afterId}) OR ${key} IS NOT NULL)`
             : sql`(${key} IS NULL AND ${id} < ${afterId})`
-          : sql`((${key} ${sql.raw(beyondOrAt)} ${keyParam} AND (${key} ${sql.raw(beyond)} ${keyParam} OR ${id} ${sql.raw(idBeyond)} ${afterId}))${q.direction === 'desc' ? sql` OR ${key} IS NULL` : sql``})`
+          : sql`((${key} ${sql.raw(beyondOrAt)} ${keyParam} AND (${key} ${sql.raw(beyond)} ${keyParam} OR ${id} ${sql.raw(idBeyond)} ${afterId}))${q.direction === 'desc' && sorted !== null ? sql` OR ${key} IS NULL` : sql``})`
     const filters = q.filters.map((f, i) => {
       const field = d.recordFieldValue(f.field, f.kind)
       const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)

@@ -286,7 +286,11 @@ export function defineTables(kit: TableKit) {
       createdAt: createdAt(),
       updatedAt: integer('updated_at').notNull(),
     },
-    (t) => [uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey)],
+    (t) => [
+      uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey),
+      // The records API's default order (newest first, then by row id): a page walks it instead of sorting the collection.
+      index('records_env_collection_created_idx').on(t.environmentId, t.collectionId, t.createdAt, t.id),
+    ],
   )
 
   // ── Notes ─────────────────────────────────────────────────────────────────

@@ -37,6 +37,7 @@ export const TAGS = [
   { name: 'webhooks', description: 'Starting a workflow run through its signed webhook URL, and the trigger settings.' },
   { name: 'runs', description: 'Workflow runs: read, cancel, retry, start by hand, list.' },
   { name: 'tasks', description: 'Tasks of task steps: the people a run asks to approve or reject, with a form; listing, reading and deciding them.' },
+  { name: 'records', description: "A collection's records in an environment: listing them with typed filters, sorting and cursor paging; reading one with its ETag." },
   { name: 'callbacks', description: 'Completion callbacks: a workflow’s signed endpoints (project admins), and a run’s deliveries with their attempts.' },
   { name: 'workflows', description: 'Publishing workflow definitions.' },
   { name: 'mcp', description: 'The Model Context Protocol endpoint: the public API as tools for AI agents, with the same tokens, scopes and activity log (docs/mcp.md).' },

@@ -11,7 +11,8 @@ import { errorResponses } from '../../http/errors.ts'
 import { listParameters } from '../../http/list-schema.ts'
 import { queryOf } from '../../http/list.ts'
 import { RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
-import { MAX_IN_VALUES, readRecordAs, RECORD_FILTER_OPERATORS, recordsPageAs } from './list.ts'
+import { readRecordAs } from './calls.ts'
+import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
 

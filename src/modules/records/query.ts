@@ -1,25 +1,18 @@
 /**
- * The records API's reads (docs/records.md "Reading records"): a collection's records in one environment — filtered
- * on the schema's fields, typed by each field's type, sorted, paged by an opaque cursor — and one record with its
- * ETag. Scope `records:read`; the caller must be a member who may read the collection through one of their teams
- * (project admins always), past the project access decision (the SSO rule included). A collection the caller may
- * not read is answered as one that does not exist (404).
+ * The records list as the API route runs it (docs/records.md "Reading records"): a collection's records in one
+ * environment, filtered on the schema's fields (typed by each field's type), sorted, paged by an opaque cursor;
+ * who may read it: ./calls.ts.
  */
-import { createHash } from 'node:crypto'
 import type { RecordValueKind } from '../../db/dialect.ts'
 import { read } from '../../db/read.ts'
 import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
 import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
-import { notFound } from '../../lib/errors.ts'
-import type { Op } from '../../db/op.ts'
-import { toIso } from '../../lib/time.ts'
-import { callerProject, requireCallerScope } from '../auth/service.ts'
-import { findCollection, mayReadCollection, requireEnvironment } from '../directory/projects.ts'
 import type { FieldType, StoredField } from './schema.ts'
 import { valueProblem } from './schema.ts'
-import { collectionFields, findRecord } from './service.ts'
+import { collectionFields } from './service.ts'
+import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
 
 /** The operators each field type takes; `multiselect` and `json` take none (nor sort). */
 const COMPARE = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in'] as const
@@ -44,43 +37,6 @@ const KINDS: Partial<Record<FieldType, RecordValueKind>> = { number: 'number', i
 const kindOf = (type: FieldType): RecordValueKind => KINDS[type] ?? 'text'
 /** The query parameters that are not filters. */
 const LIST_PARAMETERS = new Set(['limit', 'sort', 'cursor'])
-
-/** A record as the API shows it. */
-export interface RecordBody {
-  id: string
-  data: Record<string, unknown>
-  createdAt: string
-  updatedAt: string
-}
-
-const recordBody = (row: { recordKey: string; data: string; createdAt: number; updatedAt: number }): RecordBody => ({
-  id: row.recordKey,
-  data: JSON.parse(row.data) as Record<string, unknown>,
-  createdAt: toIso(row.createdAt),
-  updatedAt: toIso(row.updatedAt),
-})
-
-/** The collection the path names, if the caller may read its records (404 otherwise, as an unknown one). */
-function* readableCollection(caller: AccountCaller, place: RecordPlace): Op<RecordScope> {
-  const { project, environment } = yield* requireEnvironment(place.projectName, place.environmentName)
-  const collection = yield* findCollection(project.id, place.collectionName)
-  const hidden = () => notFound(`Collection ${place.collectionName} not found in project ${project.name}`)
-  if (!collection) throw hidden()
-  if (!(yield* mayReadCollection({ userId: caller.user.id, projectId: project.id, collectionId: collection.id }))) throw hidden()
-  return { environmentId: environment.id, collectionId: collection.id }
-}
-
-export interface RecordPlace {
-  projectName: string
-  environmentName: string
-  collectionName: string
-}
-
-/** Scope, then the project access decision (403 or 404 before anything of the collection is read). */
-async function authorizeRead(store: Store, caller: AccountCaller, projectName: string) {
-  requireCallerScope(caller, 'records:read')
-  await read(store, callerProject(caller, projectName))
-}
 
 /** The value of one filter parameter as the field's type reads it (400 naming the parameter otherwise). */
 function filterValue(name: string, field: StoredField, op: RecordFilterOp, raw: string): string | number {
@@ -205,14 +161,3 @@ export async function recordsPageAs(store: Store, caller: AccountCaller, place: 
   }
 }
 
-/** One record the caller may read, and its ETag (changes whenever its data or updatedAt does); 404 otherwise. */
-export async function readRecordAs(store: Store, caller: AccountCaller, place: RecordPlace & { recordId: string }) {
-  await authorizeRead(store, caller, place.projectName)
-  const row = await read(store, (function* () {
-    const scope = yield* readableCollection(caller, place)
-    return yield* findRecord(scope, place.recordId)
-  })())
-  if (!row) throw notFound(`Record ${place.recordId} not found in collection ${place.collectionName}`)
-  const etag = `"${createHash('sha256').update(`${row.updatedAt}\n${row.data}`).digest('base64url').slice(0, 27)}"`
-  return { record: recordBody(row), etag }
-}

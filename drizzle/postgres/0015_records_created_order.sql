@@ -1,0 +1,1 @@
+CREATE INDEX "records_env_collection_created_idx" ON "records" USING btree ("environment_id","collection_id","created_at","id");
