@@ -140,6 +140,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0012_task_deadlines',
       '0013_inbox_indexes',
       '0014_collection_schemas',
+      '0015_records_created_order',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
