@@ -35,6 +35,11 @@ export type RecordValueKind = 'text' | 'number' | 'boolean' | 'datetime'
 export interface RecordFieldValue {
   /** The value compared and sorted; null when the field is absent, null, or (PostgreSQL) not of the kind. */
   value: SQL
+  /**
+   * The value as `eq`, `ne` and `in` compare it: `value` but for PostgreSQL's text, which is the index expression
+   * itself there (equal text is equal in any deterministic collation), so that the field's index serves equality.
+   */
+  equatable: SQL
   /** The stored JSON value is of the kind: a filter matches only such values. */
   hasKind: SQL
   /** A filter's value (a placeholder bound to a string, or a number for `number`) as `value` compares it. */

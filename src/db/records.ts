@@ -330,17 +330,17 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
       const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)
       const test =
         f.op === 'in'
-          ? sql`${field.value} IN (${sql.join(f.values.map((_, j) => param(j)), sql`, `)})`
+          ? sql`${field.equatable} IN (${sql.join(f.values.map((_, j) => param(j)), sql`, `)})`
           : f.op === 'contains'
             ? sql`${d.asciiLower(field.value)} LIKE ${sql.placeholder(`f${i}_0`)} ESCAPE '\\'`
-            : sql`${field.value} ${sql.raw(COMPARISONS[f.op])} ${param(0)}`
+            : sql`${f.op === 'eq' || f.op === 'ne' ? field.equatable : field.value} ${sql.raw(COMPARISONS[f.op])} ${param(0)}`
       return sql`(${field.hasKind} AND ${test})`
     })
     return d.db
       .select({ id: r.id, recordKey: r.recordKey, data: r.data, createdAt: r.createdAt, updatedAt: r.updatedAt, key: sorted === null ? r.createdAt : sql`${sorted.cursorKey}` })
       .from(r)
       .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, keyset, ...filters]))
-      .orderBy(d.orderNullsLow(key, q.direction), sql`${id} ${sql.raw(q.direction)}`)
+      .orderBy(sorted === null ? sql`${key} ${sql.raw(q.direction)}` : d.orderNullsLow(key, q.direction), sql`${id} ${sql.raw(q.direction)}`)
       .limit(sql.placeholder('limit'))
   })
   return query.rows(values) as Op<RecordListRow[]>

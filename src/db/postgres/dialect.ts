@@ -31,16 +31,16 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
     const jsonType = sql.raw(`jsonb_typeof(data::jsonb -> '${name}')`)
     switch (kind) {
       // Byte order, as SQLite compares text.
-      case 'text': return { value: sql`${text} COLLATE "C"`, hasKind: sql`${jsonType} = 'string'`, param: (p) => p, cursorKey: text, cursorParam: (p) => p }
-      case 'boolean': return { value: text, hasKind: sql`${jsonType} = 'boolean'`, param: (p) => sql`${p}::text`, cursorKey: text, cursorParam: (p) => sql`${p}::text` }
+      case 'text': return { value: sql`${text} COLLATE "C"`, equatable: text, hasKind: sql`${jsonType} = 'string'`, param: (p) => p, cursorKey: text, cursorParam: (p) => p }
+      case 'boolean': return { value: text, equatable: text, hasKind: sql`${jsonType} = 'boolean'`, param: (p) => sql`${p}::text`, cursorKey: text, cursorParam: (p) => sql`${p}::text` }
       case 'number': {
         const value = sql`(CASE WHEN ${jsonType} = 'number' THEN ${text}::numeric END)`
-        return { value, hasKind: sql`${jsonType} = 'number'`, param: (p) => sql`${p}::numeric`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
+        return { value, equatable: value, hasKind: sql`${jsonType} = 'number'`, param: (p) => sql`${p}::numeric`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
       }
       case 'datetime': {
         // Only text shaped as a date-time is cast (a cast of anything else fails the whole query).
         const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN (${text})::timestamptz END)`
-        return { value, hasKind: sql`${jsonType} = 'string'`, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
+        return { value, equatable: value, hasKind: sql`${jsonType} = 'string'`, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
       }
     }
   },

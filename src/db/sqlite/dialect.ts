@@ -26,13 +26,13 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
     const jsonType = sql.raw(`json_type(data, '$.${identifierField(field)}')`)
     const same = { param: (p: SQL) => p, cursorParam: (p: SQL) => p }
     switch (kind) {
-      case 'text': return { value: extracted, hasKind: sql`${jsonType} = 'text'`, cursorKey: extracted, ...same }
-      case 'number': return { value: extracted, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: extracted, ...same }
+      case 'text': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} = 'text'`, cursorKey: extracted, ...same }
+      case 'number': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: extracted, ...same }
       // json_extract answers true/false as 1/0; a filter's value is the text true or false.
-      case 'boolean': return { value: extracted, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: extracted, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
+      case 'boolean': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: extracted, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
       case 'datetime': {
         const instant = sql`julianday(${extracted})`
-        return { value: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
+        return { value: instant, equatable: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
       }
     }
   },
