@@ -169,6 +169,26 @@ describe('paging while records are written', () => {
   })
 })
 
+describe('paging while another client writes at the same time', () => {
+  test('a writer running alongside a walk (newest first): the walk repeats nothing and misses none of the records it started with', async () => {
+    const before = new Set(ids(await walk('', 100)))
+    let writing = true
+    const writer = (async () => {
+      for (let n = 0; writing && n < 60; n++) {
+        const response = await app.handle(
+          request(`${LIST}/concurrent_${n}`, { method: 'PUT', headers: { cookie: cookies.alice! }, json: { teamName: 'Support', data: { name: 'C', price: n } } }),
+        )
+        expect(response.status).toBe(201)
+      }
+    })()
+    const seen = ids(await walk('', 3))
+    writing = false
+    await writer
+    expect(new Set(seen).size).toBe(seen.length)
+    for (const id of before) expect(seen).toContain(id)
+  })
+})
+
 describe('refusals name the parameter', () => {
   const cases: [string, string][] = [
     ['nope.eq=1', 'nope.eq'],
