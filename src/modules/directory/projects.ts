@@ -77,6 +77,7 @@ export function* collectionAccess(
  * (`collectionAccess`): project admins always, other members through any of their teams' collection permissions.
  */
 export function* mayReadCollection(input: { userId: number; projectId: number; collectionId: number }): Op<boolean> {
+  // An admin's access does not depend on the team (collectionAccess answers before it looks at one).
   if ((yield* roleIn(input.projectId, input.userId)) === 'admin') return (yield* collectionAccess({ ...input, teamId: 0 })).read
   for (const teamId of yield* teamIdsOfMember(input.projectId, input.userId)) {
     if ((yield* collectionAccess({ ...input, teamId })).read) return true
