@@ -57,6 +57,9 @@ beforeAll(async () => {
     },
   })
   for (const item of ITEMS) project.records.push({ environment: 'production', collection: 'items', id: item.id, data: item.data })
+  // Written before its collection had a schema: a date-time's shape with no such day.
+  project.collections.push({ name: 'legacy' })
+  project.records.push({ environment: 'production', collection: 'legacy', id: 'old_1', data: { at: '2026-02-30T00:00:00Z' } }, { environment: 'production', collection: 'legacy', id: 'old_2', data: { at: '2026-03-01T00:00:00Z' } })
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   for (const name of ['alice', 'bob', 'dave']) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
@@ -115,6 +118,21 @@ describe('filters, typed by the field', () => {
       expect(ids(await walk(query, 100)).sort()).toEqual(matching(expected))
     })
   }
+})
+
+test('a record older than the schema holding an impossible date-time: filters and sorts answer, it matches none', async () => {
+  const put = await app.handle(
+    request('/v1/project/Acme/collections/legacy/schema', { method: 'PUT', headers: { authorization: `Bearer ${tokens.all}` }, json: { fields: [{ name: 'at', type: 'datetime' }] } }),
+  )
+  expect(put.status).toBe(200)
+  expect(((await put.json()) as Body).nonConforming).toEqual({ count: 1, ids: ['old_1'] })
+  const legacy = (query: string) => get(`/v1/project/Acme/environment/production/collection/legacy/records?${query}`, { bearer: tokens.all })
+  const after = await legacy('at.gt=2026-01-01T00:00:00Z')
+  expect(after.status).toBe(200)
+  expect(ids(after.body.data)).toEqual(['old_2'])
+  const sorted = await legacy('sort=at')
+  expect(sorted.status).toBe(200)
+  expect(ids(sorted.body.data).sort()).toEqual(['old_1', 'old_2'])
 })
 
 describe('sort', () => {

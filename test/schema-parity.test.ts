@@ -141,6 +141,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0013_inbox_indexes',
       '0014_collection_schemas',
       '0015_records_created_order',
+      '0016_datetime_or_null',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -38,8 +38,9 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
         return { value, equatable: value, hasKind: sql`${jsonType} = 'number'`, param: (p) => sql`${p}::numeric`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
       }
       case 'datetime': {
-        // Only text shaped as a date-time is cast (a cast of anything else fails the whole query).
-        const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN (${text})::timestamptz END)`
+        // Only text shaped as a date-time is read as one, and an impossible one (Feb 30) is null: a failed cast would
+        // fail the whole query (trellis_datetime_or_null, a migration's function).
+        const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN trellis_datetime_or_null(${text}) END)`
         return { value, equatable: value, hasKind: sql`${jsonType} = 'string'`, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
       }
     }

@@ -31,7 +31,9 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
       // json_extract answers true/false as 1/0; a filter's value is the text true or false.
       case 'boolean': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: extracted, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
       case 'datetime': {
-        const instant = sql`julianday(${extracted})`
+        // SQLite's date functions roll an impossible day over (Feb 30 → Mar 2): such text is no instant here, as on
+        // PostgreSQL, where its cast fails.
+        const instant = sql`(CASE WHEN date(substr(${extracted}, 1, 10)) = substr(${extracted}, 1, 10) THEN julianday(${extracted}) END)`
         return { value: instant, equatable: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
       }
     }
