@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
-import { bearer, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
-import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
+import { bearer, queryOne, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
+import { acmeDocument, applyAcme, openTaskOnRun, reportHook, tokenFor, userId } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
 if (!postgresInstalled) {
@@ -26,10 +26,15 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     const app = testApp(env)
     const bob = (await tokenFor(env.store, env.clock, 'bob', ['workflows:trigger'])).value
     const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+    const runIds: string[] = []
     for (const record of ['ord_1001', 'ord_1002', 'ord_1003']) {
       const response = await app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(bob), json: { record_id: record } }))
       expect(response.status).toBe(202)
+      runIds.push(((await response.json()) as { runId: string }).runId)
     }
+    // A task naming a team and a user: two assignee rows, each with one of the two NULL (a table without a key).
+    const support = queryOne<{ id: number }>(env.store, "SELECT id FROM teams WHERE name = 'Support'")!.id
+    await openTaskOnRun(env.store, env.clock, runIds[0]!, { teamIds: [support], userIds: [userId(env.store, 'carol')] })
     const note = await app.handle(
       request('/v1/project/Acme/environment/production/notes', {
         method: 'POST',
@@ -84,6 +89,7 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     expect(result.stderr).not.toContain('\r')
     for (const table of tables) expect({ table, rows: await postgresCount(table) }).toEqual({ table, rows: sqliteCount(table) })
     expect(sqliteCount('runs')).toBe(3)
+    expect(sqliteCount('task_assignees')).toBe(2)
     expect(sqliteCount('notes')).toBeGreaterThan(0)
     // A boolean is a boolean, a µs time the same instant, a text id the same id.
     const admin = (await sql`SELECT is_instance_admin FROM users WHERE email = 'alice@example.com'`) as { is_instance_admin: boolean }[]

@@ -238,9 +238,11 @@ function tablesInDependencyOrder(source: Database, kinds: Map<string, ColumnKind
     const key = keyed.filter((c) => c.pk > 0n).map((c) => c.name)
     const kindOf = (column: string) => kinds.get(`${name}.${column}`) ?? 'other'
     const sorted = key.length > 0 ? key : columns
+    // A table without a key sorts by every column, nullable ones too (a task's assignee is a team or a user): SQLite
+    // puts NULLs first, PostgreSQL last unless told.
     const order = {
       sqlite: sorted.map((c) => `"${c}"`).join(', '),
-      postgres: sorted.map((c) => `"${c}"${kindOf(c) === 'text' ? ' COLLATE "C"' : ''}`).join(', '),
+      postgres: sorted.map((c) => `"${c}"${kindOf(c) === 'text' ? ' COLLATE "C"' : ''} NULLS FIRST`).join(', '),
     }
     return { name, columns, kinds: columns.map(kindOf), order }
   })
