@@ -17,7 +17,7 @@ import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, run
 import { createFieldIndex, fieldIndexName, findRecordByKey, findRecordIdsIn, pageRecordList, type RecordListQuery, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
-import { assigneeUsersOf, pageTaskIds } from '../src/db/tasks.ts'
+import { assigneeUsersOf, decidersToTell, loadTasksToRender, pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -97,6 +97,9 @@ const recordList = (q: RecordListQuery) => (db: Db) => runOp(db, pageRecordList(
 const RECORD_LIST = /^select "id", "record_key", "data", "created_at", "updated_at", .* from "records"/
 const NOTES_PAGE = /^select "id" from "notes"/
 const TASKS_PAGE = /^select "id" from "tasks"/
+/** A member's inbox, walked from the tasks that name them, and from those naming each of their teams. */
+const TASKS_NAMING_USER = /^select "task_id" from "task_assignees" where \("task_assignees"\."user_id" = \?/
+const TASKS_NAMING_TEAM = /^select "task_id" from "task_assignees" where \("task_assignees"\."team_id" = \?/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
 const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
 const RUNS_PAGE = /^select "id" from "runs"/
@@ -153,11 +156,20 @@ const CASES: PlanCase[] = [
   ['runs: render a page, with steps', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
   // ── tasks: the list and the inbox ──
-  // The inbox walks the environment's tasks newest first, each tested by its assignee and decision indexes: never a
-  // sort, never a scan of every assignee row (a member's page costs in proportion to how far back their tasks lie).
+  // A member's inbox walks their own assignments newest first — the tasks naming them, then those naming each of
+  // their teams — each task found by its key and tested by the decision index: never the environment's open tasks
+  // (among which a member's may lie far apart), never a sort.
   ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_id_idx \(environment_id=\?\)$/],
-  ['tasks: a member\'s inbox (assignee=me; walks the environment\'s open tasks)', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_PAGE,
-    /^SEARCH tasks USING INDEX tasks_open_env_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| MULTI-INDEX OR \| INDEX 1 \| SEARCH a USING INDEX task_assignees_user_unique \(task_id=\? AND user_id=\?\) \| INDEX 2 \| LIST SUBQUERY \d+ \| SEARCH team_members USING INDEX team_members_user_idx \(user_id=\?\) \| SEARCH a USING INDEX task_assignees_team_unique \(task_id=\? AND team_id=\?\)/],
+  ['tasks: a member\'s inbox (assignee=me): the tasks naming them', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_USER,
+    /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+  ['tasks: a member\'s inbox (assignee=me): the tasks naming their teams', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_TEAM,
+    /^SEARCH task_assignees USING COVERING INDEX task_assignees_team_idx \(team_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+  // A task's assignees, read or deleted (the cascade from its run), through their own index: never a scan of every
+  // task's assignees.
+  ['tasks: render a page: the assignees', (db) => runOp(db, loadTasksToRender(['a', 'b'])), /FROM task_assignees a LEFT JOIN teams/, /^SEARCH a USING INDEX task_assignees_task_idx \(task_id=\?\)/],
+  ['tasks: who to tell of a task', (db) => runOp(db, decidersToTell({ id: 'a', requesterId: 1, allowRequester: false })), /FROM task_assignees a LEFT JOIN team_members m/, /^SEARCH a USING INDEX task_assignees_task_idx \(task_id=\?\)/],
+  ['tasks: a deleted run\'s task: its assignees (the statement of the foreign key\'s cascade)', (_, connection) => connection.prepare('DELETE FROM task_assignees WHERE task_id = ?'), /^DELETE FROM task_assignees WHERE task_id = \?$/,
+    /^SEARCH task_assignees USING (COVERING )?INDEX task_assignees_task_idx \(task_id=\?\)$/],
   ['tasks: an admin\'s inbox (assignee=me; walks the environment\'s open tasks)', tasks({ status: 'open', decidableBy: { userId: 1, asAdmin: true } }), TASKS_PAGE,
     /^SEARCH tasks USING INDEX tasks_open_env_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   // ── activity logs ──
@@ -220,7 +232,7 @@ describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {
     for (const detail of plans.flatMap((p) => p.split(' | '))) {
       // Never a bare scan of a table, never a sort of every matching row of a page.
       expect({ name, detail }).not.toEqual({ name, detail: expect.stringMatching(/^SCAN (runs|run_steps|activity_logs|activity_log_records|notes|note_messages|admin_logs|records)$/) })
-      if (statement === RUNS_PAGE || statement === ACTIVITY_PAGE || statement === ADMIN_PAGE || statement === FILTERED_EVENTS || (statement === NOTES_PAGE && !/updated|archived/.test(name))) {
+      if (statement === RUNS_PAGE || statement === TASKS_NAMING_USER || statement === TASKS_NAMING_TEAM || statement === ACTIVITY_PAGE || statement === ADMIN_PAGE || statement === FILTERED_EVENTS || (statement === NOTES_PAGE && !/updated|archived/.test(name))) {
         expect({ name, detail }).not.toEqual({ name, detail: expect.stringContaining('TEMP B-TREE') })
       }
     }

@@ -60,6 +60,8 @@ beforeAll(async () => {
     ordersWorkflow('Ask Support', [approveStep({ assignees: { teams: ['Support'] } })]),
     ordersWorkflow('Bob may approve his own', [approveStep({ assignees: { users: ['bob@example.com'] }, allowRequester: true })]),
     ordersWorkflow('Race', [approveStep({ assignees: { teams: ['Approvers'] }, approvals: 2 })]),
+    ordersWorkflow('Ask racer19', [approveStep({ assignees: { users: ['racer19@example.com'] } })]),
+    ordersWorkflow('Ask racer19 and Approvers', [approveStep({ assignees: { teams: ['Approvers'], users: ['racer19@example.com'] } })]),
   )
   await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 4, leaseMs: 5_000, pollMs: 20 })
@@ -252,6 +254,34 @@ describe('who sees a task', () => {
     expect(await ids(tokens.bob!, '&assignee=me')).not.toContain(billingTask.id)
     expect(await ids(tokens.carol!, '&assignee=me&status=open&workflowName=Reject%20fails&teamName=Support&recordId=t-9')).toEqual([billingTask.id])
     expect(await ids(tokens.carol!, '&teamName=Nobody')).toEqual([])
+  })
+
+  test('assignee=me of a member: the tasks naming them, their team or both, each once, newest first, paged alike', async () => {
+    const opened: string[] = []
+    for (const [i, name] of ['Race', 'Ask racer19', 'Ask racer19 and Approvers', 'Race', 'Ask racer19'].entries()) opened.push((await openTaskOf(await start(name, `t-${21 + i}`))).id)
+    const me = queryOne<{ id: number }>(env.store, 'SELECT id FROM users WHERE email = ?', 'racer19@example.com')!.id
+    // What the walks of the member's assignments must find, written as one plain query.
+    const expected = queryAll<{ id: string }>(
+      env.store,
+      `SELECT k.id FROM tasks k JOIN environments e ON e.id = k.environment_id
+      WHERE e.name = 'production' AND k.status = 'open' AND (k.allow_requester OR k.requester_id <> ?)
+        AND EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = k.id AND (a.user_id = ? OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ?)))
+        AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = k.id AND x.user_id = ?)
+      ORDER BY k.created_at DESC`,
+      me, me, me, me,
+    ).map((row) => row.id)
+    const mine = await ids(tokens.racer19!, '&assignee=me')
+    expect(mine).toEqual(expected)
+    expect(mine.filter((id) => opened.includes(id))).toEqual([...opened].reverse())
+    const paged: string[] = []
+    for (let query = '&assignee=me&limit=2'; ; ) {
+      const page = await call(`${PRODUCTION}/tasks?${query.slice(1)}`, tokens.racer19!)
+      const data = page.body.data as { id: string; createdAt: string }[]
+      paged.push(...data.map((t) => t.id))
+      if (!page.body.hasMore) break
+      query = `&assignee=me&limit=2&createdAt.lt=${encodeURIComponent(data.at(-1)!.createdAt)}`
+    }
+    expect(paged).toEqual(mine)
   })
 
   test('pages newest first by createdAt.lt, in the notes envelope', async () => {

@@ -67,6 +67,20 @@ export function* isTeamMember(teamId: number, userId: number): Op<boolean> {
   return (yield* TEAM_MEMBER.row({ teamId, userId })) !== undefined
 }
 
+const TEAMS_OF_MEMBER_IN = statement('team-members.of-user-in-environment', ({ db, t }) =>
+  db
+    .select({ teamId: t.teamMembers.teamId })
+    .from(t.teamMembers)
+    .innerJoin(t.teams, eq(t.teams.id, t.teamMembers.teamId))
+    .innerJoin(t.environments, eq(t.environments.projectId, t.teams.projectId))
+    .where(and(eq(t.teamMembers.userId, sql.placeholder('userId')), eq(t.environments.id, sql.placeholder('environmentId')))),
+)
+
+/** The ids of the teams the user belongs to in the environment's project. A statement: a member's inbox asks per request. */
+export function* teamIdsOfMemberIn(environmentId: number, userId: number): Op<number[]> {
+  return (yield* TEAMS_OF_MEMBER_IN.rows({ environmentId, userId })).map((row) => row.teamId)
+}
+
 const PROJECT_MEMBER = statement('members.find', (d) => d.db.select().from(d.t.projectMembers).where(memberPlaced(d)).limit(constantLimit(1)))
 
 export function findProjectMember(projectId: number, userId: number) {

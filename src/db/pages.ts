@@ -4,7 +4,7 @@
  * conditions lists add. Each is written once for both stores (./query.ts), a statement per shape of present
  * filters: built once per dialect and connection, run with the values as placeholders.
  */
-import { and, type AnyColumn, asc, type Column, desc, eq, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
+import { and, type AnyColumn, asc, type Column, desc, eq, exists, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
 import type { Built, Dialect, Tables } from './dialect.ts'
@@ -135,6 +135,12 @@ export interface PageQuery<K extends TimedTable> {
   bounds?: IdBounds
   /** Further conditions by name; present ones only. */
   extra?: Record<string, PageCondition | undefined>
+  /**
+   * Walks the page through another table's index instead of the list's own: the rows of `table` whose `column` is
+   * `value`, each naming a list row by `key`, in `key` order (an index on (column, key) serves it). For a filter that
+   * picks few rows of a large list, and picks them from an index of its own (a person's task assignments).
+   */
+  through?: { table: keyof Tables; key: string; column: string; value: number }
 }
 
 /**
@@ -152,6 +158,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
     ...(below !== undefined ? ['<id'] : []),
     ...(above !== undefined ? ['>id'] : []),
     ...extra.map(([name]) => name),
+    ...(q.through ? [`through ${q.through.table}.${q.through.column}`] : []),
   ].join(',')
   const page = statementOfShape(`${q.name}.page.${shape}`, (d) => {
     const table = d.t[q.table] as unknown as Record<string, SQLiteColumn>
@@ -162,6 +169,20 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       above !== undefined ? gt(table.id!, sql.placeholder('above')) : undefined,
       ...extra.map(([, e]) => e.condition(d)),
     ])
+    if (q.through) {
+      const viaTable = d.t[q.through.table] as unknown as SQLiteTable
+      const via = viaTable as unknown as Record<string, SQLiteColumn>
+      const key = via[q.through.key]!
+      // Each list row tested in an EXISTS: both stores then walk `via`'s index and look each row up by its key. As a
+      // join, PostgreSQL merged it with a backward walk of the list's primary key — every row down to the oldest
+      // one the walk reached, however few of them the filter picks.
+      return d.db
+        .select({ id: key })
+        .from(viaTable)
+        .where(allOf([eq(via[q.through.column]!, sql.placeholder('through')), exists(d.db.select({ one: sql`1` }).from(d.t[q.table]).where(allOf([eq(table.id!, key), where])))]))
+        .orderBy(desc(key))
+        .limit(sql.placeholder('limit'))
+    }
     return d.db
       .select({ id: table.id! })
       .from(d.t[q.table])
@@ -169,7 +190,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       .orderBy(desc(table.id!))
       .limit(sql.placeholder('limit'))
   })
-  const values: Record<string, unknown> = { limit: limit + 1, below, above, ...Object.fromEntries(equal) }
+  const values: Record<string, unknown> = { limit: limit + 1, below, above, through: q.through?.value, ...Object.fromEntries(equal) }
   for (const f of dates) values[`${f.field}.${f.op}`] = f.at
   for (const [, e] of extra) Object.assign(values, e.values)
   return (yield* page.rows(values)).map((r) => r.id as Id)

@@ -768,6 +768,9 @@ export function defineTables(kit: TableKit) {
     (t) => [
       uniqueIndex('task_assignees_team_unique').on(t.taskId, t.teamId).where(sql`team_id is not null`),
       uniqueIndex('task_assignees_user_unique').on(t.taskId, t.userId).where(sql`user_id is not null`),
+      // A task's assignees, both kinds: its rendering, who to tell, and the cascade when its run is deleted (the two
+      // partial indexes above serve neither: without it each read or delete of a task's assignees scans the table).
+      index('task_assignees_task_idx').on(t.taskId),
       index('task_assignees_team_idx').on(t.teamId, t.taskId).where(sql`team_id is not null`),
       index('task_assignees_user_idx').on(t.userId, t.taskId).where(sql`user_id is not null`),
       check('task_assignees_one_subject_check', sql`(team_id is null) <> (user_id is null)`),

@@ -1,0 +1,1 @@
+CREATE INDEX "task_assignees_task_idx" ON "task_assignees" USING btree ("task_id");
