@@ -105,9 +105,11 @@ export function invalidRecord(problems: FieldProblem[]): HttpError {
 
 /** A collection's fields as stored (none: untyped), read as `purpose` says (src/db/records.ts `findCollectionSchema`). */
 export function* collectionFields(collectionId: number, purpose: 'read' | 'write' | 'change'): Op<StoredField[]> {
-  const row = yield* findCollectionSchema(collectionId, purpose)
-  return row?.schema ? (JSON.parse(row.schema) as StoredField[]) : []
+  return fieldsOf((yield* findCollectionSchema(collectionId, purpose))?.schema)
 }
+
+/** The fields of a stored schema column (null or absent: untyped, no fields). */
+const fieldsOf = (schema: string | null | undefined): StoredField[] => (schema ? (JSON.parse(schema) as StoredField[]) : [])
 
 /** What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms). */
 export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>): Op<FieldProblem[]> {
@@ -145,7 +147,7 @@ function* collectionIdsByName(projectId: number): Op<Map<string, number>> {
 export function* readCollectionSchema(projectId: number, collectionId: number): Op<CollectionSchemaView> {
   const row = yield* findCollectionSchema(collectionId, 'read')
   const names = new Map([...(yield* collectionIdsByName(projectId))].map(([name, id]) => [id, name]))
-  const fields = row?.schema ? (JSON.parse(row.schema) as StoredField[]) : []
+  const fields = fieldsOf(row?.schema)
   return { fields: shownFields(fields, names), version: row?.schemaVersion ?? 0, updatedAt: row?.schemaUpdatedAt == null ? null : toIso(row.schemaUpdatedAt) }
 }
 
@@ -174,7 +176,7 @@ export function* setCollectionFields(
   const fields = storedFields(input.fields, ids)
   const text = fields.length === 0 ? null : canonicalJson(fields)
   if (text === current.schema) return 'unchanged'
-  const before = current.schema ? (JSON.parse(current.schema) as StoredField[]) : []
+  const before = fieldsOf(current.schema)
   const version = current.schemaVersion + 1
   yield* setCollectionSchema(input.collectionId, text, version, clock.now())
   const indexed = (list: readonly StoredField[]) => new Set(list.filter((f) => f.indexed).map((f) => f.name))
