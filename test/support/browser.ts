@@ -97,8 +97,11 @@ export async function eventually<T>(what: string, read: () => Promise<T>, ok: (v
   }
 }
 
-/** The first match's text (for `eventually`). */
-export const textOf = (page: Page, selector: string) => async () => (await page.locator(selector).first().textContent({ timeout: 1_000 })) ?? ''
+/**
+ * The first match's text (for `eventually`, and read once right after a load): waits up to 5 s for the element, what
+ * a page needs to appear beside three other test processes' browsers (1 s was missed there).
+ */
+export const textOf = (page: Page, selector: string) => async () => (await page.locator(selector).first().textContent({ timeout: 5_000 })) ?? ''
 /** How many elements match (for `eventually`). */
 export const countOf = (page: Page, selector: string) => () => page.locator(selector).count()
 
