@@ -75,6 +75,7 @@ export const POSTGRES_PASS = [
   'webhook',
   'webhook-cli',
   'wire-compat',
+  'workflow-types',
   'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
 

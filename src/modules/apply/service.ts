@@ -392,7 +392,15 @@ class ApplyWriter {
       teamId: scope.teams.get(definition.team)!,
       collectionId: scope.collections.get(definition.collection)!,
     }
-    const result = yield* publishWorkflow(this.ctx.clock, target, definition, null)
+    let result
+    try {
+      result = yield* publishWorkflow(this.ctx.clock, target, definition, null, at)
+    } catch (error) {
+      // The steps against the collection's schema: each problem already names its place in the file.
+      const details = error instanceof HttpError ? (error.extra.details as { field: string; message: string }[] | undefined) : undefined
+      if (details) throw new ApplyError(details.map((d) => ({ path: d.field, message: d.message })))
+      throw error
+    }
     const name = `${projectName}/${definition.environment}/${definition.team}/${definition.name}`
     this.record(result.outcome === 'unchanged' && result.triggerChanged ? 'updated' : result.outcome, 'workflow', name)
     const trigger = result.trigger

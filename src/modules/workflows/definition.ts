@@ -12,6 +12,8 @@ import { type Problem, schemaProblems } from '../../lib/validation.ts'
 const Name = T.String({ minLength: 1, maxLength: 200 })
 const StepName = T.Optional(T.String({ minLength: 1, maxLength: 100 }))
 const Scalar = T.Union([T.String({ maxLength: 10_000 }), T.Number(), T.Boolean(), T.Null()])
+/** An operand of gt, gte, lt, lte: a number, or a date (YYYY-MM-DD) or ISO date-time compared as an instant. */
+const Ordered = T.Union([T.Number(), T.String({ minLength: 10, maxLength: 64 })], { description: 'A number, or a date or date-time (compared as instants)' })
 const AnyJson = T.Union([T.String(), T.Number(), T.Boolean(), T.Null(), T.Array(T.Unknown()), T.Record(T.String(), T.Unknown())], {
   description: 'Any JSON value',
 })
@@ -45,6 +47,11 @@ export const STEP_SCHEMAS = {
           notEquals: T.Optional(Scalar),
           in: T.Optional(T.Array(Scalar, { maxItems: 1000 })),
           exists: T.Optional(T.Boolean()),
+          gt: T.Optional(Ordered),
+          gte: T.Optional(Ordered),
+          lt: T.Optional(Ordered),
+          lte: T.Optional(Ordered),
+          contains: T.Optional(T.String({ minLength: 1, maxLength: 10_000, description: 'A text holds it (any case), or a list holds it as an element' })),
         },
         { additionalProperties: false },
       ),

@@ -1,7 +1,7 @@
 /** Publishing workflow definitions: versions, the rendering they belong to, and their webhook trigger row. */
 import { createHash } from 'node:crypto'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger, type WebhookTrigger } from '../../db/webhooks.ts'
-import { notFound } from '../../lib/errors.ts'
+import { invalidFields, notFound } from '../../lib/errors.ts'
 import {
   anyWorkflowExists,
   ensureRendering,
@@ -24,7 +24,9 @@ import { toIso } from '../../lib/time.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canReachRendering } from '../directory/projects.ts'
+import { collectionFields } from '../records/service.ts'
 import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
+import { typedStepProblems } from './typed-steps.ts'
 import type { Answer, Op } from '../../db/op.ts'
 
 /** Where workflows live, by names (project, environment, team, collection): the console's links. */
@@ -57,7 +59,8 @@ export interface PublishResult {
 
 /**
  * Publishes a definition: a new version when it differs from the active one (canonical JSON, `webhook` excluded),
- * nothing otherwise. Trigger settings given in `definition.webhook` are applied; omitted ones are left alone.
+ * nothing otherwise. Trigger settings given in `definition.webhook` are applied; omitted ones are left alone. The steps
+ * must agree with the collection's schema (./typed-steps.ts: 400 naming each step's field, under `at`).
  * Call inside a write transaction.
  */
 export function* publishWorkflow(
@@ -65,7 +68,10 @@ export function* publishWorkflow(
   target: WorkflowTarget,
   definition: WorkflowDefinition,
   actorId: number | null,
+  at = '',
 ): Op<PublishResult> {
+  const typed = typedStepProblems(definition.steps, yield* collectionFields(target.collectionId, 'read'), at)
+  if (typed.length > 0) throw invalidFields(typed.map((p) => ({ field: p.path, message: p.message })))
   const now = clock.now()
   const renderingId = yield* ensureRendering(target.environmentId, target.teamId)
   const canonical = canonicalDefinition(definition)
