@@ -8,9 +8,15 @@ import { randomUUIDv7 } from 'bun'
 import { type LoadResult, percentile, post, runLoad, type Server, type WalWatch } from './procs.ts'
 import type { SeedResult } from './seed.ts'
 import { ACTIVE_RUN_STATUSES, anyOfLiterals, FINISHED_RUN_STATUSES, sqlLiterals } from '../src/db/schema.ts'
+import { UNTIL_TASK_CLOSES } from '../src/db/queue.ts'
 
 /** The active run statuses as an SQL list: `('queued', 'running', 'waiting')`. */
-export const ACTIVE_STATUSES = `(${sqlLiterals(ACTIVE_RUN_STATUSES)})`
+const ACTIVE_STATUSES = `(${sqlLiterals(ACTIVE_RUN_STATUSES)})`
+/**
+ * The runs some phase left active, but those parked on an open task (the seeded tasks' runs, which no executor takes
+ * until a decision wakes them): an SQL condition.
+ */
+export const LEFT_ACTIVE = `status IN ${ACTIVE_STATUSES} AND NOT (status = 'waiting' AND available_at = ${UNTIL_TASK_CLOSES})`
 
 export interface ExecutorOptions {
   seed: SeedResult
@@ -62,11 +68,12 @@ interface RunTimes {
 export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResult> {
   const db = new Database(o.seed.dbPath, { strict: true })
   db.run('PRAGMA busy_timeout = 5000')
-  // The HTTP scenarios left queued runs on made-up record ids: they are not part of this phase. Cancelling them is
-  // the bench's own write (tens of thousands of rows after a full run's webhook scenarios), checkpointed here before
-  // the server starts, so that the phase's `-wal` figures and the server's checkpoints are the phase's own.
+  // The HTTP scenarios left queued runs on made-up record ids, and the decisions woke the runs of the tasks they
+  // closed: they are not part of this phase. Cancelling them is the bench's own write (tens of thousands of rows after
+  // a full run's webhook scenarios), checkpointed here before the server starts, so that the phase's `-wal` figures and
+  // the server's checkpoints are the phase's own. The runs parked on open tasks stay as they are.
   o.wal.paused = true
-  const leftover = db.run(`UPDATE runs SET status = 'cancelled', finished_at = ? WHERE status IN ${ACTIVE_STATUSES}`, [Date.now()]).changes
+  const leftover = db.run(`UPDATE runs SET status = 'cancelled', finished_at = ? WHERE ${LEFT_ACTIVE}`, [Date.now()]).changes
   const walBefore = o.wal.sample()
   db.run('PRAGMA wal_checkpoint(TRUNCATE)')
   o.wal.paused = false

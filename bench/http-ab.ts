@@ -9,7 +9,8 @@
  * Each side serves its `dist/trellis` (build both first: `npm run build` in each checkout), or with `--source` its
  * `src/main.ts` under this Bun; `--profile DIR` (with `--source`) writes each server's CPU profile under
  * DIR/<side>-<round>. `--data DIR` keeps the seeded databases there and reuses them on the next call (a million notes
- * take about a minute to seed per side); without it they live in a temp directory removed at the end.
+ * take about a minute to seed per side); without it they live in a temp directory removed at the end. The decision
+ * scenario decides each of its tasks once: a database kept with `--data` serves it on one call only.
  * It measures, among others, what the request slices cost large answers (docs/performance.md "Large answers
  * completed late").
  */
@@ -20,6 +21,7 @@ import { parseArgs } from 'node:util'
 import { RAISED_RATE_LIMITS, repoRoot, runLoad, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
+import { BENCH_TASKS } from './seed-tasks.ts'
 
 const { values } = parseArgs({
   options: {
@@ -63,7 +65,8 @@ async function sideOf(name: string, root: string): Promise<Side> {
     rmSync(dataDir, { recursive: true, force: true })
     mkdirSync(dataDir, { recursive: true })
     log(`${name}: seeding ${Number(values.notes).toLocaleString('en-US')} notes with ${root}'s seed`)
-    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100 }, log)
+    // The bench's tasks too (a checkout whose seed has none ignores them).
+    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS }, log)
     writeFileSync(seedFile, JSON.stringify(seed))
   }
   const known = scenarios(seed)
@@ -92,7 +95,7 @@ try {
             connections: Number(values.connections),
             duration: Number(values.duration),
             warmup: 1,
-            headers: { authorization: `Bearer ${side.seed.adminToken}`, 'content-type': 'application/json' },
+            headers: { authorization: `Bearer ${side.seed.adminToken}`, 'content-type': 'application/json', ...scenario.headers },
             expect: scenario.expect,
             serverPid: server.pid,
             requests: scenario.requests(`ab-${side.name}-${round}`),

@@ -2,16 +2,17 @@
  * The PostgreSQL phase: the seeded SQLite database moved into a throw-away PostgreSQL cluster with
  * `trellis db copy`, then 1 and 3 Trellis instances on it — the webhook trigger and notes pages under wrk (the
  * connections split over the instances, one wrk per instance, run at once), and the executor draining a burst of
- * queued runs with every instance's executor on. Reported beside the same scenarios on SQLite from the same run.
+ * queued runs with every instance's executor on (no drain with `executorRuns` 0). Reported beside the same
+ * scenarios on SQLite from the same run.
  */
 import { SQL, randomUUIDv7 } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, type LoadResult, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { cpuTimeUs, type LoadResult, repoRoot, requestsAtOnce, runLoad, type Server, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
 
-/** The scenarios measured on PostgreSQL (a subset of the SQLite ones: the write path, a short and a long page). */
-export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100']
+/** The scenarios measured on PostgreSQL (a subset of the SQLite ones: the write path, a short and a long page, a person's inbox and a decision). */
+export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100', 'inbox', 'decision']
 export const INSTANCE_COUNTS = [1, 3]
 
 export interface SpreadResult {
@@ -94,7 +95,7 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
     const executor: PostgresResult['executor'] = []
     const sql = new SQL({ url, max: 2 })
     try {
-      for (const count of INSTANCE_COUNTS) {
+      for (const count of o.executorRuns > 0 ? INSTANCE_COUNTS : []) {
         executor.push(await drain(sql, count, o, () => start(count, true)))
         o.log(`  executor on ${count} instance${count > 1 ? 's' : ''}: ${Math.round(executor.at(-1)!.runsPerSecond)} runs/s`)
       }
@@ -113,19 +114,23 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
  * core), a warm-up first; the servers' CPU time summed over the measured run.
  */
 async function loadSpread(servers: Server[], scenario: Scenario, target: string, o: PostgresOptions): Promise<SpreadResult> {
-  const spec = (server: Server, i: number, seconds: number, phase: string) => ({
-    url: server.url,
-    connections: Math.max(1, Math.round(o.connections / servers.length)),
-    duration: seconds,
-    warmup: 0,
-    headers: o.headers,
-    expect: scenario.expect,
-    // Each run its own record ids: the warm-up's runs stay active (no executor), the measured run must not hit them.
-    requests: scenario.requests(`${target}-${i}-${phase}`),
-  })
-  await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.warmup, 'warm'))))
+  const specs = (seconds: number, phase: string) => {
+    // Each run its own record ids (the warm-up's runs stay active: no executor, the measured run must not hit them)
+    // and its own share of the paths sent once.
+    const requests = requestsAtOnce(servers.map((_, i) => scenario.requests(`${target}-${i}-${phase}`)))
+    return servers.map((server, i) => ({
+      url: server.url,
+      connections: Math.max(1, Math.round(o.connections / servers.length)),
+      duration: seconds,
+      warmup: 0,
+      headers: scenario.headers ?? o.headers,
+      expect: scenario.expect,
+      requests: requests[i]!,
+    }))
+  }
+  await Promise.all(specs(o.warmup, 'warm').map(runLoad))
   const before = servers.map((server) => cpuTimeUs(server.pid))
-  const runs: LoadResult[] = await Promise.all(servers.map((server, i) => runLoad(spec(server, i, o.duration, 'measured'))))
+  const runs: LoadResult[] = await Promise.all(specs(o.duration, 'measured').map(runLoad))
   const serverUs = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
   const responses = runs.reduce((sum, run) => sum + run.responses, 0)
   return {

@@ -1,6 +1,6 @@
 /** Processes of the bench: servers pinned to one core, the load generator on the other, /proc readings, the WAL watch. */
-import { existsSync, readFileSync, statSync } from 'node:fs'
-import { availableParallelism } from 'node:os'
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 export const repoRoot = join(import.meta.dir, '..')
@@ -129,6 +129,50 @@ export interface LoadSpec {
     | { kind: 'get'; paths: string[] }
     | { kind: 'unique'; paths: string[]; prefix: string }
     | { kind: 'fixed'; paths: string[]; recordIds: string[] }
+    | { kind: 'once'; paths: OnceShare; body: string }
+}
+
+/**
+ * Paths each requested once over the whole bench, whichever run sends them (the decision scenario's tasks: a second
+ * decision on a task is a 409). A run takes a share of the paths no run took yet and tells what it sent (`took`).
+ */
+export class PathsOnce {
+  /** Every path before this one was taken (or skipped by runs at once). */
+  next = 0
+  constructor(readonly paths: readonly string[]) {}
+
+  /** `runs` disjoint shares of the paths left, for runs at once: share i takes the i-th path left, then every runs-th after it. */
+  share(runs = 1): OnceShare[] {
+    return Array.from({ length: runs }, (_, i) => new OnceShare(this, this.next + i, runs))
+  }
+}
+
+/** One run's share of a PathsOnce (its runs one after another take it on: a warm-up, then the measured run). */
+export class OnceShare {
+  private sent = 0
+  constructor(readonly pool: PathsOnce, private readonly first: number, private readonly stride: number) {}
+
+  /** The share's paths not sent yet, in order. */
+  left(): string[] {
+    const out: string[] = []
+    for (let i = this.first + this.sent * this.stride; i < this.pool.paths.length; i += this.stride) out.push(this.pool.paths[i]!)
+    return out
+  }
+
+  /** `count` more of the share's paths were used: no later share takes one up to the last of them (other shares' included). */
+  took(count: number): void {
+    if (count === 0) return
+    this.sent += count
+    this.pool.next = Math.max(this.pool.next, this.first + (this.sent - 1) * this.stride + 1)
+  }
+}
+
+/** The requests of wrk runs made at once, one each: the paths of a `once` kind shared out between them, the others as asked. */
+export function requestsAtOnce(requests: LoadSpec['requests'][]): LoadSpec['requests'][] {
+  const first = requests[0]
+  if (first?.kind !== 'once') return requests
+  const shares = first.paths.pool.share(requests.length)
+  return requests.map((r, i) => ({ ...(r as typeof first), paths: shares[i]! }))
 }
 
 export interface LoadResult {
@@ -159,6 +203,8 @@ interface WrkSummary {
   requests: number
   bytes: number
   sent: number
+  /** Requests the script made, the one wrk asks for before starting and never sends included (the `once` paths used). */
+  made: number
   statuses: Record<string, number>
   errors: LoadResult['errors']
   latencyUs: LoadResult['latency']
@@ -197,27 +243,49 @@ export function machineBusyUs(): number {
   return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) * 1e6) / clockTicks
 }
 
-/** wrk's script arguments for one run: the kind, the record-id prefix and the paths (with record ids, `fixed`). */
-function scriptArgs(requests: LoadSpec['requests'], phase: string): string[] {
-  if (requests.kind === 'get') return ['get', '', ...requests.paths]
-  if (requests.kind === 'unique') return ['unique', `${requests.prefix}-${phase}`, ...requests.paths]
+let onceFiles = 0
+
+/**
+ * wrk's script arguments for one run: the kind, the record-id prefix and the paths (with record ids, `fixed`); for
+ * `once`, a file of the share's paths left (too many for a command line) and the body, the file removed by `done`.
+ */
+function scriptArgs(requests: LoadSpec['requests'], phase: string): { args: string[]; done(): void } {
+  const done = () => {}
+  if (requests.kind === 'get') return { args: ['get', '', ...requests.paths], done }
+  if (requests.kind === 'unique') return { args: ['unique', `${requests.prefix}-${phase}`, ...requests.paths], done }
+  if (requests.kind === 'once') {
+    const left = requests.paths.left()
+    // None left: the last one again, each answer then unexpected (the report shows it), rather than no run at all.
+    const paths = left.length > 0 ? left : requests.paths.pool.paths.slice(-1)
+    const file = join(tmpdir(), `trellis-wrk-once-${process.pid}-${onceFiles++}.txt`)
+    writeFileSync(file, `${paths.join('\n')}\n`)
+    return { args: ['once', file, requests.body], done: () => rmSync(file, { force: true }) }
+  }
   if (requests.paths.length !== requests.recordIds.length) throw new Error('fixed requests pair each path with one record id')
-  return ['fixed', '', ...requests.paths.flatMap((path, i) => [path, requests.recordIds[i]!])]
+  return { args: ['fixed', '', ...requests.paths.flatMap((path, i) => [path, requests.recordIds[i]!])], done }
 }
 
 /** One wrk run on core 1 (one thread), bounded by its duration and a kill timer; its summary and its own CPU time. */
 async function runWrk(spec: LoadSpec, seconds: number, phase: string): Promise<{ summary: WrkSummary; generatorUs: number }> {
   const headers = Object.entries(spec.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`])
-  const command = [wrkPath(), '-t1', `-c${spec.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, ...headers, spec.url, '--', ...scriptArgs(spec.requests, phase)]
-  const proc = Bun.spawn(onCore(1, command), { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
-  const killer = setTimeout(() => proc.kill('SIGKILL'), (seconds + 30) * 1000)
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  clearTimeout(killer)
-  const line = out.split('\n').find((l) => l.startsWith('wrk-json '))
-  if (code !== 0 || !line) throw new Error(`wrk exited with ${code}: ${err.slice(0, 2000)}${out.slice(0, 2000)}`)
-  // With taskset the child execs wrk: the rusage of the pid is wrk's own.
-  const generatorUs = Number(proc.resourceUsage()?.cpuTime.total ?? 0)
-  return { summary: JSON.parse(line.slice('wrk-json '.length)) as WrkSummary, generatorUs }
+  const script = scriptArgs(spec.requests, phase)
+  // One thread: the `once` kind walks its paths in one script state.
+  const command = [wrkPath(), '-t1', `-c${spec.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', wrkScript, ...headers, spec.url, '--', ...script.args]
+  try {
+    const proc = Bun.spawn(onCore(1, command), { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
+    const killer = setTimeout(() => proc.kill('SIGKILL'), (seconds + 30) * 1000)
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+    clearTimeout(killer)
+    const line = out.split('\n').find((l) => l.startsWith('wrk-json '))
+    if (code !== 0 || !line) throw new Error(`wrk exited with ${code}: ${err.slice(0, 2000)}${out.slice(0, 2000)}`)
+    // With taskset the child execs wrk: the rusage of the pid is wrk's own.
+    const generatorUs = Number(proc.resourceUsage()?.cpuTime.total ?? 0)
+    const summary = JSON.parse(line.slice('wrk-json '.length)) as WrkSummary
+    if (spec.requests.kind === 'once') spec.requests.paths.took(summary.made)
+    return { summary, generatorUs }
+  } finally {
+    script.done()
+  }
 }
 
 /** Runs wrk on core 1: a warm-up run, then the measured run, with the server's and wrk's CPU time over it. */

@@ -53,6 +53,8 @@ export interface BenchResults {
     rowsPerSecond: number
     databaseBytes: number
     bytesPerNote: number
+    /** The approval tasks (absent in older results). */
+    tasks?: { tasks: number; open: number; assignees: number; decisions: number; seconds: number }
   }
   /** Baseline (a), one run per connection count. */
   bare: LoadResult[]
@@ -147,7 +149,7 @@ function paceNotes(r: BenchResults): string[] {
 }
 
 /** PostgreSQL with 1 and 3 instances beside SQLite (same run, same requests, at the most connections). */
-export function postgresTables(r: BenchResults): string[] {
+export function postgresTables(r: Pick<BenchResults, 'postgres' | 'settings' | 'scenarios' | 'executor'>): string[] {
   const pg = r.postgres
   if (!pg) return ['PostgreSQL was not installed on this machine: no PostgreSQL figures in this run.']
   const most = Math.max(...r.settings.connections)
@@ -183,6 +185,15 @@ export function postgresTables(r: BenchResults): string[] {
   return lines
 }
 
+/** The HTTP scenarios' table: each run of each, Trellis beside baseline (b). */
+export function scenarioTable(scenarios: ScenarioResult[]): string[] {
+  return [
+    '| scenario | conns | Trellis rps | p50 ms | p99 ms | server µs/req | wrk µs/req | (b) rps | (b) p50 ms | (b) p99 ms | (b) server µs/req | (b) wrk µs/req | ratio to (b) | unexpected |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...scenarios.flatMap((s) => s.runs.map((run) => loadRow(s.title, run.connections, run.trellis, run.minimal))),
+  ]
+}
+
 export function markdownTables(r: BenchResults): string {
   const lines: string[] = []
   lines.push(
@@ -193,10 +204,8 @@ export function markdownTables(r: BenchResults): string {
       'for coordinated omission). Unexpected = responses with another status than the scenario\'s, socket errors ' +
       'and answers slower than 10 s (Trellis / (b)).',
     '',
-    '| scenario | conns | Trellis rps | p50 ms | p99 ms | server µs/req | wrk µs/req | (b) rps | (b) p50 ms | (b) p99 ms | (b) server µs/req | (b) wrk µs/req | ratio to (b) | unexpected |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...scenarioTable(r.scenarios),
   )
-  for (const s of r.scenarios) for (const run of s.runs) lines.push(loadRow(s.title, run.connections, run.trellis, run.minimal))
   lines.push(
     '',
     '| baseline (a): bare `Bun.serve`, 202 with a body of the webhook answer\'s size | conns | rps | p50 ms | p99 ms | server µs/req | server core busy | rps at a full server core (1e6 ÷ µs/req) | wrk µs/req | wrk core busy | other work (cores) | unexpected |',
@@ -268,6 +277,7 @@ export function markdownTables(r: BenchResults): string {
     '| footprint | |',
     '|---|---:|',
     `| seeding: ${int(r.seed.notes)} notes, ${int(r.seed.messages)} messages, ${int(r.seed.activityEntries)} activity entries | ${r.seed.seconds.toFixed(1)} s, ${int(r.seed.notesPerSecond)} notes/s (${int(r.seed.rowsPerSecond)} rows/s) |`,
+    ...(r.seed.tasks ? [`| seeding the tasks: ${int(r.seed.tasks.tasks)} (${int(r.seed.tasks.open)} open), ${int(r.seed.tasks.assignees)} assignees, ${int(r.seed.tasks.decisions)} decisions | ${r.seed.tasks.seconds.toFixed(1)} s |`] : []),
     `| cold start to first 200 on \`/healthz\` (${f.coldStartOf}, median of ${f.coldStartMs.length}) | ${ms(f.coldStartMedianMs)} ms |`,
     `| idle RSS after start${f.idleRssAnonBytes === undefined ? '' : ' (anonymous + file-backed)'} / after the HTTP scenarios | ${mb(f.idleRssBytes)}${f.idleRssAnonBytes === undefined || f.idleRssFileBytes === undefined ? '' : ` (${mb(f.idleRssAnonBytes)} + ${mb(f.idleRssFileBytes)})`} / ${mb(f.rssAfterLoadBytes)} |`,
     `| peak RSS in the webhook scenario / over all HTTP scenarios | ${mb(f.peakRssWebhookBytes)} / ${mb(f.peakRssBytes)} |`,
@@ -510,7 +520,8 @@ export function fullReport(r: BenchResults): string {
       'nears its core, the line under the tables names the run. Baseline (b) is `bench/baselines/minimal.ts`, the naive durable path on the same database file with prepared statements only ' +
       '(one transaction per request; webhook: sha256 of the token, one token SELECT, one run INSERT under the partial unique index; lists: the token, one indexed page ' +
       'query and one query for its messages; its deep page turns `createdAt.lt` into an id bound and its `userEmail`+`teamName` page stays ' +
-      'on the user\'s index). During the HTTP scenarios Trellis ran with `TRELLIS_EXECUTOR_CONCURRENCY=0` (the executor is measured ' +
+      'on the user\'s index; the inbox: the join of the open tasks with their assignees naming the caller or their teams, newest first; ' +
+      'a decision: the task if the caller may decide it, the decision, the task closed and its run woken, in one transaction). During the HTTP scenarios Trellis ran with `TRELLIS_EXECUTOR_CONCURRENCY=0` (the executor is measured ' +
       'on its own below) and wrote its request log lines to `/dev/null`. The last tables put each target (every area of the targets ' +
       'table) and the further targets next to its figure, PASS or MISS (reported, never asserted). The machine is shared and noisy: read the ratios, not the absolute figures.',
     '',

@@ -1,31 +1,42 @@
 /**
- * `npm run bench [-- --quick]`: Trellis against the machine's ceiling, in one run.
+ * `npm run bench [-- --quick] [--scenarios id,id] [--duration S]`: Trellis against the machine's ceiling, in one run.
  * Seeds a database in a temp dir, measures cold start, runs every HTTP scenario against baseline (b) and Trellis
  * in turn at 64 and at 8 connections (baseline (a) at both), with `wrk` as the load generator and the CPU time of
  * server and generator per request, then the executor, and prints the tables (stdout) with each target (and the
  * further targets) next to its figure, PASS/MISS, then the full report with its method, and writes
  * bench/results/<date>-<commit>[-quick].json, commit and verdicts included. Progress goes to stderr. Asserts no
- * thresholds.
+ * thresholds. `--scenarios` runs those HTTP scenarios alone (on PostgreSQL too, those of its phase), prints their
+ * tables and writes no result; `--duration` sets the seconds measured per run.
  */
 import { Database } from 'bun:sqlite'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
+import { parseArgs } from 'node:util'
 import { measureLoginFlood } from './login-flood.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
-import { ACTIVE_STATUSES, createdAtLeadMs, measureExecutor } from './executor.ts'
-import { evictFromPageCache, generatorVersion, type LoadResult, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
-import { type BenchResults, earlierTargetChecks, markdownTables, fullReport, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
+import { createdAtLeadMs, LEFT_ACTIVE, measureExecutor } from './executor.ts'
+import { evictFromPageCache, generatorVersion, type LoadResult, type LoadSpec, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
+import { type BenchResults, earlierTargetChecks, markdownTables, fullReport, postgresTables, scenarioTable, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
-import { measurePostgres, type PostgresResult } from './postgres.ts'
+import { BENCH_TASKS } from './seed-tasks.ts'
+import { measurePostgres, POSTGRES_SCENARIOS, type PostgresResult } from './postgres.ts'
 import { postgresInstalled } from '../test/support/postgres-cluster.ts'
 
-const quick = process.argv.includes('--quick')
-const keep = process.argv.includes('--keep')
+const { values: flags } = parseArgs({
+  options: { quick: { type: 'boolean', default: false }, keep: { type: 'boolean', default: false }, scenarios: { type: 'string' }, duration: { type: 'string' } },
+})
+const { quick, keep } = flags
+/** The HTTP scenarios asked for alone (`--scenarios`), or null: the whole bench. */
+const only = flags.scenarios?.split(',') ?? null
 const settings = quick
   ? { notes: 100_000, duration: 1, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
   : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
+if (flags.duration !== undefined) {
+  settings.duration = Number(flags.duration)
+  if (!(settings.duration > 0)) throw new Error(`--duration ${flags.duration}: seconds, more than 0`)
+}
 /** Every HTTP scenario at each: saturation (throughput; p99 is queueing there) and a moderate load (latency). */
 const CONNECTIONS = [64, 8]
 /** Idle run event streams held open at once. */
@@ -46,7 +57,7 @@ async function main() {
 
   // ── Seed ────────────────────────────────────────────────────────────────────
   log(`[${elapsed()}] seeding ${settings.notes.toLocaleString('en-US')} notes`)
-  const seed = seedDatabase(dataDir, { notes: settings.notes, records: 10_000, users: 1_000, workflows: 100 }, log)
+  const seed = seedDatabase(dataDir, { notes: settings.notes, records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS }, log)
   const databaseBytes = statSync(seed.dbPath).size
   log(`[${elapsed()}] seeded in ${(seed.timings.totalMs / 1000).toFixed(1)} s: ${Math.round(seed.notesPerSecond)} notes/s, ${(databaseBytes / 1e6).toFixed(0)} MB`)
   const wal = new WalWatch(`${seed.dbPath}-wal`)
@@ -70,17 +81,17 @@ async function main() {
 
   // ── Cold start on the seeded database ───────────────────────────────────────
   const coldStartMs: number[] = []
-  for (let i = 0; i < settings.coldStarts; i++) {
+  for (let i = 0; i < (only ? 0 : settings.coldStarts); i++) {
     const server = await startServer({ name: 'trellis', command: trellisCommand, stderrFile: join(work, `cold-${i}.err`), pin: true })
     coldStartMs.push(server.startMs)
     await server.stop()
   }
-  const coldStartMedianMs = [...coldStartMs].sort((a, b) => a - b)[Math.floor(coldStartMs.length / 2)]!
-  log(`[${elapsed()}] cold start: ${coldStartMs.map((ms) => ms.toFixed(0)).join(', ')} ms`)
+  const coldStartMedianMs = [...coldStartMs].sort((a, b) => a - b)[Math.floor(coldStartMs.length / 2)] ?? 0
+  if (!only) log(`[${elapsed()}] cold start: ${coldStartMs.map((ms) => ms.toFixed(0)).join(', ')} ms`)
 
   // ── HTTP scenarios: (a) once, then (b) and Trellis in turn ─────────────────
-  const bare = await startServer({ name: 'bare', command: (port) => [process.execPath, 'bench/baselines/bare.ts', String(port)], stderrFile: join(work, 'bare.err') })
-  servers.push(bare)
+  const bare = only ? null : await startServer({ name: 'bare', command: (port) => [process.execPath, 'bench/baselines/bare.ts', String(port)], stderrFile: join(work, 'bare.err') })
+  if (bare) servers.push(bare)
   const minimal = await startServer({
     name: 'minimal',
     command: (port) => [process.execPath, 'bench/baselines/minimal.ts', String(port), seed.dbPath],
@@ -94,17 +105,20 @@ async function main() {
   await Bun.sleep(1000)
   const idle = memoryOf(trellis.pid)
   const auth = { authorization: `Bearer ${seed.adminToken}` }
-  const all = scenarios(seed)
+  const known = scenarios(seed)
+  for (const id of only ?? []) if (!known.some((s) => s.id === id)) throw new Error(`unknown scenario ${id}: ${known.map((s) => s.id).join(', ')}`)
+  const all = only ? known.filter((s) => only.includes(s.id)) : known
+  const headersOf = (scenario: Scenario) => scenario.headers ?? auth
 
   // One active run per webhook, through Trellis: the 409 scenario posts these records again.
   const busy = busyRecordIds(seed)
-  for (let i = 0; i < seed.webhookPaths.length; i++) {
+  for (let i = 0; i < (all.some((s) => s.id === 'webhook-409') ? seed.webhookPaths.length : 0); i++) {
     const response = await post(trellis.url, seed.webhookPaths[i]!, busy[i]!, auth)
     if (response.status !== 202) throw new Error(`setting up the 409 scenario: ${response.status} ${await response.text()}`)
   }
   for (const scenario of all) {
-    await checkOnce(scenario, minimal, 'minimal', auth)
-    await checkOnce(scenario, trellis, 'trellis', auth)
+    await checkOnce(scenario, minimal, 'minimal', headersOf(scenario))
+    await checkOnce(scenario, trellis, 'trellis', headersOf(scenario))
   }
 
   /** The first run of a scenario on a server warms it up; the runs after it at other connection counts do not. */
@@ -115,17 +129,17 @@ async function main() {
       duration: settings.duration,
       warmup: warm ? settings.warmup : 0,
       serverPid: server.pid,
-      headers: auth,
+      headers: headersOf(scenario),
       expect: scenario.expect,
       requests: scenario.requests(target),
     })
   const bareResults: LoadResult[] = []
-  for (const [i, connections] of CONNECTIONS.entries()) {
+  for (const [i, connections] of (bare ? CONNECTIONS : []).entries()) {
     log(`[${elapsed()}] (a) bare Bun.serve, ${connections} connections`)
-    bareResults.push(await load(bare, all[0]!, 'bare', connections, i === 0))
+    bareResults.push(await load(bare!, all[0]!, 'bare', connections, i === 0))
     log(`  ${summary(bareResults[i]!)}`)
   }
-  await bare.stop()
+  await bare?.stop()
 
   const results: ScenarioResult[] = []
   const webhookCreatedAtLeadMs: number[] = []
@@ -151,6 +165,39 @@ async function main() {
   const afterLoad = memoryOf(trellis.pid)
   await minimal.stop()
   await trellis.stop()
+
+  /** The PostgreSQL phase (when installed) on these scenarios, draining `drainRuns` runs (none: no drain). */
+  const onPostgres = async (drainRuns: number): Promise<PostgresResult | null> => {
+    if (!postgresInstalled) {
+      log(`[${elapsed()}] PostgreSQL: not installed (apt-get install postgresql), its phase is skipped`)
+      return null
+    }
+    if (drainRuns === 0 && !all.some((s) => POSTGRES_SCENARIOS.includes(s.id))) return null
+    log(`[${elapsed()}] PostgreSQL: 1 and 3 instances`)
+    return await measurePostgres({
+      seed,
+      dataDir,
+      cli: binary ? [binary] : [process.execPath, 'src/main.ts'],
+      command: trellisCommand,
+      env: trellisEnv,
+      scenarios: all,
+      connections: CONNECTIONS[0]!,
+      duration: settings.duration,
+      warmup: settings.warmup,
+      executorRuns: drainRuns,
+      headers: auth,
+      stderrFile: (name) => join(work, `${name}.err`),
+      log,
+    })
+  }
+  if (only) {
+    const settingsUsed = { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup }
+    const postgres = await onPostgres(0)
+    log(`[${elapsed()}] done (--scenarios: no other phase, no result file)`)
+    const postgresLines = postgres ? ['', ...postgresTables({ settings: settingsUsed, scenarios: results, executor: null, postgres })] : []
+    process.stdout.write(`${[...scenarioTable(results), ...postgresLines].join('\n')}\n`)
+    return
+  }
 
   // ── Executor ────────────────────────────────────────────────────────────────
   log(`[${elapsed()}] executor: ${settings.executorRuns.toLocaleString('en-US')} three-step runs`)
@@ -206,27 +253,7 @@ async function main() {
   log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
 
   // ── PostgreSQL: the same binary on one and on three instances ─────────────
-  let postgres: PostgresResult | null = null
-  if (postgresInstalled) {
-    log(`[${elapsed()}] PostgreSQL: 1 and 3 instances`)
-    postgres = await measurePostgres({
-      seed,
-      dataDir,
-      cli: binary ? [binary] : [process.execPath, 'src/main.ts'],
-      command: trellisCommand,
-      env: trellisEnv,
-      scenarios: all,
-      connections: CONNECTIONS[0]!,
-      duration: settings.duration,
-      warmup: settings.warmup,
-      executorRuns: settings.postgresExecutorRuns,
-      headers: auth,
-      stderrFile: (name) => join(work, `${name}.err`),
-      log,
-    })
-  } else {
-    log(`[${elapsed()}] PostgreSQL: not installed (apt-get install postgresql), its phase is skipped`)
-  }
+  const postgres = await onPostgres(settings.postgresExecutorRuns)
 
   const report: BenchResults = {
     date: new Date().toISOString(),
@@ -256,6 +283,7 @@ async function main() {
       rowsPerSecond: seed.rowsPerSecond,
       databaseBytes,
       bytesPerNote: databaseBytes / seed.notes,
+      ...(seed.tasks ? { tasks: { tasks: seed.tasks.tasks, open: seed.tasks.open, assignees: seed.tasks.assignees, decisions: seed.tasks.decisions, seconds: seed.tasks.seconds } } : {}),
     },
     bare: bareResults,
     scenarios: results,
@@ -294,13 +322,27 @@ async function main() {
 /** One request of the scenario before loading it: the expected status, or the bench stops with the body. */
 async function checkOnce(scenario: Scenario, server: Server, target: string, headers: Record<string, string>) {
   const requests = scenario.requests(`check-${target}`)
-  const path = requests.paths[0]!
-  const response =
-    requests.kind === 'get'
-      ? await fetch(`${server.url}${path}`, { headers })
-      : await post(server.url, path, requests.kind === 'unique' ? `${requests.prefix}-check` : requests.recordIds[0]!, headers)
+  const response = await firstRequest(server, requests, headers)
   const body = await response.text()
   if (response.status !== scenario.expect) throw new Error(`${scenario.id} on ${target}: ${response.status} instead of ${scenario.expect}: ${body.slice(0, 500)}`)
+}
+
+/** The first request of a load's, sent with fetch (a `once` path then counts as sent). */
+async function firstRequest(server: Server, requests: LoadSpec['requests'], headers: Record<string, string>): Promise<Response> {
+  switch (requests.kind) {
+    case 'get':
+      return fetch(`${server.url}${requests.paths[0]!}`, { headers })
+    case 'unique':
+      return post(server.url, requests.paths[0]!, `${requests.prefix}-check`, headers)
+    case 'fixed':
+      return post(server.url, requests.paths[0]!, requests.recordIds[0]!, headers)
+    case 'once': {
+      const [path] = requests.paths.left()
+      if (path === undefined) throw new Error(`${server.name}: no path left to send once`)
+      requests.paths.took(1)
+      return fetch(`${server.url}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: requests.body })
+    }
+  }
 }
 
 function summary(r: LoadResult): string {
@@ -367,11 +409,11 @@ try {
   process.exit(1)
 }
 
-/** Waits until the database holds no queued, running or waiting run (read-only, every 500 ms). */
+/** Waits until the database holds no queued, running or waiting run but those parked on a task (read-only, every 500 ms). */
 async function untilNoActiveRuns(dbPath: string, timeoutMs: number): Promise<void> {
   const db = new Database(dbPath, { readonly: true })
   try {
-    const active = db.prepare(`SELECT count(*) AS n FROM runs WHERE status IN ${ACTIVE_STATUSES}`)
+    const active = db.prepare(`SELECT count(*) AS n FROM runs WHERE ${LEFT_ACTIVE}`)
     const deadline = performance.now() + timeoutMs
     for (let left = (active.get() as { n: number }).n; left > 0; left = (active.get() as { n: number }).n) {
       if (performance.now() > deadline) throw new Error(`${left} runs still active after ${timeoutMs / 1000} s`)

@@ -1,6 +1,9 @@
 /** The HTTP scenarios: each runs against baseline (b) and Trellis with the same requests (DESIGN §6–§8 paths). */
-import type { LoadSpec } from './procs.ts'
+import { type LoadSpec, PathsOnce } from './procs.ts'
 import type { SeedResult } from './seed.ts'
+
+/** The page the console's inbox shows (src/modules/console/tasks.ts `PER_PAGE`): the inbox scenario asks as many. */
+export const INBOX_LIMIT = 50
 
 export interface Scenario {
   id: string
@@ -9,6 +12,8 @@ export interface Scenario {
   /** The requests of one target; `target` keeps unique record ids apart between targets. */
   requests(target: string): LoadSpec['requests']
   method: 'GET' | 'POST'
+  /** Who asks, when not the admin token: its headers. */
+  headers?: Record<string, string>
 }
 
 /** Record ids that get an active run before the scenarios (one per webhook): the 409 scenario posts them again. */
@@ -51,5 +56,32 @@ export function scenarios(seed: SeedResult): Scenario[] {
     ),
     get('notes-deep', 'notes deep page (`createdAt.lt` half-way back)', notes(`createdAt.lt=${encodeURIComponent(seed.halfwayCreatedAt)}`)),
     get('activity-100', 'activity-logs `limit=100`', `${base}/activity-logs?limit=100`),
+    ...taskScenarios(seed, base),
+  ]
+}
+
+/** The inbox and the decision, with a seed that has tasks: each as the member it concerns. */
+function taskScenarios(seed: SeedResult, base: string): Scenario[] {
+  const tasks = seed.tasks
+  if (!tasks) return []
+  // Each decision on a task no request decided yet, over the whole bench (SQLite's runs, then PostgreSQL's copy).
+  const decisions = new PathsOnce(tasks.decisionTaskIds.map((id) => `/v1/tasks/${id}/decisions`))
+  return [
+    {
+      id: 'inbox',
+      title: `inbox: tasks \`assignee=me&status=open&limit=${INBOX_LIMIT}\``,
+      expect: 200,
+      method: 'GET',
+      headers: { authorization: `Bearer ${tasks.inboxToken}` },
+      requests: () => ({ kind: 'get', paths: [`${base}/tasks?assignee=me&status=open&limit=${INBOX_LIMIT}`] }),
+    },
+    {
+      id: 'decision',
+      title: 'decision: approve → 200 (each an open task of its own)',
+      expect: 200,
+      method: 'POST',
+      headers: { authorization: `Bearer ${tasks.deciderToken}` },
+      requests: () => ({ kind: 'once', paths: decisions.share()[0]!, body: JSON.stringify({ decision: 'approve' }) }),
+    },
   ]
 }

@@ -8,6 +8,8 @@
  *   `created_at` strictly increasing in id order, `updated_at` = newest message (or the archive time),
  *   message HTML already in its sanitised form, activity `created_at` never going back in id order. Times are
  *   computed in ms and stored in µs, the unit of note and log times (docs/design-decisions.md "Times").
+ * - With `tasks`, approval tasks too (./seed-tasks.ts): their workflows (a task step, then an update), the approvers'
+ *   teams and the inbox user's and the decider's tokens through the same paths, the rows straight into the schema.
  * - Admin tokens come from `createToken`.
  */
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
@@ -19,12 +21,26 @@ import { systemClock } from '../src/lib/clock.ts'
 import { microsFromMillis } from '../src/lib/time.ts'
 import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
+import { type ApprovalWorkflow, seedTasks, type TaskSeedResult, type TaskSeedSizes } from './seed-tasks.ts'
 
 export interface SeedSizes {
   notes: number
   records: number
   users: number
   workflows: number
+  /** Approval tasks (bench/seed-tasks.ts); none when absent. */
+  tasks?: TaskSeedSizes
+}
+
+/** The tasks seeded, and who the task scenarios act as. */
+export interface SeededTasks extends TaskSeedResult {
+  /** A member (not an admin) with `inbox` open tasks to decide: the inbox scenario's caller. */
+  inboxUserEmail: string
+  inboxToken: string
+  /** A member the decision scenario's tasks are assigned to. */
+  deciderEmail: string
+  deciderToken: string
+  seconds: number
 }
 
 export interface SeedResult {
@@ -58,12 +74,18 @@ export interface SeedResult {
   /** Notes (with messages and activity entries) per second. */
   notesPerSecond: number
   rowsPerSecond: number
+  tasks: SeededTasks | null
 }
 
 export const PROJECT = 'Bench'
 export const ENVIRONMENTS = ['production', 'staging']
 export const TEAMS = ['Support', 'Billing', 'Logistics']
 export const COLLECTIONS = ['orders', 'customers']
+/** With tasks: the approvers' teams (user `i` > 0 in team `i % 20`) and the approval workflows per environment. */
+const APPROVER_TEAMS = Array.from({ length: 20 }, (_, i) => `Approvers-${String(i).padStart(2, '0')}`)
+const APPROVAL_WORKFLOWS = { production: 50, staging: 2 }
+const INBOX_USER_INDEX = 5
+const DECIDER_INDEX = 6
 const BATCH = 10_000
 
 /** Deterministic PRNG (mulberry32): the same database on every run. */
@@ -173,22 +195,38 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
       { type: 'note', title: 'Processed by {{workflow.name}}', content: '<p>Record <strong>{{record.id}}</strong> processed by {{workflow.name}} (run {{run.id}}).</p>' },
     ],
   }))
+  const approverTeamOf = (userIndex: number) => userIndex % APPROVER_TEAMS.length
+  const approvals = sizes.tasks === undefined
+    ? []
+    : ENVIRONMENTS.flatMap((environment) =>
+        Array.from({ length: APPROVAL_WORKFLOWS[environment as keyof typeof APPROVAL_WORKFLOWS] }, (_, i) => ({
+          name: `approval-${String(i).padStart(2, '0')}`,
+          environment,
+          team: TEAMS[i % TEAMS.length]!,
+          collection: COLLECTIONS[i % COLLECTIONS.length]!,
+          steps: [
+            { type: 'task', name: 'approve', title: 'Approve {{record.id}}', assignees: { teams: [APPROVER_TEAMS[i % APPROVER_TEAMS.length]!] } },
+            { type: 'update', set: { approval: '{{tasks.approve.decision}}' } },
+          ],
+        })),
+      )
+  const approverTeams = approvals.length === 0 ? [] : APPROVER_TEAMS.map((name, t) => ({ name, members: emails.filter((_, i) => i > 0 && approverTeamOf(i) === t) }))
   const document = {
     users: emails.map((email, i) => ({ email, username: i === 0 ? 'Bench Admin' : `User ${i}` })),
     projects: [
       {
         name: PROJECT,
         environments: ENVIRONMENTS,
-        teams: TEAMS.map((name) => ({ name, members: emails.filter((_, i) => teamOf(i) === name) })),
+        teams: [...TEAMS.map((name) => ({ name, members: emails.filter((_, i) => teamOf(i) === name) })), ...approverTeams],
         members: emails.map((user, i) => ({ user, role: i === 0 ? 'admin' : i % 10 === 0 ? 'developer' : 'editor' })),
         collections: COLLECTIONS.map((name) => ({ name })),
         records,
-        workflows,
+        workflows: [...workflows, ...approvals],
       },
     ],
   }
   const report = applyDocumentNow(document, { store, clock: systemClock, secret, baseUrl: 'http://bench.invalid' })
-  const webhookPaths = report.workflows.map((w) => {
+  const webhookPaths = report.workflows.filter((w) => !w.name.startsWith('approval-')).map((w) => {
     if (!w.webhook.url) throw new Error(`workflow ${w.name} has no webhook URL`)
     return new URL(w.webhook.url).pathname
   })
@@ -200,19 +238,20 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
   const collectionIds = COLLECTIONS.map((name) => idOf('SELECT id FROM collections WHERE project_id = ? AND name = ?', projectId, name))
   const userIds = emails.map((email) => idOf('SELECT id FROM users WHERE email = ?', email))
   const workflowIds = workflows.map((w) => idOf('SELECT w.id FROM workflows w JOIN renderings r ON r.id = w.rendering_id WHERE r.environment_id = ? AND w.name = ?', envIds[0]!, w.name))
-  const adminToken = store.commitNow(function* () {
-    return yield* createToken(systemClock, {
-      name: 'bench admin',
-      userId: userIds[0]!,
-      projectId,
-      scopes: ['all'],
-      expiresAt: null,
-      createdWithSso: false,
-      actorId: null,
-      maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER,
-    })
-  },
-  ).value
+  const tokenOf = (name: string, userIndex: number) =>
+    store.commitNow(function* () {
+      return yield* createToken(systemClock, {
+        name,
+        userId: userIds[userIndex]!,
+        projectId,
+        scopes: ['all'],
+        expiresAt: null,
+        createdWithSso: false,
+        actorId: null,
+        maxLiveTokens: DEFAULT_LIVE_TOKENS_PER_USER,
+      })
+    }).value
+  const adminToken = tokenOf('bench admin', 0)
   const structureMs = performance.now() - started
   log(`structure via apply: ${emails.length} users, ${records.length} records, ${workflows.length} workflows in ${(structureMs / 1000).toFixed(1)} s`)
 
@@ -229,9 +268,9 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
      VALUES (?, 'write', 'createNote', ?, ?, ?, ?, NULL, ?)`,
   )
   const insertActivityRecord = sqlite.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)')
-  // Bulk load: the secondary indexes of the four bulk tables are dropped and rebuilt afterwards from the very SQL
+  // Bulk load: the secondary indexes of the bulk tables are dropped and rebuilt afterwards from the very SQL
   // the migrations created them with (a sorted build beats a million random B-tree inserts).
-  const bulkTables = ['notes', 'note_messages', 'activity_logs', 'activity_log_records']
+  const bulkTables = ['notes', 'note_messages', 'activity_logs', 'activity_log_records', ...(sizes.tasks ? ['runs', 'tasks', 'task_assignees', 'task_decisions'] : [])]
   const indexes = sqlite
     .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (${bulkTables.map(() => '?').join(', ')})`)
     .all(...bulkTables) as { name: string; sql: string }[]
@@ -294,12 +333,42 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
       log(`  ${done.toLocaleString('en-US')} notes, ${messages.toLocaleString('en-US')} messages (${Math.round(done / s).toLocaleString('en-US')} notes/s)`)
     }
   }
+  const tasks = sizes.tasks && seedApprovalTasks(sizes.tasks)
   const indexStarted = performance.now()
   for (const index of indexes) sqlite.run(index.sql)
   log(`  rebuilt ${indexes.length} indexes in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`)
   sqlite.run('PRAGMA wal_checkpoint(TRUNCATE)')
-  const notesMs = performance.now() - notesStarted
+  // The tasks are timed on their own (their indexes are rebuilt with the notes').
+  const notesMs = performance.now() - notesStarted - (tasks ? tasks.seconds * 1000 : 0)
   const halfway = half[Math.floor(half.length / 2)]!
+
+  /** The tasks after the notes (the PRNG's draws for the notes stay those of a seed without tasks), then their people's tokens. */
+  function seedApprovalTasks(taskSizes: TaskSeedSizes): Omit<SeededTasks, 'inboxToken' | 'deciderToken'> {
+    const tasksStarted = performance.now()
+    const approvalWorkflows = (
+      sqlite
+        .prepare(`SELECT w.id, w.active_version_id AS versionId, r.environment_id AS environmentId, r.team_id AS teamId, w.collection_id AS collectionId, c.name AS collection
+          FROM workflows w JOIN renderings r ON r.id = w.rendering_id JOIN collections c ON c.id = w.collection_id WHERE w.name LIKE 'approval-%' ORDER BY w.id`)
+        .all() as { id: number; versionId: number; environmentId: number; teamId: number; collectionId: number; collection: string }[]
+    ).map((w): ApprovalWorkflow => {
+      const environmentIndex = envIds.indexOf(w.environmentId)
+      return { ...w, environmentIndex, records: keys[ENVIRONMENTS[environmentIndex]!]![w.collection]! }
+    })
+    const seeded = seedTasks(
+      {
+        sqlite, rand, environmentIds: envIds, workflows: approvalWorkflows, userIds,
+        approverTeamIds: APPROVER_TEAMS.map((name) => idOf('SELECT id FROM teams WHERE project_id = ? AND name = ?', projectId, name)),
+        approverTeamOf, inboxUserIndex: INBOX_USER_INDEX, deciderIndex: DECIDER_INDEX,
+        // Every run finished within the default run retention (30 days): a server started on the seed deletes none.
+        newestBefore: now - 2 * 86_400_000, spanMs: 25 * 86_400_000,
+      },
+      taskSizes,
+    )
+    const seconds = (performance.now() - tasksStarted) / 1000
+    log(`  ${seeded.tasks.toLocaleString('en-US')} tasks (${seeded.open.toLocaleString('en-US')} open), ${seeded.assignees.toLocaleString('en-US')} assignees, ${seeded.decisions.toLocaleString('en-US')} decisions in ${seconds.toFixed(1)} s`)
+    return { ...seeded, inboxUserEmail: emails[INBOX_USER_INDEX]!, deciderEmail: emails[DECIDER_INDEX]!, seconds }
+  }
+  const seededTasks: SeededTasks | null = tasks ? { ...tasks, inboxToken: tokenOf('bench inbox', INBOX_USER_INDEX), deciderToken: tokenOf('bench decider', DECIDER_INDEX) } : null
   store.close()
   const totalMs = performance.now() - started
   const rows = sizes.notes * 3 + messages // note + activity entry + its record row, and the messages
@@ -326,5 +395,6 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
     timings: { structureMs, notesMs, totalMs },
     notesPerSecond: sizes.notes / (notesMs / 1000),
     rowsPerSecond: rows / (notesMs / 1000),
+    tasks: seededTasks,
   }
 }

@@ -5,9 +5,12 @@
 --                request carries a record id no other request of the bench used (a 202 each).
 -- kind 'fixed':  items are path, record id pairs; POST {"record_id":"<record id>"} to its own path, the pairs in turn
 --                (the 409 scenario: each pair names a record with an active run on that webhook).
+-- kind 'once':   prefix is a file of paths, one a line, the item a body; POST the body to each path once, in order
+--                (the decision scenario: each path a task no request decided yet). One thread only.
 -- Every response's status is counted; done() prints one line, "wrk-json {...}", that runLoad parses: responses by
--- status, requests sent, wrk's socket errors (a response slower than --timeout counts as a timeout) and latency
--- percentiles in microseconds (wrk's histogram, after its own correction for coordinated omission).
+-- status, requests sent and made (the paths of 'once' used), wrk's socket errors (a response slower than --timeout
+-- counts as a timeout) and latency percentiles in microseconds (wrk's histogram, after its own correction for
+-- coordinated omission).
 
 local threads = {}
 
@@ -19,7 +22,7 @@ end
 -- Per thread (each wrk thread has its own Lua state).
 statuses = {}
 sent = 0
-local kind, prefix, paths, prepared, headers
+local kind, prefix, paths, prepared, headers, once_body
 local counter = 0
 
 local function json_string(s)
@@ -42,6 +45,9 @@ function init(args)
     for i = 3, #args, 2 do prepared[#prepared + 1] = wrk.format("POST", args[i], headers, body(args[i + 1])) end
   elseif kind == "unique" then
     for i = 3, #args do paths[#paths + 1] = args[i] end
+  elseif kind == "once" then
+    for line in io.lines(prefix) do paths[#paths + 1] = line end
+    once_body = args[3]
   else
     error("wrk.lua: unknown kind " .. tostring(kind))
   end
@@ -55,6 +61,10 @@ function request()
   if kind == "unique" then
     return wrk.format("POST", paths[n % #paths + 1], headers, body(prefix .. "-" .. id .. "-" .. n))
   end
+  if kind == "once" then
+    -- Past the last path the last one again: its answer (a 409) counts as unexpected.
+    return wrk.format("POST", paths[math.min(n + 1, #paths)], headers, once_body)
+  end
   return prepared[n % #prepared + 1]
 end
 
@@ -63,21 +73,21 @@ function response(status)
 end
 
 function done(summary, latency)
-  local total, requests_sent = {}, 0
+  local total, requests_made = {}, 0
   for _, thread in ipairs(threads) do
     for status, count in pairs(thread:get("statuses")) do total[status] = (total[status] or 0) + count end
-    requests_sent = requests_sent + thread:get("sent")
+    requests_made = requests_made + thread:get("sent")
   end
   -- wrk asks thread 1's script for one request before starting (script_verify_request) and never sends it.
-  requests_sent = requests_sent - 1
+  local requests_sent = requests_made - 1
   local codes = {}
   for status, count in pairs(total) do codes[#codes + 1] = string.format('"%d":%d', status, count) end
   local e = summary.errors
   io.write(string.format(
-    'wrk-json {"durationUs":%.0f,"requests":%.0f,"bytes":%.0f,"sent":%.0f,"statuses":{%s},' ..
+    'wrk-json {"durationUs":%.0f,"requests":%.0f,"bytes":%.0f,"sent":%.0f,"made":%.0f,"statuses":{%s},' ..
       '"errors":{"connect":%.0f,"read":%.0f,"write":%.0f,"timeout":%.0f},' ..
       '"latencyUs":{"p50":%.0f,"p90":%.0f,"p99":%.0f,"max":%.0f,"mean":%.1f}}\n',
-    summary.duration, summary.requests, summary.bytes, requests_sent, table.concat(codes, ","),
+    summary.duration, summary.requests, summary.bytes, requests_sent, requests_made, table.concat(codes, ","),
     e.connect, e.read, e.write, e.timeout,
     latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max, latency.mean))
 end

@@ -5,7 +5,7 @@
  * (as in .ci/run, which installs it), where a missing wrk fails.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { type LoadSpec, runLoad } from '../bench/procs.ts'
+import { type LoadSpec, PathsOnce, requestsAtOnce, runLoad } from '../bench/procs.ts'
 
 const available = Bun.which('wrk') !== null
 if (!available) {
@@ -43,9 +43,9 @@ beforeAll(() => {
 
 afterAll(() => server?.stop(true))
 
-const load = (requests: LoadSpec['requests'], expect: number) => {
-  seen = []
-  return runLoad({ url: `http://127.0.0.1:${server!.port}`, connections: 4, duration: 1, warmup: 0, headers: { authorization: 'Bearer t0ken' }, expect, serverPid: process.pid, requests })
+const load = (requests: LoadSpec['requests'], expect: number, reset = true, warmup = 0) => {
+  if (reset) seen = []
+  return runLoad({ url: `http://127.0.0.1:${server!.port}`, connections: 4, duration: 1, warmup, headers: { authorization: 'Bearer t0ken' }, expect, serverPid: process.pid, requests })
 }
 
 describe.skipIf(!available)('bench load generator (wrk + bench/wrk.lua)', () => {
@@ -78,6 +78,25 @@ describe.skipIf(!available)('bench load generator (wrk + bench/wrk.lua)', () => 
     expect(result.statusCodes['202']).toBeGreaterThan(0)
     expect(result.unexpected).toBe(result.statusCodes['202']!)
   }, 20_000)
+
+  test('once: each path sent once, over runs one after another (a warm-up, then the measured run) and runs at once', async () => {
+    const pool = new PathsOnce(Array.from({ length: 400_000 }, (_, i) => `/once/${i}`))
+    const body = JSON.stringify({ decision: 'approve' })
+    seen = []
+    await load({ kind: 'once', paths: pool.share()[0]!, body }, 202, false, 1)
+    await Promise.all(requestsAtOnce([0, 1].map(() => ({ kind: 'once', paths: pool.share()[0]!, body }))).map((requests) => load(requests, 202, false)))
+    const paths = seen.map((s) => s.path)
+    expect(paths.length).toBeGreaterThan(100)
+    expect(new Set(paths).size).toBe(paths.length)
+    expect(paths.every((path) => Number(path.split('/')[2]) < pool.next)).toBe(true)
+    expect(seen.every((s) => s.method === 'POST' && s.body === body && s.contentType === 'application/json' && s.authorization === 'Bearer t0ken')).toBe(true)
+    // Past the last path the last one again (a decision's answer is then a 409: unexpected). The first is the request
+    // wrk makes before starting and never sends.
+    const few = new PathsOnce(['/once/a', '/once/b'])
+    await load({ kind: 'once', paths: few.share()[0]!, body }, 202)
+    expect(seen.length).toBeGreaterThan(2)
+    expect(new Set(seen.map((s) => s.path))).toEqual(new Set(['/once/b']))
+  }, 30_000)
 
   test('get: the paths in turn, 200s expected', async () => {
     const result = await load({ kind: 'get', paths: ['/one?limit=10', '/two'] }, 200)

@@ -3,7 +3,10 @@
  * implementation pays on this machine. Webhook: sha256 of the token + one token SELECT + one run INSERT under the
  * partial unique index (409 names the active run). Lists: sha256 + token SELECT, one indexed page query (names
  * resolved in scalar subqueries) and one query for the page's messages (or record ids), rendered to the same JSON
- * shapes as Trellis. No per-request logging, no rate limiter, no activity entry.
+ * shapes as Trellis. The inbox (`tasks?assignee=me`): the obvious join of the tasks with their assignees (the
+ * caller or one of their teams), newest first, then the page's assignees and decisions. A decision: in one
+ * transaction, the task with the caller's right to decide it, the decision inserted, the approvals counted, the task
+ * closed and its run woken. No per-request logging, no rate limiter, no activity entry, no run event.
  * Usage: bun bench/baselines/minimal.ts <port> <database file>
  */
 import { Database } from 'bun:sqlite'
@@ -43,6 +46,28 @@ const logs = db.prepare(`SELECT a.id, a.type, a.action, a.label, a.created_at, a
   FROM activity_logs a JOIN users u ON u.id = a.user_id LEFT JOIN teams t ON t.id = a.team_id LEFT JOIN collections c ON c.id = a.collection_id
   WHERE a.environment_id = ${ENV} ORDER BY a.id DESC LIMIT $limit`)
 const logRecords = db.prepare('SELECT log_id, record_id FROM activity_log_records WHERE log_id IN (SELECT value FROM json_each(?))')
+// The inbox: the environment's open tasks newest first, joined with the assignee rows naming the caller or one of
+// their teams (a task naming both appears twice: DISTINCT), not decided by them, not their own request.
+const inbox = db.prepare(`SELECT DISTINCT k.id, k.status, k.step_name, k.title, k.run_id, w.name AS workflow, v.version, k.record_id, c.name AS coll,
+    tm.name AS team, k.approvals_required, k.form, k.due_at, k.escalated, k.created_at, k.closed_at
+  FROM tasks k
+    JOIN task_assignees a ON a.task_id = k.id AND (a.user_id = $me OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = $me))
+    JOIN runs r ON r.id = k.run_id JOIN workflow_versions v ON v.id = r.workflow_version_id JOIN workflows w ON w.id = k.workflow_id
+    JOIN teams tm ON tm.id = k.team_id LEFT JOIN collections c ON c.id = k.collection_id
+  WHERE k.environment_id = ${ENV} AND k.status = 'open' AND (k.allow_requester OR k.requester_id <> $me)
+    AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = k.id AND x.user_id = $me)
+  ORDER BY k.created_at DESC LIMIT $limit`)
+const assignees = db.prepare(`SELECT a.task_id, tm.name AS team, ${user('u')} AS user FROM task_assignees a LEFT JOIN teams tm ON tm.id = a.team_id LEFT JOIN users u ON u.id = a.user_id
+  WHERE a.task_id IN (SELECT value FROM json_each(?))`)
+const decisions = db.prepare(`SELECT x.task_id, x.decision, x.comment, x.input, x.created_at, ${user('u')} AS user FROM task_decisions x JOIN users u ON u.id = x.user_id
+  WHERE x.task_id IN (SELECT value FROM json_each(?)) ORDER BY x.created_at`)
+// A decision: the task if the caller may decide it (named, or one of their teams), then the writes.
+const decidable = db.prepare(`SELECT k.status, k.approvals_required, k.requester_id, k.allow_requester, k.run_id FROM tasks k WHERE k.id = ?1
+  AND EXISTS (SELECT 1 FROM task_assignees a WHERE a.task_id = k.id AND (a.user_id = ?2 OR a.team_id IN (SELECT team_id FROM team_members WHERE user_id = ?2)))`)
+const insertDecision = db.prepare("INSERT INTO task_decisions (task_id, user_id, decision, created_at) VALUES (?, ?, 'approve', ?)")
+const approvals = db.prepare("SELECT count(*) AS n FROM task_decisions WHERE task_id = ? AND decision = 'approve'")
+const closeTask = db.prepare("UPDATE tasks SET status = 'approved', closed_at = ? WHERE id = ? AND status = 'open'")
+const wakeRun = db.prepare("UPDATE runs SET available_at = ? WHERE id = ? AND status = 'waiting'")
 // Note and log times are epoch µs (README "Times"), rendered as Trellis renders them.
 const iso = (us: number) => toIsoMicros(us as Micros)
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
@@ -84,6 +109,61 @@ function listActivity(project: string, environment: string, q: URLSearchParams) 
   return { hasMore: rows.length > limit, data, parameters: { projectName: project, environmentName: environment, limit } }
 }
 
+function listInbox(project: string, environment: string, me: number, q: URLSearchParams) {
+  const limit = Number(q.get('limit') ?? 10)
+  const rows = inbox.all({ project, environment, me, limit: limit + 1 }) as Row[]
+  const ids = JSON.stringify(rows.slice(0, limit).map((r) => r.id))
+  const named = new Map<unknown, { teams: unknown[]; users: unknown[] }>()
+  for (const a of assignees.all(ids) as Row[]) {
+    const entry = named.get(a.task_id) ?? named.set(a.task_id, { teams: [], users: [] }).get(a.task_id)!
+    if (a.team !== null) entry.teams.push(a.team)
+    else entry.users.push(JSON.parse(a.user as string))
+  }
+  const decided = new Map<unknown, unknown[]>()
+  for (const x of decisions.all(ids) as Row[]) {
+    ;(decided.get(x.task_id) ?? decided.set(x.task_id, []).get(x.task_id)!).push({
+      user: JSON.parse(x.user as string), decision: x.decision, comment: x.comment, input: x.input === null ? null : JSON.parse(x.input as string), createdAt: iso(x.created_at as number),
+    })
+  }
+  const data = rows.slice(0, limit).map((k) => ({
+    object: 'task', id: k.id, status: k.status, step: k.step_name, title: k.title, run: { id: k.run_id, workflow: { name: k.workflow, version: k.version } }, recordId: k.record_id,
+    collection: k.coll === null ? null : { object: 'collection', name: k.coll }, environment: { object: 'environment', name: environment }, team: { object: 'team', name: k.team },
+    assignees: named.get(k.id) ?? { teams: [], users: [] }, approvalsRequired: k.approvals_required,
+    approvals: (decided.get(k.id) ?? []).filter((x) => (x as { decision: string }).decision === 'approve').length, decisions: decided.get(k.id) ?? [],
+    form: k.form === null ? null : JSON.parse(k.form as string), dueAt: k.due_at === null ? null : new Date(k.due_at as number).toISOString(), escalated: k.escalated === 1,
+    createdAt: iso(k.created_at as number), closedAt: k.closed_at === null ? null : new Date(k.closed_at as number).toISOString(),
+  }))
+  return { hasMore: rows.length > limit, data, parameters: { projectName: project, environmentName: environment, limit } }
+}
+
+/** Approve: 404 unless the caller may decide the task, 409 when it is closed or they decided it already. */
+const approve = db
+  .transaction((taskId: string, me: number) => {
+    const task = decidable.all(taskId, me)[0] as Row | undefined
+    if (!task) return json(404, { error: 'Not Found' })
+    if (task.status !== 'open' || (task.requester_id === me && task.allow_requester === 0)) return json(409, { error: 'Conflict', status: task.status })
+    const now = Date.now()
+    try {
+      insertDecision.run(taskId, me, now * 1000)
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY') throw error
+      return json(409, { error: 'Conflict', code: 'already_decided' })
+    }
+    const count = (approvals.all(taskId)[0] as { n: number }).n
+    const closed = count >= (task.approvals_required as number)
+    if (closed) {
+      closeTask.run(now, taskId)
+      wakeRun.run(now, task.run_id as string)
+    }
+    return json(200, { object: 'task', id: taskId, status: closed ? 'approved' : 'open', approvalsRequired: task.approvals_required, approvals: count })
+  })
+  .immediate
+
+async function decide(request: Request, taskId: string, me: number) {
+  if (((await request.json()) as { decision?: string }).decision !== 'approve') return json(400, { error: 'Bad Request' })
+  return approve(taskId, me)
+}
+
 async function trigger(request: Request, hook: string) {
   const workflow = workflows.get(JSON.parse(Buffer.from(hook.split('.')[0]!, 'base64url').toString()).w)
   const caller = authenticate(request)
@@ -108,10 +188,13 @@ const server = Bun.serve({
     const parts = url.pathname.split('/')
     if (parts[1] === 'healthz') return json(200, { status: 'ok' })
     if (parts[2] === 'hooks' && request.method === 'POST') return trigger(request, parts[3]!)
-    if (!authenticate(request)) return json(401, { error: 'Unauthorized' })
+    const caller = authenticate(request)
+    if (!caller) return json(401, { error: 'Unauthorized' })
+    if (parts[2] === 'tasks' && parts[4] === 'decisions' && request.method === 'POST') return decide(request, parts[3]!, caller.user_id)
     const [project, environment] = [decodeURIComponent(parts[3]!), decodeURIComponent(parts[5]!)]
     if (parts[6] === 'notes') return json(200, listNotes(project, environment, url.searchParams))
     if (parts[6] === 'activity-logs') return json(200, listActivity(project, environment, url.searchParams))
+    if (parts[6] === 'tasks') return json(200, listInbox(project, environment, caller.user_id, url.searchParams))
     return json(404, { error: 'Not Found' })
   },
 })
