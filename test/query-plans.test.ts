@@ -17,7 +17,7 @@ import { findActiveRun, findRetryOf, nextRunAvailableAt, recoverExpiredRuns, run
 import { createFieldIndex, fieldIndexName, findRecordByKey, findRecordIdsIn, pageRecordList, type RecordListQuery, searchRecords } from '../src/db/records.ts'
 import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestEventId, type NewRunEvent, runEventsAfter } from '../src/db/run-events.ts'
 import { loadRunsToRender } from '../src/db/runs.ts'
-import { assigneeUsersOf, decidersToTell, loadTasksToRender, pageTaskIds } from '../src/db/tasks.ts'
+import { assigneeUsersOf, countInboxTasks, decidersToTell, loadTasksToRender, pageInboxTaskIds, pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -100,6 +100,8 @@ const TASKS_PAGE = /^select "id" from "tasks"/
 /** A member's inbox, walked from the tasks that name them, and from those naming each of their teams. */
 const TASKS_NAMING_USER = /^select "task_id" from "task_assignees" where \("task_assignees"\."user_id" = \?/
 const TASKS_NAMING_TEAM = /^select "task_id" from "task_assignees" where \("task_assignees"\."team_id" = \?/
+/** The console's inbox walks: the tasks naming the person, and those naming one of their teams, each by its index; no task scanned. */
+const CONSOLE_INBOX_PLAN = /^(?!.*SCAN (k|tasks)\b)(?=.*SEARCH a USING COVERING INDEX task_assignees_user_idx \(user_id=\?\))(?=.*SEARCH a USING COVERING INDEX task_assignees_team_idx \(team_id=\?\)).*$/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
 const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
 const RUNS_PAGE = /^select "id" from "runs"/
@@ -164,6 +166,10 @@ const CASES: PlanCase[] = [
     /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming their teams', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_TEAM,
     /^SEARCH task_assignees USING COVERING INDEX task_assignees_team_idx \(team_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+  // A person's inbox in the console, and the header's count: their own assignments and their teams', each walk
+  // stopped at the page or the cap — never a scan of the open tasks of every environment they belong to.
+  ['tasks: the console inbox (mine)', (db) => runOp(db, pageInboxTaskIds(1, false, { scope: 'mine' }, 10)), /^SELECT DISTINCT id FROM \(SELECT id FROM/, CONSOLE_INBOX_PLAN],
+  ['tasks: the header\'s inbox count', (db) => runOp(db, countInboxTasks(1, false)), /^SELECT count\(DISTINCT id\)/, CONSOLE_INBOX_PLAN],
   // A task's assignees, read or deleted (the cascade from its run), through their own index: never a scan of every
   // task's assignees.
   ['tasks: render a page: the assignees', (db) => runOp(db, loadTasksToRender(['a', 'b'])), /FROM task_assignees a LEFT JOIN teams/, /^SEARCH a USING INDEX task_assignees_task_idx \(task_id=\?\)/],

@@ -65,8 +65,10 @@ function userMenu(user: NonNullable<PageSpec['user']>): Html {
 }
 
 /** The header's Inbox link with the count of tasks waiting for the person; a live page reads it again with its regions. */
+/** `count`: capped where counting stops (src/db/tasks.ts `INBOX_COUNT_CAP`), shown as 99+. */
 function inboxLink(count: number): Html {
-  return html`<a id="inbox-link" class="inbox" data-refresh href="/inbox" title="Tasks waiting for you">Inbox${count > 0 ? html` <span class="count">${count}</span>` : ''}</a>`
+  const shown = count > 99 ? '99+' : String(count)
+  return html`<a id="inbox-link" class="inbox" data-refresh href="/inbox" title="Tasks waiting for you">Inbox${count > 0 ? html` <span class="count">${shown}</span>` : ''}</a>`
 }
 
 /** The header's search: projects, records, workflows and people the signed-in person may see (`/search`). */

@@ -598,50 +598,88 @@ export interface InboxFilters {
 }
 
 /**
- * The open tasks of the environments of `me`'s projects (`tasks_open_env_idx`) that the project access decision lets
- * this sign-in open (an SSO project only with SSO: `viaSso` 1 or 0), narrowed per scope. `mine` is the tasks API's
- * `assignee=me`: assigned to them or one of their teams (any, for a project admin), not decided by them yet, not their
- * own request unless the step allows it.
+ * Where an inbox finds its tasks, each source walked newest first and stopped at the page (or the count's cap), so the
+ * cost follows the person's own projects and assignments, never everyone's open tasks:
+ * - `administered`: the open tasks of the environments of the projects they administer (`tasks_open_env_idx`);
+ * - `named`: the tasks naming them (`task_assignees_user_idx`, in task order);
+ * - `teams`: the tasks naming one of their teams (`task_assignees_team_idx` per team).
+ * Each joins the task's project and the person's membership in it: a task of a project they left is not theirs.
  */
-function inboxConditions(scope: InboxScope): SQL {
-  const mayOpen = sql`k.status = 'open' AND (NOT p.sso OR ${ph('viaSso')} = 1)`
-  const assignedToMe = namesAsAssignee(sql.raw('k.id'), 'me')
-  switch (scope) {
-    case 'mine':
-      return sql`${mayOpen} AND (k.allow_requester OR k.requester_id <> ${ph('me')})
-        AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = k.id AND x.user_id = ${ph('me')})
-        AND (m.role = 'admin' OR ${assignedToMe})`
-    case 'teams':
-      return sql`${mayOpen} AND EXISTS (SELECT 1 FROM task_assignees a JOIN team_members tm ON tm.team_id = a.team_id WHERE a.task_id = k.id AND tm.user_id = ${ph('me')})`
-    case 'all':
-      return sql`${mayOpen} AND m.role = 'admin'`
-  }
-}
-
-const INBOX_FROM = sql`FROM tasks k
-    JOIN environments e ON e.id = k.environment_id
+const PLACE = sql`JOIN environments e ON e.id = k.environment_id
     JOIN projects p ON p.id = e.project_id
     JOIN project_members m ON m.project_id = e.project_id AND m.user_id = ${ph('me')}`
+interface InboxSource {
+  name: string
+  from: SQL
+  where: SQL
+  /** The task's id as the walk reads it, in the order of its index (an assignment's own `task_id`). */
+  id: SQL
+  /** A task may come twice (named to two of their teams). */
+  distinct?: boolean
+}
+const ADMINISTERED: InboxSource = { name: 'administered', from: sql`FROM tasks k ${PLACE}`, where: sql`m.role = 'admin'`, id: sql`k.id` }
+const NAMED: InboxSource = { name: 'named', from: sql`FROM task_assignees a JOIN tasks k ON k.id = a.task_id ${PLACE}`, where: sql`a.user_id = ${ph('me')}`, id: sql`a.task_id` }
+const OF_TEAMS: InboxSource = {
+  name: 'of_teams',
+  from: sql`FROM team_members tm JOIN task_assignees a ON a.team_id = tm.team_id JOIN tasks k ON k.id = a.task_id ${PLACE}`,
+  where: sql`tm.user_id = ${ph('me')}`,
+  id: sql`a.task_id`,
+  distinct: true,
+}
 
-const INBOX_COUNT = statement('tasks.inbox-count', (d) => d.valueRows(sql`SELECT ${rawNumber(d)('count(*)')} ${INBOX_FROM} WHERE ${inboxConditions('mine')}`))
+/** Open, and this sign-in may open its project (an SSO project only with SSO: `viaSso` 1 or 0). */
+const MAY_OPEN = sql`k.status = 'open' AND (NOT p.sso OR ${ph('viaSso')} = 1)`
+/**
+ * Each scope's sources and what a task of them must be. `mine` is the tasks API's `assignee=me`: assigned to them or
+ * one of their teams (any, in a project they administer), not decided by them yet, not their own request unless the
+ * step allows it; `teams` those assigned to one of their teams; `all` every open one of the projects they administer.
+ */
+const INBOX_SCOPES: Record<InboxScope, { sources: InboxSource[]; condition: SQL }> = {
+  mine: {
+    sources: [ADMINISTERED, NAMED, OF_TEAMS],
+    condition: sql`${MAY_OPEN} AND (k.allow_requester OR k.requester_id <> ${ph('me')})
+        AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = k.id AND x.user_id = ${ph('me')})`,
+  },
+  teams: { sources: [OF_TEAMS], condition: MAY_OPEN },
+  all: { sources: [ADMINISTERED], condition: MAY_OPEN },
+}
 
-/** How many tasks wait for the person now (the console header's `Inbox`): the inbox's `mine`, counted. */
+/**
+ * The ids of a scope's tasks, each source's first `cap` (after `filters`, given the walked id as `id`) — its newest
+ * with `newestFirst`, any otherwise (a count) —, one source after another: duplicates left in.
+ */
+function inboxSourceIds(scope: InboxScope, filters: (id: SQL) => SQL, cap: number, newestFirst: boolean): SQL {
+  const { sources, condition } = INBOX_SCOPES[scope]
+  const walks = sources.map(
+    (s) => sql`SELECT id FROM (SELECT ${s.distinct ? sql`DISTINCT ` : sql``}${s.id} AS id ${s.from}
+      WHERE ${s.where} AND ${condition} ${filters(s.id)} ${newestFirst ? sql`ORDER BY ${s.id} DESC ` : sql``}LIMIT ${sql.raw(String(cap))}) AS ${sql.raw(s.name)}`,
+  )
+  return sql.join(walks, sql` UNION ALL `)
+}
+
+/** The header's count stops here (shown as `99+`): counting further would walk every task waiting for a busy person. */
+export const INBOX_COUNT_CAP = 100
+
+const INBOX_COUNT = statement('tasks.inbox-count', (d) =>
+  d.valueRows(sql`SELECT ${rawNumber(d)('count(DISTINCT id)')} FROM (${inboxSourceIds('mine', () => sql``, INBOX_COUNT_CAP, false)}) AS waiting`),
+)
+
+/** How many tasks wait for the person now (the console header's `Inbox`): the inbox's `mine`, counted up to `INBOX_COUNT_CAP`. */
 export function* countInboxTasks(userId: number, viaSso: boolean): Op<number> {
   const [row] = (yield* INBOX_COUNT.rows({ me: userId, viaSso: viaSso ? 1 : 0 })) as [number][]
-  return Number(row?.[0] ?? 0)
+  return Math.min(Number(row?.[0] ?? 0), INBOX_COUNT_CAP)
 }
 
 /** One page of a person's inbox (limit + 1 ids), newest first; a statement per shape of present filters. */
 export function* pageInboxTaskIds(userId: number, viaSso: boolean, filters: InboxFilters, limit: number): Op<string[]> {
   const { scope, workflowName, overdueAt, before } = filters
   const shape = `tasks.inbox.${scope}.${workflowName === undefined ? '' : 'w'}${overdueAt === undefined ? '' : 'o'}${before === undefined ? '' : 'b'}.${limit}`
-  const query = statementOfShape(shape, (d) =>
-    d.valueRows(sql`SELECT k.id ${INBOX_FROM}
-  WHERE ${inboxConditions(scope)}
+  const narrowed = (id: SQL) => sql`
     ${workflowName === undefined ? sql`` : sql`AND k.workflow_id IN (SELECT w.id FROM workflows w WHERE w.name = ${ph('workflowName')})`}
     ${overdueAt === undefined ? sql`` : sql`AND k.due_at IS NOT NULL AND k.due_at < ${ph('overdueAt')}`}
-    ${before === undefined ? sql`` : sql`AND k.id < ${ph('before')}`}
-  ORDER BY k.id DESC LIMIT ${sql.raw(String(limit + 1))}`),
+    ${before === undefined ? sql`` : sql`AND ${id} < ${ph('before')}`}`
+  const query = statementOfShape(shape, (d) =>
+    d.valueRows(sql`SELECT DISTINCT id FROM (${inboxSourceIds(scope, narrowed, limit + 1, true)}) AS inbox ORDER BY id DESC LIMIT ${sql.raw(String(limit + 1))}`),
   )
   const values = { me: userId, viaSso: viaSso ? 1 : 0, ...(workflowName === undefined ? {} : { workflowName }), ...(overdueAt === undefined ? {} : { overdueAt }), ...(before === undefined ? {} : { before }) }
   return ((yield* query.rows(values)) as [string][]).map(([id]) => id)
