@@ -31,8 +31,8 @@ const { quick, keep } = flags
 /** The HTTP scenarios asked for alone (`--scenarios`), or null: the whole bench. */
 const only = flags.scenarios?.split(',') ?? null
 const settings = quick
-  ? { notes: 100_000, duration: 1, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
-  : { notes: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
+  ? { notes: 100_000, typedRecords: 100_000, duration: 1, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500 }
+  : { notes: 1_000_000, typedRecords: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000 }
 if (flags.duration !== undefined) {
   settings.duration = Number(flags.duration)
   if (!(settings.duration > 0)) throw new Error(`--duration ${flags.duration}: seconds, more than 0`)
@@ -57,7 +57,7 @@ async function main() {
 
   // ── Seed ────────────────────────────────────────────────────────────────────
   log(`[${elapsed()}] seeding ${settings.notes.toLocaleString('en-US')} notes`)
-  const seed = seedDatabase(dataDir, { notes: settings.notes, records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS }, log)
+  const seed = seedDatabase(dataDir, { notes: settings.notes, records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS, typedRecords: settings.typedRecords }, log)
   const databaseBytes = statSync(seed.dbPath).size
   log(`[${elapsed()}] seeded in ${(seed.timings.totalMs / 1000).toFixed(1)} s: ${Math.round(seed.notesPerSecond)} notes/s, ${(databaseBytes / 1e6).toFixed(0)} MB`)
   const wal = new WalWatch(`${seed.dbPath}-wal`)
@@ -193,6 +193,8 @@ async function main() {
   if (only) {
     const settingsUsed = { connections: CONNECTIONS, durationSeconds: settings.duration, warmupSeconds: settings.warmup }
     const postgres = await onPostgres(0)
+    // The WAL's watch stops here too: its timer would keep the process alive after the last line.
+    wal.stop()
     log(`[${elapsed()}] done (--scenarios: no other phase, no result file)`)
     const postgresLines = postgres ? ['', ...postgresTables({ settings: settingsUsed, scenarios: results, executor: null, postgres })] : []
     process.stdout.write(`${[...scenarioTable(results), ...postgresLines].join('\n')}\n`)

@@ -57,6 +57,25 @@ export function scenarios(seed: SeedResult): Scenario[] {
     get('notes-deep', 'notes deep page (`createdAt.lt` half-way back)', notes(`createdAt.lt=${encodeURIComponent(seed.halfwayCreatedAt)}`)),
     get('activity-100', 'activity-logs `limit=100`', `${base}/activity-logs?limit=100`),
     ...taskScenarios(seed, base),
+    ...recordScenarios(seed, base),
+  ]
+}
+
+/** The typed collection's query: one status, the largest amounts first (`RECORDS_QUERY`). */
+export const RECORDS_QUERY = 'status.eq=open&sort=-amount&limit=50'
+
+/** A filtered, sorted page of the typed collection, with a seed that has one. */
+function recordScenarios(seed: SeedResult, base: string): Scenario[] {
+  const typed = seed.typedRecords
+  if (!typed) return []
+  return [
+    {
+      id: 'records-filter',
+      title: `records: \`${RECORDS_QUERY}\` of ${typed.count.toLocaleString('en-US')}`,
+      expect: 200,
+      method: 'GET',
+      requests: () => ({ kind: 'get', paths: [`${base}/collection/${encodeURIComponent(typed.collection)}/records?${RECORDS_QUERY}`] }),
+    },
   ]
 }
 

@@ -10,6 +10,7 @@
  *   computed in ms and stored in µs, the unit of note and log times (docs/design-decisions.md "Times").
  * - With `tasks`, approval tasks too (./seed-tasks.ts): their workflows (a task step, then an update), the approvers'
  *   teams and the inbox user's and the decider's tokens through the same paths, the rows straight into the schema.
+ * - With `typedRecords`, a typed collection (./seed-records.ts): its schema through `apply`, its records straight in.
  * - Admin tokens come from `createToken`.
  */
 import { DEFAULT_LIVE_TOKENS_PER_USER } from '../src/config.ts'
@@ -22,6 +23,7 @@ import { microsFromMillis } from '../src/lib/time.ts'
 import { applyDocumentNow } from '../src/modules/apply/service.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 import { type ApprovalWorkflow, seedTasks, type TaskSeedResult, type TaskSeedSizes } from './seed-tasks.ts'
+import { seedTypedRecords, TYPED_COLLECTION, TYPED_SCHEMA } from './seed-records.ts'
 
 export interface SeedSizes {
   notes: number
@@ -30,6 +32,15 @@ export interface SeedSizes {
   workflows: number
   /** Approval tasks (bench/seed-tasks.ts); none when absent. */
   tasks?: TaskSeedSizes
+  /** Records of the typed collection (bench/seed-records.ts); none when absent. */
+  typedRecords?: number
+}
+
+/** The typed collection seeded (bench/seed-records.ts). */
+export interface SeededRecords {
+  collection: string
+  count: number
+  seconds: number
 }
 
 /** The tasks seeded, and who the task scenarios act as. */
@@ -75,6 +86,7 @@ export interface SeedResult {
   notesPerSecond: number
   rowsPerSecond: number
   tasks: SeededTasks | null
+  typedRecords: SeededRecords | null
 }
 
 export const PROJECT = 'Bench'
@@ -219,7 +231,7 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
         environments: ENVIRONMENTS,
         teams: [...TEAMS.map((name) => ({ name, members: emails.filter((_, i) => teamOf(i) === name) })), ...approverTeams],
         members: emails.map((user, i) => ({ user, role: i === 0 ? 'admin' : i % 10 === 0 ? 'developer' : 'editor' })),
-        collections: COLLECTIONS.map((name) => ({ name })),
+        collections: [...COLLECTIONS.map((name) => ({ name })), ...(sizes.typedRecords ? [{ name: TYPED_COLLECTION, schema: TYPED_SCHEMA }] : [])],
         records,
         workflows: [...workflows, ...approvals],
       },
@@ -270,7 +282,11 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
   const insertActivityRecord = sqlite.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)')
   // Bulk load: the secondary indexes of the bulk tables are dropped and rebuilt afterwards from the very SQL
   // the migrations created them with (a sorted build beats a million random B-tree inserts).
-  const bulkTables = ['notes', 'note_messages', 'activity_logs', 'activity_log_records', ...(sizes.tasks ? ['runs', 'tasks', 'task_assignees', 'task_decisions'] : [])]
+  const bulkTables = [
+    'notes', 'note_messages', 'activity_logs', 'activity_log_records',
+    ...(sizes.tasks ? ['runs', 'tasks', 'task_assignees', 'task_decisions'] : []),
+    ...(sizes.typedRecords ? ['records'] : []),
+  ]
   const indexes = sqlite
     .prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (${bulkTables.map(() => '?').join(', ')})`)
     .all(...bulkTables) as { name: string; sql: string }[]
@@ -334,12 +350,13 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
     }
   }
   const tasks = sizes.tasks && seedApprovalTasks(sizes.tasks)
+  const typedRecords = sizes.typedRecords ? seedInvoices(sizes.typedRecords) : null
   const indexStarted = performance.now()
   for (const index of indexes) sqlite.run(index.sql)
   log(`  rebuilt ${indexes.length} indexes in ${((performance.now() - indexStarted) / 1000).toFixed(1)} s`)
   sqlite.run('PRAGMA wal_checkpoint(TRUNCATE)')
-  // The tasks are timed on their own (their indexes are rebuilt with the notes').
-  const notesMs = performance.now() - notesStarted - (tasks ? tasks.seconds * 1000 : 0)
+  // The tasks and the invoices are timed on their own (their indexes are rebuilt with the notes').
+  const notesMs = performance.now() - notesStarted - (tasks ? tasks.seconds * 1000 : 0) - (typedRecords ? typedRecords.seconds * 1000 : 0)
   const halfway = half[Math.floor(half.length / 2)]!
 
   /** The tasks after the notes (the PRNG's draws for the notes stay those of a seed without tasks), then their people's tokens. */
@@ -367,6 +384,18 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
     const seconds = (performance.now() - tasksStarted) / 1000
     log(`  ${seeded.tasks.toLocaleString('en-US')} tasks (${seeded.open.toLocaleString('en-US')} open), ${seeded.assignees.toLocaleString('en-US')} assignees, ${seeded.decisions.toLocaleString('en-US')} decisions in ${seconds.toFixed(1)} s`)
     return { ...seeded, inboxUserEmail: emails[INBOX_USER_INDEX]!, deciderEmail: emails[DECIDER_INDEX]!, seconds }
+  }
+  /** The typed collection's records, after the tasks (the PRNG's earlier draws stay those of a seed without them). */
+  function seedInvoices(count: number): SeededRecords {
+    const started = performance.now()
+    seedTypedRecords({
+      sqlite, rand, count, batch: BATCH, environmentId: envIds[0]!,
+      collectionId: idOf('SELECT id FROM collections WHERE project_id = ? AND name = ?', projectId, TYPED_COLLECTION),
+      newestBefore: now - 86_400_000,
+    })
+    const seconds = (performance.now() - started) / 1000
+    log(`  ${count.toLocaleString('en-US')} records of ${TYPED_COLLECTION} (typed, 2 indexed fields) in ${seconds.toFixed(1)} s`)
+    return { collection: TYPED_COLLECTION, count, seconds }
   }
   const seededTasks: SeededTasks | null = tasks ? { ...tasks, inboxToken: tokenOf('bench inbox', INBOX_USER_INDEX), deciderToken: tokenOf('bench decider', DECIDER_INDEX) } : null
   store.close()
@@ -396,5 +425,6 @@ export function seedDatabase(dataDir: string, sizes: SeedSizes, log: (line: stri
     notesPerSecond: sizes.notes / (notesMs / 1000),
     rowsPerSecond: rows / (notesMs / 1000),
     tasks: seededTasks,
+    typedRecords,
   }
 }

@@ -6,7 +6,8 @@
  * shapes as Trellis. The inbox (`tasks?assignee=me`): the obvious join of the tasks with their assignees (the
  * caller or one of their teams), newest first, then the page's assignees and decisions. A decision: in one
  * transaction, the task with the caller's right to decide it, the decision inserted, the approvals counted, the task
- * closed and its run woken. No per-request logging, no rate limiter, no activity entry, no run event.
+ * closed and its run woken. The typed collection's page: one statement over its field expressions, the collection's
+ * id literal. No per-request logging, no rate limiter, no activity entry, no run event.
  * Usage: bun bench/baselines/minimal.ts <port> <database file>
  */
 import { Database } from 'bun:sqlite'
@@ -68,6 +69,14 @@ const insertDecision = db.prepare("INSERT INTO task_decisions (task_id, user_id,
 const approvals = db.prepare("SELECT count(*) AS n FROM task_decisions WHERE task_id = ? AND decision = 'approve'")
 const closeTask = db.prepare("UPDATE tasks SET status = 'approved', closed_at = ? WHERE id = ? AND status = 'open'")
 const wakeRun = db.prepare("UPDATE runs SET available_at = ? WHERE id = ? AND status = 'waiting'")
+// The typed collection's page (bench/scenarios.ts RECORDS_QUERY): one status, the largest amounts first, the
+// collection's id written into the statement so that its field indexes (partial on it) can serve.
+const typedCollection = db.prepare("SELECT id FROM collections WHERE name = 'invoices'").all()[0] as { id: number } | undefined
+const typedPage = typedCollection
+  ? db.prepare(`SELECT id, record_key, data, created_at, updated_at FROM records
+      WHERE environment_id = ${ENV} AND collection_id = ${typedCollection.id} AND json_extract(data, '$.status') = $status
+      ORDER BY json_extract(data, '$.amount') DESC, id DESC LIMIT $limit`)
+  : null
 // Note and log times are epoch µs (README "Times"), rendered as Trellis renders them.
 const iso = (us: number) => toIsoMicros(us as Micros)
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
@@ -136,6 +145,19 @@ function listInbox(project: string, environment: string, me: number, q: URLSearc
   return { hasMore: rows.length > limit, data, parameters: { projectName: project, environmentName: environment, limit } }
 }
 
+function listTypedRecords(project: string, environment: string, collection: string, q: URLSearchParams) {
+  const limit = Number(q.get('limit') ?? 10)
+  const rows = typedPage!.all({ project, environment, status: q.get('status.eq'), limit: limit + 1 }) as Row[]
+  const data = rows.slice(0, limit).map((r) => ({
+    id: r.record_key, data: JSON.parse(r.data as string), createdAt: new Date(r.created_at as number).toISOString(), updatedAt: new Date(r.updated_at as number).toISOString(),
+  }))
+  const last = rows.length > limit ? rows[limit - 1]! : undefined
+  return {
+    hasMore: last !== undefined, data, parameters: { projectName: project, environmentName: environment, limit, collectionName: collection, sort: q.get('sort') },
+    ...(last ? { nextCursor: Buffer.from(JSON.stringify([q.get('sort'), (JSON.parse(last.data as string) as { amount: number }).amount, last.id])).toString('base64url') } : {}),
+  }
+}
+
 /** Approve: 404 unless the caller may decide the task, 409 when it is closed or they decided it already. */
 const approve = db
   .transaction((taskId: string, me: number) => {
@@ -195,6 +217,7 @@ const server = Bun.serve({
     if (parts[6] === 'notes') return json(200, listNotes(project, environment, url.searchParams))
     if (parts[6] === 'activity-logs') return json(200, listActivity(project, environment, url.searchParams))
     if (parts[6] === 'tasks') return json(200, listInbox(project, environment, caller.user_id, url.searchParams))
+    if (parts[6] === 'collection' && parts[8] === 'records' && typedPage) return json(200, listTypedRecords(project, environment, decodeURIComponent(parts[7]!), url.searchParams))
     return json(404, { error: 'Not Found' })
   },
 })
