@@ -25,7 +25,7 @@ afterAll(() => receiver.stop(true))
 const ALL_TOOLS = [
   'listNotes', 'createNote', 'addNoteMessage', 'listActivityLogs', 'listAdminLogs',
   'listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun',
-  'listTasks', 'getTask', 'decideTask',
+  'listTasks', 'getTask', 'decideTask', 'listRecords', 'getRecord', 'updateRecord',
 ]
 const RUN_TOOLS = ['listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun']
 const PRODUCTION = '/v1/project/Acme/environment/production'
