@@ -446,12 +446,12 @@ describe('the MCP endpoint through a real server', () => {
 
     const read = await rest(`${ORDERS}/o-1`, tokens.alice)
     const record = await answer(aliceClient, 'getRecord', { environment: 'production', collection: 'orders', recordId: 'o-1' })
-    expect(record).toEqual({ ...(await read.json()), etag: read.headers.get('etag') })
+    expect(record).toEqual({ ...((await read.json()) as object), etag: read.headers.get('etag') })
     expect(await refusal(aliceClient, 'getRecord', { environment: 'production', collection: 'orders', recordId: 'nope' })).toMatchObject({ httpStatus: 404 })
 
     const changed = await answer(aliceClient, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'mcp' }, ifMatch: record.etag })
     const after = await rest(`${ORDERS}/o-1`, tokens.alice)
-    expect(changed).toEqual({ ...(await after.json()), etag: after.headers.get('etag') })
+    expect(changed).toEqual({ ...((await after.json()) as object), etag: after.headers.get('etag') })
     expect(changed.data.note).toBe('mcp')
     const stale = await refusal(aliceClient, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'late' }, ifMatch: record.etag })
     expect(stale).toMatchObject({ httpStatus: 412, code: 'precondition_failed' })
