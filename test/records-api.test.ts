@@ -397,6 +397,13 @@ describe('PATCH …/records/{id}', () => {
     expect((await activityOf('it_006')).filter((e) => e.action === 'update').length).toBe(1)
   }, 30_000)
 
+  test('a field named __proto__ is a field like any other (untyped collection)', async () => {
+    const patched = await call('PATCH', `${ORDERS}/ord_1003`, 'alice', { data: JSON.parse('{"__proto__": {"x": 1}}') })
+    expect(patched.status).toBe(200)
+    expect(Object.hasOwn(patched.body.data, '__proto__')).toBe(true)
+    expect(JSON.stringify(patched.body.data)).toContain('"__proto__":{"x":1}')
+  })
+
   test('PUT honours If-Match too and answers an ETag', async () => {
     const { headers, body } = await get(`${ORDERS}/ord_1002`, 'alice')
     const put = (ifMatch: string) =>

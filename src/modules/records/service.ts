@@ -228,11 +228,11 @@ export function* patchRecord(
 ): Op<WrittenRecord> {
   const row = yield* recordToChange(input)
   const before = parsed(row)
-  const after: Data = { ...before }
-  for (const [name, value] of Object.entries(input.changes)) {
-    if (value === null) delete after[name]
-    else after[name] = value
-  }
+  // Built as entries: an assignment to a key named `__proto__` would set the prototype rather than the field.
+  const after: Data = Object.fromEntries([
+    ...Object.entries(before).filter(([name]) => !Object.hasOwn(input.changes, name)),
+    ...Object.entries(input.changes).filter(([, value]) => value !== null),
+  ])
   const problems = yield* recordProblems(input, yield* collectionFields(input.collectionId, 'write'), after)
   if (problems.length > 0) throw invalidRecord(problems)
   const data = canonicalJson(after)
