@@ -15,6 +15,7 @@ import { conflict, notFound } from '../../lib/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { requireUser } from '../users/service.ts'
 import { nonConformingRecords, readCollectionSchema, setCollectionFields, upsertRecord } from '../records/service.ts'
+import { IF_MATCH } from '../records/model.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
 import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { CollectionParams, CollectionSchemaBody, CollectionSchemaChange, CollectionSchemaView, MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
@@ -221,6 +222,7 @@ export function projectAdminModule(deps: AppDeps) {
             "With a collection schema (docs/records.md), absent fields that have a default take it, and the data must conform: " +
             '422 `invalid_record` with `details: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written. ' +
             'With `If-Match`, only if the record is unchanged since that `ETag` (412 `precondition_failed`); 409 `conflict` for the id of a deleted record.',
+          ...IF_MATCH,
         },
       },
     )

@@ -4,13 +4,13 @@
  * any live token with scope `records:read` to read, `records:write` to write (`all` holds both), past the project
  * access decision (the SSO rule included); `PUT …/records/{id}` is project management (../projects/index.ts).
  */
-import { type DocumentDecoration, Elysia, t } from 'elysia'
+import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { listParameters } from '../../http/list-schema.ts'
 import { queryOf } from '../../http/list.ts'
-import { CreateRecordBody, PatchRecordBody, RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
+import { CreateRecordBody, IF_MATCH, PatchRecordBody, RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
 import { createRecordAs, deleteRecordAs, patchRecordAs, readRecordAs, restoreRecordAs } from './calls.ts'
 import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
@@ -18,19 +18,6 @@ import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.t
 const WRITERS =
   'Members write the collections one of their teams may edit, project admins every one; a collection the caller may not read is 404, ' +
   'one they may only read 403. Scope `records:write`.'
-/** The optional `If-Match` header of a change or a deletion. */
-const IF_MATCH: Pick<DocumentDecoration, 'parameters'> = {
-  parameters: [
-    {
-      name: 'If-Match',
-      in: 'header',
-      required: false,
-      description: "An `ETag` of the record as last read: the write happens only if the record has not changed since (412 `precondition_failed` otherwise); `*`: any existing record",
-      schema: { type: 'string', maxLength: 1024 },
-    },
-  ],
-}
-
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
 
 const LIST_PARAMETERS = listParameters(

@@ -1,5 +1,5 @@
 /** Records as the records API renders them: one record, a page of them. */
-import { t } from 'elysia'
+import { type DocumentDecoration, t } from 'elysia'
 import { pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { RECORD_ID_MAX_LENGTH } from './schema.ts'
@@ -37,3 +37,16 @@ export const CreateRecordBody = t.Object({
 export const PatchRecordBody = t.Object({
   data: t.Record(t.String(), t.Unknown(), { description: 'The fields to change, each replacing its value; a field set to null is removed' }),
 })
+
+/** The optional `If-Match` header of a change or a deletion. */
+export const IF_MATCH: Pick<DocumentDecoration, 'parameters'> = {
+  parameters: [
+    {
+      name: 'If-Match',
+      in: 'header',
+      required: false,
+      description: "An `ETag` of the record as last read: the write happens only if the record has not changed since (412 `precondition_failed` otherwise); `*`: any existing record",
+      schema: { type: 'string', maxLength: 1024 },
+    },
+  ],
+}
