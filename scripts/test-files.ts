@@ -25,6 +25,7 @@ export const POSTGRES_PASS = [
   'console',
   'console-browser',
   'console-live-browser',
+  'console-records',
   'console-search',
   'console-tasks',
   'console-tasks-browser',
