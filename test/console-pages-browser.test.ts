@@ -62,11 +62,14 @@ const problems: string[] = []
 /** Filled once the fixture exists: a run's id, an invitation's token. */
 const extra: Record<string, string> = {}
 
-/** Every GET page of the console module (its assets left out), e.g. `/p/:project/e/:environment/runs`. */
+/** The console's GET answers that are JSON, not pages: a relation input's suggestions. */
+const JSON_ANSWERS = ['/p/:project/e/:environment/t/:team/c/:collection/ids']
+
+/** Every GET page of the console module (its assets and JSON answers left out), e.g. `/p/:project/e/:environment/runs`. */
 function consolePaths(): string[] {
   const deps = createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics() })
   return consoleModule(deps)
-    .routes.filter((route) => route.method === 'GET' && !route.path.startsWith('/console/'))
+    .routes.filter((route) => route.method === 'GET' && !route.path.startsWith('/console/') && !JSON_ANSWERS.includes(route.path))
     .map((route) => route.path)
 }
 
