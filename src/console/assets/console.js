@@ -22,8 +22,13 @@ function fieldValue(input) {
   }
 }
 
-// The name an error about this input gives: a JSON pointer for a field of a data-in group (as the API's 422 does).
-const fieldName = (input) => (input.dataset.in ? `/${input.name}` : input.name)
+// The name an error about this input gives, as the API would: a JSON pointer for a field of a data-in group (a 422),
+// `fields[2].default` for an input of a row (a 400).
+function fieldName(input) {
+  if (input.dataset.in) return `/${input.name}`
+  const row = input.closest('[data-row]')
+  return row ? `${row.parentElement.dataset.rows}[${rowsOf(row.parentElement).indexOf(row)}].${input.name}` : input.name
+}
 
 function jsonValue(name, raw) {
   try {
@@ -38,7 +43,7 @@ function fieldDefault(input, raw) {
   const type = row && row.querySelector('[name=type]') ? row.querySelector('[name=type]').value : 'text'
   if (type === 'number' || type === 'integer') return Number(raw)
   if (type === 'boolean') return raw === 'true'
-  if (type === 'multiselect' || type === 'json') return jsonValue(input.name, raw)
+  if (type === 'multiselect' || type === 'json') return jsonValue(fieldName(input), raw)
   return raw
 }
 
