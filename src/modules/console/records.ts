@@ -15,7 +15,7 @@ import { collectionFields, findRecord, listMatchingRecords, listRecords, logReco
 import { recordListPage } from '../records/query.ts'
 import type { SchemaField } from '../records/schema.ts'
 import { asHttpError } from '../../http/errors.ts'
-import { filterForm, listQuery, pageParams, recordsApiPath, recordsTable, typedRecordForm } from './typed-records.ts'
+import { listQuery, recordsApiPath, typedRecordForm, typedRecordList } from './typed-records.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 import { listTaskIds } from '../tasks/service.ts'
@@ -143,16 +143,12 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
         const shown = rows.slice(0, RECORDS_PER_PAGE)
         const at = (...rest: string[]) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', view.collection.name, ...rest)
         if (fields.length > 0) {
-          const next = listed?.nextCursor ? html`<p class="pager"><a href="${`${at()}?${pageParams(query, fields, { cursor: listed.nextCursor })}`}">Next →</a></p>` : ''
+          const recordHref = (collection: string, id: string) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', collection, 'r', id)
           return layout({
             title: view.collection.name,
             user,
             crumbs: crumbsFor(params, { collection: true }),
-            body: html`${filterForm(fields, query, at())}${filterError ? html`<p class="error" role="alert">${filterError}</p>` : ''}${
-              shown.length === 0
-                ? html`<p class="muted">No records${Object.keys(listQuery(query, fields)).some((k) => k.includes('.')) ? ' match these filters' : ''}${query.cursor ? ' after these' : ''}.</p>`
-                : recordsTable(fields, shown, { sort: listed?.sort ?? '', query, pagePath: at(), ownHref: (id) => at('r', id), recordHref: (collection, id) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', collection, 'r', id) })
-            }${next}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
+            body: html`${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
           })
         }
         const next = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.field ? { field: query.field, value: query.value! } : {}), after: shown.at(-1)?.recordKey ?? '' })

@@ -43,7 +43,7 @@ export function listQuery(query: Query, fields: readonly SchemaField[]): Query {
 }
 
 /** The page's own parameters (filters and sort), to carry into its sort links and its next page. */
-export function pageParams(query: Query, fields: readonly SchemaField[], change: Query = {}): string {
+function pageParams(query: Query, fields: readonly SchemaField[], change: Query = {}): string {
   const kept: [string, string][] = []
   for (const field of fields) {
     for (const name of [valueParam(field.name), operatorParam(field.name)]) if (query[name]) kept.push([name, query[name]!])
@@ -71,7 +71,7 @@ function filterInput(field: SchemaField, id: string, value: string): Html {
 }
 
 /** The filter form: per filterable field an operator and a value; the sort kept. A plain GET form. */
-export function filterForm(fields: readonly SchemaField[], query: Query, clearHref: string): Html {
+function filterForm(fields: readonly SchemaField[], query: Query, clearHref: string): Html {
   const filterable = fields.filter((f) => consoleOperators(f).length > 0)
   if (filterable.length === 0) return html``
   return html`<form method="get" class="filters typed-filters" id="record-filters" role="search" aria-label="Filter records">
@@ -104,7 +104,7 @@ function cell(field: SchemaField, value: unknown, recordHref: (collection: strin
  * The records in columns: id, each field, updated. A sortable field's header is a link that sorts by it (again:
  * the other way); the column sorted says so (aria-sort).
  */
-export function recordsTable(
+function recordsTable(
   fields: readonly SchemaField[],
   rows: readonly { recordKey: string; data: string; updatedAt: number }[],
   page: { sort: string; query: Query; pagePath: string; recordHref: (collection: string, id: string) => string; ownHref: (id: string) => string },
@@ -124,6 +124,26 @@ ${rows.map((r) => {
   return html`<tr><td><a class="mono record-link" href="${page.ownHref(r.recordKey)}">${r.recordKey}</a></td>${fields.map((f) => cell(f, Object.hasOwn(data, f.name) ? data[f.name] : undefined, page.recordHref))}<td>${toIso(r.updatedAt)}</td></tr>`
 })}
 </tbody></table>`)
+}
+
+/** A typed collection's list: the filters, a bad filter's message, the records in columns, and the next page's link. */
+export function typedRecordList(list: {
+  fields: readonly SchemaField[]
+  query: Query
+  rows: readonly { recordKey: string; data: string; updatedAt: number }[]
+  listed?: { sort: string; nextCursor?: string }
+  filterError?: string
+  pagePath: string
+  recordHref: (collection: string, id: string) => string
+}): Html {
+  const { fields, query, pagePath } = list
+  const filtered = fields.some((f) => query[valueParam(f.name)])
+  const next = list.listed?.nextCursor ? html`<p class="pager"><a href="${`${pagePath}?${pageParams(query, fields, { cursor: list.listed.nextCursor })}`}">Next →</a></p>` : ''
+  return html`${filterForm(fields, query, pagePath)}${list.filterError ? html`<p class="error" role="alert">${list.filterError}</p>` : ''}${
+    list.rows.length === 0
+      ? html`<p class="muted">No records${filtered ? ' match these filters' : ''}${query.cursor ? ' after these' : ''}.</p>`
+      : recordsTable(fields, list.rows, { sort: list.listed?.sort ?? '', query, pagePath, recordHref: list.recordHref, ownHref: (id) => `${pagePath}/r/${encodeURIComponent(id)}` })
+  }${next}`
 }
 
 /** Where a record is written: the records API of this place, `{recordId}` left for the form to fill (a new record). */
