@@ -158,7 +158,7 @@ describe('a typed collection page', () => {
 })
 
 describe('a typed record page', () => {
-  test('admins edit it in the form, filled with its values; it is deleted from there; members read its JSON', async () => {
+  test('admins edit it in the form, filled with its values; it is deleted from there; members read its fields', async () => {
     const page = await get(`${LIST}/r/item_005`)
     expect(page.status).toBe(200)
     const form = page.text.slice(page.text.indexOf('<form id="edit-record"'), page.text.indexOf('</form>', page.text.indexOf('<form id="edit-record"')))
@@ -172,7 +172,9 @@ describe('a typed record page', () => {
     expect(form).toContain('name="customer" data-in="data" value="cus_001"')
     expect(page.text).toContain('<form id="delete-record" class="inline" data-api data-method="DELETE" action="/v1/project/Acme/environment/production/collection/items/records/item_005" data-next="/p/Acme/e/production/t/Support/c/items" data-confirm="Delete record item_005?')
     const member = await get('/p/Acme/e/production/t/Billing/c/items/r/item_005', 'dave')
-    expect(member.text).toContain('<pre class="mono" id="record-data">')
+    expect(member.text).toContain('<dl class="record-fields" id="record-data"><dt>Title</dt><dd>Item 5</dd><dt>price</dt><dd>7.5</dd><dt>qty</dt><dd>5</dd><dt>active</dt><dd>no</dd>')
+    expect(member.text).toContain('<dt>tags</dt><dd>sale</dd>')
+    expect(member.text).toContain('<dt>customer</dt><dd><a class="mono" href="/p/Acme/e/production/t/Billing/c/customers/r/cus_001">cus_001</a></dd>')
     expect(member.text).not.toContain('edit-record')
     expect(member.text).not.toContain('delete-record')
   })

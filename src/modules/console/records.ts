@@ -15,7 +15,7 @@ import { collectionFields, findRecord, listMatchingRecords, listRecords, logReco
 import { recordListPage } from '../records/query.ts'
 import type { SchemaField } from '../records/schema.ts'
 import { asHttpError } from '../../http/errors.ts'
-import { listQuery, recordsApiPath, typedRecordForm, typedRecordList } from './typed-records.ts'
+import { listQuery, recordsApiPath, typedRecordForm, typedRecordList, typedRecordView } from './typed-records.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 import { listTaskIds } from '../tasks/service.ts'
@@ -222,7 +222,9 @@ ${
   fields.length > 0 && isAdmin
     ? html`${typedRecordForm({ id: 'edit-record', action: `${apiOf(view)}/${encodeURIComponent(record.recordKey)}`, teamName: team.name, fields, data: JSON.parse(record.data), done: 'Record saved.', idsPath: idsPathOf(view) })}
 <form id="delete-record" class="inline" data-api data-method="DELETE" action="${`${apiOf(view)}/${encodeURIComponent(record.recordKey)}`}" data-next="${renderingPath(project.name, environment.name, team.name, 'c', collection.name)}" data-confirm="Delete record ${record.recordKey}? A project admin can restore it for a while." data-done="Record ${record.recordKey} deleted."><button type="submit" class="danger">Delete record</button> <span class="form-error" role="alert"></span></form>`
-    : html`<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>`
+    : fields.length > 0
+      ? typedRecordView(fields, JSON.parse(record.data), (target, id) => renderingPath(project.name, environment.name, team.name, 'c', target, 'r', id))
+      : html`<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>`
 }
 ${section(
   'Workflows',

@@ -85,19 +85,26 @@ ${query.sort ? html`<input type="hidden" name="sort" value="${query.sort}">` : '
 <p><button type="submit">Filter</button> <a href="${clearHref}">Clear</a></p></form>`
 }
 
-/** A value in a table cell: short, readable, a relation linked to its record. */
-function cell(field: SchemaField, value: unknown, recordHref: (collection: string, id: string) => string): Html {
-  if (value === undefined || value === null) return html`<td></td>`
+/** A value as the list and a record's page show it: short, readable, a relation linked to its record. */
+function shownValue(field: SchemaField, value: unknown, recordHref: (collection: string, id: string) => string): Html | string {
+  if (value === undefined || value === null) return ''
   switch (field.type) {
-    case 'boolean': return html`<td>${value === true ? 'yes' : value === false ? 'no' : JSON.stringify(value)}</td>`
-    case 'multiselect': return html`<td>${Array.isArray(value) ? value.join(', ') : JSON.stringify(value)}</td>`
-    case 'relation': return typeof value === 'string' && field.collection ? html`<td><a class="mono" href="${recordHref(field.collection, value)}">${value}</a></td>` : html`<td>${JSON.stringify(value)}</td>`
+    case 'boolean': return value === true ? 'yes' : value === false ? 'no' : JSON.stringify(value)
+    case 'multiselect': return Array.isArray(value) ? value.join(', ') : JSON.stringify(value)
+    case 'relation': return typeof value === 'string' && field.collection ? html`<a class="mono" href="${recordHref(field.collection, value)}">${value}</a>` : JSON.stringify(value)
     case 'json': {
       const text = JSON.stringify(value)
-      return html`<td class="mono">${text.length > 80 ? `${text.slice(0, 80)}…` : text}</td>`
+      return html`<span class="mono">${text.length > 80 ? `${text.slice(0, 80)}…` : text}</span>`
     }
-    default: return html`<td>${typeof value === 'string' ? value : JSON.stringify(value)}</td>`
+    default: return typeof value === 'string' ? value : JSON.stringify(value)
   }
+}
+
+const valueOf = (data: Record<string, unknown>, field: SchemaField) => (Object.hasOwn(data, field.name) ? data[field.name] : undefined)
+
+/** A typed record read (those who may not write it): each field's label and value. */
+export function typedRecordView(fields: readonly SchemaField[], data: Record<string, unknown>, recordHref: (collection: string, id: string) => string): Html {
+  return html`<dl class="record-fields" id="record-data">${fields.map((f) => html`<dt>${labelOf(f)}</dt><dd>${shownValue(f, valueOf(data, f), recordHref)}</dd>`)}</dl>`
 }
 
 /**
@@ -121,7 +128,7 @@ function recordsTable(
   return scrollingTable(html`<table class="records"><thead><tr><th scope="col">Record id</th>${fields.map(header)}<th scope="col">Updated</th></tr></thead><tbody>
 ${rows.map((r) => {
   const data = JSON.parse(r.data) as Record<string, unknown>
-  return html`<tr><td><a class="mono record-link" href="${page.ownHref(r.recordKey)}">${r.recordKey}</a></td>${fields.map((f) => cell(f, Object.hasOwn(data, f.name) ? data[f.name] : undefined, page.recordHref))}<td>${toIso(r.updatedAt)}</td></tr>`
+  return html`<tr><td><a class="mono record-link" href="${page.ownHref(r.recordKey)}">${r.recordKey}</a></td>${fields.map((f) => html`<td>${shownValue(f, valueOf(data, f), page.recordHref)}</td>`)}<td>${toIso(r.updatedAt)}</td></tr>`
 })}
 </tbody></table>`)
 }
@@ -209,7 +216,7 @@ export function typedRecordForm(form: {
   return html`<form id="${form.id}" class="record-form" novalidate data-api data-method="PUT" action="${form.action}" data-done="${form.done}">
 ${form.data === undefined ? html`<label>Record id <span class="muted">(required)</span> <input data-path="recordId" required maxlength="1024"></label>` : ''}
 <input type="hidden" name="teamName" value="${form.teamName}">
-${form.fields.map((field, i) => recordInput(field, Object.hasOwn(data, field.name) ? data[field.name] : undefined, i, form.idsPath))}
+${form.fields.map((field, i) => recordInput(field, valueOf(data, field), i, form.idsPath))}
 <p class="form-error" role="alert"></p>
 <button type="submit">Save record</button>
 </form>`
