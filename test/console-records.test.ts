@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import type { SchemaField } from '../src/modules/records/schema.ts'
-import { request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { queryAll, request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, userId } from './support/acme.ts'
 
 const FIELDS: SchemaField[] = [
@@ -110,6 +110,15 @@ describe('a typed collection page', () => {
     // A date-time filter from a datetime-local input is read as UTC.
     expect(idsOn((await get(`${LIST}?o.seen=gte&f.seen=2026-11-02T08:41`)).text).length).toBe(50)
     expect(idsOn((await get(`${LIST}?o.seen=gt&f.seen=2026-11-02T08:41:00`)).text)).toEqual([])
+  })
+
+  test('a filtered page is audited as any list: one index entry naming the records it showed', async () => {
+    const last = () => queryAll<{ id: number; action: string; label: string }>(env.store, "SELECT id, action, label FROM activity_logs WHERE type = 'read' ORDER BY id DESC LIMIT 1")[0]
+    const before = last()?.id ?? 0
+    await get(`${LIST}?o.qty=gte&f.qty=54`)
+    const entry = last()!
+    expect(entry.id).toBeGreaterThan(before)
+    expect([entry.action, entry.label]).toEqual(['index', 'listed 2 in the console'])
   })
 
   test('a bad filter is said on the page (the API\'s message), not a 500', async () => {
