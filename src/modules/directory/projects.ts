@@ -174,3 +174,10 @@ export function* hasProjects(): Op<boolean> {
 export function* hasCompleteProject(): Op<boolean> {
   return yield* anyProjectWithParts()
 }
+
+/** A project's collection by name (404 naming it otherwise). */
+export function* requireCollection(projectId: number, name: string) {
+  const collection = yield* findCollection(projectId, name)
+  if (!collection) throw notFound(`Collection ${name} not found`)
+  return collection
+}

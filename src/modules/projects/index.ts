@@ -17,7 +17,7 @@ import { requireUser } from '../users/service.ts'
 import { nonConformingRecords, readCollectionSchema, setCollectionFields, upsertRecord } from '../records/service.ts'
 import { IF_MATCH } from '../records/model.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
-import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
+import { findTeam, requireCollection, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { CollectionParams, CollectionSchemaBody, CollectionSchemaChange, CollectionSchemaView, MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 import { withArticle } from '../../lib/words.ts'
 
@@ -28,12 +28,6 @@ const PARTS = [
   { part: 'collection', path: 'collections', param: 'collectionName' },
 ] as const
 
-
-function* requireCollection(projectId: number, name: string) {
-  const collection = yield* findCollection(projectId, name)
-  if (!collection) throw notFound(`Collection ${name} not found`)
-  return collection
-}
 
 function* requireTeam(projectId: number, name: string) {
   const team = yield* findTeam(projectId, name)
