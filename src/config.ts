@@ -45,6 +45,8 @@ export interface Config {
    * ms); null keeps runs forever (`off`).
    */
   runRetentionMs: number | null
+  /** Days a deleted record can be restored before the run history's job purges it (TRELLIS_RECORD_RETENTION_DAYS). */
+  recordRetentionDays: number
   /** Local and private destinations that `http` steps and callbacks may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
   /** The first wait between a callback's attempts (TRELLIS_CALLBACK_RETRY_MS); later ones double, up to 720 times it. */
@@ -208,6 +210,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
       : null,
     idempotencyKeyWindowMs: integerSetting('TRELLIS_IDEMPOTENCY_KEY_HOURS', env.TRELLIS_IDEMPOTENCY_KEY_HOURS, 24, 1, 8760) * 3_600_000,
     runRetentionMs: retentionSetting('TRELLIS_RUN_RETENTION', env.TRELLIS_RUN_RETENTION, DEFAULT_RUN_RETENTION),
+    recordRetentionDays: integerSetting('TRELLIS_RECORD_RETENTION_DAYS', env.TRELLIS_RECORD_RETENTION_DAYS, 30, 1, 36_500),
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
     callbackRetryMs: integerSetting('TRELLIS_CALLBACK_RETRY_MS', env.TRELLIS_CALLBACK_RETRY_MS, DEFAULT_CALLBACK_RETRY_MS, 1, 60_000),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),

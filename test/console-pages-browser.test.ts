@@ -6,7 +6,6 @@
  * without anyone adding it here, and a page with a parameter nobody fills fails the test until PARAMS has it.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import { createDeps } from '../src/deps.ts'
@@ -16,11 +15,9 @@ import type { Clock } from '../src/lib/clock.ts'
 import { consoleModule } from '../src/modules/console/index.ts'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv, until } from './helpers.ts'
 import { openTaskOnRun, userId } from './support/acme.ts'
-import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-pages-browser')
-
-const AXE = readFileSync(join(repoRoot, 'node_modules/axe-core/axe.min.js'), 'utf8')
 
 interface Visitor {
   email: string
@@ -58,13 +55,6 @@ const TASK_FORM = {
 /** Pages answered without a session, and the query each needs. */
 const SIGNED_OUT = ['/login', '/invite']
 
-interface Violation {
-  id: string
-  impact: string | null
-  help: string
-  nodes: { target: string[] }[]
-}
-
 let env: TestEnv
 let server: ServeProcess
 let browser: Browser
@@ -72,11 +62,14 @@ const problems: string[] = []
 /** Filled once the fixture exists: a run's id, an invitation's token. */
 const extra: Record<string, string> = {}
 
-/** Every GET page of the console module (its assets left out), e.g. `/p/:project/e/:environment/runs`. */
+/** The console's GET answers that are JSON, not pages: a relation input's suggestions. */
+const JSON_ANSWERS = ['/p/:project/e/:environment/t/:team/c/:collection/ids']
+
+/** Every GET page of the console module (its assets and JSON answers left out), e.g. `/p/:project/e/:environment/runs`. */
 function consolePaths(): string[] {
   const deps = createDeps({ config: env.config, store: env.store, clock: env.clock as Clock, logger: silentLogger, secret: env.secret, metrics: createMetrics() })
   return consoleModule(deps)
-    .routes.filter((route) => route.method === 'GET' && !route.path.startsWith('/console/'))
+    .routes.filter((route) => route.method === 'GET' && !route.path.startsWith('/console/') && !JSON_ANSWERS.includes(route.path))
     .map((route) => route.path)
 }
 
@@ -87,16 +80,6 @@ function fill(path: string, params: Record<string, string>): string {
     return encodeURIComponent(value)
   })
   return filled === '/invite' ? `/invite?token=${encodeURIComponent(extra.invitation!)}` : filled
-}
-
-/** axe-core's serious and critical violations, and every empty-table-header, on the page as it is now. */
-async function accessibilityProblems(page: Page): Promise<string[]> {
-  // Evaluated, not added as a <script>: the console's CSP refuses inline scripts (as it should).
-  await page.evaluate(AXE)
-  const result = await page.evaluate<{ violations: Violation[] }>('axe.run(document, { resultTypes: ["violations"] })')
-  return result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'empty-table-header')
-    .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`)
 }
 
 /**

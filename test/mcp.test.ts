@@ -25,7 +25,7 @@ afterAll(() => receiver.stop(true))
 const ALL_TOOLS = [
   'listNotes', 'createNote', 'addNoteMessage', 'listActivityLogs', 'listAdminLogs',
   'listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun',
-  'listTasks', 'getTask', 'decideTask',
+  'listTasks', 'getTask', 'decideTask', 'listRecords', 'getRecord', 'updateRecord',
 ]
 const RUN_TOOLS = ['listWorkflows', 'triggerWorkflow', 'getWorkflowRun', 'cancelWorkflowRun', 'retryWorkflowRun']
 const PRODUCTION = '/v1/project/Acme/environment/production'
@@ -85,7 +85,7 @@ async function refusal(client: Client, name: string, args: Record<string, unknow
 describe('the MCP endpoint through a real server', () => {
   let env: TestEnv
   let server: ServeProcess
-  const tokens = {} as Record<'alice' | 'bob' | 'dave' | 'bobNotes' | 'aliceNotes' | 'aliceLogs' | 'aliceAdminLogs' | 'revoked' | 'bobTasks' | 'carolTasks' | 'daveTasks' | 'daveTasksRead', string>
+  const tokens = {} as Record<'alice' | 'bob' | 'dave' | 'bobNotes' | 'aliceNotes' | 'aliceLogs' | 'aliceAdminLogs' | 'revoked' | 'bobTasks' | 'carolTasks' | 'daveTasks' | 'daveTasksRead' | 'daveRecords' | 'bobRecordsRead', string>
   let aliceName = ''
   let daveTasksName = ''
   let aliceClient: Client
@@ -107,6 +107,8 @@ describe('the MCP endpoint through a real server', () => {
     tokens.daveTasks = daveTasks.value
     daveTasksName = `token "dave-agent" (${daveTasks.token.prefix}…)`
     tokens.daveTasksRead = (await tokenFor(env.store, systemClock, 'dave', ['tasks:read'])).value
+    tokens.daveRecords = (await tokenFor(env.store, systemClock, 'dave', ['records:read', 'records:write'])).value
+    tokens.bobRecordsRead = (await tokenFor(env.store, systemClock, 'bob', ['records:read'])).value
     server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: { ...processEnv(env), ...HIGH_API_BUDGETS, TRELLIS_LOG_LEVEL: 'warn', TRELLIS_HTTP_ALLOW: '127.0.0.1' }, timeoutMs: 20_000 })
     aliceClient = (await connect(server.url, tokens.alice)).client
   }, 60_000)
@@ -197,6 +199,7 @@ describe('the MCP endpoint through a real server', () => {
     expect((await listed(tokens.aliceAdminLogs)).map((t) => t.name)).toEqual(['listAdminLogs', 'getWorkflowRun'])
     expect((await listed(tokens.daveTasksRead)).map((t) => t.name)).toEqual(['getWorkflowRun', 'listTasks', 'getTask'])
     expect((await listed(tokens.daveTasks)).map((t) => t.name)).toEqual(['getWorkflowRun', 'listTasks', 'getTask', 'decideTask'])
+    expect((await listed(tokens.bobRecordsRead)).map((t) => t.name)).toEqual(['getWorkflowRun', 'listRecords', 'getRecord'])
   })
 
   test('a tool the token lacks the scope for is a 403 insufficient_scope; a role the route asks is checked too; an unknown tool is a protocol error', async () => {
@@ -432,6 +435,40 @@ describe('the MCP endpoint through a real server', () => {
       ['approveApproval', `approved task "approve": ok by me · via MCP · ${daveTasksName}`],
     ])
   }, 45_000)
+
+  test('listRecords, getRecord and updateRecord: the REST answers and rules (If-Match, a read-only team, scopes), the entry marked via MCP', async () => {
+    const ORDERS = `${PRODUCTION}/collection/orders/records`
+    const page = await answer(aliceClient, 'listRecords', { environment: 'production', collection: 'orders', limit: 2, sort: 'createdAt' })
+    expect(await (await rest(`${ORDERS}?limit=2&sort=createdAt`, tokens.alice)).json()).toEqual(page)
+    const next = await answer(aliceClient, 'listRecords', { environment: 'production', collection: 'orders', limit: 2, sort: 'createdAt', cursor: page.nextCursor })
+    expect(next.data[0].id).not.toBe(page.data[1].id)
+    expect(await refusal(aliceClient, 'listRecords', { environment: 'production', collection: 'orders', filters: { 'status.eq': 'paid' } })).toMatchObject({ httpStatus: 400, code: 'invalid_parameter' })
+
+    const read = await rest(`${ORDERS}/o-1`, tokens.alice)
+    const record = await answer(aliceClient, 'getRecord', { environment: 'production', collection: 'orders', recordId: 'o-1' })
+    expect(record).toEqual({ ...((await read.json()) as object), etag: read.headers.get('etag') })
+    expect(await refusal(aliceClient, 'getRecord', { environment: 'production', collection: 'orders', recordId: 'nope' })).toMatchObject({ httpStatus: 404 })
+
+    const changed = await answer(aliceClient, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'mcp' }, ifMatch: record.etag })
+    const after = await rest(`${ORDERS}/o-1`, tokens.alice)
+    expect(changed).toEqual({ ...((await after.json()) as object), etag: after.headers.get('etag') })
+    expect(changed.data.note).toBe('mcp')
+    const stale = await refusal(aliceClient, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'late' }, ifMatch: record.etag })
+    expect(stale).toMatchObject({ httpStatus: 412, code: 'precondition_failed' })
+    const [entry] = ((await (await rest(`${PRODUCTION}/activity-logs?recordId=o-1&type=write`, tokens.alice)).json()) as { data: Record<string, any>[] }).data
+    expect(entry).toMatchObject({ action: 'update', label: `updated via the records API: note (none) → "mcp" · via MCP · ${aliceName}` })
+
+    // dave's team (Billing) may read orders, not change them; a token without records:write may not call the tool.
+    const { client: dave } = await connect(server.url, tokens.daveRecords)
+    expect((await answer(dave, 'getRecord', { environment: 'production', collection: 'orders', recordId: 'o-1' })).id).toBe('o-1')
+    expect(await refusal(dave, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'x' } })).toMatchObject({ httpStatus: 403, code: 'forbidden' })
+    await dave.close()
+    const { client: reader } = await connect(server.url, tokens.bobRecordsRead)
+    expect(await refusal(reader, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: { note: 'x' } })).toMatchObject({ httpStatus: 403, code: 'insufficient_scope' })
+    expect(await refusal(reader, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: 'x' })).toMatchObject({ httpStatus: 403 })
+    await reader.close()
+    expect(await refusal(aliceClient, 'updateRecord', { environment: 'production', collection: 'orders', recordId: 'o-1', data: 'x' })).toMatchObject({ httpStatus: 400, details: [{ field: 'data' }] })
+  })
 
   test('a token revoked in the middle of a session is refused at its next call', async () => {
     const revoked = await tokenFor(env.store, systemClock, 'alice', ['all'])

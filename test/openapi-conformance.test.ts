@@ -35,7 +35,18 @@ beforeAll(async () => {
   instanceCookie = fixture.cookie
   Object.assign(known, fixture.known)
   doc = (await (await app.handle(request('/openapi.json'))).json()) as Json
+  const put = await app.handle(request(`${RECORDS}/${DELETED_RECORD}`, { method: 'PUT', headers: { authorization: bearer }, json: { teamName: 'Support', data: {} } }))
+  expect(put.status).toBe(201)
 })
+
+/** The record the deletion deletes and the restore brings back, so that every other record operation finds its own. */
+const RECORDS = '/v1/project/Acme/environment/production/collection/orders/records'
+const DELETED_RECORD = 'conformance_deleted'
+const RECORD_PATH = '/v1/project/{projectName}/environment/{environmentName}/collection/{collectionName}/records/{recordId}'
+const PATH_VALUES: Record<string, Record<string, string>> = {
+  [`DELETE ${RECORD_PATH}`]: { recordId: DELETED_RECORD },
+  [`POST ${RECORD_PATH}/restore`]: { recordId: DELETED_RECORD },
+}
 afterAll(() => env.cleanup())
 
 const operations = (): Operation[] => operationsOf(doc)
@@ -79,7 +90,7 @@ interface Call {
 }
 
 async function send({ path, method, operation }: Operation, call: Call): Promise<{ response: Response; text: string }> {
-  const pathParams = Object.fromEntries(parametersOf(operation, 'path').map((p) => [p.name, pathValue(path, p.name)]))
+  const pathParams = { ...Object.fromEntries(parametersOf(operation, 'path').map((p) => [p.name, pathValue(path, p.name)])), ...PATH_VALUES[`${method.toUpperCase()} ${path}`] }
   const url = path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent({ ...pathParams, ...call.path }[name]!))
   const query = new URLSearchParams(call.query ?? {}).toString()
   // Instance administration is for an instance administrator's session; everything else for the token.

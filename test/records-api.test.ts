@@ -1,23 +1,28 @@
 /**
  * The records API's reads (docs/records.md "Reading records"): typed filters per field type, sort both ways, cursor
  * paging (a walk equals a full read; writes during a walk neither repeat nor skip a record), 400s naming the
- * parameter, who may read (scopes, the collection's team permissions), one record with its ETag. Both stores.
+ * parameter, who may read (scopes, the collection's team permissions), one record with its ETag; the writes (POST,
+ * PATCH under If-Match and its race, soft DELETE, restore, purge), who may write, their activity entries. Both stores.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { fillPlaceholders } from 'drizzle-orm/sql'
 import type { QueryCall } from '../src/db/op.ts'
 import { postgresDialect } from '../src/db/postgres/dialect.ts'
 import { pageRecordList, type RecordListQuery } from '../src/db/records.ts'
+import { updateProject } from '../src/db/projects.ts'
+import { loadRecordAs } from '../src/executor/steps/data-access.ts'
+import type { RunTarget } from '../src/executor/step.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
+import { purgeDeletedRecords } from '../src/modules/runs/history.ts'
 import { POSTGRES_ONLY, postgresOnlyTest, queryOne, request, runNow, testApp, type TestEnv, testEnv } from './helpers.ts'
-import { acmeDocument, acmeProject, applyAcme, tokensFor, userId } from './support/acme.ts'
+import { acmeDocument, acmeProject, applyAcme, projectId, tokensFor, userId } from './support/acme.ts'
 
 type Body = Record<string, any>
 
 let env: TestEnv
 let app: ReturnType<typeof testApp>
 const cookies: Record<string, string> = {}
-let tokens: Record<'reader' | 'all' | 'notesOnly', string>
+let tokens: Record<'reader' | 'all' | 'notesOnly' | 'writer', string>
 
 const KINDS = ['small', 'large'] as const
 /** The typed records: some fields absent on purpose (nulls sort lowest). */
@@ -62,8 +67,8 @@ beforeAll(async () => {
   project.records.push({ environment: 'production', collection: 'legacy', id: 'old_1', data: { at: '2026-02-30T00:00:00Z' } }, { environment: 'production', collection: 'legacy', id: 'old_2', data: { at: '2026-03-01T00:00:00Z' } })
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
-  for (const name of ['alice', 'bob', 'dave']) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
-  tokens = await tokensFor(env.store, env.clock, { reader: ['bob', ['records:read']], all: ['alice', ['all']], notesOnly: ['alice', ['notes:read']] })
+  for (const name of ['alice', 'bob', 'carol', 'dave']) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+  tokens = await tokensFor(env.store, env.clock, { reader: ['bob', ['records:read']], all: ['alice', ['all']], notesOnly: ['alice', ['notes:read']], writer: ['bob', ['records:write']] })
 })
 afterAll(() => env.cleanup())
 
@@ -283,6 +288,239 @@ describe('one record', () => {
     expect(after.headers.get('etag')).not.toBe(etag)
     const missing = await get(`${LIST}/nope`)
     expect([missing.status, missing.body.code]).toEqual([404, 'not_found'])
+  })
+})
+
+// ── Writes ──────────────────────────────────────────────────────────────────
+
+type As = string | { bearer: string }
+const ORDERS = '/v1/project/Acme/environment/production/collection/orders/records'
+
+/** One call as `as` (a user's session cookie, or a token), its JSON body parsed (none for a 204). */
+async function call(method: string, path: string, as: As, json?: unknown, headers: Record<string, string> = {}) {
+  const auth: Record<string, string> = typeof as === 'string' ? { cookie: cookies[as]! } : { authorization: `Bearer ${as.bearer}` }
+  const response = await app.handle(request(path, { method, headers: { ...auth, ...headers }, json }))
+  const text = await response.text()
+  expect(response.status, text).toBeLessThan(500)
+  return { status: response.status, body: (text ? JSON.parse(text) : undefined) as Body, etag: response.headers.get('etag') }
+}
+
+/** The write entries of one record, newest first. */
+async function activityOf(recordId: string): Promise<Body[]> {
+  const { status, body } = await call('GET', `/v1/project/Acme/environment/production/activity-logs?recordId=${recordId}&type=write&limit=100&extensions=true`, { bearer: tokens.all })
+  expect(status).toBe(200)
+  return body.data
+}
+
+describe('POST …/records', () => {
+  test('with an id: 201, the record with defaults filled and an ETag that GET gives too; one create entry naming the fields', async () => {
+    const created = await call('POST', LIST, 'bob', { id: 'new_post', data: { name: 'Posted', price: 12 } })
+    expect(created.status).toBe(201)
+    expect(created.body).toEqual({ id: 'new_post', data: { name: 'Posted', price: 12 }, createdAt: expect.any(String), updatedAt: created.body.createdAt })
+    expect(created.etag).toMatch(/^"[A-Za-z0-9_-]{27}"$/)
+    const read = await get(`${LIST}/new_post`)
+    expect([read.body, read.headers.get('etag')]).toEqual([created.body, created.etag])
+    const [entry] = await activityOf('new_post')
+    expect(entry).toMatchObject({ type: 'write', action: 'create', user: { username: 'bob' }, team: { name: 'Support' }, collection: { name: 'items' }, recordIds: ['new_post'] })
+    expect(entry!.label).toBe('created via the records API: name (none) → "Posted"; price (none) → 12')
+  })
+
+  test('without an id: a generated rec_ id; a token with records:write writes as its user', async () => {
+    const created = await call('POST', LIST, { bearer: tokens.writer }, { data: { name: 'Generated' } })
+    expect(created.status).toBe(201)
+    expect(created.body.id).toMatch(/^rec_[a-z2-7]{20}$/)
+    const [entry] = await activityOf(created.body.id)
+    expect(entry!.label).toStartWith('created via the records API: name (none) → "Generated" · token "')
+  })
+
+  test('409 conflict for an id in use, a deleted record\'s too; 422 naming each field; 400 naming a bad body field', async () => {
+    const taken = await call('POST', LIST, 'bob', { id: 'it_001', data: { name: 'x' } })
+    expect([taken.status, taken.body.code]).toEqual([409, 'conflict'])
+    expect((await call('POST', LIST, 'bob', { id: 'post_gone', data: { name: 'x' } })).status).toBe(201)
+    expect((await call('DELETE', `${LIST}/post_gone`, 'bob')).status).toBe(204)
+    const held = await call('POST', LIST, 'bob', { id: 'post_gone', data: { name: 'y' } })
+    expect([held.status, held.body.code]).toEqual([409, 'conflict'])
+    expect(held.body.message).toContain('restore')
+    const invalid = await call('POST', LIST, 'bob', { data: { price: 'cheap', extra: 1 } })
+    expect([invalid.status, invalid.body.code]).toEqual([422, 'invalid_record'])
+    expect(invalid.body.details.map((d: Body) => d.field).sort()).toEqual(['/extra', '/name', '/price'])
+    for (const [body, field] of [[{}, 'data'], [{ data: [] }, 'data'], [{ data: {}, id: '' }, 'id'], [{ data: {}, nope: 1 }, 'nope']] as const) {
+      const bad = await call('POST', LIST, 'bob', body)
+      expect([bad.status, bad.body.code, bad.body.details?.[0]?.field ?? bad.body.message], JSON.stringify(bad.body)).toEqual([400, 'validation_failed', field])
+    }
+  })
+})
+
+describe('PATCH …/records/{id}', () => {
+  test('changes the fields given, null removes one; a new ETag; one update entry with each field before and after', async () => {
+    const before = await get(`${LIST}/it_003`)
+    const patched = await call('PATCH', `${LIST}/it_003`, 'bob', { data: { qty: 40, day: null } }, { 'if-match': before.headers.get('etag')! })
+    expect(patched.status).toBe(200)
+    const expected = { ...ITEMS[3]!.data, qty: 40 } as Record<string, unknown>
+    delete expected.day
+    expect(patched.body.data).toEqual(expected)
+    expect(patched.etag).not.toBe(before.headers.get('etag'))
+    expect((await get(`${LIST}/it_003`)).headers.get('etag')).toBe(patched.etag)
+    const [entry] = await activityOf('it_003')
+    expect([entry!.action, entry!.label]).toEqual(['update', `updated via the records API: day "${ITEMS[3]!.data.day}" → (none); qty ${ITEMS[3]!.data.qty} → 40`])
+    // The same values again: nothing written, nothing logged, the same ETag.
+    const again = await call('PATCH', `${LIST}/it_003`, 'bob', { data: { qty: 40 } })
+    expect([again.status, again.etag]).toEqual([200, patched.etag])
+    expect((await activityOf('it_003'))[0]!.id).toBe(entry!.id)
+  })
+
+  test('412 precondition_failed for a stale ETag; 404 unknown; 422 a required field removed, a bad value; 400 a bad body', async () => {
+    const { headers } = await get(`${LIST}/it_005`)
+    const etag = headers.get('etag')!
+    expect((await call('PATCH', `${LIST}/it_005`, 'bob', { data: { qty: 1 } }, { 'if-match': etag })).status).toBe(200)
+    const stale = await call('PATCH', `${LIST}/it_005`, 'bob', { data: { qty: 2 } }, { 'if-match': etag })
+    expect([stale.status, stale.body.code]).toEqual([412, 'precondition_failed'])
+    expect((await call('PATCH', `${LIST}/it_005`, 'bob', { data: { qty: 3 } }, { 'if-match': '*' })).status).toBe(200)
+    expect((await call('PATCH', `${LIST}/nope`, 'bob', { data: { qty: 2 } })).status).toBe(404)
+    const required = await call('PATCH', `${LIST}/it_005`, 'bob', { data: { name: null, qty: 1.5 } })
+    expect([required.status, required.body.code, required.body.details.map((d: Body) => d.field)]).toEqual([422, 'invalid_record', ['/name', '/qty']])
+    for (const [body, field] of [[{}, 'data'], [{ data: 'x' }, 'data'], [{ data: {}, id: 'x' }, 'id']] as const) {
+      const bad = await call('PATCH', `${LIST}/it_005`, 'bob', body)
+      expect([bad.status, bad.body.details?.[0]?.field], JSON.stringify(bad.body)).toEqual([400, field])
+    }
+  })
+
+  test('ten concurrent PATCHes with one ETag: exactly one 200, nine 412', async () => {
+    const { headers } = await get(`${LIST}/it_006`)
+    const etag = headers.get('etag')!
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, n) => call('PATCH', `${LIST}/it_006`, n % 2 === 0 ? 'bob' : { bearer: tokens.writer }, { data: { qty: 100 + n } }, { 'if-match': etag })),
+    )
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 412, 412, 412, 412, 412, 412, 412, 412, 412])
+    const winner = answers.find((a) => a.status === 200)!
+    expect((await get(`${LIST}/it_006`)).body.data.qty).toBe(winner.body.data.qty)
+    expect((await activityOf('it_006')).filter((e) => e.action === 'update').length).toBe(1)
+  }, 30_000)
+
+  test('a field named __proto__ is a field like any other (untyped collection)', async () => {
+    const patched = await call('PATCH', `${ORDERS}/ord_1003`, 'alice', { data: JSON.parse('{"__proto__": {"x": 1}}') })
+    expect(patched.status).toBe(200)
+    expect(Object.hasOwn(patched.body.data, '__proto__')).toBe(true)
+    expect(JSON.stringify(patched.body.data)).toContain('"__proto__":{"x":1}')
+  })
+
+  test('PUT honours If-Match too and answers an ETag', async () => {
+    const { headers, body } = await get(`${ORDERS}/ord_1002`, 'alice')
+    const put = (ifMatch: string) =>
+      call('PUT', `${ORDERS}/ord_1002`, 'alice', { teamName: 'Support', data: { ...body.data, items: 2 } }, { 'if-match': ifMatch })
+    const stale = await put('"stale"')
+    expect([stale.status, stale.body.code]).toEqual([412, 'precondition_failed'])
+    const done = await put(headers.get('etag')!)
+    expect(done.status).toBe(200)
+    expect(done.etag).toBe((await get(`${ORDERS}/ord_1002`, 'alice')).headers.get('etag'))
+  })
+})
+
+describe('DELETE, restore', () => {
+  const target = (recordId: string): RunTarget => ({
+    run: { user_id: userId(env.store, 'alice'), record_id: recordId } as RunTarget['run'],
+    workflowName: 'w',
+    projectId: projectId(env.store, 'Acme'),
+    environmentId: queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE name = 'production' AND project_id = ?", projectId(env.store, 'Acme'))!.id,
+    teamId: queryOne<{ id: number }>(env.store, "SELECT id FROM teams WHERE name = 'Support'")!.id,
+    collectionId: queryOne<{ id: number }>(env.store, "SELECT id FROM collections WHERE name = 'items'")!.id,
+  })
+
+  test('a deleted record leaves the list, GET, a filter, the console and its search, and a data step; a project admin restores it as it was', async () => {
+    const before = await get(`${LIST}/it_010`)
+    const stale = await call('DELETE', `${LIST}/it_010`, 'bob', undefined, { 'if-match': '"stale"' })
+    expect([stale.status, stale.body.code]).toEqual([412, 'precondition_failed'])
+    expect((await call('DELETE', `${LIST}/it_010`, 'bob', undefined, { 'if-match': before.headers.get('etag')! })).status).toBe(204)
+    expect((await get(`${LIST}/it_010`)).status).toBe(404)
+    expect(ids(await walk('', 100))).not.toContain('it_010')
+    expect(ids(await walk(`kind.eq=${ITEMS[10]!.data.kind}`, 100))).not.toContain('it_010')
+    expect(ids(await walk('sort=price', 100))).not.toContain('it_010')
+    const searched = async () => (await (await app.handle(request('/search?q=it_010', { headers: { cookie: cookies.alice! } }))).text()).includes('/r/it_010')
+    expect(await searched()).toBe(false)
+    const page = await app.handle(request('/p/Acme/e/production/t/Support/c/items/r/it_010', { headers: { cookie: cookies.alice! } }))
+    expect(page.status).toBe(404)
+    await expect(runNow(env.store, loadRecordAs(target('it_010'), 'read'))).rejects.toMatchObject({ code: 'record_not_found' })
+    expect((await call('DELETE', `${LIST}/it_010`, 'bob')).status).toBe(404)
+    expect((await call('PATCH', `${LIST}/it_010`, 'bob', { data: { qty: 1 } })).status).toBe(404)
+    const [deleted] = await activityOf('it_010')
+    expect([deleted!.action, deleted!.label]).toEqual(['delete', expect.stringMatching(/^deleted via the records API: active false → \(none\); .*; name "Item K10" → \(none\); /)])
+
+    // Restore: project admins only (a member who may write: 403), then the record is back as it was.
+    const member = await call('POST', `${LIST}/it_010/restore`, 'bob')
+    expect([member.status, member.body.code]).toEqual([403, 'forbidden'])
+    const restored = await call('POST', `${LIST}/it_010/restore`, 'alice')
+    expect(restored.status).toBe(200)
+    expect(restored.body).toEqual(before.body)
+    expect(restored.etag).toBe(before.headers.get('etag'))
+    expect((await get(`${LIST}/it_010`)).status).toBe(200)
+    expect(await searched()).toBe(true)
+    expect((await runNow(env.store, loadRecordAs(target('it_010'), 'read'))).data).toEqual(before.body.data)
+    expect((await activityOf('it_010'))[0]!.label).toMatch(/^restored via the records API: active \(none\) → false; .*; name \(none\) → "Item K10"; /)
+    // A live record, an unknown one: nothing to restore.
+    expect((await call('POST', `${LIST}/it_010/restore`, 'alice')).status).toBe(404)
+    expect((await call('POST', `${LIST}/nope/restore`, 'alice')).status).toBe(404)
+  })
+})
+
+describe('who may write', () => {
+  test('a member whose team may only read: 403; whose teams may not read: 404; read-only and scope-less tokens: 403', async () => {
+    const readOnly = await call('PATCH', `${ORDERS}/ord_1001`, 'dave', { data: { items: 4 } })
+    expect([readOnly.status, readOnly.body.code]).toEqual([403, 'forbidden'])
+    expect((await call('POST', ORDERS, 'dave', { data: {} })).status).toBe(403)
+    expect((await call('DELETE', `${ORDERS}/ord_1001`, 'dave')).status).toBe(403)
+    expect((await call('PATCH', `${LIST}/it_001`, 'dave', { data: { qty: 1 } })).status).toBe(404)
+    expect((await call('POST', LIST, 'dave', { data: { name: 'x' } })).status).toBe(404)
+    for (const token of [tokens.reader, tokens.notesOnly]) {
+      const refused = await call('PATCH', `${LIST}/it_001`, { bearer: token }, { data: { qty: 1 } })
+      expect([refused.status, refused.body.code]).toEqual([403, 'insufficient_scope'])
+      expect((await call('POST', LIST, { bearer: token }, { data: { name: 'x' } })).status).toBe(403)
+      expect((await call('DELETE', `${LIST}/it_001`, { bearer: token })).status).toBe(403)
+    }
+    // A project admin writes any collection (carol belongs to Billing only, which may not read items).
+    expect((await call('PATCH', `${LIST}/it_001`, 'carol', { data: { qty: 5 } })).status).toBe(200)
+    expect((await activityOf('it_001'))[0]!.team.name).toBe('Billing')
+  })
+
+  test('on an SSO project a password session is refused (403 sso_required), as reads are', async () => {
+    const acme = projectId(env.store, 'Acme')
+    await runNow(env.store, updateProject(acme, { sso: true }))
+    try {
+      const refused = await call('PATCH', `${LIST}/it_001`, 'bob', { data: { qty: 1 } })
+      expect([refused.status, refused.body.code]).toEqual([403, 'sso_required'])
+      expect((await call('POST', `${LIST}/it_001/restore`, 'alice')).status).toBe(403)
+    } finally {
+      await runNow(env.store, updateProject(acme, { sso: false }))
+    }
+  })
+})
+
+describe('purge', () => {
+  test('a record deleted longer ago than the retention cannot be restored and is purged; its notes stay', async () => {
+    expect((await call('POST', LIST, 'bob', { id: 'purge_me', data: { name: 'Old' } })).status).toBe(201)
+    const note = await call('POST', '/v1/project/Acme/environment/production/notes', { bearer: tokens.all }, {
+      recordId: 'purge_me', collectionName: 'items', teamName: 'Support', title: 'Kept', content: '<p>history</p>',
+    })
+    expect(note.status).toBe(201)
+    expect((await call('DELETE', `${LIST}/purge_me`, { bearer: tokens.writer })).status).toBe(204)
+    expect((await call('DELETE', `${LIST}/it_011`, 'bob')).status).toBe(204)
+    const count = (key: string) => queryOne<{ n: number }>(env.store, 'SELECT count(*) AS n FROM records WHERE record_key = ?', key)!.n
+    const start = env.clock.now()
+    try {
+      env.clock.advance(29 * 86_400_000)
+      expect(await purgeDeletedRecords(env.store, env.clock, env.config.recordRetentionDays)).toBe(0)
+      expect(count('purge_me')).toBe(1)
+      expect((await call('POST', `${LIST}/it_011/restore`, { bearer: tokens.all })).status).toBe(200)
+      env.clock.advance(2 * 86_400_000)
+      expect((await call('POST', `${LIST}/purge_me/restore`, { bearer: tokens.all })).status).toBe(404)
+      expect(await purgeDeletedRecords(env.store, env.clock, env.config.recordRetentionDays)).toBeGreaterThanOrEqual(1)
+      expect([count('purge_me'), count('it_011')]).toEqual([0, 1])
+      const notes = await call('GET', '/v1/project/Acme/environment/production/notes?recordId=purge_me', { bearer: tokens.all })
+      expect(notes.body.data.map((n: Body) => n.title)).toEqual(['Kept'])
+      // The id is free again.
+      expect((await call('POST', LIST, { bearer: tokens.all }, { id: 'purge_me', data: { name: 'New' } })).status).toBe(201)
+    } finally {
+      env.clock.set(start)
+    }
   })
 })
 

@@ -2,7 +2,7 @@
  * Maintenance on either store: the batches of log retention and of the run history's retention, and the run counts
  * /metrics reads. SQLite's own housekeeping (WAL checkpoints, planner statistics) is ./sqlite/upkeep.ts.
  */
-import { and, asc, inArray, lt, sql } from 'drizzle-orm'
+import { and, asc, inArray, isNotNull, lt, sql } from 'drizzle-orm'
 import { FINISHED_RUN_STATUSES } from '../lib/run-statuses.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Op } from './op.ts'
@@ -59,6 +59,28 @@ const FINISHED_RUNS_DELETE = statement('retention.delete.runs', ({ db, t }) => {
  */
 export function* deleteFinishedRunBatch(cutoff: number): Op<number> {
   return (yield* FINISHED_RUNS_DELETE.rows({ cutoff })).length
+}
+
+/** Deleted records purged per transaction: a short write, as a batch of runs. */
+export const DELETED_RECORDS_PER_BATCH = 500
+
+// The records deleted longest ago, walked on `records_deleted_idx` (its predicate repeated, as SQLite requires of a
+// partial index), then deleted by primary key. Notes and activity entries name records by their id, not their row:
+// they stay, the history of a record that is gone.
+const DELETED_RECORDS_PURGE = statement('retention.delete.records', ({ db, t }) => {
+  const r = t.records
+  const oldest = db
+    .select({ id: r.id })
+    .from(r)
+    .where(and(isNotNull(r.deletedAt), lt(r.deletedAt, sql.placeholder('cutoff'))))
+    .orderBy(asc(r.deletedAt))
+    .limit(constantLimit(DELETED_RECORDS_PER_BATCH))
+  return db.delete(r).where(inArray(r.id, oldest)).returning({ id: r.id })
+})
+
+/** Removes for good up to DELETED_RECORDS_PER_BATCH records deleted before `cutoff` (epoch ms); returns how many. */
+export function* purgeDeletedRecordBatch(cutoff: number): Op<number> {
+  return (yield* DELETED_RECORDS_PURGE.rows({ cutoff })).length
 }
 
 /** The run counts /metrics reads at scrape time (see `queueStats`), on the store's connection; `executor`: this instance's. */

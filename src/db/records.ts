@@ -9,7 +9,7 @@
  * unique violation, which now finds the record and updates it.
  */
 import { createHash } from 'node:crypto'
-import { and, eq, type SQL, sql } from 'drizzle-orm'
+import { and, eq, isNull, type SQL, sql } from 'drizzle-orm'
 import type { Built, Dialect, RecordValueKind } from './dialect.ts'
 import type { Op } from './op.ts'
 import type { ProjectPart } from './projects.ts'
@@ -25,8 +25,11 @@ export interface RecordScope {
   collectionId: number
 }
 
-/** The records of one collection in one environment, as placeholders `environmentId` and `collectionId`. */
-const inScope = ({ t }: Dialect) => and(eq(t.records.environmentId, sql.placeholder('environmentId')), eq(t.records.collectionId, sql.placeholder('collectionId')))
+/** A record not deleted: every read but a restore's and the purge's (a deleted record is gone to everyone else). */
+const live = ({ t }: Dialect) => isNull(t.records.deletedAt)
+
+/** The live records of one collection in one environment, as placeholders `environmentId` and `collectionId`. */
+const inScope = (d: Dialect) => and(eq(d.t.records.environmentId, sql.placeholder('environmentId')), eq(d.t.records.collectionId, sql.placeholder('collectionId')), live(d))
 
 const recordsPage = (paged: boolean) =>
   statement(`records.page.${paged ? 'after' : 'first'}`, (d) =>
@@ -96,6 +99,7 @@ const RECORD_IDS_IN = statement('records.search.ids-in', (d) => {
     .from(r)
     .where(
       and(
+        live(d),
         d.inJsonArray(r.environmentId, 'environments', 'integer'),
         d.inJsonArray(sql`${r.environmentId} || ':' || ${r.collectionId}`, 'places', 'text'),
         sql`${d.asciiLower(r.recordKey)} LIKE ${sql.placeholder('idPattern')} ESCAPE '\\'`,
@@ -127,6 +131,23 @@ const RECORD_BY_KEY_TO_CHANGE = statement('records.by-key.to-change', (d) =>
   d.forUpdate(d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key'))))),
 )
 
+const RECORD_BY_KEY_EVEN_DELETED = statement('records.by-key.even-deleted.to-change', (d) =>
+  d.forUpdate(
+    d.db
+      .select()
+      .from(d.t.records)
+      .where(and(eq(d.t.records.environmentId, sql.placeholder('environmentId')), eq(d.t.records.collectionId, sql.placeholder('collectionId')), eq(d.t.records.recordKey, sql.placeholder('key')))),
+  ),
+)
+
+/**
+ * The row holding a record's id, deleted or not, read to be changed (locked until commit on PostgreSQL): a write that
+ * creates a record or restores one must see the deleted row that still holds the id.
+ */
+export function findRecordRowToChange(scope: RecordScope, recordKey: string) {
+  return RECORD_BY_KEY_EVEN_DELETED.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
+}
+
 /**
  * One record by its id, read to be changed in this transaction from what it holds (the executor's data steps): on
  * PostgreSQL its row stays locked until commit, so a concurrent writer (another workflow's run on the same record)
@@ -143,6 +164,15 @@ const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
 /** Replaces one record's data (`data`: its canonical JSON text). */
 export function setRecordData(id: number, data: string, now: number) {
   return SET_RECORD_DATA.exec({ data, updatedAt: now, id })
+}
+
+const SET_RECORD_DELETED = statement('records.set-deleted', ({ db, t }) =>
+  db.update(t.records).set(setPlaceholders('deletedAt')).where(eq(t.records.id, sql.placeholder('id'))),
+)
+
+/** Deletes a record (`deletedAt`: when, epoch ms) or restores it (null); its data and times stay as they are. */
+export function setRecordDeleted(id: number, deletedAt: number | null) {
+  return SET_RECORD_DELETED.exec({ deletedAt, id })
 }
 
 /** A new record (`data`: its canonical JSON text). */
@@ -339,7 +369,7 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
     return d.db
       .select({ id: r.id, recordKey: r.recordKey, data: r.data, createdAt: r.createdAt, updatedAt: r.updatedAt, key: sorted === null ? r.createdAt : sql`${sorted.cursorKey}` })
       .from(r)
-      .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, keyset, ...filters]))
+      .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, live(d), keyset, ...filters]))
       .orderBy(sorted === null ? sql`${key} ${sql.raw(q.direction)}` : d.orderNullsLow(key, q.direction), sql`${id} ${sql.raw(q.direction)}`)
       .limit(sql.placeholder('limit'))
   })

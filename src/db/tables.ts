@@ -285,9 +285,16 @@ export function defineTables(kit: TableKit) {
       data: text('data').notNull(),
       createdAt: createdAt(),
       updatedAt: integer('updated_at').notNull(),
+      /**
+       * When the record was deleted (epoch ms); null while it lives. A deleted record is read by nothing but its
+       * restore and its purge (docs/records.md "Deleting records"), and still holds its id: the unique index covers it.
+       */
+      deletedAt: integer('deleted_at'),
     },
     (t) => [
       uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey),
+      // The purge walks the deleted records oldest first; the live ones (nearly all) are not in it.
+      index('records_deleted_idx').on(t.deletedAt).where(sql`deleted_at IS NOT NULL`),
       // The records API's default order (newest first, then by row id): a page walks it instead of sorting the collection.
       index('records_env_collection_created_idx').on(t.environmentId, t.collectionId, t.createdAt, t.id),
     ],

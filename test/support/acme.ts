@@ -26,7 +26,7 @@ export interface AcmeProject {
   environments?: string[]
   teams?: { name: string; members?: string[] }[]
   members?: { user: string; role: string }[]
-  collections?: { name: string; permissions?: Record<string, { read?: boolean; edit?: boolean }> }[]
+  collections?: { name: string; permissions?: Record<string, { read?: boolean; edit?: boolean }>; schema?: { fields: unknown[] } }[]
   records?: { environment: string; collection: string; id: string; data: Record<string, unknown>; team?: string }[]
   workflows?: Record<string, unknown>[]
   notes?: unknown[]

@@ -7,7 +7,7 @@
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails it.
  */
 import { expect } from 'bun:test'
-import { existsSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from '../helpers.ts'
@@ -124,3 +124,22 @@ export async function noSidewaysScroll(page: Page): Promise<void> {
 /** Marks the page's document: still marked later (`stayed`) means it was never reloaded nor left. */
 export const mark = (page: Page) => page.evaluate('window.__stayed = true')
 export const stayed = (page: Page) => page.evaluate<boolean>('window.__stayed === true')
+
+const AXE = readFileSync(join(repoRoot, 'node_modules/axe-core/axe.min.js'), 'utf8')
+
+interface Violation {
+  id: string
+  impact: string | null
+  help: string
+  nodes: { target: string[] }[]
+}
+
+/** axe-core's serious and critical violations, and every empty-table-header, on the page as it is now. */
+export async function accessibilityProblems(page: Page): Promise<string[]> {
+  // Evaluated, not added as a <script>: the console's CSP refuses inline scripts (as it should).
+  await page.evaluate(AXE)
+  const result = await page.evaluate<{ violations: Violation[] }>('axe.run(document, { resultTypes: ["violations"] })')
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'empty-table-header')
+    .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`)
+}

@@ -10,8 +10,41 @@ function fieldValue(input) {
     case 'boolean': return raw === 'true'
     case 'nullable-number': return raw === '' ? null : Number(raw)
     case 'json-object': return jsonObject(input.name, raw)
+    // Any JSON value (a record's json field); empty: none. Its error names the field as the API would.
+    case 'json': return raw === '' ? undefined : jsonValue(fieldName(input), raw)
+    // A datetime-local input's value, read as UTC, as the API takes a date-time (seconds and an offset).
+    case 'utc-datetime': return raw === '' ? undefined : `${raw}${raw.length === 16 ? ':00' : ''}Z`
+    // Comma-separated values (a select field's options); empty: none.
+    case 'list': return raw === '' ? undefined : raw.split(',').map((value) => value.trim()).filter((value) => value !== '')
+    // A schema row's default, read as the row's type says.
+    case 'field-default': return raw === '' ? undefined : fieldDefault(input, raw)
     default: return raw === '' && input.dataset.optional !== undefined ? undefined : input.value
   }
+}
+
+// The name an error about this input gives, as the API would: a JSON pointer for a field of a data-in group (a 422),
+// `fields[2].default` for an input of a row (a 400).
+function fieldName(input) {
+  if (input.dataset.in) return `/${input.name}`
+  const row = input.closest('[data-row]')
+  return row ? `${row.parentElement.dataset.rows}[${rowsOf(row.parentElement).indexOf(row)}].${input.name}` : input.name
+}
+
+function jsonValue(name, raw) {
+  try {
+    return JSON.parse(raw)
+  } catch (error) {
+    throw new FieldError(name, `not valid JSON (${error.message})`)
+  }
+}
+
+function fieldDefault(input, raw) {
+  const row = input.closest('[data-row]')
+  const type = row && row.querySelector('[name=type]') ? row.querySelector('[name=type]').value : 'text'
+  if (type === 'number' || type === 'integer') return Number(raw)
+  if (type === 'boolean') return raw === 'true'
+  if (type === 'multiselect' || type === 'json') return jsonValue(fieldName(input), raw)
+  return raw
 }
 
 // A radio marked data-checks="NAME" stands for "the NAME boxes below": ticking a box selects it, choosing another
@@ -39,12 +72,7 @@ class FieldError extends Error {
 
 // A textarea holding a record's data: must be a JSON object; the error names the field before anything is sent.
 function jsonObject(name, raw) {
-  let value
-  try {
-    value = JSON.parse(raw)
-  } catch (error) {
-    throw new FieldError(name, `not valid JSON (${error.message})`)
-  }
+  const value = jsonValue(name, raw)
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new FieldError(name, 'must be a JSON object, like {"status": "new"}')
   return value
 }
@@ -62,11 +90,30 @@ function formAction(form) {
 
 // Inputs marked data-in="input" are the fields of one object of the body (a task's form: `input.amount`); a box
 // among them is true or false. The button that submitted may name a field (`decision`) and leave one out (data-omit).
+// Rows (a schema's fields): each element marked data-row inside one marked data-rows="fields" is one object of the
+// body's list `fields`, in the page's order, made of the inputs in it (a box: true when ticked, else left out).
+// A box marked data-list among data-in inputs is one value of a list (a multiselect field's choices).
+const rowsOf = (container) => Array.from(container.children).filter((child) => child.matches('[data-row]'))
+
 function formJson(form, submitter) {
   const body = {}
+  for (const container of form.querySelectorAll('[data-rows]')) body[container.dataset.rows] = rowsOf(container).map(() => ({}))
   for (const input of form.querySelectorAll('input[name], select[name], textarea[name]')) {
+    const row = input.closest('[data-row]')
+    if (row && form.contains(row)) {
+      const container = row.parentElement
+      const item = body[container.dataset.rows][rowsOf(container).indexOf(row)]
+      const value = input.type === 'checkbox' ? input.checked || undefined : fieldValue(input)
+      if (value !== undefined) item[input.name] = value
+      continue
+    }
     if (input.dataset.in) {
       const group = (body[input.dataset.in] ||= {})
+      if (input.dataset.list !== undefined) {
+        const list = (group[input.name] ||= [])
+        if (input.checked) list.push(input.value)
+        continue
+      }
       const value = input.type === 'checkbox' ? input.checked : fieldValue(input)
       if (value !== undefined) group[input.name] = value
       continue
@@ -97,6 +144,13 @@ function showError(form, message) {
 // pointer (`/amount`, a task form's 422) stands for a field of the form's data-in group.
 function inputOf(form, field) {
   const text = String(field)
+  // `fields[2].options`: the input named options of the third row of data-rows="fields".
+  const inRow = /^(\w+)\[(\d+)\]\.(\w+)/.exec(text)
+  const container = inRow && form.querySelector(`[data-rows="${inRow[1]}"]`)
+  if (container) {
+    const row = rowsOf(container)[Number(inRow[2])]
+    return row ? row.querySelector(`[name="${inRow[3]}"]`) : undefined
+  }
   const inputs = Array.from(form.querySelectorAll('[name], [data-path]'))
   if (text.startsWith('/')) {
     const name = text.split('/')[1].replace(/~1/g, '/').replace(/~0/g, '~')
@@ -285,4 +339,35 @@ document.addEventListener('click', (event) => {
   document.cookie = `${name}=${[...users].join('.')}; path=/; max-age=31536000; samesite=lax`
   document.getElementById('checklist')?.remove()
   say('Checklist hidden: it stays hidden in this browser.')
+})
+
+// Rows of a form: "Add" (data-add-row="#container") appends a copy of the container's <template>; "Remove"
+// (data-remove-row) takes its row out. Nothing is saved until the form is.
+document.addEventListener('click', (event) => {
+  const add = event.target.closest('button[data-add-row]')
+  if (add) {
+    const container = document.querySelector(add.dataset.addRow)
+    const template = document.getElementById(container.dataset.template)
+    const row = template.content.firstElementChild.cloneNode(true)
+    container.append(row)
+    row.querySelector('input, select')?.focus()
+    return
+  }
+  const remove = event.target.closest('button[data-remove-row]')
+  if (remove) remove.closest('[data-row]').remove()
+})
+
+// A relation input (data-ids: where its suggestions come from) offers the ids of the related collection that
+// contain what was typed, in its <datalist>, a moment after typing stops.
+let suggesting
+document.addEventListener('input', (event) => {
+  const input = event.target
+  if (!(input instanceof HTMLInputElement) || !input.dataset.ids || !input.list) return
+  clearTimeout(suggesting)
+  suggesting = setTimeout(async () => {
+    const response = await fetch(`${input.dataset.ids}?q=${encodeURIComponent(input.value.trim())}`, { credentials: 'same-origin', headers: { accept: 'application/json' } })
+    if (!response.ok) return
+    const { ids } = await response.json()
+    input.list.replaceChildren(...ids.map((id) => Object.assign(document.createElement('option'), { value: id })))
+  }, 200)
 })

@@ -21,7 +21,8 @@ import m18 from '../../../drizzle/0018_inbox_indexes.sql' with { type: 'text' }
 import m19 from '../../../drizzle/0019_collection_schemas.sql' with { type: 'text' }
 import m20 from '../../../drizzle/0020_records_created_order.sql' with { type: 'text' }
 import m21 from '../../../drizzle/0021_task_assignees_by_task.sql' with { type: 'text' }
+import m22 from '../../../drizzle/0022_soft_deleted_records.sql' with { type: 'text' }
 
-const names = ['0000_init', '0001_append_only_logs', '0002_notes_in_time_order', '0003_log_extensions', '0004_instance_settings', '0005_married_alice', '0006_times_in_microseconds', '0007_lean_indexes', '0008_runs_created_in_microseconds', '0009_tokens_made_by_tokens', '0010_sso_identities', '0011_workflow_concurrency_and_fair_claims', '0012_idempotency_retry_retention', '0013_run_events_and_callbacks', '0014_status_rules_without_in_lists', '0015_mail_outbox_and_preferences', '0016_tasks', '0017_task_deadlines', '0018_inbox_indexes', '0019_collection_schemas', '0020_records_created_order', '0021_task_assignees_by_task']
+const names = ['0000_init', '0001_append_only_logs', '0002_notes_in_time_order', '0003_log_extensions', '0004_instance_settings', '0005_married_alice', '0006_times_in_microseconds', '0007_lean_indexes', '0008_runs_created_in_microseconds', '0009_tokens_made_by_tokens', '0010_sso_identities', '0011_workflow_concurrency_and_fair_claims', '0012_idempotency_retry_retention', '0013_run_events_and_callbacks', '0014_status_rules_without_in_lists', '0015_mail_outbox_and_preferences', '0016_tasks', '0017_task_deadlines', '0018_inbox_indexes', '0019_collection_schemas', '0020_records_created_order', '0021_task_assignees_by_task', '0022_soft_deleted_records']
 
-export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21].map((sql, i) => ({ name: names[i]!, sql }))
+export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21, m22].map((sql, i) => ({ name: names[i]!, sql }))

@@ -170,12 +170,12 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
 
 const capitalized = (word: string) => word.charAt(0).toUpperCase() + word.slice(1)
 
-/** A table of one kind of part with an add form and a rename form per row. */
-function partSection(projectName: string, kind: { title: string; one: string; path: string; field: string }, names: string[]): Html {
+/** A table of one kind of part with an add form and a rename form per row (and `more`: a link of the row's own). */
+function partSection(projectName: string, kind: { title: string; one: string; path: string; field: string }, names: string[], more?: (name: string) => Html): Html {
   return html`<h2>${kind.title}</h2>
 ${scrollingTable(html`<table><tbody>${names.map(
     (name) => html`<tr><td>${name}</td><td><form class="inline" data-api data-method="PATCH" action="${apiProject(projectName, kind.path, name)}" data-done="${capitalized(kind.one)} ${name} renamed.">
-<input name="${kind.field}" value="${name}" required maxlength="200" aria-label="New name of ${name}"> <button type="submit">Rename</button><span class="form-error" role="alert"></span></form></td></tr>`,
+<input name="${kind.field}" value="${name}" required maxlength="200" aria-label="New name of ${name}"> <button type="submit">Rename</button><span class="form-error" role="alert"></span></form></td>${more ? html`<td>${more(name)}</td>` : ''}</tr>`,
   )}</tbody></table>`)}
 <form class="add-${kind.path}" data-api action="${apiProject(projectName, kind.path)}" data-done="${capitalized(kind.one)} added.">
 <label>New ${kind.one} <input name="${kind.field}" required maxlength="200"></label> <button type="submit">Add</button>
@@ -201,7 +201,7 @@ function* settingsBody(project: { id: number; name: string; sso: boolean }, inst
 </form>
 ${partSection(name, { title: 'Environments', one: 'environment', path: 'environments', field: 'environmentName' }, environments.map((e) => e.name))}
 ${partSection(name, { title: 'Teams', one: 'team', path: 'teams', field: 'teamName' }, teams.map((t) => t.name))}
-${partSection(name, { title: 'Collections', one: 'collection', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name))}
+${partSection(name, { title: 'Collections', one: 'collection', path: 'collections', field: 'collectionName' }, collections.map((c) => c.name), (c) => html`<a href="${projectPath(name, 'settings', 'collections', c)}">Schema of ${c}</a>`)}
 <h2>Members</h2>
 <dl id="permission-levels" class="levels">${PERMISSION_LEVELS.map((level) => html`<dt>${level}</dt><dd>${PERMISSION_LEVEL_RIGHTS[level]}</dd>`)}</dl>
 ${scrollingTable(html`<table class="members"><thead><tr><th>Email</th><th>Permission level</th><th>Teams</th><th>Actions</th></tr></thead><tbody>

@@ -18,6 +18,7 @@ import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
 import { runPages } from './runs.ts'
+import { schemaEditorPages } from './schema-editor.ts'
 import { searchPages } from './search.ts'
 import { taskPages } from './tasks.ts'
 import { workflowPages } from './workflows.ts'
@@ -32,6 +33,7 @@ export function consoleModule(deps: AppDeps) {
     .use(homePages(deps))
     .use(accountPages(deps))
     .use(adminPages(deps))
+    .use(schemaEditorPages(deps))
     .use(recordPages(deps))
     .use(workflowPages(deps))
     .use(runPages(deps))

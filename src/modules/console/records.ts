@@ -11,7 +11,11 @@ import { notFound } from '../../lib/errors.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { collectionAccess } from '../directory/projects.ts'
-import { findRecord, listMatchingRecords, listRecords, logRecordView, projectCollections, renderingWorkflows } from '../records/service.ts'
+import { collectionFields, findRecord, listMatchingRecords, listRecords, logRecordView, projectCollections, readCollectionSchema, renderingWorkflows } from '../records/service.ts'
+import { recordListPage } from '../records/query.ts'
+import type { SchemaField } from '../records/schema.ts'
+import { asHttpError } from '../../http/errors.ts'
+import { listQuery, recordsApiPath, typedRecordForm, typedRecordList, typedRecordView } from './typed-records.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
 import { reachableRendering, readableCollection } from './access.ts'
 import { listTaskIds } from '../tasks/service.ts'
@@ -28,6 +32,8 @@ import { filterOp } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 
 const RECORDS_PER_PAGE = 50
+/** How many ids a relation input suggests at once. */
+const RELATION_SUGGESTIONS = 20
 
 /** The start of a record's JSON, for the list. */
 const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…` : data)
@@ -45,6 +51,25 @@ function recordForm(view: { project: { name: string }; environment: { name: stri
 <label>Data (a JSON object) <textarea name="data" data-type="json-object" rows="6" required>{}</textarea></label>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save record</button>
+</form>`
+}
+
+type CollectionView = { project: { name: string }; environment: { name: string }; team: { name: string }; collection: { name: string } }
+
+/** The records API of the page's place. */
+const apiOf = (view: CollectionView) => recordsApiPath({ project: view.project.name, environment: view.environment.name, collection: view.collection.name })
+/** Where a relation input of this team's pages finds its suggestions. */
+const idsPathOf = (view: CollectionView) => (collection: string) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', collection, 'ids')
+
+/** A typed collection's admin forms: a new record (its id and fields), and the restore of a deleted record by its id. */
+function typedAdminForms(view: CollectionView, fields: SchemaField[]): Html {
+  return html`<h2>New record</h2>
+${typedRecordForm({ id: 'new-record', action: `${apiOf(view)}/{recordId}`, teamName: view.team.name, fields, done: 'Record saved.', idsPath: idsPathOf(view) })}
+<h2>Restore a deleted record</h2>
+<form id="restore-record" data-api action="${apiOf(view)}/{recordId}/restore" data-done="Record restored.">
+<label>Record id <input data-path="recordId" required maxlength="1024"></label>
+<p class="form-error" role="alert"></p>
+<button type="submit">Restore</button>
 </form>`
 }
 
@@ -85,10 +110,26 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
       consolePage(deps, async ({ user, params, query }) => {
         const after = query.after === undefined || query.after === '' ? undefined : query.after.slice(0, 1024)
         const search = parseRecordSearch(query)
-        const { rows, view } = await write(deps.store, function* () {
+        const { rows, view, fields, listed, filterError } = await write(deps.store, function* () {
           const view = yield* readableCollection(user, params)
           const scope = { environmentId: view.environment.id, collectionId: view.collection.id }
-          const rows = search ? yield* listMatchingRecords(scope, search, after, RECORDS_PER_PAGE) : yield* listRecords(scope, after, RECORDS_PER_PAGE)
+          const { fields } = yield* readCollectionSchema(view.project.id, view.collection.id)
+          let listed: { nextCursor?: string; sort: string } | undefined
+          let rows: { recordKey: string; data: string; updatedAt: number }[] = []
+          let filterError: string | undefined
+          if (fields.length > 0) {
+            // The records API's own list: its filters, sort and cursor; a bad filter is said beside the form.
+            try {
+              const page = yield* recordListPage(scope, yield* collectionFields(view.collection.id, 'read'), listQuery(query, fields), RECORDS_PER_PAGE)
+              ;[listed, rows] = [page, page.rows]
+            } catch (caught) {
+              const error = asHttpError(caught)
+              if (error?.status !== 400) throw caught
+              filterError = error.message
+            }
+          } else {
+            rows = search ? yield* listMatchingRecords(scope, search, after, RECORDS_PER_PAGE) : yield* listRecords(scope, after, RECORDS_PER_PAGE)
+          }
           yield* logRecordView(deps.clock, {
             environmentId: view.environment.id,
             collectionId: view.collection.id,
@@ -97,10 +138,19 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
             action: 'index',
             recordIds: rows.slice(0, RECORDS_PER_PAGE).map((r) => r.recordKey),
           })
-          return { rows, view }
+          return { rows, view, fields, listed, filterError }
         })
         const shown = rows.slice(0, RECORDS_PER_PAGE)
         const at = (...rest: string[]) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', view.collection.name, ...rest)
+        if (fields.length > 0) {
+          const recordHref = (collection: string, id: string) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', collection, 'r', id)
+          return layout({
+            title: view.collection.name,
+            user,
+            crumbs: crumbsFor(params, { collection: true }),
+            body: html`${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
+          })
+        }
         const next = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.field ? { field: query.field, value: query.value! } : {}), after: shown.at(-1)?.recordKey ?? '' })
         const more = rows.length > RECORDS_PER_PAGE ? html`<p class="pager"><a href="${`${at()}?${next}`}">Next →</a></p>` : ''
         return layout({
@@ -118,9 +168,25 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
       }),
     )
     .get(
+      '/p/:project/e/:environment/t/:team/c/:collection/ids',
+      consolePage(deps, async ({ user, params, query }) => {
+        // A relation input's suggestions: ids of the collection containing what was typed (the team must read it).
+        const typed = (query.q ?? '').slice(0, 1024)
+        const ids = await write(deps.store, function* () {
+          const view = yield* readableCollection(user, params)
+          const scope = { environmentId: view.environment.id, collectionId: view.collection.id }
+          const rows = (yield* listMatchingRecords(scope, typed === '' ? {} : { idContains: typed }, undefined, RELATION_SUGGESTIONS)).slice(0, RELATION_SUGGESTIONS)
+          const ids = rows.map((r) => r.recordKey)
+          yield* logRecordView(deps.clock, { ...scope, userId: user.id, teamId: view.team.id, action: 'index', recordIds: ids })
+          return ids
+        })
+        return Response.json({ ids }, { headers: { 'cache-control': 'no-store' } })
+      }),
+    )
+    .get(
       '/p/:project/e/:environment/t/:team/c/:collection/r/:record',
       consolePage(deps, async ({ user, params }) => {
-        const { record, view } = await write(deps.store, function* () {
+        const { record, view, fields } = await write(deps.store, function* () {
           const view = yield* readableCollection(user, params)
           const record = yield* findRecord({ environmentId: view.environment.id, collectionId: view.collection.id }, params.record!)
           if (!record) throw notFound(`Record ${params.record} not found in ${view.collection.name}`)
@@ -132,7 +198,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
             action: 'read',
             recordIds: [record.recordKey],
           })
-          return { record, view }
+          return { record, view, fields: (yield* readCollectionSchema(view.project.id, view.collection.id)).fields }
         })
         const { project, environment, team, collection, isAdmin } = view
         const notes = await read(deps.store, renderNotes((await read(deps.store, listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
@@ -152,7 +218,14 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
           user,
           crumbs: crumbsFor(params, { collection: true, record: true }),
           body: html`<p class="record-nav"><a href="#runs">Runs</a> · <a href="#tasks">Tasks</a> · <a href="#notes">Notes</a>${history ? html` · <a href="#history">History</a> · <a href="${audit('runs')}">all runs</a> · <a href="${audit('activity')}">activity log</a>` : ''}</p>
-<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>
+${
+  fields.length > 0 && isAdmin
+    ? html`${typedRecordForm({ id: 'edit-record', action: `${apiOf(view)}/${encodeURIComponent(record.recordKey)}`, teamName: team.name, fields, data: JSON.parse(record.data), done: 'Record saved.', idsPath: idsPathOf(view) })}
+<form id="delete-record" class="inline" data-api data-method="DELETE" action="${`${apiOf(view)}/${encodeURIComponent(record.recordKey)}`}" data-next="${renderingPath(project.name, environment.name, team.name, 'c', collection.name)}" data-confirm="Delete record ${record.recordKey}? A project admin can restore it for a while." data-done="Record ${record.recordKey} deleted."><button type="submit" class="danger">Delete record</button> <span class="form-error" role="alert"></span></form>`
+    : fields.length > 0
+      ? typedRecordView(fields, JSON.parse(record.data), (target, id) => renderingPath(project.name, environment.name, team.name, 'c', target, 'r', id))
+      : html`<pre class="mono" id="record-data">${JSON.stringify(JSON.parse(record.data), null, 2)}</pre>`
+}
 ${section(
   'Workflows',
   'workflows',

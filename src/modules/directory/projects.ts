@@ -12,6 +12,7 @@ import {
   findTeamByName,
   type Project,
 } from '../../db/projects.ts'
+import { listProjectParts } from '../../db/records.ts'
 import { findUserByStoredEmail, findUserDisabledAt } from '../../db/users.ts'
 import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
@@ -77,12 +78,33 @@ export function* collectionAccess(
  * (`collectionAccess`): project admins always, other members through any of their teams' collection permissions.
  */
 export function* mayReadCollection(input: { userId: number; projectId: number; collectionId: number }): Op<boolean> {
-  // An admin's access does not depend on the team (collectionAccess answers before it looks at one).
-  if ((yield* roleIn(input.projectId, input.userId)) === 'admin') return (yield* collectionAccess({ ...input, teamId: 0 })).read
-  for (const teamId of yield* teamIdsOfMember(input.projectId, input.userId)) {
-    if ((yield* collectionAccess({ ...input, teamId })).read) return true
+  return (yield* teamGranting(input, 'read')) !== null
+}
+
+/**
+ * Whether a user may write a collection's records outside any one team's view (the records API), and the team their
+ * writes are logged under: the first of their teams whose permissions let it edit; a project admin (who may always)
+ * under their first team, or the project's first team by name when they belong to none. Null: they may not write.
+ */
+export function* collectionWriter(input: { userId: number; projectId: number; collectionId: number }): Op<{ teamId: number | null } | null> {
+  const granted = yield* teamGranting(input, 'edit')
+  if (granted === null || granted.teamId !== null) return granted
+  return { teamId: (yield* listProjectParts('team', input.projectId))[0]?.id ?? null }
+}
+
+/**
+ * The first team of the user's through which `need` is granted on the collection (`collectionAccess`), null when none
+ * is; a project admin's access does not depend on the team (their first team, or teamId null when they have none).
+ */
+function* teamGranting(input: { userId: number; projectId: number; collectionId: number }, need: 'read' | 'edit'): Op<{ teamId: number | null } | null> {
+  const teams = yield* teamIdsOfMember(input.projectId, input.userId)
+  if ((yield* roleIn(input.projectId, input.userId)) === 'admin') {
+    return (yield* collectionAccess({ ...input, teamId: 0 }))[need] ? { teamId: teams[0] ?? null } : null
   }
-  return false
+  for (const teamId of teams) {
+    if ((yield* collectionAccess({ ...input, teamId }))[need]) return { teamId }
+  }
+  return null
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */
@@ -151,4 +173,11 @@ export function* hasProjects(): Op<boolean> {
 /** Whether some project has an environment, a team and a collection (the console's first-start checklist). */
 export function* hasCompleteProject(): Op<boolean> {
   return yield* anyProjectWithParts()
+}
+
+/** A project's collection by name (404 naming it otherwise). */
+export function* requireCollection(projectId: number, name: string) {
+  const collection = yield* findCollection(projectId, name)
+  if (!collection) throw notFound(`Collection ${name} not found`)
+  return collection
 }

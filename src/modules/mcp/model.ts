@@ -12,6 +12,7 @@ import { ActivityLogPage } from '../activity-logs/model.ts'
 import { AdminLogPage } from '../admin-logs/model.ts'
 import { RetryAccepted, Run, StartRunBody } from '../runs/model.ts'
 import { DecisionBody, Task, TaskPage } from '../tasks/model.ts'
+import { PatchRecordBody, RecordBody, RecordPage, RecordReadParams } from '../records/model.ts'
 
 /**
  * One JSON-RPC 2.0 message of the Model Context Protocol (a request, or a notification without `id`). The current
@@ -69,6 +70,37 @@ export const DecideTaskArguments = t.Object(
   { additionalProperties: false },
 )
 
+const CollectionName = t.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, description: 'The collection' })
+const RecordId = RecordReadParams.properties.recordId
+export const ListRecordsArguments = t.Object(
+  {
+    environment: EnvironmentName,
+    collection: CollectionName,
+    limit: t.Optional(Integer({ minimum: 1, maximum: 100, description: 'At most this many records (default 10)' })),
+    sort: t.Optional(t.String({ maxLength: 65, description: '`createdAt` or a field of the schema, `-` first for descending (default `-createdAt`)' })),
+    cursor: t.Optional(t.String({ maxLength: 4096, description: "The previous answer's nextCursor (same filters and sort): the next page" })),
+    filters: t.Optional(
+      t.Record(t.String({ maxLength: 200 }), t.Union([t.String(), t.Number(), t.Boolean()]), {
+        description: 'As the REST list\'s query: `{"status.eq": "paid", "amount.gte": 100}` (`<field>.<op>` on the schema\'s fields)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+)
+export const RecordArguments = t.Object({ environment: EnvironmentName, collection: CollectionName, recordId: RecordId }, { additionalProperties: false })
+export const UpdateRecordArguments = t.Object(
+  {
+    environment: EnvironmentName,
+    collection: CollectionName,
+    recordId: RecordId,
+    ...PatchRecordBody.properties,
+    ifMatch: t.Optional(t.String({ minLength: 1, maxLength: 1024, description: "As the REST call's If-Match: the etag getRecord gave; a record changed since is a tool error 412 precondition_failed" })),
+  },
+  { additionalProperties: false },
+)
+/** A record and its ETag (a header of the REST answer). */
+export const RecordWithEtag = t.Object({ ...RecordBody.properties, etag: t.String({ description: "The record's ETag: pass it as ifMatch to change it only if unchanged" }) })
+
 export type CreateNoteArguments = Static<typeof CreateNoteArguments>
 export type AddNoteMessageArguments = Static<typeof AddNoteMessageArguments>
 export type ListWorkflowsArguments = Static<typeof ListWorkflowsArguments>
@@ -108,6 +140,9 @@ export const TOOL_ANSWERS = {
   listTasks: TaskPage,
   getTask: Task,
   decideTask: Task,
+  listRecords: RecordPage,
+  getRecord: RecordWithEtag,
+  updateRecord: RecordWithEtag,
 } satisfies Record<string, TSchema>
 
 /**

@@ -22,15 +22,20 @@ import { cancelRunAs, readRunAs, retryRunAs, type RunCallDeps, startRunAs } from
 import { decideTaskAs, readTaskAs, type TaskCallDeps } from '../tasks/calls.ts'
 import { TASK_LIST_PARAMETERS, tasksPageAs } from '../tasks/query.ts'
 import { workflowsReachableBy } from '../workflows/service.ts'
+import { patchRecordAs, readRecordAs, type RecordCallDeps } from '../records/calls.ts'
+import { recordsPageAs } from '../records/query.ts'
 import {
   AddNoteMessageArguments,
   CreateNoteArguments,
   DecideTaskArguments,
+  ListRecordsArguments,
   ListWorkflowsArguments,
+  RecordArguments,
   RunArguments,
   TaskArguments,
   TOOL_ANSWERS,
   TriggerWorkflowArguments,
+  UpdateRecordArguments,
 } from './model.ts'
 
 /** A JSON Schema object, as tools/list hands it out. */
@@ -43,7 +48,7 @@ interface Arguments<A> {
 }
 
 export interface ToolCall {
-  deps: RunCallDeps & TaskCallDeps
+  deps: RunCallDeps & TaskCallDeps & RecordCallDeps
   identity: TokenIdentity
 }
 
@@ -111,6 +116,8 @@ const tool = <A>(definition: Tool<A>) => definition as unknown as Tool<unknown>
 
 const placeOf = (identity: TokenIdentity, environment: string) => ({ projectName: identity.projectName, environmentName: environment })
 const actorOf = (identity: TokenIdentity) => ({ userId: identity.userId, tokenId: identity.tokenId, via: 'mcp' as const })
+const recordPlace = (identity: TokenIdentity, args: { environment: string; collection: string }) => ({ ...placeOf(identity, args.environment), collectionName: args.collection })
+const withEtag = ({ record, etag }: { record: object; etag: string }) => ({ ...record, etag })
 const renderNote = async (call: ToolCall, id: number) => (await read(call.deps.store, renderNotes([id])))[0]!
 
 export const TOOLS: Tool<unknown>[] = [
@@ -238,5 +245,35 @@ export const TOOLS: Tool<unknown>[] = [
     args: modelArguments(DecideTaskArguments),
     call: async ({ deps, identity }, { taskId, idempotencyKey, ...body }) =>
       (await decideTaskAs(deps, tokenAccountCaller(identity), taskId, body, idempotencyKey ?? null, 'mcp')).task,
+  }),
+  tool({
+    name: 'listRecords',
+    title: 'List records',
+    description: "A collection's records in an environment, filtered on its schema's fields, sorted, a page at a time (GET …/collection/{c}/records); "
+      + 'for the next page, repeat with cursor set to nextCursor while hasMore is true.',
+    need: { scope: 'records:read' },
+    args: modelArguments(ListRecordsArguments),
+    call: ({ deps, identity }, { filters, limit, sort, cursor, ...place }) => {
+      const query = Object.fromEntries(Object.entries({ ...filters, limit, sort, cursor }).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]))
+      return recordsPageAs(deps.store, tokenAccountCaller(identity), recordPlace(identity, place), query)
+    },
+  }),
+  tool({
+    name: 'getRecord',
+    title: 'Read a record',
+    description: 'One record and its etag (GET …/records/{id}); 404 unless the token\'s user may read the collection.',
+    need: { scope: 'records:read' },
+    args: modelArguments(RecordArguments),
+    call: async ({ deps, identity }, { recordId, ...place }) => withEtag(await readRecordAs(deps.store, tokenAccountCaller(identity), { ...recordPlace(identity, place), recordId })),
+  }),
+  tool({
+    name: 'updateRecord',
+    title: 'Change fields of a record',
+    description: 'Sets the fields given in data, a null removing one (PATCH …/records/{id}); answers the record and its new etag. With ifMatch, only if the record is '
+      + 'unchanged since (tool error 412 precondition_failed). Tool errors 403 (a team that may only read), 422 invalid_record naming each field (details).',
+    need: { scope: 'records:write' },
+    args: modelArguments(UpdateRecordArguments),
+    call: async ({ deps, identity }, { recordId, data, ifMatch, ...place }) =>
+      withEtag(await patchRecordAs(deps, tokenAccountCaller(identity), { ...recordPlace(identity, place), recordId }, data, ifMatch ?? null, 'mcp')),
   }),
 ]

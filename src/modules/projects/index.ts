@@ -15,8 +15,9 @@ import { conflict, notFound } from '../../lib/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { requireUser } from '../users/service.ts'
 import { nonConformingRecords, readCollectionSchema, setCollectionFields, upsertRecord } from '../records/service.ts'
+import { IF_MATCH } from '../records/model.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
-import { findCollection, findTeam, requireEnvironment, roleIn } from '../directory/projects.ts'
+import { findTeam, requireCollection, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { CollectionParams, CollectionSchemaBody, CollectionSchemaChange, CollectionSchemaView, MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 import { withArticle } from '../../lib/words.ts'
 
@@ -27,12 +28,6 @@ const PARTS = [
   { part: 'collection', path: 'collections', param: 'collectionName' },
 ] as const
 
-
-function* requireCollection(projectId: number, name: string) {
-  const collection = yield* findCollection(projectId, name)
-  if (!collection) throw notFound(`Collection ${name} not found`)
-  return collection
-}
 
 function* requireTeam(projectId: number, name: string) {
   const team = yield* findTeam(projectId, name)
@@ -193,7 +188,7 @@ export function projectAdminModule(deps: AppDeps) {
     )
     .put(
       '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records/:recordId',
-      async ({ params, body, caller, set }) => {
+      async ({ params, body, caller, request, set }) => {
         const saved = await write(deps.store, function* () {
           yield* requireProjectManager(caller, params.projectName)
           const { project, environment } = yield* requireEnvironment(params.projectName, params.environmentName)
@@ -202,22 +197,26 @@ export function projectAdminModule(deps: AppDeps) {
           return yield* upsertRecord(deps.clock, {
             environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
             userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
+            ifMatch: request.headers.get('if-match'),
           })
         })
         set.status = saved.outcome === 'created' ? 201 : 200
+        set.headers.etag = saved.etag
         return { id: params.recordId, data: saved.data, outcome: saved.outcome }
       },
       {
         accountCall: true,
         params: RecordParams,
         body: PutRecordBody,
-        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404, 422) },
+        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404, 409, 412, 422) },
         detail: {
           operationId: 'putRecord',
           summary: "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins)",
           description:
             "With a collection schema (docs/records.md), absent fields that have a default take it, and the data must conform: " +
-            '422 `invalid_record` with `details: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written.',
+            '422 `invalid_record` with `details: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written. ' +
+            'With `If-Match`, only if the record is unchanged since that `ETag` (412 `precondition_failed`); 409 `conflict` for the id of a deleted record.',
+          ...IF_MATCH,
         },
       },
     )

@@ -1,19 +1,23 @@
 /**
- * The records API (docs/records.md "Reading records"): a collection's records in an environment, and one record
- * with its ETag. A console session or any live token with scope `records:read` (`all` holds it), past the project
- * access decision (the SSO rule included); the writes (`PUT …/records/{id}`) are project management
- * (../projects/index.ts).
+ * The records API (docs/records.md "Reading records", "Writing records"): a collection's records in an environment,
+ * one record with its ETag, and its writes (create, change under If-Match, soft delete, restore). A console session or
+ * any live token with scope `records:read` to read, `records:write` to write (`all` holds both), past the project
+ * access decision (the SSO rule included); `PUT …/records/{id}` is project management (../projects/index.ts).
  */
-import { Elysia } from 'elysia'
+import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { listParameters } from '../../http/list-schema.ts'
 import { queryOf } from '../../http/list.ts'
-import { RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
-import { readRecordAs } from './calls.ts'
+import { CreateRecordBody, IF_MATCH, PatchRecordBody, RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
+import { createRecordAs, deleteRecordAs, patchRecordAs, readRecordAs, restoreRecordAs } from './calls.ts'
 import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
+/** Who may write, in every write's description. */
+const WRITERS =
+  'Members write the collections one of their teams may edit, project admins every one; a collection the caller may not read is 404, ' +
+  'one they may only read 403. Scope `records:write`.'
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
 
 const LIST_PARAMETERS = listParameters(
@@ -60,6 +64,83 @@ export function recordsModule(deps: AppDeps) {
         params: RecordReadParams,
         response: { 200: RecordBody, ...errorResponses(400, 403, 404) },
         detail: { operationId: 'getRecord', summary: 'Read one record, with an `ETag` that changes whenever it does (404 unless the caller may read its collection). Scope `records:read`.' },
+      },
+    )
+    .post(
+      BASE,
+      async ({ params, body, caller, set }) => {
+        const { record, etag } = await createRecordAs(deps, caller, params, body)
+        set.status = 201
+        set.headers.etag = etag
+        return record
+      },
+      {
+        userCall: true,
+        params: RecordListParams,
+        body: CreateRecordBody,
+        response: { 201: RecordBody, ...errorResponses(400, 403, 404, 409, 422) },
+        detail: {
+          operationId: 'createRecord',
+          summary: 'Create a record (its id given or generated), with its `ETag`',
+          description:
+            'Absent fields that have a default take it; with a schema the data must conform: 422 `invalid_record` naming each field in `details`. ' +
+            '409 `conflict` when a record holds the id, a deleted one too (restore it, or wait for the purge). ' + WRITERS,
+        },
+      },
+    )
+    .patch(
+      `${BASE}/:recordId`,
+      async ({ params, body, caller, request, set }) => {
+        const { record, etag } = await patchRecordAs(deps, caller, params, body.data, request.headers.get('if-match'))
+        set.headers.etag = etag
+        return record
+      },
+      {
+        userCall: true,
+        params: RecordReadParams,
+        body: PatchRecordBody,
+        response: { 200: RecordBody, ...errorResponses(400, 403, 404, 412, 422) },
+        detail: {
+          operationId: 'updateRecord',
+          summary: "Change some of a record's fields (`null` removes one), under `If-Match` when given",
+          description: 'No defaults are filled; the record as it would be must conform to the schema (422 `invalid_record`, a required field set to null too). ' + WRITERS,
+          ...IF_MATCH,
+        },
+      },
+    )
+    .delete(
+      `${BASE}/:recordId`,
+      async ({ params, caller, request, set }) => {
+        await deleteRecordAs(deps, caller, params, request.headers.get('if-match'))
+        set.status = 204
+      },
+      {
+        userCall: true,
+        params: RecordReadParams,
+        response: { 204: t.Void(), ...errorResponses(400, 403, 404, 412) },
+        detail: {
+          operationId: 'deleteRecord',
+          summary: 'Delete a record: it leaves every list and read at once, a project admin may restore it within the retention period, then it is purged',
+          description: WRITERS,
+          ...IF_MATCH,
+        },
+      },
+    )
+    .post(
+      `${BASE}/:recordId/restore`,
+      async ({ params, caller, set }) => {
+        const { record, etag } = await restoreRecordAs(deps, caller, params)
+        set.headers.etag = etag
+        return record
+      },
+      {
+        userCall: true,
+        params: RecordReadParams,
+        response: { 200: RecordBody, ...errorResponses(400, 403, 404) },
+        detail: {
+          operationId: 'restoreRecord',
+          summary: 'Bring back a deleted record as it was (project admins), within TRELLIS_RECORD_RETENTION_DAYS of its deletion (404 after, or for a live record). Scope `records:write`.',
+        },
       },
     )
 }

@@ -1,5 +1,5 @@
 /** Records as the records API renders them: one record, a page of them. */
-import { t } from 'elysia'
+import { type DocumentDecoration, t } from 'elysia'
 import { pageSchema } from '../../http/list-schema.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { RECORD_ID_MAX_LENGTH } from './schema.ts'
@@ -24,3 +24,29 @@ export const RecordPage = pageSchema(
   'Whether more records follow: repeat with `cursor` set to `nextCursor`',
   { nextCursor: t.Optional(t.String({ description: 'Send back as `cursor` (with the same filters and sort) for the next page; absent on the last page' })) },
 )
+
+const Data = t.Record(t.String(), t.Unknown(), { description: 'The record: a JSON object' })
+
+/** `POST …/records`: the data, and the id unless one is generated (`rec_` and 20 lowercase base32 characters). */
+export const CreateRecordBody = t.Object({
+  id: t.Optional(t.String({ minLength: 1, maxLength: RECORD_ID_MAX_LENGTH, description: "The new record's id; absent: one is generated (`rec_…`)" })),
+  data: Data,
+})
+
+/** `PATCH …/records/{id}`: the fields to change; `null` removes a field. */
+export const PatchRecordBody = t.Object({
+  data: t.Record(t.String(), t.Unknown(), { description: 'The fields to change, each replacing its value; a field set to null is removed' }),
+})
+
+/** The optional `If-Match` header of a change or a deletion. */
+export const IF_MATCH: Pick<DocumentDecoration, 'parameters'> = {
+  parameters: [
+    {
+      name: 'If-Match',
+      in: 'header',
+      required: false,
+      description: "An `ETag` of the record as last read: the write happens only if the record has not changed since (412 `precondition_failed` otherwise); `*`: any existing record",
+      schema: { type: 'string', maxLength: 1024 },
+    },
+  ],
+}

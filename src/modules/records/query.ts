@@ -4,6 +4,7 @@
  * who may read it: ./calls.ts.
  */
 import type { RecordValueKind } from '../../db/dialect.ts'
+import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
@@ -116,48 +117,60 @@ function decodeCursor(raw: string | undefined, sort: Sort): RecordCursor | undef
   return { key: key as string | number | null, id: id as number }
 }
 
+/** The operators a field of this type takes in a filter (none: it is neither filtered nor sorted). */
+export const operatorsOf = (type: FieldType): readonly RecordFilterOp[] => OPERATORS[type]
+
+/** One page of a list: `limit + 1` rows at most (one more says more follow), its sort, and the cursor of the next page. */
+export interface RecordListPage {
+  rows: RecordListRow[]
+  sort: string
+  nextCursor?: string
+}
+
+/**
+ * One page of a collection's records as `query` asks (`<field>.<op>` filters, `sort`, `cursor`), read against its
+ * `fields` (400 naming a bad parameter): what the API's list and the console's collection page both run.
+ */
+export function* recordListPage(scope: RecordScope, fields: readonly StoredField[], query: Query, limit: number): Op<RecordListPage> {
+  const filters = parseFieldFilters(query, fields)
+  const sort = parseSort(query.sort, fields)
+  const after = decodeCursor(query.cursor, sort)
+  const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
+  const rows = yield* pageRecordList(
+    scope,
+    {
+      filters,
+      sort: sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) },
+      direction: sort.direction,
+      after,
+      literalCollection: (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field)),
+    },
+    limit,
+  )
+  const last = rows.length > limit ? rows[limit - 1] : undefined
+  return { rows, sort: sort.spec, ...(last ? { nextCursor: encodeCursor(sort, last) } : {}) }
+}
+
 /**
  * One page of a collection's records as the caller may read them: the shared envelope (`hasMore`, `data`,
  * `parameters`) and `nextCursor` while more follow.
  */
 export async function recordsPageAs(store: Store, caller: AccountCaller, place: RecordPlace, query: Query) {
-  let scope: RecordScope
-  let sort: Sort
-  let rows: RecordListRow[] = []
+  let listed: RecordListPage | undefined
   const envelope = await environmentPage(query, place, {
     filters: () => undefined,
     authorize: () => authorizeRead(store, caller, place.projectName),
     where: () => read(store, readableCollection(caller, place)),
-    ids: async (found, _filters, query, limit) => {
-      scope = found
+    ids: async (scope, _filters, query, limit) => {
       const fields = await read(store, collectionFields(scope.collectionId, 'read'))
-      const filters = parseFieldFilters(query, fields)
-      sort = parseSort(query.sort, fields)
-      const after = decodeCursor(query.cursor, sort)
-      const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
-      rows = await read(
-        store,
-        pageRecordList(
-          scope,
-          {
-            filters,
-            sort: sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) },
-            direction: sort.direction,
-            after,
-            literalCollection: (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field)),
-          },
-          limit,
-        ),
-      )
-      return rows
+      listed = await read(store, recordListPage(scope, fields, query, limit))
+      return listed.rows
     },
     render: async (page) => page.map(recordBody),
   })
-  const last = envelope.hasMore ? rows[envelope.parameters.limit - 1] : undefined
   return {
     ...envelope,
-    parameters: { ...envelope.parameters, collectionName: place.collectionName, sort: sort!.spec },
-    ...(last ? { nextCursor: encodeCursor(sort!, last) } : {}),
+    parameters: { ...envelope.parameters, collectionName: place.collectionName, sort: listed!.sort },
+    ...(listed!.nextCursor ? { nextCursor: listed!.nextCursor } : {}),
   }
 }
-

@@ -9,6 +9,7 @@ import {
   findRecordByKey,
   findRecordByKeyToChange,
   findRecordIdsIn,
+  findRecordRowToChange,
   insertRecord,
   listProjectCollections,
   listProjectParts,
@@ -19,13 +20,15 @@ import {
   searchRecords,
   setCollectionSchema,
   setRecordData,
+  setRecordDeleted,
 } from '../../db/records.ts'
 import { listRenderingWorkflows } from '../../db/workflows.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { canonicalJson } from '../../lib/json.ts'
-import { HttpError, invalidFields } from '../../lib/errors.ts'
+import { createHash, randomBytes } from 'node:crypto'
+import { conflict, HttpError, invalidFields, notFound } from '../../lib/errors.ts'
 import { toIso } from '../../lib/time.ts'
-import { appendActivityLog } from '../activity-logs/service.ts'
+import { appendActivityLog, type Channel } from '../activity-logs/service.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Op } from '../../db/op.ts'
 import { checkRecord, RECORD_ID_MAX_LENGTH, type SchemaField, schemaFieldProblems, shownFields, type StoredField, storedFields, withDefaults } from './schema.ts'
@@ -50,42 +53,215 @@ export function* replaceRecordData(id: number, data: Record<string, unknown>, no
 
 export { RECORD_ID_MAX_LENGTH }
 
+/** Who writes a record, as its activity entry names them; `via` ends the entry's label ("by trellis apply"). */
+export interface RecordWriter {
+  userId: number
+  teamId: number | null
+  via: string
+  tokenId?: number | null
+  channel?: Channel
+}
+
 /**
- * Creates or replaces one record's data, with its `write` activity entry (`create` or `update`) attributed to
- * `userId` as `teamId`; `via` ends the entry's label ("created by trellis apply", "updated in the console").
- * The collection's schema fills absent fields that have a default and must accept the result (422 `invalid_record`).
- * Data equal to what is stored (canonical JSON) changes nothing and logs nothing. Answers the data as stored.
+ * A record's ETag: a hash of its data and `updatedAt`, so it changes with every write of the record (the data
+ * alone would come back to an older value). Quoted, as the header carries it.
+ */
+export const recordEtag = (row: { updatedAt: number; data: string }) =>
+  `"${createHash('sha256').update(`${row.updatedAt}\n${row.data}`).digest('base64url').slice(0, 27)}"`
+
+/**
+ * The `If-Match` precondition against the record as read to be changed (locked until the write commits, so a
+ * concurrent writer checks against this write's result): absent passes; `*` passes for an existing record; else one
+ * of its ETags (weak ones too) must be the record's. 412 `precondition_failed` otherwise.
+ */
+export function requireMatch(ifMatch: string | null | undefined, row: { updatedAt: number; data: string } | undefined): void {
+  if (ifMatch === null || ifMatch === undefined) return
+  const tags = ifMatch.split(',').map((tag) => tag.trim().replace(/^W\//, ''))
+  if (row && (tags.includes('*') || tags.includes(recordEtag(row)))) return
+  throw new HttpError(412, 'precondition_failed', row ? 'If-Match: the record has changed since that ETag was read (read it again)' : 'If-Match: the record does not exist')
+}
+
+/** A generated record id: `rec_` and 20 base32 characters (100 random bits), lowercase. */
+export function newRecordId(): string {
+  const bytes = randomBytes(13)
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567'
+  let bits = 0
+  let value = 0
+  let out = ''
+  for (const byte of bytes) {
+    value = (value << 8) | byte
+    bits += 8
+    while (bits >= 5 && out.length < 20) {
+      out += alphabet[(value >>> (bits - 5)) & 31]
+      bits -= 5
+    }
+  }
+  return `rec_${out}`
+}
+
+type Data = Record<string, unknown>
+type Action = 'create' | 'update' | 'delete'
+
+/** The longest a value is shown in an activity label, and how many fields one names. */
+const SHOWN_VALUE_LENGTH = 80
+const SHOWN_FIELDS = 20
+
+const shownValue = (value: unknown) => {
+  if (value === undefined) return '(none)'
+  const text = JSON.stringify(value)
+  return text.length > SHOWN_VALUE_LENGTH ? `${text.slice(0, SHOWN_VALUE_LENGTH - 1)}…` : text
+}
+
+/**
+ * What a write changed, for its activity label (the published activity entry has no field for it): each changed
+ * top-level field with its value before and after, `(none)` where it is absent — `status "pending" → "paid"`.
+ */
+export function describeChanges(before: Data, after: Data): string {
+  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
+    (name) => canonicalJson(before[name] ?? null) !== canonicalJson(after[name] ?? null) || Object.hasOwn(before, name) !== Object.hasOwn(after, name),
+  )
+  const shown = names.slice(0, SHOWN_FIELDS).map((name) => `${name} ${shownValue(before[name])} → ${shownValue(after[name])}`)
+  if (names.length > SHOWN_FIELDS) shown.push(`and ${names.length - SHOWN_FIELDS} more fields`)
+  return shown.join('; ')
+}
+
+const PAST: Record<Action | 'restore', string> = { create: 'created', update: 'updated', delete: 'deleted', restore: 'restored' }
+
+/** The one activity entry of a record write, naming the changed fields with their values before and after. */
+function* logRecordWrite(clock: Clock, scope: RecordScope & { recordKey: string }, writer: RecordWriter, action: Action | 'restore', before: Data, after: Data) {
+  const changes = describeChanges(before, after)
+  yield* appendActivityLog(clock, {
+    environmentId: scope.environmentId,
+    type: 'write',
+    // A restore is an update of the compatibility document's enum: the record is back with the data it held.
+    action: action === 'restore' ? 'update' : action,
+    label: `${PAST[action]} ${writer.via}${changes ? `: ${changes}` : ''}`,
+    userId: writer.userId,
+    teamId: writer.teamId,
+    collectionId: scope.collectionId,
+    tokenId: writer.tokenId ?? null,
+    recordIds: [scope.recordKey],
+    via: writer.channel,
+  })
+}
+
+const parsed = (row: { data: string }) => JSON.parse(row.data) as Data
+
+/** 409: the id is held by a deleted record, which only a restore brings back (or the purge frees). */
+const heldByDeleted = (recordKey: string) => conflict('conflict', `Record ${recordKey} was deleted: restore it (POST …/records/${recordKey}/restore) or use another id`)
+
+/** A record as written: its row's fields the API shows, and its new ETag. */
+export interface WrittenRecord {
+  recordKey: string
+  data: Data
+  createdAt: number
+  updatedAt: number
+  etag: string
+}
+
+const written = (row: { recordKey: string; data: string; createdAt: number; updatedAt: number }): WrittenRecord => ({
+  recordKey: row.recordKey, data: parsed(row), createdAt: row.createdAt, updatedAt: row.updatedAt, etag: recordEtag(row),
+})
+
+/**
+ * Creates or replaces one record's data, with its `write` activity entry (`create` or `update`, naming the changed
+ * fields) attributed to the writer. The collection's schema fills absent fields that have a default and must accept
+ * the result (422 `invalid_record`). Data equal to what is stored (canonical JSON) changes nothing and logs nothing.
+ * `ifMatch`: the `If-Match` header (412 when stale); a deleted record's id is 409 `conflict`. Answers the data as
+ * stored and the record's ETag.
  */
 export function* upsertRecord(
   clock: Clock,
-  input: RecordScope & { recordKey: string; data: Record<string, unknown>; userId: number; teamId: number; via: string },
-): Op<{ outcome: 'created' | 'updated' | 'unchanged'; data: Record<string, unknown> }> {
+  input: RecordScope & RecordWriter & { recordKey: string; data: Data; ifMatch?: string | null },
+): Op<{ outcome: 'created' | 'updated' | 'unchanged'; data: Data; etag: string }> {
   const checked = yield* checkedRecordData(input, input.data)
   if (checked.problems.length > 0) throw invalidRecord(checked.problems)
-  const existing = yield* findRecord(input, input.recordKey)
+  const existing = yield* findRecordRowToChange(input, input.recordKey)
+  if (existing?.deletedAt != null) throw heldByDeleted(input.recordKey)
+  requireMatch(input.ifMatch, existing)
   const data = canonicalJson(checked.data)
   const now = clock.now()
-  let action: 'create' | 'update'
   if (!existing) {
     yield* insertRecord({ environmentId: input.environmentId, collectionId: input.collectionId, recordKey: input.recordKey, data, now })
-    action = 'create'
-  } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
-    yield* setRecordData(existing.id, data, now)
-    action = 'update'
-  } else {
-    return { outcome: 'unchanged', data: checked.data }
+    yield* logRecordWrite(clock, input, input, 'create', {}, checked.data)
+    return { outcome: 'created', data: checked.data, etag: recordEtag({ updatedAt: now, data }) }
   }
-  yield* appendActivityLog(clock, {
-    environmentId: input.environmentId,
-    type: 'write',
-    action,
-    label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
-    userId: input.userId,
-    teamId: input.teamId,
-    collectionId: input.collectionId,
-    recordIds: [input.recordKey],
-  })
-  return { outcome: action === 'create' ? 'created' : 'updated', data: checked.data }
+  if (canonicalJson(parsed(existing)) === data) return { outcome: 'unchanged', data: checked.data, etag: recordEtag(existing) }
+  yield* setRecordData(existing.id, data, now)
+  yield* logRecordWrite(clock, input, input, 'update', parsed(existing), checked.data)
+  return { outcome: 'updated', data: checked.data, etag: recordEtag({ updatedAt: now, data }) }
+}
+
+/**
+ * A new record (`POST …/records`): its id given (409 `conflict` when a record, even a deleted one, holds it) or
+ * generated (`newRecordId`); defaults filled, the schema must accept it (422). One `create` activity entry.
+ */
+export function* createRecord(clock: Clock, input: RecordScope & RecordWriter & { recordKey?: string; data: Data }): Op<WrittenRecord> {
+  const recordKey = input.recordKey ?? newRecordId()
+  const checked = yield* checkedRecordData(input, input.data)
+  if (checked.problems.length > 0) throw invalidRecord(checked.problems)
+  const existing = yield* findRecordRowToChange(input, recordKey)
+  if (existing) throw existing.deletedAt === null ? conflict('conflict', `Record ${recordKey} already exists`) : heldByDeleted(recordKey)
+  const data = canonicalJson(checked.data)
+  const now = clock.now()
+  yield* insertRecord({ environmentId: input.environmentId, collectionId: input.collectionId, recordKey, data, now })
+  yield* logRecordWrite(clock, { ...input, recordKey }, input, 'create', {}, checked.data)
+  return { recordKey, data: checked.data, createdAt: now, updatedAt: now, etag: recordEtag({ updatedAt: now, data }) }
+}
+
+/** The live record to change, locked (404 when there is none), past the `If-Match` precondition. */
+function* recordToChange(scope: RecordScope & { recordKey: string; ifMatch?: string | null }) {
+  const row = yield* findRecordToChange(scope, scope.recordKey)
+  if (!row) throw notFound(`Record ${scope.recordKey} not found`)
+  requireMatch(scope.ifMatch, row)
+  return row
+}
+
+/**
+ * Changes some fields of a record (`PATCH`): each key of `changes` replaces that field, `null` removes it (a required
+ * field so removed fails the schema: 422 naming it). No defaults are filled (as a workflow's `update` step); the
+ * whole record as it would be must conform. No change: nothing written, nothing logged.
+ */
+export function* patchRecord(
+  clock: Clock,
+  input: RecordScope & RecordWriter & { recordKey: string; changes: Data; ifMatch?: string | null },
+): Op<WrittenRecord> {
+  const row = yield* recordToChange(input)
+  const before = parsed(row)
+  // Built as entries: an assignment to a key named `__proto__` would set the prototype rather than the field.
+  const after: Data = Object.fromEntries([
+    ...Object.entries(before).filter(([name]) => !Object.hasOwn(input.changes, name)),
+    ...Object.entries(input.changes).filter(([, value]) => value !== null),
+  ])
+  const problems = yield* recordProblems(input, yield* collectionFields(input.collectionId, 'write'), after)
+  if (problems.length > 0) throw invalidRecord(problems)
+  const data = canonicalJson(after)
+  if (data === canonicalJson(before)) return written(row)
+  const now = clock.now()
+  yield* setRecordData(row.id, data, now)
+  yield* logRecordWrite(clock, input, input, 'update', before, after)
+  return written({ ...row, data, updatedAt: now })
+}
+
+/** Deletes a record (soft: restorable for the retention period); one `delete` activity entry. 404, 412 as a change. */
+export function* deleteRecord(clock: Clock, input: RecordScope & RecordWriter & { recordKey: string; ifMatch?: string | null }): Op<void> {
+  const row = yield* recordToChange(input)
+  yield* setRecordDeleted(row.id, clock.now())
+  yield* logRecordWrite(clock, input, input, 'delete', parsed(row), {})
+}
+
+/**
+ * Brings back a record deleted less than `retentionDays` ago, as it was (404 for a live record, an unknown one, or one
+ * deleted longer ago: the purge may have taken it). One activity entry (`update`, labelled `restored`).
+ */
+export function* restoreRecord(clock: Clock, input: RecordScope & RecordWriter & { recordKey: string; retentionDays: number }): Op<WrittenRecord> {
+  const row = yield* findRecordRowToChange(input, input.recordKey)
+  if (!row || row.deletedAt === null || row.deletedAt < clock.now() - input.retentionDays * 86_400_000) {
+    throw notFound(`No deleted record ${input.recordKey} to restore (records can be restored for ${input.retentionDays} days)`)
+  }
+  yield* setRecordDeleted(row.id, null)
+  yield* logRecordWrite(clock, input, input, 'restore', {}, parsed(row))
+  return written(row)
 }
 
 // ── Schemas ───────────────────────────────────────────────────────────────────

@@ -1,10 +1,11 @@
 /**
  * The run history's retention (docs/workflows.md "Run history retention"): one job of `serve` deletes the finished runs
  * older than TRELLIS_RUN_RETENTION, with their steps and idempotency keys, and the idempotency keys past their window
- * (./idempotency.ts) — each in short batches, each batch a write of its own, so requests interleave between them.
+ * (./idempotency.ts), and the records deleted longer ago than TRELLIS_RECORD_RETENTION_DAYS (docs/records.md "Deleting
+ * records") — each in short batches, each batch a write of its own, so requests interleave between them.
  * Activity and admin logs are not touched: log retention is theirs (../admin-logs/retention.ts).
  */
-import { deleteFinishedRunBatch, FINISHED_RUNS_PER_BATCH } from '../../db/maintenance.ts'
+import { DELETED_RECORDS_PER_BATCH, deleteFinishedRunBatch, FINISHED_RUNS_PER_BATCH, purgeDeletedRecordBatch } from '../../db/maintenance.ts'
 import type { Store } from '../../db/store.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -17,6 +18,8 @@ import { pruneIdempotencyKeys } from './idempotency.ts'
 export interface HistoryRetention {
   runRetentionMs: number | null
   idempotencyKeyWindowMs: number
+  /** Days a deleted record stays restorable; purged after. */
+  recordRetentionDays: number
 }
 
 /** Passes are at most an hour apart (the keys' pruning too), and at least a second. */
@@ -60,6 +63,21 @@ export async function pruneRunHistory(store: Store, clock: Clock, retentionMs: n
   return pruned
 }
 
+/**
+ * Removes for good every record deleted more than `retentionDays` ago, in batches (one write each); returns how many.
+ * Their notes and activity entries stay: they name the record by its id.
+ */
+export async function purgeDeletedRecords(store: Store, clock: Clock, retentionDays: number, stopped: () => boolean = () => false): Promise<number> {
+  const cutoff = clock.now() - retentionDays * 86_400_000
+  let purged = 0
+  while (!stopped()) {
+    const n = await write(store, () => purgeDeletedRecordBatch(cutoff))
+    purged += n
+    if (n < DELETED_RECORDS_PER_BATCH) break
+  }
+  return purged
+}
+
 /** The job `serve` runs; `stop()` ends it, resolving once a pass under way has stopped (between two batches). */
 export interface HistoryRetentionJob {
   stop(): Promise<void>
@@ -79,10 +97,12 @@ export function scheduleHistoryRetention(store: Store, clock: Clock, logger: Log
       const runs = retention.runRetentionMs === null ? null : await pruneRunHistory(store, clock, retention.runRetentionMs, () => stopped)
       if (runs !== null) metrics.runsPruned.inc(runs.runs)
       const idempotencyKeys = stopped ? 0 : await pruneIdempotencyKeys(store, clock, retention.idempotencyKeyWindowMs)
-      if ((runs?.runs ?? 0) + idempotencyKeys === 0) return
+      const records = stopped ? 0 : await purgeDeletedRecords(store, clock, retention.recordRetentionDays, () => stopped)
+      if ((runs?.runs ?? 0) + idempotencyKeys + records === 0) return
       logger.info('pruned run history', {
         ...(runs === null ? {} : { ...runs, cutoff: toIso(runs.cutoff), longestBatchMs: Math.round(runs.longestBatchMs * 10) / 10 }),
         idempotencyKeys,
+        deletedRecordsPurged: records,
         runRetentionSeconds: retention.runRetentionMs === null ? null : retention.runRetentionMs / 1000,
       })
     } catch (error) {
