@@ -129,7 +129,7 @@ export interface LoadSpec {
     | { kind: 'get'; paths: string[] }
     | { kind: 'unique'; paths: string[]; prefix: string }
     | { kind: 'fixed'; paths: string[]; recordIds: string[] }
-    | { kind: 'once'; paths: OnceShare; body: string }
+    | { kind: 'once'; paths: OnceShare; body: string; method?: 'POST' | 'PATCH' }
 }
 
 /**
@@ -259,7 +259,7 @@ function scriptArgs(requests: LoadSpec['requests'], phase: string): { args: stri
     const paths = left.length > 0 ? left : requests.paths.pool.paths.slice(-1)
     const file = join(tmpdir(), `trellis-wrk-once-${process.pid}-${onceFiles++}.txt`)
     writeFileSync(file, `${paths.join('\n')}\n`)
-    return { args: ['once', file, requests.body], done: () => rmSync(file, { force: true }) }
+    return { args: ['once', file, requests.body, requests.method ?? 'POST'], done: () => rmSync(file, { force: true }) }
   }
   if (requests.paths.length !== requests.recordIds.length) throw new Error('fixed requests pair each path with one record id')
   return { args: ['fixed', '', ...requests.paths.flatMap((path, i) => [path, requests.recordIds[i]!])], done }

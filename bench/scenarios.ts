@@ -1,5 +1,6 @@
 /** The HTTP scenarios: each runs against baseline (b) and Trellis with the same requests (DESIGN §6–§8 paths). */
 import { type LoadSpec, PathsOnce } from './procs.ts'
+import { invoiceKey } from './seed-records.ts'
 import type { SeedResult } from './seed.ts'
 
 /** The page the console's inbox shows (src/modules/console/tasks.ts `PER_PAGE`): the inbox scenario asks as many. */
@@ -11,7 +12,7 @@ export interface Scenario {
   expect: number
   /** The requests of one target; `target` keeps unique record ids apart between targets. */
   requests(target: string): LoadSpec['requests']
-  method: 'GET' | 'POST'
+  method: 'GET' | 'POST' | 'PATCH'
   /** Who asks, when not the admin token: its headers. */
   headers?: Record<string, string>
 }
@@ -64,17 +65,27 @@ export function scenarios(seed: SeedResult): Scenario[] {
 /** The typed collection's query: one status, the largest amounts first (`RECORDS_QUERY`). */
 export const RECORDS_QUERY = 'status.eq=open&sort=-amount&limit=50'
 
-/** A filtered, sorted page of the typed collection, with a seed that has one. */
+/** A filtered, sorted page of the typed collection and a PATCH of one of its records, with a seed that has one. */
 function recordScenarios(seed: SeedResult, base: string): Scenario[] {
   const typed = seed.typedRecords
   if (!typed) return []
+  const records = `${base}/collection/${encodeURIComponent(typed.collection)}/records`
+  // Each PATCH on a record no request changed yet (the same value again would write nothing), over the whole bench.
+  const patches = new PathsOnce(Array.from({ length: typed.count }, (_, i) => `${records}/${invoiceKey(typed.count - 1 - i)}`))
   return [
     {
       id: 'records-filter',
       title: `records: \`${RECORDS_QUERY}\` of ${typed.count.toLocaleString('en-US')}`,
       expect: 200,
       method: 'GET',
-      requests: () => ({ kind: 'get', paths: [`${base}/collection/${encodeURIComponent(typed.collection)}/records?${RECORDS_QUERY}`] }),
+      requests: () => ({ kind: 'get', paths: [`${records}?${RECORDS_QUERY}`] }),
+    },
+    {
+      id: 'records-patch',
+      title: 'records: PATCH one field → 200 (each a record of its own)',
+      expect: 200,
+      method: 'PATCH',
+      requests: () => ({ kind: 'once', paths: patches.share()[0]!, body: JSON.stringify({ data: { amount: 12.34, paid: true } }), method: 'PATCH' }),
     },
   ]
 }

@@ -5,8 +5,9 @@
 --                request carries a record id no other request of the bench used (a 202 each).
 -- kind 'fixed':  items are path, record id pairs; POST {"record_id":"<record id>"} to its own path, the pairs in turn
 --                (the 409 scenario: each pair names a record with an active run on that webhook).
--- kind 'once':   prefix is a file of paths, one a line, the item a body; POST the body to each path once, in order
---                (the decision scenario: each path a task no request decided yet). One thread only.
+-- kind 'once':   prefix is a file of paths, one a line, the items a body and a method (POST or PATCH); send the body
+--                to each path once, in order (the decision scenario: each path a task no request decided yet; the
+--                record PATCH: each path a record no request changed yet). One thread only.
 -- Every response's status is counted; done() prints one line, "wrk-json {...}", that runLoad parses: responses by
 -- status, requests sent and made (the paths of 'once' used), wrk's socket errors (a response slower than --timeout
 -- counts as a timeout) and latency percentiles in microseconds (wrk's histogram, after its own correction for
@@ -22,7 +23,7 @@ end
 -- Per thread (each wrk thread has its own Lua state).
 statuses = {}
 sent = 0
-local kind, prefix, paths, prepared, headers, once_body
+local kind, prefix, paths, prepared, headers, once_body, once_method
 local counter = 0
 
 local function json_string(s)
@@ -47,7 +48,7 @@ function init(args)
     for i = 3, #args do paths[#paths + 1] = args[i] end
   elseif kind == "once" then
     for line in io.lines(prefix) do paths[#paths + 1] = line end
-    once_body = args[3]
+    once_body, once_method = args[3], args[4] or "POST"
   else
     error("wrk.lua: unknown kind " .. tostring(kind))
   end
@@ -63,7 +64,7 @@ function request()
   end
   if kind == "once" then
     -- Past the last path the last one again: its answer (a 409) counts as unexpected.
-    return wrk.format("POST", paths[math.min(n + 1, #paths)], headers, once_body)
+    return wrk.format(once_method, paths[math.min(n + 1, #paths)], headers, once_body)
   end
   return prepared[n % #prepared + 1]
 end

@@ -7,7 +7,7 @@
  * caller or one of their teams), newest first, then the page's assignees and decisions. A decision: in one
  * transaction, the task with the caller's right to decide it, the decision inserted, the approvals counted, the task
  * closed and its run woken. The typed collection's page: one statement over its field expressions, the collection's
- * id literal. No per-request logging, no rate limiter, no activity entry, no run event.
+ * id literal; its PATCH: the record read, merged and written back in one transaction. No per-request logging, no rate limiter, no activity entry, no run event.
  * Usage: bun bench/baselines/minimal.ts <port> <database file>
  */
 import { Database } from 'bun:sqlite'
@@ -74,9 +74,12 @@ const wakeRun = db.prepare("UPDATE runs SET available_at = ? WHERE id = ? AND st
 const typedCollection = db.prepare("SELECT id FROM collections WHERE name = 'invoices'").all()[0] as { id: number } | undefined
 const typedPage = typedCollection
   ? db.prepare(`SELECT id, record_key, data, created_at, updated_at FROM records
-      WHERE environment_id = ${ENV} AND collection_id = ${typedCollection.id} AND json_extract(data, '$.status') = $status
+      WHERE environment_id = ${ENV} AND collection_id = ${typedCollection.id} AND json_extract(data, '$.status') = $status AND deleted_at IS NULL
       ORDER BY json_extract(data, '$.amount') DESC, id DESC LIMIT $limit`)
   : null
+// A PATCH: the record read and written back merged, in one transaction (no schema check, no activity entry, no ETag).
+const typedRecord = db.prepare(`SELECT id, data, created_at FROM records WHERE environment_id = ${ENV} AND collection_id = $collection AND record_key = $key AND deleted_at IS NULL`)
+const writeRecord = db.prepare('UPDATE records SET data = ?, updated_at = ? WHERE id = ?')
 // Note and log times are epoch µs (README "Times"), rendered as Trellis renders them.
 const iso = (us: number) => toIsoMicros(us as Micros)
 const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
@@ -158,6 +161,17 @@ function listTypedRecords(project: string, environment: string, collection: stri
   }
 }
 
+const patchRecord = db
+  .transaction((project: string, environment: string, key: string, changes: Record<string, unknown>) => {
+    const row = typedRecord.all({ project, environment, collection: typedCollection?.id ?? 0, key })[0] as Row | undefined
+    if (!row) return json(404, { error: 'Not Found' })
+    const data = { ...(JSON.parse(row.data as string) as Record<string, unknown>), ...changes }
+    const now = Date.now()
+    writeRecord.run(JSON.stringify(data), now, row.id as number)
+    return json(200, { id: key, data, createdAt: new Date(row.created_at as number).toISOString(), updatedAt: new Date(now).toISOString() })
+  })
+  .immediate
+
 /** Approve: 404 unless the caller may decide the task, 409 when it is closed or they decided it already. */
 const approve = db
   .transaction((taskId: string, me: number) => {
@@ -217,6 +231,9 @@ const server = Bun.serve({
     if (parts[6] === 'notes') return json(200, listNotes(project, environment, url.searchParams))
     if (parts[6] === 'activity-logs') return json(200, listActivity(project, environment, url.searchParams))
     if (parts[6] === 'tasks') return json(200, listInbox(project, environment, caller.user_id, url.searchParams))
+    if (parts[6] === 'collection' && parts[8] === 'records' && request.method === 'PATCH') {
+      return request.json().then((body) => patchRecord(project, environment, decodeURIComponent(parts[9]!), (body as { data: Record<string, unknown> }).data))
+    }
     if (parts[6] === 'collection' && parts[8] === 'records' && typedPage) return json(200, listTypedRecords(project, environment, decodeURIComponent(parts[7]!), url.searchParams))
     return json(404, { error: 'Not Found' })
   },
