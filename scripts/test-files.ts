@@ -58,6 +58,7 @@ export const POSTGRES_PASS = [
   'queue',
   'record-updates',
   'records-api',
+  'records-csv',
   'request-path',
   'retry',
   'route-fuzz',

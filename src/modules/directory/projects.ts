@@ -20,6 +20,7 @@ import { normalizeEmail } from './users.ts'
 import { notFound } from '../../lib/errors.ts'
 import type { Op } from '../../db/op.ts'
 import { someHoldUnstorableText } from '../../lib/storable-text.ts'
+import { listProjectParts } from '../../db/records.ts'
 
 export type { Environment, Project } from '../../db/projects.ts'
 
@@ -83,6 +84,25 @@ export function* mayReadCollection(input: { userId: number; projectId: number; c
     if ((yield* collectionAccess({ ...input, teamId })).read) return true
   }
   return false
+}
+
+/**
+ * The team a user writes a collection's records as (its activity entries name it), when they may write them
+ * (`collectionAccess` edit): `teamName` when given, else the first of their teams (by id) that may; project admins
+ * through any team of the project. Null: they may not (`teamName` unknown or not theirs included).
+ */
+export function* writingTeam(input: { userId: number; projectId: number; collectionId: number; teamName?: string }): Op<number | null> {
+  const admin = (yield* roleIn(input.projectId, input.userId)) === 'admin'
+  const candidates =
+    input.teamName !== undefined
+      ? [(yield* findTeamByName(input.projectId, input.teamName))?.id].filter((id): id is number => id !== undefined)
+      : admin
+        ? (yield* listProjectParts('team', input.projectId)).map((t) => t.id).sort((a, b) => a - b)
+        : [...(yield* teamIdsOfMember(input.projectId, input.userId))].sort((a, b) => a - b)
+  for (const teamId of candidates) {
+    if ((yield* collectionAccess({ ...input, teamId })).edit) return teamId
+  }
+  return null
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */

@@ -5,7 +5,7 @@
  */
 import type { RecordValueKind } from '../../db/dialect.ts'
 import { read } from '../../db/read.ts'
-import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
+import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
 import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
@@ -116,39 +116,38 @@ function decodeCursor(raw: string | undefined, sort: Sort): RecordCursor | undef
   return { key: key as string | number | null, id: id as number }
 }
 
+/** A list's filters, sort and the indexes they may use, read from the query against the collection's fields (400 naming a bad parameter). */
+export interface RecordListPlan {
+  sort: Sort
+  /** The store's query continuing after `after` (undefined: from the first record). */
+  query(after: RecordCursor | undefined): RecordListQuery
+}
+
+/** The one reading of a records list's query: the list API and the CSV export (./csv-calls.ts) share it. */
+export function recordListPlan(query: Query, fields: readonly StoredField[]): RecordListPlan {
+  const filters = parseFieldFilters(query, fields)
+  const sort = parseSort(query.sort, fields)
+  const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
+  const literalCollection = (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field))
+  const order = sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) }
+  return { sort, query: (after) => ({ filters, sort: order, direction: sort.direction, after, literalCollection }) }
+}
+
 /**
  * One page of a collection's records as the caller may read them: the shared envelope (`hasMore`, `data`,
  * `parameters`) and `nextCursor` while more follow.
  */
 export async function recordsPageAs(store: Store, caller: AccountCaller, place: RecordPlace, query: Query) {
-  let scope: RecordScope
   let sort: Sort
   let rows: RecordListRow[] = []
   const envelope = await environmentPage(query, place, {
     filters: () => undefined,
     authorize: () => authorizeRead(store, caller, place.projectName),
     where: () => read(store, readableCollection(caller, place)),
-    ids: async (found, _filters, query, limit) => {
-      scope = found
-      const fields = await read(store, collectionFields(scope.collectionId, 'read'))
-      const filters = parseFieldFilters(query, fields)
-      sort = parseSort(query.sort, fields)
-      const after = decodeCursor(query.cursor, sort)
-      const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
-      rows = await read(
-        store,
-        pageRecordList(
-          scope,
-          {
-            filters,
-            sort: sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) },
-            direction: sort.direction,
-            after,
-            literalCollection: (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field)),
-          },
-          limit,
-        ),
-      )
+    ids: async (scope, _filters, query, limit) => {
+      const plan = recordListPlan(query, await read(store, collectionFields(scope.collectionId, 'read')))
+      sort = plan.sort
+      rows = await read(store, pageRecordList(scope, plan.query(decodeCursor(query.cursor, sort)), limit))
       return rows
     },
     render: async (page) => page.map(recordBody),
@@ -160,4 +159,3 @@ export async function recordsPageAs(store: Store, caller: AccountCaller, place: 
     ...(last ? { nextCursor: encodeCursor(sort!, last) } : {}),
   }
 }
-

@@ -1,0 +1,188 @@
+/**
+ * A collection's records as CSV, as the routes (./index.ts) run them (docs/records.md "CSV export and import"): the
+ * export streams the list's records (same filters and sort, ./query.ts) a page at a time; the import writes each
+ * valid line through `upsertRecord`, the one write of a record. The format: ./csv.ts.
+ */
+import type { Op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
+import { pageRecordList, type RecordListRow, type RecordScope } from '../../db/records.ts'
+import type { Store } from '../../db/store.ts'
+import { write } from '../../db/write.ts'
+import { invalidParameter, type Query } from '../../http/list.ts'
+import type { AccountCaller } from '../../lib/callers.ts'
+import type { Clock } from '../../lib/clock.ts'
+import { forbidden, HttpError, notFound } from '../../lib/errors.ts'
+import { callerProject, requireCallerScope } from '../auth/service.ts'
+import { findCollection, mayReadCollection, requireEnvironment, writingTeam } from '../directory/projects.ts'
+import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
+import { type ColumnMapping, columnOfPointer, type CsvRecordLine, csvHeaderLine, type LineError, parseRecordsCsv, recordCsvLine } from './csv.ts'
+import { recordListPlan } from './query.ts'
+import type { StoredField } from './schema.ts'
+import { collectionFields, upsertRecord } from './service.ts'
+
+/** Records read per page of an export: the memory an export holds whatever the collection's size. */
+export const EXPORT_PAGE = 1000
+/** Lines written per transaction of an import that is not all-or-nothing. */
+export const IMPORT_BATCH = 1000
+/** The most line errors an import lists (`invalid` counts them all). */
+export const MAX_LISTED_ERRORS = 1000
+
+/**
+ * The CSV of a collection's records the caller may read, filtered and sorted as the list: a stream that reads one
+ * page of `EXPORT_PAGE` records each time the client takes the last one (keyset paging, never the whole collection
+ * at once). A bad parameter is 400 before the first byte.
+ */
+export async function exportRecordsAs(store: Store, caller: AccountCaller, place: RecordPlace, query: Query): Promise<ReadableStream<Uint8Array>> {
+  await authorizeRead(store, caller, place.projectName)
+  const scope = await read(store, readableCollection(caller, place))
+  const fields = await read(store, collectionFields(scope.collectionId, 'read'))
+  const plan = recordListPlan(query, fields)
+  const encoder = new TextEncoder()
+  let last: RecordListRow | undefined
+  let started = false
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const rows = await read(store, pageRecordList(scope, plan.query(last && { key: last.key, id: last.id }), EXPORT_PAGE))
+      const page = rows.slice(0, EXPORT_PAGE)
+      const text = (started ? '' : csvHeaderLine(fields)) + page.map((row) => recordCsvLine(fields, recordBody(row))).join('')
+      started = true
+      last = page.at(-1)
+      if (text !== '') controller.enqueue(encoder.encode(text))
+      if (rows.length <= EXPORT_PAGE) controller.close()
+    },
+  })
+}
+
+/** What an import did (or, dry, would do). */
+export interface ImportReport {
+  dryRun: boolean
+  allOrNothing: boolean
+  /** Every column of the header, mapped. */
+  columns: ColumnMapping[]
+  unknownColumns: string[]
+  lines: number
+  created: number
+  updated: number
+  unchanged: number
+  invalid: number
+  /** Whether anything was written: false for a dry run and an all-or-nothing import with a bad line. */
+  written: boolean
+  /** The first `MAX_LISTED_ERRORS` line errors, by line. */
+  errors: LineError[]
+}
+
+export interface ImportOptions {
+  dryRun: boolean
+  allOrNothing: boolean
+  teamName?: string
+}
+
+/** `dryRun`, `allOrNothing` (`true`/`false`) and `teamName` of an import's query (400 naming a bad one). */
+export function importOptions(query: Query): ImportOptions {
+  const flag = (name: string) => {
+    const raw = query[name]
+    if (raw === undefined || raw === '' || raw === 'false') return false
+    if (raw === 'true') return true
+    throw invalidParameter(name, 'must be true or false')
+  }
+  const teamName = query.teamName === undefined || query.teamName === '' ? undefined : query.teamName
+  return { dryRun: flag('dryRun'), allOrNothing: flag('allOrNothing'), ...(teamName === undefined ? {} : { teamName }) }
+}
+
+/** Carries an import's report out of a transaction it rolls back (a dry run, an all-or-nothing import with a bad line). */
+class RolledBack extends Error {
+  constructor(readonly report: ImportReport) {
+    super('import rolled back')
+  }
+}
+
+/**
+ * Imports a CSV text into a collection as the caller (scope `records:write`; a member whose team may edit the
+ * collection, project admins): every valid line upserted by its id, in order. Without `allOrNothing` a transaction
+ * per `IMPORT_BATCH` lines, each line written whole or not at all; with it (and for a dry run, which then rolls
+ * back) the whole file in one transaction, written only if no line is bad (422 `import_refused` otherwise, with the
+ * report). An unknown column is refused (400) except in a dry run, which reports it.
+ */
+export async function importRecordsAs(store: Store, clock: Clock, caller: AccountCaller, place: RecordPlace, options: ImportOptions, text: string): Promise<ImportReport> {
+  requireCallerScope(caller, 'records:write')
+  await read(store, callerProject(caller, place.projectName))
+  const target = await read(store, writableCollection(caller, place, options.teamName))
+  const fields = await read(store, collectionFields(target.collectionId, 'read'))
+  const parsed = parseRecordsCsv(text, fields)
+  const unknownColumns = parsed.columns.filter((c) => c.ignored === 'unknown').map((c) => c.column)
+  if (unknownColumns.length > 0 && !options.dryRun) {
+    throw new HttpError(400, 'invalid_csv', `The header names columns the collection has no field for: ${unknownColumns.join(', ')} (a dry run shows the mapping)`, {
+      details: unknownColumns.map((column) => ({ field: column, message: "unknown column: the collection's schema has no such field" })),
+    })
+  }
+  const report: ImportReport = {
+    ...options, columns: parsed.columns, unknownColumns, lines: parsed.lines.length, created: 0, updated: 0, unchanged: 0, invalid: 0, written: false, errors: [],
+  }
+  delete (report as Partial<ImportOptions>).teamName
+  const writeLines = (lines: readonly CsvRecordLine[], tally: ImportReport) =>
+    function* () {
+      for (const line of lines) {
+        const outcome = yield* upsertLine(clock, target, fields, line)
+        if (typeof outcome === 'string') {
+          tally[outcome]++
+          continue
+        }
+        tally.invalid++
+        tally.errors.push(...outcome.slice(0, Math.max(0, MAX_LISTED_ERRORS - tally.errors.length)))
+      }
+    }
+  if (options.dryRun || options.allOrNothing) {
+    try {
+      await write(store, function* () {
+        // A retried transaction starts from zero: the counts are its own.
+        const tally = { ...report, errors: [] as LineError[] }
+        yield* writeLines(parsed.lines, tally)()
+        if (options.dryRun || tally.invalid > 0) throw new RolledBack(tally)
+        return tally
+      }).then((tally) => Object.assign(report, tally, { written: true }))
+    } catch (error) {
+      if (!(error instanceof RolledBack)) throw error
+      Object.assign(report, error.report)
+      if (!options.dryRun) throw new HttpError(422, 'import_refused', `${report.invalid} of ${report.lines} lines cannot be written: nothing was written (allOrNothing)`, { ...report })
+    }
+    return report
+  }
+  for (let i = 0; i < parsed.lines.length; i += IMPORT_BATCH) {
+    const batch = await write(store, function* () {
+      const tally = { ...report, created: 0, updated: 0, unchanged: 0, invalid: 0, errors: [] as LineError[] }
+      yield* writeLines(parsed.lines.slice(i, i + IMPORT_BATCH), tally)()
+      return tally
+    })
+    for (const key of ['created', 'updated', 'unchanged', 'invalid'] as const) report[key] += batch[key]
+    report.errors.push(...batch.errors.slice(0, Math.max(0, MAX_LISTED_ERRORS - report.errors.length)))
+  }
+  report.written = report.created + report.updated > 0
+  return report
+}
+
+type WriteTarget = RecordScope & { userId: number; teamId: number }
+
+/** The collection the path names and the team the caller writes it as: 404 unless they may read it, 403 unless they may write it. */
+function* writableCollection(caller: AccountCaller, place: RecordPlace, teamName: string | undefined) {
+  const { project, environment } = yield* requireEnvironment(place.projectName, place.environmentName)
+  const collection = yield* findCollection(project.id, place.collectionName)
+  const who = { userId: caller.user.id, projectId: project.id, collectionId: collection?.id ?? 0 }
+  if (!collection || !(yield* mayReadCollection(who))) throw notFound(`Collection ${place.collectionName} not found in project ${project.name}`)
+  const teamId = yield* writingTeam({ ...who, ...(teamName === undefined ? {} : { teamName }) })
+  if (teamId === null) {
+    throw forbidden(teamName === undefined ? `No team of yours may write the records of ${collection.name}` : `You may not write the records of ${collection.name} as team ${teamName}`)
+  }
+  return { environmentId: environment.id, collectionId: collection.id, userId: caller.user.id, teamId } satisfies WriteTarget
+}
+
+/** One line upserted, or its errors (the schema's problems as columns) when it is refused, and then nothing of it is written. */
+function* upsertLine(clock: Clock, target: WriteTarget, fields: readonly StoredField[], line: CsvRecordLine): Op<'created' | 'updated' | 'unchanged' | LineError[]> {
+  if (line.data === null) return line.errors
+  try {
+    return (yield* upsertRecord(clock, { ...target, recordKey: line.id, data: line.data, via: 'by CSV import' })).outcome
+  } catch (error) {
+    if (!(error instanceof HttpError) || error.code !== 'invalid_record') throw error
+    const details = error.extra.details as { field: string; message: string }[]
+    return details.map((d) => ({ line: line.line, field: columnOfPointer(d.field, fields), reason: d.message }))
+  }
+}
