@@ -163,6 +163,12 @@ describe('bad files and bad lines', () => {
     ])
   })
 
+  test('line numbers count physical lines: CRLF, a CRLF inside a quoted cell, empty lines, a byte order mark', async () => {
+    const csv = '\ufeffid,name,qty\r\nc1,"two\r\nlines",1\r\n\r\nc2,ok,x\r\nc3,"é\r\n\r\nthree",y\r\nc4,ok,z'
+    const { body } = await importCsv('items', csv, 'dryRun=true')
+    expect(body.errors.map((e: Body) => e.line)).toEqual([5, 6, 9])
+  })
+
   test('a body that is not text/csv is 415; one over the limit 413', async () => {
     expect((await importCsv('items', 'id\n', '', 'alice', 'application/json')).status).toBe(415)
     const response = await app.handle(

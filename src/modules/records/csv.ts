@@ -110,19 +110,13 @@ const invalidCsv = (message: string, field = 'body') => badRequest('invalid_csv'
  * repeated id is an error of its second line.
  */
 export function parseRecordsCsv(text: string, fields: readonly StoredField[]): ParsedCsv {
-  let rows: { record: string[]; info: { lines: number } }[]
-  try {
-    rows = parse(text, { info: true, relax_column_count: true, skip_empty_lines: true, bom: true }) as unknown as typeof rows
-  } catch (error) {
-    throw invalidCsv(`The body is not CSV (RFC 4180): ${(error as Error).message}`)
-  }
+  const rows = csvRows(text)
   const [head, ...body] = rows
   if (!head) throw invalidCsv('The body is empty: the first line must name the columns (id, then fields)')
   const columns = mapColumns(head.record, fields)
   const byField = new Map(fields.map((f) => [f.name, f]))
   const seen = new Map<string, number>()
-  const lines = body.map(({ record, info }): CsvRecordLine => {
-    const line = info.lines - record.reduce((n, cell) => n + (cell.match(/\n/g)?.length ?? 0), 0)
+  const lines = body.map(({ record, line }): CsvRecordLine => {
     const errors: LineError[] = []
     const fail = (field: string, reason: string) => errors.push({ line, field, reason })
     if (record.length > columns.length) fail('body', `has ${record.length} cells; the header names ${columns.length} columns`)
@@ -148,6 +142,28 @@ export function parseRecordsCsv(text: string, fields: readonly StoredField[]): P
     return { line, id, data: errors.length === 0 ? data : null, errors }
   })
   return { columns, lines }
+}
+
+/**
+ * The records of a CSV text, each with the line it starts on. csv-parse's own line count takes a CRLF inside a quoted
+ * cell for two lines; the line here counts the LFs before the record's first byte (after the empty lines it skips).
+ */
+function csvRows(text: string): { record: string[]; line: number }[] {
+  const bytes = Buffer.from(text)
+  let rows: { record: string[]; info: { bytes: number } }[]
+  try {
+    rows = parse(bytes, { info: true, relax_column_count: true, skip_empty_lines: true, bom: true }) as unknown as typeof rows
+  } catch (error) {
+    throw invalidCsv(`The body is not CSV (RFC 4180): ${(error as Error).message}`)
+  }
+  let [offset, line, end] = [0, 1, 0]
+  return rows.map(({ record, info }) => {
+    let start = end
+    while (bytes[start] === 0x0a || bytes[start] === 0x0d) start++
+    for (; offset < start; offset++) if (bytes[offset] === 0x0a) line++
+    end = info.bytes
+    return { record, line }
+  })
 }
 
 function mapColumns(header: readonly string[], fields: readonly StoredField[]): ColumnMapping[] {
