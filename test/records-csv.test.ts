@@ -6,7 +6,9 @@
  * Both stores.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { queryOne, request, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { queryOne, request, runCli, tempDir, testApp, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, tokensFor } from './support/acme.ts'
 
 type Body = Record<string, any>
@@ -38,11 +40,12 @@ beforeAll(async () => {
   project.collections.push({ name: 'items', permissions: { Billing: { read: false, edit: false } }, schema: { fields: FIELDS } })
   project.collections.push({ name: 'bulk', permissions: { Billing: { read: false, edit: false } }, schema: { fields: [{ name: 'n', type: 'integer', required: true }, { name: 'label', type: 'text' }] } })
   project.collections.push({ name: 'loose' })
+  project.collections.push({ name: 'viacli', schema: { fields: [{ name: 'n', type: 'integer', required: true }, { name: 'note', type: 'text' }] } })
   project.records.push({ environment: 'production', collection: 'customers', id: 'cus_1', data: { name: 'Ann' } })
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
   tokens = await tokensFor(env.store, env.clock, { alice: ['alice', ['all']], bob: ['bob', ['records:read', 'records:write']], dave: ['dave', ['records:read', 'records:write']], reader: ['bob', ['records:read']] })
-})
+}, 120_000)
 afterAll(() => env.cleanup())
 
 async function exportCsv(collection: string, query = '', as: keyof typeof tokens = 'alice') {
@@ -235,4 +238,61 @@ describe('a 100,000-line file with bad lines', () => {
     expect(changed.body).toMatchObject({ lines: 10, updated: 9, invalid: 1 })
     expect(logged()).toBe(before + 9)
   }, 400_000)
+})
+
+describe('trellis records import|export against a running server', () => {
+  const LINES = 12_000
+  let server: ReturnType<typeof Bun.serve>
+  let dir: ReturnType<typeof tempDir>
+  beforeAll(() => {
+    server = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: (r) => app.handle(r) })
+    dir = tempDir()
+  })
+  afterAll(() => {
+    server.stop(true)
+    dir.cleanup()
+  })
+  const cli = (args: string[], token = tokens.alice) =>
+    runCli(['records', ...args, '--project', 'Acme', '--environment', 'production', '--collection', 'viacli', '--url', server.url.href], { env: { TRELLIS_TOKEN: token } })
+
+  /** Line 2 + i holds record i; record 5000 spans two lines (a quoted line break), so every later record is one line further. */
+  function writeFile(name: string, bad: number[]): string {
+    const lines = Array.from({ length: LINES }, (_, i) => `c${i},${bad.includes(i) ? 'nope' : i},${i === 5000 ? '"two\nlines, ""quoted"""' : `note ${i}`}`)
+    const path = join(dir.path, name)
+    writeFileSync(path, `id,n,note\n${lines.join('\n')}\n`)
+    return path
+  }
+
+  test('chunks of whole records; errors at their line of the file; re-import changes nothing', async () => {
+    const file = writeFile('some-bad.csv', [3, 7000])
+    const first = await cli(['import', '--file', file])
+    expect(first.stderr).toContain('records read')
+    expect(first.stdout).toBe(`line 5: n: must be an integer\nline 7003: n: must be an integer\n${LINES} lines: ${LINES - 2} created, 0 updated, 0 unchanged, 2 invalid\n`)
+    expect(first.code).toBe(1)
+    expect(recordCount('viacli')).toBe(LINES - 2)
+    const again = await cli(['import', '--file', writeFile('good.csv', [])])
+    expect(again.stdout).toBe(`${LINES} lines: 2 created, 0 updated, ${LINES - 2} unchanged, 0 invalid\n`)
+    expect(again.code).toBe(0)
+  }, 120_000)
+
+  test('--all-or-nothing writes nothing when a line is bad; --dry-run writes nothing', async () => {
+    const refused = await cli(['import', '--file', writeFile('one-bad.csv', [11_999]), '--all-or-nothing', '--json'])
+    expect(refused.code).toBe(1)
+    expect(JSON.parse(refused.stdout)).toMatchObject({ refused: true, written: false, invalid: 1, errors: [{ line: 12_002, field: 'n' }] })
+    const dry = await cli(['import', '--file', writeFile('same.csv', []), '--dry-run'])
+    expect(dry.code).toBe(0)
+    expect(dry.stdout).toContain(`${LINES} lines: 0 would be created, 0 would be updated, ${LINES} unchanged, 0 invalid`)
+  }, 120_000)
+
+  test("a refused token: the server's message, exit 1; export writes the file", async () => {
+    const refused = await cli(['import', '--file', writeFile('x.csv', [])], tokens.reader)
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toContain('403')
+    const out = join(dir.path, 'out.csv')
+    const exported = await cli(['export', '--file', out, '--query', 'n.lt=10&sort=n'], tokens.reader)
+    expect(exported.code, exported.stderr).toBe(0)
+    const text = readFileSync(out, 'utf8')
+    expect(text.split('\r\n').slice(0, 3).map((l) => l.split(',').slice(0, 3).join(','))).toEqual(['id,n,note', 'c0,0,note 0', 'c1,1,note 1'])
+    expect(text.split('\r\n').filter(Boolean)).toHaveLength(11)
+  }, 60_000)
 })

@@ -22,6 +22,7 @@ import { environmentEventsPath, runsTable } from './runs.ts'
 import { AUTHORING_ASSETS, newWorkflowForm } from './workflow-authoring.ts'
 import { placeCrumbs, workflowPlaces } from './links.ts'
 import { parseRecordSearch, recordSearchForm } from './search.ts'
+import { csvLinks } from './records-import.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
@@ -107,7 +108,7 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
           title: view.collection.name,
           user,
           crumbs: crumbsFor(params, { collection: true }),
-          body: html`${recordSearchForm(query)}${
+          body: html`${recordSearchForm(query)}${csvLinks(view)}${
             shown.length === 0
               ? html`<p class="muted">No records${search ? ' match this search' : ''}${after === undefined ? '' : ' after this one'}.</p>`
               : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>

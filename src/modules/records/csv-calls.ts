@@ -121,8 +121,10 @@ export async function importRecordsAs(store: Store, clock: Clock, caller: Accoun
   delete (report as Partial<ImportOptions>).teamName
   const writeLines = (lines: readonly CsvRecordLine[], tally: ImportReport) =>
     function* () {
+      // Read for writing once per transaction (held until it commits, as each record's write would hold it).
+      const writeFields = yield* collectionFields(target.collectionId, 'write')
       for (const line of lines) {
-        const outcome = yield* upsertLine(clock, target, fields, line)
+        const outcome = yield* upsertLine(clock, target, writeFields, line)
         if (typeof outcome === 'string') {
           tally[outcome]++
           continue
@@ -179,7 +181,7 @@ function* writableCollection(caller: AccountCaller, place: RecordPlace, teamName
 function* upsertLine(clock: Clock, target: WriteTarget, fields: readonly StoredField[], line: CsvRecordLine): Op<'created' | 'updated' | 'unchanged' | LineError[]> {
   if (line.data === null) return line.errors
   try {
-    return (yield* upsertRecord(clock, { ...target, recordKey: line.id, data: line.data, via: 'by CSV import' })).outcome
+    return (yield* upsertRecord(clock, { ...target, recordKey: line.id, data: line.data, via: 'by CSV import' }, fields)).outcome
   } catch (error) {
     if (!(error instanceof HttpError) || error.code !== 'invalid_record') throw error
     const details = error.extra.details as { field: string; message: string }[]

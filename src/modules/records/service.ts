@@ -55,12 +55,15 @@ export { RECORD_ID_MAX_LENGTH }
  * `userId` as `teamId`; `via` ends the entry's label ("created by trellis apply", "updated in the console").
  * The collection's schema fills absent fields that have a default and must accept the result (422 `invalid_record`).
  * Data equal to what is stored (canonical JSON) changes nothing and logs nothing. Answers the data as stored.
+ * `fields`: the collection's fields already read for writing in this transaction (`collectionFields(…, 'write')`),
+ * by a caller writing many records (a CSV import), so that each does not read them again.
  */
 export function* upsertRecord(
   clock: Clock,
   input: RecordScope & { recordKey: string; data: Record<string, unknown>; userId: number; teamId: number; via: string },
+  fields?: readonly StoredField[],
 ): Op<{ outcome: 'created' | 'updated' | 'unchanged'; data: Record<string, unknown> }> {
-  const checked = yield* checkedRecordData(input, input.data)
+  const checked = yield* checkedRecordData(input, input.data, fields)
   if (checked.problems.length > 0) throw invalidRecord(checked.problems)
   const existing = yield* findRecord(input, input.recordKey)
   const data = canonicalJson(checked.data)
@@ -126,8 +129,12 @@ export function* recordProblems(scope: RecordScope, fields: readonly StoredField
  * A whole record about to be written: its data with the schema's defaults filled in, and what that breaks. The
  * schema is held for the write (PostgreSQL: `FOR SHARE`), so a concurrent schema change waits for it.
  */
-export function* checkedRecordData(scope: RecordScope, data: Record<string, unknown>): Op<{ data: Record<string, unknown>; problems: FieldProblem[] }> {
-  const fields = yield* collectionFields(scope.collectionId, 'write')
+export function* checkedRecordData(
+  scope: RecordScope,
+  data: Record<string, unknown>,
+  known?: readonly StoredField[],
+): Op<{ data: Record<string, unknown>; problems: FieldProblem[] }> {
+  const fields = known ?? (yield* collectionFields(scope.collectionId, 'write'))
   const filled = withDefaults(fields, data)
   return { data: filled, problems: yield* recordProblems(scope, fields, filled) }
 }
