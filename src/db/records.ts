@@ -9,12 +9,12 @@
  * unique violation, which now finds the record and updates it.
  */
 import { createHash } from 'node:crypto'
-import { and, eq, type SQL, sql } from 'drizzle-orm'
+import { and, eq, inArray, type SQL, sql } from 'drizzle-orm'
 import type { Built, Dialect, RecordValueKind } from './dialect.ts'
 import type { Op } from './op.ts'
 import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
-import { exec, setPlaceholders, type Statement, statement } from './query.ts'
+import { exec, rows, setPlaceholders, type Statement, statement } from './query.ts'
 import type { collections, records } from './schema.ts'
 
 export type RecordRow = typeof records.$inferSelect
@@ -149,6 +149,20 @@ export function setRecordData(id: number, data: string, now: number) {
 export function insertRecord(scope: RecordScope & { recordKey: string; data: string; now: number }) {
   const { environmentId, collectionId, recordKey, data, now } = scope
   return exec(({ db, t }) => db.insert(t.records).values({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))
+}
+
+/** The records of a collection in an environment with these ids (a CSV import's batch: one statement, not one per id). */
+export function findRecordsByKeys(scope: RecordScope, recordKeys: readonly string[]): Op<RecordRow[]> {
+  if (recordKeys.length === 0) return rows(({ db, t }) => db.select().from(t.records).where(sql`false`))
+  return rows(({ db, t }) =>
+    db.select().from(t.records).where(and(eq(t.records.environmentId, scope.environmentId), eq(t.records.collectionId, scope.collectionId), inArray(t.records.recordKey, [...recordKeys]))),
+  )
+}
+
+/** New records in one statement (`data`: each one's canonical JSON text), all at `now`. */
+export function insertRecords(scope: RecordScope, records: readonly { recordKey: string; data: string }[], now: number): Op<void> {
+  const { environmentId, collectionId } = scope
+  return exec(({ db, t }) => db.insert(t.records).values(records.map(({ recordKey, data }) => ({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))))
 }
 
 const PROJECT_COLLECTIONS = statement('collections.of-project', ({ db, t, byteOrder }) =>

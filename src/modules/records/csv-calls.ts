@@ -3,7 +3,6 @@
  * export streams the list's records (same filters and sort, ./query.ts) a page at a time; the import writes each
  * valid line through `upsertRecord`, the one write of a record. The format: ./csv.ts.
  */
-import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import { pageRecordList, type RecordListRow, type RecordScope } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
@@ -17,8 +16,7 @@ import { findCollection, mayReadCollection, requireEnvironment, writingTeam } fr
 import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
 import { type ColumnMapping, columnOfPointer, type CsvRecordLine, csvHeaderLine, type LineError, parseRecordsCsv, recordCsvLine } from './csv.ts'
 import { recordListPlan } from './query.ts'
-import type { StoredField } from './schema.ts'
-import { collectionFields, upsertRecord } from './service.ts'
+import { collectionFields, upsertRecords } from './service.ts'
 
 /** Records read per page of an export: the memory an export holds whatever the collection's size. */
 export const EXPORT_PAGE = 1000
@@ -123,14 +121,21 @@ export async function importRecordsAs(store: Store, clock: Clock, caller: Accoun
     function* () {
       // Read for writing once per transaction (held until it commits, as each record's write would hold it).
       const writeFields = yield* collectionFields(target.collectionId, 'write')
-      for (const line of lines) {
-        const outcome = yield* upsertLine(clock, target, writeFields, line)
-        if (typeof outcome === 'string') {
-          tally[outcome]++
-          continue
+      for (let i = 0; i < lines.length; i += IMPORT_BATCH) {
+        const slice = lines.slice(i, i + IMPORT_BATCH)
+        const readable = slice.filter((line) => line.data !== null)
+        const outcomes = yield* upsertRecords(clock, { ...target, via: 'by CSV import' }, readable.map((line) => ({ recordKey: line.id, data: line.data! })), writeFields)
+        const byLine = new Map(readable.map((line, j) => [line, outcomes[j]!]))
+        for (const line of slice) {
+          const outcome = byLine.get(line)
+          if (outcome && 'outcome' in outcome) {
+            tally[outcome.outcome]++
+            continue
+          }
+          const errors = outcome ? outcome.problems.map((p) => ({ line: line.line, field: columnOfPointer(p.field, writeFields), reason: p.message })) : line.errors
+          tally.invalid++
+          tally.errors.push(...errors.slice(0, Math.max(0, MAX_LISTED_ERRORS - tally.errors.length)))
         }
-        tally.invalid++
-        tally.errors.push(...outcome.slice(0, Math.max(0, MAX_LISTED_ERRORS - tally.errors.length)))
       }
     }
   if (options.dryRun || options.allOrNothing) {
@@ -175,16 +180,4 @@ function* writableCollection(caller: AccountCaller, place: RecordPlace, teamName
     throw forbidden(teamName === undefined ? `No team of yours may write the records of ${collection.name}` : `You may not write the records of ${collection.name} as team ${teamName}`)
   }
   return { environmentId: environment.id, collectionId: collection.id, userId: caller.user.id, teamId } satisfies WriteTarget
-}
-
-/** One line upserted, or its errors (the schema's problems as columns) when it is refused, and then nothing of it is written. */
-function* upsertLine(clock: Clock, target: WriteTarget, fields: readonly StoredField[], line: CsvRecordLine): Op<'created' | 'updated' | 'unchanged' | LineError[]> {
-  if (line.data === null) return line.errors
-  try {
-    return (yield* upsertRecord(clock, { ...target, recordKey: line.id, data: line.data, via: 'by CSV import' }, fields)).outcome
-  } catch (error) {
-    if (!(error instanceof HttpError) || error.code !== 'invalid_record') throw error
-    const details = error.extra.details as { field: string; message: string }[]
-    return details.map((d) => ({ line: line.line, field: columnOfPointer(d.field, fields), reason: d.message }))
-  }
 }

@@ -9,7 +9,9 @@ import {
   findRecordByKey,
   findRecordByKeyToChange,
   findRecordIdsIn,
+  findRecordsByKeys,
   insertRecord,
+  insertRecords,
   listProjectCollections,
   listProjectParts,
   pageRecords,
@@ -91,6 +93,58 @@ export function* upsertRecord(
   return { outcome: action === 'create' ? 'created' : 'updated', data: checked.data }
 }
 
+/** What one record of a batch came to: written (or equal to what is stored), or refused for `problems` and not written. */
+export type BatchOutcome = { outcome: 'created' | 'updated' | 'unchanged' } | { problems: FieldProblem[] }
+
+/**
+ * `upsertRecord` for many records of one collection (a CSV import's batch), in order, with the same defaults, checks
+ * and outcomes, in fewer statements: one read of the stored records, one insert of the new ones, and one activity
+ * entry per action (`create`, `update`) naming every record it wrote. A record that does not conform is not written.
+ * A relation may name a record created earlier in the batch. `fields`: read for writing in this transaction; the
+ * ids must be distinct.
+ */
+export function* upsertRecords(
+  clock: Clock,
+  input: RecordScope & { userId: number; teamId: number; via: string },
+  batch: readonly { recordKey: string; data: Record<string, unknown> }[],
+  fields: readonly StoredField[],
+): Op<BatchOutcome[]> {
+  const stored = new Map((yield* findRecordsByKeys(input, batch.map((r) => r.recordKey))).map((r) => [r.recordKey, r]))
+  const inserts: { recordKey: string; data: string }[] = []
+  const created = new Set<string>()
+  const updates: { id: number; recordKey: string; data: string }[] = []
+  const outcomes: BatchOutcome[] = []
+  for (const record of batch) {
+    const filled = withDefaults(fields, record.data)
+    const problems = yield* recordProblems(input, fields, filled, created)
+    if (problems.length > 0) {
+      outcomes.push({ problems })
+      continue
+    }
+    const data = canonicalJson(filled)
+    const existing = stored.get(record.recordKey)
+    if (!existing) {
+      inserts.push({ recordKey: record.recordKey, data })
+      created.add(record.recordKey)
+      outcomes.push({ outcome: 'created' })
+    } else if (canonicalJson(JSON.parse(existing.data)) !== data) {
+      updates.push({ id: existing.id, recordKey: record.recordKey, data })
+      outcomes.push({ outcome: 'updated' })
+    } else outcomes.push({ outcome: 'unchanged' })
+  }
+  const now = clock.now()
+  if (inserts.length > 0) yield* insertRecords(input, inserts, now)
+  for (const update of updates) yield* setRecordData(update.id, update.data, now)
+  for (const [action, keys] of [['create', inserts.map((r) => r.recordKey)], ['update', updates.map((r) => r.recordKey)]] as const) {
+    if (keys.length === 0) continue
+    yield* appendActivityLog(clock, {
+      environmentId: input.environmentId, type: 'write', action, label: `${action === 'create' ? 'created' : 'updated'} ${input.via}`,
+      userId: input.userId, teamId: input.teamId, collectionId: input.collectionId, recordIds: keys,
+    })
+  }
+  return outcomes
+}
+
 // ── Schemas ───────────────────────────────────────────────────────────────────
 
 /** One thing a record's data breaks of its collection's schema: the field as a JSON pointer (`/total`). */
@@ -114,10 +168,14 @@ export function* collectionFields(collectionId: number, purpose: 'read' | 'write
 /** The fields of a stored schema column (null or absent: untyped, no fields). */
 const fieldsOf = (schema: string | null | undefined): StoredField[] => (schema ? (JSON.parse(schema) as StoredField[]) : [])
 
-/** What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms). */
-export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>): Op<FieldProblem[]> {
+/**
+ * What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms);
+ * `pending`: ids of the scope's collection written by the same statement still to come (a batch), which count as existing.
+ */
+export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>, pending?: ReadonlySet<string>): Op<FieldProblem[]> {
   const check = checkRecord(fields, data)
   for (const relation of check.relations) {
+    if (relation.collectionId === scope.collectionId && pending?.has(relation.id)) continue
     if (!(yield* findRecord({ environmentId: scope.environmentId, collectionId: relation.collectionId }, relation.id))) {
       check.problems.push({ field: relation.field, message: `must be the id of an existing record of the related collection: there is no record ${relation.id}` })
     }
