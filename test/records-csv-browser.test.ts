@@ -95,7 +95,7 @@ describe.skipIf(!browserAvailable)('CSV import and export in the console', () =>
         await bob.click('#csv-import button[name=import]')
         await eventually('the import', textOf(bob, '#import-status'), (t) => t.startsWith('Done'))
         expect(await textOf(bob, '#import-status')()).toBe('Done: 3 lines: 3 created, 0 updated, 0 unchanged, 0 cannot be written.')
-        expect(await bob.locator('#import-progress').evaluate((p: HTMLProgressElement) => p.value === p.max && !p.hidden)).toBe(true)
+        expect(await bob.locator('#import-progress').evaluate((p) => { const bar = p as unknown as { value: number; max: number; hidden: boolean }; return bar.value === bar.max && !bar.hidden })).toBe(true)
 
         await thenLoad(bob, () => bob.goto(COLLECTION))
         for (const id of ids) expect(await bob.locator(`a.record-link:has-text("${id}")`).count()).toBe(1)

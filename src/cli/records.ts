@@ -149,6 +149,7 @@ async function importFromCli(parsed: Parsed, io: Io): Promise<number> {
 
   const progress = progressOf(io, parsed, BYTES)
   const step = progress.step(`${dryRun ? 'checking' : 'importing'} ${file}`, size)
+  const { update: sent } = step
   const total: Report = { lines: 0, created: 0, updated: 0, unchanged: 0, invalid: 0, written: false, unknownColumns: [], errors: [] }
   let refused = false
   try {
@@ -164,7 +165,7 @@ async function importFromCli(parsed: Parsed, io: Io): Promise<number> {
       total.unknownColumns = report.unknownColumns
       // The server numbers the chunk's lines from its header (line 1): back to the file's.
       total.errors.push(...report.errors.map((e) => ({ ...e, line: e.line - 2 + chunk.firstLine })))
-      step.update(chunk.bytes)
+      sent(chunk.bytes)
       if (!parsed.values.quiet && !io.progress.isTTY && !allOrNothing) {
         io.progress.write(`lines ${chunk.firstLine}…: ${total.lines} records read, ${chunk.bytes} of ${size} bytes\n`)
       }
@@ -194,13 +195,14 @@ async function exportFromCli(parsed: Parsed, io: Io): Promise<number> {
   if (response.status !== 200 || !response.body) throw await failure(response)
   const progress = progressOf(io, parsed, BYTES)
   const step = progress.step(`exporting to ${file}`, null)
+  const { update: received } = step
   const writer = Bun.file(file).writer()
   let bytes = 0
   try {
     for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
       writer.write(chunk)
       bytes += chunk.byteLength
-      step.update(bytes)
+      received(bytes)
     }
     await writer.end()
     step.done(bytes)

@@ -10,12 +10,13 @@
  */
 import { createHash } from 'node:crypto'
 import { and, eq, inArray, type SQL, sql } from 'drizzle-orm'
-import type { Built, Dialect, RecordValueKind } from './dialect.ts'
-import type { Op } from './op.ts'
+import type { Built, Db, Dialect, RecordValueKind } from './dialect.ts'
+import { type Op, plan, runPlan } from './op.ts'
+import { clientOf, type PgDb } from './postgres/client.ts'
 import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
-import { exec, rows, setPlaceholders, type Statement, statement } from './query.ts'
-import type { collections, records } from './schema.ts'
+import { exec, setPlaceholders, type Statement, statement } from './query.ts'
+import { type collections, records } from './schema.ts'
 
 export type RecordRow = typeof records.$inferSelect
 export type CollectionRow = typeof collections.$inferSelect
@@ -153,11 +154,23 @@ export function insertRecord(scope: RecordScope & { recordKey: string; data: str
 
 /** The records of a collection in an environment with these ids (a CSV import's batch: one statement, not one per id). */
 export function findRecordsByKeys(scope: RecordScope, recordKeys: readonly string[]): Op<RecordRow[]> {
-  if (recordKeys.length === 0) return rows(({ db, t }) => db.select().from(t.records).where(sql`false`))
-  return rows(({ db, t }) =>
-    db.select().from(t.records).where(and(eq(t.records.environmentId, scope.environmentId), eq(t.records.collectionId, scope.collectionId), inArray(t.records.recordKey, [...recordKeys]))),
-  )
+  return runPlan(recordsByKeys, scope, [...recordKeys])
 }
+
+const recordsByKeys = plan({
+  sqlite: (db: Db, scope: RecordScope, keys: string[]): RecordRow[] =>
+    keys.length === 0
+      ? []
+      : db.select().from(records).where(and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId), inArray(records.recordKey, keys))).all(),
+  postgres: async (db: PgDb, scope: RecordScope, keys: string[]): Promise<RecordRow[]> =>
+    keys.length === 0 ? [] : ((await clientOf(db).unsafe(RECORDS_BY_KEYS_ON_POSTGRES, [scope.environmentId, scope.collectionId, keys] as never[])) as unknown as RecordRow[]),
+  why: 'PostgreSQL plans an IN list of bound ids without the unique index while the collection’s rows are not in its statistics (a first large import in one transaction: a scan of the collection per 1,000 ids); one probe of the unique index per id (unnest, LATERAL … LIMIT 1) is planned alike whatever the statistics. SQLite probes the unique index for an IN list.',
+})
+
+const RECORDS_BY_KEYS_ON_POSTGRES = `SELECT r.id::float8 AS id, r.environment_id::float8 AS "environmentId", r.collection_id::float8 AS "collectionId",
+    r.record_key AS "recordKey", r.data, r.created_at::float8 AS "createdAt", r.updated_at::float8 AS "updatedAt"
+  FROM unnest($3::text[]) AS k(key)
+  CROSS JOIN LATERAL (SELECT * FROM records WHERE environment_id = $1::int8 AND collection_id = $2::int8 AND record_key = k.key LIMIT 1) r`
 
 /** New records in one statement (`data`: each one's canonical JSON text), all at `now`. */
 export function insertRecords(scope: RecordScope, records: readonly { recordKey: string; data: string }[], now: number): Op<void> {

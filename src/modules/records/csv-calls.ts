@@ -7,7 +7,6 @@ import { read } from '../../db/read.ts'
 import { pageRecordList, type RecordListRow, type RecordScope } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
 import { write } from '../../db/write.ts'
-import { invalidParameter, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { forbidden, HttpError, notFound } from '../../lib/errors.ts'
@@ -15,7 +14,7 @@ import { callerProject, requireCallerScope } from '../auth/service.ts'
 import { findCollection, mayReadCollection, requireEnvironment, writingTeam } from '../directory/projects.ts'
 import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
 import { type ColumnMapping, columnOfPointer, type CsvRecordLine, csvHeaderLine, type LineError, parseRecordsCsv, recordCsvLine } from './csv.ts'
-import { recordListPlan } from './query.ts'
+import { type ImportOptions, type Query, recordListPlan } from './query.ts'
 import { collectionFields, upsertRecords } from './service.ts'
 
 /** Records read per page of an export: the memory an export holds whatever the collection's size. */
@@ -67,24 +66,6 @@ export interface ImportReport {
   written: boolean
   /** The first `MAX_LISTED_ERRORS` line errors, by line. */
   errors: LineError[]
-}
-
-export interface ImportOptions {
-  dryRun: boolean
-  allOrNothing: boolean
-  teamName?: string
-}
-
-/** `dryRun`, `allOrNothing` (`true`/`false`) and `teamName` of an import's query (400 naming a bad one). */
-export function importOptions(query: Query): ImportOptions {
-  const flag = (name: string) => {
-    const raw = query[name]
-    if (raw === undefined || raw === '' || raw === 'false') return false
-    if (raw === 'true') return true
-    throw invalidParameter(name, 'must be true or false')
-  }
-  const teamName = query.teamName === undefined || query.teamName === '' ? undefined : query.teamName
-  return { dryRun: flag('dryRun'), allOrNothing: flag('allOrNothing'), ...(teamName === undefined ? {} : { teamName }) }
 }
 
 /** Carries an import's report out of a transaction it rolls back (a dry run, an all-or-nothing import with a bad line). */

@@ -12,11 +12,11 @@ import { listParameters } from '../../http/list-schema.ts'
 import { queryOf } from '../../http/list.ts'
 import { RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
 import { readRecordAs } from './calls.ts'
-import { exportRecordsAs, importOptions, importRecordsAs, MAX_LISTED_ERRORS } from './csv-calls.ts'
+import { exportRecordsAs, importRecordsAs, MAX_LISTED_ERRORS } from './csv-calls.ts'
 import { CSV_CONTENT_TYPE } from './csv.ts'
 import { ImportReport } from './model.ts'
 import { CSV_IMPORT_MAX_BYTES } from '../../http/body.ts'
-import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
+import { importOptions, MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
 /** The records as CSV: a static segment of its own, so no record id (`export`…) is shadowed by it. */

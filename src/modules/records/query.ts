@@ -14,6 +14,8 @@ import { valueProblem } from './schema.ts'
 import { collectionFields } from './service.ts'
 import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
 
+export type { Query }
+
 /** The operators each field type takes; `multiselect` and `json` take none (nor sort). */
 const COMPARE = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in'] as const
 const OPERATORS: Record<FieldType, readonly RecordFilterOp[]> = {
@@ -158,4 +160,22 @@ export async function recordsPageAs(store: Store, caller: AccountCaller, place: 
     parameters: { ...envelope.parameters, collectionName: place.collectionName, sort: sort!.spec },
     ...(last ? { nextCursor: encodeCursor(sort!, last) } : {}),
   }
+}
+
+export interface ImportOptions {
+  dryRun: boolean
+  allOrNothing: boolean
+  teamName?: string
+}
+
+/** A CSV import's options (./csv-calls.ts): `dryRun`, `allOrNothing` (`true`/`false`) and `teamName` of an import's query (400 naming a bad one). */
+export function importOptions(query: Query): ImportOptions {
+  const flag = (name: string) => {
+    const raw = query[name]
+    if (raw === undefined || raw === '' || raw === 'false') return false
+    if (raw === 'true') return true
+    throw invalidParameter(name, 'must be true or false')
+  }
+  const teamName = query.teamName === undefined || query.teamName === '' ? undefined : query.teamName
+  return { dryRun: flag('dryRun'), allOrNothing: flag('allOrNothing'), ...(teamName === undefined ? {} : { teamName }) }
 }
