@@ -30,6 +30,18 @@ const isRawBodyPath = (path: string) => RAW_BODY_PATHS.some((prefix) => path.sta
  * of at most 32 MiB, whatever TRELLIS_MAX_BODY_BYTES says of JSON bodies (`serve` reads up to 64 MiB per request).
  */
 export const CSV_IMPORT_MAX_BYTES = 32 * 1024 * 1024
+
+/** A records import's body as the route gets it: the text, and whether it came as `text/csv`. */
+export interface CsvBody {
+  csv: boolean
+  text: string
+}
+
+/** 415 for an import whose body is not CSV. */
+export function requireCsvBody(body: CsvBody | undefined): string {
+  if (!body?.csv) throw new HttpError(415, 'unsupported_media_type', 'A records import takes CSV (Content-Type: text/csv)')
+  return body.text
+}
 const isCsvBodyPath = (path: string) => path.startsWith('/v1/project/') && path.endsWith('/records.csv')
 
 /** The body limit of a request to `path`: TRELLIS_MAX_BODY_BYTES; for a webhook call at most 64 KiB; for a records import 32 MiB. */
@@ -48,10 +60,8 @@ export function parseBody(maxBytes: number) {
     if (!request.body) return undefined
     const path = requestPath(request)
     if (isRawBodyPath(path)) return readTextWithin(request, bodyLimit(path, maxBytes))
-    if (isCsvBodyPath(path)) {
-      if (!isCsv(contentType)) throw new HttpError(415, 'unsupported_media_type', 'A records import takes CSV (Content-Type: text/csv)')
-      return readTextWithin(request, CSV_IMPORT_MAX_BYTES)
-    }
+    // Its type is judged by the route, after the caller is (a caller without access learns nothing, whatever the body).
+    if (isCsvBodyPath(path)) return { csv: isCsv(contentType), text: await readTextWithin(request, CSV_IMPORT_MAX_BYTES) } satisfies CsvBody
     if (!isJson(contentType)) {
       throw new HttpError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)')
     }

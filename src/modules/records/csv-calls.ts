@@ -80,12 +80,14 @@ class RolledBack extends Error {
  * collection, project admins): every valid line upserted by its id, in order. Without `allOrNothing` a transaction
  * per `IMPORT_BATCH` lines, each line written whole or not at all; with it (and for a dry run, which then rolls
  * back) the whole file in one transaction, written only if no line is bad (422 `import_refused` otherwise, with the
- * report). An unknown column is refused (400) except in a dry run, which reports it.
+ * report). An unknown column is refused (400) except in a dry run, which reports it. `body` gives the CSV text once the
+ * caller may write (415 when it is not CSV).
  */
-export async function importRecordsAs(store: Store, clock: Clock, caller: AccountCaller, place: RecordPlace, options: ImportOptions, text: string): Promise<ImportReport> {
+export async function importRecordsAs(store: Store, clock: Clock, caller: AccountCaller, place: RecordPlace, options: ImportOptions, body: () => string): Promise<ImportReport> {
   requireCallerScope(caller, 'records:write')
   await read(store, callerProject(caller, place.projectName))
   const target = await read(store, writableCollection(caller, place, options.teamName))
+  const text = body()
   const fields = await read(store, collectionFields(target.collectionId, 'read'))
   const parsed = parseRecordsCsv(text, fields)
   const unknownColumns = parsed.columns.filter((c) => c.ignored === 'unknown').map((c) => c.column)

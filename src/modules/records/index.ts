@@ -9,13 +9,13 @@ import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { listParameters } from '../../http/list-schema.ts'
-import { queryOf } from '../../http/list.ts'
+import { MAX_NAME_LENGTH, queryOf } from '../../http/list.ts'
 import { RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
 import { readRecordAs } from './calls.ts'
 import { exportRecordsAs, importRecordsAs, MAX_LISTED_ERRORS } from './csv-calls.ts'
 import { CSV_CONTENT_TYPE } from './csv.ts'
 import { ImportReport } from './model.ts'
-import { CSV_IMPORT_MAX_BYTES } from '../../http/body.ts'
+import { CSV_IMPORT_MAX_BYTES, type CsvBody, requireCsvBody } from '../../http/body.ts'
 import { importOptions, MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
@@ -94,7 +94,8 @@ export function recordsModule(deps: AppDeps) {
     )
     .post(
       CSV,
-      ({ params, request, caller, body }) => importRecordsAs(deps.store, deps.clock, caller, params, importOptions(queryOf(request)), String(body ?? '')),
+      ({ params, request, caller, body }) =>
+        importRecordsAs(deps.store, deps.clock, caller, params, importOptions(queryOf(request)), () => requireCsvBody(body as CsvBody | undefined)),
       {
         userCall: true,
         params: RecordListParams,
@@ -111,7 +112,7 @@ export function recordsModule(deps: AppDeps) {
           parameters: [
             BOOLEAN_PARAMETER('dryRun', 'Check and report, write nothing (the whole file in one transaction, rolled back)'),
             BOOLEAN_PARAMETER('allOrNothing', 'Write every line or, if one is bad, none'),
-            { name: 'teamName', in: 'query' as const, required: false, description: 'The team the writes are made as (default: the first of yours that may edit the collection)', schema: { type: 'string' as const, maxLength: 200 } },
+            { name: 'teamName', in: 'query' as const, required: false, description: 'The team the writes are made as (default: the first of yours that may edit the collection)', schema: { type: 'string' as const, maxLength: MAX_NAME_LENGTH } },
           ],
           requestBody: { required: true, content: CSV_TEXT },
         },

@@ -7,7 +7,7 @@ import type { RecordValueKind } from '../../db/dialect.ts'
 import { read } from '../../db/read.ts'
 import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
-import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, type Query } from '../../http/list.ts'
+import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, MAX_NAME_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { FieldType, StoredField } from './schema.ts'
 import { valueProblem } from './schema.ts'
@@ -177,5 +177,6 @@ export function importOptions(query: Query): ImportOptions {
     throw invalidParameter(name, 'must be true or false')
   }
   const teamName = query.teamName === undefined || query.teamName === '' ? undefined : query.teamName
+  if (teamName !== undefined && teamName.length > MAX_NAME_LENGTH) throw invalidParameter('teamName', `must be at most ${MAX_NAME_LENGTH} characters`)
   return { dryRun: flag('dryRun'), allOrNothing: flag('allOrNothing'), ...(teamName === undefined ? {} : { teamName }) }
 }
