@@ -59,6 +59,7 @@ export const POSTGRES_PASS = [
   'record-updates',
   'records-api',
   'records-csv',
+  'records-csv-browser',
   'records-csv-export',
   'request-path',
   'retry',
