@@ -60,6 +60,9 @@ export const POSTGRES_PASS = [
   'queue',
   'record-updates',
   'records-api',
+  'records-csv',
+  'records-csv-browser',
+  'records-csv-export',
   'request-path',
   'retry',
   'route-fuzz',
@@ -84,10 +87,10 @@ export const POSTGRES_PASS = [
 /**
  * Files that time or size something under a load they make themselves (answers while the server is saturated, the WAL
  * under sustained writes, /healthz during a flood or while streams catch up on a long history, the file's growth under
- * a steady trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other
+ * a steady trigger loop, a group commit's time budget, a large export's memory): run after the parallel part, one pass at a time, so the other
  * pass is not part of what they measure.
  */
-export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up', 'records-csv-export'].map(
   (name) => `test/${name}.test.ts`,
 )
 
@@ -101,6 +104,7 @@ export const LONGEST_FIRST = [
   'console-browser',
   'cli',
   'console-live-browser',
+  'records-csv',
   'list-paging',
   'console-tasks-browser',
   'console-records-browser',

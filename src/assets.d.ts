@@ -31,3 +31,7 @@ declare module '*/live.js' {
   const text: string
   export default text
 }
+declare module '*/records-import.js' {
+  const text: string
+  export default text
+}

@@ -9,6 +9,7 @@ import { type Command, CommandError, commandHelp, type Io, KEEP_RUNNING, UsageEr
 import { FLAG_SETTINGS } from './config.ts'
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
+import { recordsCommand } from './cli/records.ts'
 import { serveCommand } from './cli/serve-command.ts'
 import { tokenCommand } from './cli/token.ts'
 import { userCommand } from './cli/user.ts'
@@ -22,6 +23,7 @@ const COMMANDS: Record<string, Command> = {
   member: memberCommand,
   token: tokenCommand,
   webhook: webhookCommand,
+  records: recordsCommand,
   backup: backupCommand,
   db: dbCommand,
 }

@@ -98,6 +98,8 @@ describe('a typed collection page', () => {
     expect(idsOn(page.text)).toEqual(Array.from({ length: 15 }, (_, i) => `item_0${55 - i}`))
     expect(page.text).toContain('<th scope="col" aria-sort="descending"><a class="sort" href="/p/Acme/e/production/t/Support/c/items?f.qty=40&amp;o.qty=gt&amp;sort=qty">qty ▼</a></th>')
     expect(page.text).toContain('<option value="gt" selected>&gt;</option>')
+    // Export CSV carries the page's filter and sort: the records shown, in that order, every page of them.
+    expect(page.text).toContain('href="/v1/project/Acme/environment/production/collection/items/records.csv?sort=-qty&amp;qty.gt=40"')
     const sized = await get(`${LIST}?f.size=M&sort=qty`)
     expect(idsOn(sized.text)).toEqual(Array.from({ length: 19 }, (_, i) => `item_${String(3 * i + 1).padStart(3, '0')}`))
     // Paging: the second page follows the first, in the same sort.

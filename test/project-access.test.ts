@@ -31,6 +31,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'GET /console/editor.css': 'asset',
   'GET /console/editor.js': 'asset',
   'GET /console/live.js': 'asset',
+  'GET /console/records-import.js': 'asset',
   'GET /setup/setup.css': 'asset',
   'GET /setup/setup.js': 'asset',
   'GET /setup': 'first administrator (only before any exists)',

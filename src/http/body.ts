@@ -25,8 +25,28 @@ export const WEBHOOK_MAX_BODY_BYTES = 64 * 1024
 
 const isRawBodyPath = (path: string) => RAW_BODY_PATHS.some((prefix) => path.startsWith(prefix))
 
-/** The body limit of a request to `path`: TRELLIS_MAX_BODY_BYTES, and for a webhook call at most 64 KiB. */
+/**
+ * A records import (`POST …/collection/{c}/records.csv`, docs/records.md "CSV export and import") takes a CSV body
+ * of at most 32 MiB, whatever TRELLIS_MAX_BODY_BYTES says of JSON bodies (`serve` reads up to 64 MiB per request).
+ */
+export const CSV_IMPORT_MAX_BYTES = 32 * 1024 * 1024
+
+/** A records import's body as the route gets it: the text, and whether it came as `text/csv`. */
+export interface CsvBody {
+  csv: boolean
+  text: string
+}
+
+/** 415 for an import whose body is not CSV. */
+export function requireCsvBody(body: CsvBody | undefined): string {
+  if (!body?.csv) throw new HttpError(415, 'unsupported_media_type', 'A records import takes CSV (Content-Type: text/csv)')
+  return body.text
+}
+const isCsvBodyPath = (path: string) => path.startsWith('/v1/project/') && path.endsWith('/records.csv')
+
+/** The body limit of a request to `path`: TRELLIS_MAX_BODY_BYTES; for a webhook call at most 64 KiB; for a records import 32 MiB. */
 export function bodyLimit(path: string, maxBytes: number): number {
+  if (isCsvBodyPath(path)) return CSV_IMPORT_MAX_BYTES
   return isRawBodyPath(path) ? Math.min(maxBytes, WEBHOOK_MAX_BODY_BYTES) : maxBytes
 }
 
@@ -40,6 +60,8 @@ export function parseBody(maxBytes: number) {
     if (!request.body) return undefined
     const path = requestPath(request)
     if (isRawBodyPath(path)) return readTextWithin(request, bodyLimit(path, maxBytes))
+    // Its type is judged by the route, after the caller is (a caller without access learns nothing, whatever the body).
+    if (isCsvBodyPath(path)) return { csv: isCsv(contentType), text: await readTextWithin(request, CSV_IMPORT_MAX_BYTES) } satisfies CsvBody
     if (!isJson(contentType)) {
       throw new HttpError(415, 'unsupported_media_type', 'Request bodies must be JSON (Content-Type: application/json)')
     }
@@ -119,10 +141,14 @@ function withTextForm(_key: string, value: unknown): unknown {
 
 const objectText = () => '[object Object]'
 
+const mediaType = (contentType: string) => contentType.split(';')[0]?.trim().toLowerCase() ?? ''
+
 function isJson(contentType: string): boolean {
-  const type = contentType.split(';')[0]?.trim().toLowerCase() ?? ''
+  const type = mediaType(contentType)
   return type === 'application/json' || type.endsWith('+json')
 }
+
+const isCsv = (contentType: string) => mediaType(contentType) === 'text/csv'
 
 /**
  * The body as text, refused past `maxBytes`. With a `Content-Length` (the server reads exactly that many bytes, and

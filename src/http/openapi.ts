@@ -140,7 +140,9 @@ function completeOperation(operation: Json, route: Route): void {
   // JSON only (the body rules refuse anything else). The generator leaves `content` empty when the app has
   // its own parser, which ours is: describe the route's body schema here.
   const body = operation.requestBody as { content?: Record<string, unknown> } | undefined
-  if (body) {
+  // A body of another type (a records import's CSV) is documented by its route as it is.
+  const otherMedia = body?.content !== undefined && Object.keys(body.content).some((type) => type !== 'application/json')
+  if (body && !otherMedia) {
     const media = body.content?.['application/json'] ?? (route.hooks?.body ? { schema: unwrapSchema(route.hooks.body, undefined, 'input', OPENAPI_VERSION) } : undefined)
     if (media) {
       const copy = JSON.parse(JSON.stringify(media)) as { schema: Json }

@@ -11,12 +11,14 @@ import consoleJs from '../../console/assets/console.js' with { type: 'text' }
 import editorCss from '../../console/assets/editor.css' with { type: 'text' }
 import editorJs from '../../console/assets/editor.js' with { type: 'text' }
 import liveJs from '../../console/assets/live.js' with { type: 'text' }
+import recordsImportJs from '../../console/assets/records-import.js' with { type: 'text' }
 import { accountPages } from './account.ts'
 import { adminPages } from './admin.ts'
 import { homePages } from './home.ts'
 import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
 import { recordPages } from './records.ts'
+import { recordImportPages } from './records-import.ts'
 import { runPages } from './runs.ts'
 import { schemaEditorPages } from './schema-editor.ts'
 import { searchPages } from './search.ts'
@@ -30,11 +32,13 @@ export function consoleModule(deps: AppDeps) {
     .get('/console/editor.css', assetHandler(editorCss, 'text/css'))
     .get('/console/editor.js', assetHandler(editorJs, 'text/javascript'))
     .get('/console/live.js', assetHandler(liveJs, 'text/javascript'))
+    .get('/console/records-import.js', assetHandler(recordsImportJs, 'text/javascript'))
     .use(homePages(deps))
     .use(accountPages(deps))
     .use(adminPages(deps))
     .use(schemaEditorPages(deps))
     .use(recordPages(deps))
+    .use(recordImportPages(deps))
     .use(workflowPages(deps))
     .use(runPages(deps))
     .use(logPages(deps))

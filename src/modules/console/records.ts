@@ -26,6 +26,7 @@ import { environmentEventsPath, runsTable } from './runs.ts'
 import { AUTHORING_ASSETS, newWorkflowForm } from './workflow-authoring.ts'
 import { placeCrumbs, workflowPlaces } from './links.ts'
 import { parseRecordSearch, recordSearchForm } from './search.ts'
+import { csvLinks } from './records-import.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
@@ -148,7 +149,7 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
             title: view.collection.name,
             user,
             crumbs: crumbsFor(params, { collection: true }),
-            body: html`${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
+            body: html`${csvLinks(view, listQuery(query, fields))}${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
           })
         }
         const next = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.field ? { field: query.field, value: query.value! } : {}), after: shown.at(-1)?.recordKey ?? '' })
@@ -157,7 +158,7 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
           title: view.collection.name,
           user,
           crumbs: crumbsFor(params, { collection: true }),
-          body: html`${recordSearchForm(query)}${
+          body: html`${recordSearchForm(query)}${csvLinks(view)}${
             shown.length === 0
               ? html`<p class="muted">No records${search ? ' match this search' : ''}${after === undefined ? '' : ' after this one'}.</p>`
               : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>

@@ -82,11 +82,17 @@ export function* mayReadCollection(input: { userId: number; projectId: number; c
 }
 
 /**
- * Whether a user may write a collection's records outside any one team's view (the records API), and the team their
- * writes are logged under: the first of their teams whose permissions let it edit; a project admin (who may always)
- * under their first team, or the project's first team by name when they belong to none. Null: they may not write.
+ * Whether a user may write a collection's records outside any one team's view (the records API, a CSV import), and the
+ * team their writes are logged under: `teamName` when given (a team of theirs that may edit it; any team of the
+ * project for a project admin), else the first of their teams whose permissions let it edit; a project admin (who may
+ * always) under their first team, or the project's first team by name when they belong to none. Null: they may not
+ * write (as `teamName`, an unknown team or not theirs included).
  */
-export function* collectionWriter(input: { userId: number; projectId: number; collectionId: number }): Op<{ teamId: number | null } | null> {
+export function* collectionWriter(input: { userId: number; projectId: number; collectionId: number; teamName?: string }): Op<{ teamId: number | null } | null> {
+  if (input.teamName !== undefined) {
+    const team = yield* findTeamByName(input.projectId, input.teamName)
+    return team && (yield* collectionAccess({ ...input, teamId: team.id })).edit ? { teamId: team.id } : null
+  }
   const granted = yield* teamGranting(input, 'edit')
   if (granted === null || granted.teamId !== null) return granted
   return { teamId: (yield* listProjectParts('team', input.projectId))[0]?.id ?? null }

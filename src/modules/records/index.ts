@@ -1,6 +1,7 @@
 /**
  * The records API (docs/records.md "Reading records", "Writing records"): a collection's records in an environment,
- * one record with its ETag, and its writes (create, change under If-Match, soft delete, restore). A console session or
+ * one record with its ETag, its writes (create, change under If-Match, soft delete, restore), and CSV export and
+ * import ("CSV export and import"). A console session or
  * any live token with scope `records:read` to read, `records:write` to write (`all` holds both), past the project
  * access decision (the SSO rule included); `PUT …/records/{id}` is project management (../projects/index.ts).
  */
@@ -9,16 +10,23 @@ import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { listParameters } from '../../http/list-schema.ts'
-import { queryOf } from '../../http/list.ts'
-import { CreateRecordBody, IF_MATCH, PatchRecordBody, RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
+import { MAX_NAME_LENGTH, queryOf } from '../../http/list.ts'
+import { CSV_IMPORT_MAX_BYTES, type CsvBody, requireCsvBody } from '../../http/body.ts'
+import { CreateRecordBody, IF_MATCH, ImportReport, PatchRecordBody, RecordBody, RecordListParams, RecordPage, RecordReadParams } from './model.ts'
 import { createRecordAs, deleteRecordAs, patchRecordAs, readRecordAs, restoreRecordAs } from './calls.ts'
-import { MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
+import { exportRecordsAs, importRecordsAs, MAX_LISTED_ERRORS } from './csv-calls.ts'
+import { CSV_CONTENT_TYPE } from './csv.ts'
+import { importOptions, MAX_IN_VALUES, RECORD_FILTER_OPERATORS, recordsPageAs } from './query.ts'
 
 /** Who may write, in every write's description. */
 const WRITERS =
   'Members write the collections one of their teams may edit, project admins every one; a collection the caller may not read is 404, ' +
   'one they may only read 403. Scope `records:write`.'
 const BASE = '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records'
+/** The records as CSV: a static segment of its own, so no record id (`export`…) is shadowed by it. */
+const CSV = `${BASE}.csv`
+const CSV_TEXT = { 'text/csv': { schema: { type: 'string' as const } } }
+const BOOLEAN_PARAMETER = (name: string, description: string) => ({ name, in: 'query' as const, required: false, description, schema: { type: 'string' as const, enum: ['true', 'false'] } })
 
 const LIST_PARAMETERS = listParameters(
   {
@@ -140,6 +148,54 @@ export function recordsModule(deps: AppDeps) {
         detail: {
           operationId: 'restoreRecord',
           summary: 'Bring back a deleted record as it was (project admins), within TRELLIS_RECORD_RETENTION_DAYS of its deletion (404 after, or for a live record). Scope `records:write`.',
+        },
+      },
+    )
+    .get(
+      CSV,
+      async ({ params, request, caller }) =>
+        new Response(await exportRecordsAs(deps.store, caller, params, queryOf(request)), {
+          headers: { 'content-type': CSV_CONTENT_TYPE, 'content-disposition': `attachment; filename="${params.collectionName.replace(/[^\w.-]/g, '_')}.csv"` },
+        }),
+      {
+        userCall: true,
+        params: RecordListParams,
+        response: errorResponses(400, 403, 404),
+        detail: {
+          operationId: 'exportRecords',
+          summary: "A collection's records as CSV (docs/records.md \"CSV export and import\"), streamed: same filters and sort as the list, every page. Scope `records:read`.",
+          description:
+            FILTERS +
+            'Header `id,<fields in schema order>,createdAt,updatedAt` (untyped: `id,data,createdAt,updatedAt`, data as JSON). ' +
+            "RFC 4180 quoting; a cell a spreadsheet would run as a formula (= + - @ tab CR first) starts with `'`. `limit` and `cursor` are not taken.",
+          parameters: [LIST_PARAMETERS.find((p) => (p as { name: string }).name === 'sort')!],
+          responses: { 200: { description: 'The records as CSV', content: CSV_TEXT } },
+        },
+      },
+    )
+    .post(
+      CSV,
+      ({ params, request, caller, body }) =>
+        importRecordsAs(deps.store, deps.clock, caller, params, importOptions(queryOf(request)), () => requireCsvBody(body as CsvBody | undefined)),
+      {
+        userCall: true,
+        params: RecordListParams,
+        response: { 200: ImportReport, ...errorResponses(400, 403, 404, 413, 415, 422) },
+        detail: {
+          operationId: 'importRecords',
+          summary: 'Import records from CSV (the export\'s format): each valid line upserted by its id; `dryRun=true` previews (docs/records.md "CSV export and import"). Scope `records:write`.',
+          description:
+            `A body of at most ${CSV_IMPORT_MAX_BYTES} bytes (413 beyond). The header maps columns to fields (an unknown column: 400, listed by a dry run); ` +
+            'each cell is read as its field\'s type and each line must conform to the schema, else it is reported `{line, field, reason}` ' +
+            `(the first ${MAX_LISTED_ERRORS}; \`invalid\` counts them all) and not written. A line equal to the stored record changes nothing. ` +
+            'Without `allOrNothing` the valid lines are written, a transaction per 1,000; with it, all lines or none (422 `import_refused` with the report). ' +
+            'Writers: project admins, and members one of whose teams may edit the collection (403 otherwise; 404 unless they may read it); `teamName` chooses the team the activity entries name.',
+          parameters: [
+            BOOLEAN_PARAMETER('dryRun', 'Check and report, write nothing (the whole file in one transaction, rolled back)'),
+            BOOLEAN_PARAMETER('allOrNothing', 'Write every line or, if one is bad, none'),
+            { name: 'teamName', in: 'query' as const, required: false, description: 'The team the writes are made as (default: the first of yours that may edit the collection)', schema: { type: 'string' as const, maxLength: MAX_NAME_LENGTH } },
+          ],
+          requestBody: { required: true, content: CSV_TEXT },
         },
       },
     )

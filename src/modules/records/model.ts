@@ -50,3 +50,26 @@ export const IF_MATCH: Pick<DocumentDecoration, 'parameters'> = {
     },
   ],
 }
+const ColumnMapping = t.Object({
+  column: t.String({ description: 'The header cell' }),
+  field: t.Union([t.String(), t.Null()], { description: 'The field it fills (`id`: the record id; `data`: an untyped collection\'s JSON); null: not imported' }),
+  type: t.Union([t.String(), t.Null()], { description: "The field's type" }),
+  ignored: t.Optional(t.UnionEnum(['read-only', 'unknown'], { description: '`read-only`: createdAt, updatedAt; `unknown`: the schema has no such field' })),
+})
+
+export const ImportReport = t.Object(
+  {
+    dryRun: t.Boolean(),
+    allOrNothing: t.Boolean(),
+    columns: t.Array(ColumnMapping, { description: 'Every column of the header and where it goes' }),
+    unknownColumns: t.Array(t.String()),
+    lines: Integer({ description: 'Records in the file (lines after the header)' }),
+    created: Integer(),
+    updated: Integer(),
+    unchanged: Integer({ description: 'Lines equal to the stored record: nothing written' }),
+    invalid: Integer({ description: 'Lines not written, each listed in `errors` (the first 1,000)' }),
+    written: t.Boolean({ description: 'Whether anything was written (never for a dry run)' }),
+    errors: t.Array(t.Object({ line: Integer({ description: 'The line of the file where the record starts (the header is line 1)' }), field: t.String(), reason: t.String() })),
+  },
+  { $id: 'RecordImportReport' },
+)

@@ -6,14 +6,16 @@
 import type { RecordValueKind } from '../../db/dialect.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
-import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
+import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
-import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, type Query } from '../../http/list.ts'
+import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, MAX_NAME_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { FieldType, StoredField } from './schema.ts'
 import { valueProblem } from './schema.ts'
 import { collectionFields } from './service.ts'
 import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
+
+export type { Query }
 
 /** The operators each field type takes; `multiselect` and `json` take none (nor sort). */
 const COMPARE = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in'] as const
@@ -117,6 +119,23 @@ function decodeCursor(raw: string | undefined, sort: Sort): RecordCursor | undef
   return { key: key as string | number | null, id: id as number }
 }
 
+/** A list's filters, sort and the indexes they may use, read from the query against the collection's fields (400 naming a bad parameter). */
+export interface RecordListPlan {
+  sort: Sort
+  /** The store's query continuing after `after` (undefined: from the first record). */
+  query(after: RecordCursor | undefined): RecordListQuery
+}
+
+/** The one reading of a records list's query: the list API and the CSV export (./csv-calls.ts) share it. */
+export function recordListPlan(query: Query, fields: readonly StoredField[]): RecordListPlan {
+  const filters = parseFieldFilters(query, fields)
+  const sort = parseSort(query.sort, fields)
+  const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
+  const literalCollection = (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field))
+  const order = sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) }
+  return { sort, query: (after) => ({ filters, sort: order, direction: sort.direction, after, literalCollection }) }
+}
+
 /** The operators a field of this type takes in a filter (none: it is neither filtered nor sorted). */
 export const operatorsOf = (type: FieldType): readonly RecordFilterOp[] => OPERATORS[type]
 
@@ -132,23 +151,10 @@ export interface RecordListPage {
  * `fields` (400 naming a bad parameter): what the API's list and the console's collection page both run.
  */
 export function* recordListPage(scope: RecordScope, fields: readonly StoredField[], query: Query, limit: number): Op<RecordListPage> {
-  const filters = parseFieldFilters(query, fields)
-  const sort = parseSort(query.sort, fields)
-  const after = decodeCursor(query.cursor, sort)
-  const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
-  const rows = yield* pageRecordList(
-    scope,
-    {
-      filters,
-      sort: sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) },
-      direction: sort.direction,
-      after,
-      literalCollection: (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field)),
-    },
-    limit,
-  )
+  const plan = recordListPlan(query, fields)
+  const rows = yield* pageRecordList(scope, plan.query(decodeCursor(query.cursor, plan.sort)), limit)
   const last = rows.length > limit ? rows[limit - 1] : undefined
-  return { rows, sort: sort.spec, ...(last ? { nextCursor: encodeCursor(sort, last) } : {}) }
+  return { rows, sort: plan.sort.spec, ...(last ? { nextCursor: encodeCursor(plan.sort, last) } : {}) }
 }
 
 /**
@@ -173,4 +179,23 @@ export async function recordsPageAs(store: Store, caller: AccountCaller, place: 
     parameters: { ...envelope.parameters, collectionName: place.collectionName, sort: listed!.sort },
     ...(listed!.nextCursor ? { nextCursor: listed!.nextCursor } : {}),
   }
+}
+
+export interface ImportOptions {
+  dryRun: boolean
+  allOrNothing: boolean
+  teamName?: string
+}
+
+/** A CSV import's options (./csv-calls.ts): `dryRun`, `allOrNothing` (`true`/`false`) and `teamName` of an import's query (400 naming a bad one). */
+export function importOptions(query: Query): ImportOptions {
+  const flag = (name: string) => {
+    const raw = query[name]
+    if (raw === undefined || raw === '' || raw === 'false') return false
+    if (raw === 'true') return true
+    throw invalidParameter(name, 'must be true or false')
+  }
+  const teamName = query.teamName === undefined || query.teamName === '' ? undefined : query.teamName
+  if (teamName !== undefined && teamName.length > MAX_NAME_LENGTH) throw invalidParameter('teamName', `must be at most ${MAX_NAME_LENGTH} characters`)
+  return { dryRun: flag('dryRun'), allOrNothing: flag('allOrNothing'), ...(teamName === undefined ? {} : { teamName }) }
 }

@@ -10,7 +10,9 @@ import {
   findRecordByKeyToChange,
   findRecordIdsIn,
   findRecordRowToChange,
+  findRecordsByKeys,
   insertRecord,
+  insertRecords,
   listProjectCollections,
   listProjectParts,
   pageRecords,
@@ -264,6 +266,59 @@ export function* restoreRecord(clock: Clock, input: RecordScope & RecordWriter &
   return written(row)
 }
 
+/** What one record of a batch came to: written (or equal to what is stored), or refused for `problems` and not written. */
+export type BatchOutcome = { outcome: 'created' | 'updated' | 'unchanged' } | { problems: FieldProblem[] }
+
+/**
+ * `upsertRecord` for many records of one collection (a CSV import's batch), in order, with the same defaults, checks
+ * and outcomes, in fewer statements: one read of the stored records (a deleted one's id is refused, as by `upsertRecord`)
+ * and one insert of the new ones; one activity entry per record written, naming its changes. A record that does not
+ * conform is not written.
+ * A relation may name a record created earlier in the batch. `fields`: read for writing in this transaction; the
+ * ids must be distinct.
+ */
+export function* upsertRecords(
+  clock: Clock,
+  input: RecordScope & RecordWriter,
+  batch: readonly { recordKey: string; data: Record<string, unknown> }[],
+  fields: readonly StoredField[],
+): Op<BatchOutcome[]> {
+  const stored = new Map((yield* findRecordsByKeys(input, batch.map((r) => r.recordKey))).map((r) => [r.recordKey, r]))
+  const inserts: { recordKey: string; data: string; after: Data }[] = []
+  const created = new Set<string>()
+  const updates: { id: number; recordKey: string; data: string; before: Data; after: Data }[] = []
+  const outcomes: BatchOutcome[] = []
+  for (const record of batch) {
+    const existing = stored.get(record.recordKey)
+    if (existing?.deletedAt != null) {
+      outcomes.push({ problems: [{ field: '/id', message: `record ${record.recordKey} was deleted: restore it or use another id` }] })
+      continue
+    }
+    const filled = withDefaults(fields, record.data)
+    const problems = yield* recordProblems(input, fields, filled, created)
+    if (problems.length > 0) {
+      outcomes.push({ problems })
+      continue
+    }
+    const data = canonicalJson(filled)
+    if (!existing) {
+      inserts.push({ recordKey: record.recordKey, data, after: filled })
+      created.add(record.recordKey)
+      outcomes.push({ outcome: 'created' })
+    } else if (canonicalJson(parsed(existing)) !== data) {
+      updates.push({ id: existing.id, recordKey: record.recordKey, data, before: parsed(existing), after: filled })
+      outcomes.push({ outcome: 'updated' })
+    } else outcomes.push({ outcome: 'unchanged' })
+  }
+  const now = clock.now()
+  if (inserts.length > 0) yield* insertRecords(input, inserts, now)
+  for (const update of updates) yield* setRecordData(update.id, update.data, now)
+  // One entry per record written, as every other write: the audit trail names each record's changes.
+  for (const insert of inserts) yield* logRecordWrite(clock, { ...input, recordKey: insert.recordKey }, input, 'create', {}, insert.after)
+  for (const update of updates) yield* logRecordWrite(clock, { ...input, recordKey: update.recordKey }, input, 'update', update.before, update.after)
+  return outcomes
+}
+
 // ── Schemas ───────────────────────────────────────────────────────────────────
 
 /** One thing a record's data breaks of its collection's schema: the field as a JSON pointer (`/total`). */
@@ -287,10 +342,14 @@ export function* collectionFields(collectionId: number, purpose: 'read' | 'write
 /** The fields of a stored schema column (null or absent: untyped, no fields). */
 const fieldsOf = (schema: string | null | undefined): StoredField[] => (schema ? (JSON.parse(schema) as StoredField[]) : [])
 
-/** What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms). */
-export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>): Op<FieldProblem[]> {
+/**
+ * What `data` breaks of `fields`, a relation's target looked up in the record's environment (none: it conforms);
+ * `pending`: ids of the scope's collection written by the same statement still to come (a batch), which count as existing.
+ */
+export function* recordProblems(scope: RecordScope, fields: readonly StoredField[], data: Record<string, unknown>, pending?: ReadonlySet<string>): Op<FieldProblem[]> {
   const check = checkRecord(fields, data)
   for (const relation of check.relations) {
+    if (relation.collectionId === scope.collectionId && pending?.has(relation.id)) continue
     if (!(yield* findRecord({ environmentId: scope.environmentId, collectionId: relation.collectionId }, relation.id))) {
       check.problems.push({ field: relation.field, message: `must be the id of an existing record of the related collection: there is no record ${relation.id}` })
     }
@@ -302,8 +361,12 @@ export function* recordProblems(scope: RecordScope, fields: readonly StoredField
  * A whole record about to be written: its data with the schema's defaults filled in, and what that breaks. The
  * schema is held for the write (PostgreSQL: `FOR SHARE`), so a concurrent schema change waits for it.
  */
-export function* checkedRecordData(scope: RecordScope, data: Record<string, unknown>): Op<{ data: Record<string, unknown>; problems: FieldProblem[] }> {
-  const fields = yield* collectionFields(scope.collectionId, 'write')
+export function* checkedRecordData(
+  scope: RecordScope,
+  data: Record<string, unknown>,
+  known?: readonly StoredField[],
+): Op<{ data: Record<string, unknown>; problems: FieldProblem[] }> {
+  const fields = known ?? (yield* collectionFields(scope.collectionId, 'write'))
   const filled = withDefaults(fields, data)
   return { data: filled, problems: yield* recordProblems(scope, fields, filled) }
 }
