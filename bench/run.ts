@@ -342,7 +342,7 @@ async function firstRequest(server: Server, requests: LoadSpec['requests'], head
       const [path] = requests.paths.left()
       if (path === undefined) throw new Error(`${server.name}: no path left to send once`)
       requests.paths.took(1)
-      return fetch(`${server.url}${path}`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: requests.body })
+      return fetch(`${server.url}${path}`, { method: requests.method ?? 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: requests.body })
     }
   }
 }
