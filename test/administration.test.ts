@@ -308,8 +308,8 @@ describe('projects', () => {
     const { body } = await call('GET', '/v1/project/Acme/environment/production/activity-logs?recordId=ord%2F9', { bearer: token.value })
     expect(body.data, JSON.stringify(body)).toBeDefined()
     expect(body.data.map((e: Body) => [e.action, e.label])).toEqual([
-      ['update', 'updated in the console or the management API'],
-      ['create', 'created in the console or the management API'],
+      ['update', 'updated in the console or the management API: total 12 → 13'],
+      ['create', 'created in the console or the management API: total (none) → 12'],
     ])
   })
 })
