@@ -119,10 +119,12 @@ const shownValue = (value: unknown) => {
  * top-level field with its value before and after, `(none)` where it is absent — `status "pending" → "paid"`.
  */
 export function describeChanges(before: Data, after: Data): string {
+  // Own fields only: a field named `toString` absent from one side is absent, not Object.prototype's function.
+  const own = (data: Data, name: string) => (Object.hasOwn(data, name) ? data[name] : undefined)
   const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
-    (name) => canonicalJson(before[name] ?? null) !== canonicalJson(after[name] ?? null) || Object.hasOwn(before, name) !== Object.hasOwn(after, name),
+    (name) => canonicalJson(own(before, name) ?? null) !== canonicalJson(own(after, name) ?? null) || Object.hasOwn(before, name) !== Object.hasOwn(after, name),
   )
-  const shown = names.slice(0, SHOWN_FIELDS).map((name) => `${name} ${shownValue(before[name])} → ${shownValue(after[name])}`)
+  const shown = names.slice(0, SHOWN_FIELDS).map((name) => `${name} ${shownValue(own(before, name))} → ${shownValue(own(after, name))}`)
   if (names.length > SHOWN_FIELDS) shown.push(`and ${names.length - SHOWN_FIELDS} more fields`)
   return shown.join('; ')
 }
