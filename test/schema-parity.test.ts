@@ -143,6 +143,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0015_records_created_order',
       '0016_datetime_or_null',
       '0017_task_assignees_by_task',
+      '0018_soft_deleted_records',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
