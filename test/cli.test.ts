@@ -398,7 +398,7 @@ describe('URLs printed by the CLI are under the running server’s public base U
         await local.stop()
       }
     },
-    60_000,
+    120_000, // two serve processes and six CLI runs: past a minute beside four browsers on two cores
   )
 
   test(
