@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
-import { accessibilityProblems, browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, signInAs, stopServed, textOf, thenLoad } from './support/browser.ts'
 
 requireBrowser('console-records-browser')
 
@@ -32,16 +32,11 @@ async function checkLayout(page: Page) {
   expect({ url: page.url(), found: await accessibilityProblems(page) }).toEqual({ url: page.url(), found: [] })
 }
 
+/** A new context at `screen` signed in as `who`, on `next`; its confirmations accepted. */
 async function signIn(screen: keyof typeof SCREENS, next: string, who = 'alice'): Promise<Page> {
   const context = await browser.newContext({ baseURL: server.url, viewport: SCREENS[screen] })
-  const page = await context.newPage()
-  watchPage(page, problems)
+  const page = await signInAs(context, who, next, problems)
   page.on('dialog', (dialog) => dialog.accept())
-  await page.goto(`/login?next=${encodeURIComponent(next)}`)
-  await page.fill('input[name=email]', `${who}@example.com`)
-  await page.fill('input[name=password]', `${who}-demo-pass-2026`)
-  await thenLoad(page, () => page.click('form.login button[type=submit]'))
-  expect(new URL(page.url()).pathname).toBe(next)
   return page
 }
 
@@ -178,7 +173,7 @@ describe.skipIf(!browserAvailable)('a typed collection in Chromium', () => {
     expect(await textOf(page, '#flash')()).toBe('Record saved.')
     expect(await page.inputValue('#edit-record [name=sku]')).toBe('B-2')
     await page.click('#delete-record button[type=submit]')
-    await eventually('the list after deleting', () => page.url(), (url) => new URL(url).pathname === listPath(TEAM_WRITES))
+    await eventually('the list after deleting', async () => page.url(), (url) => new URL(url).pathname === listPath(TEAM_WRITES))
     await eventually('the emptied list', () => listedIds(page), (ids) => ids.length === 0)
     await page.context().close()
   }, 60_000)
