@@ -173,6 +173,15 @@ describe('a typed collection page', () => {
 })
 
 describe('a typed record page', () => {
+  test('its history is what changed it: no list views, no views of it', async () => {
+    await get(LIST)
+    await get(`${LIST}/r/item_007`)
+    const page = await get(`${LIST}/r/item_007`)
+    const history = page.text.slice(page.text.indexOf('<h2 id="history">'))
+    expect(history).toContain('created by trellis apply')
+    expect(history).not.toContain('in the console')
+  })
+
   test('admins and writers edit it in the form, filled with its values; it is deleted from there; readers read its fields', async () => {
     const page = await get(`${LIST}/r/item_005`)
     expect(page.status).toBe(200)

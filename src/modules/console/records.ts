@@ -219,7 +219,9 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
         const taskIds = (await read(deps.store, listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
         const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
-        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20))).slice(0, 20)))) : null
+        // Its history is what changed it (write entries): views, of the record or of a list naming it among others, are
+        // in the activity log linked beside it.
+        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, type: 'write', extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, id: string, content: Html) => html`<h2 id="${id}">${title}</h2>${content}`
         const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))
