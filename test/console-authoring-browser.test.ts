@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import YAML from 'yaml'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-authoring-browser')
 
@@ -148,6 +148,9 @@ describe.skipIf(!browserAvailable)('authoring a workflow in Chromium', () => {
       expect(await text('.steps-list')()).toContain('Wait 2 s')
       expect(await countOf(page, 'table.versions tbody tr')()).toBe(3)
       await noSidewaysScroll(page, 'workflow page with a diff')
+      // The diff's box scrolls: it can be focused (axe: scrollable-region-focusable), as every state of the page is checked.
+      expect(await page.getAttribute('pre.diff', 'tabindex')).toBe('0')
+      expect(await accessibilityProblems(page)).toEqual([])
 
       // A test run on a chosen record: its page, reloaded until the run succeeded.
       await page.fill('#test-run input[name=recordId]', record)

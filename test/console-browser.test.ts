@@ -79,8 +79,9 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     await page.goto('/p/Acme/e/production/t/Support/c/orders/r/ord_1001')
     expect(await text('#record-data')()).toContain('"status": "refunded"')
     expect(await text('article.note h3')()).toContain('Refund')
-    // Its history shows the reads and what the run did, with the run linked.
-    expect(await text('table.activity')()).toContain('viewed in the console')
+    // Its history shows what changed it, the run's steps with the run linked; views are in the activity log.
+    expect(await text('table.activity')()).toContain('triggered manually')
+    expect(await text('table.activity')()).not.toContain('viewed in the console')
     expect(await count('table.activity a[href^="/runs/"]')()).toBeGreaterThan(0)
   }, 40_000)
 
@@ -92,6 +93,9 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     const note = page.locator('article.note', { hasText: 'Chase payment' })
     expect(await note.locator('.message').count()).toBe(1)
     expect(await note.locator('.message').first().textContent()).toContain('Called <them>.') // typed text stays text
+    // The reply box opens on demand.
+    expect(await note.locator('textarea[name=text]').isVisible()).toBe(false)
+    await note.locator('details.reply summary').click()
     await note.locator('textarea[name=text]').fill('Paid today.')
     await thenLoad(() => note.locator('button:text("Add message")').click())
     expect(await page.locator('article.note', { hasText: 'Chase payment' }).locator('.message').count()).toBe(2)
@@ -239,8 +243,10 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
       expect(await text('main', admin)()).toContain('Get started')
       await load(() => admin.click('.checklist a:text("Create a project")'))
       await admin.fill('#new-project input[name=name]', 'First')
+      // A created project opens its settings, where its parts are added.
       await load(() => admin.click('#new-project button[type=submit]'))
-      await load(() => admin.click('a[href="/p/First/settings"]'))
+      expect(new URL(admin.url()).pathname).toBe('/p/First/settings')
+      expect(await text('#flash', admin)()).toContain('Project created')
       for (const [kind, name] of [['environments', 'production'], ['teams', 'Support'], ['collections', 'orders']] as const) {
         await admin.fill(`form.add-${kind} input`, name)
         await load(() => admin.click(`form.add-${kind} button[type=submit]`))
