@@ -240,8 +240,26 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
       await admin.fill('input[name=email]', 'root@example.com')
       await admin.fill('input[name=username]', 'root')
       await admin.fill('input[name=password]', 'a-long-first-password')
+      // The submit is held back a moment on its way (the real server answers it): the form shows it is working.
+      let release = () => {}
+      const held = new Promise<void>((resolve) => (release = resolve))
+      await admin.route('**/setup', async (route) => {
+        if (route.request().method() === 'POST') await held
+        await route.continue()
+      })
       await admin.click('button[type=submit]')
+      await eventually('the busy button', async () => [await admin.textContent('#setup button'), await admin.isDisabled('#setup button')], ([label, disabled]) => label === 'Creating the administrator…' && disabled === true)
+      expect(await admin.getAttribute('#setup', 'aria-busy')).toBe('true')
+      release()
       await eventually('the setup confirmation', text('#message', admin), (t) => t.includes('Administrator root@example.com created'))
+      await admin.unroute('**/setup')
+      // The used link says so at once, instead of a form that fails on submit (403: not watched for failed loads).
+      const used = await context.newPage()
+      const usedAnswer = await used.goto(local(link!))
+      expect(usedAnswer?.status()).toBe(403)
+      expect(await used.textContent('h1')).toBe('This setup link does not work')
+      expect(await used.locator('form').count()).toBe(0)
+      await used.close()
       await load(() => admin.click('a:text("Sign in to the console")'))
       await admin.fill('input[name=email]', 'root@example.com')
       await admin.fill('input[name=password]', 'a-long-first-password')

@@ -251,12 +251,23 @@ function streamOf(text: string, size: number): ReadableStream<Uint8Array> {
 describe('setup (first administrator)', () => {
   const postSetup = (json: unknown) => request('/setup', { method: 'POST', json })
 
-  test('GET /setup → 200 HTML page, not cached', async () => {
-    const response = await testApp(env()).handle(request('/setup'))
+  test('GET /setup with the link\'s token → 200 HTML page with the form, not cached; a used or unknown link → 403 saying so, no form', async () => {
+    const { app, token } = setupInstance()
+    const response = await app.handle(request(`/setup?token=${token}`))
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toStartWith('text/html')
     expect(response.headers.get('cache-control')).toBe('no-store')
-    expect(await response.text()).toContain('<form')
+    expect(await response.text()).toContain('<form id="setup">')
+    for (const [label, answer] of [
+      ['wrong token', await app.handle(request(`/setup?token=${token}x`))],
+      ['no token', await app.handle(request('/setup'))],
+      ['set up already (no gate)', await testApp(env()).handle(request(`/setup?token=${token}`))],
+    ] as const) {
+      const page = await answer.text()
+      expect({ label, status: answer.status, form: page.includes('<form') }).toEqual({ label, status: 403, form: false })
+      expect(page).toContain('This setup link does not work')
+      expect(answer.headers.get('cache-control')).toBe('no-store')
+    }
   })
 
   test('without an open gate (instance already set up) every token → 403', async () => {

@@ -5,6 +5,13 @@ const message = document.getElementById('message')
 form.addEventListener('submit', async (event) => {
   event.preventDefault()
   const data = Object.fromEntries(new FormData(form))
+  // Hashing the password takes a moment or two: the button says it is working, and a second click sends nothing.
+  const button = form.querySelector('button[type=submit]')
+  button.disabled = true
+  button.textContent = 'Creating the administrator…'
+  form.setAttribute('aria-busy', 'true')
+  message.className = ''
+  message.textContent = ''
   const response = await fetch('/setup', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -21,6 +28,9 @@ form.addEventListener('submit', async (event) => {
     message.append(signIn)
     history.replaceState(null, '', '/setup')
   } else {
+    button.disabled = false
+    button.textContent = 'Create administrator'
+    form.removeAttribute('aria-busy')
     message.className = 'error'
     message.textContent = body.message || 'Setup failed (' + response.status + ')'
   }

@@ -12,13 +12,24 @@ import { createFirstAdmin } from './service.ts'
 
 // Bun's types describe .html imports as bundles; with { type: 'text' } it is the file's text.
 const setupPage = setupPageText as unknown as string
+/** A link that no longer opens the form (used, from an earlier start, mistyped) says so before anyone fills it in. */
+const unusableLinkPage = setupPage.replace(
+  /<!-- page -->[\s\S]*<!-- \/page -->/,
+  '<h1>This setup link does not work</h1>\n<p class="error" role="alert">It was used already, or it is not the link this server printed ' +
+    'when it last started (each start prints a new one while Trellis has no users).</p>\n<p><a href="/login">Sign in to the console</a></p>',
+)
 
 export function setupModule(deps: AppDeps) {
   const css = pageAsset(setupCss, 'text/css', 'The first-start page’s style sheet')
   const js = pageAsset(setupJs, 'text/javascript', 'The first-start page’s form')
   return new Elysia({ name: 'setup', tags: ['setup'] })
-    .get('/setup', () => pageResponse(setupPage), {
-      detail: { operationId: 'setupPage', summary: 'The first-start page (open the link `serve` prints)', ...textResponseDetail('text/html', 'The page') },
+    .get('/setup', ({ query }) => (deps.setupGate?.matches(query.token ?? '') ? pageResponse(setupPage) : pageResponse(unusableLinkPage, 403)), {
+      query: t.Object({ token: t.Optional(t.String({ maxLength: 200 })) }),
+      detail: {
+        operationId: 'setupPage',
+        summary: 'The first-start page (open the link `serve` prints); a used or unknown link is a 403 page saying so',
+        ...textResponseDetail('text/html', 'The page'),
+      },
     })
     .get('/setup/setup.css', css.handle, { detail: { operationId: 'setupPageStyles', summary: 'The first-start page’s styles', ...css.detail } })
     .get('/setup/setup.js', js.handle, { detail: { operationId: 'setupPageScript', summary: 'The first-start page’s script', ...js.detail } })
