@@ -2,7 +2,8 @@
 const token = new URLSearchParams(location.search).get('token') || ''
 const form = document.getElementById('setup')
 const message = document.getElementById('message')
-form.addEventListener('submit', async (event) => {
+// A used or unknown link's page has no form.
+if (form) form.addEventListener('submit', async (event) => {
   event.preventDefault()
   const data = Object.fromEntries(new FormData(form))
   // Hashing the password takes a moment or two: the button says it is working, and a second click sends nothing.

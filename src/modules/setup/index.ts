@@ -23,11 +23,11 @@ export function setupModule(deps: AppDeps) {
   const css = pageAsset(setupCss, 'text/css', 'The first-start page’s style sheet')
   const js = pageAsset(setupJs, 'text/javascript', 'The first-start page’s form')
   return new Elysia({ name: 'setup', tags: ['setup'] })
-    .get('/setup', ({ query }) => (deps.setupGate?.matches(query.token ?? '') ? pageResponse(setupPage) : pageResponse(unusableLinkPage, 403)), {
-      query: t.Object({ token: t.Optional(t.String({ maxLength: 200 })) }),
+    // A page, not an API answer: a link that does not work is said on the page (200), never as a JSON error.
+    .get('/setup', ({ query }) => pageResponse(deps.setupGate?.matches(String(query.token ?? '')) ? setupPage : unusableLinkPage), {
       detail: {
         operationId: 'setupPage',
-        summary: 'The first-start page (open the link `serve` prints); a used or unknown link is a 403 page saying so',
+        summary: 'The first-start page (open the link `serve` prints); a used or unknown link opens a page saying so, with no form',
         ...textResponseDetail('text/html', 'The page'),
       },
     })
