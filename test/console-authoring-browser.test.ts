@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import YAML from 'yaml'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, mark, requireBrowser, SCREENS, sidewaysOverflow, stayed, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-authoring-browser')
 
@@ -123,8 +123,15 @@ describe.skipIf(!browserAvailable)('authoring a workflow in Chromium', () => {
       // Fixed: v2, the webhook URL unchanged; the same text again is unchanged.
       const good = bad.replace('"seconds": 0', '"seconds": 1')
       await page.fill('#workflow-editor textarea', good)
+      await mark(page)
       await page.click('#workflow-editor button[type=submit]')
-      await eventually('the publication', text('.editor-result'), (t) => t.startsWith('Published v2. The webhook URL is unchanged.'))
+      await eventually('the publication', text('.editor-result'), (t) => t.startsWith('Published v2. The webhook URL is unchanged; the page shows the new version.'))
+      // The page shows v2 without a reload: its summary, its steps and its versions, the editor's text kept.
+      expect(await stayed(page)).toBe(true)
+      expect(await text('#workflow-summary')()).toContain('Version v2 is active')
+      expect(await text('#workflow-steps')()).toContain('Wait 1 s')
+      expect(await countOf(page, 'table.versions tbody tr')()).toBe(2)
+      expect(await page.inputValue('#workflow-editor textarea')).toBe(good)
       expect(await countOf(page, '.gutter .bad')()).toBe(0)
       expect(await text('#editor-problems')()).toBe('')
       await page.click('#workflow-editor button[type=submit]')

@@ -315,7 +315,7 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
       const steps = [{ type: 'load' }, { type: 'update', set: { status: 'checked' } }, { type: 'wait', seconds: 1 }]
       await admin.fill('#workflow-editor textarea', JSON.stringify({ collection: 'orders', steps }, null, 2))
       await admin.click('#workflow-editor button[type=submit]')
-      await eventually('the publication', text('.editor-result', admin), (t) => t.startsWith('Published v2. The webhook URL is unchanged.'))
+      await eventually('the publication', text('.editor-result', admin), (t) => t.startsWith('Published v2. The webhook URL is unchanged; the page shows the new version.'))
       await admin.fill('#test-run input[name=recordId]', 'ord 1/a')
       await admin.click('#test-run button[type=submit]')
       await admin.waitForURL('**/runs/*')

@@ -255,8 +255,10 @@ async function publish(form) {
   if (answer.outcome === 'unchanged') {
     return showResult(form, [`Unchanged: v${answer.version} is still the active version; nothing was published.`])
   }
-  const compare = answer.version > 1 ? [' ', link(`Compare v${answer.version - 1} → v${answer.version}`, `${page}?from=${answer.version - 1}&to=${answer.version}#diff`)] : []
-  showResult(form, [`Published v${answer.version}. The webhook URL is unchanged. `, link('Reload to see its steps', page), ...compare])
+  // The summary, the steps and the versions as the server renders them now (console.js), the editor's text kept.
+  await window.trellisRefresh()
+  const compare = answer.version > 1 ? [link(`Compare v${answer.version - 1} → v${answer.version}`, `${page}?from=${answer.version - 1}&to=${answer.version}#diff`)] : []
+  showResult(form, [`Published v${answer.version}. The webhook URL is unchanged; the page shows the new version. `, ...compare])
 }
 
 // A new workflow: refused when the name is taken (a PUT would publish over it), else version 1, then its page.

@@ -71,20 +71,21 @@ export function workflowPages(deps: AppDeps) {
           { label: project.name, href: projectPath(project.name) },
           { label: `${params.environment} · ${params.team}`, href: renderingPath(project.name, params.environment!, params.team!) },
         ],
-        body: html`<p id="workflow-summary">${
+        // The regions marked data-refresh are fetched again after a Publish (editor.js), so the page shows the new version.
+        body: html`<p id="workflow-summary" data-refresh>${
           active
             ? html`Version <strong>v${active.version}</strong> is active, on <strong>${active.definition.collection}</strong>${active.definition.concurrency ? html`, at most ${active.definition.concurrency} runs at once` : ''}.`
             : html`<span class="error">Withdrawn: no version is active, new runs cannot start.</span>`
         }</p>
 <h2>Steps</h2>
-${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}
+<div id="workflow-steps" data-refresh>${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}</div>
 <h2>Edit and publish</h2>
 ${editorForm(place, name, view.shown?.definition)}
 ${active ? html`<h2>Test run</h2>${testRunForm(place, name, active.definition.collection)}` : ''}
 <h2>Recent runs</h2>
 ${runsTable(runs)}
 <h2 id="versions">Versions</h2>
-${versionsSection(view.versions, compared)}
+<div id="workflow-versions" data-refresh>${versionsSection(view.versions, compared)}</div>
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
