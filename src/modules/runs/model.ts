@@ -43,7 +43,7 @@ export const Run = renderedAnswer(
       object: t.Literal('workflow-run'),
       id: t.String({ format: 'uuid' }),
       status: t.UnionEnum(RUN_STATUSES),
-      trigger: t.UnionEnum(['manual', 'webhook']),
+      trigger: t.UnionEnum(['manual', 'webhook', 'schedule', 'event']),
       workflow: t.Object({ id: Integer(), name: t.String(), version: Integer({ description: 'The version this run executes' }) }),
       recordId: t.String(),
       environment: EnvironmentRef,
