@@ -60,6 +60,7 @@ export const Run = renderedAnswer(
         description: 'The failed or cancelled run this run retries (POST /v1/workflow-runs/{runId}/retry), or null. It may be gone (404): the run history\'s retention deletes it first',
       }),
       retriedBy: t.Union([t.String({ format: 'uuid' }), t.Null()], { description: 'The run that retries this one (a run is retried at most once), or null' }),
+      scheduledFor: t.Union([IsoDateTime, t.Null()], { description: "A run its workflow's schedule started: the fire time of the tick (UTC); null for every other trigger" }),
       error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
       steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
     },
