@@ -19,7 +19,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { claimTick, workTickBatch } from '../src/modules/schedules/service.ts'
-import { bearer, execute, queryAll, queryOne, request, type ServeProcess, startServe, tempDir, TEST_STORE, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { bearer, execute, postgresOnlyTest, queryAll, queryOne, request, type ServeProcess, startServe, tempDir, TEST_STORE, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, applyAcme, seedDataDir, tokenFor } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase, psqlSync } from './support/postgres-cluster.ts'
@@ -113,7 +113,7 @@ describe('through the app', () => {
     app = testApp(env)
     tokens.alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
     tokens.bob = (await tokenFor(env.store, env.clock, 'bob', ['all'])).value
-  })
+  }, 60_000)
   afterAll(() => env.cleanup())
 
   test('PUT answers the definition, the next five fire times in the zone and in UTC; GET reads it; DELETE removes it', async () => {
@@ -432,3 +432,30 @@ test('real server: kill -9 in the middle of a tick; the restarted server finishe
     await deployed.close()
   }
 }, 240_000)
+
+postgresOnlyTest('several instances on one database', 'PostgreSQL: two instances fire each tick once (counted from the runs\' scheduledFor)', async () => {
+  const quick = { name: 'Quick', environment: 'production', team: 'Support', collection: 'tickets', steps: [{ type: 'load' }] }
+  const deployed = await deployment([quick], 2)
+  try {
+    await putSchedule(deployed.urls()[0]!, deployed.token, 'Quick', { cron: '* * * * * *', records: { where: { status: { eq: 'pending' } } }, runAs: 'alice@example.com' })
+    await until('eight finished ticks', () => Number(deployed.sql('SELECT count(*) FROM schedule_ticks WHERE finished_at IS NOT NULL')) >= 8, 30_000)
+    const removed = await fetch(`${deployed.urls()[1]}${scheduleOf('Quick')}`, { method: 'DELETE', headers: { authorization: `Bearer ${deployed.token}` } })
+    expect(removed.status).toBe(204)
+    await until('the last tick to finish', () => deployed.sql('SELECT count(*) FROM schedule_ticks WHERE finished_at IS NULL') === '0', 10_000)
+    // The runs finish within the second, so most ticks start a run on every pending ticket: a tick fired twice would
+    // show as two runs of one record with the same scheduledFor.
+    expect(deployed.sql('SELECT count(*) FROM (SELECT record_id, scheduled_for FROM runs GROUP BY record_id, scheduled_for HAVING count(*) > 1) x')).toBe('0')
+    expect(Number(deployed.sql('SELECT count(DISTINCT scheduled_for) FROM runs'))).toBeGreaterThanOrEqual(3)
+    expect(deployed.sql('SELECT sum(started) FROM schedule_ticks')).toBe(deployed.sql("SELECT count(*) FROM runs WHERE \"trigger\" = 'schedule'"))
+    expect(deployed.sql(`SELECT count(*) FROM schedule_ticks WHERE started + skipped <> ${PENDING.length}`)).toBe('0')
+    // Each tick counted once, on the instance that worked it.
+    let counted = 0
+    for (const url of deployed.urls()) {
+      const text = await (await fetch(`${url}/metrics`)).text()
+      for (const line of text.split('\n')) if (line.startsWith('trellis_schedule_ticks_total{')) counted += Number(line.split(' ').at(-1))
+    }
+    expect(counted).toBe(Number(deployed.sql('SELECT count(*) FROM schedule_ticks')))
+  } finally {
+    await deployed.close()
+  }
+}, 120_000)
