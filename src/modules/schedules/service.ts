@@ -27,7 +27,7 @@ import {
 import { findTriggerTarget, type TriggerTarget } from '../../db/workflows.ts'
 import { findUserById, findUserByStoredEmail } from '../../db/users.ts'
 import { pageRecordList } from '../../db/records.ts'
-import type { Query } from '../../http/list.ts'
+import type { Query } from '../records/query.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, invalidField, notFound } from '../../lib/errors.ts'
 import { toIso } from '../../lib/time.ts'
