@@ -284,6 +284,31 @@ describe('through the app', () => {
     expect(ticksOf('Catch up skip').map((t) => [t.fire_at, t.started])).toEqual([[Date.UTC(2026, 5, 12, 12), 3]])
   })
 
+  test('the apply file: the schedule of a workflow entry is checked and saved as the PUT does; applied again it is unchanged', async () => {
+    env.clock.set(Date.UTC(2026, 5, 14, 0, 0))
+    const withSchedule = (schedule: unknown) => {
+      const document = ticketsDocument([{ ...holdOn('Applied'), schedule }], [])
+      return document
+    }
+    const ctx = { store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }
+    const schedule = { cron: '0 9 * * 1-5', timezone: 'Europe/Paris', records: { where: { status: { eq: 'pending' }, openedAt: { lt: '{{now-3d}}' } }, limit: 50 }, runAs: 'alice@example.com', catchUp: 'skip' }
+    const first = await applyAcme(ctx, withSchedule(schedule))
+    expect(first.changes).toContainEqual({ action: 'created', kind: 'schedule', name: 'Acme/production/Support/Applied' })
+    expect((await get('Applied')).body).toMatchObject({ cron: '0 9 * * 1-5', timezone: 'Europe/Paris', records: { limit: 50 }, catchUp: 'skip', runAs: 'alice@example.com' })
+    const again = await applyAcme(ctx, withSchedule(schedule))
+    expect(again.changes.filter((c) => c.kind === 'schedule')).toEqual([])
+    const index = acmeProject(withSchedule(schedule)).workflows!.length - 1
+    for (const [bad, path, message] of [
+      [{ ...schedule, cron: '0 25 * * *' }, 'cron', 'Invalid value for hour'],
+      [{ ...schedule, records: { where: { nope: { eq: 1 } } } }, 'records.where.nope.eq', 'no field nope'],
+      [{ ...schedule, runAs: 'dave@example.com' }, 'runAs', 'cannot run this workflow'],
+      [{ ...schedule, catchUp: 'never' }, 'catchUp', ''],
+    ] as const) {
+      const error = await applyAcme(ctx, withSchedule(bad)).then(() => null, (e: Error & { problems?: { path: string; message: string }[] }) => e)
+      expect(error?.problems).toEqual([{ path: `projects[0].workflows[${index}].schedule.${path}`, message: expect.stringContaining(message) }])
+    }
+  })
+
   test('a tick whose instance died after a batch is resumed by another once its lease expires: each record considered once', async () => {
     execute(env.store, "UPDATE runs SET status = 'cancelled', finished_at = 1 WHERE status = 'queued'")
     env.clock.set(Date.UTC(2026, 5, 13, 0, 0))

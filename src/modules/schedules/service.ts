@@ -207,7 +207,7 @@ const describeSchedule = (target: TriggerTarget, s: Pick<ScheduleRow, 'cron' | '
  * collection's schema, the runAs user, who must be able to run the workflow), with its admin log entry. Its next fire
  * time counts from `now`: fire times before the save are not missed ones. Call in a write transaction.
  */
-export function* putSchedule(clock: Clock, target: TriggerTarget, input: ScheduleInput, actorId: number | null): Op<ScheduleRow> {
+export function* putSchedule(clock: Clock, target: TriggerTarget, input: ScheduleInput, actorId: number | null): Op<{ schedule: ScheduleRow; outcome: 'created' | 'updated' | 'unchanged' }> {
   const now = clock.now()
   const timezone = input.timezone ?? 'UTC'
   const cron = cronOf(input.cron, timezone)
@@ -218,8 +218,7 @@ export function* putSchedule(clock: Clock, target: TriggerTarget, input: Schedul
   if (!(yield* mayRun(runAs.id, target))) throw invalidField('runAs', `${input.runAs} cannot run this workflow (an active member of its team, or a project admin)`)
   const enabled = input.enabled ?? true
   const before = yield* findSchedule(target.workflowId)
-  const schedule = {
-    workflowId: target.workflowId,
+  const wanted = {
     cron: input.cron,
     timezone,
     recordsWhere: JSON.stringify(where),
@@ -227,9 +226,10 @@ export function* putSchedule(clock: Clock, target: TriggerTarget, input: Schedul
     runAsUserId: runAs.id,
     catchUp: input.catchUp ?? 'once',
     enabled,
-    nextFireAt: enabled ? fireTimeAfter(cron, now) : null,
-    updatedAt: now,
   }
+  // The same schedule again (an apply run twice): nothing written, its next fire time kept.
+  if (before && (Object.keys(wanted) as (keyof typeof wanted)[]).every((key) => before[key] === wanted[key])) return { schedule: before, outcome: 'unchanged' }
+  const schedule = { ...wanted, workflowId: target.workflowId, nextFireAt: enabled ? fireTimeAfter(cron, now) : null, updatedAt: now }
   yield* saveSchedule(schedule, now)
   yield* appendAdminLog(clock, {
     projectId: target.projectId,
@@ -239,7 +239,7 @@ export function* putSchedule(clock: Clock, target: TriggerTarget, input: Schedul
     previousValue: before ? { name: describeSchedule(target, before) } : undefined,
     newValue: { name: describeSchedule(target, schedule) },
   })
-  return (yield* findSchedule(target.workflowId))!
+  return { schedule: (yield* findSchedule(target.workflowId))!, outcome: before ? 'updated' : 'created' }
 }
 
 /** Removes the workflow's schedule (404 when it has none), with its admin log entry. Ticks under way finish. */
