@@ -388,6 +388,8 @@ async function deployment(workflows: Record<string, unknown>[], count = 1) {
     sql: (statement: string) => {
       const db = new Database(join(seeded.dataDir, 'trellis.db'))
       try {
+        // The server writes meanwhile (a checkpoint may hold the file a moment): wait rather than fail.
+        db.exec('PRAGMA busy_timeout = 5000')
         const row = db.prepare(statement).values()[0]
         return row === undefined ? '' : String(row[0])
       } finally {
