@@ -19,7 +19,8 @@ import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { claimTick, workTickBatch } from '../src/modules/schedules/service.ts'
-import { bearer, execute, postgresOnlyTest, queryAll, queryOne, request, type ServeProcess, startServe, tempDir, TEST_STORE, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { createSession } from '../src/modules/auth/sessions.ts'
+import { bearer, execute, postgresOnlyTest, queryAll, queryOne, request, runNow, type ServeProcess, startServe, tempDir, TEST_STORE, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, applyAcme, seedDataDir, tokenFor } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase, psqlSync } from './support/postgres-cluster.ts'
@@ -51,7 +52,7 @@ const PENDING = ['t1', 't2', 't4']
 
 /** A workflow on Support's tickets whose runs stay active (a ten-minute wait) until cancelled. */
 const holdOn = (name: string) => ({ name, environment: 'production', team: 'Support', collection: 'tickets', steps: [{ type: 'wait', name: 'hold', seconds: 600 }] })
-const WORKFLOWS = ['Chase', 'Limited', 'Lost rights', 'Catch up once', 'Catch up skip', 'Resumed', 'Api'].map(holdOn)
+const WORKFLOWS = ['Chase', 'Limited', 'Lost rights', 'Catch up once', 'Catch up skip', 'Resumed', 'Api', 'Applied too'].map(holdOn)
 
 /** Acme with the tickets and the workflows of these tests. */
 function ticketsDocument(workflows: Record<string, unknown>[] = WORKFLOWS, records = TICKET_RECORDS): AcmeDocument {
@@ -262,6 +263,26 @@ describe('through the app', () => {
     } finally {
       execute(env.store, 'INSERT INTO team_members (team_id, user_id, created_at) VALUES (?, ?, ?)', support, bob, env.clock.now())
     }
+  })
+
+  test('the console: the workflow page shows the schedule, its next fire times and the last tick\'s warning', async () => {
+    const cookie = `trellis_session=${(await runNow(env.store, createSession(env.clock, Number(queryOne<{ id: number }>(env.store, "SELECT id FROM users WHERE username = 'alice'")!.id), false))).id}`
+    const page = async (workflow: string) => {
+      const response = await app.handle(request(`/p/Acme/e/production/t/Support/w/${encodeURIComponent(workflow)}`, { headers: { cookie } }))
+      expect(response.status).toBe(200)
+      return await response.text()
+    }
+    const limited = await page('Limited')
+    expect(limited).toContain('id="schedule-form"')
+    expect(limited).toContain(`action="${scheduleOf('Limited')}"`)
+    expect(limited).toContain('data-preview="' + scheduleOf('Limited') + '/preview"')
+    expect(limited).toContain('found more records than its limit')
+    expect(limited).toContain('&quot;in&quot;')
+    const lost = await page('Lost rights')
+    expect(lost).toContain('can no longer run this workflow')
+    const none = await page('Applied too')
+    expect(none).toContain('Schedule: <span id="schedule-state">none</span>')
+    expect(none).not.toContain('Remove schedule')
   })
 
   test('after downtime: catchUp once fires one tick for every fire time missed (the latest), skip fires none', async () => {
