@@ -18,7 +18,7 @@ import { dueSchedules } from '../src/db/schedules.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
-import { claimTick, workTickBatch } from '../src/modules/schedules/service.ts'
+import { claimTick, whereQuery, workTickBatch } from '../src/modules/schedules/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { bearer, execute, postgresOnlyTest, queryAll, queryOne, request, runNow, type ServeProcess, startServe, tempDir, TEST_STORE, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { type AcmeDocument, acmeDocument, acmeProject, applyAcme, seedDataDir, tokenFor } from './support/acme.ts'
@@ -156,6 +156,12 @@ describe('through the app', () => {
       { at: '2026-03-29T03:00:00+02:00', utc: '2026-03-29T01:00:00.000Z' },
       { at: '2026-03-30T02:30:00+02:00', utc: '2026-03-30T00:30:00.000Z' },
     ])
+    // The tick of the missing 02:30 fires at 03:00 local (01:00 UTC), dated so.
+    env.clock.set(Date.UTC(2026, 2, 28, 1, 30, 0, 5))
+    await tickAll()
+    env.clock.set(Date.UTC(2026, 2, 29, 1, 0, 0, 5))
+    await tickAll()
+    expect(ticksOf('Api').map((t) => new Date(t.fire_at).toISOString())).toEqual(['2026-03-28T01:30:00.000Z', '2026-03-29T01:00:00.000Z'])
     env.clock.set(Date.UTC(2026, 9, 24, 12, 0))
     const autumn = await put('Api', { cron: '30 2 * * *', timezone: 'Europe/Paris', runAs: 'alice@example.com' })
     expect((autumn.body.nextAt as unknown[]).slice(0, 3)).toEqual([
@@ -163,10 +169,29 @@ describe('through the app', () => {
       { at: '2026-10-26T02:30:00+01:00', utc: '2026-10-26T01:30:00.000Z' },
       { at: '2026-10-27T02:30:00+01:00', utc: '2026-10-27T01:30:00.000Z' },
     ])
+    // Hourly across the autumn change: 02:00 comes twice, and fires twice (every real hour).
+    env.clock.set(Date.UTC(2026, 9, 24, 23, 30))
+    const hourly = await send(app, request(`${scheduleOf('Api')}/preview`, { method: 'POST', headers: bearer(tokens.alice), json: { cron: '0 * * * *', timezone: 'Europe/Paris' } }))
+    expect((hourly.body.nextAt as { at: string }[]).map((n) => n.at)).toEqual([
+      '2026-10-25T02:00:00+02:00', '2026-10-25T02:00:00+01:00', '2026-10-25T03:00:00+01:00', '2026-10-25T04:00:00+01:00', '2026-10-25T05:00:00+01:00',
+    ])
+    env.clock.set(Date.UTC(2026, 9, 24, 12, 0))
     const preview = await send(app, request(`${scheduleOf('Api')}/preview`, { method: 'POST', headers: bearer(tokens.alice), json: { cron: '0 0 12 * * *', timezone: 'America/New_York' } }))
     expect(preview.body.nextAt).toEqual(expect.arrayContaining([{ at: '2026-10-24T12:00:00-04:00', utc: '2026-10-24T16:00:00.000Z' }]))
     expectError(await send(app, request(`${scheduleOf('Api')}/preview`, { method: 'POST', headers: bearer(tokens.alice), json: { cron: '0 25 * * *' } })), 400, 'validation_failed', 'cron')
     await send(app, request(scheduleOf('Api'), { method: 'DELETE', headers: bearer(tokens.alice) }))
+  })
+
+  test('relative times are read at the time given (a tick\'s fire time), as UTC date-times', () => {
+    const fireAt = Date.UTC(2026, 0, 4, 9, 0)
+    expect(whereQuery({ openedAt: { lt: '{{now-3d}}', gte: '{{ now - 2w }}' }, status: { in: ['open', 'pending'] }, priority: { gt: 2 } }, fireAt)).toEqual({
+      'openedAt.lt': '2026-01-01T09:00:00.000Z',
+      'openedAt.gte': '2025-12-21T09:00:00.000Z',
+      'status.in': 'open,pending',
+      'priority.gt': '2',
+    })
+    expect(whereQuery({ openedAt: { lt: '{{now}}' } }, fireAt)).toEqual({ 'openedAt.lt': '2026-01-04T09:00:00.000Z' })
+    expect(whereQuery({ openedAt: { lt: '{{now+90m}}' } }, fireAt)).toEqual({ 'openedAt.lt': '2026-01-04T10:30:00.000Z' })
   })
 
   test('every error: 401, 403 for a non-admin, 404 for an unknown workflow, 400 naming the field', async () => {
@@ -228,8 +253,8 @@ describe('through the app', () => {
     expect(runsOf('Chase')).toHaveLength(3)
     expect(ticksOf('Chase')[1]).toMatchObject({ fire_at: Date.UTC(2026, 5, 3, 7, 0), started: 0, skipped: 3, failed: 0 })
     expect((await get('Chase')).body.lastTick).toEqual({ at: '2026-06-03T07:00:00.000Z', started: 0, skipped: 3, failed: 0, finished: true, warning: null })
-    // The relative time is read at the tick's fire time: a ticket opened later is not chased, however the clock moves.
-    expect(queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM activity_logs WHERE action = 'triggerWorkflow'")!.n).toBe(3)
+    // Each run started with its activity entry, as any trigger's.
+    expect(queryAll<{ label: string }>(env.store, "SELECT label FROM activity_logs WHERE action = 'triggerWorkflow' AND workflow_name = 'Chase'").map((r) => r.label)).toEqual(Array(3).fill('triggered by its schedule'))
   })
 
   test('a tick finding more records than its limit starts the first ones and writes an admin log entry', async () => {
