@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 import YAML from 'yaml'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-authoring-browser')
 
@@ -98,8 +98,16 @@ describe.skipIf(!browserAvailable)('authoring a workflow in Chromium', () => {
       const broken = definition([{ type: 'load' }]).replace('"load"', '"load",')
       await page.fill('#workflow-editor textarea', broken)
       await page.click('#workflow-editor button[type=submit]')
-      const brokenLine = linesWith(broken, '"load",')[0]! + 1
-      await eventually('the syntax error at its line', text('#editor-problems'), (t) => t.startsWith(`Line ${brokenLine}: Not valid JSON`))
+      const brokenLine = linesWith(broken, '"load",')[0]!
+      // The comma's own line and column, computed from the text (Chromium's message names no place for it).
+      const commaColumn = broken.split('\n')[brokenLine - 1]!.indexOf('"load",') + '"load"'.length + 1
+      await eventually('the syntax error at its line', text('#editor-problems'), (t) => t.startsWith(`Line ${brokenLine}: Not valid JSON at line ${brokenLine}, column ${commaColumn}: a comma before '}'`))
+      // A missing comma between two steps: the place where it belongs.
+      const missing = definition([{ type: 'load' }, { type: 'load' }]).replace(/\},\n(\s*)\{/, '}\n$1{')
+      await page.fill('#workflow-editor textarea', missing)
+      await page.click('#workflow-editor button[type=submit]')
+      const missingLine = linesWith(missing, '{')[2]!
+      await eventually('the missing comma at its line', text('#editor-problems'), (t) => t.startsWith(`Line ${missingLine}: Not valid JSON at line ${missingLine}, column 5: '{' where ',' or ']' belongs`))
 
       // A bad step: the API's error, beside the line of the field it names.
       const bad = definition([{ type: 'load' }, { type: 'update', set: { checked: true } }, { type: 'wait', seconds: 0 }])
@@ -140,6 +148,9 @@ describe.skipIf(!browserAvailable)('authoring a workflow in Chromium', () => {
       expect(await text('.steps-list')()).toContain('Wait 2 s')
       expect(await countOf(page, 'table.versions tbody tr')()).toBe(3)
       await noSidewaysScroll(page, 'workflow page with a diff')
+      // The diff's box scrolls: it can be focused (axe: scrollable-region-focusable), as every state of the page is checked.
+      expect(await page.getAttribute('pre.diff', 'tabindex')).toBe('0')
+      expect(await accessibilityProblems(page)).toEqual([])
 
       // A test run on a chosen record: its page, reloaded until the run succeeded.
       await page.fill('#test-run input[name=recordId]', record)

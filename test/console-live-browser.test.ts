@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
 
 requireBrowser('console-live-browser')
 
@@ -43,13 +43,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
 
       beforeAll(async () => {
         context = await browser.newContext({ baseURL: server.url, viewport })
-        page = await context.newPage()
-        watchPage(page, problems)
-        await page.goto('/login?next=/p/Acme')
-        await page.fill('input[name=email]', 'alice@example.com')
-        await page.fill('input[name=password]', 'alice-demo-pass-2026')
-        await thenLoad(page, () => page.click('form.login button[type=submit]'))
-        expect(new URL(page.url()).pathname).toBe('/p/Acme')
+        page = await signInAs(context, 'alice', '/p/Acme', problems)
         runs = await context.newPage()
         watchPage(runs, problems)
       }, 30_000)

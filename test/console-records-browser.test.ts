@@ -4,14 +4,15 @@
  * defines the schema in the editor (a select without options refused beside its row's field, then saved: the report
  * counts the old record), creates two records in the generated form, edits one with a wrong value (the API's message
  * beside the field) then a right one (a relation suggested as she types), then filters and sorts the list with its
- * plain GET forms and links. Deleting and restoring a record call the records write API. No page is wider than its
+ * plain GET forms and links. Deleting and restoring a record call the records write API. bob, an editor in Acme (no
+ * admin), creates, edits and deletes a record through his team's forms (no restore form). No page is wider than its
  * viewport, axe-core finds no serious or critical problem, and no page has a script error or a CSP violation.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
-import { accessibilityProblems, browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, signInAs, stopServed, textOf, thenLoad } from './support/browser.ts'
 
 requireBrowser('console-records-browser')
 
@@ -21,6 +22,8 @@ let browser: Browser
 const problems: string[] = []
 const COLLECTIONS = { laptop: 'products_laptop', phone: 'products_phone' } as const
 const DELETING = 'products_deleting'
+/** Written by bob: an editor in Acme (no admin) whose team, Support, may edit every collection by default. */
+const TEAM_WRITES = 'products_team'
 const listPath = (collection: string) => `/p/Acme/e/production/t/Support/c/${collection}`
 
 /** The page's problems now: sideways scroll, and axe-core's serious or critical findings. */
@@ -29,16 +32,11 @@ async function checkLayout(page: Page) {
   expect({ url: page.url(), found: await accessibilityProblems(page) }).toEqual({ url: page.url(), found: [] })
 }
 
-async function signIn(screen: keyof typeof SCREENS, next: string): Promise<Page> {
+/** A new context at `screen` signed in as `who`, on `next`; its confirmations accepted. */
+async function signIn(screen: keyof typeof SCREENS, next: string, who = 'alice'): Promise<Page> {
   const context = await browser.newContext({ baseURL: server.url, viewport: SCREENS[screen] })
-  const page = await context.newPage()
-  watchPage(page, problems)
+  const page = await signInAs(context, who, next, problems)
   page.on('dialog', (dialog) => dialog.accept())
-  await page.goto(`/login?next=${encodeURIComponent(next)}`)
-  await page.fill('input[name=email]', 'alice@example.com')
-  await page.fill('input[name=password]', 'alice-demo-pass-2026')
-  await thenLoad(page, () => page.click('form.login button[type=submit]'))
-  expect(new URL(page.url()).pathname).toBe(next)
   return page
 }
 
@@ -66,6 +64,7 @@ describe.skipIf(!browserAvailable)('a typed collection in Chromium', () => {
     // Typed from the start, for the delete and restore test alone.
     acme.collections!.push({ name: DELETING, schema: { fields: [{ name: 'sku', type: 'text' }] } })
     acme.records!.push({ environment: 'production', collection: DELETING, id: 'gone', data: { sku: 'G-1' } })
+    acme.collections!.push({ name: TEAM_WRITES, schema: { fields: [{ name: 'sku', type: 'text', required: true }] } })
     ;({ env, server, browser } = await serveAcme(document))
   }, 60_000)
 
@@ -158,6 +157,24 @@ describe.skipIf(!browserAvailable)('a typed collection in Chromium', () => {
     await page.click('#restore-record button[type=submit]')
     await eventually('the list after restoring', () => state('#restore-record'), (s) => s.includes('Record restored.'))
     expect(await listedIds(page)).toContain('gone')
+    await page.context().close()
+  }, 60_000)
+  test('a member who is no admin writes through a team that may edit: new record, edit, delete; no restore', async () => {
+    const page = await signIn('laptop', listPath(TEAM_WRITES), 'bob')
+    expect(await page.locator('#restore-record').count()).toBe(0)
+    await page.fill('#new-record [data-path=recordId]', 'by-bob')
+    await page.fill('#new-record [name=sku]', 'B-1')
+    await thenLoad(page, () => page.click('#new-record button[type=submit]'))
+    expect(await textOf(page, '#flash')()).toBe('Record saved.')
+    expect(await listedIds(page)).toEqual(['by-bob'])
+    await page.goto(`${listPath(TEAM_WRITES)}/r/by-bob`)
+    await page.fill('#edit-record [name=sku]', 'B-2')
+    await thenLoad(page, () => page.click('#edit-record button[type=submit]'))
+    expect(await textOf(page, '#flash')()).toBe('Record saved.')
+    expect(await page.inputValue('#edit-record [name=sku]')).toBe('B-2')
+    await page.click('#delete-record button[type=submit]')
+    await eventually('the list after deleting', async () => page.url(), (url) => new URL(url).pathname === listPath(TEAM_WRITES))
+    await eventually('the emptied list', () => listedIds(page), (ids) => ids.length === 0)
     await page.context().close()
   }, 60_000)
 })

@@ -37,7 +37,8 @@ beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
   const acme = acmeProject(document)
-  acme.collections!.push({ name: 'items', schema: { fields: FIELDS } })
+  // Billing only reads items: dave (a plain member of Billing) sees no form; bob (an editor in Support) writes.
+  acme.collections!.push({ name: 'items', permissions: { Support: { read: true, edit: true }, Billing: { read: true, edit: false } }, schema: { fields: FIELDS } })
   for (let i = 1; i <= ITEMS; i++) {
     acme.records!.push({
       environment: 'production',
@@ -48,7 +49,7 @@ beforeAll(async () => {
   }
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   app = testApp(env)
-  for (const name of ['alice', 'dave']) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
+  for (const name of ['alice', 'bob', 'dave']) cookies[name] = `trellis_session=${(await runNow(env.store, createSession(env.clock, userId(env.store, name), false))).id}`
 }, 120_000)
 afterAll(() => env.cleanup())
 
@@ -132,7 +133,7 @@ describe('a typed collection page', () => {
     expect((await get(`${LIST}?o.qty=contains&f.qty=1`)).text).toContain('takes eq, ne, lt, lte, gt, gte, in')
   })
 
-  test('admins get the new-record form with each type\'s input, and the restore form; members do not', async () => {
+  test('admins get the new-record form with each type\'s input, and the restore form; a team that may edit the new-record form only; readers neither', async () => {
     const page = await get(LIST)
     const form = page.text.slice(page.text.indexOf('<form id="new-record"'), page.text.indexOf('</form>', page.text.indexOf('<form id="new-record"')))
     expect(form).toContain('data-method="PUT" action="/v1/project/Acme/environment/production/collection/items/records/{recordId}"')
@@ -152,6 +153,9 @@ describe('a typed collection page', () => {
     expect(form).toMatch(/<textarea rows="4" data-type="json" id="field-10" name="extra"/)
     expect(form).toContain(`<input list="field-11-ids" autocomplete="off" maxlength="1024" data-optional data-ids="/p/Acme/e/production/t/Support/c/customers/ids" id="field-11" name="customer"`)
     expect(page.text).toContain('<form id="restore-record" data-api action="/v1/project/Acme/environment/production/collection/items/records/{recordId}/restore"')
+    const writer = await get(LIST, 'bob')
+    expect(writer.text).toContain('<form id="new-record"')
+    expect(writer.text).not.toContain('restore-record')
     const member = await get('/p/Acme/e/production/t/Billing/c/items', 'dave')
     expect(member.status).toBe(200)
     expect(idsOn(member.text)).toHaveLength(50)
@@ -169,7 +173,16 @@ describe('a typed collection page', () => {
 })
 
 describe('a typed record page', () => {
-  test('admins edit it in the form, filled with its values; it is deleted from there; members read its fields', async () => {
+  test('its history is what changed it: no list views, no views of it', async () => {
+    await get(LIST)
+    await get(`${LIST}/r/item_007`)
+    const page = await get(`${LIST}/r/item_007`)
+    const history = page.text.slice(page.text.indexOf('<h2 id="history">'))
+    expect(history).toContain('created by trellis apply')
+    expect(history).not.toContain('in the console')
+  })
+
+  test('admins and writers edit it in the form, filled with its values; it is deleted from there; readers read its fields', async () => {
     const page = await get(`${LIST}/r/item_005`)
     expect(page.status).toBe(200)
     const form = page.text.slice(page.text.indexOf('<form id="edit-record"'), page.text.indexOf('</form>', page.text.indexOf('<form id="edit-record"')))
@@ -182,6 +195,9 @@ describe('a typed record page', () => {
     expect(form).toContain('value="sale" checked')
     expect(form).toContain('name="customer" data-in="data" value="cus_001"')
     expect(page.text).toContain('<form id="delete-record" class="inline" data-api data-method="DELETE" action="/v1/project/Acme/environment/production/collection/items/records/item_005" data-next="/p/Acme/e/production/t/Support/c/items" data-confirm="Delete record item_005?')
+    const writer = await get(`${LIST}/r/item_005`, 'bob')
+    expect(writer.text).toContain('<form id="edit-record"')
+    expect(writer.text).toContain('<form id="delete-record"')
     const member = await get('/p/Acme/e/production/t/Billing/c/items/r/item_005', 'dave')
     expect(member.text).toContain('<dl class="record-fields" id="record-data"><dt>Title</dt><dd>Item 5</dd><dt>price</dt><dd>7.5</dd><dt>qty</dt><dd>5</dd><dt>active</dt><dd>no</dd>')
     expect(member.text).toContain('<dt>tags</dt><dd>sale</dd>')

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { queryAll, type ServeProcess, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
-import { browserAvailable, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { browserAvailable, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
 import { type SmtpServer, startSmtpServer } from './support/smtp.ts'
 
 requireBrowser('console-tasks-browser')
@@ -43,16 +43,7 @@ async function startRefund(bob: Page, recordId: string) {
 const inboxCount = async (page: Page) => ((await page.locator('#inbox-link .count').count()) === 0 ? 0 : Number(await textOf(page, '#inbox-link .count')()))
 
 
-async function signIn(context: BrowserContext, name: string, next: string): Promise<Page> {
-  const page = await context.newPage()
-  watchPage(page, problems)
-  await page.goto(`/login?next=${encodeURIComponent(next)}`)
-  await page.fill('input[name=email]', `${name}@example.com`)
-  await page.fill('input[name=password]', `${name}-demo-pass-2026`)
-  await thenLoad(page, () => page.click('form.login button[type=submit]'))
-  expect(new URL(page.url()).pathname).toBe(next)
-  return page
-}
+const signIn = (context: BrowserContext, name: string, next: string) => signInAs(context, name, next, problems)
 
 describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () => {
   beforeAll(async () => {

@@ -349,6 +349,15 @@ describe('POST …/records', () => {
       expect([bad.status, bad.body.code, bad.body.details?.[0]?.field ?? bad.body.message], JSON.stringify(bad.body)).toEqual([400, 'validation_failed', field])
     }
   })
+
+  test('ten concurrent POSTs of one new id: exactly one 201, nine 409, one create entry', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, n) => call('POST', LIST, n % 2 === 0 ? 'bob' : { bearer: tokens.writer }, { id: 'it_race', data: { name: `Race ${n}`, qty: n } })),
+    )
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409, 409, 409, 409, 409, 409, 409, 409, 409])
+    expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === 'conflict')).toBe(true)
+    expect((await activityOf('it_race')).filter((e) => e.action === 'create').length).toBe(1)
+  }, 30_000)
 })
 
 describe('PATCH …/records/{id}', () => {

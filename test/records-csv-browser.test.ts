@@ -7,10 +7,10 @@
  * is wider than its viewport, and no page has a script error or a CSP violation.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { Browser, BrowserContext } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
-import { browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, signInAs } from './support/browser.ts'
 
 requireBrowser('records-csv-browser')
 
@@ -20,16 +20,7 @@ let browser: Browser
 const problems: string[] = []
 const COLLECTION = '/p/Acme/e/production/t/Support/c/parts'
 
-async function signIn(context: BrowserContext, name: string, next: string): Promise<Page> {
-  const page = await context.newPage()
-  watchPage(page, problems)
-  await page.goto(`/login?next=${encodeURIComponent(next)}`)
-  await page.fill('input[name=email]', `${name}@example.com`)
-  await page.fill('input[name=password]', `${name}-demo-pass-2026`)
-  await thenLoad(page, () => page.click('form.login button[type=submit]'))
-  expect(new URL(page.url()).pathname).toBe(next)
-  return page
-}
+const signIn = (context: BrowserContext, name: string, next: string) => signInAs(context, name, next, problems)
 
 describe.skipIf(!browserAvailable)('CSV import and export in the console', () => {
   beforeAll(async () => {

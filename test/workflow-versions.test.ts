@@ -77,6 +77,19 @@ describe('one version', () => {
   })
 })
 
+describe('key order', () => {
+  test('a version keeps the keys in the order typed; the same steps with keys re-ordered are no new version', async () => {
+    const path = '/v1/project/Acme/environment/production/team/Support/workflows/Ordered%20flow'
+    const typed = [{ type: 'load' }, { type: 'condition', if: { field: 'status', equals: 'paid' }, else: 'end' }, { type: 'update', set: { status: 'checked' } }]
+    const created = await call(path, tokens.alice, { method: 'PUT', json: { steps: typed, collection: 'orders' } })
+    expect(created.body.outcome, JSON.stringify(created.body)).toBe('created')
+    const v1 = await call(`${path}/versions/1`, tokens.alice)
+    expect(JSON.stringify(v1.body.steps)).toBe(JSON.stringify(typed))
+    const reordered = [{ type: 'load' }, { else: 'end', if: { equals: 'paid', field: 'status' }, type: 'condition' }, { set: { status: 'checked' }, type: 'update' }]
+    expect((await call(path, tokens.alice, { method: 'PUT', json: { collection: 'orders', steps: reordered } })).body).toMatchObject({ version: 1, outcome: 'unchanged' })
+  })
+})
+
 describe('refusals', () => {
   test('404 for an unknown version, workflow, team, environment or project', async () => {
     expectError(await call(`${WORKFLOW}/versions/3`, tokens.alice), 404, 'not_found')

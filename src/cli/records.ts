@@ -7,6 +7,7 @@
  */
 import { createReadStream, statSync } from 'node:fs'
 import { CSV_IMPORT_MAX_BYTES } from '../http/body.ts'
+import type { ImportReport } from '../modules/records/csv-calls.ts'
 import { BYTES } from '../lib/progress.ts'
 import { booleanFlag, type Command, CommandError, configFrom, type Io, type Parsed, parseFlags, required, stringFlag, UsageError } from './command.ts'
 import { progressOf, QUIET_FLAG } from './progress.ts'
@@ -67,21 +68,8 @@ async function failure(response: Response): Promise<CommandError> {
   }
 }
 
-interface LineError {
-  line: number
-  field: string
-  reason: string
-}
-interface Report {
-  lines: number
-  created: number
-  updated: number
-  unchanged: number
-  invalid: number
-  written: boolean
-  unknownColumns: string[]
-  errors: LineError[]
-}
+/** The import report's fields the command sums over its chunks (the server answers the whole ImportReport). */
+type Report = Omit<ImportReport, 'dryRun' | 'allOrNothing' | 'columns'>
 
 /**
  * The file's header and then chunks of whole records: a line ends a record only when the quotes before it are

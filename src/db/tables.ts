@@ -417,7 +417,7 @@ export function defineTables(kit: TableKit) {
       id: id(),
       workflowId: belongsTo('workflow_id', () => workflows.id),
       version: integer('version').notNull(),
-      /** Canonical JSON of the definition (DESIGN §8). */
+      /** The definition as published, its keys in the order typed (the hash below decides what is a change). */
       definition: text('definition').notNull(),
       /** SHA-256 of the canonical definition: an unchanged re-publication is a no-op. */
       definitionHash: text('definition_hash').notNull(),

@@ -9,7 +9,7 @@
 import { expect } from 'bun:test'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from '../helpers.ts'
 import type { AcmeDocument } from './acme.ts'
 
@@ -108,6 +108,21 @@ export const countOf = (page: Page, selector: string) => () => page.locator(sele
 /** Runs a click whose form reloads or leaves the page, and waits for the next page to load. */
 export async function thenLoad(page: Page, action: () => Promise<unknown>) {
   await Promise.all([page.waitForEvent('load'), action()])
+}
+
+/**
+ * A new page of `context` signed in through the login form as an Acme user (`{name}@example.com` with its demo
+ * password, examples/acme.yaml), landed on `next`; its problems go to `problems`.
+ */
+export async function signInAs(context: BrowserContext, name: string, next: string, problems: string[]): Promise<Page> {
+  const page = await context.newPage()
+  watchPage(page, problems)
+  await page.goto(`/login?next=${encodeURIComponent(next)}`)
+  await page.fill('input[name=email]', `${name}@example.com`)
+  await page.fill('input[name=password]', `${name}-demo-pass-2026`)
+  await thenLoad(page, () => page.click('form.login button[type=submit]'))
+  expect(new URL(page.url()).pathname).toBe(next)
+  return page
 }
 
 /** How much wider than its viewport the page's document is (0: nothing scrolls sideways). */

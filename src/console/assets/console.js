@@ -162,11 +162,13 @@ function inputOf(form, field) {
 
 let fieldErrors = 0
 
-// Each problem beside its field (aria-invalid, described by the message); the form's own line keeps the summary.
+// Each problem beside its field (aria-invalid, described by the message); answers how many found their field.
 function showFieldErrors(form, problems) {
+  let placed = 0
   for (const { field, message } of problems) {
     const input = inputOf(form, field)
     if (!input || input.type === 'hidden') continue
+    placed++
     const note = document.createElement('span')
     note.className = 'field-error'
     note.id = `field-error-${++fieldErrors}`
@@ -177,6 +179,14 @@ function showFieldErrors(form, problems) {
     input.setAttribute('aria-invalid', 'true')
     input.setAttribute('aria-describedby', note.id)
   }
+  return placed
+}
+
+// The form's own line when its problems are said beside their fields: each said once, the line only points at them.
+function showFormProblems(form, problems, summary) {
+  const placed = showFieldErrors(form, problems)
+  if (placed > 0 && placed === problems.length) showError(form, placed === 1 ? 'Check the field marked above.' : `Check the ${placed} fields marked above.`)
+  else showError(form, summary)
 }
 
 function clearFieldErrors(form) {
@@ -242,8 +252,7 @@ async function submitApiForm(form, submitter) {
       body = method === 'GET' ? undefined : JSON.stringify(formJson(form, submitter))
     } catch (error) {
       if (!(error instanceof FieldError)) throw error
-      showFieldErrors(form, [{ field: error.field, message: error.message }])
-      return showError(form, error.message)
+      return showFormProblems(form, [{ field: error.field, message: error.message }], error.message)
     }
     const response = await fetch(action, {
       method,
@@ -254,8 +263,8 @@ async function submitApiForm(form, submitter) {
     const text = await response.text()
     const answer = text ? JSON.parse(text) : {}
     if (!response.ok) {
-      if (Array.isArray(answer.details)) showFieldErrors(form, answer.details.filter((d) => d && d.field && d.message))
-      showError(form, answer.message || `${response.status} ${response.statusText}`)
+      const details = Array.isArray(answer.details) ? answer.details.filter((d) => d && d.field && d.message) : []
+      showFormProblems(form, details, answer.message || `${response.status} ${response.statusText}`)
       if (answer.runId) linkBlockingRun(form, answer.runId)
       return
     }

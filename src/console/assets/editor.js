@@ -1,5 +1,5 @@
 // Trellis workflow authoring (served as /console/editor.js; the CSP allows no inline script).
-// The editor holds a definition as JSON: its syntax is checked here, with the line of the error, before anything is
+// The editor holds a definition as JSON: its syntax is checked here, with the line and column of the error, before anything is
 // sent; then PUT …/workflows/{name} checks it against the API's one schema, and each error it names comes back
 // beside the line of the field it names. The "New workflow" form makes version 1 with one load step.
 'use strict'
@@ -72,12 +72,86 @@ function lineOf(lines, field) {
   return null
 }
 
-// The line of a JSON.parse error: V8 says "… (line 3 column 5)" or "… at position 42".
-function syntaxLine(text, message) {
-  const line = /line (\d+)/.exec(message)
-  if (line) return Number(line[1])
-  const position = /position (\d+)/.exec(message)
-  return position ? text.slice(0, Number(position[1])).split('\n').length : 1
+// The first syntax error of a text JSON.parse refused, as {line, column, message} (1-based), computed from the text:
+// browsers' messages do not all give a place (Chromium names none for a trailing comma).
+function jsonSyntaxError(text) {
+  let at = 0
+  const fail = (message, where = at) => {
+    throw { where, message }
+  }
+  const found = () => (at >= text.length ? 'the end of the text' : `'${text[at]}'`)
+  const space = () => {
+    while (at < text.length && ' \t\n\r'.includes(text[at])) at++
+  }
+  const string = () => {
+    at++
+    for (;;) {
+      if (at >= text.length) fail('a string without its closing "')
+      const c = text[at]
+      if (c === '"') return void at++
+      if (c < ' ') fail('a line break or control character inside a string (write \\n)')
+      if (c !== '\\') {
+        at++
+        continue
+      }
+      const escape = text[at + 1]
+      if (escape === 'u' && /^[0-9a-fA-F]{4}$/.test(text.slice(at + 2, at + 6))) at += 6
+      else if (escape !== undefined && '"\\/bfnrt'.includes(escape)) at += 2
+      else fail('an unknown escape in a string (\\n, \\", \\\\ and \\uXXXX are JSON\'s)')
+    }
+  }
+  const members = (close, member) => {
+    at++
+    space()
+    if (text[at] === close) return void at++
+    for (;;) {
+      member()
+      space()
+      if (text[at] === close) return void at++
+      if (text[at] !== ',') fail(`${found()} where ',' or '${close}' belongs`)
+      const comma = at++
+      space()
+      if (text[at] === close) fail(`a comma before '${close}' (remove it: JSON allows no trailing comma)`, comma)
+    }
+  }
+  const value = () => {
+    space()
+    const c = text[at]
+    if (c === '{') {
+      return members('}', () => {
+        space()
+        if (text[at] !== '"') fail(`${found()} where a key in double quotes belongs`)
+        string()
+        space()
+        if (text[at] !== ':') fail(`${found()} where ':' belongs after the key`)
+        at++
+        value()
+      })
+    }
+    if (c === '[') return members(']', value)
+    if (c === '"') return string()
+    const word = /^(true|false|null|-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?)/.exec(text.slice(at, at + 400))
+    if (!word || word[0] === '-') fail(`${found()} where a value belongs`)
+    at += word[0].length
+  }
+  try {
+    value()
+    space()
+    if (at < text.length) fail(`${found()} after the end of the definition`)
+    return null
+  } catch (error) {
+    if (!error || typeof error.where !== 'number') throw error
+    const before = text.slice(0, error.where).split('\n')
+    return { line: before.length, column: before[before.length - 1].length + 1, message: error.message }
+  }
+}
+
+// A text JSON.parse refused, as a problem beside its line.
+function syntaxProblem(text, parseError) {
+  const found = jsonSyntaxError(text)
+  return found
+    ? { line: found.line, field: '', message: `Not valid JSON at line ${found.line}, column ${found.column}: ${found.message}` }
+    : { line: 1, field: '', message: `Not valid JSON: ${parseError.message}` }
 }
 
 function editorParts(form) {
@@ -168,7 +242,7 @@ async function publish(form) {
   try {
     body = JSON.parse(text)
   } catch (error) {
-    return showProblems(form, [{ line: syntaxLine(text, error.message), field: '', message: `Not valid JSON: ${error.message}` }])
+    return showProblems(form, [syntaxProblem(text, error)])
   }
   showProblems(form, [])
   const { response, answer } = await sendJson('PUT', form.getAttribute('action'), body)
@@ -221,7 +295,7 @@ function addStep(form) {
   try {
     body = textarea.value.trim() === '' ? {} : JSON.parse(textarea.value)
   } catch (error) {
-    return showProblems(form, [{ line: syntaxLine(textarea.value, error.message), field: '', message: `Not valid JSON: ${error.message}` }])
+    return showProblems(form, [syntaxProblem(textarea.value, error)])
   }
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return showProblems(form, [{ line: 1, field: '', message: 'The definition must be a JSON object' }])
   if (!Array.isArray(body.steps)) body.steps = []

@@ -275,8 +275,21 @@ export function requireInstanceAdmin(caller: AccountCaller): void {
  * session, else as requireProjectAdmin. An SSO project still needs an SSO session (or a token made in one).
  */
 export function* requireProjectManager(caller: AccountCaller, name: string): Op<Project> {
-  if (caller.token !== null || !caller.user.isInstanceAdmin) return (yield* requireProjectAdmin(caller, name))
-  const project = yield* requireProject(name)
-  refuseWithoutSso(caller, project)
+  const { project, manager } = yield* callerProjectRole(caller, name)
+  if (!manager) throw forbidden('Only project admins may do this', 'insufficient_role')
   return project
+}
+
+/**
+ * The project as requireProjectManager finds it, with whether the caller manages it: for the routes whose own rule
+ * also lets a member who is no admin act (a record written through a team that may edit its collection).
+ */
+export function* callerProjectRole(caller: AccountCaller, name: string): Op<{ project: Project; manager: boolean }> {
+  if (caller.token === null && caller.user.isInstanceAdmin) {
+    const project = yield* requireProject(name)
+    refuseWithoutSso(caller, project)
+    return { project, manager: true }
+  }
+  const project = yield* callerProject(caller, name)
+  return { project, manager: yield* isAdminOf(caller.user.id, project.id) }
 }

@@ -118,7 +118,7 @@ ${(await read(deps.store, mailSection(deps)))}`,
           user,
           crumbs: ADMIN_CRUMBS,
           body: html`<h2>Create a project</h2>
-<form id="new-project" data-api action="/v1/projects" data-next="/admin/projects" data-done="Project created: open its settings to add environments, teams and collections.">
+<form id="new-project" data-api action="/v1/projects" data-next="/p/{name}/settings" data-done="Project created: add its environments, teams and collections here.">
 <label>Name <input name="name" required maxlength="200"></label>
 <p class="muted">You become its first admin.</p>
 <p class="form-error" role="alert"></p>

@@ -59,7 +59,7 @@ ${entries.map(
 </tbody></table>`)
 }
 
-/** Notes with their threads; with `actions` (a rendering's path), each gets a reply box and archive / unarchive. */
+/** Notes with their threads; with `actions` (a rendering's path), each gets a Reply box (opened on demand) and archive / unarchive. */
 export function notesList(notes: NoteView[], actions?: string, at?: ListPlace): Html {
   if (notes.length === 0) return html`<p class="muted">No notes.</p>`
   return html`${notes.map(
@@ -68,7 +68,7 @@ export function notesList(notes: NoteView[], actions?: string, at?: ListPlace): 
 ${n.messages.map((m) => html`<div class="message"><p class="muted">${m.user.email} · ${when(m.createdAt)}</p>${trustedHtml(m.content)}</div>`)}
 ${
   actions
-    ? html`<form class="reply" data-api action="${actions}/notes/${n.id}/messages" data-done="Message added."><label>Reply <textarea name="text" rows="2" required maxlength="10000"></textarea></label><button type="submit">Add message</button> <span class="form-error" role="alert"></span></form>
+    ? html`<details class="reply"><summary>Reply</summary><form data-api action="${actions}/notes/${n.id}/messages" data-done="Message added."><label>Message <textarea name="text" rows="2" required maxlength="10000"></textarea></label><button type="submit">Add message</button> <span class="form-error" role="alert"></span></form></details>
 <form class="inline" data-api data-method="PATCH" action="${actions}/notes/${n.id}" data-done="Note ${n.archivedAt ? 'unarchived' : 'archived'}."><input type="hidden" name="archived" data-type="boolean" value="${n.archivedAt ? 'false' : 'true'}"><button type="submit">${n.archivedAt ? 'Unarchive' : 'Archive'}</button> <span class="form-error" role="alert"></span></form>`
     : ''
 }

@@ -40,8 +40,9 @@ const RELATION_SUGGESTIONS = 20
 const preview = (data: string) => (data.length > 160 ? `${data.slice(0, 160)}…` : data)
 
 /**
- * Project admins add or replace a record: its id goes into the address (encoded), its data must be a JSON object
- * (checked before sending, and by the API), and the activity entry names this team.
+ * Whoever may edit the collection through the page's team adds or replaces a record: its id goes into the address
+ * (encoded), its data must be a JSON object (checked before sending, and by the API), and the activity entry names
+ * this team.
  */
 function recordForm(view: { project: { name: string }; environment: { name: string }; team: { name: string }; collection: { name: string } }) {
   const action = `${path('v1', 'project', view.project.name, 'environment', view.environment.name, 'collection', view.collection.name, 'records')}/{recordId}`
@@ -62,11 +63,20 @@ const apiOf = (view: CollectionView) => recordsApiPath({ project: view.project.n
 /** Where a relation input of this team's pages finds its suggestions. */
 const idsPathOf = (view: CollectionView) => (collection: string) => renderingPath(view.project.name, view.environment.name, view.team.name, 'c', collection, 'ids')
 
-/** A typed collection's admin forms: a new record (its id and fields), and the restore of a deleted record by its id. */
-function typedAdminForms(view: CollectionView, fields: SchemaField[]): Html {
-  return html`<h2>New record</h2>
-${typedRecordForm({ id: 'new-record', action: `${apiOf(view)}/{recordId}`, teamName: view.team.name, fields, done: 'Record saved.', idsPath: idsPathOf(view) })}
-<h2>Restore a deleted record</h2>
+/**
+ * A typed collection's forms: a new record (its id and fields) for whoever may edit it through the page's team, and,
+ * for project admins, the restore of a deleted record by its id.
+ */
+function typedWriterForms(view: CollectionView & { isAdmin: boolean; access: { edit: boolean } }, fields: SchemaField[]): Html {
+  const newRecord = view.access.edit
+    ? html`<h2>New record</h2>
+${typedRecordForm({ id: 'new-record', action: `${apiOf(view)}/{recordId}`, teamName: view.team.name, fields, done: 'Record saved.', idsPath: idsPathOf(view) })}`
+    : html``
+  return view.isAdmin ? html`${newRecord}${restoreForm(view)}` : newRecord
+}
+
+function restoreForm(view: CollectionView): Html {
+  return html`<h2>Restore a deleted record</h2>
 <form id="restore-record" data-api action="${apiOf(view)}/{recordId}/restore" data-done="Record restored.">
 <label>Record id <input data-path="recordId" required maxlength="1024"></label>
 <p class="form-error" role="alert"></p>
@@ -149,7 +159,7 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
             title: view.collection.name,
             user,
             crumbs: crumbsFor(params, { collection: true }),
-            body: html`${csvLinks(view, listQuery(query, fields))}${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${view.isAdmin ? typedAdminForms(view, fields) : ''}`,
+            body: html`${csvLinks(view, listQuery(query, fields))}${typedRecordList({ fields, query, rows: shown, listed, filterError, pagePath: at(), recordHref })}${typedWriterForms(view, fields)}`,
           })
         }
         const next = new URLSearchParams({ ...(query.q ? { q: query.q } : {}), ...(query.field ? { field: query.field, value: query.value! } : {}), after: shown.at(-1)?.recordKey ?? '' })
@@ -164,7 +174,7 @@ ${isAdmin ? newWorkflowForm({ project: project.name, environment: environment.na
               : scrollingTable(html`<table><thead><tr><th>Record id</th><th>Data</th></tr></thead><tbody>
 ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.recordKey)}">${r.recordKey}</a></td><td class="mono">${preview(r.data)}</td></tr>`)}
 </tbody></table>`)
-          }${more}${view.isAdmin ? recordForm(view) : ''}`,
+          }${more}${view.access.edit ? recordForm(view) : ''}`,
         })
       }),
     )
@@ -201,7 +211,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
           })
           return { record, view, fields: (yield* readCollectionSchema(view.project.id, view.collection.id)).fields }
         })
-        const { project, environment, team, collection, isAdmin } = view
+        const { project, environment, team, collection, isAdmin, access } = view
         const notes = await read(deps.store, renderNotes((await read(deps.store, listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
         const flows = (await read(deps.store, renderingWorkflows(environment.id, team.id))).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
@@ -209,7 +219,9 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
         const taskIds = (await read(deps.store, listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
         const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
-        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, extensions: true }, [], 20))).slice(0, 20)))) : null
+        // Its history is what changed it (write entries): views, of the record or of a list naming it among others, are
+        // in the activity log linked beside it.
+        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, type: 'write', extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, id: string, content: Html) => html`<h2 id="${id}">${title}</h2>${content}`
         const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))
@@ -220,7 +232,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
           crumbs: crumbsFor(params, { collection: true, record: true }),
           body: html`<p class="record-nav"><a href="#runs">Runs</a> · <a href="#tasks">Tasks</a> · <a href="#notes">Notes</a>${history ? html` · <a href="#history">History</a> · <a href="${audit('runs')}">all runs</a> · <a href="${audit('activity')}">activity log</a>` : ''}</p>
 ${
-  fields.length > 0 && isAdmin
+  fields.length > 0 && access.edit
     ? html`${typedRecordForm({ id: 'edit-record', action: `${apiOf(view)}/${encodeURIComponent(record.recordKey)}`, teamName: team.name, fields, data: JSON.parse(record.data), done: 'Record saved.', idsPath: idsPathOf(view) })}
 <form id="delete-record" class="inline" data-api data-method="DELETE" action="${`${apiOf(view)}/${encodeURIComponent(record.recordKey)}`}" data-next="${renderingPath(project.name, environment.name, team.name, 'c', collection.name)}" data-confirm="Delete record ${record.recordKey}? A project admin can restore it for a while." data-done="Record ${record.recordKey} deleted."><button type="submit" class="danger">Delete record</button> <span class="form-error" role="alert"></span></form>`
     : fields.length > 0

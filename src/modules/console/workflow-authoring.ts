@@ -152,11 +152,11 @@ ${
 }`
 }
 
-/** The line diff of two versions' definitions as the editor shows them. */
+/** The line diff of two versions' definitions as the editor shows them; its box scrolls, so a keyboard can focus it. */
 export function diffSection(from: { version: number; definition: WorkflowDefinition }, to: { version: number; definition: WorkflowDefinition }): Html {
   const lines = lineDiff(editableDefinition(from.definition), editableDefinition(to.definition))
   const changed = lines.filter((l) => l.kind !== 'same').length
   const mark = (line: DiffLine) => (line.kind === 'added' ? '+ ' : line.kind === 'removed' ? '- ' : '  ')
   return html`<h3 id="diff">v${from.version} → v${to.version}: ${changed === 0 ? 'no difference' : `${changed} line${changed === 1 ? '' : 's'} changed`}</h3>
-<pre class="diff">${lines.map((line) => html`<span class="diff-${line.kind}">${mark(line)}${line.text}</span>\n`)}</pre>`
+<pre class="diff" tabindex="0" aria-label="${`Changes from v${from.version} to v${to.version}`}">${lines.map((line) => html`<span class="diff-${line.kind}">${mark(line)}${line.text}</span>\n`)}</pre>`
 }

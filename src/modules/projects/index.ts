@@ -1,7 +1,8 @@
 /**
  * Project management: a project's name and SSO, its environments, teams and collections, its members (permission
  * level, teams) and its records. For the project's admins and instance administrators (requireProjectManager); a
- * token with the `all` scope of an admin works within its project. Every change goes through the services `trellis
+ * token with the `all` scope of an admin works within its project. A record's `PUT` also lets a member write through a
+ * team of theirs that may edit the collection (the console's record forms). Every change goes through the services `trellis
  * apply` uses, with the same validation and admin log entries.
  */
 import { Elysia, t } from 'elysia'
@@ -9,15 +10,15 @@ import type { AppDeps } from '../../deps.ts'
 import { read } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
-import { requireProjectManager } from '../auth/service.ts'
+import { callerProjectRole, requireProjectManager } from '../auth/service.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { conflict, notFound } from '../../lib/errors.ts'
+import { conflict, forbidden, notFound } from '../../lib/errors.ts'
 import { addTeamMember, removeProjectMember, removeTeamMember, setProjectMember, userProjectValue } from '../members/service.ts'
 import { requireUser } from '../users/service.ts'
 import { nonConformingRecords, readCollectionSchema, setCollectionFields, upsertRecord } from '../records/service.ts'
 import { IF_MATCH } from '../records/model.ts'
 import { addProjectPart, renameProject, renameProjectPart, setProjectSso } from './structure.ts'
-import { findTeam, requireCollection, requireEnvironment, roleIn } from '../directory/projects.ts'
+import { collectionWriter, findTeam, requireCollection, requireEnvironment, roleIn } from '../directory/projects.ts'
 import { CollectionParams, CollectionSchemaBody, CollectionSchemaChange, CollectionSchemaView, MemberBody, MemberParams, Membership, NamedPart, PartName, ProjectSettingsBody, ProjectView, PutRecordBody, RecordParams, SavedRecord, TeamMemberParams } from './admin-model.ts'
 import { withArticle } from '../../lib/words.ts'
 
@@ -190,10 +191,14 @@ export function projectAdminModule(deps: AppDeps) {
       '/v1/project/:projectName/environment/:environmentName/collection/:collectionName/records/:recordId',
       async ({ params, body, caller, request, set }) => {
         const saved = await write(deps.store, function* () {
-          yield* requireProjectManager(caller, params.projectName)
+          const { manager } = yield* callerProjectRole(caller, params.projectName)
           const { project, environment } = yield* requireEnvironment(params.projectName, params.environmentName)
           const collection = yield* requireCollection(project.id, params.collectionName)
           const team = yield* requireTeam(project.id, body.teamName)
+          // A member who is no admin writes through a team of theirs that may edit the collection (the console's forms).
+          if (!manager && !(yield* collectionWriter({ userId: caller.user.id, projectId: project.id, collectionId: collection.id, teamName: team.name }))) {
+            throw forbidden(`Team ${team.name} may not change records of ${collection.name}, or you are not its member`)
+          }
           return yield* upsertRecord(deps.clock, {
             environmentId: environment.id, collectionId: collection.id, recordKey: params.recordId, data: body.data,
             userId: caller.user.id, teamId: team.id, via: 'in the console or the management API',
@@ -208,10 +213,11 @@ export function projectAdminModule(deps: AppDeps) {
         accountCall: true,
         params: RecordParams,
         body: PutRecordBody,
-        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 404, 409, 412, 422) },
+        response: { 200: SavedRecord, 201: SavedRecord, ...errorResponses(400, 403, 404, 409, 412, 422) },
         detail: {
           operationId: 'putRecord',
-          summary: "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins)",
+          summary:
+            "Create or replace a record's data (a JSON object); its activity entry names the team given (project admins, and members of that team when it may edit the collection)",
           description:
             "With a collection schema (docs/records.md), absent fields that have a default take it, and the data must conform: " +
             '422 `invalid_record` with `details: [{field, message}]`, each field a JSON pointer (`/total`); nothing is written. ' +

@@ -296,14 +296,18 @@ function isObjectWithSteps(value: unknown): boolean {
 }
 
 /**
- * Canonical JSON of what a version pins: everything but the trigger settings (`webhook`), with keys
- * sorted so that re-ordering keys in the file is not a new version — but for a form's fields, whose order is the
- * order the task page shows them in.
+ * What a version pins: everything but the trigger settings (`webhook`). `text` keeps the author's key order (the
+ * editor, the API and the version diff show what was typed); `canonical` sorts the keys, so that re-ordering keys
+ * is not a new version (its hash decides) — but for a form's fields, whose order is the order the task page shows
+ * them in.
  */
-export function canonicalDefinition(definition: WorkflowDefinition): string {
+export function pinnedDefinition(definition: WorkflowDefinition): { text: string; canonical: string } {
   const { webhook: _webhook, ...versioned } = definition
-  return canonicalJson(versioned, isFormFields)
+  return { text: JSON.stringify(versioned), canonical: canonicalJson(versioned, isFormFields) }
 }
+
+/** The canonical JSON of what a version pins (`pinnedDefinition`). */
+export const canonicalDefinition = (definition: WorkflowDefinition): string => pinnedDefinition(definition).canonical
 
 /** `…steps.<i>.form.properties`: a task step's form fields. */
 const isFormFields = (path: readonly string[]) => path.length >= 4 && path.at(-1) === 'properties' && path.at(-2) === 'form' && path.at(-4) === 'steps'

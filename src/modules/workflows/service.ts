@@ -25,7 +25,7 @@ import { webhookUrl } from '../../lib/webhook-url.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import { canReachRendering } from '../directory/projects.ts'
 import { collectionFields } from '../records/service.ts'
-import { canonicalDefinition, type WorkflowDefinition } from './definition.ts'
+import { pinnedDefinition, type WorkflowDefinition } from './definition.ts'
 import { typedStepProblems } from './typed-steps.ts'
 import type { Answer, Op } from '../../db/op.ts'
 
@@ -58,7 +58,8 @@ export interface PublishResult {
 }
 
 /**
- * Publishes a definition: a new version when it differs from the active one (canonical JSON, `webhook` excluded),
+ * Publishes a definition: a new version when it differs from the active one (canonical JSON, `webhook` excluded;
+ * stored as typed),
  * nothing otherwise. Trigger settings given in `definition.webhook` are applied; omitted ones are left alone. The steps
  * must agree with the collection's schema (./typed-steps.ts: 400 naming each step's field, under `at`).
  * Call inside a write transaction.
@@ -74,8 +75,8 @@ export function* publishWorkflow(
   if (typed.length > 0) throw invalidFields(typed.map((p) => ({ field: p.path, message: p.message })))
   const now = clock.now()
   const renderingId = yield* ensureRendering(target.environmentId, target.teamId)
-  const canonical = canonicalDefinition(definition)
-  const hash = createHash('sha256').update(canonical).digest('hex')
+  const pinned = pinnedDefinition(definition)
+  const hash = createHash('sha256').update(pinned.canonical).digest('hex')
 
   let workflow = yield* findWorkflowInRendering(renderingId, definition.name)
   const created = !workflow
@@ -90,7 +91,7 @@ export function* publishWorkflow(
   if (!active || active.definitionHash !== hash) {
     version = (yield* latestWorkflowVersion(workflow.id)) + 1
     yield* publishWorkflowVersion({
-      workflowId: workflow.id, version, definition: canonical, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId,
+      workflowId: workflow.id, version, definition: pinned.text, definitionHash: hash, publishedBy: actorId, collectionId: target.collectionId,
       concurrencyLimit: definition.concurrency ?? null, now,
     })
     yield* appendAdminLog(clock, {
