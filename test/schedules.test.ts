@@ -397,8 +397,8 @@ const manyTicketsSql = (count: number) => `WITH RECURSIVE n(i) AS (SELECT 1 UNIO
   FROM n, environments e, collections c WHERE e.name = 'production' AND c.name = 'tickets'`
 
 /** A real `serve` on SQLite, or (PostgreSQL) `count` instances on one fresh database; the schedule API through the first. */
-async function deployment(workflows: Record<string, unknown>[], count = 1) {
-  const document = ticketsDocument(workflows)
+async function deployment(workflows: Record<string, unknown>[], count = 1, records = TICKET_RECORDS) {
+  const document = ticketsDocument(workflows, records)
   if (TEST_STORE === 'postgres') {
     const url = await freshDatabase()
     const set = await startInstances({ url, document, count })
@@ -483,7 +483,7 @@ test('real server: a seconds schedule fires every second, one run per matching r
 test('real server: kill -9 in the middle of a tick; the restarted server finishes it, each record once', async () => {
   // PostgreSQL inserts each run under its environment's runs lock, a round trip each: fewer suffice to be mid-tick.
   const count = TEST_STORE === 'postgres' ? 3000 : 10_000
-  const deployed = await deployment([holdOn('Big tick')])
+  const deployed = await deployment([holdOn('Big tick')], 1, [])
   try {
     deployed.sql(manyTicketsSql(count))
     const at = new Date(Date.now() + 3000)
