@@ -68,6 +68,7 @@ export const POSTGRES_PASS = [
   'route-fuzz',
   'routes',
   'run-history',
+  'schedules',
   'run-events',
   'run-events-catch-up',
   'runs-list',

@@ -194,7 +194,7 @@ const ENGINE = [
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */
 const DOMAINS = [
   'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'mail', 'maintenance',
-  'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
+  'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'schedules', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
   'webhooks', 'workflows',
 ].map((name) => `src/db/${name}.ts`)
 const DIALECTS = ['sqlite', 'postgres'] as const

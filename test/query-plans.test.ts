@@ -5,6 +5,7 @@
  * A filter without its own index must still walk an (environment or project, id) index: never a bare table scan,
  * never a sort of every matching row.
  */
+import { abandonedTickIds, dueSchedules, lastTickOf, nextScheduleFireAt, nextTickLeaseExpiry } from '../src/db/schedules.ts'
 import { Database } from 'bun:sqlite'
 import { afterAll, describe, expect, test } from 'bun:test'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
@@ -227,6 +228,12 @@ const CASES: PlanCase[] = [
   ['run events: an environment\'s newest (a stream from now)', (db) => runOp(db, latestEventId(production)), /FROM run_events WHERE environment_id = /, /^SEARCH run_events USING COVERING INDEX run_events_env_id_idx \(environment_id=\?\)$/],
   // ── records ──
   ['records: the purge walks the deleted records oldest first', (db) => runOp(db, purgeDeletedRecordBatch(0)), /^delete from "records" where "records"\."id" in \(select "id" from "records"/, /SEARCH records USING COVERING INDEX records_deleted_idx \(deleted_at>\? AND deleted_at<\?\)$/],
+  // ── schedules (the ticker of every instance reads these at least once a second) ──
+  ['schedules: the due ones', (db) => runOp(db, dueSchedules(0, 20)), /from "workflow_schedules" where "workflow_schedules"\."next_fire_at" <= /, /^SEARCH workflow_schedules USING INDEX workflow_schedules_due_idx \(next_fire_at<\?\)$/],
+  ['schedules: the next fire time', (db) => runOp(db, nextScheduleFireAt()), /from "workflow_schedules" where "workflow_schedules"\."next_fire_at" IS NOT NULL/, /^SEARCH workflow_schedules USING COVERING INDEX workflow_schedules_due_idx \(next_fire_at>\?\)$/],
+  ['schedules: abandoned ticks', (db) => runOp(db, abandonedTickIds(0, 20)), /from "schedule_ticks" where/, /^SEARCH schedule_ticks USING INDEX schedule_ticks_open_idx \(lease_expires_at<\?\)$/],
+  ['schedules: the soonest lease expiry of an open tick', (db) => runOp(db, nextTickLeaseExpiry()), /^select "lease_expires_at" from "schedule_ticks"/, /^SCAN schedule_ticks USING INDEX schedule_ticks_open_idx$/],
+  ['schedules: a workflow\'s last tick', (db) => runOp(db, lastTickOf(1)), /from "schedule_ticks" where "schedule_ticks"\."workflow_id" = /, /^SEARCH schedule_ticks USING INDEX schedule_ticks_workflow_fire_unique \(workflow_id=\?\)$/],
   ['records: a record by its key', (db) => runOp(db, findRecordByKey({ environmentId: production, collectionId: 1 }, 'ord_1001')), /from "records"/, /SEARCH records USING INDEX records_env_collection_key_unique \(environment_id=\? AND collection_id=\? AND record_key=\?\)/],
 ]
 

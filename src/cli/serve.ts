@@ -79,6 +79,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
     leaseMs: config.executorLeaseMs,
     outbound,
     shareMs: () => (slices.busy ? shareMs : Number.POSITIVE_INFINITY),
+    metrics,
   })
   const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
   const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings })

@@ -65,7 +65,7 @@ export interface RunRow {
   record_id: string
   user_id: number
   token_id: number | null
-  trigger: 'manual' | 'webhook'
+  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
   status: RunStatus
   next_step: number
   available_at: number
@@ -93,7 +93,9 @@ export interface NewRun {
   recordId: string
   userId: number
   tokenId: number | null
-  trigger: 'manual' | 'webhook'
+  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
+  /** A schedule's run: its tick's fire time (ms); null or absent for other triggers. */
+  scheduledFor?: number | null
   /**
    * When the run is queued (ms): it is due then; its stored `created_at` is in µs (see the insert). A clock to read
    * (`() => clock.now()`) is read once the insert holds what orders the environment's runs — SQLite's write lock,
@@ -176,9 +178,9 @@ function isUniqueViolation(error: unknown): boolean {
 // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
 // exactly, and never ahead of the clock below a million triggers a second.
 const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-    status, next_step, available_at, attempts, created_at, retry_of)
+    status, next_step, available_at, attempts, created_at, retry_of, scheduled_for)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?10, ?9, 0,
-    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11)`
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12)`
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
@@ -195,7 +197,7 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
   try {
     statementOn(db, 'queue.insert', INSERT_RUN).run(
       run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-      run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null,
+      run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null,
     )
     return run.id
   } catch (error) {
@@ -224,7 +226,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const queue = async (id: string) => {
-    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL]
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL, run.scheduledFor ?? null]
     return (await rawRows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
@@ -248,8 +250,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-      status, next_step, available_at, attempts, created_at, retry_of)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11
+      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $13::bigint
     WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
     ON CONFLICT DO NOTHING
     RETURNING id)

@@ -455,7 +455,7 @@ export function defineTables(kit: TableKit) {
         .notNull()
         .references(() => users.id),
       tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
-      trigger: text('trigger', { enum: ['manual', 'webhook'] }).notNull(),
+      trigger: text('trigger', { enum: ['manual', 'webhook', 'schedule', 'event'] }).notNull(),
       status: text('status', { enum: RUN_STATUSES }).notNull(),
       /** Index of the first step not yet recorded as done. */
       nextStep: integer('next_step').notNull().default(0),
@@ -473,6 +473,8 @@ export function defineTables(kit: TableKit) {
       finishedAt: integer('finished_at'),
       /** The failed or cancelled run this one retries: it resumes at that run's failed step. */
       retryOf: text('retry_of'),
+      /** A run a schedule started: the fire time of its tick (epoch ms); null for every other trigger. */
+      scheduledFor: integer('scheduled_for'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
     // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).
@@ -503,7 +505,67 @@ export function defineTables(kit: TableKit) {
       // The run history's retention walks the oldest finished runs.
       index('runs_finished_idx').on(t.finishedAt).where(statusIn(FINISHED_RUN_STATUSES)),
       check('runs_status_check', statusIn(RUN_STATUSES)),
-      check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
+      check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook', 'schedule', 'event')`),
+    ],
+  )
+
+  /**
+   * A workflow's schedule (one at most): its cron in its timezone, the records each tick starts a run on, whose
+   * rights the runs use. `nextFireAt` is the next fire time not yet ticked (null while disabled): an instance's
+   * ticker claims a tick by moving it on in the statement that inserts the tick (src/db/schedules.ts).
+   */
+  const workflowSchedules = table(
+    'workflow_schedules',
+    {
+      workflowId: integer('workflow_id')
+        .primaryKey()
+        .references(() => workflows.id, { onDelete: 'cascade' }),
+      cron: text('cron').notNull(),
+      timezone: text('timezone').notNull(),
+      /** JSON: the `records.where` object as given (relative times unresolved). */
+      recordsWhere: text('records_where').notNull(),
+      recordsLimit: integer('records_limit').notNull(),
+      runAsUserId: integer('run_as_user_id')
+        .notNull()
+        .references(() => users.id),
+      catchUp: text('catch_up', { enum: ['once', 'skip'] }).notNull(),
+      enabled: boolean('enabled').notNull(),
+      nextFireAt: integer('next_fire_at'),
+      createdAt: createdAt(),
+      updatedAt: integer('updated_at').notNull(),
+    },
+    (t) => [
+      index('workflow_schedules_due_idx').on(t.nextFireAt),
+      check('workflow_schedules_catch_up_check', sql`${t.catchUp} in ('once', 'skip')`),
+    ],
+  )
+
+  /**
+   * One tick of a schedule: the unique (workflow, fire time) makes it fire once across instances and restarts. Its
+   * runs are started in batches, each committing with the tick's `cursor` (the last record it considered), so a
+   * tick resumed after a crash never considers a record twice. Open until `finishedAt`; worked under a lease.
+   */
+  const scheduleTicks = table(
+    'schedule_ticks',
+    {
+      id: id(),
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      fireAt: integer('fire_at').notNull(),
+      /** JSON `{key, id}`: the records list's keyset position after the last record considered; null before the first. */
+      cursor: text('cursor'),
+      started: integer('started').notNull().default(0),
+      skipped: integer('skipped').notNull().default(0),
+      failed: integer('failed').notNull().default(0),
+      /** Why the tick did less than asked: `run_as_forbidden`, `over_limit`; null otherwise. */
+      warning: text('warning'),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      uniqueIndex('schedule_ticks_workflow_fire_unique').on(t.workflowId, t.fireAt),
+      index('schedule_ticks_open_idx').on(t.leaseExpiresAt).where(sql`finished_at IS NULL`),
     ],
   )
 
@@ -900,7 +962,7 @@ export function defineTables(kit: TableKit) {
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
-    workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
+    workflows, workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
     callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
     activityLogRecords, adminLogs,
   }

@@ -47,6 +47,8 @@ import { runUpdate } from './steps/update.ts'
 import { runTask } from './steps/task.ts'
 import { runWait } from './steps/wait.ts'
 import { TaskDeadlines } from './task-deadlines.ts'
+import { ScheduleTicker } from './schedule-ticker.ts'
+import type { Metrics } from '../lib/metrics.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from './template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
@@ -102,6 +104,10 @@ export interface ExecutorOptions {
   mail?: MailSettings | null
   /** Longest wait of the deadline timer between two reads of the next deadline (./task-deadlines.ts; default a minute). */
   deadlinePollMs?: number
+  /** Where the schedule ticker counts its ticks (./schedule-ticker.ts); none in most tests. */
+  metrics?: Pick<Metrics, 'schedules'>
+  /** Longest wait of the schedule ticker between two reads of what is due (./schedule-ticker.ts; default a second). */
+  schedulePollMs?: number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -136,11 +142,16 @@ export class Executor {
   private readonly outbound: OutboundClient
   /** The timer of the tasks' deadlines and reminders, started and stopped with the executor. */
   private readonly deadlines: TaskDeadlines
+  /** The ticker of the workflows' schedules, started and stopped with the executor. */
+  private readonly schedules: ScheduleTicker
 
   constructor(private readonly options: ExecutorOptions) {
     this.outbound = options.outbound ?? new OutboundClient()
     const { store, clock, logger } = options
     this.deadlines = new TaskDeadlines({ store, clock, logger, mail: options.mail ?? null, pollMs: options.deadlinePollMs })
+    this.schedules = new ScheduleTicker({
+      store, clock, logger, owner: this.owner, leaseMs: options.leaseMs, onRunsQueued: () => this.notify(), metrics: options.metrics, pollMs: options.schedulePollMs,
+    })
   }
 
   /** Runs being executed now (at most `concurrency`). */
@@ -185,6 +196,7 @@ export class Executor {
     }, SWEEP_EVERY_MS)
     this.dispatcher = this.dispatch()
     this.deadlines.start()
+    this.schedules.start()
   }
 
   /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
@@ -194,7 +206,7 @@ export class Executor {
     if (this.sweeper) clearInterval(this.sweeper)
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop()])
+    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop(), this.schedules.stop()])
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {
@@ -206,6 +218,11 @@ export class Executor {
   /** Wakes the claiming loop: a run was just queued, or a run ended and freed a slot. */
   notify(): void {
     this.wakeUps.notify()
+  }
+
+  /** A schedule was saved: its ticker reads what is due again. */
+  notifySchedules(): void {
+    this.schedules.notify()
   }
 
   /** A cancelled run stops at its next step boundary; an in-flight HTTP call is aborted. */

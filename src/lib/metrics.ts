@@ -188,6 +188,27 @@ export function createMetrics(options: MetricsOptions = {}) {
     observeRuns(source: () => RunsSample | Promise<RunsSample>): void {
       sampleRuns = source
     },
+    /** Workflow schedules' ticks (src/executor/schedule-ticker.ts), by workflow id: those this instance worked on. */
+    schedules: {
+      ticks: new Counter({
+        name: 'trellis_schedule_ticks_total',
+        help: "Schedule ticks this instance finished, by workflow id (a tick resumed after a crash counts on the instance that finished it)",
+        labelNames: ['workflow_id'] as const,
+        registers: [registry],
+      }),
+      runsStarted: new Counter({
+        name: 'trellis_schedule_runs_started_total',
+        help: 'Runs schedule ticks started on this instance, by workflow id',
+        labelNames: ['workflow_id'] as const,
+        registers: [registry],
+      }),
+      recordsSkipped: new Counter({
+        name: 'trellis_schedule_records_skipped_total',
+        help: 'Records schedule ticks on this instance skipped because a run of the workflow was already active on them, by workflow id',
+        labelNames: ['workflow_id'] as const,
+        registers: [registry],
+      }),
+    },
     loginFailures: new Counter({
       name: 'trellis_login_failures_total',
       help: 'Failed password logins (never logged with the attempted password)',

@@ -57,6 +57,9 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
     record_id: 'ord_1001',
     email: ALICE.email,
     password: ALICE.password,
+    cron: '0 9 * * 1-5',
+    timezone: 'Europe/Paris',
+    runAs: ALICE.email,
   }
   const send = (method: string, path: string, json?: unknown) => app.handle(request(path, { method, headers: { authorization: bearer }, json }))
   const hooked = await send('PUT', '/v1/project/Acme/environment/production/team/Support/workflows/Hooked', {
@@ -64,6 +67,8 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
     webhook: { enabled: true, ratePerMinute: 100_000 },
     steps: [{ type: 'load' }],
   })
+  // A schedule on Refund order, for the routes that read or remove one.
+  await send('PUT', '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/schedule', { cron: '0 9 * * 1-5', runAs: ALICE.email })
   known['hooks/token'] = hookPath(((await hooked.json()) as Json).webhook.url).slice('/v1/hooks/'.length)
   const run = await send('POST', '/v1/project/Acme/environment/production/workflow-runs', { workflowName: 'Hooked', teamName: 'Support', recordId: 'ord_1002' })
   known.runId = ((await run.json()) as Json).runId

@@ -328,6 +328,40 @@ document.addEventListener('submit', (event) => {
   submitApiForm(form, event.submitter)
 })
 
+// A form marked data-preview="URL" (a schedule's) sends the inputs named in data-preview-fields to URL as they change
+// (after a short pause) and lists the answer's `nextAt` in the element data-preview-into names, or the API's error.
+const previewTimers = new WeakMap()
+document.addEventListener('input', (event) => {
+  const form = event.target.form
+  if (!form || form.dataset.preview === undefined || !form.dataset.previewFields.split(' ').includes(event.target.name)) return
+  clearTimeout(previewTimers.get(form))
+  previewTimers.set(form, setTimeout(() => previewForm(form), 300))
+})
+
+async function previewForm(form) {
+  const into = document.querySelector(form.dataset.previewInto)
+  const body = {}
+  for (const name of form.dataset.previewFields.split(' ')) {
+    const input = form.elements.namedItem(name)
+    if (input && input.value.trim() !== '') body[name] = input.value.trim()
+  }
+  if (body.cron === undefined) return void (into.textContent = '')
+  const response = await fetch(form.dataset.preview, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body) })
+  const answer = await response.json().catch(() => ({}))
+  into.replaceChildren()
+  if (!response.ok) {
+    const item = document.createElement('li')
+    item.className = 'error'
+    item.textContent = answer.message || `Error ${response.status}`
+    return void into.append(item)
+  }
+  for (const next of answer.nextAt) {
+    const item = document.createElement('li')
+    item.textContent = `${next.at} (${next.utc.slice(0, 19).replace('T', ' ')} UTC)`
+    into.append(item)
+  }
+}
+
 document.addEventListener('click', async (event) => {
   const button = event.target.closest('button[data-copy]')
   if (!button) return

@@ -35,11 +35,12 @@ import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyCallbacks, ApplyFile, type ApplyProject } from './model.ts'
-import { splitCallbacks, validateApplyFile } from './validate.ts'
+import { splitCallbacks, splitSchedule, validateApplyFile } from './validate.ts'
 import { listCallbackEndpoints } from '../../db/callbacks.ts'
 import { findTriggerTarget } from '../../db/workflows.ts'
 import { HttpError } from '../../lib/errors.ts'
 import { type AllowList, NOTHING_ALLOWED } from '../../lib/outbound/policy.ts'
+import { putSchedule, type ScheduleInput } from '../schedules/service.ts'
 import { addCallbackEndpoint, type CallbackContext, type CallbackEndpointView, canonicalEvents, endpointView, setCallbackEvents } from '../callbacks/service.ts'
 import type { Op } from '../../db/op.ts'
 import { read, readSync } from '../../db/read.ts'
@@ -383,7 +384,8 @@ class ApplyWriter {
   }
 
   /** `at`: the workflow's place in the file, for problem paths. */
-  private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, entry: unknown, at: string) {
+  private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, fileEntry: unknown, at: string) {
+    const { entry, schedule } = splitSchedule(fileEntry)
     const { definition: raw, callbacks } = splitCallbacks(entry)
     const definition = raw as WorkflowDefinition
     const target: WorkflowTarget = {
@@ -419,6 +421,20 @@ class ApplyWriter {
       },
       ...(callbacks === undefined ? {} : { callbacks: yield* this.applyCallbacks(result.workflowId, name, callbacks as ApplyCallbacks, `${at}.callbacks`) }),
     })
+    if (schedule !== undefined) yield* this.applySchedule(result.workflowId, name, schedule as ScheduleInput, `${at}.schedule`)
+  }
+
+  /** The file's schedule of a workflow, checked and saved as the API's PUT does (a workflow's schedule not in the file is kept). */
+  private *applySchedule(workflowId: number, workflowName: string, schedule: ScheduleInput, at: string) {
+    const target = (yield* findTriggerTarget(workflowId))!
+    try {
+      const saved = yield* putSchedule(this.ctx.clock, target, schedule, null)
+      this.record(saved.outcome, 'schedule', workflowName)
+    } catch (error) {
+      const details = error instanceof HttpError ? (error.extra.details as { field: string; message: string }[] | undefined) : undefined
+      if (details) throw new ApplyError(details.map((d) => ({ path: `${at}.${d.field}`, message: d.message })))
+      throw error
+    }
   }
 
   /**

@@ -3,6 +3,7 @@
  * the apply transaction so what was checked is what gets written. Paths name the offending item:
  * `projects[0].teams[1].members[0]: unknown user bob@example.com`.
  */
+import { ScheduleBody } from '../schedules/model.ts'
 import { issuerProblem } from '../../config.ts'
 import { listUserEmails } from '../../db/apply.ts'
 import { listProjectParts } from '../../db/records.ts'
@@ -122,6 +123,16 @@ export function splitCallbacks(entry: unknown): { definition: unknown; callbacks
   return { definition, callbacks }
 }
 
+/**
+ * A workflow entry's `schedule` (docs/workflows.md "Schedules"; not part of the definition's version, like `webhook`)
+ * taken apart from the rest of the entry.
+ */
+export function splitSchedule(entry: unknown): { entry: unknown; schedule: unknown } {
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !Object.hasOwn(entry, 'schedule')) return { entry, schedule: undefined }
+  const { schedule, ...rest } = entry as Record<string, unknown>
+  return { entry: rest, schedule }
+}
+
 /** A workflow's callbacks: their shape, each URL as the API checks it, no URL twice. */
 function checkCallbacks(callbacks: unknown, at: string, allow: AllowList, problem: Report) {
   const shape = schemaProblems(ApplyCallbacks, callbacks, at)
@@ -156,7 +167,10 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
   const workflowKeys = new Set<string>()
   project.workflows?.forEach((entry, w) => {
     const wat = `${at}.workflows[${w}]`
-    const { definition: raw, callbacks } = splitCallbacks(entry)
+    const { entry: withoutSchedule, schedule } = splitSchedule(entry)
+    // Its shape here; the cron, the filter and the runAs user as the API checks them, when it is applied.
+    if (schedule !== undefined) for (const p of schemaProblems(ScheduleBody, schedule, `${wat}.schedule`)) problem(p.path, p.message)
+    const { definition: raw, callbacks } = splitCallbacks(withoutSchedule)
     if (callbacks !== undefined) checkCallbacks(callbacks, `${wat}.callbacks`, allow, problem)
     const definitionProblems = workflowDefinitionProblems(raw, wat)
     if (definitionProblems.length > 0) {

@@ -16,6 +16,7 @@ import { adminProject } from './access.ts'
 import { runsTable } from './runs.ts'
 import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
+import { scheduleSection } from './workflow-schedule.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
 
@@ -88,6 +89,7 @@ ${runsTable(runs)}
 <div id="workflow-versions" data-refresh>${versionsSection(view.versions, compared)}</div>
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
+${await scheduleSection(deps, target, workflowApi(place, name))}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
       })
     }),

@@ -1,5 +1,5 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
+import { cancelActiveRun, carryRunSteps, type InsertResult, insertRun } from '../../db/queue.ts'
 import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
@@ -56,7 +56,9 @@ export interface RunStart {
   userId: number
   tokenId: number | null
   via?: Channel
-  trigger: 'manual' | 'webhook'
+  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
+  /** A schedule's run: its tick's fire time (ms). */
+  scheduledFor?: number
   /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
   retry?: { of: string; resumeAt: number }
 }
@@ -68,6 +70,22 @@ export interface RunStart {
  * PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
+  const result = yield* queueRunIfIdle(clock, id, input)
+  if (!result.inserted && result.retriedBy !== undefined) {
+    throw conflict('already_retried', `Run ${input.retry!.of} has already been retried`, { runId: result.retriedBy })
+  }
+  if (!result.inserted) {
+    throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
+  }
+  return result.id
+}
+
+/**
+ * `queueRun` without its 409s: the run queued with its activity entry, or what stopped it (a run active on the
+ * record, a retry retried already) with nothing written. A schedule's tick counts a record with an active run as
+ * skipped this way.
+ */
+export function* queueRunIfIdle(clock: Clock, id: string, input: RunStart): Op<InsertResult> {
   const result = yield* insertRun({
     id,
     workflowId: input.target.workflowId,
@@ -77,16 +95,12 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     userId: input.userId,
     tokenId: input.tokenId,
     trigger: input.trigger,
+    scheduledFor: input.scheduledFor ?? null,
     createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
     nextStep: input.retry?.resumeAt,
     retryOf: input.retry?.of,
   })
-  if (!result.inserted && result.retriedBy !== undefined) {
-    throw conflict('already_retried', `Run ${input.retry!.of} has already been retried`, { runId: result.retriedBy })
-  }
-  if (!result.inserted) {
-    throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
-  }
+  if (!result.inserted) return result
   if (input.retry) yield* carryRunSteps(input.retry.of, result.id, input.retry.resumeAt)
   yield* appendActivityLog(clock, {
     environmentId: input.target.environmentId,
@@ -100,13 +114,20 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
-  return result.id
+  return result
+}
+
+const START_LABELS: Record<RunStart['trigger'], string> = {
+  manual: 'triggered manually',
+  webhook: 'triggered via webhook',
+  schedule: 'triggered by its schedule',
+  event: 'triggered by an event',
 }
 
 /** The start's activity entry: `triggerWorkflow`, or for a retry the extension `retryWorkflow` naming the run it retries. */
 function startEntryOf(input: RunStart): { action: 'triggerWorkflow' | 'retryWorkflow'; label: string } {
   if (input.retry) return { action: 'retryWorkflow', label: `retry of run ${input.retry.of}` }
-  return { action: 'triggerWorkflow', label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually' }
+  return { action: 'triggerWorkflow', label: START_LABELS[input.trigger] }
 }
 
 /**
@@ -159,6 +180,7 @@ export function* renderRuns(ids: string[], now: number) {
       finishedAt: toIsoOrNull(r.run.finishedAt),
       retryOf: r.run.retryOf,
       retriedBy: r.retriedBy,
+      scheduledFor: toIsoOrNull(r.run.scheduledFor),
       ...(r.run.error ? { error: shownError<{ code: string; message: string; step?: string }>(r.run.error) } : {}),
       steps: steps
         .filter((s) => s.runId === id)
