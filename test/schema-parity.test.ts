@@ -144,6 +144,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0016_datetime_or_null',
       '0017_task_assignees_by_task',
       '0018_soft_deleted_records',
+      '0019_workflow_events',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -26,7 +26,7 @@ const sqliteKit: TableKit = {
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
+  workflowVersions, webhookTriggers, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
   callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
   adminLogs,
 } = defineTables(sqliteKit)

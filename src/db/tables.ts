@@ -455,7 +455,7 @@ export function defineTables(kit: TableKit) {
         .notNull()
         .references(() => users.id),
       tokenId: integer('token_id').references(() => apiTokens.id, { onDelete: 'set null' }),
-      trigger: text('trigger', { enum: ['manual', 'webhook'] }).notNull(),
+      trigger: text('trigger', { enum: ['manual', 'webhook', 'schedule', 'event'] }).notNull(),
       status: text('status', { enum: RUN_STATUSES }).notNull(),
       /** Index of the first step not yet recorded as done. */
       nextStep: integer('next_step').notNull().default(0),
@@ -473,6 +473,11 @@ export function defineTables(kit: TableKit) {
       finishedAt: integer('finished_at'),
       /** The failed or cancelled run this one retries: it resumes at that run's failed step. */
       retryOf: text('retry_of'),
+      /**
+       * What started a run of trigger `event`: JSON `{event, recordId, changedFields?, noteId?, chain}` (chain: the
+       * event-started runs whose writes led to it, oldest first; src/db/workflow-events.ts). Null for other triggers.
+       */
+      cause: text('cause'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
     // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).
@@ -503,7 +508,69 @@ export function defineTables(kit: TableKit) {
       // The run history's retention walks the oldest finished runs.
       index('runs_finished_idx').on(t.finishedAt).where(statusIn(FINISHED_RUN_STATUSES)),
       check('runs_status_check', statusIn(RUN_STATUSES)),
-      check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook')`),
+      check('runs_trigger_check', sql`${t.trigger} in ('manual', 'webhook', 'schedule', 'event')`),
+    ],
+  )
+
+  /**
+   * A workflow's record and note events (src/db/workflow-events.ts): at most one per workflow. `environment_id` and
+   * `collection_id` repeat the workflow's place so that every record write finds its subscribers with one seek.
+   */
+  const workflowEventTriggers = table(
+    'workflow_event_triggers',
+    {
+      workflowId: integer('workflow_id')
+        .primaryKey()
+        .references(() => workflows.id, { onDelete: 'cascade' }),
+      environmentId: belongsTo('environment_id', () => environments.id),
+      collectionId: belongsTo('collection_id', () => collections.id),
+      /** JSON `[{event, fields?}]`: the events that start a run. */
+      events: text('events').notNull(),
+      /** JSON `{field: {op: value}}` tested on the record (the records list's filters), or null. */
+      filter: text('filter'),
+      runAsUserId: integer('run_as_user_id')
+        .notNull()
+        .references(() => users.id),
+      debounceSeconds: integer('debounce_seconds'),
+      /** Counters for `/metrics`: events dispatched, runs started, events skipped (active run, loop bound, rights). */
+      received: integer('received').notNull().default(0),
+      started: integer('started').notNull().default(0),
+      skipped: integer('skipped').notNull().default(0),
+      updatedAt: integer('updated_at').notNull(),
+    },
+    (t) => [index('workflow_event_triggers_place_idx').on(t.environmentId, t.collectionId)],
+  )
+
+  /**
+   * The outbox of record and note events (DESIGN §15): one row per subscribing workflow, written in the transaction of
+   * the change, claimed under a lease like the other outboxes (./leased-queue.ts) and deleted in the transaction that
+   * starts its run. `next_attempt_at` is when it is due (the change's time plus the debounce).
+   */
+  const workflowEvents = table(
+    'workflow_events',
+    {
+      id: text('id').primaryKey(),
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      recordKey: text('record_key').notNull(),
+      event: text('event').notNull(),
+      /** JSON: the top-level fields a `recordUpdated` changed. */
+      changedFields: text('changed_fields'),
+      noteId: integer('note_id'),
+      /** JSON: the event-started runs whose writes led here (the loop bound's count). */
+      chain: text('chain').notNull(),
+      status: text('status', { enum: ['pending', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      nextAttemptAt: integer('next_attempt_at').notNull(),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('workflow_events_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      // Debounce: the newest pending event of a workflow on a record.
+      index('workflow_events_record_idx').on(t.workflowId, t.recordKey),
+      check('workflow_events_status_check', sql`${t.status} in ('pending', 'failed')`),
     ],
   )
 
@@ -900,7 +967,7 @@ export function defineTables(kit: TableKit) {
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
-    workflows, workflowVersions, webhookTriggers, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
+    workflows, workflowVersions, webhookTriggers, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
     callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
     activityLogRecords, adminLogs,
   }
