@@ -37,13 +37,27 @@ const RunStep = t.Object({
   error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
 })
 
+/** The change that started an event-triggered run (docs/workflows.md "Events"). */
+export const RunCause = t.Object(
+  {
+    event: t.UnionEnum(['recordCreated', 'recordUpdated', 'recordDeleted', 'noteAdded']),
+    recordId: t.String(),
+    changedFields: t.Optional(t.Array(t.String(), { description: 'recordUpdated: the top-level fields the change changed' })),
+    noteId: t.Optional(Integer({ description: 'noteAdded: the note' })),
+    chain: t.Array(t.Object({ runId: t.String({ format: 'uuid' }), workflow: t.String(), recordId: t.String() }), {
+      description: 'The event-started runs whose writes led to this one, oldest first (at most 8: the loop bound)',
+    }),
+  },
+  { $id: 'RunCause' },
+)
+
 export const Run = renderedAnswer(
   t.Object(
     {
       object: t.Literal('workflow-run'),
       id: t.String({ format: 'uuid' }),
       status: t.UnionEnum(RUN_STATUSES),
-      trigger: t.UnionEnum(['manual', 'webhook']),
+      trigger: t.UnionEnum(['manual', 'webhook', 'schedule', 'event']),
       workflow: t.Object({ id: Integer(), name: t.String(), version: Integer({ description: 'The version this run executes' }) }),
       recordId: t.String(),
       environment: EnvironmentRef,
@@ -60,6 +74,7 @@ export const Run = renderedAnswer(
         description: 'The failed or cancelled run this run retries (POST /v1/workflow-runs/{runId}/retry), or null. It may be gone (404): the run history\'s retention deletes it first',
       }),
       retriedBy: t.Union([t.String({ format: 'uuid' }), t.Null()], { description: 'The run that retries this one (a run is retried at most once), or null' }),
+      cause: t.Union([RunCause, t.Null()], { description: 'What started a run of trigger `event`: the change, and the chain of event-started runs that led to it; null for other triggers' }),
       error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
       steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
     },

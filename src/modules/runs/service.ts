@@ -18,6 +18,7 @@ import { userObject } from '../directory/users.ts'
 import { cancelTasksOfRun } from '../tasks/service.ts'
 import type { MailSettings } from '../mail/service.ts'
 import type { Op } from '../../db/op.ts'
+import type { RunCause } from '../../db/workflow-events.ts'
 
 export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
@@ -159,6 +160,7 @@ export function* renderRuns(ids: string[], now: number) {
       finishedAt: toIsoOrNull(r.run.finishedAt),
       retryOf: r.run.retryOf,
       retriedBy: r.retriedBy,
+      cause: r.run.cause === null ? null : (JSON.parse(r.run.cause) as RunCause),
       ...(r.run.error ? { error: shownError<{ code: string; message: string; step?: string }>(r.run.error) } : {}),
       steps: steps
         .filter((s) => s.runId === id)
