@@ -18,6 +18,7 @@ import { recordsModule } from './modules/records/index.ts'
 import { tasksModule } from './modules/tasks/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
 import { runEventsModule } from './modules/run-events/index.ts'
+import { workflowEventsModule } from './modules/workflow-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
 import { docsModule } from './modules/docs/index.ts'
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps) {
     .use(notesModule(deps))
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
+    .use(workflowEventsModule(deps))
     .use(runsModule(deps))
     .use(tasksModule(deps))
     .use(recordsModule(deps))

@@ -47,6 +47,7 @@ import { runUpdate } from './steps/update.ts'
 import { runTask } from './steps/task.ts'
 import { runWait } from './steps/wait.ts'
 import { TaskDeadlines } from './task-deadlines.ts'
+import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from './template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
@@ -102,6 +103,8 @@ export interface ExecutorOptions {
   mail?: MailSettings | null
   /** Longest wait of the deadline timer between two reads of the next deadline (./task-deadlines.ts; default a minute). */
   deadlinePollMs?: number
+  /** Longest wait of the record and note events' dispatcher between two polls (./event-dispatch.ts; default 1 s). */
+  eventPollMs?: number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -136,11 +139,14 @@ export class Executor {
   private readonly outbound: OutboundClient
   /** The timer of the tasks' deadlines and reminders, started and stopped with the executor. */
   private readonly deadlines: TaskDeadlines
+  /** The dispatcher of record and note events into runs, started and stopped with the executor. */
+  readonly events: EventDispatch
 
   constructor(private readonly options: ExecutorOptions) {
     this.outbound = options.outbound ?? new OutboundClient()
     const { store, clock, logger } = options
     this.deadlines = new TaskDeadlines({ store, clock, logger, mail: options.mail ?? null, pollMs: options.deadlinePollMs })
+    this.events = new EventDispatch({ store, clock, logger, pollMs: options.eventPollMs, onRunQueued: () => this.notify() })
   }
 
   /** Runs being executed now (at most `concurrency`). */
@@ -185,6 +191,7 @@ export class Executor {
     }, SWEEP_EVERY_MS)
     this.dispatcher = this.dispatch()
     this.deadlines.start()
+    this.events.start()
   }
 
   /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
@@ -194,7 +201,7 @@ export class Executor {
     if (this.sweeper) clearInterval(this.sweeper)
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop()])
+    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop(), this.events.stop(timeoutMs)])
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {

@@ -1,5 +1,5 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { cancelActiveRun, carryRunSteps, insertRun } from '../../db/queue.ts'
+import { cancelActiveRun, carryRunSteps, type InsertResult, insertRun, type RunTrigger } from '../../db/queue.ts'
 import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
@@ -57,7 +57,9 @@ export interface RunStart {
   userId: number
   tokenId: number | null
   via?: Channel
-  trigger: 'manual' | 'webhook'
+  trigger: RunTrigger
+  /** Trigger `event`: the change that started it. */
+  cause?: RunCause
   /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
   retry?: { of: string; resumeAt: number }
 }
@@ -69,6 +71,20 @@ export interface RunStart {
  * PostgreSQL a later one when another instance queued a greater one first (src/db/queue.ts).
  */
 export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string> {
+  const result = yield* insertStartedRun(clock, id, input)
+  if (result.inserted) return result.id
+  if (result.retriedBy !== undefined) throw conflict('already_retried', `Run ${input.retry!.of} has already been retried`, { runId: result.retriedBy })
+  throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
+}
+
+/** `queueRun` for a start that skips a record with an active run of the workflow (an event, a schedule's tick): null then. */
+export function* queueRunUnlessActive(clock: Clock, id: string, input: RunStart): Op<string | null> {
+  const result = yield* insertStartedRun(clock, id, input)
+  return result.inserted ? result.id : null
+}
+
+/** The queued run and, when it was queued, its activity entry (and a retry's carried steps). */
+function* insertStartedRun(clock: Clock, id: string, input: RunStart): Op<InsertResult> {
   const result = yield* insertRun({
     id,
     workflowId: input.target.workflowId,
@@ -78,16 +94,12 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     userId: input.userId,
     tokenId: input.tokenId,
     trigger: input.trigger,
+    cause: input.cause ?? null,
     createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
     nextStep: input.retry?.resumeAt,
     retryOf: input.retry?.of,
   })
-  if (!result.inserted && result.retriedBy !== undefined) {
-    throw conflict('already_retried', `Run ${input.retry!.of} has already been retried`, { runId: result.retriedBy })
-  }
-  if (!result.inserted) {
-    throw conflict('run_in_progress', 'A run of this workflow is already ongoing on this record', { runId: result.activeRunId })
-  }
+  if (!result.inserted) return result
   if (input.retry) yield* carryRunSteps(input.retry.of, result.id, input.retry.resumeAt)
   yield* appendActivityLog(clock, {
     environmentId: input.target.environmentId,
@@ -101,13 +113,14 @@ export function* queueRun(clock: Clock, id: string, input: RunStart): Op<string>
     recordIds: [input.recordId],
     workflow: { name: input.target.workflowName, runId: result.id },
   })
-  return result.id
+  return result
 }
 
 /** The start's activity entry: `triggerWorkflow`, or for a retry the extension `retryWorkflow` naming the run it retries. */
 function startEntryOf(input: RunStart): { action: 'triggerWorkflow' | 'retryWorkflow'; label: string } {
   if (input.retry) return { action: 'retryWorkflow', label: `retry of run ${input.retry.of}` }
-  return { action: 'triggerWorkflow', label: input.trigger === 'webhook' ? 'triggered via webhook' : 'triggered manually' }
+  const label = { webhook: 'triggered via webhook', manual: 'triggered manually', schedule: 'triggered by its schedule', event: `triggered by ${input.cause?.event ?? 'an event'}` }[input.trigger]
+  return { action: 'triggerWorkflow', label }
 }
 
 /**
