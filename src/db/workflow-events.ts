@@ -13,7 +13,7 @@ import { randomUUIDv7 } from 'bun'
 import { and, eq, gt, sql } from 'drizzle-orm'
 import { leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
-import { exec, placeholders, statement } from './query.ts'
+import { constantLimit, exec, placeholders, statement } from './query.ts'
 import type { workflowEvents, workflowEventTriggers } from './schema.ts'
 
 export type WorkflowEventRow = typeof workflowEvents.$inferSelect
@@ -190,7 +190,7 @@ const NEWER = statement('workflow-events.newer', ({ db, t }) =>
     .select({ id: t.workflowEvents.id })
     .from(t.workflowEvents)
     .where(and(eq(t.workflowEvents.workflowId, ph('workflowId')), eq(t.workflowEvents.recordKey, ph('recordKey')), gt(t.workflowEvents.id, ph('id'))))
-    .limit(1),
+    .limit(constantLimit(1)),
 )
 
 /** A later event of the workflow on the record is still to come (a debounce: only the last one starts a run). */
