@@ -18,6 +18,8 @@ import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, vers
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
+import { workflowEventsView } from '../workflow-events/service.ts'
+import { eventsSection } from './workflow-events.ts'
 
 const VERSIONS_SHOWN = 50
 const RUNS_SHOWN = 10
@@ -53,6 +55,7 @@ export function workflowPages(deps: AppDeps) {
             shown,
             diff,
             callbacks: yield* listWorkflowCallbacks(target.workflowId),
+            events: yield* workflowEventsView(target),
             runIds: (yield* listRunIds(target.environmentId, { workflowIds: [target.workflowId] }, [], RUNS_SHOWN)).slice(0, RUNS_SHOWN),
           }
         })(),
@@ -87,6 +90,7 @@ ${runsTable(runs)}
 ${versionsSection(view.versions, compared)}
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
+${eventsSection(`${workflowApi(place, name)}/events`, view.events.settings, view.events.counts)}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
       })
     }),

@@ -89,6 +89,12 @@ export function* readEvents(target: TriggerTarget): Op<EventsSettings> {
   return yield* settingsOf(row)
 }
 
+/** A workflow's events and their counters, or nulls when it has none (the console's trigger settings). */
+export function* workflowEventsView(target: TriggerTarget): Op<{ settings: EventsSettings | null; counts: Pick<EventTriggerRow, 'received' | 'started' | 'skipped'> | null }> {
+  const row = yield* findEventTrigger(target.workflowId)
+  return row ? { settings: yield* settingsOf(row), counts: row } : { settings: null, counts: null }
+}
+
 function* settingsOf(row: EventTriggerRow): Op<EventsSettings> {
   const user = yield* findUser(row.runAsUserId)
   return {
