@@ -11,7 +11,7 @@ import { Executor } from '../src/executor/executor.ts'
 import { createLogger, silentLogger } from '../src/lib/logger.ts'
 import { patchRecord } from '../src/modules/records/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { anotherStore, bearer, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
+import { anotherStore, applyNow, bearer, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
 
 const env = testEnv()
@@ -141,6 +141,32 @@ describe('the events endpoints', () => {
       expect(unknown.body).toMatchObject({ error: 'Not Found', code: 'not_found' })
       expect((await call(method, eventsPath('On create', 'Nowhere'), json)).status).toBe(404)
     }
+  })
+})
+
+describe('the apply file', () => {
+  const withEvents = (events: unknown) => {
+    const document = acmeDocument()
+    const acme = acmeProject(document)
+    acme.collections!.push({ name: 'tickets', schema: { fields: [{ name: 'status', type: 'text' }, { name: 'priority', type: 'number' }, { name: 'hops', type: 'text' }] } })
+    for (const name of WORKFLOWS) acme.workflows!.push(ordersWorkflow(name, [{ type: 'load' }], { collection: 'tickets', webhook: { enabled: false }, ...(name === 'On note' ? { events } : {}) }))
+    return document
+  }
+  const ctx = () => ({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl })
+
+  test("a workflow's `events` key sets its events; the same file again changes nothing; a problem names its place", async () => {
+    const events = { on: [{ event: 'noteAdded' }], where: { priority: { gte: 2 } }, runAs: 'bob@example.com' }
+    const first = await applyNow(withEvents(events), ctx())
+    expect(first.changes).toContainEqual({ action: 'updated', kind: 'workflow events', name: 'Acme/production/Support/On note' })
+    expect(await call('GET', eventsPath('On note'))).toEqual({ status: 200, body: events })
+    const again = await applyNow(withEvents(events), ctx())
+    expect(again.changes).toEqual([])
+    const at = `projects[0].workflows[${acmeProject(acmeDocument()).workflows!.length + WORKFLOWS.indexOf('On note')}].events`
+    const refused = applyNow(withEvents({ ...events, runAs: 'dave@example.com' }), ctx())
+    await expect(refused).rejects.toThrow(`${at}.runAs`)
+    const badShape = applyNow(withEvents({ on: [{ event: 'recordMoved' }], runAs: 'bob@example.com' }), ctx())
+    await expect(badShape).rejects.toThrow(`${at}.on`)
+    expect((await call('DELETE', eventsPath('On note'))).status).toBe(204)
   })
 })
 

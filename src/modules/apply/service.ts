@@ -35,7 +35,8 @@ import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyCallbacks, ApplyFile, type ApplyProject } from './model.ts'
-import { splitCallbacks, validateApplyFile } from './validate.ts'
+import { splitCallbacks, splitEvents, validateApplyFile } from './validate.ts'
+import { type EventsSettings, setEvents } from '../workflow-events/service.ts'
 import { listCallbackEndpoints } from '../../db/callbacks.ts'
 import { findTriggerTarget } from '../../db/workflows.ts'
 import { HttpError } from '../../lib/errors.ts'
@@ -384,7 +385,8 @@ class ApplyWriter {
 
   /** `at`: the workflow's place in the file, for problem paths. */
   private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, entry: unknown, at: string) {
-    const { definition: raw, callbacks } = splitCallbacks(entry)
+    const { definition: withEvents, callbacks } = splitCallbacks(entry)
+    const { definition: raw, events } = splitEvents(withEvents)
     const definition = raw as WorkflowDefinition
     const target: WorkflowTarget = {
       projectId,
@@ -419,6 +421,20 @@ class ApplyWriter {
       },
       ...(callbacks === undefined ? {} : { callbacks: yield* this.applyCallbacks(result.workflowId, name, callbacks as ApplyCallbacks, `${at}.callbacks`) }),
     })
+    if (events !== undefined) yield* this.applyEvents(result.workflowId, name, events as EventsSettings, `${at}.events`)
+  }
+
+  /** The file's `events` of a workflow, checked as the API checks them (a problem names its place in the file); unchanged: nothing written. */
+  private *applyEvents(workflowId: number, workflowName: string, events: EventsSettings, at: string) {
+    const target = (yield* findTriggerTarget(workflowId))!
+    try {
+      const saved = yield* setEvents(this.ctx.clock, target, events, null)
+      this.record(saved.changed ? 'updated' : 'unchanged', 'workflow events', workflowName)
+    } catch (error) {
+      const details = error instanceof HttpError ? (error.extra.details as { field: string; message: string }[] | undefined) : undefined
+      if (details) throw new ApplyError(details.map((d) => ({ path: `${at}.${d.field}`, message: d.message })))
+      throw error
+    }
   }
 
   /**

@@ -10,6 +10,7 @@ import { parseIsoDateTime, parseIsoMicros } from '../../lib/time.ts'
 import { callbackUrlProblem } from '../../lib/callbacks.ts'
 import type { AllowList } from '../../lib/outbound/policy.ts'
 import { type Problem, schemaProblems } from '../../lib/validation.ts'
+import { WorkflowEvents } from '../workflow-events/model.ts'
 import { findProjectByName } from '../directory/projects.ts'
 import { schemaFieldProblems } from '../records/schema.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
@@ -122,6 +123,13 @@ export function splitCallbacks(entry: unknown): { definition: unknown; callbacks
   return { definition, callbacks }
 }
 
+/** A workflow entry's `events` (docs/workflows.md "Events"; not part of the definition either), split off its definition. */
+export function splitEvents(entry: unknown): { definition: unknown; events: unknown } {
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !Object.hasOwn(entry, 'events')) return { definition: entry, events: undefined }
+  const { events, ...definition } = entry as Record<string, unknown>
+  return { definition, events }
+}
+
 /** A workflow's callbacks: their shape, each URL as the API checks it, no URL twice. */
 function checkCallbacks(callbacks: unknown, at: string, allow: AllowList, problem: Report) {
   const shape = schemaProblems(ApplyCallbacks, callbacks, at)
@@ -156,8 +164,11 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
   const workflowKeys = new Set<string>()
   project.workflows?.forEach((entry, w) => {
     const wat = `${at}.workflows[${w}]`
-    const { definition: raw, callbacks } = splitCallbacks(entry)
+    const { definition: withEvents, callbacks } = splitCallbacks(entry)
+    const { definition: raw, events } = splitEvents(withEvents)
     if (callbacks !== undefined) checkCallbacks(callbacks, `${wat}.callbacks`, allow, problem)
+    // The shape here; the user, fields and filter against the database when applied (as the API checks them).
+    if (events !== undefined) for (const p of schemaProblems(WorkflowEvents, events, `${wat}.events`)) problem(p.path, p.message)
     const definitionProblems = workflowDefinitionProblems(raw, wat)
     if (definitionProblems.length > 0) {
       for (const p of definitionProblems) problem(p.path, p.message)

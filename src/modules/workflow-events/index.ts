@@ -33,9 +33,12 @@ export function workflowEventsModule(deps: AppDeps) {
       response: { 200: WorkflowEvents, ...errorResponses(404) },
       detail: { operationId: 'getWorkflowEvents', summary: 'The record and note events that start a workflow (project admins); 404 when it has none' },
     })
-    .put(EVENTS, async ({ params, body, caller }) => write(deps.store, function* () {
-      return yield* setEvents(deps.clock, yield* adminWorkflow(caller, params), body, caller.user.id)
-    }), {
+    .put(EVENTS, async ({ params, body, caller }) => {
+      const { changed: _changed, ...settings } = await write(deps.store, function* () {
+        return yield* setEvents(deps.clock, yield* adminWorkflow(caller, params), body, caller.user.id)
+      })
+      return settings
+    }, {
       accountCall: true,
       params: WorkflowPathParams,
       body: WorkflowEvents,

@@ -117,7 +117,7 @@ const describe = (name: string, s: EventsSettings | null) =>
  * only for `recordUpdated` and of the collection's schema when it has one, `where` read as the records list reads its
  * filters, `runAs` an active user who reaches the workflow's team. 400 naming the field otherwise.
  */
-export function* setEvents(clock: Clock, target: TriggerTarget, input: EventsSettings, actorId: number | null): Op<EventsSettings> {
+export function* setEvents(clock: Clock, target: TriggerTarget, input: EventsSettings, actorId: number | null): Op<EventsSettings & { changed: boolean }> {
   const seen = new Set<string>()
   for (const [i, spec] of input.on.entries()) {
     if (seen.has(spec.event)) throw invalidField(`on[${i}].event`, `${spec.event} is named twice`)
@@ -138,6 +138,15 @@ export function* setEvents(clock: Clock, target: TriggerTarget, input: EventsSet
   if (problem) throw invalidField('runAs', `${input.runAs} ${problem}`)
   const before = yield* findEventTrigger(target.workflowId)
   const on = input.on.map((spec) => (spec.fields?.length ? { event: spec.event, fields: [...new Set(spec.fields)] } : { event: spec.event }))
+  const shownBefore = before ? yield* settingsOf(before) : null
+  const wanted: EventsSettings = {
+    on,
+    ...(input.where === undefined || Object.keys(input.where).length === 0 ? {} : { where: input.where }),
+    runAs: user.email,
+    ...(input.debounceSeconds === undefined ? {} : { debounceSeconds: input.debounceSeconds }),
+  }
+  // The same settings again (a re-applied file): nothing written, nothing logged.
+  if (shownBefore && canonicalJson(shownBefore) === canonicalJson(wanted)) return { ...shownBefore, changed: false }
   yield* saveEventTrigger({
     workflowId: target.workflowId,
     environmentId: target.environmentId,
@@ -154,10 +163,10 @@ export function* setEvents(clock: Clock, target: TriggerTarget, input: EventsSet
     type: before ? 'update' : 'add',
     resource: 'workflow-events',
     actorId,
-    previousValue: before ? { name: describe(target.workflowName, yield* settingsOf(before)) } : null,
+    previousValue: shownBefore ? { name: describe(target.workflowName, shownBefore) } : null,
     newValue: { name: describe(target.workflowName, after) },
   })
-  return after
+  return { ...after, changed: true }
 }
 
 /** Removes a workflow's events and those still to be dispatched; 404 when it has none. */
