@@ -13,6 +13,7 @@ import { patchRecord } from '../src/modules/records/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
 import { anotherStore, applyNow, bearer, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
+import { sessionCookie } from './support/api-fixture.ts'
 
 const env = testEnv()
 let app: ReturnType<typeof testApp>
@@ -275,6 +276,32 @@ describe('events start runs', () => {
     await newTicket('t_bob_again')
     await dispatched()
     expect(runsOf('As bob').map((r) => r.userId)).toEqual([userId(env.store, 'bob')])
+  })
+})
+
+describe('the console', () => {
+  test("a run's page says what started it, for an event, a start from the console and one through the API; the trigger settings show the events", async () => {
+    const cookie = await sessionCookie(env, userId(env.store, 'alice'))
+    const page = async (path: string) => {
+      const response = await app.handle(request(path, { headers: { cookie } }))
+      expect(response.status).toBe(200)
+      return await response.text()
+    }
+    const [eventRun] = runsOf('On create')
+    expect(await page(`/runs/${eventRun!.id}`)).toContain('recordCreated: the creation of')
+    const start = async (recordId: string, auth: Record<string, string>) => {
+      const response = await app.handle(request(`${BASE}/workflow-runs`, { method: 'POST', headers: auth, json: { workflowName: 'On delete', teamName: 'Support', recordId } }))
+      expect(response.status).toBe(202)
+      return ((await response.json()) as { runId: string }).runId
+    }
+    await newTicket('t_by_hand')
+    await newTicket('t_by_api')
+    expect(await page(`/runs/${await start('t_by_hand', { cookie, origin: 'http://localhost' })}`)).toContain('the Run button in the console by alice@example.com')
+    expect(await page(`/runs/${await start('t_by_api', bearer(token))}`)).toContain('the API (started by hand) by alice@example.com through token')
+    expect((await call('PUT', eventsPath('On delete'), { on: [{ event: 'recordDeleted' }], runAs: 'alice@example.com' })).status).toBe(200)
+    const settings = await page('/p/Acme/e/production/t/Support/w/On%20delete')
+    expect(settings).toContain('id="events-form"')
+    expect(settings).toContain('recordDeleted')
   })
 })
 
