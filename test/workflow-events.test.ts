@@ -85,7 +85,7 @@ beforeAll(async () => {
   bobToken = (await tokenFor(env.store, env.clock, 'bob', ['all'])).value
   dispatch = new EventDispatch({ store: env.store, clock: env.clock, logger: silentLogger, pollMs: 20, onRunQueued: () => {} })
   dispatch.start()
-})
+}, 60_000)
 
 afterAll(async () => {
   await dispatch.stop()
