@@ -5,6 +5,7 @@
  * the loop bound, and on PostgreSQL two dispatchers on one database starting each event's run once.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { claimWorkflowEvents } from '../src/db/workflow-events.ts'
 import { writeNow } from '../src/db/write.ts'
 import { EventDispatch } from '../src/executor/event-dispatch.ts'
 import { Executor } from '../src/executor/executor.ts'
@@ -260,6 +261,26 @@ describe('events start runs', () => {
     env.clock.advance(120_000)
     await dispatched()
     expect(runsOf('Debounced')).toHaveLength(before)
+  })
+
+  test('a dispatcher that dies holding an event: another dispatches it, once', async () => {
+    expect((await call('PUT', eventsPath('On create'), { on: [{ event: 'recordCreated' }], runAs: 'alice@example.com' })).status).toBe(200)
+    await dispatch.stop()
+    try {
+      await newTicket('t_crash')
+      // Claimed by a dispatcher that then dies before acting on it (its transaction never came).
+      const [held] = await writeNow(env.store, () => claimWorkflowEvents('workflow-events-dead', env.clock.now(), 30_000, 10))
+      expect(held?.recordKey).toBe('t_crash')
+    } finally {
+      dispatch = new EventDispatch({ store: env.store, clock: env.clock, logger: silentLogger, pollMs: 20, onRunQueued: () => {} })
+      dispatch.start()
+    }
+    // On SQLite the new dispatcher takes back at once what a dead process held (one serve per data directory); on
+    // PostgreSQL, once the lease has run out.
+    env.clock.advance(31_000)
+    await until('the event to be dispatched', () => pendingEvents() === 0, 20_000, 20)
+    expect(runsOf('On create').filter((r) => r.recordId === 't_crash')).toHaveLength(1)
+    expect(queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM workflow_events WHERE lease_owner = 'workflow-events-dead'")!.n).toBe(0)
   })
 
   test('runAs losing its rights: the event is skipped and counted', async () => {
