@@ -326,6 +326,16 @@ describe('the console', () => {
   })
 })
 
+test('/metrics counts each workflow’s events received, runs started and events skipped', async () => {
+  const response = await app.handle(request('/metrics'))
+  const text = await response.text()
+  const { received, started, skipped } = counters('On create')
+  expect(text).toContain(`trellis_workflow_events_total{project="Acme",workflow="On create",outcome="received"} ${received}`)
+  expect(text).toContain(`trellis_workflow_events_total{project="Acme",workflow="On create",outcome="started"} ${started}`)
+  expect(text).toContain(`trellis_workflow_events_total{project="Acme",workflow="On create",outcome="skipped"} ${skipped}`)
+  expect(text).toContain('trellis_workflow_events_total{project="Acme",workflow="As bob",outcome="skipped"} 1')
+})
+
 describe('the loop bound', () => {
   test("A's update starts B, B's starts A … until the chain is 8 long; a workflow's own update never starts itself", async () => {
     for (const name of WORKFLOWS) await call('DELETE', eventsPath(name))
