@@ -14,9 +14,10 @@ import { patchRecord } from '../src/modules/records/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
 import { anotherStore, applyNow, bearer, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
-import { sessionCookie } from './support/api-fixture.ts'
+import { HIGH_API_BUDGETS, sessionCookie } from './support/api-fixture.ts'
 
-const env = testEnv()
+// Every test calls the API as alice: the per-token budgets are out of the way.
+const env = testEnv(HIGH_API_BUDGETS)
 let app: ReturnType<typeof testApp>
 let token = ''
 let bobToken = ''
