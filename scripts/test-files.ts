@@ -81,6 +81,7 @@ export const POSTGRES_PASS = [
   'webhook',
   'webhook-cli',
   'wire-compat',
+  'workflow-events',
   'workflow-types',
   'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
@@ -155,5 +156,6 @@ export const TIMING_SENSITIVE = [
   'run-events',
   'mail',
   'task-deadlines',
+  'workflow-events',
 ].map((name) => `test/${name}.test.ts`)
 

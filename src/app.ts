@@ -19,6 +19,7 @@ import { tasksModule } from './modules/tasks/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
 import { runEventsModule } from './modules/run-events/index.ts'
 import { schedulesModule } from './modules/schedules/index.ts'
+import { workflowEventsModule } from './modules/workflow-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
 import { docsModule } from './modules/docs/index.ts'
@@ -55,6 +56,7 @@ export function createApp(deps: AppDeps) {
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
     .use(schedulesModule(deps))
+    .use(workflowEventsModule(deps))
     .use(runsModule(deps))
     .use(tasksModule(deps))
     .use(recordsModule(deps))

@@ -70,6 +70,8 @@ const NEW_NAMES: Record<string, Json> = {
   'POST /v1/project/{projectName}/collections': { collectionName: 'conformance' },
   // A field list the schema's own rules accept (what a select or relation field needs is beyond its JSON schema).
   'PUT /v1/project/{projectName}/collections/{collectionName}/schema': { fields: [{ name: 'conformance', type: 'text' }] },
+  // Events the schema-less `orders` takes: `fields` only on recordUpdated, no `where` (filters need a schema).
+  'PUT /v1/project/{projectName}/environment/{environmentName}/team/{teamName}/workflows/{workflowName}/events': { on: [{ event: 'recordUpdated', fields: ['status'] }], where: {} },
 }
 
 /** Real names (and switches) where the body has fields of those names (top level); the rest as generated. */

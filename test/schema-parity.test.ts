@@ -145,6 +145,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0017_task_assignees_by_task',
       '0018_soft_deleted_records',
       '0019_workflow_schedules',
+      '0020_workflow_events',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

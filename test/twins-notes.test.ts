@@ -103,7 +103,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
     // The face's own functions: a note and a message, a direct row update.
     const direct = await write(T0, function* () {
       const createdAt = yield* nextNoteCreatedAt(1, T0 + 30_000)
-      const note = yield* insertNote({ environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3, createdAt })
+      const note = yield* insertNote({ environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3, createdAt }, null)
       yield* insertNoteMessage({ noteId: note.id, userId: 3, content: 'hello', createdAt })
       yield* updateNoteRow(note.id, { title: 'direct, renamed' })
       return note

@@ -104,7 +104,7 @@ describe.skipIf(!postgresOrSkip('runs and records twins'))('runs and records twi
     await stores.both(function* () {
       yield* insertRecord({ environmentId: 2, collectionId: 1, recordKey: 'a', data: '{"other":"env"}', now: T0 })
       yield* insertRecord({ environmentId: 1, collectionId: 2, recordKey: 'a', data: '{"other":"collection"}', now: T0 })
-      yield* setRecordData(1, '{"set":"directly"}', T0 + 99)
+      yield* setRecordData(1, '{"set":"directly"}', T0 + 99, { environmentId: 1, collectionId: 1, recordKey: 'x' })
     })
     const scopes = [
       { environmentId: 1, collectionId: 1 },

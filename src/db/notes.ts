@@ -16,6 +16,7 @@ import { notes as pgNotes } from './postgres/schema.ts'
 import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
 import type { noteMessages, notes } from './schema.ts'
+import { type ChangeOrigin, recordWorkflowEvents } from './workflow-events.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId' } as const satisfies TimeOrderedList
@@ -145,9 +146,12 @@ const INSERT_NOTE = statement('notes.insert', ({ db, t }) =>
     .returning(),
 )
 
-/** Inserts a note; returns the row. */
-export function* insertNote(note: NewNoteRow): Op<NoteRow> {
-  return yield* inserted(INSERT_NOTE.row({ ...note }), 'note')
+/** Inserts a note (a `noteAdded` event of its record: ./workflow-events.ts; `byRun`: the run whose step adds it); returns the row. */
+export function* insertNote(note: NewNoteRow, byRun: ChangeOrigin | null): Op<NoteRow> {
+  const row = yield* inserted(INSERT_NOTE.row({ ...note }), 'note')
+  const now = Math.floor(note.createdAt / 1000)
+  yield* recordWorkflowEvents(note, [{ recordKey: note.recordId, event: 'noteAdded', noteId: row.id, byRun }], now)
+  return row
 }
 
 export interface NewNoteMessage {

@@ -43,6 +43,7 @@ import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
 import type { Store } from './store.ts'
 import { joinWorkflowPlace } from './workflows.ts'
 import { appendRunEvents, subjectOfRow } from './run-events.ts'
+import type { RunCause } from './workflow-events.ts'
 import { ACTIVE_RUN_STATUSES, CLAIMABLE_RUN_STATUSES, RUN_STATUSES, type RunStatus, runStatusIn, sqlLiterals } from './schema.ts'
 
 const CLAIMABLE = sqlLiterals(CLAIMABLE_RUN_STATUSES)
@@ -56,6 +57,9 @@ const isClaimable = ({ t }: Dialect) => sql`${t.runs.status} IN (${sql.raw(CLAIM
 /** Every write after the claim: only the worker holding the lease (placeholders `id`, `owner`) on a running run may make it. */
 const isHeld = (d: Dialect) => and(eq(d.t.runs.id, sql.placeholder('id')), eq(d.t.runs.leaseOwner, sql.placeholder('owner')), isRunning(d))
 
+/** How a run was started: by hand (the console or the API), its webhook, its schedule, a record or note event. */
+export type RunTrigger = 'manual' | 'webhook' | 'schedule' | 'event'
+
 /** A run as the queue hands it to a worker (the `runs` row, column names as stored). */
 export interface RunRow {
   id: string
@@ -65,7 +69,7 @@ export interface RunRow {
   record_id: string
   user_id: number
   token_id: number | null
-  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
+  trigger: RunTrigger
   status: RunStatus
   next_step: number
   available_at: number
@@ -93,9 +97,11 @@ export interface NewRun {
   recordId: string
   userId: number
   tokenId: number | null
-  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
+  trigger: RunTrigger
   /** A schedule's run: its tick's fire time (ms); null or absent for other triggers. */
   scheduledFor?: number | null
+  /** Trigger `event`: the change that started it (JSON in `runs.cause`). */
+  cause?: RunCause | null
   /**
    * When the run is queued (ms): it is due then; its stored `created_at` is in µs (see the insert). A clock to read
    * (`() => clock.now()`) is read once the insert holds what orders the environment's runs — SQLite's write lock,
@@ -108,6 +114,9 @@ export interface NewRun {
   /** The failed or cancelled run this one retries (`runs_retry_of_idx`: at most one run retries it). */
   retryOf?: string | null
 }
+
+/** The run's cause as stored: JSON, or null. */
+const causeOf = (run: Pick<NewRun, 'cause'>): string | null => (run.cause ? JSON.stringify(run.cause) : null)
 
 /** The run's `createdAt` in ms: read from its clock now, or as given. */
 const createdAtOf = (run: Pick<NewRun, 'createdAt'>): number => (typeof run.createdAt === 'function' ? run.createdAt() : run.createdAt)
@@ -178,9 +187,9 @@ function isUniqueViolation(error: unknown): boolean {
 // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
 // exactly, and never ahead of the clock below a million triggers a second.
 const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-    status, next_step, available_at, attempts, created_at, retry_of, scheduled_for)
+    status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?10, ?9, 0,
-    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12)`
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12, ?13)`
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
@@ -197,7 +206,7 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
   try {
     statementOn(db, 'queue.insert', INSERT_RUN).run(
       run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
-      run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null,
+      run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run),
     )
     return run.id
   } catch (error) {
@@ -226,7 +235,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const queue = async (id: string) => {
-    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL, run.scheduledFor ?? null]
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL, run.scheduledFor ?? null, causeOf(run)]
     return (await rawRows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
@@ -250,8 +259,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $13::bigint
+      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $13::bigint, $14
     WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
     ON CONFLICT DO NOTHING
     RETURNING id)

@@ -17,6 +17,7 @@ import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
 import { exec, setPlaceholders, type Statement, statement } from './query.ts'
 import { type collections, records } from './schema.ts'
+import { type ChangeOrigin, recordWorkflowEvents } from './workflow-events.ts'
 
 export type RecordRow = typeof records.$inferSelect
 export type CollectionRow = typeof collections.$inferSelect
@@ -162,24 +163,42 @@ const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
   db.update(t.records).set(setPlaceholders('data', 'updatedAt')).where(eq(t.records.id, sql.placeholder('id'))),
 )
 
-/** Replaces one record's data (`data`: its canonical JSON text). */
-export function setRecordData(id: number, data: string, now: number) {
-  return SET_RECORD_DATA.exec({ data, updatedAt: now, id })
+/**
+ * Which record a write changes and what changed in it, for the events it starts (./workflow-events.ts): every write
+ * below records them in its own transaction, so no path that writes a record can miss them.
+ */
+export interface RecordWritten extends RecordScope {
+  recordKey: string
+  /** An update's changed top-level fields. */
+  changedFields?: readonly string[]
+  /** The run whose step writes it (the loop bound), if a run does. */
+  byRun?: ChangeOrigin | null
+}
+
+/** Replaces one record's data (`data`: its canonical JSON text); a `recordUpdated` event. */
+export function* setRecordData(id: number, data: string, now: number, written: RecordWritten): Op<void> {
+  yield* SET_RECORD_DATA.exec({ data, updatedAt: now, id })
+  yield* recordWorkflowEvents(written, [{ recordKey: written.recordKey, event: 'recordUpdated', changedFields: written.changedFields ?? [], byRun: written.byRun }], now)
 }
 
 const SET_RECORD_DELETED = statement('records.set-deleted', ({ db, t }) =>
   db.update(t.records).set(setPlaceholders('deletedAt')).where(eq(t.records.id, sql.placeholder('id'))),
 )
 
-/** Deletes a record (`deletedAt`: when, epoch ms) or restores it (null); its data and times stay as they are. */
-export function setRecordDeleted(id: number, deletedAt: number | null) {
-  return SET_RECORD_DELETED.exec({ deletedAt, id })
+/**
+ * Deletes a record (`deletedAt`: when, epoch ms; a `recordDeleted` event) or restores it (null: no event — the record
+ * comes back as it was); its data and times stay as they are.
+ */
+export function* setRecordDeleted(id: number, deletedAt: number | null, written: RecordWritten): Op<void> {
+  yield* SET_RECORD_DELETED.exec({ deletedAt, id })
+  if (deletedAt !== null) yield* recordWorkflowEvents(written, [{ recordKey: written.recordKey, event: 'recordDeleted', byRun: written.byRun }], deletedAt)
 }
 
-/** A new record (`data`: its canonical JSON text). */
-export function insertRecord(scope: RecordScope & { recordKey: string; data: string; now: number }) {
+/** A new record (`data`: its canonical JSON text); a `recordCreated` event. */
+export function* insertRecord(scope: RecordScope & { recordKey: string; data: string; now: number }): Op<void> {
   const { environmentId, collectionId, recordKey, data, now } = scope
-  return exec(({ db, t }) => db.insert(t.records).values({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))
+  yield* exec(({ db, t }) => db.insert(t.records).values({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))
+  yield* recordWorkflowEvents(scope, [{ recordKey, event: 'recordCreated' }], now)
 }
 
 /**
@@ -206,10 +225,11 @@ const RECORDS_BY_KEYS_ON_POSTGRES = `SELECT r.id::float8 AS id, r.environment_id
   JOIN records r ON r.environment_id = $1::int8 AND r.collection_id = $2::int8 AND r.record_key = k.key
   FOR UPDATE OF r`
 
-/** New records in one statement (`data`: each one's canonical JSON text), all at `now`. */
-export function insertRecords(scope: RecordScope, records: readonly { recordKey: string; data: string }[], now: number): Op<void> {
+/** New records in one statement (`data`: each one's canonical JSON text), all at `now`; a `recordCreated` event each. */
+export function* insertRecords(scope: RecordScope, records: readonly { recordKey: string; data: string }[], now: number): Op<void> {
   const { environmentId, collectionId } = scope
-  return exec(({ db, t }) => db.insert(t.records).values(records.map(({ recordKey, data }) => ({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))))
+  yield* exec(({ db, t }) => db.insert(t.records).values(records.map(({ recordKey, data }) => ({ environmentId, collectionId, recordKey, data, createdAt: now, updatedAt: now }))))
+  yield* recordWorkflowEvents(scope, records.map(({ recordKey }) => ({ recordKey, event: 'recordCreated' as const })), now)
 }
 
 const PROJECT_COLLECTIONS = statement('collections.of-project', ({ db, t, byteOrder }) =>
@@ -334,6 +354,8 @@ export interface RecordListQuery {
   sort: { field: string; kind: RecordValueKind } | null
   direction: 'asc' | 'desc'
   after?: RecordCursor
+  /** Only this record (a workflow event's `where`, tested on the record it is about). */
+  recordKey?: string
   /**
    * Write the collection's id into the SQL rather than bind it: a field's index is partial to its collection
    * (`WHERE collection_id = N`), and SQLite uses it only for a query naming that collection literally.
@@ -365,9 +387,10 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
     q.sort === null ? 'createdAt' : `${q.sort.field}:${q.sort.kind}`,
     q.direction,
     after,
+    q.recordKey === undefined ? 'all' : 'one',
     ...q.filters.map((f) => `${f.field}:${f.kind}.${f.op}${f.op === 'in' ? f.values.length : ''}`),
   ].join(',')
-  const values: Record<string, unknown> = { environmentId: scope.environmentId, collectionId: scope.collectionId, limit: limit + 1, afterKey: q.after?.key, afterId: q.after?.id }
+  const values: Record<string, unknown> = { environmentId: scope.environmentId, collectionId: scope.collectionId, limit: limit + 1, afterKey: q.after?.key, afterId: q.after?.id, recordKey: q.recordKey }
   q.filters.forEach((f, i) => f.values.forEach((v, j) => (values[`f${i}_${j}`] = f.op === 'contains' ? containsPattern(asciiLowerText(String(v))) : v)))
   const query = statementOfShape(`records.list.${shape}`, (d) => {
     const r = d.t.records
@@ -400,7 +423,7 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
     return d.db
       .select({ id: r.id, recordKey: r.recordKey, data: r.data, createdAt: r.createdAt, updatedAt: r.updatedAt, key: sorted === null ? r.createdAt : sql`${sorted.cursorKey}` })
       .from(r)
-      .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, live(d), keyset, ...filters]))
+      .where(allOf([eq(r.environmentId, sql.placeholder('environmentId')), collection, live(d), keyset, q.recordKey === undefined ? undefined : eq(r.recordKey, sql.placeholder('recordKey')), ...filters]))
       .orderBy(sorted === null ? sql`${key} ${sql.raw(q.direction)}` : d.orderNullsLow(key, q.direction), sql`${id} ${sql.raw(q.direction)}`)
       .limit(sql.placeholder('limit'))
   })

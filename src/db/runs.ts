@@ -18,14 +18,14 @@ export type RunStepRecord = typeof runSteps.$inferSelect
 const runColumns = (n: (column: string) => SQL) => sql`r.id, ${n('r.workflow_id')}, ${n('r.workflow_version_id')}, ${n('r.environment_id')}, r.record_id,
     ${n('r.user_id')}, ${n('r.token_id')}, r."trigger", r.status, ${n('r.next_step')}, ${n('r.available_at')}, r.lease_owner, ${n('r.lease_expires_at')},
     ${n('r.attempts')}, r.error, ${n('r.created_at')}, ${n('r.started_at')}, ${n('r.finished_at')}, r.retry_of,
-    ${n('r.scheduled_for')}`
-const RUN_COLUMN_COUNT = 20
+    ${n('r.scheduled_for')}, r.cause`
+const RUN_COLUMN_COUNT = 21
 
 function runOf(row: unknown[]): RunRecord {
-  const [id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt, leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf, scheduledFor] = row
+  const [id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt, leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf, scheduledFor, cause] = row
   return {
     id, workflowId, workflowVersionId, environmentId, recordId, userId, tokenId, trigger, status, nextStep, availableAt,
-    leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf, scheduledFor,
+    leaseOwner, leaseExpiresAt, attempts, error, createdAt, startedAt, finishedAt, retryOf, scheduledFor, cause,
   } as RunRecord
 }
 

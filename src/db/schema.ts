@@ -26,7 +26,8 @@ const sqliteKit: TableKit = {
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
+  workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents,
+  callbackEndpoints, callbackDeliveries,
   callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
   adminLogs,
 } = defineTables(sqliteKit)

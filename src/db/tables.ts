@@ -475,6 +475,11 @@ export function defineTables(kit: TableKit) {
       retryOf: text('retry_of'),
       /** A run a schedule started: the fire time of its tick (epoch ms); null for every other trigger. */
       scheduledFor: integer('scheduled_for'),
+      /**
+       * What started a run of trigger `event`: JSON `{event, recordId, changedFields?, noteId?, chain}` (chain: the
+       * event-started runs whose writes led to it, oldest first; src/db/workflow-events.ts). Null for other triggers.
+       */
+      cause: text('cause'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
     // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).
@@ -566,6 +571,68 @@ export function defineTables(kit: TableKit) {
     (t) => [
       uniqueIndex('schedule_ticks_workflow_fire_unique').on(t.workflowId, t.fireAt),
       index('schedule_ticks_open_idx').on(t.leaseExpiresAt).where(sql`finished_at IS NULL`),
+    ],
+  )
+
+  /**
+   * A workflow's record and note events (src/db/workflow-events.ts): at most one per workflow. `environment_id` and
+   * `collection_id` repeat the workflow's place so that every record write finds its subscribers with one seek.
+   */
+  const workflowEventTriggers = table(
+    'workflow_event_triggers',
+    {
+      workflowId: integer('workflow_id')
+        .primaryKey()
+        .references(() => workflows.id, { onDelete: 'cascade' }),
+      environmentId: belongsTo('environment_id', () => environments.id),
+      collectionId: belongsTo('collection_id', () => collections.id),
+      /** JSON `[{event, fields?}]`: the events that start a run. */
+      events: text('events').notNull(),
+      /** JSON `{field: {op: value}}` tested on the record (the records list's filters), or null. */
+      filter: text('filter'),
+      runAsUserId: integer('run_as_user_id')
+        .notNull()
+        .references(() => users.id),
+      debounceSeconds: integer('debounce_seconds'),
+      /** Counters for `/metrics`: events dispatched, runs started, events skipped (active run, loop bound, rights). */
+      received: integer('received').notNull().default(0),
+      started: integer('started').notNull().default(0),
+      skipped: integer('skipped').notNull().default(0),
+      updatedAt: integer('updated_at').notNull(),
+    },
+    (t) => [index('workflow_event_triggers_place_idx').on(t.environmentId, t.collectionId)],
+  )
+
+  /**
+   * The outbox of record and note events (DESIGN §15): one row per subscribing workflow, written in the transaction of
+   * the change, claimed under a lease like the other outboxes (./leased-queue.ts) and deleted in the transaction that
+   * starts its run. `next_attempt_at` is when it is due (the change's time plus the debounce).
+   */
+  const workflowEvents = table(
+    'workflow_events',
+    {
+      id: text('id').primaryKey(),
+      workflowId: belongsTo('workflow_id', () => workflows.id),
+      recordKey: text('record_key').notNull(),
+      event: text('event').notNull(),
+      /** JSON: the top-level fields a `recordUpdated` changed. */
+      changedFields: text('changed_fields'),
+      noteId: integer('note_id'),
+      /** JSON: the event-started runs whose writes led here (the loop bound's count). */
+      chain: text('chain').notNull(),
+      status: text('status', { enum: ['pending', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      nextAttemptAt: integer('next_attempt_at').notNull(),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('workflow_events_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      // Debounce: the newest pending event of a workflow on a record.
+      index('workflow_events_record_idx').on(t.workflowId, t.recordKey),
+      check('workflow_events_status_check', sql`${t.status} in ('pending', 'failed')`),
     ],
   )
 
@@ -962,7 +1029,7 @@ export function defineTables(kit: TableKit) {
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
-    workflows, workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
+    workflows, workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
     callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
     activityLogRecords, adminLogs,
   }

@@ -87,6 +87,12 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
   /** Before each claim (the clock's `now`): the worker's upkeep. */
   protected beforeClaim?(now: number): Promise<void>
 
+  /**
+   * Whether an item may be due now (a read): when it answers false the loop skips the claim — a write transaction —
+   * and waits. For an outbox that is empty most of the time, so that an idle instance writes nothing per poll.
+   */
+  protected anyDue?(now: number): Promise<boolean>
+
   /** Wakes the loop when items are queued (on any instance); resolves once listening. */
   protected listen?(wake: () => void): Promise<QueueWakeups | null>
 
@@ -144,7 +150,7 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
       try {
         const now = clock.now()
         await this.beforeClaim?.(now)
-        const claimed = await write(store, () => this.config.claim(this.owner, now, this.config.leaseMs, free))
+        const claimed = this.anyDue && !(await this.anyDue(now)) ? [] : await write(store, () => this.config.claim(this.owner, now, this.config.leaseMs, free))
         failedClaims = 0
         for (const item of claimed) this.launch(item)
         if (claimed.length < free) {

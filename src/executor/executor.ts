@@ -49,6 +49,7 @@ import { runWait } from './steps/wait.ts'
 import { TaskDeadlines } from './task-deadlines.ts'
 import { ScheduleTicker } from './schedule-ticker.ts'
 import type { Metrics } from '../lib/metrics.ts'
+import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from './template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
@@ -108,6 +109,8 @@ export interface ExecutorOptions {
   metrics?: Pick<Metrics, 'schedules'>
   /** Longest wait of the schedule ticker between two reads of what is due (./schedule-ticker.ts; default a second). */
   schedulePollMs?: number
+  /** Longest wait of the record and note events' dispatcher between two polls (./event-dispatch.ts; default 1 s). */
+  eventPollMs?: number
 }
 
 /** A step whose slow part is done: what remains is its data part, run in the group's transaction. */
@@ -144,6 +147,8 @@ export class Executor {
   private readonly deadlines: TaskDeadlines
   /** The ticker of the workflows' schedules, started and stopped with the executor. */
   private readonly schedules: ScheduleTicker
+  /** The dispatcher of record and note events into runs, started and stopped with the executor. */
+  readonly events: EventDispatch
 
   constructor(private readonly options: ExecutorOptions) {
     this.outbound = options.outbound ?? new OutboundClient()
@@ -152,6 +157,7 @@ export class Executor {
     this.schedules = new ScheduleTicker({
       store, clock, logger, owner: this.owner, leaseMs: options.leaseMs, onRunsQueued: () => this.notify(), metrics: options.metrics, pollMs: options.schedulePollMs,
     })
+    this.events = new EventDispatch({ store, clock, logger, pollMs: options.eventPollMs, onRunQueued: () => this.notify() })
   }
 
   /** Runs being executed now (at most `concurrency`). */
@@ -197,6 +203,7 @@ export class Executor {
     this.dispatcher = this.dispatch()
     this.deadlines.start()
     this.schedules.start()
+    this.events.start()
   }
 
   /** Stops claiming, aborts in-flight waits, lets running steps finish (bounded), gives back held runs. */
@@ -206,7 +213,9 @@ export class Executor {
     if (this.sweeper) clearInterval(this.sweeper)
     this.notify()
     await (await this.queueWakeups)?.stop().catch(() => {})
-    await Promise.all([finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop(), this.schedules.stop()])
+    await Promise.all([
+      finishOrAbort(this.dispatcher ?? Promise.resolve(), timeoutMs, this.stopController), this.deadlines.stop(), this.schedules.stop(), this.events.stop(timeoutMs),
+    ])
     try {
       await write(this.options.store, () => releaseOwnedRuns(this.owner, this.options.clock.now()))
     } catch (error) {

@@ -48,6 +48,8 @@ export interface RunsSample {
   runningByProject: { project: string; running: number }[]
   /** Due runs held back now: by their workflow's concurrency limit, and by this instance's fair share. */
   deferred: { workflowLimit: number; fairShare: number }
+  /** Each workflow with record or note events: its events dispatched, runs started and events skipped, on every instance. */
+  workflowEvents?: { project: string; workflow: string; received: number; started: number; skipped: number }[]
 }
 
 /** The server's group commits so far (src/db/write.ts), read at scrape time. */
@@ -141,6 +143,24 @@ export function createMetrics(options: MetricsOptions = {}) {
     },
   })
 
+  const workflowEvents = new Counter({
+    name: 'trellis_workflow_events_total',
+    help: 'Record and note events of each workflow that has some, on every instance (counted in the database): received (dispatched), started (a run), skipped (an active run on the record, the loop bound, runAs without rights)',
+    labelNames: ['project', 'workflow', 'outcome'] as const,
+    registers: [registry],
+    async collect() {
+      const counted = (await sample())?.workflowEvents
+      if (!counted) return
+      // Removed workflows drop out: the series are those of this scrape.
+      this.reset()
+      for (const { project, workflow, received, started, skipped } of counted) {
+        this.inc({ project, workflow, outcome: 'received' }, received)
+        this.inc({ project, workflow, outcome: 'started' }, started)
+        this.inc({ project, workflow, outcome: 'skipped' }, skipped)
+      }
+    },
+  })
+
   const eventStreams = new Gauge({
     name: 'trellis_event_streams',
     help: 'Run event streams (SSE) open on this instance',
@@ -184,6 +204,7 @@ export function createMetrics(options: MetricsOptions = {}) {
       countEventStreams = source
     },
     eventStreams,
+    workflowEvents,
     /** Binds the gauges to this app's database and executor. */
     observeRuns(source: () => RunsSample | Promise<RunsSample>): void {
       sampleRuns = source

@@ -82,6 +82,9 @@ export async function seedApiFixture(env: TestEnv): Promise<ApiFixture> {
   known.callbackId = ((await (await send('POST', callbacks('Refund%20order'), { url: 'https://hooks.example.com/refund' })).json()) as Json).id
   const hookedCallback = ((await (await send('POST', callbacks('Hooked'), { url: 'https://hooks.example.com/hooked' })).json()) as Json).id
   known.url = 'https://hooks.example.com/conformance'
+  // Record events on 'Refund order' (no dispatcher runs here: its events stay in the outbox), run as alice.
+  known.runAs = ALICE.email
+  await send('PUT', '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order/events', { on: [{ event: 'recordCreated' }], runAs: ALICE.email })
   known.deliveryId = `msg_${'0'.repeat(31)}1`
   execute(
     env.store,

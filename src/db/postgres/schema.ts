@@ -63,7 +63,8 @@ type PgTableOf<T extends Table> = PgTableWithColumns<{
 export const {
   users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
   projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens, workflows,
-  workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints, callbackDeliveries,
+  workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents,
+  callbackEndpoints, callbackDeliveries,
   callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
   adminLogs,
 } = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }

@@ -24,7 +24,7 @@ export const runUpdate: StepRunner<Update> = async (ctx, step) => function* (rea
     const named = problems.map((p) => `${p.field} ${p.message}`).join('; ')
     throw new StepFailure('invalid_field', `The record as updated does not conform to its collection's schema: ${named}`, { details: problems })
   }
-  yield* replaceRecordData(row.id, updated, ctx.clock.now())
+  yield* replaceRecordData(row, updated, ctx.clock.now(), ctx.target.run.id)
   reads.data = updated
   yield* logRunActivity(ctx.clock, ctx.target, { action: 'update', label: `updated ${Object.keys(changes).join(', ')}`, stepName: ctx.stepName })
   return { next: 'continue', record: updated, output: { updated: Object.keys(changes) } }

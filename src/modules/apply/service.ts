@@ -35,7 +35,8 @@ import { publishWorkflow, type WorkflowTarget } from '../workflows/service.ts'
 import { webhookUrl } from '../../lib/webhook-url.ts'
 import type { WorkflowDefinition } from '../workflows/definition.ts'
 import { ApplyCallbacks, ApplyFile, type ApplyProject } from './model.ts'
-import { splitCallbacks, splitSchedule, validateApplyFile } from './validate.ts'
+import { splitWorkflowEntry, validateApplyFile } from './validate.ts'
+import { type EventsSettings, setEvents } from '../workflow-events/service.ts'
 import { listCallbackEndpoints } from '../../db/callbacks.ts'
 import { findTriggerTarget } from '../../db/workflows.ts'
 import { HttpError } from '../../lib/errors.ts'
@@ -385,8 +386,7 @@ class ApplyWriter {
 
   /** `at`: the workflow's place in the file, for problem paths. */
   private *applyWorkflow(projectId: number, scope: ProjectScope, projectName: string, fileEntry: unknown, at: string) {
-    const { entry, schedule } = splitSchedule(fileEntry)
-    const { definition: raw, callbacks } = splitCallbacks(entry)
+    const { definition: raw, settings: { callbacks, schedule, events } } = splitWorkflowEntry(fileEntry)
     const definition = raw as WorkflowDefinition
     const target: WorkflowTarget = {
       projectId,
@@ -422,19 +422,21 @@ class ApplyWriter {
       ...(callbacks === undefined ? {} : { callbacks: yield* this.applyCallbacks(result.workflowId, name, callbacks as ApplyCallbacks, `${at}.callbacks`) }),
     })
     if (schedule !== undefined) yield* this.applySchedule(result.workflowId, name, schedule as ScheduleInput, `${at}.schedule`)
+    if (events !== undefined) yield* this.applyEvents(result.workflowId, name, events as EventsSettings, `${at}.events`)
   }
 
   /** The file's schedule of a workflow, checked and saved as the API's PUT does (a workflow's schedule not in the file is kept). */
   private *applySchedule(workflowId: number, workflowName: string, schedule: ScheduleInput, at: string) {
     const target = (yield* findTriggerTarget(workflowId))!
-    try {
-      const saved = yield* putSchedule(this.ctx.clock, target, schedule, null)
-      this.record(saved.outcome, 'schedule', workflowName)
-    } catch (error) {
-      const details = error instanceof HttpError ? (error.extra.details as { field: string; message: string }[] | undefined) : undefined
-      if (details) throw new ApplyError(details.map((d) => ({ path: `${at}.${d.field}`, message: d.message })))
-      throw error
-    }
+    const saved = yield* namedInFile(at, putSchedule(this.ctx.clock, target, schedule, null))
+    this.record(saved.outcome, 'schedule', workflowName)
+  }
+
+  /** The file's `events` of a workflow, checked as the API checks them; unchanged: nothing written. */
+  private *applyEvents(workflowId: number, workflowName: string, events: EventsSettings, at: string) {
+    const target = (yield* findTriggerTarget(workflowId))!
+    const saved = yield* namedInFile(at, setEvents(this.ctx.clock, target, events, null))
+    this.record(saved.changed ? 'updated' : 'unchanged', 'workflow events', workflowName)
   }
 
   /**
@@ -561,5 +563,16 @@ function* projectScope(projectId: number): Op<ProjectScope> {
     environments: byName(yield* listProjectParts('environment', projectId)),
     teams: byName(yield* listProjectParts('team', projectId)),
     collections: byName(yield* listProjectParts('collection', projectId)),
+  }
+}
+
+/** A save the API checks, its problems named at their place in the file (`projects[0].workflows[1].schedule.cron`). */
+function* namedInFile<T>(at: string, save: Op<T>): Op<T> {
+  try {
+    return yield* save
+  } catch (error) {
+    const details = error instanceof HttpError ? (error.extra.details as { field: string; message: string }[] | undefined) : undefined
+    if (details) throw new ApplyError(details.map((d) => ({ path: `${at}.${d.field}`, message: d.message })))
+    throw error
   }
 }

@@ -11,6 +11,7 @@ import { parseIsoDateTime, parseIsoMicros } from '../../lib/time.ts'
 import { callbackUrlProblem } from '../../lib/callbacks.ts'
 import type { AllowList } from '../../lib/outbound/policy.ts'
 import { type Problem, schemaProblems } from '../../lib/validation.ts'
+import { WorkflowEvents } from '../workflow-events/model.ts'
 import { findProjectByName } from '../directory/projects.ts'
 import { schemaFieldProblems } from '../records/schema.ts'
 import { emailProblem, normalizeEmail, passwordProblem, usernameProblem } from '../users/service.ts'
@@ -116,21 +117,23 @@ function checkProjectStructure(project: ApplyProject, at: string, names: Project
   })
 }
 
-/** A workflow entry of the file: its definition, and its `callbacks` (not part of the definition) when it has them. */
-export function splitCallbacks(entry: unknown): { definition: unknown; callbacks: unknown } {
-  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !Object.hasOwn(entry, 'callbacks')) return { definition: entry, callbacks: undefined }
-  const { callbacks, ...definition } = entry as Record<string, unknown>
-  return { definition, callbacks }
-}
+/** The keys of a workflow entry that are not part of its definition's versions: each has its own save. */
+const WORKFLOW_SETTINGS = ['callbacks', 'schedule', 'events'] as const
 
 /**
- * A workflow entry's `schedule` (docs/workflows.md "Schedules"; not part of the definition's version, like `webhook`)
- * taken apart from the rest of the entry.
+ * A workflow entry of the file: its definition, and the settings it gives that are not part of the definition
+ * (`callbacks`, `schedule`, `events`; docs/workflows.md), each undefined when absent.
  */
-export function splitSchedule(entry: unknown): { entry: unknown; schedule: unknown } {
-  if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || !Object.hasOwn(entry, 'schedule')) return { entry, schedule: undefined }
-  const { schedule, ...rest } = entry as Record<string, unknown>
-  return { entry: rest, schedule }
+export function splitWorkflowEntry(entry: unknown): { definition: unknown; settings: Partial<Record<(typeof WORKFLOW_SETTINGS)[number], unknown>> } {
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) return { definition: entry, settings: {} }
+  const definition: Record<string, unknown> = { ...(entry as Record<string, unknown>) }
+  const settings: Partial<Record<(typeof WORKFLOW_SETTINGS)[number], unknown>> = {}
+  for (const key of WORKFLOW_SETTINGS) {
+    if (!Object.hasOwn(definition, key)) continue
+    settings[key] = definition[key]
+    delete definition[key]
+  }
+  return { definition, settings }
 }
 
 /** A workflow's callbacks: their shape, each URL as the API checks it, no URL twice. */
@@ -167,11 +170,12 @@ function checkProjectContent(project: ApplyProject, at: string, names: ProjectNa
   const workflowKeys = new Set<string>()
   project.workflows?.forEach((entry, w) => {
     const wat = `${at}.workflows[${w}]`
-    const { entry: withoutSchedule, schedule } = splitSchedule(entry)
+    const { definition: raw, settings: { callbacks, schedule, events } } = splitWorkflowEntry(entry)
     // Its shape here; the cron, the filter and the runAs user as the API checks them, when it is applied.
     if (schedule !== undefined) for (const p of schemaProblems(ScheduleBody, schedule, `${wat}.schedule`)) problem(p.path, p.message)
-    const { definition: raw, callbacks } = splitCallbacks(withoutSchedule)
     if (callbacks !== undefined) checkCallbacks(callbacks, `${wat}.callbacks`, allow, problem)
+    // The shape here; the user, fields and filter against the database when applied (as the API checks them).
+    if (events !== undefined) for (const p of schemaProblems(WorkflowEvents, events, `${wat}.events`)) problem(p.path, p.message)
     const definitionProblems = workflowDefinitionProblems(raw, wat)
     if (definitionProblems.length > 0) {
       for (const p of definitionProblems) problem(p.path, p.message)

@@ -19,6 +19,7 @@ import { stepLabel } from '../workflows/definition.ts'
 import { versionSteps } from '../workflows/service.ts'
 import { read } from '../../db/read.ts'
 import { loadTasksToRender, openTaskOfRun } from '../../db/tasks.ts'
+import { runOrigin } from './workflow-events.ts'
 
 const PER_PAGE = 50
 
@@ -133,7 +134,7 @@ ${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager">
 <tr><th>Record</th><td>${recordLink(place, run.recordId)} <span class="muted">in</span> <a href="${collectionPath(place)}">${place.collection}</a></td></tr>
 <tr><th>Workflow</th><td><a id="run-workflow" href="${workflowHref}">${run.workflow.name}</a> v${run.workflow.version}</td></tr>
 <tr><th>Project</th><td><a id="run-project" href="${projectPath(place.project)}">${place.project}</a> · <a id="run-environment" href="${rendering}">${run.environment.name} · ${run.team.name}</a>${isAdmin ? html` · <a href="${projectPath(place.project, 'e', place.environment, 'runs')}">all runs</a>` : ''}</td></tr>
-<tr><th>Triggered</th><td>${run.trigger} by ${run.user.email}${run.token ? html` through token “${run.token.name}” (<code>${run.token.prefix}…</code>)` : ''}</td></tr>
+<tr><th>Started by</th><td id="run-origin">${runOrigin(run, place)}</td></tr>
 <tr><th>Created / started / finished</th><td><span id="run-created">${when(run.createdAt)}</span> / <span id="run-started">${when(run.startedAt)}</span> / <span id="run-finished">${when(run.finishedAt)}</span></td></tr>
 <tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${run.error.message}` : ''}</td></tr>
 </tbody><tbody id="run-waiting" data-refresh>${openTask ? html`<tr id="run-task"><th>Waiting for</th><td><a class="task-link" href="${path('tasks', openTask.id)}">${openTask.title}</a> <span class="muted">(task “${openTask.step}”, ${openTask.decisions.filter((d) => d.decision === 'approve').length} of ${openTask.approvalsRequired} approvals)</span></td></tr>` : ''}</tbody><tbody>

@@ -19,6 +19,8 @@ import { layout } from '../../console/page.ts'
 import { scheduleSection } from './workflow-schedule.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { read } from '../../db/read.ts'
+import { workflowEventsView } from '../workflow-events/service.ts'
+import { eventsSection } from './workflow-events.ts'
 
 const VERSIONS_SHOWN = 50
 const RUNS_SHOWN = 10
@@ -54,6 +56,7 @@ export function workflowPages(deps: AppDeps) {
             shown,
             diff,
             callbacks: yield* listWorkflowCallbacks(target.workflowId),
+            events: yield* workflowEventsView(target),
             runIds: (yield* listRunIds(target.environmentId, { workflowIds: [target.workflowId] }, [], RUNS_SHOWN)).slice(0, RUNS_SHOWN),
           }
         })(),
@@ -90,6 +93,7 @@ ${runsTable(runs)}
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
 ${await scheduleSection(deps, target, workflowApi(place, name))}
+${eventsSection(`${workflowApi(place, name)}/events`, view.events.settings, view.events.counts)}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
       })
     }),

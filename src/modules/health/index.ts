@@ -5,6 +5,8 @@
 import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { runQueueStats } from '../../db/maintenance.ts'
+import { read } from '../../db/read.ts'
+import { listEventCounters } from '../../db/workflow-events.ts'
 import { errorBody, errorResponses, jsonResponse } from '../../http/errors.ts'
 
 /** Why the instance is not ready (`code` `not_ready`, `storage_full` or `storage_read_only`), or null when it is. */
@@ -40,6 +42,7 @@ export function healthModule(deps: AppDeps) {
       busyWorkers: deps.executor?.busyWorkers ?? 0,
       runningByProject: stats.runningByProject,
       deferred: stats.deferred,
+      workflowEvents: await read(deps.store, listEventCounters()),
     }
   })
 

@@ -118,7 +118,7 @@ export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<Note
     title: input.title,
     userId: actor.userId,
     createdAt,
-  })
+  }, actor.workflow ? { runId: actor.workflow.runId } : null)
   yield* insertNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
   yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note

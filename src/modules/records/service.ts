@@ -48,9 +48,10 @@ export const findMatchingRecordIds = findRecordIdsIn
 export const projectCollections = listProjectCollections
 export const renderingWorkflows = listRenderingWorkflows
 
-/** Replaces one record's data (the executor's `update` step, which writes its own activity entry); prepared. */
-export function* replaceRecordData(id: number, data: Record<string, unknown>, now: number): Op<void> {
-  yield* setRecordData(id, canonicalJson(data), now)
+/** Replaces one record's data (the executor's `update` step of run `runId`, which writes its own activity entry); prepared. */
+export function* replaceRecordData(row: RecordRow, data: Record<string, unknown>, now: number, runId: string): Op<void> {
+  const written = { environmentId: row.environmentId, collectionId: row.collectionId, recordKey: row.recordKey, changedFields: changedFieldNames(parsed(row), data), byRun: { runId } }
+  yield* setRecordData(row.id, canonicalJson(data), now, written)
 }
 
 export { RECORD_ID_MAX_LENGTH }
@@ -114,16 +115,22 @@ const shownValue = (value: unknown) => {
   return text.length > SHOWN_VALUE_LENGTH ? `${text.slice(0, SHOWN_VALUE_LENGTH - 1)}…` : text
 }
 
+// Own fields only: a field named `toString` absent from one side is absent, not Object.prototype's function.
+const own = (data: Data, name: string) => (Object.hasOwn(data, name) ? data[name] : undefined)
+
+/** The top-level fields whose value differs between two versions of a record (added and removed ones too). */
+export function changedFieldNames(before: Data, after: Data): string[] {
+  return [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
+    (name) => canonicalJson(own(before, name) ?? null) !== canonicalJson(own(after, name) ?? null) || Object.hasOwn(before, name) !== Object.hasOwn(after, name),
+  )
+}
+
 /**
  * What a write changed, for its activity label (the published activity entry has no field for it): each changed
  * top-level field with its value before and after, `(none)` where it is absent — `status "pending" → "paid"`.
  */
 export function describeChanges(before: Data, after: Data): string {
-  // Own fields only: a field named `toString` absent from one side is absent, not Object.prototype's function.
-  const own = (data: Data, name: string) => (Object.hasOwn(data, name) ? data[name] : undefined)
-  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].filter(
-    (name) => canonicalJson(own(before, name) ?? null) !== canonicalJson(own(after, name) ?? null) || Object.hasOwn(before, name) !== Object.hasOwn(after, name),
-  )
+  const names = changedFieldNames(before, after)
   const shown = names.slice(0, SHOWN_FIELDS).map((name) => `${name} ${shownValue(own(before, name))} → ${shownValue(own(after, name))}`)
   if (names.length > SHOWN_FIELDS) shown.push(`and ${names.length - SHOWN_FIELDS} more fields`)
   return shown.join('; ')
@@ -150,6 +157,8 @@ function* logRecordWrite(clock: Clock, scope: RecordScope & { recordKey: string 
 }
 
 const parsed = (row: { data: string }) => JSON.parse(row.data) as Data
+/** The scope alone of an input that carries more (a write's events are keyed by it). */
+const scopeOf = (input: RecordScope): RecordScope => ({ environmentId: input.environmentId, collectionId: input.collectionId })
 
 /** 409: the id is held by a deleted record, which only a restore brings back (or the purge frees). */
 const heldByDeleted = (recordKey: string) => conflict('conflict', `Record ${recordKey} was deleted: restore it (POST …/records/${recordKey}/restore) or use another id`)
@@ -191,7 +200,7 @@ export function* upsertRecord(
     return { outcome: 'created', data: checked.data, etag: recordEtag({ updatedAt: now, data }) }
   }
   if (canonicalJson(parsed(existing)) === data) return { outcome: 'unchanged', data: checked.data, etag: recordEtag(existing) }
-  yield* setRecordData(existing.id, data, now)
+  yield* setRecordData(existing.id, data, now, { ...scopeOf(input), recordKey: input.recordKey, changedFields: changedFieldNames(parsed(existing), checked.data) })
   yield* logRecordWrite(clock, input, input, 'update', parsed(existing), checked.data)
   return { outcome: 'updated', data: checked.data, etag: recordEtag({ updatedAt: now, data }) }
 }
@@ -242,7 +251,7 @@ export function* patchRecord(
   const data = canonicalJson(after)
   if (data === canonicalJson(before)) return written(row)
   const now = clock.now()
-  yield* setRecordData(row.id, data, now)
+  yield* setRecordData(row.id, data, now, { ...scopeOf(input), recordKey: input.recordKey, changedFields: changedFieldNames(before, after) })
   yield* logRecordWrite(clock, input, input, 'update', before, after)
   return written({ ...row, data, updatedAt: now })
 }
@@ -250,7 +259,7 @@ export function* patchRecord(
 /** Deletes a record (soft: restorable for the retention period); one `delete` activity entry. 404, 412 as a change. */
 export function* deleteRecord(clock: Clock, input: RecordScope & RecordWriter & { recordKey: string; ifMatch?: string | null }): Op<void> {
   const row = yield* recordToChange(input)
-  yield* setRecordDeleted(row.id, clock.now())
+  yield* setRecordDeleted(row.id, clock.now(), { ...scopeOf(input), recordKey: input.recordKey })
   yield* logRecordWrite(clock, input, input, 'delete', parsed(row), {})
 }
 
@@ -263,7 +272,7 @@ export function* restoreRecord(clock: Clock, input: RecordScope & RecordWriter &
   if (!row || row.deletedAt === null || row.deletedAt < clock.now() - input.retentionDays * 86_400_000) {
     throw notFound(`No deleted record ${input.recordKey} to restore (records can be restored for ${input.retentionDays} days)`)
   }
-  yield* setRecordDeleted(row.id, null)
+  yield* setRecordDeleted(row.id, null, { ...scopeOf(input), recordKey: input.recordKey })
   yield* logRecordWrite(clock, input, input, 'restore', {}, parsed(row))
   return written(row)
 }
@@ -314,7 +323,7 @@ export function* upsertRecords(
   }
   const now = clock.now()
   if (inserts.length > 0) yield* insertRecords(input, inserts, now)
-  for (const update of updates) yield* setRecordData(update.id, update.data, now)
+  for (const update of updates) yield* setRecordData(update.id, update.data, now, { ...scopeOf(input), recordKey: update.recordKey, changedFields: changedFieldNames(update.before, update.after) })
   // One entry per record written, as every other write: the audit trail names each record's changes.
   for (const insert of inserts) yield* logRecordWrite(clock, { ...input, recordKey: insert.recordKey }, input, 'create', {}, insert.after)
   for (const update of updates) yield* logRecordWrite(clock, { ...input, recordKey: update.recordKey }, input, 'update', update.before, update.after)

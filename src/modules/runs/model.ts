@@ -37,6 +37,20 @@ const RunStep = t.Object({
   error: t.Optional(t.Unknown({ description: '`{code, message}` of a failed step' })),
 })
 
+/** The change that started an event-triggered run (docs/workflows.md "Events"). */
+export const RunCause = t.Object(
+  {
+    event: t.UnionEnum(['recordCreated', 'recordUpdated', 'recordDeleted', 'noteAdded']),
+    recordId: t.String(),
+    changedFields: t.Optional(t.Array(t.String(), { description: 'recordUpdated: the top-level fields the change changed' })),
+    noteId: t.Optional(Integer({ description: 'noteAdded: the note' })),
+    chain: t.Array(t.Object({ runId: t.String({ format: 'uuid' }), workflow: t.String(), recordId: t.String() }), {
+      description: 'The event-started runs whose writes led to this one, oldest first (at most 8: the loop bound)',
+    }),
+  },
+  { $id: 'RunCause' },
+)
+
 export const Run = renderedAnswer(
   t.Object(
     {
@@ -61,6 +75,7 @@ export const Run = renderedAnswer(
       }),
       retriedBy: t.Union([t.String({ format: 'uuid' }), t.Null()], { description: 'The run that retries this one (a run is retried at most once), or null' }),
       scheduledFor: t.Union([IsoDateTime, t.Null()], { description: "A run its workflow's schedule started: the fire time of the tick (UTC); null for every other trigger" }),
+      cause: t.Union([RunCause, t.Null()], { description: 'What started a run of trigger `event`: the change, and the chain of event-started runs that led to it; null for other triggers' }),
       error: t.Optional(t.Object({ code: t.String(), message: t.String(), step: t.Optional(t.String()) })),
       steps: t.Array(RunStep, { description: 'The steps recorded so far, in order' }),
     },

@@ -1,5 +1,5 @@
 /** Workflow runs: starting one (webhook or manual), reading, cancelling and listing them (DESIGN §8). */
-import { cancelActiveRun, carryRunSteps, type InsertResult, insertRun } from '../../db/queue.ts'
+import { cancelActiveRun, carryRunSteps, type InsertResult, insertRun, type RunTrigger } from '../../db/queue.ts'
 import { appendRunEvents } from '../../db/run-events.ts'
 import { findRunWithWorkflow, loadRunsToRender, pageRunIds, type RunFilters, type RunRecord, type RunStepRecord } from '../../db/runs.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
@@ -18,6 +18,7 @@ import { userObject } from '../directory/users.ts'
 import { cancelTasksOfRun } from '../tasks/service.ts'
 import type { MailSettings } from '../mail/service.ts'
 import type { Op } from '../../db/op.ts'
+import type { RunCause } from '../../db/workflow-events.ts'
 
 export type { TriggerTarget }
 export type { RunFilters } from '../../db/runs.ts'
@@ -56,9 +57,11 @@ export interface RunStart {
   userId: number
   tokenId: number | null
   via?: Channel
-  trigger: 'manual' | 'webhook' | 'schedule' | 'event'
+  trigger: RunTrigger
   /** A schedule's run: its tick's fire time (ms). */
   scheduledFor?: number
+  /** Trigger `event`: the change that started it. */
+  cause?: RunCause
   /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
   retry?: { of: string; resumeAt: number }
 }
@@ -96,6 +99,7 @@ export function* queueRunIfIdle(clock: Clock, id: string, input: RunStart): Op<I
     tokenId: input.tokenId,
     trigger: input.trigger,
     scheduledFor: input.scheduledFor ?? null,
+    cause: input.cause ?? null,
     createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
     nextStep: input.retry?.resumeAt,
     retryOf: input.retry?.of,
@@ -117,17 +121,17 @@ export function* queueRunIfIdle(clock: Clock, id: string, input: RunStart): Op<I
   return result
 }
 
-const START_LABELS: Record<RunStart['trigger'], string> = {
+/** The activity label of a start (a retry's aside): an event's names the event. */
+const START_LABELS: Record<Exclude<RunStart['trigger'], 'event'>, string> = {
   manual: 'triggered manually',
   webhook: 'triggered via webhook',
   schedule: 'triggered by its schedule',
-  event: 'triggered by an event',
 }
 
 /** The start's activity entry: `triggerWorkflow`, or for a retry the extension `retryWorkflow` naming the run it retries. */
 function startEntryOf(input: RunStart): { action: 'triggerWorkflow' | 'retryWorkflow'; label: string } {
   if (input.retry) return { action: 'retryWorkflow', label: `retry of run ${input.retry.of}` }
-  return { action: 'triggerWorkflow', label: START_LABELS[input.trigger] }
+  return { action: 'triggerWorkflow', label: input.trigger === 'event' ? `triggered by ${input.cause?.event ?? 'an event'}` : START_LABELS[input.trigger] }
 }
 
 /**
@@ -181,6 +185,7 @@ export function* renderRuns(ids: string[], now: number) {
       retryOf: r.run.retryOf,
       retriedBy: r.retriedBy,
       scheduledFor: toIsoOrNull(r.run.scheduledFor),
+      cause: r.run.cause === null ? null : (JSON.parse(r.run.cause) as RunCause),
       ...(r.run.error ? { error: shownError<{ code: string; message: string; step?: string }>(r.run.error) } : {}),
       steps: steps
         .filter((s) => s.runId === id)
