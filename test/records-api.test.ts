@@ -125,6 +125,21 @@ describe('filters, typed by the field', () => {
   }
 })
 
+test('createdAt and updatedAt filter every collection, typed or not; each refusal names its parameter', async () => {
+  const listed = (await get(`${ORDERS}?limit=100`, 'alice')).body.data as { id: string; createdAt: string; updatedAt: string }[]
+  expect(listed.length).toBeGreaterThan(1)
+  const pivot = listed[Math.floor(listed.length / 2)]!
+  const before = await get(`${ORDERS}?limit=100&createdAt.lt=${encodeURIComponent(pivot.createdAt)}`, 'alice')
+  expect(before.status, JSON.stringify(before.body)).toBe(200)
+  expect(ids(before.body.data).sort()).toEqual(listed.filter((r) => Date.parse(r.createdAt) < Date.parse(pivot.createdAt)).map((r) => r.id).sort())
+  const since = await get(`${ORDERS}?limit=100&updatedAt.gte=${encodeURIComponent(pivot.updatedAt)}`, 'alice')
+  expect(ids(since.body.data).sort()).toEqual(listed.filter((r) => Date.parse(r.updatedAt) >= Date.parse(pivot.updatedAt)).map((r) => r.id).sort())
+  for (const [query, parameter] of [['createdAt.lt=yesterday', 'createdAt.lt'], ['updatedAt.contains=2026', 'updatedAt.contains']] as const) {
+    const bad = await get(`${ORDERS}?${query}`, 'alice')
+    expect([bad.status, bad.body.details?.[0]?.field], JSON.stringify(bad.body)).toEqual([400, parameter])
+  }
+})
+
 test('a record older than the schema holding an impossible date-time: filters and sorts answer, it matches none', async () => {
   const put = await app.handle(
     request('/v1/project/Acme/collections/legacy/schema', { method: 'PUT', headers: { authorization: `Bearer ${tokens.all}` }, json: { fields: [{ name: 'at', type: 'datetime' }] } }),

@@ -217,6 +217,7 @@ describe('through the app', () => {
       [{ ...body, records: { where: { priority: { gt: 'high' } } } }, 'records.where.priority.gt'],
       [{ ...body, records: { where: { openedAt: { lt: '{{yesterday}}' } } } }, 'records.where.openedAt.lt'],
       [{ ...body, records: { where: { status: { in: 'pending' } } } }, 'records.where.status.in'],
+      [{ ...body, records: { where: { createdAt: { contains: '2026' } } } }, 'records.where.createdAt.contains'],
       [{ ...body, runAs: 'nobody@example.com' }, 'runAs'],
       [{ ...body, runAs: 'dave@example.com' }, 'runAs'], // a user of Billing: cannot reach Support's workflow
       [{ ...body, catchUp: 'always' }, 'catchUp'],
@@ -230,6 +231,10 @@ describe('through the app', () => {
       expect(sent.body).toMatchObject({ error: 'Bad Request', code: expect.any(String) })
     }
     expect(queryOne<{ n: number }>(env.store, 'SELECT count(*) AS n FROM workflow_schedules WHERE workflow_id = ?', workflowId('Api'))!.n).toBe(0)
+    // A record's own times filter as its fields do: "pending for three days" needs no field of its own.
+    const byAge = await put('Api', { ...body, records: { where: { status: { eq: 'pending' }, createdAt: { lt: '{{now-3d}}' }, updatedAt: { gte: '{{now-1w}}' } } } })
+    expect(byAge.status, JSON.stringify(byAge.body)).toBe(200)
+    expect((await send(app, request(scheduleOf('Api'), { method: 'DELETE', headers: bearer(tokens.alice) }))).status).toBe(204)
   })
 
   test('a tick starts one run per matching record, as the runAs user, trigger schedule with scheduledFor; the next skips those with an active run', async () => {

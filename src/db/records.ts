@@ -340,7 +340,13 @@ export interface RecordFieldFilter {
   kind: RecordValueKind
   op: RecordFilterOp
   values: (string | number)[]
+  /** A time every record has (epoch ms values), rather than a field of its data. */
+  column?: RecordTimeColumn
 }
+
+/** The times of a record that filters take beside its fields. */
+export type RecordTimeColumn = 'createdAt' | 'updatedAt'
+
 
 /** What a page continues after: the sort key of the previous page's last row (null: it had no value) and its row id. */
 export interface RecordCursor {
@@ -388,7 +394,7 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
     q.direction,
     after,
     q.recordKey === undefined ? 'all' : 'one',
-    ...q.filters.map((f) => `${f.field}:${f.kind}.${f.op}${f.op === 'in' ? f.values.length : ''}`),
+    ...q.filters.map((f) => `${f.column === undefined ? `${f.field}:${f.kind}` : `@${f.column}`}.${f.op}${f.op === 'in' ? f.values.length : ''}`),
   ].join(',')
   const values: Record<string, unknown> = { environmentId: scope.environmentId, collectionId: scope.collectionId, limit: limit + 1, afterKey: q.after?.key, afterId: q.after?.id, recordKey: q.recordKey }
   q.filters.forEach((f, i) => f.values.forEach((v, j) => (values[`f${i}_${j}`] = f.op === 'contains' ? containsPattern(asciiLowerText(String(v))) : v)))
@@ -410,6 +416,11 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
             : sql`(${key} IS NULL AND ${id} < ${afterId})`
           : sql`((${key} ${sql.raw(beyondOrAt)} ${keyParam} AND (${key} ${sql.raw(beyond)} ${keyParam} OR ${id} ${sql.raw(idBeyond)} ${afterId}))${q.direction === 'desc' && sorted !== null ? sql` OR ${key} IS NULL` : sql``})`
     const filters = q.filters.map((f, i) => {
+      if (f.column !== undefined) {
+        const column = sql`${r[f.column]}`
+        if (f.op === 'in') return sql`${column} IN (${sql.join(f.values.map((_, j) => sql.placeholder(`f${i}_${j}`)), sql`, `)})`
+        return sql`${column} ${sql.raw(COMPARISONS[f.op as Exclude<RecordFilterOp, 'in' | 'contains'>])} ${sql.placeholder(`f${i}_0`)}`
+      }
       const field = d.recordFieldValue(f.field, f.kind)
       const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)
       const test =

@@ -1,12 +1,13 @@
 /**
  * The records list as the API route runs it (docs/records.md "Reading records"): a collection's records in one
- * environment, filtered on the schema's fields (typed by each field's type), sorted, paged by an opaque cursor;
+ * environment, filtered on the schema's fields (typed by each field's type) and on its own `createdAt` and `updatedAt`,
+ * sorted, paged by an opaque cursor;
  * who may read it: ./calls.ts.
  */
 import type { RecordValueKind } from '../../db/dialect.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
-import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, type RecordScope, pageRecordList } from '../../db/records.ts'
+import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, type RecordScope, type RecordTimeColumn, pageRecordList } from '../../db/records.ts'
 import type { Store } from '../../db/store.ts'
 import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, MAX_NAME_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
@@ -71,8 +72,12 @@ function parseFieldFilters(query: Query, fields: readonly StoredField[]): Record
     const dot = name.lastIndexOf('.')
     if (dot < 0) continue
     const [fieldName, op] = [name.slice(0, dot), name.slice(dot + 1) as RecordFilterOp]
-    if (fields.length === 0) throw invalidParameter(name, 'this collection has no schema: filters need typed fields (docs/records.md)')
     const field = fields.find((f) => f.name === fieldName)
+    if (!field && isTimeColumn(fieldName)) {
+      filters.push(timeFilter(name, fieldName, op, raw))
+      continue
+    }
+    if (fields.length === 0) throw invalidParameter(name, 'this collection has no schema: filters need typed fields, or createdAt and updatedAt (docs/records.md)')
     if (!field) throw invalidParameter(name, `the collection's schema has no field ${fieldName}`)
     if (!RECORD_FILTER_OPERATORS.includes(op as (typeof RECORD_FILTER_OPERATORS)[number])) throw invalidParameter(name, `unknown operator ${op} (one of ${RECORD_FILTER_OPERATORS.join(', ')})`)
     const allowed = OPERATORS[field.type]
@@ -82,6 +87,21 @@ function parseFieldFilters(query: Query, fields: readonly StoredField[]): Record
     filters.push({ field: field.name, kind: kindOf(field.type), op, values: raws.map((r) => filterValue(name, field, op, r)) })
   }
   return filters
+}
+
+const TIME_COLUMNS: readonly RecordTimeColumn[] = ['createdAt', 'updatedAt']
+const isTimeColumn = (name: string): name is RecordTimeColumn => (TIME_COLUMNS as readonly string[]).includes(name)
+/** The datetime every record has, as a filter reads it (a schema field of the same name comes first). */
+const TIME_FIELD: StoredField = { name: 'createdAt', type: 'datetime' } as StoredField
+
+/** `createdAt.<op>` / `updatedAt.<op>`: the record's own times, compared as datetimes (400 naming a bad one). */
+function timeFilter(name: string, column: RecordTimeColumn, op: RecordFilterOp, raw: string): RecordFieldFilter {
+  const allowed = COMPARE
+  if (!(allowed as readonly string[]).includes(op)) throw invalidParameter(name, `${column} takes ${allowed.join(', ')}`)
+  const raws = op === 'in' ? raw.split(',') : [raw]
+  if (raws.length > MAX_IN_VALUES) throw invalidParameter(name, `takes at most ${MAX_IN_VALUES} values`)
+  const values = raws.map((r) => Date.parse(String(filterValue(name, TIME_FIELD, op, r))))
+  return { field: column, kind: 'datetime', op, values, column }
 }
 
 type Sort = { field: StoredField | null; direction: 'asc' | 'desc'; spec: string }
