@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { percentile, repoRoot, startServer } from './procs.ts'
+import { latencySummary as summary, probeHealth, repoRoot, startServer } from './procs.ts'
 
 export interface LoginFloodOptions {
   logins: number
@@ -21,26 +21,6 @@ export interface LoginFloodOptions {
 }
 
 export type LoginFloodResult = Awaited<ReturnType<typeof measureLoginFlood>>
-
-function summary(samples: number[]) {
-  const sorted = [...samples].sort((a, b) => a - b)
-  const ms = (p: number) => Math.round(percentile(sorted, p) * 10) / 10
-  return { requests: sorted.length, p50: ms(50), p99: ms(99), max: ms(100) }
-}
-
-/** /healthz, one request at a time, until `until()` says stop. */
-async function probeHealth(url: string, until: () => boolean): Promise<number[]> {
-  const samples: number[] = []
-  while (!until()) {
-    const started = performance.now()
-    const response = await fetch(`${url}/healthz`)
-    await response.arrayBuffer()
-    if (response.status !== 200) throw new Error(`/healthz answered ${response.status}`)
-    samples.push(performance.now() - started)
-    await Bun.sleep(10)
-  }
-  return samples
-}
 
 /** /healthz latency idle and during a flood of failing logins, against a fresh data directory with examples/acme.yaml. */
 export async function measureLoginFlood(options: LoginFloodOptions) {

@@ -362,3 +362,24 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return 0
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
+
+/** p50, p99 and max of latency samples (ms), to a tenth. */
+export function latencySummary(samples: number[]) {
+  const sorted = [...samples].sort((a, b) => a - b)
+  const ms = (p: number) => Math.round(percentile(sorted, p) * 10) / 10
+  return { requests: sorted.length, p50: ms(50), p99: ms(99), max: ms(100) }
+}
+
+/** /healthz, one request at a time (10 ms apart), until `until()` says stop: each answer's latency in ms. */
+export async function probeHealth(url: string, until: () => boolean): Promise<number[]> {
+  const samples: number[] = []
+  while (!until()) {
+    const started = performance.now()
+    const response = await fetch(`${url}/healthz`)
+    await response.arrayBuffer()
+    if (response.status !== 200) throw new Error(`/healthz answered ${response.status}`)
+    samples.push(performance.now() - started)
+    await Bun.sleep(10)
+  }
+  return samples
+}

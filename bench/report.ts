@@ -2,6 +2,7 @@
 import type { ExecutorResult } from './executor.ts'
 import type { PostgresResult, SpreadResult } from './postgres.ts'
 import type { LoginFloodResult } from './login-flood.ts'
+import type { ScheduleTickResult } from './schedule-tick.ts'
 import type { EventStreamsResult } from './event-streams.ts'
 import type { LoadResult } from './procs.ts'
 
@@ -62,6 +63,8 @@ export interface BenchResults {
   executor: ExecutorResult | null
   /** Absent in results written before the login flood joined the bench. */
   loginFlood?: LoginFloodResult
+  /** A schedule's tick over 10,000 records; absent in older results. */
+  scheduleTick?: ScheduleTickResult
   /** Idle run event streams; absent in older results. */
   eventStreams?: EventStreamsResult
   footprint: {
@@ -269,6 +272,17 @@ export function markdownTables(r: BenchResults): string {
       `| \`/healthz\` one at a time, idle: p50 / p99 / max | ${ms(flood.healthzIdle.p50)} / ${ms(flood.healthzIdle.p99)} / ${ms(flood.healthzIdle.max)} ms |`,
       `| \`/healthz\` during the flood: p50 / p99 / max (target p99 < 50 ms) | ${ms(flood.healthzDuringFlood.p50)} / ${ms(flood.healthzDuringFlood.p99)} / ${ms(flood.healthzDuringFlood.max)} ms |`,
       `| logins checked per second | ${flood.loginsPerSecond} |`,
+    )
+  }
+  const tick = r.scheduleTick
+  if (tick) {
+    lines.push(
+      '',
+      `| schedule tick (${int(tick.records)} records, one run each: ${int(tick.runsStarted)} started, ${int(tick.recordsSkipped)} skipped) | |`,
+      '|---|---:|',
+      `| \`/healthz\` one at a time, idle: p50 / p99 / max | ${ms(tick.healthzIdle.p50)} / ${ms(tick.healthzIdle.p99)} / ${ms(tick.healthzIdle.max)} ms |`,
+      `| \`/healthz\` during the tick (${tick.tickSeconds} s): p50 / p99 / max (target p99 < 50 ms) | ${ms(tick.healthzDuringTick.p50)} / ${ms(tick.healthzDuringTick.p99)} / ${ms(tick.healthzDuringTick.max)} ms |`,
+      `| \`/healthz\` while its runs drain (${tick.drainSeconds} s): p50 / p99 / max | ${ms(tick.healthzDuringDrain.p50)} / ${ms(tick.healthzDuringDrain.p99)} / ${ms(tick.healthzDuringDrain.max)} ms |`,
     )
   }
   const f = r.footprint

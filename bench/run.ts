@@ -14,6 +14,7 @@ import { availableParallelism, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { measureLoginFlood } from './login-flood.ts'
+import { measureScheduleTick } from './schedule-tick.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { createdAtLeadMs, LEFT_ACTIVE, measureExecutor } from './executor.ts'
 import { evictFromPageCache, generatorVersion, type LoadResult, type LoadSpec, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
@@ -254,6 +255,15 @@ async function main() {
   })
   log(`  /healthz p99 ${loginFlood.healthzDuringFlood.p99} ms during the flood (idle ${loginFlood.healthzIdle.p99} ms), ${loginFlood.loginsPerSecond} logins/s`)
 
+  // ── A schedule's tick over 10,000 records: does it hold up other requests? ──
+  log(`[${elapsed()}] schedule tick: one tick over 10,000 records, /healthz beside it`)
+  const scheduleTick = await measureScheduleTick({
+    records: 10_000,
+    idleSeconds: quick ? 2 : 5,
+    command: (port, tickData) => trellisCommand(port).map((arg) => (arg === dataDir ? tickData : arg)),
+  })
+  log(`  /healthz p99 ${scheduleTick.healthzDuringTick.p99} ms during the tick (${scheduleTick.tickSeconds} s), ${scheduleTick.healthzDuringDrain.p99} ms while its runs drain (idle ${scheduleTick.healthzIdle.p99} ms)`)
+
   // ── PostgreSQL: the same binary on one and on three instances ─────────────
   const postgres = await onPostgres(settings.postgresExecutorRuns)
 
@@ -292,6 +302,7 @@ async function main() {
     executor,
     eventStreams,
     loginFlood,
+    scheduleTick,
     footprint: {
       coldStartMs,
       coldStartMedianMs,

@@ -25,10 +25,10 @@ import { backOffAfterFailedClaim, idleWaitMs } from './loop.ts'
 /** Schedules and abandoned ticks read per look; more are taken at once in the next look. */
 const DUE_BATCH = 20
 /**
- * Records one transaction of a tick considers: a 10,000-record tick is a hundred short transactions, never one that
+ * Records one transaction of a tick considers: a 10,000-record tick is four hundred short transactions, never one that
  * holds SQLite's write lock (or an environment's runs lock on PostgreSQL) for long.
  */
-export const TICK_BATCH = 100
+export const TICK_BATCH = 25
 
 export interface ScheduleTickerOptions {
   store: Store
