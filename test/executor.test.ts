@@ -50,9 +50,13 @@ interface Hit {
 const hits: Hit[] = []
 /** What `/huge` offers (300 MB) and what it has handed to the socket so far. */
 const HUGE_BYTES = 300 * 1024 * 1024
-/** The heartbeat test's lease, and its slow call: two and a half leases long. */
-const HEARTBEAT_LEASE_MS = 1_000
-const SLOW_CALL_MS = 2_500
+/**
+ * The heartbeat test's lease, and its slow call: two and a half leases long. Renewed every third of it, the lease
+ * leaves its worker 1.3 s of slack, and the test's recovery checks may be up to a lease apart: margins for a process
+ * that a loaded 2-core machine holds up now and then (the test is about the order of events, not the milliseconds).
+ */
+const HEARTBEAT_LEASE_MS = 2_000
+const SLOW_CALL_MS = 5_000
 let hugeSent = 0
 const hitsOf = (path: string, runId: string) => hits.filter((h) => h.path === path && h.runId === runId)
 let firstHang: () => void = () => {}
@@ -611,8 +615,9 @@ describe('executor (in-process, real clock)', () => {
     expect(calls).toHaveLength(3)
     expect(calls.every((c) => c.method === 'POST')).toBe(true)
     expect(JSON.parse(calls[0]!.body)).toEqual({ order: 'ord_2005', run: runId })
-    // Two backoffs: at most 0.5 s + 1 s.
-    expect(Date.now() - started).toBeLessThan(1_500 + 1_000)
+    // Two backoffs: at most 0.5 s + 1 s; the bound leaves a loaded 2-core machine room for the three calls and the
+    // run's transactions (what it rules out is a backoff of several seconds).
+    expect(Date.now() - started).toBeLessThan(1_500 + 4_000)
   })
 
   test('http: always 500 with retries 1 → failed http_failed after 2 attempts', async () => {
@@ -1012,7 +1017,7 @@ describe('leases and several executors on one database', () => {
     expect(row).toEqual({ status: 'succeeded', attempts: 1 })
     expect(hitsOf('/slow', runId)).toHaveLength(1)
     await executor.stop(2_000)
-  })
+  }, 30_000)
 
   test('two executors on two connections (as two processes) run each of 20 runs exactly once', async () => {
     const apps = [0, 1].map(() => {
@@ -1027,7 +1032,7 @@ describe('leases and several executors on one database', () => {
     const among = `(${ids.map(() => '?').join(',')})`
     // One read per poll for all 20 (on PostgreSQL each read is a psql process).
     const statuses = () => queryAll<{ status: string }>(env.store, `SELECT status FROM runs WHERE id IN ${among}`, ...ids).map((r) => r.status)
-    await until('all runs to finish', () => statuses().every((s) => ['succeeded', 'failed'].includes(s)), 10_000, POLL_MS)
+    await until('all runs to finish', () => statuses().every((s) => ['succeeded', 'failed'].includes(s)), undefined, POLL_MS)
     expect(statuses()).toEqual(ids.map(() => 'succeeded'))
     const records = queryAll<{ data: string }>(env.store, "SELECT data FROM records WHERE record_key LIKE 'multi%'")
     expect(records.map((r) => JSON.parse(r.data))).toEqual(ids.map(() => ({ n: 'x' })))
@@ -1038,7 +1043,7 @@ describe('leases and several executors on one database', () => {
     const owners = queryOne(env.store, `SELECT max(attempts) AS most FROM runs WHERE id IN ${among}`, ...ids)
     expect(owners).toEqual({ most: 1 })
     await Promise.all(apps.map(({ executor }) => executor.stop(2_000)))
-  }, 20_000)
+  }, 60_000)
 
   test('a run that ends hands its slot to the next due run in its own transaction (SQLite): a claim commits no write of its own', async () => {
     const executor = new Executor({ store: env.store, clock: systemClock, logger: silentLogger, concurrency: 2, leaseMs: 30_000, pollMs: 20 })
@@ -1051,7 +1056,7 @@ describe('leases and several executors on one database', () => {
     const writesBefore = env.store.kind === 'sqlite' ? env.store.committed.writes : 0
     executor.start()
     const statuses = () => queryAll<{ status: string }>(env.store, `SELECT status FROM runs WHERE id IN ${among}`, ...ids).map((r) => r.status)
-    await until('all runs to finish', () => statuses().every((s) => ['succeeded', 'failed'].includes(s)), 10_000, POLL_MS)
+    await until('all runs to finish', () => statuses().every((s) => ['succeeded', 'failed'].includes(s)), undefined, POLL_MS)
     await executor.stop(2_000)
     expect(statuses()).toEqual(ids.map(() => 'succeeded'))
     expect(queryOne(env.store, `SELECT max(attempts) AS most FROM runs WHERE id IN ${among}`, ...ids)).toEqual({ most: 1 })
@@ -1063,7 +1068,7 @@ describe('leases and several executors on one database', () => {
       // polls read, and write only when an event is due). A claim of its own per run (as on PostgreSQL) would add 18.
       expect(env.store.committed.writes - writesBefore).toBeLessThanOrEqual(20 + 8)
     }
-  }, 20_000)
+  }, 60_000)
 })
 
 // ── Crash recovery with the real process ────────────────────────────────────

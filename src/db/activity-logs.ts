@@ -7,7 +7,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Micros } from '../lib/time.ts'
-import { nextCreatedAt } from './monotonic.ts'
+import { nextCreatedAt, nextCreatedAts } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
@@ -43,18 +43,37 @@ const p = (name: string) => sql.placeholder(name)
  */
 export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<number> {
   const createdAt = yield* nextCreatedAt(ACTIVITY_TIMES, entry.environmentId, now)
-  return yield* runPlan(insertActivityLogRows, { ...entry, createdAt }, [...new Set(recordIds)])
+  const [id] = yield* runPlan(insertActivityLogRows, [{ ...entry, createdAt }], [[...new Set(recordIds)]])
+  return id!
 }
 
-/** The entry at its time and one row per record id (distinct); answers the entry's id. */
+/**
+ * `insertActivityLog` for many entries of one environment (a CSV import's batch: one entry per record written), dated
+ * one after another in the order given, as that many calls would date them, and written in one statement on
+ * PostgreSQL (one round trip under the environment's lock, not one per entry). Call inside the transaction of the change.
+ */
+export function* insertActivityLogs(environmentId: number, entries: readonly { entry: NewActivityLogRow; recordIds: Iterable<string> }[], now: number): Op<void> {
+  if (entries.length === 0) return
+  if (entries.some(({ entry }) => entry.environmentId !== environmentId)) throw new Error('insertActivityLogs: entries of one environment only')
+  const first = yield* nextCreatedAts(ACTIVITY_TIMES, environmentId, now, entries.length)
+  yield* runPlan(
+    insertActivityLogRows,
+    entries.map(({ entry }, i) => ({ ...entry, createdAt: (first + i) as Micros })),
+    entries.map(({ recordIds }) => [...new Set(recordIds)]),
+  )
+}
+
+type DatedEntry = NewActivityLogRow & { createdAt: Micros }
+
+/** The entries at their times and one row per record id of each (`recordIds[i]`: entry i's, distinct); answers their ids. */
 const insertActivityLogRows = plan({
   sqlite: insertRowsOnSqlite,
   postgres: insertRowsOnPostgres,
-  why: 'one data-modifying CTE writes the entry and its record ids in one round trip under the lock; SQLite has no such CTE and no round trips',
+  why: 'one data-modifying CTE writes the entries and their record ids in one round trip under the lock; SQLite has no such CTE and no round trips',
 })
 
-/** SQLite's: the entry, then each record id, each statement prepared once per connection. */
-function insertRowsOnSqlite(db: Db, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): number {
+/** SQLite's: each entry, then each of its record ids, each statement prepared once per connection. */
+function insertRowsOnSqlite(db: Db, entries: DatedEntry[], recordIds: string[][]): number[] {
   const insertEntry = prepared(db, 'activity-logs.insert', () =>
     db
       .insert(activityLogs)
@@ -79,17 +98,30 @@ function insertRowsOnSqlite(db: Db, entry: NewActivityLogRow & { createdAt: Micr
   const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
     db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
   )
-  const [row] = insertEntry.all({ ...entry })
-  for (const recordId of recordIds) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
-  return row!.id
+  return entries.map((entry, i) => {
+    const [row] = insertEntry.all({ ...entry })
+    for (const recordId of recordIds[i]!) insertRecord.run({ logId: row!.id, environmentId: entry.environmentId, recordId })
+    return row!.id
+  })
 }
 
-/** PostgreSQL's: both in one statement (`INSERT_ENTRY`). */
-async function insertRowsOnPostgres(db: PgDb, entry: NewActivityLogRow & { createdAt: Micros }, recordIds: string[]): Promise<number> {
-  const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt } = entry
-  const values = [environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, recordIds]
-  const [row] = (await clientOf(db).unsafe(INSERT_ENTRY, values as never[])) as { id: number }[]
-  return row!.id
+/** PostgreSQL's: one entry in one statement (`INSERT_ENTRY`, every write's), several in another (`INSERT_ENTRIES`). */
+async function insertRowsOnPostgres(db: PgDb, entries: DatedEntry[], recordIds: string[][]): Promise<number[]> {
+  const columns = (entry: DatedEntry) => {
+    const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt } = entry
+    return [environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt]
+  }
+  if (entries.length === 1) {
+    const [row] = (await clientOf(db).unsafe(INSERT_ENTRY, [...columns(entries[0]!), recordIds[0]!] as never[])) as { id: number }[]
+    return [row!.id]
+  }
+  // Column by column: parameter k holds every entry's k-th value; the record ids name their entry by its time.
+  const byColumn = entries.map(columns)
+  const values = byColumn[0]!.map((_, k) => byColumn.map((row) => row[k]))
+  const times = entries.flatMap((entry, i) => recordIds[i]!.map(() => entry.createdAt))
+  const rows = (await clientOf(db).unsafe(INSERT_ENTRIES, [...values, entries[0]!.environmentId, times, recordIds.flat()] as never[])) as { id: number; at: number }[]
+  const idAt = new Map(rows.map((row) => [row.at, row.id]))
+  return entries.map((entry) => idAt.get(entry.createdAt)!)
 }
 
 /**
@@ -102,6 +134,19 @@ const INSERT_ENTRY = `WITH entry AS (
     RETURNING id),
   entry_records AS (INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT entry.id, $1::int8, unnest($14::text[]) FROM entry)
   SELECT id::float8 AS id FROM entry`
+
+/**
+ * Entries of one environment ($14), each column an array ($1…$13), and their record ids ($16), each with its
+ * entry's time ($15: distinct within the environment), in one statement.
+ */
+const INSERT_ENTRIES = `WITH entries AS (
+    INSERT INTO activity_logs (environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at)
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::text[], $11::text[], $12::boolean[], $13::int8[])
+    RETURNING id, created_at),
+  entry_records AS (
+    INSERT INTO activity_log_records (log_id, environment_id, record_id)
+    SELECT entries.id, $14::int8, r.record_id FROM unnest($15::int8[], $16::text[]) AS r(created_at, record_id) JOIN entries ON entries.created_at = r.created_at)
+  SELECT id::float8 AS id, created_at::float8 AS at FROM entries`
 
 /** An activity page's filters (names already resolved to ids); undefined ones are left out. */
 export interface ActivityPageFilters {

@@ -38,6 +38,16 @@ export function* nextCreatedAt(list: TimeOrderedList, scopeValue: number | null,
 }
 
 /**
+ * The first of `count` consecutive times (µs) for as many entries of the list scope written one after another in this
+ * transaction (a batch): entry i gets the first + i, exactly what `count` calls of `nextCreatedAt` would give them.
+ */
+export function* nextCreatedAts(list: TimeOrderedList, scopeValue: number | null, now: Millis, count: number): Op<Micros> {
+  const first = yield* nextCreatedAt(list, scopeValue, now)
+  if (count > 1) yield* runPlan(rememberListTime, list, scopeValue, (first + count - 1) as Micros)
+  return first
+}
+
+/**
  * The newest createdAt in the list scope (epoch µs), or null when it is empty, read with the scope held: the caller
  * may insert a row of its own time next (an import), before any other writer of the scope, so what this transaction
  * counted for the scope is forgotten.

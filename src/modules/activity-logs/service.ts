@@ -1,5 +1,5 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
-import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, pageActivityLogIds } from '../../db/activity-logs.ts'
+import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, insertActivityLogs, type NewActivityLogRow, pageActivityLogIds } from '../../db/activity-logs.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -91,7 +91,20 @@ function markedLabel(label: string | undefined, via: Channel | undefined): strin
 }
 
 export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
-  return yield* insertActivityLog({
+  return yield* insertActivityLog(logRow(entry), entry.recordIds, clock.now())
+}
+
+/**
+ * Entries of one environment, in order, as `appendActivityLog` appends each, in fewer statements (a CSV import's
+ * batch: one entry per record written).
+ */
+export function* appendActivityLogs(clock: Clock, environmentId: number, entries: readonly ActivityEntry[]): Op<void> {
+  yield* insertActivityLogs(environmentId, entries.map((entry) => ({ entry: logRow(entry), recordIds: entry.recordIds })), clock.now())
+}
+
+/** An entry as its row stores it. */
+function logRow(entry: ActivityEntry): NewActivityLogRow {
+  return {
     environmentId: entry.environmentId,
     type: entry.type,
     action: entry.action,
@@ -104,7 +117,7 @@ export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<numbe
     runId: entry.workflow?.runId ?? null,
     stepName: entry.workflow?.stepName ?? null,
     extension: isExtensionAction(entry.action),
-  }, entry.recordIds, clock.now())
+  }
 }
 
 export interface ActivityFilters {

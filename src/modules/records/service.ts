@@ -30,7 +30,7 @@ import { canonicalJson } from '../../lib/json.ts'
 import { createHash, randomBytes } from 'node:crypto'
 import { conflict, HttpError, invalidFields, notFound } from '../../lib/errors.ts'
 import { toIso } from '../../lib/time.ts'
-import { appendActivityLog, type Channel } from '../activity-logs/service.ts'
+import { type ActivityEntry, appendActivityLog, appendActivityLogs, type Channel } from '../activity-logs/service.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Op } from '../../db/op.ts'
 import { checkRecord, RECORD_ID_MAX_LENGTH, type SchemaField, schemaFieldProblems, shownFields, type StoredField, storedFields, withDefaults } from './schema.ts'
@@ -140,8 +140,13 @@ const PAST: Record<Action | 'restore', string> = { create: 'created', update: 'u
 
 /** The one activity entry of a record write, naming the changed fields with their values before and after. */
 function* logRecordWrite(clock: Clock, scope: RecordScope & { recordKey: string }, writer: RecordWriter, action: Action | 'restore', before: Data, after: Data) {
+  yield* appendActivityLog(clock, recordWriteEntry(scope, writer, action, before, after))
+}
+
+/** The `write` activity entry of a record's change, naming its changed fields, attributed to the writer. */
+function recordWriteEntry(scope: RecordScope & { recordKey: string }, writer: RecordWriter, action: Action | 'restore', before: Data, after: Data): ActivityEntry {
   const changes = describeChanges(before, after)
-  yield* appendActivityLog(clock, {
+  return {
     environmentId: scope.environmentId,
     type: 'write',
     // A restore is an update of the compatibility document's enum: the record is back with the data it held.
@@ -153,7 +158,7 @@ function* logRecordWrite(clock: Clock, scope: RecordScope & { recordKey: string 
     tokenId: writer.tokenId ?? null,
     recordIds: [scope.recordKey],
     via: writer.channel,
-  })
+  }
 }
 
 const parsed = (row: { data: string }) => JSON.parse(row.data) as Data
@@ -325,8 +330,10 @@ export function* upsertRecords(
   if (inserts.length > 0) yield* insertRecords(input, inserts, now)
   for (const update of updates) yield* setRecordData(update.id, update.data, now, { ...scopeOf(input), recordKey: update.recordKey, changedFields: changedFieldNames(update.before, update.after) })
   // One entry per record written, as every other write: the audit trail names each record's changes.
-  for (const insert of inserts) yield* logRecordWrite(clock, { ...input, recordKey: insert.recordKey }, input, 'create', {}, insert.after)
-  for (const update of updates) yield* logRecordWrite(clock, { ...input, recordKey: update.recordKey }, input, 'update', update.before, update.after)
+  yield* appendActivityLogs(clock, input.environmentId, [
+    ...inserts.map((insert) => recordWriteEntry({ ...input, recordKey: insert.recordKey }, input, 'create', {}, insert.after)),
+    ...updates.map((update) => recordWriteEntry({ ...input, recordKey: update.recordKey }, input, 'update', update.before, update.after)),
+  ])
   return outcomes
 }
 
