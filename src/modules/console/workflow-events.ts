@@ -43,8 +43,7 @@ export function runOrigin(run: RunView, place: WorkflowPlace | undefined): Html 
       // A start by hand with a token came through the API; without one, from a console session's Run button.
       return run.token ? html`the API (started by hand)${by}` : html`the Run button in the console${by}`
     case 'schedule': {
-      const at = (run as { scheduledFor?: string | null }).scheduledFor
-      return html`its schedule${at ? html`, the tick of ${when(at)}` : ''}, as ${run.user.email}`
+      return html`its schedule${run.scheduledFor ? html`, the tick of ${when(run.scheduledFor)}` : ''}, as ${run.user.email}`
     }
     case 'event': {
       const cause = run.cause
