@@ -235,6 +235,14 @@ beforeAll(async () => {
   const callback = await call('POST', callbacks, { url: 'https://erp.example.com/trellis' })
   expect(callback.status).toBe(201)
   expect((await call('DELETE', `${callbacks}/${callback.body.id}`)).status).toBe(204)
+  // A schedule and record events set and removed (no tick fires: its first fire time is hours away).
+  const refund = '/v1/project/Acme/environment/production/team/Support/workflows/Refund%20order'
+  const schedule = await call('PUT', `${refund}/schedule`, { cron: '0 9 * * *', runAs: 'alice@example.com', enabled: false })
+  expect(schedule.status, JSON.stringify(schedule.body)).toBe(200)
+  expect((await call('DELETE', `${refund}/schedule`)).status).toBe(204)
+  const events = await call('PUT', `${refund}/events`, { on: [{ event: 'noteAdded' }], runAs: 'alice@example.com' })
+  expect(events.status, JSON.stringify(events.body)).toBe(200)
+  expect((await call('DELETE', `${refund}/events`)).status).toBe(204)
 
   // A role changed by an admin; a user deactivated and reactivated (one entry in each of their projects).
   const aliceId = userId(env.store, 'alice')

@@ -371,7 +371,8 @@ export const SQLITE_CLAIM = {
   start: `UPDATE runs SET status = 'running', lease_owner = ?1, lease_expires_at = ?2 + ?3,
       started_at = coalesce(started_at, ?2), attempts = attempts + 1
     WHERE id = ?4 AND status IN (${CLAIMABLE})
-    RETURNING *`,
+    RETURNING id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger", status, next_step,
+      available_at, lease_owner, lease_expires_at, attempts, error, created_at, started_at, finished_at, retry_of`,
 }
 
 /** A SQLite claim statement on the connection behind `db`: all of them prepared together at the first claim, as a hot path's are. */
@@ -518,7 +519,7 @@ async function dueRuns(db: PgDb, from: string, match: string, where: string, val
   }))
 }
 
-/** The numeric columns of a run as numbers (int8 arrives as a string), as RunRow has them. */
+/** RunRow's columns, the numeric ones as numbers (int8 arrives as a string); SQLite's claim returns the same list. */
 const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id::float8 AS workflow_version_id,
   environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
   status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,

@@ -41,7 +41,7 @@ export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (rea
       approvalsRequired: step.approvals ?? 1,
       allowRequester: step.allowRequester ?? false,
       form: step.form === undefined ? null : JSON.stringify(step.form),
-      dueAt: due === null ? null : ctx.clock.now() + due * 1000,
+      dueInMs: due === null ? null : due * 1000,
       onTimeout: step.onTimeout ?? 'fail',
       escalateTo,
       ...people,

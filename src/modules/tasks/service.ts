@@ -80,13 +80,16 @@ export function* resolvePeople(projectId: number, people: { teams?: string[]; us
 }
 
 /** A task a step opens: the row to insert but its reminder's time (`reminderAt` sets it), and its workflow's name. */
-export interface TaskToOpen extends Omit<NewTask, 'remindAt'> {
+export interface TaskToOpen extends Omit<NewTask, 'remindAt' | 'dueAt'> {
   workflowName: string
+  /** How long after it opens the task is due (ms); null: no deadline. Dated with its opening, at one reading of the clock. */
+  dueInMs: number | null
 }
 
 /** A task just opened, as those it concerns are told of it. */
-export interface OpenedTask extends TaskToOpen {
+export interface OpenedTask extends Omit<TaskToOpen, 'dueInMs'> {
   id: string
+  dueAt: number | null
 }
 
 /** Before a deadline the assignees are reminded this long at most: an hour, or a fifth of the time it gives, if less. */
@@ -113,9 +116,10 @@ export function* taskOpened(mail: MailSettings | null, now: number, task: Opened
 /** Opens a step's task (in the step's transaction), with what tells of it: answers its id. */
 export function* openTask(clock: Clock, mail: MailSettings | null, task: TaskToOpen): Op<string> {
   const now = clock.now()
-  const { workflowName: _, ...row } = task
-  const { id } = yield* insertTask({ ...row, remindAt: task.dueAt === null ? null : reminderAt(now, task.dueAt) }, now)
-  yield* taskOpened(mail, now, { ...task, id })
+  const { workflowName, dueInMs, ...row } = task
+  const dueAt = dueInMs === null ? null : now + dueInMs
+  const { id } = yield* insertTask({ ...row, dueAt, remindAt: dueAt === null ? null : reminderAt(now, dueAt) }, now)
+  yield* taskOpened(mail, now, { ...row, workflowName, dueAt, id })
   yield* queueTaskCallbacks({ ...task, id }, ['task.opened'], now)
   return id
 }
