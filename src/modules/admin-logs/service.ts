@@ -20,8 +20,9 @@ export interface AdminLogEntry {
   /** The acting user; null for the CLI operator or the system. */
   actorId: number | null
   subjectUserId?: number | null
-  previousValue?: unknown
-  newValue?: unknown
+  /** What the resource was and became, each an object (the compatibility document's shape); null or absent: none. */
+  previousValue?: object | null
+  newValue?: object | null
 }
 
 /** Call inside the transaction that makes the change. */
@@ -34,8 +35,8 @@ export function* appendAdminLog(clock: Clock, entry: AdminLogEntry): Op<void> {
     initiator,
     userId: entry.actorId,
     subjectUserId: entry.subjectUserId ?? null,
-    previousValue: entry.previousValue === undefined ? null : JSON.stringify(entry.previousValue),
-    newValue: entry.newValue === undefined ? null : JSON.stringify(entry.newValue),
+    previousValue: entry.previousValue == null ? null : JSON.stringify(entry.previousValue),
+    newValue: entry.newValue == null ? null : JSON.stringify(entry.newValue),
     extension: isExtensionEntry(entry.resource, initiator),
   }, clock.now())
 }
