@@ -3,7 +3,7 @@
  * a typed collection of claims and a one-step workflow on it, at 1280×800 and 390×844: alice sets a schedule — a bad
  * cron said in words as she types, then the next fire times — and record events ("when status becomes disputed"); a
  * claim set to disputed in the record's form starts one run, whose page says what started it; a claim set to closed
- * starts none. axe-core finds no serious or critical problem on the page with both set, and no page has a script error.
+ * starts none; both are removed again. axe-core finds no serious or critical problem on the page with both set, and no page has a script error.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, Page } from 'playwright-core'
@@ -86,6 +86,13 @@ describe.skipIf(!browserAvailable)('a workflow\'s trigger settings in Chromium',
       await eventually('what started the run', textOf(page, '#run-origin'), (t) => t.includes('recordUpdated') && t.includes(claims[0]) && t.includes('status changed'))
       await page.goto(`${CLAIMS}/r/${claims[1]}`)
       expect(await runLink(page).count()).toBe(0)
+
+      // Both removed (each asks first): the next screen's claims start only its own workflow.
+      await page.goto(workflowPage)
+      await thenLoad(page, () => page.click('button:text("Remove events")'))
+      expect(await textOf(page, '#events-state')()).toBe('off')
+      await thenLoad(page, () => page.click('button:text("Remove schedule")'))
+      expect(await textOf(page, '#schedule-state')()).toBe('none')
       await context.close()
     }, 120_000)
   }

@@ -19,7 +19,7 @@ import { acmeDocument, acmeProject, applyAcme, hookPath, ordersWorkflow, seedDat
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase, psqlSync } from './support/postgres-cluster.ts'
-import { expectError, type Sent } from './support/scenarios.ts'
+import { expectError, type Sent, sendTo } from './support/scenarios.ts'
 
 const RUNS = '/v1/project/Acme/environment/production/workflow-runs'
 const FAST = { enabled: true, ratePerMinute: 100_000 }
@@ -35,12 +35,7 @@ const WORKFLOWS = [
 type App = ReturnType<typeof testApp>
 type Answer = Sent<Record<string, unknown>>
 
-async function send(app: App, req: Request): Promise<Answer> {
-  const response = await app.handle(req)
-  const text = await response.text()
-  expect(response.status, text).toBeLessThan(500)
-  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
+const send = sendTo
 
 /** A webhook call: `body` JSON-encoded unless `raw` is given; `key` as the Idempotency-Key when given. */
 function hookCall(hook: string, token: string | null, options: { recordId?: string; raw?: string; key?: string } = {}): Request {

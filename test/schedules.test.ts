@@ -24,7 +24,7 @@ import { bearer, execute, postgresOnlyTest, queryAll, queryOne, request, runNow,
 import { type AcmeDocument, acmeDocument, acmeProject, applyAcme, seedDataDir, tokenFor } from './support/acme.ts'
 import { startInstances } from './support/instances.ts'
 import { freshDatabase, psqlSync } from './support/postgres-cluster.ts'
-import { expectError, type Sent } from './support/scenarios.ts'
+import { expectError, sendTo } from './support/scenarios.ts'
 
 const PLACE = '/v1/project/Acme/environment/production/team/Support/workflows'
 const scheduleOf = (workflow: string) => `${PLACE}/${encodeURIComponent(workflow)}/schedule`
@@ -65,14 +65,8 @@ function ticketsDocument(workflows: Record<string, unknown>[] = WORKFLOWS, recor
 }
 
 type App = ReturnType<typeof testApp>
-type Answer = Sent<Record<string, unknown>>
 
-async function send(app: App, req: Request): Promise<Answer> {
-  const response = await app.handle(req)
-  const text = await response.text()
-  expect(response.status, text).toBeLessThan(500)
-  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
-}
+const send = sendTo
 
 describe('through the app', () => {
   let env: TestEnv

@@ -14,6 +14,14 @@ export interface Sent<T = unknown> {
   body: T
 }
 
+/** A request through the app as the tests read its answer: never a 5xx, the body parsed (an empty one as `{}`). */
+export async function sendTo(app: { handle(r: Request): Promise<Response> }, req: Request): Promise<Sent<Record<string, unknown>>> {
+  const response = await app.handle(req)
+  const text = await response.text()
+  expect(response.status, text).toBeLessThan(500)
+  return { status: response.status, headers: response.headers, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} }
+}
+
 /**
  * A 4xx body of DESIGN §5 whose `code` is `code`, with an `error` and a non-empty `message`; when `field` is given,
  * the message names it quoted (so that `id` is not found inside "Invalid") and so do the details when there are any.
