@@ -10,7 +10,7 @@
  */
 import { createHash } from 'node:crypto'
 import { and, eq, inArray, isNull, type SQL, sql } from 'drizzle-orm'
-import type { Built, Db, Dialect, RecordValueKind } from './dialect.ts'
+import type { Built, Db, Dialect, RecordFieldValue, RecordValueKind } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
 import type { ProjectPart } from './projects.ts'
@@ -379,6 +379,9 @@ export interface RecordListRow {
   key: string | number | null
 }
 
+/** A record's own time as a filter compares it: every record has one, compared as stored (epoch ms). */
+const timeColumn = (column: SQL): Pick<RecordFieldValue, 'value' | 'equatable' | 'hasKind' | 'param'> => ({ value: column, equatable: column, hasKind: sql`TRUE`, param: (placeholder) => placeholder })
+
 const COMPARISONS: Record<Exclude<RecordFilterOp, 'in' | 'contains'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' }
 
 /**
@@ -416,12 +419,7 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
             : sql`(${key} IS NULL AND ${id} < ${afterId})`
           : sql`((${key} ${sql.raw(beyondOrAt)} ${keyParam} AND (${key} ${sql.raw(beyond)} ${keyParam} OR ${id} ${sql.raw(idBeyond)} ${afterId}))${q.direction === 'desc' && sorted !== null ? sql` OR ${key} IS NULL` : sql``})`
     const filters = q.filters.map((f, i) => {
-      if (f.column !== undefined) {
-        const column = sql`${r[f.column]}`
-        if (f.op === 'in') return sql`${column} IN (${sql.join(f.values.map((_, j) => sql.placeholder(`f${i}_${j}`)), sql`, `)})`
-        return sql`${column} ${sql.raw(COMPARISONS[f.op as Exclude<RecordFilterOp, 'in' | 'contains'>])} ${sql.placeholder(`f${i}_0`)}`
-      }
-      const field = d.recordFieldValue(f.field, f.kind)
+      const field = f.column === undefined ? d.recordFieldValue(f.field, f.kind) : timeColumn(sql`${r[f.column]}`)
       const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)
       const test =
         f.op === 'in'
