@@ -19,6 +19,7 @@ import { tasksModule } from './modules/tasks/index.ts'
 import { callbacksModule } from './modules/callbacks/index.ts'
 import { runEventsModule } from './modules/run-events/index.ts'
 import { schedulesModule } from './modules/schedules/index.ts'
+import { workflowHealthModule } from './modules/workflow-health/index.ts'
 import { workflowEventsModule } from './modules/workflow-events/index.ts'
 import { webhooksModule } from './modules/webhooks/index.ts'
 import { workflowsModule } from './modules/workflows/index.ts'
@@ -56,6 +57,7 @@ export function createApp(deps: AppDeps) {
     .use(workflowsModule(deps))
     .use(webhooksModule(deps))
     .use(schedulesModule(deps))
+    .use(workflowHealthModule(deps))
     .use(workflowEventsModule(deps))
     .use(runsModule(deps))
     .use(tasksModule(deps))

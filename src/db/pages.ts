@@ -196,6 +196,9 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
   return (yield* page.rows(values)).map((r) => r.id as Id)
 }
 
+/** `placeholder` is null (an optional filter not given), written so that PostgreSQL knows the parameter's type. */
+export const absent = (placeholder: string, type: 'text' | 'int8'): SQL => sql`cast(${sql.placeholder(placeholder)} as ${sql.raw(type === 'int8' ? 'bigint' : 'text')}) IS NULL`
+
 /** A column of a raw `valueRows` statement, written as text (`n('n.id')`), as a number in either dialect. */
 export function rawNumber(d: Dialect): (column: string) => SQL {
   return (column) => d.number(sql.raw(column))

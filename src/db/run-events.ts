@@ -17,12 +17,12 @@
  * process's listeners (./run-event-commits.ts `onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other
  * instances (./postgres/run-events.ts: one NOTIFY per turn, after the commit).
  */
-import { type SQL, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import { type Micros, microsFromMillis } from '../lib/time.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import { rawNumber } from './pages.ts'
+import { absent, rawNumber } from './pages.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
 import { lockListScope, noteRunEventsAppended, PG_LISTS } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
@@ -233,8 +233,6 @@ const eventOf = (row: unknown[]): StoredRunEvent => {
   return { id, runId, sequence, type, status, workflowId, workflowName, recordId, stepIndex, stepName, data, createdAt, userId } as StoredRunEvent
 }
 
-/** `placeholder` is null (an optional filter not given), written so that PostgreSQL knows the parameter's type. */
-const absent = (placeholder: string, type: 'text' | 'int8'): SQL => sql`cast(${sql.placeholder(placeholder)} as ${sql.raw(type === 'int8' ? 'bigint' : 'text')}) IS NULL`
 
 const ENVIRONMENT_EVENTS = statement('run-events.environment', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
