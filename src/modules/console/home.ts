@@ -87,7 +87,7 @@ ${scrollingTable(html`<table><thead><tr><th>Environment</th><th>Teams you can op
 ${environments.map(
   (env) => html`<tr><td>${env.name}</td>
 <td>${reachable.length === 0 ? html`<span class="muted">none</span>` : reachable.map((team, i) => html`${i > 0 ? ' · ' : ''}<a href="${renderingPath(name, env.name, team.name)}">${team.name}</a>`)}</td>
-${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a></td>` : ''}</tr>`,
+${isAdmin ? html`<td><a href="${projectPath(name, 'e', env.name, 'activity')}">Activity log</a> · <a href="${projectPath(name, 'e', env.name, 'notes')}">Notes</a> · <a href="${projectPath(name, 'e', env.name, 'runs')}">Runs</a> · <a href="${projectPath(name, 'e', env.name, 'health')}">Health</a></td>` : ''}</tr>`,
 )}
 </tbody></table>`)}
 ${isAdmin || user.isInstanceAdmin ? html`<h2>Administration</h2><p><a href="${projectPath(name, 'settings')}">Settings, environments, teams, collections, members</a> · <a href="${projectPath(name, 'admin-log')}">Admin log</a> · <a href="${projectPath(name, 'api-access')}">API access (every token of the project)</a></p>` : ''}`,

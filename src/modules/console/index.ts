@@ -14,6 +14,7 @@ import liveJs from '../../console/assets/live.js' with { type: 'text' }
 import recordsImportJs from '../../console/assets/records-import.js' with { type: 'text' }
 import { accountPages } from './account.ts'
 import { adminPages } from './admin.ts'
+import { healthPages } from './health.ts'
 import { homePages } from './home.ts'
 import { logPages } from './logs.ts'
 import { notePages } from './notes.ts'
@@ -40,6 +41,7 @@ export function consoleModule(deps: AppDeps) {
     .use(recordPages(deps))
     .use(recordImportPages(deps))
     .use(workflowPages(deps))
+    .use(healthPages(deps))
     .use(runPages(deps))
     .use(logPages(deps))
     .use(notePages(deps))

@@ -35,7 +35,11 @@ const isActive = (s: string) => (ACTIVE_RUN_STATUSES as readonly string[]).inclu
 /** How long from `from` to `to` (ISO times), as live.js writes it too: `350 ms`, `4.2 s`, `3 min 5 s`. */
 export function duration(from: string | null | undefined, to: string | null | undefined): string {
   if (!from || !to) return ''
-  const ms = Math.max(0, Date.parse(to) - Date.parse(from))
+  return elapsed(Math.max(0, Date.parse(to) - Date.parse(from)))
+}
+
+/** A number of milliseconds as `duration` writes it. */
+export function elapsed(ms: number): string {
   if (ms < 1_000) return `${ms} ms`
   if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`
   return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1_000)} s`

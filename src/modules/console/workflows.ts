@@ -1,7 +1,8 @@
 /**
  * Console: a workflow's page (project admins) — its steps, the editor, a test run, recent runs and versions
  * (./workflow-authoring.ts), its trigger settings — enable or pause the webhook, copy its URL, regenerate it (after a
- * confirmation), set its rate — and its completion callbacks: listed, added (the signing secret shown once), removed.
+ * confirmation), set its rate — and its completion callbacks: listed, added (the signing secret shown once), removed;
+ * a link to its health page (./health.ts).
  * The forms call the workflows, runs, webhook settings and callbacks APIs with the session.
  */
 import { Elysia } from 'elysia'
@@ -81,6 +82,7 @@ export function workflowPages(deps: AppDeps) {
             ? html`Version <strong>v${active.version}</strong> is active, on <strong>${active.definition.collection}</strong>${active.definition.concurrency ? html`, at most ${active.definition.concurrency} runs at once` : ''}.`
             : html`<span class="error">Withdrawn: no version is active, new runs cannot start.</span>`
         }</p>
+<p><a id="workflow-health" href="${renderingPath(project.name, params.environment!, params.team!, 'w', name, 'health')}">Health</a>: runs per status, failure rate, durations, slowest and failing steps, open tasks.</p>
 <h2>Steps</h2>
 <div id="workflow-steps" data-refresh>${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}</div>
 <h2>Edit and publish</h2>
