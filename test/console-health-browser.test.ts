@@ -67,7 +67,7 @@ async function seedRuns(): Promise<void> {
         execute(env.store, "INSERT INTO run_steps (run_id, step_index, name, type, status, attempts, started_at, finished_at) VALUES (?, 1, 'notify', 'http', ?, 1, ?, ?)", id, status, createdAt + 20, createdAt + 10 + ms)
       }
     }
-    if (status === 'waiting' && i % 3 === 0) await openTaskOnRun(env.store, { now: () => createdAt + 30 }, id, { stepIndex: 1, stepName: 'approve', title: `Approve ${i}` })
+    if (status === 'waiting' && Math.floor(i / OUTCOMES.length) % 2 === 0) await openTaskOnRun(env.store, { now: () => createdAt + 30 }, id, { stepIndex: 1, stepName: 'approve', title: `Approve ${i}` })
   }
 }
 
@@ -147,7 +147,8 @@ describe.skipIf(!browserAvailable)('workflow health in Chromium', () => {
       const week = await apiHealth(page, `${HEALTH_API}?window=week`)
       expect(week.total).toBe(RUNS)
       expect(await shown(page)).toEqual(expected(week))
-      expect(await page.locator('table.health-tasks tbody tr').count()).toBe(week.openTasks.longestWaiting.length)
+      expect(week.openTasks.count).toBeGreaterThan(5)
+      expect(await page.locator('table.health-tasks tbody tr td:first-child').allTextContents()).toEqual(week.openTasks.longestWaiting.map((task: Body) => task.title))
       await noSidewaysScroll(page)
       expect(await accessibilityProblems(page)).toEqual([])
 

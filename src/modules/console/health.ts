@@ -68,7 +68,8 @@ ${RUN_STATUSES.map((status) => html`<tr><th scope="row"><span class="swatch bar-
 </tbody></table>`)
 }
 
-const CHART = { width: 720, height: 240, left: 44, right: 8, top: 12, bottom: 28 }
+/** The chart's drawing units: it scales to the page's width, and its labels with it (readable at 390 px and at 36rem). */
+const CHART = { width: 480, height: 200, left: 34, right: 6, top: 10, bottom: 24 }
 
 /** "18 h ago", "now": the chart's time axis, counted back from the read. */
 function axisLabel(window: HealthWindow, bucketsBack: number): string {
@@ -113,7 +114,7 @@ function runsChart(figures: Figures, id: string): Html {
 <desc id="${id}-desc">${description}</desc>
 ${ticks.map((value) => html`<line class="grid" x1="${left}" x2="${width - right}" y1="${y(value).toFixed(1)}" y2="${y(value).toFixed(1)}"></line><text class="axis" x="${left - 6}" y="${(y(value) + 4).toFixed(1)}" text-anchor="end">${value}</text>`)}
 ${bars}
-${marks.map((k) => html`<text class="axis" x="${(left + k * slot).toFixed(1)}" y="${height - 8}" text-anchor="${k === 0 ? 'start' : k === count ? 'end' : 'middle'}">${axisLabel(figures.window, count - k)}</text>`)}
+${marks.map((k) => html`<text class="axis" x="${(left + k * slot).toFixed(1)}" y="${height - 6}" text-anchor="${k === 0 ? 'start' : k === count ? 'end' : 'middle'}">${axisLabel(figures.window, count - k)}</text>`)}
 </svg>
 <figcaption><ul class="legend">${STACKED.map((status) => html`<li><span class="swatch bar-${status}"></span> ${status}</li>`)}</ul></figcaption>
 </figure>
