@@ -195,7 +195,7 @@ const ENGINE = [
 const DOMAINS = [
   'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'mail', 'maintenance',
   'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'schedules', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
-  'webhooks', 'workflow-events', 'workflows',
+  'webhooks', 'workflow-events', 'workflow-health', 'workflows',
 ].map((name) => `src/db/${name}.ts`)
 const DIALECTS = ['sqlite', 'postgres'] as const
 const isDialect = (path: string) => /^src\/db\/(postgres|sqlite)\//.test(path)

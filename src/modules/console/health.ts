@@ -5,22 +5,20 @@
  * most failing steps, the open tasks that have waited longest. The same figures as the API's health routes, read by
  * the same service.
  */
-import { Elysia, type Static } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, scrollingTable } from '../../console/html.ts'
 import { layout } from '../../console/page.ts'
 import { read } from '../../db/read.ts'
 import { RUN_STATUSES, type RunStatus } from '../../lib/run-statuses.ts'
-import type { EnvironmentHealth, WorkflowHealth } from '../workflow-health/model.ts'
-import { environmentHealth, HEALTH_WINDOW_NAMES, type HealthWindow, parseHealthWindow, workflowHealth } from '../workflow-health/service.ts'
+import { parseHealthWindow } from '../workflow-health/query.ts'
+import { type EnvironmentHealthView, environmentHealth, type HealthFigures, type HealthStep, HEALTH_WINDOW_NAMES, type HealthWindow, workflowHealth } from '../workflow-health/service.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { adminEnvironment, adminProject } from './access.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { elapsed } from './runs.ts'
 import { taskPath } from './tasks.ts'
 
-type Figures = Omit<Static<typeof WorkflowHealth>, 'workflowName' | 'teamName'>
-type Step = Figures['slowestSteps'][number]
 
 const WINDOW_LABELS: Record<HealthWindow, string> = { day: 'Last day', week: 'Last week' }
 /** The chart stacks the statuses from the bottom in this order: the finished ones first. */
@@ -47,7 +45,7 @@ function windowSwitch(url: URL, current: HealthWindow): Html {
 }
 
 /** The headline figures, each with `data-figure` naming it. */
-function figuresList(figures: Figures): Html {
+function figuresList(figures: HealthFigures): Html {
   const item = (name: string, label: string, value: string | number) => html`<div><dt>${label}</dt><dd data-figure="${name}">${value}</dd></div>`
   return html`<dl class="health-figures">
 ${item('total', 'Runs', figures.total)}
@@ -61,7 +59,7 @@ ${item('oldest-wait', 'Longest wait', figures.openTasks.oldestWaitMs === null ? 
 }
 
 /** Runs per status over the whole window, in a table (`data-status` on each count). */
-function statusTable(figures: Figures): Html {
+function statusTable(figures: HealthFigures): Html {
   return scrollingTable(html`<table class="health-statuses"><caption>Runs per status</caption><thead><tr><th scope="col">Status</th><th scope="col">Runs</th></tr></thead><tbody>
 ${RUN_STATUSES.map((status) => html`<tr><th scope="row"><span class="swatch bar-${status}"></span> ${status}</th><td data-status="${status}">${figures.counts[status]}</td></tr>`)}
 <tr><th scope="row">total</th><td data-status="total">${figures.total}</td></tr>
@@ -78,7 +76,7 @@ function axisLabel(window: HealthWindow, bucketsBack: number): string {
 }
 
 /** The stacked bar chart of runs per status per bucket, as inline SVG with its title and description. */
-function runsChart(figures: Figures, id: string): Html {
+function runsChart(figures: HealthFigures, id: string): Html {
   const { width, height, left, right, top, bottom } = CHART
   const plotWidth = width - left - right
   const plotHeight = height - top - bottom
@@ -126,7 +124,7 @@ ${figures.buckets.map((bucket) => html`<tr><td>${when(bucket.from)}</td>${RUN_ST
 }
 
 /** A table of steps; `workflows`: with the workflow's name (an environment's page). */
-function stepsTable(caption: string, steps: Step[], workflows: boolean, empty: string, className: string): Html {
+function stepsTable(caption: string, steps: HealthStep[], workflows: boolean, empty: string, className: string): Html {
   if (steps.length === 0) return html`<h3>${caption}</h3><p class="muted">${empty}</p>`
   return html`<h3>${caption}</h3>${scrollingTable(html`<table class="${className}"><thead><tr>${workflows ? html`<th scope="col">Workflow</th>` : ''}<th scope="col">Step</th><th scope="col">Ran</th><th scope="col">Failed</th><th scope="col">Mean</th><th scope="col">Longest</th></tr></thead><tbody>
 ${steps.map((step) => html`<tr>${workflows ? html`<td>${step.workflowName} <span class="muted">· ${step.teamName}</span></td>` : ''}<td>${step.stepName}</td><td>${step.count}</td><td>${step.failures}</td><td>${elapsed(step.meanMs)}</td><td>${elapsed(step.maxMs)}</td></tr>`)}
@@ -134,7 +132,7 @@ ${steps.map((step) => html`<tr>${workflows ? html`<td>${step.workflowName} <span
 }
 
 /** The open tasks that have waited longest, each a link to its page. */
-function openTasksSection(figures: Figures, workflows: boolean): Html {
+function openTasksSection(figures: HealthFigures, workflows: boolean): Html {
   const { count, longestWaiting } = figures.openTasks
   if (count === 0) return html`<h2>Open tasks</h2><p class="muted">No task is open.</p>`
   return html`<h2>Open tasks</h2><p>${count} open${count > longestWaiting.length ? html`; the ${longestWaiting.length} that have waited longest:` : ':'}</p>
@@ -144,7 +142,7 @@ ${longestWaiting.map((task) => html`<tr><td><a href="${taskPath(task.id)}">${tas
 }
 
 /** Everything a health page shows but the per-workflow rows. */
-function healthBody(url: URL, figures: Figures, workflows: boolean, rows: Html | string = ''): Html {
+function healthBody(url: URL, figures: HealthFigures, workflows: boolean, rows: Html | string = ''): Html {
   return html`${windowSwitch(url, figures.window)}
 <p class="muted">Runs created from ${when(figures.from)} to ${when(figures.to)} UTC; open tasks as of now.</p>
 ${figuresList(figures)}
@@ -159,7 +157,7 @@ ${openTasksSection(figures, workflows)}`
 }
 
 /** The environment page's row per workflow, each linking to its own health page. */
-function workflowRows(project: string, environment: string, health: Static<typeof EnvironmentHealth>): Html {
+function workflowRows(project: string, environment: string, health: EnvironmentHealthView): Html {
   return html`<h2>Workflows</h2>${scrollingTable(html`<table class="health-workflows"><thead><tr><th scope="col">Workflow</th><th scope="col">Team</th><th scope="col">Runs</th><th scope="col">Failed</th><th scope="col">Failure rate</th><th scope="col">Open tasks</th></tr></thead><tbody>
 ${health.workflows.map((row) => html`<tr><td><a href="${renderingPath(project, environment, row.teamName, 'w', row.workflowName, 'health')}?window=${health.window}">${row.workflowName}</a></td><td>${row.teamName}</td><td>${row.total}</td><td>${row.counts.failed}</td><td>${percent(row.failureRate)}</td><td>${row.openTasks}</td></tr>`)}
 </tbody></table>`)}`

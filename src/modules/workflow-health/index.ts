@@ -11,7 +11,8 @@ import { requireEnvironment } from '../directory/projects.ts'
 import { WorkflowPathParams } from '../webhooks/model.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { EnvironmentHealth, EnvironmentPathParams, WorkflowHealth } from './model.ts'
-import { environmentHealth, HEALTH_WINDOW_NAMES, parseHealthWindow, workflowHealth } from './service.ts'
+import { parseHealthWindow } from './query.ts'
+import { environmentHealth, HEALTH_WINDOW_NAMES, workflowHealth } from './service.ts'
 
 const ENVIRONMENT = '/v1/project/:projectName/environment/:environmentName'
 

@@ -3,7 +3,6 @@
  * or week — runs per status per bucket, failure rate, run duration percentiles, the slowest and most failing steps,
  * the open tasks and their waits. The database aggregates (src/db/workflow-health.ts); this shapes the answer.
  */
-import { type Static } from 'elysia'
 import { answer, type Op } from '../../db/op.ts'
 import {
   type BucketCount,
@@ -20,10 +19,8 @@ import {
   stepFigures,
 } from '../../db/workflow-health.ts'
 import type { TriggerTarget } from '../../db/workflows.ts'
-import { parseEnumParameter, type Query } from '../../http/list.ts'
 import { RUN_STATUSES, type RunStatus } from '../../lib/run-statuses.ts'
 import { type Micros, microsFromMillis, toIso, toIsoMicros } from '../../lib/time.ts'
-import type { EnvironmentHealth, StatusCounts, WorkflowHealth } from './model.ts'
 
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
@@ -39,20 +36,51 @@ export const HEALTH_WINDOW_NAMES = Object.keys(HEALTH_WINDOWS) as HealthWindow[]
 /** How many steps each "slowest" and "most failing" list holds. */
 export const TOP_STEPS = 5
 
-/** `window`: day (the default) or week; anything else is a 400 naming it. */
-export function parseHealthWindow(query: Query): HealthWindow {
-  return parseEnumParameter(query, 'window', HEALTH_WINDOW_NAMES) ?? 'day'
+/** Runs per status. */
+export type StatusCounts = Record<RunStatus, number>
+
+/** A step's figures in the window (./model.ts describes each field). */
+export interface HealthStep {
+  workflowName: string
+  teamName: string
+  stepName: string
+  count: number
+  failures: number
+  meanMs: number
+  maxMs: number
 }
 
-type Counts = Static<typeof StatusCounts>
-type Figures = Omit<Static<typeof WorkflowHealth>, 'workflowName' | 'teamName'>
-type Step = Figures['slowestSteps'][number]
+/** The figures of a scope over a window (./model.ts describes each field). */
+export interface HealthFigures {
+  window: HealthWindow
+  from: string
+  to: string
+  bucketSeconds: number
+  buckets: { from: string; to: string; counts: StatusCounts; total: number }[]
+  counts: StatusCounts
+  total: number
+  failureRate: number | null
+  duration: { runs: number; p50Ms: number | null; p95Ms: number | null }
+  slowestSteps: HealthStep[]
+  failingSteps: HealthStep[]
+  openTasks: {
+    count: number
+    oldestWaitMs: number | null
+    longestWaiting: { id: string; title: string; stepName: string; workflowName: string; teamName: string; createdAt: string; waitMs: number }[]
+  }
+}
 
-const noRuns = (): Counts => Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as Counts
-const totalOf = (counts: Counts) => RUN_STATUSES.reduce((sum, status) => sum + counts[status], 0)
+export type WorkflowHealthView = { workflowName: string; teamName: string } & HealthFigures
+export type EnvironmentHealthView = {
+  environmentName: string
+  workflows: { workflowName: string; teamName: string; counts: StatusCounts; total: number; failureRate: number | null; openTasks: number }[]
+} & HealthFigures
+
+const noRuns = (): StatusCounts => Object.fromEntries(RUN_STATUSES.map((status) => [status, 0])) as StatusCounts
+const totalOf = (counts: StatusCounts) => RUN_STATUSES.reduce((sum, status) => sum + counts[status], 0)
 
 /** failed ÷ finished, or null when nothing finished. */
-export function failureRate(counts: Counts): number | null {
+export function failureRate(counts: StatusCounts): number | null {
   const finished = counts.succeeded + counts.failed + counts.cancelled
   return finished === 0 ? null : counts.failed / finished
 }
@@ -66,7 +94,7 @@ export function nearestRank(p: number, n: number): number {
 }
 
 /** Run counts by bucket, the window's first bucket first (a run created past the read's time counts in the last). */
-function bucketsOf(rows: BucketCount[], start: number, window: HealthWindow): { buckets: Figures['buckets']; counts: Counts } {
+function bucketsOf(rows: BucketCount[], start: number, window: HealthWindow): { buckets: HealthFigures['buckets']; counts: StatusCounts } {
   const { spanMs, bucketMs } = HEALTH_WINDOWS[window]
   const size = spanMs / bucketMs
   const buckets = Array.from({ length: size }, (_, i) => ({ from: toIso(start + i * bucketMs), to: toIso(start + (i + 1) * bucketMs), counts: noRuns(), total: 0 }))
@@ -80,7 +108,7 @@ function bucketsOf(rows: BucketCount[], start: number, window: HealthWindow): { 
   return { buckets, counts }
 }
 
-const stepOf = (step: StepFigures): Step => ({
+const stepOf = (step: StepFigures): HealthStep => ({
   workflowName: step.workflowName,
   teamName: step.teamName,
   stepName: step.stepName,
@@ -95,7 +123,7 @@ const byNames = (a: StepFigures, b: StepFigures) =>
   a.workflowName < b.workflowName ? -1 : a.workflowName > b.workflowName ? 1 : a.teamName < b.teamName ? -1 : a.teamName > b.teamName ? 1 : a.stepName < b.stepName ? -1 : a.stepName > b.stepName ? 1 : 0
 
 /** The figures of a scope over a window ending at `now`. */
-function* healthFigures(scope: HealthScope, window: HealthWindow, now: number): Op<Figures> {
+function* healthFigures(scope: HealthScope, window: HealthWindow, now: number): Op<HealthFigures> {
   const { spanMs, bucketMs } = HEALTH_WINDOWS[window]
   const start = now - spanMs
   const from = microsFromMillis(start)
@@ -139,15 +167,15 @@ function* healthFigures(scope: HealthScope, window: HealthWindow, now: number): 
 }
 
 /** A workflow's health over `window`, read at `now`. */
-export function* workflowHealth(target: TriggerTarget, teamName: string, window: HealthWindow, now: number): Op<Static<typeof WorkflowHealth>> {
+export function* workflowHealth(target: TriggerTarget, teamName: string, window: HealthWindow, now: number): Op<WorkflowHealthView> {
   const figures = yield* healthFigures({ environmentId: target.environmentId, workflowId: target.workflowId }, window, now)
   return { workflowName: target.workflowName, teamName, ...figures }
 }
 
 /** An environment's health over `window`, read at `now`: its workflows together, then a row per workflow. */
-export function* environmentHealth(environment: { id: number; name: string }, window: HealthWindow, now: number): Op<Static<typeof EnvironmentHealth>> {
+export function* environmentHealth(environment: { id: number; name: string }, window: HealthWindow, now: number): Op<EnvironmentHealthView> {
   const figures = yield* healthFigures({ environmentId: environment.id }, window, now)
-  const perWorkflow = new Map<number, Counts>()
+  const perWorkflow = new Map<number, StatusCounts>()
   for (const row of yield* runsPerWorkflow(environment.id, microsFromMillis(now - HEALTH_WINDOWS[window].spanMs))) {
     const counts = perWorkflow.get(row.workflowId) ?? noRuns()
     counts[row.status as RunStatus] += row.count
