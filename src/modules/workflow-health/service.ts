@@ -39,16 +39,8 @@ export const TOP_STEPS = 5
 /** Runs per status. */
 export type StatusCounts = Record<RunStatus, number>
 
-/** A step's figures in the window (./model.ts describes each field). */
-export interface HealthStep {
-  workflowName: string
-  teamName: string
-  stepName: string
-  count: number
-  failures: number
-  meanMs: number
-  maxMs: number
-}
+/** A step's figures in the window (./model.ts describes each field), its durations rounded to the millisecond. */
+export type HealthStep = Omit<StepFigures, 'workflowId'>
 
 /** The figures of a scope over a window (./model.ts describes each field). */
 export interface HealthFigures {
