@@ -24,6 +24,7 @@ export const POSTGRES_PASS = [
   'collection-schemas',
   'console',
   'console-browser',
+  'console-health-browser',
   'console-live-browser',
   'console-records',
   'console-records-browser',
@@ -83,6 +84,7 @@ export const POSTGRES_PASS = [
   'webhook-cli',
   'wire-compat',
   'workflow-events',
+  'workflow-health',
   'workflow-types',
   'workflow-versions',
 ].map((name) => `test/${name}.test.ts`)
@@ -114,6 +116,7 @@ export const LONGEST_FIRST = [
   'console-tasks-browser',
   'console-records-browser',
   'console-triggers-browser',
+  'console-health-browser',
   'apply',
   'invariants',
   'oidc-browser',
