@@ -20,6 +20,8 @@ import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestE
 import { loadRunsToRender } from '../src/db/runs.ts'
 import { assigneeUsersOf, countInboxTasks, decidersToTell, loadTasksToRender, pageInboxTaskIds, pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
+import { countOpenTasks, countTimedRuns, longestOpenTasks, openTasksPerWorkflow, runDurationAt, runsPerBucket, runsPerWorkflow, stepFigures } from '../src/db/workflow-health.ts'
+import type { Micros } from '../src/lib/time.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { listActivityLogIds } from '../src/modules/activity-logs/service.ts'
@@ -163,6 +165,15 @@ const CASES: PlanCase[] = [
   // A member's inbox walks their own assignments newest first — the tasks naming them, then those naming each of
   // their teams — each task found by its key and tested by the decision index: never the environment's open tasks
   // (among which a member's may lie far apart), never a sort.
+  // Workflow health (src/db/workflow-health.ts): a window walks the environment's runs (its workflow's too), the open tasks their own index.
+  ['health: runs per bucket (walks the environment)', (db) => runOp(db, runsPerBucket({ environmentId: production, workflowId: 1 }, 0 as Micros, 3_600_000_000)), /FROM runs r WHERE r\.environment_id = \?/, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
+  ['health: runs per workflow (walks the environment)', (db) => runOp(db, runsPerWorkflow(production, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*GROUP BY r\.workflow_id/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
+  ['health: timed runs (walks the environment)', (db) => runOp(db, countTimedRuns({ environmentId: production }, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*started_at IS NOT NULL/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
+  ['health: a duration at its rank (walks the environment)', (db) => runOp(db, runDurationAt({ environmentId: production }, 0 as Micros, 0)), /FROM runs r WHERE r\.environment_id = \?.*OFFSET/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\) \| USE TEMP B-TREE FOR ORDER BY$/],
+  ['health: steps (the environment\'s runs, each one\'s steps)', (db) => runOp(db, stepFigures({ environmentId: production }, 0 as Micros)), /FROM run_steps s/, /SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\).*SEARCH s USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
+  ['health: open tasks', (db) => runOp(db, countOpenTasks({ environmentId: production })), /FROM tasks k WHERE k\.environment_id = \?/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)$/],
+  ['health: the longest-waiting open tasks', (db) => runOp(db, longestOpenTasks({ environmentId: production })), /FROM tasks k JOIN workflows w/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH tm USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
+  ['health: open tasks per workflow', (db) => runOp(db, openTasksPerWorkflow(production)), /FROM tasks k WHERE .* GROUP BY k\.workflow_id/s, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)/],
   ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_id_idx \(environment_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming them', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_USER,
     /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
