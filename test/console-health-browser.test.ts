@@ -6,9 +6,10 @@
  * workflow with the same counts. Nothing scrolls sideways; axe-core finds no serious or critical problem on any of
  * these pages, the chart's table opened or not; no page has a script error.
  *
+ * The runs are written before the server starts (on SQLite a write beside a running server may find the file locked).
  * The server runs on the real clock, so the runs are written at times counted back from the real time of the seeding,
- * each half a bucket away from a bucket's edge: the seconds between the page's read and the API's never move a run
- * into another bucket or out of the window.
+ * each half a bucket away from a bucket's edge: the seconds between the seeding and the pages' and the API's reads
+ * never move a run into another bucket or out of the window.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { randomUUIDv7 } from 'bun'
@@ -115,8 +116,10 @@ describe.skipIf(!browserAvailable)('workflow health in Chromium', () => {
   beforeAll(async () => {
     const document = acmeDocument({ passwords: true })
     acmeProject(document).workflows!.push({ name: WORKFLOW, environment: 'production', team: 'Support', collection: 'orders', steps: [{ type: 'load' }, { type: 'update', name: 'notify', set: { status: 'seen' } }] })
-    ;({ env, server, browser } = await serveAcme(document))
-    await seedRuns()
+    ;({ env, server, browser } = await serveAcme(document, {}, async (seeded) => {
+      env = seeded
+      await seedRuns()
+    }))
   }, 120_000)
 
   afterAll(async () => {

@@ -37,14 +37,19 @@ export interface ServedAcme {
   browser: Browser
 }
 
-/** `trellis serve` over examples/acme.yaml (or `document`, Acme extended), `settings` added to its environment, and Chromium. */
-export async function serveAcme(document?: AcmeDocument, settings: Record<string, string> = {}): Promise<ServedAcme> {
+/**
+ * `trellis serve` over examples/acme.yaml (or `document`, Acme extended), `settings` added to its environment, and
+ * Chromium. `seed` writes what else the test needs before the server starts (on SQLite, a write of the test's own
+ * beside a running server's may find the file locked).
+ */
+export async function serveAcme(document?: AcmeDocument, settings: Record<string, string> = {}, seed?: (env: TestEnv) => Promise<void>): Promise<ServedAcme> {
   const env = testEnv()
   // Another document (Acme extended): written as JSON, which the apply file reads as YAML.
   const file = document === undefined ? join(repoRoot, 'examples/acme.yaml') : join(env.dataDir, 'acme.json')
   if (document !== undefined) writeFileSync(file, JSON.stringify(document))
   const applied = await runCli(['apply', '-f', file, '--data', env.dataDir], { env: processEnv(env) })
   if (applied.code !== 0) throw new Error(`apply failed: ${applied.stderr}`)
+  await seed?.(env)
   const server = await startServe({ dataDir: env.dataDir, cwd: env.dataDir, env: { ...processEnv(env), ...settings } })
   return { env, server, browser: await launchBrowser() }
 }
