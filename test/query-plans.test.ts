@@ -20,7 +20,7 @@ import { environmentEventsAfter, environmentEventsPage, insertRunEvents, latestE
 import { loadRunsToRender } from '../src/db/runs.ts'
 import { assigneeUsersOf, countInboxTasks, decidersToTell, loadTasksToRender, pageInboxTaskIds, pageTaskIds } from '../src/db/tasks.ts'
 import * as schema from '../src/db/schema.ts'
-import { countOpenTasks, countTimedRuns, longestOpenTasks, openTasksPerWorkflow, runDurationAt, runsPerBucket, runsPerWorkflow, stepFigures } from '../src/db/workflow-health.ts'
+import { countOpenTasks, longestOpenTasks, openTasksPerWorkflow, runDurationPercentiles, runsPerBucket, runsPerWorkflow, stepFigures } from '../src/db/workflow-health.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { parseDateFilters } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
@@ -168,8 +168,7 @@ const CASES: PlanCase[] = [
   // Workflow health (src/db/workflow-health.ts): a window walks the environment's runs (its workflow's too), the open tasks their own index.
   ['health: runs per bucket (walks the environment)', (db) => runOp(db, runsPerBucket({ environmentId: production, workflowId: 1 }, 0 as Micros, 3_600_000_000)), /FROM runs r WHERE r\.environment_id = \?/, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
   ['health: runs per workflow (walks the environment)', (db) => runOp(db, runsPerWorkflow(production, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*GROUP BY r\.workflow_id/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
-  ['health: timed runs (walks the environment)', (db) => runOp(db, countTimedRuns({ environmentId: production }, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*started_at IS NOT NULL/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['health: a duration at its rank (walks the environment)', (db) => runOp(db, runDurationAt({ environmentId: production }, 0 as Micros, 0)), /FROM runs r WHERE r\.environment_id = \?.*OFFSET/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\) \| USE TEMP B-TREE FOR ORDER BY$/],
+  ['health: the duration percentiles (walks the environment)', (db) => runOp(db, runDurationPercentiles({ environmentId: production }, 0 as Micros)), /row_number\(\) OVER .* FROM runs r WHERE r\.environment_id = \?/s, /SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
   ['health: steps (the environment\'s runs, each one\'s steps)', (db) => runOp(db, stepFigures({ environmentId: production }, 0 as Micros)), /FROM run_steps s/, /SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\).*SEARCH s USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['health: open tasks', (db) => runOp(db, countOpenTasks({ environmentId: production })), /FROM tasks k WHERE k\.environment_id = \?/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)$/],
   ['health: the longest-waiting open tasks', (db) => runOp(db, longestOpenTasks({ environmentId: production })), /FROM tasks k JOIN workflows w/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH tm USING INTEGER PRIMARY KEY \(rowid=\?\)$/],

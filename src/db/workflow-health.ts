@@ -5,8 +5,8 @@
  * statement whose `workflowId` is null for the whole environment.
  *
  * Every aggregate is the database's: the rows answered are bounded by the buckets, the statuses, the workflows' steps
- * and a few tasks, never by the number of runs. A percentile is the one row at its rank of the sorted durations
- * (`runDurationAt`), so neither store needs a percentile function of its own. The runs are found through the
+ * and a few tasks, never by the number of runs. A percentile is the row at its nearest rank of the durations numbered in order
+ * (`runDurationPercentiles`: `row_number()` and `count(*)` over the window's rows, which both stores have), so neither store needs a percentile function of its own. The runs are found through the
  * environment's index (`runs_env_id_idx`) and filtered by `created_at`: a window walks the environment's runs that
  * the run history's retention keeps; the open tasks through `tasks_open_env_idx`.
  */
@@ -66,23 +66,28 @@ export function runsPerBucket(scope: HealthScope, from: Micros, bucketMicros: nu
   }))
 }
 
-const TIMED_RUNS = statement('workflow-health.timed-runs', (d) => d.valueRows(sql`SELECT ${rawNumber(d)('count(*)')} FROM runs r WHERE ${timedRuns()}`))
+/** The run duration percentiles a read answers. */
+export const DURATION_PERCENTILES = [50, 95] as const
 
-/** How many finished runs of the window have a duration. */
-export function* countTimedRuns(scope: HealthScope, from: Micros): Op<number> {
-  const [count] = yield* shaped(TIMED_RUNS.rows({ ...scopeValues(scope), from }), ([n]) => Number(n))
-  return count ?? 0
-}
+/** Nearest rank (from 1) of the p-th percentile of `count` sorted values, ⌈p·count/100⌉, in integers (both stores divide integers so). */
+const nearestRank = (percent: number, count: SQL) => sql`(${sql.raw(String(percent))} * ${count} + 99) / 100`
 
-const RUN_DURATION_AT = statement('workflow-health.duration-at', (d) =>
-  d.valueRows(sql`SELECT ${d.number(sql.raw('r.finished_at - r.started_at'))} FROM runs r WHERE ${timedRuns()}
-  ORDER BY 1 LIMIT 1 OFFSET ${ph('rank')}`),
+const DURATION_PERCENTILES_STATEMENT = statement('workflow-health.duration-percentiles', (d) =>
+  d.valueRows(sql`SELECT ${rawNumber(d)('rn')}, ${rawNumber(d)('ms')}, ${rawNumber(d)('n')}
+  FROM (SELECT r.finished_at - r.started_at AS ms, row_number() OVER (ORDER BY r.finished_at - r.started_at) AS rn, count(*) OVER () AS n
+    FROM runs r WHERE ${timedRuns()}) ranked
+  WHERE ${sql.join(DURATION_PERCENTILES.map((percent) => sql`rn = ${nearestRank(percent, sql.raw('n'))}`), sql` OR `)}`),
 )
 
-/** The duration (ms, finished − started) at `rank` (from 0) of the window's finished runs sorted by duration, or null. */
-export function* runDurationAt(scope: HealthScope, from: Micros, rank: number): Op<number | null> {
-  const [duration] = yield* shaped(RUN_DURATION_AT.rows({ ...scopeValues(scope), from, rank }), ([ms]) => Number(ms))
-  return duration ?? null
+/**
+ * How many finished runs of the window have a duration (ms, finished − started), and the duration at each of
+ * DURATION_PERCENTILES (nearest rank; null without any): one walk and one sort.
+ */
+export function* runDurationPercentiles(scope: HealthScope, from: Micros): Op<{ runs: number; at: (number | null)[] }> {
+  const rows = yield* shaped(DURATION_PERCENTILES_STATEMENT.rows({ ...scopeValues(scope), from }), ([rn, ms, n]) => ({ rank: Number(rn), ms: Number(ms), runs: Number(n) }))
+  const runs = rows[0]?.runs ?? 0
+  const byRank = new Map(rows.map((row) => [row.rank, row.ms]))
+  return { runs, at: DURATION_PERCENTILES.map((percent) => byRank.get(Math.ceil((percent * runs) / 100)) ?? null) }
 }
 
 export interface StepFigures {

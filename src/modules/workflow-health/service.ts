@@ -3,16 +3,15 @@
  * or week — runs per status per bucket, failure rate, run duration percentiles, the slowest and most failing steps,
  * the open tasks and their waits. The database aggregates (src/db/workflow-health.ts); this shapes the answer.
  */
-import { answer, type Op } from '../../db/op.ts'
+import type { Op } from '../../db/op.ts'
 import {
   type BucketCount,
   countOpenTasks,
-  countTimedRuns,
   environmentWorkflows,
   type HealthScope,
   longestOpenTasks,
   openTasksPerWorkflow,
-  runDurationAt,
+  runDurationPercentiles,
   runsPerWorkflow,
   runsPerBucket,
   type StepFigures,
@@ -77,14 +76,6 @@ export function failureRate(counts: StatusCounts): number | null {
   return finished === 0 ? null : counts.failed / finished
 }
 
-/**
- * The rank (from 0) of the `p` percentile of `n` sorted values, nearest-rank: the smallest value with at least
- * p·n values at or below it.
- */
-export function nearestRank(p: number, n: number): number {
-  return Math.max(0, Math.ceil(p * n) - 1)
-}
-
 /** Run counts by bucket, the window's first bucket first (a run created past the read's time counts in the last). */
 function bucketsOf(rows: BucketCount[], start: number, window: HealthWindow): { buckets: HealthFigures['buckets']; counts: StatusCounts } {
   const { spanMs, bucketMs } = HEALTH_WINDOWS[window]
@@ -120,8 +111,8 @@ function* healthFigures(scope: HealthScope, window: HealthWindow, now: number): 
   const start = now - spanMs
   const from = microsFromMillis(start)
   const { buckets, counts } = bucketsOf(yield* runsPerBucket(scope, from, bucketMs * 1000), start, window)
-  const timed = yield* countTimedRuns(scope, from)
-  const percentile = (p: number) => (timed === 0 ? answer(null) : runDurationAt(scope, from, nearestRank(p, timed)))
+  const durations = yield* runDurationPercentiles(scope, from)
+  const [p50Ms, p95Ms] = durations.at
   const steps = yield* stepFigures(scope, from)
   const openCount = yield* countOpenTasks(scope)
   const longest = openCount === 0 ? [] : yield* longestOpenTasks(scope)
@@ -135,7 +126,7 @@ function* healthFigures(scope: HealthScope, window: HealthWindow, now: number): 
     counts,
     total: totalOf(counts),
     failureRate: failureRate(counts),
-    duration: { runs: timed, p50Ms: yield* percentile(0.5), p95Ms: yield* percentile(0.95) },
+    duration: { runs: durations.runs, p50Ms: p50Ms ?? null, p95Ms: p95Ms ?? null },
     slowestSteps: [...steps].sort((a, b) => b.meanMs - a.meanMs || b.maxMs - a.maxMs || byNames(a, b)).slice(0, TOP_STEPS).map(stepOf),
     failingSteps: steps
       .filter((step) => step.failures > 0)
