@@ -1,6 +1,6 @@
 /**
  * `npm run bench:http-ab -- --vs DIR [--scenarios activity-100,notes-100] [--rounds 3] [--connections 64]
- * [--duration 10] [--notes 1000000] [--data DIR] [--source] [--profile DIR]`: `npm run bench`'s HTTP scenarios
+ * [--duration 10] [--notes 1000000] [--typed-records 100000] [--data DIR] [--source] [--profile DIR]`: `npm run bench`'s HTTP scenarios
  * (bench/scenarios.ts), this checkout against another one (DIR: a worktree of an older commit, with its `npm ci` done),
  * each on a database its own `bench/seed.ts` seeded (the two schemas may differ), the two servers started in turn for
  * every round so that the machine's drift falls on both alike. Prints one line per measurement (rps, server CPU per
@@ -31,6 +31,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '64' },
     duration: { type: 'string', default: '10' },
     notes: { type: 'string', default: '1000000' },
+    'typed-records': { type: 'string', default: '100000' },
     data: { type: 'string' },
     source: { type: 'boolean', default: false },
     profile: { type: 'string' },
@@ -66,7 +67,7 @@ async function sideOf(name: string, root: string): Promise<Side> {
     mkdirSync(dataDir, { recursive: true })
     log(`${name}: seeding ${Number(values.notes).toLocaleString('en-US')} notes with ${root}'s seed`)
     // The bench's tasks too (a checkout whose seed has none ignores them).
-    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS }, log)
+    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS, typedRecords: Number(values['typed-records']) }, log)
     writeFileSync(seedFile, JSON.stringify(seed))
   }
   const known = scenarios(seed)
