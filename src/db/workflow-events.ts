@@ -14,6 +14,7 @@ import { and, eq, gt, sql } from 'drizzle-orm'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, placeholders, statement } from './query.ts'
+import type { Dialect } from './dialect.ts'
 import type { workflowEvents, workflowEventTriggers } from './schema.ts'
 
 export type WorkflowEventRow = typeof workflowEvents.$inferSelect
@@ -81,6 +82,15 @@ const INSERT_EVENT = statement('workflow-events.insert', ({ db, t }) =>
     attempts: 0,
   }),
 )
+
+/**
+ * In a statement on `records` (a write's RETURNING): how many workflows subscribe to the row's collection in its
+ * environment — the same seek as the subscribers' lookup, so a write that finds none skips `recordWorkflowEvents`.
+ */
+export const subscribersOf = (t: Dialect['t']) =>
+  sql<number>`(SELECT count(*) FROM ${t.workflowEventTriggers} WHERE ${t.workflowEventTriggers.environmentId} = ${t.records.environmentId} AND ${t.workflowEventTriggers.collectionId} = ${t.records.collectionId})`.mapWith(
+    Number,
+  )
 
 const RUN_CHAIN = statement('workflow-events.run-chain', ({ db, t }) =>
   db
