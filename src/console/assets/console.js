@@ -14,6 +14,8 @@ function fieldValue(input) {
     case 'json': return raw === '' ? undefined : jsonValue(fieldName(input), raw)
     // A datetime-local input's value, read as UTC, as the API takes a date-time (seconds and an offset).
     case 'utc-datetime': return raw === '' ? undefined : `${raw}${raw.length === 16 ? ':00' : ''}Z`
+    // One value per line (a textarea: the outbound allow-list), blank lines kept so that `entries[3]` is the 4th line.
+    case 'lines': return raw === '' ? [] : input.value.split(/\r?\n/).map((value) => value.trim())
     // Comma-separated values (a select field's options); empty: none.
     case 'list': return raw === '' ? undefined : raw.split(',').map((value) => value.trim()).filter((value) => value !== '')
     // A schema row's default, read as the row's type says.
@@ -136,8 +138,21 @@ function formJson(form, submitter) {
 
 function showError(form, message) {
   const slot = form.querySelector('.form-error')
-  if (slot) slot.textContent = message
-  else if (message) alert(message)
+  if (slot) {
+    slot.textContent = message
+    linkAllowList(slot, message)
+  } else if (message) alert(message)
+}
+
+// A refused destination's message names the outbound allow-list's page (src/lib/outbound/policy.ts): link it after the message.
+const ALLOW_LIST_PAGE = '/admin/outbound'
+function linkAllowList(slot, message) {
+  if (!message.includes(ALLOW_LIST_PAGE)) return
+  const link = document.createElement('a')
+  link.href = ALLOW_LIST_PAGE
+  link.className = 'allow-list-link'
+  link.textContent = 'Open the outbound allow-list'
+  slot.append(' ', link)
 }
 
 // The input a field name of an API 400 (`name`, `scopes[0]`, `steps[2].set`) or a FieldError stands for; a JSON
@@ -173,6 +188,7 @@ function showFieldErrors(form, problems) {
     note.className = 'field-error'
     note.id = `field-error-${++fieldErrors}`
     note.textContent = message
+    linkAllowList(note, message)
     // A box of a group: after the group's fieldset; any other input: after its label.
     const group = input.type === 'checkbox' || input.type === 'radio' ? input.closest('fieldset') : null
     ;(group || input.closest('label') || input).after(note)

@@ -18,6 +18,9 @@ import { invitedUser } from '../users/invitations.ts'
 import { listUsers } from '../users/service.ts'
 import { listProjects, projectPeople } from '../directory/projects.ts'
 import { instanceLogIds } from '../admin-logs/instance.ts'
+import type { AdminLogResource } from '../admin-logs/service.ts'
+import { ALLOW_LIST_STALE_MS, outboundAllowView } from '../instance/outbound-allow.ts'
+import { ALLOW_LIST_PAGE } from '../../lib/outbound/policy.ts'
 import type { ConsoleUser } from './access.ts'
 import { adminTable } from './logs.ts'
 import { htmlResponse, layout } from '../../console/page.ts'
@@ -57,8 +60,28 @@ function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{
 <button type="submit">${label}</button><span class="form-error" role="alert"></span></form>`
 }
 
-function* instanceLog(): Op<Html> {
-  return adminTable(yield* renderAdminLogs((yield* instanceLogIds(50))))
+function* instanceLog(resource?: AdminLogResource): Op<Html> {
+  return adminTable(yield* renderAdminLogs((yield* instanceLogIds(50, resource))))
+}
+
+/** The outbound allow-list page's body: the list in effect, its form (read-only while TRELLIS_HTTP_ALLOW sets it), its changes. */
+function* outboundBody(deps: AppDeps): Op<Html> {
+  const view = yield* outboundAllowView(deps.config)
+  const lines = (entries: string[]) => (entries.length === 0 ? html`<p class="muted">None: only public addresses are reached.</p>` : html`<ul class="allow-entries">${entries.map((e) => html`<li><code>${e}</code></li>`)}</ul>`)
+  const list = view.setByEnvironment
+    ? html`<p class="notice" id="allow-from-environment">Set by <code>TRELLIS_HTTP_ALLOW</code> in the server's environment: that list is in effect on this instance and cannot be changed here. Change the variable and restart the server, or unset it to keep the list here.</p>
+<h2>In effect</h2>${lines(view.entries)}
+${view.storedEntries.length > 0 ? html`<h2>Kept here, not in use</h2>${lines(view.storedEntries)}` : ''}`
+    : html`<form id="outbound-allow" data-api data-method="PUT" action="/v1/instance/outbound-allow" data-done="Outbound allow-list saved.">
+<label>Hosts, addresses and ranges, one per line <textarea name="entries" data-type="lines" rows="8" cols="40" spellcheck="false" autocapitalize="off" aria-describedby="allow-help">${view.entries.join('\n')}</textarea></label>
+<p class="muted" id="allow-help">A host name (<code>hooks.internal</code>: opened whatever it resolves to), an address (<code>127.0.0.1</code>, <code>::1</code>) or a CIDR range (<code>10.1.0.0/16</code>). In effect at once, no restart; other instances sharing the database follow within ${ALLOW_LIST_STALE_MS / 1000} seconds.</p>
+<p class="form-error" role="alert"></p>
+<button type="submit">Save</button>
+</form>`
+  return html`<p>Workflows' <code>http</code> steps and completion callbacks reach public addresses only: loopback, private, link-local and other special-purpose addresses are refused unless this list opens them — a service on this host or your network, for instance.</p>
+${list}
+<h2>Changes</h2>
+<div id="outbound-log" data-refresh>${yield* instanceLog('outbound-allow')}</div>`
 }
 
 export function adminPages(deps: AppDeps) {
@@ -72,7 +95,7 @@ export function adminPages(deps: AppDeps) {
           title: 'People',
           user,
           crumbs: ADMIN_CRUMBS,
-          body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a></p>
+          body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a> <a href="${ALLOW_LIST_PAGE}">Outbound allow-list →</a></p>
 <h2>Add a person</h2>
 <form id="new-user" data-api action="/v1/instance/users" data-show="#invitation-once" data-show-field="invitation.url" data-done="Person added.">
 <label>Email <input name="email" type="email" required maxlength="320"></label>
@@ -102,10 +125,17 @@ ${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/u
 )}
 </tbody></table>`)}</div>
 <h2>Instance admin log</h2>
-<p class="muted">People and invitations (each project's own changes are in its admin log).</p>
+<p class="muted">People, invitations and instance settings (each project's own changes are in its admin log).</p>
 <div id="instance-log" data-refresh>${(await read(deps.store, instanceLog()))}</div>
 ${(await read(deps.store, mailSection(deps)))}`,
         })
+      }),
+    )
+    .get(
+      ALLOW_LIST_PAGE,
+      consolePage(deps, async ({ user }) => {
+        requireInstanceAdmin(asCaller(user))
+        return layout({ title: 'Outbound allow-list', user, crumbs: ADMIN_CRUMBS, body: await read(deps.store, outboundBody(deps)) })
       }),
     )
     .get(
