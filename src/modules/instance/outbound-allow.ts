@@ -60,17 +60,18 @@ export function* effectiveAllowList(config: Config): Op<AllowList> {
  * items are dropped, the rest trimmed and kept in order without repeats.
  */
 function checkedEntries(entries: string[]): string[] {
-  if (entries.length > MAX_ALLOW_ENTRIES) throw invalidField('entries', `entries: at most ${MAX_ALLOW_ENTRIES} entries`)
+  if (entries.length > MAX_ALLOW_ENTRIES) throw invalidField('entries', `at most ${MAX_ALLOW_ENTRIES} entries`)
   const kept: string[] = []
   entries.forEach((raw, i) => {
     const entry = raw.trim()
     if (entry === '') return
+    // Named as the console's lines are counted: entry 3 is the third line.
     const field = `entries[${i}]`
-    if (allowListEntries(entry).length !== 1) throw invalidField(field, `${field}: one host name, address or CIDR range per entry ("${entry}")`)
+    if (allowListEntries(entry).length !== 1) throw invalidField(field, `entry ${i + 1}: one host name, address or CIDR range per entry ("${entry}")`)
     try {
       parseAllowList(entry)
     } catch (error) {
-      if (error instanceof AllowListError) throw invalidField(field, `${field}: ${error.message}`)
+      if (error instanceof AllowListError) throw invalidField(field, `entry ${i + 1}: ${error.message}`)
       throw error
     }
     if (!kept.includes(entry)) kept.push(entry)
