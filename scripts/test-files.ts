@@ -56,6 +56,7 @@ export const POSTGRES_PASS = [
   'oidc-browser',
   'openapi-conformance',
   'ops',
+  'outbound-allow',
   'overload',
   'project-access',
   'queue',
