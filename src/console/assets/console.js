@@ -238,7 +238,22 @@ async function refreshLists(from = location.href) {
     const replacement = fresh.getElementById(region.id)
     if (replacement) region.replaceWith(document.importNode(replacement, true))
   }
+  labelStackedCells(document)
 }
+
+// A table whose rows stack as cards on a phone (console.css `.stack`) shows each cell under its column's name.
+function labelStackedCells(root) {
+  for (const table of root.querySelectorAll('.stack table')) {
+    const names = Array.from(table.querySelectorAll('thead th'), (th) => th.textContent.trim())
+    for (const row of table.querySelectorAll('tbody tr')) {
+      Array.from(row.children).forEach((cell, i) => {
+        if (names[i]) cell.dataset.label = names[i]
+      })
+    }
+  }
+}
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', () => labelStackedCells(document))
+else labelStackedCells(document)
 // live.js refreshes a page's regions the same way when an event says they changed.
 window.trellisRefresh = refreshLists
 

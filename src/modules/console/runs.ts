@@ -162,5 +162,5 @@ ${scrollingTable(html`<table class="deliveries"><thead><tr><th>Endpoint</th><th>
 ${deliveries.map(
   (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?" data-done="Callback queued to be sent again."><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
-</tbody></table>`)}`
+</tbody></table>`, { rowActions: true })}`
 }
