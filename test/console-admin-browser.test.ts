@@ -106,27 +106,43 @@ describe.skipIf(!browserAvailable)('instance administration in Chromium', () => 
       await context.close()
     }, 60_000)
 
-    test(`${screen}: each permission level described on its own; no SSO warning without an identity provider; row actions on screen`, async () => {
+    /** A new page of `screen`'s size, signed in as alice, at `path`. */
+    async function aliceAt(path: string): Promise<Page> {
       const context = await browser.newContext({ baseURL: server.url, viewport: SCREENS[screen] })
-      const page = await signInAs(context, 'alice', '/p/Acme/settings', problems)
+      return signInAs(context, 'alice', path, problems)
+    }
+
+    test(`${screen}: each permission level has a description of its own`, async () => {
+      const page = await aliceAt('/p/Acme/settings')
       const descriptions = await page.locator('#permission-levels dd').allTextContents()
       expect(descriptions).toHaveLength(5)
       expect(new Set(descriptions).size).toBe(5)
+      expect(await accessibilityProblems(page)).toEqual([])
+      await page.context().close()
+    }, 60_000)
+
+    test(`${screen}: no SSO warning while no identity provider is configured`, async () => {
+      const page = await aliceAt('/p/Acme/settings')
       expect(await page.locator('#sso-warning').count()).toBe(0)
       expect(await page.textContent('main')).not.toContain('Turning SSO')
+      expect(await textOf(page, '#project-settings')()).toContain('Renaming changes the project')
+      expect(await accessibilityProblems(page)).toEqual([])
+      await page.context().close()
+    }, 60_000)
+
+    test(`${screen}: the row actions of members, people and tokens are on screen without scrolling sideways`, async () => {
+      const page = await aliceAt('/p/Acme/settings')
       expect(await buttonsOnScreen(page, 'table.members')).toBeGreaterThan(0)
       expect(await accessibilityProblems(page)).toEqual([])
-
       await page.goto('/admin/users')
-      const people = await buttonsOnScreen(page, 'table.people')
-      expect(people).toBeGreaterThanOrEqual(8) // four people, each with an instance-admin and an active-state button at least
+      // Four people at least, each with an instance-admin and an active-state button.
+      expect(await buttonsOnScreen(page, 'table.people')).toBeGreaterThanOrEqual(8)
       expect(await accessibilityProblems(page)).toEqual([])
-
       expect((await callFromPage(page, 'POST', '/v1/account/tokens', { name: `${screen} token`, projectName: 'Acme' })).status).toBe(201)
       await page.goto('/account')
       expect(await buttonsOnScreen(page, 'table.tokens')).toBeGreaterThan(0)
       expect(await accessibilityProblems(page)).toEqual([])
-      await context.close()
+      await page.context().close()
     }, 60_000)
   }
 })
