@@ -39,8 +39,7 @@ beforeAll(async () => {
     },
   })
   env = testEnv(NO_API_LIMIT)
-  const document = acmeDocument()
-  ;(document.users.find((u) => u.email === 'alice@example.com') as unknown as Record<string, unknown>).instanceAdmin = true
+  const document = acmeWithInstanceAdmin()
   acmeProject(document).workflows!.push(ordersWorkflow('Call local', [{ type: 'http', name: 'call', method: 'POST', url: `http://127.0.0.1:${receiver.port}/hook`, retries: 0 }], { webhook: { enabled: true, ratePerMinute: 1000 } }))
   const report = await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
   hook = reportHook(report, 'Call local')
@@ -57,6 +56,13 @@ afterAll(async () => {
   await receiver.stop(true)
   env.cleanup()
 })
+
+/** The Acme fixture with alice an instance administrator (the apply key). */
+function acmeWithInstanceAdmin() {
+  const document = acmeDocument()
+  ;(document.users.find((u) => u.email === 'alice@example.com') as unknown as Record<string, unknown>).instanceAdmin = true
+  return document
+}
 
 const send = (req: Request) => sendTo(app, req)
 const as = (name: string) => ({ cookie: cookies[name]! })
@@ -205,9 +211,7 @@ describe('TRELLIS_HTTP_ALLOW set: it is the list', () => {
   let cookie = ''
   beforeAll(async () => {
     fromEnv = testEnv({ ...NO_API_LIMIT, TRELLIS_HTTP_ALLOW: '10.0.0.0/8, hooks.internal' })
-    const document = acmeDocument()
-    ;(document.users.find((u) => u.email === 'alice@example.com') as unknown as Record<string, unknown>).instanceAdmin = true
-    await applyAcme({ store: fromEnv.store, clock: fromEnv.clock, secret: fromEnv.secret, baseUrl: fromEnv.config.baseUrl }, document)
+    await applyAcme({ store: fromEnv.store, clock: fromEnv.clock, secret: fromEnv.secret, baseUrl: fromEnv.config.baseUrl }, acmeWithInstanceAdmin())
     envApp = testApp(fromEnv)
     cookie = `trellis_session=${(await runNow(fromEnv.store, createSession(fromEnv.clock, userId(fromEnv.store, 'alice'), false))).id}`
   })
