@@ -1,17 +1,19 @@
 /**
  * The outbound allow-list kept in the console (GET/PUT /v1/instance/outbound-allow): instance administrators only,
  * each entry read by TRELLIS_HTTP_ALLOW's parser (400 naming `entries[i]`), each change an instance admin log entry;
- * an `http` step and a callback URL to 127.0.0.1 refused, then allowed once the list opens it — no restart; the
- * staleness bound between instances; and TRELLIS_HTTP_ALLOW, when set, is the list (read-only, 409 on a change).
+ * an `http` step, a callback URL and `trellis apply`'s callback to 127.0.0.1 refused, then allowed once the list opens
+ * it — no restart; the staleness bound between instances; and TRELLIS_HTTP_ALLOW, when set, is the list (read-only, 409 on a change).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { Executor } from '../src/executor/executor.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { OutboundAllowCache } from '../src/modules/instance/outbound-allow.ts'
-import { bearer, queryAll, queryOne, request, runNow, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { bearer, processEnv, queryAll, queryOne, request, runCli, runNow, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { expectError, scenarios, sendTo } from './support/scenarios.ts'
 
@@ -192,6 +194,22 @@ describe('a local destination, refused and then opened without a restart', () =>
     refusedRun = await runToEnd('ord_1003')
     expect(refusedRun).toMatchObject({ status: 'failed', errorCode: 'http_destination_refused' })
   })
+
+  test('`trellis apply` checks callback URLs against the same list: refused while it is empty, applied once it opens 127.0.0.1', async () => {
+    const document = acmeWithInstanceAdmin()
+    acmeProject(document).workflows!.push(ordersWorkflow('Applied callback', [{ type: 'load' }], { callbacks: [{ url: 'http://127.0.0.1:9/applied' }] }))
+    const file = join(env.dataDir, 'acme-callback.json')
+    writeFileSync(file, JSON.stringify(document))
+    const apply = () => runCli(['apply', '-f', file, '--data', env.dataDir], { env: processEnv(env) })
+    const refused = await apply()
+    expect(refused.code).not.toBe(0)
+    expect(refused.stderr).toContain('callbacks[0].url: points to a loopback address (127.0.0.1)')
+    expect(refused.stderr).toContain('/admin/outbound')
+    expect((await put(['127.0.0.1'])).status).toBe(200)
+    const applied = await apply()
+    expect({ code: applied.code, stderr: applied.stderr }).toEqual({ code: 0, stderr: '' })
+    expect((await put([])).status).toBe(200)
+  }, 60_000)
 
   test('the console page shows the list and its changes; a refused run links to it', async () => {
     const page = await app.handle(request('/admin/outbound', { headers: as('alice') }))
