@@ -137,7 +137,7 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
     ? html`<p class="muted">No callback yet.</p>`
     : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Events sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it." data-done="Callback removed."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
-</tbody></table>`)
+</tbody></table>`, { rowActions: true })
 }</div>
 <form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once (its whole URL too).">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>
