@@ -23,7 +23,7 @@ async function checked(page: Page, where: string) {
 }
 
 const card = (page: Page, index: number): Locator => page.locator(`.step-card[data-index="${index}"]`)
-const definitionText = (page: Page) => page.inputValue('#workflow-editor textarea')
+const definitionText = (page: Page) => page.inputValue('#workflow-editor textarea[name=definition]')
 
 async function addStep(page: Page, type: string, where: 'end' | number) {
   await page.selectOption('#builder-type', type)
@@ -40,6 +40,48 @@ describe.skipIf(!browserAvailable)('building a workflow in Chromium', () => {
     await stopServed(served)
     expect(problems).toEqual([])
   })
+
+  test('every step type has its form: each example card valid as added; note, http and wait edited into the JSON', async () => {
+    const context = await served.browser.newContext({ baseURL: served.server.url, viewport: SCREENS.laptop })
+    const page = await signInAs(context, 'alice', '/p/Acme/e/production/t/Support/w/Refund%20order', problems)
+    await page.click('#tab-builder')
+    const types = ['load', 'condition', 'update', 'note', 'http', 'wait', 'task']
+    expect(await page.locator('#builder-type option').allTextContents()).toEqual(types)
+    for (const type of ['note', 'http', 'wait']) await addStep(page, type, 'end')
+    const count = await countOf(page, '.step-card')()
+    const [note, http, wait] = [card(page, count - 3), card(page, count - 2), card(page, count - 1)]
+    expect(await countOf(page, '.step-card [aria-invalid=true]')()).toBe(0)
+    await note.getByLabel('Title').fill('Seen {{now}}')
+    await note.getByLabel('Content').fill('Order {{record.id}}')
+    await http.getByLabel('Method').selectOption('PUT')
+    await http.getByLabel('URL').fill('https://erp.example.com/orders/{{record.id}}')
+    await http.getByRole('button', { name: 'Add a header' }).click()
+    await http.locator('.row-key').fill('x-api-key')
+    await http.locator('.row-value').fill('k')
+    await http.getByLabel('Body (JSON, or text)').fill('{"status": "{{record.status}}"}')
+    await http.getByLabel('Retries').fill('2')
+    // A wait out of the schema's bounds: its rule beside it, in the API's words.
+    await wait.getByLabel('Seconds').fill('0')
+    await eventually('the error beside the seconds', async () => (await wait.locator('[data-error-for="seconds"]').textContent()) ?? '', (t) => t === 'must be an integer between 1 and 2592000')
+    await wait.getByLabel('Seconds').fill('3600')
+    const steps = JSON.parse(await definitionText(page)).steps
+    expect(steps.slice(-3)).toEqual([
+      { type: 'note', title: 'Seen {{now}}', content: 'Order {{record.id}}' },
+      { type: 'http', method: 'PUT', url: 'https://erp.example.com/orders/{{record.id}}', body: { status: '{{record.status}}' }, timeoutSeconds: 10, headers: { 'x-api-key': 'k' }, retries: 2 },
+      { type: 'wait', seconds: 3600 },
+    ])
+    expect(await countOf(page, '.step-card [aria-invalid=true]')()).toBe(0)
+    // An unknown template variable is refused beside its field, as the API refuses it.
+    await note.getByLabel('Title').fill('Seen {{nobody}}')
+    await eventually('the template error', async () => (await note.locator('[data-error-for="title"]').textContent()) ?? '', (t) => t.includes('unknown template variable {{nobody}}'))
+    await checked(page, 'every step type')
+    // Published with the builder's own text areas on the page: the definition's text is what is sent.
+    await note.getByLabel('Title').fill('Seen {{now}}')
+    await page.click('#workflow-editor button[type=submit]')
+    await eventually('the publication', textOf(page, '.editor-result'), (t) => t.startsWith('Published v2.'))
+    expect(await textOf(page, '#workflow-steps')()).toContain('Wait 1 h')
+    await context.close()
+  }, 60_000)
 
   for (const [screen, viewport] of Object.entries(SCREENS)) {
     test(`at ${viewport.width}×${viewport.height}: build four steps, dry-run, publish v2, compare`, async () => {

@@ -70,35 +70,8 @@
     }
   })
 
-  // ── Checking a value against the API's schema (the JSON Schema subset TypeBox writes) ──
-  function describe(schema) {
-    if (schema.const !== undefined) return JSON.stringify(schema.const)
-    if (Array.isArray(schema.anyOf)) {
-      if (schema.anyOf.every((m) => m.const !== undefined)) return `one of ${schema.anyOf.map((m) => m.const).join(', ')}`
-      return schema.anyOf.map(describe).join(', or ')
-    }
-    const bounds = (min, max) => (min !== undefined && max !== undefined ? ` between ${min} and ${max}` : min !== undefined ? ` of at least ${min}` : max !== undefined ? ` of at most ${max}` : '')
-    switch (schema.type) {
-      case 'string': {
-        const text = schema.minLength === 1 ? `a non-empty string${schema.maxLength === undefined ? '' : ` of at most ${schema.maxLength} characters`}` : `a string${schema.maxLength === undefined ? '' : ` of at most ${schema.maxLength} characters`}`
-        return schema.pattern ? `${text} matching ${schema.pattern}` : text
-      }
-      case 'integer':
-        return `an integer${bounds(schema.minimum, schema.maximum)}`
-      case 'number':
-        return `a number${bounds(schema.minimum, schema.maximum)}`
-      case 'boolean':
-        return 'true or false'
-      case 'null':
-        return 'null'
-      case 'array':
-        return `a list${schema.maxItems === undefined ? '' : ` of at most ${schema.maxItems} items`}`
-      case 'object':
-        return 'an object'
-    }
-    return 'a JSON value'
-  }
-
+  // ── Checking a value against the API's schema (the JSON Schema subset TypeBox writes; each node's `rule` is the
+  // API's wording of it, given by the page) ──
   function check(schema, value, path, out) {
     const push = (message, at = path) => out.push({ path: at, message })
     const join = (key) => (/^\d+$/.test(String(key)) ? `${path}[${key}]` : path ? `${path}.${key}` : key)
@@ -108,35 +81,35 @@
         check(member, value, path, inner)
         return inner.length === 0
       })
-      if (!fits) push(`must be ${describe(schema)}`)
+      if (!fits) push(schema.rule)
       return
     }
-    if (schema.const !== undefined) return void (value !== schema.const && push(`must be ${describe(schema)}`))
+    if (schema.const !== undefined) return void (value !== schema.const && push(schema.rule))
     switch (schema.type) {
       case 'string':
-        if (typeof value !== 'string') return push(`must be ${describe(schema)}`)
-        if ((schema.minLength !== undefined && value.length < schema.minLength) || (schema.maxLength !== undefined && value.length > schema.maxLength)) return push(`must be ${describe(schema)}`)
-        if (schema.pattern && !new RegExp(schema.pattern).test(value)) return push(`must be ${describe(schema)}`)
+        if (typeof value !== 'string') return push(schema.rule)
+        if ((schema.minLength !== undefined && value.length < schema.minLength) || (schema.maxLength !== undefined && value.length > schema.maxLength)) return push(schema.rule)
+        if (schema.pattern && !new RegExp(schema.pattern).test(value)) return push(schema.rule)
         return
       case 'integer':
       case 'number':
-        if (typeof value !== 'number' || !Number.isFinite(value) || (schema.type === 'integer' && !Number.isInteger(value))) return push(`must be ${describe(schema)}`)
-        if ((schema.minimum !== undefined && value < schema.minimum) || (schema.maximum !== undefined && value > schema.maximum)) push(`must be ${describe(schema)}`)
+        if (typeof value !== 'number' || !Number.isFinite(value) || (schema.type === 'integer' && !Number.isInteger(value))) return push(schema.rule)
+        if ((schema.minimum !== undefined && value < schema.minimum) || (schema.maximum !== undefined && value > schema.maximum)) push(schema.rule)
         return
       case 'boolean':
       case 'null':
-        return void (typeof value !== schema.type && !(schema.type === 'null' && value === null) && push(`must be ${describe(schema)}`))
+        return void (typeof value !== schema.type && !(schema.type === 'null' && value === null) && push(schema.rule))
       case 'array':
-        if (!Array.isArray(value)) return push(`must be ${describe(schema)}`)
+        if (!Array.isArray(value)) return push(schema.rule)
         if (schema.minItems !== undefined && value.length < schema.minItems) return push(`must have at least ${schema.minItems} item${schema.minItems === 1 ? '' : 's'}`)
-        if (schema.maxItems !== undefined && value.length > schema.maxItems) return push(`must be ${describe(schema)}`)
+        if (schema.maxItems !== undefined && value.length > schema.maxItems) return push(schema.rule)
         if (schema.uniqueItems && new Set(value.map((v) => JSON.stringify(v))).size !== value.length) return push('must not repeat an item')
         if (schema.items) value.forEach((item, i) => check(schema.items, item, join(i), out))
         return
       case 'object': {
-        if (!value || typeof value !== 'object' || Array.isArray(value)) return push(`must be ${describe(schema)}`)
+        if (!value || typeof value !== 'object' || Array.isArray(value)) return push(schema.rule)
         const properties = schema.properties || {}
-        for (const name of schema.required || []) if (!Object.hasOwn(value, name)) push(`is required (${describe(properties[name] || {})})`, join(name))
+        for (const name of schema.required || []) if (!Object.hasOwn(value, name)) push(`is required (${(properties[name] || {}).rule})`, join(name))
         if (schema.minProperties !== undefined && Object.keys(value).length < schema.minProperties) {
           const names = Object.keys(properties)
           push(names.length > 0 ? `must set at least ${schema.minProperties} of ${names.join(', ')}` : `must have at least ${schema.minProperties} field${schema.minProperties === 1 ? '' : 's'}`)

@@ -156,7 +156,7 @@ function syntaxProblem(text, parseError) {
 
 function editorParts(form) {
   return {
-    textarea: form.querySelector('textarea'),
+    textarea: form.querySelector('textarea[name=definition]'),
     gutter: form.querySelector('.gutter'),
     problems: form.querySelector('.editor-problems'),
     result: form.querySelector('.editor-result'),

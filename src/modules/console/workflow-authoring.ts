@@ -7,7 +7,9 @@
  * API's step schemas themselves (so each field is checked by the rule the API applies), the collections' fields,
  * the project's teams and members, and the dry-run API that shows what each step would do on a record.
  */
+import type { TSchema } from '@sinclair/typebox'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
+import { ruleOf } from '../../lib/validation.ts'
 import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
 import { type Step, STEP_SCHEMAS, STEP_TYPES, type StepType, TEMPLATE_VARIABLE, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { WorkflowVersionView } from '../workflows/service.ts'
@@ -123,12 +125,24 @@ export interface BuilderChoices {
   users: string[]
 }
 
+/** A schema as JSON with each node's rule in the words of the API's 400s (`must be an integer between 1 and 2592000`). */
+function withRules(schema: TSchema): Record<string, unknown> {
+  const each = (schemas: Record<string, TSchema>) => Object.fromEntries(Object.entries(schemas).map(([key, inner]) => [key, withRules(inner)]))
+  const node: Record<string, unknown> = { ...schema, rule: ruleOf(schema) }
+  if (schema.properties) node.properties = each(schema.properties as Record<string, TSchema>)
+  if (schema.patternProperties) node.patternProperties = each(schema.patternProperties as Record<string, TSchema>)
+  if (schema.items) node.items = withRules(schema.items as TSchema)
+  if (Array.isArray(schema.anyOf)) node.anyOf = (schema.anyOf as TSchema[]).map(withRules)
+  return node
+}
+
 /**
  * What builder.js is given, as one JSON attribute: the step schemas the API validates with (TypeBox schemas are JSON
- * Schema), the pattern a template variable must match, the project's choices and the dry-run API.
+ * Schema; each node with its rule in words), the pattern a template variable must match, the project's choices and the dry-run API.
  */
 function builderData(place: WorkflowPlace, name: string, choices: BuilderChoices): string {
-  return JSON.stringify({ schemas: STEP_SCHEMAS, variable: TEMPLATE_VARIABLE.source, types: STEP_TYPES, templates: STEP_TEMPLATES, ...choices, dryRun: `${workflowApi(place, name)}/dry-run` })
+  const schemas = Object.fromEntries(STEP_TYPES.map((type) => [type, withRules(STEP_SCHEMAS[type])]))
+  return JSON.stringify({ schemas, variable: TEMPLATE_VARIABLE.source, types: STEP_TYPES, templates: STEP_TEMPLATES, ...choices, dryRun: `${workflowApi(place, name)}/dry-run` })
 }
 
 /**
