@@ -10,6 +10,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { ruleOf } from '../../lib/validation.ts'
+import { RECORD_ID_MAX_LENGTH } from '../records/service.ts'
 import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
 import { type Step, STEP_SCHEMAS, STEP_TYPES, type StepType, TEMPLATE_VARIABLE, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { WorkflowVersionView } from '../workflows/service.ts'
@@ -162,7 +163,7 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
 </div>
 <ul id="editor-problems" class="editor-problems" role="alert"></ul>
 <p class="editor-result" role="status"></p>
-<div class="dry-run" hidden><label>Dry run on record <input id="dry-run-record" maxlength="1024" autocomplete="off" size="16"></label> <button type="button" data-dry-run>Dry run</button>
+<div class="dry-run" hidden><label>Dry run on record <input id="dry-run-record" maxlength="${RECORD_ID_MAX_LENGTH}" autocomplete="off" size="16"></label> <button type="button" data-dry-run>Dry run</button>
 <span class="muted">Shows what each step would do to that record: nothing is written or called.</span>
 <div id="dry-run-result" class="dry-run-result" role="status"></div></div>
 <p><button type="submit">Publish</button></p>

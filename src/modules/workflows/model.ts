@@ -4,6 +4,7 @@ import { pageSchema } from '../../http/list-schema.ts'
 import { IdParam } from '../../http/params.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { UserObject } from '../directory/model.ts'
+import { RECORD_ID_MAX_LENGTH } from '../records/schema.ts'
 import { type Step, STEP_TYPES, type StepType, StepSchema, WorkflowConcurrency, WorkflowDefinitionBody } from './definition.ts'
 
 /** A workflow's webhook trigger as answers show it. */
@@ -75,7 +76,7 @@ export const WorkflowVersionAnswer = t.Object({
 export const DryRunBody = t.Object(
   {
     definition: WorkflowDefinitionBody,
-    recordId: t.String({ minLength: 1, maxLength: 1024, description: 'A record of the definition’s collection, in the workflow’s environment' }),
+    recordId: t.String({ minLength: 1, maxLength: RECORD_ID_MAX_LENGTH, description: 'A record of the definition’s collection, in the workflow’s environment' }),
   },
   { additionalProperties: false },
 )
