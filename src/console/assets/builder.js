@@ -693,6 +693,8 @@
     showTab(builder)
     ;(builder ? tabBuilder : tabJson).focus()
   })
+  // A problem's "Line N" button (editor.js) selects its line in the JSON: from the builder, the JSON tab opens first.
+  form.querySelector('#editor-problems').addEventListener('click', (event) => event.target.closest('button') && !root.hidden && showTab(false), true)
   // Enter in a builder field would publish: a field's Enter does nothing (the Publish button publishes).
   root.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && event.target instanceof HTMLInputElement) event.preventDefault()
