@@ -75,8 +75,15 @@ describe.skipIf(!browserAvailable)('building a workflow in Chromium', () => {
     await note.getByLabel('Title').fill('Seen {{nobody}}')
     await eventually('the template error', async () => (await note.locator('[data-error-for="title"]').textContent()) ?? '', (t) => t.includes('unknown template variable {{nobody}}'))
     await checked(page, 'every step type')
-    // Published with the builder's own text areas on the page: the definition's text is what is sent.
+    // What only the API checks (two steps of one name) comes back from Publish beside the field it names.
     await note.getByLabel('Title').fill('Seen {{now}}')
+    await note.getByLabel('Name (optional)').fill('same')
+    await wait.getByLabel('Name (optional)').fill('same')
+    await page.click('#workflow-editor button[type=submit]')
+    await eventually('the duplicate name beside the field', async () => (await wait.locator('[data-error-for="name"]').textContent()) ?? '', (t) => t.includes('duplicate step name "same"'))
+    await checked(page, 'an error of the API')
+    await wait.getByLabel('Name (optional)').fill('')
+    // Published with the builder's own text areas on the page: the definition's text is what is sent.
     await page.click('#workflow-editor button[type=submit]')
     await eventually('the publication', textOf(page, '.editor-result'), (t) => t.startsWith('Published v2.'))
     expect(await textOf(page, '#workflow-steps')()).toContain('Wait 1 h')

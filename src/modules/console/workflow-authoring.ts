@@ -161,7 +161,7 @@ export function editorForm(place: WorkflowPlace, name: string, definition: Workf
 <div class="editor"><pre class="gutter" aria-hidden="true"></pre><textarea name="definition" rows="${rows}" wrap="off" spellcheck="false" autocapitalize="off" autocomplete="off" aria-label="Workflow definition (JSON)" aria-describedby="editor-problems">${text}</textarea></div>
 <p><label class="check">Add a step <select id="step-template">${STEP_TYPES.map((type) => html`<option value="${JSON.stringify(STEP_TEMPLATES[type])}">${type}</option>`)}</select></label> <button type="button" data-add-step>Add</button></p>
 </div>
-<ul id="editor-problems" class="editor-problems" role="alert"></ul>
+<div role="alert"><ul id="editor-problems" class="editor-problems"></ul></div>
 <p class="editor-result" role="status"></p>
 <div class="dry-run" hidden><label>Dry run on record <input id="dry-run-record" maxlength="${RECORD_ID_MAX_LENGTH}" autocomplete="off" size="16"></label> <button type="button" data-dry-run>Dry run</button>
 <span class="muted">Shows what each step would do to that record: nothing is written or called.</span>
