@@ -124,6 +124,29 @@ describe('a dry run', () => {
   })
 })
 
+describe('a collection with a schema', () => {
+  test("an update's values checked as a run checks them: a value the schema refuses fails the step, a field it lacks is a 400", async () => {
+    const fields = [
+      { name: 'name', type: 'text' },
+      { name: 'email', type: 'email' },
+      { name: 'country', type: 'text' },
+      { name: 'status', type: 'select', options: ['active', 'overdue', 'dunned'] },
+      { name: 'reminders', type: 'integer' },
+    ]
+    const { response } = await handleJson(app, request('/v1/project/Acme/collections/customers/schema', { method: 'PUT', headers: bearer(tokens.alice), json: { fields } }))
+    expect(response.status).toBe(200)
+    const dry = (set: Record<string, unknown>) => call(DRY_RUN, tokens.alice, { definition: { collection: 'customers', steps: [{ type: 'load' }, { type: 'update', set }] }, recordId: 'cus_002' })
+    const typed = await dry({ country: '{{record.country}}-1', reminders: 3 })
+    expect(typed.body.outcome).toBe('succeeded')
+    expect((typed.body.steps as { would: unknown }[])[1]!.would).toEqual({ set: { country: 'AT-1', reminders: 3 } })
+    const refused = await dry({ status: '{{record.country}}' })
+    expect(refused.status).toBe(200)
+    expect(refused.body.outcome).toBe('failed')
+    expect(refused.body.failure).toMatchObject({ step: '2-update', code: 'invalid_field' })
+    expectError(await dry({ nope: 'x' }), 400, 'validation_failed', 'definition.steps[1] (2-update).set.nope')
+  })
+})
+
 describe('refusals', () => {
   test('400 naming the field: a bad step, an unknown template variable, a missing record id, an unknown collection', async () => {
     const bad = await call(DRY_RUN, tokens.alice, { definition: { collection: 'orders', steps: [{ type: 'load' }, { type: 'wait', seconds: 0 }] }, recordId: 'ord_1001' })
