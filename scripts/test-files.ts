@@ -9,7 +9,8 @@
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
  * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
  * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
- * editor's behaviour), whose server calls run on PostgreSQL in console, workflow-versions and console-browser.
+ * editor's behaviour; console-live-run-browser: a live run page's callbacks and retry marker), whose server calls run
+ * on PostgreSQL in console, workflow-versions, callbacks and console-browser.
  */
 export const POSTGRES_PASS = [
   'activity-logs',
@@ -114,6 +115,7 @@ export const LONGEST_FIRST = [
   'console-tasks-browser',
   'console-records-browser',
   'console-triggers-browser',
+  'console-live-run-browser',
   'apply',
   'invariants',
   'oidc-browser',

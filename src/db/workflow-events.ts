@@ -11,7 +11,7 @@
  */
 import { randomUUIDv7 } from 'bun'
 import { and, eq, gt, sql } from 'drizzle-orm'
-import { leasedQueue } from './leased-queue.ts'
+import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, placeholders, statement } from './query.ts'
 import type { workflowEvents, workflowEventTriggers } from './schema.ts'
@@ -170,6 +170,10 @@ export function* claimWorkflowEvents(owner: string, now: number, leaseMs: number
   return claimed.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id.localeCompare(b.id))
 }
 export const releaseWorkflowEventLeases = OUTBOX.releaseOwned
+/** An event that could not be dispatched: due again at `nextAttemptAt`, or failed for good (kept, counted in `/metrics`). */
+export function* settleUndispatchedEvent(event: Pick<WorkflowEventRow, 'id'>, owner: string, attempts: number, outcome: LeaseOutcome<'dispatched'>): Op<boolean> {
+  return yield* OUTBOX.settle({ id: event.id, owner, attempts, error: null, outcome })
+}
 export const recoverWorkflowEventsAtStart = OUTBOX.recoverAtStart
 export const nextWorkflowEventDueAt = OUTBOX.nextDueAt
 
@@ -227,7 +231,14 @@ export function listEventCounters() {
 }
 const statementOfCounters = statement('workflow-events.counters', ({ db, t }) =>
   db
-    .select({ project: t.projects.name, workflow: t.workflows.name, received: t.workflowEventTriggers.received, started: t.workflowEventTriggers.started, skipped: t.workflowEventTriggers.skipped })
+    .select({
+      project: t.projects.name,
+      workflow: t.workflows.name,
+      received: t.workflowEventTriggers.received,
+      started: t.workflowEventTriggers.started,
+      skipped: t.workflowEventTriggers.skipped,
+      failed: sql<number>`(SELECT count(*) FROM ${t.workflowEvents} WHERE ${t.workflowEvents.workflowId} = ${t.workflowEventTriggers.workflowId} AND ${t.workflowEvents.status} = 'failed')`.mapWith(Number),
+    })
     .from(t.workflowEventTriggers)
     .innerJoin(t.workflows, eq(t.workflows.id, t.workflowEventTriggers.workflowId))
     .innerJoin(t.collections, eq(t.collections.id, t.workflowEventTriggers.collectionId))

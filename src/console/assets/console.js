@@ -93,7 +93,14 @@ function formAction(form) {
 // Rows (a schema's fields): each element marked data-row inside one marked data-rows="fields" is one object of the
 // body's list `fields`, in the page's order, made of the inputs in it (a box: true when ticked, else left out).
 // A box marked data-list among data-in inputs is one value of a list (a multiselect field's choices).
-const rowsOf = (container) => Array.from(container.children).filter((child) => child.matches('[data-row]'))
+// A row marked data-row-if="NAME" is left out of the list unless its box NAME is ticked (the events a workflow starts
+// on: a row per kind), and a box marked data-value gives its value, not true.
+const rowsOf = (container) =>
+  Array.from(container.children).filter((child) => {
+    if (!child.matches('[data-row]')) return false
+    const box = child.dataset.rowIf ? child.querySelector(`input[type=checkbox][name="${child.dataset.rowIf}"]`) : null
+    return !box || box.checked
+  })
 
 function formJson(form, submitter) {
   const body = {}
@@ -103,7 +110,8 @@ function formJson(form, submitter) {
     if (row && form.contains(row)) {
       const container = row.parentElement
       const item = body[container.dataset.rows][rowsOf(container).indexOf(row)]
-      const value = input.type === 'checkbox' ? input.checked || undefined : fieldValue(input)
+      if (!item) continue
+      const value = input.type === 'checkbox' ? (input.checked ? (input.dataset.value !== undefined ? input.value : true) : undefined) : fieldValue(input)
       if (value !== undefined) item[input.name] = value
       continue
     }

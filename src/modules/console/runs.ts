@@ -152,9 +152,15 @@ ${deliveriesSection(run.id, deliveries)}`,
     )
 }
 
-/** A run's callback deliveries: endpoint, event, state, every attempt; Resend for one no longer pending. */
-function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html | string {
-  if (deliveries.length === 0) return ''
+/**
+ * A run's callback deliveries: endpoint, event, state, every attempt; Resend for one no longer pending. The region is
+ * there, empty, for a run without any: live.js reads it again when the run ends, and its callbacks appear.
+ */
+function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html {
+  return html`<div id="run-callbacks" data-refresh>${deliveries.length === 0 ? '' : deliveriesTable(runId, deliveries)}</div>`
+}
+
+function deliveriesTable(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html {
   const attempt = (a: (typeof deliveries)[number]['attempts'][number]) =>
     html`<li>#${a.attempt} ${when(a.startedAt)} · ${a.statusCode === null ? html`<span class="error">${a.error}</span>` : html`<code>${a.statusCode}</code>`} · ${a.durationMs} ms</li>`
   return html`<h2>Callbacks</h2>

@@ -107,7 +107,7 @@ ${runsTable(runs)}
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
 ${await scheduleSection(deps, target, workflowApi(place, name))}
-${eventsSection(`${workflowApi(place, name)}/events`, view.events.settings, view.events.counts)}
+${eventsSection(`${workflowApi(place, name)}/events`, view.events)}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
       })
     }),
