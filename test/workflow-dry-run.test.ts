@@ -6,7 +6,7 @@
  * naming the field), an unknown record, workflow or collection, a member who is not a project admin.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { bearer, handleJson, request, tableContents, testApp, type TestEnv, testEnv } from './helpers.ts'
+import { bearer, handleJson, queryAll, request, tableContents, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeDocument, applyAcme, tokensFor } from './support/acme.ts'
 
 let env: TestEnv
@@ -62,7 +62,9 @@ afterAll(() => {
 describe('a dry run', () => {
   test('says what each step would do on the record, writes nothing and calls nothing', async () => {
     // The token's last use is written by any call: one call first, so that only the dry run's own writes would show.
+    // (The stamp is written beside the call, not awaited by it: wait for it.)
     await app.handle(request(WORKFLOW, { headers: bearer(tokens.alice) }))
+    await until('the token stamped', () => queryAll<{ last_used_at: unknown }>(env.store, "SELECT last_used_at FROM api_tokens WHERE name LIKE 'alice-%'").every((t) => t.last_used_at !== null))
     const before = storedData()
     const { status, body } = await call(DRY_RUN, tokens.alice, { definition: { collection: 'orders', steps: fourSteps() }, recordId: 'ord_1003' })
     expect(status, JSON.stringify(body)).toBe(200)
