@@ -26,6 +26,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'GET /docs/docs.js': 'asset',
   'GET /docs/swagger-ui-bundle.js': 'asset',
   'GET /docs/swagger-ui.css': 'asset',
+  'GET /console/builder.js': 'asset',
   'GET /console/console.css': 'asset',
   'GET /console/console.js': 'asset',
   'GET /console/editor.css': 'asset',

@@ -12,9 +12,12 @@ import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/s
 import { activeDefinition, pageWorkflowVersions, renderWorkflowVersions, requireWorkflow, type WebhookSettings, webhookSettings, workflowVersion } from '../workflows/service.ts'
 import { invalidParameter, parseIdParameter, type Query } from '../../http/list.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
+import { collectionFields, projectCollections, projectLayout } from '../records/service.ts'
+import { projectPeople } from '../directory/projects.ts'
+import type { Op } from '../../db/op.ts'
 import { adminProject } from './access.ts'
 import { runsTable } from './runs.ts'
-import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
+import { AUTHORING_ASSETS, type BuilderChoices, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
 import { scheduleSection } from './workflow-schedule.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
@@ -33,6 +36,16 @@ function comparedVersions(query: Query): { from: number; to: number } | undefine
   if (from === undefined) throw invalidParameter('from', 'choose the version to compare from')
   if (to === undefined) throw invalidParameter('to', 'choose the version to compare to')
   return { from, to }
+}
+
+/** What the builder offers: each collection's fields (none: untyped), the project's teams, its members' emails. */
+function* builderChoices(projectId: number): Op<BuilderChoices> {
+  const collections: BuilderChoices['collections'] = []
+  for (const collection of yield* projectCollections(projectId)) {
+    collections.push({ name: collection.name, fields: (yield* collectionFields(collection.id, 'read')).map((f) => ({ name: f.name, type: f.type })) })
+  }
+  const people = yield* projectPeople(projectId)
+  return { collections, teams: (yield* projectLayout(projectId)).teams.map((t) => t.name), users: people.map((p) => p.email) }
 }
 
 export function workflowPages(deps: AppDeps) {
@@ -56,6 +69,7 @@ export function workflowPages(deps: AppDeps) {
             shown,
             diff,
             callbacks: yield* listWorkflowCallbacks(target.workflowId),
+            choices: yield* builderChoices(project.id),
             events: yield* workflowEventsView(target),
             runIds: (yield* listRunIds(target.environmentId, { workflowIds: [target.workflowId] }, [], RUNS_SHOWN)).slice(0, RUNS_SHOWN),
           }
@@ -84,7 +98,7 @@ export function workflowPages(deps: AppDeps) {
 <h2>Steps</h2>
 <div id="workflow-steps" data-refresh>${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}</div>
 <h2>Edit and publish</h2>
-${editorForm(place, name, view.shown?.definition)}
+${editorForm(place, name, view.shown?.definition, view.choices)}
 ${active ? html`<h2>Test run</h2>${testRunForm(place, name, active.definition.collection)}` : ''}
 <h2>Recent runs</h2>
 ${runsTable(runs)}
