@@ -1,6 +1,6 @@
 /**
  * `npm run bench:http-ab -- --vs DIR [--scenarios activity-100,notes-100] [--rounds 3] [--connections 64]
- * [--duration 10] [--notes 1000000] [--data DIR] [--source] [--profile DIR]`: `npm run bench`'s HTTP scenarios
+ * [--duration 10] [--notes 1000000] [--typed-records 100000] [--data DIR] [--source] [--profile DIR] [--postgres]`: `npm run bench`'s HTTP scenarios
  * (bench/scenarios.ts), this checkout against another one (DIR: a worktree of an older commit, with its `npm ci` done),
  * each on a database its own `bench/seed.ts` seeded (the two schemas may differ), the two servers started in turn for
  * every round so that the machine's drift falls on both alike. Prints one line per measurement (rps, server CPU per
@@ -11,6 +11,8 @@
  * DIR/<side>-<round>. `--data DIR` keeps the seeded databases there and reuses them on the next call (a million notes
  * take about a minute to seed per side); without it they live in a temp directory removed at the end. The decision
  * scenario decides each of its tasks once: a database kept with `--data` serves it on one call only.
+ * With `--postgres` each side serves a database of its own in one throw-away PostgreSQL cluster, its seed moved there
+ * by its own `trellis db copy` (as `npm run bench`'s PostgreSQL phase does).
  * It measures, among others, what the request slices cost large answers (docs/performance.md "Large answers
  * completed late").
  */
@@ -18,6 +20,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { SQL } from 'bun'
+import { startCluster } from '../test/support/postgres-cluster.ts'
+import { POSTGRES_SETTINGS } from './postgres.ts'
 import { RAISED_RATE_LIMITS, repoRoot, runLoad, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
@@ -31,9 +36,11 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '64' },
     duration: { type: 'string', default: '10' },
     notes: { type: 'string', default: '1000000' },
+    'typed-records': { type: 'string', default: '100000' },
     data: { type: 'string' },
     source: { type: 'boolean', default: false },
     profile: { type: 'string' },
+    postgres: { type: 'boolean', default: false },
   },
 })
 if (!values.vs) throw new Error('--vs DIR is required: the other checkout (e.g. `git worktree add --detach ../before fcb10f7`)')
@@ -47,6 +54,8 @@ interface Side {
   name: string
   root: string
   dataDir: string
+  /** `--postgres`: the side's database. */
+  databaseUrl?: string
   seed: SeedResult
   scenarios: Scenario[]
 }
@@ -66,7 +75,7 @@ async function sideOf(name: string, root: string): Promise<Side> {
     mkdirSync(dataDir, { recursive: true })
     log(`${name}: seeding ${Number(values.notes).toLocaleString('en-US')} notes with ${root}'s seed`)
     // The bench's tasks too (a checkout whose seed has none ignores them).
-    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS }, log)
+    seed = seedDatabase(dataDir, { notes: Number(values.notes), records: 10_000, users: 1_000, workflows: 100, tasks: BENCH_TASKS, typedRecords: Number(values['typed-records']) }, log)
     writeFileSync(seedFile, JSON.stringify(seed))
   }
   const known = scenarios(seed)
@@ -75,6 +84,18 @@ async function sideOf(name: string, root: string): Promise<Side> {
 }
 
 const sides = [await sideOf('vs', values.vs), await sideOf('this', repoRoot)]
+const cluster = values.postgres ? startCluster({ fsync: true, settings: POSTGRES_SETTINGS }) : null
+if (cluster) {
+  const admin = new SQL({ url: cluster.url, max: 1 })
+  for (const side of sides) {
+    await admin.unsafe(`CREATE DATABASE ${side.name}`)
+    side.databaseUrl = cluster.url.replace(/\/postgres$/, `/${side.name}`)
+    log(`${side.name}: trellis db copy into PostgreSQL`)
+    const copy = Bun.spawnSync([join(side.root, 'dist/trellis'), 'db', 'copy', '--from', side.dataDir, '--to', side.databaseUrl], { stdout: 'pipe', stderr: 'pipe' })
+    if (copy.exitCode !== 0) throw new Error(`${side.name}: trellis db copy failed: ${copy.stderr.toString()}${copy.stdout.toString()}`)
+  }
+  await admin.close()
+}
 const results: { round: number; side: string; scenario: string; rps: number; serverUsPerRequest: number | null; unexpected: number }[] = []
 try {
   for (let round = 0; round < rounds; round++) {
@@ -85,7 +106,7 @@ try {
       const server = await startServer({
         name: `${side.name} trellis`,
         command: (port) => [...binary, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', side.dataDir],
-        env: { ...RAISED_RATE_LIMITS, TRELLIS_EXECUTOR_CONCURRENCY: '0' },
+        env: { ...RAISED_RATE_LIMITS, TRELLIS_EXECUTOR_CONCURRENCY: '0', ...(side.databaseUrl ? { TRELLIS_DATABASE_URL: side.databaseUrl } : {}) },
         stderrFile: join(work, `${side.name}-${round}.err`),
       })
       try {
@@ -109,7 +130,8 @@ try {
       }
     }
   }
-  console.log(JSON.stringify({ vs: values.vs, connections: Number(values.connections), duration: Number(values.duration), notes: Number(values.notes), source: values.source, results }))
+  console.log(JSON.stringify({ vs: values.vs, postgres: values.postgres, connections: Number(values.connections), duration: Number(values.duration), notes: Number(values.notes), source: values.source, results }))
 } finally {
+  cluster?.stop()
   if (!values.data) rmSync(work, { recursive: true, force: true })
 }

@@ -56,10 +56,11 @@ export interface PostgresOptions {
 }
 
 /** PostgreSQL's settings for the bench: durable like SQLite's WAL with synchronous=NORMAL (no fsync per commit). */
-const SETTINGS = { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' }
+/** The cluster settings of the PostgreSQL measurements (the bench's phase, `http-ab --postgres`). */
+export const POSTGRES_SETTINGS = { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' }
 
 export async function measurePostgres(o: PostgresOptions): Promise<PostgresResult> {
-  const cluster = startCluster({ fsync: true, settings: SETTINGS })
+  const cluster = startCluster({ fsync: true, settings: POSTGRES_SETTINGS })
   const admin = new SQL({ url: cluster.url, max: 1 })
   try {
     await admin.unsafe('CREATE DATABASE trellis')
@@ -102,7 +103,7 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
     } finally {
       await sql.close()
     }
-    return { server: `PostgreSQL ${version}`, settings: Object.entries(SETTINGS).map(([k, v]) => `${k}=${v}`).join(', '), copySeconds, scenarios, executor }
+    return { server: `PostgreSQL ${version}`, settings: Object.entries(POSTGRES_SETTINGS).map(([k, v]) => `${k}=${v}`).join(', '), copySeconds, scenarios, executor }
   } finally {
     await admin.close()
     cluster.stop()

@@ -37,7 +37,10 @@ end
 function init(args)
   kind, prefix = args[1], args[2]
   headers = {}
-  for name, value in pairs(wrk.headers) do headers[name] = value end
+  -- A Content-Type given with -H (any case) is replaced, not repeated: two would read as one invalid media type.
+  for name, value in pairs(wrk.headers) do
+    if name:lower() ~= "content-type" then headers[name] = value end
+  end
   headers["Content-Type"] = "application/json"
   paths, prepared = {}, {}
   if kind == "get" then

@@ -9,7 +9,8 @@
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
  * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
  * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
- * editor's behaviour), whose server calls run on PostgreSQL in console, workflow-versions and console-browser.
+ * editor's behaviour; console-live-run-browser: a live run page's callbacks and retry marker), whose server calls run
+ * on PostgreSQL in console, workflow-versions, callbacks and console-browser.
  */
 export const POSTGRES_PASS = [
   'activity-logs',
@@ -23,6 +24,7 @@ export const POSTGRES_PASS = [
   'cli',
   'collection-schemas',
   'console',
+  'console-admin-browser',
   'console-browser',
   'console-health-browser',
   'console-live-browser',
@@ -57,6 +59,7 @@ export const POSTGRES_PASS = [
   'oidc-browser',
   'openapi-conformance',
   'ops',
+  'outbound-allow',
   'overload',
   'project-access',
   'queue',
@@ -116,11 +119,13 @@ export const LONGEST_FIRST = [
   'console-tasks-browser',
   'console-records-browser',
   'console-triggers-browser',
+  'console-live-run-browser',
   'console-health-browser',
   'apply',
   'invariants',
   'oidc-browser',
   'readme-commands',
+  'console-admin-browser',
   'http',
   'faults-postgres',
   'oidc',

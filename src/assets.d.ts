@@ -35,3 +35,7 @@ declare module '*/records-import.js' {
   const text: string
   export default text
 }
+declare module '*/builder.js' {
+  const text: string
+  export default text
+}

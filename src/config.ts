@@ -5,7 +5,7 @@ import proxyaddr from 'proxy-addr'
 import { DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
 import { DEFAULT_MAIL_RETRY_MS, DEFAULT_SMTP_TIMEOUT_SECONDS, parseMailFrom, smtpUrlProblem } from './lib/mail.ts'
-import { type AllowList, AllowListError, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
+import { type AllowList, AllowListError, allowListEntries, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
 
 export interface Config {
   dataDir: string
@@ -49,6 +49,11 @@ export interface Config {
   recordRetentionDays: number
   /** Local and private destinations that `http` steps and callbacks may call anyway (TRELLIS_HTTP_ALLOW); empty by default. */
   httpAllow: AllowList
+  /**
+   * TRELLIS_HTTP_ALLOW's entries as written, or null when it is unset or blank: then the list instance administrators
+   * keep in the console is the one in effect (src/modules/instance/outbound-allow.ts).
+   */
+  httpAllowEntries: string[] | null
   /** The first wait between a callback's attempts (TRELLIS_CALLBACK_RETRY_MS); later ones double, up to 720 times it. */
   callbackRetryMs: number
   /** Console sign-in through an OpenID Connect provider; null when no issuer is configured. */
@@ -212,6 +217,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     runRetentionMs: retentionSetting('TRELLIS_RUN_RETENTION', env.TRELLIS_RUN_RETENTION, DEFAULT_RUN_RETENTION),
     recordRetentionDays: integerSetting('TRELLIS_RECORD_RETENTION_DAYS', env.TRELLIS_RECORD_RETENTION_DAYS, 30, 1, 36_500),
     httpAllow: allowListSetting(env.TRELLIS_HTTP_ALLOW),
+    httpAllowEntries: nonEmpty(env.TRELLIS_HTTP_ALLOW) === undefined ? null : allowListEntries(env.TRELLIS_HTTP_ALLOW!),
     callbackRetryMs: integerSetting('TRELLIS_CALLBACK_RETRY_MS', env.TRELLIS_CALLBACK_RETRY_MS, DEFAULT_CALLBACK_RETRY_MS, 1, 60_000),
     oidc: oidcConfig(flags, env, options.storedSso ?? null),
     mail: mailConfig(env),

@@ -16,6 +16,7 @@ import { CallerAuthenticator, TokenAuthenticator } from './modules/auth/service.
 import { RunEventHub } from './modules/run-events/hub.ts'
 import { type MailSettings, mailSettingsOf } from './modules/mail/service.ts'
 import type { SetupGate } from './modules/setup/service.ts'
+import { OutboundAllowCache } from './modules/instance/outbound-allow.ts'
 
 /** What the composition root provides; `createDeps` adds the per-app objects built from it. */
 export interface DepsInput {
@@ -37,6 +38,8 @@ export interface DepsInput {
   rateCounters?: RateCounters
   /** What queuing a mail needs, when the composition root made it already (serve: the executor shares it); else made here. */
   mail?: MailSettings | null
+  /** The outbound allow-list in effect, when the composition root made it already (serve: the outbound client shares it); else made here. */
+  outboundAllow?: OutboundAllowCache
 }
 
 export interface AppDeps extends DepsInput {
@@ -47,6 +50,8 @@ export interface AppDeps extends DepsInput {
   runEvents: RunEventHub
   /** What queuing a mail needs (src/modules/mail/service.ts `queueMail`); null without TRELLIS_SMTP_URL: no mail is sent. */
   mail: MailSettings | null
+  /** The outbound allow-list in effect (callback URLs are checked against it; a change through the API is forgotten here). */
+  outboundAllow: OutboundAllowCache
 }
 
 /** The app's dependencies, each per-app object built once. */
@@ -59,6 +64,7 @@ export function createDeps(input: DepsInput): AppDeps {
     ...input,
     rateCounters,
     mail: input.mail === undefined ? mailSettingsOf(config, input.secret) : input.mail,
+    outboundAllow: input.outboundAllow ?? new OutboundAllowCache(store, config),
     auth: new CallerAuthenticator(store, clock, new TokenAuthenticator(store, clock), limiter, config.baseUrl),
     runEvents: new RunEventHub(store, clock, input.logger, {
       maxStreams: config.eventStreamsMax,

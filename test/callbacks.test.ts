@@ -557,7 +557,7 @@ describe('while no worker runs, and with another outbound policy', () => {
     expect(refused!.status).toBe('failed')
     expect(refused!.attempts).toHaveLength(1)
     expect(refused!.attempts[0]!.statusCode).toBeNull()
-    expect(refused!.attempts[0]!.error).toBe('destination 127.0.0.1 refused: it is a loopback address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses')
+    expect(refused!.attempts[0]!.error).toBe('destination 127.0.0.1 refused: it is a loopback address; the outbound allow-list opens hosts and ranges (instance administrators: /admin/outbound; TRELLIS_HTTP_ALLOW when set)')
     expect(receivedBy('refused')).toEqual([])
     // Back to the usual policy for the tests after this one.
     await delivery.stop(2_000)
@@ -652,7 +652,7 @@ describe('the apply file', () => {
       throw new Error('applied')
     }
     expect(await problems([{ url: 'http://10.1.1.1/x' }])).toEqual([
-      'callbacks[0].url: points to a private address (10.1.1.1), which outbound requests may not reach unless TRELLIS_HTTP_ALLOW opens it',
+      'callbacks[0].url: points to a private address (10.1.1.1), which outbound requests may not reach: the outbound allow-list opens hosts and ranges (instance administrators: /admin/outbound; TRELLIS_HTTP_ALLOW when set)',
     ])
     expect(await problems([{ url: applied }], NOTHING_ALLOWED)).toEqual([expect.stringContaining('callbacks[0].url: points to a loopback address') as unknown as string])
     expect(await problems([{ url: 'https://a.example.com/' }, { url: 'https://a.example.com/' }])).toEqual(['callbacks[1].url: duplicate callback https://a.example.com/'])

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { bearer, processEnv, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, requireBrowser, serveAcme, stopServed, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, countOf, eventually, requireBrowser, serveAcme, stopServed, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
 
 requireBrowser('console-browser')
 
@@ -211,7 +211,7 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     expect(new URL(page.url()).pathname).toBe('/login')
   }, 30_000)
 
-  test('/docs renders the API reference (Swagger UI from the binary, no CDN)', async () => {
+  test('/docs renders the API reference (Swagger UI from the binary, no CDN) with no serious accessibility problem', async () => {
     const docs = await context.newPage()
     watch(docs)
     const outside: string[] = []
@@ -222,6 +222,13 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 45_000 })
     expect(await docs.locator('.opblock-summary-path').count()).toBeGreaterThan(20)
     expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
+    // No serious or critical accessibility problem, folded, with an operation open, and on a phone.
+    expect(await accessibilityProblems(docs)).toEqual([])
+    await docs.locator('.opblock-summary-control').first().click()
+    await docs.locator('.opblock.is-open .opblock-body').first().waitFor({ state: 'visible' })
+    expect(await accessibilityProblems(docs)).toEqual([])
+    await docs.setViewportSize({ width: 390, height: 844 })
+    expect(await accessibilityProblems(docs)).toEqual([])
     await docs.close()
   }, 60_000)
 

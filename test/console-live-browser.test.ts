@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
-import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, SCREENS, mark, pageIsSound, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
 
 requireBrowser('console-live-browser')
 
@@ -54,7 +54,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         // The environment's runs list, open in another tab before the run exists.
         await runs.goto('/p/Acme/e/production/runs')
         await mark(runs)
-        await noSidewaysScroll(runs)
+        await pageIsSound(runs)
 
         // And the record's own page, in a third tab: its runs list follows the record's runs.
         const record = await context.newPage()
@@ -63,7 +63,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         await mark(record)
 
         await page.goto(RECORD_PAGE(recordId))
-        await noSidewaysScroll(page)
+        await pageIsSound(page)
         await thenLoad(page, () => page.click('button:has-text("Run “Refund order”")'))
         expect(new URL(page.url()).pathname).toStartWith('/runs/')
         runId = new URL(page.url()).pathname.split('/').pop()!
@@ -88,14 +88,14 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         const seconds = /^(\d+\.\d) s$/.exec((await wait.locator('.step-duration').textContent()) ?? '')?.[1]
         expect(Number(seconds)).toBeGreaterThanOrEqual(5)
         expect(await count(page, '#run-cancel:visible')).toBe(0)
-        await noSidewaysScroll(page)
+        await pageIsSound(page)
 
         // The other tab: the new run on top, its status followed to the end, never reloaded.
         const row = `tr[data-run-id="${runId}"]`
         await eventually('the runs list to show the run as succeeded', textOf(runs, `${row} .run-status`), (t) => t === 'succeeded', 15_000)
         expect(await runs.locator(`${row} a.record-link`).getAttribute('href')).toBe(RECORD_PAGE(recordId))
         expect(await stayed(runs)).toBe(true)
-        await noSidewaysScroll(runs)
+        await pageIsSound(runs)
         await eventually('the record page to list the run as succeeded', textOf(record, `${row} .run-status`), (t) => t === 'succeeded', 15_000)
         expect(await record.locator(`${row} a.run-link`).getAttribute('href')).toBe(`/runs/${runId}`)
         expect(await stayed(record)).toBe(true)
@@ -124,7 +124,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         await thenLoad(page, () => page.click('#run a.record-link'))
         expect(new URL(page.url()).pathname).toBe(RECORD_PAGE(recordId))
         expect(await textOf(page, '#record-data')()).toContain('"status": "refunded"')
-        await noSidewaysScroll(page)
+        await pageIsSound(page)
         await thenLoad(page, () => page.click(`table.runs a.run-link[href="/runs/${runId}"]`))
         expect(new URL(page.url()).pathname).toBe(`/runs/${runId}`)
         await thenLoad(page, () => page.click('#run-project'))
@@ -153,7 +153,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         await page.fill('#record-search input[name=value]', 'cus_002')
         await thenLoad(page, () => page.click('#record-search button[type=submit]'))
         expect(await page.locator('table a.record-link').allTextContents()).toEqual(['ord_1002'])
-        await noSidewaysScroll(page)
+        await pageIsSound(page)
       }, 30_000)
 
       test('the header search finds a record and a person', async () => {
@@ -161,7 +161,7 @@ describe.skipIf(!browserAvailable)('live run pages, links and search in Chromium
         await thenLoad(page, () => page.press('header input[name=q]', 'Enter'))
         expect(new URL(page.url()).pathname).toBe('/search')
         expect(await page.locator('#found-records a').allTextContents()).toEqual(['ord_1003'])
-        await noSidewaysScroll(page)
+        await pageIsSound(page)
         await page.fill('header input[name=q]', 'bob@')
         await thenLoad(page, () => page.press('header input[name=q]', 'Enter'))
         expect(await page.locator('#found-people a').allTextContents()).toEqual(['bob@example.com'])

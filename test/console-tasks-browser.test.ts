@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { queryAll, type ServeProcess, type TestEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, ordersWorkflow } from './support/acme.ts'
-import { browserAvailable, eventually, requireBrowser, SCREENS, mark, noSidewaysScroll, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
+import { browserAvailable, eventually, requireBrowser, SCREENS, mark, pageIsSound, serveAcme, stayed, stopServed, textOf, thenLoad, watchPage, signInAs } from './support/browser.ts'
 import { type SmtpServer, startSmtpServer } from './support/smtp.ts'
 
 requireBrowser('console-tasks-browser')
@@ -107,10 +107,10 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         expect(Number(await textOf(dave, '#inbox-link .count')())).toBeGreaterThanOrEqual(1)
         await thenLoad(dave, () => dave.click('#inbox-link'))
         expect(new URL(dave.url()).pathname).toBe('/inbox')
-        await noSidewaysScroll(dave)
+        await pageIsSound(dave)
         await thenLoad(dave, () => dave.click(`#inbox tr:has-text("${recordId}") a.task-link`))
         expect(new URL(dave.url()).pathname).toStartWith('/tasks/')
-        await noSidewaysScroll(dave)
+        await pageIsSound(dave)
 
         // The record, then a note in its thread before deciding.
         expect(await textOf(dave, '#record-data')()).toContain('"status"')
@@ -125,7 +125,7 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         await dave.click('#decide button[value=approve]')
         await eventually('the error beside the field', textOf(dave, '#decide .field-error'), (t) => t.includes('500'))
         expect(await dave.getAttribute('#decide input[name=amount]', 'aria-invalid')).toBe('true')
-        await noSidewaysScroll(dave)
+        await pageIsSound(dave)
 
         // Rightly: approved, and the run goes on by itself.
         await dave.fill('#decide input[name=amount]', '120')
@@ -169,7 +169,7 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         await eventually('the header counts it', () => inboxCount(dave), (n) => n === waiting + 1)
         expect(await stayed(dave)).toBe(true)
         expect(reads).toBeGreaterThan(0)
-        await noSidewaysScroll(dave)
+        await pageIsSound(dave)
         // bob's run page shows the task it waits for once it opens (the page was served before the task step ran).
         await eventually('the run waits for its task', () => bob.locator('#run-task a.task-link').count(), (n) => n === 1, 10_000)
         await dave.close()
@@ -190,7 +190,7 @@ describe.skipIf(!browserAvailable)('the inbox and a task page in Chromium', () =
         await dave.reload()
         expect(await dave.inputValue(choice)).toBe('false')
         expect(await (await dave.request.get('/v1/account')).json()).toMatchObject({ taskMail: false, mailEnabled: true })
-        await noSidewaysScroll(dave)
+        await pageIsSound(dave)
 
         // The next task for Billing: carol is mailed, dave is not (the outbox row is written with the task, or never).
         await startRefund(bob, records.mailed)

@@ -61,12 +61,23 @@ describe.skipIf(!browserAvailable)('a workflow\'s trigger settings in Chromium',
       expect(await textOf(page, '#schedule-state')()).toBe('enabled')
 
       // Events: when a claim's status changes and it is disputed.
-      await page.fill('#events-form [name=on]', '[{"event": "recordUpdated", "fields": ["status"]}]')
+      // No JSON for the events: a box per kind, the fields offered from the collection's schema.
+      expect(await page.locator('#events-field-names option').evaluateAll((options) => options.map((o) => o.getAttribute('value')))).toContain('status')
+      await page.check('#events-form input[name=event][value=recordUpdated]')
       await page.fill('#events-form [name=where]', '{"status": {"eq": "disputed"}}')
       await page.fill('#events-form [name=runAs]', 'alice@example.com')
+      // A field the schema lacks is said beside the fields box, nothing saved.
+      await page.fill('#events-form [name=fields]', 'colour')
+      await page.click('#events-form button[type=submit]')
+      await eventually('the field error', textOf(page, '#events-form'), (t) => t.includes('no field colour'))
+      expect(await textOf(page, '#events-state')()).toBe('off')
+      await page.fill('#events-form [name=fields]', 'status')
       await thenLoad(page, () => page.click('#events-form button[type=submit]'))
       expect(await textOf(page, '#flash')()).toBe('Events saved.')
       expect(await textOf(page, '#events-state')()).toBe('on')
+      expect(await page.isChecked('#events-form input[name=event][value=recordUpdated]')).toBe(true)
+      expect(await page.isChecked('#events-form input[name=event][value=recordCreated]')).toBe(false)
+      expect(await page.inputValue('#events-form [name=fields]')).toBe('status')
       await noSidewaysScroll(page)
       expect(await accessibilityProblems(page)).toEqual([])
 

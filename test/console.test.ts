@@ -20,7 +20,7 @@ import { createUser } from '../src/modules/users/service.ts'
 import { acmeDocument, acmeProject, applyAcme, startRefundWithSession, tokenFor, userId } from './support/acme.ts'
 import { assertValidWithExtensions } from './support/compat-schema.ts'
 import { STEP_TEMPLATES } from '../src/modules/console/workflow-authoring.ts'
-import { STEP_TYPES, workflowDefinitionProblems } from '../src/modules/workflows/definition.ts'
+import { STEP_SCHEMAS, STEP_TYPES, workflowDefinitionProblems } from '../src/modules/workflows/definition.ts'
 
 
 interface ActivityEntry {
@@ -741,10 +741,29 @@ describe('authoring workflows', () => {
     expect(text).toContain('<button type="button" data-add-step>Add</button>')
   })
 
+  test("the builder is given the API's own step schemas, each rule in the API's words, and the project's choices", async () => {
+    const text = (await get(page, 'alice')).text
+    const attribute = /data-builder="([^"]*)"/.exec(text)?.[1]
+    expect(attribute).toBeDefined()
+    const data = JSON.parse(attribute!.replace(/&quot;/g, '"').replace(/&#x27;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&'))
+    const rulesOut = (node: unknown): unknown =>
+      Array.isArray(node) ? node.map(rulesOut) : node && typeof node === 'object' ? Object.fromEntries(Object.entries(node).filter(([key]) => key !== 'rule').map(([key, value]) => [key, rulesOut(value)])) : node
+    expect(rulesOut(data.schemas)).toEqual(JSON.parse(JSON.stringify(STEP_SCHEMAS)))
+    expect(data.schemas.wait.properties.seconds.rule).toBe('must be an integer between 1 and 2592000')
+    expect(data.types).toEqual(STEP_TYPES)
+    expect(data.teams).toEqual(expect.arrayContaining(['Billing', 'Support']))
+    expect(data.users).toContain('carol@example.com')
+    expect(data.collections.map((c: { name: string }) => c.name)).toEqual(expect.arrayContaining(['customers', 'orders']))
+    expect(data.dryRun).toBe('/v1/project/Acme/environment/production/team/Support/workflows/Authored%20here/dry-run')
+  })
+
   test('the editor script and style come from the binary', async () => {
     const js = await get('/console/editor.js')
     expect(js.headers.get('content-type')).toStartWith('text/javascript')
     expect(js.text).toContain('function jsonLines')
     expect((await get('/console/editor.css')).headers.get('content-type')).toStartWith('text/css')
+    const builder = await get('/console/builder.js')
+    expect(builder.headers.get('content-type')).toStartWith('text/javascript')
+    expect(builder.text).toContain('function stepProblems')
   })
 })

@@ -15,7 +15,7 @@ import { advanceRun, insertRun, LeaseLostError, type NewRun, recoverExpiredRuns,
 import { Executor, STEP_RUNNERS } from '../src/executor/executor.ts'
 import { StepFailure, type StepContext, type StepResult, type StepRunner } from '../src/executor/step.ts'
 import { backoffMs } from '../src/executor/steps/http.ts'
-import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../src/executor/template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../src/lib/template.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'

@@ -72,6 +72,8 @@ const NEW_NAMES: Record<string, Json> = {
   'PUT /v1/project/{projectName}/collections/{collectionName}/schema': { fields: [{ name: 'conformance', type: 'text' }] },
   // Events the schema-less `orders` takes: `fields` only on recordUpdated, no `where` (filters need a schema).
   'PUT /v1/project/{projectName}/environment/{environmentName}/team/{teamName}/workflows/{workflowName}/events': { on: [{ event: 'recordUpdated', fields: ['status'] }], where: {} },
+  // A definition on the fixture's collection (its nested `collection` is not a top-level field the known names fill in).
+  'POST /v1/project/{projectName}/environment/{environmentName}/team/{teamName}/workflows/{workflowName}/dry-run': { definition: { collection: 'orders', steps: [{ type: 'load' }] } },
 }
 
 /** Real names (and switches) where the body has fields of those names (top level); the rest as generated. */

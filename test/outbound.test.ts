@@ -80,7 +80,7 @@ describe('default: nothing local or private is called', () => {
     [`https://127.0.0.1:${port}/`, '127.0.0.1', 'loopback'],
   ])('%s → refused: %s is a %s address', async (url, host, why) => {
     const message = await refusal(client, url)
-    expect(message).toBe(`destination ${host} refused: it is a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+    expect(message).toBe(`destination ${host} refused: it is a ${why} address; the outbound allow-list opens hosts and ranges (instance administrators: /admin/outbound; TRELLIS_HTTP_ALLOW when set)`)
   })
 
   // Every IPv6 form that carries an IPv4 address is judged as that address (then as the form itself).
@@ -112,13 +112,13 @@ describe('default: nothing local or private is called', () => {
   test.each(embedding)('%s: [%s] as a URL host → refused: %s', async (_, address, why) => {
     const host = `[${new URL(`http://[${address}]/`).hostname.slice(1, -1)}]`
     const message = await refusal(client, `http://[${address}]:${port}/`)
-    expect(message).toBe(`destination ${host} refused: it is a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+    expect(message).toBe(`destination ${host} refused: it is a ${why} address; the outbound allow-list opens hosts and ranges (instance administrators: /admin/outbound; TRELLIS_HTTP_ALLOW when set)`)
   })
 
   test.each(embedding)('%s: a name resolving to %s → refused: %s (the address not named)', async (_, address, why) => {
     const client = new OutboundClient({ resolve: async () => [address] })
     const message = await refusal(client, `http://embedded.test:${port}/`)
-    expect(message).toBe(`destination embedded.test refused: it resolves to a ${why} address; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+    expect(message).toBe(`destination embedded.test refused: it resolves to a ${why} address; the outbound allow-list opens hosts and ranges (instance administrators: /admin/outbound; TRELLIS_HTTP_ALLOW when set)`)
   })
 
   test('a name is resolved to an IPv4 address inside an IPv6 form that is refused, whatever the spelling of the answer', () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser, BrowserContext } from 'playwright-core'
 import type { ServeProcess, TestEnv } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
-import { browserAvailable, eventually, noSidewaysScroll, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, signInAs } from './support/browser.ts'
+import { browserAvailable, eventually, pageIsSound, requireBrowser, SCREENS, serveAcme, stopServed, textOf, thenLoad, signInAs } from './support/browser.ts'
 
 requireBrowser('records-csv-browser')
 
@@ -50,7 +50,7 @@ describe.skipIf(!browserAvailable)('CSV import and export in the console', () =>
 
       test('export link; preview with errors; import with progress; the records are there', async () => {
         const bob = await signIn(context, 'bob', COLLECTION)
-        await noSidewaysScroll(bob)
+        await pageIsSound(bob)
         const href = await bob.locator('.csv-links a:has-text("Export CSV")').getAttribute('href')
         const exported = await bob.request.get(href!)
         expect(exported.status()).toBe(200)
@@ -61,7 +61,7 @@ describe.skipIf(!browserAvailable)('CSV import and export in the console', () =>
 
         await thenLoad(bob, () => bob.click('.csv-links a:has-text("Import CSV")'))
         expect(new URL(bob.url()).pathname).toBe(`${COLLECTION}/import`)
-        await noSidewaysScroll(bob)
+        await pageIsSound(bob)
         const ids = [1, 2, 3].map((n) => `${screen}_${n}`)
         const file = (qty: string, extra = '') => ({
           name: 'parts.csv',
@@ -77,7 +77,7 @@ describe.skipIf(!browserAvailable)('CSV import and export in the console', () =>
         expect(await textOf(bob, '#import-columns tbody tr:last-child')()).toContain('unknown: not imported')
         expect(await textOf(bob, '#import-errors tbody tr')()).toBe('3qtymust be an integer')
         expect(await bob.locator('#csv-import button[name=import]').isDisabled()).toBe(true)
-        await noSidewaysScroll(bob)
+        await pageIsSound(bob)
 
         await bob.setInputFiles('#csv-import input[type=file]', file('12'))
         await bob.click('#csv-import button[name=preview]')

@@ -3,8 +3,8 @@
  * this file is in POSTGRES_PASS): the API and its errors, fire times in a time zone across DST (the clock injected),
  * ticks that start one run per matching record and skip a record with an active run, the limit, runAs losing its
  * rights, catch-up after downtime, a tick resumed after its instance died. Then real `trellis serve` processes: a
- * seconds schedule firing every second, kill -9 in the middle of a tick, and (PostgreSQL) two instances on one
- * database firing each tick once.
+ * seconds schedule firing every second, kill -9 in the middle of a tick, kill -9 while record events are being
+ * dispatched (docs/workflows.md "Events"), and (PostgreSQL) two instances on one database firing each tick once.
  *
  * Acme: alice is a project admin in team Support, bob an editor in Support, dave a user in Billing.
  */
@@ -501,6 +501,33 @@ test('real server: kill -9 in the middle of a tick; the restarted server finishe
     expect(Number(deployed.sql('SELECT started FROM schedule_ticks'))).toBe(count)
     expect(Number(deployed.sql("SELECT count(*) FROM runs WHERE \"trigger\" = 'schedule'"))).toBe(count)
     expect(Number(deployed.sql('SELECT count(DISTINCT record_id) FROM runs'))).toBe(count)
+  } finally {
+    await deployed.close()
+  }
+}, 240_000)
+
+test('real server: kill -9 while record events are being dispatched; the restarted server starts each committed change’s run once', async () => {
+  // One import commits every ticket and its event in one transaction; the dispatcher then works through the outbox.
+  const count = TEST_STORE === 'postgres' ? 2000 : 5000
+  const deployed = await deployment([holdOn('On import')], 1, [])
+  try {
+    const base = deployed.urls()[0]!
+    const events = await fetch(`${base}${PLACE}/On%20import/events`, { method: 'PUT', headers: { authorization: `Bearer ${deployed.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ on: [{ event: 'recordCreated' }], runAs: 'alice@example.com' }) })
+    expect(events.status).toBe(200)
+    const csv = `id,status,priority\n${Array.from({ length: count }, (_, i) => `e${i},pending,1`).join('\n')}\n`
+    const imported = await fetch(`${base}/v1/project/Acme/environment/production/collection/tickets/records.csv`, { method: 'POST', headers: { authorization: `Bearer ${deployed.token}`, 'content-type': 'text/csv' }, body: csv })
+    expect(imported.status, await imported.clone().text()).toBe(200)
+    const eventRuns = () => Number(deployed.sql("SELECT count(*) FROM runs WHERE \"trigger\" = 'event'"))
+    await until('the dispatcher to have started some runs', () => eventRuns() > 0, 20_000, 2)
+    await deployed.kill()
+    // Killed in the middle: each committed ticket has its run or its event still in the outbox, never both, never neither.
+    const before = eventRuns()
+    expect(before).toBeLessThan(count)
+    expect(before + Number(deployed.sql("SELECT count(*) FROM workflow_events WHERE status = 'pending'"))).toBe(count)
+    await deployed.restart()
+    await until('every event dispatched', () => deployed.sql('SELECT count(*) FROM workflow_events') === '0', 120_000)
+    expect(eventRuns()).toBe(count)
+    expect(Number(deployed.sql("SELECT count(DISTINCT record_id) FROM runs WHERE \"trigger\" = 'event'"))).toBe(count)
   } finally {
     await deployed.close()
   }

@@ -7,12 +7,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { claimWorkflowEvents } from '../src/db/workflow-events.ts'
 import { writeNow } from '../src/db/write.ts'
-import { EventDispatch } from '../src/executor/event-dispatch.ts'
+import { EventDispatch, MAX_DISPATCH_ATTEMPTS } from '../src/executor/event-dispatch.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { createLogger, silentLogger } from '../src/lib/logger.ts'
 import { patchRecord } from '../src/modules/records/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { anotherStore, applyNow, bearer, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
+import { anotherStore, applyNow, bearer, execute, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS, sessionCookie } from './support/api-fixture.ts'
 
@@ -23,7 +23,7 @@ let token = ''
 let bobToken = ''
 let dispatch: EventDispatch
 
-const WORKFLOWS = ['On create', 'On status', 'On delete', 'On note', 'Debounced', 'As bob']
+const WORKFLOWS = ['On create', 'On status', 'On delete', 'On note', 'Debounced', 'As bob', 'Poisoned']
 const BASE = '/v1/project/Acme/environment/production'
 const eventsPath = (workflow: string, team = 'Support') => `${BASE}/team/${team}/workflows/${encodeURIComponent(workflow)}/events`
 const recordsPath = `${BASE}/collection/tickets/records`
@@ -54,12 +54,12 @@ const counters = (workflow: string) =>
     'SELECT e.received, e.started, e.skipped FROM workflow_event_triggers e JOIN workflows w ON w.id = e.workflow_id WHERE w.name = ?',
     workflow,
   )!
-const pendingEvents = () => queryOne<{ n: number }>(env.store, 'SELECT count(*) AS n FROM workflow_events')!.n
+const pendingEvents = () => queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM workflow_events WHERE status = 'pending'")!.n
 
 /** Dispatches every due event now (the loop's poll is short; this waits until none is due). */
 async function dispatched() {
   dispatch.notify()
-  await until('due events dispatched', () => queryOne<{ n: number }>(env.store, 'SELECT count(*) AS n FROM workflow_events WHERE next_attempt_at <= ?', env.clock.now())!.n === 0, 20_000, 20)
+  await until('due events dispatched', () => queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM workflow_events WHERE status = 'pending' AND next_attempt_at <= ?", env.clock.now())!.n === 0, 20_000, 20)
 }
 
 async function newTicket(id: string, data: Record<string, unknown> = { status: 'open', priority: 1 }) {
@@ -283,6 +283,48 @@ describe('events start runs', () => {
     expect(runsOf('On create').filter((r) => r.recordId === 't_crash')).toHaveLength(1)
     expect(queryOne<{ n: number }>(env.store, "SELECT count(*) AS n FROM workflow_events WHERE lease_owner = 'workflow-events-dead'")!.n).toBe(0)
   })
+
+  test('an event whose dispatch throws is tried again with growing waits, then kept as failed and counted; others go on', async () => {
+    expect((await call('PUT', eventsPath('Poisoned'), { on: [{ event: 'recordCreated' }], runAs: 'alice@example.com' })).status).toBe(200)
+    await dispatch.stop()
+    try {
+      await newTicket('t_poison')
+      // Someone with the database's access breaks the event's stored chain: its every dispatch throws.
+      execute(env.store, "UPDATE workflow_events SET chain = '{not json' WHERE record_key = 't_poison'")
+    } finally {
+      dispatch = new EventDispatch({ store: env.store, clock: env.clock, logger: silentLogger, pollMs: 20, onRunQueued: () => {} })
+      dispatch.start()
+    }
+    const poisoned = () =>
+      queryOne<{ status: string; attempts: number; nextAttemptAt: number; leaseOwner: string | null }>(
+        env.store,
+        'SELECT e.status, e.attempts, e.next_attempt_at AS "nextAttemptAt", e.lease_owner AS "leaseOwner" FROM workflow_events e JOIN workflows w ON w.id = e.workflow_id WHERE w.name = ? AND e.record_key = ?',
+        'Poisoned',
+        't_poison',
+      )!
+    let wait = 30_000
+    for (let attempt = 1; attempt < MAX_DISPATCH_ATTEMPTS; attempt++) {
+      dispatch.notify()
+      await until(`attempt ${attempt} settled`, () => poisoned().attempts === attempt, 20_000, 20)
+      const settled = poisoned()
+      expect(settled).toEqual({ status: 'pending', attempts: attempt, nextAttemptAt: env.clock.now() + wait, leaseOwner: null })
+      env.clock.advance(wait)
+      wait *= 2
+    }
+    dispatch.notify()
+    await until('the last attempt settled', () => poisoned().status === 'failed', 20_000, 20)
+    expect(poisoned().attempts).toBe(MAX_DISPATCH_ATTEMPTS)
+    // Kept, not claimed again; the next events, of this workflow and another, start their runs.
+    env.clock.advance(24 * 3600_000)
+    await newTicket('t_after_poison')
+    await dispatched()
+    expect(poisoned().attempts).toBe(MAX_DISPATCH_ATTEMPTS)
+    expect(runsOf('On create').filter((r) => r.recordId === 't_after_poison')).toHaveLength(1)
+    expect(runsOf('Poisoned').map((r) => r.recordId)).toEqual(['t_after_poison'])
+    const metrics = await (await app.handle(request('/metrics'))).text()
+    expect(metrics).toContain('trellis_workflow_events_total{project="Acme",workflow="Poisoned",outcome="failed"} 1')
+    expect((await call('DELETE', eventsPath('Poisoned'))).status).toBe(204)
+  }, 60_000)
 
   test('runAs losing its rights: the event is skipped and counted', async () => {
     expect((await call('PUT', eventsPath('As bob'), { on: [{ event: 'recordCreated' }], runAs: 'bob@example.com' })).status).toBe(200)

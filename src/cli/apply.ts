@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { systemClock } from '../lib/clock.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
+import { read } from '../db/read.ts'
+import { effectiveAllowList } from '../modules/instance/outbound-allow.ts'
 import { ApplyError, type ApplyReport, applyDocument, parseApplyText } from '../modules/apply/service.ts'
 import { booleanFlag, type Command, CommandError, configFrom, parseFlags, PRINTED_BASE_URL_FLAG, required, stringFlag, withStore } from './command.ts'
 
@@ -24,14 +26,15 @@ export const applyCommand: Command = {
       throw new CommandError(`cannot read ${path}: ${(error as Error).message}`)
     }
     try {
-      const report = await withStore(config, (store) =>
+      const report = await withStore(config, async (store) =>
         applyDocument(parseApplyText(text), {
           store,
           clock: systemClock,
           secret: loadInstanceSecret(config.dataDir, config.secretFromEnv),
           baseUrl: config.baseUrl,
           actorEmail: parsed.values.as as string | undefined,
-          httpAllow: config.httpAllow,
+          // Callback URLs are checked as the API checks them: against the list in effect (the console's, or the environment's).
+          httpAllow: await read(store, effectiveAllowList(config)),
         }),
       )
       io.out(parsed.values.json ? JSON.stringify(report, null, 2) : humanReport(report))

@@ -14,6 +14,7 @@ import { createLogger } from '../lib/logger.ts'
 import { ensurePrivateDir, octal } from '../lib/private-dir.ts'
 import { createMetrics } from '../lib/metrics.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
+import { OutboundAllowCache } from '../modules/instance/outbound-allow.ts'
 import { loadInstanceSecret } from '../lib/secret.ts'
 import { raiseParserHeaderLimit } from '../http/request-head.ts'
 import { withRequestLog } from '../http/request-log.ts'
@@ -63,8 +64,10 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const upkeep = store.serve({ ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
   const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
   const setup = stored.noUsers ? SetupGate.open() : undefined
-  // `http` steps and completion callbacks go out through one client: the same destinations are refused.
-  const outbound = new OutboundClient({ allow: config.httpAllow })
+  // `http` steps and completion callbacks go out through one client: the same destinations are refused. The
+  // allow-list is asked at each request (the console's changes need no restart), and shared with the routes.
+  const outboundAllow = new OutboundAllowCache(store, config)
+  const outbound = new OutboundClient({ allow: () => outboundAllow.current() })
   // The executor's share of a turn while HTTP is busy; alone it takes every turn (docs/workflows.md "Executor").
   const slices = new TurnSlices()
   const shareMs = shareOfTurnMs(config.executorSharePercent)
@@ -82,7 +85,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
     metrics,
   })
   const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
-  const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings })
+  const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings, outboundAllow })
   const app = createApp(deps)
   const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
   raiseParserHeaderLimit()

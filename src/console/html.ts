@@ -34,10 +34,13 @@ export function trustedHtml(text: string): Html {
 
 /**
  * A table inside a box that scrolls sideways on its own, so a wide table never makes the page wider than a phone's
- * screen. Focusable, so a keyboard can scroll it too. Every console table is wrapped by this.
+ * screen. Focusable, so a keyboard can scroll it too. Every console table is wrapped by this; one with `rowActions`
+ * stacks its rows as cards under a phone's width instead (nothing to scroll, so not focusable).
  */
-export function scrollingTable(table: Html): Html {
-  return html`<div class="table-scroll" tabindex="0">${table}</div>`
+export function scrollingTable(table: Html, options: { rowActions?: boolean } = {}): Html {
+  // A table with buttons in its rows (Revoke, Deactivate, Remove, Resend) becomes one card per row on a phone
+  // (console.css `.stack`): its actions are on screen, not past a sideways scroll.
+  return options.rowActions ? html`<div class="table-scroll stack">${table}</div>` : html`<div class="table-scroll" tabindex="0">${table}</div>`
 }
 
 /** `/p/Acme/e/production` from unencoded segments. */

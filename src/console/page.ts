@@ -57,7 +57,7 @@ function userMenu(user: NonNullable<PageSpec['user']>): Html {
   <summary>Menu</summary>
   <nav class="menu-items" aria-label="Account">
     <span class="muted who">${user.email}</span>
-    ${user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a>` : ''}
+    ${user.isInstanceAdmin ? html`<a href="/admin/users">People</a> <a href="/admin/projects">All projects</a> <a href="/admin/outbound">Outbound</a>` : ''}
     <a href="/account">Account</a>
     <form class="inline" data-api action="/auth/logout" data-next="${user.viaSso ? '/login?signedOut=sso' : '/login'}"><button type="submit">Sign out</button></form>
   </nav>

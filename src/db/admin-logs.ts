@@ -4,7 +4,7 @@
  * statements built once per dialect and connection).
  * Append-only: nothing here updates an entry; only log retention (`deleteLogBatch`) deletes old ones.
  */
-import { asc, desc, eq, isNull } from 'drizzle-orm'
+import { and, asc, desc, eq, isNull } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import type { Op } from './op.ts'
@@ -71,9 +71,16 @@ export function* pageAdminLogIds(projectId: number, filters: AdminLogPageFilters
   )
 }
 
-/** The ids of the newest `limit` instance-wide entries (no project: people, invitations), newest first. */
-export function* pageInstanceAdminLogIds(limit: number): Op<number[]> {
-  const found = yield* rows(({ db, t }) => db.select({ id: t.adminLogs.id }).from(t.adminLogs).where(isNull(t.adminLogs.projectId)).orderBy(desc(t.adminLogs.id)).limit(limit))
+/** The ids of the newest `limit` instance-wide entries (no project: people, invitations, settings), newest first; of one resource when given. */
+export function* pageInstanceAdminLogIds(limit: number, resource?: string): Op<number[]> {
+  const found = yield* rows(({ db, t }) =>
+    db
+      .select({ id: t.adminLogs.id })
+      .from(t.adminLogs)
+      .where(and(isNull(t.adminLogs.projectId), resource === undefined ? undefined : eq(t.adminLogs.resource, resource)))
+      .orderBy(desc(t.adminLogs.id))
+      .limit(limit),
+  )
   return found.map((r) => r.id)
 }
 

@@ -17,7 +17,7 @@ import type { ProjectPart } from './projects.ts'
 import { allOf, statementOfShape } from './pages.ts'
 import { exec, setPlaceholders, type Statement, statement } from './query.ts'
 import { type collections, records } from './schema.ts'
-import { type ChangeOrigin, recordWorkflowEvents } from './workflow-events.ts'
+import { type ChangeOrigin, recordWorkflowEvents, subscribersOf } from './workflow-events.ts'
 
 export type RecordRow = typeof records.$inferSelect
 export type CollectionRow = typeof collections.$inferSelect
@@ -159,8 +159,14 @@ export function findRecordByKeyToChange(scope: RecordScope, recordKey: string) {
   return RECORD_BY_KEY_TO_CHANGE.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
 }
 
+// It answers how many workflows subscribe to the record's collection in its environment, in the same statement: the
+// common write, of a collection no workflow subscribes to, pays no second statement (a round trip on PostgreSQL).
 const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
-  db.update(t.records).set(setPlaceholders('data', 'updatedAt')).where(eq(t.records.id, sql.placeholder('id'))),
+  db
+    .update(t.records)
+    .set(setPlaceholders('data', 'updatedAt'))
+    .where(eq(t.records.id, sql.placeholder('id')))
+    .returning({ subscribers: subscribersOf(t) }),
 )
 
 /**
@@ -177,7 +183,8 @@ export interface RecordWritten extends RecordScope {
 
 /** Replaces one record's data (`data`: its canonical JSON text); a `recordUpdated` event. */
 export function* setRecordData(id: number, data: string, now: number, written: RecordWritten): Op<void> {
-  yield* SET_RECORD_DATA.exec({ data, updatedAt: now, id })
+  const [row] = yield* SET_RECORD_DATA.rows({ data, updatedAt: now, id })
+  if (!row || row.subscribers === 0) return
   yield* recordWorkflowEvents(written, [{ recordKey: written.recordKey, event: 'recordUpdated', changedFields: written.changedFields ?? [], byRun: written.byRun }], now)
 }
 

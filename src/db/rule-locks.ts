@@ -15,12 +15,12 @@ import { PG_LISTS } from './postgres/monotonic.ts'
 /**
  * The rules a lock holds: never zero active instance administrators; never a project without an admin (per project);
  * a workflow's callback endpoints within their bound and of distinct URLs (per workflow); a user's live tokens
- * within their bound (per user).
+ * within their bound (per user); an instance setting's admin log entry naming the value it replaced (per instance).
  */
-export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks' | 'liveTokens'
+export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks' | 'liveTokens' | 'instanceSettings'
 
 /** Each rule's first key of its advisory lock on PostgreSQL, distinct from the lists' (./postgres/monotonic.ts PG_LISTS: 2–5 and 8). */
-const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9, liveTokens: 10 }
+const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9, liveTokens: 10, instanceSettings: 11 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))
 if (Object.values(RULE_LOCKS).some((key) => LIST_KEYS.has(key))) throw new Error('a rule lock shares its key with a list lock')

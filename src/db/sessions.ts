@@ -1,6 +1,7 @@
 /**
- * Sign-in storage: console sessions (by the SHA-256 of their id) and the stored identity provider settings
- * (`instance_settings` row `sso`, JSON). Hashing and expiry rules stay in the auth services.
+ * Sign-in storage: console sessions (by the SHA-256 of their id), and the instance settings (`instance_settings`, one
+ * JSON value per name: the identity provider's `sso`, the outbound allow-list's `http-allow`). Hashing and expiry
+ * rules stay in the auth services, the settings' meaning with their modules.
  */
 import { eq, lt, sql } from 'drizzle-orm'
 import type { Op } from './op.ts'

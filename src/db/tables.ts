@@ -103,8 +103,9 @@ export function defineTables(kit: TableKit) {
   )
 
   /**
-   * Instance settings an apply file sets (today: `sso`, the identity provider without its secret), one JSON value
-   * per name. Flags and environment variables win over them; `serve` reads them at start.
+   * Instance settings, one JSON value per name: `sso` (an apply file's identity provider without its secret; `serve`
+   * reads it at start) and `http-allow` (the outbound allow-list instance administrators keep in the console; read by
+   * outbound requests as they go, src/modules/instance/outbound-allow.ts). Flags and environment variables win over them.
    */
   const instanceSettings = table('instance_settings', {
     name: text('name').primaryKey(),

@@ -11,9 +11,10 @@
  */
 import { randomUUIDv7 } from 'bun'
 import { and, eq, gt, sql } from 'drizzle-orm'
-import { leasedQueue } from './leased-queue.ts'
+import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, placeholders, statement } from './query.ts'
+import type { Dialect } from './dialect.ts'
 import type { workflowEvents, workflowEventTriggers } from './schema.ts'
 
 export type WorkflowEventRow = typeof workflowEvents.$inferSelect
@@ -81,6 +82,15 @@ const INSERT_EVENT = statement('workflow-events.insert', ({ db, t }) =>
     attempts: 0,
   }),
 )
+
+/**
+ * In a statement on `records` (a write's RETURNING): how many workflows subscribe to the row's collection in its
+ * environment — the same seek as the subscribers' lookup, so a write that finds none skips `recordWorkflowEvents`.
+ */
+export const subscribersOf = (t: Dialect['t']) =>
+  sql<number>`(SELECT count(*) FROM ${t.workflowEventTriggers} WHERE ${t.workflowEventTriggers.environmentId} = ${t.records.environmentId} AND ${t.workflowEventTriggers.collectionId} = ${t.records.collectionId})`.mapWith(
+    Number,
+  )
 
 const RUN_CHAIN = statement('workflow-events.run-chain', ({ db, t }) =>
   db
@@ -170,6 +180,10 @@ export function* claimWorkflowEvents(owner: string, now: number, leaseMs: number
   return claimed.sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.id.localeCompare(b.id))
 }
 export const releaseWorkflowEventLeases = OUTBOX.releaseOwned
+/** An event that could not be dispatched: due again at `nextAttemptAt`, or failed for good (kept, counted in `/metrics`). */
+export function* settleUndispatchedEvent(event: Pick<WorkflowEventRow, 'id'>, owner: string, attempts: number, outcome: LeaseOutcome<'dispatched'>): Op<boolean> {
+  return yield* OUTBOX.settle({ id: event.id, owner, attempts, error: null, outcome })
+}
 export const recoverWorkflowEventsAtStart = OUTBOX.recoverAtStart
 export const nextWorkflowEventDueAt = OUTBOX.nextDueAt
 
@@ -227,7 +241,14 @@ export function listEventCounters() {
 }
 const statementOfCounters = statement('workflow-events.counters', ({ db, t }) =>
   db
-    .select({ project: t.projects.name, workflow: t.workflows.name, received: t.workflowEventTriggers.received, started: t.workflowEventTriggers.started, skipped: t.workflowEventTriggers.skipped })
+    .select({
+      project: t.projects.name,
+      workflow: t.workflows.name,
+      received: t.workflowEventTriggers.received,
+      started: t.workflowEventTriggers.started,
+      skipped: t.workflowEventTriggers.skipped,
+      failed: sql<number>`(SELECT count(*) FROM ${t.workflowEvents} WHERE ${t.workflowEvents.workflowId} = ${t.workflowEventTriggers.workflowId} AND ${t.workflowEvents.status} = 'failed')`.mapWith(Number),
+    })
     .from(t.workflowEventTriggers)
     .innerJoin(t.workflows, eq(t.workflows.id, t.workflowEventTriggers.workflowId))
     .innerJoin(t.collections, eq(t.collections.id, t.workflowEventTriggers.collectionId))

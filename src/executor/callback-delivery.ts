@@ -25,7 +25,7 @@ export interface CallbackDeliveryOptions {
   logger: Logger
   /** The instance secret, from which each endpoint's signing secret is derived. */
   secret: Buffer
-  /** How callbacks go out: the `http` step's client (TRELLIS_HTTP_ALLOW). */
+  /** How callbacks go out: the `http` step's client (the outbound allow-list in effect, asked at each request). */
   outbound: OutboundClient
   /** The first wait between attempts (TRELLIS_CALLBACK_RETRY_MS). */
   retryBaseMs: number

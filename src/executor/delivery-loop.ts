@@ -13,6 +13,7 @@
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
 import type { Store } from '../db/store.ts'
+import { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import { read } from '../db/read.ts'
 import type { QueueWakeups } from '../db/store.ts'
 import { write } from '../db/write.ts'
@@ -83,6 +84,13 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
 
   /** The log fields naming an item whose attempt threw. */
   protected abstract describeFailure(item: Item, error: Error): Record<string, unknown>
+
+  /**
+   * An item whose record threw (not the database being away: a fault of the item itself), settled in a transaction of
+   * its own — due again later, or failed once `attempts` are spent — so that it is not claimed again and again each
+   * time its lease runs out. Without it such an item waits for its lease and is attempted again.
+   */
+  protected recordFailed?(item: Item, attempts: number, now: number): Op<void>
 
   /** Before each claim (the clock's `now`): the worker's upkeep. */
   protected beforeClaim?(now: number): Promise<void>
@@ -191,12 +199,20 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
       : sent.final || attempts >= maxAttempts
         ? { status: 'failed', at: now }
         : { status: 'pending', nextAttemptAt: now + this.config.retryDelayMs(attempts) }
-    const recorded = await writeOutlastingStorage(
-      this.config.store,
-      () => this.record(item, sent, outcome, attempts, startedAt, durationMs),
-      () => this.running,
-      (error) => this.config.logger.warn(`recording a ${this.config.one} attempt waits for the database`, { error: error.message }),
-    )
+    let recorded: boolean
+    try {
+      recorded = await writeOutlastingStorage(
+        this.config.store,
+        () => this.record(item, sent, outcome, attempts, startedAt, durationMs),
+        () => this.running,
+        (error) => this.config.logger.warn(`recording a ${this.config.one} attempt waits for the database`, { error: error.message }),
+      )
+    } catch (error) {
+      if (!this.recordFailed || error instanceof StorageUnavailableError) throw error
+      this.config.logger.error(`a ${this.config.one} could not be recorded`, { ...this.describeFailure(item, error as Error), attempts })
+      await write(this.config.store, () => this.recordFailed!(item, attempts, now))
+      return
+    }
     if (recorded) this.recorded?.(item, sent, outcome, attempts)
   }
 }

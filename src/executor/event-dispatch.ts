@@ -14,6 +14,7 @@ import {
   nextWorkflowEventDueAt,
   recoverWorkflowEventsAtStart,
   releaseWorkflowEventLeases,
+  settleUndispatchedEvent,
   type WorkflowEventRow,
 } from '../db/workflow-events.ts'
 import type { Clock } from '../lib/clock.ts'
@@ -30,6 +31,13 @@ export interface EventDispatchOptions {
   /** Told when a run was queued (the executor's wake-up). */
   onRunQueued(): void
 }
+
+/**
+ * An event whose dispatch throws (its subscription's stored `where` unreadable, a bug): tried this many times in all,
+ * the waits doubling from `FAILED_DISPATCH_FIRST_WAIT_MS`, then kept as `failed` and counted in `/metrics`.
+ */
+export const MAX_DISPATCH_ATTEMPTS = 5
+const FAILED_DISPATCH_FIRST_WAIT_MS = 30_000
 
 /** Dispatching needs no outside call: an attempt is its transaction. */
 type Dispatch = { ok: true; final: false }
@@ -70,6 +78,12 @@ export class EventDispatch extends DeliveryLoop<WorkflowEventRow, Dispatch, 'dis
     const outcome = yield* dispatchWorkflowEvent(this.options.clock, event, this.owner)
     if (outcome === 'started') queueMicrotask(() => this.options.onRunQueued())
     return outcome !== 'lost'
+  }
+
+  protected override *recordFailed(event: WorkflowEventRow, attempts: number, now: number): Op<void> {
+    const outcome: LeaseOutcome<'dispatched'> =
+      attempts >= MAX_DISPATCH_ATTEMPTS ? { status: 'failed', at: now } : { status: 'pending', nextAttemptAt: now + FAILED_DISPATCH_FIRST_WAIT_MS * 2 ** (attempts - 1) }
+    yield* settleUndispatchedEvent(event, this.owner, attempts, outcome)
   }
 
   protected describeFailure(event: WorkflowEventRow, error: Error): Record<string, unknown> {

@@ -51,7 +51,7 @@ import { ScheduleTicker } from './schedule-ticker.ts'
 import type { Metrics } from '../lib/metrics.ts'
 import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
-import type { TaskOutcome } from './template.ts'
+import type { TaskOutcome } from '../lib/template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
 
 /** How often a running executor recovers the runs whose leases expired (a crashed instance's, or its own lost ones). */

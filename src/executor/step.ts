@@ -8,7 +8,7 @@ import { type ActivityAction, appendActivityLog } from '../modules/activity-logs
 import type { Step } from '../modules/workflows/definition.ts'
 import { type Op } from '../db/op.ts'
 import type { RunEventType } from '../db/run-events.ts'
-import type { TaskOutcome } from './template.ts'
+import type { TaskOutcome } from '../lib/template.ts'
 
 /** What a run acts on, resolved once when the run is claimed. */
 export interface RunTarget {

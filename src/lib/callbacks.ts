@@ -5,7 +5,7 @@
  */
 import { createHmac } from 'node:crypto'
 import { backoffDelayMs } from './backoff.ts'
-import { type AllowList, refusedAddressClass } from './outbound/policy.ts'
+import { type AllowList, OPENED_BY, refusedAddressClass } from './outbound/policy.ts'
 import { redactUrlsIn } from './outbound/redact.ts'
 import { toIso, toIsoMicros, type Micros } from './time.ts'
 
@@ -61,7 +61,7 @@ export function callbackUrlProblem(text: string, allow: AllowList): string | nul
   if (url.username !== '' || url.password !== '') return 'must not hold a user name or password (the signature authenticates each call)'
   const literal = url.hostname.replace(/^\[(.*)\]$/, '$1')
   const refused = isAddress(literal) ? refusedAddressClass(literal, allow) : null
-  if (refused) return `points to a ${refused} address (${url.hostname}), which outbound requests may not reach unless TRELLIS_HTTP_ALLOW opens it`
+  if (refused) return `points to a ${refused} address (${url.hostname}), which outbound requests may not reach: ${OPENED_BY}`
   return null
 }
 

@@ -48,8 +48,8 @@ export interface RunsSample {
   runningByProject: { project: string; running: number }[]
   /** Due runs held back now: by their workflow's concurrency limit, and by this instance's fair share. */
   deferred: { workflowLimit: number; fairShare: number }
-  /** Each workflow with record or note events: its events dispatched, runs started and events skipped, on every instance. */
-  workflowEvents?: { project: string; workflow: string; received: number; started: number; skipped: number }[]
+  /** Each workflow with record or note events: its events dispatched, runs started, events skipped and failed, on every instance. */
+  workflowEvents?: { project: string; workflow: string; received: number; started: number; skipped: number; failed: number }[]
 }
 
 /** The server's group commits so far (src/db/write.ts), read at scrape time. */
@@ -145,7 +145,7 @@ export function createMetrics(options: MetricsOptions = {}) {
 
   const workflowEvents = new Counter({
     name: 'trellis_workflow_events_total',
-    help: 'Record and note events of each workflow that has some, on every instance (counted in the database): received (dispatched), started (a run), skipped (an active run on the record, the loop bound, runAs without rights)',
+    help: 'Record and note events of each workflow that has some, on every instance (counted in the database): received (dispatched), started (a run), skipped (an active run on the record, the loop bound, runAs without rights), failed (could not be dispatched after its attempts)',
     labelNames: ['project', 'workflow', 'outcome'] as const,
     registers: [registry],
     async collect() {
@@ -153,10 +153,8 @@ export function createMetrics(options: MetricsOptions = {}) {
       if (!counted) return
       // Removed workflows drop out: the series are those of this scrape.
       this.reset()
-      for (const { project, workflow, received, started, skipped } of counted) {
-        this.inc({ project, workflow, outcome: 'received' }, received)
-        this.inc({ project, workflow, outcome: 'started' }, started)
-        this.inc({ project, workflow, outcome: 'skipped' }, skipped)
+      for (const { project, workflow, ...outcomes } of counted) {
+        for (const [outcome, n] of Object.entries(outcomes)) this.inc({ project, workflow, outcome }, n)
       }
     },
   })

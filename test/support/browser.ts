@@ -163,3 +163,12 @@ export async function accessibilityProblems(page: Page): Promise<string[]> {
     .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'empty-table-header')
     .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}`)
 }
+
+/**
+ * The two checks every state a browser test reaches passes, at either screen: the page is no wider than its viewport,
+ * and axe-core finds no serious or critical problem in it (both naming the page's URL).
+ */
+export async function pageIsSound(page: Page): Promise<void> {
+  await noSidewaysScroll(page)
+  expect({ url: page.url(), problems: await accessibilityProblems(page) }).toEqual({ url: page.url(), problems: [] })
+}

@@ -166,7 +166,7 @@ export function assertValid<T>(validate: ValidateFunction, body: T, label = 'bod
 export const EXTENSION_VALUES: Record<'listActivityLogs' | 'listAdminLogs', Record<string, readonly string[]>> = {
   listActivityLogs: { action: ['updateNote', 'archiveNote', 'unarchiveNote', 'failWorkflow', 'retryWorkflow', 'closeTask'] },
   listAdminLogs: {
-    resource: ['user', 'api-token', 'workflow', 'workflow-webhook', 'workflow-callback', 'workflow-schedule', 'workflow-events', 'log-retention', 'project', 'collection', 'invitation'],
+    resource: ['user', 'api-token', 'workflow', 'workflow-webhook', 'workflow-callback', 'workflow-schedule', 'workflow-events', 'log-retention', 'project', 'collection', 'invitation', 'outbound-allow'],
     initiator: ['system'],
   },
 }

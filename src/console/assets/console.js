@@ -14,6 +14,8 @@ function fieldValue(input) {
     case 'json': return raw === '' ? undefined : jsonValue(fieldName(input), raw)
     // A datetime-local input's value, read as UTC, as the API takes a date-time (seconds and an offset).
     case 'utc-datetime': return raw === '' ? undefined : `${raw}${raw.length === 16 ? ':00' : ''}Z`
+    // One value per line (a textarea: the outbound allow-list), blank lines kept so that `entries[3]` is the 4th line.
+    case 'lines': return raw === '' ? [] : input.value.split(/\r?\n/).map((value) => value.trim())
     // Comma-separated values (a select field's options); empty: none.
     case 'list': return raw === '' ? undefined : raw.split(',').map((value) => value.trim()).filter((value) => value !== '')
     // A schema row's default, read as the row's type says.
@@ -93,7 +95,14 @@ function formAction(form) {
 // Rows (a schema's fields): each element marked data-row inside one marked data-rows="fields" is one object of the
 // body's list `fields`, in the page's order, made of the inputs in it (a box: true when ticked, else left out).
 // A box marked data-list among data-in inputs is one value of a list (a multiselect field's choices).
-const rowsOf = (container) => Array.from(container.children).filter((child) => child.matches('[data-row]'))
+// A row marked data-row-if="NAME" is left out of the list unless its box NAME is ticked (the events a workflow starts
+// on: a row per kind), and a box marked data-value gives its value, not true.
+const rowsOf = (container) =>
+  Array.from(container.children).filter((child) => {
+    if (!child.matches('[data-row]')) return false
+    const box = child.dataset.rowIf ? child.querySelector(`input[type=checkbox][name="${child.dataset.rowIf}"]`) : null
+    return !box || box.checked
+  })
 
 function formJson(form, submitter) {
   const body = {}
@@ -103,7 +112,8 @@ function formJson(form, submitter) {
     if (row && form.contains(row)) {
       const container = row.parentElement
       const item = body[container.dataset.rows][rowsOf(container).indexOf(row)]
-      const value = input.type === 'checkbox' ? input.checked || undefined : fieldValue(input)
+      if (!item) continue
+      const value = input.type === 'checkbox' ? (input.checked ? (input.dataset.value !== undefined ? input.value : true) : undefined) : fieldValue(input)
       if (value !== undefined) item[input.name] = value
       continue
     }
@@ -136,8 +146,21 @@ function formJson(form, submitter) {
 
 function showError(form, message) {
   const slot = form.querySelector('.form-error')
-  if (slot) slot.textContent = message
-  else if (message) alert(message)
+  if (slot) {
+    slot.textContent = message
+    linkAllowList(slot, message)
+  } else if (message) alert(message)
+}
+
+// A refused destination's message names the outbound allow-list's page (src/lib/outbound/policy.ts): link it after the message.
+const ALLOW_LIST_PAGE = '/admin/outbound'
+function linkAllowList(slot, message) {
+  if (!message.includes(ALLOW_LIST_PAGE)) return
+  const link = document.createElement('a')
+  link.href = ALLOW_LIST_PAGE
+  link.className = 'allow-list-link'
+  link.textContent = 'Open the outbound allow-list'
+  slot.append(' ', link)
 }
 
 // The input a field name of an API 400 (`name`, `scopes[0]`, `steps[2].set`) or a FieldError stands for; a JSON
@@ -173,6 +196,7 @@ function showFieldErrors(form, problems) {
     note.className = 'field-error'
     note.id = `field-error-${++fieldErrors}`
     note.textContent = message
+    linkAllowList(note, message)
     // A box of a group: after the group's fieldset; any other input: after its label.
     const group = input.type === 'checkbox' || input.type === 'radio' ? input.closest('fieldset') : null
     ;(group || input.closest('label') || input).after(note)
@@ -222,7 +246,22 @@ async function refreshLists(from = location.href) {
     const replacement = fresh.getElementById(region.id)
     if (replacement) region.replaceWith(document.importNode(replacement, true))
   }
+  labelStackedCells(document)
 }
+
+// A table whose rows stack as cards on a phone (console.css `.stack`) shows each cell under its column's name.
+function labelStackedCells(root) {
+  for (const table of root.querySelectorAll('.stack table')) {
+    const names = Array.from(table.querySelectorAll('thead th'), (th) => th.textContent.trim())
+    for (const row of table.querySelectorAll('tbody tr')) {
+      Array.from(row.children).forEach((cell, i) => {
+        if (names[i]) cell.dataset.label = names[i]
+      })
+    }
+  }
+}
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', () => labelStackedCells(document))
+else labelStackedCells(document)
 // live.js refreshes a page's regions the same way when an event says they changed.
 window.trellisRefresh = refreshLists
 

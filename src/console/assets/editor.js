@@ -156,7 +156,7 @@ function syntaxProblem(text, parseError) {
 
 function editorParts(form) {
   return {
-    textarea: form.querySelector('textarea'),
+    textarea: form.querySelector('textarea[name=definition]'),
     gutter: form.querySelector('.gutter'),
     problems: form.querySelector('.editor-problems'),
     result: form.querySelector('.editor-result'),
@@ -249,8 +249,11 @@ async function publish(form) {
   if (!response.ok) {
     const lines = jsonLines(text)
     const details = answer.details && answer.details.length > 0 ? answer.details : [{ field: '', message: answer.message || `${response.status} ${response.statusText}` }]
+    // The builder (builder.js) puts the same problems beside its fields.
+    form.dispatchEvent(new CustomEvent('trellis:problems', { detail: details }))
     return showProblems(form, details.map((d) => ({ line: d.field ? lineOf(lines, d.field) : null, field: d.field, message: d.message })))
   }
+  form.dispatchEvent(new CustomEvent('trellis:problems', { detail: [] }))
   const page = form.dataset.page
   if (answer.outcome === 'unchanged') {
     return showResult(form, [`Unchanged: v${answer.version} is still the active version; nothing was published.`])

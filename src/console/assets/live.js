@@ -43,6 +43,14 @@
     return span
   }
 
+  // A retried run's step carried over as recorded (runs.ts writes the same marker).
+  function carried() {
+    const span = document.createElement('span')
+    span.className = 'muted'
+    span.textContent = 'carried from the retried run'
+    return span
+  }
+
   function put(parent, ...children) {
     if (parent) parent.replaceChildren(...children)
   }
@@ -129,7 +137,7 @@
       }
       row.cells[1].textContent = step.name
       row.cells[2].textContent = step.type
-      put(row.querySelector('.step-status'), status(step.status))
+      put(row.querySelector('.step-status'), ...[status(step.status), ...(step.carriedFrom ? [document.createTextNode(' '), carried()] : [])])
       put(row.querySelector('.step-started'), when(step.startedAt))
       put(row.querySelector('.step-finished'), when(step.finishedAt))
       put(row.querySelector('.step-duration'), document.createTextNode(step.status === 'waiting' && step.output && step.output.until ? `until ${step.output.until.slice(11, 19)}` : duration(step.startedAt, step.finishedAt)))
@@ -138,8 +146,11 @@
       put(row.querySelector('.step-output'), code)
     }
 
-    // The task the run waits for (#run-waiting), read again from the page as the server renders it now.
-    const waiting = regionsOf(location.href)
+    // The task the run waits for (#run-waiting) and the run's callbacks (#run-callbacks), read again from the page as
+    // the server renders it now: on each task event, and when the run ends (its callbacks are queued then, and sent
+    // a moment later: read once more after that).
+    const readRegions = regionsOf(location.href)
+    let endShown = false
 
     function show(run) {
       const wasWaiting = current === 'waiting'
@@ -166,9 +177,14 @@
         if (['failed', 'cancelled'].includes(run.status) && !run.retriedBy && !document.querySelector('#run-retry')) root.querySelector('table.run-facts').after(retryForm(run.id))
         if (polling) clearInterval(polling)
         note('')
+        if (!endShown) {
+          endShown = true
+          readRegions()
+          setTimeout(readRegions, POLL_MS)
+        }
       }
       // Without the stream, the task's region follows the run's status: read while waiting and once after.
-      if (polling && (wasWaiting || current === 'waiting')) waiting()
+      if (polling && (wasWaiting || current === 'waiting')) readRegions()
     }
 
     const refresh = oneReadAtATime(async () => show(await fetchRun(id)))
@@ -178,7 +194,7 @@
       (event) => {
         if (FINISHED.includes(event.status) && event.type.startsWith('run.')) current = event.status
         refresh()
-        if (event.type.startsWith('task.')) waiting()
+        if (event.type.startsWith('task.')) readRegions()
       },
       () => {
         note('Live updates are unavailable: this page checks the run every few seconds.')

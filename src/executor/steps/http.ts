@@ -3,7 +3,7 @@ import { DestinationRefusedError } from '../../lib/outbound/client.ts'
 import { redactUrl, redactUrlsIn, StepSecrets } from '../../lib/outbound/redact.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
-import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../template.ts'
+import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../../lib/template.ts'
 import { templateVariables } from './variables.ts'
 
 type Http = Extract<Step, { type: 'http' }>

@@ -1,7 +1,7 @@
 import { createNote } from '../../modules/notes/service.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import type { StepRunner } from '../step.ts'
-import { renderTemplate } from '../template.ts'
+import { renderTemplate } from '../../lib/template.ts'
 import { loadRecordAs } from './data-access.ts'
 import { templateVariables } from './variables.ts'
 

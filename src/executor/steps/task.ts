@@ -2,7 +2,7 @@ import { findTaskOfStep } from '../../db/tasks.ts'
 import { openTask, readTaskOutcome, resolvePeople } from '../../modules/tasks/service.ts'
 import { dueInSeconds, type Step } from '../../modules/workflows/definition.ts'
 import { logRunActivity, StepFailure, type StepResult, type StepRunner } from '../step.ts'
-import { renderTemplate } from '../template.ts'
+import { renderTemplate } from '../../lib/template.ts'
 import { templateVariables } from './variables.ts'
 
 type TaskStep = Extract<Step, { type: 'task' }>

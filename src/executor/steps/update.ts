@@ -2,7 +2,7 @@ import { collectionFields, recordProblems, replaceRecordData } from '../../modul
 import type { Step } from '../../modules/workflows/definition.ts'
 import { logRunActivity, type StepRunner, StepFailure } from '../step.ts'
 import { typedChanges } from '../../modules/workflows/typed-steps.ts'
-import { renderTemplate } from '../template.ts'
+import { renderTemplate } from '../../lib/template.ts'
 import { loadRecordAs } from './data-access.ts'
 import { templateVariables } from './variables.ts'
 

@@ -1,6 +1,6 @@
 import { toIso } from '../../lib/time.ts'
 import type { StepContext } from '../step.ts'
-import type { TemplateVariables } from '../template.ts'
+import type { TemplateVariables } from '../../lib/template.ts'
 
 export function templateVariables(ctx: StepContext, record: Record<string, unknown> | null = ctx.record): TemplateVariables {
   return {

@@ -7,7 +7,7 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
-import { type AllowList, hostAllowed, NOTHING_ALLOWED, refusedAddressClass } from './policy.ts'
+import { type AllowList, hostAllowed, NOTHING_ALLOWED, OPENED_BY, refusedAddressClass } from './policy.ts'
 
 /** The destination may not be called; `message` names the host and why (never an address a name resolved to). */
 export class DestinationRefusedError extends Error {
@@ -15,9 +15,15 @@ export class DestinationRefusedError extends Error {
     readonly host: string,
     why: string,
   ) {
-    super(`destination ${host} refused: ${why}; TRELLIS_HTTP_ALLOW opens hosts and ranges the operator chooses`)
+    super(`destination ${host} refused: ${why}; ${OPENED_BY}`)
   }
 }
+
+/**
+ * The allow-list in effect, asked before each request: a fixed list, or a function reading the one the instance
+ * administrators keep (src/modules/instance/outbound-allow.ts), so that a change needs no restart.
+ */
+export type AllowListSource = AllowList | (() => AllowList | Promise<AllowList>)
 
 /** Every address a host name resolves to, as the system resolver answers (hosts file included). */
 export type ResolveHost = (hostname: string) => Promise<string[]>
@@ -42,10 +48,10 @@ export interface OutboundAnswer {
 }
 
 export class OutboundClient {
-  private readonly allow: AllowList
+  private readonly allow: AllowListSource
   private readonly resolve: ResolveHost
 
-  constructor(options: { allow?: AllowList; resolve?: ResolveHost } = {}) {
+  constructor(options: { allow?: AllowListSource; resolve?: ResolveHost } = {}) {
     this.allow = options.allow ?? NOTHING_ALLOWED
     this.resolve = options.resolve ?? systemResolve
   }
@@ -80,17 +86,18 @@ export class OutboundClient {
   private async checkedTargets(url: URL, signal: AbortSignal): Promise<URL[]> {
     const host = url.hostname
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new DestinationRefusedError(host, `${url.protocol} is not http or https`)
+    const allow = typeof this.allow === 'function' ? await this.allow() : this.allow
     const literal = host.replace(/^\[(.*)\]$/, '$1')
     if (isIP(literal)) {
-      const refused = refusedAddressClass(literal, this.allow)
+      const refused = refusedAddressClass(literal, allow)
       if (refused) throw new DestinationRefusedError(host, `it is a ${refused} address`)
       return [url]
     }
     const addresses = await abortable(this.resolve(host), signal)
     if (addresses.length === 0) throw new Error(`${host} resolves to no address`)
-    if (!hostAllowed(host, this.allow)) {
+    if (!hostAllowed(host, allow)) {
       for (const address of addresses) {
-        const refused = refusedAddressClass(address, this.allow)
+        const refused = refusedAddressClass(address, allow)
         if (refused) throw new DestinationRefusedError(host, `it resolves to a ${refused} address`)
       }
     }

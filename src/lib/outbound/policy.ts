@@ -1,6 +1,6 @@
 /**
- * Which destinations Trellis may call (DESIGN §14): public unicast addresses, plus what the operator opens with
- * `TRELLIS_HTTP_ALLOW`. The address classes are ipaddr.js's (IANA special-purpose registries), not a table of ours.
+ * Which destinations Trellis may call (DESIGN §14): public unicast addresses, plus what the outbound allow-list opens
+ * (`TRELLIS_HTTP_ALLOW` when set, else the list instance administrators keep in the console). The address classes are ipaddr.js's (IANA special-purpose registries), not a table of ours.
  */
 import ipaddr from 'ipaddr.js'
 
@@ -13,15 +13,26 @@ export interface AllowList {
 
 export const NOTHING_ALLOWED: AllowList = { hosts: new Set(), ranges: [] }
 
+/** The console page where instance administrators see and edit the allow-list. */
+export const ALLOW_LIST_PAGE = '/admin/outbound'
+
+/** What a refusal says opens a destination: every refused-destination message ends with it. */
+export const OPENED_BY = `the outbound allow-list opens hosts and ranges (instance administrators: ${ALLOW_LIST_PAGE}; TRELLIS_HTTP_ALLOW when set)`
+
 export class AllowListError extends Error {}
 
 const HOST_NAME = /^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/
+
+/** The entries of `"api.internal, 10.1.0.0/16 ::1"`: separated by commas or white space. */
+export function allowListEntries(text: string): string[] {
+  return text.split(/[\s,]+/).filter(Boolean)
+}
 
 /** `"api.internal, 10.1.0.0/16 ::1"`: host names, addresses and CIDRs separated by commas or spaces. */
 export function parseAllowList(text: string): AllowList {
   const hosts = new Set<string>()
   const ranges: [ipaddr.IPv4 | ipaddr.IPv6, number][] = []
-  for (const entry of text.split(/[\s,]+/).filter(Boolean)) {
+  for (const entry of allowListEntries(text)) {
     const [address, bits, ...rest] = entry.replace(/^\[(.*)\]$/, '$1').split('/')
     const cidr = `${canonicalAddress(address!)}/${bits}`
     if (bits !== undefined && rest.length === 0 && ipaddr.isValidCIDR(cidr)) {

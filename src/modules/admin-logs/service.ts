@@ -46,7 +46,7 @@ export const ADMIN_LOG_TYPES = ['add', 'remove', 'update', 'initial'] as const
 export const DOCUMENTED_ADMIN_LOG_RESOURCES = ['user-project', 'role', 'team', 'environment'] as const
 /** Trellis's extension resources (DESIGN §7): listed only with `extensions=true`. */
 export const EXTENSION_ADMIN_LOG_RESOURCES = [
-  'user', 'api-token', 'workflow', 'workflow-webhook', 'workflow-callback', 'workflow-schedule', 'workflow-events', 'log-retention', 'project', 'collection', 'invitation',
+  'user', 'api-token', 'workflow', 'workflow-webhook', 'workflow-callback', 'workflow-schedule', 'workflow-events', 'log-retention', 'project', 'collection', 'invitation', 'outbound-allow',
 ] as const
 export const ADMIN_LOG_RESOURCES = [...DOCUMENTED_ADMIN_LOG_RESOURCES, ...EXTENSION_ADMIN_LOG_RESOURCES] as const
 /** What Trellis writes (the database's CHECK): the document's `administrator`, `identityProvider`, and `system`. */

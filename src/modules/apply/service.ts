@@ -90,7 +90,7 @@ export interface ApplyContext {
    * each project's first admin (lowest user id). The label always says `trellis apply`.
    */
   actorEmail?: string
-  /** TRELLIS_HTTP_ALLOW: the addresses callback URLs may point to (default: none but public ones). */
+  /** The outbound allow-list in effect: the addresses callback URLs may point to (default: none but public ones). */
   httpAllow?: AllowList
 }
 

@@ -26,7 +26,7 @@ interface ProjectNames {
   collections: Set<string>
 }
 
-/** `actorEmail` is `--as`: it must name a user of the database or the file; `allow`: TRELLIS_HTTP_ALLOW, for callback URLs. */
+/** `actorEmail` is `--as`: it must name a user of the database or the file; `allow`: the outbound allow-list in effect, for callback URLs. */
 export function* validateApplyFile(file: ApplyFile, actorEmail: string | undefined, allow: AllowList): Op<Problem[]> {
   const problems: Problem[] = []
   const problem = (path: string, message: string) => problems.push({ path, message })

@@ -11,6 +11,7 @@ import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
 import { CALLBACK_MAX_ATTEMPTS, CALLBACK_TIMEOUT_MS, MAX_CALLBACKS_PER_WORKFLOW } from '../../lib/callbacks.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
+import { NOTHING_ALLOWED } from '../../lib/outbound/policy.ts'
 import { requireCallerScope, requireProjectAdmin } from '../auth/service.ts'
 import { visibleRun } from '../runs/service.ts'
 import { requireWorkflow } from '../workflows/service.ts'
@@ -35,7 +36,8 @@ function* adminWorkflow(caller: AccountCaller, params: { projectName: string; en
 }
 
 export function callbacksModule(deps: AppDeps) {
-  const context = (caller: AccountCaller): CallbackContext => ({ clock: deps.clock, secret: deps.secret, allow: deps.config.httpAllow, actorId: caller.user.id })
+  // `allow`: what a new URL's address may be (the list in effect); a removal checks no URL.
+  const context = (caller: AccountCaller, allow = NOTHING_ALLOWED): CallbackContext => ({ clock: deps.clock, secret: deps.secret, allow, actorId: caller.user.id })
   return new Elysia({ name: 'callbacks', tags: ['callbacks'] })
     .use(authPlugin(deps))
     .get(
@@ -57,8 +59,9 @@ export function callbacksModule(deps: AppDeps) {
     .post(
       CALLBACKS,
       async ({ params, body, caller, set }) => {
+        const allow = await deps.outboundAllow.current()
         const created = await write(deps.store, function* () {
-          return yield* addCallbackEndpoint(context(caller), yield* adminWorkflow(caller, params), body)
+          return yield* addCallbackEndpoint(context(caller, allow), yield* adminWorkflow(caller, params), body)
         })
         set.status = 201
         return created

@@ -16,7 +16,7 @@ export const CallbackEvents = t.Array(CallbackEvent, {
 export const CallbackUrl = t.String({
   minLength: 1,
   maxLength: CALLBACK_URL_MAX_LENGTH,
-  description: 'An http or https URL without user or password; an address outbound requests may not reach (loopback, private…) is refused unless TRELLIS_HTTP_ALLOW opens it',
+  description: 'An http or https URL without user or password; an address outbound requests may not reach (loopback, private…) is refused unless the outbound allow-list opens it (/admin/outbound; TRELLIS_HTTP_ALLOW when set)',
 })
 
 export const NewCallbackEndpointBody = t.Object({ url: CallbackUrl, events: t.Optional(CallbackEvents) })

@@ -63,7 +63,7 @@ export interface CallbackContext {
   clock: Clock
   /** The instance secret: each endpoint's secret is derived from it. */
   secret: Buffer
-  /** TRELLIS_HTTP_ALLOW: what a URL's address may be. */
+  /** The outbound allow-list in effect: what a URL's address may be. */
   allow: AllowList
   /** The acting user; null for `trellis apply`. */
   actorId: number | null

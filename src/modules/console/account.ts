@@ -47,7 +47,7 @@ ${tokens.map(
   ({ token: t, age }) => html`<tr data-token="${t.name}"><td>${t.name}</td><td>${withOwner ? t.user?.email : t.projectName}</td><td class="mono">${t.prefix}…</td><td>${t.scopes.join(', ')}</td><td>${t.createdWithSso ? 'yes' : 'no'}</td>${ageCells(t, age)}<td>${when(t.expiresAt)}</td>
 <td><form class="inline" data-api data-method="DELETE" action="${revokePath(t.id)}" data-confirm="Revoke token “${t.name}”? Calls with it will fail at once." data-done="Token “${t.name}” revoked."><button type="submit" class="danger">Revoke</button><span class="form-error" role="alert"></span></form></td></tr>`,
 )}
-</tbody></table>`)
+</tbody></table>`, { rowActions: true })
 }
 
 /** What the token lists say about ages: the advice, and that it is advice. */

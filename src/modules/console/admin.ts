@@ -18,6 +18,9 @@ import { invitedUser } from '../users/invitations.ts'
 import { listUsers } from '../users/service.ts'
 import { listProjects, projectPeople } from '../directory/projects.ts'
 import { instanceLogIds } from '../admin-logs/instance.ts'
+import type { AdminLogResource } from '../admin-logs/service.ts'
+import { ALLOW_LIST_STALE_MS, outboundAllowView } from '../instance/outbound-allow.ts'
+import { ALLOW_LIST_PAGE } from '../../lib/outbound/policy.ts'
 import type { ConsoleUser } from './access.ts'
 import { adminTable } from './logs.ts'
 import { htmlResponse, layout } from '../../console/page.ts'
@@ -57,8 +60,28 @@ function userStateForm(u: ReturnType<typeof instanceUserView>, change: Partial<{
 <button type="submit">${label}</button><span class="form-error" role="alert"></span></form>`
 }
 
-function* instanceLog(): Op<Html> {
-  return adminTable(yield* renderAdminLogs((yield* instanceLogIds(50))))
+function* instanceLog(resource?: AdminLogResource): Op<Html> {
+  return adminTable(yield* renderAdminLogs((yield* instanceLogIds(50, resource))))
+}
+
+/** The outbound allow-list page's body: the list in effect, its form (read-only while TRELLIS_HTTP_ALLOW sets it), its changes. */
+function* outboundBody(deps: AppDeps): Op<Html> {
+  const view = yield* outboundAllowView(deps.config)
+  const lines = (entries: string[]) => (entries.length === 0 ? html`<p class="muted">None: only public addresses are reached.</p>` : html`<ul class="allow-entries">${entries.map((e) => html`<li><code>${e}</code></li>`)}</ul>`)
+  const list = view.setByEnvironment
+    ? html`<p class="notice" id="allow-from-environment">Set by <code>TRELLIS_HTTP_ALLOW</code> in the server's environment: that list is in effect on this instance and cannot be changed here. Change the variable and restart the server, or unset it to keep the list here.</p>
+<h2>In effect</h2>${lines(view.entries)}
+${view.storedEntries.length > 0 ? html`<h2>Kept here, not in use</h2>${lines(view.storedEntries)}` : ''}`
+    : html`<form id="outbound-allow" data-api data-method="PUT" action="/v1/instance/outbound-allow" data-done="Outbound allow-list saved.">
+<label>Hosts, addresses and ranges, one per line <textarea name="entries" data-type="lines" rows="8" cols="40" spellcheck="false" autocapitalize="off" aria-describedby="allow-help">${view.entries.join('\n')}</textarea></label>
+<p class="muted" id="allow-help">A host name (<code>hooks.internal</code>: opened whatever it resolves to), an address (<code>127.0.0.1</code>, <code>::1</code>) or a CIDR range (<code>10.1.0.0/16</code>). In effect at once, no restart; other instances sharing the database follow within ${ALLOW_LIST_STALE_MS / 1000} seconds.</p>
+<p class="form-error" role="alert"></p>
+<button type="submit">Save</button>
+</form>`
+  return html`<p>Workflows' <code>http</code> steps and completion callbacks reach public addresses only: loopback, private, link-local and other special-purpose addresses are refused unless this list opens them — a service on this host or your network, for instance.</p>
+${list}
+<h2>Changes</h2>
+<div id="outbound-log" data-refresh>${yield* instanceLog('outbound-allow')}</div>`
 }
 
 export function adminPages(deps: AppDeps) {
@@ -72,7 +95,7 @@ export function adminPages(deps: AppDeps) {
           title: 'People',
           user,
           crumbs: ADMIN_CRUMBS,
-          body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a></p>
+          body: html`<p>Everyone who can sign in to this instance. <a href="/admin/projects">Projects →</a> <a href="${ALLOW_LIST_PAGE}">Outbound allow-list →</a></p>
 <h2>Add a person</h2>
 <form id="new-user" data-api action="/v1/instance/users" data-show="#invitation-once" data-show-field="invitation.url" data-done="Person added.">
 <label>Email <input name="email" type="email" required maxlength="320"></label>
@@ -100,12 +123,19 @@ ${
 }
 ${u.deactivated ? '' : html`<form class="inline" data-api action="/v1/instance/users/${u.id}/invitation" data-show="#invitation-once" data-show-field="url" data-confirm="Make a new invitation link for ${u.email}? Any earlier link stops working." data-done="New invitation link made for ${u.email}: send it below."><button type="submit">New invitation link</button><span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
-</tbody></table>`)}</div>
+</tbody></table>`, { rowActions: true })}</div>
 <h2>Instance admin log</h2>
-<p class="muted">People and invitations (each project's own changes are in its admin log).</p>
+<p class="muted">People, invitations and instance settings (each project's own changes are in its admin log).</p>
 <div id="instance-log" data-refresh>${(await read(deps.store, instanceLog()))}</div>
 ${(await read(deps.store, mailSection(deps)))}`,
         })
+      }),
+    )
+    .get(
+      ALLOW_LIST_PAGE,
+      consolePage(deps, async ({ user }) => {
+        requireInstanceAdmin(asCaller(user))
+        return layout({ title: 'Outbound allow-list', user, crumbs: ADMIN_CRUMBS, body: await read(deps.store, outboundBody(deps)) })
       }),
     )
     .get(
@@ -127,7 +157,7 @@ ${(await read(deps.store, mailSection(deps)))}`,
 <h2>Projects</h2>
 ${all.length === 0 ? html`<p class="muted">No project yet.</p>` : scrollingTable(html`<table><thead><tr><th>Project</th><th>SSO</th><th>Created</th><th>Actions</th></tr></thead><tbody>
 ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>${when(toIso(p.createdAt))}</td><td><a href="${projectPath(p.name, 'settings')}">Settings</a> · <a href="${projectPath(p.name)}">Open</a></td></tr>`)}
-</tbody></table>`)}
+</tbody></table>`, { rowActions: true })}
 <p><a href="/admin/users">People →</a></p>`,
         })
       }),
@@ -140,7 +170,7 @@ ${all.map((p) => html`<tr><td>${p.name}</td><td>${p.sso ? 'on' : 'off'}</td><td>
           title: `Settings · ${project.name}`,
           user,
           crumbs: [{ label: 'Projects', href: '/' }, { label: project.name, href: projectPath(project.name) }],
-          body: (await read(deps.store, settingsBody(project, user.isInstanceAdmin))),
+          body: (await read(deps.store, settingsBody(project, user.isInstanceAdmin, deps.config.oidc !== null))),
         })
       }),
     )
@@ -182,7 +212,8 @@ ${scrollingTable(html`<table><tbody>${names.map(
 <span class="form-error" role="alert"></span></form>`
 }
 
-function* settingsBody(project: { id: number; name: string; sso: boolean }, instanceAdmin: boolean): Op<Html> {
+/** `ssoConfigured`: the instance has an identity provider; without one what turning SSO on does is not said (no one could sign in with it). */
+function* settingsBody(project: { id: number; name: string; sso: boolean }, instanceAdmin: boolean, ssoConfigured: boolean): Op<Html> {
   const { environments, teams } = yield* projectLayout(project.id)
   const collections = yield* projectCollections(project.id)
   const people = yield* projectPeople(project.id)
@@ -195,7 +226,8 @@ function* settingsBody(project: { id: number; name: string; sso: boolean }, inst
 <form id="project-settings" data-api data-method="PUT" action="${apiProject(name, 'settings')}" data-next="/p/{name}/settings" data-done="Project settings saved.">
 <label>Name <input name="projectName" value="${name}" required maxlength="200"></label>
 <label>Single sign-on <select name="sso" data-type="boolean"><option value="false"${project.sso ? '' : html` selected`}>off</option><option value="true"${project.sso ? html` selected` : ''}>on</option></select></label>
-<p class="warning">Turning SSO <strong>on</strong>: from the next request every token of this project that was not generated in an SSO session is refused (403 sso_required), and password sessions can no longer open the project — yours included, unless you signed in with SSO. The tokens are not deleted: turning SSO off again makes them work again. Renaming changes the project's name in API paths and apply files (an apply file naming the old name would create a new project); tokens, members and webhook URLs stay.</p>
+${ssoConfigured ? html`<p class="warning" id="sso-warning">Turning SSO <strong>on</strong>: from the next request every token of this project that was not generated in an SSO session is refused (403 sso_required), and password sessions can no longer open the project — yours included, unless you signed in with SSO. The tokens are not deleted: turning SSO off again makes them work again.</p>` : ''}
+<p class="warning">Renaming changes the project's name in API paths and apply files (an apply file naming the old name would create a new project); tokens, members and webhook URLs stay.</p>
 <p class="form-error" role="alert"></p>
 <button type="submit">Save</button>
 </form>
@@ -212,7 +244,7 @@ ${people.map(
 ${teams.some((t) => !p.teams.includes(t.name)) ? html`<form class="inline add-to-team" data-api data-method="PUT" action="${apiProject(name, 'teams')}/{teamName}/members/${p.id}" data-done="${p.email} added to the team."><select data-path="teamName" aria-label="Team">${teams.filter((t) => !p.teams.includes(t.name)).map((t) => html`<option>${t.name}</option>`)}</select> <button type="submit">Add to team</button><span class="form-error" role="alert"></span></form>` : ''}</td>
 <td><form class="inline" data-api data-method="DELETE" action="${apiProject(name, 'members', String(p.id))}" data-confirm="Remove ${p.email} from ${name}? They leave its teams too." data-done="${p.email} removed from ${name}."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`,
 )}
-</tbody></table>`)}
+</tbody></table>`, { rowActions: true })}
 ${everyone.length === 0 ? html`<p class="muted">Everyone active is a member.${instanceAdmin ? html` <a href="/admin/users">Add a person</a> first.` : ''}</p>` : html`<form id="add-member" data-api data-method="PUT" action="${apiProject(name, 'members')}/{userId}" data-done="Member added.">
 <label>Person <select data-path="userId">${everyone.map((u) => html`<option value="${u.id}">${u.email}</option>`)}</select></label>
 <label>Permission level ${roleSelect('user')}</label>

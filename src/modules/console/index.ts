@@ -8,6 +8,7 @@ import type { AppDeps } from '../../deps.ts'
 import { assetHandler } from '../../console/html.ts'
 import consoleCss from '../../console/assets/console.css' with { type: 'text' }
 import consoleJs from '../../console/assets/console.js' with { type: 'text' }
+import builderJs from '../../console/assets/builder.js' with { type: 'text' }
 import editorCss from '../../console/assets/editor.css' with { type: 'text' }
 import editorJs from '../../console/assets/editor.js' with { type: 'text' }
 import liveJs from '../../console/assets/live.js' with { type: 'text' }
@@ -30,6 +31,7 @@ export function consoleModule(deps: AppDeps) {
   return new Elysia({ name: 'console', detail: { hide: true } })
     .get('/console/console.css', assetHandler(consoleCss, 'text/css'))
     .get('/console/console.js', assetHandler(consoleJs, 'text/javascript'))
+    .get('/console/builder.js', assetHandler(builderJs, 'text/javascript'))
     .get('/console/editor.css', assetHandler(editorCss, 'text/css'))
     .get('/console/editor.js', assetHandler(editorJs, 'text/javascript'))
     .get('/console/live.js', assetHandler(liveJs, 'text/javascript'))

@@ -8,6 +8,7 @@ import type { Crumb } from '../../console/page.ts'
 import type { Op } from '../../db/op.ts'
 import { workflowPlacesById } from '../workflows/service.ts'
 import { projectPath, renderingPath } from './page.ts'
+import { ALLOW_LIST_PAGE } from '../../lib/outbound/policy.ts'
 
 /** A workflow's place by names: a record of its collection is at `recordPath(place, id)`. */
 export interface WorkflowPlace {
@@ -29,6 +30,11 @@ export const runLink = (runId: string, label = runId.slice(0, 8)): Html => html`
 /** A record id as a link to its page, when its place is known; as text otherwise. */
 export function recordLink(place: WorkflowPlace | undefined, recordId: string): Html {
   return place ? html`<a class="mono record-link" href="${recordPath(place, recordId)}">${recordId}</a>` : html`<span class="mono">${recordId}</span>`
+}
+
+/** An error message, with a link to the outbound allow-list after it when it is a refused destination (it names the page). */
+export function withAllowListLink(message: string): Html {
+  return message.includes(ALLOW_LIST_PAGE) ? html`${message} <a class="allow-list-link" href="${ALLOW_LIST_PAGE}">Open the outbound allow-list</a>` : html`${message}`
 }
 
 /** The places of workflows by workflow id: these ones (a list's runs'), or every one of an environment. */

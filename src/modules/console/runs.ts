@@ -14,7 +14,7 @@ import { isAdminOf } from '../directory/projects.ts'
 import { adminEnvironment, asCaller } from './access.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
-import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, workflowPlaces } from './links.ts'
+import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, withAllowListLink, workflowPlaces } from './links.ts'
 import { stepLabel } from '../workflows/definition.ts'
 import { versionSteps } from '../workflows/service.ts'
 import { read } from '../../db/read.ts'
@@ -140,7 +140,7 @@ ${runsTable(result.data, places, live)}${result.hasMore ? html`<p class="pager">
 <tr><th>Project</th><td><a id="run-project" href="${projectPath(place.project)}">${place.project}</a> · <a id="run-environment" href="${rendering}">${run.environment.name} · ${run.team.name}</a>${isAdmin ? html` · <a href="${projectPath(place.project, 'e', place.environment, 'runs')}">all runs</a>` : ''}</td></tr>
 <tr><th>Started by</th><td id="run-origin">${runOrigin(run, place)}</td></tr>
 <tr><th>Created / started / finished</th><td><span id="run-created">${when(run.createdAt)}</span> / <span id="run-started">${when(run.startedAt)}</span> / <span id="run-finished">${when(run.finishedAt)}</span></td></tr>
-<tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${run.error.message}` : ''}</td></tr>
+<tr id="run-error"${run.error ? '' : html` hidden`}><th>Error</th><td class="error">${run.error ? html`<code>${run.error.code}</code> ${withAllowListLink(run.error.message)}` : ''}</td></tr>
 </tbody><tbody id="run-waiting" data-refresh>${openTask ? html`<tr id="run-task"><th>Waiting for</th><td><a class="task-link" href="${path('tasks', openTask.id)}">${openTask.title}</a> <span class="muted">(task “${openTask.step}”, ${openTask.decisions.filter((d) => d.decision === 'approve').length} of ${openTask.approvalsRequired} approvals)</span></td></tr>` : ''}</tbody><tbody>
 ${run.retryOf ? html`<tr><th>Retry of</th><td><a class="mono" href="${runPath(run.retryOf)}">${run.retryOf}</a> <span class="muted">(resumed at the step it stopped at)</span></td></tr>` : ''}
 ${run.retriedBy ? html`<tr><th>Retried by</th><td><a class="mono" href="${runPath(run.retriedBy)}">${run.retriedBy}</a></td></tr>` : ''}
@@ -156,15 +156,21 @@ ${deliveriesSection(run.id, deliveries)}`,
     )
 }
 
-/** A run's callback deliveries: endpoint, event, state, every attempt; Resend for one no longer pending. */
-function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html | string {
-  if (deliveries.length === 0) return ''
+/**
+ * A run's callback deliveries: endpoint, event, state, every attempt; Resend for one no longer pending. The region is
+ * there, empty, for a run without any: live.js reads it again when the run ends, and its callbacks appear.
+ */
+function deliveriesSection(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html {
+  return html`<div id="run-callbacks" data-refresh>${deliveries.length === 0 ? '' : deliveriesTable(runId, deliveries)}</div>`
+}
+
+function deliveriesTable(runId: string, deliveries: Answer<ReturnType<typeof renderRunCallbacks>>): Html {
   const attempt = (a: (typeof deliveries)[number]['attempts'][number]) =>
-    html`<li>#${a.attempt} ${when(a.startedAt)} · ${a.statusCode === null ? html`<span class="error">${a.error}</span>` : html`<code>${a.statusCode}</code>`} · ${a.durationMs} ms</li>`
+    html`<li>#${a.attempt} ${when(a.startedAt)} · ${a.statusCode === null ? html`<span class="error">${withAllowListLink(a.error ?? '')}</span>` : html`<code>${a.statusCode}</code>`} · ${a.durationMs} ms</li>`
   return html`<h2>Callbacks</h2>
 ${scrollingTable(html`<table class="deliveries"><thead><tr><th>Endpoint</th><th>Event</th><th>Status</th><th>Attempts</th><th>Actions</th></tr></thead><tbody>
 ${deliveries.map(
   (d) => html`<tr><td class="mono">${d.endpoint.url}<br><span class="muted">webhook-id ${d.id}</span></td><td>${d.type}</td><td>${status(d.status)}${d.nextAttemptAt ? html` <span class="muted">next ${when(d.nextAttemptAt)}</span>` : ''}</td><td>${d.attempts.length === 0 ? html`<span class="muted">none yet</span>` : html`<ol class="attempts">${d.attempts.map(attempt)}</ol>`}</td><td>${d.status === 'pending' ? '' : html`<form class="inline" data-api action="/v1/workflow-runs/${runId}/callbacks/${d.id}/resend" data-confirm="Send this callback again (same webhook-id)?" data-done="Callback queued to be sent again."><button type="submit">Resend</button> <span class="form-error" role="alert"></span></form>`}</td></tr>`,
 )}
-</tbody></table>`)}`
+</tbody></table>`, { rowActions: true })}`
 }

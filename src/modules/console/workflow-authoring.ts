@@ -3,10 +3,16 @@
  * steps in words, the JSON editor that publishes through `PUT …/workflows/{name}` (src/console/assets/editor.js
  * shows the API's errors beside their lines), its versions with a line diff between any two, a test run on a chosen
  * record (the manual-run API) and its recent runs. The definition is checked once, by the API, against the one schema.
+ * Beside the JSON, a visual builder (src/console/assets/builder.js) edits the same text step by step: it is given the
+ * API's step schemas themselves (so each field is checked by the rule the API applies), the collections' fields,
+ * the project's teams and members, and the dry-run API that shows what each step would do on a record.
  */
+import type { TSchema } from '@sinclair/typebox'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
+import { ruleOf } from '../../lib/validation.ts'
+import { RECORD_ID_MAX_LENGTH } from '../records/service.ts'
 import { type DiffLine, lineDiff } from '../../lib/line-diff.ts'
-import { type Step, STEP_TYPES, type StepType, type WorkflowDefinition } from '../workflows/definition.ts'
+import { type Step, STEP_SCHEMAS, STEP_TYPES, type StepType, TEMPLATE_VARIABLE, type WorkflowDefinition } from '../workflows/definition.ts'
 import type { WorkflowVersionView } from '../workflows/service.ts'
 import { renderingPath, when } from './page.ts'
 
@@ -21,7 +27,7 @@ export const workflowApi = (place: WorkflowPlace, name: string) => path('v1', 'p
 export const workflowPagePath = (place: WorkflowPlace, name: string) => renderingPath(place.project, place.environment, place.team, 'w', name)
 
 /** The scripts and styles of the authoring pages, beside the console's own. */
-export const AUTHORING_ASSETS = { scripts: ['/console/editor.js'], styles: ['/console/editor.css'] }
+export const AUTHORING_ASSETS = { scripts: ['/console/editor.js', '/console/builder.js'], styles: ['/console/editor.css'] }
 
 /**
  * The definition as the editor shows it and the diff compares it: the PUT body (collection, concurrency, steps; the
@@ -113,17 +119,54 @@ export const STEP_TEMPLATES: { [K in StepType]: Extract<Step, { type: K }> } = {
   task: { type: 'task', name: 'approve', title: 'Approve {{record.id}}?', assignees: { teams: ['Support'] } },
 }
 
-/** The editor: the definition as JSON; editor.js checks its syntax, sends it, and puts each error beside its line. */
-export function editorForm(place: WorkflowPlace, name: string, definition: WorkflowDefinition | undefined): Html {
+/** What the builder offers beside each field: the project's collections with their fields, its teams and members' emails. */
+export interface BuilderChoices {
+  collections: { name: string; fields: { name: string; type: string }[] }[]
+  teams: string[]
+  users: string[]
+}
+
+/** A schema as JSON with each node's rule in the words of the API's 400s (`must be an integer between 1 and 2592000`). */
+function withRules(schema: TSchema): Record<string, unknown> {
+  const each = (schemas: Record<string, TSchema>) => Object.fromEntries(Object.entries(schemas).map(([key, inner]) => [key, withRules(inner)]))
+  const node: Record<string, unknown> = { ...schema, rule: ruleOf(schema) }
+  if (schema.properties) node.properties = each(schema.properties as Record<string, TSchema>)
+  if (schema.patternProperties) node.patternProperties = each(schema.patternProperties as Record<string, TSchema>)
+  if (schema.items) node.items = withRules(schema.items as TSchema)
+  if (Array.isArray(schema.anyOf)) node.anyOf = (schema.anyOf as TSchema[]).map(withRules)
+  return node
+}
+
+/**
+ * What builder.js is given, as one JSON attribute: the step schemas the API validates with (TypeBox schemas are JSON
+ * Schema; each node with its rule in words), the pattern a template variable must match, the project's choices and the dry-run API.
+ */
+function builderData(place: WorkflowPlace, name: string, choices: BuilderChoices): string {
+  const schemas = Object.fromEntries(STEP_TYPES.map((type) => [type, withRules(STEP_SCHEMAS[type])]))
+  return JSON.stringify({ schemas, variable: TEMPLATE_VARIABLE.source, types: STEP_TYPES, templates: STEP_TEMPLATES, ...choices, dryRun: `${workflowApi(place, name)}/dry-run` })
+}
+
+/**
+ * The editor: the definition as JSON (editor.js checks its syntax, sends it, and puts each error beside its line) and,
+ * on its own tab, the builder of the same text (builder.js shows the tabs; without it the JSON is all there is).
+ */
+export function editorForm(place: WorkflowPlace, name: string, definition: WorkflowDefinition | undefined, choices: BuilderChoices): Html {
   const text = definition ? editableDefinition(definition) : ''
   const rows = Math.min(30, Math.max(8, text.split('\n').length + 1))
   return html`<form id="workflow-editor" data-editor data-method="PUT" action="${workflowApi(place, name)}" data-page="${workflowPagePath(place, name)}">
+<div class="editor-tabs" role="tablist" aria-label="Edit the definition as" hidden><button type="button" role="tab" id="tab-builder" aria-controls="panel-builder" aria-selected="false" tabindex="-1">Builder</button><button type="button" role="tab" id="tab-json" aria-controls="panel-json" aria-selected="true">JSON</button></div>
+<div id="panel-builder" class="builder" role="tabpanel" aria-labelledby="tab-builder" data-builder="${builderData(place, name, choices)}" hidden></div>
+<div id="panel-json" role="tabpanel" aria-labelledby="tab-json">
 <p class="muted">The definition as JSON: <code>collection</code>, optional <code>concurrency</code>, and <code>steps</code> (types: load, condition, update, note, http, wait, task; see <a href="/docs">the API reference</a>). Publishing makes a new version when it differs from the active one; the webhook URL stays the same.</p>
 <div class="editor"><pre class="gutter" aria-hidden="true"></pre><textarea name="definition" rows="${rows}" wrap="off" spellcheck="false" autocapitalize="off" autocomplete="off" aria-label="Workflow definition (JSON)" aria-describedby="editor-problems">${text}</textarea></div>
-<ul id="editor-problems" class="editor-problems" role="alert"></ul>
+<p><label class="check">Add a step <select id="step-template">${STEP_TYPES.map((type) => html`<option value="${JSON.stringify(STEP_TEMPLATES[type])}">${type}</option>`)}</select></label> <button type="button" data-add-step>Add</button></p>
+</div>
+<div role="alert"><ul id="editor-problems" class="editor-problems"></ul></div>
 <p class="editor-result" role="status"></p>
-<p><label class="check">Add a step <select id="step-template">${STEP_TYPES.map((type) => html`<option value="${JSON.stringify(STEP_TEMPLATES[type])}">${type}</option>`)}</select></label> <button type="button" data-add-step>Add</button>
-<button type="submit">Publish</button></p>
+<div class="dry-run" hidden><label>Dry run on record <input id="dry-run-record" maxlength="${RECORD_ID_MAX_LENGTH}" autocomplete="off" size="16"></label> <button type="button" data-dry-run>Dry run</button>
+<span class="muted">Shows what each step would do to that record: nothing is written or called.</span>
+<div id="dry-run-result" class="dry-run-result" role="status"></div></div>
+<p><button type="submit">Publish</button></p>
 </form>`
 }
 

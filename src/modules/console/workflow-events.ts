@@ -1,11 +1,11 @@
 /**
  * Console: what starts a workflow besides its webhook — the events section of its trigger settings page (the events
- * API's form: which record and note events, `where`, run as, debounce; removed by its own form) — and, on a run's page,
+ * API's form: a box per record and note event, `where`, run as, debounce; removed by its own form) — and, on a run's page,
  * what started the run, for every trigger: its webhook, the Run button, the API, its schedule, an event and its chain.
  */
 import { html, type Html } from '../../console/html.ts'
 import type { Answer } from '../../db/op.ts'
-import type { EventTriggerRow } from '../../db/workflow-events.ts'
+import type { EventSpec, EventTriggerRow } from '../../db/workflow-events.ts'
 import type { renderRuns } from '../runs/service.ts'
 import type { EventsSettings } from '../workflow-events/service.ts'
 import { recordLink, runPath, type WorkflowPlace } from './links.ts'
@@ -13,18 +13,40 @@ import { when } from './page.ts'
 
 type RunView = Answer<ReturnType<typeof renderRuns>>[number]
 
-const EXAMPLE_ON = '[{"event": "recordUpdated", "fields": ["status"]}]'
 const EXAMPLE_WHERE = '{"status": {"eq": "disputed"}}'
 
-/** The form of `PUT …/events` (JSON for `on` and `where`: the API's errors name the field), and Remove when set. */
-export function eventsSection(api: string, settings: EventsSettings | null, counts: Pick<EventTriggerRow, 'received' | 'started' | 'skipped'> | null): Html {
-  const json = (value: unknown) => (value === undefined ? '' : JSON.stringify(value))
+/** The event kinds, in words, in the order the form lists them. */
+const EVENT_KINDS: { event: EventSpec['event']; label: string }[] = [
+  { event: 'recordCreated', label: 'A record is created' },
+  { event: 'recordUpdated', label: 'A record is updated' },
+  { event: 'recordDeleted', label: 'A record is deleted' },
+  { event: 'noteAdded', label: 'A note is added to a record' },
+]
+
+/**
+ * The form of `PUT …/events`: a box per event kind (a row of `on`, sent when ticked), the fields an update must change
+ * (offered from the collection's schema), `where` as the records list's filters in JSON, run as, debounce — the API's
+ * errors name the field — and Remove when set.
+ */
+export function eventsSection(api: string, view: { settings: EventsSettings | null; counts: Pick<EventTriggerRow, 'received' | 'started' | 'skipped'> | null; fieldNames: string[] }): Html {
+  const { settings, counts, fieldNames } = view
+  const chosen = (event: string) => settings?.on.find((spec) => spec.event === event)
+  const where = settings?.where === undefined ? '' : JSON.stringify(settings.where)
+  const rows = EVENT_KINDS.map(({ event, label }) => {
+    const spec = chosen(event)
+    const fields =
+      event === 'recordUpdated'
+        ? html` <label class="inline">only when one of these fields changes (comma-separated; empty: any) <input name="fields" data-type="list" size="24" list="events-field-names" autocomplete="off" value="${spec?.fields?.join(', ') ?? ''}"></label>`
+        : ''
+    return html`<div data-row data-row-if="event"><label class="inline"><input type="checkbox" name="event" value="${event}" data-value${spec ? ' checked' : ''}> ${label}</label>${fields}</div>`
+  })
   return html`<h3 id="events">Record and note events: <span id="events-state">${settings ? 'on' : 'off'}</span></h3>
 <p>A run starts when a record of the workflow's collection is created, updated (when one of the fields named changed, if any), deleted, or gets a note — in this environment, for the records matching <em>where</em> (the records list's filters: eq ne lt lte gt gte in contains). A record with a run of this workflow under way is skipped. Runs use the rights of the user named.</p>
 ${counts ? html`<p class="muted" id="events-counts">${counts.received} events received, ${counts.started} runs started, ${counts.skipped} skipped.</p>` : ''}
 <form id="events-form" data-api data-method="PUT" action="${api}" data-done="Events saved.">
-<label>Events (JSON; recordCreated, recordUpdated, recordDeleted, noteAdded) <textarea name="on" data-type="json" rows="2" cols="70" placeholder='${EXAMPLE_ON}'>${json(settings?.on)}</textarea></label>
-<label>Where (JSON, optional) <textarea name="where" data-type="json" rows="2" cols="70" placeholder='${EXAMPLE_WHERE}'>${json(settings?.where)}</textarea></label>
+<fieldset><legend>Start a run when</legend><div data-rows="on">${rows}</div></fieldset>
+<datalist id="events-field-names">${fieldNames.map((name) => html`<option value="${name}"></option>`)}</datalist>
+<label>Where (the records list's filters as JSON, optional) <textarea name="where" data-type="json" rows="2" cols="70" placeholder='${EXAMPLE_WHERE}'>${where}</textarea></label>
 <label>Run as (email) <input name="runAs" type="email" size="30" value="${settings?.runAs ?? ''}"></label>
 <label>Debounce (seconds, optional) <input name="debounceSeconds" data-type="number" inputmode="numeric" size="8" value="${settings?.debounceSeconds ?? ''}"></label>
 <p class="form-error" role="alert"></p>

@@ -13,9 +13,12 @@ import { type CallbackEndpointView, listWorkflowCallbacks } from '../callbacks/s
 import { activeDefinition, pageWorkflowVersions, renderWorkflowVersions, requireWorkflow, type WebhookSettings, webhookSettings, workflowVersion } from '../workflows/service.ts'
 import { invalidParameter, parseIdParameter, type Query } from '../../http/list.ts'
 import { listRunIds, renderRuns } from '../runs/service.ts'
+import { collectionFields, projectCollections, projectLayout } from '../records/service.ts'
+import { projectPeople } from '../directory/projects.ts'
+import type { Op } from '../../db/op.ts'
 import { adminProject } from './access.ts'
 import { runsTable } from './runs.ts'
-import { AUTHORING_ASSETS, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
+import { AUTHORING_ASSETS, type BuilderChoices, diffSection, editorForm, stepsList, testRunForm, versionsSection, workflowApi } from './workflow-authoring.ts'
 import { layout } from '../../console/page.ts'
 import { scheduleSection } from './workflow-schedule.ts'
 import { consolePage, projectPath, renderingPath, when } from './page.ts'
@@ -34,6 +37,16 @@ function comparedVersions(query: Query): { from: number; to: number } | undefine
   if (from === undefined) throw invalidParameter('from', 'choose the version to compare from')
   if (to === undefined) throw invalidParameter('to', 'choose the version to compare to')
   return { from, to }
+}
+
+/** What the builder offers: each collection's fields (none: untyped), the project's teams, its members' emails. */
+function* builderChoices(projectId: number): Op<BuilderChoices> {
+  const collections: BuilderChoices['collections'] = []
+  for (const collection of yield* projectCollections(projectId)) {
+    collections.push({ name: collection.name, fields: (yield* collectionFields(collection.id, 'read')).map((f) => ({ name: f.name, type: f.type })) })
+  }
+  const people = yield* projectPeople(projectId)
+  return { collections, teams: (yield* projectLayout(projectId)).teams.map((t) => t.name), users: people.map((p) => p.email) }
 }
 
 export function workflowPages(deps: AppDeps) {
@@ -57,6 +70,7 @@ export function workflowPages(deps: AppDeps) {
             shown,
             diff,
             callbacks: yield* listWorkflowCallbacks(target.workflowId),
+            choices: yield* builderChoices(project.id),
             events: yield* workflowEventsView(target),
             runIds: (yield* listRunIds(target.environmentId, { workflowIds: [target.workflowId] }, [], RUNS_SHOWN)).slice(0, RUNS_SHOWN),
           }
@@ -86,7 +100,7 @@ export function workflowPages(deps: AppDeps) {
 <h2>Steps</h2>
 <div id="workflow-steps" data-refresh>${active ? stepsList(active.definition) : html`<p class="muted">None active.</p>`}</div>
 <h2>Edit and publish</h2>
-${editorForm(place, name, view.shown?.definition)}
+${editorForm(place, name, view.shown?.definition, view.choices)}
 ${active ? html`<h2>Test run</h2>${testRunForm(place, name, active.definition.collection)}` : ''}
 <h2>Recent runs</h2>
 ${runsTable(runs)}
@@ -95,7 +109,7 @@ ${runsTable(runs)}
 ${view.diff ? diffSection(view.diff.from, view.diff.to) : ''}
 ${triggerSection(deps, workflowApi(place, name), webhookSettings(target, deps.secret, deps.config.baseUrl, deps.config.webhookRatePerMinute))}
 ${await scheduleSection(deps, target, workflowApi(place, name))}
-${eventsSection(`${workflowApi(place, name)}/events`, view.events.settings, view.events.counts)}
+${eventsSection(`${workflowApi(place, name)}/events`, view.events)}
 ${callbacksSection(`${workflowApi(place, name)}/callbacks`, view.callbacks)}`,
       })
     }),
@@ -139,7 +153,7 @@ function callbacksSection(api: string, callbacks: CallbackEndpointView[]): Html 
     ? html`<p class="muted">No callback yet.</p>`
     : scrollingTable(html`<table class="callbacks"><thead><tr><th>URL</th><th>Events sent</th><th>Added (UTC)</th><th>Actions</th></tr></thead><tbody>
 ${callbacks.map((c) => html`<tr><td class="mono">${c.url}</td><td>${events(c.events)}</td><td>${when(c.createdAt)}</td><td><form class="inline" data-api data-method="DELETE" action="${api}/${c.id}" data-confirm="Remove the callback to ${c.url}? Its deliveries go with it." data-done="Callback removed."><button type="submit" class="danger">Remove</button><span class="form-error" role="alert"></span></form></td></tr>`)}
-</tbody></table>`)
+</tbody></table>`, { rowActions: true })
 }</div>
 <form id="new-callback" data-api action="${api}" data-show="#callback-once" data-show-field="secret" data-done="Callback added: copy its signing secret below, it is shown only once (its whole URL too).">
 <label>URL <input name="url" type="url" required maxlength="${CALLBACK_URL_MAX_LENGTH}" size="60" placeholder="https://erp.example.com/trellis-hooks"></label>

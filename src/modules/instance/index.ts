@@ -19,7 +19,8 @@ import { ProjectView } from '../projects/admin-model.ts'
 import { createInvitation, invitationUrl } from '../users/invitations.ts'
 import { createUser, findUser, hashPassword, holdInstanceAdminRule, requireUser, listUsers, passwordProblem, setInstanceAdmin, setUsername, type User } from '../users/service.ts'
 import { instanceUserView } from '../directory/users.ts'
-import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, UpdateUserBody, UserIdParams } from './model.ts'
+import { CreatedUser, CreateProjectBody, CreateUserBody, Invitation, InstanceUser, OutboundAllow, OutboundAllowBody, UpdateUserBody, UserIdParams } from './model.ts'
+import { ALLOW_LIST_STALE_MS, outboundAllowView, setOutboundAllow } from './outbound-allow.ts'
 import { t } from 'elysia'
 import { read } from '../../db/read.ts'
 
@@ -122,6 +123,40 @@ export function instanceModule(deps: AppDeps) {
         detail: {
           operationId: 'inviteInstanceUser',
           summary: 'A new one-time invitation link for a user (older links stop working); in this answer only',
+        },
+      },
+    )
+    .get(
+      '/v1/instance/outbound-allow',
+      async ({ caller }) => {
+        requireInstanceAdmin(caller)
+        return read(deps.store, outboundAllowView(deps.config))
+      },
+      {
+        accountCall: true,
+        response: { 200: OutboundAllow },
+        detail: { operationId: 'getOutboundAllow', summary: 'The outbound allow-list: local and private hosts and ranges `http` steps and callbacks may reach (instance administrators)' },
+      },
+    )
+    .put(
+      '/v1/instance/outbound-allow',
+      async ({ body, caller }) => {
+        requireInstanceAdmin(caller)
+        const view = await write(deps.store, () => setOutboundAllow(deps.clock, deps.config, body.entries, caller.user.id))
+        deps.outboundAllow.forget()
+        return view
+      },
+      {
+        accountCall: true,
+        body: OutboundAllowBody,
+        response: { 200: OutboundAllow, ...errorResponses(400, 409) },
+        detail: {
+          operationId: 'setOutboundAllow',
+          summary: 'Replace the outbound allow-list kept in the console, with an instance admin log entry (instance administrators)',
+          description:
+            'Each entry is a host name, an IP address or a CIDR range, read as TRELLIS_HTTP_ALLOW reads its entries; a bad one is a 400 naming `entries[i]`. ' +
+            'In effect at once on this instance, and on other instances of a PostgreSQL deployment within ' +
+            `${ALLOW_LIST_STALE_MS / 1000} s; no restart. 409 \`allow_list_set_by_environment\` while TRELLIS_HTTP_ALLOW is set (it is the list then).`,
         },
       },
     )

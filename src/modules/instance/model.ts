@@ -3,6 +3,7 @@ import { t } from 'elysia'
 import { PERMISSION_LEVELS } from '../../lib/access.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { IdParam } from '../../http/params.ts'
+import { MAX_ALLOW_ENTRIES, MAX_ALLOW_ENTRY_LENGTH } from './outbound-allow.ts'
 
 export const InstanceUser = t.Object(
   {
@@ -45,3 +46,15 @@ export const UserIdParams = t.Object({ id: IdParam })
 const Name = t.String({ minLength: 1, maxLength: 200 })
 export const CreateProjectBody = t.Object({ name: Name, sso: t.Optional(t.Boolean()) })
 export const ROLE = t.Union(PERMISSION_LEVELS.map((r) => t.Literal(r)))
+
+const AllowEntry = t.String({ maxLength: MAX_ALLOW_ENTRY_LENGTH, description: 'A host name (opened whatever it resolves to), an IP address or a CIDR range', examples: ['hooks.internal', '127.0.0.1', '10.1.0.0/16'] })
+
+export const OutboundAllow = t.Object({
+  entries: t.Array(t.String(), { description: 'The allow-list in effect' }),
+  setByEnvironment: t.Boolean({ description: 'TRELLIS_HTTP_ALLOW is set: `entries` are its, and the list kept here is neither used nor changed' }),
+  storedEntries: t.Array(t.String(), { description: 'The list kept through this API and the console (in effect unless TRELLIS_HTTP_ALLOW is set)' }),
+})
+
+export const OutboundAllowBody = t.Object({
+  entries: t.Array(AllowEntry, { maxItems: MAX_ALLOW_ENTRIES, description: 'The whole list (blank items are dropped, repeats kept once)' }),
+})

@@ -90,9 +90,12 @@ export function* readEvents(target: TriggerTarget): Op<EventsSettings> {
 }
 
 /** A workflow's events and their counters, or nulls when it has none (the console's trigger settings). */
-export function* workflowEventsView(target: TriggerTarget): Op<{ settings: EventsSettings | null; counts: Pick<EventTriggerRow, 'received' | 'started' | 'skipped'> | null }> {
+export function* workflowEventsView(
+  target: TriggerTarget,
+): Op<{ settings: EventsSettings | null; counts: Pick<EventTriggerRow, 'received' | 'started' | 'skipped'> | null; fieldNames: string[] }> {
   const row = yield* findEventTrigger(target.workflowId)
-  return row ? { settings: yield* settingsOf(row), counts: row } : { settings: null, counts: null }
+  const fieldNames = (yield* collectionFields(target.collectionId, 'read')).map((field) => field.name)
+  return row ? { settings: yield* settingsOf(row), counts: row, fieldNames } : { settings: null, counts: null, fieldNames }
 }
 
 function* settingsOf(row: EventTriggerRow): Op<EventsSettings> {

@@ -188,7 +188,8 @@ export interface WorkflowDefinition {
   steps: Step[]
 }
 
-const TEMPLATE_VARIABLE = /^(record\.[A-Za-z_][\w.-]*|workflow\.name|run\.id|now|tasks\.[A-Za-z_][\w-]*\.(decision|decidedBy|input\.[A-Za-z_][\w.-]*))$/
+/** What a `{{…}}` may name (the console's builder checks templates with this same pattern). */
+export const TEMPLATE_VARIABLE = /^(record\.[A-Za-z_][\w.-]*|workflow\.name|run\.id|now|tasks\.[A-Za-z_][\w-]*\.(decision|decidedBy|input\.[A-Za-z_][\w.-]*))$/
 /** A path into a task's outcome (`tasks.approve.input.amount`): the task step's name. */
 const TASK_PATH = /^tasks\.([A-Za-z_][\w-]*)\./
 

@@ -14,8 +14,11 @@ import { type WorkflowDefinition, WorkflowDefinitionBody, workflowDefinitionProb
 import { page, parseIdParameter, parseLimit, queryOf } from '../../http/list.ts'
 import { listParameters } from '../../http/list-schema.ts'
 import { ID_SCHEMA } from '../../http/params.ts'
-import { PublishedWorkflow, WorkflowAnswer, WorkflowParams, WorkflowVersionAnswer, WorkflowVersionPage, WorkflowVersionParams } from './model.ts'
+import { DryRunAnswer, DryRunBody, PublishedWorkflow, WorkflowAnswer, WorkflowParams, WorkflowVersionAnswer, WorkflowVersionPage, WorkflowVersionParams } from './model.ts'
 import { activeDefinition, pageWorkflowVersions, publishWorkflow, renderWorkflowVersions, workflowVersion } from './service.ts'
+import { dryRunWorkflow } from './dry-run.ts'
+import { typedStepProblems } from './typed-steps.ts'
+import { collectionFields } from '../records/service.ts'
 
 const WORKFLOW = '/v1/project/:projectName/environment/:environmentName/team/:teamName/workflows/:workflowName'
 
@@ -87,6 +90,37 @@ export function workflowsModule(deps: AppDeps) {
         body: WorkflowDefinitionBody,
         response: { 200: PublishedWorkflow, ...errorResponses(400, 404) },
         detail: { operationId: 'publishWorkflow', summary: 'Create or publish a new version of a workflow (project admins)' },
+      },
+    )
+    .post(
+      `${WORKFLOW}/dry-run`,
+      async ({ params, body, caller }) => {
+        // Checked as the PUT checks it, each problem under `definition.…`; then walked reading only.
+        const definition = { ...body.definition, name: params.workflowName, environment: params.environmentName, team: params.teamName }
+        const problems = workflowDefinitionProblems(definition, 'definition')
+        if (problems.length > 0) throw invalidFields(problems.map((p) => ({ field: p.path, message: p.message })))
+        const valid = definition as unknown as WorkflowDefinition
+        return read(
+          deps.store,
+          (function* () {
+            const target = yield* adminWorkflow(caller, params)
+            const collection = yield* findCollection(target.projectId, valid.collection)
+            if (!collection) throw invalidFields([{ field: 'definition.collection', message: `unknown collection ${valid.collection}` }])
+            const typed = typedStepProblems(valid.steps, yield* collectionFields(collection.id, 'read'), 'definition')
+            if (typed.length > 0) throw invalidFields(typed.map((p) => ({ field: p.path, message: p.message })))
+            return yield* dryRunWorkflow(deps.clock, { projectId: target.projectId, environmentId: target.environmentId, collectionId: collection.id, workflowName: target.workflowName }, valid, body.recordId)
+          })(),
+        )
+      },
+      {
+        accountCall: true,
+        params: WorkflowParams,
+        body: DryRunBody,
+        response: { 200: DryRunAnswer, ...errorResponses(400, 404) },
+        detail: {
+          operationId: 'dryRunWorkflow',
+          summary: 'What each step of a definition would do on one record, without writing anything or calling out: the fields an update would set, the request an http step would send, who a task would ask, which way a condition goes (project admins)',
+        },
       },
     )
     .get(

@@ -4,7 +4,8 @@ import { pageSchema } from '../../http/list-schema.ts'
 import { IdParam } from '../../http/params.ts'
 import { Integer, IsoDateTime } from '../../http/schemas.ts'
 import { UserObject } from '../directory/model.ts'
-import { type Step, StepSchema, WorkflowConcurrency } from './definition.ts'
+import { RECORD_ID_MAX_LENGTH } from '../records/schema.ts'
+import { type Step, STEP_TYPES, type StepType, StepSchema, WorkflowConcurrency, WorkflowDefinitionBody } from './definition.ts'
 
 /** A workflow's webhook trigger as answers show it. */
 export const WebhookSettings = t.Object(
@@ -69,4 +70,31 @@ export const WorkflowVersionAnswer = t.Object({
   collection: t.String({ description: 'The collection the version works on' }),
   concurrency: t.Union([WorkflowConcurrency, t.Null()]),
   steps: t.Array(t.Unsafe<Step>(StepSchema)),
+})
+
+/** `POST …/workflows/{name}/dry-run`: a definition as the PUT takes it, and the record to try it on. */
+export const DryRunBody = t.Object(
+  {
+    definition: WorkflowDefinitionBody,
+    recordId: t.String({ minLength: 1, maxLength: RECORD_ID_MAX_LENGTH, description: 'A record of the definition’s collection, in the workflow’s environment' }),
+  },
+  { additionalProperties: false },
+)
+
+const DryRunStepAnswer = t.Object({
+  index: Integer({ description: 'The step’s place, from 0' }),
+  name: t.String({ description: 'Its name, or `<n>-<type>`' }),
+  type: t.UnionEnum(STEP_TYPES as [StepType, ...StepType[]]),
+  outcome: t.UnionEnum(['continue', 'end', 'fail', 'skipped'], { description: 'Go on, end the run, fail it; skipped: an earlier step stopped the run' }),
+  summary: t.String({ description: 'What the step would do, in words' }),
+  would: t.Record(t.String(), t.Unknown(), {
+    description: 'What it would do as data: `update` the fields it would set; `http` the method, URL (query redacted), header names and body it would send; `task` its title, assignees, approvals, form fields and deadline; `condition` the value read and whether the test holds',
+  }),
+})
+
+export const DryRunAnswer = t.Object({
+  recordId: t.String(),
+  outcome: t.UnionEnum(['succeeded', 'ended', 'failed'], { description: 'How the run would end (a task step is taken as approved)' }),
+  failure: t.Union([t.Object({ step: t.String(), code: t.String(), message: t.String() }), t.Null()], { description: 'The step that would fail the run, with the code a run would record' }),
+  steps: t.Array(DryRunStepAnswer),
 })

@@ -106,6 +106,18 @@ export function compareOrdered(op: OrderOperator, value: unknown, operand: unkno
   return op === 'gt' ? a > b : op === 'gte' ? a >= b : op === 'lt' ? a < b : a <= b
 }
 
+/** Whether a condition's test holds of the value its field has: every test given must (the executor's condition step, the dry run). */
+export function conditionHolds(test: Condition, value: unknown): boolean {
+  const checks: boolean[] = []
+  if (test.equals !== undefined) checks.push(value === test.equals)
+  if (test.notEquals !== undefined) checks.push(value !== test.notEquals)
+  if (test.in !== undefined) checks.push(test.in.includes(value as never))
+  if (test.exists !== undefined) checks.push((value !== undefined && value !== null) === test.exists)
+  for (const op of ORDER_OPERATORS) if (test[op] !== undefined) checks.push(compareOrdered(op, value, test[op]))
+  if (test.contains !== undefined) checks.push(containsValue(value, test.contains))
+  return checks.every(Boolean)
+}
+
 /** Whether a text holds the operand (any case) or a list holds it as an element. */
 export function containsValue(value: unknown, operand: unknown): boolean {
   if (typeof value === 'string' && typeof operand === 'string') return value.toLowerCase().includes(operand.toLowerCase())

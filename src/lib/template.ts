@@ -2,8 +2,8 @@
  * `{{record.<field>}}`, `{{record.id}}`, `{{workflow.name}}`, `{{run.id}}`, `{{now}}` and a task's outcome
  * (`{{tasks.<step>.decision}}`, `.decidedBy`, `.input.<field>`) in step strings, deeply.
  */
-import { redactUrl } from '../lib/outbound/redact.ts'
-import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage, urlHead } from '../lib/outbound/url-template.ts'
+import { redactUrl } from './outbound/redact.ts'
+import { PLACEHOLDER, placeholderInHead, placeholderInHeadMessage, urlHead } from './outbound/url-template.ts'
 
 export interface TemplateVariables {
   recordId: string
