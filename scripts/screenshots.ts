@@ -22,6 +22,8 @@ interface Shot {
   /** The page's path; `{runId}` is the run this script starts. */
   path: string
   screen: keyof typeof SCREENS
+  /** A control clicked before the picture is taken (a tab), if any. */
+  click?: string
 }
 
 /** The pages, in the order they are taken (the activity log comes after the pages whose reads it lists). */
@@ -33,6 +35,8 @@ export const SHOTS: Shot[] = [
   { file: 'record.png', title: 'A record: its data, Run buttons, runs, notes and history', path: RECORD, screen: 'laptop' },
   { file: 'run.png', title: 'A run: its steps and what each did', path: '/runs/{runId}', screen: 'laptop' },
   { file: 'workflow.png', title: 'A workflow’s trigger settings and completion callbacks', path: '/p/Acme/e/production/t/Support/w/Refund%20order', screen: 'laptop' },
+  { file: 'builder.png', title: 'A workflow’s steps in the visual builder', path: '/p/Acme/e/production/t/Support/w/Refund%20order', screen: 'laptop', click: '#tab-builder' },
+  { file: 'health.png', title: 'A workflow’s health: its runs by status over the last day, failure rate, durations, slowest steps', path: '/p/Acme/e/production/t/Support/w/Refund%20order/health', screen: 'laptop' },
   { file: 'activity.png', title: 'The activity log, reads included', path: '/p/Acme/e/production/activity', screen: 'laptop' },
   { file: 'account.png', title: 'Your account: API tokens', path: '/account', screen: 'laptop' },
   { file: 'phone-record.png', title: 'A record on a phone', path: RECORD, screen: 'phone' },
@@ -88,6 +92,7 @@ async function main() {
       const path = shot.path.replace('{runId}', runId)
       const response = await page.goto(path, { waitUntil: 'networkidle' })
       if (response?.status() !== 200) throw new Error(`${path}: ${response?.status()}`)
+      if (shot.click) await page.click(shot.click)
       await page.screenshot({ path: join(out, shot.file) })
       console.log(`${shot.file}  ${path}`)
     }

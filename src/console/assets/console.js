@@ -280,7 +280,9 @@ async function submitApiForm(form, submitter) {
   if (form.dataset.confirm && !confirm(form.dataset.confirm)) return
   const method = form.dataset.method || 'POST'
   const button = form.querySelector('button[type=submit], button:not([type])')
+  // Busy until the answer: the button cannot be pressed twice, and assistive technology hears the form is working.
   if (button) button.disabled = true
+  form.setAttribute('aria-busy', 'true')
   showError(form, '')
   clearFieldErrors(form)
   say('')
@@ -338,6 +340,7 @@ async function submitApiForm(form, submitter) {
     showError(form, `Request failed: ${error.message}`)
   } finally {
     if (button) button.disabled = false
+    form.removeAttribute('aria-busy')
   }
 }
 
