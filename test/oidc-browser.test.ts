@@ -16,7 +16,7 @@ import type { Browser, Page } from 'playwright-core'
 import { stringify } from 'yaml'
 import { bearer, freePort, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument } from './support/acme.ts'
-import { browserAvailable, launchBrowser, requireBrowser, watchPage } from './support/browser.ts'
+import { browserAvailable, launchBrowser, pageIsSound, requireBrowser, watchPage } from './support/browser.ts'
 import { type OidcProvider, startOidcProvider } from './support/oidc-provider.ts'
 
 requireBrowser('oidc-browser')
@@ -147,6 +147,7 @@ describe.skipIf(!browserAvailable)('SSO in Chromium, against a real OpenID provi
     await signInWithSso(page)
     await page.waitForSelector('[data-code=sso_link_required]')
     expect(await page.textContent('h1')).toBe('Link your account')
+    await pageIsSound(page)
     await page.fill('input[name=password]', 'not her password')
     await page.click('form.login button[type=submit]')
     expect(await page.waitForSelector('p.form-error:has-text("Invalid email or password")')).toBeTruthy()
@@ -162,6 +163,7 @@ describe.skipIf(!browserAvailable)('SSO in Chromium, against a real OpenID provi
     const rows = await page.locator('table.tokens tbody tr').allTextContents()
     expect(rows.find((r) => r.includes('made-with-sso'))).toContain('yes')
     expect(rows.find((r) => r.includes('made-with-password'))).toContain('no')
+    await pageIsSound(page)
     expect((await apiStatus(NOTES, passwordToken)).code).toBe('sso_required')
 
     // Sign out: the Trellis session ends, and the provider's sign-out is offered.
@@ -169,6 +171,7 @@ describe.skipIf(!browserAvailable)('SSO in Chromium, against a real OpenID provi
     await page.click('header button[type=submit]')
     await page.waitForURL(`${server.url}/login?signedOut=sso`)
     expect(await page.getAttribute('a[href="/auth/sso/logout"]', 'href')).toBe('/auth/sso/logout')
+    await pageIsSound(page)
     await page.goto('/p/Acme')
     expect(new URL(page.url()).pathname).toBe('/login')
   }, 60_000)
