@@ -16,6 +16,7 @@ import { Database } from 'bun:sqlite'
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createProject } from '../src/modules/projects/structure.ts'
 import { createInvitation } from '../src/modules/users/invitations.ts'
+import { setOutboundAllow } from '../src/modules/instance/outbound-allow.ts'
 import { findUser } from '../src/modules/users/service.ts'
 import type { ValidateFunction } from 'ajv'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
@@ -262,6 +263,8 @@ beforeAll(async () => {
   await writeNow(env.store, function* () {
         return yield* createInvitation(clock, { user: (yield* findUser(userId(env.store, 'dave')))!, actorId: aliceId })
       })
+  // The outbound allow-list changed by an instance administrator (instance-wide entry).
+  await writeNow(env.store, () => setOutboundAllow(clock, env.config, ['127.0.0.1', '10.0.0.0/8'], aliceId))
 
   // Console reads (audited as `read` / `index`).
   const cookie = `trellis_session=${(await runNow(env.store, createSession(clock, aliceId, false))).id}`

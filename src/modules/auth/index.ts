@@ -26,6 +26,8 @@ export function isHttps(deps: AppDeps, request: Request): boolean {
 }
 
 export function authModule(deps: AppDeps) {
+  /** The invitation acceptances under way, by link token (held for the request only). */
+  const accepting = new Map<string, Promise<unknown>>()
   const passwords = new PasswordCheck(deps)
   const clientAddress = clientAddressOf(deps.config.trustProxy)
   return new Elysia({ name: 'auth-routes', tags: ['auth'] })
@@ -57,13 +59,24 @@ export function authModule(deps: AppDeps) {
       '/auth/invitation',
       async ({ body, request, set }) => {
         const problem = passwordProblem(body.password)
-        // The link is checked before the slow hash, so a dead link answers at once.
-        await read(deps.store, invitedUser(deps.clock, body.token))
-        if (problem) throw invalidField('password', `password ${problem}`)
-        const passwordHash = await hashPassword(body.password)
-        const { user, session } = await write(deps.store, function* () {
-          const invited = yield* acceptInvitation(deps.clock, body.token, passwordHash)
-          return { user: invited, session: (yield* createSession(deps.clock, invited.id, false)) }
+        // One acceptance of a link at a time in this process: those that come meanwhile wait for it, then find the
+        // link spent and answer 404 without hashing a password (each hash holds a password worker ≈ 100 ms: a burst
+        // of acceptances of one link would otherwise queue them past the connection's idle timeout). The database
+        // still decides which acceptance spends the link, across instances.
+        while (accepting.has(body.token)) await accepting.get(body.token)!.catch(() => {})
+        const attempt = (async () => {
+          // The link is checked before the slow hash, so a dead link answers at once.
+          await read(deps.store, invitedUser(deps.clock, body.token))
+          if (problem) throw invalidField('password', `password ${problem}`)
+          const passwordHash = await hashPassword(body.password)
+          return await write(deps.store, function* () {
+            const invited = yield* acceptInvitation(deps.clock, body.token, passwordHash)
+            return { user: invited, session: (yield* createSession(deps.clock, invited.id, false)) }
+          })
+        })()
+        accepting.set(body.token, attempt)
+        const { user, session } = await attempt.finally(() => {
+          if (accepting.get(body.token) === attempt) accepting.delete(body.token)
         })
         set.headers['set-cookie'] = sessionCookie(session.id, SESSION_TTL_MS / 1000, isHttps(deps, request))
         return { user: userObject(user), expiresAt: new Date(session.expiresAt).toISOString() }
