@@ -20,7 +20,8 @@ import { announceRunEvents } from '../run-event-commits.ts'
 import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store, StoreUpkeep } from '../store.ts'
 import type { PgDb } from './client.ts'
 import { pendingPostgresMigrations } from './migrate.ts'
-import { postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
+import { notifyThisTurn } from './notify.ts'
+import { type Committed, postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
@@ -40,10 +41,16 @@ export class PgStore implements Store {
    * the step group's transaction, and its drain measured slower (docs/performance.md).
    */
   readonly handsOverSlots = false
-  /** After a commit that appended run events: this process's listeners, and every other instance (one NOTIFY a turn). */
-  private readonly committed = (environmentIds: number[]) => {
-    announceRunEvents(this, environmentIds)
-    notifyRunEventsCommitted(this.sql, environmentIds)
+  /**
+   * After a commit: the run events it appended to this process's listeners and every other instance, and the channels
+   * it should wake (queued runs, deliveries, deadlines) — one NOTIFY a channel a turn, sent after the commit (./notify.ts).
+   */
+  private readonly committed = ({ runEvents, channels }: Committed) => {
+    if (runEvents.length > 0) {
+      announceRunEvents(this, runEvents)
+      notifyRunEventsCommitted(this.sql, runEvents)
+    }
+    for (const channel of channels) notifyThisTurn(this.sql, channel)
   }
 
   /**
