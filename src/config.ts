@@ -72,6 +72,8 @@ export interface Config {
   dbBusyWaitMs: number
   /** How often `serve` checkpoints the WAL (SQLite's own checkpoints, inside a commit, are off on its connection). */
   walCheckpointMs: number
+  /** PostgreSQL: a transaction open this long anywhere in the cluster is logged and makes /readyz `degraded`. */
+  databaseLongTransactionSeconds: number
   /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
   readyMinFreeBytes: number
   /**
@@ -235,6 +237,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     trustProxy: trustedProxies(env.TRELLIS_TRUST_PROXY),
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
+    databaseLongTransactionSeconds: integerSetting('TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS', env.TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS, 60, 1, 86_400),
     readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,
     eventStreamsMax: integerSetting('TRELLIS_EVENT_STREAMS_MAX', env.TRELLIS_EVENT_STREAMS_MAX, 5000, 1, 100_000),
     eventStreamsPerUser: integerSetting('TRELLIS_EVENT_STREAMS_PER_USER', env.TRELLIS_EVENT_STREAMS_PER_USER, 50, 1, 100_000),

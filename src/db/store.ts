@@ -25,6 +25,8 @@ export interface ServingSettings {
   /** How long a write waits, asynchronously, for another process's lock before `database_busy`. */
   dbBusyWaitMs: number
   walCheckpointMs: number
+  /** PostgreSQL: the age past which a transaction open anywhere in the cluster is reported (./postgres/transaction-watch.ts). */
+  databaseLongTransactionSeconds: number
   /** The checkpoint thread's entrypoint (src/worker-entrypoints.ts: it differs between the source tree and the binary). */
   walCheckpointWorker: URL
   /** The instance secret from TRELLIS_SECRET, when set (else the data directory's file). */
@@ -70,6 +72,12 @@ export interface Store {
   storageReadOnlyNow(): boolean
   /** Whether less than `floorBytes` of room is left now (false where the storage is a database server's). */
   storageFullNow(floorBytes: number): boolean
+  /**
+   * The age in seconds of a transaction open past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS anywhere in the database
+   * cluster, while serving; else null. PostgreSQL's (./postgres/transaction-watch.ts); SQLite has no other writers to
+   * hold anything back: null.
+   */
+  longTransactionSeconds(): number | null
   /** The embedded migrations not applied yet. */
   pendingMigrations(): Promise<string[]>
 

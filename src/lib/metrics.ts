@@ -264,6 +264,11 @@ export function createMetrics(options: MetricsOptions = {}) {
       labelNames: ['outcome'] as const,
       registers: [registry],
     }),
+    oldestTransaction: new Gauge({
+      name: 'trellis_database_oldest_transaction_seconds',
+      help: 'PostgreSQL: how long the oldest transaction holding a transaction id anywhere in the cluster has been open (0: none)',
+      registers: [registry],
+    }),
     walBytes: new Gauge({
       name: 'trellis_wal_bytes',
       help: 'Size of the -wal file after the last timed checkpoint',

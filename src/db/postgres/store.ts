@@ -24,6 +24,8 @@ import { notifyThisTurn } from './notify.ts'
 import { type Committed, postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
+import { TransactionWatch } from './transaction-watch.ts'
+import type { Metrics } from '../../lib/metrics.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
 
 export { clientOf, type PgDb } from './client.ts'
@@ -52,6 +54,9 @@ export class PgStore implements Store {
     }
     for (const channel of channels) notifyThisTurn(this.sql, channel)
   }
+
+  /** The watch for long transactions, while serving. */
+  private transactions: TransactionWatch | undefined
 
   /**
    * `sql`: the pool, for raw statements (the queue's claim, migrations, NOTIFY). `listener`: where LISTEN runs — the
@@ -117,6 +122,11 @@ export class PgStore implements Store {
     return false
   }
 
+  /** While serving: the watch's age of a transaction open past the limit (./transaction-watch.ts). */
+  longTransactionSeconds(): number | null {
+    return this.transactions?.overLimit() ?? null
+  }
+
   pendingMigrations(): Promise<string[]> {
     return pendingPostgresMigrations(this.sql)
   }
@@ -155,14 +165,18 @@ export class PgStore implements Store {
   }
 
   /**
-   * PostgreSQL checkpoints and vacuums itself: nothing to run beside it. Several instances may share it, so without
-   * TRELLIS_SECRET it warns that they must share the secret.
+   * PostgreSQL checkpoints and vacuums itself; beside it runs the watch for long transactions in the cluster
+   * (./transaction-watch.ts). Several instances may share it, so without TRELLIS_SECRET it warns that they must share
+   * the secret.
    */
-  serve(settings: ServingSettings, logger: Logger): StoreUpkeep {
+  serve(settings: ServingSettings, logger: Logger, metrics: Metrics): StoreUpkeep {
     if (!settings.secretFromEnv) {
       logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: settings.dataDir })
     }
-    return { startMaintenance: () => {}, stop: () => {}, close: () => this.close().then(() => ({})) }
+    const watch = new TransactionWatch(this.sql, settings.databaseLongTransactionSeconds, logger, metrics.oldestTransaction)
+    this.transactions = watch
+    watch.start()
+    return { startMaintenance: () => {}, stop: () => watch.stop(), close: () => this.close().then(() => ({})) }
   }
 }
 

@@ -149,6 +149,11 @@ export class SqliteStore implements Store, SqliteFile {
     return roomToWrite(this) < floorBytes
   }
 
+  /** One writer, in this process: no other transaction holds anything back. */
+  longTransactionSeconds(): null {
+    return null
+  }
+
   async pendingMigrations(): Promise<string[]> {
     return pendingMigrations(this.sqlite)
   }

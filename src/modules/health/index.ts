@@ -58,15 +58,29 @@ export function healthModule(deps: AppDeps) {
       '/readyz',
       async () => {
         const reason = await notReadyReason(deps)
-        if (reason === null) return { status: 'ready' as const }
-        return jsonResponse(503, errorBody(503, reason.code, reason.message)) as never
+        if (reason !== null) return jsonResponse(503, errorBody(503, reason.code, reason.message)) as never
+        // Serving, but something outside the instance holds the database back: every instance sees the same, so a
+        // load balancer keeps them all (200); the operator reads why.
+        const held = deps.store.longTransactionSeconds()
+        if (held === null) return { status: 'ready' as const }
+        return {
+          status: 'degraded' as const,
+          code: 'long_transaction' as const,
+          message: `A PostgreSQL transaction has been open for ${Math.round(held)} s, past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS (${deps.config.databaseLongTransactionSeconds} s): vacuum keeps every row version since it began (the log names its session)`,
+        }
       },
       {
-        response: { 200: t.Object({ status: t.Literal('ready') }), ...errorResponses(503) },
+        response: {
+          200: t.Union([
+            t.Object({ status: t.Literal('ready') }),
+            t.Object({ status: t.Literal('degraded'), code: t.Literal('long_transaction'), message: t.String() }),
+          ]),
+          ...errorResponses(503),
+        },
         detail: {
           operationId: 'readyz',
           summary:
-            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the files are writable, the executor runs (503 with the reason otherwise: `not_ready`, `storage_full` or `storage_read_only`)',
+            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the files are writable, the executor runs (503 with the reason otherwise: `not_ready`, `storage_full` or `storage_read_only`); 200 `degraded` (`long_transaction`) while a PostgreSQL transaction has been open past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS',
         },
       },
     )
