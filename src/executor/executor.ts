@@ -53,6 +53,7 @@ import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from '../lib/template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
+import { activeTracer, type RunTrace, type SpanHandle } from '../lib/tracing.ts'
 
 /** How often a running executor recovers the runs whose leases expired (a crashed instance's, or its own lost ones). */
 const SWEEP_EVERY_MS = 10_000
@@ -337,7 +338,13 @@ export class Executor {
     }
   }
 
-  private async execute(run: RunRow): Promise<void> {
+  /** Executes the run, inside its trace when tracing is on (log lines written meanwhile carry its trace id). */
+  private execute(run: RunRow): Promise<void> {
+    const traced = activeTracer()?.run(run) ?? null
+    return traced === null ? this.executeTraced(run, null) : traced.within(() => this.executeTraced(run, traced))
+  }
+
+  private async executeTraced(run: RunRow, traced: RunTrace | null): Promise<void> {
     const { target, definition } = await this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
@@ -364,13 +371,13 @@ export class Executor {
         // No turn of the event loop to wait for here: each group ends with its write, committed in a later turn
         // (the group commit), within the executor's share of it (`shareMs`).
         const end = stepGroupEnd(steps, index)
-        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, tasks, heartbeat, signal })
+        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, tasks, heartbeat, signal, traced })
         if (outcome === 'stop') return
         record = outcome.record
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persistGroup(run, (events) => this.finishIn(target, events, 'succeeded', null), () => true)
+      await this.persistGroup(run, (events) => this.finishIn(target, events, 'succeeded', null), () => true, groupTrace(traced, target, new Map()))
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -416,11 +423,15 @@ export class Executor {
     tasks: Map<string, TaskOutcome>
     heartbeat: () => void
     signal: AbortSignal
+    traced: RunTrace | null
   }): Promise<{ record: Record<string, unknown> | null } | 'stop'> {
     const { target, steps } = group
     const planned: PlannedStep[] = []
+    const spans = new Map<number, TracedStep>()
+    const traceOf = groupTrace(group.traced, target, spans)
     for (let index = group.from; index < group.to; index++) {
       const step = steps[index]!
+      const startedAt = this.options.clock.now()
       const ctx: StepContext = {
         target,
         stepName: stepLabel(step, index),
@@ -433,22 +444,25 @@ export class Executor {
         outbound: this.outbound,
         mail: this.options.mail ?? null,
       }
-      const startedAt = this.options.clock.now()
+      if (group.traced !== null) ctx.traceparent = startStepSpan(group.traced, spans, ctx, step.type, startedAt)
       try {
         planned.push({ ctx, step, index, startedAt, apply: await (STEP_RUNNERS[step.type] as StepRunner)(ctx, step) })
       } catch (error) {
         // Only an http step's call fails here, and it is alone in its group.
         if (error instanceof LeaseLostError) throw error
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
-        if (ctx.signal.aborted) return 'stop'
+        if (ctx.signal.aborted) {
+          endUnrecordedSpans(spans)
+          return 'stop'
+        }
         if (!(error instanceof StepFailure)) throw error
-        await this.persistGroup(target.run, (events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true)
+        await this.persistGroup(target.run, (events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true, traceOf)
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
+    const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked', traceOf)
     if (outcome === 'parked') {
       this.notify()
       // A task opened: its deadline may come before the one the timer is armed for.
@@ -570,10 +584,14 @@ export class Executor {
    * and stay apart (docs/workflows.md "Executor"). Where the store says not (`handsOverSlots`: PostgreSQL) the
    * claiming loop claims for freed slots.
    */
-  private async persistGroup<T>(run: RunRow, body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
+  private async persistGroup<T>(run: RunRow, body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean, traced: GroupTrace | null = null): Promise<T> {
     const known = this.eventCounts.get(run.id)
     let appended: NewRunEvent[] = []
+    // The database's time as one span per group (its transaction, waits for the lock included), none per statement.
+    const commit = traced?.run.child('commit steps')
     const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents((events) => body((appended = events)), known), frees))
+    commit?.end({ attributes: { 'trellis.events': appended.length } })
+    traced?.committed(appended)
     if (known !== undefined) this.eventCounts.set(run.id, known + appended.length)
     for (const run of successors) this.launch(run)
     return outcome
@@ -607,6 +625,62 @@ export class Executor {
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
     })
     events.push({ ...subjectOfRow(target.run), type: `run.${status}`, status, data: error === null ? null : { error }, at: now })
+  }
+}
+
+/** A step's span under way, with what its end needs to know. */
+interface TracedStep {
+  ctx: StepContext
+  type: Step['type']
+  startedAt: number
+  span: SpanHandle | null
+}
+
+/** What a step group's commit records in its run's trace: the spans of its steps, and the run's own when it ended. */
+interface GroupTrace {
+  run: RunTrace
+  committed(events: readonly NewRunEvent[]): void
+}
+
+/**
+ * Starts a step's span; answers its `traceparent`. A task step's span is recorded at its decision instead, from its
+ * opening (`ctx.openedAt`): a run parked on a task holds no span open, whatever restarts come meanwhile.
+ */
+function startStepSpan(traced: RunTrace, spans: Map<number, TracedStep>, ctx: StepContext, type: Step['type'], startedAt: number): string {
+  const span = type === 'task' ? null : traced.step(ctx.stepName, type, ctx.stepIndex, startedAt)
+  spans.set(ctx.stepIndex, { ctx, type, startedAt, span })
+  return span?.traceparent ?? traced.traceparent
+}
+
+/** A group given up before it was recorded (shutdown, cancel): its spans end now, as stopped. */
+function endUnrecordedSpans(spans: Map<number, TracedStep>): void {
+  for (const { span } of spans.values()) span?.end({ attributes: { 'trellis.step.status': 'stopped' } })
+  spans.clear()
+}
+
+/** Ends the group's step spans from the events its commit wrote, and records the run's span when the run ended. */
+function groupTrace(traced: RunTrace | null, target: RunTarget, spans: Map<number, TracedStep>): GroupTrace | null {
+  if (traced === null) return null
+  return {
+    run: traced,
+    committed(events) {
+      for (const event of events) {
+        const error = (event.data?.error as { code?: string } | undefined)?.code ?? null
+        if (event.type === 'run.succeeded' || event.type === 'run.failed') {
+          traced.finish(target.workflowName, event.type === 'run.succeeded' ? 'succeeded' : 'failed', error, event.at)
+          continue
+        }
+        const step = event.stepIndex == null ? undefined : spans.get(event.stepIndex)
+        if (step === undefined || !event.type.startsWith('step.')) continue
+        const status = event.type.slice('step.'.length)
+        // A task step parked on its task: its span is recorded when the task is decided.
+        if (step.span === null && status === 'waiting') continue
+        const span = step.span ?? traced.step(step.ctx.stepName, step.type, step.ctx.stepIndex, step.ctx.openedAt ?? step.startedAt)
+        span.end({ attributes: { 'trellis.step.status': status }, ...(error === null ? {} : { error }) }, event.at)
+        spans.delete(event.stepIndex!)
+      }
+      endUnrecordedSpans(spans)
+    },
   }
 }
 

@@ -1,4 +1,9 @@
-/** JSON-lines logger on stdout/stderr. Never pass secrets (tokens, passwords, URL signatures) to it. */
+/**
+ * JSON-lines logger on stdout/stderr. Never pass secrets (tokens, passwords, URL signatures) to it. While tracing is
+ * on, a line written inside a span carries its `trace_id` and `span_id` (./tracing.ts).
+ */
+import { activeTracer } from './tracing.ts'
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 export type LogLevel = (typeof LOG_LEVELS)[number]
 
@@ -13,7 +18,7 @@ export function createLogger(level: LogLevel = 'info', write: (line: string, isE
   const threshold = LOG_LEVELS.indexOf(level)
   const log = (lvl: Exclude<LogLevel, 'silent'>) => (msg: string, fields: Record<string, unknown> = {}) => {
     if (LOG_LEVELS.indexOf(lvl) < threshold) return
-    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...fields }), lvl === 'error' || lvl === 'warn')
+    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...activeTracer()?.logFields(), ...fields }), lvl === 'error' || lvl === 'warn')
   }
   return { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') }
 }
