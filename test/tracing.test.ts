@@ -90,7 +90,7 @@ beforeAll(async () => {
   const report = await applyAcme({ store: env.store, clock: systemClock, secret: loadInstanceSecret(env.dataDir), baseUrl: 'http://127.0.0.1' }, document)
   hook = reportHook(report, 'Traced')
   token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
-})
+}, 120_000) // PostgreSQL: the shared cluster may start here
 
 afterAll(async () => {
   await Promise.all(servers.map((server) => server.stop('SIGKILL')))
@@ -254,7 +254,7 @@ test('the compiled binary exports spans too (the SDK is bundled, loaded on deman
       expect(await proc.exited).toBe(0)
     }
     const server = await serve({ OTEL_SERVICE_NAME: 'trellis-binary' }, binary)
-    const runId = await trigger(server, 'ord_1004')
+    const runId = await trigger(server, 'ord_1001')
     const { run } = await traceOf(runId)
     expect(run.service).toBe('trellis-binary')
     expect(await server.stop()).toBe(0)
