@@ -82,6 +82,7 @@ export const POSTGRES_PASS = [
   'tasks',
   'task-deadlines',
   'tokens',
+  'tracing',
   'wal-checkpoints',
   'webhook',
   'webhook-cli',
@@ -146,6 +147,7 @@ export const LONGEST_FIRST = [
   'executor-postgres',
   'console',
   'tokens',
+  'tracing',
   'nul-text',
 ].map((name) => `test/${name}.test.ts`)
 

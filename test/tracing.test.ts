@@ -51,18 +51,21 @@ function otlpReceiver() {
   return { url: `http://127.0.0.1:${server.port}`, spans, bodies, stop: () => server.stop(true) }
 }
 
-/** The destination of the `http` step: the `traceparent` each call carried. */
+/** The destination of `http` steps and callbacks: the `traceparent` each call carried, and the callbacks' bodies. */
 function destination() {
   const traceparents: (string | null)[] = []
+  const callbacks: { traceparent: string | null; body: { type: string; data: Record<string, unknown> } }[] = []
   const server = Bun.serve({
     hostname: '127.0.0.1',
     port: 0,
-    fetch(request) {
-      traceparents.push(request.headers.get('traceparent'))
+    async fetch(request) {
+      const traceparent = request.headers.get('traceparent')
+      if (new URL(request.url).pathname === '/callback') callbacks.push({ traceparent, body: (await request.json()) as (typeof callbacks)[number]['body'] })
+      else traceparents.push(traceparent)
       return Response.json({ ok: true })
     },
   })
-  return { url: `http://127.0.0.1:${server.port}`, traceparents, stop: () => server.stop(true) }
+  return { url: `http://127.0.0.1:${server.port}`, traceparents, callbacks, stop: () => server.stop(true) }
 }
 
 const attribute = (span: OtlpSpan, key: string): unknown => {
@@ -76,6 +79,8 @@ const servers: ServeProcess[] = []
 let env: TestEnv
 let hook: string
 let token: string
+let admin: string
+let approver: string
 const cwd = tempDir('trellis-tracing-cwd-')
 
 const traced = ordersWorkflow('Traced', [
@@ -83,13 +88,21 @@ const traced = ordersWorkflow('Traced', [
   { type: 'http', name: 'tell erp', method: 'POST', url: `${remote.url}/orders/{{record.id}}`, body: { order: '{{record.id}}' }, retries: 0 },
 ])
 
+/** A task (opened, then decided by a person) and a completion callback. */
+const asking = ordersWorkflow('Traced task', [
+  { type: 'task', name: 'approve', title: 'Ship {{record.id}}?', assignees: { teams: ['Billing'] } },
+  { type: 'update', name: 'mark', set: { status: 'approved' } },
+])
+
 beforeAll(async () => {
   env = testEnv()
   const document = acmeDocument()
-  acmeProject(document).workflows!.push(traced)
+  acmeProject(document).workflows!.push(traced, asking)
   const report = await applyAcme({ store: env.store, clock: systemClock, secret: loadInstanceSecret(env.dataDir), baseUrl: 'http://127.0.0.1' }, document)
   hook = reportHook(report, 'Traced')
   token = (await tokenFor(env.store, systemClock, 'bob', ['workflows:trigger'])).value
+  admin = (await tokenFor(env.store, systemClock, 'alice', ['all'])).value
+  approver = (await tokenFor(env.store, systemClock, 'dave', ['all'])).value
 }, 120_000) // PostgreSQL: the shared cluster may start here
 
 afterAll(async () => {
@@ -226,6 +239,56 @@ test('across a restart between trigger and execution, the run span still links t
   expect(remote.traceparents.at(-1)).toStartWith(`00-${runTraceId(runId)}-`)
   expectNoSecrets()
   expect(await second.stop()).toBe(0)
+}, 60_000)
+
+test('a task step spans from its opening to its decision; a callback delivery is a span of the run\'s trace and sends its traceparent', async () => {
+  const server = await serve()
+  const production = '/v1/project/Acme/environment/production'
+  const endpoint = await fetch(`${server.url}${production}/team/Support/workflows/${encodeURIComponent('Traced task')}/callbacks`, {
+    method: 'POST',
+    headers: { ...bearer(admin), 'content-type': 'application/json' },
+    body: JSON.stringify({ url: `${remote.url}/callback`, events: ['task.opened', 'workflow_run.succeeded'] }),
+  })
+  expect(endpoint.status).toBe(201)
+  const started = await fetch(`${server.url}${production}/workflow-runs`, {
+    method: 'POST',
+    headers: { ...bearer(admin), 'content-type': 'application/json' },
+    body: JSON.stringify({ workflowName: 'Traced task', teamName: 'Support', recordId: 'ord_1003' }),
+  })
+  expect(started.status).toBe(202)
+  const runId = ((await started.json()) as { runId: string }).runId
+  const opened = await until('task.opened to arrive', () => remote.callbacks.find((c) => c.body.type === 'task.opened'))
+  const taskId = (opened.body.data as { id: string }).id
+  await Bun.sleep(300) // the task is open a while: its span is that long
+  const decided = await fetch(`${server.url}/v1/tasks/${taskId}/decisions`, {
+    method: 'POST',
+    headers: { ...bearer(approver), 'content-type': 'application/json' },
+    body: JSON.stringify({ decision: 'approve' }),
+  })
+  expect(decided.status).toBe(200)
+  const run = await until('the run span', () => spansOfTrace(runTraceId(runId)).find((span) => span.name === 'run Traced task'))
+  // The run was started by an API call: linked to that request's span.
+  const request = receiver.spans.find((span) => span.spanId === run.links?.[0]?.spanId)!
+  expect(request.name).toBe('POST /v1/project/:projectName/environment/:environmentName/workflow-runs')
+  const task = spansOfTrace(runTraceId(runId)).find((span) => span.name === 'step approve')!
+  expect(task.parentSpanId).toBe(run.spanId)
+  expect(attribute(task, 'trellis.step.type')).toBe('task')
+  // One span, from the opening to the decision (not one per execution of the step).
+  expect(spansOfTrace(runTraceId(runId)).filter((span) => span.name === 'step approve')).toHaveLength(1)
+  expect(Number(BigInt(task.endTimeUnixNano) - BigInt(task.startTimeUnixNano)) / 1e6).toBeGreaterThanOrEqual(300)
+
+  // The callbacks carried a traceparent in the run's trace, whose span is the delivery's (a child of the run's span).
+  const succeeded = await until('workflow_run.succeeded to arrive', () => remote.callbacks.find((c) => c.body.type === 'workflow_run.succeeded'))
+  for (const callback of [opened, succeeded]) {
+    const [, traceId, spanId] = callback.traceparent!.split('-')
+    expect(traceId).toBe(runTraceId(runId))
+    const delivery = await until('the delivery span', () => receiver.spans.find((span) => span.spanId === spanId))
+    expect(delivery.name).toBe('callback delivery')
+    expect(delivery.parentSpanId).toBe(run.spanId)
+    expect(attribute(delivery, 'http.response.status_code')).toBe(200)
+  }
+  expectNoSecrets()
+  expect(await server.stop()).toBe(0)
 }, 60_000)
 
 test('off (no OTLP endpoint): no span is sent and no log line carries a trace id', async () => {
