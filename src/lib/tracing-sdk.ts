@@ -22,7 +22,7 @@ import {
 import { ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_HTTP_ROUTE, ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import pkg from '../../package.json' with { type: 'json' }
 import type { Logger } from './logger.ts'
-import type { RunTrace, SpanHandle, TracedRun, Tracer } from './tracing.ts'
+import type { RunTrace, SpanHandle, TracedRun, Tracer } from './tracing-types.ts'
 
 /** The methods HTTP semantic conventions name; any other is recorded as `_OTHER` (a method is the client's free text). */
 const KNOWN_METHODS = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'TRACE'])
