@@ -53,7 +53,8 @@ import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from '../lib/template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
-import { activeTracer, type RunTrace, type SpanHandle } from '../lib/tracing.ts'
+import { activeTracer, type RunTrace } from '../lib/tracing.ts'
+import { endUnrecordedSpans, type GroupTrace, groupTrace, startStepSpan, type TracedStep } from './run-trace.ts'
 
 /** How often a running executor recovers the runs whose leases expired (a crashed instance's, or its own lost ones). */
 const SWEEP_EVERY_MS = 10_000
@@ -625,62 +626,6 @@ export class Executor {
       label: status === 'succeeded' ? 'workflow run succeeded' : `workflow run failed: ${(error as { code?: string })?.code ?? 'error'}`,
     })
     events.push({ ...subjectOfRow(target.run), type: `run.${status}`, status, data: error === null ? null : { error }, at: now })
-  }
-}
-
-/** A step's span under way, with what its end needs to know. */
-interface TracedStep {
-  ctx: StepContext
-  type: Step['type']
-  startedAt: number
-  span: SpanHandle | null
-}
-
-/** What a step group's commit records in its run's trace: the spans of its steps, and the run's own when it ended. */
-interface GroupTrace {
-  run: RunTrace
-  committed(events: readonly NewRunEvent[]): void
-}
-
-/**
- * Starts a step's span; answers its `traceparent`. A task step's span is recorded at its decision instead, from its
- * opening (`ctx.openedAt`): a run parked on a task holds no span open, whatever restarts come meanwhile.
- */
-function startStepSpan(traced: RunTrace, spans: Map<number, TracedStep>, ctx: StepContext, type: Step['type'], startedAt: number): string {
-  const span = type === 'task' ? null : traced.step(ctx.stepName, type, ctx.stepIndex, startedAt)
-  spans.set(ctx.stepIndex, { ctx, type, startedAt, span })
-  return span?.traceparent ?? traced.traceparent
-}
-
-/** A group given up before it was recorded (shutdown, cancel): its spans end now, as stopped. */
-function endUnrecordedSpans(spans: Map<number, TracedStep>): void {
-  for (const { span } of spans.values()) span?.end({ attributes: { 'trellis.step.status': 'stopped' } })
-  spans.clear()
-}
-
-/** Ends the group's step spans from the events its commit wrote, and records the run's span when the run ended. */
-function groupTrace(traced: RunTrace | null, target: RunTarget, spans: Map<number, TracedStep>): GroupTrace | null {
-  if (traced === null) return null
-  return {
-    run: traced,
-    committed(events) {
-      for (const event of events) {
-        const error = (event.data?.error as { code?: string } | undefined)?.code ?? null
-        if (event.type === 'run.succeeded' || event.type === 'run.failed') {
-          traced.finish(target.workflowName, event.type === 'run.succeeded' ? 'succeeded' : 'failed', error, event.at)
-          continue
-        }
-        const step = event.stepIndex == null ? undefined : spans.get(event.stepIndex)
-        if (step === undefined || !event.type.startsWith('step.')) continue
-        const status = event.type.slice('step.'.length)
-        // A task step parked on its task: its span is recorded when the task is decided.
-        if (step.span === null && status === 'waiting') continue
-        const span = step.span ?? traced.step(step.ctx.stepName, step.type, step.ctx.stepIndex, step.ctx.openedAt ?? step.startedAt)
-        span.end({ attributes: { 'trellis.step.status': status }, ...(error === null ? {} : { error }) }, event.at)
-        spans.delete(event.stepIndex!)
-      }
-      endUnrecordedSpans(spans)
-    },
   }
 }
 
