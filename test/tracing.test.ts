@@ -3,7 +3,9 @@
  * test (127.0.0.1, the JSON encoding the exporter sends) gets the webhook call's request span — a child of the
  * caller's `traceparent` —, the run's span in a trace of its own linked to it, and the step spans under the run; an
  * `http` step's destination sees the step's `traceparent`; the link survives a restart between trigger and execution;
- * no attribute holds the webhook URL's signature or the token. Both stores. Off (no endpoint), no span and no SDK.
+ * no attribute holds the webhook URL's signature or the token; a task step spans from its opening to its decision; a
+ * callback delivery is a span of its run's trace and sends its `traceparent`. Both stores, and the compiled binary. Off
+ * (no endpoint), nothing is sent and no log line carries a trace id.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { join } from 'node:path'
