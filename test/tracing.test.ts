@@ -34,6 +34,8 @@ interface OtlpSpan {
 function otlpReceiver() {
   const spans: (OtlpSpan & { service: string })[] = []
   const bodies: string[] = []
+  /** The `x-collector-key` header of each export (OTEL_EXPORTER_OTLP_HEADERS). */
+  const keys: (string | null)[] = []
   const server = Bun.serve({
     hostname: '127.0.0.1',
     port: 0,
@@ -42,6 +44,7 @@ function otlpReceiver() {
       expect(request.headers.get('content-type')).toContain('application/json')
       const text = await request.text()
       bodies.push(text)
+      keys.push(request.headers.get('x-collector-key'))
       const body = JSON.parse(text) as { resourceSpans: { resource: { attributes: OtlpSpan['attributes'] }; scopeSpans: { spans: OtlpSpan[] }[] }[] }
       for (const resourceSpans of body.resourceSpans) {
         const service = String(resourceSpans.resource.attributes?.find((a) => a.key === 'service.name')?.value.stringValue)
@@ -50,7 +53,7 @@ function otlpReceiver() {
       return Response.json({})
     },
   })
-  return { url: `http://127.0.0.1:${server.port}`, spans, bodies, stop: () => server.stop(true) }
+  return { url: `http://127.0.0.1:${server.port}`, spans, bodies, keys, stop: () => server.stop(true) }
 }
 
 /** The destination of `http` steps and callbacks: the `traceparent` each call carried, and the callbacks' bodies. */
@@ -120,6 +123,7 @@ const tracingEnv = (extra: Record<string, string> = {}) => ({
   TRELLIS_HTTP_ALLOW: '127.0.0.1',
   OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
   OTEL_SERVICE_NAME: 'trellis-under-test',
+  OTEL_EXPORTER_OTLP_HEADERS: 'x-collector-key=k-123',
   OTEL_BSP_SCHEDULE_DELAY: '50',
   ...extra,
 })
@@ -191,6 +195,8 @@ test('a webhook call with traceparent: its request span under the caller, a run 
   expect(attribute(request, 'http.request.method')).toBe('POST')
   expect(attribute(request, 'http.response.status_code')).toBe(202)
   expect(request.service).toBe('trellis-under-test')
+  // Every export carried the configured header.
+  expect(new Set(receiver.keys)).toEqual(new Set(['k-123']))
 
   // The run: a trace of its own (its id), its root span linked to the request span, spanning from the trigger.
   expect(run.parentSpanId ?? '').toBe('')
@@ -293,6 +299,19 @@ test('a task step spans from its opening to its decision; a callback delivery is
   }
   expectNoSecrets()
   expect(await server.stop()).toBe(0)
+}, 60_000)
+
+test('OTEL_TRACES_SAMPLER=always_off: nothing is exported, and the http step still passes the run\'s trace on, not sampled', async () => {
+  const server = await serve({ OTEL_TRACES_SAMPLER: 'always_off' })
+  const seen = receiver.spans.length
+  const runId = await trigger(server, 'ord_1003')
+  await until('the run to end', async () => {
+    const answer = await fetch(`${server.url}/v1/workflow-runs/${runId}`, { headers: bearer(token) })
+    return ((await answer.json()) as { status: string }).status === 'succeeded'
+  })
+  expect(remote.traceparents.at(-1)).toMatch(new RegExp(`^00-${runTraceId(runId)}-[0-9a-f]{16}-00$`))
+  expect(await server.stop()).toBe(0)
+  expect(receiver.spans.length).toBe(seen)
 }, 60_000)
 
 test('off (no OTLP endpoint): no span is sent and no log line carries a trace id', async () => {
