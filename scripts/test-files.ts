@@ -6,8 +6,9 @@
  * both stores are tested alike. Its tests of SQLite itself are `sqliteOnlyTest`s, skipped here with their reason in
  * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
  * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
- * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, scale-out,
- * shared-limits, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy), and the browser files that check
+ * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, shared-limits,
+ * executor-postgres, faults-postgres, twins-*, schema-parity, db-copy; scale-out is the exception: its three instances
+ * run again here, through PgBouncer like the rest of the pass's parallel part, ./test.ts), and the browser files that check
  * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
  * editor's behaviour; console-live-run-browser: a live run page's callbacks and retry marker), whose server calls run
  * on PostgreSQL in console, workflow-versions, callbacks and console-browser.
@@ -61,6 +62,7 @@ export const POSTGRES_PASS = [
   'ops',
   'outbound-allow',
   'overload',
+  'pgbouncer',
   'project-access',
   'queue',
   'record-updates',
@@ -76,6 +78,7 @@ export const POSTGRES_PASS = [
   'run-events',
   'run-events-catch-up',
   'runs-list',
+  'scale-out',
   'schedules',
   'storage-faults',
   'stream-limits',

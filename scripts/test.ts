@@ -6,7 +6,8 @@
  *
  * With no arguments the files of both passes run as `bun test` processes, several at once (the longest each alone,
  * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which follow,
- * one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here.
+ * one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here, and
+ * in the parallel part reach it through PgBouncer in transaction pooling mode when it is installed (`pgbouncerReady`).
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
@@ -15,6 +16,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
+import { pgbouncerBinary } from '../test/support/pgbouncer.ts'
 import { psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
 import { ALONE, LONGEST_FIRST, POSTGRES_PASS } from './test-files.ts'
 
@@ -164,6 +166,24 @@ function postgresReady(): boolean {
   return false
 }
 
+/**
+ * Whether the PostgreSQL files of the parallel part reach their databases through PgBouncer in transaction pooling
+ * mode (as a deployment behind a pooler does): when it is installed, unless TRELLIS_TEST_PGBOUNCER=0. CI
+ * (TRELLIS_REQUIRE_POSTGRES=1) requires it. The timing files on PostgreSQL connect directly.
+ */
+function pgbouncerReady(): boolean {
+  if (process.env.TRELLIS_TEST_PGBOUNCER === '0') return false
+  if (pgbouncerBinary !== null) return true
+  const why = 'PgBouncer is not installed (apt-get install pgbouncer)'
+  if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') {
+    console.error(`\nFAIL: the PostgreSQL pass through PgBouncer is required (TRELLIS_REQUIRE_POSTGRES=1) but ${why}`)
+    passes.push({ label: 'PostgreSQL through PgBouncer', pass: 0, fail: 1, skip: 0, status: 1, failures: [why], byFile: new Map(), cpuSeconds: 0 })
+  } else {
+    console.warn(`\nthe PostgreSQL pass connects directly: ${why}`)
+  }
+  return false
+}
+
 /** Processes the parallel part runs at once: TRELLIS_TEST_JOBS, else twice the cores (one file's waits leave the cores to another). */
 const JOBS = Number(process.env.TRELLIS_TEST_JOBS) || Math.max(2, 2 * navigator.hardwareConcurrency)
 
@@ -265,10 +285,12 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   // One cluster and one migrated template for every PostgreSQL test process (each makes its own databases from it).
   const binary = { TRELLIS_TEST_BINARY: await buildTestBinary() }
   const onPostgres = withPostgres ? { ...postgres, ...binary, ...shareClusterWithChildren() } : null
-  console.log(`\n==> the parallel part: every file but the timing files, ${JOBS} processes at a time`)
+  const throughPgbouncer = withPostgres && pgbouncerReady()
+  const pooled = onPostgres && throughPgbouncer ? { ...onPostgres, ...shareClusterWithChildren({ throughPgbouncer }) } : onPostgres
+  console.log(`\n==> the parallel part: every file but the timing files, ${JOBS} processes at a time${throughPgbouncer ? '; PostgreSQL through PgBouncer (transaction pooling)' : ''}`)
   const jobs: Job[] = [
     ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: binary })),
-    ...(onPostgres ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: onPostgres })) : []),
+    ...(pooled ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: pooled })) : []),
   ]
   const byStore = await runPool(jobs)
   const sqlite = sumOf(SQLITE, byStore.get(SQLITE) ?? [])
@@ -279,7 +301,7 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
   if (onPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], onPostgres))
   await againAlone(sqlite, binary)
-  if (pgPart && onPostgres) await againAlone(pgPart, onPostgres)
+  if (pgPart && pooled) await againAlone(pgPart, pooled)
 } else {
   passes.push(await runPass(SQLITE, [...timeout, ...given], {}))
   const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))

@@ -16,6 +16,12 @@ export interface Config {
   databaseUrl: string | null
   /** Connections each instance keeps to PostgreSQL at most. */
   databasePoolSize: number
+  /**
+   * A direct connection to the same database for LISTEN (TRELLIS_DATABASE_LISTEN_URL), set when `databaseUrl` goes
+   * through a transaction pooler (PgBouncer): the pooled connections then get no named prepared statements, and the
+   * notifications are heard here. Never logged (it may hold a password).
+   */
+  databaseListenUrl: string | null
   host: string
   port: number
   baseUrl: string
@@ -188,10 +194,15 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
   if (databaseUrl !== null && !/^postgres(ql)?:\/\/./i.test(databaseUrl)) {
     throw new ConfigError('--database-url / TRELLIS_DATABASE_URL must be a postgres:// or postgresql:// URL')
   }
+  const databaseListenUrl = nonEmpty(env.TRELLIS_DATABASE_LISTEN_URL) ?? null
+  if (databaseListenUrl !== null && (databaseUrl === null || !/^postgres(ql)?:\/\/./i.test(databaseListenUrl))) {
+    throw new ConfigError('TRELLIS_DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL, and goes with --database-url / TRELLIS_DATABASE_URL')
+  }
   return {
     dataDir,
     databaseUrl,
     databasePoolSize: integerSetting('TRELLIS_DATABASE_POOL', env.TRELLIS_DATABASE_POOL, 20, 1, 1000),
+    databaseListenUrl,
     host,
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),

@@ -1411,7 +1411,7 @@ describe('queue (no executor running)', () => {
       `import { openConfiguredStore } from ${JSON.stringify(join(repoRoot, 'src/db/connect.ts'))}
 import { queueOn } from ${JSON.stringify(join(repoRoot, 'test/support/queue.ts'))}
 const [dataDir, owner, now] = process.argv.slice(2)
-const store = await openConfiguredStore({ dataDir, databaseUrl: process.env.TRELLIS_DATABASE_URL ?? null, databasePoolSize: 1 })
+const store = await openConfiguredStore({ dataDir, databaseUrl: process.env.TRELLIS_DATABASE_URL ?? null, databaseListenUrl: process.env.TRELLIS_DATABASE_LISTEN_URL ?? null, databasePoolSize: 1 })
 const queue = queueOn(store)
 const ids = []
 for (let run = await queue.claim(owner, Number(now), 30000); run; run = await queue.claim(owner, Number(now), 30000)) ids.push(run.id)

@@ -15,12 +15,12 @@ import { migrate } from '../src/db/sqlite/migrate.ts'
 import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { writeNow } from '../src/db/write.ts'
 import type { AnyPlan, Op } from '../src/db/op.ts'
-import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import type { PgStore } from '../src/db/postgres/store.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
 import { microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
-import { dropDatabase, freshDatabaseSync, psqlSync } from './support/postgres-cluster.ts'
+import { directUrlOf, dropDatabase, freshDatabaseSync, openProductPostgres, productDatabaseEnv, psqlSync } from './support/postgres-cluster.ts'
 
 export const repoRoot = join(import.meta.dir, '..')
 
@@ -115,13 +115,13 @@ function postgresTestEnv(env: Record<string, string>): TestEnv {
  */
 export function postgresTestStore(template?: string): { store: PgStore; url: string; close(): void } {
   const database = freshDatabaseSync(template)
-  const store = openPostgres(database.url, { max: TEST_POOL_SIZE })
+  const store = openProductPostgres(database.url, { max: TEST_POOL_SIZE })
   return { store, url: database.url, close: () => void store.close().finally(() => dropDatabase(database.name)) }
 }
 
 /** The environment a real `trellis` process needs to open the env's database: its URL on PostgreSQL, nothing on SQLite. */
 export function processEnv(env: TestEnv): Record<string, string> {
-  return env.databaseUrl === null ? {} : { TRELLIS_DATABASE_URL: env.databaseUrl }
+  return env.databaseUrl === null ? {} : productDatabaseEnv(env.databaseUrl)
 }
 
 /** What every test env has but its store: the data dir (a fresh temp dir), the config, a manual clock, the secret. */
@@ -191,6 +191,7 @@ export const POSTGRES_ONLY = {
   concurrentWriters: 'holds a write transaction open beside the app\'s: SQLite\'s one writer lets nothing run between two statements of a write',
   lookupGeneration: 'PostgreSQL\'s lookup cache and its generation row (SQLite\'s cache: the tests above, per connection)',
   serverDisk: 'fills the disk under a PostgreSQL tablespace (SQLite\'s full disk: storage-faults "the disk is full")',
+  pooler: 'connects through PgBouncer in front of PostgreSQL: SQLite is a file, with no connections to pool',
 } as const
 
 /** A test of what only PostgreSQL deployments do (see `POSTGRES_ONLY`): on the SQLite pass listed as skipped with `reason`. */
@@ -283,7 +284,7 @@ export function sqliteOnlyDescribe(reason: string, name: string, fn: () => void)
  * PostgreSQL: a pool of its own on the same database). Close it before the env.
  */
 export function anotherStore(env: TestEnv): TestStore {
-  return env.store.kind === 'sqlite' ? openStore(env.dataDir) : openPostgres(postgresUrlOf(env.store), { max: TEST_POOL_SIZE })
+  return env.store.kind === 'sqlite' ? openStore(env.dataDir) : openProductPostgres(postgresUrlOf(env.store), { max: TEST_POOL_SIZE })
 }
 
 /** `test.each` for a table of SQLite-only cases (see `sqliteOnlyTest`). */
@@ -349,7 +350,7 @@ export async function executeBeside(store: TestStore, statement: string, ...para
 /** A PostgreSQL store's database URL, from its pool's options (tests connect with psql to the same database). */
 function postgresUrlOf(store: PgStore): string {
   const { username, hostname, port, database } = store.sql.options as { username: string; hostname: string; port: number; database: string }
-  return `postgres://${username}@${hostname}:${port}/${database}`
+  return directUrlOf(`postgres://${username}@${hostname}:${port}/${database}`)
 }
 
 /** `statement` with each `?` outside quotes replaced by its parameter as a literal (psql has no bind parameters). */

@@ -252,9 +252,18 @@ describe.skipIf(TEST_STORE !== 'postgres')('a run is dated when it can be listed
   test(`${CONCURRENT} manual runs wait for the environment's runs lock held elsewhere: each is dated after the wait, in order`, async () => {
     if (holder.kind !== 'postgres' || runsEnv.store.kind !== 'postgres') throw new Error('PostgreSQL only')
     const { id: environmentId } = queryOne<{ id: number }>(runsEnv.store, "SELECT id FROM environments WHERE name = 'production'")!
-    // Another connection holds the environment's runs lock (the one every run insert of it takes) for a second.
-    const reserved = await holder.sql.reserve()
-    await reserved.unsafe('SELECT pg_advisory_lock($1::int4, $2::int4)', [PG_LISTS.runs.lockKey, environmentId])
+    // Another connection's transaction holds the environment's runs lock (the one every run insert of it takes) for a
+    // second (transaction-level, as the product takes it: a session's lock would stay on one server connection of a pooler).
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let locked!: () => void
+    const isLocked = new Promise<void>((resolve) => (locked = resolve))
+    const holding = holder.sql.begin(async (tx) => {
+      await tx.unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [PG_LISTS.runs.lockKey, environmentId])
+      locked()
+      await released
+    })
+    await isLocked
     const sentAt = Date.now()
     const answers = Array.from({ length: CONCURRENT }, (_, i) =>
       fetch(`${runsBase}/v1/project/Acme/environment/production/workflow-runs`, {
@@ -265,8 +274,8 @@ describe.skipIf(TEST_STORE !== 'postgres')('a run is dated when it can be listed
     )
     await Bun.sleep(1_000)
     const releasedAt = Date.now()
-    await reserved.unsafe('SELECT pg_advisory_unlock($1::int4, $2::int4)', [PG_LISTS.runs.lockKey, environmentId])
-    reserved.release()
+    release()
+    await holding
     const ids = await Promise.all(answers.map(async (pending) => {
       const answer = await pending
       expect(answer.status).toBe(202)

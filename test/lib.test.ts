@@ -150,6 +150,7 @@ describe('loadConfig', () => {
       dataDir: resolve('./data'),
       databaseUrl: null,
       databasePoolSize: 20,
+      databaseListenUrl: null,
       host: '127.0.0.1',
       port: 8080,
       baseUrl: 'http://127.0.0.1:8080',
@@ -207,6 +208,7 @@ describe('loadConfig', () => {
         TRELLIS_READY_MIN_FREE_MB: '128',
         TRELLIS_DATABASE_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
         TRELLIS_DATABASE_POOL: '8',
+        TRELLIS_DATABASE_LISTEN_URL: 'postgres://trellis:pw@db.internal:5432/trellis',
         TRELLIS_IDEMPOTENCY_KEY_HOURS: '48',
         TRELLIS_RUN_RETENTION: '12h',
         TRELLIS_CALLBACK_RETRY_MS: '250',
@@ -226,6 +228,7 @@ describe('loadConfig', () => {
       dataDir: '/srv/trellis',
       databaseUrl: 'postgres://trellis:pw@db.internal:5432/trellis',
       databasePoolSize: 8,
+      databaseListenUrl: 'postgres://trellis:pw@db.internal:5432/trellis',
       host: '0.0.0.0',
       port: 9000,
       // 0.0.0.0 is where the server listens, not an address to give out.
@@ -267,6 +270,14 @@ describe('loadConfig', () => {
     expect(loadConfig({ 'database-url': 'postgresql://h/db' }, { TRELLIS_DATABASE_URL: 'postgres://env/db' }).databaseUrl).toBe('postgresql://h/db')
     expect(() => loadConfig({}, { TRELLIS_DATABASE_URL: 'mysql://h/db' })).toThrow('--database-url / TRELLIS_DATABASE_URL must be a postgres:// or postgresql:// URL')
     expect(() => loadConfig({}, { TRELLIS_DATABASE_POOL: '0' })).toThrow('TRELLIS_DATABASE_POOL')
+  })
+
+  test('the LISTEN URL behind a pooler: a postgres:// URL, and only with a database URL', () => {
+    const listen = 'TRELLIS_DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL, and goes with --database-url / TRELLIS_DATABASE_URL'
+    expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db', TRELLIS_DATABASE_LISTEN_URL: 'postgres://db:5432/db' }).databaseListenUrl).toBe('postgres://db:5432/db')
+    expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db' }).databaseListenUrl).toBeNull()
+    expect(() => loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db', TRELLIS_DATABASE_LISTEN_URL: 'http://db/db' })).toThrow(listen)
+    expect(() => loadConfig({}, { TRELLIS_DATABASE_LISTEN_URL: 'postgres://db:5432/db' })).toThrow(listen)
   })
 
   test('flags win over environment variables', () => {

@@ -454,6 +454,8 @@ describe('run event streams through the app', () => {
     const { rows } = await import('../src/db/query.ts')
     const { sql } = await import('drizzle-orm')
     const runId = await startRun('Quick', 'in-2')
+    // Ended first: events appended to a run its executor has not claimed yet would take the sequence its start takes.
+    await until(`run ${runId} to succeed`, async () => queryAll<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', runId)[0]?.status === 'succeeded' || null)
     const run = queryAll<{ environment_id: number; workflow_id: number }>(env.store, 'SELECT environment_id, workflow_id FROM runs WHERE id = ?', runId)[0]!
     const environmentId = Number(run.environment_id)
     // The reader on a connection of its own, as another instance's would be.

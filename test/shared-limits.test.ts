@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { PgRateCounters } from '../src/db/postgres/rate-windows.ts'
-import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import type { PgStore } from '../src/db/postgres/store.ts'
 import { TokenRateLimiter, type RateLimits } from '../src/lib/rate-limit.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import { MemoryRateCounters, type RateCounters } from '../src/lib/rate-counters.ts'
@@ -16,7 +16,7 @@ import { WebhookRateLimiter } from '../src/modules/webhooks/rate.ts'
 import { bearer, request, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, reportHook, tokenFor } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
-import { freshDatabase, postgresInstalled } from './support/postgres-cluster.ts'
+import { freshDatabase, openProductPostgres, postgresInstalled } from './support/postgres-cluster.ts'
 
 const withPostgres = postgresInstalled && postgresOrSkip('shared-limits (PostgreSQL)')
 
@@ -34,7 +34,7 @@ afterEach(async () => {
 /** `count` instances on one fresh database: each its own pool and counters. */
 async function instances(count: number): Promise<{ url: string; stores: PgStore[]; counters: PgRateCounters[] }> {
   const url = await freshDatabase()
-  const stores = Array.from({ length: count }, () => openPostgres(url, { max: 8 }))
+  const stores = Array.from({ length: count }, () => openProductPostgres(url, { max: 8 }))
   opened.push(...stores)
   return { url, stores, counters: stores.map((store) => new PgRateCounters(store.sql)) }
 }

@@ -10,7 +10,6 @@
  *   member removed from the project, the project turned to SSO — on an instance that serves no other request.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { openPostgres } from '../src/db/postgres/store.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { RECHECK_HEARTBEATS } from '../src/modules/run-events/hub.ts'
@@ -19,7 +18,7 @@ import { bearer, POSTGRES_ONLY, postgresOnlyTest, processEnv, runCli, runNow, ty
 import { type AcmeDocument, acmeProject, acmeWithGlobex, applyAcme, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { type Instances, startInstances } from './support/instances.ts'
-import { freshDatabase } from './support/postgres-cluster.ts'
+import { directUrlOf, freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
 import { SseReader } from './support/sse.ts'
 
 const ACME_EVENTS = '/v1/project/Acme/environment/production/workflow-runs/events'
@@ -272,7 +271,7 @@ describe('two PostgreSQL instances on one database', () => {
     'a stream on an instance asked nothing else ends within its re-check interval after a revocation, a deactivation, a removal (the CLI) or SSO turned on (the other instance)',
     async () => {
       const { instances: [a, b], cli, env } = await instances()
-      const store = openPostgres(env.TRELLIS_DATABASE_URL!, { max: 2 })
+      const store = openProductPostgres(directUrlOf(env.TRELLIS_DATABASE_URL!), { max: 2 })
       try {
         await streamsEndWhenRightsGo(b!.url, a!.url, await watchTokens(store), cli)
       } finally {

@@ -10,7 +10,6 @@ import { firstEditingTeamId, firstProjectAdminId, hasImportedNote, listProjectMe
 import { findTokenByHash, touchTokenLastUsed } from '../src/db/auth-queries.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
 import type { Op } from '../src/db/op.ts'
-import { openPostgres } from '../src/db/postgres/store.ts'
 import {
   deleteExpiredSessions,
   deleteInstanceSetting,
@@ -27,7 +26,7 @@ import { generateTokenValue, hashTokenValue } from '../src/lib/token-value.ts'
 import { manualClock } from '../src/lib/clock.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { alike, bothStores, postgresOrSkip } from './support/both-stores.ts'
-import { freshDatabase } from './support/postgres-cluster.ts'
+import { freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
 import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
 
 const T = SEEDED_AT
@@ -272,7 +271,7 @@ describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retenti
 describe.skipIf(!postgresOrSkip('token lookups across instances'))('no lookup cache on PostgreSQL: every instance sees a change at once', () => {
   test("a token revoked, its user deactivated or its role changed through one instance is refused by the other's next request", async () => {
     const url = await freshDatabase()
-    const [one, two] = [openPostgres(url), openPostgres(url)]
+    const [one, two] = [openProductPostgres(url), openProductPostgres(url)]
     try {
       const clock = manualClock(T)
       const [a, b] = [new TokenAuthenticator(one, clock), new TokenAuthenticator(two, clock)]

@@ -8,7 +8,6 @@
 import { describe, expect, test } from 'bun:test'
 import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
-import { openPostgres } from '../src/db/postgres/store.ts'
 import { read } from '../src/db/read.ts'
 import { findWebhookTrigger, insertWebhookTrigger, updateWebhookTrigger } from '../src/db/webhooks.ts'
 import {
@@ -25,7 +24,7 @@ import {
   publishWorkflowVersion,
 } from '../src/db/workflows.ts'
 import { bothStores, postgresOrSkip } from './support/both-stores.ts'
-import { freshDatabase } from './support/postgres-cluster.ts'
+import { freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
 import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
 
 const T = SEEDED_AT
@@ -186,7 +185,7 @@ describe.skipIf(!postgresOrSkip('workflows twins'))('workflows and webhook trigg
 describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on several instances at once (PostgreSQL)', () => {
   test('publishers racing for one new workflow all succeed: one rendering, one workflow, one trigger, versions 1…n', async () => {
     const url = await freshDatabase()
-    const instances = [openPostgres(url), openPostgres(url), openPostgres(url)]
+    const instances = [openProductPostgres(url), openProductPostgres(url), openProductPostgres(url)]
     try {
       const [first] = instances
       const t = T
@@ -224,7 +223,7 @@ describe.skipIf(!postgresOrSkip('workflow publication races'))('publishing on se
 
   test("a webhook change through one instance is the other instance's next trigger target", async () => {
     const url = await freshDatabase()
-    const [one, two] = [openPostgres(url), openPostgres(url)]
+    const [one, two] = [openProductPostgres(url), openProductPostgres(url)]
     try {
       await one.sql.unsafe(`INSERT INTO projects (name, created_at) VALUES ('p', ${T})`)
       await one.sql.unsafe(`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'prod', ${T})`)

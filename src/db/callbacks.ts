@@ -13,7 +13,7 @@ import type { Micros } from '../lib/time.ts'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
-import { clientOf } from './postgres/client.ts'
+import { notifyOnCommit } from './postgres/monotonic.ts'
 import { CALLBACKS_CHANNEL } from './postgres/queue.ts'
 import { exec, placeholders, rows, statement } from './query.ts'
 import { wakeCallbackListeners } from './sqlite/callback-wakeups.ts'
@@ -153,14 +153,12 @@ export function queueRunCallbacks(run: { id: string; workflowId: number }, statu
 /**
  * Wakes the delivery workers once the transaction that queued deliveries has committed. SQLite: this process's
  * listeners on the connection, after the commit (./sqlite/callback-wakeups.ts). PostgreSQL: `NOTIFY
- * trellis_callbacks` in the handle's transaction, delivered to every instance's delivery worker on commit.
+ * trellis_callbacks` to every instance's delivery worker once the handle's transaction committed (./postgres/notify.ts).
  */
 const announceCallbacks = plan({
   sqlite: (db: Db): void => wakeCallbackListeners(db),
-  postgres: async (db) => {
-    await clientOf(db).notify(CALLBACKS_CHANNEL)
-  },
-  why: "NOTIFY wakes every instance's callback delivery worker on commit; SQLite's is this process's, woken after the commit",
+  postgres: (db) => notifyOnCommit(db, CALLBACKS_CHANNEL),
+  why: "NOTIFY wakes every instance's callback delivery worker after the commit; SQLite's is this process's, woken after the commit",
 })
 
 // ── The delivery worker's operations ────────────────────────────────────────

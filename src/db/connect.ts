@@ -14,6 +14,8 @@ export interface DatabaseSettings {
   dataDir: string
   databaseUrl: string | null
   databasePoolSize: number
+  /** A direct connection for LISTEN when `databaseUrl` goes through a transaction pooler (../config.ts). */
+  databaseListenUrl?: string | null
 }
 
 /**
@@ -25,7 +27,7 @@ const postgresStores = () => import('./postgres/store.ts')
 /** The configured database, migrated. A PostgreSQL server that cannot be reached is an error naming the host, never the URL. */
 export async function openConfiguredStore(config: DatabaseSettings): Promise<Store> {
   if (config.databaseUrl === null) return openMigrated(config.dataDir)
-  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: config.databasePoolSize })
+  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: config.databasePoolSize, listenUrl: config.databaseListenUrl ?? undefined })
   try {
     await migratePostgres(store.sql)
     return store
@@ -45,7 +47,7 @@ export async function migrateConfiguredStore(config: DatabaseSettings): Promise<
       store.close()
     }
   }
-  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: 1 })
+  const store = (await postgresStores()).openPostgres(config.databaseUrl, { max: 1, listenUrl: config.databaseListenUrl ?? undefined })
   try {
     return await migratePostgres(store.sql)
   } finally {

@@ -35,8 +35,8 @@ import {
 import { queueRunCallbacks } from './callbacks.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import { clientOf, type PgDb, rawRows } from './postgres/client.ts'
-import { heldListTimes, lockListScopes, PG_LISTS } from './postgres/monotonic.ts'
+import { type PgDb, rawRows } from './postgres/client.ts'
+import { heldListTimes, lockListScopes, notifyOnCommit, PG_LISTS } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
@@ -202,7 +202,7 @@ const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, envi
 const insertQueuedRun = plan({
   sqlite: insertQueuedRunOnSqlite,
   postgres: insertQueuedRunOnPostgres,
-  why: "the environment's runs lock dates and numbers the run after its newest, and NOTIFY announces it; SQLite's write lock orders inserts",
+  why: "the environment's runs lock dates and numbers the run after its newest, and a NOTIFY after the commit announces it; SQLite's write lock orders inserts",
 })
 
 /** SQLite's: its write lock orders the environment's inserts. */
@@ -240,7 +240,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const queue = async (id: string) => {
-    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, RUNS_CHANNEL, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
     return (await rawRows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
@@ -248,6 +248,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined) entries.set(PG_LISTS.activityLogs, run.environmentId, (queued.entries_at ?? 0) as Micros)
   // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
   if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
+  if (queued.id !== null) await notifyOnCommit(db, RUNS_CHANNEL)
   return queued.id
 }
 
@@ -255,8 +256,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
  * The trigger's writes under the environment's runs and activity locks, in one statement (one round trip where there
  * were four): the environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest
  * `createdAt`), the run after it — unless its id ($1) is not greater than the newest's (then null, and the caller
- * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) — the NOTIFY ($12) when it was
- * queued, and the environment's newest activity entry time: a run is queued only by a trigger or a retry
+ * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) —, and the environment's newest
+ * activity entry time: a run is queued only by a trigger or a retry
  * (src/modules/runs/service.ts `queueRun`), whose entry follows in this transaction, so its time is counted on from
  * here unread (./monotonic.ts `heldListTimes`; 0: no entry yet). The locks are the statement before: READ COMMITTED
  * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
@@ -265,13 +266,12 @@ const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environ
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
       status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $13::bigint, $14, $15
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $12::bigint, $13, $14
     WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
     ON CONFLICT DO NOTHING
     RETURNING id)
   SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
-    (SELECT max(created_at)::float8 FROM activity_logs WHERE environment_id = $4) AS entries_at,
-    (SELECT pg_notify($12, '') FROM queued) AS announced`
+    (SELECT max(created_at)::float8 FROM activity_logs WHERE environment_id = $4) AS entries_at`
 
 /** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
 const idTaken = async (db: PgDb, id: string) => (await rawRows(db, 'SELECT 1 FROM runs WHERE id = $1', [id])).length > 0
@@ -285,15 +285,13 @@ export function idAfter(id: string): string {
 
 /**
  * Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes;
- * PostgreSQL's `NOTIFY trellis_runs` in the handle's transaction is delivered to every listener on commit, dropped on
- * rollback.
+ * PostgreSQL's `NOTIFY trellis_runs` goes to every listener once the handle's transaction committed, and not at all
+ * when it rolls back (./postgres/notify.ts: a commit never waits on the cluster's notification lock).
  */
 const announceQueuedRuns = plan({
   sqlite: (_db: Db): void => {},
-  postgres: async (db) => {
-    await clientOf(db).notify(RUNS_CHANNEL)
-  },
-  why: "NOTIFY wakes every instance's executor on commit; SQLite's executor is this process's, woken by its own writes",
+  postgres: (db) => notifyOnCommit(db, RUNS_CHANNEL),
+  why: "NOTIFY wakes every instance's executor after the commit; SQLite's executor is this process's, woken by its own writes",
 })
 
 // ── Claim ─────────────────────────────────────────────────────────────────────

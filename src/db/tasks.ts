@@ -23,7 +23,7 @@ import type { TaskStatus } from '../lib/task-statuses.ts'
 import { teamIdsOfMemberIn } from './members.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import { clientOf } from './postgres/client.ts'
+import { notifyOnCommit } from './postgres/monotonic.ts'
 import { TASKS_CHANNEL } from './postgres/queue.ts'
 import { type PageCondition, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { placeholders, statement } from './query.ts'
@@ -101,15 +101,13 @@ export function* insertTask(task: NewTask, now: Millis): Op<{ id: string; create
 
 /**
  * Tells every instance's deadline timer that a task with a deadline opened, so that one armed for a later time
- * re-reads the next: PostgreSQL's `NOTIFY trellis_tasks`, delivered on commit. SQLite's timer is this process's,
+ * re-reads the next: PostgreSQL's `NOTIFY trellis_tasks`, sent once the transaction committed (./postgres/notify.ts). SQLite's timer is this process's,
  * told by the executor that opened the task.
  */
 const announceTaskDeadline = plan({
   sqlite: (): void => {},
-  postgres: async (db) => {
-    await clientOf(db).notify(TASKS_CHANNEL)
-  },
-  why: "NOTIFY wakes every instance's deadline timer on commit; SQLite's is this process's, woken by its executor",
+  postgres: (db) => notifyOnCommit(db, TASKS_CHANNEL),
+  why: "NOTIFY wakes every instance's deadline timer after the commit; SQLite's is this process's, woken by its executor",
 })
 
 const TASK_OF_STEP = statement('tasks.of-step', ({ db, t }) =>

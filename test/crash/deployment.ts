@@ -6,10 +6,9 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { openStore } from '../../src/db/sqlite/store.ts'
-import { openPostgres } from '../../src/db/postgres/store.ts'
 import { freePort, queryAll, runCli, type ServeProcess, startServe, tempDir, type TestStore } from '../helpers.ts'
 import { hookPath } from '../support/acme.ts'
-import { databaseUrl, psqlSync, sharedCluster } from '../support/postgres-cluster.ts'
+import { databaseUrl, openProductPostgres, productDatabaseEnv, psqlSync, sharedCluster } from '../support/postgres-cluster.ts'
 import { MEMBERS, soakDocument, type SoakWorkflow, WORKFLOWS } from './fixture.ts'
 
 export type StoreKind = 'sqlite' | 'postgres'
@@ -53,7 +52,7 @@ function instanceEnv(kind: StoreKind, databaseUrl: string | null): Record<string
     TRELLIS_WEBHOOK_RATE_PER_MIN: '100000000',
     // SQLite keeps the default lease (30 s): a restarted server must take up its predecessor's runs at once anyway.
     // On PostgreSQL a dead instance's runs wait for their lease: short, so the soak does not wait 30 s a kill.
-    ...(kind === 'postgres' ? { TRELLIS_DATABASE_URL: databaseUrl!, TRELLIS_EXECUTOR_LEASE_SECONDS: '3' } : {}),
+    ...(kind === 'postgres' ? { ...productDatabaseEnv(databaseUrl!), TRELLIS_EXECUTOR_LEASE_SECONDS: '3' } : {}),
   }
 }
 
@@ -105,7 +104,7 @@ async function deployInto(kind: StoreKind, binary: string, dirs: { path: string;
   const token = async (user: string, scopes: string) =>
     (await cli(['token', 'create', '--user', user, '--project', 'Acme', '--name', `soak-${scopes}`, '--scopes', scopes])).trim()
   const tokens = { admin: await token('alice@example.com', 'all'), trigger: await token('bob@example.com', 'workflows:trigger') }
-  const store: TestStore = kind === 'sqlite' ? openStore(seedDir) : openPostgres(url!, { max: 2 })
+  const store: TestStore = kind === 'sqlite' ? openStore(seedDir) : openProductPostgres(url!, { max: 2 })
   const memberIds = MEMBERS.map((m) => queryAll<{ id: number }>(store, 'SELECT id FROM users WHERE email = ?', m.email)[0]!.id)
 
   const start = async (instance: Instance) => {

@@ -8,11 +8,11 @@
 import { writeNow } from '../../src/db/write.ts'
 import type { Op } from '../../src/db/op.ts'
 import { copySqliteToPostgres } from '../../src/db/sqlite-to-postgres.ts'
-import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
+import type { PgStore } from '../../src/db/postgres/store.ts'
 import { systemClock } from '../../src/lib/clock.ts'
 import { sqliteTestEnv, type SqliteTestEnv } from '../helpers.ts'
 import { type AcmeDocument, acmeDocument, applyAcme } from './acme.ts'
-import { freshDatabase } from './postgres-cluster.ts'
+import { freshDatabase, openProductPostgres } from './postgres-cluster.ts'
 
 export interface AcmeOnBoth {
   sqlite: SqliteTestEnv
@@ -30,7 +30,7 @@ export async function acmeOnBoth(document: AcmeDocument = acmeDocument(), env: R
   await applyAcme({ store: sqlite.store, clock: systemClock, secret: sqlite.secret, baseUrl: sqlite.config.baseUrl }, document)
   url ??= await freshDatabase()
   await copySqliteToPostgres(sqlite.store.path, url)
-  const pg = openPostgres(url, { max: 10 })
+  const pg = openProductPostgres(url, { max: 10 })
   return {
     sqlite,
     url,

@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { runCli, type ServeProcess, startServe, tempDir } from '../helpers.ts'
 import { type AcmeDocument, hookPath } from './acme.ts'
+import { productDatabaseEnv } from './postgres-cluster.ts'
 
 const SECRET = 'scale-out-secret-scale-out-secret-0123456789'
 
@@ -37,7 +38,7 @@ export interface Instances {
 export async function startInstances(options: { url: string; document: AcmeDocument; count?: number; env?: Record<string, string> }): Promise<Instances> {
   const dirs = Array.from({ length: options.count ?? 3 }, () => tempDir('trellis-scale-'))
   const env: Record<string, string> = {
-    TRELLIS_DATABASE_URL: options.url,
+    ...productDatabaseEnv(options.url),
     TRELLIS_SECRET: SECRET,
     TRELLIS_BASE_URL: 'http://trellis.test',
     TRELLIS_LOG_LEVEL: 'info',

@@ -6,6 +6,7 @@
 import { chownSync } from 'node:fs'
 import { join } from 'node:path'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
+import { type Pooler, startPgbouncer } from './pgbouncer.ts'
 import { freePort, tempDir } from '../helpers.ts'
 import type { Answer, Ask } from './sync-postgres-worker.ts'
 
@@ -147,6 +148,65 @@ function askWorker(ask: Omit<Ask, 'answer'>, wait = true): string {
  */
 const SHARED_URL = 'TRELLIS_TEST_POSTGRES_URL'
 const SHARED_TEMPLATE = 'TRELLIS_TEST_POSTGRES_TEMPLATE'
+const SHARED_POOLER_PORT = 'TRELLIS_TEST_PGBOUNCER_PORT'
+
+/**
+ * Whether the product reaches the shared cluster through PgBouncer in transaction pooling mode here, the way a
+ * deployment behind a pooler does (TRELLIS_DATABASE_LISTEN_URL on a direct connection): TRELLIS_TEST_PGBOUNCER=1, or
+ * the `npm test` parent handed down its pooler. The tests' own reads and set-up (psql, templates) stay direct.
+ */
+const pooled = () => process.env.TRELLIS_TEST_PGBOUNCER === '1' || Boolean(process.env[SHARED_POOLER_PORT])
+let pooler: Pooler | undefined
+
+/** The shared cluster's PgBouncer, started once per process. */
+function sharedPooler(): Pooler {
+  if (!pooler) {
+    const started = startPgbouncer(sharedCluster().url)
+    pooler = started
+    process.on('exit', () => started.stop())
+  }
+  return pooler
+}
+
+/** The shared cluster's PgBouncer port: the `npm test` parent's, or this process's own. Null when not pooled. */
+function poolerPort(): number | null {
+  if (!pooled()) return null
+  const given = process.env[SHARED_POOLER_PORT]
+  return given ? Number(given) : sharedPooler().port
+}
+
+/**
+ * How the product connects to the database at `url` (a direct URL of the shared cluster) in this test run: `url`
+ * itself, or through PgBouncer with `listenUrl` the direct one. Another cluster's URL (a test's own) stays direct.
+ */
+export function productConnection(url: string): { url: string; listenUrl?: string } {
+  const port = poolerPort()
+  const parsed = new URL(url)
+  if (port === null || parsed.port !== new URL(sharedCluster().url).port) return { url }
+  parsed.port = String(port)
+  return { url: parsed.toString(), listenUrl: url }
+}
+
+/** The environment a `trellis` process needs for the database at direct `url` (see `productConnection`). */
+export function productDatabaseEnv(url: string): Record<string, string> {
+  const connection = productConnection(url)
+  return { TRELLIS_DATABASE_URL: connection.url, ...(connection.listenUrl ? { TRELLIS_DATABASE_LISTEN_URL: connection.listenUrl } : {}) }
+}
+
+/** A product store on the database at direct `url` (see `productConnection`). */
+export function openProductPostgres(url: string, options: { max?: number } = {}): PgStore {
+  const connection = productConnection(url)
+  return openPostgres(connection.url, { ...options, listenUrl: connection.listenUrl })
+}
+
+/** The direct URL behind a URL `productConnection` gave (tests read the database directly). */
+export function directUrlOf(url: string): string {
+  const port = poolerPort()
+  const parsed = new URL(url)
+  if (port === null || parsed.port !== String(port)) return url
+  parsed.port = new URL(sharedCluster().url).port
+  return parsed.toString()
+}
 
 /**
  * One cluster for the whole test process (every PostgreSQL test file shares it), stopped when the process exits — or
@@ -169,10 +229,14 @@ export function sharedCluster(): Cluster {
   return shared
 }
 
-/** Starts the shared cluster and migrates its template here, once; the variables that hand both to a child test process. */
-export function shareClusterWithChildren(): Record<string, string> {
+/**
+ * Starts the shared cluster and migrates its template here, once; the variables that hand both to a child test
+ * process — and, `throughPgbouncer`, the shared PgBouncer in front of it, through which the child's product connects.
+ */
+export function shareClusterWithChildren(options: { throughPgbouncer?: boolean } = {}): Record<string, string> {
   const template = migratedTemplate()
-  return { [SHARED_URL]: sharedCluster().url, [SHARED_TEMPLATE]: template }
+  const shared = { [SHARED_URL]: sharedCluster().url, [SHARED_TEMPLATE]: template }
+  return options.throughPgbouncer ? { ...shared, [SHARED_POOLER_PORT]: String(sharedPooler().port) } : shared
 }
 
 /** The URL of database `name` in the shared cluster. */
@@ -217,5 +281,5 @@ export async function freshDatabase(): Promise<string> {
 
 /** A PostgreSQL store on a fresh migrated database (see `freshDatabase`). */
 export async function freshPostgresStore(options: { max?: number } = {}): Promise<PgStore> {
-  return openPostgres(await freshDatabase(), options)
+  return openProductPostgres(await freshDatabase(), options)
 }

@@ -43,11 +43,22 @@ let made = 0
 /** The database made ahead for each template URL (one at a time), its name. */
 const ahead = new Map<string, Promise<string>>()
 
-function makeFrom(url: string, template: string): Promise<string> {
+async function makeFrom(url: string, template: string): Promise<string> {
   const name = `trellis_${process.pid}_w${++made}`
-  return connection(url)
-    .unsafe(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY FILE_COPY`)
-    .then(() => name)
+  // A template must have no connections. A test's own database made into one (a fixture applied once, copied per
+  // test) may still have some that outlive its store: this worker's, and a pooler's idle server connections
+  // (PgBouncer keeps them after its clients are gone).
+  await closeConnection(url.replace(/\/[^/]*$/, `/${template}`))
+  await connection(url).unsafe('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [template])
+  await connection(url).unsafe(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY FILE_COPY`)
+  return name
+}
+
+async function closeConnection(databaseUrl: string): Promise<void> {
+  const own = connections.get(databaseUrl)
+  if (!own) return
+  connections.delete(databaseUrl)
+  await own.close().catch(() => {})
 }
 
 async function fresh(url: string, template: string): Promise<string> {
@@ -61,11 +72,7 @@ async function fresh(url: string, template: string): Promise<string> {
 }
 
 async function drop(url: string, name: string): Promise<string> {
-  const own = connections.get(url.replace(/\/[^/]*$/, `/${name}`))
-  if (own) {
-    connections.delete(url.replace(/\/[^/]*$/, `/${name}`))
-    await own.close().catch(() => {})
-  }
+  await closeConnection(url.replace(/\/[^/]*$/, `/${name}`))
   await connection(url).unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
   return ''
 }

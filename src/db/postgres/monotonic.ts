@@ -56,6 +56,8 @@ export interface ListLocks {
   latest: Map<string, Micros>
   /** The environments this transaction appended run events to (kept through a savepoint's rollback: announced after the commit). */
   runEvents: Set<number>
+  /** The channels its commit should wake (./notify.ts; kept through a savepoint's rollback: a wake-up for nothing is harmless). */
+  channels: Set<string>
   /** Savepoints made so far (their names: ./op-runner.ts). */
   savepoints: number
   /** Statements sent and not awaited (a savepoint's RELEASE): the write awaits them before its COMMIT. */
@@ -67,7 +69,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -100,6 +102,21 @@ export async function statementsBeforeCommit(tx: PgDb): Promise<void> {
 export function noteRunEventsAppended(db: PgDb, environmentIds: Iterable<number>): void {
   const runEvents = listLocksOf(db)?.runEvents
   if (runEvents) for (const id of environmentIds) runEvents.add(id)
+}
+
+/**
+ * Notes that the commit of the transaction `db` should wake the listeners of `channel` (sent after it: ./notify.ts).
+ * Outside a tracked transaction (a statement on the pool, committed as it runs): sent now.
+ */
+export async function notifyOnCommit(db: PgDb, channel: string): Promise<void> {
+  const channels = listLocksOf(db)?.channels
+  if (channels) channels.add(channel)
+  else await clientOf(db).notify(channel)
+}
+
+/** The channels the committed transaction `tx` should wake. */
+export function channelsToNotify(tx: PgDb): string[] {
+  return [...(listLocksOf(tx)?.channels ?? [])]
 }
 
 /** The environments the transaction `tx` appended run events to (read after it committed). */

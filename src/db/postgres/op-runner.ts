@@ -9,7 +9,7 @@ import type { Call, Op } from '../op.ts'
 import { StorageUnavailableError, storageFull } from '../../lib/storage-unavailable.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
-import { awaitBeforeCommit, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
+import { awaitBeforeCommit, channelsToNotify, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
 import { clientOf, type PgDb } from './client.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
@@ -33,9 +33,10 @@ const DISK_FULL = '53100'
 
 /**
  * The op `body` makes, in one transaction on the pool `db`: all of it commits, or (it threw) none of it. Runs again
- * after a deadlock. `committed` hears of the environments whose run events the transaction appended, once committed.
+ * after a deadlock. `committed` hears, once it committed, of the environments whose run events it appended and of
+ * the channels its commit should wake (./notify.ts).
  */
-export async function writeOnPostgres<T>(db: PgDb, body: () => Op<T>, committed: (environmentIds: number[]) => void): Promise<T> {
+export async function writeOnPostgres<T>(db: PgDb, body: () => Op<T>, committed: (announced: Committed) => void): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       let handle: PgDb | undefined
@@ -48,13 +49,19 @@ export async function writeOnPostgres<T>(db: PgDb, body: () => Op<T>, committed:
         })
       }
       const answer = await db.transaction(transaction)
-      committed(runEventsAppended(handle!))
+      committed({ runEvents: runEventsAppended(handle!), channels: channelsToNotify(handle!) })
       return answer
     } catch (error) {
       if (attempt < RETRIES && RETRYABLE.has(sqlStateOf(error) ?? '')) continue
       throw postgresFaultOf(error) ?? error
     }
   }
+}
+
+/** What a committed write announces: the environments whose run events it appended, the channels to wake. */
+export interface Committed {
+  runEvents: number[]
+  channels: string[]
 }
 
 /** A request's read on the pool `db`. */

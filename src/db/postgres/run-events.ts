@@ -4,38 +4,20 @@
  * those environments' new events from the table (a notification only says where to look: a subscriber never takes
  * an event from it).
  *
- * The NOTIFY is sent after the commit, at most one per turn of the event loop for all the turn's commits, and not
- * inside the transaction as the queue's is (./queue.ts): PostgreSQL serializes the commits of every transaction that
- * notifies (one lock for the whole cluster, taken at commit: it keeps its notification queue in commit order), and
+ * The NOTIFY is sent after the commit, at most one per turn of the event loop for all the turn's commits (./notify.ts):
  * every step of every run appends events. A notification lost to a crash between the commit and the NOTIFY, or sent
  * while a listener was reconnecting, is made up by the subscribers' periodic read.
  */
 import type { SQL } from 'bun'
 import { listenOn } from './listen.ts'
+import { notifyThisTurn } from './notify.ts'
 
 /** The channel; the payload: the environment ids, comma-separated (empty: any environment). */
 export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
 
-/** PostgreSQL refuses a payload of 8,000 bytes or more: past this, the payload says "any environment". */
-const MAX_PAYLOAD = 7_000
-
-const pending = new WeakMap<SQL, Set<number>>()
-
 /** Announces to every instance that events of `environmentIds` committed: one NOTIFY on the pool `sql` at the end of this turn. */
 export function notifyRunEventsCommitted(sql: SQL, environmentIds: readonly number[]): void {
-  if (environmentIds.length === 0) return
-  let waiting = pending.get(sql)
-  if (waiting === undefined) {
-    waiting = new Set()
-    pending.set(sql, waiting)
-    setImmediate(() => {
-      pending.delete(sql)
-      const payload = [...waiting!].join(',')
-      // Lost (the server unreachable): the listeners' periodic read finds the events.
-      sql.notify(RUN_EVENTS_CHANNEL, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
-    })
-  }
-  for (const id of environmentIds) waiting.add(id)
+  if (environmentIds.length > 0) notifyThisTurn(sql, RUN_EVENTS_CHANNEL, environmentIds)
 }
 
 /** Calls `wake` with the environments of each notification, and with null (any) after a reconnect. Resolves once listening. */

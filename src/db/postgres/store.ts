@@ -20,7 +20,8 @@ import { announceRunEvents } from '../run-event-commits.ts'
 import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store, StoreUpkeep } from '../store.ts'
 import type { PgDb } from './client.ts'
 import { pendingPostgresMigrations } from './migrate.ts'
-import { postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
+import { notifyThisTurn } from './notify.ts'
+import { type Committed, postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
@@ -40,19 +41,33 @@ export class PgStore implements Store {
    * the step group's transaction, and its drain measured slower (docs/performance.md).
    */
   readonly handsOverSlots = false
-  /** After a commit that appended run events: this process's listeners, and every other instance (one NOTIFY a turn). */
-  private readonly committed = (environmentIds: number[]) => {
-    announceRunEvents(this, environmentIds)
-    notifyRunEventsCommitted(this.sql, environmentIds)
+  /**
+   * After a commit: the run events it appended to this process's listeners and every other instance, and the channels
+   * it should wake (queued runs, deliveries, deadlines) — one NOTIFY a channel a turn, sent after the commit (./notify.ts).
+   */
+  private readonly committed = ({ runEvents, channels }: Committed) => {
+    if (runEvents.length > 0) {
+      announceRunEvents(this, runEvents)
+      notifyRunEventsCommitted(this.sql, runEvents)
+    }
+    for (const channel of channels) notifyThisTurn(this.sql, channel)
   }
 
-  /** `sql`: the pool, for raw statements (the queue's claim, migrations, LISTEN/NOTIFY). */
-  constructor(readonly sql: SQL) {
+  /**
+   * `sql`: the pool, for raw statements (the queue's claim, migrations, NOTIFY). `listener`: where LISTEN runs — the
+   * pool's own dedicated connection, or a direct connection of its own when the pool goes through a transaction
+   * pooler, which hands each transaction any server connection and so cannot keep a LISTEN (`openPostgres`).
+   */
+  constructor(
+    readonly sql: SQL,
+    private readonly listener: SQL = sql,
+  ) {
     this.db = drizzle({ client: sql })
   }
 
-  close(): Promise<void> {
-    return this.sql.close()
+  async close(): Promise<void> {
+    if (this.listener !== this.sql) await this.listener.close()
+    await this.sql.close()
   }
 
   /** On the pool, each statement its own snapshot. */
@@ -116,22 +131,22 @@ export class PgStore implements Store {
    * `announceQueuedRuns`), so every executor claims at once instead of at its next poll.
    */
   listenForQueuedRuns(wake: () => void): Promise<QueueWakeups> {
-    return listenOnPostgres(this.sql, RUNS_CHANNEL, wake)
+    return listenOnPostgres(this.listener, RUNS_CHANNEL, wake)
   }
 
   /** Tasks with a deadline opened on any instance: `NOTIFY trellis_tasks` (../tasks.ts). */
   listenForTaskDeadlines(wake: () => void): Promise<Listening> {
-    return listenOnPostgres(this.sql, TASKS_CHANNEL, wake)
+    return listenOnPostgres(this.listener, TASKS_CHANNEL, wake)
   }
 
   /** Deliveries queued on any instance: `NOTIFY trellis_callbacks` (../callbacks.ts `announceCallbacks`). */
   listenForCallbacks(wake: () => void): Promise<QueueWakeups> {
-    return listenOnPostgres(this.sql, CALLBACKS_CHANNEL, wake)
+    return listenOnPostgres(this.listener, CALLBACKS_CHANNEL, wake)
   }
 
   /** The NOTIFY each instance sends after a commit that appended run events, and null after a reconnect (./run-events.ts). */
   listenForRunEvents(wake: RunEventsListener): Promise<Listening> {
-    return listenForRunEvents(this.sql, wake)
+    return listenForRunEvents(this.listener, wake)
   }
 
   /** Each write commits alone. */
@@ -156,6 +171,14 @@ function answersOnlyLater(what: string): Error {
   return new Error(`${what} works on the embedded SQLite database only`)
 }
 
-export function openPostgres(url: string, options: { max?: number } = {}): PgStore {
-  return new PgStore(new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE }))
+/**
+ * A store on the database at `url`. With `listenUrl` (TRELLIS_DATABASE_LISTEN_URL), `url` goes through a pooler in
+ * transaction mode (PgBouncer): each transaction may run on another server connection, so the pool sends unnamed
+ * statements (a named prepared statement lives on one server connection), nothing outlives a transaction (advisory
+ * locks are all transaction-level), and LISTEN runs on a direct connection to the same database at `listenUrl`.
+ */
+export function openPostgres(url: string, options: { max?: number; listenUrl?: string } = {}): PgStore {
+  const pooled = options.listenUrl !== undefined
+  const sql = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE, prepare: !pooled })
+  return new PgStore(sql, pooled ? new SQL({ url: options.listenUrl, max: 1 }) : sql)
 }

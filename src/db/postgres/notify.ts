@@ -1,0 +1,44 @@
+/**
+ * Notifications to every instance, sent after the commits they announce, never inside them: PostgreSQL serializes the
+ * commits of every transaction that notifies (one lock for the whole cluster, taken at commit, so that its queue of
+ * notifications follows commit order), and a trigger's or a step's commit would wait on every other one's. A
+ * transaction names the channels its commit should wake (`notifyOnCommit`, kept beside its list locks: ./monotonic.ts);
+ * once it committed, its store sends them (`notifyThisTurn`), at most one NOTIFY per channel per turn of the event
+ * loop for all that turn's commits. A notification lost to a crash between the commit and the NOTIFY, or sent while a
+ * listener reconnects, is made up by the listeners' own periodic reads (the executor's poll, the delivery worker's,
+ * the deadline timer's, the event streams').
+ */
+import type { SQL } from 'bun'
+
+/** PostgreSQL refuses a payload of 8,000 bytes or more: past this, the payload is empty ("anything"). */
+const MAX_PAYLOAD = 7_000
+
+/** Per pool, the channels to notify at the end of this turn, each with the payload parts gathered so far. */
+const pending = new WeakMap<SQL, Map<string, Set<string | number>>>()
+
+/**
+ * Sends `NOTIFY channel` on the pool `sql` at the end of this turn, once for every call this turn: its payload the
+ * parts of every call, comma-separated (a call without parts adds none; none at all: an empty payload).
+ */
+export function notifyThisTurn(sql: SQL, channel: string, parts: Iterable<string | number> = []): void {
+  let channels = pending.get(sql)
+  if (channels === undefined) {
+    const gathered = new Map<string, Set<string | number>>()
+    channels = gathered
+    pending.set(sql, gathered)
+    setImmediate(() => {
+      pending.delete(sql)
+      for (const [name, payloadParts] of gathered) {
+        const payload = [...payloadParts].join(',')
+        // Lost (the server unreachable): the listeners' periodic reads find what it announced.
+        sql.notify(name, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
+      }
+    })
+  }
+  let gathered = channels.get(channel)
+  if (gathered === undefined) {
+    gathered = new Set()
+    channels.set(channel, gathered)
+  }
+  for (const part of parts) gathered.add(part)
+}
