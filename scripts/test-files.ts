@@ -86,6 +86,7 @@ export const POSTGRES_PASS = [
   'tasks',
   'task-deadlines',
   'tokens',
+  'tracing',
   'wal-checkpoints',
   'webhook',
   'webhook-cli',
@@ -151,6 +152,7 @@ export const LONGEST_FIRST = [
   'executor-postgres',
   'console',
   'tokens',
+  'tracing',
   'nul-text',
 ].map((name) => `test/${name}.test.ts`)
 

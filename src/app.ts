@@ -7,6 +7,7 @@ import { renderError, withHeaders } from './http/error-handler.ts'
 import { rejectOversizedHead } from './http/request-head.ts'
 import { requestMetrics } from './http/request-metrics.ts'
 import { noSniffing } from './http/response-headers.ts'
+import { requestRouteSpan } from './http/request-route-span.ts'
 import { authModule } from './modules/auth/index.ts'
 import { ssoModule } from './modules/auth/oidc-routes.ts'
 import { tokensModule } from './modules/tokens/index.ts'
@@ -37,6 +38,7 @@ export function createApp(deps: AppDeps) {
   // (a typo'd optional field would otherwise look accepted). /openapi.json says so (additionalProperties: false).
   const app = new Elysia({ normalize: false })
     .use(requestMetrics(deps.metrics))
+    .use(requestRouteSpan())
     .onRequest(noSniffing)
     .onRequest(rejectOversizedHead)
     .onRequest(rejectOversizedBody(deps.config.maxBodyBytes))

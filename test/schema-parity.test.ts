@@ -146,6 +146,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0018_soft_deleted_records',
       '0019_workflow_schedules',
       '0020_workflow_events',
+      '0021_run_trace_context',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -11,6 +11,7 @@ import { describeDatabase, openConfiguredStore } from '../db/connect.ts'
 import { readSnapshot } from '../db/read.ts'
 import { systemClock } from '../lib/clock.ts'
 import { createLogger } from '../lib/logger.ts'
+import { otlpTracesEndpoint, startTracing, stopTracing, traceRequests } from '../lib/tracing.ts'
 import { ensurePrivateDir, octal } from '../lib/private-dir.ts'
 import { createMetrics } from '../lib/metrics.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
@@ -49,6 +50,8 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const parsed = parseFlags(argv, flags)
   const startConfig = configFrom(parsed)
   const logger = createLogger(startConfig.logLevel)
+  // Off unless the OTEL_* variables name an endpoint: then the SDK loads, before anything that records a span.
+  if (await startTracing(process.env, logger)) logger.info('tracing on: exporting OTLP traces', { endpoint: otlpTracesEndpoint(process.env) })
   const dataDir = ensurePrivateDir(startConfig.dataDir)
   if (dataDir.kind === 'narrowed') logger.info('data directory narrowed to 0700 (its owner only)', { dataDir: startConfig.dataDir, was: octal(dataDir.was) })
   if (dataDir.kind === 'left-open') {
@@ -89,7 +92,8 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const app = createApp(deps)
   const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
   raiseParserHeaderLimit()
-  const handle = withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger)
+  // The request's span is outermost: the request's log line is written inside it and carries its ids.
+  const handle = traceRequests(withRequestLog((request) => slices.run(request, (admitted) => app.handle(admitted)), logger))
   const server = Bun.serve({
     hostname: config.host,
     port: config.port,
@@ -163,6 +167,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
         await server.stop(true)
       }
       logger.info('stopped', await upkeep.close())
+      await stopTracing() // the spans still buffered are exported before the process ends
       process.exit(0)
     } catch (error) {
       logger.error('shutdown failed', { error: (error as Error).stack ?? String(error) })

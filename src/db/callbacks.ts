@@ -177,6 +177,8 @@ export interface ClaimedDelivery {
   attempts: number
   /** Attempts ever recorded for it (their numbers go on after a resend). */
   recorded: number
+  /** The run it tells of (its trace is the delivery's span's parent), when it is a run's. */
+  runId: string | null
 }
 
 const CLAIMED = statement('callbacks.claimed', (d) => {
@@ -191,6 +193,7 @@ const CLAIMED = statement('callbacks.claimed', (d) => {
       payload: x.payload,
       attempts: x.attempts,
       recorded: sql<number>`(SELECT coalesce(max(a.attempt), 0) FROM callback_attempts a WHERE a.delivery_id = ${x.id})`.mapWith(Number),
+      runId: x.runId,
     })
     .from(x)
     .innerJoin(t.callbackEndpoints, eq(t.callbackEndpoints.id, x.endpointId))

@@ -83,6 +83,8 @@ export interface RunRow {
   finished_at: number | null
   /** The run this one retries, or null. */
   retry_of: string | null
+  /** The `traceparent` of the span that started the run, or null (src/lib/tracing.ts). */
+  trace_context: string | null
 }
 
 export interface NewRun {
@@ -113,6 +115,8 @@ export interface NewRun {
   nextStep?: number
   /** The failed or cancelled run this one retries (`runs_retry_of_idx`: at most one run retries it). */
   retryOf?: string | null
+  /** The `traceparent` of the span that started it, when tracing is on (src/lib/tracing.ts `currentTraceparent`). */
+  traceContext?: string | null
 }
 
 /** The run's cause as stored: JSON, or null. */
@@ -187,9 +191,9 @@ function isUniqueViolation(error: unknown): boolean {
 // UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
 // exactly, and never ahead of the clock below a million triggers a second.
 const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-    status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause)
+    status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?10, ?9, 0,
-    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12, ?13)`
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12, ?13, ?14)`
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
@@ -207,6 +211,7 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
     statementOn(db, 'queue.insert', INSERT_RUN).run(
       run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId,
       run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run),
+      run.traceContext ?? null,
     )
     return run.id
   } catch (error) {
@@ -235,7 +240,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const queue = async (id: string) => {
-    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run)]
+    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
     return (await rawRows<{ id: string | null; newest_id: string | null; entries_at: number | null }>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
@@ -260,8 +265,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $12::bigint, $13
+      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $12::bigint, $13, $14
     WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
     ON CONFLICT DO NOTHING
     RETURNING id)
@@ -370,7 +375,7 @@ export const SQLITE_CLAIM = {
       started_at = coalesce(started_at, ?2), attempts = attempts + 1
     WHERE id = ?4 AND status IN (${CLAIMABLE})
     RETURNING id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger", status, next_step,
-      available_at, lease_owner, lease_expires_at, attempts, error, created_at, started_at, finished_at, retry_of`,
+      available_at, lease_owner, lease_expires_at, attempts, error, created_at, started_at, finished_at, retry_of, trace_context`,
 }
 
 /** A SQLite claim statement on the connection behind `db`: all of them prepared together at the first claim, as a hot path's are. */
@@ -522,7 +527,7 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
   environment_id::float8 AS environment_id, record_id, user_id::float8 AS user_id, token_id::float8 AS token_id, "trigger",
   status, next_step::float8 AS next_step, available_at::float8 AS available_at, lease_owner,
   lease_expires_at::float8 AS lease_expires_at, attempts::float8 AS attempts, error, created_at::float8 AS created_at, started_at::float8 AS started_at, finished_at::float8 AS finished_at,
-  retry_of`
+  retry_of, trace_context`
 
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner

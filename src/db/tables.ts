@@ -481,6 +481,11 @@ export function defineTables(kit: TableKit) {
        * event-started runs whose writes led to it, oldest first; src/db/workflow-events.ts). Null for other triggers.
        */
       cause: text('cause'),
+      /**
+       * The W3C `traceparent` of the span that started the run (the webhook call, the API request), when tracing was
+       * on: the run's own trace links to it wherever and whenever it executes (src/lib/tracing.ts). Null otherwise.
+       */
+      traceContext: text('trace_context'),
     },
     // Index predicates are SQL literals (inlined from the status lists): SQLite refuses a bound parameter in an
     // index's WHERE, and uses a partial index only for a query whose WHERE repeats those literals (src/db/queue.ts).

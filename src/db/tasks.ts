@@ -112,14 +112,14 @@ const announceTaskDeadline = plan({
 
 const TASK_OF_STEP = statement('tasks.of-step', ({ db, t }) =>
   db
-    .select({ id: t.tasks.id, status: t.tasks.status })
+    .select({ id: t.tasks.id, status: t.tasks.status, createdAt: t.tasks.createdAt })
     .from(t.tasks)
     .where(and(eq(t.tasks.runId, ph('runId')), eq(t.tasks.stepIndex, ph('stepIndex')))),
 )
 
 /** The task a run's step opened, if any (`tasks_run_step_unique`: at most one). */
-export function findTaskOfStep(runId: string, stepIndex: number): Op<{ id: string; status: TaskStatus } | undefined> {
-  return TASK_OF_STEP.row({ runId, stepIndex }) as Op<{ id: string; status: TaskStatus } | undefined>
+export function findTaskOfStep(runId: string, stepIndex: number): Op<{ id: string; status: TaskStatus; createdAt: number } | undefined> {
+  return TASK_OF_STEP.row({ runId, stepIndex }) as Op<{ id: string; status: TaskStatus; createdAt: number } | undefined>
 }
 
 // ── Deciding ──────────────────────────────────────────────────────────────────

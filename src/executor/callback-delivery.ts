@@ -16,6 +16,7 @@ import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
 import { DestinationRefusedError, type OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
+import { activeTracer, traceHeaders } from '../lib/tracing.ts'
 import { DeliveryLoop } from './delivery-loop.ts'
 
 export interface CallbackDeliveryOptions {
@@ -80,6 +81,17 @@ export class CallbackDelivery extends DeliveryLoop<ClaimedDelivery, Sent, 'succe
     const timeoutMs = this.options.timeoutMs ?? CALLBACK_TIMEOUT_MS
     const timestamp = new Date(this.options.clock.now())
     const signature = new Webhook(callbackSecret(this.options.secret, delivery.endpointId, delivery.secretSalt)).sign(delivery.id, timestamp, delivery.payload)
+    // Its span is a child of the run's trace; the URL is not recorded (a callback URL may carry a credential).
+    const tracer = activeTracer()
+    const span = tracer?.span('callback delivery', delivery.runId === null ? null : tracer.runTraceparent(delivery.runId), {
+      'http.request.method': 'POST', 'trellis.callback.delivery_id': delivery.id, ...(delivery.runId === null ? {} : { 'trellis.run.id': delivery.runId }),
+    })
+    const sent = await this.post(delivery, timestamp, signature, timeoutMs, stop, span?.traceparent ?? null)
+    span?.end(sent === null || sent.statusCode === null ? { error: sent?.error ?? 'stopped' } : { attributes: { 'http.response.status_code': sent.statusCode }, ...(sent.ok ? {} : { error: `answered ${sent.statusCode}` }) })
+    return sent
+  }
+
+  private async post(delivery: ClaimedDelivery, timestamp: Date, signature: string, timeoutMs: number, stop: AbortSignal, traceparent: string | null): Promise<Sent | null> {
     try {
       const answer = await this.options.outbound.send(new URL(delivery.url), {
         method: 'POST',
@@ -89,6 +101,7 @@ export class CallbackDelivery extends DeliveryLoop<ClaimedDelivery, Sent, 'succe
           'webhook-id': delivery.id,
           'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
           'webhook-signature': signature,
+          ...traceHeaders(traceparent),
         },
         body: delivery.payload,
         signal: AbortSignal.any([stop, AbortSignal.timeout(timeoutMs)]),

@@ -53,6 +53,8 @@ import { EventDispatch } from './event-dispatch.ts'
 import type { MailSettings } from '../modules/mail/service.ts'
 import type { TaskOutcome } from '../lib/template.ts'
 import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStorage } from './loop.ts'
+import { activeTracer, type RunTrace } from '../lib/tracing.ts'
+import { endUnrecordedSpans, type GroupTrace, groupTrace, startStepSpan, type TracedStep } from './run-trace.ts'
 
 /** How often a running executor recovers the runs whose leases expired (a crashed instance's, or its own lost ones). */
 const SWEEP_EVERY_MS = 10_000
@@ -337,7 +339,13 @@ export class Executor {
     }
   }
 
-  private async execute(run: RunRow): Promise<void> {
+  /** Executes the run, inside its trace when tracing is on (log lines written meanwhile carry its trace id). */
+  private execute(run: RunRow): Promise<void> {
+    const traced = activeTracer()?.run(run) ?? null
+    return traced === null ? this.executeTraced(run, null) : traced.within(() => this.executeTraced(run, traced))
+  }
+
+  private async executeTraced(run: RunRow, traced: RunTrace | null): Promise<void> {
     const { target, definition } = await this.loadTarget(run)
     const runAbort = new AbortController()
     this.cancelled.set(run.id, runAbort)
@@ -364,13 +372,13 @@ export class Executor {
         // No turn of the event loop to wait for here: each group ends with its write, committed in a later turn
         // (the group commit), within the executor's share of it (`shareMs`).
         const end = stepGroupEnd(steps, index)
-        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, tasks, heartbeat, signal })
+        const outcome = await this.runSteps({ target, steps, from: index, to: end, record, tasks, heartbeat, signal, traced })
         if (outcome === 'stop') return
         record = outcome.record
         index = end
       }
       // Reached only when a run resumes after its last step (a trailing `wait`): nothing left but to end it.
-      await this.persistGroup(run, (events) => this.finishIn(target, events, 'succeeded', null), () => true)
+      await this.persistGroup(run, (events) => this.finishIn(target, events, 'succeeded', null), () => true, groupTrace(traced, target, new Map()))
     } finally {
       clearInterval(timer)
       this.cancelled.delete(run.id)
@@ -416,11 +424,15 @@ export class Executor {
     tasks: Map<string, TaskOutcome>
     heartbeat: () => void
     signal: AbortSignal
+    traced: RunTrace | null
   }): Promise<{ record: Record<string, unknown> | null } | 'stop'> {
     const { target, steps } = group
     const planned: PlannedStep[] = []
+    const spans = new Map<number, TracedStep>()
+    const traceOf = groupTrace(group.traced, target, spans)
     for (let index = group.from; index < group.to; index++) {
       const step = steps[index]!
+      const startedAt = this.options.clock.now()
       const ctx: StepContext = {
         target,
         stepName: stepLabel(step, index),
@@ -433,22 +445,25 @@ export class Executor {
         outbound: this.outbound,
         mail: this.options.mail ?? null,
       }
-      const startedAt = this.options.clock.now()
+      if (group.traced !== null) ctx.traceparent = startStepSpan(group.traced, spans, ctx, step.type, startedAt)
       try {
         planned.push({ ctx, step, index, startedAt, apply: await (STEP_RUNNERS[step.type] as StepRunner)(ctx, step) })
       } catch (error) {
         // Only an http step's call fails here, and it is alone in its group.
         if (error instanceof LeaseLostError) throw error
         // Aborted by us (shutdown, cancel, a lost lease), not failed: the run is given back, or already ended.
-        if (ctx.signal.aborted) return 'stop'
+        if (ctx.signal.aborted) {
+          endUnrecordedSpans(spans)
+          return 'stop'
+        }
         if (!(error instanceof StepFailure)) throw error
-        await this.persistGroup(target.run, (events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true)
+        await this.persistGroup(target.run, (events) => this.failIn(ctx, step, index, startedAt, error, events, []), () => true, traceOf)
         return 'stop'
       }
     }
     // Each group ends with a lease-guarded transition of the run (advance, park, finish or fail): when the lease
     // is gone it throws LeaseLostError and the whole group, effects included, rolls back.
-    const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked')
+    const outcome = await this.persistGroup(target.run, (events) => this.recordGroup(group, planned, events), (outcome) => outcome === 'stop' || outcome === 'parked', traceOf)
     if (outcome === 'parked') {
       this.notify()
       // A task opened: its deadline may come before the one the timer is armed for.
@@ -570,10 +585,14 @@ export class Executor {
    * and stay apart (docs/workflows.md "Executor"). Where the store says not (`handsOverSlots`: PostgreSQL) the
    * claiming loop claims for freed slots.
    */
-  private async persistGroup<T>(run: RunRow, body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean): Promise<T> {
+  private async persistGroup<T>(run: RunRow, body: (events: NewRunEvent[]) => Op<T>, frees: (outcome: T) => boolean, traced: GroupTrace | null = null): Promise<T> {
     const known = this.eventCounts.get(run.id)
     let appended: NewRunEvent[] = []
+    // The database's time as one span per group (its transaction, waits for the lock included), none per statement.
+    const commit = traced?.run.child('commit steps')
     const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents((events) => body((appended = events)), known), frees))
+    commit?.end({ attributes: { 'trellis.events': appended.length } })
+    traced?.committed(appended)
     if (known !== undefined) this.eventCounts.set(run.id, known + appended.length)
     for (const run of successors) this.launch(run)
     return outcome

@@ -38,6 +38,13 @@ export interface StepContext {
   outbound: OutboundClient
   /** What queuing a mail needs (a task step tells its assignees); null: no mail is sent. */
   mail: MailSettings | null
+  /** The step's span's `traceparent` while tracing is on (an `http` step sends it); else null. */
+  traceparent?: string | null
+  /**
+   * Set by a task step woken by its task's close: when it opened the task (epoch ms). Its span, recorded at the
+   * decision, starts there — a span cannot stay open while the run is parked, perhaps across restarts.
+   */
+  openedAt?: number
 }
 
 /** Go on, end the run, or park it: until a time (`wait`), or until a task closes (`task`: the step runs again then). */

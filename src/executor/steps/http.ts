@@ -1,6 +1,7 @@
 import { answer as opAnswer } from '../../db/op.ts'
 import { DestinationRefusedError } from '../../lib/outbound/client.ts'
 import { redactUrl, redactUrlsIn, StepSecrets } from '../../lib/outbound/redact.ts'
+import { traceHeaders } from '../../lib/tracing.ts'
 import type { Step } from '../../modules/workflows/definition.ts'
 import { StepFailure, type StepRunner } from '../step.ts'
 import { renderTemplate, renderUrl, type TemplateVariables, UrlTemplateError } from '../../lib/template.ts'
@@ -62,7 +63,7 @@ export const runHttp: StepRunner<Http> = async (ctx, step) => {
     try {
       const answer = await ctx.outbound.send(url, {
         method: step.method,
-        headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), 'x-trellis-run-id': ctx.target.run.id, ...headers },
+        headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), 'x-trellis-run-id': ctx.target.run.id, ...traceHeaders(ctx.traceparent ?? null), ...headers },
         body,
         signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]),
         // Read past the limit by the longest secret, so that one the limit would cut is still found whole.

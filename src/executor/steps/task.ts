@@ -53,6 +53,7 @@ export const runTask: StepRunner<TaskStep> = async (ctx, step) => function* (rea
     }
     return result
   }
+  ctx.openedAt = Math.floor(existing.createdAt / 1000)
   const outcome = yield* readTaskOutcome(existing.id, existing.status)
   ctx.tasks.set(step.name, outcome)
   if (existing.status === 'approved' || (existing.status === 'rejected' && step.onReject === 'continue')) return { next: 'continue', output: outcome }

@@ -16,6 +16,7 @@ import { canReachRendering, requireEnvironment } from '../directory/projects.ts'
 import { requireWorkflow } from '../workflows/service.ts'
 import { canonicalStartBody, idempotentCall, type RunStarted, startRunOnce } from './idempotency.ts'
 import { retryRun } from './retry.ts'
+import { currentTraceparent } from '../../lib/tracing.ts'
 import { cancelRun, renderRuns, type RunActor, visibleRun } from './service.ts'
 
 /** What the calls use of the app: the store, the clock, the executor to wake (when one runs here), the key window, mail. */
@@ -55,8 +56,9 @@ export async function cancelRunAs(deps: RunCallDeps, caller: AccountCaller, runI
 export async function retryRunAs(deps: RunCallDeps, caller: AccountCaller, runId: string, via?: Channel): Promise<{ runId: string; retryOf: string }> {
   requireCallerScope(caller, 'workflows:trigger')
   const id = randomUUIDv7()
+  const traceContext = currentTraceparent() // in the request's turn (the transaction may run in another)
   const retried = await write(deps.store, function* () {
-    return yield* retryRun(deps.clock, id, yield* visibleRun(caller, runId), actorOf(caller, via))
+    return yield* retryRun(deps.clock, id, yield* visibleRun(caller, runId), actorOf(caller, via), traceContext)
   })
   deps.executor?.notify()
   return { runId: retried, retryOf: runId }

@@ -14,6 +14,7 @@ import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
 import { HttpError, unprocessable } from '../../lib/errors.ts'
 import { queueRun, type RunStart } from './service.ts'
+import { currentTraceparent } from '../../lib/tracing.ts'
 
 /** A call that carries an `Idempotency-Key`: the key, the SHA-256 of what it asked (`requestHash`), and the window (ms). */
 export interface IdempotentCall {
@@ -72,8 +73,10 @@ const isRunInProgress = (error: unknown) => error instanceof HttpError && error.
  * Starts a run in one transaction: without a key, `queueRun`; with an idempotency key, `queueRunOnce`, which answers
  * the key's run when it is live, else queues the run and records the key with it.
  */
-export function startRunOnce(store: Store, clock: Clock, input: RunStart, call: IdempotentCall | null): Promise<RunStarted> {
+export function startRunOnce(store: Store, clock: Clock, start: RunStart, call: IdempotentCall | null): Promise<RunStarted> {
   const id = randomUUIDv7()
+  // Read here, in the request's turn: the transaction may run in another (SQLite's group commit), outside its span.
+  const input: RunStart = { ...start, traceContext: currentTraceparent() }
   return write(store, () => (call === null ? started(queueRun(clock, id, input)) : queueRunOnce(clock, id, input, call)))
 }
 

@@ -25,9 +25,10 @@ export type Retrier = RunActor
  * run the first step it had not done — with its steps before that carried over. 409 `run_not_retryable` while it is
  * active or once it succeeded, `workflow_withdrawn` when its workflow has no active version, `already_retried`,
  * `run_in_progress`; 403 `rendering_forbidden` when `by` can no longer reach the workflow's team; 404 when the run
- * history's retention deleted the run meanwhile. Answers the new run's id.
+ * history's retention deleted the run meanwhile. Answers the new run's id. `traceContext`: the retrying request's
+ * `traceparent` (tracing on), which the new run's trace links to.
  */
-export function* retryRun(clock: Clock, id: string, found: RetriedRun, by: Retrier): Op<string> {
+export function* retryRun(clock: Clock, id: string, found: RetriedRun, by: Retrier, traceContext: string | null = null): Op<string> {
   const { run } = found
   if (!(yield* holdRetriedRun(run.id))) throw notFound(`Run ${run.id} not found`)
   if (!isRetryableStatus(run.status)) {
@@ -47,6 +48,7 @@ export function* retryRun(clock: Clock, id: string, found: RetriedRun, by: Retri
     via: by.via,
     trigger: 'manual',
     retry: { of: run.id, resumeAt: run.nextStep },
+    traceContext,
   })
 }
 

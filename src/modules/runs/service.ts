@@ -64,6 +64,8 @@ export interface RunStart {
   cause?: RunCause
   /** A retry (./retry.ts): the run it retries and the step it resumes at; its entry is `retryWorkflow`. */
   retry?: { of: string; resumeAt: number }
+  /** The `traceparent` of the span that started it (the request's), when tracing is on: the run's trace links to it. */
+  traceContext?: string | null
 }
 
 /**
@@ -103,6 +105,7 @@ export function* queueRunIfIdle(clock: Clock, id: string, input: RunStart): Op<I
     createdAt: () => clock.now(), // read by the insert once it holds the environment's runs lock
     nextStep: input.retry?.resumeAt,
     retryOf: input.retry?.of,
+    traceContext: input.traceContext ?? null,
   })
   if (!result.inserted) return result
   if (input.retry) yield* carryRunSteps(input.retry.of, result.id, input.retry.resumeAt)
