@@ -74,6 +74,13 @@ export interface Config {
   walCheckpointMs: number
   /** PostgreSQL: a transaction open this long anywhere in the cluster is logged and makes /readyz `degraded`. */
   databaseLongTransactionSeconds: number
+  /**
+   * A Litestream configuration file (TRELLIS_LITESTREAM_CONFIG, docs/backup.md): `serve` runs `litestream replicate`
+   * on it beside itself and leaves restarting the WAL to Litestream. Null: no continuous replication.
+   */
+  litestreamConfig: string | null
+  /** Where the `litestream` executable is (TRELLIS_LITESTREAM_BIN); undefined: looked for (src/lib/litestream.ts). */
+  litestreamBin: string | undefined
   /** Free space (bytes) below which /readyz answers `storage_full` (SQLite: the data directory's filesystem). */
   readyMinFreeBytes: number
   /**
@@ -200,6 +207,10 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
   if (databaseListenUrl !== null && (databaseUrl === null || !/^postgres(ql)?:\/\/./i.test(databaseListenUrl))) {
     throw new ConfigError('TRELLIS_DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL, and goes with --database-url / TRELLIS_DATABASE_URL')
   }
+  const litestreamConfig = nonEmpty(env.TRELLIS_LITESTREAM_CONFIG)
+  if (litestreamConfig !== undefined && databaseUrl !== null) {
+    throw new ConfigError('TRELLIS_LITESTREAM_CONFIG replicates the SQLite file; with --database-url / TRELLIS_DATABASE_URL archive PostgreSQL\'s WAL instead (docs/backup.md)')
+  }
   return {
     dataDir,
     databaseUrl,
@@ -238,6 +249,8 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
     databaseLongTransactionSeconds: integerSetting('TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS', env.TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS, 60, 1, 86_400),
+    litestreamConfig: litestreamConfig === undefined ? null : resolve(litestreamConfig),
+    litestreamBin: nonEmpty(env.TRELLIS_LITESTREAM_BIN),
     readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,
     eventStreamsMax: integerSetting('TRELLIS_EVENT_STREAMS_MAX', env.TRELLIS_EVENT_STREAMS_MAX, 5000, 1, 100_000),
     eventStreamsPerUser: integerSetting('TRELLIS_EVENT_STREAMS_PER_USER', env.TRELLIS_EVENT_STREAMS_PER_USER, 50, 1, 100_000),
@@ -369,6 +382,12 @@ function integerSetting(name: string, raw: string | undefined, fallback: number,
   return value
 }
 
+/** A whole number and a unit — `90s`, `15m`, `12h`, `30d` — in ms; null when `text` is not one. */
+export function durationMs(text: string): number | null {
+  const match = /^(\d+)\s*([smhd])$/i.exec(text.trim())
+  return match ? Number(match[1]) * DURATION_UNITS[match[2]!.toLowerCase()]! : null
+}
+
 /**
  * A retention as a whole number and a unit — `90s`, `15m`, `12h`, `30d` — in ms (a second to 100 years), or null for
  * `off` (keep forever). A bare number or `0` is refused: the unit, or `off`, must be said.
@@ -376,9 +395,8 @@ function integerSetting(name: string, raw: string | undefined, fallback: number,
 function retentionSetting(name: string, raw: string | undefined, fallback: string): number | null {
   const text = nonEmpty(raw) ?? fallback
   if (text.toLowerCase() === 'off') return null
-  const match = /^(\d+)\s*([smhd])$/i.exec(text)
-  if (!match) throw new ConfigError(`${name} must be a whole number with a unit (s, m, h or d: 90s, 12h, 30d) or off, got "${text}"`)
-  const ms = Number(match[1]) * DURATION_UNITS[match[2]!.toLowerCase()]!
+  const ms = durationMs(text)
+  if (ms === null) throw new ConfigError(`${name} must be a whole number with a unit (s, m, h or d: 90s, 12h, 30d) or off, got "${text}"`)
   if (ms < DURATION_UNITS.s! || ms > LONGEST_RETENTION_MS) throw new ConfigError(`${name} must be between 1s and 36500d, or off, got "${text}"`)
   return ms
 }

@@ -10,6 +10,7 @@ import { FLAG_SETTINGS } from './config.ts'
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
 import { recordsCommand } from './cli/records.ts'
+import { restoreCommand } from './cli/restore.ts'
 import { serveCommand } from './cli/serve-command.ts'
 import { tokenCommand } from './cli/token.ts'
 import { userCommand } from './cli/user.ts'
@@ -25,6 +26,7 @@ const COMMANDS: Record<string, Command> = {
   webhook: webhookCommand,
   records: recordsCommand,
   backup: backupCommand,
+  restore: restoreCommand,
   db: dbCommand,
 }
 

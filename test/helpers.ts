@@ -163,6 +163,7 @@ export const SQLITE_ONLY = {
   fileSize: 'measures the SQLite file\'s size, its free pages and its tables\' pages (dbstat)',
   backup: '`trellis backup` copies the SQLite file (VACUUM INTO); on PostgreSQL it points to pg_dump: test/postgres-cli.test.ts',
   newDataDir: 'migrates a new data directory\'s SQLite file (`trellis migrate` on PostgreSQL: test/postgres-cli.test.ts)',
+  litestream: 'Litestream replicates the SQLite file (PostgreSQL restores to a time from its own WAL archive: test/postgres-pitr.test.ts)',
 } as const
 
 /**

@@ -1,4 +1,4 @@
-/** `trellis backup FILE`: a consistent copy of the database, taken while the server runs. */
+/** `trellis backup FILE`: a consistent copy of the database, taken while the server runs; `trellis backup drill` (./backup-drill.ts). */
 import { closeSync, existsSync, openSync, renameSync, rmSync, statSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { backupElsewhere } from '../db/connect.ts'
@@ -8,16 +8,36 @@ import { openStore } from '../db/sqlite/store.ts'
 import { BYTES } from '../lib/progress.ts'
 import { SECRET_FILE } from '../lib/secret.ts'
 import { WORKER_ENTRYPOINTS } from '../worker-entrypoints.ts'
-import { booleanFlag, type Command, CommandError, configFrom, parseFlags, UsageError } from './command.ts'
+import { runDrill } from './backup-drill.ts'
+import { booleanFlag, type Command, CommandError, configFrom, parseFlags, stringFlag, UsageError } from './command.ts'
 import { progressOf, QUIET_FLAG } from './progress.ts'
+import { REPLICA_FLAGS } from './restore.ts'
+
+/** The flags of `backup drill` alone. */
+const DRILL_FLAGS = {
+  from: stringFlag('DIR|FILE', 'drill: the directory of `trellis backup` files (its newest is restored), or one such file'),
+  ...REPLICA_FLAGS,
+  'max-age': stringFlag('AGE', 'drill: fail when the newest restorable write is older than this (90m, 26h, 2d)'),
+  json: booleanFlag('drill: print the report as JSON'),
+}
 
 export const backupCommand: Command = {
-  summary: 'write a consistent copy of the database to FILE (safe while serve runs)',
-  usage: 'trellis backup FILE [--force] [--quiet] [--data DIR | --database-url URL]',
-  flags: { force: booleanFlag('replace an existing FILE'), quiet: QUIET_FLAG },
+  summary: 'write a consistent copy of the database to FILE (safe while serve runs); `backup drill` restores and checks the newest backup',
+  usage: [
+    'trellis backup FILE [--force] [--quiet] [--data DIR | --database-url URL]',
+    '       trellis backup drill [--from DIR | --litestream-config FILE | --replica URL] [--max-age AGE] [--json]',
+  ].join('\n'),
+  flags: { force: booleanFlag('replace an existing FILE'), quiet: QUIET_FLAG, ...DRILL_FLAGS },
   async run(argv, io) {
     const parsed = parseFlags(argv, this.flags, 1)
     const file = parsed.positionals[0]
+    // A backup FILE named `drill` in the working directory is written as ./drill.
+    if (file === 'drill') {
+      if (parsed.values.force !== undefined) throw new UsageError('--force is for writing a backup FILE, not for the drill')
+      return runDrill(parsed, io)
+    }
+    const drillFlag = Object.keys(DRILL_FLAGS).find((flag) => parsed.values[flag] !== undefined)
+    if (drillFlag) throw new UsageError(`--${drillFlag} is a flag of \`trellis backup drill\``)
     if (!file) throw new UsageError('the backup FILE is required')
     const config = configFrom(parsed)
     const elsewhere = backupElsewhere(config)

@@ -28,7 +28,11 @@ import { SetupGate } from '../modules/setup/service.ts'
 import { countUsers } from '../modules/users/service.ts'
 import { recordServedBaseUrl } from '../lib/served-base-url.ts'
 import { readStoredSso } from '../modules/auth/oidc-settings.ts'
-import { configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags } from './command.ts'
+import { databasePath } from '../db/sqlite/open.ts'
+import { join } from 'node:path'
+import { assertReplicates, findLitestream, LITESTREAM_PID_FILE, LitestreamError, startReplication } from '../lib/litestream.ts'
+import type { Config } from '../config.ts'
+import { CommandError, configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags } from './command.ts'
 
 /**
  * How long a graceful stop waits for in-flight requests, and (at the same time) for the executor's running
@@ -57,6 +61,9 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   if (dataDir.kind === 'left-open') {
     logger.warn(`data directory is open to other users and not ours to change: run chmod 700 ${startConfig.dataDir}`, { dataDir: startConfig.dataDir, mode: octal(dataDir.mode) })
   }
+  // Litestream's executable and configuration are checked before anything starts: a replica that would not be kept is
+  // a failed start, not a log line.
+  const litestream = startConfig.litestreamConfig === null ? null : litestreamSetup(startConfig.litestreamConfig, startConfig)
   // Migrating may wait in the driver for a CLI's lock (nothing to serve yet); from then on no request waits there.
   const store = await openConfiguredStore(startConfig)
   // The apply file's SSO settings are the lowest layer of the configuration: known once the database is open.
@@ -64,7 +71,13 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const config = configFrom(parsed, { storedSso: stored.sso })
   const metrics = createMetrics({ processMetrics: true })
   // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
-  const upkeep = store.serve({ ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint }, logger, metrics)
+  const upkeep = store.serve(
+    { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint, walRestarts: litestream ? 'litestream' : 'trellis' },
+    logger,
+    metrics,
+  )
+  // Started once the server's own checkpoints have stopped restarting the WAL: Litestream sees every frame from here on.
+  const replication = litestream ? await startReplication(litestream.bin, litestream.config, join(config.dataDir, LITESTREAM_PID_FILE), logger) : null
   const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
   const setup = stored.noUsers ? SetupGate.open() : undefined
   // `http` steps and completion callbacks go out through one client: the same destinations are refused. The
@@ -166,7 +179,10 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
         logger.warn('requests still in flight after the grace period: closing their connections', { graceMs: SHUTDOWN_GRACE_MS })
         await server.stop(true)
       }
-      logger.info('stopped', await upkeep.close())
+      const closed = await upkeep.close()
+      // After the server's last commit: Litestream's last sync copies it to the replicas before it exits.
+      await replication?.stop()
+      logger.info('stopped', closed)
       await stopTracing() // the spans still buffered are exported before the process ends
       process.exit(0)
     } catch (error) {
@@ -177,6 +193,17 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   process.on('SIGTERM', () => void stop('SIGTERM'))
   process.on('SIGINT', () => void stop('SIGINT'))
   return KEEP_RUNNING
+}
+
+/** The `litestream` executable and a configuration that replicates this data directory's file, or exit 1 saying why not. */
+function litestreamSetup(configFile: string, config: Config): { bin: string; config: string } {
+  try {
+    assertReplicates(configFile, databasePath(config.dataDir))
+    return { bin: findLitestream(config.litestreamBin), config: configFile }
+  } catch (error) {
+    if (error instanceof LitestreamError) throw new CommandError(error.message)
+    throw error
+  }
 }
 
 /** What `serve` reads before it starts: the apply file's SSO settings, and whether the instance has any user yet. */

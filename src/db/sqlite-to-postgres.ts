@@ -222,9 +222,14 @@ function copyText(value: unknown, kind: ColumnKind, table: string, column: strin
 const ESCAPED = /[\\\b\f\n\r\t\v]/g
 const ESCAPES: Record<string, string> = { '\\': '\\\\', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\v': '\\v' }
 
-/** The SQLite tables (migrations' own left out), parents before children, each with its columns and row order. */
+/**
+ * The SQLite tables (migrations' own left out, and Litestream's bookkeeping, `_litestream_seq` and `_litestream_lock`,
+ * which it adds to a file it replicates), parents before children, each with its columns and row order.
+ */
 function tablesInDependencyOrder(source: Database, kinds: Map<string, ColumnKind>): Table[] {
-  const names = (source.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name != ?").all(TRACKING) as { name: string }[]).map((t) => t.name)
+  const names = (
+    source.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\' AND name != ?").all(TRACKING) as { name: string }[]
+  ).map((t) => t.name)
   const parents = new Map(names.map((name) => [name, new Set((source.prepare('SELECT "table" FROM pragma_foreign_key_list(?)').all(name) as { table: string }[]).map((f) => f.table).filter((t) => t !== name))]))
   const ordered: string[] = []
   while (ordered.length < names.length) {

@@ -27,6 +27,8 @@ export interface ServingSettings {
   walCheckpointMs: number
   /** PostgreSQL: the age past which a transaction open anywhere in the cluster is reported (./postgres/transaction-watch.ts). */
   databaseLongTransactionSeconds: number
+  /** SQLite: who starts the WAL over (./sqlite/upkeep.ts `WalRestarts`); `litestream` while Litestream replicates the file. */
+  walRestarts?: 'trellis' | 'litestream'
   /** The checkpoint thread's entrypoint (src/worker-entrypoints.ts: it differs between the source tree and the binary). */
   walCheckpointWorker: URL
   /** The instance secret from TRELLIS_SECRET, when set (else the data directory's file). */

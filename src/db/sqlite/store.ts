@@ -209,7 +209,7 @@ export class SqliteStore implements Store, SqliteFile {
         else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
         checkpointFault = fault !== null
       },
-    })
+    }, settings.walRestarts)
     let maintenance: { stop(): void } | null = null
     let checkpointsStopped: Promise<void> | null = null
     const stop = () => {
@@ -224,7 +224,7 @@ export class SqliteStore implements Store, SqliteFile {
       stop: () => void stop(),
       close: async () => {
         await stop() // the checkpoint thread's last checkpoint done: the final one is not refused as busy
-        const checkpoint = await checkpointBeforeClose(this, CLOSING_CHECKPOINT_WAIT_MS)
+        const checkpoint = await checkpointBeforeClose(this, CLOSING_CHECKPOINT_WAIT_MS, settings.walRestarts)
         this.close()
         this.servingLock?.release()
         this.servingLock = null

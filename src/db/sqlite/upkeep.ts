@@ -25,7 +25,9 @@ export function checkpointWal(store: SqliteFile, mode: CheckpointMode = 'TRUNCAT
  * keeps it busy (a CLI's reader, or the checkpoint thread's connection still closing), so the file alone is complete
  * whenever that connection lets go in time. The last result says whether it did.
  */
-export async function checkpointBeforeClose(store: SqliteFile, withinMs: number): Promise<CheckpointResult> {
+export async function checkpointBeforeClose(store: SqliteFile, withinMs: number, walRestarts: WalRestarts = 'trellis'): Promise<CheckpointResult> {
+  // Litestream still has the last frames to copy: copy what can be copied, leave the WAL for it to restart.
+  if (walRestarts === 'litestream') return checkpointWal(store, 'PASSIVE')
   const deadline = performance.now() + withinMs
   let result = checkpointWal(store, 'TRUNCATE')
   while (result.busy && performance.now() < deadline) {
@@ -44,6 +46,15 @@ export function walBytes(store: SqliteFile): number {
     throw error
   }
 }
+
+/**
+ * Who starts the WAL over. `trellis`: the server (a TRUNCATE past WAL_TRUNCATE_ABOVE_BYTES, and at a graceful stop).
+ * `litestream`: Litestream replicates the file (src/lib/litestream.ts) and must copy every frame before the WAL
+ * starts over, so it alone restarts it (its own checkpoints, under the read transaction it holds); the server's
+ * checkpoints are all PASSIVE — they copy pages into the database file and never reset the WAL, so no frame
+ * Litestream has not seen is ever overwritten.
+ */
+export type WalRestarts = 'trellis' | 'litestream'
 
 /** Above this size the WAL is checkpointed at once (not at the next tick) and, once caught up, truncated. */
 export const WAL_TRUNCATE_ABOVE_BYTES = 16 * 1024 * 1024
@@ -116,6 +127,7 @@ export function scheduleWalCheckpoints(
   everyMs: number,
   entrypoint: URL,
   report: { checkpointed(mode: 'passive' | 'truncate', result: CheckpointResult, walBytes: number): void; failed(error: Error): void },
+  walRestarts: WalRestarts = 'trellis',
 ): { stop(): Promise<void> } {
   store.sqlite.run('PRAGMA wal_autocheckpoint = 0')
   let thread: CheckpointThread | null = null
@@ -124,7 +136,7 @@ export function scheduleWalCheckpoints(
   const tick = async () => {
     const size = walBytes(store)
     if (size === 0) return
-    if (size > WAL_TRUNCATE_ABOVE_BYTES) {
+    if (walRestarts === 'trellis' && size > WAL_TRUNCATE_ABOVE_BYTES) {
       // The thread's PASSIVE copies run beside the server's commits, so under a steady write load they rarely catch up
       // and the WAL never starts over: past the threshold, this thread (between requests, as SQLite's own checkpoint
       // would inside one) copies what is left — little, the thread copied the rest — and truncates the file.

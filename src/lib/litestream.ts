@@ -1,0 +1,235 @@
+/**
+ * Litestream (https://litestream.io, v0.3): continuous replication of the SQLite file to a directory or S3-compatible
+ * storage, and restore to a point in time (docs/backup.md). Trellis cannot embed it (a Go program): it runs the
+ * `litestream` executable found by `findLitestream`, `replicate` beside `serve`, `restore` for `trellis restore` and
+ * `trellis backup drill`.
+ */
+import { existsSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { parse as parseYaml } from 'yaml'
+import type { Logger } from './logger.ts'
+
+/** Litestream could not be found, configured or run: the message says what to do. */
+export class LitestreamError extends Error {}
+
+/** The npm package that carries the executable for this platform (`@flydotio/litestream`'s optional dependency). */
+const PLATFORM_PACKAGE = `@flydotio/litestream-${process.platform}-${process.arch}`
+
+/**
+ * The `litestream` executable: `configured` (TRELLIS_LITESTREAM_BIN) when given; else the npm package's binary in a
+ * `node_modules` beside the working directory or this source tree (`npm ci` installs it); else `litestream` on PATH.
+ * The npm package's own `litestream` command (node_modules/.bin) is a Node script that runs the binary without passing
+ * on its exit code or a signal: the binary beside it is used instead.
+ */
+export function findLitestream(configured: string | undefined): string {
+  if (configured !== undefined) {
+    if (!existsSync(configured)) throw new LitestreamError(`TRELLIS_LITESTREAM_BIN names ${configured}, which does not exist`)
+    return configured
+  }
+  const roots = [process.cwd(), dirname(process.execPath), resolve(import.meta.dir, '../..')]
+  for (const root of roots) {
+    const candidate = join(root, 'node_modules', PLATFORM_PACKAGE, 'litestream')
+    if (existsSync(candidate)) return candidate
+  }
+  const onPath = Bun.which('litestream')
+  if (onPath !== null) {
+    const real = realpathSync(onPath)
+    if (!real.endsWith(join('@flydotio', 'litestream', 'index.js'))) return onPath
+    const beside = join(dirname(real), '..', PLATFORM_PACKAGE.split('/')[1]!, 'litestream')
+    if (existsSync(beside)) return beside
+  }
+  throw new LitestreamError(
+    `no litestream executable: set TRELLIS_LITESTREAM_BIN, put litestream on PATH, or install ${PLATFORM_PACKAGE} (npm ci) (docs/backup.md)`,
+  )
+}
+
+/**
+ * The database paths a Litestream configuration file replicates (its `dbs[].path`, with `$VAR` and `${VAR}` expanded
+ * as Litestream expands them), so that a configuration naming another file is refused rather than silently replicating
+ * nothing of Trellis's.
+ */
+export function configuredDatabases(configFile: string): string[] {
+  let text: string
+  try {
+    text = readFileSync(configFile, 'utf8')
+  } catch (error) {
+    throw new LitestreamError(`cannot read the Litestream configuration ${configFile}: ${(error as Error).message}`)
+  }
+  const expanded = text.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, braced: string | undefined, bare: string | undefined) => process.env[braced ?? bare!] ?? '')
+  let parsed: unknown
+  try {
+    parsed = parseYaml(expanded)
+  } catch (error) {
+    throw new LitestreamError(`the Litestream configuration ${configFile} is not valid YAML: ${(error as Error).message}`)
+  }
+  const dbs = (parsed as { dbs?: unknown } | null)?.dbs
+  if (!Array.isArray(dbs)) throw new LitestreamError(`the Litestream configuration ${configFile} has no dbs: list`)
+  return dbs.flatMap((db) => (typeof (db as { path?: unknown })?.path === 'string' ? [resolve((db as { path: string }).path)] : []))
+}
+
+/** Refuses a configuration that does not replicate `databaseFile`. */
+export function assertReplicates(configFile: string, databaseFile: string): void {
+  const paths = configuredDatabases(configFile)
+  if (!paths.includes(resolve(databaseFile))) {
+    throw new LitestreamError(`the Litestream configuration ${configFile} does not replicate ${resolve(databaseFile)} (its dbs: ${paths.join(', ') || 'none'})`)
+  }
+}
+
+/** How long `stop` waits for Litestream's last sync after SIGTERM before it kills it. */
+const STOP_WAIT_MS = 10_000
+/** A Litestream that ended on its own is started again after this pause (its own start-up syncs what it missed). */
+const RESTART_AFTER_MS = 5_000
+
+export interface Replication {
+  /** SIGTERM (Litestream syncs what is left to its replicas, then exits), SIGKILL after STOP_WAIT_MS. */
+  stop(): Promise<void>
+}
+
+/** The file in the data directory that holds the pid of the Litestream a server started. */
+export const LITESTREAM_PID_FILE = 'litestream.pid'
+
+/**
+ * A Litestream left running by a server that was killed (SIGKILL, a crash: its child outlives it) still replicates the
+ * file; a second one beside it would write the same replica. Found by its pid file and its command line (Linux's
+ * /proc: a pid reused by another program is left alone), it is stopped before the new one starts.
+ */
+async function stopLeftOver(pidFile: string, configFile: string, logger: Logger): Promise<void> {
+  let pid: number
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim())
+  } catch {
+    return
+  }
+  let commandLine = ''
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
+  } catch {
+    return // gone (or not Linux): nothing of ours runs under that pid
+  }
+  if (!Number.isInteger(pid) || pid <= 1 || !commandLine.includes('replicate') || !commandLine.includes(configFile)) return
+  logger.warn('a Litestream of an earlier server still runs: stopped before this one starts', { pid })
+  process.kill(pid, 'SIGTERM')
+  const deadline = Date.now() + STOP_WAIT_MS
+  while (existsSync(`/proc/${pid}`) && Date.now() < deadline) await Bun.sleep(50)
+  if (existsSync(`/proc/${pid}`)) process.kill(pid, 'SIGKILL')
+}
+
+/**
+ * `litestream replicate -config FILE` as a child of the server, its log lines relayed to the server's log, its pid in
+ * `pidFile`. If it ends while the server runs, that is logged as an error and it is started again: the WAL waits for
+ * it meanwhile (the server's checkpoints never restart it), so nothing is lost while it is away.
+ */
+export async function startReplication(bin: string, configFile: string, pidFile: string, logger: Logger): Promise<Replication> {
+  await stopLeftOver(pidFile, configFile, logger)
+  let stopping = false
+  let child: Bun.Subprocess<'ignore', 'pipe', 'pipe'> | null = null
+  let restart: Timer | null = null
+  const relay = async (stream: ReadableStream<Uint8Array>, warn: boolean) => {
+    let rest = ''
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) {
+      const lines = (rest + decoder.decode(chunk, { stream: true })).split('\n')
+      rest = lines.pop() ?? ''
+      for (const line of lines) if (line.trim()) (warn ? logger.warn : logger.info)('litestream', { line })
+    }
+  }
+  const start = () => {
+    // Its own process group: a terminal's Ctrl-C reaches the server alone, which stops Litestream after its own last
+    // commit (a Litestream stopped first would leave the last writes off the replica until the next start).
+    const proc = Bun.spawn([bin, 'replicate', '-config', configFile], { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', detached: true })
+    child = proc
+    writeFileSync(pidFile, `${proc.pid}\n`, { mode: 0o600 })
+    void relay(proc.stdout, false)
+    // Litestream logs everything, errors included, on stderr: relayed as info unless it ends badly (below).
+    void relay(proc.stderr, false)
+    logger.info('litestream replicating', { pid: proc.pid, config: configFile })
+    void proc.exited.then((code) => {
+      if (stopping) return
+      logger.error('litestream ended while the server runs: started again shortly (the WAL keeps every write meanwhile)', { code, restartInMs: RESTART_AFTER_MS })
+      restart = setTimeout(start, RESTART_AFTER_MS)
+    })
+  }
+  start()
+  return {
+    async stop() {
+      stopping = true
+      if (restart) clearTimeout(restart)
+      const proc = child
+      if (!proc || proc.exitCode !== null) return
+      proc.kill('SIGTERM')
+      const ended = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_WAIT_MS).then(() => false)])
+      if (!ended) {
+        logger.warn('litestream did not stop in time: killed', { waitedMs: STOP_WAIT_MS })
+        proc.kill('SIGKILL')
+        await proc.exited
+      }
+      rmSync(pidFile, { force: true })
+    },
+  }
+}
+
+/** Where a restore reads from: a configuration file and the database path it names, or a replica URL. */
+export type RestoreSource = { config: string; database: string } | { replica: string }
+
+/** What a restore gave back: the state at the time asked for, or (a time after the replica's last change) its newest state. */
+export interface Restored {
+  /** Litestream's own account of the restore. */
+  log: string
+  /**
+   * Null when Litestream restored to the time asked for (or the newest state when none was asked). Otherwise the time
+   * of the newest state before it, which is what the database was at that time: Litestream writes nothing to the
+   * replica while nothing is written, and refuses a time past its last change.
+   */
+  newestBefore: string | null
+}
+
+/** The arguments that name the source, last on Litestream's command line. */
+function sourceArgs(source: RestoreSource): string[] {
+  return 'config' in source ? ['-config', source.config, source.database] : [source.replica]
+}
+
+async function runLitestream(bin: string, args: string[]): Promise<{ code: number; said: string }> {
+  const proc = Bun.spawn([bin, ...args], { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
+  return { code, said: `${stdout}${stderr}`.trim() }
+}
+
+interface Generation {
+  name: string
+  /** Its first and last change, to the second (as `litestream generations` prints them). */
+  start: Date
+  end: Date
+}
+
+/** The replica's generations (`litestream generations`): each run of WAL Litestream copied without a break. */
+async function generationsOf(bin: string, source: RestoreSource): Promise<Generation[]> {
+  const { code, said } = await runLitestream(bin, ['generations', ...sourceArgs(source)])
+  if (code !== 0) throw new LitestreamError(`litestream generations failed: ${said || `exit code ${code}`}`)
+  return said
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((columns) => columns.length >= 5)
+    .map(([, name, , start, end]) => ({ name: name!, start: new Date(start!), end: new Date(end!) }))
+}
+
+const NO_BACKUPS = 'no matching backups found'
+
+/**
+ * `litestream restore` of `source` into `output` (a file that must not exist): the newest state, or the state at
+ * `timestamp` (an RFC 3339 time). Litestream restores a time only within a generation's first and last change; a time
+ * after the last change (nothing was written since) is the newest state before it, restored from that generation
+ * without a time. A failure rejects with what Litestream said.
+ */
+export async function restoreReplica(bin: string, source: RestoreSource, output: string, timestamp?: string): Promise<Restored> {
+  const asked = await runLitestream(bin, ['restore', '-o', output, ...(timestamp === undefined ? [] : ['-timestamp', timestamp]), ...sourceArgs(source)])
+  if (asked.code === 0) return { log: asked.said, newestBefore: null }
+  if (timestamp === undefined || !asked.said.includes(NO_BACKUPS)) throw new LitestreamError(`litestream restore failed: ${asked.said || `exit code ${asked.code}`}`)
+  const time = new Date(timestamp)
+  const before = (await generationsOf(bin, source)).filter((generation) => generation.start <= time && generation.end <= time).sort((a, b) => b.end.getTime() - a.end.getTime())
+  const newest = before[0]
+  if (newest === undefined) throw new LitestreamError(`litestream restore failed: the replica holds no state at or before ${timestamp} (${NO_BACKUPS})`)
+  const latest = await runLitestream(bin, ['restore', '-o', output, '-generation', newest.name, ...sourceArgs(source)])
+  if (latest.code !== 0) throw new LitestreamError(`litestream restore failed: ${latest.said || `exit code ${latest.code}`}`)
+  return { log: latest.said, newestBefore: newest.end.toISOString() }
+}

@@ -1,0 +1,288 @@
+/**
+ * Continuous backup with Litestream (docs/backup.md): a real `trellis serve` with TRELLIS_LITESTREAM_CONFIG starts
+ * `litestream replicate` beside itself and leaves restarting the WAL to it. Under a write load, with the server's own
+ * checkpoints running every few milliseconds, the replica keeps every frame: one generation from start to end (a lost
+ * frame makes Litestream start a new one), and a restore holds exactly the rows the server's file holds. After a
+ * `kill -9`, `trellis restore --to-time T` between two known batches of writes gives back the first and none of the
+ * second. `trellis restore`'s refusals, and `trellis backup drill` on `trellis backup` files and on the replica.
+ */
+import { Database } from 'bun:sqlite'
+import { afterEach, expect, test } from 'bun:test'
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { databasePath } from '../src/db/sqlite/open.ts'
+import { verifyRestoredDatabase } from '../src/db/sqlite/verify.ts'
+import { systemClock } from '../src/lib/clock.ts'
+import { findLitestream, LITESTREAM_PID_FILE } from '../src/lib/litestream.ts'
+import { runCli, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir, until } from './helpers.ts'
+import { seedDataDir, tokenFor } from './support/acme.ts'
+
+const cleanups: (() => void | Promise<void>)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+const LITESTREAM = findLitestream(undefined)
+
+const SERVE_ENV = {
+  TRELLIS_API_RATE_PER_MIN: '1000000',
+  TRELLIS_API_RATE_PER_HOUR: '1000000',
+  TRELLIS_API_RATE_PER_DAY: '1000000',
+  TRELLIS_LOG_LEVEL: 'warn',
+  // The server's checkpoints as often as they go: every one of them runs while Litestream replicates.
+  TRELLIS_WAL_CHECKPOINT_MS: '10',
+}
+
+/** A seeded data directory, a replica directory and a Litestream configuration that replicates one into the other. */
+async function replicated(name: string): Promise<{ dataDir: string; cwd: string; token: string; replica: string; config: string }> {
+  const seeded = await seedDataDir(name, [], cleanups, async (store) => ({
+    token: (await tokenFor(store, systemClock, 'alice', ['notes:read', 'notes:write'])).value,
+  }))
+  const replica = join(seeded.cwd, 'replica')
+  mkdirSync(replica)
+  const config = join(seeded.cwd, 'litestream.yml')
+  // A short sync interval so that a test need not wait a second for each write to reach the replica.
+  writeFileSync(config, `dbs:\n  - path: ${databasePath(seeded.dataDir)}\n    replicas:\n      - type: file\n        path: ${replica}\n        sync-interval: 100ms\n`)
+  return { ...seeded, replica, config }
+}
+
+async function serveReplicated(setup: { dataDir: string; cwd: string; config: string }): Promise<ServeProcess> {
+  const server = await startServe({ dataDir: setup.dataDir, cwd: setup.cwd, env: { ...SERVE_ENV, TRELLIS_LITESTREAM_CONFIG: setup.config }, timeoutMs: 20_000 })
+  cleanups.push(async () => {
+    await server.stop('SIGKILL')
+    killLitestreamOf(setup.dataDir)
+  })
+  await until('litestream to start', () => existsSync(join(setup.dataDir, LITESTREAM_PID_FILE)), 10_000)
+  return server
+}
+
+/** SIGKILL of the Litestream a server started (it outlives a server killed with SIGKILL). */
+function killLitestreamOf(dataDir: string): void {
+  const pidFile = join(dataDir, LITESTREAM_PID_FILE)
+  if (!existsSync(pidFile)) return
+  try {
+    process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGKILL')
+  } catch {
+    // already gone
+  }
+}
+
+/** `clients` loops creating notes titled `${prefix}-n` until `stop()` says so; every answer must be 201. Returns how many. */
+async function writeNotes(server: ServeProcess, token: string, prefix: string, clients: number, stop: () => boolean): Promise<number> {
+  let created = 0
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+  const client = async () => {
+    while (!stop()) {
+      const title = `${prefix}-${created}`
+      const body = JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title, content: `<p>${'x'.repeat(3000)}</p>` })
+      const response = await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { method: 'POST', headers, body })
+      expect(response.status).toBe(201)
+      await response.arrayBuffer()
+      created++
+    }
+  }
+  await Promise.all(Array.from({ length: clients }, client))
+  return created
+}
+
+function countNotes(file: string, prefix: string): number {
+  const db = new Database(file, { readonly: true })
+  try {
+    return (db.prepare('SELECT count(*) AS n FROM notes WHERE title LIKE ?').get(`${prefix}-%`) as { n: number }).n
+  } finally {
+    db.close()
+  }
+}
+
+/** The generations Litestream's replica holds for the database (`litestream generations`). */
+async function generations(config: string, dataDir: string): Promise<string[]> {
+  const proc = Bun.spawn([LITESTREAM, 'generations', '-config', config, databasePath(dataDir)], { stdout: 'pipe', stderr: 'pipe' })
+  const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited])
+  expect(code).toBe(0)
+  return out.trim().split('\n').slice(1).map((line) => line.trim().split(/\s+/)[1]!)
+}
+
+/** The `trellis_wal_checkpoints_total` samples of /metrics, `mode,outcome` → count. */
+async function checkpointCounts(server: ServeProcess): Promise<Record<string, number>> {
+  const text = await (await fetch(`${server.url}/metrics`)).text()
+  const counts: Record<string, number> = {}
+  for (const [, mode, outcome, value] of text.matchAll(/^trellis_wal_checkpoints_total\{mode="(\w+)",outcome="(\w+)"\} (\d+)$/gm)) counts[`${mode},${outcome}`] = Number(value)
+  return counts
+}
+
+const timed = (ms: number) => {
+  const deadline = Date.now() + ms
+  return () => Date.now() >= deadline
+}
+
+sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trellis', () => {
+  test('under a write load with the server checkpointing every 10 ms: one generation, and a restore holds every row of the file', async () => {
+    const setup = await replicated('litestream-load')
+    const server = await serveReplicated(setup)
+    const written = await writeNotes(server, setup.token, 'load', 6, timed(8_000))
+    const counts = await checkpointCounts(server)
+    console.log(`Litestream under load: ${written} notes, server checkpoints ${JSON.stringify(counts)}`)
+    expect(written).toBeGreaterThan(200)
+    // The server's checkpoints ran (and copied pages), but never restarted the WAL: that is Litestream's alone.
+    expect(counts['passive,done'] ?? 0).toBeGreaterThan(10)
+    expect(counts['truncate,done'] ?? 0).toBe(0)
+    expect(counts['truncate,busy'] ?? 0).toBe(0)
+    // A graceful stop: the server's last commit, then Litestream's last sync.
+    expect(await server.stop('SIGTERM')).toBe(0)
+    expect(existsSync(join(setup.dataDir, LITESTREAM_PID_FILE))).toBe(false)
+
+    expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    expect(drill.code, drill.stderr).toBe(0)
+    const report = JSON.parse(drill.stdout) as { ok: boolean; integrity: string; rows: Record<string, number>; newestWrite: string | null }
+    expect(report.ok).toBe(true)
+    expect(report.integrity).toBe('ok')
+    // Table by table, the replica holds what the server's file holds.
+    const live = verifyRestoredDatabase(databasePath(setup.dataDir))
+    expect(report.rows).toEqual(live.rows)
+    expect(report.rows.notes).toBeGreaterThanOrEqual(written)
+    expect(report.newestWrite).not.toBeNull()
+  }, 90_000)
+
+  test('kill -9 of serve: a restore to a time between two batches of writes holds the first batch and none of the second', async () => {
+    const setup = await replicated('litestream-pitr')
+    const server = await serveReplicated(setup)
+    const before = await writeNotes(server, setup.token, 'before', 4, timed(2_000))
+    // Litestream writes a WAL segment per sync (100 ms here), stamped when written: T lies well clear of both batches.
+    await Bun.sleep(1_500)
+    const toTime = new Date()
+    await Bun.sleep(1_500)
+    const after = await writeNotes(server, setup.token, 'after', 4, timed(2_000))
+    expect(before).toBeGreaterThan(20)
+    expect(after).toBeGreaterThan(20)
+    // Every acknowledged write has reached the replica by the next syncs; then the server dies without a word, and
+    // so does its Litestream (the disk is gone: nothing more is copied).
+    await until('the replica to hold the last write', async () => {
+      const probe = tempDir('trellis-litestream-probe-')
+      try {
+        const out = join(probe.path, 'probe.db')
+        const proc = Bun.spawn([LITESTREAM, 'restore', '-config', setup.config, '-o', out, databasePath(setup.dataDir)], { stdout: 'ignore', stderr: 'ignore' })
+        return (await proc.exited) === 0 && countNotes(out, 'after') === after
+      } finally {
+        probe.cleanup()
+      }
+    }, 20_000, 200)
+    server.proc.kill('SIGKILL')
+    await server.proc.exited
+    killLitestreamOf(setup.dataDir)
+
+    const into = join(setup.cwd, 'restored')
+    const restored = await runCli(['restore', '--to-time', toTime.toISOString(), '--into', into, '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    expect(restored.code, restored.stderr).toBe(0)
+    const report = JSON.parse(restored.stdout) as { ok: boolean; integrity: string; migrationsApplied: string[] }
+    expect(report).toMatchObject({ ok: true, integrity: 'ok', migrationsApplied: [] })
+    expect(countNotes(databasePath(into), 'before')).toBe(before)
+    expect(countNotes(databasePath(into), 'after')).toBe(0)
+
+    // The newest state: both batches, every acknowledged write; the same generation throughout.
+    const latest = join(setup.cwd, 'latest')
+    const newest = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', latest, '--replica', `file://${setup.replica}`], { cwd: setup.cwd })
+    expect(newest.code, newest.stderr).toBe(0)
+    expect(newest.stdout).toContain('integrity: ok')
+    expect(countNotes(databasePath(latest), 'before')).toBe(before)
+    expect(countNotes(databasePath(latest), 'after')).toBe(after)
+    expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
+
+    // serve starts on the restored directory.
+    const again = await startServe({ dataDir: into, cwd: setup.cwd, env: { TRELLIS_LOG_LEVEL: 'warn' } })
+    cleanups.push(async () => void (await again.stop('SIGKILL')))
+    expect((await fetch(`${again.url}/readyz`)).status).toBe(200)
+  }, 90_000)
+})
+
+sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis restore refuses', () => {
+  test('a time that is not RFC 3339, a target that is not empty, no replica, no source', async () => {
+    const dir = tempDir('trellis-restore-refusals-')
+    cleanups.push(dir.cleanup)
+    const emptyReplica = join(dir.path, 'replica')
+    mkdirSync(emptyReplica)
+    const config = join(dir.path, 'litestream.yml')
+    writeFileSync(config, `dbs:\n  - path: ${join(dir.path, 'data', 'trellis.db')}\n    replicas:\n      - type: file\n        path: ${emptyReplica}\n`)
+
+    const badTime = await runCli(['restore', '--to-time', 'yesterday', '--into', join(dir.path, 'a'), '--litestream-config', config])
+    expect(badTime.code).toBe(2)
+    expect(badTime.stderr).toContain('--to-time must be an RFC 3339 time')
+    const noZone = await runCli(['restore', '--to-time', '2026-05-04T13:45:00', '--into', join(dir.path, 'a'), '--litestream-config', config])
+    expect(noZone.code).toBe(2)
+
+    const full = join(dir.path, 'full')
+    mkdirSync(full)
+    writeFileSync(join(full, 'trellis.db'), 'keep me')
+    const notEmpty = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', full, '--litestream-config', config])
+    expect(notEmpty.code).toBe(1)
+    expect(notEmpty.stderr).toContain('is not empty')
+    expect(readFileSync(join(full, 'trellis.db'), 'utf8')).toBe('keep me')
+
+    const nothing = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'b'), '--litestream-config', config])
+    expect(nothing.code).toBe(1)
+    expect(nothing.stderr).toContain('litestream restore failed')
+
+    const noSource = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c')])
+    expect(noSource.code).toBe(2)
+    expect(noSource.stderr).toContain('--litestream-config FILE')
+    const badUrl = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c'), '--replica', '/not/a/url'])
+    expect(badUrl.code).toBe(2)
+    expect(badUrl.stderr).toContain('--replica must be a replica URL')
+  }, 60_000)
+})
+
+sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis backup drill', () => {
+  test('restores the newest `trellis backup` file and reports its newest write; a corrupt or missing backup fails', async () => {
+    const seeded = await seedDataDir('drill', [], cleanups, async (store) => ({
+      token: (await tokenFor(store, systemClock, 'alice', ['notes:read'])).value,
+    }))
+    const backups = join(seeded.cwd, 'backups')
+    mkdirSync(backups)
+    for (const name of ['older.db', 'newer.db']) {
+      const made = await runCli(['backup', join(backups, name), '--data', seeded.dataDir], { cwd: seeded.cwd })
+      expect(made.code, made.stderr).toBe(0)
+    }
+    const anHourAgo = new Date(Date.now() - 3_600_000)
+    utimesSync(join(backups, 'older.db'), anHourAgo, anHourAgo)
+
+    const drill = await runCli(['backup', 'drill', '--from', backups, '--json', '--max-age', '1d'], { cwd: seeded.cwd })
+    expect(drill.code, drill.stderr).toBe(0)
+    const report = JSON.parse(drill.stdout) as { ok: boolean; source: string; integrity: string; rows: Record<string, number>; newestWrite: string | null; newestWriteAgeSeconds: number | null }
+    expect(report).toMatchObject({ ok: true, source: join(backups, 'newer.db'), integrity: 'ok' })
+    expect(report.rows.users).toBeGreaterThan(0)
+    expect(report.newestWrite).not.toBeNull()
+    expect(report.newestWriteAgeSeconds).toBeGreaterThanOrEqual(0)
+    const text = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd })
+    expect(text.code, text.stderr).toBe(0)
+    expect(text.stdout).toContain('integrity: ok')
+    expect(text.stdout).toContain('newest write age: ')
+
+    // Older than --max-age: the drill fails, saying why.
+    await Bun.sleep(1_100)
+    const stale = await runCli(['backup', 'drill', '--from', backups, '--max-age', '1s'], { cwd: seeded.cwd })
+    expect(stale.code).toBe(1)
+    expect(stale.stderr).toContain('more than --max-age 1s')
+
+    // The newest file is not a database: exit 1, naming it.
+    writeFileSync(join(backups, 'newest.db'), 'x'.repeat(8192))
+    const corrupt = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd })
+    expect(corrupt.code).toBe(1)
+    expect(corrupt.stderr).toContain(`${join(backups, 'newest.db')} is not a usable Trellis database`)
+
+    const missing = await runCli(['backup', 'drill', '--from', join(seeded.cwd, 'nowhere')], { cwd: seeded.cwd })
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toContain('does not exist')
+    const empty = join(seeded.cwd, 'empty')
+    mkdirSync(empty)
+    const none = await runCli(['backup', 'drill', '--from', empty], { cwd: seeded.cwd })
+    expect(none.code).toBe(1)
+    expect(none.stderr).toContain('holds no file')
+
+    const noSource = await runCli(['backup', 'drill'], { cwd: seeded.cwd })
+    expect(noSource.code).toBe(2)
+    expect(noSource.stderr).toContain('--from DIR')
+    const mixed = await runCli(['backup', join(seeded.cwd, 'x.db'), '--max-age', '1d', '--data', seeded.dataDir], { cwd: seeded.cwd })
+    expect(mixed.code).toBe(2)
+    expect(mixed.stderr).toContain('--max-age is a flag of `trellis backup drill`')
+  }, 60_000)
+})
