@@ -105,7 +105,7 @@ export const POSTGRES_PASS = [
  * pass is not part of what they measure. What a file measures of its own process alone (records-csv-export: its
  * memory while a large export streams) does not need the machine to itself and runs in the parallel part.
  */
-export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up'].map(
+export const ALONE = ['overload', 'wal-checkpoints', 'login-throttle', 'bench-load', 'deep-json', 'route-fuzz', 'fuzz', 'executor-fairness', 'shared-limits', 'run-history', 'group-commit', 'run-events-catch-up', 'litestream'].map(
   (name) => `test/${name}.test.ts`,
 )
 

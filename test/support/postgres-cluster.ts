@@ -29,6 +29,16 @@ export const postgresInstalled = initdb !== null && pgCtl !== null
 const asPostgres = (args: string[]) => (process.getuid?.() === 0 ? ['runuser', '-u', 'postgres', '--', ...args] : args)
 const idOfPostgres = (flag: '-u' | '-g') => Number(Bun.spawnSync(['id', flag, 'postgres']).stdout.toString())
 
+/** Runs a PostgreSQL program (as the `postgres` user when root); throws with its output when it fails. */
+export function runAsPostgres(args: string[]): void {
+  run(args)
+}
+
+/** Hands `path` to the `postgres` user when root (a directory the server or its tools write). */
+export function giveToPostgres(path: string): void {
+  if (process.getuid?.() === 0) chownSync(path, idOfPostgres('-u'), idOfPostgres('-g'))
+}
+
 function run(args: string[]): void {
   const result = Bun.spawnSync(asPostgres(args), { stdout: 'pipe', stderr: 'pipe' })
   if (result.exitCode !== 0) throw new Error(`${args.join(' ')} failed: ${result.stderr.toString()}${result.stdout.toString()}`)
@@ -45,15 +55,18 @@ export interface Cluster {
   pause(mode?: 'fast' | 'immediate'): void
   /** Starts a paused server again, on the same port with the same data. */
   resume(): void
+  /** Its data directory, port and socket directory (a cluster of `startCluster`; the shared one of `npm test` has none). */
+  local?: { dataDir: string; port: number; socketDir: string }
 }
 
 /** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
-export function startCluster(options: { fsync?: boolean; settings?: Record<string, string> } = {}): Cluster {
+export function startCluster(options: { fsync?: boolean; settings?: Record<string, string>; dataDir?: string } = {}): Cluster {
   if (!postgresInstalled) throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
   const dir = tempDir('trellis-pg-')
-  const data = join(dir.path, 'data')
+  // `dataDir`: an existing data directory (a restored base backup, the postgres user's, mode 0700), else a new cluster.
+  const data = options.dataDir ?? join(dir.path, 'data')
   if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
-  run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
+  if (options.dataDir === undefined) run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
   const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
@@ -66,6 +79,7 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
   let paused = false
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    local: { dataDir: data, port, socketDir: dir.path },
     stop: () => {
       if (stopped) return
       stopped = true
