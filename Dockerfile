@@ -2,6 +2,8 @@
 #   docker build -t trellis .
 #   docker run -d -p 8080:8080 -v trellis-data:/data trellis
 # First start with no user prints a one-time setup link: `docker logs <container>`.
+# Continuous backup: mount a Litestream configuration and set TRELLIS_LITESTREAM_CONFIG (docs/backup.md);
+# the image carries the litestream executable.
 
 # --- build: npm ci fetches Bun itself (dev dependency), bun build --compile makes dist/trellis
 FROM node:20-bookworm-slim AS build
@@ -10,6 +12,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
+# Litestream for this platform, from the npm package npm ci installed (@flydotio/litestream's optional dependency)
+RUN cp node_modules/@flydotio/litestream-linux-*/litestream dist/litestream \
+ && dist/litestream version
 
 # --- runtime: glibc matches the build stage (both bookworm)
 FROM debian:bookworm-slim
@@ -22,6 +27,7 @@ RUN apt-get update \
  && chown trellis:trellis /data \
  && chmod 0700 /data
 COPY --from=build /app/dist/trellis /usr/local/bin/trellis
+COPY --from=build /app/dist/litestream /usr/local/bin/litestream
 ENV TRELLIS_HOST=0.0.0.0 \
     TRELLIS_PORT=8080 \
     TRELLIS_DATA_DIR=/data

@@ -11,7 +11,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-Usage: install.sh [--prefix DIR] [--binary PATH] [--uninstall] [--no-user] [--help]
+Usage: install.sh [--prefix DIR] [--binary PATH] [--litestream PATH] [--uninstall] [--no-user] [--help]
 
 Installs the Trellis binary to /usr/local/bin/trellis, the data directory /var/lib/trellis,
 the systemd unit /etc/systemd/system/trellis.service and, if absent, /etc/trellis/trellis.env.
@@ -19,6 +19,10 @@ the systemd unit /etc/systemd/system/trellis.service and, if absent, /etc/trelli
   --prefix DIR    install under DIR instead of / (no user is created, systemd is not touched)
   --binary PATH   the trellis executable to install (default: dist/trellis next to this
                   script, built with `npm ci && npm run build` when missing and npm exists)
+  --litestream PATH
+                  also install this Litestream executable as /usr/local/bin/litestream, for
+                  continuous backup (npm ci puts one in
+                  node_modules/@flydotio/litestream-linux-x64/litestream; docs/backup.md)
   --uninstall     remove the binary and the unit; data and env file are kept
   --no-user       do not create the `trellis` system user
   -h, --help      show this help
@@ -32,6 +36,7 @@ usage_error() { printf 'install.sh: %s\n\n' "$*" >&2; usage >&2; exit 2; }
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 prefix=""
 binary=""
+litestream=""
 uninstall=0
 create_user=1
 
@@ -41,6 +46,8 @@ while (( $# > 0 )); do
     --prefix=*)  prefix=${1#--prefix=}; shift ;;
     --binary)    (( $# >= 2 )) || usage_error "--binary needs a path"; binary=$2; shift 2 ;;
     --binary=*)  binary=${1#--binary=}; shift ;;
+    --litestream)   (( $# >= 2 )) || usage_error "--litestream needs a path"; litestream=$2; shift 2 ;;
+    --litestream=*) litestream=${1#--litestream=}; shift ;;
     --uninstall) uninstall=1; shift ;;
     --no-user)   create_user=0; shift ;;
     -h|--help)   usage; exit 0 ;;
@@ -56,6 +63,7 @@ fi
 
 # Paths as seen by the running service (what goes into the unit) …
 SERVICE_BIN=/usr/local/bin/trellis
+SERVICE_LITESTREAM=/usr/local/bin/litestream
 SERVICE_DATA=/var/lib/trellis
 SERVICE_ENV=/etc/trellis/trellis.env
 SERVICE_USER=trellis
@@ -113,6 +121,10 @@ else
   fi
 fi
 
+if [[ -n "$litestream" ]]; then
+  [[ -f "$litestream" && -x "$litestream" ]] || die "--litestream $litestream is not an executable file"
+fi
+
 changed=0   # did the binary or the unit change? (a running service is then restarted)
 
 # Writes stdin to $1 with mode $2 unless the file already has exactly that content.
@@ -155,6 +167,11 @@ if [[ "$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")" == "$bin_path"
   say "unchanged: $bin_path (installing from its own location)"
 else
   write_file "$bin_path" 0755 <"$binary"
+fi
+
+# 2b. Litestream (only when asked): serve starts it when TRELLIS_LITESTREAM_CONFIG is set, and finds it on PATH
+if [[ -n "$litestream" ]]; then
+  write_file "$prefix$SERVICE_LITESTREAM" 0755 <"$litestream"
 fi
 
 # 3. data directory (holds the database and the instance secret: not world-readable)
@@ -203,6 +220,13 @@ else
 # Local and private destinations that workflow http steps may call (refused by default):
 # host names, addresses and CIDRs, e.g. hooks.internal, 10.20.0.0/16
 #TRELLIS_HTTP_ALLOW=
+
+# Continuous backup (docs/backup.md): serve runs `litestream replicate` on this configuration,
+# which must replicate /var/lib/trellis/trellis.db (install.sh --litestream PATH installs the
+# executable; else it is looked for on PATH). A directory replica must be writable by the service:
+# systemctl edit trellis → [Service] ReadWritePaths=/srv/trellis-replica
+#TRELLIS_LITESTREAM_CONFIG=/etc/trellis/litestream.yml
+#TRELLIS_LITESTREAM_BIN=/usr/local/bin/litestream
 EOF
   chmod 0600 "$tmp"   # may hold TRELLIS_SECRET; systemd reads it as root
   mv -f "$tmp" "$env_path"
@@ -228,6 +252,9 @@ Restart=on-failure
 RestartSec=2
 # Graceful shutdown finishes or releases in-flight steps and checkpoints the WAL.
 KillSignal=SIGTERM
+# SIGTERM to Trellis alone: it stops the Litestream it started after its own last commit
+# (SIGKILL still reaches every process of the unit when TimeoutStopSec runs out).
+KillMode=mixed
 TimeoutStopSec=30
 UMask=0077
 

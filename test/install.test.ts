@@ -58,6 +58,7 @@ describe('install.sh', () => {
         'ExecStart=/usr/local/bin/trellis serve --data /var/lib/trellis',
         'Restart=on-failure',
         'KillSignal=SIGTERM',
+        'KillMode=mixed',
         'TimeoutStopSec=30',
         'ReadWritePaths=/var/lib/trellis',
         'NoNewPrivileges=true',
@@ -113,6 +114,31 @@ describe('install.sh', () => {
       const refused = await install('--prefix', join(root.path, 'stage'), '--binary', binary)
       expect(refused.code).toBe(1)
       expect(refused.stderr).toContain('is not an executable file')
+    } finally {
+      root.cleanup()
+    }
+  })
+
+  test('--litestream PATH installs Litestream beside Trellis; the config names its settings', async () => {
+    const root = tempDir('trellis-install-')
+    try {
+      const prefix = join(root.path, 'stage')
+      const binary = join(root.path, 'trellis-fake')
+      const litestream = join(root.path, 'litestream-fake')
+      for (const file of [binary, litestream]) {
+        writeFileSync(file, `#!/bin/sh\necho ${file}\n`)
+        chmodSync(file, 0o755)
+      }
+      const done = await install('--prefix', prefix, '--binary', binary, '--litestream', litestream)
+      expect(done.code, done.stderr).toBe(0)
+      const installed = join(prefix, 'usr/local/bin/litestream')
+      expect(done.stdout).toContain(`installed: ${installed}`)
+      expect(readFileSync(installed, 'utf8')).toBe(readFileSync(litestream, 'utf8'))
+      expect(mode(installed)).toBe(0o755)
+      expect(readFileSync(join(prefix, 'etc/trellis/trellis.env'), 'utf8')).toContain('#TRELLIS_LITESTREAM_CONFIG=')
+      const refused = await install('--prefix', prefix, '--binary', binary, '--litestream', join(root.path, 'missing'))
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain('--litestream')
     } finally {
       root.cleanup()
     }
