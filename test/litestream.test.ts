@@ -221,6 +221,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis restore refuses', () => {
     const nothing = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'b'), '--litestream-config', config])
     expect(nothing.code).toBe(1)
     expect(nothing.stderr).toContain('litestream restore failed')
+    expect(existsSync(join(dir.path, 'b'))).toBe(false) // the directory it made is gone again
 
     const noSource = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c')])
     expect(noSource.code).toBe(2)

@@ -2,7 +2,7 @@
  * `trellis restore --to-time T --into DIR`: the SQLite database as it was at T, restored from Litestream's replica
  * (`litestream restore -timestamp`) into a new data directory, then checked (docs/backup.md "Restore to a point in time").
  */
-import { existsSync, mkdirSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { Config } from '../config.ts'
 import { databasePath } from '../db/sqlite/open.ts'
@@ -121,9 +121,14 @@ export const restoreCommand: Command = {
     const source = await replicaSource(parsed, config)
     if (source === null) throw new UsageError('say where the replica is: --litestream-config FILE (or TRELLIS_LITESTREAM_CONFIG) or --replica URL')
     const bin = await litestreamCall(() => findLitestream(config.litestreamBin))
+    const created = !existsSync(resolve(into))
     const dir = newDataDirectory(into)
     const file = databasePath(dir)
-    const restored = await litestreamCall(() => restoreReplica(bin, source, file, toTime.toISOString()))
+    const restored = await litestreamCall(() => restoreReplica(bin, source, file, toTime.toISOString())).catch((error: Error) => {
+      // Nothing restored: the directory this command made goes again, so the same command can simply be run again.
+      if (created) rmSync(dir, { recursive: true, force: true })
+      throw error
+    })
     const copy = verifiedCopy(file, describeSource(source))
     return printReport(io, parsed, { ...copy, toTime: toTime.toISOString(), replicaChangedLastAt: restored.newestBefore, dataDir: dir }, [
       `restored ${copy.source} as of ${toTime.toISOString()} into ${file}`,

@@ -4,9 +4,10 @@
  * `litestream` executable found by `findLitestream`, `replicate` beside `serve`, `restore` for `trellis restore` and
  * `trellis backup drill`.
  */
-import { existsSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
-import { parse as parseYaml } from 'yaml'
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml'
 import type { Logger } from './logger.ts'
 
 /** Litestream could not be found, configured or run: the message says what to do. */
@@ -49,6 +50,15 @@ export function findLitestream(configured: string | undefined): string {
  * nothing of Trellis's.
  */
 export function configuredDatabases(configFile: string): string[] {
+  return databaseEntries(configFile).map((db) => resolve(db.path as string))
+}
+
+/** The configuration's `dbs` entries that name a path, as parsed (after expansion). */
+function databaseEntries(configFile: string): Record<string, unknown>[] {
+  return (parsedConfig(configFile).dbs as unknown[]).filter((db): db is Record<string, unknown> => typeof (db as { path?: unknown })?.path === 'string')
+}
+
+function parsedConfig(configFile: string): Record<string, unknown> {
   let text: string
   try {
     text = readFileSync(configFile, 'utf8')
@@ -62,9 +72,8 @@ export function configuredDatabases(configFile: string): string[] {
   } catch (error) {
     throw new LitestreamError(`the Litestream configuration ${configFile} is not valid YAML: ${(error as Error).message}`)
   }
-  const dbs = (parsed as { dbs?: unknown } | null)?.dbs
-  if (!Array.isArray(dbs)) throw new LitestreamError(`the Litestream configuration ${configFile} has no dbs: list`)
-  return dbs.flatMap((db) => (typeof (db as { path?: unknown })?.path === 'string' ? [resolve((db as { path: string }).path)] : []))
+  if (!Array.isArray((parsed as { dbs?: unknown } | null)?.dbs)) throw new LitestreamError(`the Litestream configuration ${configFile} has no dbs: list`)
+  return parsed as Record<string, unknown>
 }
 
 /** Refuses a configuration that does not replicate `databaseFile`. */
@@ -169,7 +178,7 @@ export async function startReplication(bin: string, configFile: string, pidFile:
 }
 
 /** Where a restore reads from: a configuration file and the database path it names, or a replica URL. */
-export type RestoreSource = { config: string; database: string } | { replica: string }
+export type RestoreSource = { config: string; database: string; expanded?: true } | { replica: string }
 
 /** What a restore gave back: the state at the time asked for, or (a time after the replica's last change) its newest state. */
 export interface Restored {
@@ -185,7 +194,8 @@ export interface Restored {
 
 /** The arguments that name the source, last on Litestream's command line. */
 function sourceArgs(source: RestoreSource): string[] {
-  return 'config' in source ? ['-config', source.config, source.database] : [source.replica]
+  if (!('config' in source)) return [source.replica]
+  return [...(source.expanded ? ['-no-expand-env'] : []), '-config', source.config, source.database]
 }
 
 async function runLitestream(bin: string, args: string[]): Promise<{ code: number; said: string }> {
@@ -201,8 +211,26 @@ interface Generation {
   end: Date
 }
 
-/** The replica's generations (`litestream generations`): each run of WAL Litestream copied without a break. */
+/**
+ * The replica's generations (`litestream generations`): each run of WAL Litestream copied without a break. Litestream
+ * reads the database file for this (its lag behind the replica); when the file is gone with its disk, a copy of the
+ * configuration (0600, removed at once: it may hold expanded credentials) points the same replicas at an empty file.
+ */
 async function generationsOf(bin: string, source: RestoreSource): Promise<Generation[]> {
+  if ('config' in source && !existsSync(source.database)) {
+    const work = mkdtempSync(join(tmpdir(), 'trellis-litestream-'))
+    try {
+      const config = parsedConfig(source.config)
+      const stand = join(work, 'absent.db')
+      writeFileSync(stand, '')
+      const dbs = databaseEntries(source.config).filter((db) => resolve(db.path as string) === source.database).map((db) => ({ ...db, path: stand }))
+      const copy = join(work, 'litestream.yml')
+      writeFileSync(copy, stringifyYaml({ ...config, dbs }), { mode: 0o600 })
+      return await generationsOf(bin, { config: copy, database: stand, expanded: true })
+    } finally {
+      rmSync(work, { recursive: true, force: true })
+    }
+  }
   const { code, said } = await runLitestream(bin, ['generations', ...sourceArgs(source)])
   if (code !== 0) throw new LitestreamError(`litestream generations failed: ${said || `exit code ${code}`}`)
   return said
