@@ -306,7 +306,7 @@ describe('trellis member', () => {
 })
 
 describe('every command knows its flags', () => {
-  const COMMANDS = ['serve', 'migrate', 'apply', 'user', 'member', 'token', 'webhook', 'backup']
+  const COMMANDS = ['serve', 'migrate', 'apply', 'user', 'member', 'token', 'webhook', 'backup', 'restore']
   /** A flag in a help text: `--name` and the placeholder of its value, when it takes one. */
   const flagLines = (help: string) =>
     [...help.matchAll(/^\s+(?:-\w, )?--([a-z-]+)(?: (\S+))?\s{2,}(.*)$/gm)].map(([, name, value, text]) => ({ name: name!, value, text: text! }))
@@ -333,7 +333,9 @@ describe('every command knows its flags', () => {
       expect(helps.apply!.stdout).toMatch(/-f, --file FILE/)
       expect(flagLines(helps.token!.stdout).map((f) => f.name)).toEqual(['user', 'project', 'name', 'scopes', 'preset', 'expires-in', 'expires-at', 'json', 'data', 'database-url', 'help'])
       expect(flagLines(helps.webhook!.stdout).map((f) => f.name)).toEqual(['project', 'environment', 'team', 'workflow', 'per-minute', 'base-url', 'data', 'database-url', 'help'])
-      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'quiet', 'data', 'database-url', 'help'])
+      // `backup FILE`'s own, then `backup drill`'s (docs/backup.md "The drill").
+      expect(flagLines(helps.backup!.stdout).map((f) => f.name)).toEqual(['force', 'quiet', 'from', 'litestream-config', 'replica', 'max-age', 'json', 'data', 'database-url', 'help'])
+      expect(flagLines(helps.restore!.stdout).map((f) => f.name)).toEqual(['to-time', 'into', 'litestream-config', 'replica', 'json', 'data', 'database-url', 'help'])
     },
     TIMEOUT,
   )
