@@ -195,6 +195,48 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
   }, 90_000)
 })
 
+sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG', () => {
+  test('after a kill -9, the next serve stops the Litestream left running before it starts its own; the replica holds every row', async () => {
+    const setup = await replicated('litestream-restart')
+    const first = await serveReplicated(setup)
+    const pidFile = join(setup.dataDir, LITESTREAM_PID_FILE)
+    const orphan = Number(readFileSync(pidFile, 'utf8').trim())
+    expect(await writeNotes(first, setup.token, 'first', 2, timed(1_000))).toBeGreaterThan(0)
+    first.proc.kill('SIGKILL')
+    await first.proc.exited
+    expect(existsSync(`/proc/${orphan}`)).toBe(true) // Litestream outlives the server killed under it
+
+    const second = await serveReplicated(setup)
+    await until('the new Litestream', () => Number(readFileSync(pidFile, 'utf8').trim()) !== orphan, 15_000)
+    await until('the old Litestream to be gone', () => !existsSync(`/proc/${orphan}`) || readFileSync(`/proc/${orphan}/stat`, 'utf8').split(' ')[2] === 'Z', 15_000)
+    const more = await writeNotes(second, setup.token, 'second', 2, timed(1_000))
+    expect(await second.stop('SIGTERM')).toBe(0)
+    // A Litestream that starts on a WAL it did not see to the end begins a new generation with a full snapshot: nothing
+    // of the newest state is lost, and a restore to a time finds the generation that covers it.
+    expect((await generations(setup.config, setup.dataDir)).length).toBeGreaterThanOrEqual(1)
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    expect(drill.code, drill.stderr).toBe(0)
+    expect((JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
+    expect(more).toBeGreaterThan(0)
+  }, 90_000)
+
+  test('refuses to start without a replica it can keep: another database, no executable, PostgreSQL', async () => {
+    const setup = await replicated('litestream-refusals')
+    const other = join(setup.cwd, 'other.yml')
+    writeFileSync(other, `dbs:\n  - path: /elsewhere/trellis.db\n    replicas:\n      - type: file\n        path: ${setup.replica}\n`)
+    const serve = (env: Record<string, string>) => runCli(['serve', '--port', '0', '--data', setup.dataDir], { cwd: setup.cwd, env: { TRELLIS_LOG_LEVEL: 'warn', ...env } })
+    const elsewhere = await serve({ TRELLIS_LITESTREAM_CONFIG: other })
+    expect(elsewhere.code).toBe(1)
+    expect(elsewhere.stderr).toContain(`does not replicate ${databasePath(setup.dataDir)}`)
+    const noBinary = await serve({ TRELLIS_LITESTREAM_CONFIG: setup.config, TRELLIS_LITESTREAM_BIN: join(setup.cwd, 'no-litestream') })
+    expect(noBinary.code).toBe(1)
+    expect(noBinary.stderr).toContain('TRELLIS_LITESTREAM_BIN names')
+    const postgres = await serve({ TRELLIS_LITESTREAM_CONFIG: setup.config, TRELLIS_DATABASE_URL: 'postgres://127.0.0.1:1/trellis' })
+    expect(postgres.code).toBe(2)
+    expect(postgres.stderr).toContain('archive PostgreSQL\'s WAL instead')
+  }, 60_000)
+})
+
 sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis restore refuses', () => {
   test('a time that is not RFC 3339, a target that is not empty, no replica, no source', async () => {
     const dir = tempDir('trellis-restore-refusals-')

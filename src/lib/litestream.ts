@@ -125,8 +125,10 @@ async function stopLeftOver(pidFile: string, configFile: string, logger: Logger)
 
 /**
  * `litestream replicate -config FILE` as a child of the server, its log lines relayed to the server's log, its pid in
- * `pidFile`. If it ends while the server runs, that is logged as an error and it is started again: the WAL waits for
- * it meanwhile (the server's checkpoints never restart it), so nothing is lost while it is away.
+ * `pidFile`. If it ends while the server runs, that is logged as an error and it is started again; meanwhile SQLite may
+ * start the WAL over (once the server's checkpoints have copied all of it, the next commit does when no reader holds
+ * it), and the new Litestream then begins a new generation with a full snapshot: the newest state is never lost, the
+ * points in time between the two are.
  */
 export async function startReplication(bin: string, configFile: string, pidFile: string, logger: Logger): Promise<Replication> {
   await stopLeftOver(pidFile, configFile, logger)
@@ -154,7 +156,7 @@ export async function startReplication(bin: string, configFile: string, pidFile:
     logger.info('litestream replicating', { pid: proc.pid, config: configFile })
     void proc.exited.then((code) => {
       if (stopping) return
-      logger.error('litestream ended while the server runs: started again shortly (the WAL keeps every write meanwhile)', { code, restartInMs: RESTART_AFTER_MS })
+      logger.error('litestream ended while the server runs: started again shortly (with a new snapshot if the WAL started over meanwhile)', { code, restartInMs: RESTART_AFTER_MS })
       restart = setTimeout(start, RESTART_AFTER_MS)
     })
   }
