@@ -16,6 +16,7 @@ import { systemClock } from '../src/lib/clock.ts'
 import { findLitestream, LITESTREAM_PID_FILE } from '../src/lib/litestream.ts'
 import { runCli, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir, until } from './helpers.ts'
 import { seedDataDir, tokenFor } from './support/acme.ts'
+import { checkpointCounts } from './support/wal-metrics.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterEach(async () => {
@@ -100,14 +101,6 @@ async function generations(config: string, dataDir: string): Promise<string[]> {
   const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited])
   expect(code).toBe(0)
   return out.trim().split('\n').slice(1).map((line) => line.trim().split(/\s+/)[1]!)
-}
-
-/** The `trellis_wal_checkpoints_total` samples of /metrics, `mode,outcome` → count. */
-async function checkpointCounts(server: ServeProcess): Promise<Record<string, number>> {
-  const text = await (await fetch(`${server.url}/metrics`)).text()
-  const counts: Record<string, number> = {}
-  for (const [, mode, outcome, value] of text.matchAll(/^trellis_wal_checkpoints_total\{mode="(\w+)",outcome="(\w+)"\} (\d+)$/gm)) counts[`${mode},${outcome}`] = Number(value)
-  return counts
 }
 
 const timed = (ms: number) => {

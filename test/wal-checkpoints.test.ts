@@ -11,6 +11,7 @@ import { databasePath } from '../src/db/sqlite/open.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, until } from './helpers.ts'
 import { ordersWorkflow, reportHook, seedDataDir, tokenFor } from './support/acme.ts'
+import { checkpointCounts } from './support/wal-metrics.ts'
 
 const MB = 1024 * 1024
 const cleanups: (() => void | Promise<void>)[] = []
@@ -66,14 +67,6 @@ function writeLoad(server: ServeProcess, hook: string, token: string, clients: n
     }
   }
   return Promise.all(Array.from({ length: clients }, client)).then(() => answered)
-}
-
-/** The `trellis_wal_checkpoints_total` samples of /metrics, `mode,outcome` → count. */
-async function checkpointCounts(server: ServeProcess): Promise<Record<string, number>> {
-  const text = await (await fetch(`${server.url}/metrics`)).text()
-  const counts: Record<string, number> = {}
-  for (const [, mode, outcome, value] of text.matchAll(/^trellis_wal_checkpoints_total\{mode="(\w+)",outcome="(\w+)"\} (\d+)$/gm)) counts[`${mode},${outcome}`] = Number(value)
-  return counts
 }
 
 sqliteOnlyDescribe(SQLITE_ONLY.wal, 'WAL checkpoints off the request path (a real `trellis serve`)', () => {
