@@ -213,6 +213,26 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     expect(more).toBeGreaterThan(0)
   }, 90_000)
 
+  test('Litestream killed under a serving Trellis: started again, the server\'s checkpoints wait meanwhile, one generation throughout', async () => {
+    const setup = await replicated('litestream-child')
+    const server = await serveReplicated(setup)
+    const pidFile = join(setup.dataDir, LITESTREAM_PID_FILE)
+    const first = Number(readFileSync(pidFile, 'utf8').trim())
+    await writeNotes(server, setup.token, 'before', 3, timed(1_500))
+    process.kill(first, 'SIGKILL')
+    // Writes go on while Litestream is away (it is started again after 5 s); the WAL keeps them.
+    const away = await writeNotes(server, setup.token, 'away', 3, timed(3_000))
+    await until('Litestream started again', () => existsSync(pidFile) && Number(readFileSync(pidFile, 'utf8').trim()) !== first, 20_000)
+    await writeNotes(server, setup.token, 'after', 3, timed(1_500))
+    expect(server.stderr()).toContain('litestream ended while the server runs')
+    expect(await server.stop('SIGTERM')).toBe(0)
+    expect(away).toBeGreaterThan(0)
+    expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    expect(drill.code, drill.stderr).toBe(0)
+    expect((JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
+  }, 90_000)
+
   test('refuses to start without a replica it can keep: another database, no executable, PostgreSQL', async () => {
     const setup = await replicated('litestream-refusals')
     const other = join(setup.cwd, 'other.yml')

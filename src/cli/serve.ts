@@ -30,7 +30,7 @@ import { recordServedBaseUrl } from '../lib/served-base-url.ts'
 import { readStoredSso } from '../modules/auth/oidc-settings.ts'
 import { databasePath } from '../db/sqlite/open.ts'
 import { join } from 'node:path'
-import { assertReplicates, findLitestream, LITESTREAM_PID_FILE, LitestreamError, startReplication } from '../lib/litestream.ts'
+import { assertReplicates, findLitestream, LITESTREAM_PID_FILE, LitestreamError, type Replication, startReplication } from '../lib/litestream.ts'
 import type { Config } from '../config.ts'
 import { CommandError, configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags } from './command.ts'
 
@@ -71,13 +71,20 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const config = configFrom(parsed, { storedSso: stored.sso })
   const metrics = createMetrics({ processMetrics: true })
   // From here on no request waits for a lock in the driver; the store's own upkeep (WAL checkpoints) starts.
+  let replication: Replication | null = null
   const upkeep = store.serve(
-    { ...config, walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint, walRestarts: litestream ? 'litestream' : 'trellis' },
+    {
+      ...config,
+      walCheckpointWorker: WORKER_ENTRYPOINTS.walCheckpoint,
+      walRestarts: litestream ? 'litestream' : 'trellis',
+      walReplicating: () => replication?.running() === true,
+    },
     logger,
     metrics,
   )
-  // Started once the server's own checkpoints have stopped restarting the WAL: Litestream sees every frame from here on.
-  const replication = litestream ? await startReplication(litestream.bin, litestream.config, join(config.dataDir, LITESTREAM_PID_FILE), logger) : null
+  // Started once the server's own checkpoints have stopped restarting the WAL (and holding the serving lock, so a
+  // Litestream left by a killed server is this data directory's): Litestream sees every frame from here on.
+  replication = litestream ? await startReplication(litestream.bin, litestream.config, join(config.dataDir, LITESTREAM_PID_FILE), logger) : null
   const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
   const setup = stored.noUsers ? SetupGate.open() : undefined
   // `http` steps and completion callbacks go out through one client: the same destinations are refused. The

@@ -29,6 +29,8 @@ export interface ServingSettings {
   databaseLongTransactionSeconds: number
   /** SQLite: who starts the WAL over (./sqlite/upkeep.ts `WalRestarts`); `litestream` while Litestream replicates the file. */
   walRestarts?: 'trellis' | 'litestream'
+  /** With `walRestarts: 'litestream'`: whether Litestream runs now; the server's checkpoints wait while it does not. */
+  walReplicating?: () => boolean
   /** The checkpoint thread's entrypoint (src/worker-entrypoints.ts: it differs between the source tree and the binary). */
   walCheckpointWorker: URL
   /** The instance secret from TRELLIS_SECRET, when set (else the data directory's file). */

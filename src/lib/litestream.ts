@@ -90,6 +90,8 @@ const STOP_WAIT_MS = 10_000
 const RESTART_AFTER_MS = 5_000
 
 export interface Replication {
+  /** Litestream runs now (not between an unexpected end and its restart). */
+  running(): boolean
   /** SIGTERM (Litestream syncs what is left to its replicas, then exits), SIGKILL after STOP_WAIT_MS. */
   stop(): Promise<void>
 }
@@ -125,10 +127,9 @@ async function stopLeftOver(pidFile: string, configFile: string, logger: Logger)
 
 /**
  * `litestream replicate -config FILE` as a child of the server, its log lines relayed to the server's log, its pid in
- * `pidFile`. If it ends while the server runs, that is logged as an error and it is started again; meanwhile SQLite may
- * start the WAL over (once the server's checkpoints have copied all of it, the next commit does when no reader holds
- * it), and the new Litestream then begins a new generation with a full snapshot: the newest state is never lost, the
- * points in time between the two are.
+ * `pidFile`. If it ends while the server runs, that is logged as an error and it is started again; meanwhile the
+ * server's checkpoints wait (`running`), so the WAL is not started over behind it (SQLite's next commit would, once a
+ * checkpoint had copied all of it) and the new Litestream goes on in the same generation.
  */
 export async function startReplication(bin: string, configFile: string, pidFile: string, logger: Logger): Promise<Replication> {
   await stopLeftOver(pidFile, configFile, logger)
@@ -156,12 +157,13 @@ export async function startReplication(bin: string, configFile: string, pidFile:
     logger.info('litestream replicating', { pid: proc.pid, config: configFile })
     void proc.exited.then((code) => {
       if (stopping) return
-      logger.error('litestream ended while the server runs: started again shortly (with a new snapshot if the WAL started over meanwhile)', { code, restartInMs: RESTART_AFTER_MS })
+      logger.error('litestream ended while the server runs: started again shortly (WAL checkpoints wait for it)', { code, restartInMs: RESTART_AFTER_MS })
       restart = setTimeout(start, RESTART_AFTER_MS)
     })
   }
   start()
   return {
+    running: () => child !== null && child.exitCode === null && child.signalCode === null,
     async stop() {
       stopping = true
       if (restart) clearTimeout(restart)

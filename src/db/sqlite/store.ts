@@ -209,7 +209,7 @@ export class SqliteStore implements Store, SqliteFile {
         else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
         checkpointFault = fault !== null
       },
-    }, settings.walRestarts)
+    }, settings.walRestarts, settings.walReplicating)
     let maintenance: { stop(): void } | null = null
     let checkpointsStopped: Promise<void> | null = null
     const stop = () => {

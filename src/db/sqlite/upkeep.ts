@@ -51,8 +51,9 @@ export function walBytes(store: SqliteFile): number {
  * Who starts the WAL over. `trellis`: the server (a TRUNCATE past WAL_TRUNCATE_ABOVE_BYTES, and at a graceful stop).
  * `litestream`: Litestream replicates the file (src/lib/litestream.ts) and must copy every frame before the WAL
  * starts over, so it alone restarts it (its own checkpoints, under the read transaction it holds); the server's
- * checkpoints are all PASSIVE — they copy pages into the database file and never reset the WAL, so no frame
- * Litestream has not seen is ever overwritten.
+ * checkpoints are all PASSIVE — they copy pages into the database file and never reset the WAL — and none runs while
+ * Litestream is away (a WAL copied to its end is started over by SQLite's next commit when no reader holds it), so no
+ * frame Litestream has not seen is ever overwritten.
  */
 export type WalRestarts = 'trellis' | 'litestream'
 
@@ -128,6 +129,7 @@ export function scheduleWalCheckpoints(
   entrypoint: URL,
   report: { checkpointed(mode: 'passive' | 'truncate', result: CheckpointResult, walBytes: number): void; failed(error: Error): void },
   walRestarts: WalRestarts = 'trellis',
+  replicating: () => boolean = () => true,
 ): { stop(): Promise<void> } {
   store.sqlite.run('PRAGMA wal_autocheckpoint = 0')
   let thread: CheckpointThread | null = null
@@ -136,6 +138,9 @@ export function scheduleWalCheckpoints(
   const tick = async () => {
     const size = walBytes(store)
     if (size === 0) return
+    // Litestream away (restarting): no checkpoint, so the WAL cannot be copied to its end and started over by the next
+    // commit before Litestream is back to copy it; it grows meanwhile, and the replica keeps its generation.
+    if (walRestarts === 'litestream' && !replicating()) return
     if (walRestarts === 'trellis' && size > WAL_TRUNCATE_ABOVE_BYTES) {
       // The thread's PASSIVE copies run beside the server's commits, so under a steady write load they rarely catch up
       // and the WAL never starts over: past the threshold, this thread (between requests, as SQLite's own checkpoint
