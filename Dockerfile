@@ -12,7 +12,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
-# Litestream for this platform, from the npm package npm ci installed (@flydotio/litestream's optional dependency)
+# Litestream, from the npm package npm ci installed (@flydotio/litestream-linux-x64, an optional dependency: the only
+# build the registry serves, so an arm64 image needs Litestream from elsewhere)
 RUN cp node_modules/@flydotio/litestream-linux-*/litestream dist/litestream \
  && dist/litestream version
 

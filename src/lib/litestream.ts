@@ -13,7 +13,10 @@ import type { Logger } from './logger.ts'
 /** Litestream could not be found, configured or run: the message says what to do. */
 export class LitestreamError extends Error {}
 
-/** The npm package that carries the executable for this platform (`@flydotio/litestream`'s optional dependency). */
+/**
+ * The npm package that carries the executable for this platform (one of `@flydotio/litestream`'s: Trellis depends on
+ * the linux-x64 one directly, optionally, the only build the registry serves).
+ */
 const PLATFORM_PACKAGE = `@flydotio/litestream-${process.platform}-${process.arch}`
 
 /**
