@@ -213,7 +213,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     expect(more).toBeGreaterThan(0)
   }, 90_000)
 
-  test('Litestream killed under a serving Trellis: started again, the server\'s checkpoints wait meanwhile, one generation throughout', async () => {
+  test('Litestream killed under a serving Trellis: started again, the server\'s checkpoints wait meanwhile, the replica whole', async () => {
     const setup = await replicated('litestream-child')
     const server = await serveReplicated(setup)
     const pidFile = join(setup.dataDir, LITESTREAM_PID_FILE)
@@ -227,7 +227,9 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     expect(server.stderr()).toContain('litestream ended while the server runs')
     expect(await server.stop('SIGTERM')).toBe(0)
     expect(away).toBeGreaterThan(0)
-    expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
+    // One, unless a checkpoint had copied the whole WAL just before the kill, before the server knew (docs/backup.md):
+    // then a second, beginning with a full snapshot. The restore below holds every row either way.
+    expect((await generations(setup.config, setup.dataDir)).length).toBeLessThanOrEqual(2)
     const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
     expect(drill.code, drill.stderr).toBe(0)
     expect((JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
