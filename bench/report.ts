@@ -33,6 +33,16 @@ export interface TargetCheck {
   note?: string
 }
 
+/** bench/tracing.ts's summary: medians of its rounds, each side on the same seeded data directory. */
+export interface TracingResult {
+  runs: number
+  rounds: number
+  connections: number
+  binary: boolean
+  spansReceived: number
+  medians: Record<'off' | 'on', { triggerPerSecond: number; triggerCpuUs: number; executorRunsPerSecond: number; executorCpuUsPerRun: number }>
+}
+
 export interface BenchResults {
   date: string
   mode: 'full' | 'quick'
@@ -65,6 +75,8 @@ export interface BenchResults {
   loginFlood?: LoginFloodResult
   /** A schedule's tick over 10,000 records; absent in older results. */
   scheduleTick?: ScheduleTickResult
+  /** OpenTelemetry off against on at 100 % sampling (bench/tracing.ts, full runs only); absent in quick and older results. */
+  tracing?: TracingResult
   /** Idle run event streams; absent in older results. */
   eventStreams?: EventStreamsResult
   footprint: {
@@ -283,6 +295,20 @@ export function markdownTables(r: BenchResults): string {
       `| \`/healthz\` one at a time, idle: p50 / p99 / max | ${ms(tick.healthzIdle.p50)} / ${ms(tick.healthzIdle.p99)} / ${ms(tick.healthzIdle.max)} ms |`,
       `| \`/healthz\` during the tick (${tick.tickSeconds} s): p50 / p99 / max (target p99 < 50 ms) | ${ms(tick.healthzDuringTick.p50)} / ${ms(tick.healthzDuringTick.p99)} / ${ms(tick.healthzDuringTick.max)} ms |`,
       `| \`/healthz\` while its runs drain (${tick.drainSeconds} s): p50 / p99 / max | ${ms(tick.healthzDuringDrain.p50)} / ${ms(tick.healthzDuringDrain.p99)} / ${ms(tick.healthzDuringDrain.max)} ms |`,
+    )
+  }
+  const traced = r.tracing
+  if (traced) {
+    const { off, on } = traced.medians
+    const ratio = (a: number, b: number) => (b === 0 ? 'n/a' : `${(a / b).toFixed(2)}×`)
+    lines.push(
+      '',
+      `| tracing at 100 % sampling (${traced.rounds} rounds of ${int(traced.runs)} webhook calls, then their two-step runs; medians) | off | on | on ÷ off |`,
+      '|---|---:|---:|---:|',
+      `| trigger: server CPU per call | ${int(off.triggerCpuUs)} µs | ${int(on.triggerCpuUs)} µs | ${ratio(on.triggerCpuUs, off.triggerCpuUs)} |`,
+      `| trigger: calls/s | ${int(off.triggerPerSecond)} | ${int(on.triggerPerSecond)} | ${ratio(on.triggerPerSecond, off.triggerPerSecond)} |`,
+      `| executor: server CPU per run | ${int(off.executorCpuUsPerRun)} µs | ${int(on.executorCpuUsPerRun)} µs | ${ratio(on.executorCpuUsPerRun, off.executorCpuUsPerRun)} |`,
+      `| executor: runs/s | ${int(off.executorRunsPerSecond)} | ${int(on.executorRunsPerSecond)} | ${ratio(on.executorRunsPerSecond, off.executorRunsPerSecond)} |`,
     )
   }
   const f = r.footprint

@@ -18,7 +18,7 @@ import { measureScheduleTick } from './schedule-tick.ts'
 import { type EventStreamsResult, measureEventStreams } from './event-streams.ts'
 import { createdAtLeadMs, LEFT_ACTIVE, measureExecutor } from './executor.ts'
 import { evictFromPageCache, generatorVersion, type LoadResult, type LoadSpec, memoryOf, pinning, post, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer, WalWatch } from './procs.ts'
-import { type BenchResults, earlierTargetChecks, markdownTables, fullReport, postgresTables, scenarioTable, type ScenarioResult, type ScenarioRun, targetChecks } from './report.ts'
+import { type BenchResults, earlierTargetChecks, markdownTables, fullReport, postgresTables, scenarioTable, type ScenarioResult, type ScenarioRun, targetChecks, type TracingResult } from './report.ts'
 import { busyRecordIds, type Scenario, scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 import { BENCH_TASKS } from './seed-tasks.ts'
@@ -264,6 +264,9 @@ async function main() {
   })
   log(`  /healthz p99 ${scheduleTick.healthzDuringTick.p99} ms during the tick (${scheduleTick.tickSeconds} s), ${scheduleTick.healthzDuringDrain.p99} ms while its runs drain (idle ${scheduleTick.healthzIdle.p99} ms)`)
 
+  // ── Tracing: what OpenTelemetry costs the trigger and the executor when on (full runs only) ──
+  const tracing = quick ? undefined : await measureTracing()
+
   // ── PostgreSQL: the same binary on one and on three instances ─────────────
   const postgres = await onPostgres(settings.postgresExecutorRuns)
 
@@ -303,6 +306,7 @@ async function main() {
     eventStreams,
     loginFlood,
     scheduleTick,
+    ...(tracing ? { tracing } : {}),
     footprint: {
       coldStartMs,
       coldStartMedianMs,
@@ -436,4 +440,15 @@ async function untilNoActiveRuns(dbPath: string, timeoutMs: number): Promise<voi
   } finally {
     db.close()
   }
+}
+
+/** bench/tracing.ts in a process of its own (its servers and sink are its own): its JSON summary, the last line it prints. */
+async function measureTracing(): Promise<TracingResult> {
+  log(`[${elapsed()}] tracing: off against on at 100 % sampling (bench/tracing.ts)`)
+  const child = Bun.spawn([process.execPath, join(import.meta.dir, 'tracing.ts'), '--rounds', '3'], { stdout: 'pipe', stderr: 'inherit' })
+  const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited])
+  if (code !== 0) throw new Error(`bench/tracing.ts exited with ${code}`)
+  const result = JSON.parse(out.trim().split('\n').at(-1)!) as TracingResult
+  log(`  trigger ${result.medians.off.triggerCpuUs} → ${result.medians.on.triggerCpuUs} µs CPU per call, executor ${result.medians.off.executorCpuUsPerRun} → ${result.medians.on.executorCpuUsPerRun} µs CPU per run`)
+  return result
 }
