@@ -188,6 +188,15 @@ export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>
 
+/**
+ * The cost new password hashes are made at in this process (src/modules/users/service.ts `usePasswordHashing`): the
+ * production cost, unless TRELLIS_TEST_WEAK_PASSWORD_HASHES is `1`, which only the test suite sets on the processes
+ * it starts (docs/development.md "Password hashes in tests"); never set it on a deployment.
+ */
+export function passwordHashingOf(env: Env = process.env): 'production' | 'weak-for-tests' {
+  return env.TRELLIS_TEST_WEAK_PASSWORD_HASHES === '1' ? 'weak-for-tests' : 'production'
+}
+
 export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, options: ConfigOptions = {}): Config {
   const pick = (name: keyof typeof FLAG_SETTINGS) => flagSetting(flags, env, name)
   const host = pick('host') ?? FLAG_SETTINGS.host.default

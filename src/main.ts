@@ -6,7 +6,7 @@ import { applyCommand } from './cli/apply.ts'
 import { backupCommand } from './cli/backup.ts'
 import { dbCommand } from './cli/db.ts'
 import { type Command, CommandError, commandHelp, type Io, KEEP_RUNNING, UsageError } from './cli/command.ts'
-import { FLAG_SETTINGS } from './config.ts'
+import { FLAG_SETTINGS, passwordHashingOf } from './config.ts'
 import { memberCommand } from './cli/member.ts'
 import { migrateCommand } from './cli/migrate.ts'
 import { recordsCommand } from './cli/records.ts'
@@ -15,6 +15,7 @@ import { serveCommand } from './cli/serve-command.ts'
 import { tokenCommand } from './cli/token.ts'
 import { userCommand } from './cli/user.ts'
 import { webhookCommand } from './cli/webhook.ts'
+import { usePasswordHashing } from './modules/users/service.ts'
 
 const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
@@ -113,6 +114,7 @@ export async function runCli(argv: string[], io: Io = processIo): Promise<number
 }
 
 if (import.meta.main) {
+  usePasswordHashing(passwordHashingOf(process.env))
   const code = await runCli(process.argv.slice(2))
   // `serve` keeps running; every other command ends here.
   if (code !== KEEP_RUNNING) process.exit(code)

@@ -9,8 +9,8 @@ import { bearerValue } from '../src/lib/callers.ts'
 import { BLOCK_AFTER, WINDOW_MS } from '../src/modules/auth/throttle.ts'
 import { setProjectMember } from '../src/modules/members/service.ts'
 import type { Scope } from '../src/modules/tokens/service.ts'
-import { setUserDisabled } from '../src/modules/users/service.ts'
-import { bearer, execute, request, testApp } from './helpers.ts'
+import { hashPassword, setUserDisabled, usePasswordHashing } from '../src/modules/users/service.ts'
+import { bearer, execute, PRODUCTION_PASSWORD_HASHES, processEnv, queryOne, request, runCli, testApp, testEnv } from './helpers.ts'
 import {
   cookieFrom,
   expect401,
@@ -317,6 +317,36 @@ describe('404 and validation only after authentication', () => {
 })
 
 // ── Login sessions and the throttle ─────────────────────────────────────────
+
+describe('password hashes', () => {
+  // The suite hashes at a test-only cost (test/helpers.ts); this is the cost every deployment hashes at.
+  const PRODUCTION = /^\$argon2id\$v=19\$m=65536,t=2,p=1\$/
+  const WEAK = /^\$argon2id\$v=19\$m=1024,t=1,p=1\$/
+
+  test('argon2id at 64 MiB and 2 passes: in the server, and in a `trellis` process unless the test suite says otherwise', async () => {
+    usePasswordHashing('production')
+    try {
+      expect(await hashPassword('a-long-enough-password')).toMatch(PRODUCTION)
+    } finally {
+      usePasswordHashing('weak-for-tests')
+    }
+    expect(await hashPassword('a-long-enough-password')).toMatch(WEAK)
+    const env = testEnv()
+    try {
+      const create = (email: string, vars: Record<string, string>) =>
+        runCli(['user', 'create', '--email', email, '--username', email.split('@')[0]!, '--password-stdin', '--data', env.dataDir], { stdin: 'a-long-enough-password\n', env: { ...processEnv(env), ...vars } })
+      const hashOf = (email: string) => queryOne<{ hash: string }>(env.store, 'SELECT password_hash AS hash FROM users WHERE email = ?', email)?.hash
+      expect((await create('prod@example.com', PRODUCTION_PASSWORD_HASHES)).code).toBe(0)
+      expect((await create('unset@example.com', { TRELLIS_TEST_WEAK_PASSWORD_HASHES: '' })).code).toBe(0)
+      expect((await create('weak@example.com', {})).code).toBe(0)
+      expect(hashOf('prod@example.com')).toMatch(PRODUCTION)
+      expect(hashOf('unset@example.com')).toMatch(PRODUCTION)
+      expect(hashOf('weak@example.com')).toMatch(WEAK)
+    } finally {
+      env.cleanup()
+    }
+  })
+})
 
 describe('password login', () => {
   test('wrong password → 401 invalid_credentials; unknown user → the same', async () => {

@@ -16,6 +16,7 @@ import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { writeNow } from '../src/db/write.ts'
 import type { AnyPlan, Op } from '../src/db/op.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
+import { usePasswordHashing } from '../src/modules/users/service.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { createMetrics } from '../src/lib/metrics.ts'
@@ -37,6 +38,20 @@ export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): vo
   const path = mkdtempSync(join(tmpdir(), prefix))
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) }
 }
+
+/**
+ * Test processes, and the `trellis` processes they start (`runCli`, `startServe`), hash new passwords at a test-only
+ * cost (1 MiB, 1 pass: src/modules/users/service.ts `usePasswordHashing`): at the production cost (64 MiB, 2 passes,
+ * ≈ 100 ms) each seeded user and each sign-in cost a tenth of a second of CPU, a third of some files' CPU. What the
+ * production cost is and what it does under load is tested at that cost: `PRODUCTION_PASSWORD_HASHES` for the
+ * processes, `usePasswordHashing('production')` in the test process (restored afterwards).
+ */
+usePasswordHashing('weak-for-tests')
+
+/** The environment of a `trellis` process that hashes at the test-only cost (the default of `runCli` and `startServe`). */
+const WEAK_PASSWORD_HASHES = { TRELLIS_TEST_WEAK_PASSWORD_HASHES: '1' }
+/** Given to `runCli` or `startServe`: the process hashes passwords at the production cost. */
+export const PRODUCTION_PASSWORD_HASHES = { TRELLIS_TEST_WEAK_PASSWORD_HASHES: '0' }
 
 /**
  * The store `testEnv()` gives: SQLite (the default), or PostgreSQL with TRELLIS_TEST_STORE=postgres (`npm test`'s
@@ -265,7 +280,7 @@ export async function runCli(args: string[], options: { stdin?: string; env?: Re
   const trellis = trellisCommand(options.binary)
   const proc = Bun.spawn([...trellis, ...args], {
     cwd: options.cwd ?? repoRoot,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...WEAK_PASSWORD_HASHES, ...options.env },
     stdin: options.stdin === undefined ? 'ignore' : new TextEncoder().encode(options.stdin),
     stdout: 'pipe',
     stderr: 'pipe',
@@ -417,7 +432,7 @@ export async function startServe(options: { dataDir: string; cwd: string; env?: 
   const trellis = trellisCommand(options.binary)
   const proc = Bun.spawn([...trellis, 'serve', '--port', String(port), '--data', options.dataDir], {
     cwd: options.cwd,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...WEAK_PASSWORD_HASHES, ...options.env },
     stdin: 'ignore',
     stdout: 'pipe',
     stderr: 'pipe',

@@ -11,7 +11,7 @@ import { clientAddressOf } from '../src/http/client-address.ts'
 import { acceptRequest } from '../src/http/server-request.ts'
 import { BLOCK_AFTER } from '../src/modules/auth/throttle.ts'
 import { MAX_WAITING_PASSWORD_CHECKS } from '../src/modules/users/service.ts'
-import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
+import { PRODUCTION_PASSWORD_HASHES, processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
 
 const CAROL = { email: 'carol@example.com', password: 'carol-demo-pass-2026' }
 const DAVE = { email: 'dave@example.com', password: 'dave-demo-pass-2026' }
@@ -25,7 +25,7 @@ let dataDir: string
 beforeAll(async () => {
   shared = testEnv()
   dataDir = shared.dataDir
-  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dataDir], { env: processEnv(shared) })
+  const applied = await runCli(['apply', '-f', join(repoRoot, 'examples/acme.yaml'), '--data', dataDir], { env: { ...processEnv(shared), ...PRODUCTION_PASSWORD_HASHES } })
   expect(applied.code).toBe(0)
 }, 30_000)
 
@@ -33,7 +33,7 @@ afterAll(() => shared.cleanup())
 
 /** A `serve` on the shared data dir (each start has fresh, in-memory throttle counters). */
 async function serve(env: Record<string, string>): Promise<ServeProcess> {
-  return startServe({ dataDir, cwd: dataDir, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn', ...processEnv(shared), ...env } })
+  return startServe({ dataDir, cwd: dataDir, env: { TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_LOG_LEVEL: 'warn', ...processEnv(shared), ...PRODUCTION_PASSWORD_HASHES, ...env } })
 }
 
 function login(server: ServeProcess, who: { email: string; password: string }, forwardedFor?: string): Promise<Response> {

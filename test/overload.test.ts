@@ -7,10 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { BLOCK_AFTER } from '../src/modules/auth/throttle.ts'
-import { MAX_WAITING_PASSWORD_CHECKS } from '../src/modules/users/service.ts'
+import { MAX_WAITING_PASSWORD_CHECKS, usePasswordHashing } from '../src/modules/users/service.ts'
 import { HTTP_IDLE_TIMEOUT_SECONDS } from '../src/cli/serve.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { bearer, processEnv, queryAll, type ServeProcess, startServe, type TestEnv, testEnv } from './helpers.ts'
+import { bearer, PRODUCTION_PASSWORD_HASHES, processEnv, queryAll, type ServeProcess, startServe, type TestEnv, testEnv } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
 import {
   type Answer,
@@ -83,7 +83,9 @@ beforeAll(async () => {
     ordersWorkflow('Busy', [{ type: 'load' }, { type: 'update', name: 'mark', set: { busy: '{{run.id}}' } }], { webhook: { enabled: true, ratePerMinute: 100_000 } }),
   )
   for (let i = 0; i < LOAD_RECORDS; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `load_${i}`, data: { busy: '' } })
-  const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+  // At the production cost: the login flood measures the queue of argon2 checks a real hash makes.
+  usePasswordHashing('production')
+  const report = await applyAcme({ store: env.store, clock: systemClock, secret: env.secret, baseUrl: env.config.baseUrl }, document).finally(() => usePasswordHashing('weak-for-tests'))
   hooks = { budget: reportHook(report, 'Budget'), busy: reportHook(report, 'Busy') }
   const made = async (user: string, scopes: Parameters<typeof tokenFor>[3]) => (await tokenFor(env.store, systemClock, user, scopes)).value
   tokens = {
@@ -104,7 +106,7 @@ async function serve(vars: Record<string, string>): Promise<ServeProcess> {
   return startServe({
     dataDir: env.dataDir,
     cwd: env.dataDir,
-    env: { ...processEnv(env), TRELLIS_SECRET: env.secret.toString('utf8'), TRELLIS_TRUST_PROXY: '127.0.0.1', TRELLIS_LOG_LEVEL: 'info', ...vars },
+    env: { ...processEnv(env), ...PRODUCTION_PASSWORD_HASHES, TRELLIS_SECRET: env.secret.toString('utf8'), TRELLIS_TRUST_PROXY: '127.0.0.1', TRELLIS_LOG_LEVEL: 'info', ...vars },
     timeoutMs: 30_000,
   })
 }

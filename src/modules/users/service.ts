@@ -67,12 +67,29 @@ export function usernameProblem(username: string): string | null {
  * answering meanwhile (on it, each new user's or invitee's password held every request, /healthz included).
  */
 export function hashPassword(password: string): Promise<string> {
-  return passwordChecks(() => Bun.password.hash(password, { algorithm: 'argon2id' }))
+  return passwordChecks(() => Bun.password.hash(password, hashing))
 }
 
 /** For the CLI (`apply`, `user`), which has no event loop to keep free. */
 export function hashPasswordSync(password: string): string {
-  return Bun.password.hashSync(password, { algorithm: 'argon2id' })
+  return Bun.password.hashSync(password, hashing)
+}
+
+/** argon2id at Bun's defaults, 64 MiB and 2 passes (≈ 100 ms a hash): what every deployment uses. */
+const PRODUCTION_HASHING = { algorithm: 'argon2id' } as const
+/**
+ * argon2id at 1 MiB and 1 pass (≈ 1 ms): for test processes only (TRELLIS_TEST_WEAK_PASSWORD_HASHES=1, set by
+ * test/helpers.ts), whose thousands of seeded users and sign-ins cost seconds of CPU apiece at the production cost.
+ * A hash records its own cost, so either kind verifies whatever this is set to.
+ */
+const WEAK_HASHING = { algorithm: 'argon2id', memoryCost: 1024, timeCost: 1 } as const
+let hashing: typeof PRODUCTION_HASHING | typeof WEAK_HASHING = PRODUCTION_HASHING
+
+/** Which cost new hashes (and the throwaway hash of a login without a user) are made at in this process. */
+export function usePasswordHashing(kind: 'production' | 'weak-for-tests'): void {
+  const next = kind === 'production' ? PRODUCTION_HASHING : WEAK_HASHING
+  if (next !== hashing) dummy = undefined
+  hashing = next
 }
 
 /**
@@ -115,7 +132,7 @@ export function verifyPasswordSync(password: string, hash: string): boolean {
 let dummy: Promise<string> | undefined
 /** Made on first use, not at import: hashing costs ~200 ms and 64 MiB, which every CLI start would pay. */
 function dummyHash(): Promise<string> {
-  dummy ??= Bun.password.hash('trellis-dummy-password', { algorithm: 'argon2id' })
+  dummy ??= Bun.password.hash('trellis-dummy-password', hashing)
   return dummy
 }
 
