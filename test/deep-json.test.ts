@@ -106,11 +106,12 @@ describe('a real server and JSON nested 50,000 deep', () => {
       expect(healthWaits.length).toBeGreaterThan(0)
       return { elapsed, slowestHealth: Math.max(...healthWaits) }
     }
-    // 18 refusals of 350 KB each: before, one alone took 7–14 s and held /healthz as long. A round slower than the
-    // bounds is run again (up to three in all): a refusal that holds the server does so every round; a pause of the
+    // 18 refusals of 350 KB each: before, one alone took 7–14 s and held /healthz as long. The bounds leave room for
+    // a 2-core machine running other test files beside this one (npm test's parallel part), and a round slower than
+    // them is run again (up to three in all): a refusal that holds the server does so every round; a pause of the
     // process by a busy host does not repeat.
     const rounds: { elapsed: number; slowestHealth: number }[] = []
-    const within = (r: { elapsed: number; slowestHealth: number }) => r.elapsed < 5_000 && r.slowestHealth < 100
+    const within = (r: { elapsed: number; slowestHealth: number }) => r.elapsed < 10_000 && r.slowestHealth < 250
     do rounds.push(await round())
     while (!within(rounds.at(-1)!) && rounds.length < 3)
     expect(rounds.some(within), `rounds (ms): ${JSON.stringify(rounds)}`).toBe(true)
