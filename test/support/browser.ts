@@ -1,5 +1,6 @@
 /**
- * What every browser test shares: Debian's Chromium through playwright-core (`/usr/bin/chromium`, or CHROMIUM_PATH),
+ * What every browser test shares: Debian's Chromium through playwright-core (CHROMIUM_PATH, else
+ * `/usr/bin/chromium-headless-shell` when installed, else `/usr/bin/chromium`),
  * the flags this machine's closed network needs, the problems a page must not have (script errors, CSP violations,
  * failed page resources) and polling helpers for pages that update after fetches and navigations.
  *
@@ -13,7 +14,13 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, TEST_STORE, testEnv, type TestEnv } from '../helpers.ts'
 import type { AcmeDocument } from './acme.ts'
 
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+/**
+ * Chromium's headless shell (Debian's `chromium-headless-shell`) when installed: the same Blink without the full
+ * browser's UI process, about a tenth less CPU per browser file than `chromium --headless` (measured on
+ * console-tasks-browser: 31 s against 34 s, Chromium's processes counted). The browser tests run on either.
+ */
+const HEADLESS_SHELL = '/usr/bin/chromium-headless-shell'
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? (existsSync(HEADLESS_SHELL) ? HEADLESS_SHELL : '/usr/bin/chromium')
 export const browserAvailable = existsSync(CHROMIUM)
 
 /** Throws (CI) or warns (a laptop without Chromium) once per test file; call at the file's top level. */
