@@ -111,7 +111,7 @@ describe('a real server and JSON nested 50,000 deep', () => {
     // them is run again (up to three in all): a refusal that holds the server does so every round; a pause of the
     // process by a busy host does not repeat.
     const rounds: { elapsed: number; slowestHealth: number }[] = []
-    const within = (r: { elapsed: number; slowestHealth: number }) => r.elapsed < 10_000 && r.slowestHealth < 250
+    const within = (r: { elapsed: number; slowestHealth: number }) => r.elapsed < 10_000 && r.slowestHealth < 1_000
     do rounds.push(await round())
     while (!within(rounds.at(-1)!) && rounds.length < 3)
     expect(rounds.some(within), `rounds (ms): ${JSON.stringify(rounds)}`).toBe(true)
