@@ -102,7 +102,7 @@ export const POSTGRES_PASS = [
  * Files that time something under a load they make themselves (answers while the server is saturated, the WAL under
  * sustained writes, /healthz during a flood of password checks, during the route and operation fuzzers' requests,
  * while the executor works off a backlog or while streams catch up on a long history, the file's growth under a steady
- * trigger loop, a group commit's time budget): run after the parallel part, one pass at a time, so the other pass is
+ * trigger loop, a group commit's time budget, Litestream beside a writing server): run after the parallel part, one pass at a time, so the other pass is
  * not part of what they measure (beside it, on a machine at load 27, the fuzzers' 100 ms bounds failed). What a file
  * measures of its own process alone (records-csv-export: its memory while a large export streams), what it asserts
  * with margins a loaded machine keeps (deep-json: 1 s against the 7–14 s of the freeze it guards against), and what
