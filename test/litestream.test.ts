@@ -25,7 +25,14 @@ afterEach(async () => {
 
 const LITESTREAM = findLitestream(undefined)
 
+/**
+ * Named to every `trellis` process: the one `npm test` starts is the compiled binary in a temp directory, beside no
+ * `node_modules` (the lookup above runs in this process, from the source tree).
+ */
+const LITESTREAM_ENV = { TRELLIS_LITESTREAM_BIN: LITESTREAM }
+
 const SERVE_ENV = {
+  ...LITESTREAM_ENV,
   TRELLIS_API_RATE_PER_MIN: '1000000',
   TRELLIS_API_RATE_PER_HOUR: '1000000',
   TRELLIS_API_RATE_PER_DAY: '1000000',
@@ -125,7 +132,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
     expect(existsSync(join(setup.dataDir, LITESTREAM_PID_FILE))).toBe(false)
 
     expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
-    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(drill.code, drill.stderr).toBe(0)
     const report = JSON.parse(drill.stdout) as { ok: boolean; integrity: string; rows: Record<string, number>; newestWrite: string | null }
     expect(report.ok).toBe(true)
@@ -165,7 +172,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
     killLitestreamOf(setup.dataDir)
 
     const into = join(setup.cwd, 'restored')
-    const restored = await runCli(['restore', '--to-time', toTime.toISOString(), '--into', into, '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    const restored = await runCli(['restore', '--to-time', toTime.toISOString(), '--into', into, '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(restored.code, restored.stderr).toBe(0)
     const report = JSON.parse(restored.stdout) as { ok: boolean; integrity: string; migrationsApplied: string[] }
     expect(report).toMatchObject({ ok: true, integrity: 'ok', migrationsApplied: [] })
@@ -174,7 +181,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
 
     // The newest state: both batches, every acknowledged write; the same generation throughout.
     const latest = join(setup.cwd, 'latest')
-    const newest = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', latest, '--replica', `file://${setup.replica}`], { cwd: setup.cwd })
+    const newest = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', latest, '--replica', `file://${setup.replica}`], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(newest.code, newest.stderr).toBe(0)
     expect(newest.stdout).toContain('integrity: ok')
     expect(countNotes(databasePath(latest), 'before')).toBe(before)
@@ -182,7 +189,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
     expect(await generations(setup.config, setup.dataDir)).toHaveLength(1)
 
     // serve starts on the restored directory.
-    const again = await startServe({ dataDir: into, cwd: setup.cwd, env: { TRELLIS_LOG_LEVEL: 'warn' } })
+    const again = await startServe({ dataDir: into, cwd: setup.cwd, env: { ...LITESTREAM_ENV, TRELLIS_LOG_LEVEL: 'warn' } })
     cleanups.push(async () => void (await again.stop('SIGKILL')))
     expect((await fetch(`${again.url}/readyz`)).status).toBe(200)
   }, 90_000)
@@ -207,7 +214,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     // A Litestream that starts on a WAL it did not see to the end begins a new generation with a full snapshot: nothing
     // of the newest state is lost, and a restore to a time finds the generation that covers it.
     expect((await generations(setup.config, setup.dataDir)).length).toBeGreaterThanOrEqual(1)
-    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(drill.code, drill.stderr).toBe(0)
     expect((JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
     expect(more).toBeGreaterThan(0)
@@ -230,7 +237,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     // One, unless a checkpoint had copied the whole WAL just before the kill, before the server knew (docs/backup.md):
     // then a second, beginning with a full snapshot. The restore below holds every row either way.
     expect((await generations(setup.config, setup.dataDir)).length).toBeLessThanOrEqual(2)
-    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd })
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(drill.code, drill.stderr).toBe(0)
     expect((JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
   }, 90_000)
@@ -239,7 +246,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     const setup = await replicated('litestream-refusals')
     const other = join(setup.cwd, 'other.yml')
     writeFileSync(other, `dbs:\n  - path: /elsewhere/trellis.db\n    replicas:\n      - type: file\n        path: ${setup.replica}\n`)
-    const serve = (env: Record<string, string>) => runCli(['serve', '--port', '0', '--data', setup.dataDir], { cwd: setup.cwd, env: { TRELLIS_LOG_LEVEL: 'warn', ...env } })
+    const serve = (env: Record<string, string>) => runCli(['serve', '--port', '0', '--data', setup.dataDir], { cwd: setup.cwd, env: { ...LITESTREAM_ENV, TRELLIS_LOG_LEVEL: 'warn', ...env } })
     const elsewhere = await serve({ TRELLIS_LITESTREAM_CONFIG: other })
     expect(elsewhere.code).toBe(1)
     expect(elsewhere.stderr).toContain(`does not replicate ${databasePath(setup.dataDir)}`)
@@ -261,29 +268,29 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis restore refuses', () => {
     const config = join(dir.path, 'litestream.yml')
     writeFileSync(config, `dbs:\n  - path: ${join(dir.path, 'data', 'trellis.db')}\n    replicas:\n      - type: file\n        path: ${emptyReplica}\n`)
 
-    const badTime = await runCli(['restore', '--to-time', 'yesterday', '--into', join(dir.path, 'a'), '--litestream-config', config])
+    const badTime = await runCli(['restore', '--to-time', 'yesterday', '--into', join(dir.path, 'a'), '--litestream-config', config], { env: LITESTREAM_ENV })
     expect(badTime.code).toBe(2)
     expect(badTime.stderr).toContain('--to-time must be an RFC 3339 time')
-    const noZone = await runCli(['restore', '--to-time', '2026-05-04T13:45:00', '--into', join(dir.path, 'a'), '--litestream-config', config])
+    const noZone = await runCli(['restore', '--to-time', '2026-05-04T13:45:00', '--into', join(dir.path, 'a'), '--litestream-config', config], { env: LITESTREAM_ENV })
     expect(noZone.code).toBe(2)
 
     const full = join(dir.path, 'full')
     mkdirSync(full)
     writeFileSync(join(full, 'trellis.db'), 'keep me')
-    const notEmpty = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', full, '--litestream-config', config])
+    const notEmpty = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', full, '--litestream-config', config], { env: LITESTREAM_ENV })
     expect(notEmpty.code).toBe(1)
     expect(notEmpty.stderr).toContain('is not empty')
     expect(readFileSync(join(full, 'trellis.db'), 'utf8')).toBe('keep me')
 
-    const nothing = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'b'), '--litestream-config', config])
+    const nothing = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'b'), '--litestream-config', config], { env: LITESTREAM_ENV })
     expect(nothing.code).toBe(1)
     expect(nothing.stderr).toContain('litestream restore failed')
     expect(existsSync(join(dir.path, 'b'))).toBe(false) // the directory it made is gone again
 
-    const noSource = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c')])
+    const noSource = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c')], { env: LITESTREAM_ENV })
     expect(noSource.code).toBe(2)
     expect(noSource.stderr).toContain('--litestream-config FILE')
-    const badUrl = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c'), '--replica', '/not/a/url'])
+    const badUrl = await runCli(['restore', '--to-time', new Date().toISOString(), '--into', join(dir.path, 'c'), '--replica', '/not/a/url'], { env: LITESTREAM_ENV })
     expect(badUrl.code).toBe(2)
     expect(badUrl.stderr).toContain('--replica must be a replica URL')
   }, 60_000)
@@ -297,49 +304,49 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis backup drill', () => {
     const backups = join(seeded.cwd, 'backups')
     mkdirSync(backups)
     for (const name of ['older.db', 'newer.db']) {
-      const made = await runCli(['backup', join(backups, name), '--data', seeded.dataDir], { cwd: seeded.cwd })
+      const made = await runCli(['backup', join(backups, name), '--data', seeded.dataDir], { cwd: seeded.cwd, env: LITESTREAM_ENV })
       expect(made.code, made.stderr).toBe(0)
     }
     const anHourAgo = new Date(Date.now() - 3_600_000)
     utimesSync(join(backups, 'older.db'), anHourAgo, anHourAgo)
 
-    const drill = await runCli(['backup', 'drill', '--from', backups, '--json', '--max-age', '1d'], { cwd: seeded.cwd })
+    const drill = await runCli(['backup', 'drill', '--from', backups, '--json', '--max-age', '1d'], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(drill.code, drill.stderr).toBe(0)
     const report = JSON.parse(drill.stdout) as { ok: boolean; source: string; integrity: string; rows: Record<string, number>; newestWrite: string | null; newestWriteAgeSeconds: number | null }
     expect(report).toMatchObject({ ok: true, source: join(backups, 'newer.db'), integrity: 'ok' })
     expect(report.rows.users).toBeGreaterThan(0)
     expect(report.newestWrite).not.toBeNull()
     expect(report.newestWriteAgeSeconds).toBeGreaterThanOrEqual(0)
-    const text = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd })
+    const text = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(text.code, text.stderr).toBe(0)
     expect(text.stdout).toContain('integrity: ok')
     expect(text.stdout).toContain('newest write age: ')
 
     // Older than --max-age: the drill fails, saying why.
     await Bun.sleep(1_100)
-    const stale = await runCli(['backup', 'drill', '--from', backups, '--max-age', '1s'], { cwd: seeded.cwd })
+    const stale = await runCli(['backup', 'drill', '--from', backups, '--max-age', '1s'], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(stale.code).toBe(1)
     expect(stale.stderr).toContain('more than --max-age 1s')
 
     // The newest file is not a database: exit 1, naming it.
     writeFileSync(join(backups, 'newest.db'), 'x'.repeat(8192))
-    const corrupt = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd })
+    const corrupt = await runCli(['backup', 'drill', '--from', backups], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(corrupt.code).toBe(1)
     expect(corrupt.stderr).toContain(`${join(backups, 'newest.db')} is not a usable Trellis database`)
 
-    const missing = await runCli(['backup', 'drill', '--from', join(seeded.cwd, 'nowhere')], { cwd: seeded.cwd })
+    const missing = await runCli(['backup', 'drill', '--from', join(seeded.cwd, 'nowhere')], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(missing.code).toBe(1)
     expect(missing.stderr).toContain('does not exist')
     const empty = join(seeded.cwd, 'empty')
     mkdirSync(empty)
-    const none = await runCli(['backup', 'drill', '--from', empty], { cwd: seeded.cwd })
+    const none = await runCli(['backup', 'drill', '--from', empty], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(none.code).toBe(1)
     expect(none.stderr).toContain('holds no file')
 
-    const noSource = await runCli(['backup', 'drill'], { cwd: seeded.cwd })
+    const noSource = await runCli(['backup', 'drill'], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(noSource.code).toBe(2)
     expect(noSource.stderr).toContain('--from DIR')
-    const mixed = await runCli(['backup', join(seeded.cwd, 'x.db'), '--max-age', '1d', '--data', seeded.dataDir], { cwd: seeded.cwd })
+    const mixed = await runCli(['backup', join(seeded.cwd, 'x.db'), '--max-age', '1d', '--data', seeded.dataDir], { cwd: seeded.cwd, env: LITESTREAM_ENV })
     expect(mixed.code).toBe(2)
     expect(mixed.stderr).toContain('--max-age is a flag of `trellis backup drill`')
   }, 60_000)
