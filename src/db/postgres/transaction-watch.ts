@@ -5,7 +5,8 @@
  * transactions before a point to end waits on it. Every few seconds each instance reads its snapshot's bounds, which
  * needs no privilege: the oldest running id (`xmin`) below the first unfinished one (`xmax`: past the newest finished)
  * is a transaction that later, finished ones wait behind (while nothing finishes after it, it holds nothing back);
- * while it stays the same one, the transaction holding it is at least as old as that id's first sighting. Past `limitSeconds` the instance says so once in its log (naming the session where its
+ * while it stays the same one, the transaction holding it is at least as old as that id's first sighting. Past
+ * `limitSeconds` the instance says so once in its log (naming the session where its
  * role may see it in `pg_stat_activity`: grant it `pg_read_all_stats` to see every role's), `/readyz` answers
  * `degraded`, and `/metrics` shows the age (`trellis_database_oldest_transaction_seconds`).
  */
@@ -46,11 +47,6 @@ export class TransactionWatch {
     clearInterval(this.timer)
   }
 
-  /** How long, in seconds, the oldest running transaction has held its id (0: none running). */
-  heldSeconds(): number {
-    return this.age
-  }
-
   /** Past the limit: the age, for `/readyz`; else null. */
   overLimit(): number | null {
     return this.age >= this.limitSeconds ? this.age : null
@@ -59,13 +55,11 @@ export class TransactionWatch {
   async sample(): Promise<void> {
     const [bounds] = (await this.sql.unsafe('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, pg_snapshot_xmax(pg_current_snapshot())::text AS xmax')) as { xmin: string; xmax: string }[]
     const now = this.now()
-    if (!bounds || bounds.xmin === bounds.xmax) {
-      // No running transaction is older than a finished one: nothing is held back.
+    // None: no running transaction is older than a finished one, nothing is held back.
+    const xmin = bounds && bounds.xmin !== bounds.xmax ? bounds.xmin : null
+    if (this.oldest?.xmin !== xmin) {
       if (this.oldest?.warned) this.logger.info('the long PostgreSQL transaction ended', { heldSeconds: Math.round(this.age) })
-      this.oldest = null
-    } else if (this.oldest?.xmin !== bounds.xmin) {
-      if (this.oldest?.warned) this.logger.info('the long PostgreSQL transaction ended', { heldSeconds: Math.round(this.age) })
-      this.oldest = { xmin: bounds.xmin, since: now, warned: false }
+      this.oldest = xmin === null ? null : { xmin, since: now, warned: false }
     }
     const holder = this.oldest === null ? null : await this.holderOf(this.oldest.xmin)
     this.age = this.oldest === null ? 0 : Math.max((now - this.oldest.since) / 1000, holder?.age ?? 0)
