@@ -1,0 +1,173 @@
+/**
+ * `bun bench/pg-capacity.ts [--triggers N] [--runs-concurrency N]`: what one webhook trigger and one three-step run
+ * cost on PostgreSQL — Trellis CPU, PostgreSQL CPU, WAL bytes, statements, transactions, rows written and dead, bytes
+ * kept — the inputs of the capacity model in docs/scaling-out.md. One real `trellis serve` on a throw-away cluster
+ * (the bench's settings: synchronous_commit off), first with its executor off while the triggers queue their runs,
+ * then another with its executor on draining them. Figures are per trigger and per run; asserts nothing; prints JSON
+ * to stdout and progress to stderr.
+ */
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { SQL } from 'bun'
+import { acmeDocument, acmeProject, ordersWorkflow } from '../test/support/acme.ts'
+import { triggerRequest } from '../test/support/faults.ts'
+import { startInstances } from '../test/support/instances.ts'
+import { psqlSync, startCluster } from '../test/support/postgres-cluster.ts'
+import { cpuTimeUs } from './procs.ts'
+import { POSTGRES_SETTINGS } from './postgres.ts'
+
+const option = (name: string, fallback: string) => {
+  const at = process.argv.indexOf(`--${name}`)
+  return Number(at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback)
+}
+const TRIGGERS = option('triggers', '3000')
+const IN_FLIGHT = 16
+const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
+
+const clockTicks = 100
+/** CPU µs of every process of the cluster, those that ended included (the postmaster's waited-for children). */
+function clusterCpuUs(dataDir: string): number {
+  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n', 1)[0])
+  const fieldsOf = (pid: number) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  }
+  const own = fieldsOf(postmaster)
+  let total = ((Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 1e6) / clockTicks
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid) || pid === postmaster) continue
+    try {
+      if (Number(fieldsOf(pid)[1]) === postmaster) total += cpuTimeUs(pid)
+    } catch {
+      // ended meanwhile: counted in the postmaster's children's time
+    }
+  }
+  return total
+}
+
+interface Counters {
+  trellisUs: number
+  postgresUs: number
+  walBytes: number
+  statements: number
+  commits: number
+  inserted: number
+  updated: number
+  deleted: number
+}
+
+const cluster = startCluster({ settings: { ...POSTGRES_SETTINGS, shared_preload_libraries: 'pg_stat_statements' } })
+psqlSync(cluster.url, 'CREATE DATABASE trellis')
+const url = cluster.url.replace(/\/postgres$/, '/trellis')
+const sql = new SQL({ url, max: 1 })
+await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+
+async function counters(trellisPid: number): Promise<Counters> {
+  const [row] = (await sql`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal,
+      (SELECT coalesce(sum(calls), 0)::float8 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'trellis') AS statements,
+      xact_commit::float8 AS commits, tup_inserted::float8 AS inserted, tup_updated::float8 AS updated, tup_deleted::float8 AS deleted
+    FROM pg_stat_database WHERE datname = 'trellis'`) as { wal: number; statements: number; commits: number; inserted: number; updated: number; deleted: number }[]
+  return {
+    trellisUs: cpuTimeUs(trellisPid),
+    postgresUs: clusterCpuUs(cluster.local!.dataDir),
+    walBytes: row!.wal,
+    statements: row!.statements,
+    commits: row!.commits,
+    inserted: row!.inserted,
+    updated: row!.updated,
+    deleted: row!.deleted,
+  }
+}
+
+/** `after − before` per unit, rounded; the statistics views lag a moment (pg_stat_force_next_flush, PostgreSQL 15+). */
+function perUnit(before: Counters, after: Counters, units: number) {
+  const per = (key: keyof Counters) => Math.round(((after[key] - before[key]) / units) * 10) / 10
+  return {
+    trellisCpuUs: per('trellisUs'),
+    postgresCpuUs: per('postgresUs'),
+    walBytes: per('walBytes'),
+    statements: per('statements'),
+    commits: per('commits'),
+    rowsInserted: per('inserted'),
+    rowsUpdated: per('updated'),
+    rowsDeleted: per('deleted'),
+  }
+}
+
+const TABLES = ['runs', 'run_steps', 'run_events', 'activity_logs', 'activity_log_records', 'notes', 'records', 'idempotency_keys']
+async function tableBytes(): Promise<Record<string, number>> {
+  const rows = (await sql`SELECT c.relname AS name, pg_total_relation_size(c.oid)::float8 AS bytes FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relname IN ${sql(TABLES)}`) as { name: string; bytes: number }[]
+  return Object.fromEntries(rows.map((row) => [row.name, row.bytes]))
+}
+
+const document = acmeDocument()
+const acme = acmeProject(document)
+const steps = [{ type: 'load' }, { type: 'update', set: { status: 'processed' } }, { type: 'note', title: 'Processed', content: '<p>processed</p>' }]
+acme.workflows!.push(ordersWorkflow('Counted', steps, { webhook: { enabled: true, ratePerMinute: 100_000 } }))
+for (let i = 0; i <= TRIGGERS; i++) acme.records!.push({ environment: 'production', collection: 'orders', id: `cap_${i}`, data: { status: 'paid' } })
+const RAISED = { TRELLIS_WEBHOOK_RATE_PER_MIN: '1000000000', TRELLIS_API_RATE_PER_MIN: '1000000000' }
+
+const result: Record<string, unknown> = { triggers: TRIGGERS, settings: POSTGRES_SETTINGS, server: psqlSync(cluster.url, 'SHOW server_version').trim() }
+try {
+  log(`applying ${TRIGGERS} records, one instance with its executor off`)
+  const triggering = await startInstances({ url, document, count: 1, env: { ...RAISED, TRELLIS_EXECUTOR_CONCURRENCY: '0' } })
+  const token = await triggering.token('bob@example.com', 'erp', 'workflows:trigger')
+  const instance = triggering.instances[0]!
+  // Warm the caches (token, workflow, membership) with a trigger of a record left out of the figures.
+  await (await fetch(`${instance.url}${triggering.hooks.Counted}`, triggerRequest(token, 'cap_0'))).arrayBuffer()
+  const bytes0 = await tableBytes()
+  const before = await counters(instance.proc.pid)
+  const started = performance.now()
+  let next = 1
+  const statuses: Record<number, number> = {}
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      for (let i = next++; i <= TRIGGERS; i = next++) {
+        const response = await fetch(`${instance.url}${triggering.hooks.Counted}`, triggerRequest(token, `cap_${i}`))
+        await response.arrayBuffer()
+        statuses[response.status] = (statuses[response.status] ?? 0) + 1
+      }
+    }),
+  )
+  const triggerSeconds = (performance.now() - started) / 1000
+  await Bun.sleep(1000) // the statistics collector's flush
+  const after = await counters(instance.proc.pid)
+  const bytes1 = await tableBytes()
+  result.trigger = { statuses, perSecond: Math.round(TRIGGERS / triggerSeconds), ...perUnit(before, after, TRIGGERS), note: 'Trellis CPU includes HTTP parsing; the load generator runs in this process, not counted' }
+  log(`triggers: ${JSON.stringify(result.trigger)}`)
+  await triggering.close()
+
+  log('one instance with its executor on, draining the queued runs')
+  const draining = await startInstances({ url, document, count: 1, env: { ...RAISED, TRELLIS_EXECUTOR_CONCURRENCY: '8', TRELLIS_EXECUTOR_LEASE_SECONDS: '30' } })
+  const drainer = draining.instances[0]!
+  await sql`SELECT pg_stat_statements_reset()`
+  const drainBefore = await counters(drainer.proc.pid)
+  const drainStarted = performance.now()
+  for (;;) {
+    const [row] = (await sql`SELECT count(*)::int AS n FROM runs WHERE status IN ('queued', 'running')`) as { n: number }[]
+    if (row!.n === 0) break
+    if (performance.now() - drainStarted > 300_000) throw new Error(`${row!.n} runs still active after 300 s`)
+    await Bun.sleep(100)
+  }
+  const drainSeconds = (performance.now() - drainStarted) / 1000
+  await Bun.sleep(1000)
+  const drainAfter = await counters(drainer.proc.pid)
+  const bytes2 = await tableBytes()
+  const [ended] = (await sql`SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded, count(*)::int AS runs FROM runs`) as { succeeded: number; runs: number }[]
+  result.run = { ...ended, perSecond: Math.round(ended!.runs / drainSeconds), ...perUnit(drainBefore, drainAfter, ended!.runs) }
+  log(`runs: ${JSON.stringify(result.run)}`)
+  const top = (await sql`SELECT calls::int AS calls, round(total_exec_time)::int AS ms, round(mean_exec_time::numeric, 3)::float8 AS mean,
+      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10`) as { calls: number; ms: number; mean: number; query: string }[]
+  result.runStatements = top
+  for (const t of top) log(`  ${t.ms} ms in ${t.calls} calls (mean ${t.mean} ms): ${t.query}`)
+  await draining.close()
+  // Bytes kept per trigger and its run (tables with their indexes and TOAST), after both phases.
+  result.bytesKept = Object.fromEntries(TABLES.map((name) => [name, Math.round(((bytes2[name] ?? 0) - (bytes0[name] ?? 0)) / TRIGGERS)]))
+  result.bytesKeptBetweenPhases = Object.fromEntries(TABLES.map((name) => [name, Math.round(((bytes1[name] ?? 0) - (bytes0[name] ?? 0)) / TRIGGERS)]))
+  console.log(JSON.stringify(result, null, 2))
+} finally {
+  await sql.close()
+  cluster.stop()
+}
