@@ -51,7 +51,20 @@ const FIRST_AFTER = perLog((log) =>
   }),
 )
 
+const LINK_AT = perLog((log) =>
+  statement(`audit.link-at.${log}`, ({ db, t }) => {
+    const { x, inScope } = scopeOf(t, log)
+    return db.select({ hash: x.chainHash }).from(x).where(and(inScope, eq(x.chainPosition, ph('position')))).limit(constantLimit(1))
+  }),
+)
+
 const scopeParam = (scope: LogScope) => ({ scope: scope.scopeId ?? 0 })
+
+/** The link of the scope's entry at `position`, or null when there is none. */
+export function* chainLinkAt(scope: LogScope, position: number): Op<{ position: number; hash: string } | null> {
+  const found = yield* LINK_AT[scope.log].row({ ...scopeParam(scope), position })
+  return found?.hash == null ? null : { position, hash: found.hash }
+}
 
 /** The chain's newest link, or null when the scope has no chained entry. */
 export function* chainHead(scope: LogScope): Op<{ position: number; hash: string } | null> {
@@ -278,3 +291,73 @@ export function listWitnessDeliveries(checkpointId: string) {
 }
 
 export type { CheckpointKind }
+
+// ── The chain's entries, in position order (an export) ───────────────────────
+
+/** A page of a scope's entries in position order (`select().from(x)` typed per table: the two logs' rows differ). */
+const ACTIVITY_PAGE = statement('audit.entries-page.activity', ({ db, t }) => {
+  const x = t.activityLogs
+  return db
+    .select()
+    .from(x)
+    .where(and(eq(x.environmentId, ph('scope')), gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
+    .orderBy(asc(x.chainPosition))
+    .limit(ph('limit'))
+})
+const ADMIN_PAGE = statement('audit.entries-page.admin', ({ db, t }) => {
+  const x = t.adminLogs
+  return db
+    .select()
+    .from(x)
+    .where(and(sql`coalesce(${x.projectId}, 0) = ${ph('scope')}`, gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
+    .orderBy(asc(x.chainPosition))
+    .limit(ph('limit'))
+})
+
+const RECORD_IDS = statement('audit.entries-record-ids', (d) =>
+  d.db
+    .select({ logId: d.t.activityLogRecords.logId, recordId: d.t.activityLogRecords.recordId })
+    .from(d.t.activityLogRecords)
+    .where(d.inJsonArray(d.t.activityLogRecords.logId, 'ids', 'integer')),
+)
+
+/** Entries of a chain in position order: what an export writes of each (the canonical encoding's fields). */
+export type ChainEntry = { position: number; hash: string; fields: ActivityChainFields | AdminChainFields }
+
+/**
+ * Up to `limit` entries of the scope past `after` (a position) created in [`fromMicros`, `toMicros`), in position
+ * order, each with its stored link and its fields as the canonical encoding reads them.
+ */
+export function* chainEntriesPage(scope: ChainName, after: number, limit: number, fromMicros: number, toMicros: number): Op<ChainEntry[]> {
+  const values = { ...scopeParam(scope), after, limit, from: fromMicros, to: toMicros }
+  if (scope.log === 'admin') {
+    return (yield* ADMIN_PAGE.rows(values)).map((row) => ({
+      position: Number(row.chainPosition),
+      hash: row.chainHash ?? '',
+      fields: {
+        projectId: row.projectId === null ? null : Number(row.projectId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt),
+        type: row.type, resource: row.resource, initiator: row.initiator, userId: numberOrNull(row.userId), subjectUserId: numberOrNull(row.subjectUserId),
+        previousValue: row.previousValue, newValue: row.newValue, extension: Boolean(row.extension),
+      },
+    }))
+  }
+  const found = yield* ACTIVITY_PAGE.rows(values)
+  const recordIds = new Map<number, string[]>()
+  if (found.length > 0) {
+    for (const r of yield* RECORD_IDS.rows({ ids: JSON.stringify(found.map((row) => Number(row.id))) })) {
+      recordIds.set(Number(r.logId), [...(recordIds.get(Number(r.logId)) ?? []), r.recordId])
+    }
+  }
+  return found.map((row) => ({
+    position: Number(row.chainPosition),
+    hash: row.chainHash ?? '',
+    fields: {
+      environmentId: Number(row.environmentId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt), type: row.type,
+      action: row.action, label: row.label, userId: Number(row.userId), teamId: numberOrNull(row.teamId), collectionId: numberOrNull(row.collectionId),
+      tokenId: numberOrNull(row.tokenId), workflowName: row.workflowName, runId: row.runId, stepName: row.stepName, extension: Boolean(row.extension),
+      recordIds: (recordIds.get(Number(row.id)) ?? []).sort(),
+    },
+  }))
+}
+
+const numberOrNull = (value: number | null) => (value === null ? null : Number(value))
