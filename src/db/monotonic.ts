@@ -15,13 +15,14 @@
  */
 import type { Database } from 'bun:sqlite'
 import { eq, isNull, max, sql } from 'drizzle-orm'
+import type { ChainLink } from '../lib/audit-chain.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
 import { connectionOf } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
-import { heldListTimes, lockListScope, pgListOf } from './postgres/monotonic.ts'
+import { heldListTimes, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
 
 /**
  * `max(now, latest createdAt in the list + 1 µs)`: strictly after every earlier entry of the list scope, and `now`
@@ -29,12 +30,62 @@ import { heldListTimes, lockListScope, pgListOf } from './postgres/monotonic.ts'
  * transaction that already set the scope's newest time (PostgreSQL, under its lock) counts on from it unread.
  */
 export function* nextCreatedAt(list: TimeOrderedList, scopeValue: number | null, now: Millis): Op<Micros> {
-  const known = yield* runPlan(holdListScope, list, scopeValue)
-  const at = microsFromMillis(now)
-  const latest = known ?? (yield* readLatestCreatedAt(list, scopeValue))
-  const next = latest === null || latest < at ? at : ((latest + 1) as Micros)
-  yield* runPlan(rememberListTime, list, scopeValue, next)
+  const known = yield* runPlan(holdListScope, list, scopeValue, 0)
+  const latest = known?.at ?? (yield* readLatestCreatedAt(list, scopeValue))
+  const next = timeAfter(latest, now)
+  yield* runPlan(rememberListTime, list, scopeValue, { at: next })
   return next
+}
+
+/** `max(now, latest + 1 µs)`. */
+const timeAfter = (latest: Micros | null, now: Millis): Micros => {
+  const at = microsFromMillis(now)
+  return latest === null || latest < at ? at : ((latest + 1) as Micros)
+}
+
+/** Where a chained log's next entries go: the first one's time (`nextCreatedAts`) and the scope's head link, null when the chain is empty. */
+export interface ChainedEntries {
+  createdAt: Micros
+  head: ChainLink | null
+}
+
+/**
+ * `nextCreatedAts` for a hash-chained log (src/lib/audit-chain.ts): the same time, and the link the entries chain on
+ * from, read with the scope's newest time in one statement (or known to this transaction already). Positions follow
+ * the same order as times: commit order, under the scope's hold. `reserve`: on PostgreSQL, ids the insert will take,
+ * drawn from the log's sequence in the same statement, under the lock (none where the insert takes its own). The
+ * caller inserts the entries at positions head + 1, … and then tells the transaction its new head (`chainedEntriesWritten`).
+ */
+export function* nextChainedEntries(list: TimeOrderedList, scopeValue: number | null, now: Millis, reserve: number): Op<ChainedEntries> {
+  const known = yield* runPlan(holdListScope, list, scopeValue, reserve)
+  const head = known !== undefined && known.link !== undefined ? known : yield* readChainHead(list, scopeValue)
+  return { createdAt: timeAfter(head.at ?? null, now), head: head.link ?? null }
+}
+
+/** Remembers a chained log scope's newest entry this transaction wrote: its time and link. */
+export function* chainedEntriesWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros, link: ChainLink): Op<void> {
+  yield* runPlan(rememberListTime, list, scopeValue, { at, link })
+}
+
+/** The chained log scope's newest time and head link (by position: its chain index), in one statement. */
+function* readChainHead(list: TimeOrderedList, scopeValue: number | null): Op<{ at: Micros | null; link: ChainLink | null }> {
+  const chain = chainScopeOf(list)
+  const shape = scopeValue !== null ? 'scope' : 'null-scope'
+  const read = statementOfShape(`${list.name}.head.${shape}`, (d) => {
+    const { table, createdAt, scope } = listColumns(d, list)
+    const inScope = scopeValue !== null ? sql`${scope!} = ${sql.placeholder('scope')}` : sql`${scope!} IS NULL`
+    const head = (column: string) =>
+      sql`(SELECT ${sql.raw(column)} FROM ${table} WHERE ${sql.raw(chain)} = ${sql.placeholder('chainScope')} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1)`
+    return d.valueRows(sql`SELECT ${d.number(sql`(SELECT max(${createdAt}) FROM ${table} WHERE ${inScope})`)}, ${d.number(head('chain_position'))}, ${head('chain_hash')}`)
+  })
+  const [at, position, hash] = ((yield* read.rows({ scope: scopeValue, chainScope: scopeValue ?? 0 })) as [number | null, number | null, string | null][])[0] ?? [null, null, null]
+  return { at: at === null ? null : (Number(at) as Micros), link: position === null || hash === null ? null : { position: Number(position), hash } }
+}
+
+/** The expression a chained log's chain index scopes positions by (the list's scope; 0 for none). */
+function chainScopeOf(list: TimeOrderedList): string {
+  if (list.chain === undefined) throw new Error(`the list ${list.name} is not chained`)
+  return list.chain.scope
 }
 
 /**
@@ -43,7 +94,7 @@ export function* nextCreatedAt(list: TimeOrderedList, scopeValue: number | null,
  */
 export function* nextCreatedAts(list: TimeOrderedList, scopeValue: number | null, now: Millis, count: number): Op<Micros> {
   const first = yield* nextCreatedAt(list, scopeValue, now)
-  if (count > 1) yield* runPlan(rememberListTime, list, scopeValue, (first + count - 1) as Micros)
+  if (count > 1) yield* runPlan(rememberListTime, list, scopeValue, { at: (first + count - 1) as Micros })
   return first
 }
 
@@ -53,7 +104,7 @@ export function* nextCreatedAts(list: TimeOrderedList, scopeValue: number | null
  * counted for the scope is forgotten.
  */
 export function* latestCreatedAt(list: TimeOrderedList, scopeValue: number | null): Op<Micros | null> {
-  yield* runPlan(holdListScope, list, scopeValue)
+  yield* runPlan(holdListScope, list, scopeValue, 0)
   yield* runPlan(rememberListTime, list, scopeValue, null)
   return yield* readLatestCreatedAt(list, scopeValue)
 }
@@ -71,13 +122,28 @@ function* readLatestCreatedAt(list: TimeOrderedList, scopeValue: number | null):
 }
 
 /**
- * SQLite: the newest time each list scope got in the connection's open write transaction (`countListTimes`). Its
- * one writer holds every scope already, so what the transaction set is the scope's newest until it ends: the entries
- * a group commit writes to one environment read the newest once, not once each. A savepoint rolled back may leave a
- * time here that its row no longer holds: the next entry comes a microsecond after it instead of after the row
- * before, still strictly later. Outside `countListTimes` (no map) nothing is counted and every entry reads.
+ * SQLite: the newest time (and, in a chained log, link) each list scope got in the connection's open write
+ * transaction (`countListTimes`). Its one writer holds every scope already, so what the transaction set is the
+ * scope's newest until it ends: the entries a group commit writes to one environment read the newest once, not once
+ * each. A savepoint rolled back forgets them all (`forgetListTimes`): its rows are gone, and a link to a row that is
+ * not there would break the chain. Outside `countListTimes` (no map) nothing is counted and every entry reads.
  */
-const sqliteListTimes = new WeakMap<Database, Map<string, Micros>>()
+const sqliteListTimes = new WeakMap<Database, Map<string, ScopeHead>>()
+/** SQLite: the id the next row of a chained log's table takes in the open write transaction (`nextIdsOnSqlite`). */
+const sqliteNextIds = new WeakMap<Database, Map<string, number>>()
+
+/**
+ * SQLite: the first of `count` ids the next rows of `table` (AUTOINCREMENT) take, as the table itself would number
+ * them: read once per write transaction (`read`: one past the largest id the table ever gave), then counted on. Its
+ * one writer inserts nothing else in between: a chained log's inserts all come through its plan (./log-chain.ts),
+ * which hashes each entry with its id before inserting it (the append-only triggers refuse setting it after).
+ */
+export function nextIdsOnSqlite(db: Db, table: string, count: number, read: () => number): number {
+  const ids = sqliteNextIds.get(connectionOf(db))
+  const first = ids?.get(table) ?? read()
+  ids?.set(table, first + count)
+  return first
+}
 const scopeKey = (list: TimeOrderedList, scopeValue: number | null) => `${list.table}|${list.scope}|${scopeValue}`
 
 /**
@@ -88,50 +154,74 @@ const scopeKey = (list: TimeOrderedList, scopeValue: number | null) => `${list.t
 export function countListTimes<T>(db: Db, fn: () => T): T {
   const connection = connectionOf(db)
   sqliteListTimes.set(connection, new Map())
+  sqliteNextIds.set(connection, new Map())
   try {
     return fn()
   } finally {
     sqliteListTimes.delete(connection)
+    sqliteNextIds.delete(connection)
   }
 }
 
+/** After a savepoint's rollback on SQLite (./sqlite/savepoint.ts): what the transaction knew of its scopes may name rows now gone. */
+export function forgetListTimes(db: Db): void {
+  sqliteListTimes.get(connectionOf(db))?.clear()
+  sqliteNextIds.get(connectionOf(db))?.clear()
+}
+
 /**
- * Holds the list scope for this transaction's next entry, and answers the newest time this transaction set there
+ * Holds the list scope for this transaction's next entry, and answers the newest entry this transaction set there
  * (undefined: none, read it). SQLite's one writer holds every scope already.
  *
- * PostgreSQL takes the list scope's lock; answers the newest time this transaction set in the scope, or else the
- * scope's newest time, read by a statement sent right behind the lock's without waiting for its answer: the
- * connection runs it once the lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the
- * lock's previous holder committed, and the writer waits once under the lock where it waited twice (0: the scope is
- * empty).
+ * PostgreSQL takes the list scope's lock; answers the newest entry this transaction set in the scope, or else the
+ * scope's newest time — and in a chained log its head link, with `reserve` ids drawn from the log's sequence —,
+ * read by a statement sent right behind the lock's without waiting for its answer: the connection runs it once the
+ * lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the lock's previous holder
+ * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
  */
 const holdListScope = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null): Micros | undefined =>
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, _reserve: number): ScopeHead | undefined =>
     sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue)),
-  postgres: async (db, list, scopeValue) => {
+  postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
     const locked = lockListScope(db, pgList, scopeValue)
-    if (known !== undefined) return locked.then(() => known)
+    if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)
     const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
-    const latest = rawRows<{ at: number | null }>(db, `SELECT max(created_at)::float8 AS at FROM ${pgList.table} ${where}`, where.includes('$1') ? [scopeValue] : [])
-    latest.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+    const latest = `(SELECT max(created_at)::float8 FROM ${pgList.table} ${where}) AS at`
+    const chain = pgList.chain
+    const head = (column: string) => `(SELECT ${column} FROM ${pgList.table} WHERE ${chain?.scope} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1)`
+    const read =
+      chain === undefined
+        ? rawRows<{ at: number | null }>(db, `SELECT ${latest}`, where.includes('$1') ? [scopeValue] : [])
+        : rawRows<{ at: number | null; position: number | null; hash: string | null; ids: number[] }>(
+            db,
+            `SELECT ${latest}, ${head('chain_position::float8')} AS position, ${head('chain_hash')} AS hash,
+              ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, $2::int4)) AS ids`,
+            [scopeValue ?? 0, reserve],
+          )
+    read.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
     await locked
-    return ((await latest)[0]?.at ?? 0) as Micros
+    const [row] = await read
+    const at = (row?.at ?? 0) as Micros
+    if (chain === undefined) return { at }
+    const found = row as unknown as { position: number | null; hash: string | null; ids: number[] }
+    reserveIds(db, pgList, scopeValue, found.ids.map(Number))
+    return { at, link: found.position === null || found.hash === null ? null : { position: Number(found.position), hash: found.hash } }
   },
-  why: "writers of one list scope queue on its advisory lock to date entries in commit order; SQLite's one writer holds every scope",
+  why: "writers of one list scope queue on its advisory lock to date (and chain) entries in commit order; SQLite's one writer holds every scope",
 })
 
-/** Remembers the newest time this transaction set in the list scope (null: forgets it). */
+/** Remembers the newest entry this transaction wrote in the list scope (null: forgets it). */
 const rememberListTime = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, at: Micros | null): void => {
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, head: ScopeHead | null): void => {
     const times = sqliteListTimes.get(connectionOf(db))
     if (times === undefined) return
-    if (at === null) times.delete(scopeKey(list, scopeValue))
-    else times.set(scopeKey(list, scopeValue), at)
+    if (head === null) times.delete(scopeKey(list, scopeValue))
+    else times.set(scopeKey(list, scopeValue), head)
   },
-  postgres: async (db, list, scopeValue, at) => {
-    heldListTimes(db).set(pgListOf(list), scopeValue, at)
+  postgres: async (db, list, scopeValue, head) => {
+    heldListTimes(db).set(pgListOf(list), scopeValue, head)
   },
   why: "the transaction's newest time per list scope lives beside PostgreSQL's list locks and goes with them at a savepoint's rollback; SQLite's lives with the connection's write transaction",
 })

@@ -21,6 +21,8 @@ export interface TimeOrderedList {
   table: TimedTable
   /** Within one scope value createdAt never decreases in id order. */
   scope: string | null
+  /** A hash-chained log (./monotonic.ts `nextChainedEntries`): the SQL expression its chain index scopes positions by (0 for a null scope). */
+  chain?: { scope: string }
 }
 
 /** The list's table and columns in the dialect. */

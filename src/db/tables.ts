@@ -77,6 +77,12 @@ export function defineTables(kit: TableKit) {
   const createdAt = () => integer('created_at').notNull()
   /** An epoch-µs time (the compiler keeps it apart from milliseconds). */
   const micros = (name: string) => integer(name).$type<Micros>()
+  /**
+   * A log entry's link in its scope's hash chain (src/lib/audit-chain.ts, docs/audit.md): its position (1, 2, … per
+   * scope) and `chain_hash` (64 hex digits). Null only in an entry written by an instance older than the chain (the
+   * upgrade links those written before it: src/db/chain-upgrade.ts); `trellis audit verify` reports it as inserted.
+   */
+  const chainColumns = () => ({ chainPosition: integer('chain_position'), chainHash: text('chain_hash') })
   /** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
   const belongsTo = (name: string, target: () => AnySQLiteColumn) =>
     integer(name).notNull().references(target, { onDelete: 'cascade' })
@@ -970,6 +976,7 @@ export function defineTables(kit: TableKit) {
        */
       extension: boolean('extension').notNull().default(false),
       createdAt: micros('created_at').notNull(),
+      ...chainColumns(),
     },
     // Written with every change: the list's order, its default page and its createdAt bounds only. The user, team,
     // collection, action and type filters walk one of the first two (the recordId filter has activity_log_records).
@@ -978,6 +985,9 @@ export function defineTables(kit: TableKit) {
       // The default page (extensions hidden): one seek, never a skip over extension entries.
       index('activity_logs_env_documented_idx').on(t.environmentId, t.id).where(sql`extension = ${kit.false}`),
       index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
+      // One entry per position of an environment's chain, decided by the database (PostgreSQL has many writers); the
+      // head read (src/db/monotonic.ts) seeks it.
+      uniqueIndex('activity_logs_env_chain_idx').on(t.environmentId, t.chainPosition),
       check('activity_logs_type_check', sql`${t.type} in ('read', 'write')`),
     ],
   )
@@ -1015,8 +1025,11 @@ export function defineTables(kit: TableKit) {
       /** The resource or initiator is a Trellis extension: listed only with `extensions=true` (as activity_logs). */
       extension: boolean('extension').notNull().default(false),
       createdAt: micros('created_at').notNull(),
+      ...chainColumns(),
     },
     (t) => [
+      // The instance's chain (no project) is scope 0: a plain unique index lets two null scopes share a position.
+      uniqueIndex('admin_logs_scope_chain_idx').on(sql`coalesce(project_id, 0)`, t.chainPosition),
       index('admin_logs_project_id_idx').on(t.projectId, t.id),
       index('admin_logs_project_documented_idx').on(t.projectId, t.id).where(sql`extension = ${kit.false}`),
       index('admin_logs_project_created_idx').on(t.projectId, t.createdAt),
