@@ -1,5 +1,5 @@
 /**
- * The outboxes claimed under a lease — completion callbacks' deliveries (./callbacks.ts), mail (./mail.ts) and workflow events (./workflow-events.ts): their
+ * The outboxes claimed under a lease — completion callbacks' deliveries (./callbacks.ts), mail (./mail.ts), workflow events (./workflow-events.ts) and audit witness deliveries (./audit.ts): their
  * statements, written once for both stores and both tables. Each item is `pending` until settled (`succeeded`/`sent`
  * or `failed`); a worker claims due items by writing its name and an expiry into the lease, settles each attempt
  * guarded by that lease, and hands back what it holds when it stops.
@@ -15,7 +15,7 @@ import type { Store } from './store.ts'
 import { statement } from './query.ts'
 
 /** A table of leased items: both outboxes have these columns, named alike. */
-type LeasedTable = Tables['callbackDeliveries'] | Tables['mailOutbox'] | Tables['workflowEvents']
+type LeasedTable = Tables['callbackDeliveries'] | Tables['mailOutbox'] | Tables['workflowEvents'] | Tables['auditWitnessDeliveries']
 
 /** One attempt's outcome: the item is `done` (delivered), `failed` for good, or `pending` again until `nextAttemptAt`. */
 export type LeaseOutcome<Done extends string> = { status: Done | 'failed'; at: number } | { status: 'pending'; nextAttemptAt: number }

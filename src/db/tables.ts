@@ -1045,11 +1045,69 @@ export function defineTables(kit: TableKit) {
     ],
   )
 
+  // ── The audit trail (docs/audit.md) ───────────────────────────────────────
+
+  /**
+   * Signed checkpoints and retention anchors of the log chains: one per (scope, position, kind), whichever instance
+   * signs it first (the unique index decides; the others' inserts do nothing). `created_at` (ms) is the signed body's
+   * `time`. No foreign key to the scope: a checkpoint outlives its project, as its witnessed copies do.
+   */
+  const auditCheckpoints = table(
+    'audit_checkpoints',
+    {
+      id: text('id').primaryKey(),
+      kind: text('kind', { enum: ['checkpoint', 'anchor'] }).notNull(),
+      log: text('log', { enum: ['activity', 'admin'] }).notNull(),
+      /** The environment (activity) or project (admin) id; null for the instance's admin log. */
+      scopeId: integer('scope_id'),
+      /** `activity:<id>`, `admin:<id>`, `admin:instance`: one value per chain, the null scope included, for the unique key. */
+      scopeKey: text('scope_key').notNull(),
+      position: integer('position').notNull(),
+      hash: text('hash').notNull(),
+      kid: text('kid').notNull(),
+      signature: text('signature').notNull(),
+      createdAt: createdAt(),
+    },
+    (t) => [
+      uniqueIndex('audit_checkpoints_scope_position_idx').on(t.scopeKey, t.position, t.kind),
+      check('audit_checkpoints_kind_check', sql`${t.kind} in ('checkpoint', 'anchor')`),
+      check('audit_checkpoints_log_check', sql`${t.log} in ('activity', 'admin')`),
+    ],
+  )
+
+  /**
+   * The witness outbox (src/db/audit.ts): one delivery per checkpoint and configured witness (`dir`: the witness
+   * file; `url`: the callback), written in the checkpoint's transaction, claimed under a lease like the callbacks'.
+   */
+  const auditWitnessDeliveries = table(
+    'audit_witness_deliveries',
+    {
+      id: text('id').primaryKey(),
+      checkpointId: text('checkpoint_id')
+        .notNull()
+        .references(() => auditCheckpoints.id, { onDelete: 'cascade' }),
+      witness: text('witness', { enum: ['dir', 'url'] }).notNull(),
+      status: text('status', { enum: ['pending', 'delivered', 'failed'] }).notNull(),
+      attempts: integer('attempts').notNull().default(0),
+      nextAttemptAt: integer('next_attempt_at').notNull(),
+      leaseOwner: text('lease_owner'),
+      leaseExpiresAt: integer('lease_expires_at'),
+      lastError: text('last_error'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('audit_witness_deliveries_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      check('audit_witness_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed')`),
+      check('audit_witness_deliveries_witness_check', sql`${t.witness} in ('dir', 'url')`),
+    ],
+  )
+
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
     workflows, workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
     callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
-    activityLogRecords, adminLogs,
+    activityLogRecords, adminLogs, auditCheckpoints, auditWitnessDeliveries,
   }
 }

@@ -1,0 +1,116 @@
+/**
+ * `trellis audit key|export|verify` (docs/audit.md): the signing key's public half (and the witness callbacks' secret),
+ * a log's signed export, and the chain's verification.
+ */
+import { closeSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
+import { auditSigningKey, auditWitnessSecret } from '../lib/audit-key.ts'
+import { HttpError } from '../lib/errors.ts'
+import { loadInstanceSecret } from '../lib/secret.ts'
+import { readSnapshot } from '../db/read.ts'
+import { exportLines, exportScope } from '../modules/audit/export.ts'
+import { booleanFlag, type Command, CommandError, configFrom, type Parsed, parseFlags, required, stringFlag, UsageError, withStore } from './command.ts'
+import type { Io } from './command.ts'
+import type { Config } from '../config.ts'
+
+const SUBCOMMANDS = ['key', 'export'] as const
+
+export const auditCommand: Command = {
+  summary: 'the audit trail: print the public key (`key`), write a log\'s signed export (`export`)',
+  usage: [
+    'trellis audit key [--out FILE] [--witness-secret]',
+    '       trellis audit export --project P [--log activity|admin] [--environment E] [--from T] [--to T] [--out FILE]',
+  ].join('\n'),
+  flags: {
+    out: stringFlag('FILE', 'key: write the public key (JWK) to FILE; export: write the export to FILE (default: standard output)'),
+    'witness-secret': booleanFlag('key: print the signing secret of the audit.checkpoint callbacks (whsec_…) instead, for the receiver'),
+    project: stringFlag('NAME', 'export: the project'),
+    log: stringFlag('LOG', 'export: activity (default: an environment\'s) or admin (the project\'s)'),
+    environment: stringFlag('NAME', 'export: the environment (the activity log)'),
+    from: stringFlag('TIME', 'export: entries created at or after this ISO 8601 time'),
+    to: stringFlag('TIME', 'export: entries created before this ISO 8601 time'),
+  },
+  async run(argv, io) {
+    const parsed = parseFlags(argv, this.flags, 1)
+    const sub = parsed.positionals[0]
+    if (sub === 'key') return keyCommand(parsed, io)
+    if (sub === 'export') return exportCommand(parsed, io)
+    throw new UsageError(`which audit command? one of ${SUBCOMMANDS.join(', ')}`)
+  },
+}
+
+/** The instance secret the configuration names (TRELLIS_SECRET, else the data directory's file). */
+const secretOf = (config: Config) => loadInstanceSecret(config.dataDir, config.secretFromEnv)
+
+function keyCommand(parsed: Parsed, io: Io): number {
+  const config = configFrom(parsed)
+  const secret = secretOf(config)
+  if (parsed.values['witness-secret'] === true) {
+    if (parsed.values.out !== undefined) throw new UsageError('--out writes the public key; --witness-secret prints the secret on standard output')
+    io.out(auditWitnessSecret(secret))
+    return 0
+  }
+  const jwk = JSON.stringify(auditSigningKey(secret).publicJwk)
+  const out = parsed.values.out
+  if (typeof out === 'string') {
+    writeWhole(out, `${jwk}\n`)
+    io.out(resolve(out))
+  } else {
+    io.out(jwk)
+  }
+  return 0
+}
+
+async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
+  const config = configFrom(parsed)
+  const project = required(parsed, 'project')
+  const option = (name: string) => (typeof parsed.values[name] === 'string' ? (parsed.values[name] as string) : undefined)
+  const key = auditSigningKey(secretOf(config))
+  return withStore(config, async (store) => {
+    let scope
+    try {
+      scope = await readSnapshot(store, exportScope(project, { log: option('log'), environment: option('environment'), from: option('from'), to: option('to') }))
+    } catch (error) {
+      if (error instanceof HttpError) throw (error.status === 400 ? new UsageError(`--${(error.toBody().details as { field: string }[] | undefined)?.[0]?.field ?? 'flag'} ${error.message}`) : new CommandError(error.message))
+      throw error
+    }
+    const lines = exportLines(store, key, scope, () => Date.now())
+    const out = option('out')
+    if (out === undefined) {
+      for await (const line of lines) io.out(line)
+      return 0
+    }
+    // Into a file beside FILE, renamed over it at the end: an export cut short never leaves a FILE that looks whole.
+    const target = resolve(out)
+    const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
+    const fd = openSync(partial, 'w', 0o600)
+    let entries = 0
+    try {
+      for await (const line of lines) {
+        writeSync(fd, `${line}\n`)
+        if (line.startsWith('{"type":"entry"')) entries++
+      }
+    } catch (error) {
+      closeSync(fd)
+      rmSync(partial, { force: true })
+      throw error
+    }
+    closeSync(fd)
+    renameSync(partial, target)
+    io.out(`${target} (${entries} entries)`)
+    return 0
+  })
+}
+
+/** `text` written to `path` whole: into a file beside it, renamed over it. */
+function writeWhole(path: string, text: string): void {
+  const target = resolve(path)
+  const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
+  const fd = openSync(partial, 'w', 0o644)
+  try {
+    writeSync(fd, text)
+  } finally {
+    closeSync(fd)
+  }
+  renameSync(partial, target)
+}

@@ -1,0 +1,363 @@
+/**
+ * The audit trail's storage beyond the chain columns (docs/audit.md): each chain's head and its first unsigned entry
+ * (what the checkpoint job decides on), the signed checkpoints and anchors (`audit_checkpoints`, one per scope, position
+ * and kind: the unique key decides between instances), and the witness outbox (`audit_witness_deliveries`, claimed
+ * under a lease by the statements the callbacks and mail use: ./leased-queue.ts). Written once for both stores.
+ */
+import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
+import { type AuditLog, type CheckpointKind, logKey, type LogScope, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
+import type { AuditSigningKey } from '../lib/audit-key.ts'
+import type { Tables } from './dialect.ts'
+import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
+import type { Op } from './op.ts'
+import { constantLimit, rows, statement } from './query.ts'
+
+const ph = (name: string) => sql.placeholder(name)
+
+/** Which witnesses a checkpoint goes to: the witness file, the witness callback. */
+export type Witness = 'dir' | 'url'
+
+/** A log's table, and the condition naming one scope of it as the chain's unique index reads it. */
+function scopeOf(t: Tables, log: AuditLog) {
+  if (log === 'activity') return { x: t.activityLogs, inScope: eq(t.activityLogs.environmentId, ph('scope')) }
+  // The instance's chain is scope 0 in the admin log's unique index (`coalesce(project_id, 0)`): the head seeks it.
+  return { x: t.adminLogs, inScope: sql`coalesce(${t.adminLogs.projectId}, 0) = ${ph('scope')}` }
+}
+
+/** One statement per log (the two tables' columns differ in name only). */
+const perLog = <S>(make: (log: AuditLog) => S): Record<AuditLog, S> => ({ activity: make('activity'), admin: make('admin') })
+
+const HEAD = perLog((log) =>
+  statement(`audit.head.${log}`, ({ db, t }) => {
+    const { x, inScope } = scopeOf(t, log)
+    return db
+      .select({ position: x.chainPosition, hash: x.chainHash })
+      .from(x)
+      .where(and(inScope, isNotNull(x.chainPosition)))
+      .orderBy(desc(x.chainPosition))
+      .limit(constantLimit(1))
+  }),
+)
+
+const FIRST_AFTER = perLog((log) =>
+  statement(`audit.first-after.${log}`, ({ db, t }) => {
+    const { x, inScope } = scopeOf(t, log)
+    return db
+      .select({ position: x.chainPosition, createdAt: x.createdAt })
+      .from(x)
+      .where(and(inScope, gt(x.chainPosition, ph('after'))))
+      .orderBy(asc(x.chainPosition))
+      .limit(constantLimit(1))
+  }),
+)
+
+const LINK_AT = perLog((log) =>
+  statement(`audit.link-at.${log}`, ({ db, t }) => {
+    const { x, inScope } = scopeOf(t, log)
+    return db.select({ hash: x.chainHash }).from(x).where(and(inScope, eq(x.chainPosition, ph('position')))).limit(constantLimit(1))
+  }),
+)
+
+const scopeParam = (scope: LogScope) => ({ scope: scope.scopeId ?? 0 })
+
+/** The link of the scope's entry at `position`, or null when there is none. */
+export function* chainLinkAt(scope: LogScope, position: number): Op<{ position: number; hash: string } | null> {
+  const found = yield* LINK_AT[scope.log].row({ ...scopeParam(scope), position })
+  return found?.hash == null ? null : { position, hash: found.hash }
+}
+
+/** The chain's newest link, or null when the scope has no chained entry. */
+export function* chainHead(scope: LogScope): Op<{ position: number; hash: string } | null> {
+  const head = yield* HEAD[scope.log].row(scopeParam(scope))
+  return head?.position == null || head.hash == null ? null : { position: Number(head.position), hash: head.hash }
+}
+
+/** The scope's first entry past `position` (the oldest one no checkpoint covers): its position and time (epoch µs). */
+export function* firstEntryAfter(scope: LogScope, position: number): Op<{ position: number; createdAtMicros: number } | null> {
+  const entry = yield* FIRST_AFTER[scope.log].row({ ...scopeParam(scope), after: position })
+  return entry?.position == null ? null : { position: Number(entry.position), createdAtMicros: Number(entry.createdAt) }
+}
+
+/** Every chain there is: each environment's activity log, each project's admin log, the instance's admin log. */
+export function* auditScopes(): Op<LogScope[]> {
+  const environments = yield* rows(({ db, t }) => db.select({ id: t.environments.id }).from(t.environments).orderBy(asc(t.environments.id)))
+  const projects = yield* rows(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).orderBy(asc(t.projects.id)))
+  return [
+    ...environments.map((e) => ({ log: 'activity' as const, scopeId: e.id })),
+    ...projects.map((p) => ({ log: 'admin' as const, scopeId: p.id })),
+    { log: 'admin', scopeId: null },
+  ]
+}
+
+// ── Checkpoints and anchors ───────────────────────────────────────────────────
+
+const LAST_SIGNED = statement('audit.last-signed', ({ db, t }) =>
+  db
+    .select({ position: sql<number | null>`max(${t.auditCheckpoints.position})`.mapWith(Number) })
+    .from(t.auditCheckpoints)
+    .where(eq(t.auditCheckpoints.scopeKey, ph('scopeKey'))),
+)
+
+/** The newest position a checkpoint or anchor of the scope covers; 0 when none does. */
+export function* lastSignedPosition(scope: LogScope): Op<number> {
+  return (yield* LAST_SIGNED.row({ scopeKey: logKey(scope) }))?.position ?? 0
+}
+
+const INSERT_CHECKPOINT = statement('audit.insert-checkpoint', ({ db, t }) =>
+  db
+    .insert(t.auditCheckpoints)
+    .values({
+      id: sql`${ph('id')}`,
+      kind: sql`${ph('kind')}`,
+      log: sql`${ph('log')}`,
+      scopeId: sql`${ph('scopeId')}`,
+      scopeKey: sql`${ph('scopeKey')}`,
+      position: sql`${ph('position')}`,
+      hash: sql`${ph('hash')}`,
+      kid: sql`${ph('kid')}`,
+      signature: sql`${ph('signature')}`,
+      createdAt: sql`${ph('createdAt')}`,
+    })
+    .onConflictDoNothing()
+    .returning({ id: t.auditCheckpoints.id }),
+)
+
+const INSERT_DELIVERY = statement('audit.insert-witness-delivery', ({ db, t }) =>
+  db.insert(t.auditWitnessDeliveries).values({
+    id: sql`${ph('id')}`,
+    checkpointId: sql`${ph('checkpointId')}`,
+    witness: sql`${ph('witness')}`,
+    status: 'pending',
+    attempts: 0,
+    nextAttemptAt: sql`${ph('now')}`,
+    createdAt: sql`${ph('now')}`,
+  }),
+)
+
+/**
+ * Stores a signed checkpoint or anchor and queues it for each witness, in the caller's transaction; false (nothing
+ * written) when the scope already has one of this kind at this position — another instance signed it first.
+ */
+export function* insertCheckpoint(checkpoint: SignedCheckpoint, witnesses: readonly Witness[], now: number): Op<boolean> {
+  const { id, kind, log, scopeId, position, hash, kid, signature } = checkpoint
+  const stored = yield* INSERT_CHECKPOINT.rows({
+    id, kind, log, scopeId, scopeKey: logKey(checkpoint), position, hash, kid, signature, createdAt: Date.parse(checkpoint.time),
+  })
+  if (stored.length === 0) return false
+  for (const witness of witnesses) yield* INSERT_DELIVERY.exec({ id: `${id}.${witness}`, checkpointId: id, witness, now })
+  return true
+}
+
+type CheckpointRow = Tables['auditCheckpoints']['$inferSelect']
+
+/** A stored row as the checkpoint it signs (its `time` is `created_at`, as signed). */
+function checkpointOf(row: CheckpointRow): SignedCheckpoint {
+  return {
+    v: 1,
+    kind: row.kind,
+    log: row.log,
+    scopeId: row.scopeId === null ? null : Number(row.scopeId),
+    position: Number(row.position),
+    hash: row.hash,
+    time: new Date(Number(row.createdAt)).toISOString(),
+    kid: row.kid,
+    id: row.id,
+    signature: row.signature,
+  }
+}
+
+const SCOPE_CHECKPOINTS = statement('audit.scope-checkpoints', ({ db, t }) =>
+  db
+    .select()
+    .from(t.auditCheckpoints)
+    .where(and(eq(t.auditCheckpoints.scopeKey, ph('scopeKey')), gt(t.auditCheckpoints.position, ph('from')), lte(t.auditCheckpoints.position, ph('to'))))
+    .orderBy(asc(t.auditCheckpoints.position), asc(t.auditCheckpoints.kind)),
+)
+
+/** The scope's checkpoints and anchors past `from` up to `to` (positions), in position order. */
+export function* listCheckpoints(scope: LogScope, from = 0, to = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint[]> {
+  return (yield* SCOPE_CHECKPOINTS.rows({ scopeKey: logKey(scope), from, to })).map(checkpointOf)
+}
+
+const NEWEST_ANCHOR = statement('audit.newest-anchor', ({ db, t }) =>
+  db
+    .select()
+    .from(t.auditCheckpoints)
+    .where(and(eq(t.auditCheckpoints.scopeKey, ph('scopeKey')), sql`${t.auditCheckpoints.kind} = 'anchor'`, lte(t.auditCheckpoints.position, ph('before'))))
+    .orderBy(desc(t.auditCheckpoints.position))
+    .limit(constantLimit(1)),
+)
+
+/** The scope's newest anchor at or below `before` (where retention stopped), or null. */
+export function* newestAnchor(scope: LogScope, before = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint | null> {
+  const row = yield* NEWEST_ANCHOR.row({ scopeKey: logKey(scope), before })
+  return row ? checkpointOf(row) : null
+}
+
+/** A scope and the kinds of checkpoint it holds, as verify lists them (every scope with one, its project perhaps gone). */
+export function* checkpointedScopes(): Op<LogScope[]> {
+  const found = yield* rows(({ db, t }) =>
+    db.selectDistinct({ log: t.auditCheckpoints.log, scopeId: t.auditCheckpoints.scopeId }).from(t.auditCheckpoints).orderBy(asc(t.auditCheckpoints.log), asc(t.auditCheckpoints.scopeId)),
+  )
+  return found.map((f) => ({ log: f.log, scopeId: f.scopeId === null ? null : Number(f.scopeId) }))
+}
+
+// ── Retention anchors ─────────────────────────────────────────────────────────
+
+/** What signing needs: the key, and the witnesses each signed checkpoint or anchor is queued for. */
+export interface AuditSigning {
+  key: AuditSigningKey
+  witnesses: readonly Witness[]
+}
+
+/**
+ * An anchor for each scope among the entries just deleted, at its newest deleted entry, signed and queued for the
+ * witnesses, in the deleting transaction: verify starts that chain from it.
+ */
+export function* recordAnchors(log: AuditLog, deleted: readonly PrunedEntry[], signing: AuditSigning, now: number): Op<void> {
+  for (const { scope, position, hash } of lastPrunedLinks(log, deleted)) {
+    yield* insertCheckpoint(signCheckpoint(signing.key, 'anchor', scope, position, hash, now), signing.witnesses, now)
+  }
+}
+
+type PrunedEntry = { scopeId: number | null; position: number | null; hash: string | null }
+
+/** The link of the newest entry of each scope among those just deleted (`deleted`: their scope, position, hash). */
+function lastPrunedLinks(log: AuditLog, deleted: readonly PrunedEntry[]) {
+  const newest = new Map<string, { scope: LogScope; position: number; hash: string }>()
+  for (const entry of deleted) {
+    if (entry.position === null || entry.hash === null) continue
+    const scope = { log, scopeId: entry.scopeId === null ? null : Number(entry.scopeId) }
+    const key = logKey(scope)
+    const position = Number(entry.position)
+    if ((newest.get(key)?.position ?? 0) < position) newest.set(key, { scope, position, hash: entry.hash })
+  }
+  return [...newest.values()]
+}
+
+// ── The witness outbox ────────────────────────────────────────────────────────
+
+const OUTBOX = leasedQueue<{ id: string }, 'delivered'>({ name: 'audit-witness', table: (t) => t.auditWitnessDeliveries, claimAnswers: 'ids', recordsError: true })
+
+/** A delivery as the witness worker sends it: the checkpoint and where. */
+export interface ClaimedWitnessDelivery {
+  id: string
+  witness: Witness
+  attempts: number
+  checkpoint: SignedCheckpoint
+}
+
+const CLAIMED = statement('audit-witness.claimed', (d) =>
+  d.db
+    .select({ id: d.t.auditWitnessDeliveries.id, witness: d.t.auditWitnessDeliveries.witness, attempts: d.t.auditWitnessDeliveries.attempts, checkpoint: d.t.auditCheckpoints })
+    .from(d.t.auditWitnessDeliveries)
+    .innerJoin(d.t.auditCheckpoints, eq(d.t.auditCheckpoints.id, d.t.auditWitnessDeliveries.checkpointId))
+    .where(d.inJsonArray(d.t.auditWitnessDeliveries.id, 'ids', 'text'))
+    // Oldest first: a witness file's lines are in the order checkpoints were made.
+    .orderBy(asc(d.t.auditCheckpoints.createdAt), asc(d.t.auditWitnessDeliveries.id)),
+)
+
+/** Leases up to `limit` due witness deliveries to `owner` until `now + leaseMs`, oldest first. */
+export function* claimWitnessDeliveries(owner: string, now: number, leaseMs: number, limit: number): Op<ClaimedWitnessDelivery[]> {
+  const claimed = yield* OUTBOX.claim(owner, now, leaseMs, limit)
+  if (claimed.length === 0) return []
+  const found = yield* CLAIMED.rows({ ids: JSON.stringify(claimed.map((c) => c.id)) })
+  return found.map((f) => ({ id: f.id, witness: f.witness, attempts: Number(f.attempts), checkpoint: checkpointOf(f.checkpoint) }))
+}
+
+/** One attempt's outcome, guarded by the lease: false (nothing written) when `owner` no longer holds the delivery. */
+export const recordWitnessAttempt: (attempt: LeaseSettlement<'delivered'>) => Op<boolean> = OUTBOX.settle
+
+/** Graceful stop: what `owner` holds is due again for any worker. */
+export const releaseWitnessLeases = OUTBOX.releaseOwned
+
+/** What a starting witness worker takes back at once (./leased-queue.ts `recoverAtStart`). */
+export const recoverWitnessAtStart = OUTBOX.recoverAtStart
+
+/** When the next pending witness delivery comes due after `after` (ms), or null. */
+export const nextWitnessDueAt = OUTBOX.nextDueAt
+
+const DELIVERIES = statement('audit-witness.deliveries', ({ db, t }) =>
+  db
+    .select({ id: t.auditWitnessDeliveries.id, witness: t.auditWitnessDeliveries.witness, status: t.auditWitnessDeliveries.status, attempts: t.auditWitnessDeliveries.attempts, lastError: t.auditWitnessDeliveries.lastError })
+    .from(t.auditWitnessDeliveries)
+    .where(eq(t.auditWitnessDeliveries.checkpointId, ph('checkpointId')))
+    .orderBy(asc(t.auditWitnessDeliveries.id)),
+)
+
+/** A checkpoint's witness deliveries and their state. */
+export function listWitnessDeliveries(checkpointId: string) {
+  return DELIVERIES.rows({ checkpointId })
+}
+
+export type { CheckpointKind }
+
+// ── The chain's entries, in position order (an export) ───────────────────────
+
+/** A page of a scope's entries in position order (`select().from(x)` typed per table: the two logs' rows differ). */
+const ACTIVITY_PAGE = statement('audit.entries-page.activity', ({ db, t }) => {
+  const x = t.activityLogs
+  return db
+    .select()
+    .from(x)
+    .where(and(eq(x.environmentId, ph('scope')), gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
+    .orderBy(asc(x.chainPosition))
+    .limit(ph('limit'))
+})
+const ADMIN_PAGE = statement('audit.entries-page.admin', ({ db, t }) => {
+  const x = t.adminLogs
+  return db
+    .select()
+    .from(x)
+    .where(and(sql`coalesce(${x.projectId}, 0) = ${ph('scope')}`, gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
+    .orderBy(asc(x.chainPosition))
+    .limit(ph('limit'))
+})
+
+const RECORD_IDS = statement('audit.entries-record-ids', (d) =>
+  d.db
+    .select({ logId: d.t.activityLogRecords.logId, recordId: d.t.activityLogRecords.recordId })
+    .from(d.t.activityLogRecords)
+    .where(d.inJsonArray(d.t.activityLogRecords.logId, 'ids', 'integer')),
+)
+
+/** Entries of a chain in position order: what an export writes of each (the canonical encoding's fields). */
+export type ChainEntry = { position: number; hash: string; fields: ActivityChainFields | AdminChainFields }
+
+/**
+ * Up to `limit` entries of the scope past `after` (a position) created in [`fromMicros`, `toMicros`), in position
+ * order, each with its stored link and its fields as the canonical encoding reads them.
+ */
+export function* chainEntriesPage(scope: ChainName, after: number, limit: number, fromMicros: number, toMicros: number): Op<ChainEntry[]> {
+  const values = { ...scopeParam(scope), after, limit, from: fromMicros, to: toMicros }
+  if (scope.log === 'admin') {
+    return (yield* ADMIN_PAGE.rows(values)).map((row) => ({
+      position: Number(row.chainPosition),
+      hash: row.chainHash ?? '',
+      fields: {
+        projectId: row.projectId === null ? null : Number(row.projectId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt),
+        type: row.type, resource: row.resource, initiator: row.initiator, userId: numberOrNull(row.userId), subjectUserId: numberOrNull(row.subjectUserId),
+        previousValue: row.previousValue, newValue: row.newValue, extension: Boolean(row.extension),
+      },
+    }))
+  }
+  const found = yield* ACTIVITY_PAGE.rows(values)
+  const recordIds = new Map<number, string[]>()
+  if (found.length > 0) {
+    for (const r of yield* RECORD_IDS.rows({ ids: JSON.stringify(found.map((row) => Number(row.id))) })) {
+      recordIds.set(Number(r.logId), [...(recordIds.get(Number(r.logId)) ?? []), r.recordId])
+    }
+  }
+  return found.map((row) => ({
+    position: Number(row.chainPosition),
+    hash: row.chainHash ?? '',
+    fields: {
+      environmentId: Number(row.environmentId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt), type: row.type,
+      action: row.action, label: row.label, userId: Number(row.userId), teamId: numberOrNull(row.teamId), collectionId: numberOrNull(row.collectionId),
+      tokenId: numberOrNull(row.tokenId), workflowName: row.workflowName, runId: row.runId, stepName: row.stepName, extension: Boolean(row.extension),
+      recordIds: (recordIds.get(Number(row.id)) ?? []).sort(),
+    },
+  }))
+}
+
+const numberOrNull = (value: number | null) => (value === null ? null : Number(value))

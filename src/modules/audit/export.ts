@@ -1,0 +1,102 @@
+/**
+ * The signed export of one log chain (docs/audit.md "Export"), written by `trellis audit export` and
+ * `GET /v1/project/{p}/audit/export` alike: JSON Lines — a header (the log, its names, the public key, and the link
+ * the first entry chains on from), the anchor that link is when retention cut the chain there, each entry with its
+ * position, hash and the fields its canonical encoding reads, then the checkpoints that cover them. When no stored
+ * checkpoint sits at the last entry, the export ends with one signed as it is written. `trellis audit verify --export`
+ * checks it with the public key alone.
+ */
+import { chainEntriesPage, chainLinkAt, listCheckpoints, newestAnchor } from '../../db/audit.ts'
+import type { Op } from '../../db/op.ts'
+import { read } from '../../db/read.ts'
+import type { Store } from '../../db/store.ts'
+import type { ChainName } from '../../lib/audit-chain.ts'
+import { type SignedCheckpoint, signCheckpoint, witnessLine } from '../../lib/audit-checkpoint.ts'
+import type { AuditSigningKey } from '../../lib/audit-key.ts'
+import { invalidField, notFound } from '../../lib/errors.ts'
+import { parseIsoMicros } from '../../lib/time.ts'
+import { requireEnvironment, requireProject } from '../directory/projects.ts'
+
+/** Entries read per page: an export of any length is written in bounded memory. */
+const EXPORT_PAGE = 1000
+
+/** What an export covers: the chain, the names it is shown by, and the entries' creation times [from, to). */
+export interface ExportScope {
+  chain: ChainName
+  project: string
+  environment?: string
+  fromMicros: number
+  toMicros: number
+}
+
+/** The export's options as given (query string or flags), each checked; `field` names each in its error. */
+export interface ExportOptions {
+  log?: string
+  environment?: string
+  from?: string
+  to?: string
+}
+
+/**
+ * The chain an export names, its project's and environment's names checked (404 when unknown), and its options (400
+ * naming the option): `log` `activity` (default; needs `environment`) or `admin` (the project's admin log).
+ */
+export function* exportScope(projectName: string, options: ExportOptions): Op<ExportScope> {
+  const log = options.log ?? 'activity'
+  if (log !== 'activity' && log !== 'admin') throw invalidField('log', 'must be activity or admin')
+  const fromMicros = options.from === undefined ? 0 : parseIsoMicros(options.from)
+  if (fromMicros === null) throw invalidField('from', 'must be an ISO 8601 date-time')
+  const toMicros = options.to === undefined ? Number.MAX_SAFE_INTEGER : parseIsoMicros(options.to)
+  if (toMicros === null) throw invalidField('to', 'must be an ISO 8601 date-time')
+  if (log === 'admin') {
+    if (options.environment !== undefined) throw invalidField('environment', 'the admin log is the project\'s: name no environment')
+    const project = yield* requireProject(projectName)
+    return { chain: { log, scopeId: project.id }, project: project.name, fromMicros, toMicros }
+  }
+  if (options.environment === undefined) throw invalidField('environment', 'is required for the activity log')
+  const { project, environment } = yield* requireEnvironment(projectName, options.environment)
+  return { chain: { log, scopeId: environment.id }, project: project.name, environment: environment.name, fromMicros, toMicros }
+}
+
+/** The export's lines, each one JSON object (no newline), read page by page. */
+export async function* exportLines(store: Store, key: AuditSigningKey, scope: ExportScope, now: () => number): AsyncGenerator<string> {
+  const { chain } = scope
+  let page = await read(store, chainEntriesPage(chain, 0, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
+  const first = page[0]
+  const prev = first === undefined || first.position === 1 ? null : await read(store, linkBefore(chain, first.position))
+  yield JSON.stringify({
+    type: 'header',
+    v: 1,
+    log: chain.log,
+    project: scope.project,
+    ...(scope.environment === undefined ? {} : { environment: scope.environment }),
+    scopeId: chain.scopeId,
+    publicKey: key.publicJwk,
+    prev: prev === null ? null : { position: prev.position, hash: prev.hash },
+  })
+  if (prev?.anchor) yield checkpointLine(prev.anchor)
+  let last: { position: number; hash: string } | null = null
+  while (page.length > 0) {
+    for (const entry of page) {
+      yield JSON.stringify({ type: 'entry', position: entry.position, hash: entry.hash, entry: entry.fields })
+      last = { position: entry.position, hash: entry.hash }
+    }
+    if (page.length < EXPORT_PAGE) break
+    page = await read(store, chainEntriesPage(chain, last!.position, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
+  }
+  if (first === undefined || last === null) return
+  const covering = (await read(store, listCheckpoints(chain, first.position - 1, last.position))).filter((c) => c.kind === 'checkpoint')
+  for (const checkpoint of covering) yield checkpointLine(checkpoint)
+  if (covering.at(-1)?.position !== last.position) yield checkpointLine(signCheckpoint(key, 'checkpoint', chain, last.position, last.hash, now()))
+}
+
+/** The link the entry at `position` chains on from: the entry before it, or the anchor retention left there. */
+function* linkBefore(chain: ChainName, position: number): Op<{ position: number; hash: string; anchor: SignedCheckpoint | null }> {
+  const anchor = yield* newestAnchor(chain, position - 1)
+  if (anchor?.position === position - 1) return { position: anchor.position, hash: anchor.hash, anchor }
+  const link = yield* chainLinkAt(chain, position - 1)
+  if (link === null) throw notFound(`The entry before position ${position} is gone and no anchor stands for it`)
+  return { ...link, anchor: null }
+}
+
+const checkpointLine = (checkpoint: SignedCheckpoint) => `{"type":"checkpoint",${witnessLine(checkpoint).slice(1)}`
