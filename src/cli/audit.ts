@@ -12,20 +12,23 @@ import { exportLines, exportScope } from '../modules/audit/export.ts'
 import { booleanFlag, type Command, CommandError, configFrom, type Parsed, parseFlags, required, stringFlag, UsageError, withStore } from './command.ts'
 import type { Io } from './command.ts'
 import type { Config } from '../config.ts'
+import { runVerify, VERIFY_FLAGS } from './audit-verify.ts'
 
-const SUBCOMMANDS = ['key', 'export'] as const
+const SUBCOMMANDS = ['key', 'export', 'verify'] as const
 
 export const auditCommand: Command = {
-  summary: 'the audit trail: print the public key (`key`), write a log\'s signed export (`export`)',
+  summary: 'the audit trail: print the public key (`key`), write a log\'s signed export (`export`), verify the chains (`verify`)',
   usage: [
     'trellis audit key [--out FILE] [--witness-secret]',
     '       trellis audit export --project P [--log activity|admin] [--environment E] [--from T] [--to T] [--out FILE]',
+    '       trellis audit verify [--project P] [--log activity|admin] [--json] [--quiet]',
   ].join('\n'),
   flags: {
     out: stringFlag('FILE', 'key: write the public key (JWK) to FILE; export: write the export to FILE (default: standard output)'),
     'witness-secret': booleanFlag('key: print the signing secret of the audit.checkpoint callbacks (whsec_…) instead, for the receiver'),
-    project: stringFlag('NAME', 'export: the project'),
-    log: stringFlag('LOG', 'export: activity (default: an environment\'s) or admin (the project\'s)'),
+    ...VERIFY_FLAGS,
+    project: stringFlag('NAME', 'export: the project; verify: only this project\'s chains (its environments\' activity logs, its admin log)'),
+    log: stringFlag('LOG', 'export: activity (default: an environment\'s) or admin (the project\'s); verify: only the activity or the admin logs'),
     environment: stringFlag('NAME', 'export: the environment (the activity log)'),
     from: stringFlag('TIME', 'export: entries created at or after this ISO 8601 time'),
     to: stringFlag('TIME', 'export: entries created before this ISO 8601 time'),
@@ -35,6 +38,7 @@ export const auditCommand: Command = {
     const sub = parsed.positionals[0]
     if (sub === 'key') return keyCommand(parsed, io)
     if (sub === 'export') return exportCommand(parsed, io)
+    if (sub === 'verify') return runVerify(parsed, io)
     throw new UsageError(`which audit command? one of ${SUBCOMMANDS.join(', ')}`)
   },
 }

@@ -6,6 +6,7 @@
  */
 import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
 import { type AuditLog, type CheckpointKind, logKey, type LogScope, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
+import type { ActivityChainFields, AdminChainFields, ChainName } from '../lib/audit-chain.ts'
 import type { AuditSigningKey } from '../lib/audit-key.ts'
 import type { Tables } from './dialect.ts'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
