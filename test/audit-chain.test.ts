@@ -7,6 +7,14 @@
  * and with no link at all). Concurrency on PostgreSQL (three `serve` instances): test/audit-chain-scale.test.ts.
  */
 import { afterEach, describe, expect, test } from 'bun:test'
+import { SQL } from 'bun'
+import { migratePostgres } from '../src/db/postgres/migrate.ts'
+import { migrations as postgresMigrations } from '../src/db/postgres/migrations.generated.ts'
+import { migrate } from '../src/db/sqlite/migrate.ts'
+import { migrations as sqliteMigrations } from '../src/db/sqlite/migrations.generated.ts'
+import { openStore } from '../src/db/sqlite/store.ts'
+import type { Store } from '../src/db/store.ts'
+import { manualClock } from '../src/lib/clock.ts'
 import { write, writeNow } from '../src/db/write.ts'
 import { auditCommand } from '../src/cli/audit.ts'
 import type { Io } from '../src/cli/command.ts'
@@ -15,7 +23,8 @@ import { type ChainBreak, walkChain } from '../src/lib/audit-verify.ts'
 import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
 import { type ActivityEntry, appendActivityLog, appendActivityLogs } from '../src/modules/activity-logs/service.ts'
 import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
-import { execute, queryAll, queryOne, TEST_STORE, type TestEnv, testEnv } from './helpers.ts'
+import { execute, queryAll, queryOne, TEST_STORE, type TestEnv, tempDir, testEnv } from './helpers.ts'
+import { databaseUrl, dropDatabase, openProductPostgres, psqlSync, sharedCluster } from './support/postgres-cluster.ts'
 import { acmeDocument, applyAcme, userId } from './support/acme.ts'
 
 const envs: TestEnv[] = []
@@ -302,4 +311,86 @@ describe('the walk (src/lib/audit-verify.ts) on its own', () => {
     expect(verdict.breaks.filter((b) => b.kind !== 'altered' || b.position === 1 || b.position === 2).map(({ kind, position }) => ({ kind, position }))).toContainEqual({ kind: 'truncated', position: head.position + 1 })
     expect(verdict.breaks).toContainEqual(expect.objectContaining({ kind: 'altered', position: 2 }))
   })
+})
+
+describe('the upgrade links the entries written before the chain', () => {
+  /** Rows an instance older than the chain wrote (`?` placeholders, as both stores' test drivers take them). */
+  const OLD_ROWS: [string, ...(string | number | null)[]][] = [
+    ["INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'old@example.com', 'old', 0, 0)"],
+    ["INSERT INTO projects (id, name, created_at) VALUES (1, 'Old', 0)"],
+    ["INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', 0)"],
+    ["INSERT INTO environments (id, project_id, name, created_at) VALUES (2, 1, 'staging', 0)"],
+  ]
+  for (let i = 0; i < 30; i++) {
+    const environment = (i % 3) + 1 === 3 ? 2 : 1
+    OLD_ROWS.push([`INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES (?, 'write', 'createNote', ?, 1, ${TEST_STORE === 'postgres' ? 'false' : '0'}, ?)`, environment, `old ${i}`, 1000 + i])
+    OLD_ROWS.push(['INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT max(id), ?, ? FROM activity_logs', environment, `rec_${i}`])
+    OLD_ROWS.push([`INSERT INTO admin_logs (project_id, type, resource, initiator, user_id, new_value, extension, created_at) VALUES (?, 'add', 'team', 'administrator', 1, ?, ${TEST_STORE === 'postgres' ? 'false' : '0'}, ?)`, i % 2 === 0 ? 1 : null, `{"name":"t${i}"}`, 1000 + i])
+  }
+
+  /** The old rows' chains verify, each gapless from 1, and an entry the app writes next chains on from the linked head. */
+  async function expectLinked(store: Store, where: string[], count: (statement: string) => number) {
+    expect(count('SELECT count(*) AS n FROM activity_logs WHERE chain_position IS NULL OR chain_hash IS NULL')).toBe(0)
+    expect(count('SELECT count(*) AS n FROM admin_logs WHERE chain_position IS NULL OR chain_hash IS NULL')).toBe(0)
+    expect(count('SELECT max(chain_position) AS n FROM activity_logs WHERE environment_id = 1')).toBe(20)
+    expect(count('SELECT max(chain_position) AS n FROM admin_logs WHERE project_id IS NULL')).toBe(15)
+    const clock = manualClock(Date.UTC(2026, 10, 21, 12))
+    await writeNow(store, () => appendActivityLog(clock, { environmentId: 1, type: 'write', action: 'createNote', userId: 1, teamId: null, collectionId: null, recordIds: ['new'] }))
+    expect(count('SELECT max(chain_position) AS n FROM activity_logs WHERE environment_id = 1')).toBe(21)
+    const out: string[] = []
+    const io: Io = { out: (text) => out.push(text), err: () => {}, readStdin: async () => '', progress: { isTTY: false, write: () => {} } }
+    const code = await auditCommand.run(['verify', '--json', '--quiet', ...where], io)
+    const report = JSON.parse(out.join('')) as VerifyReport
+    expect(report.logs.map(({ log, entries, breaks }) => ({ log, entries, breaks }))).toEqual([
+      { log: 'activity:1', entries: 21, breaks: [] },
+      { log: 'activity:2', entries: 10, breaks: [] },
+      { log: 'admin:1', entries: 15, breaks: [] },
+      { log: 'admin:instance', entries: 15, breaks: [] },
+    ])
+    expect(code).toBe(0)
+  }
+
+  const beforeChain = <M extends { name: string }>(all: M[]) => all.slice(0, all.findIndex((m) => /_audit_chain$/.test(m.name)))
+
+  if (TEST_STORE === 'sqlite') {
+    test('on SQLite: in the migration that adds the chain, in id order per scope', async () => {
+      const dir = tempDir()
+      const store = openStore(dir.path)
+      try {
+        migrate(store.sqlite, beforeChain(sqliteMigrations))
+        for (const [statement, ...params] of OLD_ROWS) store.sqlite.prepare(statement).run(...params)
+        expect(migrate(store.sqlite)).toEqual(['0026_audit_chain', '0027_audit_chain_sealed', ...sqliteMigrations.slice(28).map((m) => m.name)])
+        const count = (statement: string) => Number((store.sqlite.prepare(statement).get() as { n: number }).n)
+        await expectLinked(store, ['--data', dir.path], count)
+      } finally {
+        store.close()
+        dir.cleanup()
+      }
+    })
+  } else {
+    test('on PostgreSQL: in the migration that adds the chain, in id order per scope', async () => {
+      const name = `chain_upgrade_${process.pid}`
+      psqlSync(sharedCluster().url, `CREATE DATABASE ${name}`)
+      const url = databaseUrl(name)
+      const sql = new SQL(url)
+      const dir = tempDir()
+      let store: Store | null = null
+      try {
+        await migratePostgres(sql, beforeChain(postgresMigrations))
+        for (const [statement, ...params] of OLD_ROWS) {
+          let n = 0
+          await sql.unsafe(statement.replace(/\?/g, () => `$${++n}`), params as never[])
+        }
+        await migratePostgres(sql)
+        store = openProductPostgres(url)
+        const count = (statement: string) => Number(JSON.parse(psqlSync(url, `SELECT coalesce(json_agg(q), '[]'::json) FROM (${statement}) q`))[0].n)
+        await expectLinked(store, ['--data', dir.path, '--database-url', url], count)
+      } finally {
+        await sql.close()
+        await store?.close()
+        dir.cleanup()
+        dropDatabase(name)
+      }
+    })
+  }
 })
