@@ -6,7 +6,8 @@
  * checkpoint sits at the last entry, the export ends with one signed as it is written. `trellis audit verify --export`
  * checks it with the public key alone.
  */
-import { chainEntriesPage, chainLinkAt, listCheckpoints, newestAnchor } from '../../db/audit.ts'
+import { chainLinkAt, firstChainPositionFrom, listCheckpoints, newestAnchor } from '../../db/audit.ts'
+import { type ChainCursor, chainEntriesPage, type StoredChainEntry } from '../../db/chain-pages.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import type { Store } from '../../db/store.ts'
@@ -61,9 +62,14 @@ export function* exportScope(projectName: string, options: ExportOptions): Op<Ex
 /** The export's lines, each one JSON object (no newline), read page by page. */
 export async function* exportLines(store: Store, key: AuditSigningKey, scope: ExportScope, now: () => number): AsyncGenerator<string> {
   const { chain } = scope
-  let page = await read(store, chainEntriesPage(chain, 0, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
-  const first = page[0]
-  const prev = first === undefined || first.position === 1 ? null : await read(store, linkBefore(chain, first.position))
+  const start = await read(store, firstChainPositionFrom(chain, scope.fromMicros))
+  // Positions rise with creation times within a chain: the export is the positions from the first entry at `from` on,
+  // up to the first entry at `to`.
+  const page = (cursor: ChainCursor | null) => read(store, chainEntriesPage(chain.log, chain.scopeId, cursor, EXPORT_PAGE))
+  let entries = start === null ? [] : await page({ position: start - 1, id: Number.MAX_SAFE_INTEGER })
+  const inRange = (entry: StoredChainEntry) => entry.fields.createdAt < scope.toMicros
+  const first = entries[0] !== undefined && inRange(entries[0]) ? entries[0] : undefined
+  const prev = first === undefined || first.position === 1 ? null : await read(store, linkBefore(chain, first.position!))
   yield JSON.stringify({
     type: 'header',
     v: 1,
@@ -76,16 +82,18 @@ export async function* exportLines(store: Store, key: AuditSigningKey, scope: Ex
   })
   if (prev?.anchor) yield checkpointLine(prev.anchor)
   let last: { position: number; hash: string } | null = null
-  while (page.length > 0) {
-    for (const entry of page) {
-      yield JSON.stringify({ type: 'entry', position: entry.position, hash: entry.hash, entry: entry.fields })
-      last = { position: entry.position, hash: entry.hash }
+  for (;;) {
+    for (const entry of entries) {
+      if (!inRange(entry)) break
+      yield JSON.stringify({ type: 'entry', position: entry.position, hash: entry.hash, entry: { ...entry.fields, position: entry.position } })
+      last = { position: entry.position!, hash: entry.hash ?? '' }
     }
-    if (page.length < EXPORT_PAGE) break
-    page = await read(store, chainEntriesPage(chain, last!.position, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
+    const tail = entries.at(-1)
+    if (entries.length < EXPORT_PAGE || tail === undefined || !inRange(tail)) break
+    entries = await page({ position: tail.position!, id: tail.fields.id })
   }
   if (first === undefined || last === null) return
-  const covering = (await read(store, listCheckpoints(chain, first.position - 1, last.position))).filter((c) => c.kind === 'checkpoint')
+  const covering = (await read(store, listCheckpoints(chain, first.position! - 1, last.position))).filter((c) => c.kind === 'checkpoint')
   for (const checkpoint of covering) yield checkpointLine(checkpoint)
   if (covering.at(-1)?.position !== last.position) yield checkpointLine(signCheckpoint(key, 'checkpoint', chain, last.position, last.hash, now()))
 }
