@@ -124,3 +124,12 @@ function adminEntry({ chainPosition, chainHash, ...row }: AdminRow): StoredChain
     hash: chainHash,
   }
 }
+
+/** How many entries the chain scope holds (a progress bar's total). */
+export function* chainEntryCount(log: ChainLog, scopeId: number | null): Op<number> {
+  const [found] = yield* rows((d) => {
+    const table = log === 'activity' ? d.t.activityLogs : d.t.adminLogs
+    return d.db.select({ n: sql<number>`count(*)` }).from(table).where(inChain(d, log, scopeId))
+  })
+  return Number(found?.n ?? 0)
+}
