@@ -137,8 +137,10 @@ async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
     try {
       scope = await readSnapshot(store, exportScope(project, { log: option('log'), environment: option('environment'), from: option('from'), to: option('to') }))
     } catch (error) {
-      if (error instanceof HttpError) throw (error.status === 400 ? new UsageError(`--${(error.toBody().details as { field: string }[] | undefined)?.[0]?.field ?? 'flag'} ${error.message}`) : new CommandError(error.message))
-      throw error
+      if (!(error instanceof HttpError)) throw error
+      // The service's 400 names the option and its rule: as a usage error, the flag.
+      const detail = (error.toBody().details as { field: string; message: string }[] | undefined)?.[0]
+      throw detail ? new UsageError(`--${detail.field} ${detail.message}`) : new CommandError(error.message)
     }
     const lines = exportLines(store, key, scope, () => Date.now())
     const out = option('out')

@@ -14,7 +14,8 @@ import type { Store } from '../../db/store.ts'
 import type { ChainName } from '../../lib/audit-chain.ts'
 import { type SignedCheckpoint, signCheckpoint, witnessLine } from '../../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../../lib/audit-key.ts'
-import { invalidField, notFound } from '../../lib/errors.ts'
+import { notFound } from '../../lib/errors.ts'
+import { invalidParameter } from '../../http/list.ts'
 import { parseIsoMicros } from '../../lib/time.ts'
 import { requireEnvironment, requireProject } from '../directory/projects.ts'
 
@@ -44,17 +45,17 @@ export interface ExportOptions {
  */
 export function* exportScope(projectName: string, options: ExportOptions): Op<ExportScope> {
   const log = options.log ?? 'activity'
-  if (log !== 'activity' && log !== 'admin') throw invalidField('log', 'must be activity or admin')
+  if (log !== 'activity' && log !== 'admin') throw invalidParameter('log', 'must be activity or admin')
   const fromMicros = options.from === undefined ? 0 : parseIsoMicros(options.from)
-  if (fromMicros === null) throw invalidField('from', 'must be an ISO 8601 date-time')
+  if (fromMicros === null) throw invalidParameter('from', 'must be an ISO 8601 date-time')
   const toMicros = options.to === undefined ? Number.MAX_SAFE_INTEGER : parseIsoMicros(options.to)
-  if (toMicros === null) throw invalidField('to', 'must be an ISO 8601 date-time')
+  if (toMicros === null) throw invalidParameter('to', 'must be an ISO 8601 date-time')
   if (log === 'admin') {
-    if (options.environment !== undefined) throw invalidField('environment', 'the admin log is the project\'s: name no environment')
+    if (options.environment !== undefined) throw invalidParameter('environment', 'the admin log is the project\'s: name no environment')
     const project = yield* requireProject(projectName)
     return { chain: { log, scopeId: project.id }, project: project.name, fromMicros, toMicros }
   }
-  if (options.environment === undefined) throw invalidField('environment', 'is required for the activity log')
+  if (options.environment === undefined) throw invalidParameter('environment', 'is required for the activity log')
   const { project, environment } = yield* requireEnvironment(projectName, options.environment)
   return { chain: { log, scopeId: environment.id }, project: project.name, environment: environment.name, fromMicros, toMicros }
 }
