@@ -13,7 +13,7 @@ import { printVerdict, runVerify, VERIFY_FLAGS } from './audit-verify.ts'
 import { HttpError } from '../lib/errors.ts'
 import { loadInstanceSecret, SECRET_FILE } from '../lib/secret.ts'
 import { readSnapshot } from '../db/read.ts'
-import { exportLines, exportScope } from '../modules/audit/export.ts'
+import { ExportOptionError, exportLines, exportScope } from '../modules/audit/export.ts'
 import { booleanFlag, type Command, CommandError, configFrom, type Parsed, parseFlags, required, stringFlag, UsageError, withStore } from './command.ts'
 import type { Io } from './command.ts'
 import type { Config } from '../config.ts'
@@ -137,10 +137,9 @@ async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
     try {
       scope = await readSnapshot(store, exportScope(project, { log: option('log'), environment: option('environment'), from: option('from'), to: option('to') }))
     } catch (error) {
-      if (!(error instanceof HttpError)) throw error
-      // The service's 400 names the option and its rule: as a usage error, the flag.
-      const detail = (error.toBody().details as { field: string; message: string }[] | undefined)?.[0]
-      throw detail ? new UsageError(`--${detail.field} ${detail.message}`) : new CommandError(error.message)
+      if (error instanceof ExportOptionError) throw new UsageError(`--${error.option} ${error.rule}`)
+      if (error instanceof HttpError) throw new CommandError(error.message)
+      throw error
     }
     const lines = exportLines(store, key, scope, () => Date.now())
     const out = option('out')

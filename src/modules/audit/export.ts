@@ -15,7 +15,6 @@ import type { ChainName } from '../../lib/audit-chain.ts'
 import { type SignedCheckpoint, signCheckpoint, witnessLine } from '../../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../../lib/audit-key.ts'
 import { notFound } from '../../lib/errors.ts'
-import { invalidParameter } from '../../http/list.ts'
 import { parseIsoMicros } from '../../lib/time.ts'
 import { requireEnvironment, requireProject } from '../directory/projects.ts'
 
@@ -31,7 +30,7 @@ export interface ExportScope {
   toMicros: number
 }
 
-/** The export's options as given (query string or flags), each checked; `field` names each in its error. */
+/** The export's options as given (query string or flags). */
 export interface ExportOptions {
   log?: string
   environment?: string
@@ -39,23 +38,34 @@ export interface ExportOptions {
   to?: string
 }
 
+/** What is wrong with one option: which, and its rule (the route answers 400 naming it, the CLI a usage error). */
+export class ExportOptionError extends Error {
+  constructor(
+    readonly option: keyof ExportOptions,
+    readonly rule: string,
+  ) {
+    super(`${option} ${rule}`)
+  }
+}
+
 /**
- * The chain an export names, its project's and environment's names checked (404 when unknown), and its options (400
- * naming the option): `log` `activity` (default; needs `environment`) or `admin` (the project's admin log).
+ * The chain an export names, its options checked (`ExportOptionError` naming the option) and its project's and
+ * environment's names found (404 when unknown): `log` `activity` (default; needs `environment`) or `admin` (the
+ * project's admin log); `from`/`to` ISO 8601 times.
  */
 export function* exportScope(projectName: string, options: ExportOptions): Op<ExportScope> {
   const log = options.log ?? 'activity'
-  if (log !== 'activity' && log !== 'admin') throw invalidParameter('log', 'must be activity or admin')
+  if (log !== 'activity' && log !== 'admin') throw new ExportOptionError('log', 'must be activity or admin')
   const fromMicros = options.from === undefined ? 0 : parseIsoMicros(options.from)
-  if (fromMicros === null) throw invalidParameter('from', 'must be an ISO 8601 date-time')
+  if (fromMicros === null) throw new ExportOptionError('from', 'must be an ISO 8601 date-time')
   const toMicros = options.to === undefined ? Number.MAX_SAFE_INTEGER : parseIsoMicros(options.to)
-  if (toMicros === null) throw invalidParameter('to', 'must be an ISO 8601 date-time')
+  if (toMicros === null) throw new ExportOptionError('to', 'must be an ISO 8601 date-time')
   if (log === 'admin') {
-    if (options.environment !== undefined) throw invalidParameter('environment', 'the admin log is the project\'s: name no environment')
+    if (options.environment !== undefined) throw new ExportOptionError('environment', 'names no environment for the admin log (the project\'s)')
     const project = yield* requireProject(projectName)
     return { chain: { log, scopeId: project.id }, project: project.name, fromMicros, toMicros }
   }
-  if (options.environment === undefined) throw invalidParameter('environment', 'is required for the activity log')
+  if (options.environment === undefined) throw new ExportOptionError('environment', 'is required for the activity log')
   const { project, environment } = yield* requireEnvironment(projectName, options.environment)
   return { chain: { log, scopeId: environment.id }, project: project.name, environment: environment.name, fromMicros, toMicros }
 }
