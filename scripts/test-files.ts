@@ -20,6 +20,7 @@ export const POSTGRES_PASS = [
   'administration',
   'answers',
   'apply',
+  'audit-chain',
   'auth',
   'backup',
   'callbacks',

@@ -10,13 +10,11 @@ import { type ChainReport, type VerifyOptions, type VerifyReport, verifyStoredCh
 import { readSnapshot } from '../db/read.ts'
 import type { Store } from '../db/store.ts'
 import type { Config } from '../config.ts'
-import { booleanFlag, configFrom, type Io, type Parsed, requireProjectByName, stringFlag, UsageError, withStore } from './command.ts'
+import { booleanFlag, configFrom, type Io, type Parsed, requireProjectByName, UsageError, withStore } from './command.ts'
 import { progressOf, QUIET_FLAG } from './progress.ts'
 
-/** The flags of `audit verify` (the witness, key and export flags: the checkpoints' side). */
+/** The flags of `audit verify` alone (`--project` and `--log` it shares with `export`: ./audit.ts). */
 export const VERIFY_FLAGS = {
-  project: stringFlag('NAME', 'verify: only this project\'s chains (its environments\' activity logs, its admin log)'),
-  log: stringFlag('LOG', 'verify: only the activity or the admin logs'),
   json: booleanFlag('verify: print the verdict as JSON'),
   quiet: QUIET_FLAG,
 }

@@ -93,8 +93,11 @@ async function verifyCommand(parsed: Parsed, io: Io): Promise<number> {
     if (report.key === 'export') io.err('no --key and no instance secret: checked with the export\'s own key, which proves the file whole, not whose it is')
     return printVerdict(parsed, io, report)
   }
-  if (key === null) throw new CommandError(`no public key to check the checkpoints with: pass --key FILE (\`trellis audit key --out FILE\` where the instance runs), or run where its secret is (${FLAG_SETTINGS.data.env} or TRELLIS_SECRET)`)
   const witnessPath = parsed.values.witness
+  if (key === null) {
+    if (typeof witnessPath === 'string') throw new UsageError('--witness needs the public key its checkpoints were signed with: --key FILE (`trellis audit key --out FILE` where the instance runs)')
+    io.err(`no --key and no instance secret (${FLAG_SETTINGS.data.env}/secret or TRELLIS_SECRET): the links are checked, the signed checkpoints and anchors are not`)
+  }
   let witnessed = null
   if (typeof witnessPath === 'string') {
     try {

@@ -88,7 +88,7 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
 const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
   const n = rawNumber(d)
   return d.valueRows(sql`SELECT ${n('l.id')}, l.type, l.action, l.label, ${n('l.created_at')}, l.workflow_name, l.run_id, l.step_name,
-    ${n('u.id')}, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix
+    ${n('u.id')}, u.username, u.email, e.name, t.name, c.name, k.name, k.prefix, ${n('l.chain_position')}, l.chain_hash
   FROM activity_logs l
   JOIN users u ON u.id = l.user_id
   JOIN environments e ON e.id = l.environment_id
@@ -102,7 +102,7 @@ const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
 type L = typeof activityLogs.$inferSelect
 /** A render row's values in ACTIVITY_LOGS_TO_RENDER's column order. */
 export type ActivityLogRenderValues = [L['id'], L['type'], L['action'], L['label'], L['createdAt'], L['workflowName'], L['runId'], L['stepName'],
-  number, string, string, string, string | null, string | null, string | null, string | null]
+  number, string, string, string, string | null, string | null, string | null, string | null, L['chainPosition'], L['chainHash']]
 
 /**
  * The entries with these ids (by id), with their author, environment, team, collection and token. Raw rows shaped
@@ -113,9 +113,9 @@ export function* findActivityLogsForRender(ids: number[]) {
 }
 
 /** One render row as the activity service reads it. */
-export function activityLogToRender([id, type, action, label, createdAt, workflowName, runId, stepName, userId, username, email, environment, team, collection, tokenName, tokenPrefix]: ActivityLogRenderValues) {
+export function activityLogToRender([id, type, action, label, createdAt, workflowName, runId, stepName, userId, username, email, environment, team, collection, tokenName, tokenPrefix, chainPosition, chainHash]: ActivityLogRenderValues) {
   return {
-    log: { id, type, action, label, createdAt, workflowName, runId, stepName },
+    log: { id, type, action, label, createdAt, workflowName, runId, stepName, chainPosition, chainHash },
     user: { id: userId, username, email },
     environment,
     team,

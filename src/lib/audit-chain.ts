@@ -108,3 +108,8 @@ export function linkHash(prevHex: string | null, canonical: string): string {
 
 /** Whether `text` is a link hash as stored: 64 lower-case hex digits. */
 export const isLinkHash = (text: unknown): text is string => typeof text === 'string' && HEX_HASH.test(text)
+
+/** An entry's `chain` field (an `extensions=true` field of the log APIs): its stored link, when it has one. */
+export function chainField(row: { chainPosition: number | null; chainHash: string | null }): { chain?: ChainLink } {
+  return row.chainPosition === null || row.chainHash === null ? {} : { chain: { position: Number(row.chainPosition), hash: row.chainHash } }
+}

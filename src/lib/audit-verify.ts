@@ -12,12 +12,15 @@
  * - the entry does not link from `prev`, but it and the next one link when swapped → `reordered` at p;
  * - it does not link, but the next one links from `prev` one position earlier (an entry put in, the tail renumbered)
  *   → `inserted` at p, and the rest is walked one position down;
- * - it does not link, but it links one position later (an entry taken out, the tail renumbered) → `removed` at p;
+ * - it does not link, but it links one position earlier from the hash before the previous entry (that entry was put
+ *   in with a correct hash, the tail renumbered) → `inserted` at the previous position, the rest walked one down;
+ * - it does not link, but the next one links from it one position later (an entry taken out before it, the tail
+ *   renumbered) → `removed` at p, the rest walked one up;
  * - any other entry that does not link → `altered` at p (the walk goes on from its stored hash, so one altered field
  *   is one break);
  * - a checkpoint whose signature fails, or whose hash is not the stored hash at its position → `altered` there;
  * - a head below a checkpoint's position → `truncated` at the first position missing.
- * One break per position is kept (`reordered` over `inserted` over `removed` over `altered`).
+ * One break per position is kept (`inserted` over `reordered` over `removed` over `altered`).
  */
 import { type ChainLink, GENESIS_HASH, linkHash } from './audit-chain.ts'
 
@@ -70,7 +73,7 @@ export interface ChainVerdict {
   breaks: ChainBreak[]
 }
 
-const PRIORITY: Record<BreakKind, number> = { reordered: 4, inserted: 3, removed: 2, altered: 1, truncated: 0 }
+const PRIORITY: Record<BreakKind, number> = { inserted: 4, reordered: 3, removed: 2, altered: 1, truncated: 0 }
 
 /** Walks one chain (see the file comment); the breaks in position order. */
 export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
@@ -86,6 +89,9 @@ export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
   const links = (prev: string, entry: ChainEntry, position: number) => entry.hash !== null && linkHash(prev, entry.encode(position)) === entry.hash
 
   let prev = input.anchor?.hash ?? GENESIS_HASH
+  /** The hash the last accepted entry chained on from (an entry found to be inserted there is stepped over). */
+  let beforePrev: string | null = null
+  let lastAcceptedId: number | undefined
   let expected = (input.anchor?.position ?? 0) + 1
   /** Stored position minus the position the entry was written at (an insertion with the tail renumbered makes it 1). */
   let shift = 0
@@ -159,7 +165,13 @@ export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
       expected = position + 1
       continue
     }
-    if (links(prev, entry, written + 1)) {
+    if (beforePrev !== null && links(beforePrev, entry, written - 1)) {
+      report({ kind: 'inserted', position: lastPosition, id: lastAcceptedId })
+      shift += 1
+      accept(entry)
+      continue
+    }
+    if (next !== undefined && next.position === position + 1 && entry.hash !== null && links(entry.hash, next, written + 2)) {
       report({ kind: 'removed', position })
       shift -= 1
       accept(entry)
@@ -170,6 +182,8 @@ export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
   }
 
   function accept(entry: ChainEntry) {
+    beforePrev = prev
+    lastAcceptedId = entry.id
     if (entry.hash !== null) prev = entry.hash
     lastPosition = entry.position
     expected = entry.position! + 1

@@ -32,13 +32,16 @@ export function claimOf(checkpoint: SignedCheckpoint, publicJwk: AuditPublicJwk,
 /**
  * The claims of one stored chain: every checkpoint the database holds for it, the witness's newest (when a witness is
  * given), and its newest anchor — where the walk starts when its signature holds; one that does not is a claim the
- * walk reports `altered` (the walk then starts from the chain's beginning).
+ * walk reports `altered` (the walk then starts from the chain's beginning). Without a key (`publicJwk` null) only the
+ * links are walked, from the stored anchor.
  */
-export function storedClaims(store: Store, publicJwk: AuditPublicJwk, witnessed: Map<string, SignedCheckpoint> | null) {
+export function storedClaims(store: Store, publicJwk: AuditPublicJwk | null, witnessed: Map<string, SignedCheckpoint> | null) {
   return async (chain: ChainName): Promise<ChainClaims> => {
     const stored = await read(store, listCheckpoints(chain))
-    const claims = stored.filter((c) => c.kind === 'checkpoint').map((c) => claimOf(c, publicJwk, 'database'))
     const newestAnchor = stored.filter((c) => c.kind === 'anchor').at(-1)
+    // Without a key the links alone are checked: the chain starts from its anchor as stored, and nothing is claimed.
+    if (publicJwk === null) return { anchor: newestAnchor === undefined ? null : { position: newestAnchor.position, hash: newestAnchor.hash }, claims: [] }
+    const claims = stored.filter((c) => c.kind === 'checkpoint').map((c) => claimOf(c, publicJwk, 'database'))
     const anchorHolds = newestAnchor !== undefined && checkpointSignatureOk(publicJwk, newestAnchor)
     if (newestAnchor !== undefined && !anchorHolds) claims.push(claimOf(newestAnchor, publicJwk, 'database'))
     const witness = witnessed?.get(chainKey(chain))
