@@ -16,6 +16,7 @@
 export const POSTGRES_PASS = [
   'activity-logs',
   'admin-logs',
+  'audit-witness',
   'administration',
   'answers',
   'apply',

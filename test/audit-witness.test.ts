@@ -6,8 +6,8 @@
  * key alone; the public key's route and CLI; a real `trellis serve` killed with SIGKILL before its checkpoint is
  * witnessed, which witnesses it once after the restart.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { afterAll, describe, expect, test } from 'bun:test'
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
 import { claimWitnessDeliveries, listCheckpoints } from '../src/db/audit.ts'
@@ -16,6 +16,7 @@ import { canonicalAdminEntry, linkHash } from '../src/lib/audit-chain.ts'
 import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '../src/lib/audit-checkpoint.ts'
 import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
 import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
+import { SECRET_FILE } from '../src/lib/secret.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
@@ -23,7 +24,10 @@ import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { writeDueCheckpoints } from '../src/modules/audit/checkpoints.ts'
 import { acmeDocument, applyAcme, projectId, tokenFor } from './support/acme.ts'
-import { auditSigningOf, bearer, execute, processEnv, queryAll, queryOne, request, runCli, runNow, startServe, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { auditSigningOf, bearer, execute, processEnv, queryAll, queryOne, request, runCli, runNow, startServe, TEST_STORE, tempDir, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { auditCommand } from '../src/cli/audit.ts'
+import type { Io } from '../src/cli/command.ts'
+import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
 afterAll(async () => {
@@ -35,6 +39,8 @@ async function acmeEnv(vars: Record<string, string> = {}): Promise<{ env: TestEn
   const env = testEnv(vars)
   cleanups.push(() => env.cleanup())
   await applyAcme({ store: env.store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, acmeDocument())
+  // The data directory's secret is the env's: the CLI, run here or as a process, derives the key the tests sign with.
+  writeFileSync(join(env.dataDir, SECRET_FILE), env.secret, { mode: 0o600 })
   return { env, acme: projectId(env.store, 'Acme') }
 }
 
@@ -244,4 +250,266 @@ describe('retention', () => {
   })
 })
 
-export { canonicalAdminEntry, execute, existsSync, linkHash, mkdirSync, signCheckpoint, startServe, tokenFor, bearer, beforeAll }
+// ── Verifying with the signatures and the witness ───────────────────────────
+
+/** The public key of the env's secret in a file: what an auditor is handed (`trellis audit key --out`). */
+function keyFile(env: TestEnv): string {
+  const path = join(env.dataDir, '..', `audit-${crypto.randomUUID()}.jwk`)
+  writeFileSync(path, JSON.stringify(auditSigningKey(env.secret).publicJwk))
+  cleanups.push(() => void Bun.spawnSync(['rm', '-f', path]))
+  return path
+}
+
+/** `trellis audit …` run in this process on the env's database (stdout, exit code). */
+async function audit(env: TestEnv, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = []
+  const err: string[] = []
+  const io: Io = { out: (text) => out.push(text), err: (text) => err.push(text), readStdin: async () => '', progress: { isTTY: false, columns: 80, write: () => {} } }
+  const where = env.databaseUrl === null ? ['--data', env.dataDir] : ['--data', env.dataDir, '--database-url', env.databaseUrl]
+  const code = await auditCommand.run([...args, ...where], io)
+  return { code, out: out.join('\n'), err: err.join('\n') }
+}
+
+/** `trellis audit verify --json` of the Acme admin chain: its exit code and the chain's verdict. */
+async function verifyAcmeAdmin(env: TestEnv, acme: number, ...args: string[]) {
+  const { code, out } = await audit(env, 'verify', '--json', '--quiet', '--project', 'Acme', '--log', 'admin', '--key', keyFile(env), ...args)
+  const report = JSON.parse(out) as VerifyReport
+  return { code, chain: report.logs.find((log) => log.log === `admin:${acme}`)! }
+}
+
+/** Runs `statements` with the admin log's append-only trigger lifted, as someone with the database's password can. */
+function tamper(env: TestEnv, ...statements: [string, ...(string | number | null)[]][]): void {
+  if (TEST_STORE === 'postgres') execute(env.store, 'ALTER TABLE admin_logs DISABLE TRIGGER admin_logs_append_only')
+  else execute(env.store, 'DROP TRIGGER IF EXISTS admin_logs_append_only')
+  for (const [statement, ...params] of statements) execute(env.store, statement, ...params)
+  if (TEST_STORE === 'postgres') execute(env.store, 'ALTER TABLE admin_logs ENABLE TRIGGER admin_logs_append_only')
+}
+
+/** Acme's admin chain with `n` more entries, signed (a checkpoint at its head) and witnessed in a witness file. */
+async function witnessedChain(n: number) {
+  const { env, acme } = await acmeEnv()
+  const witness = tempDir('trellis-witness-')
+  cleanups.push(witness.cleanup)
+  await writeAdminEntries(env, acme, n)
+  const written = await writeDueCheckpoints(env.store, env.clock, auditSigningKey(env.secret), { every: 1, seconds: 3600, witnesses: ['dir'] })
+  for (const checkpoint of written) appendWitnessLine(witness.path, checkpoint)
+  return { env, acme, witness: witness.path, head: adminHead(env, acme) }
+}
+
+describe('verify: the signatures and the witness', () => {
+  test('the tail deleted after a witnessed checkpoint, its checkpoints with it: invisible in the database alone, `truncated` against the witness', async () => {
+    const { env, acme, witness, head } = await witnessedChain(6)
+    expect((await verifyAcmeAdmin(env, acme, '--witness', witness)).code).toBe(0)
+    tamper(env, ['DELETE FROM admin_logs WHERE project_id = ? AND chain_position > ?', acme, head - 3], ['DELETE FROM audit_checkpoints WHERE scope_key = ?', `admin:${acme}`])
+    const alone = await verifyAcmeAdmin(env, acme)
+    expect(alone.chain.breaks).toEqual([])
+    const witnessed = await verifyAcmeAdmin(env, acme, '--witness', witness)
+    expect(witnessed.code).toBe(1)
+    expect(witnessed.chain.breaks).toEqual([{ kind: 'truncated', position: head - 2 }])
+    // The checkpoints left in the database catch it too, when the tail alone is cut.
+    const again = await witnessedChain(4)
+    tamper(again.env, ['DELETE FROM admin_logs WHERE project_id = ? AND chain_position = ?', again.acme, again.head])
+    expect((await verifyAcmeAdmin(again.env, again.acme)).chain.breaks).toEqual([{ kind: 'truncated', position: again.head }])
+  })
+
+  test('the whole chain recomputed through SQL without the key (an entry altered, every hash after it redone, checkpoints forged): caught by the signatures and by the witness', async () => {
+    const { env, acme, witness, head } = await witnessedChain(5)
+    const altered = head - 3
+    // The attacker rewrites one entry and recomputes every link from it, as the documented encoding says.
+    tamper(env, ['UPDATE admin_logs SET new_value = ? WHERE project_id = ? AND chain_position = ?', '{"name":"rewritten"}', acme, altered])
+    const rows = queryAll<Record<string, unknown>>(env.store, 'SELECT * FROM admin_logs WHERE project_id = ? ORDER BY chain_position', acme)
+    let prev: string | null = null
+    const updates: [string, ...(string | number | null)[]][] = []
+    for (const row of rows) {
+      const position = Number(row.chain_position)
+      const hash = linkHash(prev, canonicalAdminEntry({
+        projectId: acme, position, id: Number(row.id), createdAt: Number(row.created_at), type: String(row.type), resource: String(row.resource), initiator: String(row.initiator),
+        userId: row.user_id === null ? null : Number(row.user_id), subjectUserId: row.subject_user_id === null ? null : Number(row.subject_user_id),
+        previousValue: row.previous_value as string | null, newValue: row.new_value as string | null, extension: row.extension === true || Number(row.extension) === 1,
+      }))
+      if (position >= altered) updates.push(['UPDATE admin_logs SET chain_hash = ? WHERE id = ?', hash, Number(row.id)])
+      prev = hash
+    }
+    tamper(env, ...updates)
+    // …and forges the database's checkpoints with a key of its own (it has not the instance's).
+    const forger = auditSigningKey(Buffer.from('the attacker has no instance secret 0123456789'))
+    for (const row of queryAll<{ id: string; position: number; created_at: number }>(env.store, 'SELECT id, position, created_at FROM audit_checkpoints WHERE scope_key = ?', `admin:${acme}`)) {
+      const stored = queryOne<{ hash: string }>(env.store, 'SELECT chain_hash AS hash FROM admin_logs WHERE project_id = ? AND chain_position = ?', acme, Number(row.position))!
+      const forged = signCheckpoint(forger, 'checkpoint', { log: 'admin', scopeId: acme }, Number(row.position), stored.hash, Number(row.created_at))
+      execute(env.store, 'UPDATE audit_checkpoints SET hash = ?, signature = ? WHERE id = ?', forged.hash, forged.signature, row.id)
+    }
+    // The chain links again: only the signatures tell.
+    const bySignatures = await verifyAcmeAdmin(env, acme)
+    expect(bySignatures.code).toBe(1)
+    expect(bySignatures.chain.breaks).toEqual([{ kind: 'altered', position: head }])
+    // With the forged checkpoints gone too, the witness's newest tells.
+    execute(env.store, 'DELETE FROM audit_checkpoints WHERE scope_key = ?', `admin:${acme}`)
+    expect((await verifyAcmeAdmin(env, acme)).chain.breaks).toEqual([])
+    const byWitness = await verifyAcmeAdmin(env, acme, '--witness', witness)
+    expect(byWitness.code).toBe(1)
+    expect(byWitness.chain.breaks).toEqual([{ kind: 'altered', position: head }])
+  })
+
+  test('retention with an anchor verifies from the anchor; a forged anchor does not', async () => {
+    const { env, acme } = await acmeEnv()
+    await writeAdminEntries(env, acme, 4)
+    env.clock.advance(10 * 86_400_000)
+    await writeAdminEntries(env, acme, 3)
+    await writeDueCheckpoints(env.store, env.clock, auditSigningKey(env.secret), { every: 1, seconds: 3600, witnesses: [] })
+    const pruned = await pruneLogs(env.store, env.clock, 7, auditSigningOf(env))
+    expect(pruned.adminLogs).toBeGreaterThan(0)
+    const verdict = await verifyAcmeAdmin(env, acme)
+    expect(verdict.code).toBe(0)
+    expect(verdict.chain.breaks).toEqual([])
+    // Retention's own `log-retention` entry is one more, after the three kept.
+    expect(verdict.chain.entries).toBe(4)
+    const anchor = queryOne<{ id: string; position: number }>(env.store, "SELECT id, position FROM audit_checkpoints WHERE scope_key = ? AND kind = 'anchor'", `admin:${acme}`)!
+    execute(env.store, 'UPDATE audit_checkpoints SET hash = ? WHERE id = ?', '0'.repeat(64), anchor.id)
+    const forged = await verifyAcmeAdmin(env, acme)
+    expect(forged.code).toBe(1)
+    expect(forged.chain.breaks.map((b) => b.kind)).toContain('altered')
+    expect(forged.chain.breaks).toContainEqual({ kind: 'altered', position: Number(anchor.position) })
+  })
+})
+
+describe('the signed export', () => {
+  test('`trellis audit export` verifies with the public key alone; an edited line is caught at its position', async () => {
+    const { env, acme } = await acmeEnv()
+    await writeAdminEntries(env, acme, 6)
+    await writeDueCheckpoints(env.store, env.clock, auditSigningKey(env.secret), { every: 1, seconds: 3600, witnesses: [] })
+    await writeAdminEntries(env, acme, 2) // past the last checkpoint: the export signs its own
+    const file = join(env.dataDir, '..', `export-${crypto.randomUUID()}.jsonl`)
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', file]))
+    const written = await audit(env, 'export', '--project', 'Acme', '--log', 'admin', '--out', file)
+    expect(written.code).toBe(0)
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(lines[0]).toMatchObject({ type: 'header', v: 1, log: 'admin', project: 'Acme', scopeId: acme, publicKey: auditSigningKey(env.secret).publicJwk, prev: null })
+    const entries = lines.filter((line) => line.type === 'entry')
+    expect(entries).toHaveLength(adminHead(env, acme))
+    expect(lines.at(-1)).toMatchObject({ type: 'checkpoint', kind: 'checkpoint', position: adminHead(env, acme) })
+
+    const key = keyFile(env)
+    const verified = await audit(env, 'verify', '--export', file, '--key', key, '--json')
+    expect(verified.code).toBe(0)
+    expect(JSON.parse(verified.out)).toMatchObject({ ok: true, logs: [{ log: `admin:${acme}`, project: 'Acme', entries: entries.length, breaks: [] }] })
+
+    // One entry's value edited in the file.
+    const target = entries[3]!
+    const edited = readFileSync(file, 'utf8').replace(JSON.stringify(target), JSON.stringify({ ...target, entry: { ...(target.entry as object), newValue: '{"name":"edited"}' } }))
+    writeFileSync(file, edited)
+    const caught = await audit(env, 'verify', '--export', file, '--key', key, '--json')
+    expect(caught.code).toBe(1)
+    expect((JSON.parse(caught.out) as VerifyReport).logs[0]!.breaks).toEqual([{ kind: 'altered', position: target.position as number, id: (target.entry as { id: number }).id }])
+    // Another instance's key (a file signed by someone else) does not verify it either.
+    const other = join(env.dataDir, '..', `other-${crypto.randomUUID()}.jwk`)
+    writeFileSync(other, JSON.stringify(auditSigningKey(Buffer.from('some other instance secret 0123456789')).publicJwk))
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', other]))
+    writeFileSync(file, lines.map((line) => JSON.stringify(line)).join('\n'))
+    expect((await audit(env, 'verify', '--export', file, '--key', other, '--json')).code).toBe(1)
+  })
+
+  test('GET /v1/project/{p}/audit/export: project admins get the same export, from a time on; every error names its cause', async () => {
+    const { env, acme } = await acmeEnv()
+    await writeAdminEntries(env, acme, 3)
+    env.clock.advance(60_000)
+    const from = new Date(env.clock.now()).toISOString()
+    await writeAdminEntries(env, acme, 2)
+    const app = testApp(env)
+    const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+    const dave = (await tokenFor(env.store, env.clock, 'dave', ['all'])).value
+    const get = (query: string, token = alice) => app.handle(request(`/v1/project/Acme/audit/export${query}`, { headers: bearer(token) }))
+
+    const whole = await get('?log=admin')
+    expect(whole.status).toBe(200)
+    expect(whole.headers.get('content-type')).toContain('application/x-ndjson')
+    const lines = (await whole.text()).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(lines.filter((l) => l.type === 'entry')).toHaveLength(adminHead(env, acme))
+
+    const late = (await (await get(`?log=admin&from=${encodeURIComponent(from)}`)).text()).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const lateEntries = late.filter((l) => l.type === 'entry')
+    const since = lines.filter((l) => l.type === 'entry' && (l.entry as { createdAt: number }).createdAt >= Date.parse(from) * 1000)
+    expect(since.length).toBeGreaterThanOrEqual(2)
+    expect(lateEntries).toEqual(since)
+    const before = since[0]!.position as number - 1
+    expect(late[0]!.prev).toEqual({ position: before, hash: lines.find((l) => l.position === before)!.hash })
+    const file = join(env.dataDir, '..', `late-${crypto.randomUUID()}.jsonl`)
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', file]))
+    writeFileSync(file, late.map((line) => JSON.stringify(line)).join('\n'))
+    expect((await audit(env, 'verify', '--export', file, '--key', keyFile(env), '--json')).code).toBe(0)
+
+    const production = await get('?environment=production')
+    expect(production.status).toBe(200)
+    expect(JSON.parse((await production.text()).split('\n')[0]!)).toMatchObject({ type: 'header', log: 'activity', environment: 'production' })
+
+    const errors: [string, number, string, string | null][] = [
+      ['?log=notes', 400, 'invalid_parameter', 'log'],
+      ['?log=activity', 400, 'invalid_parameter', 'environment'],
+      ['?log=admin&environment=production', 400, 'invalid_parameter', 'environment'],
+      ['?log=admin&from=yesterday', 400, 'invalid_parameter', 'from'],
+      ['?log=admin&to=2026-13-01', 400, 'invalid_parameter', 'to'],
+      ['?environment=nowhere', 404, 'not_found', null],
+    ]
+    for (const [query, status, code, field] of errors) {
+      const response = await get(query)
+      const body = (await response.json()) as { error: string; code: string; message: string; details?: { field: string }[] }
+      expect([query, response.status, body.code]).toEqual([query, status, code])
+      expect(body.error).toBeString()
+      expect(body.message).toBeString()
+      if (field) expect(body.details?.[0]?.field).toBe(field)
+    }
+    expect((await get('?log=admin', dave)).status).toBe(403)
+    expect((await app.handle(request('/v1/project/Acme/audit/export?log=admin'))).status).toBe(401)
+    expect((await app.handle(request('/v1/project/Nowhere/audit/export?log=admin', { headers: bearer(alice) }))).status).toBe(403)
+  })
+})
+
+// ── A real server killed ─────────────────────────────────────────────────────
+
+describe('kill -9', () => {
+  test('serve killed between an entry\'s commit and its checkpoint\'s delivery: after the restart the checkpoint is in the witness file once', async () => {
+    const { env } = await acmeEnv({ TRELLIS_API_RATE_PER_MIN: '100000' })
+    const cwd = tempDir('trellis-witness-cwd-')
+    const witness = tempDir('trellis-witness-kill-')
+    cleanups.push(cwd.cleanup, witness.cleanup)
+    const alice = (await tokenFor(env.store, env.clock, 'alice', ['all'])).value
+    const vars = {
+      ...processEnv(env),
+      TRELLIS_SECRET: env.secret.toString('utf8'),
+      TRELLIS_AUDIT_WITNESS_DIR: witness.path,
+      TRELLIS_AUDIT_CHECKPOINT_SECONDS: '1',
+      TRELLIS_CALLBACK_RETRY_MS: '50',
+      TRELLIS_API_RATE_PER_MIN: '100000',
+    }
+    const first = await startServe({ dataDir: env.dataDir, cwd: cwd.path, env: vars })
+    // The witness file turns into a directory under the running server: every append fails (even as root) and waits
+    // for its next attempt, the checkpoints committed and not delivered.
+    rmSync(join(witness.path, WITNESS_FILE))
+    mkdirSync(join(witness.path, WITNESS_FILE))
+    // An entry committed by the server itself: a note, with its activity entry.
+    const note = await fetch(`${first.url}/v1/project/Acme/environment/production/notes`, {
+      method: 'POST',
+      headers: { ...bearer(alice), 'content-type': 'application/json' },
+      body: JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: 'Refund', content: '<p>kill me</p>' }),
+    })
+    expect(note.status).toBe(201)
+    const environmentId = queryOne<{ id: number }>(env.store, "SELECT id FROM environments WHERE name = 'production'")!.id
+    const checkpoint = await until('the note\'s entry signed, its delivery failed once', () =>
+      queryOne<{ id: string }>(env.store, "SELECT c.id FROM audit_checkpoints c JOIN audit_witness_deliveries d ON d.checkpoint_id = c.id WHERE c.scope_key = ? AND d.status = 'pending' AND d.attempts > 0", `activity:${environmentId}`),
+    )
+    first.proc.kill('SIGKILL')
+    await first.proc.exited
+
+    // The witness comes back; the next start delivers what was left, each checkpoint once.
+    rmSync(join(witness.path, WITNESS_FILE), { recursive: true })
+    const second = await startServe({ dataDir: env.dataDir, cwd: cwd.path, env: vars })
+    try {
+      await until('every checkpoint witnessed', () => queryAll(env.store, "SELECT id FROM audit_witness_deliveries WHERE status <> 'delivered'").length === 0, 30_000)
+    } finally {
+      await second.stop()
+    }
+    const lines = readWitnessFile(witness.path).checkpoints.map((c) => c.id)
+    expect(lines.filter((id) => id === checkpoint.id)).toHaveLength(1)
+    expect(lines.sort()).toEqual(queryAll<{ id: string }>(env.store, 'SELECT id FROM audit_checkpoints').map((r) => r.id).sort())
+    expect(new Set(lines).size).toBe(lines.length)
+  }, 90_000)
+})

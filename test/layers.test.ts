@@ -193,7 +193,7 @@ const ENGINE = [
 ].map((name) => `src/db/${name}.ts`)
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */
 const DOMAINS = [
-  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'log-chain', 'chain-pages', 'mail', 'maintenance',
+  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'log-chain', 'chain-pages', 'audit', 'mail', 'maintenance',
   'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'schedules', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
   'webhooks', 'workflow-events', 'workflow-health', 'workflows',
 ].map((name) => `src/db/${name}.ts`)

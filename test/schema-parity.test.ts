@@ -173,6 +173,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0021_run_trace_context',
       '0022_audit_chain',
       '0023_audit_chain_sealed',
+      '0024_audit_checkpoints',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

@@ -6,7 +6,7 @@
  */
 import type { ChainLog } from '../lib/audit-chain.ts'
 import { ROWS } from '../lib/progress.ts'
-import { type ChainReport, type VerifyOptions, verifyStoredChains } from '../modules/audit/chain-verify.ts'
+import { type ChainReport, type VerifyOptions, type VerifyReport, verifyStoredChains } from '../modules/audit/chain-verify.ts'
 import { readSnapshot } from '../db/read.ts'
 import type { Store } from '../db/store.ts'
 import type { Config } from '../config.ts'
@@ -40,7 +40,12 @@ export async function runVerify(parsed: Parsed, io: Io, claimsOf?: (config: Conf
       throw error
     }
   })
-  if (parsed.values.json === true) io.out(JSON.stringify(report))
+  return printVerdict(parsed, io, report)
+}
+
+/** The verdict on stdout (`--json`: the report as JSON); the exit code, 0 when every chain verifies, else 1. */
+export function printVerdict(parsed: Parsed, io: Io, report: VerifyReport): number {
+  if (parsed.values.json === true) io.out(JSON.stringify({ ok: report.ok, logs: report.logs }))
   else for (const chain of report.logs) io.out(verdictLine(chain))
   if (parsed.values.json !== true) io.out(report.ok ? `ok: ${report.logs.length} chains verified` : `broken: ${report.logs.filter((l) => l.breaks.length > 0).length} of ${report.logs.length} chains`)
   return report.ok ? 0 : 1

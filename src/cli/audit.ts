@@ -2,17 +2,21 @@
  * `trellis audit key|export|verify` (docs/audit.md): the signing key's public half (and the witness callbacks' secret),
  * a log's signed export, and the chain's verification.
  */
-import { closeSync, openSync, renameSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
-import { auditSigningKey, auditWitnessSecret } from '../lib/audit-key.ts'
+import { type AuditPublicJwk, auditJwkOf, auditJwkProblem, auditSigningKey, auditWitnessSecret } from '../lib/audit-key.ts'
+import { readWitnessFile } from '../lib/audit-witness-file.ts'
+import { FLAG_SETTINGS } from '../config.ts'
+import { newestWitnessed, storedClaims } from '../modules/audit/claims.ts'
+import { NotAnExport, verifyExport } from '../modules/audit/export-verify.ts'
+import { printVerdict, runVerify, VERIFY_FLAGS } from './audit-verify.ts'
 import { HttpError } from '../lib/errors.ts'
-import { loadInstanceSecret } from '../lib/secret.ts'
+import { loadInstanceSecret, SECRET_FILE } from '../lib/secret.ts'
 import { readSnapshot } from '../db/read.ts'
-import { exportLines, exportScope } from '../modules/audit/export.ts'
+import { ExportOptionError, exportLines, exportScope } from '../modules/audit/export.ts'
 import { booleanFlag, type Command, CommandError, configFrom, type Parsed, parseFlags, required, stringFlag, UsageError, withStore } from './command.ts'
 import type { Io } from './command.ts'
 import type { Config } from '../config.ts'
-import { runVerify, VERIFY_FLAGS } from './audit-verify.ts'
 
 const SUBCOMMANDS = ['key', 'export', 'verify'] as const
 
@@ -21,7 +25,8 @@ export const auditCommand: Command = {
   usage: [
     'trellis audit key [--out FILE] [--witness-secret]',
     '       trellis audit export --project P [--log activity|admin] [--environment E] [--from T] [--to T] [--out FILE]',
-    '       trellis audit verify [--project P] [--log activity|admin] [--json] [--quiet]',
+    '       trellis audit verify [--project P] [--log activity|admin] [--witness FILE|DIR] [--key FILE] [--json] [--quiet]',
+    '       trellis audit verify --export FILE [--key FILE] [--json]',
   ].join('\n'),
   flags: {
     out: stringFlag('FILE', 'key: write the public key (JWK) to FILE; export: write the export to FILE (default: standard output)'),
@@ -32,19 +37,79 @@ export const auditCommand: Command = {
     environment: stringFlag('NAME', 'export: the environment (the activity log)'),
     from: stringFlag('TIME', 'export: entries created at or after this ISO 8601 time'),
     to: stringFlag('TIME', 'export: entries created before this ISO 8601 time'),
+    witness: stringFlag('FILE|DIR', 'verify: a witness file (or its directory): each chain\'s head is compared with the newest checkpoint it holds'),
+    key: stringFlag('FILE', 'verify: the public key (JWK) checkpoints are checked with (default: derived from the instance secret, when there is one)'),
+    export: stringFlag('FILE', 'verify: an export file (`trellis audit export`) instead of the database'),
   },
   async run(argv, io) {
     const parsed = parseFlags(argv, this.flags, 1)
     const sub = parsed.positionals[0]
     if (sub === 'key') return keyCommand(parsed, io)
     if (sub === 'export') return exportCommand(parsed, io)
-    if (sub === 'verify') return runVerify(parsed, io)
+    if (sub === 'verify') return verifyCommand(parsed, io)
     throw new UsageError(`which audit command? one of ${SUBCOMMANDS.join(', ')}`)
   },
 }
 
 /** The instance secret the configuration names (TRELLIS_SECRET, else the data directory's file). */
 const secretOf = (config: Config) => loadInstanceSecret(config.dataDir, config.secretFromEnv)
+
+/**
+ * The public key verify checks signatures with: `--key FILE`, else the one the configured instance secret derives (never
+ * made up: a data directory without its secret has none), else null.
+ */
+function verifyKey(parsed: Parsed, config: Config): AuditPublicJwk | null {
+  const file = parsed.values.key
+  if (typeof file === 'string') {
+    let value: unknown
+    try {
+      value = JSON.parse(readFileSync(file, 'utf8'))
+    } catch (error) {
+      throw new UsageError(`--key ${file}: cannot read a JWK (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    }
+    const problem = auditJwkProblem(value)
+    if (problem) throw new UsageError(`--key ${file} ${problem}`)
+    return auditJwkOf(value as { x: string })
+  }
+  if (config.secretFromEnv === undefined && !existsSync(join(config.dataDir, SECRET_FILE))) return null
+  return auditSigningKey(secretOf(config)).publicJwk
+}
+
+/** `verify`: the stored chains (h-chain's walk, ./audit-verify.ts) with their signed claims, or an export file. */
+async function verifyCommand(parsed: Parsed, io: Io): Promise<number> {
+  const config = configFrom(parsed)
+  const key = verifyKey(parsed, config)
+  const exportFile = parsed.values.export
+  if (typeof exportFile === 'string') {
+    for (const flag of ['witness', 'project', 'log'] as const) if (parsed.values[flag] !== undefined) throw new UsageError(`--${flag} is for the database's chains, not --export`)
+    let report
+    try {
+      report = await verifyExport(exportFile, key)
+    } catch (error) {
+      if (error instanceof NotAnExport) throw new CommandError(`${exportFile} is not an export: ${error.message}`)
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new CommandError(`no file ${exportFile}`)
+      throw error
+    }
+    if (report.key === 'export') io.err('no --key and no instance secret: checked with the export\'s own key, which proves the file whole, not whose it is')
+    return printVerdict(parsed, io, report)
+  }
+  const witnessPath = parsed.values.witness
+  if (key === null) {
+    if (typeof witnessPath === 'string') throw new UsageError('--witness needs the public key its checkpoints were signed with: --key FILE (`trellis audit key --out FILE` where the instance runs)')
+    io.err(`no --key and no instance secret (${FLAG_SETTINGS.data.env}/secret or TRELLIS_SECRET): the links are checked, the signed checkpoints and anchors are not`)
+  }
+  let witnessed = null
+  if (typeof witnessPath === 'string') {
+    try {
+      const { checkpoints, unreadable } = readWitnessFile(witnessPath)
+      if (unreadable > 0) io.err(`${witnessPath}: ${unreadable} line(s) that are not checkpoints were skipped`)
+      witnessed = newestWitnessed(checkpoints)
+    } catch (error) {
+      throw new CommandError(`cannot read the witness ${witnessPath} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+    }
+  }
+  return runVerify(parsed, io, (_config, store) => storedClaims(store, key, witnessed))
+}
 
 function keyCommand(parsed: Parsed, io: Io): number {
   const config = configFrom(parsed)
@@ -75,7 +140,8 @@ async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
     try {
       scope = await readSnapshot(store, exportScope(project, { log: option('log'), environment: option('environment'), from: option('from'), to: option('to') }))
     } catch (error) {
-      if (error instanceof HttpError) throw (error.status === 400 ? new UsageError(`--${(error.toBody().details as { field: string }[] | undefined)?.[0]?.field ?? 'flag'} ${error.message}`) : new CommandError(error.message))
+      if (error instanceof ExportOptionError) throw new UsageError(`--${error.option} ${error.rule}`)
+      if (error instanceof HttpError) throw new CommandError(error.message)
       throw error
     }
     const lines = exportLines(store, key, scope, () => Date.now())

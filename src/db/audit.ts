@@ -5,8 +5,8 @@
  * under a lease by the statements the callbacks and mail use: ./leased-queue.ts). Written once for both stores.
  */
 import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
-import { type AuditLog, type CheckpointKind, logKey, type LogScope, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
-import type { ActivityChainFields, AdminChainFields, ChainName } from '../lib/audit-chain.ts'
+import { type ChainLog, type ChainName, chainKey } from '../lib/audit-chain.ts'
+import { type CheckpointKind, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../lib/audit-key.ts'
 import type { Tables } from './dialect.ts'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
@@ -19,14 +19,14 @@ const ph = (name: string) => sql.placeholder(name)
 export type Witness = 'dir' | 'url'
 
 /** A log's table, and the condition naming one scope of it as the chain's unique index reads it. */
-function scopeOf(t: Tables, log: AuditLog) {
+function scopeOf(t: Tables, log: ChainLog) {
   if (log === 'activity') return { x: t.activityLogs, inScope: eq(t.activityLogs.environmentId, ph('scope')) }
   // The instance's chain is scope 0 in the admin log's unique index (`coalesce(project_id, 0)`): the head seeks it.
   return { x: t.adminLogs, inScope: sql`coalesce(${t.adminLogs.projectId}, 0) = ${ph('scope')}` }
 }
 
 /** One statement per log (the two tables' columns differ in name only). */
-const perLog = <S>(make: (log: AuditLog) => S): Record<AuditLog, S> => ({ activity: make('activity'), admin: make('admin') })
+const perLog = <S>(make: (log: ChainLog) => S): Record<ChainLog, S> => ({ activity: make('activity'), admin: make('admin') })
 
 const HEAD = perLog((log) =>
   statement(`audit.head.${log}`, ({ db, t }) => {
@@ -59,28 +59,28 @@ const LINK_AT = perLog((log) =>
   }),
 )
 
-const scopeParam = (scope: LogScope) => ({ scope: scope.scopeId ?? 0 })
+const scopeParam = (scope: ChainName) => ({ scope: scope.scopeId ?? 0 })
 
 /** The link of the scope's entry at `position`, or null when there is none. */
-export function* chainLinkAt(scope: LogScope, position: number): Op<{ position: number; hash: string } | null> {
+export function* chainLinkAt(scope: ChainName, position: number): Op<{ position: number; hash: string } | null> {
   const found = yield* LINK_AT[scope.log].row({ ...scopeParam(scope), position })
   return found?.hash == null ? null : { position, hash: found.hash }
 }
 
 /** The chain's newest link, or null when the scope has no chained entry. */
-export function* chainHead(scope: LogScope): Op<{ position: number; hash: string } | null> {
+export function* chainHead(scope: ChainName): Op<{ position: number; hash: string } | null> {
   const head = yield* HEAD[scope.log].row(scopeParam(scope))
   return head?.position == null || head.hash == null ? null : { position: Number(head.position), hash: head.hash }
 }
 
 /** The scope's first entry past `position` (the oldest one no checkpoint covers): its position and time (epoch µs). */
-export function* firstEntryAfter(scope: LogScope, position: number): Op<{ position: number; createdAtMicros: number } | null> {
+export function* firstEntryAfter(scope: ChainName, position: number): Op<{ position: number; createdAtMicros: number } | null> {
   const entry = yield* FIRST_AFTER[scope.log].row({ ...scopeParam(scope), after: position })
   return entry?.position == null ? null : { position: Number(entry.position), createdAtMicros: Number(entry.createdAt) }
 }
 
 /** Every chain there is: each environment's activity log, each project's admin log, the instance's admin log. */
-export function* auditScopes(): Op<LogScope[]> {
+export function* auditScopes(): Op<ChainName[]> {
   const environments = yield* rows(({ db, t }) => db.select({ id: t.environments.id }).from(t.environments).orderBy(asc(t.environments.id)))
   const projects = yield* rows(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).orderBy(asc(t.projects.id)))
   return [
@@ -100,8 +100,8 @@ const LAST_SIGNED = statement('audit.last-signed', ({ db, t }) =>
 )
 
 /** The newest position a checkpoint or anchor of the scope covers; 0 when none does. */
-export function* lastSignedPosition(scope: LogScope): Op<number> {
-  return (yield* LAST_SIGNED.row({ scopeKey: logKey(scope) }))?.position ?? 0
+export function* lastSignedPosition(scope: ChainName): Op<number> {
+  return (yield* LAST_SIGNED.row({ scopeKey: chainKey(scope) }))?.position ?? 0
 }
 
 const INSERT_CHECKPOINT = statement('audit.insert-checkpoint', ({ db, t }) =>
@@ -142,7 +142,7 @@ const INSERT_DELIVERY = statement('audit.insert-witness-delivery', ({ db, t }) =
 export function* insertCheckpoint(checkpoint: SignedCheckpoint, witnesses: readonly Witness[], now: number): Op<boolean> {
   const { id, kind, log, scopeId, position, hash, kid, signature } = checkpoint
   const stored = yield* INSERT_CHECKPOINT.rows({
-    id, kind, log, scopeId, scopeKey: logKey(checkpoint), position, hash, kid, signature, createdAt: Date.parse(checkpoint.time),
+    id, kind, log, scopeId, scopeKey: chainKey(checkpoint), position, hash, kid, signature, createdAt: Date.parse(checkpoint.time),
   })
   if (stored.length === 0) return false
   for (const witness of witnesses) yield* INSERT_DELIVERY.exec({ id: `${id}.${witness}`, checkpointId: id, witness, now })
@@ -176,8 +176,8 @@ const SCOPE_CHECKPOINTS = statement('audit.scope-checkpoints', ({ db, t }) =>
 )
 
 /** The scope's checkpoints and anchors past `from` up to `to` (positions), in position order. */
-export function* listCheckpoints(scope: LogScope, from = 0, to = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint[]> {
-  return (yield* SCOPE_CHECKPOINTS.rows({ scopeKey: logKey(scope), from, to })).map(checkpointOf)
+export function* listCheckpoints(scope: ChainName, from = 0, to = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint[]> {
+  return (yield* SCOPE_CHECKPOINTS.rows({ scopeKey: chainKey(scope), from, to })).map(checkpointOf)
 }
 
 const NEWEST_ANCHOR = statement('audit.newest-anchor', ({ db, t }) =>
@@ -190,13 +190,13 @@ const NEWEST_ANCHOR = statement('audit.newest-anchor', ({ db, t }) =>
 )
 
 /** The scope's newest anchor at or below `before` (where retention stopped), or null. */
-export function* newestAnchor(scope: LogScope, before = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint | null> {
-  const row = yield* NEWEST_ANCHOR.row({ scopeKey: logKey(scope), before })
+export function* newestAnchor(scope: ChainName, before = Number.MAX_SAFE_INTEGER): Op<SignedCheckpoint | null> {
+  const row = yield* NEWEST_ANCHOR.row({ scopeKey: chainKey(scope), before })
   return row ? checkpointOf(row) : null
 }
 
 /** A scope and the kinds of checkpoint it holds, as verify lists them (every scope with one, its project perhaps gone). */
-export function* checkpointedScopes(): Op<LogScope[]> {
+export function* checkpointedScopes(): Op<ChainName[]> {
   const found = yield* rows(({ db, t }) =>
     db.selectDistinct({ log: t.auditCheckpoints.log, scopeId: t.auditCheckpoints.scopeId }).from(t.auditCheckpoints).orderBy(asc(t.auditCheckpoints.log), asc(t.auditCheckpoints.scopeId)),
   )
@@ -215,7 +215,7 @@ export interface AuditSigning {
  * An anchor for each scope among the entries just deleted, at its newest deleted entry, signed and queued for the
  * witnesses, in the deleting transaction: verify starts that chain from it.
  */
-export function* recordAnchors(log: AuditLog, deleted: readonly PrunedEntry[], signing: AuditSigning, now: number): Op<void> {
+export function* recordAnchors(log: ChainLog, deleted: readonly PrunedEntry[], signing: AuditSigning, now: number): Op<void> {
   for (const { scope, position, hash } of lastPrunedLinks(log, deleted)) {
     yield* insertCheckpoint(signCheckpoint(signing.key, 'anchor', scope, position, hash, now), signing.witnesses, now)
   }
@@ -224,12 +224,12 @@ export function* recordAnchors(log: AuditLog, deleted: readonly PrunedEntry[], s
 type PrunedEntry = { scopeId: number | null; position: number | null; hash: string | null }
 
 /** The link of the newest entry of each scope among those just deleted (`deleted`: their scope, position, hash). */
-function lastPrunedLinks(log: AuditLog, deleted: readonly PrunedEntry[]) {
-  const newest = new Map<string, { scope: LogScope; position: number; hash: string }>()
+function lastPrunedLinks(log: ChainLog, deleted: readonly PrunedEntry[]) {
+  const newest = new Map<string, { scope: ChainName; position: number; hash: string }>()
   for (const entry of deleted) {
     if (entry.position === null || entry.hash === null) continue
     const scope = { log, scopeId: entry.scopeId === null ? null : Number(entry.scopeId) }
-    const key = logKey(scope)
+    const key = chainKey(scope)
     const position = Number(entry.position)
     if ((newest.get(key)?.position ?? 0) < position) newest.set(key, { scope, position, hash: entry.hash })
   }
@@ -293,72 +293,19 @@ export function listWitnessDeliveries(checkpointId: string) {
 
 export type { CheckpointKind }
 
-// ── The chain's entries, in position order (an export) ───────────────────────
+// ── Where an export starts ───────────────────────────────────────────────────
 
-/** A page of a scope's entries in position order (`select().from(x)` typed per table: the two logs' rows differ). */
-const ACTIVITY_PAGE = statement('audit.entries-page.activity', ({ db, t }) => {
-  const x = t.activityLogs
-  return db
-    .select()
-    .from(x)
-    .where(and(eq(x.environmentId, ph('scope')), gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
-    .orderBy(asc(x.chainPosition))
-    .limit(ph('limit'))
-})
-const ADMIN_PAGE = statement('audit.entries-page.admin', ({ db, t }) => {
-  const x = t.adminLogs
-  return db
-    .select()
-    .from(x)
-    .where(and(sql`coalesce(${x.projectId}, 0) = ${ph('scope')}`, gt(x.chainPosition, ph('after')), sql`${x.createdAt} >= ${ph('from')}`, sql`${x.createdAt} < ${ph('to')}`))
-    .orderBy(asc(x.chainPosition))
-    .limit(ph('limit'))
-})
-
-const RECORD_IDS = statement('audit.entries-record-ids', (d) =>
-  d.db
-    .select({ logId: d.t.activityLogRecords.logId, recordId: d.t.activityLogRecords.recordId })
-    .from(d.t.activityLogRecords)
-    .where(d.inJsonArray(d.t.activityLogRecords.logId, 'ids', 'integer')),
+const FIRST_FROM = perLog((log) =>
+  statement(`audit.first-from.${log}`, ({ db, t }) => {
+    const { x, inScope } = scopeOf(t, log)
+    return db
+      .select({ position: sql<number | null>`min(${x.chainPosition})`.mapWith(Number) })
+      .from(x)
+      .where(and(inScope, sql`${x.createdAt} >= ${ph('from')}`))
+  }),
 )
 
-/** Entries of a chain in position order: what an export writes of each (the canonical encoding's fields). */
-export type ChainEntry = { position: number; hash: string; fields: ActivityChainFields | AdminChainFields }
-
-/**
- * Up to `limit` entries of the scope past `after` (a position) created in [`fromMicros`, `toMicros`), in position
- * order, each with its stored link and its fields as the canonical encoding reads them.
- */
-export function* chainEntriesPage(scope: ChainName, after: number, limit: number, fromMicros: number, toMicros: number): Op<ChainEntry[]> {
-  const values = { ...scopeParam(scope), after, limit, from: fromMicros, to: toMicros }
-  if (scope.log === 'admin') {
-    return (yield* ADMIN_PAGE.rows(values)).map((row) => ({
-      position: Number(row.chainPosition),
-      hash: row.chainHash ?? '',
-      fields: {
-        projectId: row.projectId === null ? null : Number(row.projectId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt),
-        type: row.type, resource: row.resource, initiator: row.initiator, userId: numberOrNull(row.userId), subjectUserId: numberOrNull(row.subjectUserId),
-        previousValue: row.previousValue, newValue: row.newValue, extension: Boolean(row.extension),
-      },
-    }))
-  }
-  const found = yield* ACTIVITY_PAGE.rows(values)
-  const recordIds = new Map<number, string[]>()
-  if (found.length > 0) {
-    for (const r of yield* RECORD_IDS.rows({ ids: JSON.stringify(found.map((row) => Number(row.id))) })) {
-      recordIds.set(Number(r.logId), [...(recordIds.get(Number(r.logId)) ?? []), r.recordId])
-    }
-  }
-  return found.map((row) => ({
-    position: Number(row.chainPosition),
-    hash: row.chainHash ?? '',
-    fields: {
-      environmentId: Number(row.environmentId), position: Number(row.chainPosition), id: Number(row.id), createdAt: Number(row.createdAt), type: row.type,
-      action: row.action, label: row.label, userId: Number(row.userId), teamId: numberOrNull(row.teamId), collectionId: numberOrNull(row.collectionId),
-      tokenId: numberOrNull(row.tokenId), workflowName: row.workflowName, runId: row.runId, stepName: row.stepName, extension: Boolean(row.extension),
-      recordIds: (recordIds.get(Number(row.id)) ?? []).sort(),
-    },
-  }))
+/** The position of the scope's first entry created at or after `fromMicros`, or null when none is. */
+export function* firstChainPositionFrom(scope: ChainName, fromMicros: number): Op<number | null> {
+  return (yield* FIRST_FROM[scope.log].row({ ...scopeParam(scope), from: fromMicros }))?.position ?? null
 }
-
-const numberOrNull = (value: number | null) => (value === null ? null : Number(value))

@@ -4,22 +4,16 @@
  * callback's `data`, an export's `checkpoint` line). Pure: no storage.
  */
 import { randomUUIDv7 } from 'bun'
+import type { ChainLog, ChainName } from './audit-chain.ts'
 import { type AuditPublicJwk, type AuditSigningKey, verifyAuditSignature } from './audit-key.ts'
 
-export type AuditLog = 'activity' | 'admin'
 export type CheckpointKind = 'checkpoint' | 'anchor'
-
-/** One chain: a log and its scope (an environment's activity log, a project's admin log, or the instance's: null). */
-export interface LogScope {
-  log: AuditLog
-  scopeId: number | null
-}
 
 /** What a checkpoint signs, in this key order: its signature covers `JSON.stringify` of exactly this object. */
 export interface CheckpointBody {
   v: 1
   kind: CheckpointKind
-  log: AuditLog
+  log: ChainLog
   scopeId: number | null
   position: number
   hash: string
@@ -31,11 +25,6 @@ export interface CheckpointBody {
 /** A checkpoint as stored and witnessed: the body, its id and its signature (base64url). */
 export type SignedCheckpoint = CheckpointBody & { id: string; signature: string }
 
-/** The scope's key: `activity:<environmentId>`, `admin:<projectId>`, `admin:instance`. */
-export function logKey({ log, scopeId }: LogScope): string {
-  return `${log}:${scopeId ?? 'instance'}`
-}
-
 /** The bytes a checkpoint's signature covers: its body's fields, in the contract's order, and nothing else. */
 export function checkpointBytes(checkpoint: CheckpointBody): string {
   const { v, kind, log, scopeId, position, hash, time, kid } = checkpoint
@@ -43,7 +32,7 @@ export function checkpointBytes(checkpoint: CheckpointBody): string {
 }
 
 /** A new checkpoint (or anchor) of `scope` at `position`, whose entry hashes to `hash`, signed at `at` (epoch ms). */
-export function signCheckpoint(key: AuditSigningKey, kind: CheckpointKind, scope: LogScope, position: number, hash: string, at: number): SignedCheckpoint {
+export function signCheckpoint(key: AuditSigningKey, kind: CheckpointKind, scope: ChainName, position: number, hash: string, at: number): SignedCheckpoint {
   const body: CheckpointBody = { v: 1, kind, log: scope.log, scopeId: scope.scopeId, position, hash, time: new Date(at).toISOString(), kid: key.publicJwk.kid }
   return { ...body, id: newCheckpointId(), signature: key.sign(checkpointBytes(body)) }
 }

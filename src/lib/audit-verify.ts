@@ -190,9 +190,11 @@ export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
     lastId = entry.id
   }
 
+  // The chain reaches its head, or its anchor when retention pruned every entry: a claim past that is a cut tail.
+  const reached = Math.max(head?.position ?? 0, input.anchor?.position ?? 0)
   for (const claim of input.claims ?? []) {
     if (!claim.signatureValid) report({ kind: 'altered', position: claim.position })
-    else if (head === null || head.position < claim.position) report({ kind: 'truncated', position: (head?.position ?? input.anchor?.position ?? 0) + 1 })
+    else if (reached < claim.position) report({ kind: 'truncated', position: reached + 1 })
     else if (storedAt.has(claim.position) && storedAt.get(claim.position) !== claim.hash) report({ kind: 'altered', position: claim.position })
   }
   const breaks = [...found.values()].sort((a, b) => (a.position ?? Infinity) - (b.position ?? Infinity))

@@ -11,7 +11,8 @@ import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import type { Store } from '../../db/store.ts'
 import { write } from '../../db/write.ts'
-import { type LogScope, type SignedCheckpoint, signCheckpoint } from '../../lib/audit-checkpoint.ts'
+import { type SignedCheckpoint, signCheckpoint } from '../../lib/audit-checkpoint.ts'
+import type { ChainName } from '../../lib/audit-chain.ts'
 import type { AuditSigningKey } from '../../lib/audit-key.ts'
 import type { Clock } from '../../lib/clock.ts'
 import type { Logger } from '../../lib/logger.ts'
@@ -31,7 +32,7 @@ export function auditWitnessesOf(config: Pick<Config, 'auditWitnessDir' | 'audit
 }
 
 /** Whether the scope's head is to be signed now: past its last checkpoint by `every` entries, or its oldest unsigned entry `seconds` old. */
-function* checkpointDue(scope: LogScope, now: number, settings: CheckpointSettings): Op<boolean> {
+function* checkpointDue(scope: ChainName, now: number, settings: CheckpointSettings): Op<boolean> {
   const head = yield* chainHead(scope)
   if (head === null) return false
   const signed = yield* lastSignedPosition(scope)
@@ -42,7 +43,7 @@ function* checkpointDue(scope: LogScope, now: number, settings: CheckpointSettin
 }
 
 /** The scope's head signed and stored, with its witness deliveries; null when another instance signed it first. */
-function* signHead(scope: LogScope, key: AuditSigningKey, now: number, witnesses: readonly Witness[]): Op<SignedCheckpoint | null> {
+function* signHead(scope: ChainName, key: AuditSigningKey, now: number, witnesses: readonly Witness[]): Op<SignedCheckpoint | null> {
   const head = yield* chainHead(scope)
   if (head === null || head.position <= (yield* lastSignedPosition(scope))) return null
   const checkpoint = signCheckpoint(key, 'checkpoint', scope, head.position, head.hash, now)
@@ -53,7 +54,7 @@ function* signHead(scope: LogScope, key: AuditSigningKey, now: number, witnesses
 export async function writeDueCheckpoints(store: Store, clock: Clock, key: AuditSigningKey, settings: CheckpointSettings): Promise<SignedCheckpoint[]> {
   const now = clock.now()
   const due = await read(store, (function* () {
-    const scopes: LogScope[] = []
+    const scopes: ChainName[] = []
     for (const scope of yield* auditScopes()) if (yield* checkpointDue(scope, now, settings)) scopes.push(scope)
     return scopes
   })())

@@ -6,14 +6,15 @@
  * checkpoint sits at the last entry, the export ends with one signed as it is written. `trellis audit verify --export`
  * checks it with the public key alone.
  */
-import { chainEntriesPage, chainLinkAt, listCheckpoints, newestAnchor } from '../../db/audit.ts'
+import { chainLinkAt, firstChainPositionFrom, listCheckpoints, newestAnchor } from '../../db/audit.ts'
+import { type ChainCursor, chainEntriesPage, type StoredChainEntry } from '../../db/chain-pages.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import type { Store } from '../../db/store.ts'
 import type { ChainName } from '../../lib/audit-chain.ts'
 import { type SignedCheckpoint, signCheckpoint, witnessLine } from '../../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../../lib/audit-key.ts'
-import { invalidField, notFound } from '../../lib/errors.ts'
+import { notFound } from '../../lib/errors.ts'
 import { parseIsoMicros } from '../../lib/time.ts'
 import { requireEnvironment, requireProject } from '../directory/projects.ts'
 
@@ -29,7 +30,7 @@ export interface ExportScope {
   toMicros: number
 }
 
-/** The export's options as given (query string or flags), each checked; `field` names each in its error. */
+/** The export's options as given (query string or flags). */
 export interface ExportOptions {
   log?: string
   environment?: string
@@ -37,23 +38,34 @@ export interface ExportOptions {
   to?: string
 }
 
+/** What is wrong with one option: which, and its rule (the route answers 400 naming it, the CLI a usage error). */
+export class ExportOptionError extends Error {
+  constructor(
+    readonly option: keyof ExportOptions,
+    readonly rule: string,
+  ) {
+    super(`${option} ${rule}`)
+  }
+}
+
 /**
- * The chain an export names, its project's and environment's names checked (404 when unknown), and its options (400
- * naming the option): `log` `activity` (default; needs `environment`) or `admin` (the project's admin log).
+ * The chain an export names, its options checked (`ExportOptionError` naming the option) and its project's and
+ * environment's names found (404 when unknown): `log` `activity` (default; needs `environment`) or `admin` (the
+ * project's admin log); `from`/`to` ISO 8601 times.
  */
 export function* exportScope(projectName: string, options: ExportOptions): Op<ExportScope> {
   const log = options.log ?? 'activity'
-  if (log !== 'activity' && log !== 'admin') throw invalidField('log', 'must be activity or admin')
+  if (log !== 'activity' && log !== 'admin') throw new ExportOptionError('log', 'must be activity or admin')
   const fromMicros = options.from === undefined ? 0 : parseIsoMicros(options.from)
-  if (fromMicros === null) throw invalidField('from', 'must be an ISO 8601 date-time')
+  if (fromMicros === null) throw new ExportOptionError('from', 'must be an ISO 8601 date-time')
   const toMicros = options.to === undefined ? Number.MAX_SAFE_INTEGER : parseIsoMicros(options.to)
-  if (toMicros === null) throw invalidField('to', 'must be an ISO 8601 date-time')
+  if (toMicros === null) throw new ExportOptionError('to', 'must be an ISO 8601 date-time')
   if (log === 'admin') {
-    if (options.environment !== undefined) throw invalidField('environment', 'the admin log is the project\'s: name no environment')
+    if (options.environment !== undefined) throw new ExportOptionError('environment', 'names no environment for the admin log (the project\'s)')
     const project = yield* requireProject(projectName)
     return { chain: { log, scopeId: project.id }, project: project.name, fromMicros, toMicros }
   }
-  if (options.environment === undefined) throw invalidField('environment', 'is required for the activity log')
+  if (options.environment === undefined) throw new ExportOptionError('environment', 'is required for the activity log')
   const { project, environment } = yield* requireEnvironment(projectName, options.environment)
   return { chain: { log, scopeId: environment.id }, project: project.name, environment: environment.name, fromMicros, toMicros }
 }
@@ -61,9 +73,14 @@ export function* exportScope(projectName: string, options: ExportOptions): Op<Ex
 /** The export's lines, each one JSON object (no newline), read page by page. */
 export async function* exportLines(store: Store, key: AuditSigningKey, scope: ExportScope, now: () => number): AsyncGenerator<string> {
   const { chain } = scope
-  let page = await read(store, chainEntriesPage(chain, 0, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
-  const first = page[0]
-  const prev = first === undefined || first.position === 1 ? null : await read(store, linkBefore(chain, first.position))
+  const start = await read(store, firstChainPositionFrom(chain, scope.fromMicros))
+  // Positions rise with creation times within a chain: the export is the positions from the first entry at `from` on,
+  // up to the first entry at `to`.
+  const page = (cursor: ChainCursor | null) => read(store, chainEntriesPage(chain.log, chain.scopeId, cursor, EXPORT_PAGE))
+  let entries = start === null ? [] : await page({ position: start - 1, id: Number.MAX_SAFE_INTEGER })
+  const inRange = (entry: StoredChainEntry) => entry.fields.createdAt < scope.toMicros
+  const first = entries[0] !== undefined && inRange(entries[0]) ? entries[0] : undefined
+  const prev = first === undefined || first.position === 1 ? null : await read(store, linkBefore(chain, first.position!))
   yield JSON.stringify({
     type: 'header',
     v: 1,
@@ -76,16 +93,18 @@ export async function* exportLines(store: Store, key: AuditSigningKey, scope: Ex
   })
   if (prev?.anchor) yield checkpointLine(prev.anchor)
   let last: { position: number; hash: string } | null = null
-  while (page.length > 0) {
-    for (const entry of page) {
-      yield JSON.stringify({ type: 'entry', position: entry.position, hash: entry.hash, entry: entry.fields })
-      last = { position: entry.position, hash: entry.hash }
+  for (;;) {
+    for (const entry of entries) {
+      if (!inRange(entry)) break
+      yield JSON.stringify({ type: 'entry', position: entry.position, hash: entry.hash, entry: { ...entry.fields, position: entry.position } })
+      last = { position: entry.position!, hash: entry.hash ?? '' }
     }
-    if (page.length < EXPORT_PAGE) break
-    page = await read(store, chainEntriesPage(chain, last!.position, EXPORT_PAGE, scope.fromMicros, scope.toMicros))
+    const tail = entries.at(-1)
+    if (entries.length < EXPORT_PAGE || tail === undefined || !inRange(tail)) break
+    entries = await page({ position: tail.position!, id: tail.fields.id })
   }
   if (first === undefined || last === null) return
-  const covering = (await read(store, listCheckpoints(chain, first.position - 1, last.position))).filter((c) => c.kind === 'checkpoint')
+  const covering = (await read(store, listCheckpoints(chain, first.position! - 1, last.position))).filter((c) => c.kind === 'checkpoint')
   for (const checkpoint of covering) yield checkpointLine(checkpoint)
   if (covering.at(-1)?.position !== last.position) yield checkpointLine(signCheckpoint(key, 'checkpoint', chain, last.position, last.hash, now()))
 }

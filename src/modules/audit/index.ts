@@ -7,12 +7,12 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
 import { errorResponses } from '../../http/errors.ts'
-import { queryOf } from '../../http/list.ts'
+import { invalidParameter, queryOf } from '../../http/list.ts'
 import { textResponseDetail } from '../../http/openapi.ts'
 import { read } from '../../db/read.ts'
 import { auditSigningKey } from '../../lib/audit-key.ts'
 import { requireProjectAdmin } from '../auth/service.ts'
-import { exportLines, exportScope } from './export.ts'
+import { ExportOptionError, exportLines, exportScope } from './export.ts'
 
 export const AuditPublicKey = t.Object(
   {
@@ -45,7 +45,12 @@ export function auditModule(deps: AppDeps) {
         const query = queryOf(request)
         const scope = await read(deps.store, (function* () {
           yield* requireProjectAdmin(caller, params.projectName)
-          return yield* exportScope(params.projectName, { log: query.log, environment: query.environment, from: query.from, to: query.to })
+          try {
+            return yield* exportScope(params.projectName, { log: query.log, environment: query.environment, from: query.from, to: query.to })
+          } catch (error) {
+            if (error instanceof ExportOptionError) throw invalidParameter(error.option, error.rule)
+            throw error
+          }
         })())
         const lines = exportLines(deps.store, key, scope, () => deps.clock.now())
         const encoder = new TextEncoder()
