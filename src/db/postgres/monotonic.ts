@@ -22,7 +22,7 @@ export interface PgTimedList {
    * A hash-chained log (src/lib/audit-chain.ts): the expression its chain index scopes positions by (`$1`: the
    * scope's value, 0 for none) and the sequence its ids come from (taken under the lock: ids rise with positions).
    */
-  chain?: { scope: string; ids: string }
+  chain?: { log: 'activity' | 'admin'; scope: string; ids: string }
 }
 
 /** What a transaction knows of a list scope's newest entry: its time and, in a chained log, its link (null: none yet). */
@@ -43,8 +43,8 @@ const RUN_EVENTS_LOCK = 8
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
-  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
+  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
   /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
