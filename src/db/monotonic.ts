@@ -22,7 +22,7 @@ import type { Db } from './dialect.ts'
 import { connectionOf, statementOn } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
-import { heldListTimes, IDS_AHEAD, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
+import { heldListTimes, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
 
 /**
  * `max(now, latest createdAt in the list + 1 µs)`: strictly after every earlier entry of the list scope, and `now`
@@ -182,7 +182,7 @@ const holdListScope = plan({
     const head = rawRows<{ at: number | null; position: number | null; hash: string | null; ids: number[] }>(
       db,
       `SELECT h.created_at::float8 AS at, h.chain_position::float8 AS position, h.chain_hash AS hash,
-        ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, greatest($2::int4, ${IDS_AHEAD}))) AS ids
+        ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, $2::int4)) AS ids
       FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT created_at, chain_position, chain_hash FROM ${pgList.table}
         WHERE ${chain.scope} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1) h ON TRUE`,
       [scopeValue ?? 0, reserve],

@@ -152,13 +152,6 @@ export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: nu
   }
 }
 
-/**
- * Ids drawn from a chained log's sequence at once, at least: a workflow's step group writes an entry per step in one
- * transaction, each after the first without reading the head again, so each would otherwise wait a round trip under
- * the environment's lock for its id. Ids not used are left unused (the sequence has gaps, as any does).
- */
-export const IDS_AHEAD = 4
-
 /** Keeps ids drawn under the scope's lock for the chained log's next entries of the scope (after any kept before). */
 export function reserveIds(db: PgDb, list: PgTimedList, scopeValue: number | null, ids: readonly number[]): void {
   const reserved = listLocksOf(db)?.reservedIds
@@ -176,10 +169,8 @@ export async function takeIds(db: PgDb, list: PgTimedList, scopeValue: number | 
   const reserved = listLocksOf(db)?.reservedIds
   const ids = (reserved?.get(key) ?? []).splice(0, count)
   if (ids.length < count) {
-    const wanted = Math.max(count - ids.length, IDS_AHEAD)
-    const more = (await rawRows<{ id: number }>(db, `SELECT nextval('${list.chain!.ids}')::float8 AS id FROM generate_series(1, $1)`, [wanted])).map((row) => row.id).sort((a, b) => a - b)
-    ids.push(...more.splice(0, count - ids.length))
-    reserveIds(db, list, scopeValue, more)
+    const more = await rawRows<{ id: number }>(db, `SELECT nextval('${list.chain!.ids}')::float8 AS id FROM generate_series(1, $1)`, [count - ids.length])
+    ids.push(...more.map((row) => row.id).sort((a, b) => a - b))
   }
   return ids
 }
