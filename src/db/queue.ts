@@ -249,8 +249,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   const { entries_at: at, chain_position: position, chain_hash: hash } = queued
   if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined && position !== null && hash !== null) {
     entries.set(PG_LISTS.activityLogs, run.environmentId, { at: (at ?? 0) as Micros, link: { position, hash } })
-    reserveIds(db, PG_LISTS.activityLogs, run.environmentId, [queued.entry_id])
   }
+  if (queued.entry_id !== null) reserveIds(db, PG_LISTS.activityLogs, run.environmentId, [queued.entry_id])
   // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
   if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
   if (queued.id !== null) await notifyOnCommit(db, RUNS_CHANNEL)
@@ -279,7 +279,8 @@ const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environ
     RETURNING id)
   SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
     (SELECT created_at::float8 FROM entries_head) AS entries_at, (SELECT chain_position::float8 FROM entries_head) AS chain_position,
-    (SELECT chain_hash FROM entries_head) AS chain_hash, nextval('activity_logs_id_seq')::float8 AS entry_id`
+    (SELECT chain_hash FROM entries_head) AS chain_hash,
+    CASE WHEN EXISTS (SELECT 1 FROM queued) THEN nextval('activity_logs_id_seq')::float8 END AS entry_id`
 
 /** What `QUEUE_RUN` answers. */
 interface QueuedRow {
@@ -288,7 +289,8 @@ interface QueuedRow {
   entries_at: number | null
   chain_position: number | null
   chain_hash: string | null
-  entry_id: number
+  /** The id of the trigger's entry, drawn only when the run was queued (a refused trigger writes none). */
+  entry_id: number | null
 }
 
 /** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
