@@ -51,10 +51,12 @@ export interface ChainedEntries {
 
 /**
  * `nextCreatedAts` for a hash-chained log (src/lib/audit-chain.ts): the same time, and the link the entries chain on
- * from, read with the scope's newest time in one statement (or known to this transaction already). Positions follow
- * the same order as times: commit order, under the scope's hold. `reserve`: on PostgreSQL, ids the insert will take,
- * drawn from the log's sequence in the same statement, under the lock (none where the insert takes its own). The
- * caller inserts the entries at positions head + 1, … and then tells the transaction its new head (`chainedEntriesWritten`).
+ * from — both read from the scope's head entry in one seek of the chain index (its time is the scope's newest:
+ * entries are dated in position order), or known to this transaction already; a chain with no entry left goes on from
+ * its newest retention anchor. Positions follow the same order as times: commit order, under the scope's hold.
+ * `reserve`: on PostgreSQL, the ids the insert will take, drawn from the log's sequence in the same statement, under
+ * the lock. The caller inserts the entries at positions head + 1, … and then tells the transaction its new head
+ * (`chainedEntriesWritten`).
  */
 export function* nextChainedEntries(list: TimeOrderedList, scopeValue: number | null, now: Millis, reserve: number): Op<ChainedEntries> {
   const head = yield* runPlan(holdListScope, list, scopeValue, reserve)
