@@ -278,6 +278,9 @@ export const recoverWitnessAtStart = OUTBOX.recoverAtStart
 /** When the next pending witness delivery comes due after `after` (ms), or null. */
 export const nextWitnessDueAt = OUTBOX.nextDueAt
 
+/** Removes up to `limit` deliveries settled at or before `before` (the checkpoints stay); how many it removed. */
+export const pruneWitnessDeliveries = OUTBOX.pruneFinished
+
 const DELIVERIES = statement('audit-witness.deliveries', ({ db, t }) =>
   db
     .select({ id: t.auditWitnessDeliveries.id, witness: t.auditWitnessDeliveries.witness, status: t.auditWitnessDeliveries.status, attempts: t.auditWitnessDeliveries.attempts, lastError: t.auditWitnessDeliveries.lastError })

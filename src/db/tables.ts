@@ -1093,6 +1093,7 @@ export function defineTables(kit: TableKit) {
     },
     (t) => [
       index('audit_witness_deliveries_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      index('audit_witness_deliveries_finished_idx').on(t.finishedAt),
       check('audit_witness_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed')`),
       check('audit_witness_deliveries_witness_check', sql`${t.witness} in ('dir', 'url')`),
     ],
