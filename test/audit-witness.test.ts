@@ -6,7 +6,7 @@
  * key alone; the public key's route and CLI; a real `trellis serve` killed with SIGKILL before its checkpoint is
  * witnessed, which witnesses it once after the restart.
  */
-import { afterAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
@@ -30,6 +30,8 @@ import type { Io } from '../src/cli/command.ts'
 import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
+// On PostgreSQL the first env starts the throw-away cluster (seconds on a busy machine): not in the first test's time.
+beforeAll(() => testEnv().cleanup(), 60_000)
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
