@@ -71,9 +71,11 @@ function verifyKey(parsed: Parsed, config: Config): AuditPublicJwk | null {
     if (problem) throw new UsageError(`--key ${file} ${problem}`)
     return auditJwkOf(value as { x: string })
   }
-  if (config.secretFromEnv === undefined && !existsSync(join(config.dataDir, SECRET_FILE))) return null
-  return auditSigningKey(secretOf(config)).publicJwk
+  return hasInstanceSecret(config) ? auditSigningKey(secretOf(config)).publicJwk : null
 }
+
+/** Whether the configuration has an instance secret already (TRELLIS_SECRET, or the data directory's file): verify and export never make one up. */
+const hasInstanceSecret = (config: Config) => config.secretFromEnv !== undefined || existsSync(join(config.dataDir, SECRET_FILE))
 
 /** `verify`: the stored chains (h-chain's walk, ./audit-verify.ts) with their signed claims, or an export file. */
 async function verifyCommand(parsed: Parsed, io: Io): Promise<number> {
@@ -134,6 +136,8 @@ async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
   const config = configFrom(parsed)
   const project = required(parsed, 'project')
   const option = (name: string) => (typeof parsed.values[name] === 'string' ? (parsed.values[name] as string) : undefined)
+  // The export's last checkpoint is signed as it is written: with the instance's own key, or not at all.
+  if (!hasInstanceSecret(config)) throw new CommandError(`no instance secret to sign the export with: run it where the instance's secret is (${FLAG_SETTINGS.data.env}/secret or TRELLIS_SECRET)`)
   const key = auditSigningKey(secretOf(config))
   return withStore(config, async (store) => {
     let scope
