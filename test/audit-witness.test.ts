@@ -365,6 +365,14 @@ describe('verify: the signatures and the witness', () => {
     expect(verdict.chain.breaks).toEqual([])
     // Retention's own `log-retention` entry is one more, after the three kept.
     expect(verdict.chain.entries).toBe(4)
+    // Its export starts from the anchor, the anchor's line with it, and verifies with the key alone.
+    const file = join(env.dataDir, '..', `pruned-${crypto.randomUUID()}.jsonl`)
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', file]))
+    expect((await audit(env, 'export', '--project', 'Acme', '--log', 'admin', '--out', file)).code).toBe(0)
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const anchorLine = lines.find((line) => line.kind === 'anchor')!
+    expect(lines[0]!.prev).toEqual({ position: anchorLine.position, hash: anchorLine.hash })
+    expect((await audit(env, 'verify', '--export', file, '--key', keyFile(env), '--json')).code).toBe(0)
     const anchor = queryOne<{ id: string; position: number }>(env.store, "SELECT id, position FROM audit_checkpoints WHERE scope_key = ? AND kind = 'anchor'", `admin:${acme}`)!
     execute(env.store, 'UPDATE audit_checkpoints SET hash = ? WHERE id = ?', '0'.repeat(64), anchor.id)
     const forged = await verifyAcmeAdmin(env, acme)
