@@ -33,7 +33,7 @@ export const auditCommand: Command = {
     'witness-secret': booleanFlag('key: print the signing secret of the audit.checkpoint callbacks (whsec_…) instead, for the receiver'),
     ...VERIFY_FLAGS,
     project: stringFlag('NAME', 'export: the project; verify: only this project\'s chains (its environments\' activity logs, its admin log)'),
-    log: stringFlag('LOG', 'export: activity (default: an environment\'s) or admin (the project\'s); verify: only the activity or the admin logs'),
+    log: stringFlag('LOG', 'export: activity (an environment\'s, the default with --environment) or admin (the project\'s, the default without); verify: only the activity or the admin logs'),
     environment: stringFlag('NAME', 'export: the environment (the activity log)'),
     from: stringFlag('TIME', 'export: entries created at or after this ISO 8601 time'),
     to: stringFlag('TIME', 'export: entries created before this ISO 8601 time'),
