@@ -103,7 +103,7 @@ const p = (name: string) => sql.placeholder(name)
 function insertOnSqlite(db: Db, _scopeValue: number | null, placed: Placed[], prevHash: string | null): { ids: number[]; link: ChainLink } {
   const log = placed[0]!.log
   const table = log === 'activity' ? activityLogs : adminLogs
-  const first = nextIdsOnSqlite(db, log, placed.length, () => {
+  const first = nextIdsOnSqlite(db, `${log}_logs`, placed.length, () => {
     const next = prepared(db, `${log}-logs.next-id`, () =>
       db
         .select({ next: sql<number>`max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ${sql.raw(`'${log}_logs'`)}), 0), coalesce(${max(table.id)}, 0)) + 1` })

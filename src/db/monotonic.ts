@@ -19,7 +19,7 @@ import type { ChainLink } from '../lib/audit-chain.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
-import { connectionOf } from './sqlite/prepared.ts'
+import { connectionOf, statementOn } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
 import { heldListTimes, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
@@ -57,35 +57,14 @@ export interface ChainedEntries {
  * caller inserts the entries at positions head + 1, … and then tells the transaction its new head (`chainedEntriesWritten`).
  */
 export function* nextChainedEntries(list: TimeOrderedList, scopeValue: number | null, now: Millis, reserve: number): Op<ChainedEntries> {
-  const known = yield* runPlan(holdListScope, list, scopeValue, reserve)
-  const head = known !== undefined && known.link !== undefined ? known : yield* readChainHead(list, scopeValue)
-  return { createdAt: timeAfter(head.at ?? null, now), head: head.link ?? null }
+  const head = yield* runPlan(holdListScope, list, scopeValue, reserve)
+  if (head?.link === undefined) throw new Error(`the list ${list.name} is not chained`)
+  return { createdAt: timeAfter(head.at, now), head: head.link }
 }
 
 /** Remembers a chained log scope's newest entry this transaction wrote: its time and link. */
 export function* chainedEntriesWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros, link: ChainLink): Op<void> {
   yield* runPlan(rememberListTime, list, scopeValue, { at, link })
-}
-
-/** The chained log scope's newest time and head link (by position: its chain index), in one statement. */
-function* readChainHead(list: TimeOrderedList, scopeValue: number | null): Op<{ at: Micros | null; link: ChainLink | null }> {
-  const chain = chainScopeOf(list)
-  const shape = scopeValue !== null ? 'scope' : 'null-scope'
-  const read = statementOfShape(`${list.name}.head.${shape}`, (d) => {
-    const { table, createdAt, scope } = listColumns(d, list)
-    const inScope = scopeValue !== null ? sql`${scope!} = ${sql.placeholder('scope')}` : sql`${scope!} IS NULL`
-    const head = (column: string) =>
-      sql`(SELECT ${sql.raw(column)} FROM ${table} WHERE ${sql.raw(chain)} = ${sql.placeholder('chainScope')} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1)`
-    return d.valueRows(sql`SELECT ${d.number(sql`(SELECT max(${createdAt}) FROM ${table} WHERE ${inScope})`)}, ${d.number(head('chain_position'))}, ${head('chain_hash')}`)
-  })
-  const [at, position, hash] = ((yield* read.rows({ scope: scopeValue, chainScope: scopeValue ?? 0 })) as [number | null, number | null, string | null][])[0] ?? [null, null, null]
-  return { at: at === null ? null : (Number(at) as Micros), link: position === null || hash === null ? null : { position: Number(position), hash } }
-}
-
-/** The expression a chained log's chain index scopes positions by (the list's scope; 0 for none). */
-function chainScopeOf(list: TimeOrderedList): string {
-  if (list.chain === undefined) throw new Error(`the list ${list.name} is not chained`)
-  return list.chain.scope
 }
 
 /**
@@ -180,37 +159,63 @@ export function forgetListTimes(db: Db): void {
  * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
  */
 const holdListScope = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, _reserve: number): ScopeHead | undefined =>
-    sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue)),
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, _reserve: number): ScopeHead | undefined => {
+    const known = sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue))
+    if (list.chain === undefined || known?.link !== undefined) return known
+    return readHeadOnSqlite(db, list.chain, scopeValue)
+  },
   postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
     const locked = lockListScope(db, pgList, scopeValue)
     if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)
-    const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
-    const latest = `(SELECT max(created_at)::float8 FROM ${pgList.table} ${where}) AS at`
     const chain = pgList.chain
-    const head = (column: string) => `(SELECT ${column} FROM ${pgList.table} WHERE ${chain?.scope} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1)`
-    const read =
-      chain === undefined
-        ? rawRows<{ at: number | null }>(db, `SELECT ${latest}`, where.includes('$1') ? [scopeValue] : [])
-        : rawRows<{ at: number | null; position: number | null; hash: string | null; ids: number[] }>(
-            db,
-            `SELECT ${latest}, ${head('chain_position::float8')} AS position, ${head('chain_hash')} AS hash,
-              ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, $2::int4)) AS ids`,
-            [scopeValue ?? 0, reserve],
-          )
-    read.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+    if (chain === undefined) {
+      const where = pgList.scope === null ? '' : scopeValue === null ? `WHERE ${pgList.scope} IS NULL` : `WHERE ${pgList.scope} = $1`
+      const latest = rawRows<{ at: number | null }>(db, `SELECT max(created_at)::float8 AS at FROM ${pgList.table} ${where}`, where.includes('$1') ? [scopeValue] : [])
+      latest.catch(() => {}) // a failed lock fails it too: the lock's error is the one thrown
+      await locked
+      return { at: ((await latest)[0]?.at ?? 0) as Micros }
+    }
+    // A chained log: its head row (its time is the scope's newest: entries are dated in position order) and the ids
+    // its next entries take, drawn under the lock.
+    const head = rawRows<{ at: number | null; position: number | null; hash: string | null; ids: number[] }>(
+      db,
+      `SELECT h.created_at::float8 AS at, h.chain_position::float8 AS position, h.chain_hash AS hash,
+        ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, $2::int4)) AS ids
+      FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT created_at, chain_position, chain_hash FROM ${pgList.table}
+        WHERE ${chain.scope} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1) h ON TRUE`,
+      [scopeValue ?? 0, reserve],
+    )
+    head.catch(() => {}) // as above
     await locked
-    const [row] = await read
-    const at = (row?.at ?? 0) as Micros
-    if (chain === undefined) return { at }
-    const found = row as unknown as { position: number | null; hash: string | null; ids: number[] }
-    reserveIds(db, pgList, scopeValue, found.ids.map(Number))
-    return { at, link: found.position === null || found.hash === null ? null : { position: Number(found.position), hash: found.hash } }
+    const [row] = await head
+    reserveIds(db, pgList, scopeValue, row!.ids.map(Number))
+    return { at: (row!.at ?? 0) as Micros, link: row!.position === null || row!.hash === null ? null : { position: Number(row!.position), hash: row!.hash } }
   },
   why: "writers of one list scope queue on its advisory lock to date (and chain) entries in commit order; SQLite's one writer holds every scope",
 })
+
+/**
+ * SQLite's read of a chained log scope's head: its time (the scope's newest: entries are dated in position order), its
+ * link, and the id the table gives its next row (kept for `nextIdsOnSqlite` unless this transaction counts it
+ * already), in one seek of the chain index. An empty chain starts at position 1, dated `now`.
+ */
+function readHeadOnSqlite(db: Db, chain: NonNullable<TimeOrderedList['chain']>, scopeValue: number | null): ScopeHead {
+  const { table, scope } = chain
+  const read = statementOn(
+    db,
+    `${table}.head`,
+    `SELECT created_at, chain_position, chain_hash, (SELECT seq FROM sqlite_sequence WHERE name = '${table}') + 1
+    FROM ${table} WHERE ${scope} = ? AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1`,
+  )
+  const found = read.values(scopeValue ?? 0)[0] as [number, number, string, number | null] | undefined
+  if (found === undefined) return { at: 0 as Micros, link: null }
+  const [at, position, hash, nextId] = found
+  const ids = sqliteNextIds.get(connectionOf(db))
+  if (ids !== undefined && nextId !== null && !ids.has(table)) ids.set(table, nextId)
+  return { at: at as Micros, link: { position, hash } }
+}
 
 /** Remembers the newest entry this transaction wrote in the list scope (null: forgets it). */
 const rememberListTime = plan({

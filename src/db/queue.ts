@@ -268,6 +268,7 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
  * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
  */
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
+  entries_head AS (SELECT created_at, chain_position, chain_hash FROM activity_logs WHERE environment_id = $4 AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1),
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
       status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
@@ -276,10 +277,8 @@ const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environ
     ON CONFLICT DO NOTHING
     RETURNING id)
   SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
-    (SELECT max(created_at)::float8 FROM activity_logs WHERE environment_id = $4) AS entries_at,
-    (SELECT chain_position::float8 FROM activity_logs WHERE environment_id = $4 AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1) AS chain_position,
-    (SELECT chain_hash FROM activity_logs WHERE environment_id = $4 AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1) AS chain_hash,
-    nextval('activity_logs_id_seq')::float8 AS entry_id`
+    (SELECT created_at::float8 FROM entries_head) AS entries_at, (SELECT chain_position::float8 FROM entries_head) AS chain_position,
+    (SELECT chain_hash FROM entries_head) AS chain_hash, nextval('activity_logs_id_seq')::float8 AS entry_id`
 
 /** What `QUEUE_RUN` answers. */
 interface QueuedRow {
