@@ -17,6 +17,7 @@ import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '..
 import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
 import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
+import { loadConfig } from '../src/config.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
@@ -208,6 +209,37 @@ describe('witnesses', () => {
       expect(refused.code).toBe(2)
       expect(refused.stderr).toContain('TRELLIS_AUDIT_WITNESS_DIR: cannot write')
     }
+  })
+})
+
+describe('the witness file and its settings', () => {
+  test('a line cut short by a crash stays alone on its line; an id already at the end is not appended again', () => {
+    const dir = tempDir('trellis-witness-file-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness file test secret 0123456789'))
+    const first = signCheckpoint(key, 'checkpoint', { log: 'activity', scopeId: 3 }, 10, 'a'.repeat(64), Date.UTC(2026, 0, 1))
+    const second = signCheckpoint(key, 'anchor', { log: 'admin', scopeId: null }, 4, 'b'.repeat(64), Date.UTC(2026, 0, 2))
+    expect(appendWitnessLine(dir.path, first)).toBe('appended')
+    writeFileSync(join(dir.path, WITNESS_FILE), '{"v":1,"kind":"checkp', { flag: 'a' })
+    expect(appendWitnessLine(dir.path, second)).toBe('appended')
+    expect(appendWitnessLine(dir.path, second)).toBe('already')
+    expect(appendWitnessLine(dir.path, first)).toBe('already')
+    const { checkpoints, unreadable } = readWitnessFile(join(dir.path, WITNESS_FILE))
+    expect(checkpoints).toEqual([first, second])
+    expect(unreadable).toBe(1)
+  })
+
+  test('TRELLIS_AUDIT_WITNESS_DIR inside the data directory (or it), and a witness URL that is not http(s) or holds a password, are refused', () => {
+    const data = tempDir('trellis-witness-config-')
+    cleanups.push(data.cleanup)
+    const config = (vars: Record<string, string>) => () => loadConfig({ data: data.path }, vars)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: join(data.path, 'w') })).toThrow(/must lie outside the data directory/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: data.path })).toThrow(/must lie outside the data directory/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: join(data.path, '..', 'elsewhere') })().auditWitnessDir).toBe(join(data.path, '..', 'elsewhere'))
+    expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'ftp://witness.example/' })).toThrow(/http or https/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'https://user:pw@witness.example/' })).toThrow(/user name or password/)
+    expect(config({ TRELLIS_AUDIT_CHECKPOINT_EVERY: '0' })).toThrow(/TRELLIS_AUDIT_CHECKPOINT_EVERY must be between 1/)
+    expect(loadConfig({ data: data.path, 'audit-checkpoint-seconds': '30' }, {}).auditCheckpointSeconds).toBe(30)
   })
 })
 
