@@ -6,12 +6,12 @@
  */
 import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
 import { type ChainLog, type ChainName, chainKey } from '../lib/audit-chain.ts'
-import { type CheckpointKind, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
+import { type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../lib/audit-key.ts'
 import type { Tables } from './dialect.ts'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
-import { constantLimit, rows, statement } from './query.ts'
+import { constantLimit, statement } from './query.ts'
 
 const ph = (name: string) => sql.placeholder(name)
 
@@ -225,14 +225,6 @@ export function* newestAnchor(scope: ChainName, before = Number.MAX_SAFE_INTEGER
   return row ? checkpointOf(row) : null
 }
 
-/** A scope and the kinds of checkpoint it holds, as verify lists them (every scope with one, its project perhaps gone). */
-export function* checkpointedScopes(): Op<ChainName[]> {
-  const found = yield* rows(({ db, t }) =>
-    db.selectDistinct({ log: t.auditCheckpoints.log, scopeId: t.auditCheckpoints.scopeId }).from(t.auditCheckpoints).orderBy(asc(t.auditCheckpoints.log), asc(t.auditCheckpoints.scopeId)),
-  )
-  return found.map((f) => ({ log: f.log, scopeId: f.scopeId === null ? null : Number(f.scopeId) }))
-}
-
 // ── Retention anchors ─────────────────────────────────────────────────────────
 
 /** What signing needs: the key, and the witnesses each signed checkpoint or anchor is queued for. */
@@ -310,21 +302,6 @@ export const nextWitnessDueAt = OUTBOX.nextDueAt
 
 /** Removes up to `limit` deliveries settled at or before `before` (the checkpoints stay); how many it removed. */
 export const pruneWitnessDeliveries = OUTBOX.pruneFinished
-
-const DELIVERIES = statement('audit-witness.deliveries', ({ db, t }) =>
-  db
-    .select({ id: t.auditWitnessDeliveries.id, witness: t.auditWitnessDeliveries.witness, status: t.auditWitnessDeliveries.status, attempts: t.auditWitnessDeliveries.attempts, lastError: t.auditWitnessDeliveries.lastError })
-    .from(t.auditWitnessDeliveries)
-    .where(eq(t.auditWitnessDeliveries.checkpointId, ph('checkpointId')))
-    .orderBy(asc(t.auditWitnessDeliveries.id)),
-)
-
-/** A checkpoint's witness deliveries and their state. */
-export function listWitnessDeliveries(checkpointId: string) {
-  return DELIVERIES.rows({ checkpointId })
-}
-
-export type { CheckpointKind }
 
 // ── Where an export starts ───────────────────────────────────────────────────
 
