@@ -77,7 +77,7 @@ function verifyKey(parsed: Parsed, config: Config): AuditPublicJwk | null {
 /** Whether the configuration has an instance secret already (TRELLIS_SECRET, or the data directory's file): verify and export never make one up. */
 const hasInstanceSecret = (config: Config) => config.secretFromEnv !== undefined || existsSync(join(config.dataDir, SECRET_FILE))
 
-/** `verify`: the stored chains (h-chain's walk, ./audit-verify.ts) with their signed claims, or an export file. */
+/** `verify`: the stored chains (./audit-verify.ts) with their signed claims, or an export file. */
 async function verifyCommand(parsed: Parsed, io: Io): Promise<number> {
   const config = configFrom(parsed)
   const key = verifyKey(parsed, config)
