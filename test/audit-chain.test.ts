@@ -23,7 +23,11 @@ import { type ChainBreak, walkChain } from '../src/lib/audit-verify.ts'
 import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
 import { type ActivityEntry, appendActivityLog, appendActivityLogs } from '../src/modules/activity-logs/service.ts'
 import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
-import { execute, queryAll, queryOne, TEST_STORE, type TestEnv, tempDir, testEnv } from './helpers.ts'
+import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
+import { SECRET_FILE } from '../src/lib/secret.ts'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { auditSigningOf, execute, queryAll, queryOne, TEST_STORE, type TestEnv, tempDir, testEnv } from './helpers.ts'
 import { databaseUrl, dropDatabase, openProductPostgres, psqlSync, sharedCluster } from './support/postgres-cluster.ts'
 import { acmeDocument, applyAcme, userId } from './support/acme.ts'
 
@@ -181,6 +185,25 @@ describe('the chain as the app writes it', () => {
     const instance = report.logs.find((log) => log.log === 'admin:instance')!
     expect(instance.project).toBeNull()
     expect(instance.breaks).toEqual([{ kind: 'altered', position: Number(victim.p), id: Number(victim.id) }])
+  })
+})
+
+describe('log retention', () => {
+  test('a chain retention pruned whole goes on from its anchor: the next entry is at the anchor position + 1, and every chain verifies', async () => {
+    const fx = await fixture()
+    // The CLI derives the key the anchors are checked with from the data directory's secret: the one they were signed with.
+    writeFileSync(join(fx.env.dataDir, SECRET_FILE), fx.env.secret, { mode: 0o600 })
+    await appendEntries(fx, 5)
+    const last = positions(fx.env, fx.environmentId).at(-1)!
+    fx.env.clock.set(fx.env.clock.now() + 40 * 86_400_000)
+    await pruneLogs(fx.env.store, fx.env.clock, 30, auditSigningOf(fx.env))
+    expect(positions(fx.env, fx.environmentId)).toEqual([])
+    await appendEntries(fx, 2)
+    expect(positions(fx.env, fx.environmentId)).toEqual([last + 1, last + 2])
+    const { code, report } = await verify(fx.env)
+    expect(report.logs.filter((log) => log.breaks.length > 0)).toEqual([])
+    expect(code).toBe(0)
+    expect(report.logs.find((log) => log.log === `activity:${fx.environmentId}`)).toMatchObject({ entries: 2, head: { position: last + 2 } })
   })
 })
 

@@ -12,7 +12,7 @@ import { statement } from './query.ts'
 import type { activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds, and its hash chain (src/lib/audit-chain.ts). */
-const ACTIVITY_TIMES = { name: 'activity-logs', table: 'activityLogs', scope: 'environmentId', chain: { table: 'activity_logs', column: 'environment_id', scope: 'environment_id' } } as const satisfies TimeOrderedList
+const ACTIVITY_TIMES = { name: 'activity-logs', table: 'activityLogs', scope: 'environmentId', chain: { log: 'activity', table: 'activity_logs', column: 'environment_id', scope: 'environment_id' } } as const satisfies TimeOrderedList
 
 export type { NewActivityLogRow } from './log-chain.ts'
 

@@ -15,7 +15,7 @@ import type { adminLogs } from './schema.ts'
 type AdminLogRow = typeof adminLogs.$inferSelect
 
 /** A project's admin log (or the instance-wide one, scope null): its createdAt order and id bounds. */
-const ADMIN_TIMES = { name: 'admin-logs', table: 'adminLogs', scope: 'projectId', chain: { table: 'admin_logs', column: 'project_id', scope: 'coalesce(project_id, 0)' } } as const satisfies TimeOrderedList
+const ADMIN_TIMES = { name: 'admin-logs', table: 'adminLogs', scope: 'projectId', chain: { log: 'admin', table: 'admin_logs', column: 'project_id', scope: 'coalesce(project_id, 0)' } } as const satisfies TimeOrderedList
 
 export type { NewAdminLogRow } from './log-chain.ts'
 

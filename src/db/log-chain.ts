@@ -6,7 +6,7 @@
  * triggers refuse setting anything afterwards —, so an entry never exists without its link.
  */
 import { max, sql } from 'drizzle-orm'
-import { type ChainLink, canonicalActivityEntry, canonicalAdminEntry, linkHash } from '../lib/audit-chain.ts'
+import { type ActivityChainFields, type AdminChainFields, type ChainLink, canonicalActivityEntry, canonicalAdminEntry, linkHash } from '../lib/audit-chain.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Db } from './dialect.ts'
 import { chainedEntriesWritten, nextChainedEntries, nextIdsOnSqlite } from './monotonic.ts'
@@ -17,38 +17,17 @@ import { PG_LISTS, takeIds } from './postgres/monotonic.ts'
 import { activityLogRecords, activityLogs, adminLogs } from './schema.ts'
 import { prepared } from './sqlite/prepared.ts'
 
-/** A new activity entry's stored fields (./activity-logs.ts `insertActivityLog`). */
-export interface NewActivityLogRow {
-  environmentId: number
+/** A new activity entry's stored fields (./activity-logs.ts `insertActivityLog`): what the chain encodes but its place and id. */
+export interface NewActivityLogRow extends Omit<ActivityChainFields, 'position' | 'id' | 'createdAt' | 'recordIds' | 'type'> {
   type: 'read' | 'write'
-  action: string
-  label: string | null
-  userId: number
-  teamId: number | null
-  collectionId: number | null
-  tokenId: number | null
-  workflowName: string | null
-  runId: string | null
-  stepName: string | null
-  /** The action is a Trellis extension (listed only with `extensions=true`). */
-  extension: boolean
 }
 
 type AdminLogRow = typeof adminLogs.$inferSelect
 
-/** A new admin entry's stored fields (./admin-logs.ts `insertAdminLog`). */
-export interface NewAdminLogRow {
-  projectId: number | null
+/** A new admin entry's stored fields (./admin-logs.ts `insertAdminLog`): what the chain encodes but its place and id. */
+export interface NewAdminLogRow extends Omit<AdminChainFields, 'position' | 'id' | 'createdAt' | 'type' | 'initiator'> {
   type: AdminLogRow['type']
-  resource: string
   initiator: AdminLogRow['initiator']
-  userId: number | null
-  subjectUserId: number | null
-  /** JSON text, or null. */
-  previousValue: string | null
-  newValue: string | null
-  /** The resource or initiator is a Trellis extension (listed only with `extensions=true`). */
-  extension: boolean
 }
 
 /** An entry to append: an activity entry with its record ids (distinct), or an admin entry. */

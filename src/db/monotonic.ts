@@ -15,14 +15,14 @@
  */
 import type { Database } from 'bun:sqlite'
 import { eq, isNull, max, sql } from 'drizzle-orm'
-import type { ChainLink } from '../lib/audit-chain.ts'
+import { type ChainLink, chainKey } from '../lib/audit-chain.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
 import { connectionOf, statementOn } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
-import { heldListTimes, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
+import { heldListTimes, IDS_AHEAD, lockListScope, pgListOf, reserveIds, type ScopeHead } from './postgres/monotonic.ts'
 
 /**
  * `max(now, latest createdAt in the list + 1 µs)`: strictly after every earlier entry of the list scope, and `now`
@@ -182,7 +182,7 @@ const holdListScope = plan({
     const head = rawRows<{ at: number | null; position: number | null; hash: string | null; ids: number[] }>(
       db,
       `SELECT h.created_at::float8 AS at, h.chain_position::float8 AS position, h.chain_hash AS hash,
-        ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, $2::int4)) AS ids
+        ARRAY(SELECT nextval('${chain.ids}')::float8 FROM generate_series(1, greatest($2::int4, ${IDS_AHEAD}))) AS ids
       FROM (SELECT 1) o LEFT JOIN LATERAL (SELECT created_at, chain_position, chain_hash FROM ${pgList.table}
         WHERE ${chain.scope} AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1) h ON TRUE`,
       [scopeValue ?? 0, reserve],
@@ -191,10 +191,18 @@ const holdListScope = plan({
     await locked
     const [row] = await head
     reserveIds(db, pgList, scopeValue, row!.ids.map(Number))
-    return { at: (row!.at ?? 0) as Micros, link: row!.position === null || row!.hash === null ? null : { position: Number(row!.position), hash: row!.hash } }
+    if (row!.position !== null && row!.hash !== null) return { at: (row!.at ?? 0) as Micros, link: { position: Number(row!.position), hash: row!.hash } }
+    const [anchor] = await rawRows<{ position: number; hash: string }>(db, NEWEST_ANCHOR.replace('position,', 'position::float8 AS position,'), [chainKey({ log: chain.log, scopeId: scopeValue })])
+    return { at: 0 as Micros, link: anchor === undefined ? null : { position: Number(anchor.position), hash: anchor.hash } }
   },
   why: "writers of one list scope queue on its advisory lock to date (and chain) entries in commit order; SQLite's one writer holds every scope",
 })
+
+/**
+ * A chain with no entry left (log retention pruned them all) goes on from its newest anchor: the position and hash
+ * of the last entry pruned (docs/audit.md "Anchors"); none: the chain starts at position 1.
+ */
+const NEWEST_ANCHOR = "SELECT position, hash FROM audit_checkpoints WHERE scope_key = $1 AND kind = 'anchor' ORDER BY position DESC LIMIT 1"
 
 /**
  * SQLite's read of a chained log scope's head: its time (the scope's newest: entries are dated in position order), its
@@ -210,7 +218,10 @@ function readHeadOnSqlite(db: Db, chain: NonNullable<TimeOrderedList['chain']>, 
     FROM ${table} WHERE ${scope} = ? AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1`,
   )
   const found = read.values(scopeValue ?? 0)[0] as [number, number, string, number | null] | undefined
-  if (found === undefined) return { at: 0 as Micros, link: null }
+  if (found === undefined) {
+    const anchor = statementOn(db, 'audit_checkpoints.newest-anchor', NEWEST_ANCHOR).values(chainKey({ log: chain.log, scopeId: scopeValue }))[0] as [number, string] | undefined
+    return { at: 0 as Micros, link: anchor === undefined ? null : { position: anchor[0], hash: anchor[1] } }
+  }
   const [at, position, hash, nextId] = found
   const ids = sqliteNextIds.get(connectionOf(db))
   if (ids !== undefined && nextId !== null && !ids.has(table)) ids.set(table, nextId)

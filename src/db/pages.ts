@@ -25,7 +25,7 @@ export interface TimeOrderedList {
    * A hash-chained log (./monotonic.ts `nextChainedEntries`): its table and scope column as SQL names, and the
    * expression its chain index scopes positions by (0 for a null scope).
    */
-  chain?: { table: string; column: string; scope: string }
+  chain?: { log: 'activity' | 'admin'; table: string; column: string; scope: string }
 }
 
 /** The list's table and columns in the dialect. */

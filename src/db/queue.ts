@@ -245,9 +245,10 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   }
   let queued = await queue(run.id)
   const entries = heldListTimes(db)
-  if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined) {
-    const { entries_at: at, chain_position: position, chain_hash: hash } = queued
-    entries.set(PG_LISTS.activityLogs, run.environmentId, { at: (at ?? 0) as Micros, link: position === null || hash === null ? null : { position, hash } })
+  // An environment whose chain has no entry yet (or none left after retention: its anchor) reads its head again.
+  const { entries_at: at, chain_position: position, chain_hash: hash } = queued
+  if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined && position !== null && hash !== null) {
+    entries.set(PG_LISTS.activityLogs, run.environmentId, { at: (at ?? 0) as Micros, link: { position, hash } })
     reserveIds(db, PG_LISTS.activityLogs, run.environmentId, [queued.entry_id])
   }
   // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
@@ -263,8 +264,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
  * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) —, and the environment's newest
  * activity entry time and chain link, and an id for that entry drawn from its sequence under the lock: a run is
  * queued only by a trigger or a retry (src/modules/runs/service.ts `queueRun`), whose entry follows in this
- * transaction, so its time, position and hash are counted on from here unread (./monotonic.ts `heldListTimes`; 0 and
- * no link: no entry yet). The locks are the statement before: READ COMMITTED
+ * transaction, so its time, position and hash are counted on from here unread (./monotonic.ts `heldListTimes`; a
+ * chain with no entry is read again there, for its anchor). The locks are the statement before: READ COMMITTED
  * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
  */
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),

@@ -54,6 +54,7 @@ export interface ActivityChainFields {
   workflowName: string | null
   runId: string | null
   stepName: string | null
+  /** The action is a Trellis extension (listed only with `extensions=true`). */
   extension: boolean
   /** The record ids the entry names, in any order (encoded sorted, each once). */
   recordIds: readonly string[]
@@ -74,6 +75,7 @@ export interface AdminChainFields {
   /** JSON text as stored (not re-serialised: its exact characters are hashed). */
   previousValue: string | null
   newValue: string | null
+  /** The resource or initiator is a Trellis extension (listed only with `extensions=true`). */
   extension: boolean
 }
 

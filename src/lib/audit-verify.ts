@@ -193,6 +193,8 @@ export async function walkChain(input: ChainWalkInput): Promise<ChainVerdict> {
   // The chain reaches its head, or its anchor when retention pruned every entry: a claim past that is a cut tail.
   const reached = Math.max(head?.position ?? 0, input.anchor?.position ?? 0)
   for (const claim of input.claims ?? []) {
+    // What retention pruned before the anchor is gone by design: the anchor vouches for it.
+    if (claim.position <= (input.anchor?.position ?? 0)) continue
     if (!claim.signatureValid) report({ kind: 'altered', position: claim.position })
     else if (reached < claim.position) report({ kind: 'truncated', position: reached + 1 })
     else if (storedAt.has(claim.position) && storedAt.get(claim.position) !== claim.hash) report({ kind: 'altered', position: claim.position })

@@ -22,7 +22,7 @@ export interface PgTimedList {
    * A hash-chained log (src/lib/audit-chain.ts): the expression its chain index scopes positions by (`$1`: the
    * scope's value, 0 for none) and the sequence its ids come from (taken under the lock: ids rise with positions).
    */
-  chain?: { scope: string; ids: string }
+  chain?: { log: 'activity' | 'admin'; scope: string; ids: string }
 }
 
 /** What a transaction knows of a list scope's newest entry: its time and, in a chained log, its link (null: none yet). */
@@ -43,8 +43,8 @@ const RUN_EVENTS_LOCK = 8
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
-  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
+  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
   /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
@@ -152,6 +152,13 @@ export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: nu
   }
 }
 
+/**
+ * Ids drawn from a chained log's sequence at once, at least: a workflow's step group writes an entry per step in one
+ * transaction, each after the first without reading the head again, so each would otherwise wait a round trip under
+ * the environment's lock for its id. Ids not used are left unused (the sequence has gaps, as any does).
+ */
+export const IDS_AHEAD = 4
+
 /** Keeps ids drawn under the scope's lock for the chained log's next entries of the scope (after any kept before). */
 export function reserveIds(db: PgDb, list: PgTimedList, scopeValue: number | null, ids: readonly number[]): void {
   const reserved = listLocksOf(db)?.reservedIds
@@ -169,8 +176,10 @@ export async function takeIds(db: PgDb, list: PgTimedList, scopeValue: number | 
   const reserved = listLocksOf(db)?.reservedIds
   const ids = (reserved?.get(key) ?? []).splice(0, count)
   if (ids.length < count) {
-    const more = await rawRows<{ id: number }>(db, `SELECT nextval('${list.chain!.ids}')::float8 AS id FROM generate_series(1, $1)`, [count - ids.length])
-    ids.push(...more.map((row) => row.id).sort((a, b) => a - b))
+    const wanted = Math.max(count - ids.length, IDS_AHEAD)
+    const more = (await rawRows<{ id: number }>(db, `SELECT nextval('${list.chain!.ids}')::float8 AS id FROM generate_series(1, $1)`, [wanted])).map((row) => row.id).sort((a, b) => a - b)
+    ids.push(...more.splice(0, count - ids.length))
+    reserveIds(db, list, scopeValue, more)
   }
   return ids
 }
