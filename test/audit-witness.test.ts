@@ -404,7 +404,14 @@ describe('verify: the signatures and the witness', () => {
     const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
     const anchorLine = lines.find((line) => line.kind === 'anchor')!
     expect(lines[0]!.prev).toEqual({ position: anchorLine.position, hash: anchorLine.hash })
-    expect((await audit(env, 'verify', '--export', file, '--key', keyFile(env), '--json')).code).toBe(0)
+    const key = keyFile(env)
+    expect((await audit(env, 'verify', '--export', file, '--key', key, '--json')).code).toBe(0)
+    // Its anchor line and header moved to another link together: the anchor's signature no longer holds.
+    const moved = { position: anchorLine.position, hash: 'f'.repeat(64) }
+    writeFileSync(file, [{ ...lines[0], prev: moved }, { ...anchorLine, hash: moved.hash }, ...lines.slice(2)].map((line) => JSON.stringify(line)).join('\n'))
+    const forgedExport = await audit(env, 'verify', '--export', file, '--key', key, '--json')
+    expect(forgedExport.code).toBe(1)
+    expect((JSON.parse(forgedExport.out) as VerifyReport).logs[0]!.breaks).toContainEqual({ kind: 'altered', position: anchorLine.position as number })
     const anchor = queryOne<{ id: string; position: number }>(env.store, "SELECT id, position FROM audit_checkpoints WHERE scope_key = ? AND kind = 'anchor'", `admin:${acme}`)!
     execute(env.store, 'UPDATE audit_checkpoints SET hash = ? WHERE id = ?', '0'.repeat(64), anchor.id)
     const forged = await verifyAcmeAdmin(env, acme)
