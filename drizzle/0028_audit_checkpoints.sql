@@ -31,4 +31,5 @@ CREATE TABLE `audit_witness_deliveries` (
 	CONSTRAINT "audit_witness_deliveries_witness_check" CHECK("audit_witness_deliveries"."witness" in ('dir', 'url'))
 );
 --> statement-breakpoint
-CREATE INDEX `audit_witness_deliveries_due_idx` ON `audit_witness_deliveries` (`next_attempt_at`) WHERE status = 'pending';
+CREATE INDEX `audit_witness_deliveries_due_idx` ON `audit_witness_deliveries` (`next_attempt_at`) WHERE status = 'pending';--> statement-breakpoint
+CREATE INDEX `audit_witness_deliveries_finished_idx` ON `audit_witness_deliveries` (`finished_at`);

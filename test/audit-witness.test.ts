@@ -6,7 +6,7 @@
  * key alone; the public key's route and CLI; a real `trellis serve` killed with SIGKILL before its checkpoint is
  * witnessed, which witnesses it once after the restart.
  */
-import { afterAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
@@ -17,6 +17,7 @@ import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '..
 import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
 import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
+import { loadConfig } from '../src/config.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
@@ -30,6 +31,8 @@ import type { Io } from '../src/cli/command.ts'
 import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
 
 const cleanups: (() => void | Promise<void>)[] = []
+// On PostgreSQL the first env starts the throw-away cluster (seconds on a busy machine): not in the first test's time.
+beforeAll(() => testEnv().cleanup(), 60_000)
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
@@ -209,6 +212,37 @@ describe('witnesses', () => {
   })
 })
 
+describe('the witness file and its settings', () => {
+  test('a line cut short by a crash stays alone on its line; an id already at the end is not appended again', () => {
+    const dir = tempDir('trellis-witness-file-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness file test secret 0123456789'))
+    const first = signCheckpoint(key, 'checkpoint', { log: 'activity', scopeId: 3 }, 10, 'a'.repeat(64), Date.UTC(2026, 0, 1))
+    const second = signCheckpoint(key, 'anchor', { log: 'admin', scopeId: null }, 4, 'b'.repeat(64), Date.UTC(2026, 0, 2))
+    expect(appendWitnessLine(dir.path, first)).toBe('appended')
+    writeFileSync(join(dir.path, WITNESS_FILE), '{"v":1,"kind":"checkp', { flag: 'a' })
+    expect(appendWitnessLine(dir.path, second)).toBe('appended')
+    expect(appendWitnessLine(dir.path, second)).toBe('already')
+    expect(appendWitnessLine(dir.path, first)).toBe('already')
+    const { checkpoints, unreadable } = readWitnessFile(join(dir.path, WITNESS_FILE))
+    expect(checkpoints).toEqual([first, second])
+    expect(unreadable).toBe(1)
+  })
+
+  test('TRELLIS_AUDIT_WITNESS_DIR inside the data directory (or it), and a witness URL that is not http(s) or holds a password, are refused', () => {
+    const data = tempDir('trellis-witness-config-')
+    cleanups.push(data.cleanup)
+    const config = (vars: Record<string, string>) => () => loadConfig({ data: data.path }, vars)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: join(data.path, 'w') })).toThrow(/must lie outside the data directory/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: data.path })).toThrow(/must lie outside the data directory/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_DIR: join(data.path, '..', 'elsewhere') })().auditWitnessDir).toBe(join(data.path, '..', 'elsewhere'))
+    expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'ftp://witness.example/' })).toThrow(/http or https/)
+    expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'https://user:pw@witness.example/' })).toThrow(/user name or password/)
+    expect(config({ TRELLIS_AUDIT_CHECKPOINT_EVERY: '0' })).toThrow(/TRELLIS_AUDIT_CHECKPOINT_EVERY must be between 1/)
+    expect(loadConfig({ data: data.path, 'audit-checkpoint-seconds': '30' }, {}).auditCheckpointSeconds).toBe(30)
+  })
+})
+
 describe('the public key', () => {
   test('GET /v1/audit/public-key (no authentication) and `trellis audit key` give the same JWK; --out writes it; --witness-secret', async () => {
     const { env } = await acmeEnv()
@@ -363,6 +397,21 @@ describe('verify: the signatures and the witness', () => {
     expect(verdict.chain.breaks).toEqual([])
     // Retention's own `log-retention` entry is one more, after the three kept.
     expect(verdict.chain.entries).toBe(4)
+    // Its export starts from the anchor, the anchor's line with it, and verifies with the key alone.
+    const file = join(env.dataDir, '..', `pruned-${crypto.randomUUID()}.jsonl`)
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', file]))
+    expect((await audit(env, 'export', '--project', 'Acme', '--log', 'admin', '--out', file)).code).toBe(0)
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+    const anchorLine = lines.find((line) => line.kind === 'anchor')!
+    expect(lines[0]!.prev).toEqual({ position: anchorLine.position, hash: anchorLine.hash })
+    const key = keyFile(env)
+    expect((await audit(env, 'verify', '--export', file, '--key', key, '--json')).code).toBe(0)
+    // Its anchor line and header moved to another link together: the anchor's signature no longer holds.
+    const moved = { position: anchorLine.position, hash: 'f'.repeat(64) }
+    writeFileSync(file, [{ ...lines[0], prev: moved }, { ...anchorLine, hash: moved.hash }, ...lines.slice(2)].map((line) => JSON.stringify(line)).join('\n'))
+    const forgedExport = await audit(env, 'verify', '--export', file, '--key', key, '--json')
+    expect(forgedExport.code).toBe(1)
+    expect((JSON.parse(forgedExport.out) as VerifyReport).logs[0]!.breaks).toContainEqual({ kind: 'altered', position: anchorLine.position as number })
     const anchor = queryOne<{ id: string; position: number }>(env.store, "SELECT id, position FROM audit_checkpoints WHERE scope_key = ? AND kind = 'anchor'", `admin:${acme}`)!
     execute(env.store, 'UPDATE audit_checkpoints SET hash = ? WHERE id = ?', '0'.repeat(64), anchor.id)
     const forged = await verifyAcmeAdmin(env, acme)

@@ -31,4 +31,5 @@ CREATE TABLE "audit_witness_deliveries" (
 --> statement-breakpoint
 ALTER TABLE "audit_witness_deliveries" ADD CONSTRAINT "audit_witness_deliveries_checkpoint_id_audit_checkpoints_id_fk" FOREIGN KEY ("checkpoint_id") REFERENCES "public"."audit_checkpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "audit_checkpoints_scope_position_idx" ON "audit_checkpoints" USING btree ("scope_key","position","kind");--> statement-breakpoint
-CREATE INDEX "audit_witness_deliveries_due_idx" ON "audit_witness_deliveries" USING btree ("next_attempt_at") WHERE status = 'pending';
+CREATE INDEX "audit_witness_deliveries_due_idx" ON "audit_witness_deliveries" USING btree ("next_attempt_at") WHERE status = 'pending';--> statement-breakpoint
+CREATE INDEX "audit_witness_deliveries_finished_idx" ON "audit_witness_deliveries" USING btree ("finished_at");

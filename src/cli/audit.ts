@@ -33,7 +33,7 @@ export const auditCommand: Command = {
     'witness-secret': booleanFlag('key: print the signing secret of the audit.checkpoint callbacks (whsec_…) instead, for the receiver'),
     ...VERIFY_FLAGS,
     project: stringFlag('NAME', 'export: the project; verify: only this project\'s chains (its environments\' activity logs, its admin log)'),
-    log: stringFlag('LOG', 'export: activity (default: an environment\'s) or admin (the project\'s); verify: only the activity or the admin logs'),
+    log: stringFlag('LOG', 'export: activity (an environment\'s, the default with --environment) or admin (the project\'s, the default without); verify: only the activity or the admin logs'),
     environment: stringFlag('NAME', 'export: the environment (the activity log)'),
     from: stringFlag('TIME', 'export: entries created at or after this ISO 8601 time'),
     to: stringFlag('TIME', 'export: entries created before this ISO 8601 time'),
@@ -71,11 +71,13 @@ function verifyKey(parsed: Parsed, config: Config): AuditPublicJwk | null {
     if (problem) throw new UsageError(`--key ${file} ${problem}`)
     return auditJwkOf(value as { x: string })
   }
-  if (config.secretFromEnv === undefined && !existsSync(join(config.dataDir, SECRET_FILE))) return null
-  return auditSigningKey(secretOf(config)).publicJwk
+  return hasInstanceSecret(config) ? auditSigningKey(secretOf(config)).publicJwk : null
 }
 
-/** `verify`: the stored chains (h-chain's walk, ./audit-verify.ts) with their signed claims, or an export file. */
+/** Whether the configuration has an instance secret already (TRELLIS_SECRET, or the data directory's file): verify and export never make one up. */
+const hasInstanceSecret = (config: Config) => config.secretFromEnv !== undefined || existsSync(join(config.dataDir, SECRET_FILE))
+
+/** `verify`: the stored chains (./audit-verify.ts) with their signed claims, or an export file. */
 async function verifyCommand(parsed: Parsed, io: Io): Promise<number> {
   const config = configFrom(parsed)
   const key = verifyKey(parsed, config)
@@ -134,6 +136,8 @@ async function exportCommand(parsed: Parsed, io: Io): Promise<number> {
   const config = configFrom(parsed)
   const project = required(parsed, 'project')
   const option = (name: string) => (typeof parsed.values[name] === 'string' ? (parsed.values[name] as string) : undefined)
+  // The export's last checkpoint is signed as it is written: with the instance's own key, or not at all.
+  if (!hasInstanceSecret(config)) throw new CommandError(`no instance secret to sign the export with: run it where the instance's secret is (${FLAG_SETTINGS.data.env}/secret or TRELLIS_SECRET)`)
   const key = auditSigningKey(secretOf(config))
   return withStore(config, async (store) => {
     let scope

@@ -6,12 +6,12 @@
  */
 import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
 import { type ChainLog, type ChainName, chainKey } from '../lib/audit-chain.ts'
-import { type CheckpointKind, type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
+import { type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../lib/audit-key.ts'
 import type { Tables } from './dialect.ts'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
-import { constantLimit, rows, statement } from './query.ts'
+import { constantLimit, statement } from './query.ts'
 
 const ph = (name: string) => sql.placeholder(name)
 
@@ -79,15 +79,45 @@ export function* firstEntryAfter(scope: ChainName, position: number): Op<{ posit
   return entry?.position == null ? null : { position: Number(entry.position), createdAtMicros: Number(entry.createdAt) }
 }
 
-/** Every chain there is: each environment's activity log, each project's admin log, the instance's admin log. */
-export function* auditScopes(): Op<ChainName[]> {
-  const environments = yield* rows(({ db, t }) => db.select({ id: t.environments.id }).from(t.environments).orderBy(asc(t.environments.id)))
-  const projects = yield* rows(({ db, t }) => db.select({ id: t.projects.id }).from(t.projects).orderBy(asc(t.projects.id)))
-  return [
-    ...environments.map((e) => ({ log: 'activity' as const, scopeId: e.id })),
-    ...projects.map((p) => ({ log: 'admin' as const, scopeId: p.id })),
-    { log: 'admin', scopeId: null },
-  ]
+/**
+ * Each environment's activity chain and each project's admin chain with its head and the newest position a
+ * checkpoint or anchor covers (null: none), in one statement per log: two index seeks per chain, in the database.
+ */
+const HEADS_AND_SIGNED = perLog((log) =>
+  statement(`audit.heads-and-signed.${log}`, ({ db, t }) => {
+    const scope = log === 'activity' ? t.environments : t.projects
+    // The scope's id named with its table: the builder writes a lone column unqualified, which inside a subquery
+    // would name the subquery's own `id`.
+    const id = sql.raw(log === 'activity' ? 'environments.id' : 'projects.id')
+    // Unqualified, as the chain indexes are written (SQLite matches an expression index to the expression as it
+    // stands), and `+ 0`: compared with the rowid column itself, SQLite's planner passes the expression index over.
+    const head =
+      log === 'activity'
+        ? sql`(SELECT max(chain_position) FROM activity_logs WHERE environment_id = ${id})`
+        : sql`(SELECT max(chain_position) FROM admin_logs WHERE coalesce(project_id, 0) = ${id} + 0)`
+    return db
+      .select({
+        scopeId: scope.id,
+        head: sql<number | null>`${head}`.mapWith(Number),
+        signed: sql<number | null>`(SELECT max(position) FROM audit_checkpoints WHERE scope_key = ${sql.raw(`'${log}:'`)} || CAST(${id} AS text))`.mapWith(Number),
+      })
+      .from(scope)
+  }),
+)
+
+/** The chains whose head is past their last checkpoint or anchor: the head and that position (0: none), the instance's admin chain included. */
+export function* unsignedChains(): Op<{ chain: ChainName; head: number; signed: number }[]> {
+  const found: { chain: ChainName; head: number; signed: number }[] = []
+  for (const log of ['activity', 'admin'] as const) {
+    for (const row of yield* HEADS_AND_SIGNED[log].rows()) {
+      if (row.head !== null && row.head > (row.signed ?? 0)) found.push({ chain: { log, scopeId: Number(row.scopeId) }, head: row.head, signed: row.signed ?? 0 })
+    }
+  }
+  const instance: ChainName = { log: 'admin', scopeId: null }
+  const head = yield* chainHead(instance)
+  const signed = yield* lastSignedPosition(instance)
+  if (head !== null && head.position > signed) found.push({ chain: instance, head: head.position, signed })
+  return found
 }
 
 // ── Checkpoints and anchors ───────────────────────────────────────────────────
@@ -195,14 +225,6 @@ export function* newestAnchor(scope: ChainName, before = Number.MAX_SAFE_INTEGER
   return row ? checkpointOf(row) : null
 }
 
-/** A scope and the kinds of checkpoint it holds, as verify lists them (every scope with one, its project perhaps gone). */
-export function* checkpointedScopes(): Op<ChainName[]> {
-  const found = yield* rows(({ db, t }) =>
-    db.selectDistinct({ log: t.auditCheckpoints.log, scopeId: t.auditCheckpoints.scopeId }).from(t.auditCheckpoints).orderBy(asc(t.auditCheckpoints.log), asc(t.auditCheckpoints.scopeId)),
-  )
-  return found.map((f) => ({ log: f.log, scopeId: f.scopeId === null ? null : Number(f.scopeId) }))
-}
-
 // ── Retention anchors ─────────────────────────────────────────────────────────
 
 /** What signing needs: the key, and the witnesses each signed checkpoint or anchor is queued for. */
@@ -278,20 +300,8 @@ export const recoverWitnessAtStart = OUTBOX.recoverAtStart
 /** When the next pending witness delivery comes due after `after` (ms), or null. */
 export const nextWitnessDueAt = OUTBOX.nextDueAt
 
-const DELIVERIES = statement('audit-witness.deliveries', ({ db, t }) =>
-  db
-    .select({ id: t.auditWitnessDeliveries.id, witness: t.auditWitnessDeliveries.witness, status: t.auditWitnessDeliveries.status, attempts: t.auditWitnessDeliveries.attempts, lastError: t.auditWitnessDeliveries.lastError })
-    .from(t.auditWitnessDeliveries)
-    .where(eq(t.auditWitnessDeliveries.checkpointId, ph('checkpointId')))
-    .orderBy(asc(t.auditWitnessDeliveries.id)),
-)
-
-/** A checkpoint's witness deliveries and their state. */
-export function listWitnessDeliveries(checkpointId: string) {
-  return DELIVERIES.rows({ checkpointId })
-}
-
-export type { CheckpointKind }
+/** Removes up to `limit` deliveries settled at or before `before` (the checkpoints stay); how many it removed. */
+export const pruneWitnessDeliveries = OUTBOX.pruneFinished
 
 // ── Where an export starts ───────────────────────────────────────────────────
 

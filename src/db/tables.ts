@@ -86,6 +86,17 @@ export function defineTables(kit: TableKit) {
   /** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
   const belongsTo = (name: string, target: () => AnySQLiteColumn) =>
     integer(name).notNull().references(target, { onDelete: 'cascade' })
+  /**
+   * An outbox's item claimed under a lease (src/db/leased-queue.ts): its status (`pending` until settled, then one of
+   * `settled`), attempts so far, when it is due next, and the lease of the worker attempting it.
+   */
+  const leasedOutbox = <const S extends readonly [string, ...string[]]>(statuses: S) => ({
+    status: text('status', { enum: statuses }).notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: integer('lease_expires_at'),
+  })
 
   // ── Organization ──────────────────────────────────────────────────────────
 
@@ -632,11 +643,7 @@ export function defineTables(kit: TableKit) {
       noteId: integer('note_id'),
       /** JSON: the event-started runs whose writes led here (the loop bound's count). */
       chain: text('chain').notNull(),
-      status: text('status', { enum: ['pending', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'failed']),
       createdAt: createdAt(),
       finishedAt: integer('finished_at'),
     },
@@ -759,11 +766,7 @@ export function defineTables(kit: TableKit) {
       type: text('type').notNull(),
       /** The JSON body sent, as signed. */
       payload: text('payload').notNull(),
-      status: text('status', { enum: ['pending', 'succeeded', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'succeeded', 'failed']),
       createdAt: integer('created_at').notNull(),
       finishedAt: integer('finished_at'),
     },
@@ -823,11 +826,7 @@ export function defineTables(kit: TableKit) {
       textBody: text('text_body').notNull(),
       htmlBody: text('html_body'),
       sealed: boolean('sealed').notNull().default(false),
-      status: text('status', { enum: ['pending', 'sent', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'sent', 'failed']),
       /** The last failed attempt's error (never a credential: src/modules/mail/transport.ts words it). */
       lastError: text('last_error'),
       createdAt: createdAt(),
@@ -1087,17 +1086,14 @@ export function defineTables(kit: TableKit) {
         .notNull()
         .references(() => auditCheckpoints.id, { onDelete: 'cascade' }),
       witness: text('witness', { enum: ['dir', 'url'] }).notNull(),
-      status: text('status', { enum: ['pending', 'delivered', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'delivered', 'failed']),
       lastError: text('last_error'),
       createdAt: createdAt(),
       finishedAt: integer('finished_at'),
     },
     (t) => [
       index('audit_witness_deliveries_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      index('audit_witness_deliveries_finished_idx').on(t.finishedAt),
       check('audit_witness_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed')`),
       check('audit_witness_deliveries_witness_check', sql`${t.witness} in ('dir', 'url')`),
     ],

@@ -8,7 +8,9 @@
  * with the callbacks' backoff; holds no SQL.
  */
 import { Webhook } from 'standardwebhooks'
-import { type ClaimedWitnessDelivery, claimWitnessDeliveries, nextWitnessDueAt, recordWitnessAttempt, recoverWitnessAtStart, releaseWitnessLeases } from '../db/audit.ts'
+import { type ClaimedWitnessDelivery, claimWitnessDeliveries, nextWitnessDueAt, pruneWitnessDeliveries, recordWitnessAttempt, recoverWitnessAtStart, releaseWitnessLeases } from '../db/audit.ts'
+import { read } from '../db/read.ts'
+import { write } from '../db/write.ts'
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
 import type { Store } from '../db/store.ts'
@@ -43,7 +45,14 @@ export interface WitnessDeliveryOptions {
 
 type Sent = { ok: boolean; final: boolean; error: string | null }
 
+/** How long a settled delivery is kept (the checkpoint itself is kept for good), and how often a worker prunes, at most this many a time. */
+const WITNESS_DELIVERY_KEPT_MS = 30 * 86_400_000
+const PRUNE_EVERY_MS = 3_600_000
+const PRUNE_BATCH = 1000
+
 export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 'delivered'> {
+  private prunedAt = Number.NEGATIVE_INFINITY
+
   constructor(private readonly options: WitnessDeliveryOptions) {
     super({
       ...options,
@@ -60,6 +69,19 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
       nextDueAt: nextWitnessDueAt,
       release: releaseWitnessLeases,
     })
+  }
+
+  /** A delivery is due (one read of the due index): an idle instance's poll writes nothing. */
+  protected override async anyDue(now: number): Promise<boolean> {
+    const next = await read(this.options.store, nextWitnessDueAt(-1))
+    return next !== null && next <= now
+  }
+
+  /** Deletes the deliveries settled past `WITNESS_DELIVERY_KEPT_MS`, once an hour. */
+  protected override async beforeClaim(now: number): Promise<void> {
+    if (now - this.prunedAt < PRUNE_EVERY_MS) return
+    this.prunedAt = now
+    await write(this.options.store, () => pruneWitnessDeliveries(now - WITNESS_DELIVERY_KEPT_MS, PRUNE_BATCH))
   }
 
   protected record(delivery: ClaimedWitnessDelivery, sent: Sent, outcome: LeaseOutcome<'delivered'>, attempts: number): Op<boolean> {

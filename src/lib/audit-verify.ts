@@ -45,7 +45,7 @@ export interface ChainEntry {
 }
 
 /**
- * A checkpoint or anchor claim about the chain: the hash at a position, signed (h-witness's module checks the
+ * A checkpoint or anchor claim about the chain: the hash at a position, signed (src/modules/audit/claims.ts checks the
  * signature and says whether it holds). `source` names where it was found, for the report.
  */
 export interface ChainClaim {

@@ -6,7 +6,7 @@
  * instance that comes second writes nothing.
  */
 import type { Config } from '../../config.ts'
-import { auditScopes, chainHead, firstEntryAfter, insertCheckpoint, lastSignedPosition, type Witness } from '../../db/audit.ts'
+import { chainHead, firstEntryAfter, insertCheckpoint, lastSignedPosition, unsignedChains, type Witness } from '../../db/audit.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import type { Store } from '../../db/store.ts'
@@ -31,14 +31,10 @@ export function auditWitnessesOf(config: Pick<Config, 'auditWitnessDir' | 'audit
   return [...(config.auditWitnessDir === null ? [] : ['dir' as const]), ...(config.auditWitnessUrl === null ? [] : ['url' as const])]
 }
 
-/** Whether the scope's head is to be signed now: past its last checkpoint by `every` entries, or its oldest unsigned entry `seconds` old. */
-function* checkpointDue(scope: ChainName, now: number, settings: CheckpointSettings): Op<boolean> {
-  const head = yield* chainHead(scope)
-  if (head === null) return false
-  const signed = yield* lastSignedPosition(scope)
-  if (head.position <= signed) return false
-  if (head.position - signed >= settings.every) return true
-  const oldest = yield* firstEntryAfter(scope, signed)
+/** Whether a chain with unsigned entries is to be signed now: `every` of them, or its oldest one `seconds` old. */
+function* checkpointDue({ chain, head, signed }: { chain: ChainName; head: number; signed: number }, now: number, settings: CheckpointSettings): Op<boolean> {
+  if (head - signed >= settings.every) return true
+  const oldest = yield* firstEntryAfter(chain, signed)
   return oldest !== null && now - oldest.createdAtMicros / 1000 >= settings.seconds * 1000
 }
 
@@ -55,7 +51,7 @@ export async function writeDueCheckpoints(store: Store, clock: Clock, key: Audit
   const now = clock.now()
   const due = await read(store, (function* () {
     const scopes: ChainName[] = []
-    for (const scope of yield* auditScopes()) if (yield* checkpointDue(scope, now, settings)) scopes.push(scope)
+    for (const unsigned of yield* unsignedChains()) if (yield* checkpointDue(unsigned, now, settings)) scopes.push(unsigned.chain)
     return scopes
   })())
   const written: SignedCheckpoint[] = []

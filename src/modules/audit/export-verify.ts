@@ -1,8 +1,8 @@
 /**
  * Verifying a signed export (`trellis audit verify --export FILE`, docs/audit.md "Export"): the file alone and a
  * public key. Its entries are walked as the stored chains are (src/lib/audit-verify.ts) from the header's `prev` link
- * — the anchor there, when the export holds one, signature checked —, against its checkpoint lines, each signature
- * checked: an entry line edited is a link that fails (`altered`); entries recomputed to match is a signed checkpoint
+ * — the anchor there, when the export holds one, its signature and hash checked —, against its checkpoint lines, each
+ * signature checked: an entry line edited is a link that fails (`altered`); entries recomputed to match is a signed checkpoint
  * whose hash no longer does.
  */
 import { createReadStream } from 'node:fs'
@@ -96,7 +96,6 @@ export async function verifyExport(path: string, key: AuditPublicJwk | null): Pr
   const chain = { log: header.log, scopeId: header.scopeId }
   const anchor = checkpoints.find((c) => c.kind === 'anchor' && c.position === header!.prev?.position)
   const claims = checkpoints.filter((c) => c.kind === 'checkpoint' && chainKey(c) === chainKey(chain)).map((c) => claimOf(c, publicJwk, 'export'))
-  if (anchor !== undefined) claims.push(claimOf(anchor, publicJwk, 'export'))
   const log = header.log
   async function* entries(): AsyncGenerator<ChainEntry> {
     for await (const line of exportLines(path)) {
@@ -106,6 +105,10 @@ export async function verifyExport(path: string, key: AuditPublicJwk | null): Pr
     }
   }
   const verdict = await walkChain({ entries: entries(), anchor: header.prev, claims })
+  // The walk starts from `prev` as given: the anchor standing for it must be the instance's, at that very link.
+  if (anchor !== undefined && (!claimOf(anchor, publicJwk, 'export').signatureValid || anchor.hash !== header.prev?.hash)) {
+    verdict.breaks.unshift({ kind: 'altered', position: anchor.position })
+  }
   const report = {
     log: chainKey(chain),
     project: header.project,

@@ -50,11 +50,12 @@ export class ExportOptionError extends Error {
 
 /**
  * The chain an export names, its options checked (`ExportOptionError` naming the option) and its project's and
- * environment's names found (404 when unknown): `log` `activity` (default; needs `environment`) or `admin` (the
- * project's admin log); `from`/`to` ISO 8601 times.
+ * environment's names found (404 when unknown): `log` `activity` (an environment's: the default when `environment` is
+ * given) or `admin` (the project's: the default without one); `from`/`to` ISO 8601 times.
  */
 export function* exportScope(projectName: string, options: ExportOptions): Op<ExportScope> {
-  const log = options.log ?? 'activity'
+  // An environment names its activity log; without one, the project's admin log.
+  const log = options.log ?? (options.environment === undefined ? 'admin' : 'activity')
   if (log !== 'activity' && log !== 'admin') throw new ExportOptionError('log', 'must be activity or admin')
   const fromMicros = options.from === undefined ? 0 : parseIsoMicros(options.from)
   if (fromMicros === null) throw new ExportOptionError('from', 'must be an ISO 8601 date-time')

@@ -25,7 +25,7 @@ export const AuditPublicKey = t.Object(
 )
 
 const EXPORT_PARAMETERS = [
-  { name: 'log', in: 'query', required: false, schema: { type: 'string', enum: ['activity', 'admin'], default: 'activity' }, description: 'Which log: an environment\'s activity log, or the project\'s admin log' },
+  { name: 'log', in: 'query', required: false, schema: { type: 'string', enum: ['activity', 'admin'] }, description: 'Which log: an environment\'s activity log (the default when `environment` is given), or the project\'s admin log (the default without it)' },
   { name: 'environment', in: 'query', required: false, schema: { type: 'string' }, description: 'The environment (required for `log=activity`, refused for `admin`)' },
   { name: 'from', in: 'query', required: false, schema: { type: 'string', format: 'date-time' }, description: 'Entries created at or after this time' },
   { name: 'to', in: 'query', required: false, schema: { type: 'string', format: 'date-time' }, description: 'Entries created before this time' },
