@@ -7,7 +7,7 @@
  * their name (docs/development.md "Development" lists them). Not here: files that need no store (pure functions, source scans,
  * the outbound client, the README, the OpenAPI document, the binary, the installer, the bench's load generator), and
  * those that test PostgreSQL or both stores side by side already in the first pass (postgres-*, shared-limits,
- * executor-postgres, faults-postgres, twins-*, schema-parity, db-copy; scale-out is the exception: its three instances
+ * audit-chain-scale, executor-postgres, faults-postgres, twins-*, schema-parity, db-copy; scale-out is the exception: its three instances
  * run again here, through PgBouncer like the rest of the pass's parallel part, ./test.ts), and the browser files that check
  * the console's markup alone (console-pages-browser: every page's layout and axe-core; console-authoring-browser: the
  * editor's behaviour; console-live-run-browser: a live run page's callbacks and retry marker), whose server calls run
@@ -16,9 +16,11 @@
 export const POSTGRES_PASS = [
   'activity-logs',
   'admin-logs',
+  'audit-witness',
   'administration',
   'answers',
   'apply',
+  'audit-chain',
   'auth',
   'backup',
   'callbacks',

@@ -31,6 +31,7 @@ import { consoleModule } from './modules/console/index.ts'
 import { instanceModule } from './modules/instance/index.ts'
 import { projectAdminModule } from './modules/projects/index.ts'
 import { mcpModule } from './modules/mcp/index.ts'
+import { auditModule } from './modules/audit/index.ts'
 
 export function createApp(deps: AppDeps) {
   const allowedFor = allowedMethods(() => app.routes)
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps) {
     .use(runEventsModule(deps))
     .use(activityLogsModule(deps))
     .use(adminLogsModule(deps))
+    .use(auditModule(deps))
     .use(instanceModule(deps))
     .use(projectAdminModule(deps))
     .use(mcpModule(deps))

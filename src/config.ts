@@ -1,6 +1,6 @@
 /** Configuration: command-line flags win over environment variables, which win over defaults (DESIGN §10). */
-import { readFileSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { readFileSync, realpathSync } from 'node:fs'
+import { isAbsolute, relative, resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
 import { DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
@@ -28,6 +28,16 @@ export interface Config {
   /** TRELLIS_SECRET when given; otherwise the instance secret lives in `<dataDir>/secret`. */
   secretFromEnv: string | undefined
   webhookRatePerMinute: number
+  /**
+   * The audit trail's checkpoints (docs/audit.md "Checkpoints"): a log is signed once this many of its entries are
+   * unsigned (TRELLIS_AUDIT_CHECKPOINT_EVERY) or its oldest unsigned entry is this old (TRELLIS_AUDIT_CHECKPOINT_SECONDS).
+   */
+  auditCheckpointEvery: number
+  auditCheckpointSeconds: number
+  /** A directory outside the data directory where each checkpoint is appended to `checkpoints.jsonl`; null: none. */
+  auditWitnessDir: string | null
+  /** An endpoint each checkpoint is POSTed to (Standard Webhooks, `audit.checkpoint`); null: none. */
+  auditWitnessUrl: string | null
   /** The spec's token rotation advice in days, shown (never enforced) in the console's token lists. */
   tokenRotationDays: { productionDays: number; developmentDays: number }
   /** Live (neither revoked nor expired) tokens one user may hold at most (TRELLIS_LIVE_TOKENS_PER_USER); creating one more is 409. */
@@ -129,6 +139,10 @@ export const FLAG_SETTINGS = {
   'oidc-client-id': { env: 'TRELLIS_OIDC_CLIENT_ID', default: 'the apply file\'s sso.clientId' },
   'oidc-client-secret-file': { env: 'TRELLIS_OIDC_CLIENT_SECRET_FILE', default: 'TRELLIS_OIDC_CLIENT_SECRET, else a public client (PKCE only)' },
   'oidc-auto-create': { env: 'TRELLIS_OIDC_AUTO_CREATE', default: 'false' },
+  'audit-checkpoint-every': { env: 'TRELLIS_AUDIT_CHECKPOINT_EVERY', default: '1000' },
+  'audit-checkpoint-seconds': { env: 'TRELLIS_AUDIT_CHECKPOINT_SECONDS', default: '300' },
+  'audit-witness-dir': { env: 'TRELLIS_AUDIT_WITNESS_DIR', default: 'none' },
+  'audit-witness-url': { env: 'TRELLIS_AUDIT_WITNESS_URL', default: 'none' },
 } as const
 
 /**
@@ -230,6 +244,10 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     baseUrl: baseUrl.replace(/\/+$/, ''),
     secretFromEnv: nonEmpty(env.TRELLIS_SECRET),
     webhookRatePerMinute: integerSetting('TRELLIS_WEBHOOK_RATE_PER_MIN', env.TRELLIS_WEBHOOK_RATE_PER_MIN, 60, 1),
+    auditCheckpointEvery: integerSetting('--audit-checkpoint-every / TRELLIS_AUDIT_CHECKPOINT_EVERY', pick('audit-checkpoint-every'), 1000, 1, 10_000_000),
+    auditCheckpointSeconds: integerSetting('--audit-checkpoint-seconds / TRELLIS_AUDIT_CHECKPOINT_SECONDS', pick('audit-checkpoint-seconds'), 300, 1, 86_400),
+    auditWitnessDir: auditWitnessDirSetting(pick('audit-witness-dir'), dataDir),
+    auditWitnessUrl: auditWitnessUrlSetting(pick('audit-witness-url')),
     tokenRotationDays: {
       productionDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION', env.TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION, 90, 1, 36_500),
       developmentDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT', env.TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT, 180, 1, 36_500),
@@ -278,6 +296,42 @@ function allowListSetting(raw: string | undefined): AllowList {
   } catch (error) {
     if (error instanceof AllowListError) throw new ConfigError(`TRELLIS_HTTP_ALLOW: ${error.message}`)
     throw error
+  }
+}
+
+/**
+ * The witness directory, resolved: refused inside the data directory (a witness that goes with the database when it is
+ * copied, restored or wiped witnesses nothing). Whether it is writable is checked when `serve` starts.
+ */
+function auditWitnessDirSetting(raw: string | undefined, dataDir: string): string | null {
+  if (raw === undefined) return null
+  const dir = resolve(raw)
+  const inside = relative(realPathOrSelf(dataDir), realPathOrSelf(dir))
+  if (inside === '' || (!inside.startsWith('..') && !isAbsolute(inside))) {
+    throw new ConfigError(`--audit-witness-dir / TRELLIS_AUDIT_WITNESS_DIR must lie outside the data directory (${dataDir}), got ${dir}`)
+  }
+  return dir
+}
+
+function auditWitnessUrlSetting(raw: string | undefined): string | null {
+  if (raw === undefined) return null
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError(`--audit-witness-url / TRELLIS_AUDIT_WITNESS_URL must be an http or https URL, got "${raw}"`)
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('--audit-witness-url / TRELLIS_AUDIT_WITNESS_URL must be an http or https URL')
+  if (url.username !== '' || url.password !== '') throw new ConfigError('--audit-witness-url / TRELLIS_AUDIT_WITNESS_URL must not hold a user name or password (the signature authenticates each call)')
+  return url.href
+}
+
+/** The path with its symbolic links resolved, as far as it exists (a directory not made yet is compared as written). */
+function realPathOrSelf(path: string): string {
+  try {
+    return realpathSync(path)
+  } catch {
+    return path
   }
 }
 

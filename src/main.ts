@@ -3,6 +3,7 @@
 import { writeSync } from 'node:fs'
 import pkg from '../package.json' with { type: 'json' }
 import { applyCommand } from './cli/apply.ts'
+import { auditCommand } from './cli/audit.ts'
 import { backupCommand } from './cli/backup.ts'
 import { dbCommand } from './cli/db.ts'
 import { type Command, CommandError, commandHelp, type Io, KEEP_RUNNING, UsageError } from './cli/command.ts'
@@ -29,6 +30,7 @@ const COMMANDS: Record<string, Command> = {
   backup: backupCommand,
   restore: restoreCommand,
   db: dbCommand,
+  audit: auditCommand,
 }
 
 export function helpText(): string {

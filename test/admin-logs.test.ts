@@ -15,7 +15,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { ApplyError } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, auditSigningOf, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -681,7 +681,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     const keptRecords = count('SELECT count(*) AS n FROM activity_log_records') - oldRecordRows
     const adminBefore = maxId(env, 'admin_logs')
 
-    const result = await pruneLogs(env.store, env.clock, 7)
+    const result = await pruneLogs(env.store, env.clock, 7, auditSigningOf(env))
     expect(result).toEqual({ activityLogs: oldActivity, adminLogs: oldAdmin, cutoff })
     expect(queryAll(env.store, `SELECT * FROM activity_logs ORDER BY id`)).toEqual(keptActivity)
     expect(queryAll(env.store, `SELECT * FROM admin_logs WHERE id <= ${adminBefore} ORDER BY id`)).toEqual(keptAdmin)
@@ -720,12 +720,12 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
 
     // Nothing older left: prunes nothing and writes nothing.
-    const again = await pruneLogs(env.store, env.clock, 7)
+    const again = await pruneLogs(env.store, env.clock, 7, auditSigningOf(env))
     expect(again).toMatchObject({ activityLogs: 0, adminLogs: 0 })
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
     // A longer retention does not touch the kept entries either.
     env.clock.set(T0 + 11 * DAY)
-    expect(await pruneLogs(env.store, env.clock, 30)).toMatchObject({ activityLogs: 0, adminLogs: 0 })
+    expect(await pruneLogs(env.store, env.clock, 30, auditSigningOf(env))).toMatchObject({ activityLogs: 0, adminLogs: 0 })
     expect(rowsAfter(env, 'admin_logs', adminBefore)).toHaveLength(2)
   })
 

@@ -2,6 +2,8 @@
  * Test helpers: a real SQLite file in a temp dir with real migrations (or, with TRELLIS_TEST_STORE=postgres, a real
  * migrated PostgreSQL database in a throw-away cluster), the real app, the real CLI.
  */
+import type { AuditSigning } from '../src/db/audit.ts'
+import { auditSigningKey } from '../src/lib/audit-key.ts'
 import { describe, expect, test } from 'bun:test'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -137,6 +139,11 @@ export function postgresTestStore(template?: string): { store: PgStore; url: str
 /** The environment a real `trellis` process needs to open the env's database: its URL on PostgreSQL, nothing on SQLite. */
 export function processEnv(env: TestEnv): Record<string, string> {
   return env.databaseUrl === null ? {} : productDatabaseEnv(env.databaseUrl)
+}
+
+/** The audit signing of a test env's secret (the key `serve` would derive), witnessed nowhere: what retention signs its anchors with. */
+export function auditSigningOf(env: { secret: Buffer }): AuditSigning {
+  return { key: auditSigningKey(env.secret), witnesses: [] }
 }
 
 /** What every test env has but its store: the data dir (a fresh temp dir), the config, a manual clock, the secret. */

@@ -188,12 +188,12 @@ describe('folders of src/', () => {
  * run-event commit announcements, the copy between stores.
  */
 const ENGINE = [
-  'connect', 'dialect', 'lookup-cache', 'migrations-module', 'monotonic', 'op', 'pages', 'query', 'read', 'rule-locks',
+  'chain-upgrade', 'connect', 'dialect', 'lookup-cache', 'migrations-module', 'monotonic', 'op', 'pages', 'query', 'read', 'rule-locks',
   'run-event-commits', 'schema', 'sqlite-to-postgres', 'store', 'tables', 'write',
 ].map((name) => `src/db/${name}.ts`)
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */
 const DOMAINS = [
-  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'mail', 'maintenance',
+  'activity-logs', 'admin-logs', 'apply', 'auth-queries', 'callbacks', 'claims', 'idempotency-keys', 'leased-queue', 'log-chain', 'chain-pages', 'audit', 'mail', 'maintenance',
   'members', 'notes', 'projects', 'queue', 'records', 'run-events', 'runs', 'schedules', 'sessions', 'sso-identities', 'tasks', 'tokens', 'users',
   'webhooks', 'workflow-events', 'workflow-health', 'workflows',
 ].map((name) => `src/db/${name}.ts`)

@@ -21,6 +21,7 @@ const NO_PROJECT_DATA: Record<string, string> = {
   'GET /readyz': 'readiness',
   'GET /metrics': 'instance metrics (no project data)',
   'GET /openapi.json': 'the API description',
+  'GET /v1/audit/public-key': 'the audit trail\'s public key (no project data)',
   'GET /docs': 'the API reference page',
   'GET /docs/docs.css': 'asset',
   'GET /docs/docs.js': 'asset',

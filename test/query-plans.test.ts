@@ -10,6 +10,7 @@ import { Database } from 'bun:sqlite'
 import { afterAll, describe, expect, test } from 'bun:test'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-logs.ts'
+import { insertAdminLog } from '../src/db/admin-logs.ts'
 import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { deleteFinishedRunBatch, purgeDeletedRecordBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/sqlite/op-runner.ts'
@@ -195,7 +196,8 @@ const CASES: PlanCase[] = [
   ['activity: extensions=true', activity({ extensions: true }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_id_idx \(environment_id=\?\)$/],
   ['activity: createdAt bound', activity({}, { 'createdAt.lt': at }), /^select "id" from "activity_logs" where .*"created_at" >= \?/, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_created_idx \(environment_id=\? AND created_at>\?\)$/],
   ['activity: createdAt page', activity({}, { 'createdAt.lt': at }), ACTIVITY_PAGE, /^SEARCH activity_logs USING COVERING INDEX activity_logs_env_documented_idx \(environment_id=\?( AND id<\?)?\)$/],
-  ['activity: append (latest createdAt)', (db) => runOp(db, insertActivityLog({ environmentId: production, type: 'write', action: 'update', label: null, userId: 1, teamId: null, collectionId: null, tokenId: null, workflowName: null, runId: null, stepName: null, extension: false }, ['r'], 0)), /^select max\("created_at"\) from "activity_logs"/, /SEARCH activity_logs USING COVERING INDEX activity_logs_env_created_idx \(environment_id=\?\)/],
+  ['activity: append (the chain head: its time and link)', (db) => runOp(db, insertActivityLog({ environmentId: production, type: 'write', action: 'update', label: null, userId: 1, teamId: null, collectionId: null, tokenId: null, workflowName: null, runId: null, stepName: null, extension: false }, ['r'], 0)), /^SELECT created_at, chain_position, chain_hash, [\s\S]* FROM activity_logs WHERE/, /^SEARCH activity_logs USING INDEX activity_logs_env_chain_idx \(environment_id=\? AND chain_position>\?\)/],
+  ['admin: append to the instance chain (its head by position)', (db) => runOp(db, insertAdminLog({ projectId: null, type: 'add', resource: 'user', initiator: 'system', userId: null, subjectUserId: null, previousValue: null, newValue: null, extension: false }, 0)), /^SELECT created_at, chain_position, chain_hash, [\s\S]* FROM admin_logs WHERE/, /^SEARCH admin_logs USING INDEX admin_logs_scope_chain_idx \(<expr>=\? AND chain_position>\?\)/],
   ['activity: recordId', activity({ recordId: 'ord_1001' }), ACTIVITY_PAGE, /SEARCH activity_log_records USING COVERING INDEX activity_log_records_env_record_idx \(environment_id=\? AND record_id=\?\)/],
   ['activity: render the record ids', (db) => runOp(db, findActivityLogRecordIds([1, 2])), /from "?activity_log_records"?/i, /SEARCH activity_log_records USING (COVERING )?INDEX sqlite_autoindex_activity_log_records_1 \(log_id=\?\)/],
   ['activity: userId (walks the default page)', activity({ userId: 1 }), ACTIVITY_PAGE, /^SEARCH activity_logs USING INDEX activity_logs_env_documented_idx \(environment_id=\?\)$/],

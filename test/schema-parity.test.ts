@@ -64,7 +64,10 @@ function sqliteCatalog(env: SqliteTestEnv): Catalog {
     }
     for (const index of all<{ name: string; unique: number; origin: string; partial: number }>('SELECT name, "unique", origin, partial FROM pragma_index_list(?)', name)) {
       if (index.origin === 'pk') continue
-      const columns = all<{ name: string }>('SELECT name FROM pragma_index_info(?) ORDER BY seqno', index.name).map((c) => c.name)
+      const named = all<{ name: string | null }>('SELECT name FROM pragma_index_info(?) ORDER BY seqno', index.name).map((c) => c.name)
+      // An expression's column has no name: read it from the index's own SQL (the admin log's coalesce(project_id, 0)).
+      const written = named.includes(null) ? topLevelParts(/\((.*)\)\s*(WHERE|$)/s.exec(all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE name = ?", index.name)[0]!.sql)![1]!) : []
+      const columns = named.map((name, i) => name ?? expressionOf(written[i]!))
       catalog.indexes.push(`${name}: ${index.name} (${columns.join(', ')})${index.unique ? ' unique' : ''}${index.partial ? ' partial' : ''}`)
     }
     for (const match of sql.matchAll(/CONSTRAINT "([^"]+)" CHECK/g)) catalog.checks.push(`${name}: ${match[1]}`)
@@ -96,13 +99,34 @@ async function postgresCatalog(sql: SQL): Promise<Catalog> {
   const primaryKeyIndexes = new Set(constraints.filter((c) => c.contype === 'p').map((c) => c.conname))
   for (const index of indexes) {
     if (primaryKeyIndexes.has(index.indexname)) continue
-    const columns = /USING \w+ \((.+?)\)(?: WHERE|$)/.exec(index.indexdef)![1]!.split(', ').map((c) => c.replace(/"/g, ''))
+    const columns = topLevelParts(/USING \w+ \((.+)\)(?: WHERE|$)/.exec(index.indexdef.replace(/ WHERE .*$/, ''))![1]!).map((c) => (/\(/.test(c) ? expressionOf(c) : c.replace(/"/g, '')))
     catalog.indexes.push(`${index.tablename}: ${index.indexname} (${columns.join(', ')})${/CREATE UNIQUE/.test(index.indexdef) ? ' unique' : ''}${/ WHERE /.test(index.indexdef) ? ' partial' : ''}`)
   }
   const triggers = (await sql`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname LIKE '%append_only'`) as { tgname: string }[]
   catalog.appendOnly = triggers.map((t) => t.tgname)
   return normalize(catalog)
 }
+
+/** The comma-separated parts of an index's column list, commas inside parentheses kept. */
+function topLevelParts(list: string): string[] {
+  const parts: string[] = []
+  let depth = 0
+  let part = ''
+  for (const char of list) {
+    if (char === ',' && depth === 0) {
+      parts.push(part.trim())
+      part = ''
+      continue
+    }
+    if (char === '(') depth++
+    if (char === ')') depth--
+    part += char
+  }
+  return [...parts, part.trim()]
+}
+
+/** An index expression as both dialects write it: lower case, no quotes, PostgreSQL's casts of constants dropped. */
+const expressionOf = (text: string) => text.toLowerCase().replace(/["`]/g, '').replace(/\((\d+)\)::\w+/g, '$1').replace(/\s+/g, ' ')
 
 const normalize = (catalog: Catalog): Catalog => ({
   ...catalog,
@@ -147,6 +171,9 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0019_workflow_schedules',
       '0020_workflow_events',
       '0021_run_trace_context',
+      '0022_audit_chain',
+      '0023_audit_chain_sealed',
+      '0024_audit_checkpoints',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

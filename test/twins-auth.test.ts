@@ -9,6 +9,7 @@ import { writeNow } from '../src/db/write.ts'
 import { firstEditingTeamId, firstProjectAdminId, hasImportedNote, listProjectMemberEmails, listProjectNames, listUserEmails } from '../src/db/apply.ts'
 import { findTokenByHash, touchTokenLastUsed } from '../src/db/auth-queries.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
+import { auditSigningKey } from '../src/lib/audit-key.ts'
 import type { Op } from '../src/db/op.ts'
 import {
   deleteExpiredSessions,
@@ -28,6 +29,9 @@ import type { Micros } from '../src/lib/time.ts'
 import { alike, bothStores, postgresOrSkip } from './support/both-stores.ts'
 import { freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
 import { SEEDED_AT, seedOrganization } from './support/seed-both.ts'
+
+/** What retention signs its anchors with: a key of its own, witnessed nowhere. */
+const TEST_SIGNING = { key: auditSigningKey(Buffer.from('twins-test-secret-0123456789abcdef')), witnesses: [] }
 
 const T = SEEDED_AT
 const HOUR = 3_600_000
@@ -256,11 +260,11 @@ describe.skipIf(!postgresOrSkip('apply twins'))("apply's queries and log retenti
     }
     const cutoff = 10 as Micros
     const batches = await alike(stores, [
-      () => deleteLogBatch('activity_logs', cutoff, 2),
-      () => deleteLogBatch('activity_logs', cutoff, 2),
-      () => deleteLogBatch('activity_logs', cutoff, 2),
-      () => deleteLogBatch('admin_logs', cutoff, 10),
-      () => deleteLogBatch('admin_logs', cutoff, 10),
+      () => deleteLogBatch('activity_logs', cutoff, 2, TEST_SIGNING, 0),
+      () => deleteLogBatch('activity_logs', cutoff, 2, TEST_SIGNING, 0),
+      () => deleteLogBatch('activity_logs', cutoff, 2, TEST_SIGNING, 0),
+      () => deleteLogBatch('admin_logs', cutoff, 10, TEST_SIGNING, 0),
+      () => deleteLogBatch('admin_logs', cutoff, 10, TEST_SIGNING, 0),
     ])
     expect(batches).toEqual([2, 2, 1, 3, 0])
     expect(await remaining('activity_logs')).toEqual([4, 6])

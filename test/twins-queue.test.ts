@@ -12,6 +12,7 @@ import { randomUUIDv7 } from 'bun'
 import { writeNow } from '../src/db/write.ts'
 import { insertActivityLog, type NewActivityLogRow } from '../src/db/activity-logs.ts'
 import { deleteLogBatch } from '../src/db/maintenance.ts'
+import { auditSigningKey } from '../src/lib/audit-key.ts'
 import type { Op } from '../src/db/op.ts'
 import {
   cancelActiveRun,
@@ -32,6 +33,9 @@ import type { Micros } from '../src/lib/time.ts'
 import { type AcmeOnBoth, acmeOnBoth } from './support/acme-on-postgres.ts'
 import { acmeProject, acmeWithGlobex, ordersWorkflow, refundRunBase, runBaseOf } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
+
+/** What retention signs its anchors with: a key of its own, witnessed nowhere. */
+const TEST_SIGNING = { key: auditSigningKey(Buffer.from('twins-test-secret-0123456789abcdef')), witnesses: [] }
 
 const now = Date.UTC(2026, 10, 23, 12, 0, 0)
 const LEASE = 30_000
@@ -157,17 +161,18 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       sqlite.prepare("INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)").run(...values)
       const { id } = sqlite.prepare('SELECT max(id) AS id FROM activity_logs').get() as { id: number }
       sqlite.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)').run(id, environmentId, `ord_${i}`)
+      // Each store's own id: a run queued on PostgreSQL draws its trigger's entry id with it (src/db/queue.ts), and
+      // the runs above were queued without their entries.
       const [row] = (await stores.pg.sql.unsafe(
         'INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES ($1, $2, $3, $4, $5, false, $6) RETURNING id::float8 AS id',
         values,
       )) as { id: number }[]
-      expect(row!.id).toBe(id)
-      await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [id, environmentId, `ord_${i}`])
+      await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [row!.id, environmentId, `ord_${i}`])
     }
     const cutoff = 6000 as Micros // entries 1..5 are older
-    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 3)
-    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 2)
-    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3), 0)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 3)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 2)
+    await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 0)
     // The apply's own entries (its record imports) are far newer than the cutoff and stay, on both.
     const left = [
       sqlite.prepare("SELECT l.created_at, r.record_id FROM activity_logs l JOIN activity_log_records r ON r.log_id = l.id WHERE l.label = 'seen' ORDER BY l.id").all(),
@@ -181,12 +186,12 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     // Admin logs: the apply's entries are far newer than the cutoff (none go); a cutoff past them takes them all.
     const adminCount = (sqlite.prepare('SELECT count(*) AS n FROM admin_logs').get() as { n: number }).n
     expect(adminCount).toBeGreaterThan(0)
-    await bothAnswer(() => deleteLogBatch('admin_logs', cutoff, 100), 0)
+    await bothAnswer(() => deleteLogBatch('admin_logs', cutoff, 100, TEST_SIGNING, 0), 0)
     // Past every row: the fixed `now`'s and the apply's, written at the real time (whatever today's date is).
     const future = ((Math.max(now, Date.now()) + 86_400_000) * 1000) as Micros
-    await bothAnswer(() => deleteLogBatch('admin_logs', future, 100_000), adminCount)
+    await bothAnswer(() => deleteLogBatch('admin_logs', future, 100_000, TEST_SIGNING, 0), adminCount)
     const activityCount = (sqlite.prepare('SELECT count(*) AS n FROM activity_logs').get() as { n: number }).n
-    await bothAnswer(() => deleteLogBatch('activity_logs', future, 100_000), activityCount)
+    await bothAnswer(() => deleteLogBatch('activity_logs', future, 100_000, TEST_SIGNING, 0), activityCount)
     expect([...(await stores.pg.sql`SELECT count(*)::float8 AS n FROM activity_log_records`)]).toEqual([{ n: 0 }])
   })
 

@@ -33,7 +33,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { listAdminLogIds } from '../src/modules/admin-logs/service.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { bearer, handleJson, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv, until } from './helpers.ts'
+import { auditSigningOf, bearer, handleJson, queryAll, queryOne, request, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyTest, testApp, type TestEnv, testEnv, until } from './helpers.ts'
 import { acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, openTaskOnRun, ordersWorkflow, projectId, reportHook, tokenFor, userId } from './support/acme.ts'
 import { assertValid, assertValidWithExtensions, compatDocument, EXTENSION_VALUES, validatorFor } from './support/compat-schema.ts'
 import { type Micros, toIsoMicros } from '../src/lib/time.ts'
@@ -164,7 +164,7 @@ beforeAll(async () => {
   const report = await applyAcme(ctx(), document)
 
   // Retention (7 days): the first apply's entries go, a `log-retention` entry by `system` lands in each project.
-  const pruned = await pruneLogs(env.store, clock, 7)
+  const pruned = await pruneLogs(env.store, clock, 7, auditSigningOf(env))
   expect(pruned.activityLogs + pruned.adminLogs).toBeGreaterThan(20)
 
   executor = new Executor({ store: env.store, clock, logger: silentLogger, concurrency: 2, leaseMs: 5_000, pollMs: 20 })

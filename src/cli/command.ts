@@ -73,6 +73,10 @@ export const SETTING_FLAGS = {
   'oidc-issuer': settingFlag('oidc-issuer', 'URL', 'OpenID Connect issuer for console sign-in (https; http only for localhost)'),
   'oidc-client-id': settingFlag('oidc-client-id', 'ID', 'client id registered at the issuer'),
   'oidc-client-secret-file': settingFlag('oidc-client-secret-file', 'FILE', 'file holding the client secret (never the secret itself on the command line)'),
+  'audit-checkpoint-every': settingFlag('audit-checkpoint-every', 'N', 'sign a log\'s checkpoint once N of its entries are unsigned'),
+  'audit-checkpoint-seconds': settingFlag('audit-checkpoint-seconds', 'SECONDS', 'sign a log\'s checkpoint once its oldest unsigned entry is this old'),
+  'audit-witness-dir': settingFlag('audit-witness-dir', 'DIR', 'append every checkpoint to DIR/checkpoints.jsonl (outside the data directory: another disk or a mounted volume)'),
+  'audit-witness-url': settingFlag('audit-witness-url', 'URL', 'POST every checkpoint there (Standard Webhooks, event audit.checkpoint)'),
   'oidc-auto-create': {
     type: 'boolean',
     help: 'create unknown users on their first SSO sign-in (verified email)',

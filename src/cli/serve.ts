@@ -32,7 +32,11 @@ import { databasePath } from '../db/sqlite/open.ts'
 import { join } from 'node:path'
 import { assertReplicates, findLitestream, LITESTREAM_PID_FILE, LitestreamError, type Replication, startReplication } from '../lib/litestream.ts'
 import type { Config } from '../config.ts'
-import { CommandError, configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags } from './command.ts'
+import { CommandError, configFrom, type Flags, type Io, KEEP_RUNNING, parseFlags, UsageError } from './command.ts'
+import { auditSigningKey } from '../lib/audit-key.ts'
+import { witnessDirProblem } from '../lib/audit-witness-file.ts'
+import { WitnessDelivery } from '../executor/witness-delivery.ts'
+import { auditWitnessesOf, scheduleCheckpoints } from '../modules/audit/checkpoints.ts'
 
 /**
  * How long a graceful stop waits for in-flight requests, and (at the same time) for the executor's running
@@ -53,6 +57,9 @@ export const HTTP_IDLE_TIMEOUT_SECONDS = 10
 export async function serve(argv: string[], io: Io, flags: Flags): Promise<number> {
   const parsed = parseFlags(argv, flags)
   const startConfig = configFrom(parsed)
+  // A witness directory that cannot be written is a configuration error, found before anything starts.
+  const witnessProblem = startConfig.auditWitnessDir === null ? null : witnessDirProblem(startConfig.auditWitnessDir)
+  if (witnessProblem !== null) throw new UsageError(`--audit-witness-dir / TRELLIS_AUDIT_WITNESS_DIR: ${witnessProblem}`)
   const logger = createLogger(startConfig.logLevel)
   // Off unless the OTEL_* variables name an endpoint: then the SDK loads, before anything that records a span.
   if (await startTracing(process.env, logger)) logger.info('tracing on: exporting OTLP traces', { endpoint: otlpTracesEndpoint(process.env) })
@@ -108,6 +115,10 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
     metrics,
   })
   const callbacks = new CallbackDelivery({ store, clock: systemClock, logger, secret, outbound, retryBaseMs: config.callbackRetryMs })
+  const auditKey = auditSigningKey(secret)
+  const witness = new WitnessDelivery({
+    store, clock: systemClock, logger, secret, outbound, dir: config.auditWitnessDir, url: config.auditWitnessUrl, retryBaseMs: config.callbackRetryMs,
+  })
   const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings, outboundAllow })
   const app = createApp(deps)
   const mail = config.mail && deps.mail ? new MailDelivery({ store, clock: systemClock, logger, metrics, mail: config.mail, sealKey: deps.mail.sealKey }) : null
@@ -142,8 +153,14 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   } else {
     logger.info('no SMTP server (TRELLIS_SMTP_URL): no mail is sent; the console\'s inbox is the only channel')
   }
+  witness.start()
+  const witnesses = auditWitnessesOf(config)
+  const checkpoints = scheduleCheckpoints(
+    store, systemClock, logger, auditKey, { every: config.auditCheckpointEvery, seconds: config.auditCheckpointSeconds, witnesses }, () => witness.notify(),
+  )
+  logger.info('audit checkpoints signed', { kid: auditKey.publicJwk.kid, every: config.auditCheckpointEvery, seconds: config.auditCheckpointSeconds, witnesses })
   recordServedBaseUrl(config.dataDir, config.baseUrl)
-  const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays)
+  const retention = scheduleRetention(store, systemClock, logger, config.logRetentionDays, { key: auditKey, witnesses })
   const history = scheduleHistoryRetention(store, systemClock, logger, metrics, config)
   upkeep.startMaintenance()
   logger.info('listening', {
@@ -170,6 +187,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
     logger.info('shutting down', { signal })
     try {
       retention?.stop()
+      const checkpointsStopped = checkpoints.stop()
       const historyStopped = history.stop() // its batch under way commits before the store closes
       upkeep.stop()
       // Event streams end now (their clients reconnect, to another instance or after the restart): not in flight.
@@ -179,6 +197,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
         Promise.race([requestsDone, Bun.sleep(SHUTDOWN_GRACE_MS).then(() => false)]),
         executor.stop(SHUTDOWN_GRACE_MS),
         historyStopped,
+        checkpointsStopped.then(() => witness.stop(SHUTDOWN_GRACE_MS)),
         callbacks.stop(SHUTDOWN_GRACE_MS),
         mail?.stop(SHUTDOWN_GRACE_MS),
       ])

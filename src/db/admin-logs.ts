@@ -6,42 +6,26 @@
  */
 import { and, asc, desc, eq, isNull } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
-import { nextCreatedAt } from './monotonic.ts'
+import { appendChained, type NewAdminLogRow } from './log-chain.ts'
 import type { Op } from './op.ts'
 import { createdAtBounds, hideExtensions, pageIds, type TimeOrderedList } from './pages.ts'
-import { placeholders, rows, statement } from './query.ts'
+import { rows, statement } from './query.ts'
 import type { adminLogs } from './schema.ts'
 
 type AdminLogRow = typeof adminLogs.$inferSelect
 
 /** A project's admin log (or the instance-wide one, scope null): its createdAt order and id bounds. */
-const ADMIN_TIMES = { name: 'admin-logs', table: 'adminLogs', scope: 'projectId' } as const satisfies TimeOrderedList
+const ADMIN_TIMES = { name: 'admin-logs', table: 'adminLogs', scope: 'projectId', chain: { log: 'admin', table: 'admin_logs', column: 'project_id', scope: 'coalesce(project_id, 0)' } } as const satisfies TimeOrderedList
 
-export interface NewAdminLogRow {
-  projectId: number | null
-  type: AdminLogRow['type']
-  resource: string
-  initiator: AdminLogRow['initiator']
-  userId: number | null
-  subjectUserId: number | null
-  /** JSON text, or null. */
-  previousValue: string | null
-  newValue: string | null
-  /** The resource or initiator is a Trellis extension (listed only with `extensions=true`). */
-  extension: boolean
-}
-
-const INSERT_ADMIN_LOG = statement('admin-logs.insert', ({ db, t }) =>
-  db.insert(t.adminLogs).values(placeholders('projectId', 'type', 'resource', 'initiator', 'userId', 'subjectUserId', 'previousValue', 'newValue', 'extension', 'createdAt')),
-)
+export type { NewAdminLogRow } from './log-chain.ts'
 
 /**
- * Inserts an entry; its createdAt is `now`, or strictly after the previous entry of its project (DESIGN §3).
- * Call inside the transaction that makes the change.
+ * Inserts an entry; its createdAt is `now`, or strictly after the previous entry of its project (DESIGN §3), and it
+ * is linked to that entry in the project's (or the instance's) hash chain (./log-chain.ts). Call inside the
+ * transaction that makes the change.
  */
 export function* insertAdminLog(entry: NewAdminLogRow, now: number): Op<void> {
-  const createdAt = yield* nextCreatedAt(ADMIN_TIMES, entry.projectId, now)
-  yield* INSERT_ADMIN_LOG.exec({ ...entry, createdAt })
+  yield* appendChained(ADMIN_TIMES, entry.projectId, [{ log: 'admin', entry }], now)
 }
 
 /** An admin log page's `column = value` filters (names already resolved to ids); undefined ones are left out. */

@@ -1,5 +1,5 @@
 /**
- * The outboxes claimed under a lease — completion callbacks' deliveries (./callbacks.ts), mail (./mail.ts) and workflow events (./workflow-events.ts): their
+ * The outboxes claimed under a lease — completion callbacks' deliveries (./callbacks.ts), mail (./mail.ts), workflow events (./workflow-events.ts) and audit witness deliveries (./audit.ts): their
  * statements, written once for both stores and both tables. Each item is `pending` until settled (`succeeded`/`sent`
  * or `failed`); a worker claims due items by writing its name and an expiry into the lease, settles each attempt
  * guarded by that lease, and hands back what it holds when it stops.
@@ -15,7 +15,7 @@ import type { Store } from './store.ts'
 import { statement } from './query.ts'
 
 /** A table of leased items: both outboxes have these columns, named alike. */
-type LeasedTable = Tables['callbackDeliveries'] | Tables['mailOutbox'] | Tables['workflowEvents']
+type LeasedTable = Tables['callbackDeliveries'] | Tables['mailOutbox'] | Tables['workflowEvents'] | Tables['auditWitnessDeliveries']
 
 /** One attempt's outcome: the item is `done` (delivered), `failed` for good, or `pending` again until `nextAttemptAt`. */
 export type LeaseOutcome<Done extends string> = { status: Done | 'failed'; at: number } | { status: 'pending'; nextAttemptAt: number }
@@ -49,6 +49,8 @@ export interface LeasedQueue<Claimed, Done extends string> {
   recoverAtStart(store: Store): Op<number>
   /** When the next pending item comes due after `after` (ms), or null. */
   nextDueAt(after: number): Op<number | null>
+  /** Removes up to `limit` items settled (done or failed) at or before `before`; how many it removed. */
+  pruneFinished(before: number, limit: number): Op<number>
 }
 
 const ph = (name: string) => sql.placeholder(name)
@@ -123,6 +125,14 @@ export function leasedQueue<Claimed, Done extends string>({ name, table, claimAn
       .where(and(isPending(x), sql`${x.nextAttemptAt} > ${ph('after')}`))
   })
 
+  const PRUNE = statement(`${name}.prune`, ({ db, t }) => {
+    const x = table(t)
+    return db
+      .delete(x)
+      .where(inArray(x.id, db.select({ id: x.id }).from(x).where(lte(x.finishedAt, ph('before'))).limit(ph('limit'))))
+      .returning({ id: x.id })
+  })
+
   function* releaseAll(): Op<number> {
     return (yield* RELEASE_ALL.rows()).length
   }
@@ -148,6 +158,9 @@ export function leasedQueue<Claimed, Done extends string>({ name, table, claimAn
     recoverAtStart: (store) => (store.servesAlone ? releaseAll() : answer(0)),
     *nextDueAt(after) {
       return (yield* NEXT_DUE.row({ after }))?.at ?? null
+    },
+    *pruneFinished(before, limit) {
+      return (yield* PRUNE.rows({ before, limit })).length
     },
   }
 }

@@ -4,7 +4,7 @@
  * sender of any instance, each attempt's outcome recorded guarded by that lease, by the statements callback
  * deliveries (./callbacks.ts) use too (./leased-queue.ts). Written once for both stores.
  */
-import { and, asc, eq, inArray, isNotNull, isNull, lte, or, sql } from 'drizzle-orm'
+import { and, asc, eq, isNotNull, isNull, or, sql } from 'drizzle-orm'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { placeholders, statement } from './query.ts'
@@ -97,17 +97,8 @@ export const recoverMailAtStart = OUTBOX.recoverAtStart
 /** When the next pending message comes due after `after` (ms), or null. */
 export const nextMailDueAt = OUTBOX.nextDueAt
 
-const PRUNE = statement('mail.prune', ({ db, t }) =>
-  db
-    .delete(t.mailOutbox)
-    .where(inArray(t.mailOutbox.id, db.select({ id: t.mailOutbox.id }).from(t.mailOutbox).where(lte(t.mailOutbox.finishedAt, ph('before'))).limit(ph('limit'))))
-    .returning({ id: t.mailOutbox.id }),
-)
-
 /** Removes up to `limit` sent or failed messages finished at or before `before`; how many it removed. */
-export function* pruneFinishedMail(before: number, limit: number): Op<number> {
-  return (yield* PRUNE.rows({ before, limit })).length
-}
+export const pruneFinishedMail = OUTBOX.pruneFinished
 
 const FAILED = statement('mail.failed', ({ db, t }) =>
   db

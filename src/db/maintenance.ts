@@ -6,6 +6,7 @@ import { and, asc, inArray, isNotNull, lt, sql } from 'drizzle-orm'
 import { FINISHED_RUN_STATUSES } from '../lib/run-statuses.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Op } from './op.ts'
+import { type AuditSigning, recordAnchors } from './audit.ts'
 import type { Store } from './store.ts'
 import { constantLimit, statement } from './query.ts'
 import { runStatusIn } from './schema.ts'
@@ -17,17 +18,21 @@ export type LogTable = 'activity_logs' | 'admin_logs'
 const logBatchDelete = (table: LogTable) =>
   statement(`retention.delete.${table}`, ({ db, t }) => {
     const log = table === 'activity_logs' ? t.activityLogs : t.adminLogs
+    const scopeId = table === 'activity_logs' ? t.activityLogs.environmentId : t.adminLogs.projectId
     const oldest = db.select({ id: log.id }).from(log).where(lt(log.createdAt, sql.placeholder('cutoff'))).orderBy(asc(log.id)).limit(sql.placeholder('batch'))
-    return db.delete(log).where(inArray(log.id, oldest)).returning({ id: log.id })
+    return db.delete(log).where(inArray(log.id, oldest)).returning({ scopeId, position: log.chainPosition, hash: log.chainHash })
   })
 const LOG_BATCH_DELETE = { activity_logs: logBatchDelete('activity_logs'), admin_logs: logBatchDelete('admin_logs') }
 
 /**
  * Deletes up to `batch` entries created before `cutoff` (epoch µs, the unit of log times; oldest ids first); returns
- * how many. Run it in a short write transaction.
+ * how many. In the same transaction, each chain it cut gets a signed anchor at its last deleted entry (docs/audit.md
+ * "Anchors"), so what remains verifies from there. Run it in a short write transaction.
  */
-export function* deleteLogBatch(table: LogTable, cutoff: Micros, batch: number) {
-  return (yield* LOG_BATCH_DELETE[table].rows({ cutoff, batch })).length
+export function* deleteLogBatch(table: LogTable, cutoff: Micros, batch: number, signing: AuditSigning, now: number) {
+  const deleted = yield* LOG_BATCH_DELETE[table].rows({ cutoff, batch })
+  yield* recordAnchors(table === 'activity_logs' ? 'activity' : 'admin', deleted, signing, now)
+  return deleted.length
 }
 
 /**

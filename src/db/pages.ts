@@ -21,6 +21,11 @@ export interface TimeOrderedList {
   table: TimedTable
   /** Within one scope value createdAt never decreases in id order. */
   scope: string | null
+  /**
+   * A hash-chained log (./monotonic.ts `nextChainedEntries`): its table and scope column as SQL names, and the
+   * expression its chain index scopes positions by (0 for a null scope).
+   */
+  chain?: { log: 'activity' | 'admin'; table: string; column: string; scope: string }
 }
 
 /** The list's table and columns in the dialect. */

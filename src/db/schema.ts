@@ -29,5 +29,5 @@ export const {
   workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents,
   callbackEndpoints, callbackDeliveries,
   callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
-  adminLogs,
+  adminLogs, auditCheckpoints, auditWitnessDeliveries,
 } = defineTables(sqliteKit)

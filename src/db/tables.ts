@@ -77,9 +77,26 @@ export function defineTables(kit: TableKit) {
   const createdAt = () => integer('created_at').notNull()
   /** An epoch-µs time (the compiler keeps it apart from milliseconds). */
   const micros = (name: string) => integer(name).$type<Micros>()
+  /**
+   * A log entry's link in its scope's hash chain (src/lib/audit-chain.ts, docs/audit.md): its position (1, 2, … per
+   * scope) and `chain_hash` (64 hex digits). Null only in an entry written by an instance older than the chain (the
+   * upgrade links those written before it: src/db/chain-upgrade.ts); `trellis audit verify` reports it as inserted.
+   */
+  const chainColumns = () => ({ chainPosition: integer('chain_position'), chainHash: text('chain_hash') })
   /** A required reference to the row this one belongs to: deleting that row deletes this one (ON DELETE CASCADE). */
   const belongsTo = (name: string, target: () => AnySQLiteColumn) =>
     integer(name).notNull().references(target, { onDelete: 'cascade' })
+  /**
+   * An outbox's item claimed under a lease (src/db/leased-queue.ts): its status (`pending` until settled, then one of
+   * `settled`), attempts so far, when it is due next, and the lease of the worker attempting it.
+   */
+  const leasedOutbox = <const S extends readonly [string, ...string[]]>(statuses: S) => ({
+    status: text('status', { enum: statuses }).notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: integer('next_attempt_at').notNull(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: integer('lease_expires_at'),
+  })
 
   // ── Organization ──────────────────────────────────────────────────────────
 
@@ -626,11 +643,7 @@ export function defineTables(kit: TableKit) {
       noteId: integer('note_id'),
       /** JSON: the event-started runs whose writes led here (the loop bound's count). */
       chain: text('chain').notNull(),
-      status: text('status', { enum: ['pending', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'failed']),
       createdAt: createdAt(),
       finishedAt: integer('finished_at'),
     },
@@ -753,11 +766,7 @@ export function defineTables(kit: TableKit) {
       type: text('type').notNull(),
       /** The JSON body sent, as signed. */
       payload: text('payload').notNull(),
-      status: text('status', { enum: ['pending', 'succeeded', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'succeeded', 'failed']),
       createdAt: integer('created_at').notNull(),
       finishedAt: integer('finished_at'),
     },
@@ -817,11 +826,7 @@ export function defineTables(kit: TableKit) {
       textBody: text('text_body').notNull(),
       htmlBody: text('html_body'),
       sealed: boolean('sealed').notNull().default(false),
-      status: text('status', { enum: ['pending', 'sent', 'failed'] }).notNull(),
-      attempts: integer('attempts').notNull().default(0),
-      nextAttemptAt: integer('next_attempt_at').notNull(),
-      leaseOwner: text('lease_owner'),
-      leaseExpiresAt: integer('lease_expires_at'),
+      ...leasedOutbox(['pending', 'sent', 'failed']),
       /** The last failed attempt's error (never a credential: src/modules/mail/transport.ts words it). */
       lastError: text('last_error'),
       createdAt: createdAt(),
@@ -970,6 +975,7 @@ export function defineTables(kit: TableKit) {
        */
       extension: boolean('extension').notNull().default(false),
       createdAt: micros('created_at').notNull(),
+      ...chainColumns(),
     },
     // Written with every change: the list's order, its default page and its createdAt bounds only. The user, team,
     // collection, action and type filters walk one of the first two (the recordId filter has activity_log_records).
@@ -978,6 +984,9 @@ export function defineTables(kit: TableKit) {
       // The default page (extensions hidden): one seek, never a skip over extension entries.
       index('activity_logs_env_documented_idx').on(t.environmentId, t.id).where(sql`extension = ${kit.false}`),
       index('activity_logs_env_created_idx').on(t.environmentId, t.createdAt),
+      // One entry per position of an environment's chain, decided by the database (PostgreSQL has many writers); the
+      // head read (src/db/monotonic.ts) seeks it.
+      uniqueIndex('activity_logs_env_chain_idx').on(t.environmentId, t.chainPosition),
       check('activity_logs_type_check', sql`${t.type} in ('read', 'write')`),
     ],
   )
@@ -1015,8 +1024,11 @@ export function defineTables(kit: TableKit) {
       /** The resource or initiator is a Trellis extension: listed only with `extensions=true` (as activity_logs). */
       extension: boolean('extension').notNull().default(false),
       createdAt: micros('created_at').notNull(),
+      ...chainColumns(),
     },
     (t) => [
+      // The instance's chain (no project) is scope 0: a plain unique index lets two null scopes share a position.
+      uniqueIndex('admin_logs_scope_chain_idx').on(sql`coalesce(project_id, 0)`, t.chainPosition),
       index('admin_logs_project_id_idx').on(t.projectId, t.id),
       index('admin_logs_project_documented_idx').on(t.projectId, t.id).where(sql`extension = ${kit.false}`),
       index('admin_logs_project_created_idx').on(t.projectId, t.createdAt),
@@ -1032,11 +1044,66 @@ export function defineTables(kit: TableKit) {
     ],
   )
 
+  // ── The audit trail (docs/audit.md) ───────────────────────────────────────
+
+  /**
+   * Signed checkpoints and retention anchors of the log chains: one per (scope, position, kind), whichever instance
+   * signs it first (the unique index decides; the others' inserts do nothing). `created_at` (ms) is the signed body's
+   * `time`. No foreign key to the scope: a checkpoint outlives its project, as its witnessed copies do.
+   */
+  const auditCheckpoints = table(
+    'audit_checkpoints',
+    {
+      id: text('id').primaryKey(),
+      kind: text('kind', { enum: ['checkpoint', 'anchor'] }).notNull(),
+      log: text('log', { enum: ['activity', 'admin'] }).notNull(),
+      /** The environment (activity) or project (admin) id; null for the instance's admin log. */
+      scopeId: integer('scope_id'),
+      /** `activity:<id>`, `admin:<id>`, `admin:instance`: one value per chain, the null scope included, for the unique key. */
+      scopeKey: text('scope_key').notNull(),
+      position: integer('position').notNull(),
+      hash: text('hash').notNull(),
+      kid: text('kid').notNull(),
+      signature: text('signature').notNull(),
+      createdAt: createdAt(),
+    },
+    (t) => [
+      uniqueIndex('audit_checkpoints_scope_position_idx').on(t.scopeKey, t.position, t.kind),
+      check('audit_checkpoints_kind_check', sql`${t.kind} in ('checkpoint', 'anchor')`),
+      check('audit_checkpoints_log_check', sql`${t.log} in ('activity', 'admin')`),
+    ],
+  )
+
+  /**
+   * The witness outbox (src/db/audit.ts): one delivery per checkpoint and configured witness (`dir`: the witness
+   * file; `url`: the callback), written in the checkpoint's transaction, claimed under a lease like the callbacks'.
+   */
+  const auditWitnessDeliveries = table(
+    'audit_witness_deliveries',
+    {
+      id: text('id').primaryKey(),
+      checkpointId: text('checkpoint_id')
+        .notNull()
+        .references(() => auditCheckpoints.id, { onDelete: 'cascade' }),
+      witness: text('witness', { enum: ['dir', 'url'] }).notNull(),
+      ...leasedOutbox(['pending', 'delivered', 'failed']),
+      lastError: text('last_error'),
+      createdAt: createdAt(),
+      finishedAt: integer('finished_at'),
+    },
+    (t) => [
+      index('audit_witness_deliveries_due_idx').on(t.nextAttemptAt).where(sql`status = 'pending'`),
+      index('audit_witness_deliveries_finished_idx').on(t.finishedAt),
+      check('audit_witness_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed')`),
+      check('audit_witness_deliveries_witness_check', sql`${t.witness} in ('dir', 'url')`),
+    ],
+  )
+
   return {
     users, instanceSettings, ssoIdentities, sessions, invitations, projects, environments, teams, teamMembers,
     projectMembers, renderings, collections, collectionPermissions, records, notes, noteMessages, apiTokens,
     workflows, workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents, callbackEndpoints,
     callbackDeliveries, callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs,
-    activityLogRecords, adminLogs,
+    activityLogRecords, adminLogs, auditCheckpoints, auditWitnessDeliveries,
   }
 }

@@ -137,7 +137,8 @@ export interface EnvironmentList<Where, Filters, Id, Item> {
   /** The project and environment the path names (404 when unknown). */
   where: (params: { projectName: string; environmentName: string }) => Promise<Where>
   ids: (where: Where, filters: Filters, query: Query, limit: number) => Promise<Id[]>
-  render: (ids: Id[]) => Promise<Item[]>
+  /** The page's items (`filters`: what the query asked, e.g. `extensions=true`'s extra fields). */
+  render: (ids: Id[], filters: Filters) => Promise<Item[]>
 }
 
 /** An environment's list as a value (a route and a tool run the same one), its callbacks typed from `where` and `filters`. */
@@ -159,7 +160,7 @@ export async function environmentPage<Where, Filters, Id, Item>(
   await list.authorize?.()
   const where = await list.where(params)
   const ids = await list.ids(where, filters, query, limit)
-  return page(ids, limit, list.render, { projectName: params.projectName, environmentName: params.environmentName, limit })
+  return page(ids, limit, (pageIds: Id[]) => list.render(pageIds, filters), { projectName: params.projectName, environmentName: params.environmentName, limit })
 }
 
 /** The filters notes and activity logs share: who (`userEmail`, `userId`), where (`teamName`, `collectionName`) and which record. */

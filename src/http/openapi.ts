@@ -34,6 +34,7 @@ export const TAGS = [
   { name: 'notes', description: 'Notes on records and their message threads (public API; admin role).' },
   { name: 'activity-logs', description: 'What happened to records, per environment (public API; admin role).' },
   { name: 'admin-logs', description: 'Changes to a project’s configuration (public API; admin role).' },
+  { name: 'audit', description: 'The tamper-evident audit trail: the public key its checkpoints are signed with, and a log’s signed export (docs/audit.md).' },
   { name: 'webhooks', description: 'Starting a workflow run through its signed webhook URL, and the trigger settings.' },
   { name: 'runs', description: 'Workflow runs: read, cancel, retry, start by hand, list.' },
   { name: 'tasks', description: 'Tasks of task steps: the people a run asks to approve or reject, with a form; listing, reading and deciding them.' },

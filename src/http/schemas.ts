@@ -18,6 +18,17 @@ export const IsoDateTimeMicros = t.String({
   examples: ['2026-11-21T12:00:00.000123Z'],
 })
 
+/** A log entry's link in its scope's hash chain: a Trellis extension field, present only with `extensions=true` (docs/audit.md). */
+export const ChainLinkField = t.Optional(
+  t.Object(
+    {
+      position: t.Integer({ minimum: 1, description: "The entry's position in its chain (1, 2, … per environment, or per project's admin log; gapless)" }),
+      hash: t.String({ pattern: '^[0-9a-f]{64}$', description: 'hex(SHA-256(previous hash ‖ the canonical encoding v1 of the entry))' }),
+    },
+    { description: 'Trellis extension, only with extensions=true: the entry\'s link in the hash chain `trellis audit verify` checks (docs/audit.md)' },
+  ),
+)
+
 /** A time that may not have happened yet. */
 export const IsoDateTimeOrNull = t.Union([IsoDateTime, t.Null()])
 

@@ -172,9 +172,23 @@ export const EXTENSION_VALUES: Record<'listActivityLogs' | 'listAdminLogs', Reco
 }
 
 /**
+ * DESIGN §15's extension fields, on every entry of a page asked for with `extensions=true`: the entry's link in its
+ * hash chain (docs/audit.md), each checked for its shape.
+ */
+export const EXTENSION_FIELDS: Record<string, (value: unknown) => boolean> = {
+  chain: (value) => {
+    const link = value as { position?: unknown; hash?: unknown } | null
+    return (
+      typeof link === 'object' && link !== null && Object.keys(link).sort().join() === 'hash,position' &&
+      Number.isInteger(link.position) && (link.position as number) >= 1 && typeof link.hash === 'string' && /^[0-9a-f]{64}$/.test(link.hash)
+    )
+  },
+}
+
+/**
  * A page asked for with `extensions=true`, validated against the UNMODIFIED document: every error must be an
- * `enum` error on an entry's extension field (`/data/3/action`) holding one of that field's DESIGN §7 values.
- * Anything else (another field, another value, a shape error in an extension entry) fails. Returns how many
+ * `enum` error on an entry's extension field (`/data/3/action`) holding one of that field's DESIGN §7 values, or an
+ * extension field (`chain`: `EXTENSION_FIELDS`) of the right shape. Anything else (another field, another value, a shape error in an extension entry) fails. Returns how many
  * entries are extensions.
  */
 export function assertValidWithExtensions(operationId: keyof typeof EXTENSION_VALUES, body: unknown, label = 'body'): number {
@@ -183,6 +197,11 @@ export function assertValidWithExtensions(operationId: keyof typeof EXTENSION_VA
   const data = (body as { data?: Record<string, unknown>[] }).data ?? []
   const extensionEntries = new Set<number>()
   const unexplained = (validate.errors ?? []).filter((error) => {
+    const entry = /^\/data\/(\d+)$/.exec(error.instancePath)
+    if (error.keyword === 'additionalProperties' && entry) {
+      const field = (error.params as { additionalProperty: string }).additionalProperty
+      return !(field in EXTENSION_FIELDS && EXTENSION_FIELDS[field]!(data[Number(entry[1])]?.[field]))
+    }
     const match = /^\/data\/(\d+)\/(\w+)$/.exec(error.instancePath)
     if (error.keyword !== 'enum' || !match) return true
     const allowed = EXTENSION_VALUES[operationId][match[2]!]

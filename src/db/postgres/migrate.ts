@@ -5,6 +5,7 @@
  * nothing left to do.
  */
 import type { SQL } from 'bun'
+import { CHAIN_MIGRATION, type ChainUpgradeStep, chainExistingEntries } from '../chain-upgrade.ts'
 import { migrations as embedded } from './migrations.generated.ts'
 
 const BREAKPOINT = '--> statement-breakpoint'
@@ -19,6 +20,30 @@ export async function pendingPostgresMigrations(sql: SQL, migrations: { name: st
   return migrations.filter((m) => !done.has(m.name)).map((m) => m.name)
 }
 
+/**
+ * Links the entries written before the chain (../chain-upgrade.ts), in the migration's transaction (under the
+ * migrator's lock): each page's links in one statement.
+ */
+async function linkExistingEntries(tx: SQL): Promise<void> {
+  const steps = chainExistingEntries()
+  let answer: unknown[][] = []
+  for (let step = steps.next(answer); !step.done; step = steps.next(answer)) {
+    const asked: ChainUpgradeStep = step.value
+    if (asked.kind === 'rows') {
+      let n = 0
+      answer = (await tx.unsafe(asked.sql.replace(/\?/g, () => `$${++n}`), asked.params as never[]).values()) as unknown[][]
+      continue
+    }
+    const column = (k: number) => asked.links.map((link) => link[k])
+    await tx.unsafe(
+      `UPDATE ${asked.table} AS l SET chain_position = u.position, chain_hash = u.hash
+        FROM unnest($1::int8[], $2::int8[], $3::text[]) AS u(id, position, hash) WHERE l.id = u.id`,
+      [column(0), column(1), column(2)] as never[],
+    )
+    answer = []
+  }
+}
+
 /** Returns the names of the migrations applied by this call. */
 export async function migratePostgres(sql: SQL, migrations: { name: string; sql: string }[] = embedded, now = Date.now()): Promise<string[]> {
   return sql.begin(async (tx) => {
@@ -29,6 +54,7 @@ export async function migratePostgres(sql: SQL, migrations: { name: string; sql:
     for (const migration of migrations) {
       if (done.has(migration.name)) continue
       for (const statement of migration.sql.split(BREAKPOINT)) if (statement.trim()) await tx.unsafe(statement)
+      if (CHAIN_MIGRATION.test(migration.name)) await linkExistingEntries(tx)
       await tx`INSERT INTO trellis_migrations (name, applied_at) VALUES (${migration.name}, ${now})`
       applied.push(migration.name)
     }

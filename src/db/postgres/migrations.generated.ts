@@ -21,7 +21,10 @@ import m18 from '../../../drizzle/postgres/0018_soft_deleted_records.sql' with {
 import m19 from '../../../drizzle/postgres/0019_workflow_schedules.sql' with { type: 'text' }
 import m20 from '../../../drizzle/postgres/0020_workflow_events.sql' with { type: 'text' }
 import m21 from '../../../drizzle/postgres/0021_run_trace_context.sql' with { type: 'text' }
+import m22 from '../../../drizzle/postgres/0022_audit_chain.sql' with { type: 'text' }
+import m23 from '../../../drizzle/postgres/0023_audit_chain_sealed.sql' with { type: 'text' }
+import m24 from '../../../drizzle/postgres/0024_audit_checkpoints.sql' with { type: 'text' }
 
-const names = ['0000_init', '0001_append_only_logs', '0002_shared_rate_limits', '0003_tokens_made_by_tokens', '0004_sso_identities', '0005_workflow_concurrency_and_fair_claims', '0006_idempotency_retry_retention', '0007_run_events_and_callbacks', '0008_status_rules_without_in_lists', '0009_lookup_generation', '0010_mail_outbox_and_preferences', '0011_tasks', '0012_task_deadlines', '0013_inbox_indexes', '0014_collection_schemas', '0015_records_created_order', '0016_datetime_or_null', '0017_task_assignees_by_task', '0018_soft_deleted_records', '0019_workflow_schedules', '0020_workflow_events', '0021_run_trace_context']
+const names = ['0000_init', '0001_append_only_logs', '0002_shared_rate_limits', '0003_tokens_made_by_tokens', '0004_sso_identities', '0005_workflow_concurrency_and_fair_claims', '0006_idempotency_retry_retention', '0007_run_events_and_callbacks', '0008_status_rules_without_in_lists', '0009_lookup_generation', '0010_mail_outbox_and_preferences', '0011_tasks', '0012_task_deadlines', '0013_inbox_indexes', '0014_collection_schemas', '0015_records_created_order', '0016_datetime_or_null', '0017_task_assignees_by_task', '0018_soft_deleted_records', '0019_workflow_schedules', '0020_workflow_events', '0021_run_trace_context', '0022_audit_chain', '0023_audit_chain_sealed', '0024_audit_checkpoints']
 
-export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21].map((sql, i) => ({ name: names[i]!, sql }))
+export const migrations: { name: string; sql: string }[] = [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m13, m14, m15, m16, m17, m18, m19, m20, m21, m22, m23, m24].map((sql, i) => ({ name: names[i]!, sql }))

@@ -7,9 +7,10 @@
  * here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's plans
  * `holdListScope` and `rememberListTime`).
  */
+import type { ChainLink } from '../../lib/audit-chain.ts'
 import type { Micros } from '../../lib/time.ts'
 import type { TimeOrderedList } from '../pages.ts'
-import { clientOf, type PgDb } from './client.ts'
+import { clientOf, type PgDb, rawRows } from './client.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {
@@ -17,6 +18,17 @@ export interface PgTimedList {
   scope: string | null
   /** The first key of its advisory lock: a small constant, never reused by a list of another scope. */
   lockKey: number
+  /**
+   * A hash-chained log (src/lib/audit-chain.ts): the expression its chain index scopes positions by (`$1`: the
+   * scope's value, 0 for none) and the sequence its ids come from (taken under the lock: ids rise with positions).
+   */
+  chain?: { log: 'activity' | 'admin'; scope: string; ids: string }
+}
+
+/** What a transaction knows of a list scope's newest entry: its time and, in a chained log, its link (null: none yet). */
+export interface ScopeHead {
+  at: Micros
+  link?: ChainLink | null
 }
 
 /**
@@ -31,8 +43,8 @@ const RUN_EVENTS_LOCK = 8
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
-  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4 },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
+  adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
   /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
@@ -53,7 +65,9 @@ export const PG_LISTS = {
  */
 export interface ListLocks {
   held: Set<string>
-  latest: Map<string, Micros>
+  latest: Map<string, ScopeHead>
+  /** Ids a chained log's next entries of a scope take, in order: drawn from its sequence under the scope's lock. */
+  reservedIds: Map<string, number[]>
   /** The environments this transaction appended run events to (kept through a savepoint's rollback: announced after the commit). */
   runEvents: Set<number>
   /** The channels its commit should wake (./notify.ts; kept through a savepoint's rollback: a wake-up for nothing is harmless). */
@@ -69,7 +83,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), reservedIds: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -77,6 +91,7 @@ export function forgetListLocks(db: PgDb): void {
   const locks = (db as Tracked)[LIST_LOCKS]
   locks?.held.clear()
   locks?.latest.clear()
+  locks?.reservedIds.clear()
 }
 
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
@@ -125,16 +140,39 @@ export function runEventsAppended(tx: PgDb): number[] {
 }
 const scopeKey = (name: string | number, scopeValue: number | null) => `${name}:${scopeValue}`
 
-/** The newest times this transaction set, by list scope (`key`: the list's table and the scope): none outside tracking. */
-export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: number | null): Micros | undefined; set(list: PgTimedList, scopeValue: number | null, at: Micros | null): void } {
+/** The newest entries this transaction wrote, by list scope (`key`: the list's table and the scope): none outside tracking. */
+export function heldListTimes(db: PgDb): { get(list: PgTimedList, scopeValue: number | null): ScopeHead | undefined; set(list: PgTimedList, scopeValue: number | null, head: ScopeHead | null): void } {
   const latest = listLocksOf(db)?.latest
   return {
     get: (list, scopeValue) => latest?.get(scopeKey(list.table, scopeValue)),
-    set: (list, scopeValue, at) => {
-      if (at === null) latest?.delete(scopeKey(list.table, scopeValue))
-      else latest?.set(scopeKey(list.table, scopeValue), at)
+    set: (list, scopeValue, head) => {
+      if (head === null) latest?.delete(scopeKey(list.table, scopeValue))
+      else latest?.set(scopeKey(list.table, scopeValue), head)
     },
   }
+}
+
+/** Keeps ids drawn under the scope's lock for the chained log's next entries of the scope (after any kept before). */
+export function reserveIds(db: PgDb, list: PgTimedList, scopeValue: number | null, ids: readonly number[]): void {
+  const reserved = listLocksOf(db)?.reservedIds
+  if (reserved === undefined || ids.length === 0) return
+  const key = scopeKey(list.table, scopeValue)
+  reserved.set(key, [...(reserved.get(key) ?? []), ...ids])
+}
+
+/**
+ * The next `count` ids for the chained log's entries of the scope, in order: those reserved, then more drawn from its
+ * sequence (a round trip) when there are not enough. Call with the scope's lock held.
+ */
+export async function takeIds(db: PgDb, list: PgTimedList, scopeValue: number | null, count: number): Promise<number[]> {
+  const key = scopeKey(list.table, scopeValue)
+  const reserved = listLocksOf(db)?.reservedIds
+  const ids = (reserved?.get(key) ?? []).splice(0, count)
+  if (ids.length < count) {
+    const more = await rawRows<{ id: number }>(db, `SELECT nextval('${list.chain!.ids}')::float8 AS id FROM generate_series(1, $1)`, [count - ids.length])
+    ids.push(...more.map((row) => row.id).sort((a, b) => a - b))
+  }
+  return ids
 }
 
 /** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */

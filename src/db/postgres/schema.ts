@@ -66,7 +66,7 @@ export const {
   workflowVersions, webhookTriggers, workflowSchedules, scheduleTicks, workflowEventTriggers, workflowEvents, runs, runSteps, idempotencyKeys, runEvents,
   callbackEndpoints, callbackDeliveries,
   callbackAttempts, userPreferences, mailOutbox, tasks, taskAssignees, taskDecisions, activityLogs, activityLogRecords,
-  adminLogs,
+  adminLogs, auditCheckpoints, auditWitnessDeliveries,
 } = defineTables(postgresKit) as unknown as { [K in keyof SqliteTables]: PgTableOf<SqliteTables[K]> }
 
 // ── Shared limits (PostgreSQL only) ─────────────────────────────────────────

@@ -4,6 +4,7 @@
  * ../postgres/migrate.ts.
  */
 import type { Database } from 'bun:sqlite'
+import { CHAIN_MIGRATION, type ChainUpgradeStep, chainExistingEntries } from '../chain-upgrade.ts'
 import { migrations as embedded } from './migrations.generated.ts'
 
 export interface Migration {
@@ -36,6 +37,22 @@ function assertNoForeignKeyViolations(sqlite: Database, migration: Migration) {
   if (violations.length > 0) throw new Error(`migration ${migration.name} would leave ${violations.length} rows whose foreign key has no parent`)
 }
 
+/** Links the entries written before the chain (../chain-upgrade.ts), in the migration's transaction. */
+function linkExistingEntries(sqlite: Database): void {
+  const steps = chainExistingEntries()
+  let answer: unknown[][] = []
+  for (let step = steps.next(answer); !step.done; step = steps.next(answer)) {
+    const asked: ChainUpgradeStep = step.value
+    if (asked.kind === 'rows') {
+      answer = sqlite.prepare(asked.sql).values(...(asked.params as never[])) as unknown[][]
+      continue
+    }
+    const update = sqlite.prepare(`UPDATE ${asked.table} SET chain_position = ?, chain_hash = ? WHERE id = ?`)
+    for (const [id, position, hash] of asked.links) update.run(position, hash, id)
+    answer = []
+  }
+}
+
 /** Returns the names of the migrations applied by this call. Safe to run from several processes at once. */
 export function migrate(sqlite: Database, migrations: Migration[] = embedded, now = Date.now()): string[] {
   sqlite.run(
@@ -52,6 +69,7 @@ export function migrate(sqlite: Database, migrations: Migration[] = embedded, no
         if (statement.trim()) sqlite.run(statement)
       }
       if (rebuildsATable) assertNoForeignKeyViolations(sqlite, migration)
+      if (CHAIN_MIGRATION.test(migration.name)) linkExistingEntries(sqlite)
       record.run(migration.name, now)
       return true
     })

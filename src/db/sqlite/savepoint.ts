@@ -1,5 +1,6 @@
 /** Savepoints: part of a transaction that can fail alone (a step of a run, one write of a group commit). */
 import type { Db } from '../dialect.ts'
+import { forgetListTimes } from '../monotonic.ts'
 import { connectionOf, statementOn } from './prepared.ts'
 
 /** SAVEPOINT, RELEASE and ROLLBACK TO, each prepared once per connection (a run's every step takes a savepoint). */
@@ -20,6 +21,7 @@ export function inSavepoint<T>(tx: Db, fn: (savepoint: Db) => T): T {
     if (connectionOf(tx).inTransaction) {
       savepointStatement(tx, 'ROLLBACK TO').run()
       savepointStatement(tx, 'RELEASE').run()
+      forgetListTimes(tx)
     }
     throw error
   }

@@ -1,7 +1,7 @@
 /** The activity log list's answer: the compatibility document's `listActivityLogs` shapes. */
 import { t } from 'elysia'
 import { EnvironmentPageParameters, pageSchema } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
+import { ChainLinkField, documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
 import { CollectionRef, EnvironmentRef, TeamRef, UserObject } from '../directory/model.ts'
 import { ACTIVITY_ACTIONS, EXTENSION_ACTIVITY_ACTIONS } from './service.ts'
 
@@ -21,6 +21,7 @@ export const ActivityLog = t.Object(
     workflow: t.Optional(
       t.Object({ object: t.Literal('workflow'), name: t.String(), runId: t.String(), stepName: t.Optional(t.String()) }),
     ),
+    chain: ChainLinkField,
   },
   // Extension fields may be added by the service without a schema change (the compatibility document's own keep theirs).
   { $id: 'ActivityLog', additionalProperties: true },

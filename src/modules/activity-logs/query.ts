@@ -48,6 +48,6 @@ function activityLogsList(store: Store) {
     where: environmentOf(store),
     ids: ({ project, environment }, filters, query, limit) =>
       read(store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
-    render: (ids: number[]) => read(store, renderActivityLogs(ids)),
+    render: (ids: number[], filters) => read(store, renderActivityLogs(ids, { chain: filters.extensions })),
   })
 }

@@ -1,5 +1,6 @@
 /** Appends activity log entries (DESIGN §7), always inside the transaction of the change they record. */
 import { findActivityLogRecordIds, findActivityLogsForRender, insertActivityLog, insertActivityLogs, type NewActivityLogRow, pageActivityLogIds } from '../../db/activity-logs.ts'
+import { chainField } from '../../lib/audit-chain.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -150,7 +151,8 @@ export function* listActivityLogIds(projectId: number, environmentId: number, fi
 }
 
 /** The compatibility document's activity log objects, in the order of `ids`. */
-export function* renderActivityLogs(ids: number[]) {
+/** `options.chain`: each entry's link in its environment's chain (`chain: { position, hash }`, an `extensions=true` field). */
+export function* renderActivityLogs(ids: number[], options: { chain?: boolean } = {}) {
   if (ids.length === 0) return []
   const rows = yield* findActivityLogsForRender(ids)
   const recordIds = yield* findActivityLogRecordIds(ids)
@@ -180,13 +182,14 @@ export function* renderActivityLogs(ids: number[]) {
             },
           }
         : {}),
+      ...(options.chain ? chainField(log) : {}),
     }
   })
 }
 
 /**
  * The entry's label, naming the application token the change came through (the compatibility document has no
- * field for it, and extensions add no fields): `triggered via webhook · token "ci" (trl_AbCd1234…)`.
+ * field for it; `extensions=true` adds only the `chain` link): `triggered via webhook · token "ci" (trl_AbCd1234…)`.
  * Only the display prefix is ever shown.
  */
 function labelOf(label: string | null, token: { name: string | null; prefix: string | null } | null): { label?: string } {

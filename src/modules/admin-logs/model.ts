@@ -1,7 +1,7 @@
 /** The admin log list's answer: the compatibility document's `listAdminLogs` shapes. */
 import { t } from 'elysia'
 import { pageSchema, ProjectPageParameters } from '../../http/list-schema.ts'
-import { documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
+import { ChainLinkField, documentedEnum, IsoDateTimeMicros, renderedAnswer } from '../../http/schemas.ts'
 import { UserObject } from '../directory/model.ts'
 import { ADMIN_LOG_INITIATORS, ADMIN_LOG_RESOURCES, ADMIN_LOG_TYPES, EXTENSION_ADMIN_LOG_INITIATORS, EXTENSION_ADMIN_LOG_RESOURCES } from './service.ts'
 
@@ -16,6 +16,7 @@ export const AdminLog = t.Object(
     user: t.Optional(UserObject),
     previousValue: t.Optional(t.Unknown({ description: 'The resource before the change (shape per resource)' })),
     newValue: t.Optional(t.Unknown({ description: 'The resource after the change (shape per resource)' })),
+    chain: ChainLinkField,
   },
   { $id: 'AdminLog', additionalProperties: true },
 )

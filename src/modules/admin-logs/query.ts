@@ -68,5 +68,5 @@ export async function adminLogsPage(store: Store, projectName: string, query: Qu
   const filters = parseAdminLogFilters(query)
   const project = await read(store, requireProject(projectName))
   const ids = await read(store, listAdminLogIds(project.id, filters, parseDateFilters(query, ADMIN_LOG_DATE_FIELDS), limit))
-  return page(ids, limit, (pageIds) => read(store, renderAdminLogs(pageIds)), { projectName, limit })
+  return page(ids, limit, (pageIds) => read(store, renderAdminLogs(pageIds, { chain: filters.extensions })), { projectName, limit })
 }

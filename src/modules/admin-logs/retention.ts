@@ -4,6 +4,7 @@
  */
 import type { Store } from '../../db/store.ts'
 import { allProjectIds } from '../../db/admin-logs.ts'
+import type { AuditSigning } from '../../db/audit.ts'
 import { deleteLogBatch, type LogTable } from '../../db/maintenance.ts'
 import { write } from '../../db/write.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -20,11 +21,12 @@ export interface PruneResult {
   cutoff: number
 }
 
-export async function pruneLogs(store: Store, clock: Clock, retentionDays: number): Promise<PruneResult> {
+/** Prunes entries older than `retentionDays`; each chain cut gets a signed anchor (`signing`) in the deleting transaction. */
+export async function pruneLogs(store: Store, clock: Clock, retentionDays: number, signing: AuditSigning): Promise<PruneResult> {
   const cutoff = clock.now() - retentionDays * 86_400_000
   const result: PruneResult = { activityLogs: 0, adminLogs: 0, cutoff }
   const batch = (table: LogTable) => write(store, function* () {
-    return yield* deleteLogBatch(table, microsFromMillis(cutoff), BATCH)
+    return yield* deleteLogBatch(table, microsFromMillis(cutoff), BATCH, signing, clock.now())
   })
   for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
@@ -47,11 +49,11 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
 }
 
 /** Prunes once at start and then daily at 03:17 (local time); null when retention is off. */
-export function scheduleRetention(store: Store, clock: Clock, logger: Logger, retentionDays: number | null): DailyJob | null {
+export function scheduleRetention(store: Store, clock: Clock, logger: Logger, retentionDays: number | null, signing: AuditSigning): DailyJob | null {
   if (retentionDays === null) return null
   const run = async () => {
     try {
-      const result = await pruneLogs(store, clock, retentionDays)
+      const result = await pruneLogs(store, clock, retentionDays, signing)
       if (result.activityLogs + result.adminLogs > 0) logger.info('pruned logs', { ...result, cutoff: toIso(result.cutoff) })
     } catch (error) {
       // A locked or full database, like any failure, waits for the next day's run.

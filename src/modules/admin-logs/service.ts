@@ -1,5 +1,6 @@
 /** Appends admin log entries (DESIGN §7). Append-only: nothing in Trellis updates or deletes one. */
 import { findAdminLogsForRender, insertAdminLog, pageAdminLogIds } from '../../db/admin-logs.ts'
+import { chainField } from '../../lib/audit-chain.ts'
 import { inIdOrder } from '../../lib/id-order.ts'
 import type { DateFilter } from '../../lib/date-filter.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -80,7 +81,8 @@ export function* listAdminLogIds(projectId: number, filters: AdminLogFilters, da
 }
 
 /** The compatibility document's admin log objects, in the order of `ids`. */
-export function* renderAdminLogs(ids: number[]) {
+/** `options.chain`: each entry's link in its project's (or the instance's) chain (`chain: { position, hash }`, an `extensions=true` field). */
+export function* renderAdminLogs(ids: number[], options: { chain?: boolean } = {}) {
   if (ids.length === 0) return []
   const rows = yield* findAdminLogsForRender(ids)
   return inIdOrder(ids, rows, (r) => r.log.id).map((r) => {
@@ -95,6 +97,7 @@ export function* renderAdminLogs(ids: number[]) {
       ...(r.user ? { user: userObject(r.user) } : {}),
       ...(log.previousValue !== null ? { previousValue: JSON.parse(log.previousValue) as unknown } : {}),
       ...(log.newValue !== null ? { newValue: JSON.parse(log.newValue) as unknown } : {}),
+      ...(options.chain ? chainField(log) : {}),
     }
   })
 }

@@ -1,0 +1,35 @@
+CREATE TABLE "audit_checkpoints" (
+	"id" text PRIMARY KEY NOT NULL,
+	"kind" text NOT NULL,
+	"log" text NOT NULL,
+	"scope_id" bigint,
+	"scope_key" text NOT NULL,
+	"position" bigint NOT NULL,
+	"hash" text NOT NULL,
+	"kid" text NOT NULL,
+	"signature" text NOT NULL,
+	"created_at" bigint NOT NULL,
+	CONSTRAINT "audit_checkpoints_kind_check" CHECK ("audit_checkpoints"."kind" in ('checkpoint', 'anchor')),
+	CONSTRAINT "audit_checkpoints_log_check" CHECK ("audit_checkpoints"."log" in ('activity', 'admin'))
+);
+--> statement-breakpoint
+CREATE TABLE "audit_witness_deliveries" (
+	"id" text PRIMARY KEY NOT NULL,
+	"checkpoint_id" text NOT NULL,
+	"witness" text NOT NULL,
+	"status" text NOT NULL,
+	"attempts" bigint DEFAULT 0 NOT NULL,
+	"next_attempt_at" bigint NOT NULL,
+	"lease_owner" text,
+	"lease_expires_at" bigint,
+	"last_error" text,
+	"created_at" bigint NOT NULL,
+	"finished_at" bigint,
+	CONSTRAINT "audit_witness_deliveries_status_check" CHECK ("audit_witness_deliveries"."status" in ('pending', 'delivered', 'failed')),
+	CONSTRAINT "audit_witness_deliveries_witness_check" CHECK ("audit_witness_deliveries"."witness" in ('dir', 'url'))
+);
+--> statement-breakpoint
+ALTER TABLE "audit_witness_deliveries" ADD CONSTRAINT "audit_witness_deliveries_checkpoint_id_audit_checkpoints_id_fk" FOREIGN KEY ("checkpoint_id") REFERENCES "public"."audit_checkpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+CREATE UNIQUE INDEX "audit_checkpoints_scope_position_idx" ON "audit_checkpoints" USING btree ("scope_key","position","kind");--> statement-breakpoint
+CREATE INDEX "audit_witness_deliveries_due_idx" ON "audit_witness_deliveries" USING btree ("next_attempt_at") WHERE status = 'pending';--> statement-breakpoint
+CREATE INDEX "audit_witness_deliveries_finished_idx" ON "audit_witness_deliveries" USING btree ("finished_at");

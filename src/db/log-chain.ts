@@ -1,0 +1,194 @@
+/**
+ * The chained logs' appends (docs/audit.md): activity and admin entries are written here only, each with its
+ * position and hash in its scope's chain (src/lib/audit-chain.ts), in the transaction of the change it records. The
+ * scope's head is read with its newest time under the scope's hold (./monotonic.ts `nextChainedEntries`: in commit
+ * order on PostgreSQL's many writers), and each entry is hashed with its id before it is inserted — the append-only
+ * triggers refuse setting anything afterwards —, so an entry never exists without its link.
+ */
+import { max, sql } from 'drizzle-orm'
+import { type ActivityChainFields, type AdminChainFields, type ChainLink, canonicalActivityEntry, canonicalAdminEntry, linkHash } from '../lib/audit-chain.ts'
+import type { Micros } from '../lib/time.ts'
+import type { Db } from './dialect.ts'
+import { chainedEntriesWritten, nextChainedEntries, nextIdsOnSqlite } from './monotonic.ts'
+import { type Op, plan, runPlan } from './op.ts'
+import type { TimeOrderedList } from './pages.ts'
+import { clientOf, type PgDb } from './postgres/client.ts'
+import { PG_LISTS, takeIds } from './postgres/monotonic.ts'
+import { activityLogRecords, activityLogs, adminLogs } from './schema.ts'
+import { prepared } from './sqlite/prepared.ts'
+
+/** A new activity entry's stored fields (./activity-logs.ts `insertActivityLog`): what the chain encodes but its place and id. */
+export interface NewActivityLogRow extends Omit<ActivityChainFields, 'position' | 'id' | 'createdAt' | 'recordIds' | 'type'> {
+  type: 'read' | 'write'
+}
+
+type AdminLogRow = typeof adminLogs.$inferSelect
+
+/** A new admin entry's stored fields (./admin-logs.ts `insertAdminLog`): what the chain encodes but its place and id. */
+export interface NewAdminLogRow extends Omit<AdminChainFields, 'position' | 'id' | 'createdAt' | 'type' | 'initiator'> {
+  type: AdminLogRow['type']
+  initiator: AdminLogRow['initiator']
+}
+
+/** An entry to append: an activity entry with its record ids (distinct), or an admin entry. */
+export type ChainedEntry = { log: 'activity'; entry: NewActivityLogRow; recordIds: string[] } | { log: 'admin'; entry: NewAdminLogRow }
+
+/** An entry at its time and position. */
+type Placed = ChainedEntry & { createdAt: Micros; position: number }
+
+/**
+ * Appends entries of one scope of one log, dated one after another (as as many `nextCreatedAt` calls would) and
+ * chained on from the scope's head in the order given; answers their ids. On PostgreSQL their ids are drawn from the
+ * log's sequence with the head, under the scope's lock (`reserve`): ids rise with positions.
+ */
+export function* appendChained(list: TimeOrderedList, scopeValue: number | null, entries: readonly ChainedEntry[], now: number): Op<number[]> {
+  const { createdAt: first, head } = yield* nextChainedEntries(list, scopeValue, now, entries.length)
+  const placed = entries.map((entry, i): Placed => ({ ...entry, createdAt: (first + i) as Micros, position: (head?.position ?? 0) + i + 1 }))
+  const { ids, link } = yield* runPlan(insertChainedEntries, scopeValue, placed, head?.hash ?? null)
+  yield* chainedEntriesWritten(list, scopeValue, placed[placed.length - 1]!.createdAt, link)
+  return ids
+}
+
+/** An entry's hash, chained on from `prev`, with its id. */
+function entryHash(prev: string | null, placed: Placed, id: number): string {
+  const { createdAt, position } = placed
+  return linkHash(
+    prev,
+    placed.log === 'activity'
+      ? canonicalActivityEntry({ ...placed.entry, id, createdAt, position, recordIds: placed.recordIds })
+      : canonicalAdminEntry({ ...placed.entry, id, createdAt, position }),
+  )
+}
+
+/** Each entry's hash with its id, each chained on from the one before (the first from `prevHash`). */
+function hashesOf(placed: readonly Placed[], ids: readonly number[], prevHash: string | null): string[] {
+  let hash = prevHash
+  return placed.map((entry, i) => (hash = entryHash(hash, entry, ids[i]!)))
+}
+
+/**
+ * The entries (of one log and scope) at their times and positions with their hashes, and an activity entry's record
+ * ids; answers their ids and the last one's link.
+ */
+const insertChainedEntries = plan({
+  sqlite: insertOnSqlite,
+  postgres: insertOnPostgres,
+  why: "an entry's hash covers its id, so PostgreSQL draws the ids from the log's sequence under the scope's lock (with the head, in one round trip) and writes an activity entry and its record ids in one data-modifying CTE; SQLite numbers the rows itself, its one writer holding the table",
+})
+
+const p = (name: string) => sql.placeholder(name)
+
+/** SQLite's: the ids the table would give (./monotonic.ts `nextIdsOnSqlite`), then each entry (and its record ids), each statement prepared once per connection. */
+function insertOnSqlite(db: Db, _scopeValue: number | null, placed: Placed[], prevHash: string | null): { ids: number[]; link: ChainLink } {
+  const log = placed[0]!.log
+  const table = log === 'activity' ? activityLogs : adminLogs
+  const first = nextIdsOnSqlite(db, `${log}_logs`, placed.length, () => {
+    const next = prepared(db, `${log}-logs.next-id`, () =>
+      db
+        .select({ next: sql<number>`max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ${sql.raw(`'${log}_logs'`)}), 0), coalesce(${max(table.id)}, 0)) + 1` })
+        .from(table)
+        .prepare(),
+    )
+    return Number(next.all()[0]!.next)
+  })
+  const ids = placed.map((_, i) => first + i)
+  const hashes = hashesOf(placed, ids, prevHash)
+  for (const [i, entry] of placed.entries()) {
+    const chain = { id: ids[i]!, createdAt: entry.createdAt, chainPosition: entry.position, chainHash: hashes[i]! }
+    if (entry.log === 'admin') {
+      insertAdminOnSqlite(db).run({ ...entry.entry, ...chain })
+      continue
+    }
+    insertActivityOnSqlite(db).run({ ...entry.entry, ...chain })
+    const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
+      db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
+    )
+    for (const recordId of entry.recordIds) insertRecord.run({ logId: chain.id, environmentId: entry.entry.environmentId, recordId })
+  }
+  return { ids, link: { position: placed[placed.length - 1]!.position, hash: hashes[hashes.length - 1]! } }
+}
+
+const CHAIN_VALUES = { id: p('id'), createdAt: p('createdAt'), chainPosition: p('chainPosition'), chainHash: p('chainHash') }
+
+const insertActivityOnSqlite = (db: Db) =>
+  prepared(db, 'activity-logs.insert', () =>
+    db
+      .insert(activityLogs)
+      .values({
+        environmentId: p('environmentId'), type: p('type'), action: p('action'), label: p('label'), userId: p('userId'), teamId: p('teamId'),
+        collectionId: p('collectionId'), tokenId: p('tokenId'), workflowName: p('workflowName'), runId: p('runId'), stepName: p('stepName'),
+        extension: p('extension'), ...CHAIN_VALUES,
+      })
+      .prepare(),
+  )
+
+const insertAdminOnSqlite = (db: Db) =>
+  prepared(db, 'admin-logs.insert', () =>
+    db
+      .insert(adminLogs)
+      .values({
+        projectId: p('projectId'), type: p('type'), resource: p('resource'), initiator: p('initiator'), userId: p('userId'),
+        subjectUserId: p('subjectUserId'), previousValue: p('previousValue'), newValue: p('newValue'), extension: p('extension'), ...CHAIN_VALUES,
+      })
+      .prepare(),
+  )
+
+/**
+ * PostgreSQL's: the ids drawn under the lock (reserved with the head: ./monotonic.ts), the hashes made here, then an
+ * activity entry in one statement (`INSERT_ENTRY`, every write's), several in another (`INSERT_ENTRIES`); an admin
+ * entry in `INSERT_ADMIN_ENTRY`.
+ */
+async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Placed[], prevHash: string | null): Promise<{ ids: number[]; link: ChainLink }> {
+  const log = placed[0]!.log
+  const ids = await takeIds(db, log === 'activity' ? PG_LISTS.activityLogs : PG_LISTS.adminLogs, scopeValue, placed.length)
+  const hashes = hashesOf(placed, ids, prevHash)
+  const link = { position: placed[placed.length - 1]!.position, hash: hashes[hashes.length - 1]! }
+  const client = clientOf(db)
+  if (log === 'admin') {
+    for (const [i, { entry, createdAt, position }] of (placed as (Placed & { log: 'admin' })[]).entries()) {
+      const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
+      await client.unsafe(INSERT_ADMIN_ENTRY, [ids[i], projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt, position, hashes[i]] as never[])
+    }
+    return { ids, link }
+  }
+  const activity = placed as (Placed & { log: 'activity' })[]
+  const columns = ({ entry, createdAt, position }: Placed & { log: 'activity' }, i: number) => {
+    const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = entry
+    return [ids[i], environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, position, hashes[i]]
+  }
+  if (activity.length === 1) {
+    await client.unsafe(INSERT_ENTRY, [...columns(activity[0]!, 0), activity[0]!.recordIds] as never[])
+    return { ids, link }
+  }
+  // Column by column: parameter k holds every entry's k-th value; the record ids name their entry by its id.
+  const byColumn = activity.map(columns)
+  const values = byColumn[0]!.map((_, k) => byColumn.map((row) => row[k]))
+  const logIds = activity.flatMap(({ recordIds }, i) => recordIds.map(() => ids[i]))
+  await client.unsafe(INSERT_ENTRIES, [...values, scopeValue, logIds, activity.flatMap(({ recordIds }) => recordIds)] as never[])
+  return { ids, link }
+}
+
+/**
+ * The entry, with its id ($1) and link ($15, $16), and its record ids ($17, distinct, one row each) in one statement:
+ * it runs under the environment's lock (./postgres/monotonic.ts), held to commit, so every round trip saved there is
+ * one less that other writers wait out.
+ */
+const INSERT_ENTRY = `WITH entry AS (
+    INSERT INTO activity_logs (id, environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at, chain_position, chain_hash)
+    VALUES ($1::int8, $2::int8, $3, $4, $5, $6::int8, $7::int8, $8::int8, $9::int8, $10, $11, $12, $13::boolean, $14::int8, $15::int8, $16)
+    RETURNING id)
+  INSERT INTO activity_log_records (log_id, environment_id, record_id) SELECT entry.id, $2::int8, unnest($17::text[]) FROM entry`
+
+/**
+ * Entries of one environment ($17), each column an array ($1…$16), and their record ids ($19), each with its
+ * entry's id ($18), in one statement.
+ */
+const INSERT_ENTRIES = `WITH entries AS (
+    INSERT INTO activity_logs (id, environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at, chain_position, chain_hash)
+    SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int8[], $9::int8[], $10::text[], $11::text[], $12::text[], $13::boolean[], $14::int8[], $15::int8[], $16::text[])
+    RETURNING id)
+  INSERT INTO activity_log_records (log_id, environment_id, record_id)
+    SELECT r.log_id, $17::int8, r.record_id FROM unnest($18::int8[], $19::text[]) AS r(log_id, record_id) JOIN entries ON entries.id = r.log_id`
+
+const INSERT_ADMIN_ENTRY = `INSERT INTO admin_logs (id, project_id, type, resource, initiator, user_id, subject_user_id, previous_value, new_value, extension, created_at, chain_position, chain_hash)
+  VALUES ($1::int8, $2::int8, $3, $4, $5, $6::int8, $7::int8, $8, $9, $10::boolean, $11::int8, $12::int8, $13)`
