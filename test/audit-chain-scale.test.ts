@@ -79,9 +79,9 @@ describe.skipIf(!postgresOrSkip('audit-chain-scale'))('three instances write one
     expect(activity.length).toBeGreaterThanOrEqual(TRIGGERS + NOTES)
     expect(adminLog.length).toBeGreaterThanOrEqual(2 * TOKENS)
 
-    const verdict = JSON.parse(await set.cli(['audit', 'verify', '--json', '--quiet', '--project', 'Acme'])) as { ok: boolean; logs: { log: string; entries: number; breaks: unknown[] }[] }
+    const verdict = JSON.parse(await set.cli(['audit', 'verify', '--json', '--quiet', '--project', 'Acme'])) as { ok: boolean; logs: { log: string; chain: string; entries: number; breaks: unknown[] }[] }
     expect(verdict.ok).toBe(true)
     const production = (await sql`SELECT id::float8 AS id FROM environments WHERE name = 'production'`) as { id: number }[]
-    expect(verdict.logs.find((log) => log.log === `activity:${production[0]!.id}`)!.entries).toBe(activity.length)
+    expect(verdict.logs.find((log) => log.chain === `activity:${production[0]!.id}`)!.entries).toBe(activity.length)
   }, 120_000)
 })

@@ -80,7 +80,7 @@ async function verify(env: TestEnv, ...args: string[]): Promise<{ code: number; 
 /** The verdict of the production environment's activity chain. */
 async function productionChain(fx: Fixture) {
   const { code, report } = await verify(fx.env, '--log', 'activity', '--project', 'Acme')
-  const chain = report.logs.find((log) => log.log === `activity:${fx.environmentId}`)!
+  const chain = report.logs.find((log) => log.chain === `activity:${fx.environmentId}`)!
   expect(chain.environment).toBe('production')
   return { code, chain, report }
 }
@@ -120,7 +120,7 @@ describe('the chain as the app writes it', () => {
     // The apply wrote the project's admin log: every chain of the instance verifies.
     const all = await verify(fx.env)
     expect(all.code).toBe(0)
-    expect(all.report.logs.map((log) => log.log)).toContain('admin:instance')
+    expect(all.report.logs.map((log) => log.chain)).toContain('admin:instance')
     expect(all.report.logs.every((log) => log.breaks.length === 0)).toBe(true)
   })
 
@@ -182,7 +182,7 @@ describe('the chain as the app writes it', () => {
     const { code, report } = await verify(fx.env, '--log', 'admin')
     expect(code).toBe(1)
     expect(report.ok).toBe(false)
-    const instance = report.logs.find((log) => log.log === 'admin:instance')!
+    const instance = report.logs.find((log) => log.chain === 'admin:instance')!
     expect(instance.project).toBeNull()
     expect(instance.breaks).toEqual([{ kind: 'altered', position: Number(victim.p), id: Number(victim.id) }])
   })
@@ -203,7 +203,7 @@ describe('log retention', () => {
     const { code, report } = await verify(fx.env)
     expect(report.logs.filter((log) => log.breaks.length > 0)).toEqual([])
     expect(code).toBe(0)
-    expect(report.logs.find((log) => log.log === `activity:${fx.environmentId}`)).toMatchObject({ entries: 2, head: { position: last + 2 } })
+    expect(report.logs.find((log) => log.chain === `activity:${fx.environmentId}`)).toMatchObject({ entries: 2, head: { position: last + 2 } })
   })
 })
 
@@ -364,11 +364,11 @@ describe('the upgrade links the entries written before the chain', () => {
     const io: Io = { out: (text) => out.push(text), err: () => {}, readStdin: async () => '', progress: { isTTY: false, write: () => {} } }
     const code = await auditCommand.run(['verify', '--json', '--quiet', ...where], io)
     const report = JSON.parse(out.join('')) as VerifyReport
-    expect(report.logs.map(({ log, entries, breaks }) => ({ log, entries, breaks }))).toEqual([
-      { log: 'activity:1', entries: 21, breaks: [] },
-      { log: 'activity:2', entries: 10, breaks: [] },
-      { log: 'admin:1', entries: 15, breaks: [] },
-      { log: 'admin:instance', entries: 15, breaks: [] },
+    expect(report.logs.map(({ chain, entries, breaks }) => ({ chain, entries, breaks }))).toEqual([
+      { chain: 'activity:1', entries: 21, breaks: [] },
+      { chain: 'activity:2', entries: 10, breaks: [] },
+      { chain: 'admin:1', entries: 15, breaks: [] },
+      { chain: 'admin:instance', entries: 15, breaks: [] },
     ])
     expect(code).toBe(0)
   }

@@ -308,7 +308,7 @@ async function audit(env: TestEnv, ...args: string[]): Promise<{ code: number; o
 async function verifyAcmeAdmin(env: TestEnv, acme: number, ...args: string[]) {
   const { code, out } = await audit(env, 'verify', '--json', '--quiet', '--project', 'Acme', '--log', 'admin', '--key', keyFile(env), ...args)
   const report = JSON.parse(out) as VerifyReport
-  return { code, chain: report.logs.find((log) => log.log === `admin:${acme}`)! }
+  return { code, chain: report.logs.find((log) => log.chain === `admin:${acme}`)! }
 }
 
 /** Runs `statements` with the admin log's append-only trigger lifted, as someone with the database's password can. */
@@ -440,7 +440,7 @@ describe('the signed export', () => {
     const key = keyFile(env)
     const verified = await audit(env, 'verify', '--export', file, '--key', key, '--json')
     expect(verified.code).toBe(0)
-    expect(JSON.parse(verified.out)).toMatchObject({ ok: true, logs: [{ log: `admin:${acme}`, project: 'Acme', entries: entries.length, breaks: [] }] })
+    expect(JSON.parse(verified.out)).toMatchObject({ ok: true, logs: [{ log: 'admin', chain: `admin:${acme}`, project: 'Acme', entries: entries.length, breaks: [] }] })
 
     // One entry's value edited in the file.
     const target = entries[3]!

@@ -56,5 +56,5 @@ function verdictLine(chain: ChainReport): string {
   const names = chain.project === null ? 'the instance' : [chain.project, chain.environment].filter(Boolean).join(' / ')
   const head = chain.head === null ? 'empty' : `head ${chain.head.position} ${chain.head.hash.slice(0, 16)}…`
   const breaks = chain.breaks.map((b) => `\n  ${b.kind} at position ${b.position ?? '(none)'}${b.id === undefined ? '' : ` (entry ${b.id})`}`).join('')
-  return `${chain.breaks.length === 0 ? 'ok' : 'BROKEN'} ${chain.log} (${names}): ${chain.entries} entries, ${head}${breaks}`
+  return `${chain.breaks.length === 0 ? 'ok' : 'BROKEN'} ${chain.chain} (${names}): ${chain.entries} entries, ${head}${breaks}`
 }

@@ -16,8 +16,10 @@ const VERIFY_PAGE = 1000
 
 /** One chain's verdict as `--json` prints it. */
 export interface ChainReport {
-  /** `activity:<environmentId>`, `admin:<projectId>` or `admin:instance`. */
-  log: string
+  /** Which log (`--log`): an environment's activity log or a project's (or the instance's) admin log. */
+  log: ChainLog
+  /** The chain's key: `activity:<environmentId>`, `admin:<projectId>` or `admin:instance`. */
+  chain: string
   project: string | null
   environment?: string
   entries: number
@@ -81,7 +83,7 @@ export async function verifyStoredChains(store: Store, options: VerifyOptions): 
     const claims = (await options.claimsOf?.(scope)) ?? {}
     const verdict = await walkChain({ entries: storedEntries(store, scope), anchor: claims.anchor, claims: claims.claims, onEntry: () => step.update(++done) })
     step.done(done)
-    logs.push({ log: key, project: scope.project, ...(scope.environment === undefined ? {} : { environment: scope.environment }), ...verdict })
+    logs.push({ log: scope.log, chain: key, project: scope.project, ...(scope.environment === undefined ? {} : { environment: scope.environment }), ...verdict })
   }
   return { ok: logs.every((log) => log.breaks.length === 0), logs }
 }

@@ -110,7 +110,8 @@ export async function verifyExport(path: string, key: AuditPublicJwk | null): Pr
     verdict.breaks.unshift({ kind: 'altered', position: anchor.position })
   }
   const report = {
-    log: chainKey(chain),
+    log: header.log,
+    chain: chainKey(chain),
     project: header.project,
     ...(header.environment === undefined ? {} : { environment: header.environment }),
     ...verdict,
