@@ -5,7 +5,6 @@
  * order on PostgreSQL's many writers), and each entry is hashed with its id before it is inserted — the append-only
  * triggers refuse setting anything afterwards —, so an entry never exists without its link.
  */
-import { max, sql } from 'drizzle-orm'
 import { type ActivityChainFields, type AdminChainFields, type ChainLink, canonicalActivityEntry, canonicalAdminEntry, linkHash } from '../lib/audit-chain.ts'
 import type { Micros } from '../lib/time.ts'
 import type { Db } from './dialect.ts'
@@ -14,8 +13,8 @@ import { type Op, plan, runPlan } from './op.ts'
 import type { TimeOrderedList } from './pages.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
 import { PG_LISTS, takeIds } from './postgres/monotonic.ts'
-import { activityLogRecords, activityLogs, adminLogs } from './schema.ts'
-import { prepared } from './sqlite/prepared.ts'
+import type { adminLogs } from './schema.ts'
+import { statementOn } from './sqlite/prepared.ts'
 
 /** A new activity entry's stored fields (./activity-logs.ts `insertActivityLog`): what the chain encodes but its place and id. */
 export interface NewActivityLogRow extends Omit<ActivityChainFields, 'position' | 'id' | 'createdAt' | 'recordIds' | 'type'> {
@@ -76,62 +75,44 @@ const insertChainedEntries = plan({
   why: "an entry's hash covers its id, so PostgreSQL draws the ids from the log's sequence under the scope's lock (with the head, in one round trip) and writes an activity entry and its record ids in one data-modifying CTE; SQLite numbers the rows itself, its one writer holding the table",
 })
 
-const p = (name: string) => sql.placeholder(name)
-
-/** SQLite's: the ids the table would give (./monotonic.ts `nextIdsOnSqlite`), then each entry (and its record ids), each statement prepared once per connection. */
+/**
+ * SQLite's: the ids the table would give (./monotonic.ts `nextIdsOnSqlite`), then each entry (and its record ids): raw
+ * statements with positional values, prepared once per connection — an entry is written with every trigger and every
+ * run's step, and the builder's named placeholders cost more than the row's own insert.
+ */
 function insertOnSqlite(db: Db, _scopeValue: number | null, placed: Placed[], prevHash: string | null): { ids: number[]; link: ChainLink } {
   const log = placed[0]!.log
-  const table = log === 'activity' ? activityLogs : adminLogs
-  const first = nextIdsOnSqlite(db, `${log}_logs`, placed.length, () => {
-    const next = prepared(db, `${log}-logs.next-id`, () =>
-      db
-        .select({ next: sql<number>`max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = ${sql.raw(`'${log}_logs'`)}), 0), coalesce(${max(table.id)}, 0)) + 1` })
-        .from(table)
-        .prepare(),
-    )
-    return Number(next.all()[0]!.next)
-  })
+  const first = nextIdsOnSqlite(db, `${log}_logs`, placed.length, () => Number(statementOn(db, `${log}-logs.next-id`, NEXT_ID[log]).values()[0]![0]))
   const ids = placed.map((_, i) => first + i)
   const hashes = hashesOf(placed, ids, prevHash)
-  for (const [i, entry] of placed.entries()) {
-    const chain = { id: ids[i]!, createdAt: entry.createdAt, chainPosition: entry.position, chainHash: hashes[i]! }
-    if (entry.log === 'admin') {
-      insertAdminOnSqlite(db).run({ ...entry.entry, ...chain })
+  for (const [i, placedEntry] of placed.entries()) {
+    const { createdAt, position } = placedEntry
+    const id = ids[i]!
+    if (placedEntry.log === 'admin') {
+      const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = placedEntry.entry
+      statementOn(db, 'admin-logs.insert', INSERT_ADMIN_ENTRY_SQLITE).run(id, projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension ? 1 : 0, createdAt, position, hashes[i]!)
       continue
     }
-    insertActivityOnSqlite(db).run({ ...entry.entry, ...chain })
-    const insertRecord = prepared(db, 'activity-logs.insert-record', () =>
-      db.insert(activityLogRecords).values({ logId: p('logId'), environmentId: p('environmentId'), recordId: p('recordId') }).prepare(),
-    )
-    for (const recordId of entry.recordIds) insertRecord.run({ logId: chain.id, environmentId: entry.entry.environmentId, recordId })
+    const { environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension } = placedEntry.entry
+    statementOn(db, 'activity-logs.insert', INSERT_ENTRY_SQLITE).run(id, environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension ? 1 : 0, createdAt, position, hashes[i]!)
+    for (const recordId of placedEntry.recordIds) statementOn(db, 'activity-logs.insert-record', INSERT_RECORD_SQLITE).run(id, environmentId, recordId)
   }
   return { ids, link: { position: placed[placed.length - 1]!.position, hash: hashes[hashes.length - 1]! } }
 }
 
-const CHAIN_VALUES = { id: p('id'), createdAt: p('createdAt'), chainPosition: p('chainPosition'), chainHash: p('chainHash') }
+/** One past the largest id the log's table ever gave (AUTOINCREMENT: its `sqlite_sequence` row, or its rows when it has none yet). */
+const NEXT_ID = Object.fromEntries(
+  (['activity', 'admin'] as const).map((log) => [
+    log,
+    `SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '${log}_logs'), 0), coalesce((SELECT max(id) FROM ${log}_logs), 0)) + 1`,
+  ]),
+) as Record<'activity' | 'admin', string>
 
-const insertActivityOnSqlite = (db: Db) =>
-  prepared(db, 'activity-logs.insert', () =>
-    db
-      .insert(activityLogs)
-      .values({
-        environmentId: p('environmentId'), type: p('type'), action: p('action'), label: p('label'), userId: p('userId'), teamId: p('teamId'),
-        collectionId: p('collectionId'), tokenId: p('tokenId'), workflowName: p('workflowName'), runId: p('runId'), stepName: p('stepName'),
-        extension: p('extension'), ...CHAIN_VALUES,
-      })
-      .prepare(),
-  )
-
-const insertAdminOnSqlite = (db: Db) =>
-  prepared(db, 'admin-logs.insert', () =>
-    db
-      .insert(adminLogs)
-      .values({
-        projectId: p('projectId'), type: p('type'), resource: p('resource'), initiator: p('initiator'), userId: p('userId'),
-        subjectUserId: p('subjectUserId'), previousValue: p('previousValue'), newValue: p('newValue'), extension: p('extension'), ...CHAIN_VALUES,
-      })
-      .prepare(),
-  )
+const INSERT_ENTRY_SQLITE = `INSERT INTO activity_logs (id, environment_id, type, action, label, user_id, team_id, collection_id, token_id, workflow_name, run_id, step_name, extension, created_at, chain_position, chain_hash)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const INSERT_RECORD_SQLITE = 'INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)'
+const INSERT_ADMIN_ENTRY_SQLITE = `INSERT INTO admin_logs (id, project_id, type, resource, initiator, user_id, subject_user_id, previous_value, new_value, extension, created_at, chain_position, chain_hash)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 /**
  * PostgreSQL's: the ids drawn under the lock (reserved with the head: ./monotonic.ts), the hashes made here, then an
