@@ -9,7 +9,6 @@
  */
 import { Webhook } from 'standardwebhooks'
 import { type ClaimedWitnessDelivery, claimWitnessDeliveries, nextWitnessDueAt, pruneWitnessDeliveries, recordWitnessAttempt, recoverWitnessAtStart, releaseWitnessLeases } from '../db/audit.ts'
-import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
@@ -68,13 +67,9 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
       claim: claimWitnessDeliveries,
       nextDueAt: nextWitnessDueAt,
       release: releaseWitnessLeases,
+      // Checkpoints are rare: an idle instance's poll reads the due index and writes nothing.
+      readBeforeClaim: true,
     })
-  }
-
-  /** A delivery is due (one read of the due index): an idle instance's poll writes nothing. */
-  protected override async anyDue(now: number): Promise<boolean> {
-    const next = await read(this.options.store, nextWitnessDueAt(-1))
-    return next !== null && next <= now
   }
 
   /** Deletes the deliveries settled past `WITNESS_DELIVERY_KEPT_MS`, once an hour. */
