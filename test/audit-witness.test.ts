@@ -18,7 +18,6 @@ import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
 import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
 import { loadConfig } from '../src/config.ts'
-import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
@@ -114,6 +113,18 @@ describe('checkpoints', () => {
   })
 })
 
+/**
+ * The body of a Standard Webhooks request whose signature holds and whose `webhook-timestamp` is within the library's
+ * tolerance (5 minutes) of `now` — the receiver's clock, here the env's: `Webhook.verify` compares it with the real time.
+ */
+function verifiedAt(now: number, secret: string, raw: string, headers: Headers): unknown {
+  const timestamp = Number(headers.get('webhook-timestamp'))
+  if (Math.abs(now / 1000 - timestamp) > 300) throw new Error(`webhook-timestamp ${timestamp} is not the receiver's time`)
+  const signature = new Webhook(secret).sign(headers.get('webhook-id')!, new Date(timestamp * 1000), raw)
+  if (!headers.get('webhook-signature')!.split(' ').includes(signature)) throw new Error('no matching signature')
+  return JSON.parse(raw)
+}
+
 describe('witnesses', () => {
   test('the witness file: each checkpoint appended once, even when the delivery\'s record was lost after the append', async () => {
     const { env, acme } = await acmeEnv()
@@ -128,9 +139,11 @@ describe('witnesses', () => {
     const [claimed] = await runNow(env.store, claimWitnessDeliveries('dead-worker', env.clock.now(), 1, 1))
     expect(appendWitnessLine(witness.path, claimed!.checkpoint)).toBe('appended')
 
-    // The next worker takes it over once the lease ran out and delivers everything, that one not twice.
+    // The next worker takes it over once the lease ran out (the env's clock moved past it) and delivers everything,
+    // that one not twice.
+    env.clock.advance(1_000)
     const outbound = new OutboundClient({ allow: env.config.httpAllow })
-    const delivery = new WitnessDelivery({ store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, dir: witness.path, url: null, retryBaseMs: 10, pollMs: 20 })
+    const delivery = new WitnessDelivery({ store: env.store, clock: env.clock, logger: silentLogger, secret: env.secret, outbound, dir: witness.path, url: null, retryBaseMs: 10, pollMs: 20 })
     delivery.start()
     try {
       await until('every checkpoint witnessed', () => queryAll(env.store, "SELECT id FROM audit_witness_deliveries WHERE status <> 'delivered'").length === 0)
@@ -153,7 +166,7 @@ describe('witnesses', () => {
       port: 0,
       async fetch(req) {
         const raw = await req.text()
-        const body = new Webhook(auditWitnessSecret(env.secret)).verify(raw, Object.fromEntries(req.headers)) as { type: string; data: SignedCheckpoint }
+        const body = verifiedAt(env.clock.now(), auditWitnessSecret(env.secret), raw, req.headers) as { type: string; data: SignedCheckpoint }
         if (refuseFirst) {
           refuseFirst = false
           return new Response(null, { status: 503 })
@@ -168,11 +181,15 @@ describe('witnesses', () => {
     const written = await writeDueCheckpoints(env.store, env.clock, key, { every: 1, seconds: 3600, witnesses: ['url'] })
     const outbound = new OutboundClient({ allow: env.config.httpAllow })
     const delivery = new WitnessDelivery({
-      store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, dir: null, url: `http://127.0.0.1:${receiver.port}/witness`, retryBaseMs: 10, pollMs: 20,
+      store: env.store, clock: env.clock, logger: silentLogger, secret: env.secret, outbound, dir: null, url: `http://127.0.0.1:${receiver.port}/witness`, retryBaseMs: 10, pollMs: 20,
     })
     delivery.start()
     try {
-      await until('every checkpoint posted', () => received.length >= written.length)
+      // The refused delivery comes due again as the env's clock moves on (a second per look).
+      await until('every checkpoint posted', () => {
+        env.clock.advance(1_000)
+        return received.length >= written.length
+      })
     } finally {
       await delivery.stop(2_000)
     }
