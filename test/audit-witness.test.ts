@@ -256,6 +256,9 @@ describe('the witness file and its settings', () => {
     expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'ftp://witness.example/' })).toThrow(/http or https/)
     expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'https://user:pw@witness.example/' })).toThrow(/user name or password/)
     expect(config({ TRELLIS_AUDIT_CHECKPOINT_EVERY: '0' })).toThrow(/TRELLIS_AUDIT_CHECKPOINT_EVERY must be between 1/)
+    expect(config({})().auditWitnessLeaseMs).toBe(30_000)
+    expect(config({ TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '2' })().auditWitnessLeaseMs).toBe(2_000)
+    expect(config({ TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '0' })).toThrow(/TRELLIS_AUDIT_WITNESS_LEASE_SECONDS must be between 1/)
     expect(loadConfig({ data: data.path, 'audit-checkpoint-seconds': '30' }, {}).auditCheckpointSeconds).toBe(30)
   })
 })
@@ -545,6 +548,9 @@ describe('kill -9', () => {
       TRELLIS_AUDIT_CHECKPOINT_SECONDS: '1',
       TRELLIS_CALLBACK_RETRY_MS: '50',
       TRELLIS_API_RATE_PER_MIN: '100000',
+      // A delivery the killed server held is taken again when its lease runs out (on PostgreSQL: no start takes
+      // back another instance's leases): two seconds, not the default thirty.
+      TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '2',
     }
     const first = await startServe({ dataDir: env.dataDir, cwd: cwd.path, env: vars })
     // The witness file turns into a directory under the running server: every append fails (even as root) and waits

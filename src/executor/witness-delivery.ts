@@ -39,6 +39,8 @@ export interface WitnessDeliveryOptions {
   url: string | null
   /** The first wait between attempts (TRELLIS_CALLBACK_RETRY_MS, as callbacks). */
   retryBaseMs: number
+  /** How long a claim holds a delivery (TRELLIS_AUDIT_WITNESS_LEASE_SECONDS; default the callbacks' lease). */
+  leaseMs?: number
   pollMs?: number
 }
 
@@ -59,7 +61,7 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
       many: 'audit-witness',
       // One at a time: the witness file's lines stay in the order checkpoints were made.
       concurrency: 1,
-      leaseMs: CALLBACK_LEASE_MS,
+      leaseMs: options.leaseMs ?? CALLBACK_LEASE_MS,
       done: 'delivered',
       maxAttempts: CALLBACK_MAX_ATTEMPTS,
       retryDelayMs: (attempts) => callbackRetryDelayMs(attempts, options.retryBaseMs),
