@@ -7,15 +7,16 @@
  * witnessed, which witnesses it once after the restart.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
 import { claimWitnessDeliveries, listCheckpoints } from '../src/db/audit.ts'
-import { WitnessDelivery } from '../src/executor/witness-delivery.ts'
+import { tryExclusiveFileLock } from '../src/db/sqlite/serving-lock.ts'
+import { appendWitnessLineOnce, WitnessDelivery } from '../src/executor/witness-delivery.ts'
 import { canonicalAdminEntry, linkHash } from '../src/lib/audit-chain.ts'
 import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '../src/lib/audit-checkpoint.ts'
 import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
-import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
+import { appendWitnessLine, readWitnessFile, WITNESS_FILE, WITNESS_LOCK_FILE } from '../src/lib/audit-witness-file.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
 import { loadConfig } from '../src/config.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -245,6 +246,55 @@ describe('the witness file and its settings', () => {
     expect(checkpoints).toEqual([first, second])
     expect(unreadable).toBe(1)
   })
+
+  test('the witness lock: an append waits while another holds it and then finds the line; a holder killed with SIGKILL leaves no lock behind', async () => {
+    const dir = tempDir('trellis-witness-lock-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness lock test secret 0123456789'))
+    const checkpoint = signCheckpoint(key, 'checkpoint', { log: 'admin', scopeId: 1 }, 3, 'c'.repeat(64), Date.UTC(2026, 0, 1))
+    // Another delivery of the same checkpoint holds the lock, between its search and its append.
+    const held = tryExclusiveFileLock(join(dir.path, WITNESS_LOCK_FILE))!
+    expect(held).not.toBeNull()
+    const waiting = appendWitnessLineOnce(dir.path, checkpoint)
+    await Bun.sleep(100)
+    expect(existsSync(join(dir.path, WITNESS_FILE))).toBe(false)
+    expect(appendWitnessLine(dir.path, checkpoint)).toBe('appended')
+    held.release()
+    expect(await waiting).toBe('already')
+    expect(readWitnessFile(dir.path).checkpoints).toEqual([checkpoint])
+
+    // A process holding it, killed: the kernel drops its lock, and the next append takes it at once.
+    const holder = Bun.spawn([process.execPath, join(import.meta.dir, 'support/witness-appender.ts'), dir.path, '--hold'], { stdout: 'pipe', stderr: 'inherit' })
+    cleanups.push(() => holder.kill('SIGKILL'))
+    const reader = holder.stdout.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('held')
+    const other = signCheckpoint(key, 'checkpoint', { log: 'admin', scopeId: 1 }, 4, 'd'.repeat(64), Date.UTC(2026, 0, 2))
+    expect(await appendWitnessLineOnce(dir.path, other, 200)).toBe('locked')
+    holder.kill('SIGKILL')
+    await holder.exited
+    expect(await appendWitnessLineOnce(dir.path, other, 200)).toBe('appended')
+    expect(readWitnessFile(dir.path).checkpoints).toEqual([checkpoint, other])
+  })
+
+  test('processes appending the same checkpoints at once: each checkpoint is in the file once', async () => {
+    const dir = tempDir('trellis-witness-race-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness race test secret 0123456789'))
+    const checkpoints = Array.from({ length: 30 }, (_, i) => signCheckpoint(key, 'checkpoint', { log: 'activity', scopeId: 2 }, i + 1, i.toString(16).padStart(64, '0'), Date.UTC(2026, 0, 1) + i))
+    const list = join(dir.path, '..', `witness-race-${crypto.randomUUID()}.json`)
+    writeFileSync(list, JSON.stringify(checkpoints))
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', list]))
+    const appenders = [0, 1, 2, 3].map(() => Bun.spawn([process.execPath, join(import.meta.dir, 'support/witness-appender.ts'), dir.path, list], { stdout: 'pipe', stderr: 'inherit' }))
+    const outcomes = await Promise.all(appenders.map(async (p) => {
+      expect(await p.exited).toBe(0)
+      return JSON.parse(await new Response(p.stdout).text()) as string[]
+    }))
+    // Each checkpoint appended by one process, found by the three others.
+    for (let i = 0; i < checkpoints.length; i++) expect(outcomes.map((o) => o[i]).sort()).toEqual(['already', 'already', 'already', 'appended'])
+    const { checkpoints: lines, unreadable } = readWitnessFile(dir.path)
+    expect(unreadable).toBe(0)
+    expect(lines.map((c) => c.id).sort()).toEqual(checkpoints.map((c) => c.id).sort())
+  }, 30_000)
 
   test('TRELLIS_AUDIT_WITNESS_DIR inside the data directory (or it), and a witness URL that is not http(s) or holds a password, are refused', () => {
     const data = tempDir('trellis-witness-config-')
