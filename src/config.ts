@@ -2,7 +2,7 @@
 import { readFileSync, realpathSync } from 'node:fs'
 import { isAbsolute, relative, resolve } from 'node:path'
 import proxyaddr from 'proxy-addr'
-import { DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
+import { CALLBACK_LEASE_MS, DEFAULT_CALLBACK_RETRY_MS } from './lib/callbacks.ts'
 import { LOG_LEVELS, type LogLevel } from './lib/logger.ts'
 import { DEFAULT_MAIL_RETRY_MS, DEFAULT_SMTP_TIMEOUT_SECONDS, parseMailFrom, smtpUrlProblem } from './lib/mail.ts'
 import { type AllowList, AllowListError, allowListEntries, isLoopbackHost, parseAllowList } from './lib/outbound/policy.ts'
@@ -38,6 +38,11 @@ export interface Config {
   auditWitnessDir: string | null
   /** An endpoint each checkpoint is POSTed to (Standard Webhooks, `audit.checkpoint`); null: none. */
   auditWitnessUrl: string | null
+  /**
+   * How long an instance holds a witness delivery it attempts (TRELLIS_AUDIT_WITNESS_LEASE_SECONDS, in ms): one whose
+   * instance died is attempted again by another (on PostgreSQL) when it runs out.
+   */
+  auditWitnessLeaseMs: number
   /** The spec's token rotation advice in days, shown (never enforced) in the console's token lists. */
   tokenRotationDays: { productionDays: number; developmentDays: number }
   /** Live (neither revoked nor expired) tokens one user may hold at most (TRELLIS_LIVE_TOKENS_PER_USER); creating one more is 409. */
@@ -248,6 +253,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     auditCheckpointSeconds: integerSetting('--audit-checkpoint-seconds / TRELLIS_AUDIT_CHECKPOINT_SECONDS', pick('audit-checkpoint-seconds'), 300, 1, 86_400),
     auditWitnessDir: auditWitnessDirSetting(pick('audit-witness-dir'), dataDir),
     auditWitnessUrl: auditWitnessUrlSetting(pick('audit-witness-url')),
+    auditWitnessLeaseMs: integerSetting('TRELLIS_AUDIT_WITNESS_LEASE_SECONDS', env.TRELLIS_AUDIT_WITNESS_LEASE_SECONDS, CALLBACK_LEASE_MS / 1000, 1, 3600) * 1000,
     tokenRotationDays: {
       productionDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION', env.TRELLIS_TOKEN_ROTATION_DAYS_PRODUCTION, 90, 1, 36_500),
       developmentDays: integerSetting('TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT', env.TRELLIS_TOKEN_ROTATION_DAYS_DEVELOPMENT, 180, 1, 36_500),

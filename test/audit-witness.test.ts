@@ -7,18 +7,18 @@
  * witnessed, which witnesses it once after the restart.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
 import { claimWitnessDeliveries, listCheckpoints } from '../src/db/audit.ts'
-import { WitnessDelivery } from '../src/executor/witness-delivery.ts'
+import { tryExclusiveFileLock } from '../src/db/sqlite/serving-lock.ts'
+import { appendWitnessLineOnce, WitnessDelivery } from '../src/executor/witness-delivery.ts'
 import { canonicalAdminEntry, linkHash } from '../src/lib/audit-chain.ts'
 import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '../src/lib/audit-checkpoint.ts'
 import { auditSigningKey, auditWitnessSecret } from '../src/lib/audit-key.ts'
-import { appendWitnessLine, readWitnessFile, WITNESS_FILE } from '../src/lib/audit-witness-file.ts'
+import { appendWitnessLine, readWitnessFile, WITNESS_FILE, WITNESS_LOCK_FILE } from '../src/lib/audit-witness-file.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
 import { loadConfig } from '../src/config.ts'
-import { systemClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
 import { OutboundClient } from '../src/lib/outbound/client.ts'
 import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
@@ -114,6 +114,18 @@ describe('checkpoints', () => {
   })
 })
 
+/**
+ * The body of a Standard Webhooks request whose signature holds and whose `webhook-timestamp` is within the library's
+ * tolerance (5 minutes) of `now` — the receiver's clock, here the env's: `Webhook.verify` compares it with the real time.
+ */
+function verifiedAt(now: number, secret: string, raw: string, headers: Headers): unknown {
+  const timestamp = Number(headers.get('webhook-timestamp'))
+  if (Math.abs(now / 1000 - timestamp) > 300) throw new Error(`webhook-timestamp ${timestamp} is not the receiver's time`)
+  const signature = new Webhook(secret).sign(headers.get('webhook-id')!, new Date(timestamp * 1000), raw)
+  if (!headers.get('webhook-signature')!.split(' ').includes(signature)) throw new Error('no matching signature')
+  return JSON.parse(raw)
+}
+
 describe('witnesses', () => {
   test('the witness file: each checkpoint appended once, even when the delivery\'s record was lost after the append', async () => {
     const { env, acme } = await acmeEnv()
@@ -128,9 +140,11 @@ describe('witnesses', () => {
     const [claimed] = await runNow(env.store, claimWitnessDeliveries('dead-worker', env.clock.now(), 1, 1))
     expect(appendWitnessLine(witness.path, claimed!.checkpoint)).toBe('appended')
 
-    // The next worker takes it over once the lease ran out and delivers everything, that one not twice.
+    // The next worker takes it over once the lease ran out (the env's clock moved past it) and delivers everything,
+    // that one not twice.
+    env.clock.advance(1_000)
     const outbound = new OutboundClient({ allow: env.config.httpAllow })
-    const delivery = new WitnessDelivery({ store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, dir: witness.path, url: null, retryBaseMs: 10, pollMs: 20 })
+    const delivery = new WitnessDelivery({ store: env.store, clock: env.clock, logger: silentLogger, secret: env.secret, outbound, dir: witness.path, url: null, retryBaseMs: 10, pollMs: 20 })
     delivery.start()
     try {
       await until('every checkpoint witnessed', () => queryAll(env.store, "SELECT id FROM audit_witness_deliveries WHERE status <> 'delivered'").length === 0)
@@ -153,7 +167,7 @@ describe('witnesses', () => {
       port: 0,
       async fetch(req) {
         const raw = await req.text()
-        const body = new Webhook(auditWitnessSecret(env.secret)).verify(raw, Object.fromEntries(req.headers)) as { type: string; data: SignedCheckpoint }
+        const body = verifiedAt(env.clock.now(), auditWitnessSecret(env.secret), raw, req.headers) as { type: string; data: SignedCheckpoint }
         if (refuseFirst) {
           refuseFirst = false
           return new Response(null, { status: 503 })
@@ -168,11 +182,15 @@ describe('witnesses', () => {
     const written = await writeDueCheckpoints(env.store, env.clock, key, { every: 1, seconds: 3600, witnesses: ['url'] })
     const outbound = new OutboundClient({ allow: env.config.httpAllow })
     const delivery = new WitnessDelivery({
-      store: env.store, clock: systemClock, logger: silentLogger, secret: env.secret, outbound, dir: null, url: `http://127.0.0.1:${receiver.port}/witness`, retryBaseMs: 10, pollMs: 20,
+      store: env.store, clock: env.clock, logger: silentLogger, secret: env.secret, outbound, dir: null, url: `http://127.0.0.1:${receiver.port}/witness`, retryBaseMs: 10, pollMs: 20,
     })
     delivery.start()
     try {
-      await until('every checkpoint posted', () => received.length >= written.length)
+      // The refused delivery comes due again as the env's clock moves on (a second per look).
+      await until('every checkpoint posted', () => {
+        env.clock.advance(1_000)
+        return received.length >= written.length
+      })
     } finally {
       await delivery.stop(2_000)
     }
@@ -229,6 +247,55 @@ describe('the witness file and its settings', () => {
     expect(unreadable).toBe(1)
   })
 
+  test('the witness lock: an append waits while another holds it and then finds the line; a holder killed with SIGKILL leaves no lock behind', async () => {
+    const dir = tempDir('trellis-witness-lock-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness lock test secret 0123456789'))
+    const checkpoint = signCheckpoint(key, 'checkpoint', { log: 'admin', scopeId: 1 }, 3, 'c'.repeat(64), Date.UTC(2026, 0, 1))
+    // Another delivery of the same checkpoint holds the lock, between its search and its append.
+    const held = tryExclusiveFileLock(join(dir.path, WITNESS_LOCK_FILE))!
+    expect(held).not.toBeNull()
+    const waiting = appendWitnessLineOnce(dir.path, checkpoint)
+    await Bun.sleep(100)
+    expect(existsSync(join(dir.path, WITNESS_FILE))).toBe(false)
+    expect(appendWitnessLine(dir.path, checkpoint)).toBe('appended')
+    held.release()
+    expect(await waiting).toBe('already')
+    expect(readWitnessFile(dir.path).checkpoints).toEqual([checkpoint])
+
+    // A process holding it, killed: the kernel drops its lock, and the next append takes it at once.
+    const holder = Bun.spawn([process.execPath, join(import.meta.dir, 'support/witness-appender.ts'), dir.path, '--hold'], { stdout: 'pipe', stderr: 'inherit' })
+    cleanups.push(() => holder.kill('SIGKILL'))
+    const reader = holder.stdout.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('held')
+    const other = signCheckpoint(key, 'checkpoint', { log: 'admin', scopeId: 1 }, 4, 'd'.repeat(64), Date.UTC(2026, 0, 2))
+    expect(await appendWitnessLineOnce(dir.path, other, 200)).toBe('locked')
+    holder.kill('SIGKILL')
+    await holder.exited
+    expect(await appendWitnessLineOnce(dir.path, other, 200)).toBe('appended')
+    expect(readWitnessFile(dir.path).checkpoints).toEqual([checkpoint, other])
+  })
+
+  test('processes appending the same checkpoints at once: each checkpoint is in the file once', async () => {
+    const dir = tempDir('trellis-witness-race-')
+    cleanups.push(dir.cleanup)
+    const key = auditSigningKey(Buffer.from('a witness race test secret 0123456789'))
+    const checkpoints = Array.from({ length: 30 }, (_, i) => signCheckpoint(key, 'checkpoint', { log: 'activity', scopeId: 2 }, i + 1, i.toString(16).padStart(64, '0'), Date.UTC(2026, 0, 1) + i))
+    const list = join(dir.path, '..', `witness-race-${crypto.randomUUID()}.json`)
+    writeFileSync(list, JSON.stringify(checkpoints))
+    cleanups.push(() => void Bun.spawnSync(['rm', '-f', list]))
+    const appenders = [0, 1, 2, 3].map(() => Bun.spawn([process.execPath, join(import.meta.dir, 'support/witness-appender.ts'), dir.path, list], { stdout: 'pipe', stderr: 'inherit' }))
+    const outcomes = await Promise.all(appenders.map(async (p) => {
+      expect(await p.exited).toBe(0)
+      return JSON.parse(await new Response(p.stdout).text()) as string[]
+    }))
+    // Each checkpoint appended by one process, found by the three others.
+    for (let i = 0; i < checkpoints.length; i++) expect(outcomes.map((o) => o[i]).sort()).toEqual(['already', 'already', 'already', 'appended'])
+    const { checkpoints: lines, unreadable } = readWitnessFile(dir.path)
+    expect(unreadable).toBe(0)
+    expect(lines.map((c) => c.id).sort()).toEqual(checkpoints.map((c) => c.id).sort())
+  }, 30_000)
+
   test('TRELLIS_AUDIT_WITNESS_DIR inside the data directory (or it), and a witness URL that is not http(s) or holds a password, are refused', () => {
     const data = tempDir('trellis-witness-config-')
     cleanups.push(data.cleanup)
@@ -239,6 +306,9 @@ describe('the witness file and its settings', () => {
     expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'ftp://witness.example/' })).toThrow(/http or https/)
     expect(config({ TRELLIS_AUDIT_WITNESS_URL: 'https://user:pw@witness.example/' })).toThrow(/user name or password/)
     expect(config({ TRELLIS_AUDIT_CHECKPOINT_EVERY: '0' })).toThrow(/TRELLIS_AUDIT_CHECKPOINT_EVERY must be between 1/)
+    expect(config({})().auditWitnessLeaseMs).toBe(30_000)
+    expect(config({ TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '2' })().auditWitnessLeaseMs).toBe(2_000)
+    expect(config({ TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '0' })).toThrow(/TRELLIS_AUDIT_WITNESS_LEASE_SECONDS must be between 1/)
     expect(loadConfig({ data: data.path, 'audit-checkpoint-seconds': '30' }, {}).auditCheckpointSeconds).toBe(30)
   })
 })
@@ -528,6 +598,9 @@ describe('kill -9', () => {
       TRELLIS_AUDIT_CHECKPOINT_SECONDS: '1',
       TRELLIS_CALLBACK_RETRY_MS: '50',
       TRELLIS_API_RATE_PER_MIN: '100000',
+      // A delivery the killed server held is taken again when its lease runs out (on PostgreSQL: no start takes
+      // back another instance's leases): two seconds, not the default thirty.
+      TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '2',
     }
     const first = await startServe({ dataDir: env.dataDir, cwd: cwd.path, env: vars })
     // The witness file turns into a directory under the running server: every append fails (even as root) and waits

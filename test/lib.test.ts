@@ -160,6 +160,7 @@ describe('loadConfig', () => {
       auditCheckpointSeconds: 300,
       auditWitnessDir: null,
       auditWitnessUrl: null,
+      auditWitnessLeaseMs: 30_000,
       tokenRotationDays: { productionDays: 90, developmentDays: 180 },
       liveTokensPerUser: 100,
       apiRatePerMinute: 60,
@@ -234,6 +235,7 @@ describe('loadConfig', () => {
         TRELLIS_AUDIT_CHECKPOINT_SECONDS: '10',
         TRELLIS_AUDIT_WITNESS_DIR: '/mnt/witness',
         TRELLIS_AUDIT_WITNESS_URL: 'https://witness.example/audit',
+        TRELLIS_AUDIT_WITNESS_LEASE_SECONDS: '45',
       },
     )
     expect(config).toEqual({
@@ -251,6 +253,7 @@ describe('loadConfig', () => {
       auditCheckpointSeconds: 10,
       auditWitnessDir: '/mnt/witness',
       auditWitnessUrl: 'https://witness.example/audit',
+      auditWitnessLeaseMs: 45_000,
       tokenRotationDays: { productionDays: 30, developmentDays: 60 },
       liveTokensPerUser: 7,
       apiRatePerMinute: 7,

@@ -118,6 +118,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   const auditKey = auditSigningKey(secret)
   const witness = new WitnessDelivery({
     store, clock: systemClock, logger, secret, outbound, dir: config.auditWitnessDir, url: config.auditWitnessUrl, retryBaseMs: config.callbackRetryMs,
+    leaseMs: config.auditWitnessLeaseMs,
   })
   const deps = createDeps({ config, store, clock: systemClock, logger, secret, metrics, setupGate: setup?.gate, executor, mail: mailSettings, outboundAllow })
   const app = createApp(deps)

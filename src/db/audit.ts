@@ -8,6 +8,7 @@ import { and, asc, desc, eq, gt, isNotNull, lte, sql } from 'drizzle-orm'
 import { type ChainLog, type ChainName, chainKey } from '../lib/audit-chain.ts'
 import { type SignedCheckpoint, signCheckpoint } from '../lib/audit-checkpoint.ts'
 import type { AuditSigningKey } from '../lib/audit-key.ts'
+import { inChainScope } from './chain-pages.ts'
 import type { Tables } from './dialect.ts'
 import { type LeaseSettlement, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
@@ -18,11 +19,9 @@ const ph = (name: string) => sql.placeholder(name)
 /** Which witnesses a checkpoint goes to: the witness file, the witness callback. */
 export type Witness = 'dir' | 'url'
 
-/** A log's table, and the condition naming one scope of it as the chain's unique index reads it. */
+/** A log's table, and the condition naming one scope of it (the `scope` placeholder) as the chain's unique index reads it. */
 function scopeOf(t: Tables, log: ChainLog) {
-  if (log === 'activity') return { x: t.activityLogs, inScope: eq(t.activityLogs.environmentId, ph('scope')) }
-  // The instance's chain is scope 0 in the admin log's unique index (`coalesce(project_id, 0)`): the head seeks it.
-  return { x: t.adminLogs, inScope: sql`coalesce(${t.adminLogs.projectId}, 0) = ${ph('scope')}` }
+  return { x: log === 'activity' ? t.activityLogs : t.adminLogs, inScope: inChainScope(t, log, ph('scope')) }
 }
 
 /** One statement per log (the two tables' columns differ in name only). */

@@ -1,13 +1,14 @@
 /**
- * The chained logs read back in chain order, for `trellis audit verify` (src/modules/audit/chain-verify.ts): which
- * chains there are (with the names of their project and environment), and a chain's entries page by page in
- * position order — as stored, whatever they hold: the walk (src/lib/audit-verify.ts) decides what is wrong. Written
- * once for both stores; each page is one seek on the chain's unique index.
+ * The chained logs read back in chain order, for `trellis audit verify` (src/modules/audit/chain-verify.ts) and the
+ * signed export (src/modules/audit/export.ts): which chains there are (with the names of their project and
+ * environment), and a chain's entries page by page in position order — the one reader of a chain's rows, as stored,
+ * whatever they hold: the walk (src/lib/audit-verify.ts) decides what is wrong. Written once for both stores; each
+ * page is one seek on the chain's unique index.
  */
-import { and, asc, eq, gt, isNull, or, type SQL, sql } from 'drizzle-orm'
+import { and, asc, eq, gt, isNull, or, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { ActivityChainFields, AdminChainFields, ChainLog } from '../lib/audit-chain.ts'
 import { findActivityLogRecordIds } from './activity-logs.ts'
-import type { Dialect } from './dialect.ts'
+import type { Dialect, Tables } from './dialect.ts'
 import type { Op } from './op.ts'
 import { rows } from './query.ts'
 
@@ -59,9 +60,15 @@ export interface ChainCursor {
   id: number
 }
 
-/** The chain's scope condition, as its unique index is written (the admin log's instance chain is scope 0). */
-const inChain = (d: Dialect, log: ChainLog, scopeId: number | null): SQL =>
-  log === 'activity' ? eq(d.t.activityLogs.environmentId, scopeId!) : sql`coalesce(${d.t.adminLogs.projectId}, 0) = ${scopeId ?? 0}`
+/**
+ * A chain's scope condition, as its unique index is written — the admin log's instance chain is scope 0, so that a
+ * seek finds it (`coalesce(project_id, 0)`): `scope` a value, or a prepared statement's placeholder (./audit.ts).
+ * Every read of a chain's rows names its chain with it.
+ */
+export const inChainScope = (t: Tables, log: ChainLog, scope: number | Placeholder): SQL =>
+  log === 'activity' ? eq(t.activityLogs.environmentId, scope) : sql`coalesce(${t.adminLogs.projectId}, 0) = ${scope}`
+
+const inChain = (d: Dialect, log: ChainLog, scopeId: number | null): SQL => inChainScope(d.t, log, scopeId ?? 0)
 
 /**
  * Up to `limit` entries of a chain after `cursor`, by position then id (two entries claiming one position both come).

@@ -49,6 +49,12 @@ export interface DeliveryLoopOptions<Item, Done extends string> {
   maxAttempts: number
   /** The wait before the next attempt, after `attempts` failed ones. */
   retryDelayMs(attempts: number): number
+  /**
+   * Whether a claim is preceded by a read of the next due time (`nextDueAt`): the claim — a write transaction — is
+   * skipped when nothing is due. For an outbox that is empty most of the time, so that an idle instance writes nothing
+   * per poll.
+   */
+  readBeforeClaim?: boolean
   /** The outbox's operations (src/db): the leases taken back at start, the claim, the next due time, the hand-back. */
   recoverAtStart(store: Store): Op<number>
   claim(owner: string, now: number, leaseMs: number, limit: number): Op<Item[]>
@@ -94,12 +100,6 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
 
   /** Before each claim (the clock's `now`): the worker's upkeep. */
   protected beforeClaim?(now: number): Promise<void>
-
-  /**
-   * Whether an item may be due now (a read): when it answers false the loop skips the claim — a write transaction —
-   * and waits. For an outbox that is empty most of the time, so that an idle instance writes nothing per poll.
-   */
-  protected anyDue?(now: number): Promise<boolean>
 
   /** Wakes the loop when items are queued (on any instance); resolves once listening. */
   protected listen?(wake: () => void): Promise<QueueWakeups | null>
@@ -158,7 +158,7 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
       try {
         const now = clock.now()
         await this.beforeClaim?.(now)
-        const claimed = this.anyDue && !(await this.anyDue(now)) ? [] : await write(store, () => this.config.claim(this.owner, now, this.config.leaseMs, free))
+        const claimed = this.config.readBeforeClaim && !(await this.anyDue(now)) ? [] : await write(store, () => this.config.claim(this.owner, now, this.config.leaseMs, free))
         failedClaims = 0
         for (const item of claimed) this.launch(item)
         if (claimed.length < free) {
@@ -171,6 +171,12 @@ export abstract class DeliveryLoop<Item extends { attempts: number }, Sent exten
       }
     }
     await Promise.all(this.inFlight)
+  }
+
+  /** An item is due at `now` (one read of the outbox's due index). */
+  private async anyDue(now: number): Promise<boolean> {
+    const next = await read(this.config.store, this.config.nextDueAt(-1))
+    return next !== null && next <= now
   }
 
   private launch(item: Item): void {

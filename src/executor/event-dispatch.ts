@@ -7,7 +7,6 @@
  */
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
-import { read } from '../db/read.ts'
 import type { Store } from '../db/store.ts'
 import {
   claimWorkflowEvents,
@@ -61,13 +60,9 @@ export class EventDispatch extends DeliveryLoop<WorkflowEventRow, Dispatch, 'dis
       claim: claimWorkflowEvents,
       nextDueAt: nextWorkflowEventDueAt,
       release: releaseWorkflowEventLeases,
+      // The outbox is empty most of the time: an idle instance's poll reads the due index and writes nothing.
+      readBeforeClaim: true,
     })
-  }
-
-  /** An event is due (one read of the due index): an idle instance's poll writes nothing. */
-  protected override async anyDue(now: number): Promise<boolean> {
-    const next = await read(this.options.store, nextWorkflowEventDueAt(-1))
-    return next !== null && next <= now
   }
 
   protected async send(): Promise<Dispatch> {

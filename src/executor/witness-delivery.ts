@@ -1,22 +1,24 @@
 /**
  * The audit witnesses' delivery worker (docs/audit.md "Witnesses"), a delivery loop (./delivery-loop.ts) as the
  * callbacks' is: it claims due deliveries of the witness outbox (src/db/audit.ts) under a lease and sends each
- * checkpoint to its witness — `dir`: appends its line to the witness file and flushes it (a line already at the file's
- * end is not appended twice: a delivery whose record was lost to a crash is attempted again); `url`: POSTs
+ * checkpoint to its witness — `dir`: appends its line to the witness file and flushes it, under the witness lock (a
+ * line already at the file's end is not appended twice: a delivery whose record was lost to a crash, or taken over when
+ * its lease ran out mid-append, is attempted again); `url`: POSTs
  * `{type: 'audit.checkpoint', timestamp, data: <the witness line>}` signed per Standard Webhooks with the secret derived
  * for it (`trellis audit key --witness-secret`), `webhook-id` the checkpoint's id, through the outbound client. Retried
  * with the callbacks' backoff; holds no SQL.
  */
+import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
 import { type ClaimedWitnessDelivery, claimWitnessDeliveries, nextWitnessDueAt, pruneWitnessDeliveries, recordWitnessAttempt, recoverWitnessAtStart, releaseWitnessLeases } from '../db/audit.ts'
-import { read } from '../db/read.ts'
 import { write } from '../db/write.ts'
 import type { LeaseOutcome } from '../db/leased-queue.ts'
 import type { Op } from '../db/op.ts'
 import type { Store } from '../db/store.ts'
-import { witnessLine } from '../lib/audit-checkpoint.ts'
+import { type SignedCheckpoint, witnessLine } from '../lib/audit-checkpoint.ts'
 import { auditWitnessSecret } from '../lib/audit-key.ts'
-import { appendWitnessLine } from '../lib/audit-witness-file.ts'
+import { tryExclusiveFileLock } from '../db/sqlite/serving-lock.ts'
+import { appendWitnessLine, WITNESS_LOCK_FILE } from '../lib/audit-witness-file.ts'
 import { CALLBACK_LEASE_MS, CALLBACK_MAX_ATTEMPTS, CALLBACK_TIMEOUT_MS, callbackRetryDelayMs } from '../lib/callbacks.ts'
 import type { Clock } from '../lib/clock.ts'
 import type { Logger } from '../lib/logger.ts'
@@ -40,6 +42,8 @@ export interface WitnessDeliveryOptions {
   url: string | null
   /** The first wait between attempts (TRELLIS_CALLBACK_RETRY_MS, as callbacks). */
   retryBaseMs: number
+  /** How long a claim holds a delivery (TRELLIS_AUDIT_WITNESS_LEASE_SECONDS; default the callbacks' lease). */
+  leaseMs?: number
   pollMs?: number
 }
 
@@ -49,6 +53,32 @@ type Sent = { ok: boolean; final: boolean; error: string | null }
 const WITNESS_DELIVERY_KEPT_MS = 30 * 86_400_000
 const PRUNE_EVERY_MS = 3_600_000
 const PRUNE_BATCH = 1000
+
+/** How long an append waits for the witness lock, looking every `WITNESS_LOCK_POLL_MS`; then the attempt failed. */
+export const WITNESS_LOCK_WAIT_MS = 10_000
+const WITNESS_LOCK_POLL_MS = 20
+
+/**
+ * Appends the checkpoint's line to the witness file (../lib/audit-witness-file.ts) unless it is there, holding the
+ * witness lock for the search and the append: two deliveries of one checkpoint at once — another instance took it
+ * over when the lease ran out mid-append — append it once, whatever the lease. `locked`: the lock stayed held for
+ * `waitMs` (a live process appending for that long), nothing done. The lock is polled, not waited for in the driver.
+ */
+export async function appendWitnessLineOnce(dir: string, checkpoint: SignedCheckpoint, waitMs = WITNESS_LOCK_WAIT_MS): Promise<'appended' | 'already' | 'locked'> {
+  const deadline = performance.now() + waitMs
+  for (;;) {
+    const lock = tryExclusiveFileLock(join(dir, WITNESS_LOCK_FILE))
+    if (lock !== null) {
+      try {
+        return appendWitnessLine(dir, checkpoint)
+      } finally {
+        lock.release()
+      }
+    }
+    if (performance.now() >= deadline) return 'locked'
+    await Bun.sleep(WITNESS_LOCK_POLL_MS)
+  }
+}
 
 export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 'delivered'> {
   private prunedAt = Number.NEGATIVE_INFINITY
@@ -60,7 +90,7 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
       many: 'audit-witness',
       // One at a time: the witness file's lines stay in the order checkpoints were made.
       concurrency: 1,
-      leaseMs: CALLBACK_LEASE_MS,
+      leaseMs: options.leaseMs ?? CALLBACK_LEASE_MS,
       done: 'delivered',
       maxAttempts: CALLBACK_MAX_ATTEMPTS,
       retryDelayMs: (attempts) => callbackRetryDelayMs(attempts, options.retryBaseMs),
@@ -68,13 +98,9 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
       claim: claimWitnessDeliveries,
       nextDueAt: nextWitnessDueAt,
       release: releaseWitnessLeases,
+      // Checkpoints are rare: an idle instance's poll reads the due index and writes nothing.
+      readBeforeClaim: true,
     })
-  }
-
-  /** A delivery is due (one read of the due index): an idle instance's poll writes nothing. */
-  protected override async anyDue(now: number): Promise<boolean> {
-    const next = await read(this.options.store, nextWitnessDueAt(-1))
-    return next !== null && next <= now
   }
 
   /** Deletes the deliveries settled past `WITNESS_DELIVERY_KEPT_MS`, once an hour. */
@@ -102,12 +128,13 @@ export class WitnessDelivery extends DeliveryLoop<ClaimedWitnessDelivery, Sent, 
     return this.post(delivery, stop)
   }
 
-  private append(delivery: ClaimedWitnessDelivery): Sent {
+  private async append(delivery: ClaimedWitnessDelivery): Promise<Sent> {
     const dir = this.options.dir
     // A delivery queued while a witness directory was set, by an instance or a start that had one: kept for when it is.
     if (dir === null) return { ok: false, final: false, error: 'no witness directory is configured on this instance (TRELLIS_AUDIT_WITNESS_DIR)' }
     try {
-      appendWitnessLine(dir, delivery.checkpoint)
+      const appended = await appendWitnessLineOnce(dir, delivery.checkpoint)
+      if (appended === 'locked') return { ok: false, final: false, error: `the witness file stayed locked for ${WITNESS_LOCK_WAIT_MS} ms (${join(dir, WITNESS_LOCK_FILE)})` }
       return { ok: true, final: false, error: null }
     } catch (error) {
       return { ok: false, final: false, error: `cannot append to the witness file: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}` }

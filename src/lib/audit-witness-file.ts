@@ -2,13 +2,17 @@
  * The witness file (docs/audit.md "Witnesses"): `checkpoints.jsonl` in TRELLIS_AUDIT_WITNESS_DIR, one checkpoint per
  * line, appended and flushed to the disk before the delivery is recorded. A process killed between the append and the
  * record appends again on its next attempt unless the line is there: the file's end is searched for the checkpoint's
- * id first, so each checkpoint is in the file once.
+ * id first, so each checkpoint is in the file once. The search and the append hold the witness lock
+ * (`checkpoints.jsonl.lock` beside it, src/executor/witness-delivery.ts): two deliveries of one checkpoint — another
+ * instance's taking it over when its lease ran out mid-append — never both find it absent.
  */
 import { accessSync, closeSync, constants, existsSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { parseWitnessLine, type SignedCheckpoint, witnessLine } from './audit-checkpoint.ts'
 
 export const WITNESS_FILE = 'checkpoints.jsonl'
+/** The lock a delivery holds while it searches and appends (a SQLite file: the kernel drops a dead holder's lock). */
+export const WITNESS_LOCK_FILE = 'checkpoints.jsonl.lock'
 
 /**
  * How far back from the end a checkpoint's line is looked for (about 3,000 lines): deliveries are appended oldest
@@ -34,7 +38,10 @@ export function witnessDirProblem(dir: string): string | null {
   }
 }
 
-/** Appends the checkpoint's line and flushes it to the disk; `already` when the file's end holds it (a retried delivery). */
+/**
+ * Appends the checkpoint's line and flushes it to the disk; `already` when the file's end holds it (a retried
+ * delivery). The caller holds the witness lock (src/executor/witness-delivery.ts `appendWitnessLineOnce`).
+ */
 export function appendWitnessLine(dir: string, checkpoint: SignedCheckpoint): 'appended' | 'already' {
   const path = join(dir, WITNESS_FILE)
   const created = !existsSync(path)
