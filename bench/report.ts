@@ -73,7 +73,7 @@ export interface BenchResults {
   executor: ExecutorResult | null
   /** Absent in results written before the login flood joined the bench. */
   loginFlood?: LoginFloodResult
-  /** A schedule's tick over 10,000 records; absent in older results. */
+  /** A schedule's tick over many records (10,000; 2,000 in a quick run); absent in older results. */
   scheduleTick?: ScheduleTickResult
   /** OpenTelemetry off against on at 100 % sampling (bench/tracing.ts, full runs only); absent in quick and older results. */
   tracing?: TracingResult
