@@ -205,8 +205,11 @@ export class SqliteStore implements Store, SqliteFile {
       },
       failed: (error) => {
         const fault = this.storageErrorOf(error)
-        if (!fault) logger.error('WAL checkpoint failed', { error: error.message })
-        else if (!checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
+        // A checkpoint runs on its own thread: its I/O error may be told after the files became writable again, when
+        // they no longer say why. Under a fault already said, it is that fault's; a second one in a row is an error.
+        const lingering = fault === null && checkpointFault && String((error as { code?: unknown }).code ?? '').startsWith('SQLITE_IOERR')
+        if (!fault && !lingering) logger.error('WAL checkpoint failed', { error: error.message })
+        else if (fault && !checkpointFault) logger.warn('WAL checkpoint waits for the storage', { error: fault.message })
         checkpointFault = fault !== null
       },
     }, settings.walRestarts, settings.walReplicating)
