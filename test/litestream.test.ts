@@ -202,6 +202,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     const pidFile = join(setup.dataDir, LITESTREAM_PID_FILE)
     const orphan = Number(readFileSync(pidFile, 'utf8').trim())
     expect(await writeNotes(first, setup.token, 'first', 2, timed(1_000))).toBeGreaterThan(0)
+    // Killed once its Litestream replicates (its first snapshot may take seconds on a loaded machine).
+    await until('a generation in the replica', async () => (await generations(setup.config, setup.dataDir)).length > 0, 20_000)
     first.proc.kill('SIGKILL')
     await first.proc.exited
     expect(existsSync(`/proc/${orphan}`)).toBe(true) // Litestream outlives the server killed under it
@@ -210,6 +212,9 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     await until('the new Litestream', () => Number(readFileSync(pidFile, 'utf8').trim()) !== orphan, 15_000)
     await until('the old Litestream to be gone', () => !existsSync(`/proc/${orphan}`) || readFileSync(`/proc/${orphan}/stat`, 'utf8').split(' ')[2] === 'Z', 15_000)
     const more = await writeNotes(second, setup.token, 'second', 2, timed(1_000))
+    // Stopped once the replica has a generation (the new Litestream's snapshot may take seconds on a loaded machine);
+    // the drill below then finds every row of the file in it.
+    await until('a generation in the replica', async () => (await generations(setup.config, setup.dataDir)).length > 0, 20_000)
     expect(await second.stop('SIGTERM')).toBe(0)
     // A Litestream that starts on a WAL it did not see to the end begins a new generation with a full snapshot: nothing
     // of the newest state is lost, and a restore to a time finds the generation that covers it.
