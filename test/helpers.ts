@@ -37,8 +37,8 @@ export function sourceFiles(dir: string): string[] {
   })
 }
 
-export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): void } {
-  const path = mkdtempSync(join(tmpdir(), prefix))
+export function tempDir(prefix = 'trellis-test-', parent = tmpdir()): { path: string; cleanup(): void } {
+  const path = mkdtempSync(join(parent, prefix))
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) }
 }
 
