@@ -60,17 +60,19 @@ export interface Cluster {
   local?: { dataDir: string; port: number; socketDir: string }
 }
 
-/**
- * Where a cluster's directory goes: in memory (/dev/shm, a tmpfs) where there is one, else the temp dir. Each test
- * database is a copy of the template, hundreds of files made and removed a second; on ext4 the kernel's search for an
- * inode to reuse (`recently_deleted`) took about half the server's CPU. The server outlives no test run.
- */
-const CLUSTER_PARENT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
+/** Memory (/dev/shm, a tmpfs) where the machine has one, else the temp dir: see `startCluster`'s `inMemory`. */
+const MEMORY_DIR = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
 
-/** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
-export function startCluster(options: { fsync?: boolean; settings?: Record<string, string>; dataDir?: string } = {}): Cluster {
+/**
+ * Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question.
+ * `inMemory`: its directory in /dev/shm where there is one (the tests' shared cluster, `sharedCluster`): each test
+ * database is a copy of the template, hundreds of files made and removed a second, and on ext4 the kernel's search
+ * for an inode to reuse (`recently_deleted`) took about half the server's CPU. Clusters that a test stops, crashes
+ * and restarts, and the bench's, stay on disk.
+ */
+export function startCluster(options: { fsync?: boolean; settings?: Record<string, string>; dataDir?: string; inMemory?: boolean } = {}): Cluster {
   if (!postgresInstalled) throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
-  const dir = tempDir('trellis-pg-', CLUSTER_PARENT)
+  const dir = tempDir('trellis-pg-', options.inMemory ? MEMORY_DIR : tmpdir())
   // `dataDir`: an existing data directory (a restored base backup, the postgres user's, mode 0700), else a new cluster.
   const data = options.dataDir ?? join(dir.path, 'data')
   if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
@@ -243,7 +245,7 @@ export function sharedCluster(): Cluster {
       }
       shared = { url: given, stop: () => {}, pause: notOurs, resume: notOurs }
     } else {
-      const cluster = startCluster({ settings: { max_connections: '1000' } })
+      const cluster = startCluster({ settings: { max_connections: '1000' }, inMemory: true })
       shared = cluster
       process.on('exit', () => cluster.stop())
     }
