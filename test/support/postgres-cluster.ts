@@ -6,6 +6,7 @@
 import { chownSync, existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { SQL } from 'bun'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { type Pooler, startPgbouncer } from './pgbouncer.ts'
 import { freePort, tempDir } from '../helpers.ts'
@@ -296,6 +297,21 @@ export function freshDatabaseSync(template = migratedTemplate()): { name: string
 /** Drops database `name` of the shared cluster, closing whatever connections are still open to it; in the background. */
 export function dropDatabase(name: string): void {
   askWorker({ kind: 'drop', url: sharedCluster().url, text: name }, false)
+}
+
+/**
+ * Drops what a finished test process left in the shared cluster, which is in memory: the databases named after it
+ * (`trellis_<pid>_…`, ./sync-postgres-worker.ts): the copy its worker made ahead for each template, and those of envs
+ * a test never cleaned up (bun test runs no exit handlers). `npm test` calls it as each PostgreSQL process ends.
+ */
+export async function dropDatabasesOf(pid: number): Promise<void> {
+  const admin = new SQL({ url: sharedCluster().url, max: 1 })
+  try {
+    const left = await admin.unsafe(`SELECT datname FROM pg_database WHERE datname LIKE 'trellis\\_${pid}\\_%'`)
+    for (const { datname } of left as { datname: string }[]) await admin.unsafe(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+  } finally {
+    await admin.close()
+  }
 }
 
 /** A fresh, migrated database in the shared cluster for one test or test file (see `freshDatabaseSync`). Its URL. */
