@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
 import { pgbouncerBinary } from '../test/support/pgbouncer.ts'
-import { psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
+import { dropDatabasesOf, psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
 import { ALONE, LONGEST_FIRST, POSTGRES_PASS } from './test-files.ts'
 
 interface Pass {
@@ -116,6 +116,8 @@ async function runPass(label: string, args: string[], env: Record<string, string
   // The CPU of the process and of every process it started and waited for (servers, CLI runs, the browser).
   const usage = child.resourceUsage()
   const cpuSeconds = usage ? Number(usage.cpuTime.total) / 1e6 : 0
+  // What a process on the shared cluster left there (the cluster is in memory) goes when it ends.
+  if (env.TRELLIS_TEST_POSTGRES_URL) await dropDatabasesOf(child.pid)
   if (quiet) console.log(`${heading}${took(cpuSeconds)}\n${out}${err}`)
   else console.log(`==> ${label}: ${((performance.now() - started) / 1000).toFixed(1)} s, CPU ${cpuSeconds.toFixed(1)} s`)
   const output = out + err

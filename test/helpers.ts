@@ -5,7 +5,7 @@
 import type { AuditSigning } from '../src/db/audit.ts'
 import { auditSigningKey } from '../src/lib/audit-key.ts'
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createApp } from '../src/app.ts'
@@ -14,6 +14,7 @@ import { type ApplyContext, applyDocument, applyDocumentNow, type ApplyReport } 
 import { type Config, loadConfig } from '../src/config.ts'
 import type { Db } from '../src/db/dialect.ts'
 import { migrate } from '../src/db/sqlite/migrate.ts'
+import { databasePath } from '../src/db/sqlite/open.ts'
 import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { writeNow } from '../src/db/write.ts'
 import type { AnyPlan, Op } from '../src/db/op.ts'
@@ -36,8 +37,8 @@ export function sourceFiles(dir: string): string[] {
   })
 }
 
-export function tempDir(prefix = 'trellis-test-'): { path: string; cleanup(): void } {
-  const path = mkdtempSync(join(tmpdir(), prefix))
+export function tempDir(prefix = 'trellis-test-', parent = tmpdir()): { path: string; cleanup(): void } {
+  const path = mkdtempSync(join(parent, prefix))
   return { path, cleanup: () => rmSync(path, { recursive: true, force: true }) }
 }
 
@@ -93,8 +94,8 @@ export function testEnv(env: Record<string, string> = {}): TestEnv {
 /** A test env on SQLite whatever TRELLIS_TEST_STORE says: for the tests of SQLite itself (its file, PRAGMAs, locks, WAL). */
 export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
   const { base, dir } = envBase(env)
+  writeFileSync(databasePath(base.config.dataDir), migratedSqliteTemplate(), { mode: 0o600 })
   const store = openStore(base.config.dataDir)
-  migrate(store.sqlite)
   store.keepEventLoopFree(base.config.dbBusyWaitMs)
   return {
     ...base,
@@ -108,6 +109,29 @@ export function sqliteTestEnv(env: Record<string, string> = {}): SqliteTestEnv {
 }
 
 export type SqliteTestEnv = TestEnv & { store: SqliteStore }
+
+let sqliteTemplate: Uint8Array | undefined
+
+/**
+ * The bytes of a SQLite file migrated once per test process (in a temp dir removed at once: bun test runs no exit
+ * handlers): each SQLite test env's file starts as a copy of them. Writing them takes a millisecond; running every
+ * migration on a new file took ≈ 35 ms of CPU, and the suite makes thousands of envs. The copy is the env's own file,
+ * as new as before. The migrations themselves run for real where they are the subject: test/db.test.ts,
+ * test/schema-parity.test.ts, the CLI's `migrate` and `serve` on a new data directory.
+ */
+function migratedSqliteTemplate(): Uint8Array {
+  if (sqliteTemplate) return sqliteTemplate
+  const dir = tempDir('trellis-template-')
+  try {
+    const store = openStore(dir.path)
+    migrate(store.sqlite)
+    sqliteTemplate = store.sqlite.serialize()
+    store.close()
+  } finally {
+    dir.cleanup()
+  }
+  return sqliteTemplate
+}
 
 /** A test's store: either class (src/db/store.ts `Store`), told apart by its `kind` where a test reads its database itself. */
 export type TestStore = SqliteStore | PgStore

@@ -3,8 +3,10 @@
  * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
  * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
  */
-import { chownSync } from 'node:fs'
+import { chownSync, existsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { SQL } from 'bun'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
 import { type Pooler, startPgbouncer } from './pgbouncer.ts'
 import { freePort, tempDir } from '../helpers.ts'
@@ -59,10 +61,19 @@ export interface Cluster {
   local?: { dataDir: string; port: number; socketDir: string }
 }
 
-/** Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question. */
-export function startCluster(options: { fsync?: boolean; settings?: Record<string, string>; dataDir?: string } = {}): Cluster {
+/** Memory (/dev/shm, a tmpfs) where the machine has one, else the temp dir: see `startCluster`'s `inMemory`. */
+const MEMORY_DIR = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
+
+/**
+ * Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question.
+ * `inMemory`: its directory in /dev/shm where there is one (the tests' shared cluster, `sharedCluster`): each test
+ * database is a copy of the template, hundreds of files made and removed a second, and on ext4 the kernel's search
+ * for an inode to reuse (`recently_deleted`) took about half the server's CPU. Clusters that a test stops, crashes
+ * and restarts, and the bench's, stay on disk.
+ */
+export function startCluster(options: { fsync?: boolean; settings?: Record<string, string>; dataDir?: string; inMemory?: boolean } = {}): Cluster {
   if (!postgresInstalled) throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
-  const dir = tempDir('trellis-pg-')
+  const dir = tempDir('trellis-pg-', options.inMemory ? MEMORY_DIR : tmpdir())
   // `dataDir`: an existing data directory (a restored base backup, the postgres user's, mode 0700), else a new cluster.
   const data = options.dataDir ?? join(dir.path, 'data')
   if (process.getuid?.() === 0) chownSync(dir.path, idOfPostgres('-u'), idOfPostgres('-g'))
@@ -235,7 +246,7 @@ export function sharedCluster(): Cluster {
       }
       shared = { url: given, stop: () => {}, pause: notOurs, resume: notOurs }
     } else {
-      const cluster = startCluster({ settings: { max_connections: '1000' } })
+      const cluster = startCluster({ settings: { max_connections: '1000' }, inMemory: true })
       shared = cluster
       process.on('exit', () => cluster.stop())
     }
@@ -286,6 +297,21 @@ export function freshDatabaseSync(template = migratedTemplate()): { name: string
 /** Drops database `name` of the shared cluster, closing whatever connections are still open to it; in the background. */
 export function dropDatabase(name: string): void {
   askWorker({ kind: 'drop', url: sharedCluster().url, text: name }, false)
+}
+
+/**
+ * Drops what a finished test process left in the shared cluster, which is in memory: the databases named after it
+ * (`trellis_<pid>_…`, ./sync-postgres-worker.ts): the copy its worker made ahead for each template, and those of envs
+ * a test never cleaned up (bun test runs no exit handlers). `npm test` calls it as each PostgreSQL process ends.
+ */
+export async function dropDatabasesOf(pid: number): Promise<void> {
+  const admin = new SQL({ url: sharedCluster().url, max: 1 })
+  try {
+    const left = await admin.unsafe(`SELECT datname FROM pg_database WHERE datname LIKE 'trellis\\_${pid}\\_%'`)
+    for (const { datname } of left as { datname: string }[]) await admin.unsafe(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+  } finally {
+    await admin.close()
+  }
 }
 
 /** A fresh, migrated database in the shared cluster for one test or test file (see `freshDatabaseSync`). Its URL. */
