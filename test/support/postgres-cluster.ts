@@ -3,7 +3,7 @@
  * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
  * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
  */
-import { chownSync, existsSync } from 'node:fs'
+import { chownSync, existsSync, statfsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
@@ -61,8 +61,18 @@ export interface Cluster {
   local?: { dataDir: string; port: number; socketDir: string }
 }
 
-/** Memory (/dev/shm, a tmpfs) where the machine has one, else the temp dir: see `startCluster`'s `inMemory`. */
-const MEMORY_DIR = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
+/** Room the shared cluster may take in memory: its template, the live test databases and up to about 1 GB of WAL. */
+const MEMORY_NEEDED_BYTES = 4 * 1024 ** 3
+
+/**
+ * Memory (/dev/shm, a tmpfs) where the machine has one with room for the cluster — a container's is often 64 MB —,
+ * else the temp dir: see `startCluster`'s `inMemory`.
+ */
+const MEMORY_DIR = (() => {
+  if (!existsSync('/dev/shm')) return tmpdir()
+  const { bavail, bsize } = statfsSync('/dev/shm')
+  return bavail * bsize >= MEMORY_NEEDED_BYTES ? '/dev/shm' : tmpdir()
+})()
 
 /**
  * Starts a cluster; `fsync: false` (the default) for tests, where durability across a power cut is not the question.
