@@ -100,18 +100,31 @@ const RUN_CHAIN = statement('workflow-events.run-chain', ({ db, t }) =>
     .where(eq(t.runs.id, ph('runId'))),
 )
 
-const counter = (name: 'received' | 'started' | 'skipped') =>
-  statement(`workflow-events.count-${name}`, ({ db, t }) =>
-    db
-      .update(t.workflowEventTriggers)
-      .set({ [name]: sql`${t.workflowEventTriggers[name]} + ${ph('n')}` })
-      .where(eq(t.workflowEventTriggers.workflowId, ph('workflowId'))),
-  )
-const COUNTERS = { received: counter('received'), started: counter('started'), skipped: counter('skipped') }
+const COUNT = statement('workflow-events.count', ({ db, t }) =>
+  db
+    .update(t.workflowEventTriggers)
+    .set({
+      received: sql`${t.workflowEventTriggers.received} + ${ph('received')}`,
+      started: sql`${t.workflowEventTriggers.started} + ${ph('started')}`,
+      skipped: sql`${t.workflowEventTriggers.skipped} + ${ph('skipped')}`,
+    })
+    .where(eq(t.workflowEventTriggers.workflowId, ph('workflowId'))),
+)
 
-/** Adds `n` to one of a subscription's counters (`/metrics`). */
-export function countWorkflowEvents(workflowId: number, which: 'received' | 'started' | 'skipped', n = 1): Op<void> {
-  return COUNTERS[which].exec({ workflowId, n })
+/** What a write adds to a subscription's counters (`/metrics`). */
+export interface WorkflowEventCounts {
+  received?: number
+  started?: number
+  skipped?: number
+}
+
+/**
+ * Adds to a subscription's counters, in one statement on its one row. Every event of the subscription updates that
+ * row, which stays locked until the transaction commits: callers count last, so concurrent dispatches wait on each
+ * other only for a commit.
+ */
+export function countWorkflowEvents(workflowId: number, counts: WorkflowEventCounts): Op<void> {
+  return COUNT.exec({ workflowId, received: counts.received ?? 0, started: counts.started ?? 0, skipped: counts.skipped ?? 0 })
 }
 
 /** The subscription takes this change: its kind is named, and for an update one of the named fields changed. */
@@ -166,7 +179,7 @@ export function* recordWorkflowEvents(scope: { environmentId: number; collection
         createdAt: now,
       })
     }
-    if (skipped > 0) yield* countWorkflowEvents(subscriber.workflowId, 'skipped', skipped)
+    if (skipped > 0) yield* countWorkflowEvents(subscriber.workflowId, { skipped })
   }
 }
 

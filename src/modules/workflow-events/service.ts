@@ -215,15 +215,18 @@ export function* dispatchWorkflowEvent(clock: Clock, event: WorkflowEventRow, ow
   if (!(yield* takeWorkflowEvent(event.id, owner))) return 'lost'
   const trigger = yield* findEventTrigger(event.workflowId)
   if (!trigger) return 'filtered'
-  yield* countWorkflowEvents(event.workflowId, 'received')
+  const outcome = yield* actOnWorkflowEvent(clock, event, trigger)
+  // Last in the transaction: the counters row is the subscription's one row every dispatch updates (and locks).
+  yield* countWorkflowEvents(event.workflowId, { received: 1, started: outcome === 'started' ? 1 : 0, skipped: outcome === 'skipped' ? 1 : 0 })
+  return outcome
+}
+
+/** What a received event of a live subscription comes to (see `dispatchWorkflowEvent`), its run queued if it starts one. */
+function* actOnWorkflowEvent(clock: Clock, event: WorkflowEventRow, trigger: EventTriggerRow): Op<Exclude<Dispatched, 'lost'>> {
   if (trigger.debounceSeconds !== null && (yield* laterWorkflowEventWaits(event))) return 'merged'
   const target = yield* findTriggerTarget(event.workflowId)
-  const skip = function* () {
-    yield* countWorkflowEvents(event.workflowId, 'skipped')
-    return 'skipped' as const
-  }
-  if (!target || target.activeVersionId === null) return yield* skip()
-  if ((yield* runAsProblem(trigger.runAsUserId, target)) !== null) return yield* skip()
+  if (!target || target.activeVersionId === null) return 'skipped'
+  if ((yield* runAsProblem(trigger.runAsUserId, target)) !== null) return 'skipped'
   if (trigger.filter !== null && (event.event === 'recordDeleted' || !(yield* recordMatches(target, event.recordKey, JSON.parse(trigger.filter) as EventWhere)))) {
     return 'filtered'
   }
@@ -243,7 +246,5 @@ export function* dispatchWorkflowEvent(clock: Clock, event: WorkflowEventRow, ow
     trigger: 'event',
     cause,
   })
-  if (!queued.inserted) return yield* skip()
-  yield* countWorkflowEvents(event.workflowId, 'started')
-  return 'started'
+  return queued.inserted ? 'started' : 'skipped'
 }
