@@ -3,7 +3,7 @@
  * process over examples/acme.yaml. Sign in, open a record and run a workflow on it, generate a token (shown
  * once) and revoke it, change a webhook's trigger settings, add a completion callback (its secret and whole URL
  * shown once), read the audit pages, sign out — with no script error and no Content-Security-Policy violation on
- * any page. /docs (Swagger UI) is checked to render too.
+ * any page. (/docs, Swagger UI, is a page of test/console-pages-browser.test.ts.)
  *
  * Chromium: /usr/bin/chromium (or CHROMIUM_PATH). Without it these tests are skipped with a warning, unless
  * TRELLIS_REQUIRE_BROWSER=1 (as in .ci/run), where a missing browser fails them.
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { bearer, processEnv, type ServeProcess, startServe, testEnv, type TestEnv } from './helpers.ts'
-import { accessibilityProblems, browserAvailable, countOf, eventually, requireBrowser, serveAcme, stopServed, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
+import { browserAvailable, countOf, eventually, requireBrowser, serveAcme, stopServed, textOf, thenLoad as loadAfter, watchPage } from './support/browser.ts'
 
 requireBrowser('console-browser')
 
@@ -210,27 +210,6 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     await page.goto('/account')
     expect(new URL(page.url()).pathname).toBe('/login')
   }, 30_000)
-
-  test('/docs renders the API reference (Swagger UI from the binary, no CDN) with no serious accessibility problem', async () => {
-    const docs = await context.newPage()
-    watch(docs)
-    const outside: string[] = []
-    docs.on('request', (request) => {
-      if (!request.url().startsWith(server.url)) outside.push(request.url())
-    })
-    await docs.goto('/docs')
-    await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 45_000 })
-    expect(await docs.locator('.opblock-summary-path').count()).toBeGreaterThan(20)
-    expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
-    // No serious or critical accessibility problem, folded, with an operation open, and on a phone.
-    expect(await accessibilityProblems(docs)).toEqual([])
-    await docs.locator('.opblock-summary-control').first().click()
-    await docs.locator('.opblock.is-open .opblock-body').first().waitFor({ state: 'visible' })
-    expect(await accessibilityProblems(docs)).toEqual([])
-    await docs.setViewportSize({ width: 390, height: 844 })
-    expect(await accessibilityProblems(docs)).toEqual([])
-    await docs.close()
-  }, 60_000)
 
   test('first run, console only: setup link → project with an environment, a team, a collection and a record → a workflow published and its run watched live → a second person invited, signed in through the invitation, with a token of their own', async () => {
     const fresh = testEnv() // no user yet: serve prints the setup link

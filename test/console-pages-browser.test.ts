@@ -3,7 +3,8 @@
  * and as a plain member: no page's document is wider than its viewport, the header's menu opens and "Sign out" is
  * on screen, and axe-core finds no serious or critical violation (nor `empty-table-header`). The pages are the GET
  * routes of the console module itself, their parameters filled from the acme fixture: a new page is visited
- * without anyone adding it here, and a page with a parameter nobody fills fails the test until PARAMS has it.
+ * without anyone adding it here, and a page with a parameter nobody fills fails the test until PARAMS has it. /docs
+ * (Swagger UI from the binary) renders with no request outside the server and no serious accessibility problem.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { join } from 'node:path'
@@ -213,6 +214,29 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
     // The permission levels are explained where they are chosen.
     expect(await page.getAttribute('#add-member select[name=role]', 'aria-describedby')).toBe('permission-levels')
     expect(await text('#permission-levels')()).toContain('manages the project')
+    await context.close()
+    expect(problems).toEqual([])
+  }, 60_000)
+
+  test('/docs renders the API reference (Swagger UI from the binary, no CDN) with no serious accessibility problem', async () => {
+    const context = await browser.newContext({ baseURL: server.url })
+    const docs = await context.newPage()
+    watchPage(docs, problems, () => server.url)
+    const outside: string[] = []
+    docs.on('request', (request) => {
+      if (!request.url().startsWith(server.url)) outside.push(request.url())
+    })
+    await docs.goto('/docs')
+    await docs.locator('.swagger-ui .opblock').first().waitFor({ state: 'visible', timeout: 45_000 })
+    expect(await docs.locator('.opblock-summary-path').count()).toBeGreaterThan(20)
+    expect(outside.filter((url) => !url.startsWith('data:'))).toEqual([])
+    // No serious or critical accessibility problem, folded, with an operation open, and on a phone.
+    expect(await accessibilityProblems(docs)).toEqual([])
+    await docs.locator('.opblock-summary-control').first().click()
+    await docs.locator('.opblock.is-open .opblock-body').first().waitFor({ state: 'visible' })
+    expect(await accessibilityProblems(docs)).toEqual([])
+    await docs.setViewportSize({ width: 390, height: 844 })
+    expect(await accessibilityProblems(docs)).toEqual([])
     await context.close()
     expect(problems).toEqual([])
   }, 60_000)
