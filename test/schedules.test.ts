@@ -481,7 +481,7 @@ test('real server: a seconds schedule fires every second, one run per matching r
 
 test('real server: kill -9 in the middle of a tick; the restarted server finishes it, each record once', async () => {
   // PostgreSQL inserts each run under its environment's runs lock, a round trip each: fewer suffice to be mid-tick.
-  const count = TEST_STORE === 'postgres' ? 3000 : 10_000
+  const count = TEST_STORE === 'postgres' ? 1500 : 5000
   const deployed = await deployment([holdOn('Big tick')], 1, [])
   try {
     deployed.sql(manyTicketsSql(count))
@@ -508,7 +508,7 @@ test('real server: kill -9 in the middle of a tick; the restarted server finishe
 
 test('real server: kill -9 while record events are being dispatched; the restarted server starts each committed change’s run once', async () => {
   // One import commits every ticket and its event in one transaction; the dispatcher then works through the outbox.
-  const count = TEST_STORE === 'postgres' ? 2000 : 5000
+  const count = TEST_STORE === 'postgres' ? 1000 : 2500
   const deployed = await deployment([holdOn('On import')], 1, [])
   try {
     const base = deployed.urls()[0]!
