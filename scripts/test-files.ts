@@ -94,7 +94,6 @@ export const POSTGRES_PASS = [
   'webhook-cli',
   'wire-compat',
   'workflow-events',
-  'long-transactions',
   'workflow-health',
   'workflow-types',
   'workflow-versions',
