@@ -11,7 +11,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path'
 import { Webhook } from 'standardwebhooks'
 import { claimWitnessDeliveries, listCheckpoints } from '../src/db/audit.ts'
-import { tryExclusiveFileLock } from '../src/db/sqlite/serving-lock.ts'
+import { tryExclusiveFileLock } from '../src/db/file-lock.ts'
 import { appendWitnessLineOnce, WitnessDelivery } from '../src/executor/witness-delivery.ts'
 import { canonicalAdminEntry, linkHash } from '../src/lib/audit-chain.ts'
 import { checkpointSignatureOk, signCheckpoint, type SignedCheckpoint } from '../src/lib/audit-checkpoint.ts'

@@ -185,10 +185,10 @@ describe('folders of src/', () => {
  * The engine: what every operation is built and run with, whichever the store — the `Store` interface and the op
  * face over it (read, write), the op and its plans, the queries and their dialect context, pages, the schema and
  * its embedded-migration module, connecting, the lists' times, the rules' locks, the cached lookups' op, the
- * run-event commit announcements, the copy between stores.
+ * run-event commit announcements, the copy between stores, a lock on a file.
  */
 const ENGINE = [
-  'chain-upgrade', 'connect', 'dialect', 'lookup-cache', 'migrations-module', 'monotonic', 'op', 'pages', 'query', 'read', 'rule-locks',
+  'chain-upgrade', 'connect', 'dialect', 'file-lock', 'lookup-cache', 'migrations-module', 'monotonic', 'op', 'pages', 'query', 'read', 'rule-locks',
   'run-event-commits', 'schema', 'sqlite-to-postgres', 'store', 'tables', 'write',
 ].map((name) => `src/db/${name}.ts`)
 /** The domains: one file per kind of stored thing, its queries written once and its plans. */

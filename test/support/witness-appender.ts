@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { tryExclusiveFileLock } from '../../src/db/sqlite/serving-lock.ts'
+import { tryExclusiveFileLock } from '../../src/db/file-lock.ts'
 import { appendWitnessLineOnce } from '../../src/executor/witness-delivery.ts'
 import type { SignedCheckpoint } from '../../src/lib/audit-checkpoint.ts'
 import { WITNESS_LOCK_FILE } from '../../src/lib/audit-witness-file.ts'
