@@ -120,8 +120,8 @@ export interface WorkflowEventCounts {
 
 /**
  * Adds to a subscription's counters, in one statement on its one row. Every event of the subscription updates that
- * row, which stays locked until the transaction commits: callers count last, so concurrent dispatches wait on each
- * other only for a commit.
+ * row, which stays locked until the transaction commits: a dispatch counts last in its transaction, so concurrent
+ * dispatches wait on each other only for a commit.
  */
 export function countWorkflowEvents(workflowId: number, counts: WorkflowEventCounts): Op<void> {
   return COUNT.exec({ workflowId, received: counts.received ?? 0, started: counts.started ?? 0, skipped: counts.skipped ?? 0 })
