@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { fillPlaceholders } from 'drizzle-orm/sql'
 import type { QueryCall } from '../src/db/op.ts'
 import { postgresDialect } from '../src/db/postgres/dialect.ts'
-import { pageRecordList, type RecordListQuery } from '../src/db/records.ts'
+import { pageRecordList, RECORDS_BY_KEYS_ON_POSTGRES, type RecordListQuery } from '../src/db/records.ts'
 import { updateProject } from '../src/db/projects.ts'
 import { loadRecordAs } from '../src/executor/steps/data-access.ts'
 import type { RunTarget } from '../src/executor/step.ts'
@@ -572,5 +572,26 @@ describe('plans on PostgreSQL (SQLite\'s: test/query-plans.test.ts)', () => {
     // Sorted on a value no index holds (numbers as numeric): the filter's index finds the rows to sort.
     const byKind = await plan({ filters: [{ field: 'kind', kind: 'text', op: 'eq', values: ['large'] }], sort: { field: 'price', kind: 'number' }, direction: 'asc', literalCollection: true })
     expect(byKind).toMatch(/Index Cond: [^\n]*\(data\)::jsonb ->> 'kind'/)
+  }, 60_000)
+
+  postgresOnlyTest(POSTGRES_ONLY.queryPlan, 'a batch of an import into a collection the statistics have not seen probes the unique index once per id', async () => {
+    const store = env.store
+    if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
+    const environmentId = queryOne<{ id: number }>(store, "SELECT id FROM environments WHERE name = 'production'")!.id
+    // A first import of 20,000 records in one transaction (all-or-nothing): the planner knows nothing of them. Joined
+    // to the batch's ids as a set it hashes or walks the collection for each batch; each id must probe the unique index.
+    let plan = ''
+    const rolledBack = new Error('rolled back')
+    const done = store.sql.begin(async (tx) => {
+      const [{ id: collectionId }] = await tx.unsafe("INSERT INTO collections (project_id, name, created_at) SELECT project_id, 'unseen', 0 FROM environments WHERE id = $1 RETURNING id", [environmentId])
+      await tx.unsafe("INSERT INTO records (environment_id, collection_id, record_key, data, created_at, updated_at) SELECT $1, $2, 'r' || g, '{}', 1, 1 FROM generate_series(1, 20000) g", [environmentId, collectionId])
+      const keys = Array.from({ length: 1_000 }, (_, i) => `r${19_000 + i}`)
+      const rows = (await tx.unsafe(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${RECORDS_BY_KEYS_ON_POSTGRES}`, [environmentId, collectionId, keys] as never[])) as { 'QUERY PLAN': string }[]
+      plan = rows.map((row) => row['QUERY PLAN']).join('\n')
+      throw rolledBack
+    })
+    expect(await done.catch((error: unknown) => error)).toBe(rolledBack)
+    expect(plan).toMatch(/Index Scan using records_env_collection_key_unique on records[^\n]*\(actual rows=1 loops=1000\)/)
+    expect(plan).not.toMatch(/Hash|Rows Removed by Filter/)
   }, 60_000)
 })

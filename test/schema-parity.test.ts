@@ -174,6 +174,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0022_audit_chain',
       '0023_audit_chain_sealed',
       '0024_audit_checkpoints',
+      '0025_records_created_order_live',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

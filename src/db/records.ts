@@ -223,14 +223,16 @@ const recordsByKeys = plan({
       : db.select().from(records).where(and(eq(records.environmentId, scope.environmentId), eq(records.collectionId, scope.collectionId), inArray(records.recordKey, keys))).all(),
   postgres: async (db: PgDb, scope: RecordScope, keys: string[]): Promise<RecordRow[]> =>
     keys.length === 0 ? [] : ((await clientOf(db).unsafe(RECORDS_BY_KEYS_ON_POSTGRES, [scope.environmentId, scope.collectionId, keys] as never[])) as unknown as RecordRow[]),
-  why: 'PostgreSQL, while the collection’s rows are not in its statistics (a first large import, in one transaction), plans an IN list of bound ids, and even one id, as a walk of the collection’s rows by creation filtered on the id: for 1,000 ids, 1,000 walks. Joined to the ids as a set (unnest) it hashes them and walks once, or probes the unique index once statistics say the collection is large. SQLite probes the unique index for an IN list.',
+  why: 'PostgreSQL plans on the statistics of the table, and a collection they have not seen yet (a first large import, in one transaction, before autovacuum analyzes it) is estimated at a row or two: joined to an IN list or to the ids as a set, it hashes or walks the whole collection for every batch, quadratic over an import. Each id probes the unique index instead (LATERAL … LIMIT 1), with environment and collection as init-plans so that no plan depends on their values; the unique index is the only one a lookup that reads deleted records can use (the created-order index holds live records only). SQLite probes the unique index for an IN list.',
 })
 
-const RECORDS_BY_KEYS_ON_POSTGRES = `SELECT r.id::float8 AS id, r.environment_id::float8 AS "environmentId", r.collection_id::float8 AS "collectionId",
+/** Exported for the plan test of records-api.test.ts. */
+export const RECORDS_BY_KEYS_ON_POSTGRES = `SELECT r.id::float8 AS id, r.environment_id::float8 AS "environmentId", r.collection_id::float8 AS "collectionId",
     r.record_key AS "recordKey", r.data, r.created_at::float8 AS "createdAt", r.updated_at::float8 AS "updatedAt", r.deleted_at::float8 AS "deletedAt"
   FROM unnest($3::text[]) AS k(key)
-  JOIN records r ON r.environment_id = $1::int8 AND r.collection_id = $2::int8 AND r.record_key = k.key
-  FOR UPDATE OF r`
+  CROSS JOIN LATERAL (
+    SELECT * FROM records WHERE environment_id = (SELECT $1::int8) AND collection_id = (SELECT $2::int8) AND record_key = k.key LIMIT 1 FOR UPDATE
+  ) r`
 
 /** New records in one statement (`data`: each one's canonical JSON text), all at `now`; a `recordCreated` event each. */
 export function* insertRecords(scope: RecordScope, records: readonly { recordKey: string; data: string }[], now: number): Op<void> {

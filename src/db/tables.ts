@@ -313,8 +313,10 @@ export function defineTables(kit: TableKit) {
       uniqueIndex('records_env_collection_key_unique').on(t.environmentId, t.collectionId, t.recordKey),
       // The purge walks the deleted records oldest first; the live ones (nearly all) are not in it.
       index('records_deleted_idx').on(t.deletedAt).where(sql`deleted_at IS NOT NULL`),
-      // The records API's default order (newest first, then by row id): a page walks it instead of sorting the collection.
-      index('records_env_collection_created_idx').on(t.environmentId, t.collectionId, t.createdAt, t.id),
+      // The records API's default order (newest first, then by row id): a page walks it instead of sorting the
+      // collection. Live records only, as every list reads: a lookup by id that reads deleted records too (an import's
+      // batch, a restore) can then only probe the unique index, whatever the statistics say of a collection.
+      index('records_env_collection_created_idx').on(t.environmentId, t.collectionId, t.createdAt, t.id).where(sql`deleted_at IS NULL`),
     ],
   )
 

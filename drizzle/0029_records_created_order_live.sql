@@ -1,0 +1,2 @@
+DROP INDEX `records_env_collection_created_idx`;--> statement-breakpoint
+CREATE INDEX `records_env_collection_created_idx` ON `records` (`environment_id`,`collection_id`,`created_at`,`id`) WHERE deleted_at IS NULL;
