@@ -24,8 +24,11 @@ export interface ScheduleTickOptions {
 
 export type ScheduleTickResult = Awaited<ReturnType<typeof measureScheduleTick>>
 
-/** Seconds from now to the tick: time for the apply, the seed, the start and the idle probe. */
-const TICK_IN_SECONDS = 25
+/**
+ * Seconds from now to the tick: time for the apply, the seed (about a second per 1,000 records on a loaded machine,
+ * with room), the start and the idle probe. A tick that comes before the idle probe has ended fails the run.
+ */
+const tickInSeconds = (options: ScheduleTickOptions) => options.idleSeconds + 6 + Math.ceil(options.records / 1_000)
 const WORKFLOW = 'Chase invoices'
 
 /** The apply file: Acme, the typed collection, and the workflow whose one tick starts a run on every record. */
@@ -56,7 +59,7 @@ export async function measureScheduleTick(options: ScheduleTickOptions) {
   const work = mkdtempSync(join(tmpdir(), 'trellis-schedule-tick-'))
   const dataDir = join(work, 'data')
   try {
-    const fireAt = new Date(Math.ceil((Date.now() + TICK_IN_SECONDS * 1000) / 1000) * 1000)
+    const fireAt = new Date(Math.ceil((Date.now() + tickInSeconds(options) * 1000) / 1000) * 1000)
     writeFileSync(join(work, 'apply.json'), applyFile(options.records, fireAt))
     const apply = Bun.spawnSync([process.execPath, 'src/main.ts', 'apply', '-f', join(work, 'apply.json'), '--data', dataDir], { cwd: repoRoot, stdout: 'ignore' })
     if (apply.exitCode !== 0) throw new Error(`apply failed: ${apply.stderr.toString()}`)
@@ -85,8 +88,9 @@ export async function measureScheduleTick(options: ScheduleTickOptions) {
       const active = () => db.query<{ n: number }, []>("SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'waiting')").get()!.n
       const idleUntil = performance.now() + options.idleSeconds * 1000
       const idle = await probeHealth(server.url, () => performance.now() > idleUntil)
+      if (tick() !== null) throw new Error(`the schedule ticked before the idle probe ended: the set-up took longer than ${tickInSeconds(options)} s`)
       // Wait for the tick to begin (its row), then probe until it has queued every run, then until they are done.
-      const deadline = Date.now() + (TICK_IN_SECONDS + 60) * 1000
+      const deadline = Date.now() + (tickInSeconds(options) + 60) * 1000
       while (tick() === null) {
         if (Date.now() > deadline) throw new Error('the schedule never ticked')
         await Bun.sleep(50)
