@@ -1,6 +1,7 @@
 /**
- * `bun bench/pg-commit-order.ts [--seconds 10 --connections 16 --writers 1,3]`: a prototype, not wired into the
- * product (docs/scaling-out.md "Next step"). One environment's triggers on a throw-away cluster, written two ways by
+ * `bun bench/pg-commit-order.ts [--seconds 10 --connections 16 --writers 1,3 --modes lock,sequencer,watermark]`: a
+ * prototype, not wired into the product (docs/scaling-out.md "Next step"). One environment's triggers on a throw-away
+ * cluster, written three ways by
  * `--writers` processes (instances) of `--connections` connections each, for `--seconds`:
  *
  * - `lock`: today's protocol (src/db/queue.ts `QUEUE_RUN`): BEGIN; the environment's runs and
@@ -13,6 +14,11 @@
  *   oldest transaction still open (`pg_snapshot_xmin(pg_current_snapshot())`): no transaction that could still commit
  *   a row below that bound is running, so the rows it dates are final, and they get times after every row dated
  *   before (`max(now, newest + 1 µs)`, in transaction-id order). Lists show dated rows only, ordered by createdAt.
+ * - `watermark`: no lock, and ids as today. BEGIN; the run (its list position `seq`) and its entry (its id) drawn
+ *   from their sequences after the transaction's id (bench/list-watermark.ts), each with the time the writer proposes;
+ *   COMMIT. A sequencer pass every 5 ms moves each list's watermark over the positions no transaction can still
+ *   commit below, keeping each row's proposed time unless it must move to stay after the row before it. Lists show
+ *   the rows at or below the watermark, ordered by position (id for entries, `seq` for runs).
  *
  * Prints, per mode and writer count: triggers per second, their latency (p50, p99), the CPU per trigger of the
  * writers (client) and of PostgreSQL (its backends, from the postmaster's reaped children), the lock's hold time (lock
@@ -24,6 +30,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomUUIDv7, SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
+import { datingInOrder, registerList, WATERMARK_SCHEMA, watermarkPass } from './list-watermark.ts'
 import { percentile } from './procs.ts'
 
 const option = (name: string, fallback: string) => {
@@ -33,9 +40,10 @@ const option = (name: string, fallback: string) => {
 const SECONDS = Number(option('seconds', '10'))
 const CONNECTIONS = Number(option('connections', '16'))
 const WRITERS = option('writers', '1,3').split(',').map(Number)
+const MODES = option('modes', 'lock,sequencer,watermark').split(',') as Mode[]
 const ENVIRONMENT = 1
 
-type Mode = 'lock' | 'sequencer'
+type Mode = 'lock' | 'sequencer' | 'watermark'
 
 const SCHEMA = `
   CREATE TABLE runs (id text PRIMARY KEY, environment_id int8 NOT NULL, record_id text NOT NULL, created_at int8, writer_xid xid8, queued_at int8 NOT NULL);
@@ -53,6 +61,22 @@ const LOCKED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, created
   SELECT $1, $2, greatest($3::int8 * 1000, coalesce((SELECT max(created_at) FROM activity_logs WHERE environment_id = $1), 0) + 1), $3`
 const UNDATED_RUN = `INSERT INTO runs (id, environment_id, record_id, writer_xid, queued_at) VALUES ($1, $2, $3, pg_current_xact_id(), $4)`
 const UNDATED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, writer_xid, queued_at) VALUES ($1, $2, pg_current_xact_id(), $3)`
+
+// The watermark's columns: the runs' list position and the entries' id drawn after the transaction's id.
+const WATERMARKED = `${WATERMARK_SCHEMA}
+  CREATE SEQUENCE runs_seq CACHE 1;
+  ALTER TABLE runs ADD COLUMN seq int8 NOT NULL DEFAULT trellis_sequenced_id('runs_seq');
+  CREATE UNIQUE INDEX runs_seq_idx ON runs (seq);
+  CREATE INDEX runs_env_seq_idx ON runs (environment_id, seq);
+  ALTER TABLE activity_logs ALTER COLUMN id SET DEFAULT trellis_sequenced_id('activity_logs_id_seq');
+  CREATE INDEX activity_logs_env_id_idx ON activity_logs (environment_id, id);
+  ${datingInOrder('date_runs', 'runs', 'seq', 'id')}
+  ${datingInOrder('date_activity_logs', 'activity_logs', 'id', 'id')}
+  ${registerList('runs', 'runs_seq', 'date_runs')}; ${registerList('activity_logs', 'activity_logs_id_seq', 'date_activity_logs')};`
+const PROPOSED_RUN = `INSERT INTO runs (id, environment_id, record_id, created_at, queued_at) VALUES ($1, $2, $3, $4, $5)`
+const PROPOSED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, created_at, queued_at) VALUES ($1, $2, $3, $4)`
+/** Now in µs since the epoch, from the process's monotonic clock. */
+const micros = () => Math.round((performance.timeOrigin + performance.now()) * 1000)
 
 /** One pass of the sequencer over a table: dates what is final, in (writer_xid, id) order; answers the rows dated. */
 const dateTable = (table: string) => `WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
@@ -72,9 +96,6 @@ function reapedCpuUs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
   return ((Number(fields[13]) + Number(fields[14])) * 1_000_000) / 100 // clock ticks: 100 a second on Linux
 }
-
-if (process.argv.includes('--writer')) await writer()
-else await main()
 
 /** A writer process: `--connections` loops of triggers for `--seconds`; prints its latencies and hold times as JSON. */
 async function writer() {
@@ -98,6 +119,9 @@ async function writer() {
           locked = performance.now()
           await tx.unsafe(LOCKED_RUN, [id, ENVIRONMENT, record, Date.now()])
           await tx.unsafe(LOCKED_ENTRY, [ENVIRONMENT, id, Date.now()])
+        } else if (mode === 'watermark') {
+          await tx.unsafe(PROPOSED_RUN, [id, ENVIRONMENT, record, micros(), Date.now()])
+          await tx.unsafe(PROPOSED_ENTRY, [ENVIRONMENT, id, micros(), Date.now()])
         } else {
           await tx.unsafe(UNDATED_RUN, [id, ENVIRONMENT, record, Date.now()])
           await tx.unsafe(UNDATED_ENTRY, [ENVIRONMENT, id, Date.now()])
@@ -112,33 +136,61 @@ async function writer() {
   console.log(JSON.stringify({ latencies, holds }))
 }
 
-/** The sequencer: a pass every `periodMs` while `running()`; its pass count, rows dated and statement time. */
-async function sequencer(sql: SQL, running: () => boolean, periodMs: number) {
+/**
+ * A dating pass: answers the `queued_at` (epoch ms) of the rows it listed, how many of them it updated, and the time
+ * its own statements took (ms; not the bench's reads of `queued_at`).
+ */
+type Pass = () => Promise<{ queuedAt: number[]; moved: number; ms: number }>
+
+/** The `sequencer` mode's pass: dates every undated row whose writer's transaction has ended, in one statement a table. */
+const datingPass = (sql: SQL): Pass => async () => {
+  const started = performance.now()
+  const dated = await sql.begin(async (tx) => {
+    const mine = ((await tx.unsafe('SELECT pg_try_advisory_xact_lock(9, $1::int4) AS mine', [ENVIRONMENT])) as { mine: boolean }[])[0]!.mine
+    if (!mine) return [] as { queued_at: string }[]
+    const now = Date.now()
+    return [...((await tx.unsafe(DATE_RUNS, [ENVIRONMENT, now])) as { queued_at: string }[]), ...((await tx.unsafe(DATE_ENTRIES, [ENVIRONMENT, now])) as { queued_at: string }[])]
+  })
+  return { queuedAt: dated.map((row) => Number(row.queued_at)), moved: dated.length, ms: performance.now() - started }
+}
+
+/** The `watermark` mode's pass (bench/list-watermark.ts), then the rows it listed read apart for their delay. */
+const watermarkingPass = (sql: SQL): Pass => async () => {
+  const started = performance.now()
+  const listed = await watermarkPass(sql, 9)
+  const ms = performance.now() - started
+  const queuedAt: number[] = []
+  for (const { list, from, to } of listed) {
+    const order = list === 'runs' ? 'seq' : 'id'
+    const rows = (await sql.unsafe(`SELECT queued_at::float8 AS at FROM ${list} WHERE ${order} > $1 AND ${order} <= $2`, [from, to])) as { at: number }[]
+    queuedAt.push(...rows.map((row) => row.at))
+  }
+  return { queuedAt, moved: listed.reduce((sum, range) => sum + range.moved, 0), ms }
+}
+
+/** The sequencer: a pass every `periodMs` while `running()`; its pass count, rows listed and moved, statement time. */
+async function sequencer(pass: Pass, running: () => boolean, periodMs: number) {
   let passes = 0
   let rows = 0
+  let moved = 0
   let ms = 0
   const waits: number[] = []
-  const pass = async () => {
-    const started = performance.now()
-    const dated = await sql.begin(async (tx) => {
-      const mine = ((await tx.unsafe('SELECT pg_try_advisory_xact_lock(9, $1::int4) AS mine', [ENVIRONMENT])) as { mine: boolean }[])[0]!.mine
-      if (!mine) return [] as { queued_at: string }[]
-      const now = Date.now()
-      return [...((await tx.unsafe(DATE_RUNS, [ENVIRONMENT, now])) as { queued_at: string }[]), ...((await tx.unsafe(DATE_ENTRIES, [ENVIRONMENT, now])) as { queued_at: string }[])]
-    })
+  const timed = async () => {
+    const listed = await pass()
     const now = Date.now()
-    for (const row of dated) waits.push(now - Number(row.queued_at))
+    for (const at of listed.queuedAt) waits.push(now - at)
     passes++
-    rows += dated.length
-    ms += performance.now() - started
+    rows += listed.queuedAt.length
+    moved += listed.moved
+    ms += listed.ms
   }
   while (running()) {
-    await pass()
+    await timed()
     await Bun.sleep(periodMs)
   }
-  // The writers are done: what they committed last becomes final once no transaction is open.
-  for (let i = 0; i < 3; i++) await pass()
-  return { passes, rows, ms, waits }
+  // The writers are done: what they committed last becomes final once no transaction is open (a watermark: two passes).
+  for (let i = 0; i < 4; i++) await timed()
+  return { passes, rows, moved, ms, waits }
 }
 
 async function main() {
@@ -146,17 +198,18 @@ async function main() {
   const admin = new SQL({ url: cluster.url, max: 1 })
   try {
     console.log(`one environment, ${CONNECTIONS} connections per writer, ${SECONDS} s per run; PostgreSQL ${((await admin`SHOW server_version`) as { server_version: string }[])[0]!.server_version}`)
-    for (const mode of ['lock', 'sequencer'] as Mode[]) {
+    for (const mode of MODES) {
       for (const writers of WRITERS) {
         await admin.unsafe('DROP DATABASE IF EXISTS proto WITH (FORCE)')
         await admin.unsafe('CREATE DATABASE proto')
         const url = cluster.url.replace(/\/postgres$/, '/proto')
         const sql = new SQL({ url, max: 2 })
         await sql.unsafe(SCHEMA)
+        if (mode === 'watermark') await sql.unsafe(WATERMARKED)
         const postmaster = postmasterPid(((await admin`SHOW data_directory`) as { data_directory: string }[])[0]!.data_directory)
         const serverBefore = reapedCpuUs(postmaster)
         let running = true
-        const dating = mode === 'sequencer' ? sequencer(sql, () => running, 5) : null
+        const dating = mode === 'lock' ? null : sequencer(mode === 'sequencer' ? datingPass(sql) : watermarkingPass(sql), () => running, 5)
         const started = performance.now()
         const children = Array.from({ length: writers }, (_, i) =>
           Bun.spawn([process.execPath, import.meta.path, '--writer', '--url', url, '--mode', mode, '--name', `w${i}`, '--seconds', String(SECONDS), '--connections', String(CONNECTIONS)], { stdout: 'pipe', stderr: 'inherit' }))
@@ -170,15 +223,23 @@ async function main() {
         const latencies = outputs.flatMap((o) => o.latencies).sort((a, b) => a - b)
         const holds = outputs.flatMap((o) => o.holds).sort((a, b) => a - b)
         // Every row dated, times strictly increasing in the order they were dated (the list's order).
-        const [check] = (await sql.unsafe(`SELECT count(*)::int AS n, count(created_at)::int AS dated, count(DISTINCT created_at)::int AS distinct_times FROM runs`)) as { n: number; dated: number; distinct_times: number }[]
+        // Watermark: listed means at or below the watermark, and times must increase in list order (runs by seq, entries by id).
+        const [check] = (await sql.unsafe(
+          mode === 'watermark'
+            ? `SELECT count(*)::int AS n, count(*) FILTER (WHERE seq <= (SELECT through FROM list_sequencer WHERE list = 'runs'))::int AS dated, count(DISTINCT created_at)::int AS distinct_times,
+                (SELECT count(*) FROM (SELECT created_at <= lag(created_at) OVER (ORDER BY seq) AS late FROM runs) r WHERE late)::int
+                + (SELECT count(*) FROM (SELECT created_at <= lag(created_at) OVER (ORDER BY id) AS late FROM activity_logs) a WHERE late)::int AS out_of_order,
+                (SELECT count(*) FROM activity_logs WHERE id > (SELECT through FROM list_sequencer WHERE list = 'activity_logs'))::int AS entries_unlisted FROM runs`
+            : `SELECT count(*)::int AS n, count(created_at)::int AS dated, count(DISTINCT created_at)::int AS distinct_times, 0 AS out_of_order, 0 AS entries_unlisted FROM runs`,
+        )) as { n: number; dated: number; distinct_times: number; out_of_order: number; entries_unlisted: number }[]
         const triggers = latencies.length
         const parts = [
           `${mode.padEnd(9)} ${writers} writer${writers > 1 ? 's' : ' '}: ${Math.round(triggers / SECONDS)} triggers/s`,
           `CPU per trigger: writers ${Math.round(clientUs / triggers)} µs, PostgreSQL ${Math.round((reapedCpuUs(postmaster) - serverBefore) / triggers)} µs`,
           `latency p50 ${percentile(latencies, 50).toFixed(2)} ms p99 ${percentile(latencies, 99).toFixed(2)} ms`,
           holds.length > 0 ? `lock held p50 ${percentile(holds, 50).toFixed(2)} ms (bound ${Math.round(1000 / percentile(holds, 50))}/s)` : 'no lock',
-          dated ? `sequencer: ${dated.passes} passes, ${(dated.rows / Math.max(1, dated.passes)).toFixed(1)} rows/pass, ${((dated.ms * 1000) / Math.max(1, dated.rows)).toFixed(1)} µs/row, dated after p50 ${percentile(dated.waits.sort((a, b) => a - b), 50)} ms p99 ${percentile(dated.waits, 99)} ms` : '',
-          `rows ${check!.n}, dated ${check!.dated}, distinct times ${check!.distinct_times}`,
+          dated ? `sequencer: ${dated.passes} passes, ${(dated.rows / Math.max(1, dated.passes)).toFixed(1)} rows/pass, ${dated.moved} updated, ${((dated.ms * 1000) / Math.max(1, dated.rows)).toFixed(1)} µs/row, listed after p50 ${percentile(dated.waits.sort((a, b) => a - b), 50)} ms p99 ${percentile(dated.waits, 99)} ms` : '',
+          `rows ${check!.n}, listed ${check!.dated}, distinct times ${check!.distinct_times}${mode === 'watermark' ? `, out of order ${check!.out_of_order}, entries unlisted ${check!.entries_unlisted}` : ''}`,
           `(${seconds.toFixed(1)} s wall)`,
         ]
         console.log(parts.filter(Boolean).join(' | '))
@@ -190,3 +251,6 @@ async function main() {
     cluster.stop()
   }
 }
+
+if (process.argv.includes('--writer')) await writer()
+else await main()
