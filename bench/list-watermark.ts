@@ -37,7 +37,7 @@ export const WATERMARK_SCHEMA = `
     marks_through int8[] NOT NULL DEFAULT '{}', marks_xid xid8[] NOT NULL DEFAULT '{}');
 
   CREATE FUNCTION trellis_list_pass(lock_key int8, max_marks int4)
-    RETURNS TABLE (listed text, listed_from int8, listed_to int8, moved int8) LANGUAGE plpgsql VOLATILE AS $$
+    RETURNS TABLE (listed text, listed_from int8, listed_to int8, moved int8, pending int4) LANGUAGE plpgsql VOLATILE AS $$
   DECLARE
     names text[]; throughs int8[]; datings text[]; lasts int8[]; settleds int4[];
     marks int8[]; settled int4; upto int8; newest int8; add_mark boolean;
@@ -65,10 +65,9 @@ export const WATERMARK_SCHEMA = `
             marks_xid = l.marks_xid[settled + 1:] || CASE WHEN add_mark THEN ARRAY[pg_current_xact_id()] ELSE '{}'::xid8[] END
           WHERE l.list = names[i];
       END IF;
-      IF settled > 0 THEN
-        listed := names[i]; listed_from := throughs[i]; listed_to := upto;
-        RETURN NEXT;
-      END IF;
+      listed := names[i]; listed_from := throughs[i]; listed_to := upto;
+      pending := cardinality(marks) - settled + CASE WHEN add_mark THEN 1 ELSE 0 END;
+      RETURN NEXT;
     END LOOP;
   END $$;`
 
@@ -82,18 +81,28 @@ const MARKS = 16
 export const registerList = (list: string, seq: string, dating?: string) =>
   `INSERT INTO list_sequencer (list, seq, dating) VALUES ('${list}', '${seq}'::regclass, ${dating === undefined ? 'NULL' : `'${dating}'`})`
 
+/** What a pass did to a list: the positions it listed (`from` = `to`: none), their rows whose time moved, the marks left. */
+export interface ListPass {
+  list: string
+  from: number
+  to: number
+  moved: number
+  pending: number
+}
+
 /**
  * One pass over every registered list, one function call in its own transaction (nothing when another pass holds
- * `lockKey`). Answers the ranges it listed and how many of their rows' times moved.
+ * `lockKey`): a `ListPass` per list.
  */
-export async function watermarkPass(sql: SQL, lockKey: number): Promise<{ list: string; from: number; to: number; moved: number }[]> {
+export async function watermarkPass(sql: SQL, lockKey: number): Promise<ListPass[]> {
   const rows = (await sql.unsafe('SELECT * FROM trellis_list_pass($1::int8, $2::int4)', [lockKey, MARKS])) as {
     listed: string
     listed_from: string
     listed_to: string
     moved: string
+    pending: number
   }[]
-  return rows.map((row) => ({ list: row.listed, from: Number(row.listed_from), to: Number(row.listed_to), moved: Number(row.moved) }))
+  return rows.map((row) => ({ list: row.listed, from: Number(row.listed_from), to: Number(row.listed_to), moved: Number(row.moved), pending: row.pending }))
 }
 
 /**

@@ -1,5 +1,6 @@
 /**
- * `bun bench/pg-commit-order.ts [--seconds 10 --connections 16 --writers 1,3 --modes lock,sequencer,watermark]`: a
+ * `bun bench/pg-commit-order.ts [--seconds 10 --connections 16 --writers 1,3 --modes lock,sequencer,watermark
+ * --settle-ms 5]`: a
  * prototype, not wired into the product (docs/scaling-out.md "Next step"). One environment's triggers on a throw-away
  * cluster, written three ways by
  * `--writers` processes (instances) of `--connections` connections each, for `--seconds`:
@@ -41,6 +42,8 @@ const SECONDS = Number(option('seconds', '10'))
 const CONNECTIONS = Number(option('connections', '16'))
 const WRITERS = option('writers', '1,3').split(',').map(Number)
 const MODES = option('modes', 'lock,sequencer,watermark').split(',') as Mode[]
+/** The watermark's pause after a pass that left marks pending (`--settle-ms`, default the period: 5 ms). */
+const SETTLE_MS = Number(option('settle-ms', '5'))
 const ENVIRONMENT = 1
 
 type Mode = 'lock' | 'sequencer' | 'watermark'
@@ -140,7 +143,7 @@ async function writer() {
  * A dating pass: answers the `queued_at` (epoch ms) of the rows it listed, how many of them it updated, and the time
  * its own statements took (ms; not the bench's reads of `queued_at`).
  */
-type Pass = () => Promise<{ queuedAt: number[]; moved: number; ms: number }>
+type Pass = () => Promise<{ queuedAt: number[]; moved: number; ms: number; marksPending?: boolean }>
 
 /** The `sequencer` mode's pass: dates every undated row whose writer's transaction has ended, in one statement a table. */
 const datingPass = (sql: SQL): Pass => async () => {
@@ -160,15 +163,18 @@ const watermarkingPass = (sql: SQL): Pass => async () => {
   const listed = await watermarkPass(sql, 9)
   const ms = performance.now() - started
   const queuedAt: number[] = []
-  for (const { list, from, to } of listed) {
+  for (const { list, from, to } of listed.filter((range) => range.to > range.from)) {
     const order = list === 'runs' ? 'seq' : 'id'
     const rows = (await sql.unsafe(`SELECT queued_at::float8 AS at FROM ${list} WHERE ${order} > $1 AND ${order} <= $2`, [from, to])) as { at: number }[]
     queuedAt.push(...rows.map((row) => row.at))
   }
-  return { queuedAt, moved: listed.reduce((sum, range) => sum + range.moved, 0), ms }
+  return { queuedAt, moved: listed.reduce((sum, range) => sum + range.moved, 0), ms, marksPending: listed.some((range) => range.pending > 0) }
 }
 
-/** The sequencer: a pass every `periodMs` while `running()`; its pass count, rows listed and moved, statement time. */
+/**
+ * The sequencer: a pass every `periodMs` while `running()`, or `SETTLE_MS` after one that left marks pending (the
+ * watermark: rows wait for their mark to settle); its pass count, rows listed and moved, statement time.
+ */
 async function sequencer(pass: Pass, running: () => boolean, periodMs: number) {
   let passes = 0
   let rows = 0
@@ -183,10 +189,11 @@ async function sequencer(pass: Pass, running: () => boolean, periodMs: number) {
     rows += listed.queuedAt.length
     moved += listed.moved
     ms += listed.ms
+    return listed.marksPending === true
   }
   while (running()) {
-    await timed()
-    await Bun.sleep(periodMs)
+    const marksPending = await timed()
+    await Bun.sleep(marksPending ? SETTLE_MS : periodMs)
   }
   // The writers are done: what they committed last becomes final once no transaction is open (a watermark: two passes).
   for (let i = 0; i < 4; i++) await timed()
