@@ -16,7 +16,8 @@
  *   a row below that bound is running, so the rows it dates are final, and they get times after every row dated
  *   before (`max(now, newest + 1 µs)`, in transaction-id order). Lists show dated rows only, ordered by createdAt.
  * - `watermark`: no lock, and ids as today. BEGIN; the run (its list position `seq`) and its entry (its id) drawn
- *   from their sequences after the transaction's id (bench/list-watermark.ts), each with the time the writer proposes;
+ *   from their sequences after the transaction's id (bench/list-watermark.ts), each with the time the writer proposes
+ *   (the database's clock at the insert, so that times mostly follow ids already);
  *   COMMIT. A sequencer pass every 5 ms moves each list's watermark over the positions no transaction can still
  *   commit below, keeping each row's proposed time unless it must move to stay after the row before it. Lists show
  *   the rows at or below the watermark, ordered by position (id for entries, `seq` for runs).
@@ -76,10 +77,8 @@ const WATERMARKED = `${WATERMARK_SCHEMA}
   ${datingInOrder('date_runs', 'runs', 'seq', 'id')}
   ${datingInOrder('date_activity_logs', 'activity_logs', 'id', 'id')}
   ${registerList('runs', 'runs_seq', 'date_runs')}; ${registerList('activity_logs', 'activity_logs_id_seq', 'date_activity_logs')};`
-const PROPOSED_RUN = `INSERT INTO runs (id, environment_id, record_id, created_at, queued_at) VALUES ($1, $2, $3, $4, $5)`
-const PROPOSED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, created_at, queued_at) VALUES ($1, $2, $3, $4)`
-/** Now in µs since the epoch, from the process's monotonic clock. */
-const micros = () => Math.round((performance.timeOrigin + performance.now()) * 1000)
+const PROPOSED_RUN = `INSERT INTO runs (id, environment_id, record_id, created_at, queued_at) VALUES ($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1e6)::int8, $4)`
+const PROPOSED_ENTRY = `INSERT INTO activity_logs (environment_id, run_id, created_at, queued_at) VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1e6)::int8, $3)`
 
 /** One pass of the sequencer over a table: dates what is final, in (writer_xid, id) order; answers the rows dated. */
 const dateTable = (table: string) => `WITH bound AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
@@ -123,8 +122,8 @@ async function writer() {
           await tx.unsafe(LOCKED_RUN, [id, ENVIRONMENT, record, Date.now()])
           await tx.unsafe(LOCKED_ENTRY, [ENVIRONMENT, id, Date.now()])
         } else if (mode === 'watermark') {
-          await tx.unsafe(PROPOSED_RUN, [id, ENVIRONMENT, record, micros(), Date.now()])
-          await tx.unsafe(PROPOSED_ENTRY, [ENVIRONMENT, id, micros(), Date.now()])
+          await tx.unsafe(PROPOSED_RUN, [id, ENVIRONMENT, record, Date.now()])
+          await tx.unsafe(PROPOSED_ENTRY, [ENVIRONMENT, id, Date.now()])
         } else {
           await tx.unsafe(UNDATED_RUN, [id, ENVIRONMENT, record, Date.now()])
           await tx.unsafe(UNDATED_ENTRY, [ENVIRONMENT, id, Date.now()])
