@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
-import { bearer, queryOne, request, runCli, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
+import { appendRunEvents } from '../src/db/run-events.ts'
+import { bearer, queryOne, request, runCli, runNow, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, openTaskOnRun, reportHook, tokenFor, userId } from './support/acme.ts'
 import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
@@ -32,6 +33,10 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
       expect(response.status).toBe(202)
       runIds.push(((await response.json()) as { runId: string }).runId)
     }
+    // Run events of the first run (its executor is not running here).
+    const run = queryOne<{ environment_id: number; workflow_id: number; record_id: string }>(env.store, 'SELECT environment_id, workflow_id, record_id FROM runs WHERE id = ?', runIds[0]!)!
+    const subject = { runId: runIds[0]!, environmentId: run.environment_id, workflowId: run.workflow_id, recordId: run.record_id }
+    await runNow(env.store, appendRunEvents([{ ...subject, type: 'run.started', status: 'running', at: env.clock.now() }, { ...subject, type: 'run.requeued', status: 'queued', at: env.clock.now() }]))
     // A task naming a team and a user: two assignee rows, each with one of the two NULL (a table without a key).
     const support = queryOne<{ id: number }>(env.store, "SELECT id FROM teams WHERE name = 'Support'")!.id
     await openTaskOnRun(env.store, env.clock, runIds[0]!, { teamIds: [support], userIds: [userId(env.store, 'carol')] })
@@ -101,6 +106,12 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     const maxId = (env.store.sqlite.prepare('SELECT max(id) AS m FROM projects').get() as { m: number }).m
     const [fresh] = (await sql`INSERT INTO projects (name, created_at) VALUES ('After copy', 1) RETURNING id`) as { id: string }[]
     expect(Number(fresh!.id)).toBeGreaterThan(maxId)
+    // The copied run events are readable at once (their watermark at the newest), and a new one's id comes after them.
+    const maxEvent = Number((env.store.sqlite.prepare('SELECT max(id) AS m FROM run_events').get() as { m: number }).m)
+    expect(maxEvent).toBeGreaterThan(0)
+    expect(await sql`SELECT through::float8 AS through FROM list_sequencer WHERE list = 'run_events'`).toEqual([{ through: maxEvent }])
+    const [event] = (await sql`SELECT trellis_sequenced_id('run_events_id_seq')::float8 AS id`) as { id: number }[]
+    expect(event!.id).toBeGreaterThan(maxEvent)
   }, 60_000)
 
   test('more rows than one COPY chunk on several tables, every kind of value, text keys in byte order under any collation', async () => {

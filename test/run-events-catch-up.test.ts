@@ -275,6 +275,8 @@ describe('every filter, across pages and scan ranges, from the start or resumed,
     ]
     const events = stored()
     const everyId = events.map((e) => e.id)
+    // Read as the streams read: after what committed is readable (PostgreSQL: the events' watermark).
+    await env.store.awaitRunEventsListed()
     for (const [filter, wanted] of filters) {
       const found: number[] = []
       let reads = 0

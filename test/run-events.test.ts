@@ -10,7 +10,7 @@
  * 1,000 idle streams held open on one server.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { randomUUIDv7 } from 'bun'
+import { randomUUIDv7, SQL } from 'bun'
 import { readFileSync } from 'node:fs'
 import { Executor } from '../src/executor/executor.ts'
 import type { Store } from '../src/db/store.ts'
@@ -37,7 +37,7 @@ import {
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { startInstances } from './support/instances.ts'
-import { freshDatabase } from './support/postgres-cluster.ts'
+import { directUrlOf, freshDatabase } from './support/postgres-cluster.ts'
 import { isEvent, type RawStream, rawStream, type SseEvent, SseReader } from './support/sse.ts'
 
 // ── A receiver that refuses every call: the failing `http` step ─────────────
@@ -447,7 +447,7 @@ describe('run event streams through the app', () => {
     await kept.close()
   }, 15_000)
 
-  test('appenders of one environment commit in id order: a reader following "id > last" while 40 writes commit at once misses none', async () => {
+  test('appenders of one environment commit at once: a reader following "id > last" while 40 writes to one run commit misses none, and the run\'s sequences follow its ids', async () => {
     const { appendRunEvents, environmentEventsAfter } = await import('../src/db/run-events.ts')
     const { read } = await import('../src/db/read.ts')
     const { write } = await import('../src/db/write.ts')
@@ -460,10 +460,11 @@ describe('run event streams through the app', () => {
     const environmentId = Number(run.environment_id)
     // The reader on a connection of its own, as another instance's would be.
     const reader = anotherStore(env)
+    await reader.awaitRunEventsListed()
     const start = (await read(reader, environmentEventsAfter(environmentId, 0))).at(-1)!.id
     // Each write appends its event, then (PostgreSQL) waits a random while before it commits: ids are taken in one
-    // order, commits happen in another unless the environment's run-events lock orders them. (Without it this test
-    // saw events lost.)
+    // order, commits happen in another. The reader reads as the SSE feed does, after the events committed before it
+    // asked are readable (PostgreSQL: their watermark; without it this test saw events lost).
     const pause = env.store.kind === 'postgres' ? () => rows((d) => d.valueRows(sql`SELECT pg_sleep(${Math.random() * 0.02})`)) : function* () {}
     const append = () =>
       write(env.store, function* () {
@@ -481,6 +482,7 @@ describe('run event streams through the app', () => {
     let cursor = start
     for (;;) {
       const finishedBefore = done
+      await reader.awaitRunEventsListed()
       const page = await read(reader, environmentEventsAfter(environmentId, cursor))
       for (const event of page) if (event.type === 'run.requeued' && event.runId === runId) seen.push(event.id)
       if (page.length > 0) cursor = page.at(-1)!.id
@@ -502,11 +504,14 @@ describe('run event streams through the app', () => {
     const runId = await startRun('Quick', 'in-4')
     await until(`run ${runId} to succeed`, async () => queryAll<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', runId)[0]?.status === 'succeeded' || null)
     const run = queryAll<{ environment_id: number; workflow_id: number }>(env.store, 'SELECT environment_id, workflow_id FROM runs WHERE id = ?', runId)[0]!
+    // Read as the streams read: after what committed is readable (PostgreSQL: the events' watermark).
+    await env.store.awaitRunEventsListed()
     const before = await read(env.store, runEventsAfter(runId, 0))
     const subject = { runId, environmentId: Number(run.environment_id), workflowId: Number(run.workflow_id), recordId: 'in-4' }
     const requeued = (step: number, sequence?: number) => ({ ...subject, type: 'run.requeued' as const, status: 'queued' as const, data: { step }, at: Date.now(), ...(sequence === undefined ? {} : { sequence }) })
     await write(env.store, () => appendRunEvents(Array.from({ length: 10 }, (_, i) => requeued(i, before.length + 1 + i))))
     await write(env.store, () => appendRunEvents([requeued(10), requeued(11)]))
+    await env.store.awaitRunEventsListed()
     const events = await read(env.store, runEventsAfter(runId, 0))
     expect(events.slice(before.length).map((e) => [e.sequence, (JSON.parse(e.data!) as { step: number }).step])).toEqual(Array.from({ length: 12 }, (_, i) => [before.length + 1 + i, i]))
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
@@ -559,6 +564,61 @@ describe('run events across PostgreSQL instances', () => {
       }
     },
     90_000,
+  )
+
+  postgresOnlyTest(
+    POSTGRES_ONLY.concurrentWriters,
+    'a transaction holding an id holds the events committed after it back (their watermark); once it ends they come within a second, no wake-up needed (heartbeats every 60 s)',
+    async () => {
+      const url = await freshDatabase()
+      const set = await startInstances({ url, document: acmeWith(['held-1']), count: 1, env: { TRELLIS_EVENT_HEARTBEAT_SECONDS: '60' } })
+      const other = new SQL({ url: directUrlOf(url), max: 1 })
+      try {
+        const alice = await set.token('alice@example.com', 'watch', 'all')
+        const bob = await set.token('bob@example.com', 'erp', 'workflows:trigger')
+        const [instance] = set.instances as [ServeProcess]
+        const events = new SseReader(await fetch(`${instance.url}${ENVIRONMENT_EVENTS}`, { headers: bearer(alice) }))
+        expect(await events.next()).toEqual({ retry: 2000 })
+        let release!: () => void
+        const released = new Promise<void>((resolve) => (release = resolve))
+        let held!: () => void
+        const holding = new Promise<void>((resolve) => (held = resolve))
+        // A write left open (it took a transaction id), as a report or a bulk import would.
+        const transaction = other.begin(async (tx) => {
+          await tx`SELECT pg_current_xact_id()`
+          held()
+          await released
+        })
+        await holding
+        const response = await fetch(`${instance.url}${PRODUCTION}/workflow-runs`, {
+          method: 'POST',
+          headers: { ...bearer(bob), 'content-type': 'application/json' },
+          body: JSON.stringify({ workflowName: 'Quick', teamName: 'Support', recordId: 'held-1' }),
+        })
+        expect(response.status).toBe(202)
+        const { runId } = (await response.json()) as { runId: string }
+        await until(`run ${runId} to succeed`, async () => {
+          const run = (await (await fetch(`${instance.url}/v1/workflow-runs/${runId}`, { headers: bearer(alice) })).json()) as { status: string }
+          return run.status === 'succeeded' || null
+        })
+        // Committed, and held back: nothing on the stream while the transaction is open.
+        const first = events.eventsUntil(() => true, 20_000).then((got) => ({ got, at: Date.now() }))
+        await Bun.sleep(2_000)
+        const releasedAt = Date.now()
+        release()
+        await transaction
+        const { got, at } = await first
+        expect(at).toBeGreaterThanOrEqual(releasedAt)
+        expect(at - releasedAt).toBeLessThan(2_000)
+        const rest = await events.eventsUntil((e) => e.event === 'run.succeeded', 5_000)
+        expect([...got, ...rest].map((e) => e.event)).toEqual(['run.started', 'step.succeeded', 'run.succeeded'])
+        await events.close()
+      } finally {
+        await other.close()
+        await set.close()
+      }
+    },
+    60_000,
   )
 })
 

@@ -33,8 +33,9 @@ const TRACKING = 'trellis_migrations'
  * throttle windows, per-webhook buckets; src/db/postgres/rate-windows.ts). A single SQLite process keeps these
  * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes. And the lookup
  * cache's generation row (src/db/postgres/lookup-cache.ts): SQLite's cache sees other connections' commits by itself.
+ * And the lists' watermark (src/db/postgres/list-watermark.ts): SQLite's one writer commits in id order.
  */
-const POSTGRES_ONLY_TABLES = ['lookup_generation', 'rate_limit_buckets', 'rate_limit_windows']
+const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'rate_limit_buckets', 'rate_limit_windows']
 
 /** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
 function shared(catalog: Catalog): Catalog {
@@ -175,6 +176,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0023_audit_chain_sealed',
       '0024_audit_checkpoints',
       '0025_records_created_order_live',
+      '0026_run_events_watermark',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
@@ -193,7 +195,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
   })
 
-  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation) exist on PostgreSQL only, with their sweep indexes', () => {
+  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation, the lists\' watermark) exist on PostgreSQL only, with their sweep indexes', () => {
     expect(Object.keys(postgresAll.tables).filter((name) => !(name in sqlite.tables)).sort()).toEqual(POSTGRES_ONLY_TABLES)
     for (const name of POSTGRES_ONLY_TABLES) expect(sqlite.tables[name]).toBeUndefined()
     expect(postgresAll.tables.rate_limit_windows).toEqual({

@@ -91,6 +91,11 @@ export interface Dialect {
   forShare<Q>(select: Q): Q
   /** The select, its rows locked against other writers and their locking reads until the transaction ends: PostgreSQL's `FOR UPDATE`; SQLite's one writer holds them already. */
   forUpdate<Q>(select: Q): Q
+  /**
+   * `id` (a run event's) is listed: PostgreSQL's run events are read at or below their watermark
+   * (./postgres/list-watermark.ts), read in the statement's own snapshot; SQLite's are listed once committed.
+   */
+  listedRunEvent(id: SQL): SQL
 }
 
 /**

@@ -5,13 +5,13 @@
  * Readers page from an id: an environment's events (`run_events_env_id_idx`; a filtered read examines a bounded range of
  * them) or one run's.
  *
- * The order readers rely on: within an environment, an event with a greater id never becomes visible before one with a
- * smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
- * commits in id order. On PostgreSQL ids are taken from a sequence at insert while transactions commit in another
- * order, so the insert first takes the environment's run-events lock (`insertRunEvents` below), held to commit:
- * appenders of one environment take their ids and commit one after another. The lock is the last a transaction
- * takes (./postgres/monotonic.ts refuses any after it), so it is held only for the insert and the commit and can
- * close no circle of waits.
+ * The order readers rely on: within an environment, an event with a greater id never becomes readable before one with
+ * a smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
+ * commits in id order. On PostgreSQL ids are taken from a sequence at insert, under no lock, while transactions commit
+ * in another order: every read is bounded by the run events' watermark (`listedRunEvent`, ./postgres/list-watermark.ts),
+ * which moves only over ids no transaction can still commit, and a reader first has the watermark moved over what was
+ * committed before it asked (`Store.awaitRunEventsListed`). A run's own events are appended one transaction at a time
+ * (its row locked first: `insertRunEvents`), so its `sequence` follows its ids.
  *
  * After the commit of a transaction that appended events, the environments it wrote to are announced to this
  * process's listeners (./run-event-commits.ts `onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other
@@ -24,7 +24,7 @@ import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { absent, rawNumber } from './pages.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
-import { lockListScope, noteRunEventsAppended, PG_LISTS } from './postgres/monotonic.ts'
+import { noteRunEventsAppended } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
 import { statement } from './query.ts'
 import { namesAsAssignee } from './tasks.ts'
@@ -138,7 +138,7 @@ const INSERT_EVENTS = Array.from(
 export const insertRunEvents = plan({
   sqlite: insertRunEventsOnSqlite,
   postgres: insertRunEventsOnPostgres,
-  why: "the environment's run-events lock, held to commit, makes its event ids follow commit order; SQLite's one writer commits in id order",
+  why: "PostgreSQL's writers append at once: each locks its events' runs first, so that a run's sequence (its newest + 1) is read after the run's previous append committed; SQLite's one writer appends one transaction at a time",
 })
 
 /**
@@ -164,21 +164,25 @@ function insertRunEventsOnSqlite(db: Db, events: readonly NewRunEvent[]): void {
 }
 
 /**
- * PostgreSQL's: the events, after each of their environments' run-events lock is taken (ascending: a claim appends to
- * several), so that the ids an environment's events take follow commit order; the environments are announced after
- * the commit (./postgres/op-runner.ts). Each sequence: the one the event carries, or the run's newest before this
- * statement plus the event's offset (COALESCE reads the newest only for an event without one). The rows are
- * ordered in a sub-select (never flattened: it sorts), so the ids the sequence hands out follow the array's order.
- * The locks are statements of their own: READ COMMITTED takes a statement's snapshot when it starts, so an insert
- * that waited for a lock inside itself would not see the events its predecessor committed meanwhile (tried: 40
- * concurrent appends to one run met the unique (run_id, sequence) index).
+ * PostgreSQL's: the events, after their runs' rows are locked (ascending: a claim appends to several), so that two
+ * appends to one run take their sequences one after the other; the environments are announced after the commit
+ * (./postgres/op-runner.ts). Ids come from the table's default (`trellis_sequenced_id`: after the transaction's id, as
+ * the watermark requires). Each sequence: the one the event carries, or the run's newest before this statement plus
+ * the event's offset (COALESCE reads the newest only for an event without one). The rows are ordered in a sub-select
+ * (never flattened: it sorts), so the ids the sequence hands out follow the array's order. The lock is a statement
+ * of its own: READ COMMITTED takes a statement's snapshot when it starts, so an insert that waited for a lock inside
+ * itself would not see the events its predecessor committed meanwhile. A transition has updated its run already
+ * and holds the row: no wait.
  */
 async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
-  for (const environmentId of environments) await lockListScope(db, PG_LISTS.runEvents, environmentId)
+  const runs = [...new Set(events.map((e) => e.runId))].sort()
+  await clientOf(db).unsafe(LOCK_RUNS, [runs])
   await clientOf(db).unsafe(INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
   noteRunEventsAppended(db, environments)
 }
+
+const LOCK_RUNS = 'SELECT 1 FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE'
 
 /** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …) and its sequence if it carries one. */
 function eventRowsJson(events: readonly NewRunEvent[]): string {
@@ -237,7 +241,7 @@ const eventOf = (row: unknown[]): StoredRunEvent => {
 const ENVIRONMENT_EVENTS = statement('run-events.environment', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
   FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
-  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')}
+  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('e.id'))}
   ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
 
@@ -278,7 +282,7 @@ const wholePage = (events: StoredRunEvent[], after: number): EventsPage => ({ ev
 /** The environment's next SCAN_ROWS events after `after` (their index entries alone): the last one's id and how many. */
 const SCAN_WINDOW = statement('run-events.scan-window', (d) =>
   d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')}, ${rawNumber(d)('count(*)')}
-  FROM (SELECT id FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND id > ${sql.placeholder('after')}
+  FROM (SELECT id FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('id'))}
     ORDER BY id LIMIT ${sql.raw(String(SCAN_ROWS))}) window_ids`),
 )
 
@@ -329,7 +333,7 @@ export function* environmentEventsPage(environmentId: number, after: number, fil
 const RUN_EVENTS = statement('run-events.run', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
   FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
-  WHERE e.run_id = ${sql.placeholder('runId')} AND e.id > ${sql.placeholder('after')}
+  WHERE e.run_id = ${sql.placeholder('runId')} AND e.id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('e.id'))}
   ORDER BY e.sequence LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
 
@@ -344,7 +348,7 @@ export function* runEventsPage(runId: string, after: number): Op<EventsPage> {
 }
 
 const LATEST_EVENT = statement('run-events.latest', (d) =>
-  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')} FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')}`),
+  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')} FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND ${d.listedRunEvent(sql.raw('id'))}`),
 )
 
 /** The environment's newest event id (0 when it has none): where a stream that starts now starts from. */

@@ -72,6 +72,7 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string, prog
         return await withoutForeignKeysAndIndexes(tx, progress, async () => {
           const result: TableCopy[] = []
           for (const table of tables) result.push(await copyTable(tx, source, table, sequenced.has(table.name), progress))
+          await listEverythingCopied(tx)
           return result
         })
       } finally {
@@ -260,9 +261,20 @@ async function columnKinds(sql: SQL): Promise<Map<string, ColumnKind>> {
   return new Map(rows.map((r) => [`${r.table_name}.${r.column_name}`, r.data_type]))
 }
 
-/** The PostgreSQL tables whose `id` takes its default from a sequence (bigserial): set past the copied ids. */
+/**
+ * The PostgreSQL tables whose `id` takes its default from a sequence (bigserial, or a list's watermarked id:
+ * `trellis_sequenced_id`, ./postgres/list-watermark.ts): set past the copied ids.
+ */
 async function tablesWithIdSequence(sql: SQL): Promise<Set<string>> {
   const rows = (await sql`SELECT table_name FROM information_schema.columns
-    WHERE table_schema = 'public' AND column_name = 'id' AND column_default LIKE 'nextval(%'`) as { table_name: string }[]
+    WHERE table_schema = 'public' AND column_name = 'id' AND (column_default LIKE 'nextval(%' OR column_default LIKE 'trellis_sequenced_id(%')`) as { table_name: string }[]
   return new Set(rows.map((r) => r.table_name))
+}
+
+/**
+ * The copied rows of the watermarked lists as readable (their watermark at their newest id): the copy is the one
+ * writer of a database it found empty, and its ids are the source's, not drawn.
+ */
+async function listEverythingCopied(tx: TransactionSQL): Promise<void> {
+  await tx.unsafe(`UPDATE list_sequencer SET through = coalesce((SELECT max(id) FROM run_events), 0), marks_through = '{}', marks_xid = '{}' WHERE list = 'run_events'`)
 }

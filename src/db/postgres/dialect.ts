@@ -49,6 +49,7 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
+  listedRunEvent: (id: SQL) => sql`${id} <= (SELECT through FROM list_sequencer WHERE list = 'run_events')`,
 }
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

@@ -38,7 +38,6 @@ export interface ScopeHead {
  * Runs keep their own: a trigger takes the runs lock before the activity lock, and nothing takes them the other way.
  */
 const ENVIRONMENT_RECORDS_LOCK = 3
-const RUN_EVENTS_LOCK = 8
 
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
@@ -48,11 +47,6 @@ export const PG_LISTS = {
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
   /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
-  /**
-   * Not a list of times but of ids: an environment's run events take their ids and commit one after another under
-   * it (../run-events.ts). Always the last lock a transaction takes (`lockListScope` refuses any after it).
-   */
-  runEvents: { table: 'run_events', scope: 'environment_id', lockKey: RUN_EVENTS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 
 /**
@@ -188,11 +182,6 @@ export async function lockListScopes(db: PgDb, scopes: readonly (readonly [PgTim
   const locks = listLocksOf(db)
   const wanted = scopes.filter(([list, scopeValue]) => !locks?.held.has(scopeKey(list.lockKey, scopeValue)))
   if (wanted.length === 0) return
-  // Held only for the events' insert and the commit: a lock taken after it could close a circle of waits.
-  const late = wanted.find(([list]) => list.lockKey !== RUN_EVENTS_LOCK)
-  if (late && [...(locks?.held ?? [])].some((held) => held.startsWith(`${RUN_EVENTS_LOCK}:`))) {
-    throw new Error(`the ${late[0].table} lock is taken after the run events lock: append run events last in a transaction`)
-  }
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
   // The select list is evaluated left to right: the locks are taken in the order given.
   const calls = wanted.map((_, i) => `pg_advisory_xact_lock($${2 * i + 1}::int4, $${2 * i + 2}::int4)`).join(', ')

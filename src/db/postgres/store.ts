@@ -27,8 +27,12 @@ import { PgRateCounters } from './rate-windows.ts'
 import { TransactionWatch } from './transaction-watch.ts'
 import type { Metrics } from '../../lib/metrics.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
+import { awaitListed } from './list-watermark.ts'
 
 export { clientOf, type PgDb } from './client.ts'
+
+/** How long a reader of run events waits for their watermark at most before it reads what is listed. */
+const LISTING_WAIT_MS = 1_000
 
 /** Connections each instance keeps open at most (TRELLIS_DATABASE_POOL overrides). */
 export const DEFAULT_POOL_SIZE = 20
@@ -157,6 +161,11 @@ export class PgStore implements Store {
   /** The NOTIFY each instance sends after a commit that appended run events, and null after a reconnect (./run-events.ts). */
   listenForRunEvents(wake: RunEventsListener): Promise<Listening> {
     return listenForRunEvents(this.listener, wake)
+  }
+
+  /** The passes the run events' watermark needs, on the pool (./list-watermark.ts). */
+  awaitRunEventsListed(): Promise<boolean> {
+    return awaitListed(this.sql, 'run_events', LISTING_WAIT_MS)
   }
 
   /** Each write commits alone. */

@@ -182,6 +182,11 @@ export class SqliteStore implements Store, SqliteFile {
     return null
   }
 
+  /** Committed in id order: readable at once. */
+  async awaitRunEventsListed(): Promise<boolean> {
+    return true
+  }
+
   writeCounts(): { transactions: number; writes: number } {
     return this.commits.committed
   }

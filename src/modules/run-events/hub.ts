@@ -6,11 +6,14 @@
  * PostgreSQL every instance's through LISTEN), and every heartbeat interval in case a wake-up was lost. The feed
  * reads the environment's events after the last one it read, once for all its streams, and offers them to each.
  *
- * Why nothing is lost: within an environment an event with a greater id never becomes visible before one with a
+ * Why nothing is lost: within an environment an event with a greater id never becomes readable before one with a
  * smaller id (src/db/run-events.ts), so "every event after id N" is exact for the feed and for a stream reading on its
- * own. A stream reads on its own until a read of its reaches the end; from then on it takes the feed's events — those
- * the feed offered during that last read included (an event the feed offered before the read began had committed
- * before it, so the read has it). A filtered read examines a bounded range of events and may deliver none of them: the
+ * own. Before each read what committed before it is made readable (`readListed`: on PostgreSQL, the events' watermark
+ * moved over it), so a wake-up after a commit finds that commit's events. A stream reads on its own until a read of
+ * its reaches the end; from then on it takes the feed's events — those the feed offered during that last read
+ * included (an event the feed offered before the read began was readable before it, so the read has it). Events a
+ * long transaction holds back (PostgreSQL) are above every cursor and position: the feed reads again soon and offers
+ * them once they are readable. A filtered read examines a bounded range of events and may deliver none of them: the
  * stream's cursor passes over the range all the same (what it did not deliver it did not want), while its client's
  * `Last-Event-ID` stays the last event delivered, so a resumed stream examines the range again and finds the same.
  * A plain member's stream carries their own runs' events and the task events of the tasks assigned to them or one of
@@ -27,6 +30,7 @@
  * no longer visible: the stream ends), reading the store as of that check. No SQL and no HTTP here: the routes
  * (./index.ts) turn what a stream delivers into `text/event-stream`.
  */
+import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import {
   type EnvironmentEventFilter,
@@ -227,6 +231,15 @@ function countIn(counts: Map<number, number>, key: number, delta: number): void 
 export type TaskViewers = ReadonlyMap<number, ReadonlySet<number>>
 const NO_TASK_VIEWERS: TaskViewers = new Map()
 
+/** A read of run events after those committed before it are readable (`Store.awaitRunEventsListed`). */
+async function readListed<T>(store: Store, work: Op<T>): Promise<T> {
+  await store.awaitRunEventsListed()
+  return read(store, work)
+}
+
+/** A feed whose events were held back (a long transaction on PostgreSQL) reads again after this long. */
+const HELD_BACK_RETRY_MS = 500
+
 /** One environment's reader: its events after the last one it read, offered to each of its streams. */
 class Feed {
   /** The id of the last event read (or, at first, the environment's newest). */
@@ -241,7 +254,7 @@ class Feed {
     private readonly hub: RunEventHub,
     readonly environmentId: number,
   ) {
-    this.ready = read(hub.store, latestEventId(environmentId)).then((latest) => {
+    this.ready = readListed(hub.store, latestEventId(environmentId)).then((latest) => {
       this.position = latest
     })
     // A failed start fails its streams' first read (they end; their clients reconnect); the next stream starts anew.
@@ -263,6 +276,8 @@ class Feed {
       await this.ready
       do {
         this.again = false
+        // Held back: what is listed now, and another read soon rather than at the next wake-up or heartbeat.
+        if (!(await this.hub.store.awaitRunEventsListed())) setTimeout(() => this.wake(), HELD_BACK_RETRY_MS).unref()
         const page = await read(this.hub.store, environmentEventsAfter(this.environmentId, this.position))
         if (page.length === 0) continue
         const viewers = await this.taskViewersOf(page)
@@ -418,13 +433,13 @@ class Subscriber implements Stream {
   private async start(): Promise<void> {
     this.started = true
     await this.feed.ready
-    this.cursor = this.spec.after ?? (this.spec.run ? 0 : await read(this.hub.store, latestEventId(this.feed.environmentId)))
+    this.cursor = this.spec.after ?? (this.spec.run ? 0 : await readListed(this.hub.store, latestEventId(this.feed.environmentId)))
   }
 
   /** The next page after the cursor, read in the catch-up reads' slice of a turn (with the filter of that time). */
   private readOnItsOwn(): Promise<EventsPage> {
     return catchUpReads.run(() =>
-      read(this.hub.store, this.spec.run ? runEventsPage(this.spec.run.id, this.cursor) : environmentEventsPage(this.feed.environmentId, this.cursor, this.filter)),
+      readListed(this.hub.store, this.spec.run ? runEventsPage(this.spec.run.id, this.cursor) : environmentEventsPage(this.feed.environmentId, this.cursor, this.filter)),
     )
   }
 

@@ -1,0 +1,88 @@
+/**
+ * The lists' watermark on PostgreSQL (drizzle/postgres/0026_run_events_watermark.sql; docs/workflows.md "The order
+ * guarantee on PostgreSQL"). A list's rows take their ids from its sequence at insert, under no lock, each after its
+ * transaction took its transaction id (`trellis_sequenced_id`, the id's default). Readers read at or below the list's
+ * watermark (`listed` in ./dialect.ts); a pass (`trellis_list_pass`, one function call) moves it over the ids no
+ * transaction can still commit. Whoever reads a list runs the passes it needs first (`awaitListed`): a reader waits
+ * for every id drawn before it asked, as long as the transactions that drew them are open, up to a bound; past it, it
+ * reads what is listed and the rest comes at its next read.
+ */
+import type { SQL } from 'bun'
+
+/** The lists that have a watermark (a row each in `list_sequencer`). */
+export type WatermarkedList = 'run_events'
+
+/**
+ * The pass's try-lock: a single int8 key, a space of its own (the lists' and rules' locks are pairs of int4 keys,
+ * the migrations' lock another int8).
+ */
+const LIST_PASS_LOCK = 7_316_200
+
+/** Marks pending at most per list: past it a pass adds none until one settles. */
+const MARKS = 16
+
+/** What a pass did to a list: the ids it listed (`from` = `to`: none), the rows whose time moved, the marks left. */
+export interface ListPass {
+  list: string
+  from: number
+  to: number
+  moved: number
+  pending: number
+}
+
+/**
+ * One pass over every list, one function call in a transaction of its own (nothing when another pass holds the lock
+ * at that moment): a `ListPass` per list. `lockKey`: the pass's lock (another only for a test's own lists).
+ */
+export async function listPass(sql: SQL, lockKey = LIST_PASS_LOCK): Promise<ListPass[]> {
+  const rows = (await sql.unsafe('SELECT * FROM trellis_list_pass($1::int8, $2::int4)', [lockKey, MARKS])) as {
+    listed: string
+    listed_from: string
+    listed_to: string
+    moved: string
+    pending: number
+  }[]
+  return rows.map((row) => ({ list: row.listed, from: Number(row.listed_from), to: Number(row.listed_to), moved: Number(row.moved), pending: row.pending }))
+}
+
+/** A pass again after this long while the list is behind (the transactions that drew its newest ids are still open). */
+const PASS_AGAIN_MS = 2
+
+/** The catch-up under way on each pool: callers at once wait for it before they check their own ids. */
+const underWay = new WeakMap<SQL, Promise<boolean>>()
+
+/**
+ * Resolves once `list`'s watermark covers every id drawn when it was called (true), or after `boundMs` (false: a long
+ * transaction holds the watermark back; the caller reads what is listed, and asks again later).
+ */
+export async function awaitListed(sql: SQL, list: WatermarkedList, boundMs: number): Promise<boolean> {
+  const until = performance.now() + boundMs
+  const earlier = underWay.get(sql)
+  if (earlier !== undefined) await earlier.catch(() => false)
+  const mine = catchUp(sql, list, until)
+  underWay.set(sql, mine)
+  try {
+    return await mine
+  } finally {
+    if (underWay.get(sql) === mine) underWay.delete(sql)
+  }
+}
+
+async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<boolean> {
+  const [state] = (await sql.unsafe('SELECT coalesce(pg_sequence_last_value(seq), 0)::float8 AS drawn, through::float8 AS through FROM list_sequencer WHERE list = $1', [list])) as {
+    drawn: number
+    through: number
+  }[]
+  if (state === undefined || state.through >= state.drawn) return true
+  for (;;) {
+    const passed = (await listPass(sql)).find((pass) => pass.list === list)
+    if (passed !== undefined && passed.to >= state.drawn) return true
+    if (performance.now() >= until) return false
+    await Bun.sleep(PASS_AGAIN_MS)
+    if (passed === undefined) {
+      // Another pass held the lock: it may have listed them.
+      const [now] = (await sql.unsafe('SELECT through::float8 AS through FROM list_sequencer WHERE list = $1', [list])) as { through: number }[]
+      if (now !== undefined && now.through >= state.drawn) return true
+    }
+  }
+}
