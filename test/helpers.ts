@@ -19,6 +19,7 @@ import { openStore, type SqliteStore } from '../src/db/sqlite/store.ts'
 import { writeNow } from '../src/db/write.ts'
 import type { AnyPlan, Op } from '../src/db/op.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
+import type { Store } from '../src/db/store.ts'
 import { usePasswordHashing } from '../src/modules/users/service.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -423,6 +424,14 @@ function withLiterals(statement: string, params: SqlValue[]): string {
  * timeout: 20 s unless given, what a run of a few steps can take on a 2-core machine running other test processes
  * (10 s was missed there), under the 30 s a test gets.
  */
+/**
+ * Waits until the run events committed so far are readable (`Store.awaitRunEventsListed`: at once on SQLite; on
+ * PostgreSQL a transaction another test holds open holds them back), as a test that reads them directly needs.
+ */
+export async function runEventsReadable(store: Store): Promise<void> {
+  await until('the run events committed so far to be readable', async () => (await store.awaitRunEventsListed()) || null, 60_000, 10)
+}
+
 export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 20_000, pollMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {

@@ -14,7 +14,7 @@ import { postgresDialect } from '../src/db/postgres/dialect.ts'
 import type { QueryCall } from '../src/db/op.ts'
 import { type EnvironmentEventFilter, EVENT_PAGE, environmentEventsPage, SCAN_ROWS } from '../src/db/run-events.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { bearer, execute, POSTGRES_ONLY, postgresOnlyTest, processEnv, queryAll, queryOne, request, type ServeProcess, startServe, testApp, type TestEnv, testEnv, type TestStore } from './helpers.ts'
+import { bearer, execute, POSTGRES_ONLY, postgresOnlyTest, processEnv, queryAll, queryOne, request, runEventsReadable, type ServeProcess, startServe, testApp, type TestEnv, testEnv, type TestStore } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS } from './support/api-fixture.ts'
 import { watchFigures, watching } from './support/overload.ts'
@@ -276,7 +276,7 @@ describe('every filter, across pages and scan ranges, from the start or resumed,
     const events = stored()
     const everyId = events.map((e) => e.id)
     // Read as the streams read: after what committed is readable (PostgreSQL: the events' watermark).
-    await env.store.awaitRunEventsListed()
+    await runEventsReadable(env.store)
     for (const [filter, wanted] of filters) {
       const found: number[] = []
       let reads = 0

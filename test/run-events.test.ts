@@ -27,6 +27,7 @@ import {
   queryAll,
   request,
   runNow,
+  runEventsReadable,
   type ServeProcess,
   startServe,
   testApp,
@@ -460,7 +461,7 @@ describe('run event streams through the app', () => {
     const environmentId = Number(run.environment_id)
     // The reader on a connection of its own, as another instance's would be.
     const reader = anotherStore(env)
-    await reader.awaitRunEventsListed()
+    await runEventsReadable(reader)
     const start = (await read(reader, environmentEventsAfter(environmentId, 0))).at(-1)!.id
     // Each write appends its event, then (PostgreSQL) waits a random while before it commits: ids are taken in one
     // order, commits happen in another. The reader reads as the SSE feed does, after the events committed before it
@@ -482,7 +483,7 @@ describe('run event streams through the app', () => {
     let cursor = start
     for (;;) {
       const finishedBefore = done
-      await reader.awaitRunEventsListed()
+      await runEventsReadable(reader)
       const page = await read(reader, environmentEventsAfter(environmentId, cursor))
       for (const event of page) if (event.type === 'run.requeued' && event.runId === runId) seen.push(event.id)
       if (page.length > 0) cursor = page.at(-1)!.id
@@ -505,13 +506,13 @@ describe('run event streams through the app', () => {
     await until(`run ${runId} to succeed`, async () => queryAll<{ status: string }>(env.store, 'SELECT status FROM runs WHERE id = ?', runId)[0]?.status === 'succeeded' || null)
     const run = queryAll<{ environment_id: number; workflow_id: number }>(env.store, 'SELECT environment_id, workflow_id FROM runs WHERE id = ?', runId)[0]!
     // Read as the streams read: after what committed is readable (PostgreSQL: the events' watermark).
-    await env.store.awaitRunEventsListed()
+    await runEventsReadable(env.store)
     const before = await read(env.store, runEventsAfter(runId, 0))
     const subject = { runId, environmentId: Number(run.environment_id), workflowId: Number(run.workflow_id), recordId: 'in-4' }
     const requeued = (step: number, sequence?: number) => ({ ...subject, type: 'run.requeued' as const, status: 'queued' as const, data: { step }, at: Date.now(), ...(sequence === undefined ? {} : { sequence }) })
     await write(env.store, () => appendRunEvents(Array.from({ length: 10 }, (_, i) => requeued(i, before.length + 1 + i))))
     await write(env.store, () => appendRunEvents([requeued(10), requeued(11)]))
-    await env.store.awaitRunEventsListed()
+    await runEventsReadable(env.store)
     const events = await read(env.store, runEventsAfter(runId, 0))
     expect(events.slice(before.length).map((e) => [e.sequence, (JSON.parse(e.data!) as { step: number }).step])).toEqual(Array.from({ length: 12 }, (_, i) => [before.length + 1 + i, i]))
     expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1))
