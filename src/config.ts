@@ -89,6 +89,8 @@ export interface Config {
   walCheckpointMs: number
   /** PostgreSQL: a transaction open this long anywhere in the cluster is logged and makes /readyz `degraded`. */
   databaseLongTransactionSeconds: number
+  /** PostgreSQL: a list whose newest rows stay unlisted this long (a transaction holds its watermark) is logged and makes /readyz `degraded`. */
+  listingDelaySeconds: number
   /**
    * A Litestream configuration file (TRELLIS_LITESTREAM_CONFIG, docs/backup.md): `serve` runs `litestream replicate`
    * on it beside itself and leaves restarting the WAL to Litestream. Null: no continuous replication.
@@ -282,6 +284,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     dbBusyWaitMs: integerSetting('TRELLIS_DB_BUSY_WAIT_MS', env.TRELLIS_DB_BUSY_WAIT_MS, 3000, 0, 60_000),
     walCheckpointMs: integerSetting('TRELLIS_WAL_CHECKPOINT_MS', env.TRELLIS_WAL_CHECKPOINT_MS, 250, 10, 60_000),
     databaseLongTransactionSeconds: integerSetting('TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS', env.TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS, 60, 1, 86_400),
+    listingDelaySeconds: integerSetting('TRELLIS_LISTING_DELAY_SECONDS', env.TRELLIS_LISTING_DELAY_SECONDS, 10, 1, 86_400),
     litestreamConfig: litestreamConfig === undefined ? null : resolve(litestreamConfig),
     litestreamBin: nonEmpty(env.TRELLIS_LITESTREAM_BIN),
     readyMinFreeBytes: integerSetting('TRELLIS_READY_MIN_FREE_MB', env.TRELLIS_READY_MIN_FREE_MB, DEFAULT_READY_MIN_FREE_MB, 1, 1024 * 1024) * 1024 * 1024,

@@ -27,6 +27,8 @@ export interface ServingSettings {
   walCheckpointMs: number
   /** PostgreSQL: the age past which a transaction open anywhere in the cluster is reported (./postgres/transaction-watch.ts). */
   databaseLongTransactionSeconds: number
+  /** PostgreSQL: how long a list's newest rows may stay unlisted before it is reported (./postgres/listing-watch.ts). */
+  listingDelaySeconds: number
   /** SQLite: who starts the WAL over (./sqlite/upkeep.ts `WalRestarts`); `litestream` while Litestream replicates the file. */
   walRestarts?: 'trellis' | 'litestream'
   /** With `walRestarts: 'litestream'`: whether Litestream runs now; the server's checkpoints wait while it does not. */
@@ -82,6 +84,11 @@ export interface Store {
    * hold anything back: null.
    */
   longTransactionSeconds(): number | null
+  /**
+   * The list whose newest rows have stayed unlisted past TRELLIS_LISTING_DELAY_SECONDS, and for how long, while
+   * serving; else null. PostgreSQL's (./postgres/listing-watch.ts); SQLite's one writer commits in list order: null.
+   */
+  listingDelay(): { list: string; seconds: number } | null
   /** The embedded migrations not applied yet. */
   pendingMigrations(): Promise<string[]>
 

@@ -269,6 +269,12 @@ export function createMetrics(options: MetricsOptions = {}) {
       help: 'PostgreSQL: how long the oldest transaction holding a transaction id anywhere in the cluster has been open (0: none)',
       registers: [registry],
     }),
+    listLag: new Gauge({
+      name: 'trellis_list_lag_seconds',
+      help: 'PostgreSQL: how long the oldest row drawn for a list has waited unlisted, by list (0: every row drawn a sample ago is listed)',
+      labelNames: ['list'] as const,
+      registers: [registry],
+    }),
     walBytes: new Gauge({
       name: 'trellis_wal_bytes',
       help: 'Size of the -wal file after the last timed checkpoint',

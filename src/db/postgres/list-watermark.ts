@@ -45,8 +45,28 @@ export async function listPass(sql: SQL, lockKey = LIST_PASS_LOCK): Promise<List
   return rows.map((row) => ({ list: row.listed, from: Number(row.listed_from), to: Number(row.listed_to), moved: Number(row.moved), pending: row.pending }))
 }
 
-/** A pass again after this long while the list is behind (the transactions that drew its newest ids are still open). */
-const PASS_AGAIN_MS = 2
+/**
+ * The pause before the next pass while the list is behind (the transactions that drew its newest ids are still open):
+ * 2 ms, doubling to 32 ms. A write transaction lasts a few milliseconds, so the first passes catch most; one held
+ * longer (anywhere in the cluster) costs a pass every 32 ms, not a spin.
+ */
+const passAgainMs = (passes: number) => Math.min(32, 2 ** passes)
+
+/** Each list's newest draw and its watermark, and the cluster's oldest running transaction id (its snapshot's xmin). */
+export interface ListingState {
+  lists: { list: string; drawn: number; through: number }[]
+  xmin: string
+}
+
+/** What `ListingWatch` (./listing-watch.ts) samples: one statement. */
+export async function listingState(sql: SQL): Promise<ListingState> {
+  const rows = (await sql.unsafe(
+    `SELECT list, coalesce(pg_sequence_last_value(seq), 0)::float8 AS drawn, through::float8 AS through,
+            pg_snapshot_xmin(pg_current_snapshot())::text AS xmin
+       FROM list_sequencer ORDER BY list`,
+  )) as { list: string; drawn: number; through: number; xmin: string }[]
+  return { lists: rows.map(({ list, drawn, through }) => ({ list, drawn, through })), xmin: rows[0]?.xmin ?? '0' }
+}
 
 /** The catch-up under way on each pool: callers at once wait for it before they check their own ids. */
 const underWay = new WeakMap<SQL, Promise<boolean>>()
@@ -74,11 +94,11 @@ async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<
     through: number
   }[]
   if (state === undefined || state.through >= state.drawn) return true
-  for (;;) {
+  for (let passes = 1; ; passes++) {
     const passed = (await listPass(sql)).find((pass) => pass.list === list)
     if (passed !== undefined && passed.to >= state.drawn) return true
     if (performance.now() >= until) return false
-    await Bun.sleep(PASS_AGAIN_MS)
+    await Bun.sleep(Math.min(passAgainMs(passes), Math.max(0, until - performance.now())))
     if (passed === undefined) {
       // Another pass held the lock: it may have listed them.
       const [now] = (await sql.unsafe('SELECT through::float8 AS through FROM list_sequencer WHERE list = $1', [list])) as { through: number }[]

@@ -24,6 +24,7 @@ import { notifyThisTurn } from './notify.ts'
 import { type Committed, postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
+import { ListingWatch } from './listing-watch.ts'
 import { TransactionWatch } from './transaction-watch.ts'
 import type { Metrics } from '../../lib/metrics.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
@@ -59,8 +60,9 @@ export class PgStore implements Store {
     for (const channel of channels) notifyThisTurn(this.sql, channel)
   }
 
-  /** The watch for long transactions, while serving. */
+  /** The watches for long transactions and for the lists' lag, while serving. */
   private transactions: TransactionWatch | undefined
+  private listing: ListingWatch | undefined
 
   /**
    * `sql`: the pool, for raw statements (the queue's claim, migrations, NOTIFY). `listener`: where LISTEN runs — the
@@ -131,6 +133,11 @@ export class PgStore implements Store {
     return this.transactions?.overLimit() ?? null
   }
 
+  /** While serving: the list lagging past the limit (./listing-watch.ts). */
+  listingDelay(): { list: string; seconds: number } | null {
+    return this.listing?.overLimit() ?? null
+  }
+
   pendingMigrations(): Promise<string[]> {
     return pendingPostgresMigrations(this.sql)
   }
@@ -174,8 +181,8 @@ export class PgStore implements Store {
   }
 
   /**
-   * PostgreSQL checkpoints and vacuums itself; beside it runs the watch for long transactions in the cluster
-   * (./transaction-watch.ts). Several instances may share it, so without TRELLIS_SECRET it warns that they must share
+   * PostgreSQL checkpoints and vacuums itself; beside it run the watches for long transactions in the cluster
+   * (./transaction-watch.ts) and for the lists' lag (./listing-watch.ts). Several instances may share it, so without TRELLIS_SECRET it warns that they must share
    * the secret.
    */
   serve(settings: ServingSettings, logger: Logger, metrics: Metrics): StoreUpkeep {
@@ -183,9 +190,16 @@ export class PgStore implements Store {
       logger.warn('PostgreSQL: every instance must sign webhook URLs with the same secret; set TRELLIS_SECRET on all of them', { secretFile: settings.dataDir })
     }
     const watch = new TransactionWatch(this.sql, settings.databaseLongTransactionSeconds, logger, metrics.oldestTransaction)
+    const listing = new ListingWatch(this.sql, settings.listingDelaySeconds, logger, metrics.listLag)
     this.transactions = watch
+    this.listing = listing
     watch.start()
-    return { startMaintenance: () => {}, stop: () => watch.stop(), close: () => this.close().then(() => ({})) }
+    listing.start()
+    const stop = () => {
+      watch.stop()
+      listing.stop()
+    }
+    return { startMaintenance: () => {}, stop, close: () => this.close().then(() => ({})) }
   }
 }
 

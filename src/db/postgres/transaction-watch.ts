@@ -14,7 +14,7 @@ import type { SQL } from 'bun'
 import type { Logger } from '../../lib/logger.ts'
 
 /** The holder of the oldest running transaction id, as `pg_stat_activity` shows it to this role (never its query). */
-interface Holder {
+export interface Holder {
   pid: number
   datname: string | null
   usename: string | null
@@ -22,6 +22,22 @@ interface Holder {
   state: string | null
   age: number | null
 }
+
+/** The session holding transaction id `xid` (a 64-bit id: the activity view shows its low 32 bits), where this role sees it. */
+export async function holderOf(sql: SQL, xid: string): Promise<Holder | null> {
+  const rows = (await sql.unsafe(
+    `SELECT pid, datname, usename, application_name, state, extract(epoch FROM now() - xact_start)::float8 AS age
+       FROM pg_stat_activity WHERE backend_xid::text = $1`,
+    [String(BigInt(xid) & 0xffffffffn)],
+  )) as Holder[]
+  return rows[0] ?? null
+}
+
+/** A holder as a log line's fields (or why it is not named). */
+export const holderFields = (holder: Holder | null) =>
+  holder
+    ? { pid: holder.pid, database: holder.datname, user: holder.usename, application: holder.application_name, state: holder.state }
+    : { session: 'not visible to this role (grant it pg_read_all_stats)' }
 
 export class TransactionWatch {
   /** The oldest running transaction id seen at the last sample, and when it was first seen (ms). */
@@ -61,7 +77,7 @@ export class TransactionWatch {
       if (this.oldest?.warned) this.logger.info('the long PostgreSQL transaction ended', { heldSeconds: Math.round(this.age) })
       this.oldest = xmin === null ? null : { xmin, since: now, warned: false }
     }
-    const holder = this.oldest === null ? null : await this.holderOf(this.oldest.xmin)
+    const holder = this.oldest === null ? null : await holderOf(this.sql, this.oldest.xmin)
     this.age = this.oldest === null ? 0 : Math.max((now - this.oldest.since) / 1000, holder?.age ?? 0)
     this.gauge.set(this.age)
     if (this.oldest !== null && !this.oldest.warned && this.age >= this.limitSeconds) {
@@ -69,19 +85,8 @@ export class TransactionWatch {
       this.logger.warn('a PostgreSQL transaction has been open past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS: vacuum keeps every row version since it began; /readyz says degraded until it ends', {
         heldSeconds: Math.round(this.age),
         limitSeconds: this.limitSeconds,
-        ...(holder ? { pid: holder.pid, database: holder.datname, user: holder.usename, application: holder.application_name, state: holder.state } : { session: 'not visible to this role (grant it pg_read_all_stats)' }),
+        ...holderFields(holder),
       })
     }
-  }
-
-  /** The session holding transaction id `xmin` (a 64-bit id: the activity view shows its low 32 bits). */
-  private async holderOf(xmin: string): Promise<Holder | null> {
-    const xid = String(BigInt(xmin) & 0xffffffffn)
-    const rows = (await this.sql.unsafe(
-      `SELECT pid, datname, usename, application_name, state, extract(epoch FROM now() - xact_start)::float8 AS age
-         FROM pg_stat_activity WHERE backend_xid::text = $1`,
-      [xid],
-    )) as Holder[]
-    return rows[0] ?? null
   }
 }

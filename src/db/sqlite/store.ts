@@ -154,6 +154,11 @@ export class SqliteStore implements Store, SqliteFile {
     return null
   }
 
+  /** One writer commits in the lists' order: every row committed is listed. */
+  listingDelay(): null {
+    return null
+  }
+
   async pendingMigrations(): Promise<string[]> {
     return pendingMigrations(this.sqlite)
   }

@@ -30,6 +30,28 @@ async function notReadyReason(deps: AppDeps): Promise<{ code: string; message: s
   return null
 }
 
+/**
+ * Why a serving instance is degraded — a PostgreSQL transaction open past its limit (vacuum is held back), or a list
+ * lagging past its limit (new rows are not listed or streamed) — or null. The transaction first: it is the cause.
+ */
+function degradedReason(deps: AppDeps): { status: 'degraded'; code: 'long_transaction' | 'listing_delayed'; message: string } | null {
+  const held = deps.store.longTransactionSeconds()
+  if (held !== null) {
+    return {
+      status: 'degraded',
+      code: 'long_transaction',
+      message: `A PostgreSQL transaction has been open for ${Math.round(held)} s, past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS (${deps.config.databaseLongTransactionSeconds} s): vacuum keeps every row version since it began (the log names its session)`,
+    }
+  }
+  const lagging = deps.store.listingDelay()
+  if (lagging === null) return null
+  return {
+    status: 'degraded',
+    code: 'listing_delayed',
+    message: `The newest ${lagging.list.replaceAll('_', ' ')} have waited ${Math.round(lagging.seconds)} s to be listed, past TRELLIS_LISTING_DELAY_SECONDS (${deps.config.listingDelaySeconds} s): a transaction open in the PostgreSQL cluster holds them back (the log names its session)`,
+  }
+}
+
 export function healthModule(deps: AppDeps) {
   deps.metrics.observeRuns(async () => {
     const now = deps.clock.now()
@@ -61,26 +83,20 @@ export function healthModule(deps: AppDeps) {
         if (reason !== null) return jsonResponse(503, errorBody(503, reason.code, reason.message)) as never
         // Serving, but something outside the instance holds the database back: every instance sees the same, so a
         // load balancer keeps them all (200); the operator reads why.
-        const held = deps.store.longTransactionSeconds()
-        if (held === null) return { status: 'ready' as const }
-        return {
-          status: 'degraded' as const,
-          code: 'long_transaction' as const,
-          message: `A PostgreSQL transaction has been open for ${Math.round(held)} s, past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS (${deps.config.databaseLongTransactionSeconds} s): vacuum keeps every row version since it began (the log names its session)`,
-        }
+        return degradedReason(deps) ?? { status: 'ready' as const }
       },
       {
         response: {
           200: t.Union([
             t.Object({ status: t.Literal('ready') }),
-            t.Object({ status: t.Literal('degraded'), code: t.Literal('long_transaction'), message: t.String() }),
+            t.Object({ status: t.Literal('degraded'), code: t.Union([t.Literal('long_transaction'), t.Literal('listing_delayed')]), message: t.String() }),
           ]),
           ...errorResponses(503),
         },
         detail: {
           operationId: 'readyz',
           summary:
-            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the files are writable, the executor runs (503 with the reason otherwise: `not_ready`, `storage_full` or `storage_read_only`); 200 `degraded` (`long_transaction`) while a PostgreSQL transaction has been open past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS',
+            'Readiness: the database answers, every migration is applied, the disk has room (TRELLIS_READY_MIN_FREE_MB), the files are writable, the executor runs (503 with the reason otherwise: `not_ready`, `storage_full` or `storage_read_only`); 200 `degraded` while a PostgreSQL transaction has been open past TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS (`long_transaction`) or has held a list\'s newest rows unlisted past TRELLIS_LISTING_DELAY_SECONDS (`listing_delayed`)',
         },
       },
     )
