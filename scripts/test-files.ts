@@ -82,6 +82,7 @@ export const POSTGRES_PASS = [
   'run-events-catch-up',
   'runs-list',
   'scale-out',
+  'scale-out-lists',
   'schedules',
   'storage-faults',
   'stream-limits',
