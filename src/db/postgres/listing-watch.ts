@@ -1,13 +1,13 @@
 /**
- * Watches how far the lists' watermark (./list-watermark.ts) lags behind the ids drawn. Every second each instance
- * runs a pass itself (so a list with no reader still moves: lag is then the writers', not the readers', doing) and
- * reads each list's newest draw and watermark. An id stays unlisted while a transaction that was running when it was
- * drawn is still open — anywhere in the cluster, if it holds a transaction id — so the lag of a list is how long its
- * oldest unlisted draw has been seen unlisted: 0 while every draw of the last sample is listed by the next, growing by
- * a second a sample while a transaction holds them back (measured to the sample: a row listed within a second never
- * shows). `/metrics` shows it per list (`trellis_list_lag_seconds`); past `limitSeconds` the instance says once in its
- * log which session holds the oldest transaction id (where its role may see it), `/readyz` answers `degraded`
- * (`listing_delayed`), and once the list catches up an `info` line says so.
+ * Watches how far the lists' watermark (./list-watermark.ts) lags behind the ids drawn. Every second (a quarter of
+ * the limit if shorter) each instance runs a pass itself — so a list with no reader still moves, and a lag is the
+ * writers' doing, not the readers' — and reads each list's newest draw and watermark. An id stays unlisted while a
+ * transaction that was running when it was drawn is still open — anywhere in the cluster, if it holds a transaction
+ * id — so the lag of a list is how long its oldest unlisted draw has been seen unlisted: 0 while every draw of the
+ * last sample is listed by the next, growing by a sample's interval while a transaction holds them back (measured to
+ * the sample: a row listed within one never shows). `/metrics` shows it per list (`trellis_list_lag_seconds`); past
+ * `limitSeconds` the instance says once in its log which session holds the oldest transaction id (where its role may
+ * see it), `/readyz` answers `degraded` (`listing_delayed`), and once the list catches up an `info` line says so.
  */
 import type { SQL } from 'bun'
 import type { Logger } from '../../lib/logger.ts'
