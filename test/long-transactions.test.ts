@@ -65,15 +65,17 @@ const oldestSeconds = (served: ServeProcess) => metric(served, /^trellis_databas
 const runEventsLag = (served: ServeProcess) => metric(served, /^trellis_list_lag_seconds\{list="run_events"\} (\S+)$/m)
 
 /** The run events' watermark. */
-async function listedThrough(): Promise<number> {
-  const reader = new SQL({ url, max: 1 })
-  try {
-    const [row] = (await reader`SELECT through::float8 AS through FROM list_sequencer WHERE list = 'run_events'`) as { through: number }[]
-    return row!.through
-  } finally {
-    await reader.close()
-  }
-}
+const listedThrough = () => Number(psqlSync(url, "SELECT through FROM list_sequencer WHERE list = 'run_events'").trim())
+
+/** `/readyz`'s answer once it says `degraded`. */
+const degradedAnswer = (served: ServeProcess) =>
+  until('/readyz to say degraded', async () => {
+    const answer = await readyz(served)
+    return answer.status === 'degraded' ? answer : null
+  }, 20_000, 100)
+
+/** Resolves once `/readyz` says `ready` again. */
+const readyAgain = (served: ServeProcess) => until('/readyz to say ready', async () => (await readyz(served)).status === 'ready' || null, 20_000, 100)
 
 /**
  * Another session's transaction that asked for a transaction id (as any write does) and then waits, like a report
@@ -118,10 +120,7 @@ postgresOnlyTest(
       await writer.close()
     })()
     try {
-      const degraded = await until('/readyz to say degraded', async () => {
-        const answer = await readyz(served)
-        return answer.status === 'degraded' ? answer : null
-      }, 20_000, 100)
+      const degraded = await degradedAnswer(served)
       expect(degraded.code).toBe('long_transaction')
       expect(degraded.message).toContain('TRELLIS_DATABASE_LONG_TRANSACTION_SECONDS (1 s)')
       expect(await oldestSeconds(served)).toBeGreaterThanOrEqual(1)
@@ -132,7 +131,7 @@ postgresOnlyTest(
       await work
       await held.release()
     }
-    await until('/readyz to say ready', async () => (await readyz(served)).status === 'ready' || null, 20_000, 100)
+    await readyAgain(served)
     await until('the gauge to read 0', async () => (await oldestSeconds(served)) === 0 || null, 20_000, 100)
     await until('the end said', () => logLines(served).some((line) => line.includes('the long PostgreSQL transaction ended')) || null)
     // Said once while it lasted.
@@ -150,15 +149,9 @@ postgresOnlyTest(
     await until('the lag gauge', async () => (await runEventsLag(served)) === 0 || null, 10_000, 100)
     const held = await heldTransaction()
     // An event's id drawn after it began (as an append does; the row itself does not matter to the watermark).
-    const drawer = new SQL({ url, max: 1 })
-    const [row] = (await drawer`SELECT nextval('run_events_id_seq')::float8 AS drawn`) as { drawn: number }[]
-    const drawn = row!.drawn
-    await drawer.close()
+    const drawn = Number(psqlSync(url, "SELECT nextval('run_events_id_seq')").trim())
     try {
-      const degraded = await until('/readyz to say degraded', async () => {
-        const answer = await readyz(served)
-        return answer.status === 'degraded' ? answer : null
-      }, 20_000, 100)
+      const degraded = await degradedAnswer(served)
       expect(degraded.code).toBe('listing_delayed')
       expect(degraded.message).toContain('The newest run events have waited')
       expect(degraded.message).toContain('TRELLIS_LISTING_DELAY_SECONDS (1 s)')
@@ -166,15 +159,15 @@ postgresOnlyTest(
       const warning = await until('the warning', () => warningsAbout(served, 'TRELLIS_LISTING_DELAY_SECONDS', held.pid)[0])
       expect(JSON.parse(warning)).toMatchObject({ level: 'warn', list: 'run_events', pid: held.pid, limitSeconds: 1 })
       // Still unlisted: the watermark stops below it.
-      expect(await listedThrough()).toBeLessThan(drawn)
+      expect(listedThrough()).toBeLessThan(drawn)
     } finally {
       await held.release()
     }
-    await until('/readyz to say ready', async () => (await readyz(served)).status === 'ready' || null, 20_000, 100)
+    await readyAgain(served)
     await until('the lag to read 0', async () => (await runEventsLag(served)) === 0 || null, 20_000, 100)
     await until('the catch-up said', () => logLines(served).some((line) => line.includes('the lists caught up')) || null)
     // Listed by the watch's own passes, with no reader.
-    expect(await listedThrough()).toBeGreaterThanOrEqual(drawn)
+    expect(listedThrough()).toBeGreaterThanOrEqual(drawn)
     expect(warningsAbout(served, 'TRELLIS_LISTING_DELAY_SECONDS', held.pid)).toHaveLength(1)
   },
   60_000,

@@ -88,11 +88,17 @@ export async function awaitListed(sql: SQL, list: WatermarkedList, boundMs: numb
   }
 }
 
-async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<boolean> {
+/** `list`'s newest draw and its watermark (none: not a list of this database). */
+async function listOf(sql: SQL, list: WatermarkedList): Promise<{ drawn: number; through: number } | undefined> {
   const [state] = (await sql.unsafe('SELECT coalesce(pg_sequence_last_value(seq), 0)::float8 AS drawn, through::float8 AS through FROM list_sequencer WHERE list = $1', [list])) as {
     drawn: number
     through: number
   }[]
+  return state
+}
+
+async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<boolean> {
+  const state = await listOf(sql, list)
   if (state === undefined || state.through >= state.drawn) return true
   for (let passes = 1; ; passes++) {
     const passed = (await listPass(sql)).find((pass) => pass.list === list)
@@ -101,7 +107,7 @@ async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<
     await Bun.sleep(Math.min(passAgainMs(passes), Math.max(0, until - performance.now())))
     if (passed === undefined) {
       // Another pass held the lock: it may have listed them.
-      const [now] = (await sql.unsafe('SELECT through::float8 AS through FROM list_sequencer WHERE list = $1', [list])) as { through: number }[]
+      const now = await listOf(sql, list)
       if (now !== undefined && now.through >= state.drawn) return true
     }
   }

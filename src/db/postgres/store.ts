@@ -182,8 +182,8 @@ export class PgStore implements Store {
 
   /**
    * PostgreSQL checkpoints and vacuums itself; beside it run the watches for long transactions in the cluster
-   * (./transaction-watch.ts) and for the lists' lag (./listing-watch.ts). Several instances may share it, so without TRELLIS_SECRET it warns that they must share
-   * the secret.
+   * (./transaction-watch.ts) and for the lists' lag (./listing-watch.ts). Several instances may share it, so without
+   * TRELLIS_SECRET it warns that they must share the secret.
    */
   serve(settings: ServingSettings, logger: Logger, metrics: Metrics): StoreUpkeep {
     if (!settings.secretFromEnv) {
