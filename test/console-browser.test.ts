@@ -135,7 +135,8 @@ describe.skipIf(!browserAvailable)('the console in Chromium', () => {
     const logs = await fetch(`${server.url}/v1/project/Acme/environment/production/activity-logs`, { headers: bearer(value) })
     expect(logs.status).toBe(403) // exactly the scope ticked: notes:read
 
-    await page.click('#token-once a:text("Done")')
+    // "Done" is a link back to the page: its load is awaited here, or the revoke below would take it for its own.
+    await thenLoad(() => page.click('#token-once a:text("Done")'))
     await page.locator('#token-once').waitFor({ state: 'hidden' })
     expect(await page.content()).not.toContain(value) // never shown again
     const row = page.locator('table.tokens tr', { hasText: 'browser test' })
