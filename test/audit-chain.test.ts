@@ -21,7 +21,9 @@ import type { Io } from '../src/cli/command.ts'
 import { canonicalActivityEntry, linkHash } from '../src/lib/audit-chain.ts'
 import { type ChainBreak, walkChain } from '../src/lib/audit-verify.ts'
 import type { VerifyReport } from '../src/modules/audit/chain-verify.ts'
-import { type ActivityEntry, appendActivityLog, appendActivityLogs } from '../src/modules/activity-logs/service.ts'
+import { type ActivityEntry, appendActivityLog, appendActivityLogNow, appendActivityLogs, withEntriesLast } from '../src/modules/activity-logs/service.ts'
+import { pageActivityLogIds } from '../src/db/activity-logs.ts'
+import { savepoint } from '../src/db/op.ts'
 import { appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
@@ -64,7 +66,7 @@ const entry = (fx: Fixture, i: number): ActivityEntry => ({
 /** Appends `n` entries to the production environment's activity log, each in its own transaction; answers their ids. */
 async function appendEntries(fx: Fixture, n: number): Promise<number[]> {
   const ids: number[] = []
-  for (let i = 0; i < n; i++) ids.push(await writeNow(fx.env.store, () => appendActivityLog(fx.env.clock, entry(fx, i))))
+  for (let i = 0; i < n; i++) ids.push(await writeNow(fx.env.store, () => appendActivityLogNow(fx.env.clock, entry(fx, i))))
   return ids
 }
 
@@ -145,7 +147,7 @@ describe('the chain as the app writes it', () => {
       yield* appendActivityLog(fx.env.clock, entry(fx, 1000))
       throw new Error('this write fails after its entry')
     })
-    const writes = Array.from({ length: 40 }, (_, i) => write(fx.env.store, () => appendActivityLog(fx.env.clock, entry(fx, i))))
+    const writes = Array.from({ length: 40 }, (_, i) => write(fx.env.store, () => appendActivityLogNow(fx.env.clock, entry(fx, i))))
     writes.splice(20, 0, failing.then(() => -1, () => -1))
     await Promise.all(writes)
     expect(queryOne<{ n: number }>(fx.env.store, "SELECT count(*) AS n FROM activity_logs WHERE label = 'change 1000'")!.n).toBe(0)
@@ -185,6 +187,79 @@ describe('the chain as the app writes it', () => {
     const instance = report.logs.find((log) => log.chain === 'admin:instance')!
     expect(instance.project).toBeNull()
     expect(instance.breaks).toEqual([{ kind: 'altered', position: Number(victim.p), id: Number(victim.id) }])
+  })
+})
+
+describe('entries written last (withEntriesLast: a workflow step group\'s)', () => {
+  const labels = (fx: Fixture) => queryAll<{ label: string }>(fx.env.store, 'SELECT label FROM activity_logs WHERE environment_id = ? ORDER BY id', fx.environmentId).map((row) => row.label)
+  const seen = (fx: Fixture) => pageActivityLogIds(fx.environmentId, { withExtensions: true }, [], 1000)
+
+  test('held back while the body runs, then written in the order appended, chained gaplessly', async () => {
+    const fx = await fixture()
+    const before = labels(fx).length
+    const during = await writeNow(fx.env.store, () =>
+      withEntriesLast(fx.env.clock, (function* () {
+        yield* appendActivityLog(fx.env.clock, entry(fx, 1))
+        const counted = (yield* seen(fx)).length
+        yield* appendActivityLog(fx.env.clock, entry(fx, 2))
+        return counted
+      })()),
+    )
+    expect(during).toBe(before)
+    expect(labels(fx).slice(before)).toEqual(['change 1', 'change 2'])
+    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    const { code, chain } = await productionChain(fx)
+    expect({ code, breaks: chain.breaks }).toEqual({ code: 0, breaks: [] })
+  })
+
+  test('a body that throws writes none; a savepoint inside writes its entry at once, and rolls it back with it', async () => {
+    const fx = await fixture()
+    const before = labels(fx).length
+    const failing = writeNow(fx.env.store, () =>
+      withEntriesLast(fx.env.clock, (function* () {
+        yield* appendActivityLog(fx.env.clock, entry(fx, 1))
+        throw new Error('the body fails')
+      })()),
+    )
+    expect(failing).rejects.toThrow('the body fails')
+    await failing.catch(() => {})
+    expect(labels(fx).length).toBe(before)
+    await writeNow(fx.env.store, () =>
+      withEntriesLast(fx.env.clock, (function* () {
+        yield* appendActivityLog(fx.env.clock, entry(fx, 2))
+        yield* savepoint(function* () {
+          yield* appendActivityLog(fx.env.clock, entry(fx, 3))
+        })
+        try {
+          yield* savepoint(function* () {
+            yield* appendActivityLog(fx.env.clock, entry(fx, 4))
+            throw new Error('the savepoint fails')
+          })
+        } catch {}
+        yield* appendActivityLog(fx.env.clock, entry(fx, 5))
+      })()),
+    )
+    expect(labels(fx).slice(before)).toEqual(['change 3', 'change 2', 'change 5'])
+    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+  })
+
+  test('another write running meanwhile appends at once: only the body\'s own entries are held back', async () => {
+    const fx = await fixture()
+    const before = labels(fx).length
+    // The body yields to its runner between its appends (a read each): on PostgreSQL the other writes' ops run then.
+    const held = writeNow(fx.env.store, () =>
+      withEntriesLast(fx.env.clock, (function* () {
+        for (let i = 0; i < 20; i++) {
+          yield* appendActivityLog(fx.env.clock, entry(fx, 1000 + i))
+          yield* seen(fx)
+        }
+        throw new Error('the held entries roll back')
+      })()),
+    )
+    const others = Array.from({ length: 20 }, (_, i) => writeNow(fx.env.store, () => appendActivityLog(fx.env.clock, entry(fx, i))))
+    await Promise.all([held.catch(() => {}), ...others])
+    expect(labels(fx).slice(before).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `change ${i}`).sort())
+    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
   })
 })
 

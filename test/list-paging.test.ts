@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { DATE_OPERATORS, parseDateFilters, parseStringParameter, queryOf } from '../src/http/list.ts'
 import { ACTIVITY_DATE_FIELDS } from '../src/modules/activity-logs/query.ts'
 import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
-import { appendActivityLog, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
+import { appendActivityLog, appendActivityLogNow, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import { writeNow } from '../src/db/write.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
@@ -198,7 +198,7 @@ describe('a burst in one environment (real clock)', () => {
       const ids = await writeNow(burst.store, function* () {
         const ids: number[] = []
         for (let i = 0; i < PER_COMMIT; i++) {
-          ids.push(yield* appendActivityLog(systemClock, { environmentId, type: 'write', action: 'update', userId: author, teamId: 1, collectionId: 1, recordIds: [`r${done + i}`] }))
+          ids.push(yield* appendActivityLogNow(systemClock, { environmentId, type: 'write', action: 'update', userId: author, teamId: 1, collectionId: 1, recordIds: [`r${done + i}`] }))
         }
         return ids
       })

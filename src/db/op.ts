@@ -102,3 +102,25 @@ export function* answer<T>(value: T): Op<T> {
 export function* savepoint<T>(body: () => Op<T>): Op<T> {
   return (yield { kind: 'savepoint', body }) as T
 }
+
+/**
+ * `body` with each of its resumptions run inside `during` (which sets up and undoes something synchronous around
+ * it): the code of an op runs only between its yields, inside these resumptions, so what `during` sets holds for
+ * every line of `body` and its nested ops, and for nothing else — not for the calls it yields (a savepoint's or a
+ * cached lookup's own op is run by the runner, outside), nor for another transaction's op interleaved on
+ * PostgreSQL. An op-scoped setting without a parameter threaded through every op between.
+ */
+export function* within<T>(body: Op<T>, during: <R>(resume: () => R) => R): Op<T> {
+  let step = during(() => body.next())
+  while (!step.done) {
+    let result: unknown
+    try {
+      result = yield step.value
+    } catch (error) {
+      step = during(() => body.throw(error))
+      continue
+    }
+    step = during(() => body.next(result))
+  }
+  return step.value
+}

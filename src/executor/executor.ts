@@ -36,6 +36,7 @@ import { toIso } from '../lib/time.ts'
 import { OutboundClient } from '../lib/outbound/client.ts'
 import { redactUrlsIn } from '../lib/outbound/redact.ts'
 import { WakeSignal } from '../lib/wake-signal.ts'
+import { withEntriesLast } from '../modules/activity-logs/service.ts'
 import { DATA_STEP_TYPES, type Step, stepLabel, type WorkflowDefinition } from '../modules/workflows/definition.ts'
 import { type GroupReads, logRunActivity, type RunTarget, type StepContext, StepFailure, type StepResult, type StepRunner } from './step.ts'
 import { runCondition } from './steps/condition.ts'
@@ -590,7 +591,7 @@ export class Executor {
     let appended: NewRunEvent[] = []
     // The database's time as one span per group (its transaction, waits for the lock included), none per statement.
     const commit = traced?.run.child('commit steps')
-    const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents((events) => body((appended = events)), known), frees))
+    const { outcome, successors } = await this.persist(() => this.handingOver(withRunEvents((events) => withEntriesLast(this.options.clock, body((appended = events))), known), frees))
     commit?.end({ attributes: { 'trellis.events': appended.length } })
     traced?.committed(appended)
     if (known !== undefined) this.eventCounts.set(run.id, known + appended.length)

@@ -7,7 +7,7 @@ import type { Clock } from '../../lib/clock.ts'
 import { toIsoMicros } from '../../lib/time.ts'
 import { resolveNameFilters } from '../directory/projects.ts'
 import { userObject } from '../directory/users.ts'
-import type { Op } from '../../db/op.ts'
+import { type Op, within } from '../../db/op.ts'
 
 /**
  * The compatibility document's whole `action` enum. A client may filter on any of them, even those Trellis never
@@ -91,7 +91,14 @@ function markedLabel(label: string | undefined, via: Channel | undefined): strin
   return label === undefined ? CHANNEL_MARKS[via] : `${label} · ${CHANNEL_MARKS[via]}`
 }
 
-export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<number> {
+/** Appends the entry in the op's transaction: at once, or at the end of the `withEntriesLast` it runs in. */
+export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<void> {
+  if (heldBack !== null) heldBack.push(entry)
+  else yield* appendActivityLogNow(clock, entry)
+}
+
+/** Appends the entry at once, even inside a `withEntriesLast`; answers its id. */
+export function* appendActivityLogNow(clock: Clock, entry: ActivityEntry): Op<number> {
   return yield* insertActivityLog(logRow(entry), entry.recordIds, clock.now())
 }
 
@@ -100,7 +107,35 @@ export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<numbe
  * batch: one entry per record written).
  */
 export function* appendActivityLogs(clock: Clock, environmentId: number, entries: readonly ActivityEntry[]): Op<void> {
-  yield* insertActivityLogs(environmentId, entries.map((entry) => ({ entry: logRow(entry), recordIds: entry.recordIds })), clock.now())
+  if (heldBack !== null) heldBack.push(...entries)
+  else yield* insertActivityLogs(environmentId, entries.map((entry) => ({ entry: logRow(entry), recordIds: entry.recordIds })), clock.now())
+}
+
+/** The entries the running `withEntriesLast` holds back (null: none runs). Set only while its body's code runs (`within`). */
+let heldBack: ActivityEntry[] | null = null
+
+/**
+ * `body`, with the activity entries it appends written after everything else it wrote, in the order it appended them
+ * (one statement per environment on PostgreSQL), dated then. Entries are the environment's most contended list: on
+ * PostgreSQL the first one takes the environment's lock, held to the commit, so a transaction that writes other rows
+ * too (a workflow's step group: its record, steps and run) holds it over its last few statements instead of all of
+ * them. What the entries record is in the same transaction either way; nobody reads an entry back before its commit.
+ */
+export function* withEntriesLast<T>(clock: Clock, body: Op<T>): Op<T> {
+  const entries: ActivityEntry[] = []
+  const answer = yield* within(body, (resume) => {
+    const outer = heldBack
+    heldBack = entries
+    try {
+      return resume()
+    } finally {
+      heldBack = outer
+    }
+  })
+  for (const environmentId of new Set(entries.map((entry) => entry.environmentId))) {
+    yield* appendActivityLogs(clock, environmentId, entries.filter((entry) => entry.environmentId === environmentId))
+  }
+  return answer
 }
 
 /** An entry as its row stores it. */
