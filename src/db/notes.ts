@@ -171,6 +171,15 @@ export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
 }
 
 /**
+ * The first message of a note this transaction inserted, at the note's time: no other writer sees the note before
+ * the commit, so nothing can have moved it (no lock, no re-read: on PostgreSQL two round trips fewer under the
+ * environment's lock, which the note's insert took).
+ */
+export function* insertFirstNoteMessage(message: NewNoteMessage): Op<void> {
+  yield* INSERT_MESSAGE.exec({ ...message })
+}
+
+/**
  * A new message's time in the note's thread: what the service computed (the clock, never before the note's last
  * update, read in this transaction: with SQLite's one writer nothing has moved it since). PostgreSQL's, under the
  * note's message lock: the message's time, or the note's last update when another writer committed a later one.

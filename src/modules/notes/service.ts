@@ -3,6 +3,7 @@ import {
   findNoteById,
   findNoteMessagesForRender,
   findNotesForRender,
+  insertFirstNoteMessage,
   insertNote,
   insertNoteMessage,
   latestNoteCreatedAt,
@@ -119,7 +120,7 @@ export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<Note
     userId: actor.userId,
     createdAt,
   }, actor.workflow ? { runId: actor.workflow.runId } : null)
-  yield* insertNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
+  yield* insertFirstNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
   yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note
 }
