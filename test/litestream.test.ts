@@ -8,7 +8,7 @@
  */
 import { Database } from 'bun:sqlite'
 import { afterEach, expect, test } from 'bun:test'
-import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { databasePath } from '../src/db/sqlite/open.ts'
 import { verifyRestoredDatabase } from '../src/db/sqlite/verify.ts'
@@ -54,8 +54,8 @@ async function replicated(name: string): Promise<{ dataDir: string; cwd: string;
   return { ...seeded, replica, config }
 }
 
-async function serveReplicated(setup: { dataDir: string; cwd: string; config: string }): Promise<ServeProcess> {
-  const server = await startServe({ dataDir: setup.dataDir, cwd: setup.cwd, env: { ...SERVE_ENV, TRELLIS_LITESTREAM_CONFIG: setup.config }, timeoutMs: 20_000 })
+async function serveReplicated(setup: { dataDir: string; cwd: string; config: string }, env: Record<string, string> = {}): Promise<ServeProcess> {
+  const server = await startServe({ dataDir: setup.dataDir, cwd: setup.cwd, env: { ...SERVE_ENV, TRELLIS_LITESTREAM_CONFIG: setup.config, ...env }, timeoutMs: 20_000 })
   cleanups.push(async () => {
     await server.stop('SIGKILL')
     killLitestreamOf(setup.dataDir)
@@ -108,6 +108,25 @@ async function generations(config: string, dataDir: string): Promise<string[]> {
   const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited])
   expect(code).toBe(0)
   return out.trim().split('\n').slice(1).map((line) => line.trim().split(/\s+/)[1]!)
+}
+
+/** The WAL segments of every generation in a directory replica written at or after `since` (ms). */
+function walSegmentsSince(replica: string, since: number): number {
+  const generations = join(replica, 'generations')
+  if (!existsSync(generations)) return 0
+  return readdirSync(generations).reduce((n, generation) => {
+    const wal = join(generations, generation, 'wal')
+    return n + (existsSync(wal) ? readdirSync(wal).filter((segment) => statSync(join(wal, segment)).mtimeMs >= since).length : 0)
+  }, 0)
+}
+
+/** A process's state letter from /proc (S: sleeping, R: running, Z: exited, not yet reaped), or 'gone'. */
+function processState(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[0]!
+  } catch {
+    return 'gone'
+  }
 }
 
 const timed = (ms: number) => {
@@ -196,6 +215,28 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'Litestream replicates a serving Trel
 })
 
 sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG', () => {
+  test('stopped before its Litestream\'s first sync: the stop waits for it, and the replica holds every row', async () => {
+    const setup = await replicated('litestream-early-stop')
+    const server = await serveReplicated(setup, { TRELLIS_LOG_LEVEL: 'info' })
+    // Litestream opens the database at its first sync, about a second after it starts; these writes and the stop come
+    // before it (a Litestream sent SIGTERM before then exits without copying anything).
+    const headers = { authorization: `Bearer ${setup.token}`, 'content-type': 'application/json' }
+    for (let i = 0; i < 5; i++) {
+      const body = JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: `early-${i}`, content: '<p>early</p>' })
+      expect((await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { method: 'POST', headers, body })).status).toBe(201)
+    }
+    expect(await server.stop('SIGTERM')).toBe(0)
+    const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
+    expect(drill.code, drill.stderr).toBe(0)
+    const rows = (JSON.parse(drill.stdout) as { rows: Record<string, number> }).rows
+    expect(rows).toEqual(verifyRestoredDatabase(databasePath(setup.dataDir)).rows)
+    expect(countNotes(databasePath(setup.dataDir), 'early')).toBe(5)
+    // Litestream's own lines, relayed from its log file to the server's log to the last one.
+    const relayed = `${server.stdout()}${server.stderr()}`.split('\n').filter((line) => line.includes('"msg":"litestream"'))
+    expect(relayed.some((line) => line.includes('snapshot written'))).toBe(true)
+    expect(relayed.some((line) => line.includes('litestream shut down'))).toBe(true)
+  }, 60_000)
+
   test('after a kill -9, the next serve stops the Litestream left running before it starts its own; the replica holds every row', async () => {
     const setup = await replicated('litestream-restart')
     const first = await serveReplicated(setup)
@@ -206,7 +247,19 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     await until('a generation in the replica', async () => (await generations(setup.config, setup.dataDir)).length > 0, 20_000)
     first.proc.kill('SIGKILL')
     await first.proc.exited
-    expect(existsSync(`/proc/${orphan}`)).toBe(true) // Litestream outlives the server killed under it
+    // Litestream outlives the server killed under it and goes on copying: a write made now (as Litestream's own, in its
+    // own table) reaches the replica, and Litestream still runs after logging it (its log is a file, not a pipe to the
+    // dead server: a Go program writing to a pipe nobody reads dies of SIGPIPE).
+    const wrote = Date.now()
+    const db = new Database(databasePath(setup.dataDir))
+    try {
+      db.run('PRAGMA busy_timeout = 5000')
+      db.run('INSERT INTO _litestream_seq (id, seq) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET seq = seq + 1')
+    } finally {
+      db.close()
+    }
+    await until('the orphaned Litestream to copy a later write', () => walSegmentsSince(setup.replica, wrote) > 0, 20_000)
+    expect(['R', 'S']).toContain(processState(orphan))
 
     const second = await serveReplicated(setup)
     await until('the new Litestream', () => Number(readFileSync(pidFile, 'utf8').trim()) !== orphan, 15_000)

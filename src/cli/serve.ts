@@ -91,7 +91,7 @@ export async function serve(argv: string[], io: Io, flags: Flags): Promise<numbe
   )
   // Started once the server's own checkpoints have stopped restarting the WAL (and holding the serving lock, so a
   // Litestream left by a killed server is this data directory's): Litestream sees every frame from here on.
-  replication = litestream ? await startReplication(litestream.bin, litestream.config, join(config.dataDir, LITESTREAM_PID_FILE), logger) : null
+  replication = litestream ? await startReplication(litestream.bin, litestream.config, databasePath(config.dataDir), join(config.dataDir, LITESTREAM_PID_FILE), logger) : null
   const secret = loadInstanceSecret(config.dataDir, config.secretFromEnv)
   const setup = stored.noUsers ? SetupGate.open() : undefined
   // `http` steps and completion callbacks go out through one client: the same destinations are refused. The

@@ -4,7 +4,7 @@
  * `litestream` executable found by `findLitestream`, `replicate` beside `serve`, `restore` for `trellis restore` and
  * `trellis backup drill`.
  */
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, readSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml'
@@ -87,16 +87,108 @@ export function assertReplicates(configFile: string, databaseFile: string): void
   }
 }
 
+/**
+ * Whether the Litestream `pid` has opened `database` (a resolved path): it does at its first sync, about a second after
+ * it starts (its `monitor-interval`), and until then it holds no read transaction on the WAL and a SIGTERM makes it
+ * exit without copying anything. Read from its open files in /proc; where there is no /proc, assumed.
+ */
+function hasOpened(pid: number, database: string): boolean {
+  const fds = `/proc/${pid}/fd`
+  if (!existsSync('/proc/self/fd')) return true
+  try {
+    return readdirSync(fds).some((fd) => {
+      try {
+        return readlinkSync(join(fds, fd)) === database
+      } catch {
+        return false // closed meanwhile
+      }
+    })
+  } catch {
+    return false // gone
+  }
+}
+
 /** How long `stop` waits for Litestream's last sync after SIGTERM before it kills it. */
 const STOP_WAIT_MS = 10_000
 /** A Litestream that ended on its own is started again after this pause (its own start-up syncs what it missed). */
 const RESTART_AFTER_MS = 5_000
 
 export interface Replication {
-  /** Litestream runs now (not between an unexpected end and its restart). */
+  /** Litestream runs now and has the database open (not before its first sync, nor between an unexpected end and its restart). */
   running(): boolean
   /** SIGTERM (Litestream syncs what is left to its replicas, then exits), SIGKILL after STOP_WAIT_MS. */
   stop(): Promise<void>
+}
+
+/**
+ * The file in the data directory Litestream writes its log lines to, relayed from there to the server's log. Not a
+ * pipe: a Go program whose stderr is a pipe nobody reads any more dies at its next line (SIGPIPE), and the Litestream
+ * of a server that was killed must live on to copy the server's last writes.
+ */
+export const LITESTREAM_LOG_FILE = 'litestream.log'
+
+/** How often the log file is read for new lines, and the size past which it is emptied once read to its end. */
+const LOG_POLL_MS = 250
+const LOG_ROLLOVER_BYTES = 1024 * 1024
+
+/**
+ * Litestream's log file, relayed line by line to the server's log (as info: Litestream logs its errors with a level of
+ * its own in the line). Emptied at each start and, once read to its end, past LOG_ROLLOVER_BYTES (Litestream appends:
+ * its next line goes to the start; a line written between the last read and the emptying is lost to the log).
+ */
+class LogRelay {
+  private offset = 0
+  private rest = ''
+  private readonly timer: Timer
+
+  constructor(
+    readonly file: string,
+    private readonly logger: Logger,
+  ) {
+    this.timer = setInterval(() => this.pump(), LOG_POLL_MS)
+    this.timer.unref()
+  }
+
+  /** A new Litestream starts: what the last one wrote is relayed, and the file starts empty. */
+  restart(): void {
+    this.pump()
+    this.empty()
+  }
+
+  /** The last lines, and no more reads. */
+  stop(): void {
+    clearInterval(this.timer)
+    this.pump()
+    if (this.rest.trim()) this.logger.info('litestream', { line: this.rest })
+    this.rest = ''
+  }
+
+  private pump(): void {
+    let size: number
+    try {
+      size = statSync(this.file).size
+    } catch {
+      return // not written yet
+    }
+    if (size > this.offset) {
+      const bytes = Buffer.alloc(size - this.offset)
+      const fd = openSync(this.file, 'r')
+      try {
+        this.offset += readSync(fd, bytes, 0, bytes.length, this.offset)
+      } finally {
+        closeSync(fd)
+      }
+      const lines = (this.rest + bytes.toString('utf8')).split('\n')
+      this.rest = lines.pop() ?? ''
+      for (const line of lines) if (line.trim()) this.logger.info('litestream', { line })
+    }
+    if (this.offset >= LOG_ROLLOVER_BYTES && this.rest === '') this.empty()
+  }
+
+  private empty(): void {
+    writeFileSync(this.file, '', { mode: 0o600 })
+    this.offset = 0
+  }
 }
 
 /** The file in the data directory that holds the pid of the Litestream a server started. */
@@ -134,29 +226,22 @@ async function stopLeftOver(pidFile: string, configFile: string, logger: Logger)
  * server's checkpoints wait (`running`), so the WAL is not started over behind it (SQLite's next commit would, once a
  * checkpoint had copied all of it) and the new Litestream goes on in the same generation.
  */
-export async function startReplication(bin: string, configFile: string, pidFile: string, logger: Logger): Promise<Replication> {
+export async function startReplication(bin: string, configFile: string, databaseFile: string, pidFile: string, logger: Logger): Promise<Replication> {
   await stopLeftOver(pidFile, configFile, logger)
+  const database = realpathSync(databaseFile)
   let stopping = false
-  let child: Bun.Subprocess<'ignore', 'pipe', 'pipe'> | null = null
+  let child: Bun.Subprocess<'ignore', number, number> | null = null
   let restart: Timer | null = null
-  const relay = async (stream: ReadableStream<Uint8Array>, warn: boolean) => {
-    let rest = ''
-    const decoder = new TextDecoder()
-    for await (const chunk of stream) {
-      const lines = (rest + decoder.decode(chunk, { stream: true })).split('\n')
-      rest = lines.pop() ?? ''
-      for (const line of lines) if (line.trim()) (warn ? logger.warn : logger.info)('litestream', { line })
-    }
-  }
+  const log = new LogRelay(join(dirname(pidFile), LITESTREAM_LOG_FILE), logger)
   const start = () => {
+    log.restart()
+    const output = openSync(log.file, 'a')
     // Its own process group: a terminal's Ctrl-C reaches the server alone, which stops Litestream after its own last
     // commit (a Litestream stopped first would leave the last writes off the replica until the next start).
-    const proc = Bun.spawn([bin, 'replicate', '-config', configFile], { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe', detached: true })
+    const proc = Bun.spawn([bin, 'replicate', '-config', configFile], { stdin: 'ignore', stdout: output, stderr: output, detached: true })
+    closeSync(output)
     child = proc
     writeFileSync(pidFile, `${proc.pid}\n`, { mode: 0o600 })
-    void relay(proc.stdout, false)
-    // Litestream logs everything, errors included, on stderr: relayed as info unless it ends badly (below).
-    void relay(proc.stderr, false)
     logger.info('litestream replicating', { pid: proc.pid, config: configFile })
     void proc.exited.then((code) => {
       if (stopping) return
@@ -165,13 +250,23 @@ export async function startReplication(bin: string, configFile: string, pidFile:
     })
   }
   start()
+  const alive = (proc: typeof child): proc is NonNullable<typeof child> => proc !== null && proc.exitCode === null && proc.signalCode === null
+  // The Litestream seen with the database open: it keeps it open until it exits.
+  let seenOpen: number | null = null
+  const opened = (proc: NonNullable<typeof child>) => {
+    if (seenOpen !== proc.pid && hasOpened(proc.pid, database)) seenOpen = proc.pid
+    return seenOpen === proc.pid
+  }
   return {
-    running: () => child !== null && child.exitCode === null && child.signalCode === null,
+    running: () => alive(child) && opened(child),
     async stop() {
       stopping = true
       if (restart) clearTimeout(restart)
       const proc = child
-      if (!proc || proc.exitCode !== null) return
+      if (!proc || proc.exitCode !== null) return log.stop()
+      // Stopped before its first sync, Litestream would exit without copying anything written since it started.
+      const deadline = Date.now() + STOP_WAIT_MS
+      while (alive(proc) && !opened(proc) && Date.now() < deadline) await Bun.sleep(50)
       proc.kill('SIGTERM')
       const ended = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_WAIT_MS).then(() => false)])
       if (!ended) {
@@ -180,6 +275,7 @@ export async function startReplication(bin: string, configFile: string, pidFile:
         await proc.exited
       }
       rmSync(pidFile, { force: true })
+      log.stop()
     },
   }
 }
