@@ -6,7 +6,7 @@
  *
  * With no arguments the files of both passes run as `bun test` processes, several at once (the longest each alone,
  * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which follow,
- * one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here, and
+ * the two stores' passes side by side, those that saturate the machine (`SATURATING`) last, one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here, and
  * in the parallel part reach it through PgBouncer in transaction pooling mode when it is installed (`pgbouncerReady`).
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import pkg from '../package.json' with { type: 'json' }
 import { pgbouncerBinary } from '../test/support/pgbouncer.ts'
 import { dropDatabasesOf, psql, postgresInstalled, shareClusterWithChildren } from '../test/support/postgres-cluster.ts'
-import { ALONE, LONGEST_FIRST, POSTGRES_PASS } from './test-files.ts'
+import { ALONE, LONGEST_FIRST, POSTGRES_PASS, SATURATING } from './test-files.ts'
 
 interface Pass {
   label: string
@@ -133,11 +133,11 @@ const postgres = { TRELLIS_TEST_STORE: 'postgres' }
 const SQLITE = 'SQLite'
 const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
 const passes: Pass[] = []
-/** Failures of the parallel part whose files then passed alone: reported, not counted. */
+/** Failures beside other files (the parallel part, the timing passes side by side) whose files then passed alone: reported, not counted. */
 const besideOnly: { label: string; failures: string[] }[] = []
 
 /**
- * A file that failed in the parallel part is run again alone, after the timing files: a test that fails only beside
+ * A file that failed in the parallel part or beside the other store's timing pass is run again alone, after the timing files: a test that fails only beside
  * other files failed for the machine's sake, and alone it gets the verdict a serial run gives. The parallel
  * verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
  * "failed beside other files". Failures outside any file's tests (a crash) are not retried.
@@ -298,12 +298,24 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
   const sqlite = sumOf(SQLITE, byStore.get(SQLITE) ?? [])
   const pgPart = onPostgres ? sumOf(POSTGRES, byStore.get(POSTGRES) ?? []) : null
   passes.push(sqlite, ...(pgPart ? [pgPart] : []))
-  // Then the timing files, one pass at a time; then what failed in the parallel part, alone.
-  passes.push(await runPass(`${SQLITE}, the timing files alone`, [...timeout, ...ALONE], binary))
-  const aloneOnPostgres = ALONE.filter((file) => POSTGRES_PASS.includes(file))
-  if (onPostgres && aloneOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the timing files alone`, [...timeout, ...aloneOnPostgres], onPostgres))
+  // Then the timing files: the two stores' passes side by side, then those that saturate the machine, one store after
+  // the other; then what failed beside other files (the parallel part's, the timing passes'), alone.
+  const sideBySide = ALONE.filter((file) => !SATURATING.includes(file))
+  const sideBySideOnPostgres = onPostgres ? sideBySide.filter((file) => POSTGRES_PASS.includes(file)) : []
+  const timingStarted = performance.now()
+  const took = (cpu: number) => ` (${((performance.now() - timingStarted) / 1000).toFixed(1)} s, CPU ${cpu.toFixed(1)} s)`
+  const [sqliteTiming, pgTiming] = await Promise.all([
+    runPass(`${SQLITE}, the timing files`, [...timeout, ...sideBySide], binary, true, took),
+    onPostgres && sideBySideOnPostgres.length > 0 ? runPass(`${POSTGRES}, the timing files`, [...timeout, ...sideBySideOnPostgres], onPostgres, true, took) : null,
+  ])
+  passes.push(sqliteTiming, ...(pgTiming ? [pgTiming] : []))
+  passes.push(await runPass(`${SQLITE}, the saturating files alone`, [...timeout, ...SATURATING], binary))
+  const saturatingOnPostgres = SATURATING.filter((file) => POSTGRES_PASS.includes(file))
+  if (onPostgres && saturatingOnPostgres.length > 0) passes.push(await runPass(`${POSTGRES}, the saturating files alone`, [...timeout, ...saturatingOnPostgres], onPostgres))
   await againAlone(sqlite, binary)
   if (pgPart && pooled) await againAlone(pgPart, pooled)
+  await againAlone(sqliteTiming, binary)
+  if (pgTiming && onPostgres) await againAlone(pgTiming, onPostgres)
 } else {
   passes.push(await runPass(SQLITE, [...timeout, ...given], {}))
   const postgresFiles = given.length === 0 ? POSTGRES_PASS : given.filter((arg) => POSTGRES_PASS.some((file) => file.endsWith(arg.replace(/^\.\//, ''))))
