@@ -5,9 +5,10 @@
  * skipped with a message, unless TRELLIS_REQUIRE_POSTGRES=1 (CI), which makes that a failure.
  *
  * With no arguments the files of both passes run as `bun test` processes, several at once (the longest each alone,
- * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which follow,
- * the two stores' passes side by side, those that saturate the machine (`SATURATING`) last, one pass after the other. PostgreSQL's test processes share one cluster and one migrated template, started here, and
- * in the parallel part reach it through PgBouncer in transaction pooling mode when it is installed (`pgbouncerReady`).
+ * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which
+ * follow: the two stores' passes side by side, those that saturate the machine (`SATURATING`) last, one pass after the
+ * other. PostgreSQL's test processes share one cluster and one migrated template, started here, and in the parallel
+ * part reach it through PgBouncer in transaction pooling mode when it is installed (`pgbouncerReady`).
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
  * summary form (" N pass", " M fail"), which .ci/run reads; the exit status is non-zero when a pass failed.
@@ -133,13 +134,13 @@ const postgres = { TRELLIS_TEST_STORE: 'postgres' }
 const SQLITE = 'SQLite'
 const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
 const passes: Pass[] = []
-/** Failures beside other files (the parallel part, the timing passes side by side) whose files then passed alone: reported, not counted. */
+/** Failures beside other files (the parallel part, the timing passes) whose files then passed alone: reported, not counted. */
 const besideOnly: { label: string; failures: string[] }[] = []
 
 /**
- * A file that failed in the parallel part or beside the other store's timing pass is run again alone, after the timing files: a test that fails only beside
- * other files failed for the machine's sake, and alone it gets the verdict a serial run gives. The parallel
- * verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
+ * A file that failed in the parallel part, or beside the other store's timing pass, is run again alone, after the
+ * timing files: a test that fails only beside other files failed for the machine's sake, and alone it gets the verdict a
+ * serial run gives. The first verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
  * "failed beside other files". Failures outside any file's tests (a crash) are not retried.
  */
 async function againAlone(first: Pass, env: Record<string, string>): Promise<void> {

@@ -220,11 +220,8 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
     const server = await serveReplicated(setup, { TRELLIS_LOG_LEVEL: 'info' })
     // Litestream opens the database at its first sync, about a second after it starts; these writes and the stop come
     // before it (a Litestream sent SIGTERM before then exits without copying anything).
-    const headers = { authorization: `Bearer ${setup.token}`, 'content-type': 'application/json' }
-    for (let i = 0; i < 5; i++) {
-      const body = JSON.stringify({ recordId: 'ord_1001', collectionName: 'orders', teamName: 'Support', title: `early-${i}`, content: '<p>early</p>' })
-      expect((await fetch(`${server.url}/v1/project/Acme/environment/production/notes`, { method: 'POST', headers, body })).status).toBe(201)
-    }
+    let asked = 0
+    expect(await writeNotes(server, setup.token, 'early', 1, () => asked++ >= 5)).toBe(5)
     expect(await server.stop('SIGTERM')).toBe(0)
     const drill = await runCli(['backup', 'drill', '--litestream-config', setup.config, '--json'], { cwd: setup.cwd, env: LITESTREAM_ENV })
     expect(drill.code, drill.stderr).toBe(0)
@@ -263,7 +260,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
 
     const second = await serveReplicated(setup)
     await until('the new Litestream', () => Number(readFileSync(pidFile, 'utf8').trim()) !== orphan, 15_000)
-    await until('the old Litestream to be gone', () => !existsSync(`/proc/${orphan}`) || readFileSync(`/proc/${orphan}/stat`, 'utf8').split(' ')[2] === 'Z', 15_000)
+    await until('the old Litestream to be gone', () => ['Z', 'gone'].includes(processState(orphan)), 15_000)
     const more = await writeNotes(second, setup.token, 'second', 2, timed(1_000))
     // Stopped once the replica has a generation (the new Litestream's snapshot may take seconds on a loaded machine);
     // the drill below then finds every row of the file in it.
