@@ -16,7 +16,7 @@ import type { Clock } from '../src/lib/clock.ts'
 import { consoleModule } from '../src/modules/console/index.ts'
 import { processEnv, repoRoot, runCli, type ServeProcess, startServe, testEnv, type TestEnv, until } from './helpers.ts'
 import { openTaskOnRun, userId } from './support/acme.ts'
-import { accessibilityProblems, browserAvailable, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
+import { accessibilityProblems, browserAvailable, checkingEveryPage, countOf, eventually, launchBrowser, requireBrowser, SCREENS, sidewaysOverflow, textOf, thenLoad, watchPage } from './support/browser.ts'
 
 requireBrowser('console-pages-browser')
 
@@ -132,7 +132,7 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
 
   for (const [who, visitor] of Object.entries(VISITORS)) {
     test(`signed in as ${who}`, async () => {
-      const context = await browser.newContext({ baseURL: server.url })
+      const context = await checkingEveryPage(await browser.newContext({ baseURL: server.url }))
       const page = await context.newPage()
       watchPage(page, problems, () => server.url)
       await page.goto('/login')
@@ -243,7 +243,7 @@ describe.skipIf(!browserAvailable)('every console page, in Chromium at both scre
 
   test('signed out: the sign-in and invitation pages', async () => {
     expect(extra.invitation).toBeDefined()
-    const context = await browser.newContext({ baseURL: server.url })
+    const context = await checkingEveryPage(await browser.newContext({ baseURL: server.url }))
     const page = await context.newPage()
     watchPage(page, problems, () => server.url)
     const found: string[] = []
