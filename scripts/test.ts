@@ -231,7 +231,9 @@ async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
   const rank = (file: string) => (LONGEST_FIRST.includes(file) ? LONGEST_FIRST.indexOf(file) : LONGEST_FIRST.length)
   const alone = jobs.filter((job) => LONGEST_FIRST.includes(job.file)).sort((a, b) => rank(a.file) - rank(b.file))
   const queue: { label: string; env: Record<string, string>; files: string[] }[] = alone.map((job) => ({ label: job.label, env: job.env, files: [job.file] }))
-  for (const label of new Set(jobs.map((job) => job.label))) {
+  // The PostgreSQL pass's batches first: its files wait on the database and take longer than SQLite's, whose quicker
+  // batches then end the pool.
+  for (const label of [...new Set(jobs.map((job) => job.label))].reverse()) {
     const shorter = jobs.filter((job) => job.label === label && !LONGEST_FIRST.includes(job.file))
     for (let i = 0; i < shorter.length; i += BATCH) queue.push({ label, env: shorter[i]!.env, files: shorter.slice(i, i + BATCH).map((job) => job.file) })
   }
