@@ -132,7 +132,7 @@ export const ALONE = [
 export const SATURATING = ['overload'].map((name) => `test/${name}.test.ts`)
 
 /**
- * Files that take longest (twenty seconds or more of a 2-core machine in the parallel part: browsers, many servers,
+ * Files that take longest (fifteen seconds or more of a 2-core machine in the parallel part: browsers, many servers,
  * both stores' long tests), longest first by the slower of their two passes: each runs as its own process, started
  * first, so that the pool's processes end close together instead of one long file running on at the end. The other
  * files share a process a few at a time (./test.ts `BATCH`).
@@ -177,13 +177,7 @@ export const LONGEST_FIRST = [
   'lookup-cache',
   'oidc-browser',
   'idempotency',
-  'tokens',
   'mcp',
-  'console',
-  'tracing',
-  'invariants',
-  'notes',
-  'nul-text',
 ].map((name) => `test/${name}.test.ts`)
 
 /**
