@@ -11,7 +11,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import { findActivityLogRecordIds, insertActivityLog } from '../src/db/activity-logs.ts'
 import { insertAdminLog } from '../src/db/admin-logs.ts'
-import { findNoteMessagesForRender, nextNoteCreatedAt } from '../src/db/notes.ts'
+import { findNoteMessagesForRender, insertNewNote, nextNoteCreatedAt } from '../src/db/notes.ts'
 import { deleteFinishedRunBatch, purgeDeletedRecordBatch } from '../src/db/maintenance.ts'
 import { runOp } from '../src/db/sqlite/op-runner.ts'
 import type { Db } from '../src/db/dialect.ts'
@@ -216,6 +216,7 @@ const CASES: PlanCase[] = [
   ['notes: updatedAt', notes({}, { 'updatedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_updated_idx \(environment_id=\? AND updated_at>\?\)/],
   ['notes: archivedAt', notes({}, { 'archivedAt.gt': at }), NOTES_PAGE, /^SEARCH notes USING COVERING INDEX notes_env_archived_idx \(environment_id=\? AND archived_at>\?\)/],
   ['notes: create (latest createdAt)', (db) => runOp(db, nextNoteCreatedAt(production, 0)), /^select max\("created_at"\) from "notes"/, /SEARCH notes USING COVERING INDEX notes_env_created_idx \(environment_id=\?\)/],
+  ['notes: create (dated in the insert)', (db) => runOp(db, insertNewNote({ environmentId: production, teamId: 1, collectionId: 1, recordId: 'ord_1001', title: 't', userId: 1 }, 0, null)), /^insert into "notes"/, /SEARCH notes USING COVERING INDEX notes_env_created_idx \(environment_id=\?\)/],
   ['notes: render the threads', (db) => runOp(db, findNoteMessagesForRender([1, 2])), /from "?note_messages"?/i, /SEARCH (note_messages|m) USING INDEX note_messages_note_idx \(note_id=\?\)/],
   // ── admin logs (written by administrative acts only: every filter keeps its seek) ──
   ['admin: default page', admin({}), ADMIN_PAGE, /^SEARCH admin_logs USING COVERING INDEX admin_logs_project_documented_idx \(project_id=\?\)$/],

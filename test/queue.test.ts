@@ -192,6 +192,47 @@ describe('step outcomes and the run workflow', () => {
     expect(row(id).status).toBe('failed')
   })
 
+  // On PostgreSQL the step rows are sent without waiting for their answer (src/db/query.ts `send`), and read with the
+  // COMMIT's: a failure there must still fail the write with its own error, and leave nothing.
+  const foreignKeyFailure = (error: unknown) => {
+    const messages: string[] = []
+    for (let e = error; e instanceof Error; e = e.cause) messages.push(e.message)
+    return /foreign key/i.test(messages.join(' | '))
+  }
+  const step = (runId: string, index: number) => ({ runId, index, name: `s${index}`, type: 'load' as const, status: 'succeeded' as const, output: undefined, error: null, startedAt: now, finishedAt: now })
+
+  test('a step row that cannot be written fails the whole write with its own error: nothing of it is stored', async () => {
+    const id = await held()
+    const failed = await commit(function* () {
+      yield* recordStepOutcomes([step(id, 0)])
+      yield* recordStepOutcomes([step(crypto.randomUUID(), 1)]) // no such run
+      yield* advanceRun(id, 'A', 2)
+    }).then(() => null, (error: unknown) => error)
+    expect(foreignKeyFailure(failed)).toBe(true)
+    expect(stepsOf(id)).toEqual([])
+    expect(row(id).next_step).toBe(0)
+  })
+
+  test('such a failure inside a savepoint fails the savepoint with its own error; the transaction goes on and commits', async () => {
+    const id = await held()
+    let caught: unknown = null
+    await commit(function* () {
+      try {
+        yield* savepoint(function* () {
+          yield* recordStepOutcomes([step(crypto.randomUUID(), 0)]) // no such run
+          yield* recordStepOutcomes([step(id, 5)])
+        })
+      } catch (error) {
+        caught = error
+      }
+      yield* recordStepOutcomes([step(id, 0)])
+      yield* advanceRun(id, 'A', 1)
+    })
+    expect(foreignKeyFailure(caught)).toBe(true)
+    expect(stepsOf(id)).toEqual([{ step_index: 0 }])
+    expect(row(id).next_step).toBe(1)
+  })
+
   test('runWorkflow: what a claimed run acts on, from its workflow, rendering and version', async () => {
     const id = await held()
     const workflow = (await read(env.store, runWorkflow(row(id))))!

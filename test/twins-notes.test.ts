@@ -12,7 +12,7 @@ import {
   findNoteMessagesForRender,
   findNotesForRender,
   insertImportedNote,
-  insertNote,
+  insertNewNote,
   insertNoteMessage,
   latestNoteCreatedAt,
   nextNoteCreatedAt,
@@ -102,9 +102,8 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
 
     // The face's own functions: a note and a message, a direct row update.
     const direct = await write(T0, function* () {
-      const createdAt = yield* nextNoteCreatedAt(1, T0 + 30_000)
-      const note = yield* insertNote({ environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3, createdAt }, null)
-      yield* insertNoteMessage({ noteId: note.id, userId: 3, content: 'hello', createdAt })
+      const note = yield* insertNewNote({ environmentId: 1, teamId: 2, collectionId: 2, recordId: 'order-9', title: 'direct', userId: 3 }, T0 + 30_000, null)
+      yield* insertNoteMessage({ noteId: note.id, userId: 3, content: 'hello', createdAt: note.createdAt as Micros })
       yield* updateNoteRow(note.id, { title: 'direct, renamed' })
       return note
     })

@@ -76,16 +76,23 @@ export function* deleteCallbackEndpoint(workflowId: number, id: string): Op<Call
 // ── The outbox ───────────────────────────────────────────────────────────────
 
 /**
- * The workflow's endpoints sent `pattern`'s event, locked against removal until the run's transaction commits
- * (PostgreSQL's `FOR SHARE`: a removal committed before it is not seen, one after it waits, then removes the new
- * deliveries with the endpoint). `events` is a JSON array of known event names: `LIKE '%"<event>"%'`, `_` escaped.
+ * The endpoints of the run's workflow sent `pattern`'s event, locked against removal until the run's transaction
+ * commits (PostgreSQL's `FOR SHARE`: a removal committed before it is not seen, one after it waits, then removes the
+ * new deliveries with the endpoint). `events` is a JSON array of known event names: `LIKE '%"<event>"%'`, `_`
+ * escaped. The workflow is the run's (one more primary-key read here): the run's end then needs no answer from the
+ * transition before it (./queue.ts `endRun`).
  */
 const SUBSCRIBED = statement('callbacks.subscribed', (d) =>
   d.forShare(
     d.db
       .select({ id: d.t.callbackEndpoints.id })
       .from(d.t.callbackEndpoints)
-      .where(and(eq(d.t.callbackEndpoints.workflowId, ph('workflowId')), sql`${d.t.callbackEndpoints.events} LIKE ${ph('pattern')} ESCAPE '\\'`))
+      .where(
+        and(
+          eq(d.t.callbackEndpoints.workflowId, sql`(SELECT ${d.t.runs.workflowId} FROM ${d.t.runs} WHERE ${d.t.runs.id} = ${ph('runId')})`),
+          sql`${d.t.callbackEndpoints.events} LIKE ${ph('pattern')} ESCAPE '\\'`,
+        ),
+      )
       .orderBy(asc(d.t.callbackEndpoints.id)),
   ),
 )
@@ -125,8 +132,8 @@ const newDeliveryId = () => `msg_${randomUUIDv7().replaceAll('-', '')}`
  * announced to the delivery workers on commit. A workflow without such an endpoint costs one indexed read, and
  * `payload` is not called.
  */
-export function* queueCallbacks(run: { id: string; workflowId: number }, type: CallbackEvent, now: number, payload: () => Op<string>): Op<number> {
-  const endpoints = yield* SUBSCRIBED.rows({ workflowId: run.workflowId, pattern: `%${JSON.stringify(type).replaceAll('_', '\\_')}%` })
+export function* queueCallbacks(run: { id: string }, type: CallbackEvent, now: number, payload: () => Op<string>): Op<number> {
+  const endpoints = yield* SUBSCRIBED.rows({ runId: run.id, pattern: `%${JSON.stringify(type).replaceAll('_', '\\_')}%` })
   if (endpoints.length === 0) return 0
   const body = yield* payload()
   yield* exec(({ db, t }) =>
@@ -141,7 +148,7 @@ export function* queueCallbacks(run: { id: string; workflowId: number }, type: C
 }
 
 /** The deliveries of a run that just ended as `status` (in its final transaction, after the run's row changed), its body the run as it ended. */
-export function queueRunCallbacks(run: { id: string; workflowId: number }, status: 'succeeded' | 'failed' | 'cancelled', now: number): Op<number> {
+export function queueRunCallbacks(run: { id: string }, status: 'succeeded' | 'failed' | 'cancelled', now: number): Op<number> {
   return queueCallbacks(run, callbackEventOf(status), now, function* () {
     const ended = yield* ENDED_RUN.row({ id: run.id })
     if (!ended) throw new Error(`run ${run.id} vanished in its own transaction`)

@@ -12,7 +12,7 @@ import { chainedEntriesWritten, nextChainedEntries, nextIdsOnSqlite } from './mo
 import { type Op, plan, runPlan } from './op.ts'
 import type { TimeOrderedList } from './pages.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
-import { PG_LISTS, takeIds } from './postgres/monotonic.ts'
+import { answerBeforeCommit, PG_LISTS, takeIds } from './postgres/monotonic.ts'
 import type { adminLogs } from './schema.ts'
 import { statementOn } from './sqlite/prepared.ts'
 
@@ -117,7 +117,8 @@ const INSERT_ADMIN_ENTRY_SQLITE = `INSERT INTO admin_logs (id, project_id, type,
 /**
  * PostgreSQL's: the ids drawn under the lock (reserved with the head: ./monotonic.ts), the hashes made here, then an
  * activity entry in one statement (`INSERT_ENTRY`, every write's), several in another (`INSERT_ENTRIES`); an admin
- * entry in `INSERT_ADMIN_ENTRY`.
+ * entry in `INSERT_ADMIN_ENTRY`. Nothing here needs their answers: in a write they are sent and read with its COMMIT
+ * (./postgres/monotonic.ts `answerBeforeCommit`), the entries being a step group's last writes under its lock.
  */
 async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Placed[], prevHash: string | null): Promise<{ ids: number[]; link: ChainLink }> {
   const log = placed[0]!.log
@@ -128,7 +129,7 @@ async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Pla
   if (log === 'admin') {
     for (const [i, { entry, createdAt, position }] of (placed as (Placed & { log: 'admin' })[]).entries()) {
       const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
-      await client.unsafe(INSERT_ADMIN_ENTRY, [ids[i], projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt, position, hashes[i]] as never[])
+      await answerBeforeCommit(db, client.unsafe(INSERT_ADMIN_ENTRY, [ids[i], projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt, position, hashes[i]] as never[]).execute())
     }
     return { ids, link }
   }
@@ -138,14 +139,14 @@ async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Pla
     return [ids[i], environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, position, hashes[i]]
   }
   if (activity.length === 1) {
-    await client.unsafe(INSERT_ENTRY, [...columns(activity[0]!, 0), activity[0]!.recordIds] as never[])
+    await answerBeforeCommit(db, client.unsafe(INSERT_ENTRY, [...columns(activity[0]!, 0), activity[0]!.recordIds] as never[]).execute())
     return { ids, link }
   }
   // Column by column: parameter k holds every entry's k-th value; the record ids name their entry by its id.
   const byColumn = activity.map(columns)
   const values = byColumn[0]!.map((_, k) => byColumn.map((row) => row[k]))
   const logIds = activity.flatMap(({ recordIds }, i) => recordIds.map(() => ids[i]))
-  await client.unsafe(INSERT_ENTRIES, [...values, scopeValue, logIds, activity.flatMap(({ recordIds }) => recordIds)] as never[])
+  await answerBeforeCommit(db, client.unsafe(INSERT_ENTRIES, [...values, scopeValue, logIds, activity.flatMap(({ recordIds }) => recordIds)] as never[]).execute())
   return { ids, link }
 }
 

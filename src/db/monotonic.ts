@@ -14,11 +14,11 @@
  * keeps what a transaction knows its own way.
  */
 import type { Database } from 'bun:sqlite'
-import { eq, isNull, max, sql } from 'drizzle-orm'
+import { eq, isNull, max, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import { type ChainLink, chainKey } from '../lib/audit-chain.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import type { Db } from './dialect.ts'
+import type { Db, Dialect } from './dialect.ts'
 import { connectionOf, statementOn } from './sqlite/prepared.ts'
 import { listColumns, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { rawRows } from './postgres/client.ts'
@@ -67,6 +67,32 @@ export function* nextChainedEntries(list: TimeOrderedList, scopeValue: number | 
 /** Remembers a chained log scope's newest entry this transaction wrote: its time and link. */
 export function* chainedEntriesWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros, link: ChainLink): Op<void> {
   yield* runPlan(rememberListTime, list, scopeValue, { at, link })
+}
+
+/**
+ * `max(now, latest + 1 µs)` in SQL (`timeAfter`), for an insert that dates its own row: the list scope's newest
+ * createdAt + 1 µs, or `now` (µs) when the list is not past it — one statement where reading the newest and then
+ * inserting took two (on PostgreSQL, two round trips under the scope's lock). Hold the scope first
+ * (`holdListScopeToInsert`), and tell the transaction the time the row got (`listTimeWritten`).
+ */
+export function createdAtAfterLatest(d: Dialect, list: TimeOrderedList, scopeValue: Placeholder, now: Placeholder): SQL {
+  const { table, createdAt, scope } = listColumns(d, list)
+  const where = scope === null ? sql`` : sql` WHERE ${scope} = ${scopeValue}`
+  return sql`(SELECT CASE WHEN latest >= ${now} THEN latest + 1 ELSE ${now} END FROM (SELECT max(${createdAt}) AS latest FROM ${table}${where}) newest)`
+}
+
+/**
+ * Holds the list scope for an insert that dates its row itself (`createdAtAfterLatest`): on PostgreSQL its lock,
+ * sent without waiting for the grant — the insert queues behind it and runs once the lock is held; SQLite's one
+ * writer holds every scope already.
+ */
+export function* holdListScopeToInsert(list: TimeOrderedList, scopeValue: number | null): Op<void> {
+  yield* runPlan(holdListScope, list, scopeValue, -1)
+}
+
+/** Tells the transaction the time an insert gave the list scope's newest row (what `nextCreatedAt` counts on from). */
+export function* listTimeWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros): Op<void> {
+  yield* runPlan(rememberListTime, list, scopeValue, { at })
 }
 
 /**
@@ -152,7 +178,8 @@ export function forgetListTimes(db: Db): void {
 
 /**
  * Holds the list scope for this transaction's next entry, and answers the newest entry this transaction set there
- * (undefined: none, read it). SQLite's one writer holds every scope already.
+ * (undefined: none, read it). SQLite's one writer holds every scope already. `reserve` -1: hold only, read nothing
+ * (`holdListScopeToInsert`).
  *
  * PostgreSQL takes the list scope's lock; answers the newest entry this transaction set in the scope, or else the
  * scope's newest time — and in a chained log its head link, with `reserve` ids drawn from the log's sequence —,
@@ -161,14 +188,15 @@ export function forgetListTimes(db: Db): void {
  * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
  */
 const holdListScope = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, _reserve: number): ScopeHead | undefined => {
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, reserve: number): ScopeHead | undefined => {
     const known = sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue))
-    if (list.chain === undefined || known?.link !== undefined) return known
+    if (reserve < 0 || list.chain === undefined || known?.link !== undefined) return known
     return readHeadOnSqlite(db, list.chain, scopeValue)
   },
   postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
+    if (reserve < 0) return lockListScope(db, pgList, scopeValue, false).then(() => known)
     const locked = lockListScope(db, pgList, scopeValue)
     if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)
     const chain = pgList.chain

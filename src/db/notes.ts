@@ -6,8 +6,8 @@
  */
 import { eq, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
-import type { Micros, Millis } from '../lib/time.ts'
-import { latestCreatedAt, nextCreatedAt } from './monotonic.ts'
+import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
+import { createdAtAfterLatest, holdListScopeToInsert, latestCreatedAt, listTimeWritten, nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
 import { lockListScope, PG_LISTS } from './postgres/monotonic.ts'
@@ -16,7 +16,7 @@ import { notes as pgNotes } from './postgres/schema.ts'
 import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
 import type { noteMessages, notes } from './schema.ts'
-import { type ChangeOrigin, recordWorkflowEvents } from './workflow-events.ts'
+import { type ChangeOrigin, recordEventsFor, workflowEventSubscribers } from './workflow-events.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId' } as const satisfies TimeOrderedList
@@ -128,6 +128,7 @@ export function markNotesOutOfTimeOrder(environmentId: number): Op<void> {
   return exec(({ db, t }) => db.update(t.environments).set({ notesInTimeOrder: false }).where(eq(t.environments.id, environmentId)))
 }
 
+/** A new note's columns (its `createdAt`, also its `updatedAt`, is dated by the insert). */
 export interface NewNoteRow {
   environmentId: number
   teamId: number
@@ -135,22 +136,28 @@ export interface NewNoteRow {
   recordId: string
   title: string
   userId: number
-  /** Also its `updatedAt`. */
-  createdAt: Micros
 }
 
-const INSERT_NOTE = statement('notes.insert', ({ db, t }) =>
-  db
-    .insert(t.notes)
-    .values({ ...placeholders('environmentId', 'teamId', 'collectionId', 'recordId', 'title', 'userId', 'createdAt'), updatedAt: sql.placeholder('createdAt') })
-    .returning(),
-)
+const INSERT_NEW_NOTE = statement('notes.insert-new', (d) => {
+  const at = createdAtAfterLatest(d, NOTE_TIMES, sql.placeholder('environmentId'), sql.placeholder('now'))
+  return d.db
+    .insert(d.t.notes)
+    .values({ ...placeholders('environmentId', 'teamId', 'collectionId', 'recordId', 'title', 'userId'), createdAt: at, updatedAt: at })
+    .returning()
+})
 
-/** Inserts a note (a `noteAdded` event of its record: ./workflow-events.ts; `byRun`: the run whose step adds it); returns the row. */
-export function* insertNote(note: NewNoteRow, byRun: ChangeOrigin | null): Op<NoteRow> {
-  const row = yield* inserted(INSERT_NOTE.row({ ...note }), 'note')
-  const now = Math.floor(note.createdAt / 1000)
-  yield* recordWorkflowEvents(note, [{ recordKey: note.recordId, event: 'noteAdded', noteId: row.id, byRun }], now)
+/**
+ * Inserts a new note dated now (`max(now, the environment's newest + 1 µs)`, in the insert itself: ../monotonic.ts
+ * `createdAtAfterLatest`), with its `noteAdded` event for the workflows subscribed (./workflow-events.ts; `byRun`: the
+ * run whose step adds it); returns the row. The workflows subscribed to the collection are read before
+ * the environment's notes are held: on PostgreSQL the insert is the one statement its lock waits on.
+ */
+export function* insertNewNote(note: NewNoteRow, now: Millis, byRun: ChangeOrigin | null): Op<NoteRow> {
+  const subscribers = yield* workflowEventSubscribers(note)
+  yield* holdListScopeToInsert(NOTE_TIMES, note.environmentId)
+  const row = yield* inserted(INSERT_NEW_NOTE.row({ ...note, now: microsFromMillis(now) }), 'note')
+  yield* listTimeWritten(NOTE_TIMES, note.environmentId, row.createdAt as Micros)
+  yield* recordEventsFor(subscribers, [{ recordKey: note.recordId, event: 'noteAdded', noteId: row.id, byRun }], Math.floor(row.createdAt / 1000))
   return row
 }
 
@@ -167,7 +174,7 @@ const INSERT_MESSAGE = statement('note-messages.insert', ({ db, t }) => db.inser
 /** Appends a message to a note's thread, at its time or (another writer updated the note later) at that update's. */
 export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
   const createdAt = yield* runPlan(noteMessageTime, message.noteId, message.createdAt)
-  yield* INSERT_MESSAGE.exec({ ...message, createdAt })
+  yield* INSERT_MESSAGE.send({ ...message, createdAt })
 }
 
 /**
@@ -176,7 +183,7 @@ export function* insertNoteMessage(message: NewNoteMessage): Op<void> {
  * environment's lock, which the note's insert took).
  */
 export function* insertFirstNoteMessage(message: NewNoteMessage): Op<void> {
-  yield* INSERT_MESSAGE.exec({ ...message })
+  yield* INSERT_MESSAGE.send({ ...message })
 }
 
 /**

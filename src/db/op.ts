@@ -19,8 +19,14 @@
 import type { Built, Db, Dialect } from './dialect.ts'
 import type { PgDb } from './postgres/client.ts'
 
-/** What a query answers: every row, the first row (or undefined), or nothing. */
-export type QueryAnswer = 'rows' | 'row' | 'none'
+/**
+ * What a query answers: every row, the first row (or undefined), or nothing — `sent`: nothing either, and a network
+ * store's write transaction does not wait for it (./postgres/op-runner.ts): it sends the statement and goes on, the
+ * connection running it in the order sent, and the write waits for its answer before or with its COMMIT. Its failure
+ * fails the write, never the op's code after it: only for a statement the op would not catch anyway (not inside a
+ * savepoint that is meant to catch it).
+ */
+export type QueryAnswer = 'rows' | 'row' | 'none' | 'sent'
 
 /** One query written once (./query.ts), as a runner receives it: how to build it, what it answers, and (a statement) its name and values. */
 export interface QueryCall {
@@ -29,6 +35,11 @@ export interface QueryCall {
   /** A statement's name: built once per dialect and connection, run with `values`. */
   readonly name?: string
   readonly values?: Record<string, unknown>
+  /**
+   * A `sent` statement's check of its rows, thrown from before the COMMIT (the write does not commit): a lease-guarded
+   * transition that matched no row. SQLite runs it at once.
+   */
+  readonly check?: (rows: unknown[]) => void
 }
 
 /**

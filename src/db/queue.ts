@@ -667,11 +667,15 @@ export function* nextRunAvailableAt(after = -1): Op<number | null> {
 
 // ── A worker's transitions ────────────────────────────────────────────────────
 
-/** A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. Answers the row written. */
-function* guarded<T>(write: { rows(values: Record<string, unknown>): Op<T[]> }, values: { id: string; owner: string } & Record<string, unknown>): Op<T> {
-  const [written] = yield* write.rows(values)
-  if (written === undefined) throw new LeaseLostError(values.id)
-  return written
+/**
+ * A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. Sent
+ * without waiting for its answer (./query.ts `send`): a step group's transition is one of its last statements, under
+ * its environment's lock on PostgreSQL, and the check runs before the COMMIT.
+ */
+function* guarded(write: { send(values: Record<string, unknown>, check: (rows: unknown[]) => void): Op<void> }, values: { id: string; owner: string } & Record<string, unknown>): Op<void> {
+  yield* write.send(values, (rows) => {
+    if (rows.length === 0) throw new LeaseLostError(values.id)
+  })
 }
 
 const ADVANCE = statement('queue.advance', (d) =>
@@ -730,13 +734,13 @@ const END = statement('queue.end', (d) =>
       nextStep: sql`coalesce(${sql.placeholder('next')}, ${d.t.runs.nextStep})`,
     })
     .where(isHeld(d))
-    .returning({ id: d.t.runs.id, workflowId: d.t.runs.workflowId }),
+    .returning({ id: d.t.runs.id }),
 )
 
 /** The run ended, and its completion callbacks queued in the same transaction (./callbacks.ts). */
 function* endRun(runId: string, owner: string, end: { status: 'succeeded' | 'failed'; error: string | null; now: number; nextStep?: number }): Op<void> {
-  const ended = yield* guarded(END, { id: runId, owner, status: end.status, error: end.error, finishedAt: end.now, next: end.nextStep ?? null })
-  yield* queueRunCallbacks(ended, end.status, end.now)
+  yield* guarded(END, { id: runId, owner, status: end.status, error: end.error, finishedAt: end.now, next: end.nextStep ?? null })
+  yield* queueRunCallbacks({ id: runId }, end.status, end.now)
 }
 
 /** Finish: the run succeeded (`nextStep` past its last recorded step, when given); the record is free at once. */
@@ -814,7 +818,7 @@ export function* recordStepOutcomes(steps: readonly StepOutcome[]): Op<void> {
       }
       for (const column of STEP_COLUMNS) values[`${column}${row}`] = columns[column]
     })
-    yield* RECORD_STEPS[chunk.length - 1]!.exec(values)
+    yield* RECORD_STEPS[chunk.length - 1]!.send(values)
   }
 }
 

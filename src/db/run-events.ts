@@ -24,7 +24,7 @@ import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { absent, rawNumber } from './pages.ts'
 import { clientOf, type PgDb } from './postgres/client.ts'
-import { noteRunEventsAppended } from './postgres/monotonic.ts'
+import { answerBeforeCommit, noteRunEventsAppended } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
 import { statement } from './query.ts'
 import { namesAsAssignee } from './tasks.ts'
@@ -171,14 +171,18 @@ function insertRunEventsOnSqlite(db: Db, events: readonly NewRunEvent[]): void {
  * the event's offset (COALESCE reads the newest only for an event without one). The rows are ordered in a sub-select
  * (never flattened: it sorts), so the ids the sequence hands out follow the array's order. The lock is a statement
  * of its own: READ COMMITTED takes a statement's snapshot when it starts, so an insert that waited for a lock inside
- * itself would not see the events its predecessor committed meanwhile. A transition has updated its run already
- * and holds the row: no wait.
+ * itself would not see the events its predecessor committed meanwhile (the connection runs the two in the order sent,
+ * the insert's snapshot taken once the lock is held). A transition has updated its run already and holds the row: no
+ * wait.
  */
 async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
   const runs = [...new Set(events.map((e) => e.runId))].sort()
-  await clientOf(db).unsafe(LOCK_RUNS, [runs])
-  await clientOf(db).unsafe(INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
+  // Both sent at once, their answers read with the write's COMMIT: a step group appends its events last.
+  const client = clientOf(db)
+  const locked = answerBeforeCommit(db, client.unsafe(LOCK_RUNS, [runs]).execute())
+  const inserted = answerBeforeCommit(db, client.unsafe(INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)]).execute())
+  await Promise.all([locked, inserted])
   noteRunEventsAppended(db, environments)
 }
 

@@ -151,7 +151,19 @@ function* originOf(origin: ChangeOrigin | null | undefined): Op<{ workflowId: nu
  */
 export function* recordWorkflowEvents(scope: { environmentId: number; collectionId: number }, changes: readonly RecordChange[], now: number): Op<void> {
   if (changes.length === 0) return
-  const subscribers = yield* SUBSCRIBERS.rows(scope)
+  yield* recordEventsFor(yield* workflowEventSubscribers(scope), changes, now)
+}
+
+/** The workflows subscribed to changes of one collection's records in one environment: read before a write's lock (./notes.ts `insertNewNote`). */
+export function workflowEventSubscribers(scope: { environmentId: number; collectionId: number }): Op<EventSubscriber[]> {
+  return SUBSCRIBERS.rows(scope)
+}
+
+/** A workflow subscribed to a collection's changes (`workflowEventSubscribers`). */
+export type EventSubscriber = { workflowId: number; events: string; debounceSeconds: number | null }
+
+/** `recordWorkflowEvents` with the subscribers read already. */
+export function* recordEventsFor(subscribers: readonly EventSubscriber[], changes: readonly RecordChange[], now: number): Op<void> {
   if (subscribers.length === 0) return
   const origins = new Map<string, { workflowId: number | null; chain: ChainLink[] }>()
   for (const subscriber of subscribers) {

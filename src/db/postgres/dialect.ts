@@ -7,6 +7,7 @@
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, type Tables, valueRowsOf } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
+import { answerBeforeCommit } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
 import type { PgDb } from './client.ts'
@@ -62,12 +63,21 @@ export function postgresDialect(db: PgDb): Dialect {
 
 type Awaitable = PromiseLike<unknown>
 
-/** PostgreSQL's runner of a query written once (SQLite's: ../sqlite/dialect.ts `runQuery`): a statement compiled once, then awaited. */
+/**
+ * PostgreSQL's runner of a query written once (SQLite's: ../sqlite/dialect.ts `runQuery`): a statement compiled once,
+ * then awaited — or, a `sent` statement in a write's transaction, sent and left for the write to await (./monotonic.ts
+ * `answerBeforeCommit`; a query built each time is awaited: the builder sends it only a few microtasks later).
+ */
 export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<unknown> {
-  const answer =
-    query.name !== undefined
-      ? await preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values)
-      : await (query.build(postgresDialect(db)) as unknown as Awaitable)
+  if (query.name === undefined) {
+    const answer = await (query.build(postgresDialect(db)) as unknown as Awaitable)
+    if (query.answer === 'sent') return query.check?.(answer as unknown[])
+    return query.answer === 'rows' ? answer : query.answer === 'row' ? (answer as unknown[])[0] : undefined
+  }
+  // A statement is sent when `execute` is called, before it returns: what the op yields next queues behind it.
+  const running = preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values) as Promise<unknown[]>
+  if (query.answer === 'sent') return answerBeforeCommit(db, running, query.check)
+  const answer = await running
   if (query.answer === 'rows') return answer
   if (query.answer === 'row') return (answer as unknown[])[0]
   return undefined

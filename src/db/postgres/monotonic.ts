@@ -68,8 +68,13 @@ export interface ListLocks {
   channels: Set<string>
   /** Savepoints made so far (their names: ./op-runner.ts). */
   savepoints: number
-  /** Statements sent and not awaited (a savepoint's RELEASE): the write awaits them before its COMMIT. */
+  /**
+   * Statements sent and not awaited (a savepoint's RELEASE, a `sent` query: ../op.ts `QueryAnswer`), in the order
+   * sent: the COMMIT goes right behind them, and the write then reads their answers.
+   */
   unanswered: Promise<unknown>[]
+  /** The checks of `sent` queries (../op.ts `QueryCall.check`): awaited before the COMMIT is sent. */
+  checks: Promise<unknown>[]
 }
 
 const LIST_LOCKS = Symbol('trellis.listLocks')
@@ -77,7 +82,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), reservedIds: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [] } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), reservedIds: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [], checks: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -96,15 +101,65 @@ export function nextSavepointName(db: PgDb): string | null {
   return locks === undefined ? null : `trellis_${++locks.savepoints}`
 }
 
-/** Notes a statement the transaction `db` sent without awaiting its answer. */
-export function awaitBeforeCommit(db: PgDb, answer: Promise<unknown>): void {
-  listLocksOf(db)?.unanswered.push(answer)
+/**
+ * A statement of the write `db` sent without awaiting its answer (`answer`: its answer, `check`ed before the COMMIT
+ * when given): kept for the write to await (true), or — outside a tracked transaction, where nobody would — awaited
+ * here before it resolves (false).
+ */
+export async function answerBeforeCommit(db: PgDb, answer: Promise<unknown[]>, check?: (rows: unknown[]) => void): Promise<void> {
+  const locks = listLocksOf(db)
+  if (locks === undefined) {
+    const rows = await answer
+    check?.(rows)
+    return
+  }
+  answer.catch(() => {}) // read by the write later; not an unhandled rejection meanwhile
+  locks.unanswered.push(answer)
+  if (check !== undefined) {
+    const checked = answer.then(check)
+    checked.catch(() => {})
+    locks.checks.push(checked)
+  }
 }
 
-/** The answers of the statements the transaction `tx` sent without awaiting them: any failure is thrown here. */
-export async function statementsBeforeCommit(tx: PgDb): Promise<void> {
-  const unanswered = listLocksOf(tx)?.unanswered ?? []
-  await Promise.all(unanswered.splice(0))
+/** How many statements the transaction `db` has sent without awaiting them so far (a savepoint's start). */
+export function sentMark(db: PgDb): { unanswered: number; checks: number } {
+  const locks = listLocksOf(db)
+  return { unanswered: locks?.unanswered.length ?? 0, checks: locks?.checks.length ?? 0 }
+}
+
+/** Waits for the answers and checks of what the transaction `db` sent since `mark`: the first failure is thrown. */
+export async function answeredSince(db: PgDb, mark: { unanswered: number; checks: number }): Promise<void> {
+  const locks = listLocksOf(db)
+  if (locks !== undefined) await Promise.all([...locks.unanswered.slice(mark.unanswered), ...locks.checks.slice(mark.checks)])
+}
+
+/**
+ * After a rollback to a savepoint: the statements sent since `mark` are undone, so the write no longer waits for
+ * them; answers the first of them that failed (the reason the savepoint's body failed), if any.
+ */
+export async function dropSentSince(db: PgDb, mark: { unanswered: number; checks: number }): Promise<unknown> {
+  const locks = listLocksOf(db)
+  if (locks === undefined) return undefined
+  locks.checks.splice(mark.checks)
+  for (const outcome of await Promise.allSettled(locks.unanswered.splice(mark.unanswered))) if (outcome.status === 'rejected') return outcome.reason
+  return undefined
+}
+
+/** The checks of the transaction's `sent` statements: the first to fail is thrown (the write must not commit). */
+export async function checksBeforeCommit(tx: PgDb): Promise<void> {
+  await Promise.all(listLocksOf(tx)?.checks.splice(0) ?? [])
+}
+
+/**
+ * After the transaction ended: the failure of the first statement it sent without awaiting that failed, if any —
+ * PostgreSQL aborted the transaction there (its COMMIT became a ROLLBACK), and every statement after it failed for
+ * that reason alone: this is the error that says why.
+ */
+export async function firstUnansweredFailure(tx: PgDb | undefined): Promise<unknown> {
+  const unanswered = tx === undefined ? [] : (listLocksOf(tx)?.unanswered.splice(0) ?? [])
+  for (const outcome of await Promise.allSettled(unanswered)) if (outcome.status === 'rejected') return outcome.reason
+  return undefined
 }
 
 /** Notes that this transaction appended run events to `environmentIds`. */
@@ -169,24 +224,31 @@ export async function takeIds(db: PgDb, list: PgTimedList, scopeValue: number | 
   return ids
 }
 
-/** Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one. */
-export function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null): Promise<void> {
-  return lockListScopes(db, [[list, scopeValue]])
+/**
+ * Takes the list scope's lock (held until the transaction ends); later writers of the scope wait for this one.
+ * `wait` false: sent without waiting for the grant (./op-runner.ts reads the answer with the COMMIT's) — the
+ * statements sent after it queue behind it on the connection, so they run once it is held.
+ */
+export function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null, wait = true): Promise<void> {
+  return lockListScopes(db, [[list, scopeValue]], wait)
 }
 
 /**
  * Takes the list scopes' locks in the order given, those this transaction does not hold yet, in one statement (one
- * round trip however many): a write that knows it will need several takes them at once.
+ * round trip however many): a write that knows it will need several takes them at once. `wait`: as `lockListScope`.
  */
-export async function lockListScopes(db: PgDb, scopes: readonly (readonly [PgTimedList, number | null])[]): Promise<void> {
+export async function lockListScopes(db: PgDb, scopes: readonly (readonly [PgTimedList, number | null])[], wait = true): Promise<void> {
   const locks = listLocksOf(db)
   const wanted = scopes.filter(([list, scopeValue]) => !locks?.held.has(scopeKey(list.lockKey, scopeValue)))
   if (wanted.length === 0) return
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
   // The select list is evaluated left to right: the locks are taken in the order given.
   const calls = wanted.map((_, i) => `pg_advisory_xact_lock($${2 * i + 1}::int4, $${2 * i + 2}::int4)`).join(', ')
-  await clientOf(db).unsafe(`SELECT ${calls}`, wanted.flatMap(([list, scopeValue]) => [list.lockKey, (scopeValue ?? 0) | 0]))
+  const granted = clientOf(db).unsafe(`SELECT ${calls}`, wanted.flatMap(([list, scopeValue]) => [list.lockKey, (scopeValue ?? 0) | 0])).execute()
+  // Held from here on for what this transaction sends next (a failure fails the transaction).
   for (const [list, scopeValue] of wanted) locks?.held.add(scopeKey(list.lockKey, scopeValue))
+  if (wait) await granted
+  else await answerBeforeCommit(db, granted)
 }
 
 /** A list of ../pages.ts as its lock knows it. */

@@ -9,7 +9,7 @@ import type { Call, Op } from '../op.ts'
 import { StorageUnavailableError, storageFull } from '../../lib/storage-unavailable.ts'
 import { runQueryOnPostgres } from './dialect.ts'
 import { cachedLookupOnPostgres } from './lookup-cache.ts'
-import { awaitBeforeCommit, channelsToNotify, forgetListLocks, nextSavepointName, runEventsAppended, statementsBeforeCommit, trackListLocks } from './monotonic.ts'
+import { answerBeforeCommit, answeredSince, channelsToNotify, checksBeforeCommit, dropSentSince, firstUnansweredFailure, forgetListLocks, nextSavepointName, runEventsAppended, sentMark, trackListLocks } from './monotonic.ts'
 import { clientOf, type PgDb } from './client.ts'
 
 /** How often a write that lost a serialization race or a deadlock runs again from scratch before it gives up. */
@@ -35,20 +35,32 @@ const DISK_FULL = '53100'
  * The op `body` makes, in one transaction on the pool `db`: all of it commits, or (it threw) none of it. Runs again
  * after a deadlock. `committed` hears, once it committed, of the environments whose run events it appended and of
  * the channels its commit should wake (./notify.ts).
+ *
+ * Statements the op sent without awaiting them (`sent` queries, a savepoint's RELEASE) are not waited for before the
+ * COMMIT, only their checks are: the COMMIT goes right behind them, and a write that holds an environment's lock
+ * waits for one answer at its end instead of one per statement. When one of them failed, PostgreSQL turned the
+ * COMMIT into a ROLLBACK: the write fails with that statement's error (what the retry below and the caller judge).
  */
 export async function writeOnPostgres<T>(db: PgDb, body: () => Op<T>, committed: (announced: Committed) => void): Promise<T> {
   for (let attempt = 1; ; attempt++) {
+    let handle: PgDb | undefined
     try {
-      let handle: PgDb | undefined
       const transaction = (tx: PgDb) => {
         handle = tx
         trackListLocks(tx)
         return runOpOnPostgres(tx, body()).then(async (answer) => {
-          await statementsBeforeCommit(tx)
+          await checksBeforeCommit(tx)
           return answer
         })
       }
-      const answer = await db.transaction(transaction)
+      let answer: T
+      try {
+        answer = await db.transaction(transaction)
+      } catch (error) {
+        throw (await firstUnansweredFailure(handle)) ?? error
+      }
+      const failed = await firstUnansweredFailure(handle)
+      if (failed !== undefined) throw failed // not reached: a failed statement makes the COMMIT fail
       committed({ runEvents: runEventsAppended(handle!), channels: channelsToNotify(handle!) })
       return answer
     } catch (error) {
@@ -116,8 +128,9 @@ function runCall(db: PgDb, call: Call): Promise<unknown> {
  * runs its statements in the order sent, so the body's first statement queues behind the SAVEPOINT, and the next
  * statement after the body behind the RELEASE. A step group (src/executor) makes a savepoint per step, often under
  * its environment's lock: each answer not waited for is one less pass through the event loop while other writers
- * wait. A failed SAVEPOINT or RELEASE (a broken connection) still fails the transaction: the statements behind it
- * fail, and the write awaits every RELEASE before its COMMIT (`writeOnPostgres`). Outside one (no tracking): a
+ * wait. The statements the body sent without waiting (`sent` queries) are waited for at its end, so that their failure
+ * fails the savepoint, not the write. A failed SAVEPOINT or RELEASE (a broken connection) still fails the transaction:
+ * the statements behind it fail, and the write reads every RELEASE's answer with its COMMIT's (`writeOnPostgres`). Outside one (no tracking): a
  * nested transaction of the driver, each answer awaited.
  */
 export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promise<T> {
@@ -125,16 +138,20 @@ export async function savepointOnPostgres<T>(db: PgDb, body: () => Op<T>): Promi
   if (name === null) return db.transaction((savepoint) => runOpOnPostgres(savepoint, body()))
   const client = clientOf(db)
   const opened = sent(client.unsafe(`SAVEPOINT ${name}`))
+  const mark = sentMark(db)
   try {
     const answer = await runOpOnPostgres(db, body())
     await opened
-    awaitBeforeCommit(db, sent(client.unsafe(`RELEASE SAVEPOINT ${name}`)))
+    // What the body sent without waiting is judged here: its failure is the savepoint's, as the op expects.
+    await answeredSince(db, mark)
+    void answerBeforeCommit(db, client.unsafe(`RELEASE SAVEPOINT ${name}`).execute() as Promise<unknown[]>)
     return answer
   } catch (error) {
     await opened.catch(() => {})
     await client.unsafe(`ROLLBACK TO SAVEPOINT ${name}`)
     forgetListLocks(db)
-    throw error
+    // A statement the body sent without awaiting it failed first: the error the body saw only followed from it.
+    throw (await dropSentSince(db, mark)) ?? error
   }
 }
 

@@ -48,8 +48,9 @@ export function preparedOn<Q extends Prepared>(db: PgDb, key: string, build: (db
 async function run(client: ReturnType<typeof clientOf>, q: Compiled, values: Record<string, unknown>): Promise<unknown> {
   const params = fillPlaceholders(q.params, values)
   try {
-    if (!q.fields && !q.customResultMapper) return await client.unsafe(q.queryString, params as never[])
-    const rows = (await client.unsafe(q.queryString, params as never[]).values()) as unknown[][]
+    // `execute()` sends it now, not when first awaited: statements go out in the order the op makes them.
+    if (!q.fields && !q.customResultMapper) return await client.unsafe(q.queryString, params as never[]).execute()
+    const rows = (await client.unsafe(q.queryString, params as never[]).values().execute()) as unknown[][]
     return q.customResultMapper ? q.customResultMapper(rows) : rows.map((row) => mapResultRow(q.fields!, row, q.joinsNotNullableMap))
   } catch (error) {
     throw new DrizzleQueryError(q.queryString, params, error as Error)

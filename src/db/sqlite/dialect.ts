@@ -55,8 +55,10 @@ export function runQuery(db: Db, query: QueryCall): unknown {
   if (query.name !== undefined) {
     const statement = prepared(db, query.name, () => query.build(sqliteDialect(db)).prepare())
     const values = query.values as never
+    if (query.check !== undefined) return void query.check(statement.all(values) as unknown[])
     return query.answer === 'rows' ? statement.all(values) : query.answer === 'row' ? statement.get(values) : void statement.run(values)
   }
   const built = query.build(sqliteDialect(db))
+  if (query.check !== undefined) return void query.check(built.all() as unknown[])
   return query.answer === 'rows' ? built.all() : query.answer === 'row' ? built.get() : void built.run()
 }

@@ -4,11 +4,10 @@ import {
   findNoteMessagesForRender,
   findNotesForRender,
   insertFirstNoteMessage,
-  insertNote,
+  insertNewNote,
   insertNoteMessage,
   latestNoteCreatedAt,
   markNotesOutOfTimeOrder,
-  nextNoteCreatedAt,
   type NoteRow,
   pageNoteIds,
   updateNoteRow,
@@ -110,17 +109,15 @@ export interface NewNote {
 
 /** Creates a note with its first message, `createdAt` strictly after every earlier note. Call in a write transaction. */
 export function* createNote(clock: Clock, input: NewNote, actor: Actor): Op<NoteRow> {
-  const createdAt = yield* nextNoteCreatedAt(input.environmentId, clock.now())
-  const note = yield* insertNote({
+  const note = yield* insertNewNote({
     environmentId: input.environmentId,
     teamId: input.teamId,
     collectionId: input.collectionId,
     recordId: input.recordId,
     title: input.title,
     userId: actor.userId,
-    createdAt,
-  }, actor.workflow ? { runId: actor.workflow.runId } : null)
-  yield* insertFirstNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt })
+  }, clock.now(), actor.workflow ? { runId: actor.workflow.runId } : null)
+  yield* insertFirstNoteMessage({ noteId: note.id, userId: actor.userId, content: sanitizeNoteHtml(input.content), createdAt: note.createdAt as Micros })
   yield* logNote(clock, note, actor, 'createNote', `created note "${input.title}"`)
   return note
 }

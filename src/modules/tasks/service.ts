@@ -129,10 +129,10 @@ export function* openTask(clock: Clock, mail: MailSettings | null, task: TaskToO
  * in the transaction that makes them happen: each body the task as `GET /v1/tasks/{id}` shows it once that
  * transaction's changes are made, rendered only when some endpoint wants it.
  */
-export function* queueTaskCallbacks(task: { id: string; runId: string; workflowId: number }, types: readonly TaskCallbackEvent[], now: number): Op<void> {
+export function* queueTaskCallbacks(task: { id: string; runId: string }, types: readonly TaskCallbackEvent[], now: number): Op<void> {
   let rendered: object | undefined
   for (const type of types) {
-    yield* queueCallbacks({ id: task.runId, workflowId: task.workflowId }, type, now, function* () {
+    yield* queueCallbacks({ id: task.runId }, type, now, function* () {
       rendered ??= (yield* renderTasks([task.id]))[0]
       if (rendered === undefined) throw new Error(`task ${task.id} vanished in its own transaction`)
       return taskCallbackPayload(type, now, rendered)
@@ -385,7 +385,7 @@ export function* cancelTasksOfRun(
       yield* tellOfTask(mail, now, 'task.closed', { ...closed, workflowName: place.workflowName }, [closed.requesterId], { status: 'cancelled', why: 'with its run' })
     }
     events.push(taskEvent(task, 'task.closed', 'cancelled', now, { status: 'cancelled' }))
-    yield* queueTaskCallbacks({ id: closed.id, runId: run.id, workflowId: run.workflowId }, ['task.closed'], now)
+    yield* queueTaskCallbacks({ id: closed.id, runId: run.id }, ['task.closed'], now)
   }
   return events
 }
