@@ -651,8 +651,9 @@ describe('many streams', () => {
     const before = rssKiB()
     const streams: RawStream[] = []
     for (let batch = 0; batch < 10; batch++) streams.push(...(await Promise.all(Array.from({ length: 100 }, () => rawStream(server.url, ENVIRONMENT_EVENTS, alice)))))
-    // Every stream open and beating: each one's first heartbeat (every 2 s here).
-    await Promise.all(streams.map((stream) => stream.until(': heartbeat')))
+    // Every stream open and beating: each one's first heartbeat (every 2 s here; up to 30 s on a loaded machine, where
+    // a thousand streams' timers and reads queue behind other work).
+    await Promise.all(streams.map((stream) => stream.until(': heartbeat', 30_000)))
     for (const stream of streams) expect(stream.text()).toStartWith('HTTP/1.1 200 OK')
     const grown = (rssKiB() - before) / 1024
     console.log(`1,000 idle streams: server RSS +${grown.toFixed(1)} MiB`)
