@@ -103,8 +103,8 @@ export function nextSavepointName(db: PgDb): string | null {
 
 /**
  * A statement of the write `db` sent without awaiting its answer (`answer`: its answer, `check`ed before the COMMIT
- * when given): kept for the write to await (true), or — outside a tracked transaction, where nobody would — awaited
- * here before it resolves (false).
+ * when given): kept for the write to read with its COMMIT's, resolving at once — or, outside a tracked transaction,
+ * where nobody would read it, awaited (and checked) before it resolves.
  */
 export async function answerBeforeCommit(db: PgDb, answer: Promise<unknown[]>, check?: (rows: unknown[]) => void): Promise<void> {
   const locks = listLocksOf(db)
