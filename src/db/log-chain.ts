@@ -11,8 +11,8 @@ import type { Db } from './dialect.ts'
 import { chainedEntriesWritten, nextChainedEntries, nextIdsOnSqlite } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { TimeOrderedList } from './pages.ts'
-import { clientOf, type PgDb } from './postgres/client.ts'
-import { answerBeforeCommit, PG_LISTS, takeIds } from './postgres/monotonic.ts'
+import type { PgDb } from './postgres/client.ts'
+import { PG_LISTS, sendRaw, takeIds } from './postgres/monotonic.ts'
 import type { adminLogs } from './schema.ts'
 import { statementOn } from './sqlite/prepared.ts'
 
@@ -125,11 +125,10 @@ async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Pla
   const ids = await takeIds(db, log === 'activity' ? PG_LISTS.activityLogs : PG_LISTS.adminLogs, scopeValue, placed.length)
   const hashes = hashesOf(placed, ids, prevHash)
   const link = { position: placed[placed.length - 1]!.position, hash: hashes[hashes.length - 1]! }
-  const client = clientOf(db)
   if (log === 'admin') {
     for (const [i, { entry, createdAt, position }] of (placed as (Placed & { log: 'admin' })[]).entries()) {
       const { projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension } = entry
-      await answerBeforeCommit(db, client.unsafe(INSERT_ADMIN_ENTRY, [ids[i], projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt, position, hashes[i]] as never[]).execute())
+      await sendRaw(db, INSERT_ADMIN_ENTRY, [ids[i], projectId, type, resource, initiator, userId, subjectUserId, previousValue, newValue, extension, createdAt, position, hashes[i]])
     }
     return { ids, link }
   }
@@ -139,14 +138,14 @@ async function insertOnPostgres(db: PgDb, scopeValue: number | null, placed: Pla
     return [ids[i], environmentId, type, action, label, userId, teamId, collectionId, tokenId, workflowName, runId, stepName, extension, createdAt, position, hashes[i]]
   }
   if (activity.length === 1) {
-    await answerBeforeCommit(db, client.unsafe(INSERT_ENTRY, [...columns(activity[0]!, 0), activity[0]!.recordIds] as never[]).execute())
+    await sendRaw(db, INSERT_ENTRY, [...columns(activity[0]!, 0), activity[0]!.recordIds])
     return { ids, link }
   }
   // Column by column: parameter k holds every entry's k-th value; the record ids name their entry by its id.
   const byColumn = activity.map(columns)
   const values = byColumn[0]!.map((_, k) => byColumn.map((row) => row[k]))
   const logIds = activity.flatMap(({ recordIds }, i) => recordIds.map(() => ids[i]))
-  await answerBeforeCommit(db, client.unsafe(INSERT_ENTRIES, [...values, scopeValue, logIds, activity.flatMap(({ recordIds }) => recordIds)] as never[]).execute())
+  await sendRaw(db, INSERT_ENTRIES, [...values, scopeValue, logIds, activity.flatMap(({ recordIds }) => recordIds)])
   return { ids, link }
 }
 

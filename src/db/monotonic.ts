@@ -87,7 +87,7 @@ export function createdAtAfterLatest(d: Dialect, list: TimeOrderedList, scopeVal
  * writer holds every scope already.
  */
 export function* holdListScopeToInsert(list: TimeOrderedList, scopeValue: number | null): Op<void> {
-  yield* runPlan(holdListScope, list, scopeValue, -1)
+  yield* runPlan(holdListScope, list, scopeValue, 'hold only')
 }
 
 /** Tells the transaction the time an insert gave the list scope's newest row (what `nextCreatedAt` counts on from). */
@@ -178,8 +178,8 @@ export function forgetListTimes(db: Db): void {
 
 /**
  * Holds the list scope for this transaction's next entry, and answers the newest entry this transaction set there
- * (undefined: none, read it). SQLite's one writer holds every scope already. `reserve` -1: hold only, read nothing
- * (`holdListScopeToInsert`).
+ * (undefined: none, read it). SQLite's one writer holds every scope already. `reserve` 'hold only': take the lock and read
+ * nothing (`holdListScopeToInsert`: the insert dates its row itself).
  *
  * PostgreSQL takes the list scope's lock; answers the newest entry this transaction set in the scope, or else the
  * scope's newest time — and in a chained log its head link, with `reserve` ids drawn from the log's sequence —,
@@ -188,15 +188,15 @@ export function forgetListTimes(db: Db): void {
  * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
  */
 const holdListScope = plan({
-  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, reserve: number): ScopeHead | undefined => {
+  sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, reserve: number | 'hold only'): ScopeHead | undefined => {
     const known = sqliteListTimes.get(connectionOf(db))?.get(scopeKey(list, scopeValue))
-    if (reserve < 0 || list.chain === undefined || known?.link !== undefined) return known
+    if (reserve === 'hold only' || list.chain === undefined || known?.link !== undefined) return known
     return readHeadOnSqlite(db, list.chain, scopeValue)
   },
   postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
-    if (reserve < 0) return lockListScope(db, pgList, scopeValue, false).then(() => known)
+    if (reserve === 'hold only') return lockListScope(db, pgList, scopeValue, false).then(() => known)
     const locked = lockListScope(db, pgList, scopeValue)
     if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)
     const chain = pgList.chain

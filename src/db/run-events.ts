@@ -23,8 +23,8 @@ import type { RunStatus } from '../lib/run-statuses.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { absent, rawNumber } from './pages.ts'
-import { clientOf, type PgDb } from './postgres/client.ts'
-import { answerBeforeCommit, noteRunEventsAppended } from './postgres/monotonic.ts'
+import type { PgDb } from './postgres/client.ts'
+import { noteRunEventsAppended, sendRaw } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
 import { statement } from './query.ts'
 import { namesAsAssignee } from './tasks.ts'
@@ -179,9 +179,8 @@ async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
   const runs = [...new Set(events.map((e) => e.runId))].sort()
   // Both sent at once, their answers read with the write's COMMIT: a step group appends its events last.
-  const client = clientOf(db)
-  const locked = answerBeforeCommit(db, client.unsafe(LOCK_RUNS, [runs]).execute())
-  const inserted = answerBeforeCommit(db, client.unsafe(INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)]).execute())
+  const locked = sendRaw(db, LOCK_RUNS, [runs])
+  const inserted = sendRaw(db, INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
   await Promise.all([locked, inserted])
   noteRunEventsAppended(db, environments)
 }

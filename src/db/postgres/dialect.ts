@@ -61,24 +61,19 @@ export function postgresDialect(db: PgDb): Dialect {
   return { ...postgresFragments, db: builder, valueRows: (query) => valueRowsOf(builder, query, (rows) => [...rows]) }
 }
 
-type Awaitable = PromiseLike<unknown>
-
 /**
  * PostgreSQL's runner of a query written once (SQLite's: ../sqlite/dialect.ts `runQuery`): a statement compiled once,
- * then awaited — or, a `sent` statement in a write's transaction, sent and left for the write to await (./monotonic.ts
- * `answerBeforeCommit`; a query built each time is awaited: the builder sends it only a few microtasks later).
+ * then awaited — or, a named `sent` statement in a write's transaction, sent and left for the write to await
+ * (./monotonic.ts `answerBeforeCommit`).
  */
 export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<unknown> {
-  if (query.name === undefined) {
-    const answer = await (query.build(postgresDialect(db)) as unknown as Awaitable)
-    if (query.answer === 'sent') return query.check?.(answer as unknown[])
-    return query.answer === 'rows' ? answer : query.answer === 'row' ? (answer as unknown[])[0] : undefined
-  }
-  // A statement is sent when `execute` is called, before it returns: what the op yields next queues behind it.
-  const running = preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values) as Promise<unknown[]>
-  if (query.answer === 'sent') return answerBeforeCommit(db, running, query.check)
+  // A statement is sent when `execute` is called, before it returns: what the op yields next queues behind it. A query
+  // built each time is sent when awaited, a few microtasks later.
+  const running: Promise<unknown[]> = query.name === undefined
+    ? Promise.resolve(query.build(postgresDialect(db)) as unknown as PromiseLike<unknown[]>)
+    : (preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values) as Promise<unknown[]>)
+  if (query.answer === 'sent' && query.name !== undefined) return answerBeforeCommit(db, running, query.check)
   const answer = await running
-  if (query.answer === 'rows') return answer
-  if (query.answer === 'row') return (answer as unknown[])[0]
-  return undefined
+  if (query.answer === 'sent') return query.check?.(answer)
+  return query.answer === 'rows' ? answer : query.answer === 'row' ? answer[0] : undefined
 }

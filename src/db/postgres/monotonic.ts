@@ -122,6 +122,11 @@ export async function answerBeforeCommit(db: PgDb, answer: Promise<unknown[]>, c
   }
 }
 
+/** Sends a raw statement on the handle's connection; its answer is read as `answerBeforeCommit` says. */
+export function sendRaw(db: PgDb, text: string, values: unknown[]): Promise<void> {
+  return answerBeforeCommit(db, clientOf(db).unsafe(text, values as never[]).execute())
+}
+
 /** How many statements the transaction `db` has sent without awaiting them so far (a savepoint's start). */
 export function sentMark(db: PgDb): { unanswered: number; checks: number } {
   const locks = listLocksOf(db)
