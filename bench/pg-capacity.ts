@@ -162,6 +162,11 @@ try {
       left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10`) as { calls: number; ms: number; mean: number; query: string }[]
   result.runStatements = top
   for (const t of top) log(`  ${t.ms} ms in ${t.calls} calls (mean ${t.mean} ms): ${t.query}`)
+  // The statements a run sends, most called first: where the round trips go.
+  const mostCalled = (await sql`SELECT round(calls::numeric / ${ended!.runs}, 2)::float8 AS "perRun", round(total_exec_time)::int AS ms,
+      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY calls DESC LIMIT 25`) as { perRun: number; ms: number; query: string }[]
+  result.runStatementsByCalls = mostCalled
+  for (const t of mostCalled) log(`  ${t.perRun} a run, ${t.ms} ms: ${t.query}`)
   await draining.close()
   // Bytes kept per trigger and its run (tables with their indexes and TOAST), after both phases.
   result.bytesKept = Object.fromEntries(TABLES.map((name) => [name, Math.round(((bytes2[name] ?? 0) - (bytes0[name] ?? 0)) / TRIGGERS)]))
