@@ -76,9 +76,6 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     expect((await same(() => users.findUserByStoredEmail('émile@example.test')))?.id).toBe(3)
     expect(await same(() => users.findUserByStoredEmail('BOB@example.test'))).toBeUndefined() // exact, case-sensitive
     expect((await same(() => users.findUserByStoredEmail('bob@example.test')))?.id).toBe(5)
-    expect(await same(() => users.findUserDisabledAt(3))).toEqual({ disabledAt: T0 + 5 })
-    expect(await same(() => users.findUserDisabledAt(1))).toEqual({ disabledAt: null })
-    expect(await same(() => users.findUserDisabledAt(99))).toBeUndefined()
   })
 
   test('users: other active instance admins (the disabled one and the user themself excluded)', async () => {
@@ -292,6 +289,39 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
       { userId: 1, team: 'support' },
       { userId: 4, team: 'support' },
     ])
+  })
+
+  test('collection access: one statement answers what the separate lookups answer, for every user, team and collection', async () => {
+    // Users 1–5 (one deactivated by now, 99 unknown), project 1's teams 1–4 and a team of project 2, collections 1–2
+    // (collection 1 has permission rows for teams 1 and 2) and one unknown.
+    const facts: members.CollectionAccessFacts[] = []
+    for (const userId of [1, 2, 3, 4, 5, 99]) {
+      for (const teamId of [1, 2, 3, 4, 5, 0]) {
+        for (const collectionId of [1, 2, 99]) {
+          const input = { userId, projectId: 1, teamId, collectionId }
+          const found = await same(() => members.collectionAccessFacts(input))
+          const user = await same(() => users.findUserById(userId))
+          if (user === undefined) {
+            expect(found).toBeUndefined()
+            continue
+          }
+          const permission = await same(() => projects.findCollectionPermission(collectionId, teamId))
+          expect(found).toStrictEqual({
+            disabledAt: user.disabledAt,
+            role: (await same(() => members.findMemberRole(1, userId))) ?? null,
+            teamMember: (await same(() => members.isTeamMember(teamId, userId))) ? teamId : null,
+            canRead: permission?.canRead ?? null,
+            canEdit: permission?.canEdit ?? null,
+          })
+          facts.push(found!)
+        }
+      }
+    }
+    // The grid reaches every kind of answer: deactivated, admin, member and not, a permission row and none.
+    expect(facts.some((f) => f.disabledAt !== null)).toBe(true)
+    expect(facts.some((f) => f.role === 'admin') && facts.some((f) => f.role === null) && facts.some((f) => f.role !== null && f.role !== 'admin')).toBe(true)
+    expect(facts.some((f) => f.teamMember !== null)).toBe(true)
+    expect(facts.some((f) => f.canRead === false) && facts.some((f) => f.canRead === null)).toBe(true)
   })
 
   /** A function of the database handle (`(db: Db, …)`) would run on one store only; an op factory, written once, takes its arguments only. */

@@ -1,7 +1,7 @@
 /**
  * The members domain's storage: who holds which permission level in a project (`project_members`) and who
- * belongs to which team (`team_members`). The per-request checks (`findMemberRole`, `isTeamMember`) are
- * statements; the last-admin rules and the admin log stay in the members service. Lists sort names and emails in
+ * belongs to which team (`team_members`). The per-request checks (`findMemberRole`, `isTeamMember`,
+ * `collectionAccessFacts`) are statements; the last-admin rules and the admin log stay in the members service. Lists sort names and emails in
  * byte order on both stores (`d.byteOrder`).
  */
 import { and, asc, count, eq, inArray, ne, type SQL, sql } from 'drizzle-orm'
@@ -43,6 +43,42 @@ const RENDERING_REACH = statement('members.rendering-reach', ({ db, t }) =>
 function* readRenderingReach(projectId: number, teamId: number, userId: number): Op<boolean> {
   const reach = yield* RENDERING_REACH.row({ projectId, teamId, userId })
   return reach !== undefined && (reach.role === 'admin' || reach.teamId !== null)
+}
+
+/**
+ * What decides a user's access to a collection's records as seen by a team, in one statement: whether the user is
+ * deactivated, their role in the project, whether they belong to the team, and the team's permission row on the
+ * collection (null columns: none). Every record read or write by a person or a run asks (the rule: the records
+ * service's `collectionAccess`). Undefined: no such user.
+ */
+const COLLECTION_ACCESS = statement('members.collection-access', ({ db, t }) =>
+  db
+    .select({
+      disabledAt: t.users.disabledAt,
+      role: t.projectMembers.role,
+      teamMember: t.teamMembers.teamId,
+      canRead: t.collectionPermissions.canRead,
+      canEdit: t.collectionPermissions.canEdit,
+    })
+    .from(t.users)
+    .leftJoin(t.projectMembers, and(eq(t.projectMembers.projectId, sql.placeholder('projectId')), eq(t.projectMembers.userId, t.users.id)))
+    .leftJoin(t.teamMembers, and(eq(t.teamMembers.teamId, sql.placeholder('teamId')), eq(t.teamMembers.userId, t.users.id)))
+    .leftJoin(t.collectionPermissions, and(eq(t.collectionPermissions.collectionId, sql.placeholder('collectionId')), eq(t.collectionPermissions.teamId, sql.placeholder('teamId'))))
+    .where(eq(t.users.id, sql.placeholder('userId')))
+    .limit(constantLimit(1)),
+)
+
+export interface CollectionAccessFacts {
+  disabledAt: number | null
+  role: PermissionLevel | null
+  /** The team's id when the user belongs to it, else null. */
+  teamMember: number | null
+  canRead: boolean | null
+  canEdit: boolean | null
+}
+
+export function* collectionAccessFacts(input: { userId: number; projectId: number; teamId: number; collectionId: number }): Op<CollectionAccessFacts | undefined> {
+  return yield* COLLECTION_ACCESS.row(input)
 }
 
 /**

@@ -106,11 +106,3 @@ export function* spendInvitation(invitationId: number, now: number): Op<boolean>
   return spent.length > 0
 }
 
-const USER_DISABLED_AT = statement('users.disabled-at', ({ db, t }) =>
-  db.select({ disabledAt: t.users.disabledAt }).from(t.users).where(eq(t.users.id, sql.placeholder('id'))),
-)
-
-/** When the user was deactivated (null: active), or undefined when unknown. A statement: record access asks per request. */
-export function findUserDisabledAt(id: number) {
-  return USER_DISABLED_AT.row({ id })
-}

@@ -1,19 +1,18 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { findMemberRole, isTeamMember, teamIdsOfMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
+import { collectionAccessFacts, findMemberRole, teamIdsOfMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
 import {
   allProjectsByName,
   anyProjectExists,
   anyProjectWithParts,
   type Environment,
   findCollectionByName,
-  findCollectionPermission,
   findEnvironmentByName,
   findProjectByName as findProjectByNameRow,
   findTeamByName,
   type Project,
 } from '../../db/projects.ts'
 import { listProjectParts } from '../../db/records.ts'
-import { findUserByStoredEmail, findUserDisabledAt } from '../../db/users.ts'
+import { findUserByStoredEmail } from '../../db/users.ts'
 import type { Store } from '../../db/store.ts'
 import { read } from '../../db/read.ts'
 import type { PermissionLevel } from '../../lib/access.ts'
@@ -63,14 +62,12 @@ export function* collectionAccess(
   input: { userId: number; projectId: number; teamId: number; collectionId: number },
 ): Op<{ read: boolean; edit: boolean }> {
   const none = { read: false, edit: false }
-  const user = yield* findUserDisabledAt(input.userId)
-  if (!user || user.disabledAt !== null) return none
-  const role = yield* roleIn(input.projectId, input.userId)
-  if (role === 'admin') return { read: true, edit: true }
-  if (!role || !(yield* isTeamMember(input.teamId, input.userId))) return none
-  const permission = yield* findCollectionPermission(input.collectionId, input.teamId)
-  const read = permission?.canRead ?? true
-  return { read, edit: read && (permission?.canEdit ?? true) }
+  const facts = yield* collectionAccessFacts(input)
+  if (!facts || facts.disabledAt !== null) return none
+  if (facts.role === 'admin') return { read: true, edit: true }
+  if (!facts.role || facts.teamMember === null) return none
+  const read = facts.canRead ?? true
+  return { read, edit: read && (facts.canEdit ?? true) }
 }
 
 /**
