@@ -57,7 +57,7 @@ interface Counters {
   deleted: number
 }
 
-const cluster = startCluster({ settings: { ...POSTGRES_SETTINGS, shared_preload_libraries: 'pg_stat_statements' } })
+const cluster = startCluster({ settings: { ...POSTGRES_SETTINGS, shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } })
 psqlSync(cluster.url, 'CREATE DATABASE trellis')
 const url = cluster.url.replace(/\/postgres$/, '/trellis')
 const sql = new SQL({ url, max: 1 })
@@ -167,6 +167,12 @@ try {
       left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY calls DESC LIMIT 25`) as { perRun: number; ms: number; query: string }[]
   result.runStatementsByCalls = mostCalled
   for (const t of mostCalled) log(`  ${t.perRun} a run, ${t.ms} ms: ${t.query}`)
+  // The statements PostgreSQL planned most (a prepared statement is planned again at each execution while its custom
+  // plans look cheaper than a generic one).
+  const mostPlanned = (await sql`SELECT plans::int AS plans, calls::int AS calls, round(total_plan_time)::int AS "planMs",
+      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_plan_time DESC LIMIT 12`) as { plans: number; calls: number; planMs: number; query: string }[]
+  result.runStatementsByPlanning = mostPlanned
+  for (const t of mostPlanned) log(`  planned ${t.plans} of ${t.calls} calls, ${t.planMs} ms: ${t.query}`)
   await draining.close()
   // Bytes kept per trigger and its run (tables with their indexes and TOAST), after both phases.
   result.bytesKept = Object.fromEntries(TABLES.map((name) => [name, Math.round(((bytes2[name] ?? 0) - (bytes0[name] ?? 0)) / TRIGGERS)]))

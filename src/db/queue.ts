@@ -552,14 +552,16 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
  * walks every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
- * in the environment, a quarter of a drain's statement time, growing with the runs kept).
+ * in the environment, a quarter of a drain's statement time, growing with the runs kept). Whose each run is, is
+ * compared here (`owner`): a statement with a parameter stays prepared on PostgreSQL, where Bun keeps none without
+ * parameters (PostgreSQL then parses and plans it at every call).
  */
 const RUNNING = statement('queue.running', (d) =>
   d.db
     .select({
       workflowId: d.t.runs.workflowId,
       projectId: sql<number>`(${d.db.select({ p: d.t.environments.projectId }).from(d.t.environments).where(eq(d.t.environments.id, d.t.runs.environmentId))})`.mapWith(Number),
-      leaseOwner: d.t.runs.leaseOwner,
+      mine: sql<boolean>`coalesce(${d.t.runs.leaseOwner} = ${sql.placeholder('owner')}, false)`.mapWith(Boolean),
     })
     .from(d.t.runs)
     .where(isRunning(d)),
@@ -567,7 +569,7 @@ const RUNNING = statement('queue.running', (d) =>
 
 /** The runs running on every instance (runs_lease_idx), as the claim's rules read them (`mine`: held by `owner`). */
 export function* runningRuns(owner: string | null): Op<RunningRun[]> {
-  return (yield* RUNNING.rows()).map((r) => ({ workflowId: r.workflowId, projectId: r.projectId, mine: owner !== null && r.leaseOwner === owner }))
+  return yield* RUNNING.rows({ owner })
 }
 
 const PROJECTS_WITH_WORKFLOWS = statement('queue.projects-with-workflows', ({ db, t }) => {
@@ -577,14 +579,21 @@ const PROJECTS_WITH_WORKFLOWS = statement('queue.projects-with-workflows', ({ db
     .innerJoin(t.renderings, eq(t.renderings.id, t.workflows.renderingId))
     .innerJoin(t.environments, eq(t.environments.id, t.renderings.environmentId))
     .where(isNotNull(t.workflows.activeVersionId))
-    .limit(constantLimit(2))
+    .limit(constantLimit(PROJECTS_COUNTED))
     .as('p')
-  return db.select({ n: count() }).from(projects)
+  // `atMost` (the same bound) is there to be a parameter: Bun sends a statement without one as a simple query, which
+  // PostgreSQL parses and plans at every call. In the select list it cannot change the plan, so the generic plan is
+  // as cheap as a custom one and PostgreSQL keeps it (as the limit it would not: a custom plan looks cheaper).
+  const atMost = sql.placeholder('atMost')
+  return db.select({ n: sql<number>`CASE WHEN count(*) < ${atMost} THEN count(*) ELSE ${atMost} END`.mapWith(Number) }).from(projects)
 })
+
+/** Projects with a published workflow counted: whether there is more than one is what the reserve needs. */
+const PROJECTS_COUNTED = 2
 
 /** Whether more than one project has a published workflow (0, 1 or 2: no more is counted), for the projects' reserve. */
 export function* projectsWithWorkflows(): Op<number> {
-  return (yield* PROJECTS_WITH_WORKFLOWS.row())!.n
+  return (yield* PROJECTS_WITH_WORKFLOWS.row({ atMost: PROJECTS_COUNTED }))!.n
 }
 
 // ── Leases ────────────────────────────────────────────────────────────────────

@@ -179,13 +179,18 @@ async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
   const runs = [...new Set(events.map((e) => e.runId))].sort()
   // Both sent at once, their answers read with the write's COMMIT: a step group appends its events last.
-  const locked = sendRaw(db, LOCK_RUNS, [runs])
+  const locked = runs.length === 1 ? sendRaw(db, LOCK_RUN, [runs[0]]) : sendRaw(db, LOCK_RUNS, [runs])
   const inserted = sendRaw(db, INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
   await Promise.all([locked, inserted])
   noteRunEventsAppended(db, environments)
 }
 
 const LOCK_RUNS = 'SELECT 1 FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE'
+/**
+ * One run's (a transition's): PostgreSQL plans a statement over an array anew at each call (a custom plan for the
+ * array's size always looks cheaper than the generic one), and one with `= $1` once per connection.
+ */
+const LOCK_RUN = 'SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE'
 
 /** The events as the insert's one JSON parameter: an array per event, with its place among this insert's events of its run (1, 2, …) and its sequence if it carries one. */
 function eventRowsJson(events: readonly NewRunEvent[]): string {
