@@ -95,6 +95,17 @@ function perUnit(before: Counters, after: Counters, units: number) {
   }
 }
 
+/**
+ * The statements PostgreSQL planned most since the last reset (a prepared statement is planned again at each execution
+ * while its custom plans look cheaper than a generic one; one without parameters Bun sends as a simple query).
+ */
+async function mostPlanned() {
+  const rows = (await sql`SELECT plans::int AS plans, calls::int AS calls, round(total_plan_time)::int AS "planMs",
+      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_plan_time DESC LIMIT 12`) as { plans: number; calls: number; planMs: number; query: string }[]
+  for (const t of rows) log(`  planned ${t.plans} of ${t.calls} calls, ${t.planMs} ms: ${t.query}`)
+  return rows
+}
+
 const TABLES = ['runs', 'run_steps', 'run_events', 'activity_logs', 'activity_log_records', 'notes', 'records', 'idempotency_keys']
 async function tableBytes(): Promise<Record<string, number>> {
   const rows = (await sql`SELECT c.relname AS name, pg_total_relation_size(c.oid)::float8 AS bytes FROM pg_class c
@@ -118,6 +129,7 @@ try {
   // Warm the caches (token, workflow, membership) with a trigger of a record left out of the figures.
   await (await fetch(`${instance.url}${triggering.hooks.Counted}`, triggerRequest(token, 'cap_0'))).arrayBuffer()
   const bytes0 = await tableBytes()
+  await sql`SELECT pg_stat_statements_reset()`
   const before = await counters(instance.proc.pid)
   const started = performance.now()
   let next = 1
@@ -137,6 +149,7 @@ try {
   const bytes1 = await tableBytes()
   result.trigger = { statuses, perSecond: Math.round(TRIGGERS / triggerSeconds), ...perUnit(before, after, TRIGGERS), note: 'Trellis CPU includes HTTP parsing; the load generator runs in this process, not counted' }
   log(`triggers: ${JSON.stringify(result.trigger)}`)
+  result.triggerStatementsByPlanning = await mostPlanned()
   await triggering.close()
 
   log('one instance with its executor on, draining the queued runs')
@@ -167,12 +180,7 @@ try {
       left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY calls DESC LIMIT 25`) as { perRun: number; ms: number; query: string }[]
   result.runStatementsByCalls = mostCalled
   for (const t of mostCalled) log(`  ${t.perRun} a run, ${t.ms} ms: ${t.query}`)
-  // The statements PostgreSQL planned most (a prepared statement is planned again at each execution while its custom
-  // plans look cheaper than a generic one).
-  const mostPlanned = (await sql`SELECT plans::int AS plans, calls::int AS calls, round(total_plan_time)::int AS "planMs",
-      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_plan_time DESC LIMIT 12`) as { plans: number; calls: number; planMs: number; query: string }[]
-  result.runStatementsByPlanning = mostPlanned
-  for (const t of mostPlanned) log(`  planned ${t.plans} of ${t.calls} calls, ${t.planMs} ms: ${t.query}`)
+  result.runStatementsByPlanning = await mostPlanned()
   await draining.close()
   // Bytes kept per trigger and its run (tables with their indexes and TOAST), after both phases.
   result.bytesKept = Object.fromEntries(TABLES.map((name) => [name, Math.round(((bytes2[name] ?? 0) - (bytes0[name] ?? 0)) / TRIGGERS)]))
