@@ -2,6 +2,8 @@
  * The executor on PostgreSQL, several instances on one database. Each instance is an Executor over
  * its own PgStore (its own pool), the dead one a real process killed with SIGKILL. Acme (with the workflows below) is
  * applied through the real apply service and copied into the database (test/support/acme-on-postgres.ts).
+ * - Notifications leave a pool at the end of the turn when it is idle, and under load one NOTIFY a channel every 10 ms
+ *   at most, carrying the parts of every call meanwhile (`notifySoon`).
  * - A run queued through one instance wakes another instance's executor through LISTEN/NOTIFY: with a poll interval of
  *   a minute it is claimed within a fraction of a second, while a run inserted without the notification waits.
  * - A run given back on a graceful stop is announced too: another instance resumes it at once.
@@ -20,6 +22,7 @@ import { randomUUIDv7, SQL } from 'bun'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { writeNow } from '../src/db/write.ts'
+import { NOTIFY_EVERY_MS, notifySoon } from '../src/db/postgres/notify.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { Executor } from '../src/executor/executor.ts'
@@ -152,6 +155,50 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
     await Promise.all(executors.map((e) => e.stop(1_000)))
     for (const store of opened) await store.close()
     await stores?.close()
+  })
+
+  test('notifications: an idle pool sends at the end of the turn; under load one NOTIFY a channel every 10 ms at most, carrying every call\'s parts', async () => {
+    const pool = instanceStore()
+    // The pool as notifySoon sees it, each NOTIFY it sends noted (when, in this process) on its way to the server.
+    const sent: number[] = []
+    const watched = new Proxy(pool.sql, {
+      get: (target, key) =>
+        key === 'notify' ? (channel: string, payload: string) => (sent.push(performance.now()), target.notify(channel, payload)) : Reflect.get(target, key, target),
+    })
+    const listener = new SQL({ url: stores.url, max: 1 })
+    const heard: string[] = []
+    await listener.listen('trellis_notify_probe', (payload: string) => void heard.push(payload))
+    const parts = () => heard.flatMap((payload) => payload.split(',').map(Number))
+    try {
+      // Idle: sent once this turn's work is done (before an immediate queued after the calls runs), one for its calls.
+      notifySoon(watched, 'trellis_notify_probe', [1])
+      notifySoon(watched, 'trellis_notify_probe', [2, 1])
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(sent.length).toBe(1)
+      await until('the idle notification', () => heard.length === 1, 10_000, 5)
+      expect(heard).toEqual(['1,2'])
+      // Under load: a call every millisecond or so for 60 calls, each in a turn of its own.
+      heard.length = 0
+      sent.length = 0
+      const called: number[] = []
+      const firstCall = performance.now()
+      for (let i = 0; i < 60; i++) {
+        notifySoon(watched, 'trellis_notify_probe', [100 + i])
+        called.push(100 + i)
+        await Bun.sleep(1)
+      }
+      const callsSpanMs = performance.now() - firstCall
+      await until('every part heard', () => parts().length === called.length, 10_000, 5)
+      expect(parts()).toEqual(called)
+      // Each send at least the window after the one before (a timer's own jitter: 1 ms): one a window at most over the
+      // calls' span (however long a loaded machine made it), and the last one's window after it.
+      const gaps = sent.slice(1).map((at, i) => at - sent[i]!)
+      expect(Math.min(...gaps)).toBeGreaterThanOrEqual(NOTIFY_EVERY_MS - 1)
+      expect(sent.length).toBeLessThanOrEqual(Math.floor(callsSpanMs / (NOTIFY_EVERY_MS - 1)) + 2)
+      console.log(`notifications: 60 calls over ${callsSpanMs.toFixed(0)} ms, ${sent.length} NOTIFYs`)
+    } finally {
+      await listener.close()
+    }
   })
 
   test('a run queued through one instance wakes another instance at once (NOTIFY), far inside its one-minute poll', async () => {

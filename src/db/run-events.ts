@@ -15,7 +15,7 @@
  *
  * After the commit of a transaction that appended events, the environments it wrote to are announced to this
  * process's listeners (./run-event-commits.ts `onRunEventsCommitted`: the SSE hub) and, on PostgreSQL, to the other
- * instances (./postgres/run-events.ts: one NOTIFY per turn, after the commit).
+ * instances (./postgres/run-events.ts: a NOTIFY after the commit, one for many commits under load).
  */
 import { sql } from 'drizzle-orm'
 import { type Micros, microsFromMillis } from '../lib/time.ts'

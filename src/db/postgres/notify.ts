@@ -3,8 +3,10 @@
  * commits of every transaction that notifies (one lock for the whole cluster, taken at commit, so that its queue of
  * notifications follows commit order), and a trigger's or a step's commit would wait on every other one's. A
  * transaction names the channels its commit should wake (`notifyOnCommit`, kept beside its list locks: ./monotonic.ts);
- * once it committed, its store sends them (`notifyThisTurn`), at most one NOTIFY per channel per turn of the event
- * loop for all that turn's commits. A notification lost to a crash between the commit and the NOTIFY, or sent while a
+ * once it committed, its store sends them (`notifySoon`): at the end of the turn of the event loop when the pool sent
+ * none in the last `NOTIFY_EVERY_MS`, else when that time is up — one NOTIFY per channel for every commit meanwhile.
+ * Each NOTIFY is a transaction of its own that every listening connection of the cluster reads: under load, one for
+ * many commits. A notification lost to a crash between the commit and the NOTIFY, or sent while a
  * listener reconnects, is made up by the listeners' own periodic reads (the executor's poll, the delivery worker's,
  * the deadline timer's, the event streams').
  */
@@ -13,27 +15,39 @@ import type { SQL } from 'bun'
 /** PostgreSQL refuses a payload of 8,000 bytes or more: past this, the payload is empty ("anything"). */
 const MAX_PAYLOAD = 7_000
 
-/** Per pool, the channels to notify at the end of this turn, each with the payload parts gathered so far. */
+/**
+ * The least time between two sends of a pool's notifications. A wake-up comes that much later at most, and only under
+ * load: a pool that sent none for that long sends at the end of the turn.
+ */
+export const NOTIFY_EVERY_MS = 10
+
+/** Per pool, the channels to notify at the next send, each with the payload parts gathered so far. */
 const pending = new WeakMap<SQL, Map<string, Set<string | number>>>()
+/** Per pool, when it last sent its notifications (performance.now()). */
+const lastSent = new WeakMap<SQL, number>()
 
 /**
- * Sends `NOTIFY channel` on the pool `sql` at the end of this turn, once for every call this turn: its payload the
- * parts of every call, comma-separated (a call without parts adds none; none at all: an empty payload).
+ * Sends `NOTIFY channel` on the pool `sql` soon (see above), once for every call until then: its payload the parts of
+ * every call, comma-separated (a call without parts adds none; none at all: an empty payload).
  */
-export function notifyThisTurn(sql: SQL, channel: string, parts: Iterable<string | number> = []): void {
+export function notifySoon(sql: SQL, channel: string, parts: Iterable<string | number> = []): void {
   let channels = pending.get(sql)
   if (channels === undefined) {
     const gathered = new Map<string, Set<string | number>>()
     channels = gathered
     pending.set(sql, gathered)
-    setImmediate(() => {
+    const send = () => {
       pending.delete(sql)
+      lastSent.set(sql, performance.now())
       for (const [name, payloadParts] of gathered) {
         const payload = [...payloadParts].join(',')
         // Lost (the server unreachable): the listeners' periodic reads find what it announced.
         sql.notify(name, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
       }
-    })
+    }
+    const wait = NOTIFY_EVERY_MS - (performance.now() - (lastSent.get(sql) ?? -Infinity))
+    if (wait > 0) setTimeout(send, wait)
+    else setImmediate(send)
   }
   let gathered = channels.get(channel)
   if (gathered === undefined) {

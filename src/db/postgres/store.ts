@@ -20,7 +20,7 @@ import { announceRunEvents } from '../run-event-commits.ts'
 import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store, StoreUpkeep } from '../store.ts'
 import type { PgDb } from './client.ts'
 import { pendingPostgresMigrations } from './migrate.ts'
-import { notifyThisTurn } from './notify.ts'
+import { notifySoon } from './notify.ts'
 import { type Committed, postgresFaultOf, readOnPostgres, snapshotOnPostgres, writeOnPostgres } from './op-runner.ts'
 import { CALLBACKS_CHANNEL, listenOnPostgres, RUNS_CHANNEL, TASKS_CHANNEL } from './queue.ts'
 import { PgRateCounters } from './rate-windows.ts'
@@ -50,14 +50,14 @@ export class PgStore implements Store {
   readonly handsOverSlots = false
   /**
    * After a commit: the run events it appended to this process's listeners and every other instance, and the channels
-   * it should wake (queued runs, deliveries, deadlines) — one NOTIFY a channel a turn, sent after the commit (./notify.ts).
+   * it should wake (queued runs, deliveries, deadlines) — one NOTIFY a channel for many commits, sent after them (./notify.ts).
    */
   private readonly committed = ({ runEvents, channels }: Committed) => {
     if (runEvents.length > 0) {
       announceRunEvents(this, runEvents)
       notifyRunEventsCommitted(this.sql, runEvents)
     }
-    for (const channel of channels) notifyThisTurn(this.sql, channel)
+    for (const channel of channels) notifySoon(this.sql, channel)
   }
 
   /** The watches for long transactions and for the lists' lag, while serving. */
