@@ -1,8 +1,8 @@
 /**
  * The members domain's storage: who holds which permission level in a project (`project_members`) and who
  * belongs to which team (`team_members`). The per-request checks (`findMemberRole`, `isTeamMember`,
- * `collectionAccessFacts`) are statements; the last-admin rules and the admin log stay in the members service. Lists sort names and emails in
- * byte order on both stores (`d.byteOrder`).
+ * `collectionAccessFacts`) are statements; the last-admin rules and the admin log stay in the members service. Lists
+ * sort names and emails in byte order on both stores (`d.byteOrder`).
  */
 import { and, asc, count, eq, inArray, ne, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'

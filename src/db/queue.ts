@@ -552,9 +552,9 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
  * walks every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
- * in the environment, a quarter of a drain's statement time, growing with the runs kept). Whose each run is, is
- * compared here (`owner`): a statement with a parameter stays prepared on PostgreSQL, where Bun keeps none without
- * parameters (PostgreSQL then parses and plans it at every call).
+ * in the environment, a quarter of a drain's statement time, growing with the runs kept). Whether a run is the
+ * claiming instance's is decided here (`owner`), which also gives the statement a parameter: Bun sends one without
+ * parameters as a simple query, which PostgreSQL parses and plans at every call.
  */
 const RUNNING = statement('queue.running', (d) =>
   d.db

@@ -15,7 +15,7 @@ import { notifySoon } from './notify.ts'
 /** The channel; the payload: the environment ids, comma-separated (empty: any environment). */
 export const RUN_EVENTS_CHANNEL = 'trellis_run_events'
 
-/** Announces to every instance that events of `environmentIds` committed: one NOTIFY on the pool `sql` at the end of this turn. */
+/** Announces to every instance that events of `environmentIds` committed: a NOTIFY on the pool `sql` soon (./notify.ts `notifySoon`). */
 export function notifyRunEventsCommitted(sql: SQL, environmentIds: readonly number[]): void {
   if (environmentIds.length > 0) notifySoon(sql, RUN_EVENTS_CHANNEL, environmentIds)
 }
