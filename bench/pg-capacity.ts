@@ -95,13 +95,32 @@ function perUnit(before: Counters, after: Counters, units: number) {
   }
 }
 
+/** One statement's figures in `pg_stat_statements` (its text shortened to a line). */
+interface StatementStats {
+  calls: number
+  plans: number
+  ms: number
+  mean: number
+  planMs: number
+  query: string
+}
+
+/** The `limit` statements first by `order` since the last reset of `pg_stat_statements`. */
+async function topStatements(order: 'total_exec_time' | 'calls' | 'total_plan_time', limit: number): Promise<StatementStats[]> {
+  return (await sql.unsafe(
+    `SELECT calls::int AS calls, plans::int AS plans, round(total_exec_time)::int AS ms, round(mean_exec_time::numeric, 3)::float8 AS mean,
+       round(total_plan_time)::int AS "planMs", left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query
+     FROM pg_stat_statements ORDER BY ${order} DESC LIMIT $1`,
+    [limit],
+  )) as StatementStats[]
+}
+
 /**
  * The statements PostgreSQL planned most since the last reset (a prepared statement is planned again at each execution
  * while its custom plans look cheaper than a generic one; one without parameters Bun sends as a simple query).
  */
-async function mostPlanned() {
-  const rows = (await sql`SELECT plans::int AS plans, calls::int AS calls, round(total_plan_time)::int AS "planMs",
-      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_plan_time DESC LIMIT 12`) as { plans: number; calls: number; planMs: number; query: string }[]
+async function mostPlanned(): Promise<StatementStats[]> {
+  const rows = await topStatements('total_plan_time', 12)
   for (const t of rows) log(`  planned ${t.plans} of ${t.calls} calls, ${t.planMs} ms: ${t.query}`)
   return rows
 }
@@ -171,15 +190,13 @@ try {
   const [ended] = (await sql`SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded, count(*)::int AS runs FROM runs`) as { succeeded: number; runs: number }[]
   result.run = { ...ended, perSecond: Math.round(ended!.runs / drainSeconds), ...perUnit(drainBefore, drainAfter, ended!.runs) }
   log(`runs: ${JSON.stringify(result.run)}`)
-  const top = (await sql`SELECT calls::int AS calls, round(total_exec_time)::int AS ms, round(mean_exec_time::numeric, 3)::float8 AS mean,
-      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 10`) as { calls: number; ms: number; mean: number; query: string }[]
+  const top = await topStatements('total_exec_time', 10)
   result.runStatements = top
   for (const t of top) log(`  ${t.ms} ms in ${t.calls} calls (mean ${t.mean} ms): ${t.query}`)
   // The statements a run sends, most called first: where the round trips go.
-  const mostCalled = (await sql`SELECT round(calls::numeric / ${ended!.runs}, 2)::float8 AS "perRun", round(total_exec_time)::int AS ms,
-      left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 140) AS query FROM pg_stat_statements ORDER BY calls DESC LIMIT 25`) as { perRun: number; ms: number; query: string }[]
+  const mostCalled = await topStatements('calls', 25)
   result.runStatementsByCalls = mostCalled
-  for (const t of mostCalled) log(`  ${t.perRun} a run, ${t.ms} ms: ${t.query}`)
+  for (const t of mostCalled) log(`  ${(t.calls / ended!.runs).toFixed(2)} a run, ${t.ms} ms: ${t.query}`)
   result.runStatementsByPlanning = await mostPlanned()
   await draining.close()
   // Bytes kept per trigger and its run (tables with their indexes and TOAST), after both phases.

@@ -450,7 +450,7 @@ async function deployment(): Promise<Deployment> {
  * `clients` loops, each triggering Ping on a fresh record with a fresh Idempotency-Key (round robin over the
  * deployment's instances) until `stop(calls sent)` says so; every answer must be 202. With `eachToItsEnd`, a client
  * waits for its run to finish (read through the API) before the next trigger: a steady load the server keeps up with,
- * whatever the machine. Their run ids, in order.
+ * whatever the machine. `perSecond`: at most that many triggers a second, all clients together. Their run ids, in order.
  */
 async function triggerLoop(deployed: Deployment, clients: number, stop: (sent: number) => boolean, eachToItsEnd = false, perSecond = Infinity): Promise<string[]> {
   const started: string[] = []
