@@ -88,21 +88,30 @@ export function assertReplicates(configFile: string, databaseFile: string): void
 }
 
 /**
- * Whether the Litestream `pid` has opened `database` (a resolved path): it does at its first sync, about a second after
- * it starts (its `monitor-interval`), and until then it holds no read transaction on the WAL and a SIGTERM makes it
- * exit without copying anything. Read from its open files in /proc; where there is no /proc, assumed.
+ * Litestream's start-up, as its open files show it: it opens the database file itself, then its first SQLite
+ * connection, where one of its first statements runs under a context a SIGTERM cancels (a start cut short there is not
+ * synced at exit: it exits having copied nothing); then it takes its long read transaction on that connection
+ * and opens a second one. Three handles on the database file mean it is past that point, and from there its SIGTERM
+ * syncs everything to its replicas before it exits. It opens them at its first sync, about a second after it starts.
  */
-function hasOpened(pid: number, database: string): boolean {
+const STARTED_HANDLES = 3
+
+/**
+ * Whether the Litestream `pid` is past its start-up on `database` (a resolved path; `STARTED_HANDLES`). Read from its
+ * open files in /proc; where there is no /proc, assumed.
+ */
+export function replicationStarted(pid: number, database: string): boolean {
   const fds = `/proc/${pid}/fd`
   if (!existsSync('/proc/self/fd')) return true
   try {
-    return readdirSync(fds).some((fd) => {
+    const handles = readdirSync(fds).filter((fd) => {
       try {
         return readlinkSync(join(fds, fd)) === database
       } catch {
         return false // closed meanwhile
       }
     })
+    return handles.length >= STARTED_HANDLES
   } catch {
     return false // gone
   }
@@ -114,7 +123,7 @@ const STOP_WAIT_MS = 10_000
 const RESTART_AFTER_MS = 5_000
 
 export interface Replication {
-  /** Litestream runs now and has the database open (not before its first sync, nor between an unexpected end and its restart). */
+  /** Litestream runs now and is past its start-up (not before its first sync, nor between an unexpected end and its restart). */
   running(): boolean
   /** SIGTERM (Litestream syncs what is left to its replicas, then exits), SIGKILL after STOP_WAIT_MS. */
   stop(): Promise<void>
@@ -251,22 +260,22 @@ export async function startReplication(bin: string, configFile: string, database
   }
   start()
   const alive = (proc: typeof child): proc is NonNullable<typeof child> => proc !== null && proc.exitCode === null && proc.signalCode === null
-  // The Litestream seen with the database open: it keeps it open until it exits.
-  let seenOpen: number | null = null
-  const opened = (proc: NonNullable<typeof child>) => {
-    if (seenOpen !== proc.pid && hasOpened(proc.pid, database)) seenOpen = proc.pid
-    return seenOpen === proc.pid
+  // The Litestream seen past its start-up: it stays so until it exits.
+  let seenStarted: number | null = null
+  const started = (proc: NonNullable<typeof child>) => {
+    if (seenStarted !== proc.pid && replicationStarted(proc.pid, database)) seenStarted = proc.pid
+    return seenStarted === proc.pid
   }
   return {
-    running: () => alive(child) && opened(child),
+    running: () => alive(child) && started(child),
     async stop() {
       stopping = true
       if (restart) clearTimeout(restart)
       const proc = child
       if (!proc || proc.exitCode !== null) return log.stop()
-      // Stopped before its first sync, Litestream would exit without copying anything written since it started.
+      // Stopped before its start-up is through, Litestream would exit without copying anything written since it started.
       const deadline = Date.now() + STOP_WAIT_MS
-      while (alive(proc) && !opened(proc) && Date.now() < deadline) await Bun.sleep(50)
+      while (alive(proc) && !started(proc) && Date.now() < deadline) await Bun.sleep(50)
       proc.kill('SIGTERM')
       const ended = await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_WAIT_MS).then(() => false)])
       if (!ended) {
