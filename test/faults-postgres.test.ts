@@ -181,7 +181,8 @@ describe.skipIf(!postgresOrSkip('faults-postgres'))('faults of three instances o
       while (running) {
         const i = turn++
         const kind = kinds[i % kinds.length] === 'trigger' && records === OUTAGE_RECORDS ? 'read' : kinds[i % kinds.length]!
-        const instance = survivors[i % survivors.length]!
+        // A whole round of kinds to one instance, the next round to the next: every instance gets every kind.
+        const instance = survivors[Math.floor(i / kinds.length) % survivors.length]!
         const [path, init]: [string, RequestInit] =
           kind === 'note' ? [NOTES, noteRequest(admin, `load ${i}`)]
           : kind === 'trigger' ? [set.hooks.Append!, triggerRequest(trigger, `outage_${++records}`)]
