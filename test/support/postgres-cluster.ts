@@ -3,7 +3,7 @@
  * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
  * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
  */
-import { chownSync, existsSync, statfsSync } from 'node:fs'
+import { chownSync, existsSync, readFileSync, statfsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
@@ -91,8 +91,15 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
   const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
-  const start = () =>
-    run([pgCtl!, '-D', data, '-l', join(dir.path, 'log'), '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
+  const log = join(dir.path, 'log')
+  const start = () => {
+    try {
+      run([pgCtl!, '-D', data, '-l', log, '-w', '-o', `-p ${port} -k ${dir.path} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=${fsync}${settings}`, 'start'])
+    } catch (error) {
+      // pg_ctl says only that the server did not start; its log says why.
+      throw new Error(`${(error as Error).message}\nthe end of the server's log:\n${existsSync(log) ? readFileSync(log, 'utf8').slice(-3_000) : '(none)'}`)
+    }
+  }
   const halt = (mode: 'fast' | 'immediate' = 'fast') => run([pgCtl!, '-D', data, '-m', mode, '-w', 'stop'])
   start()
   outliveNot(process.pid, data, dir.path)
