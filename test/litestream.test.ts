@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { databasePath } from '../src/db/sqlite/open.ts'
 import { verifyRestoredDatabase } from '../src/db/sqlite/verify.ts'
 import { systemClock } from '../src/lib/clock.ts'
-import { findLitestream, LITESTREAM_PID_FILE, replicationStarted } from '../src/lib/litestream.ts'
+import { databaseHandles, findLitestream, LITESTREAM_PID_FILE, STARTED_HANDLES } from '../src/lib/litestream.ts'
 import { runCli, type ServeProcess, SQLITE_ONLY, sqliteOnlyDescribe, startServe, tempDir, until } from './helpers.ts'
 import { seedDataDir, tokenFor } from './support/acme.ts'
 import { checkpointCounts } from './support/wal-metrics.ts'
@@ -250,7 +250,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
       writeFileSync(config, `dbs:\n  - path: ${file}\n    replicas:\n      - type: file\n        path: ${join(dir.path, 'replica')}\n`)
       const proc = Bun.spawn([LITESTREAM, 'replicate', '-config', config], { stdout: 'ignore', stderr: 'ignore' })
       const deadline = Date.now() + 20_000
-      while (!replicationStarted(proc.pid, realpathSync(file)) && Date.now() < deadline) await Bun.sleep(1)
+      while (databaseHandles(proc.pid, realpathSync(file)) < STARTED_HANDLES && Date.now() < deadline) await Bun.sleep(1)
       proc.kill('SIGTERM')
       // Its exit status is not asked: stopped while its replica copies its first WAL segment, Litestream's last sync
       // and the replica's own write the same temporary file, and it may exit 1 ("error closing db") with the copy whole.

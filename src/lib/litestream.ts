@@ -94,28 +94,33 @@ export function assertReplicates(configFile: string, databaseFile: string): void
  * and opens a second one. Three handles on the database file mean it is past that point, and from there its SIGTERM
  * syncs everything to its replicas before it exits. It opens them at its first sync, about a second after it starts.
  */
-const STARTED_HANDLES = 3
+export const STARTED_HANDLES = 3
 
 /**
- * Whether the Litestream `pid` is past its start-up on `database` (a resolved path; `STARTED_HANDLES`). Read from its
- * open files in /proc; where there is no /proc, assumed.
+ * How many handles the Litestream `pid` holds on `database` (a resolved path; `STARTED_HANDLES`). Read from its open
+ * files in /proc; where there is no /proc, taken as started.
  */
-export function replicationStarted(pid: number, database: string): boolean {
+export function databaseHandles(pid: number, database: string): number {
   const fds = `/proc/${pid}/fd`
-  if (!existsSync('/proc/self/fd')) return true
+  if (!existsSync('/proc/self/fd')) return STARTED_HANDLES
   try {
-    const handles = readdirSync(fds).filter((fd) => {
+    return readdirSync(fds).filter((fd) => {
       try {
         return readlinkSync(join(fds, fd)) === database
       } catch {
         return false // closed meanwhile
       }
-    })
-    return handles.length >= STARTED_HANDLES
+    }).length
   } catch {
-    return false // gone
+    return 0 // gone
   }
 }
+
+/**
+ * A Litestream that holds fewer than `STARTED_HANDLES` (another version than the one `npm ci` installs may keep fewer
+ * connections) counts as past its start-up this long after its first handle: the start-up itself takes milliseconds.
+ */
+const STARTUP_GRACE_MS = 2_000
 
 /** How long `stop` waits for Litestream's last sync after SIGTERM before it kills it. */
 const STOP_WAIT_MS = 10_000
@@ -262,8 +267,14 @@ export async function startReplication(bin: string, configFile: string, database
   const alive = (proc: typeof child): proc is NonNullable<typeof child> => proc !== null && proc.exitCode === null && proc.signalCode === null
   // The Litestream seen past its start-up: it stays so until it exits.
   let seenStarted: number | null = null
+  let firstHandle = { pid: 0, at: 0 }
   const started = (proc: NonNullable<typeof child>) => {
-    if (seenStarted !== proc.pid && replicationStarted(proc.pid, database)) seenStarted = proc.pid
+    if (seenStarted === proc.pid) return true
+    const handles = databaseHandles(proc.pid, database)
+    // Counted from the first handle of its latest try (a start-up that failed closes them and tries again).
+    if (handles === 0) firstHandle = { pid: 0, at: 0 }
+    else if (firstHandle.pid !== proc.pid) firstHandle = { pid: proc.pid, at: Date.now() }
+    if (handles >= STARTED_HANDLES || (handles > 0 && Date.now() - firstHandle.at >= STARTUP_GRACE_MS)) seenStarted = proc.pid
     return seenStarted === proc.pid
   }
   return {
