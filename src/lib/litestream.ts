@@ -88,11 +88,12 @@ export function assertReplicates(configFile: string, databaseFile: string): void
 }
 
 /**
- * Litestream's start-up, as its open files show it: it opens the database file itself, then its first SQLite
- * connection, where one of its first statements runs under a context a SIGTERM cancels (a start cut short there is not
- * synced at exit: it exits having copied nothing); then it takes its long read transaction on that connection
- * and opens a second one. Three handles on the database file mean it is past that point, and from there its SIGTERM
- * syncs everything to its replicas before it exits. It opens them at its first sync, about a second after it starts.
+ * Litestream's start-up (v0.3.13, the version `npm ci` installs), as its open files show it: it opens the database
+ * file itself, then its first SQLite connection, where one of its first statements runs under a context a SIGTERM
+ * cancels (a start cut short there is not synced at exit: it exits having copied nothing); then it takes its long read
+ * transaction on that connection and opens a second one. Three handles on the database file mean it is past that
+ * point, and from there its SIGTERM syncs everything to its replicas before it exits. It opens them at its first
+ * sync, about a second after it starts.
  */
 export const STARTED_HANDLES = 3
 
