@@ -324,6 +324,30 @@ describe.skipIf(!postgresOrSkip('organization twins'))('organization twins (proj
     expect(facts.some((f) => f.canRead === false) && facts.some((f) => f.canRead === null)).toBe(true)
   })
 
+  test('collection grants: one statement answers, team by team, what the one-team statement answers for each of the user\'s teams', async () => {
+    const memberships = await same(() => members.teamMembershipsOfProject(1))
+    const grants: members.CollectionAccessFacts[][] = []
+    for (const userId of [1, 2, 3, 4, 5, 99]) {
+      for (const collectionId of [1, 2, 99]) {
+        const found = await same(() => members.collectionGrantFacts({ userId, projectId: 1, collectionId }))
+        if ((await same(() => users.findUserById(userId))) === undefined) {
+          expect(found).toEqual([])
+          continue
+        }
+        // The user's teams of project 1 by name (the memberships are listed so), each as the one-team statement sees it.
+        const teamIds: number[] = []
+        for (const { team } of memberships.filter((m) => m.userId === userId)) teamIds.push((await same(() => projects.findTeamByName(1, team)))!.id)
+        const expected: members.CollectionAccessFacts[] = []
+        for (const teamId of teamIds) expected.push((await same(() => members.collectionAccessFacts({ userId, projectId: 1, teamId, collectionId })))!)
+        if (teamIds.length === 0) expected.push({ ...(await same(() => members.collectionAccessFacts({ userId, projectId: 1, teamId: 0, collectionId })))!, canRead: null, canEdit: null })
+        expect(found).toStrictEqual(expected)
+        grants.push(found)
+      }
+    }
+    // The grid holds users of several teams, of one, and of none.
+    expect(grants.some((g) => g.length > 1) && grants.some((g) => g.length === 1 && g[0]!.teamMember !== null) && grants.some((g) => g[0]!.teamMember === null)).toBe(true)
+  })
+
   /** A function of the database handle (`(db: Db, …)`) would run on one store only; an op factory, written once, takes its arguments only. */
   const takesDatabase = (fn: (...args: never[]) => unknown) => /^[^(]*\(\s*_?db\b/.test(fn.toString())
 

@@ -1,5 +1,14 @@
 /** Looking up projects and environments by their case-sensitive names (404 `not_found` after authentication). */
-import { collectionAccessFacts, findMemberRole, teamIdsOfMember, membersOfProject, reachesRendering, projectsOfMember, teamMembershipsOfProject } from '../../db/members.ts'
+import {
+  type CollectionAccessFacts,
+  collectionAccessFacts,
+  collectionGrantFacts,
+  findMemberRole,
+  membersOfProject,
+  reachesRendering,
+  projectsOfMember,
+  teamMembershipsOfProject,
+} from '../../db/members.ts'
 import {
   allProjectsByName,
   anyProjectExists,
@@ -61,8 +70,12 @@ export function* findCollection(projectId: number, name: string) {
 export function* collectionAccess(
   input: { userId: number; projectId: number; teamId: number; collectionId: number },
 ): Op<{ read: boolean; edit: boolean }> {
+  return accessOf(yield* collectionAccessFacts(input))
+}
+
+/** The rule of `collectionAccess`, over the facts one statement reads (undefined: no such user). */
+function accessOf(facts: CollectionAccessFacts | undefined): { read: boolean; edit: boolean } {
   const none = { read: false, edit: false }
-  const facts = yield* collectionAccessFacts(input)
   if (!facts || facts.disabledAt !== null) return none
   if (facts.role === 'admin') return { read: true, edit: true }
   if (!facts.role || facts.teamMember === null) return none
@@ -100,14 +113,10 @@ export function* collectionWriter(input: { userId: number; projectId: number; co
  * is; a project admin's access does not depend on the team (their first team, or teamId null when they have none).
  */
 function* teamGranting(input: { userId: number; projectId: number; collectionId: number }, need: 'read' | 'edit'): Op<{ teamId: number | null } | null> {
-  const teams = yield* teamIdsOfMember(input.projectId, input.userId)
-  if ((yield* roleIn(input.projectId, input.userId)) === 'admin') {
-    return (yield* collectionAccess({ ...input, teamId: 0 }))[need] ? { teamId: teams[0] ?? null } : null
-  }
-  for (const teamId of teams) {
-    if ((yield* collectionAccess({ ...input, teamId }))[need]) return { teamId }
-  }
-  return null
+  const byTeam = yield* collectionGrantFacts(input)
+  if (byTeam[0]?.role === 'admin') return accessOf(byTeam[0])[need] ? { teamId: byTeam[0].teamMember } : null
+  const granting = byTeam.find((facts) => accessOf(facts)[need])
+  return granting ? { teamId: granting.teamMember } : null
 }
 
 /** A user can reach a rendering when they are a project admin or a member of its team. */
