@@ -112,7 +112,7 @@ export async function measurePostgres(o: PostgresOptions): Promise<PostgresResul
 
 /**
  * One scenario against every server at once: the connections split between them, one wrk each (all on the generator's
- * core), a warm-up first; the servers' CPU time summed over the measured run.
+ * core), a warm-up first (when `o.warmup` is more than 0); the servers' CPU time summed over the measured run.
  */
 async function loadSpread(servers: Server[], scenario: Scenario, target: string, o: PostgresOptions): Promise<SpreadResult> {
   const specs = (seconds: number, phase: string) => {
@@ -129,7 +129,7 @@ async function loadSpread(servers: Server[], scenario: Scenario, target: string,
       requests: requests[i]!,
     }))
   }
-  await Promise.all(specs(o.warmup, 'warm').map(runLoad))
+  if (o.warmup > 0) await Promise.all(specs(o.warmup, 'warm').map(runLoad))
   const before = servers.map((server) => cpuTimeUs(server.pid))
   const runs: LoadResult[] = await Promise.all(specs(o.duration, 'measured').map(runLoad))
   const serverUs = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)

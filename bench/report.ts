@@ -568,6 +568,6 @@ export function fullReport(r: BenchResults): string {
     markdownTables(r),
     '',
     `Reproduce: \`npm ci && npm run bench\` (needs \`wrk\`; about ${Math.max(1, Math.round(r.totalSeconds / 60))} minutes; results in \`bench/results/<date>-<commit>.json\`). ` +
-      '`npm run bench -- --quick` (100,000 notes, 1 s runs) is the smoke run of `.ci/run`; neither asserts thresholds.',
+      '`npm run bench -- --quick` (100,000 notes, 1 s runs without warm-up) is the smoke run of `.ci/run`; neither asserts thresholds.',
   ].join('\n')
 }

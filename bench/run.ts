@@ -32,7 +32,7 @@ const { quick, keep } = flags
 /** The HTTP scenarios asked for alone (`--scenarios`), or null: the whole bench. */
 const only = flags.scenarios?.split(',') ?? null
 const settings = quick
-  ? { notes: 100_000, typedRecords: 100_000, duration: 1, warmup: 1, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500, scheduleRecords: 2_000 }
+  ? { notes: 100_000, typedRecords: 100_000, duration: 1, warmup: 0, executorRuns: 2_000, busySeconds: 2, steadySeconds: 1, coldStarts: 3, floodLogins: 64, postgresExecutorRuns: 500, scheduleRecords: 2_000 }
   : { notes: 1_000_000, typedRecords: 1_000_000, duration: 10, warmup: 1, executorRuns: 50_000, busySeconds: 5, steadySeconds: 3, coldStarts: 5, floodLogins: 200, postgresExecutorRuns: 10_000, scheduleRecords: 10_000 }
 if (flags.duration !== undefined) {
   settings.duration = Number(flags.duration)
