@@ -56,11 +56,13 @@ export async function runDrill(parsed: Parsed, io: Io): Promise<number> {
     }
     const copy = verifiedCopy(file, source)
     const now = Date.now()
-    const ageSeconds = copy.newestWriteMicros === null ? null : Math.max(0, Math.round((now - copy.newestWriteMicros / 1000) / 1000))
+    const ageMs = copy.newestWriteMicros === null ? null : Math.max(0, now - copy.newestWriteMicros / 1000)
+    const ageSeconds = ageMs === null ? null : Math.round(ageMs / 1000)
     const problems: string[] = []
     if (copy.integrity !== 'ok') problems.push(`integrity_check failed: ${copy.integrity}`)
-    if (maxAgeMs !== null && (ageSeconds === null || ageSeconds * 1000 > maxAgeMs)) {
-      problems.push(ageSeconds === null ? `no write to date (--max-age ${maxAgeText})` : `the newest restorable write is ${ageSeconds} s old, more than --max-age ${maxAgeText}`)
+    // The age itself against the limit, not its rounding: a write 1.4 s old is older than --max-age 1s.
+    if (maxAgeMs !== null && (ageMs === null || ageMs > maxAgeMs)) {
+      problems.push(ageMs === null ? `no write to date (--max-age ${maxAgeText})` : `the newest restorable write is ${(ageMs / 1000).toFixed(1)} s old, more than --max-age ${maxAgeText}`)
     }
     const { file: _temporary, ...report } = copy
     return printReport(io, parsed, { ...report, checkedAt: new Date(now).toISOString(), newestWriteAgeSeconds: ageSeconds }, [
