@@ -104,24 +104,25 @@ export const POSTGRES_PASS = [
  * Files that time something under a load they make themselves (answers while the server is saturated, the WAL under
  * sustained writes, /healthz during a flood of password checks, during the route and operation fuzzers' requests,
  * while the executor works off a backlog or while streams catch up on a long history, the file's growth under a steady
- * trigger loop, a group commit's time budget, Litestream beside a writing server): run after the parallel part, the two
- * stores' passes side by side (one load beside each, not the parallel part's dozens: there, on a machine at load 27,
- * the fuzzers' 100 ms bounds failed), those of `SATURATING` with nothing beside them. What a file
+ * trigger loop, a group commit's time budget, Litestream beside a writing server): run after the parallel part, two at
+ * a time, each file of each store its own process, longest first by the slower of its two passes (the order here), so
+ * that the two end close together (one load beside each, not the parallel part's dozens: there, on a machine at load
+ * 27, the fuzzers' 100 ms bounds failed); those of `SATURATING` with nothing beside them. What a file
  * measures of its own process alone (records-csv-export: its memory while a large export streams), what it asserts
  * with margins a loaded machine keeps (deep-json: 1 s against the 7–14 s of the freeze it guards against), and what
  * times nothing (bench-load, shared-limits) runs in the parallel part.
  */
 export const ALONE = [
-  'overload',
+  'litestream',
   'wal-checkpoints',
+  'fuzz',
+  'run-history',
+  'run-events-catch-up',
   'login-throttle',
   'route-fuzz',
-  'fuzz',
-  'executor-fairness',
-  'run-history',
   'group-commit',
-  'run-events-catch-up',
-  'litestream',
+  'executor-fairness',
+  'overload',
 ].map((name) => `test/${name}.test.ts`)
 
 /**

@@ -6,8 +6,8 @@
  *
  * With no arguments the files of both passes run as `bun test` processes, several at once (the longest each alone,
  * the others a few to a process), all but the files that time something under a load of their own (`ALONE`), which
- * follow: the two stores' passes side by side, those that saturate the machine (`SATURATING`) last, one pass after the
- * other. PostgreSQL's test processes share one cluster and one migrated template, started here, and in the parallel
+ * follow: two at a time, a file of either store each, those that saturate the machine (`SATURATING`) last, one pass
+ * after the other. PostgreSQL's test processes share one cluster and one migrated template, started here, and in the parallel
  * part reach it through PgBouncer in transaction pooling mode when it is installed (`pgbouncerReady`).
  * TRELLIS_TEST_SERIAL=1, or any argument, runs one pass after the other, whole; arguments go to `bun test` in both
  * passes (the second runs those that are in the PostgreSQL pass). The last lines are the passes' sum, in bun's own
@@ -134,11 +134,11 @@ const postgres = { TRELLIS_TEST_STORE: 'postgres' }
 const SQLITE = 'SQLite'
 const POSTGRES = 'PostgreSQL (TRELLIS_TEST_STORE=postgres)'
 const passes: Pass[] = []
-/** Failures beside other files (the parallel part, the timing passes) whose files then passed alone: reported, not counted. */
+/** Failures beside other files (the parallel part, the timing files) whose files then passed alone: reported, not counted. */
 const besideOnly: { label: string; failures: string[] }[] = []
 
 /**
- * A file that failed in the parallel part, or beside the other store's timing pass, is run again alone, after the
+ * A file that failed in the parallel part, or among the timing files, is run again alone, after the
  * timing files: a test that fails only beside other files failed for the machine's sake, and alone it gets the verdict a
  * serial run gives. The first verdict of those files is replaced by the new one (counted once); their first failures are still printed, under
  * "failed beside other files". Failures outside any file's tests (a crash) are not retried.
@@ -223,18 +223,18 @@ function machineCpu(): { busy: number; idle: number } | null {
 const BATCH = 4
 
 /**
- * Runs the jobs, `JOBS` processes at a time: the longest files (`LONGEST_FIRST`) each as its own `bun test FILE`,
- * first, the others `BATCH` files of one store to a process. Each process's output is printed whole when it ends,
- * with its time, so that files never mix their lines.
+ * Runs the jobs, `workers` processes at a time: the files of `longest` each as its own `bun test FILE`, first, in
+ * that order, the others `BATCH` files of one store to a process. Each process's output is printed whole when it ends,
+ * with its time, so that files never mix their lines; then the files that took the most CPU, under `title`.
  */
-async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
-  const rank = (file: string) => (LONGEST_FIRST.includes(file) ? LONGEST_FIRST.indexOf(file) : LONGEST_FIRST.length)
-  const alone = jobs.filter((job) => LONGEST_FIRST.includes(job.file)).sort((a, b) => rank(a.file) - rank(b.file))
+async function runPool(jobs: Job[], title: string, workers: number, longest: string[]): Promise<Map<string, Pass[]>> {
+  const rank = (file: string) => (longest.includes(file) ? longest.indexOf(file) : longest.length)
+  const alone = jobs.filter((job) => longest.includes(job.file)).sort((a, b) => rank(a.file) - rank(b.file))
   const queue: { label: string; env: Record<string, string>; files: string[] }[] = alone.map((job) => ({ label: job.label, env: job.env, files: [job.file] }))
   // The PostgreSQL pass's batches first: its files wait on the database and take longer than SQLite's, whose quicker
   // batches then end the pool.
   for (const label of [...new Set(jobs.map((job) => job.label))].reverse()) {
-    const shorter = jobs.filter((job) => job.label === label && !LONGEST_FIRST.includes(job.file))
+    const shorter = jobs.filter((job) => job.label === label && !longest.includes(job.file))
     for (let i = 0; i < shorter.length; i += BATCH) queue.push({ label, env: shorter[i]!.env, files: shorter.slice(i, i + BATCH).map((job) => job.file) })
   }
   const results = new Map<string, Pass[]>()
@@ -255,13 +255,13 @@ async function runPool(jobs: Job[]): Promise<Map<string, Pass[]>> {
       results.set(job.label, [...(results.get(job.label) ?? []), result])
     }
   }
-  await Promise.all(Array.from({ length: JOBS }, worker))
+  await Promise.all(Array.from({ length: workers }, worker))
   // Where the time went: the files that used the most CPU (the parallel part is bound by the cores, not the waits).
   times.sort((a, b) => b.cpu - a.cpu)
   const cpuTotal = times.reduce((sum, t) => sum + t.cpu, 0)
   const machine = machineCpu()
   const busy = machine && machineBefore ? `, ${(machine.busy - machineBefore.busy).toFixed(0)} s busy and ${(machine.idle - machineBefore.idle).toFixed(0)} s idle on the machine's cores` : ''
-  console.log(`\n==> the parallel part: ${((performance.now() - poolStarted) / 1000).toFixed(0)} s; CPU ${cpuTotal.toFixed(0)} s in test processes${busy}; the most:`)
+  console.log(`\n==> ${title}: ${((performance.now() - poolStarted) / 1000).toFixed(0)} s; CPU ${cpuTotal.toFixed(0)} s in test processes${busy}; the most:`)
   for (const t of times.slice(0, 15)) console.log(`${t.cpu.toFixed(1).padStart(7)} s CPU ${t.wall.toFixed(1).padStart(7)} s wall  ${t.name}`)
   return results
 }
@@ -297,20 +297,21 @@ if (given.length === 0 && process.env.TRELLIS_TEST_SERIAL !== '1') {
     ...everyFile.filter(notAlone).map((file) => ({ file, label: SQLITE, env: binary })),
     ...(pooled ? POSTGRES_PASS.filter(notAlone).map((file) => ({ file, label: POSTGRES, env: pooled })) : []),
   ]
-  const byStore = await runPool(jobs)
+  const byStore = await runPool(jobs, 'the parallel part', JOBS, LONGEST_FIRST)
   const sqlite = sumOf(SQLITE, byStore.get(SQLITE) ?? [])
   const pgPart = onPostgres ? sumOf(POSTGRES, byStore.get(POSTGRES) ?? []) : null
   passes.push(sqlite, ...(pgPart ? [pgPart] : []))
-  // Then the timing files: the two stores' passes side by side, then those that saturate the machine, one store after
-  // the other; then what failed beside other files (the parallel part's, the timing passes'), alone.
-  const sideBySide = ALONE.filter((file) => !SATURATING.includes(file))
-  const sideBySideOnPostgres = onPostgres ? sideBySide.filter((file) => POSTGRES_PASS.includes(file)) : []
-  const timingStarted = performance.now()
-  const took = (cpu: number) => ` (${((performance.now() - timingStarted) / 1000).toFixed(1)} s, CPU ${cpu.toFixed(1)} s)`
-  const [sqliteTiming, pgTiming] = await Promise.all([
-    runPass(`${SQLITE}, the timing files`, [...timeout, ...sideBySide], binary, true, took),
-    onPostgres && sideBySideOnPostgres.length > 0 ? runPass(`${POSTGRES}, the timing files`, [...timeout, ...sideBySideOnPostgres], onPostgres, true, took) : null,
-  ])
+  // Then the timing files, two at a time (a file of either store), each its own process, the longest first; then those
+  // that saturate the machine, one store after the other; then what failed beside other files (the parallel part's,
+  // the timing files'), alone.
+  const timingFiles = ALONE.filter((file) => !SATURATING.includes(file))
+  const timingJobs: Job[] = [
+    ...(onPostgres ? timingFiles.filter((file) => POSTGRES_PASS.includes(file)).map((file) => ({ file, label: POSTGRES, env: onPostgres })) : []),
+    ...timingFiles.map((file) => ({ file, label: SQLITE, env: binary })),
+  ]
+  const timingByStore = await runPool(timingJobs, 'the timing files', 2, timingFiles)
+  const sqliteTiming = sumOf(`${SQLITE}, the timing files`, timingByStore.get(SQLITE) ?? [])
+  const pgTiming = onPostgres ? sumOf(`${POSTGRES}, the timing files`, timingByStore.get(POSTGRES) ?? []) : null
   passes.push(sqliteTiming, ...(pgTiming ? [pgTiming] : []))
   passes.push(await runPass(`${SQLITE}, the saturating files alone`, [...timeout, ...SATURATING], binary))
   const saturatingOnPostgres = SATURATING.filter((file) => POSTGRES_PASS.includes(file))
