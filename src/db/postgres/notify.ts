@@ -37,6 +37,10 @@ export function notifySoon(sql: SQL, channel: string, parts: Iterable<string | n
     channels = gathered
     pending.set(sql, gathered)
     const send = () => {
+      // A timer counts from the event loop's time at its turn's start, so on a loaded machine it can fire before its
+      // wait is up (even at once): then it waits for the rest.
+      const early = NOTIFY_EVERY_MS - (performance.now() - (lastSent.get(sql) ?? -Infinity))
+      if (early > 0) return void setTimeout(send, early)
       pending.delete(sql)
       lastSent.set(sql, performance.now())
       for (const [name, payloadParts] of gathered) {
