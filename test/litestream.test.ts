@@ -50,8 +50,13 @@ async function replicated(name: string): Promise<{ dataDir: string; cwd: string;
   mkdirSync(replica)
   const config = join(seeded.cwd, 'litestream.yml')
   // A short sync interval so that a test need not wait a second for each write to reach the replica.
-  writeFileSync(config, `dbs:\n  - path: ${databasePath(seeded.dataDir)}\n    replicas:\n      - type: file\n        path: ${replica}\n        sync-interval: 100ms\n`)
+  writeLitestreamConfig(config, databasePath(seeded.dataDir), replica, '100ms')
   return { ...seeded, replica, config }
+}
+
+/** A Litestream configuration at `path` that replicates `database` into the directory `replica` (Litestream's own sync interval unless given). */
+function writeLitestreamConfig(path: string, database: string, replica: string, syncInterval?: string): void {
+  writeFileSync(path, `dbs:\n  - path: ${database}\n    replicas:\n      - type: file\n        path: ${replica}\n${syncInterval ? `        sync-interval: ${syncInterval}\n` : ''}`)
 }
 
 async function serveReplicated(setup: { dataDir: string; cwd: string; config: string }, env: Record<string, string> = {}): Promise<ServeProcess> {
@@ -247,7 +252,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
       for (let i = 0; i < 10; i++) db.run('INSERT INTO t VALUES (?)', [i])
       db.close()
       const config = join(dir.path, 'litestream.yml')
-      writeFileSync(config, `dbs:\n  - path: ${file}\n    replicas:\n      - type: file\n        path: ${join(dir.path, 'replica')}\n`)
+      writeLitestreamConfig(config, file, join(dir.path, 'replica'))
       const proc = Bun.spawn([LITESTREAM, 'replicate', '-config', config], { stdout: 'ignore', stderr: 'ignore' })
       const deadline = Date.now() + 20_000
       while (databaseHandles(proc.pid, realpathSync(file)) < STARTED_HANDLES && Date.now() < deadline) await Bun.sleep(1)
@@ -334,7 +339,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'serve with TRELLIS_LITESTREAM_CONFIG
   test('refuses to start without a replica it can keep: another database, no executable, PostgreSQL', async () => {
     const setup = await replicated('litestream-refusals')
     const other = join(setup.cwd, 'other.yml')
-    writeFileSync(other, `dbs:\n  - path: /elsewhere/trellis.db\n    replicas:\n      - type: file\n        path: ${setup.replica}\n`)
+    writeLitestreamConfig(other, '/elsewhere/trellis.db', setup.replica)
     const serve = (env: Record<string, string>) => runCli(['serve', '--port', '0', '--data', setup.dataDir], { cwd: setup.cwd, env: { ...LITESTREAM_ENV, TRELLIS_LOG_LEVEL: 'warn', ...env } })
     const elsewhere = await serve({ TRELLIS_LITESTREAM_CONFIG: other })
     expect(elsewhere.code).toBe(1)
@@ -355,7 +360,7 @@ sqliteOnlyDescribe(SQLITE_ONLY.litestream, 'trellis restore refuses', () => {
     const emptyReplica = join(dir.path, 'replica')
     mkdirSync(emptyReplica)
     const config = join(dir.path, 'litestream.yml')
-    writeFileSync(config, `dbs:\n  - path: ${join(dir.path, 'data', 'trellis.db')}\n    replicas:\n      - type: file\n        path: ${emptyReplica}\n`)
+    writeLitestreamConfig(config, join(dir.path, 'data', 'trellis.db'), emptyReplica)
 
     const badTime = await runCli(['restore', '--to-time', 'yesterday', '--into', join(dir.path, 'a'), '--litestream-config', config], { env: LITESTREAM_ENV })
     expect(badTime.code).toBe(2)

@@ -46,7 +46,7 @@ const HEALTHZ_STALL_MS = 2_000
  * 105 MiB in the budget floods, 170 MiB with the login flood's argon2 checks (64 MiB each), 190–216 MiB in the mixed
  * load, 329–412 MiB with three clients not reading a 12.6 MB page (SQLite; PostgreSQL 269–299 MiB). That last peak
  * is the three pages built at once, a moment long (sampled every half second, the anonymous memory is 215–225 MiB
- * through the slow clients' minutes but for one 298 MiB sample as the pages are built, and falls back to 166 MiB
+ * through the slow clients' phase but for one 298 MiB sample as the pages are built, and falls back to 166 MiB
  * after): how high it reaches depends on how the three builds overlap. The bound is about 1.5 times the largest, so
  * that a leak or an unbounded queue fails while the allocator's ups and downs do not.
  */

@@ -26,6 +26,11 @@ const pending = new WeakMap<SQL, Map<string, Set<string | number>>>()
 /** Per pool, when it last sent its notifications (performance.now()). */
 const lastSent = new WeakMap<SQL, number>()
 
+/** How long until the pool `sql` may send again (0 or less: now). */
+function untilNextSend(sql: SQL): number {
+  return NOTIFY_EVERY_MS - (performance.now() - (lastSent.get(sql) ?? -Infinity))
+}
+
 /**
  * Sends `NOTIFY channel` on the pool `sql` soon (see above), once for every call until then: its payload the parts of
  * every call, comma-separated (a call without parts adds none; none at all: an empty payload).
@@ -39,7 +44,7 @@ export function notifySoon(sql: SQL, channel: string, parts: Iterable<string | n
     const send = () => {
       // A timer counts from the event loop's time at its turn's start, so on a loaded machine it can fire before its
       // wait is up (even at once): then it waits for the rest.
-      const early = NOTIFY_EVERY_MS - (performance.now() - (lastSent.get(sql) ?? -Infinity))
+      const early = untilNextSend(sql)
       if (early > 0) return void setTimeout(send, early)
       pending.delete(sql)
       lastSent.set(sql, performance.now())
@@ -49,7 +54,7 @@ export function notifySoon(sql: SQL, channel: string, parts: Iterable<string | n
         sql.notify(name, payload.length > MAX_PAYLOAD ? '' : payload).catch(() => {})
       }
     }
-    const wait = NOTIFY_EVERY_MS - (performance.now() - (lastSent.get(sql) ?? -Infinity))
+    const wait = untilNextSend(sql)
     if (wait > 0) setTimeout(send, wait)
     else setImmediate(send)
   }
