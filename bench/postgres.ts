@@ -12,7 +12,7 @@ import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
 
 /** The scenarios measured on PostgreSQL (a subset of the SQLite ones: the write path, a short and a long page, a person's inbox and a decision). */
-export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100', 'inbox', 'decision']
+export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100', 'inbox', 'decision', 'records-filter']
 export const INSTANCE_COUNTS = [1, 3]
 
 export interface SpreadResult {

@@ -6,10 +6,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
 import { SQL } from 'bun'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
+import { migrations as embeddedMigrations } from '../src/db/postgres/migrations.generated.ts'
+import { createFieldIndex, fieldIndexName } from '../src/db/records.ts'
 import { appendRunEvents } from '../src/db/run-events.ts'
 import { bearer, queryOne, request, runCli, runNow, sqliteTestEnv, type SqliteTestEnv, testApp } from './helpers.ts'
 import { acmeDocument, applyAcme, openTaskOnRun, reportHook, tokenFor, userId } from './support/acme.ts'
-import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
+import { type Cluster, openProductPostgres, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
 
 if (!postgresInstalled) {
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
@@ -48,6 +50,15 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
       }),
     )
     expect(note.status).toBe(201)
+    // A schema with a field of each indexed kind: PostgreSQL builds their indexes from it (SQLite's are its own).
+    const schema = await app.handle(
+      request('/v1/project/Acme/collections/orders/schema', {
+        method: 'PUT',
+        headers: bearer(alice),
+        json: { fields: [{ name: 'total', type: 'number', indexed: true }, { name: 'status', type: 'text', indexed: true }, { name: 'paid', type: 'boolean', indexed: true }, { name: 'notes', type: 'json' }] },
+      }),
+    )
+    expect(schema.status).toBe(200)
     cluster = startCluster()
     sql = new SQL(cluster.url)
   }, 60_000)
@@ -77,7 +88,7 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     const total = tables.reduce((sum, table) => sum + sqliteCount(table), 0)
     const out = result.stdout.trim().split('\n')
     const err = result.stderr.trim().split('\n')
-    expect({ out: out.length, err: err.length }).toEqual({ out: tables.length + 1, err: tables.length + 4 })
+    expect({ out: out.length, err: err.length }).toEqual({ out: tables.length + 1, err: tables.length + 5 })
     const lineOf = (lines: string[], table: string) => ({ table, line: lines.find((line) => line.startsWith(`${table}: `)) })
     for (const table of tables) {
       const rows = sqliteCount(table)
@@ -85,9 +96,10 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
       expect(lineOf(err, table)).toEqual({ table, line: expect.stringMatching(new RegExp(`^${table}: ${rows.toLocaleString('en-US')} rows in \\d+\\.\\d s`)) })
     }
     expect(out.at(-1)).toBe(`copied ${total} rows in ${tables.length} tables`)
-    expect(err.slice(-4)).toEqual([
+    expect(err.slice(-5)).toEqual([
       expect.stringMatching(/^indexes \(\d+\): \d+\.\d s$/),
       expect.stringMatching(/^foreign keys \(\d+\): \d+\.\d s$/),
+      expect.stringMatching(/^field indexes: \d+\.\d s$/),
       expect.stringMatching(/^ANALYZE: \d+\.\d s$/),
       expect.stringMatching(new RegExp(`^db copy: ${total.toLocaleString('en-US')} rows in \\d+\\.\\d s \\([\\d,]+ rows/s\\)$`)),
     ])
@@ -102,6 +114,23 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     expect(admin[0]!.is_instance_admin).toBe(stored.a === 1)
     const run = env.store.sqlite.prepare('SELECT id, created_at FROM runs ORDER BY id LIMIT 1').get() as { id: string; created_at: number }
     expect(await sql`SELECT created_at::text AS at FROM runs WHERE id = ${run.id}`).toEqual([{ at: String(run.created_at) }])
+    // The collection's indexed fields have their PostgreSQL indexes, with the definitions a schema set on PostgreSQL
+    // gives them (the app's own statements, run again after dropping them).
+    const orders = queryOne<{ id: number }>(env.store, "SELECT id FROM collections WHERE name = 'orders'")!.id
+    const fieldIndexes = (await sql`SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE ${`records_field_${orders}_%`} ORDER BY indexname`) as { indexname: string; indexdef: string }[]
+    expect(fieldIndexes.map((i) => i.indexname).sort()).toEqual(['total', 'status', 'paid'].map((field) => fieldIndexName(orders, field)).sort())
+    expect(fieldIndexes.map((i) => i.indexdef).join('\n')).toContain(`(data)::jsonb ->> 'total'::text))::numeric`)
+    const statistics = (await sql`SELECT stxname, pg_get_statisticsobjdef(oid) AS def FROM pg_statistic_ext ORDER BY stxname`) as { stxname: string; def: string }[]
+    expect(statistics.map((s) => s.stxname)).toEqual(fieldIndexes.map((i) => i.indexname))
+    const store = openProductPostgres(cluster.url, { max: 1 })
+    try {
+      await sql.unsafe(fieldIndexes.map((i) => `DROP INDEX "${i.indexname}"; DROP STATISTICS "${i.indexname}"`).join('; '))
+      for (const [field, kind] of [['total', 'number'], ['status', 'text'], ['paid', 'boolean']] as const) await runNow(store, createFieldIndex(orders, field, kind))
+    } finally {
+      await store.close()
+    }
+    expect(await sql`SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE ${`records_field_${orders}_%`} ORDER BY indexname`).toEqual(fieldIndexes)
+    expect(await sql`SELECT stxname, pg_get_statisticsobjdef(oid) AS def FROM pg_statistic_ext ORDER BY stxname`).toEqual(statistics)
     // The next id PostgreSQL gives is past every copied one.
     const maxId = (env.store.sqlite.prepare('SELECT max(id) AS m FROM projects').get() as { m: number }).m
     const [fresh] = (await sql`INSERT INTO projects (name, created_at) VALUES ('After copy', 1) RETURNING id`) as { id: string }[]
@@ -112,6 +141,30 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
     expect(await sql`SELECT through::float8 AS through FROM list_sequencer WHERE list = 'run_events'`).toEqual([{ through: maxEvent }])
     const [event] = (await sql`SELECT trellis_sequenced_id('run_events_id_seq')::float8 AS id`) as { id: number }[]
     expect(event!.id).toBeGreaterThan(maxEvent)
+  }, 60_000)
+
+  test('upgrading PostgreSQL: the field indexes built before the kinds are built again, each by its field\'s kind', async () => {
+    const url = await createDatabase('upgraded')
+    const db = new SQL(url, { max: 1 })
+    try {
+      await migratePostgres(db, embeddedMigrations.filter((m) => m.name < '0027'))
+      const fields = [{ name: 'total', type: 'integer', indexed: true }, { name: 'label', type: 'select', options: ['a'], indexed: true }, { name: 'tags', type: 'multiselect', options: ['a'] }, { name: 'plain', type: 'text' }]
+      const [project] = (await db`INSERT INTO projects (name, created_at) VALUES ('P', 1) RETURNING id`) as { id: string }[]
+      const [made] = (await db`INSERT INTO collections (project_id, name, created_at, schema) VALUES (${project!.id}, 'c', 1, ${JSON.stringify(fields)}) RETURNING id::int AS id`) as { id: number }[]
+      const collection = made!.id
+      // As the schema change built them before: the text, whatever the kind.
+      for (const field of ['total', 'label']) await db.unsafe(`CREATE INDEX "${fieldIndexName(collection, field)}" ON records (environment_id, (data::jsonb ->> '${field}')) WHERE collection_id = ${collection}`)
+      expect(await migratePostgres(db)).toEqual(['0027_record_field_indexes_by_kind'])
+      const defs = (await db`SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE ${`records_field_${collection}_%`} ORDER BY indexname`) as { indexname: string; indexdef: string }[]
+      expect(defs.map((d) => d.indexname).sort()).toEqual([fieldIndexName(collection, 'total'), fieldIndexName(collection, 'label')].sort())
+      const byName = new Map(defs.map((d) => [d.indexname, d.indexdef]))
+      expect(byName.get(fieldIndexName(collection, 'total'))).toContain(`(data)::jsonb ->> 'total'::text))::numeric`)
+      expect(byName.get(fieldIndexName(collection, 'label'))).toContain('END) COLLATE "C" NULLS FIRST, id)')
+      // With the statistics of each expression, under the index's name.
+      expect(await db`SELECT stxname FROM pg_statistic_ext ORDER BY stxname`).toEqual([...byName.keys()].sort().map((stxname) => ({ stxname })))
+    } finally {
+      await db.close()
+    }
   }, 60_000)
 
   test('more rows than one COPY chunk on several tables, every kind of value, text keys in byte order under any collation', async () => {

@@ -42,7 +42,7 @@ const production = (env.store.sqlite.prepare("SELECT id FROM environments WHERE 
 const at = '2026-01-01T00:00:00Z'
 const orders = (env.store.sqlite.prepare("SELECT id FROM collections WHERE name = 'orders'").all() as { id: number }[])[0]!.id
 // An indexed field, as a collection schema with `indexed: true` makes it (src/modules/records/service.ts).
-await runNow(env.store, createFieldIndex(orders, 'amount'))
+await runNow(env.store, createFieldIndex(orders, 'amount', 'number'))
 const AMOUNT_INDEX = fieldIndexName(orders, 'amount')
 
 /** The tables written on a request's or a run's path, whose every index costs each write. */

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { fillPlaceholders } from 'drizzle-orm/sql'
 import type { QueryCall } from '../src/db/op.ts'
 import { postgresDialect } from '../src/db/postgres/dialect.ts'
-import { pageRecordList, RECORDS_BY_KEYS_ON_POSTGRES, type RecordListQuery } from '../src/db/records.ts'
+import { fieldIndexName, pageRecordList, RECORDS_BY_KEYS_ON_POSTGRES, type RecordListQuery } from '../src/db/records.ts'
 import { updateProject } from '../src/db/projects.ts'
 import { loadRecordAs } from '../src/executor/steps/data-access.ts'
 import type { RunTarget } from '../src/executor/step.ts'
@@ -549,19 +549,21 @@ describe('purge', () => {
 })
 
 describe('plans on PostgreSQL (SQLite\'s: test/query-plans.test.ts)', () => {
-  postgresOnlyTest(POSTGRES_ONLY.queryPlan, 'the default order walks its index; equality on an indexed text field uses the field\'s index', async () => {
+  postgresOnlyTest(POSTGRES_ONLY.queryPlan, 'the default order walks its index; a page filtered or sorted by an indexed field walks the field\'s index', async () => {
     const store = env.store
     if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
     const scope = {
       environmentId: queryOne<{ id: number }>(store, "SELECT id FROM environments WHERE name = 'production'")!.id,
       collectionId: queryOne<{ id: number }>(store, "SELECT id FROM collections WHERE name = 'items'")!.id,
     }
-    // The statement as the store builds it, with its values; the table is small, so a sequential scan is priced out.
+    // The statement as the store builds it, with its values; the table is small, so a sequential scan is priced out,
+    // and a sort too: what is left is the plan that walks an index in the list's order, where one serves.
     const plan = async (q: RecordListQuery) => {
       const call = (pageRecordList(scope, q, 10).next().value as { query: QueryCall }).query
       const built = call.build(postgresDialect(store.db)).prepare('explained' as never) as unknown as { queryString: string; params: unknown[] }
       return store.sql.begin(async (tx) => {
         await tx.unsafe('SET LOCAL enable_seqscan = off')
+        await tx.unsafe('SET LOCAL enable_sort = off')
         const rows = (await tx.unsafe(`EXPLAIN ${built.queryString}`, fillPlaceholders(built.params, call.values ?? {}) as never[])) as { 'QUERY PLAN': string }[]
         return rows.map((row) => row['QUERY PLAN']).join('\n')
       })
@@ -569,9 +571,19 @@ describe('plans on PostgreSQL (SQLite\'s: test/query-plans.test.ts)', () => {
     const newest = await plan({ filters: [], sort: null, direction: 'desc', after: { key: Number.MAX_SAFE_INTEGER, id: 9 }, literalCollection: false })
     expect(newest).toMatch(/Index Scan Backward using records_env_collection_created_idx on records/)
     expect(newest).not.toMatch(/Sort/)
-    // Sorted on a value no index holds (numbers as numeric): the filter's index finds the rows to sort.
-    const byKind = await plan({ filters: [{ field: 'kind', kind: 'text', op: 'eq', values: ['large'] }], sort: { field: 'price', kind: 'number' }, direction: 'asc', literalCollection: true })
+    // Each field's index holds its values as its kind compares them (numbers as numeric, text in byte order) in the
+    // list's order: a page filtered or sorted by a field walks that field's index, never sorting what it found.
+    const priceIndex = fieldIndexName(scope.collectionId, 'price')
+    const kindIndex = fieldIndexName(scope.collectionId, 'kind')
+    const byKind = await plan({ filters: [{ field: 'kind', kind: 'text', op: 'eq', values: ['large'] }], sort: { field: 'kind', kind: 'text' }, direction: 'asc', literalCollection: true })
     expect(byKind).toMatch(/Index Cond: [^\n]*\(data\)::jsonb ->> 'kind'/)
+    expect(byKind).toContain(`Index Scan using ${kindIndex} on records`)
+    const byPrice = await plan({ filters: [{ field: 'price', kind: 'number', op: 'gt', values: [10] }], sort: { field: 'price', kind: 'number' }, direction: 'desc', literalCollection: true })
+    expect(byPrice).toMatch(new RegExp(`Index Scan Backward using ${priceIndex} on records`))
+    expect(byPrice).not.toMatch(/Sort/)
+    const kindByPrice = await plan({ filters: [{ field: 'kind', kind: 'text', op: 'eq', values: ['large'] }], sort: { field: 'price', kind: 'number' }, direction: 'asc', literalCollection: true })
+    expect(kindByPrice).toMatch(new RegExp(`Index Scan using ${priceIndex} on records`))
+    expect(kindByPrice).not.toMatch(/Sort/)
   }, 60_000)
 
   postgresOnlyTest(POSTGRES_ONLY.queryPlan, 'a batch of an import into a collection the statistics have not seen probes the unique index once per id', async () => {

@@ -177,6 +177,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0024_audit_checkpoints',
       '0025_records_created_order_live',
       '0026_run_events_watermark',
+      '0027_record_field_indexes_by_kind',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

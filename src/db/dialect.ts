@@ -71,16 +71,22 @@ export interface Dialect {
    */
   jsonFieldText(column: AnyColumn | SQL, field: string): SQL
   /**
-   * A record's top-level field as an index expression over `records.data`, the field named in the SQL itself (an
-   * index cannot hold a placeholder; `field` must be an identifier, `[A-Za-z_][A-Za-z0-9_]*`): SQLite's
-   * `json_extract(data, '$.field')`, PostgreSQL's `(data::jsonb ->> 'field')`. A query matches the index only by
-   * repeating this expression.
+   * The DDL, one statement, that builds the index of one field of one collection's records (`name`; partial to the
+   * collection, `WHERE collection_id = N`): (environment, the field's value as a records list compares it, in the
+   * list's order — nulls lowest, ties by id). SQLite's holds `json_extract(data, '$.field')`, which its lists compare
+   * whatever the kind, its nulls first and its ties by rowid (the id) by itself. PostgreSQL's holds the value of the
+   * kind (./postgres/dialect.ts `recordFieldOfKind`), with planner statistics on that expression (PostgreSQL does not
+   * estimate from a partial index's expression: without them, a filter on one field sorted by another read and sorted
+   * every match). The field is written into the SQL (an index cannot hold a placeholder; `field` must be an
+   * identifier, `[A-Za-z_][A-Za-z0-9_]*`). A query uses the index by repeating the expression (`recordFieldValue`).
    */
-  recordFieldExpression(field: string): SQL
+  createRecordFieldIndex(name: string, collectionId: number, field: string, kind: RecordValueKind): SQL
+  /** The DDL, one statement, that drops what `createRecordFieldIndex` built under `name` (nothing when there is none). */
+  dropRecordFieldIndex(name: string): SQL
   /**
    * A record's top-level field as a records list filters and sorts it (`kind`: how its values compare). Text,
-   * numbers and booleans compare through `recordFieldExpression` on SQLite (its index serves them); PostgreSQL
-   * casts numbers to numeric, and date-times compare as instants on both (`julianday`, `timestamptz`).
+   * numbers and booleans compare through the field's index expression on both stores (`createRecordFieldIndex`);
+   * date-times compare as instants on both (`julianday`, `timestamptz`), which no index serves.
    */
   recordFieldValue(field: string, kind: RecordValueKind): RecordFieldValue
   /** `expression` in `direction` with nulls lowest (first ascending, last descending): SQLite's own order, told to PostgreSQL. */
@@ -102,7 +108,7 @@ export interface Dialect {
  * `query` as the builder's own prepared statements are made, answering the driver's value arrays unmapped (Drizzle's
  * `customResultMapper`, as its relational queries use): `valueRows` of either dialect, `name` naming PostgreSQL's.
  */
-/** A field name safe to write into SQL as it is (see `recordFieldExpression`). */
+/** A field name safe to write into SQL as it is (see `createRecordFieldIndex`). */
 export function identifierField(field: string): string {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(field)) throw new Error(`not a field identifier: ${JSON.stringify(field)}`)
   return field

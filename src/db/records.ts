@@ -322,21 +322,19 @@ function indexStatement(key: string, build: (d: Dialect) => SQL) {
 }
 
 /**
- * An index on one field of one collection's records: (environment, the field's value), partial to the collection
- * (`WHERE collection_id = N`), the same statement on both stores but for the field's expression
- * (`recordFieldExpression`). Built inside the caller's transaction: on PostgreSQL it holds writes to `records` while
- * it builds (a plain CREATE INDEX; CONCURRENTLY cannot run in a transaction).
+ * The index on one field of one collection's records (`Dialect.createRecordFieldIndex`: each store's statement),
+ * holding the field's values as `kind` compares them. Built inside the caller's transaction: on PostgreSQL it holds
+ * writes to `records` while it builds (a plain CREATE INDEX; CONCURRENTLY cannot run in a transaction).
  */
-export function createFieldIndex(collectionId: number, field: string) {
+export function createFieldIndex(collectionId: number, field: string, kind: RecordValueKind) {
   const name = fieldIndexName(collectionId, field)
-  const where = sql.raw(`collection_id = ${Math.trunc(collectionId)}`)
-  return indexStatement(`records.field-index.create.${name}`, (d) => sql`CREATE INDEX IF NOT EXISTS ${sql.raw(`"${name}"`)} ON records (environment_id, ${d.recordFieldExpression(field)}) WHERE ${where}`)
+  return indexStatement(`records.field-index.create.${name}.${kind}`, (d) => d.createRecordFieldIndex(name, collectionId, field, kind))
 }
 
 /** Drops the index of one field of one collection (none: nothing happens). */
 export function dropFieldIndex(collectionId: number, field: string) {
   const name = fieldIndexName(collectionId, field)
-  return indexStatement(`records.field-index.drop.${name}`, () => sql.raw(`DROP INDEX IF EXISTS "${name}"`))
+  return indexStatement(`records.field-index.drop.${name}`, (d) => d.dropRecordFieldIndex(name))
 }
 
 // ── The records list ─────────────────────────────────────────────────────────

@@ -69,12 +69,18 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string, prog
       // One snapshot of the source for the whole copy.
       source.run('BEGIN')
       try {
-        return await withoutForeignKeysAndIndexes(tx, progress, async () => {
+        const result = await withoutForeignKeysAndIndexes(tx, progress, async () => {
           const result: TableCopy[] = []
           for (const table of tables) result.push(await copyTable(tx, source, table, sequenced.has(table.name), progress))
           await listEverythingCopied(tx)
           return result
         })
+        // The collections' indexed fields: SQLite's field indexes are its own expressions, so PostgreSQL's are built
+        // from the copied schemas (drizzle/postgres/0027_record_field_indexes_by_kind.sql).
+        const fieldIndexes = progress.step('field indexes', null)
+        await tx.unsafe('SELECT trellis_build_record_field_indexes()')
+        fieldIndexes.done()
+        return result
       } finally {
         source.run('COMMIT')
       }

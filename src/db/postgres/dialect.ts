@@ -15,6 +15,25 @@ import type { PgDb } from './client.ts'
 /** A date-time as a schema takes it (../../modules/records/schema.ts), as a POSIX pattern. */
 const DATETIME_SHAPE = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$'
 
+/**
+ * A record's top-level field as PostgreSQL's field index holds it and a records list compares it: null when the field
+ * is absent or its JSON value is not of the kind; text in byte order (`COLLATE "C"`, as SQLite's BINARY), numbers as
+ * `numeric`, booleans as the text `true`/`false`. A date-time's index holds its text. The field is written into the
+ * SQL (an index cannot hold a placeholder). drizzle/postgres/0027_record_field_indexes_by_kind.sql builds the same
+ * expressions for the indexes of collections stored before it (and for `trellis db copy`).
+ */
+export function recordFieldOfKind(field: string, kind: RecordValueKind): string {
+  const name = identifierField(field)
+  const ofType = (type: string, value: string) => `(CASE WHEN jsonb_typeof(data::jsonb -> '${name}') = '${type}' THEN ${value} END)`
+  const text = `(data::jsonb ->> '${name}')`
+  switch (kind) {
+    case 'number': return ofType('number', `${text}::numeric`)
+    case 'boolean': return ofType('boolean', text)
+    case 'text':
+    case 'datetime': return `(${ofType('string', text)} COLLATE "C")`
+  }
+}
+
 const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   name: 'postgres',
   // The same tables in PostgreSQL's column types (bigint in number mode, boolean): the rows answer alike.
@@ -25,24 +44,32 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   isFalse: (column: AnyColumn) => sql`${column} = false`,
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
   jsonFieldText: (column: AnyColumn | SQL, field: string) => sql`(${column}::jsonb ->> ${sql.placeholder(field)}::text)`,
-  recordFieldExpression: (field: string) => sql.raw(`(data::jsonb ->> '${identifierField(field)}')`),
+  // One statement (a DO block) for the index and the statistics of its expression, both named `name`.
+  createRecordFieldIndex: (name: string, collectionId: number, field: string, kind: RecordValueKind) => {
+    const value = recordFieldOfKind(field, kind)
+    return sql.raw(`DO $$ BEGIN
+      CREATE INDEX IF NOT EXISTS "${name}" ON records (environment_id, ${value} NULLS FIRST, id) WHERE collection_id = ${Math.trunc(collectionId)};
+      CREATE STATISTICS IF NOT EXISTS "${name}" ON (${value}) FROM records;
+    END $$`)
+  },
+  dropRecordFieldIndex: (name: string) => sql.raw(`DO $$ BEGIN DROP INDEX IF EXISTS "${name}"; DROP STATISTICS IF EXISTS "${name}"; END $$`),
   recordFieldValue: (field: string, kind: RecordValueKind): RecordFieldValue => {
-    const name = identifierField(field)
-    const text = sql.raw(`(data::jsonb ->> '${name}')`)
-    const jsonType = sql.raw(`jsonb_typeof(data::jsonb -> '${name}')`)
+    const ofKind = sql.raw(recordFieldOfKind(field, kind))
+    // Null unless of the kind: every comparison with it is false then, so a filter needs no test of the kind (a test
+    // PostgreSQL cannot estimate, which led it to plans that read every matching row to sort them).
+    const always = sql`TRUE`
     switch (kind) {
       // Byte order, as SQLite compares text.
-      case 'text': return { value: sql`${text} COLLATE "C"`, equatable: text, hasKind: sql`${jsonType} = 'string'`, param: (p) => p, cursorKey: text, cursorParam: (p) => p }
-      case 'boolean': return { value: text, equatable: text, hasKind: sql`${jsonType} = 'boolean'`, param: (p) => sql`${p}::text`, cursorKey: text, cursorParam: (p) => sql`${p}::text` }
-      case 'number': {
-        const value = sql`(CASE WHEN ${jsonType} = 'number' THEN ${text}::numeric END)`
-        return { value, equatable: value, hasKind: sql`${jsonType} = 'number'`, param: (p) => sql`${p}::numeric`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
-      }
+      case 'text': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => p, cursorKey: ofKind, cursorParam: (p) => p }
+      case 'boolean': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => sql`${p}::text`, cursorKey: ofKind, cursorParam: (p) => sql`${p}::text` }
+      case 'number': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => sql`${p}::numeric`, cursorKey: sql`${ofKind}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
       case 'datetime': {
         // Only text shaped as a date-time is read as one, and an impossible one (Feb 30) is null: a failed cast would
-        // fail the whole query (trellis_datetime_or_null, a migration's function).
+        // fail the whole query (trellis_datetime_or_null, a migration's function). Not an index expression: the cast
+        // depends on the session's time zone setting.
+        const text = sql.raw(recordFieldOfKind(field, 'text'))
         const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN trellis_datetime_or_null(${text}) END)`
-        return { value, equatable: value, hasKind: sql`${jsonType} = 'string'`, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
+        return { value, equatable: value, hasKind: always, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
       }
     }
   },

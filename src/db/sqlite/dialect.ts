@@ -8,6 +8,9 @@ import type { QueryCall } from '../op.ts'
 import * as tables from '../schema.ts'
 import { prepared } from './prepared.ts'
 
+/** A record's top-level field as SQLite's field index holds it and its lists compare it (any kind). */
+const extracted = (field: string) => `json_extract(data, '$.${identifierField(field)}')`
+
 const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   name: 'sqlite',
   t: tables,
@@ -20,20 +23,22 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
     const path = sql`'$.' || json_quote(${sql.placeholder(field)})`
     return sql`(CASE json_type(${column}, ${path}) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN NULL ELSE CAST(json_extract(${column}, ${path}) AS TEXT) END)`
   },
-  recordFieldExpression: (field: string) => sql.raw(`json_extract(data, '$.${identifierField(field)}')`),
+  createRecordFieldIndex: (name: string, collectionId: number, field: string) =>
+    sql.raw(`CREATE INDEX IF NOT EXISTS "${name}" ON records (environment_id, ${extracted(field)}) WHERE collection_id = ${Math.trunc(collectionId)}`),
+  dropRecordFieldIndex: (name: string) => sql.raw(`DROP INDEX IF EXISTS "${name}"`),
   recordFieldValue: (field: string, kind: RecordValueKind): RecordFieldValue => {
-    const extracted = sqliteFragments.recordFieldExpression(field)
+    const value = sql.raw(extracted(field))
     const jsonType = sql.raw(`json_type(data, '$.${identifierField(field)}')`)
     const same = { param: (p: SQL) => p, cursorParam: (p: SQL) => p }
     switch (kind) {
-      case 'text': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} = 'text'`, cursorKey: extracted, ...same }
-      case 'number': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: extracted, ...same }
+      case 'text': return { value: value, equatable: value, hasKind: sql`${jsonType} = 'text'`, cursorKey: value, ...same }
+      case 'number': return { value: value, equatable: value, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: value, ...same }
       // json_extract answers true/false as 1/0; a filter's value is the text true or false.
-      case 'boolean': return { value: extracted, equatable: extracted, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: extracted, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
+      case 'boolean': return { value: value, equatable: value, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: value, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
       case 'datetime': {
         // SQLite's date functions roll an impossible day over (Feb 30 → Mar 2): such text is no instant here, as on
         // PostgreSQL, where its cast fails.
-        const instant = sql`(CASE WHEN date(substr(${extracted}, 1, 10)) = substr(${extracted}, 1, 10) THEN julianday(${extracted}) END)`
+        const instant = sql`(CASE WHEN date(substr(${value}, 1, 10)) = substr(${value}, 1, 10) THEN julianday(${value}) END)`
         return { value: instant, equatable: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
       }
     }

@@ -4,7 +4,6 @@
  * sorted, paged by an opaque cursor;
  * who may read it: ./calls.ts.
  */
-import type { RecordValueKind } from '../../db/dialect.ts'
 import type { Op } from '../../db/op.ts'
 import { read } from '../../db/read.ts'
 import { type RecordCursor, type RecordFieldFilter, type RecordFilterOp, type RecordListQuery, type RecordListRow, type RecordScope, type RecordTimeColumn, pageRecordList } from '../../db/records.ts'
@@ -12,7 +11,7 @@ import type { Store } from '../../db/store.ts'
 import { environmentPage, invalidParameter, MAX_FILTER_LENGTH, MAX_NAME_LENGTH, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { FieldType, StoredField } from './schema.ts'
-import { valueProblem } from './schema.ts'
+import { valueKindOf, valueProblem } from './schema.ts'
 import { collectionFields } from './service.ts'
 import { authorizeRead, type RecordPlace, readableCollection, recordBody } from './calls.ts'
 
@@ -37,8 +36,6 @@ const OPERATORS: Record<FieldType, readonly RecordFilterOp[]> = {
 export const RECORD_FILTER_OPERATORS = ['eq', 'ne', 'lt', 'lte', 'gt', 'gte', 'in', 'contains'] as const satisfies readonly RecordFilterOp[]
 /** The most values one `.in` filter takes. */
 export const MAX_IN_VALUES = 100
-const KINDS: Partial<Record<FieldType, RecordValueKind>> = { number: 'number', integer: 'number', boolean: 'boolean', datetime: 'datetime' }
-const kindOf = (type: FieldType): RecordValueKind => KINDS[type] ?? 'text'
 /** The query parameters that are not filters. */
 const LIST_PARAMETERS = new Set(['limit', 'sort', 'cursor'])
 
@@ -84,7 +81,7 @@ function parseFieldFilters(query: Query, fields: readonly StoredField[]): Record
     if (!allowed.includes(op)) throw invalidParameter(name, allowed.length === 0 ? `a ${field.type} field takes no filter` : `a ${field.type} field takes ${allowed.join(', ')}`)
     const raws = op === 'in' ? raw.split(',') : [raw]
     if (raws.length > MAX_IN_VALUES) throw invalidParameter(name, `takes at most ${MAX_IN_VALUES} values`)
-    filters.push({ field: field.name, kind: kindOf(field.type), op, values: raws.map((r) => filterValue(name, field, op, r)) })
+    filters.push({ field: field.name, kind: valueKindOf(field.type), op, values: raws.map((r) => filterValue(name, field, op, r)) })
   }
   return filters
 }
@@ -152,7 +149,7 @@ export function recordListPlan(query: Query, fields: readonly StoredField[]): Re
   const sort = parseSort(query.sort, fields)
   const indexed = new Set(fields.filter((f) => f.indexed).map((f) => f.name))
   const literalCollection = (sort.field !== null && indexed.has(sort.field.name)) || filters.some((f) => indexed.has(f.field))
-  const order = sort.field === null ? null : { field: sort.field.name, kind: kindOf(sort.field.type) }
+  const order = sort.field === null ? null : { field: sort.field.name, kind: valueKindOf(sort.field.type) }
   return { sort, query: (after) => ({ filters, sort: order, direction: sort.direction, after, literalCollection }) }
 }
 

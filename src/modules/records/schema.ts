@@ -15,6 +15,7 @@
  * - `json` any JSON value.
  */
 import { type Static, t as T } from 'elysia'
+import type { RecordValueKind } from '../../db/dialect.ts'
 import { parseIsoDateTime } from '../../lib/time.ts'
 import type { Problem } from '../../lib/validation.ts'
 
@@ -60,6 +61,10 @@ export const RECORD_ID_MAX_LENGTH = 1024
  * (the API and the apply file show and take its name).
  */
 export type StoredField = Omit<SchemaField, 'collection'> & { collectionId?: number }
+
+const VALUE_KINDS: Partial<Record<FieldType, RecordValueKind>> = { number: 'number', integer: 'number', boolean: 'boolean', datetime: 'datetime' }
+/** How a field's values compare in a records list and in its index (docs/records.md "Listing records"): every other type as text. */
+export const valueKindOf = (type: FieldType): RecordValueKind => VALUE_KINDS[type] ?? 'text'
 
 const WITH_OPTIONS: readonly FieldType[] = ['select', 'multiselect']
 /** Types whose value is one scalar: the only ones an index serves. */

@@ -33,7 +33,7 @@ import { toIso } from '../../lib/time.ts'
 import { type ActivityEntry, appendActivityLog, appendActivityLogs, type Channel } from '../activity-logs/service.ts'
 import { appendAdminLog } from '../admin-logs/service.ts'
 import type { Op } from '../../db/op.ts'
-import { checkRecord, RECORD_ID_MAX_LENGTH, type SchemaField, schemaFieldProblems, shownFields, type StoredField, storedFields, withDefaults } from './schema.ts'
+import { checkRecord, RECORD_ID_MAX_LENGTH, type SchemaField, schemaFieldProblems, shownFields, type StoredField, storedFields, valueKindOf, withDefaults } from './schema.ts'
 
 export type { RecordRow, RecordScope, RecordSearch }
 /** One page of a collection's records, by record id; one record by its id (prepared: the executor's data steps use it too). */
@@ -436,10 +436,11 @@ export function* setCollectionFields(
   const before = fieldsOf(current.schema)
   const version = current.schemaVersion + 1
   yield* setCollectionSchema(input.collectionId, text, version, clock.now())
-  const indexed = (list: readonly StoredField[]) => new Set(list.filter((f) => f.indexed).map((f) => f.name))
+  // An index holds its field's values as their kind compares them (on PostgreSQL): a field whose kind changed is indexed anew.
+  const indexed = (list: readonly StoredField[]) => new Map(list.filter((f) => f.indexed).map((f) => [f.name, valueKindOf(f.type)]))
   const [was, is] = [indexed(before), indexed(fields)]
-  for (const name of was) if (!is.has(name)) yield* dropFieldIndex(input.collectionId, name)
-  for (const name of is) if (!was.has(name)) yield* createFieldIndex(input.collectionId, name)
+  for (const [name, kind] of was) if (is.get(name) !== kind) yield* dropFieldIndex(input.collectionId, name)
+  for (const [name, kind] of is) if (was.get(name) !== kind) yield* createFieldIndex(input.collectionId, name, kind)
   yield* appendAdminLog(clock, {
     projectId: input.projectId, type: 'update', resource: 'collection', actorId: input.actorId,
     previousValue: schemaValue(input.collectionName, current.schemaVersion, before), newValue: schemaValue(input.collectionName, version, fields),
