@@ -216,6 +216,30 @@ describe('the schema API', () => {
     expect(next.body.fields.find((f: Body) => f.name === 'customer')).toEqual({ name: 'customer', type: 'relation', collection: 'customers' })
   })
 
+  test('a field whose type changes to one compared otherwise is indexed again, as its new kind (PostgreSQL\'s index holds the kind)', async () => {
+    const current = (await call('GET', SCHEMA, 'carol')).body.fields as SchemaField[]
+    const withRefunded = (type: SchemaField['type']) => current.map((f) => (f.name === 'refunded' ? { name: 'refunded', type, indexed: true } : f))
+    const definition = () => {
+      const name = fieldIndexName(collectionId('orders'), 'refunded')
+      const sql = TEST_STORE === 'postgres' ? 'SELECT indexdef AS def FROM pg_indexes WHERE indexname = ?' : "SELECT sql AS def FROM sqlite_master WHERE type = 'index' AND name = ?"
+      return queryOne<{ def: string }>(env.store, sql, name)?.def ?? null
+    }
+    expect((await call('PUT', SCHEMA, 'carol', { fields: withRefunded('boolean') })).status).toBe(200)
+    const asBoolean = definition()
+    expect((await call('PUT', SCHEMA, 'carol', { fields: withRefunded('text') })).status).toBe(200)
+    const asText = definition()
+    if (TEST_STORE === 'postgres') {
+      expect(asBoolean).toContain("= 'boolean'::text")
+      expect(asText).toContain("= 'string'::text")
+    } else {
+      // SQLite's holds json_extract whatever the kind: built again, the same.
+      expect(asText).toBe(asBoolean!)
+    }
+    // Back to the fields before, its index gone.
+    expect((await call('PUT', SCHEMA, 'carol', { fields: current })).status).toBe(200)
+    expect(indexExists('refunded')).toBe(false)
+  })
+
   test('records PUT: 422 invalid_record naming each field; defaults filled; relations to existing records only', async () => {
     const bad = await call('PUT', recordPath('ord_t1'), 'carol', { teamName: 'Support', data: { status: 'maybe', amount: '12', items: 1.5, extra: 1, customer: 'cus_404' } })
     expect(bad.status).toBe(422)
