@@ -4,7 +4,11 @@
  */
 import { afterAll, expect, test } from 'bun:test'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, reportHook, tokenFor } from './support/acme.ts'
-import { bearer, execute, request, testApp, testEnv } from './helpers.ts'
+import { fillPlaceholders } from 'drizzle-orm/sql'
+import type { QueryCall } from '../src/db/op.ts'
+import { postgresDialect } from '../src/db/postgres/dialect.ts'
+import { loadRunsToRender } from '../src/db/runs.ts'
+import { bearer, execute, POSTGRES_ONLY, postgresOnlyTest, request, testApp, testEnv } from './helpers.ts'
 
 const env = testEnv({ TRELLIS_WEBHOOK_RATE_PER_MIN: '100000' })
 afterAll(() => env.cleanup())
@@ -109,3 +113,32 @@ test('runs triggered together (one group commit, one millisecond) each get their
   for (let i = 1; i < seen.length; i++) expect(seen[i]!.createdAt < seen[i - 1]!.createdAt).toBe(true)
   for (const run of seen) expect(run.createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/)
 })
+
+postgresOnlyTest(POSTGRES_ONLY.queryPlan, 'a page of runs is rendered by looking each id up, however many runs the table holds', async () => {
+  const store = env.store
+  if (store.kind !== 'postgres') throw new Error('PostgreSQL only')
+  // A run to copy (202, or 409 when one is active on the record already).
+  const started = await app.handle(request(reportHook(report, 'Refund order'), { method: 'POST', headers: bearer(bob), json: { record_id: 'ord_1002' } }))
+  expect([202, 409]).toContain(started.status)
+  const rolledBack = new Error('rolled back')
+  let plan = ''
+  const done = store.sql.begin(async (tx) => {
+    // 20,000 more runs (copies of one, finished, each its own id), and the statistics that say so.
+    await tx.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger", status, next_step,
+        available_at, attempts, created_at, finished_at)
+      SELECT 'bulk-' || g, workflow_id, workflow_version_id, environment_id, 'bulk-' || g, user_id, token_id, "trigger", 'succeeded', next_step,
+        available_at, attempts, created_at - g, created_at
+      FROM runs, generate_series(1, 20000) g WHERE id = (SELECT min(id) FROM runs)`)
+    await tx.unsafe('ANALYZE runs')
+    const ids = Array.from({ length: 100 }, (_, i) => `bulk-${i * 197 + 1}`)
+    const call = (loadRunsToRender(ids).next().value as { query: QueryCall }).query
+    const built = call.build(postgresDialect(store.db)).prepare('explained' as never) as unknown as { queryString: string; params: unknown[] }
+    const rows = (await tx.unsafe(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${built.queryString}`, fillPlaceholders(built.params, call.values ?? {}) as never[])) as { 'QUERY PLAN': string }[]
+    plan = rows.map((row) => row['QUERY PLAN']).join('\n')
+    throw rolledBack
+  })
+  expect(await done.catch((error: unknown) => error)).toBe(rolledBack)
+  // The ids once, each looked up in the primary key: never every run read and hashed against them.
+  expect(plan).toMatch(/Index Scan using runs_pkey on runs r/)
+  expect(plan).not.toMatch(/Seq Scan on runs r|Hash Semi Join/)
+}, 60_000)
