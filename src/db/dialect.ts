@@ -33,14 +33,12 @@ export type RecordValueKind = 'text' | 'number' | 'boolean' | 'datetime'
 
 /** A record field's value in a list query (`Dialect.recordFieldValue`). */
 export interface RecordFieldValue {
-  /** The value compared and sorted; null when the field is absent, null, or (PostgreSQL) not of the kind. */
-  value: SQL
   /**
-   * The value as `eq`, `ne` and `in` compare it: `value` but for PostgreSQL's text, which is the index expression
-   * itself there (equal text is equal in any deterministic collation), so that the field's index serves equality.
+   * The value compared (every operator), sorted and indexed; null when the field is absent, null, or (PostgreSQL)
+   * not of the kind.
    */
-  equatable: SQL
-  /** The stored JSON value is of the kind: a filter matches only such values. */
+  value: SQL
+  /** The stored JSON value is of the kind: a filter matches only such values (TRUE where `value` is null for the others). */
   hasKind: SQL
   /** A filter's value (a placeholder bound to a string, or a number for `number`) as `value` compares it. */
   param(placeholder: SQL): SQL

@@ -387,7 +387,7 @@ export interface RecordListRow {
 }
 
 /** A record's own time as a filter compares it: every record has one, compared as stored (epoch ms). */
-const timeColumn = (column: SQL): Pick<RecordFieldValue, 'value' | 'equatable' | 'hasKind' | 'param'> => ({ value: column, equatable: column, hasKind: sql`TRUE`, param: (placeholder) => placeholder })
+const timeColumn = (column: SQL): Pick<RecordFieldValue, 'value' | 'hasKind' | 'param'> => ({ value: column, hasKind: sql`TRUE`, param: (placeholder) => placeholder })
 
 const COMPARISONS: Record<Exclude<RecordFilterOp, 'in' | 'contains'>, string> = { eq: '=', ne: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' }
 
@@ -430,10 +430,10 @@ export function pageRecordList(scope: RecordScope, q: RecordListQuery, limit: nu
       const param = (j: number) => field.param(sql`${sql.placeholder(`f${i}_${j}`)}`)
       const test =
         f.op === 'in'
-          ? sql`${field.equatable} IN (${sql.join(f.values.map((_, j) => param(j)), sql`, `)})`
+          ? sql`${field.value} IN (${sql.join(f.values.map((_, j) => param(j)), sql`, `)})`
           : f.op === 'contains'
             ? sql`${d.asciiLower(field.value)} LIKE ${sql.placeholder(`f${i}_0`)} ESCAPE '\\'`
-            : sql`${f.op === 'eq' || f.op === 'ne' ? field.equatable : field.value} ${sql.raw(COMPARISONS[f.op])} ${param(0)}`
+            : sql`${field.value} ${sql.raw(COMPARISONS[f.op])} ${param(0)}`
       return sql`(${field.hasKind} AND ${test})`
     })
     return d.db

@@ -60,16 +60,16 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
     const always = sql`TRUE`
     switch (kind) {
       // Byte order, as SQLite compares text.
-      case 'text': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => p, cursorKey: ofKind, cursorParam: (p) => p }
-      case 'boolean': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => sql`${p}::text`, cursorKey: ofKind, cursorParam: (p) => sql`${p}::text` }
-      case 'number': return { value: ofKind, equatable: ofKind, hasKind: always, param: (p) => sql`${p}::numeric`, cursorKey: sql`${ofKind}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
+      case 'text': return { value: ofKind, hasKind: always, param: (p) => p, cursorKey: ofKind, cursorParam: (p) => p }
+      case 'boolean': return { value: ofKind, hasKind: always, param: (p) => sql`${p}::text`, cursorKey: ofKind, cursorParam: (p) => sql`${p}::text` }
+      case 'number': return { value: ofKind, hasKind: always, param: (p) => sql`${p}::numeric`, cursorKey: sql`${ofKind}::text`, cursorParam: (p) => sql`${p}::text::numeric` }
       case 'datetime': {
         // Only text shaped as a date-time is read as one, and an impossible one (Feb 30) is null: a failed cast would
         // fail the whole query (trellis_datetime_or_null, a migration's function). Not an index expression: the cast
         // depends on the session's time zone setting.
         const text = sql.raw(recordFieldOfKind(field, 'text'))
         const value = sql`(CASE WHEN ${text} ~ ${sql.raw(`'${DATETIME_SHAPE}'`)} THEN trellis_datetime_or_null(${text}) END)`
-        return { value, equatable: value, hasKind: always, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
+        return { value, hasKind: always, param: (p) => sql`${p}::text::timestamptz`, cursorKey: sql`${value}::text`, cursorParam: (p) => sql`${p}::text::timestamptz` }
       }
     }
   },

@@ -31,15 +31,15 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
     const jsonType = sql.raw(`json_type(data, '$.${identifierField(field)}')`)
     const same = { param: (p: SQL) => p, cursorParam: (p: SQL) => p }
     switch (kind) {
-      case 'text': return { value: value, equatable: value, hasKind: sql`${jsonType} = 'text'`, cursorKey: value, ...same }
-      case 'number': return { value: value, equatable: value, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: value, ...same }
+      case 'text': return { value, hasKind: sql`${jsonType} = 'text'`, cursorKey: value, ...same }
+      case 'number': return { value, hasKind: sql`${jsonType} IN ('integer', 'real')`, cursorKey: value, ...same }
       // json_extract answers true/false as 1/0; a filter's value is the text true or false.
-      case 'boolean': return { value: value, equatable: value, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: value, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
+      case 'boolean': return { value, hasKind: sql`${jsonType} IN ('true', 'false')`, cursorKey: value, ...same, param: (p: SQL) => sql`(${p} = 'true')` }
       case 'datetime': {
         // SQLite's date functions roll an impossible day over (Feb 30 → Mar 2): such text is no instant here, as on
         // PostgreSQL, where its cast fails.
         const instant = sql`(CASE WHEN date(substr(${value}, 1, 10)) = substr(${value}, 1, 10) THEN julianday(${value}) END)`
-        return { value: instant, equatable: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
+        return { value: instant, hasKind: sql`${jsonType} = 'text'`, cursorKey: instant, param: (p: SQL) => sql`julianday(${p})`, cursorParam: (p: SQL) => p }
       }
     }
   },
