@@ -57,8 +57,8 @@ export interface Dialect {
   byteOrder(column: AnyColumn | SQL): SQL
   /**
    * `column IN (the ids of one JSON array placeholder)`: one prepared statement serves any number of ids. PostgreSQL's
-   * is `= ANY` of the array the ids make, computed once: as an `IN` over the JSON's elements its planner could join
-   * every row of the table to them (a page of 100 runs read all 200,000 runs) where it now looks each id up.
+   * is `= ANY` of the array the ids make, computed once, each id looked up: as an `IN` over the JSON's elements its
+   * planner may join every row of the table to them (a page of 100 runs reading all 200,000).
    */
   inJsonArray(column: AnyColumn | SQL, placeholder: string, type: 'integer' | 'text'): SQL
   /** A number in a row of `valueRows`: SQLite's integers as they are; PostgreSQL's int8 as float8 (the driver answers int8 as text). */

@@ -56,7 +56,7 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   recordFieldValue: (field: string, kind: RecordValueKind): RecordFieldValue => {
     const ofKind = sql.raw(recordFieldOfKind(field, kind))
     // Null unless of the kind: every comparison with it is false then, so a filter needs no test of the kind (a test
-    // PostgreSQL cannot estimate, which led it to plans that read every matching row to sort them).
+    // PostgreSQL cannot estimate: beside it, plans read every matching row to sort them).
     const always = sql`TRUE`
     switch (kind) {
       // Byte order, as SQLite compares text.
