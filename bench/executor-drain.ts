@@ -16,13 +16,9 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { measureExecutor } from './executor.ts'
-import { RAISED_RATE_LIMITS, repoRoot, runLoad, startServer, WalWatch } from './procs.ts'
+import { log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, startServer, WalWatch } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
-}
 const RUNS = Number(option('runs', '10000'))
 const NOTES = Number(option('notes', '20000'))
 const ROUNDS = Number(option('rounds', '2'))
@@ -34,7 +30,6 @@ const CANCELLED = Number(option('cancelled', '0'))
 const PROFILE = option('profile', '')
 const COMPILED = process.argv.includes('--compiled')
 
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-exec-drain-'))
 const seed = seedDatabase(join(work, 'seed'), { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
 const notesPath = `/v1/project/${seed.project}/environment/production/notes?limit=10`

@@ -13,16 +13,11 @@ import { acmeDocument, acmeProject, ordersWorkflow } from '../test/support/acme.
 import { triggerRequest } from '../test/support/faults.ts'
 import { startInstances } from '../test/support/instances.ts'
 import { psqlSync, startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs } from './procs.ts'
+import { cpuTimeUs, log, option } from './procs.ts'
 import { POSTGRES_SETTINGS } from './postgres.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return Number(at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback)
-}
-const TRIGGERS = option('triggers', '3000')
+const TRIGGERS = Number(option('triggers', '3000'))
 const IN_FLIGHT = 16
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 
 const clockTicks = 100
 /** CPU µs of every process of the cluster, those that ended included (the postmaster's waited-for children). */

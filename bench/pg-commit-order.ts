@@ -33,12 +33,8 @@ import { join } from 'node:path'
 import { randomUUIDv7, SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { datingInOrder, registerList, WATERMARK_SCHEMA, watermarkPass } from './list-watermark.ts'
-import { percentile } from './procs.ts'
+import { option, percentile } from './procs.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
-}
 const SECONDS = Number(option('seconds', '10'))
 const CONNECTIONS = Number(option('connections', '16'))
 const WRITERS = option('writers', '1,3').split(',').map(Number)

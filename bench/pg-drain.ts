@@ -14,20 +14,15 @@ import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { queueBurst } from './postgres.ts'
-import { repoRoot, type Server, startServer } from './procs.ts'
+import { log, option, repoRoot, type Server, startServer } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
-}
 const NOTES = Number(option('notes', '1000000'))
 const RUNS = Number(option('runs', '10000'))
 const INSTANCES = option('instances', '1,3').split(',').map(Number)
 const SECONDS = Number(option('seconds', '180'))
 const RAISED = '1000000000'
 
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-drain-'))
 const dataDir = join(work, 'data')
 const cli = [process.execPath, join(repoRoot, 'src/main.ts')]

@@ -14,14 +14,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { RAISED_RATE_LIMITS, repoRoot, startServer } from './procs.ts'
+import { log, option, RAISED_RATE_LIMITS, repoRoot, startServer } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 import { BENCH_TASKS } from './seed-tasks.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
-}
 const NOTES = Number(option('notes', '100000'))
 const MIN_MS = Number(option('min-ms', '5'))
 const PLANS = Number(option('plans', '15'))
@@ -43,7 +39,6 @@ const PATHS = [
 ]
 const LOAD_PATH = option('path', '$P/tasks?assignee=me&status=open&limit=50')
 
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-statements-'))
 const dataDir = join(work, 'data')
 const cli = [process.execPath, join(repoRoot, 'src/main.ts')]

@@ -15,14 +15,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { cpuTimeUs, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
 import { scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 
-const option = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`)
-  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
-}
 const ROOTS = option('roots', repoRoot).split(',')
 const ROUNDS = Number(option('rounds', '3'))
 const SECONDS = Number(option('seconds', '10'))
@@ -35,7 +31,6 @@ const SCENARIO = option('scenario', 'webhook-202')
 /** What one response is, in the figures: a trigger, or a request of another scenario. */
 const UNIT = SCENARIO === 'webhook-202' ? 'trigger' : 'request'
 
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
 const dataDir = join(work, 'data')
 const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)

@@ -4,6 +4,15 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 export const repoRoot = join(import.meta.dir, '..')
+
+/** A bench script's `--name value` argument, or `fallback` when it is not given. */
+export function option(name: string, fallback: string): string {
+  const at = process.argv.indexOf(`--${name}`)
+  return at > 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
+}
+
+/** A line of a bench script's progress on stderr, after the time of day (UTC). */
+export const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`)
 /** The rate limits a benched server runs with: raised by configuration so that the limiter never answers 429, but still on the request path. */
 export const RAISED_RATE_LIMITS = {
   TRELLIS_API_RATE_PER_MIN: '1000000000',
