@@ -68,22 +68,23 @@ export async function copySqliteToPostgres(sqlitePath: string, url: string, prog
       if (occupied.length > 0) throw new CopyRefused(`the target database is not empty (rows in ${occupied.join(', ')}): nothing was copied`)
       // One snapshot of the source for the whole copy.
       source.run('BEGIN')
+      let result: TableCopy[]
       try {
-        const result = await withoutForeignKeysAndIndexes(tx, progress, async () => {
-          const result: TableCopy[] = []
-          for (const table of tables) result.push(await copyTable(tx, source, table, sequenced.has(table.name), progress))
+        result = await withoutForeignKeysAndIndexes(tx, progress, async () => {
+          const copiedTables: TableCopy[] = []
+          for (const table of tables) copiedTables.push(await copyTable(tx, source, table, sequenced.has(table.name), progress))
           await listEverythingCopied(tx)
-          return result
+          return copiedTables
         })
-        // The collections' indexed fields: SQLite's field indexes are its own expressions, so PostgreSQL's are built
-        // from the copied schemas (drizzle/postgres/0027_record_field_indexes_by_kind.sql).
-        const fieldIndexes = progress.step('field indexes', null)
-        await tx.unsafe('SELECT trellis_build_record_field_indexes()')
-        fieldIndexes.done()
-        return result
       } finally {
         source.run('COMMIT')
       }
+      // The collections' indexed fields, once SQLite's snapshot is let go: SQLite's field indexes are its own
+      // expressions, so PostgreSQL's are built from the copied schemas (drizzle/postgres/0027_record_field_indexes_by_kind.sql).
+      const fieldIndexes = progress.step('field indexes', null)
+      await tx.unsafe('SELECT trellis_build_record_field_indexes()')
+      fieldIndexes.done()
+      return result
     })
     // Planner statistics for the tables just filled: without them the first queries plan as for empty tables
     // (autovacuum's analyze comes later), e.g. a notes page over a million rows scanning instead of seeking.
