@@ -1,12 +1,13 @@
 /**
- * `npm run bench:pg-drain [-- --notes N --runs N --instances 1,3 --seconds N]`: the executor on PostgreSQL alone,
+ * `npm run bench:pg-drain [-- --notes N --runs N --instances 1,3 --seconds N --concurrency N --profile DIR]`: the executor on PostgreSQL alone,
  * watched from inside. Seeds a database as `npm run bench` does (1M notes by default), copies it into a throw-away
  * cluster (`trellis db copy`), then per instance count queues a burst of three-step runs (as bench/postgres.ts's
  * drain) and starts that many `serve` processes with their executors. Every second it prints the runs finished, the
  * runs leased (`running`: at most the instances' concurrency, 4 each by default) and what PostgreSQL's busy
  * connections wait on (`pg_stat_activity`); after each drain, the statements that took the most time
  * (`pg_stat_statements`). It shows where the drain's time goes (a claim that leases every due run shows as one
- * instance holding them all); asserts nothing. Progress and figures go to stderr.
+ * instance holding them all); `--profile DIR`: each server writes a CPU profile under DIR/<instances>x (`bun
+ * --cpu-prof`). Asserts nothing. Progress and figures go to stderr.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,6 +23,10 @@ const RUNS = Number(option('runs', '10000'))
 const INSTANCES = option('instances', '1,3').split(',').map(Number)
 const SECONDS = Number(option('seconds', '180'))
 const RAISED = '1000000000'
+/** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
+const PROFILE = option('profile', '')
+/** Each instance's executor workers (TRELLIS_EXECUTOR_CONCURRENCY), or Trellis's default. */
+const CONCURRENCY = option('concurrency', '')
 
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-drain-'))
 const dataDir = join(work, 'data')
@@ -42,14 +47,14 @@ try {
   if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}`)
   const sql = new SQL({ url, max: 2 })
   await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
-  const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, TRELLIS_DATABASE_URL: url }
+  const env = { TRELLIS_API_RATE_PER_MIN: RAISED, TRELLIS_WEBHOOK_RATE_PER_MIN: RAISED, TRELLIS_DATABASE_URL: url, ...(CONCURRENCY ? { TRELLIS_EXECUTOR_CONCURRENCY: CONCURRENCY } : {}) }
   for (const count of INSTANCES) {
     const t0 = await queueBurst(sql, seed, RUNS)
     await sql`SELECT pg_stat_statements_reset()`
     for (let i = 0; i < count; i++) {
       servers.push(await startServer({
         name: `trellis-pg-${i}`,
-        command: (port) => [...cli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir],
+        command: (port) => [process.execPath, ...(PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE}/${count}x`] : []), ...cli.slice(1), 'serve', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir],
         env,
         stderrFile: join(work, `pg-${count}-${i}.err`),
         timeoutMs: 60_000,
