@@ -3,7 +3,7 @@
  * watched from inside. Seeds a database as `npm run bench` does (1M notes by default), copies it into a throw-away
  * cluster (`trellis db copy`), then per instance count queues a burst of three-step runs (as bench/postgres.ts's
  * drain) and starts that many `serve` processes with their executors. Every second it prints the runs finished, the
- * runs leased (`running`: at most the instances' concurrency, 4 each by default) and what PostgreSQL's busy
+ * runs leased (`running`: at most the instances' concurrency, 8 each by default) and what PostgreSQL's busy
  * connections wait on (`pg_stat_activity`); after each drain, the statements that took the most time
  * (`pg_stat_statements`), and the runs a second and Trellis CPU per run from the first sample to the last. It shows where the drain's time goes (a claim that leases every due run shows as one
  * instance holding them all); `--profile DIR`: each server writes a CPU profile under DIR/<instances>x (`bun

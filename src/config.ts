@@ -171,6 +171,13 @@ export const DEFAULT_READY_MIN_FREE_MB = 64
 export const DEFAULT_EXECUTOR_SHARE_PERCENT = 50
 
 /**
+ * Executor workers by default (TRELLIS_EXECUTOR_CONCURRENCY): runs executed at once. On PostgreSQL each statement of
+ * a run is a round trip and a claim a transaction of its own, so a run spends much of its time waiting on the
+ * network: twice the workers keep the database busy meanwhile (docs/workflows.md "Executor").
+ */
+export const DEFAULT_EXECUTOR_CONCURRENCY = { sqlite: 4, postgres: 8 } as const
+
+/**
  * Live tokens one user may hold by default (TRELLIS_LIVE_TOKENS_PER_USER): room for a token per integration and a
  * rotation under way for each, while a member cannot mint tokens without end.
  */
@@ -264,7 +271,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
     apiRatePerMinute: integerSetting('TRELLIS_API_RATE_PER_MIN', env.TRELLIS_API_RATE_PER_MIN, 60, 1),
     apiRatePerHour: integerSetting('TRELLIS_API_RATE_PER_HOUR', env.TRELLIS_API_RATE_PER_HOUR, 1000, 1),
     apiRatePerDay: integerSetting('TRELLIS_API_RATE_PER_DAY', env.TRELLIS_API_RATE_PER_DAY, 10000, 1),
-    executorConcurrency: integerSetting('TRELLIS_EXECUTOR_CONCURRENCY', env.TRELLIS_EXECUTOR_CONCURRENCY, 4, 0, 256),
+    executorConcurrency: integerSetting('TRELLIS_EXECUTOR_CONCURRENCY', env.TRELLIS_EXECUTOR_CONCURRENCY, DEFAULT_EXECUTOR_CONCURRENCY[databaseUrl === null ? 'sqlite' : 'postgres'], 0, 256),
     executorSharePercent: integerSetting('TRELLIS_EXECUTOR_SHARE', env.TRELLIS_EXECUTOR_SHARE, DEFAULT_EXECUTOR_SHARE_PERCENT, 1, 90),
     executorLeaseMs: integerSetting('TRELLIS_EXECUTOR_LEASE_SECONDS', env.TRELLIS_EXECUTOR_LEASE_SECONDS, 30, 1, 3600) * 1000,
     logLevel,

@@ -236,6 +236,24 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
     await b.stop(1_000)
   })
 
+  test('claims gather freed slots only briefly: with three of four workers held by hanging calls, a run queued starts at once', async () => {
+    const x = executorOn(instanceStore(), { pollMs: 60_000, leaseMs: 30_000, concurrency: 4 })
+    x.start()
+    expect(await x.listening()).toBe(true)
+    const held = ['gather_1', 'gather_2', 'gather_3'].map((recordId) => ({ recordId, runId: randomUUIDv7() }))
+    const pool = instanceStore()
+    for (const { recordId, runId } of held) await writeNow(pool, () => insertRun({ ...bases[CALL_THEN_PARK]!, id: runId, recordId, createdAt: Date.now() }))
+    await until('three calls hanging', () => (held.every(({ runId }) => hangs.get(runId) === 1) ? true : null), 5_000, 10)
+    // One slot free, three runs in flight: a claim waits for more slots to free, but only a few milliseconds.
+    const started = performance.now()
+    const lone = await queue(pool, PARK, 'gather_4')
+    await parked(lone, 5_000)
+    const tookMs = performance.now() - started
+    expect(tookMs).toBeLessThan(1_000)
+    for (const { runId } of held) expect(await runRow(runId)).toMatchObject({ status: 'running', lease_owner: x.owner })
+    await x.stop(200)
+  })
+
   test('a run given back on a graceful stop is announced: another instance resumes it at once', async () => {
     const x = executorOn(instanceStore(), { pollMs: 60_000, leaseMs: 30_000 })
     const y = executorOn(instanceStore(), { pollMs: 60_000, leaseMs: 30_000 })

@@ -301,6 +301,10 @@ describe('loadConfig', () => {
     const listen = 'TRELLIS_DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL, and goes with --database-url / TRELLIS_DATABASE_URL'
     expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db', TRELLIS_DATABASE_LISTEN_URL: 'postgres://db:5432/db' }).databaseListenUrl).toBe('postgres://db:5432/db')
     expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db' }).databaseListenUrl).toBeNull()
+    // The executor's workers by default: 4 on SQLite, 8 on PostgreSQL (round trips); a value given wins on either.
+    expect(loadConfig({}, {}).executorConcurrency).toBe(4)
+    expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://db/db' }).executorConcurrency).toBe(8)
+    expect(loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://db/db', TRELLIS_EXECUTOR_CONCURRENCY: '3' }).executorConcurrency).toBe(3)
     expect(() => loadConfig({}, { TRELLIS_DATABASE_URL: 'postgres://pooler:6432/db', TRELLIS_DATABASE_LISTEN_URL: 'http://db/db' })).toThrow(listen)
     expect(() => loadConfig({}, { TRELLIS_DATABASE_LISTEN_URL: 'postgres://db:5432/db' })).toThrow(listen)
   })
