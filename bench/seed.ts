@@ -95,7 +95,7 @@ export const TEAMS = ['Support', 'Billing', 'Logistics']
 export const COLLECTIONS = ['orders', 'customers']
 /** With tasks: the approvers' teams (user `i` > 0 in team `i % 20`) and the approval workflows per environment. */
 const APPROVER_TEAMS = Array.from({ length: 20 }, (_, i) => `Approvers-${String(i).padStart(2, '0')}`)
-const APPROVAL_WORKFLOWS = { production: 50, staging: 2 }
+const APPROVAL_WORKFLOWS = { production: 80, staging: 2 }
 const INBOX_USER_INDEX = 5
 const DECIDER_INDEX = 6
 const BATCH = 10_000
