@@ -57,7 +57,6 @@ import { backOffAfterFailedClaim, finishOrAbort, idleWaitMs, writeOutlastingStor
 import { activeTracer, type RunTrace } from '../lib/tracing.ts'
 import { endUnrecordedSpans, type GroupTrace, groupTrace, startStepSpan, type TracedStep } from './run-trace.ts'
 
-
 /**
  * How long free slots wait for more to free before a claim, where claims batch them (`Executor.gathering`): a run due
  * while other runs are in flight starts at most this much later.
