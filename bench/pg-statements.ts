@@ -1,5 +1,5 @@
 /**
- * `bun bench/pg-statements.ts [--notes 100000] [--min-ms 5] [--plans 15] [--load-seconds 0] [--as admin|inbox]`: what
+ * `bun bench/pg-statements.ts [--notes 100000] [--min-ms 5] [--plans 15] [--load-seconds 0] [--as admin|inbox] [--query-chars 160]`: what
  * the API's list endpoints cost PostgreSQL. Seeds a database as `npm run bench` does (tasks and a typed collection
  * included), copies it into a throw-away cluster with auto_explain and pg_stat_statements loaded, serves it with one
  * `trellis serve` (executor off), and calls every list endpoint with each of its filters (`PATHS`) three times, one at
@@ -23,6 +23,8 @@ const MIN_MS = Number(option('min-ms', '5'))
 const PLANS = Number(option('plans', '15'))
 const LOAD_SECONDS = Number(option('load-seconds', '0'))
 const AS = option('as', 'admin')
+/** How much of each statement's text the load's list shows (pg_stat_statements' normalised text: constants as $n too). */
+const QUERY_CHARS = Number(option('query-chars', '160'))
 
 /** The list endpoints and their filters; `$P` the environment's path, `$REC` a record with notes, `$EMAIL`/`$TEAM` a user with notes and their team, `$HALF` the notes' half-way time. */
 const PATHS = [
@@ -118,8 +120,8 @@ try {
         }))
         console.log(`## ${path} from 64 concurrent loops for ${LOAD_SECONDS} s: ${Math.round(answered / LOAD_SECONDS)} a second; statements by time\n`)
         const top = (await db.unsafe(`SELECT calls::int, plans::int, round(total_exec_time)::int AS exec, round(total_plan_time)::int AS plan,
-            left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 160) AS query
-          FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 12`)) as { calls: number; plans: number; exec: number; plan: number; query: string }[]
+            left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), $1::int) AS query
+          FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 12`, [QUERY_CHARS])) as { calls: number; plans: number; exec: number; plan: number; query: string }[]
         for (const t of top) console.log(`${t.calls} calls, ${t.plans} plans: ${t.exec} ms executing, ${t.plan} ms planning: ${t.query}`)
       } finally {
         await db.close()
