@@ -1,5 +1,5 @@
 /**
- * `TRELLIS_TEST_STORE=postgres bun bench/pg-round-trips.ts`: the statements one webhook trigger and one three-step run send to PostgreSQL, as the
+ * `TRELLIS_TEST_STORE=postgres bun bench/pg-round-trips.ts`: the statements one webhook trigger, one three-step run and one task decision send to PostgreSQL, as the
  * server logs them (`log_statement = all` on the test cluster, for this script's connections only), grouped by
  * transaction. It counts the round trips under the per-environment locks (docs/performance.md "PostgreSQL: round
  * trips under the environment's locks"); asserts nothing. Prints the list to stdout.
@@ -26,12 +26,17 @@ psqlSync(cluster.url, `ALTER DATABASE ${database} SET log_statement = 'all'`)
 const document = acmeDocument()
 const steps = [{ type: 'load' }, { type: 'update', set: { status: 'processed' } }, { type: 'note', title: 'Processed', content: '<p>processed</p>' }]
 document.projects[0]!.workflows!.push(ordersWorkflow('Counted', steps, { webhook: { enabled: true, ratePerMinute: 100_000 } }))
-const hook = reportHook(await applyAcme({ store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document), 'Counted')
+// An approval its Billing team decides (dave, a member of it), for the decision's statements.
+document.projects[0]!.workflows!.push(ordersWorkflow('Approved', [{ type: 'task', name: 'approve', title: 'Approve {{record.id}}?', assignees: { teams: ['Billing'] } }], { webhook: { enabled: true, ratePerMinute: 100_000 } }))
+const report = await applyAcme({ store, clock: env.clock, secret: env.secret, baseUrl: env.config.baseUrl }, document)
+const hook = reportHook(report, 'Counted')
 const alice = (await tokenFor(store, env.clock, 'alice', ['all'])).value
+const dave = (await tokenFor(store, env.clock, 'dave', ['all'])).value
 const [scope] = (await store.sql`SELECT e.id::float8 AS "environmentId", c.id::float8 AS "collectionId" FROM environments e
   JOIN collections c ON c.project_id = e.project_id JOIN projects p ON p.id = e.project_id
   WHERE p.name = 'Acme' AND e.name = 'production' AND c.name = 'orders'`) as { environmentId: number; collectionId: number }[]
 await runNow(store, insertRecord({ ...scope!, recordKey: 'counted-1', data: '{"status":"paid"}', now: env.clock.now() }))
+await runNow(store, insertRecord({ ...scope!, recordKey: 'approved-1', data: '{"status":"paid"}', now: env.clock.now() }))
 const app = testApp(env)
 const trigger = (recordId: string) => app.handle(request(hook, { method: 'POST', headers: bearer(alice), json: { record_id: recordId } }))
 
@@ -67,5 +72,19 @@ await until('the run ended', async () => ['succeeded', 'failed'].includes(((awai
 await executor.stop()
 await Bun.sleep(200)
 print('one three-step run (load, update, note), claim to finish', statementsSince(from).filter((line) => !line.includes("SELECT status FROM runs WHERE record_id = 'counted-1'")))
+
+// The decision: the approval's run parked on its task (the executor stopped again), then one member's approval.
+const approval = await app.handle(request(reportHook(report, 'Approved'), { method: 'POST', headers: bearer(alice), json: { record_id: 'approved-1' } }))
+if (approval.status !== 202) throw new Error(`approval trigger: ${approval.status}`)
+const parker = new Executor({ store, clock: env.clock, logger: silentLogger, concurrency: 1, leaseMs: 5_000, pollMs: 50 })
+parker.start()
+const taskId = await until('the task opened', async () => ((await store.sql`SELECT id FROM tasks WHERE record_id = 'approved-1' AND status = 'open'`) as { id: string }[])[0]?.id ?? null)
+await parker.stop()
+await Bun.sleep(200)
+from = readFileSync(log, 'utf8').length
+const decided = await app.handle(request(`/v1/tasks/${taskId}/decisions`, { method: 'POST', headers: bearer(dave), json: { decision: 'approve' } }))
+if (decided.status !== 200) throw new Error(`decision: ${decided.status} ${await decided.text()}`)
+await Bun.sleep(200)
+print('one decision (approve → 200; the run woken, not executed)', statementsSince(from))
 env.cleanup()
 process.exit(0)
