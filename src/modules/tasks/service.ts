@@ -309,7 +309,8 @@ export function* decideTask(clock: Clock, taskId: string, body: DecisionInput, b
     yield* logTaskActivity(entry, 'closeTask', `task "${task.stepName}" ${closing}: ${closing === 'rejected' ? 'rejected by' : 'the last approval by'} ${caller.user.email}`)
     events.push(taskEvent(task, 'task.closed', 'waiting', now, { status: closing }))
     yield* wakeRunOfTask(task.runId, now)
-    if (task.requesterId !== caller.user.id) {
+    // The run's user is told by mail (none without mail settings: then the approvers are not read either).
+    if (by.mail !== null && task.requesterId !== caller.user.id) {
       const deciders = closing === 'rejected' ? [caller.user.email] : (yield* findDecisions([taskId])).filter((d) => d.decision === 'approve').map((d) => d.user.email)
       const why = `by ${deciders.join(', ')}`
       yield* tellOfTask(by.mail, now, 'task.closed', { ...task, workflowName: found.workflowName }, [task.requesterId], { status: closing, why })
