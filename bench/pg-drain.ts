@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { queueBurst } from './postgres.ts'
-import { cpuTimeUs, log, option, repoRoot, type Server, startServer } from './procs.ts'
+import { cpuSince, log, option, repoRoot, type Server, startServer } from './procs.ts'
 import { seedDatabase } from './seed.ts'
 
 const NOTES = Number(option('notes', '1000000'))
@@ -62,14 +62,13 @@ try {
     }
     const started = performance.now()
     let finished = 0
-    let first: { at: number; finished: number; cpuUs: number } | null = null
-    const cpuUs = () => servers.reduce((sum, server) => sum + cpuTimeUs(server.pid), 0)
+    let first: { at: number; finished: number; spent: () => number } | null = null
     while (finished < RUNS && performance.now() - started < SECONDS * 1000) {
       await Bun.sleep(1000)
       const before = finished
       finished = ((await sql`SELECT count(*)::int AS n FROM runs WHERE created_at >= ${t0 * 1000} AND created_at < ${t0 * 1000 + RUNS}
         AND status IN ('succeeded', 'failed')`) as { n: number }[])[0]!.n
-      first ??= { at: performance.now(), finished, cpuUs: cpuUs() }
+      first ??= { at: performance.now(), finished, spent: cpuSince(servers) }
       const [leased] = (await sql`SELECT count(*)::int AS n FROM runs WHERE status = 'running'`) as { n: number }[]
       const waits = (await sql`SELECT coalesce(wait_event_type, 'cpu') || ':' || coalesce(wait_event, '-') AS w, count(*)::int AS n
         FROM pg_stat_activity WHERE datname = 'trellis' AND pid <> pg_backend_pid() AND state <> 'idle' GROUP BY 1 ORDER BY 2 DESC`) as { w: string; n: number }[]
@@ -78,7 +77,7 @@ try {
     const seconds = (performance.now() - started) / 1000
     // Steady: from the first sample (a second after the executors started) to the last.
     const steady = first && performance.now() > first.at + 1 ? (finished - first.finished) / ((performance.now() - first.at) / 1000) : 0
-    const cpuPerRun = first && finished > first.finished ? (cpuUs() - first.cpuUs) / (finished - first.finished) : 0
+    const cpuPerRun = first && finished > first.finished ? first.spent() / (finished - first.finished) : 0
     log(`${count} instance${count > 1 ? 's' : ''}: ${finished} of ${RUNS} runs in ${seconds.toFixed(0)} s; ${Math.round(steady)} runs/s and ${Math.round(cpuPerRun)} µs of Trellis CPU per run from the first sample to the last`)
     const top = (await sql`SELECT calls::int AS calls, round(total_exec_time)::int AS total, round(mean_exec_time::numeric, 2)::float8 AS mean,
       left(regexp_replace(query, '[[:space:]]+', ' ', 'g'), 120) AS query FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8`) as { calls: number; total: number; mean: number; query: string }[]

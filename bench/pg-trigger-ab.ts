@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { cpuSince, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
 import { scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 
@@ -74,7 +74,7 @@ try {
         requests: scenario.requests(`ab-${which}-${round}-${i}-${phase}`),
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
-      const before = servers.map((server) => cpuTimeUs(server.pid))
+      const spent = cpuSince(servers)
       const load = Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
       // What Trellis's connections do meanwhile, sampled: waiting on an advisory lock (an environment's), or not.
       const samples = { advisory: 0, busy: 0, n: 0 }
@@ -89,7 +89,7 @@ try {
       })()
       const runs = await load
       await sampling
-      const us = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
+      const us = spent()
       const responses = runs.reduce((sum, run) => sum + run.responses, 0)
       const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
       const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }

@@ -7,7 +7,7 @@
  */
 import { SQL, randomUUIDv7 } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, type LoadResult, repoRoot, requestsAtOnce, runLoad, type Server, startServer } from './procs.ts'
+import { cpuSince, type LoadResult, repoRoot, requestsAtOnce, runLoad, type Server, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
 import type { SeedResult } from './seed.ts'
 
@@ -130,9 +130,9 @@ async function loadSpread(servers: Server[], scenario: Scenario, target: string,
     }))
   }
   if (o.warmup > 0) await Promise.all(specs(o.warmup, 'warm').map(runLoad))
-  const before = servers.map((server) => cpuTimeUs(server.pid))
+  const spent = cpuSince(servers)
   const runs: LoadResult[] = await Promise.all(specs(o.duration, 'measured').map(runLoad))
-  const serverUs = servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
+  const serverUs = spent()
   const responses = runs.reduce((sum, run) => sum + run.responses, 0)
   return {
     instances: servers.length,

@@ -236,6 +236,12 @@ export function generatorVersion(): string {
   return /^wrk \S+/.exec(out)?.[0] ?? 'wrk'
 }
 
+/** A meter of the CPU time `servers` spend from now on (every one's, in µs): call it to read what they spent since. */
+export function cpuSince(servers: readonly Pick<Server, 'pid'>[]): () => number {
+  const before = servers.map((server) => cpuTimeUs(server.pid))
+  return () => servers.reduce((sum, server, i) => sum + cpuTimeUs(server.pid) - before[i]!, 0)
+}
+
 /** User + system CPU time of a process (all its threads) in microseconds, from /proc/<pid>/stat. */
 export function cpuTimeUs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
