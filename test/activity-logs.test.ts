@@ -13,7 +13,7 @@ import { silentLogger } from '../src/lib/logger.ts'
 import { ACTIVITY_ACTIONS } from '../src/modules/activity-logs/service.ts'
 import { ApplyError } from '../src/modules/apply/service.ts'
 import { setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, until } from './helpers.ts'
+import { applyNow, bearer, execute, listReadable, queryAll, queryOne, request, runCli, processEnv, tableContents, until } from './helpers.ts'
 import { type AcmeDocument, acmeProject, acmeWithGlobex, acmeWorkflow, applyAcme, ordersWorkflow, reportHook, tokenFor, UUID } from './support/acme.ts'
 import { assertValidWithExtensions, type ErrorObject, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -767,6 +767,7 @@ describe('pagination walk over ≥ 250 activity entries written through the note
         noteIds.push(((await created.json()) as { id: number }).id)
       }
     }
+    await listReadable(fx.env.store, 'activity_logs') // PostgreSQL: dated by the lists' pass
     const rows = queryAll(fx.env.store, 'SELECT id, created_at FROM activity_logs WHERE id > ? ORDER BY id', start) as { id: number; created_at: number }[]
     expect(rows).toHaveLength(TOTAL)
     // Strictly increasing in id order within the environment: no two entries share a millisecond.

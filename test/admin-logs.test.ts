@@ -15,7 +15,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { ADMIN_LOG_RESOURCES, appendAdminLog } from '../src/modules/admin-logs/service.ts'
 import { ApplyError } from '../src/modules/apply/service.ts'
 import { setProjectMember, setUserDeactivated } from '../src/modules/members/service.ts'
-import { applyNow, auditSigningOf, bearer, execute, queryAll, queryOne, request, runCli, processEnv, tableContents, testApp, testEnv } from './helpers.ts'
+import { applyNow, auditSigningOf, bearer, execute, listReadable, queryAll, queryOne, request, runCli, processEnv, tableContents, testApp, testEnv } from './helpers.ts'
 import { acmeWithGlobex, applyAcme, projectId, tokenFor } from './support/acme.ts'
 import { assertValidWithExtensions, EXTENSION_VALUES } from './support/compat-schema.ts'
 import {
@@ -666,6 +666,7 @@ describe('retention: pruneLogs and TRELLIS_LOG_RETENTION_DAYS', () => {
     await tokenFor(env.store, env.clock, 'carol', ['notes:read'], { name: 'kept' })
     env.clock.set(T0 + 10 * DAY)
     expect((await note('new')).status).toBe(201)
+    await listReadable(env.store, 'activity_logs') // PostgreSQL: dated and chained by the lists' pass
 
     const count = (sql: string) => (queryOne(env.store, sql) as { n: number }).n
     const cutoff = T0 + 3 * DAY

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { SQL } from 'bun'
+import { awaitListed } from '../src/db/postgres/list-watermark.ts'
 import { bearer, type ServeProcess } from './helpers.ts'
 import { acmeDocument, acmeProject } from './support/acme.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
@@ -68,6 +69,8 @@ describe.skipIf(!postgresOrSkip('audit-chain-scale'))('three instances write one
     expect(new Set(await Promise.all(notes))).toEqual(new Set([201]))
     expect(new Set((await Promise.all(tokens)).flat())).toEqual(new Set([201, 204]))
 
+    // The activity entries are chained by the lists' pass once their writers' transactions have all ended.
+    expect(await awaitListed(sql, 'activity_logs', 10_000)).toBe(true)
     const activity = (await sql`SELECT l.id::float8 AS id, l.chain_position::float8 AS p FROM activity_logs l JOIN environments e ON e.id = l.environment_id
       WHERE e.name = 'production' ORDER BY l.chain_position`) as { id: number; p: number }[]
     const adminLog = (await sql`SELECT l.id::float8 AS id, l.chain_position::float8 AS p FROM admin_logs l JOIN projects p ON p.id = l.project_id

@@ -29,7 +29,7 @@ import { pruneLogs } from '../src/modules/admin-logs/retention.ts'
 import { SECRET_FILE } from '../src/lib/secret.ts'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { auditSigningOf, execute, queryAll, queryOne, TEST_STORE, type TestEnv, tempDir, testEnv } from './helpers.ts'
+import { auditSigningOf, execute, listReadable, queryAll, queryOne, TEST_STORE, type TestEnv, tempDir, testEnv } from './helpers.ts'
 import { databaseUrl, dropDatabase, openProductPostgres, psqlSync, sharedCluster } from './support/postgres-cluster.ts'
 import { acmeDocument, applyAcme, userId } from './support/acme.ts'
 
@@ -63,11 +63,12 @@ const entry = (fx: Fixture, i: number): ActivityEntry => ({
   recordIds: [`rec_${i}`, `rec_${i}_b`],
 })
 
-/** Appends `n` entries to the production environment's activity log, each in its own transaction; answers their ids. */
+/** Appends `n` entries to the production environment's activity log, each in its own transaction; answers their ids, once they are chained. */
 async function appendEntries(fx: Fixture, n: number): Promise<number[]> {
-  const ids: number[] = []
-  for (let i = 0; i < n; i++) ids.push(await writeNow(fx.env.store, () => appendActivityLogNow(fx.env.clock, entry(fx, i))))
-  return ids
+  for (let i = 0; i < n; i++) await writeNow(fx.env.store, () => appendActivityLogNow(fx.env.clock, entry(fx, i)))
+  await listReadable(fx.env.store, 'activity_logs') // PostgreSQL: chained by the lists' pass
+  const ids = queryAll<{ id: number }>(fx.env.store, 'SELECT id FROM activity_logs WHERE environment_id = ? ORDER BY id DESC LIMIT ?', fx.environmentId, n)
+  return ids.map(({ id }) => Number(id)).reverse()
 }
 
 /** `trellis audit verify` run in this process on the env's database: its exit code and JSON verdict. */
@@ -98,9 +99,11 @@ function tamper(env: TestEnv, table: 'activity_logs' | 'activity_log_records' | 
   for (const [statement, ...params] of statements) execute(env.store, statement, ...params)
 }
 
-/** The positions of a scope's chain, in position order. */
-const positions = (env: TestEnv, environmentId: number) =>
-  queryAll<{ p: number }>(env.store, 'SELECT chain_position AS p FROM activity_logs WHERE environment_id = ? ORDER BY chain_position', environmentId).map((r) => Number(r.p))
+/** The positions of a scope's chain, in position order, once what was committed is chained (PostgreSQL: by the lists' pass). */
+const positions = async (env: TestEnv, environmentId: number) => {
+  await listReadable(env.store, 'activity_logs')
+  return queryAll<{ p: number }>(env.store, 'SELECT chain_position AS p FROM activity_logs WHERE environment_id = ? ORDER BY chain_position', environmentId).map((r) => Number(r.p))
+}
 
 const gapless = (list: number[]) => list.every((p, i) => p === i + 1)
 
@@ -108,7 +111,7 @@ describe('the chain as the app writes it', () => {
   test('every entry has its position and hash; the chains verify (exit 0), the head is the newest entry', async () => {
     const fx = await fixture()
     const ids = await appendEntries(fx, 12)
-    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    expect(gapless((await positions(fx.env, fx.environmentId)))).toBe(true)
     const nulls = queryOne<{ n: number }>(fx.env.store, 'SELECT count(*) AS n FROM activity_logs WHERE chain_position IS NULL OR chain_hash IS NULL')!
     expect(Number(nulls.n)).toBe(0)
     const { code, chain, report } = await productionChain(fx)
@@ -148,10 +151,10 @@ describe('the chain as the app writes it', () => {
       throw new Error('this write fails after its entry')
     })
     const writes = Array.from({ length: 40 }, (_, i) => write(fx.env.store, () => appendActivityLogNow(fx.env.clock, entry(fx, i))))
-    writes.splice(20, 0, failing.then(() => -1, () => -1))
+    writes.splice(20, 0, failing.then(() => {}, () => {}))
     await Promise.all(writes)
     expect(queryOne<{ n: number }>(fx.env.store, "SELECT count(*) AS n FROM activity_logs WHERE label = 'change 1000'")!.n).toBe(0)
-    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    expect(gapless((await positions(fx.env, fx.environmentId)))).toBe(true)
     const { code, chain } = await productionChain(fx)
     expect({ code, breaks: chain.breaks }).toEqual({ code: 0, breaks: [] })
   })
@@ -161,7 +164,7 @@ describe('the chain as the app writes it', () => {
     await appendEntries(fx, 2)
     await writeNow(fx.env.store, () => appendActivityLogs(fx.env.clock, fx.environmentId, Array.from({ length: 150 }, (_, i) => entry(fx, 100 + i))))
     await appendEntries(fx, 2)
-    const list = positions(fx.env, fx.environmentId)
+    const list = (await positions(fx.env, fx.environmentId))
     expect(gapless(list)).toBe(true)
     const batch = queryAll<{ id: number; p: number }>(fx.env.store, "SELECT id, chain_position AS p FROM activity_logs WHERE label LIKE 'change ___' ORDER BY id")
     expect(batch.length).toBe(150)
@@ -191,12 +194,15 @@ describe('the chain as the app writes it', () => {
 })
 
 describe('entries written last (withEntriesLast: a workflow step group\'s)', () => {
-  const labels = (fx: Fixture) => queryAll<{ label: string }>(fx.env.store, 'SELECT label FROM activity_logs WHERE environment_id = ? ORDER BY id', fx.environmentId).map((row) => row.label)
+  const labels = async (fx: Fixture) => {
+    await listReadable(fx.env.store, 'activity_logs')
+    return queryAll<{ label: string }>(fx.env.store, 'SELECT label FROM activity_logs WHERE environment_id = ? ORDER BY id', fx.environmentId).map((row) => row.label)
+  }
   const seen = (fx: Fixture) => pageActivityLogIds(fx.environmentId, { withExtensions: true }, [], 1000)
 
   test('held back while the body runs, then written in the order appended, chained gaplessly', async () => {
     const fx = await fixture()
-    const before = labels(fx).length
+    const before = (await labels(fx)).length
     const during = await writeNow(fx.env.store, () =>
       withEntriesLast(fx.env.clock, (function* () {
         yield* appendActivityLog(fx.env.clock, entry(fx, 1))
@@ -206,15 +212,15 @@ describe('entries written last (withEntriesLast: a workflow step group\'s)', () 
       })()),
     )
     expect(during).toBe(before)
-    expect(labels(fx).slice(before)).toEqual(['change 1', 'change 2'])
-    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    expect((await labels(fx)).slice(before)).toEqual(['change 1', 'change 2'])
+    expect(gapless((await positions(fx.env, fx.environmentId)))).toBe(true)
     const { code, chain } = await productionChain(fx)
     expect({ code, breaks: chain.breaks }).toEqual({ code: 0, breaks: [] })
   })
 
   test('a body that throws writes none; a savepoint inside writes its entry at once, and rolls it back with it', async () => {
     const fx = await fixture()
-    const before = labels(fx).length
+    const before = (await labels(fx)).length
     const failing = writeNow(fx.env.store, () =>
       withEntriesLast(fx.env.clock, (function* () {
         yield* appendActivityLog(fx.env.clock, entry(fx, 1))
@@ -222,7 +228,7 @@ describe('entries written last (withEntriesLast: a workflow step group\'s)', () 
       })()),
     )
     await expect(failing).rejects.toThrow('the body fails')
-    expect(labels(fx).length).toBe(before)
+    expect((await labels(fx)).length).toBe(before)
     await writeNow(fx.env.store, () =>
       withEntriesLast(fx.env.clock, (function* () {
         yield* appendActivityLog(fx.env.clock, entry(fx, 2))
@@ -238,13 +244,13 @@ describe('entries written last (withEntriesLast: a workflow step group\'s)', () 
         yield* appendActivityLog(fx.env.clock, entry(fx, 5))
       })()),
     )
-    expect(labels(fx).slice(before)).toEqual(['change 3', 'change 2', 'change 5'])
-    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    expect((await labels(fx)).slice(before)).toEqual(['change 3', 'change 2', 'change 5'])
+    expect(gapless((await positions(fx.env, fx.environmentId)))).toBe(true)
   })
 
   test('another write running meanwhile appends at once: only the body\'s own entries are held back', async () => {
     const fx = await fixture()
-    const before = labels(fx).length
+    const before = (await labels(fx)).length
     // The body yields to its runner between its appends (a read each): on PostgreSQL the other writes' ops run then.
     const held = writeNow(fx.env.store, () =>
       withEntriesLast(fx.env.clock, (function* () {
@@ -257,8 +263,8 @@ describe('entries written last (withEntriesLast: a workflow step group\'s)', () 
     )
     const others = Array.from({ length: 20 }, (_, i) => writeNow(fx.env.store, () => appendActivityLog(fx.env.clock, entry(fx, i))))
     await Promise.all([held.catch(() => {}), ...others])
-    expect(labels(fx).slice(before).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `change ${i}`).sort())
-    expect(gapless(positions(fx.env, fx.environmentId))).toBe(true)
+    expect((await labels(fx)).slice(before).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `change ${i}`).sort())
+    expect(gapless((await positions(fx.env, fx.environmentId)))).toBe(true)
   })
 })
 
@@ -268,12 +274,12 @@ describe('log retention', () => {
     // The CLI derives the key the anchors are checked with from the data directory's secret: the one they were signed with.
     writeFileSync(join(fx.env.dataDir, SECRET_FILE), fx.env.secret, { mode: 0o600 })
     await appendEntries(fx, 5)
-    const last = positions(fx.env, fx.environmentId).at(-1)!
+    const last = (await positions(fx.env, fx.environmentId)).at(-1)!
     fx.env.clock.set(fx.env.clock.now() + 40 * 86_400_000)
     await pruneLogs(fx.env.store, fx.env.clock, 30, auditSigningOf(fx.env))
-    expect(positions(fx.env, fx.environmentId)).toEqual([])
+    expect((await positions(fx.env, fx.environmentId))).toEqual([])
     await appendEntries(fx, 2)
-    expect(positions(fx.env, fx.environmentId)).toEqual([last + 1, last + 2])
+    expect((await positions(fx.env, fx.environmentId))).toEqual([last + 1, last + 2])
     const { code, report } = await verify(fx.env)
     expect(report.logs.filter((log) => log.breaks.length > 0)).toEqual([])
     expect(code).toBe(0)
@@ -433,6 +439,7 @@ describe('the upgrade links the entries written before the chain', () => {
     expect(count('SELECT max(chain_position) AS n FROM admin_logs WHERE project_id IS NULL')).toBe(15)
     const clock = manualClock(Date.UTC(2026, 10, 21, 12))
     await writeNow(store, () => appendActivityLog(clock, { environmentId: 1, type: 'write', action: 'createNote', userId: 1, teamId: null, collectionId: null, recordIds: ['new'] }))
+    await listReadable(store, 'activity_logs') // PostgreSQL: chained by the lists' pass
     expect(count('SELECT max(chain_position) AS n FROM activity_logs WHERE environment_id = 1')).toBe(21)
     const out: string[] = []
     const io: Io = { out: (text) => out.push(text), err: () => {}, readStdin: async () => '', progress: { isTTY: false, write: () => {} } }

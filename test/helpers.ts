@@ -20,6 +20,7 @@ import { writeNow } from '../src/db/write.ts'
 import type { AnyPlan, Op } from '../src/db/op.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import type { Store } from '../src/db/store.ts'
+import type { WatermarkedList } from '../src/db/dialect.ts'
 import { usePasswordHashing } from '../src/modules/users/service.ts'
 import { type Clock, manualClock } from '../src/lib/clock.ts'
 import { silentLogger } from '../src/lib/logger.ts'
@@ -425,12 +426,15 @@ function withLiterals(statement: string, params: SqlValue[]): string {
  * (10 s was missed there), under the 30 s a test gets.
  */
 /**
- * Waits until the run events committed so far are readable (`Store.awaitRunEventsListed`: at once on SQLite; on
+ * Waits until the rows of `list` committed so far are readable (`Store.awaitListed`: at once on SQLite; on
  * PostgreSQL a transaction another test holds open holds them back), as a test that reads them directly needs.
  */
-export async function runEventsReadable(store: Store): Promise<void> {
-  await until('the run events committed so far to be readable', async () => (await store.awaitRunEventsListed()) || null, 60_000, 10)
+export async function listReadable(store: Store, list: WatermarkedList): Promise<void> {
+  await until(`the ${list} committed so far to be readable`, async () => (await store.awaitListed(list)) || null, 60_000, 10)
 }
+
+/** `listReadable` for the run events. */
+export const runEventsReadable = (store: Store) => listReadable(store, 'run_events')
 
 export async function until<T>(what: string, probe: () => T | null | undefined | false | Promise<T | null | undefined | false>, timeoutMs = 20_000, pollMs = 50): Promise<T> {
   const deadline = Date.now() + timeoutMs

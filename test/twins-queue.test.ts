@@ -161,8 +161,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       sqlite.prepare("INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES (?, ?, ?, ?, ?, 0, ?)").run(...values)
       const { id } = sqlite.prepare('SELECT max(id) AS id FROM activity_logs').get() as { id: number }
       sqlite.prepare('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES (?, ?, ?)').run(id, environmentId, `ord_${i}`)
-      // Each store's own id: a run queued on PostgreSQL draws its trigger's entry id with it (src/db/queue.ts), and
-      // the runs above were queued without their entries.
+      // Each store's own id (the rows above hold others on each).
       const [row] = (await stores.pg.sql.unsafe(
         'INSERT INTO activity_logs (environment_id, type, action, label, user_id, extension, created_at) VALUES ($1, $2, $3, $4, $5, false, $6) RETURNING id::float8 AS id',
         values,
@@ -170,6 +169,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       await stores.pg.sql.unsafe('INSERT INTO activity_log_records (log_id, environment_id, record_id) VALUES ($1, $2, $3)', [row!.id, environmentId, `ord_${i}`])
     }
     const cutoff = 6000 as Micros // entries 1..5 are older
+    expect(await stores.pg.awaitListed('activity_logs')).toBe(true) // PostgreSQL's retention cuts listed entries only
     await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 3)
     await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 2)
     await bothAnswer(() => deleteLogBatch('activity_logs', cutoff, 3, TEST_SIGNING, 0), 0)
@@ -249,13 +249,13 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
     }
   })
 
-  test("30 triggers and 30 other entries of one environment at once: each trigger's entry dated from the newest time read with its run's insert, every entry's createdAt strictly increasing in id order", async () => {
+  test("30 triggers and 30 other entries of one environment at once: once listed, every entry's createdAt strictly increasing in id order, after the newest before them", async () => {
     const entry = (label: string, runId: string | null): NewActivityLogRow => ({
       environmentId: base.environmentId, type: 'write', action: 'update', label, userId: base.userId, teamId: null, collectionId: null,
       tokenId: null, workflowName: null, runId, stepName: null, extension: false,
     })
     const newest = ((await stores.pg.sql`SELECT coalesce(max(created_at), 0)::float8 AS newest FROM activity_logs WHERE environment_id = ${base.environmentId}`) as { newest: number }[])[0]!.newest
-    // A trigger's op: the run (its insert also reads the environment's newest entry time), then its entry, as src/modules/runs/service.ts queueRun.
+    // A trigger's op: the run, then its entry, as src/modules/runs/service.ts queueRun.
     const trigger = (i: number) =>
       writeNow(stores.pg, function* () {
         const result = yield* insertRun(run(randomUUIDv7(), `dated_${i}`))
@@ -264,6 +264,7 @@ describe.skipIf(!postgresOrSkip('twins-queue'))('queue twins: PostgreSQL answers
       })
     const other = (i: number) => writeNow(stores.pg, () => insertActivityLog(entry(`other ${i}`, null), [], now))
     await Promise.all(Array.from({ length: 30 }, (_, i) => [trigger(i), other(i)]).flat())
+    expect(await stores.pg.awaitListed('activity_logs')).toBe(true) // dated by the lists' pass
     const rows = (await stores.pg.sql`SELECT created_at::float8 AS at FROM activity_logs WHERE environment_id = ${base.environmentId} AND created_at > ${newest} ORDER BY id`) as { at: number }[]
     expect(rows).toHaveLength(60)
     for (let i = 1; i < rows.length; i++) expect(rows[i]!.at).toBeGreaterThan(rows[i - 1]!.at)

@@ -12,17 +12,22 @@ import { statement } from './query.ts'
 import type { activityLogs } from './schema.ts'
 
 /** An environment's activity log: its createdAt order and id bounds, and its hash chain (src/lib/audit-chain.ts). */
-const ACTIVITY_TIMES = { name: 'activity-logs', table: 'activityLogs', scope: 'environmentId', chain: { log: 'activity', table: 'activity_logs', column: 'environment_id', scope: 'environment_id' } } as const satisfies TimeOrderedList
+const ACTIVITY_TIMES = {
+  name: 'activity-logs',
+  table: 'activityLogs',
+  scope: 'environmentId',
+  chain: { log: 'activity', table: 'activity_logs', column: 'environment_id', scope: 'environment_id' },
+  watermark: 'activity_logs',
+} as const satisfies TimeOrderedList
 
 export type { NewActivityLogRow } from './log-chain.ts'
 
 /**
  * Inserts an entry and its record ids (each once); its createdAt is `now`, or strictly after the environment's
- * previous entry (DESIGN §3). Returns the entry's id. Call inside the transaction of the change it records.
+ * previous entry (DESIGN §3). Call inside the transaction of the change it records.
  */
-export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<number> {
-  const [id] = yield* appendChained(ACTIVITY_TIMES, entry.environmentId, [{ log: 'activity', entry, recordIds: [...new Set(recordIds)] }], now)
-  return id!
+export function* insertActivityLog(entry: NewActivityLogRow, recordIds: Iterable<string>, now: number): Op<void> {
+  yield* appendChained(ACTIVITY_TIMES, entry.environmentId, [{ log: 'activity', entry, recordIds: [...new Set(recordIds)] }], now)
 }
 
 /**
@@ -79,11 +84,14 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
       table: 'activityLogs',
       equal: { environmentId, userId, teamId, collectionId, action, type },
       bounds,
-      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord },
+      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord, listed: LISTED },
     },
     limit,
   )
 }
+
+/** Only entries at or below the log's watermark (PostgreSQL's pass chains the rest: ./log-chain.ts). */
+const LISTED: PageCondition = { condition: (d) => d.listed('activity_logs', sql`${d.t.activityLogs.id}`), values: {} }
 
 const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
   const n = rawNumber(d)

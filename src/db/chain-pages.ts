@@ -91,11 +91,18 @@ export function* chainEntriesPage(log: ChainLog, scopeId: number | null, cursor:
   return found.map(adminEntry)
 }
 
-/** The chain scope's entries that claim no position (written without a link: never by Trellis itself since the chain exists), by id. */
+/**
+ * The chain scope's entries that claim no position (written without a link: never by Trellis itself since the chain
+ * exists), by id; PostgreSQL's activity entries past the log's watermark are not yet chained, and not read.
+ */
 export function* unpositionedChainEntries(log: ChainLog, scopeId: number | null): Op<StoredChainEntry[]> {
   if (log === 'activity') {
     const found = yield* rows((d) =>
-      d.db.select().from(d.t.activityLogs).where(and(inChain(d, log, scopeId), isNull(d.t.activityLogs.chainPosition))).orderBy(asc(d.t.activityLogs.id)),
+      d.db
+        .select()
+        .from(d.t.activityLogs)
+        .where(and(inChain(d, log, scopeId), isNull(d.t.activityLogs.chainPosition), d.listed('activity_logs', sql`${d.t.activityLogs.id}`)))
+        .orderBy(asc(d.t.activityLogs.id)),
     )
     return yield* withRecordIds(found)
   }

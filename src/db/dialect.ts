@@ -12,6 +12,12 @@ import type { AnyColumn, SQL } from 'drizzle-orm'
 import type { BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import type * as tables from './schema.ts'
 
+/**
+ * The lists read at or below a watermark on PostgreSQL (./postgres/list-watermark.ts): their writers commit at once,
+ * and a row is read once no row before it can still commit.
+ */
+export type WatermarkedList = 'run_events' | 'activity_logs'
+
 export type Tables = typeof tables
 
 /**
@@ -100,10 +106,10 @@ export interface Dialect {
   /** The select, its rows locked against other writers and their locking reads until the transaction ends: PostgreSQL's `FOR UPDATE`; SQLite's one writer holds them already. */
   forUpdate<Q>(select: Q): Q
   /**
-   * `id` (a run event's) is listed: PostgreSQL's run events are read at or below their watermark
+   * `id` (a row of `list`) is listed: PostgreSQL's watermarked lists are read at or below their watermark
    * (./postgres/list-watermark.ts), read in the statement's own snapshot; SQLite's are listed once committed.
    */
-  listedRunEvent(id: SQL): SQL
+  listed(list: WatermarkedList, id: SQL): SQL
 }
 
 /**

@@ -16,10 +16,13 @@ import { read } from './read.ts'
 export type LogTable = 'activity_logs' | 'admin_logs'
 
 const logBatchDelete = (table: LogTable) =>
-  statement(`retention.delete.${table}`, ({ db, t }) => {
+  statement(`retention.delete.${table}`, (d) => {
+    const { db, t } = d
     const log = table === 'activity_logs' ? t.activityLogs : t.adminLogs
     const scopeId = table === 'activity_logs' ? t.activityLogs.environmentId : t.adminLogs.projectId
-    const oldest = db.select({ id: log.id }).from(log).where(lt(log.createdAt, sql.placeholder('cutoff'))).orderBy(asc(log.id)).limit(sql.placeholder('batch'))
+    // PostgreSQL's activity entries past the log's watermark are not chained yet: never cut before they are.
+    const listed = table === 'activity_logs' ? d.listed('activity_logs', sql`${log.id}`) : undefined
+    const oldest = db.select({ id: log.id }).from(log).where(and(lt(log.createdAt, sql.placeholder('cutoff')), listed)).orderBy(asc(log.id)).limit(sql.placeholder('batch'))
     return db.delete(log).where(inArray(log.id, oldest)).returning({ scopeId, position: log.chainPosition, hash: log.chainHash })
   })
 const LOG_BATCH_DELETE = { activity_logs: logBatchDelete('activity_logs'), admin_logs: logBatchDelete('admin_logs') }

@@ -65,8 +65,8 @@ export function* nextChainedEntries(list: TimeOrderedList, scopeValue: number | 
 }
 
 /** Remembers a chained log scope's newest entry this transaction wrote: its time and link. */
-export function* chainedEntriesWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros, link: ChainLink): Op<void> {
-  yield* runPlan(rememberListTime, list, scopeValue, { at, link })
+export function* chainedEntriesWritten(list: TimeOrderedList, scopeValue: number | null, at: Micros, link: ChainLink | null): Op<void> {
+  yield* runPlan(rememberListTime, list, scopeValue, link === null ? { at } : { at, link })
 }
 
 /**
@@ -196,6 +196,8 @@ const holdListScope = plan({
   postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
+    // Dated by the lists' pass: its writers hold nothing, and propose `now` (or after their own newest entry).
+    if (pgList.watermark !== undefined) return { at: known?.at ?? (0 as Micros), link: null }
     if (reserve === 'hold only') return lockListScope(db, pgList, scopeValue, false).then(() => known)
     const locked = lockListScope(db, pgList, scopeValue)
     if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)

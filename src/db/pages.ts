@@ -7,7 +7,7 @@
 import { and, type AnyColumn, asc, type Column, desc, eq, exists, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import type { DateFilter, DateOperator } from '../lib/date-filter.ts'
-import type { Built, Dialect, Tables } from './dialect.ts'
+import type { Built, Dialect, Tables, WatermarkedList } from './dialect.ts'
 import type { Op } from './op.ts'
 import { constantLimit, type Statement, statement } from './query.ts'
 
@@ -26,6 +26,8 @@ export interface TimeOrderedList {
    * expression its chain index scopes positions by (0 for a null scope).
    */
   chain?: { log: 'activity' | 'admin'; table: string; column: string; scope: string }
+  /** Read at or below its watermark on PostgreSQL (`Dialect.listed`): its rows past it may still move. */
+  watermark?: WatermarkedList
 }
 
 /** The list's table and columns in the dialect. */
@@ -76,7 +78,7 @@ export function* createdAtBounds(filters: DateFilter[], list: TimeOrderedList, s
       return d.db
         .select({ id })
         .from(table)
-        .where(and(eq(scope!, sql.placeholder('scope')), compare(createdAt, s.op, sql.placeholder('at'))))
+        .where(and(eq(scope!, sql.placeholder('scope')), compare(createdAt, s.op, sql.placeholder('at')), list.watermark === undefined ? undefined : d.listed(list.watermark, sql`${id}`)))
         .orderBy(...order)
         .limit(constantLimit(1))
     })

@@ -21,7 +21,6 @@ The claim's rules are src/db/claims.ts.
 import type { Statement } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
 import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
-import type { Micros } from '../lib/time.ts'
 import {
   type ClaimCandidate,
   type ClaimFacts,
@@ -36,7 +35,7 @@ import { queueRunCallbacks } from './callbacks.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { type PgDb, rawRows } from './postgres/client.ts'
-import { heldListTimes, lockListScopes, notifyOnCommit, PG_LISTS, reserveIds } from './postgres/monotonic.ts'
+import { lockListScope, notifyOnCommit, PG_LISTS } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
@@ -228,29 +227,22 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
  * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
  * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
  * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
- * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another) — and its activity
- * lock in the same statement, which the trigger's entry needs next (`QUEUE_RUN`) — reads the
+ * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
  * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
  * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` read once the
  * lock is held (a trigger that waited 500 ms for it is not dated 500 ms before it could be listed), and its id is the
  * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
- * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always the top of its list: a reader paging meanwhile never misses it.
+ * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always
+ * the top of its list: a reader paging meanwhile never misses it.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
-  await lockListScopes(db, [[PG_LISTS.runs, run.environmentId], [PG_LISTS.activityLogs, run.environmentId]])
+  await lockListScope(db, PG_LISTS.runs, run.environmentId)
   const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
   const queue = async (id: string) => {
     const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
     return (await rawRows<QueuedRow>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
-  const entries = heldListTimes(db)
-  // An environment whose chain has no entry yet (or none left after retention: its anchor) reads its head again.
-  const { entries_at: at, chain_position: position, chain_hash: hash } = queued
-  if (entries.get(PG_LISTS.activityLogs, run.environmentId) === undefined && position !== null && hash !== null) {
-    entries.set(PG_LISTS.activityLogs, run.environmentId, { at: (at ?? 0) as Micros, link: { position, hash } })
-  }
-  if (queued.entry_id !== null) reserveIds(db, PG_LISTS.activityLogs, run.environmentId, [queued.entry_id])
   // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
   if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
   if (queued.id !== null) await notifyOnCommit(db, RUNS_CHANNEL)
@@ -258,18 +250,13 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
 }
 
 /**
- * The trigger's writes under the environment's runs and activity locks, in one statement (one round trip where there
- * were four): the environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest
- * `createdAt`), the run after it — unless its id ($1) is not greater than the newest's (then null, and the caller
- * picks one that is) or a partial unique index says no (`ON CONFLICT DO NOTHING`) —, and the environment's newest
- * activity entry time and chain link, and an id for that entry drawn from its sequence under the lock: a run is
- * queued only by a trigger or a retry (src/modules/runs/service.ts `queueRun`), whose entry follows in this
- * transaction, so its time, position and hash are counted on from here unread (./monotonic.ts `heldListTimes`; a
- * chain with no entry is read again there, for its anchor). The locks are the statement before: READ COMMITTED
- * takes this one's snapshot when it starts, after them, so it sees what their previous holder committed.
+ * The trigger's run under the environment's runs lock, in one statement: the environment's newest run (by id: one
+ * seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and the run after it — unless its id ($1) is not
+ * greater than the newest's (then null, and the caller picks one that is) or a partial unique index says no (`ON
+ * CONFLICT DO NOTHING`). The lock is the statement before: READ COMMITTED takes this one's snapshot when it starts,
+ * after it, so it sees what its previous holder committed.
  */
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
-  entries_head AS (SELECT created_at, chain_position, chain_hash FROM activity_logs WHERE environment_id = $4 AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1),
   queued AS (
     INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
       status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
@@ -277,20 +264,12 @@ const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environ
     WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
     ON CONFLICT DO NOTHING
     RETURNING id)
-  SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id,
-    (SELECT created_at::float8 FROM entries_head) AS entries_at, (SELECT chain_position::float8 FROM entries_head) AS chain_position,
-    (SELECT chain_hash FROM entries_head) AS chain_hash,
-    CASE WHEN EXISTS (SELECT 1 FROM queued) THEN nextval('activity_logs_id_seq')::float8 END AS entry_id`
+  SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id`
 
 /** What `QUEUE_RUN` answers. */
 interface QueuedRow {
   id: string | null
   newest_id: string | null
-  entries_at: number | null
-  chain_position: number | null
-  chain_hash: string | null
-  /** The id of the trigger's entry, drawn only when the run was queued (a refused trigger writes none). */
-  entry_id: number | null
 }
 
 /** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */

@@ -4,6 +4,7 @@
  * `readSnapshot` gives an op one consistent snapshot (SQLite: a deferred transaction, which takes no write lock, so
  * in WAL mode it neither waits for a writer nor holds one up). Each store runs them its own way (./store.ts).
  */
+import type { WatermarkedList } from './dialect.ts'
 import type { Op } from './op.ts'
 import type { Store } from './store.ts'
 
@@ -23,4 +24,14 @@ export function readSnapshot<T>(store: Store, work: Op<T>): Promise<T> {
  */
 export function readSync<T>(store: Store, work: Op<T>, what: string): T {
   return store.readSync(work, what)
+}
+
+/**
+ * `read` of a watermarked list (PostgreSQL's lists whose writers commit at once: ./postgres/list-watermark.ts): first
+ * the passes that list what was committed before the read was asked for, so a client reads its own writes whichever
+ * instance it asks. Past a second (a long transaction holds the list back) it reads what is listed.
+ */
+export async function readListed<T>(store: Store, list: WatermarkedList, work: Op<T>): Promise<T> {
+  await store.awaitListed(list)
+  return store.read(work)
 }

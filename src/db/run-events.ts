@@ -8,9 +8,9 @@
  * The order readers rely on: within an environment, an event with a greater id never becomes readable before one with
  * a smaller id, so a reader that has seen every event up to id N and asks for `id > N` misses none. SQLite's one writer
  * commits in id order. On PostgreSQL ids are taken from a sequence at insert, under no lock, while transactions commit
- * in another order: every read is bounded by the run events' watermark (`listedRunEvent`, ./postgres/list-watermark.ts),
+ * in another order: every read is bounded by the run events' watermark (`listed`, ./postgres/list-watermark.ts),
  * which moves only over ids no transaction can still commit, and a reader first has the watermark moved over what was
- * committed before it asked (`Store.awaitRunEventsListed`). A run's own events are appended one transaction at a time
+ * committed before it asked (`Store.awaitListed`). A run's own events are appended one transaction at a time
  * (its row locked first: `insertRunEvents`), so its `sequence` follows its ids.
  *
  * After the commit of a transaction that appended events, the environments it wrote to are announced to this
@@ -249,7 +249,7 @@ const eventOf = (row: unknown[]): StoredRunEvent => {
 const ENVIRONMENT_EVENTS = statement('run-events.environment', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
   FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
-  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('e.id'))}
+  WHERE e.environment_id = ${sql.placeholder('environmentId')} AND e.id > ${sql.placeholder('after')} AND ${d.listed('run_events', sql.raw('e.id'))}
   ORDER BY e.id LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
 
@@ -290,7 +290,7 @@ const wholePage = (events: StoredRunEvent[], after: number): EventsPage => ({ ev
 /** The environment's next SCAN_ROWS events after `after` (their index entries alone): the last one's id and how many. */
 const SCAN_WINDOW = statement('run-events.scan-window', (d) =>
   d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')}, ${rawNumber(d)('count(*)')}
-  FROM (SELECT id FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('id'))}
+  FROM (SELECT id FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND id > ${sql.placeholder('after')} AND ${d.listed('run_events', sql.raw('id'))}
     ORDER BY id LIMIT ${sql.raw(String(SCAN_ROWS))}) window_ids`),
 )
 
@@ -341,7 +341,7 @@ export function* environmentEventsPage(environmentId: number, after: number, fil
 const RUN_EVENTS = statement('run-events.run', (d) =>
   d.valueRows(sql`SELECT ${eventColumns(d)}
   FROM run_events e JOIN runs r ON r.id = e.run_id JOIN workflows w ON w.id = e.workflow_id
-  WHERE e.run_id = ${sql.placeholder('runId')} AND e.id > ${sql.placeholder('after')} AND ${d.listedRunEvent(sql.raw('e.id'))}
+  WHERE e.run_id = ${sql.placeholder('runId')} AND e.id > ${sql.placeholder('after')} AND ${d.listed('run_events', sql.raw('e.id'))}
   ORDER BY e.sequence LIMIT ${sql.raw(String(EVENT_PAGE))}`),
 )
 
@@ -356,7 +356,7 @@ export function* runEventsPage(runId: string, after: number): Op<EventsPage> {
 }
 
 const LATEST_EVENT = statement('run-events.latest', (d) =>
-  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')} FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND ${d.listedRunEvent(sql.raw('id'))}`),
+  d.valueRows(sql`SELECT ${rawNumber(d)('max(id)')} FROM run_events WHERE environment_id = ${sql.placeholder('environmentId')} AND ${d.listed('run_events', sql.raw('id'))}`),
 )
 
 /** The environment's newest event id (0 when it has none): where a stream that starts now starts from. */

@@ -283,5 +283,8 @@ async function tablesWithIdSequence(sql: SQL): Promise<Set<string>> {
  * writer of a database it found empty, and its ids are the source's, not drawn.
  */
 async function listEverythingCopied(tx: TransactionSQL): Promise<void> {
-  await tx.unsafe(`UPDATE list_sequencer SET through = coalesce((SELECT max(id) FROM run_events), 0), marks_through = '{}', marks_xid = '{}' WHERE list = 'run_events'`)
+  // Each list is named by its table.
+  for (const { list } of (await tx.unsafe('SELECT list FROM list_sequencer')) as { list: string }[]) {
+    await tx.unsafe(`UPDATE list_sequencer SET through = coalesce((SELECT max(id) FROM "${list}"), 0), marks_through = '{}', marks_xid = '{}' WHERE list = $1`, [list])
+  }
 }

@@ -9,6 +9,7 @@ import type { Metrics } from '../lib/metrics.ts'
 import type { RateCounters } from '../lib/rate-counters.ts'
 import type { StorageUnavailableError } from '../lib/storage-unavailable.ts'
 import type { Op } from './op.ts'
+import type { WatermarkedList } from './dialect.ts'
 
 /** Told the environments whose run events just committed (null: any environment may have new events). */
 export type RunEventsListener = (environmentIds: readonly number[] | null) => void
@@ -107,11 +108,11 @@ export interface Store {
   /** Calls `wake` with the environments whose run events other instances committed; null when no other can. */
   listenForRunEvents(wake: RunEventsListener): Promise<Listening | null>
   /**
-   * Resolves once the run events committed before the call can be read (true; SQLite's one writer commits in id
-   * order: at once), or false after a second on PostgreSQL while a long transaction holds their watermark back
+   * Resolves once the rows of `list` committed before the call can be read (true; SQLite's one writer commits in id
+   * order: at once), or false after a second on PostgreSQL while a long transaction holds its watermark back
    * (./postgres/list-watermark.ts): what is listed can be read, the rest later.
    */
-  awaitRunEventsListed(): Promise<boolean>
+  awaitListed(list: WatermarkedList): Promise<boolean>
   /**
    * Whether no other process can hold a lease of this store's work now (a SQLite store serving its data directory):
    * every run or delivery still leased at start is a dead process's, and is taken back at once.

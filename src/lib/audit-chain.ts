@@ -84,11 +84,20 @@ const sortedDistinct = (values: readonly string[]) => [...new Set(values)].sort(
 
 /** An activity entry's canonical encoding v1 (docs/audit.md "Canonical encoding"). */
 export function canonicalActivityEntry(row: ActivityChainFields): string {
+  return `[${CHAIN_ENCODING_VERSION},"activity",${row.environmentId},${row.position},${row.id},${row.createdAt},${activityChainTail(row)}`
+}
+
+/**
+ * The end of an activity entry's canonical encoding: every field after createdAt, and the closing bracket. An entry's
+ * place (position, id, createdAt) comes right before it, so a writer that does not know its place yet (PostgreSQL's,
+ * chained by the lists' pass: drizzle/postgres/0028_activity_chained_by_the_pass.sql) stores this and the pass
+ * writes the rest.
+ */
+export function activityChainTail(row: Omit<ActivityChainFields, 'environmentId' | 'position' | 'id' | 'createdAt'>): string {
   return JSON.stringify([
-    CHAIN_ENCODING_VERSION, 'activity', row.environmentId, row.position, row.id, row.createdAt, row.type, row.action, row.label,
-    row.userId, row.teamId, row.collectionId, row.tokenId, row.workflowName, row.runId, row.stepName, row.extension,
+    row.type, row.action, row.label, row.userId, row.teamId, row.collectionId, row.tokenId, row.workflowName, row.runId, row.stepName, row.extension,
     sortedDistinct(row.recordIds),
-  ])
+  ]).slice(1)
 }
 
 /** An admin entry's canonical encoding v1 (docs/audit.md "Canonical encoding"). */

@@ -9,7 +9,8 @@
  *   a refused attempt is their job (a failed login counts);
  * - PostgreSQL's `list_sequencer`, the watermark of the lists read in commit order: any reader of such a list may pass
  *   it forward (src/db/postgres/list-watermark.ts), and a live event stream does so on its own clock, so it moves
- *   under a refused request without that request writing anything.
+ *   under a refused request without that request writing anything. For the same reason the digest is taken once
+ *   every activity entry committed is chained (the pass dates and chains them after their commit).
  */
 import type { TestStore } from '../helpers.ts'
 
@@ -37,6 +38,7 @@ export async function databaseDigest(store: TestStore): Promise<Digest> {
     }
     return digest
   }
+  await store.awaitListed('activity_logs')
   const tables = await postgresTables(store.sql)
   // One round trip: each table's count and the md5 of its rows' text, in text order.
   const each = tables.map(

@@ -5,7 +5,7 @@
  * transaction's reserved connection.
  */
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
-import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, type Tables, valueRowsOf } from '../dialect.ts'
+import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, type Tables, valueRowsOf, type WatermarkedList } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
 import { answerBeforeCommit } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
@@ -77,7 +77,7 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
-  listedRunEvent: (id: SQL) => sql`${id} <= (SELECT through FROM list_sequencer WHERE list = 'run_events')`,
+  listed: (list: WatermarkedList, id: SQL) => sql`${id} <= (SELECT through FROM list_sequencer WHERE list = ${sql.raw(`'${list}'`)})`,
 }
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

@@ -2,15 +2,14 @@
  * The lists' watermark on PostgreSQL (drizzle/postgres/0026_run_events_watermark.sql; docs/workflows.md "The order
  * guarantee on PostgreSQL"). A list's rows take their ids from its sequence at insert, under no lock, each after its
  * transaction took its transaction id (`trellis_sequenced_id`, the id's default). Readers read at or below the list's
- * watermark (`listedRunEvent` in ../dialect.ts); a pass (`trellis_list_pass`, one function call) moves it over the ids no
+ * watermark (`listed` in ../dialect.ts); a pass (`trellis_list_pass`, one function call) moves it over the ids no
  * transaction can still commit. Whoever reads a list runs the passes it needs first (`awaitListed`): a reader waits
  * for every id drawn before it asked, as long as the transactions that drew them are open, up to a bound; past it, it
  * reads what is listed and the rest comes at its next read.
  */
 import type { SQL } from 'bun'
 
-/** The lists that have a watermark (a row each in `list_sequencer`). */
-export type WatermarkedList = 'run_events'
+import type { WatermarkedList } from '../dialect.ts'
 
 /**
  * The pass's try-lock: a single int8 key, a space of its own (the lists' and rules' locks are pairs of int4 keys,

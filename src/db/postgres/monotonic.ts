@@ -11,6 +11,7 @@ import type { ChainLink } from '../../lib/audit-chain.ts'
 import type { Micros } from '../../lib/time.ts'
 import type { TimeOrderedList } from '../pages.ts'
 import { clientOf, type PgDb, rawRows } from './client.ts'
+import type { WatermarkedList } from '../dialect.ts'
 
 /** A list of PostgreSQL rows ordered by time: its table, its scope column (null: the whole table) and its lock key. */
 export interface PgTimedList {
@@ -23,6 +24,11 @@ export interface PgTimedList {
    * scope's value, 0 for none) and the sequence its ids come from (taken under the lock: ids rise with positions).
    */
   chain?: { log: 'activity' | 'admin'; scope: string; ids: string }
+  /**
+   * Dated (and chained) by the lists' pass (./list-watermark.ts), not under a lock: its writers insert at once, each
+   * row with the time it proposes, and its readers read at or below the watermark.
+   */
+  watermark?: WatermarkedList
 }
 
 /** What a transaction knows of a list scope's newest entry: its time and, in a chained log, its link (null: none yet). */
@@ -32,20 +38,19 @@ export interface ScopeHead {
 }
 
 /**
- * An environment's notes and activity entries share one lock: a transaction may write both in either order (a note
- * and then its entry through the API; an entry and then a note in a workflow's step group), and two locks taken in
- * opposite orders by two transactions are a deadlock (PostgreSQL breaks it after a second: a stall, then a rerun).
- * Runs keep their own: a trigger takes the runs lock before the activity lock, and nothing takes them the other way.
+ * An environment's notes and tasks share one lock: a step group of a workflow may write both in either order, and
+ * two locks taken in opposite orders by two transactions are a deadlock (PostgreSQL breaks it after a second: a
+ * stall, then a rerun). Runs keep their own. The activity log takes none: the lists' pass chains it.
  */
 const ENVIRONMENT_RECORDS_LOCK = 3
 
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' } },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' }, watermark: 'activity_logs' },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
-  /** An environment's tasks are opened in a step group beside its notes and activity entries: the same lock. */
+  /** An environment's tasks are opened in a step group beside its notes: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 

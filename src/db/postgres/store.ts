@@ -18,6 +18,7 @@ import type { StorageUnavailableError } from '../../lib/storage-unavailable.ts'
 import type { Op } from '../op.ts'
 import { announceRunEvents } from '../run-event-commits.ts'
 import type { Listening, QueueWakeups, RunEventsListener, ServingSettings, Store, StoreUpkeep } from '../store.ts'
+import type { WatermarkedList } from '../dialect.ts'
 import type { PgDb } from './client.ts'
 import { pendingPostgresMigrations } from './migrate.ts'
 import { notifySoon } from './notify.ts'
@@ -170,9 +171,9 @@ export class PgStore implements Store {
     return listenForRunEvents(this.listener, wake)
   }
 
-  /** The passes the run events' watermark needs, on the pool (./list-watermark.ts). */
-  awaitRunEventsListed(): Promise<boolean> {
-    return awaitListed(this.sql, 'run_events', LISTING_WAIT_MS)
+  /** The passes the list's watermark needs, on the pool (./list-watermark.ts). */
+  awaitListed(list: WatermarkedList): Promise<boolean> {
+    return awaitListed(this.sql, list, LISTING_WAIT_MS)
   }
 
   /** Each write commits alone. */

@@ -47,7 +47,7 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   asciiLower: (expression: AnyColumn | SQL) => sql`lower(${expression})`,
   forShare: <Q>(select: Q) => select,
   forUpdate: <Q>(select: Q) => select,
-  listedRunEvent: () => sql`1 = 1`,
+  listed: () => sql`1 = 1`,
 }
 
 /** The SQLite dialect over this handle (a connection, or a transaction on it). */

@@ -188,7 +188,7 @@ export class SqliteStore implements Store, SqliteFile {
   }
 
   /** Committed in id order: readable at once. */
-  async awaitRunEventsListed(): Promise<boolean> {
+  async awaitListed(): Promise<boolean> {
     return true
   }
 

@@ -3,7 +3,7 @@
  * itself as the route and the tool run it; the service takes the parsed filters.
  */
 import type { Store } from '../../db/store.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { enumQuery, extensibleEnumQuery, EXTENSIONS_QUERY, listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { environmentList, parseDateFilters, parseEnumParameter, parseExtensibleEnumParameter, parseExtensionsParameter, parseRecordFilters, type Query, environmentPage } from '../../http/list.ts'
 import { environmentOf } from '../directory/projects.ts'
@@ -47,7 +47,7 @@ function activityLogsList(store: Store) {
     filters: (query: Query) => parseActivityFilters(query),
     where: environmentOf(store),
     ids: ({ project, environment }, filters, query, limit) =>
-      read(store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
+      readListed(store, 'activity_logs', listActivityLogIds(project.id, environment.id, filters, parseDateFilters(query, ACTIVITY_DATE_FIELDS), limit)),
     render: (ids: number[], filters) => read(store, renderActivityLogs(ids, { chain: filters.extensions })),
   })
 }

@@ -97,9 +97,9 @@ export function* appendActivityLog(clock: Clock, entry: ActivityEntry): Op<void>
   else yield* appendActivityLogNow(clock, entry)
 }
 
-/** Appends the entry at once, even inside a `withEntriesLast`; answers its id. */
-export function* appendActivityLogNow(clock: Clock, entry: ActivityEntry): Op<number> {
-  return yield* insertActivityLog(logRow(entry), entry.recordIds, clock.now())
+/** Appends the entry at once, even inside a `withEntriesLast`. */
+export function* appendActivityLogNow(clock: Clock, entry: ActivityEntry): Op<void> {
+  yield* insertActivityLog(logRow(entry), entry.recordIds, clock.now())
 }
 
 /**

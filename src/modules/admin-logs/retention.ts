@@ -28,6 +28,8 @@ export async function pruneLogs(store: Store, clock: Clock, retentionDays: numbe
   const batch = (table: LogTable) => write(store, function* () {
     return yield* deleteLogBatch(table, microsFromMillis(cutoff), BATCH, signing, clock.now())
   })
+  // PostgreSQL's activity entries are pruned once chained (listed): those committed before now, after the passes.
+  await store.awaitListed('activity_logs')
   for (let n = BATCH; n === BATCH; result.activityLogs += n) n = await batch('activity_logs')
   for (let n = BATCH; n === BATCH; result.adminLogs += n) n = await batch('admin_logs')
   if (result.activityLogs + result.adminLogs === 0) return result

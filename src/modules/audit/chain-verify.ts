@@ -60,6 +60,7 @@ export function chainEntryOf(stored: StoredChainEntry): ChainEntry {
 /** The chain's entries in position order (those claiming no position last), page by page. */
 async function* storedEntries(store: Store, scope: ChainScope): AsyncGenerator<ChainEntry> {
   let cursor: { position: number; id: number } | null = null
+  if (scope.log === 'activity') await store.awaitListed('activity_logs') // what was committed before, chained
   for (;;) {
     const page: StoredChainEntry[] = await read(store, chainEntriesPage(scope.log, scope.scopeId, cursor, VERIFY_PAGE))
     for (const entry of page) yield chainEntryOf(entry)

@@ -74,6 +74,7 @@ export function* exportScope(projectName: string, options: ExportOptions): Op<Ex
 /** The export's lines, each one JSON object (no newline), read page by page. */
 export async function* exportLines(store: Store, key: AuditSigningKey, scope: ExportScope, now: () => number): AsyncGenerator<string> {
   const { chain } = scope
+  if (chain.log === 'activity') await store.awaitListed('activity_logs') // what was committed before, chained
   const start = await read(store, firstChainPositionFrom(chain, scope.fromMicros))
   // Positions rise with creation times within a chain: the export is the positions from the first entry at `from` on,
   // up to the first entry at `to`.

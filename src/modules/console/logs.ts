@@ -19,7 +19,7 @@ import { actorWithoutUser, adminLogValue } from './log-values.ts'
 import { layout } from '../../console/page.ts'
 import { type ConsoleRequest, consolePage, olderLink, projectPath, when } from './page.ts'
 import { recordLink } from './links.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 
 const PER_PAGE = 50
 
@@ -106,7 +106,7 @@ export function logPages(deps: AppDeps) {
           title: `Activity log · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['userEmail', 'User email'], ['action', 'Action'], ['type', 'Type']],
-          ids: (await read(deps.store, listActivityLogIds(project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE))),
+          ids: (await readListed(deps.store, 'activity_logs', listActivityLogIds(project.id, environment.id, filters, parseDateFilters(request.query, ACTIVITY_DATE_FIELDS), PER_PAGE))),
           render: (ids) => read(deps.store, renderActivityLogs(ids)),
           show: (entries) => activityTable(entries, { record: true, at: { project: project.name, environment: environment.name } }),
         })

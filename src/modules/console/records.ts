@@ -30,7 +30,7 @@ import { csvLinks } from './records-import.ts'
 import { layout } from '../../console/page.ts'
 import { consolePage, projectPath, renderingPath } from './page.ts'
 import { filterOp } from '../../db/op.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 
 const RECORDS_PER_PAGE = 50
 /** How many ids a relation input suggests at once. */
@@ -221,7 +221,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
         // Its history is what changed it (write entries): views, of the record or of a list naming it among others, are
         // in the activity log linked beside it.
-        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await read(deps.store, listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, type: 'write', extensions: true }, [], 20))).slice(0, 20)))) : null
+        const history = isAdmin ? (await read(deps.store, renderActivityLogs((await readListed(deps.store, 'activity_logs', listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, type: 'write', extensions: true }, [], 20))).slice(0, 20)))) : null
         const runsPath = `/v1/project/${encodeURIComponent(project.name)}/environment/${encodeURIComponent(environment.name)}/workflow-runs`
         const section = (title: string, id: string, content: Html) => html`<h2 id="${id}">${title}</h2>${content}`
         const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))

@@ -231,9 +231,9 @@ function countIn(counts: Map<number, number>, key: number, delta: number): void 
 export type TaskViewers = ReadonlyMap<number, ReadonlySet<number>>
 const NO_TASK_VIEWERS: TaskViewers = new Map()
 
-/** A read of run events after those committed before it are readable (`Store.awaitRunEventsListed`). */
+/** A read of run events after those committed before it are readable (`Store.awaitListed`). */
 async function readListed<T>(store: Store, work: Op<T>): Promise<T> {
-  await store.awaitRunEventsListed()
+  await store.awaitListed('run_events')
   return read(store, work)
 }
 
@@ -277,7 +277,7 @@ class Feed {
       do {
         this.again = false
         // Held back: what is listed now, and another read soon rather than at the next wake-up or heartbeat.
-        if (!(await this.hub.store.awaitRunEventsListed())) setTimeout(() => this.wake(), HELD_BACK_RETRY_MS).unref()
+        if (!(await this.hub.store.awaitListed('run_events'))) setTimeout(() => this.wake(), HELD_BACK_RETRY_MS).unref()
         const page = await read(this.hub.store, environmentEventsAfter(this.environmentId, this.position))
         if (page.length === 0) continue
         const viewers = await this.taskViewersOf(page)
