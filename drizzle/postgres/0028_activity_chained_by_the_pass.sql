@@ -6,32 +6,39 @@
 -- and its hash over the previous one's; the reads of the log stop at the watermark, so an unchained entry is never read.
 CREATE FUNCTION trellis_chain_activity(from_id int8, to_id int8) RETURNS int8 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-  entry record; head record; at int8; prev_at int8; prev_position int8; prev_hash text; moved int8 := 0;
+  entry record; env int8; link text; at int8; prev_at int8; prev_position int8; prev_hash bytea; moved int8 := 0;
+  ids int8[] := '{}'; ats int8[] := '{}'; positions int8[] := '{}'; hashes text[] := '{}';
 BEGIN
-  -- An entry with no tail was not written by Trellis (someone with the database's password): it stays unchained,
-  -- and `trellis audit verify` reports it.
+  -- Environment by environment, each in id order: one seek of its head per pass, not one per entry. An entry with no
+  -- tail was not written by Trellis (someone with the database's password): it stays unchained, and `trellis audit
+  -- verify` reports it.
   FOR entry IN SELECT id, environment_id, created_at, chain_hash AS tail FROM activity_logs
-      WHERE id > from_id AND id <= to_id AND chain_position IS NULL AND chain_hash IS NOT NULL ORDER BY id LOOP
-    SELECT created_at, chain_position, chain_hash INTO head FROM activity_logs
-      WHERE environment_id = entry.environment_id AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1;
-    IF FOUND THEN
-      prev_at := head.created_at; prev_position := head.chain_position; prev_hash := head.chain_hash;
-    ELSE
-      -- No entry left (or none yet): the chain goes on from its newest retention anchor, or starts at position 1.
-      prev_at := NULL;
-      SELECT position, hash INTO prev_position, prev_hash FROM audit_checkpoints
-        WHERE scope_key = 'activity:' || entry.environment_id AND kind = 'anchor' ORDER BY position DESC LIMIT 1;
-      IF NOT FOUND THEN prev_position := 0; prev_hash := repeat('0', 64); END IF;
+      WHERE id > from_id AND id <= to_id AND chain_position IS NULL AND chain_hash IS NOT NULL ORDER BY environment_id, id LOOP
+    IF env IS DISTINCT FROM entry.environment_id THEN
+      env := entry.environment_id;
+      SELECT created_at, chain_position, chain_hash INTO prev_at, prev_position, link FROM activity_logs
+        WHERE environment_id = env AND chain_position IS NOT NULL ORDER BY chain_position DESC LIMIT 1;
+      IF NOT FOUND THEN
+        -- No entry left (or none yet): the chain goes on from its newest retention anchor, or starts at position 1.
+        prev_at := NULL;
+        SELECT position, hash INTO prev_position, link FROM audit_checkpoints
+          WHERE scope_key = 'activity:' || env AND kind = 'anchor' ORDER BY position DESC LIMIT 1;
+        IF NOT FOUND THEN prev_position := 0; link := repeat('0', 64); END IF;
+      END IF;
+      -- A head whose hash is not one (tampered with: verify reports it) is chained on from all the same: a pass that
+      -- failed would hold every list back.
+      prev_hash := CASE WHEN link ~ '^[0-9a-f]{64}$' THEN decode(link, 'hex') ELSE sha256(convert_to(coalesce(link, ''), 'UTF8')) END;
     END IF;
     at := CASE WHEN prev_at IS NOT NULL AND entry.created_at <= prev_at THEN prev_at + 1 ELSE entry.created_at END;
     IF at <> entry.created_at THEN moved := moved + 1; END IF;
-    UPDATE activity_logs SET created_at = at, chain_position = prev_position + 1,
-        -- A head whose hash is not one (tampered with: verify reports it) is chained on from all the same: a pass
-        -- that failed would hold every list back.
-        chain_hash = encode(sha256(CASE WHEN prev_hash ~ '^[0-9a-f]{64}$' THEN decode(prev_hash, 'hex') ELSE sha256(convert_to(coalesce(prev_hash, ''), 'UTF8')) END || convert_to(
-          '[1,"activity",' || entry.environment_id || ',' || (prev_position + 1) || ',' || entry.id || ',' || at || ',' || entry.tail, 'UTF8')), 'hex')
-      WHERE id = entry.id;
+    prev_at := at;
+    prev_position := prev_position + 1;
+    prev_hash := sha256(prev_hash || convert_to('[1,"activity",' || env || ',' || prev_position || ',' || entry.id || ',' || at || ',' || entry.tail, 'UTF8'));
+    ids := ids || entry.id; ats := ats || at; positions := positions || prev_position; hashes := hashes || encode(prev_hash, 'hex');
   END LOOP;
+  -- One update for them all.
+  UPDATE activity_logs l SET created_at = c.at, chain_position = c.position, chain_hash = c.hash
+    FROM unnest(ids, ats, positions, hashes) AS c(id, at, position, hash) WHERE l.id = c.id;
   RETURN moved;
 END $$;
 --> statement-breakpoint
