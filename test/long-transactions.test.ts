@@ -63,9 +63,10 @@ const readyz = async (served: ServeProcess) => (await (await fetch(`${served.url
 const metric = async (served: ServeProcess, pattern: RegExp) => Number(pattern.exec(await (await fetch(`${served.url}/metrics`)).text())?.[1])
 const oldestSeconds = (served: ServeProcess) => metric(served, /^trellis_database_oldest_transaction_seconds (\S+)$/m)
 const runEventsLag = (served: ServeProcess) => metric(served, /^trellis_list_lag_seconds\{list="run_events"\} (\S+)$/m)
+const activityLag = (served: ServeProcess) => metric(served, /^trellis_list_lag_seconds\{list="activity_logs"\} (\S+)$/m)
 
 /** The run events' watermark. */
-const listedThrough = () => Number(psqlSync(url, "SELECT through FROM list_sequencer WHERE list = 'run_events'").trim())
+const listedThrough = (list = 'run_events') => Number(psqlSync(url, `SELECT through FROM list_sequencer WHERE list = '${list}'`).trim())
 
 /** `/readyz`'s answer once it says `degraded`. */
 const degradedAnswer = (served: ServeProcess) =>
@@ -142,7 +143,7 @@ postgresOnlyTest(
 
 postgresOnlyTest(
   POSTGRES_ONLY.concurrentWriters,
-  'a run event id drawn while another session holds a transaction open stays unlisted: the lag in /metrics, logged once with the session past the limit, /readyz degraded (listing_delayed); caught up once it ends',
+  'a run event id and an activity entry id drawn while another session holds a transaction open stay unlisted: the lag in /metrics, logged once with the session past the limit, /readyz degraded (listing_delayed); caught up once it ends',
   async () => {
     const served = await serveWith({ longTransaction: 3600, listingDelay: 1 })
     expect(await readyz(served)).toEqual({ status: 'ready' })
@@ -150,24 +151,31 @@ postgresOnlyTest(
     const held = await heldTransaction()
     // An event's id drawn after it began (as an append does; the row itself does not matter to the watermark).
     const drawn = Number(psqlSync(url, "SELECT nextval('run_events_id_seq')").trim())
+    // And an activity entry's: the activity log is a watermarked list too.
+    const entryDrawn = Number(psqlSync(url, "SELECT nextval('activity_logs_id_seq')").trim())
     try {
       const degraded = await degradedAnswer(served)
       expect(degraded.code).toBe('listing_delayed')
-      expect(degraded.message).toContain('The newest run events have waited')
+      // Both lists are held back as long: the message names one of them.
+      expect(degraded.message).toMatch(/^The newest (run events|activity logs) have waited/)
       expect(degraded.message).toContain('TRELLIS_LISTING_DELAY_SECONDS (1 s)')
       expect(await runEventsLag(served)).toBeGreaterThanOrEqual(1)
+      expect(await activityLag(served)).toBeGreaterThanOrEqual(1)
+      expect(listedThrough('activity_logs')).toBeLessThan(entryDrawn)
       const warning = await until('the warning', () => warningsAbout(served, 'TRELLIS_LISTING_DELAY_SECONDS', held.pid)[0])
-      expect(JSON.parse(warning)).toMatchObject({ level: 'warn', list: 'run_events', pid: held.pid, limitSeconds: 1 })
+      expect(JSON.parse(warning)).toMatchObject({ level: 'warn', pid: held.pid, limitSeconds: 1 })
+      expect(['run_events', 'activity_logs']).toContain(JSON.parse(warning).list)
       // Still unlisted: the watermark stops below it.
       expect(listedThrough()).toBeLessThan(drawn)
     } finally {
       await held.release()
     }
     await readyAgain(served)
-    await until('the lag to read 0', async () => (await runEventsLag(served)) === 0 || null, 20_000, 100)
+    await until('the lag to read 0', async () => ((await runEventsLag(served)) === 0 && (await activityLag(served)) === 0) || null, 20_000, 100)
     await until('the catch-up said', () => logLines(served).some((line) => line.includes('the lists caught up')) || null)
     // Listed by the watch's own passes, with no reader.
     expect(listedThrough()).toBeGreaterThanOrEqual(drawn)
+    expect(listedThrough('activity_logs')).toBeGreaterThanOrEqual(entryDrawn)
     expect(warningsAbout(served, 'TRELLIS_LISTING_DELAY_SECONDS', held.pid)).toHaveLength(1)
   },
   60_000,

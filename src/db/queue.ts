@@ -229,15 +229,16 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
  * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
  * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
  * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
- * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` read once the
- * lock is held (a trigger that waited 500 ms for it is not dated 500 ms before it could be listed), and its id is the
+ * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, and its id is the
  * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
  * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always
  * the top of its list: a reader paging meanwhile never misses it.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
-  await lockListScope(db, PG_LISTS.runs, run.environmentId)
-  const createdAt = createdAtOf(run) // after the lock: the wait for it is not in the run's time
+  // The lock is sent without waiting for its grant: the insert goes right behind it, and runs as soon as it is held,
+  // not a round trip later (the lock's hold is what bounds one environment's triggers).
+  await lockListScope(db, PG_LISTS.runs, run.environmentId, false)
+  const createdAt = createdAtOf(run)
   const queue = async (id: string) => {
     const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
     return (await rawRows<QueuedRow>(db, QUEUE_RUN, values))[0]!
@@ -253,8 +254,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
  * The trigger's run under the environment's runs lock, in one statement: the environment's newest run (by id: one
  * seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and the run after it — unless its id ($1) is not
  * greater than the newest's (then null, and the caller picks one that is) or a partial unique index says no (`ON
- * CONFLICT DO NOTHING`). The lock is the statement before: READ COMMITTED takes this one's snapshot when it starts,
- * after it, so it sees what its previous holder committed.
+ * CONFLICT DO NOTHING`). The lock is the statement before, sent without waiting: READ COMMITTED takes this one's
+ * snapshot when it starts, once the lock is held, so it sees what its previous holder committed.
  */
 const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
   queued AS (
