@@ -8,6 +8,7 @@
  * reads what is listed and the rest comes at its next read.
  */
 import type { SQL } from 'bun'
+import { arrivalOfThisRequest } from '../../lib/request-arrival.ts'
 
 import type { WatermarkedList } from '../dialect.ts'
 
@@ -71,13 +72,26 @@ export async function listingState(sql: SQL): Promise<ListingState> {
 const underWay = new WeakMap<SQL, Promise<boolean>>()
 
 /**
+ * Per pool and list, when the newest catch-up that succeeded read the list's newest draw (`performance.now()` as it
+ * sent the read): every id drawn before then is listed.
+ */
+const caughtUpAt = new WeakMap<SQL, Map<WatermarkedList, number>>()
+
+/**
  * Resolves once `list`'s watermark covers every id drawn when it was called (true), or after `boundMs` (false: a long
- * transaction holds the watermark back; the caller reads what is listed, and asks again later).
+ * transaction holds the watermark back; the caller reads what is listed, and asks again later). Within a served
+ * request (../../lib/request-arrival.ts) a catch-up that read the newest draw after the request arrived answers for it
+ * too: what was committed before the request arrived had been drawn by then — concurrent readers of a list share
+ * one read, as the lookup cache's do (./lookup-cache.ts).
  */
 export async function awaitListed(sql: SQL, list: WatermarkedList, boundMs: number): Promise<boolean> {
   const until = performance.now() + boundMs
+  const arrived = arrivalOfThisRequest()
+  const covered = () => arrived !== undefined && (caughtUpAt.get(sql)?.get(list) ?? -Infinity) >= arrived
+  if (covered()) return true
   const earlier = underWay.get(sql)
   if (earlier !== undefined) await earlier.catch(() => false)
+  if (covered()) return true
   const mine = catchUp(sql, list, until)
   underWay.set(sql, mine)
   try {
@@ -97,17 +111,24 @@ async function listOf(sql: SQL, list: WatermarkedList): Promise<{ drawn: number;
 }
 
 async function catchUp(sql: SQL, list: WatermarkedList, until: number): Promise<boolean> {
+  const sentAt = performance.now()
   const state = await listOf(sql, list)
-  if (state === undefined || state.through >= state.drawn) return true
+  const caughtUp = () => {
+    let lists = caughtUpAt.get(sql)
+    if (lists === undefined) caughtUpAt.set(sql, (lists = new Map()))
+    lists.set(list, Math.max(lists.get(list) ?? -Infinity, sentAt))
+    return true
+  }
+  if (state === undefined || state.through >= state.drawn) return caughtUp()
   for (let passes = 1; ; passes++) {
     const passed = (await listPass(sql)).find((pass) => pass.list === list)
-    if (passed !== undefined && passed.to >= state.drawn) return true
+    if (passed !== undefined && passed.to >= state.drawn) return caughtUp()
     if (performance.now() >= until) return false
     await Bun.sleep(Math.min(passAgainMs(passes), Math.max(0, until - performance.now())))
     if (passed === undefined) {
       // Another pass held the lock: it may have listed them.
       const now = await listOf(sql, list)
-      if (now !== undefined && now.through >= state.drawn) return true
+      if (now !== undefined && now.through >= state.drawn) return caughtUp()
     }
   }
 }
