@@ -179,6 +179,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0026_run_events_watermark',
       '0027_record_field_indexes_by_kind',
       '0028_activity_chained_by_the_pass',
+      '0029_queue_run_function',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

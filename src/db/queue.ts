@@ -35,7 +35,7 @@ import { queueRunCallbacks } from './callbacks.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { type PgDb, rawRows } from './postgres/client.ts'
-import { lockListScope, notifyOnCommit, PG_LISTS } from './postgres/monotonic.ts'
+import { notifyOnCommit, PG_LISTS } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
@@ -232,15 +232,14 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
  * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, and its id is the
  * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
  * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always
- * the top of its list: a reader paging meanwhile never misses it.
+ * the top of its list: a reader paging meanwhile never misses it. The lock and the insert are one function call
+ * (`trellis_queue_run`, drizzle/postgres/0029_queue_run_function.sql): one round trip, none awaited under the lock
+ * before the insert.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
-  // The lock is sent without waiting for its grant: the insert goes right behind it, and runs as soon as it is held,
-  // not a round trip later (the lock's hold is what bounds one environment's triggers).
-  await lockListScope(db, PG_LISTS.runs, run.environmentId, false)
   const createdAt = createdAtOf(run)
   const queue = async (id: string) => {
-    const values = [id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
+    const values = [PG_LISTS.runs.lockKey, id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
     return (await rawRows<QueuedRow>(db, QUEUE_RUN, values))[0]!
   }
   let queued = await queue(run.id)
@@ -250,22 +249,8 @@ async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string 
   return queued.id
 }
 
-/**
- * The trigger's run under the environment's runs lock, in one statement: the environment's newest run (by id: one
- * seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and the run after it — unless its id ($1) is not
- * greater than the newest's (then null, and the caller picks one that is) or a partial unique index says no (`ON
- * CONFLICT DO NOTHING`). The lock is the statement before, sent without waiting: READ COMMITTED takes this one's
- * snapshot when it starts, once the lock is held, so it sees what its previous holder committed.
- */
-const QUEUE_RUN = `WITH newest AS (SELECT id, created_at FROM runs WHERE environment_id = $4 ORDER BY id DESC LIMIT 1),
-  queued AS (
-    INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
-      status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'queued', $10, $9, 0, greatest($9::bigint * 1000, coalesce((SELECT created_at FROM newest), 0) + 1), $11, $12::bigint, $13, $14
-    WHERE NOT EXISTS (SELECT 1 FROM newest WHERE id >= $1)
-    ON CONFLICT DO NOTHING
-    RETURNING id)
-  SELECT (SELECT id FROM queued) AS id, (SELECT id FROM newest) AS newest_id`
+/** The trigger's run under the environment's runs lock, in one call: see `insertQueuedRunOnPostgres`. */
+const QUEUE_RUN = `SELECT queued_id AS id, newest_id FROM trellis_queue_run($1::int4, $2, $3::int8, $4::int8, $5::int8, $6, $7::int8, $8::int8, $9, $10::int8, $11::int8, $12, $13::int8, $14, $15)`
 
 /** What `QUEUE_RUN` answers. */
 interface QueuedRow {
