@@ -185,7 +185,9 @@ export function forgetListTimes(db: Db): void {
  * scope's newest time — and in a chained log its head link, with `reserve` ids drawn from the log's sequence —,
  * read by a statement sent right behind the lock's without waiting for its answer: the connection runs it once the
  * lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the lock's previous holder
- * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty).
+ * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty). A list the
+ * lists' pass dates (`PgTimedList.watermark`: the activity log) holds and reads nothing: its entries propose `now`,
+ * or 1 µs after this transaction's own newest.
  */
 const holdListScope = plan({
   sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, reserve: number | 'hold only'): ScopeHead | undefined => {

@@ -50,7 +50,7 @@ export const PG_LISTS = {
   activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' }, watermark: 'activity_logs' },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
-  /** An environment's tasks are opened in a step group beside its notes: the same lock. */
+  /** An environment's tasks are opened in a step group beside its notes: the same lock. (The activity log's lock key is never taken: it has a watermark.) */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 
