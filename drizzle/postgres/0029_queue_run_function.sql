@@ -3,8 +3,9 @@
 -- lock's previous holder committed — the environment's newest run and the run after it: `created_at` max(now, newest
 -- + 1 µs), unless the run's id is not greater than the newest's (null, and the newest's id: the caller picks an id
 -- after it) or a partial unique index says no (`ON CONFLICT DO NOTHING`: null). `now` is the caller's time plus the
--- whole milliseconds the call waited for the lock: a run is dated when it can be listed, not a wait before. One round
--- trip where the lock and the insert took two, and no answer awaited between them while the lock is held.
+-- whole milliseconds the call waited for the lock: a run is dated when it can be listed, not a wait before; it is due
+-- from the caller's time (`available_at`: a clock that stands still, a test's, still finds it due). One round trip
+-- where the lock and the insert took two, and no answer awaited between them while the lock is held.
 CREATE FUNCTION trellis_queue_run(lock_key int4, p_id text, p_workflow_id int8, p_workflow_version_id int8, p_environment_id int8,
     p_record_id text, p_user_id int8, p_token_id int8, p_trigger text, p_now_ms int8, p_next_step int8, p_retry_of text,
     p_scheduled_for int8, p_cause text, p_trace_context text, OUT queued_id text, OUT newest_id text)
@@ -19,7 +20,7 @@ BEGIN
   INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
       status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
     VALUES (p_id, p_workflow_id, p_workflow_version_id, p_environment_id, p_record_id, p_user_id, p_token_id, p_trigger,
-      'queued', p_next_step, now_ms, 0, greatest(now_ms * 1000, coalesce(newest_at, 0) + 1), p_retry_of, p_scheduled_for, p_cause, p_trace_context)
+      'queued', p_next_step, p_now_ms, 0, greatest(now_ms * 1000, coalesce(newest_at, 0) + 1), p_retry_of, p_scheduled_for, p_cause, p_trace_context)
     ON CONFLICT DO NOTHING
     RETURNING id INTO queued_id;
 END $$;
