@@ -230,8 +230,8 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
  * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
  * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
  * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` the caller's time
- * plus the whole milliseconds it waited for the lock (a trigger that waited 500 ms for it is not dated 500 ms before
- * it could be listed), and its id is the
+ * plus the whole milliseconds it waited for the lock when another transaction held it (a trigger that waited 500 ms
+ * for it is not dated 500 ms before it could be listed), and its id is the
  * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
  * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always
  * the top of its list: a reader paging meanwhile never misses it. The lock and the insert are one function call
