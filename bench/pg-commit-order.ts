@@ -5,9 +5,9 @@
  * cluster, written three ways by
  * `--writers` processes (instances) of `--connections` connections each, for `--seconds`:
  *
- * - `lock`: today's protocol (src/db/queue.ts `QUEUE_RUN`): BEGIN; the environment's runs and
- *   activity locks in one statement; the run after the newest (`max(now, newest + 1 µs)`); its entry after the newest
- *   entry; COMMIT. Times follow commit order because commits of one environment are serialized: the lock's hold
+ * - `lock`: both rows dated under the environment's locks (the product's runs still are: src/db/queue.ts
+ *   `QUEUE_RUN`; its activity entries are the lists' pass's): BEGIN; the environment's runs and activity locks in one
+ *   statement; the run after the newest (`max(now, newest + 1 µs)`); its entry after the newest entry; COMMIT. Times follow commit order because commits of one environment are serialized: the lock's hold
  *   time bounds the environment's triggers per second.
  * - `sequencer`: no lock. BEGIN; the run and its entry inserted undated, with the writer's transaction id
  *   (`pg_current_xact_id()`); COMMIT. A sequencer (any instance; `pg_try_advisory_xact_lock` keeps it to one at a

@@ -8,7 +8,7 @@
  * (user + system from /proc, every instance together). The database is copied by A's `db copy`; a checkout with
  * newer migrations applies them at its first start, after which both run on its schema. `--profile DIR`: each server
  * writes a CPU profile there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting
- * on an advisory lock (an environment's runs or activity lock). Asserts nothing; figures go to stdout.
+ * on an advisory lock (an environment's runs or records lock). Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
