@@ -30,8 +30,7 @@
  * no longer visible: the stream ends), reading the store as of that check. No SQL and no HTTP here: the routes
  * (./index.ts) turn what a stream delivers into `text/event-stream`.
  */
-import type { Op } from '../../db/op.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import {
   type EnvironmentEventFilter,
   environmentEventsAfter,
@@ -231,12 +230,6 @@ function countIn(counts: Map<number, number>, key: number, delta: number): void 
 export type TaskViewers = ReadonlyMap<number, ReadonlySet<number>>
 const NO_TASK_VIEWERS: TaskViewers = new Map()
 
-/** A read of run events after those committed before it are readable (`Store.awaitListed`). */
-async function readListed<T>(store: Store, work: Op<T>): Promise<T> {
-  await store.awaitListed('run_events')
-  return read(store, work)
-}
-
 /** A feed whose events were held back (a long transaction on PostgreSQL) reads again after this long. */
 const HELD_BACK_RETRY_MS = 500
 
@@ -254,7 +247,7 @@ class Feed {
     private readonly hub: RunEventHub,
     readonly environmentId: number,
   ) {
-    this.ready = readListed(hub.store, latestEventId(environmentId)).then((latest) => {
+    this.ready = readListed(hub.store, 'run_events', latestEventId(environmentId)).then((latest) => {
       this.position = latest
     })
     // A failed start fails its streams' first read (they end; their clients reconnect); the next stream starts anew.
@@ -433,13 +426,13 @@ class Subscriber implements Stream {
   private async start(): Promise<void> {
     this.started = true
     await this.feed.ready
-    this.cursor = this.spec.after ?? (this.spec.run ? 0 : await readListed(this.hub.store, latestEventId(this.feed.environmentId)))
+    this.cursor = this.spec.after ?? (this.spec.run ? 0 : await readListed(this.hub.store, 'run_events', latestEventId(this.feed.environmentId)))
   }
 
   /** The next page after the cursor, read in the catch-up reads' slice of a turn (with the filter of that time). */
   private readOnItsOwn(): Promise<EventsPage> {
     return catchUpReads.run(() =>
-      readListed(this.hub.store, this.spec.run ? runEventsPage(this.spec.run.id, this.cursor) : environmentEventsPage(this.feed.environmentId, this.cursor, this.filter)),
+      readListed(this.hub.store, 'run_events', this.spec.run ? runEventsPage(this.spec.run.id, this.cursor) : environmentEventsPage(this.feed.environmentId, this.cursor, this.filter)),
     )
   }
 
