@@ -6,6 +6,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { appendChained, type NewActivityLogRow } from './log-chain.ts'
+import type { Dialect } from './dialect.ts'
 import type { Op } from './op.ts'
 import { createdAtBounds, hideExtensions, type PageCondition, pageIds, rawNumber, type TimeOrderedList } from './pages.ts'
 import { statement } from './query.ts'
@@ -90,8 +91,13 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
   )
 }
 
-/** Only entries at or below the log's watermark (PostgreSQL's pass chains the rest: ./log-chain.ts). */
-const LISTED: PageCondition = { condition: (d) => d.listed('activity_logs', sql`${d.t.activityLogs.id}`), values: {} }
+/**
+ * An entry at or below the log's watermark: the only ones read (PostgreSQL's pass dates and chains the rest:
+ * ./log-chain.ts).
+ */
+export const listedActivityEntry = (d: Dialect) => d.listed('activity_logs', sql`${d.t.activityLogs.id}`)
+
+const LISTED: PageCondition = { condition: listedActivityEntry, values: {} }
 
 const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
   const n = rawNumber(d)

@@ -7,7 +7,7 @@
  */
 import { and, asc, eq, gt, isNull, or, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { ActivityChainFields, AdminChainFields, ChainLog } from '../lib/audit-chain.ts'
-import { findActivityLogRecordIds } from './activity-logs.ts'
+import { findActivityLogRecordIds, listedActivityEntry } from './activity-logs.ts'
 import type { Dialect, Tables } from './dialect.ts'
 import type { Op } from './op.ts'
 import { rows } from './query.ts'
@@ -101,7 +101,7 @@ export function* unpositionedChainEntries(log: ChainLog, scopeId: number | null)
       d.db
         .select()
         .from(d.t.activityLogs)
-        .where(and(inChain(d, log, scopeId), isNull(d.t.activityLogs.chainPosition), d.listed('activity_logs', sql`${d.t.activityLogs.id}`)))
+        .where(and(inChain(d, log, scopeId), isNull(d.t.activityLogs.chainPosition), listedActivityEntry(d)))
         .orderBy(asc(d.t.activityLogs.id)),
     )
     return yield* withRecordIds(found)

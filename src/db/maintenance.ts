@@ -5,6 +5,7 @@
 import { and, asc, inArray, isNotNull, lt, sql } from 'drizzle-orm'
 import { FINISHED_RUN_STATUSES } from '../lib/run-statuses.ts'
 import type { Micros } from '../lib/time.ts'
+import { listedActivityEntry } from './activity-logs.ts'
 import type { Op } from './op.ts'
 import { type AuditSigning, recordAnchors } from './audit.ts'
 import type { Store } from './store.ts'
@@ -21,7 +22,7 @@ const logBatchDelete = (table: LogTable) =>
     const log = table === 'activity_logs' ? t.activityLogs : t.adminLogs
     const scopeId = table === 'activity_logs' ? t.activityLogs.environmentId : t.adminLogs.projectId
     // PostgreSQL's activity entries past the log's watermark are not chained yet: never cut before they are.
-    const listed = table === 'activity_logs' ? d.listed('activity_logs', sql`${log.id}`) : undefined
+    const listed = table === 'activity_logs' ? listedActivityEntry(d) : undefined
     const oldest = db.select({ id: log.id }).from(log).where(and(lt(log.createdAt, sql.placeholder('cutoff')), listed)).orderBy(asc(log.id)).limit(sql.placeholder('batch'))
     return db.delete(log).where(inArray(log.id, oldest)).returning({ scopeId, position: log.chainPosition, hash: log.chainHash })
   })

@@ -47,10 +47,11 @@ const ENVIRONMENT_RECORDS_LOCK = 3
 export const PG_LISTS = {
   notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, chain: { log: 'activity', scope: 'environment_id = $1', ids: 'activity_logs_id_seq' }, watermark: 'activity_logs' },
+  /** Dated and chained by the lists' pass: its lock key is never taken, its head never read here. */
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'activity_logs' },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
-  /** An environment's tasks are opened in a step group beside its notes: the same lock. (The activity log's lock key is never taken: it has a watermark.) */
+  /** An environment's tasks are opened in a step group beside its notes: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 
@@ -239,24 +240,14 @@ export async function takeIds(db: PgDb, list: PgTimedList, scopeValue: number | 
  * `wait` false: sent without waiting for the grant (./op-runner.ts reads the answer with the COMMIT's) — the
  * statements sent after it queue behind it on the connection, so they run once it is held.
  */
-export function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null, wait = true): Promise<void> {
-  return lockListScopes(db, [[list, scopeValue]], wait)
-}
-
-/**
- * Takes the list scopes' locks in the order given, those this transaction does not hold yet, in one statement (one
- * round trip however many): a write that knows it will need several takes them at once. `wait`: as `lockListScope`.
- */
-export async function lockListScopes(db: PgDb, scopes: readonly (readonly [PgTimedList, number | null])[], wait = true): Promise<void> {
+export async function lockListScope(db: PgDb, list: PgTimedList, scopeValue: number | null, wait = true): Promise<void> {
   const locks = listLocksOf(db)
-  const wanted = scopes.filter(([list, scopeValue]) => !locks?.held.has(scopeKey(list.lockKey, scopeValue)))
-  if (wanted.length === 0) return
+  const key = scopeKey(list.lockKey, scopeValue)
+  if (locks?.held.has(key)) return
   // The two-int4 form: (list, scope). Ids above 2^31 would wrap; a scope id that large is far beyond any deployment.
-  // The select list is evaluated left to right: the locks are taken in the order given.
-  const calls = wanted.map((_, i) => `pg_advisory_xact_lock($${2 * i + 1}::int4, $${2 * i + 2}::int4)`).join(', ')
-  const granted = clientOf(db).unsafe(`SELECT ${calls}`, wanted.flatMap(([list, scopeValue]) => [list.lockKey, (scopeValue ?? 0) | 0])).execute()
+  const granted = clientOf(db).unsafe('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [list.lockKey, (scopeValue ?? 0) | 0]).execute()
   // Held from here on for what this transaction sends next (a failure fails the transaction).
-  for (const [list, scopeValue] of wanted) locks?.held.add(scopeKey(list.lockKey, scopeValue))
+  locks?.held.add(key)
   if (wait) await granted
   else await answerBeforeCommit(db, granted)
 }
