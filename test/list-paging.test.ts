@@ -11,9 +11,10 @@ import { NOTE_DATE_FIELDS } from '../src/modules/notes/model.ts'
 import { appendActivityLog, appendActivityLogNow, listActivityLogIds } from '../src/modules/activity-logs/service.ts'
 import { createNote, listNoteIds, recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import { writeNow } from '../src/db/write.ts'
+import { insertImportedNote } from '../src/db/notes.ts'
 import { type Micros, microsFromMillis, toIsoMicros } from '../src/lib/time.ts'
 import { acmeDocument, acmeProject, applyAcme, projectId, userId } from './support/acme.ts'
-import { bearer, execute, listReadable, queryAll, queryOne, runNow, TEST_STORE, testApp, testEnv } from './helpers.ts'
+import { bearer, listReadable, queryAll, queryOne, runNow, TEST_STORE, testApp, testEnv } from './helpers.ts'
 import { systemClock } from '../src/lib/clock.ts'
 import { createToken } from '../src/modules/tokens/service.ts'
 
@@ -85,6 +86,7 @@ describe('notes', () => {
           },
       )
     }
+    await listReadable(env.store, 'notes') // PostgreSQL: dated by the lists' pass
     expect(notesInTimeOrder()).toBe(true)
     const checked = await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
     expect(checked).toBeGreaterThan(1000)
@@ -97,11 +99,12 @@ describe('notes', () => {
 
   test('an import of an older note switches the environment to the exact slow path', async () => {
     const old = microsFromMillis(Date.UTC(2020, 0, 1))
-    await writeNow(env.store, function* () {
-              yield* recordImportedNoteTime(production.id, old)
-            })
     // An imported note, as apply writes it: a given time older than every other note, and the highest id.
-    execute(env.store, "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (?, 1, 1, 'old', 'imported', ?, ?, ?)", production.id, alice, old, old)
+    await writeNow(env.store, function* () {
+      yield* recordImportedNoteTime(production.id, old)
+      yield* insertImportedNote({ environmentId: production.id, teamId: 1, collectionId: 1, recordId: 'old', title: 'imported', userId: alice, createdAt: old, updatedAt: old }, [], true)
+    })
+    await listReadable(env.store, 'notes')
     expect(notesInTimeOrder()).toBe(false)
     await checkEveryBoundary(noteRows(), (query, limit) => runNow(env.store, listNoteIds(acme, production.id, {}, parseDateFilters(query, NOTE_DATE_FIELDS), limit)))
   }, EXHAUSTIVE_MS)

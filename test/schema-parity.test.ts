@@ -35,7 +35,7 @@ const TRACKING = 'trellis_migrations'
  * cache's generation row (src/db/postgres/lookup-cache.ts): SQLite's cache sees other connections' commits by itself.
  * And the lists' watermark (src/db/postgres/list-watermark.ts): SQLite's one writer commits in id order.
  */
-const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'rate_limit_buckets', 'rate_limit_windows']
+const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'notes_kept_times', 'rate_limit_buckets', 'rate_limit_windows']
 
 /** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
 function shared(catalog: Catalog): Catalog {
@@ -180,6 +180,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0027_record_field_indexes_by_kind',
       '0028_activity_chained_by_the_pass',
       '0029_queue_run_function',
+      '0030_notes_dated_by_the_pass',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

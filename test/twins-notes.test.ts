@@ -66,6 +66,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
       ...FILTERS.slice(0, 2).flatMap((filters) => otherFields.flatMap((f) => dateFiltersAround(f, times, 2)).map((dates) => ({ filters, dates, limit: 50 }))),
       ...created.flatMap((dates) => [1, 3].map((limit) => ({ filters: {}, dates, limit }))),
     ]
+    expect(await stores.pg.awaitListed('notes')).toBe(true) // PostgreSQL: dated by the lists' pass
     const [sqlite, pg] = await stores.both(() => all(queries, (q) => pageNoteIds(environmentId, q.filters, q.dates, q.limit)))
     expect(pg).toEqual(sqlite)
     return sqlite
@@ -140,7 +141,7 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
   }, 120_000)
 
   test('an import of an older note takes the environment off time order; pages stay alike on the comparison path', async () => {
-    const imported = await write(T0 + 40_000, function* () {
+    await write(T0 + 40_000, function* () {
       const createdAt = (T0 * 1000 + 1500 * 1000 + 7) as Micros
       yield* recordImportedNoteTime(1, createdAt)
       yield* insertImportedNote({
@@ -149,9 +150,10 @@ describe.skipIf(!postgresOrSkip('notes twins'))('notes twins', () => {
       }, [
         { userId: 4, content: 'old message', createdAt },
         { userId: 1, content: 'older reply, stored as given', createdAt: (createdAt - 5) as Micros },
-      ])
-      return yield* pageNoteIds(1, { userId: 4 }, [], 10)
+      ], true)
     })
+    expect(await stores.pg.awaitListed('notes')).toBe(true)
+    const imported = await write(T0 + 40_000, () => pageNoteIds(1, { userId: 4 }, [], 10))
     expect(imported).toHaveLength(1)
     const importedId = imported[0]!
     const [state, statePg] = await stores.both(function* () {

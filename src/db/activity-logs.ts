@@ -85,7 +85,8 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
       table: 'activityLogs',
       equal: { environmentId, userId, teamId, collectionId, action, type },
       bounds,
-      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord, listed: LISTED },
+      extra: { documented: hideExtensions('activityLogs', filters.withExtensions), recordId: namesRecord },
+      watermark: ACTIVITY_TIMES.watermark,
     },
     limit,
   )
@@ -96,8 +97,6 @@ export function* pageActivityLogIds(environmentId: number, filters: ActivityPage
  * ./log-chain.ts).
  */
 export const listedActivityEntry = (d: Dialect) => d.listed('activity_logs', sql`${d.t.activityLogs.id}`)
-
-const LISTED: PageCondition = { condition: listedActivityEntry, values: {} }
 
 const ACTIVITY_LOGS_TO_RENDER = statement('activity-logs.render', (d) => {
   const n = rawNumber(d)

@@ -16,7 +16,7 @@ import type * as tables from './schema.ts'
  * The lists read at or below a watermark on PostgreSQL (./postgres/list-watermark.ts): their writers commit at once,
  * and a row is read once no row before it can still commit.
  */
-export type WatermarkedList = 'run_events' | 'activity_logs'
+export type WatermarkedList = 'run_events' | 'activity_logs' | 'notes'
 
 export type Tables = typeof tables
 

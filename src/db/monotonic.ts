@@ -7,9 +7,11 @@
  * millisecond before a list's times would run ahead of the clock (a million a second, far above any throughput:
  * docs/design-decisions.md "Times").
  *
- * With one writer at a time (SQLite) `max(now, latest + 1 µs)` is exact. With several (PostgreSQL) the list scope is
- * held first (`holdListScope`: its lock, ./postgres/monotonic.ts), so each writer reads the latest its predecessor
- * committed and times follow commit order. On both, a transaction that already dated an entry of the scope counts on
+ * With one writer at a time (SQLite) `max(now, latest + 1 µs)` is exact. With several (PostgreSQL) either the list
+ * scope is held first (`holdListScope`: its lock, ./postgres/monotonic.ts), so each writer reads the latest its
+ * predecessor committed and times follow commit order, or (the notes, the activity log) rows are inserted with the
+ * time their writer proposes and the lists' pass dates them in id order before anyone reads them
+ * (./postgres/list-watermark.ts). On both, a transaction that already dated an entry of the scope counts on
  * from it without reading again. Holding a scope and remembering its time are plans (./op.ts `plan`): each store
  * keeps what a transaction knows its own way.
  */
@@ -186,8 +188,8 @@ export function forgetListTimes(db: Db): void {
  * read by a statement sent right behind the lock's without waiting for its answer: the connection runs it once the
  * lock is granted, so its snapshot (READ COMMITTED: taken when it starts) holds what the lock's previous holder
  * committed, and the writer waits once under the lock where it waited twice (0: the scope is empty). A list the
- * lists' pass dates (`PgTimedList.watermark`: the activity log) holds and reads nothing: its entries propose `now`,
- * or 1 µs after this transaction's own newest.
+ * lists' pass dates (`PgTimedList.watermark`: the notes, the activity log) holds nothing: its rows propose a time
+ * (`PgTimedList.proposesNow`), and the pass moves the few that are not after the row before them.
  */
 const holdListScope = plan({
   sqlite: (db: Db, list: TimeOrderedList, scopeValue: number | null, reserve: number | 'hold only'): ScopeHead | undefined => {
@@ -198,10 +200,12 @@ const holdListScope = plan({
   postgres: async (db, list, scopeValue, reserve) => {
     const pgList = pgListOf(list)
     const known = heldListTimes(db).get(pgList, scopeValue)
-    // Dated by the lists' pass: its writers hold nothing, and propose `now` (or after their own newest entry).
-    if (pgList.watermark !== undefined) return { at: known?.at ?? (0 as Micros), link: null }
-    if (reserve === 'hold only') return lockListScope(db, pgList, scopeValue, false).then(() => known)
-    const locked = lockListScope(db, pgList, scopeValue)
+    // Dated by the lists' pass: its writers hold nothing, and propose a time after their own newest entry, or `now`
+    // (the activity log), or after the newest their snapshot sees (the notes: read below, under no lock).
+    const dated = pgList.watermark !== undefined
+    if (dated && pgList.proposesNow) return { at: known?.at ?? (0 as Micros), link: null }
+    if (reserve === 'hold only') return dated ? known : lockListScope(db, pgList, scopeValue, false).then(() => known)
+    const locked = dated ? Promise.resolve() : lockListScope(db, pgList, scopeValue)
     if (known !== undefined && (pgList.chain === undefined || known.link !== undefined)) return locked.then(() => known)
     const chain = pgList.chain
     if (chain === undefined) {

@@ -10,7 +10,7 @@ import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { createdAtAfterLatest, holdListScopeToInsert, latestCreatedAt, listTimeWritten, nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import type { Db } from './dialect.ts'
-import { lockListScope, PG_LISTS } from './postgres/monotonic.ts'
+import { lockListScope, PG_LISTS, sendRaw } from './postgres/monotonic.ts'
 import { preparedOn } from './postgres/prepared.ts'
 import { notes as pgNotes } from './postgres/schema.ts'
 import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
@@ -19,7 +19,7 @@ import type { noteMessages, notes } from './schema.ts'
 import { type ChangeOrigin, recordEventsFor, workflowEventSubscribers } from './workflow-events.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
-const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId' } as const satisfies TimeOrderedList
+const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId', watermark: 'notes' } as const satisfies TimeOrderedList
 
 export type NoteRow = typeof notes.$inferSelect
 
@@ -45,7 +45,7 @@ export function* pageNoteIds(environmentId: number, filters: NotePageFilters, da
   const { userId, teamId, collectionId, recordId } = filters
   const equal = { environmentId, userId, teamId, collectionId, recordId }
   const bounds = yield* createdAtBounds(byId, NOTE_TIMES, environmentId)
-  return yield* pageIds({ name: 'notes', table: 'notes', equal, bounds, dates: dates.filter((d) => !byId.includes(d)) }, limit)
+  return yield* pageIds({ name: 'notes', table: 'notes', equal, bounds, dates: dates.filter((d) => !byId.includes(d)), watermark: NOTE_TIMES.watermark }, limit)
 }
 
 type UserColumns = { id: number; username: string; email: string }
@@ -116,8 +116,9 @@ export function nextNoteCreatedAt(environmentId: number, now: Millis): Op<Micros
 }
 
 /**
- * The newest note's createdAt in the environment, or null when it has none. Read holding the environment's notes
- * (PostgreSQL: their lock), so an import compares its time with the latest and inserts before anyone else.
+ * The newest note's createdAt in the environment, or null when it has none: an import compares its time with it. On
+ * PostgreSQL a note committed meanwhile may still land before an imported one; the lists' pass then finds the import
+ * out of order and says so (`keepImportedNoteTime`).
  */
 export function latestNoteCreatedAt(environmentId: number): Op<Micros | null> {
   return latestCreatedAt(NOTE_TIMES, environmentId)
@@ -149,8 +150,9 @@ const INSERT_NEW_NOTE = statement('notes.insert-new', (d) => {
 /**
  * Inserts a new note dated now (`max(now, the environment's newest + 1 µs)`, in the insert itself: ../monotonic.ts
  * `createdAtAfterLatest`), with its `noteAdded` event for the workflows subscribed (./workflow-events.ts; `byRun`: the
- * run whose step adds it); returns the row. The workflows subscribed to the collection are read before
- * the environment's notes are held: on PostgreSQL the insert is the one statement its lock waits on.
+ * run whose step adds it); returns the row. On PostgreSQL that time is the note's proposal, under no lock: the lists'
+ * pass moves it (and its first message) 1 µs past the note before it when another writer's commit put a later one
+ * there, before anyone reads the note in a list (drizzle/postgres/0030_notes_dated_by_the_pass.sql).
  */
 export function* insertNewNote(note: NewNoteRow, now: Millis, byRun: ChangeOrigin | null): Op<NoteRow> {
   const subscribers = yield* workflowEventSubscribers(note)
@@ -227,12 +229,27 @@ export function updateNoteRow(id: number, fields: NoteUpdate): Op<void> {
   return update.exec({ ...fields, id })
 }
 
+/**
+ * An imported note keeps the time its file gives. PostgreSQL's pass dates the notes it lists, moving one that is not
+ * after the notes before it, unless it is kept (drizzle/postgres/0030_notes_dated_by_the_pass.sql: then, when it is
+ * older, the environment's notes are out of time order); SQLite dates nothing after the insert.
+ */
+const keepImportedNoteTime = plan({
+  sqlite: (_db: Db, _noteId: number): void => {},
+  postgres: (db, noteId) => sendRaw(db, 'INSERT INTO notes_kept_times (note_id) VALUES ($1)', [noteId]),
+  why: "PostgreSQL's pass would date an imported note like any other; SQLite's insert is its date",
+})
+
 /** Rows per insert of an import's messages: far below either store's limit of bound values. */
 const MESSAGES_PER_INSERT = 1000
 
-/** A note with its messages, at exactly the times given (an import: it already holds the environment's notes). */
-export function* insertImportedNote(note: Omit<typeof notes.$inferInsert, 'id'>, messages: Omit<NewNoteMessage, 'noteId'>[]): Op<void> {
+/**
+ * A note with its messages, at exactly the times given (an import). `keepTime`: the file gave the note's time, which
+ * PostgreSQL's pass then keeps (`keepImportedNoteTime`); otherwise it dates the note as any other.
+ */
+export function* insertImportedNote(note: Omit<typeof notes.$inferInsert, 'id'>, messages: Omit<NewNoteMessage, 'noteId'>[], keepTime: boolean): Op<void> {
   const { id: noteId } = yield* inserted(row(({ db, t }) => db.insert(t.notes).values(note).returning({ id: t.notes.id })), 'note')
+  if (keepTime) yield* runPlan(keepImportedNoteTime, noteId)
   for (let i = 0; i < messages.length; i += MESSAGES_PER_INSERT) {
     const batch = messages.slice(i, i + MESSAGES_PER_INSERT).map((m) => ({ noteId, ...m }))
     yield* exec(({ db, t }) => db.insert(t.noteMessages).values(batch))

@@ -142,6 +142,8 @@ export interface PageQuery<K extends TimedTable> {
   bounds?: IdBounds
   /** Further conditions by name; present ones only. */
   extra?: Record<string, PageCondition | undefined>
+  /** The list's watermark (`TimeOrderedList.watermark`): only its rows at or below it are read. */
+  watermark?: WatermarkedList
   /**
    * Walks the page through another table's index instead of the list's own: the rows of `table` whose `column` is
    * `value`, each naming a list row by `key`, in `key` order (an index on (column, key) serves it). For a filter that
@@ -175,6 +177,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       below !== undefined ? lt(table.id!, sql.placeholder('below')) : undefined,
       above !== undefined ? gt(table.id!, sql.placeholder('above')) : undefined,
       ...extra.map(([, e]) => e.condition(d)),
+      q.watermark === undefined ? undefined : d.listed(q.watermark, sql`${table.id!}`),
     ])
     if (q.through) {
       const viaTable = d.t[q.through.table] as unknown as SQLiteTable

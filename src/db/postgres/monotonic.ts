@@ -1,7 +1,9 @@
 /**
  * The lists' time rule (src/db/monotonic.ts, DESIGN §3) with several writers. On SQLite one writer at a time makes
  * `max(now, latest + 1 µs)` exact. On PostgreSQL instances write at once, so the next createdAt of a list scope (an
- * environment's notes, a project's admin log…) is taken under a transaction-level advisory lock on (list, scope):
+ * environment's runs or tasks, a project's admin log) is taken under a transaction-level advisory lock on (list, scope)
+ * — or, for the lists the lists' pass dates (the notes, the activity log: `PgTimedList.watermark`), proposed and moved
+ * by the pass after the commit:
  * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
  * times follow commit order. Writers of other scopes never wait. The rule itself is ../monotonic.ts's, written once;
  * here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's plans
@@ -29,6 +31,12 @@ export interface PgTimedList {
    * row with the time it proposes, and its readers read at or below the watermark.
    */
   watermark?: WatermarkedList
+  /**
+   * Its writers propose `now` (or 1 µs after their transaction's own newest row) without reading the scope's newest:
+   * a log written several entries a write, where the read would be a round trip each. Otherwise a dated list's writer
+   * proposes `max(now, newest it sees + 1 µs)`, so that its rows mostly need no move.
+   */
+  proposesNow?: true
 }
 
 /** What a transaction knows of a list scope's newest entry: its time and, in a chained log, its link (null: none yet). */
@@ -38,20 +46,19 @@ export interface ScopeHead {
 }
 
 /**
- * An environment's notes and tasks share one lock: a step group of a workflow may write both in either order, and
- * two locks taken in opposite orders by two transactions are a deadlock (PostgreSQL breaks it after a second: a
- * stall, then a rerun). Runs keep their own. The activity log takes none: the lists' pass chains it.
+ * An environment's tasks take this lock; runs keep their own. The notes and the activity log take none: the lists'
+ * pass dates them (their keys are never taken).
  */
 const ENVIRONMENT_RECORDS_LOCK = 3
 
 export const PG_LISTS = {
-  notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
+  /** Dated by the lists' pass: its lock key is never taken. */
+  notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'notes' },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
   /** Dated and chained by the lists' pass: its lock key is never taken, its head never read here. */
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'activity_logs' },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'activity_logs', proposesNow: true },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
   runs: { table: 'runs', scope: 'environment_id', lockKey: 5 },
-  /** An environment's tasks are opened in a step group beside its notes: the same lock. */
   tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
 } as const satisfies Record<string, PgTimedList>
 

@@ -509,6 +509,7 @@ class ApplyWriter {
         archivedAt,
       },
       messages,
+      givenCreatedAt !== undefined,
     )
     // The entry is the import (now); the note keeps the times the file gives.
     yield* appendActivityLog(this.ctx.clock, {

@@ -121,7 +121,7 @@ export function logPages(deps: AppDeps) {
           title: `Notes · ${environment.name}`,
           project: project.name,
           filters: [['recordId', 'Record'], ['teamName', 'Team']],
-          ids: (await read(deps.store, listNoteIds(project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE))),
+          ids: (await readListed(deps.store, 'notes', listNoteIds(project.id, environment.id, filters, parseDateFilters(request.query, NOTE_DATE_FIELDS), PER_PAGE))),
           render: (ids) => read(deps.store, renderNotes(ids)),
           show: (notes) => notesList(notes, undefined, { project: project.name, environment: environment.name }),
         })

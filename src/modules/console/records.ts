@@ -212,7 +212,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
           return { record, view, fields: (yield* readCollectionSchema(view.project.id, view.collection.id)).fields }
         })
         const { project, environment, team, collection, isAdmin, access } = view
-        const notes = await read(deps.store, renderNotes((await read(deps.store, listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
+        const notes = await read(deps.store, renderNotes((await readListed(deps.store, 'notes', listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
         const flows = (await read(deps.store, renderingWorkflows(environment.id, team.id))).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
         const runIds = (await read(deps.store, listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)

@@ -204,6 +204,7 @@ ${ids.length > PER_PAGE ? html`<p class="pager"><a href="${older.pathname + olde
       consolePage(deps, async ({ user, params, query }) => {
         // `?live=1`: the page's live parts only (no record data, so no read to log), for live.js to read again.
         const live = query.live === '1'
+        if (!live) await deps.store.awaitListed('notes') // the record's notes, as listed
         const { found, task, whyNot, record, notes } = await write(deps.store, function* () {
           const found = yield* visibleTask(asCaller(user), params.taskId!)
           const [task] = yield* loadTasksToRender([found.task.id])

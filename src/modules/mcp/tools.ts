@@ -6,7 +6,7 @@
  * Every tool acts in the token's project; its writes log `via MCP`.
  */
 import type { TSchema } from 'elysia'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import type { ProjectNeed, TokenIdentity } from '../../lib/callers.ts'
 import { invalidField, invalidFields } from '../../lib/errors.ts'
@@ -118,7 +118,7 @@ const placeOf = (identity: TokenIdentity, environment: string) => ({ projectName
 const actorOf = (identity: TokenIdentity) => ({ userId: identity.userId, tokenId: identity.tokenId, via: 'mcp' as const })
 const recordPlace = (identity: TokenIdentity, args: { environment: string; collection: string }) => ({ ...placeOf(identity, args.environment), collectionName: args.collection })
 const withEtag = ({ record, etag }: { record: object; etag: string }) => ({ ...record, etag })
-const renderNote = async (call: ToolCall, id: number) => (await read(call.deps.store, renderNotes([id])))[0]!
+const renderNote = async (call: ToolCall, id: number) => (await readListed(call.deps.store, 'notes', renderNotes([id])))[0]!
 
 export const TOOLS: Tool<unknown>[] = [
   tool({

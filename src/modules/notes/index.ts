@@ -8,7 +8,7 @@ import { queryOf } from '../../http/list.ts'
 import { AddMessageBody, CreateNoteBody, Note, NotePage, NoteParams, UpdateNoteBody } from './model.ts'
 import { NOTE_LIST_PARAMETERS, notesPage } from './query.ts'
 import { addMessageToNote, createNoteNamed, renderNotes, requireNote, updateNote } from './service.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 
 const BASE = '/v1/project/:projectName/environment/:environmentName/notes'
 
@@ -16,7 +16,8 @@ export function notesModule(deps: AppDeps) {
   const readAccess = { projectCall: { scope: 'notes:read', role: 'admin' } } as const
   const writeAccess = { projectCall: { scope: 'notes:write', role: 'admin' } } as const
 
-  const renderOne = async (id: number) => (await read(deps.store, renderNotes([id])))[0]!
+  // Read once listed (PostgreSQL's pass may still move a new note's createdAt): what a client is answered stays true.
+  const renderOne = async (id: number) => (await readListed(deps.store, 'notes', renderNotes([id])))[0]!
 
   return new Elysia({ name: 'notes', tags: ['notes'] })
     .use(authPlugin(deps))

@@ -1,6 +1,6 @@
 /** The notes list as the API route and the MCP tool run it: its query parameters, parsed and documented. */
 import type { Store } from '../../db/store.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { listParameters, PEOPLE_AND_PLACES } from '../../http/list-schema.ts'
 import { environmentList, environmentPage, parseDateFilters, parseRecordFilters, type Query } from '../../http/list.ts'
 import { environmentOf } from '../directory/projects.ts'
@@ -20,7 +20,7 @@ function notesList(store: Store) {
     filters: parseRecordFilters,
     where: environmentOf(store),
     ids: ({ project, environment }, filters, query, limit) =>
-      read(store, listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
+      readListed(store, 'notes', listNoteIds(project.id, environment.id, filters, parseDateFilters(query, NOTE_DATE_FIELDS), limit)),
     render: (ids: number[]) => read(store, renderNotes(ids)),
   })
 }
