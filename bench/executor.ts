@@ -6,7 +6,7 @@
 import { Database } from 'bun:sqlite'
 import { randomUUIDv7 } from 'bun'
 import { type LoadResult, percentile, post, runLoad, type Server, type WalWatch } from './procs.ts'
-import type { SeedResult } from './seed.ts'
+import { burstRecord, type SeedResult } from './seed.ts'
 import { ACTIVE_RUN_STATUSES, anyOfLiterals, FINISHED_RUN_STATUSES, sqlLiterals } from '../src/db/schema.ts'
 import { UNTIL_TASK_CLOSES } from '../src/db/queue.ts'
 
@@ -98,7 +98,7 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
       ids.add(id)
       const now = Date.now()
       // A run is due at its trigger time (ms); its created_at is µs, as the server's own inserts store it.
-      insert.run(id, wf.id, wf.version, wf.env, recordsOf(w)[Math.floor(i / workflows.length)]!, token.user_id, token.id, now, now * 1000 + i)
+      insert.run(id, wf.id, wf.version, wf.env, burstRecord(recordsOf(w), i, workflows.length), token.user_id, token.id, now, now * 1000 + i)
     }
   }).immediate()
   o.log(`  queued ${o.runs.toLocaleString('en-US')} runs in ${Date.now() - t0} ms`)
@@ -190,7 +190,7 @@ export async function measureExecutor(o: ExecutorOptions): Promise<ExecutorResul
   const runsPerSecondUnderHttpLoad = w ? windowRate(w.from, w.to) : null
   const runsPerSecondQuiet = windowRate(quietFrom, Number.POSITIVE_INFINITY)
 
-  // Queue latency at a steady trickle of webhook triggers (records not used above).
+  // Queue latency at a steady trickle of webhook triggers, once the burst's runs have all finished (no active run left).
   let steady: ExecutorResult['steadyQueueLatencyMs'] = null
   if (o.steadySeconds > 0 && finalCounts.ok + finalCounts.failed >= o.runs) {
     const count = Math.ceil(o.steadyRate * o.steadySeconds)

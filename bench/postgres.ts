@@ -9,7 +9,7 @@ import { SQL, randomUUIDv7 } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
 import { cpuSince, type LoadResult, repoRoot, requestsAtOnce, runLoad, type Server, startServer } from './procs.ts'
 import type { Scenario } from './scenarios.ts'
-import type { SeedResult } from './seed.ts'
+import { burstRecord, type SeedResult } from './seed.ts'
 
 /** The scenarios measured on PostgreSQL (a subset of the SQLite ones: the write path, a short and a long page, a person's inbox and a decision). */
 export const POSTGRES_SCENARIOS = ['webhook-202', 'notes-10', 'notes-100', 'inbox', 'decision', 'records-filter']
@@ -190,7 +190,7 @@ export async function queueBurst(sql: SQL, seed: SeedResult, runs: number): Prom
     // A run is due at its trigger time (ms); created_at is µs, as the server's own inserts store it.
     return {
       id: randomUUIDv7(), workflow_id: w.id, workflow_version_id: w.version, environment_id: w.env,
-      record_id: records[Math.floor(i / workflows.length) % records.length]!, user_id: token!.user_id, token_id: token!.id,
+      record_id: burstRecord(records, i, workflows.length), user_id: token!.user_id, token_id: token!.id,
       trigger: 'webhook', status: 'queued', next_step: 0, available_at: Date.now(), attempts: 0, created_at: t0 * 1000 + i,
     }
   })

@@ -101,6 +101,18 @@ const DECIDER_INDEX = 6
 const BATCH = 10_000
 
 /** Deterministic PRNG (mulberry32): the same database on every run. */
+/**
+ * The record run `i` of a drain's burst goes to (its workflow: `i % workflows`), among `records` of the workflow's
+ * collection: the k-th run of each workflow (k = i ÷ workflows) on a record of its own, and the runs queued next to
+ * each other — those the executor's workers take at once — on different records (53 records apart), as a burst of
+ * triggers for many records would be; a burst where every workflow started on the same record at once would measure
+ * that record's row lock (each step group updates the record). Each workflow gets each record at most once while
+ * `i ÷ workflows` stays below `records`.
+ */
+export function burstRecord<T>(records: readonly T[], i: number, workflows: number): T {
+  return records[(Math.floor(i / workflows) + 53 * (i % workflows)) % records.length]!
+}
+
 export function prng(seed: number): () => number {
   let a = seed >>> 0
   return () => {
