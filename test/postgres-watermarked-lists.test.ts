@@ -4,7 +4,8 @@
  * (three pools on one database) write into one environment at full speed while three pagers walk the list newest
  * first by `createdAt.lt`, as the API's paging does: no page may skip or repeat a row, ids and times fall strictly
  * along each walk, a time once read never changes, every row written is listed in the end, and a row is listed soon
- * after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time.
+ * after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time. And
+ * a served request that writes a note lists it, though a catch-up shared since its arrival had read the list before.
  */
 import { describe, expect, test } from 'bun:test'
 import { findActivityLogsForRender, insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
@@ -16,6 +17,7 @@ import type { WatermarkedList } from '../src/db/dialect.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import type { DateFilter } from '../src/lib/date-filter.ts'
 import type { Micros } from '../src/lib/time.ts'
+import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
 import { seedOrganization } from './support/lists.ts'
 import { freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
@@ -157,4 +159,22 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
       }
     }, 60_000)
   }
+
+  test('a served request reads its own writes: a catch-up shared since its arrival does not answer for a note it wrote after', async () => {
+    const url = await freshDatabase()
+    const store = openProductPostgres(url, { max: 4 })
+    try {
+      await seedOrganization({ pg: store.sql })
+      const listed = await servingRequestArrivedAt(performance.now(), async () => {
+        expect(await store.awaitListed('notes')).toBe(true) // a catch-up after the arrival: shared by what the request reads next
+        const id = await writeNow(store, function* () {
+          return (yield* insertNewNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'mine', userId: 1 }, Date.now(), null)).id
+        })
+        return readListed(store, 'notes', pageNoteIds(1, {}, [], 10)).then((ids) => ids.includes(id))
+      })
+      expect(listed).toBe(true)
+    } finally {
+      await store.close()
+    }
+  }, 30_000)
 })

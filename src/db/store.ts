@@ -110,7 +110,8 @@ export interface Store {
   /**
    * Resolves once the rows of `list` committed before the call can be read (true; SQLite's one writer commits in id
    * order: at once), or false after a second on PostgreSQL while a long transaction holds its watermark back
-   * (./postgres/list-watermark.ts): what is listed can be read, the rest later.
+   * (./postgres/list-watermark.ts): what is listed can be read, the rest later. Within a served request "before the
+   * call" is before the request arrived, and the request's own writes (a read shared with concurrent requests).
    */
   awaitListed(list: WatermarkedList): Promise<boolean>
   /**

@@ -8,7 +8,7 @@
  * reads what is listed and the rest comes at its next read.
  */
 import type { SQL } from 'bun'
-import { arrivalOfThisRequest } from '../../lib/request-arrival.ts'
+import { commitsThisRequestMustSee } from '../../lib/request-arrival.ts'
 
 import type { WatermarkedList } from '../dialect.ts'
 
@@ -80,14 +80,14 @@ const caughtUpAt = new WeakMap<SQL, Map<WatermarkedList, number>>()
 /**
  * Resolves once `list`'s watermark covers every id drawn when it was called (true), or after `boundMs` (false: a long
  * transaction holds the watermark back; the caller reads what is listed, and asks again later). Within a served
- * request (../../lib/request-arrival.ts) a catch-up that read the newest draw after the request arrived answers for it
- * too: what was committed before the request arrived had been drawn by then — concurrent readers of a list share
- * one read, as the lookup cache's do (./lookup-cache.ts).
+ * request (../../lib/request-arrival.ts) a catch-up that read the newest draw after the request arrived — or, once the
+ * request wrote, after its own write committed — answers for it too: what was committed before then had been drawn by
+ * then. Concurrent readers of a list share one read, as the lookup cache's do (./lookup-cache.ts).
  */
 export async function awaitListed(sql: SQL, list: WatermarkedList, boundMs: number): Promise<boolean> {
   const until = performance.now() + boundMs
-  const arrived = arrivalOfThisRequest()
-  const covered = () => arrived !== undefined && (caughtUpAt.get(sql)?.get(list) ?? -Infinity) >= arrived
+  const since = commitsThisRequestMustSee()
+  const covered = () => since !== undefined && (caughtUpAt.get(sql)?.get(list) ?? -Infinity) >= since
   if (covered()) return true
   const earlier = underWay.get(sql)
   if (earlier !== undefined) await earlier.catch(() => false)

@@ -30,6 +30,7 @@ import { TransactionWatch } from './transaction-watch.ts'
 import type { Metrics } from '../../lib/metrics.ts'
 import { listenForRunEvents, notifyRunEventsCommitted } from './run-events.ts'
 import { awaitListed } from './list-watermark.ts'
+import { requestWroteNow } from '../../lib/request-arrival.ts'
 
 export { clientOf, type PgDb } from './client.ts'
 
@@ -54,6 +55,7 @@ export class PgStore implements Store {
    * it should wake (queued runs, deliveries, deadlines) — one NOTIFY a channel for many commits, sent after them (./notify.ts).
    */
   private readonly committed = ({ runEvents, channels }: Committed) => {
+    requestWroteNow() // the request's later reads of the lists include what it wrote
     if (runEvents.length > 0) {
       announceRunEvents(this, runEvents)
       notifyRunEventsCommitted(this.sql, runEvents)
