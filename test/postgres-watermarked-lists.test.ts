@@ -5,11 +5,14 @@
  * first by `createdAt.lt`, as the API's paging does: no page may skip or repeat a row, ids and times fall strictly
  * along each walk, a time once read never changes, every row written is listed in the end, and a row is listed soon
  * after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time. And
- * a served request that writes a note lists it, though a catch-up shared since its arrival had read the list before.
+ * a served request that writes a note lists it, though a catch-up shared since its arrival had read the list before;
+ * a note committed behind one with a later time moves past it (its first message and updatedAt along), and an
+ * imported note keeps its given time, taking the environment off time order when one committed meanwhile is later.
  */
 import { describe, expect, test } from 'bun:test'
 import { findActivityLogsForRender, insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
-import { findNotesForRender, insertFirstNoteMessage, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
+import { findNotesForRender, insertFirstNoteMessage, insertImportedNote, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
+import { recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import type { Op } from '../src/db/op.ts'
 import { readListed } from '../src/db/read.ts'
 import { writeNow } from '../src/db/write.ts'
@@ -177,4 +180,74 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
       await store.close()
     }
   }, 30_000)
+
+  /**
+   * A note committed by another writer behind a later one: `open` begins a transaction that inserts a note proposed at
+   * `at` (its id drawn first) and keeps it open while `meanwhile` runs; then it commits, and the list is caught up.
+   */
+  async function behindAnother(store: PgStore, at: number, meanwhile: () => Promise<void>): Promise<number> {
+    const held = await store.sql.reserve()
+    try {
+      await held.unsafe('BEGIN')
+      const [row] = (await held.unsafe(
+        "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 'held', 1, $1, $1) RETURNING id::float8 AS id",
+        [at],
+      )) as { id: number }[]
+      await meanwhile()
+      await held.unsafe('COMMIT')
+      expect(await store.awaitListed('notes')).toBe(true)
+      return row!.id
+    } finally {
+      held.release()
+    }
+  }
+
+  const noteRow = async (store: PgStore, id: number) =>
+    ((await store.sql`SELECT created_at::float8 AS "createdAt", updated_at::float8 AS "updatedAt", (SELECT min(created_at)::float8 FROM note_messages WHERE note_id = ${id}) AS "firstMessage" FROM notes WHERE id = ${id}`) as { createdAt: number; updatedAt: number; firstMessage: number | null }[])[0]!
+
+  test('a note committed after one with a later time moves 1 µs past it when listed, its first message and updatedAt along; its id stays', async () => {
+    const store = openProductPostgres(await freshDatabase(), { max: 4 })
+    try {
+      await seedOrganization({ pg: store.sql })
+      const T = 1_800_000_000_000
+      let mine = 0
+      const held = await behindAnother(store, T * 1000 + 10_000, async () => {
+        mine = await writeNow(store, function* () {
+          const note = yield* insertNewNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'mine', userId: 1 }, T, null)
+          yield* insertFirstNoteMessage({ noteId: note.id, userId: 1, content: 'first', createdAt: note.createdAt as Micros })
+          expect(Number(note.createdAt)).toBe(T * 1000) // proposed: it cannot see the held note
+          return note.id
+        })
+      })
+      expect(held).toBeLessThan(mine)
+      expect(await noteRow(store, mine)).toEqual({ createdAt: T * 1000 + 10_001, updatedAt: T * 1000 + 10_001, firstMessage: T * 1000 + 10_001 })
+      expect((await noteRow(store, held)).createdAt).toBe(T * 1000 + 10_000)
+      expect(await readListed(store, 'notes', pageNoteIds(1, {}, [], 10))).toEqual([mine, held])
+    } finally {
+      await store.close()
+    }
+  }, 30_000)
+
+  test("an import's given time is kept; when a note committed meanwhile lands before it with a later time, the environment leaves time order", async () => {
+    const store = openProductPostgres(await freshDatabase(), { max: 4 })
+    try {
+      await seedOrganization({ pg: store.sql })
+      const T = 1_800_000_000_000
+      const given = (T * 1000 + 5_000) as Micros
+      await behindAnother(store, T * 1000 + 10_000, async () => {
+        await writeNow(store, function* () {
+          yield* recordImportedNoteTime(1, given) // sees no note: in order, as far as it can tell
+          yield* insertImportedNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'imported', userId: 1, createdAt: given, updatedAt: given }, [], true)
+        })
+      })
+      const [imported] = (await store.sql`SELECT id::float8 AS id FROM notes WHERE title = 'imported'`) as { id: number }[]
+      expect((await noteRow(store, imported!.id)).createdAt).toBe(given)
+      const [flags] = (await store.sql`SELECT notes_in_time_order AS o FROM environments WHERE id = 1`) as { o: boolean }[]
+      expect(flags!.o).toBe(false)
+      expect(await store.sql`SELECT count(*)::int AS n FROM notes_kept_times`).toEqual([{ n: 0 }])
+    } finally {
+      await store.close()
+    }
+  }, 30_000)
 })
+
