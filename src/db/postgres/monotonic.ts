@@ -1,13 +1,13 @@
 /**
  * The lists' time rule (src/db/monotonic.ts, DESIGN §3) with several writers. On SQLite one writer at a time makes
  * `max(now, latest + 1 µs)` exact. On PostgreSQL instances write at once, so the next createdAt of a list scope (an
- * environment's runs or tasks, a project's admin log) is taken under a transaction-level advisory lock on (list, scope)
- * — or, for the lists the lists' pass dates (the notes, the activity log: `PgTimedList.watermark`), proposed and moved
- * by the pass after the commit:
- * writers of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and
- * times follow commit order. Writers of other scopes never wait. The rule itself is ../monotonic.ts's, written once;
- * here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's plans
- * `holdListScope` and `rememberListTime`).
+ * environment's runs or tasks, a note's messages, a project's admin log) is taken under a transaction-level advisory
+ * lock on (list, scope): writers of one scope queue there until the holder commits, so each reads the latest its
+ * predecessor committed, and times follow commit order. Writers of other scopes never wait. The lists the lists' pass
+ * dates (the notes, the activity log: `PgTimedList.watermark`) take no lock: their rows propose a time, and the pass
+ * moves the few that must move after the commit (./list-watermark.ts). The rule itself is ../monotonic.ts's, written
+ * once; here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's
+ * plans `holdListScope` and `rememberListTime`).
  */
 import type { ChainLink } from '../../lib/audit-chain.ts'
 import type { Micros } from '../../lib/time.ts'
