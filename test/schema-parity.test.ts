@@ -181,6 +181,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0028_activity_chained_by_the_pass',
       '0029_queue_run_function',
       '0030_notes_dated_by_the_pass',
+      '0031_activity_chaining_decided_in_when',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
@@ -228,9 +229,30 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     expect(postgres.appendOnly.length).toBe(3)
   })
 
+  test("the activity log's trigger lets the lists' pass chain an entry, with every other column compared: each column of the table is in its WHEN", async () => {
+    const [{ definition }] = (await sql`SELECT pg_get_triggerdef(oid) AS definition FROM pg_trigger WHERE tgname = 'activity_logs_append_only'`) as [{ definition: string }]
+    const columns = ((await sql`SELECT column_name FROM information_schema.columns WHERE table_name = 'activity_logs'`) as { column_name: string }[]).map((c) => c.column_name)
+    const moved = ['created_at', 'chain_position', 'chain_hash']
+    const compared = columns.filter((column) => !moved.includes(column))
+    expect(compared.length).toBe(columns.length - moved.length)
+    for (const column of compared) {
+      expect(definition).toContain(`new.${column}`)
+      expect(definition).toContain(`old.${column}`)
+    }
+  })
+
   test('migrating again applies nothing; the PostgreSQL log tables refuse an UPDATE', async () => {
     expect(await migratePostgres(sql)).toEqual([])
     await sql`INSERT INTO projects (name, created_at) VALUES ('P', 1)`
+    // An unchained activity entry (as a writer inserts it): chaining it is the one update let through, and only alone.
+    await sql`INSERT INTO users (email, username, created_at, updated_at) VALUES ('u@example.com', 'u', 1, 1)`
+    await sql`INSERT INTO environments (project_id, name, created_at) VALUES (1, 'e', 1)`
+    const [entry] = (await sql`INSERT INTO activity_logs (environment_id, type, action, user_id, created_at, chain_hash) VALUES (1, 'write', 'update', 1, 10, 'tail') RETURNING id`) as [{ id: string }]
+    const chain = (set: string) => sql.unsafe(`UPDATE activity_logs SET chain_position = 1, chain_hash = 'h', created_at = 11${set} WHERE id = $1`, [entry.id])
+    await expect(chain(", label = 'forged'")).rejects.toThrow('activity log entries are append-only')
+    await expect(sql`UPDATE activity_logs SET chain_position = 1, chain_hash = 'h', created_at = 9 WHERE id = ${entry.id}`).rejects.toThrow('activity log entries are append-only')
+    await chain('')
+    await expect(chain('')).rejects.toThrow('activity log entries are append-only')
     const [{ id }] = (await sql`INSERT INTO admin_logs (project_id, type, resource, initiator, created_at) VALUES (1, 'add', 'team', 'administrator', 1) RETURNING id`) as [{ id: string }]
     await expect(sql`UPDATE admin_logs SET created_at = 2 WHERE id = ${id}`).rejects.toThrow('admin log entries are append-only')
   })
