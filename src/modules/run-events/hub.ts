@@ -269,8 +269,10 @@ class Feed {
       await this.ready
       do {
         this.again = false
-        // Held back: what is listed now, and another read soon rather than at the next wake-up or heartbeat.
-        if (!(await this.hub.store.awaitListed('run_events'))) setTimeout(() => this.wake(), HELD_BACK_RETRY_MS).unref()
+        // Held back: what is listed now, and another read soon rather than at the next wake-up or heartbeat. Outside
+        // any request: a wake-up carries the context it was set going in (a NOTIFY listener a request started, a
+        // request's commit), and a catch-up shared since that request arrived does not cover what was committed since.
+        if (!(await outsideAnyRequest(() => this.hub.store.awaitListed('run_events')))) setTimeout(() => this.wake(), HELD_BACK_RETRY_MS).unref()
         const page = await read(this.hub.store, environmentEventsAfter(this.environmentId, this.position))
         if (page.length === 0) continue
         const viewers = await this.taskViewersOf(page)
