@@ -42,7 +42,8 @@ test.skipIf(!postgresInstalled)('base backup + archived WAL restored to a time b
   // The cluster that will be lost: WAL archived segment by segment into `archive`.
   const lost = startCluster({ settings: { wal_level: 'replica', archive_mode: 'on', max_wal_senders: '4' } })
   clusters.push(lost)
-  psqlSync(lost.url, `ALTER SYSTEM SET archive_command = 'test ! -f ${archive}/%f && cp %p ${archive}/%f'`)
+  // Copied, then renamed: a segment shows in the archive only whole (the test stops the cluster once it shows).
+  psqlSync(lost.url, `ALTER SYSTEM SET archive_command = 'test ! -f ${archive}/%f && cp %p ${archive}/%f.part && mv ${archive}/%f.part ${archive}/%f'`)
   psqlSync(lost.url, 'SELECT pg_reload_conf()')
   psqlSync(lost.url, 'CREATE DATABASE trellis')
   const url = lost.url.replace(/\/postgres$/, '/trellis')
