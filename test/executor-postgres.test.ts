@@ -200,7 +200,10 @@ describe.skipIf(!postgresOrSkip('executor-postgres'))('the executor on PostgreSQ
       const gaps = sent.slice(1).map((at, i) => at - sent[i]!)
       // What a failure shows: when each send and each call came, from the first call.
       const seen = `sends at ${sent.map((at) => (at - firstCall).toFixed(2)).join(' ')} ms; calls at ${calls.map((at) => (at - firstCall).toFixed(1)).join(' ')} ms`
-      expect(Math.min(...gaps), seen).toBeGreaterThanOrEqual(NOTIFY_EVERY_MS - 0.1)
+      // The window is kept by the pool's own clock reading, taken a few statements before the proxy notes the send: a
+      // pause between them on a loaded machine (a collection, another process on the core) shows here as a shorter gap
+      // — 9.5 ms was seen once in CI. Unbatched sends would be a call apart (about 1 ms).
+      expect(Math.min(...gaps), seen).toBeGreaterThanOrEqual(NOTIFY_EVERY_MS - 1)
       expect(sent.length).toBeLessThanOrEqual(Math.floor(callsSpanMs / NOTIFY_EVERY_MS) + 2)
       console.log(`notifications: 60 calls over ${callsSpanMs.toFixed(0)} ms, ${sent.length} NOTIFYs`)
     } finally {
