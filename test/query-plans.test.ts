@@ -151,14 +151,14 @@ const CASES: PlanCase[] = [
   // finds each run's events, callback deliveries, idempotency keys and steps by index.
   ['runs: retention: the oldest finished runs, deleted with their keys, steps and tasks', (db) => runOp(db, deleteFinishedRunBatch(0)), /^delete from "runs" where "runs"\."id" in \(select "id" from "runs"/, /^SEARCH runs USING COVERING INDEX sqlite_autoindex_runs_1 \(id=\?\) \| LIST SUBQUERY 1 \| SEARCH runs USING INDEX runs_finished_idx \(finished_at<\?\) \| SEARCH tasks USING COVERING INDEX tasks_run_step_unique \(run_id=\?\) \| SEARCH run_events USING COVERING INDEX run_events_run_sequence_idx \(run_id=\?\) \| SEARCH callback_deliveries USING COVERING INDEX callback_deliveries_run_idx \(run_id=\?\) \| SEARCH idempotency_keys USING COVERING INDEX idempotency_keys_run_idx \(run_id=\?\) \| SEARCH run_steps USING COVERING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)$/],
   // ── runs: the list ──
-  ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['runs: console paging (before id)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_id_idx \(environment_id=\? AND id<\?\)$/],
-  ['runs: recordId', runs({ recordId: 'ord_1001' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_record_idx \(environment_id=\? AND record_id=\?\)$/],
-  ['runs: status (walks the environment)', runs({ status: 'failed' }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['runs: workflowName (walks the environment)', runs({ workflowIds: [1, 2] }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)/],
-  ['runs: user (walks the environment)', runs({ userId: 1 }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['runs: createdAt (walks the environment)', runs({}, { 'createdAt.lt': at }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\)$/],
-  ['runs: a bulk retry\'s failed runs no run retries (walks the environment)', runs({ status: 'failed', notRetried: true }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_id_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX runs_retry_of_idx \(retry_of=\?\)$/],
+  ['runs: page', runs({}), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_created_idx \(environment_id=\?\)$/],
+  ['runs: console paging (before a run: found by id, then the walk below its createdAt)', runs({ beforeId: '0' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_created_idx \(environment_id=\? AND created_at<\?\) \| SCALAR SUBQUERY 1 \| SEARCH b USING INDEX sqlite_autoindex_runs_1 \(id=\?\) \| REUSE SUBQUERY 1$/],
+  ['runs: recordId', runs({ recordId: 'ord_1001' }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_record_created_idx \(environment_id=\? AND record_id=\?\)$/],
+  ['runs: status (walks the environment)', runs({ status: 'failed' }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_created_idx \(environment_id=\?\)$/],
+  ['runs: workflowName (walks the environment)', runs({ workflowIds: [1, 2] }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_created_idx \(environment_id=\?\)/],
+  ['runs: user (walks the environment)', runs({ userId: 1 }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_created_idx \(environment_id=\?\)$/],
+  ['runs: createdAt', runs({}, { 'createdAt.lt': at }), RUNS_PAGE, /^SEARCH runs USING COVERING INDEX runs_env_created_idx \(environment_id=\? AND created_at<\?\)$/],
+  ['runs: a bulk retry\'s failed runs no run retries (walks the environment)', runs({ status: 'failed', notRetried: true }), RUNS_PAGE, /^SEARCH runs USING INDEX runs_env_created_idx \(environment_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX runs_retry_of_idx \(retry_of=\?\)$/],
   ['runs: render a page: the run retrying each', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH o USING INDEX sqlite_autoindex_runs_1 \(id=\?\) LEFT-JOIN \| SEARCH x USING INDEX runs_retry_of_idx \(retry_of=\?\) LEFT-JOIN$/],
   ['runs: render a page, with steps', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?run_steps"?/i, /SEARCH run_steps USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
@@ -166,11 +166,11 @@ const CASES: PlanCase[] = [
   // A member's inbox walks their own assignments newest first — the tasks naming them, then those naming each of
   // their teams — each task found by its key and tested by the decision index: never the environment's open tasks
   // (among which a member's may lie far apart), never a sort.
-  // Workflow health (src/db/workflow-health.ts): a window walks the environment's runs (its workflow's too), the open tasks their own index.
-  ['health: runs per bucket (walks the environment)', (db) => runOp(db, runsPerBucket({ environmentId: production, workflowId: 1 }, 0 as Micros, 3_600_000_000)), /FROM runs r WHERE r\.environment_id = \?/, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
-  ['health: runs per workflow (walks the environment)', (db) => runOp(db, runsPerWorkflow(production, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*GROUP BY r\.workflow_id/s, /^SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
-  ['health: the duration percentiles (walks the environment)', (db) => runOp(db, runDurationPercentiles({ environmentId: production }, 0 as Micros)), /row_number\(\) OVER .* FROM runs r WHERE r\.environment_id = \?/s, /SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\)/],
-  ['health: steps (the environment\'s runs, each one\'s steps)', (db) => runOp(db, stepFigures({ environmentId: production }, 0 as Micros)), /FROM run_steps s/, /SEARCH r USING INDEX runs_env_id_idx \(environment_id=\?\).*SEARCH s USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
+  // Workflow health (src/db/workflow-health.ts): a window walks the environment's runs created in it (its workflow's too), the open tasks their own index.
+  ['health: runs per bucket (walks the window)', (db) => runOp(db, runsPerBucket({ environmentId: production, workflowId: 1 }, 0 as Micros, 3_600_000_000)), /FROM runs r WHERE r\.environment_id = \?/, /^SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\)/],
+  ['health: runs per workflow (walks the window)', (db) => runOp(db, runsPerWorkflow(production, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*GROUP BY r\.workflow_id/s, /^SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\)/],
+  ['health: the duration percentiles (walks the window)', (db) => runOp(db, runDurationPercentiles({ environmentId: production }, 0 as Micros)), /row_number\(\) OVER .* FROM runs r WHERE r\.environment_id = \?/s, /SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\)/],
+  ['health: steps (the window\'s runs, each one\'s steps)', (db) => runOp(db, stepFigures({ environmentId: production }, 0 as Micros)), /FROM run_steps s/, /SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\).*SEARCH s USING INDEX sqlite_autoindex_run_steps_1 \(run_id=\?\)/],
   ['health: open tasks', (db) => runOp(db, countOpenTasks({ environmentId: production })), /FROM tasks k WHERE k\.environment_id = \?/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)$/],
   ['health: the longest-waiting open tasks', (db) => runOp(db, longestOpenTasks({ environmentId: production })), /FROM tasks k JOIN workflows w/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH tm USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
   ['health: open tasks per workflow', (db) => runOp(db, openTasksPerWorkflow(production)), /FROM tasks k WHERE .* GROUP BY k\.workflow_id/s, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)/],
@@ -276,7 +276,7 @@ describe('query plans (EXPLAIN QUERY PLAN of the real statements)', () => {
     const unaccounted = indexes.filter((name) => !proven.has(name) && !(name in CONSTRAINTS))
     expect(unaccounted).toEqual([])
     // The dropped ones stay dropped: no plan needed them (docs/performance.md "Performance" gives what those filters cost now).
-    for (const dropped of ['runs_env_created_idx', 'runs_env_workflow_idx', 'runs_env_status_idx', 'activity_logs_env_user_idx', 'activity_logs_env_team_idx', 'activity_logs_env_collection_idx', 'activity_logs_env_action_idx', 'activity_logs_env_type_idx']) {
+    for (const dropped of ['runs_env_id_idx', 'runs_env_workflow_idx', 'runs_env_status_idx', 'activity_logs_env_user_idx', 'activity_logs_env_team_idx', 'activity_logs_env_collection_idx', 'activity_logs_env_action_idx', 'activity_logs_env_type_idx']) {
       expect(indexes).not.toContain(dropped)
     }
   })

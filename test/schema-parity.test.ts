@@ -33,9 +33,10 @@ const TRACKING = 'trellis_migrations'
  * throttle windows, per-webhook buckets; src/db/postgres/rate-windows.ts). A single SQLite process keeps these
  * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes. And the lookup
  * cache's generation row (src/db/postgres/lookup-cache.ts): SQLite's cache sees other connections' commits by itself.
- * And the lists' watermark (src/db/postgres/list-watermark.ts): SQLite's one writer commits in id order.
+ * And the lists' watermark (src/db/postgres/list-watermark.ts), with the runs it has still to list: SQLite's one writer
+ * commits in the lists' order.
  */
-const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'notes_kept_times', 'rate_limit_buckets', 'rate_limit_windows']
+const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'notes_kept_times', 'rate_limit_buckets', 'rate_limit_windows', 'runs_unlisted']
 
 /** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
 function shared(catalog: Catalog): Catalog {
@@ -182,6 +183,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0029_queue_run_function',
       '0030_notes_dated_by_the_pass',
       '0031_activity_chaining_decided_in_when',
+      '0032_runs_listed_by_time',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
@@ -200,7 +202,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
   })
 
-  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation, the lists\' watermark) exist on PostgreSQL only, with their sweep indexes', () => {
+  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation, the lists\' watermark and the runs it has still to list) exist on PostgreSQL only, with their sweep and lookup indexes', () => {
     expect(Object.keys(postgresAll.tables).filter((name) => !(name in sqlite.tables)).sort()).toEqual(POSTGRES_ONLY_TABLES)
     for (const name of POSTGRES_ONLY_TABLES) expect(sqlite.tables[name]).toBeUndefined()
     expect(postgresAll.tables.rate_limit_windows).toEqual({
@@ -211,6 +213,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     expect(postgresAll.indexes.filter((e) => !postgres.indexes.includes(e))).toEqual([
       'rate_limit_buckets: rate_limit_buckets_ends_at_idx (ends_at)',
       'rate_limit_windows: rate_limit_windows_ends_at_idx (ends_at)',
+      'runs_unlisted: runs_unlisted_run_idx (run_id)',
     ])
   })
 

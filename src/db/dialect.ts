@@ -14,9 +14,10 @@ import type * as tables from './schema.ts'
 
 /**
  * The lists read at or below a watermark on PostgreSQL (./postgres/list-watermark.ts): their writers commit at once,
- * and a row is read once no row before it can still commit.
+ * and a row is read once no row before it can still commit. The runs' ids are UUIDs, not drawn positions: a run is
+ * listed once the pass has deleted its row in `runs_unlisted`.
  */
-export type WatermarkedList = 'run_events' | 'activity_logs' | 'notes'
+export type WatermarkedList = 'run_events' | 'activity_logs' | 'notes' | 'runs'
 
 export type Tables = typeof tables
 

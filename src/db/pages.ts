@@ -1,7 +1,7 @@
 /**
- * The page queries every list shares (notes, activity logs, admin logs, runs): one page of ids newest first
- * (`limit + 1` rows, so the caller knows `hasMore`), `createdAt` filters turned into id bounds, and the
- * conditions lists add. Each is written once for both stores (./query.ts), a statement per shape of present
+ * The page queries every list shares (notes, activity logs, admin logs, runs): one page of ids newest first — by id,
+ * the runs by `(createdAt, id)` — (`limit + 1` rows, so the caller knows `hasMore`), `createdAt` filters turned into
+ * id bounds, and the conditions lists add. Each is written once for both stores (./query.ts), a statement per shape of present
  * filters: built once per dialect and connection, run with the values as placeholders.
  */
 import { and, type AnyColumn, asc, type Column, desc, eq, exists, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
@@ -145,6 +145,11 @@ export interface PageQuery<K extends TimedTable> {
   /** The list's watermark (`TimeOrderedList.watermark`): only its rows at or below it are read. */
   watermark?: WatermarkedList
   /**
+   * Ordered by `(createdAt, id)` instead of `id`: a list whose ids are handed out before its order is decided (the
+   * runs' UUIDs; createdAt is strictly increasing per scope, so `createdAt` filters page it exactly).
+   */
+  byTime?: true
+  /**
    * Walks the page through another table's index instead of the list's own: the rows of `table` whose `column` is
    * `value`, each naming a list row by `key`, in `key` order (an index on (column, key) serves it). For a filter that
    * picks few rows of a large list, and picks them from an index of its own (a person's task assignments).
@@ -168,6 +173,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
     ...(above !== undefined ? ['>id'] : []),
     ...extra.map(([name]) => name),
     ...(q.through ? [`through ${q.through.table}.${q.through.column}`] : []),
+    ...(q.byTime ? ['by time'] : []),
   ].join(',')
   const page = statementOfShape(`${q.name}.page.${shape}`, (d) => {
     const table = d.t[q.table] as unknown as Record<string, SQLiteColumn>
@@ -197,7 +203,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       .select({ id: table.id! })
       .from(d.t[q.table])
       .where(where)
-      .orderBy(desc(table.id!))
+      .orderBy(...(q.byTime ? [desc(table.createdAt!), desc(table.id!)] : [desc(table.id!)]))
       .limit(sql.placeholder('limit'))
   })
   const values: Record<string, unknown> = { limit: limit + 1, below, above, through: q.through?.value, ...Object.fromEntries(equal) }

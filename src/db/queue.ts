@@ -19,7 +19,6 @@ The claim's rules are src/db/claims.ts.
  * entries, or not at all. When the guard matches nothing they throw LeaseLostError, which rolls that transaction back.
  */
 import type { Statement } from 'bun:sqlite'
-import { randomUUIDv7 } from 'bun'
 import { and, type AnyColumn, count, eq, isNotNull, lt, type SQL, sql } from 'drizzle-orm'
 import {
   type ClaimCandidate,
@@ -35,7 +34,7 @@ import { queueRunCallbacks } from './callbacks.ts'
 import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { type PgDb, rawRows } from './postgres/client.ts'
-import { notifyOnCommit, PG_LISTS } from './postgres/monotonic.ts'
+import { notifyOnCommit } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
@@ -186,13 +185,13 @@ function isUniqueViolation(error: unknown): boolean {
   return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
-// created_at: the trigger's time in µs, or 1 µs after the environment's newest run (run ids are time-ordered
-// UUIDv7s, so the newest by id is the last inserted): strictly increasing per list, so `createdAt.lt` pages
-// exactly, and never ahead of the clock below a million triggers a second.
+// created_at: the trigger's time in µs, or 1 µs after the environment's newest run: strictly increasing per list
+// (SQLite's one writer inserts in that order), so `createdAt.lt` pages exactly, and never ahead of the clock below a
+// million triggers a second.
 const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, token_id, "trigger",
     status, next_step, available_at, attempts, created_at, retry_of, scheduled_for, cause, trace_context)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?10, ?9, 0,
-    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY id DESC LIMIT 1), 0) + 1), ?11, ?12, ?13, ?14)`
+    max(?9 * 1000, coalesce((SELECT created_at FROM runs WHERE environment_id = ?4 ORDER BY created_at DESC LIMIT 1), 0) + 1), ?11, ?12, ?13, ?14)`
 
 /**
  * The run, queued: the id it was stored under, or null when the record has an active run of the workflow, when the run
@@ -201,7 +200,7 @@ const INSERT_RUN = `INSERT INTO runs (id, workflow_id, workflow_version_id, envi
 const insertQueuedRun = plan({
   sqlite: insertQueuedRunOnSqlite,
   postgres: insertQueuedRunOnPostgres,
-  why: "the environment's runs lock dates and numbers the run after its newest, and a NOTIFY after the commit announces it; SQLite's write lock orders inserts",
+  why: "PostgreSQL's run takes a list position the lists' pass dates it by, and a NOTIFY after the commit announces it; SQLite's write lock orders inserts",
 })
 
 /** SQLite's: its write lock orders the environment's inserts. */
@@ -220,55 +219,28 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
 }
 
 /**
- * PostgreSQL's: the run, queued (its id answered), unless another run of the workflow is active on the record, or the run a
- * retry retries has been retried already (the partial unique indexes decide: `ON CONFLICT DO NOTHING`, and null;
- * `insertRun` then names the active run or the retry in a new statement — a new READ COMMITTED snapshot).
+ * PostgreSQL's: the run, queued (its id answered), unless another run of the workflow is active on the record, the run
+ * a retry retries has been retried already, or the id is taken (the partial unique indexes and the primary key decide:
+ * `ON CONFLICT DO NOTHING`, and null; `insertRun` then names the active run or the retry in a new statement — a new
+ * READ COMMITTED snapshot).
  *
- * The runs list orders by id and pages by `createdAt` (DESIGN §3), so within an environment `createdAt` must increase
- * strictly in id order. Ids are UUIDv7s made by each instance before its transaction: two instances (or two pooled
- * connections) may commit in the other order than their ids, and clocks differ between machines. So the insert takes
- * the environment's runs lock (PG_LISTS.runs: inserts of one environment commit one after another), reads the
- * environment's newest run (by id: one seek on `runs_env_id_idx`; it also has the greatest `createdAt`) and stores
- * the run after it in both orders: its `createdAt` is `max(now, newest + 1 µs)`, as on SQLite, `now` the caller's time
- * plus the whole milliseconds it waited for the lock when another transaction held it (a trigger that waited 500 ms
- * for it is not dated 500 ms before it could be listed), and its id is the
- * caller's when that is greater than the newest's (or already taken: then the primary key conflicts, as on SQLite),
- * else a UUIDv7 just after the newest (`idAfter`) — the answer carries the id stored. A new run is therefore always
- * the top of its list: a reader paging meanwhile never misses it. The lock and the insert are one function call
- * (`trellis_queue_run`, drizzle/postgres/0029_queue_run_function.sql): one round trip, none awaited under the lock
- * before the insert.
+ * The runs list orders by `(createdAt, id)` and pages by `createdAt` (DESIGN §3), so within an environment `createdAt`
+ * must increase strictly in the list's order. The insert takes no lock: the run proposes `max(now, newest its snapshot
+ * sees + 1 µs)`, as on SQLite, and a row in `runs_unlisted` whose list position is drawn after its transaction took
+ * its transaction id; the lists' pass (./postgres/list-watermark.ts) lists the runs in position order, moving the few
+ * whose time another run committed meanwhile took, and readers read only listed runs (`Dialect.listed`). The run's
+ * id is the caller's UUIDv7 and is readable by id at once. One function call (`trellis_queue_run`,
+ * drizzle/postgres/0032_runs_listed_by_time.sql): one round trip.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {
-  const createdAt = createdAtOf(run)
-  const queue = async (id: string) => {
-    const values = [PG_LISTS.runs.lockKey, id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAt, run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
-    return (await rawRows<QueuedRow>(db, QUEUE_RUN, values))[0]!
-  }
-  let queued = await queue(run.id)
-  // The caller's id is not after the newest run's (another instance's clock, or the same id): a UUIDv7 just after it, unless the id is taken.
-  if (queued.id === null && queued.newest_id !== null && queued.newest_id >= run.id && !(await idTaken(db, run.id))) queued = await queue(idAfter(queued.newest_id))
-  if (queued.id !== null) await notifyOnCommit(db, RUNS_CHANNEL)
-  return queued.id
+  const values = [run.id, run.workflowId, run.workflowVersionId, run.environmentId, run.recordId, run.userId, run.tokenId, run.trigger, createdAtOf(run), run.nextStep ?? 0, run.retryOf ?? null, run.scheduledFor ?? null, causeOf(run), run.traceContext ?? null]
+  const queued = (await rawRows<{ id: string | null }>(db, QUEUE_RUN, values))[0]!.id
+  if (queued !== null) await notifyOnCommit(db, RUNS_CHANNEL)
+  return queued
 }
 
-/** The trigger's run under the environment's runs lock, in one call: see `insertQueuedRunOnPostgres`. */
-const QUEUE_RUN = `SELECT queued_id AS id, newest_id FROM trellis_queue_run($1::int4, $2, $3::int8, $4::int8, $5::int8, $6, $7::int8, $8::int8, $9, $10::int8, $11::int8, $12, $13::int8, $14, $15)`
-
-/** What `QUEUE_RUN` answers. */
-interface QueuedRow {
-  id: string | null
-  newest_id: string | null
-}
-
-/** A run of this id exists: the insert keeps it, and conflicts on the primary key as SQLite's does. */
-const idTaken = async (db: PgDb, id: string) => (await rawRows(db, 'SELECT 1 FROM runs WHERE id = $1', [id])).length > 0
-
-/** A UUIDv7 greater than `id`: in the same millisecond when a random one lands above it, else in the next one. */
-export function idAfter(id: string): string {
-  const ms = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
-  const same = randomUUIDv7('hex', ms)
-  return same > id ? same : randomUUIDv7('hex', ms + 1)
-}
+/** The trigger's run, in one call: see `insertQueuedRunOnPostgres`. */
+const QUEUE_RUN = `SELECT trellis_queue_run($1, $2::int8, $3::int8, $4::int8, $5, $6::int8, $7::int8, $8, $9::int8, $10::int8, $11, $12::int8, $13, $14) AS id`
 
 /**
  * Tells every instance's executor that runs were queued: SQLite's are this process's, woken by its own writes;
@@ -518,7 +490,7 @@ const RUN_COLUMNS = `id, workflow_id::float8 AS workflow_id, workflow_version_id
 
 /**
  * Driven from the running runs (runs_lease_idx), the project read per run: written as a join, SQLite's planner
- * walks every environment's runs through runs_env_id_idx instead (measured: 1 ms a claim with 5,000 finished runs
+ * walks every environment's runs through the runs list's index instead (measured: 1 ms a claim with 5,000 finished runs
  * in the environment, a quarter of a drain's statement time, growing with the runs kept). Whether a run is the
  * claiming instance's is decided here (`owner`), which also gives the statement a parameter: Bun sends one without
  * parameters as a simple query, which PostgreSQL parses and plans at every call.

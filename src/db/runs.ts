@@ -3,7 +3,7 @@
  * run's rendering reads (run, workflow version, environment, team, user, token, steps), and one page of run ids;
  * written once for both stores (./query.ts), each a statement built once per dialect and connection.
  */
-import { eq, lt, type SQL, sql } from 'drizzle-orm'
+import { eq, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import type { Op } from './op.ts'
 import { type PageCondition, pageIds, rawNumber } from './pages.ts'
@@ -128,7 +128,7 @@ export interface RunFilters {
   workflowIds?: number[]
   recordId?: string
   status?: string
-  /** Only runs older than this run id (UUIDv7: id order is time order); the console pages with it, exactly. */
+  /** Only runs listed after this run (in the list's `(createdAt, id)` order); none for an unknown id. The console pages with it. */
   beforeId?: string
   /** Only runs of this user. */
   userId?: number
@@ -136,20 +136,18 @@ export interface RunFilters {
   notRetried?: boolean
 }
 
-/** A run id as the runs make them (UUIDv7, lower case): its order is byte order under any collation. */
-const CANONICAL_RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-
-/**
- * Only runs before `beforeId`, compared byte by byte as SQLite does. A canonical run id compares alike under any
- * collation, so PostgreSQL walks its (environment, id) index; any other value is its own statement, in byte order.
- */
+/** Only runs before the run `beforeId` in the list's order: one seek of that run by id, then the walk goes on below it. */
 function runsBefore(beforeId: string | undefined): Record<string, PageCondition> {
   if (beforeId === undefined) return {}
-  if (CANONICAL_RUN_ID.test(beforeId)) return { beforeId: { condition: ({ t }) => lt(t.runs.id, sql.placeholder('beforeId')), values: { beforeId } } }
-  return { beforeIdBytes: { condition: ({ t, byteOrder }) => sql`${byteOrder(t.runs.id)} < ${sql.placeholder('beforeId')}`, values: { beforeId } } }
+  return {
+    beforeId: {
+      condition: ({ t }) => sql`(${t.runs.createdAt}, ${t.runs.id}) < (SELECT b.created_at, b.id FROM runs b WHERE b.id = ${sql.placeholder('beforeId')})`,
+      values: { beforeId },
+    },
+  }
 }
 
-/** One page of an environment's run ids, newest first (limit + 1 of them); a statement per shape of present filters. */
+/** One page of an environment's listed run ids, newest first (limit + 1 of them); a statement per shape of present filters. */
 export function* pageRunIds(environmentId: number, filters: RunFilters, dates: DateFilter[], limit: number): Op<string[]> {
   const { workflowIds, recordId, status, userId } = filters
   if (workflowIds?.length === 0) return []
@@ -165,6 +163,8 @@ export function* pageRunIds(environmentId: number, filters: RunFilters, dates: D
       equal: { environmentId, recordId, status, userId },
       dates,
       extra: { workflowIds: ofWorkflows, notRetried, ...runsBefore(filters.beforeId) },
+      watermark: 'runs',
+      byTime: true,
     },
     limit,
   )

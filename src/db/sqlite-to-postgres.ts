@@ -280,11 +280,13 @@ async function tablesWithIdSequence(sql: SQL): Promise<Set<string>> {
 
 /**
  * The copied rows of the watermarked lists as readable (their watermark at their newest id): the copy is the one
- * writer of a database it found empty, and its ids are the source's, not drawn.
+ * writer of a database it found empty, and its ids are the source's, not drawn. The runs draw no id but a position in
+ * `runs_unlisted`, which a copied run has none of: listed as it is.
  */
 async function listEverythingCopied(tx: TransactionSQL): Promise<void> {
   // Each list is named by its table.
   for (const { list } of (await tx.unsafe('SELECT list FROM list_sequencer')) as { list: string }[]) {
-    await tx.unsafe(`UPDATE list_sequencer SET through = coalesce((SELECT max(id) FROM "${list}"), 0), marks_through = '{}', marks_xid = '{}' WHERE list = $1`, [list])
+    const newest = list === 'runs' ? 'coalesce(pg_sequence_last_value(seq), 0)' : `coalesce((SELECT max(id) FROM "${list}"), 0)`
+    await tx.unsafe(`UPDATE list_sequencer SET through = ${newest}, marks_through = '{}', marks_xid = '{}' WHERE list = $1`, [list])
   }
 }

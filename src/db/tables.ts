@@ -526,10 +526,11 @@ export function defineTables(kit: TableKit) {
       index('runs_claim_workflow_idx')
         .on(t.workflowId, t.availableAt)
         .where(sql`status in (${listOf(CLAIMABLE_RUN_STATUSES)})`),
-      // The list's own order (and the walk of its status, workflow, user and createdAt filters); a record's runs.
-      // No index on status: it changes three times in every run's life, and each change would rewrite the index.
-      index('runs_env_id_idx').on(t.environmentId, t.id),
-      index('runs_env_record_idx').on(t.environmentId, t.recordId, t.id),
+      // The list's own order, (createdAt, id) (and the walk of its status, workflow, user and createdAt filters); a
+      // record's runs. No index on status: it changes three times in every run's life, and each change would rewrite
+      // the index.
+      index('runs_env_created_idx').on(t.environmentId, t.createdAt, t.id),
+      index('runs_env_record_created_idx').on(t.environmentId, t.recordId, t.createdAt, t.id),
       // A run is retried at most once (its `retriedBy`), whatever retries race.
       uniqueIndex('runs_retry_of_idx').on(t.retryOf).where(sql`retry_of is not null`),
       // The run history's retention walks the oldest finished runs.

@@ -7,9 +7,9 @@
  * Every aggregate is the database's: the rows answered are bounded by the buckets, the statuses, the workflows' steps
  * and a few tasks, never by the number of runs. A percentile is the row at its nearest rank of the durations numbered
  * in order (`runDurationPercentiles`: `row_number()` and `count(*)` over the window's rows, which both stores have),
- * so neither store needs a percentile function of its own. The runs are found through the environment's index
- * (`runs_env_id_idx`) and filtered by `created_at`: a window walks the environment's runs that the run history's
- * retention keeps (three times a read: buckets, durations, steps); the open tasks through `tasks_open_env_idx`.
+ * so neither store needs a percentile function of its own. The runs are found through the runs list's index
+ * (`runs_env_created_idx`, environment then `created_at`): a window walks the environment's runs created in it (three
+ * times a read: buckets, durations, steps); the open tasks through `tasks_open_env_idx`.
  */
 import { type SQL, sql } from 'drizzle-orm'
 import { FINISHED_RUN_STATUSES, type RunStatus } from '../lib/run-statuses.ts'

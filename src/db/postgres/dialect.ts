@@ -77,7 +77,10 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
-  listed: (list: WatermarkedList, id: SQL) => sql`${id} <= (SELECT through FROM list_sequencer WHERE list = ${sql.raw(`'${list}'`)})`,
+  listed: (list: WatermarkedList, id: SQL) =>
+    list === 'runs'
+      ? sql`NOT EXISTS (SELECT 1 FROM runs_unlisted u WHERE u.run_id = ${id})`
+      : sql`${id} <= (SELECT through FROM list_sequencer WHERE list = ${sql.raw(`'${list}'`)})`,
 }
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */

@@ -215,7 +215,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         const notes = await read(deps.store, renderNotes((await readListed(deps.store, 'notes', listNoteIds(project.id, environment.id, { recordId: record.recordKey, teamName: team.name, collectionName: collection.name }, [], 20))).slice(0, 20)))
         const flows = (await read(deps.store, renderingWorkflows(environment.id, team.id))).filter((w) => w.collectionId === collection.id && w.activeVersionId !== null)
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
-        const runIds = (await read(deps.store, listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
+        const runIds = (await readListed(deps.store, 'runs', listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
         // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
         const taskIds = (await read(deps.store, listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
         const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))

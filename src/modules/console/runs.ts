@@ -17,7 +17,7 @@ import { consolePage, projectPath, renderingPath, when } from './page.ts'
 import { collectionPath, placeCrumbs, recordLink, recordPath, runLink, runPath, type WorkflowPlace, withAllowListLink, workflowPlaces } from './links.ts'
 import { stepLabel } from '../workflows/definition.ts'
 import { versionSteps } from '../workflows/service.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { loadTasksToRender, openTaskOfRun } from '../../db/tasks.ts'
 import { runOrigin } from './workflow-events.ts'
 
@@ -100,7 +100,7 @@ export function runPages(deps: AppDeps) {
           beforeId: parseStringParameter(query, 'before', 64),
         }
         const { project, environment } = await read(deps.store, adminEnvironment(user, params.project!, params.environment!))
-        const result = await page(await read(deps.store, listRunIds(environment.id, filters, [], PER_PAGE)), PER_PAGE, (ids) => read(deps.store, renderRuns(ids, deps.clock.now())), {})
+        const result = await page(await readListed(deps.store, 'runs', listRunIds(environment.id, filters, [], PER_PAGE)), PER_PAGE, (ids) => read(deps.store, renderRuns(ids, deps.clock.now())), {})
         const places = await read(deps.store, workflowPlaces({ environmentId: environment.id }))
         const older = new URL(url)
         older.searchParams.set('before', result.data.at(-1)?.id ?? '')

@@ -54,6 +54,7 @@ export function workflowPages(deps: AppDeps) {
     '/p/:project/e/:environment/t/:team/w/:workflow',
     consolePage(deps, async ({ user, params, query }) => {
       const compared = comparedVersions(query)
+      await deps.store.awaitListed('runs') // the workflow's newest runs, below
       const view = await read(
         deps.store,
         (function* () {

@@ -4,7 +4,7 @@
  */
 import { randomUUIDv7 } from 'bun'
 import type { Store } from '../../db/store.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -36,7 +36,8 @@ export const actorOf = (caller: AccountCaller, via?: Channel): RunActor => ({ us
 export async function readRunAs(deps: RunCallDeps, caller: AccountCaller, runId: string) {
   const { run } = await read(deps.store, visibleRun(caller, runId))
   // A pruning pass may delete the run between the two reads (PostgreSQL reads each statement in its own snapshot).
-  const [rendered] = await read(deps.store, renderRuns([run.id], deps.clock.now()))
+  // Rendered once listed: its createdAt is final then (the lists' pass may move a new run's by microseconds).
+  const [rendered] = await readListed(deps.store, 'runs', renderRuns([run.id], deps.clock.now()))
   if (rendered === undefined) throw notFound(`Run ${runId} not found`)
   return rendered
 }

@@ -21,7 +21,7 @@ import { BulkRetryAnswer, BulkRetryBody, RetryAccepted, Run, RunAccepted, RunIdP
 import { BULK_RETRY_CALLS_PER_MINUTE, BULK_RETRY_MAX_RUNS, type BulkRetryFilter, retryFailedRuns, takeBulkRetryCall } from './retry.ts'
 import { listRunIds, renderRuns, workflowIdsNamed } from './service.ts'
 import { actorOf, cancelRunAs, readRunAs, retryRunAs, startRunAs } from './calls.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 
 /** The bulk retry's filter from its body: each time a `createdAt` comparison; a bad one is a 400 naming its field. */
 function bulkRetryFilter(body: Static<typeof BulkRetryBody>): BulkRetryFilter {
@@ -85,6 +85,7 @@ export function runsModule(deps: AppDeps) {
         const project = await read(deps.store, requireProjectAdmin(caller, params.projectName))
         const { environment } = await read(deps.store, requireEnvironment(params.projectName, params.environmentName))
         await takeBulkRetryCall(deps.rateCounters, deps.clock, project.id)
+        await deps.store.awaitListed('runs') // the failed runs it picks are the list's
         const answer = await write(deps.store, () => retryFailedRuns(deps.clock, environment.id, filter, body.limit ?? BULK_RETRY_MAX_RUNS, actorOf(caller)))
         if (answer.retried.length > 0) deps.executor?.notify()
         return answer
@@ -138,7 +139,7 @@ export function runsModule(deps: AppDeps) {
           where: environmentOf(deps.store),
           ids: async ({ environment }, { workflowName, teamName, ...filters }, query, limit) => {
             const workflowIds = workflowName === undefined ? undefined : await read(deps.store, workflowIdsNamed(environment.id, workflowName, teamName))
-            return read(deps.store, listRunIds(environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit))
+            return readListed(deps.store, 'runs', listRunIds(environment.id, { ...filters, workflowIds }, parseDateFilters(query, RUN_DATE_FIELDS), limit))
           },
           render: (ids) => read(deps.store, renderRuns(ids, deps.clock.now())),
         }),
