@@ -1,10 +1,11 @@
 /**
- * PostgreSQL's lists under the lists' watermark (src/db/postgres/list-watermark.ts): the activity log and the notes.
- * Their writers take no lock; the pass dates them (and chains the entries) in id order. For each list, three instances
+ * PostgreSQL's lists under the lists' watermark (src/db/postgres/list-watermark.ts): the activity log, the notes and
+ * the runs. Their writers take no lock; the pass dates them (and chains the entries) in id order — the runs, whose
+ * UUIDs are made before their order is known, in the order of their list positions. For each list, three instances
  * (three pools on one database) write into one environment at full speed while three pagers walk the list newest
- * first by `createdAt.lt`, as the API's paging does: no page may skip or repeat a row, ids and times fall strictly
- * along each walk, a time once read never changes, every row written is listed in the end, and a row is listed soon
- * after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time. And
+ * first by `createdAt.lt`, as the API's paging does: no page may skip or repeat a row, times (and for the logs and
+ * notes ids) fall strictly along each walk, a time once read never changes, every row written is listed in the end,
+ * and a row is listed soon after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time. And
  * a served request that writes a note lists it, though a catch-up shared since its arrival had read the list before;
  * a note committed behind one with a later time moves past it (its first message and updatedAt along), and an
  * imported note keeps its given time, taking the environment off time order when one committed meanwhile is later.
@@ -12,6 +13,8 @@
 import { describe, expect, test } from 'bun:test'
 import { findActivityLogsForRender, insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
 import { findNotesForRender, insertFirstNoteMessage, insertImportedNote, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
+import { insertRun } from '../src/db/queue.ts'
+import { pageRunIds } from '../src/db/runs.ts'
 import { recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import type { Op } from '../src/db/op.ts'
 import { readListed } from '../src/db/read.ts'
@@ -39,12 +42,22 @@ interface ListUnderTest {
   list: WatermarkedList
   /** Writes `count` rows in one transaction (several now and then, as a workflow's step group writes them). */
   write(label: string, count: number): Op<void>
-  page(dates: DateFilter[], limit: number): Op<number[]>
+  page(dates: DateFilter[], limit: number): Op<Id[]>
   /** Each row's createdAt by id. */
-  times(ids: number[]): Op<Map<number, number>>
+  times(store: PgStore, ids: Id[]): Promise<Map<Id, number>>
+  /** Ordered by id (a list whose ids are drawn in its order), or by createdAt alone (the runs). */
+  byId: boolean
+  /** How many rows of the environment are listed at or before the row `top` (id and time), read in one statement. */
+  listedUpTo(store: PgStore, top: { id: Id; at: number }): Promise<number>
   /** What must hold of the list once everything written is listed. */
   finally(store: PgStore): Promise<void>
 }
+
+type Id = number | string
+
+/** The rows of an id-ordered list at or below `top`'s id: all listed, once `top` is (the watermark). */
+const idsUpTo = (table: string) => async (store: PgStore, top: { id: Id }) =>
+  ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${table} WHERE environment_id = 1 AND id <= $1`, [top.id])) as { n: number }[])[0]!.n
 
 const ACTIVITY: ListUnderTest = {
   list: 'activity_logs',
@@ -52,9 +65,14 @@ const ACTIVITY: ListUnderTest = {
     for (let k = 0; k < count; k++) yield* insertActivityLog({ ...ENTRY, label: `${label}.${k}` }, ['r'], Date.now())
   },
   page: (dates, limit) => pageActivityLogIds(1, { withExtensions: true }, dates, limit),
-  *times(ids) {
-    return new Map((yield* findActivityLogsForRender(ids)).map((row) => [row.log.id, Number(row.log.createdAt)]))
-  },
+  times: (store, ids) =>
+    store.read(
+      (function* () {
+        return new Map<Id, number>((yield* findActivityLogsForRender(ids as number[])).map((row) => [row.log.id, Number(row.log.createdAt)]))
+      })(),
+    ),
+  byId: true,
+  listedUpTo: idsUpTo('activity_logs'),
   async finally(store) {
     const positions = (await store.sql`SELECT chain_position::float8 AS p FROM activity_logs WHERE environment_id = 1 ORDER BY id`) as { p: number }[]
     expect(positions.map((row) => row.p)).toEqual(positions.map((_, i) => i + 1))
@@ -70,9 +88,14 @@ const NOTES: ListUnderTest = {
     }
   },
   page: (dates, limit) => pageNoteIds(1, {}, dates, limit),
-  *times(ids) {
-    return new Map((yield* findNotesForRender(ids)).map((row) => [row.note.id, Number(row.note.createdAt)]))
-  },
+  times: (store, ids) =>
+    store.read(
+      (function* () {
+        return new Map<Id, number>((yield* findNotesForRender(ids as number[])).map((row) => [row.note.id, Number(row.note.createdAt)]))
+      })(),
+    ),
+  byId: true,
+  listedUpTo: idsUpTo('notes'),
   async finally(store) {
     // A note that moved took its first message and its updatedAt along.
     const [behind] = (await store.sql`SELECT count(*)::int AS n FROM notes n JOIN note_messages m ON m.note_id = n.id
@@ -83,14 +106,41 @@ const NOTES: ListUnderTest = {
   },
 }
 
+const RUNS: ListUnderTest = {
+  list: 'runs',
+  *write(label, count) {
+    for (let k = 0; k < count; k++) {
+      const queued = yield* insertRun({
+        id: Bun.randomUUIDv7(), workflowId: 1, workflowVersionId: 1, environmentId: 1, recordId: `${label}.${k}`, userId: 1, tokenId: null, trigger: 'manual', createdAt: Date.now(),
+      })
+      if (!queued.inserted) throw new Error(`run ${label}.${k} not queued`)
+    }
+  },
+  page: (dates, limit) => pageRunIds(1, {}, dates, limit),
+  async times(store, ids) {
+    const rows = (await store.sql`SELECT id, created_at::float8 AS at FROM runs WHERE id = ANY(${ids as string[]})`) as { id: string; at: number }[]
+    return new Map<Id, number>(rows.map((row) => [row.id, row.at]))
+  },
+  byId: false,
+  // A run listed after the walk began is dated after every run listed before it, so after `top`: the listed runs at or
+  // before `top`'s time are those the walk had to see.
+  async listedUpTo(store, top) {
+    return ((await store.sql`SELECT count(*)::int AS n FROM runs r WHERE r.environment_id = 1 AND r.created_at <= ${top.at}
+      AND NOT EXISTS (SELECT 1 FROM runs_unlisted u WHERE u.run_id = r.id)`) as { n: number }[])[0]!.n
+  },
+  async finally(store) {
+    expect(await store.sql`SELECT count(*)::int AS n FROM runs_unlisted`).toEqual([{ n: 0 }])
+  },
+}
+
 /** One walk of the list, newest first, page by page with `createdAt.lt` the last row's time: ids and times seen. */
-async function walk(store: PgStore, of: ListUnderTest): Promise<{ id: number; at: number }[]> {
-  const seen: { id: number; at: number }[] = []
+async function walk(store: PgStore, of: ListUnderTest): Promise<{ id: Id; at: number }[]> {
+  const seen: { id: Id; at: number }[] = []
   let dates: DateFilter[] = []
   for (;;) {
     const ids = await readListed(store, of.list, of.page(dates, PAGE))
     const page = ids.slice(0, PAGE)
-    const at = await store.read(of.times(page))
+    const at = await of.times(store, page)
     for (const id of page) seen.push({ id, at: at.get(id)! })
     if (ids.length <= PAGE) return seen
     dates = [{ field: 'createdAt', op: 'lt', at: seen.at(-1)!.at as Micros }]
@@ -98,7 +148,7 @@ async function walk(store: PgStore, of: ListUnderTest): Promise<{ id: number; at
 }
 
 describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists written by three instances at once', () => {
-  for (const of of [ACTIVITY, NOTES]) {
+  for (const of of [ACTIVITY, NOTES, RUNS]) {
     test(`${of.list}: pagers walking by createdAt.lt meanwhile never skip or repeat a row; times fall strictly and never change once read; every row is listed`, async () => {
       const url = await freshDatabase()
       const instances = Array.from({ length: INSTANCES }, () => openProductPostgres(url, { max: WRITERS_PER_INSTANCE + 2 }))
@@ -119,7 +169,7 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
             }
           }
         }
-        const timesRead = new Map<number, number>()
+        const timesRead = new Map<Id, number>()
         let walks = 0
         let writing = true
         const pager = async (store: PgStore) => {
@@ -128,13 +178,11 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
             walks++
             expect(new Set(seen.map((row) => row.id)).size).toBe(seen.length)
             for (let k = 1; k < seen.length; k++) {
-              expect(seen[k]!.id).toBeLessThan(seen[k - 1]!.id)
+              if (of.byId) expect(seen[k]!.id < seen[k - 1]!.id).toBe(true)
               expect(seen[k]!.at).toBeLessThan(seen[k - 1]!.at)
             }
-            // A walk sees every row listed before it started: the ids below its first are all there.
-            const top = seen[0]?.id ?? 0
-            const listedBelow = ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${of.list} WHERE environment_id = 1 AND id <= $1`, [top])) as { n: number }[])[0]!.n
-            expect(seen.length).toBe(listedBelow)
+            // A walk sees every row listed before it started.
+            if (seen.length > 0) expect(seen.length).toBe(await of.listedUpTo(store, seen[0]!))
             for (const { id, at } of seen) {
               expect(timesRead.get(id) ?? at).toBe(at)
               timesRead.set(id, at)

@@ -87,8 +87,7 @@ export interface RunRow {
 
 export interface NewRun {
   /**
-   * The run's id (UUIDv7), made by the caller. SQLite stores it as given; PostgreSQL stores a later one when another
-   * instance's run of the environment already has a greater id (`insertQueuedRun`'s PostgreSQL half): use the id insertRun answers.
+   * The run's id (UUIDv7), made by the caller; both stores keep it (the id insertRun answers).
    */
   id: string
   workflowId: number
@@ -104,9 +103,8 @@ export interface NewRun {
   cause?: RunCause | null
   /**
    * When the run is queued (ms): it is due then; its stored `created_at` is in µs (see the insert). A clock to read
-   * (`() => clock.now()`) is read once the insert holds what orders the environment's runs — SQLite's write lock,
-   * PostgreSQL's runs lock — so a run is never dated earlier than the moment it can be listed, however long its
-   * transaction waited for that lock (a number is taken as given: seeding and tests).
+   * (`() => clock.now()`) is read by the insert, as late as it can — on SQLite inside its write lock, so a run is never
+   * dated before the moment its transaction could write (a number is taken as given: seeding and tests).
    */
   createdAt: number | (() => number)
   /** The first step to run (default 0): a retry resumes at the step its retried run failed at. */

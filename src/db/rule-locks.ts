@@ -19,7 +19,7 @@ import { PG_LISTS } from './postgres/monotonic.ts'
  */
 export type Rule = 'instanceAdmins' | 'projectAdmins' | 'workflowCallbacks' | 'liveTokens' | 'instanceSettings'
 
-/** Each rule's first key of its advisory lock on PostgreSQL, distinct from the lists' (./postgres/monotonic.ts PG_LISTS: 2–5). */
+/** Each rule's first key of its advisory lock on PostgreSQL, distinct from the lists' (./postgres/monotonic.ts PG_LISTS: 2–4). */
 const RULE_LOCKS: Record<Rule, number> = { instanceAdmins: 6, projectAdmins: 7, workflowCallbacks: 9, liveTokens: 10, instanceSettings: 11 }
 
 const LIST_KEYS = new Set<number>(Object.values(PG_LISTS).map((list) => list.lockKey))

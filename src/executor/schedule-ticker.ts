@@ -26,7 +26,7 @@ import { backOffAfterFailedClaim, idleWaitMs } from './loop.ts'
 const DUE_BATCH = 20
 /**
  * Records one transaction of a tick considers: a 10,000-record tick is four hundred short transactions, never one that
- * holds SQLite's write lock (or an environment's runs lock on PostgreSQL) for long.
+ * holds SQLite's write lock for long.
  */
 export const TICK_BATCH = 25
 

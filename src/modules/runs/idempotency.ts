@@ -89,8 +89,8 @@ function* started(run: Op<string>): Op<RunStarted> {
  * the later one to write then meets the earlier one's — its run insert meets the earlier run on the record (409), or
  * its key insert meets the earlier key (PostgreSQL waits for the earlier transaction to end) — and in a savepoint
  * rolled back its run and entry go, and it reads the key again and answers the earlier call's run. On PostgreSQL that
- * read is a new statement, so it sees the earlier transaction, committed by then (runs of one environment are inserted
- * under its runs lock, held to commit).
+ * read is a new statement, so it sees the earlier transaction, committed by then (an insert that meets another's row in
+ * a unique index waits for that transaction to end).
  */
 export function* queueRunOnce(clock: Clock, id: string, input: RunStart, call: IdempotentCall): Op<RunStarted> {
   const scope = idempotencyScope(input)

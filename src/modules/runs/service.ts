@@ -102,7 +102,7 @@ export function* queueRunIfIdle(clock: Clock, id: string, input: RunStart): Op<I
     trigger: input.trigger,
     scheduledFor: input.scheduledFor ?? null,
     cause: input.cause ?? null,
-    createdAt: () => clock.now(), // read by the insert, as late as it can (PostgreSQL adds the wait for the runs lock)
+    createdAt: () => clock.now(), // read by the insert, as late as it can (SQLite's: inside its write lock)
     nextStep: input.retry?.resumeAt,
     retryOf: input.retry?.of,
     traceContext: input.traceContext ?? null,
