@@ -6,40 +6,16 @@
  * then another with its executor on draining them. Figures are per trigger and per run; asserts nothing; prints JSON
  * to stdout and progress to stderr.
  */
-import { readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { SQL } from 'bun'
 import { acmeDocument, acmeProject, ordersWorkflow } from '../test/support/acme.ts'
 import { triggerRequest } from '../test/support/faults.ts'
 import { startInstances } from '../test/support/instances.ts'
 import { psqlSync, startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuTimeUs, log, option } from './procs.ts'
+import { clusterCpuUs, cpuTimeUs, log, option } from './procs.ts'
 import { POSTGRES_SETTINGS } from './postgres.ts'
 
 const TRIGGERS = Number(option('triggers', '3000'))
 const IN_FLIGHT = 16
-
-const clockTicks = 100
-/** CPU µs of every process of the cluster, those that ended included (the postmaster's waited-for children). */
-function clusterCpuUs(dataDir: string): number {
-  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n', 1)[0])
-  const fieldsOf = (pid: number) => {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  }
-  const own = fieldsOf(postmaster)
-  let total = ((Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 1e6) / clockTicks
-  for (const name of readdirSync('/proc')) {
-    const pid = Number(name)
-    if (!Number.isInteger(pid) || pid === postmaster) continue
-    try {
-      if (Number(fieldsOf(pid)[1]) === postmaster) total += cpuTimeUs(pid)
-    } catch {
-      // ended meanwhile: counted in the postmaster's children's time
-    }
-  }
-  return total
-}
 
 interface Counters {
   trellisUs: number

@@ -8,14 +8,15 @@
  * (user + system from /proc, every instance together). The database is copied by A's `db copy`; a checkout with
  * newer migrations applies them at its first start, after which both run on its schema. `--profile DIR`: each server
  * writes a CPU profile there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting
- * on an advisory lock (an environment's runs or records lock). Asserts nothing; figures go to stdout.
+ * on an advisory lock (an environment's records lock), and it splits the machine's CPU between Trellis, PostgreSQL (every
+ * process of the cluster) and wrk. Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { startCluster } from '../test/support/postgres-cluster.ts'
-import { cpuSince, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
+import { clusterCpuUs, cpuSince, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
 import { scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
 
@@ -75,6 +76,7 @@ try {
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
       const spent = cpuSince(servers)
+      const postgresBefore = clusterCpuUs(cluster.local!.dataDir)
       const load = Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
       // What Trellis's connections do meanwhile, sampled: waiting on an advisory lock (an environment's), or not.
       const samples = { advisory: 0, busy: 0, n: 0 }
@@ -90,11 +92,15 @@ try {
       const runs = await load
       await sampling
       const us = spent()
+      const postgresUs = clusterCpuUs(cluster.local!.dataDir) - postgresBefore
       const responses = runs.reduce((sum, run) => sum + run.responses, 0)
+      const wrkUs = runs.reduce((sum, run) => sum + run.cpu.generatorPerRequestUs * run.responses, 0)
       const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
       const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }
       figures.get(root)!.push(figure)
+      const cores = (cpuUs: number) => (cpuUs / (SECONDS * 1e6)).toFixed(2)
       log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per ${UNIT}, ${unexpected} unexpected;` +
+        ` cores busy: Trellis ${cores(us)}, PostgreSQL ${cores(postgresUs)} (${Math.round(postgresUs / responses)} µs per ${UNIT}), wrk ${cores(wrkUs)};` +
         ` connections busy ${(samples.busy / samples.n).toFixed(1)}, of them waiting on an advisory lock ${(samples.advisory / samples.n).toFixed(1)} (mean of ${samples.n} samples)`)
       await Promise.all(servers.splice(0).map((server) => server.stop()))
     }

@@ -1,5 +1,5 @@
 /** Processes of the bench: servers pinned to one core, the load generator on the other, /proc readings, the WAL watch. */
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -397,4 +397,25 @@ export async function probeHealth(url: string, until: () => boolean): Promise<nu
     await Bun.sleep(10)
   }
   return samples
+}
+
+/** CPU µs of every process of the cluster, those that ended included (the postmaster's waited-for children). */
+export function clusterCpuUs(dataDir: string): number {
+  const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n', 1)[0])
+  const fieldsOf = (pid: number) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  }
+  const own = fieldsOf(postmaster)
+  let total = ((Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14])) * 1e6) / clockTicks
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid) || pid === postmaster) continue
+    try {
+      if (Number(fieldsOf(pid)[1]) === postmaster) total += cpuTimeUs(pid)
+    } catch {
+      // ended meanwhile: counted in the postmaster's children's time
+    }
+  }
+  return total
 }

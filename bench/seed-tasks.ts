@@ -98,8 +98,8 @@ export function seedTasks(p: TaskSeedPlace, sizes: TaskSeedSizes): TaskSeedResul
     next_step, available_at, attempts, created_at, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 'webhook', ?, ?, ?, 1, ?, ?, ?)`)
   const insertTask = sqlite.prepare(`INSERT INTO tasks (id, run_id, step_index, step_name, environment_id, workflow_id, team_id, collection_id, record_id,
     requester_id, title, approvals_required, allow_requester, status, on_timeout, escalated, created_at, closed_at) VALUES (?, ?, 0, 'approve', ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 'fail', 0, ?, ?)`)
-  const assignTeam = sqlite.prepare('INSERT INTO task_assignees (task_id, team_id, escalated) VALUES (?, ?, 0)')
-  const assignUser = sqlite.prepare('INSERT INTO task_assignees (task_id, user_id, escalated) VALUES (?, ?, 0)')
+  const assignTeam = sqlite.prepare('INSERT INTO task_assignees (task_id, team_id, escalated, task_created_at) VALUES (?, ?, 0, ?)')
+  const assignUser = sqlite.prepare('INSERT INTO task_assignees (task_id, user_id, escalated, task_created_at) VALUES (?, ?, 0, ?)')
   const insertDecision = sqlite.prepare('INSERT INTO task_decisions (task_id, user_id, decision, created_at) VALUES (?, ?, ?, ?)')
 
   const users = p.userIds.length
@@ -181,8 +181,8 @@ export function seedTasks(p: TaskSeedPlace, sizes: TaskSeedSizes): TaskSeedResul
           named.team = team
           if (rand() < 0.2) named.user = isOpen ? someoneElse() : rand() < 0.1 ? p.inboxUserIndex : someoneElse()
         }
-        if (named.team !== undefined) assignTeam.run(taskId, p.approverTeamIds[named.team]!)
-        if (named.user !== undefined) assignUser.run(taskId, p.userIds[named.user]!)
+        if (named.team !== undefined) assignTeam.run(taskId, p.approverTeamIds[named.team]!, taskAt)
+        if (named.user !== undefined) assignUser.run(taskId, p.userIds[named.user]!, taskAt)
         assignees += (named.team === undefined ? 0 : 1) + (named.user === undefined ? 0 : 1)
         const decision = kind === 'decided-already' ? 'approve' : closed?.decision
         if (decision) {

@@ -1,7 +1,7 @@
 /**
- * PostgreSQL's lists under the lists' watermark (src/db/postgres/list-watermark.ts): the activity log, the notes and
- * the runs. Their writers take no lock; the pass dates them (and chains the entries) in id order — the runs, whose
- * UUIDs are made before their order is known, in the order of their list positions. For each list, three instances
+ * PostgreSQL's lists under the lists' watermark (src/db/postgres/list-watermark.ts): the activity log, the notes, the
+ * runs and the tasks. Their writers take no lock; the pass dates them (and chains the entries) in id order — the runs
+ * and tasks, whose UUIDs are made before their order is known, in the order of their list positions. For each list, three instances
  * (three pools on one database) write into one environment at full speed while three pagers walk the list newest
  * first by `createdAt.lt`, as the API's paging does: no page may skip or repeat a row, times (and for the logs and
  * notes ids) fall strictly along each walk, a time once read never changes, every row written is listed in the end,
@@ -13,8 +13,9 @@
 import { describe, expect, test } from 'bun:test'
 import { findActivityLogsForRender, insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
 import { findNotesForRender, insertFirstNoteMessage, insertImportedNote, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
-import { insertRun } from '../src/db/queue.ts'
+import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { pageRunIds } from '../src/db/runs.ts'
+import { insertTask, pageTaskIds } from '../src/db/tasks.ts'
 import { recordImportedNoteTime } from '../src/modules/notes/service.ts'
 import type { Op } from '../src/db/op.ts'
 import { readListed } from '../src/db/read.ts'
@@ -106,30 +107,64 @@ const NOTES: ListUnderTest = {
   },
 }
 
+/** A queued run of workflow 1 on its own record (the one active run per record allows no other). */
+const runOn = (recordId: string): NewRun => ({
+  id: Bun.randomUUIDv7(), workflowId: 1, workflowVersionId: 1, environmentId: 1, recordId, userId: 1, tokenId: null, trigger: 'manual', createdAt: Date.now(),
+})
+
+/** Rows of an environment listed at or before `top`'s time, in a list dated in the order of its positions (`runs_unlisted`, `tasks_unlisted`). */
+const listedByTimeUpTo = (table: 'runs' | 'tasks', column: 'run_id' | 'task_id') => async (store: PgStore, top: { at: number }) =>
+  ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${table} r WHERE r.environment_id = 1 AND r.created_at <= $1
+    AND NOT EXISTS (SELECT 1 FROM ${table}_unlisted u WHERE u.${column} = r.id)`, [top.at])) as { n: number }[])[0]!.n
+
+/** Each row's createdAt by id, read from `table`. */
+const timesOf = (table: 'runs' | 'tasks') => async (store: PgStore, ids: Id[]) => {
+  const rows = (await store.sql.unsafe(`SELECT id, created_at::float8 AS at FROM ${table} WHERE id = ANY($1)`, [ids])) as { id: string; at: number }[]
+  return new Map<Id, number>(rows.map((row) => [row.id, row.at]))
+}
+
 const RUNS: ListUnderTest = {
   list: 'runs',
   *write(label, count) {
     for (let k = 0; k < count; k++) {
-      const queued = yield* insertRun({
-        id: Bun.randomUUIDv7(), workflowId: 1, workflowVersionId: 1, environmentId: 1, recordId: `${label}.${k}`, userId: 1, tokenId: null, trigger: 'manual', createdAt: Date.now(),
-      })
+      const queued = yield* insertRun(runOn(`${label}.${k}`))
       if (!queued.inserted) throw new Error(`run ${label}.${k} not queued`)
     }
   },
   page: (dates, limit) => pageRunIds(1, {}, dates, limit),
-  async times(store, ids) {
-    const rows = (await store.sql`SELECT id, created_at::float8 AS at FROM runs WHERE id = ANY(${ids as string[]})`) as { id: string; at: number }[]
-    return new Map<Id, number>(rows.map((row) => [row.id, row.at]))
-  },
+  times: timesOf('runs'),
   byId: false,
   // A run listed after the walk began is dated after every run listed before it, so after `top`: the listed runs at or
   // before `top`'s time are those the walk had to see.
-  async listedUpTo(store, top) {
-    return ((await store.sql`SELECT count(*)::int AS n FROM runs r WHERE r.environment_id = 1 AND r.created_at <= ${top.at}
-      AND NOT EXISTS (SELECT 1 FROM runs_unlisted u WHERE u.run_id = r.id)`) as { n: number }[])[0]!.n
-  },
+  listedUpTo: listedByTimeUpTo('runs', 'run_id'),
   async finally(store) {
     expect(await store.sql`SELECT count(*)::int AS n FROM runs_unlisted`).toEqual([{ n: 0 }])
+  },
+}
+
+const TASKS: ListUnderTest = {
+  list: 'tasks',
+  *write(label, count) {
+    for (let k = 0; k < count; k++) {
+      const run = yield* insertRun(runOn(`${label}.${k}`))
+      if (!run.inserted) throw new Error(`run ${label}.${k} not queued`)
+      yield* insertTask(
+        {
+          runId: run.id, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: `${label}.${k}`, requesterId: 1,
+          title: 'approve', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null, onTimeout: 'fail', escalateTo: null, teamIds: [1], userIds: [2],
+        },
+        Date.now(),
+      )
+    }
+  },
+  page: (dates, limit) => pageTaskIds(1, {}, dates, limit),
+  times: timesOf('tasks'),
+  byId: false,
+  listedUpTo: listedByTimeUpTo('tasks', 'task_id'),
+  async finally(store) {
+    expect(await store.sql`SELECT count(*)::int AS n FROM tasks_unlisted`).toEqual([{ n: 0 }])
+    // A task that moved took its assignees' copy of its time along.
+    expect(await store.sql`SELECT count(*)::int AS n FROM task_assignees a JOIN tasks k ON k.id = a.task_id WHERE a.task_created_at <> k.created_at`).toEqual([{ n: 0 }])
   },
 }
 
@@ -148,7 +183,7 @@ async function walk(store: PgStore, of: ListUnderTest): Promise<{ id: Id; at: nu
 }
 
 describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists written by three instances at once', () => {
-  for (const of of [ACTIVITY, NOTES, RUNS]) {
+  for (const of of [ACTIVITY, NOTES, RUNS, TASKS]) {
     test(`${of.list}: pagers walking by createdAt.lt meanwhile never skip or repeat a row; times fall strictly and never change once read; every row is listed`, async () => {
       const url = await freshDatabase()
       const instances = Array.from({ length: INSTANCES }, () => openProductPostgres(url, { max: WRITERS_PER_INSTANCE + 2 }))

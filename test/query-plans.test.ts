@@ -174,14 +174,14 @@ const CASES: PlanCase[] = [
   ['health: open tasks', (db) => runOp(db, countOpenTasks({ environmentId: production })), /FROM tasks k WHERE k\.environment_id = \?/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)$/],
   ['health: the longest-waiting open tasks', (db) => runOp(db, longestOpenTasks({ environmentId: production })), /FROM tasks k JOIN workflows w/, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\) \| SEARCH w USING INTEGER PRIMARY KEY \(rowid=\?\) \| SEARCH tm USING INTEGER PRIMARY KEY \(rowid=\?\)$/],
   ['health: open tasks per workflow', (db) => runOp(db, openTasksPerWorkflow(production)), /FROM tasks k WHERE .* GROUP BY k\.workflow_id/s, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)/],
-  ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_id_idx \(environment_id=\?\)$/],
+  ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_created_idx \(environment_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming them', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_USER,
     /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming their teams', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_TEAM,
     /^SEARCH task_assignees USING COVERING INDEX task_assignees_team_idx \(team_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   // A person's inbox in the console, and the header's count: their own assignments and their teams', each walk
   // stopped at the page or the cap — never a scan of the open tasks of every environment they belong to.
-  ['tasks: the console inbox (mine)', (db) => runOp(db, pageInboxTaskIds(1, false, { scope: 'mine' }, 10)), /^SELECT DISTINCT id FROM \(SELECT id FROM/, CONSOLE_INBOX_PLAN],
+  ['tasks: the console inbox (mine)', (db) => runOp(db, pageInboxTaskIds(1, false, { scope: 'mine' }, 10)), /^SELECT DISTINCT id, at FROM \(SELECT id, at FROM/, CONSOLE_INBOX_PLAN],
   ['tasks: the header\'s inbox count', (db) => runOp(db, countInboxTasks(1, false)), /^SELECT count\(DISTINCT id\)/, CONSOLE_INBOX_PLAN],
   // A task's assignees, read or deleted (the cascade from its run), through their own index: never a scan of every
   // task's assignees.

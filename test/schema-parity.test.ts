@@ -33,10 +33,10 @@ const TRACKING = 'trellis_migrations'
  * throttle windows, per-webhook buckets; src/db/postgres/rate-windows.ts). A single SQLite process keeps these
  * counters in memory (src/lib/rate-counters.ts), so they exist on PostgreSQL only — with their indexes. And the lookup
  * cache's generation row (src/db/postgres/lookup-cache.ts): SQLite's cache sees other connections' commits by itself.
- * And the lists' watermark (src/db/postgres/list-watermark.ts), with the runs it has still to list: SQLite's one writer
- * commits in the lists' order.
+ * And the lists' watermark (src/db/postgres/list-watermark.ts), with the runs and tasks it has still to list: SQLite's
+ * one writer commits in the lists' order.
  */
-const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'notes_kept_times', 'rate_limit_buckets', 'rate_limit_windows', 'runs_unlisted']
+const POSTGRES_ONLY_TABLES = ['list_sequencer', 'lookup_generation', 'notes_kept_times', 'rate_limit_buckets', 'rate_limit_windows', 'runs_unlisted', 'tasks_unlisted']
 
 /** The catalog without the PostgreSQL-only tables (and anything on them): what SQLite must match exactly. */
 function shared(catalog: Catalog): Catalog {
@@ -184,6 +184,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0030_notes_dated_by_the_pass',
       '0031_activity_chaining_decided_in_when',
       '0032_runs_listed_by_time',
+      '0033_tasks_listed_by_time',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)
@@ -202,7 +203,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
     for (const [name, table] of Object.entries(sqlite.tables)) expect({ name, ...postgres.tables[name] }).toEqual({ name, ...table })
   })
 
-  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation, the lists\' watermark and the runs it has still to list) exist on PostgreSQL only, with their sweep and lookup indexes', () => {
+  test('the PostgreSQL-only tables (the limits shared across instances, the lookup generation, the lists\' watermark and the runs and tasks it has still to list) exist on PostgreSQL only, with their sweep and lookup indexes', () => {
     expect(Object.keys(postgresAll.tables).filter((name) => !(name in sqlite.tables)).sort()).toEqual(POSTGRES_ONLY_TABLES)
     for (const name of POSTGRES_ONLY_TABLES) expect(sqlite.tables[name]).toBeUndefined()
     expect(postgresAll.tables.rate_limit_windows).toEqual({
@@ -214,6 +215,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       'rate_limit_buckets: rate_limit_buckets_ends_at_idx (ends_at)',
       'rate_limit_windows: rate_limit_windows_ends_at_idx (ends_at)',
       'runs_unlisted: runs_unlisted_run_idx (run_id)',
+      'tasks_unlisted: tasks_unlisted_task_idx (task_id)',
     ])
   })
 

@@ -14,10 +14,10 @@ import type * as tables from './schema.ts'
 
 /**
  * The lists read at or below a watermark on PostgreSQL (./postgres/list-watermark.ts): their writers commit at once,
- * and a row is read once no row before it can still commit. The runs' ids are UUIDs, not drawn positions: a run is
- * listed once the pass has deleted its row in `runs_unlisted`.
+ * and a row is read once no row before it can still commit. The runs' and tasks' ids are UUIDs, not drawn positions: a
+ * row of theirs is listed once the pass has deleted its row in `runs_unlisted` or `tasks_unlisted`.
  */
-export type WatermarkedList = 'run_events' | 'activity_logs' | 'notes' | 'runs'
+export type WatermarkedList = 'run_events' | 'activity_logs' | 'notes' | 'runs' | 'tasks'
 
 export type Tables = typeof tables
 

@@ -151,10 +151,11 @@ export interface PageQuery<K extends TimedTable> {
   byTime?: true
   /**
    * Walks the page through another table's index instead of the list's own: the rows of `table` whose `column` is
-   * `value`, each naming a list row by `key`, in `key` order (an index on (column, key) serves it). For a filter that
-   * picks few rows of a large list, and picks them from an index of its own (a person's task assignments).
+   * `value`, each naming a list row by `key`, in `key` order — or, for a list ordered by time, in the order of `time`
+   * (the list row's createdAt, kept beside it) and `key` (an index on (column, [time,] key) serves it). For a filter
+   * that picks few rows of a large list, and picks them from an index of its own (a person's task assignments).
    */
-  through?: { table: keyof Tables; key: string; column: string; value: number }
+  through?: { table: keyof Tables; key: string; column: string; value: number; time?: string }
 }
 
 /**
@@ -189,6 +190,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       const viaTable = d.t[q.through.table] as unknown as SQLiteTable
       const via = viaTable as unknown as Record<string, SQLiteColumn>
       const key = via[q.through.key]!
+      const time = q.through.time === undefined ? undefined : via[q.through.time]!
       // Each list row tested in an EXISTS: both stores then walk `via`'s index and look each row up by its key. As a
       // join, PostgreSQL merged it with a backward walk of the list's primary key — every row down to the oldest
       // one the walk reached, however few of them the filter picks.
@@ -196,7 +198,7 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
         .select({ id: key })
         .from(viaTable)
         .where(allOf([eq(via[q.through.column]!, sql.placeholder('through')), exists(d.db.select({ one: sql`1` }).from(d.t[q.table]).where(allOf([eq(table.id!, key), where])))]))
-        .orderBy(desc(key))
+        .orderBy(...(time === undefined ? [desc(key)] : [desc(time), desc(key)]))
         .limit(sql.placeholder('limit'))
     }
     return d.db

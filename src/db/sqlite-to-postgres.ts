@@ -14,6 +14,7 @@ import type { SQL, TransactionSQL } from 'bun'
 import { createHash } from 'node:crypto'
 import { type Progress, type ProgressStep, silentProgress } from '../lib/progress.ts'
 import { migratePostgres } from './postgres/migrate.ts'
+import { UNLISTED } from './postgres/dialect.ts'
 
 /** One table's outcome: its rows and the checksum both sides agree on. */
 export interface TableCopy {
@@ -280,13 +281,13 @@ async function tablesWithIdSequence(sql: SQL): Promise<Set<string>> {
 
 /**
  * The copied rows of the watermarked lists as readable (their watermark at their newest id): the copy is the one
- * writer of a database it found empty, and its ids are the source's, not drawn. The runs draw no id but a position in
- * `runs_unlisted`, which a copied run has none of: listed as it is.
+ * writer of a database it found empty, and its ids are the source's, not drawn. The runs and the tasks draw no id but
+ * a position in a table of their own (`UNLISTED`), which a copied row has none of: listed as it is.
  */
 async function listEverythingCopied(tx: TransactionSQL): Promise<void> {
   // Each list is named by its table.
   for (const { list } of (await tx.unsafe('SELECT list FROM list_sequencer')) as { list: string }[]) {
-    const newest = list === 'runs' ? 'coalesce(pg_sequence_last_value(seq), 0)' : `coalesce((SELECT max(id) FROM "${list}"), 0)`
+    const newest = list in UNLISTED ? 'coalesce(pg_sequence_last_value(seq), 0)' : `coalesce((SELECT max(id) FROM "${list}"), 0)`
     await tx.unsafe(`UPDATE list_sequencer SET through = ${newest}, marks_through = '{}', marks_xid = '{}' WHERE list = $1`, [list])
   }
 }

@@ -846,8 +846,9 @@ export function defineTables(kit: TableKit) {
 
   /**
    * A `task` step's question to people: one per run and step (a retried run opens its own). It closes exactly once:
-   * every change of `status` is an UPDATE guarded by `status = 'open'` (src/db/tasks.ts). Ids are UUIDv7s whose
-   * order is `created_at`'s within an environment (the list orders by id and pages by `createdAt`).
+   * every change of `status` is an UPDATE guarded by `status = 'open'` (src/db/tasks.ts). Ids are UUIDv7s of the time
+   * the task was opened at; the lists order by `(created_at, id)` and page by `createdAt` (on PostgreSQL the lists'
+   * pass may move a new task's `created_at` past one committed meanwhile).
    */
   const tasks = table(
     'tasks',
@@ -888,12 +889,12 @@ export function defineTables(kit: TableKit) {
     },
     (t) => [
       uniqueIndex('tasks_run_step_unique').on(t.runId, t.stepIndex),
-      index('tasks_env_id_idx').on(t.environmentId, t.id),
-      index('tasks_env_created_idx').on(t.environmentId, t.createdAt),
+      // The list's own order.
+      index('tasks_env_created_idx').on(t.environmentId, t.createdAt, t.id),
       // The inbox and the console header's count read only the open tasks of a person's environments.
-      index('tasks_open_env_idx').on(t.environmentId, t.id).where(sql`status = 'open'`),
+      index('tasks_open_env_idx').on(t.environmentId, t.createdAt, t.id).where(sql`status = 'open'`),
       // A record's tasks (its console page, the list's `recordId`).
-      index('tasks_env_record_idx').on(t.environmentId, t.recordId, t.id),
+      index('tasks_env_record_idx').on(t.environmentId, t.recordId, t.createdAt, t.id),
       // The deadline timer's next due task, and each deadline acted on once by `UPDATE … WHERE status = 'open' AND NOT
       // escalated` (src/db/tasks.ts): an escalated task stays open but leaves the index. The same for the reminders.
       index('tasks_due_idx').on(t.dueAt).where(sql`status = 'open' and due_at is not null and not escalated`),
@@ -914,6 +915,11 @@ export function defineTables(kit: TableKit) {
       userId: integer('user_id').references(() => users.id, { onDelete: 'cascade' }),
       /** Added by an escalation. */
       escalated: boolean('escalated').notNull().default(false),
+      /**
+       * The task's `created_at`, kept beside each assignee so that a person's tasks are walked in the lists' order from
+       * their own assignments (the indexes below); the lists' pass moves it with the task's (PostgreSQL).
+       */
+      taskCreatedAt: micros('task_created_at').notNull(),
     },
     (t) => [
       uniqueIndex('task_assignees_team_unique').on(t.taskId, t.teamId).where(sql`team_id is not null`),
@@ -921,8 +927,8 @@ export function defineTables(kit: TableKit) {
       // A task's assignees, both kinds: its rendering, who to tell, and the cascade when its run is deleted (the two
       // partial indexes above serve neither: without it each read or delete of a task's assignees scans the table).
       index('task_assignees_task_idx').on(t.taskId),
-      index('task_assignees_team_idx').on(t.teamId, t.taskId).where(sql`team_id is not null`),
-      index('task_assignees_user_idx').on(t.userId, t.taskId).where(sql`user_id is not null`),
+      index('task_assignees_team_idx').on(t.teamId, t.taskCreatedAt, t.taskId).where(sql`team_id is not null`),
+      index('task_assignees_user_idx').on(t.userId, t.taskCreatedAt, t.taskId).where(sql`user_id is not null`),
       check('task_assignees_one_subject_check', sql`(team_id is null) <> (user_id is null)`),
     ],
   )

@@ -15,15 +15,16 @@
  * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
  * `createdAt` exactly, as the runs list does.
  */
-import { type AnyColumn, and, asc, count, desc, eq, lte, type SQL, sql } from 'drizzle-orm'
+import { type AnyColumn, and, asc, count, eq, lte, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
+import type { Db, Dialect } from './dialect.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import type { RunStatus } from '../lib/run-statuses.ts'
 import type { TaskStatus } from '../lib/task-statuses.ts'
 import { teamIdsOfMemberIn } from './members.ts'
 import { nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
-import { notifyOnCommit } from './postgres/monotonic.ts'
+import { notifyOnCommit, sendRaw } from './postgres/monotonic.ts'
 import { TASKS_CHANNEL } from './postgres/queue.ts'
 import { type PageCondition, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { placeholders, statement } from './query.ts'
@@ -84,20 +85,36 @@ const INSERT_TASK = statement('tasks.insert', ({ db, t }) =>
       status: 'open',
     }),
 )
-const INSERT_TEAM_ASSIGNEE = statement('tasks.assign-team', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'teamId')))
-const INSERT_USER_ASSIGNEE = statement('tasks.assign-user', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'userId')))
+const INSERT_TEAM_ASSIGNEE = statement('tasks.assign-team', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'teamId', 'taskCreatedAt')))
+const INSERT_USER_ASSIGNEE = statement('tasks.assign-user', ({ db, t }) => db.insert(t.taskAssignees).values(placeholders('taskId', 'userId', 'taskCreatedAt')))
 
-/** Opens the task (in the transaction of the step that asks), its assignees with it; answers its id and `createdAt`. */
+/**
+ * Opens the task (in the transaction of the step that asks), its assignees with it; answers its id and `createdAt`.
+ * On SQLite its time is final; on PostgreSQL it is the time the task proposes, under no lock, and the lists' pass
+ * lists the task (moving its time by the microseconds needed: its id stays).
+ */
 export function* insertTask(task: NewTask, now: Millis): Op<{ id: string; createdAt: Micros }> {
   const createdAt = yield* nextCreatedAt(TASK_TIMES, task.environmentId, now)
   const id = taskIdAt(createdAt)
   const { teamIds, userIds, ...columns } = task
   yield* INSERT_TASK.exec({ ...columns, id, createdAt })
-  for (const teamId of teamIds) yield* INSERT_TEAM_ASSIGNEE.exec({ taskId: id, teamId })
-  for (const userId of userIds) yield* INSERT_USER_ASSIGNEE.exec({ taskId: id, userId })
+  yield* runPlan(awaitTaskListing, id)
+  for (const teamId of teamIds) yield* INSERT_TEAM_ASSIGNEE.exec({ taskId: id, teamId, taskCreatedAt: createdAt })
+  for (const userId of userIds) yield* INSERT_USER_ASSIGNEE.exec({ taskId: id, userId, taskCreatedAt: createdAt })
   if (task.dueAt !== null) yield* runPlan(announceTaskDeadline)
   return { id, createdAt }
 }
+
+/**
+ * PostgreSQL's task waits in `tasks_unlisted` with the list position it draws (after its transaction took its
+ * transaction id) until the lists' pass lists it; sent without waiting for its answer. SQLite's one writer opens tasks
+ * in the list's order: listed once committed.
+ */
+const awaitTaskListing = plan({
+  sqlite: (_db: Db, _id: string): void => {},
+  postgres: (db, id) => sendRaw(db, 'INSERT INTO tasks_unlisted (task_id) VALUES ($1)', [id]),
+  why: "PostgreSQL's tasks commit at once and the lists' pass lists them in the order of their positions; SQLite's one writer lists each at its commit",
+})
 
 /**
  * Tells every instance's deadline timer that a task with a deadline opened, so that one armed for a later time
@@ -320,10 +337,10 @@ const ESCALATE = statement('tasks.escalate', ({ db, t }) =>
     .returning({ id: t.tasks.id }),
 )
 const ADD_TEAM_ASSIGNEE = statement('tasks.escalate-team', (d) =>
-  d.valueRows(sql`INSERT INTO task_assignees (task_id, team_id, escalated) VALUES (${ph('taskId')}, ${ph('teamId')}, true) ON CONFLICT DO NOTHING RETURNING task_id`),
+  d.valueRows(sql`INSERT INTO task_assignees (task_id, team_id, escalated, task_created_at) SELECT ${ph('taskId')}, ${ph('teamId')}, true, created_at FROM tasks WHERE id = ${ph('taskId')} ON CONFLICT DO NOTHING RETURNING task_id`),
 )
 const ADD_USER_ASSIGNEE = statement('tasks.escalate-user', (d) =>
-  d.valueRows(sql`INSERT INTO task_assignees (task_id, user_id, escalated) VALUES (${ph('taskId')}, ${ph('userId')}, true) ON CONFLICT DO NOTHING RETURNING task_id`),
+  d.valueRows(sql`INSERT INTO task_assignees (task_id, user_id, escalated, task_created_at) SELECT ${ph('taskId')}, ${ph('userId')}, true, created_at FROM tasks WHERE id = ${ph('taskId')} ON CONFLICT DO NOTHING RETURNING task_id`),
 )
 
 /**
@@ -541,7 +558,7 @@ export function* pageTaskIds(environmentId: number, filters: TaskFilters, dates:
               AND NOT EXISTS (SELECT 1 FROM task_decisions x WHERE x.task_id = ${d.t.tasks.id} AND x.user_id = ${ph('me')})`,
           values: { me: decidableBy.userId },
         }
-  const query = { name: 'tasks', table: 'tasks', equal: { environmentId, status, teamId, recordId }, dates } as const
+  const query = { name: 'tasks', table: 'tasks', equal: { environmentId, status, teamId, recordId }, dates, watermark: 'tasks', byTime: true } as const
   if (decidableBy !== undefined && !decidableBy.asAdmin) {
     // Every task of these walks names the member: `visible` holds already.
     return yield* throughAssignments(environmentId, decidableBy.userId, limit, (through) =>
@@ -561,13 +578,20 @@ function* throughAssignments(
   environmentId: number,
   userId: number,
   limit: number,
-  page: (through: { table: 'taskAssignees'; key: 'taskId'; column: 'userId' | 'teamId'; value: number }) => Op<string[]>,
+  page: (through: { table: 'taskAssignees'; key: 'taskId'; column: 'userId' | 'teamId'; value: number; time: 'taskCreatedAt' }) => Op<string[]>,
 ): Op<string[]> {
-  const walks = [yield* page({ table: 'taskAssignees', key: 'taskId', column: 'userId', value: userId })]
-  for (const teamId of yield* teamIdsOfMemberIn(environmentId, userId)) walks.push(yield* page({ table: 'taskAssignees', key: 'taskId', column: 'teamId', value: teamId }))
-  // Ids are UUIDv7s of their createdAt, all lowercase: their byte order is time order.
-  return [...new Set(walks.flat())].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)).slice(0, limit + 1)
+  const walks = [yield* page({ table: 'taskAssignees', key: 'taskId', column: 'userId', value: userId, time: 'taskCreatedAt' })]
+  for (const teamId of yield* teamIdsOfMemberIn(environmentId, userId)) walks.push(yield* page({ table: 'taskAssignees', key: 'taskId', column: 'teamId', value: teamId, time: 'taskCreatedAt' }))
+  if (walks.length === 1) return walks[0]!
+  // Merged in the list's order, (createdAt, id) newest first: the walks' tasks' times, read by id.
+  const ids = [...new Set(walks.flat())]
+  const at = new Map((yield* TASK_CREATED_ATS.rows({ ids: JSON.stringify(ids) })).map((row) => [row.id, Number(row.createdAt)]))
+  return ids.sort((a, b) => at.get(b)! - at.get(a)! || (a < b ? 1 : a > b ? -1 : 0)).slice(0, limit + 1)
 }
+
+const TASK_CREATED_ATS = statement('tasks.created-ats', ({ db, t, inJsonArray }) =>
+  db.select({ id: t.tasks.id, createdAt: t.tasks.createdAt }).from(t.tasks).where(inJsonArray(t.tasks.id, 'ids', 'text')),
+)
 
 const RECORDED_TASK_STEPS = statement('tasks.recorded-outputs', ({ db, t }) =>
   db
@@ -612,16 +636,25 @@ interface InboxSource {
   where: SQL
   /** The task's id as the walk reads it, in the order of its index (an assignment's own `task_id`). */
   id: SQL
+  /** The task's createdAt as the walk reads it (an assignment's own copy): the walk's order is (at, id). */
+  at: SQL
   /** A task may come twice (named to two of their teams). */
   distinct?: boolean
 }
-const ADMINISTERED: InboxSource = { name: 'administered', from: sql`FROM tasks k ${PLACE}`, where: sql`m.role = 'admin'`, id: sql`k.id` }
-const NAMED: InboxSource = { name: 'named', from: sql`FROM task_assignees a JOIN tasks k ON k.id = a.task_id ${PLACE}`, where: sql`a.user_id = ${ph('me')}`, id: sql`a.task_id` }
+const ADMINISTERED: InboxSource = { name: 'administered', from: sql`FROM tasks k ${PLACE}`, where: sql`m.role = 'admin'`, id: sql`k.id`, at: sql`k.created_at` }
+const NAMED: InboxSource = {
+  name: 'named',
+  from: sql`FROM task_assignees a JOIN tasks k ON k.id = a.task_id ${PLACE}`,
+  where: sql`a.user_id = ${ph('me')}`,
+  id: sql`a.task_id`,
+  at: sql`a.task_created_at`,
+}
 const OF_TEAMS: InboxSource = {
   name: 'of_teams',
   from: sql`FROM team_members tm JOIN task_assignees a ON a.team_id = tm.team_id JOIN tasks k ON k.id = a.task_id ${PLACE}`,
   where: sql`tm.user_id = ${ph('me')}`,
   id: sql`a.task_id`,
+  at: sql`a.task_created_at`,
   distinct: true,
 }
 
@@ -643,14 +676,15 @@ const INBOX_SCOPES: Record<InboxScope, { sources: InboxSource[]; condition: SQL 
 }
 
 /**
- * The ids of a scope's tasks, each source's first `cap` (after `filters`, given the walked id as `id`) — its newest
- * with `newestFirst`, any otherwise (a count) —, one source after another: duplicates left in.
+ * The ids (and times) of a scope's tasks, each source's first `cap` (after `filters`, given the walked source), one
+ * source after another, duplicates left in: for a page (`page`), its newest by (createdAt, id) of the listed tasks
+ * (`Dialect.listed`: a page is paged on); for a count, any — a task opened a moment ago counts before it is listed.
  */
-function inboxSourceIds(scope: InboxScope, filters: (id: SQL) => SQL, cap: number, newestFirst: boolean): SQL {
+function inboxSourceIds(d: Dialect, scope: InboxScope, filters: (source: InboxSource) => SQL, cap: number, page: boolean): SQL {
   const { sources, condition } = INBOX_SCOPES[scope]
   const walks = sources.map(
-    (s) => sql`SELECT id FROM (SELECT ${s.distinct ? sql`DISTINCT ` : sql``}${s.id} AS id ${s.from}
-      WHERE ${s.where} AND ${condition} ${filters(s.id)} ${newestFirst ? sql`ORDER BY ${s.id} DESC ` : sql``}LIMIT ${sql.raw(String(cap))}) AS ${sql.raw(s.name)}`,
+    (s) => sql`SELECT id, at FROM (SELECT ${s.distinct ? sql`DISTINCT ` : sql``}${s.id} AS id, ${s.at} AS at ${s.from}
+      WHERE ${s.where} AND ${condition} ${page ? sql`AND ${d.listed('tasks', s.id)} ` : sql``}${filters(s)} ${page ? sql`ORDER BY ${s.at} DESC, ${s.id} DESC ` : sql``}LIMIT ${sql.raw(String(cap))}) AS ${sql.raw(s.name)}`,
   )
   return sql.join(walks, sql` UNION ALL `)
 }
@@ -659,7 +693,7 @@ function inboxSourceIds(scope: InboxScope, filters: (id: SQL) => SQL, cap: numbe
 export const INBOX_COUNT_CAP = 100
 
 const INBOX_COUNT = statement('tasks.inbox-count', (d) =>
-  d.valueRows(sql`SELECT ${rawNumber(d)('count(DISTINCT id)')} FROM (${inboxSourceIds('mine', () => sql``, INBOX_COUNT_CAP, false)}) AS waiting`),
+  d.valueRows(sql`SELECT ${rawNumber(d)('count(DISTINCT id)')} FROM (${inboxSourceIds(d, 'mine', () => sql``, INBOX_COUNT_CAP, false)}) AS waiting`),
 )
 
 /** How many tasks wait for the person now (the console header's `Inbox`): the inbox's `mine`, counted up to `INBOX_COUNT_CAP`. */
@@ -672,29 +706,15 @@ export function* countInboxTasks(userId: number, viaSso: boolean): Op<number> {
 export function* pageInboxTaskIds(userId: number, viaSso: boolean, filters: InboxFilters, limit: number): Op<string[]> {
   const { scope, workflowName, overdueAt, before } = filters
   const shape = `tasks.inbox.${scope}.${workflowName === undefined ? '' : 'w'}${overdueAt === undefined ? '' : 'o'}${before === undefined ? '' : 'b'}.${limit}`
-  const narrowed = (id: SQL) => sql`
+  const narrowed = (source: InboxSource) => sql`
     ${workflowName === undefined ? sql`` : sql`AND k.workflow_id IN (SELECT w.id FROM workflows w WHERE w.name = ${ph('workflowName')})`}
     ${overdueAt === undefined ? sql`` : sql`AND k.due_at IS NOT NULL AND k.due_at < ${ph('overdueAt')}`}
-    ${before === undefined ? sql`` : sql`AND ${id} < ${ph('before')}`}`
+    ${before === undefined ? sql`` : sql`AND (${source.at}, ${source.id}) < (SELECT b.created_at, b.id FROM tasks b WHERE b.id = ${ph('before')})`}`
   const query = statementOfShape(shape, (d) =>
-    d.valueRows(sql`SELECT DISTINCT id FROM (${inboxSourceIds(scope, narrowed, limit + 1, true)}) AS inbox ORDER BY id DESC LIMIT ${sql.raw(String(limit + 1))}`),
+    d.valueRows(sql`SELECT DISTINCT id, at FROM (${inboxSourceIds(d, scope, narrowed, limit + 1, true)}) AS inbox ORDER BY at DESC, id DESC LIMIT ${sql.raw(String(limit + 1))}`),
   )
   const values = { me: userId, viaSso: viaSso ? 1 : 0, ...(workflowName === undefined ? {} : { workflowName }), ...(overdueAt === undefined ? {} : { overdueAt }), ...(before === undefined ? {} : { before }) }
-  return ((yield* query.rows(values)) as [string][]).map(([id]) => id)
-}
-
-const TASKS_OF_RECORD = statement('tasks.of-record', ({ db, t }) =>
-  db
-    .select({ id: t.tasks.id })
-    .from(t.tasks)
-    .where(and(eq(t.tasks.environmentId, ph('environmentId')), eq(t.tasks.recordId, ph('recordId'))))
-    .orderBy(desc(t.tasks.id))
-    .limit(ph('limit')),
-)
-
-/** The newest tasks on a record of an environment (at most `limit`), newest first. */
-export function* taskIdsOfRecord(environmentId: number, recordId: string, limit: number): Op<string[]> {
-  return (yield* TASKS_OF_RECORD.rows({ environmentId, recordId, limit })).map((row) => row.id)
+  return ((yield* query.rows(values)) as [string, number][]).map(([id]) => id)
 }
 
 const OPEN_TASK_OF_RUN = statement('tasks.open-of-run', ({ db, t }) =>

@@ -157,12 +157,12 @@ const LONGEST_OPEN_TASKS = statement('workflow-health.longest-open-tasks', (d) =
   d.valueRows(sql`SELECT k.id, k.title, k.step_name, w.name, tm.name, ${rawNumber(d)('k.created_at')}
   FROM tasks k JOIN workflows w ON w.id = k.workflow_id JOIN teams tm ON tm.id = k.team_id
   WHERE ${openTasks('k')}
-  ORDER BY ${d.byteOrder(sql.raw('k.id'))} LIMIT ${sql.raw(String(LONGEST_WAITING_TASKS))}`),
+  ORDER BY k.created_at, ${d.byteOrder(sql.raw('k.id'))} LIMIT ${sql.raw(String(LONGEST_WAITING_TASKS))}`),
 )
 
 /**
- * The open tasks of the scope that have waited longest (LONGEST_WAITING_TASKS), oldest first: in id order, which is
- * `created_at`'s within an environment (UUIDv7s: src/db/tables.ts), so `tasks_open_env_idx` answers it without a sort.
+ * The open tasks of the scope that have waited longest (LONGEST_WAITING_TASKS), oldest first: in the lists' order,
+ * `(created_at, id)`, which `tasks_open_env_idx` answers without a sort.
  */
 export function longestOpenTasks(scope: HealthScope): Op<OpenTaskRow[]> {
   return shaped(LONGEST_OPEN_TASKS.rows(scopeValues(scope)), ([id, title, stepName, workflowName, teamName, createdAt]) => ({

@@ -8,17 +8,17 @@
  *   the login throttle, shared by the instances (on SQLite the same counters live in the process's memory): counting
  *   a refused attempt is their job (a failed login counts);
  * - PostgreSQL's `list_sequencer`, the watermark of the lists read in commit order, `notes_kept_times`, the
- *   imported notes its pass has still to list, and `runs_unlisted`, the runs it has still to list: any reader of such a list may pass it forward
+ *   imported notes its pass has still to list, and `runs_unlisted` and `tasks_unlisted`, the runs and tasks it has still to list: any reader of such a list may pass it forward
  *   (src/db/postgres/list-watermark.ts), and a live event stream does so on its own clock, so it moves under a refused
  *   request without that request writing anything. For the same reason the digest is taken once every activity entry
- *   note and run committed is listed (the pass dates them, and chains the entries, after their commit).
+ *   note, run and task committed is listed (the pass dates them, and chains the entries, after their commit).
  */
 import type { TestStore } from '../helpers.ts'
 
 /** Table name → `<row count>:<hash of the rows>`. */
 export type Digest = Record<string, string>
 
-const IGNORED_TABLES = new Set(['rate_limit_windows', 'rate_limit_buckets', 'list_sequencer', 'notes_kept_times', 'runs_unlisted'])
+const IGNORED_TABLES = new Set(['rate_limit_windows', 'rate_limit_buckets', 'list_sequencer', 'notes_kept_times', 'runs_unlisted', 'tasks_unlisted'])
 const IGNORED_COLUMNS: Record<string, string[]> = { api_tokens: ['last_used_at'] }
 
 interface Table {
@@ -39,7 +39,7 @@ export async function databaseDigest(store: TestStore): Promise<Digest> {
     }
     return digest
   }
-  for (const list of ['activity_logs', 'notes', 'runs'] as const) await store.awaitListed(list) // dated by the lists' pass
+  for (const list of ['activity_logs', 'notes', 'runs', 'tasks'] as const) await store.awaitListed(list) // dated by the lists' pass
   const tables = await postgresTables(store.sql)
   // One round trip: each table's count and the md5 of its rows' text, in text order.
   const each = tables.map(

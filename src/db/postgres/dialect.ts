@@ -77,11 +77,19 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   asciiLower: (expression: AnyColumn | SQL) => sql`translate(${expression}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')`,
   forShare: <Q>(select: Q) => (select as unknown as { for(strength: 'share'): Q }).for('share'),
   forUpdate: <Q>(select: Q) => (select as unknown as { for(strength: 'update'): Q }).for('update'),
-  listed: (list: WatermarkedList, id: SQL) =>
-    list === 'runs'
-      ? sql`NOT EXISTS (SELECT 1 FROM runs_unlisted u WHERE u.run_id = ${id})`
-      : sql`${id} <= (SELECT through FROM list_sequencer WHERE list = ${sql.raw(`'${list}'`)})`,
+  listed: (list: WatermarkedList, id: SQL) => {
+    const unlisted = UNLISTED[list as keyof typeof UNLISTED]
+    return unlisted === undefined
+      ? sql`${id} <= (SELECT through FROM list_sequencer WHERE list = ${sql.raw(`'${list}'`)})`
+      : sql`NOT EXISTS (SELECT 1 FROM ${sql.raw(unlisted.table)} u WHERE u.${sql.raw(unlisted.column)} = ${id})`
+  },
 }
+
+/**
+ * The lists whose ids are UUIDs handed out before their order is known: each row waits in a table of its own, with
+ * the list position it drew, until the lists' pass lists it (drizzle/postgres/0032, 0033).
+ */
+export const UNLISTED = { runs: { table: 'runs_unlisted', column: 'run_id' }, tasks: { table: 'tasks_unlisted', column: 'task_id' } } as const
 
 /** The PostgreSQL dialect over this handle (the pool, or a transaction's connection). */
 export function postgresDialect(db: PgDb): Dialect {

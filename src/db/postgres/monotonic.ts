@@ -1,13 +1,13 @@
 /**
  * The lists' time rule (src/db/monotonic.ts, DESIGN §3) with several writers. On SQLite one writer at a time makes
- * `max(now, latest + 1 µs)` exact. On PostgreSQL instances write at once, so the next createdAt of a list scope (an
- * environment's tasks, a note's messages, a project's admin log) is taken under a transaction-level advisory
- * lock on (list, scope): writers of one scope queue there until the holder commits, so each reads the latest its
- * predecessor committed, and times follow commit order. Writers of other scopes never wait. The lists the lists'
- * pass dates (the notes, the activity log: `PgTimedList.watermark`; the runs) take no lock: their rows propose a
- * time, and the pass moves the few that must move after the commit (./list-watermark.ts). The rule itself is ../monotonic.ts's, written
- * once; here are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's
- * plans `holdListScope` and `rememberListTime`).
+ * `max(now, latest + 1 µs)` exact. On PostgreSQL instances write at once, so the next createdAt of a list scope (a
+ * note's messages, a project's admin log) is taken under a transaction-level advisory lock on (list, scope): writers
+ * of one scope queue there until the holder commits, so each reads the latest its predecessor committed, and times
+ * follow commit order. Writers of other scopes never wait. The lists the lists' pass dates (the notes, the activity
+ * log, the tasks: `PgTimedList.watermark`; the runs) take no lock: their rows propose a time, and the pass moves the
+ * few that must move after the commit (./list-watermark.ts). The rule itself is ../monotonic.ts's, written once; here
+ * are the locks, and what a transaction knows of them (used by the PostgreSQL halves of ../monotonic.ts's plans
+ * `holdListScope` and `rememberListTime`).
  */
 import type { ChainLink } from '../../lib/audit-chain.ts'
 import type { Micros } from '../../lib/time.ts'
@@ -46,19 +46,21 @@ export interface ScopeHead {
 }
 
 /**
- * An environment's tasks take this lock. The notes and the activity log take none: the lists' pass dates them (their
- * keys are never taken), as it dates the runs (../queue.ts `insertQueuedRunOnPostgres`: not a list of this file).
+ * The key the environment's lists once shared. The notes, the activity log and the tasks take no lock: the lists' pass
+ * dates them (their keys are never taken), as it dates the runs (../queue.ts `insertQueuedRunOnPostgres`: not a list
+ * of this file).
  */
-const ENVIRONMENT_RECORDS_LOCK = 3
+const ENVIRONMENT_LISTS_LOCK = 3
 
 export const PG_LISTS = {
   /** Dated by the lists' pass: its lock key is never taken. */
-  notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'notes' },
+  notes: { table: 'notes', scope: 'environment_id', lockKey: ENVIRONMENT_LISTS_LOCK, watermark: 'notes' },
   noteMessages: { table: 'note_messages', scope: 'note_id', lockKey: 2 },
   /** Dated and chained by the lists' pass: its lock key is never taken, its head never read here. */
-  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK, watermark: 'activity_logs', proposesNow: true },
+  activityLogs: { table: 'activity_logs', scope: 'environment_id', lockKey: ENVIRONMENT_LISTS_LOCK, watermark: 'activity_logs', proposesNow: true },
   adminLogs: { table: 'admin_logs', scope: 'project_id', lockKey: 4, chain: { log: 'admin', scope: 'coalesce(project_id, 0) = $1', ids: 'admin_logs_id_seq' } },
-  tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_RECORDS_LOCK },
+  /** Dated by the lists' pass (its rows wait in `tasks_unlisted`): its lock key is never taken. */
+  tasks: { table: 'tasks', scope: 'environment_id', lockKey: ENVIRONMENT_LISTS_LOCK, watermark: 'tasks' },
 } as const satisfies Record<string, PgTimedList>
 
 /**

@@ -217,7 +217,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         // Admins see every run on the record; others their own (as GET /v1/workflow-runs/{id} allows).
         const runIds = (await readListed(deps.store, 'runs', listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
         // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
-        const taskIds = (await read(deps.store, listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
+        const taskIds = (await readListed(deps.store, 'tasks', listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
         const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
         // Its history is what changed it (write entries): views, of the record or of a list naming it among others, are
         // in the activity log linked beside it.

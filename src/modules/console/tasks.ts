@@ -9,7 +9,7 @@ import { Elysia, t } from 'elysia'
 import type { AppDeps } from '../../deps.ts'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { layout } from '../../console/page.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import { type InboxFilters, type InboxScope, isAssignee, loadTasksToRender, pageInboxTaskIds, type TaskToRender } from '../../db/tasks.ts'
 import { authPlugin } from '../../http/auth-plugin.ts'
@@ -177,7 +177,7 @@ export function taskPages(deps: AppDeps) {
       consolePage(deps, async ({ user, query, url }) => {
         const now = deps.clock.now()
         const filters = inboxFilters(query, now)
-        const ids = await read(deps.store, pageInboxTaskIds(user.id, user.viaSso, filters, PER_PAGE))
+        const ids = await readListed(deps.store, 'tasks', pageInboxTaskIds(user.id, user.viaSso, filters, PER_PAGE))
         const shown = await read(deps.store, loadTasksToRender(ids.slice(0, PER_PAGE)))
         shown.sort((a, b) => (a.id < b.id ? 1 : -1))
         const admin = (await read(deps.store, projectsOf(user.id))).some((p) => p.role === 'admin')

@@ -4,7 +4,7 @@
  * ./query.ts).
  */
 import type { Store } from '../../db/store.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { write } from '../../db/write.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
 import type { Clock } from '../../lib/clock.ts'
@@ -23,9 +23,9 @@ export interface TaskCallDeps {
   mail: MailSettings | null
 }
 
-/** The task as the API shows it now (404 when its run was deleted meanwhile). */
+/** The task as the API shows it now, once listed: its createdAt is final then (404 when its run was deleted meanwhile). */
 async function renderedTask(store: Store, taskId: string) {
-  const [task] = await read(store, renderTasks([taskId]))
+  const [task] = await readListed(store, 'tasks', renderTasks([taskId]))
   if (task === undefined) throw notFound(`Task ${taskId} not found`)
   return task
 }

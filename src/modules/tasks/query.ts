@@ -1,6 +1,6 @@
 /** The tasks list as the API route and the MCP tool run it: its query parameters, parsed and documented. */
 import type { Store } from '../../db/store.ts'
-import { read } from '../../db/read.ts'
+import { read, readListed } from '../../db/read.ts'
 import { enumQuery, listParameters, textFilter } from '../../http/list-schema.ts'
 import { environmentPage, MAX_NAME_LENGTH, parseDateFilters, parseEnumParameter, parseStringParameter, type Query } from '../../http/list.ts'
 import type { AccountCaller } from '../../lib/callers.ts'
@@ -43,7 +43,7 @@ export function tasksPageAs(store: Store, caller: AccountCaller, place: { projec
       viewer = { userId: caller.user.id, admin: await read(store, isAdminOf(caller.user.id, project.id)) }
     },
     where: environmentOf(store),
-    ids: ({ environment }, filters, query, limit) => read(store, listTaskIds(environment, filters, parseDateFilters(query, TASK_DATE_FIELDS), limit, viewer)),
+    ids: ({ environment }, filters, query, limit) => readListed(store, 'tasks', listTaskIds(environment, filters, parseDateFilters(query, TASK_DATE_FIELDS), limit, viewer)),
     render: (ids) => read(store, renderTasks(ids)),
   })
 }
