@@ -11,8 +11,8 @@
  * imported note keeps its given time, taking the environment off time order when one committed meanwhile is later.
  */
 import { describe, expect, test } from 'bun:test'
-import { findActivityLogsForRender, insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
-import { findNotesForRender, insertFirstNoteMessage, insertImportedNote, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
+import { insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
+import { insertFirstNoteMessage, insertImportedNote, insertNewNote, pageNoteIds } from '../src/db/notes.ts'
 import { insertRun, type NewRun } from '../src/db/queue.ts'
 import { pageRunIds } from '../src/db/runs.ts'
 import { insertTask, pageTaskIds } from '../src/db/tasks.ts'
@@ -60,18 +60,20 @@ type Id = number | string
 const idsUpTo = (table: string) => async (store: PgStore, top: { id: Id }) =>
   ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${table} WHERE environment_id = 1 AND id <= $1`, [top.id])) as { n: number }[])[0]!.n
 
+/** Each row's createdAt by id, read from `table`. */
+const timesOf = (table: 'activity_logs' | 'notes' | 'runs' | 'tasks') => async (store: PgStore, ids: Id[]) => {
+  const id = table === 'runs' || table === 'tasks' ? 'id' : 'id::float8' // a UUID, or a number as the pages answer it
+  const rows = (await store.sql.unsafe(`SELECT ${id} AS id, created_at::float8 AS at FROM ${table} WHERE id = ANY($1)`, [ids])) as { id: Id; at: number }[]
+  return new Map<Id, number>(rows.map((row) => [row.id, row.at]))
+}
+
 const ACTIVITY: ListUnderTest = {
   list: 'activity_logs',
   *write(label, count) {
     for (let k = 0; k < count; k++) yield* insertActivityLog({ ...ENTRY, label: `${label}.${k}` }, ['r'], Date.now())
   },
   page: (dates, limit) => pageActivityLogIds(1, { withExtensions: true }, dates, limit),
-  times: (store, ids) =>
-    store.read(
-      (function* () {
-        return new Map<Id, number>((yield* findActivityLogsForRender(ids as number[])).map((row) => [row.log.id, Number(row.log.createdAt)]))
-      })(),
-    ),
+  times: timesOf('activity_logs'),
   byId: true,
   listedUpTo: idsUpTo('activity_logs'),
   async finally(store) {
@@ -89,12 +91,7 @@ const NOTES: ListUnderTest = {
     }
   },
   page: (dates, limit) => pageNoteIds(1, {}, dates, limit),
-  times: (store, ids) =>
-    store.read(
-      (function* () {
-        return new Map<Id, number>((yield* findNotesForRender(ids as number[])).map((row) => [row.note.id, Number(row.note.createdAt)]))
-      })(),
-    ),
+  times: timesOf('notes'),
   byId: true,
   listedUpTo: idsUpTo('notes'),
   async finally(store) {
@@ -117,11 +114,6 @@ const listedByTimeUpTo = (table: 'runs' | 'tasks', column: 'run_id' | 'task_id')
   ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${table} r WHERE r.environment_id = 1 AND r.created_at <= $1
     AND NOT EXISTS (SELECT 1 FROM ${table}_unlisted u WHERE u.${column} = r.id)`, [top.at])) as { n: number }[])[0]!.n
 
-/** Each row's createdAt by id, read from `table`. */
-const timesOf = (table: 'runs' | 'tasks') => async (store: PgStore, ids: Id[]) => {
-  const rows = (await store.sql.unsafe(`SELECT id, created_at::float8 AS at FROM ${table} WHERE id = ANY($1)`, [ids])) as { id: string; at: number }[]
-  return new Map<Id, number>(rows.map((row) => [row.id, row.at]))
-}
 
 const RUNS: ListUnderTest = {
   list: 'runs',

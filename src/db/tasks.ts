@@ -98,33 +98,26 @@ export function* insertTask(task: NewTask, now: Millis): Op<{ id: string; create
   const id = taskIdAt(createdAt)
   const { teamIds, userIds, ...columns } = task
   yield* INSERT_TASK.exec({ ...columns, id, createdAt })
-  yield* runPlan(awaitTaskListing, id)
   for (const teamId of teamIds) yield* INSERT_TEAM_ASSIGNEE.exec({ taskId: id, teamId, taskCreatedAt: createdAt })
   for (const userId of userIds) yield* INSERT_USER_ASSIGNEE.exec({ taskId: id, userId, taskCreatedAt: createdAt })
-  if (task.dueAt !== null) yield* runPlan(announceTaskDeadline)
+  yield* runPlan(announceTaskOpened, id, task.dueAt !== null)
   return { id, createdAt }
 }
 
 /**
- * PostgreSQL's task waits in `tasks_unlisted` with the list position it draws (after its transaction took its
- * transaction id) until the lists' pass lists it; sent without waiting for its answer. SQLite's one writer opens tasks
- * in the list's order: listed once committed.
+ * What other writers and instances learn of an opened task. PostgreSQL's task waits in `tasks_unlisted` with the list
+ * position it draws (after its transaction took its transaction id) until the lists' pass lists it — sent without
+ * waiting for its answer —, and one with a deadline wakes every instance's deadline timer (`NOTIFY trellis_tasks`, once
+ * the transaction committed: ./postgres/notify.ts), so that one armed for a later time re-reads the next. SQLite's one
+ * writer lists each task at its commit, and its timer is this process's, told by the executor that opened the task.
  */
-const awaitTaskListing = plan({
-  sqlite: (_db: Db, _id: string): void => {},
-  postgres: (db, id) => sendRaw(db, 'INSERT INTO tasks_unlisted (task_id) VALUES ($1)', [id]),
-  why: "PostgreSQL's tasks commit at once and the lists' pass lists them in the order of their positions; SQLite's one writer lists each at its commit",
-})
-
-/**
- * Tells every instance's deadline timer that a task with a deadline opened, so that one armed for a later time
- * re-reads the next: PostgreSQL's `NOTIFY trellis_tasks`, sent once the transaction committed (./postgres/notify.ts). SQLite's timer is this process's,
- * told by the executor that opened the task.
- */
-const announceTaskDeadline = plan({
-  sqlite: (): void => {},
-  postgres: (db) => notifyOnCommit(db, TASKS_CHANNEL),
-  why: "NOTIFY wakes every instance's deadline timer after the commit; SQLite's is this process's, woken by its executor",
+const announceTaskOpened = plan({
+  sqlite: (_db: Db, _id: string, _withDeadline: boolean): void => {},
+  postgres: async (db, id, withDeadline) => {
+    await sendRaw(db, 'INSERT INTO tasks_unlisted (task_id) VALUES ($1)', [id])
+    if (withDeadline) await notifyOnCommit(db, TASKS_CHANNEL)
+  },
+  why: "PostgreSQL's tasks commit at once, listed by the lists' pass in the order of their positions, and a NOTIFY after the commit wakes every instance's deadline timer; SQLite's one writer lists each at its commit and its timer is this process's",
 })
 
 const TASK_OF_STEP = statement('tasks.of-step', ({ db, t }) =>
