@@ -9,7 +9,8 @@
  * newer migrations applies them at its first start, after which both run on its schema. `--profile DIR`: each server
  * writes a CPU profile there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting
  * on an advisory lock (an environment's records lock), and it splits the machine's CPU between Trellis, PostgreSQL (every
- * process of the cluster) and wrk. Asserts nothing; figures go to stdout.
+ * process of the cluster) and wrk; `--statements N` lists the N statements called most per response (pg_stat_statements).
+ * `TRELLIS_DATABASE_POOL` in the environment goes to the servers. Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -29,6 +30,8 @@ const NOTES = Number(option('notes', '20000'))
 /** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
 const PROFILE = option('profile', '')
 const SCENARIO = option('scenario', 'webhook-202')
+/** `--statements N`: the N statements called most per response in each measured run, with their mean time (pg_stat_statements); 0: none. */
+const STATEMENTS = Number(option('statements', '0'))
 /** What one response is, in the figures: a trigger, or a request of another scenario. */
 const UNIT = SCENARIO === 'webhook-202' ? 'trigger' : 'request'
 
@@ -42,7 +45,10 @@ if (!scenario || refusal) {
   rmSync(work, { recursive: true, force: true })
   throw new Error(`--scenario ${SCENARIO}: ${refusal}`)
 }
-const cluster = startCluster({ fsync: true, settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200' } })
+const cluster = startCluster({
+  fsync: true,
+  settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200', ...(STATEMENTS > 0 ? { shared_preload_libraries: 'pg_stat_statements' } : {}) },
+})
 const admin = new SQL({ url: cluster.url, max: 1 })
 const servers: Server[] = []
 try {
@@ -51,9 +57,13 @@ try {
   const copy = Bun.spawnSync([process.execPath, join(ROOTS[0]!, 'src/main.ts'), 'db', 'copy', '--from', dataDir, '--to', url], { cwd: ROOTS[0], stdout: 'pipe', stderr: 'pipe' })
   if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}`)
   const sql = new SQL({ url, max: 1 })
+  if (STATEMENTS > 0) await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
+  /** Rows of `runs` updated so far: with the executor off, the lists' pass moving a run's time (and each turn's cancelling update). */
+  const runsUpdated = async () => ((await sql`SELECT n_tup_upd::float8 AS n FROM pg_stat_user_tables WHERE relname = 'runs'`) as { n: number }[])[0]!.n
   const env = {
     ...RAISED_RATE_LIMITS,
     TRELLIS_EXECUTOR_CONCURRENCY: '0', TRELLIS_DATABASE_URL: url,
+    ...(process.env.TRELLIS_DATABASE_POOL ? { TRELLIS_DATABASE_POOL: process.env.TRELLIS_DATABASE_POOL } : {}),
   }
   const figures = new Map<string, { rps: number; us: number }[]>(ROOTS.map((root) => [root, []]))
   for (let round = 1; round <= ROUNDS; round++) {
@@ -76,6 +86,9 @@ try {
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))
       const spent = cpuSince(servers)
+      if (STATEMENTS > 0) await sql`SELECT pg_stat_statements_reset()`
+      await sql`SELECT pg_stat_force_next_flush()` // this connection's cancelling update is counted before, not during
+      const updatedBefore = await runsUpdated()
       const postgresBefore = clusterCpuUs(cluster.local!.dataDir)
       const load = Promise.all(servers.map((server, i) => runLoad(spec(server, i, SECONDS, 'measured'))))
       // What Trellis's connections do meanwhile, sampled: waiting on an advisory lock (an environment's), or not.
@@ -98,11 +111,24 @@ try {
       const unexpected = runs.reduce((sum, run) => sum + run.unexpected, 0)
       const figure = { rps: runs.reduce((sum, run) => sum + run.rps, 0), us: us / responses }
       figures.get(root)!.push(figure)
+      // The servers' connections report their statistics when they close: stopped first.
+      await Promise.all(servers.splice(0).map((server) => server.stop()))
+      await Bun.sleep(200)
+      const moved = (await runsUpdated()) - updatedBefore
       const cores = (cpuUs: number) => (cpuUs / (SECONDS * 1e6)).toFixed(2)
       log(`round ${round} ${which === 0 ? 'A' : 'B'} (${root}): ${Math.round(figure.rps)} rps, ${Math.round(figure.us)} µs CPU per ${UNIT}, ${unexpected} unexpected;` +
         ` cores busy: Trellis ${cores(us)}, PostgreSQL ${cores(postgresUs)} (${Math.round(postgresUs / responses)} µs per ${UNIT}), wrk ${cores(wrkUs)};` +
+        ` runs updated (the lists' pass moving a run's time; the executor is off) ${(moved / responses).toFixed(3)} per ${UNIT};` +
         ` connections busy ${(samples.busy / samples.n).toFixed(1)}, of them waiting on an advisory lock ${(samples.advisory / samples.n).toFixed(1)} (mean of ${samples.n} samples)`)
-      await Promise.all(servers.splice(0).map((server) => server.stop()))
+      if (STATEMENTS > 0) {
+        const top = (await sql.unsafe(
+          `SELECT calls::float8 AS calls, (total_exec_time / calls)::float8 AS mean, left(regexp_replace(query, '\\s+', ' ', 'g'), 100) AS query
+            FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'trellis' ORDER BY calls DESC LIMIT $1`,
+          [STATEMENTS],
+        )) as { calls: number; mean: number; query: string }[]
+        const [all] = (await sql`SELECT coalesce(sum(calls), 0)::float8 AS calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = 'trellis'`) as { calls: number }[]
+        log(`  statements per ${UNIT}: ${(all!.calls / responses).toFixed(2)}; the most called:\n${top.map((t) => `    ${(t.calls / responses).toFixed(3)}  ${t.mean.toFixed(3)} ms  ${t.query}`).join('\n')}`)
+      }
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!

@@ -7,8 +7,9 @@
  * notes ids) fall strictly along each walk, a time once read never changes, every row written is listed in the end,
  * and a row is listed soon after its commit. The entries are chained gaplessly; a note's messages and updates never fall before its time. And
  * a served request that writes a note lists it, though a catch-up shared since its arrival had read the list before;
- * a note committed behind one with a later time moves past it (its first message and updatedAt along), and an
- * imported note keeps its given time, taking the environment off time order when one committed meanwhile is later.
+ * a note committed behind one with a later time moves past it (its first message and updatedAt along), as a task does
+ * (its assignees' copy of its time along), and an imported note keeps its given time, taking the environment off time
+ * order when one committed meanwhile is later.
  */
 import { describe, expect, test } from 'bun:test'
 import { insertActivityLog, type NewActivityLogRow, pageActivityLogIds } from '../src/db/activity-logs.ts'
@@ -298,6 +299,49 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
       expect(await noteRow(store, mine)).toEqual({ createdAt: T * 1000 + 10_001, updatedAt: T * 1000 + 10_001, firstMessage: T * 1000 + 10_001 })
       expect((await noteRow(store, held)).createdAt).toBe(T * 1000 + 10_000)
       expect(await readListed(store, 'notes', pageNoteIds(1, {}, [], 10))).toEqual([mine, held])
+    } finally {
+      await store.close()
+    }
+  }, 30_000)
+
+  test('a task committed after one with a later time moves 1 µs past it when listed, its assignees\' copy along; its id stays', async () => {
+    const store = openProductPostgres(await freshDatabase(), { max: 4 })
+    try {
+      await seedOrganization({ pg: store.sql })
+      const T = 1_800_000_000_000
+      // Another writer's task, opened at T + 10 ms and committed only after ours (its position drawn first).
+      const held = await store.sql.reserve()
+      let mine = ''
+      try {
+        await held.unsafe('BEGIN')
+        await held.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
+          VALUES ('held-run', 1, 1, 1, 'held', 1, 'manual', 'waiting', 0, $1, 0, $2)`, [T, T * 1000])
+        await held.unsafe(`INSERT INTO tasks (id, run_id, step_index, step_name, environment_id, workflow_id, team_id, collection_id, record_id, requester_id, title,
+          approvals_required, allow_requester, status, on_timeout, escalated, created_at) VALUES ('held-task', 'held-run', 0, 'approve', 1, 1, 1, 1, 'held', 1, 'held', 1, false, 'open', 'fail', false, $1)`, [T * 1000 + 10_000])
+        await held.unsafe("INSERT INTO tasks_unlisted (task_id) VALUES ('held-task')")
+        mine = await writeNow(store, function* () {
+          const run = yield* insertRun({ ...runOn('mine'), createdAt: T })
+          if (!run.inserted) throw new Error('not queued')
+          const task = yield* insertTask(
+            {
+              runId: run.id, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: 'mine', requesterId: 1,
+              title: 'mine', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null, onTimeout: 'fail', escalateTo: null, teamIds: [1], userIds: [2],
+            },
+            T,
+          )
+          expect(Number(task.createdAt)).toBe(T * 1000) // proposed: it cannot see the held task
+          return task.id
+        })
+        await held.unsafe('COMMIT')
+      } finally {
+        held.release()
+      }
+      expect(await store.awaitListed('tasks')).toBe(true)
+      const [ours] = (await store.sql`SELECT k.created_at::float8 AS at, array_agg(a.task_created_at::float8) AS copies
+        FROM tasks k JOIN task_assignees a ON a.task_id = k.id WHERE k.id = ${mine} GROUP BY k.created_at`) as { at: number; copies: number[] }[]
+      // Listed after the held task: moved 1 µs past it, both assignees' copies along.
+      expect(ours).toEqual({ at: T * 1000 + 10_001, copies: [T * 1000 + 10_001, T * 1000 + 10_001] })
+      expect(await readListed(store, 'tasks', pageTaskIds(1, {}, [], 10))).toEqual([mine, 'held-task'])
     } finally {
       await store.close()
     }
