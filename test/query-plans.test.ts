@@ -100,15 +100,15 @@ const tasks = (filters: Parameters<typeof pageTaskIds>[1]) => (db: Db) => runOp(
 const recordList = (q: RecordListQuery) => (db: Db) => runOp(db, pageRecordList({ environmentId: production, collectionId: orders }, q, 10))
 const RECORD_LIST = /^select "id", "record_key", "data", "created_at", "updated_at", .* from "records"/
 const NOTES_PAGE = /^select "id" from "notes"/
-const TASKS_PAGE = /^select "id" from "tasks"/
+const TASKS_PAGE = /^select "id", "created_at" from "tasks"/
 /** A member's inbox, walked from the tasks that name them, and from those naming each of their teams. */
-const TASKS_NAMING_USER = /^select "task_id" from "task_assignees" where \("task_assignees"\."user_id" = \?/
-const TASKS_NAMING_TEAM = /^select "task_id" from "task_assignees" where \("task_assignees"\."team_id" = \?/
+const TASKS_NAMING_USER = /^select "task_id", "task_created_at" from "task_assignees" where \("task_assignees"\."user_id" = \?/
+const TASKS_NAMING_TEAM = /^select "task_id", "task_created_at" from "task_assignees" where \("task_assignees"\."team_id" = \?/
 /** The console's inbox walks: the tasks naming the person, and those naming one of their teams, each by its index; no task scanned. */
 const CONSOLE_INBOX_PLAN = /^(?!.*SCAN (k|tasks)\b)(?=.*SEARCH a USING COVERING INDEX task_assignees_user_idx \(user_id=\?\))(?=.*SEARCH a USING COVERING INDEX task_assignees_team_idx \(team_id=\?\)).*$/
 const ACTIVITY_PAGE = /^select "id" from "activity_logs" where .* order by "activity_logs"\."id" desc/
 const ADMIN_PAGE = /^select "id" from "admin_logs" where .* order by "admin_logs"\."id" desc/
-const RUNS_PAGE = /^select "id" from "runs"/
+const RUNS_PAGE = /^select "id", "created_at" from "runs"/
 /** The read of an environment's run events after an id (src/db/run-events.ts). */
 const ENVIRONMENT_EVENTS = /FROM run_events e JOIN runs r ON r\.id = e\.run_id JOIN workflows w ON w\.id = e\.workflow_id\s+WHERE e\.environment_id = /
 /** A filtered read of them: within the range its first statement fixed. */

@@ -163,6 +163,14 @@ export interface PageQuery<K extends TimedTable> {
  * once per shape (which filters are present) and run with the values as placeholders.
  */
 export function* pageIds<Id extends number | string = number, K extends TimedTable = TimedTable>(q: PageQuery<K>, limit: number): Op<Id[]> {
+  return (yield* pageRows<Id, K>(q, limit)).map((row) => row.id)
+}
+
+/**
+ * `pageIds`, each id with its createdAt (`at`) for a list ordered by time (`byTime`): read from the index the page
+ * walks (the list's, or `through`'s copy), so a caller merging pages of several walks needs no read of its own.
+ */
+export function* pageRows<Id extends number | string = number, K extends TimedTable = TimedTable>(q: PageQuery<K>, limit: number): Op<{ id: Id; at?: number }[]> {
   const equal = Object.entries(q.equal).filter(([, value]) => value !== undefined) as [string, number | string][]
   const dates = q.dates ?? []
   const extra = Object.entries(q.extra ?? {}).filter((e): e is [string, PageCondition] => e[1] !== undefined)
@@ -195,14 +203,14 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
       // join, PostgreSQL merged it with a backward walk of the list's primary key — every row down to the oldest
       // one the walk reached, however few of them the filter picks.
       return d.db
-        .select({ id: key })
+        .select({ id: key, ...(time === undefined ? {} : { at: time }) })
         .from(viaTable)
         .where(allOf([eq(via[q.through.column]!, sql.placeholder('through')), exists(d.db.select({ one: sql`1` }).from(d.t[q.table]).where(allOf([eq(table.id!, key), where])))]))
         .orderBy(...(time === undefined ? [desc(key)] : [desc(time), desc(key)]))
         .limit(sql.placeholder('limit'))
     }
     return d.db
-      .select({ id: table.id! })
+      .select({ id: table.id!, ...(q.byTime ? { at: table.createdAt! } : {}) })
       .from(d.t[q.table])
       .where(where)
       .orderBy(...(q.byTime ? [desc(table.createdAt!), desc(table.id!)] : [desc(table.id!)]))
@@ -211,7 +219,10 @@ export function* pageIds<Id extends number | string = number, K extends TimedTab
   const values: Record<string, unknown> = { limit: limit + 1, below, above, through: q.through?.value, ...Object.fromEntries(equal) }
   for (const f of dates) values[`${f.field}.${f.op}`] = f.at
   for (const [, e] of extra) Object.assign(values, e.values)
-  return (yield* page.rows(values)).map((r) => r.id as Id)
+  return (yield* page.rows(values)).map((r) => {
+    const row = r as { id: Id; at?: number }
+    return row.at === undefined ? { id: row.id } : { id: row.id, at: Number(row.at) }
+  })
 }
 
 /** `placeholder` is null (an optional filter not given), written so that PostgreSQL knows the parameter's type. */

@@ -26,7 +26,7 @@ import { nextCreatedAt } from './monotonic.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { notifyOnCommit, sendRaw } from './postgres/monotonic.ts'
 import { TASKS_CHANNEL } from './postgres/queue.ts'
-import { type PageCondition, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
+import { type PageCondition, pageIds, pageRows, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { placeholders, statement } from './query.ts'
 import type { tasks } from './schema.ts'
 
@@ -555,7 +555,7 @@ export function* pageTaskIds(environmentId: number, filters: TaskFilters, dates:
   if (decidableBy !== undefined && !decidableBy.asAdmin) {
     // Every task of these walks names the member: `visible` holds already.
     return yield* throughAssignments(environmentId, decidableBy.userId, limit, (through) =>
-      pageIds<string, 'tasks'>({ ...query, extra: { workflowIds: ofWorkflows, decidable }, through }, limit),
+      pageRows<string, 'tasks'>({ ...query, extra: { workflowIds: ofWorkflows, decidable }, through }, limit),
     )
   }
   return yield* pageIds<string, 'tasks'>({ ...query, extra: { workflowIds: ofWorkflows, visible, decidable } }, limit)
@@ -571,20 +571,15 @@ function* throughAssignments(
   environmentId: number,
   userId: number,
   limit: number,
-  page: (through: { table: 'taskAssignees'; key: 'taskId'; column: 'userId' | 'teamId'; value: number; time: 'taskCreatedAt' }) => Op<string[]>,
+  page: (through: { table: 'taskAssignees'; key: 'taskId'; column: 'userId' | 'teamId'; value: number; time: 'taskCreatedAt' }) => Op<{ id: string; at?: number }[]>,
 ): Op<string[]> {
   const walks = [yield* page({ table: 'taskAssignees', key: 'taskId', column: 'userId', value: userId, time: 'taskCreatedAt' })]
   for (const teamId of yield* teamIdsOfMemberIn(environmentId, userId)) walks.push(yield* page({ table: 'taskAssignees', key: 'taskId', column: 'teamId', value: teamId, time: 'taskCreatedAt' }))
-  if (walks.length === 1) return walks[0]!
-  // Merged in the list's order, (createdAt, id) newest first: the walks' tasks' times, read by id.
-  const ids = [...new Set(walks.flat())]
-  const at = new Map((yield* TASK_CREATED_ATS.rows({ ids: JSON.stringify(ids) })).map((row) => [row.id, Number(row.createdAt)]))
-  return ids.sort((a, b) => at.get(b)! - at.get(a)! || (a < b ? 1 : a > b ? -1 : 0)).slice(0, limit + 1)
+  // Merged in the list's order, (createdAt, id) newest first, by the times the walks read beside the ids.
+  const merged = new Map(walks.flat().map((row) => [row.id, row.at!]))
+  const newestFirst = (a: string, b: string) => merged.get(b)! - merged.get(a)! || (a < b ? 1 : a > b ? -1 : 0)
+  return [...merged.keys()].sort(newestFirst).slice(0, limit + 1)
 }
-
-const TASK_CREATED_ATS = statement('tasks.created-ats', ({ db, t, inJsonArray }) =>
-  db.select({ id: t.tasks.id, createdAt: t.tasks.createdAt }).from(t.tasks).where(inJsonArray(t.tasks.id, 'ids', 'text')),
-)
 
 const RECORDED_TASK_STEPS = statement('tasks.recorded-outputs', ({ db, t }) =>
   db
