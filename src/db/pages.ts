@@ -1,8 +1,8 @@
 /**
- * The page queries every list shares (notes, activity logs, admin logs, runs): one page of ids newest first — by id,
- * the runs by `(createdAt, id)` — (`limit + 1` rows, so the caller knows `hasMore`), `createdAt` filters turned into
- * id bounds, and the conditions lists add. Each is written once for both stores (./query.ts), a statement per shape of present
- * filters: built once per dialect and connection, run with the values as placeholders.
+ * The page queries every list shares (notes, activity logs, admin logs, runs, tasks): one page of ids newest first —
+ * by id, the runs and tasks by `(createdAt, id)` — (`limit + 1` rows, so the caller knows `hasMore`), `createdAt`
+ * filters turned into id bounds, and the conditions lists add. Each is written once for both stores (./query.ts), a
+ * statement per shape of present filters: built once per dialect and connection, run with the values as placeholders.
  */
 import { and, type AnyColumn, asc, type Column, desc, eq, exists, gt, gte, lt, lte, type Placeholder, type SQL, sql } from 'drizzle-orm'
 import type { SQLiteColumn, SQLiteTable } from 'drizzle-orm/sqlite-core'
@@ -146,7 +146,7 @@ export interface PageQuery<K extends TimedTable> {
   watermark?: WatermarkedList
   /**
    * Ordered by `(createdAt, id)` instead of `id`: a list whose ids are handed out before its order is decided (the
-   * runs' UUIDs; createdAt is strictly increasing per scope, so `createdAt` filters page it exactly).
+   * runs' and tasks' UUIDs; createdAt is strictly increasing per scope, so `createdAt` filters page it exactly).
    */
   byTime?: true
   /**

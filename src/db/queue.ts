@@ -223,11 +223,13 @@ function insertQueuedRunOnSqlite(db: Db, run: NewRun): string | null {
  * READ COMMITTED snapshot).
  *
  * The runs list orders by `(createdAt, id)` and pages by `createdAt` (DESIGN §3), so within an environment `createdAt`
- * must increase strictly in the list's order. The insert takes no lock: the run proposes `max(now, newest its snapshot
- * sees + 1 µs)`, as on SQLite, and a row in `runs_unlisted` whose list position is drawn after its transaction took
- * its transaction id; the lists' pass (./postgres/list-watermark.ts) lists the runs in position order, moving the few
- * whose time another run committed meanwhile took, and readers read only listed runs (`Dialect.listed`). The run's
- * id is the caller's UUIDv7 and is readable by id at once. One function call (`trellis_queue_run`,
+ * must increase strictly in the list's order. The insert takes no lock: the run draws its list position (a row in
+ * `runs_unlisted`, drawn after its transaction took its transaction id) and proposes `max(now, newest its snapshot
+ * sees + 1 µs)`, as on SQLite — `now` the database's clock in µs, read right after the draw, when it agrees with the
+ * caller's to the second, so that concurrent runs propose their times nearly in the order of their positions. The
+ * lists' pass (./postgres/list-watermark.ts) lists the runs in position order, moving the few whose time another run
+ * committed meanwhile took, and readers read only listed runs (`Dialect.listed`). The run's id is the caller's UUIDv7
+ * and is readable by id at once. One function call (`trellis_queue_run`,
  * drizzle/postgres/0032_runs_listed_by_time.sql): one round trip.
  */
 async function insertQueuedRunOnPostgres(db: PgDb, run: NewRun): Promise<string | null> {

@@ -128,7 +128,7 @@ export interface RunFilters {
   workflowIds?: number[]
   recordId?: string
   status?: string
-  /** Only runs listed after this run (in the list's `(createdAt, id)` order); none for an unknown id. The console pages with it. */
+  /** Only runs older than this run in the list's `(createdAt, id)` order; none for an unknown id. The console pages with it. */
   beforeId?: string
   /** Only runs of this user. */
   userId?: number
