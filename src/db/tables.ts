@@ -486,8 +486,8 @@ export function defineTables(kit: TableKit) {
       attempts: integer('attempts').notNull().default(0),
       /** JSON `{code, message, step?}` for failed runs. */
       error: text('error'),
-      // Epoch µs, strictly increasing per environment in id order (set by the insert, src/db/queue.ts): the runs
-      // list pages by it, like notes and logs.
+      // Epoch µs, strictly increasing per environment in the runs list's `(created_at, id)` order (set by the insert,
+      // src/db/queue.ts, and on PostgreSQL by the lists' pass): the runs list pages by it, like notes and logs.
       createdAt: micros('created_at').notNull(),
       startedAt: integer('started_at'),
       finishedAt: integer('finished_at'),

@@ -11,9 +11,9 @@
  * - the quorum is counted in the deciding transaction, under the task's row lock (`lockTask`: PostgreSQL's
  *   `FOR UPDATE`; SQLite's one writer holds it already), so two approvals committing at once both see each other.
  *
- * A task's id is a UUIDv7 made from its `createdAt` (µs, strictly increasing per environment: ./monotonic.ts), the
- * microseconds in the version's twelve spare bits: id order is time order, so the list orders by id and pages by
- * `createdAt` exactly, as the runs list does.
+ * A task's id is a UUIDv7 made from the `createdAt` it was opened with (µs, the microseconds in the version's twelve
+ * spare bits). The lists order by `(createdAt, id)` and page by `createdAt` exactly, as the runs list does: on
+ * PostgreSQL the lists' pass may move a new task's `createdAt` past one committed meanwhile, and its id stays.
  */
 import { type AnyColumn, and, asc, count, eq, lte, type SQL, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
