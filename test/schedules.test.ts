@@ -480,7 +480,7 @@ test('real server: a seconds schedule fires every second, one run per matching r
 }, 120_000)
 
 test('real server: kill -9 in the middle of a tick; the restarted server finishes it, each record once', async () => {
-  // PostgreSQL inserts each run under its environment's runs lock, a round trip each: fewer suffice to be mid-tick.
+  // PostgreSQL inserts each run in a round trip of its own: fewer suffice to be mid-tick.
   const count = TEST_STORE === 'postgres' ? 1500 : 5000
   const deployed = await deployment([holdOn('Big tick')], 1, [])
   try {
