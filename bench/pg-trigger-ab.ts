@@ -9,8 +9,9 @@
  * newer migrations applies them at its first start, after which both run on its schema. `--profile DIR`: each server
  * writes a CPU profile there (`bun --cpu-prof`). Every 250 ms it samples Trellis's busy connections and those waiting
  * on an advisory lock (a checkout that still takes an environment's lock shows it), and it splits the machine's CPU
- * between Trellis, PostgreSQL (every process of the cluster) and wrk, and counts the runs the lists' pass moved; `--statements N` lists the N statements called most per response (pg_stat_statements).
- * `TRELLIS_DATABASE_POOL` in the environment goes to the servers. Asserts nothing; figures go to stdout.
+ * between Trellis, PostgreSQL (every process of the cluster) and wrk, and counts the runs the lists' pass moved;
+ * `--statements N` lists the N statements called most per response (pg_stat_statements). `TRELLIS_DATABASE_POOL` in the
+ * environment goes to the servers. Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
