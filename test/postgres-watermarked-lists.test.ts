@@ -27,7 +27,7 @@ import type { DateFilter } from '../src/lib/date-filter.ts'
 import type { Micros } from '../src/lib/time.ts'
 import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import { postgresOrSkip } from './support/both-stores.ts'
-import { seedOrganization } from './support/lists.ts'
+import { seedOrganization, withSeededPostgres } from './support/lists.ts'
 import { freshDatabase, openProductPostgres } from './support/postgres-cluster.ts'
 
 const ENTRY: NewActivityLogRow = {
@@ -240,10 +240,7 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
   }
 
   test('a served request reads its own writes: a catch-up shared since its arrival does not answer for a note it wrote after', async () => {
-    const url = await freshDatabase()
-    const store = openProductPostgres(url, { max: 4 })
-    try {
-      await seedOrganization({ pg: store.sql })
+    await withSeededPostgres(4, async (store) => {
       const listed = await servingRequestArrivedAt(performance.now(), async () => {
         expect(await store.awaitListed('notes')).toBe(true) // a catch-up after the arrival: shared by what the request reads next
         const id = await writeNow(store, function* () {
@@ -252,121 +249,115 @@ describe.skipIf(!postgresOrSkip('watermarked lists, three instances'))('lists wr
         return readListed(store, 'notes', pageNoteIds(1, {}, [], 10)).then((ids) => ids.includes(id))
       })
       expect(listed).toBe(true)
-    } finally {
-      await store.close()
-    }
+    })
   }, 30_000)
 
   /**
-   * A note committed by another writer behind a later one: `open` begins a transaction that inserts a note proposed at
-   * `at` (its id drawn first) and keeps it open while `meanwhile` runs; then it commits, and the list is caught up.
+   * Rows another writer commits behind ours: a transaction begins, `insert` writes them (their ids or positions drawn
+   * first), and it stays open while `meanwhile` runs; then it commits, and `list` is caught up. Answers `insert`'s answer.
    */
-  async function behindAnother(store: PgStore, at: number, meanwhile: () => Promise<void>): Promise<number> {
+  async function committedBehind<T>(store: PgStore, list: WatermarkedList, insert: (held: PgStore['sql']) => Promise<T>, meanwhile: () => Promise<void>): Promise<T> {
     const held = await store.sql.reserve()
     try {
       await held.unsafe('BEGIN')
-      const [row] = (await held.unsafe(
-        "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 'held', 1, $1, $1) RETURNING id::float8 AS id",
-        [at],
-      )) as { id: number }[]
+      const inserted = await insert(held)
       await meanwhile()
       await held.unsafe('COMMIT')
-      expect(await store.awaitListed('notes')).toBe(true)
-      return row!.id
+      expect(await store.awaitListed(list)).toBe(true)
+      return inserted
     } finally {
       held.release()
     }
   }
 
+  /** A note proposed at `at`, committed by another writer behind what `meanwhile` writes: its id. */
+  const behindAnother = (store: PgStore, at: number, meanwhile: () => Promise<void>): Promise<number> =>
+    committedBehind(
+      store,
+      'notes',
+      async (held) => {
+        const [row] = (await held.unsafe(
+          "INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at) VALUES (1, 1, 1, 'r', 'held', 1, $1, $1) RETURNING id::float8 AS id",
+          [at],
+        )) as { id: number }[]
+        return row!.id
+      },
+      meanwhile,
+    )
+
   const noteRow = async (store: PgStore, id: number) =>
     ((await store.sql`SELECT created_at::float8 AS "createdAt", updated_at::float8 AS "updatedAt", (SELECT min(created_at)::float8 FROM note_messages WHERE note_id = ${id}) AS "firstMessage" FROM notes WHERE id = ${id}`) as { createdAt: number; updatedAt: number; firstMessage: number | null }[])[0]!
 
   test('a note committed after one with a later time moves 1 µs past it when listed, its first message and updatedAt along; its id stays', async () => {
-    const store = openProductPostgres(await freshDatabase(), { max: 4 })
-    try {
-      await seedOrganization({ pg: store.sql })
-      const T = 1_800_000_000_000
-      let mine = 0
-      const held = await behindAnother(store, T * 1000 + 10_000, async () => {
-        mine = await writeNow(store, function* () {
-          const note = yield* insertNewNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'mine', userId: 1 }, T, null)
-          yield* insertFirstNoteMessage({ noteId: note.id, userId: 1, content: 'first', createdAt: note.createdAt as Micros })
-          expect(Number(note.createdAt)).toBe(T * 1000) // proposed: it cannot see the held note
-          return note.id
-        })
+    await withSeededPostgres(4, async (store) => {
+    const T = 1_800_000_000_000
+    let mine = 0
+    const held = await behindAnother(store, T * 1000 + 10_000, async () => {
+      mine = await writeNow(store, function* () {
+        const note = yield* insertNewNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'mine', userId: 1 }, T, null)
+        yield* insertFirstNoteMessage({ noteId: note.id, userId: 1, content: 'first', createdAt: note.createdAt as Micros })
+        expect(Number(note.createdAt)).toBe(T * 1000) // proposed: it cannot see the held note
+        return note.id
       })
-      expect(held).toBeLessThan(mine)
-      expect(await noteRow(store, mine)).toEqual({ createdAt: T * 1000 + 10_001, updatedAt: T * 1000 + 10_001, firstMessage: T * 1000 + 10_001 })
-      expect((await noteRow(store, held)).createdAt).toBe(T * 1000 + 10_000)
-      expect(await readListed(store, 'notes', pageNoteIds(1, {}, [], 10))).toEqual([mine, held])
-    } finally {
-      await store.close()
-    }
+    })
+    expect(held).toBeLessThan(mine)
+    expect(await noteRow(store, mine)).toEqual({ createdAt: T * 1000 + 10_001, updatedAt: T * 1000 + 10_001, firstMessage: T * 1000 + 10_001 })
+    expect((await noteRow(store, held)).createdAt).toBe(T * 1000 + 10_000)
+    expect(await readListed(store, 'notes', pageNoteIds(1, {}, [], 10))).toEqual([mine, held])
+    })
   }, 30_000)
 
   test('a task committed after one with a later time moves 1 µs past it when listed, its assignees\' copy along; its id stays', async () => {
-    const store = openProductPostgres(await freshDatabase(), { max: 4 })
-    try {
-      await seedOrganization({ pg: store.sql })
-      const T = 1_800_000_000_000
-      // Another writer's task, opened at T + 10 ms and committed only after ours (its position drawn first).
-      const held = await store.sql.reserve()
-      let mine = ''
-      try {
-        await held.unsafe('BEGIN')
-        await held.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
-          VALUES ('held-run', 1, 1, 1, 'held', 1, 'manual', 'waiting', 0, $1, 0, $2)`, [T, T * 1000])
-        await held.unsafe(`INSERT INTO tasks (id, run_id, step_index, step_name, environment_id, workflow_id, team_id, collection_id, record_id, requester_id, title,
-          approvals_required, allow_requester, status, on_timeout, escalated, created_at) VALUES ('held-task', 'held-run', 0, 'approve', 1, 1, 1, 1, 'held', 1, 'held', 1, false, 'open', 'fail', false, $1)`, [T * 1000 + 10_000])
-        await held.unsafe("INSERT INTO tasks_unlisted (task_id) VALUES ('held-task')")
-        mine = await writeNow(store, function* () {
-          const run = yield* insertRun({ ...runOn('mine'), createdAt: T })
-          if (!run.inserted) throw new Error('not queued')
-          const task = yield* insertTask(
-            {
-              runId: run.id, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: 'mine', requesterId: 1,
-              title: 'mine', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null, onTimeout: 'fail', escalateTo: null, teamIds: [1], userIds: [2],
-            },
-            T,
-          )
-          expect(Number(task.createdAt)).toBe(T * 1000) // proposed: it cannot see the held task
-          return task.id
-        })
-        await held.unsafe('COMMIT')
-      } finally {
-        held.release()
-      }
-      expect(await store.awaitListed('tasks')).toBe(true)
-      const [ours] = (await store.sql`SELECT k.created_at::float8 AS at, array_agg(a.task_created_at::float8) AS copies
-        FROM tasks k JOIN task_assignees a ON a.task_id = k.id WHERE k.id = ${mine} GROUP BY k.created_at`) as { at: number; copies: number[] }[]
-      // Listed after the held task: moved 1 µs past it, both assignees' copies along.
-      expect(ours).toEqual({ at: T * 1000 + 10_001, copies: [T * 1000 + 10_001, T * 1000 + 10_001] })
-      expect(await readListed(store, 'tasks', pageTaskIds(1, {}, [], 10))).toEqual([mine, 'held-task'])
-    } finally {
-      await store.close()
+    await withSeededPostgres(4, async (store) => {
+    const T = 1_800_000_000_000
+    // Another writer's task, opened at T + 10 ms and committed only after ours (its position drawn first).
+    let mine = ''
+    const heldTask = async (held: PgStore['sql']) => {
+      await held.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
+        VALUES ('held-run', 1, 1, 1, 'held', 1, 'manual', 'waiting', 0, $1, 0, $2)`, [T, T * 1000])
+      await held.unsafe(`INSERT INTO tasks (id, run_id, step_index, step_name, environment_id, workflow_id, team_id, collection_id, record_id, requester_id, title,
+        approvals_required, allow_requester, status, on_timeout, escalated, created_at) VALUES ('held-task', 'held-run', 0, 'approve', 1, 1, 1, 1, 'held', 1, 'held', 1, false, 'open', 'fail', false, $1)`, [T * 1000 + 10_000])
+      await held.unsafe("INSERT INTO tasks_unlisted (task_id) VALUES ('held-task')")
     }
+    await committedBehind(store, 'tasks', heldTask, async () => {
+      mine = await writeNow(store, function* () {
+        const run = yield* insertRun({ ...runOn('mine'), createdAt: T })
+        if (!run.inserted) throw new Error('not queued')
+        const task = yield* insertTask(
+          {
+            runId: run.id, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: 'mine', requesterId: 1,
+            title: 'mine', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null, onTimeout: 'fail', escalateTo: null, teamIds: [1], userIds: [2],
+          },
+          T,
+        )
+        expect(Number(task.createdAt)).toBe(T * 1000) // proposed: it cannot see the held task
+        return task.id
+      })
+    })
+    const [ours] = (await store.sql`SELECT k.created_at::float8 AS at, array_agg(a.task_created_at::float8) AS copies
+      FROM tasks k JOIN task_assignees a ON a.task_id = k.id WHERE k.id = ${mine} GROUP BY k.created_at`) as { at: number; copies: number[] }[]
+    // Listed after the held task: moved 1 µs past it, both assignees' copies along.
+    expect(ours).toEqual({ at: T * 1000 + 10_001, copies: [T * 1000 + 10_001, T * 1000 + 10_001] })
+    expect(await readListed(store, 'tasks', pageTaskIds(1, {}, [], 10))).toEqual([mine, 'held-task'])
+    })
   }, 30_000)
 
   test("an import's given time is kept; when a note committed meanwhile lands before it with a later time, the environment leaves time order", async () => {
-    const store = openProductPostgres(await freshDatabase(), { max: 4 })
-    try {
-      await seedOrganization({ pg: store.sql })
-      const T = 1_800_000_000_000
-      const given = (T * 1000 + 5_000) as Micros
-      await behindAnother(store, T * 1000 + 10_000, async () => {
-        await writeNow(store, function* () {
-          yield* recordImportedNoteTime(1, given) // sees no note: in order, as far as it can tell
-          yield* insertImportedNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'imported', userId: 1, createdAt: given, updatedAt: given }, [], true)
-        })
+    await withSeededPostgres(4, async (store) => {
+    const T = 1_800_000_000_000
+    const given = (T * 1000 + 5_000) as Micros
+    await behindAnother(store, T * 1000 + 10_000, async () => {
+      await writeNow(store, function* () {
+        yield* recordImportedNoteTime(1, given) // sees no note: in order, as far as it can tell
+        yield* insertImportedNote({ environmentId: 1, teamId: 1, collectionId: 1, recordId: 'r', title: 'imported', userId: 1, createdAt: given, updatedAt: given }, [], true)
       })
-      const [imported] = (await store.sql`SELECT id::float8 AS id FROM notes WHERE title = 'imported'`) as { id: number }[]
-      expect((await noteRow(store, imported!.id)).createdAt).toBe(given)
-      const [flags] = (await store.sql`SELECT notes_in_time_order AS o FROM environments WHERE id = 1`) as { o: boolean }[]
-      expect(flags!.o).toBe(false)
-      expect(await store.sql`SELECT count(*)::int AS n FROM notes_kept_times`).toEqual([{ n: 0 }])
-    } finally {
-      await store.close()
-    }
+    })
+    const [imported] = (await store.sql`SELECT id::float8 AS id FROM notes WHERE title = 'imported'`) as { id: number }[]
+    expect((await noteRow(store, imported!.id)).createdAt).toBe(given)
+    const [flags] = (await store.sql`SELECT notes_in_time_order AS o FROM environments WHERE id = 1`) as { o: boolean }[]
+    expect(flags!.o).toBe(false)
+    expect(await store.sql`SELECT count(*)::int AS n FROM notes_kept_times`).toEqual([{ n: 0 }])
+    })
   }, 30_000)
 })
 

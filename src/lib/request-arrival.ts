@@ -47,5 +47,5 @@ export function requestWroteNow(): void {
  */
 export function commitsThisRequestMustSee(): number | undefined {
   const request = served.getStore()
-  return request === undefined ? undefined : Math.max(request.arrived, request.wrote ?? request.arrived)
+  return request?.wrote ?? request?.arrived // a write commits after its request arrived
 }
