@@ -217,6 +217,13 @@ export class ConfigError extends Error {}
 type Env = Record<string, string | undefined>
 
 /**
+ * PostgreSQL connections each instance keeps open at most (TRELLIS_DATABASE_POOL overrides): node-postgres's and
+ * pg-boss's default too. Past about twice the database's cores, connections busy at once only cost the database CPU
+ * (docs/scaling-out.md, "A reference deployment").
+ */
+export const DEFAULT_DATABASE_POOL = 10
+
+/**
  * The cost new password hashes are made at in this process (src/modules/users/service.ts `usePasswordHashing`): the
  * production cost, unless TRELLIS_TEST_WEAK_PASSWORD_HASHES is `1`, which only the test suite sets on the processes
  * it starts (docs/development.md "Password hashes in tests"); never set it on a deployment.
@@ -251,7 +258,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, opti
   return {
     dataDir,
     databaseUrl,
-    databasePoolSize: integerSetting('TRELLIS_DATABASE_POOL', env.TRELLIS_DATABASE_POOL, 20, 1, 1000),
+    databasePoolSize: integerSetting('TRELLIS_DATABASE_POOL', env.TRELLIS_DATABASE_POOL, DEFAULT_DATABASE_POOL, 1, 1000),
     databaseListenUrl,
     host,
     port,

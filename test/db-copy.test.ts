@@ -154,7 +154,7 @@ describe.skipIf(!postgresInstalled)('trellis db copy --from <sqlite> --to postgr
       const collection = made!.id
       // As the schema change built them before: the text, whatever the kind.
       for (const field of ['total', 'label']) await db.unsafe(`CREATE INDEX "${fieldIndexName(collection, field)}" ON records (environment_id, (data::jsonb ->> '${field}')) WHERE collection_id = ${collection}`)
-      expect(await migratePostgres(db)).toEqual(['0027_record_field_indexes_by_kind', '0028_activity_chained_by_the_pass', '0029_queue_run_function', '0030_notes_dated_by_the_pass', '0031_activity_chaining_decided_in_when', '0032_runs_listed_by_time', '0033_tasks_listed_by_time'])
+      expect(await migratePostgres(db)).toEqual(['0027_record_field_indexes_by_kind', '0028_activity_chained_by_the_pass', '0029_queue_run_function', '0030_notes_dated_by_the_pass', '0031_activity_chaining_decided_in_when', '0032_runs_listed_by_time', '0033_tasks_listed_by_time', '0034_write_path_plans_pinned'])
       const defs = (await db`SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE ${`records_field_${collection}_%`} ORDER BY indexname`) as { indexname: string; indexdef: string }[]
       expect(defs.map((d) => d.indexname).sort()).toEqual([fieldIndexName(collection, 'total'), fieldIndexName(collection, 'label')].sort())
       const byName = new Map(defs.map((d) => [d.indexname, d.indexdef]))

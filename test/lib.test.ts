@@ -149,7 +149,7 @@ describe('loadConfig', () => {
     expect(config).toEqual({
       dataDir: resolve('./data'),
       databaseUrl: null,
-      databasePoolSize: 20,
+      databasePoolSize: 10,
       databaseListenUrl: null,
       host: '127.0.0.1',
       port: 8080,

@@ -3,21 +3,34 @@
  * run on PostgreSQL (src/db/queue.ts: queries written once, and the claim's plans), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
- * eight concurrent claimers never overstep.
+ * eight concurrent claimers never overstep; a run's queueing and its dating by the lists' pass reading by index even
+ * under a plan made while the table was tiny.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { randomUUIDv7 } from 'bun'
+import { randomUUIDv7, SQL } from 'bun'
 import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
-import { type Cluster, postgresInstalled, startCluster } from './support/postgres-cluster.ts'
+import { type Cluster, postgresInstalled, psql, startCluster } from './support/postgres-cluster.ts'
 
 if (!postgresInstalled) {
   if (process.env.TRELLIS_REQUIRE_POSTGRES === '1') throw new Error('initdb/pg_ctl not found (apt-get install postgresql)')
   console.warn('postgres-queue: SKIPPED, PostgreSQL is not installed (apt-get install postgresql)')
 }
+
+/** The rows a run refers to: one user, project, environment, team, collection and workflow, each id 1. */
+const SEED = [
+  "INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', 1, 1)",
+  "INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', 1)",
+  "INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', 1)",
+  "INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', 1)",
+  'INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)',
+  "INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', 1)",
+  "INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (1, 1, 'wf', 1, 1, 1)",
+  "INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (1, 1, 1, '{}', 'h', 1)",
+]
 
 const LEASE = 30_000
 const now = Date.UTC(2026, 10, 23, 12, 0, 0)
@@ -43,17 +56,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     cluster = startCluster()
     store = openPostgres(cluster.url, { max: 10 })
     await migratePostgres(store.sql)
-    const seed = [
-      "INSERT INTO users (id, email, username, created_at, updated_at) VALUES (1, 'a@example.com', 'a', 1, 1)",
-      "INSERT INTO projects (id, name, created_at) VALUES (1, 'Acme', 1)",
-      "INSERT INTO environments (id, project_id, name, created_at) VALUES (1, 1, 'production', 1)",
-      "INSERT INTO teams (id, project_id, name, created_at) VALUES (1, 1, 'Support', 1)",
-      'INSERT INTO renderings (id, environment_id, team_id) VALUES (1, 1, 1)',
-      "INSERT INTO collections (id, project_id, name, created_at) VALUES (1, 1, 'orders', 1)",
-      "INSERT INTO workflows (id, rendering_id, name, collection_id, created_at, updated_at) VALUES (1, 1, 'wf', 1, 1, 1)",
-      "INSERT INTO workflow_versions (id, workflow_id, version, definition, definition_hash, created_at) VALUES (1, 1, 1, '{}', 'h', 1)",
-    ]
-    for (const statement of seed) await store.sql.unsafe(statement)
+    for (const statement of SEED) await store.sql.unsafe(statement)
   }, 60_000)
 
   afterAll(async () => {
@@ -157,5 +160,35 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     expect(await statusOf(alive!)).toMatchObject({ status: 'running', lease_owner: 'live' })
     expect(await run(() => releaseOwnedRuns('live', now))).toBe(1)
     expect(await statusOf(alive!)).toMatchObject({ status: 'queued', lease_owner: null })
+  })
+
+  test("a run's queueing and its dating by the lists' pass read by index under a generic plan made while the table was tiny", async () => {
+    // A plan a connection caches is kept until the table's next ANALYZE: one made on a table of a few rows (a seq scan
+    // is cheapest there) would read the whole table at every call once it has grown. A database of its own, its runs
+    // table two rows when analyzed; auto_explain shows each nested statement's plan to the session (as notices), and
+    // plan_cache_mode makes the generic plan at once.
+    await store.sql`CREATE DATABASE plans`
+    const url = cluster.url.replace(/\/postgres$/, '/plans')
+    const plans = new SQL({ url, max: 1 })
+    try {
+      await migratePostgres(plans)
+      for (const statement of SEED) await plans.unsafe(statement)
+      const call = (i: number) => `SELECT trellis_queue_run('${randomUUIDv7()}', 1, 1, 1, 'rec-${i}', 1, NULL, 'webhook', ${now}, 0, NULL, NULL, NULL, NULL)`
+      await plans.unsafe(`${call(1)}; ${call(2)}; ANALYZE`)
+      const statements = [
+        "LOAD 'auto_explain'", 'SET auto_explain.log_min_duration = 0', 'SET auto_explain.log_nested_statements = on',
+        'SET auto_explain.log_level = notice', 'SET plan_cache_mode = force_generic_plan', call(3), call(4),
+        // Twice: a pass lists what the one before it saw drawn.
+        'SELECT count(*) FROM trellis_list_pass(1, 16)', 'SELECT count(*) FROM trellis_list_pass(1, 16)',
+      ]
+      const explained = Bun.spawnSync([psql!, '-X', '-v', 'ON_ERROR_STOP=1', url, ...statements.flatMap((s) => ['-c', s])], { stdout: 'pipe', stderr: 'pipe' })
+      const notices = explained.stderr.toString()
+      expect(explained.exitCode).toBe(0)
+      expect(notices).toMatch(/Index Only Scan Backward using runs_env_created_idx on runs r/)
+      expect(notices).toMatch(/trellis_date_runs/)
+      expect(notices).not.toMatch(/Seq Scan on runs /)
+    } finally {
+      await plans.close()
+    }
   })
 })

@@ -185,6 +185,7 @@ describe.skipIf(!postgresInstalled)('the PostgreSQL schema and the SQLite schema
       '0031_activity_chaining_decided_in_when',
       '0032_runs_listed_by_time',
       '0033_tasks_listed_by_time',
+      '0034_write_path_plans_pinned',
     ])
     sqlite = sqliteCatalog(env)
     postgresAll = await postgresCatalog(sql)

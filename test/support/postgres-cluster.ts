@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
 import { openPostgres, type PgStore } from '../../src/db/postgres/store.ts'
+import { DEFAULT_DATABASE_POOL } from '../../src/config.ts'
 import { type Pooler, startPgbouncer } from './pgbouncer.ts'
 import { freePort, tempDir } from '../helpers.ts'
 import type { Answer, Ask } from './sync-postgres-worker.ts'
@@ -238,7 +239,7 @@ export function productDatabaseEnv(url: string): Record<string, string> {
 /** A product store on the database at direct `url` (see `productConnection`). */
 export function openProductPostgres(url: string, options: { max?: number } = {}): PgStore {
   const connection = productConnection(url)
-  return openPostgres(connection.url, { ...options, listenUrl: connection.listenUrl })
+  return openPostgres(connection.url, { max: options.max ?? DEFAULT_DATABASE_POOL, listenUrl: connection.listenUrl })
 }
 
 /** The direct URL behind a URL `productConnection` gave (tests read the database directly). */

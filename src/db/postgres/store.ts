@@ -37,9 +37,6 @@ export { clientOf, type PgDb } from './client.ts'
 /** How long a reader of run events waits for their watermark at most before it reads what is listed. */
 const LISTING_WAIT_MS = 1_000
 
-/** Connections each instance keeps open at most (TRELLIS_DATABASE_POOL overrides). */
-export const DEFAULT_POOL_SIZE = 20
-
 export class PgStore implements Store {
   readonly kind = 'postgres'
   readonly db: PgDb
@@ -216,9 +213,10 @@ function answersOnlyLater(what: string): Error {
  * transaction mode (PgBouncer): each transaction may run on another server connection, so the pool sends unnamed
  * statements (a named prepared statement lives on one server connection), nothing outlives a transaction (advisory
  * locks are all transaction-level), and LISTEN runs on a direct connection to the same database at `listenUrl`.
+ * `max`: the pool's connections at most (the instance's TRELLIS_DATABASE_POOL).
  */
-export function openPostgres(url: string, options: { max?: number; listenUrl?: string } = {}): PgStore {
+export function openPostgres(url: string, options: { max: number; listenUrl?: string }): PgStore {
   const pooled = options.listenUrl !== undefined
-  const sql = new SQL({ url, max: options.max ?? DEFAULT_POOL_SIZE, prepare: !pooled })
+  const sql = new SQL({ url, max: options.max, prepare: !pooled })
   return new PgStore(sql, pooled ? new SQL({ url: options.listenUrl, max: 1 }) : sql)
 }
