@@ -7,6 +7,8 @@
  * under a plan made while the table was tiny.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { readFileSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import { randomUUIDv7, SQL } from 'bun'
 import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
@@ -77,6 +79,37 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     const [counts] = (await store.sql`SELECT count(*) FILTER (WHERE status = 'running')::int AS running,
       count(*) FILTER (WHERE status = 'queued')::int AS queued FROM runs`) as { running: number; queued: number }[]
     expect(counts).toEqual({ running: 4, queued: 196 })
+    await store.sql`DELETE FROM runs`
+    await store.sql.unsafe('ANALYZE runs')
+  })
+
+  test("a claim reads the due runs it may start and no more, whatever the statistics: by the claim's index in its order, the pick by primary key", async () => {
+    // Statistics taken while no run was due, then a burst of 300. A plan that trusted them would sort every due run
+    // of the environment at each claim, or walk them all through the claim's partial index to pick four. One
+    // connection with auto_explain: the plans of its claim go to the server's log.
+    await store.sql.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at, finished_at)
+      SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, 2000) i`)
+    await store.sql.unsafe('ANALYZE runs')
+    const burst = await queue(300)
+    const log = join(cluster.local!.dataDir, '..', 'log')
+    const logged = statSync(log).size
+    const one = openPostgres(cluster.url, { max: 1 })
+    try {
+      await one.sql.unsafe("LOAD 'auto_explain'")
+      await one.sql.unsafe('SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off')
+      const batch = await writeNow(one, () => claimRuns('A', now, LEASE, 4))
+      expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
+    } finally {
+      await one.sql.close()
+    }
+    const plans = readFileSync(log, 'utf8').slice(logged)
+    if (process.env.SHOW_PLANS) console.log(plans)
+    const dueRead = /Index Scan using runs_claim_(?:env_)?idx on runs[^\n]*actual rows=(\d+)/.exec(plans)
+    expect(Number(dueRead?.[1])).toBeLessThanOrEqual(16) // 4 candidates a free worker
+    expect(plans).not.toMatch(/Sort Key: runs\.available_at/)
+    expect(plans).toMatch(/Index Scan (using|on) runs_pkey/)
+    // Past the read of the due runs, no walk of them: the pick and the start by primary key.
+    expect([...plans.matchAll(/runs_claim_(?:env_)?idx on runs[^\n]*actual rows=(\d+)/g)].map((m) => Number(m[1])).filter((rows) => rows > 16)).toEqual([])
     await store.sql`DELETE FROM runs`
     await store.sql.unsafe('ANALYZE runs')
   })

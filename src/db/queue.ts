@@ -407,16 +407,17 @@ const CANDIDATES_PER_WORKER = 4
  * The claim's first read: the workflows with a limit and a due run, locked `FOR NO KEY UPDATE SKIP LOCKED` (a
  * trigger's foreign-key check takes `FOR KEY SHARE`, which this does not block): only a claim holding a workflow's row
  * starts its runs, so two instances never both count its running runs below the limit; a workflow another claim holds
- * is left to that one. Then each environment's oldest due runs (`CANDIDATES_PER_WORKER` per free worker), read without
- * locking. `claimRuns` reads the runs running next: a new READ COMMITTED snapshot, taken after those
- * locks, so every run another claim started under them has committed.
+ * is left to that one (a due run looked up per limited workflow, one index entry each: as an `EXISTS` the planner may
+ * read every due run first, when statistics say few are due). Then each environment's oldest due runs
+ * (`CANDIDATES_PER_WORKER` per free worker), read without locking. `claimRuns` reads the runs running next: a new
+ * READ COMMITTED snapshot, taken after those locks, so every run another claim started under them has committed.
  */
 async function readDueRunsOnPostgres(db: PgDb, now: number, limit: number): Promise<DueCandidates> {
   const locked = await rawRows<{ id: number }>(
     db,
     `SELECT id::float8 AS id FROM workflows w
      WHERE concurrency_limit IS NOT NULL
-       AND EXISTS (SELECT 1 FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= $1)
+       AND (SELECT 1 FROM runs r WHERE r.workflow_id = w.id AND r.status IN (${CLAIMABLE}) AND r.available_at <= $1 LIMIT 1) IS NOT NULL
      ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`,
     [now],
   )
@@ -446,23 +447,35 @@ function readWidenedDueRunsOnPostgres(db: PgDb, now: number, limit: number, proj
  * It did, with statistics taken while no run was due (the bench's 10,000-run burst right after an autoanalyze): one
  * instance leased all 10,000 in a 10-second statement, started them all at once, and the drain collapsed.
  * `test/postgres-queue.test.ts` reproduces that plan.
+ *
+ * Both halves find the runs by primary key alone: with the status and due time in a WHERE, the planner may walk the
+ * claim's partial index (runs_claim_idx) instead — every due run read and filtered, when statistics say few are due
+ * (2,700 heap pages a claim in the bench's drain). The pick reads whether each run it locked may still start (the
+ * row as locked: nothing changes it before the UPDATE); a run another instance started since the read is locked and
+ * left unchanged, and this claim starts one fewer.
  */
 function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): Promise<RunRow[]> {
   return rawRows<RunRow>(
     db,
     `WITH picked AS MATERIALIZED (
-       SELECT id AS picked_id FROM runs WHERE id = ANY($4::text[]) AND status IN (${CLAIMABLE}) AND available_at <= $2
+       SELECT id AS picked_id, status IN (${CLAIMABLE}) AND available_at <= $2 AS startable FROM runs WHERE id = ANY($4::text[])
        ORDER BY array_position($4::text[], id) LIMIT $5 FOR UPDATE SKIP LOCKED)
      UPDATE runs SET status = 'running', lease_owner = $1, lease_expires_at = $2::bigint + $3::bigint,
        started_at = coalesce(started_at, $2), attempts = attempts + 1
      FROM picked
-     WHERE id = picked_id AND status IN (${CLAIMABLE})
+     WHERE id = picked_id AND startable
      RETURNING ${RUN_COLUMNS}`,
     [owner, now, leaseMs, order, limit],
   )
 }
 
-/** The `$2` oldest runs due at `$1` of each row of `from` (matched by `match`, filtered by `where`), with what the claim weighs them by. */
+/**
+ * The `$2` oldest runs due at `$1` of each row of `from` (matched by `match`, filtered by `where`), with what the claim
+ * weighs them by. In the index's order (runs_claim_env_idx, runs_claim_workflow_idx: ties as the index keeps them,
+ * in the order they were written), so the read stops after `$2` index entries whatever the statistics say: ordered
+ * by `id` too, a plan made while few runs were due sorted every due run of the environment at each claim (3,000 of
+ * them, for a claim of 8, in the bench's drain).
+ */
 async function dueRuns(db: PgDb, from: string, match: string, where: string, values: unknown[]): Promise<ClaimCandidate[]> {
   const due = await rawRows<{ id: string; workflow_id: number; environment_id: number; available_at: number; project_id: number; concurrency_limit: number | null }>(
     db,
@@ -471,7 +484,7 @@ async function dueRuns(db: PgDb, from: string, match: string, where: string, val
      ${from} CROSS JOIN LATERAL (
        SELECT id, workflow_id, environment_id, available_at FROM runs
        WHERE ${match} AND status IN (${CLAIMABLE}) AND available_at <= $1
-       ORDER BY available_at, id LIMIT $2) t
+       ORDER BY available_at LIMIT $2) t
      JOIN environments te ON te.id = t.environment_id JOIN workflows tw ON tw.id = t.workflow_id
      ${where}`,
     values,
