@@ -471,8 +471,8 @@ function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: numb
 
 /**
  * The `$2` oldest runs due at `$1` of each row of `from` (matched by `match`, filtered by `where`), with what the claim
- * weighs them by. In the index's order (runs_claim_env_idx, runs_claim_workflow_idx: ties as the index keeps them,
- * in the order they were written), so the read stops after `$2` index entries whatever the statistics say: ordered
+ * weighs them by. In the index's order (runs_claim_env_idx, runs_claim_workflow_idx; ties as the index keeps them,
+ * by where each row lies in the table), so the read stops after `$2` index entries whatever the statistics say: ordered
  * by `id` too, a plan made while few runs were due sorted every due run of the environment at each claim (3,000 of
  * them, for a claim of 8, in the bench's drain).
  */
