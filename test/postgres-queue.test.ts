@@ -54,6 +54,19 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     return ids
   }
 
+  /** `count` finished runs, then the table analyzed: statistics taken while no run is due. */
+  async function finishedRunsAnalyzed(count: number): Promise<void> {
+    await store.sql.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at, finished_at)
+      SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, ${count}) i`)
+    await store.sql.unsafe('ANALYZE runs')
+  }
+
+  /** The runs table emptied and analyzed again, for the tests after. */
+  async function noRunsAnalyzed(): Promise<void> {
+    await store.sql`DELETE FROM runs`
+    await store.sql.unsafe('ANALYZE runs')
+  }
+
   beforeAll(async () => {
     cluster = startCluster()
     store = openPostgres(cluster.url, { max: 10 })
@@ -70,26 +83,21 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     // The bench's burst: a table of finished runs, analyzed while none is due, then a burst queued. With those
     // statistics the planner runs a `WHERE id IN (SELECT … LIMIT … FOR UPDATE SKIP LOCKED)` claim as a nested loop
     // that rescans the sub-select once per due run, and the claim took all 200 (src/db/postgres/queue.ts).
-    await store.sql.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at, finished_at)
-      SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, 5000) i`)
-    await store.sql.unsafe('ANALYZE runs')
+    await finishedRunsAnalyzed(5000)
     const burst = await queue(200)
     const batch = await run(() => claimRuns('A', now, LEASE, 4))
     expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
     const [counts] = (await store.sql`SELECT count(*) FILTER (WHERE status = 'running')::int AS running,
       count(*) FILTER (WHERE status = 'queued')::int AS queued FROM runs`) as { running: number; queued: number }[]
     expect(counts).toEqual({ running: 4, queued: 196 })
-    await store.sql`DELETE FROM runs`
-    await store.sql.unsafe('ANALYZE runs')
+    await noRunsAnalyzed()
   })
 
   test("a claim reads the due runs it may start and no more, whatever the statistics: by the claim's index in its order, the pick by primary key", async () => {
     // Statistics taken while no run was due, then a burst of 300. A plan that trusted them would sort every due run
     // of the environment at each claim, or walk them all through the claim's partial index to pick four. One
     // connection with auto_explain: the plans of its claim go to the server's log.
-    await store.sql.unsafe(`INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at, finished_at)
-      SELECT gen_random_uuid()::text, 1, 1, 1, 'done-' || i, 1, 'webhook', 'succeeded', 3, ${now - 60_000}, 1, i, ${now - 1_000} FROM generate_series(1, 2000) i`)
-    await store.sql.unsafe('ANALYZE runs')
+    await finishedRunsAnalyzed(2000)
     const burst = await queue(300)
     const log = join(cluster.local!.dataDir, '..', 'log')
     const logged = statSync(log).size
@@ -110,8 +118,7 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     expect(plans).toMatch(/Index Scan (using|on) runs_pkey/)
     // Past the read of the due runs, no walk of them: the pick and the start by primary key.
     expect([...plans.matchAll(/runs_claim_(?:env_)?idx on runs[^\n]*actual rows=(\d+)/g)].map((m) => Number(m[1])).filter((rows) => rows > 16)).toEqual([])
-    await store.sql`DELETE FROM runs`
-    await store.sql.unsafe('ANALYZE runs')
+    await noRunsAnalyzed()
   })
 
   test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {

@@ -110,6 +110,13 @@ const runOn = (recordId: string): NewRun => ({
   id: Bun.randomUUIDv7(), workflowId: 1, workflowVersionId: 1, environmentId: 1, recordId, userId: 1, tokenId: null, trigger: 'manual', createdAt: Date.now(),
 })
 
+/** A run queued on `recordId` (none active there: each label is a record of its own); its id. */
+function* queuedRunOn(recordId: string): Op<string> {
+  const queued = yield* insertRun(runOn(recordId))
+  if (!queued.inserted) throw new Error(`run ${recordId} not queued`)
+  return queued.id
+}
+
 /** Rows of an environment listed at or before `top`'s time, in a list dated in the order of its positions (`runs_unlisted`, `tasks_unlisted`). */
 const listedByTimeUpTo = (table: 'runs' | 'tasks', column: 'run_id' | 'task_id') => async (store: PgStore, top: { at: number }) =>
   ((await store.sql.unsafe(`SELECT count(*)::int AS n FROM ${table} r WHERE r.environment_id = 1 AND r.created_at <= $1
@@ -119,10 +126,7 @@ const listedByTimeUpTo = (table: 'runs' | 'tasks', column: 'run_id' | 'task_id')
 const RUNS: ListUnderTest = {
   list: 'runs',
   *write(label, count) {
-    for (let k = 0; k < count; k++) {
-      const queued = yield* insertRun(runOn(`${label}.${k}`))
-      if (!queued.inserted) throw new Error(`run ${label}.${k} not queued`)
-    }
+    for (let k = 0; k < count; k++) yield* queuedRunOn(`${label}.${k}`)
   },
   page: (dates, limit) => pageRunIds(1, {}, dates, limit),
   times: timesOf('runs'),
@@ -139,11 +143,10 @@ const TASKS: ListUnderTest = {
   list: 'tasks',
   *write(label, count) {
     for (let k = 0; k < count; k++) {
-      const run = yield* insertRun(runOn(`${label}.${k}`))
-      if (!run.inserted) throw new Error(`run ${label}.${k} not queued`)
+      const runId = yield* queuedRunOn(`${label}.${k}`)
       yield* insertTask(
         {
-          runId: run.id, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: `${label}.${k}`, requesterId: 1,
+          runId, stepIndex: 0, stepName: 'approve', environmentId: 1, workflowId: 1, teamId: 1, collectionId: 1, recordId: `${label}.${k}`, requesterId: 1,
           title: 'approve', approvalsRequired: 1, allowRequester: false, form: null, dueAt: null, remindAt: null, onTimeout: 'fail', escalateTo: null, teamIds: [1], userIds: [2],
         },
         Date.now(),

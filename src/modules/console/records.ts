@@ -8,6 +8,7 @@ import type { AppDeps } from '../../deps.ts'
 import { write } from '../../db/write.ts'
 import { html, type Html, path, scrollingTable } from '../../console/html.ts'
 import { notFound } from '../../lib/errors.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import { listActivityLogIds, renderActivityLogs } from '../activity-logs/service.ts'
 import { listNoteIds, renderNotes } from '../notes/service.ts'
 import { collectionAccess } from '../directory/projects.ts'
@@ -218,7 +219,7 @@ ${shown.map((r) => html`<tr><td><a class="mono record-link" href="${at('r', r.re
         const runIds = (await readListed(deps.store, 'runs', listRunIds(environment.id, { recordId: record.recordKey, ...(isAdmin ? {} : { userId: user.id }) }, [], 10))).slice(0, 10)
         // The record's tasks the person sees, as the tasks API shows them (admins: all; others: theirs to decide or of their runs).
         const taskIds = (await readListed(deps.store, 'tasks', listTaskIds(environment, { recordId: record.recordKey }, [], 10, { userId: user.id, admin: isAdmin }))).slice(0, 10)
-        const tasks = (await read(deps.store, loadTasksToRender(taskIds))).sort((a, b) => (a.id < b.id ? 1 : -1))
+        const tasks = inIdOrder(taskIds, await read(deps.store, loadTasksToRender(taskIds)), (task) => task.id)
         // Its history is what changed it (write entries): views, of the record or of a list naming it among others, are
         // in the activity log linked beside it.
         const history = isAdmin ? (await read(deps.store, renderActivityLogs((await readListed(deps.store, 'activity_logs', listActivityLogIds(project.id, environment.id, { recordId: record.recordKey, type: 'write', extensions: true }, [], 20))).slice(0, 20)))) : null

@@ -20,6 +20,7 @@ import type { AccountCaller } from '../../lib/callers.ts'
 import { FORM_FORMATS } from '../../lib/form-schema.ts'
 import { textToNoteHtml } from '../../lib/html.ts'
 import { notFound } from '../../lib/errors.ts'
+import { inIdOrder } from '../../lib/id-order.ts'
 import { ACTIVE_RUN_STATUSES } from '../../lib/run-statuses.ts'
 import { toIsoMicros, toIsoOrNull } from '../../lib/time.ts'
 import { isAdminOf, projectsOf } from '../directory/projects.ts'
@@ -178,8 +179,9 @@ export function taskPages(deps: AppDeps) {
         const now = deps.clock.now()
         const filters = inboxFilters(query, now)
         const ids = await readListed(deps.store, 'tasks', pageInboxTaskIds(user.id, user.viaSso, filters, PER_PAGE))
-        const shown = await read(deps.store, loadTasksToRender(ids.slice(0, PER_PAGE)))
-        shown.sort((a, b) => (a.id < b.id ? 1 : -1))
+        const page = ids.slice(0, PER_PAGE)
+        // In the list's order, (createdAt, id): the next page starts below the last one shown.
+        const shown = inIdOrder(page, await read(deps.store, loadTasksToRender(page)), (task) => task.id)
         const admin = (await read(deps.store, projectsOf(user.id))).some((p) => p.role === 'admin')
         const { streams, complete } = await read(deps.store, inboxStreams(user))
         const older = new URL(url)
