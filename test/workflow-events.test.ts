@@ -5,14 +5,16 @@
  * the loop bound, and on PostgreSQL two dispatchers on one database starting each event's run once.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { claimWorkflowEvents } from '../src/db/workflow-events.ts'
+import { eq, sql } from 'drizzle-orm'
+import { rows } from '../src/db/query.ts'
+import { claimWorkflowEvents, subscribersOf } from '../src/db/workflow-events.ts'
 import { writeNow } from '../src/db/write.ts'
 import { EventDispatch, MAX_DISPATCH_ATTEMPTS } from '../src/executor/event-dispatch.ts'
 import { Executor } from '../src/executor/executor.ts'
 import { createLogger, silentLogger } from '../src/lib/logger.ts'
 import { patchRecord } from '../src/modules/records/service.ts'
 import { setUserDisabled } from '../src/modules/users/service.ts'
-import { anotherStore, applyNow, bearer, execute, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, testApp, testEnv, until } from './helpers.ts'
+import { anotherStore, applyNow, bearer, execute, POSTGRES_ONLY, postgresOnlyTest, queryAll, queryOne, request, runNow, testApp, testEnv, until } from './helpers.ts'
 import { acmeDocument, acmeProject, applyAcme, ordersWorkflow, tokenFor, userId } from './support/acme.ts'
 import { HIGH_API_BUDGETS, sessionCookie } from './support/api-fixture.ts'
 
@@ -224,6 +226,21 @@ describe('events start runs', () => {
     const noted = runsOf('On note')
     expect(noted.map((r) => r.recordId)).toEqual(['t_noted'])
     expect(JSON.parse(noted[0]!.cause!)).toMatchObject({ event: 'noteAdded', noteId: Number((note.body as { id: unknown }).id) })
+  })
+
+  test("a record's write and a new note count the subscribers of their own collection and environment, not another's", async () => {
+    // Workflows subscribe to tickets in production (the tests above); none to orders, nor to anything in staging.
+    const idOf = (environment: string, collection: string, key: string) =>
+      queryOne<{ id: number }>(env.store, 'SELECT r.id FROM records r JOIN environments e ON e.id = r.environment_id JOIN collections c ON c.id = r.collection_id WHERE e.name = ? AND c.name = ? AND r.record_key = ?', environment, collection, key)!.id
+    const counted = async (id: number) =>
+      (await runNow(env.store, rows(({ db, t }) => db.update(t.records).set({ updatedAt: sql`${t.records.updatedAt}` }).where(eq(t.records.id, id)).returning({ n: subscribersOf(t, t.records) }))))[0]!.n
+    const order = queryOne<{ record_key: string }>(env.store, "SELECT r.record_key FROM records r JOIN collections c ON c.id = r.collection_id JOIN environments e ON e.id = r.environment_id WHERE c.name = 'orders' AND e.name = 'production' LIMIT 1")!.record_key
+    expect(await counted(idOf('production', 'tickets', 't_noted'))).toBeGreaterThan(0)
+    expect(await counted(idOf('production', 'orders', order))).toBe(0)
+    // A note on an order starts nothing and queues no event.
+    const before = pendingEvents()
+    expect((await call('POST', `${BASE}/notes`, { recordId: order, collectionName: 'orders', teamName: 'Support', title: 'Order', content: '<p>o</p>' })).status).toBe(201)
+    expect(pendingEvents()).toBe(before)
   })
 
   test('debounce: changes of one record within the window start one run, after the last change', async () => {

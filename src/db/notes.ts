@@ -4,7 +4,7 @@
  * or an executor step runs (the list, render, read and write statements; the executor's `note` step creates notes
  * too) is built once per dialect and connection, the render rows shaped here. Call the writes in a write transaction.
  */
-import { eq, sql } from 'drizzle-orm'
+import { eq, getTableColumns, sql } from 'drizzle-orm'
 import type { DateFilter } from '../lib/date-filter.ts'
 import { type Micros, type Millis, microsFromMillis } from '../lib/time.ts'
 import { createdAtAfterLatest, holdListScopeToInsert, latestCreatedAt, listTimeWritten, nextCreatedAt } from './monotonic.ts'
@@ -16,7 +16,7 @@ import { notes as pgNotes } from './postgres/schema.ts'
 import { createdAtBounds, pageIds, rawNumber, statementOfShape, type TimeOrderedList } from './pages.ts'
 import { exec, inserted, placeholders, row, setPlaceholders, statement } from './query.ts'
 import type { noteMessages, notes } from './schema.ts'
-import { type ChangeOrigin, recordEventsFor, workflowEventSubscribers } from './workflow-events.ts'
+import { type ChangeOrigin, recordWorkflowEvents, subscribersOf } from './workflow-events.ts'
 
 /** The notes list of an environment: its createdAt order and id bounds. */
 const NOTE_TIMES = { name: 'notes', table: 'notes', scope: 'environmentId', watermark: 'notes' } as const satisfies TimeOrderedList
@@ -144,7 +144,7 @@ const INSERT_NEW_NOTE = statement('notes.insert-new', (d) => {
   return d.db
     .insert(d.t.notes)
     .values({ ...placeholders('environmentId', 'teamId', 'collectionId', 'recordId', 'title', 'userId'), createdAt: at, updatedAt: at })
-    .returning()
+    .returning({ ...getTableColumns(d.t.notes), subscribers: subscribersOf(d.t, d.t.notes) })
 })
 
 /**
@@ -155,11 +155,10 @@ const INSERT_NEW_NOTE = statement('notes.insert-new', (d) => {
  * there, before anyone reads the note in a list (drizzle/postgres/0030_notes_dated_by_the_pass.sql).
  */
 export function* insertNewNote(note: NewNoteRow, now: Millis, byRun: ChangeOrigin | null): Op<NoteRow> {
-  const subscribers = yield* workflowEventSubscribers(note)
   yield* holdListScopeToInsert(NOTE_TIMES, note.environmentId)
-  const row = yield* inserted(INSERT_NEW_NOTE.row({ ...note, now: microsFromMillis(now) }), 'note')
+  const { subscribers, ...row } = yield* inserted(INSERT_NEW_NOTE.row({ ...note, now: microsFromMillis(now) }), 'note')
   yield* listTimeWritten(NOTE_TIMES, note.environmentId, row.createdAt as Micros)
-  yield* recordEventsFor(subscribers, [{ recordKey: note.recordId, event: 'noteAdded', noteId: row.id, byRun }], Math.floor(row.createdAt / 1000))
+  if (subscribers > 0) yield* recordWorkflowEvents(note, [{ recordKey: note.recordId, event: 'noteAdded', noteId: row.id, byRun }], Math.floor(row.createdAt / 1000))
   return row
 }
 

@@ -166,7 +166,7 @@ const SET_RECORD_DATA = statement('records.replace-data', ({ db, t }) =>
     .update(t.records)
     .set(setPlaceholders('data', 'updatedAt'))
     .where(eq(t.records.id, sql.placeholder('id')))
-    .returning({ subscribers: subscribersOf(t) }),
+    .returning({ subscribers: subscribersOf(t, t.records) }),
 )
 
 /**

@@ -7,10 +7,11 @@
  *
  * Every record write of ./records.ts and every note of ./notes.ts calls `recordWorkflowEvents`: the subscribers of the
  * record's collection in its environment are one seek on `workflow_event_triggers_place_idx`; with none (the common
- * case) nothing else is read or written.
+ * case) nothing else is read or written. A record's data change and a new note count them in their own statement
+ * (`subscribersOf`) and call it only when there are some: no statement of its own on their hot paths.
  */
 import { randomUUIDv7 } from 'bun'
-import { and, eq, gt, sql } from 'drizzle-orm'
+import { and, eq, getTableName, gt, sql } from 'drizzle-orm'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, placeholders, statement } from './query.ts'
@@ -84,13 +85,15 @@ const INSERT_EVENT = statement('workflow-events.insert', ({ db, t }) =>
 )
 
 /**
- * In a statement on `records` (a write's RETURNING): how many workflows subscribe to the row's collection in its
+ * In a write's RETURNING on `records` or `notes`: how many workflows subscribe to the row's collection in its
  * environment — the same seek as the subscribers' lookup, so a write that finds none skips `recordWorkflowEvents`.
+ * The row's columns are named with their table: unqualified, a name inside the sub-select is the subscription's own.
  */
-export const subscribersOf = (t: Dialect['t']) =>
-  sql<number>`(SELECT count(*) FROM ${t.workflowEventTriggers} WHERE ${t.workflowEventTriggers.environmentId} = ${t.records.environmentId} AND ${t.workflowEventTriggers.collectionId} = ${t.records.collectionId})`.mapWith(
-    Number,
-  )
+export const subscribersOf = (t: Dialect['t'], written: Dialect['t']['records'] | Dialect['t']['notes']) => {
+  const own = (column: string) => sql`${sql.identifier(getTableName(written))}.${sql.identifier(column)}`
+  const s = t.workflowEventTriggers
+  return sql<number>`(SELECT count(*) FROM ${s} WHERE ${s.environmentId} = ${own('environment_id')} AND ${s.collectionId} = ${own('collection_id')})`.mapWith(Number)
+}
 
 const RUN_CHAIN = statement('workflow-events.run-chain', ({ db, t }) =>
   db
@@ -151,19 +154,7 @@ function* originOf(origin: ChangeOrigin | null | undefined): Op<{ workflowId: nu
  */
 export function* recordWorkflowEvents(scope: { environmentId: number; collectionId: number }, changes: readonly RecordChange[], now: number): Op<void> {
   if (changes.length === 0) return
-  yield* recordEventsFor(yield* workflowEventSubscribers(scope), changes, now)
-}
-
-/** The workflows subscribed to changes of one collection's records in one environment: read before a write's lock (./notes.ts `insertNewNote`). */
-export function workflowEventSubscribers(scope: { environmentId: number; collectionId: number }): Op<EventSubscriber[]> {
-  return SUBSCRIBERS.rows(scope)
-}
-
-/** A workflow subscribed to a collection's changes (`workflowEventSubscribers`). */
-export type EventSubscriber = { workflowId: number; events: string; debounceSeconds: number | null }
-
-/** `recordWorkflowEvents` with the subscribers read already. */
-export function* recordEventsFor(subscribers: readonly EventSubscriber[], changes: readonly RecordChange[], now: number): Op<void> {
+  const subscribers = yield* SUBSCRIBERS.rows(scope)
   if (subscribers.length === 0) return
   const origins = new Map<string, { workflowId: number | null; chain: ChainLink[] }>()
   for (const subscriber of subscribers) {
