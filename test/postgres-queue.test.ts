@@ -3,8 +3,8 @@
  * run on PostgreSQL (src/db/queue.ts: queries written once, and the claim's plans), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
- * eight concurrent claimers never overstep; a run's queueing and its dating by the lists' pass reading by index even
- * under a plan made while the table was tiny.
+ * eight concurrent claimers never overstep; a run's queueing, its dating by the lists' pass and its record's read by
+ * key reading by index even under a plan made while the table was tiny.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync, statSync } from 'node:fs'
@@ -14,6 +14,7 @@ import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import { findRecordByKey, findRecordByKeyToChange } from '../src/db/records.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
 import { type Cluster, postgresInstalled, psql, startCluster } from './support/postgres-cluster.ts'
 
@@ -119,6 +120,35 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     // Past the read of the due runs, no walk of them: the pick and the start by primary key.
     expect([...plans.matchAll(/runs_claim_(?:env_)?idx on runs[^\n]*actual rows=(\d+)/g)].map((m) => Number(m[1])).filter((rows) => rows > 16)).toEqual([])
     await noRunsAnalyzed()
+  })
+
+  test("a run's record, read by its key, is one seek on the key's index whatever the statistics: never the walk of a collection's live records", async () => {
+    // Statistics taken while the table was empty (a new deployment), then 3,000 records (an import, an apply): the plan
+    // made on those statistics answered from the live-records index and filtered the key, reading every live record of
+    // the collection at every step.
+    await store.sql.unsafe('ANALYZE records')
+    await store.sql.unsafe(`INSERT INTO records (environment_id, collection_id, record_key, data, created_at, updated_at)
+      SELECT 1, 1, 'many-' || i, '{}', 100 + i, 100 + i FROM generate_series(1, 3000) i`)
+    await store.sql`UPDATE records SET deleted_at = 1 WHERE record_key = 'many-7'`
+    const log = join(cluster.local!.dataDir, '..', 'log')
+    const logged = statSync(log).size
+    const one = openPostgres(cluster.url, { max: 1 })
+    try {
+      await one.sql.unsafe("LOAD 'auto_explain'")
+      await one.sql.unsafe('SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; SET plan_cache_mode = force_generic_plan')
+      const scope = { environmentId: 1, collectionId: 1 }
+      const found = await writeNow(one, function* () {
+        return [yield* findRecordByKeyToChange(scope, 'many-2999'), yield* findRecordByKey(scope, 'many-5'), yield* findRecordByKeyToChange(scope, 'many-7'), yield* findRecordByKey(scope, 'many-7')]
+      })
+      expect(found.map((row) => row?.recordKey ?? null)).toEqual(['many-2999', 'many-5', null, null])
+    } finally {
+      await one.sql.close()
+    }
+    const plans = readFileSync(log, 'utf8').slice(logged)
+    if (process.env.SHOW_PLANS) console.log(plans)
+    expect([...plans.matchAll(/Index Scan using records_env_collection_key_unique on records/g)]).toHaveLength(4)
+    expect(plans).not.toMatch(/records_env_collection_created_idx|Seq Scan on records/)
+    await store.sql`DELETE FROM records`
   })
 
   test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {

@@ -122,32 +122,34 @@ export function findRecordIdsIn(scopes: RecordScope[], part: string, limit: numb
   })
 }
 
-const RECORD_BY_KEY = statement('records.by-key', (d) => d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key')))))
+/**
+ * The row holding a record's id in its collection and environment, deleted or not: one seek on
+ * `records_env_collection_key_unique`. Whether it is deleted is checked on the row (`liveRow`), not in the WHERE:
+ * with `deleted_at IS NULL` there, PostgreSQL could answer from the live-records index (its predicate) and filter
+ * the key, reading every live record of the collection — the plan it chose, and kept, while the table's statistics
+ * were those of a few rows.
+ */
+const byKey = ({ t }: Dialect) =>
+  and(eq(t.records.environmentId, sql.placeholder('environmentId')), eq(t.records.collectionId, sql.placeholder('collectionId')), eq(t.records.recordKey, sql.placeholder('key')))
+
+/** The row, unless deleted. */
+const liveRow = (row: RecordRow | undefined): RecordRow | undefined => (row?.deletedAt === null ? row : undefined)
+
+const RECORD_BY_KEY = statement('records.by-key', (d) => d.db.select().from(d.t.records).where(byKey(d)))
 
 /** One record by its id in a collection and environment. */
-export function findRecordByKey(scope: RecordScope, recordKey: string) {
-  return RECORD_BY_KEY.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
+export function* findRecordByKey(scope: RecordScope, recordKey: string): Op<RecordRow | undefined> {
+  return liveRow(yield* RECORD_BY_KEY.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey }))
 }
 
-const RECORD_BY_KEY_TO_CHANGE = statement('records.by-key.to-change', (d) =>
-  d.forUpdate(d.db.select().from(d.t.records).where(and(inScope(d), eq(d.t.records.recordKey, sql.placeholder('key'))))),
-)
-
-const RECORD_BY_KEY_EVEN_DELETED = statement('records.by-key.even-deleted.to-change', (d) =>
-  d.forUpdate(
-    d.db
-      .select()
-      .from(d.t.records)
-      .where(and(eq(d.t.records.environmentId, sql.placeholder('environmentId')), eq(d.t.records.collectionId, sql.placeholder('collectionId')), eq(d.t.records.recordKey, sql.placeholder('key')))),
-  ),
-)
+const RECORD_BY_KEY_TO_CHANGE = statement('records.by-key.to-change', (d) => d.forUpdate(d.db.select().from(d.t.records).where(byKey(d))))
 
 /**
  * The row holding a record's id, deleted or not, read to be changed (locked until commit on PostgreSQL): a write that
  * creates a record or restores one must see the deleted row that still holds the id.
  */
 export function findRecordRowToChange(scope: RecordScope, recordKey: string) {
-  return RECORD_BY_KEY_EVEN_DELETED.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
+  return RECORD_BY_KEY_TO_CHANGE.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
 }
 
 /**
@@ -155,8 +157,8 @@ export function findRecordRowToChange(scope: RecordScope, recordKey: string) {
  * PostgreSQL its row stays locked until commit, so a concurrent writer (another workflow's run on the same record)
  * waits and then reads this transaction's result instead of overwriting it with what it read before.
  */
-export function findRecordByKeyToChange(scope: RecordScope, recordKey: string) {
-  return RECORD_BY_KEY_TO_CHANGE.row({ environmentId: scope.environmentId, collectionId: scope.collectionId, key: recordKey })
+export function* findRecordByKeyToChange(scope: RecordScope, recordKey: string): Op<RecordRow | undefined> {
+  return liveRow(yield* findRecordRowToChange(scope, recordKey))
 }
 
 // It answers how many workflows subscribe to the record's collection in its environment, in the same statement: the
