@@ -13,12 +13,14 @@ import { getTableName } from 'drizzle-orm'
 import type { SQL } from 'bun'
 import { cachedLookup, WATCHED } from '../src/db/sqlite/lookup-cache.ts'
 import { writeNow } from '../src/db/write.ts'
+import { read } from '../src/db/read.ts'
+import { runWorkflow } from '../src/db/queue.ts'
 import { cachedLookupOnPostgres } from '../src/db/postgres/lookup-cache.ts'
 import { servingRequestArrivedAt } from '../src/lib/request-arrival.ts'
 import type { PgStore } from '../src/db/postgres/store.ts'
 import { revokeLiveToken } from '../src/db/tokens.ts'
 import { createSession } from '../src/modules/auth/sessions.ts'
-import { anotherStore, bearer, execute, onSqlite, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
+import { anotherStore, bearer, execute, onSqlite, queryAll, POSTGRES_ONLY, postgresOnlyTest, processEnv, request, runCli, runNow, SQLITE_ONLY, sqliteOf, sqliteOnlyDescribe, testApp, testEnv, type TestEnv } from './helpers.ts'
 import { acmeDocument, applyAcme, ordersWorkflow, reportHook, tokenFor, userId } from './support/acme.ts'
 import { HIGH_RATES } from './support/logs.ts'
 
@@ -130,6 +132,19 @@ describe('changes made through the API apply to the next request', () => {
     // The token's project is found by id: its new name is the one the token now belongs to.
     expect(await notes(alice, 'Acme', 'live')).toBe('403 wrong_project')
     expect(await notes(alice, 'Acme Corp', 'live')).toBe(200)
+  })
+
+  test("a run's workflow and place are read as they are when it starts: a renamed workflow, a workflow removed", async () => {
+    const [workflow] = queryAll<{ id: number; version: number }>(env.store, "SELECT id, active_version_id AS version FROM workflows WHERE name = 'Cached'")
+    const run = { workflow_id: workflow!.id, workflow_version_id: workflow!.version }
+    const target = () => read(env.store, runWorkflow(run))
+    expect((await target())?.workflowName).toBe('Cached')
+    expect((await target())?.workflowName).toBe('Cached')
+    execute(env.store, "UPDATE workflows SET name = 'Cached again' WHERE id = ?", workflow!.id)
+    expect((await target())?.workflowName).toBe('Cached again')
+    execute(env.store, 'DELETE FROM runs WHERE workflow_id = ?', workflow!.id)
+    execute(env.store, 'DELETE FROM workflows WHERE id = ?', workflow!.id)
+    expect(await target()).toBeUndefined()
   })
 
   test('turning SSO on refuses tokens made without it at once', async () => {
