@@ -40,6 +40,12 @@ export interface QueryCall {
    * transition that matched no row. SQLite runs it at once.
    */
   readonly check?: (rows: unknown[]) => void
+  /**
+   * A `sent` guarded transition's run: from this statement on the transaction holds the run's row (one that matched
+   * nothing fails the write before its COMMIT), so an append of the run's events takes no lock of its own on
+   * PostgreSQL (./run-events.ts). SQLite has one writer and ignores it.
+   */
+  readonly holdsRun?: string
 }
 
 /**

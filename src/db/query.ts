@@ -48,7 +48,7 @@ export interface Statement<Q> {
    * Runs it for its effect without waiting for its answer in a network store's write (./op.ts `QueryAnswer` 'sent'),
    * `check` judging its rows before the commit.
    */
-  send(values?: Record<string, unknown>, check?: (rows: RowsOf<Q>) => void): Op<void>
+  send(values?: Record<string, unknown>, check?: (rows: RowsOf<Q>) => void, holdsRun?: string): Op<void>
 }
 
 const statementNames = new Set<string>()
@@ -66,7 +66,7 @@ export function statement<Q extends Built>(name: string, build: (d: Dialect) => 
     rows: (values) => call('rows', values) as Op<RowsOf<Q>>,
     row: (values) => call('row', values) as Op<RowOf<Q>>,
     exec: (values) => call('none', values) as Op<void>,
-    send: (values = {}, check) => queryOp({ build, answer: 'sent', name, values, check: check as QueryCall['check'] }) as Op<void>,
+    send: (values = {}, check, holdsRun) => queryOp({ build, answer: 'sent', name, values, check: check as QueryCall['check'], holdsRun }) as Op<void>,
   }
 }
 

@@ -35,7 +35,7 @@ import type { Db, Dialect } from './dialect.ts'
 import { cached } from './lookup-cache.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { type PgDb, rawRows } from './postgres/client.ts'
-import { notifyOnCommit } from './postgres/monotonic.ts'
+import { noteRunsLocked, notifyOnCommit } from './postgres/monotonic.ts'
 import { RUNS_CHANNEL } from './postgres/queue.ts'
 import { constantLimit, rows, setPlaceholders, statement } from './query.ts'
 import { connectionOf, prepared, statementOn } from './sqlite/prepared.ts'
@@ -455,8 +455,8 @@ function readWidenedDueRunsOnPostgres(db: PgDb, now: number, limit: number, proj
  * row as locked: nothing changes it before the UPDATE); a run another instance started since the read is locked and
  * left unchanged, and this claim starts one fewer.
  */
-function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): Promise<RunRow[]> {
-  return rawRows<RunRow>(
+async function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: number, order: readonly string[], limit: number): Promise<RunRow[]> {
+  const started = await rawRows<RunRow>(
     db,
     `WITH picked AS MATERIALIZED (
        SELECT id AS picked_id, status IN (${CLAIMABLE}) AND available_at <= $2 AS startable FROM runs WHERE id = ANY($4::text[])
@@ -468,6 +468,8 @@ function startRunsOnPostgres(db: PgDb, owner: string, now: number, leaseMs: numb
      RETURNING ${RUN_COLUMNS}`,
     [owner, now, leaseMs, order, limit],
   )
+  noteRunsLocked(db, started.map((run) => run.id))
+  return started
 }
 
 /**
@@ -631,13 +633,17 @@ export function* nextRunAvailableAt(after = -1): Op<number | null> {
 
 /**
  * A lease-guarded write: nothing matched means the lease is gone, and the op's transaction must not commit. Sent
- * without waiting for its answer (./query.ts `send`): a step group's transition is one of its last statements, under
- * its environment's lock on PostgreSQL, and the check runs before the COMMIT.
+ * without waiting for its answer (./query.ts `send`): a step group's transition is one of its last statements, and
+ * the check runs before the COMMIT. From here on the transaction holds the run's row (`holdsRun`).
  */
-function* guarded(write: { send(values: Record<string, unknown>, check: (rows: unknown[]) => void): Op<void> }, values: { id: string; owner: string } & Record<string, unknown>): Op<void> {
-  yield* write.send(values, (rows) => {
-    if (rows.length === 0) throw new LeaseLostError(values.id)
-  })
+function* guarded(write: { send(values: Record<string, unknown>, check: (rows: unknown[]) => void, holdsRun: string): Op<void> }, values: { id: string; owner: string } & Record<string, unknown>): Op<void> {
+  yield* write.send(
+    values,
+    (rows) => {
+      if (rows.length === 0) throw new LeaseLostError(values.id)
+    },
+    values.id,
+  )
 }
 
 const ADVANCE = statement('queue.advance', (d) =>

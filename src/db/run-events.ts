@@ -24,7 +24,7 @@ import type { Db, Dialect } from './dialect.ts'
 import { type Op, plan, runPlan } from './op.ts'
 import { absent, rawNumber } from './pages.ts'
 import type { PgDb } from './postgres/client.ts'
-import { noteRunEventsAppended, sendRaw } from './postgres/monotonic.ts'
+import { noteRunEventsAppended, runsNotLocked, sendRaw } from './postgres/monotonic.ts'
 import { statementOn } from './sqlite/prepared.ts'
 import { statement } from './query.ts'
 import { namesAsAssignee } from './tasks.ts'
@@ -172,14 +172,15 @@ function insertRunEventsOnSqlite(db: Db, events: readonly NewRunEvent[]): void {
  * (never flattened: it sorts), so the ids the sequence hands out follow the array's order. The lock is a statement
  * of its own: READ COMMITTED takes a statement's snapshot when it starts, so an insert that waited for a lock inside
  * itself would not see the events its predecessor committed meanwhile (the connection runs the two in the order sent,
- * the insert's snapshot taken once the lock is held). A transition has updated its run already and holds the row: no
- * wait.
+ * the insert's snapshot taken once the lock is held). A run whose row this transaction updated already (a claim's
+ * start, a guarded transition sent before the append: ./op.ts `QueryCall.holdsRun`) is held by it: no lock statement for that run,
+ * the insert queued behind the update on the connection.
  */
 async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)
-  const runs = [...new Set(events.map((e) => e.runId))].sort()
+  const runs = runsNotLocked(db, [...new Set(events.map((e) => e.runId))].sort())
   // Both sent at once, their answers read with the write's COMMIT: a step group appends its events last.
-  const locked = runs.length === 1 ? sendRaw(db, LOCK_RUN, [runs[0]]) : sendRaw(db, LOCK_RUNS, [runs])
+  const locked = runs.length === 0 ? null : runs.length === 1 ? sendRaw(db, LOCK_RUN, [runs[0]]) : sendRaw(db, LOCK_RUNS, [runs])
   const inserted = sendRaw(db, INSERT_EVENTS_FROM_JSON, [eventRowsJson(events)])
   await Promise.all([locked, inserted])
   noteRunEventsAppended(db, environments)

@@ -7,7 +7,7 @@
 import { type AnyColumn, type SQL, sql } from 'drizzle-orm'
 import { type Db, type Dialect, identifierField, type RecordFieldValue, type RecordValueKind, type Tables, valueRowsOf, type WatermarkedList } from '../dialect.ts'
 import type { QueryCall } from '../op.ts'
-import { answerBeforeCommit } from './monotonic.ts'
+import { answerBeforeCommit, noteRunsLocked } from './monotonic.ts'
 import { preparedOn } from './prepared.ts'
 import * as tables from './schema.ts'
 import type { PgDb } from './client.ts'
@@ -110,6 +110,7 @@ export async function runQueryOnPostgres(db: PgDb, query: QueryCall): Promise<un
   const running: Promise<unknown[]> = query.name === undefined
     ? Promise.resolve(query.build(postgresDialect(db)) as unknown as PromiseLike<unknown[]>)
     : (preparedOn(db, query.name, (pg) => query.build(postgresDialect(pg)) as never).execute(query.values) as Promise<unknown[]>)
+  if (query.holdsRun !== undefined) noteRunsLocked(db, [query.holdsRun])
   if (query.answer === 'sent' && query.name !== undefined) return answerBeforeCommit(db, running, query.check)
   const answer = await running
   if (query.answer === 'sent') return query.check?.(answer)

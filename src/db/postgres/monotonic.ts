@@ -80,6 +80,11 @@ export interface ListLocks {
   runEvents: Set<number>
   /** The channels its commit should wake (./notify.ts; kept through a savepoint's rollback: a wake-up for nothing is harmless). */
   channels: Set<string>
+  /**
+   * The runs whose rows this transaction has updated, and so holds locked until it ends (a claim's start, a
+   * transition): an append of their events needs no lock of its own (../run-events.ts).
+   */
+  lockedRuns: Set<string>
   /** Savepoints made so far (their names: ./op-runner.ts). */
   savepoints: number
   /**
@@ -96,7 +101,7 @@ type Tracked = { [LIST_LOCKS]?: ListLocks }
 
 /** Starts tracking on a transaction's handle, or (`from`) shares its parent's tracking with a savepoint's handle. */
 export function trackListLocks(tx: PgDb, from?: PgDb): void {
-  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), reservedIds: new Map(), runEvents: new Set(), channels: new Set(), savepoints: 0, unanswered: [], checks: [] } : (from as Tracked)[LIST_LOCKS]
+  ;(tx as Tracked)[LIST_LOCKS] = from === undefined ? { held: new Set(), latest: new Map(), reservedIds: new Map(), runEvents: new Set(), channels: new Set(), lockedRuns: new Set(), savepoints: 0, unanswered: [], checks: [] } : (from as Tracked)[LIST_LOCKS]
 }
 
 /** After a savepoint's rollback: its locks are released, its rows gone. */
@@ -105,6 +110,7 @@ export function forgetListLocks(db: PgDb): void {
   locks?.held.clear()
   locks?.latest.clear()
   locks?.reservedIds.clear()
+  locks?.lockedRuns.clear()
 }
 
 const listLocksOf = (db: PgDb) => (db as Tracked)[LIST_LOCKS]
@@ -179,6 +185,22 @@ export async function firstUnansweredFailure(tx: PgDb | undefined): Promise<unkn
   const unanswered = tx === undefined ? [] : (listLocksOf(tx)?.unanswered.splice(0) ?? [])
   for (const outcome of await Promise.allSettled(unanswered)) if (outcome.status === 'rejected') return outcome.reason
   return undefined
+}
+
+/**
+ * Notes that this transaction updated these runs' rows (a guarded transition sent, a claim's start): it holds them
+ * locked until it ends. A guarded update that matched nothing fails the transaction before its COMMIT, so a run noted
+ * here is locked whenever what follows it commits.
+ */
+export function noteRunsLocked(db: PgDb, runIds: Iterable<string>): void {
+  const locked = listLocksOf(db)?.lockedRuns
+  if (locked) for (const id of runIds) locked.add(id)
+}
+
+/** Of these runs, those this transaction does not hold locked yet (all of them outside tracking). */
+export function runsNotLocked(db: PgDb, runIds: readonly string[]): string[] {
+  const locked = listLocksOf(db)?.lockedRuns
+  return locked === undefined ? [...runIds] : runIds.filter((id) => !locked.has(id))
 }
 
 /** Notes that this transaction appended run events to `environmentIds`. */
