@@ -68,6 +68,27 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     await store.sql.unsafe('ANALYZE runs')
   }
 
+  /**
+   * `work` in one write on a connection of its own with auto_explain (`settings`: more of them), and the plans its
+   * statements were run with, as the server logged them.
+   */
+  async function explained<T>(work: () => Op<T>, settings = ''): Promise<{ answer: T; plans: string }> {
+    const log = join(cluster.local!.dataDir, '..', 'log')
+    const logged = statSync(log).size
+    const one = openPostgres(cluster.url, { max: 1 })
+    let answer: T
+    try {
+      await one.sql.unsafe("LOAD 'auto_explain'")
+      await one.sql.unsafe(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; ${settings}`)
+      answer = await writeNow(one, work)
+    } finally {
+      await one.sql.close()
+    }
+    const plans = readFileSync(log, 'utf8').slice(logged)
+    if (process.env.SHOW_PLANS) console.log(plans)
+    return { answer, plans }
+  }
+
   beforeAll(async () => {
     cluster = startCluster()
     store = openPostgres(cluster.url, { max: 10 })
@@ -100,19 +121,8 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     // connection with auto_explain: the plans of its claim go to the server's log.
     await finishedRunsAnalyzed(2000)
     const burst = await queue(300)
-    const log = join(cluster.local!.dataDir, '..', 'log')
-    const logged = statSync(log).size
-    const one = openPostgres(cluster.url, { max: 1 })
-    try {
-      await one.sql.unsafe("LOAD 'auto_explain'")
-      await one.sql.unsafe('SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off')
-      const batch = await writeNow(one, () => claimRuns('A', now, LEASE, 4))
-      expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
-    } finally {
-      await one.sql.close()
-    }
-    const plans = readFileSync(log, 'utf8').slice(logged)
-    if (process.env.SHOW_PLANS) console.log(plans)
+    const { answer: batch, plans } = await explained(() => claimRuns('A', now, LEASE, 4))
+    expect(batch.map((r) => r.id)).toEqual(burst.slice(0, 4))
     const dueRead = /Index Scan using runs_claim_(?:env_)?idx on runs[^\n]*actual rows=(\d+)/.exec(plans)
     expect(Number(dueRead?.[1])).toBeLessThanOrEqual(16) // 4 candidates a free worker
     expect(plans).not.toMatch(/Sort Key: runs\.available_at/)
@@ -130,22 +140,11 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     await store.sql.unsafe(`INSERT INTO records (environment_id, collection_id, record_key, data, created_at, updated_at)
       SELECT 1, 1, 'many-' || i, '{}', 100 + i, 100 + i FROM generate_series(1, 3000) i`)
     await store.sql`UPDATE records SET deleted_at = 1 WHERE record_key = 'many-7'`
-    const log = join(cluster.local!.dataDir, '..', 'log')
-    const logged = statSync(log).size
-    const one = openPostgres(cluster.url, { max: 1 })
-    try {
-      await one.sql.unsafe("LOAD 'auto_explain'")
-      await one.sql.unsafe('SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on; SET auto_explain.log_timing = off; SET plan_cache_mode = force_generic_plan')
-      const scope = { environmentId: 1, collectionId: 1 }
-      const found = await writeNow(one, function* () {
-        return [yield* findRecordByKeyToChange(scope, 'many-2999'), yield* findRecordByKey(scope, 'many-5'), yield* findRecordByKeyToChange(scope, 'many-7'), yield* findRecordByKey(scope, 'many-7')]
-      })
-      expect(found.map((row) => row?.recordKey ?? null)).toEqual(['many-2999', 'many-5', null, null])
-    } finally {
-      await one.sql.close()
-    }
-    const plans = readFileSync(log, 'utf8').slice(logged)
-    if (process.env.SHOW_PLANS) console.log(plans)
+    const scope = { environmentId: 1, collectionId: 1 }
+    const { answer: found, plans } = await explained(function* () {
+      return [yield* findRecordByKeyToChange(scope, 'many-2999'), yield* findRecordByKey(scope, 'many-5'), yield* findRecordByKeyToChange(scope, 'many-7'), yield* findRecordByKey(scope, 'many-7')]
+    }, 'SET plan_cache_mode = force_generic_plan')
+    expect(found.map((row) => row?.recordKey ?? null)).toEqual(['many-2999', 'many-5', null, null])
     expect([...plans.matchAll(/Index Scan using records_env_collection_key_unique on records/g)]).toHaveLength(4)
     expect(plans).not.toMatch(/records_env_collection_created_idx|Seq Scan on records/)
     await store.sql`DELETE FROM records`
