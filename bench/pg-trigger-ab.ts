@@ -11,7 +11,10 @@
  * on an advisory lock (a checkout that still takes an environment's lock shows it), and it splits the machine's CPU
  * between Trellis, PostgreSQL (every process of the cluster) and wrk, and counts the runs the lists' pass moved;
  * `--statements N` lists the N statements called most per response (pg_stat_statements). `TRELLIS_DATABASE_POOL` in the
- * environment goes to the servers. Asserts nothing; figures go to stdout.
+ * environment goes to the servers. `--no-statistics`: the copied database's statistics deleted, autovacuum off and
+ * every plan generic — the plans a deployment could keep before its first ANALYZE, or after a bulk load into a table
+ * last analyzed while nearly empty (with TRELLIS_PG_EXPLAIN_MS, test/support/postgres-cluster.ts, their plans are
+ * logged). Asserts nothing; figures go to stdout.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -31,6 +34,7 @@ const NOTES = Number(option('notes', '20000'))
 /** A directory for `bun --cpu-prof` profiles of every server (written when it exits), or none. */
 const PROFILE = option('profile', '')
 const SCENARIO = option('scenario', 'webhook-202')
+const NO_STATISTICS = process.argv.includes('--no-statistics')
 /** `--statements N`: the N statements called most per response in each measured run, with their mean time (pg_stat_statements); 0: none. */
 const STATEMENTS = Number(option('statements', '0'))
 /** What one response is, in the figures: a trigger, or a request of another scenario. */
@@ -48,7 +52,11 @@ if (!scenario || refusal) {
 }
 const cluster = startCluster({
   fsync: true,
-  settings: { synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200', ...(STATEMENTS > 0 ? { shared_preload_libraries: 'pg_stat_statements' } : {}) },
+  settings: {
+    synchronous_commit: 'off', shared_buffers: '256MB', max_connections: '200',
+    ...(STATEMENTS > 0 ? { shared_preload_libraries: 'pg_stat_statements' } : {}),
+    ...(NO_STATISTICS ? { autovacuum: 'off', plan_cache_mode: 'force_generic_plan' } : {}),
+  },
 })
 const admin = new SQL({ url: cluster.url, max: 1 })
 const servers: Server[] = []
@@ -58,6 +66,7 @@ try {
   const copy = Bun.spawnSync([process.execPath, join(ROOTS[0]!, 'src/main.ts'), 'db', 'copy', '--from', dataDir, '--to', url], { cwd: ROOTS[0], stdout: 'pipe', stderr: 'pipe' })
   if (copy.exitCode !== 0) throw new Error(`trellis db copy failed: ${copy.stderr.toString()}`)
   const sql = new SQL({ url, max: 1 })
+  if (NO_STATISTICS) await sql.unsafe("DELETE FROM pg_statistic WHERE starelid IN (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public')")
   if (STATEMENTS > 0) await sql`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`
   /** Rows of `runs` updated so far: with the executor off, the lists' pass moving a run's time (and each turn's cancelling update). */
   const runsUpdated = async () => ((await sql`SELECT n_tup_upd::float8 AS n FROM pg_stat_user_tables WHERE relname = 'runs'`) as { n: number }[])[0]!.n

@@ -3,7 +3,7 @@
  * /usr/lib/postgresql/<version>/bin), a data directory in a temp dir, listening on 127.0.0.1 on a free port with its
  * socket in the temp dir; as root, run as the unprivileged `postgres` user (the server refuses root).
  */
-import { chownSync, existsSync, readFileSync, statfsSync } from 'node:fs'
+import { chownSync, copyFileSync, existsSync, readFileSync, statfsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { SQL } from 'bun'
@@ -91,7 +91,7 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
   if (options.dataDir === undefined) run([initdb!, '-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'])
   const port = freePort()
   const fsync = options.fsync === true ? 'on' : 'off'
-  const settings = Object.entries(options.settings ?? {}).map(([name, value]) => ` -c ${name}=${value}`).join('')
+  const settings = Object.entries({ ...options.settings, ...planLogging(options.settings) }).map(([name, value]) => ` -c ${name}=${value}`).join('')
   const log = join(dir.path, 'log')
   const start = () => {
     try {
@@ -113,6 +113,7 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
       if (stopped) return
       stopped = true
       if (!paused) halt()
+      keepPlanLog(log, port)
       dir.cleanup()
     },
     pause: (mode = 'fast') => {
@@ -124,6 +125,36 @@ export function startCluster(options: { fsync?: boolean; settings?: Record<strin
       paused = false
     },
   }
+}
+
+/**
+ * A debugging aid for the bench's tools and the tests: with TRELLIS_PG_EXPLAIN_MS=N in the environment, every cluster
+ * started here logs the plan of each statement slower than N ms (auto_explain: run with buffers, row counts and
+ * triggers, nested statements included; TRELLIS_PG_EXPLAIN_SAMPLE: the share of statements looked at, 1 by default),
+ * and its log is kept when it stops (`keepPlanLog`). It found the plans made on stale statistics
+ * (docs/scaling-out.md "Plans made on stale statistics").
+ */
+function planLogging(settings: Record<string, string> | undefined): Record<string, string> {
+  const ms = process.env.TRELLIS_PG_EXPLAIN_MS
+  if (!ms) return {}
+  return {
+    shared_preload_libraries: [settings?.shared_preload_libraries, 'auto_explain'].filter(Boolean).join(','),
+    'auto_explain.log_min_duration': ms,
+    'auto_explain.log_analyze': 'on',
+    'auto_explain.log_timing': 'off',
+    'auto_explain.log_buffers': 'on',
+    'auto_explain.log_triggers': 'on',
+    'auto_explain.log_nested_statements': 'on',
+    'auto_explain.sample_rate': process.env.TRELLIS_PG_EXPLAIN_SAMPLE ?? '1',
+  }
+}
+
+/** With TRELLIS_PG_EXPLAIN_MS, the stopped cluster's log (its plans) copied to the temp dir, and where it went said on stderr. */
+function keepPlanLog(log: string, port: number): void {
+  if (!process.env.TRELLIS_PG_EXPLAIN_MS || !existsSync(log)) return
+  const kept = join(tmpdir(), `trellis-pg-plans-${process.pid}-${port}.log`)
+  copyFileSync(log, kept)
+  console.error(`the cluster's plans (TRELLIS_PG_EXPLAIN_MS): ${kept}`)
 }
 
 /**
