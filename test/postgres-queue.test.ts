@@ -3,8 +3,8 @@
  * run on PostgreSQL (src/db/queue.ts: queries written once, and the claim's plans), on the product's PostgreSQL schema migrated for
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
- * eight concurrent claimers never overstep; a run's queueing, its dating by the lists' pass and its record's read by
- * key reading by index even under a plan made while the table was tiny.
+ * eight concurrent claimers never overstep; a run's queueing, its dating by the lists' pass, its record's read by key
+ * and a notes page's render reading by index even under a plan made while the table was tiny or empty.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync, statSync } from 'node:fs'
@@ -14,6 +14,7 @@ import { writeNow } from '../src/db/write.ts'
 import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
+import { findNotesForRender } from '../src/db/notes.ts'
 import { findRecordByKey, findRecordByKeyToChange } from '../src/db/records.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
 import { type Cluster, postgresInstalled, psql, startCluster } from './support/postgres-cluster.ts'
@@ -148,6 +149,22 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     expect([...plans.matchAll(/Index Scan using records_env_collection_key_unique on records/g)]).toHaveLength(4)
     expect(plans).not.toMatch(/records_env_collection_created_idx|Seq Scan on records/)
     await store.sql`DELETE FROM records`
+  })
+
+  test("a notes page's render seeks its notes by id whatever the statistics: never the walk of an environment's notes", async () => {
+    // Statistics taken while the table was empty, then 3,000 notes: planned as one join, the render started from the
+    // environment, its teams and users (each looking like one row) and read every note of the environment through
+    // another of its indexes (by team, by author).
+    await store.sql.unsafe('ANALYZE users, environments, teams, collections, notes')
+    await store.sql.unsafe(`INSERT INTO notes (environment_id, team_id, collection_id, record_id, title, user_id, created_at, updated_at)
+      SELECT 1, 1, 1, 'rec-' || i, 'note ' || i, 1, i, i FROM generate_series(1, 3000) i`)
+    const { first } = ((await store.sql`SELECT min(id)::float8 AS first FROM notes`) as { first: number }[])[0]!
+    const ids = Array.from({ length: 10 }, (_, i) => first + 2990 - i * 7)
+    const { answer: rendered, plans } = await explained(() => findNotesForRender(ids), 'SET plan_cache_mode = force_generic_plan')
+    expect(rendered.map((row) => row.note.id)).toEqual([...ids].sort((a, b) => a - b))
+    expect(plans).toMatch(/Index Scan (using|on) notes_pkey/)
+    expect(plans).not.toMatch(/notes_env_\w+|Seq Scan on notes/)
+    await store.sql`DELETE FROM notes`
   })
 
   test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {

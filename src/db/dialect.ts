@@ -68,6 +68,13 @@ export interface Dialect {
    * planner may join every row of the table to them (a page of 100 runs reading all 200,000).
    */
   inJsonArray(column: AnyColumn | SQL, placeholder: string, type: 'integer' | 'text'): SQL
+  /**
+   * A CTE's hint that it is planned apart from the query around it (`WITH x AS ${materialized} (…)`): PostgreSQL's
+   * `MATERIALIZED`, so that rows read by id are sought by id whatever the statistics say; nothing on SQLite, which
+   * flattens a CTE used once into the query and reads a list of ids first anyway (materialized, a notes page cost it
+   * about a tenth more).
+   */
+  materialized: SQL
   /** A number in a row of `valueRows`: SQLite's integers as they are; PostgreSQL's int8 as float8 (the driver answers int8 as text). */
   number(expression: AnyColumn | SQL): SQL
   /** A statement of raw SQL (written with these fragments) answering each row as the array of its values, in column order: no row mapping. */

@@ -41,6 +41,7 @@ const postgresFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   byteOrder: (column: AnyColumn | SQL) => sql`${column} COLLATE "C"`,
   inJsonArray: (column: AnyColumn | SQL, placeholder: string, type: 'integer' | 'text') =>
     sql`${column} = ANY (ARRAY(SELECT value::${sql.raw(type === 'integer' ? 'int8' : 'text')} FROM json_array_elements_text(${sql.placeholder(placeholder)}::text::json)))`,
+  materialized: sql.raw('MATERIALIZED'),
   isFalse: (column: AnyColumn) => sql`${column} = false`,
   number: (expression: AnyColumn | SQL) => sql`${expression}::float8`,
   jsonFieldText: (column: AnyColumn | SQL, field: string) => sql`(${column}::jsonb ->> ${sql.placeholder(field)}::text)`,

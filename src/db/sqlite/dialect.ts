@@ -16,6 +16,7 @@ const sqliteFragments: Omit<Dialect, 'db' | 'valueRows'> = {
   t: tables,
   byteOrder: (column: AnyColumn | SQL) => sql`${column}`,
   inJsonArray: (column: AnyColumn | SQL, placeholder: string) => sql`${column} IN (SELECT value FROM json_each(${sql.placeholder(placeholder)}))`,
+  materialized: sql.raw(''),
   number: (expression: AnyColumn | SQL) => sql`${expression}`,
   isFalse: (column: AnyColumn) => sql`${column} = 0`,
   // json_extract answers true/false as 1/0: json_type tells them apart. The field is a quoted label (`$."a.b"`).
