@@ -1,7 +1,8 @@
 /**
  * The lookups nearly every request makes and that almost never change — a token by its hash (with its user, project
  * and role), a webhook's trigger target, a project and an environment by name, whether a user reaches a team's
- * renderings, and the executor's: a run's workflow and place — cached, with exact invalidation (docs/design-decisions.md "Lookup cache"). A lookup is written once
+ * renderings, and the executor's: a run's workflow and place — cached, with exact invalidation
+ * (docs/design-decisions.md "Lookup cache"). A lookup is written once
  * as an op (`cached`); each store's runner answers it from its own cache: SQLite's per connection
  * (./sqlite/lookup-cache.ts: its own writes and other connections' commits seen at once), PostgreSQL's per instance
  * (./postgres/lookup-cache.ts: every instance's commits seen through a generation row). Inside a transaction neither

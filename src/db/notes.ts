@@ -52,9 +52,9 @@ type UserColumns = { id: number; username: string; email: string }
 
 /**
  * The notes are read by id before anything is joined to them (on PostgreSQL a materialized CTE, planned apart from the
- * joins: `Dialect.materialized`), so the read is a seek of each id whatever the statistics say. Planned as one join, with no statistics PostgreSQL
- * walked the environment's notes through another index (by team, by author), each environment, team and user looking
- * like one row.
+ * joins: `Dialect.materialized`), so the read is a seek of each id whatever the statistics say. Planned as one join,
+ * with no statistics PostgreSQL walked the environment's notes through another index (by team, by author), each
+ * environment, team and user looking like one row.
  */
 const NOTES_TO_RENDER = statement('notes.render', (d) => {
   const n = rawNumber(d)

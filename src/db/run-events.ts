@@ -173,8 +173,8 @@ function insertRunEventsOnSqlite(db: Db, events: readonly NewRunEvent[]): void {
  * of its own: READ COMMITTED takes a statement's snapshot when it starts, so an insert that waited for a lock inside
  * itself would not see the events its predecessor committed meanwhile (the connection runs the two in the order sent,
  * the insert's snapshot taken once the lock is held). A run whose row this transaction updated already (a claim's
- * start, a guarded transition sent before the append: ./op.ts `QueryCall.holdsRun`) is held by it: no lock statement for that run,
- * the insert queued behind the update on the connection.
+ * start, a guarded transition sent before the append: ./op.ts `QueryCall.holdsRun`) is held by it: no lock statement
+ * for that run, the insert queued behind the update on the connection.
  */
 async function insertRunEventsOnPostgres(db: PgDb, events: readonly NewRunEvent[]): Promise<void> {
   const environments = [...new Set(events.map((e) => e.environmentId))].sort((a, b) => a - b)

@@ -1,8 +1,7 @@
 /**
  * The lookup cache on PostgreSQL: the same lookups as SQLite's (../sqlite/lookup-cache.ts — a token by its hash,
  * a webhook's trigger target, a project and an environment by name, whether a user reaches a team's renderings, a
- * run's workflow and place),
- * cached per instance, with exact invalidation across instances.
+ * run's workflow and place), cached per instance, with exact invalidation across instances.
  *
  * Several instances share the database, so no instance sees another's writes by itself. Every committed change of a
  * table those lookups read moves one generation number on (drizzle/postgres/0009_lookup_generation.sql: a deferred
