@@ -1,7 +1,8 @@
 /**
  * `bun bench/pg-trigger-ab.ts --roots DIR_A,DIR_B [--rounds 3 --seconds 10 --connections 64 --instances 1 --notes 20000
- * --scenario webhook-202]`: the webhook trigger (202) on PostgreSQL, or another of the bench's scenarios that needs
- * no state of its own (bench/scenarios.ts, e.g. `--scenario notes-10`), checkouts A and B alternated (A, B, A, B…)
+ * --tasks --typed-records N --scenario webhook-202]`: the webhook trigger (202) on PostgreSQL, or another of the
+ * bench's scenarios that needs no state of its own (bench/scenarios.ts, e.g. `--scenario notes-10`; the inbox and a
+ * decision with `--tasks`, the records pages with `--typed-records`), checkouts A and B alternated (A, B, A, B…)
  * against one throw-away cluster and one seeded database, so that a shared machine's drift falls on both alike. Each
  * turn starts `--instances` `serve` processes of one checkout (executor off), loads them with wrk for `--seconds` after
  * a warm-up, and prints the responses per second and the Trellis CPU per trigger, or per request of another scenario
@@ -24,6 +25,7 @@ import { startCluster } from '../test/support/postgres-cluster.ts'
 import { clusterCpuUs, cpuSince, log, option, RAISED_RATE_LIMITS, repoRoot, runLoad, type Server, startServer } from './procs.ts'
 import { scenarios } from './scenarios.ts'
 import { seedDatabase } from './seed.ts'
+import { BENCH_TASKS } from './seed-tasks.ts'
 
 const ROOTS = option('roots', repoRoot).split(',')
 const ROUNDS = Number(option('rounds', '3'))
@@ -35,6 +37,10 @@ const NOTES = Number(option('notes', '20000'))
 const PROFILE = option('profile', '')
 const SCENARIO = option('scenario', 'webhook-202')
 const NO_STATISTICS = process.argv.includes('--no-statistics')
+/** `--tasks`: the full bench's approval tasks seeded too (the inbox and decision scenarios need them). */
+const TASKS = process.argv.includes('--tasks')
+/** `--typed-records N`: N records of the typed collection (the records scenarios need them). */
+const TYPED_RECORDS = Number(option('typed-records', '0'))
 /** `--statements N`: the N statements called most per response in each measured run, with their mean time (pg_stat_statements); 0: none. */
 const STATEMENTS = Number(option('statements', '0'))
 /** What one response is, in the figures: a trigger, or a request of another scenario. */
@@ -42,7 +48,7 @@ const UNIT = SCENARIO === 'webhook-202' ? 'trigger' : 'request'
 
 const work = mkdtempSync(join(tmpdir(), 'trellis-pg-trigger-'))
 const dataDir = join(work, 'data')
-const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000, workflows: 100 }, log)
+const seed = seedDatabase(dataDir, { notes: NOTES, records: 10_000, users: 1_000, workflows: 100, ...(TASKS ? { tasks: BENCH_TASKS } : {}), ...(TYPED_RECORDS > 0 ? { typedRecords: TYPED_RECORDS } : {}) }, log)
 const scenario = scenarios(seed).find((s) => s.id === SCENARIO)
 // The 409's records need a run active before the load (npm run bench starts them); each turn here cancels every one.
 const refusal = !scenario ? 'no such bench scenario (bench/scenarios.ts)' : scenario.requests('').kind === 'fixed' ? 'needs active runs this tool does not start' : null
@@ -91,7 +97,7 @@ try {
       }
       const spec = (server: Server, i: number, seconds: number, phase: string) => ({
         url: server.url, connections: Math.max(1, Math.round(CONNECTIONS / INSTANCES)), duration: seconds, warmup: 0,
-        headers: { authorization: `Bearer ${seed.adminToken}` }, expect: scenario.expect,
+        headers: scenario.headers ?? { authorization: `Bearer ${seed.adminToken}` }, expect: scenario.expect,
         requests: scenario.requests(`ab-${which}-${round}-${i}-${phase}`),
       })
       await Promise.all(servers.map((server, i) => runLoad(spec(server, i, 3, 'warm'))))

@@ -4,7 +4,7 @@
  * real in a throw-away cluster: batched claims that concurrent claimers split, lease guards that roll the op back,
  * park and wake, finish, lease renewal, recovery of expired leases and give-back; a workflow's concurrency limit that
  * eight concurrent claimers never overstep; a run's queueing, its dating by the lists' pass, its record's read by key
- * and a notes page's render reading by index even under a plan made while the table was tiny or empty.
+ * a notes page's render and a member's inbox reading by index even under a plan made while the table was tiny or empty.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync, statSync } from 'node:fs'
@@ -15,6 +15,7 @@ import type { Op } from '../src/db/op.ts'
 import { migratePostgres } from '../src/db/postgres/migrate.ts'
 import { openPostgres, type PgStore } from '../src/db/postgres/store.ts'
 import { findNotesForRender } from '../src/db/notes.ts'
+import { pageTaskIds } from '../src/db/tasks.ts'
 import { findRecordByKey, findRecordByKeyToChange } from '../src/db/records.ts'
 import { advanceRun, claimRuns, finishRun, LeaseLostError, parkRun, recoverExpiredRuns, releaseOwnedRuns, renewLease, type RunRow } from '../src/db/queue.ts'
 import { type Cluster, postgresInstalled, psql, startCluster } from './support/postgres-cluster.ts'
@@ -165,6 +166,27 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
     expect(plans).toMatch(/Index Scan (using|on) notes_pkey/)
     expect(plans).not.toMatch(/notes_env_\w+|Seq Scan on notes/)
     await store.sql`DELETE FROM notes`
+  })
+
+  test("a member's inbox walks their own assignments whatever the statistics: never every open task of the environment", async () => {
+    // Statistics taken while the tables were empty, then 3,000 open tasks, ten of them assigned to one member: as an
+    // EXISTS, the page's test of each assignment became a join that read every open task of the environment first.
+    await store.sql.unsafe(`INSERT INTO users (id, email, username, created_at, updated_at) VALUES (2, 'b@example.com', 'b', 1, 1);
+      INSERT INTO runs (id, workflow_id, workflow_version_id, environment_id, record_id, user_id, "trigger", status, next_step, available_at, attempts, created_at)
+        VALUES ('tasks-run', 1, 1, 1, 'rec-tasks', 1, 'webhook', 'waiting', 0, ${now}, 0, ${now * 1000})`)
+    await store.sql.unsafe('ANALYZE tasks, task_assignees, task_decisions, tasks_unlisted')
+    await store.sql.unsafe(`INSERT INTO tasks (id, run_id, step_index, step_name, environment_id, workflow_id, team_id, record_id, requester_id, title, approvals_required, status, created_at)
+        SELECT 'task-' || lpad(i::text, 5, '0'), 'tasks-run', i, 'approve', 1, 1, 1, 'rec-tasks', 1, 'Approve', 1, 'open', i FROM generate_series(1, 3000) i;
+      INSERT INTO task_assignees (task_id, user_id, task_created_at)
+        SELECT 'task-' || lpad(i::text, 5, '0'), CASE WHEN i % 300 = 0 THEN 2 ELSE 1 END, i FROM generate_series(1, 3000) i`)
+    const { answer: page, plans } = await explained(() => pageTaskIds(1, { status: 'open', decidableBy: { userId: 2, asAdmin: false } }, [], 50), 'SET plan_cache_mode = force_generic_plan')
+    expect(page).toEqual(Array.from({ length: 10 }, (_, i) => `task-${String(3000 - i * 300).padStart(5, '0')}`))
+    // The member's assignments walked newest first, each task looked up by its id: no step of the page's plan reads
+    // more rows than the page holds.
+    const pagePlan = plans.split(/\n(?=\S.*LOG:)/).find((entry) => entry.includes('from "task_assignees"'))!
+    expect(pagePlan).toMatch(/Scan Backward using task_assignees_user_idx/)
+    expect(Math.max(...[...pagePlan.matchAll(/actual rows=(\d+)/g)].map((m) => Number(m[1])))).toBeLessThanOrEqual(51)
+    await store.sql.unsafe("DELETE FROM runs WHERE id = 'tasks-run'; DELETE FROM users WHERE id = 2")
   })
 
   test('concurrent claimers take every due run exactly once between them, in batches, and leave the runs not yet due', async () => {

@@ -164,8 +164,8 @@ const CASES: PlanCase[] = [
   ['runs: render a page', (db) => runOp(db, loadRunsToRender(['a', 'b'])), /from "?runs"? r\b/i, /SEARCH (runs|r) USING INDEX sqlite_autoindex_runs_1 \(id=\?\)/],
   // ── tasks: the list and the inbox ──
   // A member's inbox walks their own assignments newest first — the tasks naming them, then those naming each of
-  // their teams — each task found by its key and tested by the decision index: never the environment's open tasks
-  // (among which a member's may lie far apart), never a sort.
+  // their teams — each task found by its key in a sub-select of its own and tested by the decision index: never the
+  // environment's open tasks (among which a member's may lie far apart), never a sort.
   // Workflow health (src/db/workflow-health.ts): a window walks the environment's runs created in it (its workflow's too), the open tasks their own index.
   ['health: runs per bucket (walks the window)', (db) => runOp(db, runsPerBucket({ environmentId: production, workflowId: 1 }, 0 as Micros, 3_600_000_000)), /FROM runs r WHERE r\.environment_id = \?/, /^SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\)/],
   ['health: runs per workflow (walks the window)', (db) => runOp(db, runsPerWorkflow(production, 0 as Micros)), /FROM runs r WHERE r\.environment_id = \?.*GROUP BY r\.workflow_id/s, /^SEARCH r USING INDEX runs_env_created_idx \(environment_id=\? AND created_at>\?\)/],
@@ -176,9 +176,9 @@ const CASES: PlanCase[] = [
   ['health: open tasks per workflow', (db) => runOp(db, openTasksPerWorkflow(production)), /FROM tasks k WHERE .* GROUP BY k\.workflow_id/s, /^SEARCH k USING INDEX tasks_open_env_idx \(environment_id=\?\)/],
   ['tasks: page', tasks({}), TASKS_PAGE, /^SEARCH tasks USING COVERING INDEX tasks_env_created_idx \(environment_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming them', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_USER,
-    /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+    /^SEARCH task_assignees USING COVERING INDEX task_assignees_user_idx \(user_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH tasks USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   ['tasks: a member\'s inbox (assignee=me): the tasks naming their teams', tasks({ status: 'open', visibleTo: 1, decidableBy: { userId: 1, asAdmin: false } }), TASKS_NAMING_TEAM,
-    /^SEARCH task_assignees USING COVERING INDEX task_assignees_team_idx \(team_id=\?\) \| SEARCH tasks EXISTS USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
+    /^SEARCH task_assignees USING COVERING INDEX task_assignees_team_idx \(team_id=\?\) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH tasks USING INDEX (tasks_open_env_idx \(environment_id=\? AND id=\?\)|sqlite_autoindex_tasks_1 \(id=\?\)) \| CORRELATED SCALAR SUBQUERY \d+ \| SEARCH x USING COVERING INDEX sqlite_autoindex_task_decisions_1 \(task_id=\? AND user_id=\?\)$/],
   // A person's inbox in the console, and the header's count: their own assignments and their teams', each walk
   // stopped at the page or the cap — never a scan of the open tasks of every environment they belong to.
   ['tasks: the console inbox (mine)', (db) => runOp(db, pageInboxTaskIds(1, false, { scope: 'mine' }, 10)), /^SELECT DISTINCT id, at FROM \(SELECT id, at FROM/, CONSOLE_INBOX_PLAN],
