@@ -289,9 +289,9 @@ describe.skipIf(!postgresInstalled)('the queue on PostgreSQL: the executor\'s ow
         // Twice: a pass lists what the one before it saw drawn.
         'SELECT count(*) FROM trellis_list_pass(1, 16)', 'SELECT count(*) FROM trellis_list_pass(1, 16)',
       ]
-      const explained = Bun.spawnSync([psql!, '-X', '-v', 'ON_ERROR_STOP=1', url, ...statements.flatMap((s) => ['-c', s])], { stdout: 'pipe', stderr: 'pipe' })
-      const notices = explained.stderr.toString()
-      expect(explained.exitCode).toBe(0)
+      const session = Bun.spawnSync([psql!, '-X', '-v', 'ON_ERROR_STOP=1', url, ...statements.flatMap((s) => ['-c', s])], { stdout: 'pipe', stderr: 'pipe' })
+      const notices = session.stderr.toString()
+      expect(session.exitCode).toBe(0)
       expect(notices).toMatch(/Index Only Scan Backward using runs_env_created_idx on runs r/)
       expect(notices).toMatch(/trellis_date_runs/)
       expect(notices).not.toMatch(/Seq Scan on runs /)

@@ -11,7 +11,7 @@
  * (`subscribersOf`) and call it only when there are some: no statement of its own on their hot paths.
  */
 import { randomUUIDv7 } from 'bun'
-import { and, eq, getTableName, gt, sql } from 'drizzle-orm'
+import { and, type AnyColumn, eq, getTableName, gt, sql } from 'drizzle-orm'
 import { type LeaseOutcome, leasedQueue } from './leased-queue.ts'
 import type { Op } from './op.ts'
 import { constantLimit, exec, placeholders, statement } from './query.ts'
@@ -90,9 +90,9 @@ const INSERT_EVENT = statement('workflow-events.insert', ({ db, t }) =>
  * The row's columns are named with their table: unqualified, a name inside the sub-select is the subscription's own.
  */
 export const subscribersOf = (t: Dialect['t'], written: Dialect['t']['records'] | Dialect['t']['notes']) => {
-  const own = (column: string) => sql`${sql.identifier(getTableName(written))}.${sql.identifier(column)}`
+  const own = (column: AnyColumn) => sql`${sql.identifier(getTableName(written))}.${sql.identifier(column.name)}`
   const s = t.workflowEventTriggers
-  return sql<number>`(SELECT count(*) FROM ${s} WHERE ${s.environmentId} = ${own('environment_id')} AND ${s.collectionId} = ${own('collection_id')})`.mapWith(Number)
+  return sql<number>`(SELECT count(*) FROM ${s} WHERE ${s.environmentId} = ${own(written.environmentId)} AND ${s.collectionId} = ${own(written.collectionId)})`.mapWith(Number)
 }
 
 const RUN_CHAIN = statement('workflow-events.run-chain', ({ db, t }) =>
